@@ -1,0 +1,148 @@
+"""Autograd: ``record()``, ``pause()``, training mode, leaves and ``backward``.
+
+Recording builds the same graph IR as deferred compute (eager nodes just also hold
+their values). ``backward`` runs the gradient pass over that graph, then evaluates the
+gradient graph at once (eager) or leaves it lazy (inside deferred compute).
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+
+from .deferred import is_deferred, materialize
+from .errors import AutogradError, ShapeError, fmt_shape
+from .graph.node import Entry, Node, const_node
+from .graph.passes.gradient import gradient
+from .graph.build import apply_node
+from .graph.traverse import topo_order
+from .ops import registry
+
+_RECORDING: contextvars.ContextVar[bool] = contextvars.ContextVar("lazyarray_recording", default=False)
+_TRAINING: contextvars.ContextVar[bool] = contextvars.ContextVar("lazyarray_training", default=False)
+
+
+@contextlib.contextmanager
+def record(train_mode: bool = True):
+    """Record ops for ``backward()``; ``train_mode`` also switches training mode on (dropout).
+
+    >>> import lazyarray as la
+    >>> x = la.array([1.0, 2.0]); x.attach_grad()
+    >>> with la.autograd.record():
+    ...     y = (x * x).sum()
+    >>> y.backward(); x.grad.asnumpy()
+    array([2., 4.], dtype=float32)
+    """
+    t1 = _RECORDING.set(True)
+    t2 = _TRAINING.set(bool(train_mode))
+    try:
+        yield
+    finally:
+        _TRAINING.reset(t2)
+        _RECORDING.reset(t1)
+
+
+@contextlib.contextmanager
+def pause(train_mode: bool = False):
+    """Stop recording inside a ``record()`` block (e.g. for metrics or parameter updates)."""
+    t1 = _RECORDING.set(False)
+    t2 = _TRAINING.set(bool(train_mode))
+    try:
+        yield
+    finally:
+        _TRAINING.reset(t2)
+        _RECORDING.reset(t1)
+
+
+@contextlib.contextmanager
+def train_mode():
+    """Training mode on (dropout drops) without changing whether ops are recorded."""
+    t = _TRAINING.set(True)
+    try:
+        yield
+    finally:
+        _TRAINING.reset(t)
+
+
+@contextlib.contextmanager
+def predict_mode():
+    """Training mode off (dropout is the identity) without changing recording."""
+    t = _TRAINING.set(False)
+    try:
+        yield
+    finally:
+        _TRAINING.reset(t)
+
+
+def is_recording() -> bool:
+    """True inside ``record()`` (and not inside ``pause()``)."""
+    return _RECORDING.get()
+
+
+def is_training() -> bool:
+    """True in training mode: inside ``record()`` by default, or ``train_mode()``."""
+    return _TRAINING.get()
+
+
+def mark_leaf(node: Node, grad_req: str) -> None:
+    """Make ``node`` a gradient target: ``backward`` writes (or adds) its gradient."""
+    if grad_req not in ("write", "add", "null"):
+        raise ValueError(f"attach_grad: grad_req must be 'write', 'add' or 'null', got {grad_req!r}")
+    node.grad_req = grad_req
+    node.requires_grad = grad_req != "null"
+    node.grad = None
+
+
+def backward(outputs: list[Entry], head_grads: list | None = None) -> None:
+    """Compute gradients of ``outputs`` for every leaf they depend on.
+
+    ``head_grads``: one entry (or None for ones) per output. Inside deferred compute or on
+    lazy outputs the gradients stay lazy; otherwise they are computed now.
+    """
+    heads = list(head_grads) if head_grads is not None else [None] * len(outputs)
+    for out, hg in zip(outputs, heads):
+        if hg is not None and hg.aval.shape != out.aval.shape:
+            raise ShapeError(
+                f"backward: out_grad has shape {fmt_shape(hg.aval.shape)} but the output has "
+                f"{fmt_shape(out.aval.shape)}; pass an out_grad shaped like the output"
+            )
+    order = topo_order(outputs)
+    leaves = [n for n in order if n.grad_req != "null"]
+    if not leaves:
+        raise AutogradError(
+            "backward: nothing to differentiate: no array this output depends on called "
+            "attach_grad() inside autograd.record(); call x.attach_grad() and compute the "
+            "output inside `with la.autograd.record():`"
+        )
+    grads = gradient(outputs, heads, [Entry(n, 0) for n in leaves])
+    lazy = is_deferred() or any(o.node.values is None for o in outputs)
+    pending = []
+    for leaf, g in zip(leaves, grads):
+        if g is None:
+            g = apply_node(registry.get("zeros_like"), Entry(leaf, 0))
+        if lazy:
+            prev = leaf.grad if isinstance(leaf.grad, Entry) else None
+            if leaf.grad_req == "add" and leaf.grad is not None:
+                prev = prev if prev is not None else _const_like(leaf, leaf.grad)
+                g = apply_node(registry.get("add"), prev, g)
+            leaf.grad = g
+        else:
+            pending.append((leaf, g))
+    if pending:
+        values = materialize([g for _, g in pending])
+        for (leaf, _), v in zip(pending, values):
+            _store_grad(leaf, v)
+
+
+def _store_grad(leaf: Node, value) -> None:
+    """Write (or add) an eager gradient into the leaf's buffer, keeping its identity."""
+    buf = leaf.grad
+    if buf is None or isinstance(buf, Entry) or buf.shape != value.shape:
+        leaf.grad = value.copy() if value is leaf.values[0] else value
+    elif leaf.grad_req == "add":
+        buf += value
+    else:
+        buf[...] = value
+
+
+def _const_like(leaf: Node, value) -> Entry:
+    return Entry(const_node(value, leaf.avals[0]))

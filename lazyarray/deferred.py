@@ -1,0 +1,49 @@
+"""The deferred-compute flag and materialization.
+
+While the flag is on (``with la.deferred():``), every op records a node and returns a
+lazy array. The flag lives in a ``ContextVar``: each thread and each asyncio task sees
+its own, so concurrent code never leaks it.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+
+from .executor.interpret import evaluate
+from .graph.node import Entry
+
+_DEFERRED: contextvars.ContextVar[bool] = contextvars.ContextVar("lazyarray_deferred", default=False)
+
+
+@contextlib.contextmanager
+def deferred(active: bool = True):
+    """Record ops instead of computing them, for this thread / task. Nesting is fine.
+
+    >>> import lazyarray as la
+    >>> x = la.ones((2, 3))
+    >>> with la.deferred():
+    ...     y = x * 2
+    >>> y.is_lazy, y.static_shape
+    (True, (2, 3))
+    >>> y.asnumpy().sum()
+    12.0
+    """
+    token = _DEFERRED.set(bool(active))
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+
+
+def is_deferred() -> bool:
+    """True while deferred compute is on in this thread / task."""
+    return _DEFERRED.get()
+
+
+def materialize(entries: list[Entry]) -> list:
+    """Compute the backend values of ``entries``: only the needed sub-graph, once.
+
+    Every other node of that sub-graph that a live lazy array shows keeps its value too,
+    so asking for it later computes nothing.
+    """
+    return evaluate(entries, keep=lambda node: node.has_live_handle())

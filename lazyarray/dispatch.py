@@ -1,0 +1,251 @@
+"""The dispatcher: the one code path every op call takes.
+
+``apply(op, args, params, make)``:
+
+1. normalizes inputs (arrays, Python scalars, NumPy arrays, nested lists) and params;
+2. with deferred compute on: records a node (avals from the op's rules) and returns lazy arrays;
+3. otherwise: materializes lazy inputs, runs the kernel, returns normal arrays; when a kernel
+   fails, the op's rules are asked for the error, so it names the op, the shapes and the fix;
+4. when autograd is recording and an input needs a gradient: adds the node to the graph.
+
+Outputs are built by ``make(value, entry, device)``, which the array type passes in, so this
+module needs only the fields it reads (``ArrayBase``), not the array type itself.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .autograd import _RECORDING, _TRAINING
+from .aval import Aval
+from .deferred import _DEFERRED, materialize
+from .device import cpu, current_device, to_device
+from .errors import DeviceError, LazyArrayError, fmt_shape
+from .graph.build import apply_node, as_entries, zip_inputs
+from .graph.node import Entry, Node, const_node, user_source
+from .ops import registry
+from .ops.registry import OpDef, OpNamespace
+from .storage import SPARSE_TYPES, densify, stype_of
+
+
+class ArrayBase:
+    """What the dispatcher reads of an array: its value, its graph entry and its device."""
+
+    __slots__ = ("_value", "_entry", "_device", "__weakref__")
+
+    def _materialize(self):
+        """The backend value, computing it (and what else is pending) if lazy."""
+        v = self._value
+        if v is None:
+            v = materialize([self._entry])[0]
+            self._value = v
+        return v
+
+    def _as_entry(self) -> Entry:
+        """This array as a graph entry; a normal array becomes a constant holding its value."""
+        e = self._entry
+        if e is None:
+            v = self._value
+            e = Entry(const_node(v, Aval(v.shape, v.dtype, self._device, stype_of(v))))
+            self._entry = e
+        return e
+
+
+def apply(op: OpDef, args: tuple, params: dict, make):
+    """Apply ``op`` to ``args`` with ``params``; returns an array (or a tuple for multi-output ops)."""
+    if op.params:
+        params = op.make_params(params)
+        if op.uses_training and params["training"] is None:
+            params["training"] = _TRAINING.get()
+    elif params:
+        op.make_params(params)  # raises the unknown-parameter error
+    if _DEFERRED.get():
+        return _record(op, args, params, make)
+    if op.compose is not None:  # a composite runs as the ops it expands to
+        return op.compose(OpNamespace(lambda o, *a, **p: apply(o, a, p, make)), *args, **params)
+    return _eager(op, args, params, make)
+
+
+def _eager(op: OpDef, args: tuple, params: dict, make):
+    if op.plain and len(args) != len(op.inputs):
+        zip_inputs(op, args)  # raises the arity error
+    device = None
+    vals = []
+    host = None  # positions of NumPy / list inputs that must follow the arrays' device
+    for name, a in (zip(op.inputs, args) if op.plain else _flat(op, args)):
+        if isinstance(a, ArrayBase):
+            v = a._value
+            if v is None:
+                v = a._materialize()
+            d = a._device
+            if device is None:
+                device = d
+            elif d is not device:
+                _device_error(op, args)
+            vals.append(v)
+        elif isinstance(a, (numbers.Number, np.bool_, np.number)) or a is None:
+            vals.append(a)
+        else:
+            host = host or []
+            host.append(len(vals))
+            vals.append(_host_array(a, op))
+    if device is None:
+        device = current_device()
+    if host and device.kind != "cpu":
+        for i in host:
+            vals[i] = to_device(vals[i], _CPU0, device)
+    xp = device.xp
+    sparse = [v for v in vals if v.__class__ in SPARSE_TYPES]
+    if sparse:
+        stypes = [stype_of(v) for v in vals if v is not None]
+        if not registry.has_sparse_kernel(op, stypes, params):
+            registry.warn_fallback(op, stypes)
+            vals = [densify(v, xp) for v in vals]
+    try:
+        out = op.bind(xp)(*vals, **params)
+    except Exception as exc:
+        raise _kernel_error(op, args, vals, params, device, exc) from None
+    if op.num_outputs == 1:
+        if out.__class__ in _SCALARS:  # NumPy returns scalars for 0-d results; keep arrays
+            out = np.asarray(out)
+        res = make(out, None, device)
+        if _RECORDING.get():
+            _record_eager(op, args, params, [res], [out], device)
+        return res
+    res = tuple(make(np.asarray(o) if o.__class__ in _SCALARS else o, None, device) for o in out)
+    if _RECORDING.get():
+        _record_eager(op, args, params, list(res), list(out), device)
+    return res
+
+
+def _record_eager(op, args, params, results, outs, device) -> None:
+    """Add an eagerly computed op to the autograd graph when an input needs a gradient."""
+    arrays = [a for _, a in _flat(op, args) if isinstance(a, ArrayBase)]
+    if not any(a._entry is not None and a._entry.node.requires_grad for a in arrays):
+        return
+    inputs = _inputs_as_entries(op, args)
+    avals = tuple(Aval(o.shape, o.dtype, device, stype_of(o)) for o in outs)
+    entries = as_entries(op, inputs)
+    node = Node(op, tuple(entries), params, avals, values=list(outs), source=user_source())
+    node.requires_grad = True
+    for i, r in enumerate(results):
+        r._entry = Entry(node, i)
+
+
+def _record(op: OpDef, args: tuple, params: dict, make):
+    """Deferred compute: record a node, return lazy arrays."""
+    inputs = _inputs_as_entries(op, args)
+    res = apply_node(op, *inputs, **params)
+    if isinstance(res, Entry):
+        out = make(None, res, res.aval.device)
+        res.node.add_handle(out)
+        return out
+    outs = tuple(make(None, e, e.aval.device) for e in res)
+    for o in outs:
+        o._entry.node.add_handle(o)
+    return outs
+
+
+def _inputs_as_entries(op: OpDef, args: tuple) -> list:
+    """Arrays -> entries (normal arrays become constants); scalars stay for ``apply_node``."""
+    out = []
+    for name, a in zip_inputs(op, args):
+        if name.startswith("*"):
+            out.append([_entry_of(x, op) for x in a])
+        else:
+            out.append(_entry_of(a, op))
+    return out
+
+
+def _entry_of(a, op):
+    if isinstance(a, ArrayBase):
+        return a._as_entry()
+    if a is None or isinstance(a, (numbers.Number, np.bool_, np.number)):
+        return a
+    v = _host_array(a, op)
+    return Entry(const_node(v, Aval(v.shape, v.dtype, current_device())))
+
+
+def _flat(op: OpDef, args: tuple):
+    """(name, value) pairs with ``*seq`` inputs flattened and missing optionals dropped."""
+    for name, a in zip_inputs(op, args):
+        if name.startswith("*"):
+            if isinstance(a, ArrayBase) or not isinstance(a, (list, tuple)):
+                raise LazyArrayError(
+                    f"{op.name}: expects a list or tuple of arrays, got {type(a).__name__}; "
+                    f"write la.{op.name}([a, b, ...])"
+                )
+            for x in a:
+                yield name, x
+        elif a is None and name.endswith("?"):
+            continue
+        else:
+            yield name, a
+
+
+def _host_array(a, op: OpDef):
+    """NumPy arrays keep their dtype; lists follow ``la.array`` (Python floats -> float32)."""
+    if isinstance(a, np.ndarray):
+        return a
+    try:
+        arr = np.asarray(a)
+    except Exception:
+        arr = None
+    if arr is None or arr.dtype == object or arr.dtype.kind in "USV":
+        raise LazyArrayError(f"{op.name}: cannot use {type(a).__name__} as an array input; "
+                             "pass a lazyarray, a NumPy array or a list of numbers")
+    return arr.astype(np.float32) if arr.dtype == np.float64 else arr
+
+
+def _aval_of(a) -> Aval | None:
+    if isinstance(a, ArrayBase):
+        if a._value is not None:
+            v = a._value
+            return Aval(v.shape, v.dtype, a._device, stype_of(v))
+        return a._entry.aval
+    return None
+
+
+def _device_error(op: OpDef, args) -> None:
+    avals = [_aval_of(a) for _, a in _flat(op, args)]
+    listing = ", ".join(str(a) for a in avals if a is not None)
+    first = next(a for a in avals if a is not None)
+    raise DeviceError(
+        f"{op.name}: inputs live on different devices ({listing}); move them to one device "
+        f"first, e.g. y = y.to({first.device})"
+    )
+
+
+def _kernel_error(op: OpDef, args, vals, params, device, exc) -> Exception:
+    """Turn a kernel failure into the error the op's rules give for these inputs."""
+    if isinstance(exc, LazyArrayError):
+        return exc
+    try:  # the rules know the op's constraints and phrase the fix
+        apply_node(op, *_inputs_as_entries(op, args), source=(None, 0), **params)
+    except LazyArrayError as rule_error:
+        return rule_error
+    except Exception:
+        pass
+    shapes = ", ".join(
+        f"{v.dtype}{fmt_shape(v.shape)}" for v in vals if hasattr(v, "shape") and hasattr(v, "dtype")
+    )
+    kind = next((w for t, w in _WRAP.items() if isinstance(exc, t)), OpFailed)
+    return kind(f"{op.name} failed on inputs [{shapes}]: {exc}")
+
+
+class OpFailed(LazyArrayError, RuntimeError):
+    """A kernel failed for a reason the op's rules did not foresee."""
+
+
+class OpValueError(LazyArrayError, ValueError):
+    """A kernel rejected the values it was given."""
+
+
+class OpTypeError(LazyArrayError, TypeError):
+    """A kernel rejected the types it was given."""
+
+
+_WRAP = {ValueError: OpValueError, TypeError: OpTypeError, IndexError: OpValueError}
+_CPU0 = cpu(0)
+_SCALARS = frozenset(np.sctypeDict.values()) - {np.ndarray}

@@ -1,0 +1,58 @@
+"""The exception hierarchy. Every error lazyarray raises on purpose is a ``LazyArrayError``.
+
+Each subclass also derives from the built-in exception a NumPy user would expect
+(``ValueError`` for bad shapes, ``TypeError`` for bad dtypes or unknown parameters),
+so ``except ValueError`` keeps working.
+"""
+from __future__ import annotations
+
+
+class LazyArrayError(Exception):
+    """Base class of every lazyarray error."""
+
+
+class ShapeError(LazyArrayError, ValueError):
+    """Shapes that do not fit the operator (broadcasting, reshape sizes, ...)."""
+
+
+class AxisError(LazyArrayError, ValueError, IndexError):
+    """An axis outside ``[-ndim, ndim)`` or repeated."""
+
+
+class DTypeError(LazyArrayError, TypeError):
+    """A dtype the operator does not accept."""
+
+
+class ParamError(LazyArrayError, TypeError):
+    """An unknown operator parameter, or a parameter of the wrong type."""
+
+
+class ParamValueError(LazyArrayError, ValueError):
+    """A parameter of the right type with an illegal value."""
+
+
+class DeviceError(LazyArrayError, ValueError):
+    """Arrays on different devices mixed in one op, or an unavailable device."""
+
+
+class DeferredComputeError(LazyArrayError, RuntimeError):
+    """Something deferred compute cannot do, e.g. an in-place write on a lazy array."""
+
+
+class AutogradError(LazyArrayError, RuntimeError):
+    """Misuse of autograd, e.g. ``backward()`` on an array that was not recorded."""
+
+
+class GraphFormatError(LazyArrayError, ValueError):
+    """A serialized graph that cannot be loaded (bad JSON, unknown op, cycle, ...)."""
+
+
+class GraphError(LazyArrayError, ValueError):
+    """A graph that breaks an invariant (dangling entry, wrong order, bad aval)."""
+
+
+def fmt_shape(shape) -> str:
+    """``(2, None, 3)`` -> ``[2,?,3]``: the compact form used in every message."""
+    if shape is None:
+        return "[?]"
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"

@@ -1,0 +1,73 @@
+"""The op library as Python functions (``la.add``, ``la.sum``, ``la.nn.dense``, ...).
+
+Every function is built from its registry entry by ``op_function``: inputs first, then
+params (positionally in declared order or by name), and ``out=`` to write into an
+existing normal array. Nothing here is written per op.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from .deferred import is_deferred
+from .dispatch import apply
+from .errors import DeferredComputeError, ParamError, ShapeError, fmt_shape
+from .ndarray import NDArray, _make
+from .ops import registry
+from .ops.registry import OpDef
+
+_VARARG_PARAMS = {"expand": "sizes", "repeat": "sizes"}
+
+
+def op_function(op: OpDef) -> Callable:
+    """The public function of ``op``: ``f(*inputs, *params, out=None, **params)``."""
+    n_in = len(op.inputs)
+    pnames = [p.name for p in op.params]
+    vararg = _VARARG_PARAMS.get(op.name)
+    input_names = [n.strip("*?") for n in op.inputs]
+
+    def f(*args, out=None, **kwargs):
+        inputs, rest = args[:n_in], args[n_in:]
+        if len(inputs) < n_in:  # inputs passed by name
+            inputs = inputs + tuple(kwargs.pop(n) for n in input_names[len(inputs):] if n in kwargs)
+        if rest:
+            if vararg is not None:
+                kwargs[vararg] = rest[0] if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else rest
+            else:
+                if len(rest) > len(pnames):
+                    raise ParamError(f"{op.name}: takes {n_in} input(s) and params ({', '.join(pnames)}); "
+                                     f"got {len(args)} positional arguments")
+                for name, v in zip(pnames, rest):
+                    if name in kwargs:
+                        raise ParamError(f"{op.name}: parameter {name!r} given twice")
+                    kwargs[name] = v
+        res = apply(op, inputs, kwargs, _make)
+        return res if out is None else write_out(op.name, res, out)
+
+    f.__name__ = f.__qualname__ = op.name
+    params = "".join(f", {p.name}" + ("" if p.default is registry.REQUIRED else f"={p.default!r}")
+                     for p in op.params)
+    f.__doc__ = f"{op.qualname}({', '.join(op.inputs)}{params}): {op.doc}"
+    f.op = op
+    return f
+
+
+def write_out(name: str, res: NDArray, out: NDArray) -> NDArray:
+    """``out=``: copy a result into an existing normal array (never allowed on lazy arrays)."""
+    if not isinstance(out, NDArray):
+        raise ParamError(f"{name}: out= must be a lazyarray NDArray, got {type(out).__name__}")
+    if is_deferred() or out.is_lazy:
+        raise DeferredComputeError(
+            f"{name}(..., out=...): writing into an existing array is not allowed inside deferred "
+            f"compute; write `y = la.{name}(...)` and use y"
+        )
+    if out.shape != res.shape:
+        raise ShapeError(f"{name}: out= has shape {fmt_shape(out.shape)} but the result is "
+                         f"{fmt_shape(res.shape)}; pass an out array of the result's shape")
+    out._check_writable(f"{name}(..., out=...)", f"y = la.{name}(...)")
+    out._value[...] = res._materialize()
+    return out
+
+
+def namespace(ns: str) -> dict[str, Callable]:
+    """Public functions for every registered op of namespace ``ns`` (``""`` = top level)."""
+    return {op.name: op_function(op) for op in registry.all_ops() if op.namespace == ns}

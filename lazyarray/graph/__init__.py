@@ -1,0 +1,1 @@
+"""The graph IR: ``Node``/``Entry`` (node.py), ``Symbol`` (symbol.py), passes, serialization."""

@@ -1,0 +1,39 @@
+"""Graph traversal: topological order of the nodes that reach a set of entries.
+
+Iterative (no recursion limit for 10,000-node chains) and deterministic: inputs are
+visited in order, so the same graph always gives the same order. networkx offers the
+same algorithms on its own graph type; converting for every materialization would
+cost more than the walk itself, so the hot path walks our nodes directly and the
+networkx view (``Symbol.to_networkx``) serves analysis.
+"""
+from __future__ import annotations
+
+from .node import Entry, Node
+
+
+def topo_order(outputs: list[Entry], stop=None) -> list[Node]:
+    """Nodes reachable from ``outputs``, each after its inputs.
+
+    ``stop(node) -> bool`` cuts the walk: a stopped node is listed but its inputs are not
+    visited (used to treat already-computed nodes as leaves).
+    """
+    order: list[Node] = []
+    seen: set[int] = set()
+    for out in outputs:
+        root = out.node
+        if id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack = [(root, iter(() if stop is not None and stop(root) else root.inputs))]
+        while stack:
+            node, it = stack[-1]
+            for e in it:
+                child = e.node
+                if id(child) not in seen:
+                    seen.add(id(child))
+                    stack.append((child, iter(() if stop is not None and stop(child) else child.inputs)))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    return order

@@ -1,0 +1,488 @@
+"""``NDArray``: a value on a device, or a lazy entry in a graph, with NumPy's face.
+
+A normal array holds a backend array (NumPy / CuPy) or a sparse storage. A lazy array
+(made while deferred compute is on) holds a graph entry and its aval; it computes when
+a value is needed (``asnumpy``, ``item``, ``bool``, ``.shape`` with unknown dims, or use
+by an op outside deferred compute).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import autograd
+from .aval import Aval
+from .deferred import is_deferred
+from .device import Device, to_device
+from .dispatch import ArrayBase, apply
+from .errors import AutogradError, DeferredComputeError, DeviceError, ShapeError, fmt_shape
+from .graph.node import Entry, const_node
+from .ops import registry
+from .storage import SPARSE_TYPES, densify, from_dense, stype_of
+
+_op = registry.get
+_ADD, _SUB, _MUL, _DIV, _POW = _op("add"), _op("subtract"), _op("multiply"), _op("divide"), _op("power")
+_MATMUL, _NEG = _op("matmul"), _op("negative")
+_EQ, _NE, _LT, _LE, _GT, _GE = (
+    _op("equal"), _op("not_equal"), _op("less"), _op("less_equal"), _op("greater"), _op("greater_equal")
+)
+_EMPTY: dict = {}
+_INPLACE = {"+=": _ADD, "-=": _SUB, "*=": _MUL, "/=": _DIV, "**=": _POW}
+
+
+class NDArray(ArrayBase):
+    """An n-dimensional array on a device; lazy while deferred compute records it.
+
+    >>> import lazyarray as la
+    >>> x = la.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> (x * 2 + 1).sum().item()
+    23.0
+    """
+
+    __slots__ = ()
+    __array_ufunc__ = None  # NumPy defers to our reflected operators: np_array + x -> x.__radd__
+    __hash__ = None  # like NumPy: == is elementwise, so arrays are not hashable
+
+    # -- attributes ------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        """The shape; computes a lazy array whose static shape has unknown dims."""
+        v = self._value
+        if v is not None:
+            return v.shape
+        s = self._entry.aval.shape
+        if None in s:
+            return self._materialize().shape
+        return s
+
+    @property
+    def static_shape(self) -> tuple:
+        """The shape known without computing (``None`` for data-dependent dims). Never computes."""
+        v = self._value
+        if v is not None:
+            return tuple(v.shape)
+        e = self._entry
+        if e.node.values is not None:
+            return tuple(e.node.values[e.index].shape)
+        return e.aval.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.static_shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def dtype(self) -> np.dtype:
+        v = self._value
+        return v.dtype if v is not None else self._entry.aval.dtype
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    @property
+    def stype(self) -> str:
+        v = self._value
+        return stype_of(v) if v is not None else self._entry.aval.stype
+
+    @property
+    def is_lazy(self) -> bool:
+        """True while the value has not been computed."""
+        return self._value is None and self._entry.node.values is None
+
+    @property
+    def aval(self) -> Aval:
+        """Shape, dtype, device and storage type as one abstract value."""
+        v = self._value
+        if v is not None:
+            return Aval(tuple(v.shape), v.dtype, self._device, stype_of(v))
+        return self._entry.aval
+
+    # -- values ----------------------------------------------------------------
+    def asnumpy(self) -> np.ndarray:
+        """A NumPy copy of the (dense) value; computes a lazy array."""
+        v = densify(self._materialize(), self._device.xp)
+        if self._device.kind == "gpu":
+            return to_device(v, self._device, _CPU0)
+        return np.array(v, copy=True)
+
+    def item(self):
+        """The single element as a Python scalar."""
+        v = self.asnumpy()
+        if v.size != 1:
+            raise ShapeError(f"item: only arrays of one element convert to a scalar, this one is "
+                             f"{fmt_shape(v.shape)}; index it first, e.g. x[0, 0].item()")
+        return v.reshape(()).item()
+
+    def __array__(self, dtype=None, copy=None):
+        v = densify(self._materialize(), self._device.xp)
+        if self._device.kind == "gpu":
+            v = to_device(v, self._device, _CPU0)
+        return v if dtype is None else v.astype(dtype)
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ShapeError(f"bool: the truth value of an array of shape {fmt_shape(self.shape)} is "
+                             "ambiguous; use (x != 0).sum() > 0 or compare element by element")
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "iub":
+            raise TypeError(f"only integer arrays can be used as an index, not {self.dtype}")
+        return int(self.item())
+
+    def __len__(self) -> int:
+        s = self.shape
+        if not s:
+            raise TypeError("len() of a 0-d array")
+        return s[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __repr__(self) -> str:
+        if self.is_lazy:
+            shape = "(" + ", ".join("?" if d is None else str(d) for d in self.static_shape)
+            shape += ",)" if len(self.static_shape) == 1 else ")"
+            return f"lazy array(shape={shape}, dtype={self.dtype}, device={self._device})"
+        v = self._materialize()
+        stype = "" if stype_of(v) == "default" else f", stype={stype_of(v)}"
+        text = np.array2string(np.asarray(self), separator=", ", prefix="array(")
+        return f"array({text}, dtype={self.dtype}, device={self._device}{stype})"
+
+    __str__ = __repr__
+
+    # -- conversions -----------------------------------------------------------
+    def to(self, device: Device) -> "NDArray":
+        """This array on ``device`` (itself if already there). Recorded as a copy node when lazy."""
+        if device is self._device:
+            return self
+        return apply(_op("copy_to"), (self,), {"device": device}, _make)
+
+    def astype(self, dtype) -> "NDArray":
+        """A copy converted to ``dtype``."""
+        return apply(_op("cast"), (self,), {"dtype": dtype}, _make)
+
+    def tostype(self, stype: str) -> "NDArray":
+        """A copy with storage type ``"default"``, ``"csr"`` or ``"row_sparse"``."""
+        return apply(_op("cast_storage"), (self,), {"stype": stype}, _make)
+
+    def copy(self) -> "NDArray":
+        return apply(_op("copy"), (self,), _EMPTY, _make)
+
+    def detach(self) -> "NDArray":
+        """The same value, cut from the autograd graph (gradients do not flow back through it)."""
+        if self._value is not None and not is_deferred():
+            return _make(self._value, None, self._device)
+        return apply(_op("stop_gradient"), (self,), _EMPTY, _make)
+
+    # -- autograd --------------------------------------------------------------
+    def attach_grad(self, grad_req: str = "write") -> None:
+        """Ask for this array's gradient: ``backward`` fills ``.grad`` (``"add"`` accumulates)."""
+        if self._value is not None:
+            v = self._value
+            node = const_node(v, Aval(tuple(v.shape), v.dtype, self._device, stype_of(v)))
+            self._entry = Entry(node)
+        else:
+            node = self._entry.node
+        autograd.mark_leaf(node, grad_req)
+        if self._value is not None and grad_req != "null":
+            node.grad = self._device.xp.zeros_like(densify(self._value, self._device.xp))
+
+    @property
+    def grad(self) -> "NDArray | None":
+        """The gradient written by the last ``backward`` (lazy inside deferred compute)."""
+        e = self._entry
+        if e is None or e.node.grad_req == "null":
+            return None
+        g = e.node.grad
+        if g is None:
+            return None
+        if isinstance(g, Entry):
+            out = _make(None, g, g.aval.device)
+            g.node.add_handle(out)
+            return out
+        return _make(g, None, self._device)
+
+    def backward(self, out_grad: "NDArray | None" = None, retain_graph: bool = True) -> None:
+        """Gradients of this array w.r.t. every array that called ``attach_grad()``."""
+        e = self._entry
+        if e is None or not e.node.requires_grad:
+            raise AutogradError(
+                "backward: this array was not computed from an array with attach_grad() inside "
+                "autograd.record(); call x.attach_grad() and compute inside `with la.autograd.record():`"
+            )
+        heads = None
+        if out_grad is not None:
+            og = out_grad if isinstance(out_grad, NDArray) else array_from(out_grad, self._device)
+            heads = [og._as_entry()]
+        autograd.backward([e], heads)
+
+    # -- arithmetic ------------------------------------------------------------
+    def __add__(self, other):
+        return apply(_ADD, (self, other), _EMPTY, _make)
+
+    def __radd__(self, other):
+        return apply(_ADD, (other, self), _EMPTY, _make)
+
+    def __sub__(self, other):
+        return apply(_SUB, (self, other), _EMPTY, _make)
+
+    def __rsub__(self, other):
+        return apply(_SUB, (other, self), _EMPTY, _make)
+
+    def __mul__(self, other):
+        return apply(_MUL, (self, other), _EMPTY, _make)
+
+    def __rmul__(self, other):
+        return apply(_MUL, (other, self), _EMPTY, _make)
+
+    def __truediv__(self, other):
+        return apply(_DIV, (self, other), _EMPTY, _make)
+
+    def __rtruediv__(self, other):
+        return apply(_DIV, (other, self), _EMPTY, _make)
+
+    def __pow__(self, other):
+        return apply(_POW, (self, other), _EMPTY, _make)
+
+    def __rpow__(self, other):
+        return apply(_POW, (other, self), _EMPTY, _make)
+
+    def __matmul__(self, other):
+        return apply(_MATMUL, (self, other), _EMPTY, _make)
+
+    def __rmatmul__(self, other):
+        return apply(_MATMUL, (other, self), _EMPTY, _make)
+
+    def __neg__(self):
+        return apply(_NEG, (self,), _EMPTY, _make)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return apply(_op("abs"), (self,), _EMPTY, _make)
+
+    def __eq__(self, other):
+        return apply(_EQ, (self, other), _EMPTY, _make)
+
+    def __ne__(self, other):
+        return apply(_NE, (self, other), _EMPTY, _make)
+
+    def __lt__(self, other):
+        return apply(_LT, (self, other), _EMPTY, _make)
+
+    def __le__(self, other):
+        return apply(_LE, (self, other), _EMPTY, _make)
+
+    def __gt__(self, other):
+        return apply(_GT, (self, other), _EMPTY, _make)
+
+    def __ge__(self, other):
+        return apply(_GE, (self, other), _EMPTY, _make)
+
+    # -- in place (normal arrays only) ------------------------------------------
+    def _inplace(self, sym: str, other) -> "NDArray":
+        self._check_writable(f"x {sym} y", f"x = x {sym[:-1]} y")
+        op = _INPLACE[sym]
+        ov = other._materialize() if isinstance(other, ArrayBase) else other
+        if isinstance(other, ArrayBase) and other._device is not self._device:
+            raise _device_mismatch(op.name, self, other)
+        v = self._value
+        try:
+            op.bind(self._device.xp)(v, ov, out=v)
+        except Exception as exc:
+            oshape = fmt_shape(getattr(ov, "shape", ()))
+            raise ShapeError(
+                f"{op.name} (in place, {sym}): cannot write the result into the left operand "
+                f"{v.dtype}{fmt_shape(v.shape)} with the right operand "
+                f"{getattr(ov, 'dtype', type(ov).__name__)}{oshape}: {exc}; "
+                f"write x = x {sym[:-1]} y to get a new array"
+            ) from None
+        return self
+
+    def __iadd__(self, other):
+        return self._inplace("+=", other)
+
+    def __isub__(self, other):
+        return self._inplace("-=", other)
+
+    def __imul__(self, other):
+        return self._inplace("*=", other)
+
+    def __itruediv__(self, other):
+        return self._inplace("/=", other)
+
+    def __ipow__(self, other):
+        return self._inplace("**=", other)
+
+    def _check_writable(self, what: str, instead: str) -> None:
+        if self._value is None or is_deferred():
+            raise DeferredComputeError(
+                f"{what}: in-place writes are not allowed on lazy arrays or inside deferred compute "
+                f"(the graph decides where memory is reused); write `{instead}` instead"
+            )
+        e = self._entry
+        if autograd.is_recording() and e is not None and e.node.requires_grad:
+            raise AutogradError(
+                f"{what}: in-place write on an array recorded for autograd would corrupt its "
+                f"gradient; write `{instead}` instead, or do it under la.autograd.pause()"
+            )
+        if e is not None and e.node.op is not None:  # the node's stored value is this buffer
+            self._entry = None
+
+    # -- indexing --------------------------------------------------------------
+    def __getitem__(self, key):
+        if isinstance(key, NDArray) and key.dtype == np.bool_:
+            return apply(_op("boolean_mask"), (self, key), _EMPTY, _make)
+        if isinstance(key, NDArray) or isinstance(key, (list, np.ndarray)):
+            return apply(_op("take"), (self, key), {"axis": 0}, _make)
+        return apply(_op("getitem"), (self,), {"key": key}, _make)
+
+    def __setitem__(self, key, value) -> None:
+        self._check_writable("x[key] = v", "x = la.where(mask, v, x) or build a new array")
+        if isinstance(key, NDArray):
+            key = key._materialize()
+        v = value._materialize() if isinstance(value, ArrayBase) else value
+        try:
+            self._value[key] = v
+        except Exception as exc:
+            raise ShapeError(f"setitem: cannot assign {getattr(v, 'shape', type(v).__name__)} to "
+                             f"x[{key!r}] of an array {fmt_shape(self.shape)}: {exc}") from None
+
+    # -- common methods (thin calls into the op library) ------------------------
+    def sum(self, axis=None, keepdims=False):
+        return apply(_op("sum"), (self,), {"axis": axis, "keepdims": keepdims}, _make)
+
+    def mean(self, axis=None, keepdims=False):
+        return apply(_op("mean"), (self,), {"axis": axis, "keepdims": keepdims}, _make)
+
+    def max(self, axis=None, keepdims=False):
+        return apply(_op("max"), (self,), {"axis": axis, "keepdims": keepdims}, _make)
+
+    def min(self, axis=None, keepdims=False):
+        return apply(_op("min"), (self,), {"axis": axis, "keepdims": keepdims}, _make)
+
+    def argmax(self, axis=None, keepdims=False):
+        return apply(_op("argmax"), (self,), {"axis": axis, "keepdims": keepdims}, _make)
+
+    def reshape(self, *shape):
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        return apply(_op("reshape"), (self,), {"shape": shape}, _make)
+
+    def transpose(self, *axes):
+        axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) or axes == (None,) else axes
+        return apply(_op("transpose"), (self,), {"axes": axes or None}, _make)
+
+    @property
+    def T(self):
+        return apply(_op("transpose"), (self,), {"axes": None}, _make)
+
+    def expand(self, *sizes):
+        """PyTorch ``Tensor.expand``: -1 keeps a dim, size-1 dims stretch without copying."""
+        return apply(_op("expand"), (self,), {"sizes": _sizes(sizes)}, _make)
+
+    def repeat(self, *sizes):
+        """PyTorch ``Tensor.repeat``: tile the array ``sizes`` times per dim (new dims in front)."""
+        return apply(_op("repeat"), (self,), {"sizes": _sizes(sizes)}, _make)
+
+    def broadcast_to(self, shape):
+        return apply(_op("broadcast_to"), (self,), {"shape": shape}, _make)
+
+    def squeeze(self, axis=None):
+        return apply(_op("squeeze"), (self,), {"axis": axis}, _make)
+
+    def expand_dims(self, axis):
+        return apply(_op("expand_dims"), (self,), {"axis": axis}, _make)
+
+    def flatten(self):
+        return self.reshape(self.static_shape[0] if self.static_shape else 1, -1) if self.ndim else self.reshape(1)
+
+    def exp(self):
+        return apply(_op("exp"), (self,), _EMPTY, _make)
+
+    def log(self):
+        return apply(_op("log"), (self,), _EMPTY, _make)
+
+    def sqrt(self):
+        return apply(_op("sqrt"), (self,), _EMPTY, _make)
+
+    def square(self):
+        return apply(_op("square"), (self,), _EMPTY, _make)
+
+    def abs(self):
+        return apply(_op("abs"), (self,), _EMPTY, _make)
+
+    def relu(self):
+        return apply(_op("relu"), (self,), _EMPTY, _make)
+
+    def sigmoid(self):
+        return apply(_op("sigmoid"), (self,), _EMPTY, _make)
+
+    def tanh(self):
+        return apply(_op("tanh"), (self,), _EMPTY, _make)
+
+    def dot(self, other):
+        return apply(_op("dot"), (self, other), _EMPTY, _make)
+
+
+def _sizes(sizes):
+    return tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
+
+
+def _device_mismatch(opname, a, b):
+    return DeviceError(f"{opname}: inputs live on different devices ({a.aval}, {b.aval}); "
+                       f"move one first, e.g. y = y.to({a.device})")
+
+
+_new = object.__new__
+
+
+def _make(value, entry, device) -> NDArray:
+    """Build an ``NDArray`` (the constructor the dispatcher is handed)."""
+    a = _new(NDArray)
+    a._value = value
+    a._entry = entry
+    a._device = device
+    return a
+
+
+def array_from(obj, device: Device, dtype=None) -> NDArray:
+    """Backend array from Python / NumPy data on ``device``: the core of ``la.array``."""
+    if isinstance(obj, NDArray):
+        v = obj._materialize()
+        if dtype is not None and v.dtype != dtype:
+            v = v.astype(dtype)
+        return _make(v if obj._device is device else to_device(v, obj._device, device), None, device)
+    if isinstance(obj, SPARSE_TYPES):
+        return _make(obj, None, device)
+    arr = np.asarray(obj) if not hasattr(obj, "__cuda_array_interface__") else obj
+    if dtype is None and not isinstance(obj, np.ndarray) and getattr(arr, "dtype", None) == np.float64:
+        dtype = np.float32  # Python floats default to float32, NumPy arrays keep their dtype
+    if dtype is not None:
+        arr = arr.astype(dtype, copy=False)
+    if device.kind == "cpu":
+        value = np.array(arr, copy=True)
+    else:
+        value = to_device(arr, _CPU0, device)
+    return _make(value, None, device)
+
+
+def storage_from_dense(x: NDArray, stype: str):
+    return from_dense(x._materialize(), stype, x._device.xp)
+
+
+_CPU0 = Device("cpu", 0)

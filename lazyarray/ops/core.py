@@ -1,0 +1,59 @@
+"""Core ops the rest of the system leans on: fills, casts, copies, device and storage moves."""
+from __future__ import annotations
+
+from ..device import Device, to_device
+from ..storage import densify, from_dense
+from .params import DEVICE, DTYPE, Param, choice
+from .registry import OpDef, register
+
+register(OpDef("zeros_like", ("x",), lambda xp, x, out=None: xp.zeros_like(densify(x, xp)),
+               grad=lambda F, ins, y, g: [None], doc="zeros shaped and typed like x"))
+register(OpDef("ones_like", ("x",), lambda xp, x, out=None: xp.ones_like(densify(x, xp)),
+               grad=lambda F, ins, y, g: [None], doc="ones shaped and typed like x"))
+
+
+def _cast(xp, x, dtype, out=None):
+    return x.astype(dtype)
+
+
+register(OpDef(
+    "cast", ("x",), _cast, params=(Param("dtype", DTYPE),),
+    dtype=lambda dtypes, dtype: dtype,
+    grad=lambda F, ins, y, g, dtype: [F.cast(g, dtype=ins[0].aval.dtype)] if ins[0].aval.dtype.kind == "f" else [None],
+    doc="x converted to dtype (a copy)",
+))
+register(OpDef("copy", ("x",), lambda xp, x, out=None: x.copy(),
+               grad=lambda F, ins, y, g: [g], doc="a copy of x"))
+register(OpDef("stop_gradient", ("x",), lambda xp, x, out=None: x,
+               grad=lambda F, ins, y, g: [None], view=True,
+               doc="x itself, but no gradient flows back through it (detach)"))
+
+
+def _copy_to(xp, x, device, out=None):
+    # The source device is read off the value: CuPy arrays know their GPU, NumPy ones are host.
+    src = Device("gpu", x.device.id) if hasattr(x, "__cuda_array_interface__") else _HOST
+    return to_device(x, src, device)
+
+
+_HOST = Device("cpu", 0)
+
+
+register(OpDef(
+    "copy_to", ("x",), _copy_to, params=(Param("device", DEVICE),),
+    device=lambda avals, device: device,
+    grad=lambda F, ins, y, g, device: [F.copy_to(g, device=ins[0].aval.device)],
+    doc="x copied to another device: the explicit copy node of cross-device graphs",
+))
+
+
+def _cast_storage(xp, x, stype, out=None):
+    return from_dense(densify(x, xp), stype, xp)
+
+
+register(OpDef(
+    "cast_storage", ("x",), _cast_storage,
+    params=(Param("stype", choice("default", "csr", "row_sparse")),),
+    storage=lambda stypes, stype: [stype],
+    grad=lambda F, ins, y, g, stype: [F.cast_storage(g, stype="default")],
+    doc="x with another storage type (default, csr, row_sparse)",
+))

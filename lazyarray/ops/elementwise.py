@@ -1,0 +1,129 @@
+"""Elementwise ops: binary arithmetic with NumPy broadcasting, comparisons, ``where`` and unary math.
+
+Shapes follow the registry defaults (unary keeps the shape, binary broadcasts) and dtypes
+are NumPy's own (the registry asks NumPy once per dtype combination), so a lazy array's
+aval always matches what the eager kernel produces. Gradients return the full broadcast
+shape; the gradient pass sums them back to each input's shape.
+"""
+from __future__ import annotations
+
+from ..errors import ParamValueError
+from .params import FLOAT, Param
+from .registry import OpDef, register
+
+
+def _binary(name, kernel, grad, doc, inplace=((0, 0), (1, 0))):
+    return register(OpDef(name, ("a", "b"), kernel, grad=grad, inplace=inplace, elementwise=True, doc=doc))
+
+
+def _unary(name, kernel, grad, doc, params=(), inplace=((0, 0),)):
+    return register(OpDef(name, ("x",), kernel, params=params, grad=grad, inplace=inplace,
+                          elementwise=True, doc=doc))
+
+
+# -- binary ------------------------------------------------------------------------
+_binary("add", "add", lambda F, ins, y, g: [g, g], "a + b")
+_binary("subtract", "subtract", lambda F, ins, y, g: [g, F.negative(g)], "a - b")
+_binary("multiply", "multiply", lambda F, ins, y, g: [F.multiply(g, ins[1]), F.multiply(g, ins[0])], "a * b")
+_binary("divide", "true_divide",
+        lambda F, ins, y, g: [F.divide(g, ins[1]), F.negative(F.divide(F.multiply(g, y), ins[1]))],
+        "a / b (true division: integers give floats)")
+
+
+def _power_grad(F, ins, y, g):
+    a, b = ins
+    da = F.multiply(g, F.multiply(b, F.power(a, F.subtract(b, 1))))
+    # d/db a**b = a**b * log(a); defined as 0 where a <= 0 (where the real power has no slope in b)
+    safe = F.where(F.greater(a, 0), a, 1)
+    db = F.multiply(g, F.multiply(y, F.log(safe)))
+    return [da, db]
+
+
+_binary("power", "power", _power_grad, "a ** b")
+_binary("maximum", "maximum",
+        lambda F, ins, y, g: [F.multiply(g, F.greater_equal(ins[0], ins[1])),
+                              F.multiply(g, F.less(ins[0], ins[1]))],
+        "elementwise max (ties send the gradient to a)")
+_binary("minimum", "minimum",
+        lambda F, ins, y, g: [F.multiply(g, F.less_equal(ins[0], ins[1])),
+                              F.multiply(g, F.greater(ins[0], ins[1]))],
+        "elementwise min (ties send the gradient to a)")
+_binary("heaviside", "heaviside",
+        lambda F, ins, y, g: [F.zeros_like(ins[0]), F.multiply(g, F.equal(ins[0], 0))],
+        "0 where x < 0, y where x == 0, 1 where x > 0; d/dy = (x == 0), d/dx = 0")
+
+# -- comparisons (bool results; no gradient flows through them) ----------------------
+_NO_GRAD2 = lambda F, ins, y, g: [None, None]  # noqa: E731
+for _name, _doc in (("equal", "=="), ("not_equal", "!="), ("less", "<"), ("less_equal", "<="),
+                    ("greater", ">"), ("greater_equal", ">=")):
+    _binary(_name, _name, _NO_GRAD2, f"a {_doc} b, elementwise, as bool", inplace=())
+
+register(OpDef(
+    "where", ("cond", "x", "y"), "where",
+    grad=lambda F, ins, out, g: [None, F.where(ins[0], g, 0), F.where(ins[0], 0, g)],
+    elementwise=True, doc="x where cond is true, else y (broadcasting all three)",
+))
+
+# -- unary -------------------------------------------------------------------------
+_unary("negative", "negative", lambda F, ins, y, g: [F.negative(g)], "-x")
+_unary("abs", "absolute", lambda F, ins, y, g: [F.multiply(g, F.sign(ins[0]))], "|x|")
+_unary("sign", "sign", lambda F, ins, y, g: [None], "-1, 0 or 1 (zero gradient)")
+_unary("exp", "exp", lambda F, ins, y, g: [F.multiply(g, y)], "e ** x")
+_unary("log", "log", lambda F, ins, y, g: [F.divide(g, ins[0])], "natural logarithm")
+_unary("sqrt", "sqrt", lambda F, ins, y, g: [F.divide(F.multiply(g, 0.5), y)], "square root")
+_unary("square", "square", lambda F, ins, y, g: [F.multiply(g, F.multiply(ins[0], 2))], "x * x")
+_unary("sin", "sin", lambda F, ins, y, g: [F.multiply(g, F.cos(ins[0]))], "sine")
+_unary("cos", "cos", lambda F, ins, y, g: [F.negative(F.multiply(g, F.sin(ins[0])))], "cosine")
+_unary("tanh", "tanh", lambda F, ins, y, g: [F.multiply(g, F.subtract(1, F.square(y)))], "hyperbolic tangent")
+
+
+def _sigmoid(xp, x, out=None):
+    # 1 / (1 + e^-x) written so that neither branch overflows: e^-|x| is in (0, 1].
+    e = xp.exp(-xp.abs(x))
+    pos = 1 / (1 + e)
+    return xp.where(x >= 0, pos, e * pos, out=out) if out is not None else xp.where(x >= 0, pos, e * pos)
+
+
+_unary("sigmoid", _sigmoid,
+       lambda F, ins, y, g: [F.multiply(g, F.multiply(y, F.subtract(1, y)))], "1 / (1 + e ** -x)")
+
+
+def _relu(xp, x, out=None):
+    return xp.maximum(x, 0, out=out)
+
+
+# relu's gradient reads its output, not its input: the planner may free the input.
+_unary("relu", _relu, lambda F, ins, y, g: [F.multiply(g, F.greater(y, 0))], "max(x, 0)")
+
+
+def _smooth_l1(xp, x, scalar=1.0, out=None):
+    s2 = scalar * scalar
+    ax = xp.abs(x)
+    return xp.where(ax < 1.0 / s2, 0.5 * s2 * x * x, ax - 0.5 / s2)
+
+
+def _smooth_l1_grad(F, ins, y, g, scalar=1.0):
+    x = ins[0]
+    s2 = scalar * scalar
+    slope = F.where(F.less(F.abs(x), 1.0 / s2), F.multiply(x, s2), F.sign(x))
+    return [F.multiply(g, slope)]
+
+
+def _positive(v, op):
+    if v <= 0:
+        raise ParamValueError(f"{op}: scalar must be > 0, got {v}")
+
+
+_unary("smooth_l1", _smooth_l1, _smooth_l1_grad,
+       "MXNet smooth_l1: 0.5*(s*x)**2 if |x| < 1/s**2 else |x| - 0.5/s**2",
+       params=(Param("scalar", FLOAT, 1.0, check=_positive),), inplace=())
+
+
+def _quadratic(xp, x, a=0.0, b=0.0, c=0.0, out=None):
+    return (a * x + b) * x + c
+
+
+_unary("quadratic", _quadratic,
+       lambda F, ins, y, g, a=0.0, b=0.0, c=0.0: [F.multiply(g, F.add(F.multiply(ins[0], 2 * a), b))],
+       "a*x**2 + b*x + c",
+       params=(Param("a", FLOAT, 0.0), Param("b", FLOAT, 0.0), Param("c", FLOAT, 0.0)), inplace=())

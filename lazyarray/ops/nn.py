@@ -1,0 +1,278 @@
+"""Linear algebra and neural-network ops: ``dot``, ``matmul``, ``nn.dense``, ``nn.softmax``,
+``nn.log_softmax``, ``nn.softmax_cross_entropy``, ``nn.one_hot`` and ``nn.dropout``."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..device import Device
+from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
+from ..rng import generator
+from .params import DTYPE, FLOAT, INT, OPT_BOOL, Param
+from .registry import OpDef, broadcast_shapes, normalize_axis, register
+
+
+def _mismatch(op, a, b, ka, kb):
+    return ShapeError(f"inner dims differ: {fmt_shape(a)} (dim {ka}) vs {fmt_shape(b)} (dim {kb}); "
+                      f"the last dim of the first must equal the {'first' if len(b) == 1 else 'second-to-last'} "
+                      "dim of the second (transpose one?)")
+
+
+def _same(d1, d2):
+    return d1 is None or d2 is None or d1 == d2
+
+
+def _dot_rule(shapes):
+    a, b = shapes
+    kb = 0 if len(b) == 1 else len(b) - 2
+    if not _same(a[-1], b[kb]):
+        raise _mismatch("dot", a, b, len(a) - 1, kb)
+    if len(b) == 1:
+        return tuple(a[:-1])
+    return tuple(a[:-1]) + tuple(b[:-2]) + (b[-1],)
+
+
+def _dot_shape(shapes):
+    a, b = shapes
+    if not a:
+        return tuple(b)
+    if not b:
+        return tuple(a)
+    return _dot_rule(shapes)
+
+
+def _dot_grad(F, ins, y, g):
+    a, b = ins
+    na, nb = a.aval.ndim, b.aval.ndim
+    if na == 0 or nb == 0:
+        return [F.multiply(g, b) if na else F.sum(F.multiply(g, b)),
+                F.multiply(g, a) if nb else F.sum(F.multiply(g, a))]
+    if na > 2 or nb > 2:
+        raise ShapeError("dot: gradients are defined for 1-D and 2-D inputs; use matmul for batches")
+    # Lift 1-D operands to matrices, take the matrix gradients, drop the lifted dims again.
+    a2 = a if na == 2 else F.expand_dims(a, axis=0)
+    b2 = b if nb == 2 else F.expand_dims(b, axis=1)
+    g2 = g
+    if na == 1:
+        g2 = F.expand_dims(g2, axis=0)
+    if nb == 1:
+        g2 = F.expand_dims(g2, axis=-1)
+    da = F.dot(g2, F.transpose(b2))
+    db = F.dot(F.transpose(a2), g2)
+    return [F.reshape(da, shape=a.aval.shape) if na == 1 else da,
+            F.reshape(db, shape=b.aval.shape) if nb == 1 else db]
+
+
+register(OpDef("dot", ("a", "b"), lambda xp, a, b, out=None: xp.dot(a, b), shape=_dot_shape,
+               dtype=lambda dtypes: np.result_type(*dtypes), grad=_dot_grad,
+               doc="NumPy dot: inner product over the last dim of a and the second-to-last of b"))
+
+
+def _matmul_rule(shapes):
+    a, b = shapes
+    if not a or not b:
+        raise ShapeError("matmul does not take 0-d arrays; use multiply")
+    a2 = (1,) + tuple(a) if len(a) == 1 else tuple(a)
+    b2 = tuple(b) + (1,) if len(b) == 1 else tuple(b)
+    if not _same(a2[-1], b2[-2]):
+        raise _mismatch("matmul", a, b, len(a) - 1, max(len(b) - 2, 0))
+    batch = broadcast_shapes(a2[:-2], b2[:-2])
+    out = batch + (a2[-2], b2[-1])
+    if len(a) == 1:
+        out = out[:-2] + out[-1:]
+    if len(b) == 1:
+        out = out[:-1]
+    return out
+
+
+def _swap(F, x):
+    nd = x.aval.ndim
+    return F.transpose(x, axes=tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def _matmul_grad(F, ins, y, g):
+    a, b = ins
+    a2 = a if a.aval.ndim > 1 else F.expand_dims(a, axis=0)
+    b2 = b if b.aval.ndim > 1 else F.expand_dims(b, axis=-1)
+    g2 = g
+    if a.aval.ndim == 1:
+        g2 = F.expand_dims(g2, axis=-2)
+    if b.aval.ndim == 1:
+        g2 = F.expand_dims(g2, axis=-1)
+    da = F.matmul(g2, _swap(F, b2))
+    db = F.matmul(_swap(F, a2), g2)
+    # Batch dims that broadcast are summed back by the gradient pass; lifted dims are dropped here.
+    if a.aval.ndim == 1:
+        da = F.reshape(F.sum_to(da, shape=(1, a.aval.shape[0])), shape=a.aval.shape)
+    if b.aval.ndim == 1:
+        db = F.reshape(F.sum_to(db, shape=(b.aval.shape[0], 1)), shape=b.aval.shape)
+    return [da, db]
+
+
+register(OpDef("matmul", ("a", "b"), lambda xp, a, b, out=None: xp.matmul(a, b, out=out),
+               shape=_matmul_rule, dtype=lambda dtypes: np.result_type(*dtypes), grad=_matmul_grad,
+               doc="matrix product with broadcast batch dims (the @ operator)"))
+
+
+# -- dense -------------------------------------------------------------------------------------
+def _dense(xp, x, weight, bias=None, out=None):
+    y = xp.matmul(x, weight.T, out=out)
+    if bias is not None:
+        y += bias
+    return y
+
+
+def _dense_rule(shapes):
+    x, w = shapes[0], shapes[1]
+    if len(w) != 2:
+        raise ShapeError(f"weight must be 2-D (units, in_units), got {fmt_shape(w)}")
+    if not x or not _same(x[-1], w[1]):
+        raise ShapeError(f"input {fmt_shape(x)} has {x[-1] if x else 0} features but weight "
+                         f"{fmt_shape(w)} expects {w[1]}; the weight is (units, in_units)")
+    if len(shapes) == 3 and tuple(shapes[2]) not in ((w[0],), (None,)):
+        raise ShapeError(f"bias {fmt_shape(shapes[2])} must be ({w[0]},) to match weight {fmt_shape(w)}")
+    return tuple(x[:-1]) + (w[0],)
+
+
+def _dense_grad(F, ins, y, g):
+    x, w = ins[0], ins[1]
+    dx = F.matmul(g, w)
+    g2 = g if g.aval.ndim == 2 else F.reshape(g, shape=(-1, w.aval.shape[0]))
+    x2 = x if x.aval.ndim == 2 else F.reshape(x, shape=(-1, w.aval.shape[1]))
+    dw = F.matmul(F.transpose(g2), x2)
+    grads = [dx, dw]
+    if len(ins) == 3:
+        grads.append(g)  # summed over the batch dims by the gradient pass
+    return grads
+
+
+register(OpDef("dense", ("x", "weight", "bias?"), _dense, shape=_dense_rule,
+               dtype=lambda dtypes: np.result_type(*dtypes), grad=_dense_grad, namespace="nn",
+               doc="fully connected layer: x @ weight.T + bias, weight shaped (units, in_units)"))
+
+
+# -- softmax family ------------------------------------------------------------------------------
+def _axis_shape(shapes, axis=-1):
+    normalize_axis(axis, len(shapes[0]), "softmax")
+    return shapes[0]
+
+
+def _float_only(op):
+    def rule(dtypes, **params):
+        if dtypes[0].kind != "f":
+            raise DTypeError(f"needs a floating-point input, got {dtypes[0]}; cast with .astype('float32')")
+        return dtypes[0]
+
+    return rule
+
+
+def _softmax(xp, x, axis=-1, out=None):
+    e = xp.exp(x - x.max(axis=axis, keepdims=True))
+    e /= e.sum(axis=axis, keepdims=True)
+    return e
+
+
+def _log_softmax(xp, x, axis=-1, out=None):
+    s = x - x.max(axis=axis, keepdims=True)
+    s -= xp.log(xp.exp(s).sum(axis=axis, keepdims=True))
+    return s
+
+
+register(OpDef(
+    "softmax", ("x",), _softmax, params=(Param("axis", INT, -1),), shape=_axis_shape,
+    dtype=_float_only("softmax"), namespace="nn",
+    grad=lambda F, ins, y, g, axis=-1: [F.multiply(y, F.subtract(g, F.sum(F.multiply(g, y), axis=axis, keepdims=True)))],
+    doc="exp(x) / sum(exp(x)) along axis, computed stably",
+))
+register(OpDef(
+    "log_softmax", ("x",), _log_softmax, params=(Param("axis", INT, -1),), shape=_axis_shape,
+    dtype=_float_only("log_softmax"), namespace="nn",
+    grad=lambda F, ins, y, g, axis=-1: [F.subtract(g, F.multiply(F.exp(y), F.sum(g, axis=axis, keepdims=True)))],
+    doc="log(softmax(x)) along axis, computed stably",
+))
+
+
+def _sce(xp, logits, labels, out=None):
+    logp = _log_softmax(xp, logits, -1)
+    picked = xp.take_along_axis(logp, labels[..., None].astype(np.int64), axis=-1)
+    return -picked.mean(dtype=logits.dtype).astype(logits.dtype)
+
+
+def _sce_shape(shapes):
+    lg, lb = shapes
+    if not lg:
+        raise ShapeError("logits must have a class axis (last dim)")
+    if len(lb) != len(lg) - 1 or not all(_same(a, b) for a, b in zip(lb, lg[:-1])):
+        raise ShapeError(f"labels {fmt_shape(lb)} must have the shape of logits {fmt_shape(lg)} "
+                         "without its last (class) dim, one integer class index per row")
+    return ()
+
+
+def _sce_dtype(dtypes):
+    if dtypes[0].kind != "f":
+        raise DTypeError(f"logits must be floating point, got {dtypes[0]}")
+    if dtypes[1].kind not in "iu":
+        raise DTypeError(f"labels must be integer class indices, got {dtypes[1]}; "
+                         "cast with labels.astype('int64')")
+    return dtypes[0]
+
+
+def _sce_grad(F, ins, y, g):
+    logits, labels = ins
+    n = 1
+    for d in logits.aval.shape[:-1]:
+        n *= d if d is not None else 1
+    depth = logits.aval.shape[-1]
+    diff = F.subtract(F.softmax(logits, axis=-1), F.one_hot(labels, depth=depth, dtype=logits.aval.dtype))
+    return [F.multiply(diff, F.divide(g, float(n))), None]
+
+
+register(OpDef("softmax_cross_entropy", ("logits", "labels"), _sce, shape=_sce_shape, dtype=_sce_dtype,
+               grad=_sce_grad, namespace="nn",
+               doc="mean over rows of -log softmax(logits)[label]; labels are integer class indices"))
+
+
+def _one_hot(xp, indices, depth, dtype=np.dtype("float32"), out=None):
+    res = xp.zeros(indices.shape + (depth,), dtype=dtype)
+    xp.put_along_axis(res, indices[..., None].astype(np.int64), 1, axis=-1)
+    return res
+
+
+register(OpDef("one_hot", ("indices",), _one_hot,
+               params=(Param("depth", INT), Param("dtype", DTYPE, np.dtype("float32"))),
+               shape=lambda shapes, depth, dtype=None: tuple(shapes[0]) + (depth,),
+               dtype=lambda dtypes, depth, dtype=None: dtype, namespace="nn",
+               doc="one-hot rows: out[..., indices[...]] = 1"))
+
+
+# -- dropout -----------------------------------------------------------------------------------
+def _check_p(p, op):
+    if not 0.0 <= p < 1.0:
+        raise ParamValueError(f"{op}: p must be in [0, 1), got {p}")
+
+
+def _dropout_mask(xp, x, p, out=None):
+    keep = generator_for(xp).random(x.shape) >= p
+    return keep.astype(x.dtype) * x.dtype.type(1.0 / (1.0 - p))
+
+
+def generator_for(xp):
+    """The random generator of the array module's first device (dropout masks)."""
+    return generator(Device("cpu" if xp is np else "gpu", 0))
+
+
+register(OpDef("dropout_mask", ("x",), _dropout_mask, params=(Param("p", FLOAT, check=_check_p),),
+               dtype=_float_only("dropout"), namespace="nn", random=True,
+               doc="a random keep-mask shaped like x, scaled by 1/(1-p) (dropout's noise)"))
+
+
+def _dropout(F, x, p=0.5, training=None):
+    if not training or p == 0.0:
+        return x
+    return F.multiply(x, F.dropout_mask(x, p=p))
+
+
+register(OpDef("dropout", ("x",), None,
+               params=(Param("p", FLOAT, 0.5, check=_check_p), Param("training", OPT_BOOL, None)),
+               compose=_dropout, namespace="nn",
+               doc="zero elements with probability p and scale the rest by 1/(1-p) in training mode; "
+                   "the identity otherwise (training=None follows la.autograd.is_training())"))

@@ -1,0 +1,231 @@
+"""Typed operator parameters: conversion, validation and JSON form, one small class each.
+
+Every op parameter has a ``ParamType`` that turns what the user passed into one
+canonical Python value (so equal params compare equal and hash the same in cache
+keys) and back and forth to JSON (so serialized graphs carry typed attributes).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ..aval import as_dtype
+from ..device import Device
+from ..errors import ParamError, ParamValueError
+
+REQUIRED = object()
+
+
+class ParamType:
+    """Base: ``convert`` validates/normalizes, ``to_json``/``from_json`` map to JSON values."""
+
+    name = "any"
+
+    def convert(self, value, op: str, param: str):
+        return value
+
+    def to_json(self, value):
+        return value
+
+    def from_json(self, value, op: str, param: str):
+        return self.convert(value, op, param)
+
+    def _bad(self, value, op, param, want):
+        return ParamError(
+            f"{op}: parameter {param!r} must be {want}, got {value!r} ({type(value).__name__})"
+        )
+
+
+class _Float(ParamType):
+    name = "float"
+
+    def convert(self, value, op, param):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+            raise self._bad(value, op, param, "a number")
+        return float(value)
+
+
+class _Int(ParamType):
+    name = "int"
+
+    def convert(self, value, op, param):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise self._bad(value, op, param, "an int")
+        return int(value)
+
+
+class _Bool(ParamType):
+    name = "bool"
+
+    def convert(self, value, op, param):
+        if not isinstance(value, (bool, np.bool_)):
+            raise self._bad(value, op, param, "True or False")
+        return bool(value)
+
+
+class _OptBool(_Bool):
+    name = "bool?"
+
+    def convert(self, value, op, param):
+        return None if value is None else super().convert(value, op, param)
+
+
+class _Ints(ParamType):
+    """A tuple of ints (shapes, sizes, axes lists). A single int is accepted as a 1-tuple."""
+
+    name = "ints"
+
+    def convert(self, value, op, param):
+        if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+            return (int(value),)
+        if not isinstance(value, (tuple, list)):
+            raise self._bad(value, op, param, "a tuple of ints")
+        out = []
+        for v in value:
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+                raise self._bad(value, op, param, "a tuple of ints")
+            out.append(int(v))
+        return tuple(out)
+
+    def to_json(self, value):
+        return list(value)
+
+
+class _OptInts(_Ints):
+    name = "ints?"
+
+    def convert(self, value, op, param):
+        return None if value is None else super().convert(value, op, param)
+
+    def to_json(self, value):
+        return None if value is None else list(value)
+
+
+class _Axis(ParamType):
+    """``None``, an int, or a tuple of ints (reductions)."""
+
+    name = "axis"
+
+    def convert(self, value, op, param):
+        if value is None:
+            return None
+        if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+            return int(value)
+        return _Ints.convert(self, value, op, param)
+
+    def to_json(self, value):
+        return list(value) if isinstance(value, tuple) else value
+
+    def from_json(self, value, op, param):
+        return self.convert(tuple(value) if isinstance(value, list) else value, op, param)
+
+
+class _DType(ParamType):
+    name = "dtype"
+
+    def convert(self, value, op, param):
+        return as_dtype(value, op)
+
+    def to_json(self, value):
+        return str(value)
+
+
+class _Device(ParamType):
+    name = "device"
+
+    def convert(self, value, op, param):
+        if isinstance(value, Device):
+            return value
+        if isinstance(value, str):
+            return Device.parse(value)
+        raise self._bad(value, op, param, "a device such as la.cpu(1)")
+
+    def to_json(self, value):
+        return str(value)
+
+
+class _Key(ParamType):
+    """A basic index: a tuple of ints, slices, None (new axis) and Ellipsis."""
+
+    name = "key"
+
+    def convert(self, value, op, param):
+        key = value if isinstance(value, tuple) else (value,)
+        out = []
+        for k in key:
+            if k is None or k is Ellipsis:
+                out.append(k)
+            elif isinstance(k, slice):
+                for part in (k.start, k.stop, k.step):
+                    if part is not None and (
+                        isinstance(part, (bool, np.bool_)) or not isinstance(part, (int, np.integer))
+                    ):
+                        raise ParamError(
+                            f"{op}: slice bounds must be ints or None, got {k!r}; "
+                            "index with ints, slices, None and ..."
+                        )
+                if k.step == 0:
+                    raise ParamValueError(f"{op}: slice step cannot be zero in {k!r}")
+                out.append(slice(*(None if p is None else int(p) for p in (k.start, k.stop, k.step))))
+            elif isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
+                out.append(int(k))
+            else:
+                raise ParamError(
+                    f"{op}: cannot index with {k!r} ({type(k).__name__}); basic indexing takes "
+                    "ints, slices, None and ...; use a boolean lazyarray mask for masking"
+                )
+        return tuple(out)
+
+    def to_json(self, value):
+        def enc(k):
+            if k is None:
+                return None
+            if k is Ellipsis:
+                return "..."
+            if isinstance(k, slice):
+                return {"slice": [k.start, k.stop, k.step]}
+            return k
+
+        return [enc(k) for k in value]
+
+    def from_json(self, value, op, param):
+        if not isinstance(value, list):
+            raise ParamError(f"{op}: parameter {param!r} must be a JSON list, got {value!r}")
+
+        def dec(k):
+            if k == "...":
+                return Ellipsis
+            if isinstance(k, dict) and "slice" in k:
+                return slice(*k["slice"])
+            return k
+
+        return self.convert(tuple(dec(k) for k in value), op, param)
+
+
+class _Choice(ParamType):
+    def __init__(self, *choices):
+        self.choices = choices
+        self.name = "choice"
+
+    def convert(self, value, op, param):
+        if value not in self.choices:
+            raise ParamValueError(f"{op}: parameter {param!r} must be one of {self.choices}, got {value!r}")
+        return value
+
+
+FLOAT, INT, BOOL, OPT_BOOL = _Float(), _Int(), _Bool(), _OptBool()
+INTS, OPT_INTS, AXIS, DTYPE, DEVICE, KEY = _Ints(), _OptInts(), _Axis(), _DType(), _Device(), _Key()
+choice = _Choice
+
+
+@dataclass(frozen=True)
+class Param:
+    """One typed op parameter. ``check`` validates a converted value (raise ``ParamValueError``)."""
+
+    name: str
+    type: ParamType
+    default: Any = REQUIRED
+    check: Callable[[Any, str], None] | None = None
+    doc: str = ""

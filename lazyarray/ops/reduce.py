@@ -1,0 +1,155 @@
+"""Reductions: ``sum mean max min argmax`` over ``axis=None|int|tuple`` with ``keepdims``,
+and ``sum_to`` / ``sum_like`` (how broadcast gradients are summed back to an input's shape)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import AxisError, ShapeError, fmt_shape
+from .params import AXIS, BOOL, INTS, Param
+from .registry import OpDef, normalize_axis, register
+
+
+def reduce_axes(axis, ndim: int, op: str) -> tuple[int, ...]:
+    """Normalize ``axis`` (None = all) to a sorted tuple of distinct non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    norm = tuple(normalize_axis(a, ndim, op) for a in axes)
+    if len(set(norm)) != len(norm):
+        raise AxisError(f"{op}: repeated axis in {axis}; list each axis once")
+    return tuple(sorted(norm))
+
+
+def _reduce_shape(op):
+    def rule(shapes, axis=None, keepdims=False):
+        shape = shapes[0]
+        axes = reduce_axes(axis, len(shape), op)
+        if keepdims:
+            return tuple(1 if i in axes else d for i, d in enumerate(shape))
+        return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+    return rule
+
+
+def _grad_back(F, g, x, axis, keepdims):
+    """The head gradient broadcast back to x's shape (reinserting reduced axes)."""
+    if not keepdims:
+        axes = reduce_axes(axis, x.aval.ndim, "sum")
+        if axes:
+            g = F.expand_dims(g, axis=axes)
+    return F.broadcast_like(g, x)
+
+
+def _count(x, axis, op):
+    axes = reduce_axes(axis, x.aval.ndim, op)
+    n = 1
+    for a in axes:
+        d = x.aval.shape[a]
+        if d is None:
+            raise ShapeError(f"{op}: gradient needs the size of reduced axis {a}, which is only known "
+                             "after computing; reduce with sum and divide by the count instead")
+        n *= d
+    return n
+
+
+_RPARAMS = (Param("axis", AXIS, None), Param("keepdims", BOOL, False))
+
+
+def _sum_grad(F, ins, y, g, axis=None, keepdims=False):
+    return [_grad_back(F, g, ins[0], axis, keepdims)]
+
+
+def _mean_grad(F, ins, y, g, axis=None, keepdims=False):
+    return [F.divide(_grad_back(F, g, ins[0], axis, keepdims), float(_count(ins[0], axis, "mean")))]
+
+
+def _extreme_grad(F, ins, y, g, axis=None, keepdims=False):
+    # Ties share the gradient evenly (as PyTorch's amax/amin do).
+    x = ins[0]
+    mask = F.equal(x, _grad_back(F, y, x, axis, keepdims))
+    ties = F.cast(F.broadcast_like(F.sum(mask, axis=axis, keepdims=True), x), dtype=x.aval.dtype)
+    return [F.multiply(F.divide(_grad_back(F, g, x, axis, keepdims), ties), mask)]
+
+
+def _float_dtype(dtypes, axis=None, keepdims=False):
+    # NumPy's mean of ints is float64; of floats keeps the dtype.
+    d = dtypes[0]
+    return d if d.kind == "f" else np.dtype("float64")
+
+
+def _sum_dtype(dtypes, axis=None, keepdims=False):
+    d = dtypes[0]
+    if d.kind == "b" or (d.kind == "i" and d.itemsize < 8):
+        return np.dtype("int64")
+    if d.kind == "u" and d.itemsize < 8:
+        return np.dtype("uint64")
+    return d
+
+
+def _reducer(name, kernel, grad, dtype=None, doc=""):
+    def k(xp, x, axis=None, keepdims=False, out=None):
+        return getattr(xp, kernel)(x, axis=axis, keepdims=keepdims)
+
+    register(OpDef(name, ("x",), k, params=_RPARAMS, shape=_reduce_shape(name), dtype=dtype, grad=grad,
+                   doc=doc))
+
+
+_reducer("sum", "sum", _sum_grad, _sum_dtype, "sum over axis (None = all)")
+_reducer("mean", "mean", _mean_grad, _float_dtype, "mean over axis (None = all)")
+_reducer("max", "max", _extreme_grad, None, "maximum over axis (None = all)")
+_reducer("min", "min", _extreme_grad, None, "minimum over axis (None = all)")
+
+
+def _argmax(xp, x, axis=None, keepdims=False, out=None):
+    if isinstance(axis, tuple):
+        raise AxisError(f"argmax: takes one axis or None, got {axis}")
+    return xp.argmax(x, axis=axis, keepdims=keepdims)
+
+
+def _argmax_shape(shapes, axis=None, keepdims=False):
+    if isinstance(axis, tuple):
+        raise AxisError(f"argmax takes one axis or None, got {axis}")
+    shape = shapes[0]
+    if axis is None:
+        return (1,) * len(shape) if keepdims else ()
+    return _reduce_shape("argmax")(shapes, axis, keepdims)
+
+
+register(OpDef("argmax", ("x",), _argmax, params=_RPARAMS, shape=_argmax_shape,
+               dtype=lambda dtypes, axis=None, keepdims=False: np.dtype("int64"),
+               doc="index of the maximum over one axis (None = flattened), as int64"))
+
+
+# -- summing back to a shape ------------------------------------------------------------
+def sum_to_shape(xp, x, shape):
+    """Sum ``x`` over the dims that broadcasting added or stretched to reach ``x.shape`` from ``shape``."""
+    lead = x.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(i + lead for i, d in enumerate(shape) if d == 1 and x.shape[i + lead] != 1)
+    if axes:
+        x = xp.sum(x, axis=axes, keepdims=True)
+    return x.reshape(shape) if x.shape != tuple(shape) else x
+
+
+def _sum_to_shape_rule(shapes, shape):
+    src = shapes[0]
+    if len(shape) > len(src):
+        raise ShapeError(f"cannot sum {fmt_shape(src)} down to the larger rank {fmt_shape(shape)}")
+    for d, s in zip(reversed(shape), reversed(src)):
+        if d != 1 and s is not None and d != s:
+            raise ShapeError(f"cannot sum {fmt_shape(src)} down to {fmt_shape(shape)}; target dims must "
+                             "equal the source dims or be 1")
+    return tuple(shape)
+
+
+register(OpDef(
+    "sum_to", ("x",), lambda xp, x, shape, out=None: sum_to_shape(xp, x, shape),
+    params=(Param("shape", INTS),), shape=_sum_to_shape_rule,
+    grad=lambda F, ins, y, g, shape: [F.broadcast_like(g, ins[0])],
+    doc="x summed over broadcast dims down to shape (reverse of broadcast_to)",
+))
+register(OpDef(
+    "sum_like", ("x", "like"), lambda xp, x, like, out=None: sum_to_shape(xp, x, like.shape),
+    shape=lambda shapes: shapes[1], dtype=lambda dtypes: dtypes[0],
+    grad=lambda F, ins, y, g: [F.broadcast_like(g, ins[0]), None],
+    doc="x summed over broadcast dims down to like's shape (only like's shape is read)",
+))

@@ -1,0 +1,311 @@
+"""The op registry: one declarative ``OpDef`` per operator.
+
+An entry holds everything lazyarray knows about an op: its inputs and typed params,
+the shape / dtype / storage rules that infer output avals without computing, the
+kernel over an array module ``xp``, the gradient written with *other registered ops*
+(so backward is itself a graph), and hints for the memory planner (in-place pairs,
+views). Eager calls, lazy recording, ``la.sym``, the executor, export and autograd
+all read the same entry.
+
+Gradient and composite functions receive an *emitter* ``F``: a namespace whose
+attributes are the registered ops (``F.multiply(g, y)``). The caller decides what an
+op application means: a graph node (gradient pass, ``la.sym``) or an eager call.
+"""
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..aval import Aval
+from ..errors import AxisError, DeviceError, DTypeError, LazyArrayError, ParamError, ShapeError, fmt_shape
+from .params import REQUIRED, Param
+
+_REGISTRY: dict[str, "OpDef"] = {}
+_FALLBACK_WARNED: set = set()
+
+
+@dataclass(eq=False)
+class OpDef:
+    """One operator. ``kernel(xp, *arrays, **params)`` returns the output (a tuple if several).
+
+    * ``inputs``: input names; ``"*seq"`` = a sequence of arrays, ``"bias?"`` = optional.
+    * ``shape(in_shapes, **params)`` / ``dtype(in_dtypes, **params)``: output shape(s) / dtype(s);
+      ``None`` means the default (unary: keep; binary: broadcast / promote like NumPy).
+    * ``storage(in_stypes, **params)``: output stypes when the op has a kernel for sparse
+      inputs, else ``None`` (sparse inputs then fall back to dense with a warning).
+    * ``grad(F, inputs, outputs, g, **params)``: one gradient (or None) per input.
+    * ``inplace``: ``(input, output)`` pairs that may share a buffer; ``view``: output 0 may
+      alias input 0 (reshape, transpose, expand, basic indexing).
+    * ``compose(F, *inputs, **params)``: a composite op expands into other ops instead of
+      having a kernel (e.g. dropout = mask * x).
+    """
+
+    name: str
+    inputs: tuple[str, ...]
+    kernel: Callable | str | None
+    params: tuple[Param, ...] = ()
+    shape: Callable | None = None
+    dtype: Callable | None = None
+    storage: Callable | None = None
+    grad: Callable | None = None
+    inplace: tuple[tuple[int, int], ...] = ()
+    view: bool = False
+    num_outputs: int = 1
+    namespace: str = ""
+    compose: Callable | None = None
+    device: Callable | None = None  # (in_avals, **params) -> Device, for copy ops
+    elementwise: bool = False
+    random: bool = False
+    doc: str = ""
+    _param_map: dict = field(default_factory=dict, repr=False)
+    _bound: dict = field(default_factory=dict, repr=False)
+    plain: bool = field(default=True, repr=False)
+    uses_training: bool = field(default=False, repr=False)
+
+    def __post_init__(self):
+        self._param_map = {p.name: p for p in self.params}
+        # Fast-path facts the dispatcher reads on every call.
+        self.plain = not any(n.startswith("*") or n.endswith("?") for n in self.inputs)
+        self.uses_training = "training" in self._param_map
+
+    # -- params -----------------------------------------------------------------
+    def make_params(self, given: dict) -> dict:
+        """Validate ``given`` and fill defaults. Unknown or missing params raise ``ParamError``."""
+        pm = self._param_map
+        for k in given:
+            if k not in pm:
+                known = ", ".join(pm) or "none"
+                raise ParamError(f"{self.name}: unknown parameter {k!r}; known parameters: {known}")
+        out = {}
+        for p in self.params:
+            if p.name in given:
+                v = p.type.convert(given[p.name], self.name, p.name)
+            elif p.default is REQUIRED:
+                raise ParamError(f"{self.name}: missing required parameter {p.name!r}")
+            else:
+                v = p.default
+            if p.check is not None and v is not None:
+                p.check(v, self.name)
+            out[p.name] = v
+        return out
+
+    # -- kernels ----------------------------------------------------------------
+    def bind(self, xp):
+        """The kernel specialised for array module ``xp``: ``f(*arrays, **params)``."""
+        f = self._bound.get(xp)
+        if f is None:
+            if isinstance(self.kernel, str):  # a ufunc / function of the array module
+                f = getattr(xp, self.kernel)
+            elif self.kernel is None:
+                raise LazyArrayError(f"{self.name} is a composite op and has no kernel")
+            else:
+                f = functools.partial(self.kernel, xp)
+            self._bound[xp] = f
+        return f
+
+    @property
+    def differentiable(self) -> bool:
+        return self.grad is not None
+
+    def __repr__(self) -> str:
+        return f"<op {self.qualname}>"
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.namespace}.{self.name}" if self.namespace else self.name
+
+
+def register(op: OpDef) -> OpDef:
+    """Add ``op`` to the registry (names are unique)."""
+    if op.name in _REGISTRY:
+        raise ValueError(f"op {op.name!r} registered twice")
+    _REGISTRY[op.name] = op
+    return op
+
+
+def get(name: str) -> OpDef:
+    """The op called ``name``; ``KeyError`` with the close names when unknown."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, _REGISTRY, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise KeyError(f"unknown op {name!r}{hint}") from None
+
+
+def all_ops() -> list[OpDef]:
+    """Every registered op, sorted by name (registry-driven tests iterate this)."""
+    return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+
+
+# -- shape rules ------------------------------------------------------------------
+def broadcast_shapes(*shapes) -> tuple:
+    """NumPy broadcasting over shapes with ``None`` (unknown) dims."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(ndim):
+        dim = 1
+        for s in shapes:
+            j = i - (ndim - len(s))
+            if j < 0:
+                continue
+            d = s[j]
+            if d == 1:
+                continue
+            if d is None:
+                dim = None if dim in (1, None) else dim
+            elif dim in (1, None):
+                dim = d
+            elif dim != d:
+                raise ShapeError(
+                    "cannot broadcast shapes " + " and ".join(fmt_shape(x) for x in shapes)
+                    + f" (dim {i - ndim} is {dim} vs {d}); make the sizes equal or 1, "
+                    "e.g. with reshape or expand_dims"
+                )
+        out.append(dim)
+    return tuple(out)
+
+
+def normalize_axis(axis: int, ndim: int, op: str) -> int:
+    """``axis`` in ``[-ndim, ndim)`` -> ``[0, ndim)``; ``AxisError`` otherwise."""
+    if not -ndim <= axis < ndim:
+        raise AxisError(f"{op}: axis {axis} is out of range for an array of {ndim} dims "
+                        f"(valid: {-ndim}..{ndim - 1})")
+    return axis % ndim if ndim else 0
+
+
+def _default_shape(op: OpDef, shapes, params):
+    if len(shapes) == 1:
+        return shapes[0]
+    return broadcast_shapes(*shapes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _probe_dtype(op: OpDef, dtypes: tuple, params_key: tuple) -> tuple:
+    """Ask NumPy: run the kernel on one-element arrays of ``dtypes`` and read the result dtypes."""
+    args = [np.ones((1,), dtype=d) for d in dtypes]
+    with np.errstate(all="ignore"):
+        out = op.bind(np)(*args, **dict(params_key))
+    outs = out if isinstance(out, tuple) else (out,)
+    return tuple(np.asarray(o).dtype for o in outs)
+
+
+def _default_dtype(op: OpDef, dtypes, params):
+    if op.elementwise:
+        return _probe_dtype(op, tuple(dtypes), tuple(sorted(params.items())))
+    return dtypes[0]
+
+
+def infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
+    """Output avals of ``op`` applied to ``in_avals`` with validated ``params``.
+
+    Raises the matching ``LazyArrayError`` subclass with the op, the input avals and a fix.
+    """
+    devs = {a.device for a in in_avals}
+    if op.device is not None:
+        device = op.device(in_avals, **params)
+    elif len(devs) > 1:
+        listing = ", ".join(str(a) for a in in_avals)
+        raise DeviceError(
+            f"{op.name}: inputs live on different devices ({listing}); move them to one "
+            f"device first, e.g. x.to({in_avals[0].device})"
+        )
+    else:
+        device = in_avals[0].device if in_avals else None
+    shapes = [a.shape for a in in_avals]
+    dtypes = [a.dtype for a in in_avals]
+    try:
+        shape = op.shape(shapes, **params) if op.shape else _default_shape(op, shapes, params)
+        dtype = op.dtype(dtypes, **params) if op.dtype else _default_dtype(op, dtypes, params)
+    except LazyArrayError as exc:
+        raise _with_context(exc, op, in_avals) from None
+    except TypeError as exc:  # NumPy refused the dtypes while probing
+        listing = ", ".join(str(d) for d in dtypes)
+        raise DTypeError(f"{op.name}: not defined for dtypes ({listing}): {exc}") from None
+    n = op.num_outputs
+    shapes_out = [shape] if n == 1 else list(shape)
+    dtypes_out = dtypes_for(dtype, n)
+    stypes = output_stypes(op, [a.stype for a in in_avals], params, n)
+    return tuple(Aval(tuple(s), np.dtype(d), device, st) for s, d, st in zip(shapes_out, dtypes_out, stypes))
+
+
+def dtypes_for(dtype, n):
+    if isinstance(dtype, (tuple, list)):
+        return list(dtype)
+    return [dtype] * n
+
+
+def output_stypes(op: OpDef, stypes: list[str], params: dict, n: int) -> list[str]:
+    """Storage rule: dense in, dense out; sparse without a sparse rule falls back to dense."""
+    if all(s == "default" for s in stypes):
+        return ["default"] * n
+    if op.storage is not None:
+        out = op.storage(stypes, **params)
+        if out is not None:
+            return list(out)
+    return ["default"] * n
+
+
+def has_sparse_kernel(op: OpDef, stypes: list[str], params: dict) -> bool:
+    return op.storage is not None and op.storage(stypes, **params) is not None
+
+
+def warn_fallback(op: OpDef, stypes) -> None:
+    """Warn once per (op, storage types) that sparse inputs were densified.
+
+    ``LAZYARRAY_STORAGE_FALLBACK_WARN=0`` silences it.
+    """
+    if os.environ.get("LAZYARRAY_STORAGE_FALLBACK_WARN", "1") == "0":
+        return
+    key = (op.name, tuple(stypes))
+    if key in _FALLBACK_WARNED:
+        return
+    _FALLBACK_WARNED.add(key)
+    warnings.warn(
+        f"{op.name}: no kernel for storage types ({', '.join(stypes)}); the sparse inputs were "
+        "converted to dense, which costs memory and time. Convert explicitly with "
+        ".tostype('default') to silence this, or set LAZYARRAY_STORAGE_FALLBACK_WARN=0.",
+        StorageFallbackWarning,
+        stacklevel=4,
+    )
+
+
+class StorageFallbackWarning(UserWarning):
+    """A sparse input was densified because the op has no sparse kernel."""
+
+
+def _with_context(exc: LazyArrayError, op: OpDef, in_avals) -> LazyArrayError:
+    msg = str(exc)
+    if not msg.startswith(op.name + ":"):
+        msg = f"{op.name}: {msg}"
+    if in_avals:
+        msg += " [inputs: " + ", ".join(f"{a.dtype}{fmt_shape(a.shape)}" for a in in_avals) + "]"
+    new = type(exc)(msg)
+    return new
+
+
+class OpNamespace:
+    """Registered ops as attributes, each applied through ``apply(op, *args, **params)``.
+
+    Gradient and composite functions are written against such a namespace ``F``; the
+    gradient pass passes one that builds graph nodes.
+    """
+
+    def __init__(self, apply: Callable[..., Any]):
+        self._apply = apply
+        self._cache: dict[str, Callable] = {}
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        f = self._cache.get(name)
+        if f is None:
+            f = functools.partial(self._apply, get(name))
+            self._cache[name] = f
+        return f

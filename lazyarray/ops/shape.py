@@ -1,0 +1,415 @@
+"""Shape ops: reshape, transpose, broadcasting (``broadcast_to``, PyTorch ``expand``),
+``repeat``, ``concatenate``/``stack``, ``squeeze``/``expand_dims`` and indexing
+(basic ``getitem``, boolean masks, ``take``, data-dependent ``nonzero``).
+
+View ops (``view=True``) may return an alias of their input, as NumPy does; the memory
+planner keeps the input's buffer alive while the view lives.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import AxisError, DTypeError, ShapeError, fmt_shape
+from .params import AXIS, INT, INTS, KEY, OPT_INTS, Param
+from .reduce import reduce_axes
+from .registry import OpDef, broadcast_shapes, normalize_axis, register
+
+
+def _prod(dims):
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+# -- reshape -----------------------------------------------------------------------------
+def _reshape_rule(shapes, shape):
+    src = shapes[0]
+    if sum(1 for d in shape if d == -1) > 1:
+        raise ShapeError(f"reshape to {shape}: only one dim can be -1")
+    if any(d < -1 for d in shape):
+        raise ShapeError(f"reshape to {shape}: dims must be >= 0 or -1")
+    if None in src:
+        return tuple(None if d == -1 else d for d in shape)
+    total = _prod(src)
+    known = _prod(d for d in shape if d != -1)
+    if -1 in shape:
+        if known == 0 or total % known:
+            raise ShapeError(f"cannot reshape {fmt_shape(src)} ({total} elements) to {shape}; "
+                             "the -1 dim must divide evenly")
+        return tuple(total // known if d == -1 else d for d in shape)
+    if known != total:
+        raise ShapeError(f"cannot reshape {fmt_shape(src)} ({total} elements) to {fmt_shape(shape)} "
+                         f"({known} elements); the sizes must match (use -1 for one inferred dim)")
+    return tuple(shape)
+
+
+def _reshape_back(F, g, x):
+    return F.reshape(g, shape=x.aval.shape) if x.aval.known else F.reshape_like(g, x)
+
+
+register(OpDef("reshape", ("x",), lambda xp, x, shape, out=None: xp.reshape(x, shape),
+               params=(Param("shape", INTS),), shape=_reshape_rule, view=True,
+               grad=lambda F, ins, y, g, shape: [_reshape_back(F, g, ins[0])],
+               doc="x with a new shape of the same size (-1 = inferred)"))
+register(OpDef("reshape_like", ("x", "like"), lambda xp, x, like, out=None: xp.reshape(x, like.shape),
+               shape=lambda shapes: shapes[1], dtype=lambda dtypes: dtypes[0], view=True,
+               grad=lambda F, ins, y, g: [_reshape_back(F, g, ins[0]), None],
+               doc="x reshaped to like's shape (only like's shape is read)"))
+
+
+# -- transpose ---------------------------------------------------------------------------
+def _perm(axes, ndim, op="transpose"):
+    if axes is None:
+        return tuple(reversed(range(ndim)))
+    if len(axes) != ndim:
+        raise AxisError(f"{op}: axes {axes} must list each of the {ndim} axes once")
+    norm = tuple(normalize_axis(a, ndim, op) for a in axes)
+    if sorted(norm) != list(range(ndim)):
+        raise AxisError(f"{op}: axes {axes} is not a permutation of 0..{ndim - 1}")
+    return norm
+
+
+def _transpose_grad(F, ins, y, g, axes=None):
+    perm = _perm(axes, ins[0].aval.ndim)
+    return [F.transpose(g, axes=tuple(int(i) for i in np.argsort(perm)))]
+
+
+register(OpDef("transpose", ("x",), lambda xp, x, axes=None, out=None: xp.transpose(x, axes),
+               params=(Param("axes", OPT_INTS, None),), view=True,
+               shape=lambda shapes, axes=None: tuple(shapes[0][i] for i in _perm(axes, len(shapes[0]))),
+               grad=_transpose_grad, doc="x with its axes permuted (reversed when axes is None)"))
+
+
+# -- broadcasting ------------------------------------------------------------------------
+def _broadcast_to_rule(shapes, shape):
+    src = shapes[0]
+    if len(shape) < len(src):
+        raise ShapeError(f"cannot broadcast {fmt_shape(src)} to the smaller rank {fmt_shape(shape)}")
+    out = broadcast_shapes(src, shape)
+    if out != tuple(shape):
+        raise ShapeError(f"cannot broadcast {fmt_shape(src)} to {fmt_shape(shape)}; each dim must be "
+                         "equal or 1 in the source")
+    return tuple(shape)
+
+
+register(OpDef("broadcast_to", ("x",), lambda xp, x, shape, out=None: xp.broadcast_to(x, shape),
+               params=(Param("shape", INTS),), shape=_broadcast_to_rule, view=True,
+               grad=lambda F, ins, y, g, shape: [g], doc="x broadcast to shape (a read-only view)"))
+
+
+def _broadcast_like(xp, x, like, out=None):
+    return xp.broadcast_to(x, like.shape)
+
+
+register(OpDef("broadcast_like", ("x", "like"), _broadcast_like, view=True,
+               shape=lambda shapes: _broadcast_to_rule([shapes[0]], shapes[1]) if None not in shapes[1]
+               else tuple(shapes[1]),
+               dtype=lambda dtypes: dtypes[0],
+               grad=lambda F, ins, y, g: [g, None],
+               doc="x broadcast to like's shape (only like's shape is read)"))
+
+
+def expand_shape(src, sizes, op="expand"):
+    """PyTorch ``expand``: -1 keeps a dim; size-1 dims stretch; new dims go in front only."""
+    if len(sizes) < len(src):
+        raise ShapeError(f"{op}: got {len(sizes)} sizes {tuple(sizes)} for an array of {len(src)} dims "
+                         f"{fmt_shape(src)}; give at least one size per dim")
+    lead = len(sizes) - len(src)
+    out = []
+    for i, s in enumerate(sizes):
+        if i < lead:
+            if s < 0:
+                raise ShapeError(f"{op}: size {s} for new leading dim {i} of {tuple(sizes)}: new dims "
+                                 "need an explicit size >= 0 (-1 only keeps an existing dim)")
+            out.append(s)
+            continue
+        d = src[i - lead]
+        if s == -1:
+            out.append(d)
+        elif s < -1:
+            raise ShapeError(f"{op}: size {s} in {tuple(sizes)} is negative; use -1 to keep a dim")
+        elif d is None or d == s:
+            out.append(s)
+        elif d == 1:
+            out.append(s)
+        else:
+            raise ShapeError(f"{op}: cannot expand dim {i - lead} of size {d} to {s} (shape "
+                             f"{fmt_shape(src)} to {tuple(sizes)}); only size-1 dims can grow, -1 keeps")
+    return tuple(out)
+
+
+register(OpDef("expand", ("x",), lambda xp, x, sizes, out=None: xp.broadcast_to(x, expand_shape(x.shape, sizes)),
+               params=(Param("sizes", INTS),), view=True,
+               shape=lambda shapes, sizes: expand_shape(shapes[0], sizes),
+               grad=lambda F, ins, y, g, sizes: [g],
+               doc="PyTorch Tensor.expand: a zero-stride view; -1 keeps a dim, new dims in front"))
+
+
+def _repeat_check(src, sizes, op="repeat"):
+    if len(sizes) < len(src):
+        raise ShapeError(f"{op}: got {len(sizes)} repeats {tuple(sizes)} for an array of {len(src)} dims "
+                         f"{fmt_shape(src)}; the number of repeats must be >= the number of dims")
+    if any(s < 0 for s in sizes):
+        raise ShapeError(f"{op}: repeats {tuple(sizes)} must be >= 0")
+
+
+def _repeat(xp, x, sizes, out=None):
+    _repeat_check(x.shape, sizes)
+    x = xp.reshape(x, (1,) * (len(sizes) - x.ndim) + x.shape)
+    return xp.tile(x, sizes)
+
+
+def _repeat_shape(shapes, sizes):
+    src = shapes[0]
+    _repeat_check(src, sizes)
+    full = (1,) * (len(sizes) - len(src)) + tuple(src)
+    return tuple(None if d is None else d * s for d, s in zip(full, sizes))
+
+
+def _repeat_grad(F, ins, y, g, sizes):
+    x = ins[0]
+    full = (1,) * (len(sizes) - x.aval.ndim) + tuple(x.aval.shape)
+    inter = []
+    for s, d in zip(sizes, full):
+        inter += [s, d]
+    summed = F.sum(F.reshape(g, shape=tuple(inter)), axis=tuple(range(0, 2 * len(sizes), 2)))
+    return [F.reshape(summed, shape=x.aval.shape)]
+
+
+register(OpDef("repeat", ("x",), _repeat, params=(Param("sizes", INTS),), shape=_repeat_shape,
+               grad=_repeat_grad, doc="PyTorch Tensor.repeat: tile x sizes[i] times along dim i"))
+
+
+# -- joining -----------------------------------------------------------------------------
+def _concat_rule(shapes, axis=0):
+    if not shapes:
+        raise ShapeError("concatenate needs at least one array")
+    nd = len(shapes[0])
+    if nd == 0:
+        raise ShapeError("cannot concatenate 0-d arrays; use stack")
+    if any(len(s) != nd for s in shapes):
+        raise ShapeError("all inputs need the same number of dims, got "
+                         + ", ".join(fmt_shape(s) for s in shapes))
+    ax = normalize_axis(axis, nd, "concatenate")
+    out = list(shapes[0])
+    for s in shapes[1:]:
+        for i in range(nd):
+            if i == ax:
+                continue
+            if out[i] is not None and s[i] is not None and out[i] != s[i]:
+                raise ShapeError(f"dim {i} differs: " + ", ".join(fmt_shape(t) for t in shapes)
+                                 + f"; all dims except axis {axis} must match")
+            out[i] = out[i] if out[i] is not None else s[i]
+    sizes = [s[ax] for s in shapes]
+    out[ax] = None if None in sizes else sum(sizes)
+    return tuple(out)
+
+
+def _concat_grad(F, ins, y, g, axis=0):
+    nd = ins[0].aval.ndim
+    ax = axis % nd
+    grads, start = [], 0
+    for e in ins:
+        n = e.aval.shape[ax]
+        grads.append(F.getitem(g, key=(slice(None),) * ax + (slice(start, start + n),)))
+        start += n
+    return grads
+
+
+register(OpDef("concatenate", ("*seq",), lambda xp, *xs, axis=0, out=None: xp.concatenate(xs, axis=axis),
+               params=(Param("axis", INT, 0),), shape=_concat_rule,
+               dtype=lambda dtypes, axis=0: np.result_type(*dtypes), grad=_concat_grad,
+               doc="join arrays along an existing axis"))
+
+
+def _stack_rule(shapes, axis=0):
+    if not shapes:
+        raise ShapeError("stack needs at least one array")
+    first = shapes[0]
+    for s in shapes[1:]:
+        if len(s) != len(first) or any(a is not None and b is not None and a != b for a, b in zip(s, first)):
+            raise ShapeError("all inputs must have the same shape, got " + ", ".join(fmt_shape(t) for t in shapes))
+    ax = normalize_axis(axis, len(first) + 1, "stack")
+    return tuple(first[:ax]) + (len(shapes),) + tuple(first[ax:])
+
+
+def _stack_grad(F, ins, y, g, axis=0):
+    ax = axis % (ins[0].aval.ndim + 1)
+    return [F.getitem(g, key=(slice(None),) * ax + (i,)) for i in range(len(ins))]
+
+
+register(OpDef("stack", ("*seq",), lambda xp, *xs, axis=0, out=None: xp.stack(xs, axis=axis),
+               params=(Param("axis", INT, 0),), shape=_stack_rule,
+               dtype=lambda dtypes, axis=0: np.result_type(*dtypes), grad=_stack_grad,
+               doc="join same-shaped arrays along a new axis"))
+
+
+# -- squeeze / expand_dims ----------------------------------------------------------------
+def _squeeze_axes(shape, axis):
+    if axis is None:
+        if None in shape:
+            raise ShapeError("squeeze(axis=None) on a shape with unknown dims; name the axes to drop")
+        return tuple(i for i, d in enumerate(shape) if d == 1)
+    axes = reduce_axes(axis, len(shape), "squeeze")
+    for a in axes:
+        if shape[a] not in (1, None):
+            raise ShapeError(f"cannot squeeze axis {a} of size {shape[a]} (shape {fmt_shape(shape)}); "
+                             "only size-1 axes can be removed")
+    return axes
+
+
+def _squeeze(xp, x, axis=None, out=None):
+    return xp.squeeze(x, axis=_squeeze_axes(x.shape, axis))
+
+
+register(OpDef("squeeze", ("x",), _squeeze, params=(Param("axis", AXIS, None),), view=True,
+               shape=lambda shapes, axis=None: tuple(d for i, d in enumerate(shapes[0])
+                                                     if i not in _squeeze_axes(shapes[0], axis)),
+               grad=lambda F, ins, y, g, axis=None: [_reshape_back(F, g, ins[0])],
+               doc="x without size-1 axes (all of them, or those named)"))
+
+
+def _expand_dims_rule(shapes, axis):
+    src = shapes[0]
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    nd = len(src) + len(axes)
+    norm = sorted(normalize_axis(a, nd, "expand_dims") for a in axes)
+    if len(set(norm)) != len(norm):
+        raise AxisError(f"expand_dims: repeated axis in {axis}")
+    out, it = [], iter(src)
+    for i in range(nd):
+        out.append(1 if i in norm else next(it))
+    return tuple(out)
+
+
+register(OpDef("expand_dims", ("x",), lambda xp, x, axis, out=None: xp.expand_dims(x, axis),
+               params=(Param("axis", AXIS),), shape=_expand_dims_rule, view=True,
+               grad=lambda F, ins, y, g, axis: [_reshape_back(F, g, ins[0])],
+               doc="x with new size-1 axes inserted at axis (an int or a tuple)"))
+
+
+# -- indexing ------------------------------------------------------------------------------
+def _getitem_rule(shapes, key):
+    src = shapes[0]
+    # Index a zero-stride dummy of the same shape: NumPy computes the result shape (and raises
+    # IndexError for out-of-range ints) without allocating. Unknown dims are probed with two
+    # sizes; result dims that differ between the probes are unknown.
+    results = []
+    for probe in (1_000_003, 1_000_033):
+        dims = tuple(probe if d is None else d for d in src)
+        dummy = np.broadcast_to(np.empty((), dtype=np.bool_), dims)
+        try:
+            results.append(dummy[key].shape)
+        except IndexError as exc:
+            raise AxisError(f"index {_key_str(key)} does not fit shape {fmt_shape(src)}: {exc}") from None
+        if None not in src:
+            return results[0]
+    return tuple(a if a == b else None for a, b in zip(*results))
+
+
+def _key_str(key):
+    def one(k):
+        if isinstance(k, slice):
+            return ":".join("" if p is None else str(p) for p in (k.start, k.stop, k.step)).rstrip(":") or ":"
+        return "..." if k is Ellipsis else ("None" if k is None else str(k))
+
+    return "[" + ", ".join(one(k) for k in key) + "]"
+
+
+register(OpDef("getitem", ("x",), lambda xp, x, key, out=None: x[key],
+               params=(Param("key", KEY),), shape=_getitem_rule, view=True,
+               grad=lambda F, ins, y, g, key: [F.index_grad(g, ins[0], key=key)],
+               doc="basic indexing x[key]: ints, slices, None and ..."))
+
+
+def _index_grad(xp, g, like, key, out=None):
+    res = xp.zeros(like.shape, dtype=g.dtype)
+    res[key] = g
+    return res
+
+
+register(OpDef("index_grad", ("g", "like"), _index_grad, params=(Param("key", KEY),),
+               shape=lambda shapes, key: shapes[1], dtype=lambda dtypes, key: dtypes[0],
+               grad=lambda F, ins, y, g, key: [F.getitem(g, key=key), None],
+               doc="zeros shaped like `like` with g written at [key] (getitem's gradient)"))
+
+
+def _mask_rule(shapes):
+    x, m = shapes
+    if len(m) > len(x) or any(a is not None and b is not None and a != b for a, b in zip(x, m)):
+        raise ShapeError(f"boolean mask {fmt_shape(m)} does not match the leading dims of {fmt_shape(x)}")
+    return (None,) + tuple(x[len(m):])
+
+
+def _mask_dtype(dtypes):
+    if dtypes[1] != np.bool_:
+        raise DTypeError(f"mask must be bool, got {dtypes[1]}; compare first, e.g. x[x > 0]")
+    return dtypes[0]
+
+
+register(OpDef("boolean_mask", ("x", "mask"), lambda xp, x, mask, out=None: x[mask],
+               shape=_mask_rule, dtype=_mask_dtype,
+               grad=lambda F, ins, y, g: [F.boolean_mask_grad(g, ins[0], ins[1]), None],
+               doc="x[mask]: the elements where mask is true (size known only after computing)"))
+
+
+def _mask_grad(xp, g, like, mask, out=None):
+    res = xp.zeros(like.shape, dtype=g.dtype)
+    res[mask] = g
+    return res
+
+
+register(OpDef("boolean_mask_grad", ("g", "like", "mask"), _mask_grad,
+               shape=lambda shapes: shapes[1], dtype=lambda dtypes: dtypes[0],
+               doc="zeros shaped like `like` with g scattered where mask is true"))
+
+
+def _take_rule(shapes, axis=0):
+    x, idx = shapes
+    ax = normalize_axis(axis, len(x), "take")
+    return tuple(x[:ax]) + tuple(idx) + tuple(x[ax + 1:])
+
+
+def _take_dtype(dtypes, axis=0):
+    if dtypes[1].kind not in "iu":
+        raise DTypeError(f"indices must be integers, got {dtypes[1]}; cast with .astype('int64')")
+    return dtypes[0]
+
+
+def _take(xp, x, indices, axis=0, out=None):
+    n = x.shape[axis]
+    if indices.size and (indices.max() >= n or indices.min() < -n):
+        raise IndexError(f"take: index out of range for axis {axis} of size {n}")
+    return xp.take(x, indices, axis=axis)
+
+
+register(OpDef("take", ("x", "indices"), _take, params=(Param("axis", INT, 0),),
+               shape=_take_rule, dtype=_take_dtype,
+               grad=lambda F, ins, y, g, axis=0: [F.take_grad(g, ins[0], ins[1], axis=axis), None],
+               doc="elements of x at integer indices along axis (x[idx] for axis 0)"))
+
+
+def _take_grad(xp, g, like, indices, axis=0, out=None):
+    res = xp.zeros(like.shape, dtype=g.dtype)
+    moved = xp.moveaxis(res, axis, 0)
+    gm = xp.moveaxis(g.reshape(like.shape[:axis] + (indices.size,) + like.shape[axis + 1:]), axis, 0)
+    if xp is np:
+        np.add.at(moved, indices.reshape(-1), gm)
+    else:  # CuPy has scatter_add for the same job
+        xp.add.at(moved, indices.reshape(-1), gm)
+    return res
+
+
+register(OpDef("take_grad", ("g", "like", "indices"), _take_grad, params=(Param("axis", INT, 0),),
+               shape=lambda shapes, axis=0: shapes[1], dtype=lambda dtypes, axis=0: dtypes[0],
+               doc="zeros shaped like `like` with g added at the taken indices (take's gradient)"))
+
+
+def _nonzero(xp, x, out=None):
+    return xp.argwhere(x).astype(np.int64)
+
+
+register(OpDef("nonzero", ("x",), _nonzero,
+               shape=lambda shapes: (None, len(shapes[0])), dtype=lambda dtypes: np.dtype("int64"),
+               doc="indices of the non-zero elements, one row per element: shape (N, ndim), N data-dependent"))
