@@ -10,7 +10,7 @@ True
 array([[0.119, 0.881],
        [0.119, 0.881]], dtype=float32)
 """
-from . import autograd, nn, random  # noqa: F401
+from . import autograd, nn, random, sym  # noqa: F401
 from .aval import Aval
 from .creation import arange, array, full, ones, zeros
 from .deferred import deferred, is_deferred
@@ -20,6 +20,8 @@ from .errors import (
     GraphFormatError, LazyArrayError, ParamError, ParamValueError, ShapeError,
 )
 from .functions import namespace as _namespace
+from .graph.symbol import Symbol
+from .tracing import UnusedInputWarning, get_symbol
 from .ndarray import NDArray
 from .ops.registry import StorageFallbackWarning
 

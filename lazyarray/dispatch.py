@@ -96,6 +96,10 @@ def _eager(op: OpDef, args: tuple, params: dict, make):
         for i in host:
             vals[i] = to_device(vals[i], _CPU0, device)
     xp = device.xp
+    if not op.elementwise:
+        # Elementwise ops are checked by NumPy itself (broadcasting, dtypes); for the others the
+        # rules run first, so eager calls reject exactly what a recorded graph would.
+        _check_rules(op, vals, params, device)
     sparse = [v for v in vals if v.__class__ in SPARSE_TYPES]
     if sparse:
         stypes = [stype_of(v) for v in vals if v is not None]
@@ -117,6 +121,18 @@ def _eager(op: OpDef, args: tuple, params: dict, make):
     if _RECORDING.get():
         _record_eager(op, args, params, list(res), list(out), device)
     return res
+
+
+def _check_rules(op: OpDef, vals: list, params: dict, device) -> None:
+    avals = []
+    for v in vals:
+        if v is None:
+            continue
+        if hasattr(v, "shape") and hasattr(v, "dtype"):
+            avals.append(Aval(tuple(v.shape), v.dtype, device, stype_of(v)))
+        else:  # a Python scalar: typed the way NumPy treats it next to the arrays
+            avals.append(Aval((), np.result_type(*[a.dtype for a in avals], v), device))
+    registry.infer(op, avals, params)
 
 
 def _record_eager(op, args, params, results, outs, device) -> None:

@@ -37,7 +37,12 @@ def apply_node(op: OpDef, *inputs, source=None, **params):
         return op.compose(GRAPH_F, *inputs, **op.make_params(params))
     entries = as_entries(op, inputs)
     p = op.make_params(params)
-    avals = registry.infer(op, [e.aval for e in entries], p)
+    in_avals = [e.aval for e in entries]
+    if any(a.shape is None or a.dtype is None for a in in_avals):  # la.sym.var without a shape
+        dev = next((a.device for a in in_avals if a.device is not None), None)
+        avals = tuple(Aval(None, None, dev) for _ in range(op.num_outputs))
+    else:
+        avals = registry.infer(op, in_avals, p)
     node = Node(op, tuple(entries), p, avals, source=source if source is not None else user_source())
     node.requires_grad = any(e.node.requires_grad for e in entries)
     if op.num_outputs == 1:
@@ -56,7 +61,7 @@ def as_entries(op: OpDef, inputs) -> list[Entry]:
         else:
             flat.append(x)
     arrays = [x for x in flat if isinstance(x, Entry)]
-    dtypes = [e.aval.dtype for e in arrays]
+    dtypes = [e.aval.dtype for e in arrays if e.aval.dtype is not None]
     device = arrays[0].aval.device if arrays else current_device()
     out = []
     for x in flat:

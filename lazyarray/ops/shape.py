@@ -302,13 +302,13 @@ def _getitem_rule(shapes, key):
         try:
             results.append(dummy[key].shape)
         except IndexError as exc:
-            raise AxisError(f"index {_key_str(key)} does not fit shape {fmt_shape(src)}: {exc}") from None
+            raise AxisError(f"index {key_text(key)} does not fit shape {fmt_shape(src)}: {exc}") from None
         if None not in src:
             return results[0]
     return tuple(a if a == b else None for a, b in zip(*results))
 
 
-def _key_str(key):
+def key_text(key):
     def one(k):
         if isinstance(k, slice):
             return ":".join("" if p is None else str(p) for p in (k.start, k.stop, k.step)).rstrip(":") or ":"

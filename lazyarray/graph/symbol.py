@@ -1,0 +1,280 @@
+"""``Symbol``: an immutable view of the graph that reaches a list of output entries.
+
+It knows its inputs (variables without values), constants (variables with values),
+outputs and topological order; it infers avals, checks invariants, prints as a text IR,
+and serializes (``serialize.py``) or converts to networkx (``nx.py``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..aval import Aval
+from ..ops.shape import key_text
+from ..errors import GraphError, fmt_shape
+from ..ops import registry
+from .build import apply_node
+from .node import Entry, Node
+from .passes.infer import infer_avals
+from .traverse import topo_order
+
+
+class Symbol:
+    """A graph with named inputs and one or more outputs.
+
+    >>> import lazyarray as la
+    >>> x = la.sym.var("x", shape=(2, 3))
+    >>> y = la.sym.relu(x * 2)
+    >>> y.list_inputs(), y.infer_shape(x=(4, 3))[1]
+    (['x'], [(4, 3)])
+    """
+
+    __slots__ = ("_outputs", "_order", "_names")
+
+    def __init__(self, outputs: list[Entry]):
+        self._outputs = tuple(outputs)
+        self._order = None
+        self._names = None
+
+    # -- structure -----------------------------------------------------------------------
+    @property
+    def outputs(self) -> tuple[Entry, ...]:
+        return self._outputs
+
+    def topo(self) -> list[Node]:
+        """Every node, each after its inputs (deterministic)."""
+        if self._order is None:
+            self._order = topo_order(list(self._outputs))
+        return self._order
+
+    def names(self) -> dict[int, str]:
+        """A unique display name per node (``id(node) -> name``): given names, else ``op`` + counter."""
+        if self._names is None:
+            names: dict[int, str] = {}
+            used: set[str] = set()
+            counters: dict[str, int] = {}
+            for node in self.topo():  # named nodes first, so generated names never collide
+                if node.name and node.name not in used:
+                    names[id(node)] = node.name
+                    used.add(node.name)
+            for node in self.topo():
+                if id(node) in names:
+                    continue
+                base = node.name or (node.op.name if node.op is not None else node.kind)
+                k = counters.get(base, 0)
+                while f"{base}{k}" in used:
+                    k += 1
+                counters[base] = k + 1
+                names[id(node)] = f"{base}{k}"
+                used.add(f"{base}{k}")
+            self._names = names
+        return self._names
+
+    def name_of(self, node: Node) -> str:
+        return self.names()[id(node)]
+
+    def input_nodes(self) -> list[Node]:
+        return [n for n in self.topo() if n.op is None and n.kind == "var"]
+
+    def constant_nodes(self) -> list[Node]:
+        return [n for n in self.topo() if n.op is None and n.kind == "const"]
+
+    def list_inputs(self) -> list[str]:
+        """Names of the graph inputs (variables without values), in a stable order."""
+        return [n.name for n in self.input_nodes()]
+
+    def list_constants(self) -> list[str]:
+        """Names of the constants (captured arrays) the graph carries values for."""
+        return [self.name_of(n) for n in self.constant_nodes()]
+
+    def constants(self) -> dict[str, object]:
+        """``name -> backend value`` of every constant."""
+        return {self.name_of(n): n.values[0] for n in self.constant_nodes()}
+
+    def list_outputs(self) -> list[str]:
+        """Names of the outputs: ``<node>_output`` (``<node>_output<i>`` for multi-output nodes)."""
+        out = []
+        for e in self._outputs:
+            base = self.name_of(e.node)
+            n = 1 if e.node.op is None else e.node.op.num_outputs
+            out.append(f"{base}_output" if n == 1 else f"{base}_output{e.index}")
+        return out
+
+    def __len__(self) -> int:
+        return len(self._outputs)
+
+    def __getitem__(self, i) -> "Symbol":
+        if isinstance(i, str):
+            names = self.list_outputs()
+            if i not in names:
+                raise KeyError(f"no output named {i!r}; outputs: {', '.join(names)}")
+            i = names.index(i)
+        return Symbol([self._outputs[i]])
+
+    def get_internals(self) -> "Symbol":
+        """A symbol whose outputs are every output of every node (select with ``[name]``)."""
+        entries = []
+        for n in self.topo():
+            k = 1 if n.op is None else n.op.num_outputs
+            entries.extend(Entry(n, i) for i in range(k))
+        sym = Symbol(entries)
+        sym._names = dict(self.names())
+        return sym
+
+    # -- inference --------------------------------------------------------------------------
+    def infer_avals(self, **avals: Aval) -> dict[int, tuple[Aval, ...]]:
+        return infer_avals(self.topo(), avals)
+
+    def _given(self, shapes: dict, dtypes: dict) -> dict[str, Aval]:
+        known = {n.name: n for n in self.input_nodes()}
+        for name in list(shapes) + list(dtypes):
+            if name not in known:
+                raise GraphError(f"no graph input named {name!r}; inputs: {', '.join(known) or 'none'}")
+        given = {}
+        for name, node in known.items():
+            a = node.avals[0]
+            shape = tuple(shapes[name]) if name in shapes else a.shape
+            dtype = dtypes.get(name, a.dtype)
+            given[name] = Aval(shape, None if dtype is None else np.dtype(dtype), a.device, a.stype)
+        return given
+
+    def infer_shape(self, **shapes) -> tuple[dict, list]:
+        """``(input_shapes, output_shapes)`` for the given input shapes, without computing.
+
+        Inputs not given keep the shapes recorded with them; unknown results are ``None``.
+        """
+        given = self._given(shapes, {})
+        avals = self.infer_avals(**given)
+        return ({k: a.shape for k, a in given.items()},
+                [avals[id(e.node)][e.index].shape for e in self._outputs])
+
+    def infer_type(self, **dtypes) -> tuple[dict, list]:
+        """``(input_dtypes, output_dtypes)`` for the given input dtypes, without computing."""
+        given = self._given({}, dtypes)
+        avals = self.infer_avals(**given)
+        return ({k: a.dtype for k, a in given.items()},
+                [avals[id(e.node)][e.index].dtype for e in self._outputs])
+
+    # -- invariants --------------------------------------------------------------------------
+    def check(self) -> "Symbol":
+        """Check the graph invariants; raise ``GraphError`` naming the node and its neighbours.
+
+        Topological order, entries pointing at existing outputs, op arity, variables with an
+        aval, constants holding values of their aval, unique input names, and every node's
+        avals agreeing with what its op's rules infer from its inputs.
+        """
+        order = self.topo()
+        pos = {id(n): i for i, n in enumerate(order)}
+        seen_inputs: set[str] = set()
+        for i, node in enumerate(order):
+            for e in node.inputs:
+                if id(e.node) not in pos or pos[id(e.node)] >= i:
+                    raise GraphError(self._bad(node, "an input comes after it in topological order"))
+                k = 1 if e.node.op is None else e.node.op.num_outputs
+                if not 0 <= e.index < k:
+                    raise GraphError(self._bad(node, f"reads output {e.index} of a node with {k} output(s)"))
+            if node.op is None:
+                if node.inputs:
+                    raise GraphError(self._bad(node, "a variable has inputs"))
+                if node.kind == "var":
+                    if not node.name:
+                        raise GraphError(self._bad(node, "a graph input has no name"))
+                    if node.name in seen_inputs:
+                        raise GraphError(self._bad(node, f"two graph inputs are named {node.name!r}"))
+                    seen_inputs.add(node.name)
+                elif node.kind == "const":
+                    if node.values is None:
+                        raise GraphError(self._bad(node, "a constant holds no value"))
+                    v, a = node.values[0], node.avals[0]
+                    if tuple(v.shape) != tuple(a.shape) or v.dtype != a.dtype:
+                        raise GraphError(self._bad(node, f"constant value {v.dtype}{fmt_shape(v.shape)} "
+                                                         f"disagrees with its aval {a}"))
+                continue
+            if len(node.avals) != node.op.num_outputs:
+                raise GraphError(self._bad(node, f"has {len(node.avals)} avals for {node.op.num_outputs} outputs"))
+        avals = self.infer_avals()
+        for node in order:
+            if node.op is None:
+                continue
+            for have, want in zip(node.avals, avals[id(node)]):
+                if have.shape is None or want.shape is None:
+                    continue
+                same_shape = all(h == w or h is None or w is None for h, w in zip(have.shape, want.shape))
+                if len(have.shape) != len(want.shape) or not same_shape or have.dtype != want.dtype \
+                        or have.device != want.device:
+                    raise GraphError(self._bad(node, f"stored aval {have} disagrees with inferred {want}"))
+        return self
+
+    def _bad(self, node: Node, what: str) -> str:
+        names = self.names()
+        ins = ", ".join(names.get(id(e.node), "?") for e in node.inputs) or "none"
+        users = [names[id(n)] for n in self.topo() if any(e.node is node for e in n.inputs)]
+        line = node.source_line()
+        return (f"graph check failed at node {names.get(id(node), node.label())!r}: {what} "
+                f"(inputs: {ins}; used by: {', '.join(users) or 'none'}"
+                + (f"; recorded at {line})" if line else ")"))
+
+    # -- text IR --------------------------------------------------------------------------------
+    def __str__(self) -> str:
+        names = self.names()
+        lines = []
+        for node in self.topo():
+            nm = names[id(node)]
+            ty = ", ".join(_aval_text(a) for a in node.avals)
+            if node.op is None:
+                lines.append(f"%{nm} = {'input' if node.kind == 'var' else 'constant'} : {ty}")
+                continue
+            args = [f"%{names[id(e.node)]}" + (f".{e.index}" if e.node.op is not None and e.node.op.num_outputs > 1 else "")
+                    for e in node.inputs]
+            args += [f"{k}={_param_text(v)}" for k, v in node.params.items()]
+            lines.append(f"%{nm} = {node.op.qualname}({', '.join(args)}) : {ty}")
+        outs = ", ".join(f"%{names[id(e.node)]}" for e in self._outputs)
+        lines.append(f"return {outs}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"<Symbol {len(self.topo())} nodes, inputs {self.list_inputs()}, "
+                f"outputs {self.list_outputs()}>")
+
+
+def _aval_text(a: Aval) -> str:
+    if a.shape is None:
+        return f"{a.dtype or '?'}[?] @{a.device}"
+    return str(a)
+
+
+def _param_text(v) -> str:
+    if isinstance(v, tuple) and any(isinstance(k, slice) or k is Ellipsis for k in v):
+        return key_text(v)
+    return str(v) if not isinstance(v, str) else repr(v)
+
+
+# -- composing symbols with operators ------------------------------------------------------
+def as_entry(x, op: str = "op"):
+    """A single-output ``Symbol`` as its entry; numbers pass through (they become constants)."""
+    if isinstance(x, Symbol):
+        if len(x.outputs) != 1:
+            raise GraphError(f"{op}: a symbol with {len(x.outputs)} outputs cannot be an input; select one "
+                             "with sym[i]")
+        return x.outputs[0]
+    return x
+
+
+def symbol_of(res) -> Symbol:
+    return Symbol([res]) if isinstance(res, Entry) else Symbol(list(res))
+
+
+def _binop(name: str, swap: bool = False):
+    def f(self, other):
+        a, b = (other, self) if swap else (self, other)
+        return symbol_of(apply_node(registry.get(name), as_entry(a, name), as_entry(b, name)))
+
+    return f
+
+
+for _dunder, _name in (("add", "add"), ("sub", "subtract"), ("mul", "multiply"), ("truediv", "divide"),
+                       ("pow", "power"), ("matmul", "matmul")):
+    setattr(Symbol, f"__{_dunder}__", _binop(_name))
+    setattr(Symbol, f"__r{_dunder}__", _binop(_name, swap=True))
+for _dunder, _name in (("lt", "less"), ("le", "less_equal"), ("gt", "greater"), ("ge", "greater_equal")):
+    setattr(Symbol, f"__{_dunder}__", _binop(_name))
+Symbol.__neg__ = lambda self: symbol_of(apply_node(registry.get("negative"), as_entry(self)))

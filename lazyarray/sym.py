@@ -1,0 +1,64 @@
+"""``la.sym``: build graphs directly. ``la.sym.var(name)`` plus one function per registered op.
+
+The functions come from the same registry as ``la.<op>``; they take and return ``Symbol``
+objects (single-output symbols stand for their entry) and Python numbers.
+
+>>> import lazyarray as la
+>>> x = la.sym.var("x", shape=(2, 3))
+>>> print(la.sym.relu(x))
+%x = input : float32[2,3] @cpu(0)
+%relu0 = relu(%x) : float32[2,3] @cpu(0)
+return %relu0
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from .aval import Aval, as_dtype
+from .device import Device, current_device
+from .graph.build import apply_node
+from .graph.node import Entry, var_node
+from .graph.symbol import Symbol, as_entry, symbol_of
+from .ops import registry
+from .ops.registry import OpDef
+
+
+def var(name: str, shape=None, dtype="float32", device: Device | None = None, stype="default") -> Symbol:
+    """A named graph input. ``shape=None`` leaves it to ``infer_shape`` / the executor."""
+    dev = current_device() if device is None else device
+    aval = Aval(None if shape is None else tuple(shape), as_dtype(dtype, "var"), dev, stype)
+    return Symbol([Entry(var_node(name, aval))])
+
+
+def _sym_function(op: OpDef) -> Callable:
+    def f(*args, **params):
+        ins = [[as_entry(x, op.name) for x in a] if isinstance(a, (list, tuple)) else as_entry(a, op.name)
+               for a in args]
+        for n in op.inputs:  # inputs passed by name
+            clean = n.strip("*?")
+            if clean in params and not any(p.name == clean for p in op.params):
+                ins.append(as_entry(params.pop(clean), op.name))
+        return symbol_of(apply_node(op, *ins, **params))
+
+    f.__name__ = f.__qualname__ = op.name
+    f.__doc__ = f"la.sym.{op.qualname}: {op.doc}"
+    return f
+
+
+def _all() -> dict[str, Callable]:
+    return {op.name: _sym_function(op) for op in registry.all_ops()}
+
+
+globals().update(_all())
+
+
+class _Namespace:
+    """``la.sym.nn.<op>`` mirrors ``la.nn.<op>``."""
+
+    def __init__(self, ns: str):
+        for op in registry.all_ops():
+            if op.namespace == ns:
+                setattr(self, op.name, _sym_function(op))
+
+
+nn = _Namespace("nn")

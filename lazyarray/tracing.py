@@ -1,0 +1,71 @@
+"""``la.get_symbol``: turn what deferred compute recorded into a ``Symbol``.
+
+The recorded graph is copied between the named inputs and the outputs: the nodes of the
+named input arrays become graph inputs (variables), and every other normal array the
+code captured becomes a named constant that keeps its value with the symbol.
+"""
+from __future__ import annotations
+
+import warnings
+
+from .errors import DeferredComputeError
+from .graph.node import Entry, Node, var_node
+from .graph.symbol import Symbol
+from .graph.traverse import topo_order
+from .ndarray import NDArray
+
+
+class UnusedInputWarning(UserWarning):
+    """An array named in ``get_symbol(inputs=...)`` that the outputs do not depend on."""
+
+
+def get_symbol(outputs, inputs: dict | None = None) -> Symbol:
+    """The ``Symbol`` recorded between ``inputs`` (name -> array) and ``outputs`` (one array or a list).
+
+    >>> import lazyarray as la
+    >>> x = la.ones((2, 3))
+    >>> with la.deferred():
+    ...     y = la.relu(x * 2)
+    >>> sym = la.get_symbol(y, inputs={"x": x})
+    >>> sym.list_inputs()
+    ['x']
+    """
+    outs = [outputs] if isinstance(outputs, NDArray) else list(outputs)
+    for i, o in enumerate(outs):
+        if not isinstance(o, NDArray):
+            raise TypeError(f"get_symbol: output {i} is a {type(o).__name__}, not an NDArray")
+    inputs = dict(inputs or {})
+    out_entries = [o._as_entry() for o in outs]
+    # Which recorded node stands for each named input.
+    by_node: dict[int, tuple[str, Node]] = {}
+    for name, arr in inputs.items():
+        if not isinstance(arr, NDArray):
+            raise TypeError(f"get_symbol: input {name!r} is a {type(arr).__name__}, not an NDArray")
+        if arr._entry is None:
+            warnings.warn(f"get_symbol: input {name!r} was never used by the recorded outputs",
+                          UnusedInputWarning, stacklevel=2)
+            continue
+        node = arr._entry.node
+        if id(node) in by_node:
+            raise DeferredComputeError(f"get_symbol: inputs {by_node[id(node)][0]!r} and {name!r} are the same array")
+        by_node[id(node)] = (name, node)
+    order = topo_order(out_entries, stop=lambda n: id(n) in by_node)
+    reached = {id(n) for n in order}
+    for nid, (name, _) in by_node.items():
+        if nid not in reached:
+            warnings.warn(f"get_symbol: input {name!r} was never used by the recorded outputs",
+                          UnusedInputWarning, stacklevel=2)
+    copies: dict[int, Node] = {}
+    for node in order:
+        if id(node) in by_node:
+            name, _ = by_node[id(node)]
+            copies[id(node)] = var_node(name, node.avals[0])
+            continue
+        if node.op is None:
+            new = Node(None, (), {}, node.avals, name=node.name, kind=node.kind,
+                       values=None if node.kind == "var" else list(node.values))
+        else:
+            new = Node(node.op, tuple(Entry(copies[id(e.node)], e.index) for e in node.inputs),
+                       dict(node.params), node.avals, name=node.name, source=node.source)
+        copies[id(node)] = new
+    return Symbol([Entry(copies[id(e.node)], e.index) for e in out_entries])
