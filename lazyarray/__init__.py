@@ -20,7 +20,7 @@ from .errors import (
     GraphFormatError, LazyArrayError, ParamError, ParamValueError, ShapeError,
 )
 from .functions import namespace as _namespace
-from .graph.symbol import Symbol
+from .graph.symbol import Symbol, load_symbol
 from .tracing import UnusedInputWarning, get_symbol
 from .ndarray import NDArray
 from .ops.registry import StorageFallbackWarning

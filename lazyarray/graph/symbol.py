@@ -10,8 +10,10 @@ import numpy as np
 
 from ..aval import Aval
 from ..ops.shape import key_text
-from ..errors import GraphError, fmt_shape
+from ..errors import GraphError, GraphFormatError, LazyArrayError, fmt_shape
 from ..ops import registry
+from . import nx as nx_view
+from . import serialize
 from .build import apply_node
 from .node import Entry, Node
 from .passes.infer import infer_avals
@@ -221,19 +223,71 @@ class Symbol:
             nm = names[id(node)]
             ty = ", ".join(_aval_text(a) for a in node.avals)
             if node.op is None:
-                lines.append(f"%{nm} = {'input' if node.kind == 'var' else 'constant'} : {ty}")
+                if not _inline(node):
+                    lines.append(f"%{nm} = {'input' if node.kind == 'var' else 'constant'} : {ty}")
                 continue
-            args = [f"%{names[id(e.node)]}" + (f".{e.index}" if e.node.op is not None and e.node.op.num_outputs > 1 else "")
-                    for e in node.inputs]
+            args = [_arg_text(e, names) for e in node.inputs]
             args += [f"{k}={_param_text(v)}" for k, v in node.params.items()]
             lines.append(f"%{nm} = {node.op.qualname}({', '.join(args)}) : {ty}")
         outs = ", ".join(f"%{names[id(e.node)]}" for e in self._outputs)
         lines.append(f"return {outs}")
         return "\n".join(lines)
 
+    # -- files ---------------------------------------------------------------------------------
+    def to_json(self, indent: int | None = None) -> str:
+        """Versioned JSON (docs/graph-format.md); ``Symbol.from_json(s.to_json())`` is lossless."""
+        return serialize.to_json(self, indent)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> "Symbol":
+        """Load from JSON text. Never runs code; ``GraphFormatError`` names what is malformed."""
+        return _checked(cls(serialize.from_json(text)))
+
+    def save(self, path: str) -> None:
+        """Write the JSON to ``path`` atomically."""
+        serialize.save(self, path)
+
+    @classmethod
+    def load(cls, path: str) -> "Symbol":
+        """Load a file written by ``save``."""
+        return _checked(cls(serialize.load(path)))
+
+    def to_networkx(self):
+        """A ``networkx.DiGraph``: one node per graph node (attributes op, name, shape, dtype, ...)."""
+        return nx_view.to_networkx(self)
+
+    @classmethod
+    def from_networkx(cls, graph) -> "Symbol":
+        """The symbol of a DiGraph made by ``to_networkx`` (possibly edited)."""
+        return _checked(cls(nx_view.from_networkx(graph)))
+
     def __repr__(self) -> str:
         return (f"<Symbol {len(self.topo())} nodes, inputs {self.list_inputs()}, "
                 f"outputs {self.list_outputs()}>")
+
+
+def _checked(sym: Symbol) -> Symbol:
+    try:
+        return sym.check()
+    except LazyArrayError as exc:
+        raise GraphFormatError(f"inconsistent graph: {exc}") from None
+
+
+def load_symbol(path: str) -> Symbol:
+    """Load a symbol file written by ``sym.save(path)``."""
+    return Symbol.load(path)
+
+
+def _inline(node: Node) -> bool:
+    """Scalar constants print in place (``multiply(%x, 2.0)``) instead of as their own line."""
+    return node.kind == "const" and node.avals[0].shape == () and node.values is not None
+
+
+def _arg_text(e: Entry, names: dict) -> str:
+    if e.node.op is None and _inline(e.node):
+        return repr(np.asarray(e.node.values[0]).item())
+    multi = e.node.op is not None and e.node.op.num_outputs > 1
+    return f"%{names[id(e.node)]}" + (f".{e.index}" if multi else "")
 
 
 def _aval_text(a: Aval) -> str:

@@ -309,9 +309,11 @@ def _getitem_rule(shapes, key):
 
 
 def key_text(key):
+    """``(slice(1, None), None, 2)`` -> ``"[1:, None, 2]"``: an index as the user would write it."""
     def one(k):
         if isinstance(k, slice):
-            return ":".join("" if p is None else str(p) for p in (k.start, k.stop, k.step)).rstrip(":") or ":"
+            text = ("" if k.start is None else str(k.start)) + ":" + ("" if k.stop is None else str(k.stop))
+            return text + (f":{k.step}" if k.step is not None else "")
         return "..." if k is Ellipsis else ("None" if k is None else str(k))
 
     return "[" + ", ".join(one(k) for k in key) + "]"
