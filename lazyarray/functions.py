@@ -58,7 +58,7 @@ def write_out(name: str, res: NDArray, out: NDArray) -> NDArray:
     if is_deferred() or out.is_lazy:
         raise DeferredComputeError(
             f"{name}(..., out=...): writing into an existing array is not allowed inside deferred "
-            f"compute; write `y = la.{name}(...)` and use y"
+            f"compute (the graph decides where memory is reused); write `y = la.{name}(...)` instead"
         )
     if out.shape != res.shape:
         raise ShapeError(f"{name}: out= has shape {fmt_shape(out.shape)} but the result is "

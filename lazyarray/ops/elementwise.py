@@ -7,6 +7,8 @@ shape; the gradient pass sums them back to each input's shape.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import ParamValueError
 from .params import FLOAT, Param
 from .registry import OpDef, register
@@ -16,9 +18,19 @@ def _binary(name, kernel, grad, doc, inplace=((0, 0), (1, 0))):
     return register(OpDef(name, ("a", "b"), kernel, grad=grad, inplace=inplace, elementwise=True, doc=doc))
 
 
-def _unary(name, kernel, grad, doc, params=(), inplace=((0, 0),)):
+def _unary(name, kernel, grad, doc, params=(), inplace=((0, 0),), dtype=None):
     return register(OpDef(name, ("x",), kernel, params=params, grad=grad, inplace=inplace,
-                          elementwise=True, doc=doc))
+                          elementwise=True, dtype=dtype, doc=doc))
+
+
+def _like_exp(dtypes, **params):
+    """The dtype NumPy gives a float function of x (ints -> float64, float16 stays)."""
+    return np.exp.resolve_dtypes((dtypes[0], None))[-1]
+
+
+def _times_float(dtypes, **params):
+    """The dtype of x combined with a Python float (float32 stays, ints -> float64)."""
+    return np.result_type(dtypes[0], 1.0)
 
 
 # -- binary ------------------------------------------------------------------------
@@ -61,7 +73,8 @@ for _name, _doc in (("equal", "=="), ("not_equal", "!="), ("less", "<"), ("less_
 register(OpDef(
     "where", ("cond", "x", "y"), "where",
     grad=lambda F, ins, out, g: [None, F.where(ins[0], g, 0), F.where(ins[0], 0, g)],
-    elementwise=True, doc="x where cond is true, else y (broadcasting all three)",
+    elementwise=True, dtype=lambda dtypes: np.result_type(dtypes[1], dtypes[2]),
+    doc="x where cond is true, else y (broadcasting all three)",
 ))
 
 # -- unary -------------------------------------------------------------------------
@@ -85,7 +98,8 @@ def _sigmoid(xp, x, out=None):
 
 
 _unary("sigmoid", _sigmoid,
-       lambda F, ins, y, g: [F.multiply(g, F.multiply(y, F.subtract(1, y)))], "1 / (1 + e ** -x)")
+       lambda F, ins, y, g: [F.multiply(g, F.multiply(y, F.subtract(1, y)))], "1 / (1 + e ** -x)",
+       dtype=_like_exp)
 
 
 def _relu(xp, x, out=None):
@@ -93,7 +107,8 @@ def _relu(xp, x, out=None):
 
 
 # relu's gradient reads its output, not its input: the planner may free the input.
-_unary("relu", _relu, lambda F, ins, y, g: [F.multiply(g, F.greater(y, 0))], "max(x, 0)")
+_unary("relu", _relu, lambda F, ins, y, g: [F.multiply(g, F.greater(y, 0))], "max(x, 0)",
+       dtype=lambda dtypes: np.maximum.resolve_dtypes((dtypes[0], dtypes[0], None))[-1])
 
 
 def _smooth_l1(xp, x, scalar=1.0, out=None):
@@ -116,7 +131,7 @@ def _positive(v, op):
 
 _unary("smooth_l1", _smooth_l1, _smooth_l1_grad,
        "MXNet smooth_l1: 0.5*(s*x)**2 if |x| < 1/s**2 else |x| - 0.5/s**2",
-       params=(Param("scalar", FLOAT, 1.0, check=_positive),), inplace=())
+       params=(Param("scalar", FLOAT, 1.0, check=_positive),), inplace=(), dtype=_times_float)
 
 
 def _quadratic(xp, x, a=0.0, b=0.0, c=0.0, out=None):
@@ -126,4 +141,5 @@ def _quadratic(xp, x, a=0.0, b=0.0, c=0.0, out=None):
 _unary("quadratic", _quadratic,
        lambda F, ins, y, g, a=0.0, b=0.0, c=0.0: [F.multiply(g, F.add(F.multiply(ins[0], 2 * a), b))],
        "a*x**2 + b*x + c",
-       params=(Param("a", FLOAT, 0.0), Param("b", FLOAT, 0.0), Param("c", FLOAT, 0.0)), inplace=())
+       params=(Param("a", FLOAT, 0.0), Param("b", FLOAT, 0.0), Param("c", FLOAT, 0.0)), inplace=(),
+       dtype=_times_float)

@@ -187,18 +187,17 @@ def _default_shape(op: OpDef, shapes, params):
 
 
 @functools.lru_cache(maxsize=4096)
-def _probe_dtype(op: OpDef, dtypes: tuple, params_key: tuple) -> tuple:
-    """Ask NumPy: run the kernel on one-element arrays of ``dtypes`` and read the result dtypes."""
-    args = [np.ones((1,), dtype=d) for d in dtypes]
-    with np.errstate(all="ignore"):
-        out = op.bind(np)(*args, **dict(params_key))
-    outs = out if isinstance(out, tuple) else (out,)
-    return tuple(np.asarray(o).dtype for o in outs)
+def _ufunc_dtype(ufunc_name: str, dtypes: tuple) -> tuple:
+    """NumPy's own type resolution for a ufunc, without computing anything."""
+    ufunc = getattr(np, ufunc_name)
+    resolved = ufunc.resolve_dtypes(tuple(dtypes) + (None,) * ufunc.nout)
+    return tuple(resolved[ufunc.nin:])
 
 
 def _default_dtype(op: OpDef, dtypes, params):
-    if op.elementwise:
-        return _probe_dtype(op, tuple(dtypes), tuple(sorted(params.items())))
+    if op.elementwise and isinstance(op.kernel, str) and isinstance(getattr(np, op.kernel), np.ufunc):
+        out = _ufunc_dtype(op.kernel, tuple(dtypes))
+        return out[0] if op.num_outputs == 1 else list(out)
     return dtypes[0]
 
 
@@ -225,7 +224,7 @@ def infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
         dtype = op.dtype(dtypes, **params) if op.dtype else _default_dtype(op, dtypes, params)
     except LazyArrayError as exc:
         raise _with_context(exc, op, in_avals) from None
-    except TypeError as exc:  # NumPy refused the dtypes while probing
+    except TypeError as exc:  # NumPy's type resolution refused the dtypes
         listing = ", ".join(str(d) for d in dtypes)
         raise DTypeError(f"{op.name}: not defined for dtypes ({listing}): {exc}") from None
     n = op.num_outputs
