@@ -96,10 +96,13 @@ def _eager(op: OpDef, args: tuple, params: dict, make):
         for i in host:
             vals[i] = to_device(vals[i], _CPU0, device)
     xp = device.xp
+    out_device = device
     if not op.elementwise:
         # Elementwise ops are checked by NumPy itself (broadcasting, dtypes); for the others the
         # rules run first, so eager calls reject exactly what a recorded graph would.
-        _check_rules(op, vals, params, device)
+        avals = _check_rules(op, vals, params, device)
+        if op.device is not None:  # copy_to: the result lives where the rule says
+            out_device = avals[0].device
     sparse = [v for v in vals if v.__class__ in SPARSE_TYPES]
     if sparse:
         stypes = [stype_of(v) for v in vals if v is not None]
@@ -113,17 +116,17 @@ def _eager(op: OpDef, args: tuple, params: dict, make):
     if op.num_outputs == 1:
         if out.__class__ in _SCALARS:  # NumPy returns scalars for 0-d results; keep arrays
             out = np.asarray(out)
-        res = make(out, None, device)
+        res = make(out, None, out_device)
         if _RECORDING.get():
-            _record_eager(op, args, params, [res], [out], device)
+            _record_eager(op, args, params, [res], [out], out_device)
         return res
-    res = tuple(make(np.asarray(o) if o.__class__ in _SCALARS else o, None, device) for o in out)
+    res = tuple(make(np.asarray(o) if o.__class__ in _SCALARS else o, None, out_device) for o in out)
     if _RECORDING.get():
-        _record_eager(op, args, params, list(res), list(out), device)
+        _record_eager(op, args, params, list(res), list(out), out_device)
     return res
 
 
-def _check_rules(op: OpDef, vals: list, params: dict, device) -> None:
+def _check_rules(op: OpDef, vals: list, params: dict, device) -> tuple:
     avals = []
     for v in vals:
         if v is None:
@@ -132,7 +135,7 @@ def _check_rules(op: OpDef, vals: list, params: dict, device) -> None:
             avals.append(Aval(tuple(v.shape), v.dtype, device, stype_of(v)))
         else:  # a Python scalar: typed the way NumPy treats it next to the arrays
             avals.append(Aval((), np.result_type(*[a.dtype for a in avals], v), device))
-    registry.infer(op, avals, params)
+    return registry.infer(op, avals, params)
 
 
 def _record_eager(op, args, params, results, outs, device) -> None:

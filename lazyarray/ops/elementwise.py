@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ParamValueError
+from ..storage import CSR
 from .params import FLOAT, Param
 from .registry import OpDef, register
 
@@ -135,11 +136,20 @@ _unary("smooth_l1", _smooth_l1, _smooth_l1_grad,
 
 
 def _quadratic(xp, x, a=0.0, b=0.0, c=0.0, out=None):
+    if isinstance(x, CSR):  # c == 0 maps zeros to zeros: only the stored values change
+        d = x.data
+        return CSR(((a * d + b) * d).astype(_times_float([d.dtype])), x.indices, x.indptr, x.shape)
     return (a * x + b) * x + c
 
 
-_unary("quadratic", _quadratic,
-       lambda F, ins, y, g, a=0.0, b=0.0, c=0.0: [F.multiply(g, F.add(F.multiply(ins[0], 2 * a), b))],
-       "a*x**2 + b*x + c",
-       params=(Param("a", FLOAT, 0.0), Param("b", FLOAT, 0.0), Param("c", FLOAT, 0.0)), inplace=(),
-       dtype=_times_float)
+def _quadratic_storage(stypes, a=0.0, b=0.0, c=0.0):
+    return ["csr"] if list(stypes) == ["csr"] and c == 0.0 else None
+
+
+register(OpDef(
+    "quadratic", ("x",), _quadratic,
+    params=(Param("a", FLOAT, 0.0), Param("b", FLOAT, 0.0), Param("c", FLOAT, 0.0)),
+    storage=_quadratic_storage, dtype=_times_float, elementwise=True,
+    grad=lambda F, ins, y, g, a=0.0, b=0.0, c=0.0: [F.multiply(g, F.add(F.multiply(ins[0], 2 * a), b))],
+    doc="a*x**2 + b*x + c (keeps csr storage when c == 0)",
+))

@@ -93,11 +93,15 @@ def _matmul_grad(F, ins, y, g):
     a, b = ins
     a2 = a if a.aval.ndim > 1 else F.expand_dims(a, axis=0)
     b2 = b if b.aval.ndim > 1 else F.expand_dims(b, axis=-1)
-    g2 = g
-    if a.aval.ndim == 1:
-        g2 = F.expand_dims(g2, axis=-2)
-    if b.aval.ndim == 1:
-        g2 = F.expand_dims(g2, axis=-1)
+    # Lift g to the shape of a2 @ b2 (1-D @ 1-D gives a 0-d g: both lifted dims come back).
+    if a.aval.ndim == 1 and b.aval.ndim == 1:
+        g2 = F.reshape(g, shape=(1, 1))
+    elif a.aval.ndim == 1:
+        g2 = F.expand_dims(g, axis=-2)
+    elif b.aval.ndim == 1:
+        g2 = F.expand_dims(g, axis=-1)
+    else:
+        g2 = g
     da = F.matmul(g2, _swap(F, b2))
     db = F.matmul(_swap(F, a2), g2)
     # Batch dims that broadcast are summed back by the gradient pass; lifted dims are dropped here.

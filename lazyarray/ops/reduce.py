@@ -126,7 +126,7 @@ def sum_to_shape(xp, x, shape):
     lead = x.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(i + lead for i, d in enumerate(shape) if d == 1 and x.shape[i + lead] != 1)
     if axes:
-        x = xp.sum(x, axis=axes, keepdims=True)
+        x = xp.sum(x, axis=axes, keepdims=True, dtype=x.dtype)  # a gradient keeps its dtype
     return x.reshape(shape) if x.shape != tuple(shape) else x
 
 

@@ -242,9 +242,7 @@ def dtypes_for(dtype, n):
 
 def output_stypes(op: OpDef, stypes: list[str], params: dict, n: int) -> list[str]:
     """Storage rule: dense in, dense out; sparse without a sparse rule falls back to dense."""
-    if all(s == "default" for s in stypes):
-        return ["default"] * n
-    if op.storage is not None:
+    if op.storage is not None:  # asked first: cast_storage makes sparse outputs from dense inputs
         out = op.storage(stypes, **params)
         if out is not None:
             return list(out)

@@ -393,6 +393,7 @@ register(OpDef("take", ("x", "indices"), _take, params=(Param("axis", INT, 0),),
 
 
 def _take_grad(xp, g, like, indices, axis=0, out=None):
+    axis %= like.ndim
     res = xp.zeros(like.shape, dtype=g.dtype)
     moved = xp.moveaxis(res, axis, 0)
     gm = xp.moveaxis(g.reshape(like.shape[:axis] + (indices.size,) + like.shape[axis + 1:]), axis, 0)

@@ -1,0 +1,560 @@
+"""The op test table: one ``Case`` per registered op name.
+
+A case says how to make valid random inputs and params for a dtype (``samples``), the NumPy
+reference (``ref``), the dtypes to check the forward pass in, and which inputs a
+finite-difference gradient check perturbs. The generic checks in ``checks.py`` read it;
+``test_registry.py`` fails when a registered op has no case here.
+
+Inputs are NumPy arrays (a list of them for ``*seq`` inputs); ``checks.to_la`` converts them.
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+import lazyarray as la
+
+FLOATS = ("float32", "float64")
+INTS = ("int32", "int64")
+ALL = FLOATS + INTS
+
+# The broadcasting pairs every binary op is checked on (both orders).
+BROADCAST_PAIRS = [
+    ((13, 17), (13, 17)),
+    ((2, 3, 20), (1,)),
+    ((100, 5, 2), (100, 1, 1)),
+    ((2, 100, 3), (100, 1)),
+    ((1, 3, 100), (100,)),
+    ((2, 50, 2, 1), (50, 2, 1)),
+    ((2, 3, 4, 5), (2, 3, 1, 5)),
+]
+# Small pairs for gradient checks (broadcast gradients must be summed back).
+SMALL_PAIRS = [((3, 4), (3, 4)), ((2, 3, 4), (1,)), ((3, 1), (1, 4)), ((2, 3), (3,)), ((), (2, 3))]
+
+
+@dataclass(frozen=True)
+class Sample:
+    args: tuple  # NumPy arrays (a list for *seq inputs), or None for a missing optional input
+    params: dict
+    name: str
+
+
+@dataclass(frozen=True)
+class Case:
+    """How to test one op.
+
+    * ``samples(rng, dtype, small)``: valid inputs; ``small`` = for gradient checks (float64).
+    * ``ref(*args, **params)``: the NumPy result.
+    * ``dtypes``: forward-check dtypes. ``grad``: positions of inputs to differentiate ("" = none).
+    * ``kind``: ``"plain"``, ``"compose"`` or ``"random"`` (the last two get tailored tests).
+    """
+
+    family: str
+    samples: Callable
+    ref: Callable | None
+    dtypes: tuple = FLOATS
+    grad: tuple = ()
+    kind: str = "plain"
+    rtol32: float = 1e-5
+    data_dependent: bool = False
+    fd_eps: float = 1e-6
+    extra: dict = field(default_factory=dict)
+
+
+def rng_for(*parts) -> np.random.Generator:
+    """A generator seeded from the test's identity: reproducible, different per test."""
+    return np.random.default_rng(zlib.crc32("/".join(map(str, parts)).encode()))
+
+
+def rand(rng, shape, dtype, low=None, high=None):
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        if low is None:
+            return rng.standard_normal(shape).astype(dt)
+        return rng.uniform(low, high, shape).astype(dt)
+    if dt.kind == "b":
+        return rng.random(shape) < 0.5
+    lo = -5 if low is None else int(np.ceil(low))
+    hi = 6 if high is None else int(high)
+    return rng.integers(lo, hi, shape).astype(dt)
+
+
+def positive(rng, shape, dtype):
+    return rand(rng, shape, dtype, 0.5, 3.0) if np.dtype(dtype).kind == "f" else rand(rng, shape, dtype, 1, 10)
+
+
+# -- sample generators --------------------------------------------------------------------
+def binary(gen_a=rand, gen_b=rand):
+    def samples(rng, dtype, small):
+        out = []
+        for sa, sb in SMALL_PAIRS if small else BROADCAST_PAIRS:
+            out.append(Sample((gen_a(rng, sa, dtype), gen_b(rng, sb, dtype)), {}, f"{sa}&{sb}"))
+            if sa != sb:
+                out.append(Sample((gen_a(rng, sb, dtype), gen_b(rng, sa, dtype)), {}, f"{sb}&{sa}"))
+        return out
+
+    return samples
+
+
+def ties(rng, shape, dtype):
+    """Values from a small set, so comparisons see equal elements too."""
+    return rng.integers(-2, 3, shape).astype(dtype)
+
+
+def unary(gen=rand, shapes=((3, 4), (2, 3, 5), (), (7,)), params=({},)):
+    def samples(rng, dtype, small):
+        return [Sample((gen(rng, s, dtype),), dict(p), f"{s}" + (f"-{p}" if p else ""))
+                for s in (shapes[:2] if small else shapes) for p in params]
+
+    return samples
+
+
+def away_from_zero(rng, shape, dtype):
+    """Random values with |x| >= 0.1 (kinks of abs / relu stay outside finite differences)."""
+    x = rand(rng, shape, dtype)
+    if np.dtype(dtype).kind == "f":
+        x = np.where(np.abs(x) < 0.1, np.copysign(0.1, x) + x, x).astype(dtype)
+    return x
+
+
+def _heaviside_samples(rng, dtype, small):
+    out = []
+    for s in binary(away_from_zero)(rng, dtype, small):
+        a = s.args[0].copy()
+        a.reshape(-1)[::3] = 0  # x == 0 is where y matters (and where d/dy is 1)
+        out.append(Sample((a, s.args[1]), {}, s.name))
+    return out
+
+
+def _power_samples(rng, dtype, small):
+    if np.dtype(dtype).kind == "f":
+        return binary(positive, lambda r, s, d: rand(r, s, d, -2.0, 2.0))(rng, dtype, small)
+    return binary(lambda r, s, d: rand(r, s, d, -3, 4), lambda r, s, d: rand(r, s, d, 0, 4))(rng, dtype, small)
+
+
+def _where_samples(rng, dtype, small):
+    shapes = [((3, 4), (3, 4), (3, 4)), ((3, 1), (1, 4), (3, 4)), ((2, 3), (3,), ())]
+    if not small:
+        shapes.append(((2, 100, 3), (100, 1), (1, 3)))
+    return [Sample((rng.random(c) < 0.5, rand(rng, a, dtype), rand(rng, b, dtype)), {}, f"{c}&{a}&{b}")
+            for c, a, b in shapes]
+
+
+def _smooth_l1_samples(rng, dtype, small):
+    out = []
+    for s in (1.0, 2.0, 0.5):
+        t = 1.0 / (s * s)  # the turning point: |x| = 1/s**2
+        pts = np.array([-2 * t, -t - 0.05 * t, -t + 0.05 * t, -0.3 * t, 0.3 * t, t - 0.05 * t, t + 0.05 * t, 3 * t])
+        x = np.concatenate([pts, rng.uniform(-3 * t, 3 * t, 4)]).astype(dtype).reshape(3, 4)
+        out.append(Sample((x,), {"scalar": s}, f"scalar={s}"))
+    return out
+
+
+def _reduce_samples(int_axis_only=False):
+    def samples(rng, dtype, small):
+        x = rand(rng, (3, 4, 5) if not small else (2, 3, 4), dtype)
+        if np.dtype(dtype).kind == "f" and small:
+            x = x + np.arange(x.size).reshape(x.shape) * 1e-3  # no ties: max/min are smooth here
+        axes = [None, 0, -1, 1] if int_axis_only else [None, 0, -1, (0, 2), (1,), ()]
+        out = []
+        for ax in axes:
+            for kd in (False, True):
+                out.append(Sample((x,), {"axis": ax, "keepdims": kd}, f"axis={ax}-keepdims={kd}"))
+        out.append(Sample((rand(rng, (), dtype),), {}, "0d"))
+        return out
+
+    return samples
+
+
+def _argmax_ref(x, axis=None, keepdims=False):
+    return np.argmax(x, axis=axis, keepdims=keepdims)
+
+
+def _mean_ref(x, axis=None, keepdims=False):
+    return np.mean(x, axis=axis, keepdims=keepdims)
+
+
+def _sum_to_samples(rng, dtype, small):
+    cases = [((2, 3, 4), (3, 1)), ((2, 3, 4), (1, 4)), ((3, 4), (3, 4)), ((2, 3), ()), ((5, 1, 3), (1, 1, 3))]
+    return [Sample((rand(rng, src, dtype),), {"shape": dst}, f"{src}->{dst}") for src, dst in cases]
+
+
+def _sum_to_ref(x, shape):
+    lead = x.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if d == 1 and x.shape[lead + i] != 1)
+    # sum_to sums gradients back: the result keeps x's dtype (unlike np.sum of small ints)
+    return np.sum(x, axis=axes, dtype=x.dtype).reshape(shape) if axes else x.reshape(shape)
+
+
+def _like_samples(pairs):
+    def samples(rng, dtype, small):
+        return [Sample((rand(rng, a, dtype), rand(rng, b, dtype)), {}, f"{a}&{b}") for a, b in pairs]
+
+    return samples
+
+
+# -- shape ops ----------------------------------------------------------------------------
+def _reshape_samples(rng, dtype, small):
+    x = rand(rng, (2, 3, 4), dtype)
+    return [Sample((x,), {"shape": s}, f"->{s}") for s in [(6, 4), (-1,), (4, -1, 2), (24,), (2, 3, 4, 1)]]
+
+
+def _transpose_samples(rng, dtype, small):
+    x = rand(rng, (2, 3, 4), dtype)
+    return [Sample((x,), {"axes": a}, f"axes={a}") for a in [None, (1, 0, 2), (2, 0, 1), (-1, 0, 1)]] + [
+        Sample((rand(rng, (3, 5), dtype),), {}, "2d")]
+
+
+def _broadcast_to_samples(rng, dtype, small):
+    cases = [((3, 1), (3, 4)), ((4,), (2, 3, 4)), ((1, 1), (2, 5)), ((), (2, 2)), ((2, 3), (2, 3))]
+    return [Sample((rand(rng, s, dtype),), {"shape": t}, f"{s}->{t}") for s, t in cases]
+
+
+def expand_ref(x, sizes):
+    """PyTorch ``expand`` written out from its definition."""
+    lead = len(sizes) - x.ndim
+    shape = tuple(sizes[i] if i < lead or sizes[i] != -1 else x.shape[i - lead] for i in range(len(sizes)))
+    return np.broadcast_to(x, shape)
+
+
+EXPAND_CASES = [((3, 1), (3, 4)), ((3, 1), (-1, 4)), ((3, 1), (2, 3, 5)), ((3, 1), (2, -1, -1)),
+                ((1,), (4,)), ((), (2, 3)), ((2, 3), (2, 3)), ((1, 3), (0, 3))]
+
+
+def _expand_samples(rng, dtype, small):
+    return [Sample((rand(rng, s, dtype),), {"sizes": t}, f"{s}->{t}") for s, t in EXPAND_CASES]
+
+
+def repeat_ref(x, sizes):
+    """PyTorch ``repeat``: new dims in front, then tile."""
+    return np.tile(x.reshape((1,) * (len(sizes) - x.ndim) + x.shape), sizes)
+
+
+REPEAT_CASES = [((2, 3), (2, 2)), ((2, 3), (1, 1)), ((2, 3), (3, 1, 2)), ((3,), (2, 2)), ((), (3,)),
+                ((2, 1), (1, 3)), ((2, 3), (0, 1))]
+
+
+def _repeat_samples(rng, dtype, small):
+    return [Sample((rand(rng, s, dtype),), {"sizes": t}, f"{s}x{t}") for s, t in REPEAT_CASES]
+
+
+def _seq_samples(rng, dtype, small):
+    out = [Sample(([rand(rng, (2, 3), dtype), rand(rng, (4, 3), dtype)],), {"axis": 0}, "axis=0"),
+           Sample(([rand(rng, (2, 3), dtype), rand(rng, (2, 1), dtype), rand(rng, (2, 2), dtype)],),
+                  {"axis": -1}, "axis=-1"),
+           Sample(([rand(rng, (5,), dtype)],), {}, "one")]
+    return out
+
+
+def _stack_samples(rng, dtype, small):
+    return [Sample(([rand(rng, (2, 3), dtype) for _ in range(3)],), {"axis": ax}, f"axis={ax}")
+            for ax in (0, 1, 2, -1)] + [Sample(([rand(rng, (), dtype)] * 2,), {}, "0d")]
+
+
+def _squeeze_samples(rng, dtype, small):
+    x = rand(rng, (1, 3, 1, 2), dtype)
+    return [Sample((x,), {"axis": a}, f"axis={a}") for a in [None, 0, 2, (0, 2), -2]]
+
+
+def _squeeze_ref(x, axis=None):
+    return np.squeeze(x, axis=axis)
+
+
+def _expand_dims_samples(rng, dtype, small):
+    x = rand(rng, (2, 3), dtype)
+    return [Sample((x,), {"axis": a}, f"axis={a}") for a in [0, 1, 2, -1, (0, 3)]]
+
+
+GETITEM_KEYS = [(1,), (slice(None), 2), (slice(1, None, 2),), (Ellipsis, -1), (None, 0, slice(None, 2)),
+                (slice(None, None, -1), Ellipsis, None), (-1, -2, 1)]
+
+
+def _getitem_samples(rng, dtype, small):
+    x = rand(rng, (3, 4, 5), dtype)
+    return [Sample((x,), {"key": k}, f"key{i}") for i, k in enumerate(GETITEM_KEYS)]
+
+
+def _getitem_ref(x, key):
+    return x[key]
+
+
+def _index_grad_samples(rng, dtype, small):
+    like = rand(rng, (3, 4, 5), dtype)
+    return [Sample((rand(rng, like[k].shape, dtype), like), {"key": k}, f"key{i}")
+            for i, k in enumerate(GETITEM_KEYS)]
+
+
+def _index_grad_ref(g, like, key):
+    res = np.zeros(like.shape, g.dtype)
+    res[key] = g
+    return res
+
+
+def _boolean_mask_samples(rng, dtype, small):
+    x = rand(rng, (4, 3), dtype)
+    return [Sample((x, rng.random((4, 3)) < 0.5), {}, "full-mask"),
+            Sample((x, rng.random((4,)) < 0.5), {}, "row-mask")]
+
+
+def _boolean_mask_grad_samples(rng, dtype, small):
+    out = []
+    for s in _boolean_mask_samples(rng, dtype, small):
+        x, m = s.args
+        out.append(Sample((rand(rng, x[m].shape, dtype), x, m), {}, s.name))
+    return out
+
+
+def _mask_grad_ref(g, like, mask):
+    res = np.zeros(like.shape, g.dtype)
+    res[mask] = g
+    return res
+
+
+def _take_samples(rng, dtype, small):
+    x = rand(rng, (4, 3, 2), dtype)
+    return [Sample((x, np.array([0, 3, 3, -1])), {}, "axis0-repeats"),
+            Sample((x, np.array([[2, 0], [1, 1]])), {"axis": 1}, "axis1-2d-idx"),
+            Sample((x, np.array([1], dtype=np.int32)), {"axis": -1}, "axis-1-int32")]
+
+
+def _take_ref(x, indices, axis=0):
+    return np.take(x, indices, axis=axis)
+
+
+def _take_grad_samples(rng, dtype, small):
+    out = []
+    for s in _take_samples(rng, dtype, small):
+        x, idx = s.args
+        out.append(Sample((rand(rng, _take_ref(x, idx, **s.params).shape, dtype), x, idx), s.params, s.name))
+    return out
+
+
+def _take_grad_ref(g, like, indices, axis=0):
+    res = np.zeros(like.shape, g.dtype)
+    ax = axis % like.ndim
+    idx = indices.reshape(-1)
+    gm = np.moveaxis(g.reshape(like.shape[:ax] + (idx.size,) + like.shape[ax + 1:]), ax, 0)
+    for j, i in enumerate(idx):
+        np.moveaxis(res, ax, 0)[i] += gm[j]
+    return res
+
+
+def _nonzero_samples(rng, dtype, small):
+    return [Sample((ties(rng, s, dtype),), {}, f"{s}") for s in [(3, 4), (6,), (2, 2, 2)]]
+
+
+# -- linear algebra / nn -----------------------------------------------------------------
+def _dot_samples(rng, dtype, small):
+    shapes = [((3, 4), (4, 5)), ((4,), (4,)), ((3, 4), (4,)), ((4,), (4, 2)), ((), (2, 3)), ((2, 3), ())]
+    if not small:
+        shapes.append(((2, 3, 4), (5, 4, 2)))
+    return [Sample((rand(rng, a, dtype), rand(rng, b, dtype)), {}, f"{a}@{b}") for a, b in shapes]
+
+
+def _matmul_samples(rng, dtype, small):
+    shapes = [((3, 4), (4, 5)), ((4,), (4,)), ((3, 4), (4,)), ((4,), (4, 2)), ((2, 3, 4), (4, 2)),
+              ((2, 1, 3, 4), (5, 4, 2)), ((3,), (2, 3, 4))]
+    return [Sample((rand(rng, a, dtype), rand(rng, b, dtype)), {}, f"{a}@{b}") for a, b in shapes]
+
+
+def _dense_samples(rng, dtype, small):
+    return [Sample((rand(rng, (4, 3), dtype), rand(rng, (5, 3), dtype), rand(rng, (5,), dtype)), {}, "bias"),
+            Sample((rand(rng, (4, 3), dtype), rand(rng, (5, 3), dtype)), {}, "no-bias"),
+            Sample((rand(rng, (2, 4, 3), dtype), rand(rng, (5, 3), dtype), rand(rng, (5,), dtype)), {}, "3d")]
+
+
+def _dense_ref(x, w, b=None):
+    y = x @ w.T
+    return y if b is None else y + b
+
+
+def _softmax_samples(rng, dtype, small):
+    return [Sample((rand(rng, (3, 4), dtype) * 3,), {"axis": a}, f"axis={a}") for a in (-1, 0)] + [
+        Sample((rand(rng, (2, 3, 4), dtype),), {"axis": 1}, "3d-axis=1"),
+        Sample((np.array([[1000.0, 0.0, -1000.0]], dtype=dtype),), {}, "large")]
+
+
+def _softmax_ref(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _log_softmax_ref(x, axis=-1):
+    s = x - x.max(axis=axis, keepdims=True)
+    return s - np.log(np.exp(s).sum(axis=axis, keepdims=True))
+
+
+def _sce_samples(rng, dtype, small):
+    return [Sample((rand(rng, (5, 4), dtype), rng.integers(0, 4, (5,))), {}, "2d"),
+            Sample((rand(rng, (2, 3, 4), dtype), rng.integers(0, 4, (2, 3)).astype(np.int32)), {}, "3d")]
+
+
+def _sce_ref(logits, labels):
+    logp = _log_softmax_ref(logits.astype(np.float64))
+    picked = np.take_along_axis(logp, labels[..., None].astype(np.int64), axis=-1)
+    return np.asarray(-picked.mean()).astype(logits.dtype)
+
+
+def _one_hot_samples(rng, dtype, small):
+    return [Sample((rng.integers(0, 5, (4,)),), {"depth": 5}, "1d"),
+            Sample((rng.integers(0, 3, (2, 3)).astype(np.int32),), {"depth": 3, "dtype": dtype}, "2d")]
+
+
+def _one_hot_ref(indices, depth, dtype="float32"):
+    return (indices[..., None] == np.arange(depth)).astype(dtype)
+
+
+# -- core -----------------------------------------------------------------------------------
+def _cast_samples(rng, dtype, small):
+    x = rand(rng, (3, 4), dtype)
+    targets = ("float64",) if small else ("float32", "float64", "int32", "bool")
+    return [Sample((x,), {"dtype": t}, f"to-{t}") for t in targets]
+
+
+def _cast_storage_samples(rng, dtype, small):
+    x = rand(rng, (4, 5), dtype)
+    x[1] = 0
+    x[:, 2] = 0
+    return [Sample((x,), {"stype": s}, s) for s in ("default", "csr", "row_sparse")]
+
+
+def _copy_to_samples(rng, dtype, small):
+    return [Sample((rand(rng, (3, 4), dtype),), {"device": la.cpu(1)}, "cpu1"),
+            Sample((rand(rng, (2,), dtype),), {"device": la.cpu(0)}, "cpu0")]
+
+
+def _ident(x, **params):
+    return x
+
+
+def ew(fn):
+    """A NumPy elementwise reference that keeps 0-d results as arrays."""
+    return lambda *a, **p: np.asarray(fn(*a, **p))
+
+
+def _sigmoid_ref(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _smooth_l1_ref(x, scalar=1.0):
+    s2 = scalar * scalar
+    return np.where(np.abs(x) < 1.0 / s2, 0.5 * (scalar * x) ** 2, np.abs(x) - 0.5 / s2).astype(x.dtype)
+
+
+def _quadratic_ref(x, a=0.0, b=0.0, c=0.0):
+    return a * x ** 2 + b * x + c
+
+
+_COMPARE = {"equal": np.equal, "not_equal": np.not_equal, "less": np.less, "less_equal": np.less_equal,
+            "greater": np.greater, "greater_equal": np.greater_equal}
+
+CASES: dict[str, Case] = {
+    # elementwise binary
+    "add": Case("elementwise", binary(), ew(np.add), ALL, grad=(0, 1)),
+    "subtract": Case("elementwise", binary(), ew(np.subtract), ALL, grad=(0, 1)),
+    "multiply": Case("elementwise", binary(), ew(np.multiply), ALL, grad=(0, 1)),
+    "divide": Case("elementwise", binary(rand, lambda r, s, d: positive(r, s, d) * (1 if r.random() < .5 else -1)),
+                   ew(np.true_divide), ALL, grad=(0, 1)),
+    "power": Case("elementwise", _power_samples, ew(np.power), ALL, grad=(0, 1)),
+    "maximum": Case("elementwise", binary(), ew(np.maximum), ALL, grad=(0, 1)),
+    "minimum": Case("elementwise", binary(), ew(np.minimum), ALL, grad=(0, 1)),
+    # d/dx is 0 by definition (x jumps at 0, no finite difference exists there): test_elementwise
+    "heaviside": Case("elementwise", _heaviside_samples, ew(np.heaviside), ALL, grad=(1,)),
+    **{name: Case("elementwise", binary(ties, ties), ew(fn), ALL) for name, fn in _COMPARE.items()},
+    "where": Case("elementwise", _where_samples, ew(np.where), ALL, grad=(1, 2)),
+    # elementwise unary
+    "negative": Case("elementwise", unary(), ew(np.negative), ALL, grad=(0,)),
+    "abs": Case("elementwise", unary(away_from_zero), ew(np.abs), ALL, grad=(0,)),
+    "sign": Case("elementwise", unary(away_from_zero), ew(np.sign), ALL, grad=(0,)),
+    "exp": Case("elementwise", unary(), ew(np.exp), ALL, grad=(0,)),
+    "log": Case("elementwise", unary(positive), ew(np.log), ALL, grad=(0,)),
+    "sqrt": Case("elementwise", unary(positive), ew(np.sqrt), ALL, grad=(0,)),
+    "square": Case("elementwise", unary(), ew(np.square), ALL, grad=(0,)),
+    "sin": Case("elementwise", unary(), ew(np.sin), ALL, grad=(0,)),
+    "cos": Case("elementwise", unary(), ew(np.cos), ALL, grad=(0,)),
+    "tanh": Case("elementwise", unary(), ew(np.tanh), ALL, grad=(0,)),
+    "sigmoid": Case("elementwise", unary(lambda r, s, d: rand(r, s, d) * 3), ew(_sigmoid_ref), ALL, grad=(0,)),
+    "relu": Case("elementwise", unary(away_from_zero), ew(lambda x: np.maximum(x, 0)), ALL, grad=(0,)),
+    "smooth_l1": Case("elementwise", _smooth_l1_samples, ew(_smooth_l1_ref), FLOATS, grad=(0,)),
+    "quadratic": Case("elementwise", unary(params=({}, {"a": 2.0, "b": -1.0, "c": 0.5}, {"b": 3.0})),
+                      ew(_quadratic_ref), FLOATS, grad=(0,)),
+    # reductions
+    "sum": Case("reduce", _reduce_samples(), ew(np.sum), ALL, grad=(0,)),
+    "mean": Case("reduce", _reduce_samples(), ew(_mean_ref), ALL, grad=(0,)),
+    "max": Case("reduce", _reduce_samples(), ew(np.max), ALL, grad=(0,)),
+    "min": Case("reduce", _reduce_samples(), ew(np.min), ALL, grad=(0,)),
+    "argmax": Case("reduce", _reduce_samples(int_axis_only=True), ew(_argmax_ref), ALL),
+    "sum_to": Case("reduce", _sum_to_samples, ew(_sum_to_ref), ALL, grad=(0,)),
+    "sum_like": Case("reduce", _like_samples([((2, 3, 4), (3, 1)), ((3, 4), (3, 4)), ((2, 5), ())]),
+                     lambda x, like: np.asarray(_sum_to_ref(x, like.shape)), ALL, grad=(0,)),
+    # shape
+    "reshape": Case("shape", _reshape_samples, lambda x, shape: np.reshape(x, shape), ALL, grad=(0,)),
+    "reshape_like": Case("shape", _like_samples([((2, 6), (3, 4)), ((4,), (2, 2)), ((1,), ())]),
+                         lambda x, like: np.reshape(x, like.shape), ALL, grad=(0,)),
+    "transpose": Case("shape", _transpose_samples, lambda x, axes=None: np.transpose(x, axes), ALL, grad=(0,)),
+    "broadcast_to": Case("shape", _broadcast_to_samples, lambda x, shape: np.broadcast_to(x, shape), ALL,
+                         grad=(0,)),
+    "broadcast_like": Case("shape", _like_samples([((3, 1), (3, 4)), ((4,), (2, 3, 4)), ((), (2,))]),
+                           lambda x, like: np.broadcast_to(x, like.shape), ALL, grad=(0,)),
+    "expand": Case("shape", _expand_samples, expand_ref, ALL, grad=(0,)),
+    "repeat": Case("shape", _repeat_samples, repeat_ref, ALL, grad=(0,)),
+    "concatenate": Case("shape", _seq_samples, lambda seq, axis=0: np.concatenate(seq, axis=axis), ALL,
+                        grad=(0,)),
+    "stack": Case("shape", _stack_samples, lambda seq, axis=0: np.stack(seq, axis=axis), ALL, grad=(0,)),
+    "squeeze": Case("shape", _squeeze_samples, _squeeze_ref, ALL, grad=(0,)),
+    "expand_dims": Case("shape", _expand_dims_samples, lambda x, axis: np.expand_dims(x, axis), ALL, grad=(0,)),
+    "getitem": Case("shape", _getitem_samples, _getitem_ref, ALL, grad=(0,)),
+    "index_grad": Case("shape", _index_grad_samples, _index_grad_ref, ALL, grad=(0,)),
+    "boolean_mask": Case("shape", _boolean_mask_samples, lambda x, m: x[m], ALL, grad=(0,),
+                         data_dependent=True),
+    "boolean_mask_grad": Case("shape", _boolean_mask_grad_samples, _mask_grad_ref, ALL),
+    "take": Case("shape", _take_samples, _take_ref, ALL, grad=(0,)),
+    "take_grad": Case("shape", _take_grad_samples, _take_grad_ref, ALL),
+    "nonzero": Case("shape", _nonzero_samples, lambda x: np.argwhere(x).astype(np.int64), ALL,
+                    data_dependent=True),
+    # linear algebra / nn
+    "dot": Case("nn", _dot_samples, ew(np.dot), ALL, grad=(0, 1), rtol32=1e-4),
+    "matmul": Case("nn", _matmul_samples, ew(np.matmul), ALL, grad=(0, 1), rtol32=1e-4),
+    "dense": Case("nn", _dense_samples, _dense_ref, ALL, grad=(0, 1, 2), rtol32=1e-4),
+    "softmax": Case("nn", _softmax_samples, _softmax_ref, FLOATS, grad=(0,)),
+    "log_softmax": Case("nn", _softmax_samples, _log_softmax_ref, FLOATS, grad=(0,)),
+    "softmax_cross_entropy": Case("nn", _sce_samples, _sce_ref, FLOATS, grad=(0,), rtol32=1e-4),
+    "one_hot": Case("nn", _one_hot_samples, _one_hot_ref, ("int64",)),
+    "dropout": Case("nn", unary(), None, FLOATS, kind="compose"),
+    "dropout_mask": Case("nn", unary(params=({"p": 0.3},)), None, FLOATS, kind="random"),
+    # core
+    "zeros_like": Case("core", unary(), ew(np.zeros_like), ALL),
+    "ones_like": Case("core", unary(), ew(np.ones_like), ALL),
+    "cast": Case("core", _cast_samples, lambda x, dtype: x.astype(dtype), ALL, grad=(0,)),
+    "copy": Case("core", unary(), ew(np.copy), ALL, grad=(0,)),
+    "copy_to": Case("core", _copy_to_samples, _ident, ALL, grad=(0,)),
+    "stop_gradient": Case("core", unary(), _ident, ALL),
+    "cast_storage": Case("core", _cast_storage_samples, _ident, ALL, grad=(0,)),
+}
+
+
+def case_params(families=None, kinds=("plain",), dtype_filter=None):
+    """``pytest.param`` rows (op name, dtype) for the cases of ``families``."""
+    import pytest
+
+    rows = []
+    for name, case in sorted(CASES.items()):
+        if families is not None and case.family not in families:
+            continue
+        if case.kind not in kinds:
+            continue
+        for dt in case.dtypes:
+            if dtype_filter is None or dt in dtype_filter:
+                rows.append(pytest.param(name, dt, id=f"{name}-{dt}"))
+    return rows
+
+
+def grad_params(families=None):
+    """``pytest.param`` rows (op name) for the differentiable cases of ``families``."""
+    import pytest
+
+    return [pytest.param(name, id=name) for name, case in sorted(CASES.items())
+            if case.grad and case.kind == "plain" and (families is None or case.family in families)]

@@ -1,0 +1,158 @@
+"""Generic op checks driven by ``cases.CASES``: forward vs NumPy, deferred vs eager,
+and gradients vs central finite differences (float64)."""
+from __future__ import annotations
+
+import numpy as np
+
+import lazyarray as la
+from lazyarray.ops import registry
+
+from .cases import CASES, rng_for
+
+
+def op_function(name: str):
+    """The public function of op ``name`` (``la.<name>`` or ``la.nn.<name>``)."""
+    op = registry.get(name)
+    return getattr(la.nn if op.namespace == "nn" else la, name)
+
+
+def to_la(arg):
+    if arg is None:
+        return None
+    if isinstance(arg, list):
+        return [la.array(np.asarray(a)) for a in arg]
+    return la.array(np.asarray(arg))  # NumPy scalars keep their dtype too
+
+
+def call(name, sample, args=None):
+    args = [to_la(a) for a in sample.args] if args is None else args
+    while args and args[-1] is None:
+        args = args[:-1]
+    return op_function(name)(*args, **sample.params)
+
+
+def samples(name, dtype, small=False):
+    return CASES[name].samples(rng_for(name, dtype, small), dtype, small)
+
+
+def tolerances(case, dtype):
+    if np.dtype(dtype) == np.float32:
+        return dict(rtol=case.rtol32, atol=case.rtol32)
+    return dict(rtol=1e-10, atol=1e-12)
+
+
+def check_forward(name: str, dtype: str) -> None:
+    """Every sample of op ``name`` in ``dtype`` equals the NumPy reference (values, dtype, shape)."""
+    case = CASES[name]
+    for s in samples(name, dtype):
+        out = call(name, s)
+        with np.errstate(all="ignore"):
+            want = np.asarray(case.ref(*[a for a in s.args if a is not None], **s.params))
+        got = out.asnumpy()
+        where = f"{name}[{s.name}] in {dtype}"
+        assert not out.is_lazy, where
+        assert got.shape == want.shape, f"{where}: shape {got.shape} != NumPy {want.shape}"
+        assert got.dtype == want.dtype, f"{where}: dtype {got.dtype} != NumPy {want.dtype}"
+        assert out.dtype == want.dtype and out.shape == want.shape, where
+        if want.dtype.kind == "f":
+            np.testing.assert_allclose(got, want, **tolerances(case, want.dtype), err_msg=where)
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=where)
+        _check_special(name, s, out, where)
+
+
+def _check_special(name, s, out, where):
+    if name == "cast_storage":
+        assert out.stype == s.params["stype"], where
+    if name == "copy_to":
+        assert out.device == s.params["device"], where
+
+
+def check_deferred(name: str, dtype: str) -> None:
+    """Recorded under ``la.deferred()`` the op gives a lazy array whose static shape and dtype
+    are the eager result's (data-dependent dims may be None) and whose value equals eager."""
+    case = CASES[name]
+    for s in samples(name, dtype):
+        where = f"{name}[{s.name}] in {dtype}"
+        args = [to_la(a) for a in s.args]
+        eager = call(name, s, args)
+        with la.deferred():
+            lazy = call(name, s, args)
+            assert lazy.is_lazy, where
+            static = lazy.static_shape
+            assert lazy.dtype == eager.dtype, f"{where}: lazy dtype {lazy.dtype} != eager {eager.dtype}"
+        assert lazy.is_lazy, where  # reading avals computed nothing
+        assert len(static) == len(eager.shape), f"{where}: static {static} vs eager {eager.shape}"
+        for d, e in zip(static, eager.shape):
+            if d is None:
+                assert case.data_dependent, f"{where}: unknown dim in static shape {static}"
+            else:
+                assert d == e, f"{where}: static shape {static} != eager shape {eager.shape}"
+        assert lazy.stype == eager.stype and lazy.device == eager.device, where
+        got = lazy.asnumpy()
+        assert not lazy.is_lazy
+        np.testing.assert_array_equal(got, eager.asnumpy(), err_msg=where)
+
+
+def _grad_targets(case, args):
+    """(position, sub-index or None, array) for every float input to differentiate."""
+    out = []
+    for i in case.grad:
+        a = args[i] if i < len(args) else None
+        if a is None:
+            continue
+        if isinstance(a, list):
+            out.extend((i, j, x) for j, x in enumerate(a))
+        else:
+            out.append((i, None, a))
+    return out
+
+
+def _replace(np_args, i, j, value):
+    args = list(np_args)
+    if j is None:
+        args[i] = value
+    else:
+        seq = list(args[i])
+        seq[j] = value
+        args[i] = seq
+    return args
+
+
+def numeric_vjp(name, sample, np_args, i, j, og, eps):
+    """d<f(x), og>/dx by central differences on each element of input (i, j)."""
+    x = np.array(np_args[i] if j is None else np_args[i][j], dtype=np.float64)
+    grad = np.zeros(x.shape, np.float64)
+    for k in range(x.size):
+        vals = []
+        for sign in (1, -1):
+            xp_ = x.copy()
+            xp_.reshape(-1)[k] += sign * eps
+            y = call(name, sample, [to_la(a) for a in _replace(np_args, i, j, xp_)]).asnumpy()
+            vals.append(float(np.sum(y.astype(np.float64) * og)))
+        grad.reshape(-1)[k] = (vals[0] - vals[1]) / (2 * eps)
+    return grad
+
+
+def check_gradient(name: str) -> None:
+    """backward(out_grad=random) equals the numerical vector-Jacobian product in float64."""
+    case = CASES[name]
+    rng = rng_for(name, "grad")
+    for s in samples(name, "float64", small=True):
+        where = f"{name}[{s.name}]"
+        args = [to_la(a) for a in s.args]
+        targets = _grad_targets(case, args)
+        assert targets, where
+        for _, _, a in targets:
+            a.attach_grad()
+        with la.autograd.record():
+            out = call(name, s, args)
+        og = rng.standard_normal(out.shape)
+        out.backward(out_grad=la.array(og.astype(out.dtype), device=out.device))
+        for i, j, a in targets:
+            assert a.grad is not None, where
+            got = a.grad.asnumpy()
+            want = numeric_vjp(name, s, list(s.args), i, j, og, case.fd_eps)
+            assert got.shape == want.shape, f"{where} input {i}: grad shape {got.shape} != {want.shape}"
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7,
+                                       err_msg=f"{where}: gradient of input {i}{'' if j is None else f'[{j}]'}")
