@@ -21,8 +21,8 @@ from .autograd import _RECORDING, _TRAINING
 from .aval import Aval
 from .deferred import _DEFERRED, materialize
 from .device import cpu, current_device, to_device
-from .errors import DeviceError, LazyArrayError, fmt_shape
-from .graph.build import apply_node, as_entries, zip_inputs
+from .errors import DeviceError, DTypeError, LazyArrayError, fmt_shape
+from .graph.build import apply_node, as_entries, record_node, zip_inputs
 from .graph.node import Entry, Node, const_node, user_source
 from .ops import registry
 from .ops.registry import OpDef, OpNamespace
@@ -55,11 +55,13 @@ class ArrayBase:
 def apply(op: OpDef, args: tuple, params: dict, make):
     """Apply ``op`` to ``args`` with ``params``; returns an array (or a tuple for multi-output ops)."""
     if op.params:
-        params = op.make_params(params)
+        params = op.make_params(params)  # a fresh dict: validated, defaults filled
         if op.uses_training and params["training"] is None:
             params["training"] = _TRAINING.get()
     elif params:
         op.make_params(params)  # raises the unknown-parameter error
+    else:
+        params = {}  # never share the caller's (or a module-level) dict with a recorded node
     if _DEFERRED.get():
         return _record(op, args, params, make)
     if op.compose is not None:  # a composite runs as the ops it expands to
@@ -154,10 +156,12 @@ def _record_eager(op, args, params, results, outs, device) -> None:
 
 def _record(op: OpDef, args: tuple, params: dict, make):
     """Deferred compute: record a node, return lazy arrays."""
-    inputs = _inputs_as_entries(op, args)
-    res = apply_node(op, *inputs, **params)
-    if isinstance(res, Entry):
-        out = make(None, res, res.aval.device)
+    if op.compose is not None:
+        res = apply_node(op, *_inputs_as_entries(op, args), **params)
+    else:
+        res = record_node(op, as_entries(op, _inputs_as_entries(op, args)), params)
+    if type(res) is Entry:
+        out = make(None, res, res.node.avals[0].device)
         res.node.add_handle(out)
         return out
     outs = tuple(make(None, e, e.aval.device) for e in res)
@@ -168,6 +172,8 @@ def _record(op: OpDef, args: tuple, params: dict, make):
 
 def _inputs_as_entries(op: OpDef, args: tuple) -> list:
     """Arrays -> entries (normal arrays become constants); scalars stay for ``apply_node``."""
+    if op.plain:
+        return [a._as_entry() if isinstance(a, ArrayBase) else _entry_of(a, op) for a in args]
     out = []
     for name, a in zip_inputs(op, args):
         if name.startswith("*"):
@@ -212,7 +218,7 @@ def _host_array(a, op: OpDef):
     except Exception:
         arr = None
     if arr is None or arr.dtype == object or arr.dtype.kind in "USV":
-        raise LazyArrayError(f"{op.name}: cannot use {type(a).__name__} as an array input; "
+        raise DTypeError(f"{op.name}: cannot use {type(a).__name__} as an array input; "
                              "pass a lazyarray, a NumPy array or a list of numbers")
     return arr.astype(np.float32) if arr.dtype == np.float64 else arr
 

@@ -19,13 +19,39 @@ from ..ops.registry import OpDef, OpNamespace
 from .node import Entry, Node, const_node, user_source
 
 
+_SCALAR_DTYPES: dict = {}
+_SCALAR_NODES: dict = {}  # (type, value, dtype, device) -> Entry: constants are immutable, share them
+_PY_SCALARS = (float, int, bool)
+
+
 def scalar_const(value, array_dtypes: list, device) -> Entry:
-    """A Python scalar as a 0-d constant typed the way NumPy treats a weak scalar."""
-    dtype = np.result_type(*array_dtypes, value) if array_dtypes else np.asarray(value).dtype
-    if not array_dtypes and isinstance(value, float):
-        dtype = np.dtype("float32")
+    """A Python scalar as a 0-d constant typed the way NumPy treats a weak scalar.
+
+    Equal scalars of equal type share one constant node (``x * 2.0`` a thousand times
+    records one ``2.0``). Zeros are not shared, so ``-0.0`` keeps its sign.
+    """
+    key = (tuple(array_dtypes), type(value))
+    dtype = _SCALAR_DTYPES.get(key)
+    if dtype is None:
+        if array_dtypes:
+            dtype = np.result_type(*array_dtypes, value)
+        else:  # a number on its own: floats default to float32, like la.array
+            dtype = np.dtype("float32") if isinstance(value, float) else np.asarray(value).dtype
+        if not isinstance(value, int) or not array_dtypes:  # Python ints are value-dependent
+            _SCALAR_DTYPES[key] = dtype
+    shared = value != 0 and value == value  # not zero, not NaN
+    if shared:
+        nkey = (type(value), value, dtype, device)
+        entry = _SCALAR_NODES.get(nkey)
+        if entry is not None:
+            return entry
     arr = device.xp.asarray(value, dtype=dtype)
-    return Entry(const_node(arr, Aval((), np.dtype(dtype), device)))
+    entry = Entry(const_node(arr, Aval((), dtype, device)))
+    if shared:
+        if len(_SCALAR_NODES) > 4096:
+            _SCALAR_NODES.clear()
+        _SCALAR_NODES[nkey] = entry
+    return entry
 
 
 def apply_node(op: OpDef, *inputs, source=None, **params):
@@ -35,16 +61,28 @@ def apply_node(op: OpDef, *inputs, source=None, **params):
     """
     if op.compose is not None:
         return op.compose(GRAPH_F, *inputs, **op.make_params(params))
-    entries = as_entries(op, inputs)
-    p = op.make_params(params)
-    in_avals = [e.aval for e in entries]
-    if any(a.shape is None or a.dtype is None for a in in_avals):  # la.sym.var without a shape
+    return record_node(op, as_entries(op, inputs), op.make_params(params), source)
+
+
+def record_node(op: OpDef, entries: list[Entry], params: dict, source=None):
+    """``apply_node`` for entries and params that are already checked (the recording hot path)."""
+    in_avals = []
+    requires_grad = unknown = False
+    for e in entries:
+        n = e.node
+        a = n.avals[e.index]
+        if a.shape is None or a.dtype is None:  # la.sym.var without a shape
+            unknown = True
+        if n.requires_grad:
+            requires_grad = True
+        in_avals.append(a)
+    if unknown:
         dev = next((a.device for a in in_avals if a.device is not None), None)
         avals = tuple(Aval(None, None, dev) for _ in range(op.num_outputs))
     else:
-        avals = registry.infer(op, in_avals, p)
-    node = Node(op, tuple(entries), p, avals, source=source if source is not None else user_source())
-    node.requires_grad = any(e.node.requires_grad for e in entries)
+        avals = registry.infer(op, in_avals, params)
+    node = Node(op, tuple(entries), params, avals, source=source if source is not None else user_source())
+    node.requires_grad = requires_grad
     if op.num_outputs == 1:
         return Entry(node, 0)
     return tuple(Entry(node, i) for i in range(op.num_outputs))
@@ -52,22 +90,29 @@ def apply_node(op: OpDef, *inputs, source=None, **params):
 
 def as_entries(op: OpDef, inputs) -> list[Entry]:
     """Flatten ``*seq`` inputs, drop missing optional ones and make scalars constants."""
-    flat = []
-    for name, x in zip_inputs(op, inputs):
-        if name.startswith("*"):
-            flat.extend(x)
-        elif x is None and name.endswith("?"):
-            continue
-        else:
-            flat.append(x)
-    arrays = [x for x in flat if isinstance(x, Entry)]
+    if op.plain:
+        if len(inputs) != len(op.inputs):
+            zip_inputs(op, inputs)  # raises the arity error
+        flat = inputs
+    else:
+        flat = []
+        for name, x in zip_inputs(op, inputs):
+            if name.startswith("*"):
+                flat.extend(x)
+            elif x is None and name.endswith("?"):
+                continue
+            else:
+                flat.append(x)
+    if all(type(x) is Entry for x in flat):
+        return list(flat)
+    arrays = [x for x in flat if type(x) is Entry]
     dtypes = [e.aval.dtype for e in arrays if e.aval.dtype is not None]
     device = arrays[0].aval.device if arrays else current_device()
     out = []
     for x in flat:
-        if isinstance(x, Entry):
+        if type(x) is Entry:
             out.append(x)
-        elif isinstance(x, (numbers.Number, np.bool_, np.number)):
+        elif type(x) in _PY_SCALARS or isinstance(x, (numbers.Number, np.bool_, np.number)):
             out.append(scalar_const(x, dtypes, device))
         else:
             raise ParamError(f"{op.name}: cannot use {type(x).__name__} {x!r} as an input; "

@@ -86,11 +86,10 @@ class Node:
 
     def add_handle(self, array) -> None:
         """Remember a live array that shows an output, so materialization keeps that value."""
-        ref = weakref.ref(array)
         if self.handles is None:
-            self.handles = [ref]
+            self.handles = [weakref.ref(array)]
         else:
-            self.handles.append(ref)
+            self.handles.append(weakref.ref(array))
 
     def has_live_handle(self) -> bool:
         return self.handles is not None and any(r() is not None for r in self.handles)
@@ -108,14 +107,22 @@ class Node:
         return f"<Node {self.label()} : {shapes}>"
 
 
+_IN_PACKAGE: dict = {}  # code object -> is it lazyarray's own code
+
+
 def user_source():
     """The ``(file, line)`` of the first frame outside the lazyarray package."""
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_PKG_DIR):
+    inside = _IN_PACKAGE
+    while frame is not None:
+        code = frame.f_code
+        flag = inside.get(code)
+        if flag is None:
+            flag = inside[code] = code.co_filename.startswith(_PKG_DIR)
+        if not flag:
+            return (code.co_filename, frame.f_lineno)
         frame = frame.f_back
-    if frame is None:
-        return None
-    return (frame.f_code.co_filename, frame.f_lineno)
+    return None
 
 
 def const_node(value, aval: Aval, name=None) -> Node:

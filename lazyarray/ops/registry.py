@@ -65,6 +65,7 @@ class OpDef:
     doc: str = ""
     _param_map: dict = field(default_factory=dict, repr=False)
     _bound: dict = field(default_factory=dict, repr=False)
+    _dtype_cache: dict = field(default_factory=dict, repr=False)  # input dtypes -> default-rule dtype
     plain: bool = field(default=True, repr=False)
     uses_training: bool = field(default=False, repr=False)
 
@@ -180,12 +181,6 @@ def normalize_axis(axis: int, ndim: int, op: str) -> int:
     return axis % ndim if ndim else 0
 
 
-def _default_shape(op: OpDef, shapes, params):
-    if len(shapes) == 1:
-        return shapes[0]
-    return broadcast_shapes(*shapes)
-
-
 @functools.lru_cache(maxsize=4096)
 def _ufunc_dtype(ufunc_name: str, dtypes: tuple) -> tuple:
     """NumPy's own type resolution for a ufunc, without computing anything."""
@@ -205,33 +200,62 @@ def infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
     """Output avals of ``op`` applied to ``in_avals`` with validated ``params``.
 
     Raises the matching ``LazyArrayError`` subclass with the op, the input avals and a fix.
+    Recording calls this for every node, so the common case (dense inputs on one device,
+    default rules) takes a short path.
     """
-    devs = {a.device for a in in_avals}
+    device = in_avals[0].device if in_avals else None
+    sparse = False
+    for a in in_avals:
+        if a.device is not device and op.device is None:
+            listing = ", ".join(str(a) for a in in_avals)
+            raise DeviceError(
+                f"{op.name}: inputs live on different devices ({listing}); move them to one "
+                f"device first, e.g. x.to({in_avals[0].device})"
+            )
+        if a.stype != "default":
+            sparse = True
     if op.device is not None:
         device = op.device(in_avals, **params)
-    elif len(devs) > 1:
-        listing = ", ".join(str(a) for a in in_avals)
-        raise DeviceError(
-            f"{op.name}: inputs live on different devices ({listing}); move them to one "
-            f"device first, e.g. x.to({in_avals[0].device})"
-        )
-    else:
-        device = in_avals[0].device if in_avals else None
     shapes = [a.shape for a in in_avals]
-    dtypes = [a.dtype for a in in_avals]
+    dtypes = tuple(a.dtype for a in in_avals)
     try:
-        shape = op.shape(shapes, **params) if op.shape else _default_shape(op, shapes, params)
-        dtype = op.dtype(dtypes, **params) if op.dtype else _default_dtype(op, dtypes, params)
+        if op.shape is not None:
+            shape = op.shape(shapes, **params)
+        elif len(shapes) == 1 or all(s == shapes[0] for s in shapes):
+            shape = shapes[0]
+        else:
+            shape = broadcast_shapes(*shapes)
+        dtype = _dtype_rule(op, dtypes, params)
     except LazyArrayError as exc:
         raise _with_context(exc, op, in_avals) from None
     except TypeError as exc:  # NumPy's type resolution refused the dtypes
         listing = ", ".join(str(d) for d in dtypes)
         raise DTypeError(f"{op.name}: not defined for dtypes ({listing}): {exc}") from None
     n = op.num_outputs
+    if n == 1 and not sparse:
+        return (Aval(tuple(shape), dtype if isinstance(dtype, np.dtype) else np.dtype(dtype), device, "default"),)
     shapes_out = [shape] if n == 1 else list(shape)
     dtypes_out = dtypes_for(dtype, n)
     stypes = output_stypes(op, [a.stype for a in in_avals], params, n)
     return tuple(Aval(tuple(s), np.dtype(d), device, st) for s, d, st in zip(shapes_out, dtypes_out, stypes))
+
+
+def _dtype_rule(op: OpDef, dtypes: tuple, params: dict):
+    """The op's dtype rule, memoized per (input dtypes, params): rules are pure functions."""
+    try:
+        key = (dtypes, tuple(params.items())) if params else dtypes
+        hash(key)
+    except TypeError:  # e.g. slices in an index key (unhashable before Python 3.12)
+        key = None
+    cache = op._dtype_cache
+    if key is not None:
+        dtype = cache.get(key)
+        if dtype is not None:
+            return dtype
+    dtype = op.dtype(dtypes, **params) if op.dtype is not None else _default_dtype(op, dtypes, params)
+    if key is not None:
+        cache[key] = dtype
+    return dtype
 
 
 def dtypes_for(dtype, n):

@@ -1,0 +1,29 @@
+"""Shared helpers for the benchmark scripts: timing and table printing."""
+from __future__ import annotations
+
+import statistics
+import time
+
+
+def best_of(fn, repeat: int = 5, number: int = 1) -> float:
+    """Median seconds per call of ``fn`` over ``repeat`` rounds of ``number`` calls."""
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter() - t0) / number)
+    return statistics.median(times)
+
+
+def table(headers: list[str], rows: list[list]) -> str:
+    """A plain-text table with right-aligned columns."""
+    cells = [[str(h) for h in headers]] + [[c if isinstance(c, str) else f"{c:.3g}" if isinstance(c, float) else str(c)
+                                            for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = []
+    for k, r in enumerate(cells):
+        lines.append("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
