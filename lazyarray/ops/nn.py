@@ -266,6 +266,7 @@ def generator_for(xp):
 
 register(OpDef("dropout_mask", ("x",), _dropout_mask, params=(Param("p", FLOAT, check=_check_p),),
                dtype=_float_only("dropout"), namespace="nn", random=True,
+               grad=lambda F, ins, y, g, p: [None],  # x gives only the shape: dropout's grad is the mask
                doc="a random keep-mask shaped like x, scaled by 1/(1-p) (dropout's noise)"))
 
 

@@ -232,7 +232,7 @@ def infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
         listing = ", ".join(str(d) for d in dtypes)
         raise DTypeError(f"{op.name}: not defined for dtypes ({listing}): {exc}") from None
     n = op.num_outputs
-    if n == 1 and not sparse:
+    if n == 1 and not sparse and op.storage is None:  # cast_storage makes sparse from dense
         return (Aval(tuple(shape), dtype if isinstance(dtype, np.dtype) else np.dtype(dtype), device, "default"),)
     shapes_out = [shape] if n == 1 else list(shape)
     dtypes_out = dtypes_for(dtype, n)

@@ -2,7 +2,10 @@
 finite-difference gradients."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
+
+import lazyarray as la
 
 from .cases import case_params, grad_params
 from .checks import check_deferred, check_forward, check_gradient
@@ -23,3 +26,61 @@ def test_deferred_matches_eager(name, dtype):
 @pytest.mark.parametrize("name", grad_params(FAMILY))
 def test_gradient_matches_finite_differences(name):
     check_gradient(name)
+
+
+# -- tailored checks ------------------------------------------------------------------------------
+
+
+def test_softmax_cross_entropy_is_the_mean_over_rows():
+    logits = np.array([[2.0, 0.0, -1.0], [0.5, 0.5, 3.0]])
+    labels = np.array([0, 2])
+    got = la.nn.softmax_cross_entropy(la.array(logits), la.array(labels)).item()
+    rows = [-np.log(np.exp(r[k]) / np.exp(r).sum()) for r, k in zip(logits, labels)]
+    assert got == pytest.approx(np.mean(rows), rel=1e-12)
+
+
+def test_dense_is_x_times_weight_transposed_plus_bias():
+    x, w, b = np.ones((2, 3)), np.arange(12.0).reshape(4, 3), np.arange(4.0)
+    got = la.nn.dense(la.array(x), la.array(w), la.array(b)).asnumpy()
+    np.testing.assert_array_equal(got, x @ w.T + b)
+
+
+@pytest.mark.parametrize("deferred", [False, True], ids=["eager", "deferred"])
+@pytest.mark.parametrize("call,fragments", [
+    (lambda: la.matmul(la.ones((2, 3)), la.ones((4, 3))), ["matmul:", "[2,3]", "[4,3]", "transpose"]),
+    (lambda: la.dot(la.ones((2, 3)), la.ones((2,))), ["dot:", "[2,3]", "[2]"]),
+    (lambda: la.nn.dense(la.ones((2, 3)), la.ones((4, 5))), ["dense:", "[2,3]", "[4,5]", "(units, in_units)"]),
+    (lambda: la.nn.dense(la.ones((2, 3)), la.ones((4, 3)), la.ones((5,))), ["dense:", "bias [5]", "[4,3]"]),
+    (lambda: la.nn.softmax_cross_entropy(la.ones((2, 3)), la.array(np.array([0, 1, 2]))),
+     ["softmax_cross_entropy:", "labels [3]", "logits [2,3]"]),
+], ids=["matmul", "dot", "dense", "dense-bias", "sce-labels"])
+def test_shape_errors_name_op_shapes_and_fix(call, fragments, deferred):
+    with la.deferred(deferred), pytest.raises(la.ShapeError) as info:
+        call()
+    for f in fragments:
+        assert f in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("call,fragments", [
+    (lambda: la.nn.softmax(la.ones((2, 3), dtype="int32")), ["softmax:", "int32", "astype('float32')", "[2,3]"]),
+    (lambda: la.nn.softmax_cross_entropy(la.ones((2, 3)), la.ones((2,))),
+     ["softmax_cross_entropy:", "labels must be integer", "astype('int64')"]),
+    (lambda: la.nn.dropout_mask(la.ones((2,), dtype="int64"), p=0.5), ["dropout_mask:", "int64"]),
+], ids=["softmax-int", "sce-float-labels", "dropout-int"])
+def test_dtype_errors_name_op_dtype_and_fix(call, fragments):
+    with pytest.raises(la.DTypeError) as info:
+        call()
+    for f in fragments:
+        assert f in str(info.value)
+    assert isinstance(info.value, TypeError)
+
+
+def test_softmax_axis_out_of_range():
+    with pytest.raises(la.AxisError, match=r"softmax: axis 2 is out of range.*\[inputs: float32\[2,3\]\]"):
+        la.nn.softmax(la.ones((2, 3)), axis=2)
+
+
+def test_one_hot_rows():
+    got = la.nn.one_hot(la.array(np.array([2, 0])), depth=3).asnumpy()
+    np.testing.assert_array_equal(got, np.eye(3, dtype=np.float32)[[2, 0]])

@@ -2,7 +2,10 @@
 finite-difference gradients."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
+
+import lazyarray as la
 
 from .cases import case_params, grad_params
 from .checks import check_deferred, check_forward, check_gradient
@@ -23,3 +26,32 @@ def test_deferred_matches_eager(name, dtype):
 @pytest.mark.parametrize("name", grad_params(FAMILY))
 def test_gradient_matches_finite_differences(name):
     check_gradient(name)
+
+
+# -- tailored checks ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "argmax"])
+@pytest.mark.parametrize("axis", [2, -3, (0, 5)])
+def test_illegal_axis_names_op_axis_and_valid_range(name, axis):
+    with pytest.raises(la.AxisError) as info:
+        getattr(la, name)(la.ones((2, 3)), axis=axis)
+    msg = str(info.value)
+    assert msg.startswith(name + ":") and "[2,3]" in msg
+    assert isinstance(info.value, ValueError)
+    if name != "argmax" or isinstance(axis, int):
+        assert "out of range" in msg and "-2..1" in msg
+
+
+def test_repeated_axis_is_rejected():
+    with pytest.raises(la.AxisError, match=r"sum: repeated axis in \(1, -1\); list each axis once"):
+        la.sum(la.ones((2, 3)), axis=(1, -1))
+
+
+def test_max_gradient_splits_ties_evenly():
+    x = la.array([[1.0, 3.0, 3.0], [2.0, 0.0, 1.0]])
+    x.attach_grad()
+    with la.autograd.record():
+        y = x.max(axis=1)
+    y.backward()
+    np.testing.assert_array_equal(x.grad.asnumpy(), [[0, 0.5, 0.5], [1, 0, 0]])
