@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import functools
 import os
+import sys
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -293,8 +294,20 @@ def warn_fallback(op: OpDef, stypes) -> None:
         "converted to dense, which costs memory and time. Convert explicitly with "
         ".tostype('default') to silence this, or set LAZYARRAY_STORAGE_FALLBACK_WARN=0.",
         StorageFallbackWarning,
-        stacklevel=4,
+        stacklevel=_user_stacklevel(),
     )
+
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of the first frame outside lazyarray, so a warning names the user's line
+    whichever path (function, operator, materialization) reached the kernel."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PKG_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 class StorageFallbackWarning(UserWarning):
