@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
-from .deferred import is_deferred, materialize
+from .deferred import _MODE, RECORDING, is_deferred, materialize, set_mode_bit
 from .errors import AutogradError, ShapeError, fmt_shape
 from .graph.node import Entry, Node, const_node
 from .graph.passes.gradient import gradient
@@ -17,7 +17,6 @@ from .graph.build import apply_node
 from .graph.traverse import topo_order
 from .ops import registry
 
-_RECORDING: contextvars.ContextVar[bool] = contextvars.ContextVar("lazyarray_recording", default=False)
 _TRAINING: contextvars.ContextVar[bool] = contextvars.ContextVar("lazyarray_training", default=False)
 
 
@@ -32,25 +31,25 @@ def record(train_mode: bool = True):
     >>> y.backward(); x.grad.asnumpy()
     array([2., 4.], dtype=float32)
     """
-    t1 = _RECORDING.set(True)
+    t1 = set_mode_bit(RECORDING, True)
     t2 = _TRAINING.set(bool(train_mode))
     try:
         yield
     finally:
         _TRAINING.reset(t2)
-        _RECORDING.reset(t1)
+        _MODE.reset(t1)
 
 
 @contextlib.contextmanager
 def pause(train_mode: bool = False):
     """Stop recording inside a ``record()`` block (e.g. for metrics or parameter updates)."""
-    t1 = _RECORDING.set(False)
+    t1 = set_mode_bit(RECORDING, False)
     t2 = _TRAINING.set(bool(train_mode))
     try:
         yield
     finally:
         _TRAINING.reset(t2)
-        _RECORDING.reset(t1)
+        _MODE.reset(t1)
 
 
 @contextlib.contextmanager
@@ -75,7 +74,7 @@ def predict_mode():
 
 def is_recording() -> bool:
     """True inside ``record()`` (and not inside ``pause()``)."""
-    return _RECORDING.get()
+    return bool(_MODE.get() & RECORDING)
 
 
 def is_training() -> bool:

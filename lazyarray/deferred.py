@@ -12,7 +12,16 @@ import contextvars
 from .executor.interpret import evaluate
 from .graph.node import Entry
 
-_DEFERRED: contextvars.ContextVar[bool] = contextvars.ContextVar("lazyarray_deferred", default=False)
+# One context variable holds both recording flags, so the dispatcher's hot path reads one
+# value: bit DEFERRED (ops record nodes) and bit RECORDING (autograd.record() is active).
+_MODE: contextvars.ContextVar[int] = contextvars.ContextVar("lazyarray_mode", default=0)
+DEFERRED, RECORDING = 1, 2
+
+
+def set_mode_bit(bit: int, on: bool) -> contextvars.Token:
+    """Turn one flag of the mode on or off for this context; returns the token to reset it."""
+    mode = _MODE.get()
+    return _MODE.set(mode | bit if on else mode & ~bit)
 
 
 @contextlib.contextmanager
@@ -28,16 +37,16 @@ def deferred(active: bool = True):
     >>> y.asnumpy().sum()
     12.0
     """
-    token = _DEFERRED.set(bool(active))
+    token = set_mode_bit(DEFERRED, active)
     try:
         yield
     finally:
-        _DEFERRED.reset(token)
+        _MODE.reset(token)
 
 
 def is_deferred() -> bool:
     """True while deferred compute is on in this thread / task."""
-    return _DEFERRED.get()
+    return bool(_MODE.get() & DEFERRED)
 
 
 def materialize(entries: list[Entry]) -> list:

@@ -17,9 +17,9 @@ import numbers
 
 import numpy as np
 
-from .autograd import _RECORDING, _TRAINING
+from .autograd import _TRAINING
 from .aval import Aval
-from .deferred import _DEFERRED, materialize
+from .deferred import _MODE, DEFERRED, RECORDING, materialize
 from .device import cpu, current_device, to_device
 from .errors import DeviceError, DTypeError, LazyArrayError, fmt_shape
 from .graph.build import apply_node, as_entries, record_node, zip_inputs
@@ -54,6 +54,35 @@ class ArrayBase:
 
 def apply(op: OpDef, args: tuple, params: dict, make):
     """Apply ``op`` to ``args`` with ``params``; returns an array (or a tuple for multi-output ops)."""
+    ufunc = op.np_ufunc
+    if ufunc is not None and not params and not _MODE.get():
+        # The hot path (``y = y + x`` on small arrays): a NumPy ufunc on dense NumPy values of
+        # one device, or an array and a Python number. Anything else, and any failure (re-run
+        # below to get the rule-based error), takes the general path.
+        try:
+            a = args[0]
+            if len(args) == 1:
+                va = a._value
+                if va.__class__ is _ND:
+                    out = ufunc(va)
+                    return make(out if out.__class__ is _ND else np.asarray(out), None, a._device)
+            else:
+                b = args[1]
+                if a.__class__ in _PY_NUMBERS:
+                    a, b, swap = b, a, True
+                else:
+                    swap = False
+                va = a._value
+                if va.__class__ is _ND:
+                    if b.__class__ in _PY_NUMBERS:
+                        out = ufunc(b, va) if swap else ufunc(va, b)
+                        return make(out if out.__class__ is _ND else np.asarray(out), None, a._device)
+                    vb = b._value
+                    if vb.__class__ is _ND and b._device is a._device:
+                        out = ufunc(va, vb)
+                        return make(out if out.__class__ is _ND else np.asarray(out), None, a._device)
+        except Exception:
+            pass
     if op.params:
         params = op.make_params(params)  # a fresh dict: validated, defaults filled
         if op.uses_training and params["training"] is None:
@@ -62,11 +91,59 @@ def apply(op: OpDef, args: tuple, params: dict, make):
         op.make_params(params)  # raises the unknown-parameter error
     else:
         params = {}  # never share the caller's (or a module-level) dict with a recorded node
-    if _DEFERRED.get():
+    if _MODE.get() & DEFERRED:
         return _record(op, args, params, make)
     if op.compose is not None:  # a composite runs as the ops it expands to
         return op.compose(OpNamespace(lambda o, *a, **p: apply(o, a, p, make)), *args, **params)
     return _eager(op, args, params, make)
+
+
+def operator_method(op: OpDef, make, reverse: bool = False):
+    """The array method behind a Python operator (``x + y``, ``2 * x``, ``-x``).
+
+    Plain NumPy-backed operands take the dispatcher's hot path inlined here (per-op overhead is
+    what decides small-array speed); everything else goes through ``apply``.
+    """
+    ufunc = op.np_ufunc
+    get_mode, new = _MODE.get, object.__new__
+
+    if len(op.inputs) == 1:
+        def unary(self):
+            if ufunc is not None and not get_mode():
+                va = self._value
+                if va.__class__ is _ND:
+                    out = ufunc(va)
+                    r = new(self.__class__)
+                    r._value, r._entry, r._device = (out if out.__class__ is _ND else np.asarray(out)), None, self._device
+                    return r
+            return apply(op, (self,), {}, make)
+
+        return unary
+
+    def binary(self, other):
+        if ufunc is not None and not get_mode():
+            va = self._value
+            if va.__class__ is _ND:
+                if other.__class__ in _PY_NUMBERS:
+                    vb = other
+                elif isinstance(other, ArrayBase) and other._device is self._device:
+                    vb = other._value
+                    if vb.__class__ is not _ND:
+                        vb = None
+                else:
+                    vb = None
+                if vb is not None:
+                    try:
+                        out = ufunc(vb, va) if reverse else ufunc(va, vb)
+                    except Exception:
+                        pass  # re-run by apply() for the rule-based error
+                    else:
+                        r = new(self.__class__)
+                        r._value, r._entry, r._device = (out if out.__class__ is _ND else np.asarray(out)), None, self._device
+                        return r
+        return apply(op, (other, self) if reverse else (self, other), {}, make)
+
+    return binary
 
 
 def _eager(op: OpDef, args: tuple, params: dict, make):
@@ -119,11 +196,11 @@ def _eager(op: OpDef, args: tuple, params: dict, make):
         if out.__class__ in _SCALARS:  # NumPy returns scalars for 0-d results; keep arrays
             out = np.asarray(out)
         res = make(out, None, out_device)
-        if _RECORDING.get():
+        if _MODE.get() & RECORDING:
             _record_eager(op, args, params, [res], [out], out_device)
         return res
     res = tuple(make(np.asarray(o) if o.__class__ in _SCALARS else o, None, out_device) for o in out)
-    if _RECORDING.get():
+    if _MODE.get() & RECORDING:
         _record_eager(op, args, params, list(res), list(out), out_device)
     return res
 
@@ -273,4 +350,6 @@ class OpTypeError(LazyArrayError, TypeError):
 
 _WRAP = {ValueError: OpValueError, TypeError: OpTypeError, IndexError: OpValueError}
 _CPU0 = cpu(0)
+_ND = np.ndarray
+_PY_NUMBERS = frozenset((float, int, bool))
 _SCALARS = frozenset(np.sctypeDict.values()) - {np.ndarray}

@@ -13,7 +13,7 @@ from . import autograd
 from .aval import Aval
 from .deferred import is_deferred
 from .device import Device, to_device
-from .dispatch import ArrayBase, apply
+from .dispatch import ArrayBase, apply, operator_method
 from .errors import AutogradError, DeferredComputeError, DeviceError, ShapeError, fmt_shape
 from .graph.node import Entry, const_node
 from .ops import registry
@@ -27,6 +27,11 @@ _EQ, _NE, _LT, _LE, _GT, _GE = (
 )
 _EMPTY: dict = {}
 _INPLACE = {"+=": _ADD, "-=": _SUB, "*=": _MUL, "/=": _DIV, "**=": _POW}
+
+
+def _make_late(value, entry, device):
+    # The operators are built while the class body runs, before ``_make`` can name the class.
+    return _make(value, entry, device)
 
 
 class NDArray(ArrayBase):
@@ -230,45 +235,20 @@ class NDArray(ArrayBase):
             heads = [og._as_entry()]
         autograd.backward([e], heads)
 
-    # -- arithmetic ------------------------------------------------------------
-    def __add__(self, other):
-        return apply(_ADD, (self, other), _EMPTY, _make)
-
-    def __radd__(self, other):
-        return apply(_ADD, (other, self), _EMPTY, _make)
-
-    def __sub__(self, other):
-        return apply(_SUB, (self, other), _EMPTY, _make)
-
-    def __rsub__(self, other):
-        return apply(_SUB, (other, self), _EMPTY, _make)
-
-    def __mul__(self, other):
-        return apply(_MUL, (self, other), _EMPTY, _make)
-
-    def __rmul__(self, other):
-        return apply(_MUL, (other, self), _EMPTY, _make)
-
-    def __truediv__(self, other):
-        return apply(_DIV, (self, other), _EMPTY, _make)
-
-    def __rtruediv__(self, other):
-        return apply(_DIV, (other, self), _EMPTY, _make)
-
-    def __pow__(self, other):
-        return apply(_POW, (self, other), _EMPTY, _make)
-
-    def __rpow__(self, other):
-        return apply(_POW, (other, self), _EMPTY, _make)
-
-    def __matmul__(self, other):
-        return apply(_MATMUL, (self, other), _EMPTY, _make)
-
-    def __rmatmul__(self, other):
-        return apply(_MATMUL, (other, self), _EMPTY, _make)
-
-    def __neg__(self):
-        return apply(_NEG, (self,), _EMPTY, _make)
+    # -- arithmetic (the dispatcher builds these: its hot path is inlined in them) ----
+    __add__ = operator_method(_ADD, _make_late)
+    __radd__ = operator_method(_ADD, _make_late, reverse=True)
+    __sub__ = operator_method(_SUB, _make_late)
+    __rsub__ = operator_method(_SUB, _make_late, reverse=True)
+    __mul__ = operator_method(_MUL, _make_late)
+    __rmul__ = operator_method(_MUL, _make_late, reverse=True)
+    __truediv__ = operator_method(_DIV, _make_late)
+    __rtruediv__ = operator_method(_DIV, _make_late, reverse=True)
+    __pow__ = operator_method(_POW, _make_late)
+    __rpow__ = operator_method(_POW, _make_late, reverse=True)
+    __matmul__ = operator_method(_MATMUL, _make_late)
+    __rmatmul__ = operator_method(_MATMUL, _make_late, reverse=True)
+    __neg__ = operator_method(_NEG, _make_late)
 
     def __pos__(self):
         return self
@@ -276,23 +256,12 @@ class NDArray(ArrayBase):
     def __abs__(self):
         return apply(_op("abs"), (self,), _EMPTY, _make)
 
-    def __eq__(self, other):
-        return apply(_EQ, (self, other), _EMPTY, _make)
-
-    def __ne__(self, other):
-        return apply(_NE, (self, other), _EMPTY, _make)
-
-    def __lt__(self, other):
-        return apply(_LT, (self, other), _EMPTY, _make)
-
-    def __le__(self, other):
-        return apply(_LE, (self, other), _EMPTY, _make)
-
-    def __gt__(self, other):
-        return apply(_GT, (self, other), _EMPTY, _make)
-
-    def __ge__(self, other):
-        return apply(_GE, (self, other), _EMPTY, _make)
+    __eq__ = operator_method(_EQ, _make_late)
+    __ne__ = operator_method(_NE, _make_late)
+    __lt__ = operator_method(_LT, _make_late)
+    __le__ = operator_method(_LE, _make_late)
+    __gt__ = operator_method(_GT, _make_late)
+    __ge__ = operator_method(_GE, _make_late)
 
     # -- in place (normal arrays only) ------------------------------------------
     def _inplace(self, sym: str, other) -> "NDArray":

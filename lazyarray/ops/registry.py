@@ -69,12 +69,18 @@ class OpDef:
     _dtype_cache: dict = field(default_factory=dict, repr=False)  # input dtypes -> default-rule dtype
     plain: bool = field(default=True, repr=False)
     uses_training: bool = field(default=False, repr=False)
+    np_ufunc: Any = field(default=None, repr=False)
 
     def __post_init__(self):
         self._param_map = {p.name: p for p in self.params}
         # Fast-path facts the dispatcher reads on every call.
         self.plain = not any(n.startswith("*") or n.endswith("?") for n in self.inputs)
         self.uses_training = "training" in self._param_map
+        # A NumPy ufunc kernel of a param-free elementwise op: the dispatcher's eager fast path.
+        ufunc = getattr(np, self.kernel, None) if isinstance(self.kernel, str) else None
+        self.np_ufunc = ufunc if (isinstance(ufunc, np.ufunc) and self.elementwise and self.plain
+                                  and not self.params and self.compose is None and self.num_outputs == 1
+                                  ) else None
 
     # -- params -----------------------------------------------------------------
     def make_params(self, given: dict) -> dict:
