@@ -439,7 +439,7 @@ def array_from(obj, device: Device, dtype=None) -> NDArray:
     if isinstance(obj, SPARSE_TYPES):
         return _make(obj, None, device)
     arr = np.asarray(obj) if not hasattr(obj, "__cuda_array_interface__") else obj
-    if dtype is None and not isinstance(obj, np.ndarray) and getattr(arr, "dtype", None) == np.float64:
+    if dtype is None and not isinstance(obj, (np.ndarray, np.generic)) and getattr(arr, "dtype", None) == np.float64:
         dtype = np.float32  # Python floats default to float32, NumPy arrays keep their dtype
     if dtype is not None:
         arr = arr.astype(dtype, copy=False)

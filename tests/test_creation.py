@@ -87,3 +87,9 @@ def test_random_distributions():
     n = la.random.normal(1.0, 2.0, shape=(20000,)).asnumpy()
     assert n.dtype == np.float32
     assert abs(n.mean() - 1.0) < 0.05 and abs(n.std() - 2.0) < 0.05
+
+
+def test_numpy_scalars_keep_their_dtype_python_floats_do_not():
+    assert la.array(np.float64(1.5)).dtype == np.float64
+    assert la.array(np.float16(1.5)).dtype == np.float16
+    assert la.array(1.5).dtype == np.float32
