@@ -24,6 +24,7 @@ from .graph.symbol import Symbol, load_symbol
 from .tracing import UnusedInputWarning, get_symbol
 from .ndarray import NDArray
 from .ops.registry import StorageFallbackWarning
+from .executor.cached_op import CachedOp, RecompileWarning
 
 globals().update(_namespace(""))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
-from .executor.interpret import evaluate
+from .executor.program import evaluate
 from .graph.node import Entry
 
 # One context variable holds both recording flags, so the dispatcher's hot path reads one
@@ -53,6 +53,7 @@ def materialize(entries: list[Entry]) -> list:
     """Compute the backend values of ``entries``: only the needed sub-graph, once.
 
     Every other node of that sub-graph that a live lazy array shows keeps its value too,
-    so asking for it later computes nothing.
+    so asking for it later computes nothing. The sub-graph runs as one compiled, memory-
+    planned program (``executor/program.py``).
     """
     return evaluate(entries, keep=lambda node: node.has_live_handle())

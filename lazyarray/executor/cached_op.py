@@ -1,0 +1,361 @@
+"""``CachedOp``: a Symbol compiled once per input signature and run on arrays.
+
+Named steps, per new signature (shapes, dtypes, devices, storage types, training flag
+and which inputs want gradients):
+
+1. ``_specialize``: place the graph for the signature (``placement``: avals, devices,
+   copy nodes), then simplify (``dce``, ``cse``, ``constant_fold``, ``dce``);
+2. ``_split_backward`` (only when an input wants a gradient): the gradient pass builds the
+   backward graph; the forward values it reads become extra ("saved") outputs of the
+   forward program, and the backward graph reads them as inputs;
+3. ``compile_program``: plan memory and lay out the flat steps (``program.py``).
+
+Autograd: under ``autograd.record()``, when an input wants a gradient, a call is recorded
+as **one node** whose op is made for that compiled signature (``cached_op``). Its outputs
+are the user's outputs followed by the saved values (hidden: no array shows them); its
+gradient function emits one ``cached_op_backward`` node that reads the saved values, the
+inputs backward needs and the head gradients, and whose kernel runs the compiled backward
+program. The gradient pass, ``backward()`` and materialization treat both like any other
+node, so gradients flow through a ``CachedOp`` into eager code around it and back.
+
+Inside deferred compute, a call records the symbol's nodes inline (so an outer trace
+sees through it and compiles everything as one graph).
+"""
+from __future__ import annotations
+
+import threading
+import warnings
+
+import numpy as np
+
+from ..autograd import _TRAINING
+from ..aval import Aval
+from ..deferred import _MODE, DEFERRED, RECORDING
+from ..errors import LazyArrayError, ParamError, fmt_shape
+from ..graph.build import apply_node
+from ..graph.node import Entry, Node, user_source, var_node
+from ..graph.passes.constant_fold import constant_fold
+from ..graph.passes.cse import cse
+from ..graph.passes.dce import dce
+from ..graph.passes.gradient import gradient
+from ..graph.passes.placement import placement
+from ..graph.rewrite import rewrite
+from ..graph.symbol import Symbol
+from ..graph.traverse import topo_order
+from ..ndarray import NDArray, _make, array_from
+from ..ops.registry import OpDef
+from ..storage import stype_of
+from .plan import MemoryPlan
+from .program import Program, compile_program
+
+RECOMPILE_WARN_AT = 8
+
+
+class RecompileWarning(UserWarning):
+    """One ``CachedOp`` compiled for many input signatures (varying shapes?)."""
+
+
+class _Compiled:
+    """What one signature compiles to."""
+
+    __slots__ = ("sym", "program", "out_devices", "devices_all", "op", "backward", "joint", "n_out")
+
+    def __init__(self, sym, program, out_devices):
+        self.sym = sym
+        self.program = program
+        self.out_devices = out_devices
+        self.op = None  # the recorded node's op (training signatures)
+        self.backward = None  # (bwd program, saved input positions, wrt positions)
+        self.joint = None  # (outputs, inputs) of the joint forward + backward graph, for the plan
+        self.n_out = len(out_devices)
+        self.devices_all = out_devices  # with the saved values' devices (training signatures)
+
+
+class CachedOp:
+    """A symbol compiled per input signature; call it with arrays.
+
+    >>> import lazyarray as la
+    >>> x = la.ones((2, 3))
+    >>> with la.deferred():
+    ...     y = la.relu(x * 2 - 1)
+    >>> op = la.CachedOp(la.get_symbol(y, inputs={"x": x}))
+    >>> op(la.full((2, 3), 3.0)).asnumpy()
+    array([[5., 5., 5.],
+           [5., 5., 5.]], dtype=float32)
+    >>> op.memory_plan(x=(64, 100)).peak_bytes
+    25600
+    """
+
+    def __init__(self, sym: Symbol):
+        if not isinstance(sym, Symbol):
+            raise TypeError(f"CachedOp takes a Symbol, got {type(sym).__name__}; "
+                            "make one with la.get_symbol(outputs, inputs={...})")
+        self.sym = sym
+        self._inputs = sym.input_nodes()
+        self._names = [n.name for n in self._inputs]
+        self._pos = {nm: i for i, nm in enumerate(self._names)}
+        self._cache: dict[tuple, _Compiled] = {}
+        self._lock = threading.Lock()
+        self._last_key = None
+        self.num_compiles = 0
+
+    # -- calling --------------------------------------------------------------------------------
+    def __call__(self, *args, **named):
+        if named:
+            args = self._order(args, named)
+        if len(args) != len(self._names):
+            raise ParamError(f"CachedOp: takes {len(self._names)} input(s) ({', '.join(self._names)}), "
+                             f"got {len(args)}")
+        mode = _MODE.get()
+        if mode & DEFERRED:
+            return self._inline(args)
+        arrays = [a if a.__class__ is NDArray else self._convert(a, i) for i, a in enumerate(args)]
+        vals = []
+        key = []
+        for a in arrays:
+            v = a._value
+            if v is None:
+                v = a._materialize()
+            vals.append(v)
+            key.append((v.shape, v.dtype, a._device, v.__class__))
+        mask = None
+        if mode & RECORDING:
+            mask = tuple(a._entry is not None and a._entry.node.requires_grad for a in arrays)
+            if not any(mask):
+                mask = None
+        key.append(_TRAINING.get())
+        key.append(mask)
+        key = tuple(key)
+        c = self._cache.get(key)
+        if c is None:
+            c = self._compile(key, vals, arrays, mask)
+        if mask is not None:
+            return self._record(c, arrays, vals)
+        outs = c.program.run(vals)
+        if c.n_out == 1:
+            return _make(outs[0], None, c.out_devices[0])
+        return [_make(v, None, d) for v, d in zip(outs, c.out_devices)]
+
+    def _order(self, args, named):
+        full = list(args) + [None] * (len(self._names) - len(args))
+        for k, v in named.items():
+            if k not in self._pos:
+                raise ParamError(f"CachedOp: no input named {k!r}; inputs: {', '.join(self._names)}")
+            full[self._pos[k]] = v
+        missing = [nm for nm, v in zip(self._names, full) if v is None]
+        if missing:
+            raise ParamError(f"CachedOp: missing input(s) {', '.join(missing)}; inputs: {', '.join(self._names)}")
+        return full
+
+    def _convert(self, a, i):
+        if isinstance(a, (np.ndarray, list, tuple, float, int)):
+            return array_from(a, self._inputs[i].avals[0].device)
+        raise TypeError(f"CachedOp: input {self._names[i]!r} is a {type(a).__name__}; pass an NDArray")
+
+    def _record(self, c: _Compiled, arrays, vals):
+        """Run the forward program and record the call as one autograd node."""
+        outs = c.program.run(vals)
+        entries = tuple(a._as_entry() for a in arrays)
+        avals = tuple(Aval(tuple(v.shape), v.dtype, d, stype_of(v)) for v, d in zip(outs, c.devices_all))
+        node = Node(c.op, entries, {}, avals, values=outs, source=user_source())
+        node.requires_grad = True
+        res = [_make(outs[i], Entry(node, i), c.out_devices[i]) for i in range(c.n_out)]
+        return res[0] if c.n_out == 1 else res
+
+    def _inline(self, args):
+        """Inside deferred compute: record the symbol's nodes in place of the call."""
+        env: dict[tuple[int, int], Entry] = {}
+        for node, a in zip(self._inputs, args):
+            if not isinstance(a, NDArray):
+                a = self._convert(a, self._pos[node.name])
+            env[(id(node), 0)] = a._as_entry()
+        for node in self.sym.topo():
+            if node.op is None:
+                if node.kind == "const":
+                    env[(id(node), 0)] = Entry(node, 0)
+                continue
+            res = apply_node(node.op, *[env[(id(e.node), e.index)] for e in node.inputs],
+                             source=node.source, **node.params)
+            res = (res,) if isinstance(res, Entry) else res
+            for i, e in enumerate(res):
+                env[(id(node), i)] = e
+        outs = []
+        for e in self.sym.outputs:
+            ent = env[(id(e.node), e.index)]
+            arr = _make(None, ent, ent.aval.device)
+            ent.node.add_handle(arr)
+            outs.append(arr)
+        return outs[0] if len(outs) == 1 else outs
+
+    # -- compiling ------------------------------------------------------------------------------
+    def _compile(self, key, vals, arrays, mask) -> _Compiled:
+        with self._lock:
+            c = self._cache.get(key)
+            if c is not None:
+                return c
+            given = {nm: Aval(tuple(v.shape), v.dtype, a._device, stype_of(v))
+                     for nm, v, a in zip(self._names, vals, arrays)}
+            c = self._build(given, mask)
+            self.num_compiles += 1
+            if self.num_compiles > RECOMPILE_WARN_AT:
+                warnings.warn(
+                    f"CachedOp compiled {self.num_compiles} times (once per new input signature); "
+                    f"last signature {_sig_text(self._last_key, self._names)}, new one "
+                    f"{_sig_text(key, self._names)}. Varying shapes recompile: pad or bucket them, "
+                    "or keep shapes fixed.", RecompileWarning, stacklevel=3)
+            self._last_key = key
+            self._cache[key] = c
+            return c
+
+    def _build(self, given: dict[str, Aval], mask) -> _Compiled:
+        sym = _specialize(self.sym, given)
+        inputs = _input_nodes(sym, self._names)
+        if mask is None:
+            prog = compile_program(list(sym.outputs), inputs, names=sym.names())
+            return _Compiled(sym, prog, [e.aval.device for e in sym.outputs])
+        wrt = [i for i, m in enumerate(mask) if m and given[self._names[i]].dtype.kind == "f"]
+        return _split_backward(sym, inputs, wrt)
+
+    def memory_plan(self, wrt=None, **shapes) -> MemoryPlan:
+        """The memory plan for inputs of ``shapes`` (name -> shape), without running.
+
+        ``wrt``: input names to differentiate; the plan then covers forward and backward
+        as one schedule (saved forward values live until backward reads them).
+        Dtypes, devices and storage types are those the symbol records for its inputs.
+        """
+        given = {}
+        for nm, node in zip(self._names, self._inputs):
+            a = node.avals[0]
+            shape = tuple(shapes.pop(nm)) if nm in shapes else a.shape
+            if shape is None or None in shape:
+                raise ParamError(f"memory_plan: the shape of input {nm!r} is unknown; pass it, "
+                                 f"e.g. op.memory_plan({nm}=(64, 784))")
+            given[nm] = Aval(shape, a.dtype, a.device, a.stype)
+        if shapes:
+            raise ParamError(f"memory_plan: no input named {', '.join(shapes)}; inputs: {', '.join(self._names)}")
+        sym = _specialize(self.sym, given)
+        inputs = _input_nodes(sym, self._names)
+        if not wrt:
+            return compile_program(list(sym.outputs), inputs, names=sym.names()).plan
+        wrt_idx = [self._pos[w] for w in wrt]
+        c = _split_backward(sym, inputs, wrt_idx)
+        outs, ins = c.joint
+        return compile_program(outs, ins).plan
+
+    def __repr__(self) -> str:
+        return f"<CachedOp inputs={self._names} compiled={len(self._cache)}>"
+
+
+# -- compile steps ---------------------------------------------------------------------------------
+def _specialize(sym: Symbol, given: dict[str, Aval]) -> Symbol:
+    """Placement for the signature, then simplification."""
+    placed = placement(sym, given)
+    for node in placed.topo():
+        for a in node.avals:
+            if a.shape is None or a.dtype is None:
+                raise LazyArrayError(f"CachedOp: cannot infer the aval of {node.label()!r} from the inputs "
+                                     f"{_given_text(given)}; give every graph input a shape")
+    return dce(constant_fold(cse(dce(placed))))
+
+
+def _input_nodes(sym: Symbol, names: list[str]) -> list[Node]:
+    """The symbol's input nodes in the CachedOp's order (a stand-in for inputs the passes removed)."""
+    have = {n.name: n for n in sym.input_nodes()}
+    return [have.get(nm) or var_node(nm, Aval((), np.dtype("float32"), None)) for nm in names]
+
+
+def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int]) -> _Compiled:
+    """Forward program with saved outputs, backward program, and the node op that ties them."""
+    fwd_outs = list(sym.outputs)
+    heads = [var_node(f"__head{i}", e.aval) for i, e in enumerate(fwd_outs)]
+    grads = gradient(fwd_outs, [Entry(h) for h in heads], [Entry(inputs[i]) for i in wrt])
+    fwd_ids = {id(n) for n in sym.topo()}
+    live = [g for g in grads if g is not None]
+    # Entries of the forward graph that the backward graph reads.
+    saved: list[Entry] = []
+    seen: set = set()
+    for node in topo_order(live, stop=lambda n: id(n) in fwd_ids):
+        reads = list(node.inputs) if id(node) not in fwd_ids else []
+        for e in reads:
+            if id(e.node) in fwd_ids and e.node.op is not None and (id(e.node), e.index) not in seen:
+                seen.add((id(e.node), e.index))
+                saved.append(e)
+    for g in live:
+        if id(g.node) in fwd_ids and g.node.op is not None and (id(g.node), g.index) not in seen:
+            seen.add((id(g.node), g.index))
+            saved.append(g)
+    saved_vars = {(id(e.node), e.index): var_node(f"__saved{k}", e.aval) for k, e in enumerate(saved)}
+
+    def cut(node: Node, ins):
+        if id(node) in fwd_ids:
+            if node.op is None:
+                return node
+            return tuple(Entry(saved_vars[(id(node), i)]) if (id(node), i) in saved_vars else Entry(node, i)
+                         for i in range(node.op.num_outputs))
+        return None
+
+    bwd = rewrite(Symbol(live), cut) if live else None
+    if bwd is not None:
+        bwd = dce(constant_fold(cse(bwd)))
+    bwd_inputs_by_name = {n.name: n for n in bwd.input_nodes()} if bwd is not None else {}
+    input_names = [n.name for n in inputs]
+    saved_in = [i for i, nm in enumerate(input_names) if nm in bwd_inputs_by_name]
+    head_used = [i for i in range(len(heads)) if f"__head{i}" in bwd_inputs_by_name]
+    order = [f"__saved{k}" for k in range(len(saved))] + [input_names[i] for i in saved_in] \
+        + [f"__head{i}" for i in head_used]
+    bwd_prog = compile_program(list(bwd.outputs), [bwd_inputs_by_name.get(nm) or var_node(nm, Aval((), None, None))
+                                                   for nm in order]) if bwd is not None else None
+    fwd_prog = compile_program(fwd_outs + saved, inputs, names=sym.names())
+    out_devices = [e.aval.device for e in fwd_outs]
+    c = _Compiled(sym, fwd_prog, out_devices)
+    grad_pos = [i for i, g in zip(wrt, grads) if g is not None]
+    grad_avals = tuple(inputs[i].avals[0] for i in grad_pos)
+    n_out, n_saved = len(fwd_outs), len(saved)
+
+    def bwd_kernel(xp, *arrays, out=None):
+        res = bwd_prog.run(arrays)
+        return res[0] if len(res) == 1 else tuple(res)
+
+    bwd_op = OpDef("cached_op_backward", ("*args",), bwd_kernel, num_outputs=max(len(grad_pos), 1),
+                   shape=lambda shapes: [a.shape for a in grad_avals] if len(grad_avals) > 1 else grad_avals[0].shape,
+                   dtype=lambda dtypes: [a.dtype for a in grad_avals] if len(grad_avals) > 1 else grad_avals[0].dtype,
+                   device=lambda avals: grad_avals[0].device,
+                   doc="the compiled backward program of a CachedOp")
+
+    def grad_fn(F, ins, outs, g):
+        outs = outs if isinstance(outs, list) else [outs]
+        gs = g if isinstance(g, list) else [g]
+        reads = [outs[n_out + k] for k in range(n_saved)] + [ins[i] for i in saved_in] + [gs[i] for i in head_used]
+        result: list = [None] * len(ins)
+        if not grad_pos:
+            return result
+        node = Node(bwd_op, tuple(reads), {}, grad_avals, source=user_source())
+        for j, i in enumerate(grad_pos):
+            result[i] = Entry(node, j)
+        return result
+
+    def fwd_kernel(xp, *arrays, out=None):
+        res = fwd_prog.run(arrays)
+        return res[0] if len(res) == 1 else tuple(res)
+
+    all_avals = [e.aval for e in fwd_outs + saved]
+    c.op = OpDef("cached_op", ("*args",), fwd_kernel, num_outputs=n_out + n_saved, grad=grad_fn,
+                 shape=lambda shapes: [a.shape for a in all_avals] if len(all_avals) > 1 else all_avals[0].shape,
+                 dtype=lambda dtypes: [a.dtype for a in all_avals] if len(all_avals) > 1 else all_avals[0].dtype,
+                 device=lambda avals: all_avals[0].device,
+                 doc="a compiled CachedOp call: the user's outputs, then the values backward reads")
+    c.devices_all = [a.device for a in all_avals]
+    c.backward = (bwd_prog, saved_in, grad_pos)
+    c.joint = (fwd_outs + live, inputs + heads)
+    return c
+
+
+def _given_text(given: dict[str, Aval]) -> str:
+    return ", ".join(f"{k}: {a}" for k, a in given.items())
+
+
+def _sig_text(key, names) -> str:
+    if key is None:
+        return "(none)"
+    parts = [f"{nm}: {np.dtype(dt)}{fmt_shape(shape)} @{dev}" for nm, (shape, dt, dev, _) in zip(names, key)]
+    return "(" + ", ".join(parts) + f"; training={key[-2]}, grad={key[-1]})"

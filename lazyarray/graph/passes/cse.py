@@ -1,0 +1,51 @@
+"""Common sub-expression elimination: one node per distinct (op, inputs, params)."""
+from __future__ import annotations
+
+from ..node import Node
+from ..rewrite import copy_node, rewrite
+from ..symbol import Symbol
+
+# Constants up to this many elements are compared by value (scalars from ``x * 2`` etc.).
+_SMALL_CONST = 16
+
+
+def cse(sym: Symbol) -> Symbol:
+    """Merge nodes that compute the same thing: same op, same input entries, same params.
+
+    Random ops (dropout masks) are never merged; small constants with equal values are.
+
+    >>> import lazyarray as la
+    >>> x = la.sym.var("x", shape=(3,))
+    >>> y = la.sym.exp(x) + la.sym.exp(x)
+    >>> [n.op.name for n in cse(y).topo() if n.op]
+    ['exp', 'add']
+    """
+    seen: dict[tuple, Node] = {}
+
+    def visit(node: Node, ins):
+        key = _key(node, ins)
+        if key is None:
+            return None
+        prev = seen.get(key)
+        if prev is not None:
+            return prev
+        new = copy_node(node, ins)
+        seen[key] = new
+        return new
+
+    return rewrite(sym, visit)
+
+
+def _key(node: Node, ins) -> tuple | None:
+    if node.op is None:
+        if node.kind != "const":
+            return None
+        v, a = node.values[0], node.avals[0]
+        if a.stype != "default" or getattr(v, "size", _SMALL_CONST + 1) > _SMALL_CONST:
+            return None
+        data = v.tobytes() if hasattr(v, "tobytes") else repr(v)
+        return ("const", a.shape, str(a.dtype), a.device, data)
+    if node.op.random:
+        return None
+    inputs = tuple((id(e.node), e.index) for e in ins)
+    return (node.op.name, id(node.op), inputs, repr(sorted(node.params.items(), key=lambda kv: kv[0])))

@@ -1,0 +1,27 @@
+"""Dead-node elimination: keep only what the chosen outputs need."""
+from __future__ import annotations
+
+from ..node import Entry
+from ..rewrite import rewrite
+from ..symbol import Symbol
+
+
+def dce(sym: Symbol, keep=None) -> Symbol:
+    """The symbol restricted to the outputs in ``keep`` (indices or names; default all).
+
+    Nodes that no kept output reads disappear, and so do graph inputs nothing reads any more.
+
+    >>> import lazyarray as la
+    >>> x = la.sym.var("x", shape=(3,))
+    >>> both = la.Symbol([la.sym.exp(x).outputs[0], la.sym.sin(x).outputs[0]])
+    >>> [n.op.name for n in dce(both, keep=[1]).topo() if n.op]
+    ['sin']
+    """
+    outs = list(sym.outputs)
+    if keep is not None:
+        names = sym.list_outputs()
+        idx = [names.index(k) if isinstance(k, str) else k for k in keep]
+        outs = [outs[i] for i in idx]
+    # A Symbol only reaches what its outputs read, so restricting the outputs is the pass;
+    # the copy makes the result independent of the nodes of ``sym``.
+    return rewrite(Symbol([Entry(e.node, e.index) for e in outs]), lambda node, ins: None)

@@ -1,0 +1,47 @@
+"""Rebuilding a graph node by node: the loop every ``Symbol -> Symbol`` pass shares.
+
+Passes never mutate the nodes of the symbol they are given (symbols are immutable views
+and other arrays may still show those nodes); they copy what they keep.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from .node import Entry, Node
+from .symbol import Symbol
+
+
+def copy_node(node: Node, inputs, avals=None) -> Node:
+    """A copy of ``node`` reading ``inputs`` (and with ``avals`` when given)."""
+    return Node(node.op, tuple(inputs), dict(node.params), node.avals if avals is None else avals,
+                name=node.name, kind=node.kind,
+                values=None if node.values is None or node.op is not None else list(node.values),
+                source=node.source)
+
+
+def rewrite(sym: Symbol, visit: Callable[[Node, list], "Node | tuple | None"]) -> Symbol:
+    """A new symbol where each node is replaced by ``visit(node, new_inputs)``.
+
+    ``visit`` returns a new ``Node`` (its outputs replace the old ones), a tuple of entries
+    (one per output of the old node), or ``None`` to keep a plain copy.
+
+    >>> import lazyarray as la
+    >>> x = la.sym.var("x", shape=(2,))
+    >>> y = rewrite(la.sym.exp(x), lambda node, ins: None)
+    >>> print(y.list_inputs(), len(y.topo()))
+    ['x'] 2
+    """
+    env: dict[tuple[int, int], Entry] = {}
+    for node in sym.topo():
+        ins = [env[(id(e.node), e.index)] for e in node.inputs]
+        new = visit(node, ins)
+        if new is None:
+            new = copy_node(node, ins)
+        if isinstance(new, Node):
+            k = 1 if node.op is None else node.op.num_outputs
+            for i in range(k):
+                env[(id(node), i)] = Entry(new, i)
+        else:
+            for i, e in enumerate(new):
+                env[(id(node), i)] = e
+    return Symbol([env[(id(e.node), e.index)] for e in sym.outputs])
