@@ -263,7 +263,7 @@ def _inputs_as_entries(op: OpDef, args: tuple) -> list:
 def _entry_of(a, op):
     if isinstance(a, ArrayBase):
         return a._as_entry()
-    if a is None or isinstance(a, (numbers.Number, np.bool_, np.number)):
+    if a.__class__ in _PY_NUMBERS or a is None or isinstance(a, (numbers.Number, np.bool_, np.number)):
         return a
     v = _host_array(a, op)
     return Entry(const_node(v, Aval(v.shape, v.dtype, current_device())))

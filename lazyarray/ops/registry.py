@@ -28,6 +28,7 @@ from ..errors import AxisError, DeviceError, DTypeError, LazyArrayError, ParamEr
 from .params import REQUIRED, Param
 
 _REGISTRY: dict[str, "OpDef"] = {}
+_new_tuple = tuple.__new__
 _FALLBACK_WARNED: set = set()
 
 
@@ -180,6 +181,19 @@ def broadcast_shapes(*shapes) -> tuple:
     return tuple(out)
 
 
+def _broadcast_fast(shapes: list) -> tuple:
+    """``broadcast_shapes`` with the common cases first: equal shapes, or shapes and scalars."""
+    first = None
+    for s in shapes:
+        if s == ():
+            continue
+        if first is None:
+            first = s
+        elif s != first:
+            return broadcast_shapes(*shapes)
+    return () if first is None else first
+
+
 def normalize_axis(axis: int, ndim: int, op: str) -> int:
     """``axis`` in ``[-ndim, ndim)`` -> ``[0, ndim)``; ``AxisError`` otherwise."""
     if not -ndim <= axis < ndim:
@@ -228,10 +242,8 @@ def infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
     try:
         if op.shape is not None:
             shape = op.shape(shapes, **params)
-        elif len(shapes) == 1 or all(s == shapes[0] for s in shapes):
-            shape = shapes[0]
         else:
-            shape = broadcast_shapes(*shapes)
+            shape = _broadcast_fast(shapes)
         dtype = _dtype_rule(op, dtypes, params)
     except LazyArrayError as exc:
         raise _with_context(exc, op, in_avals) from None
@@ -240,7 +252,9 @@ def infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
         raise DTypeError(f"{op.name}: not defined for dtypes ({listing}): {exc}") from None
     n = op.num_outputs
     if n == 1 and not sparse and op.storage is None:  # cast_storage makes sparse from dense
-        return (Aval(tuple(shape), dtype if isinstance(dtype, np.dtype) else np.dtype(dtype), device, "default"),)
+        # tuple.__new__ skips NamedTuple's Python-level __new__ (this line runs once per recorded node)
+        return (_new_tuple(Aval, (tuple(shape), dtype if isinstance(dtype, np.dtype) else np.dtype(dtype),
+                                  device, "default")),)
     shapes_out = [shape] if n == 1 else list(shape)
     dtypes_out = dtypes_for(dtype, n)
     stypes = output_stypes(op, [a.stype for a in in_avals], params, n)
