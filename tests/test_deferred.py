@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from kernel_count import kernel_calls  # noqa: F401  (fixture)
 
 
 def test_flag_is_off_by_default_and_nests():

@@ -1,9 +1,8 @@
 """Symbol: inputs/outputs, order, check(), text IR, internals, composition with la.sym."""
-import numpy as np
 import pytest
+from graph.mlp import traced_mlp
 
 import lazyarray as la
-from graph.mlp import traced_mlp
 from lazyarray.graph.node import Entry, Node
 from lazyarray.ops import registry
 
@@ -36,7 +35,7 @@ def test_names_are_unique_and_stable():
 
 
 def test_get_internals_selects_inner_outputs():
-    sym, x, p, eager, _ = traced_mlp()
+    sym, *_ = traced_mlp()
     internals = sym.get_internals()
     names = internals.list_outputs()
     assert "relu0_output" in names and "softmax0_output" in names

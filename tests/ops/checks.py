@@ -3,11 +3,12 @@ and gradients vs central finite differences (float64)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import lazyarray as la
 from lazyarray.ops import registry
 
-from .cases import CASES, rng_for
+from .cases import CASES, case_params, grad_params, rng_for
 
 
 def op_function(name: str):
@@ -156,3 +157,24 @@ def check_gradient(name: str) -> None:
             assert got.shape == want.shape, f"{where} input {i}: grad shape {got.shape} != {want.shape}"
             np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7,
                                        err_msg=f"{where}: gradient of input {i}{'' if j is None else f'[{j}]'}")
+
+
+def family_tests(family: tuple[str, ...]):
+    """The three registry-driven tests of an op family, for a test module to bind at top level:
+
+        test_forward_matches_numpy, test_deferred_matches_eager, test_gradient_matches_finite_differences = \\
+            family_tests(("elementwise",))
+    """
+    @pytest.mark.parametrize("name,dtype", case_params(family))
+    def test_forward_matches_numpy(name, dtype):
+        check_forward(name, dtype)
+
+    @pytest.mark.parametrize("name,dtype", case_params(family))
+    def test_deferred_matches_eager(name, dtype):
+        check_deferred(name, dtype)
+
+    @pytest.mark.parametrize("name", grad_params(family))
+    def test_gradient_matches_finite_differences(name):
+        check_gradient(name)
+
+    return test_forward_matches_numpy, test_deferred_matches_eager, test_gradient_matches_finite_differences

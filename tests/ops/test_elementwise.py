@@ -7,25 +7,13 @@ import pytest
 
 import lazyarray as la
 
-from .cases import case_params, grad_params
-from .checks import check_deferred, check_forward, check_gradient
+from .checks import family_tests
 
 FAMILY = ("elementwise",)
 
 
-@pytest.mark.parametrize("name,dtype", case_params(FAMILY))
-def test_forward_matches_numpy(name, dtype):
-    check_forward(name, dtype)
-
-
-@pytest.mark.parametrize("name,dtype", case_params(FAMILY))
-def test_deferred_matches_eager(name, dtype):
-    check_deferred(name, dtype)
-
-
-@pytest.mark.parametrize("name", grad_params(FAMILY))
-def test_gradient_matches_finite_differences(name):
-    check_gradient(name)
+test_forward_matches_numpy, test_deferred_matches_eager, test_gradient_matches_finite_differences = \
+    family_tests(FAMILY)
 
 
 # -- tailored checks ------------------------------------------------------------------------

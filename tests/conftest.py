@@ -1,4 +1,4 @@
-"""A fixture that counts kernel calls, to prove what runs (and what does not) and when."""
+"""Shared fixtures. ``kernel_calls`` counts kernel calls, to prove what runs (and what does not) and when."""
 import pytest
 
 from lazyarray.ops.registry import OpDef
