@@ -40,7 +40,7 @@ class NDArray(ArrayBase):
     >>> import lazyarray as la
     >>> x = la.array([[1.0, 2.0], [3.0, 4.0]])
     >>> (x * 2 + 1).sum().item()
-    23.0
+    24.0
     """
 
     __slots__ = ()
