@@ -1,0 +1,36 @@
+import numpy as np
+
+import lazyarray as la
+from lazyarray.graph.passes.constant_fold import constant_fold
+
+
+def test_constant_subgraphs_fold(run_symbol):
+    c = la.array(np.arange(4, dtype="float32"))
+    x = la.ones((4,))
+    with la.deferred():
+        y = x * la.exp(c * 2) + la.sum(c)
+    sym = la.get_symbol(y, inputs={"x": x})
+    out = constant_fold(sym).check()
+    ops = [n.op.name for n in out.topo() if n.op]
+    assert ops == ["multiply", "add"]
+    v = np.linspace(0, 1, 4).astype("float32")
+    np.testing.assert_allclose(run_symbol(out, x=v)[0], run_symbol(sym, x=v)[0], rtol=1e-6)
+
+
+def test_random_ops_and_inputs_are_not_folded():
+    c = la.ones((8,))
+    with la.deferred():
+        y = la.nn.dropout(c, p=0.5, training=True)
+    sym = la.get_symbol(y, inputs={})
+    out = constant_fold(sym).check()
+    assert "dropout_mask" in [n.op.name for n in out.topo() if n.op]
+
+
+def test_fully_constant_output_becomes_a_constant():
+    c = la.array([1.0, 2.0])
+    with la.deferred():
+        y = la.exp(c)
+    out = constant_fold(la.get_symbol(y, inputs={})).check()
+    (node,) = out.topo()
+    assert node.kind == "const"
+    np.testing.assert_allclose(node.values[0], np.exp([1.0, 2.0]).astype("float32"))
