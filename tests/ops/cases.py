@@ -558,3 +558,144 @@ def grad_params(families=None):
 
     return [pytest.param(name, id=name) for name, case in sorted(CASES.items())
             if case.grad and case.kind == "plain" and (families is None or case.family in families)]
+
+
+# -- conv family (lazyarray/ops/conv.py) ------------------------------------------------------------
+def _conv_geometry(x, kh, kw, stride, padding, fill=0.0):
+    (sh, sw), (ph, pw) = (tuple(stride) * 2)[:2], (tuple(padding) * 2)[:2]
+    xp_ = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
+    ho, wo = (xp_.shape[2] - kh) // sh + 1, (xp_.shape[3] - kw) // sw + 1
+    return xp_, sh, sw, ho, wo
+
+
+def _conv2d_ref(x, w, b=None, stride=(1, 1), padding=(0, 0)):
+    xp_, sh, sw, ho, wo = _conv_geometry(x, w.shape[2], w.shape[3], stride, padding)
+    out = np.zeros((x.shape[0], w.shape[0], ho, wo), np.result_type(x, w))
+    for i in range(ho):
+        for j in range(wo):
+            patch = xp_[:, :, i * sh:i * sh + w.shape[2], j * sw:j * sw + w.shape[3]]
+            out[:, :, i, j] = np.einsum("ncij,ocij->no", patch, w)
+    return out if b is None else out + b[None, :, None, None]
+
+
+_CONV_GEOMETRIES = [({}, "plain"), ({"stride": (2, 2), "padding": (1, 1)}, "s2-p1"),
+                    ({"stride": (2, 1), "padding": (0, 1)}, "s21-p01")]
+
+
+def _conv2d_samples(rng, dtype, small):
+    x, w, b = rand(rng, (2, 3, 5, 6), dtype), rand(rng, (4, 3, 3, 2), dtype), rand(rng, (4,), dtype)
+    out = [Sample((x, w, b), p, name) for p, name in _CONV_GEOMETRIES]
+    return out + [Sample((x, w), {}, "no-bias")]
+
+
+def _conv2d_input_grad_samples(rng, dtype, small):
+    out = []
+    for s in _conv2d_samples(rng, dtype, small)[:3]:
+        x, w, _ = s.args
+        g = rand(rng, _conv2d_ref(x, w, **s.params).shape, dtype)
+        out.append(Sample((g, w, x), s.params, s.name))
+    return out
+
+
+def _conv2d_input_grad_ref(g, w, like, stride=(1, 1), padding=(0, 0)):
+    # The transpose of conv2d in x, column by column of the Jacobian.
+    res = np.zeros(like.shape, g.dtype)
+    for k in range(like.size):
+        e = np.zeros(like.shape, np.float64)
+        e.reshape(-1)[k] = 1.0
+        res.reshape(-1)[k] = np.sum(_conv2d_ref(e, w.astype(np.float64), stride=stride, padding=padding) * g)
+    return res
+
+
+def _conv2d_weight_grad_samples(rng, dtype, small):
+    out = []
+    for s in _conv2d_samples(rng, dtype, small)[:3]:
+        x, w, _ = s.args
+        g = rand(rng, _conv2d_ref(x, w, **s.params).shape, dtype)
+        out.append(Sample((g, x), {"kernel": w.shape[2:], **s.params}, s.name))
+    return out
+
+
+def _conv2d_weight_grad_ref(g, x, kernel, stride=(1, 1), padding=(0, 0)):
+    shape = (g.shape[1], x.shape[1]) + tuple(kernel)
+    res = np.zeros(shape, g.dtype)
+    for k in range(res.size):
+        e = np.zeros(shape, np.float64)
+        e.reshape(-1)[k] = 1.0
+        res.reshape(-1)[k] = np.sum(_conv2d_ref(x.astype(np.float64), e, stride=stride, padding=padding) * g)
+    return res
+
+
+_POOL_GEOMETRIES = [({}, "2x2"), ({"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1)}, "3x3-s2-p1"),
+                    ({"kernel": (3, 2), "stride": (1, 1)}, "3x2-s1")]
+
+
+def _max_pool2d_samples(rng, dtype, small):
+    x = rand(rng, (2, 3, 6, 5), dtype)
+    return [Sample((x,), p, name) for p, name in _POOL_GEOMETRIES]
+
+
+def _max_pool2d_ref(x, kernel=(2, 2), stride=(0, 0), padding=(0, 0)):
+    kh, kw = kernel
+    stride = tuple(k if s == 0 else s for k, s in zip(kernel, stride))
+    xp_, sh, sw, ho, wo = _conv_geometry(x, kh, kw, stride, padding, -np.inf)
+    out = np.zeros(x.shape[:2] + (ho, wo), x.dtype)
+    for i in range(ho):
+        for j in range(wo):
+            out[:, :, i, j] = xp_[:, :, i * sh:i * sh + kh, j * sw:j * sw + kw].max(axis=(2, 3))
+    return out
+
+
+def _max_pool2d_grad_samples(rng, dtype, small):
+    out = []
+    for s in _max_pool2d_samples(rng, dtype, small):
+        g = rand(rng, _max_pool2d_ref(s.args[0], **s.params).shape, dtype)
+        out.append(Sample((g, s.args[0]), s.params, s.name))
+    return out
+
+
+def _max_pool2d_grad_ref(g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0)):
+    kh, kw = kernel
+    stride = tuple(k if s == 0 else s for k, s in zip(kernel, stride))
+    xp_, sh, sw, ho, wo = _conv_geometry(x, kh, kw, stride, padding, -np.inf)
+    res = np.zeros(xp_.shape, g.dtype)
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            for i in range(ho):
+                for j in range(wo):
+                    win = xp_[n, c, i * sh:i * sh + kh, j * sw:j * sw + kw]
+                    a, b = np.unravel_index(np.argmax(win), win.shape)
+                    res[n, c, i * sh + a, j * sw + b] += g[n, c, i, j]
+    ph, pw = padding
+    return res[:, :, ph:ph + x.shape[2], pw:pw + x.shape[3]]
+
+
+def _batch_norm_samples(rng, dtype, small):
+    def stats(c):
+        return (rand(rng, (c,), dtype), rand(rng, (c,), dtype), rand(rng, (c,), dtype),
+                rand(rng, (c,), dtype, 0.5, 1.5))
+    return [Sample((rand(rng, (4, 3, 2, 2), dtype),) + stats(3), {}, "nchw"),
+            Sample((rand(rng, (5, 4), dtype),) + stats(4), {"eps": 1e-3}, "nc"),
+            Sample((rand(rng, (2, 3, 4), dtype),) + stats(4), {"axis": -1}, "axis-1")]
+
+
+def _batch_norm_ref(x, gamma, beta, mean, var, eps=1e-5, axis=1):
+    shape = [1] * x.ndim
+    shape[axis % x.ndim] = -1
+    r = [v.reshape(shape) for v in (gamma, beta, mean, var)]
+    return ((x - r[2]) / np.sqrt(r[3] + eps) * r[0] + r[1]).astype(x.dtype)
+
+
+def _flatten_samples(rng, dtype, small):
+    return [Sample((rand(rng, s, dtype),), {}, f"{s}") for s in [(2, 3, 4), (3, 2, 1, 2), (4, 5), (3,)]]
+
+
+CASES.update({
+    "conv2d": Case("conv", _conv2d_samples, _conv2d_ref, FLOATS, grad=(0, 1, 2), rtol32=1e-4),
+    "conv2d_input_grad": Case("conv", _conv2d_input_grad_samples, _conv2d_input_grad_ref, FLOATS, rtol32=1e-4),
+    "conv2d_weight_grad": Case("conv", _conv2d_weight_grad_samples, _conv2d_weight_grad_ref, FLOATS, rtol32=1e-4),
+    "max_pool2d": Case("conv", _max_pool2d_samples, _max_pool2d_ref, FLOATS, grad=(0,)),
+    "max_pool2d_grad": Case("conv", _max_pool2d_grad_samples, _max_pool2d_grad_ref, FLOATS),
+    "batch_norm": Case("conv", _batch_norm_samples, _batch_norm_ref, FLOATS, grad=(0, 1, 2, 3, 4), rtol32=1e-4),
+    "flatten": Case("conv", _flatten_samples, lambda x: x.reshape(x.shape[0], -1), FLOATS, grad=(0,)),
+})
