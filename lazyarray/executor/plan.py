@@ -153,8 +153,12 @@ def _chain(allowed: set, a: int, b: int) -> bool:
     return (a, b) in allowed
 
 
-def plan_memory(values: list[Value], steps: list[Step]) -> MemoryPlan:
+def plan_memory(values: list[Value], steps: list[Step], *, share_out_min_bytes: int = 0) -> MemoryPlan:
     """Assign buffers to the values of a schedule.
+
+    An escaping value smaller than ``share_out_min_bytes`` gets a buffer of its own instead
+    of a freed or in-place one: a buffer that is handed out must be replaced before the
+    next run, with every view into it, which for small values costs more than the memory.
 
     >>> vals = [Value(16, external=True), Value(16), Value(16), Value(16, escapes=True)]
     >>> steps = [Step((0,), (1,)), Step((1,), (2,), inplace=((0, 0),)), Step((2,), (3,))]
@@ -202,11 +206,12 @@ def plan_memory(values: list[Value], steps: list[Step]) -> MemoryPlan:
             val = values[o]
             if val.external or base[o] != o:
                 continue
-            b = _inplace_buffer(values, base, end, buffer_of, holder, st, i, pos, o, taken)
+            own = o in escaping_bases and val.nbytes < share_out_min_bytes
+            b = None if own else _inplace_buffer(values, base, end, buffer_of, holder, st, i, pos, o, taken)
             if b is not None:
                 inplace.append((i, holder[b], o))
             else:
-                b = _best_fit(free.setdefault(val.device, []), sizes, val.nbytes)
+                b = None if own else _best_fit(free.setdefault(val.device, []), sizes, val.nbytes)
                 if b is None:
                     b = len(sizes)
                     sizes.append(val.nbytes)

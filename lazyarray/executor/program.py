@@ -1,7 +1,7 @@
 """Compile a graph into a flat program of steps over backend arrays, and run it.
 
-A ``Program`` is what the executor runs: a list of steps, each ``(mode, kernel, input
-slots, output slot, params, slots to free, node)``, over a list of slots that hold the
+A ``Program`` is what the executor runs: a list of steps, each ``(mode, kernel, first
+input slot, second input slot, output slot, input slots, params, slots to free, node)``, over a list of slots that hold the
 values of one run. Everything is decided at compile time (kernel bound to its array
 module, slot numbers, which buffer each output is written into, when a temporary is
 dropped), so the run loop is a few lines.
@@ -24,12 +24,16 @@ from ..device import on_device
 from ..errors import DeferredComputeError, LazyArrayError
 from ..graph.node import Entry, Node
 from ..graph.traverse import topo_order
-from ..ops import registry
-from ..storage import densify
 from .interpret import run_kernel
 from .plan import Step, Value, plan_memory
 
-OUT, FRESH, FRESH_0D, MULTI = 0, 1, 2, 3
+OUT, FRESH, FRESH_0D, MULTI, UFUNC1, UFUNC2 = 0, 1, 2, 3, 4, 5
+
+# Outputs smaller than this get a buffer of their own rather than a reused one (see plan.py).
+SHARE_OUT_MIN_BYTES = 1 << 16
+
+# Materializing at most this many kernels runs them in order without compiling a program.
+SMALL_GRAPH = 4
 
 # Registered kernels (besides the array module's ufuncs) that honour ``out=``. The registry
 # has no field for this yet; a kernel missing here just allocates its result.
@@ -111,8 +115,12 @@ class Program:
             s[slot] = v
         node = None
         try:
-            for mode, fn, ins, o, kw, frees, node in self.steps:
-                if mode == 0:
+            for mode, fn, a, b, o, ins, kw, frees, node in self.steps:
+                if mode == 5:  # binary ufunc into its buffer
+                    fn(s[a], s[b], s[o])
+                elif mode == 4:  # unary ufunc into its buffer
+                    fn(s[a], s[o])
+                elif mode == 0:
                     fn(*[s[i] for i in ins], out=s[o], **kw)
                 elif mode == 1:
                     s[o] = fn(*[s[i] for i in ins], **kw)
@@ -200,16 +208,13 @@ def compile_program(outputs: list[Entry], inputs=(), *, names: dict | None = Non
         xp = node.avals[0].device.xp
         ins = tuple(slot_of[(id(e.node), e.index)] for e in node.inputs)
         outs = tuple(slot_of[(id(node), i)] for i in range(op.num_outputs))
-        in_avals = [e.aval for e in node.inputs]
-        sparse_in = [a.stype for a in in_avals]
-        densify_in = any(s != "default" for s in sparse_in) and not registry.has_sparse_kernel(op, sparse_in, node.params)
-        if densify_in:
-            registry.warn_fallback(op, sparse_in)
+        sparse = any(e.aval.stype != "default" for e in node.inputs) or \
+            any(a.stype != "default" for a in node.avals)
         planned = all(a.shape is not None and None not in a.shape and a.dtype is not None
                       and a.stype == "default" for a in node.avals)
-        if op.num_outputs > 1:
+        if op.num_outputs > 1 or sparse:
             mode = MULTI
-        elif planned and not densify_in and all(s == "default" for s in sparse_in) and honours_out(op, xp):
+        elif planned and honours_out(op, xp):
             mode = OUT
         elif node.avals[0].shape == ():
             mode = FRESH_0D
@@ -217,11 +222,12 @@ def compile_program(outputs: list[Entry], inputs=(), *, names: dict | None = Non
             mode = FRESH
         for o in outs:
             mode_of_producer[o] = mode
-        fn = op.bind(xp)
-        if densify_in:
-            fn = _densifying(fn, xp)
-        elif mode != OUT and not op.view and _may_alias(node, slot_of, mode_of_producer):
-            fn = _unaliasing(fn)
+        if sparse:  # the interpreter knows the storage rules (sparse kernels, dense fallback)
+            fn = _interpreted(node)
+        else:
+            fn = op.bind(xp)
+            if mode != OUT and not op.view and _may_alias(node, slot_of, mode_of_producer):
+                fn = _unaliasing(fn)
         steps_spec.append((node, mode, fn, ins, outs, planned))
 
     # The plan: one value per slot.
@@ -254,7 +260,7 @@ def compile_program(outputs: list[Entry], inputs=(), *, names: dict | None = Non
             sl = slot_of[(id(node), i)]
             values[sl] = Value(values[sl].nbytes, values[sl].device, values[sl].external, values[sl].view_of,
                                values[sl].escapes, nm if k == 1 else f"{nm}.{i}")
-    plan = plan_memory(values, psteps)
+    plan = plan_memory(values, psteps, share_out_min_bytes=SHARE_OUT_MIN_BYTES)
 
     # Pooled buffers: those that some ``out=`` step writes into.
     views_by_buffer: dict[int, list] = {}
@@ -281,7 +287,12 @@ def compile_program(outputs: list[Entry], inputs=(), *, names: dict | None = Non
     steps = []
     for i, (node, mode, fn, ins, outs, planned) in enumerate(steps_spec):
         o = outs if mode == MULTI else outs[0]
-        steps.append((mode, fn, ins, o, dict(node.params), tuple(frees_at[i]), node))
+        if mode == OUT and not node.params and getattr(fn, "nin", None) == len(ins) in (1, 2) \
+                and getattr(fn, "nout", None) == 1:
+            mode = UFUNC1 if len(ins) == 1 else UFUNC2  # ufunc: ``out`` positionally, nothing else
+        a = ins[0] if ins else None
+        b = ins[1] if len(ins) > 1 else None
+        steps.append((mode, fn, a, b, o, ins, dict(node.params), tuple(frees_at[i]), node))
     # An input nothing reads is bound to a scratch slot at the end.
     in_slots = [slot_of.get((id(v), 0), n) for v in inputs]
     template.append(None)
@@ -313,9 +324,9 @@ def _unaliasing(fn):
     return run
 
 
-def _densifying(fn, xp):
+def _interpreted(node: Node):
     def run(*args, **kw):
-        return fn(*[densify(a, xp) for a in args], **kw)
+        return run_kernel(node, list(args))
 
     return run
 
@@ -334,11 +345,19 @@ def evaluate(outputs: list[Entry], keep=None) -> list:
     """
     order = topo_order(list(outputs), stop=lambda n: n.values is not None)
     todo = [n for n in order if n.values is None]
-    if len(todo) == 1 and todo[0].op is not None:  # one kernel: nothing to plan
-        node = todo[0]
-        node.values = run_kernel(node, [e.node.values[e.index] for e in node.inputs])
-        return [e.node.values[e.index] for e in outputs]
     want = {id(e.node) for e in outputs}
+    if len(todo) <= SMALL_GRAPH and all(n.op is not None for n in todo):
+        # A few kernels: planning would cost more than it saves; run them in order.
+        temp: dict[int, list] = {}
+        for node in todo:
+            args = [e.node.values[e.index] if e.node.values is not None else temp[id(e.node)][e.index]
+                    for e in node.inputs]
+            outs = run_kernel(node, args)
+            if id(node) in want or (keep is not None and keep(node)):
+                node.values = outs
+            else:
+                temp[id(node)] = outs
+        return [e.node.values[e.index] for e in outputs]
     filled = [n for n in todo if n.op is not None and (id(n) in want or (keep is not None and keep(n)))]
     entries = [Entry(n, i) for n in filled for i in range(n.op.num_outputs)]
     prog = compile_program(entries, ())
