@@ -25,6 +25,8 @@ from .tracing import UnusedInputWarning, get_symbol
 from .ndarray import NDArray
 from .ops.registry import StorageFallbackWarning
 from .executor.cached_op import CachedOp, RecompileWarning
+from . import init  # noqa: F401
+from . import blocks  # noqa: F401
 
 globals().update(_namespace(""))
 

@@ -1,0 +1,357 @@
+"""``Block`` and ``HybridBlock``: layers written as one imperative ``forward(self, *args)``.
+
+Children and parameters register themselves when assigned as attributes, and
+``collect_params()`` names every parameter by its attribute path (``"0.weight"``,
+``"encoder.fc1.bias"``): stable across runs, and the names used in exported graphs and
+parameter files.
+
+``HybridBlock.hybridize()`` makes the next call trace ``forward`` once under deferred
+compute and run the compiled graph from then on (see ``hybrid.py`` for the steps). A
+hybridized block called while another block is being traced just runs its ``forward``,
+so its ops are inlined into the enclosing graph.
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections import OrderedDict
+from collections.abc import Iterator
+
+import numpy as np
+from safetensors import SafetensorError, safe_open
+from safetensors.numpy import load as st_load
+from safetensors.numpy import save as st_save
+
+from .. import autograd
+from ..creation import zeros
+from ..deferred import is_deferred
+from ..device import Device
+from ..errors import GraphFormatError, LazyArrayError, ShapeError
+from ..graph.serialize import write_atomic
+from ..graph.symbol import Symbol
+from ..ndarray import NDArray
+from . import hybrid
+from .parameter import DeferredInitializationError, Parameter
+
+_PARAMS_FORMAT = "lazyarray.params"
+
+
+class Block:
+    """Base class of layers and models: override ``forward(self, *args)``.
+
+    >>> import lazyarray as la
+    >>> class Twice(la.blocks.Block):
+    ...     def forward(self, x):
+    ...         return x * 2
+    >>> Twice()(la.array([1.0, 2.0])).asnumpy()
+    array([2., 4.], dtype=float32)
+    """
+
+    def __init__(self):
+        object.__setattr__(self, "_children", OrderedDict())
+        object.__setattr__(self, "_params", OrderedDict())
+
+    # -- registration ----------------------------------------------------------------------
+    def __setattr__(self, name: str, value) -> None:
+        if "_children" not in self.__dict__:
+            raise LazyArrayError(f"{type(self).__name__}.__init__ must call super().__init__() before "
+                                 f"assigning attributes (got {name!r})")
+        self._children.pop(name, None)
+        self._params.pop(name, None)
+        if isinstance(value, Block):
+            self._children[name] = value
+        elif isinstance(value, Parameter):
+            if not value.name:
+                value.name = name
+            self._params[name] = value
+        object.__setattr__(self, name, value)
+
+    def register_child(self, block: Block, name: str | None = None) -> Block:
+        """Add ``block`` as a child (``name`` defaults to its position: ``"0"``, ``"1"``, ...)."""
+        name = str(len(self._children)) if name is None else name
+        self._children[name] = block
+        return block
+
+    def children(self) -> Iterator[tuple[str, Block]]:
+        return iter(self._children.items())
+
+    def collect_params(self, select: str | None = None) -> dict[str, Parameter]:
+        """Every parameter of this block and its children, by hierarchical name.
+
+        ``select`` keeps names that match the regular expression.
+        """
+        out: dict[str, Parameter] = {}
+        self._collect("", out, set())
+        if select is not None:
+            pattern = re.compile(select)
+            out = {k: v for k, v in out.items() if pattern.search(k)}
+        return out
+
+    def _collect(self, prefix: str, out: dict, seen: set) -> None:
+        for name, p in self._params.items():
+            if id(p) not in seen:  # a shared parameter keeps its first name
+                seen.add(id(p))
+                out[prefix + name] = p
+        for name, child in self._children.items():
+            child._collect(f"{prefix}{name}.", out, seen)
+
+    # -- parameters ------------------------------------------------------------------------
+    def initialize(self, init=None, device: Device | None = None, force_reinit: bool = False) -> None:
+        """Initialize every parameter: its own initializer if it has one, else ``init``, else Xavier
+        (weights) or zeros (vectors).
+
+        Parameters with unknown (0) dims are created at the first forward call.
+        """
+        for p in self.collect_params().values():
+            p.initialize(default_init=init, device=device, force_reinit=force_reinit)
+
+    def zero_grad(self) -> None:
+        """Zero the gradient of every parameter."""
+        for p in self.collect_params().values():
+            p.zero_grad()
+
+    def save_parameters(self, path: str) -> None:
+        """Write every parameter to ``path`` (safetensors: loading never runs code), atomically."""
+        save_arrays(path, self.collect_params())
+
+    def load_parameters(self, path: str, device: Device | None = None, allow_missing: bool = False,
+                        ignore_extra: bool = False) -> None:
+        """Load values written by ``save_parameters``; missing, extra or mis-shaped names are errors."""
+        arrays, _ = load_arrays(path)
+        assign(self.collect_params(), arrays, path, device, allow_missing, ignore_extra)
+
+    # -- calling -----------------------------------------------------------------------------
+    def __call__(self, *args):
+        return self.run_forward(*args)
+
+    def run_forward(self, *args):
+        """``forward`` after filling unknown parameter dims (at the first call) from ``args``."""
+        if any(p._deferred is not None and not p.shape_known for p in self._params.values()):
+            self._infer_shapes(args)
+        return self.forward(*args)
+
+    def forward(self, *args):
+        raise NotImplementedError(f"{type(self).__name__} must define forward(self, x)")
+
+    def infer_shape(self, *args) -> None:
+        """Fill the unknown (0) dims of this block's own parameters from the first inputs.
+
+        Override it in blocks whose parameters depend on the input shape, e.g.
+        ``self.weight.shape = (self.units, x.shape[1])``.
+        """
+        raise NotImplementedError
+
+    def _infer_shapes(self, args) -> None:
+        pending = [n for n, p in self._params.items() if p._deferred is not None and not p.shape_known]
+        if type(self).infer_shape is Block.infer_shape:
+            shapes = ", ".join(f"{n} {self._params[n].shape}" for n in pending)
+            raise DeferredInitializationError(
+                f"{type(self).__name__}: parameters with unknown (0) dims ({shapes}) need the input "
+                f"shape; implement `def infer_shape(self, *args)` in {type(self).__name__} that sets "
+                f"them, e.g. `self.{pending[0]}.shape = (..., x.shape[1])`, or give full shapes")
+        self.infer_shape(*args)
+        still = [f"{n} {self._params[n].shape}" for n in pending if not self._params[n].shape_known]
+        if still:
+            raise DeferredInitializationError(
+                f"{type(self).__name__}.infer_shape left unknown (0) dims in {', '.join(still)}; "
+                "set every 0 dim from the input shapes")
+
+    def hybridize(self, active: bool = True, static_shape: bool = False) -> None:
+        """Hybridize every ``HybridBlock`` inside this block (``active=False`` turns it off)."""
+        for child in self._children.values():
+            child.hybridize(active, static_shape)
+
+    # -- display -----------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__}("]
+        for name, child in self._children.items():
+            text = repr(child).replace("\n", "\n  ")
+            lines.append(f"  ({name}): {text}")
+        return "\n".join(lines) + ")" if len(lines) > 1 else f"{type(self).__name__}()"
+
+
+class HybridBlock(Block):
+    """A block that can be hybridized: traced once and run as a compiled graph.
+
+    >>> import lazyarray as la
+    >>> net = la.blocks.Dense(3, in_units=4)
+    >>> net.initialize(); net.hybridize()
+    >>> net(la.ones((2, 4))).shape
+    (2, 3)
+    """
+
+    def __init__(self):
+        super().__init__()
+        object.__setattr__(self, "_active", False)
+        object.__setattr__(self, "_static_shape", False)
+        self._clear_cache()
+
+    def _clear_cache(self) -> None:
+        object.__setattr__(self, "_by_sig", {})  # (training, signature) -> Compiled
+        object.__setattr__(self, "_generic", {})  # training -> Compiled that may serve new shapes
+        object.__setattr__(self, "_last_sig", None)
+        object.__setattr__(self, "trace_count", 0)
+
+    def hybridize(self, active: bool = True, static_shape: bool = False) -> None:
+        """Trace ``forward`` at the next call and run the compiled graph from then on.
+
+        ``static_shape=True`` traces again for every new input signature instead of reusing
+        a shape-generic graph.
+        """
+        object.__setattr__(self, "_active", bool(active))
+        object.__setattr__(self, "_static_shape", bool(static_shape))
+        self._clear_cache()
+        super().hybridize(active, static_shape)
+
+    @property
+    def hybridized(self) -> bool:
+        return self._active
+
+    def __call__(self, *args):
+        if not self._active or is_deferred():  # imperative, or inlined into an enclosing trace
+            return self.run_forward(*args)
+        for a in args:
+            if not isinstance(a, NDArray):
+                raise TypeError(f"a hybridized {type(self).__name__} takes arrays, got {type(a).__name__}; "
+                                "wrap numbers and NumPy data with la.array(...)")
+        training = autograd.is_training()
+        sig = hybrid.signature(args)
+        compiled = self._by_sig.get((training, sig))
+        if compiled is None:
+            compiled = self._compile_for(args, sig, training)
+        object.__setattr__(self, "_last_sig", sig)
+        return compiled(args)
+
+    def _compile_for(self, args, sig, training) -> hybrid.Compiled:
+        generic = None if self._static_shape else self._generic.get(training)
+        if generic is not None and generic.accepts(sig):
+            compiled = generic  # same graph: the cached op compiles a plan for the new shapes
+        else:
+            compiled = hybrid.trace(self, args, self.collect_params(), training)
+            compiled.run = hybrid.compile_symbol(compiled.symbol)
+            object.__setattr__(self, "trace_count", self.trace_count + 1)
+            if compiled.generic:
+                self._generic[training] = compiled
+        compiled.signatures.add(sig)
+        self._by_sig[(training, sig)] = compiled
+        return compiled
+
+    # -- export --------------------------------------------------------------------------------
+    def inference_symbol(self):
+        """The inference-mode graph for the last input signature (traced now if needed)."""
+        sig = self._last_sig
+        if sig is None:
+            raise LazyArrayError(f"{type(self).__name__}.export: call the hybridized block on an input "
+                                 "once first, so its graph can be traced (net.hybridize(); net(x))")
+        compiled = self._by_sig.get((False, sig))
+        if compiled is None:
+            dummies = tuple(zeros(shape, dtype, device) for shape, dtype, device in sig)
+            compiled = hybrid.trace(self, dummies, self.collect_params(), False)
+        return compiled
+
+    def export(self, prefix: str, epoch: int = 0) -> tuple[str, str]:
+        """Write ``prefix-symbol.json`` and ``prefix-%04d.params`` (safetensors), atomically.
+
+        The graph is the inference-mode graph; the parameter file holds every parameter it reads.
+        Returns the two paths.
+        """
+        compiled = self.inference_symbol()
+        sym = compiled.symbol
+        if compiled.updates:  # never happens in inference mode, but keep the file honest
+            sym = Symbol(list(sym.outputs[:compiled.num_outputs]))
+        params = {n: s for n, s in zip(sym.list_inputs(), compiled.sources) if isinstance(s, Parameter)}
+        return write_export(prefix, epoch, sym.to_json(indent=1), params)
+
+
+class Sequential(Block):
+    """Children run one after the other: ``Sequential().add(a, b)(x) == b(a(x))``."""
+
+    def add(self, *blocks: Block) -> Sequential:
+        for b in blocks:
+            self.register_child(b)
+        return self
+
+    def forward(self, x):
+        for child in self._children.values():
+            x = child(x)
+        return x
+
+    def __getitem__(self, i):
+        items = list(self._children.values())
+        if isinstance(i, slice):
+            out = type(self)()
+            out.add(*items[i])
+            return out
+        return items[i]
+
+    def __len__(self) -> int:
+        return len(self._children)
+
+
+class HybridSequential(HybridBlock):
+    """``Sequential`` that can be hybridized as a whole (one graph for all children)."""
+
+    add = Sequential.add
+    forward = Sequential.forward
+    __getitem__ = Sequential.__getitem__
+    __len__ = Sequential.__len__
+
+
+# -- parameter files -----------------------------------------------------------------------------
+def save_arrays(path: str, params: dict[str, Parameter]) -> None:
+    """``name -> Parameter`` values to a safetensors file, written atomically."""
+    arrays, frozen = {}, []
+    for name, p in params.items():
+        d = p.data()
+        arrays[name] = np.ascontiguousarray(d.asnumpy())
+        if p.grad_req == "null":
+            frozen.append(name)
+    meta = {"format": _PARAMS_FORMAT, "grad_null": ",".join(frozen)}
+    write_atomic(path, st_save(arrays, metadata=meta))
+
+
+def load_arrays(path: str) -> tuple[dict[str, np.ndarray], dict]:
+    """The arrays and metadata of a parameter file; ``GraphFormatError`` when unreadable."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise GraphFormatError(f"cannot read parameter file {path!r}: {exc.strerror}") from None
+    try:
+        arrays = st_load(data)
+        with safe_open(path, framework="numpy") as f:
+            meta = f.metadata() or {}
+    except (SafetensorError, ValueError, OSError) as exc:
+        raise GraphFormatError(f"{path!r} is not a safetensors parameter file: {exc}") from None
+    return arrays, meta
+
+
+def assign(params: dict[str, Parameter], arrays: dict, path: str, device, allow_missing: bool,
+           ignore_extra: bool) -> None:
+    """Copy ``arrays`` into ``params`` by name, with errors that name every problem."""
+    missing = [n for n in params if n not in arrays]
+    extra = [n for n in arrays if n not in params]
+    problems = []
+    if missing and not allow_missing:
+        problems.append(f"missing parameters {missing} (pass allow_missing=True to keep their values)")
+    if extra and not ignore_extra:
+        problems.append(f"unexpected parameters {extra} (pass ignore_extra=True to skip them)")
+    for name, p in params.items():
+        if name in arrays and p.shape is not None:
+            want, got = p.shape, arrays[name].shape
+            if len(want) != len(got) or any(w and w != g for w, g in zip(want, got)):
+                problems.append(f"parameter {name!r} has shape {tuple(got)} in the file but {want} in the block")
+    if problems:
+        raise ShapeError(f"cannot load {os.path.basename(path)!r}: " + "; ".join(problems))
+    for name, p in params.items():
+        if name in arrays:
+            if device is not None and not p.initialized:
+                p.device = device
+            p.set_data(arrays[name])
+
+
+def write_export(prefix: str, epoch: int, symbol_json: str, params: dict[str, Parameter]) -> tuple[str, str]:
+    sym_path, param_path = f"{prefix}-symbol.json", f"{prefix}-{epoch:04d}.params"
+    write_atomic(sym_path, symbol_json.encode())
+    save_arrays(param_path, params)
+    return sym_path, param_path

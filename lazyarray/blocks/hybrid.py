@@ -1,0 +1,135 @@
+"""What ``hybridize()`` does, as named steps: trace, export, bind parameters, compile, run.
+
+1. **trace**: run ``forward`` once under deferred compute (and ``autograd.pause`` with the
+   current training mode), with the inputs named ``data`` (or ``data0..N``) and every
+   parameter named by its ``collect_params()`` name. ``Parameter.update`` calls made during
+   the trace (batch-norm running statistics) are collected, not applied.
+2. **export**: ``la.get_symbol`` turns the recording into a ``Symbol`` whose outputs are the
+   block's outputs followed by the updated parameter values.
+3. **bind**: each graph input is resolved once to "call argument i" or "parameter p", so a
+   call is a list comprehension.
+4. **compile**: ``la.CachedOp(symbol)`` (it plans and caches per input signature).
+5. **run**: call the cached op, write the extra outputs back into their parameters, and
+   rebuild the block's output structure.
+
+A trace is reused for a new input signature (the cached op just compiles a new plan) when
+the graph is *shape-generic*: same ranks, dtypes and devices, no op with a shape baked into
+its parameters (``reshape(shape=...)``, ``broadcast_to``, ``expand``, ``sum_to``) and the
+graph's shape inference accepts the new shapes. Otherwise the block is traced again for
+that signature. Python code that turns a shape into a number (``x.sum() / x.shape[0]``)
+bakes it into the graph without a trace-visible sign: such blocks should use shape-generic
+ops (``mean``, ``nn.flatten``, ``reshape_like``) or ``hybridize(static_shape=True)``.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+from .. import autograd
+from ..deferred import deferred
+from ..errors import LazyArrayError
+from ..executor.cached_op import CachedOp
+from ..graph.symbol import Symbol
+from ..ndarray import NDArray
+from ..tracing import UnusedInputWarning, get_symbol
+from .parameter import Parameter, collect_updates
+
+_SHAPE_BAKED_PARAMS = frozenset({"shape", "sizes"})
+
+
+def input_names(n: int) -> list[str]:
+    """Graph input names of a block called with ``n`` arrays: ``data`` or ``data0..data{n-1}``."""
+    return ["data"] if n == 1 else [f"data{i}" for i in range(n)]
+
+
+def signature(args) -> tuple:
+    """What a compiled graph is specialized to: shape, dtype and device of every input."""
+    return tuple((a.shape, a.dtype, a._device) for a in args)
+
+
+@dataclass
+class Compiled:
+    """One traced graph of a block, bound and compiled."""
+
+    symbol: Symbol
+    num_outputs: int  # the block's own outputs; the rest are parameter updates
+    structure: str  # "single" | "tuple" | "list"
+    sources: list  # per graph input: int (call argument) or Parameter
+    updates: list[Parameter]
+    generic: bool
+    training: bool
+    run: object = None
+    signatures: set = field(default_factory=set)
+
+    def accepts(self, sig: tuple) -> bool:
+        """Can this graph serve ``sig`` by recompiling (no retrace)?"""
+        if not self.generic or not self.signatures:
+            return False
+        ref = next(iter(self.signatures))
+        if len(ref) != len(sig) or any(len(a[0]) != len(b[0]) or a[1] != b[1] or a[2] is not b[2]
+                                       for a, b in zip(ref, sig)):
+            return False
+        names = input_names(len(sig))
+        try:
+            self.symbol.infer_shape(**{n: s[0] for n, s in zip(names, sig)})
+        except LazyArrayError:
+            return False
+        return True
+
+    def __call__(self, args: tuple):
+        arrays = [args[s] if type(s) is int else s._data for s in self.sources]
+        out = self.run(*arrays)
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        for p, v in zip(self.updates, outs[self.num_outputs:]):
+            p.set_data(v)
+        if self.structure == "single":
+            return outs[0]
+        main = list(outs[:self.num_outputs])
+        return tuple(main) if self.structure == "tuple" else main
+
+
+def trace(block, args: tuple, params: dict[str, Parameter], training: bool) -> Compiled:
+    """Steps 1-3: trace ``block.forward`` on ``args``, export the symbol and bind its inputs."""
+    names = input_names(len(args))
+    with autograd.pause(train_mode=training), deferred(), collect_updates() as pending:
+        out = block.run_forward(*args)
+    if isinstance(out, NDArray):
+        outs, structure = [out], "single"
+    elif isinstance(out, (tuple, list)) and out and all(isinstance(o, NDArray) for o in out):
+        outs, structure = list(out), "tuple" if isinstance(out, tuple) else "list"
+    else:
+        raise TypeError(f"{type(block).__name__}.forward must return an array or a tuple/list of arrays "
+                        f"to be hybridized, got {type(out).__name__}")
+    by_param = {id(p): n for n, p in params.items()}
+    named = dict(zip(names, args))
+    for name, p in params.items():
+        if p.initialized:
+            named[name] = p._data
+    updates = []
+    for p, value in pending:
+        if id(p) not in by_param:
+            raise LazyArrayError(f"{type(block).__name__}: forward updated parameter {p.name!r}, which is "
+                                 "not one of the block's collect_params()")
+        updates.append((p, value.detach()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedInputWarning)  # unused parameters are fine
+        sym = get_symbol(outs + [v for _, v in updates], inputs=named)
+    by_name = {n: i for i, n in enumerate(names)}
+    sources = []
+    for name in sym.list_inputs():
+        sources.append(by_name[name] if name in by_name else params[name])
+    return Compiled(sym, len(outs), structure, sources, [p for p, _ in updates],
+                    generic=is_shape_generic(sym), training=training)
+
+
+def is_shape_generic(sym: Symbol) -> bool:
+    """False when an op carries a shape in its parameters (the graph is specialized to it)."""
+    for node in sym.topo():
+        if node.op is not None and _SHAPE_BAKED_PARAMS.intersection(node.params):
+            return False
+    return True
+
+
+def compile_symbol(sym: Symbol) -> CachedOp:
+    """Step 4: the cached op that runs ``sym`` (it compiles one program per input signature)."""
+    return CachedOp(sym)

@@ -1,0 +1,229 @@
+"""``Parameter``: a named, lazily shaped array that a block learns, with its gradient.
+
+A shape may contain ``0`` for dims unknown until the first forward call (``Dense(10)``
+learns ``in_units`` from its input). ``initialize()`` on such a parameter only remembers
+the initializer and device; the block's ``infer_shape(x)`` fills the unknown dims at the
+first call and the value is created then.
+
+Values written by ``forward`` itself (batch-norm running statistics) go through
+``Parameter.update(value)``: imperatively it writes at once; inside a hybridize trace it
+is recorded as an extra graph output and written back after each compiled call, so the
+graph never mutates anything.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+
+import numpy as np
+
+from .. import init as _init
+from ..aval import as_dtype
+from ..device import Device, cpu
+from ..errors import LazyArrayError, ShapeError
+from ..ndarray import NDArray, _make
+
+_GRAD_REQS = ("write", "add", "null")
+
+
+class DeferredInitializationError(LazyArrayError, RuntimeError):
+    """A parameter's value was asked for before its shape was known (or before initialize())."""
+
+
+class Parameter:
+    """A learnable array of a block.
+
+    ``shape`` may hold ``0`` for unknown dims; ``grad_req`` is ``"write"``, ``"add"`` or
+    ``"null"`` (no gradient: running statistics, frozen weights).
+
+    >>> import lazyarray as la
+    >>> w = la.blocks.Parameter("weight", shape=(2, 3), init=la.init.One())
+    >>> w.initialize()
+    >>> w.data().asnumpy().tolist()
+    [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
+    """
+
+    def __init__(self, name: str = "", shape=None, dtype="float32", init=None, grad_req: str = "write",
+                 device: Device | None = None):
+        self.name = name
+        self._shape = None if shape is None else _as_shape(shape, name)
+        self.dtype = as_dtype(dtype, f"Parameter {name!r}")
+        self.init = None if init is None else _init.create(init)
+        if grad_req not in _GRAD_REQS:
+            raise ValueError(f"Parameter {name!r}: grad_req must be one of {_GRAD_REQS}, got {grad_req!r}")
+        self._grad_req = grad_req
+        self.device = device
+        self._data: NDArray | None = None
+        self._deferred = None  # (initializer, device) while waiting for the shape
+
+    # -- shape -----------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple | None:
+        """The shape; ``0`` marks a dim not known yet."""
+        return self._shape
+
+    @shape.setter
+    def shape(self, new) -> None:
+        new = _as_shape(new, self.name)
+        old = self._shape
+        if old is not None:
+            if len(old) != len(new) or any(o and n and o != n for o, n in zip(old, new)):
+                raise ShapeError(f"Parameter {self.name!r}: cannot change shape {old} to {new}; "
+                                 "only unknown (0) dims can be filled in")
+            new = tuple(o or n for o, n in zip(old, new))
+        self._shape = new
+        if self._deferred is not None and self.shape_known:
+            self._finish_init()
+
+    @property
+    def shape_known(self) -> bool:
+        return self._shape is not None and all(d > 0 for d in self._shape)
+
+    @property
+    def grad_req(self) -> str:
+        return self._grad_req
+
+    @grad_req.setter
+    def grad_req(self, req: str) -> None:
+        if req not in _GRAD_REQS:
+            raise ValueError(f"Parameter {self.name!r}: grad_req must be one of {_GRAD_REQS}, got {req!r}")
+        self._grad_req = req
+        if self._data is not None:
+            self._attach()
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def initialize(self, init=None, device: Device | None = None, default_init=None,
+                   force_reinit: bool = False) -> None:
+        """Create the value with ``self.init`` (else ``init``, else ``default_init``, else Xavier
+        for weights of 2 or more dims and zeros for vectors).
+
+        With unknown dims the value is created at the first forward call instead.
+        """
+        if self._data is not None and not force_reinit:
+            return
+        initializer = self.init or (None if init is None else _init.create(init)) \
+            or (None if default_init is None else _init.create(default_init))
+        device = device or self.device or cpu(0)
+        self._deferred = (initializer, device)
+        if self.shape_known:
+            self._finish_init()
+
+    def _finish_init(self) -> None:
+        initializer, device = self._deferred
+        self._deferred = None
+        if initializer is None:  # nobody chose: Xavier for weights, zeros for vectors
+            initializer = _init.Xavier() if len(self._shape) >= 2 else _init.Zero()
+        self.device = device
+        self._data = _make(initializer(self._shape, self.dtype, device), None, device)
+        self._attach()
+
+    def _attach(self) -> None:
+        if self._grad_req != "null":
+            self._data.attach_grad(self._grad_req)
+
+    @property
+    def initialized(self) -> bool:
+        return self._data is not None
+
+    def data(self, device: Device | None = None) -> NDArray:
+        """The value (an array that tracks its gradient when ``grad_req`` is not ``"null"``)."""
+        d = self._data
+        if d is None:
+            raise self._not_ready()
+        if device is not None and device is not d.device:
+            return d.to(device)
+        return d
+
+    def _not_ready(self) -> DeferredInitializationError:
+        if self._deferred is not None:
+            return DeferredInitializationError(
+                f"Parameter {self.name!r} has shape {self._shape} with unknown (0) dims; it is created "
+                "at the block's first forward call, which fills them in. Call the block once, or give "
+                "the full shape (e.g. in_units=...)")
+        return DeferredInitializationError(
+            f"Parameter {self.name!r} is not initialized; call net.initialize() (or param.initialize()) "
+            "before using it")
+
+    def grad(self, device: Device | None = None) -> NDArray:
+        """The gradient written by the last ``backward`` (zeros before any)."""
+        if self._grad_req == "null":
+            raise LazyArrayError(f"Parameter {self.name!r} has grad_req='null' and no gradient")
+        d = self.data()
+        g = d.grad
+        if g is None:
+            g = _make(d.device.xp.zeros(d.shape, d.dtype), None, d.device)
+        return g if device is None else g.to(device)
+
+    def set_data(self, value) -> None:
+        """Replace the value (a copy; the same shape keeps the array identity and its gradient buffer)."""
+        v = value._materialize() if isinstance(value, NDArray) else np.asarray(value)
+        if self._data is None:
+            if self._shape is not None:
+                self.shape = tuple(v.shape)
+            else:
+                self._shape = tuple(v.shape)
+            device = self._deferred[1] if self._deferred else (self.device or cpu(0))
+            self._deferred = None
+            self.device = device
+            xp = device.xp
+            self._data = _make(xp.array(v, dtype=self.dtype, copy=True), None, device)
+            self._attach()
+            return
+        buf = self._data._value
+        if tuple(v.shape) != tuple(buf.shape):
+            raise ShapeError(f"Parameter {self.name!r}: set_data got shape {tuple(v.shape)}, the parameter "
+                             f"is {tuple(buf.shape)}")
+        buf[...] = v
+
+    def zero_grad(self) -> None:
+        """Set the gradient buffer to zeros (for ``grad_req='add'``)."""
+        if self._data is None or self._grad_req == "null":
+            return
+        node = self._data._entry.node
+        if node.grad is not None and not hasattr(node.grad, "node"):
+            node.grad[...] = 0
+
+    def update(self, value: NDArray) -> None:
+        """Write a value computed by ``forward`` (running statistics).
+
+        Imperatively the value is copied in now; inside a hybridize trace it becomes an
+        extra output of the graph, written back after every call of the compiled graph.
+        """
+        pending = _PENDING_UPDATES.get()
+        if pending is not None:
+            pending.append((self, value))
+        else:
+            self.set_data(value.detach())
+
+    # -- raw access for the trainer --------------------------------------------------------------
+    def _raw(self):
+        """(value buffer, gradient buffer or None) as backend arrays, for in-place optimizer steps."""
+        d = self.data()
+        g = d._entry.node.grad if d._entry is not None and self._grad_req != "null" else None
+        return d._value, g
+
+    def __repr__(self) -> str:
+        shape = "?" if self._shape is None else self._shape
+        return f"Parameter({self.name!r}, shape={shape}, dtype={self.dtype}, grad_req={self._grad_req!r})"
+
+
+def _as_shape(shape, name) -> tuple:
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    if any(not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
+        raise ShapeError(f"Parameter {name!r}: shape must be non-negative ints (0 = unknown), got {shape}")
+    return tuple(int(d) for d in shape)
+
+
+_PENDING_UPDATES: contextvars.ContextVar[list | None] = contextvars.ContextVar(
+    "lazyarray_pending_updates", default=None)
+
+
+@contextlib.contextmanager
+def collect_updates():
+    """Collect ``Parameter.update`` calls instead of applying them (used while tracing)."""
+    pending: list = []
+    token = _PENDING_UPDATES.set(pending)
+    try:
+        yield pending
+    finally:
+        _PENDING_UPDATES.reset(token)

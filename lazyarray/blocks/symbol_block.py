@@ -1,0 +1,105 @@
+"""``SymbolBlock``: a block made from an exported graph (``prefix-symbol.json`` + parameters).
+
+Its ``forward`` calls a ``CachedOp`` of the graph, so it runs compiled (with autograd),
+and is inlined when called inside another block's trace (the cached op records the
+graph's nodes under deferred compute). ``export`` writes its graph back unchanged, so an
+exported, imported and re-exported model gives identical files.
+"""
+from __future__ import annotations
+
+from ..device import Device
+from ..errors import LazyArrayError, ShapeError
+from ..executor.cached_op import CachedOp
+from ..graph.symbol import Symbol, load_symbol
+from .block import HybridBlock, load_arrays, write_export
+from .parameter import Parameter
+
+
+class SymbolBlock(HybridBlock):
+    """A block that computes ``outputs`` of a symbol from named ``inputs``; every other graph
+    input is a parameter (``params``: name -> Parameter)."""
+
+    def __init__(self, outputs: Symbol, inputs: list[str], params: dict[str, Parameter] | None = None):
+        super().__init__()
+        names = outputs.list_inputs()
+        unknown = [n for n in inputs if n not in names]
+        if unknown:
+            raise LazyArrayError(f"SymbolBlock: {unknown} are not inputs of the graph; its inputs are {names}")
+        object.__setattr__(self, "_symbol", outputs)
+        object.__setattr__(self, "_input_names", list(inputs))
+        object.__setattr__(self, "_op", CachedOp(outputs))
+        params = params or {}
+        avals = {n.name: n.avals[0] for n in outputs.input_nodes()}
+        for name in names:
+            if name in inputs:
+                continue
+            p = params.get(name)
+            if p is None:
+                a = avals[name]
+                p = Parameter(name, shape=tuple(d or 0 for d in a.shape or ()), dtype=a.dtype or "float32")
+            self._params[name] = p  # graph names may contain dots: register directly, not as attributes
+
+    @staticmethod
+    def imports(symbol_file: str, input_names, param_file: str | None = None,
+                device: Device | None = None) -> SymbolBlock:
+        """Load an exported model; parameter names, shapes and dtypes are checked against the graph.
+
+        >>> import lazyarray as la, tempfile, os
+        >>> net = la.blocks.Dense(2, in_units=3); net.initialize(); net.hybridize()
+        >>> _ = net(la.ones((1, 3)))
+        >>> d = tempfile.mkdtemp(); sym_file, param_file = net.export(os.path.join(d, "m"))
+        >>> back = la.blocks.SymbolBlock.imports(sym_file, ["data"], param_file)
+        >>> bool((back(la.ones((1, 3))).asnumpy() == net(la.ones((1, 3))).asnumpy()).all())
+        True
+        """
+        names = [input_names] if isinstance(input_names, str) else list(input_names)
+        sym = load_symbol(symbol_file)
+        block = SymbolBlock(sym, names)
+        if param_file is not None:
+            arrays, meta = load_arrays(param_file)
+            block._load(arrays, meta, param_file, device)
+        return block
+
+    def _load(self, arrays: dict, meta: dict, path: str, device: Device | None) -> None:
+        want = self._params
+        missing = sorted(n for n in want if n not in arrays)
+        extra = sorted(n for n in arrays if n not in want)
+        bad = []
+        for name, p in want.items():
+            if name in arrays:
+                a = arrays[name]
+                if p.shape is not None and tuple(a.shape) != p.shape:
+                    bad.append(f"{name!r}: file {tuple(a.shape)}, graph {p.shape}")
+                elif a.dtype != p.dtype:
+                    bad.append(f"{name!r}: file dtype {a.dtype}, graph {p.dtype}")
+        problems = []
+        if missing:
+            problems.append(f"missing parameters {missing}")
+        if extra:
+            problems.append(f"parameters not in the graph {extra}")
+        if bad:
+            problems.append("mis-shaped parameters " + "; ".join(bad))
+        if problems:
+            raise ShapeError(f"SymbolBlock.imports: {path!r} does not match the graph: " + "; ".join(problems))
+        frozen = set(filter(None, meta.get("grad_null", "").split(",")))
+        for name, p in want.items():
+            if name in frozen:
+                p.grad_req = "null"
+            p.device = device
+            p.set_data(arrays[name])
+
+    @property
+    def symbol(self) -> Symbol:
+        return self._symbol
+
+    def forward(self, *args):
+        if len(args) != len(self._input_names):
+            raise LazyArrayError(f"SymbolBlock takes {len(self._input_names)} inputs "
+                                 f"({', '.join(self._input_names)}), got {len(args)}")
+        bound = dict(zip(self._input_names, args))
+        arrays = [bound[n] if n in bound else self._params[n].data() for n in self._op.sym.list_inputs()]
+        return self._op(*arrays)
+
+    def export(self, prefix: str, epoch: int = 0) -> tuple[str, str]:
+        """Write the graph this block was made from (unchanged) and its current parameters."""
+        return write_export(prefix, epoch, self._symbol.to_json(indent=1), self._params)
