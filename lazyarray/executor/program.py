@@ -10,7 +10,7 @@ Memory follows the plan (``plan.py``): every buffer is allocated once per *buffe
 kernels that write into a given array (ufuncs, ``matmul``, ``relu``, ``dense``) get a view
 of their planned buffer as ``out=``; the others return fresh arrays, which stand in for
 their planned buffer and are dropped after their last reader. An output written into a
-pooled buffer is handed to the caller and that buffer is replaced for the next run, so
+pooled buffer is handed to the caller and that buffer is replaced before the next run, so
 outputs are never aliased by later calls. Concurrent runs take separate buffer sets from
 a pool, so one program can be run from many threads at once.
 
@@ -52,11 +52,12 @@ def honours_out(op, xp) -> bool:
 class _BufferSet:
     """The slots of one run with every pooled buffer allocated: one per concurrent run."""
 
-    __slots__ = ("template", "raws")
+    __slots__ = ("template", "raws", "stale")
 
     def __init__(self, template: list, raws: dict):
         self.template = template
         self.raws = raws
+        self.stale = False  # True when the last run handed out some of these buffers
 
 
 class Program:
@@ -95,21 +96,25 @@ class Program:
                 tmpl[slot] = raw[:nbytes].view(dtype).reshape(shape)
         return _BufferSet(tmpl, raws)
 
-    def _release(self, bs: _BufferSet) -> None:
-        """Give the set back, with fresh memory for the buffers whose values were handed out."""
+    def _refill(self, bs: _BufferSet) -> None:
+        """Fresh memory for the buffers whose values the last run handed out. Done when the set
+        is taken again, not when it is given back: by then the caller has usually dropped the
+        previous outputs, so the two never need memory at the same time."""
         tmpl = bs.template
         for b in self._escaping:
             dev, size = self._buffer_specs[b]
             raw = bs.raws[b] = _alloc(dev, size)
             for slot, dtype, shape, nbytes in self._views_by_buffer[b]:
                 tmpl[slot] = raw[:nbytes].view(dtype).reshape(shape)
-        self._pool.append(bs)
+        bs.stale = False
 
     # -- running ---------------------------------------------------------------------------
     def run(self, args) -> list:
         """Run once; returns the output values (new arrays, owned by the caller)."""
         pool = self._pool
         bs = pool.pop() if pool else self._new_set()
+        if bs.stale:
+            self._refill(bs)
         s = bs.template.copy()
         for slot, v in zip(self.in_slots, args):
             s[slot] = v
@@ -140,7 +145,8 @@ class Program:
             raise _step_error(node, s, exc) from exc
         outs = [s[k].copy() if c else s[k] for k, c in zip(self.out_slots, self.copy_out)]
         if not self.once:
-            self._release(bs)
+            bs.stale = bool(self._escaping)
+            pool.append(bs)
         return outs
 
     def __repr__(self) -> str:
