@@ -1,9 +1,9 @@
 """Blocks: child registration, hierarchical parameter names, save / load, Sequential."""
 from __future__ import annotations
 
+import json
 import os
 import struct
-import json
 
 import numpy as np
 import pytest
