@@ -12,13 +12,15 @@ so its ops are inlined into the enclosing graph.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
+import struct
 from collections import OrderedDict
 from collections.abc import Iterator
 
 import numpy as np
-from safetensors import SafetensorError, safe_open
+from safetensors import SafetensorError
 from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
 
@@ -306,12 +308,14 @@ def save_arrays(path: str, params: dict[str, Parameter]) -> None:
         arrays[name] = np.ascontiguousarray(d.asnumpy())
         if p.grad_req == "null":
             frozen.append(name)
-    meta = {"format": _PARAMS_FORMAT, "grad_null": ",".join(frozen)}
+    # One metadata key: safetensors writes several in no fixed order, and equal models must
+    # give byte-identical files.
+    meta = {_PARAMS_FORMAT: json.dumps({"version": 1, "grad_null": frozen})}
     write_atomic(path, st_save(arrays, metadata=meta))
 
 
 def load_arrays(path: str) -> tuple[dict[str, np.ndarray], dict]:
-    """The arrays and metadata of a parameter file; ``GraphFormatError`` when unreadable."""
+    """The arrays and lazyarray metadata of a parameter file; ``GraphFormatError`` when unreadable."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -319,11 +323,15 @@ def load_arrays(path: str) -> tuple[dict[str, np.ndarray], dict]:
         raise GraphFormatError(f"cannot read parameter file {path!r}: {exc.strerror}") from None
     try:
         arrays = st_load(data)
-        with safe_open(path, framework="numpy") as f:
-            meta = f.metadata() or {}
     except (SafetensorError, ValueError, OSError) as exc:
         raise GraphFormatError(f"{path!r} is not a safetensors parameter file: {exc}") from None
-    return arrays, meta
+    (n,) = struct.unpack("<Q", data[:8])  # the header is valid: st_load just parsed it
+    raw = json.loads(data[8:8 + n]).get("__metadata__") or {}
+    try:
+        meta = json.loads(raw.get(_PARAMS_FORMAT, "{}"))
+    except json.JSONDecodeError:
+        meta = {}
+    return arrays, meta if isinstance(meta, dict) else {}
 
 
 def assign(params: dict[str, Parameter], arrays: dict, path: str, device, allow_missing: bool,

@@ -81,7 +81,7 @@ class SymbolBlock(HybridBlock):
             problems.append("mis-shaped parameters " + "; ".join(bad))
         if problems:
             raise ShapeError(f"SymbolBlock.imports: {path!r} does not match the graph: " + "; ".join(problems))
-        frozen = set(filter(None, meta.get("grad_null", "").split(",")))
+        frozen = set(meta.get("grad_null") or [])
         for name, p in want.items():
             if name in frozen:
                 p.grad_req = "null"
