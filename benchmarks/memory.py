@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import table  # noqa: E402
-from mlp_step import NAMES, hybrid_step_op, init_params, numpy_step  # noqa: E402
+from _util import table
+from mlp_step import NAMES, hybrid_step_op, init_params, numpy_step
 
-import lazyarray as la  # noqa: E402
+import lazyarray as la
 
 MiB = 1 << 20
 

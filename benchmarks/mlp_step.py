@@ -14,15 +14,16 @@ Target: CachedOp <= 1.1x the hand-written NumPy time.
 """
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import best_of, table  # noqa: E402
+from _util import best_of, table
 
-import lazyarray as la  # noqa: E402
+import lazyarray as la
 
 SIZES = (784, 512, 512, 10)
 LR = 0.01
@@ -30,7 +31,7 @@ LR = 0.01
 
 def init_params(rng):
     params = []
-    for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
+    for fan_in, fan_out in itertools.pairwise(SIZES):
         params.append((rng.standard_normal((fan_out, fan_in)) / np.sqrt(fan_in)).astype("float32"))
         params.append(np.zeros(fan_out, dtype="float32"))
     return params
@@ -121,42 +122,49 @@ def interleaved(fns, number, rounds=15):
 def main() -> None:
     rows = []
     for batch in (64, 1024):
-        rng = np.random.default_rng(0)
-        xn = rng.standard_normal((batch, 784)).astype("float32")
-        ln = rng.integers(0, 10, batch)
-        base = init_params(rng)
-
-        # correctness: one step of each from the same start gives the same parameters
-        p_np = [p.copy() for p in base]
-        numpy_step(xn, ln, p_np)
-        x, labels = la.array(xn), la.array(ln)
-        p_ag = [la.array(p) for p in base]
-        for p in p_ag:
-            p.attach_grad()
-        op = forward_op(x, labels, p_ag)
-        autograd_step(op, x, labels, p_ag)
-        p_hy = [la.array(p) for p in base]
-        step = hybrid_step_op(x, labels, p_hy)
-        outs = step(x, *p_hy, labels)
-        for a, b, c in zip(p_np, p_ag, outs[1:]):
-            np.testing.assert_allclose(b.asnumpy(), a, rtol=1e-4, atol=1e-5)
-            np.testing.assert_allclose(c.asnumpy(), a, rtol=1e-4, atol=1e-5)
-
-        number = 10 if batch == 64 else 2
-        p_np = [p.copy() for p in base]
-        state = {"p": [la.array(p) for p in base]}
-
-        def hybrid():
-            outs = step(x, *state["p"], labels)
-            state["p"] = outs[1:]
-
-        t_np, t_ag, t_hy = interleaved([lambda: numpy_step(xn, ln, p_np),
-                                        lambda: autograd_step(op, x, labels, p_ag), hybrid], number)
-        rows.append([batch, "NumPy by hand", f"{t_np * 1e3:.3f}", "1.00"])
-        rows.append([batch, "CachedOp + autograd", f"{t_ag * 1e3:.3f}", f"{t_ag / t_np:.2f}"])
-        rows.append([batch, "hybridized step (one CachedOp)", f"{t_hy * 1e3:.3f}", f"{t_hy / t_np:.2f}"])
+        rows += bench(batch)
     print("MLP 784-512-512-10 training step, float32 (target: CachedOp <= 1.1x NumPy by hand)")
     print(table(["batch", "implementation", "ms / step", "x NumPy"], rows))
+
+
+def bench(batch):
+    """Rows of the table for one batch size."""
+    rows = []
+    rng = np.random.default_rng(0)
+    xn = rng.standard_normal((batch, 784)).astype("float32")
+    ln = rng.integers(0, 10, batch)
+    base = init_params(rng)
+
+    # correctness: one step of each from the same start gives the same parameters
+    p_np = [p.copy() for p in base]
+    numpy_step(xn, ln, p_np)
+    x, labels = la.array(xn), la.array(ln)
+    p_ag = [la.array(p) for p in base]
+    for p in p_ag:
+        p.attach_grad()
+    op = forward_op(x, labels, p_ag)
+    autograd_step(op, x, labels, p_ag)
+    p_hy = [la.array(p) for p in base]
+    step = hybrid_step_op(x, labels, p_hy)
+    outs = step(x, *p_hy, labels)
+    for a, b, c in zip(p_np, p_ag, outs[1:]):
+        np.testing.assert_allclose(b.asnumpy(), a, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(c.asnumpy(), a, rtol=1e-4, atol=1e-5)
+
+    number = 10 if batch == 64 else 2
+    p_np = [p.copy() for p in base]
+    state = {"p": [la.array(p) for p in base]}
+
+    def hybrid():
+        outs = step(x, *state["p"], labels)
+        state["p"] = outs[1:]
+
+    t_np, t_ag, t_hy = interleaved([lambda: numpy_step(xn, ln, p_np),
+                                    lambda: autograd_step(op, x, labels, p_ag), hybrid], number)
+    rows.append([batch, "NumPy by hand", f"{t_np * 1e3:.3f}", "1.00"])
+    rows.append([batch, "CachedOp + autograd", f"{t_ag * 1e3:.3f}", f"{t_ag / t_np:.2f}"])
+    rows.append([batch, "hybridized step (one CachedOp)", f"{t_hy * 1e3:.3f}", f"{t_hy / t_np:.2f}"])
+    return rows
 
 
 if __name__ == "__main__":

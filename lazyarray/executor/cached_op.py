@@ -46,7 +46,7 @@ from ..ndarray import NDArray, _make, array_from
 from ..ops.registry import OpDef
 from ..storage import stype_of
 from .plan import MemoryPlan
-from .program import Program, compile_program
+from .program import compile_program
 
 RECOMPILE_WARN_AT = 8
 
@@ -58,7 +58,7 @@ class RecompileWarning(UserWarning):
 class _Compiled:
     """What one signature compiles to."""
 
-    __slots__ = ("sym", "program", "out_devices", "devices_all", "op", "backward", "joint", "n_out")
+    __slots__ = ("backward", "devices_all", "joint", "n_out", "op", "out_devices", "program", "sym")
 
     def __init__(self, sym, program, out_devices):
         self.sym = sym
@@ -82,8 +82,9 @@ class CachedOp:
     >>> op(la.full((2, 3), 3.0)).asnumpy()
     array([[5., 5., 5.],
            [5., 5., 5.]], dtype=float32)
-    >>> op.memory_plan(x=(64, 100)).peak_bytes
-    25600
+    >>> plan = op.memory_plan(x=(256, 1024))   # x * 2, then - 1 and relu in place
+    >>> plan.peak_bytes, plan.num_buffers
+    (1048576, 1)
     """
 
     def __init__(self, sym: Symbol):

@@ -179,8 +179,7 @@ def plan_memory(values: list[Value], steps: list[Step], *, share_out_min_bytes: 
     for i, st in enumerate(steps):
         for u in st.inputs:
             b = base[u]
-            if end[b] < i:
-                end[b] = i
+            end[b] = max(end[b], i)
     for v, val in enumerate(values):
         if val.escapes:
             end[base[v]] = last

@@ -52,7 +52,7 @@ def honours_out(op, xp) -> bool:
 class _BufferSet:
     """The slots of one run with every pooled buffer allocated: one per concurrent run."""
 
-    __slots__ = ("template", "raws", "stale")
+    __slots__ = ("raws", "stale", "template")
 
     def __init__(self, template: list, raws: dict):
         self.template = template

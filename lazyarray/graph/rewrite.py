@@ -5,7 +5,7 @@ and other arrays may still show those nodes); they copy what they keep.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .node import Entry, Node
 from .symbol import Symbol
@@ -19,7 +19,7 @@ def copy_node(node: Node, inputs, avals=None) -> Node:
                 source=node.source)
 
 
-def rewrite(sym: Symbol, visit: Callable[[Node, list], "Node | tuple | None"]) -> Symbol:
+def rewrite(sym: Symbol, visit: Callable[[Node, list], Node | tuple | None]) -> Symbol:
     """A new symbol where each node is replaced by ``visit(node, new_inputs)``.
 
     ``visit`` returns a new ``Node`` (its outputs replace the old ones), a tuple of entries

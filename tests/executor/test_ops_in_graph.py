@@ -17,7 +17,7 @@ import lazyarray as la
 from lazyarray.ops import registry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tests.ops.cases import CASES, rng_for  # noqa: E402
+from tests.ops.cases import CASES, rng_for
 
 PLAIN = sorted(k for k, c in CASES.items() if c.kind == "plain")
 
