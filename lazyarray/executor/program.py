@@ -35,9 +35,8 @@ SHARE_OUT_MIN_BYTES = 1 << 16
 # Materializing at most this many kernels runs them in order without compiling a program.
 SMALL_GRAPH = 4
 
-# Registered kernels (besides the array module's ufuncs) that honour ``out=``. The registry
-# has no field for this yet; a kernel missing here just allocates its result.
-_OUT_KERNELS = frozenset({"matmul", "relu", "dense"})
+# NumPy 2.4 deprecates a positional ``out`` for these two (a third input is ambiguous there).
+_NO_POSITIONAL_OUT = frozenset({np.maximum, np.minimum})
 
 
 def honours_out(op, xp) -> bool:
@@ -46,7 +45,7 @@ def honours_out(op, xp) -> bool:
         return False
     if isinstance(op.kernel, str):
         return type(getattr(xp, op.kernel, None)).__name__ == "ufunc"
-    return op.name in _OUT_KERNELS
+    return op.writes_out
 
 
 class _BufferSet:
@@ -294,7 +293,7 @@ def compile_program(outputs: list[Entry], inputs=(), *, names: dict | None = Non
     for i, (node, mode, fn, ins, outs, planned) in enumerate(steps_spec):
         o = outs if mode == MULTI else outs[0]
         if mode == OUT and not node.params and getattr(fn, "nin", None) == len(ins) in (1, 2) \
-                and getattr(fn, "nout", None) == 1:
+                and getattr(fn, "nout", None) == 1 and fn not in _NO_POSITIONAL_OUT:
             mode = UFUNC1 if len(ins) == 1 else UFUNC2  # ufunc: ``out`` positionally, nothing else
         a = ins[0] if ins else None
         b = ins[1] if len(ins) > 1 else None

@@ -15,13 +15,18 @@ from .params import FLOAT, Param
 from .registry import OpDef, register
 
 
-def _binary(name, kernel, grad, doc, inplace=((0, 0), (1, 0))):
-    return register(OpDef(name, ("a", "b"), kernel, grad=grad, inplace=inplace, elementwise=True, doc=doc))
+def _binary(name, kernel, grad, doc, inplace=((0, 0), (1, 0)), storage=None, sparse_kernel=None):
+    return register(OpDef(name, ("a", "b"), kernel, grad=grad, inplace=inplace, elementwise=True, doc=doc,
+                          storage=storage, sparse_kernel=sparse_kernel))
 
 
-def _unary(name, kernel, grad, doc, params=(), inplace=((0, 0),), dtype=None):
+def _unary(name, kernel, grad, doc, params=(), inplace=((0, 0),), dtype=None, zero_preserving=False,
+           writes_out=False):
+    """``zero_preserving``: f(0) == 0, so csr / row_sparse inputs keep their storage and the
+    kernel runs on the stored values only."""
+    sparse = {"storage": sk.zero_preserving_storage, "sparse_kernel": sk.unary(kernel)} if zero_preserving else {}
     return register(OpDef(name, ("x",), kernel, params=params, grad=grad, inplace=inplace,
-                          elementwise=True, dtype=dtype, doc=doc))
+                          elementwise=True, dtype=dtype, writes_out=writes_out, doc=doc, **sparse))
 
 
 def _like_exp(dtypes, **params):
@@ -95,7 +100,7 @@ def _sigmoid(xp, x, out=None):
     # 1 / (1 + e^-x) written so that neither branch overflows: e^-|x| is in (0, 1].
     e = xp.exp(-xp.abs(x))
     pos = 1 / (1 + e)
-    return xp.where(x >= 0, pos, e * pos, out=out) if out is not None else xp.where(x >= 0, pos, e * pos)
+    return xp.where(x >= 0, pos, e * pos)
 
 
 _unary("sigmoid", _sigmoid,
@@ -109,7 +114,8 @@ def _relu(xp, x, out=None):
 
 # relu's gradient reads its output, not its input: the planner may free the input.
 _unary("relu", _relu, lambda F, ins, y, g: [F.multiply(g, F.greater(y, 0))], "max(x, 0)",
-       dtype=lambda dtypes: np.maximum.resolve_dtypes((dtypes[0], dtypes[0], None))[-1])
+       dtype=lambda dtypes: np.maximum.resolve_dtypes((dtypes[0], dtypes[0], None))[-1], zero_preserving=True,
+       writes_out=True)
 
 
 def _smooth_l1(xp, x, scalar=1.0, out=None):

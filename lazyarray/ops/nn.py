@@ -112,7 +112,7 @@ def _matmul_grad(F, ins, y, g):
     return [da, db]
 
 
-register(OpDef("matmul", ("a", "b"), lambda xp, a, b, out=None: xp.matmul(a, b, out=out),
+register(OpDef("matmul", ("a", "b"), lambda xp, a, b, out=None: xp.matmul(a, b, out=out), writes_out=True,
                shape=_matmul_rule, dtype=lambda dtypes: np.result_type(*dtypes), grad=_matmul_grad,
                doc="matrix product with broadcast batch dims (the @ operator)"))
 
@@ -149,7 +149,7 @@ def _dense_grad(F, ins, y, g):
     return grads
 
 
-register(OpDef("dense", ("x", "weight", "bias?"), _dense, shape=_dense_rule,
+register(OpDef("dense", ("x", "weight", "bias?"), _dense, shape=_dense_rule, writes_out=True,
                dtype=lambda dtypes: np.result_type(*dtypes), grad=_dense_grad, namespace="nn",
                doc="fully connected layer: x @ weight.T + bias, weight shaped (units, in_units)"))
 

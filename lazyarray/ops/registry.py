@@ -39,11 +39,17 @@ class OpDef:
     * ``inputs``: input names; ``"*seq"`` = a sequence of arrays, ``"bias?"`` = optional.
     * ``shape(in_shapes, **params)`` / ``dtype(in_dtypes, **params)``: output shape(s) / dtype(s);
       ``None`` means the default (unary: keep; binary: broadcast / promote like NumPy).
-    * ``storage(in_stypes, **params)``: output stypes when the op has a kernel for sparse
-      inputs, else ``None`` (sparse inputs then fall back to dense with a warning).
+    * ``storage(in_stypes, in_shapes, **params)``: output stypes when the op has a kernel for
+      these storage types, else ``None`` (sparse inputs then fall back to dense with a warning).
+      ``in_shapes`` may hold ``None`` dims; Python scalars come as ``()``.
+    * ``sparse_kernel(xp, *values, **params)``: the kernel run when the storage rule answers and
+      an input or an output is sparse; it works on the stored values only (``kernel`` stays
+      dense in, dense out).
     * ``grad(F, inputs, outputs, g, **params)``: one gradient (or None) per input.
     * ``inplace``: ``(input, output)`` pairs that may share a buffer; ``view``: output 0 may
-      alias input 0 (reshape, transpose, expand, basic indexing).
+      alias input 0 (reshape, transpose, expand, basic indexing); ``writes_out``: a function
+      kernel that honours ``out=`` (string kernels naming a ufunc always do), so the executor
+      hands it a planned buffer instead of letting it allocate.
     * ``compose(F, *inputs, **params)``: a composite op expands into other ops instead of
       having a kernel (e.g. dropout = mask * x).
     """
@@ -64,6 +70,7 @@ class OpDef:
     device: Callable | None = None  # (in_avals, **params) -> Device, for copy ops
     elementwise: bool = False
     random: bool = False
+    writes_out: bool = False  # the kernel writes its single result into ``out=`` (ufunc kernels do)
     doc: str = ""
     _param_map: dict = field(default_factory=dict, repr=False)
     _bound: dict = field(default_factory=dict, repr=False)
