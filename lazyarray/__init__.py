@@ -10,7 +10,7 @@ True
 array([[0.119, 0.881],
        [0.119, 0.881]], dtype=float32)
 """
-from . import autograd, nn, random, sym  # noqa: F401
+from . import autograd, nn, random, sparse, sym  # noqa: F401
 from .aval import Aval
 from .creation import arange, array, full, ones, zeros
 from .deferred import deferred, is_deferred

@@ -16,6 +16,8 @@ from .graph.passes.gradient import gradient
 from .graph.build import apply_node
 from .graph.traverse import topo_order
 from .ops import registry
+from .ops.sparse_kernels import add_values
+from .storage import SPARSE_TYPES
 
 _TRAINING: contextvars.ContextVar[bool] = contextvars.ContextVar("lazyarray_training", default=False)
 
@@ -82,11 +84,15 @@ def is_training() -> bool:
     return _TRAINING.get()
 
 
-def mark_leaf(node: Node, grad_req: str) -> None:
-    """Make ``node`` a gradient target: ``backward`` writes (or adds) its gradient."""
+def mark_leaf(node: Node, grad_req: str, stype: str = "default") -> None:
+    """Make ``node`` a gradient target: ``backward`` writes (or adds) its gradient, converted to
+    storage ``stype`` (``"row_sparse"``: only the rows the gradient touches are stored)."""
     if grad_req not in ("write", "add", "null"):
         raise ValueError(f"attach_grad: grad_req must be 'write', 'add' or 'null', got {grad_req!r}")
+    if stype not in ("default", "row_sparse", "csr"):
+        raise ValueError(f"attach_grad: stype must be 'default', 'row_sparse' or 'csr', got {stype!r}")
     node.grad_req = grad_req
+    node.grad_stype = stype
     node.requires_grad = grad_req != "null"
     node.grad = None
 
@@ -118,6 +124,8 @@ def backward(outputs: list[Entry], head_grads: list | None = None) -> None:
     for leaf, g in zip(leaves, grads):
         if g is None:
             g = apply_node(registry.get("zeros_like"), Entry(leaf, 0))
+        if g.aval.stype != leaf.grad_stype:  # e.g. a row_sparse embedding gradient asked dense
+            g = apply_node(registry.get("cast_storage"), g, stype=leaf.grad_stype)
         if lazy:
             prev = leaf.grad if isinstance(leaf.grad, Entry) else None
             if leaf.grad_req == "add" and leaf.grad is not None:
@@ -135,12 +143,25 @@ def backward(outputs: list[Entry], head_grads: list | None = None) -> None:
 def _store_grad(leaf: Node, value) -> None:
     """Write (or add) an eager gradient into the leaf's buffer, keeping its identity."""
     buf = leaf.grad
-    if buf is None or isinstance(buf, Entry) or buf.shape != value.shape:
-        leaf.grad = value.copy() if value is leaf.values[0] else value
-    elif leaf.grad_req == "add":
+    if isinstance(value, SPARSE_TYPES) or isinstance(buf, SPARSE_TYPES):  # sparse: replaced, not written
+        if leaf.grad_req == "add" and buf is not None and not isinstance(buf, Entry):
+            value = add_values(leaf.avals[0].device.xp, buf, value)
+        leaf.grad = value
+    elif leaf.grad_req == "add" and buf is not None and not isinstance(buf, Entry) and buf.shape == value.shape:
         buf += value
+    elif _owned(value) and value is not leaf.values[0]:
+        # A fresh gradient array becomes the gradient: no copy (saves a parameter-sized copy per
+        # backward). An NDArray taken from ``.grad`` earlier keeps the previous gradient.
+        leaf.grad = value
+    elif buf is None or isinstance(buf, Entry) or buf.shape != value.shape or not buf.flags.writeable:
+        leaf.grad = value.copy()
     else:
         buf[...] = value
+
+
+def _owned(value) -> bool:
+    """A writable array that owns its memory (not a view, not read-only)."""
+    return getattr(value, "base", 0) is None and value.flags.writeable
 
 
 def _const_like(leaf: Node, value) -> Entry:

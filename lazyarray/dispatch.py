@@ -182,14 +182,18 @@ def _eager(op: OpDef, args: tuple, params: dict, make):
         avals = _check_rules(op, vals, params, device)
         if op.device is not None:  # copy_to: the result lives where the rule says
             out_device = avals[0].device
-    sparse = [v for v in vals if v.__class__ in SPARSE_TYPES]
-    if sparse:
+    kernel = op.bind(xp)
+    if op.storage is not None or any(v.__class__ in SPARSE_TYPES for v in vals):
         stypes = [stype_of(v) for v in vals if v is not None]
-        if not registry.has_sparse_kernel(op, stypes, params):
+        shapes = [getattr(v, "shape", ()) for v in vals if v is not None]
+        which = registry.uses_sparse_kernel(op, stypes, params, shapes)
+        if which:
+            kernel = op.bind_sparse(xp)
+        elif which is None:
             registry.warn_fallback(op, stypes)
             vals = [densify(v, xp) for v in vals]
     try:
-        out = op.bind(xp)(*vals, **params)
+        out = kernel(*vals, **params)
     except Exception as exc:
         raise _kernel_error(op, args, vals, params, device, exc) from None
     if op.num_outputs == 1:

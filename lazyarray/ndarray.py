@@ -17,6 +17,7 @@ from .dispatch import ArrayBase, apply, operator_method
 from .errors import AutogradError, DeferredComputeError, DeviceError, ShapeError, fmt_shape
 from .graph.node import Entry, const_node
 from .ops import registry
+from .ops.sparse_kernels import to_scipy
 from .storage import SPARSE_TYPES, densify, from_dense, stype_of
 
 _op = registry.get
@@ -108,6 +109,40 @@ class NDArray(ArrayBase):
             return Aval(tuple(v.shape), v.dtype, self._device, stype_of(v))
         return self._entry.aval
 
+    # -- sparse parts (csr: data, indices, indptr; row_sparse: data, indices) ----------
+    @property
+    def data(self) -> "NDArray":
+        """The stored values of a sparse array (csr: one per stored element; row_sparse: the rows)."""
+        return self._sparse_part("data")
+
+    @property
+    def indices(self) -> "NDArray":
+        """csr: the column of each stored value; row_sparse: the stored row numbers (sorted)."""
+        return self._sparse_part("indices")
+
+    @property
+    def indptr(self) -> "NDArray":
+        """csr only: row ``i`` stores ``data[indptr[i]:indptr[i + 1]]``."""
+        return self._sparse_part("indptr")
+
+    def _sparse_part(self, name: str) -> "NDArray":
+        v = self._materialize()
+        part = getattr(v, name, None) if isinstance(v, SPARSE_TYPES) else None
+        if part is None:
+            raise AttributeError(f"{name}: only {'csr' if name == 'indptr' else 'csr and row_sparse'} arrays "
+                                 f"have .{name}; this array's storage is {stype_of(v)!r} "
+                                 "(convert with .tostype('csr'))")
+        return _make(part, None, self._device)
+
+    def asscipy(self):
+        """A ``scipy.sparse.csr_matrix`` sharing this csr array's stored values (host arrays only)."""
+        v = self._materialize()
+        if stype_of(v) != "csr":
+            raise TypeError(f"asscipy: needs a csr array, this one is {stype_of(v)!r}; use .tostype('csr') first")
+        if self._device.kind != "cpu":
+            raise DeviceError(f"asscipy: the array lives on {self._device}; move it with .to(la.cpu()) first")
+        return to_scipy(np, v)
+
     # -- values ----------------------------------------------------------------
     def asnumpy(self) -> np.ndarray:
         """A NumPy copy of the (dense) value; computes a lazy array."""
@@ -194,17 +229,22 @@ class NDArray(ArrayBase):
         return apply(_op("stop_gradient"), (self,), _EMPTY, _make)
 
     # -- autograd --------------------------------------------------------------
-    def attach_grad(self, grad_req: str = "write") -> None:
-        """Ask for this array's gradient: ``backward`` fills ``.grad`` (``"add"`` accumulates)."""
+    def attach_grad(self, grad_req: str = "write", stype: str = "default") -> None:
+        """Ask for this array's gradient: ``backward`` fills ``.grad`` (``"add"`` accumulates).
+
+        ``stype="row_sparse"``: the gradient is kept row_sparse (only the rows it touches), as
+        ``take(..., sparse_grad=True)`` and ``dot(csr, w)`` give for ``w``.
+        """
         if self._value is not None:
             v = self._value
             node = const_node(v, Aval(tuple(v.shape), v.dtype, self._device, stype_of(v)))
             self._entry = Entry(node)
         else:
             node = self._entry.node
-        autograd.mark_leaf(node, grad_req)
+        autograd.mark_leaf(node, grad_req, stype)
         if self._value is not None and grad_req != "null":
-            node.grad = self._device.xp.zeros_like(densify(self._value, self._device.xp))
+            zeros = self._device.xp.zeros_like(densify(self._value, self._device.xp))
+            node.grad = zeros if stype == "default" else from_dense(zeros, stype, self._device.xp)
 
     @property
     def grad(self) -> "NDArray | None":

@@ -35,6 +35,18 @@ class CSR:
         out[rows, self.indices] = self.data
         return out
 
+    @property
+    def nnz(self) -> int:
+        return int(self.data.shape[0])
+
+    def row_ids(self, xp=np):
+        """The row of every stored value (``indices`` holds the columns)."""
+        return xp.repeat(xp.arange(self.shape[0], dtype=self.indices.dtype), xp.diff(self.indptr))
+
+    def with_data(self, data) -> CSR:
+        """The same sparsity pattern holding ``data`` (index arrays are shared, never written)."""
+        return CSR(data, self.indices, self.indptr, self.shape)
+
     @classmethod
     def from_dense(cls, dense, xp=np):
         if dense.ndim != 2:
@@ -42,9 +54,10 @@ class CSR:
 
             raise ShapeError(f"tostype('csr'): csr storage is 2-D only, got a {dense.ndim}-D array")
         rows, cols = xp.nonzero(dense)
-        indptr = xp.zeros(dense.shape[0] + 1, dtype=np.int64)
+        itype = index_dtype(dense.shape[0], dense.shape[1], rows.shape[0])
+        indptr = xp.zeros(dense.shape[0] + 1, dtype=itype)
         xp.cumsum(xp.bincount(rows, minlength=dense.shape[0]), out=indptr[1:])
-        return cls(dense[rows, cols], cols.astype(np.int64), indptr, dense.shape)
+        return cls(dense[rows, cols], cols.astype(itype), indptr, dense.shape)
 
 
 class RowSparse:
@@ -70,14 +83,29 @@ class RowSparse:
         out[self.indices] = self.data
         return out
 
+    def with_data(self, data) -> RowSparse:
+        return RowSparse(data, self.indices, self.shape)
+
     @classmethod
     def from_dense(cls, dense, xp=np):
-        flat = dense.reshape(dense.shape[0], -1) if dense.ndim > 1 else dense.reshape(-1, 1)
+        if dense.ndim == 0:
+            from .errors import ShapeError
+
+            raise ShapeError("tostype('row_sparse'): a row_sparse array needs at least one dim, got a 0-d array")
+        width = int(np.prod(dense.shape[1:], dtype=np.int64))  # not -1: empty arrays have no inferable dim
+        flat = dense.reshape(dense.shape[0], width) if dense.ndim > 1 else dense.reshape(-1, 1)
         idx = xp.nonzero(xp.any(flat != 0, axis=1))[0].astype(np.int64)
         return cls(dense[idx], idx, dense.shape)
 
 
 SPARSE_TYPES = (CSR, RowSparse)
+_INT32_MAX = np.iinfo(np.int32).max
+
+
+def index_dtype(*sizes) -> np.dtype:
+    """int32 when every size fits (what scipy.sparse uses, so conversions share the index
+    arrays instead of copying them), else int64."""
+    return np.dtype(np.int32) if max(sizes, default=0) < _INT32_MAX else np.dtype(np.int64)
 
 
 def stype_of(value) -> str:

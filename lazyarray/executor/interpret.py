@@ -23,11 +23,12 @@ def run_kernel(node: Node, args: list):
     op = node.op
     xp = node.avals[0].device.xp
     stypes = [stype_of(a) for a in args]
-    if any(s != "default" for s in stypes) and not registry.has_sparse_kernel(op, stypes, node.params):
+    which = registry.uses_sparse_kernel(op, stypes, node.params, [getattr(a, "shape", ()) for a in args])
+    if which is None:
         registry.warn_fallback(op, stypes)
         args = [densify(a, xp) for a in args]
     try:
-        out = op.bind(xp)(*args, **node.params)
+        out = (op.bind_sparse(xp) if which else op.bind(xp))(*args, **node.params)
     except LazyArrayError:
         raise
     except Exception as exc:

@@ -58,7 +58,7 @@ class Node:
 
     __slots__ = (
         "op", "inputs", "params", "name", "kind", "avals", "values", "source",
-        "requires_grad", "grad_req", "grad", "handles", "__weakref__",
+        "requires_grad", "grad_req", "grad_stype", "grad", "handles", "__weakref__",
     )
 
     def __init__(self, op, inputs, params, avals, *, name=None, kind="op", values=None, source=None):
@@ -72,6 +72,7 @@ class Node:
         self.source = source
         self.requires_grad = False
         self.grad_req = "null"  # for leaves: "write" | "add" | "null"
+        self.grad_stype = "default"  # for leaves: the storage type asked of the gradient
         self.grad = None  # for leaves: the gradient value (eager) or Entry (lazy)
         self.handles = None  # weakrefs to arrays viewing this node's outputs
 

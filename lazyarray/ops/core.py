@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ..device import Device, to_device
-from ..storage import densify, from_dense
+from ..storage import CSR, RowSparse, densify, from_dense, stype_of
+from . import sparse_kernels
 from .params import DEVICE, DTYPE, Param, choice
 from .registry import OpDef, register
 
@@ -19,6 +20,7 @@ def _cast(xp, x, dtype, out=None):
 register(OpDef(
     "cast", ("x",), _cast, params=(Param("dtype", DTYPE),),
     dtype=lambda dtypes, dtype: dtype,
+    storage=sparse_kernels.zero_preserving_storage, sparse_kernel=sparse_kernels.unary(_cast),
     grad=lambda F, ins, y, g, dtype: [F.cast(g, dtype=ins[0].aval.dtype)] if ins[0].aval.dtype.kind == "f" else [None],
     doc="x converted to dtype (a copy)",
 ))
@@ -38,22 +40,34 @@ def _copy_to(xp, x, device, out=None):
 _HOST = Device("cpu", 0)
 
 
+def _copy_to_sparse(xp, x, device, out=None):
+    # A sparse value moves as its component arrays; the container is rebuilt around them.
+    parts = [_copy_to(xp, a, device) for a in (x.data, x.indices) + ((x.indptr,) if isinstance(x, CSR) else ())]
+    return CSR(*parts, x.shape) if isinstance(x, CSR) else RowSparse(*parts, x.shape)
+
+
 register(OpDef(
     "copy_to", ("x",), _copy_to, params=(Param("device", DEVICE),),
     device=lambda avals, device: device,
+    storage=lambda stypes, shapes, device: [stypes[0]] if stypes[0] != "default" else None,
+    sparse_kernel=_copy_to_sparse,
     grad=lambda F, ins, y, g, device: [F.copy_to(g, device=ins[0].aval.device)],
     doc="x copied to another device: the explicit copy node of cross-device graphs",
 ))
 
 
 def _cast_storage(xp, x, stype, out=None):
+    if stype_of(x) == stype:
+        return x
+    if stype != "default" and stype_of(x) != "default":
+        return sparse_kernels.convert(xp, x, stype)
     return from_dense(densify(x, xp), stype, xp)
 
 
 register(OpDef(
     "cast_storage", ("x",), _cast_storage,
     params=(Param("stype", choice("default", "csr", "row_sparse")),),
-    storage=lambda stypes, stype: [stype],
+    storage=lambda stypes, shapes, stype: [stype], sparse_kernel=_cast_storage,
     grad=lambda F, ins, y, g, stype: [F.cast_storage(g, stype="default")],
     doc="x with another storage type (default, csr, row_sparse)",
 ))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ParamValueError
-from ..storage import CSR
+from . import sparse_kernels as sk
 from .params import FLOAT, Param
 from .registry import OpDef, register
 
@@ -40,9 +40,14 @@ def _times_float(dtypes, **params):
 
 
 # -- binary ------------------------------------------------------------------------
-_binary("add", "add", lambda F, ins, y, g: [g, g], "a + b")
-_binary("subtract", "subtract", lambda F, ins, y, g: [g, F.negative(g)], "a - b")
-_binary("multiply", "multiply", lambda F, ins, y, g: [F.multiply(g, ins[1]), F.multiply(g, ins[0])], "a * b")
+# Sparse: rsp+rsp -> rsp, csr+csr -> csr, sparse+dense -> dense (equal shapes); sparse * dense
+# (a scalar, or broadcasting into the sparse shape) keeps the sparse storage.
+_binary("add", "add", lambda F, ins, y, g: [g, g], "a + b",
+        storage=sk.add_storage, sparse_kernel=sk.combine(1))
+_binary("subtract", "subtract", lambda F, ins, y, g: [g, F.negative(g)], "a - b",
+        storage=sk.add_storage, sparse_kernel=sk.combine(-1))
+_binary("multiply", "multiply", lambda F, ins, y, g: [F.multiply(g, ins[1]), F.multiply(g, ins[0])], "a * b",
+        storage=sk.multiply_storage, sparse_kernel=sk.multiply)
 _binary("divide", "true_divide",
         lambda F, ins, y, g: [F.divide(g, ins[1]), F.negative(F.divide(F.multiply(g, y), ins[1]))],
         "a / b (true division: integers give floats)")
@@ -84,16 +89,16 @@ register(OpDef(
 ))
 
 # -- unary -------------------------------------------------------------------------
-_unary("negative", "negative", lambda F, ins, y, g: [F.negative(g)], "-x")
-_unary("abs", "absolute", lambda F, ins, y, g: [F.multiply(g, F.sign(ins[0]))], "|x|")
-_unary("sign", "sign", lambda F, ins, y, g: [None], "-1, 0 or 1 (zero gradient)")
+_unary("negative", "negative", lambda F, ins, y, g: [F.negative(g)], "-x", zero_preserving=True)
+_unary("abs", "absolute", lambda F, ins, y, g: [F.multiply(g, F.sign(ins[0]))], "|x|", zero_preserving=True)
+_unary("sign", "sign", lambda F, ins, y, g: [None], "-1, 0 or 1 (zero gradient)", zero_preserving=True)
 _unary("exp", "exp", lambda F, ins, y, g: [F.multiply(g, y)], "e ** x")
 _unary("log", "log", lambda F, ins, y, g: [F.divide(g, ins[0])], "natural logarithm")
-_unary("sqrt", "sqrt", lambda F, ins, y, g: [F.divide(F.multiply(g, 0.5), y)], "square root")
-_unary("square", "square", lambda F, ins, y, g: [F.multiply(g, F.multiply(ins[0], 2))], "x * x")
-_unary("sin", "sin", lambda F, ins, y, g: [F.multiply(g, F.cos(ins[0]))], "sine")
+_unary("sqrt", "sqrt", lambda F, ins, y, g: [F.divide(F.multiply(g, 0.5), y)], "square root", zero_preserving=True)
+_unary("square", "square", lambda F, ins, y, g: [F.multiply(g, F.multiply(ins[0], 2))], "x * x", zero_preserving=True)
+_unary("sin", "sin", lambda F, ins, y, g: [F.multiply(g, F.cos(ins[0]))], "sine", zero_preserving=True)
 _unary("cos", "cos", lambda F, ins, y, g: [F.negative(F.multiply(g, F.sin(ins[0])))], "cosine")
-_unary("tanh", "tanh", lambda F, ins, y, g: [F.multiply(g, F.subtract(1, F.square(y)))], "hyperbolic tangent")
+_unary("tanh", "tanh", lambda F, ins, y, g: [F.multiply(g, F.subtract(1, F.square(y)))], "hyperbolic tangent", zero_preserving=True)
 
 
 def _sigmoid(xp, x, out=None):
@@ -142,20 +147,23 @@ _unary("smooth_l1", _smooth_l1, _smooth_l1_grad,
 
 
 def _quadratic(xp, x, a=0.0, b=0.0, c=0.0, out=None):
-    if isinstance(x, CSR):  # c == 0 maps zeros to zeros: only the stored values change
-        d = x.data
-        return CSR(((a * d + b) * d).astype(_times_float([d.dtype])), x.indices, x.indptr, x.shape)
     return (a * x + b) * x + c
 
 
-def _quadratic_storage(stypes, a=0.0, b=0.0, c=0.0):
-    return ["csr"] if list(stypes) == ["csr"] and c == 0.0 else None
+def _quadratic_sparse(xp, x, a=0.0, b=0.0, c=0.0, out=None):
+    # c == 0 maps zeros to zeros: only the stored values change
+    d = x.data
+    return x.with_data(((a * d + b) * d).astype(_times_float([d.dtype])))
+
+
+def _quadratic_storage(stypes, shapes, a=0.0, b=0.0, c=0.0):
+    return [stypes[0]] if stypes[0] != "default" and c == 0.0 else None
 
 
 register(OpDef(
     "quadratic", ("x",), _quadratic,
     params=(Param("a", FLOAT, 0.0), Param("b", FLOAT, 0.0), Param("c", FLOAT, 0.0)),
-    storage=_quadratic_storage, dtype=_times_float, elementwise=True,
+    storage=_quadratic_storage, sparse_kernel=_quadratic_sparse, dtype=_times_float, elementwise=True,
     grad=lambda F, ins, y, g, a=0.0, b=0.0, c=0.0: [F.multiply(g, F.add(F.multiply(ins[0], 2 * a), b))],
-    doc="a*x**2 + b*x + c (keeps csr storage when c == 0)",
+    doc="a*x**2 + b*x + c (keeps csr / row_sparse storage when c == 0)",
 ))

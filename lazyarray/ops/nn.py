@@ -7,7 +7,8 @@ import numpy as np
 from ..device import Device
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from ..rng import generator
-from .params import DTYPE, FLOAT, INT, OPT_BOOL, Param
+from . import sparse_kernels
+from .params import BOOL, DTYPE, FLOAT, INT, OPT_BOOL, Param
 from .registry import OpDef, broadcast_shapes, normalize_axis, register
 
 
@@ -31,17 +32,42 @@ def _dot_rule(shapes):
     return tuple(a[:-1]) + tuple(b[:-2]) + (b[-1],)
 
 
-def _dot_shape(shapes):
+def _dot_shape(shapes, transpose_a=False):
     a, b = shapes
+    if transpose_a:
+        if len(a) != 2:
+            raise ShapeError(f"transpose_a needs a 2-D first operand, got {fmt_shape(a)}; "
+                             "use transpose and dot for other ranks")
+        a = a[::-1]
     if not a:
         return tuple(b)
     if not b:
         return tuple(a)
-    return _dot_rule(shapes)
+    return _dot_rule([a, b])
 
 
-def _dot_grad(F, ins, y, g):
+def _dot_kernel(xp, a, b, transpose_a=False, out=None):
+    return xp.dot(a.T if transpose_a else a, b)
+
+
+def _dot_storage(stypes, shapes, transpose_a=False):
+    # csr @ dense -> dense; csr.T @ dense -> row_sparse (only the rows of the columns the csr
+    # stores are non-zero): that is the gradient of dot(csr, W) w.r.t. W.
+    if list(stypes) != ["csr", "default"] or shapes[1] is None:
+        return None
+    if not transpose_a:
+        return ["default"] if len(shapes[1]) in (1, 2) else None
+    return ["row_sparse"] if len(shapes[1]) == 2 else None
+
+
+def _dot_grad(F, ins, y, g, transpose_a=False):
     a, b = ins
+    if transpose_a:  # y = a.T b: da = b g.T, db = a g
+        if b.aval.ndim == 1:
+            da = F.dot(F.expand_dims(b, axis=1), F.expand_dims(g, axis=0))
+        else:
+            da = F.dot(b, F.transpose(g))
+        return [da, F.dot(a, g)]
     na, nb = a.aval.ndim, b.aval.ndim
     if na == 0 or nb == 0:
         return [F.multiply(g, b) if na else F.sum(F.multiply(g, b)),
@@ -57,14 +83,16 @@ def _dot_grad(F, ins, y, g):
     if nb == 1:
         g2 = F.expand_dims(g2, axis=-1)
     da = F.dot(g2, F.transpose(b2))
-    db = F.dot(F.transpose(a2), g2)
+    db = F.dot(a2, g2, transpose_a=True)  # row_sparse when a is csr
     return [F.reshape(da, shape=a.aval.shape) if na == 1 else da,
             F.reshape(db, shape=b.aval.shape) if nb == 1 else db]
 
 
-register(OpDef("dot", ("a", "b"), lambda xp, a, b, out=None: xp.dot(a, b), shape=_dot_shape,
-               dtype=lambda dtypes: np.result_type(*dtypes), grad=_dot_grad,
-               doc="NumPy dot: inner product over the last dim of a and the second-to-last of b"))
+register(OpDef("dot", ("a", "b"), _dot_kernel, params=(Param("transpose_a", BOOL, False),), shape=_dot_shape,
+               dtype=lambda dtypes, transpose_a=False: np.result_type(*dtypes), grad=_dot_grad,
+               storage=_dot_storage, sparse_kernel=sparse_kernels.csr_dot,
+               doc="NumPy dot: inner product over the last dim of a and the second-to-last of b; "
+                   "transpose_a=True (2-D a) computes a.T @ b (csr a: a row_sparse result)"))
 
 
 def _matmul_rule(shapes):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import AxisError, ShapeError, fmt_shape
+from . import sparse_kernels
 from .params import AXIS, BOOL, INTS, Param
 from .registry import OpDef, normalize_axis, register
 
@@ -86,15 +87,22 @@ def _sum_dtype(dtypes, axis=None, keepdims=False):
     return d
 
 
-def _reducer(name, kernel, grad, dtype=None, doc=""):
+def _reducer(name, kernel, grad, dtype=None, doc="", **sparse):
     def k(xp, x, axis=None, keepdims=False, out=None):
         return getattr(xp, kernel)(x, axis=axis, keepdims=keepdims)
 
     register(OpDef(name, ("x",), k, params=_RPARAMS, shape=_reduce_shape(name), dtype=dtype, grad=grad,
-                   doc=doc))
+                   doc=doc, **sparse))
 
 
-_reducer("sum", "sum", _sum_grad, _sum_dtype, "sum over axis (None = all)")
+def _sum_csr(xp, x, axis=None, keepdims=False, out=None):
+    return sparse_kernels.csr_sum(xp, x, axis, keepdims, dtype=_sum_dtype([x.dtype]))
+
+
+# sum of a csr adds the stored values per row / column / all; the result is dense.
+_reducer("sum", "sum", _sum_grad, _sum_dtype, "sum over axis (None = all)",
+         storage=lambda stypes, shapes, axis=None, keepdims=False: ["default"] if stypes[0] == "csr" else None,
+         sparse_kernel=_sum_csr)
 _reducer("mean", "mean", _mean_grad, _float_dtype, "mean over axis (None = all)")
 _reducer("max", "max", _extreme_grad, None, "maximum over axis (None = all)")
 _reducer("min", "min", _extreme_grad, None, "minimum over axis (None = all)")

@@ -61,6 +61,7 @@ class OpDef:
     shape: Callable | None = None
     dtype: Callable | None = None
     storage: Callable | None = None
+    sparse_kernel: Callable | None = None
     grad: Callable | None = None
     inplace: tuple[tuple[int, int], ...] = ()
     view: bool = False
@@ -123,6 +124,15 @@ class OpDef:
             else:
                 f = functools.partial(self.kernel, xp)
             self._bound[xp] = f
+        return f
+
+    def bind_sparse(self, xp):
+        """The sparse kernel specialised for ``xp`` (see ``uses_sparse_kernel``)."""
+        f = self._bound.get((xp, "sparse"))
+        if f is None:
+            if self.sparse_kernel is None:
+                raise LazyArrayError(f"{self.name}: the storage rule chose a sparse kernel, but the op has none")
+            f = self._bound[(xp, "sparse")] = functools.partial(self.sparse_kernel, xp)
         return f
 
     @property
@@ -264,7 +274,7 @@ def infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
                                   device, "default")),)
     shapes_out = [shape] if n == 1 else list(shape)
     dtypes_out = dtypes_for(dtype, n)
-    stypes = output_stypes(op, [a.stype for a in in_avals], params, n)
+    stypes = output_stypes(op, [a.stype for a in in_avals], params, n, shapes)
     return tuple(Aval(tuple(s), np.dtype(d), device, st) for s, d, st in zip(shapes_out, dtypes_out, stypes))
 
 
@@ -292,17 +302,38 @@ def dtypes_for(dtype, n):
     return [dtype] * n
 
 
-def output_stypes(op: OpDef, stypes: list[str], params: dict, n: int) -> list[str]:
+def output_stypes(op: OpDef, stypes: list[str], params: dict, n: int, shapes=None) -> list[str]:
     """Storage rule: dense in, dense out; sparse without a sparse rule falls back to dense."""
     if op.storage is not None:  # asked first: cast_storage makes sparse outputs from dense inputs
-        out = op.storage(stypes, **params)
+        out = op.storage(stypes, _shapes(stypes, shapes), **params)
         if out is not None:
             return list(out)
     return ["default"] * n
 
 
-def has_sparse_kernel(op: OpDef, stypes: list[str], params: dict) -> bool:
-    return op.storage is not None and op.storage(stypes, **params) is not None
+def _shapes(stypes, shapes):
+    return [None] * len(stypes) if shapes is None else [None if s is None else tuple(s) for s in shapes]
+
+
+def has_sparse_kernel(op: OpDef, stypes: list[str], params: dict, shapes=None) -> bool:
+    """True when the storage rule takes these storage types (no dense fallback needed)."""
+    return op.storage is not None and op.storage(stypes, _shapes(stypes, shapes), **params) is not None
+
+
+def uses_sparse_kernel(op: OpDef, stypes: list[str], params: dict, shapes=None) -> bool | None:
+    """Which kernel runs on inputs of ``stypes``: True = ``sparse_kernel``, False = the dense
+    ``kernel``, None = the dense kernel after densifying the sparse inputs (the fallback).
+
+    The sparse kernel runs when the storage rule answers and an input or an output is sparse,
+    so dense-in dense-out calls of an op with a storage rule still take the dense kernel.
+    """
+    sparse_in = any(s != "default" for s in stypes)
+    if op.storage is None:
+        return None if sparse_in else False
+    out = op.storage(stypes, _shapes(stypes, shapes), **params)
+    if out is None:
+        return None if sparse_in else False
+    return op.sparse_kernel is not None and (sparse_in or any(s != "default" for s in out))
 
 
 def warn_fallback(op: OpDef, stypes) -> None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import AxisError, DTypeError, ShapeError, fmt_shape
-from .params import AXIS, INT, INTS, KEY, OPT_INTS, Param
+from ..errors import AxisError, DTypeError, ParamValueError, ShapeError, fmt_shape
+from . import sparse_kernels
+from .params import AXIS, BOOL, INT, INTS, KEY, OPT_INTS, Param
 from .reduce import reduce_axes
 from .registry import OpDef, broadcast_shapes, normalize_axis, register
 
@@ -75,8 +76,14 @@ def _transpose_grad(F, ins, y, g, axes=None):
     return [F.transpose(g, axes=tuple(int(i) for i in np.argsort(perm)))]
 
 
+def _transpose_csr(xp, x, axes=None, out=None):
+    return x if _perm(axes, 2) == (0, 1) else sparse_kernels.csr_transpose(xp, x)
+
+
 register(OpDef("transpose", ("x",), lambda xp, x, axes=None, out=None: xp.transpose(x, axes),
                params=(Param("axes", OPT_INTS, None),), view=True,
+               storage=lambda stypes, shapes, axes=None: ["csr"] if stypes[0] == "csr" else None,
+               sparse_kernel=_transpose_csr,
                shape=lambda shapes, axes=None: tuple(shapes[0][i] for i in _perm(axes, len(shapes[0]))),
                grad=_transpose_grad, doc="x with its axes permuted (reversed when axes is None)"))
 
@@ -321,6 +328,10 @@ def key_text(key):
 
 register(OpDef("getitem", ("x",), lambda xp, x, key, out=None: x[key],
                params=(Param("key", KEY),), shape=_getitem_rule, view=True,
+               # a step-1 range of rows of a csr (all columns) is a csr sharing the stored values
+               storage=lambda stypes, shapes, key: ["csr"] if stypes[0] == "csr"
+               and sparse_kernels.row_slice_of(key) is not None else None,
+               sparse_kernel=sparse_kernels.csr_row_slice,
                grad=lambda F, ins, y, g, key: [F.index_grad(g, ins[0], key=key)],
                doc="basic indexing x[key]: ints, slices, None and ..."))
 
@@ -386,13 +397,19 @@ def _take(xp, x, indices, axis=0, out=None):
     return xp.take(x, indices, axis=axis)
 
 
-register(OpDef("take", ("x", "indices"), _take, params=(Param("axis", INT, 0),),
-               shape=_take_rule, dtype=_take_dtype,
-               grad=lambda F, ins, y, g, axis=0: [F.take_grad(g, ins[0], ins[1], axis=axis), None],
-               doc="elements of x at integer indices along axis (x[idx] for axis 0)"))
+register(OpDef("take", ("x", "indices"), lambda xp, x, indices, axis=0, sparse_grad=False, out=None:
+               _take(xp, x, indices, axis),
+               params=(Param("axis", INT, 0), Param("sparse_grad", BOOL, False)),
+               shape=lambda shapes, axis=0, sparse_grad=False: _sparse_rows_only(shapes, axis, sparse_grad)
+               or _take_rule(shapes, axis),
+               dtype=lambda dtypes, axis=0, sparse_grad=False: _take_dtype(dtypes, axis),
+               grad=lambda F, ins, y, g, axis=0, sparse_grad=False:
+               [F.take_grad(g, ins[0], ins[1], axis=axis, sparse=sparse_grad), None],
+               doc="elements of x at integer indices along axis (x[idx] for axis 0); sparse_grad=True "
+                   "(axis 0) gives x a row_sparse gradient holding only the rows taken (embeddings)"))
 
 
-def _take_grad(xp, g, like, indices, axis=0, out=None):
+def _take_grad(xp, g, like, indices, axis=0, sparse=False, out=None):
     axis %= like.ndim
     res = xp.zeros(like.shape, dtype=g.dtype)
     moved = xp.moveaxis(res, axis, 0)
@@ -404,9 +421,24 @@ def _take_grad(xp, g, like, indices, axis=0, out=None):
     return res
 
 
-register(OpDef("take_grad", ("g", "like", "indices"), _take_grad, params=(Param("axis", INT, 0),),
-               shape=lambda shapes, axis=0: shapes[1], dtype=lambda dtypes, axis=0: dtypes[0],
-               doc="zeros shaped like `like` with g added at the taken indices (take's gradient)"))
+def _take_grad_sparse(xp, g, like, indices, axis=0, sparse=False, out=None):
+    return sparse_kernels.rows_sum(xp, g, indices, like.shape)
+
+
+def _sparse_rows_only(shapes, axis, sparse):
+    if sparse and normalize_axis(axis, len(shapes[0]), "take") != 0:
+        raise ParamValueError(f"sparse_grad=True needs axis=0 (a row_sparse gradient stores whole rows), "
+                              f"got axis={axis}")
+
+
+register(OpDef("take_grad", ("g", "like", "indices"), _take_grad,
+               params=(Param("axis", INT, 0), Param("sparse", BOOL, False)),
+               shape=lambda shapes, axis=0, sparse=False: _sparse_rows_only(shapes[1:], axis, sparse) or shapes[1],
+               dtype=lambda dtypes, axis=0, sparse=False: dtypes[0],
+               storage=lambda stypes, shapes, axis=0, sparse=False: ["row_sparse"] if sparse else None,
+               sparse_kernel=_take_grad_sparse,
+               doc="zeros shaped like `like` with g added at the taken indices (take's gradient); "
+                   "sparse=True: a row_sparse result holding only those rows"))
 
 
 def _nonzero(xp, x, out=None):

@@ -351,7 +351,14 @@ def _dot_samples(rng, dtype, small):
     shapes = [((3, 4), (4, 5)), ((4,), (4,)), ((3, 4), (4,)), ((4,), (4, 2)), ((), (2, 3)), ((2, 3), ())]
     if not small:
         shapes.append(((2, 3, 4), (5, 4, 2)))
-    return [Sample((rand(rng, a, dtype), rand(rng, b, dtype)), {}, f"{a}@{b}") for a, b in shapes]
+    out = [Sample((rand(rng, a, dtype), rand(rng, b, dtype)), {}, f"{a}@{b}") for a, b in shapes]
+    # transpose_a: a.T @ b (the row_sparse gradient path of dot(csr, W); dense here)
+    return out + [Sample((rand(rng, a, dtype), rand(rng, b, dtype)), {"transpose_a": True}, f"{a}.T@{b}")
+                  for a, b in [((4, 3), (4, 5)), ((4, 3), (4,))]]
+
+
+def _dot_ref(a, b, transpose_a=False):
+    return np.asarray(np.dot(a.T if transpose_a else a, b))
 
 
 def _matmul_samples(rng, dtype, small):
@@ -516,7 +523,7 @@ CASES: dict[str, Case] = {
     "nonzero": Case("shape", _nonzero_samples, lambda x: np.argwhere(x).astype(np.int64), ALL,
                     data_dependent=True),
     # linear algebra / nn
-    "dot": Case("nn", _dot_samples, ew(np.dot), ALL, grad=(0, 1), rtol32=1e-4),
+    "dot": Case("nn", _dot_samples, _dot_ref, ALL, grad=(0, 1), rtol32=1e-4),
     "matmul": Case("nn", _matmul_samples, ew(np.matmul), ALL, grad=(0, 1), rtol32=1e-4),
     "dense": Case("nn", _dense_samples, _dense_ref, ALL, grad=(0, 1, 2), rtol32=1e-4),
     "softmax": Case("nn", _softmax_samples, _softmax_ref, FLOATS, grad=(0,)),
