@@ -1,0 +1,276 @@
+"""The ``lazyarray`` command.
+
+* ``lazyarray demo``: train a small hybridized CNN (or MLP) on a synthetic, learnable data set
+  made in code, export it, import it back, check the outputs match and show the memory plan.
+* ``lazyarray inspect FILE-symbol.json [--params FILE] [--shape data=1,784] [--svg OUT]``:
+  summarize an exported graph.
+
+Problems with files or arguments print one line (``lazyarray: error: ...``) and exit with
+status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+
+import numpy as np
+from tqdm import tqdm
+
+from . import autograd
+from . import blocks as B
+from .creation import array
+from .errors import LazyArrayError, fmt_shape
+from .executor.cached_op import CachedOp
+from .graph.symbol import load_symbol
+from .rng import seed as seed_rng
+
+
+class CLIError(Exception):
+    """A problem to report in one line, exit status 2."""
+
+
+# -- data ------------------------------------------------------------------------------------------
+IMAGE = 12
+LINES = ("horizontal", "vertical", "diagonal", "anti-diagonal")
+
+
+def line_images(n: int, rng: np.random.Generator, noise: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` noisy 1 x 12 x 12 images, each showing one line: horizontal, vertical, diagonal or
+    anti-diagonal, at a random offset. A CNN learns this; chance is 25%."""
+    y = rng.integers(0, len(LINES), n)
+    x = rng.normal(0.0, noise, (n, 1, IMAGE, IMAGE)).astype(np.float32)
+    offset = rng.integers(-IMAGE // 2 + 2, IMAGE // 2 - 1, n)
+    idx = np.arange(IMAGE)
+    for i in range(n):
+        o, img = offset[i], x[i, 0]
+        if y[i] == 0:
+            img[IMAGE // 2 + o, :] += 1.2
+        elif y[i] == 1:
+            img[:, IMAGE // 2 + o] += 1.2
+        else:
+            cols = idx + o if y[i] == 2 else IMAGE - 1 - idx + o
+            keep = (cols >= 0) & (cols < IMAGE)
+            img[idx[keep], cols[keep]] += 1.2
+    return x, y.astype(np.int64)
+
+
+def spirals(n: int, rng: np.random.Generator, classes: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` points of ``classes`` interleaved 2-D spirals (the classic MLP toy problem)."""
+    y = rng.integers(0, classes, n)
+    r = rng.uniform(0.05, 1.0, n)
+    theta = y * (2 * np.pi / classes) + r * 4.0 + rng.normal(0, 0.15, n)
+    x = np.stack([r * np.sin(theta), r * np.cos(theta)], axis=1).astype(np.float32)
+    return x, y.astype(np.int64)
+
+
+def build_model(kind: str) -> B.HybridSequential:
+    """The demo models: a small CNN for the line images, an MLP for the spirals."""
+    net = B.HybridSequential()
+    if kind == "cnn":
+        net.add(B.Conv2D(8, 3, padding=1, activation="relu"), B.BatchNorm(), B.MaxPool2D(),
+                B.Conv2D(16, 3, padding=1, activation="relu"), B.MaxPool2D(), B.Flatten(),
+                B.Dense(32, activation="relu"), B.Dropout(0.1), B.Dense(len(LINES)))
+    else:
+        net.add(B.Dense(64, activation="relu"), B.Dense(64, activation="relu"), B.Dense(3))
+    return net
+
+
+# -- demo ------------------------------------------------------------------------------------------
+def demo(args) -> int:
+    rng = np.random.default_rng(args.seed)
+    seed_rng(args.seed)
+    make, what = (line_images, "12x12 line images, 4 classes") if args.model == "cnn" else \
+        (spirals, "2-D spirals, 3 classes")
+    x, y = make(args.samples, rng)
+    n_test = max(args.samples // 5, 1)
+    x_tr, y_tr, x_te, y_te = x[n_test:], y[n_test:], x[:n_test], y[:n_test]
+    classes = int(y.max()) + 1
+    print(f"lazyarray demo: a {args.model.upper()} on synthetic {what}; "
+          f"{len(x_tr)} training / {len(x_te)} test samples")
+    net = build_model(args.model)
+    net.initialize()
+    net.hybridize()
+    print(net)
+    trainer = B.Trainer(net.collect_params(), "adam", {"learning_rate": args.lr})
+    loss_fn = B.SoftmaxCrossEntropyLoss()
+    bs = args.batch_size
+    first_call = None
+    step_times = []
+    for epoch in range(args.epochs):
+        perm = rng.permutation(len(x_tr))
+        bar = tqdm(range(0, len(x_tr), bs), desc=f"epoch {epoch + 1}/{args.epochs}", unit="batch",
+                   disable=args.quiet, leave=True, file=sys.stdout, mininterval=0.25)
+        seen = correct = 0
+        total = 0.0
+        for start in bar:
+            idx = perm[start:start + bs]
+            xb, yb = array(x_tr[idx]), array(y_tr[idx])
+            t0 = time.perf_counter()
+            with autograd.record():
+                out = net(xb)
+                loss = loss_fn(out, yb)
+            loss.backward()
+            trainer.step(len(idx))
+            dt = time.perf_counter() - t0
+            if first_call is None:
+                first_call = dt
+            elif len(idx) == bs:
+                step_times.append(dt)
+            seen += len(idx)
+            total += float(loss.asnumpy().sum())
+            correct += int((out.asnumpy().argmax(axis=1) == y_tr[idx]).sum())
+            bar.set_postfix(loss=f"{total / seen:.3f}", acc=f"{correct / seen:.3f}")
+        bar.close()
+        if args.quiet:
+            print(f"epoch {epoch + 1}/{args.epochs}: loss {total / seen:.3f}, train accuracy {correct / seen:.3f}")
+    test_out = net(array(x_te)).asnumpy()
+    acc = float((test_out.argmax(axis=1) == y_te).mean())
+    chance = 1.0 / classes
+    print(f"test accuracy: {acc:.1%} (chance: {chance:.1%})")
+    if step_times:
+        print(f"hybridized training step: {np.median(step_times) * 1e3:.2f} ms (batch {bs}); "
+              f"first call (trace + compile + run): {first_call * 1e3:.1f} ms")
+
+    out_dir = args.out or tempfile.mkdtemp(prefix="lazyarray-demo-")
+    os.makedirs(out_dir, exist_ok=True)
+    sym_file, param_file = net.export(os.path.join(out_dir, "demo"))
+    print(f"exported: {sym_file}, {param_file}")
+    back = B.SymbolBlock.imports(sym_file, ["data"], param_file)
+    diff = float(np.abs(back(array(x_te)).asnumpy() - test_out).max())
+    match = diff <= 1e-5
+    print(f"re-imported: outputs {'match' if match else 'DIFFER'} (max |difference| = {diff:.3g})")
+    sample_shape = (bs,) + x.shape[1:]
+    plan = CachedOp(load_symbol(sym_file)).memory_plan(data=sample_shape)
+    print(f"memory plan of the exported graph (inference, data={fmt_shape(sample_shape)}):")
+    print(plan)
+    ok = match and acc > chance + 0.25
+    if not ok:
+        print("demo FAILED: " + ("outputs differ after re-import" if not match else
+                                 f"accuracy {acc:.1%} is not clearly above chance"))
+    return 0 if ok else 1
+
+
+# -- inspect ---------------------------------------------------------------------------------------
+def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``"data=1,784"`` -> ``("data", (1, 784))``."""
+    name, sep, dims = text.partition("=")
+    try:
+        if not sep or not name:
+            raise ValueError
+        shape = tuple(int(d) for d in dims.split(",") if d.strip())
+        if any(d < 0 for d in shape):
+            raise ValueError
+    except ValueError:
+        raise CLIError(f"--shape {text!r}: write NAME=D1,D2,... e.g. --shape data=1,784") from None
+    return name, shape
+
+
+def _is_data(name: str) -> bool:
+    return name == "data" or (name.startswith("data") and name[4:].isdigit())
+
+
+def inspect(args) -> int:
+    sym = load_symbol(args.symbol)
+    avals = {n.name: n.avals[0] for n in sym.input_nodes()}
+    shapes = dict(parse_shape(s) for s in args.shape or [])
+    unknown = [n for n in shapes if n not in avals]
+    if unknown:
+        raise CLIError(f"--shape names {unknown}, which are not inputs of the graph; inputs: {list(avals)}")
+    arrays = None
+    if args.params:
+        arrays, _ = B.block.load_arrays(args.params)
+        params = [n for n in avals if n in arrays]
+        missing = [n for n in avals if n not in arrays and not _is_data(n)]
+        extra = [n for n in arrays if n not in avals]
+        bad = [f"{n} (file {tuple(arrays[n].shape)}, graph {avals[n].shape})" for n in params
+               if avals[n].shape is not None and tuple(arrays[n].shape) != tuple(avals[n].shape)]
+        if missing or extra or bad:
+            raise CLIError(f"{args.params} does not match the graph: " + "; ".join(
+                p for p in (f"missing {missing}" if missing else "", f"not in the graph {extra}" if extra else "",
+                            f"mis-shaped {bad}" if bad else "") if p))
+    else:
+        params = [n for n in avals if not _is_data(n)]
+    data = [n for n in avals if n not in params]
+
+    print(f"graph: {args.symbol} ({len(sym.topo())} nodes)")
+    print("inputs:")
+    for n in data:
+        a = avals[n]
+        print(f"  {n:<24} {a.dtype}{fmt_shape(shapes.get(n, a.shape))}")
+    print(f"parameters{' (from ' + args.params + ')' if args.params else ''}:")
+    total = total_bytes = 0
+    for n in params:
+        a = avals[n]
+        shape = tuple(arrays[n].shape) if arrays is not None else a.shape
+        count = int(np.prod(shape)) if shape is not None and None not in shape else 0
+        total += count
+        total_bytes += count * (a.dtype.itemsize if a.dtype is not None else 0)
+        print(f"  {n:<24} {str(a.dtype) + fmt_shape(shape):<22} {count:>12,}")
+    print(f"  {'total':<24} {'':<22} {total:>12,}  ({total_bytes:,} bytes)")
+    ops = Counter(n.op.qualname for n in sym.topo() if n.op is not None)
+    print("ops: " + ", ".join(f"{k} x{v}" for k, v in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))))
+    _, out_shapes = sym.infer_shape(**shapes)
+    _, out_types = sym.infer_type()
+    print("outputs:")
+    for name, shape, dtype in zip(sym.list_outputs(), out_shapes, out_types):
+        print(f"  {name:<24} {dtype}{fmt_shape(shape)}")
+    try:
+        plan = CachedOp(sym).memory_plan(**shapes)
+    except LazyArrayError as exc:
+        print(f"memory plan: not available ({exc})")
+    else:
+        print(f"planned peak memory: {plan.peak_bytes:,} bytes (lower bound {plan.lower_bound_bytes:,}, "
+              f"without reuse {plan.naive_bytes:,}; {plan.num_buffers} buffers)")
+    if args.svg:
+        draw = getattr(sym, "draw", None)
+        if draw is None:
+            raise CLIError("--svg: this lazyarray cannot draw graphs yet (Symbol.draw is missing)")
+        draw(args.svg)
+        print(f"drawing: {args.svg}")
+    return 0
+
+
+# -- entry point -----------------------------------------------------------------------------------
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lazyarray", description="lazyarray: deferred-compute arrays, "
+                                "compiled graphs and Gluon-style blocks.")
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("demo", help="train, export, re-import and inspect a small hybridized model")
+    d.add_argument("--model", choices=("cnn", "mlp"), default="cnn", help="CNN on line images, or MLP on spirals")
+    d.add_argument("--epochs", type=int, default=6)
+    d.add_argument("--samples", type=int, default=4000, help="data set size (a fifth is held out)")
+    d.add_argument("--batch-size", type=int, default=64)
+    d.add_argument("--lr", type=float, default=0.005, help="Adam learning rate")
+    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--out", help="directory for the exported files (default: a new temporary directory)")
+    d.add_argument("--quiet", action="store_true", help="one line per epoch instead of progress bars")
+    d.set_defaults(run=demo)
+    i = sub.add_parser("inspect", help="summarize an exported graph")
+    i.add_argument("symbol", help="a FILE-symbol.json written by export")
+    i.add_argument("--params", help="the parameter file (FILE-0000.params)")
+    i.add_argument("--shape", action="append", metavar="NAME=D1,D2,...", help="input shape, e.g. data=1,784")
+    i.add_argument("--svg", metavar="OUT", help="also draw the graph to an SVG file")
+    i.set_defaults(run=inspect)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command; returns the exit status (0 ok, 1 demo failed, 2 bad input)."""
+    args = parser().parse_args(argv)
+    if getattr(args, "samples", 10) < 10 or getattr(args, "epochs", 1) < 1 or getattr(args, "batch_size", 1) < 1:
+        print("lazyarray: error: --samples must be >= 10, --epochs and --batch-size >= 1", file=sys.stderr)
+        return 2
+    try:
+        return args.run(args)
+    except (CLIError, LazyArrayError, OSError) as exc:
+        msg = " ".join(str(exc).split())  # one line
+        print(f"lazyarray: error: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""The ``lazyarray`` command: a tiny demo run, inspect, and one-line errors with exit status 2."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray import blocks as B
+from lazyarray.cli import line_images, main, spirals
+
+
+def test_demo_trains_exports_and_reimports(tmp_path, capsys):
+    status = main(["demo", "--epochs", "3", "--samples", "1500", "--quiet", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "test accuracy:" in out and "(chance: 25.0%)" in out
+    acc = float(out.split("test accuracy: ")[1].split("%")[0])
+    assert acc > 50.0
+    assert "re-imported: outputs match" in out
+    assert "peak_bytes" in out and "lower_bound_bytes" in out
+    assert sorted(os.listdir(tmp_path)) == ["demo-0000.params", "demo-symbol.json"]
+
+
+def test_demo_mlp_with_progress_bars(tmp_path, capsys):
+    status = main(["demo", "--model", "mlp", "--epochs", "3", "--samples", "900", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "epoch 3/3" in out and "loss=" in out and "acc=" in out  # the tqdm bar's postfix
+
+
+def test_demo_data_sets_are_learnable_shapes():
+    rng = np.random.default_rng(0)
+    x, y = line_images(20, rng)
+    assert x.shape == (20, 1, 12, 12) and x.dtype == np.float32 and set(y) <= {0, 1, 2, 3}
+    x, y = spirals(30, rng)
+    assert x.shape == (30, 2) and set(y) <= {0, 1, 2}
+
+
+@pytest.fixture
+def mlp_files(tmp_path):
+    la.random.seed(0)
+    net = B.HybridSequential()
+    net.add(B.Dense(512, activation="relu"), B.Dense(512, activation="relu"), B.Dense(10))
+    net.initialize()
+    net.hybridize()
+    net(la.ones((1, 784)))
+    return net.export(str(tmp_path / "mlp"))
+
+
+def test_inspect_summarizes_the_graph(mlp_files, capsys):
+    sym_file, param_file = mlp_files
+    assert main(["inspect", sym_file, "--params", param_file, "--shape", "data=64,784"]) == 0
+    out = capsys.readouterr().out
+    assert "data" in out and "float32[64,784]" in out
+    assert "0.weight" in out and "float32[512,784]" in out and "401,408" in out
+    assert "669,706" in out  # 784*512+512 + 512*512+512 + 512*10+10 parameters
+    assert "nn.dense x3" in out and "relu x2" in out
+    assert "float32[64,10]" in out
+    assert "planned peak memory:" in out
+
+
+def test_inspect_without_params_file(mlp_files, capsys):
+    sym_file, _ = mlp_files
+    assert main(["inspect", sym_file]) == 0
+    out = capsys.readouterr().out
+    assert "float32[1,784]" in out and "float32[1,10]" in out
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["inspect", "no/such-symbol.json"], "cannot read symbol file"),
+    (["inspect", "{bad}"], "not valid JSON"),
+    (["inspect", "{sym}", "--params", "no/such.params"], "cannot read parameter file"),
+    (["inspect", "{sym}", "--params", "{bad}"], "not a safetensors"),
+    (["inspect", "{sym}", "--shape", "data=1;784"], "--shape"),
+    (["inspect", "{sym}", "--shape", "image=1,784"], "not inputs of the graph"),
+    (["inspect", "{sym}", "--shape", "data=1,785"], "dense"),
+])
+def test_errors_are_one_line_with_status_2(mlp_files, tmp_path, capsys, argv, fragment):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    argv = [a.format(sym=mlp_files[0], bad=str(bad)) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("lazyarray: error:") and fragment in err, err
+    assert "Traceback" not in err
+
+
+def test_console_script_runs_as_a_process():
+    res = subprocess.run([sys.executable, "-m", "lazyarray.cli", "inspect", "missing-symbol.json"],
+                         check=False, capture_output=True, text=True)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip().startswith("lazyarray: error: cannot read symbol file")
