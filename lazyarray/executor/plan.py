@@ -39,6 +39,7 @@ class Value:
     view_of: int | None = None
     escapes: bool = False
     name: str = ""
+    runtime: str = ""  # why a step's output is allocated by its kernel at run time (e.g. "csr"), if so
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,12 @@ class MemoryPlan:
     def num_buffers(self) -> int:
         return len(self.buffer_size)
 
+    @property
+    def runtime_values(self) -> list[tuple[str, str]]:
+        """``(name, why)`` of the values no buffer is planned for because their size is only known
+        when they are computed (sparse outputs, data-dependent shapes): allocated at run time."""
+        return [(v.name or f"v{i}", v.runtime) for i, v in enumerate(self.values) if v.runtime]
+
     def table(self) -> str:
         """A text table: one row per buffer (device, size, the values it holds), then totals."""
         rows = [("buffer", "device", "bytes", "values (step range)")]
@@ -98,6 +105,9 @@ class MemoryPlan:
         widths = [max(len(r[i]) for r in rows) for i in range(3)]
         lines = ["  ".join(r[i].ljust(widths[i]) if i != 2 else r[i].rjust(widths[i]) for i in range(3))
                  + "  " + r[3] for r in rows]
+        lines += [f"run time  {str(self.values[i].device):<{widths[1]}}  {'?':>{widths[2]}}  {nm} "
+                  f"({why}: allocated by its kernel when run)" for i, (nm, why) in
+                  ((i, (v.name or f"v{i}", v.runtime)) for i, v in enumerate(self.values) if v.runtime)]
         lb = self.lower_bound_bytes
         ratio = f"{self.peak_bytes / lb:.3f}x" if lb else "-"
         lines += [

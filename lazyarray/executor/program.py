@@ -240,7 +240,12 @@ def compile_program(outputs: list[Entry], inputs=(), *, names: dict | None = Non
     for slot, a in enumerate(slot_aval):
         if external[slot] or a is None or a.shape is None or None in a.shape or a.stype != "default" \
                 or a.dtype is None:
-            values.append(Value(0, getattr(a, "device", None), external=True, escapes=slot in out_set))
+            # Made by a step but not plannable (sparse: its size depends on the data): its kernel
+            # allocates it at run time, and the plan lists it as such.
+            runtime = "" if external[slot] or a is None else (
+                a.stype if a.stype != "default" else "data-dependent shape")
+            values.append(Value(0, getattr(a, "device", None), external=True, escapes=slot in out_set,
+                                runtime=runtime))
         else:
             values.append(Value(a.nbytes, a.device, escapes=slot in out_set))
     names = names or {}
@@ -264,7 +269,7 @@ def compile_program(outputs: list[Entry], inputs=(), *, names: dict | None = Non
         for i in range(k):
             sl = slot_of[(id(node), i)]
             values[sl] = Value(values[sl].nbytes, values[sl].device, values[sl].external, values[sl].view_of,
-                               values[sl].escapes, nm if k == 1 else f"{nm}.{i}")
+                               values[sl].escapes, nm if k == 1 else f"{nm}.{i}", values[sl].runtime)
     plan = plan_memory(values, psteps, share_out_min_bytes=SHARE_OUT_MIN_BYTES)
 
     # Pooled buffers: those that some ``out=`` step writes into.
