@@ -164,18 +164,24 @@ class BatchNorm(HybridBlock):
 
 
 class Embedding(HybridBlock):
-    """Rows of a ``(input_dim, output_dim)`` table picked by integer indices (``take`` on axis 0)."""
+    """Rows of a ``(input_dim, output_dim)`` table picked by integer indices (``take`` on axis 0).
 
-    def __init__(self, input_dim: int, output_dim: int, dtype="float32", weight_initializer=None):
+    ``sparse_grad=True``: the weight's gradient is row_sparse (only the rows looked up), and the
+    Trainer updates only those rows (MXNet's lazy update).
+    """
+
+    def __init__(self, input_dim: int, output_dim: int, dtype="float32", weight_initializer=None,
+                 sparse_grad: bool = False):
         super().__init__()
         self.input_dim, self.output_dim = input_dim, output_dim
+        self.sparse_grad = bool(sparse_grad)
         self.weight = Parameter("weight", shape=(input_dim, output_dim), dtype=dtype,
-                                init=weight_initializer)
+                                init=weight_initializer, grad_stype="row_sparse" if sparse_grad else "default")
 
     def forward(self, x: NDArray):
         if x.dtype.kind not in "iu":
             x = x.astype("int64")  # Gluon feeds float indices; take needs integers
-        return F.take(self.weight.data(), x, axis=0)
+        return F.take(self.weight.data(), x, axis=0, sparse_grad=self.sparse_grad)
 
     def __repr__(self) -> str:
         return f"Embedding({self.input_dim} -> {self.output_dim})"

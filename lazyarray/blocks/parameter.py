@@ -22,6 +22,7 @@ from ..aval import as_dtype
 from ..device import Device, cpu
 from ..errors import LazyArrayError, ShapeError
 from ..ndarray import NDArray, _make
+from ..storage import RowSparse
 
 _GRAD_REQS = ("write", "add", "null")
 
@@ -44,8 +45,9 @@ class Parameter:
     """
 
     def __init__(self, name: str = "", shape=None, dtype="float32", init=None, grad_req: str = "write",
-                 device: Device | None = None):
+                 device: Device | None = None, grad_stype: str = "default"):
         self.name = name
+        self.grad_stype = grad_stype  # "row_sparse": backward keeps only the rows it touches
         self._shape = None if shape is None else _as_shape(shape, name)
         self.dtype = as_dtype(dtype, f"Parameter {name!r}")
         self.init = None if init is None else _init.create(init)
@@ -119,7 +121,7 @@ class Parameter:
 
     def _attach(self) -> None:
         if self._grad_req != "null":
-            self._data.attach_grad(self._grad_req)
+            self._data.attach_grad(self._grad_req, stype=self.grad_stype)
 
     @property
     def initialized(self) -> bool:
@@ -180,7 +182,9 @@ class Parameter:
         if self._data is None or self._grad_req == "null":
             return
         node = self._data._entry.node
-        if node.grad is not None and not hasattr(node.grad, "node"):
+        if isinstance(node.grad, RowSparse):  # zero rows stored
+            node.grad = RowSparse(node.grad.data[:0], node.grad.indices[:0], node.grad.shape)
+        elif node.grad is not None and not hasattr(node.grad, "node"):
             node.grad[...] = 0
 
     def update(self, value: NDArray) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 
 from ..errors import ParamValueError
+from ..ops.sparse_kernels import adam_rows, sgd_rows
+from ..storage import RowSparse
 from .parameter import Parameter
 
 
@@ -46,6 +48,10 @@ class SGD(Optimizer):
         return weight * 0 if self.momentum else None
 
     def update(self, weight, grad, state, step, rescale=1.0, xp=None):
+        if isinstance(grad, RowSparse):  # lazy update: only the rows the gradient stores
+            sgd_rows(xp, weight, grad.indices, grad.data, self.learning_rate, self.wd, rescale,
+                     self.clip_gradient, self.momentum, state)
+            return
         g = self._prepare(weight, grad, rescale, xp)
         lr = weight.dtype.type(self.learning_rate)
         if state is None:
@@ -70,6 +76,11 @@ class Adam(Optimizer):
         return (weight * 0, weight * 0)
 
     def update(self, weight, grad, state, step, rescale=1.0, xp=None):
+        if isinstance(grad, RowSparse):  # lazy update: weight, mean and var only at the stored rows
+            lr = self.learning_rate * math.sqrt(1 - self.beta2 ** step) / (1 - self.beta1 ** step)
+            adam_rows(xp, weight, grad.indices, grad.data, state[0], state[1], lr, self.beta1, self.beta2,
+                      self.epsilon, self.wd, rescale, self.clip_gradient)
+            return
         g = self._prepare(weight, grad, rescale, xp)
         mean, var = state
         t = weight.dtype.type
