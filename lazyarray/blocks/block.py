@@ -24,9 +24,9 @@ from safetensors import SafetensorError
 from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
 
-from .. import autograd
+from ..autograd import _TRAINING
 from ..creation import zeros
-from ..deferred import is_deferred
+from ..deferred import _MODE, DEFERRED
 from ..device import Device
 from ..errors import GraphFormatError, LazyArrayError, ShapeError
 from ..graph.serialize import write_atomic
@@ -210,18 +210,20 @@ class HybridBlock(Block):
         return self._active
 
     def __call__(self, *args):
-        if not self._active or is_deferred():  # imperative, or inlined into an enclosing trace
+        if not self._active or _MODE.get() & DEFERRED:  # imperative, or inlined into an enclosing trace
             return self.run_forward(*args)
-        for a in args:
-            if not isinstance(a, NDArray):
-                raise TypeError(f"a hybridized {type(self).__name__} takes arrays, got {type(a).__name__}; "
-                                "wrap numbers and NumPy data with la.array(...)")
-        training = autograd.is_training()
-        sig = hybrid.signature(args)
+        # The hot path of a hybridized call: one signature, one dict lookup, then the cached op.
+        try:
+            sig = tuple([(a.shape, a.dtype, a._device) for a in args])
+        except AttributeError:
+            bad = next(a for a in args if not isinstance(a, NDArray))
+            raise TypeError(f"a hybridized {type(self).__name__} takes arrays, got {type(bad).__name__}; "
+                            "wrap numbers and NumPy data with la.array(...)") from None
+        training = _TRAINING.get()
         compiled = self._by_sig.get((training, sig))
         if compiled is None:
             compiled = self._compile_for(args, sig, training)
-        object.__setattr__(self, "_last_sig", sig)
+        self.__dict__["_last_sig"] = sig
         return compiled(args)
 
     def _compile_for(self, args, sig, training) -> hybrid.Compiled:

@@ -21,6 +21,8 @@ from .registry import OpDef, normalize_axis, register
 
 # -- helpers -------------------------------------------------------------------------------------
 def _pair(v, name, op, minimum):
+    if len(v) == 2 and v[0] >= minimum and v[1] >= minimum:  # the common case, on every kernel call
+        return v
     if len(v) == 1:
         v = (v[0], v[0])
     if len(v) != 2 or any(d < minimum for d in v):
@@ -41,12 +43,25 @@ def _out_dim(size, k, s, p):
 
 
 def _windows(xp, x, kernel, stride, padding, fill=0.0):
-    """Sliding windows (N, C, Ho, Wo, kh, kw) over x padded with ``fill`` (a view, no copy)."""
+    """Sliding windows (N, C, Ho, Wo, kh, kw) over x padded with ``fill``: a strided view.
+
+    Built directly from strides (``np.pad`` and ``sliding_window_view`` cost more than the
+    arithmetic for the small images this library trains on).
+    """
     (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
+    n, c, h, w = x.shape
     if ph or pw:
-        x = xp.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
-    win = xp.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(2, 3))
-    return win[:, :, ::sh, ::sw]
+        padded = xp.full((n, c, h + 2 * ph, w + 2 * pw), fill, dtype=x.dtype)
+        padded[:, :, ph:ph + h, pw:pw + w] = x
+        x, h, w = padded, h + 2 * ph, w + 2 * pw
+    else:
+        x = xp.ascontiguousarray(x)
+    ho, wo = (h - kh) // sh + 1, (w - kw) // sw + 1
+    s0, s1, s2, s3 = x.strides
+    shape, strides = (n, c, ho, wo, kh, kw), (s0, s1, s2 * sh, s3 * sw, s2, s3)
+    if xp is np:
+        return np.ndarray(shape, x.dtype, buffer=x, strides=strides)
+    return xp.lib.stride_tricks.as_strided(x, shape, strides)
 
 
 def _float_inputs(op):
@@ -173,8 +188,21 @@ def _fill_min(dtype):
 
 
 def _max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), out=None):
-    k, s, p = _pool_geometry(kernel, stride, padding)
-    return xp.ascontiguousarray(_windows(xp, x, k, s, p, _fill_min(x.dtype)).max(axis=(4, 5)))
+    """An elementwise maximum over the kh * kw shifted, strided views of x: for small kernels
+    this beats a reduction over a windows view several times."""
+    (kh, kw), (sh, sw), (ph, pw) = _pool_geometry(kernel, stride, padding)
+    n, c, h, w = x.shape
+    if ph or pw:
+        padded = xp.full((n, c, h + 2 * ph, w + 2 * pw), _fill_min(x.dtype), dtype=x.dtype)
+        padded[:, :, ph:ph + h, pw:pw + w] = x
+        x, h, w = padded, h + 2 * ph, w + 2 * pw
+    ho, wo = (h - kh) // sh + 1, (w - kw) // sw + 1
+    res = None
+    for i in range(kh):
+        for j in range(kw):
+            view = x[:, :, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw]
+            res = view.copy() if res is None else xp.maximum(res, view, out=res)
+    return res
 
 
 def _max_pool2d_shape(shapes, kernel=(2, 2), stride=(0, 0), padding=(0, 0)):
