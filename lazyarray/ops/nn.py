@@ -140,7 +140,13 @@ def _matmul_grad(F, ins, y, g):
     return [da, db]
 
 
-register(OpDef("matmul", ("a", "b"), lambda xp, a, b, out=None: xp.matmul(a, b, out=out), writes_out=True,
+def _matmul(xp, a, b, out=None):
+    if a.ndim == 2 and b.ndim == 2 and a.shape[1] == 1:  # an outer product (dense's weight gradient at
+        return xp.multiply(a, b, out=out)  # batch 1): NumPy's matmul takes a slow non-BLAS loop for K=1
+    return xp.matmul(a, b, out=out)
+
+
+register(OpDef("matmul", ("a", "b"), _matmul, writes_out=True,
                shape=_matmul_rule, dtype=lambda dtypes: np.result_type(*dtypes), grad=_matmul_grad,
                doc="matrix product with broadcast batch dims (the @ operator)"))
 
