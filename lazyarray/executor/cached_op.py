@@ -310,7 +310,8 @@ def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int]) -> _Compile
     out_devices = [e.aval.device for e in fwd_outs]
     c = _Compiled(sym, fwd_prog, out_devices)
     grad_pos = [i for i, g in zip(wrt, grads) if g is not None]
-    grad_avals = tuple(inputs[i].avals[0] for i in grad_pos)
+    # A gradient may be sparse (dot(csr, w) gives w a row_sparse one): its stype is the graph's.
+    grad_avals = tuple(inputs[i].avals[0]._replace(stype=g.aval.stype) for i, g in zip(grad_pos, live))
     n_out, n_saved = len(fwd_outs), len(saved)
 
     def bwd_kernel(xp, *arrays, out=None):
@@ -321,6 +322,8 @@ def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int]) -> _Compile
                    shape=lambda shapes: [a.shape for a in grad_avals] if len(grad_avals) > 1 else grad_avals[0].shape,
                    dtype=lambda dtypes: [a.dtype for a in grad_avals] if len(grad_avals) > 1 else grad_avals[0].dtype,
                    device=lambda avals: grad_avals[0].device,
+                   # the program runs sparse values itself: no dense fallback around it
+                   storage=lambda stypes, shapes: [a.stype for a in grad_avals], sparse_kernel=bwd_kernel,
                    doc="the compiled backward program of a CachedOp")
 
     def grad_fn(F, ins, outs, g):
@@ -344,6 +347,7 @@ def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int]) -> _Compile
                  shape=lambda shapes: [a.shape for a in all_avals] if len(all_avals) > 1 else all_avals[0].shape,
                  dtype=lambda dtypes: [a.dtype for a in all_avals] if len(all_avals) > 1 else all_avals[0].dtype,
                  device=lambda avals: all_avals[0].device,
+                 storage=lambda stypes, shapes: [a.stype for a in all_avals], sparse_kernel=fwd_kernel,
                  doc="a compiled CachedOp call: the user's outputs, then the values backward reads")
     c.devices_all = [a.device for a in all_avals]
     c.backward = (bwd_prog, saved_in, grad_pos)
