@@ -29,7 +29,8 @@ from .aval import as_dtype
 from .device import Device, current_device, to_device
 from .errors import DeviceError, ParamValueError, ShapeError
 from .ndarray import NDArray, _make
-from .ops.sparse_kernels import adam_rows, from_scipy as _csr_from_scipy, sgd_rows
+from .ops.sparse_kernels import adam_rows, sgd_rows
+from .ops.sparse_kernels import from_scipy as _csr_from_scipy
 from .storage import CSR, RowSparse, densify, index_dtype, stype_of
 
 __all__ = ["adam_update", "csr_matrix", "from_scipy", "row_sparse_array", "sgd_update", "zeros"]

@@ -8,8 +8,8 @@ is made to raise while the kernel runs). Deferred compute gives the same values 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pytest
