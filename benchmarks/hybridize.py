@@ -40,6 +40,12 @@ def _mlp():
     return net
 
 
+def _numpy_mlp(x, ws):
+    h = np.maximum(x @ ws[0].T + ws[1], 0)
+    h = np.maximum(h @ ws[2].T + ws[3], 0)
+    return h @ ws[4].T + ws[5]
+
+
 def make(factory, shape, hybridize):
     la.random.seed(0)
     net = factory()
@@ -105,7 +111,14 @@ def main(quick: bool = False) -> None:
                 infer, train = workloads(net, x, y, trainer, B.SoftmaxCrossEntropyLoss(), batch)
                 infer(), train()  # warm up: trace and compile both modes
                 fns[(mode, "infer")], fns[(mode, "train")] = infer, train
+            if name.startswith("MLP"):  # the floor: the same inference in NumPy by hand
+                ws = [p.data().asnumpy() for p in make(factory, shape, False).collect_params().values()]
+                xv = x.asnumpy()
+                fns[("numpy", "infer")] = lambda ws=ws, xv=xv: _numpy_mlp(xv, ws)
             t = interleaved(fns, rounds, number if batch == 1 else max(number // 4, 2))
+            if ("numpy", "infer") in t:
+                rows.append([name, batch, "inference, NumPy by hand", "", "",
+                             f"floor {t[('numpy', 'infer')] * 1e3:.3f}"])
             for what in ("infer", "train"):
                 imp, hyb = t[("imperative", what)], t[("hybridized", what)]
                 label = "inference call" if what == "infer" else "training step"
