@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from ..storage import CSR, RowSparse, stype_of
+from ..storage import CSR, RowSparse, index_dtype, stype_of
 from .registry import broadcast_shapes
 
 try:  # scipy.sparse does the heavy CSR products on the host
@@ -243,8 +243,12 @@ def csr_sum(xp, x: CSR, axis=None, keepdims=False, dtype=None, out=None):
     if not axes:
         return x.todense(xp).astype(dtype, copy=False)
     ax = axes[0]
-    res = xp.zeros(x.shape[1 - ax], dtype=dtype)
-    xp.add.at(res, x.indices if ax == 0 else x.row_ids(xp), x.data.astype(dtype, copy=False))
+    where = x.indices if ax == 0 else x.row_ids(xp)
+    if np.dtype(dtype).kind == "f":  # bincount accumulates in float64: fast and at least as exact
+        res = xp.bincount(where, weights=x.data, minlength=x.shape[1 - ax]).astype(dtype)
+    else:
+        res = xp.zeros(x.shape[1 - ax], dtype=dtype)
+        xp.add.at(res, where, x.data.astype(dtype, copy=False))
     if keepdims:
         res = res.reshape((1, -1) if ax == 0 else (-1, 1))
     return res
@@ -256,9 +260,22 @@ def rows_sum(xp, g, indices, shape) -> RowSparse:
     taken there: the sparse gradient of a row lookup (embedding)."""
     idx = indices.reshape(-1).astype(np.int64, copy=False)
     idx = xp.where(idx < 0, idx + shape[0], idx)
+    g = g.reshape((idx.shape[0],) + tuple(shape[1:]))
+    if xp is np and idx.size:
+        # Sort once; row r of the result sums the runs of equal ids: a CSR "selector" S (one row per
+        # distinct id, a one at each position holding it) times g. scipy's S @ g is ~5x faster
+        # than add.at and ~2x faster than add.reduceat over the sorted rows.
+        order = np.argsort(idx, kind="stable")
+        sorted_idx = idx[order]
+        starts = np.flatnonzero(np.concatenate(([True], sorted_idx[1:] != sorted_idx[:-1])))
+        it = index_dtype(idx.size)
+        sel = CSR(np.ones(idx.size, g.dtype), order.astype(it), np.append(starts, idx.size).astype(it),
+                  (starts.size, idx.size))
+        data = np.asarray(to_scipy(np, sel) @ g.reshape(idx.size, -1)).astype(g.dtype, copy=False)
+        return RowSparse(data.reshape((starts.size,) + tuple(shape[1:])), sorted_idx[starts], shape)
     rows, inverse = xp.unique(idx, return_inverse=True)
     data = xp.zeros((rows.shape[0],) + tuple(shape[1:]), dtype=g.dtype)
-    xp.add.at(data, inverse.reshape(-1), g.reshape((idx.shape[0],) + tuple(shape[1:])))
+    xp.add.at(data, inverse.reshape(-1), g)
     return RowSparse(data, rows, shape)
 
 
