@@ -11,6 +11,10 @@ Ops with a sparse kernel keep or produce sparse storage (``relu(csr)`` is csr, `
 is dense, ``la.dot(csr, g, transpose_a=True)`` is row_sparse); every other op densifies its
 sparse inputs and warns once (``LAZYARRAY_STORAGE_FALLBACK_WARN=0`` silences it).
 
+``csr.T`` is a csr again (transposed by scipy), so ``la.dot(csr.T, g)`` is *dense*; write
+``la.dot(csr, g, transpose_a=True)`` (MXNet's spelling) for the row_sparse product that
+touches only the rows of the columns the csr stores.
+
 >>> import numpy as np, lazyarray as la
 >>> x = la.sparse.csr_matrix(([1.0, 2.0, 3.0], [0, 2, 1], [0, 2, 2, 3]), shape=(3, 3))
 >>> x.stype, x.indptr.asnumpy().tolist()

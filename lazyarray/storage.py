@@ -30,9 +30,7 @@ class CSR:
 
     def todense(self, xp=np):
         out = xp.zeros(self.shape, dtype=self.data.dtype)
-        counts = xp.diff(self.indptr)
-        rows = xp.repeat(xp.arange(self.shape[0]), counts.tolist() if xp is np else counts)
-        out[rows, self.indices] = self.data
+        out[self.row_ids(xp), self.indices] = self.data
         return out
 
     @property
@@ -41,7 +39,7 @@ class CSR:
 
     def row_ids(self, xp=np):
         """The row of every stored value (``indices`` holds the columns)."""
-        return xp.repeat(xp.arange(self.shape[0], dtype=self.indices.dtype), xp.diff(self.indptr))
+        return runs(xp, xp.diff(self.indptr)).astype(self.indices.dtype, copy=False)
 
     def with_data(self, data) -> CSR:
         """The same sparsity pattern holding ``data`` (index arrays are shared, never written)."""
@@ -96,6 +94,14 @@ class RowSparse:
         flat = dense.reshape(dense.shape[0], width) if dense.ndim > 1 else dense.reshape(-1, 1)
         idx = xp.nonzero(xp.any(flat != 0, axis=1))[0].astype(np.int64)
         return cls(dense[idx], idx, dense.shape)
+
+
+def runs(xp, counts):
+    """``[0]*counts[0] + [1]*counts[1] + ...``: the owner of every stored value."""
+    if xp is np:
+        return np.repeat(np.arange(counts.shape[0]), counts)
+    # CuPy's repeat wants host repeat counts; a search over the run ends stays on the device
+    return xp.searchsorted(xp.cumsum(counts), xp.arange(int(counts.sum())), side="right")
 
 
 SPARSE_TYPES = (CSR, RowSparse)

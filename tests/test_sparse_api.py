@@ -238,3 +238,18 @@ def test_updates_reject_lazy_weights():
         w = la.ones((5, 2)) * 2
     with pytest.raises(la.ParamValueError, match="in place"):
         la.sparse.sgd_update(w, _rsp_grad(), lr=0.1)
+
+
+@pytest.mark.skipif(not la.gpu_available(), reason="needs CuPy and a GPU")
+def test_sparse_kernels_on_the_gpu_match_the_cpu():
+    x = la.array(DENSE).tostype("csr")
+    w = la.array(np.arange(8, dtype=np.float32).reshape(4, 2))
+    g = la.array(np.ones((3, 2), np.float32))
+    xg, wg, gg = x.to(la.gpu()), w.to(la.gpu()), g.to(la.gpu())
+    assert xg.stype == "csr" and xg.device == la.gpu()
+    for f in (lambda a, b, c: la.relu(a * 2.0), lambda a, b, c: la.dot(a, b),
+              lambda a, b, c: la.dot(a, c, transpose_a=True), lambda a, b, c: la.sum(a, axis=0),
+              lambda a, b, c: a[1:3], lambda a, b, c: a.tostype("row_sparse")):
+        cpu, gpu = f(x, w, g), f(xg, wg, gg)
+        assert cpu.stype == gpu.stype
+        np.testing.assert_allclose(gpu.asnumpy(), cpu.asnumpy(), rtol=1e-6)

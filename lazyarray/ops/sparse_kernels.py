@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from ..storage import CSR, RowSparse, index_dtype, stype_of
+from ..storage import CSR, RowSparse, index_dtype, runs, stype_of
 from .registry import broadcast_shapes
 
 try:  # scipy.sparse does the heavy CSR products on the host
@@ -176,7 +176,7 @@ def convert(xp, x, stype: str):
         counts = xp.diff(x.indptr)
         rows = xp.nonzero(counts)[0]
         data = xp.zeros((rows.shape[0], x.shape[1]), dtype=x.dtype)
-        pos = xp.repeat(xp.arange(rows.shape[0]), counts[rows])
+        pos = runs(xp, counts[rows])
         data[pos, x.indices] = x.data
         return RowSparse(data, rows.astype(np.int64), x.shape)
     if isinstance(x, RowSparse) and stype == "csr":
