@@ -103,11 +103,12 @@ def as_entries(op: OpDef, inputs) -> list[Entry]:
                 continue
             else:
                 flat.append(x)
-    if all(type(x) is Entry for x in flat):
-        return list(flat)
     arrays = [x for x in flat if type(x) is Entry]
-    dtypes = [e.aval.dtype for e in arrays if e.aval.dtype is not None]
-    device = arrays[0].aval.device if arrays else current_device()
+    if len(arrays) == len(flat):
+        return arrays
+    avals = [e.node.avals[e.index] for e in arrays]
+    dtypes = [a.dtype for a in avals if a.dtype is not None]
+    device = avals[0].device if avals else current_device()
     out = []
     for x in flat:
         if type(x) is Entry:

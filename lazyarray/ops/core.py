@@ -67,7 +67,7 @@ def _cast_storage(xp, x, stype, out=None):
 register(OpDef(
     "cast_storage", ("x",), _cast_storage,
     params=(Param("stype", choice("default", "csr", "row_sparse")),),
-    storage=lambda stypes, shapes, stype: [stype], sparse_kernel=_cast_storage,
+    storage=lambda stypes, shapes, stype: [stype], sparse_kernel=_cast_storage, sparse_from_dense=True,
     grad=lambda F, ins, y, g, stype: [F.cast_storage(g, stype="default")],
     doc="x with another storage type (default, csr, row_sparse)",
 ))

@@ -72,6 +72,7 @@ class OpDef:
     elementwise: bool = False
     random: bool = False
     writes_out: bool = False  # the kernel writes its single result into ``out=`` (ufunc kernels do)
+    sparse_from_dense: bool = False  # the storage rule can make sparse outputs from dense inputs
     doc: str = ""
     _param_map: dict = field(default_factory=dict, repr=False)
     _bound: dict = field(default_factory=dict, repr=False)
@@ -268,7 +269,7 @@ def infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
         listing = ", ".join(str(d) for d in dtypes)
         raise DTypeError(f"{op.name}: not defined for dtypes ({listing}): {exc}") from None
     n = op.num_outputs
-    if n == 1 and not sparse and op.storage is None:  # cast_storage makes sparse from dense
+    if n == 1 and not sparse and not op.sparse_from_dense:  # dense in, dense out
         # tuple.__new__ skips NamedTuple's Python-level __new__ (this line runs once per recorded node)
         return (_new_tuple(Aval, (tuple(shape), dtype if isinstance(dtype, np.dtype) else np.dtype(dtype),
                                   device, "default")),)
@@ -304,7 +305,7 @@ def dtypes_for(dtype, n):
 
 def output_stypes(op: OpDef, stypes: list[str], params: dict, n: int, shapes=None) -> list[str]:
     """Storage rule: dense in, dense out; sparse without a sparse rule falls back to dense."""
-    if op.storage is not None:  # asked first: cast_storage makes sparse outputs from dense inputs
+    if op.storage is not None and (op.sparse_from_dense or any(st != "default" for st in stypes)):
         out = op.storage(stypes, _shapes(stypes, shapes), **params)
         if out is not None:
             return list(out)

@@ -436,6 +436,7 @@ register(OpDef("take_grad", ("g", "like", "indices"), _take_grad,
                shape=lambda shapes, axis=0, sparse=False: _sparse_rows_only(shapes[1:], axis, sparse) or shapes[1],
                dtype=lambda dtypes, axis=0, sparse=False: dtypes[0],
                storage=lambda stypes, shapes, axis=0, sparse=False: ["row_sparse"] if sparse else None,
+               sparse_from_dense=True,
                sparse_kernel=_take_grad_sparse,
                doc="zeros shaped like `like` with g added at the taken indices (take's gradient); "
                    "sparse=True: a row_sparse result holding only those rows"))
