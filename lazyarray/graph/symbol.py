@@ -12,6 +12,7 @@ from ..aval import Aval
 from ..ops.shape import key_text
 from ..errors import GraphError, GraphFormatError, LazyArrayError, fmt_shape
 from ..ops import registry
+from . import draw as _draw
 from . import nx as nx_view
 from . import serialize
 from .build import apply_node
@@ -264,6 +265,17 @@ class Symbol:
     def __repr__(self) -> str:
         return (f"<Symbol {len(self.topo())} nodes, inputs {self.list_inputs()}, "
                 f"outputs {self.list_outputs()}>")
+
+    # -- drawing (graph/draw.py) --------------------------------------------------------------
+    def _repr_svg_(self) -> str:
+        return _draw.to_svg(self._outputs, names=self.names())
+
+    def _repr_html_(self) -> str:
+        return _draw.symbol_html(self._outputs, self.names(), self.list_inputs(), self.list_outputs())
+
+    def draw(self, path, max_nodes: int | None = _draw.DEFAULT_MAX_NODES) -> str:
+        """Write the graph as an SVG drawing to ``path`` (``.svg``, written atomically)."""
+        return _draw.write_svg(path, _draw.to_svg(self._outputs, names=self.names(), max_nodes=max_nodes))
 
 
 def _checked(sym: Symbol) -> Symbol:
