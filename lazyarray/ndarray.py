@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import autograd
+from . import autograd, display
 from .aval import Aval
 from .deferred import is_deferred
 from .device import Device, to_device
@@ -203,6 +203,9 @@ class NDArray(ArrayBase):
         return f"array({text}, dtype={self.dtype}, device={self._device}{stype})"
 
     __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        return display.array_html(self._value, self._entry, self._device)
 
     # -- conversions -----------------------------------------------------------
     def to(self, device: Device) -> "NDArray":

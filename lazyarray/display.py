@@ -1,0 +1,127 @@
+"""Rich notebook display of arrays (``NDArray._repr_html_``), as well-formed XHTML fragments.
+
+A normal array shows its values the way NumPy prints them (summarized past 1,000 elements)
+with dtype, shape, device and storage type. A lazy array shows what is known without
+computing: its static shape (``?`` for unknown dims), dtype, device, how many nodes are
+pending behind it, what would compute it, and a drawing of the pending sub-graph.
+
+Displaying never computes anything: only node avals and already computed values are read.
+Functions take the array's fields (value, graph entry, device), not the ``NDArray`` type, so
+this module sits below ``ndarray.py``.
+
+>>> import lazyarray as la
+>>> x = la.ones((2, 3))
+>>> with la.deferred():
+...     y = x * 2
+>>> "lazy" in y._repr_html_() and y.is_lazy
+True
+"""
+from __future__ import annotations
+
+from html import escape
+
+import numpy as np
+
+from .device import Device, to_device
+from .graph import draw
+from .graph.node import Entry, Node
+from .graph.traverse import topo_order
+from .storage import densify, stype_of
+
+DRAW_MAX_NODES = 40  # boxes in the pending-graph drawing of a lazy array
+_PRINT = {"threshold": 1000, "edgeitems": 3, "separator": ", "}
+_DENSE_LIMIT = 10_000  # sparse arrays up to this many elements are shown dense
+
+_CSS = (
+    ".la-arr{font-family:ui-sans-serif,system-ui,-apple-system,'Segoe UI',Roboto,Helvetica,Arial,"
+    "sans-serif;font-size:12.5px;color:#111827;margin:2px 0}"
+    ".la-arr .la-hd{display:flex;flex-wrap:wrap;gap:6px;align-items:center;margin-bottom:4px}"
+    ".la-arr .la-tag{border-radius:9px;padding:1px 8px;background:#eef2f7;color:#374151;"
+    "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:11.5px}"
+    ".la-arr .la-kind{background:#2563eb;color:#fff;font-weight:600}"
+    ".la-arr .la-lazy{background:#9333ea}"
+    ".la-arr pre{margin:0;padding:6px 8px;background:#f8fafc;border-radius:6px;font-size:12px;"
+    "line-height:1.35;overflow:auto;max-height:320px}"
+    ".la-arr ul{margin:2px 0 6px 18px;padding:0}"
+    ".la-arr code{font-size:11.5px;background:#f1f5f9;border-radius:3px;padding:0 3px}"
+    ".la-arr .la-note{color:#4b5563;margin:4px 0 2px}"
+)
+
+
+def array_html(value, entry: Entry | None, device: Device) -> str:
+    """HTML for an array with backend ``value`` (None while lazy), graph ``entry`` and ``device``."""
+    if value is None and entry is not None:
+        value = entry.value  # computed through another array of the same graph
+    if value is not None:
+        return _normal_html(value, device)
+    return _lazy_html(entry, device)
+
+
+def shape_text(shape) -> str:
+    """``(2, 3)``, ``(?, 3)``, ``(5,)``; ``?`` marks dims unknown before computing."""
+    dims = ["?" if d is None else str(d) for d in shape]
+    return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+
+
+def pending_nodes(entry: Entry) -> list[Node]:
+    """Nodes without values in the sub-graph behind ``entry`` (what computing it would run)."""
+    order = topo_order([entry], stop=lambda n: n.values is not None)
+    return [n for n in order if n.values is None]
+
+
+def _tags(kind: str, extra_cls: str, fields: list[tuple[str, str]]) -> str:
+    tags = [f'<span class="la-tag la-kind{extra_cls}">{escape(kind)}</span>']
+    tags += [f'<span class="la-tag" title="{escape(k)}">{escape(v)}</span>' for k, v in fields]
+    return f'<div class="la-hd">{"".join(tags)}</div>'
+
+
+def _wrap(body: str) -> str:
+    return f'<div class="la-arr"><style>{_CSS}</style>{body}</div>'
+
+
+def _normal_html(value, device: Device) -> str:
+    stype = stype_of(value)
+    shape = tuple(int(d) for d in value.shape)
+    fields = [("dtype", str(value.dtype)), ("shape", shape_text(shape)), ("device", str(device)),
+              ("storage type", stype)]
+    if stype == "default":
+        text = np.array2string(_host(value, device), **_PRINT)
+    elif int(np.prod(shape)) <= _DENSE_LIMIT:
+        text = np.array2string(_host(densify(value, device.xp), device), **_PRINT)
+    else:
+        data = _host(value.data, device)
+        text = f"{stype} storage, {data.size:,} stored values:\n" + np.array2string(data, **_PRINT)
+    return _wrap(_tags("array", "", fields) + f"<pre>{escape(text)}</pre>")
+
+
+def _host(v, device: Device) -> np.ndarray:
+    return to_device(v, device, Device("cpu", 0)) if device.kind == "gpu" else np.asarray(v)
+
+
+def _lazy_html(entry: Entry, device: Device) -> str:
+    aval = entry.aval
+    shape = aval.shape
+    fields = [("dtype", str(aval.dtype)), ("shape (static; ? = unknown)", shape_text(shape)),
+              ("device", str(device)), ("storage type", aval.stype)]
+    pending = pending_nodes(entry)
+    n = len(pending)
+    head = (f'<div class="la-note">{n:,} pending node{"s" if n != 1 else ""} behind this array '
+            "(nothing has been computed for it yet).</div>")
+    unknown = [i for i, d in enumerate(shape) if d is None]
+    if unknown:
+        dims = ", ".join(str(i) for i in unknown)
+        shape_item = (f"<li><code>x.shape</code>: dim{'s' if len(unknown) > 1 else ''} {dims} "
+                      "depend on the data (<code>x.static_shape</code> never computes)</li>")
+    else:
+        shape_item = ""
+    computes = (
+        '<div class="la-note">Computed by:</div><ul>'
+        "<li><code>x.asnumpy()</code>, <code>x.item()</code>, <code>numpy.asarray(x)</code></li>"
+        "<li><code>bool(x)</code>, <code>float(x)</code>, <code>int(x)</code></li>"
+        f"{shape_item}"
+        "<li>use as an input to an op outside <code>la.deferred()</code></li></ul>"
+    )
+    svg = draw.to_svg([entry], stop=lambda node: node.values is not None, max_nodes=DRAW_MAX_NODES,
+                      title="pending graph")
+    graph = f'<div style="overflow:auto;max-height:520px">{svg}</div>'
+    return _wrap(_tags("lazy", " la-lazy", fields) + head + computes + graph)

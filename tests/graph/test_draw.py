@@ -1,0 +1,199 @@
+"""Graph drawing (graph/draw.py, graph/svg.py): well-formed SVG, labels, kinds, limits, files."""
+import itertools
+import os
+import time
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray.graph import draw, svg
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+SIZE_LIMIT = 600_000  # bytes for a 1,000-node graph, drawn in full or collapsed
+
+
+def parse(text: str) -> ET.Element:
+    return ET.fromstring(text)
+
+
+def all_text(root: ET.Element) -> str:
+    return " ".join("".join(el.itertext()) for el in root.iter(f"{SVG_NS}text"))
+
+
+def boxes(root: ET.Element, kind: str) -> list[ET.Element]:
+    """Node boxes of one kind (legend swatches have no tooltip, boxes do)."""
+    return [g for g in root.iter(f"{SVG_NS}g") if f"la-{kind}" in (g.get("class") or "").split()
+            and g.find(f"{SVG_NS}title") is not None]
+
+
+def mlp_symbol():
+    x = la.sym.var("data", shape=(64, 784))
+    w1, b1 = la.sym.var("fc1_weight", shape=(128, 784)), la.sym.var("fc1_bias", shape=(128,))
+    h = la.sym.relu(la.sym.nn.dense(x, w1, b1))
+    return la.sym.nn.softmax(la.sym.nn.dense(h, la.sym.var("fc2_weight", shape=(10, 128))))
+
+
+def chain(n: int):
+    """A symbol of ``n`` ops (alternating add / multiply) plus its input."""
+    x = la.sym.var("x", shape=(4, 4))
+    y = x
+    for i in range(n):
+        y = (y + x) if i % 2 else la.sym.relu(y)
+    return y
+
+
+def ladder(n_blocks: int):
+    """A residual stack with one weight per block: ~4 nodes per block, no long linear chain."""
+    x = la.sym.var("x", shape=(8, 16))
+    h = x
+    for i in range(n_blocks):
+        h = h + la.sym.relu(la.sym.nn.dense(h, la.sym.var(f"w{i}", shape=(16, 16))))
+    return h
+
+
+def test_svg_is_well_formed_with_labels():
+    sym = mlp_symbol()
+    root = parse(sym._repr_svg_())
+    assert root.tag == f"{SVG_NS}svg"
+    text = all_text(root)
+    for label in ("data", "fc1_weight", "fc2_weight", "nn.dense", "dense0", "relu", "nn.softmax",
+                  "float32[64,784]", "float32[64,10]", "cpu(0)", "8 nodes"):
+        assert label in text, label
+    assert len(boxes(root, "var")) == 4  # graph inputs are drawn as inputs
+    assert len(boxes(root, "out")) == 1
+    edges = root.find(f"{SVG_NS}g[@class='la-e']")
+    assert len(edges) == 7
+
+
+def test_one_style_block_and_no_inline_styles():
+    text = mlp_symbol()._repr_svg_()
+    assert text.count("<style>") == 1
+    assert " style=" not in text  # styling is by class only
+
+
+def test_kinds_constants_copies_devices():
+    a = la.ones((2, 3))
+    b = la.array(np.arange(6.0).reshape(2, 3))
+    with la.deferred():
+        y = (a * 2 + b).to(la.cpu(1))
+        z = la.relu(y).sum(axis=0)
+    sym = la.get_symbol(z, inputs={"a": a})
+    root = parse(sym._repr_svg_())
+    (copy,) = boxes(root, "copy")
+    assert "copy_to" in "".join(copy.itertext()) and "→ cpu(1)" in "".join(copy.itertext())
+    assert copy.find(f"{SVG_NS}polygon") is not None  # a different shape from op boxes
+    assert len(boxes(root, "const")) == 1  # b; the scalar 2 is shown inside multiply, as in print(sym)
+    classes = {c for g in boxes(root, "op") for c in g.get("class").split()}
+    assert {"la-d0", "la-d1"} <= classes  # two devices, two colours
+    legend = all_text(root)
+    assert "cpu(0)" in legend and "cpu(1)" in legend and "copy between devices" in legend
+
+
+def test_unknown_dims_and_computed_leaves():
+    x = la.array([1.0, -2.0, 3.0])
+    with la.deferred():
+        y = la.relu(x)
+        z = y[y > 0]
+    y.asnumpy()  # y is computed now; z is still pending
+    root = parse(draw.to_svg([z._entry], stop=lambda n: n.values is not None))
+    assert "float32[?]" in all_text(root)
+    assert len(boxes(root, "done")) == 1  # relu, already computed, is a leaf
+
+
+def test_text_is_escaped():
+    x = la.sym.var("a<b&c>", shape=(2,))
+    root = parse(la.sym.relu(x)._repr_svg_())
+    assert "a<b&c>" in all_text(root)
+
+
+def test_html_is_well_formed():
+    html = mlp_symbol()._repr_html_()
+    root = parse(html)
+    assert "data" in "".join(root.itertext()) and root.find(f".//{SVG_NS}svg") is not None
+
+
+def test_small_graphs_are_drawn_in_full():
+    root = parse(chain(50)._repr_svg_())
+    assert not boxes(root, "more")
+    assert "51 nodes" in all_text(root)
+
+
+def test_long_chain_collapses_and_says_so():
+    sym = chain(1000)
+    text = sym._repr_svg_()
+    root = parse(text)
+    (more,) = boxes(root, "more")
+    assert "998 nodes" in "".join(more.itertext())
+    assert "1,001 nodes" in all_text(root) and "collapsed" in all_text(root)
+    assert len(text) < 20_000
+
+
+@pytest.mark.parametrize("max_nodes", [draw.DEFAULT_MAX_NODES, None])
+def test_thousand_nodes_size_and_time(max_nodes):
+    sym = ladder(250)  # 1,001 nodes
+    assert len(sym.topo()) == 1001
+    t = time.perf_counter()
+    text = draw.to_svg(sym.outputs, names=sym.names(), max_nodes=max_nodes)
+    elapsed = time.perf_counter() - t
+    assert len(text.encode()) < SIZE_LIMIT
+    root = parse(text)
+    assert "add249" in all_text(root)  # the output is always drawn
+    n_boxes = len([g for g in root.iter(f"{SVG_NS}g") if "la-n" in (g.get("class") or "")
+                   and g.find(f"{SVG_NS}title") is not None])
+    if max_nodes is None:
+        assert n_boxes == 1001 and not boxes(root, "more")
+    else:
+        assert n_boxes <= max_nodes and "collapsed" in all_text(root)
+    assert elapsed < 2.0  # typically ~0.05 s; generous for slow CI machines
+
+
+def test_layout_is_layered_and_boxes_do_not_overlap():
+    sym = ladder(6)
+    root = parse(draw.to_svg(sym.outputs, max_nodes=None))
+    rows: dict[float, list[tuple[float, float]]] = {}
+    for g in root.iter(f"{SVG_NS}g"):
+        if "la-n" not in (g.get("class") or "") or g.find(f"{SVG_NS}title") is None:
+            continue
+        x, y = map(float, g.get("transform")[len("translate("):-1].split(","))
+        shape = g.find(f"{SVG_NS}rect")
+        w = float(shape.get("width")) if shape is not None else 100.0
+        rows.setdefault(y, []).append((x - w / 2, x + w / 2))
+    for spans in rows.values():
+        spans.sort()
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
+
+
+def test_draw_writes_svg_atomically(tmp_path):
+    sym = mlp_symbol()
+    path = tmp_path / "mlp.svg"
+    assert sym.draw(path) == str(path)
+    text = path.read_text(encoding="utf-8")
+    parse(text)
+    assert os.listdir(tmp_path) == ["mlp.svg"]  # no temporary file left behind
+    sym.draw(str(path))  # overwriting works
+    with pytest.raises(ValueError, match=r"\.svg"):
+        sym.draw(tmp_path / "mlp.png")
+
+
+def test_failed_write_keeps_old_file(tmp_path, monkeypatch):
+    path = tmp_path / "g.svg"
+    path.write_text("old")
+
+    def boom(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError):
+        draw.write_svg(path, "<svg/>")
+    assert path.read_text() == "old"
+    assert os.listdir(tmp_path) == ["g.svg"]
+
+
+def test_svg_builder():
+    doc = svg.SvgDoc(100, 50, css=".a{fill:red}")
+    doc.add(svg.rect(1, 2, 3.25, 4, cls="a", rx=2), svg.text(5, 6, "x<y"), svg.group([svg.path("M0 0L1 1")], dx=2))
+    root = parse(doc.render())
+    assert root.get("width") == "100" and "x<y" in all_text(root)
+    assert svg.num(3.0) == "3" and svg.num(2.25) in ("2.2", "2.3") and svg.clip("abcdef", 4) == "abc…"

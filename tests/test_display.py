@@ -1,0 +1,107 @@
+"""Notebook display of arrays (display.py): values, lazy summaries, and never computing."""
+import xml.etree.ElementTree as ET
+
+import numpy as np
+
+import lazyarray as la
+from lazyarray import display
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+def parse(html: str) -> ET.Element:
+    return ET.fromstring(html)  # the fragment is one well-formed <div>
+
+
+def text_of(root: ET.Element) -> str:
+    """Visible text: everything but the stylesheets."""
+    for parent in list(root.iter()):
+        for child in list(parent):
+            if child.tag in ("style", f"{SVG_NS}style"):
+                parent.remove(child)
+    return " ".join(root.itertext())
+
+
+def test_normal_array_shows_values_and_fields():
+    x = la.array(np.arange(6.0, dtype=np.float32).reshape(2, 3))
+    root = parse(x._repr_html_())
+    t = text_of(root)
+    assert "[[0., 1., 2.]," in t and "float32" in t and "(2, 3)" in t and "cpu(0)" in t and "default" in t
+    assert "lazy" not in t
+
+
+def test_large_array_is_summarized():
+    x = la.zeros((2000, 3))
+    html = x._repr_html_()
+    parse(html)
+    assert "..." in html and len(html) < 5_000
+
+
+def test_text_is_escaped():
+    x = la.array([True, False])
+    parse(x._repr_html_())
+    assert display.shape_text((None, 3)) == "(?, 3)" and display.shape_text((5,)) == "(5,)"
+
+
+def test_lazy_array_display_never_computes(kernel_calls):
+    x = la.array([[1.0, -2.0], [3.0, 4.0]])
+    with la.deferred():
+        y = la.relu(x * 2)
+        z = y[y > 1].sum()
+        w = y[y > 0]
+    calls_before = list(kernel_calls)
+    for arr in (z, w, y):
+        html = arr._repr_html_()
+        root = parse(html)
+        t = text_of(root)
+        assert "lazy" in t and "float32" in t and "cpu(0)" in t
+        assert root.find(f".//{SVG_NS}svg") is not None
+    assert kernel_calls == calls_before  # nothing ran
+    for arr in (z, w, y):
+        assert arr.is_lazy and arr._entry.node.values is None
+
+
+def test_lazy_array_fields():
+    x = la.array([[1.0, -2.0], [3.0, 4.0]])
+    with la.deferred():
+        y = la.relu(x * 2)
+        w = y[y > 0]
+    t = text_of(parse(w._repr_html_()))
+    assert "(?,)" in t
+    assert "4 pending nodes" in t  # multiply, relu, greater, boolean_mask
+    for how in ("x.asnumpy()", "x.item()", "numpy.asarray(x)", "bool(x)", "x.shape", "la.deferred()"):
+        assert how in t, how
+    assert "boolean_mask" in t and "relu" in t  # the drawing
+    t_y = text_of(parse(y._repr_html_()))
+    assert "(2, 2)" in t_y and "2 pending nodes" in t_y and "x.shape" not in t_y
+
+
+def test_partly_computed_graph_counts_only_pending():
+    x = la.array([1.0, -2.0, 3.0])
+    with la.deferred():
+        y = la.relu(x)
+        z = la.exp(y) + 1
+    y.asnumpy()
+    html = z._repr_html_()
+    t = text_of(parse(html))
+    assert "2 pending nodes" in t  # exp, add; relu is computed
+    assert z.is_lazy
+    assert not y.is_lazy and "lazy" not in text_of(parse(y._repr_html_()))
+
+
+def test_large_pending_graph_is_collapsed():
+    x = la.ones((2, 2))
+    with la.deferred():
+        y = x
+        for _ in range(500):
+            y = la.relu(y) + x
+    html = y._repr_html_()
+    t = text_of(parse(html))
+    assert "1,000 pending nodes" in t and "collapsed" in t
+    assert len(html) < 60_000 and y.is_lazy
+
+
+def test_sparse_array():
+    x = la.array(np.eye(3, dtype=np.float32)).tostype("csr")
+    t = text_of(parse(x._repr_html_()))
+    assert "csr" in t and "[[1., 0., 0.]," in t
