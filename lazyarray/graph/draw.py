@@ -30,6 +30,7 @@ from .traverse import topo_order
 
 DEFAULT_MAX_NODES = 200
 MIN_CHAIN = 4  # chains shorter than this are drawn in full
+MAX_VIA_SPAN = 8  # edges skipping more rows are drawn straight (no waypoints: keeps size linear)
 
 _H = 38  # box height
 _VGAP = 30  # between rows
@@ -327,7 +328,7 @@ def _layout(items: list[_Item]) -> list[tuple[int, int, list[int]]]:
             dst = items[s]
             span = dst.layer - src.layer
             vias: list[int] = []
-            if 1 < span and span - 1 <= budget:
+            if 1 < span <= MAX_VIA_SPAN and span - 1 <= budget:
                 budget -= span - 1
                 prev = p
                 for layer in range(src.layer + 1, dst.layer):
@@ -418,7 +419,7 @@ def _tooltip(it: _Item, names: dict[int, str]) -> str:
     if it.kind == "done":
         text += "  (already computed)"
     line = node.source_line()
-    return text + (f"\nrecorded at {line}" if line else "")
+    return text + (f"\nrecorded at {S.clip(line, 100)}" if line else "")
 
 
 def _box(kind: str, w: float) -> str:
@@ -481,7 +482,7 @@ def _render(items, order, outputs, names, stopped, total, title) -> str:
                 cls += " la-out"
         first = f'<text y="16"><tspan class="la-b">{S.esc(bold)}</tspan>' + \
             (f'<tspan class="la-m" dx="5">{S.esc(plain)}</tspan>' if plain else "") + "</text>"
-        body = _box(it.kind, it.w) + first + S.text(0, 31, sub, cls="la-s")
+        body = _box(it.kind, it.w) + first + f'<text class="la-s" y="31">{S.esc(sub)}</text>'
         boxes.append(S.group(body, cls=cls, dx=it.x + shift, dy=row_y[it.layer], tip=_tooltip(it, names)))
     doc.add(*boxes)
     return doc.render()

@@ -53,7 +53,8 @@ def _cls(cls: str | None) -> str:
 
 def rect(x: float, y: float, w: float, h: float, cls: str | None = None, rx: float = 0) -> str:
     r = f' rx="{num(rx)}"' if rx else ""
-    return f'<rect{_cls(cls)} x="{num(x)}" y="{num(y)}" width="{num(w)}" height="{num(h)}"{r}/>'
+    yy = f' y="{num(y)}"' if y else ""  # 0 is the default
+    return f'<rect{_cls(cls)} x="{num(x)}"{yy} width="{num(w)}" height="{num(h)}"{r}/>'
 
 
 def text(x: float, y: float, s: str, cls: str | None = None) -> str:
