@@ -19,13 +19,13 @@ True
 from __future__ import annotations
 
 import os
-import tempfile
 from collections import Counter
 
 from ..device import Device
 from ..errors import fmt_shape
 from . import svg as S
-from .node import Entry, Node
+from .node import Entry, Node, unique_names
+from .serialize import write_atomic
 from .traverse import topo_order
 
 DEFAULT_MAX_NODES = 200
@@ -135,42 +135,13 @@ def write_svg(path: str | os.PathLike, svg: str) -> str:
     if ext.lower() != ".svg":
         raise ValueError(f"draw: {path!r} is not an .svg path; lazyarray writes SVG only (no "
                          f"system binary needed), e.g. draw({root + '.svg'!r})")
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".draw-", suffix=".svg.tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write('<?xml version="1.0" encoding="UTF-8"?>\n')
-            f.write(svg)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, ('<?xml version="1.0" encoding="UTF-8"?>\n' + svg).encode("utf-8"))
     return path
 
 
 def display_names(order: list[Node], given: dict[int, str] | None = None) -> dict[int, str]:
     """A unique name per node (given names first, else ``op`` + counter, as the text IR does)."""
-    names: dict[int, str] = {}
-    used: set[str] = set()
-    for node in order:
-        nm = given.get(id(node)) if given else None
-        nm = nm or node.name
-        if nm and nm not in used:
-            names[id(node)] = nm
-            used.add(nm)
-    counters: dict[str, int] = {}
-    for node in order:
-        if id(node) in names:
-            continue
-        base = node.name or (node.op.name if node.op is not None else node.kind)
-        k = counters.get(base, 0)
-        while f"{base}{k}" in used:
-            k += 1
-        counters[base] = k + 1
-        names[id(node)] = f"{base}{k}"
-        used.add(f"{base}{k}")
-    return names
+    return unique_names(order, given)
 
 
 def device_classes(devices) -> dict[Device, int]:

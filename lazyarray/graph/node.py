@@ -126,6 +126,33 @@ def user_source():
     return None
 
 
+def unique_names(order: list["Node"], given: dict[int, str] | None = None) -> dict[int, str]:
+    """A unique display name per node, ``id(node) -> name``, deterministic in ``order``.
+
+    Names from ``given`` or the nodes' own names come first (so generated names never collide
+    with them); the rest are ``<op>`` + a counter (``relu0``, ``relu1``) or the variable kind.
+    """
+    names: dict[int, str] = {}
+    used: set[str] = set()
+    for node in order:
+        nm = (given.get(id(node)) if given else None) or node.name
+        if nm and nm not in used:
+            names[id(node)] = nm
+            used.add(nm)
+    counters: dict[str, int] = {}
+    for node in order:
+        if id(node) in names:
+            continue
+        base = node.name or (node.op.name if node.op is not None else node.kind)
+        k = counters.get(base, 0)
+        while f"{base}{k}" in used:
+            k += 1
+        counters[base] = k + 1
+        names[id(node)] = f"{base}{k}"
+        used.add(f"{base}{k}")
+    return names
+
+
 def const_node(value, aval: Aval, name=None) -> Node:
     """A constant: a variable that holds its value."""
     return Node(None, (), {}, (aval,), name=name, kind="const", values=[value])

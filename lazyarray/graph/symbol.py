@@ -16,7 +16,7 @@ from . import draw as _draw
 from . import nx as nx_view
 from . import serialize
 from .build import apply_node
-from .node import Entry, Node
+from .node import Entry, Node, unique_names
 from .passes.infer import infer_avals
 from .traverse import topo_order
 
@@ -52,24 +52,7 @@ class Symbol:
     def names(self) -> dict[int, str]:
         """A unique display name per node (``id(node) -> name``): given names, else ``op`` + counter."""
         if self._names is None:
-            names: dict[int, str] = {}
-            used: set[str] = set()
-            counters: dict[str, int] = {}
-            for node in self.topo():  # named nodes first, so generated names never collide
-                if node.name and node.name not in used:
-                    names[id(node)] = node.name
-                    used.add(node.name)
-            for node in self.topo():
-                if id(node) in names:
-                    continue
-                base = node.name or (node.op.name if node.op is not None else node.kind)
-                k = counters.get(base, 0)
-                while f"{base}{k}" in used:
-                    k += 1
-                counters[base] = k + 1
-                names[id(node)] = f"{base}{k}"
-                used.add(f"{base}{k}")
-            self._names = names
+            self._names = unique_names(self.topo())
         return self._names
 
     def name_of(self, node: Node) -> str:
