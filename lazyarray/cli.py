@@ -2,8 +2,8 @@
 
 * ``lazyarray demo``: train a small hybridized CNN (or MLP) on a synthetic, learnable data set
   made in code, export it, import it back, check the outputs match and show the memory plan.
-* ``lazyarray inspect FILE-symbol.json [--params FILE] [--shape data=1,784] [--svg OUT]``:
-  summarize an exported graph.
+* ``lazyarray inspect FILE-symbol.json [--params FILE] [--shape data=1,784] [--svg OUT.svg]``:
+  summarize an exported graph, and draw it (pure-Python SVG, no Graphviz needed).
 
 Problems with files or arguments print one line (``lazyarray: error: ...``) and exit with
 status 2.
@@ -25,6 +25,7 @@ from . import blocks as B
 from .creation import array
 from .errors import LazyArrayError, fmt_shape
 from .executor.cached_op import CachedOp
+from .graph.draw import DEFAULT_MAX_NODES as DRAW_MAX_NODES
 from .graph.symbol import load_symbol
 from .rng import seed as seed_rng
 
@@ -174,6 +175,8 @@ def _is_data(name: str) -> bool:
 
 
 def inspect(args) -> int:
+    if args.svg and not args.svg.lower().endswith(".svg"):
+        raise CLIError(f"--svg {args.svg!r}: the drawing is SVG; name the file *.svg")
     sym = load_symbol(args.symbol)
     avals = {n.name: n.avals[0] for n in sym.input_nodes()}
     shapes = dict(parse_shape(s) for s in args.shape or [])
@@ -226,11 +229,11 @@ def inspect(args) -> int:
         print(f"planned peak memory: {plan.peak_bytes:,} bytes (lower bound {plan.lower_bound_bytes:,}, "
               f"without reuse {plan.naive_bytes:,}; {plan.num_buffers} buffers)")
     if args.svg:
-        draw = getattr(sym, "draw", None)
-        if draw is None:
-            raise CLIError("--svg: this lazyarray cannot draw graphs yet (Symbol.draw is missing)")
-        draw(args.svg)
-        print(f"drawing: {args.svg}")
+        try:
+            sym.draw(args.svg, max_nodes=None if args.all_nodes else DRAW_MAX_NODES)
+        except OSError as exc:
+            raise CLIError(f"--svg: cannot write {args.svg}: {exc.strerror or exc}") from None
+        print(f"drawing: {args.svg} ({len(sym.topo())} nodes)")
     return 0
 
 
@@ -253,7 +256,9 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("symbol", help="a FILE-symbol.json written by export")
     i.add_argument("--params", help="the parameter file (FILE-0000.params)")
     i.add_argument("--shape", action="append", metavar="NAME=D1,D2,...", help="input shape, e.g. data=1,784")
-    i.add_argument("--svg", metavar="OUT", help="also draw the graph to an SVG file")
+    i.add_argument("--svg", metavar="OUT", help="also draw the graph to an SVG file (OUT.svg)")
+    i.add_argument("--all-nodes", action="store_true",
+                   help=f"with --svg: draw every node (default: long chains collapse past {DRAW_MAX_NODES} boxes)")
     i.set_defaults(run=inspect)
     return p
 

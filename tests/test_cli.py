@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
@@ -70,6 +71,33 @@ def test_inspect_without_params_file(mlp_files, capsys):
     assert "float32[1,784]" in out and "float32[1,10]" in out
 
 
+def test_inspect_draws_the_graph_to_svg(mlp_files, tmp_path, capsys):
+    sym_file, param_file = mlp_files
+    out_svg = tmp_path / "mlp.svg"
+    assert main(["inspect", sym_file, "--params", param_file, "--svg", str(out_svg)]) == 0
+    assert f"drawing: {out_svg}" in capsys.readouterr().out
+    root = ET.parse(out_svg).getroot()  # well-formed, with the XML declaration
+    assert root.tag == "{http://www.w3.org/2000/svg}svg" and "la-g" in root.get("class")
+    text = " ".join(root.itertext())
+    assert "nn.dense" in text and "relu" in text and "data" in text and "0.weight" in text
+    assert not list(tmp_path.glob(".*"))  # the temporary file was renamed over the target
+
+
+def test_inspect_svg_collapses_long_chains_unless_all_nodes(tmp_path, capsys):
+    la.random.seed(0)
+    net = B.HybridSequential()
+    net.add(*[B.Dense(4, activation="relu") for _ in range(80)])
+    net.initialize()
+    net.hybridize()
+    net(la.ones((1, 4)))
+    sym_file, _ = net.export(str(tmp_path / "deep"))
+    small, full = tmp_path / "small.svg", tmp_path / "full.svg"
+    assert main(["inspect", sym_file, "--svg", str(small)]) == 0
+    assert main(["inspect", sym_file, "--svg", str(full), "--all-nodes"]) == 0
+    assert "collapsed" in small.read_text() and "collapsed" not in full.read_text()
+    assert small.stat().st_size < full.stat().st_size
+
+
 @pytest.mark.parametrize("argv,fragment", [
     (["inspect", "no/such-symbol.json"], "cannot read symbol file"),
     (["inspect", "{bad}"], "not valid JSON"),
@@ -78,11 +106,13 @@ def test_inspect_without_params_file(mlp_files, capsys):
     (["inspect", "{sym}", "--shape", "data=1;784"], "--shape"),
     (["inspect", "{sym}", "--shape", "image=1,784"], "not inputs of the graph"),
     (["inspect", "{sym}", "--shape", "data=1,785"], "dense"),
+    (["inspect", "{sym}", "--svg", "{tmp}/graph.png"], "name the file *.svg"),
+    (["inspect", "{sym}", "--svg", "{tmp}/no/such/dir/graph.svg"], "cannot write"),
 ])
 def test_errors_are_one_line_with_status_2(mlp_files, tmp_path, capsys, argv, fragment):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    argv = [a.format(sym=mlp_files[0], bad=str(bad)) for a in argv]
+    argv = [a.format(sym=mlp_files[0], bad=str(bad), tmp=str(tmp_path)) for a in argv]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("lazyarray: error:") and fragment in err, err

@@ -32,6 +32,8 @@ from ..autograd import _TRAINING
 from ..aval import Aval
 from ..deferred import _MODE, DEFERRED, RECORDING
 from ..errors import LazyArrayError, ParamError, fmt_shape
+from ..graph import draw
+from ..graph import svg as S
 from ..graph.build import apply_node
 from ..graph.node import Entry, Node, user_source, var_node
 from ..graph.passes.constant_fold import constant_fold
@@ -45,6 +47,7 @@ from ..graph.traverse import topo_order
 from ..ndarray import NDArray, _make, array_from
 from ..ops.registry import OpDef
 from ..storage import stype_of
+from . import plan_view
 from .plan import MemoryPlan
 from .program import compile_program
 
@@ -245,6 +248,31 @@ class CachedOp:
 
     def __repr__(self) -> str:
         return f"<CachedOp inputs={self._names} compiled={len(self._cache)}>"
+
+    def _repr_html_(self) -> str:
+        """Notebook display: the memory plan of the most recently compiled signature (forward, and
+        backward for a training signature), then the graph that was compiled for it."""
+        n = len(self._cache)
+        tags = ('<span class="la-tag la-kind">CachedOp</span><span class="la-tag">inputs: '
+                f'{S.esc(", ".join(self._names) or "none")}</span><span class="la-tag">{n} compiled '
+                f'signature{"s" if n != 1 else ""}</span>')
+        parts = [f'<div class="la-hd">{tags}</div>']
+        c = self._cache.get(self._last_key) if self._last_key is not None else None
+        if c is None:
+            parts.append('<div class="la-note">Nothing compiled yet: the first call with arrays compiles '
+                         'a program for their signature. <code>op.memory_plan(**shapes)</code> shows a plan '
+                         'without running.</div>')
+            sym, what = self.sym, "the symbol"
+        else:
+            parts.append(f'<div class="la-note">Most recently compiled signature: '
+                         f'<code>{S.esc(_sig_text(self._last_key, self._names))}</code></div>')
+            training = c.backward is not None
+            parts.append(plan_view.plan_body(c.program.plan, "forward plan" if training else "memory plan"))
+            if training and c.backward[0] is not None:
+                parts.append(plan_view.plan_body(c.backward[0].plan, "backward plan"))
+            sym, what = c.sym, "the graph compiled for this signature (placed and simplified)"
+        parts.append(draw.to_html(list(sym.outputs), names=sym.names(), summary=what))
+        return f'<div class="la-plan"><style>{S.esc(plan_view.HTML_CSS)}</style>{"".join(parts)}</div>'
 
 
 # -- compile steps ---------------------------------------------------------------------------------

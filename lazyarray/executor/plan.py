@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import plan_view
+
 
 @dataclass(frozen=True)
 class Value:
@@ -119,6 +121,10 @@ class MemoryPlan:
         return "\n".join(lines)
 
     __str__ = table
+
+    def _repr_html_(self) -> str:
+        """Notebook display: the numbers, a timeline of buffer lifetimes, run-time allocations."""
+        return plan_view.plan_html(self)
 
     def __repr__(self) -> str:
         return (f"<MemoryPlan peak={self.peak_bytes:,} lower_bound={self.lower_bound_bytes:,} "

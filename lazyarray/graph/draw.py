@@ -41,10 +41,7 @@ _SUB_FONT = 10.5
 _MAX_LABEL = 30  # characters per line before clipping
 
 # (stroke, fill) per device, in the order devices are met (cpu before gpu, by id).
-PALETTE = (
-    ("#2563eb", "#dbeafe"), ("#16a34a", "#dcfce7"), ("#9333ea", "#f3e8ff"), ("#ea580c", "#ffedd5"),
-    ("#0891b2", "#cffafe"), ("#db2777", "#fce7f3"), ("#ca8a04", "#fef9c3"), ("#475569", "#e2e8f0"),
-)
+PALETTE = S.DEVICE_PALETTE
 
 _SHAPES = ".la-n rect,.la-n polygon"
 CSS = "".join([

@@ -16,6 +16,13 @@ from xml.sax.saxutils import escape, quoteattr
 SANS = 'ui-sans-serif,system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif'
 MONO = 'ui-monospace,SFMono-Regular,Menlo,Consolas,"Liberation Mono",monospace'
 
+# (stroke, fill) per device, in the order devices are met: the graph drawing and the memory-plan
+# timeline colour a device alike.
+DEVICE_PALETTE = (
+    ("#2563eb", "#dbeafe"), ("#16a34a", "#dcfce7"), ("#9333ea", "#f3e8ff"), ("#ea580c", "#ffedd5"),
+    ("#0891b2", "#cffafe"), ("#db2777", "#fce7f3"), ("#ca8a04", "#fef9c3"), ("#475569", "#e2e8f0"),
+)
+
 # Approximate advance widths (px per character) for sizing boxes without font metrics.
 SANS_CHAR = 0.58
 MONO_CHAR = 0.61
