@@ -209,6 +209,20 @@ class HybridBlock(Block):
     def hybridized(self) -> bool:
         return self._active
 
+    @property
+    def cached_op(self):
+        """The ``CachedOp`` that ran the last hybridized call (``None`` before one).
+
+        Show it in a notebook to see the memory plan of that call's signature and the graph
+        compiled for it; ``cached_op.memory_plan(data=shape)`` plans other shapes.
+        """
+        sig = self._last_sig
+        if sig is None:
+            return None
+        training = _TRAINING.get()
+        compiled = self._by_sig.get((training, sig)) or self._by_sig.get((not training, sig))
+        return compiled.run if compiled is not None else None
+
     def __call__(self, *args):
         if not self._active or _MODE.get() & DEFERRED:  # imperative, or inlined into an enclosing trace
             return self.run_forward(*args)

@@ -296,3 +296,17 @@ def test_training_a_hybridized_model_reduces_the_loss():
     assert losses[-1] < 0.3 * losses[0]
     acc = (net(xs).asnumpy().argmax(axis=1) == y).mean()
     assert acc > 0.9
+
+
+def test_cached_op_is_the_one_that_ran_the_last_call():
+    net = B.HybridSequential()
+    net.add(B.Dense(8, activation="relu"), B.Dense(2))
+    net.initialize()
+    assert net.cached_op is None
+    net.hybridize()
+    assert net.cached_op is None  # nothing traced yet
+    net(la.ones((4, 3)))
+    op = net.cached_op
+    assert isinstance(op, la.CachedOp) and op.num_compiles == 1
+    assert op.sym.list_inputs()[0] == "data"
+    assert "memory plan" in op._repr_html_()
