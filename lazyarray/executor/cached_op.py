@@ -35,7 +35,7 @@ from ..errors import LazyArrayError, ParamError, fmt_shape
 from ..graph import draw
 from ..graph import svg as S
 from ..graph.build import apply_node
-from ..graph.node import Entry, Node, user_source, var_node
+from ..graph.node import Entry, Node, unique_names, user_source, var_node
 from ..graph.passes.constant_fold import constant_fold
 from ..graph.passes.cse import cse
 from ..graph.passes.dce import dce
@@ -244,7 +244,8 @@ class CachedOp:
         wrt_idx = [self._pos[w] for w in wrt]
         c = _split_backward(sym, inputs, wrt_idx)
         outs, ins = c.joint
-        return compile_program(outs, ins).plan
+        # Forward nodes keep the names the plain plan shows; backward nodes get their own.
+        return compile_program(outs, ins, names=unique_names(topo_order(outs), sym.names())).plan
 
     def __repr__(self) -> str:
         return f"<CachedOp inputs={self._names} compiled={len(self._cache)}>"
@@ -333,7 +334,7 @@ def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int]) -> _Compile
     order = [f"__saved{k}" for k in range(len(saved))] + [input_names[i] for i in saved_in] \
         + [f"__head{i}" for i in head_used]
     bwd_prog = compile_program(list(bwd.outputs), [bwd_inputs_by_name.get(nm) or var_node(nm, Aval((), None, None))
-                                                   for nm in order]) if bwd is not None else None
+                                                   for nm in order], names=bwd.names()) if bwd is not None else None
     fwd_prog = compile_program(fwd_outs + saved, inputs, names=sym.names())
     out_devices = [e.aval.device for e in fwd_outs]
     c = _Compiled(sym, fwd_prog, out_devices)

@@ -158,3 +158,9 @@ def test_cached_op_html_shows_forward_and_backward_plans_when_training():
     text = visible_text(root)
     assert "forward plan" in text and "backward plan" in text
     assert [s.get("class") for s in root.iter(f"{SVG}svg")] == ["la-p", "la-p", "la-g"]
+
+
+def test_joint_plan_names_are_unique():
+    plan = mlp_op().memory_plan(wrt=["w1"], data=(8, 16))
+    names = [v.name for i, v in enumerate(plan.values) if plan.buffer_of[i] is not None and plan.base[i] == i]
+    assert len(names) == len(set(names)) and {"dense0", "relu0", "dense1"} <= set(names)
