@@ -1,6 +1,7 @@
 """Shared fixtures. ``kernel_calls`` counts kernel calls, to prove what runs (and what does not) and when."""
 import pytest
 
+from lazyarray.ops import registry
 from lazyarray.ops.registry import OpDef
 
 
@@ -21,3 +22,12 @@ def kernel_calls(monkeypatch):
 
     monkeypatch.setattr(OpDef, "bind", bind)
     return calls
+
+
+@pytest.fixture
+def fresh_fallback_warnings(monkeypatch):
+    """Storage-fallback warnings enabled and not yet given (they are warned once per op and stypes)."""
+    monkeypatch.delenv("LAZYARRAY_STORAGE_FALLBACK_WARN", raising=False)
+    registry._FALLBACK_WARNED.clear()
+    yield
+    registry._FALLBACK_WARNED.clear()

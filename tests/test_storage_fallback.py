@@ -13,12 +13,7 @@ from lazyarray.ops import registry
 DENSE = np.array([[0.0, 1.0, 0.0], [2.0, 0.0, 3.0]], dtype=np.float32)
 
 
-@pytest.fixture(autouse=True)
-def fresh_warnings(monkeypatch):
-    monkeypatch.delenv("LAZYARRAY_STORAGE_FALLBACK_WARN", raising=False)
-    registry._FALLBACK_WARNED.clear()
-    yield
-    registry._FALLBACK_WARNED.clear()
+pytestmark = pytest.mark.usefixtures("fresh_fallback_warnings")
 
 
 def _csr():

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.ops import registry
 
 RNG = np.random.default_rng(7)
 X = (RNG.standard_normal((6, 5)) * (RNG.random((6, 5)) < 0.4)).astype(np.float32)
@@ -18,12 +17,7 @@ W = RNG.standard_normal((5, 3)).astype(np.float32)
 G = RNG.standard_normal((6, 3)).astype(np.float32)
 
 
-@pytest.fixture(autouse=True)
-def fresh_warnings(monkeypatch):
-    monkeypatch.delenv("LAZYARRAY_STORAGE_FALLBACK_WARN", raising=False)
-    registry._FALLBACK_WARNED.clear()
-    yield
-    registry._FALLBACK_WARNED.clear()
+pytestmark = pytest.mark.usefixtures("fresh_fallback_warnings")
 
 
 def _net(x, w, g):
