@@ -12,8 +12,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-import lazyarray as la  # noqa: E402
 from _util import best_of, table  # noqa: E402
+
+import lazyarray as la  # noqa: E402
 
 N_OPS = 1000
 
@@ -40,8 +41,8 @@ def main():
         # minimum is the least noisy estimate of a tight loop's cost on a shared machine.
         t_np = t_la = float("inf")
         for _ in range(repeat):
-            t_np = min(t_np, best_of(lambda: chain_numpy(xn, yn), repeat=1) / N_OPS * 1e6)
-            t_la = min(t_la, best_of(lambda: chain_lazyarray(xl, yl), repeat=1) / N_OPS * 1e6)
+            t_np = min(t_np, best_of(lambda xn=xn, yn=yn: chain_numpy(xn, yn), repeat=1) / N_OPS * 1e6)
+            t_la = min(t_la, best_of(lambda xl=xl, yl=yl: chain_lazyarray(xl, yl), repeat=1) / N_OPS * 1e6)
         np.testing.assert_allclose(chain_lazyarray(xl, yl).asnumpy(), chain_numpy(xn, yn), rtol=1e-5)
         target = 3.0 if label == "4x4" else 1.1
         rows.append([f"add {label} f32", t_np, t_la, t_la / t_np, f"<= {target}x",

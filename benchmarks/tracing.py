@@ -14,8 +14,9 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-import lazyarray as la  # noqa: E402
 from _util import table  # noqa: E402
+
+import lazyarray as la  # noqa: E402
 
 
 def record_chain(n: int):

@@ -10,23 +10,30 @@ True
 array([[0.119, 0.881],
        [0.119, 0.881]], dtype=float32)
 """
-from . import autograd, nn, random, sparse, sym  # noqa: F401
+from . import autograd, blocks, init, nn, random, sparse, sym
 from .aval import Aval
 from .creation import arange, array, full, ones, zeros
 from .deferred import deferred, is_deferred
 from .device import Device, cpu, current_device, gpu, gpu_available
 from .errors import (
-    AutogradError, AxisError, DeferredComputeError, DeviceError, DTypeError, GraphError,
-    GraphFormatError, LazyArrayError, ParamError, ParamValueError, ShapeError,
+    AutogradError,
+    AxisError,
+    DeferredComputeError,
+    DeviceError,
+    DTypeError,
+    GraphError,
+    GraphFormatError,
+    LazyArrayError,
+    ParamError,
+    ParamValueError,
+    ShapeError,
 )
+from .executor.cached_op import CachedOp, RecompileWarning
 from .functions import namespace as _namespace
 from .graph.symbol import Symbol, load_symbol
-from .tracing import UnusedInputWarning, get_symbol
 from .ndarray import NDArray
 from .ops.registry import StorageFallbackWarning
-from .executor.cached_op import CachedOp, RecompileWarning
-from . import init  # noqa: F401
-from . import blocks  # noqa: F401
+from .tracing import UnusedInputWarning, get_symbol
 
 globals().update(_namespace(""))
 

@@ -11,9 +11,9 @@ import contextvars
 
 from .deferred import _MODE, RECORDING, is_deferred, materialize, set_mode_bit
 from .errors import AutogradError, ShapeError, fmt_shape
+from .graph.build import apply_node
 from .graph.node import Entry, Node, const_node
 from .graph.passes.gradient import gradient
-from .graph.build import apply_node
 from .graph.traverse import topo_order
 from .ops import registry
 from .ops.sparse_kernels import add_values

@@ -33,9 +33,9 @@ class Device:
     """
 
     __slots__ = ("kind", "id", "xp", "_tokens")
-    _interned: dict[tuple[str, int], "Device"] = {}
+    _interned: dict[tuple[str, int], Device] = {}
 
-    def __new__(cls, kind: str, id: int = 0) -> "Device":
+    def __new__(cls, kind: str, id: int = 0) -> Device:
         key = (kind, int(id))
         dev = cls._interned.get(key)
         if dev is not None:
@@ -59,7 +59,7 @@ class Device:
     def __reduce__(self):
         return (Device, (self.kind, self.id))
 
-    def __enter__(self) -> "Device":
+    def __enter__(self) -> Device:
         self._tokens.append(_DEFAULT.set(self))
         return self
 
@@ -67,7 +67,7 @@ class Device:
         _DEFAULT.reset(self._tokens.pop())
 
     @staticmethod
-    def parse(text: "str | Device") -> "Device":
+    def parse(text: str | Device) -> Device:
         """``"cpu(1)"`` -> ``cpu(1)``; used by serialization and by params given as strings."""
         if isinstance(text, Device):
             return text

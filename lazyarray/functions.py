@@ -6,7 +6,7 @@ existing normal array. Nothing here is written per op.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .deferred import is_deferred
 from .dispatch import apply

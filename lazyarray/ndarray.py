@@ -111,21 +111,21 @@ class NDArray(ArrayBase):
 
     # -- sparse parts (csr: data, indices, indptr; row_sparse: data, indices) ----------
     @property
-    def data(self) -> "NDArray":
+    def data(self) -> NDArray:
         """The stored values of a sparse array (csr: one per stored element; row_sparse: the rows)."""
         return self._sparse_part("data")
 
     @property
-    def indices(self) -> "NDArray":
+    def indices(self) -> NDArray:
         """csr: the column of each stored value; row_sparse: the stored row numbers (sorted)."""
         return self._sparse_part("indices")
 
     @property
-    def indptr(self) -> "NDArray":
+    def indptr(self) -> NDArray:
         """csr only: row ``i`` stores ``data[indptr[i]:indptr[i + 1]]``."""
         return self._sparse_part("indptr")
 
-    def _sparse_part(self, name: str) -> "NDArray":
+    def _sparse_part(self, name: str) -> NDArray:
         v = self._materialize()
         part = getattr(v, name, None) if isinstance(v, SPARSE_TYPES) else None
         if part is None:
@@ -208,24 +208,24 @@ class NDArray(ArrayBase):
         return display.array_html(self._value, self._entry, self._device)
 
     # -- conversions -----------------------------------------------------------
-    def to(self, device: Device) -> "NDArray":
+    def to(self, device: Device) -> NDArray:
         """This array on ``device`` (itself if already there). Recorded as a copy node when lazy."""
         if device is self._device:
             return self
         return apply(_op("copy_to"), (self,), {"device": device}, _make)
 
-    def astype(self, dtype) -> "NDArray":
+    def astype(self, dtype) -> NDArray:
         """A copy converted to ``dtype``."""
         return apply(_op("cast"), (self,), {"dtype": dtype}, _make)
 
-    def tostype(self, stype: str) -> "NDArray":
+    def tostype(self, stype: str) -> NDArray:
         """A copy with storage type ``"default"``, ``"csr"`` or ``"row_sparse"``."""
         return apply(_op("cast_storage"), (self,), {"stype": stype}, _make)
 
-    def copy(self) -> "NDArray":
+    def copy(self) -> NDArray:
         return apply(_op("copy"), (self,), _EMPTY, _make)
 
-    def detach(self) -> "NDArray":
+    def detach(self) -> NDArray:
         """The same value, cut from the autograd graph (gradients do not flow back through it)."""
         if self._value is not None and not is_deferred():
             return _make(self._value, None, self._device)
@@ -250,7 +250,7 @@ class NDArray(ArrayBase):
             node.grad = zeros if stype == "default" else from_dense(zeros, stype, self._device.xp)
 
     @property
-    def grad(self) -> "NDArray | None":
+    def grad(self) -> NDArray | None:
         """The gradient written by the last ``backward`` (lazy inside deferred compute)."""
         e = self._entry
         if e is None or e.node.grad_req == "null":
@@ -264,7 +264,7 @@ class NDArray(ArrayBase):
             return out
         return _make(g, None, self._device)
 
-    def backward(self, out_grad: "NDArray | None" = None, retain_graph: bool = True) -> None:
+    def backward(self, out_grad: NDArray | None = None, retain_graph: bool = True) -> None:
         """Gradients of this array w.r.t. every array that called ``attach_grad()``."""
         e = self._entry
         if e is None or not e.node.requires_grad:
@@ -307,7 +307,7 @@ class NDArray(ArrayBase):
     __ge__ = operator_method(_GE, _make_late)
 
     # -- in place (normal arrays only) ------------------------------------------
-    def _inplace(self, sym: str, other) -> "NDArray":
+    def _inplace(self, sym: str, other) -> NDArray:
         self._check_writable(f"x {sym} y", f"x = x {sym[:-1]} y")
         op = _INPLACE[sym]
         ov = other._materialize() if isinstance(other, ArrayBase) else other

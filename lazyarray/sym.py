@@ -12,7 +12,7 @@ return %relu0
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .aval import Aval, as_dtype
 from .device import Device, current_device

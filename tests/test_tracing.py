@@ -1,9 +1,9 @@
 """get_symbol: named inputs, captured constants, unused inputs, the traced MLP."""
 import numpy as np
 import pytest
+from graph.mlp import mlp, mlp_params, traced_mlp  # noqa: F401
 
 import lazyarray as la
-from graph.mlp import mlp, mlp_params, traced_mlp  # noqa: F401
 
 
 def test_traced_mlp_same_values_lazy_and_eager():

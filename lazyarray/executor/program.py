@@ -306,7 +306,7 @@ def compile_program(outputs: list[Entry], inputs=(), *, names: dict | None = Non
     # An input nothing reads is bound to a scratch slot at the end.
     in_slots = [slot_of.get((id(v), 0), n) for v in inputs]
     template.append(None)
-    copy_out = [external[k] and not (template[k] is None) for k in out_slots]
+    copy_out = [external[k] and template[k] is not None for k in out_slots]
     return Program(steps, in_slots, out_slots, copy_out, template, views_by_buffer, buffer_specs,
                    plan.escaping_buffers, plan, order)
 

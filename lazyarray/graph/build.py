@@ -18,7 +18,6 @@ from ..ops import registry
 from ..ops.registry import OpDef, OpNamespace
 from .node import Entry, Node, const_node, user_source
 
-
 _SCALAR_DTYPES: dict = {}
 _SCALAR_NODES: dict = {}  # (type, value, dtype, device) -> Entry: constants are immutable, share them
 _PY_SCALARS = (float, int, bool)

@@ -24,7 +24,7 @@ class Entry:
 
     __slots__ = ("node", "index")
 
-    def __init__(self, node: "Node", index: int = 0):
+    def __init__(self, node: Node, index: int = 0):
         self.node = node
         self.index = index
 
@@ -126,7 +126,7 @@ def user_source():
     return None
 
 
-def unique_names(order: list["Node"], given: dict[int, str] | None = None) -> dict[int, str]:
+def unique_names(order: list[Node], given: dict[int, str] | None = None) -> dict[int, str]:
     """A unique display name per node, ``id(node) -> name``, deterministic in ``order``.
 
     Names from ``given`` or the nodes' own names come first (so generated names never collide

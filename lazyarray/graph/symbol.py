@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..aval import Aval
-from ..ops.shape import key_text
 from ..errors import GraphError, GraphFormatError, LazyArrayError, fmt_shape
 from ..ops import registry
+from ..ops.shape import key_text
 from . import draw as _draw
 from . import nx as nx_view
 from . import serialize
@@ -88,7 +88,7 @@ class Symbol:
     def __len__(self) -> int:
         return len(self._outputs)
 
-    def __getitem__(self, i) -> "Symbol":
+    def __getitem__(self, i) -> Symbol:
         if isinstance(i, str):
             names = self.list_outputs()
             if i not in names:
@@ -96,7 +96,7 @@ class Symbol:
             i = names.index(i)
         return Symbol([self._outputs[i]])
 
-    def get_internals(self) -> "Symbol":
+    def get_internals(self) -> Symbol:
         """A symbol whose outputs are every output of every node (select with ``[name]``)."""
         entries = []
         for n in self.topo():
@@ -141,7 +141,7 @@ class Symbol:
                 [avals[id(e.node)][e.index].dtype for e in self._outputs])
 
     # -- invariants --------------------------------------------------------------------------
-    def check(self) -> "Symbol":
+    def check(self) -> Symbol:
         """Check the graph invariants; raise ``GraphError`` naming the node and its neighbours.
 
         Topological order, entries pointing at existing outputs, op arity, variables with an
@@ -223,7 +223,7 @@ class Symbol:
         return serialize.to_json(self, indent)
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> "Symbol":
+    def from_json(cls, text: str | bytes) -> Symbol:
         """Load from JSON text. Never runs code; ``GraphFormatError`` names what is malformed."""
         return _checked(cls(serialize.from_json(text)))
 
@@ -232,7 +232,7 @@ class Symbol:
         serialize.save(self, path)
 
     @classmethod
-    def load(cls, path: str) -> "Symbol":
+    def load(cls, path: str) -> Symbol:
         """Load a file written by ``save``."""
         return _checked(cls(serialize.load(path)))
 
@@ -241,7 +241,7 @@ class Symbol:
         return nx_view.to_networkx(self)
 
     @classmethod
-    def from_networkx(cls, graph) -> "Symbol":
+    def from_networkx(cls, graph) -> Symbol:
         """The symbol of a DiGraph made by ``to_networkx`` (possibly edited)."""
         return _checked(cls(nx_view.from_networkx(graph)))
 

@@ -6,8 +6,9 @@ keys) and back and forth to JSON (so serialized graphs carry typed attributes).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

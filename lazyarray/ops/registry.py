@@ -18,8 +18,9 @@ import functools
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from ..aval import Aval
 from ..errors import AxisError, DeviceError, DTypeError, LazyArrayError, ParamError, ShapeError, fmt_shape
 from .params import REQUIRED, Param
 
-_REGISTRY: dict[str, "OpDef"] = {}
+_REGISTRY: dict[str, OpDef] = {}
 _new_tuple = tuple.__new__
 _FALLBACK_WARNED: set = set()
 

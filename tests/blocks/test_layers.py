@@ -128,7 +128,9 @@ def test_conv2d(kernel, strides, padding):
     x = arr(2, 3, 7, 6)
     layer, y = build(B.Conv2D(4, kernel, strides=strides, padding=padding), x)
     w, b = layer.weight.data().asnumpy(), layer.bias.data().asnumpy()
-    pair = lambda v: (v, v) if isinstance(v, int) else v
+    def pair(v):
+        return (v, v) if isinstance(v, int) else v
+
     np.testing.assert_allclose(y, _conv_ref(x, w, b, pair(strides), pair(padding)), rtol=1e-4, atol=1e-5)
     assert layer.weight.shape[1] == 3
 

@@ -1,9 +1,9 @@
 """The networkx view and back."""
 import networkx as nx
 import numpy as np
+from graph.mlp import traced_mlp
 
 import lazyarray as la
-from graph.mlp import traced_mlp
 
 
 def test_to_networkx_has_one_node_per_graph_node_with_attributes():

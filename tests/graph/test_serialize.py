@@ -3,14 +3,14 @@ import json
 
 import numpy as np
 import pytest
+from graph.mlp import traced_mlp
+from ops.cases import CASES
+from ops.checks import call, samples, to_la
 
 import lazyarray as la
-from graph.mlp import traced_mlp
 from lazyarray.graph.serialize import VERSION
 from lazyarray.ops import registry
 from lazyarray.storage import densify
-from ops.cases import CASES
-from ops.checks import call, samples, to_la
 
 
 def _run(sym, **inputs):

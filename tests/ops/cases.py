@@ -10,8 +10,8 @@ Inputs are NumPy arrays (a list of them for ``*seq`` inputs); ``checks.to_la`` c
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 

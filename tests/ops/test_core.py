@@ -2,7 +2,6 @@
 finite-difference gradients."""
 from __future__ import annotations
 
-
 from .checks import family_tests
 
 FAMILY = ("core",)

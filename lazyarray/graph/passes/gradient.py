@@ -7,10 +7,10 @@ lazy, and the executor compiles and plans it with the forward graph.
 from __future__ import annotations
 
 from ...errors import AutogradError, fmt_shape
+from ...ops import registry
 from ..build import GRAPH_F, apply_node
 from ..node import Entry, Node
 from ..traverse import topo_order
-from ...ops import registry
 
 
 def gradient(outputs: list[Entry], head_grads: list[Entry | None], wrt: list[Entry]) -> list[Entry | None]:
