@@ -1,0 +1,23 @@
+"""The README stays true: its Python examples run as written."""
+import os
+import re
+
+import numpy as np
+
+import lazyarray as la
+
+README = os.path.join(os.path.dirname(__file__), os.pardir, "README.md")
+
+
+def test_readme_python_examples_run(tmp_path, monkeypatch):
+    blocks = re.findall(r"```python\n(.*?)```", open(README, encoding="utf-8").read(), re.S)
+    assert len(blocks) >= 2
+    monkeypatch.chdir(tmp_path)  # the examples write files
+    ns = {
+        "data": la.array(np.random.default_rng(0).standard_normal((8, 20)).astype(np.float32)),
+        "labels": la.array(np.random.default_rng(1).integers(0, 10, 8)),
+    }
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), ns)
+    assert (tmp_path / "z-symbol.json").exists() and (tmp_path / "model-0000.params").exists()
+    np.testing.assert_allclose(ns["again"](ns["data"]).asnumpy(), ns["net"](ns["data"]).asnumpy(), rtol=1e-6)
