@@ -9,14 +9,24 @@ edge with two uses).
 """
 from __future__ import annotations
 
-import networkx as nx
+import importlib
 
 from ..errors import GraphFormatError
 from ..ops import registry
 from .node import Entry, Node
 
 
-def to_networkx(sym) -> nx.DiGraph:
+def _networkx():
+    """networkx, imported on first use: it is only needed for this view, and importing it with
+    the package made every full garbage collection of a lazyarray process ~20 ms slower (its
+    import creates tens of thousands of long-lived objects), which showed up as stalls while
+    recording large graphs."""
+    return importlib.import_module("networkx")
+
+
+def to_networkx(sym):
+    """A ``networkx.DiGraph`` view of ``sym`` (see the module docstring)."""
+    nx = _networkx()
     g = nx.DiGraph()
     names = sym.names()
     for i, node in enumerate(sym.topo()):
@@ -39,8 +49,9 @@ def to_networkx(sym) -> nx.DiGraph:
     return g
 
 
-def from_networkx(g: nx.DiGraph) -> list[Entry]:
+def from_networkx(g) -> list[Entry]:
     """Output entries of a graph from a DiGraph laid out like ``to_networkx``'s."""
+    nx = _networkx()
     if not nx.is_directed_acyclic_graph(g):
         cycle = nx.find_cycle(g)
         raise GraphFormatError(f"the graph has a cycle: {' -> '.join(str(u) for u, _ in cycle)}")
