@@ -22,7 +22,7 @@ from .aval import Aval
 from .deferred import _MODE, DEFERRED, RECORDING, materialize
 from .device import cpu, current_device, to_device
 from .errors import DeviceError, DTypeError, LazyArrayError, fmt_shape
-from .graph.build import apply_node, as_entries, record_node, zip_inputs
+from .graph.build import apply_node, as_entries, record_node, scalar_const, zip_inputs
 from .graph.node import Entry, Node, const_node, user_source
 from .ops import registry
 from .ops.registry import OpDef, OpNamespace
@@ -141,9 +141,32 @@ def operator_method(op: OpDef, make, reverse: bool = False):
                         r = new(self.__class__)
                         r._value, r._entry, r._device = (out if out.__class__ is _ND else np.asarray(out)), None, self._device
                         return r
+        elif ufunc is not None and get_mode() & DEFERRED and not op.storage:
+            # Recording hot path: two arrays, or an array and a Python number, straight to a node.
+            ea = self._entry
+            if ea is None:
+                ea = self._as_entry()
+            if other.__class__ in _PY_NUMBERS:
+                a0 = ea.node.avals[ea.index]
+                if a0.dtype is not None and a0.stype == "default":
+                    eb = scalar_const(other, [a0.dtype], a0.device)
+                    return _lazy(self, record_node(op, [eb, ea] if reverse else [ea, eb], {}))
+            elif isinstance(other, ArrayBase):
+                eb = other._entry
+                if eb is None:
+                    eb = other._as_entry()
+                return _lazy(self, record_node(op, [eb, ea] if reverse else [ea, eb], {}))
         return apply(op, (other, self) if reverse else (self, other), {}, make)
 
     return binary
+
+
+def _lazy(like, entry: Entry):
+    """A lazy array (of ``like``'s type) showing ``entry``, registered as a live handle."""
+    r = object.__new__(like.__class__)
+    r._value, r._entry, r._device = None, entry, entry.node.avals[0].device
+    entry.node.add_handle(r)
+    return r
 
 
 def _eager(op: OpDef, args: tuple, params: dict, make):

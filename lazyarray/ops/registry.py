@@ -77,7 +77,8 @@ class OpDef:
     doc: str = ""
     _param_map: dict = field(default_factory=dict, repr=False)
     _bound: dict = field(default_factory=dict, repr=False)
-    _dtype_cache: dict = field(default_factory=dict, repr=False)  # input dtypes -> default-rule dtype
+    _dtype_cache: dict = field(default_factory=dict, repr=False)  # (dtypes, params) -> dtype rule result
+    _infer_cache: dict = field(default_factory=dict, repr=False)  # (avals, params) -> output avals
     plain: bool = field(default=True, repr=False)
     uses_training: bool = field(default=False, repr=False)
     np_ufunc: Any = field(default=None, repr=False)
@@ -240,9 +241,25 @@ def infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
     """Output avals of ``op`` applied to ``in_avals`` with validated ``params``.
 
     Raises the matching ``LazyArrayError`` subclass with the op, the input avals and a fix.
-    Recording calls this for every node, so the common case (dense inputs on one device,
-    default rules) takes a short path.
+    Recording calls this for every node: results are memoized per (input avals, params), since
+    rules are pure functions and a traced model repeats the same few signatures many times.
     """
+    try:
+        key = (tuple(in_avals), tuple(params.items())) if params else tuple(in_avals)
+        cached = op._infer_cache.get(key)
+    except TypeError:  # unhashable params (slices in an index key before Python 3.12)
+        key = cached = None
+    if cached is not None:
+        return cached
+    out = _infer(op, in_avals, params)
+    if key is not None:
+        if len(op._infer_cache) > 4096:
+            op._infer_cache.clear()
+        op._infer_cache[key] = out
+    return out
+
+
+def _infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
     device = in_avals[0].device if in_avals else None
     sparse = False
     for a in in_avals:
