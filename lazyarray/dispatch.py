@@ -276,7 +276,7 @@ def _record(op: OpDef, args: tuple, params: dict, make):
 
 def _inputs_as_entries(op: OpDef, args: tuple) -> list:
     """Arrays -> entries (normal arrays become constants); scalars stay for ``apply_node``."""
-    if op.plain:
+    if op.plain or not op.variadic:  # (missing optional inputs are dropped later, by as_entries)
         return [a._as_entry() if isinstance(a, ArrayBase) else _entry_of(a, op) for a in args]
     out = []
     for name, a in zip_inputs(op, args):

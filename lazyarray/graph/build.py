@@ -93,6 +93,10 @@ def as_entries(op: OpDef, inputs) -> list[Entry]:
         if len(inputs) != len(op.inputs):
             zip_inputs(op, inputs)  # raises the arity error
         flat = inputs
+    elif not op.variadic:  # only optional inputs: drop the missing ones
+        if not op.n_required <= len(inputs) <= len(op.inputs):
+            zip_inputs(op, inputs)  # raises the arity error
+        flat = [x for x in inputs if x is not None]
     else:
         flat = []
         for name, x in zip_inputs(op, inputs):
@@ -123,7 +127,7 @@ def as_entries(op: OpDef, inputs) -> list[Entry]:
 def zip_inputs(op: OpDef, inputs) -> list:
     """Pair each declared input name with what was passed (``None`` for a missing optional)."""
     names = op.inputs
-    if len(inputs) > len(names) or len(inputs) < sum(1 for n in names if not n.endswith("?")):
+    if len(inputs) > len(names) or len(inputs) < op.n_required:
         want = ", ".join(names)
         raise ParamError(f"{op.name}: takes inputs ({want}), got {len(inputs)} input(s)")
     padded = list(inputs) + [None] * (len(names) - len(inputs))

@@ -80,6 +80,8 @@ class OpDef:
     _dtype_cache: dict = field(default_factory=dict, repr=False)  # (dtypes, params) -> dtype rule result
     _infer_cache: dict = field(default_factory=dict, repr=False)  # (avals, params) -> output avals
     plain: bool = field(default=True, repr=False)
+    n_required: int = field(default=0, repr=False)
+    variadic: bool = field(default=False, repr=False)
     uses_training: bool = field(default=False, repr=False)
     np_ufunc: Any = field(default=None, repr=False)
 
@@ -87,6 +89,8 @@ class OpDef:
         self._param_map = {p.name: p for p in self.params}
         # Fast-path facts the dispatcher reads on every call.
         self.plain = not any(n.startswith("*") or n.endswith("?") for n in self.inputs)
+        self.n_required = sum(1 for n in self.inputs if not n.endswith("?"))
+        self.variadic = any(n.startswith("*") for n in self.inputs)
         self.uses_training = "training" in self._param_map
         # A NumPy ufunc kernel of a param-free elementwise op: the dispatcher's eager fast path.
         ufunc = getattr(np, self.kernel, None) if isinstance(self.kernel, str) else None
