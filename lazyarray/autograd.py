@@ -135,13 +135,22 @@ def backward(outputs: list[Entry], head_grads: list | None = None) -> None:
         else:
             pending.append((leaf, g))
     if pending:
+        computed_now = {id(g.node) for _, g in pending if g.node.values is None}
         values = materialize([g for _, g in pending])
-        for (leaf, _), v in zip(pending, values):
-            _store_grad(leaf, v)
+        adopted: set[int] = set()
+        for (leaf, g), v in zip(pending, values):
+            # Memory an op allocated in this backward, that no other leaf took, becomes .grad as it
+            # is (no copy). Anything else (a head gradient, a value computed earlier, a view) is copied.
+            fresh = (id(g.node) in computed_now and g.node.op is not None and g.node.op.fresh_outputs
+                     and id(v) not in adopted)
+            if fresh:
+                adopted.add(id(v))
+            _store_grad(leaf, v, fresh)
 
 
-def _store_grad(leaf: Node, value) -> None:
-    """Write (or add) an eager gradient into the leaf's buffer, keeping its identity."""
+def _store_grad(leaf: Node, value, fresh: bool = False) -> None:
+    """Store an eager gradient: added into the buffer (``grad_req="add"``), adopted as it is when
+    ``fresh`` (memory nobody else holds), else copied into the existing buffer."""
     buf = leaf.grad
     if isinstance(value, SPARSE_TYPES) or isinstance(buf, SPARSE_TYPES):  # sparse: replaced, not written
         if leaf.grad_req == "add" and buf is not None and not isinstance(buf, Entry):
@@ -149,7 +158,7 @@ def _store_grad(leaf: Node, value) -> None:
         leaf.grad = value
     elif leaf.grad_req == "add" and buf is not None and not isinstance(buf, Entry) and buf.shape == value.shape:
         buf += value
-    elif _owned(value) and value is not leaf.values[0]:
+    elif fresh and value.flags.writeable:
         # A fresh gradient array becomes the gradient: no copy (saves a parameter-sized copy per
         # backward). An NDArray taken from ``.grad`` earlier keeps the previous gradient.
         leaf.grad = value
@@ -157,11 +166,6 @@ def _store_grad(leaf: Node, value) -> None:
         leaf.grad = value.copy()
     else:
         buf[...] = value
-
-
-def _owned(value) -> bool:
-    """A writable array that owns its memory (not a view, not read-only)."""
-    return getattr(value, "base", 0) is None and value.flags.writeable
 
 
 def _const_like(leaf: Node, value) -> Entry:

@@ -177,3 +177,18 @@ def test_inplace_on_a_recorded_array_is_refused():
         y = x * 2
         with pytest.raises(la.AutogradError, match="in-place write on an array recorded"):
             y += 1
+
+
+def test_gradients_of_two_leaves_never_share_memory_or_alias_the_head_gradient():
+    a, b = la.array([1.0, 2.0]), la.array([3.0, 4.0])
+    a.attach_grad()
+    b.attach_grad()
+    og = la.array([1.0, 1.0])
+    with la.autograd.record():
+        y = a + b  # both gradients are the head gradient itself
+    y.backward(og)
+    ga, gb = a.grad._value, b.grad._value
+    assert not np.shares_memory(ga, gb)
+    assert not np.shares_memory(ga, og._value) and not np.shares_memory(gb, og._value)
+    a.grad[...] = 7
+    np.testing.assert_array_equal(b.grad.asnumpy(), [1.0, 1.0])

@@ -347,7 +347,10 @@ def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int]) -> _Compile
         res = bwd_prog.run(arrays)
         return res[0] if len(res) == 1 else tuple(res)
 
+    # fresh_outputs: a compiled program hands out buffers no later call or other output aliases,
+    # so backward() can adopt them as .grad instead of copying.
     bwd_op = OpDef("cached_op_backward", ("*args",), bwd_kernel, num_outputs=max(len(grad_pos), 1),
+                   fresh_outputs=True,
                    shape=lambda shapes: [a.shape for a in grad_avals] if len(grad_avals) > 1 else grad_avals[0].shape,
                    dtype=lambda dtypes: [a.dtype for a in grad_avals] if len(grad_avals) > 1 else grad_avals[0].dtype,
                    device=lambda avals: grad_avals[0].device,

@@ -306,7 +306,9 @@ def compile_program(outputs: list[Entry], inputs=(), *, names: dict | None = Non
     # An input nothing reads is bound to a scratch slot at the end.
     in_slots = [slot_of.get((id(v), 0), n) for v in inputs]
     template.append(None)
-    copy_out = [external[k] and template[k] is not None for k in out_slots]
+    # Outputs never alias memory the caller does not own afresh: a graph input, a constant, or a
+    # view of one (``y = x.T``) is copied on the way out (a run-time value is already fresh).
+    copy_out = [values[k].external and not values[k].runtime for k in out_slots]
     return Program(steps, in_slots, out_slots, copy_out, template, views_by_buffer, buffer_specs,
                    plan.escaping_buffers, plan, order)
 

@@ -183,7 +183,7 @@ def _dense_grad(F, ins, y, g):
     return grads
 
 
-register(OpDef("dense", ("x", "weight", "bias?"), _dense, shape=_dense_rule, writes_out=True,
+register(OpDef("dense", ("x", "weight", "bias?"), _dense, shape=_dense_rule, writes_out=True, fresh_outputs=True,
                dtype=lambda dtypes: np.result_type(*dtypes), grad=_dense_grad, namespace="nn",
                doc="fully connected layer: x @ weight.T + bias, weight shaped (units, in_units)"))
 

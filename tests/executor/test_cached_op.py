@@ -295,3 +295,29 @@ def test_gpu_cpu_copy_nodes():
         y = (la.exp(x).to(la.gpu(0)) * 2).to(la.cpu(0)) + 1
     op = la.CachedOp(la.get_symbol(y, inputs={"x": x}))
     np.testing.assert_allclose(op(x).asnumpy(), np.exp(np.arange(6)) * 2 + 1, rtol=1e-5)
+
+
+def test_outputs_never_alias_inputs_even_for_views():
+    x = la.array(np.arange(6.0).reshape(2, 3))
+    with la.deferred():
+        y = la.transpose(x)
+        z = x[0]
+    outs = la.CachedOp(la.get_symbol([y, z, x * 1], inputs={"x": x}))(x)
+    for o in outs:
+        assert not np.shares_memory(o.asnumpy(), x._value) and not np.shares_memory(o._value, x._value)
+    x[...] = -1  # writing the input afterwards does not change the outputs
+    np.testing.assert_array_equal(outs[0].asnumpy(), np.arange(6.0).reshape(2, 3).T)
+
+
+def test_gradient_of_a_view_does_not_alias_the_head_gradient():
+    x = la.array(np.arange(6.0).reshape(2, 3))
+    x.attach_grad()
+    with la.deferred():
+        y = la.transpose(x)
+    op = la.CachedOp(la.get_symbol(y, inputs={"x": x}))
+    og = la.array(np.ones((3, 2)))
+    with la.autograd.record():
+        out = op(x)
+    out.backward(og)
+    og[...] = 5  # must not change x.grad
+    np.testing.assert_array_equal(x.grad.asnumpy(), np.ones((2, 3)))
