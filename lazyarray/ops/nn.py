@@ -146,7 +146,7 @@ def _matmul(xp, a, b, out=None):
     return xp.matmul(a, b, out=out)
 
 
-register(OpDef("matmul", ("a", "b"), _matmul, writes_out=True,
+register(OpDef("matmul", ("a", "b"), _matmul, writes_out=True, fresh_outputs=True,
                shape=_matmul_rule, dtype=lambda dtypes: np.result_type(*dtypes), grad=_matmul_grad,
                doc="matrix product with broadcast batch dims (the @ operator)"))
 
