@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import ParamValueError, ShapeError
+
 
 class CSR:
     """Compressed sparse rows of a 2-D array: row ``i`` holds ``data[indptr[i]:indptr[i+1]]``
@@ -48,8 +50,6 @@ class CSR:
     @classmethod
     def from_dense(cls, dense, xp=np):
         if dense.ndim != 2:
-            from .errors import ShapeError
-
             raise ShapeError(f"tostype('csr'): csr storage is 2-D only, got a {dense.ndim}-D array")
         rows, cols = xp.nonzero(dense)
         itype = index_dtype(dense.shape[0], dense.shape[1], rows.shape[0])
@@ -87,8 +87,6 @@ class RowSparse:
     @classmethod
     def from_dense(cls, dense, xp=np):
         if dense.ndim == 0:
-            from .errors import ShapeError
-
             raise ShapeError("tostype('row_sparse'): a row_sparse array needs at least one dim, got a 0-d array")
         width = int(np.prod(dense.shape[1:], dtype=np.int64))  # not -1: empty arrays have no inferable dim
         flat = dense.reshape(dense.shape[0], width) if dense.ndim > 1 else dense.reshape(-1, 1)
@@ -132,6 +130,4 @@ def from_dense(dense, stype: str, xp=np):
         return CSR.from_dense(dense, xp)
     if stype == "row_sparse":
         return RowSparse.from_dense(dense, xp)
-    from .errors import ParamValueError
-
     raise ParamValueError(f"tostype: unknown storage type {stype!r}; use 'default', 'csr' or 'row_sparse'")
