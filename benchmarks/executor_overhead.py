@@ -8,11 +8,16 @@ Target: <= 1.5 us per node of overhead beyond raw NumPy.
 """
 from __future__ import annotations
 
-import time
+import os
+import sys
 
 import numpy as np
 
-import lazyarray as la
+sys.path.insert(0, os.path.dirname(__file__))
+
+from _util import best_of  # noqa: E402
+
+import lazyarray as la  # noqa: E402
 
 NODES = 200
 OPS = ("add", "multiply", "tanh", "subtract", "maximum")
@@ -30,16 +35,6 @@ def chain(mod, x, y):
     return h
 
 
-def median_time(fn, repeats=15, inner=20):
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        times.append((time.perf_counter() - t0) / inner)
-    return float(np.median(times))
-
-
 def main() -> None:
     rng = np.random.default_rng(0)
     xn = rng.standard_normal((4, 4)).astype("float32")
@@ -51,9 +46,9 @@ def main() -> None:
     np.testing.assert_allclose(op(x, y).asnumpy(), chain(np, xn, yn), rtol=1e-5)
     steps = len(op._cache[next(iter(op._cache))].program.steps)
 
-    t_np = median_time(lambda: chain(np, xn, yn))
-    t_eager = median_time(lambda: chain(la, x, y))
-    t_cached = median_time(lambda: op(x, y))
+    t_np = best_of(lambda: chain(np, xn, yn), repeat=15, number=20)
+    t_eager = best_of(lambda: chain(la, x, y), repeat=15, number=20)
+    t_cached = best_of(lambda: op(x, y), repeat=15, number=20)
     us = 1e6 / NODES
     rows = [("raw NumPy", t_np), ("eager lazyarray", t_eager), ("CachedOp", t_cached)]
     print(f"{NODES}-node elementwise graph on 4x4 float32 ({steps} compiled steps)")

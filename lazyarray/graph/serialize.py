@@ -178,6 +178,12 @@ def _label(d: dict) -> str:
     return f"node {d.get('id')} ({d.get('name')!r})"
 
 
+def _is_ref(ref) -> bool:
+    """A ``[node id, output index]`` pair of ints (JSON booleans are not ints here)."""
+    return isinstance(ref, list) and len(ref) == 2 and all(
+        isinstance(r, int) and not isinstance(r, bool) for r in ref)
+
+
 def _ordered_ids(raw: dict[int, dict]) -> list[int]:
     """Node ids in dependency order; dangling references and cycles are errors."""
     deps: dict[int, list[int]] = {}
@@ -187,7 +193,7 @@ def _ordered_ids(raw: dict[int, dict]) -> list[int]:
             raise GraphFormatError(f"{_label(d)}: 'inputs' must be a list of [node id, index] pairs")
         ids = []
         for ref in ins:
-            if not (isinstance(ref, list) and len(ref) == 2 and all(isinstance(r, int) and not isinstance(r, bool) for r in ref)):
+            if not _is_ref(ref):
                 raise GraphFormatError(f"{_label(d)}: input {ref!r} is not a [node id, output index] pair")
             if ref[0] not in raw:
                 raise GraphFormatError(f"{_label(d)}: dangling input reference to node id {ref[0]}, "
@@ -224,7 +230,7 @@ def _refs(refs, built: dict[int, Node], where: str, raw) -> list[Entry]:
         raise GraphFormatError(f"{where}: must be a list of [node id, output index] pairs")
     out = []
     for ref in refs:
-        if not (isinstance(ref, list) and len(ref) == 2 and all(isinstance(r, int) and not isinstance(r, bool) for r in ref)):
+        if not _is_ref(ref):
             raise GraphFormatError(f"{where}: {ref!r} is not a [node id, output index] pair")
         nid, idx = ref
         if nid not in built:
