@@ -13,7 +13,7 @@ array([[0.119, 0.881],
 from . import autograd, blocks, init, nn, random, sparse, sym
 from .aval import Aval
 from .creation import arange, array, full, ones, zeros
-from .deferred import deferred, is_deferred
+from .deferred import compute, deferred, is_deferred
 from .device import Device, cpu, current_device, gpu, gpu_available
 from .errors import (
     AutogradError,

@@ -1,23 +1,28 @@
 """Autograd: ``record()``, ``pause()``, training mode, leaves and ``backward``.
 
-Recording builds the same graph IR as deferred compute (eager nodes just also hold
-their values). ``backward`` runs the gradient pass over that graph, then evaluates the
-gradient graph at once (eager) or leaves it lazy (inside deferred compute).
+Recording builds the same graph IR as deferred compute. The runtime state lives here, not
+in the graph: a ``Record`` per recorded op holds its node, the values it produced (with
+their buffer versions) and the records of its inputs; a ``Leaf`` per ``attach_grad()``
+array holds how its gradient is kept and the gradient. ``backward`` walks the records,
+runs the gradient pass over their nodes, then evaluates the gradient graph with the saved
+values (eager) or leaves it lazy (inside deferred compute).
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
 
-from .deferred import _MODE, RECORDING, is_deferred, materialize, set_mode_bit
+from .aval import Aval
+from .buffer import bump, version
+from .deferred import _MODE, RECORDING, fix_values, is_deferred, known_values, set_mode_bit, show
 from .errors import AutogradError, ShapeError, fmt_shape
+from .executor.program import evaluate
 from .graph.build import apply_node
-from .graph.node import Entry, Node, const_node
+from .graph.node import Entry, Node, capture_node
 from .graph.passes.gradient import gradient
-from .graph.traverse import topo_order
 from .ops import registry
 from .ops.sparse_kernels import add_values
-from .storage import SPARSE_TYPES
+from .storage import SPARSE_TYPES, stype_of
 
 _TRAINING: contextvars.ContextVar[bool] = contextvars.ContextVar("lazyarray_training", default=False)
 
@@ -84,89 +89,234 @@ def is_training() -> bool:
     return _TRAINING.get()
 
 
-def mark_leaf(node: Node, grad_req: str, stype: str = "default") -> None:
-    """Make ``node`` a gradient target: ``backward`` writes (or adds) its gradient, converted to
-    storage ``stype`` (``"row_sparse"``: only the rows the gradient touches are stored)."""
+# -- runtime state of autograd: records and leaves (the graph nodes stay pure syntax) -----------------
+class Leaf:
+    """What ``attach_grad()`` gives an array: how its gradient is kept, and the gradient itself.
+
+    ``entry``: the graph entry that stands for the array (a constant capturing its buffer at
+    a version, renewed when the buffer changes; or the array's own lazy entry).
+    ``grad``: the gradient array (None before the first backward: no memory until needed).
+    ``fresh``: written by a backward since the optimizer last consumed it.
+    """
+
+    __slots__ = ("entry", "grad_req", "stype", "grad", "fresh")
+
+    def __init__(self, entry: Entry, grad_req: str, stype: str):
+        self.entry, self.grad_req, self.stype = entry, grad_req, stype
+        self.grad = None
+        self.fresh = False
+
+    def entry_for(self, value) -> Entry:
+        """The entry standing for the array whose value is ``value`` now (renewed after writes)."""
+        e = self.entry
+        node = e.node
+        if node.kind == "const" and (node.value is not value or node.version != version(value)):
+            e = self.entry = Entry(capture_node(value, node.avals[0]))
+        return e
+
+
+class Record:
+    """One op application recorded for ``backward``: the graph node, the values it produced with
+    their buffer versions (None while lazy, and after a backward freed them), and the records or
+    leaves of its inputs (aligned with ``node.inputs``; None for inputs no gradient reaches)."""
+
+    __slots__ = ("node", "values", "versions", "parents", "freed")
+
+    def __init__(self, node: Node, values, parents: tuple):
+        self.node = node
+        self.values = values
+        self.versions = None if values is None else tuple(version(v) for v in values)
+        self.parents = parents
+        self.freed = False
+
+
+def tracked_nodes(arrays) -> dict:
+    """``id(node) -> record or leaf`` for the arrays autograd tracks (by the node standing for each)."""
+    by_node = {}
+    for a in arrays:
+        ag = a._ag
+        if ag is not None and a._entry is not None:
+            by_node[id(ag.entry.node if ag.__class__ is Leaf else a._entry.node)] = ag
+    return by_node
+
+
+def parents_of(entries, arrays) -> tuple:
+    """The record or leaf behind each input entry of a new record (None where no gradient flows)."""
+    by_node = tracked_nodes(arrays)
+    return tuple(by_node.get(id(e.node)) for e in entries)
+
+
+def record_call(node: Node, values: list, arrays, results) -> None:
+    """Record an op whose ``values`` were just computed from ``arrays`` (tracked by autograd):
+    ``results`` (the arrays showing the first outputs) get the record."""
+    rec = Record(node, values, parents_of(node.inputs, arrays))
+    for i, r in enumerate(results):
+        r._entry = Entry(node, i)
+        r._ag = rec
+
+
+def mark_leaf(array, grad_req: str, stype: str = "default") -> None:
+    """Make ``array`` a gradient target: ``backward`` writes (or adds) its gradient, converted to
+    storage ``stype`` (``"row_sparse"``: only the rows the gradient touches are stored).
+    ``grad_req="null"`` stops tracking it."""
     if grad_req not in ("write", "add", "null"):
         raise ValueError(f"attach_grad: grad_req must be 'write', 'add' or 'null', got {grad_req!r}")
     if stype not in ("default", "row_sparse", "csr"):
         raise ValueError(f"attach_grad: stype must be 'default', 'row_sparse' or 'csr', got {stype!r}")
-    node.grad_req = grad_req
-    node.grad_stype = stype
-    node.requires_grad = grad_req != "null"
-    node.grad = None
+    if grad_req == "null":
+        if type(array._ag) is Leaf:
+            array._ag = None
+            array._entry = None if array._value is not None else array._entry
+        return
+    v = array._value
+    if v is not None:
+        entry = Entry(capture_node(v, Aval(tuple(v.shape), v.dtype, array._device, stype_of(v))))
+    else:
+        entry = array._entry
+    array._ag = Leaf(entry, grad_req, stype)
+    array._entry = entry
 
 
-def backward(outputs: list[Entry], head_grads: list | None = None) -> None:
-    """Compute gradients of ``outputs`` for every leaf they depend on.
+def _tape(outputs: list) -> tuple[list[Record], dict]:
+    """The records behind ``outputs`` and, per leaf, the entries that stood for it."""
+    records: list[Record] = []
+    leaves: dict[int, tuple[Leaf, dict]] = {}
+    seen: set[int] = set()
+    stack = []
+    for a in outputs:
+        ag = a._ag
+        if type(ag) is Leaf:
+            leaves.setdefault(id(ag), (ag, {}))[1][id(ag.entry.node)] = a._entry
+        elif ag is not None:
+            stack.append(ag)
+    while stack:
+        rec = stack.pop()
+        if id(rec) in seen:
+            continue
+        seen.add(id(rec))
+        records.append(rec)
+        for e, p in zip(rec.node.inputs, rec.parents):
+            if p is None:
+                continue
+            if type(p) is Leaf:
+                leaves.setdefault(id(p), (p, {}))[1][id(e.node)] = e
+            elif id(p) not in seen:
+                stack.append(p)
+    return records, leaves
 
-    ``head_grads``: one entry (or None for ones) per output. Inside deferred compute or on
-    lazy outputs the gradients stay lazy; otherwise they are computed now.
+
+def backward(outputs: list, head_grads: list | None, make, retain_graph: bool = False) -> None:
+    """Compute gradients of the arrays ``outputs`` for every leaf (``attach_grad``) they depend on.
+
+    ``head_grads``: one array (or None for ones) per output. Inside deferred compute or on lazy
+    outputs the gradients stay lazy; otherwise they are computed now. The values autograd saved
+    are freed afterwards unless ``retain_graph=True``; a value written in place after it was
+    saved raises ``AutogradError`` instead of giving a wrong gradient.
     """
     heads = list(head_grads) if head_grads is not None else [None] * len(outputs)
-    for out, hg in zip(outputs, heads):
+    out_entries = [o._entry for o in outputs]
+    head_entries = []
+    for out, hg in zip(out_entries, heads):
         if hg is not None and hg.aval.shape != out.aval.shape:
             raise ShapeError(
                 f"backward: out_grad has shape {fmt_shape(hg.aval.shape)} but the output has "
                 f"{fmt_shape(out.aval.shape)}; pass an out_grad shaped like the output"
             )
-    order = topo_order(outputs)
-    leaves = [n for n in order if n.grad_req != "null"]
+        head_entries.append(None if hg is None else hg._as_entry())
+    records, leaves = _tape(outputs)
+    freed = [r for r in records if r.freed]
+    if freed:
+        raise AutogradError(
+            f"backward: the values saved for {freed[0].node.label()}{_where(freed[0].node)} were freed by an "
+            "earlier backward; pass retain_graph=True to the first backward() to run backward through the "
+            "same graph again")
     if not leaves:
         raise AutogradError(
             "backward: nothing to differentiate: no array this output depends on called "
             "attach_grad() inside autograd.record(); call x.attach_grad() and compute the "
             "output inside `with la.autograd.record():`"
         )
-    grads = gradient(outputs, heads, [Entry(n, 0) for n in leaves])
-    lazy = is_deferred() or any(o.node.values is None for o in outputs)
-    pending = []
-    for leaf, g in zip(leaves, grads):
-        if g is None:
-            g = apply_node(registry.get("zeros_like"), Entry(leaf, 0))
-        if g.aval.stype != leaf.grad_stype:  # e.g. a row_sparse embedding gradient asked dense
-            g = apply_node(registry.get("cast_storage"), g, stype=leaf.grad_stype)
-        if lazy:
-            prev = leaf.grad if isinstance(leaf.grad, Entry) else None
-            if leaf.grad_req == "add" and leaf.grad is not None:
-                prev = prev if prev is not None else _const_like(leaf, leaf.grad)
-                g = apply_node(registry.get("add"), prev, g)
-            leaf.grad = g
-        else:
-            pending.append((leaf, g))
-    if pending:
-        computed_now = {id(g.node) for _, g in pending if g.node.values is None}
-        values = materialize([g for _, g in pending])
-        adopted: set[int] = set()
-        for (leaf, g), v in zip(pending, values):
-            # Memory an op allocated in this backward, that no other leaf took, becomes .grad as it
-            # is (no copy). Anything else (a head gradient, a value computed earlier, a view) is copied.
-            fresh = (id(g.node) in computed_now and g.node.op is not None and g.node.op.fresh_outputs
-                     and id(v) not in adopted)
-            if fresh:
-                adopted.add(id(v))
-            _store_grad(leaf, v, fresh)
-
-
-def _store_grad(leaf: Node, value, fresh: bool = False) -> None:
-    """Store an eager gradient: added into the buffer (``grad_req="add"``), adopted as it is when
-    ``fresh`` (memory nobody else holds), else copied into the existing buffer."""
-    buf = leaf.grad
-    if isinstance(value, SPARSE_TYPES) or isinstance(buf, SPARSE_TYPES):  # sparse: replaced, not written
-        if leaf.grad_req == "add" and buf is not None and not isinstance(buf, Entry):
-            value = add_values(leaf.avals[0].device.xp, buf, value)
-        leaf.grad = value
-    elif leaf.grad_req == "add" and buf is not None and not isinstance(buf, Entry) and buf.shape == value.shape:
-        buf += value
-    elif fresh and value.flags.writeable:
-        # A fresh gradient array becomes the gradient: no copy (saves a parameter-sized copy per
-        # backward). An NDArray taken from ``.grad`` earlier keeps the previous gradient.
-        leaf.grad = value
-    elif buf is None or isinstance(buf, Entry) or buf.shape != value.shape or not buf.flags.writeable:
-        leaf.grad = value.copy()
+    bound = {id(r.node): r for r in records if r.values is not None}
+    targets = [(leaf, list(entries.values())) for leaf, entries in leaves.values()]
+    wrt = [e for _, entries in targets for e in entries]
+    flat = gradient(out_entries, head_entries, wrt)
+    grads = []
+    k = 0
+    for leaf, entries in targets:
+        parts = [g for g in flat[k:k + len(entries)] if g is not None]
+        k += len(entries)
+        g = parts[0] if parts else apply_node(registry.get("zeros_like"), entries[0])
+        for more in parts[1:]:
+            g = apply_node(registry.get("add"), g, more)
+        if g.aval.stype != leaf.stype:  # e.g. a row_sparse embedding gradient asked dense
+            g = apply_node(registry.get("cast_storage"), g, stype=leaf.stype)
+        grads.append(g)
+    lazy = is_deferred() or any(o._value is None for o in outputs)
+    if lazy:
+        for r in bound.values():  # the lazy gradients read these when they are computed
+            fix_values(r.node, r.values, r.versions)
+        for (leaf, entries), g in zip(targets, grads):
+            _store_lazy_grad(leaf, g, make)
     else:
-        buf[...] = value
+        values = evaluate(grads, _saved_values(bound))
+        for (leaf, entries), v in zip(targets, values):
+            _store_grad(leaf, v, make, entries[0].aval.device)
+    if not retain_graph:
+        for r in records:
+            r.values = None
+            r.freed = True
 
 
-def _const_like(leaf: Node, value) -> Entry:
-    return Entry(const_node(value, leaf.avals[0]))
+def _saved_values(bound: dict):
+    """``known(node)`` for the gradient program: autograd's saved values (checked against their
+    versions), the leaves' captured values (checked too), then computed lazy values."""
+    def known(node):
+        r = bound.get(id(node))
+        if r is not None:
+            for v, n in zip(r.values, r.versions):
+                if version(v) != n:
+                    raise AutogradError(
+                        f"backward: the output {r.node.avals[0]} of {r.node.label()}{_where(r.node)} was written "
+                        f"in place after autograd saved it for the gradient (buffer version {n} -> {version(v)}); "
+                        "write `y = y + 1` instead of `y += 1`, or call backward() before changing it")
+            return r.values
+        if node.kind == "const" and node.version is not None and version(node.value) != node.version:
+            raise AutogradError(
+                f"backward: an array {node.avals[0]} read by the recorded computation was written in place "
+                f"after it was recorded (buffer version {node.version} -> {version(node.value)}); "
+                "write `x = x + 1` instead of `x += 1`, or call backward() before changing it")
+        return known_values(node)
+
+    return known
+
+
+def _store_lazy_grad(leaf: Leaf, g: Entry, make) -> None:
+    prev = leaf.grad
+    if leaf.grad_req == "add" and prev is not None:
+        g = apply_node(registry.get("add"), prev._as_entry(), g)
+    arr = make(None, g, g.aval.device)
+    show(arr, g)
+    leaf.grad = arr
+    leaf.fresh = True
+
+
+def _store_grad(leaf: Leaf, value, make, device) -> None:
+    """An eager gradient: added into the existing one (``grad_req="add"``), else adopted as it is
+    (the program handed out a fresh buffer nobody else holds)."""
+    prev = leaf.grad
+    if leaf.grad_req == "add" and prev is not None:
+        old = prev._materialize()
+        if isinstance(value, SPARSE_TYPES) or isinstance(old, SPARSE_TYPES) or old.shape != value.shape \
+                or not old.flags.writeable:
+            leaf.grad = make(add_values(device.xp, old, value), None, device)
+        else:
+            old += value
+            bump(old)
+    else:
+        leaf.grad = make(value, None, device)
+    leaf.fresh = True
+
+
+def _where(node: Node) -> str:
+    line = node.source_line()
+    return f" (recorded at {line})" if line else ""

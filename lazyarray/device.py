@@ -32,7 +32,9 @@ class Device:
         cpu(1)
     """
 
-    __slots__ = ("kind", "id", "xp", "_tokens")
+    # No per-instance mutable state: devices are shared singletons, and the ``with`` stack
+    # of the default device lives in context variables (one per thread / asyncio task).
+    __slots__ = ("kind", "id", "xp")
     _interned: dict[tuple[str, int], Device] = {}
 
     def __new__(cls, kind: str, id: int = 0) -> Device:
@@ -47,7 +49,6 @@ class Device:
         dev = object.__new__(cls)
         dev.kind, dev.id = key
         dev.xp = np if kind == "cpu" else _cupy
-        dev._tokens = []
         cls._interned[key] = dev
         return dev
 
@@ -60,11 +61,17 @@ class Device:
         return (Device, (self.kind, self.id))
 
     def __enter__(self) -> Device:
-        self._tokens.append(_DEFAULT.set(self))
+        # The token goes on this context's own stack (an immutable tuple in a ContextVar), so
+        # threads and asyncio tasks entering the same device never see each other's tokens.
+        _TOKENS.set(_TOKENS.get() + (_DEFAULT.set(self),))
         return self
 
     def __exit__(self, *exc) -> None:
-        _DEFAULT.reset(self._tokens.pop())
+        tokens = _TOKENS.get()
+        if not tokens:
+            raise DeviceError(f"{self}.__exit__ without a matching __enter__ in this thread / task")
+        _DEFAULT.reset(tokens[-1])
+        _TOKENS.set(tokens[:-1])
 
     @staticmethod
     def parse(text: str | Device) -> Device:
@@ -111,11 +118,17 @@ def gpu_available() -> bool:
     return True
 
 
+# The default device, and the tokens of the open ``with device:`` blocks (innermost last).
+# Both are per context: each thread and each asyncio task has its own (a task starts with a
+# copy of its creator's), like the deferred-compute flag in ``deferred.py``.
 _DEFAULT: contextvars.ContextVar[Device] = contextvars.ContextVar("lazyarray_device", default=cpu(0))
+_TOKENS: contextvars.ContextVar[tuple[contextvars.Token, ...]] = contextvars.ContextVar(
+    "lazyarray_device_tokens", default=())
 
 
 def current_device() -> Device:
-    """The default device: ``cpu(0)`` unless a ``with la.cpu(i):`` / ``with la.gpu(i):`` is open."""
+    """The default device of this thread / asyncio task: ``cpu(0)`` unless a ``with la.cpu(i):``
+    / ``with la.gpu(i):`` is open in it."""
     return _DEFAULT.get()
 
 

@@ -17,39 +17,67 @@ import numbers
 
 import numpy as np
 
-from .autograd import _TRAINING
+from .autograd import _TRAINING, Leaf, Record, parents_of, tracked_nodes
 from .aval import Aval
-from .deferred import _MODE, DEFERRED, RECORDING, materialize
+from .buffer import version
+from .deferred import _MODE, DEFERRED, RECORDING, fix_values, materialize, show
 from .device import cpu, current_device, to_device
-from .errors import DeviceError, DTypeError, LazyArrayError, fmt_shape
+from .errors import (
+    ERROR_CLASSES,
+    DeviceError,
+    DTypeError,
+    LazyArrayError,
+    OpFailed,
+    fmt_shape,
+)
 from .graph.build import apply_node, as_entries, record_node, scalar_const, zip_inputs
-from .graph.node import Entry, Node, const_node, user_source
+from .graph.node import Entry, Node, capture_node, const_node, user_source
+from .graph.traverse import topo_order
 from .ops import registry
 from .ops.registry import OpDef, OpNamespace
 from .storage import SPARSE_TYPES, densify, stype_of
 
 
 class ArrayBase:
-    """What the dispatcher reads of an array: its value, its graph entry and its device."""
+    """What the dispatcher reads of an array: its value (a backend array, or None while lazy), its
+    graph entry (lazy arrays; arrays autograd tracks), its device, and its autograd state
+    (``_ag``: a ``Leaf`` after ``attach_grad()``, a ``Record`` for a recorded result, else None)."""
 
-    __slots__ = ("_value", "_entry", "_device", "__weakref__")
+    __slots__ = ("_value", "_entry", "_device", "_ag", "__weakref__")
 
     def _materialize(self):
         """The backend value, computing it (and what else is pending) if lazy."""
         v = self._value
         if v is None:
-            v = materialize([self._entry])[0]
-            self._value = v
+            v = materialize([self])[0]
         return v
 
     def _as_entry(self) -> Entry:
-        """This array as a graph entry; a normal array becomes a constant holding its value."""
+        """This array as a graph entry.
+
+        A lazy array is its entry; under ``autograd.record()`` an array autograd tracks is the
+        entry of its record or leaf, so gradients flow through; any other array is a constant
+        capturing its buffer as it is now (its version is checked when the graph reads it).
+        """
         e = self._entry
-        if e is None:
-            v = self._value
-            e = Entry(const_node(v, Aval(v.shape, v.dtype, self._device, stype_of(v))))
-            self._entry = e
-        return e
+        v = self._value
+        if v is None:
+            return e
+        ag = self._ag
+        if ag is not None:
+            if ag.__class__ is Leaf:
+                e = self._entry = ag.entry_for(v)
+                return e
+            if _MODE.get() & RECORDING:
+                if _MODE.get() & DEFERRED and ag.values is not None:
+                    fix_values(ag.node, ag.values, ag.versions)  # a lazy graph will read these
+                return e
+        elif e is not None and e.node.kind == "const" and e.node.value is v and e.node.version == version(v):
+            return e
+        c = Entry(capture_node(v, Aval(v.shape, v.dtype, self._device, stype_of(v))))
+        if ag is None and (e is None or e.node.kind == "const"):
+            self._entry = c  # (a computed lazy array keeps the entry it was computed from)
+        return c
 
 
 def apply(op: OpDef, args: tuple, params: dict, make):
@@ -66,7 +94,7 @@ def apply(op: OpDef, args: tuple, params: dict, make):
                 if va.__class__ is _ND:
                     out = ufunc(va)
                     return make(out if out.__class__ is _ND else np.asarray(out), None, a._device)
-            else:
+            else:  # (kept in step with ``operator_method``'s copy: this one serves la.add(a, b) etc.)
                 b = args[1]
                 if a.__class__ in _PY_NUMBERS:
                     a, b, swap = b, a, True
@@ -114,7 +142,8 @@ def operator_method(op: OpDef, make, reverse: bool = False):
                 if va.__class__ is _ND:
                     out = ufunc(va)
                     r = new(self.__class__)
-                    r._value, r._entry, r._device = (out if out.__class__ is _ND else np.asarray(out)), None, self._device
+                    r._value, r._entry, r._device, r._ag = (out if out.__class__ is _ND else np.asarray(out)), \
+                        None, self._device, None
                     return r
             return apply(op, (self,), {}, make)
 
@@ -139,22 +168,20 @@ def operator_method(op: OpDef, make, reverse: bool = False):
                         pass  # re-run by apply() for the rule-based error
                     else:
                         r = new(self.__class__)
-                        r._value, r._entry, r._device = (out if out.__class__ is _ND else np.asarray(out)), None, self._device
+                        r._value, r._entry, r._device, r._ag = (out if out.__class__ is _ND else np.asarray(out)), \
+                            None, self._device, None
                         return r
-        elif ufunc is not None and get_mode() & DEFERRED and not op.storage:
-            # Recording hot path: two arrays, or an array and a Python number, straight to a node.
-            ea = self._entry
-            if ea is None:
-                ea = self._as_entry()
+        elif ufunc is not None and get_mode() == DEFERRED and not op.storage:
+            # Recording hot path (deferred compute, autograd off): two arrays, or an array and a
+            # Python number, straight to a node.
+            ea = self._entry if self._value is None else self._as_entry()
             if other.__class__ in _PY_NUMBERS:
                 a0 = ea.node.avals[ea.index]
                 if a0.dtype is not None and a0.stype == "default":
-                    eb = scalar_const(other, [a0.dtype], a0.device)
+                    eb = scalar_const(other, [a0.dtype], a0.device, op)
                     return _lazy(self, record_node(op, [eb, ea] if reverse else [ea, eb], {}))
             elif isinstance(other, ArrayBase):
-                eb = other._entry
-                if eb is None:
-                    eb = other._as_entry()
+                eb = other._entry if other._value is None else other._as_entry()
                 return _lazy(self, record_node(op, [eb, ea] if reverse else [ea, eb], {}))
         return apply(op, (other, self) if reverse else (self, other), {}, make)
 
@@ -162,10 +189,10 @@ def operator_method(op: OpDef, make, reverse: bool = False):
 
 
 def _lazy(like, entry: Entry):
-    """A lazy array (of ``like``'s type) showing ``entry``, registered as a live handle."""
+    """A lazy array (of ``like``'s type) showing ``entry``."""
     r = object.__new__(like.__class__)
-    r._value, r._entry, r._device = None, entry, entry.node.avals[0].device
-    entry.node.add_handle(r)
+    r._value, r._entry, r._device, r._ag = None, entry, entry.node.avals[0].device, None
+    show(r, entry)
     return r
 
 
@@ -245,33 +272,52 @@ def _check_rules(op: OpDef, vals: list, params: dict, device) -> tuple:
 
 
 def _record_eager(op, args, params, results, outs, device) -> None:
-    """Add an eagerly computed op to the autograd graph when an input needs a gradient."""
+    """Record an eagerly computed op for autograd when an input needs a gradient."""
     arrays = [a for _, a in _flat(op, args) if isinstance(a, ArrayBase)]
-    if not any(a._entry is not None and a._entry.node.requires_grad for a in arrays):
+    if not any(a._ag is not None for a in arrays):
         return
-    inputs = _inputs_as_entries(op, args)
+    entries = as_entries(op, _inputs_as_entries(op, args))
     avals = tuple(Aval(o.shape, o.dtype, device, stype_of(o)) for o in outs)
-    entries = as_entries(op, inputs)
-    node = Node(op, tuple(entries), params, avals, values=list(outs), source=user_source())
-    node.requires_grad = True
+    node = Node(op, tuple(entries), params, avals, source=user_source())
+    rec = Record(node, list(outs), parents_of(entries, arrays))
     for i, r in enumerate(results):
         r._entry = Entry(node, i)
+        r._ag = rec
 
 
 def _record(op: OpDef, args: tuple, params: dict, make):
-    """Deferred compute: record a node, return lazy arrays."""
+    """Deferred compute: record a node, return lazy arrays (with an autograd record when
+    ``autograd.record()`` is on and an input needs a gradient)."""
+    inputs = _inputs_as_entries(op, args)
     if op.compose is not None:
-        res = apply_node(op, *_inputs_as_entries(op, args), **params)
+        res = apply_node(op, *inputs, **params)
     else:
-        res = record_node(op, as_entries(op, _inputs_as_entries(op, args)), params)
-    if type(res) is Entry:
-        out = make(None, res, res.node.avals[0].device)
-        res.node.add_handle(out)
-        return out
+        res = record_node(op, as_entries(op, inputs), params)
+    single = type(res) is Entry
+    res = (res,) if single else res
     outs = tuple(make(None, e, e.aval.device) for e in res)
     for o in outs:
-        o._entry.node.add_handle(o)
-    return outs
+        show(o, o._entry)
+    if _MODE.get() & RECORDING:
+        arrays = [a for _, a in _flat(op, args) if isinstance(a, ArrayBase)]
+        if any(a._ag is not None for a in arrays):
+            _record_lazy(list(res), outs, arrays)
+    return outs[0] if single else outs
+
+
+def _record_lazy(res: list[Entry], outs, arrays) -> None:
+    """Autograd records for the nodes just recorded lazily (a composite op records several),
+    linked to the records and leaves of the input arrays."""
+    by_node = tracked_nodes(arrays)
+    inputs = set(by_node)
+    for node in topo_order(res, stop=lambda n: id(n) in inputs):
+        if id(node) in by_node or node.op is None:
+            continue
+        parents = tuple(by_node.get(id(e.node)) for e in node.inputs)
+        if any(p is not None for p in parents):
+            by_node[id(node)] = Record(node, None, parents)
+    for o, e in zip(outs, res):
+        o._ag = by_node.get(id(e.node))
 
 
 def _inputs_as_entries(op: OpDef, args: tuple) -> list:
@@ -292,7 +338,7 @@ def _entry_of(a, op):
         return a._as_entry()
     if a.__class__ in _PY_NUMBERS or a is None or isinstance(a, (numbers.Number, np.bool_, np.number)):
         return a
-    v = _host_array(a, op)
+    v = np.array(_host_array(a, op), copy=True)  # the graph's own read-only copy, not the caller's array
     return Entry(const_node(v, Aval(v.shape, v.dtype, current_device())))
 
 
@@ -359,23 +405,8 @@ def _kernel_error(op: OpDef, args, vals, params, device, exc) -> Exception:
     shapes = ", ".join(
         f"{v.dtype}{fmt_shape(v.shape)}" for v in vals if hasattr(v, "shape") and hasattr(v, "dtype")
     )
-    kind = next((w for t, w in _WRAP.items() if isinstance(exc, t)), OpFailed)
+    kind = next((w for t, w in ERROR_CLASSES.items() if isinstance(exc, t)), OpFailed)
     return kind(f"{op.name} failed on inputs [{shapes}]: {exc}")
-
-
-class OpFailed(LazyArrayError, RuntimeError):
-    """A kernel failed for a reason the op's rules did not foresee."""
-
-
-class OpValueError(LazyArrayError, ValueError):
-    """A kernel rejected the values it was given."""
-
-
-class OpTypeError(LazyArrayError, TypeError):
-    """A kernel rejected the types it was given."""
-
-
-_WRAP = {ValueError: OpValueError, TypeError: OpTypeError, IndexError: OpValueError}
 _CPU0 = cpu(0)
 _ND = np.ndarray
 _PY_NUMBERS = frozenset((float, int, bool))

@@ -48,13 +48,12 @@ _CSS = (
 )
 
 
-def array_html(value, entry: Entry | None, device: Device) -> str:
-    """HTML for an array with backend ``value`` (None while lazy), graph ``entry`` and ``device``."""
-    if value is None and entry is not None:
-        value = entry.value  # computed through another array of the same graph
+def array_html(value, entry: Entry | None, device: Device, known=None) -> str:
+    """HTML for an array with backend ``value`` (None while lazy), graph ``entry`` and ``device``;
+    ``known(node)`` gives the values already computed (they are not pending)."""
     if value is not None:
         return _normal_html(value, device)
-    return _lazy_html(entry, device)
+    return _lazy_html(entry, device, known or (lambda node: None))
 
 
 def shape_text(shape) -> str:
@@ -63,10 +62,10 @@ def shape_text(shape) -> str:
     return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
 
 
-def pending_nodes(entry: Entry) -> list[Node]:
-    """Nodes without values in the sub-graph behind ``entry`` (what computing it would run)."""
-    order = topo_order([entry], stop=lambda n: n.values is not None)
-    return [n for n in order if n.values is None]
+def pending_nodes(entry: Entry, known) -> list[Node]:
+    """Op nodes without values in the sub-graph behind ``entry`` (what computing it would run)."""
+    order = topo_order([entry], stop=lambda n: n.op is None or known(n) is not None)
+    return [n for n in order if n.op is not None and known(n) is None]
 
 
 def _tags(kind: str, extra_cls: str, fields: list[tuple[str, str]]) -> str:
@@ -98,12 +97,12 @@ def _host(v, device: Device) -> np.ndarray:
     return to_device(v, device, Device("cpu", 0)) if device.kind == "gpu" else np.asarray(v)
 
 
-def _lazy_html(entry: Entry, device: Device) -> str:
+def _lazy_html(entry: Entry, device: Device, known) -> str:
     aval = entry.aval
     shape = aval.shape
     fields = [("dtype", str(aval.dtype)), ("shape (static; ? = unknown)", shape_text(shape)),
               ("device", str(device)), ("storage type", aval.stype)]
-    pending = pending_nodes(entry)
+    pending = pending_nodes(entry, known)
     n = len(pending)
     head = (f'<div class="la-note">{n:,} pending node{"s" if n != 1 else ""} behind this array '
             "(nothing has been computed for it yet).</div>")
@@ -121,7 +120,7 @@ def _lazy_html(entry: Entry, device: Device) -> str:
         f"{shape_item}"
         "<li>use as an input to an op outside <code>la.deferred()</code></li></ul>"
     )
-    svg = draw.to_svg([entry], stop=lambda node: node.values is not None, max_nodes=DRAW_MAX_NODES,
+    svg = draw.to_svg([entry], stop=lambda node: node.op is not None and known(node) is not None, max_nodes=DRAW_MAX_NODES,
                       title="pending graph")
     graph = f'<div style="overflow:auto;max-height:520px">{svg}</div>'
     return _wrap(_tags("lazy", " la-lazy", fields) + head + computes + graph)

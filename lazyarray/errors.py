@@ -51,6 +51,31 @@ class GraphError(LazyArrayError, ValueError):
     """A graph that breaks an invariant (dangling entry, wrong order, bad aval)."""
 
 
+class OpFailed(LazyArrayError, RuntimeError):
+    """A kernel failed for a reason the op's rules did not foresee."""
+
+
+class OpValueError(LazyArrayError, ValueError):
+    """A kernel rejected the values it was given."""
+
+
+class OpTypeError(LazyArrayError, TypeError):
+    """A kernel rejected the types it was given."""
+
+
+class OpIndexError(LazyArrayError, IndexError, ValueError):
+    """A kernel was given an index outside the array."""
+
+
+class OpOverflowError(LazyArrayError, OverflowError):
+    """A value that does not fit the dtype of the result (NumPy 2: ``uint8_array + 300``)."""
+
+
+# The class a kernel's built-in exception becomes, eager or compiled alike.
+ERROR_CLASSES = {IndexError: OpIndexError, ValueError: OpValueError, TypeError: OpTypeError,
+                 OverflowError: OpOverflowError, ArithmeticError: OpValueError}
+
+
 def fmt_shape(shape) -> str:
     """``(2, None, 3)`` -> ``[2,?,3]``: the compact form used in every message."""
     if shape is None:

@@ -11,11 +11,11 @@ import numpy as np
 
 from . import autograd, display
 from .aval import Aval
-from .deferred import is_deferred
+from .buffer import bump, is_frozen
+from .deferred import is_deferred, known_values
 from .device import Device, to_device
 from .dispatch import ArrayBase, apply, operator_method
-from .errors import AutogradError, DeferredComputeError, DeviceError, ShapeError, fmt_shape
-from .graph.node import Entry, const_node
+from .errors import AutogradError, DeferredComputeError, DeviceError, DTypeError, ShapeError, fmt_shape
 from .ops import registry
 from .ops.sparse_kernels import to_scipy
 from .storage import SPARSE_TYPES, densify, from_dense, stype_of
@@ -66,10 +66,7 @@ class NDArray(ArrayBase):
         v = self._value
         if v is not None:
             return tuple(v.shape)
-        e = self._entry
-        if e.node.values is not None:
-            return tuple(e.node.values[e.index].shape)
-        return e.aval.shape
+        return self._entry.aval.shape
 
     @property
     def ndim(self) -> int:
@@ -99,7 +96,7 @@ class NDArray(ArrayBase):
     @property
     def is_lazy(self) -> bool:
         """True while the value has not been computed."""
-        return self._value is None and self._entry.node.values is None
+        return self._value is None
 
     @property
     def aval(self) -> Aval:
@@ -205,7 +202,7 @@ class NDArray(ArrayBase):
     __str__ = __repr__
 
     def _repr_html_(self) -> str:
-        return display.array_html(self._value, self._entry, self._device)
+        return display.array_html(self._value, self._entry, self._device, known_values)
 
     # -- conversions -----------------------------------------------------------
     def to(self, device: Device) -> NDArray:
@@ -237,46 +234,33 @@ class NDArray(ArrayBase):
 
         ``stype="row_sparse"``: the gradient is kept row_sparse (only the rows it touches), as
         ``take(..., sparse_grad=True)`` and ``dot(csr, w)`` give for ``w``.
+        The gradient buffer is allocated by the first ``backward`` that writes it (an array that is
+        never differentiated costs no gradient memory); ``grad_req="null"`` stops tracking.
         """
-        if self._value is not None:
-            v = self._value
-            node = const_node(v, Aval(tuple(v.shape), v.dtype, self._device, stype_of(v)))
-            self._entry = Entry(node)
-        else:
-            node = self._entry.node
-        autograd.mark_leaf(node, grad_req, stype)
-        if self._value is not None and grad_req != "null":
-            zeros = self._device.xp.zeros_like(densify(self._value, self._device.xp))
-            node.grad = zeros if stype == "default" else from_dense(zeros, stype, self._device.xp)
+        autograd.mark_leaf(self, grad_req, stype)
 
     @property
     def grad(self) -> NDArray | None:
-        """The gradient written by the last ``backward`` (lazy inside deferred compute)."""
-        e = self._entry
-        if e is None or e.node.grad_req == "null":
-            return None
-        g = e.node.grad
-        if g is None:
-            return None
-        if isinstance(g, Entry):
-            out = _make(None, g, g.aval.device)
-            g.node.add_handle(out)
-            return out
-        return _make(g, None, self._device)
+        """The gradient written by the last ``backward`` (lazy inside deferred compute); None
+        before the first backward. Reading it twice gives the same array."""
+        ag = self._ag
+        return ag.grad if ag.__class__ is autograd.Leaf else None
 
-    def backward(self, out_grad: NDArray | None = None, retain_graph: bool = True) -> None:
-        """Gradients of this array w.r.t. every array that called ``attach_grad()``."""
-        e = self._entry
-        if e is None or not e.node.requires_grad:
+    def backward(self, out_grad: NDArray | None = None, retain_graph: bool = False) -> None:
+        """Gradients of this array w.r.t. every array that called ``attach_grad()``.
+
+        The values autograd saved are freed afterwards; pass ``retain_graph=True`` to run
+        backward through the same graph again.
+        """
+        if self._ag is None:
             raise AutogradError(
                 "backward: this array was not computed from an array with attach_grad() inside "
                 "autograd.record(); call x.attach_grad() and compute inside `with la.autograd.record():`"
             )
         heads = None
         if out_grad is not None:
-            og = out_grad if isinstance(out_grad, NDArray) else array_from(out_grad, self._device)
-            heads = [og._as_entry()]
-        autograd.backward([e], heads)
+            heads = [out_grad if isinstance(out_grad, NDArray) else array_from(out_grad, self._device)]
+        autograd.backward([self], heads, _make, retain_graph)
 
     # -- arithmetic (the dispatcher builds these: its hot path is inlined in them) ----
     __add__ = operator_method(_ADD, _make_late)
@@ -316,7 +300,14 @@ class NDArray(ArrayBase):
         v = self._value
         try:
             op.bind(self._device.xp)(v, ov, out=v)
+            bump(v)
         except Exception as exc:
+            if isinstance(exc, TypeError):  # NumPy's same_kind casting rule for out=
+                raise DTypeError(
+                    f"{op.name} (in place, {sym}): the result of {v.dtype} {sym[:-1]} "
+                    f"{getattr(ov, 'dtype', type(ov).__name__)} cannot be stored in the {v.dtype} left operand "
+                    f"without changing its kind (NumPy's same_kind rule); write x = x {sym[:-1]} y to get a "
+                    "new array, or cast first") from None
             oshape = fmt_shape(getattr(ov, "shape", ()))
             raise ShapeError(
                 f"{op.name} (in place, {sym}): cannot write the result into the left operand "
@@ -347,14 +338,15 @@ class NDArray(ArrayBase):
                 f"{what}: in-place writes are not allowed on lazy arrays or inside deferred compute "
                 f"(the graph decides where memory is reused); write `{instead}` instead"
             )
-        e = self._entry
-        if autograd.is_recording() and e is not None and e.node.requires_grad:
+        if autograd.is_recording() and self._ag is not None:
             raise AutogradError(
                 f"{what}: in-place write on an array recorded for autograd would corrupt its "
                 f"gradient; write `{instead}` instead, or do it under la.autograd.pause()"
             )
-        if e is not None and e.node.op is not None:  # the node's stored value is this buffer
-            self._entry = None
+        if is_frozen(self._value):
+            raise DeferredComputeError(
+                f"{what}: this array is read-only (a constant of a graph, or a value shared with one); "
+                f"write `{instead}` instead, or take a copy first: y = x.copy()")
 
     # -- indexing --------------------------------------------------------------
     def __getitem__(self, key):
@@ -371,6 +363,7 @@ class NDArray(ArrayBase):
         v = value._materialize() if isinstance(value, ArrayBase) else value
         try:
             self._value[key] = v
+            bump(self._value)
         except Exception as exc:
             raise ShapeError(f"setitem: cannot assign {getattr(v, 'shape', type(v).__name__)} to "
                              f"x[{key!r}] of an array {fmt_shape(self.shape)}: {exc}") from None
@@ -469,6 +462,7 @@ def _make(value, entry, device) -> NDArray:
     a._value = value
     a._entry = entry
     a._device = device
+    a._ag = None
     return a
 
 

@@ -27,13 +27,12 @@ array([[2., 0., 4.],
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as _sp
 
 from .aval import as_dtype
 from .device import Device, current_device, to_device
 from .errors import DeviceError, ParamValueError, ShapeError
 from .ndarray import NDArray, _make
-from .ops.sparse_kernels import adam_rows, sgd_rows
+from .ops.sparse_kernels import adam_rows, scipy_sparse, sgd_rows
 from .ops.sparse_kernels import from_scipy as _csr_from_scipy
 from .storage import CSR, RowSparse, densify, index_dtype, stype_of
 
@@ -70,7 +69,8 @@ def csr_matrix(arg1, shape=None, dtype=None, device: Device | None = None) -> ND
     """
     if isinstance(arg1, NDArray):
         return arg1.tostype("csr") if dtype is None else arg1.astype(dtype).tostype("csr")
-    if _sp.issparse(arg1):
+    sp = scipy_sparse(np)  # imported on first use (see ops.sparse_kernels)
+    if sp.issparse(arg1):
         m = arg1
     elif isinstance(arg1, tuple) and len(arg1) == 3:
         if shape is None:
@@ -79,7 +79,7 @@ def csr_matrix(arg1, shape=None, dtype=None, device: Device | None = None) -> ND
         data, indices, indptr = arg1
         dt = _dtype_of(data, dtype)
         try:
-            m = _sp.csr_matrix((np.asarray(data, dtype=dt), np.asarray(indices), np.asarray(indptr)),
+            m = sp.csr_matrix((np.asarray(data, dtype=dt), np.asarray(indices), np.asarray(indptr)),
                                shape=tuple(shape))
             m.check_format(full_check=True)
         except ValueError as exc:
@@ -90,7 +90,7 @@ def csr_matrix(arg1, shape=None, dtype=None, device: Device | None = None) -> ND
         dense = np.asarray(arg1)
         if dense.ndim != 2:
             raise ShapeError(f"csr_matrix: needs a 2-D array, got shape {dense.shape}")
-        m = _sp.csr_matrix(dense)
+        m = sp.csr_matrix(dense)
         if shape is not None and tuple(shape) != m.shape:
             raise ShapeError(f"csr_matrix: shape {tuple(shape)} does not match the array's {m.shape}")
     if dtype is not None:
@@ -102,7 +102,7 @@ def csr_matrix(arg1, shape=None, dtype=None, device: Device | None = None) -> ND
 
 def from_scipy(m, device: Device | None = None) -> NDArray:
     """A csr array from any scipy.sparse matrix or array (converted to CSR, canonical form)."""
-    if not _sp.issparse(m):
+    if not scipy_sparse(np).issparse(m):
         raise TypeError(f"from_scipy: needs a scipy.sparse matrix, got {type(m).__name__}")
     return csr_matrix(m, device=device)
 

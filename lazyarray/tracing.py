@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 
 from .errors import DeferredComputeError
-from .graph.node import Entry, Node, var_node
+from .graph.node import Entry, Node, check_capture, const_node, var_node
 from .graph.symbol import Symbol
 from .graph.traverse import topo_order
 from .ndarray import NDArray
@@ -35,7 +35,7 @@ def get_symbol(outputs, inputs: dict | None = None) -> Symbol:
         if not isinstance(o, NDArray):
             raise TypeError(f"get_symbol: output {i} is a {type(o).__name__}, not an NDArray")
     inputs = dict(inputs or {})
-    out_entries = [o._as_entry() for o in outs]
+    out_entries = [o._entry if o._entry is not None else o._as_entry() for o in outs]
     # Which recorded node stands for each named input.
     by_node: dict[int, tuple[str, Node]] = {}
     for name, arr in inputs.items():
@@ -61,11 +61,21 @@ def get_symbol(outputs, inputs: dict | None = None) -> Symbol:
             name, _ = by_node[id(node)]
             copies[id(node)] = var_node(name, node.avals[0])
             continue
-        if node.op is None:
-            new = Node(None, (), {}, node.avals, name=node.name, kind=node.kind,
-                       values=None if node.kind == "var" else list(node.values))
+        if node.op is None and node.kind == "const":
+            check_capture(node)  # a captured array written in place since would be a wrong constant
+            # The symbol's own read-only snapshot: later writes to the user's array never reach it.
+            value = node.value if node.version is None else _snapshot(node.value)
+            new = const_node(value, node.avals[0], name=node.name, source=node.source)
+        elif node.op is None:
+            new = Node(None, (), {}, node.avals, name=node.name, kind=node.kind)
         else:
             new = Node(node.op, tuple(Entry(copies[id(e.node)], e.index) for e in node.inputs),
                        dict(node.params), node.avals, name=node.name, source=node.source)
         copies[id(node)] = new
     return Symbol([Entry(copies[id(e.node)], e.index) for e in out_entries])
+
+
+def _snapshot(value):
+    return value.copy() if hasattr(value, "copy") else type(value)(
+        **{k: getattr(value, k).copy() for k in ("data", "indices", "indptr") if hasattr(value, k)},
+        shape=value.shape)

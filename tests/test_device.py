@@ -1,6 +1,9 @@
 """Devices: identity and printing, the default-device context, transfers, GPU availability."""
 from __future__ import annotations
 
+import asyncio
+import threading
+
 import numpy as np
 import pytest
 
@@ -38,6 +41,165 @@ def test_default_device_context_manager_nests():
         assert (la.ones(2) + 1).device == la.cpu(1)
     assert la.current_device() == la.cpu(0)
     assert la.zeros(2).device == la.cpu(0)
+
+
+def _run_threads(n, target):
+    """Run ``target(i, barrier)`` in ``n`` threads; re-raise the first error any of them hit."""
+    barrier = threading.Barrier(n, timeout=30)
+    errors = []
+
+    def body(i):
+        try:
+            target(i, barrier)
+        except BaseException as exc:  # noqa: BLE001 - reported in the main thread
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
+    if real or errors:
+        raise (real or errors)[0]
+
+
+def test_default_device_is_per_thread_with_interleaved_exits():
+    # Every thread enters the *same* device object, then a nested one of its own; the barriers
+    # make all threads be inside both blocks at once, so the exits interleave across threads.
+    def target(i, barrier):
+        mine = la.cpu(2 + i)
+        for step in range(200):
+            barrier.wait()
+            with la.cpu(1):
+                assert la.current_device() is la.cpu(1)
+                barrier.wait()
+                with mine:
+                    barrier.wait()
+                    assert la.current_device() is mine
+                    if (step + i) % 2:  # half the threads leave the inner block first
+                        barrier.wait()
+                assert la.current_device() is la.cpu(1)
+                if not (step + i) % 2:
+                    barrier.wait()
+                barrier.wait()
+            assert la.current_device() is la.cpu(0)
+
+    _run_threads(8, target)
+    assert la.current_device() is la.cpu(0)
+
+
+def test_a_threads_default_device_does_not_leak_to_other_threads():
+    inside, release = threading.Event(), threading.Event()
+    seen = {}
+
+    def holder():
+        with la.cpu(3):
+            inside.set()
+            release.wait(30)
+            seen["holder"] = la.current_device()
+
+    def other():
+        seen["other"] = la.current_device()
+        seen["other_array"] = la.zeros(2).device
+
+    t = threading.Thread(target=holder)
+    t.start()
+    assert inside.wait(30)
+    try:
+        assert la.current_device() is la.cpu(0)
+        o = threading.Thread(target=other)
+        o.start()
+        o.join()
+    finally:
+        release.set()
+        t.join()
+    assert seen == {"holder": la.cpu(3), "other": la.cpu(0), "other_array": la.cpu(0)}
+    assert la.current_device() is la.cpu(0)
+
+
+def test_default_device_is_per_asyncio_task_with_out_of_order_exits():
+    async def task(i, n_sleeps):
+        outer = la.cpu(1)  # the same device object in every task
+        with outer:
+            await asyncio.sleep(0)
+            assert la.current_device() is outer
+            with la.cpu(10 + i):
+                for _ in range(n_sleeps):
+                    await asyncio.sleep(0)
+                    assert la.current_device() is la.cpu(10 + i)
+                assert la.zeros(1).device is la.cpu(10 + i)
+            for _ in range(n_sleeps % 3):
+                await asyncio.sleep(0)
+            assert la.current_device() is outer
+        assert la.current_device() is la.cpu(0)
+        return i
+
+    async def main():
+        # Tasks enter in order 0..7 and leave in another order (fewer sleeps leave first).
+        sleeps = [5, 1, 7, 3, 0, 6, 2, 4]
+        done = await asyncio.gather(*(task(i, n) for i, n in enumerate(sleeps)))
+        assert done == list(range(8))
+        assert la.current_device() is la.cpu(0)
+
+    for _ in range(20):
+        asyncio.run(main())
+    assert la.current_device() is la.cpu(0)
+
+
+def test_child_task_inherits_the_device_but_not_the_other_way_round():
+    async def child(started, go):
+        assert la.current_device() is la.cpu(1)  # copied from the parent when created
+        with la.cpu(2):
+            started.set()
+            await go.wait()
+            assert la.current_device() is la.cpu(2)
+        return la.current_device()
+
+    async def main():
+        started, go = asyncio.Event(), asyncio.Event()
+        with la.cpu(1):
+            t = asyncio.ensure_future(child(started, go))
+            await started.wait()
+            assert la.current_device() is la.cpu(1)  # the child's block does not leak up
+        assert la.current_device() is la.cpu(0)  # the parent leaves first
+        go.set()
+        assert await t is la.cpu(1)
+
+    asyncio.run(main())
+
+
+def test_default_device_nests_deeply_and_reenters_the_same_device():
+    devs = [la.cpu(1), la.cpu(2), la.cpu(1), la.cpu(1), la.cpu(3)]
+
+    def nest(k):
+        if k == len(devs):
+            return
+        with devs[k] as d:
+            assert d is devs[k] and la.current_device() is d
+            nest(k + 1)
+            assert la.current_device() is d
+
+    for _ in range(3):
+        nest(0)
+        assert la.current_device() is la.cpu(0)
+
+
+def test_default_device_is_restored_when_the_block_raises():
+    with pytest.raises(RuntimeError):
+        with la.cpu(1):
+            with la.cpu(2):
+                raise RuntimeError("boom")
+    assert la.current_device() is la.cpu(0)
+    with la.cpu(4):
+        assert la.current_device() is la.cpu(4)
+    assert la.current_device() is la.cpu(0)
+
+
+def test_devices_keep_no_per_instance_state():
+    assert not hasattr(la.cpu(1), "__dict__")
+    assert set(la.Device.__slots__) == {"kind", "id", "xp"}
 
 
 def test_transfer_is_a_real_copy():

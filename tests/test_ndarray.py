@@ -138,9 +138,14 @@ def test_inplace_that_cannot_fit_the_left_operand_is_a_shape_error():
     a = la.array(np.ones(3, np.float32))
     with pytest.raises(la.ShapeError, match=r"add \(in place, \+=\).*\[3\].*\[2,3\].*x = x \+ y"):
         a += la.ones((2, 3))
+
+
+def test_inplace_that_would_change_the_dtype_kind_is_a_dtype_error():
     i = la.array(np.ones(3, np.int64))
-    with pytest.raises(la.ShapeError, match="divide"):
-        i /= 2
+    for write in (lambda: i.__itruediv__(2), lambda: i.__iadd__(1.5)):
+        with pytest.raises(la.DTypeError, match="same_kind"):
+            write()
+    np.testing.assert_array_equal(i.asnumpy(), [1, 1, 1])
 
 
 def test_inplace_on_lazy_arrays_raises_deferred_compute_error():

@@ -12,6 +12,7 @@ so its ops are inlined into the enclosing graph.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -20,9 +21,6 @@ from collections import OrderedDict
 from collections.abc import Iterator
 
 import numpy as np
-from safetensors import SafetensorError
-from safetensors.numpy import load as st_load
-from safetensors.numpy import save as st_save
 
 from ..autograd import _TRAINING
 from ..creation import zeros
@@ -316,6 +314,18 @@ class HybridSequential(HybridBlock):
 
 
 # -- parameter files -----------------------------------------------------------------------------
+def _safetensors():
+    """safetensors' NumPy API, imported on first use: only saving and loading parameter files need
+    it, and importing it with the package made ``import lazyarray`` heavier for every process."""
+    return importlib.import_module("safetensors.numpy")
+
+
+def _safetensor_error() -> type[Exception]:
+    """``safetensors.SafetensorError`` (the parse error of a bad file), imported on first use (see
+    ``_safetensors``)."""
+    return importlib.import_module("safetensors").SafetensorError
+
+
 def save_arrays(path: str, params: dict[str, Parameter]) -> None:
     """``name -> Parameter`` values to a safetensors file, written atomically."""
     arrays, frozen = {}, []
@@ -327,7 +337,7 @@ def save_arrays(path: str, params: dict[str, Parameter]) -> None:
     # One metadata key: safetensors writes several in no fixed order, and equal models must
     # give byte-identical files.
     meta = {_PARAMS_FORMAT: json.dumps({"version": 1, "grad_null": frozen})}
-    write_atomic(path, st_save(arrays, metadata=meta))
+    write_atomic(path, _safetensors().save(arrays, metadata=meta))
 
 
 def load_arrays(path: str) -> tuple[dict[str, np.ndarray], dict]:
@@ -338,10 +348,10 @@ def load_arrays(path: str) -> tuple[dict[str, np.ndarray], dict]:
     except OSError as exc:
         raise GraphFormatError(f"cannot read parameter file {path!r}: {exc.strerror}") from None
     try:
-        arrays = st_load(data)
-    except (SafetensorError, ValueError, OSError) as exc:
+        arrays = _safetensors().load(data)
+    except (_safetensor_error(), ValueError, OSError) as exc:
         raise GraphFormatError(f"{path!r} is not a safetensors parameter file: {exc}") from None
-    (n,) = struct.unpack("<Q", data[:8])  # the header is valid: st_load just parsed it
+    (n,) = struct.unpack("<Q", data[:8])  # the header is valid: safetensors just parsed it
     raw = json.loads(data[8:8 + n]).get("__metadata__") or {}
     try:
         meta = json.loads(raw.get(_PARAMS_FORMAT, "{}"))

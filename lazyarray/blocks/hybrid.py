@@ -110,7 +110,8 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool) -> C
         if id(p) not in by_param:
             raise LazyArrayError(f"{type(block).__name__}: forward updated parameter {p.name!r}, which is "
                                  "not one of the block's collect_params()")
-        updates.append((p, value.detach()))
+        with deferred():  # recorded, not computed: the graph computes the new value at every call
+            updates.append((p, value.detach()))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnusedInputWarning)  # unused parameters are fine
         sym = get_symbol(outs + [v for _, v in updates], inputs=named)

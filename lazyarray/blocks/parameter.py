@@ -18,7 +18,9 @@ import contextvars
 import numpy as np
 
 from .. import init as _init
+from ..autograd import Leaf
 from ..aval import as_dtype
+from ..buffer import bump
 from ..device import Device, cpu
 from ..errors import LazyArrayError, ShapeError
 from ..ndarray import NDArray, _make
@@ -120,8 +122,8 @@ class Parameter:
         self._attach()
 
     def _attach(self) -> None:
-        if self._grad_req != "null":
-            self._data.attach_grad(self._grad_req, stype=self.grad_stype)
+        # (grad_req="null" stops tracking: no gradient is computed for this parameter)
+        self._data.attach_grad(self._grad_req, stype=self.grad_stype)
 
     @property
     def initialized(self) -> bool:
@@ -152,7 +154,7 @@ class Parameter:
             raise LazyArrayError(f"Parameter {self.name!r} has grad_req='null' and no gradient")
         d = self.data()
         g = d.grad
-        if g is None:
+        if g is None:  # before the first backward: zeros (no gradient buffer is kept until then)
             g = _make(d.device.xp.zeros(d.shape, d.dtype), None, d.device)
         return g if device is None else g.to(device)
 
@@ -176,16 +178,19 @@ class Parameter:
             raise ShapeError(f"Parameter {self.name!r}: set_data got shape {tuple(v.shape)}, the parameter "
                              f"is {tuple(buf.shape)}")
         buf[...] = v
+        bump(buf)
 
     def zero_grad(self) -> None:
         """Set the gradient buffer to zeros (for ``grad_req='add'``)."""
-        if self._data is None or self._grad_req == "null":
+        leaf = self._leaf()
+        if leaf is None or leaf.grad is None:
             return
-        node = self._data._entry.node
-        if isinstance(node.grad, RowSparse):  # zero rows stored
-            node.grad = RowSparse(node.grad.data[:0], node.grad.indices[:0], node.grad.shape)
-        elif node.grad is not None and not hasattr(node.grad, "node"):
-            node.grad[...] = 0
+        g = leaf.grad._materialize()
+        if isinstance(g, RowSparse):  # zero rows stored
+            leaf.grad = _make(RowSparse(g.data[:0], g.indices[:0], g.shape), None, self._data.device)
+        else:
+            g[...] = 0
+            bump(g)
 
     def update(self, value: NDArray) -> None:
         """Write a value computed by ``forward`` (running statistics).
@@ -200,11 +205,24 @@ class Parameter:
             self.set_data(value.detach())
 
     # -- raw access for the trainer --------------------------------------------------------------
-    def _raw(self):
-        """(value buffer, gradient buffer or None) as backend arrays, for in-place optimizer steps."""
-        d = self.data()
-        g = d._entry.node.grad if d._entry is not None and self._grad_req != "null" else None
-        return d._value, g
+    def _leaf(self):
+        d = self._data
+        if d is None or self._grad_req == "null":
+            return None
+        ag = d._ag
+        return ag if isinstance(ag, Leaf) else None
+
+    def _grad_is_fresh(self) -> bool:
+        """True when a backward wrote the gradient since the optimizer last took it."""
+        leaf = self._leaf()
+        return leaf is not None and leaf.grad is not None and leaf.fresh
+
+    def _take_grad(self):
+        """(value buffer, gradient buffer) as backend arrays for an in-place optimizer step; the
+        gradient (computed now if lazy) counts as used until the next backward writes it."""
+        leaf = self._leaf()
+        leaf.fresh = False
+        return self._data._value, leaf.grad._materialize()
 
     def __repr__(self) -> str:
         shape = "?" if self._shape is None else self._shape

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 
-from ..errors import ParamValueError
+from ..buffer import bump
+from ..errors import LazyArrayError, ParamValueError
 from ..ops.sparse_kernels import adam_rows, sgd_rows
 from ..storage import RowSparse
 from .parameter import Parameter
@@ -92,6 +93,10 @@ class Adam(Optimizer):
         weight -= t(lr) * mean / (xp.sqrt(var) + t(self.epsilon))
 
 
+class StaleGradientError(LazyArrayError, RuntimeError):
+    """``Trainer.step`` found a gradient that no ``backward()`` wrote since the last step."""
+
+
 _OPTIMIZERS = {"sgd": SGD, "adam": Adam}
 
 
@@ -137,20 +142,33 @@ class Trainer:
         self._optimizer.learning_rate = lr
 
     def step(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
-        """One update of every trainable parameter with gradients scaled by ``1 / batch_size``."""
+        """One update of every trainable parameter with gradients scaled by ``1 / batch_size``.
+
+        Each gradient is used once: a parameter whose gradient no ``backward()`` has written since
+        the last step (stale) raises ``StaleGradientError``, unless ``ignore_stale_grad=True``,
+        which skips it (as Gluon does). Lazy gradients (a backward inside deferred compute) are
+        computed here.
+        """
+        todo = [p for p in self._params if p.grad_req != "null" and p.initialized]
+        stale = [p for p in todo if not p._grad_is_fresh()]
+        if stale and not ignore_stale_grad:
+            names = ", ".join(repr(p.name) for p in stale[:5]) + (" ..." if len(stale) > 5 else "")
+            raise StaleGradientError(
+                f"Trainer.step: the gradient of parameter(s) {names} was not written by a backward() since the "
+                "last step (a part of the model not used this iteration, or a missing backward()); call "
+                "step(batch_size, ignore_stale_grad=True) to skip such parameters")
         self._steps += 1
         rescale = 1.0 / batch_size
         opt = self._optimizer
-        for p in self._params:
-            if p.grad_req == "null" or not p.initialized:
+        for p in todo:
+            if not p._grad_is_fresh():
                 continue
-            weight, grad = p._raw()
-            if grad is None or hasattr(grad, "node"):  # no eager gradient yet (or a lazy one)
-                continue
+            weight, grad = p._take_grad()
             state = self._states.get(id(p))
             if state is None and id(p) not in self._states:
                 state = self._states[id(p)] = opt.create_state(weight)
             opt.update(weight, grad, state, self._steps, rescale=rescale, xp=p.data().device.xp)
+            bump(weight)
 
     def zero_grad(self) -> None:
         for p in self._params:

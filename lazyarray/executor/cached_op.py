@@ -28,9 +28,9 @@ import warnings
 
 import numpy as np
 
-from ..autograd import _TRAINING
+from ..autograd import _TRAINING, record_call
 from ..aval import Aval
-from ..deferred import _MODE, DEFERRED, RECORDING
+from ..deferred import _MODE, DEFERRED, RECORDING, show
 from ..errors import LazyArrayError, ParamError, fmt_shape
 from ..graph import draw
 from ..graph import svg as S
@@ -124,7 +124,7 @@ class CachedOp:
             key.append((v.shape, v.dtype, a._device, v.__class__))
         mask = None
         if mode & RECORDING:
-            mask = tuple(a._entry is not None and a._entry.node.requires_grad for a in arrays)
+            mask = tuple(a._ag is not None for a in arrays)
             if not any(mask):
                 mask = None
         key.append(_TRAINING.get())
@@ -161,9 +161,9 @@ class CachedOp:
         outs = c.program.run(vals)
         entries = tuple(a._as_entry() for a in arrays)
         avals = tuple(Aval(tuple(v.shape), v.dtype, d, stype_of(v)) for v, d in zip(outs, c.devices_all))
-        node = Node(c.op, entries, {}, avals, values=outs, source=user_source())
-        node.requires_grad = True
-        res = [_make(outs[i], Entry(node, i), c.out_devices[i]) for i in range(c.n_out)]
+        node = Node(c.op, entries, {}, avals, source=user_source())
+        res = [_make(outs[i], None, c.out_devices[i]) for i in range(c.n_out)]
+        record_call(node, outs, arrays, res)
         return res[0] if c.n_out == 1 else res
 
     def _inline(self, args):
@@ -187,7 +187,7 @@ class CachedOp:
         for e in self.sym.outputs:
             ent = env[(id(e.node), e.index)]
             arr = _make(None, ent, ent.aval.device)
-            ent.node.add_handle(arr)
+            show(arr, ent)
             outs.append(arr)
         return outs[0] if len(outs) == 1 else outs
 
@@ -347,10 +347,7 @@ def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int]) -> _Compile
         res = bwd_prog.run(arrays)
         return res[0] if len(res) == 1 else tuple(res)
 
-    # fresh_outputs: a compiled program hands out buffers no later call or other output aliases,
-    # so backward() can adopt them as .grad instead of copying.
     bwd_op = OpDef("cached_op_backward", ("*args",), bwd_kernel, num_outputs=max(len(grad_pos), 1),
-                   fresh_outputs=True,
                    shape=lambda shapes: [a.shape for a in grad_avals] if len(grad_avals) > 1 else grad_avals[0].shape,
                    dtype=lambda dtypes: [a.dtype for a in grad_avals] if len(grad_avals) > 1 else grad_avals[0].dtype,
                    device=lambda avals: grad_avals[0].device,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DeferredComputeError, LazyArrayError, fmt_shape
-from ..graph.node import Entry, Node
+from ..errors import ERROR_CLASSES, DeferredComputeError, LazyArrayError, OpFailed, fmt_shape
+from ..graph.node import Entry, Node, check_capture
 from ..graph.traverse import topo_order
 from ..ops import registry
 from ..storage import densify, stype_of
@@ -32,50 +32,41 @@ def run_kernel(node: Node, args: list):
     except LazyArrayError:
         raise
     except Exception as exc:
-        shapes = ", ".join(fmt_shape(getattr(a, "shape", ())) for a in args)
-        where = node.source_line()
-        raise type(exc)(
-            f"{op.name} failed on inputs [{shapes}]: {exc}" + (f" (recorded at {where})" if where else "")
-        ) from exc
+        raise kernel_error(node, args, exc) from exc
     outs = list(out) if op.num_outputs > 1 else [out]
     return [o if hasattr(o, "shape") and not isinstance(o, np.generic) else np.asarray(o) for o in outs]
 
 
-def evaluate(outputs: list[Entry], keep=None) -> list:
-    """Values of ``outputs``, computing only what is missing.
+def kernel_error(node: Node, inputs: list, exc: Exception, where: str = "") -> LazyArrayError:
+    """The error for a kernel that failed at run time: the class an eager call raises
+    (``OpValueError``, ``OpTypeError``, ``OpFailed``), naming the op, the inputs and the line
+    that recorded the node; the original exception becomes ``__cause__``."""
+    shapes = ", ".join(f"{getattr(a, 'dtype', '')}{fmt_shape(getattr(a, 'shape', ()))}" for a in inputs)
+    line = node.source_line()
+    kind = next((w for t, w in ERROR_CLASSES.items() if isinstance(exc, t)), OpFailed)
+    return kind(f"{node.op.name} failed{' ' + where if where else ''} on inputs [{shapes}]: {exc}"
+                + (f" (recorded at {line})" if line else ""))
 
-    Nodes that already hold values are leaves of the walk. ``keep(node) -> bool`` says which
-    computed nodes store their values (the requested ones always do); the rest are freed
-    as soon as their last reader has run.
+
+def interpret(outputs: list[Entry], known=None) -> list:
+    """The reference evaluator: values of ``outputs``, node by node, nothing planned.
+
+    ``known(node)`` gives values the caller already has; constants are read as they are.
+    The compiled executor is tested against this.
     """
-    order = topo_order(outputs, stop=lambda n: n.values is not None)
-    want = {id(e.node) for e in outputs}
-    readers: dict[int, int] = {}
+    order = topo_order(outputs, stop=lambda n: n.op is None or (known is not None and known(n) is not None))
+    env: dict[int, list] = {}
     for node in order:
-        for e in node.inputs:
-            readers[id(e.node)] = readers.get(id(e.node), 0) + 1
-    temp: dict[int, list] = {}
-    for node in order:
-        if node.values is not None:
-            continue
-        if node.op is None:
-            raise DeferredComputeError(
-                f"cannot compute: graph input {node.name!r} ({node.avals[0]}) has no value; "
-                "bind it by calling the symbol through la.CachedOp(sym)(...)"
-            )
-        args = []
-        for e in node.inputs:
-            src = e.node
-            vals = src.values if src.values is not None else temp[id(src)]
-            args.append(vals[e.index])
-            left = readers[id(src)] - 1
-            readers[id(src)] = left
-            if left == 0 and src.values is None:
-                temp.pop(id(src), None)
-        outs = run_kernel(node, args)
-        if id(node) in want or (keep is not None and keep(node)):
-            node.values = outs
-        elif readers.get(id(node)):
-            temp[id(node)] = outs
-    return [e.node.values[e.index] if e.node.values is not None else temp[id(e.node)][e.index]
-            for e in outputs]
+        vals = known(node) if known is not None else None
+        if vals is None and node.op is None:
+            if node.kind != "const":
+                raise DeferredComputeError(
+                    f"cannot compute: graph input {node.name!r} ({node.avals[0]}) has no value; "
+                    "bind it by calling the symbol through la.CachedOp(sym)(...)"
+                )
+            check_capture(node)
+            vals = [node.value]
+        if vals is None:
+            vals = run_kernel(node, [env[id(e.node)][e.index] for e in node.inputs])
+        env[id(node)] = vals
+    return [env[id(e.node)][e.index] for e in outputs]

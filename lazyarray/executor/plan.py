@@ -14,7 +14,12 @@ Rules:
   in-place-safe, the input dies at that step, has the same size and device, and no other
   input of the step aliases it;
 * otherwise it takes the free buffer of its device that fits best by size (the smallest
-  that is large enough, else the largest free one, grown), else a new buffer.
+  that is large enough, else the largest free one, grown), else a new buffer;
+* a value handed out (``escapes``) is owned by the caller, so its buffer must be exactly its
+  size and never shared with a later run: it takes an input's buffer in place only when
+  that buffer has exactly its size, else a new buffer of its own (never a reused one).
+  Those buffers are listed in ``escaping_buffers``: the executor allocates them anew for
+  every run; everything else is reused run after run.
 
 Under a joint forward + backward schedule, the forward values that backward reads stay
 alive exactly until their last backward reader, and nothing else does.
@@ -169,12 +174,8 @@ def _chain(allowed: set, a: int, b: int) -> bool:
     return (a, b) in allowed
 
 
-def plan_memory(values: list[Value], steps: list[Step], *, share_out_min_bytes: int = 0) -> MemoryPlan:
+def plan_memory(values: list[Value], steps: list[Step]) -> MemoryPlan:
     """Assign buffers to the values of a schedule.
-
-    An escaping value smaller than ``share_out_min_bytes`` gets a buffer of its own instead
-    of a freed or in-place one: a buffer that is handed out must be replaced before the
-    next run, with every view into it, which for small values costs more than the memory.
 
     >>> vals = [Value(16, external=True), Value(16), Value(16), Value(16, escapes=True)]
     >>> steps = [Step((0,), (1,)), Step((1,), (2,), inplace=((0, 0),)), Step((2,), (3,))]
@@ -221,12 +222,14 @@ def plan_memory(values: list[Value], steps: list[Step], *, share_out_min_bytes: 
             val = values[o]
             if val.external or base[o] != o:
                 continue
-            own = o in escaping_bases and val.nbytes < share_out_min_bytes
-            b = None if own else _inplace_buffer(values, base, end, buffer_of, holder, st, i, pos, o, taken)
+            out = o in escaping_bases
+            b = _inplace_buffer(values, base, end, buffer_of, holder, st, i, pos, o, taken)
+            if b is not None and out and sizes[b] != val.nbytes:
+                b = None  # an output's buffer is exactly its size: nothing larger stays pinned
             if b is not None:
                 inplace.append((i, holder[b], o))
             else:
-                b = None if own else _best_fit(free.setdefault(val.device, []), sizes, val.nbytes)
+                b = None if out else _best_fit(free.setdefault(val.device, []), sizes, val.nbytes)
                 if b is None:
                     b = len(sizes)
                     sizes.append(val.nbytes)

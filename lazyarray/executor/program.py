@@ -1,42 +1,58 @@
 """Compile a graph into a flat program of steps over backend arrays, and run it.
 
-A ``Program`` is what the executor runs: a list of steps, each ``(mode, kernel, first
-input slot, second input slot, output slot, input slots, params, slots to free, node)``, over a list of slots that hold the
-values of one run. Everything is decided at compile time (kernel bound to its array
-module, slot numbers, which buffer each output is written into, when a temporary is
-dropped), so the run loop is a few lines.
+``compile_program`` works in named stages:
 
-Memory follows the plan (``plan.py``): every buffer is allocated once per *buffer set*;
-kernels that write into a given array (ufuncs, ``matmul``, ``relu``, ``dense``) get a view
-of their planned buffer as ``out=``; the others return fresh arrays, which stand in for
-their planned buffer and are dropped after their last reader. An output written into a
-pooled buffer is handed to the caller and that buffer is replaced before the next run, so
-outputs are never aliased by later calls. Concurrent runs take separate buffer sets from
-a pool, so one program can be run from many threads at once.
+1. ``_collect``: the nodes to run, one slot per value, and the values given from outside
+   (graph inputs, constants, values the caller already knows);
+2. ``_own_outputs``: the one place that decides buffer ownership of what a run hands out
+   (see below);
+3. ``_choose_steps``: how each node runs (``StepKind``: into a planned buffer, or a kernel
+   that allocates its result);
+4. ``_plan``: the memory plan over the schedule (``plan.py``);
+5. ``_lay_out``: each step becomes a small precompiled closure over slot numbers, so the
+   run loop is ``for step in steps: step(slots)``.
+
+**Ownership.** Planned internal buffers are never visible to the caller. Every output of
+a run is a fresh, exact-size buffer the caller owns: an output that would be a graph
+input, a constant, a known value, a view of one, a view into a larger buffer, or the
+same value as an earlier output is copied by an explicit ``copy`` step; an output
+written into a planned buffer gets a buffer of its own size, allocated anew for each
+run (the last step writes straight into it, no copy); a kernel that may hand back its
+input unchanged (``sum_to`` with nothing to sum) is checked at run time. Concurrent runs
+take separate buffer sets from a pool, so one program can be run from many threads.
 
 This module works on ``Node`` / ``Entry`` and backend arrays only, never ``NDArray``.
 """
 from __future__ import annotations
 
+import enum
+
 import numpy as np
 
 from ..device import on_device
 from ..errors import DeferredComputeError, LazyArrayError
-from ..graph.node import Entry, Node
+from ..graph.node import Entry, Node, check_capture
 from ..graph.traverse import topo_order
-from .interpret import run_kernel
+from ..ops import registry
+from .interpret import kernel_error, run_kernel
 from .plan import Step, Value, plan_memory
-
-OUT, FRESH, FRESH_0D, MULTI, UFUNC1, UFUNC2 = 0, 1, 2, 3, 4, 5
-
-# Outputs smaller than this get a buffer of their own rather than a reused one (see plan.py).
-SHARE_OUT_MIN_BYTES = 1 << 16
 
 # Materializing at most this many kernels runs them in order without compiling a program.
 SMALL_GRAPH = 4
 
 # NumPy 2.4 deprecates a positional ``out`` for these two (a third input is ambiguous there).
 _NO_POSITIONAL_OUT = frozenset({np.maximum, np.minimum})
+_COPY = registry.get("copy")
+
+
+class StepKind(enum.Enum):
+    """How a step runs its kernel."""
+
+    OUT = "writes into its planned buffer (out=)"
+    UFUNC1 = "unary NumPy ufunc into its planned buffer"
+    UFUNC2 = "binary NumPy ufunc into its planned buffer"
+    FRESH = "the kernel allocates its result"
+    MULTI = "several outputs (or sparse ones), allocated by the kernel"
 
 
 def honours_out(op, xp) -> bool:
@@ -46,17 +62,6 @@ def honours_out(op, xp) -> bool:
     if isinstance(op.kernel, str):
         return type(getattr(xp, op.kernel, None)).__name__ == "ufunc"
     return op.writes_out
-
-
-class _BufferSet:
-    """The slots of one run with every pooled buffer allocated: one per concurrent run."""
-
-    __slots__ = ("raws", "stale", "template")
-
-    def __init__(self, template: list, raws: dict):
-        self.template = template
-        self.raws = raws
-        self.stale = False  # True when the last run handed out some of these buffers
 
 
 class Program:
@@ -70,86 +75,48 @@ class Program:
     [array([0., 5.], dtype=float32)]
     """
 
-    def __init__(self, steps, in_slots, out_slots, copy_out, template, views_by_buffer,
-                 buffer_specs, escaping_buffers, plan, nodes):
-        self.steps = steps
+    def __init__(self, steps, in_slots, out_slots, template, pooled, per_run, captures, plan, nodes):
+        self.steps = steps  # one closure per step: step(slots)
         self.in_slots = in_slots
         self.out_slots = out_slots
-        self.copy_out = copy_out
         self._template = template
-        self._views_by_buffer = views_by_buffer
-        self._buffer_specs = buffer_specs  # buffer -> (device, nbytes), pooled buffers only
-        self._escaping = [b for b in escaping_buffers if b in buffer_specs]
-        self._pool: list[_BufferSet] = []
+        self._pooled = pooled  # (device, nbytes, views) of buffers reused run after run
+        self._per_run = per_run  # (device, nbytes, views) of buffers handed to the caller
+        self._captures = captures  # constants standing for user arrays: checked before each run
+        self._pool: list[list] = []
         self.plan = plan
         self.nodes = nodes
-        self.once = False  # a program run only once skips refilling its buffer set
 
-    # -- buffers ---------------------------------------------------------------------------
-    def _new_set(self) -> _BufferSet:
-        raws = {b: _alloc(dev, size) for b, (dev, size) in self._buffer_specs.items()}
-        tmpl = list(self._template)
-        for b, views in self._views_by_buffer.items():
-            raw = raws[b]
-            for slot, dtype, shape, nbytes in views:
-                tmpl[slot] = raw[:nbytes].view(dtype).reshape(shape)
-        return _BufferSet(tmpl, raws)
+    def _new_set(self) -> list:
+        slots = list(self._template)
+        for dev, size, views in self._pooled:
+            _fill_views(slots, _alloc(dev, size), views)
+        return slots
 
-    def _refill(self, bs: _BufferSet) -> None:
-        """Fresh memory for the buffers whose values the last run handed out. Done when the set
-        is taken again, not when it is given back: by then the caller has usually dropped the
-        previous outputs, so the two never need memory at the same time."""
-        tmpl = bs.template
-        for b in self._escaping:
-            dev, size = self._buffer_specs[b]
-            raw = bs.raws[b] = _alloc(dev, size)
-            for slot, dtype, shape, nbytes in self._views_by_buffer[b]:
-                tmpl[slot] = raw[:nbytes].view(dtype).reshape(shape)
-        bs.stale = False
-
-    # -- running ---------------------------------------------------------------------------
     def run(self, args) -> list:
         """Run once; returns the output values (new arrays, owned by the caller)."""
+        for node in self._captures:
+            check_capture(node)
         pool = self._pool
-        bs = pool.pop() if pool else self._new_set()
-        if bs.stale:
-            self._refill(bs)
-        s = bs.template.copy()
+        base = pool.pop() if pool else self._new_set()
+        s = base.copy()
+        for dev, size, views in self._per_run:  # outputs: fresh memory for every run
+            _fill_views(s, _alloc(dev, size), views)
         for slot, v in zip(self.in_slots, args):
             s[slot] = v
-        node = None
-        try:
-            for mode, fn, a, b, o, ins, kw, frees, node in self.steps:
-                if mode == 5:  # binary ufunc into its buffer
-                    fn(s[a], s[b], s[o])
-                elif mode == 4:  # unary ufunc into its buffer
-                    fn(s[a], s[o])
-                elif mode == 0:
-                    fn(*[s[i] for i in ins], out=s[o], **kw)
-                elif mode == 1:
-                    s[o] = fn(*[s[i] for i in ins], **kw)
-                elif mode == 2:
-                    r = fn(*[s[i] for i in ins], **kw)
-                    s[o] = np.asarray(r) if isinstance(r, np.generic) else r
-                else:
-                    res = fn(*[s[i] for i in ins], **kw)
-                    for k, r in zip(o, res):
-                        s[k] = np.asarray(r) if isinstance(r, np.generic) else r
-                if frees:
-                    for k in frees:
-                        s[k] = None
-        except LazyArrayError:
-            raise
-        except Exception as exc:
-            raise _step_error(node, s, exc) from exc
-        outs = [s[k].copy() if c else s[k] for k, c in zip(self.out_slots, self.copy_out)]
-        if not self.once:
-            bs.stale = bool(self._escaping)
-            pool.append(bs)
+        for step in self.steps:
+            step(s)
+        outs = [s[k] for k in self.out_slots]
+        pool.append(base)
         return outs
 
     def __repr__(self) -> str:
         return f"<Program {len(self.steps)} steps, {self.plan!r}>"
+
+
+def _fill_views(slots: list, raw, views) -> None:
+    for slot, dtype, shape, nbytes in views:
+        slots[slot] = raw[:nbytes].view(dtype).reshape(shape)
 
 
 def _alloc(device, nbytes: int):
@@ -157,171 +124,151 @@ def _alloc(device, nbytes: int):
         return device.xp.empty(nbytes, dtype=np.uint8)
 
 
-def _step_error(node: Node | None, s: list, exc: Exception) -> Exception:
-    if node is None:
-        return exc
-    where = node.source_line()
-    avals = ", ".join(str(e.aval) for e in node.inputs)
-    return type(exc)(f"{node.op.name} failed in a compiled graph on inputs [{avals}]: {exc}"
-                     + (f" (recorded at {where})" if where else ""))
+# -- 1. collect ------------------------------------------------------------------------------------
+class _Graph:
+    """What ``compile_program`` works on: nodes in order, their slots, what is given."""
+
+    def __init__(self, outputs: list[Entry], inputs, known):
+        given = {}
+        if known is not None:
+            for node in topo_order(list(outputs), stop=lambda n: known(n) is not None):
+                vals = known(node)
+                if vals is not None:
+                    given[id(node)] = vals
+        self.order = topo_order(list(outputs), stop=lambda n: id(n) in given or n.op is None)
+        self.slot_of: dict[tuple[int, int], int] = {}
+        self.avals: list = []
+        self.template: list = []
+        self.external: list[bool] = []
+        self.captures: list[Node] = []
+        self.copies: set[int] = set()  # ownership copies added by ``_own_outputs``
+        input_ids = {id(v) for v in inputs}
+        for node in self.order:
+            vals = given.get(id(node))
+            k = len(vals) if vals is not None else (1 if node.op is None else node.op.num_outputs)
+            for i in range(k):
+                self._add_slot(node, i)
+            if vals is not None:
+                for i, v in enumerate(vals):
+                    self.template[self.slot_of[(id(node), i)]] = v
+            elif node.op is None:
+                if node.kind == "const":
+                    self.template[self.slot_of[(id(node), 0)]] = node.value
+                    if node.version is not None:
+                        self.captures.append(node)
+                elif id(node) not in input_ids:
+                    raise DeferredComputeError(
+                        f"cannot compute: graph input {node.name!r} ({node.avals[0]}) has no value; "
+                        "bind it by calling the symbol through la.CachedOp(sym)(...)")
+            for i in range(k):
+                self.external[self.slot_of[(id(node), i)]] = vals is not None or node.op is None
+        self.todo = [n for n in self.order if id(n) not in given and n.op is not None]
+
+    def _add_slot(self, node: Node, i: int) -> int:
+        k = len(self.avals)
+        self.slot_of[(id(node), i)] = k
+        self.avals.append(node.avals[i] if i < len(node.avals) else None)
+        self.template.append(None)
+        self.external.append(False)
+        return k
+
+    def slot(self, e: Entry) -> int:
+        return self.slot_of[(id(e.node), e.index)]
 
 
-def compile_program(outputs: list[Entry], inputs=(), *, names: dict | None = None) -> Program:
-    """Compile the graph that computes ``outputs`` from the variable nodes ``inputs``.
+# -- 2. ownership of outputs -----------------------------------------------------------------------
+def _own_outputs(g: _Graph, outputs: list[Entry]) -> list[Entry]:
+    """Outputs the caller can own: a ``copy`` step where an output would alias memory it does not
+    own afresh (an input, a constant, a known value, a view of one or into a larger value) or
+    memory an earlier output already hands out."""
+    owned = []
+    seen: set[int] = set()
+    for e in outputs:
+        sl = g.slot(e)
+        if sl in seen or _needs_copy(g, e):
+            a = e.aval
+            node = Node(_COPY, (e,), {}, (a,), name=f"{e.node.label()}_out", source=e.node.source)
+            g.order.append(node)
+            g.todo.append(node)
+            g.copies.add(id(node))
+            g._add_slot(node, 0)
+            e = Entry(node, 0)
+            sl = g.slot(e)
+        seen.add(sl)
+        owned.append(e)
+    return owned
 
-    Nodes that already hold values (constants, computed nodes) are taken as they are and
-    never written. ``names`` (``id(node) -> name``) labels the memory plan's table.
-    """
-    order = topo_order(list(outputs), stop=lambda n: n.values is not None)
-    slot_of: dict[tuple[int, int], int] = {}
-    slot_aval: list = []
-    for node in order:
-        k = 1 if node.op is None or node.values is not None else node.op.num_outputs
-        if node.values is not None:
-            k = len(node.values)
-        for i in range(k):
-            slot_of[(id(node), i)] = len(slot_aval)
-            slot_aval.append(node.avals[i] if i < len(node.avals) else None)
-    n = len(slot_aval)
-    input_ids = {id(v): v for v in inputs}
-    for node in order:
-        if node.op is None and node.values is None and id(node) not in input_ids:
-            raise DeferredComputeError(
-                f"cannot compute: graph input {node.name!r} ({node.avals[0]}) has no value; "
-                "bind it by calling the symbol through la.CachedOp(sym)(...)"
-            )
-    out_slots = [slot_of[(id(e.node), e.index)] for e in outputs]
-    out_set = set(out_slots)
 
-    # What each slot is: external (given), planned by the plan, or unplanned (unknown size).
-    template: list = [None] * n
-    external = [False] * n
-    mode_of_producer = [None] * n
-    for node in order:
-        if node.values is not None:
-            for i, v in enumerate(node.values):
-                template[slot_of[(id(node), i)]] = v
-                external[slot_of[(id(node), i)]] = True
-        elif node.op is None:
-            external[slot_of[(id(node), 0)]] = True
+def _needs_copy(g: _Graph, e: Entry) -> bool:
+    if g.external[g.slot(e)]:
+        return True
+    node = e.node
+    size = e.aval.nbytes if e.aval.shape is not None and None not in e.aval.shape else None
+    while node.op is not None and node.op.view and node.inputs:
+        src = node.inputs[0]
+        if g.external[g.slot(src)]:
+            return True
+        a = src.aval
+        if size is None or a.shape is None or None in a.shape or a.nbytes != size:
+            return True  # a view into a larger (or unknown) buffer would keep all of it alive
+        node = src.node
+    return False
 
-    steps_spec = []
-    for node in order:
-        if node.values is not None or node.op is None:
-            continue
+
+# -- 3. step kinds ---------------------------------------------------------------------------------
+class _Spec:
+    """One step before layout: the node, how it runs, its slots."""
+
+    __slots__ = ("node", "kind", "fn", "ins", "outs", "planned")
+
+    def __init__(self, node, kind, fn, ins, outs, planned):
+        self.node, self.kind, self.fn, self.ins, self.outs, self.planned = node, kind, fn, ins, outs, planned
+
+
+def _choose_steps(g: _Graph, out_slots: set[int]) -> list[_Spec]:
+    specs = []
+    kind_of: dict[int, StepKind] = {}
+    for node in g.todo:
         op = node.op
         xp = node.avals[0].device.xp
-        ins = tuple(slot_of[(id(e.node), e.index)] for e in node.inputs)
-        outs = tuple(slot_of[(id(node), i)] for i in range(op.num_outputs))
-        sparse = any(e.aval.stype != "default" for e in node.inputs) or \
-            any(a.stype != "default" for a in node.avals)
-        planned = all(a.shape is not None and None not in a.shape and a.dtype is not None
-                      and a.stype == "default" for a in node.avals)
+        ins = tuple(g.slot(e) for e in node.inputs)
+        outs = tuple(g.slot_of[(id(node), i)] for i in range(op.num_outputs))
+        sparse = any(e.aval.stype != "default" for e in node.inputs) or any(a.stype != "default" for a in node.avals)
+        planned = all(a.shape is not None and None not in a.shape and a.dtype is not None and a.stype == "default"
+                      for a in node.avals)
         if op.num_outputs > 1 or sparse:
-            mode = MULTI
+            kind = StepKind.MULTI
         elif planned and honours_out(op, xp):
-            mode = OUT
-        elif node.avals[0].shape == ():
-            mode = FRESH_0D
+            kind = StepKind.OUT
         else:
-            mode = FRESH
+            kind = StepKind.FRESH
         for o in outs:
-            mode_of_producer[o] = mode
-        if sparse:  # the interpreter knows the storage rules (sparse kernels, dense fallback)
+            kind_of[o] = kind
+        if id(node) in g.copies:
+            fn, kind = _copy_kernel, StepKind.FRESH  # an ownership copy (dense or sparse)
+            kind_of[outs[0]] = kind
+        elif sparse:  # the interpreter knows the storage rules (sparse kernels, dense fallback)
             fn = _interpreted(node)
         else:
             fn = op.bind(xp)
-            if mode != OUT and not op.view and _may_alias(node, slot_of, mode_of_producer):
+            if kind is not StepKind.OUT and not op.view and _may_return_input(node, g, kind_of, out_slots, outs):
                 fn = _unaliasing(fn)
-        steps_spec.append((node, mode, fn, ins, outs, planned))
-
-    # The plan: one value per slot.
-    values = []
-    for slot, a in enumerate(slot_aval):
-        if external[slot] or a is None or a.shape is None or None in a.shape or a.stype != "default" \
-                or a.dtype is None:
-            # Made by a step but not plannable (sparse: its size depends on the data): its kernel
-            # allocates it at run time, and the plan lists it as such.
-            runtime = "" if external[slot] or a is None else (
-                a.stype if a.stype != "default" else "data-dependent shape")
-            values.append(Value(0, getattr(a, "device", None), external=True, escapes=slot in out_set,
-                                runtime=runtime))
-        else:
-            values.append(Value(a.nbytes, a.device, escapes=slot in out_set))
-    names = names or {}
-    psteps = []
-    for node, mode, fn, ins, outs, planned in steps_spec:
-        if node.op.view and ins and planned:  # an alias: no memory of its own
-            src = values[ins[0]]
-            values[outs[0]] = Value(0, src.device, external=True, escapes=outs[0] in out_set) \
-                if src.external else Value(values[outs[0]].nbytes, src.device, view_of=ins[0],
-                                           escapes=outs[0] in out_set)
-        pairs = ()
-        if mode == OUT:
-            oa = node.avals[0]
-            pairs = tuple((ip, op_) for ip, op_ in node.op.inplace
-                          if ip < len(ins) and mode_of_producer[ins[ip]] == OUT
-                          and node.inputs[ip].aval.shape == oa.shape and node.inputs[ip].aval.dtype == oa.dtype)
-        psteps.append(Step(ins, outs, pairs, names.get(id(node), node.label())))
-    for node in order:
-        nm = names.get(id(node), node.label())
-        k = len(node.values) if node.values is not None else (1 if node.op is None else node.op.num_outputs)
-        for i in range(k):
-            sl = slot_of[(id(node), i)]
-            values[sl] = Value(values[sl].nbytes, values[sl].device, values[sl].external, values[sl].view_of,
-                               values[sl].escapes, nm if k == 1 else f"{nm}.{i}", values[sl].runtime)
-    plan = plan_memory(values, psteps, share_out_min_bytes=SHARE_OUT_MIN_BYTES)
-
-    # Pooled buffers: those that some ``out=`` step writes into.
-    views_by_buffer: dict[int, list] = {}
-    for node, mode, fn, ins, outs, planned in steps_spec:
-        if mode == OUT:
-            o = outs[0]
-            b = plan.buffer_of[o]
-            a = node.avals[0]
-            views_by_buffer.setdefault(b, []).append((o, a.dtype, a.shape, a.nbytes))
-    buffer_specs = {b: (plan.buffer_device[b], plan.buffer_size[b]) for b in views_by_buffer}
-
-    # When to drop temporaries the kernels allocated (pooled slots need no dropping).
-    last_read = [-1] * n
-    for i, (node, mode, fn, ins, outs, planned) in enumerate(steps_spec):
-        for sl in ins:
-            last_read[sl] = i
-    frees_at: list[list[int]] = [[] for _ in steps_spec]
-    for i, (node, mode, fn, ins, outs, planned) in enumerate(steps_spec):
-        if mode == OUT:
-            continue
-        for o in outs:
-            if o not in out_set:
-                frees_at[max(last_read[o], i)].append(o)
-    steps = []
-    for i, (node, mode, fn, ins, outs, planned) in enumerate(steps_spec):
-        o = outs if mode == MULTI else outs[0]
-        if mode == OUT and not node.params and getattr(fn, "nin", None) == len(ins) in (1, 2) \
-                and getattr(fn, "nout", None) == 1 and fn not in _NO_POSITIONAL_OUT:
-            mode = UFUNC1 if len(ins) == 1 else UFUNC2  # ufunc: ``out`` positionally, nothing else
-        a = ins[0] if ins else None
-        b = ins[1] if len(ins) > 1 else None
-        steps.append((mode, fn, a, b, o, ins, dict(node.params), tuple(frees_at[i]), node))
-    # An input nothing reads is bound to a scratch slot at the end.
-    in_slots = [slot_of.get((id(v), 0), n) for v in inputs]
-    template.append(None)
-    # Outputs never alias memory the caller does not own afresh: a graph input, a constant, or a
-    # view of one (``y = x.T``) is copied on the way out (a run-time value is already fresh).
-    copy_out = [values[k].external and not values[k].runtime for k in out_slots]
-    return Program(steps, in_slots, out_slots, copy_out, template, views_by_buffer, buffer_specs,
-                   plan.escaping_buffers, plan, order)
+        specs.append(_Spec(node, kind, fn, ins, outs, planned))
+    return specs
 
 
-def _may_alias(node: Node, slot_of, mode_of_producer) -> bool:
-    """A fresh kernel might return an input unchanged (``sum_to`` with nothing to sum); that is
-    harmless unless the input lives in a pooled buffer that a later step overwrites."""
+def _may_return_input(node: Node, g: _Graph, kind_of, out_slots, outs) -> bool:
+    """A kernel that allocates its result might return an input unchanged (``sum_to`` with nothing
+    to sum, ``cast_storage`` to the same storage). Harmless unless that input lives in a pooled
+    buffer a later step overwrites, or the result is handed to the caller."""
     out = node.avals[0]
+    escapes = any(o in out_slots for o in outs)
     for e in node.inputs:
         a = e.aval
-        if a.shape == out.shape and a.dtype == out.dtype and \
-                mode_of_producer[slot_of[(id(e.node), e.index)]] == OUT:
-            return True
+        if a.shape == out.shape and a.dtype == out.dtype and a.stype == out.stype:
+            sl = g.slot(e)
+            if escapes or kind_of.get(sl) is StepKind.OUT:
+                return True
     return False
 
 
@@ -329,7 +276,7 @@ def _unaliasing(fn):
     def run(*args, **kw):
         r = fn(*args, **kw)
         for a in args:
-            if r is a:
+            if r is a or (getattr(r, "base", None) is not None and r.base is getattr(a, "base", a)):
                 return r.copy()
         return r
 
@@ -343,11 +290,172 @@ def _interpreted(node: Node):
     return run
 
 
-def evaluate(outputs: list[Entry], keep=None) -> list:
-    """Values of ``outputs`` through a compiled, planned program, computing only what is missing.
+# -- 4. the memory plan ----------------------------------------------------------------------------
+def _plan(g: _Graph, specs: list[_Spec], out_slots: set[int], names: dict):
+    values = []
+    for slot, a in enumerate(g.avals):
+        if g.external[slot] or a is None or a.shape is None or None in a.shape or a.stype != "default" \
+                or a.dtype is None:
+            # Made by a step but not plannable (sparse: its size depends on the data): its kernel
+            # allocates it at run time, and the plan lists it as such.
+            runtime = "" if g.external[slot] or a is None else (
+                a.stype if a.stype != "default" else "data-dependent shape")
+            values.append(Value(0, getattr(a, "device", None), external=True, escapes=slot in out_slots,
+                                runtime=runtime))
+        else:
+            values.append(Value(a.nbytes, a.device, escapes=slot in out_slots))
+    steps = []
+    for sp in specs:
+        node, ins, outs = sp.node, sp.ins, sp.outs
+        if node.op.view and ins and sp.planned:  # an alias: no memory of its own
+            src = values[ins[0]]
+            values[outs[0]] = Value(0, src.device, external=True, escapes=outs[0] in out_slots) \
+                if src.external else Value(values[outs[0]].nbytes, src.device, view_of=ins[0],
+                                           escapes=outs[0] in out_slots)
+        pairs = ()
+        if sp.kind is StepKind.OUT:
+            oa = node.avals[0]
+            pairs = tuple((ip, op_) for ip, op_ in node.op.inplace
+                          if ip < len(ins) and values[ins[ip]].nbytes == oa.nbytes and not values[ins[ip]].external
+                          and node.inputs[ip].aval.shape == oa.shape and node.inputs[ip].aval.dtype == oa.dtype)
+        steps.append(Step(ins, outs, pairs, names.get(id(node), node.label())))
+    for node in g.order:
+        nm = names.get(id(node), node.label())
+        k = sum(1 for i in range(len(node.avals) or 1) if (id(node), i) in g.slot_of)
+        for i in range(k):
+            sl = g.slot_of[(id(node), i)]
+            v = values[sl]
+            values[sl] = Value(v.nbytes, v.device, v.external, v.view_of, v.escapes,
+                               nm if k == 1 else f"{nm}.{i}", v.runtime)
+    return plan_memory(values, steps)
 
-    Nodes that already hold values are inputs of the program. ``keep(node) -> bool`` says
-    which computed nodes store their values (the requested ones always do).
+
+# -- 5. layout -------------------------------------------------------------------------------------
+def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int]):
+    """Buffers (pooled or per run) and one closure per step."""
+    views_by_buffer: dict[int, list] = {}
+    for sp in specs:
+        if sp.kind is StepKind.OUT:
+            o = sp.outs[0]
+            a = sp.node.avals[0]
+            views_by_buffer.setdefault(plan.buffer_of[o], []).append((o, a.dtype, a.shape, a.nbytes))
+    pooled, per_run = [], []
+    for b, views in views_by_buffer.items():
+        spec = (plan.buffer_device[b], plan.buffer_size[b], tuple(views))
+        (per_run if b in plan.escaping_buffers else pooled).append(spec)  # outputs: new memory each run
+    # When to drop temporaries the kernels allocated (planned slots need no dropping).
+    last_read = [-1] * len(g.avals)
+    for i, sp in enumerate(specs):
+        for sl in sp.ins:
+            last_read[sl] = i
+    frees_at: list[list[int]] = [[] for _ in specs]
+    for i, sp in enumerate(specs):
+        if sp.kind is StepKind.OUT:
+            continue
+        for o in sp.outs:
+            if o not in out_slots:
+                frees_at[max(last_read[o], i)].append(o)
+    return [_step_closure(sp, tuple(frees_at[i])) for i, sp in enumerate(specs)], pooled, per_run
+
+
+def _step_closure(sp: _Spec, frees: tuple):
+    """The step as a closure over its slots. A failure is re-raised naming the op, the input avals
+    and the user's source line (Python 3.11's try costs nothing until something raises)."""
+    fn, ins, node, kw = sp.fn, sp.ins, sp.node, dict(sp.node.params)
+    kind = sp.kind
+    if kind is StepKind.OUT and not kw and getattr(fn, "nin", None) == len(ins) in (1, 2) \
+            and getattr(fn, "nout", None) == 1 and fn not in _NO_POSITIONAL_OUT:
+        kind = StepKind.UFUNC1 if len(ins) == 1 else StepKind.UFUNC2  # ``out`` positionally, nothing else
+    o = sp.outs[0]
+    a = ins[0] if ins else None
+    b = ins[1] if len(ins) > 1 else None
+
+    if kind is StepKind.UFUNC2:
+        def step(s):
+            try:
+                fn(s[a], s[b], s[o])
+            except Exception as exc:
+                raise _step_error(node, exc) from exc
+    elif kind is StepKind.UFUNC1:
+        def step(s):
+            try:
+                fn(s[a], s[o])
+            except Exception as exc:
+                raise _step_error(node, exc) from exc
+    elif kind is StepKind.OUT:
+        def step(s):
+            try:
+                fn(*[s[i] for i in ins], out=s[o], **kw)
+            except Exception as exc:
+                raise _step_error(node, exc) from exc
+    elif kind is StepKind.FRESH and node.avals[0].shape != ():
+        def step(s):
+            try:
+                s[o] = fn(*[s[i] for i in ins], **kw)
+            except Exception as exc:
+                raise _step_error(node, exc) from exc
+    elif kind is StepKind.FRESH:  # NumPy returns scalars for 0-d results; keep arrays
+        def step(s):
+            try:
+                r = fn(*[s[i] for i in ins], **kw)
+            except Exception as exc:
+                raise _step_error(node, exc) from exc
+            s[o] = np.asarray(r) if isinstance(r, np.generic) else r
+    else:
+        outs = sp.outs
+
+        def step(s):
+            try:
+                res = fn(*[s[i] for i in ins], **kw)
+            except Exception as exc:
+                raise _step_error(node, exc) from exc
+            for k, r in zip(outs, res):
+                s[k] = np.asarray(r) if isinstance(r, np.generic) else r
+
+    if not frees:
+        return step
+
+    def step_and_free(s):
+        step(s)
+        for k in frees:
+            s[k] = None
+
+    return step_and_free
+
+
+def _step_error(node: Node, exc: Exception) -> Exception:
+    if isinstance(exc, LazyArrayError):
+        return exc
+    return kernel_error(node, [e.aval for e in node.inputs], exc, where="in a compiled graph")
+
+
+def compile_program(outputs: list[Entry], inputs=(), *, known=None, names: dict | None = None) -> Program:
+    """Compile the graph that computes ``outputs`` from the variable nodes ``inputs``.
+
+    ``known(node)``: the values of a node the caller already has (a list, one per output), or
+    None; such nodes, and constants, are taken as they are and never written. ``names``
+    (``id(node) -> name``) labels the memory plan's table.
+    """
+    g = _Graph(outputs, inputs, known)
+    outputs = _own_outputs(g, list(outputs))
+    out_list = [g.slot(e) for e in outputs]
+    out_slots = set(out_list)
+    specs = _choose_steps(g, out_slots)
+    plan = _plan(g, specs, out_slots, names or {})
+    steps, pooled, per_run = _lay_out(g, specs, plan, out_slots)
+    n = len(g.template)
+    # An input nothing reads is bound to a scratch slot at the end.
+    in_slots = [g.slot_of.get((id(v), 0), n) for v in inputs]
+    g.template.append(None)
+    return Program(steps, in_slots, out_list, g.template, pooled, per_run, g.captures, plan, g.order)
+
+
+def evaluate(outputs: list[Entry], known=None) -> list:
+    """Values of ``outputs`` (fresh buffers the caller owns), computing only what is missing.
+
+    ``known(node)`` gives the values the caller already has (computed lazy arrays, autograd's
+    saved values); constants are read as they are. A few kernels run in order directly;
+    larger graphs run as one compiled, memory-planned program.
 
     >>> import lazyarray as la
     >>> with la.deferred():
@@ -355,28 +463,57 @@ def evaluate(outputs: list[Entry], keep=None) -> list:
     >>> evaluate([y._entry])
     [array([3., 3.], dtype=float32)]
     """
-    order = topo_order(list(outputs), stop=lambda n: n.values is not None)
-    todo = [n for n in order if n.values is None]
-    want = {id(e.node) for e in outputs}
-    if len(todo) <= SMALL_GRAPH and all(n.op is not None for n in todo):
-        # A few kernels: planning would cost more than it saves; run them in order.
-        temp: dict[int, list] = {}
-        for node in todo:
-            args = [e.node.values[e.index] if e.node.values is not None else temp[id(e.node)][e.index]
-                    for e in node.inputs]
-            outs = run_kernel(node, args)
-            if id(node) in want or (keep is not None and keep(node)):
-                node.values = outs
-            else:
-                temp[id(node)] = outs
-        return [e.node.values[e.index] for e in outputs]
-    filled = [n for n in todo if n.op is not None and (id(n) in want or (keep is not None and keep(n)))]
-    entries = [Entry(n, i) for n in filled for i in range(n.op.num_outputs)]
-    prog = compile_program(entries, ())
-    prog.once = True
-    vals = prog.run([])
-    k = 0
-    for n in filled:
-        n.values = vals[k:k + n.op.num_outputs]
-        k += n.op.num_outputs
-    return [e.node.values[e.index] for e in outputs]
+    todo = [n for n in topo_order(list(outputs), stop=lambda n: n.op is None or (known is not None and
+                                                                                 known(n) is not None))
+            if n.op is not None and (known is None or known(n) is None)]
+    if len(todo) <= SMALL_GRAPH:
+        return _run_in_order(outputs, todo, known)
+    return compile_program(outputs, (), known=known).run([])
+
+
+def _run_in_order(outputs: list[Entry], todo: list[Node], known) -> list:
+    """A few kernels: planning would cost more than it saves. Same ownership rule as a program."""
+    temp: dict[int, list] = {}
+    fresh: set[int] = set()
+
+    def value(e: Entry):
+        vals = temp.get(id(e.node))
+        if vals is None:
+            node = e.node
+            vals = known(node) if known is not None else None
+            if vals is None:
+                check_capture(node)
+                vals = [node.value]
+            temp[id(node)] = vals
+        return vals[e.index]
+
+    for node in todo:
+        args = [value(e) for e in node.inputs]
+        outs = run_kernel(node, args)
+        if not node.op.view:
+            for k, o in enumerate(outs):
+                if not any(o is a for a in args):
+                    fresh.add(id(o))
+        temp[id(node)] = outs
+    result = []
+    handed: set[int] = set()
+    for e in outputs:
+        v = value(e)
+        if id(v) not in fresh or id(v) in handed:
+            v = _copy(v)
+        handed.add(id(v))
+        result.append(v)
+    return result
+
+
+def _copy(v):
+    return v.copy() if hasattr(v, "copy") else _copy_sparse(v)
+
+
+def _copy_kernel(x, **_):
+    return _copy(x)
+
+
+def _copy_sparse(v):
+    parts = {k: getattr(v, k).copy() for k in ("data", "indices", "indptr") if hasattr(v, k)}
+    return type(v)(**parts, shape=v.shape)

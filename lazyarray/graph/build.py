@@ -13,7 +13,7 @@ import numpy as np
 
 from ..aval import Aval
 from ..device import current_device
-from ..errors import ParamError
+from ..errors import OpOverflowError, ParamError
 from ..ops import registry
 from ..ops.registry import OpDef, OpNamespace
 from .node import Entry, Node, const_node, user_source
@@ -21,13 +21,16 @@ from .node import Entry, Node, const_node, user_source
 _SCALAR_DTYPES: dict = {}
 _SCALAR_NODES: dict = {}  # (type, value, dtype, device) -> Entry: constants are immutable, share them
 _PY_SCALARS = (float, int, bool)
+_COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"})
 
 
-def scalar_const(value, array_dtypes: list, device) -> Entry:
-    """A Python scalar as a 0-d constant typed the way NumPy treats a weak scalar.
+def scalar_const(value, array_dtypes: list, device, op: OpDef | None = None) -> Entry:
+    """A Python scalar as a 0-d constant typed the way NumPy 2 treats a weak scalar.
 
     Equal scalars of equal type share one constant node (``x * 2.0`` a thousand times
-    records one ``2.0``). Zeros are not shared, so ``-0.0`` keeps its sign.
+    records one ``2.0``); constants are read-only, so sharing them is safe. Zeros are not
+    shared, so ``-0.0`` keeps its sign. A Python int outside the array's integer dtype is
+    compared exactly (``uint8_array < 300``), as NumPy 2 does, and refused in arithmetic.
     """
     key = (tuple(array_dtypes), type(value))
     dtype = _SCALAR_DTYPES.get(key)
@@ -38,6 +41,16 @@ def scalar_const(value, array_dtypes: list, device) -> Entry:
             dtype = np.dtype("float32") if isinstance(value, float) else np.asarray(value).dtype
         if not isinstance(value, int) or not array_dtypes:  # Python ints are value-dependent
             _SCALAR_DTYPES[key] = dtype
+    if type(value) is int and dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            if op is not None and op.name in _COMPARISONS:
+                dtype = np.dtype("int64") if -2**63 <= value < 2**63 else np.dtype("float64")
+            else:
+                name = op.name if op is not None else "scalar"
+                raise OpOverflowError(
+                    f"{name}: Python integer {value} is out of bounds for {dtype} (NumPy 2 keeps the array's "
+                    f"dtype for a Python scalar); cast first, e.g. x.astype('int64'), or pass an array")
     shared = value != 0 and value == value  # not zero, not NaN
     if shared:
         nkey = (type(value), value, dtype, device)
@@ -45,7 +58,7 @@ def scalar_const(value, array_dtypes: list, device) -> Entry:
         if entry is not None:
             return entry
     arr = device.xp.asarray(value, dtype=dtype)
-    entry = Entry(const_node(arr, Aval((), dtype, device)))
+    entry = Entry(const_node(arr, Aval((), dtype, device)))  # (const_node makes it read-only)
     if shared:
         if len(_SCALAR_NODES) > 4096:
             _SCALAR_NODES.clear()
@@ -66,14 +79,11 @@ def apply_node(op: OpDef, *inputs, source=None, **params):
 def record_node(op: OpDef, entries: list[Entry], params: dict, source=None):
     """``apply_node`` for entries and params that are already checked (the recording hot path)."""
     in_avals = []
-    requires_grad = unknown = False
+    unknown = False
     for e in entries:
-        n = e.node
-        a = n.avals[e.index]
+        a = e.node.avals[e.index]
         if a.shape is None or a.dtype is None:  # la.sym.var without a shape
             unknown = True
-        if n.requires_grad:
-            requires_grad = True
         in_avals.append(a)
     if unknown:
         dev = next((a.device for a in in_avals if a.device is not None), None)
@@ -81,7 +91,6 @@ def record_node(op: OpDef, entries: list[Entry], params: dict, source=None):
     else:
         avals = registry.infer(op, in_avals, params)
     node = Node(op, tuple(entries), params, avals, source=source if source is not None else user_source())
-    node.requires_grad = requires_grad
     if op.num_outputs == 1:
         return Entry(node, 0)
     return tuple(Entry(node, i) for i in range(op.num_outputs))
@@ -117,7 +126,7 @@ def as_entries(op: OpDef, inputs) -> list[Entry]:
         if type(x) is Entry:
             out.append(x)
         elif type(x) in _PY_SCALARS or isinstance(x, (numbers.Number, np.bool_, np.number)):
-            out.append(scalar_const(x, dtypes, device))
+            out.append(scalar_const(x, dtypes, device, op))
         else:
             raise ParamError(f"{op.name}: cannot use {type(x).__name__} {x!r} as an input; "
                              "pass an array or a Python number")

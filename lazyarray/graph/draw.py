@@ -150,12 +150,12 @@ def device_classes(devices) -> dict[Device, int]:
 # -- choosing what to show ----------------------------------------------------------------------
 def _inline(node: Node) -> bool:
     """Scalar constants are shown inside their user (as the text IR prints them), not as boxes."""
-    return node.kind == "const" and node.avals[0].shape == () and node.values is not None
+    return node.kind == "const" and node.avals[0].shape == () and node.value is not None
 
 
 def _arg(e: Entry, names: dict[int, str]) -> str:
     if e.node.op is None and _inline(e.node):
-        v = e.node.values[0]
+        v = e.node.value
         return repr(v.item() if hasattr(v, "item") else v)
     return f"%{names.get(id(e.node), '?')}"
 

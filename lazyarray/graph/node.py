@@ -1,20 +1,25 @@
 """Graph nodes and entries: the single IR every feature produces or consumes.
 
 A ``Node`` is one op application (``op`` is an ``OpDef``) or, when ``op`` is None, a
-variable: a named graph input (``kind="var"``) or a constant whose value it holds
-(``kind="const"``). ``Entry(node, index)`` names one output of a node.
+variable: a named graph input (``kind="var"``) or a constant (``kind="const"``).
+``Entry(node, index)`` names one output of a node.
 
-The lazy value of an array lives here, in ``Node.values``, so materialization fills
-nodes and never needs the ``NDArray`` type.
+Nodes are immutable syntax: op, inputs, params, avals, name, source line. They hold no
+computed values, no gradients and no references to arrays: lazy values live with the
+arrays that show them (``deferred.py``), autograd's saved values in its records
+(``autograd.py``). The one datum a node carries is a constant's literal: a read-only
+array, or a captured user array together with the buffer version it had when it was
+captured (``buffer.py``), which is checked before the constant is read.
 """
 from __future__ import annotations
 
 import linecache
 import os
 import sys
-import weakref
 
 from ..aval import Aval
+from ..buffer import freeze, version
+from ..errors import DeferredComputeError
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -32,12 +37,6 @@ class Entry:
     def aval(self) -> Aval:
         return self.node.avals[self.index]
 
-    @property
-    def value(self):
-        """The computed backend value, or None while lazy."""
-        vals = self.node.values
-        return None if vals is None else vals[self.index]
-
     def __eq__(self, other) -> bool:
         return type(other) is Entry and other.node is self.node and other.index == self.index
 
@@ -49,32 +48,25 @@ class Entry:
 
 
 class Node:
-    """One op application or one variable of the graph.
+    """One op application or one variable of the graph (treat it as immutable).
 
-    ``avals`` holds one ``Aval`` per output; ``values`` the computed outputs (or None);
-    ``source`` the ``(file, line)`` of the user's code that created it;
-    ``requires_grad`` is True when a gradient can flow to it from a leaf that asked for one.
+    ``avals`` holds one ``Aval`` per output; ``source`` the ``(file, line)`` of the user's
+    code that created it. A constant keeps its literal in ``value``; ``version`` is None for
+    a read-only literal, else the buffer version of a captured user array.
     """
 
-    __slots__ = (
-        "op", "inputs", "params", "name", "kind", "avals", "values", "source",
-        "requires_grad", "grad_req", "grad_stype", "grad", "handles", "__weakref__",
-    )
+    __slots__ = ("op", "inputs", "params", "name", "kind", "avals", "source", "value", "version", "__weakref__")
 
-    def __init__(self, op, inputs, params, avals, *, name=None, kind="op", values=None, source=None):
+    def __init__(self, op, inputs, params, avals, *, name=None, kind="op", value=None, version=None, source=None):
         self.op = op
         self.inputs = inputs  # tuple[Entry, ...]
         self.params = params  # dict[str, Any], validated
         self.name = name
         self.kind = kind  # "op" | "var" | "const"
         self.avals = avals  # tuple[Aval, ...]
-        self.values = values  # list of backend values or None
         self.source = source
-        self.requires_grad = False
-        self.grad_req = "null"  # for leaves: "write" | "add" | "null"
-        self.grad_stype = "default"  # for leaves: the storage type asked of the gradient
-        self.grad = None  # for leaves: the gradient value (eager) or Entry (lazy)
-        self.handles = None  # weakrefs to arrays viewing this node's outputs
+        self.value = value  # constants only
+        self.version = version  # constants capturing a user array: its buffer version then
 
     @property
     def is_variable(self) -> bool:
@@ -84,16 +76,6 @@ class Node:
         if self.name:
             return self.name
         return self.op.name if self.op is not None else self.kind
-
-    def add_handle(self, array) -> None:
-        """Remember a live array that shows an output, so materialization keeps that value."""
-        if self.handles is None:
-            self.handles = [weakref.ref(array)]
-        else:
-            self.handles.append(weakref.ref(array))
-
-    def has_live_handle(self) -> bool:
-        return self.handles is not None and any(r() is not None for r in self.handles)
 
     def source_line(self) -> str:
         """``file.py:12: y = x * 2`` for messages, or ``""`` when unknown."""
@@ -153,9 +135,31 @@ def unique_names(order: list[Node], given: dict[int, str] | None = None) -> dict
     return names
 
 
-def const_node(value, aval: Aval, name=None) -> Node:
-    """A constant: a variable that holds its value."""
-    return Node(None, (), {}, (aval,), name=name, kind="const", values=[value])
+def const_node(value, aval: Aval, name=None, version=None, source=None) -> Node:
+    """A constant: a variable that holds its literal.
+
+    With ``version=None`` the literal is frozen (read-only) and owned by the graph; with a
+    version, ``value`` is a user's array captured as it was at that buffer version.
+    """
+    if version is None:
+        freeze(value)
+    return Node(None, (), {}, (aval,), name=name, kind="const", value=value, version=version, source=source)
+
+
+def capture_node(value, aval: Aval) -> Node:
+    """A constant standing for a user's array as it is now (its version is checked when read)."""
+    return Node(None, (), {}, (aval,), kind="const", value=value, version=version(value))
+
+
+def check_capture(node: Node) -> None:
+    """Raise when the user's array a constant captured was written in place since."""
+    if node.version is not None and version(node.value) != node.version:
+        where = node.source_line()
+        raise DeferredComputeError(
+            f"an array {node.avals[0]} captured by a recorded graph was written in place after it was "
+            f"recorded (buffer version {node.version} -> {version(node.value)})"
+            + (f" at {where}" if where else "")
+            + "; compute the graph before writing the array, or write `x = x + y` instead of `x += y`")
 
 
 def var_node(name: str, aval: Aval) -> Node:

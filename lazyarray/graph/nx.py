@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import importlib
 
+import numpy as np
+
 from ..errors import GraphFormatError
 from ..ops import registry
-from .node import Entry, Node
+from .node import Entry, Node, const_node
 
 
 def _networkx():
@@ -36,7 +38,7 @@ def to_networkx(sym):
             shape=a0.shape, dtype=None if a0.dtype is None else str(a0.dtype),
             device=None if a0.device is None else str(a0.device), kind=node.kind,
             attrs=dict(node.params), avals=node.avals, order=i,
-            value=node.values[0] if node.kind == "const" else None, source=node.source,
+            value=node.value if node.kind == "const" else None, source=node.source,
         )
     for node in sym.topo():
         for pos, e in enumerate(node.inputs):
@@ -62,9 +64,14 @@ def from_networkx(g) -> list[Entry]:
         opname = data.get("op")
         if opname is None:
             kind = data.get("kind", "var")
-            values = [data["value"]] if kind == "const" else None
-            built[key] = Node(None, (), {}, tuple(data["avals"]), name=data.get("name", key), kind=kind,
-                              values=values, source=data.get("source"))
+            avals = tuple(data["avals"])
+            if kind == "const":  # the graph's own read-only copy: a view never writes back into ours
+                built[key] = const_node(np.array(data["value"], copy=True) if isinstance(data["value"], np.ndarray)
+                                        else data["value"], avals[0], name=data.get("name", key),
+                                        source=data.get("source"))
+            else:
+                built[key] = Node(None, (), {}, avals, name=data.get("name", key), kind=kind,
+                                  source=data.get("source"))
             continue
         try:
             op = registry.get(opname)

@@ -15,8 +15,7 @@ def copy_node(node: Node, inputs, avals=None) -> Node:
     """A copy of ``node`` reading ``inputs`` (and with ``avals`` when given)."""
     return Node(node.op, tuple(inputs), dict(node.params), node.avals if avals is None else avals,
                 name=node.name, kind=node.kind,
-                values=None if node.values is None or node.op is not None else list(node.values),
-                source=node.source)
+                value=node.value, version=node.version, source=node.source)
 
 
 def rewrite(sym: Symbol, visit: Callable[[Node, list], Node | tuple | None]) -> Symbol:

@@ -20,7 +20,7 @@ from ..aval import STYPES, Aval, as_dtype
 from ..device import Device
 from ..errors import GraphFormatError, LazyArrayError
 from ..ops import registry
-from .node import Entry, Node
+from .node import Entry, Node, const_node
 
 FORMAT = "lazyarray.symbol"
 VERSION = 1
@@ -61,7 +61,7 @@ def to_dict(sym) -> dict:
             d["attrs"] = {k: pm[k].type.to_json(v) for k, v in node.params.items()}
         d["avals"] = [_aval_to_json(a) for a in node.avals]
         if node.op is None and node.kind == "const":
-            d["value"] = _value_to_json(node.values[0])
+            d["value"] = _value_to_json(node.value)
         if node.source:
             d["source"] = [os.path.basename(node.source[0]), node.source[1]]
         nodes.append(d)
@@ -264,10 +264,9 @@ def _node_from_json(d: dict, built: dict[int, Node], raw) -> Node:
             raise GraphFormatError(f"{label}: a variable's 'kind' must be 'var' or 'const', got {kind!r}")
         if d.get("inputs"):
             raise GraphFormatError(f"{label}: a variable cannot have inputs")
-        values = None
         if kind == "const":
-            values = [_value_from_json(d.get("value"), label, avals[0])]
-        return Node(None, (), {}, avals, name=name, kind=kind, values=values, source=source)
+            return const_node(_value_from_json(d.get("value"), label, avals[0]), avals[0], name=name, source=source)
+        return Node(None, (), {}, avals, name=name, kind=kind, source=source)
     if not isinstance(opname, str):
         raise GraphFormatError(f"{label}: 'op' must be a string or null, got {opname!r}")
     try:

@@ -74,7 +74,7 @@ class Symbol:
 
     def constants(self) -> dict[str, object]:
         """``name -> backend value`` of every constant."""
-        return {self.name_of(n): n.values[0] for n in self.constant_nodes()}
+        return {self.name_of(n): n.value for n in self.constant_nodes()}
 
     def list_outputs(self) -> list[str]:
         """Names of the outputs: ``<node>_output`` (``<node>_output<i>`` for multi-output nodes)."""
@@ -168,9 +168,9 @@ class Symbol:
                         raise GraphError(self._bad(node, f"two graph inputs are named {node.name!r}"))
                     seen_inputs.add(node.name)
                 elif node.kind == "const":
-                    if node.values is None:
+                    if node.value is None:
                         raise GraphError(self._bad(node, "a constant holds no value"))
-                    v, a = node.values[0], node.avals[0]
+                    v, a = node.value, node.avals[0]
                     if tuple(v.shape) != tuple(a.shape) or v.dtype != a.dtype:
                         raise GraphError(self._bad(node, f"constant value {v.dtype}{fmt_shape(v.shape)} "
                                                          f"disagrees with its aval {a}"))
@@ -275,12 +275,12 @@ def load_symbol(path: str) -> Symbol:
 
 def _inline(node: Node) -> bool:
     """Scalar constants print in place (``multiply(%x, 2.0)``) instead of as their own line."""
-    return node.kind == "const" and node.avals[0].shape == () and node.values is not None
+    return node.kind == "const" and node.avals[0].shape == () and node.value is not None
 
 
 def _arg_text(e: Entry, names: dict) -> str:
     if e.node.op is None and _inline(e.node):
-        return repr(np.asarray(e.node.values[0]).item())
+        return repr(np.asarray(e.node.value).item())
     multi = e.node.op is not None and e.node.op.num_outputs > 1
     return f"%{names[id(e.node)]}" + (f".{e.index}" if multi else "")
 

@@ -106,14 +106,18 @@ def _conv2d_shape(shapes, stride=(1, 1), padding=(0, 0)):
     if None not in (x[1], w[1]) and x[1] != w[1]:
         raise ShapeError(f"input {fmt_shape(x)} has {x[1]} channels but weight {fmt_shape(w)} expects "
                          f"{w[1]}; the weight is (out_channels, in_channels, kh, kw)")
-    if len(shapes) == 3 and tuple(shapes[2]) not in ((w[0],), (None,)):
-        raise ShapeError(f"bias {fmt_shape(shapes[2])} must be ({w[0]},) to match weight {fmt_shape(w)}")
+    out_channels = w[0]
+    if len(shapes) == 3:
+        b = shapes[2]
+        if len(b) != 1 or (None not in (b[0], w[0]) and b[0] != w[0]):
+            raise ShapeError(f"bias {fmt_shape(b)} must be ({w[0]},) to match weight {fmt_shape(w)}")
+        out_channels = w[0] if w[0] is not None else b[0]
     (sh, sw), (ph, pw) = _pair(stride, "stride", "conv2d", 1), _pair(padding, "padding", "conv2d", 0)
     ho, wo = _out_dim(x[2], w[2], sh, ph), _out_dim(x[3], w[3], sw, pw)
     if (ho is not None and ho < 1) or (wo is not None and wo < 1):
         raise ShapeError(f"kernel {w[2]}x{w[3]} does not fit input {fmt_shape(x)} with padding "
                          f"{(ph, pw)}; pad more or use a smaller kernel")
-    return (x[0], w[0], ho, wo)
+    return (x[0], out_channels, ho, wo)
 
 
 def _conv2d_grad(F, ins, y, g, stride=(1, 1), padding=(0, 0)):

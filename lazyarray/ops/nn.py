@@ -1,5 +1,10 @@
 """Linear algebra and neural-network ops: ``dot``, ``matmul``, ``nn.dense``, ``nn.softmax``,
-``nn.log_softmax``, ``nn.softmax_cross_entropy``, ``nn.one_hot`` and ``nn.dropout``."""
+``nn.log_softmax``, ``nn.softmax_cross_entropy``, ``nn.one_hot`` / ``nn.one_hot_like`` and
+``nn.dropout``.
+
+Gradient rules read static shapes (``aval.shape``) only where every dim they use is known;
+a data-dependent dim (``None``, e.g. after a boolean mask in deferred compute) is read from
+the array when the graph runs instead (``*_like`` ops, ``size``), never assumed."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,6 +14,7 @@ from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from ..rng import generator
 from . import sparse_kernels
 from .params import BOOL, DTYPE, FLOAT, INT, OPT_BOOL, Param
+from .reduce import element_count
 from .registry import OpDef, broadcast_shapes, normalize_axis, register
 
 
@@ -20,6 +26,11 @@ def _mismatch(op, a, b, ka, kb):
 
 def _same(d1, d2):
     return d1 is None or d2 is None or d1 == d2
+
+
+def _reshape_to(F, x, like):
+    """``x`` reshaped to ``like``'s shape: a static reshape when it is known, else read at run time."""
+    return F.reshape(x, shape=like.aval.shape) if like.aval.known else F.reshape_like(x, like)
 
 
 def _dot_rule(shapes):
@@ -84,8 +95,8 @@ def _dot_grad(F, ins, y, g, transpose_a=False):
         g2 = F.expand_dims(g2, axis=-1)
     da = F.dot(g2, F.transpose(b2))
     db = F.dot(a2, g2, transpose_a=True)  # row_sparse when a is csr
-    return [F.reshape(da, shape=a.aval.shape) if na == 1 else da,
-            F.reshape(db, shape=b.aval.shape) if nb == 1 else db]
+    return [_reshape_to(F, da, a) if na == 1 else da,
+            _reshape_to(F, db, b) if nb == 1 else db]
 
 
 register(OpDef("dot", ("a", "b"), _dot_kernel, params=(Param("transpose_a", BOOL, False),), shape=_dot_shape,
@@ -132,11 +143,14 @@ def _matmul_grad(F, ins, y, g):
         g2 = g
     da = F.matmul(g2, _swap(F, b2))
     db = F.matmul(_swap(F, a2), g2)
-    # Batch dims that broadcast are summed back by the gradient pass; lifted dims are dropped here.
+    # Batch dims that broadcast are summed back by the gradient pass; lifted dims are dropped here
+    # (summed to the lifted operand's shape: read at run time when its length is data-dependent).
     if a.aval.ndim == 1:
-        da = F.reshape(F.sum_to(da, shape=(1, a.aval.shape[0])), shape=a.aval.shape)
+        k = a.aval.shape[0]
+        da = _reshape_to(F, F.sum_to(da, shape=(1, k)) if k is not None else F.sum_like(da, a2), a)
     if b.aval.ndim == 1:
-        db = F.reshape(F.sum_to(db, shape=(b.aval.shape[0], 1)), shape=b.aval.shape)
+        k = b.aval.shape[0]
+        db = _reshape_to(F, F.sum_to(db, shape=(k, 1)) if k is not None else F.sum_like(db, b2), b)
     return [da, db]
 
 
@@ -146,7 +160,7 @@ def _matmul(xp, a, b, out=None):
     return xp.matmul(a, b, out=out)
 
 
-register(OpDef("matmul", ("a", "b"), _matmul, writes_out=True, fresh_outputs=True,
+register(OpDef("matmul", ("a", "b"), _matmul, writes_out=True,
                shape=_matmul_rule, dtype=lambda dtypes: np.result_type(*dtypes), grad=_matmul_grad,
                doc="matrix product with broadcast batch dims (the @ operator)"))
 
@@ -166,24 +180,41 @@ def _dense_rule(shapes):
     if not x or not _same(x[-1], w[1]):
         raise ShapeError(f"input {fmt_shape(x)} has {x[-1] if x else 0} features but weight "
                          f"{fmt_shape(w)} expects {w[1]}; the weight is (units, in_units)")
-    if len(shapes) == 3 and tuple(shapes[2]) not in ((w[0],), (None,)):
-        raise ShapeError(f"bias {fmt_shape(shapes[2])} must be ({w[0]},) to match weight {fmt_shape(w)}")
-    return tuple(x[:-1]) + (w[0],)
+    units = w[0]
+    if len(shapes) == 3:
+        b = shapes[2]
+        if len(b) != 1 or not _same(b[0], w[0]):
+            raise ShapeError(f"bias {fmt_shape(b)} must be ({w[0]},) to match weight {fmt_shape(w)}")
+        units = w[0] if w[0] is not None else b[0]
+    return tuple(x[:-1]) + (units,)
+
+
+def _rows(F, t, k):
+    """``t`` as a matrix (N, k): its leading dims flattened; ``k`` = its last dim, if known."""
+    nd = t.aval.ndim
+    if nd == 2:
+        return t
+    k = t.aval.shape[-1] if k is None else k
+    if k is not None:
+        return F.reshape(t, shape=(-1, k))
+    if nd == 1:
+        return F.expand_dims(t, axis=0)
+    # An unknown last dim: bring it to the front, flatten the rest, and turn back (no static sizes).
+    front = F.transpose(t, axes=(nd - 1,) + tuple(range(nd - 1)))
+    return F.transpose(F.flatten(front))
 
 
 def _dense_grad(F, ins, y, g):
     x, w = ins[0], ins[1]
     dx = F.matmul(g, w)
-    g2 = g if g.aval.ndim == 2 else F.reshape(g, shape=(-1, w.aval.shape[0]))
-    x2 = x if x.aval.ndim == 2 else F.reshape(x, shape=(-1, w.aval.shape[1]))
-    dw = F.matmul(F.transpose(g2), x2)
+    dw = F.matmul(F.transpose(_rows(F, g, w.aval.shape[0])), _rows(F, x, w.aval.shape[1]))
     grads = [dx, dw]
     if len(ins) == 3:
         grads.append(g)  # summed over the batch dims by the gradient pass
     return grads
 
 
-register(OpDef("dense", ("x", "weight", "bias?"), _dense, shape=_dense_rule, writes_out=True, fresh_outputs=True,
+register(OpDef("dense", ("x", "weight", "bias?"), _dense, shape=_dense_rule, writes_out=True,
                dtype=lambda dtypes: np.result_type(*dtypes), grad=_dense_grad, namespace="nn",
                doc="fully connected layer: x @ weight.T + bias, weight shaped (units, in_units)"))
 
@@ -256,12 +287,14 @@ def _sce_dtype(dtypes):
 
 def _sce_grad(F, ins, y, g):
     logits, labels = ins
-    n = 1
-    for d in logits.aval.shape[:-1]:
-        n *= d if d is not None else 1
-    depth = logits.aval.shape[-1]
-    diff = F.subtract(F.softmax(logits, axis=-1), F.one_hot(labels, depth=depth, dtype=logits.aval.dtype))
-    return [F.multiply(diff, F.divide(g, float(n))), None]
+    dtype, depth = logits.aval.dtype, logits.aval.shape[-1]
+    # The loss is a mean over the rows: divide by their count, read at run time when a batch
+    # dim is data-dependent (e.g. logits[mask] in deferred compute); never count it as 1.
+    rows = element_count(F, labels, None, dtype, same_shape=(logits,))
+    onehot = (F.one_hot(labels, depth=depth, dtype=dtype) if depth is not None
+              else F.one_hot_like(labels, logits))  # the class count known only at run time
+    diff = F.subtract(F.softmax(logits, axis=-1), onehot)
+    return [F.multiply(diff, F.divide(g, rows)), None]
 
 
 register(OpDef("softmax_cross_entropy", ("logits", "labels"), _sce, shape=_sce_shape, dtype=_sce_dtype,
@@ -280,6 +313,25 @@ register(OpDef("one_hot", ("indices",), _one_hot,
                shape=lambda shapes, depth, dtype=None: tuple(shapes[0]) + (depth,),
                dtype=lambda dtypes, depth, dtype=None: dtype, namespace="nn",
                doc="one-hot rows: out[..., indices[...]] = 1"))
+
+
+def _one_hot_like(xp, indices, like, out=None):
+    return _one_hot(xp, indices, like.shape[-1], like.dtype)
+
+
+def _one_hot_like_shape(shapes):
+    ind, like = shapes
+    if len(like) != len(ind) + 1 or not all(_same(a, b) for a, b in zip(ind, like)):
+        raise ShapeError(f"like {fmt_shape(like)} must have the shape of indices {fmt_shape(ind)} "
+                         "plus a last (class) dim")
+    return tuple(b if b is not None else a for a, b in zip(ind, like)) + (like[-1],)
+
+
+register(OpDef("one_hot_like", ("indices", "like"), _one_hot_like, shape=_one_hot_like_shape,
+               dtype=lambda dtypes: dtypes[1], namespace="nn",
+               grad=lambda F, ins, y, g: [None, None],  # a constant in both inputs
+               doc="one-hot rows shaped and typed like `like`: the depth is like's last dim, read when "
+                   "it runs (softmax_cross_entropy's gradient over a data-dependent class count)"))
 
 
 # -- dropout -----------------------------------------------------------------------------------

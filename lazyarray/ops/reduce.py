@@ -1,12 +1,13 @@
 """Reductions: ``sum mean max min argmax`` over ``axis=None|int|tuple`` with ``keepdims``,
-and ``sum_to`` / ``sum_like`` (how broadcast gradients are summed back to an input's shape)."""
+``sum_to`` / ``sum_like`` (how broadcast gradients are summed back to an input's shape) and
+``size`` (an element count read from the shape when the graph runs: data-dependent dims)."""
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import AxisError, ShapeError, fmt_shape
 from . import sparse_kernels
-from .params import AXIS, BOOL, INTS, Param
+from .params import AXIS, BOOL, DTYPE, INTS, Param
 from .registry import OpDef, normalize_axis, register
 
 
@@ -41,16 +42,24 @@ def _grad_back(F, g, x, axis, keepdims):
     return F.broadcast_like(g, x)
 
 
-def _count(x, axis, op):
-    axes = reduce_axes(axis, x.aval.ndim, op)
+def element_count(F, x, axis=None, dtype=None, same_shape=()):
+    """The number of elements of ``x`` over ``axis`` (None = all), for a gradient to divide by.
+
+    A Python float when the static shape knows every counted dim; otherwise (a data-dependent
+    dim, ``None``) a 0-d ``size`` node of ``dtype`` that reads the shape when the graph runs.
+    An unknown dim is never counted as 1. ``same_shape``: entries whose leading dims equal
+    ``x``'s at run time (e.g. logits for labels): a dim any of them knows is used.
+    """
+    axes = reduce_axes(axis, x.aval.ndim, "size")
     n = 1
     for a in axes:
         d = x.aval.shape[a]
+        for o in same_shape:
+            d = o.aval.shape[a] if d is None else d
         if d is None:
-            raise ShapeError(f"{op}: gradient needs the size of reduced axis {a}, which is only known "
-                             "after computing; reduce with sum and divide by the count instead")
+            return F.size(x, axis=axes, dtype=dtype if dtype is not None else x.aval.dtype)
         n *= d
-    return n
+    return float(n)
 
 
 _RPARAMS = (Param("axis", AXIS, None), Param("keepdims", BOOL, False))
@@ -61,7 +70,7 @@ def _sum_grad(F, ins, y, g, axis=None, keepdims=False):
 
 
 def _mean_grad(F, ins, y, g, axis=None, keepdims=False):
-    return [F.divide(_grad_back(F, g, ins[0], axis, keepdims), float(_count(ins[0], axis, "mean")))]
+    return [F.divide(_grad_back(F, g, ins[0], axis, keepdims), element_count(F, ins[0], axis, g.aval.dtype))]
 
 
 def _extreme_grad(F, ins, y, g, axis=None, keepdims=False):
@@ -160,4 +169,26 @@ register(OpDef(
     shape=lambda shapes: shapes[1], dtype=lambda dtypes: dtypes[0],
     grad=lambda F, ins, y, g: [F.broadcast_like(g, ins[0]), None],
     doc="x summed over broadcast dims down to like's shape (only like's shape is read)",
+))
+
+
+# -- counting ----------------------------------------------------------------------------
+def _size(xp, x, axis=None, dtype=np.dtype("int64"), out=None):
+    n = 1
+    for a in reduce_axes(axis, x.ndim, "size"):
+        n *= x.shape[a]
+    return xp.asarray(n, dtype=dtype)
+
+
+def _size_shape(shapes, axis=None, dtype=None):
+    reduce_axes(axis, len(shapes[0]), "size")  # validates axis
+    return ()
+
+
+register(OpDef(
+    "size", ("x",), _size, params=(Param("axis", AXIS, None), Param("dtype", DTYPE, np.dtype("int64"))),
+    shape=_size_shape, dtype=lambda dtypes, axis=None, dtype=None: dtype,
+    grad=lambda F, ins, y, g, axis=None, dtype=None: [None],  # only x's shape is read
+    doc="the number of elements of x over axis (None = all) as a 0-d array of dtype; read from "
+        "x's shape when it runs, so it counts data-dependent dims (mean's gradient divides by it)",
 ))

@@ -74,7 +74,6 @@ class OpDef:
     random: bool = False
     writes_out: bool = False  # the kernel writes its single result into ``out=`` (ufunc kernels do)
     sparse_from_dense: bool = False  # the storage rule can make sparse outputs from dense inputs
-    fresh_outputs: bool = False  # outputs are always new memory, never views (ufunc kernels are)
     doc: str = ""
     _param_map: dict = field(default_factory=dict, repr=False)
     _bound: dict = field(default_factory=dict, repr=False)
@@ -95,8 +94,6 @@ class OpDef:
         self.uses_training = "training" in self._param_map
         # A NumPy ufunc kernel of a param-free elementwise op: the dispatcher's eager fast path.
         ufunc = getattr(np, self.kernel, None) if isinstance(self.kernel, str) else None
-        if isinstance(ufunc, np.ufunc):
-            self.fresh_outputs = True
         self.np_ufunc = ufunc if (isinstance(ufunc, np.ufunc) and self.elementwise and self.plain
                                   and not self.params and self.compose is None and self.num_outputs == 1
                                   ) else None

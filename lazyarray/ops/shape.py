@@ -1,6 +1,9 @@
 """Shape ops: reshape, transpose, broadcasting (``broadcast_to``, PyTorch ``expand``),
 ``repeat``, ``concatenate``/``stack``, ``squeeze``/``expand_dims`` and indexing
-(basic ``getitem``, boolean masks, ``take``, data-dependent ``nonzero``).
+(basic ``getitem``, ``slice_like``, boolean masks, ``take``, data-dependent ``nonzero``).
+
+Gradient rules use static sizes only where they are known; a data-dependent dim (``None``)
+is read from an array when the graph runs (``reshape_like``, ``slice_like``), never assumed.
 
 View ops (``view=True``) may return an alias of their input, as NumPy does; the memory
 planner keeps the input's buffer alive while the view lives.
@@ -177,11 +180,37 @@ def _repeat_shape(shapes, sizes):
 def _repeat_grad(F, ins, y, g, sizes):
     x = ins[0]
     full = (1,) * (len(sizes) - x.aval.ndim) + tuple(x.aval.shape)
+    if None in full:
+        return [_repeat_grad_dynamic(F, x, g, sizes, full)]
     inter = []
     for s, d in zip(sizes, full):
         inter += [s, d]
     summed = F.sum(F.reshape(g, shape=tuple(inter)), axis=tuple(range(0, 2 * len(sizes), 2)))
     return [F.reshape(summed, shape=x.aval.shape)]
+
+
+def _repeat_grad_dynamic(F, x, g, sizes, full):
+    """repeat's gradient when some of x's dims are data-dependent: along each repeated dim,
+    add up the ``s`` blocks of g, each as long as x's dim (static, or read at run time)."""
+    if 0 in sizes:
+        return F.zeros_like(x)
+    lead = len(sizes) - x.aval.ndim
+    xfull = x if lead == 0 else F.expand_dims(x, axis=tuple(range(lead)))  # x at g's rank
+    for i, (s, d) in enumerate(zip(sizes, full)):
+        if s == 1:
+            continue
+        blocks, rest = [], g
+        for k in range(s):
+            if d is not None:
+                blocks.append(F.getitem(g, key=(slice(None),) * i + (slice(k * d, (k + 1) * d),)))
+                continue
+            blocks.append(rest if k == s - 1 else F.slice_like(rest, xfull, axis=i))
+            if k < s - 1:
+                rest = F.slice_like(rest, xfull, axis=i, drop=True)
+        g = blocks[0]
+        for b in blocks[1:]:
+            g = F.add(g, b)
+    return F.reshape_like(g, x)
 
 
 register(OpDef("repeat", ("x",), _repeat, params=(Param("sizes", INTS),), shape=_repeat_shape,
@@ -216,11 +245,30 @@ def _concat_rule(shapes, axis=0):
 def _concat_grad(F, ins, y, g, axis=0):
     nd = ins[0].aval.ndim
     ax = axis % nd
+    sizes = [e.aval.shape[ax] for e in ins]
+    if None in sizes:
+        return _concat_grad_dynamic(F, ins, g, ax, sizes)
     grads, start = [], 0
-    for e in ins:
-        n = e.aval.shape[ax]
+    for n in sizes:
         grads.append(F.getitem(g, key=(slice(None),) * ax + (slice(start, start + n),)))
         start += n
+    return grads
+
+
+def _concat_grad_dynamic(F, ins, g, ax, sizes):
+    """concatenate's gradient when some inputs' lengths along axis are data-dependent: peel
+    the inputs off the front of g in order, each as long as it is when the graph runs."""
+    lead = (slice(None),) * ax
+    grads, rest = [], g
+    for i, (e, n) in enumerate(zip(ins, sizes)):
+        if i == len(ins) - 1:
+            grads.append(rest)
+        elif n is not None:
+            grads.append(F.getitem(rest, key=lead + (slice(0, n),)))
+            rest = F.getitem(rest, key=lead + (slice(n, None),))
+        else:
+            grads.append(F.slice_like(rest, e, axis=ax))
+            rest = F.slice_like(rest, e, axis=ax, drop=True)
     return grads
 
 
@@ -346,6 +394,43 @@ register(OpDef("index_grad", ("g", "like"), _index_grad, params=(Param("key", KE
                shape=lambda shapes, key: shapes[1], dtype=lambda dtypes, key: dtypes[0],
                grad=lambda F, ins, y, g, key: [F.getitem(g, key=key), None],
                doc="zeros shaped like `like` with g written at [key] (getitem's gradient)"))
+
+
+def _slice_like(xp, x, like, axis=0, drop=False, out=None):
+    ax = normalize_axis(axis, x.ndim, "slice_like")
+    n = like.shape[ax]
+    if n > x.shape[ax]:
+        raise ShapeError(f"slice_like: like {fmt_shape(like.shape)} is longer than x {fmt_shape(x.shape)} "
+                         f"along axis {axis}")
+    return x[(slice(None),) * ax + (slice(n, None) if drop else slice(0, n),)]
+
+
+def _slice_like_shape(shapes, axis=0, drop=False):
+    x, like = shapes
+    if len(like) != len(x):
+        raise ShapeError(f"like {fmt_shape(like)} must have as many dims as x {fmt_shape(x)}")
+    ax = normalize_axis(axis, len(x), "slice_like")
+    n, total = like[ax], x[ax]
+    if n is not None and total is not None and n > total:
+        raise ShapeError(f"like {fmt_shape(like)} is longer than x {fmt_shape(x)} along axis {axis}")
+    if drop:
+        n = None if n is None or total is None else total - n
+    return tuple(x[:ax]) + (n,) + tuple(x[ax + 1:])
+
+
+def _slice_like_grad(F, ins, y, g, axis=0, drop=False):
+    # g back in place, zeros for the part of x this slice left out.
+    x, like = ins
+    other = F.zeros_like(F.slice_like(x, like, axis=axis, drop=not drop))
+    return [F.concatenate([other, g] if drop else [g, other], axis=axis), None]
+
+
+register(OpDef("slice_like", ("x", "like"), _slice_like,
+               params=(Param("axis", INT, 0), Param("drop", BOOL, False)),
+               shape=_slice_like_shape, dtype=lambda dtypes, axis=0, drop=False: dtypes[0], view=True,
+               grad=_slice_like_grad,
+               doc="the first n entries of x along axis (drop=True: all but them), n = like's size "
+                   "along axis read when it runs (concatenate's gradient over data-dependent sizes)"))
 
 
 def _mask_rule(shapes):

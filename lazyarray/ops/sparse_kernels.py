@@ -11,22 +11,26 @@ helpers ``*_storage`` below are the rules several ops share.
 """
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
 from ..errors import ShapeError
 from ..storage import CSR, RowSparse, index_dtype, runs, stype_of
 from .registry import broadcast_shapes
 
-try:  # scipy.sparse does the heavy CSR products on the host
-    import scipy.sparse as _sp
-except ImportError:  # pragma: no cover - scipy is a core dependency
-    _sp = None
+
+def _host_sparse():
+    """scipy.sparse (the heavy CSR products on the host), imported on first use: only sparse
+    arrays need it, and importing it with the package more than doubled the memory and time of
+    ``import lazyarray`` (scipy pulls in its array-API layer and much of NumPy's test tooling)."""
+    return importlib.import_module("scipy.sparse")
 
 
 def scipy_sparse(xp):
     """``scipy.sparse`` for NumPy values, ``cupyx.scipy.sparse`` for CuPy ones."""
     if xp is np:
-        return _sp
+        return _host_sparse()
     import cupyx.scipy.sparse as csp  # only reached with CuPy values, i.e. when CuPy is installed
 
     return csp

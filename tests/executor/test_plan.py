@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lazyarray as la
-from lazyarray.executor.interpret import evaluate as reference
+from lazyarray.executor.interpret import interpret as reference
 from lazyarray.executor.plan import Step, Value, plan_memory
 from lazyarray.executor.program import compile_program
 from lazyarray.graph.node import const_node

@@ -15,14 +15,14 @@ from lazyarray.storage import densify
 
 def _run(sym, **inputs):
     """Evaluate a symbol through deferred materialization (executor-independent)."""
-    from lazyarray.executor.interpret import evaluate
+    from lazyarray.executor.interpret import interpret as evaluate
     from lazyarray.graph.node import Entry, Node
 
     subst = {}
     for node in sym.topo():
         if node.op is None:
             subst[id(node)] = node if node.kind == "const" else Node(None, (), {}, node.avals, kind="const",
-                                                                      values=[inputs[node.name]])
+                                                                      value=inputs[node.name])
         else:
             subst[id(node)] = Node(node.op, tuple(Entry(subst[id(e.node)], e.index) for e in node.inputs),
                                    node.params, node.avals)

@@ -177,6 +177,19 @@ def _mean_ref(x, axis=None, keepdims=False):
     return np.mean(x, axis=axis, keepdims=keepdims)
 
 
+def _size_samples(rng, dtype, small):
+    x = rand(rng, (3, 4, 5), dtype)
+    out = [Sample((x,), {"axis": ax}, f"axis={ax}") for ax in (None, 0, -1, (0, 2), ())]
+    out += [Sample((x,), {"axis": (1, 2), "dtype": dtype}, f"dtype={dtype}"),
+            Sample((rand(rng, (), dtype),), {}, "0d"), Sample((rand(rng, (0, 3), dtype),), {"axis": 1}, "empty")]
+    return out
+
+
+def _size_ref(x, axis=None, dtype="int64"):
+    axes = range(x.ndim) if axis is None else [axis] if isinstance(axis, int) else axis
+    return np.asarray(int(np.prod([x.shape[a] for a in axes], dtype=np.int64)), dtype=dtype)
+
+
 def _sum_to_samples(rng, dtype, small):
     cases = [((2, 3, 4), (3, 1)), ((2, 3, 4), (1, 4)), ((3, 4), (3, 4)), ((2, 3), ()), ((5, 1, 3), (1, 1, 3))]
     return [Sample((rand(rng, src, dtype),), {"shape": dst}, f"{src}->{dst}") for src, dst in cases]
@@ -291,6 +304,21 @@ def _index_grad_ref(g, like, key):
     res = np.zeros(like.shape, g.dtype)
     res[key] = g
     return res
+
+
+def _slice_like_samples(rng, dtype, small):
+    x = rand(rng, (5, 3), dtype)
+    out = [Sample((x, rand(rng, (n, 1), dtype)), {"drop": d}, f"axis0-n{n}-drop={d}")
+           for n in (0, 2, 5) for d in (False, True)]
+    x3 = rand(rng, (2, 6, 3), dtype)
+    return out + [Sample((x3, rand(rng, (1, 4, 1), dtype)), {"axis": 1}, "axis1"),
+                  Sample((x3, rand(rng, (2, 6, 1), dtype)), {"axis": -1, "drop": True}, "axis-1-drop")]
+
+
+def _slice_like_ref(x, like, axis=0, drop=False):
+    ax = axis % x.ndim
+    n = like.shape[ax]
+    return x[(slice(None),) * ax + (slice(n, None) if drop else slice(0, n),)]
 
 
 def _boolean_mask_samples(rng, dtype, small):
@@ -414,6 +442,16 @@ def _one_hot_ref(indices, depth, dtype="float32"):
     return (indices[..., None] == np.arange(depth)).astype(dtype)
 
 
+def _one_hot_like_samples(rng, dtype, small):
+    return [Sample((rng.integers(0, 5, (4,)), rand(rng, (4, 5), dtype)), {}, "1d"),
+            Sample((rng.integers(0, 3, (2, 3)).astype(np.int32), rand(rng, (2, 3, 3), dtype)), {}, "2d"),
+            Sample((np.array(2), rand(rng, (4,), dtype)), {}, "0d")]
+
+
+def _one_hot_like_ref(indices, like):
+    return _one_hot_ref(indices, like.shape[-1], like.dtype)
+
+
 # -- core -----------------------------------------------------------------------------------
 def _cast_samples(rng, dtype, small):
     x = rand(rng, (3, 4), dtype)
@@ -495,6 +533,7 @@ CASES: dict[str, Case] = {
     "min": Case("reduce", _reduce_samples(), ew(np.min), ALL, grad=(0,)),
     "argmax": Case("reduce", _reduce_samples(int_axis_only=True), ew(_argmax_ref), ALL),
     "sum_to": Case("reduce", _sum_to_samples, ew(_sum_to_ref), ALL, grad=(0,)),
+    "size": Case("reduce", _size_samples, _size_ref, ALL),
     "sum_like": Case("reduce", _like_samples([((2, 3, 4), (3, 1)), ((3, 4), (3, 4)), ((2, 5), ())]),
                      lambda x, like: np.asarray(_sum_to_ref(x, like.shape)), ALL, grad=(0,)),
     # shape
@@ -515,6 +554,7 @@ CASES: dict[str, Case] = {
     "expand_dims": Case("shape", _expand_dims_samples, lambda x, axis: np.expand_dims(x, axis), ALL, grad=(0,)),
     "getitem": Case("shape", _getitem_samples, _getitem_ref, ALL, grad=(0,)),
     "index_grad": Case("shape", _index_grad_samples, _index_grad_ref, ALL, grad=(0,)),
+    "slice_like": Case("shape", _slice_like_samples, _slice_like_ref, ALL, grad=(0,)),
     "boolean_mask": Case("shape", _boolean_mask_samples, lambda x, m: x[m], ALL, grad=(0,),
                          data_dependent=True),
     "boolean_mask_grad": Case("shape", _boolean_mask_grad_samples, _mask_grad_ref, ALL),
@@ -530,6 +570,7 @@ CASES: dict[str, Case] = {
     "log_softmax": Case("nn", _softmax_samples, _log_softmax_ref, FLOATS, grad=(0,)),
     "softmax_cross_entropy": Case("nn", _sce_samples, _sce_ref, FLOATS, grad=(0,), rtol32=1e-4),
     "one_hot": Case("nn", _one_hot_samples, _one_hot_ref, ("int64",)),
+    "one_hot_like": Case("nn", _one_hot_like_samples, _one_hot_like_ref, ALL),
     "dropout": Case("nn", unary(), None, FLOATS, kind="compose"),
     "dropout_mask": Case("nn", unary(params=({"p": 0.3},)), None, FLOATS, kind="random"),
     # core

@@ -41,7 +41,7 @@ def constant_fold(sym: Symbol) -> Symbol:
             return None
         xp = avals[0].device.xp
         with np.errstate(all="ignore"):
-            out = node.op.bind(xp)(*[e.node.values[0] for e in ins], **node.params)
+            out = node.op.bind(xp)(*[e.node.value for e in ins], **node.params)
         outs = list(out) if node.op.num_outputs > 1 else [out]
         entries = []
         for o, a in zip(outs, avals):

@@ -40,7 +40,7 @@ def _key(node: Node, ins) -> tuple | None:
     if node.op is None:
         if node.kind != "const":
             return None
-        v, a = node.values[0], node.avals[0]
+        v, a = node.value, node.avals[0]
         if a.stype != "default" or getattr(v, "size", _SMALL_CONST + 1) > _SMALL_CONST:
             return None
         data = v.tobytes() if hasattr(v, "tobytes") else repr(v)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lazyarray.executor.interpret import evaluate
+from lazyarray.executor.interpret import interpret as evaluate
 from lazyarray.graph.node import const_node
 from lazyarray.graph.rewrite import rewrite
 

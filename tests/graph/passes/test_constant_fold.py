@@ -33,4 +33,4 @@ def test_fully_constant_output_becomes_a_constant():
     out = constant_fold(la.get_symbol(y, inputs={})).check()
     (node,) = out.topo()
     assert node.kind == "const"
-    np.testing.assert_allclose(node.values[0], np.exp([1.0, 2.0]).astype("float32"))
+    np.testing.assert_allclose(node.value, np.exp([1.0, 2.0]).astype("float32"))

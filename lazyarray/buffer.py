@@ -1,0 +1,71 @@
+"""Buffers: who may write a backend array, and how we notice that somebody did.
+
+A buffer is the memory behind a backend array (NumPy / CuPy). Two facts about it matter
+to correctness and both live here, outside the graph:
+
+* **read-only**: constants of a graph and values a graph shares are frozen with the
+  backend's own flag (``writeable=False``), so a write raises instead of changing every
+  later result (``freeze``);
+* **version**: every in-place write through lazyarray (``x += 1``, ``x[i] = v``, ``out=``,
+  ``Parameter.set_data``, optimizer updates) bumps a counter of the memory it wrote
+  (``bump``). Whoever keeps a value for later (an autograd record, a constant captured
+  by a lazy graph) remembers the version it saw and checks it before reading (PyTorch's
+  saved-tensor check).
+
+The counter belongs to the *root* of the memory (the array that owns it), so every view
+shares it: writing ``x.T`` changes ``x``'s version too. Counters are kept in a side table
+keyed by the root and dropped when the root dies, so creating an array costs nothing:
+only writers and keepers touch the table. That is why this is a table and not a
+``Buffer`` object per array (an object per eager result would cost the hot path).
+"""
+from __future__ import annotations
+
+import weakref
+
+_VERSIONS: dict[int, list] = {}  # id(root) -> [version, weakref to the root]
+
+
+def root(value):
+    """The array that owns ``value``'s memory (``value`` itself when it owns it)."""
+    base = getattr(value, "base", None)
+    while base is not None and hasattr(base, "base") and hasattr(base, "shape"):
+        value = base
+        base = getattr(value, "base", None)
+    return value
+
+
+def version(value) -> int:
+    """How many in-place writes lazyarray has made to ``value``'s memory (0: none)."""
+    rec = _VERSIONS.get(id(root(value)))
+    return 0 if rec is None else rec[0]
+
+
+def bump(value) -> None:
+    """Record an in-place write to ``value``'s memory."""
+    r = root(value)
+    key = id(r)
+    rec = _VERSIONS.get(key)
+    if rec is not None and rec[1]() is r:
+        rec[0] += 1
+        return
+    try:
+        ref = weakref.ref(r, lambda _, key=key: _VERSIONS.pop(key, None))
+    except TypeError:  # a storage type without weak references: nothing can outlive it unseen
+        return
+    _VERSIONS[key] = [1, ref]
+
+
+def freeze(value):
+    """Make ``value`` read-only (a constant): later writes raise instead of changing it."""
+    flags = getattr(value, "flags", None)
+    if flags is not None and getattr(flags, "writeable", False):
+        try:
+            flags.writeable = False
+        except (ValueError, AttributeError):  # CuPy arrays have no such flag
+            pass
+    return value
+
+
+def is_frozen(value) -> bool:
+    flags = getattr(value, "flags", None)
+    return flags is not None and hasattr(flags, "writeable") and not flags.writeable
