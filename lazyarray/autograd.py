@@ -20,6 +20,7 @@ from .executor.program import evaluate
 from .graph.build import apply_node
 from .graph.node import Entry, Node, capture_node
 from .graph.passes.gradient import gradient
+from .graph.traverse import topo_order
 from .ops import registry
 from .ops.sparse_kernels import add_values
 from .storage import SPARSE_TYPES, stype_of
@@ -258,7 +259,7 @@ def backward(outputs: list, head_grads: list | None, make, retain_graph: bool = 
         for (leaf, entries), g in zip(targets, grads):
             _store_lazy_grad(leaf, g, make)
     else:
-        values = evaluate(grads, _saved_values(bound))
+        values = evaluate(grads, _saved_values(bound, _entries_read(grads, bound)))
         for (leaf, entries), v in zip(targets, values):
             _store_grad(leaf, v, make, entries[0].aval.device)
     if not retain_graph:
@@ -267,14 +268,23 @@ def backward(outputs: list, head_grads: list | None, make, retain_graph: bool = 
             r.freed = True
 
 
-def _saved_values(bound: dict):
-    """``known(node)`` for the gradient program: autograd's saved values (checked against their
-    versions), the leaves' captured values (checked too), then computed lazy values."""
+def _entries_read(grads: list[Entry], bound: dict) -> set:
+    """``(id(node), index)`` of every saved value the gradient graph reads."""
+    read = {(id(g.node), g.index) for g in grads}
+    for node in topo_order(grads, stop=lambda n: id(n) in bound or n.op is None):
+        if id(node) not in bound and node.op is not None:
+            read.update((id(e.node), e.index) for e in node.inputs)
+    return read
+
+
+def _saved_values(bound: dict, read: set):
+    """``known(node)`` for the gradient program: autograd's saved values (those it reads checked
+    against their versions), the leaves' captured values (checked too), then computed lazy values."""
     def known(node):
         r = bound.get(id(node))
         if r is not None:
-            for v, n in zip(r.values, r.versions):
-                if version(v) != n:
+            for i, (v, n) in enumerate(zip(r.values, r.versions)):
+                if version(v) != n and (id(node), i) in read:
                     raise AutogradError(
                         f"backward: the output {r.node.avals[0]} of {r.node.label()}{_where(r.node)} was written "
                         f"in place after autograd saved it for the gradient (buffer version {n} -> {version(v)}); "

@@ -18,7 +18,7 @@ from .loss import L1Loss, L2Loss, Loss, SoftmaxCrossEntropyLoss
 from .nn import Activation, BatchNorm, Dense, Dropout, Embedding, Flatten
 from .parameter import DeferredInitializationError, Parameter
 from .symbol_block import SymbolBlock
-from .trainer import SGD, Adam, Optimizer, Trainer
+from .trainer import SGD, Adam, Optimizer, StaleGradientError, Trainer
 
 __all__ = [
     "SGD",
@@ -43,5 +43,6 @@ __all__ = [
     "Sequential",
     "SoftmaxCrossEntropyLoss",
     "SymbolBlock",
+    "StaleGradientError",
     "Trainer",
 ]
