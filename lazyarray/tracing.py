@@ -36,30 +36,38 @@ def get_symbol(outputs, inputs: dict | None = None) -> Symbol:
             raise TypeError(f"get_symbol: output {i} is a {type(o).__name__}, not an NDArray")
     inputs = dict(inputs or {})
     out_entries = [o._entry if o._entry is not None else o._as_entry() for o in outs]
-    # Which recorded node stands for each named input.
-    by_node: dict[int, tuple[str, Node]] = {}
+    # Which recorded nodes stand for each named input: its own entry, and every constant that
+    # captured its buffer (an array with a value is read as a capture while recording).
+    by_node: dict[int, str] = {}
+    by_value: dict[int, str] = {}
     for name, arr in inputs.items():
         if not isinstance(arr, NDArray):
             raise TypeError(f"get_symbol: input {name!r} is a {type(arr).__name__}, not an NDArray")
-        if arr._entry is None:
-            warnings.warn(f"get_symbol: input {name!r} was never used by the recorded outputs",
-                          UnusedInputWarning, stacklevel=2)
-            continue
-        node = arr._entry.node
-        if id(node) in by_node:
-            raise DeferredComputeError(f"get_symbol: inputs {by_node[id(node)][0]!r} and {name!r} are the same array")
-        by_node[id(node)] = (name, node)
+        node = arr._entry.node if arr._entry is not None else None
+        if node is not None and id(node) in by_node or arr._value is not None and id(arr._value) in by_value:
+            first = by_node.get(id(node)) or by_value.get(id(arr._value))
+            raise DeferredComputeError(f"get_symbol: inputs {first!r} and {name!r} are the same array")
+        if node is not None:
+            by_node[id(node)] = name
+        if arr._value is not None:
+            by_value[id(arr._value)] = name
     order = topo_order(out_entries, stop=lambda n: id(n) in by_node)
-    reached = {id(n) for n in order}
-    for nid, (name, _) in by_node.items():
-        if nid not in reached:
+    for node in order:
+        if node.kind == "const" and node.version is not None and id(node.value) in by_value:
+            by_node[id(node)] = by_value[id(node.value)]
+    reached = {by_node[id(n)] for n in order if id(n) in by_node}
+    for name in inputs:
+        if name not in reached:
             warnings.warn(f"get_symbol: input {name!r} was never used by the recorded outputs",
                           UnusedInputWarning, stacklevel=2)
     copies: dict[int, Node] = {}
+    variables: dict[str, Node] = {}
     for node in order:
         if id(node) in by_node:
-            name, _ = by_node[id(node)]
-            copies[id(node)] = var_node(name, node.avals[0])
+            name = by_node[id(node)]
+            if name not in variables:
+                variables[name] = var_node(name, node.avals[0])
+            copies[id(node)] = variables[name]
             continue
         if node.op is None and node.kind == "const":
             check_capture(node)  # a captured array written in place since would be a wrong constant

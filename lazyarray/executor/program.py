@@ -115,8 +115,10 @@ class Program:
 
 
 def _fill_views(slots: list, raw, views) -> None:
-    for slot, dtype, shape, nbytes in views:
-        slots[slot] = raw[:nbytes].view(dtype).reshape(shape)
+    for dtype, shape, nbytes, at in views:  # one view per layout, shared by the slots that use it
+        v = raw[:nbytes].view(dtype).reshape(shape)
+        for slot in at:
+            slots[slot] = v
 
 
 def _alloc(device, nbytes: int):
@@ -341,7 +343,10 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int]):
             views_by_buffer.setdefault(plan.buffer_of[o], []).append((o, a.dtype, a.shape, a.nbytes))
     pooled, per_run = [], []
     for b, views in views_by_buffer.items():
-        spec = (plan.buffer_device[b], plan.buffer_size[b], tuple(views))
+        layouts: dict = {}
+        for slot, dtype, shape, nbytes in views:
+            layouts.setdefault((dtype, shape, nbytes), []).append(slot)
+        spec = (plan.buffer_device[b], plan.buffer_size[b], tuple(k + (tuple(v),) for k, v in layouts.items()))
         (per_run if b in plan.escaping_buffers else pooled).append(spec)  # outputs: new memory each run
     # When to drop temporaries the kernels allocated (planned slots need no dropping).
     last_read = [-1] * len(g.avals)

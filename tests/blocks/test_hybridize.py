@@ -310,3 +310,26 @@ def test_cached_op_is_the_one_that_ran_the_last_call():
     assert isinstance(op, la.CachedOp) and op.num_compiles == 1
     assert op.sym.list_inputs()[0] == "data"
     assert "memory plan" in op._repr_html_()
+
+
+def test_a_hybridized_loss_on_a_hybridized_net_gives_the_imperative_gradients():
+    x = la.array(np.random.default_rng(1).standard_normal((6, 4)).astype(np.float32))
+    labels = la.array(np.array([0, 1, 2, 0, 1, 2]))
+    grads = []
+    for hybrid in (False, True):
+        la.random.seed(3)
+        net = B.HybridSequential()
+        net.add(B.Dense(8, activation="relu"), B.Dense(3))
+        net.initialize()
+        loss_fn = B.SoftmaxCrossEntropyLoss()
+        if hybrid:
+            net.hybridize()
+            loss_fn.hybridize()
+        for _ in range(2):  # the second call runs the cached graphs
+            with la.autograd.record():
+                loss = loss_fn(net(x), labels)
+            loss.backward()
+        assert "data0" in loss_fn.cached_op.sym.list_inputs() if hybrid else True
+        grads.append({n: p.grad().asnumpy() for n, p in net.collect_params().items()})
+    for n in grads[0]:
+        np.testing.assert_allclose(grads[1][n], grads[0][n], rtol=1e-5, atol=1e-6)
