@@ -462,7 +462,6 @@ def _make(value, entry, device) -> NDArray:
     a._value = value
     a._entry = entry
     a._device = device
-    a._ag = None
     return a
 
 
