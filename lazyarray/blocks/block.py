@@ -27,7 +27,7 @@ from ..creation import zeros
 from ..deferred import _MODE, DEFERRED
 from ..device import Device
 from ..errors import GraphFormatError, LazyArrayError, ShapeError
-from ..graph.serialize import write_atomic
+from ..fileio import file_sha256, write_atomic
 from ..graph.symbol import Symbol
 from ..ndarray import NDArray
 from . import hybrid
@@ -385,7 +385,32 @@ def assign(params: dict[str, Parameter], arrays: dict, path: str, device, allow_
 
 
 def write_export(prefix: str, epoch: int, symbol_json: str, params: dict[str, Parameter]) -> tuple[str, str]:
+    """Write an exported model, atomic as a set: the parameters first, then the symbol file, which
+    records the SHA-256 of the parameter file it belongs with. A kill at any moment leaves the
+    old pair, the new pair, or a new parameter file beside the old symbol, which
+    ``SymbolBlock.imports`` refuses by name (never a mix that loads)."""
     sym_path, param_path = f"{prefix}-symbol.json", f"{prefix}-{epoch:04d}.params"
-    write_atomic(sym_path, symbol_json.encode())
     save_arrays(param_path, params)
+    doc = json.loads(symbol_json)
+    doc["params"] = {"file": os.path.basename(param_path), "sha256": file_sha256(param_path)}
+    write_atomic(sym_path, json.dumps(doc, indent=1).encode())
     return sym_path, param_path
+
+
+def check_param_file(symbol_file: str, param_file: str) -> None:
+    """Raise ``GraphFormatError`` when ``param_file`` is not the one ``symbol_file`` was exported with
+    (files written by an interrupted export, or mixed up); symbol files without a record pass."""
+    try:
+        with open(symbol_file, "rb") as f:
+            recorded = json.loads(f.read()).get("params")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return  # the symbol loader reports unreadable files
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("sha256"), str):
+        return
+    actual = file_sha256(param_file)
+    if actual != recorded["sha256"]:
+        raise GraphFormatError(
+            f"{param_file}: this parameter file does not belong with {symbol_file}, which was exported with "
+            f"{recorded.get('file')!r} (sha256 {recorded['sha256'][:12]}..., this file has {actual[:12]}...): an "
+            "export was interrupted or the files were mixed up; export the model again, or pass the parameter "
+            "file written together with this symbol file")

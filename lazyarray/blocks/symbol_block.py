@@ -11,7 +11,7 @@ from ..device import Device
 from ..errors import LazyArrayError, ShapeError
 from ..executor.cached_op import CachedOp
 from ..graph.symbol import Symbol, load_symbol
-from .block import HybridBlock, load_arrays, write_export
+from .block import HybridBlock, check_param_file, load_arrays, write_export
 from .parameter import Parameter
 
 
@@ -56,6 +56,7 @@ class SymbolBlock(HybridBlock):
         sym = load_symbol(symbol_file)
         block = SymbolBlock(sym, names)
         if param_file is not None:
+            check_param_file(symbol_file, param_file)  # the pair an export wrote together, never a mix
             arrays, meta = load_arrays(param_file)
             block._load(arrays, meta, param_file, device)
         return block

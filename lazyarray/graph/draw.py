@@ -23,9 +23,9 @@ from collections import Counter
 
 from ..device import Device
 from ..errors import fmt_shape
+from ..fileio import write_atomic
 from . import svg as S
 from .node import Entry, Node, unique_names
-from .serialize import write_atomic
 from .traverse import topo_order
 
 DEFAULT_MAX_NODES = 200

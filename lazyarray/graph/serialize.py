@@ -12,10 +12,10 @@ import contextlib
 import gc
 import json
 import os
-import tempfile
 
 import numpy as np
 
+from .. import fileio
 from ..aval import STYPES, Aval, as_dtype
 from ..device import Device
 from ..errors import GraphFormatError, LazyArrayError
@@ -84,20 +84,7 @@ def save(sym, path: str) -> None:
     write_atomic(path, to_json(sym, indent=1).encode())
 
 
-def write_atomic(path: str, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, then rename it over ``path``."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+write_atomic = fileio.write_atomic  # (the one atomic-write helper lives in lazyarray/fileio.py)
 
 
 def _aval_to_json(a: Aval) -> dict:
