@@ -12,6 +12,7 @@ so its ops are inlined into the enclosing graph.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import os
@@ -27,7 +28,7 @@ from ..creation import zeros
 from ..deferred import _MODE, DEFERRED
 from ..device import Device
 from ..errors import GraphFormatError, LazyArrayError, ShapeError
-from ..fileio import file_sha256, write_atomic
+from ..fileio import write_atomic
 from ..graph.symbol import Symbol
 from ..ndarray import NDArray
 from . import hybrid
@@ -326,8 +327,9 @@ def _safetensor_error() -> type[Exception]:
     return importlib.import_module("safetensors").SafetensorError
 
 
-def save_arrays(path: str, params: dict[str, Parameter]) -> None:
-    """``name -> Parameter`` values to a safetensors file, written atomically."""
+def save_arrays(path: str, params: dict[str, Parameter], graph_sha256: str | None = None) -> None:
+    """``name -> Parameter`` values to a safetensors file, written atomically (``graph_sha256``: the
+    digest of the graph they belong to, checked when a model is imported)."""
     arrays, frozen = {}, []
     for name, p in params.items():
         d = p.data()
@@ -336,7 +338,10 @@ def save_arrays(path: str, params: dict[str, Parameter]) -> None:
             frozen.append(name)
     # One metadata key: safetensors writes several in no fixed order, and equal models must
     # give byte-identical files.
-    meta = {_PARAMS_FORMAT: json.dumps({"version": 1, "grad_null": frozen})}
+    record = {"version": 1, "grad_null": frozen}
+    if graph_sha256 is not None:
+        record["graph_sha256"] = graph_sha256
+    meta = {_PARAMS_FORMAT: json.dumps(record)}
     write_atomic(path, _safetensors().save(arrays, metadata=meta))
 
 
@@ -385,32 +390,40 @@ def assign(params: dict[str, Parameter], arrays: dict, path: str, device, allow_
 
 
 def write_export(prefix: str, epoch: int, symbol_json: str, params: dict[str, Parameter]) -> tuple[str, str]:
-    """Write an exported model, atomic as a set: the parameters first, then the symbol file, which
-    records the SHA-256 of the parameter file it belongs with. A kill at any moment leaves the
-    old pair, the new pair, or a new parameter file beside the old symbol, which
-    ``SymbolBlock.imports`` refuses by name (never a mix that loads)."""
+    """Write an exported model, atomic as a set: the parameter file first, recording a digest of the
+    graph it belongs to, then the symbol file. A kill at any moment leaves the old pair, the new
+    pair, or new parameters beside the old graph, which ``SymbolBlock.imports`` refuses by name
+    unless the graph is the same (then the pair is the complete new model). Parameter files of
+    other epochs keep loading with the same graph."""
     sym_path, param_path = f"{prefix}-symbol.json", f"{prefix}-{epoch:04d}.params"
-    save_arrays(param_path, params)
-    doc = json.loads(symbol_json)
-    doc["params"] = {"file": os.path.basename(param_path), "sha256": file_sha256(param_path)}
-    write_atomic(sym_path, json.dumps(doc, indent=1).encode())
+    save_arrays(param_path, params, graph_digest(symbol_json))
+    write_atomic(sym_path, symbol_json.encode())
     return sym_path, param_path
 
 
-def check_param_file(symbol_file: str, param_file: str) -> None:
-    """Raise ``GraphFormatError`` when ``param_file`` is not the one ``symbol_file`` was exported with
-    (files written by an interrupted export, or mixed up); symbol files without a record pass."""
+def graph_digest(symbol_json: str | bytes) -> str | None:
+    """SHA-256 of a symbol file's content (independent of its formatting); None when it is not JSON."""
+    try:
+        doc = json.loads(symbol_json)
+    except (ValueError, RecursionError):
+        return None
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def check_param_file(symbol_file: str, meta: dict, param_file: str) -> None:
+    """Raise ``GraphFormatError`` when a parameter file records a graph other than ``symbol_file``'s
+    (written by an interrupted export, or mixed up); files without a record pass."""
+    recorded = meta.get("graph_sha256")
+    if not isinstance(recorded, str):
+        return
     try:
         with open(symbol_file, "rb") as f:
-            recorded = json.loads(f.read()).get("params")
-    except (OSError, ValueError, AttributeError, RecursionError):
+            actual = graph_digest(f.read())
+    except OSError:
         return  # the symbol loader reports unreadable files
-    if not isinstance(recorded, dict) or not isinstance(recorded.get("sha256"), str):
-        return
-    actual = file_sha256(param_file)
-    if actual != recorded["sha256"]:
+    if actual is not None and actual != recorded:
         raise GraphFormatError(
-            f"{param_file}: this parameter file does not belong with {symbol_file}, which was exported with "
-            f"{recorded.get('file')!r} (sha256 {recorded['sha256'][:12]}..., this file has {actual[:12]}...): an "
-            "export was interrupted or the files were mixed up; export the model again, or pass the parameter "
-            "file written together with this symbol file")
+            f"{param_file}: this parameter file was exported with a different graph than {symbol_file} "
+            f"(graph sha256 {recorded[:12]}..., the symbol file has {actual[:12]}...): an export was "
+            "interrupted or the files were mixed up; export the model again, or pass the symbol file "
+            "written together with these parameters")

@@ -56,8 +56,8 @@ class SymbolBlock(HybridBlock):
         sym = load_symbol(symbol_file)
         block = SymbolBlock(sym, names)
         if param_file is not None:
-            check_param_file(symbol_file, param_file)  # the pair an export wrote together, never a mix
             arrays, meta = load_arrays(param_file)
+            check_param_file(symbol_file, meta, param_file)  # the pair an export wrote together, never a mix
             block._load(arrays, meta, param_file, device)
         return block
 

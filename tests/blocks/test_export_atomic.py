@@ -15,10 +15,10 @@ from lazyarray import blocks as nn
 from lazyarray.fileio import remove_stale_temporaries, write_atomic
 
 
-def _net(seed):
+def _net(seed, units=4):
     la.random.seed(seed)
     net = nn.HybridSequential()
-    net.add(nn.Dense(4, in_units=3))
+    net.add(nn.Dense(units, in_units=3))
     net.initialize()
     net.hybridize()
     net(la.ones((1, 3)))
@@ -30,11 +30,24 @@ def test_a_new_parameter_file_beside_an_old_symbol_file_is_refused(tmp_path):
     old = _net(1)
     sym_file, param_file = old.export(prefix)
     old_symbol = open(sym_file, "rb").read()
-    _net(2).export(prefix)  # the new pair
+    _net(2, units=5).export(prefix)  # the new pair, another graph
     with open(sym_file, "wb") as f:  # what a kill between the two renames leaves: new params, old graph
         f.write(old_symbol)
-    with pytest.raises(la.GraphFormatError, match="does not belong with"):
+    with pytest.raises(la.GraphFormatError, match="exported with a different graph"):
         nn.SymbolBlock.imports(sym_file, ["data"], param_file)
+
+
+def test_new_parameters_beside_the_same_graph_are_the_complete_new_model(tmp_path):
+    prefix = str(tmp_path / "m")
+    sym_file, param_file = _net(1).export(prefix)
+    old_symbol = open(sym_file, "rb").read()
+    new = _net(2)
+    new.export(prefix)
+    with open(sym_file, "wb") as f:
+        f.write(old_symbol)
+    x = la.ones((1, 3))
+    np.testing.assert_allclose(nn.SymbolBlock.imports(sym_file, ["data"], param_file)(x).asnumpy(),
+                               new(x).asnumpy(), rtol=1e-6)
 
 
 def test_the_pair_an_export_wrote_loads(tmp_path):
@@ -105,7 +118,7 @@ def test_kill_during_export_leaves_old_new_or_a_named_error(tmp_path, delay):
     try:
         back = nn.SymbolBlock.imports(prefix + "-symbol.json", ["data"], prefix + "-0000.params")
     except la.GraphFormatError as exc:
-        assert "does not belong with" in str(exc)  # new parameters beside the old graph
+        assert "exported with a different graph" in str(exc)  # new parameters beside the old graph
     else:
         got = {n: p.data().asnumpy() for n, p in back.collect_params().items()}
         refs = [old.collect_params(), _new_net().collect_params()]
@@ -115,3 +128,16 @@ def test_kill_during_export_leaves_old_new_or_a_named_error(tmp_path, delay):
             sorted(np.round(p.data().asnumpy().sum(), 3) for p in ref.values())
     _net(9).export(prefix)  # the next export cleans up what the killed one left
     assert [p for p in os.listdir(tmp_path) if ".tmp-" in p] == []
+
+
+def test_parameter_files_of_other_epochs_load_with_the_same_graph(tmp_path):
+    prefix = str(tmp_path / "m")
+    net = _net(5)
+    _, first = net.export(prefix, epoch=0)
+    for p in net.collect_params().values():
+        p.set_data(p.data() * 2)
+    sym_file, tenth = net.export(prefix, epoch=10)
+    x = la.ones((1, 3))
+    a = nn.SymbolBlock.imports(sym_file, ["data"], first)(x).asnumpy()
+    b = nn.SymbolBlock.imports(sym_file, ["data"], tenth)(x).asnumpy()
+    np.testing.assert_allclose(b, 2 * a, rtol=1e-6)
