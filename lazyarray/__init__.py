@@ -28,7 +28,8 @@ from .errors import (
     ParamValueError,
     ShapeError,
 )
-from .executor.cached_op import CachedOp, RecompileWarning
+from .executor.cached_op import CachedOp
+from .executor.signature_cache import RecompileWarning
 from .functions import namespace as _namespace
 from .graph.symbol import Symbol, load_symbol
 from .ndarray import NDArray

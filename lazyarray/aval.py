@@ -6,12 +6,14 @@ graph stores one per node output; the executor keys its cache on them.
 """
 from __future__ import annotations
 
+import functools
+import os
 from typing import NamedTuple
 
 import numpy as np
 
 from .device import Device
-from .errors import DTypeError, fmt_shape
+from .errors import DTypeError, OutOfMemoryError, ShapeError, fmt_shape
 
 STYPES = ("default", "csr", "row_sparse")
 
@@ -70,3 +72,121 @@ def as_dtype(dtype, where: str = "") -> np.dtype:
         names = ", ".join(str(d) for d in SUPPORTED_DTYPES)
         raise DTypeError(f"{where}: dtype {dt} is not supported; use one of {names}")
     return dt
+
+
+# -- sizes ------------------------------------------------------------------------------
+# Every shape an op rule or a creation function produces is checked here before any kernel
+# sees it: NumPy refuses most impossible sizes itself, but some kernels (``np.tile``) crash the
+# process on sizes whose products overflow.
+INTP_MAX = int(np.iinfo(np.intp).max)  # 2**63 - 1 on 64-bit machines: the largest array in bytes
+MAX_ALLOC_ENV = "LAZYARRAY_MAX_ALLOC_BYTES"
+
+
+def _bytes_text(n: int) -> str:
+    for unit, size in (("EiB", 2**60), ("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n} bytes ({n / size:.3g} {unit})"
+    return f"{n} bytes"
+
+
+@functools.lru_cache(maxsize=1)
+def physical_memory() -> int:
+    """The machine's physical memory in bytes (``2**63 - 1`` where the OS does not say)."""
+    try:
+        n = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return INTP_MAX
+    return n if n > 0 else INTP_MAX
+
+
+def max_alloc_bytes() -> int:
+    """The largest single allocation lazyarray asks for, in bytes.
+
+    ``LAZYARRAY_MAX_ALLOC_BYTES`` when set (an int such as ``8000000000`` or ``8e9``; read at
+    each check), else the machine's physical memory: no array larger than the whole machine
+    is ever requested. Larger requests raise ``la.OutOfMemoryError`` before anything is
+    allocated.
+    """
+    env = os.environ.get(MAX_ALLOC_ENV)
+    if env:
+        try:
+            n = int(float(env)) if any(c in env for c in ".eE") else int(env, 0)
+        except (ValueError, OverflowError):
+            n = -1
+        if n >= 0:
+            return n
+    return physical_memory()
+
+
+def check_shape(where: str, shape, dtype=None, what: str = "result") -> tuple:
+    """``shape`` as a tuple of ints (``None`` dims kept), or ``ShapeError``.
+
+    Refuses non-integer and negative dims, dims of ``2**63`` or more, and shapes whose
+    element count times the itemsize of ``dtype`` does not fit the address space (NumPy's
+    own rule: the product of the non-zero dims times the itemsize must fit ``intp``).
+    """
+    out = []
+    n = 1
+    for d in shape:
+        if d is None:
+            out.append(None)
+            continue
+        if d.__class__ is not int:
+            if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
+                raise ShapeError(f"{where}: {what} shape {fmt_shape(shape)} has a dim {d!r} "
+                                 f"({type(d).__name__}); sizes must be ints")
+            d = int(d)
+        if d < 0:
+            raise ShapeError(f"{where}: {what} shape {fmt_shape(shape)} has a negative dim {d}; "
+                             "sizes must be >= 0")
+        if d > INTP_MAX:
+            raise ShapeError(f"{where}: {what} shape {fmt_shape(shape)} has a dim {d} >= 2**63; "
+                             f"no array can have more than {INTP_MAX} elements")
+        if d:
+            n *= d
+        out.append(d)
+    itemsize = 1 if dtype is None else np.dtype(dtype).itemsize
+    if n * itemsize > INTP_MAX:
+        dt = "" if dtype is None else f" of {np.dtype(dtype)}"
+        raise ShapeError(f"{where}: {what} shape {fmt_shape(shape)}{dt} asks for {n} elements x {itemsize} "
+                         f"bytes = {n * itemsize} bytes, more than any array can hold ({INTP_MAX} bytes); "
+                         "check the sizes passed")
+    return tuple(out)
+
+
+def check_alloc(where: str, shape, dtype, what: str = "result") -> tuple:
+    """``check_shape``, then ``OutOfMemoryError`` when a dense ``dtype`` array of ``shape`` is
+    larger than ``max_alloc_bytes()``. Unknown (``None``) dims are not counted."""
+    shape = check_shape(where, shape, dtype, what)
+    if None in shape:
+        return shape
+    n = np.dtype(dtype).itemsize
+    for d in shape:
+        n *= d
+    limit = max_alloc_bytes()
+    if n > limit:
+        src = (f"{MAX_ALLOC_ENV}={os.environ[MAX_ALLOC_ENV]}" if os.environ.get(MAX_ALLOC_ENV)
+               else f"the machine's physical memory; set {MAX_ALLOC_ENV} to change it")
+        raise OutOfMemoryError(f"{where}: {what} {np.dtype(dtype)}{fmt_shape(shape)} needs {_bytes_text(n)}, "
+                               f"more than the allocation limit of {_bytes_text(limit)} ({src})")
+    return shape
+
+
+_SUPPORTED = frozenset(SUPPORTED_DTYPES)
+
+
+def check_scalar(value, where: str):
+    """A scalar operand as is, or ``DTypeError`` for complex numbers and NumPy scalars of an
+    unsupported dtype (``np.complex64(1j)``, ``np.longdouble``)."""
+    if isinstance(value, (complex, np.complexfloating)) or (
+            isinstance(value, np.generic) and value.dtype not in _SUPPORTED):
+        dt = value.dtype if isinstance(value, np.generic) else "complex"
+        names = ", ".join(str(d) for d in SUPPORTED_DTYPES)
+        raise DTypeError(f"{where}: {type(value).__name__} scalar {value!r} ({dt}) is not supported; "
+                         f"lazyarray computes with {names}")
+    return value
+
+
+def is_supported(dtype) -> bool:
+    """True when lazyarray computes with ``dtype``."""
+    return dtype in _SUPPORTED

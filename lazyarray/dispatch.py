@@ -18,7 +18,7 @@ import numbers
 import numpy as np
 
 from .autograd import _TRAINING, Leaf, Record, parents_of, tracked_nodes
-from .aval import Aval
+from .aval import Aval, check_scalar, is_supported
 from .buffer import version
 from .deferred import _MODE, DEFERRED, RECORDING, fix_values, materialize, show
 from .device import cpu, current_device, to_device
@@ -28,6 +28,7 @@ from .errors import (
     DTypeError,
     LazyArrayError,
     OpFailed,
+    ParamError,
     fmt_shape,
 )
 from .graph.build import apply_node, as_entries, record_node, scalar_const, zip_inputs
@@ -227,7 +228,7 @@ def _eager(op: OpDef, args: tuple, params: dict, make):
                 _device_error(op, args)
             vals.append(v)
         elif isinstance(a, (numbers.Number, np.bool_, np.number)) or a is None:
-            vals.append(a)
+            vals.append(a if a.__class__ in _PY_NUMBERS or a is None else check_scalar(a, op.name))
         else:
             host = host or []
             host.append(len(vals))
@@ -360,7 +361,7 @@ def _flat(op: OpDef, args: tuple):
     for name, a in zip_inputs(op, args):
         if name.startswith("*"):
             if isinstance(a, ArrayBase) or not isinstance(a, (list, tuple)):
-                raise LazyArrayError(
+                raise ParamError(
                     f"{op.name}: expects a list or tuple of arrays, got {type(a).__name__}; "
                     f"write la.{op.name}([a, b, ...])"
                 )
@@ -375,6 +376,9 @@ def _flat(op: OpDef, args: tuple):
 def _host_array(a, op: OpDef):
     """NumPy arrays keep their dtype; lists follow ``la.array`` (Python floats -> float32)."""
     if isinstance(a, np.ndarray):
+        if not is_supported(a.dtype):  # complex, strings, ...: refused as la.array refuses them
+            raise DTypeError(f"{op.name}: NumPy array input of dtype {a.dtype} is not supported; "
+                             "lazyarray computes with bool, int, uint and float dtypes")
         return a
     try:
         arr = np.asarray(a)
@@ -383,6 +387,9 @@ def _host_array(a, op: OpDef):
     if arr is None or arr.dtype == object or arr.dtype.kind in "USV":
         raise DTypeError(f"{op.name}: cannot use {type(a).__name__} as an array input; "
                              "pass a lazyarray, a NumPy array or a list of numbers")
+    if not is_supported(arr.dtype) and arr.dtype != np.float64:
+        raise DTypeError(f"{op.name}: {type(a).__name__} input of dtype {arr.dtype} is not supported; "
+                         "lazyarray computes with bool, int, uint and float dtypes")
     return arr.astype(np.float32) if arr.dtype == np.float64 else arr
 
 

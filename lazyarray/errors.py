@@ -71,6 +71,21 @@ class OpOverflowError(LazyArrayError, OverflowError):
     """A value that does not fit the dtype of the result (NumPy 2: ``uint8_array + 300``)."""
 
 
+class OutOfMemoryError(LazyArrayError, MemoryError):
+    """An allocation above the limit: the machine's physical memory by default, or
+    ``LAZYARRAY_MAX_ALLOC_BYTES`` (see ``lazyarray.aval.max_alloc_bytes``)."""
+
+
+class NoKernelError(LazyArrayError, NotImplementedError):
+    """An op asked for a kernel it does not have (a composite op, or a sparse kernel the
+    storage rule chose but the op lacks)."""
+
+
+class BlockError(LazyArrayError, RuntimeError):
+    """A block used out of order: an attribute set before ``super().__init__()``, ``export``
+    before the first call, a parameter updated in forward that the block does not own."""
+
+
 # The class a kernel's built-in exception becomes, eager or compiled alike.
 ERROR_CLASSES = {IndexError: OpIndexError, ValueError: OpValueError, TypeError: OpTypeError,
                  OverflowError: OpOverflowError, ArithmeticError: OpValueError}

@@ -28,6 +28,7 @@ from ..creation import zeros
 from ..deferred import _MODE, DEFERRED
 from ..device import Device
 from ..errors import GraphFormatError, LazyArrayError, ShapeError
+from ..executor.signature_cache import SignatureCache
 from ..fileio import write_atomic
 from ..graph.symbol import Symbol
 from ..ndarray import NDArray
@@ -187,21 +188,25 @@ class HybridBlock(Block):
         object.__setattr__(self, "_static_shape", False)
         self._clear_cache()
 
-    def _clear_cache(self) -> None:
-        object.__setattr__(self, "_by_sig", {})  # (training, signature) -> Compiled
+    def _clear_cache(self, cache_size: int | None = None) -> None:
+        # (training, signature) -> Compiled, bounded: the least recently used signatures go
+        traces = SignatureCache(f"hybridized {type(self).__name__}", cache_size)
+        object.__setattr__(self, "_traces", traces)
+        object.__setattr__(self, "_by_sig", traces.items)
         object.__setattr__(self, "_generic", {})  # training -> Compiled that may serve new shapes
         object.__setattr__(self, "_last_sig", None)
         object.__setattr__(self, "trace_count", 0)
 
-    def hybridize(self, active: bool = True, static_shape: bool = False) -> None:
+    def hybridize(self, active: bool = True, static_shape: bool = False, cache_size: int | None = None) -> None:
         """Trace ``forward`` at the next call and run the compiled graph from then on.
 
         ``static_shape=True`` traces again for every new input signature instead of reusing
-        a shape-generic graph.
+        a shape-generic graph. ``cache_size``: how many input signatures to keep compiled
+        (default 64, or ``LAZYARRAY_CACHE_SIZE``); the least recently used go first.
         """
         object.__setattr__(self, "_active", bool(active))
         object.__setattr__(self, "_static_shape", bool(static_shape))
-        self._clear_cache()
+        self._clear_cache(cache_size)
         super().hybridize(active, static_shape)
 
     @property
@@ -236,6 +241,8 @@ class HybridBlock(Block):
         compiled = self._by_sig.get((training, sig))
         if compiled is None:
             compiled = self._compile_for(args, sig, training)
+        else:
+            compiled.used = self._traces.epoch
         self.__dict__["_last_sig"] = sig
         return compiled(args)
 
@@ -245,12 +252,12 @@ class HybridBlock(Block):
             compiled = generic  # same graph: the cached op compiles a plan for the new shapes
         else:
             compiled = hybrid.trace(self, args, self.collect_params(), training)
-            compiled.run = hybrid.compile_symbol(compiled.symbol)
+            compiled.run = hybrid.compile_symbol(compiled.symbol, self._traces.size)
             object.__setattr__(self, "trace_count", self.trace_count + 1)
             if compiled.generic:
                 self._generic[training] = compiled
         compiled.signatures.add(sig)
-        self._by_sig[(training, sig)] = compiled
+        self._traces.add((training, sig), compiled, _describe_signatures)
         return compiled
 
     # -- export --------------------------------------------------------------------------------
@@ -315,6 +322,28 @@ class HybridSequential(HybridBlock):
 
 
 # -- parameter files -----------------------------------------------------------------------------
+def _describe_signatures(old, new) -> tuple[list, str]:
+    """What changed between two block signatures ``(training, ((shape, dtype, device), ...))``."""
+    causes = []
+    if old[0] != new[0]:
+        causes.append(("", "training mode"))
+    for i, (a, b) in enumerate(zip(old[1], new[1])):
+        if a[0] != b[0]:
+            dims = [d for d, (p, q) in enumerate(zip(a[0], b[0])) if p != q] if len(a[0]) == len(b[0]) else None
+            causes += [(i, f"dim {d}") for d in dims] if dims is not None else [(i, "rank")]
+        if a[1] != b[1]:
+            causes.append((i, "dtype"))
+        if a[2] is not b[2]:
+            causes.append((i, "device"))
+
+    def sig_text(s):
+        return "(" + ", ".join(f"{np.dtype(dt)}{list(shape)} @{dev}" for shape, dt, dev in s[1]) + \
+            f"; training={s[0]})"
+
+    what = ", ".join(f"argument {i} {f}" if i != "" else f for i, f in causes) or "nothing visible"
+    return causes, f"This time {what} changed: last signature {sig_text(old)}, new one {sig_text(new)}"
+
+
 def _safetensors():
     """safetensors' NumPy API, imported on first use: only saving and loading parameter files need
     it, and importing it with the package made ``import lazyarray`` heavier for every process."""

@@ -131,6 +131,9 @@ def is_shape_generic(sym: Symbol) -> bool:
     return True
 
 
-def compile_symbol(sym: Symbol) -> CachedOp:
-    """Step 4: the cached op that runs ``sym`` (it compiles one program per input signature)."""
-    return CachedOp(sym)
+def compile_symbol(sym: Symbol, cache_size: int | None = None) -> CachedOp:
+    """Step 4: the cached op that runs ``sym`` (it compiles one program per input signature, keeping
+    at most ``cache_size``). The block warns about recompiles itself, so the op stays quiet."""
+    op = CachedOp(sym, cache_size)
+    op._signatures.warn_at = float("inf")
+    return op

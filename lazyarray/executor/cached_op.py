@@ -24,7 +24,6 @@ sees through it and compiles everything as one graph).
 from __future__ import annotations
 
 import threading
-import warnings
 
 import numpy as np
 
@@ -50,18 +49,13 @@ from ..storage import stype_of
 from . import plan_view
 from .plan import MemoryPlan
 from .program import compile_program
-
-RECOMPILE_WARN_AT = 8
-
-
-class RecompileWarning(UserWarning):
-    """One ``CachedOp`` compiled for many input signatures (varying shapes?)."""
+from .signature_cache import SignatureCache
 
 
 class _Compiled:
     """What one signature compiles to."""
 
-    __slots__ = ("backward", "devices_all", "joint", "n_out", "op", "out_devices", "program", "sym")
+    __slots__ = ("backward", "devices_all", "joint", "n_out", "op", "out_devices", "program", "sym", "used")
 
     def __init__(self, sym, program, out_devices):
         self.sym = sym
@@ -90,18 +84,23 @@ class CachedOp:
     (1048576, 1)
     """
 
-    def __init__(self, sym: Symbol):
+    def __init__(self, sym: Symbol, cache_size: int | None = None):
         if not isinstance(sym, Symbol):
-            raise TypeError(f"CachedOp takes a Symbol, got {type(sym).__name__}; "
-                            "make one with la.get_symbol(outputs, inputs={...})")
+            raise ParamError(f"CachedOp takes a Symbol, got {type(sym).__name__}; "
+                             "make one with la.get_symbol(outputs, inputs={...}) or la.load_symbol(path)")
         self.sym = sym
         self._inputs = sym.input_nodes()
         self._names = [n.name for n in self._inputs]
         self._pos = {nm: i for i, nm in enumerate(self._names)}
-        self._cache: dict[tuple, _Compiled] = {}
+        self._signatures = SignatureCache("CachedOp", cache_size)  # bounded: least recently used go
+        self._cache = self._signatures.items  # (the hot path reads the dict directly)
         self._lock = threading.Lock()
         self._last_key = None
-        self.num_compiles = 0
+
+    @property
+    def num_compiles(self) -> int:
+        """How many programs this op has compiled (one per new input signature)."""
+        return self._signatures.epoch
 
     # -- calling --------------------------------------------------------------------------------
     def __call__(self, *args, **named):
@@ -133,6 +132,8 @@ class CachedOp:
         c = self._cache.get(key)
         if c is None:
             c = self._compile(key, vals, arrays, mask)
+        else:
+            c.used = self._signatures.epoch
         if mask is not None:
             return self._record(c, arrays, vals)
         outs = c.program.run(vals)
@@ -200,16 +201,26 @@ class CachedOp:
             given = {nm: Aval(tuple(v.shape), v.dtype, a._device, stype_of(v))
                      for nm, v, a in zip(self._names, vals, arrays)}
             c = self._build(given, mask)
-            self.num_compiles += 1
-            if self.num_compiles > RECOMPILE_WARN_AT:
-                warnings.warn(
-                    f"CachedOp compiled {self.num_compiles} times (once per new input signature); "
-                    f"last signature {_sig_text(self._last_key, self._names)}, new one "
-                    f"{_sig_text(key, self._names)}. Varying shapes recompile: pad or bucket them, "
-                    "or keep shapes fixed.", RecompileWarning, stacklevel=3)
+            self._signatures.add(key, c, self._describe)
             self._last_key = key
-            self._cache[key] = c
             return c
+
+    def _describe(self, old, new) -> tuple[list, str]:
+        """What changed between two signatures: causes (input, field) and the text of both."""
+        causes = []
+        for nm, a, b in zip(self._names, old, new):
+            if a[0] != b[0]:
+                dims = [i for i, (p, q) in enumerate(zip(a[0], b[0])) if p != q] if len(a[0]) == len(b[0]) else ["rank"]
+                causes += [(nm, f"dim {d}" if d != "rank" else "rank") for d in dims]
+            if a[1] != b[1]:
+                causes.append((nm, "dtype"))
+            if a[2] is not b[2]:
+                causes.append((nm, "device"))
+        if old[-2:] != new[-2:]:
+            causes.append(("", "training or gradient request"))
+        what = ", ".join(f"input {nm!r} {field}" if nm else field for nm, field in causes) or "nothing visible"
+        return causes, (f"This time {what} changed: last signature {_sig_text(old, self._names)}, new one "
+                        f"{_sig_text(new, self._names)}")
 
     def _build(self, given: dict[str, Aval], mask) -> _Compiled:
         sym = _specialize(self.sym, given)

@@ -74,6 +74,31 @@ def _float_inputs(op):
     return rule
 
 
+def _padded(x, padding):
+    """The shape of ``x`` (NCHW) padded by ``padding`` on both sides (``None`` dims stay unknown)."""
+    ph, pw = padding
+    n, c, h, w = x
+    return (n, c, None if h is None else h + 2 * ph, None if w is None else w + 2 * pw)
+
+
+def _conv_workspace(x_at, kernel_of):
+    """conv2d-family temporaries: the zero-padded input and the im2col columns
+    (N * Ho * Wo, C * kh * kw). ``x_at``: which input is the NCHW image; ``kernel_of(avals, params)``."""
+    def workspace(avals, stride=(1, 1), padding=(0, 0), **params):
+        x = avals[x_at]
+        if len(x.shape) != 4:
+            return []
+        (sh, sw), (ph, pw) = _pair(stride, "stride", "", 1), _pair(padding, "padding", "", 0)
+        kh, kw = kernel_of(avals, params)
+        out = [("padded input", _padded(x.shape, (ph, pw)), x.dtype)] if ph or pw else []
+        n, c, h, w = x.shape
+        ho, wo = _out_dim(h, kh, sh, ph), _out_dim(w, kw, sw, pw)
+        if None not in (n, c, ho, wo, kh, kw) and ho > 0 and wo > 0:
+            out.append(("im2col columns", (n * ho * wo, c * kh * kw), x.dtype))
+        return out
+    return workspace
+
+
 def _nchw(shape, what, op):
     if len(shape) != 4:
         raise ShapeError(f"{what} must be 4-D (N, C, H, W), got {fmt_shape(shape)}; "
@@ -132,6 +157,8 @@ def _conv2d_grad(F, ins, y, g, stride=(1, 1), padding=(0, 0)):
 
 register(OpDef("conv2d", ("x", "weight", "bias?"), _conv2d, params=_CONV_PARAMS, shape=_conv2d_shape,
                dtype=_float_inputs("conv2d"), grad=_conv2d_grad, namespace="nn",
+               workspace=_conv_workspace(0, lambda avals, p: tuple(avals[1].shape[2:4])
+                                         if len(avals[1].shape) == 4 else (None, None)),
                doc="2-D convolution (cross-correlation) of NCHW input with (O, C, kh, kw) weight"))
 
 
@@ -153,6 +180,9 @@ def _conv2d_input_grad(xp, g, weight, like, stride=(1, 1), padding=(0, 0), out=N
 register(OpDef("conv2d_input_grad", ("g", "weight", "like"), _conv2d_input_grad, params=_CONV_PARAMS,
                shape=lambda shapes, stride=(1, 1), padding=(0, 0): shapes[2],
                dtype=lambda dtypes, **p: np.result_type(dtypes[0], dtypes[1]), namespace="nn",
+               workspace=lambda avals, stride=(1, 1), padding=(0, 0): [
+                   ("padded input gradient", _padded(avals[2].shape, _pair(padding, "padding", "", 0)),
+                    avals[0].dtype)] if len(avals[2].shape) == 4 else [],
                doc="conv2d's gradient w.r.t. its input (col2im); only like's shape is read"))
 
 
@@ -171,6 +201,7 @@ register(OpDef("conv2d_weight_grad", ("g", "x"), _conv2d_weight_grad,
                shape=lambda shapes, kernel, stride=(1, 1), padding=(0, 0):
                    (shapes[0][1], shapes[1][1]) + _pair(kernel, "kernel", "conv2d_weight_grad", 1),
                dtype=lambda dtypes, **p: np.result_type(*dtypes), namespace="nn",
+               workspace=_conv_workspace(1, lambda avals, p: _pair(p["kernel"], "kernel", "", 1)),
                doc="conv2d's gradient w.r.t. its (O, C, kh, kw) weight"))
 
 
@@ -209,6 +240,14 @@ def _max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), out=None):
     return res
 
 
+def _pool_workspace(x, dtype=None, kernel=(2, 2), stride=(0, 0), padding=(0, 0)):
+    """max_pool2d's padded copy of its input (filled with the dtype's minimum)."""
+    _, _, pad = _pool_geometry(kernel, stride, padding)
+    if len(x.shape) != 4 or pad == (0, 0):
+        return []
+    return [("padded input", _padded(x.shape, pad), x.dtype if dtype is None else dtype)]
+
+
 def _max_pool2d_shape(shapes, kernel=(2, 2), stride=(0, 0), padding=(0, 0)):
     x = shapes[0]
     _nchw(x, "input", "max_pool2d")
@@ -223,6 +262,7 @@ def _max_pool2d_shape(shapes, kernel=(2, 2), stride=(0, 0), padding=(0, 0)):
 
 register(OpDef("max_pool2d", ("x",), _max_pool2d, params=_POOL_PARAMS, shape=_max_pool2d_shape,
                grad=lambda F, ins, y, g, **p: [F.max_pool2d_grad(g, ins[0], **p)], namespace="nn",
+               workspace=lambda avals, **p: _pool_workspace(avals[0], **p),
                doc="maximum over kh x kw windows of NCHW input (stride 0 = kernel size)"))
 
 
@@ -242,6 +282,7 @@ def _max_pool2d_grad(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), out
 
 register(OpDef("max_pool2d_grad", ("g", "x"), _max_pool2d_grad, params=_POOL_PARAMS,
                shape=lambda shapes, **p: shapes[1], dtype=lambda dtypes, **p: dtypes[0], namespace="nn",
+               workspace=lambda avals, **p: _pool_workspace(avals[1], avals[0].dtype, **p),
                doc="max_pool2d's gradient: g scattered to each window's (first) maximum of x"))
 
 
@@ -312,7 +353,11 @@ def _flatten_shape(shapes):
     if not x:
         raise ShapeError("cannot flatten a 0-d array; it needs a batch dim")
     rest = x[1:]
-    n = None if None in rest else int(np.prod(rest, dtype=np.int64))
+    n = None
+    if None not in rest:  # exact Python ints: np.prod(dtype=int64) wraps around (2**32 * 2**32 -> 0)
+        n = 1
+        for d in rest:
+            n *= d
     return (x[0], n)
 
 

@@ -24,8 +24,17 @@ from typing import Any
 
 import numpy as np
 
-from ..aval import Aval
-from ..errors import AxisError, DeviceError, DTypeError, LazyArrayError, ParamError, ShapeError, fmt_shape
+from ..aval import SUPPORTED_DTYPES, Aval, check_alloc, check_shape, is_supported
+from ..errors import (
+    AxisError,
+    DeviceError,
+    DTypeError,
+    LazyArrayError,
+    NoKernelError,
+    ParamError,
+    ShapeError,
+    fmt_shape,
+)
 from .params import REQUIRED, Param
 
 _REGISTRY: dict[str, OpDef] = {}
@@ -53,6 +62,9 @@ class OpDef:
       hands it a planned buffer instead of letting it allocate.
     * ``compose(F, *inputs, **params)``: a composite op expands into other ops instead of
       having a kernel (e.g. dropout = mask * x).
+    * ``workspace(in_avals, **params)``: ``(what, shape, dtype)`` of the large temporaries the
+      kernel allocates besides its outputs (padded copies, im2col columns), so ``infer`` checks
+      their sizes too, before the kernel runs.
     """
 
     name: str
@@ -74,6 +86,7 @@ class OpDef:
     random: bool = False
     writes_out: bool = False  # the kernel writes its single result into ``out=`` (ufunc kernels do)
     sparse_from_dense: bool = False  # the storage rule can make sparse outputs from dense inputs
+    workspace: Callable | None = None  # (in_avals, **params) -> [(what, shape, dtype)] the kernel allocates
     doc: str = ""
     _param_map: dict = field(default_factory=dict, repr=False)
     _bound: dict = field(default_factory=dict, repr=False)
@@ -127,7 +140,7 @@ class OpDef:
             if isinstance(self.kernel, str):  # a ufunc / function of the array module
                 f = getattr(xp, self.kernel)
             elif self.kernel is None:
-                raise LazyArrayError(f"{self.name} is a composite op and has no kernel")
+                raise NoKernelError(f"{self.name} is a composite op and has no kernel")
             else:
                 f = functools.partial(self.kernel, xp)
             self._bound[xp] = f
@@ -138,7 +151,7 @@ class OpDef:
         f = self._bound.get((xp, "sparse"))
         if f is None:
             if self.sparse_kernel is None:
-                raise LazyArrayError(f"{self.name}: the storage rule chose a sparse kernel, but the op has none")
+                raise NoKernelError(f"{self.name}: the storage rule chose a sparse kernel, but the op has none")
             f = self._bound[(xp, "sparse")] = functools.partial(self.sparse_kernel, xp)
         return f
 
@@ -245,7 +258,12 @@ def infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
     """Output avals of ``op`` applied to ``in_avals`` with validated ``params``.
 
     Raises the matching ``LazyArrayError`` subclass with the op, the input avals and a fix.
-    Recording calls this for every node: results are memoized per (input avals, params), since
+    This is the one place every shape rule runs (recording, eager calls of non-elementwise ops,
+    ``la.sym``, CachedOp compiles), so sizes are checked here: input and output shapes must be
+    ints in ``[0, 2**63)`` whose byte count fits the address space (``ShapeError``), and an output
+    that a kernel allocates (not a view) or a declared ``workspace`` must fit the allocation limit
+    (``OutOfMemoryError``, see ``aval.max_alloc_bytes``). Unsupported input dtypes (complex, ...)
+    raise ``DTypeError``. Recording calls this for every node: results are memoized per (input avals, params), since
     rules are pure functions and a traced model repeats the same few signatures many times.
     """
     try:
@@ -275,6 +293,7 @@ def _infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
             )
         if a.stype != "default":
             sparse = True
+    _check_inputs(op, in_avals)
     if op.device is not None:
         device = op.device(in_avals, **params)
     shapes = [a.shape for a in in_avals]
@@ -293,12 +312,47 @@ def _infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
     n = op.num_outputs
     if n == 1 and not sparse and not op.sparse_from_dense:  # dense in, dense out
         # tuple.__new__ skips NamedTuple's Python-level __new__ (this line runs once per recorded node)
-        return (_new_tuple(Aval, (tuple(shape), dtype if isinstance(dtype, np.dtype) else np.dtype(dtype),
-                                  device, "default")),)
-    shapes_out = [shape] if n == 1 else list(shape)
-    dtypes_out = dtypes_for(dtype, n)
-    stypes = output_stypes(op, [a.stype for a in in_avals], params, n, shapes)
-    return tuple(Aval(tuple(s), np.dtype(d), device, st) for s, d, st in zip(shapes_out, dtypes_out, stypes))
+        out = (_new_tuple(Aval, (tuple(shape), dtype if isinstance(dtype, np.dtype) else np.dtype(dtype),
+                                 device, "default")),)
+    else:
+        shapes_out = [shape] if n == 1 else list(shape)
+        dtypes_out = dtypes_for(dtype, n)
+        stypes = output_stypes(op, [a.stype for a in in_avals], params, n, shapes)
+        out = tuple(Aval(tuple(s), np.dtype(d), device, st) for s, d, st in zip(shapes_out, dtypes_out, stypes))
+    _check_outputs(op, in_avals, params, out)
+    return out
+
+
+def _check_inputs(op: OpDef, in_avals) -> None:
+    """Input avals lazyarray can compute with: supported dtypes, shapes of valid sizes."""
+    for a in in_avals:
+        if not is_supported(a.dtype):
+            names = ", ".join(str(d) for d in SUPPORTED_DTYPES)
+            raise _with_context(DTypeError(f"{op.name}: input dtype {a.dtype} is not supported; "
+                                           f"lazyarray computes with {names}"), op, in_avals)
+        if a.shape is not None:
+            try:
+                check_shape(op.name, a.shape, a.dtype if a.stype == "default" else None, "input")
+            except LazyArrayError as exc:
+                raise _with_context(exc, op, in_avals) from None
+
+
+def _check_outputs(op: OpDef, in_avals, params: dict, out) -> None:
+    """Output (and workspace) sizes: valid shapes; within the allocation limit unless a view."""
+    try:
+        for i, a in enumerate(out):
+            what = "result" if len(out) == 1 else f"output {i}"
+            if a.stype != "default":  # sparse: only the stored values are allocated
+                check_shape(op.name, a.shape, None, what)
+            elif op.view:  # may alias its input (broadcast_to, expand): NumPy allocates nothing
+                check_shape(op.name, a.shape, a.dtype, what)
+            else:
+                check_alloc(op.name, a.shape, a.dtype, what)
+        if op.workspace is not None:
+            for what, shape, dtype in op.workspace(in_avals, **params):
+                check_alloc(op.name, shape, dtype, what)
+    except LazyArrayError as exc:
+        raise _with_context(exc, op, in_avals) from None
 
 
 def _dtype_rule(op: OpDef, dtypes: tuple, params: dict):

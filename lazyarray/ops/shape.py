@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..aval import check_shape
 from ..errors import AxisError, DTypeError, ParamValueError, ShapeError, fmt_shape
 from . import sparse_kernels
 from .params import AXIS, BOOL, INT, INTS, KEY, OPT_INTS, Param
@@ -166,6 +167,9 @@ def _repeat_check(src, sizes, op="repeat"):
 
 def _repeat(xp, x, sizes, out=None):
     _repeat_check(x.shape, sizes)
+    # The rule has checked this already; checked again here because np.tile crashes the process
+    # (signal 11) on sizes whose product overflows, whatever path reached the kernel.
+    check_shape("repeat", _repeat_shape([x.shape], sizes), x.dtype)
     x = xp.reshape(x, (1,) * (len(sizes) - x.ndim) + x.shape)
     return xp.tile(x, sizes)
 
@@ -353,11 +357,13 @@ def _getitem_rule(shapes, key):
     results = []
     for probe in (1_000_003, 1_000_033):
         dims = tuple(probe if d is None else d for d in src)
-        dummy = np.broadcast_to(np.empty((), dtype=np.bool_), dims)
         try:
+            dummy = np.broadcast_to(np.empty((), dtype=np.bool_), dims)
             results.append(dummy[key].shape)
         except IndexError as exc:
             raise AxisError(f"index {key_text(key)} does not fit shape {fmt_shape(src)}: {exc}") from None
+        except ValueError as exc:  # probe sizes too large for NumPy's size arithmetic
+            raise ShapeError(f"cannot index shape {fmt_shape(src)} with {key_text(key)}: {exc}") from None
         if None not in src:
             return results[0]
     return tuple(a if a == b else None for a, b in zip(*results))

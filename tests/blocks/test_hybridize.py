@@ -333,3 +333,35 @@ def test_a_hybridized_loss_on_a_hybridized_net_gives_the_imperative_gradients():
         grads.append({n: p.grad().asnumpy() for n, p in net.collect_params().items()})
     for n in grads[0]:
         np.testing.assert_allclose(grads[1][n], grads[0][n], rtol=1e-5, atol=1e-6)
+
+
+def test_a_hybridized_block_keeps_a_bounded_number_of_signatures():
+    import warnings
+
+    net = B.HybridSequential()
+    net.add(B.Dense(3, in_units=2))
+    net.initialize()
+    net.hybridize(cache_size=5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 40):
+            net(la.ones((n, 2)))
+    assert len(net._by_sig) == 5
+    msgs = [str(w.message) for w in caught if issubclass(w.category, la.RecompileWarning)]
+    assert len(msgs) == 1 and "argument 0 dim 0" in msgs[0]  # once per cause
+
+
+def test_static_shape_retraces_are_counted_and_warned_once_per_cause():
+    import warnings
+
+    net = B.HybridSequential()
+    net.add(B.Dense(3, in_units=2))
+    net.initialize()
+    net.hybridize(static_shape=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 12):
+            net(la.ones((n, 2)))
+    assert net.trace_count == 11
+    msgs = [str(w.message) for w in caught if issubclass(w.category, la.RecompileWarning)]
+    assert len(msgs) == 1 and "float32[8, 2]" in msgs[0] and "float32[9, 2]" in msgs[0]

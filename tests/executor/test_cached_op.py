@@ -78,10 +78,33 @@ def test_compiles_once_per_signature_and_warns_on_many():
     assert op.num_compiles == 2
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for n in range(3, 12):
+        for n in range(3, 14):
             op(la.ones((n,)))
     msgs = [str(w.message) for w in caught if issubclass(w.category, la.RecompileWarning)]
-    assert msgs and "float32[10]" in msgs[-1] and "float32[11]" in msgs[-1]
+    # once per cause (input x's dim 0), naming both signatures
+    assert len(msgs) == 1 and "input 'x' dim 0" in msgs[0]
+    assert "float32[8]" in msgs[0] and "float32[9]" in msgs[0]
+
+
+def test_the_signature_cache_is_bounded_and_keeps_the_recently_used():
+    x = la.sym.var("x")
+    op = la.CachedOp(la.sym.tanh(x) * 2, cache_size=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", la.RecompileWarning)
+        for n in range(1, 30):
+            op(la.ones((n,)))
+            op(la.ones((1,)))  # used every time: never evicted
+    assert len(op._cache) == 4
+    compiles = op.num_compiles
+    op(la.ones((1,)))
+    assert op.num_compiles == compiles  # still cached
+    op(la.ones((2,)))
+    assert op.num_compiles == compiles + 1  # evicted long ago: compiled again
+
+
+def test_cache_size_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("LAZYARRAY_CACHE_SIZE", "3")
+    assert la.CachedOp(la.sym.var("x") * 2)._signatures.size == 3
 
 
 def test_outputs_are_not_aliased_by_later_calls():
