@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from .deferred import is_deferred
 from .dispatch import apply
-from .errors import DeferredComputeError, ParamError, ShapeError, fmt_shape
+from .errors import DeferredComputeError, DTypeError, ParamError, ShapeError, fmt_shape
 from .ndarray import NDArray, _make
 from .ops import registry
 from .ops.registry import OpDef
@@ -24,13 +26,16 @@ def op_function(op: OpDef) -> Callable:
     pnames = [p.name for p in op.params]
     vararg = _VARARG_PARAMS.get(op.name)
     input_names = [n.strip("*?") for n in op.inputs]
+    by_name = frozenset(n for n in input_names if n not in pnames)  # inputs that may be passed by name
 
     def f(*args, out=None, **kwargs):
         inputs, rest = args[:n_in], args[n_in:]
-        if len(inputs) < n_in:  # inputs passed by name
-            inputs = inputs + tuple(kwargs.pop(n) for n in input_names[len(inputs):] if n in kwargs)
+        if kwargs and not by_name.isdisjoint(kwargs):  # inputs passed by name
+            inputs = _bind_inputs(op, input_names, inputs, kwargs)
         if rest:
             if vararg is not None:
+                if vararg in kwargs:
+                    raise _twice(op, vararg)
                 kwargs[vararg] = rest[0] if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else rest
             else:
                 if len(rest) > len(pnames):
@@ -38,7 +43,7 @@ def op_function(op: OpDef) -> Callable:
                                      f"got {len(args)} positional arguments")
                 for name, v in zip(pnames, rest):
                     if name in kwargs:
-                        raise ParamError(f"{op.name}: parameter {name!r} given twice")
+                        raise _twice(op, name)
                     kwargs[name] = v
         res = apply(op, inputs, kwargs, _make)
         return res if out is None else write_out(op.name, res, out)
@@ -51,8 +56,43 @@ def op_function(op: OpDef) -> Callable:
     return f
 
 
+def _twice(op: OpDef, name: str) -> ParamError:
+    return ParamError(f"{op.name}() got multiple values for argument {name!r} (passed by position and "
+                      "by name); pass it once")
+
+
+def _bind_inputs(op: OpDef, names: list, inputs: tuple, kwargs: dict) -> tuple:
+    """``inputs`` (passed by position) completed with the inputs passed by name, in declared order.
+
+    An input passed both ways raises ``ParamError`` (like Python's "got multiple values for
+    argument"), as does a required input left out before one passed by name; a missing optional
+    input in between becomes ``None``.
+    """
+    for i, n in enumerate(names[:len(inputs)]):
+        if n in kwargs:
+            raise _twice(op, n)
+    out = list(inputs)
+    for i in range(len(inputs), len(names)):
+        if not any(n in kwargs for n in names[i:]):
+            break
+        n = names[i]
+        if n in kwargs:
+            out.append(kwargs.pop(n))
+        elif op.inputs[i].endswith("?"):
+            out.append(None)
+        else:
+            later = ", ".join(repr(m) for m in names[i + 1:] if m in kwargs)
+            raise ParamError(f"{op.name}() missing input {n!r} (inputs are {', '.join(names)}; "
+                             f"{later} was passed by name)")
+    return tuple(out)
+
+
 def write_out(name: str, res: NDArray, out: NDArray) -> NDArray:
-    """``out=``: copy a result into an existing normal array (never allowed on lazy arrays)."""
+    """``out=``: copy a result into an existing normal array (never allowed on lazy arrays).
+
+    The result must cast to ``out``'s dtype under NumPy's ufunc rule (``casting="same_kind"``):
+    float into int, or a signed int into bool, raises ``DTypeError`` instead of truncating.
+    """
     if not isinstance(out, NDArray):
         raise ParamError(f"{name}: out= must be a lazyarray NDArray, got {type(out).__name__}")
     if is_deferred() or out.is_lazy:
@@ -63,6 +103,10 @@ def write_out(name: str, res: NDArray, out: NDArray) -> NDArray:
     if out.shape != res.shape:
         raise ShapeError(f"{name}: out= has shape {fmt_shape(out.shape)} but the result is "
                          f"{fmt_shape(res.shape)}; pass an out array of the result's shape")
+    if not np.can_cast(res.dtype, out.dtype, "same_kind"):
+        raise DTypeError(f"{name}: cannot write the {res.dtype} result into out= of dtype {out.dtype} with "
+                         f"casting rule 'same_kind' (as NumPy's ufuncs); pass an out array of dtype "
+                         f"{res.dtype}, or cast explicitly: la.{name}(...).astype('{out.dtype}')")
     out._check_writable(f"{name}(..., out=...)", f"y = la.{name}(...)")
     out._value[...] = res._materialize()
     return out

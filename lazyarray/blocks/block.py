@@ -33,7 +33,7 @@ from ..fileio import write_atomic
 from ..graph.symbol import Symbol
 from ..ndarray import NDArray
 from . import hybrid
-from .parameter import DeferredInitializationError, Parameter
+from .parameter import INIT_LOCK, DeferredInitializationError, Parameter
 
 _PARAMS_FORMAT = "lazyarray.params"
 
@@ -129,7 +129,9 @@ class Block:
     def run_forward(self, *args):
         """``forward`` after filling unknown parameter dims (at the first call) from ``args``."""
         if any(p._deferred is not None and not p.shape_known for p in self._params.values()):
-            self._infer_shapes(args)
+            with INIT_LOCK:  # first calls from several threads: one infers, the others then see it
+                if any(p._deferred is not None and not p.shape_known for p in self._params.values()):
+                    self._infer_shapes(args)
         return self.forward(*args)
 
     def forward(self, *args):
@@ -247,6 +249,11 @@ class HybridBlock(Block):
         return compiled(args)
 
     def _compile_for(self, args, sig, training) -> hybrid.Compiled:
+        with INIT_LOCK:  # one thread traces a new signature; the others then find it
+            compiled = self._by_sig.get((training, sig))
+            return compiled if compiled is not None else self._trace_for(args, sig, training)
+
+    def _trace_for(self, args, sig, training) -> hybrid.Compiled:
         generic = None if self._static_shape else self._generic.get(training)
         if generic is not None and generic.accepts(sig):
             compiled = generic  # same graph: the cached op compiles a plan for the new shapes

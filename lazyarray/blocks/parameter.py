@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import threading
 
 import numpy as np
 
@@ -113,13 +114,17 @@ class Parameter:
             self._finish_init()
 
     def _finish_init(self) -> None:
-        initializer, device = self._deferred
-        self._deferred = None
-        if initializer is None:  # nobody chose: Xavier for weights, zeros for vectors
-            initializer = _init.Xavier() if len(self._shape) >= 2 else _init.Zero()
-        self.device = device
-        self._data = _make(initializer(self._shape, self.dtype, device), None, device)
-        self._attach()
+        with INIT_LOCK:  # another thread's first call may be creating it right now
+            if self._deferred is None:
+                return
+            initializer, device = self._deferred
+            if initializer is None:  # nobody chose: Xavier for weights, zeros for vectors
+                initializer = _init.Xavier() if len(self._shape) >= 2 else _init.Zero()
+            data = _make(initializer(self._shape, self.dtype, device), None, device)
+            data.attach_grad(self._grad_req, stype=self.grad_stype)
+            self.device = device
+            self._data = data  # ready before ``_deferred`` clears: no thread sees neither
+            self._deferred = None
 
     def _attach(self) -> None:
         # (grad_req="null" stops tracking: no gradient is computed for this parameter)
@@ -133,7 +138,11 @@ class Parameter:
         """The value (an array that tracks its gradient when ``grad_req`` is not ``"null"``)."""
         d = self._data
         if d is None:
-            raise self._not_ready()
+            if self._deferred is not None and self.shape_known:
+                self._finish_init()  # (a concurrent first call filled the shape in)
+            d = self._data
+            if d is None:
+                raise self._not_ready()
         if device is not None and device is not d.device:
             return d.to(device)
         return d
@@ -235,6 +244,10 @@ def _as_shape(shape, name) -> tuple:
         raise ShapeError(f"Parameter {name!r}: shape must be non-negative ints (0 = unknown), got {shape}")
     return tuple(int(d) for d in shape)
 
+
+# Deferred initialization happens once per parameter, at a block's first call; first calls from
+# several threads at once take turns here (cold path only).
+INIT_LOCK = threading.RLock()
 
 _PENDING_UPDATES: contextvars.ContextVar[list | None] = contextvars.ContextVar(
     "lazyarray_pending_updates", default=None)

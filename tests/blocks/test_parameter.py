@@ -159,3 +159,41 @@ def test_block_with_infer_shape_learns_the_shape(hybridize):
         net.hybridize()
     assert net(la.ones((2, 3))).asnumpy().tolist() == [[3.0] * 5] * 2
     assert net.w.shape == (5, 3)
+
+
+@pytest.mark.parametrize("hybridize", [False, True], ids=["imperative", "hybridized"])
+def test_first_calls_from_eight_threads_initialize_once(hybridize):
+    import sys
+    import threading
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # interleave the threads as much as possible
+    failures = []
+    try:
+        for _ in range(20):
+            net = la.blocks.Dense(4)  # in_units unknown: created at the first call
+            net.initialize()
+            if hybridize:
+                net.hybridize()
+            x = la.ones((2, 3))
+            barrier = threading.Barrier(8)
+            results = []
+
+            def call(net=net, x=x, barrier=barrier, results=results):
+                barrier.wait()
+                try:
+                    results.append(net(x).asnumpy())
+                except Exception as exc:  # noqa: BLE001 - every failure is counted
+                    failures.append(repr(exc))
+
+            threads = [threading.Thread(target=call) for _ in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert len(results) + len(failures) == 8
+            for r in results[1:]:
+                np.testing.assert_array_equal(r, results[0])  # one weight, created once
+    finally:
+        sys.setswitchinterval(old)
+    assert failures == []
