@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ERROR_CLASSES, DeferredComputeError, LazyArrayError, OpFailed, fmt_shape
+from ..errors import ERROR_CLASSES, DeferredComputeError, LazyArrayError, OpFailed, OutOfMemoryError, fmt_shape
 from ..graph.node import Entry, Node, check_capture
 from ..graph.traverse import topo_order
 from ..ops import registry
@@ -43,7 +43,10 @@ def kernel_error(node: Node, inputs: list, exc: Exception, where: str = "") -> L
     that recorded the node; the original exception becomes ``__cause__``."""
     shapes = ", ".join(f"{getattr(a, 'dtype', '')}{fmt_shape(getattr(a, 'shape', ()))}" for a in inputs)
     line = node.source_line()
-    kind = next((w for t, w in ERROR_CLASSES.items() if isinstance(exc, t)), OpFailed)
+    if isinstance(exc, MemoryError):
+        kind = OutOfMemoryError
+    else:
+        kind = next((w for t, w in ERROR_CLASSES.items() if isinstance(exc, t)), OpFailed)
     return kind(f"{node.op.name} failed{' ' + where if where else ''} on inputs [{shapes}]: {exc}"
                 + (f" (recorded at {line})" if line else ""))
 

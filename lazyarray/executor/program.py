@@ -30,7 +30,7 @@ import enum
 import numpy as np
 
 from ..device import on_device
-from ..errors import DeferredComputeError, LazyArrayError
+from ..errors import DeferredComputeError, LazyArrayError, OutOfMemoryError
 from ..graph.node import Entry, Node, check_capture
 from ..graph.traverse import topo_order
 from ..ops import registry
@@ -122,8 +122,13 @@ def _fill_views(slots: list, raw, views) -> None:
 
 
 def _alloc(device, nbytes: int):
-    with on_device(device):
-        return device.xp.empty(nbytes, dtype=np.uint8)
+    try:
+        with on_device(device):
+            return device.xp.empty(nbytes, dtype=np.uint8)
+    except MemoryError as exc:
+        raise OutOfMemoryError(
+            f"a compiled graph's planned buffer of {nbytes:,} bytes on {device} could not be allocated: {exc}; "
+            "use smaller inputs (e.g. a smaller batch), or free memory held elsewhere") from exc
 
 
 # -- 1. collect ------------------------------------------------------------------------------------
