@@ -33,6 +33,7 @@ from .errors import (
     ParamError,
     ParamValueError,
     ShapeError,
+    TraceError,
 )
 from .executor.cached_op import CachedOp
 from .executor.signature_cache import RecompileWarning

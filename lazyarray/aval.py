@@ -125,11 +125,18 @@ def check_shape(where: str, shape, dtype=None, what: str = "result") -> tuple:
     element count times the itemsize of ``dtype`` does not fit the address space (NumPy's
     own rule: the product of the non-zero dims times the itemsize must fit ``intp``).
     """
+    return _checked(where, shape, dtype, what)[0]
+
+
+def _checked(where: str, shape, dtype, what: str) -> tuple[tuple, int | None]:
+    """``check_shape`` and the byte count (``None`` when a dim is unknown)."""
     out = []
     n = 1
+    zero = unknown = False
     for d in shape:
         if d is None:
             out.append(None)
+            unknown = True
             continue
         if d.__class__ is not int:
             if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
@@ -144,30 +151,30 @@ def check_shape(where: str, shape, dtype=None, what: str = "result") -> tuple:
                              f"no array can have more than {INTP_MAX} elements")
         if d:
             n *= d
+        else:
+            zero = True
         out.append(d)
-    itemsize = 1 if dtype is None else np.dtype(dtype).itemsize
-    if n * itemsize > INTP_MAX:
+    itemsize = 1 if dtype is None else (dtype.itemsize if isinstance(dtype, np.dtype) else np.dtype(dtype).itemsize)
+    nbytes = n * itemsize
+    if nbytes > INTP_MAX:
         dt = "" if dtype is None else f" of {np.dtype(dtype)}"
         raise ShapeError(f"{where}: {what} shape {fmt_shape(shape)}{dt} asks for {n} elements x {itemsize} "
-                         f"bytes = {n * itemsize} bytes, more than any array can hold ({INTP_MAX} bytes); "
+                         f"bytes = {nbytes} bytes, more than any array can hold ({INTP_MAX} bytes); "
                          "check the sizes passed")
-    return tuple(out)
+    return tuple(out), (None if unknown else 0 if zero else nbytes)
 
 
 def check_alloc(where: str, shape, dtype, what: str = "result") -> tuple:
     """``check_shape``, then ``OutOfMemoryError`` when a dense ``dtype`` array of ``shape`` is
     larger than ``max_alloc_bytes()``. Unknown (``None``) dims are not counted."""
-    shape = check_shape(where, shape, dtype, what)
-    if None in shape:
+    shape, nbytes = _checked(where, shape, dtype, what)
+    if nbytes is None:
         return shape
-    n = np.dtype(dtype).itemsize
-    for d in shape:
-        n *= d
     limit = max_alloc_bytes()
-    if n > limit:
+    if nbytes > limit:
         src = (f"{MAX_ALLOC_ENV}={os.environ[MAX_ALLOC_ENV]}" if os.environ.get(MAX_ALLOC_ENV)
                else f"the machine's physical memory; set {MAX_ALLOC_ENV} to change it")
-        raise OutOfMemoryError(f"{where}: {what} {np.dtype(dtype)}{fmt_shape(shape)} needs {_bytes_text(n)}, "
+        raise OutOfMemoryError(f"{where}: {what} {np.dtype(dtype)}{fmt_shape(shape)} needs {_bytes_text(nbytes)}, "
                                f"more than the allocation limit of {_bytes_text(limit)} ({src})")
     return shape
 
@@ -190,3 +197,23 @@ def check_scalar(value, where: str):
 def is_supported(dtype) -> bool:
     """True when lazyarray computes with ``dtype``."""
     return dtype in _SUPPORTED
+
+
+def check_operand(value, where: str):
+    """A value written into an array (``x[key] = value``): NumPy arrays and scalars of a
+    supported dtype, real Python numbers, nested lists of them (returned as a NumPy array). Complex
+    data raises ``DTypeError`` instead of losing its imaginary part in the cast."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        if value.dtype not in _SUPPORTED and value.dtype.kind in "cfV":  # (strings / objects: NumPy's error)
+            raise DTypeError(f"{where}: cannot write {value.dtype} data into a lazyarray; complex and "
+                             f"extended-precision values are not supported")
+        return value
+    if isinstance(value, complex):
+        check_scalar(value, where)
+    if isinstance(value, (list, tuple)):
+        try:
+            arr = np.asarray(value)
+        except (ValueError, TypeError, RecursionError):
+            return value  # ragged: NumPy's own error, raised by the assignment
+        return check_operand(arr, where)
+    return value

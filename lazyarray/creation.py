@@ -114,28 +114,32 @@ def array(obj, dtype=None, device: Device | None = None) -> NDArray:
 
 def full(shape, fill_value, dtype="float32", device: Device | None = None) -> NDArray:
     """An array of ``shape`` filled with ``fill_value`` (a real number)."""
-    dev = _device(device)
-    dt = as_dtype(dtype, "full")
-    shape = check_alloc("full", _shape(shape, "full"), dt)
-    _real(fill_value, "full", "fill_value")
-    try:
-        fill = np.asarray(fill_value, dtype=dt)
-    except OverflowError:
-        raise OpOverflowError(f"full: fill_value {fill_value!r} does not fit {dt}; pass a value in range "
-                              "or a wider dtype") from None
-    except ValueError as exc:  # NaN / inf to an integer dtype
-        raise ParamValueError(f"full: fill_value {fill_value!r} cannot be stored as {dt}: {exc}") from None
-    return _make(dev.xp.full(shape, fill, dtype=dt), None, dev)
+    return _filled(shape, fill_value, dtype, device, "full")
 
 
 def zeros(shape, dtype="float32", device: Device | None = None) -> NDArray:
     """An array of zeros."""
-    return full(shape, 0, dtype, device)
+    return _filled(shape, 0, dtype, device, "zeros")
 
 
 def ones(shape, dtype="float32", device: Device | None = None) -> NDArray:
     """An array of ones."""
-    return full(shape, 1, dtype, device)
+    return _filled(shape, 1, dtype, device, "ones")
+
+
+def _filled(shape, fill_value, dtype, device, where: str) -> NDArray:
+    dev = _device(device)
+    dt = as_dtype(dtype, where)
+    shape = check_alloc(where, _shape(shape, where), dt)
+    _real(fill_value, where, "fill_value")
+    try:
+        fill = np.asarray(fill_value, dtype=dt)[()]  # a NumPy scalar of dt
+    except OverflowError:
+        raise OpOverflowError(f"{where}: fill_value {fill_value!r} does not fit {dt}; pass a value in range "
+                              "or a wider dtype") from None
+    except ValueError as exc:  # NaN / inf to an integer dtype
+        raise ParamValueError(f"{where}: fill_value {fill_value!r} cannot be stored as {dt}: {exc}") from None
+    return _make(dev.xp.full(shape, fill, dtype=dt), None, dev)
 
 
 def _arange_length(start, stop, step) -> tuple[int, np.dtype]:

@@ -10,6 +10,7 @@ import contextlib
 import contextvars
 import weakref
 
+from . import guards
 from .buffer import version
 from .errors import DeferredComputeError
 from .executor.program import evaluate
@@ -141,6 +142,9 @@ def materialize(arrays: list) -> list:
     todo = [a for a in arrays if a._value is None]
     if not todo:
         return [a._value for a in arrays]
+    trace = guards.active()
+    if trace is not None:  # a hybridize trace must not bake a value of its inputs into the graph
+        trace.check_value_read([a._entry for a in todo])
     extra, random_nodes = _pending([a._entry for a in todo])
     want = list({id(a): a for a in todo + extra}.values())
     entries = [a._entry for a in want]

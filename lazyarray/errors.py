@@ -96,3 +96,7 @@ def fmt_shape(shape) -> str:
     if shape is None:
         return "[?]"
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+class TraceError(LazyArrayError, RuntimeError):
+    """``forward`` read a value that depends on a block input while it was traced for hybridize()."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import autograd, display
-from .aval import Aval
+from . import autograd, display, guards
+from .aval import Aval, check_operand
 from .buffer import bump, is_frozen
 from .deferred import is_deferred, known_values
 from .device import Device, to_device
@@ -58,7 +58,8 @@ class NDArray(ArrayBase):
         s = self._entry.aval.shape
         if None in s:
             return self._materialize().shape
-        return s
+        trace = guards.active()
+        return s if trace is None else guards.GuardedShape(s, self._entry, trace)
 
     @property
     def static_shape(self) -> tuple:
@@ -66,7 +67,9 @@ class NDArray(ArrayBase):
         v = self._value
         if v is not None:
             return tuple(v.shape)
-        return self._entry.aval.shape
+        s = self._entry.aval.shape
+        trace = guards.active()
+        return s if trace is None or None in s else guards.GuardedShape(s, self._entry, trace)
 
     @property
     def ndim(self) -> int:
@@ -360,7 +363,7 @@ class NDArray(ArrayBase):
         self._check_writable("x[key] = v", "x = la.where(mask, v, x) or build a new array")
         if isinstance(key, NDArray):
             key = key._materialize()
-        v = value._materialize() if isinstance(value, ArrayBase) else value
+        v = value._materialize() if isinstance(value, ArrayBase) else check_operand(value, "setitem")
         try:
             self._value[key] = v
             bump(self._value)

@@ -15,7 +15,7 @@ from .rng import generator, seed  # noqa: F401  (re-exported: la.random.seed)
 
 
 def _draw_shape(shape, dtype, where: str) -> tuple:
-    shape = check_alloc(where, _shape(shape, where), np.float64)
+    shape = check_alloc(where, _shape(shape, where), np.float64, "samples")
     check_alloc(where, shape, dtype)
     return shape
 

@@ -27,7 +27,7 @@ from ..autograd import _TRAINING
 from ..creation import zeros
 from ..deferred import _MODE, DEFERRED
 from ..device import Device
-from ..errors import GraphFormatError, LazyArrayError, ShapeError
+from ..errors import GraphFormatError, LazyArrayError, ParamError, ShapeError
 from ..executor.signature_cache import SignatureCache
 from ..fileio import write_atomic
 from ..graph.symbol import Symbol
@@ -58,6 +58,8 @@ class Block:
         if "_children" not in self.__dict__:
             raise LazyArrayError(f"{type(self).__name__}.__init__ must call super().__init__() before "
                                  f"assigning attributes (got {name!r})")
+        if name in self._children or name in self._params or isinstance(value, (Block, Parameter)):
+            _STRUCTURE[0] += 1  # children or parameters change: traces made before are checked again
         self._children.pop(name, None)
         self._params.pop(name, None)
         if isinstance(value, Block):
@@ -72,6 +74,7 @@ class Block:
         """Add ``block`` as a child (``name`` defaults to its position: ``"0"``, ``"1"``, ...)."""
         name = str(len(self._children)) if name is None else name
         self._children[name] = block
+        _STRUCTURE[0] += 1
         return block
 
     def children(self) -> Iterator[tuple[str, Block]]:
@@ -190,6 +193,34 @@ class HybridBlock(Block):
         object.__setattr__(self, "_static_shape", False)
         self._clear_cache()
 
+    def _structure(self) -> tuple:
+        """Identity of every child block and parameter below this block (what a trace baked in)."""
+        return tuple((n, id(p)) for n, p in self.collect_params().items()) + \
+            tuple(id(b) for b in _descendants(self))
+
+    def _check_structure(self) -> None:
+        """Forget the traces when a child or a parameter was added, replaced or removed since."""
+        now = self._structure()
+        if now != self.__dict__.get("_traced_structure"):
+            self._clear_cache(self._traces.size)
+            object.__setattr__(self, "_traced_structure", now)
+        object.__setattr__(self, "_structure_epoch", _STRUCTURE[0])
+
+    def guards(self) -> str:
+        """The shape guards of this block's traces, one per line with the line that created it:
+        a trace is reused for a new input signature only when all of its guards hold."""
+        lines = []
+        seen: set = set()
+        for (training, sig), c in self._by_sig.items():
+            if id(c) in seen:
+                continue
+            seen.add(id(c))
+            head = f"trace for {'training' if training else 'inference'}, first signature " + \
+                ", ".join(f"{np.dtype(dt)}{list(shape)}" for shape, dt, _ in sig)
+            lines.append(head + (":" if c.guards else ": no guards (serves every signature of these ranks)"))
+            lines += [f"  {g}" for g in c.guards]
+        return "\n".join(lines) or "no traces yet"
+
     def _clear_cache(self, cache_size: int | None = None) -> None:
         # (training, signature) -> Compiled, bounded: the least recently used signatures go
         traces = SignatureCache(f"hybridized {type(self).__name__}", cache_size)
@@ -232,13 +263,15 @@ class HybridBlock(Block):
     def __call__(self, *args):
         if not self._active or _MODE.get() & DEFERRED:  # imperative, or inlined into an enclosing trace
             return self.run_forward(*args)
+        if self.__dict__.get("_structure_epoch") != _STRUCTURE[0]:
+            self._check_structure()
         # The hot path of a hybridized call: one signature, one dict lookup, then the cached op.
         try:
             sig = tuple([(a.shape, a.dtype, a._device) for a in args])
         except AttributeError:
             bad = next(a for a in args if not isinstance(a, NDArray))
-            raise TypeError(f"a hybridized {type(self).__name__} takes arrays, got {type(bad).__name__}; "
-                            "wrap numbers and NumPy data with la.array(...)") from None
+            raise ParamError(f"a hybridized {type(self).__name__} takes arrays, got {type(bad).__name__}; "
+                             "wrap numbers and NumPy data with la.array(...)") from None
         training = _TRAINING.get()
         compiled = self._by_sig.get((training, sig))
         if compiled is None:
@@ -292,6 +325,15 @@ class HybridBlock(Block):
             sym = Symbol(list(sym.outputs[:compiled.num_outputs]))
         params = {n: s for n, s in zip(sym.list_inputs(), compiled.sources) if isinstance(s, Parameter)}
         return write_export(prefix, epoch, sym.to_json(indent=1), params)
+
+
+_STRUCTURE = [0]  # bumped whenever any block's children or parameters change
+
+
+def _descendants(block: Block):
+    for _, child in block.children():
+        yield child
+        yield from _descendants(child)
 
 
 class Sequential(Block):

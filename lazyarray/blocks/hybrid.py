@@ -25,12 +25,14 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 
-from .. import autograd
+from .. import autograd, guards
+from ..aval import Aval
 from ..deferred import deferred
 from ..errors import LazyArrayError
 from ..executor.cached_op import CachedOp
+from ..graph.node import Entry, var_node
 from ..graph.symbol import Symbol
-from ..ndarray import NDArray
+from ..ndarray import NDArray, _make
 from ..tracing import UnusedInputWarning, get_symbol
 from .parameter import Parameter, collect_updates
 
@@ -58,12 +60,15 @@ class Compiled:
     updates: list[Parameter]
     generic: bool
     training: bool
+    guards: list = field(default_factory=list)  # guards.Guard: the Python shape reads of the trace
     run: object = None
     signatures: set = field(default_factory=set)
 
     def accepts(self, sig: tuple) -> bool:
-        """Can this graph serve ``sig`` by recompiling (no retrace)?"""
+        """Can this graph serve ``sig`` by recompiling (no retrace)? Its guards must hold."""
         if not self.generic or not self.signatures:
+            return False
+        if not all(g.holds(sig) for g in self.guards):
             return False
         ref = next(iter(self.signatures))
         if len(ref) != len(sig) or any(len(a[0]) != len(b[0]) or a[1] != b[1] or a[2] is not b[2]
@@ -89,10 +94,22 @@ class Compiled:
 
 
 def trace(block, args: tuple, params: dict[str, Parameter], training: bool) -> Compiled:
-    """Steps 1-3: trace ``block.forward`` on ``args``, export the symbol and bind its inputs."""
+    """Steps 1-3: trace ``block.forward`` on placeholders shaped like ``args``, export the symbol and
+    bind its inputs.
+
+    The placeholders are lazy arrays standing for graph variables, so the trace records how the
+    outputs depend on the inputs and nothing of their values: Python shape reads become guards,
+    value reads raise ``TraceError`` (``lazyarray/guards.py``). Parameters ``forward`` reads that
+    are not the block's own (tied weights held by reference) become inputs too.
+    """
     names = input_names(len(args))
-    with autograd.pause(train_mode=training), deferred(), collect_updates() as pending:
-        out = block.run_forward(*args)
+    variables = [var_node(nm, Aval(tuple(a.shape), a.dtype, a._device, a.stype)) for nm, a in zip(names, args)]
+    placeholders = tuple(_make(None, Entry(v), a._device) for v, a in zip(variables, args))
+    tracer = guards.Trace(type(block).__name__, variables)
+    with guards.tracing(tracer), autograd.pause(train_mode=training), deferred(), \
+            collect_updates() as pending:
+        out = block.run_forward(*placeholders)
+    args = placeholders
     if isinstance(out, NDArray):
         outs, structure = [out], "single"
     elif isinstance(out, (tuple, list)) and out and all(isinstance(o, NDArray) for o in out):
@@ -100,7 +117,15 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool) -> C
     else:
         raise TypeError(f"{type(block).__name__}.forward must return an array or a tuple/list of arrays "
                         f"to be hybridized, got {type(out).__name__}")
+    params = dict(params)
     by_param = {id(p): n for n, p in params.items()}
+    for p in tracer.params_read.values():  # read by forward, not the block's own: bind, never fold
+        if id(p) not in by_param:
+            name = p.name or "param"
+            while name in params or name in names:
+                name = "_" + name
+            params[name] = p
+            by_param[id(p)] = name
     named = dict(zip(names, args))
     for name, p in params.items():
         if p.initialized:
@@ -120,7 +145,7 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool) -> C
     for name in sym.list_inputs():
         sources.append(by_name[name] if name in by_name else params[name])
     return Compiled(sym, len(outs), structure, sources, [p for p, _ in updates],
-                    generic=is_shape_generic(sym), training=training)
+                    generic=is_shape_generic(sym), training=training, guards=list(tracer.guards))
 
 
 def is_shape_generic(sym: Symbol) -> bool:

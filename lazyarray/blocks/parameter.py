@@ -18,6 +18,7 @@ import threading
 
 import numpy as np
 
+from .. import guards
 from .. import init as _init
 from ..autograd import Leaf
 from ..aval import as_dtype
@@ -136,6 +137,9 @@ class Parameter:
 
     def data(self, device: Device | None = None) -> NDArray:
         """The value (an array that tracks its gradient when ``grad_req`` is not ``"null"``)."""
+        trace = guards.active()
+        if trace is not None:
+            trace.read_parameter(self)  # a trace binds every parameter it reads as a graph input
         d = self._data
         if d is None:
             if self._deferred is not None and self.shape_known:

@@ -37,21 +37,20 @@ def test_an_error_class_a_kernel_raises_is_not_rebuilt_from_its_message(monkeypa
     x = la.sym.var("x", shape=(4,))
     op = la.CachedOp(la.sym.exp(x) * 2)
     exc = np._core._exceptions._ArrayMemoryError((10**12,), np.dtype("float64"))
-    import lazyarray.executor.program as program
+    from lazyarray.ops.registry import OpDef
 
-    real = program._step_closure
+    real = OpDef.bind
 
-    def failing(sp, frees):
-        step = real(sp, frees)
-        if sp.node.op.name != "exp":
-            return step
+    def bind(self, xp):
+        if self.name != "exp":
+            return real(self, xp)
 
-        def boom(s):
+        def boom(*args, **kwargs):
             raise exc
 
         return boom
 
-    monkeypatch.setattr(program, "_step_closure", failing)
+    monkeypatch.setattr(OpDef, "bind", bind)
     with pytest.raises(la.OutOfMemoryError) as info:
         op(la.ones(4))
     assert isinstance(info.value, MemoryError)

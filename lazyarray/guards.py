@@ -1,0 +1,220 @@
+"""Sound traces: what a hybridize trace may read, and the guards that say when it can be reused.
+
+``hybridize()`` traces ``forward`` once on *placeholder* inputs (lazy arrays standing for graph
+variables, like JAX's tracers) and reuses the graph for later calls. Two kinds of Python-level
+reads would bake a value into that graph silently; this module turns each into something
+sound:
+
+* **Shape reads** (``x.shape``, ``x.shape[0]``, ``len(x)``, ``x.size``, iterating, unpacking)
+  on an array that depends on a block input give a ``GuardedShape``: a tuple that records,
+  for the dims actually used, which input dims they come from (found by re-running the
+  graph's shape rules with that input dim changed). Each becomes a ``Guard`` (input, dim,
+  value, the user's line); the trace is reused for a new signature only when every guard
+  holds. Shape-generic ops (``reshape_like``, ``mean``, ``nn.flatten``) read no Python shape,
+  add no guard, and such blocks keep one trace for every batch size. ``x.ndim`` is no guard:
+  ranks are part of every signature.
+* **Value reads** (``bool()``, ``float()``, ``.item()``, ``asnumpy()``, ``if x.sum() > 0``, a
+  data-dependent ``.shape``) of anything that depends on a block input raise ``TraceError``
+  naming the line, the op that produced the value and the fixes. Values that depend only on
+  constants and parameters can still be read.
+
+The trace context lives in a ``ContextVar`` (per thread and task), like the deferred flag.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+
+from .aval import Aval
+from .errors import LazyArrayError, TraceError
+from .graph.node import Entry, Node, user_source
+from .graph.traverse import topo_order
+from .ops import registry
+
+_TRACE: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("lazyarray_trace", default=None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Guard:
+    """Input ``input`` must have size ``value`` in dim ``dim`` for the trace to be reused."""
+
+    input: int
+    dim: int
+    value: int
+    source: tuple | None = None
+
+    def holds(self, sig) -> bool:
+        shape = sig[self.input][0]
+        return self.dim < len(shape) and shape[self.dim] == self.value
+
+    def __str__(self) -> str:
+        where = ""
+        if self.source:
+            node = Node(None, (), {}, (), source=self.source)
+            where = f"  (from {node.source_line()})"
+        return f"input {self.input} dim {self.dim} == {self.value}{where}"
+
+
+class Trace:
+    """The state of one hybridize trace: its input variables, the guards and parameters read."""
+
+    def __init__(self, block_name: str, inputs: list[Node]):
+        self.block_name = block_name
+        self.inputs = {id(n): i for i, n in enumerate(inputs)}
+        self.input_nodes = list(inputs)
+        self.guards: list[Guard] = []
+        self._seen: set = set()
+        self.params_read: dict[int, object] = {}  # id(Parameter) -> Parameter
+
+    # -- shape reads ------------------------------------------------------------------------------
+    def read_dims(self, entry: Entry, dims) -> None:
+        """``dims`` of ``entry``'s shape were read by Python: guard the input dims they come from."""
+        source = None
+        for k in dims:
+            key = (id(entry.node), entry.index, k)
+            if key in self._seen:
+                continue
+            self._seen.add(key)
+            for i, d in self._sources_of(entry, k):
+                value = self.input_nodes[i].avals[0].shape[d]
+                if any(g.input == i and g.dim == d for g in self.guards):
+                    continue
+                if source is None:
+                    source = user_source()
+                self.guards.append(Guard(i, d, value, source))
+
+    def _sources_of(self, entry: Entry, k: int) -> list[tuple[int, int]]:
+        """The (input, dim) pairs dim ``k`` of ``entry`` changes with (shape rules re-run)."""
+        order = topo_order([entry])
+        ins = [n for n in order if id(n) in self.inputs]
+        base = entry.aval.shape[k]
+        found = []
+        for n in ins:
+            shape = n.avals[0].shape
+            for d in range(len(shape)):
+                try:
+                    changed = _reinfer(order, entry, {id(n): n.avals[0]._replace(shape=_bump(shape, d))})
+                except LazyArrayError:
+                    found.append((self.inputs[id(n)], d))  # the rules refuse another size: guard it
+                    continue
+                if changed is None or changed.shape is None or changed.shape[k] != base:
+                    found.append((self.inputs[id(n)], d))
+        return found
+
+    # -- value reads ------------------------------------------------------------------------------
+    def check_value_read(self, entries: list[Entry]) -> None:
+        """Raise ``TraceError`` when computing ``entries`` would read a block input's value."""
+        for e in entries:
+            order = topo_order([e])
+            if not any(id(n) in self.inputs for n in order):
+                continue
+            node = e.node
+            what = node.op.name if node.op is not None else "a block input"
+            line = user_source()
+            where = Node(None, (), {}, (), source=line).source_line() if line else "(unknown line)"
+            raise TraceError(
+                f"{self.block_name}: forward reads a value that depends on the block's input while it is "
+                f"being traced for hybridize(), at {where} (the value comes from {what}"
+                f"{_recorded(node)}). A trace is reused for every call, so this value would be baked in. "
+                "Fixes: la.where(cond, a, b) for an elementwise choice; la.cond(pred, then_fn, else_fn, ...) "
+                "or la.while_loop(...) for a branch or loop; or net.hybridize(active=False) for this block")
+
+    def read_parameter(self, param) -> None:
+        self.params_read[id(param)] = param
+
+
+def _recorded(node: Node) -> str:
+    line = node.source_line()
+    return f", recorded at {line}" if line else ""
+
+
+def _bump(shape: tuple, d: int) -> tuple:
+    return tuple(s + 7 if i == d else s for i, s in enumerate(shape))
+
+
+def _reinfer(order: list[Node], entry: Entry, changed: dict[int, Aval]) -> Aval | None:
+    """``entry``'s aval when some variables' avals change (the graph's shape rules re-run)."""
+    avals: dict[int, tuple] = {}
+    for node in order:
+        if id(node) in changed:
+            avals[id(node)] = (changed[id(node)],)
+        elif node.op is None:
+            avals[id(node)] = node.avals
+        elif any(id(e.node) in avals and avals[id(e.node)] is not e.node.avals for e in node.inputs):
+            ins = [avals[id(e.node)][e.index] for e in node.inputs]
+            avals[id(node)] = registry.infer(node.op, ins, node.params)
+        else:
+            avals[id(node)] = node.avals
+    return avals[id(entry.node)][entry.index]
+
+
+class GuardedShape(tuple):
+    """A shape tuple that records which dims Python reads while a trace is active."""
+
+    __slots__ = ()
+
+    def __new__(cls, shape, entry: Entry, trace: Trace):
+        t = super().__new__(cls, shape)
+        _OWNER[id(t)] = (entry, trace, t)
+        return t
+
+    def _read(self, dims) -> None:
+        owner = _OWNER.get(id(self))
+        if owner is not None and owner[2] is self:
+            owner[1].read_dims(owner[0], dims)
+
+    def __getitem__(self, k):
+        n = tuple.__len__(self)
+        if isinstance(k, slice):
+            self._read(range(n)[k])
+        else:
+            self._read([k % n if isinstance(k, int) and -n <= k < n else k])
+        return tuple.__getitem__(self, k)
+
+    def __iter__(self):
+        self._read(range(tuple.__len__(self)))
+        return tuple.__iter__(self)
+
+    def __eq__(self, other):
+        self._read(range(tuple.__len__(self)))
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    def __hash__(self):
+        self._read(range(tuple.__len__(self)))
+        return tuple.__hash__(self)
+
+    def __repr__(self) -> str:
+        self._read(range(tuple.__len__(self)))
+        return tuple.__repr__(self)
+
+    def __reduce__(self):
+        return (tuple, (tuple.__getitem__(self, slice(None)),))
+
+    def __del__(self):
+        if _OWNER is not None:  # (None at interpreter exit)
+            _OWNER.pop(id(self), None)
+
+
+_OWNER: dict[int, tuple] = {}  # id(GuardedShape) -> (entry, trace, the shape): tuples take no attributes
+
+
+def active() -> Trace | None:
+    """The trace running in this thread / task, or None."""
+    return _TRACE.get()
+
+
+@contextlib.contextmanager
+def tracing(trace: Trace):
+    token = _TRACE.set(trace)
+    try:
+        yield trace
+    finally:
+        _TRACE.reset(token)
+
+
+def depends_on_inputs(trace: Trace, entry: Entry) -> bool:
+    return any(id(n) in trace.inputs for n in topo_order([entry]))
