@@ -183,15 +183,20 @@ _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 
 
 def check_scalar(value, where: str):
-    """A scalar operand as is, or ``DTypeError`` for complex numbers and NumPy scalars of an
-    unsupported dtype (``np.complex64(1j)``, ``np.longdouble``)."""
-    if isinstance(value, (complex, np.complexfloating)) or (
-            isinstance(value, np.generic) and value.dtype not in _SUPPORTED):
-        dt = value.dtype if isinstance(value, np.generic) else "complex"
-        names = ", ".join(str(d) for d in SUPPORTED_DTYPES)
-        raise DTypeError(f"{where}: {type(value).__name__} scalar {value!r} ({dt}) is not supported; "
-                         f"lazyarray computes with {names}")
-    return value
+    """A scalar operand as is, or ``DTypeError`` for complex numbers, NumPy scalars of an
+    unsupported dtype (``np.complex64(1j)``, ``np.longdouble``) and other number types
+    (``Fraction``, ``Decimal``: NumPy would make object arrays of them)."""
+    if isinstance(value, np.generic):
+        if value.dtype in _SUPPORTED:
+            return value
+        dt = value.dtype
+    elif isinstance(value, (bool, int, float)):
+        return value
+    else:
+        dt = "complex" if isinstance(value, complex) else "not a NumPy dtype"
+    names = ", ".join(str(d) for d in SUPPORTED_DTYPES)
+    raise DTypeError(f"{where}: {type(value).__name__} scalar {value!r} ({dt}) is not supported; "
+                     f"lazyarray computes with {names}")
 
 
 def is_supported(dtype) -> bool:

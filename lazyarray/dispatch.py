@@ -351,7 +351,7 @@ def _entry_of(a, op):
     if isinstance(a, ArrayBase):
         return a._as_entry()
     if a.__class__ in _PY_NUMBERS or a is None or isinstance(a, (numbers.Number, np.bool_, np.number)):
-        return a
+        return a if a.__class__ in _PY_NUMBERS or a is None else check_scalar(a, op.name)
     v = np.array(_host_array(a, op), copy=True)  # the graph's own read-only copy, not the caller's array
     return Entry(const_node(v, Aval(v.shape, v.dtype, current_device())))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -54,7 +55,7 @@ def test_inputs_by_name_still_work(x):
     assert la.concatenate(seq=[x, x]).shape == (6,)
 
 
-# -- complex data is refused at every entry ------------------------------------------------------
+# -- complex data (and other unsupported dtypes) is refused at every entry ------------------------
 _C = np.array([1j, 2j, 3j])
 
 
@@ -81,6 +82,8 @@ _COMPLEX_ENTRIES = {
     "function_python_complex": lambda x: la.add(x, 1j),
     "function_numpy_complex_scalar": lambda x: la.add(x, np.complex64(1j)),
     "numpy_longdouble_scalar": lambda x: x * np.longdouble(2),
+    "fraction_scalar": lambda x: x + Fraction(1, 2),  # used to make an object array
+    "deferred_fraction_scalar": _deferred(lambda x: la.add(x, Fraction(1, 2))),
     "non_elementwise_op": lambda x: la.concatenate([x, _C]),
     "non_elementwise_scalar": lambda x: la.where(x > 1, x, 1j),
     "dense_weight": lambda x: la.nn.dense(x.reshape((1, 3)), _C.reshape(1, 3)),
@@ -104,7 +107,7 @@ _COMPLEX_ENTRIES = {
 
 @pytest.mark.parametrize("entry", sorted(_COMPLEX_ENTRIES))
 def test_complex_data_is_refused_with_dtype_error_at_every_entry(x, entry):
-    with pytest.raises(la.DTypeError, match="complex|float128|longdouble") as info:
+    with pytest.raises(la.DTypeError, match="complex|float128|longdouble|Fraction") as info:
         _COMPLEX_ENTRIES[entry](x)
     assert isinstance(info.value, TypeError)
 

@@ -309,7 +309,9 @@ def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int]) -> _Compile
     """Forward program with saved outputs, backward program, and the node op that ties them."""
     fwd_outs = list(sym.outputs)
     heads = [var_node(f"__head{i}", e.aval) for i, e in enumerate(fwd_outs)]
-    grads = gradient(fwd_outs, [Entry(h) for h in heads], [Entry(inputs[i]) for i in wrt])
+    # Integer and boolean outputs (argmax, nonzero, masks) carry no gradient: only the others get heads.
+    diff = [i for i, e in enumerate(fwd_outs) if e.aval.dtype is not None and e.aval.dtype.kind in "fc"]
+    grads = gradient([fwd_outs[i] for i in diff], [Entry(heads[i]) for i in diff], [Entry(inputs[i]) for i in wrt])
     fwd_ids = {id(n) for n in sym.topo()}
     live = [g for g in grads if g is not None]
     # Entries of the forward graph that the backward graph reads.

@@ -16,8 +16,8 @@ Rules:
 * otherwise it takes the free buffer of its device that fits best by size (the smallest
   that is large enough, else the largest free one, grown), else a new buffer;
 * a value handed out (``escapes``) is owned by the caller, so its buffer must be exactly its
-  size and never shared with a later run: it takes an input's buffer in place only when
-  that buffer has exactly its size, else a new buffer of its own (never a reused one).
+  size and never shared with a later run: it takes an input's buffer in place, or a free
+  one, only when that buffer has exactly its size, else a new buffer of its own.
   Those buffers are listed in ``escaping_buffers``: the executor allocates them anew for
   every run; everything else is reused run after run.
 
@@ -229,7 +229,8 @@ def plan_memory(values: list[Value], steps: list[Step]) -> MemoryPlan:
             if b is not None:
                 inplace.append((i, holder[b], o))
             else:
-                b = None if out else _best_fit(free.setdefault(val.device, []), sizes, val.nbytes)
+                pool = free.setdefault(val.device, [])
+                b = _exact_fit(pool, sizes, val.nbytes) if out else _best_fit(pool, sizes, val.nbytes)
                 if b is None:
                     b = len(sizes)
                     sizes.append(val.nbytes)
@@ -252,13 +253,36 @@ def plan_memory(values: list[Value], steps: list[Step]) -> MemoryPlan:
         if base[v] == v and not values[v].external and start[v] >= 0:
             delta[start[v]] += values[v].nbytes
             delta[max(end[v], start[v]) + 1] -= values[v].nbytes
+    # A true lower bound of any plan under the steps' in-place rules: at each step, an output that
+    # may take the buffer of an input dying there (declared pair, same size and device) shares it.
     lower = live = 0
     for i in range(last):
         live += delta[i]
-        lower = max(lower, live)
+        lower = max(lower, live - _shareable_bytes(values, base, end, steps[i], i))
     naive = sum(val.nbytes for v, val in enumerate(values) if base[v] == v and not val.external)
     return MemoryPlan(values, steps, base, start, end, buffer_of, sizes, devices,
                       frozenset(escaping_buffers), inplace, lower, naive)
+
+
+def _shareable_bytes(values, base, end, st: Step, i: int) -> int:
+    """Bytes step ``i`` could save by writing outputs over inputs that die there (each input and
+    each output at most once): what no plan can be forced to hold twice."""
+    used_in: set[int] = set()
+    used_out: set[int] = set()
+    saved = 0
+    for ip, op in st.inplace:
+        if ip >= len(st.inputs) or op >= len(st.outputs):
+            continue
+        u, o = st.inputs[ip], st.outputs[op]
+        uv, ov = values[u], values[o]
+        if u in used_in or o in used_out or base[u] != u or base[o] != o or uv.external or ov.external:
+            continue
+        if uv.escapes or end[u] != i or uv.nbytes != ov.nbytes or uv.device != ov.device:
+            continue
+        used_in.add(u)
+        used_out.add(o)
+        saved += ov.nbytes
+    return saved
 
 
 def _inplace_buffer(values, base, end, buffer_of, holder, st: Step, i: int, pos: int, o: int, taken):
@@ -279,6 +303,15 @@ def _inplace_buffer(values, base, end, buffer_of, holder, st: Step, i: int, pos:
         if any(base[w] == u and w != u for w in st.inputs):
             continue
         return b
+    return None
+
+
+def _exact_fit(free: list[int], sizes: list[int], nbytes: int) -> int | None:
+    """A free buffer of exactly ``nbytes`` (an output's: it is allocated anew for every run)."""
+    for b in free:
+        if sizes[b] == nbytes:
+            free.remove(b)
+            return b
     return None
 
 

@@ -241,3 +241,42 @@ def _block_of(steps):
 def test_random_blocks_always_equal_the_imperative_block(steps, batches):
     block = _block_of(steps)
     _same_as_imperative(block, batches=batches)
+
+
+def test_a_non_differentiable_output_next_to_a_differentiable_one_trains():
+    class Two(nn.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Dense(3, in_units=4)
+
+        def forward(self, x):
+            y = self.fc(x)
+            return y, y.argmax(axis=1)
+
+    grads = []
+    for hybrid in (False, True):
+        la.random.seed(0)
+        net = _init(Two())
+        if hybrid:
+            net.hybridize()
+        with la.autograd.record():
+            y, k = net(la.ones((2, 4)))
+            loss = (y * y).sum()
+        loss.backward()
+        grads.append((net.fc.weight.grad().asnumpy(), k.asnumpy()))
+    np.testing.assert_allclose(grads[1][0], grads[0][0], rtol=1e-6)
+    np.testing.assert_array_equal(grads[1][1], grads[0][1])
+
+
+def test_a_cached_op_with_a_nonzero_output_runs_under_record():
+    x = la.array(np.array([1.0, -2.0, 3.0], np.float32))
+    with la.deferred():
+        y = x * 2
+        nz = la.nonzero(x > 0)
+    op = la.CachedOp(la.get_symbol([y, nz], inputs={"x": x}))
+    x.attach_grad()
+    with la.autograd.record():
+        out, idx = op(x)
+    out.backward(la.ones(3))
+    np.testing.assert_array_equal(x.grad.asnumpy(), [2.0, 2.0, 2.0])
+    np.testing.assert_array_equal(np.asarray(idx.asnumpy()).ravel(), [0, 2])

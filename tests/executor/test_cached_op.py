@@ -190,7 +190,9 @@ def test_training_memory_plan_keeps_saved_values_until_backward():
     joint = op.memory_plan(wrt=["w"], x=(256, 128), w=(128, 128))
     print(joint)
     assert joint.peak_bytes > fwd.peak_bytes
-    assert joint.peak_bytes <= 1.05 * joint.lower_bound_bytes
+    # Within 20% of a true lower bound: the gradient handed to the caller gets an exact-size buffer
+    # of its own (never a larger reused one it would pin), which the bound does not charge for.
+    assert joint.lower_bound_bytes <= joint.peak_bytes <= 1.2 * joint.lower_bound_bytes
     joint.check()
 
 
