@@ -172,7 +172,7 @@ def guards_table() -> None:
         sweep = (time.perf_counter() - t0) / 64
         x = la.ones((16, 32))
         net(x)
-        steady = min(_timed(lambda: net(x), 300) for _ in range(5))
+        steady = min(_timed(lambda net=net, x=x: net(x), 300) for _ in range(5))
         rows.append([label, net.trace_count, f"{sweep * 1e3:.2f}", f"{steady * 1e6:.1f}"])
     guards = [Guard(0, 0, 16), Guard(0, 1, 32)]
     sig = (((16, 32), np.dtype("float32"), la.cpu()),)
