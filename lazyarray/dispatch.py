@@ -387,7 +387,7 @@ def _host_array(a, op: OpDef):
     if arr is None or arr.dtype == object or arr.dtype.kind in "USV":
         raise DTypeError(f"{op.name}: cannot use {type(a).__name__} as an array input; "
                              "pass a lazyarray, a NumPy array or a list of numbers")
-    if not is_supported(arr.dtype) and arr.dtype != np.float64:
+    if not is_supported(arr.dtype):
         raise DTypeError(f"{op.name}: {type(a).__name__} input of dtype {arr.dtype} is not supported; "
                          "lazyarray computes with bool, int, uint and float dtypes")
     return arr.astype(np.float32) if arr.dtype == np.float64 else arr
