@@ -18,6 +18,7 @@ from .device import Device, cpu, current_device, gpu, gpu_available
 from .errors import (
     AutogradError,
     AxisError,
+    BlockError,
     DeferredComputeError,
     DeviceError,
     DTypeError,

@@ -27,7 +27,7 @@ from ..autograd import _TRAINING
 from ..creation import zeros
 from ..deferred import _MODE, DEFERRED
 from ..device import Device
-from ..errors import GraphFormatError, LazyArrayError, ParamError, ShapeError
+from ..errors import BlockError, GraphFormatError, ParamError, ShapeError
 from ..executor.signature_cache import SignatureCache
 from ..fileio import write_atomic
 from ..graph.symbol import Symbol
@@ -56,7 +56,7 @@ class Block:
     # -- registration ----------------------------------------------------------------------
     def __setattr__(self, name: str, value) -> None:
         if "_children" not in self.__dict__:
-            raise LazyArrayError(f"{type(self).__name__}.__init__ must call super().__init__() before "
+            raise BlockError(f"{type(self).__name__}.__init__ must call super().__init__() before "
                                  f"assigning attributes (got {name!r})")
         if name in self._children or name in self._params or isinstance(value, (Block, Parameter)):
             _STRUCTURE[0] += 1  # children or parameters change: traces made before are checked again
@@ -305,7 +305,7 @@ class HybridBlock(Block):
         """The inference-mode graph for the last input signature (traced now if needed)."""
         sig = self._last_sig
         if sig is None:
-            raise LazyArrayError(f"{type(self).__name__}.export: call the hybridized block on an input "
+            raise BlockError(f"{type(self).__name__}.export: call the hybridized block on an input "
                                  "once first, so its graph can be traced (net.hybridize(); net(x))")
         compiled = self._by_sig.get((False, sig))
         if compiled is None:

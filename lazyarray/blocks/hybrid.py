@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from .. import autograd, guards
 from ..aval import Aval
 from ..deferred import deferred
-from ..errors import LazyArrayError
+from ..errors import BlockError, LazyArrayError
 from ..executor.cached_op import CachedOp
 from ..graph.node import Entry, var_node
 from ..graph.symbol import Symbol
@@ -133,7 +133,7 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool) -> C
     updates = []
     for p, value in pending:
         if id(p) not in by_param:
-            raise LazyArrayError(f"{type(block).__name__}: forward updated parameter {p.name!r}, which is "
+            raise BlockError(f"{type(block).__name__}: forward updated parameter {p.name!r}, which is "
                                  "not one of the block's collect_params()")
         with deferred():  # recorded, not computed: the graph computes the new value at every call
             updates.append((p, value.detach()))

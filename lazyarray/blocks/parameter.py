@@ -24,7 +24,7 @@ from ..autograd import Leaf
 from ..aval import as_dtype
 from ..buffer import bump
 from ..device import Device, cpu
-from ..errors import LazyArrayError, ShapeError
+from ..errors import AutogradError, LazyArrayError, ShapeError
 from ..ndarray import NDArray, _make
 from ..storage import RowSparse
 
@@ -164,7 +164,7 @@ class Parameter:
     def grad(self, device: Device | None = None) -> NDArray:
         """The gradient written by the last ``backward`` (zeros before any)."""
         if self._grad_req == "null":
-            raise LazyArrayError(f"Parameter {self.name!r} has grad_req='null' and no gradient")
+            raise AutogradError(f"Parameter {self.name!r} has grad_req='null' and no gradient")
         d = self.data()
         g = d.grad
         if g is None:  # before the first backward: zeros (no gradient buffer is kept until then)

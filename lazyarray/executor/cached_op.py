@@ -30,7 +30,7 @@ import numpy as np
 from ..autograd import _TRAINING, record_call
 from ..aval import Aval
 from ..deferred import _MODE, DEFERRED, RECORDING, show
-from ..errors import LazyArrayError, ParamError, fmt_shape
+from ..errors import GraphError, ParamError, fmt_shape
 from ..graph import draw
 from ..graph import svg as S
 from ..graph.build import apply_node
@@ -294,7 +294,7 @@ def _specialize(sym: Symbol, given: dict[str, Aval]) -> Symbol:
     for node in placed.topo():
         for a in node.avals:
             if a.shape is None or a.dtype is None:
-                raise LazyArrayError(f"CachedOp: cannot infer the aval of {node.label()!r} from the inputs "
+                raise GraphError(f"CachedOp: cannot infer the aval of {node.label()!r} from the inputs "
                                      f"{_given_text(given)}; give every graph input a shape")
     return dce(constant_fold(cse(dce(placed))))
 
