@@ -9,7 +9,8 @@ from __future__ import annotations
 import warnings
 
 from .errors import DeferredComputeError
-from .graph.node import Entry, Node, check_capture, const_node, var_node
+from .graph.node import Node, check_capture, const_node, var_node
+from .graph.rewrite import rewrite
 from .graph.symbol import Symbol
 from .graph.traverse import topo_order
 from .ndarray import NDArray
@@ -60,27 +61,22 @@ def get_symbol(outputs, inputs: dict | None = None) -> Symbol:
         if name not in reached:
             warnings.warn(f"get_symbol: input {name!r} was never used by the recorded outputs",
                           UnusedInputWarning, stacklevel=2)
-    copies: dict[int, Node] = {}
     variables: dict[str, Node] = {}
-    for node in order:
-        if id(node) in by_node:
+
+    def visit(node: Node, ins):
+        if id(node) in by_node:  # a named input: a graph variable
             name = by_node[id(node)]
             if name not in variables:
                 variables[name] = var_node(name, node.avals[0])
-            copies[id(node)] = variables[name]
-            continue
+            return variables[name]
         if node.op is None and node.kind == "const":
             check_capture(node)  # a captured array written in place since would be a wrong constant
             # The symbol's own read-only snapshot: later writes to the user's array never reach it.
             value = node.value if node.version is None else _snapshot(node.value)
-            new = const_node(value, node.avals[0], name=node.name, source=node.source)
-        elif node.op is None:
-            new = Node(None, (), {}, node.avals, name=node.name, kind=node.kind)
-        else:
-            new = Node(node.op, tuple(Entry(copies[id(e.node)], e.index) for e in node.inputs),
-                       dict(node.params), node.avals, name=node.name, source=node.source)
-        copies[id(node)] = new
-    return Symbol([Entry(copies[id(e.node)], e.index) for e in out_entries])
+            return const_node(value, node.avals[0], name=node.name, source=node.source)
+        return None  # a plain copy
+
+    return rewrite(Symbol(out_entries), visit, stop=lambda n: id(n) in by_node)
 
 
 def _snapshot(value):

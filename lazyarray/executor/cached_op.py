@@ -169,24 +169,20 @@ class CachedOp:
 
     def _inline(self, args):
         """Inside deferred compute: record the symbol's nodes in place of the call."""
-        env: dict[tuple[int, int], Entry] = {}
+        given: dict[int, Entry] = {}
         for node, a in zip(self._inputs, args):
             if not isinstance(a, NDArray):
                 a = self._convert(a, self._pos[node.name])
-            env[(id(node), 0)] = a._as_entry()
-        for node in self.sym.topo():
-            if node.op is None:
-                if node.kind == "const":
-                    env[(id(node), 0)] = Entry(node, 0)
-                continue
-            res = apply_node(node.op, *[env[(id(e.node), e.index)] for e in node.inputs],
-                             source=node.source, **node.params)
-            res = (res,) if isinstance(res, Entry) else res
-            for i, e in enumerate(res):
-                env[(id(node), i)] = e
+            given[id(node)] = a._as_entry()
+
+        def visit(node: Node, ins):
+            if node.op is None:  # an input takes the caller's array; a constant stays itself
+                return (given[id(node)],) if id(node) in given else (Entry(node, 0),)
+            res = apply_node(node.op, *ins, source=node.source, **node.params)  # re-inferred for the inputs
+            return (res,) if isinstance(res, Entry) else res
+
         outs = []
-        for e in self.sym.outputs:
-            ent = env[(id(e.node), e.index)]
+        for ent in rewrite(self.sym, visit).outputs:
             arr = _make(None, ent, ent.aval.device)
             show(arr, ent)
             outs.append(arr)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from .node import Entry, Node
 from .symbol import Symbol
+from .traverse import topo_order
 
 
 def copy_node(node: Node, inputs, avals=None) -> Node:
@@ -18,11 +19,13 @@ def copy_node(node: Node, inputs, avals=None) -> Node:
                 value=node.value, version=node.version, source=node.source)
 
 
-def rewrite(sym: Symbol, visit: Callable[[Node, list], Node | tuple | None]) -> Symbol:
+def rewrite(sym: Symbol, visit: Callable[[Node, list], Node | tuple | None], stop=None) -> Symbol:
     """A new symbol where each node is replaced by ``visit(node, new_inputs)``.
 
     ``visit`` returns a new ``Node`` (its outputs replace the old ones), a tuple of entries
-    (one per output of the old node), or ``None`` to keep a plain copy.
+    (one per output of the old node), or ``None`` to keep a plain copy. ``stop(node)``: nodes
+    whose inputs are not visited (``visit`` must replace them). This is the one place graphs
+    are copied: passes, ``la.get_symbol`` and ``CachedOp`` inlining all go through it.
 
     >>> import lazyarray as la
     >>> x = la.sym.var("x", shape=(2,))
@@ -31,8 +34,9 @@ def rewrite(sym: Symbol, visit: Callable[[Node, list], Node | tuple | None]) -> 
     ['x'] 2
     """
     env: dict[tuple[int, int], Entry] = {}
-    for node in sym.topo():
-        ins = [env[(id(e.node), e.index)] for e in node.inputs]
+    order = sym.topo() if stop is None else topo_order(list(sym.outputs), stop=stop)
+    for node in order:
+        ins = [] if stop is not None and stop(node) else [env[(id(e.node), e.index)] for e in node.inputs]
         new = visit(node, ins)
         if new is None:
             new = copy_node(node, ins)
