@@ -96,35 +96,30 @@ class ArrayBase:
 
 def apply(op: OpDef, args: tuple, params: dict, make):
     """Apply ``op`` to ``args`` with ``params``; returns an array (or a tuple for multi-output ops)."""
-    ufunc = op.np_ufunc
-    if ufunc is not None and not params and not _MODE.get():
-        # The hot path (``y = y + x`` on small arrays): a NumPy ufunc on dense NumPy values of
-        # one device, or an array and a Python number. Anything else, and any failure (re-run
-        # below to get the rule-based error), takes the general path.
-        try:
-            a = args[0]
-            if len(args) == 1:
-                va = a._value
-                if va.__class__ is _ND:
-                    out = ufunc(va)
-                    return make(out if out.__class__ is _ND else np.asarray(out), None, a._device)
-            else:  # (kept in step with ``operator_method``'s copy: this one serves la.add(a, b) etc.)
-                b = args[1]
-                if a.__class__ in _PY_NUMBERS:
-                    a, b, swap = b, a, True
-                else:
-                    swap = False
-                va = a._value
-                if va.__class__ is _ND:
-                    if b.__class__ in _PY_NUMBERS:
-                        out = ufunc(b, va) if swap else ufunc(va, b)
-                        return make(out if out.__class__ is _ND else np.asarray(out), None, a._device)
-                    vb = b._value
-                    if vb.__class__ is _ND and b._device is a._device:
-                        out = ufunc(va, vb)
-                        return make(out if out.__class__ is _ND else np.asarray(out), None, a._device)
-        except Exception:
-            pass
+    if op.np_ufunc is not None and not params and len(args) == len(op.inputs):
+        # A NumPy-ufunc op called as a function (``la.add(a, b)``) takes the same hot path as the
+        # operator (``a + b``): the one copy of it lives in ``operator_method``.
+        a = args[0]
+        if isinstance(a, ArrayBase):
+            return _operators(op, make)[0](*args)
+        if len(args) == 2 and isinstance(args[1], ArrayBase):
+            return _operators(op, make)[1](args[1], a)
+    return _apply_general(op, args, params, make)
+
+
+def _operators(op: OpDef, make) -> tuple:
+    """``(forward, reversed)`` operator closures of a ufunc op, made once per op."""
+    pair = _OPERATORS.get(op.name)
+    if pair is None:
+        pair = _OPERATORS[op.name] = (operator_method(op, make), operator_method(op, make, reverse=True))
+    return pair
+
+
+_OPERATORS: dict[str, tuple] = {}
+
+
+def _apply_general(op: OpDef, args: tuple, params: dict, make):
+    """``apply`` past the ufunc hot path: validate params, then record or run."""
     if op.params:
         params = op.make_params(params)  # a fresh dict: validated, defaults filled
         if op.uses_training and params["training"] is None:
@@ -159,7 +154,7 @@ def operator_method(op: OpDef, make, reverse: bool = False):
                     r._value, r._entry, r._device = (out if out.__class__ is _ND else np.asarray(out)), \
                         None, self._device
                     return r
-            return apply(op, (self,), {}, make)
+            return _apply_general(op, (self,), {}, make)
 
         return unary
 
@@ -197,7 +192,7 @@ def operator_method(op: OpDef, make, reverse: bool = False):
             elif isinstance(other, ArrayBase):
                 eb = other._entry if other._value is None else other._as_entry()
                 return _lazy(self, record_node(op, [eb, ea] if reverse else [ea, eb], {}))
-        return apply(op, (other, self) if reverse else (self, other), {}, make)
+        return _apply_general(op, (other, self) if reverse else (self, other), {}, make)
 
     return binary
 
