@@ -28,10 +28,9 @@ from .errors import (
     DTypeError,
     LazyArrayError,
     OpFailed,
-    ParamError,
     fmt_shape,
 )
-from .graph.build import apply_node, as_entries, record_node, scalar_const, zip_inputs
+from .graph.build import apply_node, as_entries, flat_inputs, record_node, scalar_const, zip_inputs
 from .graph.node import Entry, Node, capture_node, const_node, user_source
 from .graph.traverse import topo_order
 from .ops import registry
@@ -351,21 +350,7 @@ def _entry_of(a, op):
     return Entry(const_node(v, Aval(v.shape, v.dtype, current_device())))
 
 
-def _flat(op: OpDef, args: tuple):
-    """(name, value) pairs with ``*seq`` inputs flattened and missing optionals dropped."""
-    for name, a in zip_inputs(op, args):
-        if name.startswith("*"):
-            if isinstance(a, ArrayBase) or not isinstance(a, (list, tuple)):
-                raise ParamError(
-                    f"{op.name}: expects a list or tuple of arrays, got {type(a).__name__}; "
-                    f"write la.{op.name}([a, b, ...])"
-                )
-            for x in a:
-                yield name, x
-        elif a is None and name.endswith("?"):
-            continue
-        else:
-            yield name, a
+_flat = flat_inputs  # (name, value) pairs: *seq inputs flattened, missing optionals dropped
 
 
 def _host_array(a, op: OpDef):

@@ -107,14 +107,7 @@ def as_entries(op: OpDef, inputs) -> list[Entry]:
             zip_inputs(op, inputs)  # raises the arity error
         flat = [x for x in inputs if x is not None]
     else:
-        flat = []
-        for name, x in zip_inputs(op, inputs):
-            if name.startswith("*"):
-                flat.extend(x)
-            elif x is None and name.endswith("?"):
-                continue
-            else:
-                flat.append(x)
+        flat = [x for _, x in flat_inputs(op, inputs)]
     arrays = [x for x in flat if type(x) is Entry]
     if len(arrays) == len(flat):
         return arrays
@@ -131,6 +124,22 @@ def as_entries(op: OpDef, inputs) -> list[Entry]:
             raise ParamError(f"{op.name}: cannot use {type(x).__name__} {x!r} as an input; "
                              "pass an array or a Python number")
     return out
+
+
+def flat_inputs(op: OpDef, inputs):
+    """``(name, value)`` pairs with ``*seq`` inputs flattened and missing optionals dropped: the one
+    input normaliser (the dispatcher runs it on arrays, ``as_entries`` on entries)."""
+    for name, a in zip_inputs(op, inputs):
+        if name.startswith("*"):
+            if not isinstance(a, (list, tuple)):
+                raise ParamError(f"{op.name}: expects a list or tuple of arrays, got {type(a).__name__}; "
+                                 f"write la.{op.name}([a, b, ...])")
+            for x in a:
+                yield name, x
+        elif a is None and name.endswith("?"):
+            continue
+        else:
+            yield name, a
 
 
 def zip_inputs(op: OpDef, inputs) -> list:
