@@ -28,7 +28,7 @@ from ..creation import zeros
 from ..deferred import _MODE, DEFERRED
 from ..device import Device
 from ..errors import BlockError, GraphFormatError, ParamError, ShapeError
-from ..executor.signature_cache import SignatureCache
+from ..executor.signature_cache import SignatureCache, causes_text, describe_change
 from ..fileio import write_atomic
 from ..graph.symbol import Symbol
 from ..ndarray import NDArray
@@ -373,24 +373,14 @@ class HybridSequential(HybridBlock):
 # -- parameter files -----------------------------------------------------------------------------
 def _describe_signatures(old, new) -> tuple[list, str]:
     """What changed between two block signatures ``(training, ((shape, dtype, device), ...))``."""
-    causes = []
-    if old[0] != new[0]:
-        causes.append(("", "training mode"))
-    for i, (a, b) in enumerate(zip(old[1], new[1])):
-        if a[0] != b[0]:
-            dims = [d for d, (p, q) in enumerate(zip(a[0], b[0])) if p != q] if len(a[0]) == len(b[0]) else None
-            causes += [(i, f"dim {d}") for d in dims] if dims is not None else [(i, "rank")]
-        if a[1] != b[1]:
-            causes.append((i, "dtype"))
-        if a[2] is not b[2]:
-            causes.append((i, "device"))
+    causes = describe_change(range(len(new[1])), old[1], new[1], "training mode" if old[0] != new[0] else "")
 
     def sig_text(s):
         return "(" + ", ".join(f"{np.dtype(dt)}{list(shape)} @{dev}" for shape, dt, dev in s[1]) + \
             f"; training={s[0]})"
 
-    what = ", ".join(f"argument {i} {f}" if i != "" else f for i, f in causes) or "nothing visible"
-    return causes, f"This time {what} changed: last signature {sig_text(old)}, new one {sig_text(new)}"
+    return causes, (f"This time {causes_text(causes, 'argument')} changed: last signature {sig_text(old)}, "
+                    f"new one {sig_text(new)}")
 
 
 def _safetensors():

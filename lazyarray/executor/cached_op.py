@@ -49,7 +49,7 @@ from ..storage import stype_of
 from . import plan_view
 from .plan import MemoryPlan
 from .program import compile_program
-from .signature_cache import SignatureCache
+from .signature_cache import SignatureCache, causes_text, describe_change
 
 
 class _Compiled:
@@ -203,20 +203,10 @@ class CachedOp:
 
     def _describe(self, old, new) -> tuple[list, str]:
         """What changed between two signatures: causes (input, field) and the text of both."""
-        causes = []
-        for nm, a, b in zip(self._names, old, new):
-            if a[0] != b[0]:
-                dims = [i for i, (p, q) in enumerate(zip(a[0], b[0])) if p != q] if len(a[0]) == len(b[0]) else ["rank"]
-                causes += [(nm, f"dim {d}" if d != "rank" else "rank") for d in dims]
-            if a[1] != b[1]:
-                causes.append((nm, "dtype"))
-            if a[2] is not b[2]:
-                causes.append((nm, "device"))
-        if old[-2:] != new[-2:]:
-            causes.append(("", "training or gradient request"))
-        what = ", ".join(f"input {nm!r} {field}" if nm else field for nm, field in causes) or "nothing visible"
-        return causes, (f"This time {what} changed: last signature {_sig_text(old, self._names)}, new one "
-                        f"{_sig_text(new, self._names)}")
+        causes = describe_change(self._names, old[:-2], new[:-2],
+                                 "training or gradient request" if old[-2:] != new[-2:] else "")
+        return causes, (f"This time {causes_text(causes)} changed: last signature {_sig_text(old, self._names)}, "
+                        f"new one {_sig_text(new, self._names)}")
 
     def _build(self, given: dict[str, Aval], mask) -> _Compiled:
         sym = _specialize(self.sym, given)

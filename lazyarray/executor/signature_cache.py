@@ -76,3 +76,27 @@ class SignatureCache:
     def clear(self) -> None:
         self.items.clear()
         self._last_key = None
+
+
+def describe_change(names, old_inputs, new_inputs, other_changed: str = "") -> list:
+    """Causes of a recompile: ``(input name, "dim k" | "rank" | "dtype" | "device")`` for each
+    input (``(shape, dtype, device, ...)``) that changed, plus ``("", other_changed)`` if given."""
+    causes = []
+    for nm, a, b in zip(names, old_inputs, new_inputs):
+        if a[0] != b[0]:
+            if len(a[0]) == len(b[0]):
+                causes += [(nm, f"dim {d}") for d, (p, q) in enumerate(zip(a[0], b[0])) if p != q]
+            else:
+                causes.append((nm, "rank"))
+        if a[1] != b[1]:
+            causes.append((nm, "dtype"))
+        if a[2] is not b[2]:
+            causes.append((nm, "device"))
+    if other_changed:
+        causes.append(("", other_changed))
+    return causes
+
+
+def causes_text(causes: list, label: str = "input") -> str:
+    return ", ".join(f"{label} {nm!r} {field}" if nm != "" else field for nm, field in causes) or "nothing visible"
+
