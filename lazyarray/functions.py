@@ -11,6 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .deferred import is_deferred
+from .device import current_device
 from .dispatch import apply
 from .errors import DeferredComputeError, DTypeError, ParamError, ShapeError, fmt_shape
 from .ndarray import NDArray, _make
@@ -27,6 +28,8 @@ def op_function(op: OpDef) -> Callable:
     vararg = _VARARG_PARAMS.get(op.name)
     input_names = [n.strip("*?") for n in op.inputs]
     by_name = frozenset(n for n in input_names if n not in pnames)  # inputs that may be passed by name
+    # an op with no array inputs (random sampling) makes its result on the current device by default
+    fill_device = not op.inputs and "device" in pnames
 
     def f(*args, out=None, **kwargs):
         inputs, rest = args[:n_in], args[n_in:]
@@ -45,6 +48,8 @@ def op_function(op: OpDef) -> Callable:
                     if name in kwargs:
                         raise _twice(op, name)
                     kwargs[name] = v
+        if fill_device and "device" not in kwargs:
+            kwargs["device"] = current_device()
         res = apply(op, inputs, kwargs, _make)
         return res if out is None else write_out(op.name, res, out)
 

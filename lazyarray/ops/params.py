@@ -205,6 +205,46 @@ class _Key(ParamType):
         return self.convert(tuple(dec(k) for k in value), op, param)
 
 
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+class _PadWidth(ParamType):
+    """``numpy.pad``'s ``pad_width``: an int, ``(before, after)``, or one pair per axis.
+
+    Kept as NumPy reads it, a tuple of rows of ints (``3`` -> ``((3,),)``, ``(1, 2)`` ->
+    ``((1, 2),)``, ``((1, 2), (0, 3))`` as given), so the meaning needs no rank here: the shape
+    rule broadcasts the rows to ``(ndim, 2)`` exactly as ``numpy.pad`` does (``ops/shape.py:
+    pad_pairs``). JSON: a list of lists of ints.
+    """
+
+    name = "pad_width"
+
+    def convert(self, value, op, param):
+        want = "an int, a (before, after) pair, or one (before, after) pair per axis"
+        if isinstance(value, np.ndarray):
+            value = value.tolist()
+        if _is_int(value):
+            return ((int(value),),)
+        if not isinstance(value, (tuple, list)) or not value:
+            raise self._bad(value, op, param, want)
+        if all(_is_int(v) for v in value):
+            return (tuple(int(v) for v in value),)
+        rows = []
+        for row in value:
+            if isinstance(row, np.ndarray):
+                row = row.tolist()
+            if not isinstance(row, (tuple, list)) or not row or not all(_is_int(v) for v in row):
+                raise self._bad(value, op, param, want)
+            rows.append(tuple(int(v) for v in row))
+        if len({len(r) for r in rows}) != 1:
+            raise self._bad(value, op, param, want + " (all pairs of the same length)")
+        return tuple(rows)
+
+    def to_json(self, value):
+        return [list(r) for r in value]
+
+
 class _Choice(ParamType):
     def __init__(self, *choices):
         self.choices = choices
@@ -218,6 +258,7 @@ class _Choice(ParamType):
 
 FLOAT, INT, BOOL, OPT_BOOL = _Float(), _Int(), _Bool(), _OptBool()
 INTS, OPT_INTS, AXIS, DTYPE, DEVICE, KEY = _Ints(), _OptInts(), _Axis(), _DType(), _Device(), _Key()
+PAD_WIDTH = _PadWidth()
 choice = _Choice
 
 

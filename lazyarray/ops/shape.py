@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..aval import check_shape
-from ..errors import AxisError, DTypeError, ParamValueError, ShapeError, fmt_shape
+from ..errors import AxisError, DTypeError, ParamError, ParamValueError, ShapeError, fmt_shape
 from . import sparse_kernels
-from .params import AXIS, BOOL, INT, INTS, KEY, OPT_INTS, Param
+from .params import AXIS, BOOL, FLOAT, INT, INTS, KEY, OPT_INTS, PAD_WIDTH, Param, choice
 from .reduce import reduce_axes
 from .registry import OpDef, broadcast_shapes, normalize_axis, register
 
@@ -122,7 +122,11 @@ register(OpDef("broadcast_like", ("x", "like"), _broadcast_like, view=True,
 
 
 def expand_shape(src, sizes, op="expand"):
-    """PyTorch ``expand``: -1 keeps a dim; size-1 dims stretch; new dims go in front only."""
+    """PyTorch ``expand``: -1 keeps a dim; size-1 dims stretch; new dims go in front only.
+
+    No sizes at all keep the shape (``x.expand()``, as NumPy's ``broadcast_to(x, x.shape)``)."""
+    if not sizes:
+        return tuple(src)
     if len(sizes) < len(src):
         raise ShapeError(f"{op}: got {len(sizes)} sizes {tuple(sizes)} for an array of {len(src)} dims "
                          f"{fmt_shape(src)}; give at least one size per dim")
@@ -150,11 +154,12 @@ def expand_shape(src, sizes, op="expand"):
     return tuple(out)
 
 
-register(OpDef("expand", ("x",), lambda xp, x, sizes, out=None: xp.broadcast_to(x, expand_shape(x.shape, sizes)),
-               params=(Param("sizes", INTS),), view=True,
-               shape=lambda shapes, sizes: expand_shape(shapes[0], sizes),
-               grad=lambda F, ins, y, g, sizes: [g],
-               doc="PyTorch Tensor.expand: a zero-stride view; -1 keeps a dim, new dims in front"))
+register(OpDef("expand", ("x",), lambda xp, x, sizes=(), out=None: xp.broadcast_to(x, expand_shape(x.shape, sizes)),
+               params=(Param("sizes", INTS, ()),), view=True,
+               shape=lambda shapes, sizes=(): expand_shape(shapes[0], sizes),
+               grad=lambda F, ins, y, g, sizes=(): [g],
+               doc="PyTorch Tensor.expand: a zero-stride view; -1 keeps a dim, new dims in front; no sizes "
+                   "keep the shape"))
 
 
 def _repeat_check(src, sizes, op="repeat"):
@@ -540,3 +545,222 @@ def _nonzero(xp, x, out=None):
 register(OpDef("nonzero", ("x",), _nonzero,
                shape=lambda shapes: (None, len(shapes[0])), dtype=lambda dtypes: np.dtype("int64"),
                doc="indices of the non-zero elements, one row per element: shape (N, ndim), N data-dependent"))
+
+
+# -- triangles -------------------------------------------------------------------------------
+def _tri_rule(op):
+    def rule(shapes, k=0):
+        src = shapes[0]
+        if not src:
+            raise ShapeError(f"{op} needs an array of at least 1 dim, got a 0-d array; a 1-D array "
+                             "becomes a square matrix (as numpy.{op})")
+        return (src[0], src[0]) if len(src) == 1 else tuple(src)
+
+    return rule
+
+
+def _tri_grad(op):
+    def grad(F, ins, y, g, k=0):
+        part = getattr(F, op)(g, k=k)
+        # 1-D x is broadcast to the rows of a square matrix: sum the rows back
+        return [F.sum(part, axis=0) if ins[0].aval.ndim == 1 else part]
+
+    return grad
+
+
+for _name, _where in (("tril", "on and below"), ("triu", "on and above")):
+    register(OpDef(_name, ("x",), (lambda f: lambda xp, x, k=0, out=None: getattr(xp, f)(x, k))(_name),
+                   params=(Param("k", INT, 0),), shape=_tri_rule(_name), grad=_tri_grad(_name),
+                   doc=f"numpy.{_name}: x with the elements {_where} the k-th diagonal of its last two dims "
+                       "kept, the rest zero (1-D x: a square matrix of copies of x)"))
+
+
+# -- pad ---------------------------------------------------------------------------------------
+def pad_pairs(pad_width, ndim: int, op: str = "pad") -> tuple:
+    """``pad_width`` (rows of ints, see ``params.PAD_WIDTH``) as one ``(before, after)`` pair per
+    axis, broadcast to ``(ndim, 2)`` as ``numpy.pad`` does; ``ShapeError`` when it does not fit."""
+    rows, cols = len(pad_width), len(pad_width[0])
+    if rows not in (1, ndim) or cols not in (1, 2):
+        given = pad_width[0] if rows == 1 else pad_width
+        raise ShapeError(f"{op}: pad_width {given} does not fit an array of {ndim} dims; pass an int, a "
+                         f"(before, after) pair, or {ndim} such pairs (one per axis)")
+    return tuple((r[0], r[-1]) for r in (pad_width * ndim if rows == 1 else pad_width))
+
+
+def _check_pad_width(pad_width, op):
+    if any(v < 0 for r in pad_width for v in r):
+        raise ParamValueError(f"{op}: pad_width must be >= 0, got {pad_width}")
+
+
+def _pad_rule(shapes, pad_width, mode="constant", constant_values=0.0):
+    src = shapes[0]
+    out = []
+    for i, (d, (b, a)) in enumerate(zip(src, pad_pairs(pad_width, len(src)))):
+        if d == 0 and (b or a) and mode != "constant":
+            raise ShapeError(f"cannot pad axis {i} of size 0 in mode {mode!r} (there is nothing to repeat); "
+                             "use mode='constant'")
+        out.append(None if d is None else d + b + a)
+    return tuple(out)
+
+
+def _pad(xp, x, pad_width, mode="constant", constant_values=0.0, out=None):
+    pairs = pad_pairs(pad_width, x.ndim) or 0  # (a 0-d x: nothing to pad, numpy.pad returns a copy)
+    if mode == "constant":
+        return xp.pad(x, pairs, mode="constant", constant_values=constant_values)
+    return xp.pad(x, pairs, mode=mode)
+
+
+def _pad_grad_rule(shapes, pad_width, mode="constant"):
+    src = shapes[0]
+    out = []
+    for i, (d, (b, a)) in enumerate(zip(src, pad_pairs(pad_width, len(src), "pad_grad"))):
+        n = None if d is None else d - b - a
+        if n is not None and (n < 0 or (n == 0 and (b or a) and mode != "constant")):
+            raise ShapeError(f"axis {i} of size {d} is shorter than its padding ({b}, {a}) in mode {mode!r}")
+        out.append(n)
+    return tuple(out)
+
+
+def _pad_grad(xp, g, pad_width, mode="constant", out=None):
+    """The adjoint of ``pad``: the interior of g, plus (edge / reflect) every padded element added
+    to the element it copies. Axis by axis: pad is separable."""
+    res, own = g, False
+    for ax, (b, a) in enumerate(pad_pairs(pad_width, g.ndim, "pad_grad")):
+        if not (b or a):
+            continue
+        n = res.shape[ax] - b - a
+        inner = res[(slice(None),) * ax + (slice(b, b + n),)]
+        if mode == "constant":
+            res, own = inner, False
+            continue
+        # the source index of every padded position: numpy.pad applied to the indices themselves
+        src = np.pad(np.arange(n), (b, a), mode=mode)
+        where = np.concatenate([np.arange(b), np.arange(b + n, b + n + a)])
+        acc = xp.moveaxis(inner.copy(), ax, 0)
+        xp.add.at(acc, xp.asarray(src[where]), xp.moveaxis(res, ax, 0)[xp.asarray(where)])
+        res, own = xp.moveaxis(acc, 0, ax), True
+    # a buffer of its own: pad_grad is no view op, so its result must not alias g
+    return xp.ascontiguousarray(res) if own else res.copy()
+
+
+def _pad_grad_of_pad(F, ins, y, g, pad_width, mode="constant", constant_values=0.0):
+    if mode == "constant":  # the interior: a view of g
+        pairs = pad_pairs(pad_width, ins[0].aval.ndim)
+        return [F.getitem(g, key=tuple(slice(b, -a if a else None) for b, a in pairs))]
+    return [F.pad_grad(g, pad_width=pad_width, mode=mode)]
+
+
+_PAD_MODES = choice("constant", "edge", "reflect")
+register(OpDef("pad", ("x",), _pad,
+               params=(Param("pad_width", PAD_WIDTH, check=_check_pad_width), Param("mode", _PAD_MODES, "constant"),
+                       Param("constant_values", FLOAT, 0.0)),
+               shape=_pad_rule, grad=_pad_grad_of_pad,
+               doc="numpy.pad: x padded by pad_width (an int, (before, after), or one pair per axis) with "
+                   "constant_values (mode='constant'), its edge values ('edge') or its mirror image without "
+                   "the edge ('reflect')"))
+register(OpDef("pad_grad", ("g",), _pad_grad,
+               params=(Param("pad_width", PAD_WIDTH, check=_check_pad_width), Param("mode", _PAD_MODES, "constant")),
+               shape=_pad_grad_rule,
+               grad=lambda F, ins, y, g, pad_width, mode="constant": [F.pad(g, pad_width=pad_width, mode=mode)],
+               doc="pad's gradient: the interior of g plus, for edge / reflect, each padded element added to "
+                   "the element it copies"))
+
+
+# -- split -------------------------------------------------------------------------------------
+def section_bounds(n: int, sections: int, index: int) -> tuple[int, int]:
+    """``[start, stop)`` of part ``index`` of ``n`` items in ``sections`` parts (numpy.array_split:
+    the first ``n % sections`` parts are one longer)."""
+    each, extra = divmod(n, sections)
+    start = index * each + min(index, extra)
+    return start, start + each + (1 if index < extra else 0)
+
+
+def _uneven(n, sections, axis):
+    return ShapeError(f"split: axis {axis} of size {n} does not split into {sections} equal sections; "
+                      "use array_split for unequal sections, or pass split indices")
+
+
+def _check_section(sections, index, op):
+    if sections < 1:
+        raise ParamValueError(f"{op}: the number of sections must be >= 1, got {sections}")
+    if not 0 <= index < sections:
+        raise ParamValueError(f"{op}: index {index} is not a section of {sections} (0..{sections - 1})")
+
+
+def _section_rule(shapes, sections, index, axis=0, even=False):
+    src = shapes[0]
+    _check_section(sections, index, "split_section")
+    ax = normalize_axis(axis, len(src), "split_section")
+    n = src[ax]
+    if n is None:
+        return tuple(src)
+    if even and n % sections:
+        raise _uneven(n, sections, axis)
+    start, stop = section_bounds(n, sections, index)
+    return tuple(src[:ax]) + (stop - start,) + tuple(src[ax + 1:])
+
+
+def _section_key(shape, sections, index, axis, even):
+    ax = normalize_axis(axis, len(shape), "split_section")
+    if even and shape[ax] % sections:
+        raise _uneven(shape[ax], sections, axis)
+    return (slice(None),) * ax + (slice(*section_bounds(shape[ax], sections, index)),)
+
+
+def _split_section(xp, x, sections, index, axis=0, even=False, out=None):
+    return x[_section_key(x.shape, sections, index, axis, even)]
+
+
+def _split_section_grad(xp, g, like, sections, index, axis=0, even=False, out=None):
+    res = xp.zeros(like.shape, dtype=g.dtype)
+    res[_section_key(like.shape, sections, index, axis, even)] = g
+    return res
+
+
+_SECTION_PARAMS = (Param("sections", INT), Param("index", INT), Param("axis", INT, 0), Param("even", BOOL, False))
+register(OpDef("split_section", ("x",), _split_section, params=_SECTION_PARAMS, shape=_section_rule, view=True,
+               grad=lambda F, ins, y, g, **p: [F.split_section_grad(g, ins[0], **p)],
+               doc="part `index` of x split into `sections` parts along axis (numpy.array_split's sizes: the "
+                   "first n % sections parts are one longer; even=True: the sizes must be equal); the bounds "
+                   "follow x's size when the graph runs"))
+register(OpDef("split_section_grad", ("g", "like"), _split_section_grad, params=_SECTION_PARAMS,
+               shape=lambda shapes, sections, index, axis=0, even=False: tuple(shapes[1]),
+               dtype=lambda dtypes, **p: dtypes[0],
+               grad=lambda F, ins, y, g, **p: [F.split_section(g, **p), None],
+               doc="zeros shaped like `like` with g written at split_section's part (its gradient)"))
+
+
+def _split_compose(op, even):
+    def compose(F, x, indices_or_sections, axis=0):
+        shape = x.aval.shape if hasattr(x, "aval") else np.shape(x)
+        ax = axis if shape is None else normalize_axis(axis, len(shape), op)  # (None: a la.sym.var's rank)
+        if indices_or_sections is None:
+            raise ParamError(f"{op}: indices_or_sections must be a number of sections or a list of split "
+                             "indices, got None")
+        if isinstance(indices_or_sections, int):
+            sections = indices_or_sections
+            if sections < 1:
+                raise ParamValueError(f"{op}: the number of sections must be >= 1, got {sections}")
+            n = None if shape is None else shape[ax]
+            if even and n is not None and n % sections:
+                raise _uneven(n, sections, axis)
+            # one node per part, its bounds derived from x's size when it runs: a trace stays right
+            # for other sizes (no size is baked into the graph)
+            return tuple(F.split_section(x, sections=sections, index=i, axis=ax, even=even)
+                         for i in range(sections))
+        # split indices: numpy's parts x[0:i0], x[i0:i1], ..., x[ik:] (Python slice semantics)
+        points = (None,) + tuple(indices_or_sections) + (None,)
+        lead, tail = ((slice(None),) * ax, ()) if ax >= 0 else ((Ellipsis,), (slice(None),) * (-ax - 1))
+        return tuple(F.getitem(x, key=lead + (slice(points[i], points[i + 1]),) + tail)
+                     for i in range(len(points) - 1))
+
+    return compose
+
+
+_SPLIT_PARAMS = (Param("indices_or_sections", AXIS), Param("axis", INT, 0))
+register(OpDef("split", ("x",), None, params=_SPLIT_PARAMS, compose=_split_compose("split", True),
+               doc="numpy.split: a tuple of parts of x along axis: indices_or_sections equal parts (an int; "
+                   "ShapeError unless they divide the size), or the parts between split indices (a list)"))
+register(OpDef("array_split", ("x",), None, params=_SPLIT_PARAMS, compose=_split_compose("array_split", False),
+               doc="numpy.array_split: like split, but an int number of sections need not divide the size "
+                   "(the first size % n parts are one longer)"))

@@ -374,6 +374,111 @@ def _nonzero_samples(rng, dtype, small):
     return [Sample((ties(rng, s, dtype),), {}, f"{s}") for s in [(3, 4), (6,), (2, 2, 2)]]
 
 
+# -- triangles, pad, split ----------------------------------------------------------------------
+TRI_CASES = [((4, 5), 0), ((4, 5), 1), ((4, 5), -2), ((2, 3, 4), 0), ((3, 3), 5), ((3, 3), -5), ((5,), 0),
+             ((5,), -1), ((0, 3), 0)]
+
+
+def _tri_samples(rng, dtype, small):
+    return [Sample((rand(rng, s, dtype),), {"k": k} if k else {}, f"{s}-k{k}") for s, k in TRI_CASES]
+
+
+# (shape, pad_width, mode): every numpy form of pad_width, every mode, 0-d and empty arrays
+PAD_CASES = [((3, 4), 1, "constant"), ((3, 4), (1, 2), "constant"), ((3, 4), ((0, 1), (2, 0)), "constant"),
+             ((2, 3, 4), ((1,), (0,), (2,)), "constant"), ((3, 4), ((1, 2),), "edge"), ((3, 4), 2, "edge"),
+             ((4, 5), ((2, 1), (3, 4)), "reflect"), ((3,), (5, 4), "reflect"), ((1, 3), 2, "reflect"),
+             ((2, 3), 0, "reflect"), ((0, 3), ((1, 1), (0, 0)), "constant"), ((), 2, "constant"),
+             ((2, 2), [[1, 0], [0, 1]], "edge")]
+
+
+def _pad_samples(rng, dtype, small):
+    out = []
+    for i, (s, pw, mode) in enumerate(PAD_CASES):
+        params = {"pad_width": pw} if mode == "constant" and i % 2 else {"pad_width": pw, "mode": mode}
+        if mode == "constant" and i % 3 == 0:
+            params["constant_values"] = 2.5 if np.dtype(dtype).kind == "f" else 3
+        out.append(Sample((rand(rng, s, dtype),), params, f"{s}-{pw}-{mode}"))
+    return out
+
+
+def _pad_ref(x, pad_width, mode="constant", constant_values=0.0):
+    if mode == "constant":
+        return np.pad(x, pad_width, mode="constant", constant_values=constant_values)
+    return np.pad(x, pad_width, mode=mode)
+
+
+def _pad_grad_samples(rng, dtype, small):
+    out = []
+    for s in _pad_samples(rng, dtype, small):
+        p = {k: v for k, v in s.params.items() if k != "constant_values"}
+        out.append(Sample((rand(rng, _pad_ref(s.args[0], **p).shape, dtype),), p, s.name))
+    return out
+
+
+def _pad_grad_ref(g, pad_width, mode="constant"):
+    """The adjoint of numpy.pad, one column of its Jacobian at a time."""
+    like = tuple(np.array(g.shape, int) - np.broadcast_to(np.asarray(pad_width), (g.ndim, 2)).sum(axis=1))
+    res = np.zeros(like, np.float64)
+    for k in range(res.size):
+        e = np.zeros(like, np.float64)
+        e.reshape(-1)[k] = 1.0
+        res.reshape(-1)[k] = np.sum(_pad_ref(e, pad_width, mode) * g)
+    return res.astype(g.dtype)
+
+
+SECTION_CASES = [((7, 3), 3, 0, 0, False), ((7, 3), 3, 2, 0, False), ((2, 9), 4, 1, -1, False),
+                 ((6, 2), 3, 1, 0, True), ((2, 5), 7, 6, 1, False), ((0, 2), 2, 1, 0, True)]
+
+
+def _section_samples(rng, dtype, small):
+    return [Sample((rand(rng, s, dtype),), {"sections": n, "index": i, "axis": ax, "even": ev}, f"{s}-{n}-{i}-{ax}-{ev}")
+            for s, n, i, ax, ev in SECTION_CASES]
+
+
+def _section_ref(x, sections, index, axis=0, even=False):
+    return np.array_split(x, sections, axis=axis)[index]
+
+
+def _section_grad_samples(rng, dtype, small):
+    out = []
+    for s in _section_samples(rng, dtype, small):
+        x = s.args[0]
+        out.append(Sample((rand(rng, _section_ref(x, **s.params).shape, dtype), x), s.params, s.name))
+    return out
+
+
+def _section_grad_ref(g, like, sections, index, axis=0, even=False):
+    res = np.zeros(like.shape, g.dtype)
+    ax = axis % like.ndim
+    bounds = np.cumsum([0] + [p.shape[ax] for p in np.array_split(like, sections, axis=axis)])
+    res[(slice(None),) * ax + (slice(bounds[index], bounds[index + 1]),)] = g
+    return res
+
+
+# (shape, indices_or_sections, axis): numpy.split / array_split (split: only equal sections)
+SPLIT_CASES = [((6, 4), 3, 0), ((6, 4), 2, 1), ((6, 4), 2, -1), ((5, 4), [1, 3], 0), ((5, 4), [-2], 0),
+               ((2, 7), [2, 2, 9], 1), ((4,), 1, 0), ((6,), [], 0), ((0, 3), 2, 0), ((3, 5), [4, 1], -1)]
+ARRAY_SPLIT_CASES = SPLIT_CASES + [((7, 2), 3, 0), ((2, 5), 4, 1), ((3,), 5, 0)]
+
+
+def _split_samples(cases):
+    def samples(rng, dtype, small):
+        return [Sample((rand(rng, s, dtype),), {"indices_or_sections": n, "axis": ax}, f"{s}-{n}-axis{ax}")
+                for s, n, ax in cases]
+
+    return samples
+
+
+def _random_samples(a, b):
+    def samples(rng, dtype, small):
+        return [Sample((), {"shape": (3, 4), "dtype": dtype, "device": la.cpu(0)}, "default"),
+                Sample((), {"shape": (5,), a[0]: a[1], b[0]: b[1], "dtype": dtype, "device": la.cpu(1)}, "params"),
+                Sample((), {"shape": (), "dtype": dtype, "device": la.cpu(0)}, "0d"),
+                Sample((), {"shape": (0, 2), "dtype": dtype, "device": la.cpu(0)}, "empty")]
+
+    return samples
+
+
 # -- linear algebra / nn -----------------------------------------------------------------
 def _dot_samples(rng, dtype, small):
     shapes = [((3, 4), (4, 5)), ((4,), (4,)), ((3, 4), (4,)), ((4,), (4, 2)), ((), (2, 3)), ((2, 3), ())]
@@ -562,6 +667,17 @@ CASES: dict[str, Case] = {
     "take_grad": Case("shape", _take_grad_samples, _take_grad_ref, ALL),
     "nonzero": Case("shape", _nonzero_samples, lambda x: np.argwhere(x).astype(np.int64), ALL,
                     data_dependent=True),
+    "tril": Case("shape", _tri_samples, lambda x, k=0: np.tril(x, k), ALL, grad=(0,)),
+    "triu": Case("shape", _tri_samples, lambda x, k=0: np.triu(x, k), ALL, grad=(0,)),
+    "pad": Case("shape", _pad_samples, _pad_ref, ALL, grad=(0,)),
+    "pad_grad": Case("shape", _pad_grad_samples, _pad_grad_ref, ALL, grad=(0,)),
+    "split_section": Case("shape", _section_samples, _section_ref, ALL, grad=(0,)),
+    "split_section_grad": Case("shape", _section_grad_samples, _section_grad_ref, ALL, grad=(0,)),
+    "split": Case("shape", _split_samples(SPLIT_CASES), np.split, ALL, kind="compose"),
+    "array_split": Case("shape", _split_samples(ARRAY_SPLIT_CASES), np.array_split, ALL, kind="compose"),
+    # random sampling (lazyarray/ops/sampling.py): tailored tests in tests/test_random_ops.py
+    "random_uniform": Case("random", _random_samples(("low", -2.0), ("high", 3.0)), None, FLOATS, kind="random"),
+    "random_normal": Case("random", _random_samples(("loc", 1.0), ("scale", 0.5)), None, FLOATS, kind="random"),
     # linear algebra / nn
     "dot": Case("nn", _dot_samples, _dot_ref, ALL, grad=(0, 1), rtol32=1e-4),
     "matmul": Case("nn", _matmul_samples, ew(np.matmul), ALL, grad=(0, 1), rtol32=1e-4),
