@@ -13,6 +13,7 @@ captured (``buffer.py``), which is checked before the constant is read.
 """
 from __future__ import annotations
 
+import itertools
 import linecache
 import os
 import sys
@@ -55,7 +56,8 @@ class Node:
     a read-only literal, else the buffer version of a captured user array.
     """
 
-    __slots__ = ("op", "inputs", "params", "name", "kind", "avals", "source", "value", "version", "__weakref__")
+    __slots__ = ("op", "inputs", "params", "name", "kind", "avals", "source", "value", "version", "serial",
+                 "__weakref__")
 
     def __init__(self, op, inputs, params, avals, *, name=None, kind="op", value=None, version=None, source=None):
         self.op = op
@@ -67,6 +69,9 @@ class Node:
         self.source = source
         self.value = value  # constants only
         self.version = version  # constants capturing a user array: its buffer version then
+        # Creation order (inputs exist before a node, so it is a topological order): graphs run
+        # in it, so random draws happen in the order the user's code made them, as eagerly.
+        self.serial = next(_SERIAL)
 
     @property
     def is_variable(self) -> bool:
@@ -90,6 +95,7 @@ class Node:
         return f"<Node {self.label()} : {shapes}>"
 
 
+_SERIAL = itertools.count()
 _IN_PACKAGE: dict = {}  # code object -> is it lazyarray's own code
 
 

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import gc
 import json
+import math
 import os
+import re
+import reprlib
 
 import numpy as np
 
 from .. import fileio
-from ..aval import STYPES, Aval, as_dtype
-from ..device import Device
-from ..errors import GraphFormatError, LazyArrayError
+from ..aval import STYPES, SUPPORTED_DTYPES, Aval, check_shape
+from ..device import Device, cpu, gpu, to_device
+from ..errors import DeviceError, GraphFormatError, LazyArrayError, fmt_shape
 from ..ops import registry
 from .node import Entry, Node, const_node
 
@@ -58,7 +62,7 @@ def to_dict(sym) -> dict:
             d["op"] = node.op.name
             d["inputs"] = [[ids[id(e.node)], e.index] for e in node.inputs]
             pm = node.op._param_map
-            d["attrs"] = {k: pm[k].type.to_json(v) for k, v in node.params.items()}
+            d["attrs"] = {k: _attr_to_json(pm[k].type, v) for k, v in node.params.items()}
         d["avals"] = [_aval_to_json(a) for a in node.avals]
         if node.op is None and node.kind == "const":
             d["value"] = _value_to_json(node.value)
@@ -96,6 +100,14 @@ def _aval_to_json(a: Aval) -> dict:
     }
 
 
+def _attr_to_json(ptype, value):
+    out = ptype.to_json(value)
+    if ptype.name == "key":  # slice bounds past 64 bits mean the same as the largest 64-bit ones
+        out = [{"slice": [b if b is None else max(INT_MIN, min(INT_MAX, b)) for b in k["slice"]]}
+               if isinstance(k, dict) else k for k in out]
+    return out
+
+
 def _value_to_json(v) -> dict:
     arr = np.array(v if not hasattr(v, "get") else v.get(), order="C", copy=True)
     data = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
@@ -103,36 +115,226 @@ def _value_to_json(v) -> dict:
 
 
 # -- reading -----------------------------------------------------------------------------
-def from_json(text: str | bytes) -> list[Entry]:
-    """The output entries of the graph in JSON ``text``; ``GraphFormatError`` on anything malformed."""
-    with _gc_paused():
+# Limits that hold for every file this library writes, checked before anything deeper is
+# parsed or built, so that no file can make the reader recurse, convert a huge number, or
+# hand an op rule a value of the wrong type (docs/graph-format.md, "Limits").
+MAX_DEPTH = 32  # nesting of JSON arrays/objects; the format itself nests 7 deep
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1  # every integer in a file is a 64-bit integer
+MAX_NDIM = 64  # NumPy's own limit on the number of dims
+MAX_FILE_NAME = 255  # a node's source file: a base name only
+_DTYPE_NAMES = tuple(str(d) for d in SUPPORTED_DTYPES)
+_DEVICE = re.compile(r"(cpu|gpu)\(([0-9]{1,6})\)")
+# A JSON string (unrolled: no alternation per character), for stripping strings out of the text
+# before brackets are counted.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SHORT = reprlib.Repr()
+_SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 60, 60, 40
+_SHORT.maxlist = _SHORT.maxdict = _SHORT.maxtuple = 6
+_SHORT.maxlevel = 3
+
+
+def _short(value) -> str:
+    """``repr(value)``, cut short: a file's values appear in messages, whatever their size."""
+    return _SHORT.repr(value)
+
+
+class _BadNumber(Exception):
+    """Raised from the JSON parser's number hooks (caught in ``parse_json``)."""
+
+
+def _bounded_int(text: str) -> int:
+    # The digits are counted before converting: Python's int() of a very long digit string is
+    # slow, and refused outright past sys.get_int_max_str_digits().
+    if len(text) > 20:
+        raise _BadNumber(text)
+    value = int(text)
+    if not INT_MIN <= value <= INT_MAX:
+        raise _BadNumber(text)
+    return value
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _BadNumber(text)
+    return value
+
+
+def _no_constant(text: str):
+    raise _BadNumber(text)  # NaN, Infinity, -Infinity: not JSON, and never written
+
+
+def parse_json(data, what: str, max_depth: int = MAX_DEPTH, offset: int = 0):
+    """The JSON value in ``data`` (``str`` or UTF-8/16/32 ``bytes``), parsed within the limits
+    above; ``GraphFormatError`` naming ``what`` and the offset of the problem otherwise.
+
+    Checked before parsing: the text is valid Unicode and nests at most ``max_depth`` deep.
+    While parsing: every integer fits 64 bits, every number is finite. After: no string holds
+    a lone surrogate (``"\\ud800"``). ``offset`` is added to reported offsets (the position of
+    ``data`` in a larger file).
+    """
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        data = bytes(data)
+        encoding = json.detect_encoding(data)
         try:
-            doc = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise GraphFormatError(f"not valid JSON: {exc}") from None
-        return from_dict(doc)
+            text = data.decode(encoding)  # strict: encoded lone surrogates are refused too
+        except UnicodeDecodeError as exc:
+            raise GraphFormatError(f"{what}: not valid JSON: invalid {exc.encoding} text at byte offset "
+                                   f"{offset + exc.start} ({exc.reason})") from None
+        # Offsets below count characters of the decoded text: bytes, for ASCII in UTF-8.
+        unit = "byte" if encoding == "utf-8" and text.isascii() else "character"
+    elif isinstance(data, str):
+        text, unit = data, "character"
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise GraphFormatError(f"{what}: not valid JSON: lone surrogate {text[exc.start]!r} at "
+                                       f"character offset {offset + exc.start} is not Unicode text") from None
+    else:
+        raise GraphFormatError(f"{what}: expected JSON text (str or bytes), got {type(data).__name__}")
+    _check_depth(text, what, max_depth, offset, unit)
+    try:
+        doc = json.loads(text, parse_int=_bounded_int, parse_float=_finite_float, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise GraphFormatError(f"{what}: not valid JSON: {exc.msg} at {unit} offset {offset + exc.pos} "
+                               f"(line {exc.lineno}, column {exc.colno})") from None
+    except _BadNumber as exc:
+        literal = exc.args[0]
+        at = text.find(literal)
+        where = f" at {unit} offset {offset + at}" if at >= 0 else ""
+        shown = literal if len(literal) <= 24 else f"{literal[:12]}...{literal[-4:]} ({len(literal)} characters)"
+        raise GraphFormatError(f"{what}: the number {shown}{where} is out of range: integers must fit "
+                               "in 64 bits and numbers must be finite") from None
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text):
+        _check_strings(doc, what)
+    return doc
 
 
-def load(path: str) -> list[Entry]:
-    """The output entries of the graph saved at ``path``."""
+def _check_depth(text: str, what: str, max_depth: int, offset: int, unit: str) -> None:
+    """``GraphFormatError`` when JSON arrays/objects in ``text`` nest deeper than ``max_depth``
+    (strings stripped first: brackets in names do not count). Linear, and fast: NumPy counts."""
+    if text.count("[") + text.count("{") <= max_depth:
+        return
+    stripped = "".join(text.split('"')[::2]) if "\\" not in text else _STRING.sub("", text)
+    raw = np.frombuffer(stripped.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    opens = (raw == ord("[")) | (raw == ord("{"))
+    marks = np.flatnonzero(opens | (raw == ord("]")) | (raw == ord("}")))
+    if not len(marks):
+        return
+    depth = np.cumsum(np.where(opens[marks], 1, -1), dtype=np.int64)
+    if int(depth.max()) <= max_depth:
+        return
+    # Too deep: find where, in the original text (only on this error path, so a Python loop).
+    level = 0
+    for m in re.finditer(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', text, re.DOTALL):
+        c = m.group()
+        if c in "[{":
+            level += 1
+            if level > max_depth:
+                raise GraphFormatError(f"{what}: JSON nested deeper than {max_depth} levels at {unit} offset "
+                                       f"{offset + m.start()}; no valid file nests this deep")
+        elif c in "]}":
+            level -= 1
+    raise GraphFormatError(f"{what}: JSON nested deeper than {max_depth} levels; no valid file nests this deep")
+
+
+def _check_strings(doc, what: str) -> None:
+    """``GraphFormatError`` naming the first string (or key) that holds a lone surrogate."""
+    try:
+        json.dumps(doc, ensure_ascii=False).encode("utf-8")
+        return
+    except UnicodeEncodeError:
+        pass
+    stack = [(doc, "")]
+    while stack:  # iterative (depth is already bounded, but no recursion is needed either)
+        value, path = stack.pop()
+        if isinstance(value, str):
+            if not _is_text(value):
+                raise GraphFormatError(f"{what}: {path or 'the document'} holds a lone surrogate "
+                                       f"({_short(value)}), which is not Unicode text")
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                if not _is_text(k):
+                    raise GraphFormatError(f"{what}: {path or 'the document'} has a key with a lone "
+                                           f"surrogate ({_short(k)}), which is not Unicode text")
+                stack.append((v, f"{path}.{k}" if path else k))
+        elif isinstance(value, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(value))
+    raise GraphFormatError(f"{what}: a string holds a lone surrogate, which is not Unicode text")
+
+
+def _is_text(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def from_json(text: str | bytes, device_map=None) -> list[Entry]:
+    """The output entries of the graph in JSON ``text``; ``GraphFormatError`` on anything malformed.
+
+    ``device_map`` (optional) moves the graph while loading: a ``Device`` (every device becomes
+    it) or a dict from devices (``la.gpu(0)`` or ``"gpu(0)"``) to devices; unlisted ones stay.
+    """
+    return _load_text(text, "symbol JSON", device_map)
+
+
+def load(path: str, device_map=None) -> list[Entry]:
+    """The output entries of the graph saved at ``path`` (see ``from_json``)."""
     try:
         with open(path, "rb") as f:
             text = f.read()
     except OSError as exc:
-        raise GraphFormatError(f"cannot read symbol file {path!r}: {exc.strerror}") from None
-    return from_json(text)
+        raise GraphFormatError(f"cannot read symbol file {path!r}: {exc.strerror or exc}") from None
+    except (TypeError, ValueError) as exc:  # not a path: None, a number, a name with a NUL byte
+        raise GraphFormatError(f"cannot read symbol file {_short(path)}: {exc}") from None
+    return _load_text(text, f"symbol file {path!r}", device_map)
 
 
-def from_dict(doc) -> list[Entry]:
+def _load_text(text, what: str, device_map) -> list[Entry]:
+    remap = _device_mapper(device_map)
+    with _gc_paused():
+        doc = parse_json(text, what)
+        try:
+            return from_dict(doc, remap)
+        except GraphFormatError as exc:
+            if what == "symbol JSON":
+                raise
+            raise GraphFormatError(f"{what}: {exc}") from None
+        except DeviceError as exc:
+            if what == "symbol JSON":
+                raise
+            raise DeviceError(f"{what}: {exc}") from None
+
+
+def _device_mapper(device_map):
+    """``device_map`` as a function ``Device -> Device`` (``DeviceError`` for a malformed map)."""
+    if device_map is None:
+        return None
+    if isinstance(device_map, (Device, str)):
+        target = Device.parse(device_map)
+        return lambda dev: target
+    if not isinstance(device_map, dict):
+        raise DeviceError(f"device_map must be a device or a dict of devices, got {_short(device_map)}")
+    table = {Device.parse(k): Device.parse(v) for k, v in device_map.items()}
+    return lambda dev: table.get(dev, dev)
+
+
+def from_dict(doc, remap=None) -> list[Entry]:
     """The output entries of a graph in dict form, validating everything but graph invariants
-    (``Symbol.from_json`` runs ``check()`` on the result)."""
+    (``Symbol.from_json`` runs ``check()`` on the result). ``remap``: a ``Device -> Device``
+    function applied to every device in the graph (see ``from_json``)."""
     if not isinstance(doc, dict):
         raise GraphFormatError(f"expected a JSON object at the top level, got {type(doc).__name__}")
     if doc.get("format") != FORMAT:
-        raise GraphFormatError(f"not a lazyarray symbol: 'format' is {doc.get('format')!r}, expected {FORMAT!r}")
+        raise GraphFormatError(f"not a lazyarray symbol: 'format' is {_short(doc.get('format'))}, "
+                               f"expected {FORMAT!r}")
     version = doc.get("version")
     if not isinstance(version, int) or isinstance(version, bool):
-        raise GraphFormatError(f"'version' must be an integer, got {version!r}")
+        raise GraphFormatError(f"'version' must be an integer, got {_short(version)}")
     if version > VERSION:
         raise GraphFormatError(f"schema version {version} is newer than this lazyarray reads (up to "
                                f"{VERSION}); upgrade lazyarray to load it")
@@ -147,14 +349,22 @@ def from_dict(doc) -> list[Entry]:
             raise GraphFormatError(f"node #{i} must be an object, got {type(d).__name__}")
         nid = d.get("id")
         if not isinstance(nid, int) or isinstance(nid, bool):
-            raise GraphFormatError(f"node #{i} ({d.get('name')!r}): 'id' must be an integer, got {nid!r}")
+            raise GraphFormatError(f"node #{i} ({_short(d.get('name'))}): 'id' must be an integer, got {_short(nid)}")
         if nid in raw:
-            raise GraphFormatError(f"node #{i} ({d.get('name')!r}): duplicate id {nid}")
+            raise GraphFormatError(f"node #{i} ({_short(d.get('name'))}): duplicate id {nid}")
         raw[nid] = d
     order = _ordered_ids(raw)
     built: dict[int, Node] = {}
     for nid in order:
-        built[nid] = _node_from_json(raw[nid], built, raw)
+        d = raw[nid]
+        try:
+            built[nid] = _node_from_json(d, built, raw, remap)
+        except (ValueError, TypeError, OverflowError, IndexError, KeyError) as exc:
+            if isinstance(exc, LazyArrayError):
+                raise
+            # Everything a node holds is type-checked above; this names the node if a check is missing.
+            raise GraphFormatError(f"{_label(d)}: cannot load this node ({type(exc).__name__}: "
+                                   f"{_short(str(exc))})") from exc
     outputs = _refs(doc.get("outputs"), built, "outputs", raw)
     if not outputs:
         raise GraphFormatError("'outputs' must list at least one [node id, output index] pair")
@@ -162,7 +372,7 @@ def from_dict(doc) -> list[Entry]:
 
 
 def _label(d: dict) -> str:
-    return f"node {d.get('id')} ({d.get('name')!r})"
+    return f"node {d.get('id')} ({_short(d.get('name'))})"
 
 
 def _is_ref(ref) -> bool:
@@ -181,7 +391,7 @@ def _ordered_ids(raw: dict[int, dict]) -> list[int]:
         ids = []
         for ref in ins:
             if not _is_ref(ref):
-                raise GraphFormatError(f"{_label(d)}: input {ref!r} is not a [node id, output index] pair")
+                raise GraphFormatError(f"{_label(d)}: input {_short(ref)} is not a [node id, output index] pair")
             if ref[0] not in raw:
                 raise GraphFormatError(f"{_label(d)}: dangling input reference to node id {ref[0]}, "
                                        "which does not exist")
@@ -218,7 +428,7 @@ def _refs(refs, built: dict[int, Node], where: str, raw) -> list[Entry]:
     out = []
     for ref in refs:
         if not _is_ref(ref):
-            raise GraphFormatError(f"{where}: {ref!r} is not a [node id, output index] pair")
+            raise GraphFormatError(f"{where}: {_short(ref)} is not a [node id, output index] pair")
         nid, idx = ref
         if nid not in built:
             raise GraphFormatError(f"{where}: dangling reference to node id {nid}")
@@ -230,36 +440,34 @@ def _refs(refs, built: dict[int, Node], where: str, raw) -> list[Entry]:
     return out
 
 
-def _node_from_json(d: dict, built: dict[int, Node], raw) -> Node:
+def _node_from_json(d: dict, built: dict[int, Node], raw, remap=None) -> Node:
     label = _label(d)
     name = d.get("name")
     if not isinstance(name, str) or not name:
         raise GraphFormatError(f"{label}: 'name' must be a non-empty string")
+    opname = d.get("op", "missing")
+    kind = "op" if opname is not None else d.get("kind")
     avals_raw = d.get("avals")
     if not isinstance(avals_raw, list) or not avals_raw:
         raise GraphFormatError(f"{label}: 'avals' must be a non-empty list")
-    avals = tuple(_aval_from_json(a, label) for a in avals_raw)
-    source = d.get("source")
-    if source is not None and not (isinstance(source, list) and len(source) == 2
-                                   and isinstance(source[0], str) and isinstance(source[1], int)):
-        raise GraphFormatError(f"{label}: 'source' must be [file, line]")
-    source = tuple(source) if source else None
-    opname = d.get("op", "missing")
+    if kind in ("var", "const") and len(avals_raw) != 1:
+        raise GraphFormatError(f"{label}: a variable has one aval, got {len(avals_raw)}")
+    avals = tuple(_aval_from_json(a, f"{label}: aval {i}", kind, remap) for i, a in enumerate(avals_raw))
+    source = _source_from_json(d.get("source"), label)
     if opname is None:
-        kind = d.get("kind")
         if kind not in ("var", "const"):
-            raise GraphFormatError(f"{label}: a variable's 'kind' must be 'var' or 'const', got {kind!r}")
+            raise GraphFormatError(f"{label}: a variable's 'kind' must be 'var' or 'const', got {_short(kind)}")
         if d.get("inputs"):
             raise GraphFormatError(f"{label}: a variable cannot have inputs")
         if kind == "const":
             return const_node(_value_from_json(d.get("value"), label, avals[0]), avals[0], name=name, source=source)
         return Node(None, (), {}, avals, name=name, kind=kind, source=source)
     if not isinstance(opname, str):
-        raise GraphFormatError(f"{label}: 'op' must be a string or null, got {opname!r}")
+        raise GraphFormatError(f"{label}: 'op' must be a string or null, got {_short(opname)}")
     try:
         op = registry.get(opname)
     except KeyError as exc:
-        raise GraphFormatError(f"{label}: unknown op {opname!r} ({exc.args[0]})") from None
+        raise GraphFormatError(f"{label}: unknown op {_short(opname)} ({_short(str(exc.args[0]))})") from None
     if op.compose is not None:
         raise GraphFormatError(f"{label}: {opname!r} is a composite op and cannot appear as a node")
     attrs = d.get("attrs", {})
@@ -269,12 +477,16 @@ def _node_from_json(d: dict, built: dict[int, Node], raw) -> Node:
     for k, v in attrs.items():
         p = op._param_map.get(k)
         if p is None:
-            raise GraphFormatError(f"{label}: op {opname!r} has no attribute {k!r}; known: "
+            raise GraphFormatError(f"{label}: op {opname!r} has no attribute {_short(k)}; known: "
                                    f"{', '.join(op._param_map) or 'none'}")
+        where = f"{label}: attribute {k!r}"
+        _check_attr(p.type.name, v, where)
         try:
             params[k] = p.type.from_json(v, opname, k)
         except LazyArrayError as exc:
-            raise GraphFormatError(f"{label}: attribute {k!r}: {exc}") from None
+            raise GraphFormatError(f"{where}: {exc}") from None
+        if p.type.name == "device" and remap is not None:
+            params[k] = remap(params[k])
     try:
         params = op.make_params(params)
     except LazyArrayError as exc:
@@ -289,43 +501,157 @@ def _node_from_json(d: dict, built: dict[int, Node], raw) -> Node:
     return Node(op, tuple(inputs), params, avals, name=name, source=source)
 
 
-def _aval_from_json(a, label: str) -> Aval:
-    if not isinstance(a, dict):
-        raise GraphFormatError(f"{label}: an aval must be an object")
-    shape = a.get("shape")
-    if shape is not None:
-        if not isinstance(shape, list) or not all(
-            d is None or (isinstance(d, int) and not isinstance(d, bool) and d >= 0) for d in shape
-        ):
-            raise GraphFormatError(f"{label}: aval shape must be a list of non-negative ints or null, got {shape!r}")
-        shape = tuple(shape)
-    dtype = a.get("dtype")
-    if dtype is not None:
-        try:
-            dtype = as_dtype(dtype, label)
-        except LazyArrayError as exc:
-            raise GraphFormatError(str(exc)) from None
+def _source_from_json(source, label: str):
+    """``[file base name, line]`` or None. Error messages show the line from that file (via
+    ``linecache``), so a path is refused: a file must not make the reader open other files."""
+    if source is None:
+        return None
+    if not (isinstance(source, list) and len(source) == 2 and isinstance(source[0], str)
+            and _is_int(source[1]) and source[1] >= 0):
+        raise GraphFormatError(f"{label}: 'source' must be [file name, line], got {_short(source)}")
+    file = source[0]
+    if (not file or len(file) > MAX_FILE_NAME or any(c in file for c in "/\\\0")
+            or file in (".", "..") or ":" in file):
+        raise GraphFormatError(f"{label}: 'source' file {_short(file)} must be a file's base name "
+                               "(no directories)")
+    return (file, source[1])
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _ints(v, allow_none: bool = False) -> bool:
+    return isinstance(v, list) and all(_is_int(x) or (allow_none and x is None) for x in v)
+
+
+def _check_attr(type_name: str, v, where: str) -> None:
+    """The JSON form of an attribute, checked against its declared type (docs/graph-format.md,
+    "Attribute types") before the type converts it."""
+    ok = _ATTR_CHECKS.get(type_name)
+    if ok is not None and not ok(v):
+        raise GraphFormatError(f"{where}: must be {_ATTR_WANT[type_name]}, got {_short(v)}")
+
+
+_ATTR_CHECKS = {
+    "float": lambda v: _is_int(v) or isinstance(v, float),
+    "int": _is_int,
+    "bool": lambda v: isinstance(v, bool),
+    "bool?": lambda v: v is None or isinstance(v, bool),
+    "ints": lambda v: _is_int(v) or _ints(v),
+    "ints?": lambda v: v is None or _is_int(v) or _ints(v),
+    "axis": lambda v: v is None or _is_int(v) or _ints(v),
+    "dtype": lambda v: isinstance(v, str) and v in _DTYPE_NAMES,
+    "device": lambda v: isinstance(v, str) and _DEVICE.fullmatch(v) is not None,
+    "key": lambda v: isinstance(v, list) and all(_key_item(k) for k in v),
+    "choice": lambda v: isinstance(v, str),
+    "pad_width": lambda v: _is_int(v) or (isinstance(v, list) and bool(v) and (
+        _ints(v) or all(_ints(r) and bool(r) for r in v))),
+}
+_ATTR_WANT = {
+    "float": "a number", "int": "an integer", "bool": "true or false", "bool?": "true, false or null",
+    "ints": "a list of integers", "ints?": "a list of integers or null",
+    "axis": "null, an integer or a list of integers",
+    "dtype": "one of " + ", ".join(_DTYPE_NAMES), "device": "a device such as 'cpu(0)' or 'gpu(1)'",
+    "key": 'a list of integers, null, "..." and {"slice": [start, stop, step]} (integers or null)',
+    "choice": "a string",
+    "pad_width": "an integer, a list of integers, or a list of lists of integers",
+}
+
+
+def _key_item(k) -> bool:
+    if k is None or _is_int(k) or k == "...":
+        return True
+    return (isinstance(k, dict) and len(k) == 1 and isinstance(k.get("slice"), list)
+            and len(k["slice"]) == 3 and all(p is None or _is_int(p) for p in k["slice"]))
+
+
+def _dtype(v, where: str):
+    if not isinstance(v, str) or v not in _DTYPE_NAMES:
+        raise GraphFormatError(f"{where}: dtype must be one of {', '.join(_DTYPE_NAMES)}; got {_short(v)}")
+    return np.dtype(v)
+
+
+def _shape(v, where: str, dtype=None, unknown_dims: bool = True) -> tuple:
+    """A shape: a list of at most 64 ints in [0, 2**63) (``None`` for unknown dims where allowed)
+    whose element count times the itemsize fits the address space."""
+    if not _ints(v, allow_none=unknown_dims) or len(v) > MAX_NDIM:
+        dims = "non-negative integers or null" if unknown_dims else "non-negative integers"
+        raise GraphFormatError(f"{where}: shape must be a list of at most {MAX_NDIM} {dims}, got {_short(v)}")
     try:
-        device = None if a.get("device") is None else Device.parse(a["device"])
+        return check_shape(where, v, dtype, "the")
     except LazyArrayError as exc:
-        raise GraphFormatError(f"{label}: {exc}") from None
+        raise GraphFormatError(str(exc)) from None
+
+
+def _device(v, where: str, remap) -> Device:
+    dev = _parse_device(v) if isinstance(v, str) else None
+    if dev is None:
+        raise GraphFormatError(f"{where}: device must be a string such as 'cpu(0)' or 'gpu(1)', got {_short(v)}")
+    return remap(dev) if remap is not None else dev
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_device(text: str) -> Device | None:
+    m = _DEVICE.fullmatch(text)
+    return None if m is None else Device(m.group(1), int(m.group(2)))
+
+
+def _aval_from_json(a, where: str, kind: str, remap=None) -> Aval:
+    """An aval. Every aval has a dtype, a device and a storage type, except that an op's output
+    whose rank is unknown (fed by an input declared without a shape) has neither shape nor dtype;
+    a graph input may have no shape; a constant's shape is fully known."""
+    if not isinstance(a, dict):
+        raise GraphFormatError(f"{where}: an aval must be an object, got {_short(a)}")
+    shape, dtype = a.get("shape"), a.get("dtype")
+    unknown = shape is None and (kind == "var" or (kind == "op" and dtype is None))
+    dtype = None if unknown and dtype is None else _dtype(dtype, where)
+    if not unknown:
+        shape = _shape(shape, where, dtype, unknown_dims=kind != "const")
+    device = _device(a.get("device"), where, remap)
     stype = a.get("stype", "default")
-    if stype not in STYPES:
-        raise GraphFormatError(f"{label}: unknown storage type {stype!r}; one of {', '.join(STYPES)}")
+    if not isinstance(stype, str) or stype not in STYPES:
+        raise GraphFormatError(f"{where}: unknown storage type {_short(stype)}; one of {', '.join(STYPES)}")
+    if kind == "const" and stype != "default":
+        raise GraphFormatError(f"{where}: a constant is stored dense; its storage type must be 'default'")
     return Aval(shape, dtype, device, stype)
 
 
 def _value_from_json(v, label: str, aval: Aval):
+    """A constant's literal: checked against its aval before any bytes are decoded."""
     if not isinstance(v, dict) or not isinstance(v.get("base64"), str):
         raise GraphFormatError(f"{label}: a constant needs a 'value' object with 'dtype', 'shape', 'base64'")
+    where = f"{label}: bad constant value"
+    dtype = _dtype(v.get("dtype"), where)
+    shape = _shape(v.get("shape"), where, dtype, unknown_dims=False)
+    if shape != aval.shape or dtype != aval.dtype:
+        raise GraphFormatError(f"{where}: {dtype}{fmt_shape(shape)} disagrees with the node's aval {aval}")
+    nbytes = math.prod(shape) * dtype.itemsize
+    text = v["base64"]
+    if len(text) != 4 * ((nbytes + 2) // 3):  # checked before decoding anything
+        raise GraphFormatError(f"{where}: {len(text)} base64 characters, but {dtype}{fmt_shape(shape)} "
+                               f"takes {nbytes} bytes ({4 * ((nbytes + 2) // 3)} characters)")
     try:
-        dtype = as_dtype(v.get("dtype"), label)
-        shape = tuple(v.get("shape"))
-        data = base64.b64decode(v["base64"], validate=True)
+        data = base64.b64decode(text, validate=True)
+    except ValueError as exc:  # binascii.Error
+        raise GraphFormatError(f"{where}: not base64 ({exc})") from None
+    if len(data) != nbytes:
+        raise GraphFormatError(f"{where}: {len(data)} bytes for {dtype}{fmt_shape(shape)}, which takes {nbytes}")
+    if dtype == np.bool_:  # any non-zero byte is True (NumPy would keep other bytes as invalid bools)
+        arr = np.frombuffer(data, dtype=np.uint8) != 0
+    else:
         arr = np.frombuffer(data, dtype=dtype.newbyteorder("<")).astype(dtype)
-        arr = arr.reshape(shape)
-    except (LazyArrayError, ValueError, TypeError) as exc:
-        raise GraphFormatError(f"{label}: bad constant value: {exc}") from None
-    if aval.device is not None and aval.device.kind == "gpu":
-        return aval.device.xp.asarray(arr)
+    arr = arr.reshape(shape)
+    device = aval.device
+    if device.kind == "gpu":
+        try:
+            gpu(device.id)
+        except DeviceError as exc:
+            raise DeviceError(
+                f"{label}: this constant is stored on {device}, which this process cannot use ({exc}). "
+                f"To load the graph onto the CPU, pass a device map: SymbolBlock.imports(..., "
+                f"device_map={{'{device}': 'cpu(0)'}}) (or serialize.load / from_json with the same "
+                f"device_map); to run it on the GPU, install the GPU extra: pip install 'lazyarray[gpu]'"
+            ) from None
+        return to_device(arr, cpu(0), device)
     return arr.copy()

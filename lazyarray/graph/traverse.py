@@ -1,7 +1,8 @@
 """Graph traversal: topological order of the nodes that reach a set of entries.
 
-Iterative (no recursion limit for 10,000-node chains) and deterministic: inputs are
-visited in order, so the same graph always gives the same order. networkx offers the
+Iterative (no recursion limit for 10,000-node chains) and deterministic: nodes come in the
+order they were created (every node is created after its inputs), so random draws run in
+the order the user's code made them, eagerly or compiled. networkx offers the
 same algorithms on its own graph type; converting for every materialization would
 cost more than the walk itself, so the hot path walks our nodes directly and the
 networkx view (``Symbol.to_networkx``) serves analysis.
@@ -36,4 +37,15 @@ def topo_order(outputs: list[Entry], stop=None) -> list[Node]:
             else:
                 stack.pop()
                 order.append(node)
-    return order
+    # Variables and constants first, in the order the walk met them (graph inputs keep their
+    # order); then the ops in creation order: topological too, and the order eager code ran them.
+    leaves = [n for n in order if n.op is None]
+    if len(leaves) == len(order):
+        return order
+    ops = [n for n in order if n.op is not None]
+    ops.sort(key=_serial)
+    return leaves + ops
+
+
+def _serial(node: Node) -> int:
+    return node.serial
