@@ -148,12 +148,12 @@ def materialize(arrays: list) -> list:
     extra, random_nodes = _pending([a._entry for a in todo])
     want = list({id(a): a for a in todo + extra}.values())
     entries = [a._entry for a in want]
-    drawn = [Entry(n, i) for n in random_nodes for i in range(n.op.num_outputs)]
+    drawn = [Entry(n, i) for n in random_nodes for i in range(len(n.avals))]
     values = evaluate(entries + drawn, known_values)
     k = len(entries)
     for n in random_nodes:  # a draw is made once: later graphs read this one
-        fix_values(n, values[k:k + n.op.num_outputs])
-        k += n.op.num_outputs
+        fix_values(n, values[k:k + len(n.avals)])
+        k += len(n.avals)
     for a, v in zip(want, values):
         a._value = v
     return [a._value for a in arrays]

@@ -254,7 +254,7 @@ def _eager(op: OpDef, args: tuple, params: dict, make):
         out = kernel(*vals, **params)
     except Exception as exc:
         raise _kernel_error(op, args, vals, params, device, exc) from None
-    if op.num_outputs == 1:
+    if op.outputs_for(params) == 1:
         if out.__class__ in _SCALARS:  # NumPy returns scalars for 0-d results; keep arrays
             out = np.asarray(out)
         res = make(out, None, out_device)

@@ -320,7 +320,7 @@ def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int]) -> _Compile
             if node.op is None:
                 return node
             return tuple(Entry(saved_vars[(id(node), i)]) if (id(node), i) in saved_vars else Entry(node, i)
-                         for i in range(node.op.num_outputs))
+                         for i in range(len(node.avals)))
         return None
 
     bwd = rewrite(Symbol(live), cut) if live else None

@@ -33,7 +33,7 @@ def run_kernel(node: Node, args: list):
         raise
     except Exception as exc:
         raise kernel_error(node, args, exc) from exc
-    outs = list(out) if op.num_outputs > 1 else [out]
+    outs = list(out) if len(node.avals) > 1 else [out]
     return [o if hasattr(o, "shape") and not isinstance(o, np.generic) else np.asarray(o) for o in outs]
 
 

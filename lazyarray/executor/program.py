@@ -152,7 +152,7 @@ class _Graph:
         input_ids = {id(v) for v in inputs}
         for node in self.order:
             vals = given.get(id(node))
-            k = len(vals) if vals is not None else (1 if node.op is None else node.op.num_outputs)
+            k = len(vals) if vals is not None else (len(node.avals) or 1)
             for i in range(k):
                 self._add_slot(node, i)
             if vals is not None:
@@ -239,11 +239,11 @@ def _choose_steps(g: _Graph, out_slots: set[int]) -> list[_Spec]:
         op = node.op
         xp = node.avals[0].device.xp
         ins = tuple(g.slot(e) for e in node.inputs)
-        outs = tuple(g.slot_of[(id(node), i)] for i in range(op.num_outputs))
+        outs = tuple(g.slot_of[(id(node), i)] for i in range(len(node.avals)))
         sparse = any(e.aval.stype != "default" for e in node.inputs) or any(a.stype != "default" for a in node.avals)
         planned = all(a.shape is not None and None not in a.shape and a.dtype is not None and a.stype == "default"
                       for a in node.avals)
-        if op.num_outputs > 1 or sparse:
+        if len(node.avals) > 1 or sparse:
             kind = StepKind.MULTI
         elif planned and honours_out(op, xp):
             kind = StepKind.OUT

@@ -87,13 +87,13 @@ def record_node(op: OpDef, entries: list[Entry], params: dict, source=None):
         in_avals.append(a)
     if unknown:
         dev = next((a.device for a in in_avals if a.device is not None), None)
-        avals = tuple(Aval(None, None, dev) for _ in range(op.num_outputs))
+        avals = tuple(Aval(None, None, dev) for _ in range(op.outputs_for(params)))
     else:
         avals = registry.infer(op, in_avals, params)
     node = Node(op, tuple(entries), params, avals, source=source if source is not None else user_source())
-    if op.num_outputs == 1:
+    if op.outputs_for(params) == 1:
         return Entry(node, 0)
-    return tuple(Entry(node, i) for i in range(op.num_outputs))
+    return tuple(Entry(node, i) for i in range(op.outputs_for(params)))
 
 
 def as_entries(op: OpDef, inputs) -> list[Entry]:

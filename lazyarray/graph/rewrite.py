@@ -41,7 +41,7 @@ def rewrite(sym: Symbol, visit: Callable[[Node, list], Node | tuple | None], sto
         if new is None:
             new = copy_node(node, ins)
         if isinstance(new, Node):
-            k = 1 if node.op is None else node.op.num_outputs
+            k = len(node.avals) or 1
             for i in range(k):
                 env[(id(node), i)] = Entry(new, i)
         else:

@@ -204,7 +204,7 @@ def parse_json(data, what: str, max_depth: int = MAX_DEPTH, offset: int = 0):
         literal = exc.args[0]
         at = text.find(literal)
         where = f" at {unit} offset {offset + at}" if at >= 0 else ""
-        shown = literal if len(literal) <= 24 else f"{literal[:12]}...{literal[-4:]} ({len(literal)} characters)"
+        shown = literal if len(literal) <= 40 else f"{literal[:12]}...{literal[-4:]} ({len(literal)} characters)"
         raise GraphFormatError(f"{what}: the number {shown}{where} is out of range: integers must fit "
                                "in 64 bits and numbers must be finite") from None
     if "\\u" in text and _SURROGATE_ESCAPE.search(text):
@@ -284,12 +284,15 @@ def from_json(text: str | bytes, device_map=None) -> list[Entry]:
 
 def load(path: str, device_map=None) -> list[Entry]:
     """The output entries of the graph saved at ``path`` (see ``from_json``)."""
+    if not isinstance(path, (str, bytes, os.PathLike)):  # open(3) would read (and close) file descriptor 3
+        raise GraphFormatError(f"cannot read symbol file {_short(path)}: a path must be a str or os.PathLike, "
+                               f"got {type(path).__name__}")
     try:
         with open(path, "rb") as f:
             text = f.read()
     except OSError as exc:
         raise GraphFormatError(f"cannot read symbol file {path!r}: {exc.strerror or exc}") from None
-    except (TypeError, ValueError) as exc:  # not a path: None, a number, a name with a NUL byte
+    except ValueError as exc:  # a name with a NUL byte
         raise GraphFormatError(f"cannot read symbol file {_short(path)}: {exc}") from None
     return _load_text(text, f"symbol file {path!r}", device_map)
 
@@ -604,10 +607,10 @@ def _aval_from_json(a, where: str, kind: str, remap=None) -> Aval:
     if not isinstance(a, dict):
         raise GraphFormatError(f"{where}: an aval must be an object, got {_short(a)}")
     shape, dtype = a.get("shape"), a.get("dtype")
-    unknown = shape is None and (kind == "var" or (kind == "op" and dtype is None))
-    dtype = None if unknown and dtype is None else _dtype(dtype, where)
-    if not unknown:
-        shape = _shape(shape, where, dtype, unknown_dims=kind != "const")
+    if not (kind == "op" and shape is None and dtype is None):  # (an op's output of unknown rank)
+        dtype = _dtype(dtype, where)
+        if shape is not None or kind != "var":  # (a graph input without a shape)
+            shape = _shape(shape, where, dtype, unknown_dims=kind != "const")
     device = _device(a.get("device"), where, remap)
     stype = a.get("stype", "default")
     if not isinstance(stype, str) or stype not in STYPES:

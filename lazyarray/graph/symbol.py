@@ -81,7 +81,7 @@ class Symbol:
         out = []
         for e in self._outputs:
             base = self.name_of(e.node)
-            n = 1 if e.node.op is None else e.node.op.num_outputs
+            n = len(e.node.avals) or 1
             out.append(f"{base}_output" if n == 1 else f"{base}_output{e.index}")
         return out
 
@@ -100,7 +100,7 @@ class Symbol:
         """A symbol whose outputs are every output of every node (select with ``[name]``)."""
         entries = []
         for n in self.topo():
-            k = 1 if n.op is None else n.op.num_outputs
+            k = len(n.avals) or 1
             entries.extend(Entry(n, i) for i in range(k))
         sym = Symbol(entries)
         sym._names = dict(self.names())
@@ -155,7 +155,7 @@ class Symbol:
             for e in node.inputs:
                 if id(e.node) not in pos or pos[id(e.node)] >= i:
                     raise GraphError(self._bad(node, "an input comes after it in topological order"))
-                k = 1 if e.node.op is None else e.node.op.num_outputs
+                k = len(e.node.avals) or 1
                 if not 0 <= e.index < k:
                     raise GraphError(self._bad(node, f"reads output {e.index} of a node with {k} output(s)"))
             if node.op is None:
@@ -175,8 +175,9 @@ class Symbol:
                         raise GraphError(self._bad(node, f"constant value {v.dtype}{fmt_shape(v.shape)} "
                                                          f"disagrees with its aval {a}"))
                 continue
-            if len(node.avals) != node.op.num_outputs:
-                raise GraphError(self._bad(node, f"has {len(node.avals)} avals for {node.op.num_outputs} outputs"))
+            if len(node.avals) != node.op.outputs_for(node.params):
+                raise GraphError(self._bad(node, f"has {len(node.avals)} avals for "
+                                                 f"{node.op.outputs_for(node.params)} outputs"))
         avals = self.infer_avals()
         for node in order:
             if node.op is None:
@@ -281,7 +282,7 @@ def _inline(node: Node) -> bool:
 def _arg_text(e: Entry, names: dict) -> str:
     if e.node.op is None and _inline(e.node):
         return repr(np.asarray(e.node.value).item())
-    multi = e.node.op is not None and e.node.op.num_outputs > 1
+    multi = e.node.op is not None and len(e.node.avals) > 1
     return f"%{names[id(e.node)]}" + (f".{e.index}" if multi else "")
 
 

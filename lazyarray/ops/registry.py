@@ -78,7 +78,7 @@ class OpDef:
     grad: Callable | None = None
     inplace: tuple[tuple[int, int], ...] = ()
     view: bool = False
-    num_outputs: int = 1
+    num_outputs: int | Callable = 1  # or ``(params) -> int`` for ops whose output count is a parameter
     namespace: str = ""
     compose: Callable | None = None
     device: Callable | None = None  # (in_avals, **params) -> Device, for copy ops
@@ -110,6 +110,11 @@ class OpDef:
         self.np_ufunc = ufunc if (isinstance(ufunc, np.ufunc) and self.elementwise and self.plain
                                   and not self.params and self.compose is None and self.num_outputs == 1
                                   ) else None
+
+    def outputs_for(self, params: dict) -> int:
+        """How many outputs this op gives with ``params`` (a node knows its own: ``len(node.avals)``)."""
+        n = self.num_outputs
+        return n if n.__class__ is int else n(params)
 
     # -- params -----------------------------------------------------------------
     def make_params(self, given: dict) -> dict:
@@ -250,7 +255,7 @@ def _ufunc_dtype(ufunc_name: str, dtypes: tuple) -> tuple:
 def _default_dtype(op: OpDef, dtypes, params):
     if op.elementwise and isinstance(op.kernel, str) and isinstance(getattr(np, op.kernel), np.ufunc):
         out = _ufunc_dtype(op.kernel, tuple(dtypes))
-        return out[0] if op.num_outputs == 1 else list(out)
+        return out[0] if op.outputs_for(params) == 1 else list(out)
     return dtypes[0]
 
 
@@ -309,7 +314,7 @@ def _infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
     except TypeError as exc:  # NumPy's type resolution refused the dtypes
         listing = ", ".join(str(d) for d in dtypes)
         raise DTypeError(f"{op.name}: not defined for dtypes ({listing}): {exc}") from None
-    n = op.num_outputs
+    n = op.outputs_for(params)
     if n == 1 and not sparse and not op.sparse_from_dense:  # dense in, dense out
         # tuple.__new__ skips NamedTuple's Python-level __new__ (this line runs once per recorded node)
         out = (_new_tuple(Aval, (tuple(shape), dtype if isinstance(dtype, np.dtype) else np.dtype(dtype),

@@ -42,12 +42,12 @@ def constant_fold(sym: Symbol) -> Symbol:
         xp = avals[0].device.xp
         with np.errstate(all="ignore"):
             out = node.op.bind(xp)(*[e.node.value for e in ins], **node.params)
-        outs = list(out) if node.op.num_outputs > 1 else [out]
+        outs = list(out) if len(node.avals) > 1 else [out]
         entries = []
         for o, a in zip(outs, avals):
             o = xp.asarray(o)
             c = const_node(o, Aval(tuple(o.shape), o.dtype, a.device, a.stype),
-                           name=node.name if node.op.num_outputs == 1 else None)
+                           name=node.name if len(node.avals) == 1 else None)
             entries.append(Entry(c, 0))
         return tuple(entries)
 

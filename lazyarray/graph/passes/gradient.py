@@ -36,7 +36,7 @@ def gradient(outputs: list[Entry], head_grads: list[Entry | None], wrt: list[Ent
     for node in reversed(order):
         if node.op is None or id(node) not in on_path:
             continue
-        outs = [Entry(node, i) for i in range(node.op.num_outputs)]
+        outs = [Entry(node, i) for i in range(len(node.avals))]
         gs = [grads.get(o) for o in outs]
         if all(g is None for g in gs):
             continue
@@ -45,7 +45,7 @@ def gradient(outputs: list[Entry], head_grads: list[Entry | None], wrt: list[Ent
                 f"{node.op.name} is not differentiable, but a gradient must flow through it"
                 + _where(node) + "; wrap it in la.autograd.pause() or call .detach() on its input"
             )
-        if node.op.num_outputs == 1:
+        if len(node.avals) == 1:
             g = gs[0]
         else:
             g = [gi if gi is not None else apply_node(registry.get("zeros_like"), o) for gi, o in zip(gs, outs)]

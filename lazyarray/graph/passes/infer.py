@@ -21,7 +21,7 @@ def infer_avals(order: list[Node], given: dict[str, Aval]) -> dict[int, tuple[Av
         ins = [out[id(e.node)][e.index] for e in node.inputs]
         if any(a.shape is None or a.dtype is None for a in ins):
             dev = next((a.device for a in ins if a.device is not None), None)
-            out[id(node)] = tuple(Aval(None, None, dev) for _ in range(node.op.num_outputs))
+            out[id(node)] = tuple(Aval(None, None, dev) for _ in range(len(node.avals)))
             continue
         try:
             out[id(node)] = registry.infer(node.op, ins, node.params)
