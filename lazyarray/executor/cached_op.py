@@ -44,9 +44,9 @@ from ..graph.rewrite import rewrite
 from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
 from ..ndarray import NDArray, _make, array_from
-from ..ops.registry import OpDef
 from ..storage import stype_of
 from . import plan_view
+from .call import SubGraph, call_node
 from .plan import MemoryPlan
 from .program import compile_program
 from .signature_cache import SignatureCache, causes_text, describe_change
@@ -55,13 +55,13 @@ from .signature_cache import SignatureCache, causes_text, describe_change
 class _Compiled:
     """What one signature compiles to."""
 
-    __slots__ = ("backward", "devices_all", "joint", "n_out", "op", "out_devices", "program", "sym", "used")
+    __slots__ = ("backward", "call", "devices_all", "joint", "n_out", "out_devices", "program", "sym", "used")
 
     def __init__(self, sym, program, out_devices):
         self.sym = sym
         self.program = program
         self.out_devices = out_devices
-        self.op = None  # the recorded node's op (training signatures)
+        self.call = None  # the params of the ``call`` node a training call records
         self.backward = None  # (bwd program, saved input positions, wrt positions)
         self.joint = None  # (outputs, inputs) of the joint forward + backward graph, for the plan
         self.n_out = len(out_devices)
@@ -162,7 +162,7 @@ class CachedOp:
         outs = c.program.run(vals)
         entries = tuple(a._as_entry() for a in arrays)
         avals = tuple(Aval(tuple(v.shape), v.dtype, d, stype_of(v)) for v, d in zip(outs, c.devices_all))
-        node = Node(c.op, entries, {}, avals, source=user_source())
+        node = call_node(source=user_source(), entries=entries, avals=avals, **c.call)
         res = [_make(outs[i], None, c.out_devices[i]) for i in range(c.n_out)]
         record_call(node, outs, arrays, res)
         return res[0] if c.n_out == 1 else res
@@ -338,45 +338,13 @@ def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int]) -> _Compile
     out_devices = [e.aval.device for e in fwd_outs]
     c = _Compiled(sym, fwd_prog, out_devices)
     grad_pos = [i for i, g in zip(wrt, grads) if g is not None]
-    # A gradient may be sparse (dot(csr, w) gives w a row_sparse one): its stype is the graph's.
-    grad_avals = tuple(inputs[i].avals[0]._replace(stype=g.aval.stype) for i, g in zip(grad_pos, live))
     n_out, n_saved = len(fwd_outs), len(saved)
 
-    def bwd_kernel(xp, *arrays, out=None):
-        res = bwd_prog.run(arrays)
-        return res[0] if len(res) == 1 else tuple(res)
-
-    bwd_op = OpDef("cached_op_backward", ("*args",), bwd_kernel, num_outputs=max(len(grad_pos), 1),
-                   shape=lambda shapes: [a.shape for a in grad_avals] if len(grad_avals) > 1 else grad_avals[0].shape,
-                   dtype=lambda dtypes: [a.dtype for a in grad_avals] if len(grad_avals) > 1 else grad_avals[0].dtype,
-                   device=lambda avals: grad_avals[0].device,
-                   # the program runs sparse values itself: no dense fallback around it
-                   storage=lambda stypes, shapes: [a.stype for a in grad_avals], sparse_kernel=bwd_kernel,
-                   doc="the compiled backward program of a CachedOp")
-
-    def grad_fn(F, ins, outs, g):
-        outs = outs if isinstance(outs, list) else [outs]
-        gs = g if isinstance(g, list) else [g]
-        reads = [outs[n_out + k] for k in range(n_saved)] + [ins[i] for i in saved_in] + [gs[i] for i in head_used]
-        result: list = [None] * len(ins)
-        if not grad_pos:
-            return result
-        node = Node(bwd_op, tuple(reads), {}, grad_avals, source=user_source())
-        for j, i in enumerate(grad_pos):
-            result[i] = Entry(node, j)
-        return result
-
-    def fwd_kernel(xp, *arrays, out=None):
-        res = fwd_prog.run(arrays)
-        return res[0] if len(res) == 1 else tuple(res)
-
     all_avals = [e.aval for e in fwd_outs + saved]
-    c.op = OpDef("cached_op", ("*args",), fwd_kernel, num_outputs=n_out + n_saved, grad=grad_fn,
-                 shape=lambda shapes: [a.shape for a in all_avals] if len(all_avals) > 1 else all_avals[0].shape,
-                 dtype=lambda dtypes: [a.dtype for a in all_avals] if len(all_avals) > 1 else all_avals[0].dtype,
-                 device=lambda avals: all_avals[0].device,
-                 storage=lambda stypes, shapes: [a.stype for a in all_avals], sparse_kernel=fwd_kernel,
-                 doc="a compiled CachedOp call: the user's outputs, then the values backward reads")
+    bwd_graph = SubGraph(bwd, order, bwd_prog) if bwd is not None else None
+    c.call = dict(graph=SubGraph(Symbol(fwd_outs + saved), input_names, fwd_prog), backward=bwd_graph,
+                  saved=tuple(range(n_out, n_out + n_saved)), inputs_read=tuple(saved_in),
+                  heads_read=tuple(head_used), grad_pos=tuple(grad_pos))
     c.devices_all = [a.device for a in all_avals]
     c.backward = (bwd_prog, saved_in, grad_pos)
     c.joint = (fwd_outs + live, inputs + heads)

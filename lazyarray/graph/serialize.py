@@ -436,7 +436,7 @@ def _refs(refs, built: dict[int, Node], where: str, raw) -> list[Entry]:
         if nid not in built:
             raise GraphFormatError(f"{where}: dangling reference to node id {nid}")
         node = built[nid]
-        n_out = 1 if node.op is None else node.op.num_outputs
+        n_out = len(node.avals) or 1
         if not 0 <= idx < n_out:
             raise GraphFormatError(f"{where}: reads output {idx} of {_label(raw[nid])}, which has {n_out}")
         out.append(Entry(node, idx))
@@ -495,8 +495,8 @@ def _node_from_json(d: dict, built: dict[int, Node], raw, remap=None) -> Node:
     except LazyArrayError as exc:
         raise GraphFormatError(f"{label}: {exc}") from None
     inputs = _refs(d.get("inputs", []), built, label, raw)
-    if len(avals) != op.num_outputs:
-        raise GraphFormatError(f"{label}: {len(avals)} avals for an op with {op.num_outputs} output(s)")
+    if len(avals) != op.outputs_for(params):
+        raise GraphFormatError(f"{label}: {len(avals)} avals for an op with {op.outputs_for(params)} output(s)")
     fixed = sum(1 for n in op.inputs if not n.startswith("*") and not n.endswith("?"))
     variadic = any(n.startswith("*") for n in op.inputs)
     if len(inputs) < fixed or (not variadic and len(inputs) > len(op.inputs)):

@@ -601,7 +601,23 @@ def _quadratic_ref(x, a=0.0, b=0.0, c=0.0):
 _COMPARE = {"equal": np.equal, "not_equal": np.not_equal, "less": np.less, "less_equal": np.less_equal,
             "greater": np.greater, "greater_equal": np.greater_equal}
 
+def _call_samples(rng, dtype, small):
+    """``call`` of y = exp(x) * 2 + x, with its backward graph g * (exp(x) * 2 + 1)."""
+    from lazyarray.executor.call import SubGraph
+
+    out = []
+    for shape in ((3, 4), ()):
+        x = la.sym.var("x", shape=shape, dtype=dtype)
+        g = la.sym.var("g", shape=shape, dtype=dtype)
+        graph = SubGraph(la.sym.exp(x) * 2 + x)
+        backward = SubGraph(g * (la.sym.exp(x) * 2 + 1), ["x", "g"])
+        params = {"graph": graph, "backward": backward, "inputs_read": (0,), "heads_read": (0,), "grad_pos": (0,)}
+        out.append(Sample(([rand(rng, shape, dtype)],), params, f"{shape}"))
+    return out
+
+
 CASES: dict[str, Case] = {
+    "call": Case("graph", _call_samples, lambda seq, **p: np.exp(seq[0]) * 2 + seq[0], FLOATS, grad=(0,)),
     # elementwise binary
     "add": Case("elementwise", binary(), ew(np.add), ALL, grad=(0, 1)),
     "subtract": Case("elementwise", binary(), ew(np.subtract), ALL, grad=(0, 1)),

@@ -1,0 +1,191 @@
+"""``call``: one registered op that runs a sub-graph, so a graph can hold a compiled graph.
+
+A ``CachedOp`` recorded under autograd is one ``call`` node: its ``graph`` is the compiled
+forward graph (the user's outputs, then the values backward reads) and its ``backward`` the
+compiled backward graph; ``saved`` / ``inputs_read`` / ``heads_read`` say what the backward
+graph reads (which outputs, inputs and head gradients) and ``grad_pos`` which inputs get
+gradients. The gradient of a ``call`` is another ``call`` (of ``backward``). Because it is an
+ordinary registry op whose sub-graphs are typed parameters (``SUBGRAPH``), the registry, the
+gradient pass, the executor and the JSON format all describe it like any other op.
+
+A ``SubGraph`` compiles its symbol once per input signature (bounded, like ``CachedOp``) and
+can be handed the program already compiled for the signature it was made for.
+"""
+from __future__ import annotations
+
+import json
+import threading
+
+from ..aval import Aval
+from ..errors import GraphFormatError, LazyArrayError
+from ..graph.node import Entry, Node, var_node
+from ..graph.passes.infer import infer_avals
+from ..graph.serialize import from_dict, to_dict
+from ..graph.symbol import Symbol
+from ..ops.params import INTS, Param, ParamType
+from ..ops.registry import OpDef, register
+from ..storage import stype_of
+from .program import Program, compile_program
+from .signature_cache import SignatureCache
+
+
+class SubGraph:
+    """A symbol a node calls, its inputs in call order, compiled once per input signature."""
+
+    def __init__(self, sym: Symbol, names: list[str] | None = None, program: Program | None = None):
+        self.sym = sym
+        self.names = list(sym.list_inputs() if names is None else names)
+        have = {n.name: n for n in sym.input_nodes()}
+        # an input the graph does not read (a pass removed it) still takes its place in a call
+        self.inputs = [have.get(nm) or var_node(nm, Aval((), None, None)) for nm in self.names]
+        self.avals = tuple(e.aval for e in sym.outputs)
+        self._programs = SignatureCache("a called sub-graph")
+        self._programs.warn_at = float("inf")
+        self._lock = threading.Lock()
+        self._seed = program
+        self._json = None
+
+    def _text(self) -> str:
+        if self._json is None:
+            self._json = json.dumps(to_dict(self.sym), sort_keys=True)
+        return self._json
+
+    def __eq__(self, other) -> bool:  # the same graph with the same inputs (compiled programs aside)
+        return self is other or (isinstance(other, SubGraph) and self.names == other.names
+                                 and self.avals == other.avals and self._text() == other._text())
+
+    def __hash__(self) -> int:
+        return hash((tuple(self.names), self.avals))
+
+    @property
+    def n_outputs(self) -> int:
+        return len(self.avals)
+
+    def out_avals(self, in_avals) -> tuple:
+        """Output avals for input avals (the recorded ones when they match)."""
+        if all(a == n.avals[0] for a, n in zip(in_avals, self.inputs)):
+            return self.avals
+        given = {nm: a for nm, a in zip(self.names, in_avals)}
+        out = infer_avals(self.sym.topo(), given)
+        return tuple(out[id(e.node)][e.index] for e in self.sym.outputs)
+
+    def run(self, arrays) -> list:
+        key = tuple((tuple(getattr(a, "shape", ())), getattr(a, "dtype", None), a.__class__) for a in arrays)
+        prog = self._programs.items.get(key)
+        if prog is None:
+            with self._lock:
+                prog = self._programs.items.get(key)
+                if prog is None:
+                    prog = self._seed if self._seed is not None and self._matches(arrays) else \
+                        compile_program(list(self.sym.outputs), self.inputs, names=self.sym.names())
+                    self._seed = None
+                    self._programs.add(key, _Used(prog), lambda a, b: ([], ""))
+                    prog = self._programs.items[key]
+        prog.used = self._programs.epoch
+        return prog.program.run(arrays)
+
+    def _matches(self, arrays) -> bool:
+        return all(tuple(getattr(a, "shape", ())) == n.avals[0].shape and stype_of(a) == n.avals[0].stype
+                   for a, n in zip(arrays, self.inputs))
+
+    def __repr__(self) -> str:
+        return f"<SubGraph inputs={self.names} outputs={self.n_outputs} nodes={len(self.sym.topo())}>"
+
+
+class _Used:
+    __slots__ = ("program", "used")
+
+    def __init__(self, program):
+        self.program = program
+        self.used = 0
+
+
+class _SubGraphType(ParamType):
+    """A sub-graph parameter: a ``SubGraph`` (or a ``Symbol``); JSON: its inputs and graph."""
+
+    name = "graph"
+
+    def convert(self, value, op, param):
+        if value is None:
+            return None
+        if isinstance(value, Symbol):
+            return SubGraph(value)
+        if not isinstance(value, SubGraph):
+            raise self._bad(value, op, param, "a sub-graph (a Symbol)")
+        return value
+
+    def to_json(self, value):
+        return None if value is None else {"inputs": list(value.names), "graph": to_dict(value.sym)}
+
+    def from_json(self, value, op, param):
+        if value is None:
+            return None
+        if not isinstance(value, dict) or not isinstance(value.get("inputs"), list) \
+                or not all(isinstance(n, str) for n in value["inputs"]):
+            raise GraphFormatError(f"{op}: parameter {param!r} must be an object with 'inputs' (names) and "
+                                   "'graph' (a symbol)")
+        try:
+            sym = Symbol(from_dict(value.get("graph"))).check()
+        except GraphFormatError as exc:
+            raise GraphFormatError(f"{op}: parameter {param!r}: {exc}") from None
+        except LazyArrayError as exc:
+            raise GraphFormatError(f"{op}: parameter {param!r} holds an invalid graph: {exc}") from None
+        known = set(sym.list_inputs())
+        extra = [n for n in known if n not in value["inputs"]]
+        if extra:
+            raise GraphFormatError(f"{op}: parameter {param!r}: graph inputs {extra} are not in 'inputs'")
+        return SubGraph(sym, value["inputs"])
+
+
+SUBGRAPH = _SubGraphType()
+
+
+def _kernel(xp, *arrays, graph, backward=None, saved=(), inputs_read=(), heads_read=(), grad_pos=(), out=None):
+    res = graph.run(arrays)
+    return res[0] if len(res) == 1 else tuple(res)
+
+
+def _grad(F, ins, outs, g, graph, backward=None, saved=(), inputs_read=(), heads_read=(), grad_pos=()):
+    result: list = [None] * len(ins)
+    if backward is None or not grad_pos:
+        return result
+    outs = outs if isinstance(outs, list) else [outs]
+    gs = g if isinstance(g, list) else [g]
+    reads = [outs[k] for k in saved] + [ins[i] for i in inputs_read] + [gs[i] for i in heads_read]
+    res = F.call(reads, graph=backward)
+    res = (res,) if isinstance(res, Entry) else res
+    for j, i in enumerate(grad_pos):
+        result[i] = res[j]
+    return result
+
+
+def _rule(field):
+    def rule(values, graph, **_):
+        avals = graph.avals
+        if field == "shape" and len(values) == len(graph.inputs) and \
+                any(tuple(s) != n.avals[0].shape for s, n in zip(values, graph.inputs)):
+            avals = graph.out_avals([n.avals[0]._replace(shape=tuple(s)) for s, n in zip(values, graph.inputs)])
+        got = [getattr(a, field) for a in avals]
+        return got[0] if len(got) == 1 else got
+
+    return rule
+
+
+CALL = register(OpDef(
+    "call", ("*args",), _kernel,
+    params=(Param("graph", SUBGRAPH), Param("backward", SUBGRAPH, None), Param("saved", INTS, ()),
+            Param("inputs_read", INTS, ()), Param("heads_read", INTS, ()), Param("grad_pos", INTS, ())),
+    num_outputs=lambda params: params["graph"].n_outputs,
+    shape=_rule("shape"), dtype=_rule("dtype"),
+    device=lambda avals, graph, **_: graph.avals[0].device,
+    # the sub-graph runs its sparse values itself: no dense fallback around it
+    storage=lambda stypes, shapes, graph, **_: [a.stype for a in graph.avals], sparse_kernel=_kernel,
+    grad=_grad,
+    doc="run a sub-graph (`graph`) on the inputs; its gradient calls `backward` (a compiled CachedOp is one "
+        "call node)"))
+
+
+def call_node(graph: SubGraph, entries, avals, source, **grad_info) -> Node:
+    """A ``call`` node of ``graph`` reading ``entries`` (used by ``CachedOp`` under autograd)."""
+    params = CALL.make_params({"graph": graph, **grad_info})
+    return Node(CALL, tuple(entries), params, tuple(avals), source=source)
