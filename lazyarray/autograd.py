@@ -259,7 +259,7 @@ def backward(outputs: list, head_grads: list | None, make, retain_graph: bool = 
         for (leaf, entries), g in zip(targets, grads):
             _store_lazy_grad(leaf, g, make)
     else:
-        values = evaluate(grads, _saved_values(bound, _entries_read(grads, bound)))
+        values = evaluate(grads, _saved_values(bound, grads))
         for (leaf, entries), v in zip(targets, values):
             _store_grad(leaf, v, make, entries[0].aval.device)
     if not retain_graph:
@@ -277,14 +277,21 @@ def _entries_read(grads: list[Entry], bound: dict) -> set:
     return read
 
 
-def _saved_values(bound: dict, read: set):
+def _saved_values(bound: dict, grads: list[Entry]):
     """``known(node)`` for the gradient program: autograd's saved values (those it reads checked
     against their versions), the leaves' captured values (checked too), then computed lazy values."""
+    read: list = []  # the entries the gradient graph reads: found only if a version changed
+
+    def reads(node, i) -> bool:
+        if not read:
+            read.append(_entries_read(grads, bound))
+        return (id(node), i) in read[0]
+
     def known(node):
         r = bound.get(id(node))
         if r is not None:
             for i, (v, n) in enumerate(zip(r.values, r.versions)):
-                if version(v) != n and (id(node), i) in read:
+                if version(v) != n and reads(node, i):
                     raise AutogradError(
                         f"backward: the output {r.node.avals[0]} of {r.node.label()}{_where(r.node)} was written "
                         f"in place after autograd saved it for the gradient (buffer version {n} -> {version(v)}); "

@@ -46,7 +46,7 @@ from ..graph.traverse import topo_order
 from ..ndarray import NDArray, _make, array_from
 from ..storage import stype_of
 from . import plan_view
-from .call import SubGraph, call_node
+from .call import SubGraph, call_node, call_params
 from .plan import MemoryPlan
 from .program import compile_program
 from .signature_cache import SignatureCache, causes_text, describe_change
@@ -162,7 +162,7 @@ class CachedOp:
         outs = c.program.run(vals)
         entries = tuple(a._as_entry() for a in arrays)
         avals = tuple(Aval(tuple(v.shape), v.dtype, d, stype_of(v)) for v, d in zip(outs, c.devices_all))
-        node = call_node(source=user_source(), entries=entries, avals=avals, **c.call)
+        node = call_node(c.call, entries, avals, user_source())
         res = [_make(outs[i], None, c.out_devices[i]) for i in range(c.n_out)]
         record_call(node, outs, arrays, res)
         return res[0] if c.n_out == 1 else res
@@ -342,9 +342,9 @@ def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int]) -> _Compile
 
     all_avals = [e.aval for e in fwd_outs + saved]
     bwd_graph = SubGraph(bwd, order, bwd_prog) if bwd is not None else None
-    c.call = dict(graph=SubGraph(Symbol(fwd_outs + saved), input_names, fwd_prog), backward=bwd_graph,
-                  saved=tuple(range(n_out, n_out + n_saved)), inputs_read=tuple(saved_in),
-                  heads_read=tuple(head_used), grad_pos=tuple(grad_pos))
+    c.call = call_params(SubGraph(Symbol(fwd_outs + saved), input_names, fwd_prog), backward=bwd_graph,
+                         saved=tuple(range(n_out, n_out + n_saved)), inputs_read=tuple(saved_in),
+                         heads_read=tuple(head_used), grad_pos=tuple(grad_pos))
     c.devices_all = [a.device for a in all_avals]
     c.backward = (bwd_prog, saved_in, grad_pos)
     c.joint = (fwd_outs + live, inputs + heads)

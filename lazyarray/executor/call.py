@@ -18,6 +18,7 @@ import threading
 
 from ..aval import Aval
 from ..errors import GraphFormatError, LazyArrayError
+from ..graph.build import record_node
 from ..graph.node import Entry, Node, var_node
 from ..graph.passes.infer import infer_avals
 from ..graph.serialize import from_dict, to_dict
@@ -44,6 +45,7 @@ class SubGraph:
         self._lock = threading.Lock()
         self._seed = program
         self._json = None
+        self._call_params = None  # the params of a plain call of this graph, made once
 
     def _text(self) -> str:
         if self._json is None:
@@ -152,7 +154,9 @@ def _grad(F, ins, outs, g, graph, backward=None, saved=(), inputs_read=(), heads
     outs = outs if isinstance(outs, list) else [outs]
     gs = g if isinstance(g, list) else [g]
     reads = [outs[k] for k in saved] + [ins[i] for i in inputs_read] + [gs[i] for i in heads_read]
-    res = F.call(reads, graph=backward)
+    if backward._call_params is None:  # validated once: a backward runs per training step
+        backward._call_params = CALL.make_params({"graph": backward})
+    res = record_node(CALL, reads, backward._call_params)
     res = (res,) if isinstance(res, Entry) else res
     for j, i in enumerate(grad_pos):
         result[i] = res[j]
@@ -185,7 +189,11 @@ CALL = register(OpDef(
         "call node)"))
 
 
-def call_node(graph: SubGraph, entries, avals, source, **grad_info) -> Node:
-    """A ``call`` node of ``graph`` reading ``entries`` (used by ``CachedOp`` under autograd)."""
-    params = CALL.make_params({"graph": graph, **grad_info})
+def call_params(graph: SubGraph, **grad_info) -> dict:
+    """Validated params of a ``call`` of ``graph`` (make them once, record many nodes with them)."""
+    return CALL.make_params({"graph": graph, **grad_info})
+
+
+def call_node(params: dict, entries, avals, source) -> Node:
+    """A ``call`` node reading ``entries`` (used by ``CachedOp`` under autograd)."""
     return Node(CALL, tuple(entries), params, tuple(avals), source=source)

@@ -473,12 +473,28 @@ def evaluate(outputs: list[Entry], known=None) -> list:
     >>> evaluate([y._entry])
     [array([3., 3.], dtype=float32)]
     """
+    if known is not None:
+        known = _once(known)
     todo = [n for n in topo_order(list(outputs), stop=lambda n: n.op is None or (known is not None and
                                                                                  known(n) is not None))
             if n.op is not None and (known is None or known(n) is None)]
     if len(todo) <= SMALL_GRAPH:
         return _run_in_order(outputs, todo, known)
     return compile_program(outputs, (), known=known).run([])
+
+
+def _once(known):
+    """``known`` asked at most once per node (it may check versions or walk tables)."""
+    cache: dict = {}
+
+    def ask(node):
+        k = id(node)
+        if k in cache:
+            return cache[k]
+        v = cache[k] = known(node)
+        return v
+
+    return ask
 
 
 def _run_in_order(outputs: list[Entry], todo: list[Node], known) -> list:
