@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import hashlib
 import os
 import tempfile
 import threading
@@ -53,15 +52,6 @@ def remove_stale_temporaries(path: str) -> list[str]:
             os.unlink(tmp)
             removed.append(tmp)
     return removed
-
-
-def file_sha256(path: str) -> str:
-    """The SHA-256 of a file's bytes, in hex."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _alive(pid: int) -> bool:

@@ -12,7 +12,6 @@ so its ops are inlined into the enclosing graph.
 """
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import os
@@ -414,28 +413,125 @@ def save_arrays(path: str, params: dict[str, Parameter], graph_sha256: str | Non
 
 
 def load_arrays(path: str) -> tuple[dict[str, np.ndarray], dict]:
-    """The arrays and lazyarray metadata of a parameter file; ``GraphFormatError`` when unreadable."""
+    """The arrays and lazyarray metadata of a parameter file (safetensors).
+
+    Raises ``GraphFormatError`` naming the file and the field or byte offset for anything it
+    cannot load: a truncated or malformed header, JSON nested too deep or with numbers out of
+    range, dtypes lazyarray does not compute with (``BF16``, ``F8_*``, ``C64``: the message lists
+    the supported ones), shapes or offsets that do not match the data, a malformed
+    ``lazyarray.params`` record. Loading never runs code.
+    """
+    from ..graph.serialize import parse_json  # the bounded JSON parser of symbol files
+
+    if not isinstance(path, (str, bytes, os.PathLike)):  # open(3) would read (and close) file descriptor 3
+        raise GraphFormatError(f"cannot read parameter file {path!r}: a path must be a str or os.PathLike, "
+                               f"got {type(path).__name__}")
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as exc:
-        raise GraphFormatError(f"cannot read parameter file {path!r}: {exc.strerror}") from None
+        raise GraphFormatError(f"cannot read parameter file {path!r}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # a name with a NUL byte
+        raise GraphFormatError(f"cannot read parameter file {path!r}: {exc}") from None
+    what = f"{path!r} is not a safetensors parameter file"
+    if len(data) < 8:
+        raise GraphFormatError(f"{what}: {len(data)} bytes, too short for the 8-byte header length")
+    (n,) = struct.unpack("<Q", data[:8])
+    if n > min(len(data) - 8, _MAX_HEADER):
+        raise GraphFormatError(f"{what}: the header length at byte offset 0 is {n} bytes, but "
+                               f"{len(data) - 8} bytes follow (and headers are at most {_MAX_HEADER})")
+    header = parse_json(data[8:8 + n], f"{what}: header", offset=8)
+    if not isinstance(header, dict):
+        raise GraphFormatError(f"{what}: the header must be a JSON object, got {type(header).__name__}")
+    buffer_size = len(data) - 8 - n
+    for name, info in header.items():
+        if name != "__metadata__":
+            _check_tensor_entry(path, name, info, buffer_size)
     try:
         arrays = _safetensors().load(data)
-    except (_safetensor_error(), ValueError, OSError) as exc:
-        raise GraphFormatError(f"{path!r} is not a safetensors parameter file: {exc}") from None
-    (n,) = struct.unpack("<Q", data[:8])  # the header is valid: safetensors just parsed it
-    raw = json.loads(data[8:8 + n]).get("__metadata__") or {}
+    except (_safetensor_error(), ValueError, TypeError, KeyError, OverflowError) as exc:
+        raise GraphFormatError(f"{what}: {exc}") from exc
+    for name, arr in arrays.items():
+        if arr.dtype == np.bool_:  # any non-zero byte is True (NumPy would keep other bytes as invalid bools)
+            arrays[name] = arr.view(np.uint8) != 0
+    raw = header.get("__metadata__") or {}
+    record = raw.get(_PARAMS_FORMAT) if isinstance(raw, dict) else None
+    if record is None:
+        return arrays, {}  # a safetensors file written by another tool
+    return arrays, _params_record(path, record)
+
+
+_MAX_HEADER = 100_000_000  # safetensors' own limit on the JSON header
+# safetensors dtype names -> the NumPy dtypes lazyarray computes with (docs/graph-format.md)
+_SAFETENSORS_DTYPES = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "U16": "uint16", "I16": "int16",
+                       "U32": "uint32", "I32": "int32", "U64": "uint64", "I64": "int64", "F16": "float16",
+                       "F32": "float32", "F64": "float64"}
+
+
+def _check_tensor_entry(path: str, name: str, info, buffer_size: int) -> None:
+    """One header entry ``{"dtype", "shape", "data_offsets"}``, checked before safetensors or NumPy
+    sees it."""
+    from ..aval import check_shape
+
+    where = f"{path!r}: parameter {name!r}"
+    if not isinstance(info, dict):
+        raise GraphFormatError(f"{where}: the header entry must be an object with 'dtype', 'shape', "
+                               "'data_offsets'")
+    dtype = info.get("dtype")
+    if not isinstance(dtype, str) or dtype not in _SAFETENSORS_DTYPES:
+        supported = ", ".join(_SAFETENSORS_DTYPES)
+        raise GraphFormatError(
+            f"{where} has dtype {dtype!r}, which lazyarray does not load; supported: {supported} "
+            f"(convert the tensor, e.g. to F32, before loading)" if isinstance(dtype, str) else
+            f"{where}: 'dtype' must be one of {supported}, got {dtype!r}")
+    np_dtype = np.dtype(_SAFETENSORS_DTYPES[dtype])
+    shape = info.get("shape")
+    if not isinstance(shape, list) or len(shape) > 64 or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise GraphFormatError(f"{where}: 'shape' must be a list of at most 64 non-negative integers, "
+                               f"got {shape!r}"[:300])
     try:
-        meta = json.loads(raw.get(_PARAMS_FORMAT, "{}"))
-    except json.JSONDecodeError:
-        meta = {}
-    return arrays, meta if isinstance(meta, dict) else {}
+        check_shape(where, shape, np_dtype, "the")
+    except ShapeError as exc:
+        raise GraphFormatError(str(exc)) from None
+    offsets = info.get("data_offsets")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(
+            isinstance(o, int) and not isinstance(o, bool) for o in offsets)):
+        raise GraphFormatError(f"{where}: 'data_offsets' must be [begin, end], got {offsets!r}"[:300])
+    begin, end = offsets
+    nbytes = int(np.prod(shape, dtype=object)) * np_dtype.itemsize
+    if not 0 <= begin <= end <= buffer_size or end - begin != nbytes:
+        raise GraphFormatError(f"{where}: 'data_offsets' {offsets} do not hold {dtype}{list(shape)} "
+                               f"({nbytes} bytes) within the {buffer_size} data bytes")
+
+
+def _params_record(path: str, record) -> dict:
+    """The ``lazyarray.params`` metadata record, every field checked: ``version`` (int),
+    ``grad_null`` (names), ``graph_sha256`` (64 hex digits)."""
+    from ..graph.serialize import parse_json
+
+    where = f"{path!r}: metadata {_PARAMS_FORMAT!r}"
+    if not isinstance(record, str):
+        raise GraphFormatError(f"{where} must be a JSON string")
+    meta = parse_json(record, where)
+    if not isinstance(meta, dict):
+        raise GraphFormatError(f"{where} must be a JSON object, got {type(meta).__name__}")
+    version = meta.get("version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise GraphFormatError(f"{where}: 'version' must be a positive integer, got {version!r}"[:300])
+    grad_null = meta.get("grad_null", [])
+    if not isinstance(grad_null, list) or not all(isinstance(n, str) for n in grad_null):
+        raise GraphFormatError(f"{where}: 'grad_null' must be a list of parameter names, got {grad_null!r}"[:300])
+    digest = meta.get("graph_sha256")
+    if digest is not None and not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
+        raise GraphFormatError(f"{where}: 'graph_sha256' must be 64 hexadecimal digits, got {digest!r}"[:300])
+    return meta
 
 
 def assign(params: dict[str, Parameter], arrays: dict, path: str, device, allow_missing: bool,
            ignore_extra: bool) -> None:
     """Copy ``arrays`` into ``params`` by name, with errors that name every problem."""
+    check_device(device, path)
     missing = [n for n in params if n not in arrays]
     extra = [n for n in arrays if n not in params]
     problems = []
@@ -457,6 +553,23 @@ def assign(params: dict[str, Parameter], arrays: dict, path: str, device, allow_
             p.set_data(arrays[name])
 
 
+def check_device(device, path: str) -> None:
+    """``DeviceError`` (with the fix) when parameters of ``path`` are to go to a GPU this process
+    cannot use (no CuPy, or no such GPU), instead of failing inside CuPy or NumPy."""
+    from ..device import gpu
+    from ..errors import DeviceError
+
+    if device is None:
+        return
+    if not isinstance(device, Device):
+        raise DeviceError(f"cannot load {path!r}: device must be a device such as la.cpu(0), got {device!r}")
+    if device.kind == "gpu":
+        try:
+            gpu(device.id)
+        except DeviceError as exc:
+            raise DeviceError(f"cannot load {path!r} onto {device}: {exc}") from None
+
+
 def write_export(prefix: str, epoch: int, symbol_json: str, params: dict[str, Parameter]) -> tuple[str, str]:
     """Write an exported model, atomic as a set: the parameter file first, recording a digest of the
     graph it belongs to, then the symbol file. A kill at any moment leaves the old pair, the new
@@ -475,7 +588,9 @@ def graph_digest(symbol_json: str | bytes) -> str | None:
         doc = json.loads(symbol_json)
     except (ValueError, RecursionError):
         return None
-    return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    # hashlib loads OpenSSL (3-4 MiB): imported when a model is exported or imported, not with lazyarray
+    return importlib.import_module("hashlib").sha256(
+        json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def check_param_file(symbol_file: str, meta: dict, param_file: str) -> None:
