@@ -11,6 +11,7 @@ status 2.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import tempfile
@@ -22,6 +23,8 @@ from tqdm import tqdm
 
 from . import autograd
 from . import blocks as B
+from .blocks.block import load_arrays
+from .blocks.symbol_block import check_params
 from .creation import array
 from .errors import LazyArrayError, fmt_shape
 from .executor.cached_op import CachedOp
@@ -177,78 +180,118 @@ def _is_data(name: str) -> bool:
 def inspect(args) -> int:
     if args.svg and not args.svg.lower().endswith(".svg"):
         raise CLIError(f"--svg {args.svg!r}: the drawing is SVG; name the file *.svg")
+    if args.svg and "\0" in args.svg:
+        raise CLIError(f"--svg {args.svg!r}: a file name cannot hold a NUL character")
+    shapes = dict(parse_shape(s) for s in args.shape or [])
     sym = load_symbol(args.symbol)
     avals = {n.name: n.avals[0] for n in sym.input_nodes()}
-    shapes = dict(parse_shape(s) for s in args.shape or [])
     unknown = [n for n in shapes if n not in avals]
     if unknown:
         raise CLIError(f"--shape names {unknown}, which are not inputs of the graph; inputs: {list(avals)}")
     arrays = None
     if args.params:
-        arrays, _ = B.block.load_arrays(args.params)
-        params = [n for n in avals if n in arrays]
-        missing = [n for n in avals if n not in arrays and not _is_data(n)]
-        extra = [n for n in arrays if n not in avals]
-        bad = [f"{n} (file {tuple(arrays[n].shape)}, graph {avals[n].shape})" for n in params
-               if avals[n].shape is not None and tuple(arrays[n].shape) != tuple(avals[n].shape)]
-        if missing or extra or bad:
-            raise CLIError(f"{args.params} does not match the graph: " + "; ".join(
-                p for p in (f"missing {missing}" if missing else "", f"not in the graph {extra}" if extra else "",
-                            f"mis-shaped {bad}" if bad else "") if p))
+        # Inputs the parameter file lacks and that are named like data (data, data0, ...) are the
+        # model's inputs; everything else is checked exactly as SymbolBlock.imports checks it.
+        arrays, meta = load_arrays(args.params)
+        inputs = [n for n in avals if n not in arrays and _is_data(n)]
+        check_params(sym, inputs, arrays, meta, args.symbol, args.params)
+        params = [n for n in avals if n not in inputs]
     else:
         params = [n for n in avals if not _is_data(n)]
     data = [n for n in avals if n not in params]
 
-    print(f"graph: {args.symbol} ({len(sym.topo())} nodes)")
-    print("inputs:")
+    _say(f"graph: {args.symbol} ({len(sym.topo())} nodes)")
+    _say("inputs:")
     for n in data:
         a = avals[n]
-        print(f"  {n:<24} {a.dtype}{fmt_shape(shapes.get(n, a.shape))}")
-    print(f"parameters{' (from ' + args.params + ')' if args.params else ''}:")
+        _say(f"  {n:<24} {a.dtype}{fmt_shape(shapes.get(n, a.shape))}")
+    _say(f"parameters{' (from ' + args.params + ')' if args.params else ''}:")
     total = total_bytes = 0
     for n in params:
         a = avals[n]
         shape = tuple(arrays[n].shape) if arrays is not None else a.shape
-        count = int(np.prod(shape)) if shape is not None and None not in shape else 0
+        count = math.prod(shape) if shape is not None and None not in shape else 0
         total += count
         total_bytes += count * (a.dtype.itemsize if a.dtype is not None else 0)
-        print(f"  {n:<24} {str(a.dtype) + fmt_shape(shape):<22} {count:>12,}")
-    print(f"  {'total':<24} {'':<22} {total:>12,}  ({total_bytes:,} bytes)")
+        _say(f"  {n:<24} {str(a.dtype) + fmt_shape(shape):<22} {count:>12,}")
+    _say(f"  {'total':<24} {'':<22} {total:>12,}  ({total_bytes:,} bytes)")
     ops = Counter(n.op.qualname for n in sym.topo() if n.op is not None)
-    print("ops: " + ", ".join(f"{k} x{v}" for k, v in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))))
+    _say("ops: " + ", ".join(f"{k} x{v}" for k, v in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))))
     _, out_shapes = sym.infer_shape(**shapes)
     _, out_types = sym.infer_type()
-    print("outputs:")
+    _say("outputs:")
     for name, shape, dtype in zip(sym.list_outputs(), out_shapes, out_types):
-        print(f"  {name:<24} {dtype}{fmt_shape(shape)}")
+        _say(f"  {name:<24} {dtype}{fmt_shape(shape)}")
     try:
         plan = CachedOp(sym).memory_plan(**shapes)
     except LazyArrayError as exc:
-        print(f"memory plan: not available ({exc})")
+        _say(f"memory plan: not available ({exc})")
     else:
-        print(f"planned peak memory: {plan.peak_bytes:,} bytes (lower bound {plan.lower_bound_bytes:,}, "
-              f"without reuse {plan.naive_bytes:,}; {plan.num_buffers} buffers)")
+        _say(f"planned peak memory: {plan.peak_bytes:,} bytes (lower bound {plan.lower_bound_bytes:,}, "
+             f"without reuse {plan.naive_bytes:,}; {plan.num_buffers} buffers)")
     if args.svg:
         try:
             sym.draw(args.svg, max_nodes=None if args.all_nodes else DRAW_MAX_NODES)
         except OSError as exc:
-            raise CLIError(f"--svg: cannot write {args.svg}: {exc.strerror or exc}") from None
-        print(f"drawing: {args.svg} ({len(sym.topo())} nodes)")
+            raise CLIError(f"--svg: cannot write {args.svg!r}: {exc.strerror or exc}") from None
+        _say(f"drawing: {args.svg} ({len(sym.topo())} nodes)")
     return 0
 
 
+def _say(line: str, file=None) -> None:
+    """Print one line, escaping what the stream's encoding cannot show (instead of raising)."""
+    stream = sys.stdout if file is None else file
+    try:
+        print(line, file=stream)
+    except UnicodeEncodeError:
+        enc = getattr(stream, "encoding", None) or "ascii"
+        print(line.encode(enc, "backslashreplace").decode(enc), file=stream)
+
+
 # -- entry point -----------------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments raise ``CLIError`` (one line, status 2) instead of printing the usage and exiting."""
+
+    def error(self, message: str):
+        raise CLIError(f"{message} (see {self.prog} --help)")
+
+
+def _int_in(lo: int, hi: int):
+    """An argparse type: an int in ``[lo, hi]``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value} is not in [{lo:,}, {hi:,}]")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive, finite number")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lazyarray", description="lazyarray: deferred-compute arrays, "
+    p = _Parser(prog="lazyarray", description="lazyarray: deferred-compute arrays, "
                                 "compiled graphs and Gluon-style blocks.")
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="train, export, re-import and inspect a small hybridized model")
     d.add_argument("--model", choices=("cnn", "mlp"), default="cnn", help="CNN on line images, or MLP on spirals")
-    d.add_argument("--epochs", type=int, default=6)
-    d.add_argument("--samples", type=int, default=4000, help="data set size (a fifth is held out)")
-    d.add_argument("--batch-size", type=int, default=64)
-    d.add_argument("--lr", type=float, default=0.005, help="Adam learning rate")
-    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--epochs", type=_int_in(1, 10_000), default=6)
+    d.add_argument("--samples", type=_int_in(10, 1_000_000), default=4000, help="data set size (a fifth is held out)")
+    d.add_argument("--batch-size", type=_int_in(1, 1_000_000), default=64)
+    d.add_argument("--lr", type=_positive_float, default=0.005, help="Adam learning rate")
+    d.add_argument("--seed", type=_int_in(0, 2**32 - 1), default=0)
     d.add_argument("--out", help="directory for the exported files (default: a new temporary directory)")
     d.add_argument("--quiet", action="store_true", help="one line per epoch instead of progress bars")
     d.set_defaults(run=demo)
@@ -264,17 +307,23 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command; returns the exit status (0 ok, 1 demo failed, 2 bad input)."""
-    args = parser().parse_args(argv)
-    if getattr(args, "samples", 10) < 10 or getattr(args, "epochs", 1) < 1 or getattr(args, "batch_size", 1) < 1:
-        print("lazyarray: error: --samples must be >= 10, --epochs and --batch-size >= 1", file=sys.stderr)
-        return 2
+    """Run the command; returns the exit status (0 ok, 1 demo failed, 2 bad input).
+
+    A bad argument or file never shows a traceback: one line ``lazyarray: error: ...`` on stderr,
+    status 2. (Loaders raise only ``LazyArrayError`` for any file, see docs/graph-format.md.)
+    """
     try:
+        args = parser().parse_args(argv)
         return args.run(args)
+    except SystemExit as exc:  # --help (status 0)
+        return exc.code if isinstance(exc.code, int) else 0
     except (CLIError, LazyArrayError, OSError) as exc:
         msg = " ".join(str(exc).split())  # one line
-        print(f"lazyarray: error: {msg}", file=sys.stderr)
+        _say(f"lazyarray: error: {msg}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        _say("lazyarray: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

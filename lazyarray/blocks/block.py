@@ -433,6 +433,7 @@ def load_arrays(path: str) -> tuple[dict[str, np.ndarray], dict]:
         raise GraphFormatError(f"cannot read parameter file {path!r}: {exc.strerror or exc}") from None
     except ValueError as exc:  # a name with a NUL byte
         raise GraphFormatError(f"cannot read parameter file {path!r}: {exc}") from None
+    safetensors, safetensor_error = _safetensors(), _safetensor_error()  # (imported on first use)
     what = f"{path!r} is not a safetensors parameter file"
     if len(data) < 8:
         raise GraphFormatError(f"{what}: {len(data)} bytes, too short for the 8-byte header length")
@@ -448,8 +449,8 @@ def load_arrays(path: str) -> tuple[dict[str, np.ndarray], dict]:
         if name != "__metadata__":
             _check_tensor_entry(path, name, info, buffer_size)
     try:
-        arrays = _safetensors().load(data)
-    except (_safetensor_error(), ValueError, TypeError, KeyError, OverflowError) as exc:
+        arrays = safetensors.load(data)
+    except (safetensor_error, ValueError, TypeError, KeyError, OverflowError) as exc:
         raise GraphFormatError(f"{what}: {exc}") from exc
     for name, arr in arrays.items():
         if arr.dtype == np.bool_:  # any non-zero byte is True (NumPy would keep other bytes as invalid bools)

@@ -8,10 +8,11 @@ exported, imported and re-exported model gives identical files.
 from __future__ import annotations
 
 from ..device import Device
-from ..errors import LazyArrayError, ShapeError
+from ..errors import GraphFormatError, LazyArrayError, ShapeError
 from ..executor.cached_op import CachedOp
+from ..graph import serialize
 from ..graph.symbol import Symbol, load_symbol
-from .block import HybridBlock, check_param_file, load_arrays, write_export
+from .block import HybridBlock, check_device, check_param_file, load_arrays, write_export
 from .parameter import Parameter
 
 
@@ -41,8 +42,14 @@ class SymbolBlock(HybridBlock):
 
     @staticmethod
     def imports(symbol_file: str, input_names, param_file: str | None = None,
-                device: Device | None = None) -> SymbolBlock:
+                device: Device | None = None, device_map=None) -> SymbolBlock:
         """Load an exported model; parameter names, shapes and dtypes are checked against the graph.
+
+        ``device`` places the parameters; ``device_map`` moves the graph itself while loading (a
+        device, or a dict such as ``{"gpu(0)": "cpu(0)"}``): a model exported on a GPU loads on a
+        machine without one. A malformed file raises ``GraphFormatError`` (naming the node, field
+        or byte offset), an unusable device ``DeviceError`` with the fix, and parameters that do
+        not fit the graph ``ShapeError``.
 
         >>> import lazyarray as la, tempfile, os
         >>> net = la.blocks.Dense(2, in_units=3); net.initialize(); net.hybridize()
@@ -53,37 +60,21 @@ class SymbolBlock(HybridBlock):
         True
         """
         names = [input_names] if isinstance(input_names, str) else list(input_names)
-        sym = load_symbol(symbol_file)
+        if not all(isinstance(n, str) for n in names):
+            raise LazyArrayError(f"SymbolBlock.imports: input_names must be strings, got {names!r}")
+        sym = load_graph(symbol_file, device_map)
         block = SymbolBlock(sym, names)
         if param_file is not None:
+            check_device(device, param_file)
             arrays, meta = load_arrays(param_file)
-            check_param_file(symbol_file, meta, param_file)  # the pair an export wrote together, never a mix
-            block._load(arrays, meta, param_file, device)
+            check_params(sym, names, arrays, meta, symbol_file, param_file)
+            block._load(arrays, meta, device)
         return block
 
-    def _load(self, arrays: dict, meta: dict, path: str, device: Device | None) -> None:
-        want = self._params
-        missing = sorted(n for n in want if n not in arrays)
-        extra = sorted(n for n in arrays if n not in want)
-        bad = []
-        for name, p in want.items():
-            if name in arrays:
-                a = arrays[name]
-                if p.shape is not None and tuple(a.shape) != p.shape:
-                    bad.append(f"{name!r}: file {tuple(a.shape)}, graph {p.shape}")
-                elif a.dtype != p.dtype:
-                    bad.append(f"{name!r}: file dtype {a.dtype}, graph {p.dtype}")
-        problems = []
-        if missing:
-            problems.append(f"missing parameters {missing}")
-        if extra:
-            problems.append(f"parameters not in the graph {extra}")
-        if bad:
-            problems.append("mis-shaped parameters " + "; ".join(bad))
-        if problems:
-            raise ShapeError(f"SymbolBlock.imports: {path!r} does not match the graph: " + "; ".join(problems))
+    def _load(self, arrays: dict, meta: dict, device: Device | None) -> None:
+        """Set the parameters from ``arrays`` (already checked by ``check_params``)."""
         frozen = set(meta.get("grad_null") or [])
-        for name, p in want.items():
+        for name, p in self._params.items():
             if name in frozen:
                 p.grad_req = "null"
             p.device = device
@@ -104,3 +95,51 @@ class SymbolBlock(HybridBlock):
     def export(self, prefix: str, epoch: int = 0) -> tuple[str, str]:
         """Write the graph this block was made from (unchanged) and its current parameters."""
         return write_export(prefix, epoch, self._symbol.to_json(indent=1), self._params)
+
+
+# -- loading, shared by SymbolBlock.imports and `lazyarray inspect` ---------------------------------
+def load_graph(symbol_file: str, device_map=None) -> Symbol:
+    """The checked graph of a symbol file, optionally moved by ``device_map`` (see ``imports``)."""
+    if device_map is None:
+        return load_symbol(symbol_file)
+    sym = Symbol(serialize.load(symbol_file, device_map=device_map))
+    try:
+        return sym.check()
+    except LazyArrayError as exc:
+        raise GraphFormatError(f"inconsistent graph: {exc}") from None
+
+
+def check_params(sym: Symbol, input_names, arrays: dict, meta: dict, symbol_file: str, param_file: str) -> None:
+    """Check the arrays and metadata of ``param_file`` (from ``load_arrays``) against the graph
+    ``sym`` of ``symbol_file``: the one check ``SymbolBlock.imports`` and ``lazyarray inspect`` share.
+
+    ``GraphFormatError`` when the file records a different graph (an interrupted export, or files
+    mixed up); ``ShapeError`` naming every graph input (other than ``input_names``) missing from
+    ``arrays``, every array that is not a graph input, and every array whose shape or dtype
+    differs from the graph's (dims the graph leaves unknown match any size).
+    """
+    check_param_file(symbol_file, meta, param_file)  # the pair an export wrote together, never a mix
+    avals = {n.name: n.avals[0] for n in sym.input_nodes()}
+    want = [n for n in avals if n not in input_names]
+    missing = sorted(n for n in want if n not in arrays)
+    extra = sorted(n for n in arrays if n not in avals or n in input_names)
+    bad = []
+    for name in want:
+        if name not in arrays:
+            continue
+        a, have = avals[name], arrays[name]
+        shape = tuple(have.shape)
+        if a.shape is not None and (len(shape) != len(a.shape) or any(
+                w is not None and w != g for w, g in zip(a.shape, shape))):
+            bad.append(f"{name!r}: file {shape}, graph {tuple(a.shape)}")
+        elif a.dtype is not None and have.dtype != a.dtype:
+            bad.append(f"{name!r}: file dtype {have.dtype}, graph {a.dtype}")
+    problems = []
+    if missing:
+        problems.append(f"missing parameters {missing}")
+    if extra:
+        problems.append(f"parameters not in the graph {extra}")
+    if bad:
+        problems.append("mis-shaped parameters " + "; ".join(bad))
+    if problems:
+        raise ShapeError(f"{param_file!r} does not match the graph of {symbol_file!r}: " + "; ".join(problems))

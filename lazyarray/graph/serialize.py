@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import contextvars
 import functools
 import gc
 import json
@@ -118,7 +119,8 @@ def _value_to_json(v) -> dict:
 # Limits that hold for every file this library writes, checked before anything deeper is
 # parsed or built, so that no file can make the reader recurse, convert a huge number, or
 # hand an op rule a value of the wrong type (docs/graph-format.md, "Limits").
-MAX_DEPTH = 32  # nesting of JSON arrays/objects; the format itself nests 7 deep
+MAX_DEPTH = 64  # nesting of JSON arrays/objects: the format nests 7 deep, plus 5 per sub-graph in a
+# ``call`` node's attributes (a sub-graph of a sub-graph of ...: eleven levels fit)
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1  # every integer in a file is a 64-bit integer
 MAX_NDIM = 64  # NumPy's own limit on the number of dims
 MAX_FILE_NAME = 255  # a node's source file: a base name only
@@ -297,10 +299,16 @@ def load(path: str, device_map=None) -> list[Entry]:
     return _load_text(text, f"symbol file {path!r}", device_map)
 
 
+# The device map of the load in progress: sub-graphs (a ``call`` node's attributes) are loaded by
+# their parameter type, which calls ``from_dict`` without one; they move with the graph.
+_REMAP: contextvars.ContextVar = contextvars.ContextVar("lazyarray_load_remap", default=None)
+
+
 def _load_text(text, what: str, device_map) -> list[Entry]:
     remap = _device_mapper(device_map)
     with _gc_paused():
         doc = parse_json(text, what)
+        token = _REMAP.set(remap)
         try:
             return from_dict(doc, remap)
         except GraphFormatError as exc:
@@ -311,6 +319,8 @@ def _load_text(text, what: str, device_map) -> list[Entry]:
             if what == "symbol JSON":
                 raise
             raise DeviceError(f"{what}: {exc}") from None
+        finally:
+            _REMAP.reset(token)
 
 
 def _device_mapper(device_map):
@@ -329,7 +339,10 @@ def _device_mapper(device_map):
 def from_dict(doc, remap=None) -> list[Entry]:
     """The output entries of a graph in dict form, validating everything but graph invariants
     (``Symbol.from_json`` runs ``check()`` on the result). ``remap``: a ``Device -> Device``
-    function applied to every device in the graph (see ``from_json``)."""
+    function applied to every device in the graph (see ``from_json``; by default, the map of the
+    load in progress)."""
+    if remap is None:
+        remap = _REMAP.get()
     if not isinstance(doc, dict):
         raise GraphFormatError(f"expected a JSON object at the top level, got {type(doc).__name__}")
     if doc.get("format") != FORMAT:
