@@ -17,7 +17,7 @@ import json
 import threading
 
 from ..aval import Aval
-from ..errors import GraphFormatError, LazyArrayError
+from ..errors import GraphFormatError, LazyArrayError, ParamValueError
 from ..graph.build import record_node
 from ..graph.node import Entry, Node, var_node
 from ..graph.passes.infer import infer_avals
@@ -109,6 +109,8 @@ class _SubGraphType(ParamType):
 
     def convert(self, value, op, param):
         if value is None:
+            if param == "graph":  # the graph a call runs is required; only its backward may be absent
+                raise ParamValueError(f"{op}: parameter 'graph' must be a sub-graph, got None")
             return None
         if isinstance(value, Symbol):
             return SubGraph(value)

@@ -497,24 +497,33 @@ def _node_from_json(d: dict, built: dict[int, Node], raw, remap=None) -> Node:
                                    f"{', '.join(op._param_map) or 'none'}")
         where = f"{label}: attribute {k!r}"
         _check_attr(p.type.name, v, where)
-        try:
-            params[k] = p.type.from_json(v, opname, k)
-        except LazyArrayError as exc:
-            raise GraphFormatError(f"{where}: {exc}") from None
+        params[k] = _op_code(where, f"{opname}'s {p.type.name} attribute type", p.type.from_json, v, opname, k)
         if p.type.name == "device" and remap is not None:
             params[k] = remap(params[k])
-    try:
-        params = op.make_params(params)
-    except LazyArrayError as exc:
-        raise GraphFormatError(f"{label}: {exc}") from None
+    params = _op_code(label, f"{opname}'s parameter checks", op.make_params, params)
     inputs = _refs(d.get("inputs", []), built, label, raw)
-    if len(avals) != op.outputs_for(params):
-        raise GraphFormatError(f"{label}: {len(avals)} avals for an op with {op.outputs_for(params)} output(s)")
+    n_out = _op_code(label, f"{opname}'s output count", op.outputs_for, params)
+    if len(avals) != n_out:
+        raise GraphFormatError(f"{label}: {len(avals)} avals for an op with {n_out} output(s)")
     fixed = sum(1 for n in op.inputs if not n.startswith("*") and not n.endswith("?"))
     variadic = any(n.startswith("*") for n in op.inputs)
     if len(inputs) < fixed or (not variadic and len(inputs) > len(op.inputs)):
         raise GraphFormatError(f"{label}: op {opname!r} takes inputs ({', '.join(op.inputs)}), got {len(inputs)}")
     return Node(op, tuple(inputs), params, avals, name=name, source=source)
+
+
+def _op_code(where: str, what: str, fn, *args):
+    """``fn(*args)``: code an op registers (attribute types, parameter checks, output counts),
+    run on a file's values. Its ``LazyArrayError`` becomes a ``GraphFormatError`` naming the node
+    and attribute; so does any other exception (an op that did not foresee such a value), chained
+    (``from``) so the op's bug stays visible."""
+    try:
+        return fn(*args)
+    except LazyArrayError as exc:
+        raise GraphFormatError(f"{where}: {exc}") from None
+    except Exception as exc:  # (named, chained, and only around op-registered code)
+        raise GraphFormatError(f"{where}: {what} failed on this value ({type(exc).__name__}: "
+                               f"{_short(str(exc))})") from exc
 
 
 def _source_from_json(source, label: str):

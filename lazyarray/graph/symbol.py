@@ -281,7 +281,7 @@ def _inline(node: Node) -> bool:
 
 def _arg_text(e: Entry, names: dict) -> str:
     if e.node.op is None and _inline(e.node):
-        return repr(np.asarray(e.node.value).item())
+        return repr(e.node.value.item())  # (.item() works for NumPy and CuPy values alike)
     multi = e.node.op is not None and len(e.node.avals) > 1
     return f"%{names[id(e.node)]}" + (f".{e.index}" if multi else "")
 

@@ -279,6 +279,27 @@ def test_sub_graphs_are_checked_like_graphs():
     _refused(doc, r"call0'\): attribute 'graph': call: parameter 'graph': node 0 .*dtype must be one of")
 
 
+def test_a_null_required_sub_graph_is_a_named_format_error():
+    """A required sub-graph given as null made the call op's output count raise AttributeError."""
+    doc = json.loads(call_symbol())
+    next(n for n in doc["nodes"] if n["op"] == "call")["attrs"]["graph"] = None
+    with pytest.raises(la.GraphFormatError, match=r"call0'\): call: parameter 'graph' must be a sub-graph"):
+        _load(doc)
+
+
+def test_op_code_that_fails_on_a_files_value_is_a_named_format_error(monkeypatch):
+    """Code an op registers that fails on a file's value (any exception) names the node, chained."""
+    from lazyarray.executor.call import CALL
+
+    def broken(params):
+        raise AttributeError("an op that did not foresee this value")
+
+    monkeypatch.setattr(CALL, "num_outputs", broken)
+    with pytest.raises(la.GraphFormatError, match=r"call0'\): call's output count failed on this value") as info:
+        _load(json.loads(call_symbol()))
+    assert isinstance(info.value.__cause__, AttributeError)  # the op's own error stays visible
+
+
 @pytest.mark.parametrize("file", ["/dev/zero", "../../etc/passwd", "a/b.py", "C:\\x.py", "", "x\x00y", "..",
                                   "c:x.py"])
 def test_source_must_be_a_base_name(file):
