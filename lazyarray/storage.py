@@ -117,6 +117,14 @@ def stype_of(value) -> str:
     return getattr(value, "stype", "default") if isinstance(value, SPARSE_TYPES) else "default"
 
 
+def copy_value(value):
+    """A copy owning its memory: a backend array's ``copy()``, or a sparse value with copied parts."""
+    if hasattr(value, "copy"):
+        return value.copy()
+    parts = {k: getattr(value, k).copy() for k in ("data", "indices", "indptr") if hasattr(value, k)}
+    return type(value)(**parts, shape=value.shape)
+
+
 def densify(value, xp=np):
     """The dense backend array of ``value`` (unchanged when already dense)."""
     return value.todense(xp) if isinstance(value, SPARSE_TYPES) else value

@@ -14,6 +14,7 @@ from .graph.rewrite import rewrite
 from .graph.symbol import Symbol
 from .graph.traverse import topo_order
 from .ndarray import NDArray
+from .storage import copy_value
 
 
 class UnusedInputWarning(UserWarning):
@@ -72,14 +73,9 @@ def get_symbol(outputs, inputs: dict | None = None) -> Symbol:
         if node.op is None and node.kind == "const":
             check_capture(node)  # a captured array written in place since would be a wrong constant
             # The symbol's own read-only snapshot: later writes to the user's array never reach it.
-            value = node.value if node.version is None else _snapshot(node.value)
+            value = node.value if node.version is None else copy_value(node.value)
             return const_node(value, node.avals[0], name=node.name, source=node.source)
         return None  # a plain copy
 
     return rewrite(Symbol(out_entries), visit, stop=lambda n: id(n) in by_node)
 
-
-def _snapshot(value):
-    return value.copy() if hasattr(value, "copy") else type(value)(
-        **{k: getattr(value, k).copy() for k in ("data", "indices", "indptr") if hasattr(value, k)},
-        shape=value.shape)

@@ -2,7 +2,7 @@
 
 ``compile_program`` works in named stages:
 
-1. ``_collect``: the nodes to run, one slot per value, and the values given from outside
+1. ``_Graph``: the nodes to run, one slot per value, and the values given from outside
    (graph inputs, constants, values the caller already knows);
 2. ``_own_outputs``: the one place that decides buffer ownership of what a run hands out
    (see below);
@@ -29,11 +29,13 @@ import enum
 
 import numpy as np
 
+from ..buffer import root
 from ..device import on_device
 from ..errors import DeferredComputeError, LazyArrayError, OutOfMemoryError
 from ..graph.node import Entry, Node, check_capture
 from ..graph.traverse import topo_order
 from ..ops import registry
+from ..storage import copy_value
 from .interpret import kernel_error, run_kernel
 from .plan import Step, Value, plan_memory
 
@@ -136,13 +138,17 @@ class _Graph:
     """What ``compile_program`` works on: nodes in order, their slots, what is given."""
 
     def __init__(self, outputs: list[Entry], inputs, known):
-        given = {}
-        if known is not None:
-            for node in topo_order(list(outputs), stop=lambda n: known(n) is not None):
-                vals = known(node)
-                if vals is not None:
-                    given[id(node)] = vals
-        self.order = topo_order(list(outputs), stop=lambda n: id(n) in given or n.op is None)
+        # One walk; ``known`` is asked of constants too (a caller may check a captured array there).
+        given: dict[int, list] = {}
+
+        def stop(n) -> bool:
+            vals = known(n) if known is not None else None
+            if vals is not None:
+                given[id(n)] = vals
+                return True
+            return n.op is None
+
+        self.order = topo_order(list(outputs), stop=stop)
         self.slot_of: dict[tuple[int, int], int] = {}
         self.avals: list = []
         self.template: list = []
@@ -282,12 +288,15 @@ def _may_return_input(node: Node, g: _Graph, kind_of, out_slots, outs) -> bool:
 def _unaliasing(fn):
     def run(*args, **kw):
         r = fn(*args, **kw)
-        for a in args:
-            if r is a or (getattr(r, "base", None) is not None and r.base is getattr(a, "base", a)):
-                return r.copy()
-        return r
+        return copy_value(r) if _aliases(r, args) else r
 
     return run
+
+
+def _aliases(r, args) -> bool:
+    """True when ``r`` is one of ``args`` or shares its memory (a view of it, or of its base)."""
+    base = root(r)
+    return any(r is a or (a is not None and root(a) is base) for a in args)
 
 
 def _interpreted(node: Node):
@@ -517,8 +526,8 @@ def _run_in_order(outputs: list[Entry], todo: list[Node], known) -> list:
         args = [value(e) for e in node.inputs]
         outs = run_kernel(node, args)
         if not node.op.view:
-            for k, o in enumerate(outs):
-                if not any(o is a for a in args):
+            for o in outs:
+                if not _aliases(o, args):
                     fresh.add(id(o))
         temp[id(node)] = outs
     result = []
@@ -526,18 +535,14 @@ def _run_in_order(outputs: list[Entry], todo: list[Node], known) -> list:
     for e in outputs:
         v = value(e)
         if id(v) not in fresh or id(v) in handed:
-            v = _copy(v)
+            v = copy_value(v)
         handed.add(id(v))
         result.append(v)
     return result
 
 
-def _copy(v):
-    return v.copy() if hasattr(v, "copy") else _copy_sparse(v)
-
-
 def _copy_kernel(x, **_):
-    return _copy(x)
+    return copy_value(x)
 
 
 def _copy_sparse(v):
