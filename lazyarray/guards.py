@@ -28,7 +28,7 @@ import dataclasses
 
 from .aval import Aval
 from .errors import LazyArrayError, TraceError
-from .graph.node import Entry, Node, user_source
+from .graph.node import Entry, Node, source_text, user_source
 from .graph.traverse import topo_order
 from .ops import registry
 
@@ -49,10 +49,7 @@ class Guard:
         return self.dim < len(shape) and shape[self.dim] == self.value
 
     def __str__(self) -> str:
-        where = ""
-        if self.source:
-            node = Node(None, (), {}, (), source=self.source)
-            where = f"  (from {node.source_line()})"
+        where = f"  (from {source_text(self.source)})" if self.source else ""
         return f"input {self.input} dim {self.dim} == {self.value}{where}"
 
 
@@ -111,14 +108,14 @@ class Trace:
                 continue
             node = e.node
             what = node.op.name if node.op is not None else "a block input"
-            line = user_source()
-            where = Node(None, (), {}, (), source=line).source_line() if line else "(unknown line)"
+            where = source_text(user_source()) or "(unknown line)"
             raise TraceError(
                 f"{self.block_name}: forward reads a value that depends on the block's input while it is "
                 f"being traced for hybridize(), at {where} (the value comes from {what}"
                 f"{_recorded(node)}). A trace is reused for every call, so this value would be baked in. "
-                "Fixes: la.where(cond, a, b) for an elementwise choice; la.cond(pred, then_fn, else_fn, ...) "
-                "or la.while_loop(...) for a branch or loop; or net.hybridize(active=False) for this block")
+                "Fixes: la.where(cond, a, b) for an elementwise choice; for a branch or loop on the data, "
+                "net.hybridize(active=False) for this block (graph control flow, la.cond / la.while_loop, is not "
+                "available yet)")
 
     def read_parameter(self, param) -> None:
         self.params_read[id(param)] = param
@@ -152,17 +149,13 @@ def _reinfer(order: list[Node], entry: Entry, changed: dict[int, Aval]) -> Aval 
 class GuardedShape(tuple):
     """A shape tuple that records which dims Python reads while a trace is active."""
 
-    __slots__ = ()
-
     def __new__(cls, shape, entry: Entry, trace: Trace):
         t = super().__new__(cls, shape)
-        _OWNER[id(t)] = (entry, trace, t)
+        t._entry, t._trace = entry, trace  # (a tuple subclass without __slots__ takes attributes)
         return t
 
     def _read(self, dims) -> None:
-        owner = _OWNER.get(id(self))
-        if owner is not None and owner[2] is self:
-            owner[1].read_dims(owner[0], dims)
+        self._trace.read_dims(self._entry, dims)
 
     def __getitem__(self, k):
         n = tuple.__len__(self)
@@ -193,13 +186,6 @@ class GuardedShape(tuple):
 
     def __reduce__(self):
         return (tuple, (tuple.__getitem__(self, slice(None)),))
-
-    def __del__(self):
-        if _OWNER is not None:  # (None at interpreter exit)
-            _OWNER.pop(id(self), None)
-
-
-_OWNER: dict[int, tuple] = {}  # id(GuardedShape) -> (entry, trace, the shape): tuples take no attributes
 
 
 def active() -> Trace | None:

@@ -84,11 +84,7 @@ class Node:
 
     def source_line(self) -> str:
         """``file.py:12: y = x * 2`` for messages, or ``""`` when unknown."""
-        if not self.source:
-            return ""
-        filename, lineno = self.source
-        text = linecache.getline(filename, lineno).strip()
-        return f"{os.path.basename(filename)}:{lineno}" + (f": {text}" if text else "")
+        return source_text(self.source)
 
     def __repr__(self) -> str:
         shapes = ", ".join(str(a) for a in self.avals)
@@ -112,6 +108,15 @@ def user_source():
             return (code.co_filename, frame.f_lineno)
         frame = frame.f_back
     return None
+
+
+def source_text(source) -> str:
+    """``file.py:12: y = x * 2`` for a ``(file, line)`` pair, or ``""`` when unknown."""
+    if not source:
+        return ""
+    filename, lineno = source
+    text = linecache.getline(filename, lineno).strip()
+    return f"{os.path.basename(filename)}:{lineno}" + (f": {text}" if text else "")
 
 
 def unique_names(order: list[Node], given: dict[int, str] | None = None) -> dict[int, str]:
