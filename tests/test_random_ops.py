@@ -40,24 +40,24 @@ def test_hybridized_block_draws_anew_at_every_call(block):
     assert not np.array_equal(outs[1], outs[3])
 
 
-@pytest.mark.parametrize("block", [Noisy, NoisyUniform])
-def test_seed_makes_hybridized_runs_reproducible(block):
-    la.random.seed(0)
-    first = _runs(block, hybrid=True)
-    la.random.seed(0)
-    second = _runs(block, hybrid=True)
+def _same_draws(seed, block, first_hybrid, second_hybrid):
+    """Two runs of ``block`` from the same seed draw the same values."""
+    la.random.seed(seed)
+    first = _runs(block, hybrid=first_hybrid)
+    la.random.seed(seed)
+    second = _runs(block, hybrid=second_hybrid)
     for a, b in zip(first, second):
         np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("block", [Noisy, NoisyUniform])
+def test_seed_makes_hybridized_runs_reproducible(block):
+    _same_draws(0, block, True, True)
+
+
+@pytest.mark.parametrize("block", [Noisy, NoisyUniform])
 def test_eager_and_hybridized_draws_are_equal_for_the_same_seed(block):
-    la.random.seed(5)
-    eager = _runs(block, hybrid=False)
-    la.random.seed(5)
-    hybrid = _runs(block, hybrid=True)
-    for a, b in zip(eager, hybrid):
-        np.testing.assert_array_equal(a, b)
+    _same_draws(5, block, False, True)
 
 
 def test_eager_deferred_and_compiled_draws_are_equal_for_the_same_seed():
@@ -229,9 +229,4 @@ class UnusedDraw(nn.HybridBlock):
                                                       "uses, so later draws shift against eager code")),
 ])
 def test_several_draws_equal_eager_for_the_same_seed(block):
-    la.random.seed(5)
-    eager = _runs(block, hybrid=False)
-    la.random.seed(5)
-    hybrid = _runs(block, hybrid=True)
-    for a, b in zip(eager, hybrid):
-        np.testing.assert_array_equal(a, b)
+    _same_draws(5, block, False, True)
