@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .buffer import bump
 from .deferred import is_deferred
 from .device import current_device
 from .dispatch import apply
@@ -114,6 +115,7 @@ def write_out(name: str, res: NDArray, out: NDArray) -> NDArray:
                          f"{res.dtype}, or cast explicitly: la.{name}(...).astype('{out.dtype}')")
     out._check_writable(f"{name}(..., out=...)", f"y = la.{name}(...)")
     out._value[...] = res._materialize()
+    bump(out._value)  # an in-place write: graphs and autograd that kept this array see it changed
     return out
 
 

@@ -330,3 +330,19 @@ def test_compute_runs_shared_work_once(kernel_calls):
     assert not a.is_lazy and not b.is_lazy
     np.testing.assert_allclose(b.asnumpy(), 2 * np.e, rtol=1e-6)
     assert kernel_calls.count("exp") == 1
+
+
+def test_writing_through_out_counts_as_an_in_place_write():
+    a = la.ones(3)
+    with la.deferred():
+        z = a * 2
+    la.add(la.ones(3), 5.0, out=a)
+    with pytest.raises(la.DeferredComputeError, match="written in place after it was recorded"):
+        z.asnumpy()
+    x = _leaf([1.0, 2.0])
+    w = la.array(np.array([3.0, 4.0]))
+    with la.autograd.record():
+        y = (x * w).sum()
+    la.multiply(w, 2.0, out=w)
+    with pytest.raises(la.AutogradError, match="written in place"):
+        y.backward()
