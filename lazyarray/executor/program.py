@@ -295,8 +295,23 @@ def _unaliasing(fn):
 
 def _aliases(r, args) -> bool:
     """True when ``r`` is one of ``args`` or shares its memory (a view of it, or of its base)."""
-    base = root(r)
-    return any(r is a or (a is not None and root(a) is base) for a in args)
+    return not _fresh([r], args)[0]
+
+
+def _fresh(outs, args) -> list[bool]:
+    """Per output: True when it shares no memory with ``args`` (the roots of ``args`` are found once)."""
+    arg_roots = None
+    result = []
+    for r in outs:
+        if any(r is a for a in args):
+            result.append(False)
+        elif getattr(r, "base", None) is None:  # owns its memory and is none of the inputs
+            result.append(True)
+        else:
+            if arg_roots is None:
+                arg_roots = {id(root(a)) for a in args if a is not None}
+            result.append(id(root(r)) not in arg_roots)
+    return result
 
 
 def _interpreted(node: Node):
@@ -526,9 +541,7 @@ def _run_in_order(outputs: list[Entry], todo: list[Node], known) -> list:
         args = [value(e) for e in node.inputs]
         outs = run_kernel(node, args)
         if not node.op.view:
-            for o in outs:
-                if not _aliases(o, args):
-                    fresh.add(id(o))
+            fresh.update(id(o) for o, ok in zip(outs, _fresh(outs, args)) if ok)
         temp[id(node)] = outs
     result = []
     handed: set[int] = set()
