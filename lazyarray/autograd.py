@@ -111,22 +111,29 @@ class Leaf:
         """The entry standing for the array whose value is ``value`` now (renewed after writes)."""
         e = self.entry
         node = e.node
-        if node.kind == "const" and (node.value is not value or node.version != version(value)):
-            e = self.entry = Entry(capture_node(value, node.avals[0]))
+        if node.kind == "const":
+            now = version(value)
+            if node.value is not value or node.version != now:
+                e = self.entry = Entry(capture_node(value, node.avals[0], now))
         return e
 
 
 class Record:
     """One op application recorded for ``backward``: the graph node, the values it produced with
     their buffer versions (None while lazy, and after a backward freed them), and the records or
-    leaves of its inputs (aligned with ``node.inputs``; None for inputs no gradient reaches)."""
+    leaves of its inputs (aligned with ``node.inputs``; None for inputs no gradient reaches).
+
+    Only the first ``shown`` values were handed to the user (all by default); the rest (a
+    compiled call's values saved for its backward) are fresh buffers only the record holds, so
+    nobody can write them and their versions are not kept (``versions`` may be shorter).
+    """
 
     __slots__ = ("node", "values", "versions", "parents", "freed")
 
-    def __init__(self, node: Node, values, parents: tuple):
+    def __init__(self, node: Node, values, parents: tuple, shown: int | None = None):
         self.node = node
         self.values = values
-        self.versions = None if values is None else tuple(version(v) for v in values)
+        self.versions = None if values is None else tuple([version(v) for v in values[:shown]])
         self.parents = parents
         self.freed = False
 
@@ -149,8 +156,9 @@ def parents_of(entries, arrays) -> tuple:
 
 def record_call(node: Node, values: list, arrays, results) -> None:
     """Record an op whose ``values`` were just computed from ``arrays`` (tracked by autograd):
-    ``results`` (the arrays showing the first outputs) get the record."""
-    rec = Record(node, values, parents_of(node.inputs, arrays))
+    ``results`` (the arrays showing the first outputs) get the record; the other values are
+    the record's own."""
+    rec = Record(node, values, parents_of(node.inputs, arrays), len(results))
     for i, r in enumerate(results):
         r._entry = Entry(node, i)
         r._ag = rec
@@ -290,7 +298,7 @@ def _saved_values(bound: dict, grads: list[Entry]):
     def known(node):
         r = bound.get(id(node))
         if r is not None:
-            for i, (v, n) in enumerate(zip(r.values, r.versions)):
+            for i, (v, n) in enumerate(zip(r.values, r.versions)):  # only the values users hold
                 if version(v) != n and reads(node, i):
                     raise AutogradError(
                         f"backward: the output {r.node.avals[0]} of {r.node.label()}{_where(r.node)} was written "

@@ -28,6 +28,8 @@ _VERSIONS: dict[int, list] = {}  # id(root) -> [version, weakref to the root]
 def root(value):
     """The array that owns ``value``'s memory (``value`` itself when it owns it)."""
     base = getattr(value, "base", None)
+    if base is None:  # the common case: it owns its memory
+        return value
     while base is not None and hasattr(base, "base") and hasattr(base, "shape"):
         value = base
         base = getattr(value, "base", None)

@@ -17,7 +17,7 @@ import numbers
 
 import numpy as np
 
-from .autograd import _TRAINING, Leaf, Record, parents_of, tracked_nodes
+from .autograd import _TRAINING, Leaf, Record, record_call, tracked_nodes
 from .aval import Aval, check_scalar, is_supported
 from .buffer import version
 from .deferred import _MODE, DEFERRED, RECORDING, fix_values, materialize, show
@@ -286,11 +286,7 @@ def _record_eager(op, args, params, results, outs, device) -> None:
         return
     entries = as_entries(op, _inputs_as_entries(op, args))
     avals = tuple(Aval(o.shape, o.dtype, device, stype_of(o)) for o in outs)
-    node = Node(op, tuple(entries), params, avals, source=user_source())
-    rec = Record(node, list(outs), parents_of(entries, arrays))
-    for i, r in enumerate(results):
-        r._entry = Entry(node, i)
-        r._ag = rec
+    record_call(Node(op, tuple(entries), params, avals, source=user_source()), list(outs), arrays, results)
 
 
 def _record(op: OpDef, args: tuple, params: dict, make):

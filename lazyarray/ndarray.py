@@ -12,7 +12,7 @@ import numpy as np
 from . import autograd, display, guards
 from .aval import Aval, check_operand
 from .buffer import bump, is_frozen
-from .deferred import is_deferred, known_values
+from .deferred import _MODE, is_deferred, known_values
 from .device import Device, to_device
 from .dispatch import ArrayBase, apply, operator_method
 from .errors import AutogradError, DeferredComputeError, DeviceError, DTypeError, ShapeError, fmt_shape
@@ -295,7 +295,9 @@ class NDArray(ArrayBase):
 
     # -- in place (normal arrays only) ------------------------------------------
     def _inplace(self, sym: str, other) -> NDArray:
-        self._check_writable(f"x {sym} y", f"x = x {sym[:-1]} y")
+        v = self._value
+        if v is None or _MODE.get() or is_frozen(v):  # the rare cases: _check_writable says which
+            self._check_writable(f"x {sym} y", f"x = x {sym[:-1]} y")
         op = _INPLACE[sym]
         ov = other._materialize() if isinstance(other, ArrayBase) else other
         if isinstance(other, ArrayBase) and other._device is not self._device:

@@ -72,7 +72,10 @@ class SubGraph:
         return tuple(out[id(e.node)][e.index] for e in self.sym.outputs)
 
     def run(self, arrays) -> list:
-        key = tuple((tuple(getattr(a, "shape", ())), getattr(a, "dtype", None), a.__class__) for a in arrays)
+        try:
+            key = tuple([(a.shape, a.dtype, a.__class__) for a in arrays])
+        except AttributeError:  # a Python scalar among the inputs
+            key = tuple([(tuple(getattr(a, "shape", ())), getattr(a, "dtype", None), a.__class__) for a in arrays])
         prog = self._programs.items.get(key)
         if prog is None:
             with self._lock:
@@ -186,7 +189,7 @@ CALL = register(OpDef(
     device=lambda avals, graph, **_: graph.avals[0].device,
     # the sub-graph runs its sparse values itself: no dense fallback around it
     storage=lambda stypes, shapes, graph, **_: [a.stype for a in graph.avals], sparse_kernel=_kernel,
-    grad=_grad,
+    grad=_grad, owns_outputs=True,  # a program run hands out fresh buffers
     doc="run a sub-graph (`graph`) on the inputs; its gradient calls `backward` (a compiled CachedOp is one "
         "call node)"))
 

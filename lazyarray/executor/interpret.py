@@ -22,18 +22,25 @@ def run_kernel(node: Node, args: list):
     """
     op = node.op
     xp = node.avals[0].device.xp
-    stypes = [stype_of(a) for a in args]
-    which = registry.uses_sparse_kernel(op, stypes, node.params, [getattr(a, "shape", ()) for a in args])
-    if which is None:
-        registry.warn_fallback(op, stypes)
-        args = [densify(a, xp) for a in args]
+    if op.sparse_kernel is op.kernel:  # one kernel for every storage type (a sub-graph call)
+        fn = op.bind(xp)
+    else:
+        stypes = [stype_of(a) for a in args]
+        which = registry.uses_sparse_kernel(op, stypes, node.params,
+                                            None if op.storage is None else [getattr(a, "shape", ()) for a in args])
+        if which is None:
+            registry.warn_fallback(op, stypes)
+            args = [densify(a, xp) for a in args]
+        fn = op.bind_sparse(xp) if which else op.bind(xp)
     try:
-        out = (op.bind_sparse(xp) if which else op.bind(xp))(*args, **node.params)
+        out = fn(*args, **node.params)
     except LazyArrayError:
         raise
     except Exception as exc:
         raise kernel_error(node, args, exc) from exc
     outs = list(out) if len(node.avals) > 1 else [out]
+    if op.owns_outputs:
+        return outs
     return [o if hasattr(o, "shape") and not isinstance(o, np.generic) else np.asarray(o) for o in outs]
 
 

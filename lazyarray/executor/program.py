@@ -125,6 +125,8 @@ def _fill_views(slots: list, raw, views) -> None:
 
 def _alloc(device, nbytes: int):
     try:
+        if device.kind != "gpu":
+            return np.empty(nbytes, dtype=np.uint8)
         with on_device(device):
             return device.xp.empty(nbytes, dtype=np.uint8)
     except MemoryError as exc:
@@ -264,7 +266,7 @@ def _choose_steps(g: _Graph, out_slots: set[int]) -> list[_Spec]:
             fn = _interpreted(node)
         else:
             fn = op.bind(xp)
-            if kind is not StepKind.OUT and not op.view and _may_return_input(node, g, kind_of, out_slots, outs):
+            if kind is not StepKind.OUT and not op.view and not op.owns_outputs and _may_return_input(node, g, kind_of, out_slots, outs):
                 fn = _unaliasing(fn)
         specs.append(_Spec(node, kind, fn, ins, outs, planned))
     return specs
@@ -300,10 +302,11 @@ def _aliases(r, args) -> bool:
 
 def _fresh(outs, args) -> list[bool]:
     """Per output: True when it shares no memory with ``args`` (the roots of ``args`` are found once)."""
+    arg_ids = {id(a) for a in args}
     arg_roots = None
     result = []
     for r in outs:
-        if any(r is a for a in args):
+        if id(r) in arg_ids:
             result.append(False)
         elif getattr(r, "base", None) is None:  # owns its memory and is none of the inputs
             result.append(True)
@@ -540,7 +543,9 @@ def _run_in_order(outputs: list[Entry], todo: list[Node], known) -> list:
     for node in todo:
         args = [value(e) for e in node.inputs]
         outs = run_kernel(node, args)
-        if not node.op.view:
+        if node.op.owns_outputs:
+            fresh.update(map(id, outs))
+        elif not node.op.view:
             fresh.update(id(o) for o, ok in zip(outs, _fresh(outs, args)) if ok)
         temp[id(node)] = outs
     result = []

@@ -157,9 +157,11 @@ def const_node(value, aval: Aval, name=None, version=None, source=None) -> Node:
     return Node(None, (), {}, (aval,), name=name, kind="const", value=value, version=version, source=source)
 
 
-def capture_node(value, aval: Aval) -> Node:
-    """A constant standing for a user's array as it is now (its version is checked when read)."""
-    return Node(None, (), {}, (aval,), kind="const", value=value, version=version(value))
+def capture_node(value, aval: Aval, at_version: int | None = None) -> Node:
+    """A constant standing for a user's array as it is now (its version, ``at_version`` when the
+    caller just read it, is checked when the constant is read)."""
+    return Node(None, (), {}, (aval,), kind="const", value=value,
+                version=version(value) if at_version is None else at_version)
 
 
 def check_capture(node: Node) -> None:

@@ -54,7 +54,7 @@ class OpDef:
       ``in_shapes`` may hold ``None`` dims; Python scalars come as ``()``.
     * ``sparse_kernel(xp, *values, **params)``: the kernel run when the storage rule answers and
       an input or an output is sparse; it works on the stored values only (``kernel`` stays
-      dense in, dense out).
+      dense in, dense out). When it *is* ``kernel``, that kernel takes every storage type.
     * ``grad(F, inputs, outputs, g, **params)``: one gradient (or None) per input.
     * ``inplace``: ``(input, output)`` pairs that may share a buffer; ``view``: output 0 may
       alias input 0 (reshape, transpose, expand, basic indexing); ``writes_out``: a function
@@ -87,6 +87,9 @@ class OpDef:
     writes_out: bool = False  # the kernel writes its single result into ``out=`` (ufunc kernels do)
     sparse_from_dense: bool = False  # the storage rule can make sparse outputs from dense inputs
     workspace: Callable | None = None  # (in_avals, **params) -> [(what, shape, dtype)] the kernel allocates
+    # The kernel returns arrays it made for this call and hands over (a compiled sub-graph's
+    # outputs): callers skip the alias check and the output normalisation.
+    owns_outputs: bool = False
     doc: str = ""
     _param_map: dict = field(default_factory=dict, repr=False)
     _bound: dict = field(default_factory=dict, repr=False)
