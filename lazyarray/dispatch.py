@@ -17,6 +17,7 @@ import numbers
 
 import numpy as np
 
+from . import guards
 from .autograd import _TRAINING, Leaf, Record, record_call, tracked_nodes
 from .aval import Aval, check_scalar, is_supported
 from .buffer import version
@@ -299,6 +300,10 @@ def _record(op: OpDef, args: tuple, params: dict, make):
         res = record_node(op, as_entries(op, inputs), params)
     single = type(res) is Entry
     res = (res,) if single else res
+    if op.random:
+        trace = guards.active()
+        if trace is not None:  # a hybridize trace keeps even a draw nothing uses (see blocks/hybrid.py)
+            trace.draws.extend(res)
     outs = tuple(make(None, e, e.aval.device) for e in res)
     for o in outs:
         show(o, o._entry)

@@ -63,6 +63,7 @@ class Trace:
         self.guards: list[Guard] = []
         self._seen: set = set()
         self.params_read: dict[int, object] = {}  # id(Parameter) -> Parameter
+        self.draws: list[Entry] = []  # random draws recorded, used or not (each advances the generator)
 
     # -- shape reads ------------------------------------------------------------------------------
     def read_dims(self, entry: Entry, dims) -> None:

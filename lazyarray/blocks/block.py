@@ -320,9 +320,10 @@ class HybridBlock(Block):
         """
         compiled = self.inference_symbol()
         sym = compiled.symbol
-        if compiled.updates:  # never happens in inference mode, but keep the file honest
+        sources = dict(zip(sym.list_inputs(), compiled.sources))
+        if len(sym.outputs) > compiled.num_outputs:  # parameter updates, discarded draws: not the model's
             sym = Symbol(list(sym.outputs[:compiled.num_outputs]))
-        params = {n: s for n, s in zip(sym.list_inputs(), compiled.sources) if isinstance(s, Parameter)}
+        params = {n: sources[n] for n in sym.list_inputs() if isinstance(sources[n], Parameter)}
         return write_export(prefix, epoch, sym.to_json(indent=1), params)
 
 

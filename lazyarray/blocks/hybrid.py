@@ -32,6 +32,7 @@ from ..errors import BlockError, LazyArrayError
 from ..executor.cached_op import CachedOp
 from ..graph.node import Entry, var_node
 from ..graph.symbol import Symbol
+from ..graph.traverse import topo_order
 from ..ndarray import NDArray, _make
 from ..tracing import UnusedInputWarning, get_symbol
 from .parameter import Parameter, collect_updates
@@ -54,7 +55,7 @@ class Compiled:
     """One traced graph of a block, bound and compiled."""
 
     symbol: Symbol
-    num_outputs: int  # the block's own outputs; the rest are parameter updates
+    num_outputs: int  # the block's own outputs; then parameter updates, then draws nothing uses
     structure: str  # "single" | "tuple" | "list"
     sources: list  # per graph input: int (call argument) or Parameter
     updates: list[Parameter]
@@ -137,9 +138,14 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool) -> C
                                  "not one of the block's collect_params()")
         with deferred():  # recorded, not computed: the graph computes the new value at every call
             updates.append((p, value.detach()))
+    kept = [o._entry for o in outs] + [v._entry for _, v in updates]
+    reached = {id(n) for n in topo_order(kept)}
+    # A draw nothing uses still runs (as a discarded output): eager code draws it too, so the
+    # draws after it come out the same for the same seed.
+    unused_draws = [_make(None, e, e.aval.device) for e in tracer.draws if id(e.node) not in reached]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnusedInputWarning)  # unused parameters are fine
-        sym = get_symbol(outs + [v for _, v in updates], inputs=named)
+        sym = get_symbol(outs + [v for _, v in updates] + unused_draws, inputs=named)
     by_name = {n: i for i, n in enumerate(names)}
     sources = []
     for name in sym.list_inputs():
