@@ -4,18 +4,19 @@ Named steps, per new signature (shapes, dtypes, devices, storage types, training
 and which inputs want gradients):
 
 1. ``_specialize``: place the graph for the signature (``placement``: avals, devices,
-   copy nodes), then simplify (``dce``, ``cse``, ``constant_fold``, ``dce``);
+   copy nodes), then simplify (``dce``, ``cse``, ``constant_fold``, the algebraic rewrites of
+   ``passes/algebra.py`` such as ``x**3 -> x*x*x``, ``cse``, ``dce``);
 2. ``_split_backward`` (only when an input wants a gradient): the gradient pass builds the
    backward graph; the forward values it reads become extra ("saved") outputs of the
    forward program, and the backward graph reads them as inputs;
 3. ``compile_program``: plan memory and lay out the flat steps (``program.py``).
 
 Autograd: under ``autograd.record()``, when an input wants a gradient, a call is recorded
-as **one node** whose op is made for that compiled signature (``cached_op``). Its outputs
-are the user's outputs followed by the saved values (hidden: no array shows them); its
-gradient function emits one ``cached_op_backward`` node that reads the saved values, the
-inputs backward needs and the head gradients, and whose kernel runs the compiled backward
-program. The gradient pass, ``backward()`` and materialization treat both like any other
+as **one** ``call`` **node** (``executor/call.py``) whose sub-graphs are the compiled forward
+and backward graphs of that signature. Its outputs are the user's outputs followed by the
+saved values (hidden: no array shows them); its gradient is another ``call`` node that reads
+the saved values, the inputs backward needs and the head gradients, and runs the compiled
+backward program. The gradient pass, ``backward()`` and materialization treat both like any other
 node, so gradients flow through a ``CachedOp`` into eager code around it and back.
 
 Inside deferred compute, a call records the symbol's nodes inline (so an outer trace
@@ -35,6 +36,7 @@ from ..graph import draw
 from ..graph import svg as S
 from ..graph.build import apply_node
 from ..graph.node import Entry, Node, unique_names, user_source, var_node
+from ..graph.passes.algebra import simplify
 from ..graph.passes.constant_fold import constant_fold
 from ..graph.passes.cse import cse
 from ..graph.passes.dce import dce
@@ -282,7 +284,7 @@ def _specialize(sym: Symbol, given: dict[str, Aval]) -> Symbol:
             if a.shape is None or a.dtype is None:
                 raise GraphError(f"CachedOp: cannot infer the aval of {node.label()!r} from the inputs "
                                      f"{_given_text(given)}; give every graph input a shape")
-    return dce(constant_fold(cse(dce(placed))))
+    return dce(cse(simplify(constant_fold(cse(dce(placed))))))
 
 
 def _input_nodes(sym: Symbol, names: list[str]) -> list[Node]:
@@ -325,7 +327,7 @@ def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int]) -> _Compile
 
     bwd = rewrite(Symbol(live), cut) if live else None
     if bwd is not None:
-        bwd = dce(constant_fold(cse(bwd)))
+        bwd = dce(cse(simplify(constant_fold(cse(bwd)))))
     bwd_inputs_by_name = {n.name: n for n in bwd.input_nodes()} if bwd is not None else {}
     input_names = [n.name for n in inputs]
     saved_in = [i for i, nm in enumerate(input_names) if nm in bwd_inputs_by_name]
