@@ -10,6 +10,8 @@ True
 array([[0.119, 0.881],
        [0.119, 0.881]], dtype=float32)
 """
+import numpy as _np
+
 from . import autograd, blocks, init, nn, random, sparse, sym
 from .aval import Aval
 from .creation import arange, array, full, ones, zeros
@@ -45,5 +47,55 @@ from .ops.registry import StorageFallbackWarning
 from .tracing import UnusedInputWarning, get_symbol
 
 globals().update(_namespace(""))
+
+# -- the Array API standard (2024.12): dtype objects, constants, dtype functions, aliases -------------
+from .array_api import (  # noqa: E402  (after the op functions, which some aliases name)
+    ALIASES as _ALIASES,
+)
+from .array_api import (  # noqa: E402
+    DTYPES as _DTYPES,
+)
+from .array_api import (  # noqa: E402
+    __array_api_version__,
+    __array_namespace_info__,
+    asarray,
+    astype,
+    broadcast_arrays,
+    broadcast_shapes,
+    can_cast,
+    e,
+    empty,
+    empty_like,
+    eye,
+    finfo,
+    from_dlpack,
+    iinfo,
+    inf,
+    isdtype,
+    linspace,
+    matrix_transpose,
+    meshgrid,
+    moveaxis,
+    nan,
+    newaxis,
+    pi,
+    result_type,
+    unstack,
+    vecdot,
+)
+
+# ``la.bool`` etc. are NumPy dtype objects; binding them here shadows the builtins in this module
+# only, which uses none of them (the rest of the package never sees these names).
+bool = _DTYPES["bool"]  # noqa: A001
+int8, int16, int32, int64 = _DTYPES["int8"], _DTYPES["int16"], _DTYPES["int32"], _DTYPES["int64"]
+uint8, uint16, uint32, uint64 = _DTYPES["uint8"], _DTYPES["uint16"], _DTYPES["uint32"], _DTYPES["uint64"]
+float32, float64 = _DTYPES["float32"], _DTYPES["float64"]
+# Complex dtypes are named (the standard and its conformance suite expect the names) but not yet
+# supported: arrays of them raise DTypeError, and __array_namespace_info__().dtypes() omits them.
+complex64, complex128 = _np.dtype("complex64"), _np.dtype("complex128")
+# The standard's spelling of the NumPy names we had (both public): concat, permute_dims, pow.
+for _numpy_name, _std_name in _ALIASES.items():
+    globals()[_std_name] = globals()[_numpy_name]
+tile = repeat  # noqa: F821  (PyTorch repeat == numpy.tile; la.repeat keeps PyTorch semantics for now)
 
 __version__ = "0.1.0"

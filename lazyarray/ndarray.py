@@ -7,6 +7,8 @@ by an op outside deferred compute).
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from . import autograd, display, guards
@@ -26,8 +28,13 @@ _MATMUL, _NEG = _op("matmul"), _op("negative")
 _EQ, _NE, _LT, _LE, _GT, _GE = (
     _op("equal"), _op("not_equal"), _op("less"), _op("less_equal"), _op("greater"), _op("greater_equal")
 )
+_AND, _OR, _XOR, _INV = _op("bitwise_and"), _op("bitwise_or"), _op("bitwise_xor"), _op("bitwise_invert")
+_LSHIFT, _RSHIFT, _FLOORDIV, _MOD = (
+    _op("bitwise_left_shift"), _op("bitwise_right_shift"), _op("floor_divide"), _op("remainder")
+)
 _EMPTY: dict = {}
-_INPLACE = {"+=": _ADD, "-=": _SUB, "*=": _MUL, "/=": _DIV, "**=": _POW}
+_INPLACE = {"+=": _ADD, "-=": _SUB, "*=": _MUL, "/=": _DIV, "**=": _POW, "//=": _FLOORDIV, "%=": _MOD,
+            "&=": _AND, "|=": _OR, "^=": _XOR, "<<=": _LSHIFT, ">>=": _RSHIFT}
 
 
 def _make_late(value, entry, device):
@@ -177,6 +184,43 @@ class NDArray(ArrayBase):
     def __int__(self) -> int:
         return int(self.item())
 
+    def __complex__(self) -> complex:
+        return complex(self.item())
+
+    def __format__(self, spec: str) -> str:
+        """``f"{loss:.3f}"``: arrays of one element format as their scalar; others as their repr."""
+        if self.size == 1:
+            return format(self.item(), spec)
+        if spec:
+            raise TypeError(f"format: spec {spec!r} needs an array of one element, this one is "
+                            f"{fmt_shape(self.shape)}; format its elements, e.g. x[0].item()")
+        return repr(self)
+
+    def tolist(self):
+        """The value as nested Python lists of Python scalars (a scalar for a 0-d array)."""
+        return self.asnumpy().tolist()
+
+    def __array_namespace__(self, api_version: str | None = None):
+        """The Array API namespace of lazyarray arrays: the ``lazyarray`` module (``la``)."""
+        if api_version is not None and api_version not in ("2021.12", "2022.12", "2023.12", "2024.12"):
+            raise ValueError(f"__array_namespace__: api_version {api_version!r} is not supported; "
+                             "lazyarray implements the 2024.12 standard (older versions are accepted too)")
+        return sys.modules[__name__.rpartition(".")[0]]
+
+    def to_device(self, device: Device, /, *, stream=None) -> NDArray:
+        """The standard's spelling of ``x.to(device)``."""
+        if stream is not None:
+            raise ValueError("to_device: streams are not supported; pass stream=None")
+        return self.to(device)
+
+    @property
+    def mT(self) -> NDArray:
+        """The matrix transpose: the last two axes swapped (a stack of matrices stays a stack)."""
+        n = self.ndim
+        if n < 2:
+            raise ShapeError(f"mT: needs an array of at least 2 dims, got {n}")
+        return apply(_op("transpose"), (self,), {"axes": tuple(range(n - 2)) + (n - 1, n - 2)}, _make)
+
     def __index__(self) -> int:
         if self.dtype.kind not in "iub":
             raise TypeError(f"only integer arrays can be used as an index, not {self.dtype}")
@@ -279,9 +323,24 @@ class NDArray(ArrayBase):
     __matmul__ = operator_method(_MATMUL, _make_late)
     __rmatmul__ = operator_method(_MATMUL, _make_late, reverse=True)
     __neg__ = operator_method(_NEG, _make_late)
+    __floordiv__ = operator_method(_FLOORDIV, _make_late)
+    __rfloordiv__ = operator_method(_FLOORDIV, _make_late, reverse=True)
+    __mod__ = operator_method(_MOD, _make_late)
+    __rmod__ = operator_method(_MOD, _make_late, reverse=True)
+    __and__ = operator_method(_AND, _make_late)
+    __rand__ = operator_method(_AND, _make_late, reverse=True)
+    __or__ = operator_method(_OR, _make_late)
+    __ror__ = operator_method(_OR, _make_late, reverse=True)
+    __xor__ = operator_method(_XOR, _make_late)
+    __rxor__ = operator_method(_XOR, _make_late, reverse=True)
+    __lshift__ = operator_method(_LSHIFT, _make_late)
+    __rlshift__ = operator_method(_LSHIFT, _make_late, reverse=True)
+    __rshift__ = operator_method(_RSHIFT, _make_late)
+    __rrshift__ = operator_method(_RSHIFT, _make_late, reverse=True)
+    __invert__ = operator_method(_INV, _make_late)
 
     def __pos__(self):
-        return self
+        return self  # (la.positive(x) makes a copy)
 
     def __abs__(self):
         return apply(_op("abs"), (self,), _EMPTY, _make)
@@ -336,6 +395,27 @@ class NDArray(ArrayBase):
 
     def __ipow__(self, other):
         return self._inplace("**=", other)
+
+    def __ifloordiv__(self, other):
+        return self._inplace("//=", other)
+
+    def __imod__(self, other):
+        return self._inplace("%=", other)
+
+    def __iand__(self, other):
+        return self._inplace("&=", other)
+
+    def __ior__(self, other):
+        return self._inplace("|=", other)
+
+    def __ixor__(self, other):
+        return self._inplace("^=", other)
+
+    def __ilshift__(self, other):
+        return self._inplace("<<=", other)
+
+    def __irshift__(self, other):
+        return self._inplace(">>=", other)
 
     def _check_writable(self, what: str, instead: str) -> None:
         if self._value is None or is_deferred():

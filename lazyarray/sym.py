@@ -1,4 +1,5 @@
-"""``la.sym``: build graphs directly. ``la.sym.var(name)`` plus one function per registered op.
+"""``la.sym``: build graphs directly. ``la.sym.var(name)`` plus one function per registered op
+(the variance op ``la.var`` is ``la.sym.variance``, since ``la.sym.var`` makes an input).
 
 The functions come from the same registry as ``la.<op>``; they take and return ``Symbol``
 objects (single-output symbols stand for their entry) and Python numbers.
@@ -45,8 +46,13 @@ def _sym_function(op: OpDef) -> Callable:
     return f
 
 
+# Ops whose name is taken by la.sym's own API: ``la.sym.var`` makes a graph input (the contract), so
+# the variance op (``la.var``) is ``la.sym.variance`` here.
+_RENAMED = {"var": "variance"}
+
+
 def _all() -> dict[str, Callable]:
-    return {op.name: _sym_function(op) for op in registry.all_ops()}
+    return {_RENAMED.get(op.name, op.name): _sym_function(op) for op in registry.all_ops()}
 
 
 globals().update(_all())

@@ -4,13 +4,30 @@ from __future__ import annotations
 from ..device import Device, to_device
 from ..storage import CSR, RowSparse, densify, from_dense, stype_of
 from . import sparse_kernels
-from .params import DEVICE, DTYPE, Param, choice
+from .params import DEVICE, DTYPE, OPT_DTYPE, SCALAR, Param, choice
 from .registry import OpDef, register
 
-register(OpDef("zeros_like", ("x",), lambda xp, x, out=None: xp.zeros_like(densify(x, xp)),
-               grad=lambda F, ins, y, g: [None], doc="zeros shaped and typed like x"))
-register(OpDef("ones_like", ("x",), lambda xp, x, out=None: xp.ones_like(densify(x, xp)),
-               grad=lambda F, ins, y, g: [None], doc="ones shaped and typed like x"))
+
+def _like_dtype(dtypes, dtype=None, **params):
+    return dtypes[0] if dtype is None else dtype
+
+
+register(OpDef("zeros_like", ("x",), lambda xp, x, dtype=None, out=None: xp.zeros_like(densify(x, xp), dtype=dtype),
+               params=(Param("dtype", OPT_DTYPE, None),), dtype=_like_dtype,
+               grad=lambda F, ins, y, g, dtype=None: [None], doc="zeros shaped like x, of x's dtype or dtype"))
+register(OpDef("ones_like", ("x",), lambda xp, x, dtype=None, out=None: xp.ones_like(densify(x, xp), dtype=dtype),
+               params=(Param("dtype", OPT_DTYPE, None),), dtype=_like_dtype,
+               grad=lambda F, ins, y, g, dtype=None: [None], doc="ones shaped like x, of x's dtype or dtype"))
+
+
+def _full_like(xp, x, fill_value, dtype=None, out=None):
+    return xp.full_like(densify(x, xp), fill_value, dtype=dtype)
+
+
+register(OpDef("full_like", ("x",), _full_like,
+               params=(Param("fill_value", SCALAR), Param("dtype", OPT_DTYPE, None)), dtype=_like_dtype,
+               grad=lambda F, ins, y, g, fill_value, dtype=None: [None],
+               doc="an array shaped like x filled with fill_value, of x's dtype or dtype"))
 
 
 def _cast(xp, x, dtype, out=None):

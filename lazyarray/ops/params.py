@@ -48,6 +48,21 @@ class _Float(ParamType):
         return float(value)
 
 
+class _Scalar(ParamType):
+    """A real Python scalar kept as its type: bool, int or float (fill values)."""
+
+    name = "scalar"
+
+    def convert(self, value, op, param):
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        if isinstance(value, (int, np.integer)):
+            return int(value)
+        if isinstance(value, (float, np.floating)):
+            return float(value)
+        raise self._bad(value, op, param, "a real number or a bool")
+
+
 class _Int(ParamType):
     name = "int"
 
@@ -55,6 +70,13 @@ class _Int(ParamType):
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
             raise self._bad(value, op, param, "an int")
         return int(value)
+
+
+class _OptInt(_Int):
+    name = "int?"
+
+    def convert(self, value, op, param):
+        return None if value is None else super().convert(value, op, param)
 
 
 class _Bool(ParamType):
@@ -131,6 +153,16 @@ class _DType(ParamType):
 
     def to_json(self, value):
         return str(value)
+
+
+class _OptDType(_DType):
+    name = "dtype?"
+
+    def convert(self, value, op, param):
+        return None if value is None else as_dtype(value, op)
+
+    def to_json(self, value):
+        return None if value is None else str(value)
 
 
 class _Device(ParamType):
@@ -258,6 +290,7 @@ class _Choice(ParamType):
 
 FLOAT, INT, BOOL, OPT_BOOL = _Float(), _Int(), _Bool(), _OptBool()
 INTS, OPT_INTS, AXIS, DTYPE, DEVICE, KEY = _Ints(), _OptInts(), _Axis(), _DType(), _Device(), _Key()
+OPT_DTYPE, SCALAR, OPT_INT = _OptDType(), _Scalar(), _OptInt()
 PAD_WIDTH = _PadWidth()
 choice = _Choice
 

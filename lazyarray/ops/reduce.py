@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import AxisError, ShapeError, fmt_shape
 from . import sparse_kernels
-from .params import AXIS, BOOL, DTYPE, INTS, Param
+from .params import AXIS, BOOL, DTYPE, FLOAT, INTS, OPT_INT, Param
 from .registry import OpDef, normalize_axis, register
 
 
@@ -81,13 +81,13 @@ def _extreme_grad(F, ins, y, g, axis=None, keepdims=False):
     return [F.multiply(F.divide(_grad_back(F, g, x, axis, keepdims), ties), mask)]
 
 
-def _float_dtype(dtypes, axis=None, keepdims=False):
+def _float_dtype(dtypes, **params):
     # NumPy's mean of ints is float64; of floats keeps the dtype.
     d = dtypes[0]
     return d if d.kind == "f" else np.dtype("float64")
 
 
-def _sum_dtype(dtypes, axis=None, keepdims=False):
+def _sum_dtype(dtypes, **params):
     d = dtypes[0]
     if d.kind == "b" or (d.kind == "i" and d.itemsize < 8):
         return np.dtype("int64")
@@ -192,3 +192,127 @@ register(OpDef(
     doc="the number of elements of x over axis (None = all) as a 0-d array of dtype; read from "
         "x's shape when it runs, so it counts data-dependent dims (mean's gradient divides by it)",
 ))
+
+
+# -- the Array API's other reductions ------------------------------------------------------------
+def _prod_grad(F, ins, y, g, axis=None, keepdims=False):
+    # d prod / d x_i = the product of the others, exact also where x has zeros: with no zero in the
+    # reduced group it is prod / x_i; with one zero, only that element gets the product of the rest.
+    x = ins[0]
+    zero = F.equal(x, 0)
+    rest = F.prod(F.where(zero, 1, x), axis=axis, keepdims=keepdims)  # product of the non-zeros
+    zeros = _grad_back(F, F.sum(zero, axis=axis, keepdims=keepdims), x, axis, keepdims)
+    rest = _grad_back(F, rest, x, axis, keepdims)
+    safe_x = F.where(zero, 1, x)
+    others = F.where(zero, F.where(F.equal(zeros, 1), rest, 0), F.where(F.equal(zeros, 0), F.divide(rest, safe_x), 0))
+    return [F.multiply(_grad_back(F, g, x, axis, keepdims), others)]
+
+
+_reducer("prod", "prod", _prod_grad, _sum_dtype, "product over axis (None = all)")
+
+
+def _bool_dtype(dtypes, axis=None, keepdims=False):
+    return np.dtype("bool")
+
+
+for _name, _doc in (("any", "true where any element over axis is non-zero"),
+                    ("all", "true where every element over axis is non-zero")):
+    _reducer(_name, _name, None, _bool_dtype, _doc + " (None = all), as bool")
+
+
+def _moments_kernel(kernel):
+    def k(xp, x, axis=None, keepdims=False, correction=0.0, out=None):
+        return getattr(xp, kernel)(x, axis=axis, keepdims=keepdims, ddof=correction)
+
+    return k
+
+
+def _centered(F, x, axis, correction):
+    """(x - mean) / (N - correction): the gradient of var / 2."""
+    mean = F.mean(x, axis=axis, keepdims=True)
+    n = element_count(F, x, axis, x.aval.dtype if x.aval.dtype.kind == "f" else np.dtype("float64"))
+    dof = n - correction if isinstance(n, float) else F.subtract(n, correction)
+    return F.divide(F.subtract(x, F.broadcast_like(mean, x)), dof)
+
+
+def _var_grad(F, ins, y, g, axis=None, keepdims=False, correction=0.0):
+    return [F.multiply(_grad_back(F, g, ins[0], axis, keepdims), F.multiply(_centered(F, ins[0], axis, correction), 2))]
+
+
+def _std_grad(F, ins, y, g, axis=None, keepdims=False, correction=0.0):
+    scale = _grad_back(F, F.divide(g, y), ins[0], axis, keepdims)
+    return [F.multiply(scale, _centered(F, ins[0], axis, correction))]
+
+
+_MPARAMS = _RPARAMS + (Param("correction", FLOAT, 0.0),)
+for _name, _grad in (("var", _var_grad), ("std", _std_grad)):
+    register(OpDef(_name, ("x",), _moments_kernel(_name), params=_MPARAMS, grad=_grad, dtype=_float_dtype,
+                   shape=(lambda r: lambda shapes, axis=None, keepdims=False, correction=0.0: r(shapes, axis, keepdims))(
+                       _reduce_shape(_name)),
+                   doc=f"{'variance' if _name == 'var' else 'standard deviation'} over axis (None = all), "
+                       "dividing by N - correction (correction=1: the unbiased estimate)"))
+
+
+def _argmin(xp, x, axis=None, keepdims=False, out=None):
+    if isinstance(axis, tuple):
+        raise AxisError(f"argmin: takes one axis or None, got {axis}")
+    return xp.argmin(x, axis=axis, keepdims=keepdims)
+
+
+register(OpDef("argmin", ("x",), _argmin, params=_RPARAMS, shape=_argmax_shape,
+               dtype=lambda dtypes, axis=None, keepdims=False: np.dtype("int64"),
+               doc="index of the minimum over one axis (None = flattened), as int64"))
+register(OpDef("count_nonzero", ("x",),
+               lambda xp, x, axis=None, keepdims=False, out=None: xp.asarray(
+                   xp.count_nonzero(x, axis=axis, keepdims=keepdims), dtype=np.int64),
+               params=_RPARAMS, shape=_reduce_shape("count_nonzero"),
+               dtype=lambda dtypes, axis=None, keepdims=False: np.dtype("int64"),
+               doc="the number of non-zero elements over axis (None = all), as int64"))
+
+
+# -- cumulative sums and products ----------------------------------------------------------------
+def _cumulative(kernel):
+    def k(xp, x, axis=None, include_initial=False, out=None):
+        ax = 0 if axis is None else axis
+        res = getattr(xp, kernel)(x, axis=ax)
+        if include_initial:
+            shape = list(res.shape)
+            shape[ax] = 1
+            first = xp.full(shape, 0 if kernel == "cumsum" else 1, dtype=res.dtype)
+            res = xp.concatenate([first, res], axis=ax)
+        return res
+
+    return k
+
+
+def _cumulative_shape(op):
+    def rule(shapes, axis=None, include_initial=False):
+        shape = list(shapes[0])
+        if axis is None and len(shape) != 1:
+            raise AxisError(f"{op}: axis=None needs a 1-D array (got {len(shape)} dims); pass axis=")
+        if not shape:
+            raise AxisError(f"{op}: needs an array of at least 1 dim")
+        ax = normalize_axis(0 if axis is None else axis, len(shape), op)
+        if include_initial and shape[ax] is not None:
+            shape[ax] += 1
+        return tuple(shape)
+
+    return rule
+
+
+def _cumsum_grad(F, ins, y, g, axis=None, include_initial=False):
+    x = ins[0]
+    ax = normalize_axis(0 if axis is None else axis, x.aval.ndim, "cumulative_sum")
+    if include_initial:  # output i + 1 sums x[:i + 1]: drop the initial zero's gradient
+        g = F.getitem(g, key=(slice(None),) * ax + (slice(1, None),))
+    # x[i] reaches every output from i on: the reversed cumulative sum of g
+    return [F.flip(F.cumulative_sum(F.flip(g, axis=ax), axis=ax), axis=ax)]
+
+
+_CPARAMS = (Param("axis", OPT_INT, None), Param("include_initial", BOOL, False))
+register(OpDef("cumulative_sum", ("x",), _cumulative("cumsum"), params=_CPARAMS,
+               shape=_cumulative_shape("cumulative_sum"), dtype=_sum_dtype, grad=_cumsum_grad,
+               doc="running sums along axis (None: a 1-D x); include_initial=True starts with 0"))
+register(OpDef("cumulative_prod", ("x",), _cumulative("cumprod"), params=_CPARAMS,
+               shape=_cumulative_shape("cumulative_prod"), dtype=_sum_dtype,
+               doc="running products along axis (None: a 1-D x); include_initial=True starts with 1"))

@@ -879,3 +879,228 @@ CASES.update({
     "batch_norm": Case("conv", _batch_norm_samples, _batch_norm_ref, FLOATS, grad=(0, 1, 2, 3, 4), rtol32=1e-4),
     "flatten": Case("conv", _flatten_samples, lambda x: x.reshape(x.shape[0], -1), FLOATS, grad=(0,)),
 })
+
+
+# -- Array API: more elementwise functions (lazyarray/ops/math.py) ------------------------------------
+BOOL_INTS = ("bool", "int32", "int64")
+
+
+def special(rng, shape, dtype):
+    """Random values with NaN, +-inf and -0.0 sprinkled in (floats); plain random integers."""
+    x = rand(rng, shape, dtype)
+    if np.dtype(dtype).kind == "f" and x.size:
+        flat = x.reshape(-1)
+        for i, v in enumerate((np.nan, np.inf, -np.inf, -0.0)):
+            flat[i::7] = v
+    return x
+
+
+def _in(low, high):
+    return lambda r, s, d: rand(r, s, d, low, high)
+
+
+def _divisor(r, s, d):
+    return positive(r, s, d) * (1 if r.random() < .5 else -1)
+
+
+def _shift_samples(rng, dtype, small):
+    return binary(rand, lambda r, s, d: r.integers(0, 8, s).astype(d))(rng, dtype, small)
+
+
+_MATH_UNARY = {  # name: (NumPy reference, input generator, dtypes, differentiable)
+    "floor": (np.floor, rand, ALL, False), "ceil": (np.ceil, rand, ALL, False),
+    "trunc": (np.trunc, rand, ALL, False), "round": (np.round, lambda r, s, d: rand(r, s, d) * 3, ALL, False),
+    "isnan": (np.isnan, special, ALL, False), "isinf": (np.isinf, special, ALL, False),
+    "isfinite": (np.isfinite, special, ALL, False), "signbit": (np.signbit, special, ALL, False),
+    "expm1": (np.expm1, rand, ALL, True), "log1p": (np.log1p, positive, ALL, True),
+    "log2": (np.log2, positive, ALL, True), "log10": (np.log10, positive, ALL, True),
+    "reciprocal": (np.reciprocal, _divisor, FLOATS, True), "positive": (np.positive, rand, ALL, True),
+    "tan": (np.tan, _in(-1.2, 1.2), FLOATS, True), "sinh": (np.sinh, rand, ALL, True),
+    "cosh": (np.cosh, rand, ALL, True), "asin": (np.arcsin, _in(-0.9, 0.9), FLOATS, True),
+    "acos": (np.arccos, _in(-0.9, 0.9), FLOATS, True), "atan": (np.arctan, rand, ALL, True),
+    "asinh": (np.arcsinh, rand, ALL, True), "acosh": (np.arccosh, _in(1.1, 3.0), FLOATS, True),
+    "atanh": (np.arctanh, _in(-0.9, 0.9), FLOATS, True),
+    "logical_not": (np.logical_not, ties, BOOL_INTS + FLOATS, False),
+    "bitwise_invert": (np.invert, rand, BOOL_INTS, False),
+}
+_MATH_BINARY = {  # name: (NumPy reference, samples, dtypes, differentiated inputs)
+    "atan2": (np.arctan2, binary(), ALL, (0, 1)), "hypot": (np.hypot, binary(), ALL, (0, 1)),
+    "logaddexp": (np.logaddexp, binary(), ALL, (0, 1)),
+    "copysign": (np.copysign, binary(away_from_zero, away_from_zero), ALL, (0,)),
+    "nextafter": (np.nextafter, binary(), FLOATS, ()),
+    "floor_divide": (np.floor_divide, binary(rand, _divisor), ALL, ()),
+    "remainder": (np.remainder, binary(rand, _divisor), ALL, (0, 1)),
+    "logical_and": (np.logical_and, binary(ties, ties), BOOL_INTS + FLOATS, ()),
+    "logical_or": (np.logical_or, binary(ties, ties), BOOL_INTS + FLOATS, ()),
+    "logical_xor": (np.logical_xor, binary(ties, ties), BOOL_INTS + FLOATS, ()),
+    "bitwise_and": (np.bitwise_and, binary(), BOOL_INTS, ()),
+    "bitwise_or": (np.bitwise_or, binary(), BOOL_INTS, ()),
+    "bitwise_xor": (np.bitwise_xor, binary(), BOOL_INTS, ()),
+    "bitwise_left_shift": (np.left_shift, _shift_samples, INTS, ()),
+    "bitwise_right_shift": (np.right_shift, _shift_samples, INTS, ()),
+}
+CASES.update({name: Case("math", unary(gen), ew(fn), dts, grad=(0,) if diff else ())
+              for name, (fn, gen, dts, diff) in _MATH_UNARY.items()})
+CASES.update({name: Case("math", samples, ew(fn), dts, grad=grad)
+              for name, (fn, samples, dts, grad) in _MATH_BINARY.items()})
+
+
+# -- Array API: creation like x, reductions, sorting, manipulation ------------------------------------
+def _full_like_samples(rng, dtype, small):
+    x = rand(rng, (3, 4), dtype)
+    return [Sample((x,), {"fill_value": 2}, "int-fill"), Sample((x,), {"fill_value": 1.5, "dtype": "float64"},
+                                                                 "float-fill-dtype"),
+            Sample((x,), {"fill_value": True, "dtype": "bool"}, "bool"), Sample((rand(rng, (), dtype),),
+                                                                                 {"fill_value": -1}, "0d")]
+
+
+def _full_like_ref(x, fill_value, dtype=None):
+    return np.full_like(x, fill_value, dtype=dtype)
+
+
+def _like_dtype_samples(rng, dtype, small):
+    return unary(params=({}, {"dtype": "int8"}, {"dtype": "float64"}))(rng, dtype, small)
+
+
+def _prod_samples(rng, dtype, small):
+    out = _reduce_samples()(rng, dtype, small)
+    x = rand(rng, (3, 4), dtype)
+    x[0, 1] = 0  # one zero in row 0, two in column 2: the gradient is exact there too
+    x[1, 2] = x[2, 2] = 0
+    return out + [Sample((x,), {"axis": ax}, f"zeros-axis={ax}") for ax in (None, 0, 1)]
+
+
+def _moments_samples(rng, dtype, small):
+    x = rand(rng, (3, 4, 5) if not small else (2, 3, 4), dtype)
+    return [Sample((x,), {"axis": ax, "keepdims": kd, "correction": c}, f"axis={ax}-kd={kd}-c={c}")
+            for ax in (None, 0, -1, (0, 2)) for kd in (False, True) for c in (0.0, 1.0)]
+
+
+def _moments_ref(fn):
+    return lambda x, axis=None, keepdims=False, correction=0.0: np.asarray(
+        fn(x, axis=axis, keepdims=keepdims, ddof=correction))
+
+
+def _bool_reduce_samples(rng, dtype, small):
+    return [Sample((ties(rng, (3, 4, 5), dtype),), {"axis": ax, "keepdims": kd}, f"axis={ax}-kd={kd}")
+            for ax in (None, 0, -1, (0, 2)) for kd in (False, True)] + [Sample((ties(rng, (), dtype),), {}, "0d")]
+
+
+def _count_nonzero_ref(x, axis=None, keepdims=False):
+    return np.asarray(np.count_nonzero(x, axis=axis, keepdims=keepdims), dtype=np.int64)
+
+
+def _cumulative_samples(rng, dtype, small):
+    x = rand(rng, (3, 4, 5) if not small else (2, 3, 4), dtype)
+    out = [Sample((x,), {"axis": ax, "include_initial": ii}, f"axis={ax}-init={ii}")
+           for ax in (0, -1, 1) for ii in (False, True)]
+    return out + [Sample((rand(rng, (6,), dtype),), {}, "1d"),
+                  Sample((rand(rng, (0, 3), dtype),), {"axis": 0, "include_initial": True}, "empty")]
+
+
+def _cumulative_ref(fn):
+    return lambda x, axis=None, include_initial=False: fn(x, axis=axis, include_initial=include_initial)
+
+
+CASES.update({
+    "full_like": Case("core", _full_like_samples, _full_like_ref, ALL),
+    "prod": Case("reduce", _prod_samples, ew(np.prod), ALL, grad=(0,)),
+    "any": Case("reduce", _bool_reduce_samples, ew(np.any), BOOL_INTS + FLOATS),
+    "all": Case("reduce", _bool_reduce_samples, ew(np.all), BOOL_INTS + FLOATS),
+    "var": Case("reduce", _moments_samples, _moments_ref(np.var), ALL, grad=(0,), rtol32=1e-4),
+    "std": Case("reduce", _moments_samples, _moments_ref(np.std), ALL, grad=(0,), rtol32=1e-4),
+    "argmin": Case("reduce", _reduce_samples(int_axis_only=True),
+                   lambda x, axis=None, keepdims=False: np.asarray(np.argmin(x, axis=axis, keepdims=keepdims)), ALL),
+    "count_nonzero": Case("reduce", _bool_reduce_samples, _count_nonzero_ref, BOOL_INTS + FLOATS),
+    "cumulative_sum": Case("reduce", _cumulative_samples, _cumulative_ref(np.cumulative_sum), ALL, grad=(0,),
+                           rtol32=1e-4),
+    "cumulative_prod": Case("reduce", _cumulative_samples, _cumulative_ref(np.cumulative_prod), ALL,
+                            rtol32=1e-4),
+})
+CASES["zeros_like"] = Case("core", _like_dtype_samples, ew(np.zeros_like), ALL)
+CASES["ones_like"] = Case("core", _like_dtype_samples, ew(np.ones_like), ALL)
+
+
+def _flip_samples(rng, dtype, small):
+    x = rand(rng, (2, 3, 4), dtype)
+    return [Sample((x,), {"axis": a}, f"axis={a}") for a in (None, 0, -1, (0, 2))] + [
+        Sample((rand(rng, (), dtype),), {}, "0d")]
+
+
+def _roll_samples(rng, dtype, small):
+    x = rand(rng, (2, 3, 4), dtype)
+    return [Sample((x,), {"shift": 1}, "flat"), Sample((x,), {"shift": (1, -2), "axis": (0, 2)}, "two-axes"),
+            Sample((x,), {"shift": 5, "axis": -1}, "wrap"), Sample((x,), {"shift": -1, "axis": (0, 1)}, "one-shift")]
+
+
+def _along_samples(rng, dtype, small):
+    x = rand(rng, (4, 3, 2), dtype)
+    return [Sample((x, rng.integers(0, 3, (4, 5, 2))), {"axis": 1}, "axis1"),
+            Sample((x, rng.integers(-2, 2, (4, 3, 1))), {}, "axis-1-negative"),
+            Sample((x, rng.integers(0, 4, (2, 1, 2))), {"axis": 0}, "axis0-broadcast")]
+
+
+def _along_ref(x, indices, axis=-1):
+    return np.take_along_axis(x, indices, axis=axis)
+
+
+def _along_grad_samples(rng, dtype, small):
+    out = []
+    for s in _along_samples(rng, dtype, small):
+        x, idx = s.args
+        out.append(Sample((rand(rng, _along_ref(x, idx, **s.params).shape, dtype), x, idx), s.params, s.name))
+    return out
+
+
+def _along_grad_ref(g, like, indices, axis=-1):
+    res = np.zeros(like.shape, g.dtype)
+    ax = axis % like.ndim
+    for pos in np.ndindex(*g.shape):
+        at = list(pos)
+        at[ax] = indices[tuple(p if indices.shape[i] > 1 else 0 for i, p in enumerate(pos))]
+        res[tuple(at)] += g[pos]
+    return res
+
+
+def _sort_samples(gen):
+    def samples(rng, dtype, small):
+        x = gen(rng, (3, 5) if small else (4, 6, 5), dtype)
+        return [Sample((x,), p, f"{p}") for p in ({}, {"axis": 0}, {"descending": True},
+                                                    {"axis": 1, "descending": True, "stable": False})] + [
+            Sample((gen(rng, (7,), dtype),), {}, "1d"), Sample((gen(rng, (0, 3), dtype),), {}, "empty")]
+
+    return samples
+
+
+def _sort_ref(x, axis=-1, descending=False, stable=True):
+    return np.take_along_axis(x, _argsort_ref(x, axis, descending), axis=axis)
+
+
+def _argsort_ref(x, axis=-1, descending=False, stable=True):
+    # stable descending: the stable ascending order of -x (the sample values are small, no overflow)
+    return np.argsort(-x if descending else x, axis=axis, kind="stable").astype(np.int64)
+
+
+def _distinct(rng, shape, dtype):
+    return (rng.permutation(int(np.prod(shape))).reshape(shape) - 3).astype(dtype)
+
+
+def _searchsorted_samples(rng, dtype, small):
+    x1 = np.sort(ties(rng, (9,), dtype))
+    return [Sample((x1, ties(rng, s, dtype)), p, f"{s}-{p}") for s in ((4,), (2, 3), ())
+            for p in ({}, {"side": "right"})]
+
+
+CASES.update({
+    "flip": Case("sorting", _flip_samples, lambda x, axis=None: np.flip(x, axis=axis), ALL, grad=(0,)),
+    "roll": Case("sorting", _roll_samples, lambda x, shift, axis=None: np.roll(x, shift, axis=axis), ALL, grad=(0,)),
+    "take_along_axis": Case("sorting", _along_samples, _along_ref, ALL, grad=(0,)),
+    "take_along_axis_grad": Case("sorting", _along_grad_samples, _along_grad_ref, ALL),
+    "sort": Case("sorting", _sort_samples(_distinct), _sort_ref, ALL, grad=(0,)),
+    "argsort": Case("sorting", _sort_samples(ties), _argsort_ref, ALL),
+    "searchsorted": Case("sorting", _searchsorted_samples,
+                         lambda x1, x2, side="left": np.asarray(np.searchsorted(x1, x2, side=side), dtype=np.int64),
+                         ALL),
+    "unique_values": Case("sorting", unary(ties, shapes=((3, 4), (7,), (), (0, 3))), lambda x: np.unique(x), ALL,
+                          data_dependent=True),
+})

@@ -1,0 +1,353 @@
+"""The Python Array API standard (2024.12) face of ``la``: dtype objects, constants, dtype
+functions, ``asarray`` and the inspection namespace (``la.__array_namespace_info__()``).
+
+Functions of the standard are registry ops (``la.floor``, ``la.sort``, ...), generated like every
+other op by ``functions.py``; where the standard and NumPy spell a function differently, ``la``
+has the standard's name and keeps the NumPy spelling we already had (``ALIASES``).
+
+dtype objects are NumPy dtypes, as in ``array_api_strict`` and NumPy itself, so
+``x.dtype == la.float32`` holds. Complex dtypes are not supported yet (lazyarray computes with
+real and bool dtypes only), so ``la.complex64`` / ``la.complex128`` are absent and the
+conformance suite skips them.
+
+>>> import lazyarray as la
+>>> x = la.asarray([1, 2, 3], dtype=la.int32)
+>>> x.__array_namespace__() is la, la.isdtype(x.dtype, "integral"), la.result_type(x, la.float32)
+(True, True, dtype('float64'))
+"""
+from __future__ import annotations
+
+import builtins
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from .aval import SUPPORTED_DTYPES, as_dtype, check_alloc
+from .creation import array, zeros
+from .device import Device, cpu, current_device, gpu, gpu_available
+from .dispatch import apply
+from .errors import DTypeError
+from .ndarray import NDArray, _make
+from .ops import registry
+
+__array_api_version__ = "2024.12"
+
+# -- dtype objects (module-level names; ``bool`` is only bound in ``la``, not inside the package) --
+DTYPES = {n: np.dtype(n) for n in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                                   "uint64", "float32", "float64")}
+
+# -- constants --------------------------------------------------------------------------------------
+e = math.e
+pi = math.pi
+inf = math.inf
+nan = math.nan
+newaxis = None
+
+# Standard name -> the NumPy spelling we had before (both stay public; the standard name is primary).
+ALIASES = {"concatenate": "concat", "transpose": "permute_dims", "power": "pow"}
+
+
+def _dtype_of(x) -> np.dtype:
+    """The dtype of an array or a dtype-like."""
+    dt = getattr(x, "dtype", None)
+    if isinstance(dt, np.dtype):
+        return dt
+    return as_dtype(x, "dtype")
+
+
+def iinfo(type) -> np.iinfo:  # noqa: A002 (the standard's parameter name)
+    """Machine limits of an integer dtype (or of an integer array's dtype): ``bits, max, min, dtype``.
+
+    >>> import lazyarray as la
+    >>> la.iinfo(la.int8).max
+    127
+    """
+    dt = _dtype_of(type)
+    if dt.kind not in "iu":
+        raise DTypeError(f"iinfo: {dt} is not an integer dtype; use la.finfo for floating dtypes")
+    return np.iinfo(dt)
+
+
+def finfo(type) -> np.finfo:  # noqa: A002
+    """Machine limits of a floating dtype (or a float array's dtype): ``bits, eps, max, min, smallest_normal``.
+
+    >>> import lazyarray as la
+    >>> la.finfo(la.float32).bits
+    32
+    """
+    dt = _dtype_of(type)
+    if dt.kind != "f":
+        raise DTypeError(f"finfo: {dt} is not a floating dtype; use la.iinfo for integer dtypes")
+    return np.finfo(dt)
+
+
+def result_type(*arrays_and_dtypes):
+    """The dtype of an op on these arrays / dtypes / Python scalars (the standard's promotion,
+    which NumPy 2 implements: Python scalars are weak).
+
+    >>> import lazyarray as la
+    >>> la.result_type(la.int8, la.uint8), la.result_type(la.float32, 1.0)
+    (dtype('int16'), dtype('float32'))
+    """
+    if not arrays_and_dtypes:
+        raise TypeError("result_type: needs at least one array or dtype")
+    args = []
+    for a in arrays_and_dtypes:
+        if isinstance(a, (builtins.bool, int, float, complex)):
+            args.append(a)
+        else:
+            args.append(_dtype_of(a))
+    if builtins.all(isinstance(a, (builtins.bool, int, float, complex)) for a in args):
+        raise TypeError("result_type: at least one argument must be an array or a dtype")
+    return np.result_type(*args)
+
+
+_KIND_GROUP = {"b": "bool", "i": "int", "u": "int", "f": "float", "c": "complex"}
+
+
+def can_cast(from_, to) -> builtins.bool:
+    """True when ``from_`` (a dtype or an array) converts to dtype ``to`` under the standard's
+    promotion rules (no cast between kinds: int to float is ``False``, unlike NumPy's ``can_cast``).
+
+    >>> import lazyarray as la
+    >>> la.can_cast(la.int8, la.int16), la.can_cast(la.int64, la.float64)
+    (True, False)
+    """
+    src, dst = _dtype_of(from_), _dtype_of(to)
+    if src == dst:
+        return True
+    if _KIND_GROUP[src.kind] != _KIND_GROUP[dst.kind]:
+        return False
+    try:
+        return np.result_type(src, dst) == dst
+    except TypeError:
+        return False
+
+
+_KINDS = {
+    "bool": "b", "signed integer": "i", "unsigned integer": "u", "integral": "iu",
+    "real floating": "f", "complex floating": "c", "numeric": "iufc",
+}
+
+
+def isdtype(dtype, kind) -> builtins.bool:
+    """True when ``dtype`` is of ``kind``: a dtype, a kind name (``"bool"``, ``"signed integer"``,
+    ``"unsigned integer"``, ``"integral"``, ``"real floating"``, ``"complex floating"``,
+    ``"numeric"``) or a tuple of them.
+
+    >>> import lazyarray as la
+    >>> la.isdtype(la.float32, ("integral", "real floating"))
+    True
+    """
+    if not isinstance(dtype, np.dtype):
+        raise TypeError(f"isdtype: dtype must be a dtype object (e.g. la.float32), got {dtype!r}")
+    if isinstance(kind, tuple):
+        return builtins.any(isdtype(dtype, k) for k in kind)
+    if isinstance(kind, str):
+        if kind not in _KINDS:
+            raise ValueError(f"isdtype: unknown kind {kind!r}; use one of {', '.join(_KINDS)}")
+        return dtype.kind in _KINDS[kind]
+    if isinstance(kind, np.dtype):
+        return dtype == kind
+    raise TypeError(f"isdtype: kind must be a dtype, a kind name or a tuple of them, got {kind!r}")
+
+
+# -- the inspection namespace ---------------------------------------------------------------------
+class _Info:
+    """What ``la.__array_namespace_info__()`` answers (the standard's inspection API)."""
+
+    __module__ = "lazyarray"
+
+    def capabilities(self) -> dict:
+        # Boolean indexing and nonzero give data-dependent shapes (unknown dims, resolved when computed).
+        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 64}
+
+    def default_device(self) -> Device:
+        return current_device()
+
+    def default_dtypes(self, *, device=None) -> dict:
+        # Python floats become float32 (``la.array([1.5]).dtype``), ints int64.
+        return {"real floating": DTYPES["float32"], "complex floating": None,
+                "integral": DTYPES["int64"], "indexing": DTYPES["int64"]}
+
+    def devices(self) -> list[Device]:
+        return [cpu(0)] + ([gpu(0)] if gpu_available() else [])
+
+    def dtypes(self, *, device=None, kind=None) -> dict:
+        return {n: d for n, d in DTYPES.items() if kind is None or isdtype(d, kind)}
+
+
+def __array_namespace_info__() -> _Info:
+    """The standard's inspection namespace: default device and dtypes, supported dtypes, devices."""
+    return _Info()
+
+
+assert builtins.all(d in SUPPORTED_DTYPES for d in DTYPES.values())
+
+
+# -- results of the unique_* functions --------------------------------------------------------------
+class UniqueAllResult(NamedTuple):
+    values: object
+    indices: object
+    inverse_indices: object
+    counts: object
+
+
+class UniqueCountsResult(NamedTuple):
+    values: object
+    counts: object
+
+
+class UniqueInverseResult(NamedTuple):
+    values: object
+    inverse_indices: object
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple:
+    """The shape that broadcasting ``shapes`` together gives (NumPy's rule)."""
+    return tuple(np.broadcast_shapes(*shapes))
+
+
+# -- creation ------------------------------------------------------------------------------------------
+def asarray(obj, /, *, dtype=None, device: Device | None = None, copy: builtins.bool | None = None) -> NDArray:
+    """``obj`` as an array: an ``NDArray`` of the asked dtype and device is returned as is (unless
+    ``copy=True``); anything else becomes a new array like ``la.array`` (Python floats: float32).
+    ``copy=False`` raises ``ValueError`` when a copy cannot be avoided.
+
+    >>> import lazyarray as la
+    >>> x = la.asarray([1.0, 2.0])
+    >>> la.asarray(x) is x, x.dtype
+    (True, dtype('float32'))
+    """
+    if isinstance(obj, NDArray):
+        same = ((dtype is None or as_dtype(dtype, "asarray") == obj.dtype)
+                and (device is None or device == obj.device))
+        if same and copy is not True:
+            return obj
+        if copy is False:
+            raise ValueError("asarray: copy=False, but the dtype or device asked for needs a copy")
+        res = obj if device is None or device == obj.device else obj.to(device)
+        if dtype is not None and as_dtype(dtype, "asarray") != res.dtype:
+            return res.astype(dtype)
+        return res.copy() if res is obj else res
+    if copy is False and not isinstance(obj, np.ndarray):
+        raise ValueError(f"asarray: copy=False, but a {type(obj).__name__} must be copied into an array")
+    return array(obj, dtype=dtype, device=device)
+
+
+def astype(x: NDArray, dtype, /, *, copy: builtins.bool = True, device: Device | None = None) -> NDArray:
+    """``x`` converted to ``dtype`` (and moved to ``device``); ``copy=False`` returns ``x`` itself
+    when nothing changes."""
+    if device is not None and device != x.device:
+        x = x.to(device)
+    if not copy and as_dtype(dtype, "astype") == x.dtype:
+        return x
+    return x.astype(dtype)
+
+
+def empty(shape, *, dtype=None, device: Device | None = None) -> NDArray:
+    """An array of ``shape`` (lazyarray fills it with zeros: no uninitialized memory is handed out)."""
+    return zeros(shape, dtype="float32" if dtype is None else dtype, device=device)
+
+
+def empty_like(x: NDArray, /, *, dtype=None, device: Device | None = None) -> NDArray:
+    """An array shaped like ``x`` (zeros, see ``empty``)."""
+    res = apply(registry.get("zeros_like"), (x,), {"dtype": dtype}, _make)
+    return res if device is None else res.to(device)
+
+
+def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype=None,
+        device: Device | None = None) -> NDArray:
+    """A 2-D array with ones on the k-th diagonal and zeros elsewhere.
+
+    >>> import lazyarray as la
+    >>> la.eye(2, 3, k=1).asnumpy().tolist()
+    [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    """
+    dt = as_dtype("float32" if dtype is None else dtype, "eye")
+    check_alloc("eye", (n_rows, n_rows if n_cols is None else n_cols), dt)
+    return array(np.eye(n_rows, n_cols, k=k, dtype=dt), device=device)
+
+
+def linspace(start, stop, /, num: int, *, dtype=None, device: Device | None = None,
+             endpoint: builtins.bool = True) -> NDArray:
+    """``num`` evenly spaced values from ``start`` to ``stop`` (float32 unless ``dtype``).
+
+    >>> import lazyarray as la
+    >>> la.linspace(0, 1, 5).asnumpy().tolist()
+    [0.0, 0.25, 0.5, 0.75, 1.0]
+    """
+    dt = as_dtype("float32" if dtype is None else dtype, "linspace")
+    check_alloc("linspace", (num,), dt)
+    return array(np.linspace(start, stop, num, endpoint=endpoint).astype(dt), device=device)
+
+
+def from_dlpack(x, /, *, device: Device | None = None, copy: builtins.bool | None = None) -> NDArray:
+    """An array from any DLPack producer (NumPy, CuPy, PyTorch, ...). Host data is copied for now."""
+    if isinstance(x, NDArray):
+        return asarray(x, device=device, copy=copy)
+    if getattr(x, "__dlpack_device__", None) is not None and x.__dlpack_device__()[0] == 2:  # kDLCUDA
+        return array(x, device=device or gpu(x.__dlpack_device__()[1]))
+    return array(np.from_dlpack(x), device=device)
+
+
+def meshgrid(*arrays: NDArray, indexing: str = "xy") -> list[NDArray]:
+    """Coordinate matrices from 1-D coordinate arrays (``indexing="xy"``: the first two axes swapped,
+    as NumPy), built from ``reshape`` and ``broadcast_to`` (so it records lazily)."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    n = len(arrays)
+    sizes = [a.shape[0] for a in arrays]
+    if indexing == "xy" and n > 1:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    out = []
+    for i, a in enumerate(arrays):
+        pos = (1 - i if i < 2 else i) if indexing == "xy" and n > 1 else i
+        shape = [1] * n
+        shape[pos] = -1
+        out.append(_apply("broadcast_to", _apply("reshape", a, shape=tuple(shape)), shape=tuple(sizes)))
+    return out
+
+
+def broadcast_arrays(*arrays: NDArray) -> list[NDArray]:
+    """The arrays broadcast against each other (views where NumPy would make them)."""
+    shape = broadcast_shapes(*(a.shape for a in arrays))
+    return [_apply("broadcast_to", a, shape=shape) for a in arrays]
+
+
+def moveaxis(x: NDArray, source, destination, /) -> NDArray:
+    """``x`` with axes moved from ``source`` to ``destination`` (a ``permute_dims``)."""
+    n = x.ndim
+    src = [s % n for s in ((source,) if isinstance(source, int) else source)]
+    dst = [d % n for d in ((destination,) if isinstance(destination, int) else destination)]
+    if len(src) != len(dst):
+        raise ValueError("moveaxis: source and destination need the same number of axes")
+    order = [i for i in range(n) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return _apply("transpose", x, axes=tuple(order))
+
+
+def matrix_transpose(x: NDArray, /) -> NDArray:
+    """The last two axes of ``x`` swapped (``x.mT``)."""
+    return x.mT
+
+
+def unstack(x: NDArray, /, *, axis: int = 0) -> tuple:
+    """The slices of ``x`` along ``axis``, as a tuple of arrays (the inverse of ``stack``)."""
+    n = x.ndim
+    ax = axis % n if n else 0
+    if not -n <= axis < n:
+        raise ValueError(f"unstack: axis {axis} is out of range for an array of {n} dims")
+    return tuple(_apply("getitem", x, key=(slice(None),) * ax + (i,)) for i in range(x.shape[ax]))
+
+
+def vecdot(x1: NDArray, x2: NDArray, /, *, axis: int = -1) -> NDArray:
+    """The dot product of vectors along ``axis`` (broadcasting the other axes)."""
+    return _apply("sum", _apply("multiply", x1, x2), axis=axis)
+
+
+def _apply(name: str, *args, **params):
+    return apply(registry.get(name), args, params, _make)

@@ -1,0 +1,111 @@
+"""The rest of the Array API's elementwise functions: rounding, tests for NaN / inf, more
+exponentials, logarithms and trigonometry, integer division and remainder, logical and bitwise
+ops.
+
+Op names are the standard's (``asin``, ``atan2``, ``bitwise_invert``); kernels are the NumPy /
+CuPy ufuncs of the same meaning (``arcsin``, ``arctan2``, ``invert``), so dtypes are NumPy's own
+(the registry asks NumPy once per dtype combination) and the eager hot path applies. Gradients
+are written with other registered ops, as in ``elementwise.py``.
+"""
+from __future__ import annotations
+
+from .registry import OpDef, register
+
+_ZERO1 = lambda F, ins, y, g: [None]  # noqa: E731  (piecewise constant: zero gradient)
+_ZERO2 = lambda F, ins, y, g: [None, None]  # noqa: E731
+
+
+def _unary(name, kernel, grad, doc, inplace=((0, 0),)):
+    return register(OpDef(name, ("x",), kernel, grad=grad, inplace=inplace, elementwise=True, doc=doc))
+
+
+def _binary(name, kernel, grad, doc, inplace=((0, 0), (1, 0))):
+    return register(OpDef(name, ("a", "b"), kernel, grad=grad, inplace=inplace, elementwise=True, doc=doc))
+
+
+def _times(F, g, t):
+    return [F.multiply(g, t)]
+
+
+def _round(xp, x, out=None):
+    return xp.round(x)  # (not numpy.rint: that turns integers into floats)
+
+
+# -- rounding and sign (piecewise constant: zero gradient) ------------------------------------------
+for _name, _doc in (("floor", "largest integer <= x"), ("ceil", "smallest integer >= x"),
+                    ("trunc", "x rounded toward zero"), ("round", "x rounded to the nearest integer, "
+                                                                  "halves to even")):
+    _unary(_name, _name if _name != "round" else _round, _ZERO1, _doc + " (integers unchanged)")
+
+# -- tests (bool results) -----------------------------------------------------------------------------
+for _name, _doc in (("isnan", "x is NaN"), ("isinf", "x is +inf or -inf"), ("isfinite", "x is not NaN or inf"),
+                    ("signbit", "the sign bit of x is set (true for -0.0)")):
+    _unary(_name, _name, _ZERO1, _doc + ", as bool", inplace=())
+
+# -- exponentials and logarithms ----------------------------------------------------------------------
+_unary("expm1", "expm1", lambda F, ins, y, g: _times(F, g, F.add(y, 1)), "e ** x - 1, accurate near 0")
+_unary("log1p", "log1p", lambda F, ins, y, g: [F.divide(g, F.add(ins[0], 1))], "log(1 + x), accurate near 0")
+_unary("log2", "log2", lambda F, ins, y, g: [F.divide(g, F.multiply(ins[0], 0.6931471805599453))],
+       "base-2 logarithm")
+_unary("log10", "log10", lambda F, ins, y, g: [F.divide(g, F.multiply(ins[0], 2.302585092994046))],
+       "base-10 logarithm")
+_unary("reciprocal", "reciprocal", lambda F, ins, y, g: [F.negative(F.multiply(g, F.square(y)))],
+       "1 / x (integers: NumPy's integer reciprocal)")
+_unary("positive", "positive", lambda F, ins, y, g: [g], "+x (a copy)")
+
+# -- trigonometry -----------------------------------------------------------------------------------------
+_unary("tan", "tan", lambda F, ins, y, g: _times(F, g, F.add(F.square(y), 1)), "tangent")
+_unary("sinh", "sinh", lambda F, ins, y, g: _times(F, g, F.cosh(ins[0])), "hyperbolic sine")
+_unary("cosh", "cosh", lambda F, ins, y, g: _times(F, g, F.sinh(ins[0])), "hyperbolic cosine")
+_unary("asin", "arcsin", lambda F, ins, y, g: [F.divide(g, F.sqrt(F.subtract(1, F.square(ins[0]))))],
+       "inverse sine (numpy.arcsin)")
+_unary("acos", "arccos", lambda F, ins, y, g: [F.negative(F.divide(g, F.sqrt(F.subtract(1, F.square(ins[0])))))],
+       "inverse cosine (numpy.arccos)")
+_unary("atan", "arctan", lambda F, ins, y, g: [F.divide(g, F.add(F.square(ins[0]), 1))],
+       "inverse tangent (numpy.arctan)")
+_unary("asinh", "arcsinh", lambda F, ins, y, g: [F.divide(g, F.sqrt(F.add(F.square(ins[0]), 1)))],
+       "inverse hyperbolic sine (numpy.arcsinh)")
+_unary("acosh", "arccosh", lambda F, ins, y, g: [F.divide(g, F.sqrt(F.subtract(F.square(ins[0]), 1)))],
+       "inverse hyperbolic cosine (numpy.arccosh)")
+_unary("atanh", "arctanh", lambda F, ins, y, g: [F.divide(g, F.subtract(1, F.square(ins[0])))],
+       "inverse hyperbolic tangent (numpy.arctanh)")
+
+
+def _atan2_grad(F, ins, y, g):
+    a, b = ins
+    r2 = F.add(F.square(a), F.square(b))
+    return [F.divide(F.multiply(g, b), r2), F.negative(F.divide(F.multiply(g, a), r2))]
+
+
+_binary("atan2", "arctan2", _atan2_grad, "the angle of the point (b, a): atan(a / b) in the right quadrant "
+                                         "(numpy.arctan2)")
+_binary("hypot", "hypot", lambda F, ins, y, g: [F.divide(F.multiply(g, ins[0]), y), F.divide(F.multiply(g, ins[1]), y)],
+        "sqrt(a**2 + b**2) without overflow")
+
+
+def _logaddexp_grad(F, ins, y, g):
+    return [F.multiply(g, F.exp(F.subtract(ins[0], y))), F.multiply(g, F.exp(F.subtract(ins[1], y)))]
+
+
+_binary("logaddexp", "logaddexp", _logaddexp_grad, "log(e**a + e**b) without overflow")
+_binary("copysign", "copysign",
+        lambda F, ins, y, g: [F.multiply(g, F.multiply(F.sign(ins[0]), F.sign(y))), None],
+        "|a| with the sign of b")
+_binary("nextafter", "nextafter", _ZERO2, "the next float after a toward b", inplace=())
+
+# -- integer division --------------------------------------------------------------------------------------
+_binary("floor_divide", "floor_divide", _ZERO2, "floor(a / b) (Python's //)")
+_binary("remainder", "remainder",
+        lambda F, ins, y, g: [g, F.negative(F.multiply(g, F.floor_divide(ins[0], ins[1])))],
+        "a - floor(a / b) * b, the sign of b (Python's %)")
+
+# -- logical (bool results) and bitwise (integers and bool) -----------------------------------------------
+for _name, _doc in (("logical_and", "a and b"), ("logical_or", "a or b"), ("logical_xor", "a xor b")):
+    _binary(_name, _name, None, f"{_doc}, elementwise, as bool", inplace=())
+_unary("logical_not", "logical_not", None, "not x, elementwise, as bool", inplace=())
+for _name, _kernel, _doc in (("bitwise_and", "bitwise_and", "a & b"), ("bitwise_or", "bitwise_or", "a | b"),
+                             ("bitwise_xor", "bitwise_xor", "a ^ b"),
+                             ("bitwise_left_shift", "left_shift", "a << b"),
+                             ("bitwise_right_shift", "right_shift", "a >> b")):
+    _binary(_name, _kernel, None, f"{_doc} of integers or bools")
+_unary("bitwise_invert", "invert", None, "~x of integers or bools (numpy.invert)")
