@@ -39,6 +39,7 @@ from .errors import (
     TraceError,
 )
 from .executor.cached_op import CachedOp
+from .executor.fusion import set_num_threads
 from .executor.signature_cache import RecompileWarning
 from .functions import namespace as _namespace
 from .graph.symbol import Symbol, load_symbol

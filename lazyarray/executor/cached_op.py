@@ -49,6 +49,7 @@ from ..ndarray import NDArray, _make, array_from
 from ..storage import stype_of
 from . import plan_view
 from .call import SubGraph, call_node, call_params
+from .fusion import fuse, fusion_enabled
 from .plan import MemoryPlan
 from .program import compile_program
 from .signature_cache import SignatureCache, causes_text, describe_change
@@ -86,11 +87,12 @@ class CachedOp:
     (1048576, 1)
     """
 
-    def __init__(self, sym: Symbol, cache_size: int | None = None):
+    def __init__(self, sym: Symbol, cache_size: int | None = None, fuse: bool | None = None):
         if not isinstance(sym, Symbol):
             raise ParamError(f"CachedOp takes a Symbol, got {type(sym).__name__}; "
                              "make one with la.get_symbol(outputs, inputs={...}) or la.load_symbol(path)")
         self.sym = sym
+        self.fuse = fusion_enabled(fuse)  # elementwise groups run as fused chunked kernels (fusion.py)
         self._inputs = sym.input_nodes()
         self._names = [n.name for n in self._inputs]
         self._pos = {nm: i for i, nm in enumerate(self._names)}
@@ -214,10 +216,38 @@ class CachedOp:
         sym = _specialize(self.sym, given)
         inputs = _input_nodes(sym, self._names)
         if mask is None:
-            prog = compile_program(list(sym.outputs), inputs, names=sym.names())
-            return _Compiled(sym, prog, [e.aval.device for e in sym.outputs])
+            outs = fuse(list(sym.outputs)) if self.fuse else list(sym.outputs)
+            prog = compile_program(outs, inputs, names=sym.names())
+            return _Compiled(Symbol(outs), prog, [e.aval.device for e in sym.outputs])
         wrt = [i for i, m in enumerate(mask) if m and given[self._names[i]].dtype.kind == "f"]
-        return _split_backward(sym, inputs, wrt)
+        return _split_backward(sym, inputs, wrt, self.fuse)
+
+    def compiled(self, **shapes) -> Symbol:
+        """The graph compiled for inputs of ``shapes`` (name -> shape; the symbol's own where
+        omitted): placed, simplified and fused, as ``print`` shows it.
+
+        >>> import lazyarray as la
+        >>> x = la.sym.var("x", shape=(4,))
+        >>> print(la.CachedOp(la.sym.tanh(x * 2) + 1).compiled())
+        %x = input : float32[4] @cpu(0)
+        %fused[multiply,tanh,add] = fused(%x, 2.0, 1.0, graph=<SubGraph inputs=['in0', 'in1', 'in2'] outputs=1 nodes=6>) : float32[4] @cpu(0)
+        return %fused[multiply,tanh,add]
+        """
+        sym = _specialize(self.sym, self._given(shapes, "compiled"))
+        return Symbol(fuse(list(sym.outputs))) if self.fuse else sym
+
+    def _given(self, shapes: dict, what: str) -> dict[str, Aval]:
+        given = {}
+        for nm, node in zip(self._names, self._inputs):
+            a = node.avals[0]
+            shape = tuple(shapes.pop(nm)) if nm in shapes else a.shape
+            if shape is None or None in shape:
+                raise ParamError(f"{what}: the shape of input {nm!r} is unknown; pass it, "
+                                 f"e.g. op.{what}({nm}=(64, 784))")
+            given[nm] = Aval(shape, a.dtype, a.device, a.stype)
+        if shapes:
+            raise ParamError(f"{what}: no input named {', '.join(shapes)}; inputs: {', '.join(self._names)}")
+        return given
 
     def memory_plan(self, wrt=None, **shapes) -> MemoryPlan:
         """The memory plan for inputs of ``shapes`` (name -> shape), without running.
@@ -226,20 +256,11 @@ class CachedOp:
         as one schedule (saved forward values live until backward reads them).
         Dtypes, devices and storage types are those the symbol records for its inputs.
         """
-        given = {}
-        for nm, node in zip(self._names, self._inputs):
-            a = node.avals[0]
-            shape = tuple(shapes.pop(nm)) if nm in shapes else a.shape
-            if shape is None or None in shape:
-                raise ParamError(f"memory_plan: the shape of input {nm!r} is unknown; pass it, "
-                                 f"e.g. op.memory_plan({nm}=(64, 784))")
-            given[nm] = Aval(shape, a.dtype, a.device, a.stype)
-        if shapes:
-            raise ParamError(f"memory_plan: no input named {', '.join(shapes)}; inputs: {', '.join(self._names)}")
-        sym = _specialize(self.sym, given)
+        sym = _specialize(self.sym, self._given(shapes, "memory_plan"))
         inputs = _input_nodes(sym, self._names)
         if not wrt:
-            return compile_program(list(sym.outputs), inputs, names=sym.names()).plan
+            outs = fuse(list(sym.outputs)) if self.fuse else list(sym.outputs)
+            return compile_program(outs, inputs, names=sym.names()).plan
         wrt_idx = [self._pos[w] for w in wrt]
         c = _split_backward(sym, inputs, wrt_idx)
         outs, ins = c.joint
@@ -293,7 +314,7 @@ def _input_nodes(sym: Symbol, names: list[str]) -> list[Node]:
     return [have.get(nm) or var_node(nm, Aval((), np.dtype("float32"), None)) for nm in names]
 
 
-def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int]) -> _Compiled:
+def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int], fused: bool = False) -> _Compiled:
     """Forward program with saved outputs, backward program, and the node op that ties them."""
     fwd_outs = list(sym.outputs)
     heads = [var_node(f"__head{i}", e.aval) for i, e in enumerate(fwd_outs)]
@@ -334,9 +355,12 @@ def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int]) -> _Compile
     head_used = [i for i in range(len(heads)) if f"__head{i}" in bwd_inputs_by_name]
     order = [f"__saved{k}" for k in range(len(saved))] + [input_names[i] for i in saved_in] \
         + [f"__head{i}" for i in head_used]
+    if bwd is not None and fused:  # the gradient was built from unfused ops; both programs fuse now
+        bwd = Symbol(fuse(list(bwd.outputs)))
     bwd_prog = compile_program(list(bwd.outputs), [bwd_inputs_by_name.get(nm) or var_node(nm, Aval((), None, None))
                                                    for nm in order], names=bwd.names()) if bwd is not None else None
-    fwd_prog = compile_program(fwd_outs + saved, inputs, names=sym.names())
+    fwd_all = fuse(fwd_outs + saved) if fused else fwd_outs + saved
+    fwd_prog = compile_program(fwd_all, inputs, names=sym.names())
     out_devices = [e.aval.device for e in fwd_outs]
     c = _Compiled(sym, fwd_prog, out_devices)
     grad_pos = [i for i, g in zip(wrt, grads) if g is not None]
@@ -344,7 +368,7 @@ def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int]) -> _Compile
 
     all_avals = [e.aval for e in fwd_outs + saved]
     bwd_graph = SubGraph(bwd, order, bwd_prog) if bwd is not None else None
-    c.call = call_params(SubGraph(Symbol(fwd_outs + saved), input_names, fwd_prog), backward=bwd_graph,
+    c.call = call_params(SubGraph(Symbol(fwd_all), input_names, fwd_prog), backward=bwd_graph,
                          saved=tuple(range(n_out, n_out + n_saved)), inputs_read=tuple(saved_in),
                          heads_read=tuple(head_used), grad_pos=tuple(grad_pos))
     c.devices_all = [a.device for a in all_avals]

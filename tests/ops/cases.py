@@ -616,7 +616,51 @@ def _call_samples(rng, dtype, small):
     return out
 
 
+def _fused_samples(rng, dtype, small):
+    """``fused`` group tanh(x * b) + x, with b a row broadcast along axis 0 (and 0-d: no chunks)."""
+    from lazyarray.executor.call import SubGraph
+    from lazyarray.executor.fusion import fuse
+    from lazyarray.graph.symbol import Symbol
+
+    out = []
+    for shape, bshape in (((3, 4), (4,)), ((), ()), ((128, 3000), (1, 3000)), ((5, 2, 3), (5, 1, 3))):
+        if small and len(shape) > 1 and shape[0] > 10:
+            continue
+        x = la.sym.var("x", shape=shape, dtype=dtype)
+        b = la.sym.var("b", shape=bshape, dtype=dtype)
+        (e,) = fuse(list((la.sym.tanh(x * b) + x).outputs))
+        assert e.node.op.name == "fused"
+        graph = e.node.params["graph"]
+        assert isinstance(graph, SubGraph) and isinstance(graph.sym, Symbol)
+        order = {v.name: k for k, v in enumerate(n.node for n in e.node.inputs)}
+        vals = {"x": rand(rng, shape, dtype), "b": rand(rng, bshape, dtype)}
+        args = [vals[n.node.name] for n in e.node.inputs]
+        assert sorted(order) == ["b", "x"]
+        out.append(Sample((args,), {"graph": graph}, f"{shape}x{bshape}"))
+    return out
+
+
+def _fused_ref(seq, graph):
+    names = [n.name for n in graph.sym.input_nodes()]
+    v = dict(zip(graph.names, seq))
+    assert set(names) <= set(v)
+    x, b = (v[k] for k in _fused_roles(graph))
+    return np.tanh(x * b) + x
+
+
+def _fused_roles(graph):
+    """The sub-graph input names standing for x (read twice) and b (read once)."""
+    reads = {}
+    for n in graph.sym.topo():
+        for e in n.inputs:
+            if e.node.op is None:
+                reads[e.node.name] = reads.get(e.node.name, 0) + 1
+    x = max(reads, key=reads.get)
+    return x, next(k for k in reads if k != x)
+
+
 CASES: dict[str, Case] = {
+    "fused": Case("graph", _fused_samples, _fused_ref, FLOATS, grad=(0,)),
     "call": Case("graph", _call_samples, lambda seq, **p: np.exp(seq[0]) * 2 + seq[0], FLOATS, grad=(0,)),
     # elementwise binary
     "add": Case("elementwise", binary(), ew(np.add), ALL, grad=(0, 1)),
