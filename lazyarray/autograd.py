@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
+from . import backward_cache
 from .aval import Aval
 from .buffer import bump, version
 from .deferred import _MODE, RECORDING, fix_values, is_deferred, known_values, set_mode_bit, show
@@ -245,6 +246,9 @@ def backward(outputs: list, head_grads: list | None, make, retain_graph: bool = 
             "attach_grad() inside autograd.record(); call x.attach_grad() and compute the "
             "output inside `with la.autograd.record():`"
         )
+    lazy = is_deferred() or any(o._value is None for o in outputs)
+    if not lazy and _cached_backward(records, leaves, outputs, heads, make, retain_graph):
+        return
     bound = {id(r.node): r for r in records if r.values is not None}
     targets = [(leaf, list(entries.values())) for leaf, entries in leaves.values()]
     wrt = [e for _, entries in targets for e in entries]
@@ -260,7 +264,6 @@ def backward(outputs: list, head_grads: list | None, make, retain_graph: bool = 
         if g.aval.stype != leaf.stype:  # e.g. a row_sparse embedding gradient asked dense
             g = apply_node(registry.get("cast_storage"), g, stype=leaf.stype)
         grads.append(g)
-    lazy = is_deferred() or any(o._value is None for o in outputs)
     if lazy:
         for r in bound.values():  # the lazy gradients read these when they are computed
             fix_values(r.node, r.values, r.versions)
@@ -274,6 +277,27 @@ def backward(outputs: list, head_grads: list | None, make, retain_graph: bool = 
         for r in records:
             r.values = None
             r.freed = True
+
+
+def _cached_backward(records, leaves, outputs, heads, make, retain_graph) -> bool:
+    """An eager backward through a program compiled once per tape structure (``backward_cache``);
+    False when this tape takes the general path."""
+    leaf_list = list(leaves.values())
+    if any(r.values is None for r in records):
+        return False
+    records = backward_cache.in_order(records)
+    key, consts = backward_cache.structure(records, leaf_list, outputs, heads)
+    if key is None:
+        return False
+    compiled = backward_cache.lookup(key) or backward_cache.build(key, records, leaf_list, heads)
+    values = backward_cache.run(compiled, records, leaf_list, consts, heads)
+    for (leaf, entries), v in zip(leaf_list, values):
+        _store_grad(leaf, v, make, next(iter(entries.values())).aval.device)
+    if not retain_graph:
+        for r in records:
+            r.values = None
+            r.freed = True
+    return True
 
 
 def _entries_read(grads: list[Entry], bound: dict) -> set:

@@ -1,0 +1,236 @@
+"""Compiled backward programs reused across training steps with the same tape structure.
+
+A Gluon-style step records the same ops every iteration (a hybridized block's ``call`` node,
+the loss's eager ops), then ``backward()``. Building the gradient graph and compiling its
+program every step costs milliseconds (the gradient pass, ``compile_program`` and the memory
+planner per step). Here a tape is first described by its **structure**: per record its op,
+params, input avals and how its inputs connect (to which record's output, which leaf, or a
+constant), the leaves' avals and the head gradients' avals. Tapes of equal structure share one
+compiled program, built once from a template copy of the tape in which
+
+* every record's outputs that the backward reads are program inputs (the saved values),
+* every constant a record read (a label array, a scalar) is a program input,
+* every leaf is a program input,
+* every head gradient is a program input,
+
+so a step only gathers the current values, checks their buffer versions (as the uncached path
+does) and runs the program. Values are never part of the key: two steps with different data
+and the same structure are one entry; anything that changes the structure (a shape, a dtype,
+an op, a param, a connection) is another. Tapes holding sparse values or inputs no record
+tracks take the general path. The cache is LRU-bounded (``LAZYARRAY_CACHE_SIZE``).
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from .buffer import version
+from .errors import AutogradError
+from .executor.program import Program, compile_program
+from .executor.signature_cache import default_size
+from .graph.build import apply_node
+from .graph.node import Entry, Node, var_node
+from .graph.passes.gradient import gradient
+from .graph.traverse import topo_order
+from .ops import registry
+
+_CACHE: OrderedDict = OrderedDict()
+_LOCK = threading.Lock()
+
+
+class Compiled:
+    """A backward program and how to feed it: ``reads`` lists, per program input, where its
+    value comes from: ``("saved", record, output)``, ``("const", k)``, ``("leaf", j)`` or
+    ``("head", i)``; the program's outputs are the leaves' gradients in tape order."""
+
+    __slots__ = ("program", "reads")
+
+    def __init__(self, program: Program, reads: list):
+        self.program = program
+        self.reads = reads
+
+
+def in_order(records: list) -> list:
+    """The tape's records, each after the records it reads (a deterministic topological order:
+    depth first from the output side, inputs in order)."""
+    ids = {id(r) for r in records}
+    order: list = []
+    seen: set[int] = set()
+    for root in records:
+        if id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack = [(root, iter(root.parents))]
+        while stack:
+            r, it = stack[-1]
+            for p in it:
+                if p is not None and id(p) in ids and id(p) not in seen:
+                    seen.add(id(p))
+                    stack.append((p, iter(p.parents)))
+                    break
+            else:
+                stack.pop()
+                order.append(r)
+    return order
+
+
+def _is_leaf(p) -> bool:
+    return p.__class__.__name__ == "Leaf"
+
+
+def structure(records: list, leaves: list, outputs: list, heads: list):
+    """``(key, consts)``: the hashable structure of a tape and the constant nodes its records read
+    (in key order), or ``(None, None)`` when the tape must take the general path.
+
+    ``records``: the tape, parents before the records that read them (``in_order``);
+    ``leaves``: ``[(leaf, entries)]``.
+    """
+    rec_ix = {id(r): k for k, r in enumerate(records)}
+    leaf_ix = {id(leaf): j for j, (leaf, _) in enumerate(leaves)}
+    consts: list[Node] = []
+    parts = []
+    for r in records:
+        node = r.node
+        ins = []
+        for e, p in zip(node.inputs, r.parents):
+            a = e.node.avals[e.index]
+            if a.stype != "default":
+                return None, None
+            if p is None:
+                if e.node.kind != "const":  # an untracked op output (lazy): not ours to cache
+                    return None, None
+                consts.append(e.node)
+                ins.append(("c", a))
+            elif _is_leaf(p):
+                ins.append(("l", leaf_ix[id(p)]))
+            else:
+                ins.append(("r", rec_ix[id(p)], e.index))
+        try:
+            params = tuple(node.params.items())
+            hash(params)
+        except TypeError:
+            return None, None
+        parts.append((node.op, params, tuple(ins), node.avals))
+    for leaf, entries in leaves:
+        if len(entries) != 1 or leaf.stype != "default" or leaf.entry.node.avals[0].stype != "default":
+            return None, None  # (a leaf written between two uses in one tape stands for two values)
+    outs = tuple(("r", rec_ix[id(o._ag)], o._entry.index) if id(o._ag) in rec_ix else ("l", leaf_ix[id(o._ag)])
+                 for o in outputs)
+    head_avals = tuple(None if h is None else h.aval for h in heads)
+    leaf_avals = tuple(next(iter(entries.values())).aval for _, entries in leaves)
+    return (tuple(parts), outs, head_avals, leaf_avals), consts
+
+
+def lookup(key) -> Compiled | None:
+    c = _CACHE.get(key)
+    if c is not None:
+        _CACHE.move_to_end(key)
+    return c
+
+
+def build(key, records: list, leaves: list, heads: list) -> Compiled:
+    """Compile the backward program of a tape of this structure (see the module docstring)."""
+    parts, outs_key, head_avals, leaf_avals = key
+    leaf_vars = [var_node(f"__leaf{j}", a) for j, a in enumerate(leaf_avals)]
+    const_vars: list[Node] = []
+    template: list[Node | None] = [None] * len(parts)
+    const_of: dict[tuple[int, int], Node] = {}
+    for k, (op, params, ins, avals) in enumerate(parts):  # consts numbered as structure() lists them
+        for i, inp in enumerate(ins):
+            if inp[0] == "c":
+                const_of[(k, i)] = var_node(f"__const{len(const_vars)}", inp[1])
+                const_vars.append(const_of[(k, i)])
+    for k in range(len(parts)):  # a record's parents come before it
+        op, params, ins, avals = parts[k]
+        entries = []
+        for i, inp in enumerate(ins):
+            if inp[0] == "c":
+                entries.append(Entry(const_of[(k, i)]))
+            elif inp[0] == "l":
+                entries.append(Entry(leaf_vars[inp[1]]))
+            else:
+                entries.append(Entry(template[inp[1]], inp[2]))
+        template[k] = Node(op, tuple(entries), dict(params), avals, source=records[k].node.source)
+    out_entries = [Entry(template[o[1]], o[2]) if o[0] == "r" else Entry(leaf_vars[o[1]]) for o in outs_key]
+    head_vars = [None if a is None else var_node(f"__head{i}", a) for i, a in enumerate(head_avals)]
+    grads = gradient(out_entries, [None if v is None else Entry(v) for v in head_vars],
+                     [Entry(v) for v in leaf_vars])
+    grads = [g if g is not None else apply_node(registry.get("zeros_like"), Entry(v))
+             for g, v in zip(grads, leaf_vars)]
+    # The template's op nodes are the forward pass: the outputs the backward reads become inputs.
+    fwd = {id(n): k for k, n in enumerate(template)}
+    saved: dict[tuple[int, int], Node] = {}
+    reads: list = []
+    env: dict[int, Node] = {}
+
+    def cut(e: Entry) -> Entry:
+        if id(e.node) in fwd:
+            at = (id(e.node), e.index)
+            if at not in saved:
+                saved[at] = var_node(f"__saved{len(saved)}", e.node.avals[e.index])
+                reads.append(("saved", fwd[id(e.node)], e.index))
+            return Entry(saved[at])
+        n = env.get(id(e.node))
+        return e if n is None else Entry(n, e.index)
+
+    for node in topo_order(grads, stop=lambda n: id(n) in fwd):
+        if id(node) in fwd or node.op is None:
+            continue
+        env[id(node)] = Node(node.op, tuple(cut(e) for e in node.inputs), node.params, node.avals,
+                             name=node.name, source=node.source)
+    outs = [cut(g) for g in grads]
+    used = {id(n) for n in topo_order(outs)}  # only what the backward reads is fed (and version-checked)
+    inputs = list(saved.values())
+    for what, nodes in (("const", const_vars), ("leaf", leaf_vars), ("head", head_vars)):
+        for k, v in enumerate(nodes):
+            if v is not None and id(v) in used:
+                inputs.append(v)
+                reads.append((what, k, None))
+    compiled = Compiled(compile_program(outs, inputs), reads)
+    with _LOCK:
+        _CACHE[key] = compiled
+        while len(_CACHE) > default_size():
+            _CACHE.popitem(last=False)
+    return compiled
+
+
+def run(compiled: Compiled, records: list, leaves: list, consts: list[Node], heads: list) -> list:
+    """The leaves' gradients for this step's values (versions checked as the general path does)."""
+    args = []
+    for what, a, b in compiled.reads:
+        if what == "saved":
+            r = records[a]
+            if b < len(r.versions) and version(r.values[b]) != r.versions[b]:
+                raise AutogradError(
+                    f"backward: the output {r.node.avals[b]} of {r.node.label()}{_where(r.node)} was written in "
+                    f"place after autograd saved it for the gradient (buffer version {r.versions[b]} -> "
+                    f"{version(r.values[b])}); write `y = y + 1` instead of `y += 1`, or call backward() "
+                    "before changing it")
+            args.append(r.values[b])
+        elif what == "head":
+            args.append(heads[a]._materialize())
+        else:
+            node = consts[a] if what == "const" else next(iter(leaves[a][1].values())).node
+            if node.version is not None and version(node.value) != node.version:
+                raise AutogradError(
+                    f"backward: an array {node.avals[0]} read by the recorded computation was written in place "
+                    f"after it was recorded (buffer version {node.version} -> {version(node.value)}); "
+                    "write `x = x + 1` instead of `x += 1`, or call backward() before changing it")
+            args.append(node.value)
+    return compiled.program.run(args)
+
+
+def _where(node: Node) -> str:
+    line = node.source_line()
+    return f" (recorded at {line})" if line else ""
+
+
+def clear() -> None:
+    with _LOCK:
+        _CACHE.clear()
+
+
+def size() -> int:
+    return len(_CACHE)
+
+

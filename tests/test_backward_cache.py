@@ -1,0 +1,166 @@
+"""The structural backward cache (lazyarray/backward_cache.py): equal tapes share one compiled
+backward program; a tape of any other structure never gets it; version checks still hold."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray import backward_cache
+
+RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    backward_cache.clear()
+    yield
+    backward_cache.clear()
+
+
+def _grads(fn, *values, head=None):
+    arrays = [la.array(v) for v in values]
+    for a in arrays:
+        a.attach_grad()
+    with la.autograd.record():
+        y = fn(*arrays)
+    y.backward(None if head is None else la.array(head))
+    return [a.grad.asnumpy() for a in arrays]
+
+
+def _reference(fn, *values, head=None, eps=1e-6):
+    """Central finite differences of sum(fn(*values) * head) in float64."""
+    out = []
+    for k, v in enumerate(values):
+        g = np.zeros_like(v)
+        for idx in np.ndindex(v.shape):
+            plus = [w.copy() for w in values]
+            minus = [w.copy() for w in values]
+            plus[k][idx] += eps
+            minus[k][idx] -= eps
+            fp = fn(*[la.array(w) for w in plus]).asnumpy()
+            fm = fn(*[la.array(w) for w in minus]).asnumpy()
+            h = 1.0 if head is None else head
+            g[idx] = np.sum((fp - fm) * h) / (2 * eps)
+        out.append(g)
+    return out
+
+
+def _loss(x, w, b):
+    return la.sum(la.tanh(la.dot(x, w) + b) * 2.0)
+
+
+def test_same_structure_is_compiled_once_and_serves_new_values():
+    for step in range(4):
+        x, w, b = RNG.standard_normal((3, 4)), RNG.standard_normal((4, 2)), RNG.standard_normal(2)
+        got = _grads(_loss, x, w, b)
+        for g, r in zip(got, _reference(_loss, x, w, b)):
+            np.testing.assert_allclose(g, r, rtol=1e-6, atol=1e-8)
+        assert backward_cache.size() == 1, step
+
+
+@pytest.mark.parametrize("change", ["shape", "dtype", "op", "param", "connection", "head"])
+def test_a_different_structure_never_gets_the_cached_program(change):
+    x, w, b = RNG.standard_normal((3, 4)), RNG.standard_normal((4, 2)), RNG.standard_normal(2)
+    _grads(_loss, x, w, b)
+    assert backward_cache.size() == 1
+    head = None
+    if change == "shape":
+        x, fn = RNG.standard_normal((5, 4)), _loss
+    elif change == "dtype":
+        x, w, b = x.astype("float32"), w.astype("float32"), b.astype("float32")
+        fn = _loss
+    elif change == "op":
+        def fn(x, w, b):
+            return la.sum(la.sigmoid(la.dot(x, w) + b) * 2.0)
+    elif change == "param":
+        def fn(x, w, b):
+            return la.sum(la.sum(la.tanh(la.dot(x, w) + b) * 2.0, axis=0))
+    elif change == "connection":
+        def fn(x, w, b):
+            return la.sum(la.tanh(la.dot(x, w) + b) * b)
+    else:
+        def fn(x, w, b):
+            return la.tanh(la.dot(x, w) + b) * 2.0
+        head = RNG.standard_normal((3, 2))
+    got = _grads(fn, x, w, b, head=head)
+    assert backward_cache.size() == 2
+    ref = _reference(fn, *(v.astype("float64") for v in (x, w, b)), head=head)
+    tol = 1e-3 if change == "dtype" else 1e-6
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=tol, atol=tol)
+
+
+def test_scalars_and_labels_are_inputs_not_baked_in():
+    def fn(x, scale):
+        return la.sum(x * scale)
+
+    for s in (2.0, 3.0):
+        x = la.array(RNG.standard_normal(4))
+        x.attach_grad()
+        scale = la.array(np.full(4, s))  # a captured constant whose value changes per step
+        with la.autograd.record():
+            y = fn(x, scale)
+        y.backward()
+        np.testing.assert_allclose(x.grad.asnumpy(), np.full(4, s))
+    assert backward_cache.size() == 1
+
+
+def test_a_saved_value_written_in_place_still_raises():
+    x = la.array(RNG.standard_normal(3))
+    x.attach_grad()
+    for _ in range(2):  # the second time the cached program is used
+        with la.autograd.record():
+            y = la.exp(x)
+            z = la.sum(y * y)
+        z.backward()
+    with la.autograd.record():
+        y = la.exp(x)
+        z = la.sum(y * y)
+    y += 1
+    with pytest.raises(la.AutogradError, match="written in place"):
+        z.backward()
+
+
+def test_a_captured_input_written_in_place_still_raises():
+    x = la.array(RNG.standard_normal(3))
+    x.attach_grad()
+    c = la.array(RNG.standard_normal(3))
+    for _ in range(2):
+        with la.autograd.record():
+            z = la.sum(x * c)
+        z.backward()
+    with la.autograd.record():
+        z = la.sum(x * c)
+    c += 1
+    with pytest.raises(la.AutogradError, match="written in place"):
+        z.backward()
+
+
+def test_training_loop_compiles_one_backward_program():
+    from lazyarray import blocks as B
+
+    net = B.HybridSequential()
+    net.add(B.Dense(8, activation="relu"), B.Dense(3))
+    net.initialize()
+    net.hybridize()
+    loss_fn = B.SoftmaxCrossEntropyLoss()
+    trainer = B.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    x = la.array(RNG.standard_normal((16, 5)).astype("float32"))
+    y = la.array(RNG.integers(0, 3, 16))
+    losses = []
+    for _ in range(5):
+        with la.autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        trainer.step(16)
+        losses.append(float(loss.mean().asnumpy()))
+    assert backward_cache.size() == 1
+    assert losses[-1] < losses[0]
+
+
+def test_the_cache_is_bounded(monkeypatch):
+    monkeypatch.setenv("LAZYARRAY_CACHE_SIZE", "3")
+    for n in range(2, 8):
+        _grads(lambda x: la.sum(la.exp(x)), RNG.standard_normal(n))
+    assert backward_cache.size() == 3
