@@ -441,3 +441,30 @@ def test_the_ops_are_registered_with_sub_graph_params():
     for op in (COND, WHILE_LOOP, FOREACH):
         assert registry.get(op.name) is op
         assert any(p.type.name == "graph" for p in op.params)
+
+
+class SliceShape(nn.HybridBlock):
+    def forward(self, xs):  # the body reads the batch size of a slice: a guard on input dim 1
+        outs, h = la.foreach(lambda x, h: (x + la.ones((x.shape[0], 1)), h + x.sum()), xs, la.zeros(()))
+        return outs
+
+
+def test_a_shape_read_in_a_body_guards_the_enclosing_trace():
+    net = SliceShape()
+    net.hybridize()
+    for batch in (2, 3, 2):
+        xs = np.ones((4, batch, 1), np.float32)
+        np.testing.assert_allclose(net(la.array(xs)).asnumpy(), xs + 1)
+    assert net.trace_count == 2
+    assert "input 0 dim 1 == 2" in str(net.guards())
+
+
+def test_a_value_read_in_a_hybridized_body_raises_trace_error():
+    class Bad(nn.HybridBlock):
+        def forward(self, x):
+            return la.cond(x.sum() > 0, lambda a: a * float(a.max()), lambda a: a, x)
+
+    net = Bad()
+    net.hybridize()
+    with pytest.raises(la.TraceError, match="then_fn.*test_control_flow.py"):
+        net(la.array([1.0, 2.0]))
