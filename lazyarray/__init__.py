@@ -14,6 +14,8 @@ import numpy as _np
 
 from . import autograd, blocks, init, nn, random, sparse, sym
 from .aval import Aval
+from .control_flow import __all__ as _control_flow_names
+from .control_flow import cond, foreach, while_loop
 from .creation import arange, array, full, ones, zeros
 from .deferred import compute, deferred, is_deferred
 from .device import Device, cpu, current_device, gpu, gpu_available
@@ -21,6 +23,7 @@ from .errors import (
     AutogradError,
     AxisError,
     BlockError,
+    ControlFlowError,
     DeferredComputeError,
     DeviceError,
     DTypeError,
@@ -47,7 +50,8 @@ from .ndarray import NDArray
 from .ops.registry import StorageFallbackWarning
 from .tracing import UnusedInputWarning, get_symbol
 
-globals().update(_namespace(""))
+# la.cond / la.while_loop / la.foreach are the tracing functions, not the raw ops of the same names
+globals().update({k: f for k, f in _namespace("").items() if k not in _control_flow_names})
 
 # -- the Array API standard (2024.12): dtype objects, constants, dtype functions, aliases -------------
 from .array_api import (  # noqa: E402  (after the op functions, which some aliases name)

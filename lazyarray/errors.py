@@ -100,3 +100,8 @@ def fmt_shape(shape) -> str:
 
 class TraceError(LazyArrayError, RuntimeError):
     """``forward`` read a value that depends on a block input while it was traced for hybridize()."""
+
+
+class ControlFlowError(LazyArrayError, ValueError):
+    """A ``la.cond`` / ``la.while_loop`` / ``la.foreach`` whose functions do not fit together: branches
+    with different outputs, a predicate that is not one value, a loop body that changes a state's shape."""

@@ -32,6 +32,9 @@ from .graph.node import Entry, Node, source_text, user_source
 from .graph.traverse import topo_order
 from .ops import registry
 
+FIXES = ("la.where(cond, a, b) for an elementwise choice; la.cond(pred, then_fn, else_fn, *operands) for a "
+         "branch on the data; la.while_loop(cond_fn, body_fn, loop_vars) or la.foreach(body_fn, data, states) "
+         "for a loop")
 _TRACE: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("lazyarray_trace", default=None)
 
 
@@ -104,19 +107,17 @@ class Trace:
     def check_value_read(self, entries: list[Entry]) -> None:
         """Raise ``TraceError`` when computing ``entries`` would read a block input's value."""
         for e in entries:
-            order = topo_order([e])
-            if not any(id(n) in self.inputs for n in order):
-                continue
-            node = e.node
-            what = node.op.name if node.op is not None else "a block input"
-            where = source_text(user_source()) or "(unknown line)"
-            raise TraceError(
-                f"{self.block_name}: forward reads a value that depends on the block's input while it is "
-                f"being traced for hybridize(), at {where} (the value comes from {what}"
-                f"{_recorded(node)}). A trace is reused for every call, so this value would be baked in. "
-                "Fixes: la.where(cond, a, b) for an elementwise choice; for a branch or loop on the data, "
-                "net.hybridize(active=False) for this block (graph control flow, la.cond / la.while_loop, is not "
-                "available yet)")
+            if depends_on_inputs(self, e):
+                raise self.value_read_error(e.node)
+
+    def value_read_error(self, node: Node) -> TraceError:
+        what = node.op.name if node.op is not None else "a block input"
+        where = source_text(user_source()) or "(unknown line)"
+        return TraceError(
+            f"{self.block_name}: forward reads a value that depends on the block's input while it is "
+            f"being traced for hybridize(), at {where} (the value comes from {what}"
+            f"{_recorded(node)}). A trace is reused for every call, so this value would be baked in. "
+            f"Fixes: {FIXES}; or net.hybridize(active=False) for this block")
 
     def read_parameter(self, param) -> None:
         self.params_read[id(param)] = param

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from .aval import Aval, as_dtype
 from .device import Device, current_device
+from .executor import call, control_flow  # noqa: F401  (the ops whose params are sub-graphs register there)
 from .graph.build import apply_node
 from .graph.node import Entry, var_node
 from .graph.symbol import Symbol, as_entry, symbol_of

@@ -30,6 +30,7 @@ from ..aval import Aval
 from ..deferred import deferred
 from ..errors import BlockError, LazyArrayError
 from ..executor.cached_op import CachedOp
+from ..executor.call import SubGraph
 from ..graph.node import Entry, var_node
 from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
@@ -158,6 +159,9 @@ def is_shape_generic(sym: Symbol) -> bool:
     """False when an op carries a shape in its parameters (the graph is specialized to it)."""
     for node in sym.topo():
         if node.op is not None and _SHAPE_BAKED_PARAMS.intersection(node.params):
+            return False
+        if node.op is not None and any(isinstance(v, SubGraph) and not is_shape_generic(v.sym)
+                                       for v in node.params.values()):  # a control-flow body
             return False
     return True
 

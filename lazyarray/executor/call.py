@@ -46,6 +46,7 @@ class SubGraph:
         self._seed = program
         self._json = None
         self._call_params = None  # the params of a plain call of this graph, made once
+        self.derived: dict = {}  # graphs made from this one (control-flow gradients), made once per key
 
     def _text(self) -> str:
         if self._json is None:

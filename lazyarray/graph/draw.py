@@ -19,6 +19,7 @@ True
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 
 from ..device import Device
@@ -60,6 +61,7 @@ CSS = "".join([
     ".la-g .la-more rect{fill:#f3f4f6;stroke:#9ca3af;stroke-dasharray:6 3}",
     ".la-g .la-more text{font-style:italic}",
     ".la-g .la-out rect,.la-g .la-out polygon{stroke-width:3}",
+    ".la-g .la-frame>rect{fill:none;stroke:#64748b;stroke-width:1.2;stroke-dasharray:4 3}",
     ".la-g .la-e path{fill:none;stroke:#94a3b8;stroke-width:1.3;marker-end:url(#la-arw)}",
     ".la-g .la-n:hover rect,.la-g .la-n:hover polygon{filter:brightness(0.95)}",
 ])
@@ -410,6 +412,7 @@ def _render(items, order, outputs, names, stopped, total, title) -> str:
         it.w = max(first, S.text_width(sub, _SUB_FONT, mono=True), 56) + 22 + (14 if it.kind == "copy" else 0)
         texts.append((bold, plain, sub))
     edges = _layout(items)
+    frames = _frames(items, names)
     top = _MARGIN + 46  # caption + legend
     row_y = {}
     for layer in sorted({it.layer for it in items}):
@@ -422,6 +425,8 @@ def _render(items, order, outputs, names, stopped, total, title) -> str:
     caption = _caption(items, total, title)
     width = max(max_x - min_x + 2 * _MARGIN, legend_w + 2 * _MARGIN, S.text_width(caption, _FONT) + 2 * _MARGIN)
     height = (max(row_y.values()) + _H if row_y else top) + _MARGIN
+    frame_row, frames_w, frames_h = _place_frames(frames, height)
+    width, height = max(width, frames_w + 2 * _MARGIN), height + frames_h
     doc = S.SvgDoc(width, height, css=CSS, defs=DEFS, root_cls="la-g", label=caption)
     doc.add(S.text(_MARGIN, _MARGIN + 12, caption, cls="la-cap"), legend)
     paths = []
@@ -452,8 +457,42 @@ def _render(items, order, outputs, names, stopped, total, title) -> str:
             (f'<tspan class="la-m" dx="5">{S.esc(plain)}</tspan>' if plain else "") + "</text>"
         body = _box(it.kind, it.w) + first + f'<text class="la-s" y="31">{S.esc(sub)}</text>'
         boxes.append(S.group(body, cls=cls, dx=it.x + shift, dy=row_y[it.layer], tip=_tooltip(it, names)))
-    doc.add(*boxes)
+    doc.add(*boxes, *frame_row)
     return doc.render()
+
+
+# -- sub-graphs of control-flow nodes, each drawn inside a frame -------------------------------------
+_FRAME_PAD = 10
+_FRAME_HEAD = 20
+
+
+def _frames(items, names) -> list[tuple[str, str]]:
+    """``(label, svg)`` per sub-graph parameter (``SUBGRAPH``-typed: cond branches, loop bodies) of
+    the drawn op nodes, each body drawn by ``to_svg`` (so bodies nested in bodies are framed too)."""
+    out = []
+    for it in items:
+        node = it.nodes[0] if len(it.nodes) == 1 else None
+        if node is None or node.op is None:
+            continue
+        for k, v in node.params.items():
+            if v is not None and node.op._param_map[k].type.name == "graph":
+                label = f"%{names[id(node)]} · {k}"
+                out.append((label, to_svg(list(v.sym.outputs), names=v.sym.names(), title=label)))
+    return out
+
+
+def _place_frames(frames, top: float) -> tuple[list[str], float, float]:
+    """The frames in one row below the graph: (elements, total width, height added)."""
+    parts, x, tallest = [], float(_MARGIN), 0.0
+    for label, inner in frames:
+        w, h = (float(v) for v in re.match(r'<svg [^>]*?width="([\d.]+)" height="([\d.]+)"', inner).groups())
+        fw, fh = w + 2 * _FRAME_PAD, h + _FRAME_HEAD + _FRAME_PAD
+        nested = inner.replace("<svg ", f'<svg x="{S.num(_FRAME_PAD)}" y="{S.num(_FRAME_HEAD)}" ', 1)
+        body = S.rect(0, 0, fw, fh, rx=6) + S.text(_FRAME_PAD, 14, label, cls="la-cap") + nested
+        parts.append(S.group(body, cls="la-frame", dx=x, dy=top))
+        x += fw + _HGAP
+        tallest = max(tallest, fh)
+    return parts, x - _HGAP - _MARGIN if parts else 0.0, tallest + _MARGIN if parts else 0.0
 
 
 def _caption(items, total: int, title: str | None) -> str:

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.ops import registry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.ops.cases import CASES, rng_for
+from tests.ops.checks import op_function
 
 PLAIN = sorted(k for k, c in CASES.items() if c.kind == "plain")
 
@@ -39,11 +39,6 @@ def _flat(args):
     return named, arrays
 
 
-def _fn(name):
-    op = registry.get(name)
-    return getattr(la.nn if op.namespace == "nn" else la, name)
-
-
 def _pre(a, through):
     if not through or a.dtype.kind not in "fi":
         return a
@@ -59,7 +54,7 @@ def _apply(name, arrays, params, through):
             args.append(None if a is None else _pre(a, through))
     while args and args[-1] is None:
         args = args[:-1]
-    return _fn(name)(*args, **params)
+    return op_function(name)(*args, **params)
 
 
 @pytest.mark.parametrize("through", [False, True], ids=["direct", "buffered"])

@@ -659,9 +659,59 @@ def _fused_roles(graph):
     return x, next(k for k in reads if k != x)
 
 
+def _cond_samples(rng, dtype, small):
+    """``cond`` choosing y = exp(x) * 2 + x or y = x * x - x (both branches)."""
+    from lazyarray.executor.call import SubGraph
+
+    out = []
+    for shape in ((3, 4), ()):
+        x = la.sym.var("x", shape=shape, dtype=dtype)
+        then_graph, else_graph = SubGraph(la.sym.exp(x) * 2 + x), SubGraph(x * x - x)
+        for flag in (True, False):
+            out.append(Sample((np.array(flag), [rand(rng, shape, dtype)]),
+                              {"then_graph": then_graph, "else_graph": else_graph}, f"{shape}-{flag}"))
+    return out
+
+
+def _cond_ref(pred, seq, **p):
+    x = seq[0]
+    return np.exp(x) * 2 + x if pred else x * x - x
+
+
+def _while_samples(rng, dtype, small):
+    """``while_loop`` doubling x until its sum reaches 50 (at most 3 times in the second sample)."""
+    from lazyarray.executor.call import SubGraph
+
+    x = la.sym.var("x", shape=(2, 3), dtype=dtype)
+    cond_graph, body_graph = SubGraph(la.sym.sum(x) < 50), SubGraph(x * 2)
+    return [Sample(([positive(rng, (2, 3), dtype)],), {"cond_graph": cond_graph, "body_graph": body_graph,
+                                                       "n_vars": 1, "max_iterations": bound}, f"bound={bound}")
+            for bound in (-1, 3)]
+
+
+def _while_ref(seq, n_vars, max_iterations, **p):
+    x, done = seq[0], 0
+    while x.sum() < 50 and (max_iterations < 0 or done < max_iterations):
+        x, done = x * 2, done + 1
+    return x
+
+
+def _foreach_samples(rng, dtype, small):
+    """``foreach`` without states: y = exp(x) * 2 + x on each row."""
+    from lazyarray.executor.call import SubGraph
+
+    x = la.sym.var("x", shape=(3,), dtype=dtype)
+    body = SubGraph(la.sym.exp(x) * 2 + x)
+    return [Sample(([rand(rng, (4, 3), dtype)],), {"body": body, "n_data": 1, "n_states": 0}, "map")]
+
+
 CASES: dict[str, Case] = {
     "fused": Case("graph", _fused_samples, _fused_ref, FLOATS, grad=(0,)),
     "call": Case("graph", _call_samples, lambda seq, **p: np.exp(seq[0]) * 2 + seq[0], FLOATS, grad=(0,)),
+    "cond": Case("graph", _cond_samples, _cond_ref, FLOATS, grad=(1,)),
+    # its gradient rule raises AutogradError (use foreach): tests/executor/test_control_flow.py
+    "while_loop": Case("graph", _while_samples, _while_ref, FLOATS, extra={"grad_raises": True}),
+    "foreach": Case("graph", _foreach_samples, lambda seq, **p: np.exp(seq[0]) * 2 + seq[0], FLOATS, grad=(0,)),
     # elementwise binary
     "add": Case("elementwise", binary(), ew(np.add), ALL, grad=(0, 1)),
     "subtract": Case("elementwise", binary(), ew(np.subtract), ALL, grad=(0, 1)),

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
+from lazyarray import functions
 from lazyarray.ops import registry
 
 from .cases import CASES, case_params, grad_params, rng_for
@@ -14,7 +15,9 @@ from .cases import CASES, case_params, grad_params, rng_for
 def op_function(name: str):
     """The public function of op ``name`` (``la.<name>`` or ``la.nn.<name>``)."""
     op = registry.get(name)
-    return getattr(la.nn if op.namespace == "nn" else la, name)
+    f = getattr(la.nn if op.namespace == "nn" else la, name)
+    # la.cond / la.while_loop / la.foreach trace Python functions; the raw ops take sub-graphs
+    return f if getattr(f, "op", None) is op else functions.op_function(op)
 
 
 def to_la(arg):
