@@ -10,7 +10,7 @@ True
 array([[0.119, 0.881],
        [0.119, 0.881]], dtype=float32)
 """
-from . import autograd, blocks, init, nn, random, sparse, sym
+from . import autograd, blocks, init, mxnet, nn, random, sparse, sym
 from .aval import Aval
 from .creation import arange, array, full, ones, zeros
 from .deferred import compute, deferred, is_deferred
