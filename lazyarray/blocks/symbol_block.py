@@ -113,8 +113,7 @@ def _imports_mxnet(symbol_file: str, names: list[str], param_file, device, input
     """``SymbolBlock.imports`` of MXNet 1.x files: the converted graph and its parameters."""
     check_device(device, param_file or symbol_file)
     sym, arrays = load_mxnet_arrays(symbol_file, param_file, input_shapes)
-    params_in_file = set(arrays)
-    block = SymbolBlock(sym, [n for n in names if n not in params_in_file] or names)
+    block = SymbolBlock(sym, names)
     missing = sorted(n for n in sym.list_inputs() if n not in names and n not in arrays)
     if missing:
         raise ShapeError(f"{param_file!r} has no values for the graph inputs {missing} of {symbol_file!r}; "
