@@ -3,7 +3,11 @@
 * ``lazyarray demo``: train a small hybridized CNN (or MLP) on a synthetic, learnable data set
   made in code, export it, import it back, check the outputs match and show the memory plan.
 * ``lazyarray inspect FILE-symbol.json [--params FILE] [--shape data=1,784] [--svg OUT.svg]``:
-  summarize an exported graph, and draw it (pure-Python SVG, no Graphviz needed).
+  summarize an exported graph, and draw it (pure-Python SVG, no Graphviz needed). MXNet 1.x
+  files are recognised by their content (``--params`` is then required: it gives the shapes).
+* ``lazyarray convert FILE-symbol.json --params FILE.params --out PREFIX [--to lazyarray|mxnet]``:
+  convert a model between MXNet 1.x files and lazyarray's format (``PREFIX-symbol.json`` +
+  ``PREFIX-0000.params``).
 
 Problems with files or arguments print one line (``lazyarray: error: ...``) and exit with
 status 2.
@@ -30,6 +34,9 @@ from .errors import LazyArrayError, fmt_shape
 from .executor.cached_op import CachedOp
 from .graph.draw import DEFAULT_MAX_NODES as DRAW_MAX_NODES
 from .graph.symbol import load_symbol
+from .mxnet import export as export_mxnet
+from .mxnet import load_arrays as load_mxnet_arrays
+from .mxnet import sniff as is_mxnet_file
 from .rng import seed as seed_rng
 
 
@@ -183,13 +190,20 @@ def inspect(args) -> int:
     if args.svg and "\0" in args.svg:
         raise CLIError(f"--svg {args.svg!r}: a file name cannot hold a NUL character")
     shapes = dict(parse_shape(s) for s in args.shape or [])
-    sym = load_symbol(args.symbol)
+    mxnet_arrays = None
+    if is_mxnet_file(args.symbol):
+        sym, mxnet_arrays = _load_mxnet(args.symbol, args.params, shapes)
+    else:
+        sym = load_symbol(args.symbol)
     avals = {n.name: n.avals[0] for n in sym.input_nodes()}
     unknown = [n for n in shapes if n not in avals]
     if unknown:
         raise CLIError(f"--shape names {unknown}, which are not inputs of the graph; inputs: {list(avals)}")
     arrays = None
-    if args.params:
+    if mxnet_arrays is not None:
+        arrays = mxnet_arrays
+        params = [n for n in avals if n in arrays]
+    elif args.params:
         # Inputs the parameter file lacks and that are named like data (data, data0, ...) are the
         # model's inputs; everything else is checked exactly as SymbolBlock.imports checks it.
         arrays, meta = load_arrays(args.params)
@@ -200,7 +214,8 @@ def inspect(args) -> int:
         params = [n for n in avals if not _is_data(n)]
     data = [n for n in avals if n not in params]
 
-    _say(f"graph: {args.symbol} ({len(sym.topo())} nodes)")
+    kind = " (MXNet 1.x files, converted)" if mxnet_arrays is not None else ""
+    _say(f"graph: {args.symbol} ({len(sym.topo())} nodes){kind}")
     _say("inputs:")
     for n in data:
         a = avals[n]
@@ -235,6 +250,41 @@ def inspect(args) -> int:
         except OSError as exc:
             raise CLIError(f"--svg: cannot write {args.svg!r}: {exc.strerror or exc}") from None
         _say(f"drawing: {args.svg} ({len(sym.topo())} nodes)")
+    return 0
+
+
+def _load_mxnet(symbol: str, params: str | None, shapes: dict):
+    if not params:
+        raise CLIError(f"{symbol} is an MXNet 1.x symbol file: pass its parameter file with --params "
+                       "(the conversion reads the parameters' shapes)")
+    return load_mxnet_arrays(symbol, params, shapes or None)
+
+
+# -- convert ---------------------------------------------------------------------------------------
+def convert(args) -> int:
+    """MXNet 1.x files -> lazyarray's format (default), or either format -> MXNet 1.x files."""
+    shapes = dict(parse_shape(s) for s in args.shape or [])
+    if is_mxnet_file(args.symbol):
+        sym, arrays = _load_mxnet(args.symbol, args.params, shapes)
+        params = {k: array(v) for k, v in arrays.items()}
+        block = None
+    else:
+        if not args.params:
+            raise CLIError("--params: the parameter file of the model is required")
+        data = [n for n in load_symbol(args.symbol).list_inputs() if _is_data(n)]
+        block = B.SymbolBlock.imports(args.symbol, data, args.params)
+        sym, params = block.symbol, None
+    if args.to == "mxnet":
+        files = export_mxnet(block if block is not None else sym, args.out, params=params)
+    else:
+        if block is None:
+            data = [n for n in sym.list_inputs() if n not in params]
+            block = B.SymbolBlock(sym, data)
+            for name, value in params.items():
+                block.collect_params()[name].set_data(value)
+        files = block.export(args.out)
+    _say(f"wrote {files[0]} and {files[1]} ({args.to} format; inputs: "
+         f"{', '.join(n for n in sym.list_inputs() if n not in (params or block.collect_params()))})")
     return 0
 
 
@@ -303,6 +353,14 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--all-nodes", action="store_true",
                    help=f"with --svg: draw every node (default: long chains collapse past {DRAW_MAX_NODES} boxes)")
     i.set_defaults(run=inspect)
+    c = sub.add_parser("convert", help="convert a model between MXNet 1.x files and lazyarray's format")
+    c.add_argument("symbol", help="FILE-symbol.json (MXNet 1.x or lazyarray, recognised by content)")
+    c.add_argument("--params", help="its parameter file (FILE-0000.params)")
+    c.add_argument("--out", required=True, metavar="PREFIX", help="write PREFIX-symbol.json and PREFIX-0000.params")
+    c.add_argument("--to", choices=("lazyarray", "mxnet"), default="lazyarray", help="the format to write")
+    c.add_argument("--shape", action="append", metavar="NAME=D1,D2,...",
+                   help="input shape (MXNet models whose Reshape codes need it), e.g. data=1,3,224,224")
+    c.set_defaults(run=convert)
     return p
 
 

@@ -31,3 +31,6 @@ def fresh_fallback_warnings(monkeypatch):
     registry._FALLBACK_WARNED.clear()
     yield
     registry._FALLBACK_WARNED.clear()
+
+# Scripts run by hand in a side environment with real MXNet (tests/data/mxnet/*.py): not test modules.
+collect_ignore_glob = ["data/*/*.py"]

@@ -318,13 +318,19 @@ class HybridBlock(Block):
         The graph is the inference-mode graph; the parameter file holds every parameter it reads.
         Returns the two paths.
         """
+        sym, params = self.export_graph()
+        return write_export(prefix, epoch, sym.to_json(indent=1), params)
+
+    def export_graph(self) -> tuple[Symbol, dict[str, Parameter]]:
+        """``(graph, parameters)`` that ``export`` writes: the inference-mode graph of the model's
+        outputs, and the parameter of each of its inputs that is one (the others are data inputs).
+        Every exporter (our format, MXNet files) starts here."""
         compiled = self.inference_symbol()
         sym = compiled.symbol
         sources = dict(zip(sym.list_inputs(), compiled.sources))
         if len(sym.outputs) > compiled.num_outputs:  # parameter updates, discarded draws: not the model's
             sym = Symbol(list(sym.outputs[:compiled.num_outputs]))
-        params = {n: sources[n] for n in sym.list_inputs() if isinstance(sources[n], Parameter)}
-        return write_export(prefix, epoch, sym.to_json(indent=1), params)
+        return sym, {n: sources[n] for n in sym.list_inputs() if isinstance(sources[n], Parameter)}
 
 
 _STRUCTURE = [0]  # bumped whenever any block's children or parameters change

@@ -12,6 +12,8 @@ from ..errors import GraphFormatError, LazyArrayError, ShapeError
 from ..executor.cached_op import CachedOp
 from ..graph import serialize
 from ..graph.symbol import Symbol, load_symbol
+from ..mxnet import load_arrays as load_mxnet_arrays
+from ..mxnet import sniff as is_mxnet_file
 from .block import HybridBlock, check_device, check_param_file, load_arrays, write_export
 from .parameter import Parameter
 
@@ -42,7 +44,7 @@ class SymbolBlock(HybridBlock):
 
     @staticmethod
     def imports(symbol_file: str, input_names, param_file: str | None = None,
-                device: Device | None = None, device_map=None) -> SymbolBlock:
+                device: Device | None = None, device_map=None, input_shapes: dict | None = None) -> SymbolBlock:
         """Load an exported model; parameter names, shapes and dtypes are checked against the graph.
 
         ``device`` places the parameters; ``device_map`` moves the graph itself while loading (a
@@ -50,6 +52,10 @@ class SymbolBlock(HybridBlock):
         machine without one. A malformed file raises ``GraphFormatError`` (naming the node, field
         or byte offset), an unusable device ``DeviceError`` with the fix, and parameters that do
         not fit the graph ``ShapeError``.
+
+        MXNet 1.x files (``prefix-symbol.json`` + ``prefix-0000.params`` of ``HybridBlock.export``)
+        are recognised by their content and converted (``la.mxnet``); ``input_shapes`` (name ->
+        shape) is needed only by models whose ``Reshape`` codes or pooling depend on shapes.
 
         >>> import lazyarray as la, tempfile, os
         >>> net = la.blocks.Dense(2, in_units=3); net.initialize(); net.hybridize()
@@ -62,6 +68,8 @@ class SymbolBlock(HybridBlock):
         names = [input_names] if isinstance(input_names, str) else list(input_names)
         if not all(isinstance(n, str) for n in names):
             raise LazyArrayError(f"SymbolBlock.imports: input_names must be strings, got {names!r}")
+        if is_mxnet_file(symbol_file):
+            return _imports_mxnet(symbol_file, names, param_file, device, input_shapes)
         sym = load_graph(symbol_file, device_map)
         block = SymbolBlock(sym, names)
         if param_file is not None:
@@ -92,9 +100,26 @@ class SymbolBlock(HybridBlock):
         arrays = [bound[n] if n in bound else self._params[n].data() for n in self._op.sym.list_inputs()]
         return self._op(*arrays)
 
+    def export_graph(self) -> tuple[Symbol, dict[str, Parameter]]:
+        """The graph this block was made from and its parameters (see ``HybridBlock.export_graph``)."""
+        return self._symbol, dict(self._params)
+
     def export(self, prefix: str, epoch: int = 0) -> tuple[str, str]:
         """Write the graph this block was made from (unchanged) and its current parameters."""
         return write_export(prefix, epoch, self._symbol.to_json(indent=1), self._params)
+
+
+def _imports_mxnet(symbol_file: str, names: list[str], param_file, device, input_shapes) -> SymbolBlock:
+    """``SymbolBlock.imports`` of MXNet 1.x files: the converted graph and its parameters."""
+    check_device(device, param_file or symbol_file)
+    sym, arrays = load_mxnet_arrays(symbol_file, param_file, input_shapes)
+    block = SymbolBlock(sym, names)
+    missing = sorted(n for n in sym.list_inputs() if n not in names and n not in arrays)
+    if missing:
+        raise ShapeError(f"{param_file!r} has no values for the graph inputs {missing} of {symbol_file!r}; "
+                         f"pass them as input_names if they are data inputs (given: {names})")
+    block._load(arrays, {}, device)
+    return block
 
 
 # -- loading, shared by SymbolBlock.imports and `lazyarray inspect` ---------------------------------
