@@ -28,7 +28,8 @@ from ..ops import registry
 from .node import Entry, Node, const_node
 
 FORMAT = "lazyarray.symbol"
-VERSION = 1
+VERSION = 2  # 2: op attributes may hold sub-graphs (call, cond, while_loop, foreach, fused)
+_NESTED_GRAPHS = 2  # the first version whose files may nest graphs in attributes
 
 
 @contextlib.contextmanager
@@ -54,6 +55,7 @@ def to_dict(sym) -> dict:
     ids = {id(n): i for i, n in enumerate(order)}
     names = sym.names()
     nodes = []
+    needs = 1
     for node in order:
         d: dict = {"id": ids[id(node)], "name": names[id(node)]}
         if node.op is None:
@@ -64,6 +66,8 @@ def to_dict(sym) -> dict:
             d["inputs"] = [[ids[id(e.node)], e.index] for e in node.inputs]
             pm = node.op._param_map
             d["attrs"] = {k: _attr_to_json(pm[k].type, v) for k, v in node.params.items()}
+            if any(pm[k].type.name == "graph" for k in node.params):
+                needs = _NESTED_GRAPHS
         d["avals"] = [_aval_to_json(a) for a in node.avals]
         if node.op is None and node.kind == "const":
             d["value"] = _value_to_json(node.value)
@@ -72,7 +76,7 @@ def to_dict(sym) -> dict:
         nodes.append(d)
     return {
         "format": FORMAT,
-        "version": VERSION,
+        "version": needs,  # the oldest version that describes this graph: older readers still load it
         "nodes": nodes,
         "outputs": [[ids[id(e.node)], e.index] for e in sym.outputs],
     }

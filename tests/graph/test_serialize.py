@@ -45,7 +45,11 @@ def test_mlp_round_trip_is_lossless_and_gives_equal_outputs(tmp_path):
 def test_schema_is_versioned_and_typed():
     sym, *_ = traced_mlp()
     doc = json.loads(sym.to_json())
-    assert doc["format"] == "lazyarray.symbol" and doc["version"] == VERSION
+    # a file says the oldest version that describes it: 1 unless an op holds a sub-graph (then 2)
+    assert doc["format"] == "lazyarray.symbol" and doc["version"] == 1 and VERSION == 2
+    x = la.sym.var("x", shape=(4,))
+    nested = json.loads(la.CachedOp(la.sym.tanh(x * 2) + 1).compiled().to_json())
+    assert nested["version"] == 2 and [n["op"] for n in nested["nodes"] if n["op"]] == ["fused"]
     softmax = next(n for n in doc["nodes"] if n["op"] == "softmax")
     assert softmax["attrs"] == {"axis": -1}
     assert softmax["avals"] == [{"shape": [4, 5], "dtype": "float32", "device": "cpu(0)", "stype": "default"}]
