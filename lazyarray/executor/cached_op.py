@@ -40,6 +40,7 @@ from ..graph.passes.algebra import simplify
 from ..graph.passes.constant_fold import constant_fold
 from ..graph.passes.cse import cse
 from ..graph.passes.dce import dce
+from ..graph.passes.fold_batch_norm import fold_batch_norm
 from ..graph.passes.gradient import gradient
 from ..graph.passes.placement import placement
 from ..graph.rewrite import rewrite
@@ -213,7 +214,7 @@ class CachedOp:
                         f"new one {_sig_text(new, self._names)}")
 
     def _build(self, given: dict[str, Aval], mask) -> _Compiled:
-        sym = _specialize(self.sym, given)
+        sym = _specialize(self.sym, given, inference=mask is None)
         inputs = _input_nodes(sym, self._names)
         if mask is None:
             outs = fuse(list(sym.outputs)) if self.fuse else list(sym.outputs)
@@ -233,7 +234,7 @@ class CachedOp:
         %fused[multiply,tanh,add] = fused(%x, 2.0, 1.0, graph=<SubGraph inputs=['in0', 'in1', 'in2'] outputs=1 nodes=6>) : float32[4] @cpu(0)
         return %fused[multiply,tanh,add]
         """
-        sym = _specialize(self.sym, self._given(shapes, "compiled"))
+        sym = _specialize(self.sym, self._given(shapes, "compiled"), inference=True)
         return Symbol(fuse(list(sym.outputs))) if self.fuse else sym
 
     def _given(self, shapes: dict, what: str) -> dict[str, Aval]:
@@ -256,7 +257,7 @@ class CachedOp:
         as one schedule (saved forward values live until backward reads them).
         Dtypes, devices and storage types are those the symbol records for its inputs.
         """
-        sym = _specialize(self.sym, self._given(shapes, "memory_plan"))
+        sym = _specialize(self.sym, self._given(shapes, "memory_plan"), inference=not wrt)
         inputs = _input_nodes(sym, self._names)
         if not wrt:
             outs = fuse(list(sym.outputs)) if self.fuse else list(sym.outputs)
@@ -297,14 +298,17 @@ class CachedOp:
 
 
 # -- compile steps ---------------------------------------------------------------------------------
-def _specialize(sym: Symbol, given: dict[str, Aval]) -> Symbol:
-    """Placement for the signature, then simplification."""
+def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) -> Symbol:
+    """Placement for the signature, then simplification (and, for graphs no gradient runs
+    through, batch norms folded into the convolution or dense layer before them)."""
     placed = placement(sym, given)
     for node in placed.topo():
         for a in node.avals:
             if a.shape is None or a.dtype is None:
                 raise GraphError(f"CachedOp: cannot infer the aval of {node.label()!r} from the inputs "
                                      f"{_given_text(given)}; give every graph input a shape")
+    if inference:
+        placed = fold_batch_norm(placed)
     return dce(cse(simplify(constant_fold(cse(dce(placed))))))
 
 
