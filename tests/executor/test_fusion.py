@@ -192,3 +192,14 @@ def test_fuse_keeps_graph_inputs():
     outs = list((la.sym.exp(x) + 1).outputs)
     (e,) = fuse(outs)
     assert [i.node for i in e.node.inputs if i.node.kind == "var"] == [x.outputs[0].node]
+
+
+def test_set_num_threads_limits_blas_too():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    try:
+        la.set_num_threads(1)
+        blas = [i for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+        assert blas and all(i["num_threads"] == 1 for i in blas)
+        assert fusion.num_threads() == 1
+    finally:
+        la.set_num_threads(fusion.os.cpu_count() or 1)
