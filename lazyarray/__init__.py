@@ -42,12 +42,12 @@ from .errors import (
     TraceError,
 )
 from .executor.cached_op import CachedOp
-from .executor.fusion import set_num_threads
 from .executor.signature_cache import RecompileWarning
 from .functions import namespace as _namespace
 from .graph.symbol import Symbol, load_symbol
 from .ndarray import NDArray
 from .ops.registry import StorageFallbackWarning
+from .threads import set_num_threads
 from .tracing import UnusedInputWarning, get_symbol
 
 # la.cond / la.while_loop / la.foreach are the tracing functions, not the raw ops of the same names

@@ -6,7 +6,7 @@ reads and writes 64 MB about ten times. A ``fused`` node runs such a group **chu
 along axis 0 instead: each chunk (sized to stay in the L2 cache) goes through every op of the
 group in small scratch buffers before the next chunk starts, so memory sees the inputs once and
 the output once. Chunks are spread over ``la.set_num_threads(n)`` threads (NumPy ufuncs release
-the GIL).
+the GIL; see ``threads.py``).
 
 * **The pass** (``fuse``): on a compiled graph (concrete shapes), a group grows from a root
   elementwise node backwards into producers that are fusible elementwise ops of the root's
@@ -24,8 +24,6 @@ backward program are fused separately afterwards. ``la.CachedOp(sym, fuse=False)
 from __future__ import annotations
 
 import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -34,10 +32,10 @@ from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
 from ..ops.params import Param
 from ..ops.registry import OpDef, register
+from ..threads import chunked
 from .call import SUBGRAPH, SubGraph
 
 CHUNK_BYTES = 128 << 10  # per operand and chunk: a group's few live chunks stay in L2
-MIN_PARALLEL_BYTES = 1 << 20  # below this a thread hand-off costs more than it saves
 
 
 def fusion_enabled(flag: bool | None) -> bool:
@@ -45,40 +43,6 @@ def fusion_enabled(flag: bool | None) -> bool:
     if flag is not None:
         return bool(flag)
     return os.environ.get("LAZYARRAY_FUSE", "1") != "0"
-
-
-# -- threads ---------------------------------------------------------------------------------------
-_THREADS = [os.cpu_count() or 1]
-_POOL: list = [None]
-_POOL_LOCK = threading.Lock()
-
-
-def set_num_threads(n: int) -> None:
-    """Threads for fused kernels and (where threadpoolctl is installed) BLAS: ``la.set_num_threads(n)``."""
-    n = int(n)
-    if n < 1:
-        raise ValueError(f"set_num_threads: n must be >= 1, got {n}")
-    with _POOL_LOCK:
-        _THREADS[0] = n
-        if _POOL[0] is not None:
-            _POOL[0].shutdown(wait=False)
-            _POOL[0] = None
-    try:  # BLAS honours the same count when threadpoolctl is available (an optional extra)
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return
-    threadpool_limits(n)
-
-
-def num_threads() -> int:
-    return _THREADS[0]
-
-
-def _pool() -> ThreadPoolExecutor:
-    with _POOL_LOCK:
-        if _POOL[0] is None:
-            _POOL[0] = ThreadPoolExecutor(_THREADS[0], thread_name_prefix="lazyarray-fused")
-        return _POOL[0]
 
 
 # -- the pass --------------------------------------------------------------------------------------
@@ -246,13 +210,7 @@ def _kernel(xp, *arrays, graph, out=None):
     rows = shape[0]
     row_bytes = max(1, out.nbytes // max(rows, 1))
     per = max(1, CHUNK_BYTES // row_bytes)
-    bounds = [(lo, min(lo + per, rows)) for lo in range(0, rows, per)]
-    n = min(_THREADS[0], len(bounds))
-    if n > 1 and out.nbytes >= MIN_PARALLEL_BYTES:
-        parts = [bounds[k::n] for k in range(n)]
-        list(_pool().map(lambda part: _run_chunks(steps, args, part, out, rows, per), parts))
-    else:
-        _run_chunks(steps, args, bounds, out, rows, per)
+    chunked(rows, per, out.nbytes, lambda bounds: _run_chunks(steps, args, bounds, out, rows, per))
     return out
 
 

@@ -2,12 +2,15 @@
 dtypes, broadcasting, threads, the switch, and what users see (print, drawing, plan, JSON)."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lazyarray as la
+from lazyarray import threads
 from lazyarray.executor import fusion
 from lazyarray.executor.fusion import fuse
 
@@ -81,11 +84,11 @@ def test_broadcast_operands_inside_a_group(xshape, bshape):
     np.testing.assert_allclose(off.asnumpy(), ref, rtol=1e-12)
 
 
-@pytest.mark.parametrize("threads", [1, 2, 3])
-def test_chunks_spread_over_threads_give_the_same_result(threads, monkeypatch):
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_chunks_spread_over_threads_give_the_same_result(n_threads, monkeypatch):
     monkeypatch.setattr(fusion, "CHUNK_BYTES", 4096)  # many chunks
-    monkeypatch.setattr(fusion, "MIN_PARALLEL_BYTES", 0)
-    la.set_num_threads(threads)
+    monkeypatch.setattr(threads, "MIN_PARALLEL_BYTES", 0)
+    la.set_num_threads(n_threads)
     try:
         x = la.sym.var("x", shape=(257, 129), dtype="float64")
         sym = la.sym.tanh(x * 0.3) * x + 1
@@ -93,7 +96,7 @@ def test_chunks_spread_over_threads_give_the_same_result(threads, monkeypatch):
         out = la.CachedOp(sym)(la.array(v)).asnumpy()
         np.testing.assert_allclose(out, np.tanh(v * 0.3) * v + 1, rtol=1e-12)
     finally:
-        la.set_num_threads(fusion.os.cpu_count() or 1)
+        la.set_num_threads(os.cpu_count() or 1)
 
 
 def test_set_num_threads_refuses_nonsense():
@@ -200,6 +203,6 @@ def test_set_num_threads_limits_blas_too():
         la.set_num_threads(1)
         blas = [i for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
         assert blas and all(i["num_threads"] == 1 for i in blas)
-        assert fusion.num_threads() == 1
+        assert threads.num_threads() == 1
     finally:
-        la.set_num_threads(fusion.os.cpu_count() or 1)
+        la.set_num_threads(os.cpu_count() or 1)
