@@ -108,36 +108,30 @@ def _power(node, ins):
     return None
 
 
-def _multiply(node, ins):
+def _identity(node, ins, unit, commutes: bool):
+    """The operand that ``x op unit`` (and, when ``commutes``, ``unit op x``) leaves as it is."""
     a, b = ins
-    if _is(b, 1) and _same(a, node):
+    if _is(b, unit) and _same(a, node):
         return a
-    if _is(a, 1) and _same(b, node):
+    if commutes and _is(a, unit) and _same(b, node):
         return b
-    return _fold_chain(node, ins, "multiply", np.multiply)
+    return None
+
+
+def _multiply(node, ins):
+    return _identity(node, ins, 1, True) or _fold_chain(node, ins, "multiply", np.multiply)
 
 
 def _add(node, ins):
-    a, b = ins
-    if _is(b, 0) and _same(a, node):
-        return a
-    if _is(a, 0) and _same(b, node):
-        return b
-    return _fold_chain(node, ins, "add", np.add)
+    return _identity(node, ins, 0, True) or _fold_chain(node, ins, "add", np.add)
 
 
 def _subtract(node, ins):
-    a, b = ins
-    if _is(b, 0) and _same(a, node):
-        return a
-    return None
+    return _identity(node, ins, 0, False)
 
 
 def _divide(node, ins):
-    a, b = ins
-    if _is(b, 1) and _same(a, node):
-        return a
-    return None
+    return _identity(node, ins, 1, False)
 
 
 def _negative(node, ins):
