@@ -90,9 +90,7 @@ bool = _DTYPES["bool"]  # noqa: A001
 int8, int16, int32, int64 = _DTYPES["int8"], _DTYPES["int16"], _DTYPES["int32"], _DTYPES["int64"]
 uint8, uint16, uint32, uint64 = _DTYPES["uint8"], _DTYPES["uint16"], _DTYPES["uint32"], _DTYPES["uint64"]
 float32, float64 = _DTYPES["float32"], _DTYPES["float64"]
-# Complex dtypes are named (the standard and its conformance suite expect the names) but not yet
-# supported: arrays of them raise DTypeError, and __array_namespace_info__().dtypes() omits them.
-complex64, complex128 = _np.dtype("complex64"), _np.dtype("complex128")
+complex64, complex128 = _DTYPES["complex64"], _DTYPES["complex128"]
 # The standard's spelling of the NumPy names we had (both public): concat, permute_dims, pow.
 for _numpy_name, _std_name in _ALIASES.items():
     globals()[_std_name] = globals()[_numpy_name]

@@ -6,9 +6,8 @@ other op by ``functions.py``; where the standard and NumPy spell a function diff
 has the standard's name and keeps the NumPy spelling we already had (``ALIASES``).
 
 dtype objects are NumPy dtypes, as in ``array_api_strict`` and NumPy itself, so
-``x.dtype == la.float32`` holds. Complex dtypes are not supported yet (lazyarray computes with
-real and bool dtypes only), so ``la.complex64`` / ``la.complex128`` are absent and the
-conformance suite skips them.
+``x.dtype == la.float32`` holds. ``la.complex64`` / ``la.complex128`` are supported dtypes
+(Python complex numbers default to complex64, as Python floats default to float32).
 
 >>> import lazyarray as la
 >>> x = la.asarray([1, 2, 3], dtype=la.int32)
@@ -36,7 +35,7 @@ __array_api_version__ = "2024.12"
 
 # -- dtype objects (module-level names; ``bool`` is only bound in ``la``, not inside the package) --
 DTYPES = {n: np.dtype(n) for n in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                                   "uint64", "float32", "float64")}
+                                   "uint64", "float32", "float64", "complex64", "complex128")}
 
 # -- constants --------------------------------------------------------------------------------------
 e = math.e
@@ -78,7 +77,7 @@ def finfo(type) -> np.finfo:  # noqa: A002
     32
     """
     dt = _dtype_of(type)
-    if dt.kind != "f":
+    if dt.kind not in "fc":
         raise DTypeError(f"finfo: {dt} is not a floating dtype; use la.iinfo for integer dtypes")
     return np.finfo(dt)
 
@@ -169,7 +168,7 @@ class _Info:
 
     def default_dtypes(self, *, device=None) -> dict:
         # Python floats become float32 (``la.array([1.5]).dtype``), ints int64.
-        return {"real floating": DTYPES["float32"], "complex floating": None,
+        return {"real floating": DTYPES["float32"], "complex floating": DTYPES["complex64"],
                 "integral": DTYPES["int64"], "indexing": DTYPES["int64"]}
 
     def devices(self) -> list[Device]:

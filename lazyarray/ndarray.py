@@ -445,7 +445,7 @@ class NDArray(ArrayBase):
         self._check_writable("x[key] = v", "x = la.where(mask, v, x) or build a new array")
         if isinstance(key, NDArray):
             key = key._materialize()
-        v = value._materialize() if isinstance(value, ArrayBase) else check_operand(value, "setitem")
+        v = value._materialize() if isinstance(value, ArrayBase) else check_operand(value, "setitem", self.dtype)
         try:
             self._value[key] = v
             bump(self._value)

@@ -20,6 +20,7 @@ import lazyarray as la
 FLOATS = ("float32", "float64")
 INTS = ("int32", "int64")
 ALL = FLOATS + INTS
+COMPLEX = ("complex64", "complex128")
 
 # The broadcasting pairs every binary op is checked on (both orders).
 BROADCAST_PAIRS = [
@@ -71,6 +72,9 @@ def rng_for(*parts) -> np.random.Generator:
 
 def rand(rng, shape, dtype, low=None, high=None):
     dt = np.dtype(dtype)
+    if dt.kind == "c":
+        real = np.dtype(dt.char.lower())  # complex64 -> float32
+        return (rand(rng, shape, real, low, high) + 1j * rand(rng, shape, real, low, high)).astype(dt)
     if dt.kind == "f":
         if low is None:
             return rng.standard_normal(shape).astype(dt)
@@ -619,9 +623,9 @@ def _call_samples(rng, dtype, small):
 CASES: dict[str, Case] = {
     "call": Case("graph", _call_samples, lambda seq, **p: np.exp(seq[0]) * 2 + seq[0], FLOATS, grad=(0,)),
     # elementwise binary
-    "add": Case("elementwise", binary(), ew(np.add), ALL, grad=(0, 1)),
-    "subtract": Case("elementwise", binary(), ew(np.subtract), ALL, grad=(0, 1)),
-    "multiply": Case("elementwise", binary(), ew(np.multiply), ALL, grad=(0, 1)),
+    "add": Case("elementwise", binary(), ew(np.add), ALL + COMPLEX, grad=(0, 1)),
+    "subtract": Case("elementwise", binary(), ew(np.subtract), ALL + COMPLEX, grad=(0, 1)),
+    "multiply": Case("elementwise", binary(), ew(np.multiply), ALL + COMPLEX, grad=(0, 1)),
     "divide": Case("elementwise", binary(rand, lambda r, s, d: positive(r, s, d) * (1 if r.random() < .5 else -1)),
                    ew(np.true_divide), ALL, grad=(0, 1)),
     "power": Case("elementwise", _power_samples, ew(np.power), ALL, grad=(0, 1)),
@@ -632,23 +636,23 @@ CASES: dict[str, Case] = {
     **{name: Case("elementwise", binary(ties, ties), ew(fn), ALL) for name, fn in _COMPARE.items()},
     "where": Case("elementwise", _where_samples, ew(np.where), ALL, grad=(1, 2)),
     # elementwise unary
-    "negative": Case("elementwise", unary(), ew(np.negative), ALL, grad=(0,)),
-    "abs": Case("elementwise", unary(away_from_zero), ew(np.abs), ALL, grad=(0,)),
+    "negative": Case("elementwise", unary(), ew(np.negative), ALL + COMPLEX, grad=(0,)),
+    "abs": Case("elementwise", unary(away_from_zero), ew(np.abs), ALL + COMPLEX, grad=(0,)),
     "sign": Case("elementwise", unary(away_from_zero), ew(np.sign), ALL, grad=(0,)),
-    "exp": Case("elementwise", unary(), ew(np.exp), ALL, grad=(0,)),
+    "exp": Case("elementwise", unary(), ew(np.exp), ALL + COMPLEX, grad=(0,)),
     "log": Case("elementwise", unary(positive), ew(np.log), ALL, grad=(0,)),
     "sqrt": Case("elementwise", unary(positive), ew(np.sqrt), ALL, grad=(0,)),
-    "square": Case("elementwise", unary(), ew(np.square), ALL, grad=(0,)),
-    "sin": Case("elementwise", unary(), ew(np.sin), ALL, grad=(0,)),
-    "cos": Case("elementwise", unary(), ew(np.cos), ALL, grad=(0,)),
-    "tanh": Case("elementwise", unary(), ew(np.tanh), ALL, grad=(0,)),
+    "square": Case("elementwise", unary(), ew(np.square), ALL + COMPLEX, grad=(0,)),
+    "sin": Case("elementwise", unary(), ew(np.sin), ALL + COMPLEX, grad=(0,)),
+    "cos": Case("elementwise", unary(), ew(np.cos), ALL + COMPLEX, grad=(0,)),
+    "tanh": Case("elementwise", unary(), ew(np.tanh), ALL + COMPLEX, grad=(0,)),
     "sigmoid": Case("elementwise", unary(lambda r, s, d: rand(r, s, d) * 3), ew(_sigmoid_ref), ALL, grad=(0,)),
     "relu": Case("elementwise", unary(away_from_zero), ew(lambda x: np.maximum(x, 0)), ALL, grad=(0,)),
     "smooth_l1": Case("elementwise", _smooth_l1_samples, ew(_smooth_l1_ref), FLOATS, grad=(0,)),
     "quadratic": Case("elementwise", unary(params=({}, {"a": 2.0, "b": -1.0, "c": 0.5}, {"b": 3.0})),
                       ew(_quadratic_ref), FLOATS, grad=(0,)),
     # reductions
-    "sum": Case("reduce", _reduce_samples(), ew(np.sum), ALL, grad=(0,)),
+    "sum": Case("reduce", _reduce_samples(), ew(np.sum), ALL + COMPLEX, grad=(0,)),
     "mean": Case("reduce", _reduce_samples(), ew(_mean_ref), ALL, grad=(0,)),
     "max": Case("reduce", _reduce_samples(), ew(np.max), ALL, grad=(0,)),
     "min": Case("reduce", _reduce_samples(), ew(np.min), ALL, grad=(0,)),
@@ -941,6 +945,12 @@ _MATH_BINARY = {  # name: (NumPy reference, samples, dtypes, differentiated inpu
 }
 CASES.update({name: Case("math", unary(gen), ew(fn), dts, grad=(0,) if diff else ())
               for name, (fn, gen, dts, diff) in _MATH_UNARY.items()})
+# complex numbers: conj is differentiable on real inputs (the identity), real too; imag is not
+CASES.update({
+    "conj": Case("math", unary(), ew(np.conj), FLOATS + COMPLEX + INTS, grad=(0,)),
+    "real": Case("math", unary(), lambda x: np.real(x).copy(), FLOATS + COMPLEX, grad=(0,)),
+    "imag": Case("math", unary(), lambda x: np.imag(x).copy(), FLOATS + COMPLEX),
+})
 CASES.update({name: Case("math", samples, ew(fn), dts, grad=grad)
               for name, (fn, samples, dts, grad) in _MATH_BINARY.items()})
 

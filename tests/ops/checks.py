@@ -37,7 +37,7 @@ def samples(name, dtype, small=False):
 
 
 def tolerances(case, dtype):
-    if np.dtype(dtype) == np.float32:
+    if np.dtype(dtype) in (np.float32, np.complex64):
         return dict(rtol=case.rtol32, atol=case.rtol32)
     return dict(rtol=1e-10, atol=1e-12)
 
@@ -55,7 +55,7 @@ def check_forward(name: str, dtype: str) -> None:
         assert got.shape == want.shape, f"{where}: shape {got.shape} != NumPy {want.shape}"
         assert got.dtype == want.dtype, f"{where}: dtype {got.dtype} != NumPy {want.dtype}"
         assert out.dtype == want.dtype and out.shape == want.shape, where
-        if want.dtype.kind == "f":
+        if want.dtype.kind in "fc":
             np.testing.assert_allclose(got, want, **tolerances(case, want.dtype), err_msg=where)
         else:
             np.testing.assert_array_equal(got, want, err_msg=where)
