@@ -46,7 +46,11 @@ from .ndarray import NDArray
 from .ops.registry import StorageFallbackWarning
 from .tracing import UnusedInputWarning, get_symbol
 
-globals().update(_namespace(""))
+_OPS = _namespace("")
+globals().update(_OPS)
+# The registry op ``nonzero`` gives (N, ndim) indices: NumPy's argwhere. ``la.nonzero`` (below, from
+# array_api) is the standard's tuple of 1-D index arrays, built from it.
+argwhere = _OPS["nonzero"]
 
 # -- the Array API standard (2024.12): dtype objects, constants, dtype functions, aliases -------------
 from .array_api import (  # noqa: E402  (after the op functions, which some aliases name)
@@ -63,6 +67,8 @@ from .array_api import (  # noqa: E402
     broadcast_arrays,
     broadcast_shapes,
     can_cast,
+    clip,
+    diff,
     e,
     empty,
     empty_like,
@@ -78,8 +84,13 @@ from .array_api import (  # noqa: E402
     moveaxis,
     nan,
     newaxis,
+    nonzero,
     pi,
     result_type,
+    tensordot,
+    unique_all,
+    unique_counts,
+    unique_inverse,
     unstack,
     vecdot,
 )
@@ -94,6 +105,8 @@ complex64, complex128 = _DTYPES["complex64"], _DTYPES["complex128"]
 # The standard's spelling of the NumPy names we had (both public): concat, permute_dims, pow.
 for _numpy_name, _std_name in _ALIASES.items():
     globals()[_std_name] = globals()[_numpy_name]
+from . import linalg  # noqa: E402  (la.linalg: the standard's linalg extension)
+
 tile = repeat  # noqa: F821  (PyTorch repeat == numpy.tile; la.repeat keeps PyTorch semantics for now)
 
 __version__ = "0.1.0"

@@ -68,3 +68,4 @@ class _Namespace:
 
 
 nn = _Namespace("nn")
+linalg = _Namespace("linalg")

@@ -141,3 +141,22 @@ register(OpDef("real", ("x",), _real_part, dtype=_part_dtype, elementwise=True, 
                doc="the real part of x (as float32 / float64 for complex64 / complex128)"))
 register(OpDef("imag", ("x",), _imag_part, dtype=_part_dtype, elementwise=True,
                doc="the imaginary part of x (zeros for real x)"))
+
+
+# -- clip -----------------------------------------------------------------------------------------------------
+def _clip(xp, x, lo, hi, out=None):
+    res = xp.minimum(xp.maximum(x, lo), hi)
+    return res.astype(x.dtype, copy=False)
+
+
+def _clip_grad(F, ins, y, g):
+    # y = minimum(maximum(x, lo), hi), ties going to the first operand (as maximum / minimum do)
+    x, lo, hi = ins
+    keep = F.less_equal(F.maximum(x, lo), hi)
+    return [F.multiply(g, F.logical_and(keep, F.greater_equal(x, lo))),
+            F.multiply(g, F.logical_and(keep, F.less(x, lo))), F.multiply(g, F.logical_not(keep))]
+
+
+register(OpDef("clip", ("x", "lo", "hi"), _clip, grad=_clip_grad, dtype=lambda dtypes: dtypes[0],
+               doc="x limited to [lo, hi] elementwise (broadcasting; the result keeps x's dtype); la.clip(x, "
+                   "min=None, max=None) is the standard's function"))

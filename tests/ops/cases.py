@@ -1114,3 +1114,125 @@ CASES.update({
     "unique_values": Case("sorting", unary(ties, shapes=((3, 4), (7,), (), (0, 3))), lambda x: np.unique(x), ALL,
                           data_dependent=True),
 })
+
+
+# -- Array API, second slice: clip, isin, unique_all ------------------------------------------------------
+def _clip_samples(rng, dtype, small):
+    x = away_from_zero(rng, (3, 4), dtype)
+    out = [Sample((x, np.asarray(-0.5 if np.dtype(dtype).kind == "f" else -2, dtype),
+                   np.asarray(0.7 if np.dtype(dtype).kind == "f" else 3, dtype)), {}, "scalars")]
+    lo = rand(rng, (4,), dtype) - 1
+    hi = lo + 1.5 if np.dtype(dtype).kind == "f" else lo + 2
+    out.append(Sample((x, lo.astype(dtype), hi.astype(dtype)), {}, "broadcast-arrays"))
+    return out
+
+
+def _unique_all_ref(x):
+    v, i, inv, c = np.unique(x.reshape(-1), return_index=True, return_inverse=True, return_counts=True)
+    return v, i.astype(np.int64), inv.reshape(x.shape).astype(np.int64), c.astype(np.int64)
+
+
+def _isin_samples(rng, dtype, small):
+    return [Sample((ties(rng, (3, 4), dtype), ties(rng, (3,), dtype)), {"invert": inv}, f"invert={inv}")
+            for inv in (False, True)] + [Sample((ties(rng, (), dtype), ties(rng, (2, 2), dtype)), {}, "0d")]
+
+
+CASES.update({
+    "clip": Case("math", _clip_samples, lambda x, lo, hi: np.clip(x, lo, hi).astype(x.dtype), ALL, grad=(0, 1, 2)),
+    "isin": Case("sorting", _isin_samples, lambda a, b, invert=False: np.isin(a, b, invert=invert), ALL),
+    "unique_all": Case("sorting", unary(ties, shapes=((3, 4), (7,), (), (0, 3))), _unique_all_ref, ALL,
+                       data_dependent=True),
+})
+
+
+# -- linalg (lazyarray/ops/linalg.py) ---------------------------------------------------------------------------
+def _well_conditioned(rng, shape, dtype):
+    n = shape[-1]
+    a = rand(rng, shape, dtype) * 0.3
+    return (a + np.eye(n) * 2).astype(dtype)
+
+
+def _spd(rng, shape, dtype):
+    a = rand(rng, shape, dtype)
+    return (a @ np.swapaxes(a, -1, -2) + np.eye(shape[-1]) * shape[-1]).astype(dtype)
+
+
+def _mat_samples(gen, shapes=((3, 3), (2, 4, 4)), params=({},)):
+    def samples(rng, dtype, small):
+        return [Sample((gen(rng, s, dtype),), dict(p), f"{s}" + (f"-{p}" if p else ""))
+                for s in shapes for p in params]
+    return samples
+
+
+def _solve_samples(rng, dtype, small):
+    a = _well_conditioned(rng, (3, 3), dtype)
+    return [Sample((a, rand(rng, (3,), dtype)), {}, "vector"), Sample((a, rand(rng, (3, 2), dtype)), {}, "matrix"),
+            Sample((_well_conditioned(rng, (2, 3, 3), dtype), rand(rng, (2, 3, 2), dtype)), {}, "stack")]
+
+
+def _rect(rng, shape, dtype):
+    return rand(rng, shape, dtype)
+
+
+def _np_float(x):
+    return x if x.dtype.kind in "fc" else x.astype(np.float64)
+
+
+def _cross_samples(rng, dtype, small):
+    return [Sample((rand(rng, (4, 3), dtype), rand(rng, (4, 3), dtype)), {}, "rows"),
+            Sample((rand(rng, (3, 2), dtype), rand(rng, (3, 1), dtype)), {"axis": 0}, "axis0")]
+
+
+def _vector_norm_ref(x, axis=None, keepdims=False, ord=2):
+    xf = _np_float(x)
+    if axis is None:
+        r = np.linalg.norm(xf.reshape(-1), ord=ord)
+        r = np.reshape(r, (1,) * x.ndim) if keepdims else r
+    elif isinstance(axis, int):
+        r = np.linalg.norm(xf, ord=ord, axis=axis, keepdims=keepdims)
+    else:
+        r = np.sum(np.abs(xf) ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+    return np.asarray(r)
+
+
+_LINALG_RECT = ((3, 4), (2, 4, 3))
+CASES.update({
+    "inv": Case("linalg", _mat_samples(_well_conditioned), lambda x: np.linalg.inv(x), FLOATS, grad=(0,),
+                rtol32=1e-4),
+    "det": Case("linalg", _mat_samples(_well_conditioned), lambda x: np.asarray(np.linalg.det(x)), FLOATS,
+                grad=(0,), rtol32=1e-4),
+    "slogdet": Case("linalg", _mat_samples(_well_conditioned), lambda x: tuple(np.linalg.slogdet(x)), FLOATS,
+                    rtol32=1e-4),
+    "solve": Case("linalg", _solve_samples, lambda a, b: np.linalg.solve(a, b), FLOATS, grad=(0, 1), rtol32=1e-4),
+    "cholesky": Case("linalg", _mat_samples(_spd, params=({}, {"upper": True})),
+                     lambda x, upper=False: np.swapaxes(np.linalg.cholesky(x), -1, -2) if upper else np.linalg.cholesky(x),
+                     FLOATS, grad=(0,), rtol32=1e-4),
+    "qr": Case("linalg", _mat_samples(_rect, _LINALG_RECT, ({}, {"mode": "complete"})),
+               lambda x, mode="reduced": tuple(np.linalg.qr(x, mode=mode)), FLOATS, rtol32=1e-4),
+    "svd": Case("linalg", _mat_samples(_rect, _LINALG_RECT, ({}, {"full_matrices": False})),
+                lambda x, full_matrices=True: tuple(np.linalg.svd(x, full_matrices=full_matrices)), FLOATS, rtol32=1e-4),
+    "svdvals": Case("linalg", _mat_samples(_rect, _LINALG_RECT), lambda x: np.linalg.svd(x, compute_uv=False),
+                    FLOATS, rtol32=1e-4),
+    "eigh": Case("linalg", _mat_samples(_spd), lambda x: tuple(np.linalg.eigh(x)), FLOATS, rtol32=1e-4),
+    "eigvalsh": Case("linalg", _mat_samples(_spd), lambda x: np.linalg.eigvalsh(x), FLOATS, rtol32=1e-4),
+    "pinv": Case("linalg", _mat_samples(_rect, _LINALG_RECT),
+                 lambda x, rtol=-1.0: np.linalg.pinv(x, rcond=max(x.shape[-2:]) * np.finfo(x.dtype).eps), FLOATS,
+                 rtol32=1e-4),
+    "matrix_rank": Case("linalg", _mat_samples(_rect, _LINALG_RECT, ({}, {"rtol": 0.5})),
+                        lambda x, rtol=None: np.asarray(np.linalg.matrix_rank(
+                            x, rtol=rtol if rtol is not None and rtol >= 0 else None), dtype=np.int64), ALL),
+    "matrix_power": Case("linalg", _mat_samples(_well_conditioned, params=({"n": 3}, {"n": 0}, {"n": -2})),
+                         lambda x, n=1: np.linalg.matrix_power(_np_float(x) if n < 0 else x, n), FLOATS, rtol32=1e-4),
+    "trace": Case("linalg", _mat_samples(_rect, _LINALG_RECT, ({}, {"offset": 1}, {"offset": -2})),
+                  lambda x, offset=0: np.asarray(np.trace(x, offset=offset, axis1=-2, axis2=-1)), ALL),
+    "diagonal": Case("linalg", _mat_samples(_rect, _LINALG_RECT, ({}, {"offset": 1}, {"offset": -1})),
+                     lambda x, offset=0: np.diagonal(x, offset=offset, axis1=-2, axis2=-1), ALL),
+    "cross": Case("linalg", _cross_samples, lambda a, b, axis=-1: np.cross(a, b, axis=axis), ALL),
+    "vector_norm": Case("linalg", _mat_samples(_rect, ((3, 4), (2, 3, 4)), (
+        {}, {"axis": 1}, {"axis": -1, "keepdims": True, "ord": 1}, {"axis": (0, 1), "ord": 3},
+        {"ord": float("inf")}, {"keepdims": True, "ord": 0})), _vector_norm_ref, FLOATS),
+    "matrix_norm": Case("linalg", _mat_samples(_rect, _LINALG_RECT, (
+        {}, {"ord": "nuc"}, {"ord": 1, "keepdims": True}, {"ord": float("-inf")}, {"ord": 2})),
+        lambda x, keepdims=False, ord="fro": np.asarray(np.linalg.norm(x, ord=ord, axis=(-2, -1), keepdims=keepdims)),
+        FLOATS, rtol32=1e-4),
+})
