@@ -105,7 +105,7 @@ complex64, complex128 = _DTYPES["complex64"], _DTYPES["complex128"]
 # The standard's spelling of the NumPy names we had (both public): concat, permute_dims, pow.
 for _numpy_name, _std_name in _ALIASES.items():
     globals()[_std_name] = globals()[_numpy_name]
-from . import linalg  # noqa: E402  (la.linalg: the standard's linalg extension)
+from . import interop, linalg  # noqa: E402, F401  (la.linalg; NumPy / DLPack protocols on NDArray)
 
 tile = repeat  # noqa: F821  (PyTorch repeat == numpy.tile; la.repeat keeps PyTorch semantics for now)
 

@@ -284,12 +284,27 @@ def linspace(start, stop, /, num: int, *, dtype=None, device: Device | None = No
 
 
 def from_dlpack(x, /, *, device: Device | None = None, copy: builtins.bool | None = None) -> NDArray:
-    """An array from any DLPack producer (NumPy, CuPy, PyTorch, ...). Host data is copied for now."""
+    """An array sharing memory with any DLPack producer (NumPy, CuPy, PyTorch, ...): zero-copy unless
+    ``copy=True`` or ``device`` is another device; a lazyarray array is returned as ``asarray`` would.
+
+    >>> import numpy as np
+    >>> import lazyarray as la
+    >>> a = np.arange(3.0)
+    >>> b = la.from_dlpack(a)
+    >>> a[0] = 7.0  # the same memory
+    >>> b.asnumpy().tolist()
+    [7.0, 1.0, 2.0]
+    """
     if isinstance(x, NDArray):
         return asarray(x, device=device, copy=copy)
-    if getattr(x, "__dlpack_device__", None) is not None and x.__dlpack_device__()[0] == 2:  # kDLCUDA
-        return array(x, device=device or gpu(x.__dlpack_device__()[1]))
-    return array(np.from_dlpack(x), device=device)
+    kind, dev_id = x.__dlpack_device__() if hasattr(x, "__dlpack_device__") else (1, 0)
+    src = gpu(dev_id) if kind == 2 else cpu(0)
+    value = src.xp.from_dlpack(x)
+    as_dtype(value.dtype, "from_dlpack")
+    if copy:
+        value = value.copy()
+    res = _make(value, None, src)
+    return res if device is None or device == src else res.to(device)
 
 
 def meshgrid(*arrays: NDArray, indexing: str = "xy") -> list[NDArray]:

@@ -52,7 +52,8 @@ class NDArray(ArrayBase):
     """
 
     __slots__ = ()
-    __array_ufunc__ = None  # NumPy defers to our reflected operators: np_array + x -> x.__radd__
+    # __array_ufunc__, __array_function__, __dlpack__, __dlpack_device__: set by interop.py, which maps
+    # NumPy functions onto the op functions (a floor above this one)
     __hash__ = None  # like NumPy: == is elementwise, so arrays are not hashable
 
     # -- attributes ------------------------------------------------------------
