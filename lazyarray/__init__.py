@@ -50,8 +50,12 @@ from .ops.registry import StorageFallbackWarning
 from .threads import set_num_threads
 from .tracing import UnusedInputWarning, get_symbol
 
+_OPS = _namespace("")
 # la.cond / la.while_loop / la.foreach are the tracing functions, not the raw ops of the same names
-globals().update({k: f for k, f in _namespace("").items() if k not in _control_flow_names})
+globals().update({k: f for k, f in _OPS.items() if k not in _control_flow_names})
+# The registry op ``nonzero`` gives (N, ndim) indices: NumPy's argwhere. ``la.nonzero`` (below, from
+# array_api) is the standard's tuple of 1-D index arrays, built from it.
+argwhere = _OPS["nonzero"]
 
 # -- the Array API standard (2024.12): dtype objects, constants, dtype functions, aliases -------------
 from .array_api import (  # noqa: E402  (after the op functions, which some aliases name)
@@ -68,6 +72,8 @@ from .array_api import (  # noqa: E402
     broadcast_arrays,
     broadcast_shapes,
     can_cast,
+    clip,
+    diff,
     e,
     empty,
     empty_like,
@@ -83,8 +89,13 @@ from .array_api import (  # noqa: E402
     moveaxis,
     nan,
     newaxis,
+    nonzero,
     pi,
     result_type,
+    tensordot,
+    unique_all,
+    unique_counts,
+    unique_inverse,
     unstack,
     vecdot,
 )
@@ -95,12 +106,12 @@ bool = _DTYPES["bool"]  # noqa: A001
 int8, int16, int32, int64 = _DTYPES["int8"], _DTYPES["int16"], _DTYPES["int32"], _DTYPES["int64"]
 uint8, uint16, uint32, uint64 = _DTYPES["uint8"], _DTYPES["uint16"], _DTYPES["uint32"], _DTYPES["uint64"]
 float32, float64 = _DTYPES["float32"], _DTYPES["float64"]
-# Complex dtypes are named (the standard and its conformance suite expect the names) but not yet
-# supported: arrays of them raise DTypeError, and __array_namespace_info__().dtypes() omits them.
-complex64, complex128 = _np.dtype("complex64"), _np.dtype("complex128")
+complex64, complex128 = _DTYPES["complex64"], _DTYPES["complex128"]
 # The standard's spelling of the NumPy names we had (both public): concat, permute_dims, pow.
 for _numpy_name, _std_name in _ALIASES.items():
     globals()[_std_name] = globals()[_numpy_name]
+from . import interop, linalg  # noqa: E402, F401  (la.linalg; NumPy / DLPack protocols on NDArray)
+
 tile = repeat  # noqa: F821  (PyTorch repeat == numpy.tile; la.repeat keeps PyTorch semantics for now)
 
 __version__ = "0.1.0"

@@ -17,13 +17,14 @@ from .errors import DTypeError, OutOfMemoryError, ShapeError, fmt_shape
 
 STYPES = ("default", "csr", "row_sparse")
 
-# The dtypes lazyarray supports. Others (complex, strings, objects) are rejected
-# at the door with a message instead of failing deep inside a kernel.
+# The dtypes lazyarray supports. Others (extended precision, strings, objects, structured) are
+# rejected at the door with a message instead of failing deep inside a kernel. This tuple is also
+# the JSON loader's allow-list: only plain numeric dtypes, never ``object``.
 SUPPORTED_DTYPES = tuple(
     np.dtype(n)
     for n in (
         "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-        "float16", "float32", "float64",
+        "float16", "float32", "float64", "complex64", "complex128",
     )
 )
 
@@ -183,17 +184,17 @@ _SUPPORTED = frozenset(SUPPORTED_DTYPES)
 
 
 def check_scalar(value, where: str):
-    """A scalar operand as is, or ``DTypeError`` for complex numbers, NumPy scalars of an
-    unsupported dtype (``np.complex64(1j)``, ``np.longdouble``) and other number types
-    (``Fraction``, ``Decimal``: NumPy would make object arrays of them)."""
+    """A scalar operand as is, or ``DTypeError`` for NumPy scalars of an unsupported dtype
+    (``np.longdouble``, ``np.clongdouble``) and other number types (``Fraction``, ``Decimal``:
+    NumPy would make object arrays of them)."""
     if isinstance(value, np.generic):
         if value.dtype in _SUPPORTED:
             return value
         dt = value.dtype
-    elif isinstance(value, (bool, int, float)):
+    elif isinstance(value, (bool, int, float, complex)):
         return value
     else:
-        dt = "complex" if isinstance(value, complex) else "not a NumPy dtype"
+        dt = "not a NumPy dtype"
     names = ", ".join(str(d) for d in SUPPORTED_DTYPES)
     raise DTypeError(f"{where}: {type(value).__name__} scalar {value!r} ({dt}) is not supported; "
                      f"lazyarray computes with {names}")
@@ -204,21 +205,31 @@ def is_supported(dtype) -> bool:
     return dtype in _SUPPORTED
 
 
-def check_operand(value, where: str):
-    """A value written into an array (``x[key] = value``): NumPy arrays and scalars of a
-    supported dtype, real Python numbers, nested lists of them (returned as a NumPy array). Complex
-    data raises ``DTypeError`` instead of losing its imaginary part in the cast."""
+def check_operand(value, where: str, target: np.dtype | None = None):
+    """A value written into an array of dtype ``target`` (``x[key] = value``): NumPy arrays and
+    scalars of a supported dtype, Python numbers, nested lists of them (returned as a NumPy array).
+    Complex data written into a real array raises ``DTypeError`` instead of losing its imaginary
+    part in the cast."""
     if isinstance(value, (np.ndarray, np.generic)):
         if value.dtype not in _SUPPORTED and value.dtype.kind in "cfV":  # (strings / objects: NumPy's error)
-            raise DTypeError(f"{where}: cannot write {value.dtype} data into a lazyarray; complex and "
+            raise DTypeError(f"{where}: cannot write {value.dtype} data into a lazyarray; "
                              f"extended-precision values are not supported")
+        if value.dtype.kind == "c" and target is not None and target.kind != "c":
+            _complex_into_real(value.dtype, target, where)
         return value
     if isinstance(value, complex):
-        check_scalar(value, where)
+        if target is not None and target.kind != "c":
+            _complex_into_real("complex", target, where)
+        return value
     if isinstance(value, (list, tuple)):
         try:
             arr = np.asarray(value)
         except (ValueError, TypeError, RecursionError):
             return value  # ragged: NumPy's own error, raised by the assignment
-        return check_operand(arr, where)
+        return check_operand(arr, where, target)
     return value
+
+
+def _complex_into_real(src, target, where: str):
+    raise DTypeError(f"{where}: cannot write {src} data into a {target} array (the imaginary part would be "
+                     f"lost); take .real explicitly (la.real(v)) or make the array complex")

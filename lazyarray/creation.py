@@ -92,9 +92,10 @@ def _host_data(obj) -> np.ndarray:
 def array(obj, dtype=None, device: Device | None = None) -> NDArray:
     """An array from a list, scalar, NumPy array or NDArray (always a copy).
 
-    Python floats default to float32; NumPy arrays keep their dtype. Complex, string and
-    object data are refused (``DTypeError``), also with an explicit ``dtype``; ragged or
-    more than 64-deep lists raise ``ShapeError``.
+    Python floats default to float32 (Python complex numbers to complex64); NumPy arrays keep
+    their dtype. String and object data are refused (``DTypeError``), and so is complex data
+    with an explicit real ``dtype`` (the cast would drop the imaginary part); ragged or more
+    than 64-deep lists raise ``ShapeError``.
 
     >>> import lazyarray as la
     >>> la.array([1.0, 2.0]).dtype
@@ -103,17 +104,24 @@ def array(obj, dtype=None, device: Device | None = None) -> NDArray:
     dt = None if dtype is None else as_dtype(dtype, "array")
     if not isinstance(obj, (NDArray,) + tuple(SPARSE_TYPES)) and not hasattr(obj, "__cuda_array_interface__"):
         src = _host_data(obj)
-        as_dtype(src.dtype, "array")  # refused before any cast (a cast would drop imaginary parts)
-        if dt is None and not isinstance(obj, (np.ndarray, np.generic)) and src.dtype == np.float64:
-            dt = np.dtype(np.float32)  # Python floats default to float32, NumPy arrays keep their dtype
+        as_dtype(src.dtype, "array")  # refused before any cast
+        if src.dtype.kind == "c" and dt is not None and dt.kind != "c":
+            raise DTypeError(f"array: complex data cannot become {dt} (the imaginary part would be lost); "
+                             "take la.real(...) explicitly or ask for a complex dtype")
+        if dt is None and not isinstance(obj, (np.ndarray, np.generic)) and src.dtype in (np.float64, np.complex128):
+            # Python floats default to float32 (complex to complex64); NumPy arrays keep their dtype
+            dt = np.dtype(np.float32 if src.dtype == np.float64 else np.complex64)
         obj = src
     out = array_from(obj, _device(device), dt)
     as_dtype(out.dtype, "array")  # reject complex / string / object data with a clear message
     return out
 
 
-def full(shape, fill_value, dtype="float32", device: Device | None = None) -> NDArray:
-    """An array of ``shape`` filled with ``fill_value`` (a real number)."""
+def full(shape, fill_value, dtype=None, device: Device | None = None) -> NDArray:
+    """An array of ``shape`` filled with ``fill_value``: float32 unless ``dtype`` is given, complex64
+    for a complex ``fill_value``."""
+    if dtype is None:
+        dtype = "complex64" if isinstance(fill_value, (complex, np.complexfloating)) else "float32"
     return _filled(shape, fill_value, dtype, device, "full")
 
 
@@ -131,7 +139,10 @@ def _filled(shape, fill_value, dtype, device, where: str) -> NDArray:
     dev = _device(device)
     dt = as_dtype(dtype, where)
     shape = check_alloc(where, _shape(shape, where), dt)
-    _real(fill_value, where, "fill_value")
+    if dt.kind == "c" and isinstance(fill_value, (complex, np.complexfloating)):
+        check_scalar(fill_value, where)
+    else:
+        _real(fill_value, where, "fill_value")
     try:
         fill = np.asarray(fill_value, dtype=dt)[()]  # a NumPy scalar of dt
     except OverflowError:

@@ -359,7 +359,7 @@ def _host_array(a, op: OpDef):
     if isinstance(a, np.ndarray):
         if not is_supported(a.dtype):  # complex, strings, ...: refused as la.array refuses them
             raise DTypeError(f"{op.name}: NumPy array input of dtype {a.dtype} is not supported; "
-                             "lazyarray computes with bool, int, uint and float dtypes")
+                             "lazyarray computes with bool, int, uint, float and complex dtypes")
         return a
     try:
         arr = np.asarray(a)
@@ -370,8 +370,10 @@ def _host_array(a, op: OpDef):
                              "pass a lazyarray, a NumPy array or a list of numbers")
     if not is_supported(arr.dtype):
         raise DTypeError(f"{op.name}: {type(a).__name__} input of dtype {arr.dtype} is not supported; "
-                         "lazyarray computes with bool, int, uint and float dtypes")
-    return arr.astype(np.float32) if arr.dtype == np.float64 else arr
+                         "lazyarray computes with bool, int, uint, float and complex dtypes")
+    if arr.dtype == np.float64:
+        return arr.astype(np.float32)
+    return arr.astype(np.complex64) if arr.dtype == np.complex128 else arr
 
 
 def _aval_of(a) -> Aval | None:

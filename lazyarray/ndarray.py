@@ -52,7 +52,8 @@ class NDArray(ArrayBase):
     """
 
     __slots__ = ()
-    __array_ufunc__ = None  # NumPy defers to our reflected operators: np_array + x -> x.__radd__
+    # __array_ufunc__, __array_function__, __dlpack__, __dlpack_device__: set by interop.py, which maps
+    # NumPy functions onto the op functions (a floor above this one)
     __hash__ = None  # like NumPy: == is elementwise, so arrays are not hashable
 
     # -- attributes ------------------------------------------------------------
@@ -445,7 +446,7 @@ class NDArray(ArrayBase):
         self._check_writable("x[key] = v", "x = la.where(mask, v, x) or build a new array")
         if isinstance(key, NDArray):
             key = key._materialize()
-        v = value._materialize() if isinstance(value, ArrayBase) else check_operand(value, "setitem")
+        v = value._materialize() if isinstance(value, ArrayBase) else check_operand(value, "setitem", self.dtype)
         try:
             self._value[key] = v
             bump(self._value)

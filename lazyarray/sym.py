@@ -69,3 +69,4 @@ class _Namespace:
 
 
 nn = _Namespace("nn")
+linalg = _Namespace("linalg")

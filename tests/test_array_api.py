@@ -215,6 +215,94 @@ def test_namespace_covers_the_standards_core_names():
     pytest.importorskip("array_api_strict")
     names = _strict_names()["core (array_api_strict)"]
     missing = sorted(n for n in names if not hasattr(la, n))
-    # Not done yet (issue #13): complex numbers (conj, real, imag), clip, diff, isin, tensordot, unique_*.
-    assert set(missing) <= {"clip", "conj", "diff", "imag", "isin", "real", "tensordot", "unique_all",
-                            "unique_counts", "unique_inverse"}, missing
+    assert missing == []
+    linalg = _strict_names()["linalg"]
+    assert sorted(n for n in linalg if not hasattr(la.linalg, n.split(".", 1)[1])) == []
+
+
+# -- second slice: clip, diff, tensordot, nonzero, unique_*, complex ----------------------------------------
+def test_clip_bounds_may_be_missing_scalars_or_arrays_and_keep_x_dtype():
+    x = np.array([-3, 0, 2, 9], np.int16)
+    np.testing.assert_array_equal(la.clip(la.asarray(x), max=4).asnumpy(), np.clip(x, None, 4))
+    np.testing.assert_array_equal(la.clip(la.asarray(x), min=-1).asnumpy(), np.clip(x, -1, None))
+    assert la.clip(la.asarray(x)).dtype == np.int16 and la.clip(la.asarray(x), 0, 1).dtype == np.int16
+    f = np.array([[-1.0, 0.5, 2.0, np.nan]], np.float32)
+    lo = la.asarray(np.array([0.0, 0.0, 0.0, 0.0], np.float32))
+    np.testing.assert_array_equal(la.clip(la.asarray(f), lo, 1.0).asnumpy(), np.clip(f, 0.0, 1.0))
+
+
+def test_clip_gradient_goes_to_whichever_bound_is_active():
+    x = la.asarray([-2.0, 0.5, 3.0])
+    lo, hi = la.asarray([0.0, 0.0, 0.0]), la.asarray([1.0, 1.0, 1.0])
+    for a in (x, lo, hi):
+        a.attach_grad()
+    with la.autograd.record():
+        y = la.clip(x, lo, hi)
+    y.backward()
+    assert x.grad.asnumpy().tolist() == [0.0, 1.0, 0.0]
+    assert lo.grad.asnumpy().tolist() == [1.0, 0.0, 0.0] and hi.grad.asnumpy().tolist() == [0.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize("kw", [{}, {"n": 2}, {"axis": 0}, {"n": 0}, {"prepend": True, "append": True}])
+def test_diff_matches_numpy_and_records_lazily(kw):
+    x = np.arange(12.0).reshape(3, 4) ** 2
+    kw = dict(kw)
+    ref_kw = dict(kw)
+    if kw.pop("prepend", None):
+        kw["prepend"], ref_kw["prepend"] = la.asarray(x[:, :1]), x[:, :1]
+    if kw.pop("append", None):
+        kw["append"], ref_kw["append"] = la.asarray(x[:, :2]), x[:, :2]
+    with la.deferred():
+        y = la.diff(la.asarray(x), **kw)
+    assert y.is_lazy or kw.get("n") == 0  # (n=0 without prepend / append is x itself, as in NumPy)
+    np.testing.assert_array_equal(y.asnumpy(), np.diff(x, **ref_kw))
+
+
+@pytest.mark.parametrize("axes,b_shape", [(0, (5,)), (1, (4, 5)), (2, (3, 4, 5)), (([1, 0], [0, 1]), (3, 2, 5)),
+                                           (([2], [0]), (4, 5))])
+def test_tensordot_matches_numpy(axes, b_shape):
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal(b_shape)
+    got = la.tensordot(la.asarray(a), la.asarray(b), axes=axes).asnumpy()
+    np.testing.assert_allclose(got, np.tensordot(a, b, axes=axes), rtol=1e-12)
+
+
+def test_nonzero_is_the_standards_tuple_and_argwhere_keeps_the_old_rows():
+    x = np.array([[0, 3, 0], [4, 0, 5]])
+    got = la.nonzero(la.asarray(x))
+    assert isinstance(got, tuple) and len(got) == 2
+    for g, w in zip(got, np.nonzero(x)):
+        np.testing.assert_array_equal(g.asnumpy(), w)
+    np.testing.assert_array_equal(la.argwhere(la.asarray(x)).asnumpy(), np.argwhere(x))
+    with la.deferred():
+        rows, cols = la.nonzero(la.asarray(x))
+    assert rows.static_shape == (None,) and cols.asnumpy().tolist() == [1, 0, 2]
+    with pytest.raises(ValueError, match="0-d"):
+        la.nonzero(la.asarray(1))
+
+
+def test_unique_functions_return_named_tuples_like_numpy():
+    x = np.array([[3, 1], [3, 2]])
+    res = la.unique_all(la.asarray(x))
+    want = np.unique_all(x)
+    for name in ("values", "indices", "inverse_indices", "counts"):
+        np.testing.assert_array_equal(getattr(res, name).asnumpy(), getattr(want, name))
+    np.testing.assert_array_equal(la.unique_counts(la.asarray(x)).counts.asnumpy(), [1, 1, 2])
+    inv = la.unique_inverse(la.asarray(x)).inverse_indices
+    assert inv.shape == x.shape
+
+
+def test_complex_arrays_compute_like_numpy():
+    z = np.array([1 + 2j, -3 + 0.5j], np.complex64)
+    x = la.asarray(z)
+    assert x.dtype == la.complex64 and la.isdtype(x.dtype, "complex floating")
+    np.testing.assert_allclose(la.abs(x).asnumpy(), np.abs(z))
+    assert la.abs(x).dtype == np.float32 and la.real(x).dtype == np.float32
+    np.testing.assert_array_equal(la.conj(x).asnumpy(), np.conj(z))
+    np.testing.assert_allclose((x * 1j + 1).asnumpy(), z * 1j + 1)
+    with la.deferred():
+        y = la.exp(x) * la.conj(x)
+    np.testing.assert_allclose(y.asnumpy(), np.exp(z) * np.conj(z), rtol=1e-6)
+    sym = la.get_symbol(y)
+    back = la.Symbol.from_json(sym.to_json())
+    np.testing.assert_allclose(la.CachedOp(back)().asnumpy(), y.asnumpy(), rtol=1e-6)

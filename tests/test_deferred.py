@@ -143,7 +143,7 @@ def test_data_dependent_shape_is_unknown_statically_and_computes_on_shape(kernel
     x = la.array([[1.0, -2.0, 3.0], [-1.0, 5.0, 0.0]])
     with la.deferred():
         pos = x[x > 0]
-        idx = la.nonzero(x)
+        idx = la.argwhere(x)
         doubled = pos * 2
     assert pos.static_shape == (None,)
     assert idx.static_shape == (None, 2)

@@ -9,6 +9,9 @@ are written with other registered ops, as in ``elementwise.py``.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from ..errors import AutogradError
 from .registry import OpDef, register
 
 _ZERO1 = lambda F, ins, y, g: [None]  # noqa: E731  (piecewise constant: zero gradient)
@@ -109,3 +112,51 @@ for _name, _kernel, _doc in (("bitwise_and", "bitwise_and", "a & b"), ("bitwise_
                              ("bitwise_right_shift", "right_shift", "a >> b")):
     _binary(_name, _kernel, None, f"{_doc} of integers or bools")
 _unary("bitwise_invert", "invert", None, "~x of integers or bools (numpy.invert)")
+
+# -- complex numbers ------------------------------------------------------------------------------------
+_unary("conj", "conjugate", lambda F, ins, y, g: [F.conj(g)], "the complex conjugate (real x unchanged)")
+
+
+def _real_part(xp, x, out=None):
+    return x.real.copy()  # (a copy: x.real is a view of x, or x itself for real x)
+
+
+def _imag_part(xp, x, out=None):
+    return x.imag.copy() if x.dtype.kind == "c" else xp.zeros_like(x)
+
+
+def _part_dtype(dtypes, **params):
+    """complex64 -> float32, complex128 -> float64; real dtypes stay."""
+    return np.empty(0, dtypes[0]).real.dtype
+
+
+def _real_grad(F, ins, y, g):
+    if ins[0].aval.dtype.kind == "c":
+        raise AutogradError("real: gradients with respect to complex inputs are not supported; lazyarray "
+                            "differentiates real-valued functions of real inputs")
+    return [g]
+
+
+register(OpDef("real", ("x",), _real_part, dtype=_part_dtype, elementwise=True, grad=_real_grad,
+               doc="the real part of x (as float32 / float64 for complex64 / complex128)"))
+register(OpDef("imag", ("x",), _imag_part, dtype=_part_dtype, elementwise=True,
+               doc="the imaginary part of x (zeros for real x)"))
+
+
+# -- clip -----------------------------------------------------------------------------------------------------
+def _clip(xp, x, lo, hi, out=None):
+    res = xp.minimum(xp.maximum(x, lo), hi)
+    return res.astype(x.dtype, copy=False)
+
+
+def _clip_grad(F, ins, y, g):
+    # y = minimum(maximum(x, lo), hi), ties going to the first operand (as maximum / minimum do)
+    x, lo, hi = ins
+    keep = F.less_equal(F.maximum(x, lo), hi)
+    return [F.multiply(g, F.logical_and(keep, F.greater_equal(x, lo))),
+            F.multiply(g, F.logical_and(keep, F.less(x, lo))), F.multiply(g, F.logical_not(keep))]
+
+
+register(OpDef("clip", ("x", "lo", "hi"), _clip, grad=_clip_grad, dtype=lambda dtypes: dtypes[0],
+               doc="x limited to [lo, hi] elementwise (broadcasting; the result keeps x's dtype); la.clip(x, "
+                   "min=None, max=None) is the standard's function"))

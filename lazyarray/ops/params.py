@@ -288,7 +288,27 @@ class _Choice(ParamType):
         return value
 
 
+class _Ord(ParamType):
+    """A norm order: a number (``inf`` / ``-inf`` allowed, written ``"inf"`` / ``"-inf"`` in JSON)
+    or one of ``"fro"``, ``"nuc"``."""
+
+    name = "ord"
+
+    def convert(self, value, op, param):
+        if value in ("fro", "nuc"):
+            return value
+        if isinstance(value, str) and value in ("inf", "-inf"):
+            return float(value)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+            raise self._bad(value, op, param, "a number, inf, -inf, 'fro' or 'nuc'")
+        return int(value) if float(value).is_integer() else float(value)
+
+    def to_json(self, value):
+        return ("inf" if value > 0 else "-inf") if isinstance(value, float) and np.isinf(value) else value
+
+
 FLOAT, INT, BOOL, OPT_BOOL = _Float(), _Int(), _Bool(), _OptBool()
+ORD = _Ord()
 INTS, OPT_INTS, AXIS, DTYPE, DEVICE, KEY = _Ints(), _OptInts(), _Axis(), _DType(), _Device(), _Key()
 OPT_DTYPE, SCALAR, OPT_INT = _OptDType(), _Scalar(), _OptInt()
 PAD_WIDTH = _PadWidth()

@@ -160,3 +160,22 @@ register(OpDef("searchsorted", ("x1", "x2"),
 register(OpDef("unique_values", ("x",), lambda xp, x, out=None: xp.unique(x.reshape(-1)),
                shape=lambda shapes: (None,),
                doc="the distinct elements of x, sorted, as a 1-D array (length known only after computing)"))
+
+
+def _unique_all(xp, x, out=None):
+    flat = x.reshape(-1)
+    values, index, inverse, counts = xp.unique(flat, return_index=True, return_inverse=True, return_counts=True)
+    return (values, index.astype(np.int64), inverse.reshape(x.shape).astype(np.int64), counts.astype(np.int64))
+
+
+register(OpDef("unique_all", ("x",), _unique_all, num_outputs=4,
+               shape=lambda shapes: [(None,), (None,), shapes[0], (None,)],
+               dtype=lambda dtypes: [dtypes[0]] + [np.dtype("int64")] * 3,
+               doc="(values, indices, inverse_indices, counts): the distinct elements of x sorted, the first "
+                   "index of each in x flattened, each element's position in values (shaped like x), and how "
+                   "often each occurs (lengths known only after computing)"))
+register(OpDef("isin", ("x1", "x2"),
+               lambda xp, a, b, invert=False, out=None: xp.isin(a, b, invert=invert),
+               params=(Param("invert", BOOL, False),), shape=lambda shapes, invert=False: shapes[0],
+               dtype=lambda dtypes, invert=False: np.dtype("bool"),
+               doc="whether each element of x1 is in x2, as bool shaped like x1 (invert=True: is not)"))

@@ -272,7 +272,7 @@ def test_a_cached_op_with_a_nonzero_output_runs_under_record():
     x = la.array(np.array([1.0, -2.0, 3.0], np.float32))
     with la.deferred():
         y = x * 2
-        nz = la.nonzero(x > 0)
+        nz = la.argwhere(x > 0)
     op = la.CachedOp(la.get_symbol([y, nz], inputs={"x": x}))
     x.attach_grad()
     with la.autograd.record():

@@ -82,7 +82,7 @@ def test_op_in_compiled_graph_equals_eager(name, through):
         # A second call with other values must not write into the first call's outputs.
         other = {k: la.array(np.asarray(v.asnumpy() * 0 + (1 if v.dtype.kind != "b" else 0)).astype(v.dtype))
                  for k, v in named.items()}
-        if name not in ("take", "take_grad", "boolean_mask", "boolean_mask_grad", "nonzero", "one_hot",
+        if name not in ("take", "take_grad", "boolean_mask", "boolean_mask_grad", "nonzero", "one_hot", "inv", "solve", "cholesky", "matrix_power",
                         "softmax_cross_entropy"):
             op(**other)
         for g, f in zip(got, first):

@@ -120,8 +120,8 @@ def test_dims_whose_product_overflows_are_refused():
     _refused(doc, "at most 64 non-negative integers")
 
 
-@pytest.mark.parametrize("value", [{"slice": [1, 2, 3]}, ["float32"], 5, "V8", "f4,f4", "(2,)f4", "complex128",
-                                   "object", "datetime64", None])
+@pytest.mark.parametrize("value", [{"slice": [1, 2, 3]}, ["float32"], 5, "V8", "f4,f4", "(2,)f4", "complex256",
+                                   "clongdouble", "object", "datetime64", None])
 def test_dtypes_come_from_an_allow_list(value):
     doc = _doc()
     _node(doc, "cast0")["attrs"]["dtype"] = value

@@ -65,7 +65,8 @@ def test_every_registered_op_round_trips(op):
         args = [to_la(a) for a in s.args]
         with la.deferred():
             y = call(op.name, s, args)
-        sym = la.get_symbol(y)
+        ys = list(y) if isinstance(y, (list, tuple)) else [y]
+        sym = la.get_symbol(ys)
         assert any(n.op is op for n in sym.topo()), f"{op.name}[{s.name}] recorded no {op.name} node"
         text = sym.to_json()
         back = la.Symbol.from_json(text)
@@ -73,8 +74,8 @@ def test_every_registered_op_round_trips(op):
         for a, b in zip(sym.topo(), back.topo()):
             assert a.avals == b.avals and a.params.keys() == b.params.keys()
         if not op.random:
-            got = densify(_run(back)[0])
-            np.testing.assert_array_equal(np.asarray(got), y.asnumpy(), err_msg=f"{op.name}[{s.name}]")
+            for got, want in zip(_run(back), ys):
+                np.testing.assert_array_equal(np.asarray(densify(got)), want.asnumpy(), err_msg=f"{op.name}[{s.name}]")
 
 
 def _doc():
@@ -148,8 +149,8 @@ def test_inconsistent_avals_and_bad_constants():
     with pytest.raises(la.GraphFormatError, match="bad constant value"):
         _load(doc)
     doc = _doc()
-    doc["nodes"][0]["avals"][0]["dtype"] = "complex128"
-    with pytest.raises(la.GraphFormatError, match="complex128"):
+    doc["nodes"][0]["avals"][0]["dtype"] = "complex256"
+    with pytest.raises(la.GraphFormatError, match="complex256"):
         _load(doc)
 
 

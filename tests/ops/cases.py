@@ -20,6 +20,7 @@ import lazyarray as la
 FLOATS = ("float32", "float64")
 INTS = ("int32", "int64")
 ALL = FLOATS + INTS
+COMPLEX = ("complex64", "complex128")
 
 # The broadcasting pairs every binary op is checked on (both orders).
 BROADCAST_PAIRS = [
@@ -71,6 +72,9 @@ def rng_for(*parts) -> np.random.Generator:
 
 def rand(rng, shape, dtype, low=None, high=None):
     dt = np.dtype(dtype)
+    if dt.kind == "c":
+        real = np.dtype(dt.char.lower())  # complex64 -> float32
+        return (rand(rng, shape, real, low, high) + 1j * rand(rng, shape, real, low, high)).astype(dt)
     if dt.kind == "f":
         if low is None:
             return rng.standard_normal(shape).astype(dt)
@@ -713,9 +717,9 @@ CASES: dict[str, Case] = {
     "while_loop": Case("graph", _while_samples, _while_ref, FLOATS, extra={"grad_raises": True}),
     "foreach": Case("graph", _foreach_samples, lambda seq, **p: np.exp(seq[0]) * 2 + seq[0], FLOATS, grad=(0,)),
     # elementwise binary
-    "add": Case("elementwise", binary(), ew(np.add), ALL, grad=(0, 1)),
-    "subtract": Case("elementwise", binary(), ew(np.subtract), ALL, grad=(0, 1)),
-    "multiply": Case("elementwise", binary(), ew(np.multiply), ALL, grad=(0, 1)),
+    "add": Case("elementwise", binary(), ew(np.add), ALL + COMPLEX, grad=(0, 1)),
+    "subtract": Case("elementwise", binary(), ew(np.subtract), ALL + COMPLEX, grad=(0, 1)),
+    "multiply": Case("elementwise", binary(), ew(np.multiply), ALL + COMPLEX, grad=(0, 1)),
     "divide": Case("elementwise", binary(rand, lambda r, s, d: positive(r, s, d) * (1 if r.random() < .5 else -1)),
                    ew(np.true_divide), ALL, grad=(0, 1)),
     "power": Case("elementwise", _power_samples, ew(np.power), ALL, grad=(0, 1)),
@@ -726,23 +730,23 @@ CASES: dict[str, Case] = {
     **{name: Case("elementwise", binary(ties, ties), ew(fn), ALL) for name, fn in _COMPARE.items()},
     "where": Case("elementwise", _where_samples, ew(np.where), ALL, grad=(1, 2)),
     # elementwise unary
-    "negative": Case("elementwise", unary(), ew(np.negative), ALL, grad=(0,)),
-    "abs": Case("elementwise", unary(away_from_zero), ew(np.abs), ALL, grad=(0,)),
+    "negative": Case("elementwise", unary(), ew(np.negative), ALL + COMPLEX, grad=(0,)),
+    "abs": Case("elementwise", unary(away_from_zero), ew(np.abs), ALL + COMPLEX, grad=(0,)),
     "sign": Case("elementwise", unary(away_from_zero), ew(np.sign), ALL, grad=(0,)),
-    "exp": Case("elementwise", unary(), ew(np.exp), ALL, grad=(0,)),
+    "exp": Case("elementwise", unary(), ew(np.exp), ALL + COMPLEX, grad=(0,)),
     "log": Case("elementwise", unary(positive), ew(np.log), ALL, grad=(0,)),
     "sqrt": Case("elementwise", unary(positive), ew(np.sqrt), ALL, grad=(0,)),
-    "square": Case("elementwise", unary(), ew(np.square), ALL, grad=(0,)),
-    "sin": Case("elementwise", unary(), ew(np.sin), ALL, grad=(0,)),
-    "cos": Case("elementwise", unary(), ew(np.cos), ALL, grad=(0,)),
-    "tanh": Case("elementwise", unary(), ew(np.tanh), ALL, grad=(0,)),
+    "square": Case("elementwise", unary(), ew(np.square), ALL + COMPLEX, grad=(0,)),
+    "sin": Case("elementwise", unary(), ew(np.sin), ALL + COMPLEX, grad=(0,)),
+    "cos": Case("elementwise", unary(), ew(np.cos), ALL + COMPLEX, grad=(0,)),
+    "tanh": Case("elementwise", unary(), ew(np.tanh), ALL + COMPLEX, grad=(0,)),
     "sigmoid": Case("elementwise", unary(lambda r, s, d: rand(r, s, d) * 3), ew(_sigmoid_ref), ALL, grad=(0,)),
     "relu": Case("elementwise", unary(away_from_zero), ew(lambda x: np.maximum(x, 0)), ALL, grad=(0,)),
     "smooth_l1": Case("elementwise", _smooth_l1_samples, ew(_smooth_l1_ref), FLOATS, grad=(0,)),
     "quadratic": Case("elementwise", unary(params=({}, {"a": 2.0, "b": -1.0, "c": 0.5}, {"b": 3.0})),
                       ew(_quadratic_ref), FLOATS, grad=(0,)),
     # reductions
-    "sum": Case("reduce", _reduce_samples(), ew(np.sum), ALL, grad=(0,)),
+    "sum": Case("reduce", _reduce_samples(), ew(np.sum), ALL + COMPLEX, grad=(0,)),
     "mean": Case("reduce", _reduce_samples(), ew(_mean_ref), ALL, grad=(0,)),
     "max": Case("reduce", _reduce_samples(), ew(np.max), ALL, grad=(0,)),
     "min": Case("reduce", _reduce_samples(), ew(np.min), ALL, grad=(0,)),
@@ -1035,6 +1039,12 @@ _MATH_BINARY = {  # name: (NumPy reference, samples, dtypes, differentiated inpu
 }
 CASES.update({name: Case("math", unary(gen), ew(fn), dts, grad=(0,) if diff else ())
               for name, (fn, gen, dts, diff) in _MATH_UNARY.items()})
+# complex numbers: conj is differentiable on real inputs (the identity), real too; imag is not
+CASES.update({
+    "conj": Case("math", unary(), ew(np.conj), FLOATS + COMPLEX + INTS, grad=(0,)),
+    "real": Case("math", unary(), lambda x: np.real(x).copy(), FLOATS + COMPLEX, grad=(0,)),
+    "imag": Case("math", unary(), lambda x: np.imag(x).copy(), FLOATS + COMPLEX),
+})
 CASES.update({name: Case("math", samples, ew(fn), dts, grad=grad)
               for name, (fn, samples, dts, grad) in _MATH_BINARY.items()})
 
@@ -1197,4 +1207,126 @@ CASES.update({
                          ALL),
     "unique_values": Case("sorting", unary(ties, shapes=((3, 4), (7,), (), (0, 3))), lambda x: np.unique(x), ALL,
                           data_dependent=True),
+})
+
+
+# -- Array API, second slice: clip, isin, unique_all ------------------------------------------------------
+def _clip_samples(rng, dtype, small):
+    x = away_from_zero(rng, (3, 4), dtype)
+    out = [Sample((x, np.asarray(-0.5 if np.dtype(dtype).kind == "f" else -2, dtype),
+                   np.asarray(0.7 if np.dtype(dtype).kind == "f" else 3, dtype)), {}, "scalars")]
+    lo = rand(rng, (4,), dtype) - 1
+    hi = lo + 1.5 if np.dtype(dtype).kind == "f" else lo + 2
+    out.append(Sample((x, lo.astype(dtype), hi.astype(dtype)), {}, "broadcast-arrays"))
+    return out
+
+
+def _unique_all_ref(x):
+    v, i, inv, c = np.unique(x.reshape(-1), return_index=True, return_inverse=True, return_counts=True)
+    return v, i.astype(np.int64), inv.reshape(x.shape).astype(np.int64), c.astype(np.int64)
+
+
+def _isin_samples(rng, dtype, small):
+    return [Sample((ties(rng, (3, 4), dtype), ties(rng, (3,), dtype)), {"invert": inv}, f"invert={inv}")
+            for inv in (False, True)] + [Sample((ties(rng, (), dtype), ties(rng, (2, 2), dtype)), {}, "0d")]
+
+
+CASES.update({
+    "clip": Case("math", _clip_samples, lambda x, lo, hi: np.clip(x, lo, hi).astype(x.dtype), ALL, grad=(0, 1, 2)),
+    "isin": Case("sorting", _isin_samples, lambda a, b, invert=False: np.isin(a, b, invert=invert), ALL),
+    "unique_all": Case("sorting", unary(ties, shapes=((3, 4), (7,), (), (0, 3))), _unique_all_ref, ALL,
+                       data_dependent=True),
+})
+
+
+# -- linalg (lazyarray/ops/linalg.py) ---------------------------------------------------------------------------
+def _well_conditioned(rng, shape, dtype):
+    n = shape[-1]
+    a = rand(rng, shape, dtype) * 0.3
+    return (a + np.eye(n) * 2).astype(dtype)
+
+
+def _spd(rng, shape, dtype):
+    a = rand(rng, shape, dtype)
+    return (a @ np.swapaxes(a, -1, -2) + np.eye(shape[-1]) * shape[-1]).astype(dtype)
+
+
+def _mat_samples(gen, shapes=((3, 3), (2, 4, 4)), params=({},)):
+    def samples(rng, dtype, small):
+        return [Sample((gen(rng, s, dtype),), dict(p), f"{s}" + (f"-{p}" if p else ""))
+                for s in shapes for p in params]
+    return samples
+
+
+def _solve_samples(rng, dtype, small):
+    a = _well_conditioned(rng, (3, 3), dtype)
+    return [Sample((a, rand(rng, (3,), dtype)), {}, "vector"), Sample((a, rand(rng, (3, 2), dtype)), {}, "matrix"),
+            Sample((_well_conditioned(rng, (2, 3, 3), dtype), rand(rng, (2, 3, 2), dtype)), {}, "stack")]
+
+
+def _rect(rng, shape, dtype):
+    return rand(rng, shape, dtype)
+
+
+def _np_float(x):
+    return x if x.dtype.kind in "fc" else x.astype(np.float64)
+
+
+def _cross_samples(rng, dtype, small):
+    return [Sample((rand(rng, (4, 3), dtype), rand(rng, (4, 3), dtype)), {}, "rows"),
+            Sample((rand(rng, (3, 2), dtype), rand(rng, (3, 1), dtype)), {"axis": 0}, "axis0")]
+
+
+def _vector_norm_ref(x, axis=None, keepdims=False, ord=2):
+    xf = _np_float(x)
+    if axis is None:
+        r = np.linalg.norm(xf.reshape(-1), ord=ord)
+        r = np.reshape(r, (1,) * x.ndim) if keepdims else r
+    elif isinstance(axis, int):
+        r = np.linalg.norm(xf, ord=ord, axis=axis, keepdims=keepdims)
+    else:
+        r = np.sum(np.abs(xf) ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+    return np.asarray(r)
+
+
+_LINALG_RECT = ((3, 4), (2, 4, 3))
+CASES.update({
+    "inv": Case("linalg", _mat_samples(_well_conditioned), lambda x: np.linalg.inv(x), FLOATS, grad=(0,),
+                rtol32=1e-4),
+    "det": Case("linalg", _mat_samples(_well_conditioned), lambda x: np.asarray(np.linalg.det(x)), FLOATS,
+                grad=(0,), rtol32=1e-4),
+    "slogdet": Case("linalg", _mat_samples(_well_conditioned), lambda x: tuple(np.linalg.slogdet(x)), FLOATS,
+                    rtol32=1e-4),
+    "solve": Case("linalg", _solve_samples, lambda a, b: np.linalg.solve(a, b), FLOATS, grad=(0, 1), rtol32=1e-4),
+    "cholesky": Case("linalg", _mat_samples(_spd, params=({}, {"upper": True})),
+                     lambda x, upper=False: np.swapaxes(np.linalg.cholesky(x), -1, -2) if upper else np.linalg.cholesky(x),
+                     FLOATS, grad=(0,), rtol32=1e-4),
+    "qr": Case("linalg", _mat_samples(_rect, _LINALG_RECT, ({}, {"mode": "complete"})),
+               lambda x, mode="reduced": tuple(np.linalg.qr(x, mode=mode)), FLOATS, rtol32=1e-4),
+    "svd": Case("linalg", _mat_samples(_rect, _LINALG_RECT, ({}, {"full_matrices": False})),
+                lambda x, full_matrices=True: tuple(np.linalg.svd(x, full_matrices=full_matrices)), FLOATS, rtol32=1e-4),
+    "svdvals": Case("linalg", _mat_samples(_rect, _LINALG_RECT), lambda x: np.linalg.svd(x, compute_uv=False),
+                    FLOATS, rtol32=1e-4),
+    "eigh": Case("linalg", _mat_samples(_spd), lambda x: tuple(np.linalg.eigh(x)), FLOATS, rtol32=1e-4),
+    "eigvalsh": Case("linalg", _mat_samples(_spd), lambda x: np.linalg.eigvalsh(x), FLOATS, rtol32=1e-4),
+    "pinv": Case("linalg", _mat_samples(_rect, _LINALG_RECT),
+                 lambda x, rtol=-1.0: np.linalg.pinv(x, rcond=max(x.shape[-2:]) * np.finfo(x.dtype).eps), FLOATS,
+                 rtol32=1e-4),
+    "matrix_rank": Case("linalg", _mat_samples(_rect, _LINALG_RECT, ({}, {"rtol": 0.5})),
+                        lambda x, rtol=None: np.asarray(np.linalg.matrix_rank(
+                            x, rtol=rtol if rtol is not None and rtol >= 0 else None), dtype=np.int64), ALL),
+    "matrix_power": Case("linalg", _mat_samples(_well_conditioned, params=({"n": 3}, {"n": 0}, {"n": -2})),
+                         lambda x, n=1: np.linalg.matrix_power(_np_float(x) if n < 0 else x, n), FLOATS, rtol32=1e-4),
+    "trace": Case("linalg", _mat_samples(_rect, _LINALG_RECT, ({}, {"offset": 1}, {"offset": -2})),
+                  lambda x, offset=0: np.asarray(np.trace(x, offset=offset, axis1=-2, axis2=-1)), ALL),
+    "diagonal": Case("linalg", _mat_samples(_rect, _LINALG_RECT, ({}, {"offset": 1}, {"offset": -1})),
+                     lambda x, offset=0: np.diagonal(x, offset=offset, axis1=-2, axis2=-1), ALL),
+    "cross": Case("linalg", _cross_samples, lambda a, b, axis=-1: np.cross(a, b, axis=axis), ALL),
+    "vector_norm": Case("linalg", _mat_samples(_rect, ((3, 4), (2, 3, 4)), (
+        {}, {"axis": 1}, {"axis": -1, "keepdims": True, "ord": 1}, {"axis": (0, 1), "ord": 3},
+        {"ord": float("inf")}, {"keepdims": True, "ord": 0})), _vector_norm_ref, FLOATS),
+    "matrix_norm": Case("linalg", _mat_samples(_rect, _LINALG_RECT, (
+        {}, {"ord": "nuc"}, {"ord": 1, "keepdims": True}, {"ord": float("-inf")}, {"ord": 2})),
+        lambda x, keepdims=False, ord="fro": np.asarray(np.linalg.norm(x, ord=ord, axis=(-2, -1), keepdims=keepdims)),
+        FLOATS, rtol32=1e-4),
 })

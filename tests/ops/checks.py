@@ -15,7 +15,8 @@ from .cases import CASES, case_params, grad_params, rng_for
 def op_function(name: str):
     """The public function of op ``name`` (``la.<name>`` or ``la.nn.<name>``)."""
     op = registry.get(name)
-    f = getattr(la.nn if op.namespace == "nn" else la, name)
+    # (the registry op ``nonzero`` is ``la.argwhere``; ``la.nonzero`` is the standard's tuple built from it)
+    f = getattr({"nn": la.nn, "linalg": la.linalg}.get(op.namespace, la), {"nonzero": "argwhere"}.get(name, name))
     # la.cond / la.while_loop / la.foreach trace Python functions; the raw ops take sub-graphs
     return f if getattr(f, "op", None) is op else functions.op_function(op)
 
@@ -40,29 +41,40 @@ def samples(name, dtype, small=False):
 
 
 def tolerances(case, dtype):
-    if np.dtype(dtype) == np.float32:
+    if np.dtype(dtype) in (np.float32, np.complex64):
         return dict(rtol=case.rtol32, atol=case.rtol32)
     return dict(rtol=1e-10, atol=1e-12)
 
 
+def _outputs(res) -> list:
+    """An op's result as a list (multi-output ops return a tuple)."""
+    return list(res) if isinstance(res, (list, tuple)) else [res]
+
+
 def check_forward(name: str, dtype: str) -> None:
-    """Every sample of op ``name`` in ``dtype`` equals the NumPy reference (values, dtype, shape)."""
+    """Every sample of op ``name`` in ``dtype`` equals the NumPy reference (values, dtype, shape);
+    multi-output ops are compared output by output with a reference that returns a tuple."""
     case = CASES[name]
     for s in samples(name, dtype):
-        out = call(name, s)
+        res = call(name, s)
         with np.errstate(all="ignore"):
-            want = np.asarray(case.ref(*[a for a in s.args if a is not None], **s.params))
-        got = out.asnumpy()
-        where = f"{name}[{s.name}] in {dtype}"
-        assert not out.is_lazy, where
-        assert got.shape == want.shape, f"{where}: shape {got.shape} != NumPy {want.shape}"
-        assert got.dtype == want.dtype, f"{where}: dtype {got.dtype} != NumPy {want.dtype}"
-        assert out.dtype == want.dtype and out.shape == want.shape, where
-        if want.dtype.kind == "f":
-            np.testing.assert_allclose(got, want, **tolerances(case, want.dtype), err_msg=where)
-        else:
-            np.testing.assert_array_equal(got, want, err_msg=where)
-        _check_special(name, s, out, where)
+            wants = case.ref(*[a for a in s.args if a is not None], **s.params)
+        outs = _outputs(res)
+        wants = list(wants) if isinstance(res, (list, tuple)) else [wants]
+        assert len(outs) == len(wants), f"{name}[{s.name}]: {len(outs)} outputs, NumPy {len(wants)}"
+        for k, (out, want) in enumerate(zip(outs, wants)):
+            want = np.asarray(want)
+            got = out.asnumpy()
+            where = f"{name}[{s.name}] in {dtype}" + (f", output {k}" if len(outs) > 1 else "")
+            assert not out.is_lazy, where
+            assert got.shape == want.shape, f"{where}: shape {got.shape} != NumPy {want.shape}"
+            assert got.dtype == want.dtype, f"{where}: dtype {got.dtype} != NumPy {want.dtype}"
+            assert out.dtype == want.dtype and out.shape == want.shape, where
+            if want.dtype.kind in "fc":
+                np.testing.assert_allclose(got, want, **tolerances(case, want.dtype), err_msg=where)
+            else:
+                np.testing.assert_array_equal(got, want, err_msg=where)
+            _check_special(name, s, out, where)
 
 
 def _check_special(name, s, out, where):
@@ -73,29 +85,33 @@ def _check_special(name, s, out, where):
 
 
 def check_deferred(name: str, dtype: str) -> None:
-    """Recorded under ``la.deferred()`` the op gives a lazy array whose static shape and dtype
-    are the eager result's (data-dependent dims may be None) and whose value equals eager."""
+    """Recorded under ``la.deferred()`` the op gives lazy arrays whose static shapes and dtypes
+    are the eager results' (data-dependent dims may be None) and whose values equal eager."""
     case = CASES[name]
     for s in samples(name, dtype):
-        where = f"{name}[{s.name}] in {dtype}"
         args = [to_la(a) for a in s.args]
-        eager = call(name, s, args)
+        eagers = _outputs(call(name, s, args))
         with la.deferred():
-            lazy = call(name, s, args)
-            assert lazy.is_lazy, where
-            static = lazy.static_shape
-            assert lazy.dtype == eager.dtype, f"{where}: lazy dtype {lazy.dtype} != eager {eager.dtype}"
-        assert lazy.is_lazy, where  # reading avals computed nothing
-        assert len(static) == len(eager.shape), f"{where}: static {static} vs eager {eager.shape}"
-        for d, e in zip(static, eager.shape):
-            if d is None:
-                assert case.data_dependent, f"{where}: unknown dim in static shape {static}"
-            else:
-                assert d == e, f"{where}: static shape {static} != eager shape {eager.shape}"
-        assert lazy.stype == eager.stype and lazy.device == eager.device, where
-        got = lazy.asnumpy()
-        assert not lazy.is_lazy
-        np.testing.assert_array_equal(got, eager.asnumpy(), err_msg=where)
+            lazies = _outputs(call(name, s, args))
+            statics = [lazy.static_shape for lazy in lazies]
+            for k, (lazy, eager) in enumerate(zip(lazies, eagers)):
+                assert lazy.is_lazy, f"{name}[{s.name}] output {k}"
+                assert lazy.dtype == eager.dtype, f"{name}[{s.name}] output {k}: lazy dtype {lazy.dtype} != {eager.dtype}"
+        assert len(lazies) == len(eagers)
+        for k, (lazy, eager, static) in enumerate(zip(lazies, eagers, statics)):
+            where = f"{name}[{s.name}] in {dtype}" + (f", output {k}" if len(lazies) > 1 else "")
+            assert lazy.is_lazy, where  # reading avals computed nothing
+            assert len(static) == len(eager.shape), f"{where}: static {static} vs eager {eager.shape}"
+            for d, e in zip(static, eager.shape):
+                if d is None:
+                    assert case.data_dependent, f"{where}: unknown dim in static shape {static}"
+                else:
+                    assert d == e, f"{where}: static shape {static} != eager shape {eager.shape}"
+            assert lazy.stype == eager.stype and lazy.device == eager.device, where
+        for lazy, eager in zip(lazies, eagers):
+            got = lazy.asnumpy()
+            assert not lazy.is_lazy
+            np.testing.assert_array_equal(got, eager.asnumpy(), err_msg=f"{name}[{s.name}] in {dtype}")
 
 
 def _grad_targets(case, args):

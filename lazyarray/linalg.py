@@ -1,0 +1,88 @@
+"""``la.linalg``: the Array API ``linalg`` extension.
+
+The registry ops of namespace ``"linalg"`` (``inv``, ``det``, ``solve``, ``cholesky``, ``qr``, ``svd``,
+``eigh``, norms, ...; see ``ops/linalg.py``), plus the standard's linalg spellings of top-level
+functions: ``matmul``, ``tensordot``, ``vecdot``, ``matrix_transpose`` and ``outer``.
+
+>>> import lazyarray as la
+>>> a = la.asarray([[2.0, 0.0], [0.0, 4.0]])
+>>> la.linalg.inv(a).asnumpy().tolist(), float(la.linalg.det(a))
+([[0.5, 0.0], [0.0, 0.25]], 8.0)
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .array_api import matrix_transpose, tensordot, vecdot
+from .dispatch import apply
+from .functions import namespace
+from .ndarray import NDArray, _make
+from .ops import registry
+
+_OPS = namespace("linalg")
+globals().update(_OPS)
+matmul = namespace("")["matmul"]
+
+
+class SlogdetResult(NamedTuple):
+    sign: object
+    logabsdet: object
+
+
+class QRResult(NamedTuple):
+    Q: object
+    R: object
+
+
+class SVDResult(NamedTuple):
+    U: object
+    S: object
+    Vh: object
+
+
+class EighResult(NamedTuple):
+    eigenvalues: object
+    eigenvectors: object
+
+
+def slogdet(x: NDArray, /) -> SlogdetResult:
+    """``(sign, logabsdet)`` of each square matrix (the registry op ``slogdet``)."""
+    return SlogdetResult(*_OPS["slogdet"](x))
+
+
+def qr(x: NDArray, /, *, mode: str = "reduced") -> QRResult:
+    """``(Q, R)`` of each matrix (the registry op ``qr``)."""
+    return QRResult(*_OPS["qr"](x, mode=mode))
+
+
+def svd(x: NDArray, /, *, full_matrices: bool = True) -> SVDResult:
+    """``(U, S, Vh)`` of each matrix (the registry op ``svd``)."""
+    return SVDResult(*_OPS["svd"](x, full_matrices=full_matrices))
+
+
+def eigh(x: NDArray, /) -> EighResult:
+    """``(eigenvalues, eigenvectors)`` of each symmetric / Hermitian matrix (the registry op ``eigh``)."""
+    return EighResult(*_OPS["eigh"](x))
+
+
+def _rtol(f):
+    def g(x: NDArray, /, *, rtol=None) -> NDArray:
+        if rtol is not None and not isinstance(rtol, (int, float)):
+            raise TypeError(f"linalg.{f.__name__}: rtol must be a Python number here, got {type(rtol).__name__}")
+        return f(x, rtol=-1.0 if rtol is None else float(rtol))
+    g.__name__, g.__doc__ = f.__name__, f.__doc__
+    return g
+
+
+pinv, matrix_rank = _rtol(_OPS["pinv"]), _rtol(_OPS["matrix_rank"])
+
+
+def outer(x1: NDArray, x2: NDArray, /) -> NDArray:
+    """The outer product of two 1-D arrays (``x1[:, None] * x2``, recorded as registry ops)."""
+    if x1.ndim != 1 or x2.ndim != 1:
+        raise ValueError(f"linalg.outer: needs two 1-D arrays, got {x1.ndim}-D and {x2.ndim}-D")
+    col = apply(registry.get("expand_dims"), (x1,), {"axis": -1}, _make)
+    return apply(registry.get("multiply"), (col, x2), {}, _make)
+
+
+__all__ = sorted(namespace("linalg")) + ["matmul", "matrix_transpose", "outer", "tensordot", "vecdot"]
