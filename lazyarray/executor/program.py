@@ -26,6 +26,7 @@ This module works on ``Node`` / ``Entry`` and backend arrays only, never ``NDArr
 from __future__ import annotations
 
 import enum
+import sys
 
 import numpy as np
 
@@ -86,6 +87,8 @@ class Program:
         self._per_run = per_run  # (device, nbytes, views) of buffers handed to the caller
         self._captures = captures  # constants standing for user arrays: checked before each run
         self._pool: list[list] = []
+        # per handed-out buffer: the (raw, views) of the last run, taken back when nobody holds them
+        self._returned: list[list] = [[] for _ in per_run]
         self.plan = plan
         self.nodes = nodes
 
@@ -102,8 +105,21 @@ class Program:
         pool = self._pool
         base = pool.pop() if pool else self._new_set()
         s = base.copy()
-        for dev, size, views in self._per_run:  # outputs: fresh memory for every run
-            _fill_views(s, _alloc(dev, size), views)
+        for (dev, size, views), back in zip(self._per_run, self._returned):  # outputs: memory nobody holds
+            try:
+                last = back.pop()  # (atomic: two threads never take the same set)
+            except IndexError:
+                last = None
+            if last is not None and _unheld(last):
+                raw, made = last
+                for v, (_, _, _, at) in zip(made, views):
+                    for slot in at:
+                        s[slot] = v
+            else:
+                raw = _alloc(dev, size)
+                made = _fill_views(s, raw, views)
+            if dev.kind == "cpu":
+                back.append((raw, made))
         for slot, v in zip(self.in_slots, args):
             s[slot] = v
         for step in self.steps:
@@ -116,11 +132,26 @@ class Program:
         return f"<Program {len(self.steps)} steps, {self.plan!r}>"
 
 
-def _fill_views(slots: list, raw, views) -> None:
+def _fill_views(slots: list, raw, views) -> tuple:
+    made = []
     for dtype, shape, nbytes, at in views:  # one view per layout, shared by the slots that use it
         v = raw[:nbytes].view(dtype).reshape(shape)
+        made.append(v)
         for slot in at:
             slots[slot] = v
+    return tuple(made)
+
+
+def _unheld(last) -> bool:
+    """True when nothing outside this program references the memory a run handed out: not the
+    arrays it returned, nor any view of them (a NumPy view's ``base`` is the memory's owner, so
+    every view anyone made counts on ``raw``), and nobody froze it. Then the next run may
+    write its outputs there instead of allocating (and faulting in) fresh pages."""
+    raw, made = last
+    # raw: our tuple, the name ``raw``, each of our views' base, getrefcount's argument; a view:
+    # our tuple, the generator's variable, getrefcount's argument
+    return sys.getrefcount(raw) == 3 + len(made) and \
+        all(sys.getrefcount(v) == 3 and v.flags.writeable for v in made)
 
 
 def _alloc(device, nbytes: int):

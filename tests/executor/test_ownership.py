@@ -1,6 +1,9 @@
-"""Ownership: what a run hands out never shares memory with its inputs (``executor/program.py``)."""
+"""Ownership: what a run hands out never shares memory with its inputs, and memory it handed out
+is reused only when nobody holds it any more (``executor/program.py``)."""
 import numpy as np
+import pytest
 
+import lazyarray as la
 from lazyarray.executor.program import _aliases, _unaliasing
 
 
@@ -21,3 +24,58 @@ def test_unaliasing_hands_out_a_copy_of_a_returned_view():
     np.testing.assert_array_equal(a, np.arange(6.0))
     kept = _unaliasing(lambda x: x * 2)(a)
     assert kept.base is None  # a fresh result is passed through, not copied again
+
+
+# -- a run's outputs are taken back only when nothing holds them --------------------------------
+def _op():
+    x = la.sym.var("x", shape=(4,))
+    return la.CachedOp(la.sym.exp(x) * 2)
+
+
+def test_memory_of_dropped_outputs_is_reused_by_the_next_run():
+    op = _op()
+    a = op(la.ones(4))
+    first = id(a._value)
+    del a
+    b = op(la.ones(4))
+    assert id(b._value) == first
+    np.testing.assert_allclose(b.asnumpy(), np.full(4, 2 * np.e, np.float32), rtol=1e-6)
+
+
+@pytest.mark.parametrize("hold", ["array", "view", "numpy", "frozen"])
+def test_memory_anyone_still_holds_is_never_written_by_a_later_run(hold):
+    op = _op()
+    a = op(la.ones(4))
+    raw_id = id(a._value)
+    keep = {"array": lambda: a, "view": lambda: a._value[1:3], "numpy": lambda: a.asnumpy(),
+            "frozen": lambda: None}[hold]()
+    before = a.asnumpy().copy()
+    if hold == "frozen":
+        a._value.flags.writeable = False
+        held = a._value
+        del a
+    else:
+        held = None
+    b = op(la.full(4, 3.0))
+    assert id(b._value) != raw_id
+    if keep is not None:
+        np.testing.assert_array_equal(np.asarray(keep._value if hasattr(keep, "_value") else keep),
+                                      before[1:3] if hold == "view" else before)
+    if held is not None:
+        np.testing.assert_array_equal(held, before)
+
+
+def test_outputs_autograd_saved_are_not_reused_until_backward_frees_them():
+    x = la.sym.var("x", shape=(4,))
+    op = la.CachedOp(la.sym.sum(la.sym.exp(x) * x))
+    w = la.ones(4)
+    w.attach_grad()
+    with la.autograd.record():
+        y1 = op(w)
+    with la.autograd.record():
+        y2 = op(w)  # the first call's saved values are still held by its record
+    y1.backward()
+    g1 = w.grad.asnumpy().copy()
+    y2.backward()
+    np.testing.assert_allclose(w.grad.asnumpy(), g1, rtol=1e-6)
+    np.testing.assert_allclose(g1, np.full(4, 2 * np.e, np.float32), rtol=1e-6)
