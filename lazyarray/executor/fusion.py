@@ -12,7 +12,7 @@ the GIL; see ``threads.py``).
   elementwise node backwards into producers that are fusible elementwise ops of the root's
   shape whose every consumer is already in the group. Operands from outside (arrays that
   broadcast, such as a bias row, scalar constants, inputs) stay inputs of the fused node.
-  Groups of two or more ops become one ``fused`` node named ``fused[op,op,...]``.
+  Groups of ``MIN_GROUP`` (3) or more ops become one ``fused`` node named ``fused[op,op,...]``.
 * **The op** (``fused``): a registered op whose ``graph`` parameter (a ``SUBGRAPH``) is the
   group as a symbol, so ``print``, drawings, the JSON format and the memory plan see it like
   any other node; its kernel writes into the planned output buffer (``out=``).
@@ -24,6 +24,7 @@ backward program are fused separately afterwards. ``la.CachedOp(sym, fuse=False)
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
@@ -36,6 +37,9 @@ from ..threads import chunked
 from .call import SUBGRAPH, SubGraph
 
 CHUNK_BYTES = 128 << 10  # per operand and chunk: a group's few live chunks stay in L2
+# Smaller groups run as they are: a fused pair saved nothing measurable against its per-chunk
+# Python overhead (benchmarks/mlp_step.py, hybridized step: 1.12x NumPy fused vs 1.04x unfused)
+MIN_GROUP = 3
 
 
 def fusion_enabled(flag: bool | None) -> bool:
@@ -77,7 +81,7 @@ def fuse(outputs: list[Entry]) -> list[Entry]:
         if id(root) in taken or not fusible(root):
             continue
         members = _grow(root, consumers, taken)
-        if len(members) >= 2:
+        if len(members) >= MIN_GROUP:
             group_of[id(root)] = members
             taken.update(id(n) for n in members)
     if not group_of:
@@ -146,23 +150,57 @@ def _fused_node(members: list[Node], entry) -> Node:
 
 # -- the kernel ------------------------------------------------------------------------------------
 class _Steps:
-    """A fused group as flat steps over slots: ``(fn, input slots, output slot, dtype)``."""
+    """A fused group as flat steps over slots: ``(fn, input slots, output slot, (dtype, params))``.
+
+    Intermediates live in a few scratch *registers* (one chunk each), assigned by liveness: a
+    register is free again after the last step that reads it, so a chain of ten ops needs two.
+    """
 
     def __init__(self, sub: SubGraph):
-        order = sub.sym.topo()
+        order = [n for n in sub.sym.topo() if n.op is not None]  # (the group's operands are inputs)
         slot = {id(n): i for i, n in enumerate(sub.inputs)}
         self.n_in = len(sub.inputs)
+        root = sub.sym.outputs[0].node
+        last_use: dict[int, int] = {}
+        for k, n in enumerate(order):
+            for e in n.inputs:
+                last_use[id(e.node)] = k
+        free: dict = {}  # dtype -> free register numbers
+        self.registers: list = []  # dtype of each register
+        reg_of: dict[int, int] = {}
         self.steps = []
-        for n in order:
-            if n.op is None:  # the group's operands (constants are operands too)
-                continue
+        for k, n in enumerate(order):
+            for e in n.inputs:  # inputs read for the last time here free their register first
+                r = reg_of.get(id(e.node))
+                if r is not None and last_use[id(e.node)] == k and r not in free.get(self.registers[r], ()):
+                    free.setdefault(self.registers[r], []).append(r)
+            dtype = n.avals[0].dtype
+            if n is root:
+                reg = -1  # the output chunk itself
+            elif free.get(dtype):
+                reg = free[dtype].pop()
+            else:
+                reg = len(self.registers)
+                self.registers.append(dtype)
+            reg_of[id(n)] = reg
             slot[id(n)] = len(slot)
             fn = n.op.np_ufunc if n.op.np_ufunc is not None else n.op.bind(np)
-            params = dict(n.params)
-            self.steps.append((fn, tuple(slot[id(e.node)] for e in n.inputs), slot[id(n)],
-                               (n.avals[0].dtype, params)))
+            self.steps.append((fn, tuple(slot[id(e.node)] for e in n.inputs), slot[id(n)], reg, dict(n.params)))
         self.n_slots = len(slot)
-        self.out = slot[id(sub.sym.outputs[0].node)]
+        self._local = threading.local()  # per worker thread: its registers, kept across calls
+
+    def scratch(self, chunk_shape) -> list:
+        """This thread's registers for chunks of ``chunk_shape`` (kept when chunks are cache-sized)."""
+        cache = getattr(self._local, "regs", None)
+        if cache is not None and cache[0] == chunk_shape:
+            return cache[1]
+        regs = [np.empty(chunk_shape, d) for d in self.registers]
+        n = 1
+        for d in chunk_shape:
+            n *= d
+        if n * max((d.itemsize for d in self.registers), default=0) <= 4 * CHUNK_BYTES:
+            self._local.regs = (chunk_shape, regs)  # small: keep (no allocation, no page faults next call)
+        return regs
 
 
 def _steps_of(sub: SubGraph) -> _Steps:
@@ -172,14 +210,8 @@ def _steps_of(sub: SubGraph) -> _Steps:
     return s
 
 
-def _scratch(steps: _Steps, chunk_shape) -> dict:
-    """One buffer per intermediate of the group, reused by every chunk a worker runs (fresh
-    allocations per chunk cost page faults: chunk-sized blocks are at glibc's mmap threshold)."""
-    return {o: np.empty(chunk_shape, info[0]) for fn, ins, o, info in steps.steps if o != steps.out}
-
-
 def _run_chunks(steps: _Steps, args, bounds, out, rows_total, per):
-    scratch = _scratch(steps, (min(per, rows_total),) + out.shape[1:])
+    regs = steps.scratch((min(per, rows_total),) + out.shape[1:])
     cut = [a.ndim == out.ndim and a.shape[0] == rows_total and rows_total > 1 for a in args]
     slots = [None] * steps.n_slots
     for lo, hi in bounds:
@@ -188,8 +220,8 @@ def _run_chunks(steps: _Steps, args, bounds, out, rows_total, per):
             slots[i] = a[lo:hi] if cut[i] else a
         target = out[lo:hi]
         m = hi - lo
-        for fn, ins, o, (dtype, params) in steps.steps:
-            buf = target if o == steps.out else scratch[o][:m]
+        for fn, ins, o, reg, params in steps.steps:
+            buf = target if reg < 0 else regs[reg][:m]
             if params:
                 fn(*[slots[i] for i in ins], out=buf, **params)
             else:
@@ -237,5 +269,8 @@ FUSED = register(OpDef(
     shape=_rule("shape"), dtype=_rule("dtype"),
     device=lambda avals, graph, **_: graph.avals[0].device,
     writes_out=True, grad=_grad,
+    # the output may take the buffer of an operand that dies here (the planner checks the size):
+    # each chunk of an operand is read before the same chunk of the output is written
+    inplace=tuple((i, 0) for i in range(64)),
     doc="a group of elementwise ops (its `graph`) run as one kernel, chunk by chunk along axis 0 "
         "(made by the fusion pass of a compiled graph)"))
