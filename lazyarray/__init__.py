@@ -112,6 +112,9 @@ for _numpy_name, _std_name in _ALIASES.items():
     globals()[_std_name] = globals()[_numpy_name]
 from . import interop, linalg  # noqa: E402, F401  (la.linalg; NumPy / DLPack protocols on NDArray)
 
-tile = repeat  # noqa: F821  (PyTorch repeat == numpy.tile; la.repeat keeps PyTorch semantics for now)
+# ``repeat`` follows NumPy and the Array API (each element repeated); the tiling op named ``repeat``
+# in the registry (PyTorch's Tensor.repeat, x.repeat(*sizes)) is ``la.tile``.
+tile = _OPS["repeat"]
+from .array_api import repeat  # noqa: E402
 
 __version__ = "0.1.0"

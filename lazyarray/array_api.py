@@ -470,3 +470,31 @@ def nonzero(x: NDArray, /) -> tuple:
         raise ValueError("nonzero: 0-d arrays are not allowed (the standard's rule); use la.nonzero(x[None])")
     rows = _apply("nonzero", x)
     return tuple(_apply("getitem", rows, key=(slice(None), i)) for i in range(x.ndim))
+
+
+def repeat(x: NDArray, repeats, /, *extra, axis: int | None = None, **old) -> NDArray:
+    """The standard's (NumPy's) ``repeat``: each element repeated ``repeats`` times, or
+    ``repeats[i]`` times for element ``i`` along ``axis`` (the flattened array when ``axis`` is
+    None). PyTorch's tiling ``Tensor.repeat(*sizes)`` is ``x.repeat(*sizes)`` or ``la.tile``.
+
+    >>> import lazyarray as la
+    >>> la.repeat(la.asarray([[1, 2], [3, 4]]), 2, axis=1).tolist()
+    [[1, 1, 2, 2], [3, 3, 4, 4]]
+    >>> la.repeat(la.asarray([1, 2, 3]), [0, 1, 2]).tolist()
+    [2, 3, 3]
+    """
+    if extra or "sizes" in old:
+        sizes = (repeats,) + extra if extra else old["sizes"]
+        raise TypeError(
+            f"la.repeat(x, {', '.join(map(str, sizes)) if isinstance(sizes, tuple) else sizes}) is PyTorch's "
+            "tiling Tensor.repeat(*sizes); la.repeat now follows NumPy and the Array API (each element "
+            "repeated: la.repeat(x, repeats, axis=None)). For tiling write x.repeat(*sizes) or la.tile(x, sizes)")
+    if old:
+        raise TypeError(f"repeat() got unexpected keyword argument(s) {', '.join(old)}")
+    if isinstance(repeats, NDArray):
+        if repeats.dtype.kind not in "iu" or repeats.ndim > 1:
+            raise DTypeError(f"repeat: repeats must be an integer or a 1-D integer array, got "
+                             f"{repeats.dtype}{list(repeats.shape)}")
+        repeats = repeats.asnumpy().tolist()  # the output's length depends on these values
+    counts = (int(repeats),) if isinstance(repeats, (int, np.integer)) else tuple(int(r) for r in repeats)
+    return _apply("repeat_elements", x, repeats=counts, axis=axis)

@@ -140,8 +140,19 @@ def test_standard_spellings_are_the_numpy_functions():
     a, b = np.ones((2, 3)), np.zeros((1, 3))
     np.testing.assert_array_equal(la.concat([la.asarray(a), la.asarray(b)], axis=0).asnumpy(), np.concat([a, b]))
     np.testing.assert_array_equal(la.permute_dims(la.asarray(np.ones((2, 3, 4))), (2, 0, 1)).shape, (4, 2, 3))
-    # la.tile is numpy.tile (our repeat op; la.repeat keeps PyTorch's semantics in this release)
+    # la.tile is numpy.tile (the tiling op, PyTorch's Tensor.repeat); la.repeat is numpy.repeat
     np.testing.assert_array_equal(la.tile(la.asarray(a), (2, 1)).asnumpy(), np.tile(a, (2, 1)))
+    c = np.arange(6).reshape(2, 3)
+    np.testing.assert_array_equal(la.repeat(la.asarray(c), 2).asnumpy(), np.repeat(c, 2))
+    np.testing.assert_array_equal(la.repeat(la.asarray(c), la.asarray([1, 0, 2]), axis=1).asnumpy(),
+                                  np.repeat(c, [1, 0, 2], axis=1))
+    np.testing.assert_array_equal(la.asarray(c).repeat(2, 1).asnumpy(), np.tile(c, (2, 1)))  # the method tiles
+    with pytest.raises(TypeError, match="la.tile"):
+        la.repeat(la.asarray(c), 2, 2)  # the old (PyTorch) spelling names the fix
+    with la.deferred():
+        lazy = la.repeat(la.asarray(c), 3, axis=0)
+    assert lazy.is_lazy and lazy.shape == (6, 3)
+    np.testing.assert_array_equal(lazy.asnumpy(), np.repeat(c, 3, axis=0))
     assert callable(la.sym.variance) and la.sym.var("x").list_inputs() == ["x"]
 
 

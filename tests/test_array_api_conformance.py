@@ -28,7 +28,6 @@ KNOWN_FAILURES = {  # test id -> why (issue #13, still open)
     "test_creation_functions::test_zeros": "as test_ones",
     "test_searching_functions::test_searchsorted": "searchsorted's sorter= argument is not supported",
     "test_manipulation_functions::test_concat": "concat(axis=None) (flatten first) is not supported",
-    "test_manipulation_functions::test_repeat": "la.repeat still tiles like PyTorch (issue #13 item 4)",
     "test_manipulation_functions::test_tile": "tile reps longer than x.ndim",
 }
 

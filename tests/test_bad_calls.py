@@ -26,7 +26,7 @@ def x():
     (lambda x, o: la.add(x, a=o), "a"),
     (lambda x, o: la.add(x, o, b=o), "b"),
     (lambda x, o: la.sum(x, None, axis=0), "axis"),
-    (lambda x, o: la.repeat(x, 2, sizes=3), "sizes"),  # used (3,) or (2,) silently
+    (lambda x, o: la.tile(x, 2, sizes=3), "sizes"),  # used (3,) or (2,) silently
     (lambda x, o: la.reshape(x, (3,), shape=(1, 3)), "shape"),
     (lambda x, o: la.nn.dense(la.ones((1, 3)), la.ones((2, 3)), weight=la.ones((2, 3))), "weight"),
 ])
@@ -51,7 +51,7 @@ def test_inputs_by_name_still_work(x):
     w, b = la.ones((2, 3)), la.array([1.0, 2.0])
     np.testing.assert_array_equal(la.nn.dense(la.ones((1, 3)), weight=w).asnumpy(), [[3, 3]])
     np.testing.assert_array_equal(la.nn.dense(la.ones((1, 3)), w, bias=b).asnumpy(), [[4, 5]])
-    assert la.repeat(x, sizes=2).shape == (6,) and la.repeat(x, 2).shape == (6,)
+    assert la.tile(x, sizes=2).shape == (6,) and la.tile(x, 2).shape == (6,)
     assert la.concatenate(seq=[x, x]).shape == (6,)
 
 

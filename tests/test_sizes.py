@@ -41,11 +41,11 @@ def limit(monkeypatch):
 
 # -- the crashes ------------------------------------------------------------------------------
 _CRASHES = {
-    "eager": "la.repeat(la.ones((2, 3)), 2, 2**62)",
+    "eager": "la.tile(la.ones((2, 3)), 2, 2**62)",
     "method": "la.ones((2, 3)).repeat(2, 2**62)",
     "deferred": """
         with la.deferred():
-            y = la.repeat(la.ones((2, 3)), 2, 2**62)
+            y = la.tile(la.ones((2, 3)), 2, 2**62)
         y.asnumpy()""",
     "cached_op_loaded_graph": """
         text = la.sym.repeat(la.sym.var("x"), sizes=(2, 4)).to_json()

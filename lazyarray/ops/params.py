@@ -6,6 +6,7 @@ keys) and back and forth to JSON (so serialized graphs carry typed attributes).
 """
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -191,6 +192,7 @@ class _Key(ParamType):
             if k is None or k is Ellipsis:
                 out.append(k)
             elif isinstance(k, slice):
+                k = slice(*(_index(p) for p in (k.start, k.stop, k.step)))  # 0-d integer arrays count
                 for part in (k.start, k.stop, k.step):
                     if part is not None and (
                         isinstance(part, (bool, np.bool_)) or not isinstance(part, (int, np.integer))
@@ -202,8 +204,8 @@ class _Key(ParamType):
                 if k.step == 0:
                     raise ParamValueError(f"{op}: slice step cannot be zero in {k!r}")
                 out.append(slice(*(None if p is None else int(p) for p in (k.start, k.stop, k.step))))
-            elif isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
-                out.append(int(k))
+            elif isinstance(_index(k), (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
+                out.append(int(_index(k)))
             else:
                 raise ParamError(
                     f"{op}: cannot index with {k!r} ({type(k).__name__}); basic indexing takes "
@@ -324,3 +326,13 @@ class Param:
     default: Any = REQUIRED
     check: Callable[[Any, str], None] | None = None
     doc: str = ""
+
+
+def _index(v):
+    """An object with ``__index__`` (a 0-d integer array) as the int it stands for; others unchanged."""
+    if v is None or isinstance(v, (bool, np.bool_, int, np.integer, slice)) or not hasattr(v, "__index__"):
+        return v
+    try:
+        return operator.index(v)
+    except TypeError:
+        return v

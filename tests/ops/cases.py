@@ -258,6 +258,38 @@ def _repeat_samples(rng, dtype, small):
     return [Sample((rand(rng, s, dtype),), {"sizes": t}, f"{s}x{t}") for s, t in REPEAT_CASES]
 
 
+_REPEAT_ELEMENTS = [((2, 3), (2,), None), ((2, 3), (3,), 1), ((2, 3), (1, 0, 2), 1), ((4,), (0, 2, 1, 3), 0),
+                    ((2, 3), (2,), -2), ((), (3,), None), ((3, 2), (0,), 0)]
+
+
+def _repeat_elements_samples(rng, dtype, small):
+    return [Sample((rand(rng, s, dtype),), {"repeats": r, "axis": a}, f"{s}x{r}@{a}") for s, r, a in _REPEAT_ELEMENTS]
+
+
+def _repeat_elements_ref(x, repeats, axis=None):
+    return np.repeat(x, repeats[0] if len(repeats) == 1 else np.asarray(repeats), axis=axis)
+
+
+def _repeat_elements_grad_samples(rng, dtype, small):
+    out = []
+    for s, r, a in _REPEAT_ELEMENTS:
+        like = rand(rng, s, dtype)
+        g = rand(rng, _repeat_elements_ref(like, r, a).shape, dtype)
+        out.append(Sample((g, like), {"repeats": r, "axis": a}, f"{s}x{r}@{a}"))
+    return out
+
+
+def _repeat_elements_grad_ref(g, like, repeats, axis=None):
+    """Each element's copies summed: the transpose of repeat, by brute force."""
+    n = like.size if axis is None else like.shape[axis]
+    counts = [repeats[0]] * n if len(repeats) == 1 else list(repeats)
+    src = np.repeat(np.arange(n), counts)
+    gg = g.reshape(-1) if axis is None else np.moveaxis(g, axis, 0)
+    res = np.zeros((n,) + gg.shape[1:], dtype=g.dtype)
+    np.add.at(res, src, gg)
+    return res.reshape(like.shape) if axis is None else np.moveaxis(res, 0, axis)
+
+
 def _seq_samples(rng, dtype, small):
     out = [Sample(([rand(rng, (2, 3), dtype), rand(rng, (4, 3), dtype)],), {"axis": 0}, "axis=0"),
            Sample(([rand(rng, (2, 3), dtype), rand(rng, (2, 1), dtype), rand(rng, (2, 2), dtype)],),
@@ -766,6 +798,8 @@ CASES: dict[str, Case] = {
                            lambda x, like: np.broadcast_to(x, like.shape), ALL, grad=(0,)),
     "expand": Case("shape", _expand_samples, expand_ref, ALL, grad=(0,)),
     "repeat": Case("shape", _repeat_samples, repeat_ref, ALL, grad=(0,)),
+    "repeat_elements": Case("shape", _repeat_elements_samples, _repeat_elements_ref, ALL, grad=(0,)),
+    "repeat_elements_grad": Case("shape", _repeat_elements_grad_samples, _repeat_elements_grad_ref, ALL, grad=(0,)),
     "concatenate": Case("shape", _seq_samples, lambda seq, axis=0: np.concatenate(seq, axis=axis), ALL,
                         grad=(0,)),
     "stack": Case("shape", _stack_samples, lambda seq, axis=0: np.stack(seq, axis=axis), ALL, grad=(0,)),
