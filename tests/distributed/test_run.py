@@ -1,0 +1,90 @@
+"""``la.distributed.run`` on a Dask ``LocalCluster`` equals the single-process ``CachedOp``."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray import blocks as nn
+
+pytest.importorskip("dask.distributed")
+import dask.array as da  # noqa: E402
+from dask.distributed import Client, LocalCluster  # noqa: E402
+
+S, B = la.sbp.split, la.sbp.broadcast()
+
+
+@pytest.fixture(scope="module")
+def client():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    la.random.seed(0)
+    net = nn.HybridSequential()
+    net.add(nn.Dense(32, activation="relu"), nn.Dense(16, activation="relu"), nn.Dense(10))
+    net.initialize()
+    net.hybridize()
+    net(la.ones((1, 20)))
+    return net
+
+
+def test_block_over_split_numpy_rows(client, mlp):
+    x = np.random.default_rng(0).standard_normal((101, 20)).astype("float32")
+    out = la.distributed.run(mlp, client=client, data=x)
+    assert isinstance(out, da.Array) and out.shape == (101, 10)
+    assert len(out.chunks[0]) == 2  # one piece per worker, still split
+    np.testing.assert_allclose(out.compute(), mlp(la.array(x)).asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_dask_input_chunking_gives_the_split_and_compute_gives_la_arrays(client, mlp):
+    x = np.random.default_rng(1).standard_normal((90, 20)).astype("float32")
+    dx = da.from_array(x, chunks=(30, 20))
+    out = la.distributed.run(mlp, client=client, compute=True, data=dx)
+    assert isinstance(out, la.NDArray)
+    np.testing.assert_allclose(out.asnumpy(), mlp(la.array(x)).asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_graph_with_boxing_equals_single_process(client):
+    x, w, b = la.sym.var("x", shape=(12, 6)), la.sym.var("w", shape=(5, 6)), la.sym.var("b", shape=(5,))
+    h = la.sym.relu(la.sym.dense(x, w, b))
+    soft = la.sym.softmax(h, axis=0)           # along the split axis: all-to-all first
+    total = la.sym.mean(h, axis=0)             # partial sum over the pieces, global count
+    top = la.sym.max(h)                        # partial max
+    sym = la.Symbol(list(soft.outputs) + list(total.outputs) + list(top.outputs))
+    rng = np.random.default_rng(2)
+    vals = {"x": rng.standard_normal((12, 6)), "w": rng.standard_normal((5, 6)), "b": rng.standard_normal(5)}
+    want = [o.asnumpy() for o in la.CachedOp(sym)(**vals)]
+    for sbp in ({"x": S(0)}, {"x": S(1), "w": S(1)}, {"w": S(0), "b": S(0)}):
+        got = la.distributed.run(sym, client=client, sbp=sbp, **vals)
+        for g, w_ in zip(got, want):
+            np.testing.assert_allclose(g.compute(), w_, rtol=1e-10, atol=1e-12)
+
+
+def test_expand_pieces_on_workers(client):
+    x = la.sym.var("x", shape=(4, 1, 6))
+    y = la.sym.expand(x, sizes=(4, 3, 6)) * 2.0
+    data = np.arange(24.0).reshape(4, 1, 6)
+    out = la.distributed.run(y, client=client, x=da.from_array(data, chunks=(4, 1, 3)))
+    assert out.chunks == ((4,), (3,), (3, 3))
+    np.testing.assert_array_equal(out.compute(), np.broadcast_to(data, (4, 3, 6)) * 2)
+
+
+def test_inconsistent_pieces_fail_before_any_task(client):
+    x, y = la.sym.var("x", shape=(12, 4)), la.sym.var("y", shape=(12, 4))
+    with pytest.raises(la.sbp.SBPError, match="different numbers of pieces"):
+        la.distributed.run(x + y, client=client, x=da.ones((12, 4), chunks=(6, 4)), y=da.ones((12, 4), chunks=(4, 4)))
+    with pytest.raises(la.sbp.SBPError, match="several axes"):
+        la.distributed.run(x + y, client=client, x=da.ones((12, 4), chunks=(6, 2)), y=np.ones((12, 4)))
+    with pytest.raises(la.GraphError, match="missing inputs"):
+        la.distributed.run(x + y, client=client, x=np.ones((12, 4)))
+
+
+def test_without_client_a_local_cluster_of_processes_runs_the_call(mlp):
+    x = np.random.default_rng(3).standard_normal((40, 20)).astype("float32")
+    out = la.distributed.run(mlp, data=x)
+    assert isinstance(out, da.Array)
+    np.testing.assert_allclose(out.compute(), mlp(la.array(x)).asnumpy(), rtol=1e-5, atol=1e-6)
