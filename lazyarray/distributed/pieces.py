@@ -184,7 +184,7 @@ def localize(sym: Symbol, shapes: dict[str, tuple]) -> Symbol:
         ins = [env[(id(e.node), e.index)] for e in node.inputs]
         params, scale = dict(node.params), None
         rule = rule_for(node.op)
-        if rule is not None and rule.local is not None:
+        if rule is not None and rule.local is not None and all(e.node.sbp is not None for e in node.inputs):
             sbps = [e.node.sbp[e.index] for e in node.inputs]
             params, scale = rule.local(params, sbps, [e.aval.shape for e in ins],
                                        [e.aval.shape for e in node.inputs], [a.shape for a in node.avals])

@@ -43,7 +43,8 @@ def run(sym_or_block, *, client=None, sbp: dict | None = None, compute: bool = F
     ``client``, a ``LocalCluster`` is started and closed for the call (results are computed
     before it closes).
 
-    >>> import numpy as np, lazyarray as la
+    >>> import numpy as np, lazyarray as la, pytest
+    >>> _ = pytest.importorskip("dask.distributed")  # (the doctest skips without the distributed extra)
     >>> from dask.distributed import Client, LocalCluster
     >>> x = la.sym.var("x", shape=(6, 4))
     >>> y = la.sym.sum(la.sym.exp(x) * 2.0, axis=0)
@@ -155,13 +156,14 @@ def _run(sym, names, values, data_names, given, client) -> list:
         if kind == "region":
             text = client.scatter(item.symbol.to_json(), broadcast=True, hash=False)
             nout = len(item.outputs)
+            names_in = tuple(f"in{i}" for i in range(len(item.inputs)))
             for e in item.inputs:
                 if (id(e.node), e.index) not in env:
                     raise GraphError(f"run: no pieces for {e.node.label()!r}")  # (regions come in order)
             per_piece = []
             for i in range(n):
                 args = [env[(id(e.node), e.index)][i] for e in item.inputs]
-                per_piece.append(delayed(run_region, nout=nout, pure=False)(text, *args))
+                per_piece.append(delayed(run_region, nout=nout, pure=False)(text, names_in, *args))
             for j, e in enumerate(item.outputs):
                 env[(id(e.node), e.index)] = [per_piece[i][j] for i in range(n)]
         else:

@@ -22,10 +22,9 @@ _LOCK = threading.Lock()  # threaded workers (LocalCluster(processes=False)) sha
 _MAX = 32
 
 
-def run_region(text: str, *arrays) -> tuple:
-    """The outputs (NumPy arrays) of the region ``text`` on one piece whose inputs ``in0..`` are ``arrays``."""
+def run_region(text: str, names: tuple, *arrays) -> tuple:
+    """The outputs (NumPy arrays) of the graph ``text`` on one piece whose inputs ``names`` are ``arrays``."""
     arrays = [np.asarray(a) for a in arrays]
-    names = [f"in{i}" for i in range(len(arrays))]
     key = (text, tuple((a.shape, a.dtype.str) for a in arrays))
     with _LOCK:
         op = _get(_COMPILED, key)

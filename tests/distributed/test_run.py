@@ -88,3 +88,35 @@ def test_without_client_a_local_cluster_of_processes_runs_the_call(mlp):
     out = la.distributed.run(mlp, data=x)
     assert isinstance(out, da.Array)
     np.testing.assert_allclose(out.compute(), mlp(la.array(x)).asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+def _mlp(seed):
+    la.random.seed(seed)
+    net = nn.HybridSequential()
+    net.add(nn.Dense(16, activation="relu", in_units=8), nn.Dense(3, in_units=16))
+    net.initialize()
+    return net
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_data_parallel_equals_single_process_training(client, optimizer):
+    rng = np.random.default_rng(5)
+    batches = [(rng.standard_normal((24, 8)).astype("float32"), rng.integers(0, 3, 24).astype("int32"))
+               for _ in range(3)]
+    ref, dist = _mlp(7), _mlp(7)
+    loss_fn = nn.SoftmaxCrossEntropyLoss()
+    opts = {"learning_rate": 0.1} if optimizer == "sgd" else {"learning_rate": 0.01}
+    ref_tr = nn.Trainer(ref.collect_params(), optimizer, dict(opts))
+    dp = la.distributed.DataParallel(dist, loss_fn, nn.Trainer(dist.collect_params(), optimizer, dict(opts)),
+                                     client=client)
+    before = {k: p.data().asnumpy().copy() for k, p in dist.collect_params().items()}
+    for x, y in batches:
+        with la.autograd.record():
+            loss = loss_fn(ref(la.array(x)), la.array(y))
+        loss.backward()
+        ref_tr.step(x.shape[0])
+        got = dp.step(da.from_array(x, chunks=(12, 8)), da.from_array(y, chunks=12))
+        assert got == pytest.approx(float(loss.asnumpy().mean()), rel=1e-5)
+    for (k, p), (_, q) in zip(sorted(ref.collect_params().items()), sorted(dist.collect_params().items())):
+        np.testing.assert_allclose(q.data().asnumpy(), p.data().asnumpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+        assert not np.allclose(q.data().asnumpy(), before[k])  # the steps did train
