@@ -318,3 +318,19 @@ def test_bad_inputs():
         la.sym.exp(x).infer_sbp(x=S(1))
     with pytest.raises(la.GraphError, match="no graph input named 'y'"):
         la.sym.exp(x).infer_sbp(y=S(0))
+
+
+def test_run_without_dask_names_the_extra(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_dask(name, *args, **kwargs):
+        if name.split(".")[0] in ("dask", "distributed"):
+            raise ImportError(f"No module named {name!r}")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_dask)
+    x = la.sym.var("x", shape=(4,))
+    with pytest.raises(ImportError, match=r"pip install 'lazyarray\[distributed\]'"):
+        la.distributed.run(la.sym.exp(x), x=np.ones(4, "float32"))

@@ -28,7 +28,7 @@ from ..ndarray import NDArray
 from ..ops import registry
 from ..sbp import split, split_sizes
 from . import pieces as P
-from .run import _delayed, _is_dask, _tree_reduce
+from .run import _delayed, _is_dask, _tree_reduce, dask_modules
 from .worker import run_region
 
 
@@ -59,10 +59,9 @@ class DataParallel:
     @property
     def client(self):
         if self._client is None:
-            from dask.distributed import Client, LocalCluster
-
-            cluster = LocalCluster(processes=True, dashboard_address=":0")
-            self._own = (cluster, Client(cluster))
+            dd = dask_modules()[2]
+            cluster = dd.LocalCluster(processes=True, dashboard_address=":0")
+            self._own = (cluster, dd.Client(cluster))
             self._client = self._own[1]
         return self._client
 

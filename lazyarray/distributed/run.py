@@ -65,9 +65,8 @@ def run(sym_or_block, *, client=None, sbp: dict | None = None, compute: bool = F
         raise GraphError(f"run: missing inputs {missing}; the graph's inputs are {names}")
     data_names = set(inputs) if not isinstance(sym_or_block, Symbol) else set()
     if client is None:
-        from dask.distributed import Client, LocalCluster
-
-        with LocalCluster(processes=True, dashboard_address=":0") as cluster, Client(cluster) as own:
+        dd = dask_modules()[2]
+        with dd.LocalCluster(processes=True, dashboard_address=":0") as cluster, dd.Client(cluster) as own:
             outs = _run(sym, names, values, data_names, sbp or {}, own)
             results = own.compute(outs, sync=True)
         return _finish(results, outs, compute)
@@ -75,6 +74,19 @@ def run(sym_or_block, *, client=None, sbp: dict | None = None, compute: bool = F
     if compute:
         return _finish(client.compute(outs, sync=True), outs, True)
     return outs[0] if len(outs) == 1 else outs
+
+
+def dask_modules():
+    """``(dask, dask.array, dask.distributed)``, imported on first use (``import lazyarray`` never
+    imports Dask); ``ImportError`` with the fix when the distributed extra is not installed."""
+    try:
+        import dask
+        import dask.array
+        import dask.distributed
+    except ImportError as exc:
+        raise ImportError(f"la.distributed needs Dask ({exc}); install it with pip install "
+                          "'lazyarray[distributed]' (or pip install 'dask[distributed]')") from None
+    return dask, dask.array, dask.distributed
 
 
 def _graph(obj) -> tuple[Symbol, dict]:
@@ -87,8 +99,7 @@ def _graph(obj) -> tuple[Symbol, dict]:
 
 
 def _finish(results, outs, compute: bool):
-    import dask.array as da
-
+    da = dask_modules()[1]
     if compute:
         res = [array_from(np.asarray(r), cpu(0)) for r in results]
     else:
@@ -136,9 +147,7 @@ def _pieces_count(names, values, sbps, client) -> int:
 
 
 def _run(sym, names, values, data_names, given, client) -> list:
-    import dask
-    import dask.array as da
-
+    dask, da, _ = dask_modules()
     values = {k: (v.asnumpy() if isinstance(v, NDArray) else v) for k, v in values.items()}
     values = {k: (v if _is_dask(v) else np.asarray(v)) for k, v in values.items()}
     sbps = input_sbps(names, values, data_names, given)
@@ -184,8 +193,7 @@ def _run(sym, names, values, data_names, given, client) -> list:
 
 
 def _as_delayed(p):
-    import dask
-
+    dask = dask_modules()[0]
     return p if hasattr(p, "dask") else dask.delayed(_identity)(p)
 
 
@@ -209,8 +217,7 @@ def _input_pieces(v, s: SBP, n: int, client) -> list:
 
 
 def _delayed(f):
-    import dask
-
+    dask = dask_modules()[0]
     return dask.delayed(f, pure=True)
 
 

@@ -120,3 +120,35 @@ def test_data_parallel_equals_single_process_training(client, optimizer):
     for (k, p), (_, q) in zip(sorted(ref.collect_params().items()), sorted(dist.collect_params().items())):
         np.testing.assert_allclose(q.data().asnumpy(), p.data().asnumpy(), rtol=1e-5, atol=1e-6, err_msg=k)
         assert not np.allclose(q.data().asnumpy(), before[k])  # the steps did train
+
+
+async def _exit_soon():
+    """Kill this worker process a moment after ``client.run`` has had its answer."""
+    import asyncio
+    import os
+
+    asyncio.get_running_loop().call_later(0.05, os._exit, 1)
+
+
+def test_a_worker_that_dies_mid_run_is_replaced_and_the_run_completes():
+    """Dask re-runs the tasks of a dead worker: inputs made by a Dask graph are recomputed, broadcast
+    inputs (parameters, the regions' JSON) survive on the other worker's replica."""
+    import time
+
+    x, w = la.sym.var("x", shape=(4000, 256)), la.sym.var("w", shape=(256, 256))
+    h = x
+    for _ in range(30):
+        h = la.sym.tanh(h @ w)
+    wv = (np.random.default_rng(0).standard_normal((256, 256)) / 16).astype("float32")
+    data = da.random.RandomState(0).random_sample((4000, 256), chunks=(250, 256)).astype("float32")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            Client(cluster) as c:
+        out = la.distributed.run(h, client=c, x=data, w=wv)
+        fut = c.compute(out)
+        time.sleep(0.5)
+        assert fut.status == "pending"  # the kill lands mid-run
+        victim = sorted(c.scheduler_info()["workers"])[0]
+        c.run(_exit_soon, workers=[victim])
+        got = fut.result(timeout=120)
+    want = la.CachedOp(h)(x=data.compute(), w=wv).asnumpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
