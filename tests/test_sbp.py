@@ -284,6 +284,9 @@ def test_text_json_and_drawing():
     assert [d.get("sbp") for d in doc["nodes"]][:2] == [["S(0)"], ["B"]]
     back = la.Symbol.from_json(ann.to_json())
     assert str(back) == text
+    g = ann.to_networkx()
+    assert g.nodes["all_to_all"]["sbp"] == (S(1),) and g.nodes["all_to_all"]["op"] == "boxing"
+    assert str(la.Symbol.from_networkx(g)) == text
     svg = ann._repr_svg_()
     assert "S(0)→S(1)" in svg and "boxing" in svg
     # the annotation is optional in the JSON, and a plain graph has none
@@ -318,6 +321,8 @@ def test_bad_inputs():
         la.sym.exp(x).infer_sbp(x=S(1))
     with pytest.raises(la.GraphError, match="no graph input named 'y'"):
         la.sym.exp(x).infer_sbp(y=S(0))
+    with pytest.raises(la.sbp.SBPError, match=r"shapes of inputs \['z'\] are not known"):
+        la.sym.exp(la.sym.var("z")).infer_sbp(z=S(0))
 
 
 def test_run_without_dask_names_the_extra(monkeypatch):

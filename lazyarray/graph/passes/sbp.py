@@ -55,6 +55,12 @@ def infer_sbp(sym: Symbol, given: dict[str, SBP | str], pieces: int = 2) -> Symb
     if unknown:
         raise GraphError(f"infer_sbp: no graph input named {', '.join(map(repr, unknown))}; "
                          f"inputs: {', '.join(sorted(inputs)) or 'none'}")
+    unknown_shapes = [n.name for n in sym.input_nodes()
+                      if n.avals[0].shape is None or None in n.avals[0].shape]
+    if unknown_shapes:
+        raise SBPError(f"infer_sbp: the shapes of inputs {unknown_shapes} are not known; SBP rules and boxing "
+                       "costs need them: declare them (la.sym.var(name, shape=...)); la.distributed.run takes "
+                       "them from its inputs")
     boxing_op = registry.get("boxing")
     boxes: dict[tuple[int, int, SBP], Entry] = {}
 
