@@ -161,6 +161,10 @@ def _run(sym, names, values, data_names, given, client) -> list:
     env: dict[tuple[int, int], list] = {}
     for node in ann.input_nodes():
         env[(id(node), 0)] = _input_pieces(values[node.name], sbps[node.name], n, client)
+    boxed = {id(e.node) for b in ann.topo() if b.op is not None and b.op.name == "boxing" for e in b.inputs}
+    for node in ann.constant_nodes():  # (regions carry their constants; these are for boxing nodes)
+        if id(node) in boxed:
+            env[(id(node), 0)] = _input_pieces(np.asarray(node.value), B, n, client)
     for kind, item in P.regions(ann):
         if kind == "region":
             text = client.scatter(item.symbol.to_json(), broadcast=True, hash=False)
@@ -182,7 +186,7 @@ def _run(sym, names, values, data_names, given, client) -> list:
     for e in ann.outputs:
         pieces, s, a = env[(id(e.node), e.index)], e.node.sbp[e.index], e.aval
         if s.is_split:
-            parts = [da.from_delayed(p, shape=P.physical_shape(a.shape, s, i, n), dtype=a.dtype)
+            parts = [da.from_delayed(_as_delayed(p), shape=P.physical_shape(a.shape, s, i, n), dtype=a.dtype)
                      for i, p in enumerate(pieces)]
             outs.append(da.concatenate(parts, axis=s.axis))
         elif s.is_partial:

@@ -152,3 +152,20 @@ def test_a_worker_that_dies_mid_run_is_replaced_and_the_run_completes():
         got = fut.result(timeout=120)
     want = la.CachedOp(h)(x=data.compute(), w=wv).asnumpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_captured_constants_are_boxed_and_inputs_can_be_outputs(client):
+    xv, v = la.array(np.ones((6, 4))), la.array(np.arange(4.0))
+    with la.deferred():
+        y = xv + v  # v is captured: a constant of the graph, sliced for pieces split along axis 1
+    sym = la.get_symbol(y, inputs={"x": xv})
+    ann = sym.infer_sbp(x=S(1))
+    assert [n.name for n in ann.topo() if n.op is not None and n.op.name == "boxing"] == ["local_slice"]
+    data = np.random.default_rng(4).standard_normal((6, 4))
+    out = la.distributed.run(sym, client=client, sbp={"x": S(1)}, x=data)
+    np.testing.assert_allclose(out.compute(), data + np.arange(4.0))
+    x = la.sym.var("x", shape=(6, 4))
+    both = la.distributed.run(la.Symbol([x.outputs[0], la.sym.exp(x).outputs[0]]), client=client,
+                              sbp={"x": S(0)}, x=data)
+    np.testing.assert_array_equal(both[0].compute(), data)
+    np.testing.assert_allclose(both[1].compute(), np.exp(data))
