@@ -48,6 +48,20 @@ class DataParallel:
     ``step(data, label)`` returns the mean loss of the batch (a float). Without ``client``, a
     ``LocalCluster`` of processes is started at the first step; ``close()`` (or a ``with``
     block) stops it.
+
+    >>> import numpy as np, lazyarray as la, pytest
+    >>> _ = pytest.importorskip("dask.distributed")  # (the doctest skips without the distributed extra)
+    >>> from dask.distributed import Client, LocalCluster
+    >>> from lazyarray import blocks as nn
+    >>> net = nn.Dense(3, in_units=4)
+    >>> net.initialize()
+    >>> trainer = nn.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    >>> x, y = np.ones((8, 4), "float32"), np.zeros(8, "int32")
+    >>> with LocalCluster(n_workers=2, processes=False, dashboard_address=":0") as cluster, Client(cluster) as c:
+    ...     dp = la.distributed.DataParallel(net, nn.SoftmaxCrossEntropyLoss(), trainer, client=c)
+    ...     first, second = dp.step(x, y), dp.step(x, y)
+    >>> second < first
+    True
     """
 
     def __init__(self, net, loss_fn, trainer, client=None):

@@ -248,9 +248,9 @@ def _box(pieces: list, src: SBP, dst: SBP) -> list:
         return list(pieces)
     if src.is_split and dst.is_split:  # all-to-all
         return [d(P.concat)([d(P.piece_slice)(p, dst.axis, i, n) for p in pieces], src.axis) for i in range(n)]
-    full = d(P.concat)(pieces, src.axis) if src.is_split else _tree_reduce(pieces, src.reduce)
-    if dst.is_broadcast:  # all-gather / all-reduce
+    if src.is_partial and dst.is_split:  # reduce-scatter: piece i reduces slice i of every piece
+        return [d(P.reduce)([d(P.piece_slice)(p, dst.axis, i, n) for p in pieces], src.reduce) for i in range(n)]
+    if dst.is_broadcast:  # all-gather / all-reduce (a pairwise tree)
+        full = d(P.concat)(pieces, src.axis) if src.is_split else _tree_reduce(pieces, src.reduce)
         return [full] * n
-    if dst.is_split:  # reduce-scatter (as a reduction, then a slice per piece)
-        return [d(P.piece_slice)(full, dst.axis, i, n) for i in range(n)]
     raise SBPError(f"no boxing from {src} to {dst}")

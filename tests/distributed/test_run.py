@@ -169,3 +169,24 @@ def test_captured_constants_are_boxed_and_inputs_can_be_outputs(client):
                               sbp={"x": S(0)}, x=data)
     np.testing.assert_array_equal(both[0].compute(), data)
     np.testing.assert_allclose(both[1].compute(), np.exp(data))
+
+
+@pytest.mark.filterwarnings("ignore::lazyarray.ops.sbp_rules.SBPFallbackWarning")
+def test_every_boxing_kind_runs_on_dask(client):
+    x, v, m = la.sym.var("x", shape=(10, 6)), la.sym.var("v", shape=(6,)), la.sym.var("m", shape=(10, 6))
+    outs = [la.sym.exp(la.sym.sum(x, axis=0)),                       # P(sum) -> S(0): reduce-scatter
+            la.sym.softmax(la.sym.sum(x, axis=0), axis=0),           # P(sum) -> B: all-reduce
+            la.sym.cumulative_sum(x, axis=0),                        # no rule: S(0) -> B, all-gather
+            la.sym.softmax(x, axis=0),                               # S(0) -> S(1): all-to-all
+            x * m,                                                   # B -> S(0): local slice of m
+            la.sym.sum(x, axis=0) + v]                               # B -> P(sum): local partial
+    sym = la.Symbol([o.outputs[0] for o in outs])
+    ann = sym.infer_sbp(x=S(0))
+    kinds = {n.name.rstrip("0123456789") for n in ann.topo() if n.op is not None and n.op.name == "boxing"}
+    assert kinds == {"reduce_scatter", "all_reduce", "all_gather", "all_to_all", "local_slice", "local_partial"}
+    rng = np.random.default_rng(6)
+    vals = {"x": rng.standard_normal((10, 6)), "v": rng.standard_normal(6), "m": rng.standard_normal((10, 6))}
+    want = [o.asnumpy() for o in la.CachedOp(sym)(**vals)]
+    got = la.distributed.run(sym, client=client, sbp={"x": S(0)}, compute=True, **vals)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.asnumpy(), w, rtol=1e-10, atol=1e-12)
