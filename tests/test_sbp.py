@@ -221,6 +221,11 @@ def test_reductions_give_partial_and_mean_uses_global_count():
     parts = np.array_split(data, 2)
     got = sum(la.CachedOp(P.localize(ann, {"x": p.shape}))(x=p).asnumpy() for p in parts)
     np.testing.assert_allclose(got, data.mean(axis=0))
+    # more pieces than rows: the empty pieces add nothing (not 0/0)
+    parts = np.array_split(data, 7)
+    assert parts[-1].shape == (0, 3)
+    got = sum(la.CachedOp(P.localize(ann, {"x": p.shape}))(x=p).asnumpy() for p in parts)
+    np.testing.assert_allclose(got, data.mean(axis=0))
 
 
 def test_softmax_along_split_axis_is_boxed_first():

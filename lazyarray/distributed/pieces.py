@@ -191,11 +191,20 @@ def localize(sym: Symbol, shapes: dict[str, tuple]) -> Symbol:
         avals = registry.infer(node.op, [e.aval for e in ins], params)
         new = Node(node.op, tuple(ins), params, avals, name=node.name, source=node.source, sbp=node.sbp)
         outs = [Entry(new, i) for i in range(len(avals))]
-        if scale is not None and scale != 1:
+        if scale == 0:  # an empty piece (more pieces than rows): its share is zero (not run: 0/0 is nan)
+            outs = [_zeros(ins[0], a) for a in avals]
+        elif scale is not None and scale != 1:
             outs = [_scaled(e, scale, multiply) for e in outs]
         for i, e in enumerate(outs):
             env[(id(node), i)] = e
     return Symbol([env[(id(e.node), e.index)] for e in sym.outputs])
+
+
+def _zeros(like: Entry, aval: Aval) -> Entry:
+    """Zeros of ``aval`` computed from ``like`` (so the piece's graph still reads its input)."""
+    z = apply_node(registry.get("sum"), apply_node(registry.get("zeros_like"), like))
+    z = apply_node(registry.get("cast"), z, dtype=aval.dtype)
+    return apply_node(registry.get("broadcast_to"), z, shape=aval.shape)
 
 
 def _scaled(e: Entry, scale: float, multiply) -> Entry:

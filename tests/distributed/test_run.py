@@ -190,3 +190,13 @@ def test_every_boxing_kind_runs_on_dask(client):
     got = la.distributed.run(sym, client=client, sbp={"x": S(0)}, compute=True, **vals)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g.asnumpy(), w, rtol=1e-10, atol=1e-12)
+
+
+def test_more_pieces_than_rows(client, mlp):
+    one = np.random.default_rng(8).standard_normal((1, 20)).astype("float32")
+    out = la.distributed.run(mlp, client=client, data=one)  # pieces of 1 and 0 rows
+    assert out.shape == (1, 10)
+    np.testing.assert_allclose(out.compute(), mlp(la.array(one)).asnumpy(), rtol=1e-5, atol=1e-6)
+    x = la.sym.var("x", shape=(1, 3))
+    got = la.distributed.run(la.sym.mean(x, axis=0), client=client, sbp={"x": S(0)}, x=np.full((1, 3), 2.0))
+    np.testing.assert_array_equal(got.compute(), [2.0, 2.0, 2.0])
