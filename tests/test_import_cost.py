@@ -21,7 +21,8 @@ ROOT = Path(lazyarray.__file__).resolve().parents[1]
 
 # Heavy modules that ``import lazyarray`` must not import (xml.sax.saxutils pulls in
 # urllib.request, http.client, email and ssl).
-HEAVY = ["scipy", "safetensors", "networkx", "tqdm", "xml.sax.saxutils", "urllib.request", "ssl"]
+HEAVY = ["scipy", "safetensors", "networkx", "tqdm", "xml.sax.saxutils", "urllib.request", "ssl", "dask",
+         "distributed"]
 
 
 def loaded_after(code: str) -> dict[str, bool]:

@@ -17,7 +17,17 @@ def test_readme_python_examples_run(tmp_path, monkeypatch):
         "data": la.array(np.random.default_rng(0).standard_normal((8, 20)).astype(np.float32)),
         "labels": la.array(np.random.default_rng(1).integers(0, 10, 8)),
     }
+    try:
+        import dask.distributed  # noqa: F401
+        has_dask = True
+    except ImportError:  # the distributed extra is not installed: its example cannot run here
+        has_dask = False
+    ran = 0
     for block in blocks:
+        if "dask" in block and not has_dask:
+            continue
         exec(compile(block, "README.md", "exec"), ns)
+        ran += 1
+    assert ran >= len(blocks) - 1
     assert (tmp_path / "z-symbol.json").exists() and (tmp_path / "model-0000.params").exists()
     np.testing.assert_allclose(ns["again"](ns["data"]).asnumpy(), ns["net"](ns["data"]).asnumpy(), rtol=1e-6)

@@ -68,7 +68,7 @@ CSS = "".join([
 DEFS = ('<marker id="la-arw" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
         'orient="auto-start-reverse"><path d="M0 1L9 5L0 9z" fill="#94a3b8"/></marker>')
 
-_KIND_TEXT = {"var": "input", "const": "constant", "done": "computed value", "copy": "copy between devices",
+_KIND_TEXT = {"var": "input", "const": "constant", "done": "computed value", "copy": "copy between devices / SBP boxing",
               "more": "collapsed nodes", "out": "output"}
 
 
@@ -167,7 +167,7 @@ def _kind(node: Node, stopped: set[int]) -> str:
         return "var" if node.kind == "var" else "const"
     if id(node) in stopped:
         return "done"
-    return "copy" if node.op.name == "copy_to" else "op"
+    return "copy" if node.op.name in ("copy_to", "boxing") else "op"
 
 
 def _select(order: list[Node], outputs, stopped: set[int], max_nodes: int | None):
@@ -366,9 +366,13 @@ def _labels(it: _Item, names: dict[int, str]) -> tuple[str, str, str]:
     node = it.nodes[0]
     name = names[id(node)]
     sub = " ".join(_shape_text(a) for a in node.avals)
+    if node.sbp is not None and not (node.op is not None and node.op.name == "boxing"):
+        sub += " " + ",".join(str(s) for s in node.sbp)
     if node.op is None:
         return name, "", sub
-    if it.kind == "copy":
+    if it.kind == "copy" and node.op.name == "boxing":
+        sub += f" {node.params['src']}→{node.params['dst']}"
+    elif it.kind == "copy":
         sub += f" → {node.avals[0].device}"
     return node.op.qualname, name, sub
 
@@ -386,6 +390,8 @@ def _tooltip(it: _Item, names: dict[int, str]) -> str:
     args = [_arg(e, names) for e in node.inputs]
     args += [f"{k}={v}" for k, v in node.params.items()]
     text = f"%{names[id(node)]} = {node.op.qualname}({', '.join(args)}) : {ty}"
+    if node.sbp is not None:
+        text += " sbp=" + ", ".join(str(s) for s in node.sbp)
     if it.kind == "done":
         text += "  (already computed)"
     line = node.source_line()

@@ -57,9 +57,10 @@ class Node:
     """
 
     __slots__ = ("op", "inputs", "params", "name", "kind", "avals", "source", "value", "version", "serial",
-                 "__weakref__")
+                 "sbp", "__weakref__")
 
-    def __init__(self, op, inputs, params, avals, *, name=None, kind="op", value=None, version=None, source=None):
+    def __init__(self, op, inputs, params, avals, *, name=None, kind="op", value=None, version=None, source=None,
+                 sbp=None):
         self.op = op
         self.inputs = inputs  # tuple[Entry, ...]
         self.params = params  # dict[str, Any], validated
@@ -72,6 +73,8 @@ class Node:
         # Creation order (inputs exist before a node, so it is a topological order): graphs run
         # in it, so random draws happen in the order the user's code made them, as eagerly.
         self.serial = next(_SERIAL)
+        # SBP per output (``la.sbp``) once ``Symbol.infer_sbp`` annotated the node, else None.
+        self.sbp = sbp
 
     @property
     def is_variable(self) -> bool:

@@ -3,7 +3,7 @@
 ``to_networkx`` gives a ``DiGraph`` with one node per graph node, keyed by the node's
 unique name, with attributes ``op`` (None for variables), ``name``, ``shape``, ``dtype``,
 plus what ``from_networkx`` needs to rebuild the symbol (``kind``, ``attrs``, ``avals``,
-``value`` for constants, ``order``). One edge per producer/consumer pair carries ``uses``:
+``value`` for constants, ``order``, ``sbp`` when annotated). One edge per producer/consumer pair carries ``uses``:
 the ``(output index, input position)`` pairs (a value read twice, as in ``x * x``, is one
 edge with two uses).
 """
@@ -38,7 +38,7 @@ def to_networkx(sym):
             shape=a0.shape, dtype=None if a0.dtype is None else str(a0.dtype),
             device=None if a0.device is None else str(a0.device), kind=node.kind,
             attrs=dict(node.params), avals=node.avals, order=i,
-            value=node.value if node.kind == "const" else None, source=node.source,
+            value=node.value if node.kind == "const" else None, source=node.source, sbp=node.sbp,
         )
     for node in sym.topo():
         for pos, e in enumerate(node.inputs):
@@ -63,15 +63,8 @@ def from_networkx(g) -> list[Entry]:
         data = g.nodes[key]
         opname = data.get("op")
         if opname is None:
-            kind = data.get("kind", "var")
-            avals = tuple(data["avals"])
-            if kind == "const":  # the graph's own read-only copy: a view never writes back into ours
-                built[key] = const_node(np.array(data["value"], copy=True) if isinstance(data["value"], np.ndarray)
-                                        else data["value"], avals[0], name=data.get("name", key),
-                                        source=data.get("source"))
-            else:
-                built[key] = Node(None, (), {}, avals, name=data.get("name", key), kind=kind,
-                                  source=data.get("source"))
+            built[key] = _variable(data, key)
+            built[key].sbp = data.get("sbp")
             continue
         try:
             op = registry.get(opname)
@@ -84,9 +77,20 @@ def from_networkx(g) -> list[Entry]:
         if sorted(slots) != list(range(len(slots))):
             raise GraphFormatError(f"node {key!r}: input positions {sorted(slots)} have gaps")
         built[key] = Node(op, tuple(slots[i] for i in range(len(slots))), op.make_params(data.get("attrs", {})),
-                          tuple(data["avals"]), name=data.get("name", key), source=data.get("source"))
+                          tuple(data["avals"]), name=data.get("name", key), source=data.get("source"),
+                          sbp=data.get("sbp"))
     outs = g.graph.get("outputs")
     if not outs:
         sinks = [n for n in g.nodes if g.out_degree(n) == 0]
         outs = [(n, 0) for n in sorted(sinks, key=lambda n: g.nodes[n].get("order", 0))]
     return [Entry(built[n], i) for n, i in outs]
+
+
+def _variable(data: dict, key) -> Node:
+    """A graph input or a constant from its DiGraph node."""
+    kind = data.get("kind", "var")
+    avals = tuple(data["avals"])
+    if kind == "const":  # the graph's own read-only copy: a view never writes back into ours
+        return const_node(np.array(data["value"], copy=True) if isinstance(data["value"], np.ndarray)
+                          else data["value"], avals[0], name=data.get("name", key), source=data.get("source"))
+    return Node(None, (), {}, avals, name=data.get("name", key), kind=kind, source=data.get("source"))

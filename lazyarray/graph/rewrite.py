@@ -6,17 +6,20 @@ and other arrays may still show those nodes); they copy what they keep.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .node import Entry, Node
-from .symbol import Symbol
 from .traverse import topo_order
+
+if TYPE_CHECKING:  # (symbol.py runs passes; the result is built as ``type(sym)``)
+    from .symbol import Symbol
 
 
 def copy_node(node: Node, inputs, avals=None) -> Node:
     """A copy of ``node`` reading ``inputs`` (and with ``avals`` when given)."""
     return Node(node.op, tuple(inputs), dict(node.params), node.avals if avals is None else avals,
                 name=node.name, kind=node.kind,
-                value=node.value, version=node.version, source=node.source)
+                value=node.value, version=node.version, source=node.source, sbp=node.sbp)
 
 
 def rewrite(sym: Symbol, visit: Callable[[Node, list], Node | tuple | None], stop=None) -> Symbol:
@@ -47,4 +50,4 @@ def rewrite(sym: Symbol, visit: Callable[[Node, list], Node | tuple | None], sto
         else:
             for i, e in enumerate(new):
                 env[(id(node), i)] = e
-    return Symbol([env[(id(e.node), e.index)] for e in sym.outputs])
+    return type(sym)([env[(id(e.node), e.index)] for e in sym.outputs])

@@ -25,6 +25,7 @@ from ..aval import STYPES, SUPPORTED_DTYPES, Aval, check_shape
 from ..device import Device, cpu, gpu, to_device
 from ..errors import DeviceError, GraphFormatError, LazyArrayError, fmt_shape
 from ..ops import registry
+from ..sbp import parse as sbp_parse
 from .node import Entry, Node, const_node
 
 FORMAT = "lazyarray.symbol"
@@ -73,6 +74,8 @@ def to_dict(sym) -> dict:
             d["value"] = _value_to_json(node.value)
         if node.source:
             d["source"] = [os.path.basename(node.source[0]), node.source[1]]
+        if node.sbp is not None:  # optional: only graphs annotated by ``infer_sbp`` carry it
+            d["sbp"] = [str(s) for s in node.sbp]
         nodes.append(d)
     return {
         "format": FORMAT,
@@ -461,6 +464,22 @@ def _refs(refs, built: dict[int, Node], where: str, raw) -> list[Entry]:
 
 
 def _node_from_json(d: dict, built: dict[int, Node], raw, remap=None) -> Node:
+    node = _plain_node_from_json(d, built, raw, remap)
+    if d.get("sbp") is not None:
+        node.sbp = _sbp_from_json(d["sbp"], _label(d), len(node.avals))
+    return node
+
+
+def _sbp_from_json(v, label: str, n: int) -> tuple:
+    if not isinstance(v, list) or len(v) != n or not all(isinstance(s, str) for s in v):
+        raise GraphFormatError(f"{label}: 'sbp' must be a list of {n} SBP strings such as 'S(0)', 'B', 'P(sum)'")
+    try:
+        return tuple(sbp_parse(s) for s in v)
+    except LazyArrayError as exc:
+        raise GraphFormatError(f"{label}: {exc}") from None
+
+
+def _plain_node_from_json(d: dict, built: dict[int, Node], raw, remap=None) -> Node:
     label = _label(d)
     name = d.get("name")
     if not isinstance(name, str) or not name:
@@ -574,6 +593,7 @@ _ATTR_CHECKS = {
     "device": lambda v: isinstance(v, str) and _DEVICE.fullmatch(v) is not None,
     "key": lambda v: isinstance(v, list) and all(_key_item(k) for k in v),
     "choice": lambda v: isinstance(v, str),
+    "sbp": lambda v: isinstance(v, str),
     "pad_width": lambda v: _is_int(v) or (isinstance(v, list) and bool(v) and (
         _ints(v) or all(_ints(r) and bool(r) for r in v))),
 }
@@ -584,6 +604,7 @@ _ATTR_WANT = {
     "dtype": "one of " + ", ".join(_DTYPE_NAMES), "device": "a device such as 'cpu(0)' or 'gpu(1)'",
     "key": 'a list of integers, null, "..." and {"slice": [start, stop, step]} (integers or null)',
     "choice": "a string",
+    "sbp": "an SBP such as 'S(0)', 'B' or 'P(sum)'",
     "pad_width": "an integer, a list of integers, or a list of lists of integers",
 }
 

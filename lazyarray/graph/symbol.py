@@ -18,6 +18,7 @@ from . import serialize
 from .build import apply_node
 from .node import Entry, Node, unique_names
 from .passes.infer import infer_avals
+from .passes.sbp import infer_sbp as _infer_sbp
 from .traverse import topo_order
 
 
@@ -140,6 +141,15 @@ class Symbol:
         return ({k: a.dtype for k, a in given.items()},
                 [avals[id(e.node)][e.index].dtype for e in self._outputs])
 
+    def infer_sbp(self, pieces: int = 2, **sbp_by_input) -> Symbol:
+        """This graph run as a global graph over ``pieces`` pieces: every node annotated with the SBP
+        of its outputs (``node.sbp``, printed after the aval, kept in the JSON), and ``boxing`` nodes
+        where a consumer needs another SBP than its producer gives (``graph/passes/sbp.py``).
+
+        Inputs not named are broadcast (``B``); values are ``la.sbp`` values or their text (``"S(0)"``).
+        """
+        return _infer_sbp(self, sbp_by_input, pieces)
+
     # -- invariants --------------------------------------------------------------------------
     def check(self) -> Symbol:
         """Check the graph invariants; raise ``GraphError`` naming the node and its neighbours.
@@ -207,6 +217,8 @@ class Symbol:
         for node in self.topo():
             nm = names[id(node)]
             ty = ", ".join(_aval_text(a) for a in node.avals)
+            if node.sbp is not None:
+                ty += " sbp=" + ", ".join(str(s) for s in node.sbp)
             if node.op is None:
                 if not _inline(node):
                     lines.append(f"%{nm} = {'input' if node.kind == 'var' else 'constant'} : {ty}")

@@ -845,6 +845,9 @@ CASES: dict[str, Case] = {
     "copy_to": Case("core", _copy_to_samples, _ident, ALL, grad=(0,)),
     "stop_gradient": Case("core", unary(), _ident, ALL),
     "cast_storage": Case("core", _cast_storage_samples, _ident, ALL, grad=(0,)),
+    # global graphs (la.sbp): the logical value is unchanged on one process
+    "boxing": Case("core", unary(params=({"src": "S(0)", "dst": "B"}, {"src": "P(sum)", "dst": "S(1)"})),
+                   _ident, ALL, grad=(0,)),
 }
 
 

@@ -1,0 +1,256 @@
+"""``la.distributed.run``: a graph (or a block's exported graph) run over the pieces of global arrays on Dask.
+
+Plan of one call:
+
+1. the inputs' SBPs: ``sbp=`` where given, else a ``dask.array`` chunked along one axis is
+   ``split(axis)`` (one chunk: ``broadcast``), a block's data inputs are ``split(0)`` and
+   everything else (parameters, NumPy inputs of a symbol) is ``broadcast``;
+2. the number of pieces: the chunk count of the split Dask inputs (they must agree), else the
+   number of workers for split NumPy inputs, else 1;
+3. ``Symbol.infer_sbp`` annotates the graph and inserts boxing nodes; ``pieces.regions`` cuts
+   it at the boxing nodes;
+4. Dask tasks: one per region and piece (``worker.run_region``: the region's JSON, scattered
+   once to every worker, compiled into a ``CachedOp`` once per worker and piece shape), and
+   per boxing node the concatenations / reductions / slices of ``pieces.py``. Broadcast NumPy
+   inputs and parameters are scattered once to every worker (``broadcast=True``), split ones
+   piece by piece.
+
+Dask is imported only when ``run`` is called.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..aval import Aval
+from ..device import cpu
+from ..errors import GraphError
+from ..graph.passes.placement import placement
+from ..graph.symbol import Symbol
+from ..ndarray import NDArray, array_from
+from ..sbp import SBP, SBPError, broadcast, parse, split, split_sizes
+from . import pieces as P
+from .worker import run_region
+
+B = broadcast()
+
+
+def run(sym_or_block, *, client=None, sbp: dict | None = None, compute: bool = False, **inputs):
+    """Run ``sym_or_block`` over global arrays on a Dask cluster.
+
+    ``inputs`` are NumPy arrays, lazyarray arrays or ``dask.array`` arrays, named as the graph's
+    inputs (a block's: ``data``, or ``data0..N``); ``sbp`` maps names to ``la.sbp`` values. Returns
+    ``dask.array`` arrays (one, or a list), or lazyarray arrays with ``compute=True``. Without
+    ``client``, a ``LocalCluster`` is started and closed for the call (results are computed
+    before it closes).
+
+    >>> import numpy as np, lazyarray as la, pytest
+    >>> _ = pytest.importorskip("dask.distributed")  # (the doctest skips without the distributed extra)
+    >>> from dask.distributed import Client, LocalCluster
+    >>> x = la.sym.var("x", shape=(6, 4))
+    >>> y = la.sym.sum(la.sym.exp(x) * 2.0, axis=0)
+    >>> with LocalCluster(n_workers=2, processes=False, dashboard_address=None) as cluster, Client(cluster) as c:
+    ...     out = la.distributed.run(y, client=c, sbp={"x": la.sbp.split(0)}, x=np.ones((6, 4), "float32"))
+    ...     bool(np.allclose(out.compute(), 12 * np.e))
+    True
+    """
+    sym, params = _graph(sym_or_block)
+    names = sym.list_inputs()
+    values = dict(params)
+    unknown = sorted(set(inputs) - set(names))
+    if unknown:
+        raise GraphError(f"run: no graph input named {', '.join(map(repr, unknown))}; inputs: {', '.join(names)}")
+    values.update(inputs)
+    missing = [n for n in names if n not in values]
+    if missing:
+        raise GraphError(f"run: missing inputs {missing}; the graph's inputs are {names}")
+    data_names = set(inputs) if not isinstance(sym_or_block, Symbol) else set()
+    if client is None:
+        dd = dask_modules()[2]
+        with dd.LocalCluster(processes=True, dashboard_address=":0") as cluster, dd.Client(cluster) as own:
+            outs = _run(sym, names, values, data_names, sbp or {}, own)
+            results = own.compute(outs, sync=True)
+        return _finish(results, outs, compute)
+    outs = _run(sym, names, values, data_names, sbp or {}, client)
+    if compute:
+        return _finish(client.compute(outs, sync=True), outs, True)
+    return outs[0] if len(outs) == 1 else outs
+
+
+def dask_modules():
+    """``(dask, dask.array, dask.distributed)``, imported on first use (``import lazyarray`` never
+    imports Dask); ``ImportError`` with the fix when the distributed extra is not installed."""
+    try:
+        import dask
+        import dask.array
+        import dask.distributed
+    except ImportError as exc:
+        raise ImportError(f"la.distributed needs Dask ({exc}); install it with pip install "
+                          "'lazyarray[distributed]' (or pip install 'dask[distributed]')") from None
+    return dask, dask.array, dask.distributed
+
+
+def _graph(obj) -> tuple[Symbol, dict]:
+    if isinstance(obj, Symbol):
+        return obj, {}
+    if hasattr(obj, "export_graph"):
+        sym, params = obj.export_graph()
+        return sym, {k: p.data().asnumpy() for k, p in params.items()}
+    raise TypeError(f"run: expected a Symbol or a hybridized block, got {type(obj).__name__}")
+
+
+def _finish(results, outs, compute: bool):
+    da = dask_modules()[1]
+    if compute:
+        res = [array_from(np.asarray(r), cpu(0)) for r in results]
+    else:
+        res = [da.from_array(np.asarray(r), chunks=o.chunks) for r, o in zip(results, outs)]
+    return res[0] if len(res) == 1 else res
+
+
+def _is_dask(v) -> bool:
+    return type(v).__module__.startswith("dask.array") and hasattr(v, "chunks")
+
+
+def input_sbps(names, values, data_names, given: dict) -> dict[str, SBP]:
+    """The SBP of every input (see the module docs, step 1)."""
+    out = {}
+    for n in names:
+        v = values[n]
+        if n in given:
+            out[n] = parse(given[n])
+        elif _is_dask(v):
+            split_axes = [k for k, c in enumerate(v.chunks) if len(c) > 1]
+            if len(split_axes) > 1:
+                raise SBPError(f"input {n!r}: a dask array chunked along several axes {split_axes} has no SBP; "
+                               "rechunk it along one axis (split) or none (broadcast)")
+            out[n] = split(split_axes[0]) if split_axes else B
+        else:
+            out[n] = split(0) if n in data_names and np.ndim(v) > 0 else B
+    return out
+
+
+def _pieces_count(names, values, sbps, client) -> int:
+    counts = {}
+    for n in names:
+        v = values[n]
+        if sbps[n].is_split and _is_dask(v) and len(v.chunks[sbps[n].axis]) > 1:
+            counts[n] = len(v.chunks[sbps[n].axis])
+    if len(set(counts.values())) > 1:
+        listing = ", ".join(f"{k}: {c} pieces" for k, c in counts.items())
+        raise SBPError(f"run: the split inputs have different numbers of pieces ({listing}); rechunk them "
+                       "to the same number of chunks along their split axes")
+    if counts:
+        return next(iter(counts.values()))
+    if any(s.is_split for s in sbps.values()):
+        return max(1, len(client.scheduler_info()["workers"]))
+    return 1
+
+
+def _run(sym, names, values, data_names, given, client) -> list:
+    dask, da, _ = dask_modules()
+    values = {k: (v.asnumpy() if isinstance(v, NDArray) else v) for k, v in values.items()}
+    values = {k: (v if _is_dask(v) else np.asarray(v)) for k, v in values.items()}
+    sbps = input_sbps(names, values, data_names, given)
+    n = _pieces_count(names, values, sbps, client)
+    avals = {k: Aval(tuple(v.shape), np.dtype(v.dtype), cpu(0)) for k, v in values.items()}
+    for k, s in sbps.items():
+        if s.is_split and s.axis >= len(avals[k].shape):
+            raise SBPError(f"input {k!r}: cannot split axis {s.axis} of shape {avals[k].shape}")
+    ann = placement(sym, avals).infer_sbp(pieces=n, **sbps)
+    delayed = dask.delayed
+    env: dict[tuple[int, int], list] = {}
+    for node in ann.input_nodes():
+        env[(id(node), 0)] = _input_pieces(values[node.name], sbps[node.name], n, client)
+    boxed = {id(e.node) for b in ann.topo() if b.op is not None and b.op.name == "boxing" for e in b.inputs}
+    for node in ann.constant_nodes():  # (regions carry their constants; these are for boxing nodes)
+        if id(node) in boxed:
+            env[(id(node), 0)] = _input_pieces(np.asarray(node.value), B, n, client)
+    for kind, item in P.regions(ann):
+        if kind == "region":
+            text = client.scatter(item.symbol.to_json(), broadcast=True, hash=False)
+            nout = len(item.outputs)
+            names_in = tuple(f"in{i}" for i in range(len(item.inputs)))
+            for e in item.inputs:
+                if (id(e.node), e.index) not in env:
+                    raise GraphError(f"run: no pieces for {e.node.label()!r}")  # (regions come in order)
+            per_piece = []
+            for i in range(n):
+                args = [env[(id(e.node), e.index)][i] for e in item.inputs]
+                per_piece.append(delayed(run_region, nout=nout, pure=False)(text, names_in, *args))
+            for j, e in enumerate(item.outputs):
+                env[(id(e.node), e.index)] = [per_piece[i][j] for i in range(n)]
+        else:
+            src = item.inputs[0]
+            env[(id(item), 0)] = _box(env[(id(src.node), src.index)], item.params["src"], item.params["dst"])
+    outs = []
+    for e in ann.outputs:
+        pieces, s, a = env[(id(e.node), e.index)], e.node.sbp[e.index], e.aval
+        if s.is_split:
+            parts = [da.from_delayed(_as_delayed(p), shape=P.physical_shape(a.shape, s, i, n), dtype=a.dtype)
+                     for i, p in enumerate(pieces)]
+            outs.append(da.concatenate(parts, axis=s.axis))
+        elif s.is_partial:
+            outs.append(da.from_delayed(_tree_reduce(pieces, s.reduce), shape=a.shape, dtype=a.dtype))
+        else:
+            outs.append(da.from_delayed(_as_delayed(pieces[0]), shape=a.shape, dtype=a.dtype))
+    return outs
+
+
+def _as_delayed(p):
+    dask = dask_modules()[0]
+    return p if hasattr(p, "dask") else dask.delayed(_identity)(p)
+
+
+def _identity(x):
+    return x
+
+
+def _input_pieces(v, s: SBP, n: int, client) -> list:
+    if _is_dask(v):
+        if s.is_split:
+            want = tuple(split_sizes(v.shape[s.axis], n))
+            if v.chunks[s.axis] != want:
+                v = v.rechunk({s.axis: want})
+            return list(v.to_delayed().ravel())
+        whole = v.rechunk(v.shape).to_delayed().ravel()[0]
+        return [whole] * n if not (s.is_partial and s.reduce == "sum") else \
+            [whole] + [_delayed(np.zeros_like)(whole) for _ in range(n - 1)]
+    if s.is_broadcast or (s.is_partial and s.reduce != "sum"):
+        return [client.scatter(v, broadcast=True, hash=False)] * n
+    return client.scatter(P.split_value(v, s, n), hash=False)
+
+
+def _delayed(f):
+    dask = dask_modules()[0]
+    return dask.delayed(f, pure=True)
+
+
+def _tree_reduce(pieces: list, how: str):
+    """Pairwise reduction: log2(n) rounds of tasks instead of one task reading every piece."""
+    level = list(pieces)
+    while len(level) > 1:
+        nxt = [_delayed(P.reduce)([level[i], level[i + 1]], how) for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return _as_delayed(level[0])
+
+
+def _box(pieces: list, src: SBP, dst: SBP) -> list:
+    """The Dask tasks of one boxing node (``pieces.box`` is the NumPy reference)."""
+    n = len(pieces)
+    d = _delayed
+    if src.is_broadcast:
+        if dst.is_split:
+            return [d(P.piece_slice)(p, dst.axis, i, n) for i, p in enumerate(pieces)]
+        if dst.reduce == "sum":  # B -> P(sum): the value stays on piece 0, zeros elsewhere
+            return [pieces[0]] + [d(np.zeros_like)(p) for p in pieces[1:]]
+        return list(pieces)
+    if src.is_split and dst.is_split:  # all-to-all
+        return [d(P.concat)([d(P.piece_slice)(p, dst.axis, i, n) for p in pieces], src.axis) for i in range(n)]
+    if src.is_partial and dst.is_split:  # reduce-scatter: piece i reduces slice i of every piece
+        return [d(P.reduce)([d(P.piece_slice)(p, dst.axis, i, n) for p in pieces], src.reduce) for i in range(n)]
+    if dst.is_broadcast:  # all-gather / all-reduce (a pairwise tree)
+        full = d(P.concat)(pieces, src.axis) if src.is_split else _tree_reduce(pieces, src.reduce)
+        return [full] * n
+    raise SBPError(f"no boxing from {src} to {dst}")

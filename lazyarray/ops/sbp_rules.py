@@ -1,0 +1,385 @@
+"""SBP rules: which input/output SBP signatures each op supports, and the ``boxing`` op.
+
+A rule is ``rule(sbps, shapes, out_shapes, params) -> [SBP per output] | None``: given one SBP
+per input (logical ``shapes`` and the op's logical ``out_shapes``), the output SBPs when the
+op, run on each physical piece separately, gives pieces that make up the logical result with
+those SBPs; ``None`` when it does not (the inference pass then tries other input signatures,
+paying for boxing). Every rule answers ``B`` for all-``B`` inputs.
+
+Some ops need their params rewritten per piece (``Rule.local``): ``expand`` / ``broadcast_to``
+/ ``reshape`` name logical sizes, which become the physical sizes of the piece; ``mean`` over a
+split axis divides by the *global* count (the local mean is scaled by ``local / global``
+element counts, both known from the avals and the piece's shape).
+
+Why a table in one file rather than a field on ``OpDef``: the rules are read by one pass and one
+executor, dozens of ops share a handful of generic rules (every elementwise op gets
+``elementwise`` by its ``OpDef.elementwise`` flag), and the op family files stay untouched.
+``rule_for(op)`` is the one lookup; ops without a rule fall back to ``B`` inputs with a warning
+once per op (``warn_fallback``), like the storage fallback.
+"""
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..sbp import SBP, SBPError, broadcast, parse, split
+from .params import ParamType
+from .registry import OpDef, Param, normalize_axis, register
+
+B = broadcast()
+_WARNED: set[str] = set()
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``infer``: the signature rule; ``local(params, sbps, phys_shapes, shapes, out_shapes)``:
+    ``(params for this piece, scale or None)``, where ``scale`` multiplies the piece's output."""
+
+    infer: Callable
+    local: Callable | None = None
+
+
+# -- generic rules -----------------------------------------------------------------------------------------
+def _all_b(sbps) -> bool:
+    return all(s.is_broadcast for s in sbps)
+
+
+def _aligned_split(sbps, shapes, out_shape) -> int | None | bool:
+    """The output axis every split input is split along after broadcasting alignment; ``None``
+    when no input is split; ``False`` when the splits disagree or a split dim is stretched, or a
+    broadcast input is not constant along the split axis."""
+    nd = len(out_shape)
+    axis = None
+    for s, shp in zip(sbps, shapes):
+        if not s.is_split:
+            continue
+        k = s.axis + nd - len(shp)
+        if s.axis >= len(shp) or shp[s.axis] != out_shape[k] or (axis is not None and axis != k):
+            return False
+        axis = k
+    if axis is None:
+        return None
+    for s, shp in zip(sbps, shapes):
+        if s.is_broadcast:
+            j = axis - (nd - len(shp))
+            if j >= 0 and shp[j] != 1:
+                return False  # each piece would need its slice of this input: box it B -> S first
+    return axis
+
+
+# Elementwise ops linear in all their inputs together (P(sum) in, P(sum) out) and ops linear in
+# the first input only, given the others broadcast (P(sum) x B -> P(sum)).
+_LINEAR_ALL = {"add", "subtract", "negative", "positive", "copy", "stop_gradient"}
+_LINEAR_FIRST = {"multiply", "divide"}
+
+
+def elementwise(name: str) -> Callable:
+    def rule(sbps, shapes, out_shapes, params):
+        if _all_b(sbps):
+            return [B] * len(out_shapes)
+        if any(s.is_partial for s in sbps):
+            psum = [s for s in sbps if s.is_partial]
+            if any(s.reduce != "sum" for s in psum) or any(s.is_split for s in sbps):
+                return None
+            if name in _LINEAR_ALL and len(psum) == len(sbps):
+                return [sbps[0]] * len(out_shapes)
+            if name in _LINEAR_FIRST and sbps[0].is_partial and _all_b(sbps[1:]):
+                return [sbps[0]] * len(out_shapes)
+            return None
+        axis = _aligned_split(sbps, shapes, out_shapes[0])
+        if axis is None or axis is False:
+            return None
+        return [split(axis)] * len(out_shapes)
+    return rule
+
+
+def _axes(params, ndim, op) -> tuple[int, ...]:
+    axis = params.get("axis")
+    if axis is None:
+        return tuple(range(ndim))
+    axis = (axis,) if isinstance(axis, int) else axis
+    return tuple(sorted(normalize_axis(a, ndim, op) for a in axis))
+
+
+def reduction(partial: str | None, linear: bool) -> Callable:
+    """``sum``/``mean``: S(reduced) -> P(sum); ``max``/``min``: -> P(max)/P(min); S(kept) -> S(k')."""
+    def rule(sbps, shapes, out_shapes, params):
+        (s,), (shape,) = sbps, shapes
+        if s.is_broadcast:
+            return [B]
+        if s.is_partial:
+            return [s] if linear and s.reduce == "sum" else None
+        axes = _axes(params, len(shape), "reduce")
+        if s.axis in axes:
+            return None if partial is None else [parse(f"P({partial})")]
+        k = s.axis if params.get("keepdims") else s.axis - sum(1 for a in axes if a < s.axis)
+        return [split(k)]
+    return rule
+
+
+def _mean_local(params, sbps, phys, shapes, out_shapes):
+    s = sbps[0]
+    axes = _axes(params, len(shapes[0]), "mean")
+    if s.is_split and s.axis in axes:
+        local = math.prod(phys[0][a] for a in axes)
+        total = math.prod(shapes[0][a] for a in axes)
+        return params, local / total
+    return params, None
+
+
+def _matmul_like(a_ndim: int, b_ndim: int, sa: SBP, sb: SBP, out_ndim: int, b_weight: bool = False):
+    """``a @ b`` (``b_weight``: ``a @ b.T``, dense). Row split x B -> row split; B x column split ->
+    column split; contraction split on both -> P(sum); P(sum) x B and B x P(sum) -> P(sum)."""
+    if sa.is_broadcast and sb.is_broadcast:
+        return B
+    if a_ndim < 2 or b_ndim < 2:
+        return None
+    b_contract = (b_ndim - 1) if b_weight else max(b_ndim - 2, 0)
+    b_cols = (b_ndim - 2) if b_weight else b_ndim - 1
+    if sa.is_partial or sb.is_partial:
+        ok = (sa.is_partial and sa.reduce == "sum" and sb.is_broadcast) or \
+             (sb.is_partial and sb.reduce == "sum" and sa.is_broadcast)
+        return parse("P(sum)") if ok else None
+    if sa.is_split and sb.is_broadcast and sa.axis < a_ndim - 1:
+        return split(sa.axis + out_ndim - a_ndim)  # rows (or batch dims) of a
+    if sa.is_broadcast and sb.is_split and b_ndim >= 2 and sb.axis == b_cols:
+        return split(out_ndim - 1)
+    if sa.is_split and sb.is_split and sa.axis == a_ndim - 1 and sb.axis == b_contract and b_ndim >= 2:
+        return parse("P(sum)")
+    return None
+
+
+def _dot(sbps, shapes, out_shapes, params):
+    if len(shapes[0]) != 2 or len(shapes[1]) != 2:  # N-d dot is not matmul: whole arrays only
+        return [B] if _all_b(sbps) else None
+    return _matmul(sbps, shapes, out_shapes, params)
+
+
+def _matmul(sbps, shapes, out_shapes, params):
+    if params.get("transpose_a"):
+        return [B] if _all_b(sbps) else None
+    if len(shapes[0]) > 2 and len(shapes[1]) > 2 and shapes[0][:-2] != shapes[1][:-2]:
+        return [B] if _all_b(sbps) else None
+    out = _matmul_like(len(shapes[0]), len(shapes[1]), sbps[0], sbps[1], len(out_shapes[0]))
+    return None if out is None else [out]
+
+
+def _dense(sbps, shapes, out_shapes, params):
+    out = _matmul_like(len(shapes[0]), len(shapes[1]), sbps[0], sbps[1], len(out_shapes[0]), b_weight=True)
+    if out is None or len(sbps) < 3:
+        return None if out is None else [out]
+    sbias = sbps[2]
+    if out.is_partial:  # the bias must be added once: it comes as P(sum) too (B -> P keeps it on one piece)
+        return [out] if sbias == out else None
+    if out.is_split and out.axis == len(out_shapes[0]) - 1:  # columns: the bias is split with them
+        return [out] if sbias == split(0) else None
+    return [out] if sbias.is_broadcast else None
+
+
+def _softmax(sbps, shapes, out_shapes, params):
+    s = sbps[0]
+    if s.is_broadcast:
+        return [B]
+    if s.is_split and s.axis != normalize_axis(params["axis"], len(shapes[0]), "softmax"):
+        return [s]
+    return None  # along the split axis (or of a partial value): box to B first
+
+
+def _softmax_ce(sbps, shapes, out_shapes, params):
+    if _all_b(sbps):
+        return [B]
+    if sbps[0] == split(0) and sbps[1] == split(0):
+        return [parse("P(sum)")]  # local means scaled by local / global batch (``_batch_local``)
+    return None
+
+
+def _batch_local(params, sbps, phys, shapes, out_shapes):
+    if sbps[0].is_split:
+        return params, phys[0][0] / shapes[0][0]
+    return params, None
+
+
+def _unary_shape(sbps, shapes, out_shapes, params, axis_map, linear=True):
+    s = sbps[0]
+    if s.is_broadcast or (s.is_partial and linear and s.reduce == "sum"):
+        return [s]
+    if s.is_split:
+        k = axis_map(s.axis, shapes[0], out_shapes[0], params)
+        return None if k is None else [split(k)]
+    return None
+
+
+def _expand_axis(k, shape, out, params):
+    off = len(out) - len(shape)
+    return k + off if shape[k] == out[k + off] else None  # a stretched dim cannot stay split
+
+
+def _expand_rule(sbps, shapes, out_shapes, params):
+    return _unary_shape(sbps, shapes, out_shapes, params, _expand_axis)
+
+
+def _expand_local(name):
+    key = "sizes" if name == "expand" else "shape"
+
+    def local(params, sbps, phys, shapes, out_shapes):
+        # The logical sizes name the global array: each piece expands to its own physical size
+        # along dims it keeps (OneFlow: (4, 1, 6) split on axis 2 over 2 pieces, expanded to
+        # (4, 3, 6), runs as expand to (4, 3, 3) on each (4, 1, 3) piece).
+        off = len(out_shapes[0]) - len(shapes[0])
+        sizes = list(out_shapes[0])
+        for j, d in enumerate(phys[0]):
+            if shapes[0][j] == out_shapes[0][j + off]:
+                sizes[j + off] = d
+        return {**params, key: tuple(sizes)}, None
+    return local
+
+
+def _reshape_rule(sbps, shapes, out_shapes, params):
+    def axis_map(k, shape, out, params):
+        return 0 if k == 0 and len(out) and shape[0] == out[0] else None
+    return _unary_shape(sbps, shapes, out_shapes, params, axis_map)
+
+
+def _reshape_local(params, sbps, phys, shapes, out_shapes):
+    if sbps[0].is_split:
+        return {**params, "shape": (phys[0][0],) + tuple(out_shapes[0][1:])}, None
+    return {**params, "shape": tuple(out_shapes[0])}, None
+
+
+def _transpose_rule(sbps, shapes, out_shapes, params):
+    def axis_map(k, shape, out, params):
+        axes = params.get("axes")
+        axes = tuple(reversed(range(len(shape)))) if axes is None else \
+            tuple(normalize_axis(a, len(shape), "transpose") for a in axes)
+        return axes.index(k)
+    return _unary_shape(sbps, shapes, out_shapes, params, axis_map)
+
+
+def _expand_dims_rule(sbps, shapes, out_shapes, params):
+    def axis_map(k, shape, out, params):
+        new = _axes(params, len(out), "expand_dims")
+        kept = [a for a in range(len(out)) if a not in new]
+        return kept[k]
+    return _unary_shape(sbps, shapes, out_shapes, params, axis_map)
+
+
+def _squeeze_rule(sbps, shapes, out_shapes, params):
+    def axis_map(k, shape, out, params):
+        gone = _axes(params, len(shape), "squeeze") if params.get("axis") is not None else \
+            tuple(a for a, d in enumerate(shape) if d == 1)
+        return None if k in gone else k - sum(1 for a in gone if a < k)
+    return _unary_shape(sbps, shapes, out_shapes, params, axis_map)
+
+
+def _squeeze_local(params, sbps, phys, shapes, out_shapes):
+    # ``axis=None`` drops every size-1 dim: a piece whose split dim has size 1 would lose it too
+    if params.get("axis") is None:
+        return {**params, "axis": tuple(a for a, d in enumerate(shapes[0]) if d == 1)}, None
+    return params, None
+
+
+def _flatten_rule(sbps, shapes, out_shapes, params):
+    return _unary_shape(sbps, shapes, out_shapes, params, lambda k, s, o, p: 0 if k == 0 else None)
+
+
+def _repeat_rule(sbps, shapes, out_shapes, params):
+    def axis_map(k, shape, out, params):
+        sizes = params["sizes"]
+        off = len(sizes) - len(shape)
+        return k + off if sizes[k + off] == 1 else None  # tiling along a split axis interleaves pieces
+    return _unary_shape(sbps, shapes, out_shapes, params, axis_map, linear=True)
+
+
+def _cast_rule(sbps, shapes, out_shapes, params):
+    return _unary_shape(sbps, shapes, out_shapes, params, lambda k, s, o, p: k, linear=False)
+
+
+def _concatenate(sbps, shapes, out_shapes, params):
+    if _all_b(sbps):
+        return [B]
+    axis = normalize_axis(params["axis"], len(out_shapes[0]), "concatenate")
+    first = sbps[0]
+    if first.is_split and first.axis != axis and all(s == first for s in sbps):
+        return [first]
+    if first.is_partial and first.reduce == "sum" and all(s == first for s in sbps):
+        return [first]
+    return None
+
+
+RULES: dict[str, Rule] = {
+    "sum": Rule(reduction("sum", linear=True)),
+    "mean": Rule(reduction("sum", linear=True), _mean_local),
+    "max": Rule(reduction("max", linear=False)),
+    "min": Rule(reduction("min", linear=False)),
+    "prod": Rule(reduction(None, linear=False)),
+    "argmax": Rule(reduction(None, linear=False)),
+    "argmin": Rule(reduction(None, linear=False)),
+    "dense": Rule(_dense),
+    "matmul": Rule(_matmul),
+    "dot": Rule(_dot),
+    "softmax": Rule(_softmax),
+    "log_softmax": Rule(_softmax),
+    "softmax_cross_entropy": Rule(_softmax_ce, _batch_local),
+    "expand": Rule(_expand_rule, _expand_local("expand")),
+    "broadcast_to": Rule(_expand_rule, _expand_local("broadcast_to")),
+    "reshape": Rule(_reshape_rule, _reshape_local),
+    "transpose": Rule(_transpose_rule),
+    "expand_dims": Rule(_expand_dims_rule),
+    "squeeze": Rule(_squeeze_rule, _squeeze_local),
+    "flatten": Rule(_flatten_rule),
+    "repeat": Rule(_repeat_rule),
+    "cast": Rule(_cast_rule),
+    "copy": Rule(elementwise("copy")),
+    "stop_gradient": Rule(elementwise("stop_gradient")),
+    "concatenate": Rule(_concatenate),
+}
+
+
+def rule_for(op: OpDef) -> Rule | None:
+    """The SBP rule of ``op``: its table entry, the generic one of elementwise ops, else None."""
+    r = RULES.get(op.name)
+    return Rule(elementwise(op.name)) if r is None and op.elementwise else r
+
+
+class SBPFallbackWarning(UserWarning):
+    """An op without an SBP rule ran on broadcast (whole) inputs."""
+
+
+def warn_fallback(op: OpDef) -> None:
+    """Warn once per op that it has no SBP rule (``LAZYARRAY_SBP_FALLBACK_WARN=0`` silences it)."""
+    if op.name in _WARNED or os.environ.get("LAZYARRAY_SBP_FALLBACK_WARN", "1") == "0":
+        return
+    _WARNED.add(op.name)
+    warnings.warn(f"{op.name}: no SBP rule; its inputs are gathered to broadcast (whole) arrays on every "
+                  "piece, which moves data and repeats the work. Add a rule in lazyarray/ops/sbp_rules.py "
+                  "or set LAZYARRAY_SBP_FALLBACK_WARN=0.", SBPFallbackWarning, stacklevel=3)
+
+
+# -- the boxing op ------------------------------------------------------------------------------------------
+class _SBPType(ParamType):
+    """An SBP signature attribute, ``"S(0)"`` / ``"B"`` / ``"P(sum)"`` in JSON."""
+
+    name = "sbp"
+
+    def convert(self, value, op, param):
+        try:
+            return parse(value)
+        except SBPError as exc:
+            raise self._bad(value, op, param, "an SBP such as 'S(0)', 'B' or 'P(sum)'") from exc
+
+    def to_json(self, value):
+        return str(value)
+
+
+SBP_PARAM = _SBPType()
+
+register(OpDef(
+    "boxing", ("x",), lambda xp, x, src, dst, out=None: x,
+    params=(Param("src", SBP_PARAM), Param("dst", SBP_PARAM)),
+    grad=lambda F, ins, y, g, src, dst: [g], view=True,
+    doc="x converted from SBP src to SBP dst: the explicit communication node of a global graph "
+        "(the logical value does not change, so on one process it is x itself)",
+))

@@ -1,0 +1,202 @@
+"""``la.distributed.run`` on a Dask ``LocalCluster`` equals the single-process ``CachedOp``."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray import blocks as nn
+
+pytest.importorskip("dask.distributed")
+import dask.array as da  # noqa: E402
+from dask.distributed import Client, LocalCluster  # noqa: E402
+
+S, B = la.sbp.split, la.sbp.broadcast()
+
+
+@pytest.fixture(scope="module")
+def client():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    la.random.seed(0)
+    net = nn.HybridSequential()
+    net.add(nn.Dense(32, activation="relu"), nn.Dense(16, activation="relu"), nn.Dense(10))
+    net.initialize()
+    net.hybridize()
+    net(la.ones((1, 20)))
+    return net
+
+
+def test_block_over_split_numpy_rows(client, mlp):
+    x = np.random.default_rng(0).standard_normal((101, 20)).astype("float32")
+    out = la.distributed.run(mlp, client=client, data=x)
+    assert isinstance(out, da.Array) and out.shape == (101, 10)
+    assert len(out.chunks[0]) == 2  # one piece per worker, still split
+    np.testing.assert_allclose(out.compute(), mlp(la.array(x)).asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_dask_input_chunking_gives_the_split_and_compute_gives_la_arrays(client, mlp):
+    x = np.random.default_rng(1).standard_normal((90, 20)).astype("float32")
+    dx = da.from_array(x, chunks=(30, 20))
+    out = la.distributed.run(mlp, client=client, compute=True, data=dx)
+    assert isinstance(out, la.NDArray)
+    np.testing.assert_allclose(out.asnumpy(), mlp(la.array(x)).asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_graph_with_boxing_equals_single_process(client):
+    x, w, b = la.sym.var("x", shape=(12, 6)), la.sym.var("w", shape=(5, 6)), la.sym.var("b", shape=(5,))
+    h = la.sym.relu(la.sym.dense(x, w, b))
+    soft = la.sym.softmax(h, axis=0)           # along the split axis: all-to-all first
+    total = la.sym.mean(h, axis=0)             # partial sum over the pieces, global count
+    top = la.sym.max(h)                        # partial max
+    sym = la.Symbol(list(soft.outputs) + list(total.outputs) + list(top.outputs))
+    rng = np.random.default_rng(2)
+    vals = {"x": rng.standard_normal((12, 6)), "w": rng.standard_normal((5, 6)), "b": rng.standard_normal(5)}
+    want = [o.asnumpy() for o in la.CachedOp(sym)(**vals)]
+    for sbp in ({"x": S(0)}, {"x": S(1), "w": S(1)}, {"w": S(0), "b": S(0)}):
+        got = la.distributed.run(sym, client=client, sbp=sbp, **vals)
+        for g, w_ in zip(got, want):
+            np.testing.assert_allclose(g.compute(), w_, rtol=1e-10, atol=1e-12)
+
+
+def test_expand_pieces_on_workers(client):
+    x = la.sym.var("x", shape=(4, 1, 6))
+    y = la.sym.expand(x, sizes=(4, 3, 6)) * 2.0
+    data = np.arange(24.0).reshape(4, 1, 6)
+    out = la.distributed.run(y, client=client, x=da.from_array(data, chunks=(4, 1, 3)))
+    assert out.chunks == ((4,), (3,), (3, 3))
+    np.testing.assert_array_equal(out.compute(), np.broadcast_to(data, (4, 3, 6)) * 2)
+
+
+def test_inconsistent_pieces_fail_before_any_task(client):
+    x, y = la.sym.var("x", shape=(12, 4)), la.sym.var("y", shape=(12, 4))
+    with pytest.raises(la.sbp.SBPError, match="different numbers of pieces"):
+        la.distributed.run(x + y, client=client, x=da.ones((12, 4), chunks=(6, 4)), y=da.ones((12, 4), chunks=(4, 4)))
+    with pytest.raises(la.sbp.SBPError, match="several axes"):
+        la.distributed.run(x + y, client=client, x=da.ones((12, 4), chunks=(6, 2)), y=np.ones((12, 4)))
+    with pytest.raises(la.GraphError, match="missing inputs"):
+        la.distributed.run(x + y, client=client, x=np.ones((12, 4)))
+
+
+def test_without_client_a_local_cluster_of_processes_runs_the_call(mlp):
+    x = np.random.default_rng(3).standard_normal((40, 20)).astype("float32")
+    out = la.distributed.run(mlp, data=x)
+    assert isinstance(out, da.Array)
+    np.testing.assert_allclose(out.compute(), mlp(la.array(x)).asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+def _mlp(seed):
+    la.random.seed(seed)
+    net = nn.HybridSequential()
+    net.add(nn.Dense(16, activation="relu", in_units=8), nn.Dense(3, in_units=16))
+    net.initialize()
+    return net
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_data_parallel_equals_single_process_training(client, optimizer):
+    rng = np.random.default_rng(5)
+    batches = [(rng.standard_normal((24, 8)).astype("float32"), rng.integers(0, 3, 24).astype("int32"))
+               for _ in range(3)]
+    ref, dist = _mlp(7), _mlp(7)
+    loss_fn = nn.SoftmaxCrossEntropyLoss()
+    opts = {"learning_rate": 0.1} if optimizer == "sgd" else {"learning_rate": 0.01}
+    ref_tr = nn.Trainer(ref.collect_params(), optimizer, dict(opts))
+    dp = la.distributed.DataParallel(dist, loss_fn, nn.Trainer(dist.collect_params(), optimizer, dict(opts)),
+                                     client=client)
+    before = {k: p.data().asnumpy().copy() for k, p in dist.collect_params().items()}
+    for x, y in batches:
+        with la.autograd.record():
+            loss = loss_fn(ref(la.array(x)), la.array(y))
+        loss.backward()
+        ref_tr.step(x.shape[0])
+        got = dp.step(da.from_array(x, chunks=(12, 8)), da.from_array(y, chunks=12))
+        assert got == pytest.approx(float(loss.asnumpy().mean()), rel=1e-5)
+    for (k, p), (_, q) in zip(sorted(ref.collect_params().items()), sorted(dist.collect_params().items())):
+        np.testing.assert_allclose(q.data().asnumpy(), p.data().asnumpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+        assert not np.allclose(q.data().asnumpy(), before[k])  # the steps did train
+
+
+async def _exit_soon():
+    """Kill this worker process a moment after ``client.run`` has had its answer."""
+    import asyncio
+    import os
+
+    asyncio.get_running_loop().call_later(0.05, os._exit, 1)
+
+
+def test_a_worker_that_dies_mid_run_is_replaced_and_the_run_completes():
+    """Dask re-runs the tasks of a dead worker: inputs made by a Dask graph are recomputed, broadcast
+    inputs (parameters, the regions' JSON) survive on the other worker's replica."""
+    import time
+
+    x, w = la.sym.var("x", shape=(4000, 256)), la.sym.var("w", shape=(256, 256))
+    h = x
+    for _ in range(30):
+        h = la.sym.tanh(h @ w)
+    wv = (np.random.default_rng(0).standard_normal((256, 256)) / 16).astype("float32")
+    data = da.random.RandomState(0).random_sample((4000, 256), chunks=(250, 256)).astype("float32")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            Client(cluster) as c:
+        out = la.distributed.run(h, client=c, x=data, w=wv)
+        fut = c.compute(out)
+        time.sleep(0.5)
+        assert fut.status == "pending"  # the kill lands mid-run
+        victim = sorted(c.scheduler_info()["workers"])[0]
+        c.run(_exit_soon, workers=[victim])
+        got = fut.result(timeout=120)
+    want = la.CachedOp(h)(x=data.compute(), w=wv).asnumpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_captured_constants_are_boxed_and_inputs_can_be_outputs(client):
+    xv, v = la.array(np.ones((6, 4))), la.array(np.arange(4.0))
+    with la.deferred():
+        y = xv + v  # v is captured: a constant of the graph, sliced for pieces split along axis 1
+    sym = la.get_symbol(y, inputs={"x": xv})
+    ann = sym.infer_sbp(x=S(1))
+    assert [n.name for n in ann.topo() if n.op is not None and n.op.name == "boxing"] == ["local_slice"]
+    data = np.random.default_rng(4).standard_normal((6, 4))
+    out = la.distributed.run(sym, client=client, sbp={"x": S(1)}, x=data)
+    np.testing.assert_allclose(out.compute(), data + np.arange(4.0))
+    x = la.sym.var("x", shape=(6, 4))
+    both = la.distributed.run(la.Symbol([x.outputs[0], la.sym.exp(x).outputs[0]]), client=client,
+                              sbp={"x": S(0)}, x=data)
+    np.testing.assert_array_equal(both[0].compute(), data)
+    np.testing.assert_allclose(both[1].compute(), np.exp(data))
+
+
+@pytest.mark.filterwarnings("ignore::lazyarray.ops.sbp_rules.SBPFallbackWarning")
+def test_every_boxing_kind_runs_on_dask(client):
+    x, v, m = la.sym.var("x", shape=(10, 6)), la.sym.var("v", shape=(6,)), la.sym.var("m", shape=(10, 6))
+    outs = [la.sym.exp(la.sym.sum(x, axis=0)),                       # P(sum) -> S(0): reduce-scatter
+            la.sym.softmax(la.sym.sum(x, axis=0), axis=0),           # P(sum) -> B: all-reduce
+            la.sym.cumulative_sum(x, axis=0),                        # no rule: S(0) -> B, all-gather
+            la.sym.softmax(x, axis=0),                               # S(0) -> S(1): all-to-all
+            x * m,                                                   # B -> S(0): local slice of m
+            la.sym.sum(x, axis=0) + v]                               # B -> P(sum): local partial
+    sym = la.Symbol([o.outputs[0] for o in outs])
+    ann = sym.infer_sbp(x=S(0))
+    kinds = {n.name.rstrip("0123456789") for n in ann.topo() if n.op is not None and n.op.name == "boxing"}
+    assert kinds == {"reduce_scatter", "all_reduce", "all_gather", "all_to_all", "local_slice", "local_partial"}
+    rng = np.random.default_rng(6)
+    vals = {"x": rng.standard_normal((10, 6)), "v": rng.standard_normal(6), "m": rng.standard_normal((10, 6))}
+    want = [o.asnumpy() for o in la.CachedOp(sym)(**vals)]
+    got = la.distributed.run(sym, client=client, sbp={"x": S(0)}, compute=True, **vals)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.asnumpy(), w, rtol=1e-10, atol=1e-12)
+
+
+def test_more_pieces_than_rows(client, mlp):
+    one = np.random.default_rng(8).standard_normal((1, 20)).astype("float32")
+    out = la.distributed.run(mlp, client=client, data=one)  # pieces of 1 and 0 rows
+    assert out.shape == (1, 10)
+    np.testing.assert_allclose(out.compute(), mlp(la.array(one)).asnumpy(), rtol=1e-5, atol=1e-6)
+    x = la.sym.var("x", shape=(1, 3))
+    got = la.distributed.run(la.sym.mean(x, axis=0), client=client, sbp={"x": S(0)}, x=np.full((1, 3), 2.0))
+    np.testing.assert_array_equal(got.compute(), [2.0, 2.0, 2.0])

@@ -1,0 +1,346 @@
+"""SBP values, rules against the physical computation, inference and boxing choices.
+
+The rule checks are generated from the op case table: for every op with an SBP rule and every
+sample, each input signature the rule accepts is run the way a cluster runs it (inputs split
+with NumPy, the op's graph localized and run per piece), the output pieces are combined as the
+output SBP says, and the result must equal the logical result.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import warnings
+
+import numpy as np
+import pytest
+from ops.cases import CASES
+
+import lazyarray as la
+from lazyarray.distributed import pieces as P
+from lazyarray.graph.build import apply_node
+from lazyarray.graph.node import Entry, var_node
+from lazyarray.graph.symbol import Symbol
+from lazyarray.ops import registry
+from lazyarray.ops.sbp_rules import RULES, SBPFallbackWarning, rule_for
+
+S, B, PSUM = la.sbp.split, la.sbp.broadcast(), la.sbp.partial_sum()
+N = 2
+
+
+def test_values_and_text():
+    assert str(S(1)) == "S(1)" and str(B) == "B" and str(PSUM) == "P(sum)"
+    assert la.sbp.parse("P(max)") == la.sbp.partial_max()
+    assert la.sbp.parse("P(min)") == la.sbp.partial_min()
+    with pytest.raises(la.sbp.SBPError, match="not an SBP"):
+        la.sbp.parse("X(1)")
+    with pytest.raises(la.sbp.SBPError):
+        S(-1)
+    assert la.sbp.split_sizes(5, 2) == [3, 2]
+
+
+def test_boxing_kinds_and_costs():
+    kinds = {(str(a), str(b)): la.sbp.boxing_kind(a, b)
+             for a in (S(0), S(1), B, PSUM) for b in (S(0), S(1), B, PSUM) if a != b}
+    assert kinds[("S(0)", "B")] == "all_gather" and kinds[("P(sum)", "B")] == "all_reduce"
+    assert kinds[("P(sum)", "S(0)")] == "reduce_scatter" and kinds[("B", "S(1)")] == "local_slice"
+    assert kinds[("S(0)", "S(1)")] == "all_to_all" and kinds[("S(0)", "P(sum)")] is None
+    assert la.sbp.boxing_bytes(B, S(0), 100, 4) == 0
+    assert la.sbp.boxing_bytes(S(0), B, 100, 4) == 300
+    assert la.sbp.boxing_bytes(PSUM, B, 100, 4) == 600
+    assert la.sbp.boxing_bytes(S(0), S(1), 100, 4) == 75
+
+
+@pytest.mark.parametrize("src", [S(0), S(1), B, PSUM, la.sbp.partial_max()], ids=str)
+@pytest.mark.parametrize("dst", [S(0), S(1), B, PSUM], ids=str)
+def test_box_reference(src, dst):
+    """pieces.box turns pieces of src into pieces of dst of the same logical array."""
+    x = np.arange(35.0).reshape(5, 7)
+    pieces = P.split_value(x, src, 3)
+    if src.is_partial and src.reduce == "max":
+        pieces = [x - 1.0, x, x - 2.0]
+    if la.sbp.boxing_kind(src, dst) is None and src != dst and not src.is_partial:
+        out = P.box(P.box(pieces, src, B), B, dst)  # S -> P: inference goes through B
+    else:
+        out = P.box(pieces, src, dst)
+    assert len(out) == 3
+    np.testing.assert_array_equal(P.combine(out, dst), x)
+
+
+# -- rules against the physical computation -------------------------------------------------------------
+def _ops_with_rules():
+    return sorted(op.name for op in registry.all_ops() if rule_for(op) is not None and op.name in CASES
+                  and op.compose is None and CASES[op.name].kind == "plain")
+
+
+def _candidates(arr):
+    if arr is None:
+        return [None]
+    return [B, PSUM] + [S(k) for k in range(np.ndim(arr))]
+
+
+def _one_node(op, args, params):
+    """The one-node graph of ``op`` on variables ``a0..`` shaped like ``args``, and the flat args."""
+    flat, entries = [], []
+    for a in args:
+        if a is None:
+            continue
+        if isinstance(a, list):
+            seq = []
+            for x in map(np.asarray, a):
+                seq.append(Entry(var_node(f"a{len(flat)}", la.Aval(x.shape, x.dtype, la.cpu(0))), 0))
+                flat.append(x)
+            entries.append(seq)
+        else:
+            a = np.asarray(a)
+            entries.append(Entry(var_node(f"a{len(flat)}", la.Aval(a.shape, a.dtype, la.cpu(0))), 0))
+            flat.append(a)
+    out = apply_node(op, *entries, **params)
+    return Symbol([out] if isinstance(out, Entry) else list(out)), flat
+
+
+def _split_random(x, s, rng):
+    if s.is_partial:  # random pieces that add up to x
+        noise = rng.standard_normal(x.shape).astype(x.dtype)
+        return [x - noise, noise]
+    return P.split_value(x, s, N)
+
+
+def _check_signature(sym, flat, sbps, rng):
+    ann = sym.infer_sbp(pieces=N, **{f"a{i}": s for i, s in enumerate(sbps)})
+    if any(n.op is not None and n.op.name == "boxing" for n in ann.topo()):
+        return None  # the rule refused these inputs (the pass boxed them): nothing physical to check
+    pieces = [_split_random(x, s, rng) for x, s in zip(flat, sbps)]
+    outs = []
+    for i in range(N):
+        shapes = {f"a{j}": p[i].shape for j, p in enumerate(pieces)}
+        local = P.localize(ann, shapes)
+        res = la.CachedOp(local)(**{f"a{j}": p[i] for j, p in enumerate(pieces)})
+        outs.append([r.asnumpy() for r in (res if isinstance(res, list) else [res])])
+    want = la.CachedOp(sym)(**{f"a{j}": x for j, x in enumerate(flat)})
+    want = [w.asnumpy() for w in (want if isinstance(want, list) else [want])]
+    out_sbps = [e.node.sbp[e.index] for e in ann.outputs]
+    for k, (w, s) in enumerate(zip(want, out_sbps)):
+        got = P.combine([o[k] for o in outs], s)
+        np.testing.assert_allclose(got, w, rtol=1e-6, atol=1e-9, err_msg=f"signature {sbps} -> {s}")
+    return out_sbps
+
+
+# Ops whose samples in the case table only reduce/cover whole arrays, so only B is accepted there.
+_ONLY_BROADCAST_SAMPLES = {"argmin", "argmax", "prod"}
+
+
+@pytest.mark.parametrize("name", _ops_with_rules())
+def test_rule_matches_physical_computation(name):
+    op, case = registry.get(name), CASES[name]
+    dtype = "float64" if "float64" in case.dtypes else case.dtypes[0]
+    rng = np.random.default_rng(17)
+    nontrivial = 0
+    for sample in case.samples(rng, dtype, False)[:8]:
+        args = list(sample.args)
+        if any(isinstance(a, list) for a in args):
+            args_flat = [x for a in args for x in (a if isinstance(a, list) else [a]) if x is not None]
+        else:
+            args_flat = [a for a in args if a is not None]
+        if any(np.asarray(a).dtype.kind not in "fiub" for a in args_flat):
+            continue
+        sym, flat = _one_node(op, args, sample.params)
+        options = [_candidates(x) for x in flat]
+        if np.prod([len(o) for o in options]) > 200:
+            options = [[o] * len(flat) for o in _candidates(flat[0])]
+            combos = [tuple(o) for o in options]
+        else:
+            combos = itertools.product(*options)
+        for sbps in combos:
+            if any(s.is_partial and x.dtype.kind != "f" for s, x in zip(sbps, flat)):
+                continue
+            if any(s.is_split and x.shape[s.axis] < N for s, x in zip(sbps, flat)):
+                continue
+            out = _check_signature(sym, flat, list(sbps), rng)
+            if out is not None and not all(s.is_broadcast for s in sbps):
+                nontrivial += 1
+    if name not in _ONLY_BROADCAST_SAMPLES:
+        assert nontrivial > 0, f"{name}: no sample exercised a split or partial signature"
+
+
+def test_every_table_rule_names_an_op():
+    for name in RULES:
+        registry.get(name)
+
+
+# -- the rules the issue names ---------------------------------------------------------------------------
+def _annotate(sym, **sbps):
+    ann = sym.infer_sbp(**sbps)
+    ann.check()
+    return ann, {ann.name_of(n): n for n in ann.topo()}
+
+
+def _boxes(ann):
+    return [(str(n.params["src"]), str(n.params["dst"])) for n in ann.topo()
+            if n.op is not None and n.op.name == "boxing"]
+
+
+def test_dense_signatures():
+    x, w, b = la.sym.var("x", shape=(8, 4)), la.sym.var("w", shape=(3, 4)), la.sym.var("b", shape=(3,))
+    y = la.sym.dense(x, w, b)
+    ann, nodes = _annotate(y, x=S(0))
+    assert nodes["dense0"].sbp == (S(0),) and _boxes(ann) == []
+    ann, nodes = _annotate(y, w=S(0), b=S(0))
+    assert nodes["dense0"].sbp == (S(1),) and _boxes(ann) == []
+    ann, nodes = _annotate(y, x=S(1), w=S(1))  # contraction split: partial sums, bias kept on one piece
+    assert nodes["dense0"].sbp == (PSUM,) and _boxes(ann) == [("B", "P(sum)")]
+
+
+def test_matmul_signatures():
+    a, b = la.sym.var("a", shape=(6, 4)), la.sym.var("b", shape=(4, 5))
+    y = a @ b
+    for sa, sb, out in [(S(0), B, S(0)), (B, S(1), S(1)), (S(1), S(0), PSUM), (PSUM, B, PSUM)]:
+        ann, nodes = _annotate(y, a=sa, b=sb)
+        assert nodes["matmul0"].sbp == (out,) and _boxes(ann) == []
+
+
+def test_elementwise_split_and_broadcast():
+    x, v = la.sym.var("x", shape=(6, 4)), la.sym.var("v", shape=(4,))
+    ann, nodes = _annotate(la.sym.relu(x + v), x=S(0))
+    assert nodes["add0"].sbp == (S(0),) and nodes["relu0"].sbp == (S(0),) and _boxes(ann) == []
+    # split along the broadcast axis: the vector is sliced locally (no bytes moved)
+    ann, nodes = _annotate(x + v, x=S(1))
+    assert nodes["add0"].sbp == (S(1),) and _boxes(ann) == [("B", "S(0)")]
+
+
+def test_reductions_give_partial_and_mean_uses_global_count():
+    x = la.sym.var("x", shape=(5, 3))
+    ann, nodes = _annotate(la.sym.mean(x, axis=0), x=S(0))
+    assert nodes["mean0"].sbp == (PSUM,)
+    ann, nodes = _annotate(la.sym.max(x, axis=0), x=S(0))
+    assert nodes["max0"].sbp == (la.sbp.partial_max(),)
+    ann, nodes = _annotate(la.sym.sum(x, axis=1), x=S(0))
+    assert nodes["sum0"].sbp == (S(0),)
+    # 5 rows over 2 pieces (3 + 2): each piece's mean is scaled by its share of the global count
+    data = np.arange(15.0).reshape(5, 3)
+    ann, _ = _annotate(la.sym.mean(x, axis=0), x=S(0))
+    parts = np.array_split(data, 2)
+    got = sum(la.CachedOp(P.localize(ann, {"x": p.shape}))(x=p).asnumpy() for p in parts)
+    np.testing.assert_allclose(got, data.mean(axis=0))
+    # more pieces than rows: the empty pieces add nothing (not 0/0)
+    parts = np.array_split(data, 7)
+    assert parts[-1].shape == (0, 3)
+    got = sum(la.CachedOp(P.localize(ann, {"x": p.shape}))(x=p).asnumpy() for p in parts)
+    np.testing.assert_allclose(got, data.mean(axis=0))
+
+
+def test_softmax_along_split_axis_is_boxed_first():
+    x = la.sym.var("x", shape=(6, 4))
+    ann, nodes = _annotate(la.sym.softmax(x, axis=1), x=S(0))
+    assert _boxes(ann) == [] and nodes["softmax0"].sbp == (S(0),)
+    ann, nodes = _annotate(la.sym.softmax(x, axis=0), x=S(0))
+    assert _boxes(ann) == [("S(0)", "S(1)")]  # the cheapest: all-to-all, not all-gather
+
+
+def test_partial_then_nonlinear_is_boxed():
+    x = la.sym.var("x", shape=(6, 4))
+    # exp takes split pieces: reduce-scatter ((n-1) x bytes) is cheaper than all-reduce (twice that)
+    ann, nodes = _annotate(la.sym.exp(la.sym.sum(x, axis=0)), x=S(0))
+    assert _boxes(ann) == [("P(sum)", "S(0)")] and nodes["exp0"].sbp == (S(0),)
+    # a softmax over the only axis needs the whole vector: all-reduce
+    ann, nodes = _annotate(la.sym.softmax(la.sym.sum(x, axis=0), axis=0), x=S(0))
+    assert _boxes(ann) == [("P(sum)", "B")]
+    assert "all_reduce" in nodes and nodes["softmax0"].sbp == (B,)
+
+
+def test_oneflow_expand_example():
+    """(4, 1, 6) split along its last axis over 2 pieces, expanded to (4, 3, 6): local (4, 3, 3)."""
+    x = la.sym.var("x", shape=(4, 1, 6))
+    ann, nodes = _annotate(la.sym.expand(x, sizes=(4, 3, 6)), x=S(2))
+    assert nodes["expand0"].sbp == (S(2),)
+    data = np.random.default_rng(0).standard_normal((4, 1, 6))
+    pieces = np.array_split(data, 2, axis=2)
+    local = P.localize(ann, {"x": pieces[0].shape})
+    node = [n for n in local.topo() if n.op is not None][0]
+    assert node.params["sizes"] == (4, 3, 3) and node.avals[0].shape == (4, 3, 3)
+    outs = [la.CachedOp(P.localize(ann, {"x": p.shape}))(x=p).asnumpy() for p in pieces]
+    np.testing.assert_array_equal(np.concatenate(outs, axis=2), np.broadcast_to(data, (4, 3, 6)))
+    # new leading dims shift the split axis; a split on a stretched dim is not a signature of expand
+    ann, nodes = _annotate(la.sym.expand(la.sym.var("y", shape=(4, 1, 6)), sizes=(3, 4, 5, 6)), y=S(0))
+    assert nodes["expand0"].sbp == (S(1),) and _boxes(ann) == []
+    rule = RULES["expand"].infer
+    assert rule([S(1)], [(4, 2, 6)], [(4, 2, 6)], {"sizes": (4, 2, 6)}) == [S(1)]
+    assert rule([S(1)], [(4, 1, 6)], [(4, 3, 6)], {"sizes": (4, 3, 6)}) is None
+
+
+def test_fallback_warns_once_per_op():
+    x = la.sym.var("x", shape=(6, 4))
+    y = la.sym.cumulative_sum(x, axis=0)
+    from lazyarray.ops import sbp_rules
+    sbp_rules._WARNED.discard("cumulative_sum")
+    with pytest.warns(SBPFallbackWarning, match="cumulative_sum: no SBP rule"):
+        ann, nodes = _annotate(y, x=S(0))
+    assert _boxes(ann) == [("S(0)", "B")] and nodes["cumulative_sum0"].sbp == (B,)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y.infer_sbp(x=S(0))
+
+
+def test_text_json_and_drawing():
+    x, w = la.sym.var("x", shape=(8, 4)), la.sym.var("w", shape=(3, 4))
+    ann = la.sym.softmax(la.sym.dense(x, w), axis=0).infer_sbp(x=S(0))
+    text = str(ann)
+    assert "sbp=S(0)" in text and "boxing(%dense0, src=S(0), dst=S(1))" in text
+    doc = json.loads(ann.to_json())
+    assert [d.get("sbp") for d in doc["nodes"]][:2] == [["S(0)"], ["B"]]
+    back = la.Symbol.from_json(ann.to_json())
+    assert str(back) == text
+    g = ann.to_networkx()
+    assert g.nodes["all_to_all"]["sbp"] == (S(1),) and g.nodes["all_to_all"]["op"] == "boxing"
+    assert str(la.Symbol.from_networkx(g)) == text
+    svg = ann._repr_svg_()
+    assert "S(0)→S(1)" in svg and "boxing" in svg
+    # the annotation is optional in the JSON, and a plain graph has none
+    assert "sbp" not in json.loads(la.sym.exp(x).to_json())["nodes"][0]
+    bad = dict(doc)
+    bad["nodes"] = [dict(d, sbp=["Q"]) if d["name"] == "x" else d for d in doc["nodes"]]
+    with pytest.raises(la.GraphFormatError, match="not an SBP"):
+        la.Symbol.from_json(json.dumps(bad))
+
+
+def test_annotated_graph_runs_unchanged_on_one_process():
+    x, w = la.sym.var("x", shape=(8, 4)), la.sym.var("w", shape=(3, 4))
+    y = la.sym.softmax(la.sym.dense(x, w), axis=0)
+    xv, wv = np.random.default_rng(1).standard_normal((8, 4)), np.random.default_rng(2).standard_normal((3, 4))
+    np.testing.assert_allclose(la.CachedOp(y.infer_sbp(x=S(0)))(xv, wv).asnumpy(), la.CachedOp(y)(xv, wv).asnumpy())
+
+
+def test_regions_cut_at_boxing_nodes():
+    x, w = la.sym.var("x", shape=(8, 4)), la.sym.var("w", shape=(3, 4))
+    h = la.sym.relu(la.sym.dense(x, w))
+    ann = la.sym.exp(la.sym.softmax(h, axis=0)).infer_sbp(x=S(0))
+    steps = P.regions(ann)
+    assert [k for k, _ in steps] == ["region", "boxing", "region"]
+    first, second = steps[0][1], steps[2][1]
+    assert [n.op.name for n in first.symbol.topo() if n.op is not None] == ["dense", "relu"]
+    assert [n.op.name for n in second.symbol.topo() if n.op is not None] == ["softmax", "exp"]
+
+
+def test_bad_inputs():
+    x = la.sym.var("x", shape=(8,))
+    with pytest.raises(la.sbp.SBPError, match="cannot split axis 1"):
+        la.sym.exp(x).infer_sbp(x=S(1))
+    with pytest.raises(la.GraphError, match="no graph input named 'y'"):
+        la.sym.exp(x).infer_sbp(y=S(0))
+    with pytest.raises(la.sbp.SBPError, match=r"shapes of inputs \['z'\] are not known"):
+        la.sym.exp(la.sym.var("z")).infer_sbp(z=S(0))
+
+
+def test_run_without_dask_names_the_extra(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_dask(name, *args, **kwargs):
+        if name.split(".")[0] in ("dask", "distributed"):
+            raise ImportError(f"No module named {name!r}")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_dask)
+    x = la.sym.var("x", shape=(4,))
+    with pytest.raises(ImportError, match=r"pip install 'lazyarray\[distributed\]'"):
+        la.distributed.run(la.sym.exp(x), x=np.ones(4, "float32"))
