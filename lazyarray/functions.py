@@ -18,15 +18,14 @@ from .errors import DeferredComputeError, DTypeError, ParamError, ShapeError, fm
 from .ndarray import NDArray, _make
 from .ops import registry
 from .ops.registry import OpDef
-
-_VARARG_PARAMS = {"expand": "sizes", "repeat": "sizes"}
+from .ops.signature import VARARG_PARAMS, docstring, signature
 
 
 def op_function(op: OpDef) -> Callable:
     """The public function of ``op``: ``f(*inputs, *params, out=None, **params)``."""
     n_in = len(op.inputs)
     pnames = [p.name for p in op.params]
-    vararg = _VARARG_PARAMS.get(op.name)
+    vararg = VARARG_PARAMS.get(op.name)
     input_names = [n.strip("*?") for n in op.inputs]
     by_name = frozenset(n for n in input_names if n not in pnames)  # inputs that may be passed by name
     # an op with no array inputs (random sampling) makes its result on the current device by default
@@ -57,7 +56,8 @@ def op_function(op: OpDef) -> Callable:
     f.__name__ = f.__qualname__ = op.name
     params = "".join(f", {p.name}" + ("" if p.default is registry.REQUIRED else f"={p.default!r}")
                      for p in op.params)
-    f.__doc__ = f"{op.qualname}({', '.join(op.inputs)}{params}): {op.doc}"
+    f.__signature__ = signature(op)
+    f.__doc__ = docstring(op, f.__signature__, f"{op.qualname}({', '.join(op.inputs)}{params}): {op.doc}")
     f.op = op
     return f
 

@@ -23,6 +23,7 @@ from .graph.node import Entry, var_node
 from .graph.symbol import Symbol, as_entry, symbol_of
 from .ops import registry
 from .ops.registry import OpDef
+from .ops.signature import docstring, signature
 
 
 def var(name: str, shape=None, dtype="float32", device: Device | None = None, stype="default") -> Symbol:
@@ -43,7 +44,8 @@ def _sym_function(op: OpDef) -> Callable:
         return symbol_of(apply_node(op, *ins, **params))
 
     f.__name__ = f.__qualname__ = op.name
-    f.__doc__ = f"la.sym.{op.qualname}: {op.doc}"
+    f.__signature__ = signature(op, "Symbol", params_by_position=False, out=False)
+    f.__doc__ = docstring(op, f.__signature__, f"la.sym.{op.qualname}: {op.doc}")
     return f
 
 

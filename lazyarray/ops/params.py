@@ -24,6 +24,9 @@ class ParamType:
     """Base: ``convert`` validates/normalizes, ``to_json``/``from_json`` map to JSON values."""
 
     name = "any"
+    # What users may pass, as Python type text: the signatures, docstrings and stubs of the public
+    # functions read it (``ops/signature.py``).
+    annotation = "Any"
 
     def convert(self, value, op: str, param: str):
         return value
@@ -42,6 +45,7 @@ class ParamType:
 
 class _Float(ParamType):
     name = "float"
+    annotation = "float"
 
     def convert(self, value, op, param):
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
@@ -53,6 +57,7 @@ class _Scalar(ParamType):
     """A real Python scalar kept as its type: bool, int or float (fill values)."""
 
     name = "scalar"
+    annotation = "bool | int | float"
 
     def convert(self, value, op, param):
         if isinstance(value, (bool, np.bool_)):
@@ -66,6 +71,7 @@ class _Scalar(ParamType):
 
 class _Int(ParamType):
     name = "int"
+    annotation = "int"
 
     def convert(self, value, op, param):
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
@@ -75,6 +81,7 @@ class _Int(ParamType):
 
 class _OptInt(_Int):
     name = "int?"
+    annotation = "int | None"
 
     def convert(self, value, op, param):
         return None if value is None else super().convert(value, op, param)
@@ -82,6 +89,7 @@ class _OptInt(_Int):
 
 class _Bool(ParamType):
     name = "bool"
+    annotation = "bool"
 
     def convert(self, value, op, param):
         if not isinstance(value, (bool, np.bool_)):
@@ -91,6 +99,7 @@ class _Bool(ParamType):
 
 class _OptBool(_Bool):
     name = "bool?"
+    annotation = "bool | None"
 
     def convert(self, value, op, param):
         return None if value is None else super().convert(value, op, param)
@@ -100,6 +109,7 @@ class _Ints(ParamType):
     """A tuple of ints (shapes, sizes, axes lists). A single int is accepted as a 1-tuple."""
 
     name = "ints"
+    annotation = "int | Sequence[int]"
 
     def convert(self, value, op, param):
         if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
@@ -119,6 +129,7 @@ class _Ints(ParamType):
 
 class _OptInts(_Ints):
     name = "ints?"
+    annotation = "int | Sequence[int] | None"
 
     def convert(self, value, op, param):
         return None if value is None else super().convert(value, op, param)
@@ -131,6 +142,7 @@ class _Axis(ParamType):
     """``None``, an int, or a tuple of ints (reductions)."""
 
     name = "axis"
+    annotation = "int | Sequence[int] | None"
 
     def convert(self, value, op, param):
         if value is None:
@@ -148,6 +160,7 @@ class _Axis(ParamType):
 
 class _DType(ParamType):
     name = "dtype"
+    annotation = "DTypeLike"
 
     def convert(self, value, op, param):
         return as_dtype(value, op)
@@ -158,6 +171,7 @@ class _DType(ParamType):
 
 class _OptDType(_DType):
     name = "dtype?"
+    annotation = "DTypeLike | None"
 
     def convert(self, value, op, param):
         return None if value is None else as_dtype(value, op)
@@ -168,6 +182,7 @@ class _OptDType(_DType):
 
 class _Device(ParamType):
     name = "device"
+    annotation = "Device | str"
 
     def convert(self, value, op, param):
         if isinstance(value, Device):
@@ -184,6 +199,7 @@ class _Key(ParamType):
     """A basic index: a tuple of ints, slices, None (new axis) and Ellipsis."""
 
     name = "key"
+    annotation = "Any"
 
     def convert(self, value, op, param):
         key = value if isinstance(value, tuple) else (value,)
@@ -253,6 +269,7 @@ class _PadWidth(ParamType):
     """
 
     name = "pad_width"
+    annotation = "int | Sequence[int] | Sequence[Sequence[int]]"
 
     def convert(self, value, op, param):
         want = "an int, a (before, after) pair, or one (before, after) pair per axis"
@@ -283,6 +300,7 @@ class _Choice(ParamType):
     def __init__(self, *choices):
         self.choices = choices
         self.name = "choice"
+        self.annotation = f"Literal[{', '.join(repr(c) for c in choices)}]"
 
     def convert(self, value, op, param):
         if value not in self.choices:
@@ -295,6 +313,7 @@ class _Ord(ParamType):
     or one of ``"fro"``, ``"nuc"``."""
 
     name = "ord"
+    annotation = "int | float | str"
 
     def convert(self, value, op, param):
         if value in ("fro", "nuc"):
