@@ -66,11 +66,15 @@ def eigh(x: NDArray, /) -> EighResult:
 
 
 def _rtol(f):
-    def g(x: NDArray, /, *, rtol=None) -> NDArray:
+    def g(x: NDArray, /, *, rtol: float | None = None) -> NDArray:
         if rtol is not None and not isinstance(rtol, (int, float)):
             raise TypeError(f"linalg.{f.__name__}: rtol must be a Python number here, got {type(rtol).__name__}")
         return f(x, rtol=-1.0 if rtol is None else float(rtol))
-    g.__name__, g.__doc__ = f.__name__, f.__doc__
+    g.__name__ = f.__name__
+    g.__doc__ = (f"{f.op.doc[0].upper()}{f.op.doc[1:]} (the registry op ``{f.__name__}``).\n\nArgs:\n"
+                 "    x (NDArray): a matrix or a stack of matrices (..., M, N).\n"
+                 "    rtol (float | None, keyword-only, default None): relative tolerance for small singular "
+                 "values; None: max(M, N) * eps of the dtype.\n\nReturns:\n    NDArray: the result.")
     return g
 
 

@@ -81,10 +81,12 @@ class NDArray(ArrayBase):
 
     @property
     def ndim(self) -> int:
+        """Number of dimensions (``len(x.shape)``); known without computing a lazy array."""
         return len(self.static_shape)
 
     @property
     def size(self) -> int:
+        """Number of elements (the product of ``x.shape``; 1 for a 0-d array)."""
         n = 1
         for d in self.shape:
             n *= d
@@ -92,15 +94,18 @@ class NDArray(ArrayBase):
 
     @property
     def dtype(self) -> np.dtype:
+        """The NumPy dtype of the elements; a lazy array knows it from its recorded node."""
         v = self._value
         return v.dtype if v is not None else self._entry.aval.dtype
 
     @property
     def device(self) -> Device:
+        """The device the array lives on, e.g. ``cpu(0)``; move it with ``x.to(device)``."""
         return self._device
 
     @property
     def stype(self) -> str:
+        """Storage type: ``"default"`` (dense), ``"csr"`` or ``"row_sparse"``; change it with ``tostype``."""
         v = self._value
         return stype_of(v) if v is not None else self._entry.aval.stype
 
@@ -268,6 +273,7 @@ class NDArray(ArrayBase):
         return apply(_op("cast_storage"), (self,), {"stype": stype}, _make)
 
     def copy(self) -> NDArray:
+        """A new array with the same value in its own buffer (recorded as a ``copy`` node when lazy)."""
         return apply(_op("copy"), (self,), _EMPTY, _make)
 
     def detach(self) -> NDArray:
@@ -455,31 +461,40 @@ class NDArray(ArrayBase):
                              f"x[{key!r}] of an array {fmt_shape(self.shape)}: {exc}") from None
 
     # -- common methods (thin calls into the op library) ------------------------
-    def sum(self, axis=None, keepdims=False):
+    def sum(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> NDArray:
+        """Sum over ``axis`` (``None``: all elements); ``keepdims=True`` keeps reduced dims as size 1. See ``la.sum``."""
         return apply(_op("sum"), (self,), {"axis": axis, "keepdims": keepdims}, _make)
 
-    def mean(self, axis=None, keepdims=False):
+    def mean(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> NDArray:
+        """Mean over ``axis`` (``None``: all elements); ``keepdims=True`` keeps reduced dims as size 1. See ``la.mean``."""
         return apply(_op("mean"), (self,), {"axis": axis, "keepdims": keepdims}, _make)
 
-    def max(self, axis=None, keepdims=False):
+    def max(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> NDArray:
+        """Largest element over ``axis`` (``None``: all elements). See ``la.max``."""
         return apply(_op("max"), (self,), {"axis": axis, "keepdims": keepdims}, _make)
 
-    def min(self, axis=None, keepdims=False):
+    def min(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> NDArray:
+        """Smallest element over ``axis`` (``None``: all elements). See ``la.min``."""
         return apply(_op("min"), (self,), {"axis": axis, "keepdims": keepdims}, _make)
 
-    def argmax(self, axis=None, keepdims=False):
+    def argmax(self, axis: int | None = None, keepdims: bool = False) -> NDArray:
+        """Index of the largest element along ``axis`` (``None``: into the flattened array). See ``la.argmax``."""
         return apply(_op("argmax"), (self,), {"axis": axis, "keepdims": keepdims}, _make)
 
-    def reshape(self, *shape):
+    def reshape(self, *shape: int | tuple[int, ...]) -> NDArray:
+        """The same elements in a new shape, given as ints or one tuple (``x.reshape(2, -1)``,
+        ``x.reshape((2, -1))``); one dim may be -1 (inferred). A view where NumPy's would be one."""
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
         return apply(_op("reshape"), (self,), {"shape": shape}, _make)
 
-    def transpose(self, *axes):
+    def transpose(self, *axes: int | tuple[int, ...] | None) -> NDArray:
+        """Dims permuted by ``axes`` (ints or one tuple); no axes reverses them, like ``x.T``."""
         axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) or axes == (None,) else axes
         return apply(_op("transpose"), (self,), {"axes": axes or None}, _make)
 
     @property
-    def T(self):
+    def T(self) -> NDArray:
+        """The array with its dims reversed (``x.transpose()``)."""
         return apply(_op("transpose"), (self,), {"axes": None}, _make)
 
     def expand(self, *sizes):
@@ -490,43 +505,58 @@ class NDArray(ArrayBase):
         """PyTorch ``Tensor.repeat``: tile the array ``sizes`` times per dim (new dims in front)."""
         return apply(_op("repeat"), (self,), {"sizes": _sizes(sizes)}, _make)
 
-    def broadcast_to(self, shape):
+    def broadcast_to(self, shape: tuple[int, ...]) -> NDArray:
+        """The array broadcast to ``shape`` by NumPy's rules (a view, no copy). See ``la.broadcast_to``."""
         return apply(_op("broadcast_to"), (self,), {"shape": shape}, _make)
 
-    def squeeze(self, axis=None):
+    def squeeze(self, axis: int | tuple[int, ...] | None = None) -> NDArray:
+        """The array without the size-1 dims in ``axis`` (``None``: every size-1 dim)."""
         return apply(_op("squeeze"), (self,), {"axis": axis}, _make)
 
-    def expand_dims(self, axis):
+    def expand_dims(self, axis: int | tuple[int, ...]) -> NDArray:
+        """The array with a new size-1 dim inserted at ``axis``."""
         return apply(_op("expand_dims"), (self,), {"axis": axis}, _make)
 
-    def flatten(self):
+    def flatten(self) -> NDArray:
+        """Every dim after the first merged into one, as MXNet's ``flatten``: ``(n, a, b)`` -> ``(n, a * b)``,
+        a 1-D ``(n,)`` -> ``(n, 1)``, a 0-d array -> ``(1,)``."""
         return self.reshape(self.static_shape[0] if self.static_shape else 1, -1) if self.ndim else self.reshape(1)
 
-    def exp(self):
+    def exp(self) -> NDArray:
+        """Elementwise ``e ** x`` (``la.exp(x)``)."""
         return apply(_op("exp"), (self,), _EMPTY, _make)
 
-    def log(self):
+    def log(self) -> NDArray:
+        """Elementwise natural logarithm (``la.log(x)``)."""
         return apply(_op("log"), (self,), _EMPTY, _make)
 
-    def sqrt(self):
+    def sqrt(self) -> NDArray:
+        """Elementwise square root (``la.sqrt(x)``)."""
         return apply(_op("sqrt"), (self,), _EMPTY, _make)
 
-    def square(self):
+    def square(self) -> NDArray:
+        """Elementwise ``x * x`` (``la.square(x)``)."""
         return apply(_op("square"), (self,), _EMPTY, _make)
 
-    def abs(self):
+    def abs(self) -> NDArray:
+        """Elementwise absolute value (``la.abs(x)``)."""
         return apply(_op("abs"), (self,), _EMPTY, _make)
 
-    def relu(self):
+    def relu(self) -> NDArray:
+        """Elementwise ``max(x, 0)`` (``la.relu(x)``)."""
         return apply(_op("relu"), (self,), _EMPTY, _make)
 
-    def sigmoid(self):
+    def sigmoid(self) -> NDArray:
+        """Elementwise ``1 / (1 + exp(-x))`` (``la.sigmoid(x)``)."""
         return apply(_op("sigmoid"), (self,), _EMPTY, _make)
 
-    def tanh(self):
+    def tanh(self) -> NDArray:
+        """Elementwise hyperbolic tangent (``la.tanh(x)``)."""
         return apply(_op("tanh"), (self,), _EMPTY, _make)
 
-    def dot(self, other):
+    def dot(self, other: NDArray) -> NDArray:
+        """``la.dot(x, other)``: NumPy's ``dot`` (matrix product for 2-D, sum over the last axis of
+        ``x`` and the second-to-last of ``other`` for N-D)."""
         return apply(_op("dot"), (self, other), _EMPTY, _make)
 
 
