@@ -25,24 +25,24 @@ matmul = namespace("")["matmul"]
 
 
 class SlogdetResult(NamedTuple):
-    sign: object
-    logabsdet: object
+    sign: NDArray
+    logabsdet: NDArray
 
 
 class QRResult(NamedTuple):
-    Q: object
-    R: object
+    Q: NDArray
+    R: NDArray
 
 
 class SVDResult(NamedTuple):
-    U: object
-    S: object
-    Vh: object
+    U: NDArray
+    S: NDArray
+    Vh: NDArray
 
 
 class EighResult(NamedTuple):
-    eigenvalues: object
-    eigenvectors: object
+    eigenvalues: NDArray
+    eigenvectors: NDArray
 
 
 def slogdet(x: NDArray, /) -> SlogdetResult:
