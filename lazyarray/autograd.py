@@ -324,19 +324,29 @@ def _saved_values(bound: dict, grads: list[Entry]):
         if r is not None:
             for i, (v, n) in enumerate(zip(r.values, r.versions)):  # only the values users hold
                 if version(v) != n and reads(node, i):
-                    raise AutogradError(
-                        f"backward: the output {r.node.avals[0]} of {r.node.label()}{_where(r.node)} was written "
-                        f"in place after autograd saved it for the gradient (buffer version {n} -> {version(v)}); "
-                        "write `y = y + 1` instead of `y += 1`, or call backward() before changing it")
+                    raise saved_value_written(r, i)
             return r.values
         if node.kind == "const" and node.version is not None and version(node.value) != node.version:
-            raise AutogradError(
-                f"backward: an array {node.avals[0]} read by the recorded computation was written in place "
-                f"after it was recorded (buffer version {node.version} -> {version(node.value)}); "
-                "write `x = x + 1` instead of `x += 1`, or call backward() before changing it")
+            raise captured_input_written(node)
         return known_values(node)
 
     return known
+
+
+def saved_value_written(r: Record, i: int) -> AutogradError:
+    """The error for output ``i`` of record ``r`` written in place after autograd saved it."""
+    return AutogradError(
+        f"backward: the output {r.node.avals[i]} of {r.node.label()}{_where(r.node)} was written in place "
+        f"after autograd saved it for the gradient (buffer version {r.versions[i]} -> {version(r.values[i])}); "
+        "write `y = y + 1` instead of `y += 1`, or call backward() before changing it")
+
+
+def captured_input_written(node: Node) -> AutogradError:
+    """The error for an array a recorded op read (a captured constant or a leaf) written since."""
+    return AutogradError(
+        f"backward: an array {node.avals[0]} read by the recorded computation was written in place "
+        f"after it was recorded (buffer version {node.version} -> {version(node.value)}); "
+        "write `x = x + 1` instead of `x += 1`, or call backward() before changing it")
 
 
 def _store_lazy_grad(leaf: Leaf, g: Entry, make) -> None:

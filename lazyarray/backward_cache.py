@@ -24,8 +24,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from . import autograd  # (a cycle: autograd imports this module; only used at call time)
 from .buffer import version
-from .errors import AutogradError
 from .executor.program import Program, compile_program
 from .executor.signature_cache import default_size
 from .graph.build import apply_node
@@ -74,10 +74,6 @@ def in_order(records: list) -> list:
     return order
 
 
-def _is_leaf(p) -> bool:
-    return p.__class__.__name__ == "Leaf"
-
-
 def structure(records: list, leaves: list, outputs: list, heads: list):
     """``(key, consts)``: the hashable structure of a tape and the constant nodes its records read
     (in key order), or ``(None, None)`` when the tape must take the general path.
@@ -101,7 +97,7 @@ def structure(records: list, leaves: list, outputs: list, heads: list):
                     return None, None
                 consts.append(e.node)
                 ins.append(("c", a))
-            elif _is_leaf(p):
+            elif p.__class__ is autograd.Leaf:
                 ins.append(("l", leaf_ix[id(p)]))
             else:
                 ins.append(("r", rec_ix[id(p)], e.index))
@@ -201,28 +197,16 @@ def run(compiled: Compiled, records: list, leaves: list, consts: list[Node], hea
         if what == "saved":
             r = records[a]
             if b < len(r.versions) and version(r.values[b]) != r.versions[b]:
-                raise AutogradError(
-                    f"backward: the output {r.node.avals[b]} of {r.node.label()}{_where(r.node)} was written in "
-                    f"place after autograd saved it for the gradient (buffer version {r.versions[b]} -> "
-                    f"{version(r.values[b])}); write `y = y + 1` instead of `y += 1`, or call backward() "
-                    "before changing it")
+                raise autograd.saved_value_written(r, b)
             args.append(r.values[b])
         elif what == "head":
             args.append(heads[a]._materialize())
         else:
             node = consts[a] if what == "const" else next(iter(leaves[a][1].values())).node
             if node.version is not None and version(node.value) != node.version:
-                raise AutogradError(
-                    f"backward: an array {node.avals[0]} read by the recorded computation was written in place "
-                    f"after it was recorded (buffer version {node.version} -> {version(node.value)}); "
-                    "write `x = x + 1` instead of `x += 1`, or call backward() before changing it")
+                raise autograd.captured_input_written(node)
             args.append(node.value)
     return compiled.program.run(args)
-
-
-def _where(node: Node) -> str:
-    line = node.source_line()
-    return f" (recorded at {line})" if line else ""
 
 
 def clear() -> None:

@@ -368,7 +368,6 @@ class NDArray(ArrayBase):
         ov = other._materialize() if isinstance(other, ArrayBase) else other
         if isinstance(other, ArrayBase) and other._device is not self._device:
             raise _device_mismatch(op.name, self, other)
-        v = self._value
         try:
             op.bind(self._device.xp)(v, ov, out=v)
             bump(v)

@@ -42,27 +42,27 @@ def test_memory_of_dropped_outputs_is_reused_by_the_next_run():
     np.testing.assert_allclose(b.asnumpy(), np.full(4, 2 * np.e, np.float32), rtol=1e-6)
 
 
-@pytest.mark.parametrize("hold", ["array", "view", "numpy", "frozen"])
+@pytest.mark.parametrize("hold", ["array", "view"])
 def test_memory_anyone_still_holds_is_never_written_by_a_later_run(hold):
     op = _op()
     a = op(la.ones(4))
     raw_id = id(a._value)
-    keep = {"array": lambda: a, "view": lambda: a._value[1:3], "numpy": lambda: a.asnumpy(),
-            "frozen": lambda: None}[hold]()
-    before = a.asnumpy().copy()
-    if hold == "frozen":
-        a._value.flags.writeable = False
-        held = a._value
-        del a
-    else:
-        held = None
+    keep = a._value if hold == "array" else a._value[1:3]
+    before = np.array(keep, copy=True)
+    del a
     b = op(la.full(4, 3.0))
     assert id(b._value) != raw_id
-    if keep is not None:
-        np.testing.assert_array_equal(np.asarray(keep._value if hasattr(keep, "_value") else keep),
-                                      before[1:3] if hold == "view" else before)
-    if held is not None:
-        np.testing.assert_array_equal(held, before)
+    np.testing.assert_array_equal(keep, before)  # what the user holds did not change
+
+
+def test_frozen_memory_nobody_holds_is_not_taken_back():
+    op = _op()
+    a = op(la.ones(4))
+    a._value.flags.writeable = False  # e.g. captured read-only by a graph that has since died
+    del a
+    b = op(la.full(4, 3.0))
+    assert b._value.flags.writeable  # fresh memory: a reused frozen buffer could not be written
+    np.testing.assert_allclose(b.asnumpy(), np.full(4, 2 * np.exp(3.0), np.float32), rtol=1e-6)
 
 
 def test_outputs_autograd_saved_are_not_reused_until_backward_frees_them():

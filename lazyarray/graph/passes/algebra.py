@@ -23,6 +23,7 @@ import numpy as np
 
 from ...aval import Aval
 from ...ops import registry
+from ..build import record_node
 from ..node import Entry, Node, const_node
 from ..rewrite import rewrite
 from ..symbol import Symbol
@@ -75,10 +76,9 @@ def _same(e: Entry, node: Node) -> bool:
 
 
 def _apply(name: str, node: Node, *inputs: Entry, **params) -> Entry:
+    """A new node of op ``name`` carrying ``node``'s source line."""
     op = registry.get(name)
-    params = op.make_params(params)
-    avals = registry.infer(op, [e.aval for e in inputs], params)
-    return Entry(Node(op, tuple(inputs), params, avals, source=node.source), 0)
+    return record_node(op, list(inputs), op.make_params(params), source=node.source)
 
 
 def _const_like(value, like: Entry) -> Entry:

@@ -14,6 +14,7 @@ stale). Values equal the unfolded graph within float rounding.
 from __future__ import annotations
 
 from ...ops import registry
+from ..build import record_node, scalar_const
 from ..node import Entry, Node
 from ..rewrite import rewrite
 from ..symbol import Symbol
@@ -64,11 +65,9 @@ def _foldable(node: Node, uses: dict) -> bool:
 
 
 def _op(name: str, node: Node, *inputs, **params) -> Entry:
+    """A new node of op ``name`` carrying the batch norm's source line."""
     op = registry.get(name)
-    params = op.make_params(params)
-    avals = registry.infer(op, [e.aval for e in inputs], params)
-    out = Node(op, tuple(inputs), params, avals, source=node.source)
-    return Entry(out, 0)
+    return record_node(op, list(inputs), op.make_params(params), source=node.source)
 
 
 def _folded(layer: Node, stats, bn: Node) -> Entry:
@@ -85,7 +84,5 @@ def _folded(layer: Node, stats, bn: Node) -> Entry:
 
 
 def _const(value, like: Entry) -> Entry:
-    from ..build import scalar_const
-
     a = like.aval
     return scalar_const(value, [a.dtype], a.device)
