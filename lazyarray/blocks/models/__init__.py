@@ -1,0 +1,7 @@
+"""``la.blocks.models``: the model zoo: whole networks built from ``la.blocks`` layers.
+
+One file per model family: ``resnet.py`` (``resnet18``), ``transformer.py``
+(``transformer_encoder``), ``lstm.py`` (``lstm_lm``). Each constructor returns an
+uninitialized ``HybridBlock``; call ``initialize()`` and (optionally) ``hybridize()``.
+"""
+__all__: list[str] = []
