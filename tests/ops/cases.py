@@ -246,12 +246,12 @@ def _expand_samples(rng, dtype, small):
 
 
 def repeat_ref(x, sizes):
-    """PyTorch ``repeat``: new dims in front, then tile."""
-    return np.tile(x.reshape((1,) * (len(sizes) - x.ndim) + x.shape), sizes)
+    """np.tile (PyTorch ``repeat`` where it is defined: new dims in front, then tile)."""
+    return np.tile(x, sizes)
 
 
 REPEAT_CASES = [((2, 3), (2, 2)), ((2, 3), (1, 1)), ((2, 3), (3, 1, 2)), ((3,), (2, 2)), ((), (3,)),
-                ((2, 1), (1, 3)), ((2, 3), (0, 1))]
+                ((2, 1), (1, 3)), ((2, 3), (0, 1)), ((2, 3), (2,)), ((2, 1, 3), (3, 1))]
 
 
 def _repeat_samples(rng, dtype, small):
@@ -374,6 +374,40 @@ def _boolean_mask_grad_samples(rng, dtype, small):
 def _mask_grad_ref(g, like, mask):
     res = np.zeros(like.shape, g.dtype)
     res[mask] = g
+    return res
+
+
+def _advanced_index_samples(rng, dtype, small):
+    x = rand(rng, (4, 3, 5), dtype)
+    rows, cols = np.array([0, 3, 3, -1]), np.array([[1], [2]], dtype=np.int32)
+    return [Sample((x, [rows, np.array([2, 0, 2, 1])]), {"key": (0, 0), "positions": (0, 1)}, "two-arrays"),
+            Sample((x, [cols]), {"key": (1, 0), "positions": (1,)}, "int-then-array"),
+            Sample((x, [rows, cols]), {"key": (0, slice(None), 0), "positions": (0, 2)}, "split-arrays"),
+            Sample((x, [cols]), {"key": (None, slice(1, 3), 0), "positions": (2,)}, "newaxis-slice-array")]
+
+
+def _advanced_index_ref(x, indices, key, positions):
+    k = list(key)
+    for p, i in zip(positions, indices):
+        k[p] = i
+    return x[tuple(k)]
+
+
+def _advanced_index_grad_samples(rng, dtype, small):
+    out = []
+    for s in _advanced_index_samples(rng, dtype, small):
+        x, idx = s.args
+        g = rand(rng, _advanced_index_ref(x, idx, **s.params).shape, dtype)
+        out.append(Sample((g, x, idx), s.params, s.name))
+    return out
+
+
+def _advanced_index_grad_ref(g, like, indices, key, positions):
+    res = np.zeros(like.shape, g.dtype)
+    k = list(key)
+    for p, i in zip(positions, indices):
+        k[p] = i
+    np.add.at(res, tuple(k), g)  # (a loop over the broadcast index positions gives the same sums)
     return res
 
 
@@ -813,6 +847,8 @@ CASES: dict[str, Case] = {
     "boolean_mask_grad": Case("shape", _boolean_mask_grad_samples, _mask_grad_ref, ALL),
     "take": Case("shape", _take_samples, _take_ref, ALL, grad=(0,)),
     "take_grad": Case("shape", _take_grad_samples, _take_grad_ref, ALL),
+    "advanced_index": Case("shape", _advanced_index_samples, _advanced_index_ref, ALL, grad=(0,)),
+    "advanced_index_grad": Case("shape", _advanced_index_grad_samples, _advanced_index_grad_ref, ALL, grad=(0,)),
     "nonzero": Case("shape", _nonzero_samples, lambda x: np.argwhere(x).astype(np.int64), ALL,
                     data_dependent=True),
     "tril": Case("shape", _tri_samples, lambda x, k=0: np.tril(x, k), ALL, grad=(0,)),
