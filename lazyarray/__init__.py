@@ -110,7 +110,7 @@ complex64, complex128 = _DTYPES["complex64"], _DTYPES["complex128"]
 # The standard's spelling of the NumPy names we had (both public): concat, permute_dims, pow.
 for _numpy_name, _std_name in _ALIASES.items():
     globals()[_std_name] = globals()[_numpy_name]
-from . import interop, linalg  # noqa: E402, F401  (la.linalg; NumPy / DLPack protocols on NDArray)
+from . import fft, interop, linalg  # noqa: E402, F401  (la.fft, la.linalg; NumPy / DLPack protocols on NDArray)
 
 # ``repeat`` follows NumPy and the Array API (each element repeated); the tiling op named ``repeat``
 # in the registry (PyTorch's Tensor.repeat, x.repeat(*sizes)) is ``la.tile``.
