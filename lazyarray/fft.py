@@ -18,9 +18,12 @@ constant arrays, like ``la.arange``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
 
 from .aval import as_dtype, check_alloc
 from .device import Device, current_device
@@ -29,7 +32,6 @@ from .functions import namespace
 from .ndarray import NDArray, _make, array_from
 
 _OPS = namespace("fft")
-Norm = Literal["backward", "ortho", "forward"]
 
 _N_ARGS = ("Args:\n    x (NDArray): the input array.\n"
            "    n (int | None, keyword-only, default None): the transform length along axis (x is padded with "
@@ -39,9 +41,9 @@ _N_ARGS = ("Args:\n    x (NDArray): the input array.\n"
            "'ortho' (1/sqrt(n) both ways) or 'forward' (1/n forward).\n\nReturns:\n    NDArray: the result.")
 _S_ARGS = ("Args:\n    x (NDArray): the input array.\n"
            "    s (Sequence[int] | None, keyword-only, default None): the transform length per axis in axes "
-           "(-1: {default}); None: {default} along every axis.\n"
-           "    axes (Sequence[int] | None, keyword-only, default None): the axes to transform; None: the "
-           "last len(s) axes, or all axes when s is None.\n"
+           "(-1: {default}); None: {default} along every axis. Needs axes.\n"
+           "    axes (Sequence[int] | None, keyword-only, default None): the axes to transform; None: all "
+           "axes (s must then be None).\n"
            "    norm (str, keyword-only, default 'backward'): 'backward', 'ortho' or 'forward' (as for fft).\n"
            "\nReturns:\n    NDArray: the result.")
 
@@ -55,56 +57,56 @@ def _doc(name, args, default="x's size"):
 
 
 @_doc("fft", _N_ARGS)
-def fft(x: NDArray, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> NDArray:
+def fft(x: NDArray, /, *, n: int | None = None, axis: int = -1, norm: Literal["backward", "ortho", "forward"] = "backward") -> NDArray:
     return _OPS["fft"](x, n=n, axis=axis, norm=norm)
 
 
 @_doc("ifft", _N_ARGS)
-def ifft(x: NDArray, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> NDArray:
+def ifft(x: NDArray, /, *, n: int | None = None, axis: int = -1, norm: Literal["backward", "ortho", "forward"] = "backward") -> NDArray:
     return _OPS["ifft"](x, n=n, axis=axis, norm=norm)
 
 
 @_doc("fftn", _S_ARGS)
 def fftn(x: NDArray, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
-         norm: Norm = "backward") -> NDArray:
+         norm: Literal["backward", "ortho", "forward"] = "backward") -> NDArray:
     return _OPS["fftn"](x, s=s, axes=axes, norm=norm)
 
 
 @_doc("ifftn", _S_ARGS)
 def ifftn(x: NDArray, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
-          norm: Norm = "backward") -> NDArray:
+          norm: Literal["backward", "ortho", "forward"] = "backward") -> NDArray:
     return _OPS["ifftn"](x, s=s, axes=axes, norm=norm)
 
 
 @_doc("rfft", _N_ARGS)
-def rfft(x: NDArray, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> NDArray:
+def rfft(x: NDArray, /, *, n: int | None = None, axis: int = -1, norm: Literal["backward", "ortho", "forward"] = "backward") -> NDArray:
     return _OPS["rfft"](x, n=n, axis=axis, norm=norm)
 
 
 @_doc("irfft", _N_ARGS, "2 * (m - 1) for an input of m entries")
-def irfft(x: NDArray, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> NDArray:
+def irfft(x: NDArray, /, *, n: int | None = None, axis: int = -1, norm: Literal["backward", "ortho", "forward"] = "backward") -> NDArray:
     return _OPS["irfft"](x, n=n, axis=axis, norm=norm)
 
 
 @_doc("rfftn", _S_ARGS)
 def rfftn(x: NDArray, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
-          norm: Norm = "backward") -> NDArray:
+          norm: Literal["backward", "ortho", "forward"] = "backward") -> NDArray:
     return _OPS["rfftn"](x, s=s, axes=axes, norm=norm)
 
 
 @_doc("irfftn", _S_ARGS, "x's size, 2 * (m - 1) along the last axis")
 def irfftn(x: NDArray, /, *, s: Sequence[int] | None = None, axes: Sequence[int] | None = None,
-           norm: Norm = "backward") -> NDArray:
+           norm: Literal["backward", "ortho", "forward"] = "backward") -> NDArray:
     return _OPS["irfftn"](x, s=s, axes=axes, norm=norm)
 
 
 @_doc("hfft", _N_ARGS, "2 * (m - 1) for an input of m entries")
-def hfft(x: NDArray, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> NDArray:
+def hfft(x: NDArray, /, *, n: int | None = None, axis: int = -1, norm: Literal["backward", "ortho", "forward"] = "backward") -> NDArray:
     return _OPS["hfft"](x, n=n, axis=axis, norm=norm)
 
 
 @_doc("ihfft", _N_ARGS)
-def ihfft(x: NDArray, /, *, n: int | None = None, axis: int = -1, norm: Norm = "backward") -> NDArray:
+def ihfft(x: NDArray, /, *, n: int | None = None, axis: int = -1, norm: Literal["backward", "ortho", "forward"] = "backward") -> NDArray:
     return _OPS["ihfft"](x, n=n, axis=axis, norm=norm)
 
 
@@ -137,7 +139,7 @@ def _freq(name, n, d, dtype, device, values):
     return array_from(v, dev, None) if dev.kind != "cpu" else _make(v, None, dev)
 
 
-def fftfreq(n: int, /, *, d: float = 1.0, dtype=None, device: Device | str | None = None) -> NDArray:
+def fftfreq(n: int, /, *, d: float = 1.0, dtype: DTypeLike | None = None, device: Device | str | None = None) -> NDArray:
     """The sample frequencies of an ``fft`` of length n: ``[0, 1, ..., n//2 - 1 (or (n-1)//2), -n//2, ..., -1]
     / (d * n)`` (NumPy's ``numpy.fft.fftfreq``).
 
@@ -159,7 +161,7 @@ def fftfreq(n: int, /, *, d: float = 1.0, dtype=None, device: Device | str | Non
     return _freq("fftfreq", n, d, dtype, device, lambda n, d: np.fft.fftfreq(n, d))
 
 
-def rfftfreq(n: int, /, *, d: float = 1.0, dtype=None, device: Device | str | None = None) -> NDArray:
+def rfftfreq(n: int, /, *, d: float = 1.0, dtype: DTypeLike | None = None, device: Device | str | None = None) -> NDArray:
     """The sample frequencies of an ``rfft`` of length n: ``[0, 1, ..., n//2] / (d * n)``
     (NumPy's ``numpy.fft.rfftfreq``).
 

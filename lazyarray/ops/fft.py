@@ -39,7 +39,7 @@ _NORM = Param("norm", choice("backward", "ortho", "forward"), "backward",
 _N_AXIS = (Param("n", OPT_INT, None, check=_check_n, doc="transform length (pad with zeros or truncate); None: x's"),
            Param("axis", INT, -1), _NORM)
 _S_AXES = (Param("s", OPT_INTS, None, check=_check_s, doc="transform lengths per axis; -1 or None: x's sizes"),
-           Param("axes", OPT_INTS, None, doc="axes to transform; None: the last len(s) axes, or all"), _NORM)
+           Param("axes", OPT_INTS, None, doc="axes to transform; None: all (s must then be None)"), _NORM)
 
 
 # -- dtype rules --------------------------------------------------------------------------------------------
@@ -86,12 +86,15 @@ def _full(n, size):
 def _plan(op, shape, s=None, axes=None, last_full=False):
     """(axes, lengths) of an n-D transform of an array of ``shape`` (``None`` lengths: unknown dims).
 
-    NumPy's reading: ``axes`` None -> the last ``len(s)`` axes, or all; ``s`` None or ``-1`` -> the input's
-    size, except the last axis of ``irfftn`` (``last_full``), whose default is ``2 * (size - 1)``.
+    The standard's reading: ``axes`` None -> all axes (``s`` then must be None too); ``s`` None or ``-1`` ->
+    the input's size, except the last axis of ``irfftn`` (``last_full``), whose default is ``2 * (size - 1)``.
     """
     nd = len(shape)
     if axes is None:
-        axes = tuple(range(nd - (nd if s is None else len(s)), nd))
+        if s is not None:
+            raise ParamValueError(f"fft.{op}: s {tuple(s)} needs axes too (the standard leaves s without axes "
+                                  f"undefined); pass axes=tuple(range(-{len(s)}, 0)) for the last {len(s)} axes")
+        axes = tuple(range(nd))
     axes = tuple(normalize_axis(a, nd, f"fft.{op}") for a in axes)
     if len(set(axes)) != len(axes):
         raise ParamValueError(f"fft.{op}: axes {axes} repeat an axis; give each axis once")
