@@ -143,7 +143,7 @@ def _kernel_nd(fname, out_dtype, last_full=False):
 
 def _shift_kernel(fname):
     def kernel(xp, x, axes=None, out=None):
-        return getattr(xp.fft, fname)(x, axes=axes).copy()
+        return getattr(xp.fft, fname)(x, axes=axes)  # (a roll: always a new array)
     kernel.__name__ = f"_{fname}"
     return kernel
 
