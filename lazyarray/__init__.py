@@ -121,7 +121,7 @@ complex64, complex128 = _DTYPES["complex64"], _DTYPES["complex128"]
 for _numpy_name, _std_name in _ALIASES.items():
     if _std_name not in globals():  # (concat is written out in array_api: it takes axis=None)
         globals()[_std_name] = globals()[_numpy_name]
-from . import interop, linalg  # noqa: E402, F401  (la.linalg; NumPy / DLPack protocols on NDArray)
+from . import fft, interop, linalg  # noqa: E402, F401  (la.fft, la.linalg; NumPy / DLPack protocols on NDArray)
 
 # ``repeat`` follows NumPy and the Array API (each element repeated); the tiling op named ``repeat``
 # in the registry (PyTorch's Tensor.repeat, x.repeat(*sizes)) is ``la.tile``.

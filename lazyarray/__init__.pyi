@@ -9,6 +9,7 @@ from numpy.typing import DTypeLike
 from . import autograd as autograd
 from . import blocks as blocks
 from . import distributed as distributed
+from . import fft as fft
 from . import init as init
 from . import interop as interop
 from . import linalg as linalg

@@ -1,4 +1,4 @@
-"""Write the type stubs ``__init__.pyi``, ``nn.pyi`` and ``linalg.pyi`` from the registry.
+"""Write the type stubs ``__init__.pyi``, ``nn.pyi``, ``linalg.pyi`` and ``fft.pyi`` from the registry.
 
 ``la.<op>``, ``la.nn.<op>`` and ``la.linalg.<op>`` are made at import time from registry entries
 (``functions.py``), so a type checker reading the source sees none of them. The stubs spell out
@@ -144,6 +144,7 @@ def stubs() -> dict[Path, str]:
         _PKG / "__init__.pyi": module_stub(la, la_names),
         _PKG / "nn.pyi": module_stub(la.nn, list(la.nn.__all__)),
         _PKG / "linalg.pyi": module_stub(la.linalg, sorted(linalg_extra) + list(la.linalg.__all__)),
+        _PKG / "fft.pyi": module_stub(la.fft, list(la.fft.__all__)),
     }
 
 

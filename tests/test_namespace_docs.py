@@ -1,4 +1,4 @@
-"""The public namespace is typed and documented: every function of ``la``, ``la.nn``, ``la.linalg``
+"""The public namespace is typed and documented: every function of ``la``, ``la.nn``, ``la.linalg``, ``la.fft``
 and ``la.sym`` has a docstring; the generated ones have a signature and an ``Args`` section built
 from their registry entry (so they list exactly the parameters the signature has); every public
 ``NDArray`` method and property has a docstring (issue #13, item 5)."""
@@ -23,10 +23,11 @@ def _public_functions(mod) -> dict:
     return out
 
 
-PUBLIC = {**_public_functions(la), **_public_functions(la.nn), **_public_functions(la.linalg)}
+PUBLIC = {**_public_functions(la), **_public_functions(la.nn), **_public_functions(la.linalg),
+          **_public_functions(la.fft)}
 GENERATED = {k: f for k, f in PUBLIC.items() if hasattr(f, "op")}
-SYM = {op.qualname: getattr(la.sym.nn if op.namespace == "nn" else la.sym.linalg if op.namespace == "linalg"
-                            else la.sym, {"var": "variance"}.get(op.name, op.name))
+_SYM_NS = {"nn": la.sym.nn, "linalg": la.sym.linalg, "fft": la.sym.fft}
+SYM = {op.qualname: getattr(_SYM_NS.get(op.namespace, la.sym), {"var": "variance"}.get(op.name, op.name))
        for op in registry.all_ops()}
 
 

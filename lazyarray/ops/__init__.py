@@ -4,6 +4,7 @@ from . import (  # noqa: F401  (registration side effect)
     conv,
     core,
     elementwise,
+    fft,
     linalg,
     math,
     nn,

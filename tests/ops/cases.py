@@ -1403,3 +1403,53 @@ CASES.update({
         lambda x, keepdims=False, ord="fro": np.asarray(np.linalg.norm(x, ord=ord, axis=(-2, -1), keepdims=keepdims)),
         FLOATS, rtol32=1e-4),
 })
+
+
+# -- fft (lazyarray/ops/fft.py) ------------------------------------------------------------------------------------
+_FFT_1D_PARAMS = ({}, {"n": 6}, {"n": 9, "axis": 0}, {"norm": "ortho"}, {"n": 3, "norm": "forward"})
+_FFT_ND_PARAMS = ({}, {"axes": (0,)}, {"s": (5, 3), "axes": (-1, 0), "norm": "ortho"},
+                  {"s": (2, -1), "axes": (-2, -1), "norm": "forward"})
+
+
+def _fft_samples(params, shapes=((8,), (3, 5)), small_shapes=((5,), (2, 3))):
+    def samples(rng, dtype, small):
+        return [Sample((rand(rng, s, dtype),), dict(p), f"{s}-{p}")
+                for s in (small_shapes if small else shapes) for p in params
+                if p.get("axis", -1) < len(s) and all(a < len(s) for a in p.get("axes", ()))]
+    return samples
+
+
+def _fft_nd_ref(fname, last_full=False):
+    """numpy.fft.<fname> with the standard's -1 in s (the input's size) spelled out."""
+    def ref(x, s=None, axes=None, norm="backward"):
+        if s is not None:
+            ax = [a % x.ndim for a in axes]
+            full = [2 * (x.shape[a] - 1) if last_full and i == len(ax) - 1 else x.shape[a] for i, a in enumerate(ax)]
+            s = [f if v == -1 else v for v, f in zip(s, full)]
+        return getattr(np.fft, fname)(x, s=s, axes=axes, norm=norm)
+    return ref
+
+
+def _fft_1d_ref(fname):
+    return lambda x, **params: getattr(np.fft, fname)(x, **params)
+
+
+_FFT_1D = _fft_samples(_FFT_1D_PARAMS)
+_FFT_ND = _fft_samples(_FFT_ND_PARAMS, ((3, 4), (2, 3, 4)), ((3, 2), (2, 2, 3)))
+_SHIFT = _fft_samples(({}, {"axes": (0,)}, {"axes": (-1, 0)}), ((5,), (4, 5), (2, 3, 4)), ((5,), (2, 3)))
+CASES.update({
+    "fft": Case("fft", _FFT_1D, _fft_1d_ref("fft"), FLOATS + COMPLEX, grad=(0,), rtol32=1e-4),
+    "ifft": Case("fft", _FFT_1D, _fft_1d_ref("ifft"), FLOATS + COMPLEX, grad=(0,), rtol32=1e-4),
+    "fftn": Case("fft", _FFT_ND, _fft_nd_ref("fftn"), FLOATS + COMPLEX, grad=(0,), rtol32=1e-4),
+    "ifftn": Case("fft", _FFT_ND, _fft_nd_ref("ifftn"), FLOATS + COMPLEX, grad=(0,), rtol32=1e-4),
+    "rfft": Case("fft", _FFT_1D, _fft_1d_ref("rfft"), FLOATS, grad=(0,), rtol32=1e-4),
+    "irfft": Case("fft", _FFT_1D, _fft_1d_ref("irfft"), COMPLEX, rtol32=1e-4),
+    "rfftn": Case("fft", _FFT_ND, _fft_nd_ref("rfftn"), FLOATS, grad=(0,), rtol32=1e-4),
+    "irfftn": Case("fft", _FFT_ND, _fft_nd_ref("irfftn", last_full=True), COMPLEX, rtol32=1e-4),
+    "hfft": Case("fft", _FFT_1D, _fft_1d_ref("hfft"), COMPLEX, rtol32=1e-4),
+    "ihfft": Case("fft", _FFT_1D, _fft_1d_ref("ihfft"), FLOATS, rtol32=1e-4),
+    "fftshift": Case("fft", _SHIFT, lambda x, axes=None: np.fft.fftshift(x, axes=axes), FLOATS + COMPLEX + INTS,
+                     grad=(0,)),
+    "ifftshift": Case("fft", _SHIFT, lambda x, axes=None: np.fft.ifftshift(x, axes=axes), FLOATS + COMPLEX + INTS,
+                      grad=(0,)),
+})
