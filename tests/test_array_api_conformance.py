@@ -22,11 +22,8 @@ VENDORED = ROOT / "tests" / "third_party" / "array_api_tests"
 MODULES = ["test_constants", "test_data_type_functions", "test_creation_functions", "test_set_functions",
            "test_sorting_functions", "test_searching_functions", "test_manipulation_functions",
            "test_indexing_functions", "test_has_names", "test_signatures", "test_statistical_functions",
-           "test_utility_functions", "test_inspection_functions", "test_array_object"]
-KNOWN_FAILURES: dict[str, str] = {  # test id -> why
-    **{f"test_has_names::test_has_names[fft-{n}]": "the fft extension is not in la yet"
-       for n in ("fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft", "fftfreq",
-                 "rfftfreq", "fftshift", "ifftshift")},
+           "test_utility_functions", "test_inspection_functions", "test_array_object", "test_fft"]
+KNOWN_FAILURES: dict[str, str] = {  # test id -> why (none in this subset today)
 }
 
 
