@@ -19,6 +19,7 @@ from .nn import Activation, BatchNorm, Dense, Dropout, Embedding, Flatten
 from .parameter import DeferredInitializationError, Parameter
 from .symbol_block import SymbolBlock
 from .trainer import SGD, Adam, Optimizer, StaleGradientError, Trainer
+from .utils import clip_global_norm
 
 __all__ = [
     "SGD",
@@ -45,4 +46,5 @@ __all__ = [
     "SymbolBlock",
     "StaleGradientError",
     "Trainer",
+    "clip_global_norm",
 ]

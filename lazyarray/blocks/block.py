@@ -410,11 +410,17 @@ def save_arrays(path: str, params: dict[str, Parameter], graph_sha256: str | Non
         arrays[name] = np.ascontiguousarray(d.asnumpy())
         if p.grad_req == "null":
             frozen.append(name)
-    # One metadata key: safetensors writes several in no fixed order, and equal models must
-    # give byte-identical files.
     record = {"version": 1, "grad_null": frozen}
     if graph_sha256 is not None:
         record["graph_sha256"] = graph_sha256
+    write_arrays(path, arrays, record)
+
+
+def write_arrays(path: str, arrays: dict[str, np.ndarray], record: dict) -> None:
+    """NumPy arrays and a JSON ``record`` (read back by ``load_arrays``) to a safetensors file,
+    atomically."""
+    # One metadata key: safetensors writes several in no fixed order, and equal files must be
+    # byte-identical.
     meta = {_PARAMS_FORMAT: json.dumps(record)}
     write_atomic(path, _safetensors().save(arrays, metadata=meta))
 
