@@ -193,6 +193,22 @@ class Parameter:
         buf[...] = v
         bump(buf)
 
+    def cast(self, dtype) -> None:
+        """Change the dtype: the value and the gradient (if any) are converted."""
+        dtype = as_dtype(dtype, f"Parameter {self.name!r}")
+        self.dtype = dtype
+        d = self._data
+        if d is None or d.dtype == dtype:
+            return
+        leaf = self._leaf()
+        grad = None if leaf is None or leaf.grad is None else leaf.grad._materialize()
+        self._data = _make(d._materialize().astype(dtype), None, d.device)
+        self._attach()
+        if grad is not None and not isinstance(grad, RowSparse):
+            new = self._leaf()
+            new.grad = _make(grad.astype(dtype), None, d.device)
+            new.fresh = leaf.fresh
+
     def zero_grad(self) -> None:
         """Set the gradient buffer to zeros (for ``grad_req='add'``)."""
         leaf = self._leaf()
@@ -240,6 +256,44 @@ class Parameter:
     def __repr__(self) -> str:
         shape = "?" if self._shape is None else self._shape
         return f"Parameter({self.name!r}, shape={shape}, dtype={self.dtype}, grad_req={self._grad_req!r})"
+
+
+class Constant(Parameter):
+    """A parameter that holds a fixed value (``grad_req="null"``): saved, loaded and exported with the
+    other parameters, never trained (Gluon's ``Constant``).
+
+    >>> import lazyarray as la
+    >>> class Shift(la.blocks.HybridBlock):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.offset = la.blocks.Constant([1.0, 2.0])
+    ...     def forward(self, x):
+    ...         return x + self.offset.data()
+    >>> net = Shift(); net.initialize()
+    >>> net(la.zeros(2)).asnumpy()
+    array([1., 2.], dtype=float32)
+    """
+
+    def __init__(self, value, name: str = ""):
+        v = value._materialize() if isinstance(value, NDArray) else np.asarray(value)
+        if v.dtype == np.float64 and not isinstance(value, (NDArray, np.ndarray)):
+            v = v.astype(np.float32)  # Python floats: float32, as la.array gives
+        v = np.array(v.get() if hasattr(v, "get") else v)
+        self.value = v
+        super().__init__(name, shape=v.shape, dtype=v.dtype, init=_init.Constant(v), grad_req="null")
+
+    @property
+    def grad_req(self) -> str:
+        return "null"
+
+    @grad_req.setter
+    def grad_req(self, req: str) -> None:
+        if req != "null":
+            raise ValueError(f"Constant {self.name!r} has no gradient: its grad_req stays 'null', got {req!r}")
+        self._grad_req = req
+
+    def __repr__(self) -> str:
+        return f"Constant({self.name!r}, shape={self.shape}, dtype={self.dtype})"
 
 
 def _as_shape(shape, name) -> tuple:
