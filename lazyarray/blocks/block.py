@@ -518,7 +518,7 @@ class HybridBlock(Block):
         traces = SignatureCache(f"hybridized {type(self).__name__}", cache_size)
         object.__setattr__(self, "_traces", traces)
         object.__setattr__(self, "_by_sig", traces.items)
-        object.__setattr__(self, "_generic", {})  # training -> Compiled that may serve new shapes
+        object.__setattr__(self, "_generic", {})  # (training, None places) -> Compiled serving new shapes
         object.__setattr__(self, "_last_sig", None)
         object.__setattr__(self, "trace_count", 0)
 
@@ -587,7 +587,8 @@ class HybridBlock(Block):
             return compiled if compiled is not None else self._trace_for(args, sig, training)
 
     def _trace_for(self, args, sig, training) -> hybrid.Compiled:
-        generic = None if self._static_shape else self._generic.get(training)
+        key = (training, tuple(a is None for a in sig))  # one shape-generic graph per mode and None places
+        generic = None if self._static_shape else self._generic.get(key)
         if generic is not None and generic.accepts(sig):
             compiled = generic  # same graph: the cached op compiles a plan for the new shapes
         else:
@@ -595,7 +596,7 @@ class HybridBlock(Block):
             compiled.run = hybrid.compile_symbol(compiled.symbol, self._traces.size)
             object.__setattr__(self, "trace_count", self.trace_count + 1)
             if compiled.generic:
-                self._generic[training] = compiled
+                self._generic[key] = compiled
         compiled.signatures.add(sig)
         self._traces.add((training, sig), compiled, _describe_signatures)
         return compiled
@@ -717,18 +718,24 @@ class Concatenate(Sequential):
         self.axis = axis
 
     def forward(self, x):
-        from ..functions import namespace
-
         outs = [child(x) for child in self._children.values()]
         if not outs:
             raise BlockError(f"{type(self).__name__} has no children to concatenate; add some with .add(...)")
-        return namespace("")["concatenate"](outs, axis=self.axis)
+        return _concatenate()(outs, axis=self.axis)
+
+
+def _concatenate():
+    """``la.concatenate`` (the package namespace is complete only after this module is imported)."""
+    return importlib.import_module("lazyarray").concatenate
 
 
 class HybridConcatenate(HybridSequential):
     """``Concatenate`` that can be hybridized as a whole."""
 
-    __init__ = Concatenate.__init__
+    def __init__(self, axis: int = -1):
+        super().__init__()
+        self.axis = axis
+
     forward = Concatenate.forward
 
 
