@@ -19,7 +19,7 @@ from .nn import Activation, BatchNorm, Dense, Dropout, Embedding, Flatten
 from .parameter import Constant, DeferredInitializationError, Parameter
 from .symbol_block import SymbolBlock
 from .trainer import SGD, Adam, Optimizer, StaleGradientError, Trainer
-from .utils import clip_global_norm
+from .utils import clip_global_norm, split_and_load
 
 __all__ = [
     "HookHandle",
@@ -51,4 +51,5 @@ __all__ = [
     "StaleGradientError",
     "Trainer",
     "clip_global_norm",
+    "split_and_load",
 ]

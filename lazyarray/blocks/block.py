@@ -32,7 +32,7 @@ from ..fileio import write_atomic
 from ..graph.symbol import Symbol
 from ..ndarray import NDArray
 from . import hybrid
-from .parameter import INIT_LOCK, DeferredInitializationError, Parameter
+from .parameter import INIT_LOCK, MULTI_DEVICE, DeferredInitializationError, Parameter
 
 _PARAMS_FORMAT = "lazyarray.params"
 
@@ -351,6 +351,11 @@ class Block:
             with INIT_LOCK:  # first calls from several threads: one infers, the others then see it
                 if any(p._deferred is not None and not p.shape_known for p in self._params.values()):
                     self._infer_shapes(args)
+        if MULTI_DEVICE[0]:  # parameters on several devices: data() gives the copy on the input's device
+            device = next((a.device for a in args if isinstance(a, NDArray)), None)
+            if device is not None:
+                with device:
+                    return self.forward(*args)
         return self.forward(*args)
 
     def forward(self, *args):

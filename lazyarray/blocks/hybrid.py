@@ -97,6 +97,19 @@ class Compiled:
         return tuple(main) if self.structure == "tuple" else main
 
 
+class CopyOf:
+    """A graph input bound to the copy of a parameter on one device (``initialize(device=[...])``)."""
+
+    __slots__ = ("param", "device")
+
+    def __init__(self, param: Parameter, device):
+        self.param, self.device = param, device
+
+    @property
+    def _data(self):
+        return self.param._copies[self.device]
+
+
 def arrays_only(sig: tuple) -> tuple:
     """A signature without its None arguments (the graph's inputs are the arrays)."""
     return tuple(a for a in sig if a is not None)
@@ -141,9 +154,10 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool) -> C
             params[name] = p
             by_param[id(p)] = name
     named = dict(zip(names, args))
+    device = arrays[0]._device if arrays else None
     for name, p in params.items():
         if p.initialized:
-            named[name] = p._data
+            named[name] = p._copy_on(device) if p._copies else p._data
     updates = []
     for p, value in pending:
         if id(p) not in by_param:
@@ -162,7 +176,11 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool) -> C
     by_name = dict(zip(names, positions))
     sources = []
     for name in sym.list_inputs():
-        sources.append(by_name[name] if name in by_name else params[name])
+        if name in by_name:
+            sources.append(by_name[name])
+        else:
+            p = params[name]
+            sources.append(CopyOf(p, device) if p._copies and named[name] is not p._data else p)
     return Compiled(sym, len(outs), structure, sources, [p for p, _ in updates],
                     generic=is_shape_generic(sym), training=training, guards=list(tracer.guards))
 

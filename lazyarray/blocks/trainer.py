@@ -109,6 +109,9 @@ _OPTIMIZERS = {"sgd": SGD, "adam": Adam}
 class Trainer:
     """Updates ``params`` (a dict from ``collect_params()`` or a list) with an optimizer.
 
+    Parameters initialized on several devices are updated once with the sum of their copies'
+    gradients, and the new value is written into every copy (data parallelism on one host).
+
     ``optimizer_params`` may hold ``"lr_scheduler"`` (a ``la.lr_scheduler`` schedule): it then
     sets the rate of every update (``sched(num_update)``, counting from 1), and an explicit
     ``"learning_rate"`` becomes the schedule's ``base_lr``.
@@ -199,8 +202,10 @@ class Trainer:
             state = self._states.get(id(p))
             if state is None and id(p) not in self._states:
                 state = self._states[id(p)] = opt.create_state(weight)
-            opt.update(weight, grad, state, self._steps, rescale=rescale, xp=p.data().device.xp)
+            opt.update(weight, grad, state, self._steps, rescale=rescale, xp=p._data.device.xp)
             bump(weight)
+            if p._copies:  # the same new value on every device
+                p._sync_copies()
 
     def zero_grad(self) -> None:
         for p in self._params:
@@ -257,7 +262,7 @@ class Trainer:
             if not key.isdigit() or int(key) >= len(self._params) or kind not in ("none", "tuple", "array"):
                 raise GraphFormatError(f"{where}: bad state entry {key!r}: {kind!r}")
             p = self._params[int(key)]
-            xp = p.data().device.xp
+            xp = p._data.device.xp
             parts = []
             while f"{key}.{len(parts)}" in arrays:
                 a = arrays[f"{key}.{len(parts)}"]

@@ -9,7 +9,7 @@ from ..errors import ParamValueError
 from ..ndarray import NDArray
 from ..storage import RowSparse
 
-__all__ = ["clip_global_norm"]
+__all__ = ["clip_global_norm", "split_and_load"]
 
 
 def clip_global_norm(arrays, max_norm: float, check_isfinite: bool = True) -> float:
@@ -57,3 +57,31 @@ def clip_global_norm(arrays, max_norm: float, check_isfinite: bool = True) -> fl
             v *= v.dtype.type(scale)
             bump(v)
     return total
+
+
+def split_and_load(data, device_list, batch_axis: int = 0, even_split: bool = True) -> list:
+    """Split ``data`` along ``batch_axis`` into one slice per device and copy each there (Gluon's
+    ``gluon.utils.split_and_load``), for a model initialized with ``device=device_list``.
+
+    >>> import lazyarray as la
+    >>> parts = la.blocks.split_and_load(la.ones((4, 2)), [la.cpu(0), la.cpu(1)])
+    >>> [(p.shape, str(p.device)) for p in parts]
+    [((2, 2), 'cpu(0)'), ((2, 2), 'cpu(1)')]
+    """
+    from ..creation import array
+
+    if not isinstance(data, NDArray):
+        data = array(data)
+    devices = list(device_list)
+    n, size = len(devices), data.shape[batch_axis]
+    if n == 0:
+        raise ParamValueError("split_and_load: device_list is empty; pass devices such as [la.cpu(0), la.cpu(1)]")
+    if even_split and size % n:
+        raise ParamValueError(f"split_and_load: {size} samples along axis {batch_axis} do not split evenly over "
+                              f"{n} devices; pass even_split=False or a batch size divisible by {n}")
+    bounds = [size * i // n for i in range(n + 1)]
+    parts = []
+    for d, lo, hi in zip(devices, bounds, bounds[1:]):
+        index = tuple([slice(None)] * (batch_axis % data.ndim) + [slice(lo, hi)])
+        parts.append(data[index].to(d))
+    return parts

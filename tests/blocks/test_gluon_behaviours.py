@@ -303,3 +303,44 @@ def test_autograd_backward_of_several_heads():
         la.autograd.backward([y1, y2], head_grads=[None])
     with pytest.raises(la.LazyArrayError, match="heads\\[0\\]"):
         la.autograd.backward([la.ones(2)])
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_parameters_on_several_devices_train_like_one(hybridize):
+    """Data parallel on cpu(0) and cpu(1): per-device copies, gradients summed, every copy updated;
+    the result equals one device training on the whole batch."""
+    devices = [la.cpu(0), la.cpu(1)]
+    la.random.seed(0)
+    net = B.HybridSequential()
+    net.add(B.Dense(3, in_units=4, activation="tanh"), B.Dense(2, in_units=3))
+    net.initialize(device=devices)
+    single = B.HybridSequential()
+    single.add(B.Dense(3, in_units=4, activation="tanh"), B.Dense(2, in_units=3))
+    single.initialize()
+    for p, q in zip(net.collect_params().values(), single.collect_params().values()):
+        q.set_data(p.data())
+        assert [str(d) for d in p.list_device()] == ["cpu(0)", "cpu(1)"]
+        assert [a.device for a in p.list_data()] == devices
+        np.testing.assert_array_equal(p.data(la.cpu(1)).asnumpy(), p.data(la.cpu(0)).asnumpy())
+    if hybridize:
+        net.hybridize()
+        single.hybridize()
+    trainer = B.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.5})
+    ref_trainer = B.Trainer(single.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.5})
+    for step in range(3):
+        x, y = _x(6, 4), _x(6, 2)
+        with la.autograd.record():
+            losses = [B.L2Loss()(net(xs), ys) for xs, ys in
+                      zip(B.split_and_load(x, devices), B.split_and_load(y, devices))]
+        for loss in losses:
+            loss.backward()
+        assert [g.device for g in net[0].weight.list_grad()] == devices
+        trainer.step(6)
+        with la.autograd.record():
+            B.L2Loss()(single(x), y).backward()
+        ref_trainer.step(6)
+    for p, q in zip(net.collect_params().values(), single.collect_params().values()):
+        for copy in p.list_data():
+            np.testing.assert_allclose(copy.asnumpy(), q.data().asnumpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(la.LazyArrayError, match="not on cpu\\(2\\)"):
+        net[0].weight.data(la.cpu(2))
