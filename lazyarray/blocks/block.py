@@ -416,6 +416,9 @@ class Block:
         """
         from ..autograd import pause
 
+        if not inputs:
+            raise BlockError(f"{type(self).__name__}.summary needs example inputs to run the block: "
+                             "net.summary(x)")
         rows: list[tuple[str, Block, object]] = []
         paths = {id(self): "(top)"}
 

@@ -344,3 +344,8 @@ def test_parameters_on_several_devices_train_like_one(hybridize):
             np.testing.assert_allclose(copy.asnumpy(), q.data().asnumpy(), rtol=1e-5, atol=1e-6)
     with pytest.raises(la.LazyArrayError, match="not on cpu\\(2\\)"):
         net[0].weight.data(la.cpu(2))
+
+
+def test_summary_needs_inputs():
+    with pytest.raises(la.LazyArrayError, match="summary needs example inputs"):
+        B.Dense(2).summary()
