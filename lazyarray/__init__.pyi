@@ -13,6 +13,8 @@ from . import fft as fft
 from . import init as init
 from . import interop as interop
 from . import linalg as linalg
+from . import lr_scheduler as lr_scheduler
+from . import metric as metric
 from . import mxnet as mxnet
 from . import nn as nn
 from . import random as random

@@ -315,7 +315,7 @@ class NDArray(ArrayBase):
         heads = None
         if out_grad is not None:
             heads = [out_grad if isinstance(out_grad, NDArray) else array_from(out_grad, self._device)]
-        autograd.backward([self], heads, _make, retain_graph)
+        autograd.backward_arrays([self], heads, _make, retain_graph)
 
     # -- arithmetic (the dispatcher builds these: its hot path is inlined in them) ----
     __add__ = operator_method(_ADD, _make_late)

@@ -12,15 +12,20 @@ HybridSequential(
 >>> sorted(net.collect_params())
 ['0.bias', '0.weight', '1.bias', '1.weight']
 """
-from .block import Block, HybridBlock, HybridSequential, Sequential
+from .block import Block, Concatenate, HookHandle, HybridBlock, HybridConcatenate, HybridSequential, Sequential
 from .conv import Conv2D, MaxPool2D
 from .loss import L1Loss, L2Loss, Loss, SoftmaxCrossEntropyLoss
 from .nn import Activation, BatchNorm, Dense, Dropout, Embedding, Flatten
-from .parameter import DeferredInitializationError, Parameter
+from .parameter import Constant, DeferredInitializationError, Parameter
 from .symbol_block import SymbolBlock
 from .trainer import SGD, Adam, Optimizer, StaleGradientError, Trainer
+from .utils import clip_global_norm, split_and_load
 
 __all__ = [
+    "HookHandle",
+    "HybridConcatenate",
+    "Constant",
+    "Concatenate",
     "SGD",
     "Activation",
     "Adam",
@@ -45,4 +50,6 @@ __all__ = [
     "SymbolBlock",
     "StaleGradientError",
     "Trainer",
+    "clip_global_norm",
+    "split_and_load",
 ]
