@@ -28,7 +28,7 @@ from .aval import SUPPORTED_DTYPES, as_dtype, check_alloc
 from .creation import array, zeros
 from .device import Device, cpu, current_device, gpu, gpu_available
 from .dispatch import apply
-from .errors import DTypeError
+from .errors import AxisError, DTypeError, ShapeError, fmt_shape
 from .functions import write_out
 from .ndarray import NDArray, _make
 from .ops import registry
@@ -382,9 +382,22 @@ def vecdot(x1: NDArray, x2: NDArray, /, *, axis: int = -1) -> NDArray:
     >>> la.vecdot(la.asarray([1j, 2.0]), la.asarray([1.0, 1.0])).item()
     (2-1j)
     """
+    n1, n2 = _axis_len(x1, axis), _axis_len(x2, axis)
+    if n1 is not None and n2 is not None and n1 != n2:
+        raise ShapeError(f"vecdot: the vectors along axis {axis} differ in length: {fmt_shape(x1.shape)} and "
+                         f"{fmt_shape(x2.shape)} (they are not broadcast along the contracted axis)")
     if getattr(x1, "dtype", np.dtype("float32")).kind == "c":
         x1 = _apply("conj", x1)
-    return _apply("sum", _apply("multiply", x1, x2), axis=axis)
+    prod = _apply("multiply", x1, x2)
+    res = _apply("sum", prod, axis=axis)  # in the inputs' dtype, as the standard says (sum widens ints)
+    return res if res.dtype == prod.dtype else _apply("cast", res, dtype=prod.dtype)
+
+
+def _axis_len(x, axis):
+    shape = getattr(x, "shape", ())
+    if not -len(shape) <= axis < len(shape):
+        raise AxisError(f"vecdot: axis {axis} is out of range for an array of shape {fmt_shape(shape)}")
+    return shape[axis]
 
 
 def _apply(name: str, *args, **params):
