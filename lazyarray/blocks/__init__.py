@@ -17,6 +17,7 @@ from .conv import Conv2D, MaxPool2D
 from .loss import L1Loss, L2Loss, Loss, SoftmaxCrossEntropyLoss
 from .nn import Activation, BatchNorm, Dense, Dropout, Embedding, Flatten
 from .parameter import DeferredInitializationError, Parameter
+from .rnn import GRU, LSTM
 from .symbol_block import SymbolBlock
 from .trainer import SGD, Adam, Optimizer, StaleGradientError, Trainer
 
@@ -32,9 +33,11 @@ __all__ = [
     "Dropout",
     "Embedding",
     "Flatten",
+    "GRU",
     "HybridBlock",
     "HybridSequential",
     "L1Loss",
+    "LSTM",
     "L2Loss",
     "Loss",
     "MaxPool2D",

@@ -459,6 +459,23 @@ def test_a_shape_read_in_a_body_guards_the_enclosing_trace():
     assert "input 0 dim 1 == 2" in str(net.guards())
 
 
+class Scan(nn.HybridBlock):
+    def forward(self, xs, ys):  # two scanned arrays: checking their lengths agree reads no length
+        outs, total = la.foreach(lambda d, s: (d[0] * d[1] + s, s + d[0]), [xs, ys], la.zeros_like(xs[0]))
+        return outs
+
+
+def test_one_trace_of_a_foreach_serves_every_length_and_batch():
+    net = Scan()
+    net.hybridize()
+    for steps, batch in ((3, 2), (7, 2), (1, 2), (4, 5)):  # the body, compiled for batch 2, runs batch 5
+        xs, ys = _arr(steps, batch, seed=steps), _arr(steps, batch, seed=steps + 1)
+        want = xs * ys + np.concatenate([np.zeros((1, batch)), np.cumsum(xs, axis=0)[:-1]])
+        np.testing.assert_allclose(net(la.array(xs), la.array(ys)).asnumpy(), want, rtol=1e-12)
+    assert net.trace_count == 1
+    assert "no guards" in net.guards()
+
+
 def test_a_value_read_in_a_hybridized_body_raises_trace_error():
     class Bad(nn.HybridBlock):
         def forward(self, x):
