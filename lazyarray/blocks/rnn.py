@@ -162,10 +162,9 @@ class _RNNLayer(HybridBlock):
         raise NotImplementedError
 
     def __repr__(self) -> str:
-        n_in = getattr(self, "l0_i2h_weight").shape[1] or None
-        return (f"{type(self).__name__}({n_in} -> {self.hidden_size}, {self.layout}, num_layers={self.num_layers}"
-                + (", bidirectional" if self.bidirectional else "") + (f", dropout={self.dropout}" if self.dropout
-                                                                       else "") + ")")
+        n_in = self.l0_i2h_weight.shape[1] or None
+        extra = (", bidirectional" if self.bidirectional else "") + (f", dropout={self.dropout}" if self.dropout else "")
+        return f"{type(self).__name__}({n_in} -> {self.hidden_size}, {self.layout}, num_layers={self.num_layers}{extra})"
 
 
 class LSTM(_RNNLayer):
