@@ -12,6 +12,7 @@ HybridSequential(
 >>> sorted(net.collect_params())
 ['0.bias', '0.weight', '1.bias', '1.weight']
 """
+from . import models
 from .block import Block, HybridBlock, HybridSequential, Sequential
 from .conv import Conv2D, MaxPool2D
 from .loss import L1Loss, L2Loss, Loss, SoftmaxCrossEntropyLoss
@@ -48,4 +49,5 @@ __all__ = [
     "SymbolBlock",
     "StaleGradientError",
     "Trainer",
+    "models",
 ]

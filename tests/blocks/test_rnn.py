@@ -199,11 +199,11 @@ def test_dropout_between_layers_only_in_training():
 
 
 # -- gradients ----------------------------------------------------------------------------------------
-def _grads(layer, x, states=None, dtype=np.float64):
+def _grads(layer, x, states=None, deferred=False):
     xa = la.array(x)
     xa.attach_grad()
     sa = None if states is None else [la.array(s) for s in states]
-    with la.autograd.record():
+    with la.autograd.record(), la.deferred(deferred):
         res = layer(xa) if sa is None else layer(xa, sa)
         out = res if sa is None else res[0]
         loss = (out * out).sum()
@@ -217,24 +217,25 @@ def _grads(layer, x, states=None, dtype=np.float64):
 
 @pytest.mark.parametrize("cls,kwargs", CASES, ids=IDS)
 @pytest.mark.parametrize("with_states", [False, True])
-def test_hybridized_gradients_equal_imperative(cls, kwargs, with_states):
+def test_hybridized_and_deferred_gradients_equal_imperative(cls, kwargs, with_states):
     shape = data_shape(kwargs, steps=4)
     x = arr(*shape)
     got = []
-    for hybrid in (False, True):
+    for mode in ("imperative", "hybridized", "deferred"):  # deferred: one foreach node under autograd
         layer = make(cls, 5, **kwargs)
-        if hybrid:
+        if mode == "hybridized":
             layer.hybridize()
         batch = shape[0] if kwargs.get("layout") == "NTC" else shape[1]
         states = [np.random.default_rng(7 + i).standard_normal(info["shape"]).astype(np.float32)
                   for i, info in enumerate(layer.state_info(batch))] if with_states else None
-        got.append(_grads(layer, x, states))
-    (l_imp, g_imp), (l_hyb, g_hyb) = got
-    assert l_hyb == pytest.approx(l_imp, rel=1e-5)
-    assert set(g_imp) == set(g_hyb)
-    for k in g_imp:
-        assert np.abs(g_imp[k]).sum() > 0, k
-        np.testing.assert_allclose(g_hyb[k], g_imp[k], rtol=1e-4, atol=1e-5, err_msg=k)
+        got.append(_grads(layer, x, states, deferred=mode == "deferred"))
+    (l_imp, g_imp), *others = got
+    for l_other, g_other in others:
+        assert l_other == pytest.approx(l_imp, rel=1e-5)
+        assert set(g_imp) == set(g_other)
+        for k in g_imp:
+            assert np.abs(g_imp[k]).sum() > 0, k
+            np.testing.assert_allclose(g_other[k], g_imp[k], rtol=1e-4, atol=1e-5, err_msg=k)
 
 
 def _numeric_grad(f, x, eps=1e-6):
