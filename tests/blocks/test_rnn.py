@@ -325,3 +325,15 @@ def test_export_with_states_takes_them_as_inputs(tmp_path):
     got = back(x, *states)
     for g, w in zip(got, [out] + new):
         np.testing.assert_allclose(g.asnumpy(), w.asnumpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_one_trace_gives_imperative_gradients_for_every_length_and_batch():
+    layers = [make(B.LSTM, 4, num_layers=2, bidirectional=True, input_size=3) for _ in range(2)]
+    layers[1].hybridize()
+    for shape in ((5, 2, 3), (7, 4, 3), (2, 1, 3)):
+        x = arr(*shape)
+        (l_imp, g_imp), (l_hyb, g_hyb) = _grads(layers[0], x), _grads(layers[1], x)
+        assert l_hyb == pytest.approx(l_imp, rel=1e-5)
+        for k in g_imp:
+            np.testing.assert_allclose(g_hyb[k], g_imp[k], rtol=1e-4, atol=1e-5, err_msg=f"{shape} {k}")
+    assert layers[1].trace_count == 1
