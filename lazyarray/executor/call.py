@@ -74,6 +74,12 @@ class SubGraph:
         return tuple(out[id(e.node)][e.index] for e in self.sym.outputs)
 
     def run(self, arrays) -> list:
+        """The graph's outputs for ``arrays`` (fresh buffers the caller owns)."""
+        return self.program(arrays).run(arrays)
+
+    def program(self, arrays) -> Program:
+        """The program compiled for the signature of ``arrays`` (compiled now on the first call). A loop
+        whose iterations share a signature looks it up once and runs it every iteration."""
         try:
             key = tuple([(a.shape, a.dtype, a.__class__) for a in arrays])
         except AttributeError:  # a Python scalar among the inputs
@@ -89,7 +95,7 @@ class SubGraph:
                     self._programs.add(key, _Used(prog), lambda a, b: ([], ""))
                     prog = self._programs.items[key]
         prog.used = self._programs.epoch
-        return prog.program.run(arrays)
+        return prog.program
 
     def _compile(self, arrays) -> Program:
         """A program for these arrays: the graph as recorded when their shapes and dtypes are the recorded

@@ -139,10 +139,14 @@ def _foreach_kernel(xp, *arrays, body, n_data, n_states, save_states, out=None):
     n_out = body.n_outputs - n_states
     ys = [xp.empty((steps,) + tuple(a.shape), a.dtype) for a in avals[:n_out]]
     saved = [xp.empty((steps,) + s.shape, s.dtype) for s in states] if save_states else []
+    prog = None  # every step has the same signature (a state keeps its shape): one program, looked up once
     for t in range(steps):
         for k, s in enumerate(saved):
             s[t] = states[k]
-        res = body.run([d[t] for d in data] + states + free)
+        args = [d[t] for d in data] + states + free
+        if prog is None:
+            prog = body.program(args)
+        res = prog.run(args)
         for k, y in enumerate(ys):
             y[t] = res[k]
         states = res[n_out:]
