@@ -16,7 +16,8 @@ them: ``l0_i2h_weight`` ``(G*H, in)``, ``l0_h2h_weight`` ``(G*H, H)``, ``l0_i2h_
 """
 from __future__ import annotations
 
-from ..control_flow import foreach
+from .. import guards
+from ..control_flow import aval_of, foreach
 from ..creation import zeros
 from ..errors import ParamValueError, ShapeError
 from ..ndarray import NDArray
@@ -27,10 +28,14 @@ from .parameter import Parameter
 __all__ = ["GRU", "LSTM"]
 
 
+def _shape(a: NDArray) -> tuple:
+    """``a``'s static shape without a guard: comparing two inputs' shapes ties no trace to a size."""
+    return a.static_shape if guards.active() is None else aval_of(a).shape
+
+
 class _RNNLayer(HybridBlock):
     """The shared machinery of ``LSTM`` and ``GRU``: parameters, layouts, layers, directions, states."""
 
-    _mode = ""  # "lstm" | "gru"
     _gates = 0  # gate blocks in the weights
     _n_states = 0  # states carried per layer and direction (LSTM: h and c; GRU: h)
 
@@ -91,10 +96,10 @@ class _RNNLayer(HybridBlock):
         if len(states) != self._n_states:
             raise ShapeError(f"{name}: expected {self._n_states} begin state(s) "
                              f"({'[h, c]' if self._n_states == 2 else '[h]'}), got {len(states)}")
-        batch = x.static_shape[0 if self.layout == "NTC" else 1]
+        batch = _shape(x)[0 if self.layout == "NTC" else 1]
         want = (self.num_layers * len(self.dirs), batch, self.hidden_size)
         for s in states:
-            shape = s.static_shape if isinstance(s, NDArray) else None
+            shape = _shape(s) if isinstance(s, NDArray) else None
             if shape is None or len(shape) != 3 or any(a is not None and b is not None and a != b
                                                        for a, b in zip(shape, want)):
                 raise ShapeError(f"{name}: each begin state must have shape (num_layers * directions, batch, "
@@ -187,7 +192,7 @@ class LSTM(_RNNLayer):
     ((2, 3, 8), (2, 3, 8))
     """
 
-    _mode, _gates, _n_states = "lstm", 4, 2
+    _gates, _n_states = 4, 2
 
     def _step(self, p, states, w_h2h, b_h2h) -> list:
         h, c = states
@@ -209,7 +214,7 @@ class GRU(_RNNLayer):
     (3, 5, 16)
     """
 
-    _mode, _gates, _n_states = "gru", 3, 1
+    _gates, _n_states = 3, 1
 
     def _step(self, p, states, w_h2h, b_h2h) -> list:
         h = states[0]

@@ -337,3 +337,15 @@ def test_one_trace_gives_imperative_gradients_for_every_length_and_batch():
         for k in g_imp:
             np.testing.assert_allclose(g_hyb[k], g_imp[k], rtol=1e-4, atol=1e-5, err_msg=f"{shape} {k}")
     assert layers[1].trace_count == 1
+
+
+def test_given_states_for_a_new_batch_size_reuse_the_trace():
+    layer = make(B.GRU, 4, layout="NTC")
+    layer.hybridize()
+    for batch in (2, 5):
+        x, h = arr(batch, 3, 6), arr(1, batch, 4)
+        out, (h1,) = layer(la.array(x), [la.array(h)])
+        want, (want_h,) = reference(layer, x, [h])
+        np.testing.assert_allclose(out.asnumpy(), want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(h1.asnumpy(), want_h, rtol=1e-5, atol=1e-5)
+    assert layer.trace_count == 1
