@@ -17,15 +17,20 @@ from .conv import Conv2D, MaxPool2D
 from .loss import L1Loss, L2Loss, Loss, SoftmaxCrossEntropyLoss
 from .nn import Activation, BatchNorm, Dense, Dropout, Embedding, Flatten
 from .parameter import Constant, DeferredInitializationError, Parameter
+from .rnn import GRU, LSTM
 from .symbol_block import SymbolBlock
 from .trainer import SGD, Adam, Optimizer, StaleGradientError, Trainer
 from .utils import clip_global_norm, split_and_load
+
+from . import models  # noqa: E402  (last: the models are built from the layers above)
 
 __all__ = [
     "HookHandle",
     "HybridConcatenate",
     "Constant",
     "Concatenate",
+    "GRU",
+    "LSTM",
     "SGD",
     "Activation",
     "Adam",
@@ -37,9 +42,11 @@ __all__ = [
     "Dropout",
     "Embedding",
     "Flatten",
+    "GRU",
     "HybridBlock",
     "HybridSequential",
     "L1Loss",
+    "LSTM",
     "L2Loss",
     "Loss",
     "MaxPool2D",
@@ -52,4 +59,5 @@ __all__ = [
     "Trainer",
     "clip_global_norm",
     "split_and_load",
+    "models",
 ]
