@@ -12,6 +12,7 @@ HybridSequential(
 >>> sorted(net.collect_params())
 ['0.bias', '0.weight', '1.bias', '1.weight']
 """
+from . import models  # (imports the layers it needs itself)
 from .block import Block, Concatenate, HookHandle, HybridBlock, HybridConcatenate, HybridSequential, Sequential
 from .conv import Conv2D, MaxPool2D
 from .loss import L1Loss, L2Loss, Loss, SoftmaxCrossEntropyLoss
@@ -21,8 +22,6 @@ from .rnn import GRU, LSTM
 from .symbol_block import SymbolBlock
 from .trainer import SGD, Adam, Optimizer, StaleGradientError, Trainer
 from .utils import clip_global_norm, split_and_load
-
-from . import models  # noqa: E402  (last: the models are built from the layers above)
 
 __all__ = [
     "HookHandle",
