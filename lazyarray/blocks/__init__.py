@@ -12,6 +12,7 @@ HybridSequential(
 >>> sorted(net.collect_params())
 ['0.bias', '0.weight', '1.bias', '1.weight']
 """
+from . import models
 from .block import Block, HybridBlock, HybridSequential, Sequential
 from .conv import Conv2D, MaxPool2D
 from .loss import L1Loss, L2Loss, Loss, SoftmaxCrossEntropyLoss
@@ -19,8 +20,18 @@ from .nn import Activation, BatchNorm, Dense, Dropout, Embedding, Flatten
 from .parameter import DeferredInitializationError, Parameter
 from .symbol_block import SymbolBlock
 from .trainer import SGD, Adam, Optimizer, StaleGradientError, Trainer
+from .transformer import (
+    GELU,
+    LayerNorm,
+    MultiHeadAttention,
+    PositionalEmbedding,
+    TransformerEncoderLayer,
+    causal_mask,
+    padding_mask,
+)
 
 __all__ = [
+    "models",
     "SGD",
     "Activation",
     "Adam",
@@ -32,17 +43,24 @@ __all__ = [
     "Dropout",
     "Embedding",
     "Flatten",
+    "GELU",
     "HybridBlock",
     "HybridSequential",
     "L1Loss",
     "L2Loss",
+    "LayerNorm",
     "Loss",
     "MaxPool2D",
+    "MultiHeadAttention",
     "Optimizer",
     "Parameter",
+    "PositionalEmbedding",
     "Sequential",
     "SoftmaxCrossEntropyLoss",
     "SymbolBlock",
     "StaleGradientError",
     "Trainer",
+    "TransformerEncoderLayer",
+    "causal_mask",
+    "padding_mask",
 ]

@@ -4,4 +4,6 @@ One file per model family: ``resnet.py`` (``resnet18``), ``transformer.py``
 (``transformer_encoder``), ``lstm.py`` (``lstm_lm``). Each constructor returns an
 uninitialized ``HybridBlock``; call ``initialize()`` and (optionally) ``hybridize()``.
 """
-__all__: list[str] = []
+from .transformer import TransformerEncoder, transformer_encoder
+
+__all__: list[str] = ["TransformerEncoder", "transformer_encoder"]
