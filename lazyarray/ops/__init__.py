@@ -8,6 +8,7 @@ from . import (  # noqa: F401  (registration side effect)
     linalg,
     math,
     nn,
+    norm,
     reduce,
     repeat_elements,
     sampling,

@@ -9,6 +9,7 @@ Inputs are NumPy arrays (a list of them for ``*seq`` inputs); ``checks.to_la`` c
 """
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -1452,4 +1453,110 @@ CASES.update({
                      grad=(0,)),
     "ifftshift": Case("fft", _SHIFT, lambda x, axes=None: np.fft.ifftshift(x, axes=axes), FLOATS + COMPLEX + INTS,
                       grad=(0,)),
+# -- transformer ops (lazyarray/ops/norm.py) ----------------------------------------------------------------
+def _layer_norm_samples(rng, dtype, small):
+    out = [Sample((rand(rng, (3, 5), dtype), rand(rng, (5,), dtype), rand(rng, (5,), dtype)), {}, "2d"),
+           Sample((rand(rng, (2, 4, 3), dtype), rand(rng, (4,), dtype), rand(rng, (4,), dtype)),
+                  {"axis": 1, "eps": 1e-3}, "axis=1"),
+           Sample((rand(rng, (2, 3, 6), dtype), rand(rng, (6,), dtype), rand(rng, (6,), dtype)), {}, "3d")]
+    if not small:  # rows whose mean is large against their spread (a one-pass variance loses them)
+        out.append(Sample(((rand(rng, (4, 8), "float64") + 300.0).astype(dtype), rand(rng, (8,), dtype),
+                           rand(rng, (8,), dtype)), {}, "offset"))
+    return out
+
+
+def _layer_norm_ref(x, gamma, beta, axis=-1, eps=1e-5):
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=axis, keepdims=True)
+    var = ((x64 - mean) ** 2).mean(axis=axis, keepdims=True)
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    y = (x64 - mean) / np.sqrt(var + eps) * gamma.reshape(shape) + beta.reshape(shape)
+    return y.astype(x.dtype)
+
+
+def _layer_norm_grad_samples(rng, dtype, small):
+    return [Sample((rand(rng, s.args[0].shape, dtype),) + s.args[:2], s.params, s.name)
+            for s in _layer_norm_samples(rng, dtype, small)]
+
+
+def _layer_norm_grad_ref(g, x, gamma, axis=-1, eps=1e-5):
+    """The three gradients from the explicit Jacobian of each row (not the kernel's formula)."""
+    g64, x64 = (np.moveaxis(a.astype(np.float64), axis, -1) for a in (g, x))
+    gm = gamma.astype(np.float64)
+    n = x64.shape[-1]
+    xs, gs = x64.reshape(-1, n), g64.reshape(-1, n)
+    dx = np.empty_like(xs)
+    dgamma, dbeta = np.zeros(n), np.zeros(n)
+    for r in range(xs.shape[0]):
+        c = xs[r] - xs[r].mean()
+        rstd = 1.0 / np.sqrt((c * c).mean() + eps)
+        xhat = c * rstd
+        # d xhat_i / d x_j = rstd * (delta_ij - 1/n - xhat_i xhat_j / n)
+        jac = rstd * (np.eye(n) - 1.0 / n - np.outer(xhat, xhat) / n)
+        dx[r] = jac.T @ (gs[r] * gm)
+        dgamma += gs[r] * xhat
+        dbeta += gs[r]
+    dx = np.moveaxis(dx.reshape(x64.shape), -1, axis)
+    return dx.astype(x.dtype), dgamma.astype(x.dtype), dbeta.astype(x.dtype)
+
+
+_ERF = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def gelu_ref(x, approximation="none"):
+    """GELU in float64: math.erf elementwise (exact) or the tanh formula."""
+    x64 = x.astype(np.float64)
+    if approximation == "tanh":
+        y = 0.5 * x64 * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x64 + 0.044715 * x64 ** 3)))
+    else:
+        y = 0.5 * x64 * (1.0 + _ERF(x64 / np.sqrt(2.0)))
+    return np.asarray(y).astype(x.dtype)
+
+
+def _gelu_grad_ref(g, x, approximation="none"):
+    x64 = x.astype(np.float64)
+    if approximation == "tanh":
+        u = np.sqrt(2.0 / np.pi) * (x64 + 0.044715 * x64 ** 3)
+        du = np.sqrt(2.0 / np.pi) * (1.0 + 3 * 0.044715 * x64 ** 2)
+        d = 0.5 * (1.0 + np.tanh(u)) + 0.5 * x64 * du / np.cosh(u) ** 2
+    else:
+        d = 0.5 * (1.0 + _ERF(x64 / np.sqrt(2.0))) + x64 * np.exp(-x64 ** 2 / 2) / np.sqrt(2.0 * np.pi)
+    return np.asarray(g * d).astype(np.result_type(g, x))
+
+
+_GELU_PARAMS = ({}, {"approximation": "tanh"})
+
+
+def _gelu_grad_samples(rng, dtype, small):
+    return [Sample((rand(rng, s, dtype), rand(rng, s, dtype) * 3), dict(p), f"{s}-{p}")
+            for s in ((3, 4), (2, 3, 5), ()) for p in _GELU_PARAMS]
+
+
+def _masked_softmax_samples(rng, dtype, small):
+    x = rand(rng, (2, 3, 4), dtype) * 3
+    full = rng.random((2, 3, 4)) < 0.6
+    full[0, 1] = False  # a fully masked row
+    keys = rng.random((2, 1, 4)) < 0.7
+    keys[1, 0, :] = [True, False, True, False]
+    return [Sample((x, full), {}, "same-shape"), Sample((x, keys), {}, "broadcast-keys"),
+            Sample((x, np.tril(np.ones((3, 4), bool))), {}, "causal"),
+            Sample((x, full), {"axis": 1}, "axis=1"),
+            Sample((np.array([[1000.0, 0.0, -1000.0]], dtype=dtype), np.array([True, True, False])), {}, "large")]
+
+
+def _masked_softmax_ref(x, mask, axis=-1):
+    mask = np.broadcast_to(mask, x.shape)
+    e = np.where(mask, np.exp(x.astype(np.float64) - np.where(mask, x, -np.inf).max(axis=axis, keepdims=True)
+                              .clip(min=-1e300)), 0.0)
+    s = e.sum(axis=axis, keepdims=True)
+    return (e / np.where(s == 0, 1.0, s)).astype(x.dtype)
+
+
+CASES.update({
+    "layer_norm": Case("norm", _layer_norm_samples, _layer_norm_ref, FLOATS, grad=(0, 1, 2), rtol32=1e-4),
+    "layer_norm_grad": Case("norm", _layer_norm_grad_samples, _layer_norm_grad_ref, FLOATS, rtol32=1e-4),
+    "gelu": Case("norm", unary(params=_GELU_PARAMS), gelu_ref, FLOATS, grad=(0,)),
+    "gelu_grad": Case("norm", _gelu_grad_samples, _gelu_grad_ref, FLOATS),
+    "masked_softmax": Case("norm", _masked_softmax_samples, _masked_softmax_ref, FLOATS, grad=(0,)),
 })

@@ -5,5 +5,6 @@ One file per model family: ``resnet.py`` (``resnet18``), ``transformer.py``
 uninitialized ``HybridBlock``; call ``initialize()`` and (optionally) ``hybridize()``.
 """
 from .lstm import lstm_lm
+from .transformer import TransformerEncoder, transformer_encoder
 
-__all__ = ["lstm_lm"]
+__all__ = ["TransformerEncoder", "lstm_lm", "transformer_encoder"]
