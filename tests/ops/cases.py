@@ -1453,6 +1453,9 @@ CASES.update({
                      grad=(0,)),
     "ifftshift": Case("fft", _SHIFT, lambda x, axes=None: np.fft.ifftshift(x, axes=axes), FLOATS + COMPLEX + INTS,
                       grad=(0,)),
+})
+
+
 # -- transformer ops (lazyarray/ops/norm.py) ----------------------------------------------------------------
 def _layer_norm_samples(rng, dtype, small):
     out = [Sample((rand(rng, (3, 5), dtype), rand(rng, (5,), dtype), rand(rng, (5,), dtype)), {}, "2d"),
