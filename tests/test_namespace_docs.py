@@ -108,8 +108,9 @@ def test_signatures_show_in_inspect_and_help():
     assert str(inspect.signature(la.nn.dense)) == (
         "(x: 'NDArray | float', weight: 'NDArray | float', bias: 'NDArray | None' = None, *, "
         "out: 'NDArray | None' = None) -> 'NDArray'")
-    assert str(inspect.signature(la.concatenate)).startswith("(arrays: 'Sequence[NDArray]', /, axis: 'int | None' = 0")
-    assert str(inspect.signature(la.tile)).startswith("(x: 'NDArray', repetitions: 'int | Sequence[int]', /, *more")
+    assert str(inspect.signature(la.concatenate)).startswith("(seq: 'Sequence[NDArray]', axis: 'int' = 0")
+    assert str(inspect.signature(la.concat)).startswith("(arrays: 'Sequence[NDArray]', /, axis: 'int | None' = 0")
+    assert str(inspect.signature(la.tile)).startswith("(x: 'NDArray | float', *sizes: 'int | Sequence[int]'")
     text = pydoc_text(la.relu)
     assert "relu(x: 'NDArray | float', *, out: 'NDArray | None' = None) -> 'NDArray'" in text
     assert "Args:" in text and "Returns:" in text
