@@ -6,6 +6,7 @@ from . import (  # noqa: F401  (registration side effect)
     linalg,
     math,
     nn,
+    pool,
     reduce,
     repeat_elements,
     sampling,
