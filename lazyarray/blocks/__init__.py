@@ -13,10 +13,11 @@ HybridSequential(
 ['0.bias', '0.weight', '1.bias', '1.weight']
 """
 from .block import Block, HybridBlock, HybridSequential, Sequential
-from .conv import Conv2D, MaxPool2D
+from .conv import AvgPool2D, Conv2D, Conv2DTranspose, GlobalAvgPool2D, GlobalMaxPool2D, MaxPool2D
 from .loss import L1Loss, L2Loss, Loss, SoftmaxCrossEntropyLoss
 from .nn import Activation, BatchNorm, Dense, Dropout, Embedding, Flatten
 from .parameter import DeferredInitializationError, Parameter
+from .residual import Identity, Residual
 from .symbol_block import SymbolBlock
 from .trainer import SGD, Adam, Optimizer, StaleGradientError, Trainer
 
@@ -24,22 +25,28 @@ __all__ = [
     "SGD",
     "Activation",
     "Adam",
+    "AvgPool2D",
     "BatchNorm",
     "Block",
     "Conv2D",
+    "Conv2DTranspose",
     "DeferredInitializationError",
     "Dense",
     "Dropout",
     "Embedding",
     "Flatten",
+    "GlobalAvgPool2D",
+    "GlobalMaxPool2D",
     "HybridBlock",
     "HybridSequential",
+    "Identity",
     "L1Loss",
     "L2Loss",
     "Loss",
     "MaxPool2D",
     "Optimizer",
     "Parameter",
+    "Residual",
     "Sequential",
     "SoftmaxCrossEntropyLoss",
     "SymbolBlock",

@@ -4,4 +4,6 @@ One file per model family: ``resnet.py`` (``resnet18``), ``transformer.py``
 (``transformer_encoder``), ``lstm.py`` (``lstm_lm``). Each constructor returns an
 uninitialized ``HybridBlock``; call ``initialize()`` and (optionally) ``hybridize()``.
 """
-__all__: list[str] = []
+from .resnet import resnet18
+
+__all__: list[str] = ["resnet18"]
