@@ -12,6 +12,7 @@ HybridSequential(
 >>> sorted(net.collect_params())
 ['0.bias', '0.weight', '1.bias', '1.weight']
 """
+from . import models
 from .block import Block, HybridBlock, HybridSequential, Sequential
 from .conv import AvgPool2D, Conv2D, Conv2DTranspose, GlobalAvgPool2D, GlobalMaxPool2D, MaxPool2D
 from .loss import L1Loss, L2Loss, Loss, SoftmaxCrossEntropyLoss
@@ -44,6 +45,7 @@ __all__ = [
     "L2Loss",
     "Loss",
     "MaxPool2D",
+    "models",
     "Optimizer",
     "Parameter",
     "Residual",
