@@ -3,8 +3,8 @@
 ``CONVERTERS`` maps an MXNet op name to a function ``(node: MxNode) -> list[Symbol]`` (the node's
 visible outputs). Each builds with ``la.sym`` functions, so every node of the result is a
 registry op and the graph runs, differentiates, prints and exports like any other. Operators
-our registry lacks are composed here (average pooling from padded strided slices, LayerNorm
-from reductions), and MXNet's ``Reshape``
+our registry lacks are composed here (sum pooling, and pooling geometries our pooling ops refuse,
+from padded strided slices; LayerNorm from reductions), and MXNet's ``Reshape``
 codes are resolved into a concrete ``reshape`` from the shapes known at load time.
 
 The table of what is covered lives in ``docs/mxnet.md``.
@@ -211,6 +211,12 @@ def pooling(n: MxNode) -> list[Symbol]:
     full = n.attrs.choice("pooling_convention", "valid", ("valid", "full")) == "full"
     count_pad = n.attrs.bool("count_include_pad", True)
     shape = shape_of(x)
+    if kind != "sum" and 2 * pad[0] <= kernel[0] and 2 * pad[1] <= kernel[1] and \
+            not (full and _outside_window(shape, kernel, stride, pad)):
+        if kind == "max":
+            return [S.max_pool2d(x, kernel=kernel, stride=stride, padding=pad, ceil_mode=full)]
+        return [S.avg_pool2d(x, kernel=kernel, stride=stride, padding=pad, ceil_mode=full,
+                             count_include_pad=count_pad)]
     # 'full' rounds the output size up: extra padding at the end makes the last, partial window
     extra = (0, 0)
     if full:
@@ -238,6 +244,17 @@ def pooling(n: MxNode) -> list[Symbol]:
     else:
         count = _window_sum(ones, kernel, stride, pad, extra)
     return [total / count]
+
+
+def _outside_window(shape, kernel, stride, pad) -> bool:
+    """Whether a 'full' pooling has a last window lying wholly in the padding (MXNet computes it;
+    our ops refuse it), so the composed form is needed. Unknown sizes: assume not."""
+    if shape is None or len(shape) != 4:
+        return False
+    for size, k, s, p in zip(shape[2:], kernel, stride, pad):
+        if size is not None and (-(-(size + 2 * p - k) // s)) * s >= size + p:
+            return True
+    return False
 
 
 def _full_extra(size: int, k: int, s: int, p: int) -> int:

@@ -56,6 +56,44 @@ def test_resnet18_imagenet_stem():
     assert net(la.ones((1, 3, 64, 64))).shape == (1, 5)  # 64 -> 32 (conv) -> 16 (pool) -> 2 (stages)
 
 
+def _gluon_names(net) -> list[str]:
+    """Gluon ``resnet18_v1``'s parameter names for ours, in our order. Gluon numbers the
+    convolutions and BatchNorms of each stage in creation order: a block's body, then its
+    downsample shortcut."""
+    bn = ("gamma", "beta", "running_mean", "running_var")
+    names = ["conv0_weight"] + [f"batchnorm0_{k}" for k in bn]
+    for s, stage in enumerate(list(net.features)[4:8], 1):
+        count = {"conv": 0, "batchnorm": 0}
+        for block in stage:
+            shortcut = block.residual.shortcut
+            layers = list(block.residual.body) + ([] if isinstance(shortcut, la.blocks.Identity) else list(shortcut))
+            for layer in layers:
+                kind = {la.blocks.Conv2D: "conv", la.blocks.BatchNorm: "batchnorm"}.get(type(layer))
+                if kind is not None:
+                    prefix = f"stage{s}_{kind}{count[kind]}_"
+                    names += [prefix + "weight"] if kind == "conv" else [prefix + k for k in bn]
+                    count[kind] += 1
+    return ["resnetv10_" + n for n in names + ["dense0_weight", "dense0_bias"]]
+
+
+def test_imagenet_variant_equals_gluon_resnet18_v1():
+    """With the weights of MXNet Gluon's resnet18_v1 (the fixture is 1/8 of its width, 10 classes),
+    resnet18(thumbnail=False) gives MXNet's recorded output: the same architecture."""
+    from mxnet_format.mxnet_fixtures import model_files, model_io
+    arrays, _ = la.mxnet.load_params(model_files("resnet18_v1")[1])
+    x, want = model_io("resnet18_v1")
+    net = resnet18(classes=10, thumbnail=False, channels=(8, 8, 16, 32, 64))
+    net.initialize()
+    net(la.array(x))
+    params = net.collect_params()
+    names = _gluon_names(net)
+    assert sorted(names) == sorted(arrays) and len(names) == len(params)
+    for (ours, p), name in zip(params.items(), names):
+        assert p.shape == arrays[name].shape, (ours, name)
+        p.set_data(arrays[name])
+    np.testing.assert_allclose(net(la.array(x)).asnumpy(), want, rtol=1e-4, atol=1e-5)
+
+
 def test_hybridized_equals_imperative_and_export_round_trips(tmp_path):
     net = resnet18(classes=10)
     net.initialize()
