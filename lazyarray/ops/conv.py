@@ -8,8 +8,9 @@ input's shape from a ``like`` input, so graphs stay generic over the batch size.
 ``conv2d_transpose`` is col2im with a computed output size; its gradients are ``conv2d`` (input)
 and ``conv2d_weight_grad`` with image and output gradient swapped (weight).
 
-Groups (``groups > 1``, depthwise when ``groups == in_channels``) run as one batched matmul
-over a leading group axis; ``groups == 1`` keeps the plain 2-D matmul.
+Groups (``groups > 1``) run as one batched matmul over a leading group axis; ``groups == 1``
+keeps the plain 2-D matmul; depthwise kernels (one filter per channel) are kh * kw strided
+multiply-adds over all channels at once.
 
 ``batch_norm`` takes the mean and variance as inputs: the layer passes batch statistics
 in training mode (their gradients flow back through the ops that computed them) and the
@@ -167,6 +168,33 @@ def _im2col_groups(win, groups):
         .reshape(groups, n * ho * wo, cg * kh * kw)
 
 
+def _is_depthwise(groups, in_channels, weight_shape):
+    """One filter per channel (groups == channels == out_channels): per-tap multiply-adds over
+    all channels at once beat a batched matmul of 1-wide matrices (about 3x, measured)."""
+    return groups > 1 and groups == in_channels and weight_shape[0] == groups and weight_shape[1] == 1
+
+
+def _tap_weights(weight):
+    """(kh, kw) per-channel weights of a depthwise kernel, each shaped (1, C, 1, 1)."""
+    c, _, kh, kw = weight.shape
+    return [[weight[:, 0, i, j].reshape(1, c, 1, 1) for j in range(kw)] for i in range(kh)]
+
+
+def _depthwise(xp, win, weight):
+    """Depthwise conv2d from its windows (N, C, Ho, Wo, kh, kw): a multiply-add per tap."""
+    kh, kw = win.shape[4], win.shape[5]
+    taps = _tap_weights(weight)
+    res = tmp = None
+    for i in range(kh):
+        for j in range(kw):
+            if res is None:
+                res = win[..., i, j] * taps[i][j]
+                tmp = xp.empty_like(res)
+            else:
+                res += xp.multiply(win[..., i, j], taps[i][j], out=tmp)
+    return res
+
+
 def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):
     stride, padding, dilation = _geometry(stride, padding, dilation, "conv2d")
     n, c = x.shape[:2]
@@ -179,6 +207,11 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
         if bias is not None:
             y += bias
         return xp.ascontiguousarray(y.reshape(n, ho, wo, o).transpose(0, 3, 1, 2))
+    if _is_depthwise(groups, c, weight.shape):
+        y = _depthwise(xp, win, weight)
+        if bias is not None:
+            y += bias.reshape(1, o, 1, 1)
+        return y
     # one batched matmul over the groups: (G, N*Ho*Wo, C/G*kh*kw) @ (G, C/G*kh*kw, O/G)
     og = o // groups
     y = _im2col_groups(win, groups) @ weight.reshape(groups, og, cg * kh * kw).transpose(0, 2, 1)
@@ -253,6 +286,14 @@ def col2im(xp, g, weight, out_shape, stride, padding, dilation, groups):
     n, c, h, w = out_shape
     o, cg, kh, kw = weight.shape
     ho, wo = g.shape[2], g.shape[3]
+    dx = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=xp.result_type(g, weight))
+    if _is_depthwise(groups, c, weight.shape):  # each tap's weighted g, added where the tap read
+        (sh, sw), (dh, dw), taps = stride, dilation, _tap_weights(weight)
+        for i in range(kh):
+            for j in range(kw):
+                r, q = i * dh, j * dw
+                dx[:, :, r:r + sh * (ho - 1) + 1:sh, q:q + sw * (wo - 1) + 1:sw] += g * taps[i][j]
+        return xp.ascontiguousarray(dx[:, :, ph:ph + h, pw:pw + w])
     if groups == 1:
         dcols = (g.transpose(0, 2, 3, 1).reshape(-1, o) @ weight.reshape(o, -1)).reshape(n, ho, wo, c, kh, kw)
         dcols = dcols.transpose(0, 3, 1, 2, 4, 5)  # (N, C, Ho, Wo, kh, kw)
@@ -261,7 +302,6 @@ def col2im(xp, g, weight, out_shape, stride, padding, dilation, groups):
         gg = g.reshape(n, groups, og, ho, wo).transpose(1, 0, 3, 4, 2).reshape(groups, n * ho * wo, og)
         dcols = (gg @ weight.reshape(groups, og, cg * kh * kw)).reshape(groups, n, ho, wo, cg, kh, kw)
         dcols = dcols.transpose(1, 0, 4, 2, 3, 5, 6).reshape(n, c, ho, wo, kh, kw)
-    dx = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=g.dtype)
     scatter_windows(dx, dcols, (kh, kw), stride, dilation)
     return xp.ascontiguousarray(dx[:, :, ph:ph + h, pw:pw + w])
 
@@ -294,6 +334,12 @@ def _conv2d_weight_grad(xp, g, x, kernel, stride=(1, 1), padding=(0, 0), dilatio
         cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(-1, c * kh * kw)
         dw = g.transpose(1, 0, 2, 3).reshape(o, -1) @ cols
         return dw.reshape(o, c, kh, kw)
+    if _is_depthwise(groups, c, (o, c // groups, kh, kw)):  # per tap: sum of g * what the tap read
+        dw = xp.empty((o, 1, kh, kw), dtype=xp.result_type(g, x))
+        for i in range(kh):
+            for j in range(kw):
+                dw[:, 0, i, j] = (g * win[..., i, j]).sum(axis=(0, 2, 3))
+        return dw
     ho, wo = win.shape[2], win.shape[3]
     og = o // groups
     gg = g.reshape(n, groups, og, ho, wo).transpose(1, 2, 0, 3, 4).reshape(groups, og, n * ho * wo)
