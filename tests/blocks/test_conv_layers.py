@@ -89,10 +89,13 @@ def _params(net):
     {"groups": 4, "strides": 2, "padding": 1},  # depthwise
     {"dilation": (1, 2), "strides": (2, 1)},
     {"groups": 2, "dilation": (2, 1), "padding": (1, 0), "use_bias": False},
-], ids=["groups2-dil2", "depthwise-s2", "dil12-s21", "groups2-nobias"])
+    {"groups": 4, "padding": 1, "channels": 8},  # a channel multiplier: 2 filters per input channel
+], ids=["groups2-dil2", "depthwise-s2", "dil12-s21", "groups2-nobias", "multiplier2"])
 def test_conv2d_grouped_dilated_matches_loops(kwargs):
     r = rng(1)
-    layer = B.Conv2D(4, 3, **kwargs)
+    kwargs = dict(kwargs)
+    channels = kwargs.pop("channels", 4)
+    layer = B.Conv2D(channels, 3, **kwargs)
     layer.initialize()
     x = r.standard_normal((2, 4, 7, 6)).astype(np.float32)
     y = layer(la.array(x)).asnumpy()
@@ -101,7 +104,7 @@ def test_conv2d_grouped_dilated_matches_loops(kwargs):
     geometry = {{"strides": "stride"}.get(k, k): v for k, v in geometry.items()}
     geometry["groups"] = kwargs.get("groups", 1)
     want = conv_ref(x, p["weight"], p.get("bias"), **geometry)
-    assert layer.weight.shape == (4, 4 // geometry["groups"], 3, 3)
+    assert layer.weight.shape == (channels, 4 // geometry["groups"], 3, 3)
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
 
 
