@@ -911,6 +911,8 @@ def _conv2d_samples(rng, dtype, small):
                       {"groups": 2, "stride": (2, 1), "dilation": (1, 2)}, "groups2-dil12"))
     out.append(Sample((x4, rand(rng, (4, 1, 3, 3), dtype), rand(rng, (4,), dtype)),
                       {"groups": 4, "padding": (1, 1), "dilation": (2, 2)}, "depthwise-dil2"))
+    out.append(Sample((x4, rand(rng, (8, 1, 2, 2), dtype), rand(rng, (8,), dtype)),
+                      {"groups": 4, "stride": (2, 2)}, "groups4-multiplier2"))
     return out + [Sample((x, w), {}, "no-bias")]
 
 
