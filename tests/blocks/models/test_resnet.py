@@ -120,6 +120,17 @@ def test_hybridized_equals_imperative_and_export_round_trips(tmp_path):
     np.testing.assert_allclose(back(la.array(x)).asnumpy(), infer, rtol=1e-5, atol=1e-5)
 
 
+def test_exports_to_mxnet_files_and_back(tmp_path):
+    net = resnet18(classes=10, channels=(8, 8, 16, 16, 32))
+    net.initialize()
+    net.hybridize()
+    x = la.array(_images(2, 32))
+    want = net(x).asnumpy()
+    files = la.mxnet.export(net, str(tmp_path / "resnet18"))
+    back = la.blocks.SymbolBlock.imports(files[0], ["data"], files[1])
+    np.testing.assert_allclose(back(x).asnumpy(), want, rtol=1e-5, atol=1e-6)
+
+
 def _train(net, x, labels, steps, lr):
     loss_fn = la.blocks.SoftmaxCrossEntropyLoss()
     trainer = la.blocks.Trainer(net.collect_params(), "adam", {"learning_rate": lr})
