@@ -9,6 +9,7 @@ Two tables:
    failed / skipped per test module, run with ``ARRAY_API_TESTS_MODULE=lazyarray``.
 
     # a checkout of array-api-tests with its array-api submodule (git submodule update --init)
+    python benchmarks/array_api_conformance.py          # the suite vendored under tests/third_party
     ARRAY_API_TESTS_DIR=~/src/array-api-tests python benchmarks/array_api_conformance.py
     python benchmarks/array_api_conformance.py --max-examples 20 -k "test_elementwise"
     python benchmarks/array_api_conformance.py --coverage-only
@@ -146,8 +147,10 @@ def run_suite(tests_dir: Path, max_examples: int, extra: list[str]) -> int:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tests-dir", default=os.environ.get("ARRAY_API_TESTS_DIR"),
-                    help="checkout of github data-apis/array-api-tests (default: $ARRAY_API_TESTS_DIR)")
+    ap.add_argument("--tests-dir", default=os.environ.get("ARRAY_API_TESTS_DIR")
+                    or str(ROOT / "tests" / "third_party" / "array_api_tests"),
+                    help="checkout of github data-apis/array-api-tests (default: $ARRAY_API_TESTS_DIR, else the "
+                         "copy vendored under tests/third_party)")
     ap.add_argument("--max-examples", type=int, default=20)
     ap.add_argument("--coverage-only", action="store_true", help="print the namespace table only")
     ap.add_argument("-k", default=None, help="pytest -k expression for the suite")

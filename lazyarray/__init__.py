@@ -12,7 +12,7 @@ array([[0.119, 0.881],
 """
 import numpy as _np
 
-from . import autograd, blocks, distributed, init, mxnet, nn, random, sbp, sparse, sym
+from . import autograd, blocks, distributed, init, lr_scheduler, metric, mxnet, nn, random, sbp, sparse, sym
 from .aval import Aval
 from .control_flow import __all__ as _control_flow_names
 from .control_flow import cond, foreach, while_loop
@@ -73,6 +73,9 @@ from .array_api import (  # noqa: E402
     broadcast_shapes,
     can_cast,
     clip,
+    concat,
+    cumulative_prod,
+    cumulative_sum,
     diff,
     e,
     empty,
@@ -80,6 +83,7 @@ from .array_api import (  # noqa: E402
     eye,
     finfo,
     from_dlpack,
+    full_like,
     iinfo,
     inf,
     isdtype,
@@ -90,14 +94,20 @@ from .array_api import (  # noqa: E402
     nan,
     newaxis,
     nonzero,
+    ones_like,
     pi,
+    prod,
+    reshape,
     result_type,
+    searchsorted,
+    sum,
     tensordot,
     unique_all,
     unique_counts,
     unique_inverse,
     unstack,
     vecdot,
+    zeros_like,
 )
 
 # ``la.bool`` etc. are NumPy dtype objects; binding them here shadows the builtins in this module
@@ -109,8 +119,9 @@ float32, float64 = _DTYPES["float32"], _DTYPES["float64"]
 complex64, complex128 = _DTYPES["complex64"], _DTYPES["complex128"]
 # The standard's spelling of the NumPy names we had (both public): concat, permute_dims, pow.
 for _numpy_name, _std_name in _ALIASES.items():
-    globals()[_std_name] = globals()[_numpy_name]
-from . import interop, linalg  # noqa: E402, F401  (la.linalg; NumPy / DLPack protocols on NDArray)
+    if _std_name not in globals():  # (concat is written out in array_api: it takes axis=None)
+        globals()[_std_name] = globals()[_numpy_name]
+from . import fft, interop, linalg  # noqa: E402, F401  (la.fft, la.linalg; NumPy / DLPack protocols on NDArray)
 
 # ``repeat`` follows NumPy and the Array API (each element repeated); the tiling op named ``repeat``
 # in the registry (PyTorch's Tensor.repeat, x.repeat(*sizes)) is ``la.tile``.

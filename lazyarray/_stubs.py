@@ -1,4 +1,4 @@
-"""Write the type stubs ``__init__.pyi``, ``nn.pyi`` and ``linalg.pyi`` from the registry.
+"""Write the type stubs ``__init__.pyi``, ``nn.pyi``, ``linalg.pyi`` and ``fft.pyi`` from the registry.
 
 ``la.<op>``, ``la.nn.<op>`` and ``la.linalg.<op>`` are made at import time from registry entries
 (``functions.py``), so a type checker reading the source sees none of them. The stubs spell out
@@ -113,7 +113,11 @@ def module_stub(mod, names: list[str], package: str = "lazyarray") -> str:
         elif getattr(v, "__module__", None) == mod.__name__ and callable(v):
             body.append(stub_def(name, v, rename))
         elif (inspect.isclass(v) or callable(v)) and getattr(v, "__module__", "").startswith(package):
-            imports.append(f"from {_relative(v.__module__, package)} import {v.__name__} as {name}\n")
+            if v.__name__ == name:
+                imports.append(f"from {_relative(v.__module__, package)} import {name} as {name}\n")
+            else:  # an alias (la.concatenate is la.concat): `import a as b` would not re-export b
+                imports.append(f"from {_relative(v.__module__, package)} import {v.__name__} as _{name}\n")
+                values.append(f"{name} = _{name}\n")
         elif isinstance(v, __import__("numpy").dtype):
             values.append(f"{name}: _np.dtype[Any]\n")
         elif v is None:
@@ -140,6 +144,7 @@ def stubs() -> dict[Path, str]:
         _PKG / "__init__.pyi": module_stub(la, la_names),
         _PKG / "nn.pyi": module_stub(la.nn, list(la.nn.__all__)),
         _PKG / "linalg.pyi": module_stub(la.linalg, sorted(linalg_extra) + list(la.linalg.__all__)),
+        _PKG / "fft.pyi": module_stub(la.fft, list(la.fft.__all__)),
     }
 
 

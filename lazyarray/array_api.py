@@ -22,12 +22,14 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .aval import SUPPORTED_DTYPES, as_dtype, check_alloc
 from .creation import array, zeros
 from .device import Device, cpu, current_device, gpu, gpu_available
 from .dispatch import apply
-from .errors import DTypeError
+from .errors import AxisError, DTypeError, ShapeError, fmt_shape
+from .functions import write_out
 from .ndarray import NDArray, _make
 from .ops import registry
 
@@ -69,17 +71,31 @@ def iinfo(type) -> np.iinfo:  # noqa: A002 (the standard's parameter name)
     return np.iinfo(dt)
 
 
-def finfo(type) -> np.finfo:  # noqa: A002
-    """Machine limits of a floating dtype (or a float array's dtype): ``bits, eps, max, min, smallest_normal``.
+class FInfo(NamedTuple):
+    """Machine limits of a floating dtype, as the standard spells them: Python ``float`` limits and
+    the real dtype they describe (``float32`` for ``complex64``)."""
+
+    bits: int
+    eps: float
+    max: float
+    min: float
+    smallest_normal: float
+    dtype: np.dtype
+
+
+def finfo(type) -> FInfo:  # noqa: A002
+    """Machine limits of a floating dtype (or a float array's dtype): ``bits, eps, max, min, smallest_normal``
+    (Python floats) and ``dtype``; a complex dtype gives the limits of its real part.
 
     >>> import lazyarray as la
-    >>> la.finfo(la.float32).bits
-    32
+    >>> la.finfo(la.float32).bits, la.finfo(la.complex64).dtype
+    (32, dtype('float32'))
     """
     dt = _dtype_of(type)
     if dt.kind not in "fc":
         raise DTypeError(f"finfo: {dt} is not a floating dtype; use la.iinfo for integer dtypes")
-    return np.finfo(dt)
+    f = np.finfo(dt)
+    return FInfo(int(f.bits), float(f.eps), float(f.max), float(f.min), float(f.smallest_normal), np.dtype(f.dtype))
 
 
 def result_type(*arrays_and_dtypes):
@@ -359,8 +375,29 @@ def unstack(x: NDArray, /, *, axis: int = 0) -> tuple:
 
 
 def vecdot(x1: NDArray, x2: NDArray, /, *, axis: int = -1) -> NDArray:
-    """The dot product of vectors along ``axis`` (broadcasting the other axes)."""
-    return _apply("sum", _apply("multiply", x1, x2), axis=axis)
+    """The dot product of vectors along ``axis`` (broadcasting the other axes); complex ``x1`` is
+    conjugated, as the standard says (``sum(conj(x1) * x2)``).
+
+    >>> import lazyarray as la
+    >>> la.vecdot(la.asarray([1j, 2.0]), la.asarray([1.0, 1.0])).item()
+    (2-1j)
+    """
+    n1, n2 = _axis_len(x1, axis), _axis_len(x2, axis)
+    if n1 is not None and n2 is not None and n1 != n2:
+        raise ShapeError(f"vecdot: the vectors along axis {axis} differ in length: {fmt_shape(x1.shape)} and "
+                         f"{fmt_shape(x2.shape)} (they are not broadcast along the contracted axis)")
+    if getattr(x1, "dtype", np.dtype("float32")).kind == "c":
+        x1 = _apply("conj", x1)
+    prod = _apply("multiply", x1, x2)
+    res = _apply("sum", prod, axis=axis)  # in the inputs' dtype, as the standard says (sum widens ints)
+    return res if res.dtype == prod.dtype else _apply("cast", res, dtype=prod.dtype)
+
+
+def _axis_len(x, axis):
+    shape = getattr(x, "shape", ())
+    if not -len(shape) <= axis < len(shape):
+        raise AxisError(f"vecdot: axis {axis} is out of range for an array of shape {fmt_shape(shape)}")
+    return shape[axis]
 
 
 def _apply(name: str, *args, **params):
@@ -498,3 +535,163 @@ def repeat(x: NDArray, repeats, /, *extra, axis: int | None = None, **old) -> ND
         repeats = repeats.asnumpy().tolist()  # the output's length depends on these values
     counts = (int(repeats),) if isinstance(repeats, (int, np.integer)) else tuple(int(r) for r in repeats)
     return _apply("repeat_elements", x, repeats=counts, axis=axis)
+
+
+# -- the standard's signatures over registry ops (dtype=, device=, sorter=, copy=, axis=None) ----------
+def _accumulate_as(name: str, x, dtype, out, **params) -> NDArray:
+    """``name`` over ``x`` accumulated in ``dtype`` (the standard's ``dtype=``): cast in, reduce, and
+    cast the result to ``dtype`` (an integer sum that wraps in ``dtype`` wraps the same way)."""
+    if dtype is not None:
+        dt = as_dtype(dtype, name)
+        if x.dtype != dt:
+            x = _apply("cast", x, dtype=dt)
+        res = _apply(name, x, **params)
+        if res.dtype != dt:
+            res = _apply("cast", res, dtype=dt)
+    else:
+        res = _apply(name, x, **params)
+    return res if out is None else write_out(name, res, out)
+
+
+def sum(x: NDArray, /, axis: int | Sequence[int] | None = None, keepdims: builtins.bool = False, *,  # noqa: A001
+        dtype: DTypeLike | None = None,
+        out: NDArray | None = None) -> NDArray:
+    """The sum over ``axis`` (None = all). Without ``dtype``, small integers and bools sum as int64
+    (unsigned as uint64), floats keep their dtype; ``dtype=`` accumulates in that dtype.
+
+    >>> import lazyarray as la
+    >>> la.sum(la.asarray([1, 2, 3], dtype=la.int8)).dtype, la.sum(la.ones((2, 2)), axis=0).asnumpy().tolist()
+    (dtype('int64'), [2.0, 2.0])
+    """
+    return _accumulate_as("sum", x, dtype, out, axis=axis, keepdims=keepdims)
+
+
+def prod(x: NDArray, /, axis: int | Sequence[int] | None = None, keepdims: builtins.bool = False, *,
+         dtype: DTypeLike | None = None,
+         out: NDArray | None = None) -> NDArray:
+    """The product over ``axis`` (None = all), with ``sum``'s dtype rules.
+
+    >>> import lazyarray as la
+    >>> la.prod(la.asarray([1.0, 2.0, 3.0])).item()
+    6.0
+    """
+    return _accumulate_as("prod", x, dtype, out, axis=axis, keepdims=keepdims)
+
+
+def cumulative_sum(x: NDArray, /, axis: int | None = None, include_initial: builtins.bool = False, *,
+                   dtype: DTypeLike | None = None,
+                   out: NDArray | None = None) -> NDArray:
+    """Running sums along ``axis`` (may be None only for 1-d ``x``); ``include_initial`` starts with 0.
+
+    >>> import lazyarray as la
+    >>> la.cumulative_sum(la.asarray([1, 2, 3]), include_initial=True).asnumpy().tolist()
+    [0, 1, 3, 6]
+    """
+    return _accumulate_as("cumulative_sum", x, dtype, out, axis=axis, include_initial=include_initial)
+
+
+def cumulative_prod(x: NDArray, /, axis: int | None = None, include_initial: builtins.bool = False, *,
+                   dtype: DTypeLike | None = None,
+                    out: NDArray | None = None) -> NDArray:
+    """Running products along ``axis`` (may be None only for 1-d ``x``); ``include_initial`` starts with 1.
+
+    >>> import lazyarray as la
+    >>> la.cumulative_prod(la.asarray([1, 2, 3])).asnumpy().tolist()
+    [1, 2, 6]
+    """
+    return _accumulate_as("cumulative_prod", x, dtype, out, axis=axis, include_initial=include_initial)
+
+
+def _placed(res: NDArray, device) -> NDArray:
+    return res if device is None or device == res.device else res.to_device(device)
+
+
+def zeros_like(x: NDArray, /, dtype: DTypeLike | None = None, *, device: Device | None = None, out: NDArray | None = None) -> NDArray:
+    """Zeros shaped like ``x``, of ``x``'s dtype (or ``dtype``), on ``x``'s device (or ``device``).
+
+    >>> import lazyarray as la
+    >>> la.zeros_like(la.ones((2,)), dtype=la.int32).asnumpy().tolist()
+    [0, 0]
+    """
+    res = _placed(_apply("zeros_like", x, dtype=dtype), device)
+    return res if out is None else write_out("zeros_like", res, out)
+
+
+def ones_like(x: NDArray, /, dtype: DTypeLike | None = None, *, device: Device | None = None, out: NDArray | None = None) -> NDArray:
+    """Ones shaped like ``x``, of ``x``'s dtype (or ``dtype``), on ``x``'s device (or ``device``).
+
+    >>> import lazyarray as la
+    >>> la.ones_like(la.zeros((2,))).asnumpy().tolist()
+    [1.0, 1.0]
+    """
+    res = _placed(_apply("ones_like", x, dtype=dtype), device)
+    return res if out is None else write_out("ones_like", res, out)
+
+
+def full_like(x: NDArray, /, fill_value: builtins.bool | int | float | complex,
+              dtype: DTypeLike | None = None, *, device: Device | None = None,
+              out: NDArray | None = None) -> NDArray:
+    """``fill_value`` shaped like ``x``, of ``x``'s dtype (or ``dtype``), on ``x``'s device (or ``device``).
+    A complex ``fill_value`` needs a complex dtype.
+
+    >>> import lazyarray as la
+    >>> la.full_like(la.zeros((2,), dtype=la.complex64), 1 + 2j).asnumpy().tolist()
+    [(1+2j), (1+2j)]
+    """
+    if isinstance(fill_value, (complex, np.complexfloating)):
+        dt = x.dtype if dtype is None else as_dtype(dtype, "full_like")
+        if dt.kind != "c":
+            raise DTypeError(f"full_like: a complex fill_value {fill_value!r} needs a complex dtype, got {dt}; "
+                             "pass dtype=la.complex64")
+        res = _apply("add", _apply("zeros_like", x, dtype=dt), fill_value)
+    else:
+        res = _apply("full_like", x, fill_value=fill_value, dtype=dtype)
+    res = _placed(res, device)
+    return res if out is None else write_out("full_like", res, out)
+
+
+def searchsorted(x1: NDArray, x2: NDArray, /, side: str = "left", *, sorter: NDArray | None = None,
+                 out: NDArray | None = None) -> NDArray:
+    """Indices where ``x2``'s elements go in the sorted 1-d ``x1`` to keep it sorted (``side``: the
+    first or last such place); ``sorter``: indices that sort an unsorted ``x1`` (``argsort(x1)``).
+
+    >>> import lazyarray as la
+    >>> la.searchsorted(la.asarray([1, 3, 5]), la.asarray([0, 3, 6])).asnumpy().tolist()
+    [0, 1, 3]
+    """
+    if sorter is not None:
+        x1 = _apply("take", x1, sorter, axis=0)
+    res = _apply("searchsorted", x1, x2, side=side)
+    return res if out is None else write_out("searchsorted", res, out)
+
+
+def reshape(x: NDArray, /, shape: int | Sequence[int], *, copy: builtins.bool | None = None, out: NDArray | None = None) -> NDArray:
+    """``x`` with a new ``shape`` (one dim may be -1). ``copy=True`` gives a result that shares no
+    memory with ``x``; ``copy=False`` raises ``ValueError`` where the reshape needs a copy.
+
+    >>> import lazyarray as la
+    >>> la.reshape(la.arange(6), (2, -1)).shape
+    (2, 3)
+    """
+    res = _apply("reshape", x, shape=shape)
+    if copy:
+        res = _apply("copy", res)
+    elif copy is False and isinstance(x._value, np.ndarray) and isinstance(res._value, np.ndarray) \
+            and res.size and not np.shares_memory(res._value, x._value):
+        raise ValueError(f"reshape: {x.shape} -> {shape} needs a copy (x is not contiguous) but copy=False; "
+                         "pass copy=None or copy=True")
+    return res if out is None else write_out("reshape", res, out)
+
+
+def concat(arrays: Sequence[NDArray], /, axis: int | None = 0, *, out: NDArray | None = None) -> NDArray:
+    """The arrays joined along ``axis`` (``axis=None``: each flattened first, then joined).
+
+    >>> import lazyarray as la
+    >>> la.concat([la.ones((1, 2)), la.zeros((1, 2))], axis=None).shape
+    (4,)
+    """
+    if axis is None:
+        arrays = [_apply("reshape", a, shape=(-1,)) for a in arrays]
+        axis = 0
+    res = _apply("concatenate", list(arrays), axis=axis)
+    return res if out is None else write_out("concat", res, out)

@@ -215,7 +215,51 @@ def _tape(outputs: list) -> tuple[list[Record], dict]:
     return records, leaves
 
 
-def backward(outputs: list, head_grads: list | None, make, retain_graph: bool = False) -> None:
+def backward(heads, head_grads=None, retain_graph: bool = False) -> None:
+    """Gradients of several outputs at once (Gluon's ``autograd.backward``): every leaf gets the sum
+    over ``heads`` of ``head_grad_i``-weighted gradients, in one pass over the shared graph.
+
+    ``heads``: an array or a list of arrays recorded under ``record()``; ``head_grads``: one array
+    (shaped like its head), number or ``None`` (ones) per head, or ``None`` for all ones.
+
+    >>> import lazyarray as la
+    >>> x = la.array([1.0, 2.0]); x.attach_grad()
+    >>> with la.autograd.record():
+    ...     y1, y2 = x * x, x * 3
+    >>> la.autograd.backward([y1, y2], head_grads=[la.ones(2), la.array([2.0, 2.0])])
+    >>> x.grad.asnumpy()
+    array([ 8., 10.], dtype=float32)
+    """
+    from .creation import array
+    from .ndarray import NDArray, _make
+
+    single = isinstance(heads, NDArray)
+    heads = [heads] if single else list(heads)
+    if head_grads is None:
+        head_grads = [None] * len(heads)
+    elif single and not isinstance(head_grads, (list, tuple)):
+        head_grads = [head_grads]
+    else:
+        head_grads = list(head_grads)
+    if not heads or len(head_grads) != len(heads):
+        raise AutogradError(f"autograd.backward: {len(heads)} heads but {len(head_grads)} head_grads; pass one "
+                            "head gradient (or None) per head")
+    grads = []
+    for i, (h, g) in enumerate(zip(heads, head_grads)):
+        if not isinstance(h, NDArray) or h._ag is None:
+            raise AutogradError(
+                f"autograd.backward: heads[{i}] was not computed from an array with attach_grad() inside "
+                "autograd.record(); call x.attach_grad() and compute the heads inside "
+                "`with la.autograd.record():`")
+        if g is not None and not isinstance(g, NDArray):  # a number: that value everywhere
+            xp = h.device.xp
+            g = _make(xp.full(h.shape, g, dtype=h.dtype), None, h.device) if not hasattr(g, "__len__") \
+                else array(g, dtype=h.dtype, device=h.device)
+        grads.append(g)
+    backward_arrays(heads, grads, _make, retain_graph)
+
+
+def backward_arrays(outputs: list, head_grads: list | None, make, retain_graph: bool = False) -> None:
     """Compute gradients of the arrays ``outputs`` for every leaf (``attach_grad``) they depend on.
 
     ``head_grads``: one array (or None for ones) per output. Inside deferred compute or on lazy

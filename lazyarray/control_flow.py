@@ -404,7 +404,7 @@ def foreach(body_fn: Callable, data, init_states):
 
     if not is_deferred():
         return _foreach_eager(body_fn, xs, states, pack, init_states)
-    shapes = [a.static_shape for a in xs]
+    shapes = [aval_of(a).shape for a in xs]  # (the avals: checking the lengths agree guards no length)
     if any(len(s) == 0 for s in shapes) or len({s[0] for s in shapes}) != 1:
         raise ControlFlowError("la.foreach: every data array needs the same length along axis 0, got shapes "
                                + ", ".join(fmt_shape(s) for s in shapes) + _where())

@@ -118,21 +118,32 @@ def array(obj, dtype=None, device: Device | None = None) -> NDArray:
 
 
 def full(shape, fill_value, dtype=None, device: Device | None = None) -> NDArray:
-    """An array of ``shape`` filled with ``fill_value``: float32 unless ``dtype`` is given, complex64
-    for a complex ``fill_value``."""
+    """An array of ``shape`` filled with ``fill_value``. Without ``dtype``, the dtype follows the fill
+    value as in NumPy and the Array API standard, with our default float and complex widths: bool for
+    a bool, int64 for an int, float32 for a float, complex64 for a complex."""
     if dtype is None:
-        dtype = "complex64" if isinstance(fill_value, (complex, np.complexfloating)) else "float32"
+        dtype = _default_dtype(fill_value)
     return _filled(shape, fill_value, dtype, device, "full")
 
 
 def zeros(shape, dtype="float32", device: Device | None = None) -> NDArray:
-    """An array of zeros."""
-    return _filled(shape, 0, dtype, device, "zeros")
+    """An array of zeros (``dtype=None`` is the default float, float32)."""
+    return _filled(shape, 0, "float32" if dtype is None else dtype, device, "zeros")
 
 
 def ones(shape, dtype="float32", device: Device | None = None) -> NDArray:
-    """An array of ones."""
-    return _filled(shape, 1, dtype, device, "ones")
+    """An array of ones (``dtype=None`` is the default float, float32)."""
+    return _filled(shape, 1, "float32" if dtype is None else dtype, device, "ones")
+
+
+def _default_dtype(fill_value) -> str:
+    if isinstance(fill_value, (bool, np.bool_)):
+        return "bool"
+    if isinstance(fill_value, (int, np.integer)):
+        return "int64"
+    if isinstance(fill_value, (complex, np.complexfloating)):
+        return "complex64"
+    return "float32"
 
 
 def _filled(shape, fill_value, dtype, device, where: str) -> NDArray:

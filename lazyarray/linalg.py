@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .array_api import matrix_transpose, tensordot, vecdot
+from numpy.typing import DTypeLike
+
+from .array_api import _accumulate_as, matrix_transpose, tensordot, vecdot
 from .dispatch import apply
 from .functions import namespace
 from .ndarray import NDArray, _make
@@ -87,6 +89,17 @@ def outer(x1: NDArray, x2: NDArray, /) -> NDArray:
         raise ValueError(f"linalg.outer: needs two 1-D arrays, got {x1.ndim}-D and {x2.ndim}-D")
     col = apply(registry.get("expand_dims"), (x1,), {"axis": -1}, _make)
     return apply(registry.get("multiply"), (col, x2), {}, _make)
+
+
+def trace(x: NDArray, /, *, offset: int = 0, dtype: DTypeLike | None = None) -> NDArray:
+    """The sum of each matrix's diagonal (``offset`` > 0: above the main diagonal), with ``la.sum``'s
+    dtype rules (``dtype=`` accumulates in that dtype); the registry op ``linalg.trace``.
+
+    >>> import lazyarray as la
+    >>> la.linalg.trace(la.asarray([[1, 2], [3, 4]])).item()
+    5
+    """
+    return _accumulate_as("trace", x, dtype, None, offset=offset)
 
 
 __all__ = sorted(namespace("linalg")) + ["matmul", "matrix_transpose", "outer", "tensordot", "vecdot"]

@@ -228,8 +228,9 @@ class NDArray(ArrayBase):
         return apply(_op("transpose"), (self,), {"axes": tuple(range(n - 2)) + (n - 1, n - 2)}, _make)
 
     def __index__(self) -> int:
-        if self.dtype.kind not in "iub":
-            raise TypeError(f"only integer arrays can be used as an index, not {self.dtype}")
+        if self.dtype.kind not in "iu" or self.ndim != 0:
+            raise TypeError(f"only 0-d integer arrays can be used as an index, not {self.dtype} "
+                            f"{fmt_shape(self.shape)}")
         return int(self.item())
 
     def __len__(self) -> int:
@@ -314,7 +315,7 @@ class NDArray(ArrayBase):
         heads = None
         if out_grad is not None:
             heads = [out_grad if isinstance(out_grad, NDArray) else array_from(out_grad, self._device)]
-        autograd.backward([self], heads, _make, retain_graph)
+        autograd.backward_arrays([self], heads, _make, retain_graph)
 
     # -- arithmetic (the dispatcher builds these: its hot path is inlined in them) ----
     __add__ = operator_method(_ADD, _make_late)
@@ -369,7 +370,9 @@ class NDArray(ArrayBase):
         if isinstance(other, ArrayBase) and other._device is not self._device:
             raise _device_mismatch(op.name, self, other)
         try:
-            op.bind(self._device.xp)(v, ov, out=v)
+            res = op.bind(self._device.xp)(v, ov, out=v)
+            if res is not v:  # a kernel that made a new array (not a ufunc): write it back
+                self._device.xp.copyto(v, res, casting="same_kind")
             bump(v)
         except Exception as exc:
             if isinstance(exc, TypeError):  # NumPy's same_kind casting rule for out=
@@ -445,6 +448,8 @@ class NDArray(ArrayBase):
             return apply(_op("boolean_mask"), (self, key), _EMPTY, _make)
         if isinstance(key, NDArray) or isinstance(key, (list, np.ndarray)):
             return apply(_op("take"), (self, key), {"axis": 0}, _make)
+        if key.__class__ is tuple and any(_is_index_array(k) for k in key):
+            return _advanced_index(self, key)
         return apply(_op("getitem"), (self,), {"key": key}, _make)
 
     def __setitem__(self, key, value) -> None:
@@ -606,3 +611,29 @@ def storage_from_dense(x: NDArray, stype: str):
 
 
 _CPU0 = Device("cpu", 0)
+
+
+def _is_index_array(k) -> bool:
+    """True for an index-array part of a tuple key (not an int, a slice, None or ...)."""
+    if isinstance(k, NDArray):
+        return k.ndim > 0 or k._value is None or k.dtype.kind not in "iu"
+    return isinstance(k, (list, np.ndarray))
+
+
+def _advanced_index(x: NDArray, key: tuple) -> NDArray:
+    """``x[key]`` for a tuple key holding integer index arrays: the ``advanced_index`` op."""
+    positions, arrays, template = [], [], []
+    for i, k in enumerate(key):
+        if _is_index_array(k):
+            a = k if isinstance(k, NDArray) else np.asarray(k)
+            if a.dtype == np.bool_:
+                raise DTypeError(
+                    f"x[...]: a boolean mask inside a tuple key {fmt_shape(x.shape)} is not supported; "
+                    "index with the mask alone (x[mask]) or with integer arrays (la.nonzero(mask))")
+            positions.append(i)
+            arrays.append(a)
+            template.append(0)
+        else:
+            template.append(k)
+    return apply(_op("advanced_index"), (x, arrays), {"key": tuple(template), "positions": tuple(positions)},
+                 _make)

@@ -72,3 +72,4 @@ class _Namespace:
 
 nn = _Namespace("nn")
 linalg = _Namespace("linalg")
+fft = _Namespace("fft")

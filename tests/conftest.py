@@ -4,6 +4,9 @@ import pytest
 from lazyarray.ops import registry
 from lazyarray.ops.registry import OpDef
 
+# Vendored third-party suites run in their own process (tests/test_array_api_conformance.py), not here.
+collect_ignore = ["third_party"]
+
 
 @pytest.fixture
 def kernel_calls(monkeypatch):

@@ -136,7 +136,12 @@ def test_mT_to_device_and_device():
 
 
 def test_standard_spellings_are_the_numpy_functions():
-    assert la.concat is la.concatenate and la.permute_dims is la.transpose and la.pow is la.power
+    assert la.permute_dims is la.transpose and la.pow is la.power
+    # la.concat is written out (it takes the standard's axis=None); la.concatenate is the registry op's
+    np.testing.assert_array_equal(la.concat([la.ones((2, 2)), la.zeros(3)], axis=None).asnumpy(),
+                                  np.concat([np.ones(4), np.zeros(3)]))
+    with pytest.raises(la.ParamError, match="axis"):
+        la.concatenate([la.ones((2, 2)), la.zeros(3)], axis=None)
     a, b = np.ones((2, 3)), np.zeros((1, 3))
     np.testing.assert_array_equal(la.concat([la.asarray(a), la.asarray(b)], axis=0).asnumpy(), np.concat([a, b]))
     np.testing.assert_array_equal(la.permute_dims(la.asarray(np.ones((2, 3, 4))), (2, 0, 1)).shape, (4, 2, 3))

@@ -25,15 +25,24 @@ def x():
     (lambda x, o: la.exp(x, x=o), "x"),
     (lambda x, o: la.add(x, a=o), "a"),
     (lambda x, o: la.add(x, o, b=o), "b"),
-    (lambda x, o: la.sum(x, None, axis=0), "axis"),
+    (lambda x, o: la.max(x, None, axis=0), "axis"),
     (lambda x, o: la.tile(x, 2, sizes=3), "sizes"),  # used (3,) or (2,) silently
-    (lambda x, o: la.reshape(x, (3,), shape=(1, 3)), "shape"),
+    (lambda x, o: la.expand_dims(x, 0, axis=1), "axis"),
     (lambda x, o: la.nn.dense(la.ones((1, 3)), la.ones((2, 3)), weight=la.ones((2, 3))), "weight"),
 ])
 def test_an_argument_passed_twice_is_a_param_error(x, call, name):
     with pytest.raises(la.ParamError, match=rf"got multiple values for argument '{name}'") as info:
         call(x, la.zeros(3))
     assert isinstance(info.value, TypeError)
+
+
+@pytest.mark.parametrize("call,name", [
+    (lambda x: la.sum(x, None, axis=0), "axis"),  # written out with the standard's signature (array_api.py)
+    (lambda x: la.reshape(x, (3,), shape=(1, 3)), "shape"),
+])
+def test_written_out_functions_refuse_an_argument_passed_twice(x, call, name):
+    with pytest.raises(TypeError, match=rf"got multiple values for argument '{name}'"):
+        call(x)
 
 
 def test_a_required_input_left_out_before_one_passed_by_name_is_a_param_error(x):

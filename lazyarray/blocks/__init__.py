@@ -12,23 +12,35 @@ HybridSequential(
 >>> sorted(net.collect_params())
 ['0.bias', '0.weight', '1.bias', '1.weight']
 """
-from . import models
-from .block import Block, HybridBlock, HybridSequential, Sequential
+from . import models  # (imports the layers it needs itself)
+from .block import Block, Concatenate, HookHandle, HybridBlock, HybridConcatenate, HybridSequential, Sequential
 from .conv import AvgPool2D, Conv2D, Conv2DTranspose, GlobalAvgPool2D, GlobalMaxPool2D, MaxPool2D
 from .loss import L1Loss, L2Loss, Loss, SoftmaxCrossEntropyLoss
 from .nn import Activation, BatchNorm, Dense, Dropout, Embedding, Flatten
-from .parameter import DeferredInitializationError, Parameter
+from .parameter import Constant, DeferredInitializationError, Parameter
 from .residual import Identity, Residual
+from .rnn import GRU, LSTM
 from .symbol_block import SymbolBlock
 from .trainer import SGD, Adam, Optimizer, StaleGradientError, Trainer
+from .transformer import (
+    GELU,
+    LayerNorm,
+    MultiHeadAttention,
+    PositionalEmbedding,
+    TransformerEncoderLayer,
+    causal_mask,
+    padding_mask,
+)
+from .utils import clip_global_norm, split_and_load
 
 __all__ = [
-    "SGD",
     "Activation",
     "Adam",
     "AvgPool2D",
     "BatchNorm",
     "Block",
+    "Concatenate",
+    "Constant",
     "Conv2D",
     "Conv2DTranspose",
     "DeferredInitializationError",
@@ -36,22 +48,36 @@ __all__ = [
     "Dropout",
     "Embedding",
     "Flatten",
+    "GELU",
+    "GRU",
     "GlobalAvgPool2D",
     "GlobalMaxPool2D",
+    "HookHandle",
     "HybridBlock",
+    "HybridConcatenate",
     "HybridSequential",
     "Identity",
     "L1Loss",
     "L2Loss",
+    "LSTM",
+    "LayerNorm",
     "Loss",
     "MaxPool2D",
-    "models",
+    "MultiHeadAttention",
     "Optimizer",
     "Parameter",
+    "PositionalEmbedding",
     "Residual",
+    "SGD",
     "Sequential",
     "SoftmaxCrossEntropyLoss",
-    "SymbolBlock",
     "StaleGradientError",
+    "SymbolBlock",
     "Trainer",
+    "TransformerEncoderLayer",
+    "causal_mask",
+    "clip_global_norm",
+    "models",
+    "padding_mask",
+    "split_and_load",
 ]

@@ -32,7 +32,7 @@ from ..fileio import write_atomic
 from ..graph.symbol import Symbol
 from ..ndarray import NDArray
 from . import hybrid
-from .parameter import INIT_LOCK, DeferredInitializationError, Parameter
+from .parameter import INIT_LOCK, MULTI_DEVICE, DeferredInitializationError, Parameter
 
 _PARAMS_FORMAT = "lazyarray.params"
 
@@ -51,6 +51,9 @@ class Block:
     def __init__(self):
         object.__setattr__(self, "_children", OrderedDict())
         object.__setattr__(self, "_params", OrderedDict())
+        object.__setattr__(self, "_containers", {})  # list/tuple/dict attribute -> child names it holds
+        object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+        object.__setattr__(self, "_forward_hooks", OrderedDict())
 
     # -- registration ----------------------------------------------------------------------
     def __setattr__(self, name: str, value) -> None:
@@ -61,6 +64,17 @@ class Block:
             _STRUCTURE[0] += 1  # children or parameters change: traces made before are checked again
         self._children.pop(name, None)
         self._params.pop(name, None)
+        if name in self._containers:
+            for key in self._containers.pop(name):
+                self._children.pop(key, None)
+            _STRUCTURE[0] += 1
+        if isinstance(value, (list, tuple, dict)) and not name.startswith("_"):
+            # blocks held in a list or dict are children "name.0", "name.key" (PyTorch's ModuleList /
+            # ModuleDict); the container is read again whenever the children are listed
+            self._containers[name] = ()
+            object.__setattr__(self, name, value)
+            self._sync_containers()
+            return
         if isinstance(value, Block):
             self._children[name] = value
         elif isinstance(value, Parameter):
@@ -77,18 +91,102 @@ class Block:
         return block
 
     def children(self) -> Iterator[tuple[str, Block]]:
-        return iter(self._children.items())
+        """``(name, block)`` of the direct children, blocks held in list/dict attributes included."""
+        self._sync_containers()
+        return iter(list(self._children.items()))
+
+    def _sync_containers(self) -> None:
+        """Register the blocks now held in list/tuple/dict attributes (appended since, or removed)."""
+        for name, keys in self._containers.items():
+            value = self.__dict__.get(name)
+            items = value.items() if isinstance(value, dict) else enumerate(value) \
+                if isinstance(value, (list, tuple)) else ()
+            now = [(f"{name}.{k}", b) for k, b in items if isinstance(b, Block)]
+            if tuple(k for k, _ in now) == keys and all(self._children.get(k) is b for k, b in now):
+                continue
+            for key in keys:
+                self._children.pop(key, None)
+            for key, b in now:
+                self._children[key] = b
+            self._containers[name] = tuple(k for k, _ in now)
+            _STRUCTURE[0] += 1
+
+    def apply(self, fn) -> Block:
+        """Call ``fn(block)`` on every child block (recursively), then on this block; returns self.
+
+        >>> import lazyarray as la
+        >>> net = la.blocks.HybridSequential(); _ = net.add(la.blocks.Dense(2), la.blocks.Dense(1))
+        >>> seen = []
+        >>> _ = net.apply(lambda b: seen.append(type(b).__name__))
+        >>> seen
+        ['Dense', 'Dense', 'HybridSequential']
+        """
+        for _, child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    # -- hooks -----------------------------------------------------------------------------------
+    def register_forward_pre_hook(self, hook) -> HookHandle:
+        """Call ``hook(block, args)`` before every ``forward``; a non-None result (a tuple) replaces
+        the arguments. Returns a handle whose ``detach()`` removes the hook.
+
+        A hybridized block runs the hooks of the blocks inside it only while tracing.
+
+        >>> import lazyarray as la
+        >>> net = la.blocks.Dense(2, in_units=3); net.initialize()
+        >>> h = net.register_forward_pre_hook(lambda blk, args: print("in", args[0].shape))
+        >>> _ = net(la.ones((1, 3)))
+        in (1, 3)
+        >>> h.detach()
+        """
+        return HookHandle(self._forward_pre_hooks, hook)
+
+    def register_forward_hook(self, hook) -> HookHandle:
+        """Call ``hook(block, args, output)`` after every ``forward``; a non-None result replaces the
+        output. Returns a handle whose ``detach()`` removes the hook.
+
+        >>> import lazyarray as la
+        >>> net = la.blocks.Dense(2, in_units=3); net.initialize()
+        >>> h = net.register_forward_hook(lambda blk, args, out: print("out", out.shape))
+        >>> _ = net(la.ones((1, 3)))
+        out (1, 2)
+        >>> h.detach()
+        """
+        return HookHandle(self._forward_hooks, hook)
+
+    def _call_with_hooks(self, call, args):
+        for hook in list(self._forward_pre_hooks.values()):
+            new = hook(self, args)
+            if new is not None:
+                args = new if isinstance(new, tuple) else (new,)
+        out = call(*args)
+        for hook in list(self._forward_hooks.values()):
+            new = hook(self, args, out)
+            if new is not None:
+                out = new
+        return out
 
     def collect_params(self, select: str | None = None) -> dict[str, Parameter]:
         """Every parameter of this block and its children, by hierarchical name.
 
-        ``select`` keeps names that match the regular expression.
+        ``select`` keeps the names a regular expression matches from their start (as Gluon's
+        ``re.match``), e.g. ``".*weight|.*bias"``.
+
+        >>> import lazyarray as la
+        >>> net = la.blocks.HybridSequential(); _ = net.add(la.blocks.Dense(2), la.blocks.Dense(1))
+        >>> list(net.collect_params(".*weight"))
+        ['0.weight', '1.weight']
         """
         out: dict[str, Parameter] = {}
         self._collect("", out, set())
         if select is not None:
-            pattern = re.compile(select)
-            out = {k: v for k, v in out.items() if pattern.search(k)}
+            try:
+                pattern = re.compile(select)
+            except re.error as exc:
+                raise ParamError(f"collect_params: select {select!r} is not a regular expression: {exc}; "
+                                 "write e.g. '.*weight|.*bias'") from None
+            out = {k: v for k, v in out.items() if pattern.match(k)}
         return out
 
     def _collect(self, prefix: str, out: dict, seen: set) -> None:
@@ -96,7 +194,7 @@ class Block:
             if id(p) not in seen:  # a shared parameter keeps its first name
                 seen.add(id(p))
                 out[prefix + name] = p
-        for name, child in self._children.items():
+        for name, child in self.children():
             child._collect(f"{prefix}{name}.", out, seen)
 
     # -- parameters ------------------------------------------------------------------------
@@ -114,6 +212,123 @@ class Block:
         for p in self.collect_params().values():
             p.zero_grad()
 
+    def share_parameters(self, shared: dict[str, Parameter]) -> Block:
+        """Use the parameters of ``shared`` (``other.collect_params()``) in place of this block's own of
+        the same names (those absent stay); returns self.
+
+        >>> import lazyarray as la
+        >>> a = la.blocks.Dense(2, in_units=3); b = la.blocks.Dense(2, in_units=3)
+        >>> _ = b.share_parameters(a.collect_params())
+        >>> b.weight is a.weight
+        True
+        """
+        if not isinstance(shared, dict):
+            raise ParamError(f"share_parameters takes a dict name -> Parameter (other.collect_params()), got "
+                             f"{type(shared).__name__}")
+        self._share("", shared)
+        return self
+
+    def _share(self, prefix: str, shared: dict) -> None:
+        for name in list(self._params):
+            p = shared.get(prefix + name)
+            if p is not None:
+                if not isinstance(p, Parameter):
+                    raise ParamError(f"share_parameters: {prefix + name!r} maps to a {type(p).__name__}, "
+                                     "not a Parameter")
+                setattr(self, name, p)
+        for name, child in self.children():
+            child._share(f"{prefix}{name}.", shared)
+
+    def cast(self, dtype) -> Block:
+        """Cast every parameter (value and gradient) of this block and its children to ``dtype``, e.g.
+        ``"float16"``; returns self. Feed inputs of that dtype afterwards.
+
+        >>> import lazyarray as la
+        >>> net = la.blocks.Dense(2, in_units=3); net.initialize()
+        >>> _ = net.cast("float16")
+        >>> net(la.ones((1, 3), dtype="float16")).dtype
+        dtype('float16')
+        """
+        for _, child in self.children():
+            child.cast(dtype)
+        for p in self._params.values():
+            p.cast(dtype)
+        _STRUCTURE[0] += 1  # compiled graphs hold the old dtypes
+        return self
+
+    def save(self, prefix: str) -> tuple[str, str]:
+        """Gluon 2's ``Block.save``: write ``prefix-model.json`` (the block tree: class names, the order
+        of children and parameters) and ``prefix-model.params`` (values named by position in that tree,
+        so renaming attributes does not matter), atomically. ``load(prefix)`` reads them back into a
+        block of the same structure.
+
+        >>> import lazyarray as la, tempfile, os
+        >>> net = la.blocks.Dense(2, in_units=3); net.initialize()
+        >>> prefix = os.path.join(tempfile.mkdtemp(), "m")
+        >>> net.save(prefix)[0].endswith("m-model.json")
+        True
+        """
+        arrays: dict[str, np.ndarray] = {}
+        ids: dict[int, str] = {}
+
+        def tree(block: Block) -> dict:
+            params = []
+            for p in block._params.values():
+                if id(p) not in ids:  # a shared parameter is stored once
+                    ids[id(p)] = f"param{len(ids)}"
+                    arrays[ids[id(p)]] = np.ascontiguousarray(p.data().asnumpy())
+                params.append(ids[id(p)])
+            return {"type": type(block).__name__, "params": params,
+                    "children": [tree(c) for _, c in block.children()]}
+
+        model = {"format": "lazyarray.block", "version": 1, "model": tree(self)}
+        json_path, params_path = f"{prefix}-model.json", f"{prefix}-model.params"
+        write_arrays(params_path, arrays, {"version": 1})
+        write_atomic(json_path, json.dumps(model, indent=1).encode())
+        return json_path, params_path
+
+    def load(self, prefix: str) -> None:
+        """Load what ``save(prefix)`` wrote into this block, matching children and parameters by
+        position; a different tree (class, number of children or parameters) raises ``ParamError``."""
+        from ..graph.serialize import parse_json
+
+        json_path = f"{prefix}-model.json"
+        try:
+            with open(json_path, "rb") as f:
+                doc = parse_json(f.read(), json_path)
+        except OSError as exc:
+            raise GraphFormatError(f"cannot read {json_path!r}: {exc.strerror or exc}") from None
+        if not isinstance(doc, dict) or doc.get("format") != "lazyarray.block":
+            raise GraphFormatError(f"{json_path!r} was not written by Block.save")
+        arrays, _ = load_arrays(f"{prefix}-model.params")
+        todo: list[tuple[Parameter, np.ndarray]] = []
+
+        def match(block: Block, node, path: str) -> None:
+            where = f"{json_path}: block {path or '(top)'}"
+            if not isinstance(node, dict) or not isinstance(node.get("params"), list) or \
+                    not isinstance(node.get("children"), list):
+                raise GraphFormatError(f"{where}: malformed entry")
+            if node.get("type") != type(block).__name__:
+                raise ParamError(f"{where} is a {node.get('type')} in the file but a {type(block).__name__} here; "
+                                 "load into a block built the same way")
+            params, children = list(block._params.items()), list(block.children())
+            if len(params) != len(node["params"]) or len(children) != len(node["children"]):
+                raise ParamError(f"{where} has {len(node['params'])} parameters and {len(node['children'])} "
+                                 f"children in the file, {len(params)} and {len(children)} here")
+            for (name, p), key in zip(params, node["params"]):
+                if key not in arrays:
+                    raise GraphFormatError(f"{where}: parameter {key!r} missing from the parameter file")
+                got, want = arrays[key].shape, p.shape
+                if want is not None and (len(want) != len(got) or any(w and w != g for w, g in zip(want, got))):
+                    raise ShapeError(f"{where}: parameter {name!r} is {tuple(got)} in the file, {want} here")
+                todo.append((p, arrays[key]))
+            for (name, child), sub in zip(children, node["children"]):
+                match(child, sub, f"{path}.{name}" if path else name)
+
+        match(self, doc.get("model"), "")
+        for p, value in todo:  # nothing changes unless everything matched
+            p.set_data(value)
+
     def save_parameters(self, path: str) -> None:
         """Write every parameter to ``path`` (safetensors: loading never runs code), atomically."""
         save_arrays(path, self.collect_params())
@@ -126,6 +341,8 @@ class Block:
 
     # -- calling -----------------------------------------------------------------------------
     def __call__(self, *args):
+        if self._forward_pre_hooks or self._forward_hooks:
+            return self._call_with_hooks(self.run_forward, args)
         return self.run_forward(*args)
 
     def run_forward(self, *args):
@@ -134,6 +351,11 @@ class Block:
             with INIT_LOCK:  # first calls from several threads: one infers, the others then see it
                 if any(p._deferred is not None and not p.shape_known for p in self._params.values()):
                     self._infer_shapes(args)
+        if MULTI_DEVICE[0]:  # parameters on several devices: data() gives the copy on the input's device
+            device = next((a.device for a in args if isinstance(a, NDArray)), None)
+            if device is not None:
+                with device:
+                    return self.forward(*args)
         return self.forward(*args)
 
     def forward(self, *args):
@@ -164,13 +386,92 @@ class Block:
 
     def hybridize(self, active: bool = True, static_shape: bool = False) -> None:
         """Hybridize every ``HybridBlock`` inside this block (``active=False`` turns it off)."""
-        for child in self._children.values():
+        for _, child in self.children():
             child.hybridize(active, static_shape)
 
     # -- display -----------------------------------------------------------------------------
+    def summary(self, *inputs) -> None:
+        """Print a table of the blocks ``self(*inputs)`` runs: name (attribute path) and type, output
+        shape and own parameter count, then the totals (as Gluon's ``Block.summary``).
+
+        It runs the block imperatively with forward hooks (hybridized blocks too: they are switched
+        off during the call), in inference mode.
+
+        >>> import lazyarray as la
+        >>> net = la.blocks.HybridSequential(); _ = net.add(la.blocks.Dense(4), la.blocks.Dense(2))
+        >>> net.initialize()
+        >>> net.summary(la.ones((1, 3)))  # doctest: +NORMALIZE_WHITESPACE
+        --------------------------------------------------------------------------------
+                Layer (type)                                Output Shape         Param #
+        ================================================================================
+                       Input                                      (1, 3)               0
+                   0 (Dense)                                      (1, 4)              16
+                   1 (Dense)                                      (1, 2)              10
+        (top) (HybridSequential)                                  (1, 2)               0
+        ================================================================================
+        Total params: 26
+        Trainable params: 26
+        Non-trainable params: 0
+        --------------------------------------------------------------------------------
+        """
+        from ..autograd import pause
+
+        if not inputs:
+            raise BlockError(f"{type(self).__name__}.summary needs example inputs to run the block: "
+                             "net.summary(x)")
+        rows: list[tuple[str, Block, object]] = []
+        paths = {id(self): "(top)"}
+
+        def walk(block: Block, prefix: str) -> None:
+            for name, child in block.children():
+                paths.setdefault(id(child), prefix + name)
+                walk(child, f"{prefix}{name}.")
+
+        walk(self, "")
+        handles, hybrid = [], []
+
+        def visit(block: Block) -> None:
+            handles.append(block.register_forward_hook(lambda b, args, out: rows.append((paths[id(b)], b, out))))
+            if isinstance(block, HybridBlock) and block._active:
+                hybrid.append(block)
+                object.__setattr__(block, "_active", False)
+
+        self.apply(visit)
+        try:
+            with pause(train_mode=False):
+                self(*inputs)
+        finally:
+            for h in handles:
+                h.detach()
+            for b in hybrid:
+                object.__setattr__(b, "_active", True)
+
+        def shape_of(out) -> str:
+            if isinstance(out, NDArray):
+                return str(tuple(out.shape))
+            if isinstance(out, (list, tuple)):
+                return ", ".join(shape_of(o) for o in out)
+            return type(out).__name__
+
+        def count(p: Parameter) -> int:
+            return int(np.prod(p.shape)) if p.shape is not None else 0
+
+        line = "-" * 80
+        out = [line, f"{'Layer (type)':>28}{'Output Shape':>44}{'Param #':>16}", "=" * 80]
+        out.append(f"{'Input':>28}{shape_of(list(inputs) if len(inputs) > 1 else inputs[0]):>44}{0:>16}")
+        for path, block, value in rows:
+            n = sum(count(p) for p in block._params.values())
+            out.append(f"{path + ' (' + type(block).__name__ + ')':>28}{shape_of(value):>44}{n:>16}")
+        params = self.collect_params().values()
+        total = sum(count(p) for p in params)
+        trainable = sum(count(p) for p in params if p.grad_req != "null")
+        out += ["=" * 80, f"Total params: {total}", f"Trainable params: {trainable}",
+                f"Non-trainable params: {total - trainable}", line]
+        print("\n".join(out))
+
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__}("]
-        for name, child in self._children.items():
+        for name, child in self.children():
             text = repr(child).replace("\n", "\n  ")
             lines.append(f"  ({name}): {text}")
         return "\n".join(lines) + ")" if len(lines) > 1 else f"{type(self).__name__}()"
@@ -194,7 +495,7 @@ class HybridBlock(Block):
 
     def _structure(self) -> tuple:
         """Identity of every child block and parameter below this block (what a trace baked in)."""
-        return tuple((n, id(p)) for n, p in self.collect_params().items()) + \
+        return tuple((n, id(p), p.dtype) for n, p in self.collect_params().items()) + \
             tuple(id(b) for b in _descendants(self))
 
     def _check_structure(self) -> None:
@@ -215,7 +516,7 @@ class HybridBlock(Block):
                 continue
             seen.add(id(c))
             head = f"trace for {'training' if training else 'inference'}, first signature " + \
-                ", ".join(f"{np.dtype(dt)}{list(shape)}" for shape, dt, _ in sig)
+                ", ".join("None" if a is None else f"{np.dtype(a[1])}{list(a[0])}" for a in sig)
             lines.append(head + (":" if c.guards else ": no guards (serves every signature of these ranks)"))
             lines += [f"  {g}" for g in c.guards]
         return "\n".join(lines) or "no traces yet"
@@ -225,7 +526,7 @@ class HybridBlock(Block):
         traces = SignatureCache(f"hybridized {type(self).__name__}", cache_size)
         object.__setattr__(self, "_traces", traces)
         object.__setattr__(self, "_by_sig", traces.items)
-        object.__setattr__(self, "_generic", {})  # training -> Compiled that may serve new shapes
+        object.__setattr__(self, "_generic", {})  # (training, None places) -> Compiled serving new shapes
         object.__setattr__(self, "_last_sig", None)
         object.__setattr__(self, "trace_count", 0)
 
@@ -260,6 +561,11 @@ class HybridBlock(Block):
         return compiled.run if compiled is not None else None
 
     def __call__(self, *args):
+        if self._forward_pre_hooks or self._forward_hooks:
+            return self._call_with_hooks(self._call, args)
+        return self._call(*args)
+
+    def _call(self, *args):
         if not self._active or _MODE.get() & DEFERRED:  # imperative, or inlined into an enclosing trace
             return self.run_forward(*args)
         if self.__dict__.get("_structure_epoch") != _STRUCTURE[0]:
@@ -268,9 +574,12 @@ class HybridBlock(Block):
         try:
             sig = tuple([(a.shape, a.dtype, a._device) for a in args])
         except AttributeError:
-            bad = next(a for a in args if not isinstance(a, NDArray))
-            raise ParamError(f"a hybridized {type(self).__name__} takes arrays, got {type(bad).__name__}; "
-                             "wrap numbers and NumPy data with la.array(...)") from None
+            bad = [a for a in args if a is not None and not isinstance(a, NDArray)]
+            if bad:
+                raise ParamError(f"a hybridized {type(self).__name__} takes arrays (or None), got "
+                                 f"{type(bad[0]).__name__}; wrap numbers and NumPy data with la.array(...)") from None
+            # None arguments: traced with None in that place, the trace serves calls with None there
+            sig = tuple([None if a is None else (a.shape, a.dtype, a._device) for a in args])
         training = _TRAINING.get()
         compiled = self._by_sig.get((training, sig))
         if compiled is None:
@@ -286,7 +595,8 @@ class HybridBlock(Block):
             return compiled if compiled is not None else self._trace_for(args, sig, training)
 
     def _trace_for(self, args, sig, training) -> hybrid.Compiled:
-        generic = None if self._static_shape else self._generic.get(training)
+        key = (training, tuple(a is None for a in sig))  # one shape-generic graph per mode and None places
+        generic = None if self._static_shape else self._generic.get(key)
         if generic is not None and generic.accepts(sig):
             compiled = generic  # same graph: the cached op compiles a plan for the new shapes
         else:
@@ -294,7 +604,7 @@ class HybridBlock(Block):
             compiled.run = hybrid.compile_symbol(compiled.symbol, self._traces.size)
             object.__setattr__(self, "trace_count", self.trace_count + 1)
             if compiled.generic:
-                self._generic[training] = compiled
+                self._generic[key] = compiled
         compiled.signatures.add(sig)
         self._traces.add((training, sig), compiled, _describe_signatures)
         return compiled
@@ -308,7 +618,7 @@ class HybridBlock(Block):
                                  "once first, so its graph can be traced (net.hybridize(); net(x))")
         compiled = self._by_sig.get((False, sig))
         if compiled is None:
-            dummies = tuple(zeros(shape, dtype, device) for shape, dtype, device in sig)
+            dummies = tuple(None if s is None else zeros(*s) for s in sig)
             compiled = hybrid.trace(self, dummies, self.collect_params(), False)
         return compiled
 
@@ -334,6 +644,31 @@ class HybridBlock(Block):
 
 
 _STRUCTURE = [0]  # bumped whenever any block's children or parameters change
+
+
+class HookHandle:
+    """What ``register_forward_hook`` / ``register_forward_pre_hook`` return: ``detach()`` removes the
+    hook (also on leaving a ``with handle:`` block)."""
+
+    _next = [0]
+
+    def __init__(self, hooks: OrderedDict, hook):
+        if not callable(hook):
+            raise ParamError(f"a forward hook must be callable, got {type(hook).__name__}")
+        self._hooks = hooks
+        self._key = HookHandle._next[0]
+        HookHandle._next[0] += 1
+        hooks[self._key] = hook
+
+    def detach(self) -> None:
+        """Remove the hook (a second call does nothing)."""
+        self._hooks.pop(self._key, None)
+
+    def __enter__(self) -> HookHandle:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.detach()
 
 
 def _descendants(block: Block):
@@ -376,13 +711,51 @@ class HybridSequential(HybridBlock):
     __len__ = Sequential.__len__
 
 
+class Concatenate(Sequential):
+    """Every child gets the same input; their outputs are concatenated along ``axis``.
+
+    >>> import lazyarray as la
+    >>> net = la.blocks.Concatenate(axis=-1)
+    >>> _ = net.add(la.blocks.Dense(2, in_units=3), la.blocks.Dense(4, in_units=3)); net.initialize()
+    >>> net(la.ones((5, 3))).shape
+    (5, 6)
+    """
+
+    def __init__(self, axis: int = -1):
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, x):
+        outs = [child(x) for child in self._children.values()]
+        if not outs:
+            raise BlockError(f"{type(self).__name__} has no children to concatenate; add some with .add(...)")
+        return _concatenate()(outs, axis=self.axis)
+
+
+def _concatenate():
+    """``la.concatenate`` (the package namespace is complete only after this module is imported)."""
+    return importlib.import_module("lazyarray").concatenate
+
+
+class HybridConcatenate(HybridSequential):
+    """``Concatenate`` that can be hybridized as a whole."""
+
+    def __init__(self, axis: int = -1):
+        super().__init__()
+        self.axis = axis
+
+    forward = Concatenate.forward
+
+
 # -- parameter files -----------------------------------------------------------------------------
 def _describe_signatures(old, new) -> tuple[list, str]:
     """What changed between two block signatures ``(training, ((shape, dtype, device), ...))``."""
-    causes = describe_change(range(len(new[1])), old[1], new[1], "training mode" if old[0] != new[0] else "")
+    none = ((), None, None)  # a None argument
+    causes = describe_change(range(len(new[1])), [a or none for a in old[1]], [a or none for a in new[1]],
+                             "training mode" if old[0] != new[0] else "")
 
     def sig_text(s):
-        return "(" + ", ".join(f"{np.dtype(dt)}{list(shape)} @{dev}" for shape, dt, dev in s[1]) + \
+        return "(" + ", ".join("None" if a is None else f"{np.dtype(a[1])}{list(a[0])} @{a[2]}" for a in s[1]) + \
             f"; training={s[0]})"
 
     return causes, (f"This time {causes_text(causes, 'argument')} changed: last signature {sig_text(old)}, "
@@ -410,11 +783,17 @@ def save_arrays(path: str, params: dict[str, Parameter], graph_sha256: str | Non
         arrays[name] = np.ascontiguousarray(d.asnumpy())
         if p.grad_req == "null":
             frozen.append(name)
-    # One metadata key: safetensors writes several in no fixed order, and equal models must
-    # give byte-identical files.
     record = {"version": 1, "grad_null": frozen}
     if graph_sha256 is not None:
         record["graph_sha256"] = graph_sha256
+    write_arrays(path, arrays, record)
+
+
+def write_arrays(path: str, arrays: dict[str, np.ndarray], record: dict) -> None:
+    """NumPy arrays and a JSON ``record`` (read back by ``load_arrays``) to a safetensors file,
+    atomically."""
+    # One metadata key: safetensors writes several in no fixed order, and equal files must be
+    # byte-identical.
     meta = {_PARAMS_FORMAT: json.dumps(record)}
     write_atomic(path, _safetensors().save(arrays, metadata=meta))
 

@@ -70,11 +70,13 @@ class Compiled:
         """Can this graph serve ``sig`` by recompiling (no retrace)? Its guards must hold."""
         if not self.generic or not self.signatures:
             return False
+        ref = next(iter(self.signatures))
+        if len(ref) != len(sig) or any((a is None) != (b is None) for a, b in zip(ref, sig)):
+            return False  # None arguments must stay in the same places
+        ref, sig = arrays_only(ref), arrays_only(sig)
         if not all(g.holds(sig) for g in self.guards):
             return False
-        ref = next(iter(self.signatures))
-        if len(ref) != len(sig) or any(len(a[0]) != len(b[0]) or a[1] != b[1] or a[2] is not b[2]
-                                       for a, b in zip(ref, sig)):
+        if any(len(a[0]) != len(b[0]) or a[1] != b[1] or a[2] is not b[2] for a, b in zip(ref, sig)):
             return False
         names = input_names(len(sig))
         try:
@@ -95,6 +97,24 @@ class Compiled:
         return tuple(main) if self.structure == "tuple" else main
 
 
+class CopyOf:
+    """A graph input bound to the copy of a parameter on one device (``initialize(device=[...])``)."""
+
+    __slots__ = ("param", "device")
+
+    def __init__(self, param: Parameter, device):
+        self.param, self.device = param, device
+
+    @property
+    def _data(self):
+        return self.param._copies[self.device]
+
+
+def arrays_only(sig: tuple) -> tuple:
+    """A signature without its None arguments (the graph's inputs are the arrays)."""
+    return tuple(a for a in sig if a is not None)
+
+
 def trace(block, args: tuple, params: dict[str, Parameter], training: bool) -> Compiled:
     """Steps 1-3: trace ``block.forward`` on placeholders shaped like ``args``, export the symbol and
     bind its inputs.
@@ -104,13 +124,18 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool) -> C
     value reads raise ``TraceError`` (``lazyarray/guards.py``). Parameters ``forward`` reads that
     are not the block's own (tied weights held by reference) become inputs too.
     """
-    names = input_names(len(args))
-    variables = [var_node(nm, Aval(tuple(a.shape), a.dtype, a._device, a.stype)) for nm, a in zip(names, args)]
-    placeholders = tuple(_make(None, Entry(v), a._device) for v, a in zip(variables, args))
+    positions = [i for i, a in enumerate(args) if a is not None]  # None arguments stay None in the trace
+    arrays = [args[i] for i in positions]
+    names = input_names(len(arrays))
+    variables = [var_node(nm, Aval(tuple(a.shape), a.dtype, a._device, a.stype)) for nm, a in zip(names, arrays)]
+    placeholders = [_make(None, Entry(v), a._device) for v, a in zip(variables, arrays)]
+    call_args = list(args)
+    for i, ph in zip(positions, placeholders):
+        call_args[i] = ph
     tracer = guards.Trace(type(block).__name__, variables)
     with guards.tracing(tracer), autograd.pause(train_mode=training), deferred(), \
             collect_updates() as pending:
-        out = block.run_forward(*placeholders)
+        out = block.run_forward(*call_args)
     args = placeholders
     if isinstance(out, NDArray):
         outs, structure = [out], "single"
@@ -129,9 +154,10 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool) -> C
             params[name] = p
             by_param[id(p)] = name
     named = dict(zip(names, args))
+    device = arrays[0]._device if arrays else None
     for name, p in params.items():
         if p.initialized:
-            named[name] = p._data
+            named[name] = p._copy_on(device) if p._copies else p._data
     updates = []
     for p, value in pending:
         if id(p) not in by_param:
@@ -147,10 +173,14 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool) -> C
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnusedInputWarning)  # unused parameters are fine
         sym = get_symbol(outs + [v for _, v in updates] + unused_draws, inputs=named)
-    by_name = {n: i for i, n in enumerate(names)}
+    by_name = dict(zip(names, positions))
     sources = []
     for name in sym.list_inputs():
-        sources.append(by_name[name] if name in by_name else params[name])
+        if name in by_name:
+            sources.append(by_name[name])
+        else:
+            p = params[name]
+            sources.append(CopyOf(p, device) if p._copies and named[name] is not p._data else p)
     return Compiled(sym, len(outs), structure, sources, [p for p, _ in updates],
                     generic=is_shape_generic(sym), training=training, guards=list(tracer.guards))
 

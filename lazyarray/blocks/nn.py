@@ -28,8 +28,12 @@ def _softsign(x):
     return x / (F.abs(x) + 1.0)
 
 
+def _gelu_tanh(x):
+    return F.gelu(x, approximation="tanh")
+
+
 _ACTIVATIONS = {"relu": F.relu, "sigmoid": F.sigmoid, "tanh": F.tanh, "softrelu": _softrelu,
-                "softsign": _softsign}
+                "softsign": _softsign, "gelu": F.gelu, "gelu_tanh": _gelu_tanh}
 
 
 def activation_fn(name: str | None):
@@ -84,7 +88,7 @@ class Dense(HybridBlock):
 
 class Activation(HybridBlock):
     """An activation function as a layer: ``"relu"``, ``"sigmoid"``, ``"tanh"``, ``"softrelu"``,
-    ``"softsign"``."""
+    ``"softsign"``, ``"gelu"`` (exact, with erf) and ``"gelu_tanh"`` (the tanh approximation)."""
 
     def __init__(self, activation: str):
         super().__init__()

@@ -23,7 +23,7 @@ from .. import init as _init
 from ..autograd import Leaf
 from ..aval import as_dtype
 from ..buffer import bump
-from ..device import Device, cpu
+from ..device import Device, cpu, current_device
 from ..errors import AutogradError, LazyArrayError, ShapeError
 from ..ndarray import NDArray, _make
 from ..storage import RowSparse
@@ -61,6 +61,10 @@ class Parameter:
         self.device = device
         self._data: NDArray | None = None
         self._deferred = None  # (initializer, device) while waiting for the shape
+        # initialize(device=[...]) with several devices: one copy per device (the first is _data);
+        # a Trainer sums their gradients and writes the updated value into every copy
+        self._devices: list[Device] | None = None
+        self._copies: dict[Device, NDArray] = {}
 
     # -- shape -----------------------------------------------------------------------------
     @property
@@ -109,6 +113,18 @@ class Parameter:
             return
         initializer = self.init or (None if init is None else _init.create(init)) \
             or (None if default_init is None else _init.create(default_init))
+        if isinstance(device, (list, tuple)):
+            devices = list(dict.fromkeys(device))
+            if not devices or not all(isinstance(d, Device) for d in devices):
+                raise ValueError(f"Parameter {self.name!r}: device must be a device or a non-empty list of "
+                                 f"devices such as [la.cpu(0), la.cpu(1)], got {device!r}")
+            self._devices = devices if len(devices) > 1 else None
+            device = devices[0]
+            if self._devices:
+                MULTI_DEVICE[0] = True
+        else:
+            self._devices = None
+        self._copies = {}
         device = device or self.device or cpu(0)
         self._deferred = (initializer, device)
         if self.shape_known:
@@ -124,12 +140,27 @@ class Parameter:
             data = _make(initializer(self._shape, self.dtype, device), None, device)
             data.attach_grad(self._grad_req, stype=self.grad_stype)
             self.device = device
+            self._make_copies(data)
             self._data = data  # ready before ``_deferred`` clears: no thread sees neither
             self._deferred = None
+
+    def _make_copies(self, data: NDArray) -> None:
+        """One copy of ``data`` per extra device of ``initialize(device=[...])``, each with its gradient."""
+        if not self._devices:
+            self._copies = {}
+            return
+        copies = {data.device: data}
+        for d in self._devices[1:]:
+            c = data.to(d).detach()
+            c.attach_grad(self._grad_req, stype=self.grad_stype)
+            copies[d] = c
+        self._copies = copies
 
     def _attach(self) -> None:
         # (grad_req="null" stops tracking: no gradient is computed for this parameter)
         self._data.attach_grad(self._grad_req, stype=self.grad_stype)
+        for c in self._copies.values():
+            c.attach_grad(self._grad_req, stype=self.grad_stype)
 
     @property
     def initialized(self) -> bool:
@@ -147,9 +178,35 @@ class Parameter:
             d = self._data
             if d is None:
                 raise self._not_ready()
+        if self._copies:
+            return self._copy_on(device or current_device(), strict=device is not None)
         if device is not None and device is not d.device:
             return d.to(device)
         return d
+
+    def _copy_on(self, device: Device | None, strict: bool = False) -> NDArray:
+        """The copy on ``device`` (parameters on several devices); the first copy when there is none
+        there, or ``DeferredInitializationError`` with ``strict``."""
+        c = self._copies.get(device)
+        if c is None:
+            if strict:
+                raise DeferredInitializationError(
+                    f"Parameter {self.name!r} has copies on {', '.join(map(str, self._copies))}, not on "
+                    f"{device}; initialize it with device=[..., {device}] or move the input there")
+            return self._data
+        return c
+
+    def list_data(self) -> list[NDArray]:
+        """The value on each device it was initialized on (one array without several devices)."""
+        return list(self._copies.values()) if self._copies else [self.data()]
+
+    def list_grad(self) -> list[NDArray]:
+        """The gradient on each device, in ``list_data()`` order."""
+        return [self.grad(d) for d in self.list_device()]
+
+    def list_device(self) -> list[Device]:
+        """The devices holding a copy."""
+        return list(self._copies) if self._copies else [self.data().device]
 
     def _not_ready(self) -> DeferredInitializationError:
         if self._deferred is not None:
@@ -165,11 +222,11 @@ class Parameter:
         """The gradient written by the last ``backward`` (zeros before any)."""
         if self._grad_req == "null":
             raise AutogradError(f"Parameter {self.name!r} has grad_req='null' and no gradient")
-        d = self.data()
+        d = self.data(device) if self._copies else self.data()
         g = d.grad
         if g is None:  # before the first backward: zeros (no gradient buffer is kept until then)
             g = _make(d.device.xp.zeros(d.shape, d.dtype), None, d.device)
-        return g if device is None else g.to(device)
+        return g if device is None or self._copies else g.to(device)
 
     def set_data(self, value) -> None:
         """Replace the value (a copy; the same shape keeps the array identity and its gradient buffer)."""
@@ -183,8 +240,10 @@ class Parameter:
             self._deferred = None
             self.device = device
             xp = device.xp
-            self._data = _make(xp.array(v, dtype=self.dtype, copy=True), None, device)
-            self._attach()
+            data = _make(xp.array(v, dtype=self.dtype, copy=True), None, device)
+            data.attach_grad(self._grad_req, stype=self.grad_stype)
+            self._make_copies(data)
+            self._data = data
             return
         buf = self._data._value
         if tuple(v.shape) != tuple(buf.shape):
@@ -192,18 +251,52 @@ class Parameter:
                              f"is {tuple(buf.shape)}")
         buf[...] = v
         bump(buf)
+        self._sync_copies()
+
+    def _sync_copies(self) -> None:
+        """Write the first copy's value into the others (after an update)."""
+        first = self._data
+        for c in self._copies.values():
+            if c is not first:
+                buf = c._value
+                buf[...] = first.to(c.device)._materialize()
+                bump(buf)
+
+    def cast(self, dtype) -> None:
+        """Change the dtype: the value and the gradient (if any) are converted."""
+        dtype = as_dtype(dtype, f"Parameter {self.name!r}")
+        self.dtype = dtype
+        d = self._data
+        if d is None or d.dtype == dtype:
+            return
+        leaf = self._leaf()
+        grad = None if leaf is None or leaf.grad is None else leaf.grad._materialize()
+        self._data = _make(d._materialize().astype(dtype), None, d.device)
+        self._make_copies(self._data)
+        self._attach()
+        if grad is not None and not isinstance(grad, RowSparse):
+            new = self._leaf()
+            new.grad = _make(grad.astype(dtype), None, d.device)
+            new.fresh = leaf.fresh
 
     def zero_grad(self) -> None:
         """Set the gradient buffer to zeros (for ``grad_req='add'``)."""
-        leaf = self._leaf()
-        if leaf is None or leaf.grad is None:
-            return
-        g = leaf.grad._materialize()
-        if isinstance(g, RowSparse):  # zero rows stored
-            leaf.grad = _make(RowSparse(g.data[:0], g.indices[:0], g.shape), None, self._data.device)
-        else:
-            g[...] = 0
-            bump(g)
+        for leaf, device in self._leaves():
+            if leaf.grad is None:
+                continue
+            g = leaf.grad._materialize()
+            if isinstance(g, RowSparse):  # zero rows stored
+                leaf.grad = _make(RowSparse(g.data[:0], g.indices[:0], g.shape), None, device)
+            else:
+                g[...] = 0
+                bump(g)
+
+    def _leaves(self) -> list:
+        """(autograd leaf, device) of every copy that tracks a gradient."""
+        arrays = list(self._copies.values()) if self._copies else [self._data]
+        if self._grad_req == "null":
+            return []
+        return [(a._ag, a.device) for a in arrays if a is not None and isinstance(a._ag, Leaf)]
 
     def update(self, value: NDArray) -> None:
         """Write a value computed by ``forward`` (running statistics).
@@ -226,20 +319,72 @@ class Parameter:
         return ag if isinstance(ag, Leaf) else None
 
     def _grad_is_fresh(self) -> bool:
-        """True when a backward wrote the gradient since the optimizer last took it."""
+        """True when a backward wrote the gradient (of every copy) since the optimizer last took it."""
+        if self._copies:
+            leaves = self._leaves()
+            return bool(leaves) and all(leaf.grad is not None and leaf.fresh for leaf, _ in leaves)
         leaf = self._leaf()
         return leaf is not None and leaf.grad is not None and leaf.fresh
 
     def _take_grad(self):
         """(value buffer, gradient buffer) as backend arrays for an in-place optimizer step; the
-        gradient (computed now if lazy) counts as used until the next backward writes it."""
+        gradient (computed now if lazy) counts as used until the next backward writes it. With copies
+        on several devices the gradient is their sum, on the first device."""
         leaf = self._leaf()
         leaf.fresh = False
-        return self._data._value, leaf.grad._materialize()
+        g = leaf.grad._materialize()
+        if self._copies:
+            first = self._data.device
+            for other, device in self._leaves()[1:]:
+                other.fresh = False
+                part = other.grad.to(first)._materialize()
+                if isinstance(g, RowSparse) or isinstance(part, RowSparse):
+                    raise AutogradError(f"Parameter {self.name!r}: row_sparse gradients on several devices "
+                                        "are not summed; initialize it on one device")
+                g = g + part
+        return self._data._value, g
 
     def __repr__(self) -> str:
         shape = "?" if self._shape is None else self._shape
         return f"Parameter({self.name!r}, shape={shape}, dtype={self.dtype}, grad_req={self._grad_req!r})"
+
+
+class Constant(Parameter):
+    """A parameter that holds a fixed value (``grad_req="null"``): saved, loaded and exported with the
+    other parameters, never trained (Gluon's ``Constant``).
+
+    >>> import lazyarray as la
+    >>> class Shift(la.blocks.HybridBlock):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.offset = la.blocks.Constant([1.0, 2.0])
+    ...     def forward(self, x):
+    ...         return x + self.offset.data()
+    >>> net = Shift(); net.initialize()
+    >>> net(la.zeros(2)).asnumpy()
+    array([1., 2.], dtype=float32)
+    """
+
+    def __init__(self, value, name: str = ""):
+        v = value._materialize() if isinstance(value, NDArray) else np.asarray(value)
+        if v.dtype == np.float64 and not isinstance(value, (NDArray, np.ndarray)):
+            v = v.astype(np.float32)  # Python floats: float32, as la.array gives
+        v = np.array(v.get() if hasattr(v, "get") else v)
+        self.value = v
+        super().__init__(name, shape=v.shape, dtype=v.dtype, init=_init.Constant(v), grad_req="null")
+
+    @property
+    def grad_req(self) -> str:
+        return "null"
+
+    @grad_req.setter
+    def grad_req(self, req: str) -> None:
+        if req != "null":
+            raise ValueError(f"Constant {self.name!r} has no gradient: its grad_req stays 'null', got {req!r}")
+        self._grad_req = req
+
+    def __repr__(self) -> str:
+        return f"Constant({self.name!r}, shape={self.shape}, dtype={self.dtype})"
 
 
 def _as_shape(shape, name) -> tuple:
@@ -252,6 +397,10 @@ def _as_shape(shape, name) -> tuple:
 # Deferred initialization happens once per parameter, at a block's first call; first calls from
 # several threads at once take turns here (cold path only).
 INIT_LOCK = threading.RLock()
+
+# True once a parameter was initialized on several devices: blocks then run ``forward`` with the
+# device of their first input as the current device, so ``param.data()`` picks that copy.
+MULTI_DEVICE = [False]
 
 _PENDING_UPDATES: contextvars.ContextVar[list | None] = contextvars.ContextVar(
     "lazyarray_pending_updates", default=None)

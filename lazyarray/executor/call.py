@@ -21,6 +21,7 @@ from ..errors import GraphFormatError, LazyArrayError, ParamValueError
 from ..graph.build import record_node
 from ..graph.node import Entry, Node, var_node
 from ..graph.passes.infer import infer_avals
+from ..graph.passes.placement import placement
 from ..graph.serialize import from_dict, to_dict
 from ..graph.symbol import Symbol
 from ..ops.params import INTS, Param, ParamType
@@ -73,6 +74,12 @@ class SubGraph:
         return tuple(out[id(e.node)][e.index] for e in self.sym.outputs)
 
     def run(self, arrays) -> list:
+        """The graph's outputs for ``arrays`` (fresh buffers the caller owns)."""
+        return self.program(arrays).run(arrays)
+
+    def program(self, arrays) -> Program:
+        """The program compiled for the signature of ``arrays`` (compiled now on the first call). A loop
+        whose iterations share a signature looks it up once and runs it every iteration."""
         try:
             key = tuple([(a.shape, a.dtype, a.__class__) for a in arrays])
         except AttributeError:  # a Python scalar among the inputs
@@ -83,12 +90,29 @@ class SubGraph:
                 prog = self._programs.items.get(key)
                 if prog is None:
                     prog = self._seed if self._seed is not None and self._matches(arrays) else \
-                        compile_program(list(self.sym.outputs), self.inputs, names=self.sym.names())
+                        self._compile(arrays)
                     self._seed = None
                     self._programs.add(key, _Used(prog), lambda a, b: ([], ""))
                     prog = self._programs.items[key]
         prog.used = self._programs.epoch
-        return prog.program.run(arrays)
+        return prog.program
+
+    def _compile(self, arrays) -> Program:
+        """A program for these arrays: the graph as recorded when their shapes and dtypes are the recorded
+        ones, else the graph with its inputs given theirs and every aval inferred again (a loop body
+        traced for one batch size runs for another)."""
+        sym, inputs = self.sym, self.inputs
+        given = {}
+        for a, n in zip(arrays, self.inputs):
+            rec = n.avals[0]
+            shape, dtype = tuple(getattr(a, "shape", ())), getattr(a, "dtype", None)
+            if rec.dtype is not None and (shape != rec.shape or (dtype is not None and dtype != rec.dtype)):
+                given[n.name] = rec._replace(shape=shape, dtype=rec.dtype if dtype is None else dtype)
+        if given:
+            sym = placement(self.sym, given)
+            have = {n.name: n for n in sym.input_nodes()}
+            inputs = [have.get(n.name, n) for n in self.inputs]
+        return compile_program(list(sym.outputs), inputs, names=sym.names())
 
     def _matches(self, arrays) -> bool:
         return all(tuple(getattr(a, "shape", ())) == n.avals[0].shape and stype_of(a) == n.avals[0].stype

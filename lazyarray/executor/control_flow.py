@@ -25,7 +25,7 @@ from ..errors import AutogradError, ShapeError, fmt_shape
 from ..graph.build import GRAPH_F, record_node
 from ..graph.node import Entry, Node, var_node
 from ..graph.passes.gradient import gradient
-from ..graph.rewrite import rewrite
+from ..graph.passes.placement import placement
 from ..graph.symbol import Symbol
 from ..ops.params import BOOL, INT, Param
 from ..ops.registry import OpDef, register
@@ -139,10 +139,14 @@ def _foreach_kernel(xp, *arrays, body, n_data, n_states, save_states, out=None):
     n_out = body.n_outputs - n_states
     ys = [xp.empty((steps,) + tuple(a.shape), a.dtype) for a in avals[:n_out]]
     saved = [xp.empty((steps,) + s.shape, s.dtype) for s in states] if save_states else []
+    prog = None  # every step has the same signature (a state keeps its shape): one program, looked up once
     for t in range(steps):
         for k, s in enumerate(saved):
             s[t] = states[k]
-        res = body.run([d[t] for d in data] + states + free)
+        args = [d[t] for d in data] + states + free
+        if prog is None:
+            prog = body.program(args)
+        res = prog.run(args)
         for k, y in enumerate(ys):
             y[t] = res[k]
         states = res[n_out:]
@@ -223,9 +227,12 @@ class _Vjp:
     the gradient of each input (``dxs``, zeros where no gradient reaches)."""
 
     def __init__(self, graph: SubGraph, in_avals):
-        fresh = {nm: var_node(nm, a) for nm, a in zip(graph.names, in_avals)}
-        sym = rewrite(graph.sym, lambda node, ins: fresh.get(node.name) if node.kind == "var" else None)
-        self.xs = [fresh[nm] for nm in graph.names]
+        # fresh inputs with the avals of this call and every aval inferred again: a body traced for
+        # one batch size is differentiated in a graph compiled for another
+        given = dict(zip(graph.names, in_avals))
+        sym = placement(graph.sym, given)
+        have = {n.name: n for n in sym.input_nodes()}
+        self.xs = [have.get(nm) or var_node(nm, a) for nm, a in given.items()]
         self.ys = list(sym.outputs)
         self.gs = [var_node(f"grad{j}", y.aval) for j, y in enumerate(self.ys)]
         got = gradient(self.ys, [Entry(gn) for gn in self.gs], [Entry(x) for x in self.xs])

@@ -1,11 +1,14 @@
 """The op registry and the op library, one file per family; importing this registers them all."""
 from . import (  # noqa: F401  (registration side effect)
+    advanced_index,
     conv,
     core,
     elementwise,
+    fft,
     linalg,
     math,
     nn,
+    norm,
     pool,
     reduce,
     repeat_elements,

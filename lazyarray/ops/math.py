@@ -97,7 +97,28 @@ _binary("copysign", "copysign",
 _binary("nextafter", "nextafter", _ZERO2, "the next float after a toward b", inplace=())
 
 # -- integer division --------------------------------------------------------------------------------------
-_binary("floor_divide", "floor_divide", _ZERO2, "floor(a / b) (Python's //)")
+def _floor_divide(xp, a, b, out=None):
+    res = xp.floor_divide(a, b)  # (a new array even for out=: a and out may be the same buffer)
+    if res.dtype.kind != "f":
+        return res if out is None else _write(xp, out, res)
+    # The Array API standard defines a // b on floats as floor(a / b) where NumPy (and Python) differ:
+    # an infinite a over a finite b is +-inf (NumPy: NaN), and a finite a over an infinite b is a
+    # signed zero (NumPy: -1.0 when the signs differ). Only those elements are replaced.
+    odd = xp.isinf(a) != xp.isinf(b)
+    if odd.any():
+        with np.errstate(all="ignore"):
+            res = xp.where(odd, xp.floor(xp.true_divide(a, b)), res)
+    return res if out is None else _write(xp, out, res)
+
+
+def _write(xp, out, res):
+    xp.copyto(out, res, casting="same_kind")  # (x //= 2.5 on ints raises, as NumPy's ufunc does)
+    return out
+
+
+_binary("floor_divide", _floor_divide, _ZERO2,
+        "floor(a / b) (Python's //; for floats, an infinite operand follows the Array API: inf // 2 is inf, "
+        "-1 // inf is -0.0)")
 _binary("remainder", "remainder",
         lambda F, ins, y, g: [g, F.negative(F.multiply(g, F.floor_divide(ins[0], ins[1])))],
         "a - floor(a / b) * b, the sign of b (Python's %)")

@@ -157,7 +157,20 @@ def _matmul_grad(F, ins, y, g):
 def _matmul(xp, a, b, out=None):
     if a.ndim == 2 and b.ndim == 2 and a.shape[1] == 1:  # an outer product (dense's weight gradient at
         return xp.multiply(a, b, out=out)  # batch 1): NumPy's matmul takes a slow non-BLAS loop for K=1
+    if a.ndim > 2 and b.ndim == 2:
+        return _rows_matmul(xp, a, b, out)
     return xp.matmul(a, b, out=out)
+
+
+def _rows_matmul(xp, a, b, out=None):
+    """``a @ b`` for a stack ``a`` (..., k) and a matrix ``b``: one (rows, k) @ (k, n) product when ``a``
+    is contiguous. NumPy otherwise runs one small product per leading index (a (32, 64, 128) input
+    times a weight: 32 products of 64 rows, 1.1-1.5x slower than one of 2048 rows)."""
+    if not a.flags.c_contiguous or (out is not None and not out.flags.c_contiguous):
+        return xp.matmul(a, b, out=out)
+    shape = a.shape[:-1] + (b.shape[1],)
+    res = xp.matmul(a.reshape(-1, a.shape[-1]), b, out=None if out is None else out.reshape(-1, b.shape[1]))
+    return out if out is not None else res.reshape(shape)
 
 
 register(OpDef("matmul", ("a", "b"), _matmul, writes_out=True,
@@ -167,7 +180,7 @@ register(OpDef("matmul", ("a", "b"), _matmul, writes_out=True,
 
 # -- dense -------------------------------------------------------------------------------------
 def _dense(xp, x, weight, bias=None, out=None):
-    y = xp.matmul(x, weight.T, out=out)
+    y = _rows_matmul(xp, x, weight.T, out) if x.ndim > 2 else xp.matmul(x, weight.T, out=out)
     if bias is not None:
         y += bias
     return y

@@ -162,15 +162,18 @@ register(OpDef("expand", ("x",), lambda xp, x, sizes=(), out=None: xp.broadcast_
                    "keep the shape"))
 
 
+def _full_sizes(ndim, sizes):
+    """Fewer repeats than dims repeat the trailing dims (np.tile): pad with leading 1s."""
+    return (1,) * (ndim - len(sizes)) + tuple(sizes) if len(sizes) < ndim else sizes
+
+
 def _repeat_check(src, sizes, op="repeat"):
-    if len(sizes) < len(src):
-        raise ShapeError(f"{op}: got {len(sizes)} repeats {tuple(sizes)} for an array of {len(src)} dims "
-                         f"{fmt_shape(src)}; the number of repeats must be >= the number of dims")
     if any(s < 0 for s in sizes):
         raise ShapeError(f"{op}: repeats {tuple(sizes)} must be >= 0")
 
 
 def _repeat(xp, x, sizes, out=None):
+    sizes = _full_sizes(x.ndim, sizes)
     _repeat_check(x.shape, sizes)
     # The rule has checked this already; checked again here because np.tile crashes the process
     # (signal 11) on sizes whose product overflows, whatever path reached the kernel.
@@ -181,6 +184,7 @@ def _repeat(xp, x, sizes, out=None):
 
 def _repeat_shape(shapes, sizes):
     src = shapes[0]
+    sizes = _full_sizes(len(src), sizes)
     _repeat_check(src, sizes)
     full = (1,) * (len(sizes) - len(src)) + tuple(src)
     return tuple(None if d is None else d * s for d, s in zip(full, sizes))
@@ -188,6 +192,7 @@ def _repeat_shape(shapes, sizes):
 
 def _repeat_grad(F, ins, y, g, sizes):
     x = ins[0]
+    sizes = _full_sizes(x.aval.ndim, sizes)
     full = (1,) * (len(sizes) - x.aval.ndim) + tuple(x.aval.shape)
     if None in full:
         return [_repeat_grad_dynamic(F, x, g, sizes, full)]
@@ -223,7 +228,8 @@ def _repeat_grad_dynamic(F, x, g, sizes, full):
 
 
 register(OpDef("repeat", ("x",), _repeat, params=(Param("sizes", INTS),), shape=_repeat_shape,
-               grad=_repeat_grad, doc="PyTorch Tensor.repeat: tile x sizes[i] times along dim i"))
+               grad=_repeat_grad, doc="np.tile / PyTorch Tensor.repeat: x repeated sizes[i] times along dim i (more sizes than dims "
+                   "add leading dims; fewer repeat the trailing dims)"))
 
 
 # -- joining -----------------------------------------------------------------------------
@@ -446,8 +452,9 @@ register(OpDef("slice_like", ("x", "like"), _slice_like,
 
 def _mask_rule(shapes):
     x, m = shapes
-    if len(m) > len(x) or any(a is not None and b is not None and a != b for a, b in zip(x, m)):
-        raise ShapeError(f"boolean mask {fmt_shape(m)} does not match the leading dims of {fmt_shape(x)}")
+    # a mask dim of 0 selects nothing along any dim (NumPy and the Array API agree)
+    if len(m) > len(x) or any(a is not None and b is not None and a != b and b != 0 for a, b in zip(x, m)):
+        raise AxisError(f"boolean mask {fmt_shape(m)} does not match the leading dims of {fmt_shape(x)}")
     return (None,) + tuple(x[len(m):])
 
 

@@ -459,6 +459,56 @@ def test_a_shape_read_in_a_body_guards_the_enclosing_trace():
     assert "input 0 dim 1 == 2" in str(net.guards())
 
 
+class Scan(nn.HybridBlock):
+    def forward(self, xs, ys):  # two scanned arrays: checking their lengths agree reads no length
+        outs, total = la.foreach(lambda d, s: (d[0] * d[1] + s, s + d[0]), [xs, ys], la.zeros_like(xs[0]))
+        return outs
+
+
+def test_one_trace_of_a_foreach_serves_every_length_and_batch():
+    net = Scan()
+    net.hybridize()
+    for steps, batch in ((3, 2), (7, 2), (1, 2), (4, 5)):  # the body, compiled for batch 2, runs batch 5
+        xs, ys = _arr(steps, batch, seed=steps), _arr(steps, batch, seed=steps + 1)
+        want = xs * ys + np.concatenate([np.zeros((1, batch)), np.cumsum(xs, axis=0)[:-1]])
+        np.testing.assert_allclose(net(la.array(xs), la.array(ys)).asnumpy(), want, rtol=1e-12)
+    assert net.trace_count == 1
+    assert "no guards" in net.guards()
+
+
+class BatchFreeRNN(nn.HybridBlock):
+    """An RNN whose begin state is shaped from the data: no shape is read, one trace serves all."""
+
+    def __init__(self, units=4):
+        super().__init__()
+        self.w = nn.Parameter("w", shape=(3, units), dtype="float64")
+        self.u = nn.Parameter("u", shape=(units, units), dtype="float64")
+
+    def forward(self, xs):
+        w, u = self.w.data(), self.u.data()
+        h0 = la.zeros_like(la.dot(xs[0], w))
+        outs, h = la.foreach(lambda x, h: ((hn := la.tanh(la.dot(x, w) + la.dot(h, u))), hn), xs, h0)
+        return outs.sum(axis=0) + h
+
+
+def test_a_hybridized_foreach_gradient_for_a_new_batch_size_equals_imperative():
+    nets = []
+    for hybrid in (False, True):
+        la.random.seed(4)
+        net = BatchFreeRNN()
+        net.initialize()
+        if hybrid:
+            net.hybridize()
+        nets.append(net)
+    for steps, batch in ((5, 2), (3, 6)):  # the vjp of a body traced for batch 2, built for batch 6
+        x, y = la.array(_arr(steps, batch, 3, seed=batch)), la.array(_arr(batch, 4, seed=9))
+        (g_imp, l_imp), (g_hyb, l_hyb) = _train_step(nets[0], x, y), _train_step(nets[1], x, y)
+        assert l_hyb == pytest.approx(l_imp, rel=1e-12)
+        for k in g_imp:
+            np.testing.assert_allclose(g_hyb[k], g_imp[k], rtol=1e-9, atol=1e-12)
+    assert nets[1].trace_count == 1
+
+
 def test_a_value_read_in_a_hybridized_body_raises_trace_error():
     class Bad(nn.HybridBlock):
         def forward(self, x):

@@ -9,6 +9,7 @@ Inputs are NumPy arrays (a list of them for ``*seq`` inputs); ``checks.to_la`` c
 """
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -246,12 +247,12 @@ def _expand_samples(rng, dtype, small):
 
 
 def repeat_ref(x, sizes):
-    """PyTorch ``repeat``: new dims in front, then tile."""
-    return np.tile(x.reshape((1,) * (len(sizes) - x.ndim) + x.shape), sizes)
+    """np.tile (PyTorch ``repeat`` where it is defined: new dims in front, then tile)."""
+    return np.tile(x, sizes)
 
 
 REPEAT_CASES = [((2, 3), (2, 2)), ((2, 3), (1, 1)), ((2, 3), (3, 1, 2)), ((3,), (2, 2)), ((), (3,)),
-                ((2, 1), (1, 3)), ((2, 3), (0, 1))]
+                ((2, 1), (1, 3)), ((2, 3), (0, 1)), ((2, 3), (2,)), ((2, 1, 3), (3, 1))]
 
 
 def _repeat_samples(rng, dtype, small):
@@ -374,6 +375,40 @@ def _boolean_mask_grad_samples(rng, dtype, small):
 def _mask_grad_ref(g, like, mask):
     res = np.zeros(like.shape, g.dtype)
     res[mask] = g
+    return res
+
+
+def _advanced_index_samples(rng, dtype, small):
+    x = rand(rng, (4, 3, 5), dtype)
+    rows, cols = np.array([0, 3, 3, -1]), np.array([[1], [2]], dtype=np.int32)
+    return [Sample((x, [rows, np.array([2, 0, 2, 1])]), {"key": (0, 0), "positions": (0, 1)}, "two-arrays"),
+            Sample((x, [cols]), {"key": (1, 0), "positions": (1,)}, "int-then-array"),
+            Sample((x, [rows, cols]), {"key": (0, slice(None), 0), "positions": (0, 2)}, "split-arrays"),
+            Sample((x, [cols]), {"key": (None, slice(1, 3), 0), "positions": (2,)}, "newaxis-slice-array")]
+
+
+def _advanced_index_ref(x, indices, key, positions):
+    k = list(key)
+    for p, i in zip(positions, indices):
+        k[p] = i
+    return x[tuple(k)]
+
+
+def _advanced_index_grad_samples(rng, dtype, small):
+    out = []
+    for s in _advanced_index_samples(rng, dtype, small):
+        x, idx = s.args
+        g = rand(rng, _advanced_index_ref(x, idx, **s.params).shape, dtype)
+        out.append(Sample((g, x, idx), s.params, s.name))
+    return out
+
+
+def _advanced_index_grad_ref(g, like, indices, key, positions):
+    res = np.zeros(like.shape, g.dtype)
+    k = list(key)
+    for p, i in zip(positions, indices):
+        k[p] = i
+    np.add.at(res, tuple(k), g)  # (a loop over the broadcast index positions gives the same sums)
     return res
 
 
@@ -813,6 +848,8 @@ CASES: dict[str, Case] = {
     "boolean_mask_grad": Case("shape", _boolean_mask_grad_samples, _mask_grad_ref, ALL),
     "take": Case("shape", _take_samples, _take_ref, ALL, grad=(0,)),
     "take_grad": Case("shape", _take_grad_samples, _take_grad_ref, ALL),
+    "advanced_index": Case("shape", _advanced_index_samples, _advanced_index_ref, ALL, grad=(0,)),
+    "advanced_index_grad": Case("shape", _advanced_index_grad_samples, _advanced_index_grad_ref, ALL, grad=(0,)),
     "nonzero": Case("shape", _nonzero_samples, lambda x: np.argwhere(x).astype(np.int64), ALL,
                     data_dependent=True),
     "tril": Case("shape", _tri_samples, lambda x, k=0: np.tril(x, k), ALL, grad=(0,)),
@@ -1474,4 +1511,163 @@ CASES.update({
         {}, {"ord": "nuc"}, {"ord": 1, "keepdims": True}, {"ord": float("-inf")}, {"ord": 2})),
         lambda x, keepdims=False, ord="fro": np.asarray(np.linalg.norm(x, ord=ord, axis=(-2, -1), keepdims=keepdims)),
         FLOATS, rtol32=1e-4),
+})
+
+
+# -- fft (lazyarray/ops/fft.py) ------------------------------------------------------------------------------------
+_FFT_1D_PARAMS = ({}, {"n": 6}, {"n": 9, "axis": 0}, {"norm": "ortho"}, {"n": 3, "norm": "forward"})
+_FFT_ND_PARAMS = ({}, {"axes": (0,)}, {"s": (5, 3), "axes": (-1, 0), "norm": "ortho"},
+                  {"s": (2, -1), "axes": (-2, -1), "norm": "forward"})
+
+
+def _fft_samples(params, shapes=((8,), (3, 5)), small_shapes=((5,), (2, 3))):
+    def samples(rng, dtype, small):
+        return [Sample((rand(rng, s, dtype),), dict(p), f"{s}-{p}")
+                for s in (small_shapes if small else shapes) for p in params
+                if p.get("axis", -1) < len(s) and all(a < len(s) for a in p.get("axes", ()))]
+    return samples
+
+
+def _fft_nd_ref(fname, last_full=False):
+    """numpy.fft.<fname> with the standard's -1 in s (the input's size) spelled out."""
+    def ref(x, s=None, axes=None, norm="backward"):
+        if s is not None:
+            ax = [a % x.ndim for a in axes]
+            full = [2 * (x.shape[a] - 1) if last_full and i == len(ax) - 1 else x.shape[a] for i, a in enumerate(ax)]
+            s = [f if v == -1 else v for v, f in zip(s, full)]
+        return getattr(np.fft, fname)(x, s=s, axes=axes, norm=norm)
+    return ref
+
+
+def _fft_1d_ref(fname):
+    return lambda x, **params: getattr(np.fft, fname)(x, **params)
+
+
+_FFT_1D = _fft_samples(_FFT_1D_PARAMS)
+_FFT_ND = _fft_samples(_FFT_ND_PARAMS, ((3, 4), (2, 3, 4)), ((3, 2), (2, 2, 3)))
+_SHIFT = _fft_samples(({}, {"axes": (0,)}, {"axes": (-1, 0)}), ((5,), (4, 5), (2, 3, 4)), ((5,), (2, 3)))
+CASES.update({
+    "fft": Case("fft", _FFT_1D, _fft_1d_ref("fft"), FLOATS + COMPLEX, grad=(0,), rtol32=1e-4),
+    "ifft": Case("fft", _FFT_1D, _fft_1d_ref("ifft"), FLOATS + COMPLEX, grad=(0,), rtol32=1e-4),
+    "fftn": Case("fft", _FFT_ND, _fft_nd_ref("fftn"), FLOATS + COMPLEX, grad=(0,), rtol32=1e-4),
+    "ifftn": Case("fft", _FFT_ND, _fft_nd_ref("ifftn"), FLOATS + COMPLEX, grad=(0,), rtol32=1e-4),
+    "rfft": Case("fft", _FFT_1D, _fft_1d_ref("rfft"), FLOATS, grad=(0,), rtol32=1e-4),
+    "irfft": Case("fft", _FFT_1D, _fft_1d_ref("irfft"), COMPLEX, rtol32=1e-4),
+    "rfftn": Case("fft", _FFT_ND, _fft_nd_ref("rfftn"), FLOATS, grad=(0,), rtol32=1e-4),
+    "irfftn": Case("fft", _FFT_ND, _fft_nd_ref("irfftn", last_full=True), COMPLEX, rtol32=1e-4),
+    "hfft": Case("fft", _FFT_1D, _fft_1d_ref("hfft"), COMPLEX, rtol32=1e-4),
+    "ihfft": Case("fft", _FFT_1D, _fft_1d_ref("ihfft"), FLOATS, rtol32=1e-4),
+    "fftshift": Case("fft", _SHIFT, lambda x, axes=None: np.fft.fftshift(x, axes=axes), FLOATS + COMPLEX + INTS,
+                     grad=(0,)),
+    "ifftshift": Case("fft", _SHIFT, lambda x, axes=None: np.fft.ifftshift(x, axes=axes), FLOATS + COMPLEX + INTS,
+                      grad=(0,)),
+})
+
+
+# -- transformer ops (lazyarray/ops/norm.py) ----------------------------------------------------------------
+def _layer_norm_samples(rng, dtype, small):
+    out = [Sample((rand(rng, (3, 5), dtype), rand(rng, (5,), dtype), rand(rng, (5,), dtype)), {}, "2d"),
+           Sample((rand(rng, (2, 4, 3), dtype), rand(rng, (4,), dtype), rand(rng, (4,), dtype)),
+                  {"axis": 1, "eps": 1e-3}, "axis=1"),
+           Sample((rand(rng, (2, 3, 6), dtype), rand(rng, (6,), dtype), rand(rng, (6,), dtype)), {}, "3d")]
+    if not small:  # rows whose mean is large against their spread (a one-pass variance loses them)
+        out.append(Sample(((rand(rng, (4, 8), "float64") + 300.0).astype(dtype), rand(rng, (8,), dtype),
+                           rand(rng, (8,), dtype)), {}, "offset"))
+    return out
+
+
+def _layer_norm_ref(x, gamma, beta, axis=-1, eps=1e-5):
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=axis, keepdims=True)
+    var = ((x64 - mean) ** 2).mean(axis=axis, keepdims=True)
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    y = (x64 - mean) / np.sqrt(var + eps) * gamma.reshape(shape) + beta.reshape(shape)
+    return y.astype(x.dtype)
+
+
+def _layer_norm_grad_samples(rng, dtype, small):
+    return [Sample((rand(rng, s.args[0].shape, dtype),) + s.args[:2], s.params, s.name)
+            for s in _layer_norm_samples(rng, dtype, small)]
+
+
+def _layer_norm_grad_ref(g, x, gamma, axis=-1, eps=1e-5):
+    """The three gradients from the explicit Jacobian of each row (not the kernel's formula)."""
+    g64, x64 = (np.moveaxis(a.astype(np.float64), axis, -1) for a in (g, x))
+    gm = gamma.astype(np.float64)
+    n = x64.shape[-1]
+    xs, gs = x64.reshape(-1, n), g64.reshape(-1, n)
+    dx = np.empty_like(xs)
+    dgamma, dbeta = np.zeros(n), np.zeros(n)
+    for r in range(xs.shape[0]):
+        c = xs[r] - xs[r].mean()
+        rstd = 1.0 / np.sqrt((c * c).mean() + eps)
+        xhat = c * rstd
+        # d xhat_i / d x_j = rstd * (delta_ij - 1/n - xhat_i xhat_j / n)
+        jac = rstd * (np.eye(n) - 1.0 / n - np.outer(xhat, xhat) / n)
+        dx[r] = jac.T @ (gs[r] * gm)
+        dgamma += gs[r] * xhat
+        dbeta += gs[r]
+    dx = np.moveaxis(dx.reshape(x64.shape), -1, axis)
+    return dx.astype(x.dtype), dgamma.astype(x.dtype), dbeta.astype(x.dtype)
+
+
+_ERF = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def gelu_ref(x, approximation="none"):
+    """GELU in float64: math.erf elementwise (exact) or the tanh formula."""
+    x64 = x.astype(np.float64)
+    if approximation == "tanh":
+        y = 0.5 * x64 * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x64 + 0.044715 * x64 ** 3)))
+    else:
+        y = 0.5 * x64 * (1.0 + _ERF(x64 / np.sqrt(2.0)))
+    return np.asarray(y).astype(x.dtype)
+
+
+def _gelu_grad_ref(g, x, approximation="none"):
+    x64 = x.astype(np.float64)
+    if approximation == "tanh":
+        u = np.sqrt(2.0 / np.pi) * (x64 + 0.044715 * x64 ** 3)
+        du = np.sqrt(2.0 / np.pi) * (1.0 + 3 * 0.044715 * x64 ** 2)
+        d = 0.5 * (1.0 + np.tanh(u)) + 0.5 * x64 * du / np.cosh(u) ** 2
+    else:
+        d = 0.5 * (1.0 + _ERF(x64 / np.sqrt(2.0))) + x64 * np.exp(-x64 ** 2 / 2) / np.sqrt(2.0 * np.pi)
+    return np.asarray(g * d).astype(np.result_type(g, x))
+
+
+_GELU_PARAMS = ({}, {"approximation": "tanh"})
+
+
+def _gelu_grad_samples(rng, dtype, small):
+    return [Sample((rand(rng, s, dtype), rand(rng, s, dtype) * 3), dict(p), f"{s}-{p}")
+            for s in ((3, 4), (2, 3, 5), ()) for p in _GELU_PARAMS]
+
+
+def _masked_softmax_samples(rng, dtype, small):
+    x = rand(rng, (2, 3, 4), dtype) * 3
+    full = rng.random((2, 3, 4)) < 0.6
+    full[0, 1] = False  # a fully masked row
+    keys = rng.random((2, 1, 4)) < 0.7
+    keys[1, 0, :] = [True, False, True, False]
+    return [Sample((x, full), {}, "same-shape"), Sample((x, keys), {}, "broadcast-keys"),
+            Sample((x, np.tril(np.ones((3, 4), bool))), {}, "causal"),
+            Sample((x, full), {"axis": 1}, "axis=1"),
+            Sample((np.array([[1000.0, 0.0, -1000.0]], dtype=dtype), np.array([True, True, False])), {}, "large")]
+
+
+def _masked_softmax_ref(x, mask, axis=-1):
+    mask = np.broadcast_to(mask, x.shape)
+    e = np.where(mask, np.exp(x.astype(np.float64) - np.where(mask, x, -np.inf).max(axis=axis, keepdims=True)
+                              .clip(min=-1e300)), 0.0)
+    s = e.sum(axis=axis, keepdims=True)
+    return (e / np.where(s == 0, 1.0, s)).astype(x.dtype)
+
+
+CASES.update({
+    "layer_norm": Case("norm", _layer_norm_samples, _layer_norm_ref, FLOATS, grad=(0, 1, 2), rtol32=1e-4),
+    "layer_norm_grad": Case("norm", _layer_norm_grad_samples, _layer_norm_grad_ref, FLOATS, rtol32=1e-4),
+    "gelu": Case("norm", unary(params=_GELU_PARAMS), gelu_ref, FLOATS, grad=(0,)),
+    "gelu_grad": Case("norm", _gelu_grad_samples, _gelu_grad_ref, FLOATS),
+    "masked_softmax": Case("norm", _masked_softmax_samples, _masked_softmax_ref, FLOATS, grad=(0,)),
 })

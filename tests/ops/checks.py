@@ -13,10 +13,13 @@ from .cases import CASES, case_params, grad_params, rng_for
 
 
 def op_function(name: str):
-    """The public function of op ``name`` (``la.<name>`` or ``la.nn.<name>``)."""
+    """The public function of op ``name`` (``la.<name>``, ``la.nn.<name>``, ``la.linalg.<name>``, ``la.fft.<name>``)."""
     op = registry.get(name)
     # (the registry op ``nonzero`` is ``la.argwhere``; ``la.nonzero`` is the standard's tuple built from it)
-    f = getattr({"nn": la.nn, "linalg": la.linalg}.get(op.namespace, la), {"nonzero": "argwhere"}.get(name, name))
+    f = getattr({"nn": la.nn, "linalg": la.linalg, "fft": la.fft}.get(op.namespace, la),
+                {"nonzero": "argwhere"}.get(name, name))
+    if op.namespace == "fft":  # la.fft.<name> give the ops the standard's signatures
+        return f
     # la.cond / la.while_loop / la.foreach trace Python functions; the raw ops take sub-graphs
     return f if getattr(f, "op", None) is op else functions.op_function(op)
 
@@ -149,7 +152,7 @@ def numeric_vjp(name, sample, np_args, i, j, og, eps):
             xp_ = x.copy()
             xp_.reshape(-1)[k] += sign * eps
             y = call(name, sample, [to_la(a) for a in _replace(np_args, i, j, xp_)]).asnumpy()
-            vals.append(float(np.sum(y.astype(np.float64) * og)))
+            vals.append(float(np.sum(np.real(y).astype(np.float64) * og)))  # complex y: <Re y, og>
         grad.reshape(-1)[k] = (vals[0] - vals[1]) / (2 * eps)
     return grad
 

@@ -68,8 +68,12 @@ def test_repeat_known_values():
     np.testing.assert_array_equal(got, np.array([[1, 2, 3] * 2] * 2))
 
 
-@pytest.mark.parametrize("sizes,fragment", [((2,), "the number of repeats must be >= the number of dims"),
-                                            ((2, -1), "must be >= 0")])
+def test_fewer_repeats_than_dims_tile_the_trailing_dims_like_numpy():
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(la.tile(la.array(x), 2).asnumpy(), np.tile(x, 2))
+
+
+@pytest.mark.parametrize("sizes,fragment", [((2, -1), "must be >= 0"), ((-1,), "must be >= 0")])
 def test_repeat_rejects_illegal_sizes(sizes, fragment):
     with pytest.raises(la.ShapeError, match="repeat") as info:
         la.ones((2, 3)).repeat(*sizes)
