@@ -159,11 +159,12 @@ def test_a_narrow_resnet18_overfits_eight_images():
 
 @pytest.mark.slow
 def test_resnet18_overfits_sixteen_cifar_sized_images():
+    """The full-width network (11M parameters) on 16 random 32x32 images, 8 Adam steps."""
     la.random.seed(0)
     net = resnet18(classes=10)
     net.initialize()
     net.hybridize()
     x = la.array(_images(16, 32, seed=3))
     labels = la.array(np.arange(16) % 10)
-    losses = _train(net, x, labels, steps=20, lr=0.001)
-    assert losses[0] > 1.5 and losses[-1] < 0.1, losses
+    losses = _train(net, x, labels, steps=8, lr=0.001)
+    assert losses[0] > 1.5 and losses[-1] < 0.05, losses
