@@ -14,10 +14,11 @@ HybridSequential(
 """
 from . import models  # (imports the layers it needs itself)
 from .block import Block, Concatenate, HookHandle, HybridBlock, HybridConcatenate, HybridSequential, Sequential
-from .conv import Conv2D, MaxPool2D
+from .conv import AvgPool2D, Conv2D, Conv2DTranspose, GlobalAvgPool2D, GlobalMaxPool2D, MaxPool2D
 from .loss import L1Loss, L2Loss, Loss, SoftmaxCrossEntropyLoss
 from .nn import Activation, BatchNorm, Dense, Dropout, Embedding, Flatten
 from .parameter import Constant, DeferredInitializationError, Parameter
+from .residual import Identity, Residual
 from .rnn import GRU, LSTM
 from .symbol_block import SymbolBlock
 from .trainer import SGD, Adam, Optimizer, StaleGradientError, Trainer
@@ -35,11 +36,13 @@ from .utils import clip_global_norm, split_and_load
 __all__ = [
     "Activation",
     "Adam",
+    "AvgPool2D",
     "BatchNorm",
     "Block",
     "Concatenate",
     "Constant",
     "Conv2D",
+    "Conv2DTranspose",
     "DeferredInitializationError",
     "Dense",
     "Dropout",
@@ -47,10 +50,13 @@ __all__ = [
     "Flatten",
     "GELU",
     "GRU",
+    "GlobalAvgPool2D",
+    "GlobalMaxPool2D",
     "HookHandle",
     "HybridBlock",
     "HybridConcatenate",
     "HybridSequential",
+    "Identity",
     "L1Loss",
     "L2Loss",
     "LSTM",
@@ -61,6 +67,7 @@ __all__ = [
     "Optimizer",
     "Parameter",
     "PositionalEmbedding",
+    "Residual",
     "SGD",
     "Sequential",
     "SoftmaxCrossEntropyLoss",

@@ -140,14 +140,30 @@ def _dense(w: _Writer, node: Node, name: str) -> int:
                  {"num_hidden": units, "no_bias": len(node.inputs) == 2, "flatten": False})
 
 
+def _two(v) -> tuple:
+    v = tuple(v)
+    return v * (2 // len(v))
+
+
 def _conv2d(w: _Writer, node: Node, name: str) -> int:
     ws = _shape(node.inputs[1])
     p = node.params
-    stride = tuple(p.get("stride", (1, 1))) * (2 // len(p.get("stride", (1, 1))))
-    pad = tuple(p.get("padding", (0, 0))) * (2 // len(p.get("padding", (0, 0))))
+    groups = p.get("groups", 1)
     return w.add("Convolution", name, [w.ref(e) for e in node.inputs],
-                 {"kernel": tuple(ws[2:]), "num_filter": ws[0], "stride": stride, "pad": pad, "dilate": (1, 1),
-                  "num_group": 1, "no_bias": len(node.inputs) == 2})
+                 {"kernel": tuple(ws[2:]), "num_filter": ws[0], "stride": _two(p.get("stride", (1, 1))),
+                  "pad": _two(p.get("padding", (0, 0))), "dilate": _two(p.get("dilation", (1, 1))),
+                  "num_group": groups, "no_bias": len(node.inputs) == 2})
+
+
+def _conv2d_transpose(w: _Writer, node: Node, name: str) -> int:
+    ws = _shape(node.inputs[1])
+    p = node.params
+    groups = p.get("groups", 1)
+    return w.add("Deconvolution", name, [w.ref(e) for e in node.inputs],
+                 {"kernel": tuple(ws[2:]), "num_filter": ws[1] * groups, "stride": _two(p.get("stride", (1, 1))),
+                  "pad": _two(p.get("padding", (0, 0))), "adj": _two(p.get("output_padding", (0, 0))),
+                  "dilate": _two(p.get("dilation", (1, 1))), "num_group": groups,
+                  "no_bias": len(node.inputs) == 2})
 
 
 def _batch_norm(w: _Writer, node: Node, name: str) -> int:
@@ -165,17 +181,17 @@ def _batch_norm(w: _Writer, node: Node, name: str) -> int:
                   "use_global_stats": True, "momentum": 0.9})
 
 
-def _max_pool(w: _Writer, node: Node, name: str) -> int:
-    p = node.params
-    k = tuple(p.get("kernel", (2, 2)))
-    k = k * (2 // len(k))
-    s = tuple(p.get("stride", (0, 0)))
-    s = s * (2 // len(s))
-    s = tuple(ki if si == 0 else si for ki, si in zip(k, s))
-    pad = tuple(p.get("padding", (0, 0)))
-    return w.add("Pooling", name, [w.ref(node.inputs[0])],
-                 {"pool_type": "max", "kernel": k, "stride": s, "pad": pad * (2 // len(pad)),
-                  "pooling_convention": "valid"})
+def _pool(kind: str):
+    def write(w: _Writer, node: Node, name: str) -> int:
+        p = node.params
+        k = _two(p.get("kernel", (2, 2)))
+        s = tuple(ki if si == 0 else si for ki, si in zip(k, _two(p.get("stride", (0, 0)))))
+        attrs = {"pool_type": kind, "kernel": k, "stride": s, "pad": _two(p.get("padding", (0, 0))),
+                 "pooling_convention": "full" if p.get("ceil_mode", False) else "valid"}
+        if kind == "avg":
+            attrs["count_include_pad"] = p.get("count_include_pad", True)
+        return w.add("Pooling", name, [w.ref(node.inputs[0])], attrs)
+    return write
 
 
 def _getitem(w: _Writer, node: Node, name: str) -> int:
@@ -299,7 +315,8 @@ def _with(mx_op: str, **params):
 
 
 _WRITERS = {
-    "dense": _dense, "conv2d": _conv2d, "batch_norm": _batch_norm, "max_pool2d": _max_pool,
+    "dense": _dense, "conv2d": _conv2d, "batch_norm": _batch_norm, "max_pool2d": _pool("max"),
+    "avg_pool2d": _pool("avg"), "conv2d_transpose": _conv2d_transpose,
     "relu": _act("relu"), "sigmoid": _act("sigmoid"), "tanh": _act("tanh"),
     **{op: _same(op) for op in ("exp", "log", "sqrt", "square", "abs", "negative", "sin", "cos", "sign",
                                 "ones_like", "zeros_like", "reshape_like")},

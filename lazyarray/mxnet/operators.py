@@ -3,8 +3,8 @@
 ``CONVERTERS`` maps an MXNet op name to a function ``(node: MxNode) -> list[Symbol]`` (the node's
 visible outputs). Each builds with ``la.sym`` functions, so every node of the result is a
 registry op and the graph runs, differentiates, prints and exports like any other. Operators
-our registry lacks are composed here (average pooling from padded strided slices, grouped and
-dilated convolution from per-tap slices, LayerNorm from reductions), and MXNet's ``Reshape``
+our registry lacks are composed here (sum pooling, and pooling geometries our pooling ops refuse,
+from padded strided slices; LayerNorm from reductions), and MXNet's ``Reshape``
 codes are resolved into a concrete ``reshape`` from the shapes known at load time.
 
 The table of what is covered lives in ``docs/mxnet.md``.
@@ -89,62 +89,29 @@ def convolution(n: MxNode) -> list[Symbol]:
     n.arity(2 if no_bias else 3)
     x, w = n.inputs[0], n.inputs[1]
     bias = None if no_bias else n.inputs[2]
-    wshape = shape_of(w)
-    if wshape is None or len(wshape) != 4 or None in wshape:
-        n.fail(f"the weight's shape must be known and 4-D, got {wshape}")
-    if groups < 1 or wshape[0] % groups:
-        n.fail(f"num_group={groups} must divide num_filter {wshape[0]}")
-    if groups == 1 and dilate == (1, 1):
-        return [S.conv2d(x, w, bias, stride=stride, padding=pad) if bias is not None
-                else S.conv2d(x, w, stride=stride, padding=pad)]
-    if groups == 1:
-        y = _tap_conv(x, w, wshape, stride, dilate, pad)
-    elif wshape[1] == 1 and wshape[0] == groups:  # depthwise: one filter per channel
-        y = _depthwise(x, w, wshape, stride, dilate, pad)
-    else:
-        cin, cout = wshape[1], wshape[0] // groups
-        parts = []
-        for g in range(groups):
-            xg = S.getitem(x, key=(slice(None), slice(g * cin, (g + 1) * cin)))
-            wg = S.getitem(w, key=(slice(g * cout, (g + 1) * cout),))
-            wgs = (cout,) + wshape[1:]
-            parts.append(S.conv2d(xg, wg, stride=stride, padding=pad) if dilate == (1, 1)
-                         else _tap_conv(xg, wg, wgs, stride, dilate, pad))
-        y = S.concatenate(parts, axis=1)
-    if bias is not None:
-        y = y + S.reshape(bias, shape=(1, -1, 1, 1))
-    return [y]
+    num_filter = n.attrs.int("num_filter", None)
+    if groups < 1 or (num_filter is not None and num_filter % groups):
+        n.fail(f"num_group={groups} must divide num_filter {num_filter}")
+    args = (x, w) if bias is None else (x, w, bias)
+    return [S.conv2d(*args, stride=stride, padding=pad, dilation=dilate, groups=groups)]
 
 
-def _taps(x: Symbol, kshape, stride, dilate, pad):
-    """``((i, j), window)`` per kernel tap: the strided slice of the padded input that tap reads,
-    each shaped like the output (shape-generic: the stop is counted from the end)."""
-    (kh, kw), (sh, sw), (dh, dw) = kshape, stride, dilate
-    if pad != (0, 0):
-        x = S.pad(x, pad_width=((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
-    for i in range(kh):
-        for j in range(kw):
-            eh, ew = (kh - 1 - i) * dh, (kw - 1 - j) * dw
-            key = (slice(None), slice(None), slice(i * dh, -eh or None, sh), slice(j * dw, -ew or None, sw))
-            yield (i, j), S.getitem(x, key=key)
-
-
-def _tap_conv(x, w, wshape, stride, dilate, pad):
-    """A dilated convolution as a sum over kernel taps of 1x1 convolutions of shifted slices."""
-    y = None
-    for (i, j), win in _taps(x, wshape[2:], stride, dilate, pad):
-        term = S.conv2d(win, S.getitem(w, key=(slice(None), slice(None), slice(i, i + 1), slice(j, j + 1))))
-        y = term if y is None else y + term
-    return y
-
-
-def _depthwise(x, w, wshape, stride, dilate, pad):
-    """A depthwise convolution as a sum over taps of per-channel scaled slices."""
-    y = None
-    for (i, j), win in _taps(x, wshape[2:], stride, dilate, pad):
-        tap = S.reshape(S.getitem(w, key=(slice(None), 0, i, j)), shape=(1, -1, 1, 1))
-        y = win * tap if y is None else y + win * tap
-    return y
+def deconvolution(n: MxNode) -> list[Symbol]:
+    kernel = n.attrs.ints("kernel")
+    if kernel is None or len(kernel) != 2:
+        n.fail(f"kernel={kernel}: only 2-D deconvolution (NCHW) is supported")
+    if n.attrs.choice("layout", "None", ("None", "NCHW")) not in ("None", "NCHW"):
+        n.fail("only the NCHW layout is supported")
+    if n.attrs.ints("target_shape", ()) not in ((), None, (0, 0)):
+        n.fail("target_shape is not supported; give pad and adj instead")
+    stride, dilate, pad = _pair(n, "stride", (1, 1)), _pair(n, "dilate", (1, 1)), _pair(n, "pad", (0, 0))
+    adj = _pair(n, "adj", (0, 0))
+    groups = n.attrs.int("num_group", 1)
+    n.attrs.int("num_filter", None)
+    no_bias = n.attrs.bool("no_bias", True)  # Deconvolution's default, unlike Convolution's
+    n.arity(2 if no_bias else 3)
+    return [S.conv2d_transpose(*n.inputs, stride=stride, padding=pad, output_padding=adj, dilation=dilate,
+                               groups=groups)]
 
 
 def batch_norm(n: MxNode) -> list[Symbol]:
@@ -244,6 +211,12 @@ def pooling(n: MxNode) -> list[Symbol]:
     full = n.attrs.choice("pooling_convention", "valid", ("valid", "full")) == "full"
     count_pad = n.attrs.bool("count_include_pad", True)
     shape = shape_of(x)
+    if kind != "sum" and 2 * pad[0] <= kernel[0] and 2 * pad[1] <= kernel[1] and \
+            not (full and _outside_window(shape, kernel, stride, pad)):
+        if kind == "max":
+            return [S.max_pool2d(x, kernel=kernel, stride=stride, padding=pad, ceil_mode=full)]
+        return [S.avg_pool2d(x, kernel=kernel, stride=stride, padding=pad, ceil_mode=full,
+                             count_include_pad=count_pad)]
     # 'full' rounds the output size up: extra padding at the end makes the last, partial window
     extra = (0, 0)
     if full:
@@ -271,6 +244,17 @@ def pooling(n: MxNode) -> list[Symbol]:
     else:
         count = _window_sum(ones, kernel, stride, pad, extra)
     return [total / count]
+
+
+def _outside_window(shape, kernel, stride, pad) -> bool:
+    """Whether a 'full' pooling has a last window lying wholly in the padding (MXNet computes it;
+    our ops refuse it), so the composed form is needed. Unknown sizes: assume not."""
+    if shape is None or len(shape) != 4:
+        return False
+    for size, k, s, p in zip(shape[2:], kernel, stride, pad):
+        if size is not None and (-(-(size + 2 * p - k) // s)) * s >= size + p:
+            return True
+    return False
 
 
 def _full_extra(size: int, k: int, s: int, p: int) -> int:
@@ -619,7 +603,7 @@ _UNARY = {"relu": S.relu, "sigmoid": S.sigmoid, "tanh": S.tanh, "exp": S.exp, "l
           "rsqrt": lambda x: S.power(x, -0.5), "reciprocal": lambda x: S.divide(1.0, x)}
 
 CONVERTERS: dict[str, Callable[[MxNode], list[Symbol]]] = {
-    "FullyConnected": fully_connected, "Convolution": convolution, "BatchNorm": batch_norm,
+    "FullyConnected": fully_connected, "Convolution": convolution, "Deconvolution": deconvolution, "BatchNorm": batch_norm,
     "LayerNorm": layer_norm, "Activation": activation, "LeakyReLU": leaky_relu, "Pooling": pooling,
     "Dropout": dropout, "softmax": softmax, "log_softmax": lambda n: softmax(n, log=True),
     "SoftmaxOutput": softmax_output, "Softmax": softmax_output, "SoftmaxActivation": softmax_activation,

@@ -9,6 +9,7 @@ from . import (  # noqa: F401  (registration side effect)
     math,
     nn,
     norm,
+    pool,
     reduce,
     repeat_elements,
     sampling,

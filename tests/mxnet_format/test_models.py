@@ -1,6 +1,8 @@
 """Real MXNet 1.9.1 exports (Gluon model zoo ResNet-18 v1 and MobileNet 0.25, an MLP, an
 Embedding text classifier) load without MXNet and give MXNet's outputs; written back in MXNet
 format, they load again with the same outputs."""
+import json
+
 import numpy as np
 import pytest
 
@@ -127,3 +129,31 @@ def test_export_refuses_ops_without_mxnet_counterpart(tmp_path):
     with pytest.raises(la.GraphError, match=r"no MXNet operator for .*triu.*tril|tril.*triu"):
         la.mxnet.export(la.sym.triu(x) + la.sym.tril(x), str(tmp_path / "t"))
     assert not (tmp_path / "t-symbol.json").exists()
+
+
+def test_vision_layers_export_to_mxnet_and_back(tmp_path):
+    """Grouped / dilated convolution, transposed convolution and ceil-mode pooling are written as
+    MXNet's Convolution(num_group, dilate), Deconvolution and Pooling(full) and read back equal."""
+    B = la.blocks
+    net = B.HybridSequential().add(
+        B.Conv2D(8, 3, padding=2, dilation=2, groups=2, in_channels=4),
+        B.Conv2D(8, 3, padding=1, groups=8, use_bias=False),
+        B.Conv2DTranspose(4, 3, strides=2, padding=1, output_padding=1, groups=2),
+        B.AvgPool2D(3, 2, padding=1, ceil_mode=True, count_include_pad=False),
+        B.MaxPool2D(3, 2, ceil_mode=True),
+        B.AvgPool2D(2))
+    net.initialize()
+    x = la.array(np.random.default_rng(0).standard_normal((2, 4, 9, 9)).astype(np.float32))
+    net.hybridize()
+    want = net(x).asnumpy()
+    files = la.mxnet.export(net, str(tmp_path / "vision"))
+    nodes = json.load(open(files[0]))["nodes"]
+    attrs = {n["name"]: n.get("attrs", {}) for n in nodes if n["op"] != "null"}
+    assert [n["op"] for n in nodes if n["op"] != "null"] == ["Convolution"] * 2 + ["Deconvolution"] + ["Pooling"] * 3
+    conv0, conv1, deconv, avg, mx, avg2 = attrs.values()
+    assert (conv0["num_group"], conv0["dilate"], conv1["num_group"]) == ("2", "(2, 2)", "8")
+    assert (deconv["adj"], deconv["num_group"], deconv["num_filter"]) == ("(1, 1)", "2", "4")
+    assert (avg["pooling_convention"], avg["count_include_pad"], mx["pooling_convention"]) == ("full", "False", "full")
+    assert avg2["pooling_convention"] == "valid"
+    back = la.blocks.SymbolBlock.imports(files[0], ["data"], files[1])
+    np.testing.assert_allclose(back(x).asnumpy(), want, rtol=1e-5, atol=1e-6)

@@ -920,66 +920,134 @@ def _conv_geometry(x, kh, kw, stride, padding, fill=0.0):
     return xp_, sh, sw, ho, wo
 
 
-def _conv2d_ref(x, w, b=None, stride=(1, 1), padding=(0, 0)):
-    xp_, sh, sw, ho, wo = _conv_geometry(x, w.shape[2], w.shape[3], stride, padding)
+def _conv2d_ref(x, w, b=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    """Explicit loops over output pixels and groups; dilation = a step between kernel taps."""
+    (kh, kw), (dh, dw) = w.shape[2:], dilation
+    xp_, sh, sw, ho, wo = _conv_geometry(x, (kh - 1) * dh + 1, (kw - 1) * dw + 1, stride, padding)
+    og, cg = w.shape[0] // groups, w.shape[1]
     out = np.zeros((x.shape[0], w.shape[0], ho, wo), np.result_type(x, w))
-    for i in range(ho):
-        for j in range(wo):
-            patch = xp_[:, :, i * sh:i * sh + w.shape[2], j * sw:j * sw + w.shape[3]]
-            out[:, :, i, j] = np.einsum("ncij,ocij->no", patch, w)
+    for g in range(groups):
+        for i in range(ho):
+            for j in range(wo):
+                patch = xp_[:, g * cg:(g + 1) * cg, i * sh:i * sh + (kh - 1) * dh + 1:dh,
+                            j * sw:j * sw + (kw - 1) * dw + 1:dw]
+                out[:, g * og:(g + 1) * og, i, j] = np.einsum("ncij,ocij->no", patch, w[g * og:(g + 1) * og])
     return out if b is None else out + b[None, :, None, None]
 
 
 _CONV_GEOMETRIES = [({}, "plain"), ({"stride": (2, 2), "padding": (1, 1)}, "s2-p1"),
-                    ({"stride": (2, 1), "padding": (0, 1)}, "s21-p01")]
+                    ({"stride": (2, 1), "padding": (0, 1)}, "s21-p01"),
+                    ({"dilation": (2, 1), "padding": (1, 1)}, "dil21-p1")]
 
 
 def _conv2d_samples(rng, dtype, small):
     x, w, b = rand(rng, (2, 3, 5, 6), dtype), rand(rng, (4, 3, 3, 2), dtype), rand(rng, (4,), dtype)
     out = [Sample((x, w, b), p, name) for p, name in _CONV_GEOMETRIES]
+    x4 = rand(rng, (2, 4, 5, 6), dtype)
+    out.append(Sample((x4, rand(rng, (6, 2, 3, 2), dtype), rand(rng, (6,), dtype)),
+                      {"groups": 2, "stride": (2, 1), "dilation": (1, 2)}, "groups2-dil12"))
+    out.append(Sample((x4, rand(rng, (4, 1, 3, 3), dtype), rand(rng, (4,), dtype)),
+                      {"groups": 4, "padding": (1, 1), "dilation": (2, 2)}, "depthwise-dil2"))
+    out.append(Sample((x4, rand(rng, (8, 1, 2, 2), dtype), rand(rng, (8,), dtype)),
+                      {"groups": 4, "stride": (2, 2)}, "groups4-multiplier2"))
     return out + [Sample((x, w), {}, "no-bias")]
 
 
 def _conv2d_input_grad_samples(rng, dtype, small):
     out = []
-    for s in _conv2d_samples(rng, dtype, small)[:3]:
+    for s in _conv2d_samples(rng, dtype, small)[:-1]:
         x, w, _ = s.args
         g = rand(rng, _conv2d_ref(x, w, **s.params).shape, dtype)
         out.append(Sample((g, w, x), s.params, s.name))
     return out
 
 
-def _conv2d_input_grad_ref(g, w, like, stride=(1, 1), padding=(0, 0)):
+def _conv2d_input_grad_ref(g, w, like, **params):
     # The transpose of conv2d in x, column by column of the Jacobian.
     res = np.zeros(like.shape, g.dtype)
     for k in range(like.size):
         e = np.zeros(like.shape, np.float64)
         e.reshape(-1)[k] = 1.0
-        res.reshape(-1)[k] = np.sum(_conv2d_ref(e, w.astype(np.float64), stride=stride, padding=padding) * g)
+        res.reshape(-1)[k] = np.sum(_conv2d_ref(e, w.astype(np.float64), **params) * g)
     return res
 
 
 def _conv2d_weight_grad_samples(rng, dtype, small):
     out = []
-    for s in _conv2d_samples(rng, dtype, small)[:3]:
+    for s in _conv2d_samples(rng, dtype, small)[:-1]:
         x, w, _ = s.args
         g = rand(rng, _conv2d_ref(x, w, **s.params).shape, dtype)
         out.append(Sample((g, x), {"kernel": w.shape[2:], **s.params}, s.name))
     return out
 
 
-def _conv2d_weight_grad_ref(g, x, kernel, stride=(1, 1), padding=(0, 0)):
-    shape = (g.shape[1], x.shape[1]) + tuple(kernel)
+def _conv2d_weight_grad_ref(g, x, kernel, groups=1, **params):
+    shape = (g.shape[1], x.shape[1] // groups) + tuple(kernel)
     res = np.zeros(shape, g.dtype)
     for k in range(res.size):
         e = np.zeros(shape, np.float64)
         e.reshape(-1)[k] = 1.0
-        res.reshape(-1)[k] = np.sum(_conv2d_ref(x.astype(np.float64), e, stride=stride, padding=padding) * g)
+        res.reshape(-1)[k] = np.sum(_conv2d_ref(x.astype(np.float64), e, groups=groups, **params) * g)
     return res
 
 
+def _conv2d_transpose_ref(x, w, b=None, stride=(1, 1), padding=(0, 0), output_padding=(0, 0),
+                          dilation=(1, 1), groups=1):
+    """Each input pixel scatters x[pixel] @ w[:, :, tap] to the output pixel every tap reaches."""
+    n, cin, h, wd = x.shape
+    _, cog, kh, kw = w.shape
+    cig = cin // groups
+    (sh, sw), (ph, pw), (oh, ow), (dh, dw) = stride, padding, output_padding, dilation
+    ho = (h - 1) * sh - 2 * ph + (kh - 1) * dh + 1 + oh
+    wo = (wd - 1) * sw - 2 * pw + (kw - 1) * dw + 1 + ow
+    out = np.zeros((n, cog * groups, ho + 2 * ph, wo + 2 * pw), np.result_type(x, w))
+    for g in range(groups):
+        xs, ws = x[:, g * cig:(g + 1) * cig], w[g * cig:(g + 1) * cig]
+        for i in range(h):
+            for j in range(wd):
+                for a in range(kh):
+                    for c in range(kw):
+                        out[:, g * cog:(g + 1) * cog, i * sh + a * dh, j * sw + c * dw] += xs[:, :, i, j] @ ws[:, :, a, c]
+    out = out[:, :, ph:ph + ho, pw:pw + wo]
+    return out if b is None else out + b[None, :, None, None]
+
+
+def _conv2d_transpose_samples(rng, dtype, small):
+    x = rand(rng, (2, 4, 3, 4), dtype)
+    w, b = rand(rng, (4, 3, 3, 2), dtype), rand(rng, (3,), dtype)
+    wg, bg = rand(rng, (4, 2, 2, 3), dtype), rand(rng, (4,), dtype)
+    return [Sample((x, w, b), {}, "plain"),
+            Sample((x, w, b), {"stride": (2, 2), "padding": (1, 0), "output_padding": (1, 0)}, "s2-p10-op10"),
+            Sample((x, wg, bg), {"groups": 2, "dilation": (2, 1), "stride": (1, 2), "output_padding": (0, 1)},
+                   "groups2-dil21"),
+            Sample((x, rand(rng, (4, 1, 3, 3), dtype)), {"groups": 4, "stride": (2, 2), "padding": (1, 1)},
+                   "depthwise-no-bias")]
+
+
+def _pool_out(size, k, s, p, ceil):
+    span = size + 2 * p - k
+    return (-(-span // s) if ceil else span // s) + 1
+
+
+def _pool_windows(x, kernel, stride, padding, ceil_mode, fill):
+    """``(i, j, rows, cols, window)`` per output pixel: windows of x padded with ``fill``, clipped
+    to the padded input (ceil mode's last windows are partial)."""
+    (kh, kw), (ph, pw) = kernel, padding
+    sh, sw = (k if s == 0 else s for k, s in zip(kernel, stride))
+    xp_ = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
+    ho = _pool_out(x.shape[2], kh, sh, ph, ceil_mode)
+    wo = _pool_out(x.shape[3], kw, sw, pw, ceil_mode)
+    for i in range(ho):
+        for j in range(wo):
+            rows = (i * sh, min(i * sh + kh, xp_.shape[2]))
+            cols = (j * sw, min(j * sw + kw, xp_.shape[3]))
+            yield i, j, rows, cols, xp_[:, :, rows[0]:rows[1], cols[0]:cols[1]]
+
+
 _POOL_GEOMETRIES = [({}, "2x2"), ({"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1)}, "3x3-s2-p1"),
-                    ({"kernel": (3, 2), "stride": (1, 1)}, "3x2-s1")]
+                    ({"kernel": (3, 2), "stride": (1, 1)}, "3x2-s1"),
+                    ({"kernel": (3, 3), "stride": (2, 2), "ceil_mode": True}, "3x3-s2-ceil"),
+                    ({"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1), "ceil_mode": True}, "3x3-s2-p1-ceil")]
 
 
 def _max_pool2d_samples(rng, dtype, small):
@@ -987,15 +1055,12 @@ def _max_pool2d_samples(rng, dtype, small):
     return [Sample((x,), p, name) for p, name in _POOL_GEOMETRIES]
 
 
-def _max_pool2d_ref(x, kernel=(2, 2), stride=(0, 0), padding=(0, 0)):
-    kh, kw = kernel
-    stride = tuple(k if s == 0 else s for k, s in zip(kernel, stride))
-    xp_, sh, sw, ho, wo = _conv_geometry(x, kh, kw, stride, padding, -np.inf)
-    out = np.zeros(x.shape[:2] + (ho, wo), x.dtype)
-    for i in range(ho):
-        for j in range(wo):
-            out[:, :, i, j] = xp_[:, :, i * sh:i * sh + kh, j * sw:j * sw + kw].max(axis=(2, 3))
-    return out
+def _max_pool2d_ref(x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False):
+    out = {}
+    for i, j, _, _, win in _pool_windows(x, kernel, stride, padding, ceil_mode, -np.inf):
+        out[i, j] = win.max(axis=(2, 3))
+    ho, wo = max(out)[0] + 1, max(out)[1] + 1
+    return np.stack([np.stack([out[i, j] for j in range(wo)], -1) for i in range(ho)], -2).astype(x.dtype)
 
 
 def _max_pool2d_grad_samples(rng, dtype, small):
@@ -1006,20 +1071,59 @@ def _max_pool2d_grad_samples(rng, dtype, small):
     return out
 
 
-def _max_pool2d_grad_ref(g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0)):
-    kh, kw = kernel
-    stride = tuple(k if s == 0 else s for k, s in zip(kernel, stride))
-    xp_, sh, sw, ho, wo = _conv_geometry(x, kh, kw, stride, padding, -np.inf)
-    res = np.zeros(xp_.shape, g.dtype)
-    for n in range(x.shape[0]):
-        for c in range(x.shape[1]):
-            for i in range(ho):
-                for j in range(wo):
-                    win = xp_[n, c, i * sh:i * sh + kh, j * sw:j * sw + kw]
-                    a, b = np.unravel_index(np.argmax(win), win.shape)
-                    res[n, c, i * sh + a, j * sw + b] += g[n, c, i, j]
+def _max_pool2d_grad_ref(g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False):
     ph, pw = padding
+    res = np.zeros((x.shape[0], x.shape[1], x.shape[2] + 2 * ph, x.shape[3] + 2 * pw), g.dtype)
+    for i, j, rows, cols, win in _pool_windows(x, kernel, stride, padding, ceil_mode, -np.inf):
+        for n in range(x.shape[0]):
+            for c in range(x.shape[1]):
+                a, b = np.unravel_index(np.argmax(win[n, c]), win[n, c].shape)
+                res[n, c, rows[0] + a, cols[0] + b] += g[n, c, i, j]
     return res[:, :, ph:ph + x.shape[2], pw:pw + x.shape[3]]
+
+
+_AVG_GEOMETRIES = _POOL_GEOMETRIES + [
+    ({"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1), "count_include_pad": False}, "3x3-s2-p1-excl"),
+    ({"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1), "ceil_mode": True, "count_include_pad": False},
+     "3x3-s2-p1-ceil-excl")]
+
+
+def _avg_pool2d_samples(rng, dtype, small):
+    x = rand(rng, (2, 3, 6, 5), dtype)
+    return [Sample((x,), p, name) for p, name in _AVG_GEOMETRIES]
+
+
+def _avg_pool2d_ref(x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, count_include_pad=True):
+    """Window sums over the zero-padded input, divided by the clipped window's size (padding
+    included, MXNet's default) or by the input pixels it covers."""
+    (ph, pw), (h, w) = padding, x.shape[2:]
+    out = {}
+    for i, j, rows, cols, win in _pool_windows(x.astype(np.float64), kernel, stride, padding, ceil_mode, 0.0):
+        if count_include_pad:
+            count = (rows[1] - rows[0]) * (cols[1] - cols[0])
+        else:
+            count = (min(rows[1], ph + h) - max(rows[0], ph)) * (min(cols[1], pw + w) - max(cols[0], pw))
+        out[i, j] = win.sum(axis=(2, 3)) / count
+    ho, wo = max(out)[0] + 1, max(out)[1] + 1
+    return np.stack([np.stack([out[i, j] for j in range(wo)], -1) for i in range(ho)], -2).astype(x.dtype)
+
+
+def _avg_pool2d_grad_samples(rng, dtype, small):
+    out = []
+    for s in _avg_pool2d_samples(rng, dtype, small):
+        g = rand(rng, _avg_pool2d_ref(s.args[0], **s.params).shape, dtype)
+        out.append(Sample((g, s.args[0]), s.params, s.name))
+    return out
+
+
+def _avg_pool2d_grad_ref(g, like, **params):
+    # avg_pool2d is linear: its gradient is the transpose of its Jacobian, column by column.
+    res = np.zeros(like.shape, g.dtype)
+    for k in range(like.size):
+        e = np.zeros(like.shape, np.float64)
+        e.reshape(-1)[k] = 1.0
+        res.reshape(-1)[k] = np.sum(_avg_pool2d_ref(e, **params) * g)
+    return res
 
 
 def _batch_norm_samples(rng, dtype, small):
@@ -1046,8 +1150,12 @@ CASES.update({
     "conv2d": Case("conv", _conv2d_samples, _conv2d_ref, FLOATS, grad=(0, 1, 2), rtol32=1e-4),
     "conv2d_input_grad": Case("conv", _conv2d_input_grad_samples, _conv2d_input_grad_ref, FLOATS, rtol32=1e-4),
     "conv2d_weight_grad": Case("conv", _conv2d_weight_grad_samples, _conv2d_weight_grad_ref, FLOATS, rtol32=1e-4),
+    "conv2d_transpose": Case("conv", _conv2d_transpose_samples, _conv2d_transpose_ref, FLOATS, grad=(0, 1, 2),
+                             rtol32=1e-4),
     "max_pool2d": Case("conv", _max_pool2d_samples, _max_pool2d_ref, FLOATS, grad=(0,)),
     "max_pool2d_grad": Case("conv", _max_pool2d_grad_samples, _max_pool2d_grad_ref, FLOATS),
+    "avg_pool2d": Case("conv", _avg_pool2d_samples, _avg_pool2d_ref, FLOATS, grad=(0,)),
+    "avg_pool2d_grad": Case("conv", _avg_pool2d_grad_samples, _avg_pool2d_grad_ref, FLOATS),
     "batch_norm": Case("conv", _batch_norm_samples, _batch_norm_ref, FLOATS, grad=(0, 1, 2, 3, 4), rtol32=1e-4),
     "flatten": Case("conv", _flatten_samples, lambda x: x.reshape(x.shape[0], -1), FLOATS, grad=(0,)),
 })

@@ -5,6 +5,7 @@ One file per model family: ``resnet.py`` (``resnet18``), ``transformer.py``
 uninitialized ``HybridBlock``; call ``initialize()`` and (optionally) ``hybridize()``.
 """
 from .lstm import lstm_lm
+from .resnet import resnet18
 from .transformer import TransformerEncoder, transformer_encoder
 
-__all__ = ["TransformerEncoder", "lstm_lm", "transformer_encoder"]
+__all__ = ["TransformerEncoder", "lstm_lm", "resnet18", "transformer_encoder"]

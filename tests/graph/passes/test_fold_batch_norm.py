@@ -36,6 +36,18 @@ def test_conv_then_batch_norm_folds_and_keeps_values(bias, run_symbol):
     np.testing.assert_allclose(run_symbol(out, **vals)[0], run_symbol(sym, **vals)[0], rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("groups,dilation", [(2, (1, 1)), (4, (2, 2))], ids=["groups2", "depthwise-dil2"])
+def test_grouped_dilated_conv_then_batch_norm_folds(groups, dilation, run_symbol):
+    x = la.sym.var("x", shape=(2, 4, 7, 7), dtype="float64")
+    w = la.sym.var("w", shape=(4, 4 // groups, 3, 3), dtype="float64")
+    conv = la.sym.nn.conv2d(x, w, padding=(1, 1), dilation=dilation, groups=groups)
+    sym = la.sym.nn.batch_norm(conv, *_bn_vars(4))
+    out = fold_batch_norm(sym).check()
+    assert "batch_norm" not in _ops(out) and _ops(out)[-1] == "conv2d"
+    vals = {"x": RNG.standard_normal((2, 4, 7, 7)), "w": RNG.standard_normal((4, 4 // groups, 3, 3)), **_stats(4)}
+    np.testing.assert_allclose(run_symbol(out, **vals)[0], run_symbol(sym, **vals)[0], rtol=1e-10, atol=1e-12)
+
+
 def test_dense_then_batch_norm_folds(run_symbol):
     x = la.sym.var("x", shape=(5, 6), dtype="float64")
     w = la.sym.var("w", shape=(3, 6), dtype="float64")

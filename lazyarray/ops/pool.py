@@ -1,0 +1,190 @@
+"""Pooling ops on NCHW input: ``nn.max_pool2d`` and ``nn.avg_pool2d``, with their gradients
+``nn.max_pool2d_grad`` and ``nn.avg_pool2d_grad`` (registered ops: scattering into windows
+cannot be written with other ops). Global pools are reductions (``mean`` / ``max`` over
+axes (2, 3)); the layers compose them.
+
+``ceil_mode=True`` is MXNet's ``pooling_convention="full"``: the output size is
+``ceil((H + 2p - k) / s) + 1``, and the last windows are clipped to the padded input (they
+are computed over extra padding at the bottom / right that never counts). A window lying
+entirely outside the input is refused at shape inference.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError, fmt_shape
+from .conv import _check_pair, _float_inputs, _nchw, _padded, _pair, _windows, pad_nchw
+from .params import BOOL, INTS, Param
+from .registry import OpDef, register
+
+_POOL_PARAMS = (Param("kernel", INTS, (2, 2), check=_check_pair(1)),
+                Param("stride", INTS, (0, 0), check=_check_pair(0), doc="0 = the kernel size"),
+                Param("padding", INTS, (0, 0), check=_check_pair(0)),
+                Param("ceil_mode", BOOL, False,
+                      doc="round the output size up (MXNet's 'full' convention); windows are clipped"))
+_AVG_PARAMS = _POOL_PARAMS + (
+    Param("count_include_pad", BOOL, True,
+          doc="divide by the window size including zero padding (else by the input pixels it covers)"),)
+
+
+def _pool_geometry(kernel, stride, padding, op="pool2d"):
+    k = _pair(kernel, "kernel", op, 1)
+    s = _pair(stride, "stride", op, 0)
+    s = tuple(ki if si == 0 else si for ki, si in zip(k, s))  # stride 0 = the kernel size
+    return k, s, _pair(padding, "padding", op, 0)
+
+
+def _pool_dim(size, k, s, p, ceil):
+    if size is None:
+        return None
+    span = size + 2 * p - k
+    return (-(-span // s) if ceil else span // s) + 1
+
+
+def _extra(size, k, s, p, out):
+    """Rows past the padded input that the last (ceil-mode) window reaches."""
+    return max(0, (out - 1) * s + k - (size + 2 * p))
+
+
+def _layout(shape, kernel, stride, padding, ceil_mode):
+    """(kernel, stride, padding, (Ho, Wo), extra) for an NCHW input of ``shape``."""
+    k, s, p = _pool_geometry(kernel, stride, padding)
+    out = tuple(_pool_dim(shape[2 + a], k[a], s[a], p[a], ceil_mode) for a in (0, 1))
+    extra = (0, 0) if not ceil_mode else tuple(_extra(shape[2 + a], k[a], s[a], p[a], out[a]) for a in (0, 1))
+    return k, s, p, out, extra
+
+
+def _fill_min(dtype):
+    return -np.inf if np.dtype(dtype).kind == "f" else np.iinfo(dtype).min
+
+
+def _pool_shape(op):
+    def rule(shapes, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, **_):
+        x = shapes[0]
+        _nchw(x, "input", op)
+        (kh, kw), (sh, sw), (ph, pw) = _pool_geometry(kernel, stride, padding, op)
+        if ph * 2 > kh or pw * 2 > kw:
+            raise ShapeError(f"padding {(ph, pw)} must be at most half the kernel {(kh, kw)}")
+        ho, wo = _pool_dim(x[2], kh, sh, ph, ceil_mode), _pool_dim(x[3], kw, sw, pw, ceil_mode)
+        if (ho is not None and ho < 1) or (wo is not None and wo < 1):
+            raise ShapeError(f"kernel {(kh, kw)} does not fit input {fmt_shape(x)}; use a smaller kernel")
+        for size, out, s, p, axis in ((x[2], ho, sh, ph, "height"), (x[3], wo, sw, pw, "width")):
+            if ceil_mode and size is not None and (out - 1) * s >= size + p:
+                raise ShapeError(f"with ceil_mode=True the last window along the {axis} starts at "
+                                 f"{(out - 1) * s}, past input {fmt_shape(x)} and its padding {p}; "
+                                 "use ceil_mode=False or a smaller stride")
+        return (x[0], x[1], ho, wo)
+    return rule
+
+
+def _pool_workspace(x, dtype=None, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, **_):
+    """The padded copy of the pooled input (or of its gradient)."""
+    if len(x.shape) != 4 or None in x.shape[2:]:
+        return []
+    _, _, pad, _, extra = _layout(x.shape, kernel, stride, padding, ceil_mode)
+    if pad == (0, 0) and extra == (0, 0):
+        return []
+    return [("padded input", _padded(x.shape, pad, extra), x.dtype if dtype is None else dtype)]
+
+
+def _taps(x, kernel, stride, out):
+    """Tap (i, j)'s strided view of the padded input x: shaped like the output."""
+    (kh, kw), (sh, sw), (ho, wo) = kernel, stride, out
+    for i in range(kh):
+        for j in range(kw):
+            yield x[:, :, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw]
+
+
+# -- max pooling ---------------------------------------------------------------------------------
+def _max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None):
+    """An elementwise maximum over the kh * kw shifted, strided views of x: for small kernels
+    this beats a reduction over a windows view several times."""
+    k, s, p, shape, extra = _layout(x.shape, kernel, stride, padding, ceil_mode)
+    x = pad_nchw(xp, x, p, extra, _fill_min(x.dtype))
+    res = None
+    for view in _taps(x, k, s, shape):
+        res = view.copy() if res is None else xp.maximum(res, view, out=res)
+    return res
+
+
+register(OpDef("max_pool2d", ("x",), _max_pool2d, params=_POOL_PARAMS, shape=_pool_shape("max_pool2d"),
+               grad=lambda F, ins, y, g, **p: [F.max_pool2d_grad(g, ins[0], **p)], namespace="nn",
+               workspace=lambda avals, **p: _pool_workspace(avals[0], **p),
+               doc="maximum over kh x kw windows of NCHW input (stride 0 = kernel size)"))
+
+
+def _max_pool2d_grad(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None):
+    """g routed to the first maximum of each window (ties go to the first, like argmax)."""
+    k, s, p, shape, extra = _layout(x.shape, kernel, stride, padding, ceil_mode)
+    (kh, kw), (ph, pw) = k, p
+    n, c, h, w = x.shape
+    win = _windows(xp, x, k, s, p, _fill_min(x.dtype), extra=extra)
+    first = win.reshape(n, c, shape[0], shape[1], kh * kw).argmax(axis=-1)
+    dx = xp.zeros((n, c, h + 2 * ph + extra[0], w + 2 * pw + extra[1]), dtype=g.dtype)
+    for t, view in enumerate(_taps(dx, k, s, shape)):
+        view += g * (first == t)
+    return xp.ascontiguousarray(dx[:, :, ph:ph + h, pw:pw + w])
+
+
+register(OpDef("max_pool2d_grad", ("g", "x"), _max_pool2d_grad, params=_POOL_PARAMS,
+               shape=lambda shapes, **p: shapes[1], dtype=lambda dtypes, **p: dtypes[0], namespace="nn",
+               workspace=lambda avals, **p: _pool_workspace(avals[1], avals[0].dtype, **p),
+               doc="max_pool2d's gradient: g scattered to each window's (first) maximum of x"))
+
+
+# -- average pooling -----------------------------------------------------------------------------
+def _counts(xp, size, k, s, p, out, include_pad, dtype):
+    """How many pixels each window along one axis divides by: clipped to the padded input
+    (``include_pad``) or to the input itself."""
+    lo, hi = (0, size + 2 * p) if include_pad else (p, p + size)
+    starts = xp.arange(out) * s
+    return (xp.minimum(starts + k, hi) - xp.maximum(starts, lo)).astype(dtype)
+
+
+def _divisor(xp, shape, k, s, p, out, extra, include_pad, dtype):
+    """1 / window size: a Python float when every window counts k*k, else an (Ho, Wo) array."""
+    if include_pad and extra == (0, 0):
+        return 1.0 / (k[0] * k[1])
+    ch = _counts(xp, shape[2], k[0], s[0], p[0], out[0], include_pad, dtype)
+    cw = _counts(xp, shape[3], k[1], s[1], p[1], out[1], include_pad, dtype)
+    return 1.0 / (ch[:, None] * cw[None, :])
+
+
+def _avg_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, count_include_pad=True,
+                out=None):
+    k, s, p, shape, extra = _layout(x.shape, kernel, stride, padding, ceil_mode)
+    scale = _divisor(xp, x.shape, k, s, p, shape, extra, count_include_pad, x.dtype)
+    res = None
+    for view in _taps(pad_nchw(xp, x, p, extra), k, s, shape):
+        res = view.copy() if res is None else xp.add(res, view, out=res)
+    res *= scale if isinstance(scale, float) else scale.astype(res.dtype, copy=False)
+    return res
+
+
+register(OpDef("avg_pool2d", ("x",), _avg_pool2d, params=_AVG_PARAMS, shape=_pool_shape("avg_pool2d"),
+               dtype=_float_inputs("avg_pool2d"),
+               grad=lambda F, ins, y, g, **p: [F.avg_pool2d_grad(g, ins[0], **p)], namespace="nn",
+               workspace=lambda avals, **p: _pool_workspace(avals[0], **p),
+               doc="mean over kh x kw windows of NCHW input (stride 0 = kernel size; count_include_pad "
+                   "as MXNet: padding zeros count)"))
+
+
+def _avg_pool2d_grad(xp, g, like, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False,
+                     count_include_pad=True, out=None):
+    """g / window size spread evenly over each window's pixels."""
+    k, s, p, shape, extra = _layout(like.shape, kernel, stride, padding, ceil_mode)
+    (ph, pw) = p
+    n, c, h, w = like.shape
+    scale = _divisor(xp, like.shape, k, s, p, shape, extra, count_include_pad, g.dtype)
+    share = g * scale
+    dx = xp.zeros((n, c, h + 2 * ph + extra[0], w + 2 * pw + extra[1]), dtype=share.dtype)
+    for view in _taps(dx, k, s, shape):
+        view += share
+    return xp.ascontiguousarray(dx[:, :, ph:ph + h, pw:pw + w])
+
+
+register(OpDef("avg_pool2d_grad", ("g", "like"), _avg_pool2d_grad, params=_AVG_PARAMS,
+               shape=lambda shapes, **p: shapes[1], dtype=lambda dtypes, **p: dtypes[0], namespace="nn",
+               workspace=lambda avals, **p: _pool_workspace(avals[1], avals[0].dtype, **p),
+               doc="avg_pool2d's gradient: g divided by each window's size, spread over the window; "
+                   "only like's shape is read"))
