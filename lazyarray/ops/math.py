@@ -98,16 +98,18 @@ _binary("nextafter", "nextafter", _ZERO2, "the next float after a toward b", inp
 
 # -- integer division --------------------------------------------------------------------------------------
 def _floor_divide(xp, a, b, out=None):
-    res = xp.floor_divide(a, b)  # (a new array even for out=: a and out may be the same buffer)
-    if res.dtype.kind != "f":
+    if xp.result_type(a, b).kind != "f":
+        res = xp.floor_divide(a, b)
         return res if out is None else _write(xp, out, res)
     # The Array API standard defines a // b on floats as floor(a / b) where NumPy (and Python) differ:
-    # an infinite a over a finite b is +-inf (NumPy: NaN), and a finite a over an infinite b is a
-    # signed zero (NumPy: -1.0 when the signs differ). Only those elements are replaced.
+    # an infinite a over a finite b is +-inf (NumPy: NaN, with a warning), and a finite a over an
+    # infinite b is a signed zero (NumPy: -1.0 when the signs differ). Only those elements are replaced.
     odd = xp.isinf(a) != xp.isinf(b)
-    if odd.any():
-        with np.errstate(all="ignore"):
-            res = xp.where(odd, xp.floor(xp.true_divide(a, b)), res)
+    if not odd.any():
+        res = xp.floor_divide(a, b)  # (a new array even for out=: a and out may be the same buffer)
+        return res if out is None else _write(xp, out, res)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        res = xp.where(odd, xp.floor(xp.true_divide(a, b)), xp.floor_divide(a, b))
     return res if out is None else _write(xp, out, res)
 
 
