@@ -46,7 +46,25 @@ for _name, _doc in (("isnan", "x is NaN"), ("isinf", "x is +inf or -inf"), ("isf
     _unary(_name, _name, _ZERO1, _doc + ", as bool", inplace=())
 
 # -- exponentials and logarithms ----------------------------------------------------------------------
-_unary("expm1", "expm1", lambda F, ins, y, g: _times(F, g, F.add(y, 1)), "e ** x - 1, accurate near 0")
+def _expm1(xp, x, out=None):
+    if x.dtype.kind != "c":
+        return xp.expm1(x, out=out)
+    # NumPy's complex expm1 gives NaN at infinities; the standard's special cases are C99's cexp(z) - 1
+    with np.errstate(invalid="ignore"):
+        res = xp.expm1(x)
+        bad = ~xp.isfinite(x)
+        if bad.any():
+            res = xp.where(bad, xp.exp(x) - 1, res)
+        res = xp.where(x == 0, x - x.real, res)  # expm1(-0 + bj) is +0 + bj for b = +-0 (x - x.real: -0 -> +0)
+    if out is None:
+        return res
+    out[...] = res
+    return out
+
+
+register(OpDef("expm1", ("x",), _expm1, grad=lambda F, ins, y, g: _times(F, g, F.add(y, 1)), inplace=((0, 0),),
+               elementwise=True, dtype=lambda dtypes: np.expm1(np.zeros((), dtypes[0])).dtype,  # NumPy's: ints -> float64
+               doc="e ** x - 1, accurate near 0"))
 _unary("log1p", "log1p", lambda F, ins, y, g: [F.divide(g, F.add(ins[0], 1))], "log(1 + x), accurate near 0")
 _unary("log2", "log2", lambda F, ins, y, g: [F.divide(g, F.multiply(ins[0], 0.6931471805599453))],
        "base-2 logarithm")
