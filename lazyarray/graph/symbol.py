@@ -212,9 +212,16 @@ class Symbol:
 
     # -- text IR --------------------------------------------------------------------------------
     def __str__(self) -> str:
+        """The text IR: one line per node. Nodes recorded inside blocks come under a header line
+        per block (``# 1.body.0 · Dense  (in 1 · ResBlock)``) whenever the block changes, so a
+        100-node model reads as its layers."""
         names = self.names()
         lines = []
+        block = None
         for node in self.topo():
+            if node.op is not None and node.block != block:
+                block = node.block
+                lines.append(block_header(block))
             nm = names[id(node)]
             ty = ", ".join(_aval_text(a) for a in node.avals)
             if node.sbp is not None:
@@ -272,6 +279,15 @@ class Symbol:
     def draw(self, path, max_nodes: int | None = _draw.DEFAULT_MAX_NODES) -> str:
         """Write the graph as an SVG drawing to ``path`` (``.svg``, written atomically)."""
         return _draw.write_svg(path, _draw.to_svg(self._outputs, names=self.names(), max_nodes=max_nodes))
+
+
+def block_header(block: tuple | None) -> str:
+    """The text IR's header line for the nodes of one block path (``# (top level)`` for none)."""
+    if not block:
+        return "# (top level)"
+    name = ".".join(n for n, _ in block)
+    outer = " › ".join(f"{'.'.join(n for n, _ in block[:i + 1])} · {t}" for i, (_, t) in enumerate(block[:-1]))
+    return f"# {name} · {block[-1][1]}" + (f"  (in {outer})" if outer else "")
 
 
 def _checked(sym: Symbol) -> Symbol:

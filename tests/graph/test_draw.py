@@ -59,13 +59,17 @@ def test_svg_is_well_formed_with_labels():
     root = parse(sym._repr_svg_())
     assert root.tag == f"{SVG_NS}svg"
     text = all_text(root)
-    for label in ("data", "fc1_weight", "fc2_weight", "nn.dense", "dense0", "relu", "nn.softmax",
-                  "float32[64,784]", "float32[64,10]", "cpu(0)", "8 nodes"):
+    for label in ("data", "nn.dense", "relu", "nn.softmax", "float32[64,784]", "float32[64,10]", "cpu(0)",
+                  "8 nodes"):
         assert label in text, label
-    assert len(boxes(root, "var")) == 4  # graph inputs are drawn as inputs
+    # Weights are folded into their op's box (Netron style); their names are in the tooltips.
+    assert "weight (128,784)" in text and "bias (128,)" in text and "weight (10,128)" in text
+    tips = " ".join(t.text for t in root.iter(f"{SVG_NS}title"))
+    assert "%fc1_weight" in tips and "%fc2_weight" in tips and "%dense0 = nn.dense(" in tips
+    assert len(boxes(root, "var")) == 1  # only the data input is drawn as an input box
     assert len(boxes(root, "out")) == 1
     edges = root.find(f"{SVG_NS}g[@class='la-e']")
-    assert len(edges) == 7
+    assert len(edges) == 4  # data -> dense -> relu -> dense -> softmax
 
 
 def test_one_style_block_and_no_inline_styles():
@@ -78,7 +82,7 @@ def test_kinds_constants_copies_devices():
     a = la.ones((2, 3))
     b = la.array(np.arange(6.0).reshape(2, 3))
     with la.deferred():
-        y = (a * 2 + b).to(la.cpu(1))
+        y = (a * 2 + b - b * b).to(la.cpu(1))  # b read three times: drawn as its own box
         z = la.relu(y).sum(axis=0)
     sym = la.get_symbol(z, inputs={"a": a})
     root = parse(sym._repr_svg_())
@@ -86,6 +90,7 @@ def test_kinds_constants_copies_devices():
     assert "copy_to" in "".join(copy.itertext()) and "→ cpu(1)" in "".join(copy.itertext())
     assert copy.find(f"{SVG_NS}polygon") is not None  # a different shape from op boxes
     assert len(boxes(root, "const")) == 1  # b; the scalar 2 is shown inside multiply, as in print(sym)
+    assert "× 2" in all_text(root) and "axis=0" in all_text(root)
     classes = {c for g in boxes(root, "op") for c in g.get("class").split()}
     assert {"la-d0", "la-d1"} <= classes  # two devices, two colours
     legend = all_text(root)
@@ -140,11 +145,12 @@ def test_thousand_nodes_size_and_time(max_nodes):
     elapsed = time.perf_counter() - t
     assert len(text.encode()) < SIZE_LIMIT
     root = parse(text)
-    assert "add249" in all_text(root)  # the output is always drawn
+    (out,) = boxes(root, "out")  # the output is always drawn
+    assert out.find(f"{SVG_NS}title").text.startswith("%add249 = add(")
     n_boxes = len([g for g in root.iter(f"{SVG_NS}g") if "la-n" in (g.get("class") or "")
                    and g.find(f"{SVG_NS}title") is not None])
     if max_nodes is None:
-        assert n_boxes == 1001 and not boxes(root, "more")
+        assert n_boxes == 1001 - 250 and not boxes(root, "more")  # the 250 weights are folded into dense
     else:
         assert n_boxes <= max_nodes and "collapsed" in all_text(root)
     assert elapsed < 2.0  # typically ~0.05 s; generous for slow CI machines
