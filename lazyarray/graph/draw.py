@@ -197,7 +197,7 @@ def _block_details(order: list[Node], prefix: tuple, names, max_nodes, stop, use
         svg = to_svg(ends, names=names, stop=outside, max_nodes=max_nodes, prefix=key,
                      title=f"{path} · {key[-1][1]}")
         nested = _block_details(order, key, names, max_nodes, stop, users, nodes)
-        label = (f"{path} · {key[-1][1]} — {len(nodes):,} node{'s' if len(nodes) != 1 else ''}, "
+        label = (f"{path} · {key[-1][1]} — {len(nodes):,} op{'s' if len(nodes) != 1 else ''}, "
                  f"{_param_count(nodes, users, order):,} parameters")
         out.append(f"<details><summary>{S.esc(label)}</summary>"
                    f'<div style="overflow:auto;max-height:520px">{svg}</div>{"".join(nested)}</details>')
@@ -671,7 +671,8 @@ def _tooltip(it: _Item, names: dict[int, str]) -> str:
     if it.kind == "block":
         path = ".".join(k for k, _ in it.block)
         ops = Counter(n.op.qualname for n in it.nodes if n.op is not None)
-        text = (f"block {path} · {it.block[-1][1]} (collapsed: {sum(ops.values()):,} ops: "
+        n_ops = sum(ops.values())
+        text = (f"block {path} · {it.block[-1][1]} (collapsed: {n_ops:,} op{'s' if n_ops != 1 else ''}: "
                 + ", ".join(f"{op} ×{c}" for op, c in ops.most_common(8)) + ")")
         params = [n for n in it.nodes if n.op is None] + [leaf for _, leaf in it.folded]
         if params:
