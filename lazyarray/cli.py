@@ -246,7 +246,8 @@ def inspect(args) -> int:
              f"without reuse {plan.naive_bytes:,}; {plan.num_buffers} buffers)")
     if args.svg:
         try:
-            sym.draw(args.svg, max_nodes=None if args.all_nodes else DRAW_MAX_NODES)
+            sym.draw(args.svg, max_nodes=None if args.all_nodes else DRAW_MAX_NODES,
+                     blocks="expanded" if args.all_nodes else "collapsed")
         except OSError as exc:
             raise CLIError(f"--svg: cannot write {args.svg!r}: {exc.strerror or exc}") from None
         _say(f"drawing: {args.svg} ({len(sym.topo())} nodes)")
@@ -351,7 +352,8 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--shape", action="append", metavar="NAME=D1,D2,...", help="input shape, e.g. data=1,784")
     i.add_argument("--svg", metavar="OUT", help="also draw the graph to an SVG file (OUT.svg)")
     i.add_argument("--all-nodes", action="store_true",
-                   help=f"with --svg: draw every node (default: long chains collapse past {DRAW_MAX_NODES} boxes)")
+                   help=f"with --svg: draw every node (default: one box per top-level block, and long "
+                        f"chains collapse past {DRAW_MAX_NODES} boxes)")
     i.set_defaults(run=inspect)
     c = sub.add_parser("convert", help="convert a model between MXNet 1.x files and lazyarray's format")
     c.add_argument("symbol", help="FILE-symbol.json (MXNet 1.x or lazyarray, recognised by content)")

@@ -276,9 +276,14 @@ class Symbol:
     def _repr_html_(self) -> str:
         return _draw.symbol_html(self._outputs, self.names(), self.list_inputs(), self.list_outputs())
 
-    def draw(self, path, max_nodes: int | None = _draw.DEFAULT_MAX_NODES) -> str:
-        """Write the graph as an SVG drawing to ``path`` (``.svg``, written atomically)."""
-        return _draw.write_svg(path, _draw.to_svg(self._outputs, names=self.names(), max_nodes=max_nodes))
+    def draw(self, path, max_nodes: int | None = _draw.DEFAULT_MAX_NODES, blocks: str = "collapsed") -> str:
+        """Write the graph as an SVG drawing to ``path`` (``.svg``, written atomically).
+
+        ``blocks="collapsed"`` draws the nodes of each top-level block as one box (type, path,
+        output shape, parameter count); ``"expanded"`` draws every node.
+        """
+        return _draw.write_svg(path, _draw.to_svg(self._outputs, names=self.names(), max_nodes=max_nodes,
+                                                  blocks=blocks))
 
 
 def block_header(block: tuple | None) -> str:

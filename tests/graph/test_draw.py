@@ -204,3 +204,96 @@ def test_svg_builder():
     root = parse(doc.render())
     assert root.get("width") == "100" and "x<y" in all_text(root)
     assert svg.num(3.0) == "3" and svg.num(2.25) in ("2.2", "2.3") and svg.clip("abcdef", 4) == "abc…"
+
+
+# -- blocks: collapsed by default, expandable in HTML; parameters folded; attributes shown ----------
+def block_model():
+    from lazyarray import blocks as B
+
+    class Res(B.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.body = B.HybridSequential()
+            self.body.add(B.Conv2D(4, 3, padding=1, in_channels=4), B.Activation("relu"))
+
+        def forward(self, x):
+            return self.body(x) + x * 0.5
+
+    la.random.seed(0)
+    net = B.HybridSequential()
+    net.add(B.Conv2D(4, 3, strides=2, padding=1, in_channels=3), Res(), Res(), B.Flatten(),
+            B.Dense(10, in_units=4 * 4 * 4))
+    net.initialize()
+    net.hybridize()
+    net(la.ones((2, 3, 8, 8)))
+    return net.export_graph()[0]
+
+
+def test_blocks_are_collapsed_to_one_box_each_by_default():
+    sym = block_model()
+    root = parse(sym._repr_svg_())
+    blocks = boxes(root, "block")
+    assert len(blocks) == 5  # 0, 1, 2, 3, 4: one box per top-level block
+    labels = ["".join(b.itertext()) for b in blocks]
+    res = [t for t in labels if "Res" in t]
+    assert len(res) == 2 and all("float32[2,4,4,4]" in t for t in res)
+    conv = next(t for t in labels if "Conv2D" in t)
+    assert f"{4 * 3 * 3 * 3 + 4} params" in conv  # weight + bias
+    dense = next(t for t in labels if "Dense" in t)
+    assert f"{10 * 64 + 10:,} params" in dense and "float32[2,10]" in dense
+    assert len(boxes(root, "var")) == 1  # data; every parameter is inside its block
+    assert not boxes(root, "op")  # every op is inside a block
+    assert "in 5 collapsed blocks" in all_text(root) and "block (collapsed)" in all_text(root)
+    tip = blocks[1].find(f"{SVG_NS}title").text
+    assert tip.startswith("block 1 · Res") and "1.body.0.weight float32[4,4,3,3]" in tip
+
+
+def test_expanded_drawing_shows_every_node_with_folded_params_and_attributes():
+    sym = block_model()
+    root = parse(draw.to_svg(sym.outputs, names=sym.names(), blocks="expanded"))
+    assert not boxes(root, "block")
+    text = all_text(root)
+    ops = boxes(root, "op")
+    assert len(ops) == len([n for n in sym.topo() if n.op is not None])
+    assert "stride=(2,2) padding=(1,1)" in text  # op attributes
+    assert "× 0.5" in text  # a scalar operand
+    assert "weight (4,3,3,3)" in text and "bias (4,)" in text  # parameters folded, Netron style
+    assert len(boxes(root, "var")) == 1
+    # one label per op: no "multiply multiply0"
+    for g in ops:
+        first = g.find(f"{SVG_NS}text")
+        assert [t.text for t in first] == [first[0].text], [t.text for t in first]
+    tips = [g.find(f"{SVG_NS}title").text for g in ops]
+    assert any("in block 1.body.0 · Conv2D" in t for t in tips)
+
+
+def test_given_names_are_still_shown_once():
+    x = la.sym.var("x", shape=(2,))
+    sym = la.sym.relu(x)
+    node = sym.outputs[0].node
+    root = parse(draw.to_svg(sym.outputs, names={id(node): "my_relu"}))
+    (op,) = boxes(root, "op")
+    assert [t.text for t in op.find(f"{SVG_NS}text")] == ["relu", "my_relu"]
+
+
+def test_html_has_expand_controls_per_block_and_for_every_node():
+    sym = block_model()
+    html = sym._repr_html_()
+    root = parse(html)
+    assert "<script" not in html
+    details = list(root.iter("details"))
+    summaries = [d.find("summary").text for d in details]
+    assert summaries[0] == "expand blocks (5)" and summaries[-1] == "every node"
+    assert "1 · Res — 4 ops, 148 parameters" in summaries  # conv (4*4*3*3+4), relu, multiply, add
+    assert "1.body · HybridSequential — 2 ops, 148 parameters" in summaries  # nested, expandable in turn
+    res = next(d for d in details if d.find("summary").text.startswith("1 · Res"))
+    inner = res.find(f".//{SVG_NS}svg")
+    ext = boxes(inner, "ext")  # the block's input, drawn as coming from outside it
+    assert len(ext) == 1 and "outside this block" in ext[0].find(f"{SVG_NS}title").text
+    assert len(boxes(inner, "block")) == 1 and "× 0.5" in all_text(inner)  # body collapsed, own ops shown
+    full = details[-1].find(f".//{SVG_NS}svg")
+    assert not boxes(full, "block") and len(boxes(full, "op")) == 11
+
+
+def test_graphs_without_blocks_have_no_expand_controls():
+    assert "<details" not in mlp_symbol()._repr_html_()
