@@ -76,7 +76,11 @@ _STYPE_TIPS = {
 
 
 def bytes_text(n: int) -> str:
-    """A byte count for people: ``24 B``, ``1.5 KiB``, ``3.0 MiB``, ``2.0 GiB``."""
+    """A byte count for people: ``24 B``, ``1.5 KiB``, ``3.0 MiB``, ``2.0 GiB``.
+
+    >>> bytes_text(24), bytes_text(1536), bytes_text(3 * 2**20)
+    ('24 B', '1.5 KiB', '3.0 MiB')
+    """
     if n < 1024:
         return f"{n} B"
     for unit in ("KiB", "MiB", "GiB", "TiB"):

@@ -287,7 +287,11 @@ class Symbol:
 
 
 def block_header(block: tuple | None) -> str:
-    """The text IR's header line for the nodes of one block path (``# (top level)`` for none)."""
+    """The text IR's header line for the nodes of one block path (``# (top level)`` for none).
+
+    >>> block_header((("1", "Res"), ("body", "HybridSequential"), ("0", "Conv2D")))
+    '# 1.body.0 · Conv2D  (in 1 · Res › 1.body · HybridSequential)'
+    """
     if not block:
         return "# (top level)"
     name = ".".join(n for n, _ in block)
