@@ -130,122 +130,20 @@ def to_svg(outputs: list[Entry], *, names: dict[int, str] | None = None, stop=No
     stopped = {id(n) for n in order if n.op is not None and stop is not None and stop(n)}
     out_ids = {id(e.node) for e in outputs}
     folded = _fold_leaves(order, stopped, out_ids)
-    shown = [n for n in order if (not _inline(n) or id(n) in out_ids) and id(n) not in folded]
+    shown = [n for n in order if (not inline_scalar(n) or id(n) in out_ids) and id(n) not in folded]
     depth = len(prefix) if blocks == "collapsed" else None
     items, total = _select(shown, outputs, stopped, max_nodes, depth, folded, ext=bool(prefix))
     return _render(items, shown, outputs, names, stopped, total, title)
 
 
-def symbol_html(outputs: list[Entry], names: dict[int, str], inputs: list[str], output_names: list[str],
-                max_nodes: int | None = DEFAULT_MAX_NODES) -> str:
-    """``Symbol._repr_html_``: a one-line summary (inputs, outputs) above the drawing."""
-    summary = (f"Symbol · inputs: {', '.join(inputs) or 'none'} · "
-               f"outputs: {', '.join(output_names)}")
-    return to_html(outputs, names=names, max_nodes=max_nodes, summary=summary)
-
-
-_DETAILS_CSS = (".la-graph details{margin:4px 0 4px 2px}"
-                ".la-graph summary{cursor:pointer;font:12px sans-serif;color:#374151}"
-                ".la-graph details details{margin-left:14px}")
-
-
-def to_html(outputs: list[Entry], *, names: dict[int, str] | None = None, stop=None,
-            max_nodes: int | None = DEFAULT_MAX_NODES, title: str | None = None,
-            summary: str = "") -> str:
-    """The drawing inside a scrollable ``<div>`` (well-formed XHTML) with a one-line ``summary``.
-
-    When nodes were recorded inside blocks, the drawing shows one box per top-level block and
-    ``<details>`` elements below it expand each block (its inner drawing, its own child blocks
-    expandable in turn) or the whole graph: pure HTML, no script or server.
-    """
-    svg = to_svg(outputs, names=names, stop=stop, max_nodes=max_nodes, title=title)
-    head = f'<div style="font:12px sans-serif;color:#374151;margin:2px 0 6px">{S.esc(summary)}</div>' \
-        if summary else ""
-    body = f'<div style="overflow:auto;max-height:640px">{svg}</div>'
-    order = topo_order(list(outputs), stop=stop)
-    if any(n.block for n in order if n.op is not None):
-        names = display_names(order, names)
-        inner = _block_details(order, (), names, max_nodes, stop)
-        full = to_svg(outputs, names=names, stop=stop, max_nodes=max_nodes, title=title, blocks="expanded")
-        body += (f'<details class="la-expand"><summary>expand blocks ({len(inner)})</summary>{"".join(inner)}'
-                 f'</details><details class="la-expand"><summary>every node</summary>'
-                 f'<div style="overflow:auto;max-height:640px">{full}</div></details>')
-        head = f"<style>{_DETAILS_CSS}</style>" + head
-    return f'<div class="la-graph">{head}{body}</div>'
-
-
-def _block_details(order: list[Node], prefix: tuple, names, max_nodes, stop, users=None,
-                   scope: list[Node] | None = None) -> list[str]:
-    """One ``<details>`` per block directly below ``prefix``: its drawing (nodes outside it drawn as
-    plain leaves) and, inside, the same for its own child blocks."""
-    if users is None:  # (producer id, output index) -> ids of the nodes reading it
-        users = {}
-        for n in order:
-            for e in n.inputs:
-                users.setdefault((id(e.node), e.index), set()).add(id(n))
-    out = []
-    for key, nodes in _block_runs(order if scope is None else scope, prefix):
-        ids = {id(n) for n in nodes}
-        ends = [Entry(n, i) for n in nodes for i in range(len(n.avals))
-                if users.get((id(n), i), set()) - ids]
-        ends = ends or [Entry(nodes[-1], 0)]
-        path = ".".join(k for k, _ in key)
-
-        def outside(n, ids=ids, stop=stop):
-            return n.op is not None and (id(n) not in ids or (stop is not None and stop(n)))
-
-        svg = to_svg(ends, names=names, stop=outside, max_nodes=max_nodes, prefix=key,
-                     title=f"{path} · {key[-1][1]}")
-        nested = _block_details(order, key, names, max_nodes, stop, users, nodes)
-        label = (f"{path} · {key[-1][1]} — {len(nodes):,} op{'s' if len(nodes) != 1 else ''}, "
-                 f"{_param_count(nodes, users, order):,} parameters")
-        out.append(f"<details><summary>{S.esc(label)}</summary>"
-                   f'<div style="overflow:auto;max-height:520px">{svg}</div>{"".join(nested)}</details>')
-    return out
-
-
-def _block_runs(order: list[Node], prefix: tuple) -> list[tuple[tuple, list[Node]]]:
-    """Runs of consecutive op nodes (creation order) in the same block directly below ``prefix``:
-    ``(block path, nodes)``. A block called twice gives two runs (one box per call)."""
-    runs: list[tuple[tuple, list[Node]]] = []
-    last = None
-    for n in order:
-        if n.op is None:
-            continue
-        key = _block_key(n, len(prefix))
-        if key is None or key[:len(prefix)] != prefix:
-            last = None
-            continue
-        if key != last:
-            runs.append((key, []))
-            last = key
-        runs[-1][1].append(n)
-    return runs
-
-
-def _block_key(node: Node, depth: int | None) -> tuple | None:
+def block_prefix(node: Node, depth: int | None) -> tuple | None:
     """The block path one level below ``depth`` that ``node`` belongs to (None: not in such a block)."""
     if depth is None or node.op is None or not node.block or len(node.block) <= depth:
         return None
     return node.block[:depth + 1]
 
 
-def _param_count(nodes: list[Node], users: dict, order: list[Node]) -> int:
-    """Elements of the parameters (leaves other than data inputs) that only ``nodes`` read."""
-    ids = {id(n) for n in nodes}
-    seen: set[int] = set()
-    total = 0
-    for n in nodes:
-        for e in n.inputs:
-            leaf = e.node
-            if leaf.op is None and id(leaf) not in seen and not _inline(leaf) and not _is_data(leaf) \
-                    and users.get((id(leaf), 0), set()) <= ids:
-                seen.add(id(leaf))
-                total += _size(leaf)
-    return total
-
-
-def _size(node: Node) -> int:
+def leaf_size(node: Node) -> int:
     shape = node.avals[0].shape
     if shape is None or None in shape:
         return 0
@@ -281,19 +179,19 @@ def device_classes(devices) -> dict[Device, int]:
 
 
 # -- choosing what to show ----------------------------------------------------------------------
-def _inline(node: Node) -> bool:
+def inline_scalar(node: Node) -> bool:
     """Scalar constants are shown inside their user (as the text IR prints them), not as boxes."""
     return node.kind == "const" and node.avals[0].shape == () and node.value is not None
 
 
 def _arg(e: Entry, names: dict[int, str]) -> str:
-    if e.node.op is None and _inline(e.node):
+    if e.node.op is None and inline_scalar(e.node):
         v = e.node.value
         return repr(v.item() if hasattr(v, "item") else v)
     return f"%{names.get(id(e.node), '?')}"
 
 
-def _is_data(node: Node) -> bool:
+def is_data_input(node: Node) -> bool:
     """A block's data input (``data``, ``data0``, ...): never folded into the box of its user."""
     return node.kind == "var" and bool(node.name) and re.fullmatch(r"data\d*", node.name) is not None
 
@@ -319,7 +217,7 @@ def _fold_leaves(order: list[Node], stopped: set[int], out_ids: set[int]) -> dic
                 uses.setdefault(id(e.node), []).append((n, pos))
     out = {}
     for n in order:
-        if n.op is not None or _inline(n) or id(n) in out_ids or _is_data(n):
+        if n.op is not None or inline_scalar(n) or id(n) in out_ids or is_data_input(n):
             continue
         u = uses.get(id(n), [])
         if len(u) == 1 and u[0][1] > 0:
@@ -401,7 +299,7 @@ def _group_blocks(order, pos, stopped, depth: int, group, block_key) -> None:
     for i, node in enumerate(order):
         if node.op is None:
             continue
-        key = None if id(node) in stopped else _block_key(node, depth)
+        key = None if id(node) in stopped else block_prefix(node, depth)
         if key is None:
             last = None
             continue
@@ -420,7 +318,7 @@ def _group_blocks(order, pos, stopped, depth: int, group, block_key) -> None:
                 readers.setdefault(pos[id(e.node)], set()).add(group[i])
     for i, node in enumerate(order):
         gs = readers.get(i)
-        if node.op is None and not _is_data(node) and gs and len(gs) == 1:
+        if node.op is None and not is_data_input(node) and gs and len(gs) == 1:
             g = next(iter(gs))
             if g in block_key:
                 group[i] = g
@@ -618,8 +516,8 @@ def _extra_lines(it: _Item) -> list[tuple[str, str]]:
     parameters (``weight (8,3,3,3)``); a block box gives its op and parameter counts."""
     if it.kind == "block":
         ops = sum(1 for n in it.nodes if n.op is not None)
-        count = sum(_size(leaf) for _, leaf in it.folded) + sum(
-            _size(n) for n in it.nodes if n.op is None and not _inline(n))
+        count = sum(leaf_size(leaf) for _, leaf in it.folded) + sum(
+            leaf_size(n) for n in it.nodes if n.op is None and not inline_scalar(n))
         return [("la-a", f"{ops:,} op{'s' if ops != 1 else ''} · {count:,} params")]
     if it.kind not in ("op", "copy", "done", "ext") or len(it.nodes) != 1:
         return []
@@ -647,7 +545,7 @@ def _attr_text(node: Node) -> str:
     parts = []
     sym = _SYMBOLS.get(node.op.name)
     for pos, e in enumerate(node.inputs):
-        if e.node.op is None and _inline(e.node):
+        if e.node.op is None and inline_scalar(e.node):
             v = e.node.value
             v = repr(v.item() if hasattr(v, "item") else v)
             if sym is not None and len(node.inputs) == 2:

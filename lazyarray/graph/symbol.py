@@ -13,6 +13,7 @@ from ..errors import GraphError, GraphFormatError, LazyArrayError, fmt_shape
 from ..ops import registry
 from ..ops.shape import key_text
 from . import draw as _draw
+from . import draw_html as _draw_html
 from . import nx as nx_view
 from . import serialize
 from .build import apply_node
@@ -274,7 +275,7 @@ class Symbol:
         return _draw.to_svg(self._outputs, names=self.names())
 
     def _repr_html_(self) -> str:
-        return _draw.symbol_html(self._outputs, self.names(), self.list_inputs(), self.list_outputs())
+        return _draw_html.symbol_html(self._outputs, self.names(), self.list_inputs(), self.list_outputs())
 
     def draw(self, path, max_nodes: int | None = _draw.DEFAULT_MAX_NODES, blocks: str = "collapsed") -> str:
         """Write the graph as an SVG drawing to ``path`` (``.svg``, written atomically).
