@@ -120,7 +120,7 @@ MODELS = {
     "cnn": (line_images, "12x12 line images, 4 classes", dict(epochs=3, samples=1500, batch_size=64, lr=0.005)),
     "mlp": (spirals, "2-D spirals, 3 classes", dict(epochs=6, samples=2000, batch_size=64, lr=0.005)),
     "resnet18": (color_patterns, "3x32x32 colour-pattern images, 10 classes",
-                 dict(epochs=1, samples=64, batch_size=16, lr=0.001)),
+                 dict(epochs=3, samples=160, batch_size=16, lr=0.003)),
     "transformer": (token_classes, "16-token sequences over 64 ids, 4 classes",
                     dict(epochs=3, samples=512, batch_size=32, lr=0.003)),
     "lstm": (counting_sequences, "16-token counting sequences over 32 ids (next-token prediction)",
@@ -145,7 +145,7 @@ def build_model(kind: str):
     if not hasattr(models, name):
         raise CLIError(f"--model {kind}: la.blocks.models.{name} is not available in this version of lazyarray")
     if kind == "resnet18":
-        return models.resnet18(classes=10, thumbnail=True)
+        return models.resnet18(classes=10, thumbnail=True, channels=(8, 8, 16, 32, 64))  # narrow: a brief run
     if kind == "transformer":
         return models.transformer_encoder(64, 4, units=32, num_layers=1, num_heads=2, max_length=16)
     return models.lstm_lm(32, units=32, num_layers=1)

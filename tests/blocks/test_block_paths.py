@@ -103,14 +103,12 @@ def test_a_separately_traced_child_is_its_own_root():
 
 
 def test_unregistered_block_is_named_by_its_type():
-    class Holder(B.HybridBlock):
-        def __init__(self):
-            super().__init__()
-            self.layers = [B.Dense(3, in_units=2)]  # a plain list: not a registered child
-            self.layers[0].initialize()
+    shared = B.Dense(3, in_units=2)  # called by reference from forward: not a child of Holder
+    shared.initialize()
 
+    class Holder(B.HybridBlock):
         def forward(self, x):
-            return self.layers[0](x)
+            return shared(x)
 
     h = Holder()
     h.hybridize()
