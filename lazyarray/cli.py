@@ -1,7 +1,11 @@
 """The ``lazyarray`` command.
 
-* ``lazyarray demo``: train a small hybridized CNN (or MLP) on a synthetic, learnable data set
-  made in code, export it, import it back, check the outputs match and show the memory plan.
+* ``lazyarray demo [--model cnn|mlp|resnet18|transformer|lstm]``: train a small hybridized model
+  briefly on a synthetic, learnable data set made in code (a progress bar on a terminal, one
+  line per epoch otherwise), export it to a temporary directory (removed afterwards, also on
+  errors; ``--out DIR`` keeps the files), import it back, check the outputs match and show the
+  memory plan. The default (the CNN) runs in a few seconds.
+* ``lazyarray --version``: the package version.
 * ``lazyarray inspect FILE-symbol.json [--params FILE] [--shape data=1,784] [--svg OUT.svg]``:
   summarize an exported graph, and draw it (pure-Python SVG, no Graphviz needed). MXNet 1.x
   files are recognised by their content (``--params`` is then required: it gives the shapes).
@@ -15,6 +19,8 @@ status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import math
 import os
 import sys
@@ -23,9 +29,8 @@ import time
 from collections import Counter
 
 import numpy as np
-from tqdm import tqdm
 
-from . import autograd
+from . import __version__, autograd
 from . import blocks as B
 from .blocks.block import load_arrays
 from .blocks.symbol_block import check_params
@@ -78,29 +83,88 @@ def spirals(n: int, rng: np.random.Generator, classes: int = 3) -> tuple[np.ndar
     return x, y.astype(np.int64)
 
 
-def build_model(kind: str) -> B.HybridSequential:
-    """The demo models: a small CNN for the line images, an MLP for the spirals."""
-    net = B.HybridSequential()
-    if kind == "cnn":
-        net.add(B.Conv2D(8, 3, padding=1, activation="relu"), B.BatchNorm(), B.MaxPool2D(),
-                B.Conv2D(16, 3, padding=1, activation="relu"), B.MaxPool2D(), B.Flatten(),
-                B.Dense(32, activation="relu"), B.Dropout(0.1), B.Dense(len(LINES)))
-    else:
-        net.add(B.Dense(64, activation="relu"), B.Dense(64, activation="relu"), B.Dense(3))
-    return net
+def color_patterns(n: int, rng: np.random.Generator, classes: int = 10,
+                   size: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` noisy 3 x ``size`` x ``size`` images: class ``c`` adds a fixed random pattern (the same for
+    every seed of the data, drawn from ``rng``'s first numbers) to Gaussian noise."""
+    templates = rng.normal(0.0, 1.0, (classes, 3, size, size)).astype(np.float32)
+    y = rng.integers(0, classes, n)
+    x = rng.normal(0.0, 1.0, (n, 3, size, size)).astype(np.float32) + 0.8 * templates[y]
+    return x, y.astype(np.int64)
+
+
+def token_classes(n: int, rng: np.random.Generator, vocab: int = 64, classes: int = 4,
+                  length: int = 16) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` sequences of ``length`` token ids: class ``c`` draws most tokens from its own quarter of
+    the vocabulary, the rest anywhere (a bag of tokens decides the class)."""
+    y = rng.integers(0, classes, n)
+    band = vocab // classes
+    own = rng.integers(0, band, (n, length)) + (y * band)[:, None]
+    noise = rng.integers(0, vocab, (n, length))
+    x = np.where(rng.random((n, length)) < 0.7, own, noise)
+    return x.astype(np.int64), y.astype(np.int64)
+
+
+def counting_sequences(n: int, rng: np.random.Generator, vocab: int = 32,
+                       length: int = 16) -> tuple[np.ndarray, np.ndarray]:
+    """Language modelling: ``n`` sequences that count up by a step of 1, 2 or 3 (mod ``vocab``) from a
+    random start; inputs are tokens 0..length-1, targets the next tokens 1..length."""
+    start = rng.integers(0, vocab, n)
+    step = rng.integers(1, 4, n)
+    seq = (start[:, None] + step[:, None] * np.arange(length + 1)) % vocab
+    return seq[:, :-1].astype(np.int64), seq[:, 1:].astype(np.int64)
+
+
+# Per model: the data set, its description, and the defaults of the run (epochs, samples, batch, lr).
+MODELS = {
+    "cnn": (line_images, "12x12 line images, 4 classes", dict(epochs=3, samples=1500, batch_size=64, lr=0.005)),
+    "mlp": (spirals, "2-D spirals, 3 classes", dict(epochs=6, samples=2000, batch_size=64, lr=0.005)),
+    "resnet18": (color_patterns, "3x32x32 colour-pattern images, 10 classes",
+                 dict(epochs=3, samples=160, batch_size=16, lr=0.003)),
+    "transformer": (token_classes, "16-token sequences over 64 ids, 4 classes",
+                    dict(epochs=3, samples=512, batch_size=32, lr=0.003)),
+    "lstm": (counting_sequences, "16-token counting sequences over 32 ids (next-token prediction)",
+             dict(epochs=3, samples=512, batch_size=32, lr=0.01)),
+}
+
+
+def build_model(kind: str):
+    """The demo models: a small CNN for the line images, an MLP for the spirals, and small
+    configurations of the model zoo (``la.blocks.models``) for the others."""
+    if kind in ("cnn", "mlp"):
+        net = B.HybridSequential()
+        if kind == "cnn":
+            net.add(B.Conv2D(8, 3, padding=1, activation="relu"), B.BatchNorm(), B.MaxPool2D(),
+                    B.Conv2D(16, 3, padding=1, activation="relu"), B.MaxPool2D(), B.Flatten(),
+                    B.Dense(32, activation="relu"), B.Dropout(0.1), B.Dense(len(LINES)))
+        else:
+            net.add(B.Dense(64, activation="relu"), B.Dense(64, activation="relu"), B.Dense(3))
+        return net
+    models = importlib.import_module("lazyarray.blocks.models")
+    name = {"resnet18": "resnet18", "transformer": "transformer_encoder", "lstm": "lstm_lm"}[kind]
+    if not hasattr(models, name):
+        raise CLIError(f"--model {kind}: la.blocks.models.{name} is not available in this version of lazyarray")
+    if kind == "resnet18":
+        return models.resnet18(classes=10, thumbnail=True, channels=(8, 8, 16, 32, 64))  # narrow: a brief run
+    if kind == "transformer":
+        return models.transformer_encoder(64, 4, units=32, num_layers=1, num_heads=2, max_length=16)
+    return models.lstm_lm(32, units=32, num_layers=1)
 
 
 # -- demo ------------------------------------------------------------------------------------------
 def demo(args) -> int:
+    make, what, defaults = MODELS[args.model]
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     rng = np.random.default_rng(args.seed)
     seed_rng(args.seed)
-    make, what = (line_images, "12x12 line images, 4 classes") if args.model == "cnn" else \
-        (spirals, "2-D spirals, 3 classes")
     x, y = make(args.samples, rng)
     n_test = max(args.samples // 5, 1)
     x_tr, y_tr, x_te, y_te = x[n_test:], y[n_test:], x[:n_test], y[:n_test]
+    lm = args.model == "lstm"  # next-token prediction: labels are sequences
     classes = int(y.max()) + 1
-    print(f"lazyarray demo: a {args.model.upper()} on synthetic {what}; "
+    print(f"lazyarray demo: {args.model} on synthetic {what}; "
           f"{len(x_tr)} training / {len(x_te)} test samples")
     net = build_model(args.model)
     net.initialize()
@@ -109,21 +173,23 @@ def demo(args) -> int:
     trainer = B.Trainer(net.collect_params(), "adam", {"learning_rate": args.lr})
     loss_fn = B.SoftmaxCrossEntropyLoss()
     bs = args.batch_size
+    bars = not args.quiet and sys.stdout.isatty()  # a log gets one line per epoch, not bar refreshes
     first_call = None
-    step_times = []
+    step_times, epoch_losses = [], []
     for epoch in range(args.epochs):
         perm = rng.permutation(len(x_tr))
-        bar = tqdm(range(0, len(x_tr), bs), desc=f"epoch {epoch + 1}/{args.epochs}", unit="batch",
-                   disable=args.quiet, leave=True, file=sys.stdout, mininterval=0.25)
+        starts = range(0, len(x_tr), bs)
+        if bars:
+            starts = progress_bar(starts, f"epoch {epoch + 1}/{args.epochs}")
         seen = correct = 0
         total = 0.0
-        for start in bar:
+        for start in starts:
             idx = perm[start:start + bs]
             xb, yb = array(x_tr[idx]), array(y_tr[idx])
             t0 = time.perf_counter()
             with autograd.record():
                 out = net(xb)
-                loss = loss_fn(out, yb)
+                loss = loss_fn(out, _labels_for(out, yb))
             loss.backward()
             trainer.step(len(idx))
             dt = time.perf_counter() - t0
@@ -133,36 +199,76 @@ def demo(args) -> int:
                 step_times.append(dt)
             seen += len(idx)
             total += float(loss.asnumpy().sum())
-            correct += int((out.asnumpy().argmax(axis=1) == y_tr[idx]).sum())
-            bar.set_postfix(loss=f"{total / seen:.3f}", acc=f"{correct / seen:.3f}")
-        bar.close()
-        if args.quiet:
-            print(f"epoch {epoch + 1}/{args.epochs}: loss {total / seen:.3f}, train accuracy {correct / seen:.3f}")
+            correct += _correct(out.asnumpy(), y_tr[idx])
+            if bars:
+                starts.set_postfix(loss=f"{total / seen:.3f}", acc=f"{correct / seen:.3f}")
+        if bars:
+            starts.close()
+        else:
+            print(f"epoch {epoch + 1}/{args.epochs}: loss {total / seen:.3f}, train accuracy {correct / seen:.3f}",
+                  flush=True)
+        epoch_losses.append(total / seen)
     test_out = net(array(x_te)).asnumpy()
-    acc = float((test_out.argmax(axis=1) == y_te).mean())
+    acc = _correct(test_out, y_te) / len(y_te)
     chance = 1.0 / classes
-    print(f"test accuracy: {acc:.1%} (chance: {chance:.1%})")
+    print(f"test accuracy: {acc:.1%} (chance: {chance:.1%})" + (" per token" if lm else ""))
     if step_times:
         print(f"hybridized training step: {np.median(step_times) * 1e3:.2f} ms (batch {bs}); "
               f"first call (trace + compile + run): {first_call * 1e3:.1f} ms")
-
-    out_dir = args.out or tempfile.mkdtemp(prefix="lazyarray-demo-")
-    os.makedirs(out_dir, exist_ok=True)
-    sym_file, param_file = net.export(os.path.join(out_dir, "demo"))
-    print(f"exported: {sym_file}, {param_file}")
-    back = B.SymbolBlock.imports(sym_file, ["data"], param_file)
-    diff = float(np.abs(back(array(x_te)).asnumpy() - test_out).max())
-    match = diff <= 1e-5
-    print(f"re-imported: outputs {'match' if match else 'DIFFER'} (max |difference| = {diff:.3g})")
-    sample_shape = (bs,) + x.shape[1:]
-    plan = CachedOp(load_symbol(sym_file)).memory_plan(data=sample_shape)
+    with _out_dir(args.out) as out_dir:
+        sym_file, param_file = net.export(os.path.join(out_dir, "demo"))
+        print(f"exported: {sym_file}, {param_file}" + ("" if args.out else " (a temporary directory, removed "
+                                                                            "at the end)"))
+        back = B.SymbolBlock.imports(sym_file, ["data"], param_file)
+        diff = float(np.abs(back(array(x_te)).asnumpy() - test_out).max())
+        match = diff <= 1e-5
+        print(f"re-imported: outputs {'match' if match else 'DIFFER'} (max |difference| = {diff:.3g})")
+        sample_shape = (bs,) + x.shape[1:]
+        plan = CachedOp(load_symbol(sym_file)).memory_plan(data=sample_shape)
     print(f"memory plan of the exported graph (inference, data={fmt_shape(sample_shape)}):")
     print(plan)
-    ok = match and acc > chance + 0.25
+    if args.model in ("cnn", "mlp"):  # trained long enough to learn: accuracy must show it
+        learned, how = acc > chance + 0.25, f"accuracy {acc:.1%} is not clearly above chance"
+    else:  # a brief run of a big model: the loss must at least fall
+        learned = len(epoch_losses) < 2 or epoch_losses[-1] < epoch_losses[0]
+        how = f"the loss did not fall ({epoch_losses[0]:.3f} -> {epoch_losses[-1]:.3f})"
+    ok = match and learned
     if not ok:
-        print("demo FAILED: " + ("outputs differ after re-import" if not match else
-                                 f"accuracy {acc:.1%} is not clearly above chance"))
+        print("demo FAILED: " + ("outputs differ after re-import" if not match else how))
     return 0 if ok else 1
+
+
+def progress_bar(iterable, desc: str):
+    """A tqdm bar on stdout (tqdm is imported here, when a bar is first drawn, not with the CLI)."""
+    tqdm = importlib.import_module("tqdm").tqdm
+    return tqdm(iterable, desc=desc, unit="batch", leave=True, file=sys.stdout, mininterval=0.25)
+
+
+def _labels_for(out, labels):
+    """Labels laid out like the model's output: a language model may answer time-major (T, N, V)."""
+    if labels.ndim == 2 and out.ndim == 3 and tuple(out.shape[:2]) != tuple(labels.shape):
+        return labels.T
+    return labels
+
+
+def _correct(out: np.ndarray, labels: np.ndarray) -> float:
+    """Correct predictions per sample (for sequences: the fraction of tokens right, per sample)."""
+    pred = out.argmax(axis=-1)
+    if pred.shape != labels.shape and pred.T.shape == labels.shape:
+        pred = pred.T
+    hits = pred == labels
+    return float(hits.reshape(len(labels), -1).mean(axis=1).sum())
+
+
+@contextlib.contextmanager
+def _out_dir(out: str | None):
+    """``out`` (created if needed, kept), or a temporary directory removed afterwards, also on errors."""
+    if out:
+        os.makedirs(out, exist_ok=True)
+        yield out
+    else:
+        with tempfile.TemporaryDirectory(prefix="lazyarray-demo-") as tmp:
+            yield tmp
 
 
 # -- inspect ---------------------------------------------------------------------------------------
@@ -246,7 +352,8 @@ def inspect(args) -> int:
              f"without reuse {plan.naive_bytes:,}; {plan.num_buffers} buffers)")
     if args.svg:
         try:
-            sym.draw(args.svg, max_nodes=None if args.all_nodes else DRAW_MAX_NODES)
+            sym.draw(args.svg, max_nodes=None if args.all_nodes else DRAW_MAX_NODES,
+                     blocks="expanded" if args.all_nodes else "collapsed")
         except OSError as exc:
             raise CLIError(f"--svg: cannot write {args.svg!r}: {exc.strerror or exc}") from None
         _say(f"drawing: {args.svg} ({len(sym.topo())} nodes)")
@@ -334,16 +441,21 @@ def _positive_float(text: str) -> float:
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="lazyarray", description="lazyarray: deferred-compute arrays, "
                                 "compiled graphs and Gluon-style blocks.")
+    p.add_argument("--version", action="version", version=f"lazyarray {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", help="train, export, re-import and inspect a small hybridized model")
-    d.add_argument("--model", choices=("cnn", "mlp"), default="cnn", help="CNN on line images, or MLP on spirals")
-    d.add_argument("--epochs", type=_int_in(1, 10_000), default=6)
-    d.add_argument("--samples", type=_int_in(10, 1_000_000), default=4000, help="data set size (a fifth is held out)")
-    d.add_argument("--batch-size", type=_int_in(1, 1_000_000), default=64)
-    d.add_argument("--lr", type=_positive_float, default=0.005, help="Adam learning rate")
+    d.add_argument("--model", choices=tuple(MODELS), default="cnn",
+                   help="cnn: a CNN on line images (default, a few seconds); mlp: an MLP on spirals; resnet18, "
+                        "transformer, lstm: small models of la.blocks.models on synthetic data")
+    d.add_argument("--epochs", type=_int_in(1, 10_000), help="default: per model (cnn: 3)")
+    d.add_argument("--samples", type=_int_in(10, 1_000_000), help="data set size (a fifth is held out; "
+                   "default per model, cnn: 1500)")
+    d.add_argument("--batch-size", type=_int_in(1, 1_000_000))
+    d.add_argument("--lr", type=_positive_float, help="Adam learning rate")
     d.add_argument("--seed", type=_int_in(0, 2**32 - 1), default=0)
-    d.add_argument("--out", help="directory for the exported files (default: a new temporary directory)")
-    d.add_argument("--quiet", action="store_true", help="one line per epoch instead of progress bars")
+    d.add_argument("--out", help="directory for the exported files, kept (default: a temporary directory, removed)")
+    d.add_argument("--quiet", action="store_true", help="one line per epoch even on a terminal (it is always "
+                   "so when the output is not a terminal)")
     d.set_defaults(run=demo)
     i = sub.add_parser("inspect", help="summarize an exported graph")
     i.add_argument("symbol", help="a FILE-symbol.json written by export")
@@ -351,7 +463,8 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--shape", action="append", metavar="NAME=D1,D2,...", help="input shape, e.g. data=1,784")
     i.add_argument("--svg", metavar="OUT", help="also draw the graph to an SVG file (OUT.svg)")
     i.add_argument("--all-nodes", action="store_true",
-                   help=f"with --svg: draw every node (default: long chains collapse past {DRAW_MAX_NODES} boxes)")
+                   help=f"with --svg: draw every node (default: one box per top-level block, and long "
+                        f"chains collapse past {DRAW_MAX_NODES} boxes)")
     i.set_defaults(run=inspect)
     c = sub.add_parser("convert", help="convert a model between MXNet 1.x files and lazyarray's format")
     c.add_argument("symbol", help="FILE-symbol.json (MXNet 1.x or lazyarray, recognised by content)")

@@ -1,7 +1,8 @@
 """Rich notebook display of arrays (``NDArray._repr_html_``), as well-formed XHTML fragments.
 
 A normal array shows its values the way NumPy prints them (summarized past 1,000 elements)
-with dtype, shape, device and storage type. A lazy array shows what is known without
+under a row of chips: dtype, shape, device and size in bytes (as Dask's card does), and the
+storage type only when it is not the dense default (its tooltip says what it means). A lazy array shows what is known without
 computing: its static shape (``?`` for unknown dims), dtype, device, how many nodes are
 pending behind it, what would compute it, and a drawing of the pending sub-graph.
 
@@ -68,6 +69,42 @@ def pending_nodes(entry: Entry, known) -> list[Node]:
     return [n for n in order if n.op is not None and known(n) is None]
 
 
+_STYPE_TIPS = {
+    "csr": "storage type csr: compressed sparse rows (la.sparse); only the non-zero values are stored",
+    "row_sparse": "storage type row_sparse: only the non-zero rows are stored (la.sparse)",
+}
+
+
+def bytes_text(n: int) -> str:
+    """A byte count for people: ``24 B``, ``1.5 KiB``, ``3.0 MiB``, ``2.0 GiB``.
+
+    >>> bytes_text(24), bytes_text(1536), bytes_text(3 * 2**20)
+    ('24 B', '1.5 KiB', '3.0 MiB')
+    """
+    if n < 1024:
+        return f"{n} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        n /= 1024
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def _size_fields(shape, dtype, stype: str, stored: int | None = None) -> list[tuple[str, str]]:
+    """The bytes chip (dense size, or what a sparse array stores) and a storage chip when not dense."""
+    fields = []
+    if shape is not None and None not in shape and dtype is not None:
+        n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        if stored is None:
+            fields.append((f"{n:,} bytes ({int(np.prod(shape, dtype=np.int64)):,} elements x "
+                           f"{np.dtype(dtype).itemsize} bytes)", bytes_text(n)))
+        else:
+            fields.append((f"{stored:,} bytes stored ({n:,} bytes if dense)", bytes_text(stored) + " stored"))
+    if stype != "default":
+        fields.append((_STYPE_TIPS.get(stype, f"storage type {stype}"), stype))
+    return fields
+
+
 def _tags(kind: str, extra_cls: str, fields: list[tuple[str, str]]) -> str:
     tags = [f'<span class="la-tag la-kind{extra_cls}">{escape(kind)}</span>']
     tags += [f'<span class="la-tag" title="{escape(k)}">{escape(v)}</span>' for k, v in fields]
@@ -81,8 +118,10 @@ def _wrap(body: str) -> str:
 def _normal_html(value, device: Device) -> str:
     stype = stype_of(value)
     shape = tuple(int(d) for d in value.shape)
+    stored = None if stype == "default" else sum(
+        int(getattr(value, k).nbytes) for k in ("data", "indices", "indptr") if hasattr(value, k))
     fields = [("dtype", str(value.dtype)), ("shape", shape_text(shape)), ("device", str(device)),
-              ("storage type", stype)]
+              *_size_fields(shape, value.dtype, stype, stored)]
     if stype == "default":
         text = np.array2string(_host(value, device), **_PRINT)
     elif int(np.prod(shape)) <= _DENSE_LIMIT:
@@ -101,7 +140,8 @@ def _lazy_html(entry: Entry, device: Device, known) -> str:
     aval = entry.aval
     shape = aval.shape
     fields = [("dtype", str(aval.dtype)), ("shape (static; ? = unknown)", shape_text(shape)),
-              ("device", str(device)), ("storage type", aval.stype)]
+              ("device", str(device)),
+              *((f"{tip} once computed", text) for tip, text in _size_fields(shape, aval.dtype, aval.stype))]
     pending = pending_nodes(entry, known)
     n = len(pending)
     head = (f'<div class="la-note">{n:,} pending node{"s" if n != 1 else ""} behind this array '

@@ -26,8 +26,24 @@ def test_normal_array_shows_values_and_fields():
     x = la.array(np.arange(6.0, dtype=np.float32).reshape(2, 3))
     root = parse(x._repr_html_())
     t = text_of(root)
-    assert "[[0., 1., 2.]," in t and "float32" in t and "(2, 3)" in t and "cpu(0)" in t and "default" in t
+    assert "[[0., 1., 2.]," in t and "float32" in t and "(2, 3)" in t and "cpu(0)" in t
+    assert "24 B" in t  # 6 float32 values, like Dask's card
+    assert "default" not in t  # the dense default storage needs no chip
     assert "lazy" not in t
+
+
+def test_card_shows_bytes_with_a_tooltip():
+    x = la.array(np.zeros((100, 300), np.float64))
+    root = parse(x._repr_html_())
+    chips = {s.text: s.get("title") for s in root.iter("span")}
+    n = 100 * 300 * 8
+    assert display.bytes_text(n) == f"{n / 1024:.1f} KiB" == "234.4 KiB"
+    assert chips["234.4 KiB"] == f"{n:,} bytes (30,000 elements x 8 bytes)"
+    assert display.bytes_text(1023) == "1023 B" and display.bytes_text(3 * 2**20) == "3.0 MiB"
+    with la.deferred():
+        y = x * 2
+    lazy_chips = {s.text: s.get("title") for s in parse(y._repr_html_()).iter("span")}
+    assert lazy_chips["234.4 KiB"].endswith("once computed") and y.is_lazy
 
 
 def test_large_array_is_summarized():
@@ -103,5 +119,11 @@ def test_large_pending_graph_is_collapsed():
 
 def test_sparse_array():
     x = la.array(np.eye(3, dtype=np.float32)).tostype("csr")
-    t = text_of(parse(x._repr_html_()))
+    root = parse(x._repr_html_())
+    t = text_of(root)
     assert "csr" in t and "[[1., 0., 0.]," in t
+    chips = {s.text: s.get("title") for s in root.iter("span")}
+    assert "compressed sparse rows" in chips["csr"]  # a non-default storage chip explains itself
+    v = x._value
+    stored = v.data.nbytes + v.indices.nbytes + v.indptr.nbytes
+    assert chips[display.bytes_text(stored) + " stored"] == f"{stored:,} bytes stored (36 bytes if dense)"

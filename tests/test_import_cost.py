@@ -114,5 +114,6 @@ def test_drawing_imports_no_xml_package():
     assert not any(loaded.values()), f"imported by drawing: {[m for m, v in loaded.items() if v]}"
 
 
-def test_cli_imports_tqdm():
-    assert loaded_after("import lazyarray.cli")["tqdm"]
+def test_cli_imports_tqdm_only_to_draw_a_bar():
+    assert not loaded_after("import lazyarray.cli")["tqdm"]
+    assert loaded_after("import lazyarray.cli; lazyarray.cli.progress_bar(range(2), 'x').close()")["tqdm"]

@@ -29,6 +29,7 @@ from ..device import Device
 from ..errors import BlockError, GraphFormatError, ParamError, ShapeError
 from ..executor.signature_cache import SignatureCache, causes_text, describe_change
 from ..fileio import write_atomic
+from ..graph.node import BLOCK_SCOPE
 from ..graph.symbol import Symbol
 from ..ndarray import NDArray
 from . import hybrid
@@ -346,7 +347,12 @@ class Block:
         return self.run_forward(*args)
 
     def run_forward(self, *args):
-        """``forward`` after filling unknown parameter dims (at the first call) from ``args``."""
+        """``forward`` after filling unknown parameter dims (at the first call) from ``args``.
+
+        While a graph is recorded (deferred compute, a hybridize trace), the nodes ``forward`` makes
+        remember this block's path (``Node.block``): the block called first is the root (path
+        ``()``), each child called inside it adds ``(its name in the parent, its type)``.
+        """
         if any(p._deferred is not None and not p.shape_known for p in self._params.values()):
             with INIT_LOCK:  # first calls from several threads: one infers, the others then see it
                 if any(p._deferred is not None and not p.shape_known for p in self._params.values()):
@@ -355,8 +361,27 @@ class Block:
             device = next((a.device for a in args if isinstance(a, NDArray)), None)
             if device is not None:
                 with device:
-                    return self.forward(*args)
-        return self.forward(*args)
+                    return self._forward_in_scope(args)
+        return self._forward_in_scope(args)
+
+    def _forward_in_scope(self, args):
+        if not _MODE.get() & DEFERRED:  # nothing is recorded as graph nodes: no block path to keep
+            return self.forward(*args)
+        token = BLOCK_SCOPE.set((self, self._path_in(BLOCK_SCOPE.get())))
+        try:
+            return self.forward(*args)
+        finally:
+            BLOCK_SCOPE.reset(token)
+
+    def _path_in(self, scope) -> tuple:
+        """This block's ``Node.block`` path when called inside ``scope`` (``(parent, parent path)``)."""
+        if scope is None:
+            return ()
+        parent, path = scope
+        name = next((n for n, c in parent._children.items() if c is self), None)
+        if name is None:  # not a registered child of the caller (held in a list, shared): its type names it
+            name = type(self).__name__
+        return path + ((name, type(self).__name__),)
 
     def forward(self, *args):
         raise NotImplementedError(f"{type(self).__name__} must define forward(self, x)")

@@ -31,7 +31,7 @@ from ..deferred import deferred
 from ..errors import BlockError, LazyArrayError
 from ..executor.cached_op import CachedOp
 from ..executor.call import SubGraph
-from ..graph.node import Entry, var_node
+from ..graph.node import BLOCK_SCOPE, Entry, var_node
 from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
 from ..ndarray import NDArray, _make
@@ -133,9 +133,13 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool) -> C
     for i, ph in zip(positions, placeholders):
         call_args[i] = ph
     tracer = guards.Trace(type(block).__name__, variables)
-    with guards.tracing(tracer), autograd.pause(train_mode=training), deferred(), \
-            collect_updates() as pending:
-        out = block.run_forward(*call_args)
+    scope = BLOCK_SCOPE.set(None)  # the traced block is the root of the block paths of its graph
+    try:
+        with guards.tracing(tracer), autograd.pause(train_mode=training), deferred(), \
+                collect_updates() as pending:
+            out = block.run_forward(*call_args)
+    finally:
+        BLOCK_SCOPE.reset(scope)
     args = placeholders
     if isinstance(out, NDArray):
         outs, structure = [out], "single"

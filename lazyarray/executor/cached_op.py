@@ -32,7 +32,7 @@ from ..autograd import _TRAINING, record_call
 from ..aval import Aval
 from ..deferred import _MODE, DEFERRED, RECORDING, show
 from ..errors import GraphError, ParamError, fmt_shape
-from ..graph import draw
+from ..graph import draw_html
 from ..graph import svg as S
 from ..graph.build import apply_node
 from ..graph.node import Entry, Node, unique_names, user_source, var_node
@@ -293,7 +293,7 @@ class CachedOp:
             if training and c.backward[0] is not None:
                 parts.append(plan_view.plan_body(c.backward[0].plan, "backward plan"))
             sym, what = c.sym, "the graph compiled for this signature (placed and simplified)"
-        parts.append(draw.to_html(list(sym.outputs), names=sym.names(), summary=what))
+        parts.append(draw_html.to_html(list(sym.outputs), names=sym.names(), summary=what))
         return f'<div class="la-plan"><style>{S.esc(plan_view.HTML_CSS)}</style>{"".join(parts)}</div>'
 
 

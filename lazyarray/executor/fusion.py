@@ -101,7 +101,7 @@ def fuse(outputs: list[Entry]) -> list[Entry]:
             env[id(node)] = _fused_node(group_of[id(node)], entry)
         elif id(node) not in taken and any(id(e.node) in env for e in node.inputs):
             env[id(node)] = Node(node.op, tuple(entry(e) for e in node.inputs), dict(node.params), node.avals,
-                                 name=node.name, source=node.source)
+                                 name=node.name, source=node.source, block=node.block)
     return [entry(e) for e in outputs]
 
 
@@ -142,12 +142,12 @@ def _fused_node(members: list[Node], entry) -> Node:
                 var_of[key] = var_node(f"in{len(outer)}", e.aval)
                 outer.append(entry(e))
             ins.append(Entry(var_of[key]))
-        local[id(n)] = Node(n.op, tuple(ins), dict(n.params), n.avals, source=n.source)
+        local[id(n)] = Node(n.op, tuple(ins), dict(n.params), n.avals, source=n.source, block=n.block)
     root = members[-1]
     sub = SubGraph(Symbol([Entry(local[id(root)], 0)]), [v.name for v in var_of.values()])
     params = FUSED.make_params({"graph": sub})
     name = "fused[" + ",".join(n.op.name for n in members) + "]"
-    return Node(FUSED, tuple(outer), params, root.avals, name=name, source=root.source)
+    return Node(FUSED, tuple(outer), params, root.avals, name=name, source=root.source, block=root.block)
 
 
 # -- the kernel ------------------------------------------------------------------------------------

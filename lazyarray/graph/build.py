@@ -16,7 +16,7 @@ from ..device import current_device
 from ..errors import OpOverflowError, ParamError
 from ..ops import registry
 from ..ops.registry import OpDef, OpNamespace
-from .node import Entry, Node, const_node, user_source
+from .node import BLOCK_SCOPE, Entry, Node, const_node, user_source
 
 _SCALAR_DTYPES: dict = {}
 _SCALAR_NODES: dict = {}  # (type, value, dtype, device) -> Entry: constants are immutable, share them
@@ -90,7 +90,9 @@ def record_node(op: OpDef, entries: list[Entry], params: dict, source=None):
         avals = tuple(Aval(None, None, dev) for _ in range(op.outputs_for(params)))
     else:
         avals = registry.infer(op, in_avals, params)
-    node = Node(op, tuple(entries), params, avals, source=source if source is not None else user_source())
+    scope = BLOCK_SCOPE.get()
+    node = Node(op, tuple(entries), params, avals, source=source if source is not None else user_source(),
+                block=scope[1] or None if scope is not None else None)
     if op.outputs_for(params) == 1:
         return Entry(node, 0)
     return tuple(Entry(node, i) for i in range(op.outputs_for(params)))

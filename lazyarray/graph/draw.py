@@ -2,9 +2,16 @@
 
 Layered layout: each node sits one row below its deepest input; graph inputs and
 constants sit just above their first user; three barycenter sweeps order each row so
-edges stay short. Boxes show the op, the node's name and ``dtype[shape]``; the device is the
-colour; inputs, constants, copies between devices, already computed values and outputs each
-have their own shape or stroke (see the legend drawn on top).
+edges stay short. Boxes show the op (and the node's name when it was given one), ``dtype[shape]``,
+the op's attributes and scalar operands (``× 0.5``), and the parameters it reads (Netron style:
+a variable or constant used once, as an op's non-first input, is folded into that op's box as
+``weight (8,3,3,3)``); the device is the colour; inputs, constants, copies between devices,
+already computed values and outputs each have their own shape or stroke (see the legend).
+
+Nodes recorded inside blocks (``Node.block``) are drawn one box per top-level block by default
+(``blocks="collapsed"``): its type, path, output shape and parameter count; ``to_html`` adds
+``<details>`` controls that expand each block (pure HTML, no script), and ``blocks="expanded"``
+draws every node.
 
 Large graphs stay readable: beyond ``max_nodes`` boxes, long linear chains are collapsed to
 one box (``⋯ 996 nodes``) and, if that is not enough, the earliest nodes are gathered into one
@@ -60,6 +67,10 @@ CSS = "".join([
     ".la-g .la-done rect{fill:#f8fafc;stroke-dasharray:1.5 2.5}",
     ".la-g .la-more rect{fill:#f3f4f6;stroke:#9ca3af;stroke-dasharray:6 3}",
     ".la-g .la-more text{font-style:italic}",
+    ".la-g .la-block rect{fill:#fff7ed;stroke:#c2410c;stroke-width:1.6}",
+    ".la-g .la-ext rect{fill:#f8fafc;stroke:#9ca3af;stroke-dasharray:2 2}",
+    f".la-g .la-a{{font-family:{S.MONO};font-size:{_SUB_FONT}px;fill:#7c2d12}}",
+    f".la-g .la-p{{font-family:{S.MONO};font-size:{_SUB_FONT}px;fill:#1e3a8a}}",
     ".la-g .la-out rect,.la-g .la-out polygon{stroke-width:3}",
     ".la-g .la-frame>rect{fill:none;stroke:#64748b;stroke-width:1.2;stroke-dasharray:4 3}",
     ".la-g .la-e path{fill:none;stroke:#94a3b8;stroke-width:1.3;marker-end:url(#la-arw)}",
@@ -69,17 +80,28 @@ DEFS = ('<marker id="la-arw" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="
         'orient="auto-start-reverse"><path d="M0 1L9 5L0 9z" fill="#94a3b8"/></marker>')
 
 _KIND_TEXT = {"var": "input", "const": "constant", "done": "computed value", "copy": "copy between devices / SBP boxing",
-              "more": "collapsed nodes", "out": "output"}
+              "more": "collapsed nodes", "block": "block (collapsed)", "ext": "from outside the block",
+              "out": "output"}
+_LINE = 13  # height of each extra text line in a box (attributes, folded parameters)
+MAX_FOLDED_LINES = 4  # folded parameters listed in a box; more are counted
+# Scalar operands of these ops are shown as ``× 0.5`` (slot 1) or ``1.0 −`` (slot 0).
+_SYMBOLS = {"multiply": "×", "add": "+", "subtract": "−", "divide": "÷", "power": "^", "maximum": "max",
+            "minimum": "min", "mod": "%", "floor_divide": "//"}
 
 
 class _Item:
     """One box: a single node, or a group of collapsed nodes (``nodes`` has more than one)."""
 
-    __slots__ = ("collapsed", "key", "kind", "layer", "nodes", "preds", "succs", "w", "x")
+    __slots__ = ("block", "collapsed", "folded", "h", "key", "kind", "layer", "nodes", "outs", "preds", "succs", "w",
+                 "x")
 
     def __init__(self, nodes: list[Node], kind: str, key: int):
         self.nodes = nodes
-        self.kind = kind  # "op" | "var" | "const" | "done" | "copy" | "more"
+        self.kind = kind  # "op" | "var" | "const" | "done" | "copy" | "more" | "block" | "ext"
+        self.block: tuple | None = None  # the block path of a "block" box
+        self.folded: list[tuple[str, Node]] = []  # (input name, leaf) folded into this box
+        self.outs: list[Entry] = []  # a block box's entries that other boxes read or the graph returns
+        self.h = float(_H)
         self.preds: list[int] = []
         self.succs: list[int] = []
         self.layer = 0
@@ -91,37 +113,44 @@ class _Item:
 
 # -- public API ---------------------------------------------------------------------------------
 def to_svg(outputs: list[Entry], *, names: dict[int, str] | None = None, stop=None,
-           max_nodes: int | None = DEFAULT_MAX_NODES, title: str | None = None) -> str:
+           max_nodes: int | None = DEFAULT_MAX_NODES, title: str | None = None,
+           blocks: str = "collapsed", prefix: tuple = ()) -> str:
     """The SVG drawing of the graph that reaches ``outputs``.
 
     ``names`` maps ``id(node)`` to the name to show (``Symbol.names()``); missing names are
     generated as in the text IR. ``stop(node)`` cuts the walk like ``topo_order`` (stopped nodes
-    are drawn as computed values); ``max_nodes=None`` draws every node.
+    are drawn as computed values); ``max_nodes=None`` draws every node. ``blocks="collapsed"``
+    draws the nodes of each block directly below ``prefix`` (a ``Node.block`` path; ``()`` is the
+    root) as one box; ``"expanded"`` draws every node.
     """
+    if blocks not in ("collapsed", "expanded"):
+        raise ValueError(f"draw: blocks must be 'collapsed' or 'expanded', got {blocks!r}")
     order = topo_order(list(outputs), stop=stop)
     names = display_names(order, names)
     stopped = {id(n) for n in order if n.op is not None and stop is not None and stop(n)}
-    shown = [n for n in order if not _inline(n) or id(n) in {id(e.node) for e in outputs}]
-    items, total = _select(shown, outputs, stopped, max_nodes)
+    out_ids = {id(e.node) for e in outputs}
+    folded = _fold_leaves(order, stopped, out_ids)
+    shown = [n for n in order if (not inline_scalar(n) or id(n) in out_ids) and id(n) not in folded]
+    depth = len(prefix) if blocks == "collapsed" else None
+    items, total = _select(shown, outputs, stopped, max_nodes, depth, folded, ext=bool(prefix))
     return _render(items, shown, outputs, names, stopped, total, title)
 
 
-def symbol_html(outputs: list[Entry], names: dict[int, str], inputs: list[str], output_names: list[str],
-                max_nodes: int | None = DEFAULT_MAX_NODES) -> str:
-    """``Symbol._repr_html_``: a one-line summary (inputs, outputs) above the drawing."""
-    summary = (f"Symbol · inputs: {', '.join(inputs) or 'none'} · "
-               f"outputs: {', '.join(output_names)}")
-    return to_html(outputs, names=names, max_nodes=max_nodes, summary=summary)
+def block_prefix(node: Node, depth: int | None) -> tuple | None:
+    """The block path one level below ``depth`` that ``node`` belongs to (None: not in such a block)."""
+    if depth is None or node.op is None or not node.block or len(node.block) <= depth:
+        return None
+    return node.block[:depth + 1]
 
 
-def to_html(outputs: list[Entry], *, names: dict[int, str] | None = None, stop=None,
-            max_nodes: int | None = DEFAULT_MAX_NODES, title: str | None = None,
-            summary: str = "") -> str:
-    """The drawing inside a scrollable ``<div>`` (well-formed XHTML) with a one-line ``summary``."""
-    svg = to_svg(outputs, names=names, stop=stop, max_nodes=max_nodes, title=title)
-    head = f'<div style="font:12px sans-serif;color:#374151;margin:2px 0 6px">{S.esc(summary)}</div>' \
-        if summary else ""
-    return f'<div class="la-graph">{head}<div style="overflow:auto;max-height:640px">{svg}</div></div>'
+def leaf_size(node: Node) -> int:
+    shape = node.avals[0].shape
+    if shape is None or None in shape:
+        return 0
+    out = 1
+    for d in shape:
+        out *= d
+    return out
 
 
 def write_svg(path: str | os.PathLike, svg: str) -> str:
@@ -150,33 +179,72 @@ def device_classes(devices) -> dict[Device, int]:
 
 
 # -- choosing what to show ----------------------------------------------------------------------
-def _inline(node: Node) -> bool:
+def inline_scalar(node: Node) -> bool:
     """Scalar constants are shown inside their user (as the text IR prints them), not as boxes."""
     return node.kind == "const" and node.avals[0].shape == () and node.value is not None
 
 
 def _arg(e: Entry, names: dict[int, str]) -> str:
-    if e.node.op is None and _inline(e.node):
+    if e.node.op is None and inline_scalar(e.node):
         v = e.node.value
         return repr(v.item() if hasattr(v, "item") else v)
     return f"%{names.get(id(e.node), '?')}"
 
 
-def _kind(node: Node, stopped: set[int]) -> str:
+def is_data_input(node: Node) -> bool:
+    """A block's data input (``data``, ``data0``, ...): never folded into the box of its user."""
+    return node.kind == "var" and bool(node.name) and re.fullmatch(r"data\d*", node.name) is not None
+
+
+def _slot_name(op, pos: int) -> str:
+    """The declared name of input ``pos`` of ``op`` (``weight`` for ``bias?``-style names too)."""
+    names = op.inputs
+    if pos < len(names) and not any(n.startswith("*") for n in names[:pos + 1]):
+        return names[pos].rstrip("?")
+    return f"input {pos}"
+
+
+def _fold_leaves(order: list[Node], stopped: set[int], out_ids: set[int]) -> dict[int, tuple[Node, str]]:
+    """Leaves drawn inside their user's box, as Netron folds weights into their op:
+    ``id(leaf) -> (user, input name)`` for each variable or non-scalar constant that one op reads
+    once, at an input other than its first, and that is not a data input or an output."""
+    uses: dict[int, list[tuple[Node, int]]] = {}
+    for n in order:
+        if n.op is None or id(n) in stopped:
+            continue
+        for pos, e in enumerate(n.inputs):
+            if e.node.op is None:
+                uses.setdefault(id(e.node), []).append((n, pos))
+    out = {}
+    for n in order:
+        if n.op is not None or inline_scalar(n) or id(n) in out_ids or is_data_input(n):
+            continue
+        u = uses.get(id(n), [])
+        if len(u) == 1 and u[0][1] > 0:
+            out[id(n)] = (u[0][0], _slot_name(u[0][0].op, u[0][1]))
+    return out
+
+
+def _kind(node: Node, stopped: set[int], ext: bool = False) -> str:
     if node.op is None:
         return "var" if node.kind == "var" else "const"
     if id(node) in stopped:
-        return "done"
+        return "ext" if ext else "done"
     return "copy" if node.op.name in ("copy_to", "boxing") else "op"
 
 
-def _select(order: list[Node], outputs, stopped: set[int], max_nodes: int | None):
+def _select(order: list[Node], outputs, stopped: set[int], max_nodes: int | None, depth: int | None,
+            folded: dict, ext: bool = False):
     """Boxes to draw (in topological order, edges filled in) and the number of graph nodes."""
-    total = len(order)
+    total = len(order) + len(folded)
     pos = {id(n): i for i, n in enumerate(order)}
-    group = list(range(total))  # box of each node, by topological position
-    if max_nodes is not None and total > max_nodes:
-        _collapse_chains(order, pos, outputs, stopped, group)
+    group = list(range(len(order)))  # box of each node, by topological position
+    block_key: dict[int, tuple] = {}  # group id of a block box -> its block path
+    if depth is not None:
+        _group_blocks(order, pos, stopped, depth, group, block_key)
+    block_size = Counter(group[i] for i in range(len(order)) if group[i] in block_key)
+    if max_nodes is not None and len(set(group)) > max_nodes:
+        _collapse_chains(order, pos, outputs, stopped, group, blocked=set(block_key))
         _collapse_earliest(order, pos, group, max(max_nodes, 2))
     # Build one item per distinct group, ordered by the position of its last node.
     members: dict[int, list[Node]] = {}
@@ -187,8 +255,23 @@ def _select(order: list[Node], outputs, stopped: set[int], max_nodes: int | None
     items = []
     for g in gids:
         nodes = members[g]
-        kind = "more" if len(nodes) > 1 else _kind(nodes[0], stopped)
-        items.append(_Item(nodes, kind, pos[id(nodes[-1])]))
+        if g in block_key and len(nodes) == block_size[g]:
+            kind = "block"
+        else:
+            kind = "more" if len(nodes) > 1 else _kind(nodes[0], stopped, ext)
+        it = _Item(nodes, kind, pos[id(nodes[-1])])
+        if kind == "block":
+            it.block = block_key[g]
+        items.append(it)
+    for leaf_id, (user, slot) in folded.items():
+        if id(user) in pos:
+            leaf = next(e.node for e in user.inputs if id(e.node) == leaf_id)
+            items[index[group[pos[id(user)]]]].folded.append((slot, leaf))
+    for e in outputs:
+        if id(e.node) in pos:
+            it = items[index[group[pos[id(e.node)]]]]
+            if it.kind == "block" and e not in it.outs:
+                it.outs.append(e)
     seen: set[tuple[int, int]] = set()
     for i, node in enumerate(order):
         if id(node) in stopped:
@@ -198,6 +281,8 @@ def _select(order: list[Node], outputs, stopped: set[int], max_nodes: int | None
             if id(e.node) not in pos:
                 continue
             p = index[group[pos[id(e.node)]]]
+            if p != q and items[p].kind == "block" and e not in items[p].outs:
+                items[p].outs.append(e)
             if p != q and (p, q) not in seen:
                 seen.add((p, q))
                 items[p].succs.append(q)
@@ -205,7 +290,41 @@ def _select(order: list[Node], outputs, stopped: set[int], max_nodes: int | None
     return items, total
 
 
-def _collapse_chains(order, pos, outputs, stopped, group) -> None:
+def _group_blocks(order, pos, stopped, depth: int, group, block_key) -> None:
+    """One group per run of consecutive op nodes of the same block one level below ``depth``
+    (creation order, so a run never has an outside node between two of its nodes: no cycles).
+    Leaves (other than data inputs) that only one block reads join it."""
+    last = None
+    gid = -1
+    for i, node in enumerate(order):
+        if node.op is None:
+            continue
+        key = None if id(node) in stopped else block_prefix(node, depth)
+        if key is None:
+            last = None
+            continue
+        if key != last:
+            gid, last = i, key
+            block_key[gid] = key
+        group[i] = gid
+    if not block_key:
+        return
+    readers: dict[int, set[int]] = {}
+    for i, node in enumerate(order):
+        if id(node) in stopped:
+            continue
+        for e in node.inputs:
+            if id(e.node) in pos:
+                readers.setdefault(pos[id(e.node)], set()).add(group[i])
+    for i, node in enumerate(order):
+        gs = readers.get(i)
+        if node.op is None and not is_data_input(node) and gs and len(gs) == 1:
+            g = next(iter(gs))
+            if g in block_key:
+                group[i] = g
+
+
+def _collapse_chains(order, pos, outputs, stopped, group, blocked=frozenset()) -> None:
     """Merge the middle of every linear chain of ``MIN_CHAIN`` or more op nodes into one group.
 
     A link ``a -> b`` is part of a chain when ``a`` (an op, not an output) has ``b`` as its only
@@ -228,10 +347,11 @@ def _collapse_chains(order, pos, outputs, stopped, group) -> None:
     nxt = [-1] * n
     has_prev = [False] * n
     for i, node in enumerate(order):
-        if node.op is None or id(node) in is_out or id(node) in stopped or len(users[i]) != 1:
+        if node.op is None or id(node) in is_out or id(node) in stopped or len(users[i]) != 1 \
+                or group[i] in blocked:
             continue
         j = users[i][0]
-        if op_preds[j] == 1:
+        if op_preds[j] == 1 and group[j] not in blocked:
             nxt[i] = j
             has_prev[j] = True
     merged: set[int] = set()
@@ -249,7 +369,7 @@ def _collapse_chains(order, pos, outputs, stopped, group) -> None:
             group[k] = gid
     # Leaves used only inside one collapsed middle join it.
     for i, node in enumerate(order):
-        if node.op is None and users[i]:
+        if node.op is None and users[i] and group[i] not in blocked:
             g = group[users[i][0]]
             if g in merged and all(group[u] == g for u in users[i]):
                 group[i] = g
@@ -356,6 +476,11 @@ def _shape_text(aval) -> str:
     return s if aval.stype == "default" else f"{s}<{aval.stype}>"
 
 
+def _auto_name(name: str, node: Node) -> bool:
+    """Is ``name`` the generated ``<op><counter>`` name (then the box shows the op only)?"""
+    return node.name is None and re.fullmatch(re.escape(node.op.name) + r"\d*", name) is not None
+
+
 def _labels(it: _Item, names: dict[int, str]) -> tuple[str, str, str]:
     """(bold part, plain part, second line) of a box."""
     if it.kind == "more":
@@ -363,6 +488,10 @@ def _labels(it: _Item, names: dict[int, str]) -> tuple[str, str, str]:
         top = ", ".join(f"{op} ×{c}" for op, c in ops.most_common(2))
         more = "…" if len(ops) > 2 else ""
         return f"⋯ {len(it.nodes):,} nodes", "", top + more
+    if it.kind == "block":
+        ends = _block_outputs(it)
+        sub = " ".join(_shape_text(e.aval) for e in ends[:2]) + (" …" if len(ends) > 2 else "")
+        return it.block[-1][1], ".".join(k for k, _ in it.block), sub
     node = it.nodes[0]
     name = names[id(node)]
     sub = " ".join(_shape_text(a) for a in node.avals)
@@ -374,7 +503,62 @@ def _labels(it: _Item, names: dict[int, str]) -> tuple[str, str, str]:
         sub += f" {node.params['src']}→{node.params['dst']}"
     elif it.kind == "copy":
         sub += f" → {node.avals[0].device}"
-    return node.op.qualname, name, sub
+    return node.op.qualname, "" if _auto_name(name, node) else name, sub
+
+
+def _block_outputs(it: _Item) -> list[Entry]:
+    """The entries of a block box read by other boxes or returned (else the last node's outputs)."""
+    return it.outs or [Entry(it.nodes[-1], i) for i in range(len(it.nodes[-1].avals))]
+
+
+def _extra_lines(it: _Item) -> list[tuple[str, str]]:
+    """``(css class, text)`` lines under the shape: attributes and scalar operands, then folded
+    parameters (``weight (8,3,3,3)``); a block box gives its op and parameter counts."""
+    if it.kind == "block":
+        ops = sum(1 for n in it.nodes if n.op is not None)
+        count = sum(leaf_size(leaf) for _, leaf in it.folded) + sum(
+            leaf_size(n) for n in it.nodes if n.op is None and not inline_scalar(n))
+        return [("la-a", f"{ops:,} op{'s' if ops != 1 else ''} · {count:,} params")]
+    if it.kind not in ("op", "copy", "done", "ext") or len(it.nodes) != 1:
+        return []
+    node = it.nodes[0]
+    lines = []
+    attrs = _attr_text(node)
+    if attrs:
+        lines.append(("la-a", attrs))
+    for slot, leaf in it.folded[:MAX_FOLDED_LINES]:
+        shape = leaf.avals[0].shape
+        lines.append(("la-p", f"{slot} " + (fmt_tuple(shape) if shape is not None else "(?)")))
+    if len(it.folded) > MAX_FOLDED_LINES:
+        lines.append(("la-p", f"+{len(it.folded) - MAX_FOLDED_LINES} more"))
+    return lines
+
+
+def fmt_tuple(shape) -> str:
+    """``(8,3,3,3)``: a shape without spaces (``?`` for unknown dims)."""
+    dims = ["?" if d is None else str(d) for d in shape]
+    return "(" + ",".join(dims) + ("," if len(dims) == 1 else "") + ")"
+
+
+def _attr_text(node: Node) -> str:
+    """Scalar operands (``× 0.5``) and the op's attributes (``stride=(2,2) padding=(1,1)``)."""
+    parts = []
+    sym = _SYMBOLS.get(node.op.name)
+    for pos, e in enumerate(node.inputs):
+        if e.node.op is None and inline_scalar(e.node):
+            v = e.node.value
+            v = repr(v.item() if hasattr(v, "item") else v)
+            if sym is not None and len(node.inputs) == 2:
+                parts.append(f"{sym} {v}" if pos == 1 else f"{v} {sym}")
+            else:
+                parts.append(f"{_slot_name(node.op, pos)}={v}")
+    pm = node.op._param_map
+    for k, v in node.params.items():
+        if v is None or pm[k].type.name == "graph":
+            continue
+        text = fmt_tuple(v) if isinstance(v, tuple) and all(isinstance(d, int) for d in v) else str(v)
+        parts.append(f"{k}={text}")
+    return " ".join(parts)
 
 
 def _tooltip(it: _Item, names: dict[int, str]) -> str:
@@ -382,6 +566,17 @@ def _tooltip(it: _Item, names: dict[int, str]) -> str:
         return f"{len(it.nodes):,} collapsed nodes: " + ", ".join(
             f"{op} ×{c}" for op, c in Counter(
                 n.op.name if n.op is not None else n.kind for n in it.nodes).most_common(8))
+    if it.kind == "block":
+        path = ".".join(k for k, _ in it.block)
+        ops = Counter(n.op.qualname for n in it.nodes if n.op is not None)
+        n_ops = sum(ops.values())
+        text = (f"block {path} · {it.block[-1][1]} (collapsed: {n_ops:,} op{'s' if n_ops != 1 else ''}: "
+                + ", ".join(f"{op} ×{c}" for op, c in ops.most_common(8)) + ")")
+        params = [n for n in it.nodes if n.op is None] + [leaf for _, leaf in it.folded]
+        if params:
+            text += "\nparameters: " + ", ".join(
+                f"{names.get(id(p), p.label())} {p.avals[0]}" for p in params[:16]) + (" …" if len(params) > 16 else "")
+        return text
     node = it.nodes[0]
     ty = ", ".join(str(a) for a in node.avals)
     if node.op is None:
@@ -392,19 +587,26 @@ def _tooltip(it: _Item, names: dict[int, str]) -> str:
     text = f"%{names[id(node)]} = {node.op.qualname}({', '.join(args)}) : {ty}"
     if node.sbp is not None:
         text += " sbp=" + ", ".join(str(s) for s in node.sbp)
+    if node.block:
+        text += f"\nin block {node.block_path} · {node.block[-1][1]}"
+    if it.folded:
+        text += "\n" + "\n".join(f"{slot}: %{names.get(id(leaf), leaf.label())} : {leaf.avals[0]}"
+                                   for slot, leaf in it.folded)
     if it.kind == "done":
         text += "  (already computed)"
+    elif it.kind == "ext":
+        text += "  (outside this block)"
     line = node.source_line()
     return text + (f"\nrecorded at {S.clip(line, 100)}" if line else "")
 
 
-def _box(kind: str, w: float) -> str:
+def _box(kind: str, w: float, h: float = _H) -> str:
     if kind == "copy":
         c = 9.0
-        return S.polygon([(-w / 2 + c, 0), (w / 2 - c, 0), (w / 2, _H / 2), (w / 2 - c, _H),
-                          (-w / 2 + c, _H), (-w / 2, _H / 2)])
-    rx = {"var": _H / 2, "const": 2, "done": 2}.get(kind, 7)
-    return S.rect(-w / 2, 0, w, _H, rx=rx)
+        return S.polygon([(-w / 2 + c, 0), (w / 2 - c, 0), (w / 2, h / 2), (w / 2 - c, h),
+                          (-w / 2 + c, h), (-w / 2, h / 2)])
+    rx = {"var": _H / 2, "const": 2, "done": 2, "ext": 2, "block": 3}.get(kind, 7)
+    return S.rect(-w / 2, 0, w, h, rx=rx)
 
 
 def _render(items, order, outputs, names, stopped, total, title) -> str:
@@ -414,15 +616,24 @@ def _render(items, order, outputs, names, stopped, total, title) -> str:
     for it in items:
         bold, plain, sub = _labels(it, names)
         bold, plain, sub = S.clip(bold, _MAX_LABEL), S.clip(plain, _MAX_LABEL), S.clip(sub, _MAX_LABEL + 6)
+        extra = [(cls, S.clip(t, _MAX_LABEL + 14)) for cls, t in _extra_lines(it)]
         first = S.text_width(bold, _FONT) * 1.06 + (S.text_width(" " + plain, _FONT) if plain else 0)
-        it.w = max(first, S.text_width(sub, _SUB_FONT, mono=True), 56) + 22 + (14 if it.kind == "copy" else 0)
-        texts.append((bold, plain, sub))
+        it.w = max(first, S.text_width(sub, _SUB_FONT, mono=True), 56,
+                   *(S.text_width(t, _SUB_FONT, mono=True) for _, t in extra)) + 22 + (14 if it.kind == "copy" else 0)
+        it.h = float(_H + _LINE * len(extra))
+        texts.append((bold, plain, sub, extra))
     edges = _layout(items)
     frames = _frames(items, names)
     top = _MARGIN + 46  # caption + legend
+    row_h: dict[int, float] = {}
+    for it in items[: len(texts)]:
+        row_h[it.layer] = max(row_h.get(it.layer, float(_H)), it.h)
     row_y = {}
+    y = float(top)
     for layer in sorted({it.layer for it in items}):
-        row_y[layer] = top + len(row_y) * (_H + _VGAP)
+        row_h.setdefault(layer, float(_H))
+        row_y[layer] = y
+        y += row_h[layer] + _VGAP
     items_all, items = items, items[: len(texts)]
     min_x = min((it.x - it.w / 2 for it in items_all), default=0)
     max_x = max((it.x + it.w / 2 for it in items_all), default=0)
@@ -430,7 +641,7 @@ def _render(items, order, outputs, names, stopped, total, title) -> str:
     legend, legend_w = _legend(items, devices, out_ids)
     caption = _caption(items, total, title)
     width = max(max_x - min_x + 2 * _MARGIN, legend_w + 2 * _MARGIN, S.text_width(caption, _FONT) + 2 * _MARGIN)
-    height = (max(row_y.values()) + _H if row_y else top) + _MARGIN
+    height = (y - _VGAP if row_y else top) + _MARGIN
     frame_row, frames_w, frames_h = _place_frames(frames, height)
     width, height = max(width, frames_w + 2 * _MARGIN), height + frames_h
     doc = S.SvgDoc(width, height, css=CSS, defs=DEFS, root_cls="la-g", label=caption)
@@ -438,13 +649,15 @@ def _render(items, order, outputs, names, stopped, total, title) -> str:
     paths = []
     for p, s, vias in edges:
         it = items[p]
-        x, y = it.x + shift, row_y[it.layer] + _H
+        x, y = it.x + shift, row_y[it.layer] + it.h
         d = [f"M{S.num(x)} {S.num(y)}"]
         for v in vias:
-            nx, ny = items_all[v].x + shift, row_y[items_all[v].layer]
+            layer = items_all[v].layer
+            nx, ny = items_all[v].x + shift, row_y[layer]
             my = (y + ny) / 2
-            d.append(f"C{S.num(x)} {S.num(my)} {S.num(nx)} {S.num(my)} {S.num(nx)} {S.num(ny)}V{S.num(ny + _H)}")
-            x, y = nx, ny + _H
+            d.append(f"C{S.num(x)} {S.num(my)} {S.num(nx)} {S.num(my)} {S.num(nx)} {S.num(ny)}"
+                     f"V{S.num(ny + row_h[layer])}")
+            x, y = nx, ny + row_h[layer]
         t = items[s]
         x2, y2 = t.x + shift, row_y[t.layer] - 1.5
         my = (y + y2) / 2
@@ -452,16 +665,18 @@ def _render(items, order, outputs, names, stopped, total, title) -> str:
         paths.append(S.path("".join(d)))
     doc.add('<g class="la-e">' + "".join(paths) + "</g>")
     boxes = []
-    for it, (bold, plain, sub) in zip(items, texts):
+    for it, (bold, plain, sub, extra) in zip(items, texts):
         cls = f"la-n la-{it.kind}"
         if it.kind != "more":
             node = it.nodes[0]
             cls += f" la-d{devices[node.avals[0].device]}"
-            if id(node) in out_ids:
+            if any(id(n) in out_ids for n in it.nodes):
                 cls += " la-out"
         first = f'<text y="16"><tspan class="la-b">{S.esc(bold)}</tspan>' + \
             (f'<tspan class="la-m" dx="5">{S.esc(plain)}</tspan>' if plain else "") + "</text>"
-        body = _box(it.kind, it.w) + first + f'<text class="la-s" y="31">{S.esc(sub)}</text>'
+        body = _box(it.kind, it.w, it.h) + first + f'<text class="la-s" y="31">{S.esc(sub)}</text>'
+        body += "".join(f'<text class="{c}" y="{S.num(31 + _LINE * (k + 1))}">{S.esc(t)}</text>'
+                        for k, (c, t) in enumerate(extra))
         boxes.append(S.group(body, cls=cls, dx=it.x + shift, dy=row_y[it.layer], tip=_tooltip(it, names)))
     doc.add(*boxes, *frame_row)
     return doc.render()
@@ -502,12 +717,17 @@ def _place_frames(frames, top: float) -> tuple[list[str], float, float]:
 
 
 def _caption(items, total: int, title: str | None) -> str:
-    shown = sum(1 for it in items if it.kind != "more")
     head = f"{title} — " if title else ""
-    if shown == total:
-        return f"{head}{total:,} node{'s' if total != 1 else ''}"
-    return (f"{head}{total:,} nodes, {shown:,} drawn; {total - shown:,} collapsed into "
-            f"{len(items) - shown:,} grey box{'es' if len(items) - shown != 1 else ''}")
+    more = [it for it in items if it.kind == "more"]
+    blocks = [it for it in items if it.kind == "block"]
+    text = f"{head}{total:,} node{'s' if total != 1 else ''}"
+    if blocks:
+        inside = sum(len(it.nodes) + len(it.folded) for it in blocks)
+        text += f"; {inside:,} in {len(blocks):,} collapsed block{'s' if len(blocks) != 1 else ''}"
+    if more:
+        gone = sum(len(it.nodes) for it in more)
+        text += (f"; {gone:,} collapsed into {len(more):,} grey box{'es' if len(more) != 1 else ''}")
+    return text
 
 
 def _legend(items, devices: dict[Device, int], out_ids: set[int]) -> tuple[str, float]:
@@ -517,7 +737,7 @@ def _legend(items, devices: dict[Device, int], out_ids: set[int]) -> tuple[str, 
     entries: list[tuple[str, str]] = [(f"la-n la-op la-d{i}", str(d)) for d, i in devices.items()]
     kinds = {it.kind for it in items}
     d0 = f" la-d{min(devices.values(), default=0)}"
-    for kind in ("var", "const", "done", "copy", "more"):
+    for kind in ("var", "const", "done", "ext", "copy", "block", "more"):
         if kind in kinds:
             entries.append((f"la-n la-{kind}" + ("" if kind == "more" else d0), _KIND_TEXT[kind]))
     if any(id(n) in out_ids for it in items for n in it.nodes[:1]):
@@ -526,7 +746,7 @@ def _legend(items, devices: dict[Device, int], out_ids: set[int]) -> tuple[str, 
         kind = cls.split()[1][3:]
         w = 22
         shape = S.polygon([(3, 0), (w - 3, 0), (w, 7), (w - 3, 14), (3, 14), (0, 7)]) if kind == "copy" \
-            else S.rect(0, 0, w, 14, rx={"var": 7, "const": 1, "done": 1}.get(kind, 4))
+            else S.rect(0, 0, w, 14, rx={"var": 7, "const": 1, "done": 1, "ext": 1}.get(kind, 4))
         parts.append(S.group(shape, cls=cls, dx=x, dy=y))
         parts.append(S.text(x + w + 5, y + 11, label))
         x += w + 5 + S.text_width(label, 11) + 16

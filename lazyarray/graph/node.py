@@ -17,6 +17,7 @@ import itertools
 import linecache
 import os
 import sys
+from contextvars import ContextVar
 
 from ..aval import Aval
 from ..buffer import freeze, version
@@ -57,10 +58,10 @@ class Node:
     """
 
     __slots__ = ("op", "inputs", "params", "name", "kind", "avals", "source", "value", "version", "serial",
-                 "sbp", "__weakref__")
+                 "sbp", "block", "__weakref__")
 
     def __init__(self, op, inputs, params, avals, *, name=None, kind="op", value=None, version=None, source=None,
-                 sbp=None):
+                 sbp=None, block=None):
         self.op = op
         self.inputs = inputs  # tuple[Entry, ...]
         self.params = params  # dict[str, Any], validated
@@ -75,6 +76,15 @@ class Node:
         self.serial = next(_SERIAL)
         # SBP per output (``la.sbp``) once ``Symbol.infer_sbp`` annotated the node, else None.
         self.sbp = sbp
+        # The block that created the node: ``((child name, block type), ...)`` from the traced
+        # (root) block down, e.g. ``(("0", "ResBlock"), ("body", "HybridSequential"), ("1", "Conv2D"))``
+        # for ``0.body.1``; None outside blocks (or directly in the root block's forward).
+        self.block = block
+
+    @property
+    def block_path(self) -> str:
+        """The dotted path of the block that created the node (``"0.body.1.conv"``), ``""`` if none."""
+        return ".".join(name for name, _ in self.block) if self.block else ""
 
     @property
     def is_variable(self) -> bool:
@@ -95,6 +105,17 @@ class Node:
 
 
 _SERIAL = itertools.count()
+
+# The block whose forward is running while a graph is recorded: ``(block, path)`` where ``path`` is
+# the ``Node.block`` tuple given to the nodes made meanwhile. Set by ``blocks/block.py`` (a context
+# variable: per thread and asyncio task, like the deferred-compute flag).
+BLOCK_SCOPE: ContextVar = ContextVar("lazyarray_block_scope", default=None)
+
+
+def current_block():
+    """The ``Node.block`` path for nodes recorded now (None outside a block's forward)."""
+    scope = BLOCK_SCOPE.get()
+    return scope[1] or None if scope is not None else None
 _IN_PACKAGE: dict = {}  # code object -> is it lazyarray's own code
 
 

@@ -39,6 +39,7 @@ def to_networkx(sym):
             device=None if a0.device is None else str(a0.device), kind=node.kind,
             attrs=dict(node.params), avals=node.avals, order=i,
             value=node.value if node.kind == "const" else None, source=node.source, sbp=node.sbp,
+            block=node.block,
         )
     for node in sym.topo():
         for pos, e in enumerate(node.inputs):
@@ -78,7 +79,7 @@ def from_networkx(g) -> list[Entry]:
             raise GraphFormatError(f"node {key!r}: input positions {sorted(slots)} have gaps")
         built[key] = Node(op, tuple(slots[i] for i in range(len(slots))), op.make_params(data.get("attrs", {})),
                           tuple(data["avals"]), name=data.get("name", key), source=data.get("source"),
-                          sbp=data.get("sbp"))
+                          sbp=data.get("sbp"), block=data.get("block"))
     outs = g.graph.get("outputs")
     if not outs:
         sinks = [n for n in g.nodes if g.out_degree(n) == 0]

@@ -19,7 +19,8 @@ def copy_node(node: Node, inputs, avals=None) -> Node:
     """A copy of ``node`` reading ``inputs`` (and with ``avals`` when given)."""
     return Node(node.op, tuple(inputs), dict(node.params), node.avals if avals is None else avals,
                 name=node.name, kind=node.kind,
-                value=node.value, version=node.version, source=node.source, sbp=node.sbp)
+                value=node.value, version=node.version, source=node.source, sbp=node.sbp,
+                block=node.block)
 
 
 def rewrite(sym: Symbol, visit: Callable[[Node, list], Node | tuple | None], stop=None) -> Symbol:

@@ -76,6 +76,8 @@ def to_dict(sym) -> dict:
             d["source"] = [os.path.basename(node.source[0]), node.source[1]]
         if node.sbp is not None:  # optional: only graphs annotated by ``infer_sbp`` carry it
             d["sbp"] = [str(s) for s in node.sbp]
+        if node.block:  # optional: nodes recorded inside a block's forward
+            d["block"] = [[name, kind] for name, kind in node.block]
         nodes.append(d)
     return {
         "format": FORMAT,
@@ -467,7 +469,23 @@ def _node_from_json(d: dict, built: dict[int, Node], raw, remap=None) -> Node:
     node = _plain_node_from_json(d, built, raw, remap)
     if d.get("sbp") is not None:
         node.sbp = _sbp_from_json(d["sbp"], _label(d), len(node.avals))
+    if d.get("block") is not None:
+        node.block = _block_from_json(d["block"], _label(d))
     return node
+
+
+MAX_BLOCK_DEPTH = 64
+MAX_BLOCK_NAME = 200
+
+
+def _block_from_json(v, label: str) -> tuple | None:
+    """``[[child name, block type], ...]`` (the block path that created the node) as ``Node.block``."""
+    if not (isinstance(v, list) and len(v) <= MAX_BLOCK_DEPTH and all(
+            isinstance(p, list) and len(p) == 2 and all(
+                isinstance(s, str) and 0 < len(s) <= MAX_BLOCK_NAME for s in p) for p in v)):
+        raise GraphFormatError(f"{label}: 'block' must be a list of at most {MAX_BLOCK_DEPTH} [child name, "
+                               f"block type] pairs of non-empty strings, got {_short(v)}")
+    return tuple((name, kind) for name, kind in v) or None
 
 
 def _sbp_from_json(v, label: str, n: int) -> tuple:

@@ -13,6 +13,7 @@ from ..errors import GraphError, GraphFormatError, LazyArrayError, fmt_shape
 from ..ops import registry
 from ..ops.shape import key_text
 from . import draw as _draw
+from . import draw_html as _draw_html
 from . import nx as nx_view
 from . import serialize
 from .build import apply_node
@@ -212,9 +213,16 @@ class Symbol:
 
     # -- text IR --------------------------------------------------------------------------------
     def __str__(self) -> str:
+        """The text IR: one line per node. Nodes recorded inside blocks come under a header line
+        per block (``# 1.body.0 · Dense  (in 1 · ResBlock)``) whenever the block changes, so a
+        100-node model reads as its layers."""
         names = self.names()
         lines = []
+        block = None
         for node in self.topo():
+            if node.op is not None and node.block != block:
+                block = node.block
+                lines.append(block_header(block))
             nm = names[id(node)]
             ty = ", ".join(_aval_text(a) for a in node.avals)
             if node.sbp is not None:
@@ -267,11 +275,29 @@ class Symbol:
         return _draw.to_svg(self._outputs, names=self.names())
 
     def _repr_html_(self) -> str:
-        return _draw.symbol_html(self._outputs, self.names(), self.list_inputs(), self.list_outputs())
+        return _draw_html.symbol_html(self._outputs, self.names(), self.list_inputs(), self.list_outputs())
 
-    def draw(self, path, max_nodes: int | None = _draw.DEFAULT_MAX_NODES) -> str:
-        """Write the graph as an SVG drawing to ``path`` (``.svg``, written atomically)."""
-        return _draw.write_svg(path, _draw.to_svg(self._outputs, names=self.names(), max_nodes=max_nodes))
+    def draw(self, path, max_nodes: int | None = _draw.DEFAULT_MAX_NODES, blocks: str = "collapsed") -> str:
+        """Write the graph as an SVG drawing to ``path`` (``.svg``, written atomically).
+
+        ``blocks="collapsed"`` draws the nodes of each top-level block as one box (type, path,
+        output shape, parameter count); ``"expanded"`` draws every node.
+        """
+        return _draw.write_svg(path, _draw.to_svg(self._outputs, names=self.names(), max_nodes=max_nodes,
+                                                  blocks=blocks))
+
+
+def block_header(block: tuple | None) -> str:
+    """The text IR's header line for the nodes of one block path (``# (top level)`` for none).
+
+    >>> block_header((("1", "Res"), ("body", "HybridSequential"), ("0", "Conv2D")))
+    '# 1.body.0 · Conv2D  (in 1 · Res › 1.body · HybridSequential)'
+    """
+    if not block:
+        return "# (top level)"
+    name = ".".join(n for n, _ in block)
+    outer = " › ".join(f"{'.'.join(n for n, _ in block[:i + 1])} · {t}" for i, (_, t) in enumerate(block[:-1]))
+    return f"# {name} · {block[-1][1]}" + (f"  (in {outer})" if outer else "")
 
 
 def _checked(sym: Symbol) -> Symbol:

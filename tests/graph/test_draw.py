@@ -59,13 +59,17 @@ def test_svg_is_well_formed_with_labels():
     root = parse(sym._repr_svg_())
     assert root.tag == f"{SVG_NS}svg"
     text = all_text(root)
-    for label in ("data", "fc1_weight", "fc2_weight", "nn.dense", "dense0", "relu", "nn.softmax",
-                  "float32[64,784]", "float32[64,10]", "cpu(0)", "8 nodes"):
+    for label in ("data", "nn.dense", "relu", "nn.softmax", "float32[64,784]", "float32[64,10]", "cpu(0)",
+                  "8 nodes"):
         assert label in text, label
-    assert len(boxes(root, "var")) == 4  # graph inputs are drawn as inputs
+    # Weights are folded into their op's box (Netron style); their names are in the tooltips.
+    assert "weight (128,784)" in text and "bias (128,)" in text and "weight (10,128)" in text
+    tips = " ".join(t.text for t in root.iter(f"{SVG_NS}title"))
+    assert "%fc1_weight" in tips and "%fc2_weight" in tips and "%dense0 = nn.dense(" in tips
+    assert len(boxes(root, "var")) == 1  # only the data input is drawn as an input box
     assert len(boxes(root, "out")) == 1
     edges = root.find(f"{SVG_NS}g[@class='la-e']")
-    assert len(edges) == 7
+    assert len(edges) == 4  # data -> dense -> relu -> dense -> softmax
 
 
 def test_one_style_block_and_no_inline_styles():
@@ -78,7 +82,7 @@ def test_kinds_constants_copies_devices():
     a = la.ones((2, 3))
     b = la.array(np.arange(6.0).reshape(2, 3))
     with la.deferred():
-        y = (a * 2 + b).to(la.cpu(1))
+        y = (a * 2 + b - b * b).to(la.cpu(1))  # b read three times: drawn as its own box
         z = la.relu(y).sum(axis=0)
     sym = la.get_symbol(z, inputs={"a": a})
     root = parse(sym._repr_svg_())
@@ -86,6 +90,7 @@ def test_kinds_constants_copies_devices():
     assert "copy_to" in "".join(copy.itertext()) and "→ cpu(1)" in "".join(copy.itertext())
     assert copy.find(f"{SVG_NS}polygon") is not None  # a different shape from op boxes
     assert len(boxes(root, "const")) == 1  # b; the scalar 2 is shown inside multiply, as in print(sym)
+    assert "× 2" in all_text(root) and "axis=0" in all_text(root)
     classes = {c for g in boxes(root, "op") for c in g.get("class").split()}
     assert {"la-d0", "la-d1"} <= classes  # two devices, two colours
     legend = all_text(root)
@@ -140,11 +145,12 @@ def test_thousand_nodes_size_and_time(max_nodes):
     elapsed = time.perf_counter() - t
     assert len(text.encode()) < SIZE_LIMIT
     root = parse(text)
-    assert "add249" in all_text(root)  # the output is always drawn
+    (out,) = boxes(root, "out")  # the output is always drawn
+    assert out.find(f"{SVG_NS}title").text.startswith("%add249 = add(")
     n_boxes = len([g for g in root.iter(f"{SVG_NS}g") if "la-n" in (g.get("class") or "")
                    and g.find(f"{SVG_NS}title") is not None])
     if max_nodes is None:
-        assert n_boxes == 1001 and not boxes(root, "more")
+        assert n_boxes == 1001 - 250 and not boxes(root, "more")  # the 250 weights are folded into dense
     else:
         assert n_boxes <= max_nodes and "collapsed" in all_text(root)
     assert elapsed < 2.0  # typically ~0.05 s; generous for slow CI machines
@@ -198,3 +204,96 @@ def test_svg_builder():
     root = parse(doc.render())
     assert root.get("width") == "100" and "x<y" in all_text(root)
     assert svg.num(3.0) == "3" and svg.num(2.25) in ("2.2", "2.3") and svg.clip("abcdef", 4) == "abc…"
+
+
+# -- blocks: collapsed by default, expandable in HTML; parameters folded; attributes shown ----------
+def block_model():
+    from lazyarray import blocks as B
+
+    class Res(B.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.body = B.HybridSequential()
+            self.body.add(B.Conv2D(4, 3, padding=1, in_channels=4), B.Activation("relu"))
+
+        def forward(self, x):
+            return self.body(x) + x * 0.5
+
+    la.random.seed(0)
+    net = B.HybridSequential()
+    net.add(B.Conv2D(4, 3, strides=2, padding=1, in_channels=3), Res(), Res(), B.Flatten(),
+            B.Dense(10, in_units=4 * 4 * 4))
+    net.initialize()
+    net.hybridize()
+    net(la.ones((2, 3, 8, 8)))
+    return net.export_graph()[0]
+
+
+def test_blocks_are_collapsed_to_one_box_each_by_default():
+    sym = block_model()
+    root = parse(sym._repr_svg_())
+    blocks = boxes(root, "block")
+    assert len(blocks) == 5  # 0, 1, 2, 3, 4: one box per top-level block
+    labels = ["".join(b.itertext()) for b in blocks]
+    res = [t for t in labels if "Res" in t]
+    assert len(res) == 2 and all("float32[2,4,4,4]" in t for t in res)
+    conv = next(t for t in labels if "Conv2D" in t)
+    assert f"{4 * 3 * 3 * 3 + 4} params" in conv  # weight + bias
+    dense = next(t for t in labels if "Dense" in t)
+    assert f"{10 * 64 + 10:,} params" in dense and "float32[2,10]" in dense
+    assert len(boxes(root, "var")) == 1  # data; every parameter is inside its block
+    assert not boxes(root, "op")  # every op is inside a block
+    assert "in 5 collapsed blocks" in all_text(root) and "block (collapsed)" in all_text(root)
+    tip = blocks[1].find(f"{SVG_NS}title").text
+    assert tip.startswith("block 1 · Res") and "1.body.0.weight float32[4,4,3,3]" in tip
+
+
+def test_expanded_drawing_shows_every_node_with_folded_params_and_attributes():
+    sym = block_model()
+    root = parse(draw.to_svg(sym.outputs, names=sym.names(), blocks="expanded"))
+    assert not boxes(root, "block")
+    text = all_text(root)
+    ops = boxes(root, "op")
+    assert len(ops) == len([n for n in sym.topo() if n.op is not None])
+    assert "stride=(2,2) padding=(1,1)" in text  # op attributes
+    assert "× 0.5" in text  # a scalar operand
+    assert "weight (4,3,3,3)" in text and "bias (4,)" in text  # parameters folded, Netron style
+    assert len(boxes(root, "var")) == 1
+    # one label per op: no "multiply multiply0"
+    for g in ops:
+        first = g.find(f"{SVG_NS}text")
+        assert [t.text for t in first] == [first[0].text], [t.text for t in first]
+    tips = [g.find(f"{SVG_NS}title").text for g in ops]
+    assert any("in block 1.body.0 · Conv2D" in t for t in tips)
+
+
+def test_given_names_are_still_shown_once():
+    x = la.sym.var("x", shape=(2,))
+    sym = la.sym.relu(x)
+    node = sym.outputs[0].node
+    root = parse(draw.to_svg(sym.outputs, names={id(node): "my_relu"}))
+    (op,) = boxes(root, "op")
+    assert [t.text for t in op.find(f"{SVG_NS}text")] == ["relu", "my_relu"]
+
+
+def test_html_has_expand_controls_per_block_and_for_every_node():
+    sym = block_model()
+    html = sym._repr_html_()
+    root = parse(html)
+    assert "<script" not in html
+    details = list(root.iter("details"))
+    summaries = [d.find("summary").text for d in details]
+    assert summaries[0] == "expand blocks (5)" and summaries[-1] == "every node"
+    assert "1 · Res — 4 ops, 148 parameters" in summaries  # conv (4*4*3*3+4), relu, multiply, add
+    assert "1.body · HybridSequential — 2 ops, 148 parameters" in summaries  # nested, expandable in turn
+    res = next(d for d in details if d.find("summary").text.startswith("1 · Res"))
+    inner = res.find(f".//{SVG_NS}svg")
+    ext = boxes(inner, "ext")  # the block's input, drawn as coming from outside it
+    assert len(ext) == 1 and "outside this block" in ext[0].find(f"{SVG_NS}title").text
+    assert len(boxes(inner, "block")) == 1 and "× 0.5" in all_text(inner)  # body collapsed, own ops shown
+    full = details[-1].find(f".//{SVG_NS}svg")
+    assert not boxes(full, "block") and len(boxes(full, "op")) == 11
+
+
+def test_graphs_without_blocks_have_no_expand_controls():
+    assert "<details" not in mlp_symbol()._repr_html_()

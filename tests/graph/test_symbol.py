@@ -93,3 +93,34 @@ def test_symbol_operators_and_multi_input():
     assert s.list_inputs() == ["a", "b"]
     assert s.infer_shape()[1] == [(4, 3)]
     assert (a @ la.sym.transpose(a)).infer_shape()[1] == [(2, 2)]
+
+
+def test_text_ir_groups_nodes_under_a_header_per_block():
+    from lazyarray import blocks as B
+
+    class Res(B.HybridBlock):
+        def __init__(self):
+            super().__init__()
+            self.body = B.HybridSequential()
+            self.body.add(B.Dense(4, in_units=4), B.Activation("relu"))
+
+        def forward(self, x):
+            return self.body(x) + x
+
+    la.random.seed(0)
+    net = B.HybridSequential()
+    net.add(B.Dense(4, in_units=4), Res())
+    net.initialize()
+    net.hybridize()
+    net(la.ones((2, 4)))
+    sym, _ = net.export_graph()
+    lines = str(sym).splitlines()
+    headers = [ln for ln in lines if ln.startswith("#")]
+    assert headers == ["# 0 · Dense", "# 1.body.0 · Dense  (in 1 · Res › 1.body · HybridSequential)",
+                       "# 1.body.1 · Activation  (in 1 · Res › 1.body · HybridSequential)", "# 1 · Res"]
+    # each header is followed by that block's nodes; node lines keep their format
+    i = lines.index("# 1 · Res")
+    assert lines[i + 1].startswith("%add0 = add(%relu0, %dense0) : float32[2,4]")
+    assert lines[lines.index("# 0 · Dense") + 1].startswith("%dense0 = nn.dense(%data, %0.weight, %0.bias)")
+    # graphs recorded outside blocks print as before: no headers
+    assert not [ln for ln in str(la.sym.relu(la.sym.var("x", shape=(2,)))).splitlines() if ln.startswith("#")]
