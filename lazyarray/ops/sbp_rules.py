@@ -309,6 +309,47 @@ def _concatenate(sbps, shapes, out_shapes, params):
     return None
 
 
+# -- layers of real models: batch split (data parallel) and, where the op allows, channel split ------------------
+def _batch_only(*axes):
+    """An op over NCHW-like data whose first input may be split along ``axes`` (batch; channels for
+    pools) while every other input (weights, statistics) is whole: the split passes through."""
+    def rule(sbps, shapes, out_shapes, params):
+        if _all_b(sbps):
+            return [B] * len(out_shapes)
+        x, rest = sbps[0], sbps[1:]
+        if x.is_split and x.axis in axes and all(r.is_broadcast for r in rest):
+            return [x] * len(out_shapes)
+        return None
+    return rule
+
+
+def _layer_norm(sbps, shapes, out_shapes, params):
+    """Split along any axis but the normalized one passes through; gamma and beta stay whole."""
+    x, rest = sbps[0], sbps[1:]
+    if _all_b(sbps):
+        return [B]
+    axis = normalize_axis(params.get("axis", -1), len(shapes[0]), "layer_norm")
+    if x.is_split and x.axis != axis and all(r.is_broadcast for r in rest):
+        return [x]
+    return None
+
+
+def _masked_softmax(sbps, shapes, out_shapes, params):
+    """Like softmax (never split along the softmax axis); the mask is split with x where it has that
+    dim, whole where it broadcasts along it."""
+    x, m = sbps
+    if _all_b(sbps):
+        return [B]
+    nd, md = len(shapes[0]), len(shapes[1])
+    axis = normalize_axis(params.get("axis", -1), nd, "masked_softmax")
+    if not x.is_split or x.axis == axis:
+        return None
+    k = x.axis - (nd - md)  # the mask's dim aligned with x's split axis
+    if k < 0 or shapes[1][k] == 1:
+        return [x] if m.is_broadcast else None
+    return [x] if m == split(k) else None
+
+
 RULES: dict[str, Rule] = {
     "sum": Rule(reduction("sum", linear=True)),
     "mean": Rule(reduction("sum", linear=True), _mean_local),
@@ -335,6 +376,13 @@ RULES: dict[str, Rule] = {
     "copy": Rule(elementwise("copy")),
     "stop_gradient": Rule(elementwise("stop_gradient")),
     "concatenate": Rule(_concatenate),
+    "conv2d": Rule(_batch_only(0)),
+    "conv2d_transpose": Rule(_batch_only(0)),
+    "batch_norm": Rule(_batch_only(0)),
+    "max_pool2d": Rule(_batch_only(0, 1)),
+    "avg_pool2d": Rule(_batch_only(0, 1)),
+    "layer_norm": Rule(_layer_norm),
+    "masked_softmax": Rule(_masked_softmax),
 }
 
 
