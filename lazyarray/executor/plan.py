@@ -183,6 +183,10 @@ class MemoryPlan:
                         continue  # disjoint lifetimes
                     ok = self.end[a] == self.start[c] and lo_u == lo_w and _chain(allowed, a, c)
                     assert ok, f"values {a} and {c} are live together in the same bytes of buffer {b}"
+        for b in self.escaping_buffers:  # handed to the caller: exactly one output's size
+            outs = {self.base[v] for v, val in enumerate(self.values) if val.escapes and self.buffer_of[v] == b}
+            assert len(outs) == 1, f"escaping buffer {b} holds outputs {sorted(outs)}"
+            assert self.buffer_size[b] == self.values[outs.pop()].nbytes, f"escaping buffer {b} not exact size"
         for _, i, o in self.inplace:
             assert self.values[i].nbytes == self.values[o].nbytes, "in-place pair of different sizes"
             assert not self.values[i].external, "in-place write over an external value"
@@ -258,8 +262,11 @@ def plan_memory(values: list[Value], steps: list[Step], align: int = ALIGN) -> M
         blocks = sorted((at[k], at[k] + items[k][0], items[k][3], k) for k in range(len(items)))
         esc = [(a, b) for a, b, e, _ in blocks if e]
         runs: list[list[int]] = []
+        j = 0  # blocks and esc are both sorted by offset; esc ranges are disjoint
         for a, b, e, _ in blocks:
-            if e or any(x <= a and b <= y for x, y in esc):
+            while j < len(esc) and esc[j][1] <= a:
+                j += 1
+            if e or j < len(esc) and esc[j][0] <= a and b <= esc[j][1]:
                 continue
             if runs and a <= runs[-1][1]:
                 runs[-1][1] = max(runs[-1][1], b)
@@ -362,49 +369,60 @@ def _place(items: list[tuple[int, int, int, bool]], last: int, align: int) -> li
     steps, so each placement looks only at items alive near its own lifetime.
     """
     order = sorted(range(len(items)), key=lambda k: (-items[k][0], items[k][1], k))
-    buckets: list[list[tuple]] = [[] for _ in range(last // _BUCKET + 2)]
+    nb = last // _BUCKET + 2
+    starts: list[list[tuple]] = [[] for _ in range(nb)]  # items whose lifetime starts in the bucket
+    spans: list[list[tuple]] = [[] for _ in range(nb)]  # items alive in the bucket, started before it
     placed: list[tuple[int, int, int, int]] = []  # (offset, end offset, first step, last step)
-    blocks: list[tuple[int, int]] = []  # escaping items' byte ranges
+    blocks: list[tuple[int, int]] = []  # escaping items' byte ranges, sorted
     at = [0] * len(items)
     for k in order:
         size, s, e, esc = items[k]
         q0, q1 = s // _BUCKET, e // _BUCKET
-        ivs = []
+        ivs = [(a, b, _TAKEN) for a, b, s2, e2 in spans[q0] if s <= e2]
         for q in range(q0, q1 + 1):
-            for a, b, s2, e2, b0 in buckets[q]:
-                if max(b0, q0) == q and s2 <= e and s <= e2:  # seen once: in its first shared bucket
-                    ivs.append((a, b, _TAKEN))
+            ivs += [(a, b, _TAKEN) for a, b, s2, e2 in starts[q] if s2 <= e and s <= e2]
         if esc:
             ivs += [(a, b, _EXACT if b - a == size else _TAKEN) for a, b, s2, e2 in placed if e < s2 or e2 < s]
-        else:
-            ivs += [(a, b, _INSIDE) for a, b in blocks]
         ivs.sort()
-        off = _lowest(ivs, size, align)
+        off = _lowest(ivs, size, align, () if esc else blocks)
         at[k] = off
-        for q in range(q0, q1 + 1):
-            buckets[q].append((off, off + size, s, e, q0))
-        placed.append((off, off + size, s, e))
+        item = (off, off + size, s, e)
+        starts[q0].append(item)
+        for q in range(q0 + 1, q1 + 1):
+            spans[q].append(item)
+        placed.append(item)
         if esc:
-            blocks.append((off, off + size))
+            bisect.insort(blocks, (off, off + size))
     return at
 
 
-_TAKEN, _EXACT, _INSIDE = 0, 1, 2  # byte range in use; free to coincide with exactly; to nest in
+_TAKEN, _EXACT = 0, 1  # byte range in use; byte range free to coincide with exactly
 
 
-def _lowest(ivs: list[tuple[int, int, int]], size: int, align: int) -> int:
-    """The lowest offset (a multiple of ``align``) where ``size`` bytes meet the rules of ``ivs``."""
+def _lowest(ivs: list[tuple[int, int, int]], size: int, align: int, blocks=()) -> int:
+    """The lowest offset (a multiple of ``align``) where ``size`` bytes meet the rules of ``ivs``
+    (sorted) and lie wholly inside or wholly outside each of the disjoint, sorted ``blocks``."""
     off, moved = 0, True
     while moved:
-        moved = False
+        moved = skipped = False
         for a, b, rule in ivs:
-            if b <= off or a >= off + size:
+            if a >= off + size:
+                break  # sorted by start: nothing further reaches back to off
+            if b <= off:
                 continue
-            if rule == _EXACT and a == off or rule == _INSIDE and a <= off and off + size <= b:
+            if rule == _EXACT and a == off:
+                skipped = True
                 continue
-            if rule and a > off and (rule == _EXACT or size <= b - a):
-                off = a  # coincide with it / nest inside it
-            else:
-                off = -(-b // align) * align
-            moved = True
+            off = a if rule == _EXACT and a > off else -(-b // align) * align
+            moved = skipped  # an earlier range may reach past the new offset only if one was let be
+        if blocks:
+            j = bisect.bisect_right(blocks, (off, float("inf"))) - 1  # the block at or before off
+            for a, b in blocks[max(j, 0):]:
+                if a >= off + size:
+                    break
+                if b <= off or a <= off and off + size <= b:
+                    continue
+                off = a if a > off and size <= b - a else -(-b // align) * align
+                moved = True
+                break
     return off
