@@ -13,22 +13,29 @@ Rules:
 * a step's output may take the buffer of an input when the step declares the pair
   in-place-safe, the input dies at that step, has the same size and device, and no other
   input of the step aliases it;
-* otherwise it takes the free buffer of its device that fits best by size (the smallest
-  that is large enough, else the largest free one, grown), else a new buffer;
-* a value handed out (``escapes``) is owned by the caller, so its buffer must be exactly its
-  size and never shared with a later run: it takes an input's buffer in place, or a free
-  one, only when that buffer has exactly its size, else a new buffer of its own.
-  Those buffers are listed in ``escaping_buffers``: the executor allocates them anew for
-  every run; everything else is reused run after run.
+* the output of such a pair keeps the input's place: an in-place chain is placed as one
+  interval of steps;
+* placement is offline, greedy by size: largest first, each value (chain) at the lowest
+  offset of its device's line of memory (a multiple of ``align``) where it meets no placed
+  value alive at an overlapping step (``_place``);
+* a value handed out (``escapes``) is owned by the caller, so it becomes a buffer of exactly
+  its size: values that die before it is written may sit inside it, none may straddle its
+  edges. Those buffers are listed in ``escaping_buffers``: the executor allocates them anew
+  for every run. The rest of the line is cut into buffers at its gaps (stretches no value
+  covers are never allocated) and reused run after run; each value is a view of its buffer
+  at ``offset_of``.
 
 Under a joint forward + backward schedule, the forward values that backward reads stay
 alive exactly until their last backward reader, and nothing else does.
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 from . import plan_view
+
+ALIGN = 64  # byte alignment of every planned value's offset (any dtype, SIMD loads, cache lines)
 
 
 @dataclass(frozen=True)
@@ -66,7 +73,8 @@ class Step:
 class MemoryPlan:
     """Where every value lives. Print it for a table.
 
-    ``buffer_of[v]``: buffer index of value ``v`` (views: their base's; external: ``None``).
+    ``buffer_of[v]``: buffer index of value ``v`` (views: their base's; external: ``None``);
+    ``offset_of[v]``: where in that buffer its bytes start.
     ``start[v]`` / ``end[v]``: the steps between which the value's memory must survive.
     """
 
@@ -82,6 +90,8 @@ class MemoryPlan:
     inplace: list[tuple[int, int, int]] = field(default_factory=list)  # (step, input value, output value)
     lower_bound_bytes: int = 0
     naive_bytes: int = 0
+    offset_of: list[int | None] = field(default_factory=list)  # byte offset of each value in its buffer
+    align: int = 1  # offsets are multiples of this
 
     @property
     def peak_bytes(self) -> int:
@@ -105,7 +115,8 @@ class MemoryPlan:
         for v, b in enumerate(self.buffer_of):
             if b is not None and self.base[v] == v:
                 name = self.values[v].name or f"v{v}"
-                holders.setdefault(b, []).append(f"{name}[{self.start[v]}..{self.end[v]}]")
+                at = f"@{self.offset_of[v]:,}" if self.offset_of and self.offset_of[v] else ""
+                holders.setdefault(b, []).append(f"{name}{at}[{self.start[v]}..{self.end[v]}]")
         for b, size in enumerate(self.buffer_size):
             tag = " (out)" if b in self.escaping_buffers else ""
             rows.append((f"#{b}{tag}", str(self.buffer_device[b]), f"{size:,}", ", ".join(holders.get(b, []))))
@@ -140,7 +151,8 @@ class MemoryPlan:
 
         No two values whose lifetimes overlap share a buffer unless one was written in place
         over the other at the step where the first dies; buffers are large enough and on the
-        value's device; external values have no buffer.
+        value's device; external values have no buffer. Values may share a buffer at different
+        offsets; only overlapping bytes need disjoint lifetimes.
         """
         allowed = {(i, o) for _, i, o in self.inplace}
         bases = [v for v in range(len(self.values)) if self.base[v] == v and self.buffer_of[v] is not None]
@@ -153,20 +165,35 @@ class MemoryPlan:
                 continue
             b = self.buffer_of[v]
             assert b is not None, f"value {v} has no buffer"
-            assert self.buffer_size[b] >= val.nbytes, f"buffer {b} too small for value {v}"
+            off = self._offset(v)
+            assert off >= 0 and off % max(self.align, 1) == 0, f"value {v} at a misaligned offset {off}"
+            assert self.buffer_size[b] >= off + val.nbytes, f"buffer {b} too small for value {v} at {off}"
             assert self.buffer_device[b] == val.device, f"buffer {b} on the wrong device for value {v}"
-        for i, u in enumerate(bases):
-            for w in bases[i + 1:]:
-                if self.buffer_of[u] != self.buffer_of[w]:
-                    continue
-                a, b = (u, w) if self.start[u] <= self.start[w] else (w, u)
-                if self.end[a] < self.start[b]:
-                    continue  # disjoint lifetimes
-                ok = self.end[a] == self.start[b] and _chain(allowed, a, b)
-                assert ok, f"values {a} and {b} are live together in buffer {self.buffer_of[a]}"
+        by_buffer: dict[int, list[int]] = {}
+        for v in bases:
+            by_buffer.setdefault(self.buffer_of[v], []).append(v)
+        for b, held in by_buffer.items():
+            for i, u in enumerate(held):
+                for w in held[i + 1:]:
+                    lo_u, lo_w = self._offset(u), self._offset(w)
+                    if lo_u + self.values[u].nbytes <= lo_w or lo_w + self.values[w].nbytes <= lo_u:
+                        continue  # different bytes of the buffer
+                    a, c = (u, w) if self.start[u] <= self.start[w] else (w, u)
+                    if max(self.end[a], self.start[a]) < self.start[c]:
+                        continue  # disjoint lifetimes
+                    ok = self.end[a] == self.start[c] and lo_u == lo_w and _chain(allowed, a, c)
+                    assert ok, f"values {a} and {c} are live together in the same bytes of buffer {b}"
+        for b in self.escaping_buffers:  # handed to the caller: exactly one output's size
+            outs = {self.base[v] for v, val in enumerate(self.values) if val.escapes and self.buffer_of[v] == b}
+            assert len(outs) == 1, f"escaping buffer {b} holds outputs {sorted(outs)}"
+            assert self.buffer_size[b] == self.values[outs.pop()].nbytes, f"escaping buffer {b} not exact size"
         for _, i, o in self.inplace:
             assert self.values[i].nbytes == self.values[o].nbytes, "in-place pair of different sizes"
             assert not self.values[i].external, "in-place write over an external value"
+
+
+    def _offset(self, v: int) -> int:
+        return self.offset_of[v] or 0 if self.offset_of else 0
 
 
 def _chain(allowed: set, a: int, b: int) -> bool:
@@ -174,7 +201,7 @@ def _chain(allowed: set, a: int, b: int) -> bool:
     return (a, b) in allowed
 
 
-def plan_memory(values: list[Value], steps: list[Step]) -> MemoryPlan:
+def plan_memory(values: list[Value], steps: list[Step], align: int = ALIGN) -> MemoryPlan:
     """Assign buffers to the values of a schedule.
 
     >>> vals = [Value(16, external=True), Value(16), Value(16), Value(16, escapes=True)]
@@ -204,50 +231,65 @@ def plan_memory(values: list[Value], steps: list[Step]) -> MemoryPlan:
         if base[v] != v and end[v] > end[base[v]]:
             end[base[v]] = end[v]
     escaping_bases = {base[v] for v, val in enumerate(values) if val.escapes}
-    dies_at: list[list[int]] = [[] for _ in range(last + 1)]
+    inplace = _inplace_pairs(values, steps, base, end, escaping_bases)
+    # In-place chains share one offset: each chain is placed as one interval of steps.
+    root = list(range(n))
+    for _, u, o in inplace:
+        root[o] = root[u]
+    span: dict[int, list] = {}  # chain root -> [first step, last step, escapes]
     for v in range(n):
-        if base[v] == v and not values[base[v]].external and start[v] >= 0:
-            dies_at[max(end[v], start[v])].append(v)
-
+        if base[v] != v or values[v].external or start[v] < 0:
+            continue
+        sp = span.get(root[v])
+        e = max(end[v], start[v])
+        if sp is None:
+            span[root[v]] = [start[v], e, v in escaping_bases]
+        else:
+            sp[0], sp[1], sp[2] = min(sp[0], start[v]), max(sp[1], e), sp[2] or v in escaping_bases
+    by_device: dict[object, list[int]] = {}
+    for r in span:
+        by_device.setdefault(values[r].device, []).append(r)
+    offset_of: list[int | None] = [None] * n
     buffer_of: list[int | None] = [None] * n
     sizes: list[int] = []
     devices: list[object] = []
-    free: dict[object, list[int]] = {}
-    holder: dict[int, int] = {}  # buffer -> the base value currently holding it
-    inplace: list[tuple[int, int, int]] = []
     escaping_buffers: set[int] = set()
-    for i, st in enumerate(steps):
-        taken: set[int] = set()
-        for pos, o in enumerate(st.outputs):
-            val = values[o]
-            if val.external or base[o] != o:
+    for dev, roots in by_device.items():
+        items = [(values[r].nbytes, span[r][0], span[r][1], span[r][2]) for r in roots]
+        at = _place(items, last, align)
+        # Buffers: each escaping chain's block (exact size, owned by the caller), and the merged
+        # stretches of the line the other chains cover outside those blocks (pooled).
+        blocks = sorted((at[k], at[k] + items[k][0], items[k][3], k) for k in range(len(items)))
+        esc = [(a, b) for a, b, e, _ in blocks if e]
+        runs: list[list[int]] = []
+        j = 0  # blocks and esc are both sorted by offset; esc ranges are disjoint
+        for a, b, e, _ in blocks:
+            while j < len(esc) and esc[j][1] <= a:
+                j += 1
+            if e or j < len(esc) and esc[j][0] <= a and b <= esc[j][1]:
                 continue
-            out = o in escaping_bases
-            b = _inplace_buffer(values, base, end, buffer_of, holder, st, i, pos, o, taken)
-            if b is not None and out and sizes[b] != val.nbytes:
-                b = None  # an output's buffer is exactly its size: nothing larger stays pinned
-            if b is not None:
-                inplace.append((i, holder[b], o))
+            if runs and a <= runs[-1][1]:
+                runs[-1][1] = max(runs[-1][1], b)
             else:
-                pool = free.setdefault(val.device, [])
-                b = _exact_fit(pool, sizes, val.nbytes) if out else _best_fit(pool, sizes, val.nbytes)
-                if b is None:
-                    b = len(sizes)
-                    sizes.append(val.nbytes)
-                    devices.append(val.device)
-            taken.add(b)
-            buffer_of[o] = b
-            holder[b] = o
-            if o in escaping_bases:
-                escaping_buffers.add(b)
-        for v in dies_at[i]:
-            b = buffer_of[v]
-            if b is not None and holder.get(b) == v and v not in escaping_bases:
-                del holder[b]
-                free.setdefault(devices[b], []).append(b)
+                runs.append([a, b])
+        spans = sorted([(a, b, True) for a, b in esc] + [(a, b, False) for a, b in runs])
+        first = len(sizes)
+        for a, b, e in spans:
+            if e:
+                escaping_buffers.add(len(sizes))
+            sizes.append(b - a)
+            devices.append(dev)
+        starts = [a for a, _, _ in spans]
+        for k, r in enumerate(roots):
+            a, b = at[k], at[k] + items[k][0]
+            j = bisect.bisect_right(starts, a) - 1  # spans are disjoint: a block is inside exactly one
+            buffer_of[r], offset_of[r] = first + j, a - spans[j][0]
+    for v in range(n):  # in-place chains share their first value's memory, views their base's
+        if base[v] == v and root[v] != v:
+            buffer_of[v], offset_of[v] = buffer_of[root[v]], offset_of[root[v]]
     for v in range(n):
         if base[v] != v:
-            buffer_of[v] = buffer_of[base[v]]
+            buffer_of[v], offset_of[v] = buffer_of[base[v]], offset_of[base[v]]
     delta = [0] * (last + 2)  # sweep: +bytes where a value starts, -bytes after it ends
     for v in range(n):
         if base[v] == v and not values[v].external and start[v] >= 0:
@@ -261,7 +303,7 @@ def plan_memory(values: list[Value], steps: list[Step]) -> MemoryPlan:
         lower = max(lower, live - _shareable_bytes(values, base, end, steps[i], i))
     naive = sum(val.nbytes for v, val in enumerate(values) if base[v] == v and not val.external)
     return MemoryPlan(values, steps, base, start, end, buffer_of, sizes, devices,
-                      frozenset(escaping_buffers), inplace, lower, naive)
+                      frozenset(escaping_buffers), inplace, lower, naive, offset_of, align)
 
 
 def _shareable_bytes(values, base, end, st: Step, i: int) -> int:
@@ -285,45 +327,102 @@ def _shareable_bytes(values, base, end, st: Step, i: int) -> int:
     return saved
 
 
-def _inplace_buffer(values, base, end, buffer_of, holder, st: Step, i: int, pos: int, o: int, taken):
-    """The buffer of an input that output ``pos`` of step ``i`` may overwrite, or None."""
-    for ip, op in st.inplace:
-        if op != pos:
-            continue
-        u = st.inputs[ip]
-        uv = values[u]
-        if uv.external or base[u] != u or uv.escapes or end[u] != i:
-            continue
-        if uv.nbytes != values[o].nbytes or uv.device != values[o].device:
-            continue
-        b = buffer_of[u]
-        if b is None or b in taken or holder.get(b) != u:
-            continue
-        # Another input reading the same memory through a view would see it change mid-step.
-        if any(base[w] == u and w != u for w in st.inputs):
-            continue
-        return b
-    return None
+def _inplace_pairs(values, steps, base, end, escaping_bases) -> list[tuple[int, int, int]]:
+    """``(step, input, output)``: each output written over an input that dies at its step (a
+    declared pair, same size and device, not external, not handed out, not read through a view
+    by the same step, each input taken by at most one output)."""
+    pairs = []
+    for i, st in enumerate(steps):
+        taken: set[int] = set()
+        for pos, o in enumerate(st.outputs):
+            ov = values[o]
+            if ov.external or base[o] != o:
+                continue
+            for ip, op in st.inplace:
+                if op != pos or ip >= len(st.inputs):
+                    continue
+                u = st.inputs[ip]
+                uv = values[u]
+                if uv.external or base[u] != u or u in escaping_bases or end[u] != i or u in taken:
+                    continue
+                if uv.nbytes != ov.nbytes or uv.device != ov.device:
+                    continue
+                # Another input reading the same memory through a view would see it change mid-step.
+                if any(base[w] == u and w != u for w in st.inputs):
+                    continue
+                taken.add(u)
+                pairs.append((i, u, o))
+                break
+    return pairs
 
 
-def _exact_fit(free: list[int], sizes: list[int], nbytes: int) -> int | None:
-    """A free buffer of exactly ``nbytes`` (an output's: it is allocated anew for every run)."""
-    for b in free:
-        if sizes[b] == nbytes:
-            free.remove(b)
-            return b
-    return None
+_BUCKET = 32  # steps per bucket of the lifetime index
 
 
-def _best_fit(free: list[int], sizes: list[int], nbytes: int) -> int | None:
-    """Take the smallest free buffer that fits; else grow the largest free one; else None."""
-    if not free:
-        return None
-    fits = [b for b in free if sizes[b] >= nbytes]
-    if fits:
-        b = min(fits, key=lambda k: sizes[k])
-    else:
-        b = max(free, key=lambda k: sizes[k])
-        sizes[b] = nbytes
-    free.remove(b)
-    return b
+def _place(items: list[tuple[int, int, int, bool]], last: int, align: int) -> list[int]:
+    """Offsets on one line of memory for ``items`` = ``(nbytes, first step, last step, escapes)``.
+
+    Greedy by size: largest first, each at the lowest aligned offset where it collides with no
+    placed item alive at an overlapping step. An escaping item becomes a buffer of its own, so
+    no item may straddle its edges: an earlier (larger) item may only coincide with it exactly,
+    and a later one must fit inside it or stay out of it. Placed items are indexed by buckets of
+    steps, so each placement looks only at items alive near its own lifetime.
+    """
+    order = sorted(range(len(items)), key=lambda k: (-items[k][0], items[k][1], k))
+    nb = last // _BUCKET + 2
+    starts: list[list[tuple]] = [[] for _ in range(nb)]  # items whose lifetime starts in the bucket
+    spans: list[list[tuple]] = [[] for _ in range(nb)]  # items alive in the bucket, started before it
+    placed: list[tuple[int, int, int, int]] = []  # (offset, end offset, first step, last step)
+    blocks: list[tuple[int, int]] = []  # escaping items' byte ranges, sorted
+    at = [0] * len(items)
+    for k in order:
+        size, s, e, esc = items[k]
+        q0, q1 = s // _BUCKET, e // _BUCKET
+        ivs = [(a, b, _TAKEN) for a, b, s2, e2 in spans[q0] if s <= e2]
+        for q in range(q0, q1 + 1):
+            ivs += [(a, b, _TAKEN) for a, b, s2, e2 in starts[q] if s2 <= e and s <= e2]
+        if esc:
+            ivs += [(a, b, _EXACT if b - a == size else _TAKEN) for a, b, s2, e2 in placed if e < s2 or e2 < s]
+        ivs.sort()
+        off = _lowest(ivs, size, align, () if esc else blocks)
+        at[k] = off
+        item = (off, off + size, s, e)
+        starts[q0].append(item)
+        for q in range(q0 + 1, q1 + 1):
+            spans[q].append(item)
+        placed.append(item)
+        if esc:
+            bisect.insort(blocks, (off, off + size))
+    return at
+
+
+_TAKEN, _EXACT = 0, 1  # byte range in use; byte range free to coincide with exactly
+
+
+def _lowest(ivs: list[tuple[int, int, int]], size: int, align: int, blocks=()) -> int:
+    """The lowest offset (a multiple of ``align``) where ``size`` bytes meet the rules of ``ivs``
+    (sorted) and lie wholly inside or wholly outside each of the disjoint, sorted ``blocks``."""
+    off, moved = 0, True
+    while moved:
+        moved = skipped = False
+        for a, b, rule in ivs:
+            if a >= off + size:
+                break  # sorted by start: nothing further reaches back to off
+            if b <= off:
+                continue
+            if rule == _EXACT and a == off:
+                skipped = True
+                continue
+            off = a if rule == _EXACT and a > off else -(-b // align) * align
+            moved = skipped  # an earlier range may reach past the new offset only if one was let be
+        if blocks:
+            j = bisect.bisect_right(blocks, (off, float("inf"))) - 1  # the block at or before off
+            for a, b in blocks[max(j, 0):]:
+                if a >= off + size:
+                    break
+                if b <= off or a <= off and off + size <= b:
+                    continue
+                off = a if a > off and size <= b - a else -(-b // align) * align
+                moved = True
+                break
+    return off

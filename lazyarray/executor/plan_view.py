@@ -4,8 +4,10 @@ The timeline has one row per buffer and one column per step of the schedule. Eac
 owns memory is a bar on its buffer's row, from the step that writes it to the last step that
 reads it (or to the ``out`` column when it is handed to the caller), labelled with its name:
 
-* bars that follow each other on one row are reuse: the later value took the buffer once the
-  earlier one was dead;
+* a bar's height and place within its row are the value's bytes within its buffer (offset and
+  size): bars above each other at the same steps are values side by side in one buffer;
+* bars that follow each other at the same height are reuse: the later value took those bytes
+  once the earlier one was dead;
 * bars that touch at a step (marked ``⟲``) are in-place writes: the step wrote its output over
   an input that died there;
 * values the kernels allocate at run time (sparse outputs, data-dependent shapes) have no
@@ -161,12 +163,16 @@ def plan_svg(plan: MemoryPlan, *, title: str | None = None, max_steps: int = MAX
         if cut and e >= shown:
             right = x_of(shown)
         right = max(right, left + 3)
-        y = top + b * _ROW + 1
+        # Height and place within the row: the value's bytes within its buffer (offset, size).
+        size = max(plan.buffer_size[b], 1)
+        off = plan.offset_of[v] or 0 if plan.offset_of else 0
+        h = max(_BAR * min(plan.values[v].nbytes / size, 1.0), 3.0)
+        y = top + b * _ROW + 1 + min(_BAR * off / size, _BAR - h)
         name = value_name(plan, v)
         cls = f"la-v la-d{devices[plan.buffer_device[b]]}" + (" la-out" if plan.values[v].escapes else "")
         room = int((right - left - 6) / (_BAR_FONT * S.SANS_CHAR))
-        body = S.rect(left, y, right - left, _BAR, rx=3)
-        if room >= 2:
+        body = S.rect(left, y, right - left, h, rx=3 if h >= 8 else 1)
+        if room >= 2 and h >= 12:
             body += S.text(left + 4, y + 12.5, S.clip(name, room))
         bars.append(S.group(body, cls=cls, tip=_tip(plan, v, producer, inplace_over)))
         if v in inplace_over:
@@ -215,8 +221,9 @@ def _tip(plan: MemoryPlan, v: int, producer: dict, inplace_over: dict) -> str:
     s, e = plan.start[v], plan.end[v]
     last = "handed to the caller" if val.escapes else f"last read at step {e}"
     step, op = producer.get(v, (s, ""))
+    at = plan.offset_of[v] if plan.offset_of and plan.offset_of[v] else 0
     text = (f"{value_name(plan, v)}: {val.nbytes:,} bytes in buffer #{plan.buffer_of[v]} "
-            f"({plan.buffer_size[plan.buffer_of[v]]:,} bytes); written at step {step}"
+            f"({plan.buffer_size[plan.buffer_of[v]]:,} bytes) at offset {at:,}; written at step {step}"
             f"{' (' + op + ')' if op and op != val.name else ''}, {last}")
     if v in inplace_over:
         text += f"; in place over {value_name(plan, inplace_over[v])}"

@@ -112,7 +112,7 @@ class Program:
                 last = None
             if last is not None and _unheld(last):
                 raw, made = last
-                for v, (_, _, _, at) in zip(made, views):
+                for v, (_, _, _, _, at) in zip(made, views):
                     for slot in at:
                         s[slot] = v
             else:
@@ -134,8 +134,8 @@ class Program:
 
 def _fill_views(slots: list, raw, views) -> tuple:
     made = []
-    for dtype, shape, nbytes, at in views:  # one view per layout, shared by the slots that use it
-        v = raw[:nbytes].view(dtype).reshape(shape)
+    for dtype, shape, nbytes, off, at in views:  # one view per layout, shared by the slots that use it
+        v = raw[off:off + nbytes].view(dtype).reshape(shape)
         made.append(v)
         for slot in at:
             slots[slot] = v
@@ -403,12 +403,13 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int]):
         if sp.kind is StepKind.OUT:
             o = sp.outs[0]
             a = sp.node.avals[0]
-            views_by_buffer.setdefault(plan.buffer_of[o], []).append((o, a.dtype, a.shape, a.nbytes))
+            views_by_buffer.setdefault(plan.buffer_of[o], []).append((o, a.dtype, a.shape, a.nbytes,
+                                                                      plan.offset_of[o]))
     pooled, per_run = [], []
     for b, views in views_by_buffer.items():
         layouts: dict = {}
-        for slot, dtype, shape, nbytes in views:
-            layouts.setdefault((dtype, shape, nbytes), []).append(slot)
+        for slot, dtype, shape, nbytes, off in views:
+            layouts.setdefault((dtype, shape, nbytes, off), []).append(slot)
         spec = (plan.buffer_device[b], plan.buffer_size[b], tuple(k + (tuple(v),) for k, v in layouts.items()))
         (per_run if b in plan.escaping_buffers else pooled).append(spec)  # outputs: new memory each run
     # When to drop temporaries the kernels allocated (planned slots need no dropping).

@@ -48,6 +48,7 @@ def test_timeline_has_one_row_per_buffer_and_a_bar_per_value():
     assert len(bars) == 4  # a, b, c, out; the external x has no buffer
     tips = " | ".join(tooltips(root))
     assert "b: 64 bytes in buffer #0" in tips and "in place over a" in tips
+    assert "at offset 0;" in tips  # where in its buffer the value lies
     assert "out: 32 bytes" in tips and "handed to the caller" in tips
     text = visible_text(root)
     for b in range(plan.num_buffers):
@@ -164,3 +165,23 @@ def test_joint_plan_names_are_unique():
     plan = mlp_op().memory_plan(wrt=["w1"], data=(8, 16))
     names = [v.name for i, v in enumerate(plan.values) if plan.buffer_of[i] is not None and plan.base[i] == i]
     assert len(names) == len(set(names)) and {"dense0", "relu0", "dense1"} <= set(names)
+
+
+def test_values_side_by_side_in_one_buffer_are_drawn_at_their_offsets():
+    """Two values alive together in one buffer (different offsets) get bars at different heights,
+    each as tall as its share of the buffer; the tooltips give the offsets."""
+    vals = [Value(64, external=True, name="x"), Value(64, name="a"), Value(64, name="b"),
+            Value(64, escapes=True, name="out")]
+    steps = [Step((0,), (1,)), Step((0,), (2,)), Step((1, 2), (3,))]
+    plan = plan_memory(vals, steps, align=64)
+    assert plan.buffer_of[1] == plan.buffer_of[2] and {plan.offset_of[1], plan.offset_of[2]} == {0, 64}
+    root = ET.fromstring(plan_view.plan_svg(plan))
+    rects = {}
+    for g in root.iter(f"{SVG}g"):
+        title = g.find(f"{SVG}title")
+        if "la-v" in (g.get("class") or "") and title is not None:
+            rects[title.text.split(":")[0]] = g.find(f"{SVG}rect")
+    ya, yb = float(rects["a"].get("y")), float(rects["b"].get("y"))
+    lower, upper = (ya, yb) if plan.offset_of[1] < plan.offset_of[2] else (yb, ya)
+    assert upper - lower == float(rects["a"].get("height")) == float(rects["b"].get("height"))
+    assert "at offset 64;" in " | ".join(tooltips(root))
