@@ -37,11 +37,16 @@ from onnx.backend.base import Backend, BackendRep
 from ..creation import array
 from ..errors import LazyArrayError
 from ..executor.cached_op import CachedOp
-from .load import CONVERTERS, parse_model, to_symbol
+from .load import CONVERTERS, Conversion, parse_model
 
 
 class LazyArrayRep(BackendRep):
-    """A prepared ONNX model: ``run(inputs)`` -> tuple of NumPy outputs (graph output order)."""
+    """A prepared ONNX model: ``run(inputs)`` -> tuple of NumPy outputs (graph output order).
+
+    The model is converted per input signature with the inputs' shapes; inputs that a converter
+    must know as values (shapes, axes, pads fed as graph inputs) are built into the graph, and a
+    call with other values for them converts again.
+    """
 
     def __init__(self, model: onnx.ModelProto):
         self.model = model
@@ -59,10 +64,12 @@ class LazyArrayRep(BackendRep):
                                  f"got {len(inputs)}")
         values = {n: np.asarray(v) for n, v in zip(self.input_names, inputs)}
         key = tuple((v.shape, v.dtype) for v in values.values())
-        op = self._compiled.get(key)
-        if op is None:
+        hit = self._compiled.get(key)
+        if hit is None or any(not np.array_equal(values[n], v) for n, v in hit[1].items()):
             shapes = {n: v.shape for n, v in values.items()}
-            op = self._compiled[key] = CachedOp(to_symbol(self.model, "ONNX model", shapes)[0])
+            conv = Conversion(self.model, "ONNX model", shapes, input_values=values)
+            hit = self._compiled[key] = (CachedOp(conv.symbol), {n: values[n] for n in conv.read_inputs})
+        op = hit[0]
         named = {n: array(values[n]) for n in op.sym.list_inputs()}
         outs = op(**named)
         outs = outs if isinstance(outs, list) else [outs]
@@ -153,7 +160,10 @@ def _generate() -> list:
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         cases = node_cases_module.collect_testcases(None)
-    return [(c.name, c.model, [(list(i), list(o)) for i, o in c.data_sets]) for c in cases if c.kind == "node"]
+    def arr(v):
+        return numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v
+    return [(c.name, c.model, [([arr(v) for v in i], [arr(v) for v in o]) for i, o in c.data_sets])
+            for c in cases if c.kind == "node"]
 
 
 def run_case(case: NodeCase) -> str | None:
@@ -161,8 +171,9 @@ def run_case(case: NodeCase) -> str | None:
     try:
         rep = LazyArrayBackend.prepare(case.model)
         for inputs, expected in case.data_sets:
-            if any(not isinstance(v, np.ndarray) for v in list(inputs) + list(expected)):
+            if any(not isinstance(v, (np.ndarray, np.generic)) for v in list(inputs) + list(expected)):
                 return "sequence, map or optional values are not supported"
+            expected = [np.asarray(e) for e in expected]
             with np.errstate(all="ignore"):
                 got = rep.run(list(inputs))
             if len(got) != len(expected):

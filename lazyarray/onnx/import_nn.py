@@ -155,8 +155,6 @@ def _pool(kind: str):
         dil = list(n.attr("dilations", [1] * k))
         xs = n.shape(0)
         begin, end = _spatial(n, kernel, xs[2:], strides, dil)
-        if n.attr("storage_order", 0):
-            n.fail("storage_order=1 is not supported")
         x, one = _to_2d(n, x, rank, kind)
         hw = (1,) + tuple(xs[2:]) if one else tuple(xs[2:])
         kernel, strides, dil = _pair(kernel, one, 1), _pair(strides, one, 1), _pair(dil, one, 1)
@@ -347,12 +345,13 @@ def resize(n: OnnxNode) -> list:
 
 
 def _coords(ctm: str, i: np.ndarray, scale: float, size_in: int, size_out: int) -> np.ndarray:
-    if ctm == "half_pixel":
-        return (i + 0.5) / scale - 0.5
     if ctm == "half_pixel_symmetric":
         adjust = size_out / (scale * size_in)
         center = size_in / 2
         return center * (1 - adjust) + (i + 0.5) / scale - 0.5
+    size_out = scale * size_in  # the spec's other formulas use the unrounded output length
+    if ctm == "half_pixel":
+        return (i + 0.5) / scale - 0.5
     if ctm == "pytorch_half_pixel":
         return (i + 0.5) / scale - 0.5 if size_out > 1 else np.zeros_like(i)
     if ctm == "align_corners":

@@ -117,7 +117,7 @@ def dtype_of(s: Symbol):
 def constant(value, name: str | None = None) -> Symbol:
     """A read-only constant node holding ``value`` (a NumPy array), optionally named."""
     dev = current_device()
-    arr = dev.xp.asarray(np.ascontiguousarray(value))
+    arr = dev.xp.asarray(np.array(value, order="C"))
     return Symbol([Entry(const_node(arr, Aval(tuple(arr.shape), arr.dtype, dev), name=name))])
 
 
@@ -181,9 +181,7 @@ def mod(n: OnnxNode) -> list:
         if _is_int(a):
             return [S.subtract(a, S.multiply(S.cast(S.trunc(S.divide(a, b)), dtype=dtype_of(a)), b))]
         return [S.subtract(a, S.multiply(S.trunc(S.divide(a, b)), b))]
-    if not _is_int(a):
-        n.fail("fmod=0 is defined for integer inputs only (use fmod=1 for floats)")
-    return [S.remainder(a, b)]
+    return [S.remainder(a, b)]  # the sign of the divisor, as Python's %
 
 
 def power(n: OnnxNode) -> list:
@@ -325,6 +323,8 @@ def cum_sum(n: OnnxNode) -> list:
         y = S.getitem(y, key=_axis_key(axis, slice(0, -1), None))
     if n.attr("reverse", 0):
         y = S.flip(y, axis=axis)
+    if dtype_of(y) != dtype_of(n.inputs[0]):  # the Array API's cumulative_sum widens small integers
+        y = S.cast(y, dtype=dtype_of(n.inputs[0]))
     return [y]
 
 
@@ -348,6 +348,17 @@ def _reduce(kind: str, axes_input_since: int = 18):
             axis = None
         else:
             axis = _norm_axes(n, axes, None, f"{kind} over negative axes")
+        empty = _EMPTY.get(kind)
+        shape = n.shape(0)
+        if empty is not None and shape is not None and None not in shape and any(
+                shape[a] == 0 for a in (range(len(shape)) if axis is None else axis)):
+            # an empty reduction has the op's identity (NumPy refuses max/min of nothing)
+            red = set(range(len(shape)) if axis is None else axis)
+            out = tuple(1 if a in red else d for a, d in enumerate(shape) if keep or a not in red)
+            dt = np.dtype(dtype_of(x))
+            value = (dt.type(empty > 0) if dt == np.bool_ else empty) if dt.kind in "fb" else \
+                (np.iinfo(dt).max if empty > 0 else np.iinfo(dt).min)
+            return [constant(np.full(out, value, dtype=dt))]
         return [_REDUCERS[kind](x, axis, keep)]
     return convert
 
@@ -363,6 +374,7 @@ def _log_sum_exp(x, axis, keep):
     return y if keep else S.squeeze(y, axis=axis)
 
 
+_EMPTY = {"ReduceMax": -np.inf, "ReduceMin": np.inf, "ReduceLogSumExp": -np.inf}
 _REDUCERS: dict[str, Callable] = {
     "ReduceSum": lambda x, axis, keep: S.sum(x, axis=axis, keepdims=keep),
     "ReduceMean": lambda x, axis, keep: S.mean(x, axis=axis, keepdims=keep),
@@ -455,7 +467,8 @@ def flatten(n: OnnxNode) -> list:
     shape = n.shape(0)
     if shape is None:
         n.fail("needs the rank of its input; give the model's input shapes")
-    axis %= len(shape) + 1 if axis < 0 else len(shape) + 1
+    if axis < 0:
+        axis += len(shape)
     lead, rest = shape[:axis], shape[axis:]
     if None not in lead:
         return [S.reshape(x, shape=(math.prod(lead), -1))]
@@ -583,6 +596,15 @@ def pad(n: OnnxNode) -> list:
         x = S.getitem(x, key=tuple(slice(-min(b, 0), min(e, 0) or None) for b, e in zip(begin, end)))
         begin, end = [max(b, 0) for b in begin], [max(e, 0) for e in end]
     widths = tuple(zip(begin, end))
+    if mode == "wrap":  # the registry's pad has no wrap: concatenate the far ends
+        shape = n.known_shape(0, "Pad mode='wrap'")
+        for a, (b, e) in enumerate(widths):
+            if b > shape[a] or e > shape[a]:
+                n.fail(f"mode='wrap' pads axis {a} of size {shape[a]} by ({b}, {e}), more than the axis holds")
+            parts = ([S.getitem(x, key=_axis_key(a, slice(shape[a] - b, None), None))] if b else []) + [x] + (
+                [S.getitem(x, key=_axis_key(a, slice(0, e), None))] if e else [])
+            x = S.concatenate(parts, axis=a) if len(parts) > 1 else x
+        return [x]
     if mode != "constant":
         return [S.pad(x, pad_width=widths, mode=mode)]
     fill = 0.0 if value is None or np.asarray(value).size == 0 else np.asarray(value).reshape(-1)[0].item()
@@ -666,7 +688,8 @@ def space_to_depth(n: OnnxNode) -> list:
     n.arity(1)
     b, c, h, w = n.known_shape(0, "SpaceToDepth")
     s = int(n.attr("blocksize"))
-    y = S.transpose(S.reshape(n.inputs[0], shape=(b, c, h // s, s, w // s, s)), axes=(0, 3, 5, 1, 2, 4))
+    order = (0, 3, 5, 1, 2, 4) if n.attr("mode", "DCR") == "DCR" else (0, 1, 3, 5, 2, 4)
+    y = S.transpose(S.reshape(n.inputs[0], shape=(b, c, h // s, s, w // s, s)), axes=order)
     return [S.reshape(y, shape=(b, c * s * s, h // s, w // s))]
 
 

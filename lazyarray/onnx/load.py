@@ -148,13 +148,22 @@ def load_arrays(path, input_shapes: dict | None = None) -> tuple[Symbol, dict[st
 def to_symbol(model, what: str = "ONNX model", input_shapes: dict | None = None, params: bool = False
               ) -> tuple[Symbol, dict[str, np.ndarray]]:
     """Convert a checked ``ModelProto``; see ``load`` and ``load_arrays``."""
-    return _Converter(model, what, input_shapes, params).run()
+    conv = Conversion(model, what, input_shapes, params)
+    return conv.symbol, conv.arrays
 
 
-class _Converter:
-    """The state of one conversion: values by ONNX name, known constants, initializers."""
+class Conversion:
+    """One conversion of a ``ModelProto``: ``symbol``, ``arrays`` (the initializers bound as graph
+    inputs when ``params``) and ``read_inputs``.
 
-    def __init__(self, model, what: str, input_shapes: dict | None, params: bool):
+    ``input_values`` (name -> NumPy array) lets converters read graph inputs that must be known at
+    load time (a ``Reshape`` shape fed as an input, as ONNX's node tests do): the graph is then
+    specialized to those values, and ``read_inputs`` names the inputs that were read, so a caller
+    (the ``onnx.backend``) converts again when they change.
+    """
+
+    def __init__(self, model, what: str, input_shapes: dict | None, params: bool = False,
+                 input_values: dict | None = None):
         self.onnx = _onnx()
         self.model, self.what, self.params = model, what, params
         self.graph = model.graph
@@ -164,9 +173,12 @@ class _Converter:
         self.consts: dict[str, np.ndarray] = {}  # values known at load time
         self.inits: dict[str, np.ndarray] = {}
         self.used_params: dict[str, np.ndarray] = {}
+        self.input_values = dict(input_values or {})
+        self.read_inputs: set[str] = set()
         self.device = current_device()
+        self.symbol, self.arrays = self._run()
 
-    def run(self) -> tuple[Symbol, dict[str, np.ndarray]]:
+    def _run(self) -> tuple[Symbol, dict[str, np.ndarray]]:
         self._check_ops()
         nh = self.onnx.numpy_helper
         for t in self.graph.initializer:
@@ -239,13 +251,16 @@ class _Converter:
         if name in self.consts:
             return self.consts[name]
         s = self._value(name, f"{self.what}: node {nd.name!r} ({nd.op_type})")
-        free = [n for n in s.input_nodes() if n.name not in self.inits]
+        free = [n for n in s.input_nodes() if n.name not in self.inits and n.name not in self.input_values]
         if free:
             raise GraphFormatError(
                 f"{self.what}: node {nd.name!r} ({nd.op_type}): input {i} ({what}, {name!r}) must be known when the "
                 f"model is loaded (an initializer, a Constant or computed from them), but it depends on the graph "
                 f"input(s) {[n.name for n in free]}; lazyarray needs it as a fixed value")
-        vals = interpret(list(s.outputs), known=lambda node: [self.device.xp.asarray(self.inits[node.name])]
+        given = {n.name for n in s.input_nodes() if n.name not in self.inits}
+        self.read_inputs |= given
+        values = {**self.inits, **{k: self.input_values[k] for k in given}}
+        vals = interpret(list(s.outputs), known=lambda node: [self.device.xp.asarray(values[node.name])]
                          if node.kind == "var" else None)
         v = vals[0]
         arr = np.asarray(v.get() if hasattr(v, "get") and not isinstance(v, np.ndarray) else v)
