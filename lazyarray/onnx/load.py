@@ -84,8 +84,17 @@ def parse_model(data: bytes, what: str = "ONNX model"):
         raise GraphFormatError(f"{what}: not an ONNX model (ir_version {model.ir_version}, "
                                f"{len(model.opset_import)} opset imports, {len(model.graph.output)} graph outputs); "
                                "the file may be truncated or of another format")
+    checked = model
+    if any(vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape") for vi in model.graph.output):
+        # onnx.checker asks every graph output for a shape, which the spec and onnxruntime do not:
+        # check a copy whose shapeless outputs get an empty one (the checker does not infer shapes)
+        checked = onnx.ModelProto()
+        checked.CopyFrom(model)
+        for vi in checked.graph.output:
+            if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
+                vi.type.tensor_type.shape.SetInParent()
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(checked)
     except Exception as exc:  # noqa: BLE001 (ValidationError and the C++ checker's others)
         raise GraphFormatError(f"{what}: the ONNX checker rejects the model: {exc}") from None
     return model
