@@ -24,7 +24,8 @@ from ..errors import GraphFormatError, LazyArrayError
 from ..executor.interpret import interpret
 from ..graph.symbol import Symbol
 from .import_nn import NN_CONVERTERS
-from .import_ops import CONVERTERS as _BASE, OnnxNode, constant, np_dtype
+from .import_ops import CONVERTERS as _BASE
+from .import_ops import OnnxNode, constant, np_dtype
 
 MIN_OPSET = 13
 CONVERTERS = {**_BASE, **NN_CONVERTERS}  # ONNX op_type -> converter: the one import table
@@ -53,7 +54,7 @@ def sniff(path) -> bool:
 
 def read_model(path):
     """The checked ``onnx.ModelProto`` of a file (``GraphFormatError`` when it is not a usable model)."""
-    onnx = _onnx()
+    _onnx()  # the clear error without the onnx extra, before touching the file
     name = os.path.basename(str(path))
     try:
         with open(path, "rb") as f:
