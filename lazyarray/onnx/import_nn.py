@@ -272,6 +272,91 @@ def instance_norm(n: OnnxNode) -> list:
     return [S.add(S.multiply(y, _per_channel(scale, rank)), _per_channel(b, rank))]
 
 
+def rms_norm(n: OnnxNode) -> list:
+    n.arity(2)
+    x, scale = n.inputs
+    rank = n.rank(0, "RMSNormalization")
+    axes = tuple(range(int(n.attr("axis", -1)) % rank, rank))
+    dt = dtype_of(x)
+    xf = S.cast(x, dtype="float32") if n.attr("stash_type", 1) == 1 and np.dtype(dt).itemsize < 4 else x
+    inv = S.divide(1.0, S.sqrt(S.add(S.mean(S.square(xf), axis=axes, keepdims=True), float(n.attr("epsilon", 1e-5)))))
+    y = S.multiply(xf, inv)
+    if dtype_of(y) != dt:
+        y = S.cast(y, dtype=dt)
+    return [S.multiply(y, scale)]
+
+
+def group_norm(n: OnnxNode) -> list:
+    n.arity(3)
+    x, scale, b = n.inputs
+    shape = n.known_shape(0, "GroupNormalization")
+    groups = int(n.attr("num_groups"))
+    if shape[1] % groups:
+        n.fail(f"num_groups={groups} must divide the {shape[1]} channels")
+    eps = float(n.attr("epsilon", 1e-5))
+    xg = S.reshape(x, shape=(shape[0], groups, -1))
+    mean = S.mean(xg, axis=2, keepdims=True)
+    centered = S.subtract(xg, mean)
+    var = S.mean(S.square(centered), axis=2, keepdims=True)
+    y = S.reshape(S.divide(centered, S.sqrt(S.add(var, eps))), shape=shape)
+    per = shape_of(scale)
+    if per is not None and per[0] == groups and groups != shape[1]:  # opset 18: one scale per group
+        scale = S.reshape(S.repeat_elements(scale, repeats=shape[1] // groups), shape=(-1,))
+        b = S.reshape(S.repeat_elements(b, repeats=shape[1] // groups), shape=(-1,))
+    return [S.add(S.multiply(y, _per_channel(scale, len(shape))), _per_channel(b, len(shape)))]
+
+
+def lp_norm(n: OnnxNode) -> list:
+    n.arity(1)
+    x = n.inputs[0]
+    axis, p = int(n.attr("axis", -1)), int(n.attr("p", 2))
+    if p not in (1, 2):
+        n.fail(f"p={p}: expected 1 or 2")
+    norm = S.sum(S.abs(x), axis=axis, keepdims=True) if p == 1 else \
+        S.sqrt(S.sum(S.square(x), axis=axis, keepdims=True))
+    zero = S.equal(norm, 0.0)
+    return [S.where(zero, S.zeros_like(x), S.divide(x, S.where(zero, S.ones_like(norm), norm)))]
+
+
+def mean_variance_norm(n: OnnxNode) -> list:
+    n.arity(1)
+    x = n.inputs[0]
+    axes = tuple(n.attr("axes", [0, 2, 3]))
+    mean = S.mean(x, axis=axes, keepdims=True)
+    std = S.sqrt(S.subtract(S.mean(S.square(x), axis=axes, keepdims=True), S.square(mean)))
+    return [S.divide(S.subtract(x, mean), S.add(std, 1e-9))]
+
+
+# -- losses ----------------------------------------------------------------------------------------
+def nll_loss(n: OnnxNode, log_prob=None) -> list:
+    """NegativeLogLikelihoodLoss (and SoftmaxCrossEntropyLoss on ``log_prob``): per-class weights,
+    ``ignore_index`` (weight 0), ``reduction`` none / sum / mean (weighted mean)."""
+    n.arity(2, 3)
+    x = n.inputs[0] if log_prob is None else log_prob
+    t, weight = S.cast(n.inputs[1], dtype="int64"), n.input(2)
+    reduction = n.attr("reduction", "mean")
+    if reduction not in ("none", "sum", "mean"):
+        n.fail(f"reduction={reduction!r}: expected none, sum or mean")
+    ignore = n.attr("ignore_index")
+    mask = None if ignore is None else S.not_equal(t, int(ignore))
+    if mask is not None:
+        t = S.where(mask, t, S.zeros_like(t))
+    picked = S.squeeze(S.take_along_axis(x, S.expand_dims(t, axis=1), axis=1), axis=1)
+    w = S.take(weight, t, axis=0) if weight is not None else S.ones_like(picked)
+    if mask is not None:
+        w = S.where(mask, w, S.zeros_like(w))
+    loss = S.multiply(S.negative(picked), w)
+    if reduction == "none":
+        return [loss]
+    total = S.sum(loss)
+    return [total if reduction == "sum" else S.divide(total, S.sum(w))]
+
+
+def softmax_cross_entropy(n: OnnxNode) -> list:
+    log_prob = S.nn.log_softmax(n.inputs[0], axis=1)
+    return [nll_loss(n, log_prob)[0], log_prob]
+
+
 def dropout(n: OnnxNode) -> list:
     n.arity(1, 3)
     train = n.const(2, "training_mode")
@@ -400,5 +485,9 @@ NN_CONVERTERS: dict[str, Converter] = {
     "Conv": conv, "MaxPool": _pool("MaxPool"), "AveragePool": _pool("AveragePool"),
     "GlobalAveragePool": _global(S.mean), "GlobalMaxPool": _global(S.max), "BatchNormalization": batch_norm,
     "LayerNormalization": layer_norm, "InstanceNormalization": instance_norm, "Dropout": dropout,
-    "Resize": resize,
+    "Resize": resize, "RMSNormalization": rms_norm, "GroupNormalization": group_norm,
+    "LpNormalization": lp_norm, "MeanVarianceNormalization": mean_variance_norm,
+    "NegativeLogLikelihoodLoss": nll_loss, "SoftmaxCrossEntropyLoss": softmax_cross_entropy,
+    "Swish": lambda n: [S.multiply(n.inputs[0], S.sigmoid(S.multiply(n.inputs[0], float(n.attr("alpha", 1.0)))))],
+    "Det": lambda n: [S.linalg.det(n.inputs[0])],
 }

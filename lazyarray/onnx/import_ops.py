@@ -312,18 +312,20 @@ def where(n: OnnxNode) -> list:
     return [S.where(*n.inputs)]
 
 
-def cum_sum(n: OnnxNode) -> list:
+def cum_sum(n: OnnxNode, fn=S.cumulative_sum, identity=0) -> list:
+    """CumSum (and CumProd with ``fn``/``identity``): ``exclusive`` shifts in the identity, ``reverse``
+    runs from the end."""
     n.arity(2)
     x = n.inputs[0]
     axis = n.ints(1, "axis")[0]
     if n.attr("reverse", 0):
         x = S.flip(x, axis=axis)
-    y = S.cumulative_sum(x, axis=axis, include_initial=bool(n.attr("exclusive", 0)))
-    if n.attr("exclusive", 0):  # drop the last running sum: the exclusive sum keeps the length
+    y = fn(x, axis=axis, include_initial=bool(n.attr("exclusive", 0)))
+    if n.attr("exclusive", 0):  # drop the last running value: the exclusive result keeps the length
         y = S.getitem(y, key=_axis_key(axis, slice(0, -1), None))
     if n.attr("reverse", 0):
         y = S.flip(y, axis=axis)
-    if dtype_of(y) != dtype_of(n.inputs[0]):  # the Array API's cumulative_sum widens small integers
+    if dtype_of(y) != dtype_of(n.inputs[0]):  # the Array API's cumulative ops widen small integers
         y = S.cast(y, dtype=dtype_of(n.inputs[0]))
     return [y]
 
