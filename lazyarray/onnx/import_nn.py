@@ -142,6 +142,61 @@ def conv(n: OnnxNode) -> list:
     return [S.squeeze(y, axis=2) if one else y]
 
 
+def conv_transpose(n: OnnxNode) -> list:
+    """The gradient of a convolution with respect to its input (``nn.conv2d_input_grad``), per group,
+    on the full output ``(in - 1) * stride + kernel (+ output_padding)``, then cropped by the pads."""
+    n.arity(2, 3)
+    x, w, bias = n.inputs[0], n.inputs[1], n.input(2)
+    xs, ws = n.known_shape(0, "ConvTranspose"), n.known_shape(1, "ConvTranspose")
+    k = len(ws) - 2
+    strides = list(n.attr("strides", [1] * k))
+    dil = list(n.attr("dilations", [1] * k))
+    if dil != [1] * k:  # a dilated kernel is the kernel with zeros between its taps
+        if k != 2:
+            n.fail(f"dilations={dil}: supported for 2-D kernels only")
+        (kh, kw), (dh, dw) = ws[2:], dil
+        wd = S.pad(S.expand_dims(w, axis=(3, 5)), pad_width=((0, 0),) * 3 + ((0, dh - 1), (0, 0), (0, dw - 1)))
+        ws = tuple(ws[:2]) + ((kh - 1) * dh + 1, (kw - 1) * dw + 1)
+        w = S.getitem(S.reshape(wd, shape=(ws[0], ws[1], kh * dh, kw * dw)),
+                      key=(slice(None), slice(None), slice(0, ws[2]), slice(0, ws[3])))
+    groups = int(n.attr("group", 1))
+    op = list(n.attr("output_padding", [0] * k))
+    full = [(size - 1) * s + kk for size, s, kk in zip(xs[2:], strides, ws[2:])]
+    auto = n.attr("auto_pad", "NOTSET")
+    want = n.attr("output_shape")
+    if want is None and auto in ("SAME_UPPER", "SAME_LOWER"):
+        want = [size * s for size, s in zip(xs[2:], strides)]
+    if want is not None:
+        want = list(want)[-k:]
+        total = [f + o - t for f, o, t in zip(full, op, want)]
+        upper = auto == "SAME_UPPER"
+        begin = [t // 2 if upper else t - t // 2 for t in total]
+        end = [t - t // 2 if upper else t // 2 for t in total]
+    else:
+        pads = list(n.attr("pads", [0] * 2 * k))
+        begin, end = pads[:k], pads[k:]
+    x, one = _to_2d(n, x, len(xs), "ConvTranspose")
+    if one:
+        w = S.expand_dims(w, axis=2)
+        strides, full, op, begin, end = [1] + strides, [1] + full, [0] + op, [0] + begin, [0] + end
+    cin, cout = ws[0] // groups, ws[1]
+    like = S.broadcast_to(constant(np.zeros((), dtype_of(x))),
+                          shape=(xs[0], cout) + tuple(f + o for f, o in zip(full, op)))
+    parts = []
+    for g in range(groups):
+        xg = x if groups == 1 else S.getitem(x, key=(slice(None), slice(g * cin, (g + 1) * cin)))
+        wg = w if groups == 1 else S.getitem(w, key=(slice(g * cin, (g + 1) * cin),))
+        parts.append(S.nn.conv2d_input_grad(xg, wg, like, stride=tuple(strides)))
+    y = parts[0] if groups == 1 else S.concatenate(parts, axis=1)
+    # positive pads crop the full output; negative ones (an output_shape past it) extend it with zeros
+    key = (slice(None), slice(None)) + tuple(slice(max(b, 0), f + o - max(e, 0))
+                                             for b, e, f, o in zip(begin, end, full, op))
+    y = _pad_hw(S.getitem(y, key=key), [max(-b, 0) for b in begin], [max(-e, 0) for e in end])
+    if bias is not None:
+        y = S.add(y, S.reshape(bias, shape=(1, -1, 1, 1)))
+    return [S.squeeze(y, axis=2) if one else y]
+
+
 def _pool(kind: str):
     def convert(n: OnnxNode) -> list:
         n.arity(1)
@@ -482,7 +537,7 @@ def _cubic_taps(x: np.ndarray, size: int, a: float, exclude: bool):
 
 NN_CONVERTERS: dict[str, Converter] = {
     "MatMul": matmul, "Gemm": gemm, "Softmax": _softmax(S.nn.softmax), "LogSoftmax": _softmax(S.nn.log_softmax),
-    "Conv": conv, "MaxPool": _pool("MaxPool"), "AveragePool": _pool("AveragePool"),
+    "Conv": conv, "ConvTranspose": conv_transpose, "MaxPool": _pool("MaxPool"), "AveragePool": _pool("AveragePool"),
     "GlobalAveragePool": _global(S.mean), "GlobalMaxPool": _global(S.max), "BatchNormalization": batch_norm,
     "LayerNormalization": layer_norm, "InstanceNormalization": instance_norm, "Dropout": dropout,
     "Resize": resize, "RMSNormalization": rms_norm, "GroupNormalization": group_norm,

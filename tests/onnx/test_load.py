@@ -361,3 +361,59 @@ def test_backend_specializes_on_shape_inputs_and_converts_again_when_they_change
     x = x32(2, 6)
     assert rep.run([x, np.array([3, 4])])[0].shape == (3, 4)
     assert rep.run([x, np.array([4, -1])])[0].shape == (4, 3)
+
+
+@pytest.mark.parametrize("attrs,xshape,wshape", [
+    ({"strides": [2, 2], "pads": [1, 0, 0, 1]}, (1, 3, 4, 5), (3, 2, 3, 3)),
+    ({"strides": [2, 1], "output_padding": [1, 0], "group": 3}, (2, 3, 3, 4), (3, 1, 2, 2)),
+    ({"dilations": [2, 2]}, (1, 2, 3, 3), (2, 2, 2, 2)),
+    ({"strides": [2, 2], "output_shape": [8, 9]}, (1, 1, 3, 4), (1, 2, 3, 3)),
+    ({"strides": [3], "auto_pad": "SAME_UPPER"}, (1, 2, 5), (2, 3, 4)),  # 1-D
+])
+def test_conv_transpose_matches_onnxruntime(tmp_path, attrs, xshape, wshape):
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **attrs)
+    cout = wshape[1] * attrs.get("group", 1)
+    m = model([node], [("x", F32, xshape)], [("y", F32, None)], {"w": x32(*wshape), "b": x32(cout)})
+    check(m, tmp_path, {"x": x32(*xshape)}, rtol=1e-4, atol=1e-5)
+
+
+def test_index_ops_match_onnxruntime(tmp_path):
+    nodes = [helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1, largest=0),
+             helper.make_node("OneHot", ["idx", "depth", "vals"], ["oh"], axis=0),
+             helper.make_node("Hardmax", ["x"], ["hm"], axis=0),
+             helper.make_node("CumSum", ["x", "ax"], ["cs"], exclusive=1, reverse=1),
+             helper.make_node("ArgMax", ["x"], ["am"], axis=1, select_last_index=1)]
+    inits = {"k": np.array([2], np.int64), "depth": np.array(4, np.int64), "ax": np.array(1, np.int64),
+             "vals": np.array([-1.0, 3.0], np.float32)}
+    i64 = TensorProto.INT64
+    m = model(nodes, [("x", F32, (3, 5)), ("idx", i64, (2, 3))],
+              [("v", F32, None), ("i", i64, None), ("oh", F32, None), ("hm", F32, None), ("cs", F32, None),
+               ("am", i64, None)], inits)
+    x = np.round(x32(3, 5))  # ties, so the index rules matter
+    check(m, tmp_path, {"x": x, "idx": np.array([[0, 3, -1], [2, 1, -4]], np.int64)})
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+def test_losses_match_onnxruntime(tmp_path, reduction):
+    nodes = [helper.make_node("SoftmaxCrossEntropyLoss", ["s", "t", "w"], ["sce", "logp"], reduction=reduction,
+                              ignore_index=1),
+             helper.make_node("NegativeLogLikelihoodLoss", ["logp", "t"], ["nll"], reduction=reduction)]
+    m = model(nodes, [("s", F32, (4, 3, 2)), ("t", TensorProto.INT64, (4, 2))],
+              [("sce", F32, None), ("logp", F32, None), ("nll", F32, None)], {"w": np.abs(x32(3)) + 0.1})
+    check(m, tmp_path, {"s": x32(4, 3, 2), "t": np.array([[0, 1], [2, 2], [1, 0], [0, 2]], np.int64)})
+
+
+def test_group_and_rms_norms_match_the_onnx_reference(tmp_path):
+    nodes = [helper.make_node("GroupNormalization", ["x", "gs", "gb"], ["gn"], num_groups=2, epsilon=1e-3),
+             helper.make_node("RMSNormalization", ["x", "rs"], ["rms"], axis=-2)]
+    m = model(nodes, [("x", F32, (2, 4, 3, 2))], [(n, F32, None) for n in ("gn", "rms")],
+              {"gs": x32(4), "gb": x32(4), "rs": x32(3, 2)}, opset=23)
+    check(m, tmp_path, {"x": x32(2, 4, 3, 2)}, onnx_reference=True)  # onnxruntime lacks opset 23 here
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_lp_normalization_matches_onnxruntime(tmp_path, p):
+    """L1 divides by the sum of |x| (onnx.reference sums x itself, which is not a norm)."""
+    m = model([helper.make_node("LpNormalization", ["x"], ["y"], axis=1, p=p)], [("x", F32, (3, 4))],
+              [("y", F32, None)])
+    check(m, tmp_path, {"x": x32(3, 4)})
