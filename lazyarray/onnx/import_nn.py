@@ -1,10 +1,12 @@
-"""ONNX neural-network operators -> registry ops: MatMul, Gemm, Softmax, Conv, pooling, norms, Resize.
+"""ONNX neural-network operators -> registry ops: MatMul, Gemm, Softmax, Conv, ConvTranspose, pooling,
+normalizations, losses, Resize.
 
 Convolution and pooling are 2-D (NCHW) in our registry; 1-D models run through them with a unit
 height. Asymmetric pads, ``auto_pad``, ``ceil_mode`` and dilations become explicit padding and
 strided slices; grouped and dilated convolutions reuse the MXNet importer's per-tap compositions.
 ``Resize`` is separable: each resized axis is a ``take`` of indices (nearest) or a weighted sum of
 ``take``s (linear, cubic) computed at load time from the ONNX coordinate transformation.
+``ConvTranspose`` is our convolution's input gradient (``nn.conv2d_input_grad``) per group.
 """
 from __future__ import annotations
 

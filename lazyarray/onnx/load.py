@@ -226,7 +226,8 @@ class Conversion:
             listed = "; ".join(f"{op} (node{'s' if len(v) > 1 else ''} {', '.join(repr(x) for x in v[:3])}"
                                f"{', ...' if len(v) > 3 else ''})" for op, v in sorted(unknown.items()))
             raise GraphFormatError(f"{self.what}: {len(unknown)} ONNX operator(s) not supported: {listed}. "
-                                   "The supported operators are la.onnx.SUPPORTED_OPS (docs/internals.md)")
+                                   "The supported operators are the keys of lazyarray.onnx.load.CONVERTERS "
+                                   "(python benchmarks/onnx_conformance.py shows how well each passes ONNX's tests)")
 
     def _input(self, vi) -> Symbol:
         where = f"{self.what}: graph input {vi.name!r}"
