@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import sym as S
 from ..mxnet.operators import _depthwise, _tap_conv, _taps
-from .import_ops import Converter, OnnxNode, constant, dtype_of, shape_of
+from .import_ops import Converter, OnnxNode, constant, dtype_of, np_dtype, shape_of
 
 
 # -- dense -----------------------------------------------------------------------------------------
@@ -414,6 +414,101 @@ def softmax_cross_entropy(n: OnnxNode) -> list:
     return [nll_loss(n, log_prob)[0], log_prob]
 
 
+def attention(n: OnnxNode) -> list:
+    """Attention (opset 23): scaled dot-product attention over heads, with a boolean or additive mask
+    (shorter masks are padded as masked), a causal mask aligned after the past keys, grouped KV heads,
+    softcap, the four ``qk_matmul_output_mode`` outputs, and fully masked rows giving zeros."""
+    n.arity(3, 7)
+    q, k, v = n.inputs[:3]
+    mask, past_k, past_v, nonpad = n.input(3), n.input(4), n.input(5), n.input(6)
+    left, right = int(n.attr("left_window_size", -1)), int(n.attr("right_window_size", -1))
+    if (past_k is None) != (past_v is None):
+        n.fail("past_key and past_value must be given together")
+    if nonpad is not None and past_k is not None:
+        n.fail("nonpad_kv_seqlen cannot be combined with past_key / past_value")
+    qs = n.known_shape(0, "Attention")
+    dt = dtype_of(q)
+    if len(qs) == 3:
+        qh, kh = n.attr("q_num_heads"), n.attr("kv_num_heads")
+        if qh is None or kh is None:
+            n.fail("3-D inputs need q_num_heads and kv_num_heads")
+
+        def heads(x, h):
+            b, t, hidden = n.known_shape(n.inputs.index(x), "Attention")
+            return S.transpose(S.reshape(x, shape=(b, t, int(h), hidden // int(h))), axes=(0, 2, 1, 3))
+        q, k, v = heads(q, qh), heads(k, kh), heads(v, kh)
+    elif len(qs) != 4:
+        n.fail(f"Q of rank {len(qs)}: expected 3 or 4")
+    q4, k4 = shape_of(q), shape_of(k)
+    scale = n.attr("scale")
+    scale = 1.0 / math.sqrt(q4[3]) if scale is None else float(scale)
+    root = math.sqrt(scale)  # split over Q and K, as the spec's reference does
+    past_len = 0
+    if past_k is not None:
+        past_len = shape_of(past_k)[2]
+        k, v = S.concatenate([past_k, k], axis=2), S.concatenate([past_v, v], axis=2)
+    present_k, present_v = k, v
+    ql, kvl = q4[2], k4[2] + past_len
+    bias = None
+    if mask is not None:
+        ms = shape_of(mask)
+        is_bool = dtype_of(mask) == np.bool_
+        if ms[-1] < kvl:  # a shorter mask leaves the rest masked
+            widths = ((0, 0),) * (len(ms) - 1) + ((0, kvl - ms[-1]),)
+            mask = S.pad(mask, pad_width=widths, constant_values=0.0 if is_bool else -math.inf)
+        bias = S.where(mask, constant(np.zeros((), dt)), constant(np.array(-np.inf, dt))) if is_bool else mask
+    # query i (at position offset + i) may see key j when the rules below allow; offset is the past
+    # length, or per batch nonpad_kv_seqlen - ql (an external cache)
+    zero, ninf = constant(np.zeros((), dt)), constant(np.array(-np.inf, dt))
+    if nonpad is not None:
+        offset = S.reshape(S.subtract(S.cast(nonpad, dtype="int64"), ql), shape=(-1, 1, 1))
+    else:
+        offset = constant(np.array(past_len, np.int64))
+    ahead = S.subtract(S.add(constant(np.arange(ql, dtype=np.int64).reshape(-1, 1)), offset),
+                       constant(np.arange(kvl, dtype=np.int64).reshape(1, -1)))  # (q, kv) or (B, q, kv)
+    rules = []
+    if n.attr("is_causal", 0):
+        rules.append(S.greater_equal(ahead, 0))
+    if left >= 0:
+        rules.append(S.less_equal(ahead, left))
+    if right >= 0:
+        rules.append(S.greater_equal(ahead, -right))
+    if nonpad is not None:  # keys past each batch's length are padding
+        rules.append(S.expand_dims(S.less(constant(np.arange(kvl, dtype=np.int64)),
+                                          S.reshape(S.cast(nonpad, dtype="int64"), shape=(-1, 1))), axis=1))
+    for allowed in rules:
+        term = S.where(allowed, zero, ninf)
+        if nonpad is not None:
+            term = S.expand_dims(term, axis=1)  # (B, 1, q, kv)
+        bias = term if bias is None else S.add(bias, term)
+    qh4, kh4 = q4[1], k4[1]
+    if qh4 != kh4 and qh4 % kh4 == 0:  # grouped query attention: each KV head serves several Q heads
+        k = S.repeat_elements(k, repeats=qh4 // kh4, axis=1)
+        v = S.repeat_elements(v, repeats=qh4 // kh4, axis=1)
+    qk = S.matmul(S.multiply(q, root), S.multiply(S.transpose(k, axes=(0, 1, 3, 2)), root))
+    softcap = float(n.attr("softcap", 0.0))
+    if softcap > 0:
+        qk = S.multiply(S.tanh(S.divide(qk, softcap)), softcap)
+    scores = qk if bias is None else S.add(qk, bias)
+    mode = int(n.attr("qk_matmul_output_mode", 0))
+    extra = scores if mode == 2 else qk
+    precision = n.attr("softmax_precision")
+    if precision is not None:
+        scores = S.cast(scores, dtype=np_dtype(int(precision), n.where))
+    probs = S.nn.softmax(scores, axis=-1)
+    if bias is not None:  # a row with every key masked attends to nothing (zeros, not NaN)
+        dead = S.equal(S.max(bias, axis=-1, keepdims=True), -math.inf)
+        probs = S.where(dead, S.zeros_like(probs), probs)
+    if dtype_of(probs) != dt:
+        probs = S.cast(probs, dtype=dt)
+    if mode == 3:
+        extra = probs
+    y = S.matmul(probs, v)
+    if len(qs) == 3:
+        y = S.reshape(S.transpose(y, axes=(0, 2, 1, 3)), shape=(qs[0], qs[1], -1))
+    return [y, present_k, present_v, extra]
+
+
 def dropout(n: OnnxNode) -> list:
     n.arity(1, 3)
     train = n.const(2, "training_mode")
@@ -546,5 +641,5 @@ NN_CONVERTERS: dict[str, Converter] = {
     "LpNormalization": lp_norm, "MeanVarianceNormalization": mean_variance_norm,
     "NegativeLogLikelihoodLoss": nll_loss, "SoftmaxCrossEntropyLoss": softmax_cross_entropy,
     "Swish": lambda n: [S.multiply(n.inputs[0], S.sigmoid(S.multiply(n.inputs[0], float(n.attr("alpha", 1.0)))))],
-    "Det": lambda n: [S.linalg.det(n.inputs[0])],
+    "Det": lambda n: [S.linalg.det(n.inputs[0])], "Attention": attention,
 }

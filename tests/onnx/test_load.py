@@ -417,3 +417,27 @@ def test_lp_normalization_matches_onnxruntime(tmp_path, p):
     m = model([helper.make_node("LpNormalization", ["x"], ["y"], axis=1, p=p)], [("x", F32, (3, 4))],
               [("y", F32, None)])
     check(m, tmp_path, {"x": x32(3, 4)})
+
+
+@pytest.mark.parametrize("attrs,with_mask,with_past,three_d", [
+    ({}, False, False, False), ({"is_causal": 1}, True, True, False), ({"softcap": 2.0, "qk_matmul_output_mode": 2}, True,
+                                                                        False, False),
+    ({"q_num_heads": 4, "kv_num_heads": 2, "is_causal": 1, "qk_matmul_output_mode": 3}, False, False, True),
+    ({"left_window_size": 1, "scale": 0.3}, True, True, False)])
+def test_attention_matches_the_onnx_reference(tmp_path, attrs, with_mask, with_past, three_d):
+    b, hq, hk, sq, sk, d, past = 2, 4, 2, 3, 5, 4, 2
+    shapes = {"q": (b, sq, hq * d), "k": (b, sk, hk * d), "v": (b, sk, hk * d)} if three_d else \
+        {"q": (b, hq, sq, d), "k": (b, hk, sk, d), "v": (b, hk, sk, d)}
+    names = ["q", "k", "v"]
+    feeds = {n: x32(*s) for n, s in shapes.items()}
+    if with_mask:
+        names.append("mask")
+        feeds["mask"] = RNG.random((sq, sk + (past if with_past else 0) - 1)) > 0.3  # short: padded as masked
+    if with_past:
+        names += [""] * (4 - len(names)) + ["pk", "pv"]
+        feeds["pk"], feeds["pv"] = x32(b, hk, past, d), x32(b, hk, past, d)
+    outs = ["y", "pres_k", "pres_v", "qk"]
+    node = helper.make_node("Attention", names, outs, **attrs)
+    ins = [(n, TensorProto.BOOL if n == "mask" else F32, feeds[n].shape) for n in feeds]
+    m = model([node], ins, [(o, F32, None) for o in outs], opset=onnx.defs.onnx_opset_version())
+    check(m, tmp_path, feeds, rtol=1e-5, atol=1e-5, onnx_reference=True)
