@@ -109,7 +109,13 @@ KNOWN_FAILURES = {
         'test_castlike_no_saturate_FLOAT_to_FLOAT8E4M3FN_expanded', 'test_castlike_no_saturate_FLOAT_to_FLOAT8E5M2',
         'test_castlike_no_saturate_FLOAT_to_FLOAT8E5M2FNUZ',
         'test_castlike_no_saturate_FLOAT_to_FLOAT8E5M2FNUZ_expanded',
-        'test_castlike_no_saturate_FLOAT_to_FLOAT8E5M2_expanded',
+        'test_castlike_no_saturate_FLOAT_to_FLOAT8E5M2_expanded', 'test_dequantizelinear_e4m3fn',
+        'test_dequantizelinear_e4m3fn_float16', 'test_dequantizelinear_e4m3fn_zero_point',
+        'test_dequantizelinear_e5m2', 'test_dequantizelinear_float4e2m1', 'test_dequantizelinear_int2',
+        'test_dequantizelinear_int4', 'test_dequantizelinear_uint2', 'test_dequantizelinear_uint4',
+        'test_quantizelinear_e4m3fn', 'test_quantizelinear_e5m2', 'test_quantizelinear_float4e2m1',
+        'test_quantizelinear_int2', 'test_quantizelinear_int4', 'test_quantizelinear_uint2',
+        'test_quantizelinear_uint4',
     ],
     'opset below 13 with an operator changed since': [
         'test_dropout_default_old', 'test_dropout_random_old',
@@ -142,7 +148,7 @@ def test_every_case_of_a_claimed_operator_passes_unless_known_to_fail():
     known = {name: why for why, names in KNOWN_FAILURES.items() for name in names}
     claimed = set(claimed_ops())
     cases = [c for c in node_cases() if c.op in claimed]
-    assert len(cases) > 1000  # the suite is there: 1,474 cases of claimed operators with onnx 1.23
+    assert len(cases) > 1000  # the suite is there: 1,501 cases of claimed operators with onnx 1.23
     new_failures, now_passing = [], []
     for case in cases:
         why = run_case(case)

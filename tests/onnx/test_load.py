@@ -441,3 +441,23 @@ def test_attention_matches_the_onnx_reference(tmp_path, attrs, with_mask, with_p
     ins = [(n, TensorProto.BOOL if n == "mask" else F32, feeds[n].shape) for n in feeds]
     m = model([node], ins, [(o, F32, None) for o in outs], opset=onnx.defs.onnx_opset_version())
     check(m, tmp_path, feeds, rtol=1e-5, atol=1e-5, onnx_reference=True)
+
+
+def test_quantize_and_dequantize_match_onnxruntime(tmp_path):
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["dq"], axis=1),
+             helper.make_node("QuantizeLinear", ["x", "s0"], ["qu"]),
+             helper.make_node("DequantizeLinear", ["qu", "s0"], ["dqu"])]
+    inits = {"s": np.array([0.02, 0.05, 0.1], np.float32), "z": np.array([-3, 0, 5], np.int8),
+             "s0": np.array(0.01, np.float32)}
+    m = model(nodes, [("x", F32, (2, 3, 4))], [("q", TensorProto.INT8, None), ("dq", F32, None),
+                                              ("qu", TensorProto.UINT8, None), ("dqu", F32, None)], inits, opset=19)
+    check(m, tmp_path, {"x": x32(2, 3, 4) * 4})  # some values saturate
+
+
+def test_blocked_dequantize_matches_onnxruntime(tmp_path):
+    node = helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"], axis=1, block_size=2)
+    m = model([node], [("x", TensorProto.UINT8, (2, 5))], [("y", F32, None)],
+              {"s": np.array([[0.5, 2.0, 1.0], [0.1, 0.2, 0.3]], np.float32),
+               "z": np.array([[1, 2, 3], [4, 5, 6]], np.uint8)}, opset=21)
+    check(m, tmp_path, {"x": RNG.integers(0, 255, (2, 5)).astype(np.uint8)})
