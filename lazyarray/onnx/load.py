@@ -25,9 +25,9 @@ from ..executor.interpret import interpret
 from ..graph.symbol import Symbol
 from .import_index import INDEX_CONVERTERS
 from .import_nn import NN_CONVERTERS
-from .import_quant import QUANT_CONVERTERS
 from .import_ops import CONVERTERS as _BASE
 from .import_ops import OnnxNode, constant, np_dtype
+from .import_quant import QUANT_CONVERTERS
 
 MIN_OPSET = 13
 CONVERTERS = {**_BASE, **NN_CONVERTERS, **INDEX_CONVERTERS, **QUANT_CONVERTERS}  # ONNX op_type -> converter: the one import table
