@@ -14,6 +14,8 @@ from ..graph import serialize
 from ..graph.symbol import Symbol, load_symbol
 from ..mxnet import load_arrays as load_mxnet_arrays
 from ..mxnet import sniff as is_mxnet_file
+from ..onnx.load import load_arrays as load_onnx_arrays
+from ..onnx.load import sniff as is_onnx_file
 from .block import HybridBlock, check_device, check_param_file, load_arrays, write_export
 from .parameter import Parameter
 
@@ -56,6 +58,8 @@ class SymbolBlock(HybridBlock):
         MXNet 1.x files (``prefix-symbol.json`` + ``prefix-0000.params`` of ``HybridBlock.export``)
         are recognised by their content and converted (``la.mxnet``); ``input_shapes`` (name ->
         shape) is needed only by models whose ``Reshape`` codes or pooling depend on shapes.
+        ONNX models (a ``.onnx`` name or ONNX content; the ``onnx`` extra) are converted by
+        ``la.onnx``: their initializers become the block's parameters (``param_file`` stays None).
 
         >>> import lazyarray as la, tempfile, os
         >>> net = la.blocks.Dense(2, in_units=3); net.initialize(); net.hybridize()
@@ -68,6 +72,8 @@ class SymbolBlock(HybridBlock):
         names = [input_names] if isinstance(input_names, str) else list(input_names)
         if not all(isinstance(n, str) for n in names):
             raise LazyArrayError(f"SymbolBlock.imports: input_names must be strings, got {names!r}")
+        if is_onnx_file(symbol_file):
+            return _imports_onnx(symbol_file, names, param_file, device, input_shapes)
         if is_mxnet_file(symbol_file):
             return _imports_mxnet(symbol_file, names, param_file, device, input_shapes)
         sym = load_graph(symbol_file, device_map)
@@ -118,6 +124,22 @@ def _imports_mxnet(symbol_file: str, names: list[str], param_file, device, input
     if missing:
         raise ShapeError(f"{param_file!r} has no values for the graph inputs {missing} of {symbol_file!r}; "
                          f"pass them as input_names if they are data inputs (given: {names})")
+    block._load(arrays, {}, device)
+    return block
+
+
+def _imports_onnx(path: str, names: list[str], param_file, device, input_shapes) -> SymbolBlock:
+    """``SymbolBlock.imports`` of an ONNX model: initializers are the parameters, by their ONNX names."""
+    if param_file is not None:
+        raise LazyArrayError(f"SymbolBlock.imports: {path!r} is an ONNX model, which holds its own "
+                             f"parameters (initializers); pass param_file=None, not {param_file!r}")
+    check_device(device, path)
+    sym, arrays = load_onnx_arrays(path, input_shapes)
+    block = SymbolBlock(sym, names)
+    missing = sorted(n for n in sym.list_inputs() if n not in names and n not in arrays)
+    if missing:
+        raise ShapeError(f"{path!r}: the graph inputs {missing} are neither initializers nor among input_names "
+                         f"{names}; pass every data input's name")
     block._load(arrays, {}, device)
     return block
 

@@ -1,0 +1,77 @@
+"""ONNX operators about indices -> registry ops: TopK, OneHot, Hardmax, NonZero, EyeLike, CumProd.
+
+Sizes these ops take as tensors (``K``, ``depth``) are read at load time, like every shape.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import sym as S
+from .import_ops import Converter, OnnxNode, _axis_key, constant, cum_sum, dtype_of, np_dtype
+
+
+def top_k(n: OnnxNode) -> list:
+    n.arity(2)
+    x = n.inputs[0]
+    k = n.ints(1, "K")[0]
+    axis = int(n.attr("axis", -1))
+    largest = bool(n.attr("largest", 1))
+    # a stable sort keeps the lower index first among equal values, as ONNX asks
+    order = S.argsort(x, axis=axis, descending=largest, stable=True)
+    idx = S.getitem(order, key=_axis_key(axis, slice(0, k), None))
+    return [S.take_along_axis(x, idx, axis=axis), S.cast(idx, dtype="int64")]
+
+
+def _iota(size: int, axis: int, rank: int, dtype) -> object:
+    shape = [1] * rank
+    shape[axis] = size
+    return constant(np.arange(size, dtype=dtype).reshape(shape))
+
+
+def one_hot(n: OnnxNode) -> list:
+    n.arity(3)
+    idx = n.inputs[0]
+    depth = int(np.asarray(n.const(1, "depth")).reshape(-1)[0])
+    values = np.asarray(n.const(2, "values")).reshape(-1)
+    if values.size != 2:
+        n.fail(f"values must hold [off, on], got {values.tolist()}")
+    rank = n.rank(0, "OneHot") + 1
+    axis = int(n.attr("axis", -1)) % rank
+    idx = S.cast(idx, dtype="int64")
+    idx = S.where(S.less(idx, 0), S.add(idx, depth), idx)  # negative indices count from depth
+    hot = S.equal(S.expand_dims(idx, axis=axis), _iota(depth, axis, rank, np.int64))
+    return [S.where(hot, constant(values[1:2].reshape(())), constant(values[0:1].reshape(())))]
+
+
+def hardmax(n: OnnxNode) -> list:
+    n.arity(1)
+    x = n.inputs[0]
+    shape = n.known_shape(0, "Hardmax")
+    axis = int(n.attr("axis", -1)) % len(shape)
+    first = S.argmax(x, axis=axis, keepdims=True)  # the first maximum, as ONNX asks
+    hot = S.equal(S.cast(first, dtype="int64"), _iota(shape[axis], axis, len(shape), np.int64))
+    return [S.cast(hot, dtype=dtype_of(x))]
+
+
+def non_zero(n: OnnxNode) -> list:
+    n.arity(1)
+    return [S.transpose(S.nonzero(n.inputs[0]))]  # our op gives (count, rank), ONNX (rank, count)
+
+
+def eye_like(n: OnnxNode) -> list:
+    n.arity(1)
+    shape = n.known_shape(0, "EyeLike")
+    if len(shape) != 2:
+        n.fail(f"takes a 2-D input, got shape {shape}")
+    dt = np_dtype(int(n.attr("dtype")), n.where) if "dtype" in n.attrs else np.dtype(dtype_of(n.inputs[0]))
+    return [constant(np.eye(shape[0], shape[1], k=int(n.attr("k", 0)), dtype=dt))]
+
+
+def cum_prod(n: OnnxNode) -> list:
+    return cum_sum(n, S.cumulative_prod, 1)
+
+
+INDEX_CONVERTERS: dict[str, Converter] = {
+    "TopK": top_k, "OneHot": one_hot, "Hardmax": hardmax, "NonZero": non_zero, "EyeLike": eye_like,
+    "CumProd": cum_prod,
+}

@@ -1,0 +1,643 @@
+"""ONNX neural-network operators -> registry ops: MatMul, Gemm, Softmax, Conv, ConvTranspose, pooling,
+normalizations, losses, Resize.
+
+Convolution and pooling are 2-D (NCHW) in our registry; 1-D models run through them with a unit
+height. Asymmetric pads, ``auto_pad``, ``ceil_mode`` and dilations become explicit padding and
+strided slices; grouped and dilated convolutions reuse the MXNet importer's per-tap compositions.
+``Resize`` is separable: each resized axis is a ``take`` of indices (nearest) or a weighted sum of
+``take``s (linear, cubic) computed at load time from the ONNX coordinate transformation.
+``ConvTranspose`` is our convolution's input gradient (``nn.conv2d_input_grad``) per group.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import sym as S
+from .import_ops import Converter, OnnxNode, constant, dtype_of, np_dtype, shape_of
+
+
+# -- dense -----------------------------------------------------------------------------------------
+def matmul(n: OnnxNode) -> list:
+    n.arity(2)
+    return [S.matmul(n.inputs[0], n.inputs[1])]
+
+
+def gemm(n: OnnxNode) -> list:
+    n.arity(2, 3)
+    a, b, c = n.inputs[0], n.inputs[1], n.input(2)
+    if n.attr("transA", 0):
+        a = S.transpose(a)
+    if n.attr("transB", 0):
+        b = S.transpose(b)
+    y = S.matmul(a, b)
+    alpha, beta = float(n.attr("alpha", 1.0)), float(n.attr("beta", 1.0))
+    if alpha != 1.0:
+        y = S.multiply(y, alpha)
+    if c is not None and beta != 0.0:
+        y = S.add(y, c if beta == 1.0 else S.multiply(c, beta))
+    return [y]
+
+
+def _softmax(fn):
+    def convert(n: OnnxNode) -> list:
+        n.arity(1)
+        return [fn(n.inputs[0], axis=int(n.attr("axis", -1)))]
+    return convert
+
+
+# -- convolution and pooling -----------------------------------------------------------------------
+def _spatial(n: OnnxNode, kernel: tuple, in_hw: tuple | None, strides, dilations) -> tuple[list, list]:
+    """``(begin, end)`` pads per spatial axis from ``pads`` or ``auto_pad``."""
+    k = len(kernel)
+    auto = n.attr("auto_pad", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        if in_hw is None or None in in_hw:
+            n.fail(f"auto_pad={auto} needs the input's spatial shape; give the model's input shapes")
+        begin, end = [], []
+        for size, kk, s, d in zip(in_hw, kernel, strides, dilations):
+            total = max((-(-size // s) - 1) * s + (kk - 1) * d + 1 - size, 0)
+            small, big = total // 2, total - total // 2
+            begin.append(small if auto == "SAME_UPPER" else big)
+            end.append(big if auto == "SAME_UPPER" else small)
+        return begin, end
+    if auto == "VALID":
+        return [0] * k, [0] * k
+    if auto != "NOTSET":
+        n.fail(f"auto_pad={auto!r}: expected NOTSET, SAME_UPPER, SAME_LOWER or VALID")
+    pads = list(n.attr("pads", [0] * 2 * k))
+    if len(pads) != 2 * k:
+        n.fail(f"pads={pads} needs {2 * k} entries")
+    return pads[:k], pads[k:]
+
+
+def _to_2d(n: OnnxNode, x, rank: int, what: str):
+    """1-D inputs get a unit height (axis 2); 3-D and higher are refused."""
+    if rank == 3:
+        return S.expand_dims(x, axis=2), True
+    if rank != 4:
+        n.fail(f"{what} of a rank-{rank} input: only 1-D and 2-D (N, C, L) / (N, C, H, W) are supported")
+    return x, False
+
+
+def _pair(v: list, one: bool, fill: int) -> tuple:
+    return (fill,) + tuple(v) if one else tuple(v)
+
+
+def _pad_hw(x, begin, end, value=0.0):
+    if not any(begin) and not any(end):
+        return x
+    widths = ((0, 0), (0, 0)) + tuple(zip(begin, end))
+    return S.pad(x, pad_width=widths, constant_values=value)
+
+
+def conv(n: OnnxNode) -> list:
+    n.arity(2, 3)
+    x, w, bias = n.inputs[0], n.inputs[1], n.input(2)
+    wshape = shape_of(w)
+    if wshape is None or None in wshape:
+        n.fail(f"the weight's shape must be known, got {wshape}")
+    rank = len(wshape)
+    kernel = tuple(n.attr("kernel_shape", wshape[2:]))
+    if tuple(kernel) != tuple(wshape[2:]):
+        n.fail(f"kernel_shape={kernel} differs from the weight's {wshape[2:]}")
+    k = rank - 2
+    strides = list(n.attr("strides", [1] * k))
+    dil = list(n.attr("dilations", [1] * k))
+    groups = int(n.attr("group", 1))
+    xs = shape_of(x)
+    begin, end = _spatial(n, kernel, None if xs is None else xs[2:], strides, dil)
+    x, one = _to_2d(n, x, rank, "Conv")
+    if one:
+        w = S.expand_dims(w, axis=2)
+        wshape = wshape[:2] + (1,) + wshape[2:]
+    strides, dil = _pair(strides, one, 1), _pair(dil, one, 1)
+    begin, end = _pair(begin, one, 0), _pair(end, one, 0)
+    if begin != end:
+        x, pad = _pad_hw(x, begin, end), (0, 0)
+    else:
+        pad = tuple(begin)
+    if groups < 1 or wshape[0] % groups:
+        n.fail(f"group={groups} must divide the {wshape[0]} output channels")
+    y = S.conv2d(x, w, bias, stride=strides, padding=pad, dilation=dil, groups=groups) if bias is not None else \
+        S.conv2d(x, w, stride=strides, padding=pad, dilation=dil, groups=groups)
+    bias = None
+    if bias is not None:
+        y = S.add(y, S.reshape(bias, shape=(1, -1, 1, 1)))
+    return [S.squeeze(y, axis=2) if one else y]
+
+
+def conv_transpose(n: OnnxNode) -> list:
+    """The gradient of a convolution with respect to its input (``nn.conv2d_input_grad``), per group,
+    on the full output ``(in - 1) * stride + kernel (+ output_padding)``, then cropped by the pads."""
+    n.arity(2, 3)
+    x, w, bias = n.inputs[0], n.inputs[1], n.input(2)
+    xs, ws = n.known_shape(0, "ConvTranspose"), n.known_shape(1, "ConvTranspose")
+    k = len(ws) - 2
+    strides = list(n.attr("strides", [1] * k))
+    dil = list(n.attr("dilations", [1] * k))
+    if dil != [1] * k:  # a dilated kernel is the kernel with zeros between its taps
+        if k != 2:
+            n.fail(f"dilations={dil}: supported for 2-D kernels only")
+        (kh, kw), (dh, dw) = ws[2:], dil
+        wd = S.pad(S.expand_dims(w, axis=(3, 5)), pad_width=((0, 0),) * 3 + ((0, dh - 1), (0, 0), (0, dw - 1)))
+        ws = tuple(ws[:2]) + ((kh - 1) * dh + 1, (kw - 1) * dw + 1)
+        w = S.getitem(S.reshape(wd, shape=(ws[0], ws[1], kh * dh, kw * dw)),
+                      key=(slice(None), slice(None), slice(0, ws[2]), slice(0, ws[3])))
+    groups = int(n.attr("group", 1))
+    op = list(n.attr("output_padding", [0] * k))
+    full = [(size - 1) * s + kk for size, s, kk in zip(xs[2:], strides, ws[2:])]
+    auto = n.attr("auto_pad", "NOTSET")
+    want = n.attr("output_shape")
+    if want is None and auto in ("SAME_UPPER", "SAME_LOWER"):
+        want = [size * s for size, s in zip(xs[2:], strides)]
+    if want is not None:
+        want = list(want)[-k:]
+        total = [f + o - t for f, o, t in zip(full, op, want)]
+        upper = auto == "SAME_UPPER"
+        begin = [t // 2 if upper else t - t // 2 for t in total]
+        end = [t - t // 2 if upper else t // 2 for t in total]
+    else:
+        pads = list(n.attr("pads", [0] * 2 * k))
+        begin, end = pads[:k], pads[k:]
+    x, one = _to_2d(n, x, len(xs), "ConvTranspose")
+    if one:
+        w = S.expand_dims(w, axis=2)
+        strides, full, op, begin, end = [1] + strides, [1] + full, [0] + op, [0] + begin, [0] + end
+    cin, cout = ws[0] // groups, ws[1]
+    like = S.broadcast_to(constant(np.zeros((), dtype_of(x))),
+                          shape=(xs[0], cout) + tuple(f + o for f, o in zip(full, op)))
+    parts = []
+    for g in range(groups):
+        xg = x if groups == 1 else S.getitem(x, key=(slice(None), slice(g * cin, (g + 1) * cin)))
+        wg = w if groups == 1 else S.getitem(w, key=(slice(g * cin, (g + 1) * cin),))
+        parts.append(S.nn.conv2d_input_grad(xg, wg, like, stride=tuple(strides)))
+    y = parts[0] if groups == 1 else S.concatenate(parts, axis=1)
+    # positive pads crop the full output; negative ones (an output_shape past it) extend it with zeros
+    key = (slice(None), slice(None)) + tuple(slice(max(b, 0), f + o - max(e, 0))
+                                             for b, e, f, o in zip(begin, end, full, op))
+    y = _pad_hw(S.getitem(y, key=key), [max(-b, 0) for b in begin], [max(-e, 0) for e in end])
+    if bias is not None:
+        y = S.add(y, S.reshape(bias, shape=(1, -1, 1, 1)))
+    return [S.squeeze(y, axis=2) if one else y]
+
+
+def _pool(kind: str):
+    def convert(n: OnnxNode) -> list:
+        n.arity(1)
+        x = n.inputs[0]
+        kernel = list(n.attr("kernel_shape"))
+        k = len(kernel)
+        rank = n.rank(0, kind)
+        if rank != k + 2:
+            n.fail(f"kernel_shape={kernel} does not fit an input of rank {rank}")
+        strides = list(n.attr("strides", [1] * k))
+        dil = list(n.attr("dilations", [1] * k))
+        xs = n.shape(0)
+        begin, end = _spatial(n, kernel, xs[2:], strides, dil)
+        x, one = _to_2d(n, x, rank, kind)
+        hw = (1,) + tuple(xs[2:]) if one else tuple(xs[2:])
+        kernel, strides, dil = _pair(kernel, one, 1), _pair(strides, one, 1), _pair(dil, one, 1)
+        begin, end = _pair(begin, one, 0), _pair(end, one, 0)
+        extra = (0, 0)
+        if n.attr("ceil_mode", 0):
+            if None in hw:
+                n.fail("ceil_mode=1 needs the input's spatial shape; give the model's input shapes")
+            extra = tuple(_ceil_extra(hw[a], kernel[a], strides[a], dil[a], begin[a], end[a]) for a in (0, 1))
+        dt = dtype_of(x)
+        if kind == "MaxPool":
+            if dil == (1, 1) and begin == end and extra == (0, 0) and all(2 * p <= q for p, q in zip(begin, kernel)):
+                y = S.nn.max_pool2d(x, kernel=kernel, stride=strides, padding=tuple(begin))
+            else:
+                low = -math.inf if np.dtype(dt).kind == "f" else np.iinfo(dt).min
+                xp = _pad_hw(x, begin, tuple(e + x_ for e, x_ in zip(end, extra)), low)
+                y = None
+                for _, win in _taps(xp, kernel, strides, dil, (0, 0)):
+                    y = win if y is None else S.maximum(y, win)
+        else:
+            xp = _pad_hw(x, begin, tuple(e + x_ for e, x_ in zip(end, extra)))
+            total = None
+            for _, win in _taps(xp, kernel, strides, dil, (0, 0)):
+                total = win if total is None else S.add(total, win)
+            padded = any(begin) or any(end)
+            if n.attr("count_include_pad", 0) or not padded:
+                if extra == (0, 0):
+                    return _out([S.multiply(total, 1.0 / (kernel[0] * kernel[1]))], one)
+                ones = _pad_hw(S.ones_like(x), begin, end, 1.0)
+                count = _window_sum(_pad_hw(ones, (0, 0), extra), kernel, strides, dil)
+            else:
+                ones = S.ones_like(x)
+                count = _window_sum(_pad_hw(ones, begin, tuple(e + x_ for e, x_ in zip(end, extra))), kernel,
+                                    strides, dil)
+            y = S.divide(total, count)
+        return _out([y], one)
+    return convert
+
+
+def _taps(x, kshape, stride, dilate, pad):
+    """``((i, j), window)`` per kernel tap: the strided slice of the padded input that tap reads,
+    each shaped like the output (shape-generic: the stop is counted from the end). Pooling windows
+    the registry's pools do not cover (dilated, asymmetric padding) are reduced over these."""
+    (kh, kw), (sh, sw), (dh, dw) = kshape, stride, dilate
+    if pad != (0, 0):
+        x = S.pad(x, pad_width=((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
+    for i in range(kh):
+        for j in range(kw):
+            eh, ew = (kh - 1 - i) * dh, (kw - 1 - j) * dw
+            key = (slice(None), slice(None), slice(i * dh, -eh or None, sh), slice(j * dw, -ew or None, sw))
+            yield (i, j), S.getitem(x, key=key)
+
+
+def _out(ys: list, one: bool) -> list:
+    return [S.squeeze(y, axis=2) if one else y for y in ys]
+
+
+def _window_sum(x, kernel, strides, dil):
+    y = None
+    for _, win in _taps(x, kernel, strides, dil, (0, 0)):
+        y = win if y is None else S.add(y, win)
+    return y
+
+
+def _ceil_extra(size: int, k: int, s: int, d: int, pb: int, pe: int) -> int:
+    span = (k - 1) * d + 1
+    out = -(-(size + pb + pe - span) // s) + 1
+    if (out - 1) * s >= size + pb:  # a window may not start in the end padding
+        out -= 1
+    return max(0, (out - 1) * s + span - (size + pb + pe))
+
+
+def _global(fn):
+    def convert(n: OnnxNode) -> list:
+        n.arity(1)
+        rank = n.rank(0, n.op)
+        return [fn(n.inputs[0], axis=tuple(range(2, rank)), keepdims=True)]
+    return convert
+
+
+# -- normalization ---------------------------------------------------------------------------------
+def _per_channel(v, rank: int):
+    return S.reshape(v, shape=(1, -1) + (1,) * (rank - 2))
+
+
+def batch_norm(n: OnnxNode) -> list:
+    n.arity(5)
+    if n.attr("training_mode", 0):
+        n.fail("training_mode=1 is not supported: lazyarray imports inference graphs")
+    x, scale, b, mean, var = n.inputs
+    rank = n.rank(0, "BatchNormalization")
+    eps = float(n.attr("epsilon", 1e-5))
+    inv = S.divide(_per_channel(scale, rank), S.sqrt(S.add(_per_channel(var, rank), eps)))
+    return [S.add(S.multiply(S.subtract(x, _per_channel(mean, rank)), inv), _per_channel(b, rank))]
+
+
+def layer_norm(n: OnnxNode) -> list:
+    n.arity(2, 3)
+    x, scale, b = n.inputs[0], n.inputs[1], n.input(2)
+    rank = n.rank(0, "LayerNormalization")
+    axis = int(n.attr("axis", -1)) % rank
+    eps = float(n.attr("epsilon", 1e-5))
+    dt = dtype_of(x)
+    xf = S.cast(x, dtype="float32") if n.attr("stash_type", 1) == 1 and dt != np.float32 and dt != np.float64 \
+        else x
+    axes = tuple(range(axis, rank))
+    mean = S.mean(xf, axis=axes, keepdims=True)
+    centered = S.subtract(xf, mean)
+    inv = S.divide(1.0, S.sqrt(S.add(S.mean(S.square(centered), axis=axes, keepdims=True), eps)))
+    y = S.multiply(centered, inv)
+    if dtype_of(y) != dt:
+        y = S.cast(y, dtype=dt)
+    y = S.multiply(y, scale)
+    if b is not None:
+        y = S.add(y, b)
+    return [y, mean, inv]
+
+
+def instance_norm(n: OnnxNode) -> list:
+    n.arity(3)
+    x, scale, b = n.inputs
+    rank = n.rank(0, "InstanceNormalization")
+    axes = tuple(range(2, rank))
+    eps = float(n.attr("epsilon", 1e-5))
+    mean = S.mean(x, axis=axes, keepdims=True)
+    centered = S.subtract(x, mean)
+    var = S.mean(S.square(centered), axis=axes, keepdims=True)
+    y = S.divide(centered, S.sqrt(S.add(var, eps)))
+    return [S.add(S.multiply(y, _per_channel(scale, rank)), _per_channel(b, rank))]
+
+
+def rms_norm(n: OnnxNode) -> list:
+    n.arity(2)
+    x, scale = n.inputs
+    rank = n.rank(0, "RMSNormalization")
+    axes = tuple(range(int(n.attr("axis", -1)) % rank, rank))
+    dt = dtype_of(x)
+    xf = S.cast(x, dtype="float32") if n.attr("stash_type", 1) == 1 and np.dtype(dt).itemsize < 4 else x
+    inv = S.divide(1.0, S.sqrt(S.add(S.mean(S.square(xf), axis=axes, keepdims=True), float(n.attr("epsilon", 1e-5)))))
+    y = S.multiply(xf, inv)
+    if dtype_of(y) != dt:
+        y = S.cast(y, dtype=dt)
+    return [S.multiply(y, scale)]
+
+
+def group_norm(n: OnnxNode) -> list:
+    n.arity(3)
+    x, scale, b = n.inputs
+    shape = n.known_shape(0, "GroupNormalization")
+    groups = int(n.attr("num_groups"))
+    if shape[1] % groups:
+        n.fail(f"num_groups={groups} must divide the {shape[1]} channels")
+    eps = float(n.attr("epsilon", 1e-5))
+    xg = S.reshape(x, shape=(shape[0], groups, -1))
+    mean = S.mean(xg, axis=2, keepdims=True)
+    centered = S.subtract(xg, mean)
+    var = S.mean(S.square(centered), axis=2, keepdims=True)
+    y = S.reshape(S.divide(centered, S.sqrt(S.add(var, eps))), shape=shape)
+    per = shape_of(scale)
+    if per is not None and per[0] == groups and groups != shape[1]:  # opset 18: one scale per group
+        scale = S.reshape(S.repeat_elements(scale, repeats=shape[1] // groups), shape=(-1,))
+        b = S.reshape(S.repeat_elements(b, repeats=shape[1] // groups), shape=(-1,))
+    return [S.add(S.multiply(y, _per_channel(scale, len(shape))), _per_channel(b, len(shape)))]
+
+
+def lp_norm(n: OnnxNode) -> list:
+    n.arity(1)
+    x = n.inputs[0]
+    axis, p = int(n.attr("axis", -1)), int(n.attr("p", 2))
+    if p not in (1, 2):
+        n.fail(f"p={p}: expected 1 or 2")
+    norm = S.sum(S.abs(x), axis=axis, keepdims=True) if p == 1 else \
+        S.sqrt(S.sum(S.square(x), axis=axis, keepdims=True))
+    zero = S.equal(norm, 0.0)
+    return [S.where(zero, S.zeros_like(x), S.divide(x, S.where(zero, S.ones_like(norm), norm)))]
+
+
+def mean_variance_norm(n: OnnxNode) -> list:
+    n.arity(1)
+    x = n.inputs[0]
+    axes = tuple(n.attr("axes", [0, 2, 3]))
+    mean = S.mean(x, axis=axes, keepdims=True)
+    std = S.sqrt(S.subtract(S.mean(S.square(x), axis=axes, keepdims=True), S.square(mean)))
+    return [S.divide(S.subtract(x, mean), S.add(std, 1e-9))]
+
+
+# -- losses ----------------------------------------------------------------------------------------
+def nll_loss(n: OnnxNode, log_prob=None) -> list:
+    """NegativeLogLikelihoodLoss (and SoftmaxCrossEntropyLoss on ``log_prob``): per-class weights,
+    ``ignore_index`` (weight 0), ``reduction`` none / sum / mean (weighted mean)."""
+    n.arity(2, 3)
+    x = n.inputs[0] if log_prob is None else log_prob
+    t, weight = S.cast(n.inputs[1], dtype="int64"), n.input(2)
+    reduction = n.attr("reduction", "mean")
+    if reduction not in ("none", "sum", "mean"):
+        n.fail(f"reduction={reduction!r}: expected none, sum or mean")
+    ignore = n.attr("ignore_index")
+    mask = None if ignore is None else S.not_equal(t, int(ignore))
+    if mask is not None:
+        t = S.where(mask, t, S.zeros_like(t))
+    picked = S.squeeze(S.take_along_axis(x, S.expand_dims(t, axis=1), axis=1), axis=1)
+    w = S.take(weight, t, axis=0) if weight is not None else S.ones_like(picked)
+    if mask is not None:
+        w = S.where(mask, w, S.zeros_like(w))
+    loss = S.multiply(S.negative(picked), w)
+    if reduction == "none":
+        return [loss]
+    total = S.sum(loss)
+    return [total if reduction == "sum" else S.divide(total, S.sum(w))]
+
+
+def softmax_cross_entropy(n: OnnxNode) -> list:
+    log_prob = S.nn.log_softmax(n.inputs[0], axis=1)
+    return [nll_loss(n, log_prob)[0], log_prob]
+
+
+def attention(n: OnnxNode) -> list:
+    """Attention (opset 23): scaled dot-product attention over heads, with a boolean or additive mask
+    (shorter masks are padded as masked), a causal mask aligned after the past keys, grouped KV heads,
+    softcap, the four ``qk_matmul_output_mode`` outputs, and fully masked rows giving zeros."""
+    n.arity(3, 7)
+    q, k, v = n.inputs[:3]
+    mask, past_k, past_v, nonpad = n.input(3), n.input(4), n.input(5), n.input(6)
+    left, right = int(n.attr("left_window_size", -1)), int(n.attr("right_window_size", -1))
+    if (past_k is None) != (past_v is None):
+        n.fail("past_key and past_value must be given together")
+    if nonpad is not None and past_k is not None:
+        n.fail("nonpad_kv_seqlen cannot be combined with past_key / past_value")
+    qs = n.known_shape(0, "Attention")
+    dt = dtype_of(q)
+    if len(qs) == 3:
+        qh, kh = n.attr("q_num_heads"), n.attr("kv_num_heads")
+        if qh is None or kh is None:
+            n.fail("3-D inputs need q_num_heads and kv_num_heads")
+
+        def heads(x, h):
+            b, t, hidden = n.known_shape(n.inputs.index(x), "Attention")
+            return S.transpose(S.reshape(x, shape=(b, t, int(h), hidden // int(h))), axes=(0, 2, 1, 3))
+        q, k, v = heads(q, qh), heads(k, kh), heads(v, kh)
+    elif len(qs) != 4:
+        n.fail(f"Q of rank {len(qs)}: expected 3 or 4")
+    q4, k4 = shape_of(q), shape_of(k)
+    scale = n.attr("scale")
+    scale = 1.0 / math.sqrt(q4[3]) if scale is None else float(scale)
+    root = math.sqrt(scale)  # split over Q and K, as the spec's reference does
+    past_len = 0
+    if past_k is not None:
+        past_len = shape_of(past_k)[2]
+        k, v = S.concatenate([past_k, k], axis=2), S.concatenate([past_v, v], axis=2)
+    present_k, present_v = k, v
+    ql, kvl = q4[2], k4[2] + past_len
+    bias = None
+    if mask is not None:
+        ms = shape_of(mask)
+        is_bool = dtype_of(mask) == np.bool_
+        if ms[-1] < kvl:  # a shorter mask leaves the rest masked
+            widths = ((0, 0),) * (len(ms) - 1) + ((0, kvl - ms[-1]),)
+            mask = S.pad(mask, pad_width=widths, constant_values=0.0 if is_bool else -math.inf)
+        bias = S.where(mask, constant(np.zeros((), dt)), constant(np.array(-np.inf, dt))) if is_bool else mask
+    # query i (at position offset + i) may see key j when the rules below allow; offset is the past
+    # length, or per batch nonpad_kv_seqlen - ql (an external cache)
+    zero, ninf = constant(np.zeros((), dt)), constant(np.array(-np.inf, dt))
+    if nonpad is not None:
+        offset = S.reshape(S.subtract(S.cast(nonpad, dtype="int64"), ql), shape=(-1, 1, 1))
+    else:
+        offset = constant(np.array(past_len, np.int64))
+    ahead = S.subtract(S.add(constant(np.arange(ql, dtype=np.int64).reshape(-1, 1)), offset),
+                       constant(np.arange(kvl, dtype=np.int64).reshape(1, -1)))  # (q, kv) or (B, q, kv)
+    rules = []
+    if n.attr("is_causal", 0):
+        rules.append(S.greater_equal(ahead, 0))
+    if left >= 0:
+        rules.append(S.less_equal(ahead, left))
+    if right >= 0:
+        rules.append(S.greater_equal(ahead, -right))
+    if nonpad is not None:  # keys past each batch's length are padding
+        rules.append(S.expand_dims(S.less(constant(np.arange(kvl, dtype=np.int64)),
+                                          S.reshape(S.cast(nonpad, dtype="int64"), shape=(-1, 1))), axis=1))
+    for allowed in rules:
+        term = S.where(allowed, zero, ninf)
+        if nonpad is not None:
+            term = S.expand_dims(term, axis=1)  # (B, 1, q, kv)
+        bias = term if bias is None else S.add(bias, term)
+    qh4, kh4 = q4[1], k4[1]
+    if qh4 != kh4 and qh4 % kh4 == 0:  # grouped query attention: each KV head serves several Q heads
+        k = S.repeat_elements(k, repeats=qh4 // kh4, axis=1)
+        v = S.repeat_elements(v, repeats=qh4 // kh4, axis=1)
+    qk = S.matmul(S.multiply(q, root), S.multiply(S.transpose(k, axes=(0, 1, 3, 2)), root))
+    softcap = float(n.attr("softcap", 0.0))
+    if softcap > 0:
+        qk = S.multiply(S.tanh(S.divide(qk, softcap)), softcap)
+    scores = qk if bias is None else S.add(qk, bias)
+    mode = int(n.attr("qk_matmul_output_mode", 0))
+    extra = scores if mode == 2 else qk
+    precision = n.attr("softmax_precision")
+    if precision is not None:
+        scores = S.cast(scores, dtype=np_dtype(int(precision), n.where))
+    probs = S.nn.softmax(scores, axis=-1)
+    if bias is not None:  # a row with every key masked attends to nothing (zeros, not NaN)
+        dead = S.equal(S.max(bias, axis=-1, keepdims=True), -math.inf)
+        probs = S.where(dead, S.zeros_like(probs), probs)
+    if dtype_of(probs) != dt:
+        probs = S.cast(probs, dtype=dt)
+    if mode == 3:
+        extra = probs
+    y = S.matmul(probs, v)
+    if len(qs) == 3:
+        y = S.reshape(S.transpose(y, axes=(0, 2, 1, 3)), shape=(qs[0], qs[1], -1))
+    return [y, present_k, present_v, extra]
+
+
+def dropout(n: OnnxNode) -> list:
+    n.arity(1, 3)
+    train = n.const(2, "training_mode")
+    if train is not None and bool(np.asarray(train).reshape(-1)[0]):
+        n.fail("training_mode=True is not supported: lazyarray imports inference graphs")
+    x = n.inputs[0]
+    return [x, S.ones_like(x, dtype="bool")]
+
+
+# -- resize ----------------------------------------------------------------------------------------
+def resize(n: OnnxNode) -> list:
+    n.arity(1, 4)
+    x = n.inputs[0]
+    shape = n.known_shape(0, "Resize")
+    rank = len(shape)
+    mode = n.attr("mode", "nearest")
+    ctm = n.attr("coordinate_transformation_mode", "half_pixel")
+    if mode not in ("nearest", "linear", "cubic"):
+        n.fail(f"mode={mode!r}: expected nearest, linear or cubic")
+    if ctm == "tf_crop_and_resize":
+        n.fail("coordinate_transformation_mode='tf_crop_and_resize' is not supported")
+    if n.attr("antialias", 0):
+        n.fail("antialias=1 is not supported")
+    axes = n.attr("axes")
+    axes = list(range(rank)) if axes is None else [a % rank for a in axes]
+    scales = n.const(2, "scales")
+    sizes = n.const(3, "sizes")
+    scales = None if scales is None or np.asarray(scales).size == 0 else [float(v) for v in np.asarray(scales)]
+    sizes = None if sizes is None or np.asarray(sizes).size == 0 else [int(v) for v in np.asarray(sizes)]
+    ins = [shape[a] for a in axes]
+    if sizes is not None:
+        if len(sizes) != len(axes):
+            n.fail(f"sizes={sizes} needs one entry per axis {axes}")
+        policy = n.attr("keep_aspect_ratio_policy", "stretch")
+        if policy == "stretch":
+            scales = [o / i for o, i in zip(sizes, ins)]
+        else:
+            pick = min if policy == "not_larger" else max
+            s = pick(o / i for o, i in zip(sizes, ins))
+            scales = [s] * len(axes)
+            sizes = [int(math.floor(s * i + 0.5)) for i in ins]
+    elif scales is not None:
+        if len(scales) != len(axes):
+            n.fail(f"scales={scales} needs one entry per axis {axes}")
+        sizes = [int(math.floor(i * s)) for i, s in zip(ins, scales)]
+    else:
+        n.fail("needs scales or sizes")
+    dt = dtype_of(x)
+    wdt = dt if np.dtype(dt).kind == "f" else np.float32
+    for a, size_in, size_out, scale in zip(axes, ins, sizes, scales):
+        if size_in == size_out and scale == 1.0:
+            continue
+        coords = _coords(ctm, np.arange(size_out, dtype=np.float64), scale, size_in, size_out)
+        if mode == "nearest":
+            idx = np.clip(_nearest(n, coords), 0, size_in - 1).astype(np.int64)
+            x = S.take(x, constant(idx), axis=a)
+            continue
+        taps = _linear_taps(coords, size_in) if mode == "linear" else _cubic_taps(
+            coords, size_in, float(n.attr("cubic_coeff_a", -0.75)), bool(n.attr("exclude_outside", 0)))
+        wshape = [1] * rank
+        wshape[a] = size_out
+        y = None
+        for idx, w in taps:
+            term = S.multiply(S.take(x, constant(idx.astype(np.int64)), axis=a),
+                              constant(w.astype(wdt).reshape(wshape)))
+            y = term if y is None else S.add(y, term)
+        x = y
+    if dtype_of(x) != dt:
+        x = S.cast(S.round(x) if np.dtype(dt).kind in "iu" else x, dtype=dt)
+    return [x]
+
+
+def _coords(ctm: str, i: np.ndarray, scale: float, size_in: int, size_out: int) -> np.ndarray:
+    if ctm == "half_pixel_symmetric":
+        adjust = size_out / (scale * size_in)
+        center = size_in / 2
+        return center * (1 - adjust) + (i + 0.5) / scale - 0.5
+    size_out = scale * size_in  # the spec's other formulas use the unrounded output length
+    if ctm == "half_pixel":
+        return (i + 0.5) / scale - 0.5
+    if ctm == "pytorch_half_pixel":
+        return (i + 0.5) / scale - 0.5 if size_out > 1 else np.zeros_like(i)
+    if ctm == "align_corners":
+        return i * (size_in - 1) / (size_out - 1) if size_out > 1 else np.zeros_like(i)
+    if ctm == "asymmetric":
+        return i / scale
+    raise ValueError(ctm)
+
+
+def _nearest(n: OnnxNode, x: np.ndarray) -> np.ndarray:
+    how = n.attr("nearest_mode", "round_prefer_floor")
+    if how == "round_prefer_floor":
+        return np.ceil(x - 0.5)
+    if how == "round_prefer_ceil":
+        return np.floor(x + 0.5)
+    if how == "floor":
+        return np.floor(x)
+    if how == "ceil":
+        return np.ceil(x)
+    return n.fail(f"nearest_mode={how!r}: expected round_prefer_floor, round_prefer_ceil, floor or ceil")
+
+
+def _linear_taps(x: np.ndarray, size: int):
+    lo = np.floor(x)
+    r = x - lo
+    return [(np.clip(lo, 0, size - 1), 1.0 - r), (np.clip(lo + 1, 0, size - 1), r)]
+
+
+def _cubic_taps(x: np.ndarray, size: int, a: float, exclude: bool):
+    lo = np.floor(x)
+    r = x - lo
+    ws = [((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a,
+          ((a + 2) * r - (a + 3)) * r * r + 1,
+          ((a + 2) * (1 - r) - (a + 3)) * (1 - r) * (1 - r) + 1,
+          ((a * (2 - r) - 5 * a) * (2 - r) + 8 * a) * (2 - r) - 4 * a]
+    idx = [lo + k for k in (-1, 0, 1, 2)]
+    if exclude:  # taps outside the input get weight 0, the rest are renormalized
+        ws = [np.where((i >= 0) & (i < size), w, 0.0) for i, w in zip(idx, ws)]
+        total = sum(ws)
+        ws = [w / total for w in ws]
+    return [(np.clip(i, 0, size - 1), w) for i, w in zip(idx, ws)]
+
+
+NN_CONVERTERS: dict[str, Converter] = {
+    "MatMul": matmul, "Gemm": gemm, "Softmax": _softmax(S.nn.softmax), "LogSoftmax": _softmax(S.nn.log_softmax),
+    "Conv": conv, "ConvTranspose": conv_transpose, "MaxPool": _pool("MaxPool"), "AveragePool": _pool("AveragePool"),
+    "GlobalAveragePool": _global(S.mean), "GlobalMaxPool": _global(S.max), "BatchNormalization": batch_norm,
+    "LayerNormalization": layer_norm, "InstanceNormalization": instance_norm, "Dropout": dropout,
+    "Resize": resize, "RMSNormalization": rms_norm, "GroupNormalization": group_norm,
+    "LpNormalization": lp_norm, "MeanVarianceNormalization": mean_variance_norm,
+    "NegativeLogLikelihoodLoss": nll_loss, "SoftmaxCrossEntropyLoss": softmax_cross_entropy,
+    "Swish": lambda n: [S.multiply(n.inputs[0], S.sigmoid(S.multiply(n.inputs[0], float(n.attr("alpha", 1.0)))))],
+    "Det": lambda n: [S.linalg.det(n.inputs[0])], "Attention": attention,
+}

@@ -1,0 +1,330 @@
+"""ONNX model files -> our ``Symbol`` (``la.onnx.load``) and ``SymbolBlock.imports`` of ``.onnx`` files.
+
+The file is parsed by the ``onnx`` package (protobuf only: loading never runs code) and checked
+with ``onnx.checker``; anything unreadable, truncated or inconsistent raises ``GraphFormatError``
+naming the file and the problem, never a bare protobuf error. Models must use the default
+operator set at version 13 or later; an older model is accepted when every operator it uses is
+defined the same way at 13 (so it means what the converters implement).
+
+Nodes are converted one by one in the file's (topological) order by ``CONVERTERS``; every
+operator the table lacks is named in one error before anything is built. Initializers become
+named constants (``load``) or named graph inputs with their values beside (``load_arrays``, what
+``SymbolBlock.imports`` binds as parameters). Graph inputs that are not initializers are the
+symbol's inputs, shaped from the file (unknown dims: ``None``) or from ``input_shapes``.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .. import sym as S
+from ..device import current_device
+from ..errors import GraphFormatError, LazyArrayError
+from ..executor.interpret import interpret
+from ..graph.symbol import Symbol
+from .import_index import INDEX_CONVERTERS
+from .import_nn import NN_CONVERTERS
+from .import_ops import CONVERTERS as _BASE
+from .import_ops import OnnxNode, constant, np_dtype
+from .import_quant import QUANT_CONVERTERS
+
+MIN_OPSET = 13
+CONVERTERS = {**_BASE, **NN_CONVERTERS, **INDEX_CONVERTERS, **QUANT_CONVERTERS}  # ONNX op_type -> converter: the one import table
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def _onnx():
+    try:
+        import onnx
+    except ImportError:
+        raise LazyArrayError("reading ONNX files needs the onnx package: pip install 'lazyarray[onnx]'") from None
+    return onnx
+
+
+def sniff(path) -> bool:
+    """Whether ``path`` looks like an ONNX model: a ``.onnx`` name, or a protobuf whose first field
+    is ``ir_version`` (byte ``0x08``), as every ONNX writer emits it."""
+    if isinstance(path, (str, os.PathLike)) and str(path).lower().endswith(".onnx"):
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(1) == b"\x08"
+    except (OSError, TypeError, ValueError):
+        return False
+
+
+def read_model(path):
+    """The checked ``onnx.ModelProto`` of a file (``GraphFormatError`` when it is not a usable model)."""
+    _onnx()  # the clear error without the onnx extra, before touching the file
+    name = os.path.basename(str(path))
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except (OSError, TypeError, ValueError) as exc:
+        raise GraphFormatError(f"cannot read ONNX file {str(path)!r}: {exc}") from None
+    model = parse_model(data, f"ONNX file {name!r}")
+    if any(t.data_location == 1 for t in model.graph.initializer):  # EXTERNAL: tensors in side files
+        from onnx.external_data_helper import load_external_data_for_model
+        try:
+            load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
+        except Exception as exc:  # noqa: BLE001 (onnx raises many kinds; all mean a broken file set)
+            raise GraphFormatError(f"ONNX file {name!r}: cannot read its external tensor data: {exc}") from None
+    return model
+
+
+def parse_model(data: bytes, what: str = "ONNX model"):
+    """Parse and check serialized ModelProto bytes; every failure is a ``GraphFormatError``."""
+    onnx = _onnx()
+    if not data:
+        raise GraphFormatError(f"{what}: the file is empty")
+    try:
+        model = onnx.load_model_from_string(data)
+    except Exception as exc:  # noqa: BLE001 (protobuf's DecodeError, RuntimeWarning-as-error, ...)
+        raise GraphFormatError(f"{what}: not a readable ONNX model (truncated or not protobuf): "
+                               f"{type(exc).__name__}: {exc}") from None
+    if model.ir_version <= 0 or not model.opset_import or not model.graph.output:
+        raise GraphFormatError(f"{what}: not an ONNX model (ir_version {model.ir_version}, "
+                               f"{len(model.opset_import)} opset imports, {len(model.graph.output)} graph outputs); "
+                               "the file may be truncated or of another format")
+    checked = model
+    if any(vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape") for vi in model.graph.output):
+        # onnx.checker asks every graph output for a shape, which the spec and onnxruntime do not:
+        # check a copy whose shapeless outputs get an empty one (the checker does not infer shapes)
+        checked = onnx.ModelProto()
+        checked.CopyFrom(model)
+        for vi in checked.graph.output:
+            if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
+                vi.type.tensor_type.shape.SetInParent()
+    try:
+        onnx.checker.check_model(checked)
+    except Exception as exc:  # noqa: BLE001 (ValidationError and the C++ checker's others)
+        raise GraphFormatError(f"{what}: the ONNX checker rejects the model: {exc}") from None
+    return model
+
+
+def opset_of(model, what: str) -> int:
+    """The default-domain opset version of ``model``; refuses versions below 13 unless every operator
+    the graph uses is defined the same way at 13."""
+    versions = [o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS]
+    if not versions:
+        raise GraphFormatError(f"{what}: imports no version of the default ONNX operator set")
+    v = int(versions[0])
+    if v >= MIN_OPSET:
+        return v
+    defs = _onnx().defs
+    changed = []
+    for op in sorted({nd.op_type for nd in model.graph.node if nd.domain in _DEFAULT_DOMAINS}):
+        try:
+            same = defs.get_schema(op, v).since_version == defs.get_schema(op, MIN_OPSET).since_version
+        except Exception:  # noqa: BLE001 (SchemaError: an op unknown at that version)
+            same = False
+        if not same:
+            changed.append(op)
+    if changed:
+        raise GraphFormatError(f"{what}: uses opset {v}; lazyarray reads opset {MIN_OPSET} and later, and "
+                               f"{', '.join(changed)} changed since {v}. Convert it first: "
+                               f"onnx.version_converter.convert_version(model, {MIN_OPSET})")
+    return v
+
+
+def load(path, input_shapes: dict | None = None) -> Symbol:
+    """The ``Symbol`` of an ONNX model file; initializers become named constants.
+
+    ``input_shapes`` (``{"data": (1, 3, 224, 224)}``, optional) fixes input shapes the file leaves
+    symbolic; converters that need a shape (``Reshape`` with 0, ``Shape``, ``Expand``, ``Resize``)
+    read it at load time. Malformed files raise ``GraphFormatError``; unsupported operators are
+    all named in one error.
+
+    >>> import lazyarray as la, numpy as np, tempfile, os
+    >>> onnx = __import__("pytest").importorskip("onnx")
+    >>> from onnx import helper, TensorProto
+    >>> g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+    ...     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+    ...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    >>> path = os.path.join(tempfile.mkdtemp(), "relu.onnx")
+    >>> onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    >>> sym = la.onnx.load(path)
+    >>> la.CachedOp(sym)(la.array(np.array([-1.0, 2.0], np.float32))).asnumpy()
+    array([0., 2.], dtype=float32)
+    """
+    return to_symbol(read_model(path), f"ONNX file {os.path.basename(str(path))!r}", input_shapes)[0]
+
+
+def load_arrays(path, input_shapes: dict | None = None) -> tuple[Symbol, dict[str, np.ndarray]]:
+    """``(Symbol, name -> NumPy array)``: initializers are named graph inputs with their values beside
+    (only those the graph reads as tensors), as ``SymbolBlock.imports`` binds them."""
+    return to_symbol(read_model(path), f"ONNX file {os.path.basename(str(path))!r}", input_shapes, params=True)
+
+
+def to_symbol(model, what: str = "ONNX model", input_shapes: dict | None = None, params: bool = False
+              ) -> tuple[Symbol, dict[str, np.ndarray]]:
+    """Convert a checked ``ModelProto``; see ``load`` and ``load_arrays``."""
+    conv = Conversion(model, what, input_shapes, params)
+    return conv.symbol, conv.arrays
+
+
+class Conversion:
+    """One conversion of a ``ModelProto``: ``symbol``, ``arrays`` (the initializers bound as graph
+    inputs when ``params``) and ``read_inputs``.
+
+    ``input_values`` (name -> NumPy array) lets converters read graph inputs that must be known at
+    load time (a ``Reshape`` shape fed as an input, as ONNX's node tests do): the graph is then
+    specialized to those values, and ``read_inputs`` names the inputs that were read, so a caller
+    (the ``onnx.backend``) converts again when they change.
+    """
+
+    def __init__(self, model, what: str, input_shapes: dict | None, params: bool = False,
+                 input_values: dict | None = None):
+        self.onnx = _onnx()
+        self.model, self.what, self.params = model, what, params
+        self.graph = model.graph
+        self.opset = opset_of(model, what)
+        self.input_shapes = dict(input_shapes or {})
+        self.env: dict[str, Symbol] = {}
+        self.consts: dict[str, np.ndarray] = {}  # values known at load time
+        self.inits: dict[str, np.ndarray] = {}
+        self.used_params: dict[str, np.ndarray] = {}
+        self.input_values = dict(input_values or {})
+        self.read_inputs: set[str] = set()
+        self.device = current_device()
+        self.symbol, self.arrays = self._run()
+
+    def _run(self) -> tuple[Symbol, dict[str, np.ndarray]]:
+        self._check_ops()
+        nh = self.onnx.numpy_helper
+        for t in self.graph.initializer:
+            if not t.name:
+                raise GraphFormatError(f"{self.what}: an initializer has no name")
+            np_dtype(t.data_type, f"{self.what}: initializer {t.name!r}")
+            try:
+                arr = np.array(nh.to_array(t))
+            except Exception as exc:  # noqa: BLE001 (size mismatch between dims and data)
+                raise GraphFormatError(f"{self.what}: initializer {t.name!r} is malformed: {exc}") from None
+            self.inits[t.name] = self.consts[t.name] = arr
+        for vi in self.graph.input:
+            if vi.name not in self.inits:
+                self.env[vi.name] = self._input(vi)
+        for k, nd in enumerate(self.graph.node):
+            self._convert(k, nd)
+        outs = []
+        for vi in self.graph.output:
+            outs.append(self._value(vi.name, f"{self.what}: graph output {vi.name!r}").outputs[0])
+        try:
+            sym = Symbol(outs).check()
+        except LazyArrayError as exc:
+            raise GraphFormatError(f"{self.what}: inconsistent graph: {exc}") from None
+        used = set(sym.list_inputs())
+        return sym, {k: v for k, v in self.used_params.items() if k in used}
+
+    def _check_ops(self) -> None:
+        unknown: dict[str, list[str]] = {}
+        for k, nd in enumerate(self.graph.node):
+            op = nd.op_type if nd.domain in _DEFAULT_DOMAINS else f"{nd.domain}.{nd.op_type}"
+            if op not in CONVERTERS:
+                unknown.setdefault(op, []).append(nd.name or f"#{k}")
+        if unknown:
+            listed = "; ".join(f"{op} (node{'s' if len(v) > 1 else ''} {', '.join(repr(x) for x in v[:3])}"
+                               f"{', ...' if len(v) > 3 else ''})" for op, v in sorted(unknown.items()))
+            raise GraphFormatError(f"{self.what}: {len(unknown)} ONNX operator(s) not supported: {listed}. "
+                                   "The supported operators are the keys of lazyarray.onnx.load.CONVERTERS "
+                                   "(python benchmarks/onnx_conformance.py shows how well each passes ONNX's tests)")
+
+    def _input(self, vi) -> Symbol:
+        where = f"{self.what}: graph input {vi.name!r}"
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tt is None:
+            raise GraphFormatError(f"{where}: only tensor inputs are supported (not sequences, maps or optionals)")
+        dtype = np_dtype(tt.elem_type, where)
+        shape = self.input_shapes.get(vi.name)
+        if shape is None and tt.HasField("shape"):
+            shape = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
+        return S.var(vi.name, shape=None if shape is None else tuple(shape), dtype=dtype)
+
+    def _value(self, name: str, where: str) -> Symbol:
+        s = self.env.get(name)
+        if isinstance(s, _Missing):
+            s.fail()
+        if s is not None:
+            return s
+        if name in self.inits:
+            arr = self.inits[name]
+            if self.params:
+                s = S.var(name, shape=arr.shape, dtype=arr.dtype)
+                self.used_params[name] = arr
+            else:
+                s = constant(arr, name)
+            self.env[name] = s
+            return s
+        raise GraphFormatError(f"{where}: reads {name!r}, which no graph input, initializer or earlier node "
+                               "produces (ONNX lists nodes in topological order)")
+
+    def _const_of(self, nd, i: int, what: str) -> np.ndarray:
+        name = nd.input[i]
+        if name in self.consts:
+            return self.consts[name]
+        s = self._value(name, f"{self.what}: node {nd.name!r} ({nd.op_type})")
+        free = [n for n in s.input_nodes() if n.name not in self.inits and n.name not in self.input_values]
+        if free:
+            raise GraphFormatError(
+                f"{self.what}: node {nd.name!r} ({nd.op_type}): input {i} ({what}, {name!r}) must be known when the "
+                f"model is loaded (an initializer, a Constant or computed from them), but it depends on the graph "
+                f"input(s) {[n.name for n in free]}; lazyarray needs it as a fixed value")
+        given = {n.name for n in s.input_nodes() if n.name not in self.inits}
+        self.read_inputs |= given
+        values = {**self.inits, **{k: self.input_values[k] for k in given}}
+        vals = interpret(list(s.outputs), known=lambda node: [self.device.xp.asarray(values[node.name])]
+                         if node.kind == "var" else None)
+        v = vals[0]
+        arr = np.asarray(v.get() if hasattr(v, "get") and not isinstance(v, np.ndarray) else v)
+        self.consts[name] = arr
+        return arr
+
+    def _attrs(self, nd, where: str) -> dict:
+        helper, nh = self.onnx.helper, self.onnx.numpy_helper
+        out = {}
+        for a in nd.attribute:
+            if a.ref_attr_name:
+                raise GraphFormatError(f"{where}: attribute {a.name!r} refers to a function attribute")
+            v = helper.get_attribute_value(a)
+            if isinstance(v, bytes):
+                v = v.decode("utf-8", "replace")
+            elif isinstance(v, self.onnx.TensorProto):
+                np_dtype(v.data_type, f"{where}: attribute {a.name!r}")
+                v = np.array(nh.to_array(v))
+            elif isinstance(v, list) and v and isinstance(v[0], bytes):
+                v = [x.decode("utf-8", "replace") for x in v]
+            out[a.name] = v
+        return out
+
+    def _convert(self, k: int, nd) -> None:
+        where = f"{self.what}: node {nd.name or '#' + str(k)!r} ({nd.op_type})"
+        inputs = [None if not name else self._value(name, where) for name in nd.input]
+        while inputs and inputs[-1] is None:  # trailing omitted optional inputs
+            inputs.pop()
+        node = OnnxNode(nd.op_type, nd.name, inputs, self._attrs(nd, where), self.opset, where, len(nd.output),
+                        const_of=lambda i, what: self._const_of(nd, i, what))
+        try:
+            outs = CONVERTERS[nd.op_type](node)
+        except GraphFormatError:
+            raise
+        except LazyArrayError as exc:
+            raise GraphFormatError(f"{where}: {exc}") from None
+        for j, name in enumerate(nd.output):
+            if not name:
+                continue
+            if j >= len(outs) or outs[j] is None:
+                self.env[name] = _Missing(name, where, j)
+                continue
+            self.env[name] = outs[j]
+
+
+class _Missing:
+    """An output a converter cannot produce (MaxPool's indices): an error only when read."""
+
+    def __init__(self, name: str, where: str, index: int):
+        self.name, self.where, self.index = name, where, index
+
+    def fail(self):
+        raise GraphFormatError(f"{self.where}: output {self.index} ({self.name!r}) is read by the graph, but "
+                               "lazyarray does not compute it")
