@@ -9,9 +9,12 @@ In inference, ``batch_norm(y, gamma, beta, mean, var)`` is a per-channel affine 
 so the activation tensor (N x C x H x W) is no longer read and written a second time; the folding
 itself costs a few ops over the weights (C_out x C_in x kh x kw), computed inside the graph
 because parameters are graph inputs (a new weight value is folded at the next call, never
-stale). Values equal the unfolded graph within float rounding.
+stale). So a pair folds only where that pays (``_pays``): a constant weight, or a weight with
+fewer elements than the activation. Values equal the unfolded graph within float rounding.
 """
 from __future__ import annotations
+
+import math
 
 from ...ops import registry
 from ..build import record_node, scalar_const
@@ -61,7 +64,22 @@ def _foldable(node: Node, uses: dict) -> bool:
     if layer.op.name == "dense" and nd != 2:
         return False
     floats = [e.aval.dtype for e in node.inputs] + [e.aval.dtype for e in layer.inputs]
-    return all(d is not None and d.kind == "f" for d in floats) and len({str(d) for d in floats}) == 1
+    if not (all(d is not None and d.kind == "f" for d in floats) and len({str(d) for d in floats}) == 1):
+        return False
+    return _pays(layer.inputs[1], y)
+
+
+def _pays(w: Entry, y: Entry) -> bool:
+    """Folding pays when rescaling the weights costs less than a pass over the activations: always
+    for a constant weight (folded once, by constant folding), otherwise only while the weight has
+    fewer elements than the activation (a late ResNet layer at batch 1 has 300x more weights than
+    activations: folding it there would make every call slower)."""
+    if w.node.kind == "const":
+        return True
+    ws, ys = w.aval.shape, y.aval.shape
+    if ws is None or ys is None or None in ws or None in ys:
+        return False
+    return math.prod(ws) < math.prod(ys)
 
 
 def _op(name: str, node: Node, *inputs, **params) -> Entry:

@@ -49,13 +49,13 @@ def test_grouped_dilated_conv_then_batch_norm_folds(groups, dilation, run_symbol
 
 
 def test_dense_then_batch_norm_folds(run_symbol):
-    x = la.sym.var("x", shape=(5, 6), dtype="float64")
+    x = la.sym.var("x", shape=(8, 6), dtype="float64")  # 24 activations > 18 weights: folding pays
     w = la.sym.var("w", shape=(3, 6), dtype="float64")
     bias = la.sym.var("db", shape=(3,), dtype="float64")
     sym = la.sym.nn.batch_norm(la.sym.nn.dense(x, w, bias), *_bn_vars(3), axis=1)
     out = fold_batch_norm(sym)
     assert _ops(out)[-1] == "dense"
-    vals = {"x": RNG.standard_normal((5, 6)), "w": RNG.standard_normal((3, 6)), "db": RNG.standard_normal(3),
+    vals = {"x": RNG.standard_normal((8, 6)), "w": RNG.standard_normal((3, 6)), "db": RNG.standard_normal(3),
             **_stats(3)}
     np.testing.assert_allclose(run_symbol(out, **vals)[0], run_symbol(sym, **vals)[0], rtol=1e-10)
 
@@ -84,3 +84,18 @@ def test_hybridized_cnn_in_inference_folds_and_equals_the_imperative_block():
     compiled = net.inference_symbol()
     names = [n.label() for n in la.CachedOp(compiled.symbol).compiled(data=x.shape).topo() if n.op is not None]
     assert "conv2d" in names and not any("batch_norm" in nm for nm in names)
+
+
+def test_a_weight_larger_than_the_activation_is_not_folded_unless_constant():
+    # a late ResNet layer at batch 1: rescaling 4x4x3x3 weights each call costs more than the 4x2x2 pass
+    x = la.sym.var("x", shape=(1, 4, 2, 2), dtype="float64")
+    w = la.sym.var("w", shape=(4, 4, 3, 3), dtype="float64")
+    sym = la.sym.nn.batch_norm(la.sym.nn.conv2d(x, w, padding=(1, 1)), *_bn_vars(4))
+    assert _ops(fold_batch_norm(sym))[-1] == "batch_norm"
+    # a constant weight (captured by a trace; constant folding folds it once): always pays
+    xa = la.array(RNG.standard_normal((1, 4, 2, 2)))
+    stats = [la.array(v) for v in _stats(4).values()]
+    with la.deferred():
+        y = la.nn.batch_norm(la.nn.conv2d(xa, la.array(RNG.standard_normal((4, 4, 3, 3))), padding=(1, 1)), *stats)
+    const = la.get_symbol(y, inputs={"x": xa})
+    assert _ops(fold_batch_norm(const))[-1] == "conv2d"
