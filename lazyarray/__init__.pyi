@@ -17,6 +17,7 @@ from . import lr_scheduler as lr_scheduler
 from . import metric as metric
 from . import mxnet as mxnet
 from . import nn as nn
+from . import onnx as onnx
 from . import random as random
 from . import sbp as sbp
 from . import sparse as sparse
