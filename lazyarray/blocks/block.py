@@ -31,6 +31,7 @@ from ..executor.signature_cache import SignatureCache, causes_text, describe_cha
 from ..fileio import write_atomic
 from ..graph.symbol import Symbol
 from ..ndarray import NDArray
+from ..onnx.export import export as onnx_export
 from . import hybrid
 from .parameter import INIT_LOCK, MULTI_DEVICE, DeferredInitializationError, Parameter
 
@@ -630,6 +631,17 @@ class HybridBlock(Block):
         """
         sym, params = self.export_graph()
         return write_export(prefix, epoch, sym.to_json(indent=1), params)
+
+    def export_onnx(self, path: str, *, input_shapes=None, dynamic_axes=None, opset: int | None = None) -> str:
+        """Write the inference graph as an ONNX model (``la.onnx.export(self, path, ...)``); returns ``path``.
+
+        >>> import lazyarray as la, tempfile, os
+        >>> net = la.blocks.Dense(2, in_units=3); net.initialize()
+        >>> path = net.export_onnx(os.path.join(tempfile.mkdtemp(), "m.onnx"), input_shapes=(1, 3))
+        >>> os.path.exists(path)
+        True
+        """
+        return onnx_export(self, path, input_shapes=input_shapes, dynamic_axes=dynamic_axes, opset=opset)
 
     def export_graph(self) -> tuple[Symbol, dict[str, Parameter]]:
         """``(graph, parameters)`` that ``export`` writes: the inference-mode graph of the model's

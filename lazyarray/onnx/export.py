@@ -27,7 +27,10 @@ import tempfile
 
 import numpy as np
 
+from ..creation import zeros
 from ..errors import GraphError, ParamError
+from ..executor.cached_op import CachedOp
+from ..executor.call import SubGraph
 from ..fileio import remove_stale_temporaries, write_atomic
 from ..graph.symbol import Symbol
 from .export_ops import CONVERTERS, _training, is_training_node
@@ -230,7 +233,6 @@ class _Graph:
 # -- the export ---------------------------------------------------------------------------------
 def _all_nodes(sym: Symbol, seen=None):
     """Every node of ``sym`` and of the sub-graphs its control-flow and call nodes hold."""
-    from ..executor.call import SubGraph
     seen = set() if seen is None else seen
     for node in sym.topo():
         if id(node) in seen:
@@ -316,6 +318,11 @@ def to_model(sym: Symbol, values: dict[str, np.ndarray] | None = None, *, input_
             ax = dynamic.get(n.name, {})
             given[n.name] = a._replace(shape=tuple(None if (i in ax or i - len(shape) in ax) else d
                                                    for i, d in enumerate(shape)), dtype=dtype)
+    for n in sym.constant_nodes():  # captured constants keep their names (reserved above)
+        bind[id(n)] = name = sym.name_of(n)
+        t = g.tensor(np.asarray(n.value.get() if hasattr(n.value, "get") else n.value))
+        t.name = name
+        ctx.initializers.append(t)
     env = g.emit(sym, bind)
 
     out_avals = _output_avals(sym, given)
@@ -390,30 +397,35 @@ def _numpy(v) -> np.ndarray:
 
 def _resolve(obj, input_shapes, params):
     """``(symbol, parameter values, input shapes, default dynamic axes)`` of what ``export`` was given."""
-    from ..blocks.block import HybridBlock
-    from ..creation import zeros
-    from ..executor.cached_op import CachedOp
     if isinstance(obj, Symbol):
         return obj, {k: _numpy(v) for k, v in (params or {}).items()}, input_shapes, None
     if isinstance(obj, CachedOp):
         return obj.sym, {k: _numpy(v) for k, v in (params or {}).items()}, input_shapes, None
-    if isinstance(obj, HybridBlock):
+    if hasattr(obj, "export_graph"):  # a HybridBlock
         block = obj
         if input_shapes is not None:
             shapes = _block_shapes(input_shapes)
             if not block.hybridized:
                 block.hybridize()
             block(*[zeros(tuple(s)) for s in shapes])
+        elif block._last_sig is None and isinstance(getattr(block, "symbol", None), Symbol):  # a SymbolBlock
+            sym = block.symbol
+            ps = {k: v for k, v in block.collect_params().items() if k in sym.list_inputs()}
+            return sym, {k: _numpy(p.data()) for k, p in ps.items()}, None, _batch_axes(sym, ps)
         elif block._last_sig is None:
             raise ParamError(f"la.onnx.export: {type(block).__name__} has not been called yet: call it on an "
                              "input once (net.hybridize(); net(x)) or give input_shapes=(1, 3, 224, 224) to "
                              "trace it")
         sym, ps = block.export_graph()
         values = {k: _numpy(p.data()) for k, p in ps.items()}
-        dyn = {n.name: {0: "batch"} for n in sym.input_nodes()
-               if n.name not in values and n.avals[0].shape is not None and len(n.avals[0].shape) > 0}
-        return sym, values, None, dyn
+        return sym, values, None, _batch_axes(sym, values)
     raise ParamError(f"la.onnx.export: expected a Symbol, a CachedOp or a HybridBlock, got {type(obj).__name__}")
+
+
+def _batch_axes(sym: Symbol, values) -> dict:
+    """Axis 0 of every data input (of rank 1 or more) named ``batch``: a block's default dynamic axes."""
+    return {n.name: {0: "batch"} for n in sym.input_nodes()
+            if n.name not in values and n.avals[0].shape is not None and len(n.avals[0].shape) > 0}
 
 
 def _block_shapes(input_shapes) -> list:
