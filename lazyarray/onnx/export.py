@@ -108,7 +108,7 @@ class _Graph:
         return outs if as_list or n_out != 1 else outs[0]
 
     def tensor(self, value: np.ndarray):
-        return self.ctx.onnx.numpy_helper.from_array(np.ascontiguousarray(value))
+        return self.ctx.onnx.numpy_helper.from_array(np.array(value, order="C"))  # (ascontiguousarray makes 0-d 1-d)
 
     def const(self, value, hint: str = "const") -> str:
         value = np.asarray(value)

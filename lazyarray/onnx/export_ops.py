@@ -87,6 +87,22 @@ def _logical(op_type: str):
     return convert
 
 
+def _bitwise(op_type: str, bool_type: str):
+    """Bitwise ops take integers in ONNX; on bools they are the logical ops."""
+    def convert(g, node, ins):
+        return [g.op(bool_type if _out_dtype(node).kind == "b" else op_type, _compute(g, node, ins))]
+    return convert
+
+
+def _float_test(op_type: str):
+    """IsNaN / IsInf take floats; an integer is never NaN nor infinite, so test it as a float."""
+    def convert(g, node, ins):
+        dt = _in_dtype(node, 0)
+        x = ins[0] if dt.kind == "f" else g.cast(ins[0], dt, np.dtype("float32"))
+        return [g.op(op_type, [x])]
+    return convert
+
+
 def _identity(g, node, ins):
     return [g.op("Identity", ins[:1])]
 
@@ -440,7 +456,17 @@ def _take(g, node, ins):
 
 
 def _take_along_axis(g, node, ins):
-    return [g.op("GatherElements", ins, axis=int(node.params.get("axis", -1)))]
+    """GatherElements wants x and the indices of one shape but along ``axis``: numpy broadcasts them."""
+    xs, js = _shape(node, 0), _shape(node, 1)
+    if xs is None or js is None or None in xs or None in js or len(xs) != len(js):
+        raise _fail(g, node, "x and the indices need static shapes of one rank")
+    ax = int(node.params.get("axis", -1)) % len(xs)
+    common = [max(a, b) for a, b in zip(xs, js)]
+    x_to = [xs[ax] if i == ax else d for i, d in enumerate(common)]
+    j_to = [js[ax] if i == ax else d for i, d in enumerate(common)]
+    x = ins[0] if list(xs) == x_to else g.op("Expand", [ins[0], g.ints(x_to)])
+    j = ins[1] if list(js) == j_to else g.op("Expand", [ins[1], g.ints(j_to)])
+    return [g.op("GatherElements", [x, j], axis=ax)]
 
 
 def _concatenate(g, node, ins):
@@ -456,7 +482,8 @@ def _stack(g, node, ins):
 def _pad(g, node, ins):
     rank = _rank(g, node)
     pw = node.params["pad_width"]
-    pw = np.broadcast_to(np.asarray(pw, dtype=np.int64).reshape(-1, 2), (rank, 2))
+    pw = np.asarray(pw, dtype=np.int64)
+    pw = np.full((rank, 2), int(pw.reshape(-1)[0])) if pw.size == 1 else np.broadcast_to(pw.reshape(-1, 2), (rank, 2))
     mode = node.params.get("mode", "constant")
     args = [ins[0], g.ints(list(pw[:, 0]) + list(pw[:, 1]))]
     if mode == "constant":
@@ -529,7 +556,8 @@ def _masked_softmax(g, node, ins):
 def _one_hot(g, node, ins):
     dt = _out_dtype(node)
     values = g.const(np.array([0, 1], dtype=dt))
-    return [g.op("OneHot", [ins[0], g.ints([int(node.params["depth"])]), values], axis=-1)]
+    idx = g.cast(ins[0], _in_dtype(node, 0), np.dtype("int64"))  # the index type onnxruntime implements
+    return [g.op("OneHot", [idx, g.ints([int(node.params["depth"])]), values], axis=-1)]
 
 
 def _dropout(g, node, ins):
@@ -673,14 +701,14 @@ CONVERTERS = {
     "power": _binary("Pow"), "maximum": _binary("Max"), "minimum": _binary("Min"),
     "remainder": _remainder, "floor_divide": _floor_divide, "hypot": _hypot, "logaddexp": _logaddexp,
     "heaviside": _heaviside, "where": _where, "clip": _clip, "smooth_l1": _smooth_l1, "quadratic": _quadratic,
-    "bitwise_and": _binary("BitwiseAnd"), "bitwise_or": _binary("BitwiseOr"), "bitwise_xor": _binary("BitwiseXor"),
-    "bitwise_invert": _unary("BitwiseNot"),
+    "bitwise_and": _bitwise("BitwiseAnd", "And"), "bitwise_or": _bitwise("BitwiseOr", "Or"),
+    "bitwise_xor": _bitwise("BitwiseXor", "Xor"), "bitwise_invert": _bitwise("BitwiseNot", "Not"),
     # elementwise: comparisons and logic
     "equal": _compare("Equal"), "not_equal": _compare("Equal", negate=True), "less": _compare("Less"),
     "less_equal": _compare("LessOrEqual"), "greater": _compare("Greater"),
     "greater_equal": _compare("GreaterOrEqual"),
     "logical_and": _logical("And"), "logical_or": _logical("Or"), "logical_xor": _logical("Xor"),
-    "logical_not": _logical("Not"), "isnan": _unary("IsNaN"), "isinf": _unary("IsInf"), "isfinite": _isfinite,
+    "logical_not": _logical("Not"), "isnan": _float_test("IsNaN"), "isinf": _float_test("IsInf"), "isfinite": _isfinite,
     # elementwise: math
     **{name: _unary(t) for name, t in (
         ("abs", "Abs"), ("negative", "Neg"), ("sign", "Sign"), ("exp", "Exp"), ("log", "Log"), ("sqrt", "Sqrt"),
