@@ -11,7 +11,8 @@
   files are recognised by their content (``--params`` is then required: it gives the shapes).
 * ``lazyarray convert FILE-symbol.json --params FILE.params --out PREFIX [--to lazyarray|mxnet]``:
   convert a model between MXNet 1.x files and lazyarray's format (``PREFIX-symbol.json`` +
-  ``PREFIX-0000.params``).
+  ``PREFIX-0000.params``); ``--to model.onnx`` writes an ONNX model instead (``la.onnx.export``,
+  batch axis dynamic).
 
 Problems with files or arguments print one line (``lazyarray: error: ...``) and exit with
 status 2.
@@ -42,6 +43,8 @@ from .graph.symbol import load_symbol
 from .mxnet import export as export_mxnet
 from .mxnet import load_arrays as load_mxnet_arrays
 from .mxnet import sniff as is_mxnet_file
+from .onnx import DEFAULT_OPSET
+from .onnx import export as onnx_export
 from .rng import seed as seed_rng
 
 
@@ -381,18 +384,37 @@ def convert(args) -> int:
         data = [n for n in load_symbol(args.symbol).list_inputs() if _is_data(n)]
         block = B.SymbolBlock.imports(args.symbol, data, args.params)
         sym, params = block.symbol, None
+    if args.to.endswith(".onnx"):
+        if block is None:
+            block = _block_of(sym, params)
+        try:
+            onnx_export(block, args.to, opset=args.opset)
+        except ImportError as exc:
+            raise CLIError(str(exc)) from None
+        _say(f"wrote {args.to} (ONNX opset {args.opset or DEFAULT_OPSET}; inputs: "
+             f"{', '.join(n for n in block.symbol.list_inputs() if n not in block.collect_params())})")
+        return 0
+    if args.to not in ("lazyarray", "mxnet"):
+        raise CLIError(f"--to: expected lazyarray, mxnet or a file name ending in .onnx, got {args.to!r}")
+    if not args.out:
+        raise CLIError("--out PREFIX is required when converting to the lazyarray or MXNet format")
     if args.to == "mxnet":
         files = export_mxnet(block if block is not None else sym, args.out, params=params)
     else:
         if block is None:
-            data = [n for n in sym.list_inputs() if n not in params]
-            block = B.SymbolBlock(sym, data)
-            for name, value in params.items():
-                block.collect_params()[name].set_data(value)
+            block = _block_of(sym, params)
         files = block.export(args.out)
     _say(f"wrote {files[0]} and {files[1]} ({args.to} format; inputs: "
          f"{', '.join(n for n in sym.list_inputs() if n not in (params or block.collect_params()))})")
     return 0
+
+
+def _block_of(sym, params: dict):
+    """A SymbolBlock running ``sym`` with ``params`` (name -> array); the other inputs are its data."""
+    block = B.SymbolBlock(sym, [n for n in sym.list_inputs() if n not in params])
+    for name, value in params.items():
+        block.collect_params()[name].set_data(value)
+    return block
 
 
 def _say(line: str, file=None) -> None:
@@ -466,11 +488,14 @@ def parser() -> argparse.ArgumentParser:
                    help=f"with --svg: draw every node (default: one box per top-level block, and long "
                         f"chains collapse past {DRAW_MAX_NODES} boxes)")
     i.set_defaults(run=inspect)
-    c = sub.add_parser("convert", help="convert a model between MXNet 1.x files and lazyarray's format")
+    c = sub.add_parser("convert", help="convert a model between MXNet 1.x files, lazyarray's format and ONNX")
     c.add_argument("symbol", help="FILE-symbol.json (MXNet 1.x or lazyarray, recognised by content)")
     c.add_argument("--params", help="its parameter file (FILE-0000.params)")
-    c.add_argument("--out", required=True, metavar="PREFIX", help="write PREFIX-symbol.json and PREFIX-0000.params")
-    c.add_argument("--to", choices=("lazyarray", "mxnet"), default="lazyarray", help="the format to write")
+    c.add_argument("--out", metavar="PREFIX", help="write PREFIX-symbol.json and PREFIX-0000.params")
+    c.add_argument("--to", default="lazyarray", metavar="{lazyarray,mxnet,FILE.onnx}",
+                   help="the format to write: lazyarray, mxnet, or an ONNX model file name ending in .onnx")
+    c.add_argument("--opset", type=_int_in(DEFAULT_OPSET, 100), help=f"with --to FILE.onnx: the ONNX opset "
+                   f"(default {DEFAULT_OPSET})")
     c.add_argument("--shape", action="append", metavar="NAME=D1,D2,...",
                    help="input shape (MXNet models whose Reshape codes need it), e.g. data=1,3,224,224")
     c.set_defaults(run=convert)

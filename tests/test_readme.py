@@ -21,12 +21,13 @@ def test_readme_python_examples_run_each_on_its_own(tmp_path, monkeypatch):
         has_dask = False
     try:
         import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
         has_onnx = True
     except ImportError:  # the onnx extra is not installed: its example cannot run here
         has_onnx = False
     ran = skipped = 0
     for i, block in enumerate(blocks):
-        if ("dask" in block and not has_dask) or ("import onnx" in block and not has_onnx):
+        if ("dask" in block and not has_dask) or ("onnx" in block and not has_onnx):
             skipped += 1
             continue
         ns: dict = {"__name__": f"readme_block_{i}"}

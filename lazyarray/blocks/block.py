@@ -32,6 +32,7 @@ from ..fileio import write_atomic
 from ..graph.node import BLOCK_SCOPE
 from ..graph.symbol import Symbol
 from ..ndarray import NDArray
+from ..onnx.export import export as onnx_export
 from . import hybrid
 from .parameter import INIT_LOCK, MULTI_DEVICE, DeferredInitializationError, Parameter
 
@@ -655,6 +656,15 @@ class HybridBlock(Block):
         """
         sym, params = self.export_graph()
         return write_export(prefix, epoch, sym.to_json(indent=1), params)
+
+    def export_onnx(self, path: str, *, input_shapes=None, dynamic_axes=None, opset: int | None = None) -> str:
+        """Write the inference graph as an ONNX model (``la.onnx.export(self, path, ...)``); returns ``path``.
+        Needs the ``onnx`` extra (``pip install 'lazyarray[onnx]'``); tests/onnx/test_onnx_export.py runs it::
+
+            net = la.blocks.Dense(2, in_units=3); net.initialize()
+            net.export_onnx("m.onnx", input_shapes=(1, 3))  # the batch axis is dynamic
+        """
+        return onnx_export(self, path, input_shapes=input_shapes, dynamic_axes=dynamic_axes, opset=opset)
 
     def export_graph(self) -> tuple[Symbol, dict[str, Parameter]]:
         """``(graph, parameters)`` that ``export`` writes: the inference-mode graph of the model's

@@ -1,0 +1,775 @@
+"""The ONNX export table: registry op name -> the function that writes it as ONNX nodes.
+
+Each converter is ``f(g, node, ins) -> [tensor name per output]``: ``g`` is the graph being
+built (``export._Graph``: ``g.op(...)`` adds an ONNX node, ``g.ints``/``g.scalar`` add constants,
+``g.cast`` converts a dtype), ``node`` our graph node (its params and recorded avals), ``ins``
+the ONNX tensor names of its inputs. ONNX operators ask every input of an elementwise op to have
+one dtype, where our ops promote like NumPy: converters cast inputs to the dtype the op's rule
+gave its output (``_compute``) first.
+
+Grouped by op family, as the registry (``lazyarray/ops/*.py``) is.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import GraphError
+from ..ops.shape import section_bounds
+
+INT64_MAX = np.iinfo(np.int64).max
+INT64_MIN = np.iinfo(np.int64).min
+
+
+def _fail(g, node, why: str):
+    return GraphError(f"cannot export node {g.label(node)!r} ({node.op.name}) to ONNX: {why}")
+
+
+def _in_dtype(node, i: int) -> np.dtype:
+    return node.inputs[i].node.avals[node.inputs[i].index].dtype
+
+
+def _out_dtype(node, i: int = 0) -> np.dtype:
+    return node.avals[i].dtype
+
+
+def _shape(node, i: int = 0):
+    e = node.inputs[i]
+    return e.node.avals[e.index].shape
+
+
+def _rank(g, node, i: int = 0) -> int:
+    s = _shape(node, i)
+    if s is None:
+        raise _fail(g, node, f"the rank of input {i} is unknown; give la.onnx.export input_shapes")
+    return len(s)
+
+
+def _compute(g, node, ins, dtype=None):
+    """``ins`` cast to ``dtype`` (default: the output's dtype) where they differ."""
+    dtype = _out_dtype(node) if dtype is None else dtype
+    return [g.cast(t, _in_dtype(node, i), dtype) for i, t in enumerate(ins)]
+
+
+def _axes(axis) -> list[int]:
+    return [int(a) for a in axis] if isinstance(axis, (tuple, list)) else [int(axis)]
+
+
+# -- elementwise ------------------------------------------------------------------------------
+def _unary(op_type: str, int_identity: bool = False):
+    """An elementwise ONNX op computing in the output dtype (ints in, float out: cast first)."""
+    def convert(g, node, ins):
+        if int_identity and _out_dtype(node).kind in "iub":
+            return [g.op("Identity", ins)]
+        return [g.op(op_type, _compute(g, node, ins))]
+    return convert
+
+
+def _binary(op_type: str, **attrs):
+    def convert(g, node, ins):
+        return [g.op(op_type, _compute(g, node, ins), **attrs)]
+    return convert
+
+
+def _compare(op_type: str, negate: bool = False):
+    """A comparison: both sides in their common dtype, a bool result."""
+    def convert(g, node, ins):
+        common = np.result_type(_in_dtype(node, 0), _in_dtype(node, 1))
+        y = g.op(op_type, _compute(g, node, ins, common))
+        return [g.op("Not", [y]) if negate else y]
+    return convert
+
+
+def _logical(op_type: str):
+    def convert(g, node, ins):
+        return [g.op(op_type, _compute(g, node, ins, np.dtype(bool)))]
+    return convert
+
+
+def _bitwise(op_type: str, bool_type: str):
+    """Bitwise ops take integers in ONNX; on bools they are the logical ops."""
+    def convert(g, node, ins):
+        return [g.op(bool_type if _out_dtype(node).kind == "b" else op_type, _compute(g, node, ins))]
+    return convert
+
+
+def _float_test(op_type: str):
+    """IsNaN / IsInf take floats; an integer is never NaN nor infinite, so test it as a float."""
+    def convert(g, node, ins):
+        dt = _in_dtype(node, 0)
+        x = ins[0] if dt.kind == "f" else g.cast(ins[0], dt, np.dtype("float32"))
+        return [g.op(op_type, [x])]
+    return convert
+
+
+def _identity(g, node, ins):
+    return [g.op("Identity", ins[:1])]
+
+
+def _square(g, node, ins):
+    x, = _compute(g, node, ins)
+    return [g.op("Mul", [x, x])]
+
+
+def _with_scalar(op_type: str, value: float, first: str):
+    """``first(x)`` then ``op_type`` with a number: expm1 = exp(x) - 1, log1p = log(x + 1), ..."""
+    def convert(g, node, ins):
+        x, = _compute(g, node, ins)
+        dt = _out_dtype(node)
+        if first == "Log1p":
+            return [g.op("Log", [g.op("Add", [x, g.scalar(1, dt)])])]
+        y = g.op(first, [x])
+        return [g.op(op_type, [y, g.scalar(value, dt)])]
+    return convert
+
+
+def _trunc(g, node, ins):
+    if _out_dtype(node).kind in "iub":
+        return [g.op("Identity", ins)]
+    x, = _compute(g, node, ins)
+    neg = g.op("Less", [x, g.scalar(0, _out_dtype(node))])
+    return [g.op("Where", [neg, g.op("Ceil", [x]), g.op("Floor", [x])])]
+
+
+def _isfinite(g, node, ins):
+    bad = g.op("Or", [g.op("IsNaN", ins), g.op("IsInf", ins)])
+    return [g.op("Not", [bad])]
+
+
+def _remainder(g, node, ins):
+    a, b = _compute(g, node, ins)
+    if _out_dtype(node).kind in "iu":
+        return [g.op("Mod", [a, b], fmod=0)]  # integer Mod with fmod=0 has Python's (divisor's) sign
+    q = g.op("Floor", [g.op("Div", [a, b])])
+    return [g.op("Sub", [a, g.op("Mul", [q, b])])]
+
+
+def _floor_divide(g, node, ins):
+    a, b = _compute(g, node, ins)
+    if _out_dtype(node).kind in "iu":  # ONNX Div truncates: (a - a mod b) / b floors exactly
+        return [g.op("Div", [g.op("Sub", [a, g.op("Mod", [a, b], fmod=0)]), b])]
+    return [g.op("Floor", [g.op("Div", [a, b])])]
+
+
+def _hypot(g, node, ins):
+    a, b = _compute(g, node, ins)
+    return [g.op("Sqrt", [g.op("Add", [g.op("Mul", [a, a]), g.op("Mul", [b, b])])])]
+
+
+def _logaddexp(g, node, ins):
+    a, b = _compute(g, node, ins)
+    dt = _out_dtype(node)
+    m = g.op("Max", [a, b])
+    d = g.op("Neg", [g.op("Abs", [g.op("Sub", [a, b])])])
+    return [g.op("Add", [m, g.op("Log", [g.op("Add", [g.op("Exp", [d]), g.scalar(1, dt)])])])]
+
+
+def _heaviside(g, node, ins):
+    x, h = _compute(g, node, ins)
+    dt = _out_dtype(node)
+    pos = g.op("Where", [g.op("Greater", [x, g.scalar(0, dt)]), g.scalar(1, dt), h])
+    return [g.op("Where", [g.op("Less", [x, g.scalar(0, dt)]), g.scalar(0, dt), pos])]
+
+
+def _where(g, node, ins):
+    c = g.cast(ins[0], _in_dtype(node, 0), np.dtype(bool))
+    x = g.cast(ins[1], _in_dtype(node, 1), _out_dtype(node))
+    y = g.cast(ins[2], _in_dtype(node, 2), _out_dtype(node))
+    return [g.op("Where", [c, x, y])]
+
+
+def _clip(g, node, ins):
+    x, lo, hi = _compute(g, node, ins)  # numpy.clip: minimum(maximum(x, lo), hi), broadcasting
+    return [g.op("Min", [g.op("Max", [x, lo]), hi])]
+
+
+def _smooth_l1(g, node, ins):
+    x, = _compute(g, node, ins)
+    dt = _out_dtype(node)
+    s2 = float(node.params["scalar"]) ** 2
+    ax = g.op("Abs", [x])
+    quad = g.op("Mul", [g.op("Mul", [x, x]), g.scalar(0.5 * s2, dt)])
+    lin = g.op("Sub", [ax, g.scalar(0.5 / s2, dt)])
+    return [g.op("Where", [g.op("Less", [ax, g.scalar(1.0 / s2, dt)]), quad, lin])]
+
+
+def _quadratic(g, node, ins):
+    x, = _compute(g, node, ins)
+    dt = _out_dtype(node)
+    p = node.params
+    ax_b = g.op("Add", [g.op("Mul", [x, g.scalar(p["a"], dt)]), g.scalar(p["b"], dt)])
+    return [g.op("Add", [g.op("Mul", [ax_b, x]), g.scalar(p["c"], dt)])]
+
+
+def _cast(g, node, ins):
+    return [g.cast(ins[0], _in_dtype(node, 0), _out_dtype(node), force=True)]
+
+
+def _fill_like(value_of):
+    def convert(g, node, ins):
+        dt = _out_dtype(node)
+        value = np.array([value_of(node)], dtype=dt)
+        return [g.op("ConstantOfShape", [g.op("Shape", ins[:1])], value=g.tensor(value))]
+    return convert
+
+
+# -- reductions -------------------------------------------------------------------------------
+def _reduce_inputs(g, node, x):
+    axis = node.params.get("axis")
+    return [x] if axis is None else [x, g.ints(_axes(axis))]
+
+
+def _reduce(op_type: str, cast_in=True):
+    def convert(g, node, ins):
+        axis = node.params.get("axis")
+        keep = int(bool(node.params.get("keepdims", False)))
+        x = _compute(g, node, ins)[0] if cast_in else ins[0]
+        if axis == ():
+            return [g.op("Identity", [x])]
+        return [g.op(op_type, _reduce_inputs(g, node, x), keepdims=keep)]
+    return convert
+
+
+def _all_any(op_type: str):
+    def convert(g, node, ins):
+        axis = node.params.get("axis")
+        x = g.cast(g.cast(ins[0], _in_dtype(node, 0), np.dtype(bool)), np.dtype(bool), np.dtype("int32"))
+        if axis == ():
+            return [g.cast(x, np.dtype("int32"), np.dtype(bool))]
+        y = g.op(op_type, _reduce_inputs(g, node, x), keepdims=int(bool(node.params.get("keepdims"))))
+        return [g.cast(y, np.dtype("int32"), np.dtype(bool))]
+    return convert
+
+
+def _count_nonzero(g, node, ins):
+    nz = g.op("Not", [g.op("Equal", [ins[0], g.scalar(0, _in_dtype(node, 0))])])
+    x = g.cast(nz, np.dtype(bool), _out_dtype(node))
+    if node.params.get("axis") == ():
+        return [x]
+    return [g.op("ReduceSum", _reduce_inputs(g, node, x), keepdims=int(bool(node.params.get("keepdims"))))]
+
+
+def _arg(op_type: str):
+    def convert(g, node, ins):
+        axis, keep = node.params.get("axis"), bool(node.params.get("keepdims"))
+        x = ins[0]
+        if axis is None:
+            y = g.op(op_type, [g.op("Reshape", [x, g.ints([-1])])], axis=0, keepdims=0)
+            if keep:
+                y = g.op("Reshape", [y, g.ints([1] * _rank(g, node))])
+        else:
+            y = g.op(op_type, [x], axis=int(axis), keepdims=int(keep))
+        return [g.cast(y, np.dtype("int64"), _out_dtype(node))]
+    return convert
+
+
+def _moments(std: bool):
+    def convert(g, node, ins):
+        x, = _compute(g, node, ins)
+        dt = _out_dtype(node)
+        axis, keep = node.params.get("axis"), int(bool(node.params.get("keepdims")))
+        m = g.op("ReduceMean", _reduce_inputs(g, node, x), keepdims=1)
+        d = g.op("Sub", [x, m])
+        v = g.op("ReduceMean", _reduce_inputs(g, node, g.op("Mul", [d, d])), keepdims=keep)
+        corr = float(node.params.get("correction", 0.0))
+        if corr:
+            shape = _shape(node)
+            axes = range(len(shape)) if axis is None else [a % len(shape) for a in _axes(axis)]
+            sizes = [shape[a] for a in axes]
+            if any(s is None for s in sizes):
+                raise _fail(g, node, "a correction over an axis of unknown size")
+            n = math.prod(sizes)
+            v = g.op("Mul", [v, g.scalar(n / max(n - corr, 0.0) if n > corr else float("inf"), dt)])
+        return [g.op("Sqrt", [v]) if std else v]
+    return convert
+
+
+def _vector_norm(g, node, ins):
+    x, = _compute(g, node, ins)
+    dt = _out_dtype(node)
+    ord_ = node.params.get("ord", 2)
+    keep = int(bool(node.params.get("keepdims")))
+    a = g.op("Abs", [x])
+    if node.params.get("axis") == ():
+        return [a]
+    if ord_ == 2:
+        return [g.op("Sqrt", [g.op("ReduceSumSquare", _reduce_inputs(g, node, x), keepdims=keep)])]
+    if ord_ == 1:
+        return [g.op("ReduceL1", _reduce_inputs(g, node, x), keepdims=keep)]
+    if ord_ == float("inf"):
+        return [g.op("ReduceMax", _reduce_inputs(g, node, a), keepdims=keep)]
+    if ord_ == float("-inf"):
+        return [g.op("ReduceMin", _reduce_inputs(g, node, a), keepdims=keep)]
+    if ord_ == 0:
+        nz = g.cast(g.op("Not", [g.op("Equal", [x, g.scalar(0, dt)])]), np.dtype(bool), dt)
+        return [g.op("ReduceSum", _reduce_inputs(g, node, nz), keepdims=keep)]
+    p = float(ord_)
+    s = g.op("ReduceSum", _reduce_inputs(g, node, g.op("Pow", [a, g.scalar(p, dt)])), keepdims=keep)
+    return [g.op("Pow", [s, g.scalar(1.0 / p, dt)])]
+
+
+def _cumulative_sum(g, node, ins):
+    x, = _compute(g, node, ins)
+    axis = node.params.get("axis")
+    if axis is None:
+        x, axis = g.op("Reshape", [x, g.ints([-1])]), 0
+    y = g.op("CumSum", [x, g.ints([int(axis)], scalar=True)])
+    if node.params.get("include_initial"):
+        rank = 1 if node.params.get("axis") is None else _rank(g, node)
+        pads = [0] * (2 * rank)
+        pads[int(axis) % rank] = 1
+        y = g.op("Pad", [y, g.ints(pads)], mode="constant")
+    return [y]
+
+
+# -- shape ------------------------------------------------------------------------------------
+def _reshape(g, node, ins):
+    shape = [int(s) for s in node.params["shape"]]
+    return [g.op("Reshape", [ins[0], g.ints(shape)], allowzero=int(0 in shape))]
+
+
+def _reshape_like(g, node, ins):
+    return [g.op("Reshape", [ins[0], g.op("Shape", [ins[1]])])]
+
+
+def _transpose(g, node, ins):
+    axes = node.params.get("axes")
+    if axes is None:
+        return [g.op("Transpose", ins)]
+    rank = _rank(g, node)
+    return [g.op("Transpose", ins, perm=[int(a) % rank for a in axes])]
+
+
+def _expand_dims(g, node, ins):
+    return [g.op("Unsqueeze", [ins[0], g.ints(_axes(node.params["axis"]))])]
+
+
+def _squeeze(g, node, ins):
+    axis = node.params.get("axis")
+    return [g.op("Squeeze", ins if axis is None else [ins[0], g.ints(_axes(axis))])]
+
+
+def _flatten(g, node, ins):
+    if _rank(g, node) == 0:
+        return [g.op("Reshape", [ins[0], g.ints([1, 1])])]
+    return [g.op("Flatten", ins, axis=1)]
+
+
+def _broadcast_to(g, node, ins):
+    return [g.op("Expand", [ins[0], g.ints([int(s) for s in node.params["shape"]])])]
+
+
+def _broadcast_like(g, node, ins):
+    return [g.op("Expand", [ins[0], g.op("Shape", [ins[1]])])]
+
+
+def _expand(g, node, ins):
+    # PyTorch's expand: -1 keeps x's size; ONNX Expand broadcasts, so a 1 there does the same
+    sizes = [1 if int(s) == -1 else int(s) for s in node.params["sizes"]]
+    return [g.op("Expand", [ins[0], g.ints(sizes)])]
+
+
+def _repeat(g, node, ins):
+    sizes = [int(s) for s in node.params["sizes"]]
+    rank = _rank(g, node)
+    x = ins[0]
+    if len(sizes) > rank:  # PyTorch's repeat: new leading axes of size 1 first
+        x = g.op("Unsqueeze", [x, g.ints(list(range(len(sizes) - rank)))])
+    return [g.op("Tile", [x, g.ints(sizes)])]
+
+
+def _repeat_elements(g, node, ins):
+    """numpy.repeat as a Gather with the index of every output element (sizes are static)."""
+    axis, repeats = node.params.get("axis"), [int(r) for r in node.params["repeats"]]
+    x = ins[0]
+    shape = _shape(node)
+    if shape is None:
+        raise _fail(g, node, "the input's shape is unknown")
+    if axis is None:
+        x, n, axis = g.op("Reshape", [x, g.ints([-1])]), math.prod(shape), 0
+    else:
+        n = shape[axis]
+    if n is None:
+        raise _fail(g, node, f"axis {axis} has no static size")
+    idx = np.repeat(np.arange(n, dtype=np.int64), repeats if len(repeats) > 1 else repeats[0])
+    return [g.op("Gather", [x, g.const(idx)], axis=int(axis))]
+
+
+def _getitem(g, node, ins):
+    """Basic indexing: one Slice for the slices and ints, Squeeze for the ints, Unsqueeze for None."""
+    key = node.params["key"]
+    key = key if isinstance(key, tuple) else (key,)
+    rank = _rank(g, node)
+    n_index = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if Ellipsis in key:
+        at = key.index(Ellipsis)
+        key = key[:at] + (slice(None),) * (rank - n_index) + key[at + 1:]
+    else:
+        key = key + (slice(None),) * (rank - n_index)
+    starts, ends, axes, steps, drop, new = [], [], [], [], [], []
+    axis = out_pos = 0
+    for k in key:
+        if k is None:
+            new.append(out_pos)
+            out_pos += 1
+            continue
+        if isinstance(k, slice):
+            if k != slice(None):
+                step = 1 if k.step is None else k.step
+                lo, hi = (INT64_MAX, INT64_MIN) if step < 0 else (0, INT64_MAX)
+                starts.append(lo if k.start is None else k.start)
+                ends.append(hi if k.stop is None else k.stop)
+                axes.append(axis)
+                steps.append(step)
+            out_pos += 1
+        else:
+            i = int(k)
+            starts.append(i)
+            ends.append(INT64_MAX if i == -1 else i + 1)
+            axes.append(axis)
+            steps.append(1)
+            drop.append(axis)
+        axis += 1
+    x = ins[0]
+    if axes:
+        x = g.op("Slice", [x, g.ints(starts), g.ints(ends), g.ints(axes), g.ints(steps)])
+    if drop:
+        x = g.op("Squeeze", [x, g.ints(drop)])
+    if new:
+        x = g.op("Unsqueeze", [x, g.ints(new)])
+    return [x if x != ins[0] else g.op("Identity", [x])]
+
+
+def _split_section(g, node, ins):
+    p = node.params
+    shape = _shape(node)
+    ax = p["axis"] % len(shape)
+    if shape[ax] is None:
+        raise _fail(g, node, f"split along axis {ax}, whose size is not static (a dynamic axis)")
+    lo, hi = section_bounds(shape[ax], p["sections"], p["index"])
+    return [g.op("Slice", [ins[0], g.ints([lo]), g.ints([hi]), g.ints([ax])])]
+
+
+def _take(g, node, ins):
+    return [g.op("Gather", ins, axis=int(node.params.get("axis", 0)))]
+
+
+def _take_along_axis(g, node, ins):
+    """GatherElements wants x and the indices of one shape but along ``axis``: numpy broadcasts them."""
+    xs, js = _shape(node, 0), _shape(node, 1)
+    if xs is None or js is None or None in xs or None in js or len(xs) != len(js):
+        raise _fail(g, node, "x and the indices need static shapes of one rank")
+    ax = int(node.params.get("axis", -1)) % len(xs)
+    common = [max(a, b) for a, b in zip(xs, js)]
+    x_to = [xs[ax] if i == ax else d for i, d in enumerate(common)]
+    j_to = [js[ax] if i == ax else d for i, d in enumerate(common)]
+    x = ins[0] if list(xs) == x_to else g.op("Expand", [ins[0], g.ints(x_to)])
+    j = ins[1] if list(js) == j_to else g.op("Expand", [ins[1], g.ints(j_to)])
+    return [g.op("GatherElements", [x, j], axis=ax)]
+
+
+def _concatenate(g, node, ins):
+    return [g.op("Concat", _compute(g, node, ins), axis=int(node.params.get("axis", 0)))]
+
+
+def _stack(g, node, ins):
+    axis = g.ints([int(node.params.get("axis", 0))])
+    return [g.op("Concat", [g.op("Unsqueeze", [x, axis]) for x in _compute(g, node, ins)],
+                 axis=int(node.params.get("axis", 0)))]
+
+
+def _pad(g, node, ins):
+    rank = _rank(g, node)
+    pw = node.params["pad_width"]
+    pw = np.asarray(pw, dtype=np.int64)
+    pw = np.full((rank, 2), int(pw.reshape(-1)[0])) if pw.size == 1 else np.broadcast_to(pw.reshape(-1, 2), (rank, 2))
+    mode = node.params.get("mode", "constant")
+    args = [ins[0], g.ints(list(pw[:, 0]) + list(pw[:, 1]))]
+    if mode == "constant":
+        args.append(g.scalar(node.params.get("constant_values", 0.0), _in_dtype(node, 0)))
+    return [g.op("Pad", args, mode=mode)]
+
+
+def _flip(g, node, ins):
+    rank = _rank(g, node)
+    axis = node.params.get("axis")
+    axes = list(range(rank)) if axis is None else [a % rank for a in _axes(axis)]
+    n = len(axes)
+    return [g.op("Slice", [ins[0], g.ints([-1] * n), g.ints([INT64_MIN] * n), g.ints(axes), g.ints([-1] * n)])]
+
+
+def _tri(upper: int):
+    def convert(g, node, ins):
+        return [g.op("Trilu", [ins[0], g.ints([int(node.params.get("k", 0))], scalar=True)], upper=upper)]
+    return convert
+
+
+# -- nn ---------------------------------------------------------------------------------------
+def _dense(g, node, ins):
+    ins = _compute(g, node, ins)
+    if _rank(g, node) == 2:  # Gemm: y = x W^T + b in one op
+        return [g.op("Gemm", ins, transB=1)]
+    y = g.op("MatMul", [ins[0], g.op("Transpose", [ins[1]], perm=[1, 0])])
+    return [g.op("Add", [y, ins[2]]) if len(ins) == 3 else y]
+
+
+def _matmul(g, node, ins):
+    return [g.op("MatMul", _compute(g, node, ins))]
+
+
+def _dot(g, node, ins):
+    a, b = _compute(g, node, ins)
+    ra, rb = _rank(g, node, 0), _rank(g, node, 1)
+    if node.params.get("transpose_a"):
+        if ra != 2:
+            raise _fail(g, node, f"transpose_a of a {ra}-D array")
+        a = g.op("Transpose", [a], perm=[1, 0])
+    if ra == 0 or rb == 0:
+        return [g.op("Mul", [a, b])]
+    if rb > 2:
+        raise _fail(g, node, f"numpy.dot of a {ra}-D and a {rb}-D array (no batch broadcasting) has no "
+                             "ONNX operator; use matmul")
+    return [g.op("MatMul", [a, b])]
+
+
+def _softmax(op_type: str):
+    def convert(g, node, ins):
+        return [g.op(op_type, ins, axis=int(node.params.get("axis", -1)))]
+    return convert
+
+
+def _masked_softmax(g, node, ins):
+    x, mask = ins
+    dt = _out_dtype(node)
+    axis = g.ints([int(node.params.get("axis", -1))])
+    mask = g.cast(mask, _in_dtype(node, 1), np.dtype(bool))
+    e = g.op("Where", [mask, x, g.scalar(-np.inf, dt)])
+    m = g.op("ReduceMax", [e, axis], keepdims=1)
+    m = g.op("Where", [g.op("IsInf", [m], detect_positive=0), g.scalar(0, dt), m])  # a row all masked
+    e = g.op("Exp", [g.op("Sub", [e, m])])
+    s = g.op("ReduceSum", [e, axis], keepdims=1)
+    s = g.op("Where", [g.op("Equal", [s, g.scalar(0, dt)]), g.scalar(1, dt), s])
+    return [g.op("Div", [e, s])]
+
+
+def _one_hot(g, node, ins):
+    dt = _out_dtype(node)
+    values = g.const(np.array([0, 1], dtype=dt))
+    idx = g.cast(ins[0], _in_dtype(node, 0), np.dtype("int64"))  # the index type onnxruntime implements
+    return [g.op("OneHot", [idx, g.ints([int(node.params["depth"])]), values], axis=-1)]
+
+
+def _dropout(g, node, ins):
+    if node.params.get("training"):
+        raise _training(g.label, [node])
+    return [g.op("Identity", ins)]
+
+
+def _pair2(v, default):
+    v = [int(x) for x in (default if v is None else v)]
+    return v * (2 // len(v))
+
+
+def _conv2d(g, node, ins):
+    p = node.params
+    pad = _pair2(p.get("padding"), (0, 0))
+    return [g.op("Conv", _compute(g, node, ins), strides=_pair2(p.get("stride"), (1, 1)), pads=pad + pad,
+                 dilations=_pair2(p.get("dilation"), (1, 1)), group=int(p.get("groups", 1)))]
+
+
+def _conv2d_transpose(g, node, ins):
+    # the weight is (C_in, C_out / groups, kh, kw) in both; ONNX crops pads from the full output
+    p = node.params
+    pad = _pair2(p.get("padding"), (0, 0))
+    return [g.op("ConvTranspose", _compute(g, node, ins), strides=_pair2(p.get("stride"), (1, 1)), pads=pad + pad,
+                 output_padding=_pair2(p.get("output_padding"), (0, 0)),
+                 dilations=_pair2(p.get("dilation"), (1, 1)), group=int(p.get("groups", 1)))]
+
+
+def _pool_attrs(node):
+    p = node.params
+    k = _pair2(p.get("kernel"), (2, 2))
+    s = [ki if si == 0 else si for ki, si in zip(k, _pair2(p.get("stride"), (0, 0)))]
+    pad = _pair2(p.get("padding"), (0, 0))
+    return dict(kernel_shape=k, strides=s, pads=pad + pad, ceil_mode=int(bool(p.get("ceil_mode", False))))
+
+
+def _max_pool2d(g, node, ins):
+    # ceil_mode: the output size ceil((H + 2p - k) / s) + 1 in both; a partial last window is clipped
+    return [g.op("MaxPool", ins, **_pool_attrs(node))]
+
+
+def _avg_pool2d(g, node, ins):
+    attrs = _pool_attrs(node)
+    include = bool(node.params.get("count_include_pad", True))
+    if attrs["ceil_mode"] and include:
+        # ours divides a partial last window by its size clipped to the padded input; ONNX runtimes
+        # differ on that divisor, so this combination is refused rather than exported approximately
+        raise GraphError(f"cannot export to ONNX: avg_pool2d (node {g.label(node)!r}) with ceil_mode=True and "
+                         "count_include_pad=True: ONNX runtimes disagree with us on the divisor of a partial "
+                         "last window; use count_include_pad=False or ceil_mode=False for an exported model")
+    return [g.op("AveragePool", ins, count_include_pad=int(include), **attrs)]
+
+
+def _per_axis(g, node, t, i, ax, rank):
+    """Input ``i`` (a vector along axis ``ax``) reshaped to broadcast against a rank-``rank`` array."""
+    shape = [1] * rank
+    shape[ax] = -1
+    return g.op("Reshape", [g.cast(t, _in_dtype(node, i), _out_dtype(node)), g.ints(shape)])
+
+
+def _batch_norm(g, node, ins):
+    rank = _rank(g, node)
+    ax = node.params.get("axis", 1) % rank
+    eps = float(node.params.get("eps", 1e-5))
+    if ax == 1:  # ONNX BatchNormalization (inference form: the running statistics)
+        return [g.op("BatchNormalization", _compute(g, node, ins), epsilon=eps)]
+    x = g.cast(ins[0], _in_dtype(node, 0), _out_dtype(node))
+    gamma, beta, mean, var = (_per_axis(g, node, t, i + 1, ax, rank) for i, t in enumerate(ins[1:]))
+    dt = _out_dtype(node)
+    y = g.op("Div", [g.op("Sub", [x, mean]), g.op("Sqrt", [g.op("Add", [var, g.scalar(eps, dt)])])])
+    return [g.op("Add", [g.op("Mul", [y, gamma]), beta])]
+
+
+def _layer_norm(g, node, ins):
+    rank = _rank(g, node)
+    ax = node.params.get("axis", -1) % rank
+    eps = float(node.params.get("eps", 1e-5))
+    if ax == rank - 1:  # LayerNormalization (opset 17) normalizes the axes from `axis` on
+        return [g.op("LayerNormalization", _compute(g, node, ins), axis=-1, epsilon=eps)]
+    x = g.cast(ins[0], _in_dtype(node, 0), _out_dtype(node))
+    dt = _out_dtype(node)
+    axes = g.ints([ax])
+    d = g.op("Sub", [x, g.op("ReduceMean", [x, axes], keepdims=1)])
+    v = g.op("ReduceMean", [g.op("Mul", [d, d]), axes], keepdims=1)
+    y = g.op("Div", [d, g.op("Sqrt", [g.op("Add", [v, g.scalar(eps, dt)])])])
+    gamma, beta = (_per_axis(g, node, t, i + 1, ax, rank) for i, t in enumerate(ins[1:]))
+    return [g.op("Add", [g.op("Mul", [y, gamma]), beta])]
+
+
+def _gelu(g, node, ins):
+    approx = node.params.get("approximation", "none")
+    x, = _compute(g, node, ins)
+    if g.opset >= 20:
+        return [g.op("Gelu", [x], approximate=approx)]
+    dt = _out_dtype(node)
+    if approx == "tanh":  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+        inner = g.op("Add", [x, g.op("Mul", [g.op("Mul", [g.op("Mul", [x, x]), x]), g.scalar(0.044715, dt)])])
+        t = g.op("Tanh", [g.op("Mul", [inner, g.scalar(math.sqrt(2 / math.pi), dt)])])
+    else:  # 0.5 x (1 + erf(x / sqrt(2)))
+        t = g.op("Erf", [g.op("Mul", [x, g.scalar(1 / math.sqrt(2), dt)])])
+    return [g.op("Mul", [g.op("Mul", [x, g.scalar(0.5, dt)]), g.op("Add", [t, g.scalar(1, dt)])])]
+
+
+# -- graphs: control flow and sub-graph calls ---------------------------------------------------
+def _inline(param: str):
+    """``call``/``fused``: the sub-graph's nodes written in place, its inputs bound to ours."""
+    def convert(g, node, ins):
+        sub = node.params[param]
+        return g.inline(sub, ins)
+    return convert
+
+
+def _cond(g, node, ins):
+    pred = g.cast(ins[0], _in_dtype(node, 0), np.dtype(bool))
+    pred = g.op("Reshape", [pred, g.ints([])])  # If takes a single-element condition
+    p = node.params
+    then_b = g.body(p["then_graph"], bind=ins[1:], name="then")
+    else_b = g.body(p["else_graph"], bind=ins[1:], name="else")
+    return g.op("If", [pred], n_out=len(node.avals), then_branch=then_b, else_branch=else_b, as_list=True)
+
+
+def _while_loop(g, node, ins):
+    """Loop: the loop vars carried; the condition evaluated once before, then at the end of each body."""
+    p = node.params
+    n = p["n_vars"]
+    state, free = ins[:n], ins[n:]
+    first = g.inline(p["cond_graph"], state + free)[0]
+    first = g.cast(first, p["cond_graph"].avals[0].dtype, np.dtype(bool))
+    first = g.op("Reshape", [first, g.ints([])])
+    body = g.loop_body(p["body_graph"], p["cond_graph"], node, n, free)
+    m = g.ints([p["max_iterations"]], scalar=True) if p["max_iterations"] >= 0 else ""
+    return g.op("Loop", [m, first, *state], n_out=n, body=body, as_list=True)
+
+
+def _foreach(g, node, ins):
+    """Scan over axis 0: the states carried, the data sliced; saved states are extra scan outputs."""
+    p = node.params
+    nd, ns = p["n_data"], p["n_states"]
+    data, states, free = ins[:nd], ins[nd:nd + ns], ins[nd + ns:]
+    body, n_scan_out = g.scan_body(p["body"], node, nd, ns, free, p["save_states"])
+    outs = g.op("Scan", [*states, *data], n_out=ns + n_scan_out, body=body, num_scan_inputs=nd, as_list=True)
+    final, scanned = outs[:ns], outs[ns:]
+    n_y = p["body"].n_outputs - ns
+    return scanned[:n_y] + final + scanned[n_y:]
+
+
+# -- not in inference graphs ------------------------------------------------------------------
+TRAINING_OPS = ("dropout_mask", "softmax_cross_entropy", "random_normal", "random_uniform")
+
+
+def is_training_node(node) -> bool:
+    name = node.op.name
+    return name.endswith("_grad") or name in TRAINING_OPS or (name == "dropout" and bool(node.params.get("training")))
+
+
+def _training(label, nodes):
+    listed = ", ".join(sorted({f"{n.op.name} (node {label(n)!r})" for n in nodes}))
+    return GraphError(f"cannot export to ONNX: {listed} belong to a training graph (gradients, dropout "
+                      "masks, random draws, losses); ONNX export covers inference graphs only: export the "
+                      "model outside autograd.record() and la.train_mode() (net.export_onnx(path) exports "
+                      "the inference graph)")
+
+
+CONVERTERS = {
+    # elementwise: arithmetic
+    "add": _binary("Add"), "subtract": _binary("Sub"), "multiply": _binary("Mul"), "divide": _binary("Div"),
+    "power": _binary("Pow"), "maximum": _binary("Max"), "minimum": _binary("Min"),
+    "remainder": _remainder, "floor_divide": _floor_divide, "hypot": _hypot, "logaddexp": _logaddexp,
+    "heaviside": _heaviside, "where": _where, "clip": _clip, "smooth_l1": _smooth_l1, "quadratic": _quadratic,
+    "bitwise_and": _bitwise("BitwiseAnd", "And"), "bitwise_or": _bitwise("BitwiseOr", "Or"),
+    "bitwise_xor": _bitwise("BitwiseXor", "Xor"), "bitwise_invert": _bitwise("BitwiseNot", "Not"),
+    # elementwise: comparisons and logic
+    "equal": _compare("Equal"), "not_equal": _compare("Equal", negate=True), "less": _compare("Less"),
+    "less_equal": _compare("LessOrEqual"), "greater": _compare("Greater"),
+    "greater_equal": _compare("GreaterOrEqual"),
+    "logical_and": _logical("And"), "logical_or": _logical("Or"), "logical_xor": _logical("Xor"),
+    "logical_not": _logical("Not"), "isnan": _float_test("IsNaN"), "isinf": _float_test("IsInf"), "isfinite": _isfinite,
+    # elementwise: math
+    **{name: _unary(t) for name, t in (
+        ("abs", "Abs"), ("negative", "Neg"), ("sign", "Sign"), ("exp", "Exp"), ("log", "Log"), ("sqrt", "Sqrt"),
+        ("sin", "Sin"), ("cos", "Cos"), ("tan", "Tan"), ("asin", "Asin"), ("acos", "Acos"), ("atan", "Atan"),
+        ("sinh", "Sinh"), ("cosh", "Cosh"), ("tanh", "Tanh"), ("asinh", "Asinh"), ("acosh", "Acosh"),
+        ("atanh", "Atanh"), ("reciprocal", "Reciprocal"), ("relu", "Relu"), ("sigmoid", "Sigmoid"))},
+    **{name: _unary(t, int_identity=True) for name, t in (("floor", "Floor"), ("ceil", "Ceil"), ("round", "Round"))},
+    "trunc": _trunc, "square": _square,
+    "expm1": _with_scalar("Sub", 1.0, "Exp"), "log1p": _with_scalar("", 0.0, "Log1p"),
+    "log2": _with_scalar("Div", math.log(2.0), "Log"), "log10": _with_scalar("Div", math.log(10.0), "Log"),
+    "cast": _cast, "zeros_like": _fill_like(lambda n: 0), "ones_like": _fill_like(lambda n: 1),
+    "full_like": _fill_like(lambda n: n.params["fill_value"]),
+    # identities: copies, and the cross-device copy nodes (an ONNX model runs on one device)
+    **{name: _identity for name in ("copy", "copy_to", "positive", "stop_gradient", "boxing", "cast_storage")},
+    "dropout": _dropout,
+    # reductions
+    "sum": _reduce("ReduceSum"), "mean": _reduce("ReduceMean"), "prod": _reduce("ReduceProd"),
+    "max": _reduce("ReduceMax", cast_in=False), "min": _reduce("ReduceMin", cast_in=False),
+    "all": _all_any("ReduceMin"), "any": _all_any("ReduceMax"), "count_nonzero": _count_nonzero,
+    "argmax": _arg("ArgMax"), "argmin": _arg("ArgMin"), "var": _moments(False), "std": _moments(True),
+    "vector_norm": _vector_norm, "cumulative_sum": _cumulative_sum,
+    # shape
+    "reshape": _reshape, "reshape_like": _reshape_like, "transpose": _transpose, "expand_dims": _expand_dims,
+    "squeeze": _squeeze, "flatten": _flatten, "broadcast_to": _broadcast_to, "broadcast_like": _broadcast_like,
+    "expand": _expand, "repeat": _repeat, "repeat_elements": _repeat_elements, "getitem": _getitem,
+    "split_section": _split_section, "take": _take, "take_along_axis": _take_along_axis,
+    "concatenate": _concatenate, "stack": _stack, "pad": _pad, "flip": _flip, "tril": _tri(0), "triu": _tri(1),
+    # nn
+    "dense": _dense, "matmul": _matmul, "dot": _dot, "softmax": _softmax("Softmax"),
+    "log_softmax": _softmax("LogSoftmax"), "masked_softmax": _masked_softmax, "one_hot": _one_hot,
+    "conv2d": _conv2d, "conv2d_transpose": _conv2d_transpose, "max_pool2d": _max_pool2d,
+    "avg_pool2d": _avg_pool2d, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
+    "gelu": _gelu,
+    # graphs
+    "call": _inline("graph"), "fused": _inline("graph"), "cond": _cond, "while_loop": _while_loop,
+    "foreach": _foreach,
+}

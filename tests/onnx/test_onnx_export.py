@@ -1,0 +1,329 @@
+"""la.onnx.export: every mapped op, whole models with a dynamic batch, errors, files.
+
+Values are checked against our own CachedOp (itself checked against NumPy by tests/ops): the
+exported model runs in onnxruntime on the same inputs.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray import cli
+from lazyarray.errors import GraphError, ParamError
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from lazyarray.onnx.export_ops import CONVERTERS  # noqa: E402
+from tests.ops.cases import CASES, rng_for  # noqa: E402
+from tests.ops.checks import op_function  # noqa: E402
+
+onnx_export_module = sys.modules["lazyarray.onnx.export"]  # (la.onnx.export is the function)
+
+GRAPH_OPS = {"call", "fused", "cond", "while_loop", "foreach"}  # tested below with traced bodies
+OPS = sorted(k for k in CONVERTERS if k in CASES and CASES[k].kind == "plain" and k not in GRAPH_OPS)
+
+
+def _run(path, feeds):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return sess.run(None, {k: np.asarray(v) for k, v in feeds.items()})
+
+
+def _checked(path):
+    onnx.checker.check_model(onnx.load(str(path)), full_check=True)
+
+
+def _flat(args):
+    named, arrays = {}, []
+    for i, a in enumerate(args):
+        if a is None:
+            arrays.append(None)
+        elif isinstance(a, list):
+            group = [la.array(np.asarray(x)) for x in a]
+            named.update({f"a{i}_{j}": g for j, g in enumerate(group)})
+            arrays.append(group)
+        else:
+            arr = la.array(np.asarray(a))
+            named[f"a{i}"] = arr
+            arrays.append(arr)
+    while arrays and arrays[-1] is None:
+        arrays.pop()
+    return named, arrays
+
+
+def _close(got, want, dtype, what):
+    want = np.asarray(want)
+    assert got.shape == want.shape, what
+    assert got.dtype == want.dtype, what
+    if want.dtype.kind == "f":
+        tol = 1e-5 if want.dtype == np.float32 else 1e-9
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10, err_msg=what)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_op_exports_and_runs_like_cached_op(name, tmp_path):
+    case = CASES[name]
+    ran = 0
+    for dtype in case.dtypes[:1]:  # float32 (onnxruntime lacks many float64 kernels)
+        for s in list(case.samples(rng_for("onnx", name, dtype), dtype, False))[:3]:
+            named, arrays = _flat(s.args)
+            if not named:
+                continue
+            with la.deferred():
+                lazy = op_function(name)(*arrays, **s.params)
+            lazy = list(lazy) if isinstance(lazy, (list, tuple)) else [lazy]
+            sym = la.get_symbol(lazy, inputs=named)
+            want = la.CachedOp(sym)(**named)
+            want = want if isinstance(want, list) else [want]
+            path = tmp_path / f"{name}.onnx"
+            la.onnx.export(sym, str(path))
+            _checked(path)
+            got = _run(path, {k: v.asnumpy() for k, v in named.items()})
+            for g, w in zip(got, want):
+                _close(g, w.asnumpy(), dtype, f"{name}[{s.name}] {dtype}")
+            ran += 1
+    assert ran
+
+
+def _model(net, x, tmp_path, batches, **kw):
+    net.initialize()
+    net.hybridize()
+    net(x)
+    path = tmp_path / "model.onnx"
+    assert net.export_onnx(str(path), **kw) == str(path)
+    _checked(path)
+    model = onnx.load(str(path))
+    inits = {t.name for t in model.graph.initializer}
+    assert set(net.collect_params()) <= inits  # parameters keep their names
+    assert [i.name for i in model.graph.input] == ["data"]
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    for b in batches:
+        xb = np.asarray(x.asnumpy()[:1].repeat(b, axis=0))
+        xb = xb + (np.random.default_rng(b).standard_normal(xb.shape).astype(xb.dtype) if xb.dtype.kind == "f" else 0)
+        got, = _run(path, {"data": xb})
+        want = net(la.array(xb)).asnumpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    return model
+
+
+def test_mlp_dynamic_batch(tmp_path):
+    B = la.blocks
+    net = B.HybridSequential()
+    net.add(B.Dense(8, activation="relu"), B.Dropout(0.5), B.Dense(3))
+    model = _model(net, la.ones((2, 5)), tmp_path, (1, 4))
+    assert [n.op_type for n in model.graph.node] == ["Gemm", "Relu", "Gemm"]  # dropout: identity, dropped
+
+
+def test_cnn_dynamic_batch(tmp_path):
+    B = la.blocks
+    net = B.HybridSequential()
+    net.add(B.Conv2D(4, 3, in_channels=2, padding=1, strides=2), B.BatchNorm(in_channels=4), B.Activation("relu"),
+            B.MaxPool2D(), B.Flatten(), B.Dense(3))
+    model = _model(net, la.ones((2, 2, 12, 12)), tmp_path, (1, 3))
+    ops = [n.op_type for n in model.graph.node]
+    assert {"Conv", "BatchNormalization", "MaxPool", "Flatten", "Gemm"} <= set(ops)
+
+
+def test_transformer_encoder_dynamic_batch(tmp_path):
+    net = la.blocks.models.transformer_encoder(30, 3, units=16, num_layers=1, num_heads=2, max_length=8)
+    x = la.array(np.random.default_rng(0).integers(0, 30, (2, 5)))
+    net.initialize()
+    net.hybridize()
+    net(x)
+    path = tmp_path / "tr.onnx"
+    la.onnx.export(net, str(path))
+    _checked(path)
+    for b in (1, 3):
+        xb = np.random.default_rng(b).integers(0, 30, (b, 5))
+        got, = _run(path, {"data": xb})
+        np.testing.assert_allclose(got, net(la.array(xb)).asnumpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_gelu_opset20_is_one_node_and_opset_is_checked(tmp_path):
+    x = la.sym.var("x", shape=(3, 4))
+    sym = la.sym.gelu(x)
+    xv = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
+    want = la.CachedOp(sym)(x=la.array(xv)).asnumpy()
+    for opset, n_nodes in ((18, 5), (20, 1)):  # 0.5 x (1 + erf(x / sqrt 2)) or Gelu
+        path = tmp_path / f"g{opset}.onnx"
+        la.onnx.export(sym, str(path), opset=opset)
+        model = onnx.load(str(path))
+        assert model.opset_import[0].version == opset
+        assert len(model.graph.node) == n_nodes
+        np.testing.assert_allclose(_run(path, {"x": xv})[0], want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ParamError, match="opset 11"):
+        la.onnx.export(sym, str(tmp_path / "old.onnx"), opset=11)
+
+
+def test_symbol_dynamic_axes_input_shapes_and_params(tmp_path):
+    x = la.sym.var("x", shape=(2, 3))
+    w = la.sym.var("w", shape=(4, 3))
+    sym = la.sym.softmax(la.sym.dense(x, w), axis=-1)
+    wv = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+    path = tmp_path / "s.onnx"
+    la.onnx.export(sym, str(path), params={"w": wv}, dynamic_axes={"x": {0: "n"}})
+    model = onnx.load(str(path))
+    assert [i.name for i in model.graph.input] == ["x"]
+    assert [t.name for t in model.graph.initializer] == ["w"]
+    assert [o.name for o in model.graph.output] == sym.list_outputs()
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "n"
+    xv = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    want = la.CachedOp(sym)(x=la.array(xv), w=la.array(wv)).asnumpy()
+    np.testing.assert_allclose(_run(path, {"x": xv})[0], want, rtol=1e-5, atol=1e-6)
+    op_path = tmp_path / "c.onnx"
+    la.onnx.export(la.CachedOp(sym), str(op_path), input_shapes={"x": (7, 3), "w": (4, 3)})
+    dims = onnx.load(str(op_path)).graph.input[0].type.tensor_type.shape.dim
+    assert [d.dim_value for d in dims] == [7, 3]
+
+
+def test_captured_constant_is_an_initializer(tmp_path):
+    c = la.array(np.arange(6, dtype=np.float32).reshape(2, 3))
+    x = la.ones((2, 3))
+    with la.deferred():
+        y = la.relu(x - c)
+    sym = la.get_symbol(y, inputs={"x": x})
+    path = tmp_path / "c.onnx"
+    la.onnx.export(sym, str(path))
+    model = onnx.load(str(path))
+    assert set(sym.list_constants()) <= {t.name for t in model.graph.initializer}
+    xv = np.full((2, 3), 2.5, np.float32)
+    np.testing.assert_array_equal(_run(path, {"x": xv})[0], np.maximum(xv - c.asnumpy(), 0))
+
+
+def test_cond_foreach_while_loop(tmp_path):
+    x = la.array(np.arange(6, dtype=np.float32).reshape(3, 2))
+    s0 = la.zeros((2,))
+    with la.deferred():
+        c = la.cond(x.sum() > 3, lambda a: a * 2, lambda a: a - 1, x)
+        ys, last = la.foreach(lambda row, s: (row + s, s + row), x, s0)
+        w = la.while_loop(lambda v: v.sum() < 100, lambda v: v * 2 + 2, [x])
+    ws = w if isinstance(w, (list, tuple)) else [w]
+    lasts = last if isinstance(last, (list, tuple)) else [last]
+    outs = [c, ys, *lasts, *ws]
+    sym = la.get_symbol(outs, inputs={"x": x, "s0": s0})
+    path = tmp_path / "cf.onnx"
+    la.onnx.export(sym, str(path))
+    _checked(path)
+    types = {n.op_type for n in onnx.load(str(path)).graph.node}
+    assert {"If", "Scan", "Loop"} <= types
+    for xv in (np.arange(6, dtype=np.float32).reshape(3, 2), np.full((3, 2), -1.0, np.float32)):
+        sv = np.ones(2, np.float32)
+        want = la.CachedOp(sym)(x=la.array(xv), s0=la.array(sv))
+        got = _run(path, {"x": xv, "s0": sv})
+        for g, wv in zip(got, want):
+            np.testing.assert_allclose(g, wv.asnumpy(), rtol=1e-6)
+
+
+def test_unmapped_op_names_it_and_lists_the_supported_ones(tmp_path):
+    x = la.sym.var("x", shape=(3, 3))
+    sym = la.sym.sort(x * 2)
+    with pytest.raises(GraphError, match=r"no ONNX mapping for sort \(node 'sort0'\).*conv2d.*layer_norm"):
+        la.onnx.export(sym, str(tmp_path / "x.onnx"))
+    assert not os.listdir(tmp_path)
+
+
+def test_training_graph_is_refused(tmp_path):
+    x = la.ones((4, 3))
+    x.attach_grad()
+    with la.deferred(), la.autograd.record():
+        y = la.nn.dropout(x, p=0.5, training=True)
+    sym = la.get_symbol(y, inputs={"x": x})
+    with pytest.raises(GraphError, match="training graph.*inference graphs only"):
+        la.onnx.export(sym, str(tmp_path / "t.onnx"))
+    g = la.sym.var("g", shape=(3, 4))
+    with pytest.raises(GraphError, match="layer_norm_grad.*training graph"):
+        la.onnx.export(la.sym.layer_norm_grad(g, g, la.sym.var("gm", shape=(4,))), str(tmp_path / "t.onnx"))
+
+
+def test_failed_write_leaves_the_old_file_and_no_partial_one(tmp_path, monkeypatch):
+    x = la.sym.var("x", shape=(2,))
+    path = tmp_path / "m.onnx"
+    path.write_bytes(b"old")
+
+    def boom(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("lazyarray.fileio.os.replace", boom)
+    with pytest.raises(OSError, match="disk full"):
+        la.onnx.export(la.sym.exp(x), str(path))
+    assert path.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == ["m.onnx"]
+
+
+def test_external_data_over_the_threshold(tmp_path, monkeypatch):
+    net = la.blocks.Dense(4, in_units=3)
+    net.initialize()
+    path = tmp_path / "big.onnx"
+    monkeypatch.setattr(onnx_export_module, "EXTERNAL_DATA_THRESHOLD", 16)
+    la.onnx.export(net, str(path), input_shapes=(2, 3))
+    assert sorted(os.listdir(tmp_path)) == ["big.onnx", "big.onnx.data"]
+    onnx.checker.check_model(str(path), full_check=True)
+    model = onnx.load(str(path), load_external_data=False)
+    assert all(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer if t.name == "weight")
+    xv = np.ones((5, 3), np.float32)
+    np.testing.assert_allclose(_run(path, {"data": xv})[0], net(la.array(xv)).asnumpy(), rtol=1e-6)
+
+
+def test_block_not_called_needs_input_shapes(tmp_path):
+    net = la.blocks.Dense(2, in_units=3)
+    net.initialize()
+    with pytest.raises(ParamError, match="input_shapes"):
+        la.onnx.export(net, str(tmp_path / "m.onnx"))
+    with pytest.raises(ParamError, match="Symbol, a CachedOp or a HybridBlock"):
+        la.onnx.export(42, str(tmp_path / "m.onnx"))
+
+
+def test_cli_convert_to_onnx(tmp_path, capsys):
+    B = la.blocks
+    net = B.HybridSequential()
+    net.add(B.Dense(6, activation="tanh"), B.Dense(2))
+    net.initialize()
+    net.hybridize()
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    net(la.array(x))
+    sym_file, params_file = net.export(str(tmp_path / "net"))
+    out = tmp_path / "model.onnx"
+    assert cli.main(["convert", sym_file, "--params", params_file, "--to", str(out)]) == 0
+    assert "model.onnx" in capsys.readouterr().out
+    _checked(out)
+    xb = np.random.default_rng(1).standard_normal((5, 4)).astype(np.float32)
+    np.testing.assert_allclose(_run(out, {"data": xb})[0], net(la.array(xb)).asnumpy(), rtol=1e-5, atol=1e-6)
+    assert cli.main(["convert", sym_file, "--params", params_file, "--to", "model.txt"]) == 2
+    assert ".onnx" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("make,shape", [
+    (lambda: la.blocks.Conv2D(8, 3, padding=1, groups=2, dilation=2, in_channels=4), (2, 4, 9, 9)),
+    (lambda: la.blocks.Conv2D(4, 3, groups=4, in_channels=4), (2, 4, 6, 6)),  # depthwise
+    (lambda: la.blocks.Conv2DTranspose(6, 3, strides=2, padding=1, output_padding=1, groups=2, in_channels=4),
+     (2, 4, 5, 5)),
+    (lambda: la.blocks.MaxPool2D(3, 2, ceil_mode=True), (2, 3, 8, 8)),
+    (lambda: la.blocks.AvgPool2D(3, 2, padding=1, count_include_pad=False, ceil_mode=True), (2, 3, 8, 8)),
+    (lambda: la.blocks.AvgPool2D(3, 2, padding=1), (2, 3, 8, 8)),
+    (lambda: la.blocks.GlobalAvgPool2D(), (2, 3, 8, 8)),
+], ids=["grouped-dilated", "depthwise", "transpose", "max-ceil", "avg-ceil-exclude-pad", "avg-pad", "global-avg"])
+def test_vision_layers_export_with_their_geometry(make, shape, tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    block = make()
+    block.initialize()
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    want = block(la.array(x)).asnumpy()
+    path = block.export_onnx(str(tmp_path / "m.onnx"), input_shapes=shape)
+    got, = ort.InferenceSession(path).run(None, {"data": x})
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_avg_pool_ceil_mode_counting_padding_is_refused_not_approximated(tmp_path):
+    block = la.blocks.AvgPool2D(3, 2, padding=1, ceil_mode=True)
+    block.initialize()
+    with pytest.raises(la.GraphError, match="count_include_pad"):
+        block.export_onnx(str(tmp_path / "m.onnx"), input_shapes=(1, 2, 8, 8))
+    assert not (tmp_path / "m.onnx").exists()
