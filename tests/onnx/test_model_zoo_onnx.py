@@ -1,0 +1,32 @@
+"""The model zoo through ONNX: export -> onnxruntime equals lazyarray; export -> la.onnx import equals too."""
+import numpy as np
+import pytest
+
+import lazyarray as la
+
+ort = pytest.importorskip("onnxruntime")
+M = la.blocks.models
+RNG = np.random.default_rng(0)
+
+
+@pytest.mark.parametrize("make,data,reimport", [
+    (lambda: M.resnet18(classes=10, thumbnail=True, channels=(8, 8, 16, 16, 32)),
+     RNG.standard_normal((2, 3, 16, 16)).astype(np.float32), True),
+    (lambda: M.transformer_encoder(100, classes=3, units=32, num_layers=1, num_heads=2, max_length=16),
+     RNG.integers(0, 100, (2, 16)), True),
+    (lambda: M.lstm_lm(50, units=16, num_layers=1), RNG.integers(0, 50, (2, 7)), False),  # Scan: export only
+], ids=["resnet18", "transformer", "lstm"])
+def test_model_exports_runs_in_onnxruntime_and_reimports(make, data, reimport, tmp_path):
+    net = make()
+    net.initialize()
+    net.hybridize()
+    want = net(la.array(data)).asnumpy()
+    path = net.export_onnx(str(tmp_path / "model.onnx"))
+    got, = ort.InferenceSession(path).run(None, {"data": data})
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    if reimport:
+        back = la.blocks.SymbolBlock.imports(path, ["data"])
+        np.testing.assert_allclose(back(la.array(data)).asnumpy(), want, rtol=1e-4, atol=1e-5)
+    else:
+        with pytest.raises(la.GraphFormatError, match="Scan"):
+            la.onnx.load(path)
