@@ -119,13 +119,9 @@ def _imports_mxnet(symbol_file: str, names: list[str], param_file, device, input
     """``SymbolBlock.imports`` of MXNet 1.x files: the converted graph and its parameters."""
     check_device(device, param_file or symbol_file)
     sym, arrays = load_mxnet_arrays(symbol_file, param_file, input_shapes)
-    block = SymbolBlock(sym, names)
-    missing = sorted(n for n in sym.list_inputs() if n not in names and n not in arrays)
-    if missing:
-        raise ShapeError(f"{param_file!r} has no values for the graph inputs {missing} of {symbol_file!r}; "
-                         f"pass them as input_names if they are data inputs (given: {names})")
-    block._load(arrays, {}, device)
-    return block
+    return _bound(sym, arrays, names, device, lambda missing: (
+        f"{param_file!r} has no values for the graph inputs {missing} of {symbol_file!r}; "
+        f"pass them as input_names if they are data inputs (given: {names})"))
 
 
 def _imports_onnx(path: str, names: list[str], param_file, device, input_shapes) -> SymbolBlock:
@@ -135,11 +131,18 @@ def _imports_onnx(path: str, names: list[str], param_file, device, input_shapes)
                              f"parameters (initializers); pass param_file=None, not {param_file!r}")
     check_device(device, path)
     sym, arrays = load_onnx_arrays(path, input_shapes)
+    return _bound(sym, arrays, names, device, lambda missing: (
+        f"{path!r}: the graph inputs {missing} are neither initializers nor among input_names {names}; "
+        "pass every data input's name"))
+
+
+def _bound(sym, arrays: dict, names: list[str], device, message) -> SymbolBlock:
+    """A block over a converted graph with ``arrays`` as its parameters; every other input must be named
+    in ``names`` (``message(missing)`` says what is wrong otherwise)."""
     block = SymbolBlock(sym, names)
     missing = sorted(n for n in sym.list_inputs() if n not in names and n not in arrays)
     if missing:
-        raise ShapeError(f"{path!r}: the graph inputs {missing} are neither initializers nor among input_names "
-                         f"{names}; pass every data input's name")
+        raise ShapeError(message(missing))
     block._load(arrays, {}, device)
     return block
 
