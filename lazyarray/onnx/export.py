@@ -407,7 +407,11 @@ def _resolve(obj, input_shapes, params):
             shapes = _block_shapes(input_shapes)
             if not block.hybridized:
                 block.hybridize()
-            block(*[zeros(tuple(s)) for s in shapes])
+            # the dtypes of the block's last call (token ids stay integers); float32 for a block never called
+            last = block._last_sig if block._last_sig is not None and len(block._last_sig) == len(shapes) else None
+            dtypes = [sig[1] if isinstance(sig, tuple) and len(sig) > 1 else "float32" for sig in last] \
+                if last is not None else ["float32"] * len(shapes)
+            block(*[zeros(tuple(s), dtype=d) for s, d in zip(shapes, dtypes)])
         elif block._last_sig is None and isinstance(getattr(block, "symbol", None), Symbol):  # a SymbolBlock
             sym = block.symbol
             ps = {k: v for k, v in block.collect_params().items() if k in sym.list_inputs()}

@@ -30,3 +30,14 @@ def test_model_exports_runs_in_onnxruntime_and_reimports(make, data, reimport, t
     else:
         with pytest.raises(la.GraphFormatError, match="Scan"):
             la.onnx.load(path)
+
+
+def test_input_shapes_keep_the_dtypes_of_the_last_call(tmp_path):
+    net = M.transformer_encoder(100, classes=3, units=16, num_layers=1, num_heads=2, max_length=16)
+    net.initialize()
+    net.hybridize()
+    tokens = RNG.integers(0, 100, (2, 8))
+    net(la.array(tokens))
+    path = net.export_onnx(str(tmp_path / "m.onnx"), input_shapes=(4, 8))  # a new shape, still int64 ids
+    got, = ort.InferenceSession(path).run(None, {"data": np.concatenate([tokens, tokens])})
+    np.testing.assert_allclose(got[:2], net(la.array(tokens)).asnumpy(), rtol=1e-4, atol=1e-5)
