@@ -118,11 +118,11 @@ def array(obj, dtype=None, device: Device | None = None) -> NDArray:
 
 
 def full(shape, fill_value, dtype=None, device: Device | None = None) -> NDArray:
-    """An array of ``shape`` filled with ``fill_value``. Without ``dtype``, the dtype follows the fill
-    value as in NumPy and the Array API standard, with our default float and complex widths: bool for
-    a bool, int64 for an int, float32 for a float, complex64 for a complex."""
+    """An array of ``shape`` filled with ``fill_value``: float32 unless ``dtype`` is given (the API
+    contract: ``la.full((2,), 3)`` is float32, where NumPy and the Array API standard would give
+    int64), complex64 for a complex ``fill_value``."""
     if dtype is None:
-        dtype = _default_dtype(fill_value)
+        dtype = "complex64" if isinstance(fill_value, (complex, np.complexfloating)) else "float32"
     return _filled(shape, fill_value, dtype, device, "full")
 
 
@@ -134,16 +134,6 @@ def zeros(shape, dtype="float32", device: Device | None = None) -> NDArray:
 def ones(shape, dtype="float32", device: Device | None = None) -> NDArray:
     """An array of ones (``dtype=None`` is the default float, float32)."""
     return _filled(shape, 1, "float32" if dtype is None else dtype, device, "ones")
-
-
-def _default_dtype(fill_value) -> str:
-    if isinstance(fill_value, (bool, np.bool_)):
-        return "bool"
-    if isinstance(fill_value, (int, np.integer)):
-        return "int64"
-    if isinstance(fill_value, (complex, np.complexfloating)):
-        return "complex64"
-    return "float32"
 
 
 def _filled(shape, fill_value, dtype, device, where: str) -> NDArray:

@@ -23,7 +23,9 @@ MODULES = ["test_constants", "test_data_type_functions", "test_creation_function
            "test_sorting_functions", "test_searching_functions", "test_manipulation_functions",
            "test_indexing_functions", "test_has_names", "test_signatures", "test_statistical_functions",
            "test_utility_functions", "test_inspection_functions", "test_array_object", "test_fft"]
-KNOWN_FAILURES: dict[str, str] = {  # test id -> why (none in this subset today)
+KNOWN_FAILURES: dict[str, str] = {  # test id -> why
+    "test_creation_functions::test_full": "la.full's default dtype is float32 for int and bool fills (the API "
+                                          "contract in API.md); the standard infers int64 / bool",
 }
 
 

@@ -43,9 +43,10 @@ def test_like_functions_take_device_and_complex_fill():
         la.full_like(x, 1j)
 
 
-def test_full_dtype_follows_the_fill_value_and_zeros_accept_none():
-    assert la.full((2,), 3).dtype == np.int64 and la.full((2,), True).dtype == np.bool_
-    assert la.full((2,), 0.5).dtype == np.float32 and la.full((2,), 1j).dtype == np.complex64
+def test_full_keeps_the_api_contract_float32_default_and_zeros_accept_none():
+    # API.md: la.full(shape, fill, dtype="float32"); the standard would give int64 for an int fill
+    assert la.full((2,), 3).dtype == np.float32 and la.full((2,), True).dtype == np.float32
+    assert la.full((2,), 3, dtype=la.int64).dtype == np.int64 and la.full((2,), 1j).dtype == np.complex64
     assert la.zeros((2,), dtype=None).dtype == la.ones((), dtype=None).dtype == np.float32
 
 
