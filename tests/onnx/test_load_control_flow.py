@@ -141,3 +141,32 @@ def test_loop_scan_outputs_with_an_early_stop_are_refused(tmp_path):
     onnx.save(m, path)
     with pytest.raises(la.GraphFormatError, match="scan output"):
         la.onnx.load(path)
+
+
+class _CondNet(la.blocks.HybridBlock):
+    def forward(self, x):
+        return la.cond(x.sum() > 0, lambda a: a * 2.0 + 1.0, lambda a: a - x.mean(), x)
+
+
+class _WhileNet(la.blocks.HybridBlock):
+    def forward(self, x):
+        def body(i, a):
+            return i + 1, a * 1.5 + x
+
+        return la.while_loop(lambda i, a: a.sum() < 50.0, body, [la.zeros((), dtype="int64"), x],
+                             max_iterations=20)[1]
+
+
+@pytest.mark.parametrize("make,sign", [(_CondNet, 1), (_CondNet, -1), (_WhileNet, 1)], ids=["cond+", "cond-", "while"])
+def test_control_flow_round_trips_through_export_and_import(make, sign, tmp_path):
+    net = make()
+    net.hybridize()
+    x = (sign * np.abs(RNG.standard_normal((2, 3)))).astype(np.float32)
+    want = net(la.array(x)).asnumpy()
+    path = net.export_onnx(str(tmp_path / "m.onnx"))
+    got, = ort.InferenceSession(path).run(None, {"data": x})
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    back = la.blocks.SymbolBlock.imports(path, ["data"])
+    np.testing.assert_allclose(back(la.array(x)).asnumpy(), want, rtol=1e-5, atol=1e-6)
+    other = (-x).astype(np.float32)  # the imported graph branches on the data, as the original
+    np.testing.assert_allclose(back(la.array(other)).asnumpy(), net(la.array(other)).asnumpy(), rtol=1e-5, atol=1e-6)
