@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import sym as S
+from ..errors import GraphFormatError
 from ..executor.call import SubGraph
 from ..graph.symbol import Symbol
 from .import_ops import OnnxNode, constant
@@ -146,18 +147,23 @@ def _true_constant(s: Symbol) -> bool:
     return v.dtype != object and v.size == 1 and bool(v.reshape(-1)[0])
 
 
+def _known(n: OnnxNode, i: int, what: str):
+    """Input ``i`` as a Python number when it is known at load time, else ``None``."""
+    try:
+        v = np.asarray(n.const(i, what)).reshape(-1)[0]
+    except GraphFormatError:  # computed from graph inputs: known only when running
+        return None
+    return bool(v) if v.dtype == bool else int(v)
+
+
 def loop_op(n: OnnxNode) -> list:
     if len(n.inputs) < 2:
         n.inputs = list(n.inputs) + [None] * (2 - len(n.inputs))
     m_in, c_in, vs = n.input(0), n.input(1), list(n.inputs[2:])
     if any(v is None for v in vs):
         n.fail("an omitted loop-carried input is not supported")
-    trip = None  # the trip count known when loading, else None
-    if m_in is not None:
-        try:
-            trip = int(np.asarray(n.const(0, "trip count M")).reshape(-1)[0])
-        except Exception:  # noqa: BLE001 (a GraphFormatError: M computed from graph inputs)
-            trip = None
+    trip = None if m_in is None else _known(n, 0, "trip count M")  # known when loading, else None
+    first = None if c_in is None else _known(n, 1, "condition")
     in_avals = [((), np.dtype(np.int64)), ((), np.dtype(bool))] + [_aval(v) for v in vs]
     body = n.subgraph("body", in_avals)
     nv = len(vs)
@@ -168,7 +174,9 @@ def loop_op(n: OnnxNode) -> list:
     c_out = _scalar(body.outs[0], bool)
     captured = list(body.captured)
     if k > 0:  # scan outputs: a foreach over the iteration numbers, when the loop runs M times for sure
-        always = c_in is None or _true_constant(c_in)
+        always = c_in is None or first is not None
+        if first is not None and not first:
+            trip = 0 if trip is not None else None
         if trip is None or not always or not (_same_value(body.outs[0], c_var) or _true_constant(body.outs[0])):
             n.fail(f"the body has {k} scan output(s); lazyarray imports those only when the trip count M is "
                    "known when loading and the loop never stops early (no condition, or a constant true one "

@@ -115,9 +115,10 @@ def opset_of(model, what: str) -> int:
         return v
     defs = _onnx().defs
     changed = []
-    for op in sorted({nd.op_type for nd in model.graph.node if nd.domain in _DEFAULT_DOMAINS}):
+    for op in sorted({nd.op_type for nd in _all_nodes(model.graph) if nd.domain in _DEFAULT_DOMAINS}):
         try:
-            same = defs.get_schema(op, v).since_version == defs.get_schema(op, MIN_OPSET).since_version
+            since = defs.get_schema(op, v).since_version
+            same = since == defs.get_schema(op, MIN_OPSET).since_version
         except Exception:  # noqa: BLE001 (SchemaError: an op unknown at that version)
             same = False
         if not same:
@@ -127,6 +128,17 @@ def opset_of(model, what: str) -> int:
                                f"{', '.join(changed)} changed since {v}. Convert it first: "
                                f"onnx.version_converter.convert_version(model, {MIN_OPSET})")
     return v
+
+
+def _all_nodes(graph):
+    """The nodes of ``graph`` and of the body graphs its control-flow nodes hold."""
+    for nd in graph.node:
+        yield nd
+        for a in nd.attribute:
+            if a.HasField("g"):
+                yield from _all_nodes(a.g)
+            for g in a.graphs:
+                yield from _all_nodes(g)
 
 
 def load(path, input_shapes: dict | None = None) -> Symbol:

@@ -170,3 +170,22 @@ def test_control_flow_round_trips_through_export_and_import(make, sign, tmp_path
     np.testing.assert_allclose(back(la.array(x)).asnumpy(), want, rtol=1e-5, atol=1e-6)
     other = (-x).astype(np.float32)  # the imported graph branches on the data, as the original
     np.testing.assert_allclose(back(la.array(other)).asnumpy(), net(la.array(other)).asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["test_if", "test_scan9_sum", "test_scan9_scalar", "test_scan9_multi_state"])
+def test_onnx_own_control_flow_cases_pass_once_converted_to_opset_16(name):
+    import dataclasses
+
+    from onnx import version_converter
+
+    from lazyarray.onnx.backend import node_cases, run_case
+    case, = [c for c in node_cases() if c.name == name]
+    assert run_case(case) is not None  # as written (opset 9 / 11): refused, their body operators changed since
+    assert run_case(dataclasses.replace(case, model=version_converter.convert_version(case.model, 16))) is None
+
+
+def test_range_expanded_into_a_loop_with_a_scan_output_matches_range(tmp_path):
+    """ONNX's Range function body: a Loop whose count and condition are computed from the inputs."""
+    from lazyarray.onnx.backend import node_cases, run_case
+    case, = [c for c in node_cases() if c.name == "test_range_float_type_positive_delta_expanded"]
+    assert run_case(case) is None
