@@ -42,6 +42,7 @@ class OnnxNode:
     where: str
     n_outputs: int
     const_of: Callable = field(repr=False, default=None)  # (input position) -> np.ndarray
+    subgraph: Callable = field(repr=False, default=None)  # (graph attribute, [(shape, dtype)]) -> import_control.Body
 
     def fail(self, msg: str):
         raise GraphFormatError(f"{self.where}: {msg}")

@@ -23,6 +23,7 @@ from ..device import current_device
 from ..errors import GraphFormatError, LazyArrayError
 from ..executor.interpret import interpret
 from ..graph.symbol import Symbol
+from .import_control import CONTROL_CONVERTERS, Body
 from .import_index import INDEX_CONVERTERS
 from .import_nn import NN_CONVERTERS
 from .import_ops import CONVERTERS as _BASE
@@ -30,7 +31,7 @@ from .import_ops import OnnxNode, constant, np_dtype
 from .import_quant import QUANT_CONVERTERS
 
 MIN_OPSET = 13
-CONVERTERS = {**_BASE, **NN_CONVERTERS, **INDEX_CONVERTERS, **QUANT_CONVERTERS}  # ONNX op_type -> converter: the one import table
+CONVERTERS = {**_BASE, **NN_CONVERTERS, **INDEX_CONVERTERS, **QUANT_CONVERTERS, **CONTROL_CONVERTERS}  # ONNX op_type -> converter: the one import table
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
@@ -114,9 +115,10 @@ def opset_of(model, what: str) -> int:
         return v
     defs = _onnx().defs
     changed = []
-    for op in sorted({nd.op_type for nd in model.graph.node if nd.domain in _DEFAULT_DOMAINS}):
+    for op in sorted({nd.op_type for nd in _all_nodes(model.graph) if nd.domain in _DEFAULT_DOMAINS}):
         try:
-            same = defs.get_schema(op, v).since_version == defs.get_schema(op, MIN_OPSET).since_version
+            since = defs.get_schema(op, v).since_version
+            same = since == defs.get_schema(op, MIN_OPSET).since_version
         except Exception:  # noqa: BLE001 (SchemaError: an op unknown at that version)
             same = False
         if not same:
@@ -126,6 +128,17 @@ def opset_of(model, what: str) -> int:
                                f"{', '.join(changed)} changed since {v}. Convert it first: "
                                f"onnx.version_converter.convert_version(model, {MIN_OPSET})")
     return v
+
+
+def _all_nodes(graph):
+    """The nodes of ``graph`` and of the body graphs its control-flow nodes hold."""
+    for nd in graph.node:
+        yield nd
+        for a in nd.attribute:
+            if a.HasField("g"):
+                yield from _all_nodes(a.g)
+            for g in a.graphs:
+                yield from _all_nodes(g)
 
 
 def load(path, input_shapes: dict | None = None) -> Symbol:
@@ -188,10 +201,11 @@ class Conversion:
         self.input_values = dict(input_values or {})
         self.read_inputs: set[str] = set()
         self.device = current_device()
+        self.scope: _Scope | None = None  # inside a control-flow body: how to read the enclosing graph
         self.symbol, self.arrays = self._run()
 
     def _run(self) -> tuple[Symbol, dict[str, np.ndarray]]:
-        self._check_ops()
+        self._check_ops(self.graph, self.what)
         nh = self.onnx.numpy_helper
         for t in self.graph.initializer:
             if not t.name:
@@ -217,16 +231,16 @@ class Conversion:
         used = set(sym.list_inputs())
         return sym, {k: v for k, v in self.used_params.items() if k in used}
 
-    def _check_ops(self) -> None:
+    def _check_ops(self, graph, what: str) -> None:
         unknown: dict[str, list[str]] = {}
-        for k, nd in enumerate(self.graph.node):
+        for k, nd in enumerate(graph.node):
             op = nd.op_type if nd.domain in _DEFAULT_DOMAINS else f"{nd.domain}.{nd.op_type}"
             if op not in CONVERTERS:
                 unknown.setdefault(op, []).append(nd.name or f"#{k}")
         if unknown:
             listed = "; ".join(f"{op} (node{'s' if len(v) > 1 else ''} {', '.join(repr(x) for x in v[:3])}"
                                f"{', ...' if len(v) > 3 else ''})" for op, v in sorted(unknown.items()))
-            raise GraphFormatError(f"{self.what}: {len(unknown)} ONNX operator(s) not supported: {listed}. "
+            raise GraphFormatError(f"{what}: {len(unknown)} ONNX operator(s) not supported: {listed}. "
                                    "The supported operators are the keys of lazyarray.onnx.load.CONVERTERS "
                                    "(python benchmarks/onnx_conformance.py shows how well each passes ONNX's tests)")
 
@@ -246,6 +260,16 @@ class Conversion:
         if isinstance(s, _Missing):
             s.fail()
         if s is not None:
+            return s
+        if self.scope is not None:  # a body reading the enclosing graph's value by name
+            outer = self.scope.outer_value(self, name, where)
+            if not outer.input_nodes():  # constants only: the body holds them itself
+                s = outer
+            else:  # an operand of the control-flow node, an input of the body
+                a = outer.outputs[0].aval
+                s = S.var(name, shape=a.shape, dtype=a.dtype)
+                self.scope.captured[name] = outer
+            self.env[name] = s
             return s
         if name in self.inits:
             arr = self.inits[name]
@@ -297,13 +321,46 @@ class Conversion:
             out[a.name] = v
         return out
 
-    def _convert(self, k: int, nd) -> None:
-        where = f"{self.what}: node {nd.name or '#' + str(k)!r} ({nd.op_type})"
+    def _subgraph(self, graph, where: str, in_avals: list) -> Body:
+        """Convert the body ``graph`` of a control-flow node: its inputs are vars of ``in_avals``
+        (``(shape, dtype)``, ``None`` for what the file says); values of enclosing graphs it reads by
+        name become extra inputs (``Body.captured``, outer name -> outer Symbol), constants are copied in."""
+        where = f"{where} body {graph.name!r}"
+        self._check_ops(graph, where)
+        if len(in_avals) != len(graph.input):
+            raise GraphFormatError(f"{where}: takes {len(graph.input)} inputs, the node gives it {len(in_avals)}")
+        env: dict = {}
+        for vi, (shape, dtype) in zip(graph.input, in_avals):
+            if dtype is None or shape is None:
+                file_var = self._input(vi)
+                a = file_var.outputs[0].aval
+                shape, dtype = a.shape if shape is None else shape, a.dtype if dtype is None else dtype
+            env[vi.name] = S.var(vi.name, shape=shape, dtype=dtype)
+        nh = self.onnx.numpy_helper
+        for t in graph.initializer:
+            arr = np.array(nh.to_array(t))
+            self.consts[t.name] = arr
+            env[t.name] = constant(arr, t.name)
+        scope = _Scope(self.env, self.scope)
+        saved = self.env, self.scope
+        self.env, self.scope = env, scope
+        try:
+            for k, nd in enumerate(graph.node):
+                self._convert(k, nd, where)
+            outs = [self._value(vi.name, f"{where}: output {vi.name!r}") for vi in graph.output]
+        finally:
+            self.env, self.scope = saved
+        return Body([vi.name for vi in graph.input], [env[vi.name] for vi in graph.input], outs, scope.captured)
+
+    def _convert(self, k: int, nd, what: str | None = None) -> None:
+        where = f"{what or self.what}: node {nd.name or '#' + str(k)!r} ({nd.op_type})"
         inputs = [None if not name else self._value(name, where) for name in nd.input]
         while inputs and inputs[-1] is None:  # trailing omitted optional inputs
             inputs.pop()
         node = OnnxNode(nd.op_type, nd.name, inputs, self._attrs(nd, where), self.opset, where, len(nd.output),
-                        const_of=lambda i, what: self._const_of(nd, i, what))
+                        const_of=lambda i, what: self._const_of(nd, i, what),
+                        subgraph=lambda attr, in_avals: self._subgraph(self._graph_attr(nd, attr, where), where,
+                                                                       in_avals))
         try:
             outs = CONVERTERS[nd.op_type](node)
         except GraphFormatError:
@@ -317,6 +374,29 @@ class Conversion:
                 self.env[name] = _Missing(name, where, j)
                 continue
             self.env[name] = outs[j]
+
+
+    def _graph_attr(self, nd, attr: str, where: str):
+        for a in nd.attribute:
+            if a.name == attr and a.type == self.onnx.AttributeProto.GRAPH:
+                return a.g
+        raise GraphFormatError(f"{where}: needs the graph attribute {attr!r}")
+
+
+class _Scope:
+    """The enclosing graph of a body being converted: its names, and the values the body captured."""
+
+    def __init__(self, env: dict, parent):
+        self.env, self.parent = env, parent
+        self.captured: dict[str, Symbol] = {}
+
+    def outer_value(self, conv: Conversion, name: str, where: str) -> Symbol:
+        saved = conv.env, conv.scope
+        conv.env, conv.scope = self.env, self.parent
+        try:
+            return conv._value(name, where)
+        finally:
+            conv.env, conv.scope = saved
 
 
 class _Missing:

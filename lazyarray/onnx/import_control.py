@@ -1,0 +1,210 @@
+"""ONNX control flow -> our control-flow ops: ``If`` -> ``cond``, ``Loop`` -> ``while_loop`` (or
+``foreach`` when it has scan outputs and a fixed trip count), ``Scan`` -> ``foreach``.
+
+A body graph is converted by the same loader into a Symbol (``OnnxNode.subgraph``); the values of
+enclosing graphs it reads by name become extra operands of the node (the ops' free variables).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import sym as S
+from ..errors import GraphFormatError
+from ..executor.call import SubGraph
+from ..graph.symbol import Symbol
+from .import_ops import OnnxNode, constant
+
+_REVERSE = (slice(None, None, -1),)
+
+
+@dataclass
+class Body:
+    """A converted body graph: its input names and vars, outputs, and captured outer values."""
+
+    names: list
+    vars: list  # list[Symbol]
+    outs: list  # list[Symbol]
+    captured: dict  # outer name -> outer Symbol (the body reads a var of that name)
+
+
+def _aval(s: Symbol):
+    a = s.outputs[0].aval
+    return a.shape, a.dtype
+
+
+def _graph(outs: list, names: list) -> SubGraph:
+    return SubGraph(Symbol([o.outputs[0] for o in outs]), list(names))
+
+
+def _outputs(res: Symbol, n: int) -> list:
+    return [res[i] for i in range(n)]
+
+
+def _scalar(x: Symbol, dtype) -> Symbol:
+    x = S.reshape(x, shape=())
+    return x if _aval(x)[1] == np.dtype(dtype) else S.cast(x, dtype=dtype)
+
+
+# -- If ---------------------------------------------------------------------------------------
+def if_op(n: OnnxNode) -> list:
+    n.arity(1)
+    then_b = n.subgraph("then_branch", [])
+    else_b = n.subgraph("else_branch", [])
+    if len(then_b.outs) != len(else_b.outs):
+        n.fail(f"then_branch gives {len(then_b.outs)} outputs, else_branch {len(else_b.outs)}; they must agree")
+    for k, (a, b) in enumerate(zip(then_b.outs, else_b.outs)):
+        if _aval(a) != _aval(b):
+            n.fail(f"output {k}: then_branch gives {_aval(a)}, else_branch {_aval(b)} (shape, dtype); lazyarray's "
+                   "cond needs both branches to give the same shapes and dtypes")
+    outer = {**then_b.captured, **else_b.captured}
+    names = list(outer)
+    res = S.cond(_scalar(n.input(0), bool), list(outer.values()), then_graph=_graph(then_b.outs, names),
+                 else_graph=_graph(else_b.outs, names))
+    return _outputs(res, len(then_b.outs))
+
+
+# -- Scan -------------------------------------------------------------------------------------
+def _ints_attr(n: OnnxNode, name: str, count: int) -> list:
+    v = n.attr(name)
+    v = [0] * count if v is None else list(v)
+    if len(v) != count:
+        n.fail(f"attribute {name!r} has {len(v)} entries, the node has {count} of those")
+    return v
+
+
+def _move(x: Symbol, src: int, dst: int, n: OnnxNode, what: str) -> Symbol:
+    """``x`` with its axis ``src`` moved to ``dst`` (negative axes count from the end)."""
+    shape = _aval(x)[0]
+    if shape is None:
+        n.fail(f"{what}: a scan axis other than 0 needs the rank of the value, which is unknown here; "
+               "give input_shapes to la.onnx.load")
+    rank = len(shape)
+    src, dst = src % rank, dst % rank
+    if src == dst:
+        return x
+    perm = [i for i in range(rank) if i != src]
+    perm.insert(dst, src)
+    return S.transpose(x, axes=tuple(perm))
+
+
+def scan_op(n: OnnxNode) -> list:
+    m = n.attr("num_scan_inputs")
+    if m is None or not 1 <= m <= len(n.inputs):
+        n.fail(f"num_scan_inputs is {m}, but the node has {len(n.inputs)} inputs")
+    n_states = len(n.inputs) - m
+    if any(x is None for x in n.inputs):
+        n.fail("an omitted input is not supported")
+    states, data = list(n.inputs[:n_states]), list(n.inputs[n_states:])
+    in_axes = _ints_attr(n, "scan_input_axes", m)
+    in_dirs = _ints_attr(n, "scan_input_directions", m)
+    for i, (axis, d) in enumerate(zip(in_axes, in_dirs)):
+        if d not in (0, 1):
+            n.fail(f"scan_input_directions[{i}] is {d}; 0 (forward) or 1 (reverse)")
+        data[i] = _move(data[i], axis, 0, n, f"scan_input_axes[{i}] = {axis}")
+        if d == 1:
+            data[i] = S.getitem(data[i], key=_REVERSE)
+    in_avals = [_aval(s) for s in states] + [(None if sh is None else sh[1:], dt)
+                                            for sh, dt in (_aval(x) for x in data)]
+    body = n.subgraph("body", in_avals)
+    k = len(body.outs) - n_states
+    if k < 0:
+        n.fail(f"the body gives {len(body.outs)} outputs, fewer than the {n_states} states")
+    out_axes = _ints_attr(n, "scan_output_axes", k)
+    out_dirs = _ints_attr(n, "scan_output_directions", k)
+    names = body.names[n_states:] + body.names[:n_states] + list(body.captured)
+    sub = _graph(body.outs[n_states:] + body.outs[:n_states], names)
+    res = S.foreach([*data, *states, *body.captured.values()], body=sub, n_data=m, n_states=n_states, save_states=True)
+    outs = _outputs(res, k + 2 * n_states)
+    ys, final = outs[:k], outs[k:k + n_states]
+    for i, (axis, d) in enumerate(zip(out_axes, out_dirs)):
+        if d not in (0, 1):
+            n.fail(f"scan_output_directions[{i}] is {d}; 0 (forward) or 1 (reverse)")
+        if d == 1:
+            ys[i] = S.getitem(ys[i], key=_REVERSE)
+        ys[i] = _move(ys[i], 0, axis, n, f"scan_output_axes[{i}] = {axis}")
+    return final + ys
+
+
+# -- Loop -------------------------------------------------------------------------------------
+def _same_value(a: Symbol, b: Symbol) -> bool:
+    """Whether ``a`` is ``b`` (possibly through identity-like nodes)."""
+    e = a.outputs[0]
+    while e.node.op is not None and e.node.op.name in ("identity", "reshape", "copy") and e.node.inputs:
+        if e == b.outputs[0]:
+            return True
+        e = e.node.inputs[0]
+    return e == b.outputs[0]
+
+
+def _true_constant(s: Symbol) -> bool:
+    consts = s.constant_nodes()
+    if s.input_nodes() or s.outputs[0].node.op is not None or not consts:
+        return False
+    v = consts[0].value
+    v = np.asarray(v.get() if hasattr(v, "get") and not isinstance(v, np.ndarray) else v)
+    return v.dtype != object and v.size == 1 and bool(v.reshape(-1)[0])
+
+
+def _known(n: OnnxNode, i: int, what: str):
+    """Input ``i`` as a Python number when it is known at load time, else ``None``."""
+    try:
+        v = np.asarray(n.const(i, what)).reshape(-1)[0]
+    except GraphFormatError:  # computed from graph inputs: known only when running
+        return None
+    return bool(v) if v.dtype == bool else int(v)
+
+
+def loop_op(n: OnnxNode) -> list:
+    if len(n.inputs) < 2:
+        n.inputs = list(n.inputs) + [None] * (2 - len(n.inputs))
+    m_in, c_in, vs = n.input(0), n.input(1), list(n.inputs[2:])
+    if any(v is None for v in vs):
+        n.fail("an omitted loop-carried input is not supported")
+    trip = None if m_in is None else _known(n, 0, "trip count M")  # known when loading, else None
+    first = None if c_in is None else _known(n, 1, "condition")
+    in_avals = [((), np.dtype(np.int64)), ((), np.dtype(bool))] + [_aval(v) for v in vs]
+    body = n.subgraph("body", in_avals)
+    nv = len(vs)
+    k = len(body.outs) - 1 - nv
+    if k < 0:
+        n.fail(f"the body gives {len(body.outs)} outputs; it must give the condition and the {nv} loop-carried values")
+    i_var, c_var = body.vars[0], body.vars[1]
+    c_out = _scalar(body.outs[0], bool)
+    captured = list(body.captured)
+    if k > 0:  # scan outputs: a foreach over the iteration numbers, when the loop runs M times for sure
+        always = c_in is None or first is not None
+        if first is not None and not first:
+            trip = 0 if trip is not None else None
+        if trip is None or not always or not (_same_value(body.outs[0], c_var) or _true_constant(body.outs[0])):
+            n.fail(f"the body has {k} scan output(s); lazyarray imports those only when the trip count M is "
+                   "known when loading and the loop never stops early (no condition, or a constant true one "
+                   "passed through unchanged): use Scan, or give the loop's count as a constant")
+        steps = constant(np.arange(max(trip, 0), dtype=np.int64))
+        names = [body.names[0], *body.names[2:], *captured, body.names[1]]
+        sub = _graph(body.outs[1 + nv:] + body.outs[1:1 + nv], names)
+        res = S.foreach([steps, *vs, *body.captured.values(), constant(np.array(True))], body=sub, n_data=1,
+                        n_states=nv, save_states=True)
+        outs = _outputs(res, k + 2 * nv)
+        return outs[k:k + nv] + outs[:k]
+    c0 = constant(np.array(True)) if c_in is None else _scalar(c_in, bool)
+    names = list(body.names) + captured
+    free = list(body.captured.values())
+    cond = c_var
+    if m_in is not None and trip is None:  # a count known only when running: part of the condition
+        m_var = S.var("__loop_trip_count", shape=(), dtype=np.int64)
+        cond = S.logical_and(cond, S.less(i_var, m_var))
+        names.append("__loop_trip_count")
+        free.append(_scalar(m_in, np.int64))
+    else:
+        cond = S.reshape(cond, shape=())
+    new_i = S.add(i_var, constant(np.array(1, np.int64)))
+    body_graph = _graph([new_i, c_out, *body.outs[1:]], names)
+    cond_graph = _graph([cond], names)
+    res = S.while_loop([constant(np.array(0, np.int64)), c0, *vs, *free], cond_graph=cond_graph,
+                       body_graph=body_graph, n_vars=2 + nv, max_iterations=-1 if trip is None else max(trip, 0))
+    return _outputs(res, 2 + nv)[2:]
+
+
+CONTROL_CONVERTERS = {"If": if_op, "Loop": loop_op, "Scan": scan_op}
