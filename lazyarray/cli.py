@@ -33,7 +33,7 @@ import numpy as np
 
 from . import __version__, autograd
 from . import blocks as B
-from .blocks.block import load_arrays
+from .blocks.param_file import load_arrays
 from .blocks.symbol_block import check_params
 from .creation import array
 from .errors import LazyArrayError, fmt_shape

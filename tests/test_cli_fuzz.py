@@ -27,7 +27,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from safetensors.numpy import save
 
-from lazyarray.blocks.block import load_arrays
+from lazyarray.blocks.param_file import load_arrays
 from lazyarray.cli import main
 
 

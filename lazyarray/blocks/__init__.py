@@ -13,7 +13,8 @@ HybridSequential(
 ['0.bias', '0.weight', '1.bias', '1.weight']
 """
 from . import models  # (imports the layers it needs itself)
-from .block import Block, Concatenate, HookHandle, HybridBlock, HybridConcatenate, HybridSequential, Sequential
+from .block import Block, HookHandle, HybridBlock
+from .containers import Concatenate, HybridConcatenate, HybridSequential, Sequential
 from .conv import AvgPool2D, Conv2D, Conv2DTranspose, GlobalAvgPool2D, GlobalMaxPool2D, MaxPool2D
 from .loss import L1Loss, L2Loss, Loss, SoftmaxCrossEntropyLoss
 from .nn import Activation, BatchNorm, Dense, Dropout, Embedding, Flatten

@@ -16,7 +16,8 @@ from ..mxnet import load_arrays as load_mxnet_arrays
 from ..mxnet import sniff as is_mxnet_file
 from ..onnx.load import load_arrays as load_onnx_arrays
 from ..onnx.load import sniff as is_onnx_file
-from .block import HybridBlock, check_device, check_param_file, load_arrays, write_export
+from .block import HybridBlock
+from .param_file import check_device, check_param_file, load_arrays, write_export
 from .parameter import Parameter
 
 

@@ -219,7 +219,7 @@ class Trainer:
         ``load_states`` on a trainer over the same parameters (same order and shapes) continues
         exactly where this one stands. A schedule is not saved: pass the same one again.
         """
-        from .block import write_arrays
+        from .param_file import write_arrays
 
         arrays, kinds = {}, {}
         for i, p in enumerate(self._params):
@@ -241,7 +241,7 @@ class Trainer:
     def load_states(self, path: str) -> None:
         """Restore what ``save_states`` wrote: the parameters must be the same in number, order and
         shape, and the optimizer of the same kind."""
-        from .block import load_arrays
+        from .param_file import load_arrays
 
         arrays, meta = load_arrays(path)
         rec = meta.get("trainer")

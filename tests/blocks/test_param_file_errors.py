@@ -28,7 +28,7 @@ from safetensors.numpy import save
 
 import lazyarray as la
 from lazyarray import blocks as B
-from lazyarray.blocks.block import load_arrays
+from lazyarray.blocks.param_file import load_arrays
 from lazyarray.device import Device, gpu_available
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...errors import ParamValueError
-from ..block import HybridBlock, HybridSequential
+from ..block import HybridBlock
+from ..containers import HybridSequential
 from ..conv import Conv2D, GlobalAvgPool2D, MaxPool2D
 from ..nn import Activation, BatchNorm, Dense, F
 from ..residual import Residual

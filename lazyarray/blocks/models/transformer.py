@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ...errors import ParamValueError, ShapeError
-from ..block import HybridBlock, HybridSequential
+from ..block import HybridBlock
+from ..containers import HybridSequential
 from ..nn import Dense, Dropout, Embedding, F
 from ..transformer import LayerNorm, PositionalEmbedding, TransformerEncoderLayer, padding_mask
 
