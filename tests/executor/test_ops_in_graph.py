@@ -17,26 +17,10 @@ import lazyarray as la
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.ops.cases import CASES, rng_for
-from tests.ops.checks import op_function
+from tests.ops.checks import named_arrays, op_function
 
 PLAIN = sorted(k for k, c in CASES.items() if c.kind == "plain")
 
-
-def _flat(args):
-    named, arrays = {}, []
-    for i, a in enumerate(args):
-        if a is None:
-            arrays.append(None)
-        elif isinstance(a, list):
-            group = [la.array(np.asarray(x)) for x in a]
-            for j, g in enumerate(group):
-                named[f"a{i}_{j}"] = g
-            arrays.append(group)
-        else:
-            arr = la.array(np.asarray(a))
-            named[f"a{i}"] = arr
-            arrays.append(arr)
-    return named, arrays
 
 
 def _pre(a, through):
@@ -63,7 +47,7 @@ def test_op_in_compiled_graph_equals_eager(name, through):
     case = CASES[name]
     dtype = case.dtypes[0]
     for s in case.samples(rng_for("executor", name, dtype), dtype, False):
-        named, arrays = _flat(s.args)
+        named, arrays = named_arrays(s.args)
         eager = _apply(name, arrays, s.params, through)
         eager = eager if isinstance(eager, (list, tuple)) else [eager]
         with la.deferred():

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ops.checks import named_arrays
 
 import lazyarray as la
 from lazyarray import cli
@@ -39,23 +40,6 @@ def _checked(path):
     onnx.checker.check_model(onnx.load(str(path)), full_check=True)
 
 
-def _flat(args):
-    named, arrays = {}, []
-    for i, a in enumerate(args):
-        if a is None:
-            arrays.append(None)
-        elif isinstance(a, list):
-            group = [la.array(np.asarray(x)) for x in a]
-            named.update({f"a{i}_{j}": g for j, g in enumerate(group)})
-            arrays.append(group)
-        else:
-            arr = la.array(np.asarray(a))
-            named[f"a{i}"] = arr
-            arrays.append(arr)
-    while arrays and arrays[-1] is None:
-        arrays.pop()
-    return named, arrays
-
 
 def _close(got, want, dtype, what):
     want = np.asarray(want)
@@ -74,7 +58,9 @@ def test_op_exports_and_runs_like_cached_op(name, tmp_path):
     ran = 0
     for dtype in case.dtypes[:1]:  # float32 (onnxruntime lacks many float64 kernels)
         for s in list(case.samples(rng_for("onnx", name, dtype), dtype, False))[:3]:
-            named, arrays = _flat(s.args)
+            named, arrays = named_arrays(s.args)
+            while arrays and arrays[-1] is None:  # trailing missing optional inputs: not passed
+                arrays.pop()
             if not named:
                 continue
             with la.deferred():

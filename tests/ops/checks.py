@@ -200,3 +200,21 @@ def family_tests(family: tuple[str, ...]):
         check_gradient(name)
 
     return test_forward_matches_numpy, test_deferred_matches_eager, test_gradient_matches_finite_differences
+
+
+def named_arrays(args) -> tuple[dict, list]:
+    """A sample's NumPy args as lazyarray arrays: ``(by input name a0, a1_0, ..., args as passed)``,
+    a list arg (a ``*seq`` input) as a list; missing optional inputs stay ``None``."""
+    named, arrays = {}, []
+    for i, a in enumerate(args):
+        if a is None:
+            arrays.append(None)
+        elif isinstance(a, list):
+            group = [la.array(np.asarray(x)) for x in a]
+            named.update({f"a{i}_{j}": g for j, g in enumerate(group)})
+            arrays.append(group)
+        else:
+            arr = la.array(np.asarray(a))
+            named[f"a{i}"] = arr
+            arrays.append(arr)
+    return named, arrays
