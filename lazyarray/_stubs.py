@@ -113,11 +113,7 @@ def module_stub(mod, names: list[str], package: str = "lazyarray") -> str:
         elif getattr(v, "__module__", None) == mod.__name__ and callable(v):
             body.append(stub_def(name, v, rename))
         elif (inspect.isclass(v) or callable(v)) and getattr(v, "__module__", "").startswith(package):
-            if v.__name__ == name:
-                imports.append(f"from {_relative(v.__module__, package)} import {name} as {name}\n")
-            else:  # an alias (la.concatenate is la.concat): `import a as b` would not re-export b
-                imports.append(f"from {_relative(v.__module__, package)} import {v.__name__} as _{name}\n")
-                values.append(f"{name} = _{name}\n")
+            imports.append(f"from {_relative(v.__module__, package)} import {v.__name__} as {name}\n")
         elif isinstance(v, __import__("numpy").dtype):
             values.append(f"{name}: _np.dtype[Any]\n")
         elif v is None:

@@ -543,7 +543,7 @@ def _accumulate_as(name: str, x, dtype, out, **params) -> NDArray:
     cast the result to ``dtype`` (an integer sum that wraps in ``dtype`` wraps the same way)."""
     if dtype is not None:
         dt = as_dtype(dtype, name)
-        if x.dtype != dt:
+        if getattr(x, "dtype", None) != dt:  # (a Python scalar is cast like an array)
             x = _apply("cast", x, dtype=dt)
         res = _apply(name, x, **params)
         if res.dtype != dt:

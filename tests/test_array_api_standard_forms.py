@@ -109,3 +109,8 @@ def test_complex_expm1_at_infinities_and_signed_zero_follows_c99():
     want = [complex(np.inf, 0), complex(-1, 0), complex(np.nan, 0), complex(0, 0), np.expm1(1e-10 + 0j)]
     np.testing.assert_array_equal(got, want)
     assert math.copysign(1, got[3].real) == 1.0  # +0, not NumPy's -0
+
+
+def test_dtype_on_a_python_scalar_operand():
+    assert la.sum(3, dtype=la.int8).dtype == np.int8 and la.sum(3, dtype=la.int8).item() == 3
+    assert la.cast(3, dtype=la.int8).dtype == np.int8  # cast's kernel takes a Python scalar too

@@ -31,7 +31,7 @@ register(OpDef("full_like", ("x",), _full_like,
 
 
 def _cast(xp, x, dtype, out=None):
-    return x.astype(dtype)
+    return x.astype(dtype) if hasattr(x, "astype") else xp.asarray(x, dtype=dtype)  # (a Python scalar operand)
 
 
 register(OpDef(
