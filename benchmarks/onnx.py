@@ -1,0 +1,169 @@
+"""Exported models in onnxruntime vs the same models hybridized in lazyarray.
+
+For the demo CNN (``lazyarray demo``'s model, 1 x 12 x 12 images), the MLP 784-512-512-10 and
+ResNet-18 (CIFAR-style 32 x 32 stem; with ``--full`` also the ImageNet-style 224 x 224 at batch 1):
+
+* export: seconds of ``net.export_onnx`` (``la.onnx.export``) and the file's size;
+* inference at batch 1 and 64: the hybridized block (``net(x).asnumpy()``) against an
+  onnxruntime session over the exported file, like with like: lazyarray under
+  ``la.set_num_threads(t)`` against ORT with ``intra_op_num_threads=t``, for t = 1 and 2.
+
+Outputs are checked equal (rtol 1e-4) before anything is timed. Rounds alternate the two
+variants; each keeps the median of its rounds, and the ratio ``la / ort`` is taken in the same
+run (the machine is shared: compare ratios, not absolute times).
+Target (issue 15): lazyarray within 1.3x of onnxruntime at batch 64.
+
+    python benchmarks/onnx.py            # the table (a few minutes)
+    python benchmarks/onnx.py --quick    # small models, few rounds: a smoke run of seconds
+    python benchmarks/onnx.py --full     # adds ResNet-18 ImageNet-style 224 x 224 at batch 1
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+# This file is named like the onnx package: its directory goes to the end of the path, so that
+# ``import onnx`` (in la.onnx and onnxruntime) finds the package, and ``_util`` is still found.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+from _util import table  # noqa: E402
+
+import lazyarray as la  # noqa: E402
+from lazyarray import blocks as B  # noqa: E402
+from lazyarray.cli import build_model  # noqa: E402
+
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def mlp(hidden=512):
+    net = B.HybridSequential()
+    net.add(B.Dense(hidden, activation="relu"), B.Dense(hidden, activation="relu"), B.Dense(10))
+    return net
+
+
+def models(quick: bool, full: bool):
+    """(name, make the block, the shape of one sample, batch sizes) per model."""
+    if quick:
+        return [("demo CNN", lambda: build_model("cnn"), (1, 12, 12), (1, 8)),
+                ("MLP 784-64-64-10", lambda: mlp(64), (784,), (1, 8)),
+                ("ResNet-18 narrow 32x32", lambda: la.blocks.models.resnet18(
+                    classes=10, thumbnail=True, channels=(8, 8, 16, 32, 64)), (3, 32, 32), (1,))]
+    rows = [("demo CNN 1x12x12", lambda: build_model("cnn"), (1, 12, 12), (1, 64)),
+            ("MLP 784-512-512-10", mlp, (784,), (1, 64)),
+            ("ResNet-18 CIFAR 32x32", lambda: la.blocks.models.resnet18(classes=10, thumbnail=True),
+             (3, 32, 32), (1, 64))]
+    if full:
+        rows.append(("ResNet-18 ImageNet 224x224", lambda: la.blocks.models.resnet18(classes=1000, thumbnail=False),
+                     (3, 224, 224), (1,)))
+    return rows
+
+
+def ort_session(path: str, threads: int):
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+
+
+def timed(fn, budget: float) -> float:
+    """Seconds per call of ``fn``, calling it enough times to fill about ``budget`` seconds."""
+    t0 = time.perf_counter()
+    fn()
+    once = time.perf_counter() - t0
+    number = max(1, int(budget / max(once, 1e-7)))
+    t0 = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return (time.perf_counter() - t0) / number
+
+
+def compare(la_fn, ort_fn, rounds: int, budget: float) -> tuple[float, float]:
+    """Median seconds per call of each, rounds alternating between them (which goes first alternates too)."""
+    la_t, ort_t = [], []
+    for r in range(rounds):
+        if r % 2:
+            ort_t.append(timed(ort_fn, budget))
+            la_t.append(timed(la_fn, budget))
+        else:
+            la_t.append(timed(la_fn, budget))
+            ort_t.append(timed(ort_fn, budget))
+    return statistics.median(la_t), statistics.median(ort_t)
+
+
+def bench_model(name, make, sample, batches, *, rounds, budget, threads, workdir):
+    rng = np.random.default_rng(0)
+    net = make()
+    net.initialize()
+    net.hybridize()
+    net(la.array(rng.standard_normal((1, *sample)).astype("float32"))).asnumpy()  # shapes and trace
+    path = os.path.join(workdir, name.split()[0].lower() + ".onnx")
+    t0 = time.perf_counter()
+    net.export_onnx(path)
+    export_s = time.perf_counter() - t0
+    export_row = [name, f"{export_s * 1e3:.0f}", f"{os.path.getsize(path) / 2**20:.2f}"]
+    sessions = {t: ort_session(path, t) for t in threads}
+    in_name = sessions[threads[0]].get_inputs()[0].name
+    rows = []
+    for batch in batches:
+        x = rng.standard_normal((batch, *sample)).astype("float32")
+        xl = la.array(x)
+        ours = net(xl).asnumpy()
+        for t, sess in sessions.items():
+            theirs = sess.run(None, {in_name: x})[0]
+            np.testing.assert_allclose(ours, theirs, rtol=RTOL, atol=ATOL,
+                                       err_msg=f"{name} batch {batch}: lazyarray and onnxruntime ({t} threads) differ")
+        row = [name, batch]
+        for t, sess in sessions.items():
+            la.set_num_threads(t)
+            feed = {in_name: x}
+            la_s, ort_s = compare(lambda: net(xl).asnumpy(), lambda: sess.run(None, feed), rounds, budget)
+            row += [f"{la_s * 1e3:.3f}", f"{ort_s * 1e3:.3f}", f"{la_s / ort_s:.2f}x"]
+        rows.append(row)
+    return export_row, rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small models, few rounds (a smoke run)")
+    ap.add_argument("--full", action="store_true", help="add ResNet-18 ImageNet-style 224x224 at batch 1")
+    ap.add_argument("--rounds", type=int, default=None, help="alternating rounds per comparison (median)")
+    args = ap.parse_args(argv)
+    rounds = args.rounds or (3 if args.quick else 7)
+    budget = 0.02 if args.quick else 0.3
+    threads = (1, 2)
+    exports, rows = [], []
+    import onnx  # noqa: F401  (imported once here, so the first export's time is the export's)
+    before = la.num_threads() if hasattr(la, "num_threads") else None
+    try:
+        with tempfile.TemporaryDirectory() as workdir:
+            for name, make, sample, batches in models(args.quick, args.full):
+                e, r = bench_model(name, make, sample, batches, rounds=rounds, budget=budget,
+                                   threads=threads, workdir=workdir)
+                exports.append(e)
+                rows += r
+    finally:
+        if before is not None:
+            la.set_num_threads(before)
+    print("export (la.onnx.export via HybridBlock.export_onnx)")
+    print(table(["model", "export ms", "file MiB"], exports))
+    print()
+    print("inference, ms per call (median of alternating rounds); ratio = lazyarray / onnxruntime")
+    headers = ["model", "batch"]
+    for t in threads:
+        headers += [f"la {t}t", f"ort {t}t", f"ratio {t}t"]
+    print(table(headers, rows))
+    print("\noutputs checked equal (rtol 1e-4) before timing; target: ratio <= 1.3x at batch 64")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
