@@ -124,8 +124,8 @@ def bench_model(name, make, sample, batches, *, rounds, budget, threads, workdir
         row = [name, batch]
         for t, sess in sessions.items():
             la.set_num_threads(t)
-            feed = {in_name: x}
-            la_s, ort_s = compare(lambda: net(xl).asnumpy(), lambda: sess.run(None, feed), rounds, budget)
+            la_s, ort_s = compare(lambda xl=xl: net(xl).asnumpy(),
+                                  lambda sess=sess, feed={in_name: x}: sess.run(None, feed), rounds, budget)
             row += [f"{la_s * 1e3:.3f}", f"{ort_s * 1e3:.3f}", f"{la_s / ort_s:.2f}x"]
         rows.append(row)
     return export_row, rows
@@ -136,6 +136,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="small models, few rounds (a smoke run)")
     ap.add_argument("--full", action="store_true", help="add ResNet-18 ImageNet-style 224x224 at batch 1")
     ap.add_argument("--rounds", type=int, default=None, help="alternating rounds per comparison (median)")
+    ap.add_argument("--only", default="", help="run the models whose name contains this text (e.g. ResNet)")
+    ap.add_argument("--batch", type=int, action="append", help="only these batch sizes (repeatable)")
     args = ap.parse_args(argv)
     rounds = args.rounds or (3 if args.quick else 7)
     budget = 0.02 if args.quick else 0.3
@@ -146,6 +148,9 @@ def main(argv=None) -> int:
     try:
         with tempfile.TemporaryDirectory() as workdir:
             for name, make, sample, batches in models(args.quick, args.full):
+                if args.only.lower() not in name.lower():
+                    continue
+                batches = [b for b in batches if not args.batch or b in args.batch]
                 e, r = bench_model(name, make, sample, batches, rounds=rounds, budget=budget,
                                    threads=threads, workdir=workdir)
                 exports.append(e)

@@ -180,19 +180,77 @@ def _tap_weights(weight):
     return [[weight[:, 0, i, j].reshape(1, c, 1, 1) for j in range(kw)] for i in range(kh)]
 
 
-def _depthwise(xp, win, weight):
-    """Depthwise conv2d from its windows (N, C, Ho, Wo, kh, kw): a multiply-add per tap."""
+def _depthwise(xp, win, weight, out=None):
+    """Depthwise conv2d from its windows (N, C, Ho, Wo, kh, kw): a multiply-add per tap, summed
+    into ``out`` when given."""
     kh, kw = win.shape[4], win.shape[5]
     taps = _tap_weights(weight)
     res = tmp = None
     for i in range(kh):
         for j in range(kw):
             if res is None:
-                res = win[..., i, j] * taps[i][j]
+                res = xp.multiply(win[..., i, j], taps[i][j], out=out)
                 tmp = xp.empty_like(res)
             else:
                 res += xp.multiply(win[..., i, j], taps[i][j], out=tmp)
     return res
+
+
+# A batch runs one matmul per image when its output has at least this many pixels; smaller ones
+# one matmul for the whole batch (a 4 x 4 image makes (O x C*9) @ (C*9 x 16) products: too thin
+# for BLAS). Measured on ResNet-18 and the demo CNN (benchmarks/onnx.py): per image wins from
+# 8 x 8 up, even for the CNN's 8-filter first layer.
+PER_IMAGE_MIN_PIXELS = 64
+
+
+def _into(xp, out, shape, dtype):
+    """``out`` when a result of ``shape`` can be written straight into it, else None."""
+    if out is not None and out.shape == shape and out.dtype == dtype and out.flags.c_contiguous:
+        return out
+    return None
+
+
+def _gemm_conv(xp, win, weight, bias, out):
+    """conv2d with groups == 1 from its windows (N, C, Ho, Wo, kh, kw): im2col + matmul.
+
+    The im2col copy keeps each window row's ``Wo`` taps contiguous (reading a tap's output row is
+    one strided run; an (N*Ho*Wo, C*kh*kw) column matrix instead gathers runs of ``kw`` values,
+    6x slower on ResNet's 3x3 layers, benchmarks/onnx.py). Large images then multiply
+    ``W (O, C*kh*kw) @ cols (C*kh*kw, Ho*Wo)`` per image, which lands in NCHW order with no
+    transpose, into the planned output buffer; small images (late layers) take one matmul over
+    the whole batch, ``W @ cols (C*kh*kw, N*Ho*Wo)``, and one transpose into NCHW.
+    A 1x1 kernel with stride 1 and no padding needs no columns at all: the image is its own.
+    """
+    n, c, ho, wo, kh, kw = win.shape
+    o, k = weight.shape[0], c * kh * kw
+    wmat = weight.reshape(o, k)
+    dtype = xp.result_type(win.dtype, weight.dtype)
+    shape = (n, o, ho, wo)
+    target = _into(xp, out, shape, dtype)
+    if n == 1 or ho * wo >= PER_IMAGE_MIN_PIXELS:
+        s = win.strides
+        if kh == kw == 1 and s[2] == s[3] * wo and s[3] == win.itemsize and s[1] == s[2] * ho:
+            cols = win.reshape(n, c, ho * wo)  # the image itself: no copy
+        else:
+            cols = xp.empty((n, c, kh, kw, ho, wo), dtype=win.dtype)
+            cols[...] = win.transpose(0, 1, 4, 5, 2, 3)
+            cols = cols.reshape(n, k, ho * wo)
+        y = xp.matmul(wmat, cols, out=None if target is None else target.reshape(n, o, ho * wo))
+        y = y.reshape(shape)
+        if bias is not None:
+            y += bias.reshape(1, o, 1, 1)
+    else:
+        cols = xp.empty((c, kh, kw, n, ho, wo), dtype=win.dtype)
+        cols[...] = win.transpose(1, 4, 5, 0, 2, 3)
+        t = wmat @ cols.reshape(k, n * ho * wo)
+        if bias is not None:
+            t += bias.reshape(o, 1)
+        y = xp.empty(shape, dtype=dtype) if target is None else target
+        y[...] = t.reshape(o, n, ho, wo).transpose(1, 0, 2, 3)
+    if out is not None and target is None:
+        out[...] = y
+        return out
+    return y
 
 
 def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):
@@ -202,22 +260,20 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
     win = _windows(xp, x, (kh, kw), stride, padding, dilation=dilation)
     ho, wo = win.shape[2], win.shape[3]
     if groups == 1:
-        cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(n * ho * wo, c * kh * kw)  # im2col (one copy)
-        y = cols @ weight.reshape(o, c * kh * kw).T
-        if bias is not None:
-            y += bias
-        return xp.ascontiguousarray(y.reshape(n, ho, wo, o).transpose(0, 3, 1, 2))
+        return _gemm_conv(xp, win, weight, bias, out)
     if _is_depthwise(groups, c, weight.shape):
-        y = _depthwise(xp, win, weight)
-        if bias is not None:
-            y += bias.reshape(1, o, 1, 1)
-        return y
-    # one batched matmul over the groups: (G, N*Ho*Wo, C/G*kh*kw) @ (G, C/G*kh*kw, O/G)
-    og = o // groups
-    y = _im2col_groups(win, groups) @ weight.reshape(groups, og, cg * kh * kw).transpose(0, 2, 1)
-    y = xp.ascontiguousarray(y.reshape(groups, n, ho, wo, og).transpose(1, 0, 4, 2, 3)).reshape(n, o, ho, wo)
+        y = _depthwise(xp, win, weight, _into(xp, out, (n, o, ho, wo), xp.result_type(x.dtype, weight.dtype)))
+    else:  # one batched matmul over the groups: (G, N*Ho*Wo, C/G*kh*kw) @ (G, C/G*kh*kw, O/G)
+        og = o // groups
+        t = _im2col_groups(win, groups) @ weight.reshape(groups, og, cg * kh * kw).transpose(0, 2, 1)
+        y = _into(xp, out, (n, o, ho, wo), t.dtype)
+        y = xp.empty((n, o, ho, wo), dtype=t.dtype) if y is None else y
+        y.reshape(n, groups, og, ho, wo)[...] = t.reshape(groups, n, ho, wo, og).transpose(1, 0, 4, 2, 3)
     if bias is not None:
         y += bias.reshape(1, o, 1, 1)
+    if out is not None and y is not out:
+        out[...] = y
+        return out
     return y
 
 
@@ -274,7 +330,7 @@ def _weight_kernel(avals, p):
 
 
 register(OpDef("conv2d", ("x", "weight", "bias?"), _conv2d, params=_CONV_PARAMS, shape=_conv2d_shape,
-               dtype=_float_inputs("conv2d"), grad=_conv2d_grad, namespace="nn",
+               dtype=_float_inputs("conv2d"), grad=_conv2d_grad, namespace="nn", writes_out=True,
                workspace=_conv_workspace(0, _weight_kernel),
                doc="2-D convolution (cross-correlation) of NCHW input with (O, C/groups, kh, kw) weight"))
 
