@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from .params import FLOAT, INT, INTS, Param
 from .registry import OpDef, normalize_axis, register
+from .winograd import use_winograd, winograd_conv2d
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -247,7 +248,9 @@ def _gemm_conv(xp, win, weight, bias, out):
             t += bias.reshape(o, 1)
         y = xp.empty(shape, dtype=dtype) if target is None else target
         y[...] = t.reshape(o, n, ho, wo).transpose(1, 0, 2, 3)
-    if out is not None and target is None:
+    if target is not None:
+        return target
+    if out is not None:
         out[...] = y
         return out
     return y
@@ -257,6 +260,19 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
     stride, padding, dilation = _geometry(stride, padding, dilation, "conv2d")
     n, c = x.shape[:2]
     o, cg, kh, kw = weight.shape
+    if xp is np and use_winograd(x.shape, weight.shape, stride, padding, dilation, groups,
+                                 _out_dim(x.shape[2], kh, stride[0], padding[0]),
+                                 _out_dim(x.shape[3], kw, stride[1], padding[1])):
+        dtype = np.result_type(x.dtype, weight.dtype)
+        shape = (n, o) + tuple(_out_dim(x.shape[2 + i], 3, 1, padding[i]) for i in range(2))
+        target = _into(xp, out, shape, dtype)
+        y = winograd_conv2d(xp, x, weight, padding, target)
+        if bias is not None:
+            y += bias.reshape(1, o, 1, 1)
+        if out is not None and target is None:
+            out[...] = y
+            return out
+        return y
     win = _windows(xp, x, (kh, kw), stride, padding, dilation=dilation)
     ho, wo = win.shape[2], win.shape[3]
     if groups == 1:

@@ -1,0 +1,88 @@
+"""Winograd's minimal filtering F(2x2, 3x3) for ``conv2d``: 3x3 kernels at stride 1.
+
+Each 2 x 2 output tile comes from a 4 x 4 input tile with 16 multiplies per (input, output)
+channel pair instead of 36: the input tiles and the kernels are transformed (``B^T d B``,
+``G g G^T``), multiplied as 16 independent matrix products over the channels, and transformed
+back (``A^T m A``). The products dominate, so a deep 3x3 layer does 4/9 of im2col's multiply-adds;
+the transforms are adds over whole arrays. Values agree with the direct convolution within float
+rounding (the transform constants are 0, +-1 and 1/2, exact in binary).
+
+Layout: the padded input is put in (H, W, N, C) order once, so every tile transform reads and
+writes runs of N * C contiguous values, and the products are (tiles * N, C) @ (C, O) per tile
+position, BLAS's fast orientation. ``conv2d`` uses it only where it measured faster
+(``use_winograd``): deep layers (many channels) with enough output pixels to pay for the kernel
+transform, which is redone every call since weights are graph inputs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+# G (4 x 3): the kernel transform of F(2, 3); kron(G, G) maps a flattened 3x3 kernel to its 16
+# transformed values in one product over all (O, C) pairs.
+_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+_GG = np.kron(_G, _G)  # (16, 9)
+
+# Thresholds (benchmarks/onnx.py, ResNet-18 at batch 64): below 128 input channels the
+# transforms cost as much as the products save; below 256 output pixels in the batch the kernel
+# transform (16 * O * C values per call) outweighs the savings (late layers at batch 1).
+MIN_CHANNELS = 128
+MIN_PIXELS = 256
+
+
+def use_winograd(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo) -> bool:
+    """True when conv2d of these shapes runs faster as F(2x2, 3x3) (see the thresholds)."""
+    n, c = x_shape[0], x_shape[1]
+    return (groups == 1 and tuple(weight_shape[2:]) == (3, 3) and tuple(stride) == (1, 1)
+            and tuple(dilation) == (1, 1) and ho % 2 == 0 and wo % 2 == 0 and c >= MIN_CHANNELS
+            and n * ho * wo >= MIN_PIXELS)
+
+
+def _input_tiles(xp, x, padding, th, tw):
+    """The transformed input tiles ``B^T d B``: (16, th * tw * N, C)."""
+    n, c, h, w = x.shape
+    ph, pw = padding
+    hp, wp = 2 * th + 2, 2 * tw + 2  # rows / columns the tiles read (the padded image, cropped)
+    xs = xp.zeros((hp, wp, n, c), dtype=x.dtype)
+    rows, cols = min(h, hp - ph), min(w, wp - pw)
+    xs[ph:ph + rows, pw:pw + cols] = x[:, :, :rows, :cols].transpose(2, 3, 0, 1)
+    r = [xs[i:i + 2 * th:2] for i in range(4)]  # tile row i of every tile: (th, wp, N, C)
+    t = (r[0] - r[2], r[1] + r[2], r[2] - r[1], r[1] - r[3])  # B^T d, along the rows
+    v = xp.empty((4, 4, th, tw, n, c), dtype=x.dtype)
+    for i in range(4):
+        q = [t[i][:, j:j + 2 * tw:2] for j in range(4)]  # ... then along the columns
+        xp.subtract(q[0], q[2], out=v[i, 0])
+        xp.add(q[1], q[2], out=v[i, 1])
+        xp.subtract(q[2], q[1], out=v[i, 2])
+        xp.subtract(q[1], q[3], out=v[i, 3])
+    return v.reshape(16, th * tw * n, c)
+
+
+def _kernel_tiles(xp, weight):
+    """The transformed kernels ``G g G^T`` as (16, C, O) (a transposed view of (16, O, C))."""
+    o, c = weight.shape[:2]
+    gg = xp.asarray(_GG, dtype=weight.dtype)
+    return (gg @ weight.reshape(o * c, 9).T).reshape(16, o, c).transpose(0, 2, 1)
+
+
+def winograd_conv2d(xp, x, weight, padding, out=None):
+    """conv2d of x (N, C, H, W) with a (O, C, 3, 3) kernel at stride 1, even output size:
+    the result (N, O, Ho, Wo), written into ``out`` when given (C-contiguous, that shape)."""
+    n, c, h, w = x.shape
+    o = weight.shape[0]
+    ph, pw = padding
+    ho, wo = h + 2 * ph - 2, w + 2 * pw - 2
+    th, tw = ho // 2, wo // 2
+    m = xp.matmul(_input_tiles(xp, x, padding, th, tw), _kernel_tiles(xp, weight))
+    m = m.reshape(4, 4, th, tw, n, o)
+    s = (m[0] + m[1] + m[2], m[1] - m[2] - m[3])  # A^T m, along the rows
+    y = xp.empty((n, o, ho, wo), dtype=m.dtype) if out is None else out
+    tiles = y.reshape(n, o, th, 2, tw, 2).transpose(3, 5, 2, 4, 0, 1)  # (2, 2, th, tw, N, O) view
+    tmp = xp.empty((th, tw, n, o), dtype=m.dtype)
+    for a in range(2):  # ... then along the columns, each written to its place in every tile
+        xp.add(s[a][0], s[a][1], out=tmp)
+        tmp += s[a][2]
+        tiles[a, 0] = tmp
+        xp.subtract(s[a][1], s[a][2], out=tmp)
+        tmp -= s[a][3]
+        tiles[a, 1] = tmp
+    return y

@@ -1,0 +1,54 @@
+"""The conv2d kernel's paths (lazyarray/ops/conv.py): one matmul per image or one for the whole
+batch, the copy-free 1x1 case, grouped and depthwise kernels; each equal to the loop reference
+of tests/ops/cases.py, and each writing the planned ``out`` buffer it is given."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lazyarray.ops import conv, winograd
+from ops.cases import _conv2d_ref
+
+
+@pytest.fixture(autouse=True)
+def direct(monkeypatch):
+    monkeypatch.setattr(winograd, "MIN_CHANNELS", 1 << 30)  # these tests are about the im2col paths
+
+
+@pytest.mark.parametrize("per_image", [True, False], ids=["per-image", "whole-batch"])
+@pytest.mark.parametrize("xs,ks,params", [
+    ((3, 2, 7, 6), (4, 2, 3, 3), {"padding": (1, 1)}),
+    ((2, 3, 9, 8), (5, 3, 3, 2), {"stride": (2, 1), "padding": (0, 1), "dilation": (1, 2)}),
+    ((2, 4, 5, 5), (3, 4, 1, 1), {}),  # 1x1, stride 1: the image is its own column matrix
+    ((2, 4, 6, 6), (3, 4, 1, 1), {"stride": (2, 2)}),
+], ids=["3x3-p1", "s21-dil12", "1x1", "1x1-s2"])
+def test_groups1_paths_equal_the_reference(per_image, xs, ks, params, monkeypatch):
+    monkeypatch.setattr(conv, "PER_IMAGE_MIN_PIXELS", 0 if per_image else 1 << 30)
+    rng = np.random.default_rng(sum(xs))
+    x, k, b = (rng.standard_normal(s).astype("float32") for s in (xs, ks, ks[:1]))
+    ref = _conv2d_ref(x, k, b, **params)
+    np.testing.assert_allclose(conv._conv2d(np, x, k, b, **params), ref, rtol=1e-5, atol=1e-5)
+    out = np.full(ref.shape, np.nan, np.float32)
+    assert conv._conv2d(np, x, k, b, out=out, **params) is out
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+    strided = np.full(ref.shape[::-1], np.nan, np.float32).T  # not C-contiguous: filled by a copy
+    conv._conv2d(np, x, k, b, out=strided, **params)
+    np.testing.assert_allclose(strided, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_1x1_path_reads_a_non_contiguous_image_correctly(monkeypatch):
+    monkeypatch.setattr(conv, "PER_IMAGE_MIN_PIXELS", 0)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 5, 4, 3)).astype("float32").transpose(0, 1, 3, 2)  # (2, 5, 3, 4) strided
+    k = rng.standard_normal((2, 5, 1, 1)).astype("float32")
+    np.testing.assert_allclose(conv._conv2d(np, x, k), _conv2d_ref(np.ascontiguousarray(x), k), rtol=1e-5)
+
+
+@pytest.mark.parametrize("ks,groups", [((4, 1, 3, 3), 4), ((6, 2, 3, 3), 2)], ids=["depthwise", "groups2"])
+def test_grouped_kernels_write_into_out(ks, groups):
+    rng = np.random.default_rng(2)
+    x, k, b = (rng.standard_normal(s).astype("float32") for s in ((2, 4, 6, 5), ks, ks[:1]))
+    ref = _conv2d_ref(x, k, b, padding=(1, 1), groups=groups)
+    out = np.full(ref.shape, np.nan, np.float32)
+    assert conv._conv2d(np, x, k, b, padding=(1, 1), groups=groups, out=out) is out
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,72 @@
+"""Winograd F(2x2, 3x3) convolution (lazyarray/ops/winograd.py): equal to the direct convolution
+(the loop reference of tests/ops/cases.py) wherever conv2d chooses it, and chosen only where it
+applies (3x3, stride 1, even output, enough channels and pixels)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray.ops import conv, winograd
+from ops.cases import _conv2d_ref
+
+
+@pytest.fixture
+def always(monkeypatch):
+    """conv2d takes the Winograd path for every 3x3 stride-1 layer with an even output."""
+    monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
+    monkeypatch.setattr(winograd, "MIN_PIXELS", 1)
+
+
+@pytest.mark.parametrize("n,c,h,w,o,pad", [(2, 3, 6, 8, 4, 1), (1, 5, 4, 4, 2, 0), (3, 2, 8, 6, 3, 2),
+                                          (1, 1, 2, 2, 1, 1), (2, 4, 10, 4, 5, 1)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_winograd_equals_the_direct_convolution(n, c, h, w, o, pad, dtype):
+    rng = np.random.default_rng(n * 100 + c * 10 + h)
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    k = rng.standard_normal((o, c, 3, 3)).astype(dtype)
+    got = winograd.winograd_conv2d(np, x, k, (pad, pad))
+    assert got.dtype == dtype and got.shape == (n, o, h + 2 * pad - 2, w + 2 * pad - 2)
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(got, _conv2d_ref(x, k, padding=(pad, pad)), rtol=tol, atol=tol)
+
+
+def test_conv2d_uses_winograd_where_chosen_and_writes_out(always, monkeypatch):
+    calls = []
+    real = winograd.winograd_conv2d
+    monkeypatch.setattr(conv, "winograd_conv2d", lambda *a: calls.append(a[1].shape) or real(*a))
+    rng = np.random.default_rng(0)
+    x, k, b = (rng.standard_normal(s).astype("float32") for s in ((2, 3, 6, 6), (4, 3, 3, 3), (4,)))
+    out = np.full((2, 4, 6, 6), np.nan, np.float32)
+    res = conv._conv2d(np, x, k, b, padding=(1, 1), out=out)
+    assert res is out and calls == [(2, 3, 6, 6)]
+    np.testing.assert_allclose(out, _conv2d_ref(x, k, b, padding=(1, 1)), rtol=1e-5, atol=1e-5)
+    # an out buffer it cannot write into directly (a transposed view) still receives the values
+    strided = np.full((6, 6, 4, 2), np.nan, np.float32).transpose(3, 2, 0, 1)
+    conv._conv2d(np, x, k, b, padding=(1, 1), out=strided)
+    np.testing.assert_allclose(strided, out, rtol=1e-6)
+    # through the public op, eager and in a hybridized graph
+    ref = _conv2d_ref(x, k, b, padding=(1, 1))
+    np.testing.assert_allclose(la.nn.conv2d(la.array(x), la.array(k), la.array(b), padding=(1, 1)).asnumpy(),
+                               ref, rtol=1e-5, atol=1e-5)
+    with la.deferred():
+        y = la.nn.conv2d(la.array(x), la.array(k), la.array(b), padding=(1, 1))
+    np.testing.assert_allclose(y.asnumpy(), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("x,k,params,expected", [
+    ((64, 128, 8, 8), (128, 128, 3, 3), {}, True),
+    ((64, 128, 8, 8), (128, 128, 3, 3), {"stride": (2, 2)}, False),
+    ((64, 128, 8, 8), (128, 128, 3, 3), {"dilation": (2, 2), "padding": (2, 2)}, False),
+    ((64, 128, 7, 8), (128, 128, 3, 3), {}, False),  # odd output height
+    ((64, 128, 8, 8), (128, 128, 5, 5), {"padding": (2, 2)}, False),
+    ((64, 64, 8, 8), (64, 64, 3, 3), {}, False),  # too few channels to pay for the transforms
+    ((1, 512, 4, 4), (512, 512, 3, 3), {}, False),  # too few pixels to pay for the kernel transform
+    ((64, 128, 8, 8), (128, 64, 3, 3), {"groups": 2}, False),
+])
+def test_winograd_is_chosen_only_where_it_applies_and_pays(x, k, params, expected):
+    p = {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": 1} | params
+    (sh, sw), (ph, pw), (dh, dw) = p["stride"], p["padding"], p["dilation"]
+    ho = (x[2] + 2 * ph - (k[2] - 1) * dh - 1) // sh + 1
+    wo = (x[3] + 2 * pw - (k[3] - 1) * dw - 1) // sw + 1
+    assert winograd.use_winograd(x, k, p["stride"], p["padding"], p["dilation"], p["groups"], ho, wo) is expected
