@@ -38,6 +38,7 @@ from _util import table  # noqa: E402
 import lazyarray as la  # noqa: E402
 from lazyarray import blocks as B  # noqa: E402
 from lazyarray.cli import build_model  # noqa: E402
+from lazyarray.threads import num_threads  # noqa: E402
 
 RTOL, ATOL = 1e-4, 1e-5
 
@@ -144,7 +145,7 @@ def main(argv=None) -> int:
     threads = (1, 2)
     exports, rows = [], []
     import onnx  # noqa: F401  (imported once here, so the first export's time is the export's)
-    before = la.num_threads() if hasattr(la, "num_threads") else None
+    before = num_threads()
     try:
         with tempfile.TemporaryDirectory() as workdir:
             for name, make, sample, batches in models(args.quick, args.full):
@@ -156,8 +157,7 @@ def main(argv=None) -> int:
                 exports.append(e)
                 rows += r
     finally:
-        if before is not None:
-            la.set_num_threads(before)
+        la.set_num_threads(before)
     print("export (la.onnx.export via HybridBlock.export_onnx)")
     print(table(["model", "export ms", "file MiB"], exports))
     print()

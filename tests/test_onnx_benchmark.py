@@ -1,0 +1,36 @@
+"""Smoke run of ``benchmarks/onnx.py --quick``: every model exports, runs in onnxruntime and in
+lazyarray with equal outputs (the script checks before timing), and the tables come out.
+No timing is asserted (the machine is shared)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from benchmarks import onnx as bench  # noqa: E402
+from lazyarray.threads import num_threads  # noqa: E402
+
+
+def test_quick_mode_exports_checks_and_compares_every_model(capsys):
+    before = num_threads()
+    assert bench.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    assert num_threads() == before  # the thread setting is given back
+    export, inference = out.split("inference, ms per call")
+    names = [name for name, *_ in bench.models(quick=True, full=False)]
+    for name in names:
+        assert re.search(rf"{re.escape(name)}\s+\d+\s+\d+\.\d\d\b", export), (name, export)  # ms, MiB
+    rows = [ln for ln in inference.splitlines() if any(ln.strip().startswith(n) for n in names)]
+    expected = sum(len(batches) for *_, batches in bench.models(quick=True, full=False))
+    assert len(rows) == expected, inference
+    for row in rows:  # per thread count: la ms, ort ms, la/ort ratio
+        ratios = re.findall(r"(\d+\.\d+)x", row)
+        assert len(ratios) == 2 and all(float(r) > 0 for r in ratios), row
+
+
+def test_the_script_does_not_shadow_the_onnx_package():
+    import onnx
+    assert hasattr(onnx, "ModelProto") and onnx is not bench
