@@ -101,13 +101,25 @@ def _max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=F
     this beats a reduction over a windows view several times."""
     k, s, p, shape, extra = _layout(x.shape, kernel, stride, padding, ceil_mode)
     x = pad_nchw(xp, x, p, extra, _fill_min(x.dtype))
-    res = None
-    for view in _taps(x, k, s, shape):
-        res = view.copy() if res is None else xp.maximum(res, view, out=res)
+    return _fold_taps(xp, xp.maximum, _taps(x, k, s, shape), out)
+
+
+def _fold_taps(xp, ufunc, views, out):
+    """``ufunc`` folded over the tap views, into ``out`` when given (the planned buffer)."""
+    first = next(views)
+    second = next(views, None)
+    if second is None:
+        if out is None:
+            return first.copy()
+        out[...] = first
+        return out
+    res = ufunc(first, second, out=out)
+    for view in views:
+        ufunc(res, view, out=res)
     return res
 
 
-register(OpDef("max_pool2d", ("x",), _max_pool2d, params=_POOL_PARAMS, shape=_pool_shape("max_pool2d"),
+register(OpDef("max_pool2d", ("x",), _max_pool2d, params=_POOL_PARAMS, shape=_pool_shape("max_pool2d"), writes_out=True,
                grad=lambda F, ins, y, g, **p: [F.max_pool2d_grad(g, ins[0], **p)], namespace="nn",
                workspace=lambda avals, **p: _pool_workspace(avals[0], **p),
                doc="maximum over kh x kw windows of NCHW input (stride 0 = kernel size)"))
@@ -154,14 +166,12 @@ def _avg_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=F
                 out=None):
     k, s, p, shape, extra = _layout(x.shape, kernel, stride, padding, ceil_mode)
     scale = _divisor(xp, x.shape, k, s, p, shape, extra, count_include_pad, x.dtype)
-    res = None
-    for view in _taps(pad_nchw(xp, x, p, extra), k, s, shape):
-        res = view.copy() if res is None else xp.add(res, view, out=res)
+    res = _fold_taps(xp, xp.add, _taps(pad_nchw(xp, x, p, extra), k, s, shape), out)
     res *= scale if isinstance(scale, float) else scale.astype(res.dtype, copy=False)
     return res
 
 
-register(OpDef("avg_pool2d", ("x",), _avg_pool2d, params=_AVG_PARAMS, shape=_pool_shape("avg_pool2d"),
+register(OpDef("avg_pool2d", ("x",), _avg_pool2d, params=_AVG_PARAMS, shape=_pool_shape("avg_pool2d"), writes_out=True,
                dtype=_float_inputs("avg_pool2d"),
                grad=lambda F, ins, y, g, **p: [F.avg_pool2d_grad(g, ins[0], **p)], namespace="nn",
                workspace=lambda avals, **p: _pool_workspace(avals[0], **p),
