@@ -9,7 +9,8 @@ input's shape from a ``like`` input, so graphs stay generic over the batch size.
 and ``conv2d_weight_grad`` with image and output gradient swapped (weight).
 
 Groups (``groups > 1``) run as one batched matmul over a leading group axis; ``groups == 1``
-keeps the plain 2-D matmul; depthwise kernels (one filter per channel) are kh * kw strided
+is im2col + matmul (``_gemm_conv``), or Winograd F(2x2, 3x3) for deep 3x3 stride-1 layers
+(``winograd.py``); depthwise kernels (one filter per channel) are kh * kw strided
 multiply-adds over all channels at once.
 
 ``batch_norm`` takes the mean and variance as inputs: the layer passes batch statistics
