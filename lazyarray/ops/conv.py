@@ -530,8 +530,9 @@ def _batch_norm(xp, x, gamma, beta, mean, var, eps=1e-5, axis=1, out=None):
     axis %= x.ndim
     scale = gamma / xp.sqrt(var + x.dtype.type(eps))
     shift = beta - mean * scale
-    return x * _bn_view(scale.astype(x.dtype, copy=False), x.ndim, axis) \
-        + _bn_view(shift.astype(x.dtype, copy=False), x.ndim, axis)
+    y = xp.multiply(x, _bn_view(scale.astype(x.dtype, copy=False), x.ndim, axis), out=out)
+    y += _bn_view(shift.astype(x.dtype, copy=False), x.ndim, axis)  # in place: one pass less
+    return y
 
 
 def _batch_norm_shape(shapes, eps=1e-5, axis=1):
@@ -575,7 +576,7 @@ def _batch_norm_grad(F, ins, y, g, eps=1e-5, axis=1):
 register(OpDef("batch_norm", ("x", "gamma", "beta", "mean", "var"), _batch_norm,
                params=(Param("eps", FLOAT, 1e-5, check=_check_eps), Param("axis", INT, 1)),
                shape=_batch_norm_shape, dtype=_float_inputs("batch_norm"), grad=_batch_norm_grad,
-               namespace="nn",
+               namespace="nn", writes_out=True,
                doc="(x - mean) / sqrt(var + eps) * gamma + beta, per channel along axis"))
 
 

@@ -52,3 +52,16 @@ def test_grouped_kernels_write_into_out(ks, groups):
     out = np.full(ref.shape, np.nan, np.float32)
     assert conv._conv2d(np, x, k, b, padding=(1, 1), groups=groups, out=out) is out
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_batch_norm_writes_into_out():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 4, 5)).astype("float32")
+    gamma, beta, mean = (rng.standard_normal(3).astype("float32") for _ in range(3))
+    var = rng.uniform(0.5, 2.0, 3).astype("float32")
+    c = (slice(None), None, None)
+    expected = (x - mean[c]) / np.sqrt(var[c] + 1e-5) * gamma[c] + beta[c]
+    out = np.full(x.shape, np.nan, np.float32)
+    assert conv._batch_norm(np, x, gamma, beta, mean, var, out=out) is out
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(conv._batch_norm(np, x, gamma, beta, mean, var), expected, rtol=1e-5, atol=1e-6)
