@@ -20,6 +20,7 @@ Target (issue 15): lazyarray within 1.3x of onnxruntime at batch 64.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
 import sys
@@ -29,11 +30,17 @@ from pathlib import Path
 
 import numpy as np
 
-# This file is named like the onnx package: its directory goes to the end of the path, so that
-# ``import onnx`` (in la.onnx and onnxruntime) finds the package, and ``_util`` is still found.
+# This file is named like the onnx package. Run as a script, Python puts its directory first on
+# the path, where it would shadow the package for ``import onnx`` (in la.onnx and onnxruntime):
+# the directory leaves the path, and ``_util`` is loaded from its file (imported as
+# ``benchmarks.onnx``, by the smoke test, the path is left alone).
 _HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
-from _util import table  # noqa: E402
+if __name__ == "__main__":
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+_spec = importlib.util.spec_from_file_location("_bench_util", _HERE / "_util.py")
+_util = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_util)
+table = _util.table
 
 import lazyarray as la  # noqa: E402
 from lazyarray import blocks as B  # noqa: E402

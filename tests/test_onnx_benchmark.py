@@ -31,6 +31,11 @@ def test_quick_mode_exports_checks_and_compares_every_model(capsys):
         assert len(ratios) == 2 and all(float(r) > 0 for r in ratios), row
 
 
-def test_the_script_does_not_shadow_the_onnx_package():
+def test_the_script_does_not_shadow_the_onnx_package_or_change_the_path():
+    import sys
+    from pathlib import Path
+
     import onnx
     assert hasattr(onnx, "ModelProto") and onnx is not bench
+    here = Path(bench.__file__).resolve().parent  # benchmarks/ holds sparse.py, fusion.py, ...
+    assert all(Path(p or ".").resolve() != here for p in sys.path)
