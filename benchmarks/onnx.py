@@ -146,10 +146,11 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=None, help="alternating rounds per comparison (median)")
     ap.add_argument("--only", default="", help="run the models whose name contains this text (e.g. ResNet)")
     ap.add_argument("--batch", type=int, action="append", help="only these batch sizes (repeatable)")
+    ap.add_argument("--threads", type=int, action="append", help="only these thread counts (default: 1 and 2)")
     args = ap.parse_args(argv)
     rounds = args.rounds or (3 if args.quick else 7)
     budget = 0.02 if args.quick else 0.3
-    threads = (1, 2)
+    threads = tuple(args.threads or (1, 2))
     exports, rows = [], []
     import onnx  # noqa: F401  (imported once here, so the first export's time is the export's)
     before = num_threads()

@@ -22,19 +22,25 @@ import numpy as np
 _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 _GG = np.kron(_G, _G)  # (16, 9)
 
-# Thresholds (benchmarks/onnx.py, ResNet-18 at batch 64): below 128 input channels the
-# transforms cost as much as the products save; below 256 output pixels in the batch the kernel
-# transform (16 * O * C values per call) outweighs the savings (late layers at batch 1).
+# Thresholds (benchmarks/onnx.py, ResNet-18): the tile transforms are passes over memory, the
+# savings grow with the channels. From 128 input channels it pays at any size; from 64 only while
+# the input stays in cache (ResNet's first stage: 1.2x faster at batch 1, 1.25x slower at batch
+# 64, 16 MB). Below 256 output pixels in the batch the kernel transform (16 * O * C values per
+# call) outweighs the savings (late layers at batch 1).
 MIN_CHANNELS = 128
+MIN_CHANNELS_IN_CACHE = 64
+CACHE_BYTES = 2 << 20
 MIN_PIXELS = 256
 
 
-def use_winograd(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo) -> bool:
+def use_winograd(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo, itemsize=4) -> bool:
     """True when conv2d of these shapes runs faster as F(2x2, 3x3) (see the thresholds)."""
     n, c = x_shape[0], x_shape[1]
-    return (groups == 1 and tuple(weight_shape[2:]) == (3, 3) and tuple(stride) == (1, 1)
-            and tuple(dilation) == (1, 1) and ho % 2 == 0 and wo % 2 == 0 and c >= MIN_CHANNELS
-            and n * ho * wo >= MIN_PIXELS)
+    if not (groups == 1 and tuple(weight_shape[2:]) == (3, 3) and tuple(stride) == (1, 1)
+            and tuple(dilation) == (1, 1) and ho % 2 == 0 and wo % 2 == 0 and n * ho * wo >= MIN_PIXELS):
+        return False
+    in_cache = n * c * x_shape[2] * x_shape[3] * itemsize <= CACHE_BYTES
+    return c >= MIN_CHANNELS or (c >= MIN_CHANNELS_IN_CACHE and in_cache)
 
 
 def _input_tiles(xp, x, padding, th, tw):

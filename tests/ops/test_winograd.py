@@ -60,7 +60,9 @@ def test_conv2d_uses_winograd_where_chosen_and_writes_out(always, monkeypatch):
     ((64, 128, 8, 8), (128, 128, 3, 3), {"dilation": (2, 2), "padding": (2, 2)}, False),
     ((64, 128, 7, 8), (128, 128, 3, 3), {}, False),  # odd output height
     ((64, 128, 8, 8), (128, 128, 5, 5), {"padding": (2, 2)}, False),
-    ((64, 64, 8, 8), (64, 64, 3, 3), {}, False),  # too few channels to pay for the transforms
+    ((64, 64, 32, 32), (64, 64, 3, 3), {}, False),  # few channels, out of cache: transforms cost more
+    ((1, 64, 32, 32), (64, 64, 3, 3), {}, True),  # ... in cache, they pay
+    ((1, 32, 32, 32), (32, 32, 3, 3), {}, False),  # too few channels anyway
     ((1, 512, 4, 4), (512, 512, 3, 3), {}, False),  # too few pixels to pay for the kernel transform
     ((64, 128, 8, 8), (128, 64, 3, 3), {"groups": 2}, False),
 ])
