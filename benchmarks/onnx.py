@@ -13,6 +13,15 @@ variants; each keeps the median of its rounds, and the ratio ``la / ort`` is tak
 run (the machine is shared: compare ratios, not absolute times).
 Target (issue 15): lazyarray within 1.3x of onnxruntime at batch 64.
 
+Where the gaps come from (measured on the 2-core development machine): at batch 1 the small
+models pay per node, not per multiply-add: each of our kernels is a few NumPy calls plus
+Python glue (a 12 x 12 conv2d costs ~14 us, a hybridized call ~10 us before any kernel) where
+onnxruntime runs one C++ kernel per (fused) node; ResNet at batch 1 pays im2col copies and thin
+BLAS products against onnxruntime's direct NCHWc convolutions. The MLP is three GEMMs: its gap
+is OpenBLAS against MLAS on those shapes. With 2 threads on a shared machine OpenBLAS's
+spinning threads collapse (a bare 64x784 @ 784x512 matmul runs 6x slower on 2 threads than on
+1 when other processes hold the cores): read the 2-thread columns on a quiet machine only.
+
     python benchmarks/onnx.py            # the table (a few minutes)
     python benchmarks/onnx.py --quick    # small models, few rounds: a smoke run of seconds
     python benchmarks/onnx.py --full     # adds ResNet-18 ImageNet-style 224 x 224 at batch 1
