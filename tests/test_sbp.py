@@ -295,6 +295,9 @@ def test_text_json_and_drawing():
     assert str(la.Symbol.from_networkx(g)) == text
     svg = ann._repr_svg_()
     assert "S(0)→S(1)" in svg and "boxing" in svg
+    # the memory plan: the boxing node holds a buffer of its own, like a copy between devices
+    plan = la.CachedOp(ann).memory_plan(x=(8, 4), w=(3, 4))
+    assert "all_to_all[" in str(plan)
     # the annotation is optional in the JSON, and a plain graph has none
     assert "sbp" not in json.loads(la.sym.exp(x).to_json())["nodes"][0]
     bad = dict(doc)

@@ -584,9 +584,11 @@ class _SBPType(ParamType):
 SBP_PARAM = _SBPType()
 
 register(OpDef(
-    "boxing", ("x",), lambda xp, x, src, dst, out=None: x,
+    # a copy, not a view: on a cluster the collective delivers a new array, so the node holds a
+    # buffer of its own in the memory plan (as copy_to does) and shows there by its name
+    "boxing", ("x",), lambda xp, x, src, dst, out=None: x.copy(),
     params=(Param("src", SBP_PARAM), Param("dst", SBP_PARAM)),
-    grad=lambda F, ins, y, g, src, dst: [g], view=True,
+    grad=lambda F, ins, y, g, src, dst: [g],
     doc="x converted from SBP src to SBP dst: the explicit communication node of a global graph "
         "(the logical value does not change, so on one process it is x itself)",
 ))

@@ -225,3 +225,36 @@ def test_embedding_lookup_over_a_split_batch_of_indices(client):
     out = la.distributed.run(net, client=client, data=da.from_array(idx, chunks=(10, 5)))
     assert len(out.chunks[0]) == 3
     np.testing.assert_allclose(out.compute(), net(la.array(idx)).asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+class _TwoInputs(nn.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.dense = nn.Dense(3, in_units=4)
+
+    def forward(self, a, b):
+        return self.dense(a) * b
+
+
+def test_block_inputs_are_named_data0_to_n_and_parameters_travel_once_per_worker(client, monkeypatch):
+    net = _TwoInputs()
+    net.initialize()
+    net.hybridize()
+    a = la.array(np.random.default_rng(11).standard_normal((9, 4)).astype("float32"))
+    b = la.array(np.random.default_rng(12).standard_normal((9, 3)).astype("float32"))
+    want = net(a, b).asnumpy()
+    calls = []
+    real = client.scatter
+
+    def scatter(data, **kw):
+        calls.append((data, kw.get("broadcast", False)))
+        return real(data, **kw)
+
+    monkeypatch.setattr(client, "scatter", scatter)
+    out = la.distributed.run(net, client=client, data0=a, data1=b)  # la arrays, both split by rows
+    np.testing.assert_allclose(out.compute(), want, rtol=1e-5, atol=1e-6)
+    weight = net.dense.weight.data().asnumpy()
+    sent = [bc for d, bc in calls if isinstance(d, np.ndarray) and d.shape == weight.shape]
+    assert sent == [True]  # one broadcast scatter for the weight, not one copy per task
+    pieces = [d for d, bc in calls if isinstance(d, list)]
+    assert [[p.shape for p in d] for d in pieces] == [[(5, 4), (4, 4)], [(5, 3), (4, 3)]]
