@@ -542,6 +542,10 @@ RULES: dict[str, Rule] = {
     "any": Rule(reduction(None, linear=False)),
     "vector_norm": Rule(reduction(None, linear=False)),
     "count_nonzero": Rule(reduction("sum", linear=False)),
+    # each piece draws the mask of its own elements: the pieces make up one mask of the whole
+    # (independent draws either way); a broadcast mask is refused by la.distributed.run (each
+    # worker would draw a different "whole" mask)
+    "dropout_mask": Rule(lambda sbps, shapes, out_shapes, params: [sbps[0]] if not sbps[0].is_partial else None),
 }
 
 

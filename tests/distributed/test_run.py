@@ -258,3 +258,16 @@ def test_block_inputs_are_named_data0_to_n_and_parameters_travel_once_per_worker
     assert sent == [True]  # one broadcast scatter for the weight, not one copy per task
     pieces = [d for d, bc in calls if isinstance(d, list)]
     assert [[p.shape for p in d] for d in pieces] == [[(5, 4), (4, 4)], [(5, 3), (4, 3)]]
+
+
+@pytest.mark.filterwarnings("ignore::lazyarray.ops.sbp_rules.SBPFallbackWarning")
+def test_random_draws_split_with_their_input_and_refuse_broadcast(client):
+    x = la.sym.var("x", shape=(40, 50))
+    y = x * la.sym.nn.dropout_mask(x, p=0.5)
+    out = la.distributed.run(y, client=client, sbp={"x": S(0)}, x=np.ones((40, 50))).compute()
+    assert set(np.unique(out)) <= {0.0, 2.0} and 0.35 < (out == 0).mean() < 0.65
+    halves = np.array_split(out, 2)
+    assert not np.array_equal(halves[0][:20], halves[1][:20])  # the pieces drew their own masks
+    z = x + la.sym.random_uniform(shape=(40, 50))
+    with pytest.raises(la.sbp.SBPError, match="random_uniform.*broadcast"):
+        la.distributed.run(z, client=client, sbp={"x": S(0)}, x=np.ones((40, 50)))
