@@ -13,17 +13,14 @@ from collections import OrderedDict
 import numpy as np
 
 from .. import rng
-from ..device import Device
 from ..executor.cached_op import CachedOp
 from ..graph.symbol import Symbol
 from .pieces import localize
 
-_RNG_LOCK = threading.Lock()  # seeded tasks swap the process's CPU generator one at a time
 _COMPILED: OrderedDict = OrderedDict()  # (json text, input signature) -> (CachedOp, input names)
 _PARSED: OrderedDict = OrderedDict()  # json text -> Symbol
 _LOCK = threading.Lock()  # threaded workers (LocalCluster(processes=False)) share the tables
 _MAX = 32
-_CPU0 = Device("cpu", 0)
 
 
 def run_region(text: str, names: tuple, *arrays) -> tuple:
@@ -47,20 +44,11 @@ def run_region_seeded(text: str, names: tuple, seed: int, *arrays) -> tuple:
     """``run_region`` with the random draws of the graph (dropout masks) taken from a generator
     seeded with ``seed``: a piece draws the same masks wherever and however often it runs.
 
-    The CPU generator of the process (``lazyarray.rng``) is swapped for the task and restored
-    after it, under a lock, so threaded workers (``LocalCluster(processes=False)``) cannot draw
-    from each other's generators.
+    The generator is this thread's only (``rng.drawing_from``), so threaded workers
+    (``LocalCluster(processes=False)``) never draw from each other's generators.
     """
-    with _RNG_LOCK:
-        saved = rng._GENERATORS.get(_CPU0)
-        rng._GENERATORS[_CPU0] = np.random.default_rng(seed)
-        try:
-            return run_region(text, names, *arrays)
-        finally:
-            if saved is None:
-                rng._GENERATORS.pop(_CPU0, None)
-            else:
-                rng._GENERATORS[_CPU0] = saved
+    with rng.drawing_from(np.random.default_rng(seed)):
+        return run_region(text, names, *arrays)
 
 
 def _get(table: OrderedDict, key):
