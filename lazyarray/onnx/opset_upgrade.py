@@ -10,7 +10,8 @@ model declaring an older opset is read in one of two ways:
   ``ratio`` attribute becoming an input) rewrites it to opset 13, and the result is checked.
 
 A model the converter cannot bring up (no adapter for one of its operators, a malformed graph)
-raises ``GraphFormatError`` naming the opset, the changed operators and the converter's reason.
+raises ``GraphFormatError`` naming the opset, the changed operators and the converter's reason;
+so does one using an operator form the converter gets wrong (``CONVERTED_WRONGLY``: Scan-8).
 Only ``upgrade`` is called by ``load.py``.
 """
 from __future__ import annotations
@@ -19,6 +20,16 @@ from ..errors import GraphFormatError
 
 TARGET_OPSET = 13  # the oldest definitions the converters implement
 DEFAULT_DOMAINS = ("", "ai.onnx")
+
+# Operator forms onnx.version_converter converts wrongly, refused instead: op -> (the first opset
+# whose form it converts right, why). Scan-8 carries a batch axis on every state and scan input;
+# the converter's adapter removes that axis from the graph's declared inputs, so the converted
+# model takes differently shaped inputs than the file's (ONNX's test_scan_sum then fails).
+CONVERTED_WRONGLY = {
+    "Scan": (9, "Scan before opset 9 is batched (a leading batch axis on every state and scan input), and "
+                "onnx.version_converter's Scan 8->9 adapter drops that axis from the graph's inputs, which "
+                "changes the model's interface"),
+}
 
 
 def default_opset(model, what: str) -> int:
@@ -67,6 +78,11 @@ def upgrade(model, what: str, check):
     changed = changed_operators(model, version)
     if not changed:
         return model
+    wrong = [(op, why) for op, (since, why) in CONVERTED_WRONGLY.items() if version < since and op in changed]
+    if wrong:
+        raise GraphFormatError(f"{what}: uses opset {version}; lazyarray reads opset {TARGET_OPSET} and later, "
+                               f"and cannot convert it: {'; '.join(why for _, why in wrong)}. Fix: re-export the "
+                               f"model at opset {TARGET_OPSET} or later")
     from onnx import version_converter
 
     fix = (f"re-export the model at opset {TARGET_OPSET} or later, or convert it with another tool "
