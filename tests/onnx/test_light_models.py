@@ -6,7 +6,9 @@ output on the input ONNX's harness feeds (rtol 1e-3, atol 1e-4); the logits (the
 model; the block re-exported with ``la.onnx.export`` runs in onnxruntime with equal outputs, and
 reads back with ``la.onnx.load`` with equal outputs. Models whose test takes more than about 5 s
 (the big fully connected weights of AlexNet, VGG-19 and ZFNet-512 make files of 250-575 MB) are
-``slow``: ``python -m pytest -m slow tests/onnx/test_light_models.py``.
+``slow``: ``python -m pytest -m slow tests/onnx/test_light_models.py``. So is the run of ONNX's own
+backend test harness (``onnx.backend.test.BackendTest``, its ``Real`` light-model tests) over
+``LazyArrayBackend`` (about 10 s of it generating the node cases it also holds).
 """
 from __future__ import annotations
 
@@ -109,3 +111,24 @@ def test_light_model_logits_and_reexport_match_onnxruntime(name, tmp_path):
     back = la.CachedOp(la.onnx.load(path, input_shapes=shapes))
     for o, b in zip(ours, _outputs(back(**{k: la.array(v) for k, v in feeds.items()}))):
         np.testing.assert_allclose(b, o, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_onnx_own_backend_harness_passes_the_light_models_on_our_backend(tmp_path, monkeypatch):
+    # onnx.backend.test's Runner (the Real kind): its own input, reference and tolerance (atol 1e-7)
+    import unittest
+
+    import onnx.backend.test
+
+    from lazyarray.onnx.backend import LazyArrayBackend
+    monkeypatch.setenv("ONNX_HOME", str(tmp_path))  # where the runner writes its input files
+    names = [n for n in NAMES if n in MODELS]
+    runner = onnx.backend.test.BackendTest(LazyArrayBackend, __name__)
+    runner.include(rf"^test_({'|'.join(names)})_cpu$")
+    suite = unittest.TestSuite(unittest.defaultTestLoader.loadTestsFromTestCase(case)
+                               for case in runner.test_cases.values())
+    result = unittest.TestResult()
+    suite.run(result)
+    ran = result.testsRun - len(result.skipped)
+    assert ran == len(names), f"ran {ran} light model tests, expected {len(names)}"
+    assert result.wasSuccessful(), [str(e) for _, e in result.failures + result.errors]
