@@ -34,7 +34,7 @@ from ..deferred import _MODE, DEFERRED, RECORDING, show
 from ..errors import GraphError, ParamError, fmt_shape
 from ..graph import draw_html
 from ..graph import svg as S
-from ..graph.build import apply_node
+from ..graph.build import record_node
 from ..graph.node import Entry, Node, unique_names, user_source, var_node
 from ..graph.passes.algebra import simplify
 from ..graph.passes.constant_fold import constant_fold
@@ -183,7 +183,8 @@ class CachedOp:
         def visit(node: Node, ins):
             if node.op is None:  # an input takes the caller's array; a constant stays itself
                 return (given[id(node)],) if id(node) in given else (Entry(node, 0),)
-            res = apply_node(node.op, *ins, source=node.source, **node.params)  # re-inferred for the inputs
+            # re-inferred for the inputs; ``ins`` are flat like ``node.inputs`` (a ``*seq`` op's list too)
+            res = record_node(node.op, list(ins), node.params, source=node.source)
             return (res,) if isinstance(res, Entry) else res
 
         outs = []

@@ -195,13 +195,27 @@ def _depthwise(xp, win, weight):
     return res
 
 
+# Below this many output pixels per image, a batch convolves faster as one product over all images
+# (per-image products of Ho*Wo columns are too thin for BLAS; measured: 2x2 outputs of 64 images
+# 4.5x slower per image, 8x8 ones 1.3x faster, a 224x224 image 1.4-2.5x faster per image).
+_PER_IMAGE_MIN_PIXELS = 64
+
+
 def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):
     stride, padding, dilation = _geometry(stride, padding, dilation, "conv2d")
     n, c = x.shape[:2]
     o, cg, kh, kw = weight.shape
     win = _windows(xp, x, (kh, kw), stride, padding, dilation=dilation)
     ho, wo = win.shape[2], win.shape[3]
-    if groups == 1:
+    if groups == 1 and (n == 1 or ho * wo >= _PER_IMAGE_MIN_PIXELS):
+        # per image: (O, C*kh*kw) @ (C*kh*kw, Ho*Wo) is already NCHW, and a 1x1 stride-1 window
+        # is the input itself (no im2col copy, no output transpose)
+        cols = win.transpose(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, ho * wo)
+        y = weight.reshape(o, c * kh * kw) @ cols
+        if bias is not None:
+            y += bias.reshape(1, o, 1)
+        return y.reshape(n, o, ho, wo)
+    if groups == 1:  # many small images: one (N*Ho*Wo, C*kh*kw) @ (C*kh*kw, O) product
         cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(n * ho * wo, c * kh * kw)  # im2col (one copy)
         y = cols @ weight.reshape(o, c * kh * kw).T
         if bias is not None:

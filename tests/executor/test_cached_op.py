@@ -209,6 +209,18 @@ def test_inside_deferred_compute_the_graph_is_inlined():
     assert [n.op.name for n in outer.topo() if n.op] == ["exp", "subtract", "multiply"]
 
 
+def test_inlined_graph_keeps_the_list_input_of_a_variadic_op():
+    # concatenate/stack take one list input: inlining re-records them from the node's flat inputs
+    x, y = _arr(2, 3), _arr(2, 2)
+    with la.deferred():
+        z = la.concatenate([la.exp(x), y, x], axis=1)
+    op = la.CachedOp(la.get_symbol(z, inputs={"x": x, "y": y}))
+    with la.deferred():
+        w = op(x, y) + 1
+    want = np.concatenate([np.exp(x.asnumpy()), y.asnumpy(), x.asnumpy()], axis=1) + 1
+    np.testing.assert_allclose(w.asnumpy(), want, rtol=1e-6)
+
+
 def test_cross_device_graph_has_copy_nodes_and_right_values():
     x = la.array(np.arange(6, dtype="float32").reshape(2, 3))
     c1 = la.array(np.ones((2, 3), dtype="float32"), device=la.cpu(1))

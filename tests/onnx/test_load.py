@@ -289,12 +289,6 @@ def test_missing_file_raises_graph_format_error(tmp_path):
         la.onnx.load(str(tmp_path / "absent.onnx"))
 
 
-def test_old_opset_with_changed_operator_is_refused_with_the_fix(tmp_path):
-    m = model([helper.make_node("Softmax", ["x"], ["y"])], [("x", F32, (2, 3))], [("y", F32, None)], opset=11)
-    with pytest.raises(GraphFormatError, match="opset 11.*Softmax.*convert_version"):
-        la.onnx.load(save(m, tmp_path))
-
-
 def test_old_opset_whose_operators_did_not_change_loads(tmp_path):
     m = model([helper.make_node("Not", ["x"], ["y"])], [("x", TensorProto.BOOL, (3,))],
               [("y", TensorProto.BOOL, None)], opset=9)
