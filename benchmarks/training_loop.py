@@ -10,10 +10,13 @@ run (interleaved rounds, fastest round of each):
 
 * NumPy by hand (``benchmarks/mlp_step.py: numpy_step``), the reference;
 * Gluon style with the structural backward cache (one compiled backward program reused by
-  every step) and with it cleared before each step (what every step cost before the cache);
+  every step) and the multi-tensor update (``Trainer.step``: a few flat calls per dtype and
+  device); the same with the per-parameter update (an optimizer overriding ``update``); and
+  with the cache cleared before each step (what every step cost before the cache);
 * jax.jit of the same step, when jax is importable.
 
-Targets (issue #16): batch 64 at most 1.1x NumPy by hand; batch 1024 at most 1.0x.
+Targets (issue #16): batch 64 at most 1.1x NumPy by hand; batch 1024 at most 1.0x; inference
+(``net(x)``) at batch 1 at most 1.2x NumPy by hand.
 
     python benchmarks/training_loop.py
 """
@@ -33,7 +36,15 @@ from lazyarray import backward_cache
 from lazyarray import blocks as B
 
 
-def gluon_setup(batch, rng, base):
+class PerParamSGD(B.SGD):
+    """SGD whose ``update`` is overridden: the trainer then updates parameter by parameter (the
+    path before multi-tensor updates), with the same math."""
+
+    def update(self, *args, **kwargs):
+        return super().update(*args, **kwargs)
+
+
+def gluon_setup(batch, rng, base, per_param=False):
     net = B.HybridSequential()
     net.add(B.Dense(512, activation="relu", in_units=784), B.Dense(512, activation="relu", in_units=512),
             B.Dense(10, in_units=512))
@@ -43,7 +54,8 @@ def gluon_setup(batch, rng, base):
         layer.bias.set_data(la.array(b.copy()))
     net.hybridize()
     loss_fn = B.SoftmaxCrossEntropyLoss()
-    trainer = B.Trainer(net.collect_params(), "sgd", {"learning_rate": LR})
+    opt = PerParamSGD(learning_rate=LR) if per_param else B.SGD(learning_rate=LR)
+    trainer = B.Trainer(net.collect_params(), opt)
     x = la.array(rng.standard_normal((batch, 784)).astype("float32"))
     y = la.array(rng.integers(0, 10, batch))
 
@@ -92,8 +104,12 @@ def bench(batch):
     rng = np.random.default_rng(0)
     base = init_params(rng)
     step, x, y = gluon_setup(batch, rng, base)
+    rng2 = np.random.default_rng(0)
+    init_params(rng2)
+    per_param, _, _ = gluon_setup(batch, rng2, base, per_param=True)  # the same start and data
     for _ in range(3):
         step()
+        per_param()
 
     def uncached():
         backward_cache.clear()
@@ -101,15 +117,64 @@ def bench(batch):
 
     xn, yn = x.asnumpy(), y.asnumpy()
     p_np = [p.copy() for p in base]
-    fns = [lambda: numpy_step(xn, yn, p_np), step, uncached]
-    names = ["NumPy by hand", "Gluon style (backward cache)", "Gluon style, cache cleared each step"]
+    fns = [lambda: numpy_step(xn, yn, p_np), step, per_param, uncached]
+    names = ["NumPy by hand", "Gluon style (backward cache, multi-tensor update)",
+             "Gluon style, per-parameter update", "Gluon style, cache cleared each step"]
     js = jax_step(batch, rng, base)
     if js is not None:
         fns.append(js)
         names.append("jax.jit")
     number = 10 if batch == 64 else 2
     times = interleaved(fns, number, rounds=9)
-    return [[batch, n, f"{t * 1e3:.3f}", f"{t / times[0]:.2f}"] for n, t in zip(names, times)]
+    jax_t = times[-1] if js is not None else None
+    return [[batch, n, f"{t * 1e3:.3f}", f"{t / times[0]:.2f}"] + ([f"{t / jax_t:.2f}"] if jax_t else [])
+            for n, t in zip(names, times)]
+
+
+def inference_rows():
+    """Inference at batch 1: the hybridized MLP against NumPy by hand (and jax.jit if present)."""
+    rng = np.random.default_rng(0)
+    base = init_params(rng)
+    step, _, _ = gluon_setup(1, rng, base)
+    net = step.__closure__[step.__code__.co_freevars.index("net")].cell_contents
+    xn = rng.standard_normal((1, 784)).astype("float32")
+    x = la.array(xn)
+    w = [p.data().asnumpy() for p in net.collect_params().values()]
+
+    def by_hand():
+        h = x_ = xn
+        for k in range(0, 6, 2):
+            h = x_ @ w[k].T
+            h += w[k + 1]
+            if k < 4:
+                x_ = np.maximum(h, 0, out=h)
+        return h
+
+    np.testing.assert_allclose(net(x).asnumpy(), by_hand(), rtol=1e-5, atol=1e-5)
+    fns, names = [by_hand, lambda: net(x).asnumpy()], ["NumPy by hand", "hybridized net(x)"]
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        jax = None
+    if jax is not None:
+        wj, xj = [jnp.asarray(a) for a in w], jnp.asarray(xn)
+
+        @jax.jit
+        def fwd(ps, v):
+            for k in range(0, 6, 2):
+                v = v @ ps[k].T + ps[k + 1]
+                if k < 4:
+                    v = jax.nn.relu(v)
+            return v
+
+        fwd(wj, xj).block_until_ready()
+        fns.append(lambda: fwd(wj, xj).block_until_ready())
+        names.append("jax.jit")
+    times = interleaved(fns, 200, rounds=9)
+    jax_t = times[-1] if jax is not None else None
+    return [[1, n, f"{t * 1e3:.4f}", f"{t / times[0]:.2f}"] + ([f"{t / jax_t:.2f}"] if jax_t else [])
+            for n, t in zip(names, times)]
 
 
 def main() -> None:
@@ -117,7 +182,11 @@ def main() -> None:
     for batch in (64, 1024):
         rows += bench(batch)
     print("Gluon-style training step, MLP 784-512-512-10 float32 (target: batch 64 <= 1.1x, 1024 <= 1.0x NumPy)")
-    print(table(["batch", "implementation", "ms / step", "x NumPy"], rows))
+    print(table(["batch", "implementation", "ms / step", "x NumPy"] + ["x jax.jit"] * (len(rows[0]) > 4), rows))
+    print()
+    rows = inference_rows()
+    print("Inference, MLP 784-512-512-10 float32 at batch 1 (target: <= 1.2x NumPy by hand)")
+    print(table(["batch", "implementation", "ms / call", "x NumPy"] + ["x jax.jit"] * (len(rows[0]) > 4), rows))
 
 
 if __name__ == "__main__":
