@@ -35,6 +35,9 @@ from .graph.traverse import topo_order
 from .ops import registry
 
 _CACHE: OrderedDict = OrderedDict()
+# (key, compiled) of the last hit: a training loop asks for the same structure every step, and
+# comparing with it walks the key mostly by identity, where a dict lookup hashes all of it first
+_LAST: list = [None, None]
 _LOCK = threading.Lock()
 
 
@@ -118,9 +121,13 @@ def structure(records: list, leaves: list, outputs: list, heads: list):
 
 
 def lookup(key) -> Compiled | None:
+    last_key, last = _LAST
+    if last is not None and key == last_key:
+        return last
     c = _CACHE.get(key)
     if c is not None:
         _CACHE.move_to_end(key)
+        _LAST[:] = [key, c]
     return c
 
 
@@ -184,9 +191,13 @@ def build(key, records: list, leaves: list, heads: list) -> Compiled:
                 reads.append((what, k, None))
     compiled = Compiled(compile_program(outs, inputs), reads)
     with _LOCK:
+        if _LAST[1] is not None and _LAST[0] in _CACHE:
+            _CACHE.move_to_end(_LAST[0])  # (hits through _LAST skip the LRU update)
         _CACHE[key] = compiled
         while len(_CACHE) > default_size():
-            _CACHE.popitem(last=False)
+            _, gone = _CACHE.popitem(last=False)
+            if gone is _LAST[1]:
+                _LAST[:] = [None, None]
     return compiled
 
 
@@ -249,6 +260,7 @@ def run(compiled: Compiled, records: list, leaves: list, consts: list[Node], hea
 def clear() -> None:
     with _LOCK:
         _CACHE.clear()
+        _LAST[:] = [None, None]
 
 
 def size() -> int:
