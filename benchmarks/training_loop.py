@@ -18,18 +18,21 @@ run (interleaved rounds, fastest round of each):
 Targets (issue #16): batch 64 at most 1.1x NumPy by hand; batch 1024 at most 1.0x; inference
 (``net(x)``) at batch 1 at most 1.2x NumPy by hand.
 
-    python benchmarks/training_loop.py
+    python benchmarks/training_loop.py [--clock cpu]
 """
 from __future__ import annotations
 
+import argparse
+import gc
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import table
-from mlp_step import LR, init_params, interleaved, numpy_step
+from mlp_step import LR, init_params, numpy_step
 
 import lazyarray as la
 from lazyarray import backward_cache
@@ -42,6 +45,28 @@ class PerParamSGD(B.SGD):
 
     def update(self, *args, **kwargs):
         return super().update(*args, **kwargs)
+
+
+CLOCK = [time.perf_counter]
+
+
+def interleaved(fns, number, rounds=9):
+    """Seconds per call of each of ``fns``: rounds alternate between them, each keeps its fastest
+    round; ``CLOCK`` (``--clock cpu``: process CPU time, steadier on a busy machine for one-thread
+    runs, but it adds up every thread of jax's pool)."""
+    clock = CLOCK[0]
+    best = [float("inf")] * len(fns)
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            for k, fn in enumerate(fns):
+                t0 = clock()
+                for _ in range(number):
+                    fn()
+                best[k] = min(best[k], (clock() - t0) / number)
+    finally:
+        gc.enable()
+    return best
 
 
 def gluon_setup(batch, rng, base, per_param=False):
@@ -125,7 +150,7 @@ def bench(batch):
         fns.append(js)
         names.append("jax.jit")
     number = 10 if batch == 64 else 2
-    times = interleaved(fns, number, rounds=9)
+    times = interleaved(fns, number, rounds=15)
     jax_t = times[-1] if js is not None else None
     return [[batch, n, f"{t * 1e3:.3f}", f"{t / times[0]:.2f}"] + ([f"{t / jax_t:.2f}"] if jax_t else [])
             for n, t in zip(names, times)]
@@ -171,13 +196,17 @@ def inference_rows():
         fwd(wj, xj).block_until_ready()
         fns.append(lambda: fwd(wj, xj).block_until_ready())
         names.append("jax.jit")
-    times = interleaved(fns, 200, rounds=9)
+    times = interleaved(fns, 200, rounds=15)
     jax_t = times[-1] if jax is not None else None
     return [[1, n, f"{t * 1e3:.4f}", f"{t / times[0]:.2f}"] + ([f"{t / jax_t:.2f}"] if jax_t else [])
             for n, t in zip(names, times)]
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    if ap.parse_args().clock == "cpu":
+        CLOCK[0] = time.process_time
     rows = []
     for batch in (64, 1024):
         rows += bench(batch)
