@@ -11,8 +11,9 @@ run (interleaved rounds, fastest round of each):
 * NumPy by hand (``benchmarks/mlp_step.py: numpy_step``), the reference;
 * Gluon style with the structural backward cache (one compiled backward program reused by
   every step) and the multi-tensor update (``Trainer.step``: a few flat calls per dtype and
-  device); the same with the per-parameter update (an optimizer overriding ``update``); and
-  with the cache cleared before each step (what every step cost before the cache);
+  device) and the loss compiled (``blocks/loss.py``); the same with the per-parameter update
+  (an optimizer overriding ``update``), then also with the loss op by op (``hybridize(False)``;
+  the step before this session's changes); and with the cache cleared before each step;
 * jax.jit of the same step, when jax is importable.
 
 Targets (issue #16): batch 64 at most 1.1x NumPy by hand; batch 1024 at most 1.0x; inference
@@ -69,7 +70,7 @@ def interleaved(fns, number, rounds=9):
     return best
 
 
-def gluon_setup(batch, rng, base, per_param=False):
+def gluon_setup(batch, rng, base, per_param=False, eager_loss=False):
     net = B.HybridSequential()
     net.add(B.Dense(512, activation="relu", in_units=784), B.Dense(512, activation="relu", in_units=512),
             B.Dense(10, in_units=512))
@@ -78,7 +79,9 @@ def gluon_setup(batch, rng, base, per_param=False):
         layer.weight.set_data(la.array(w.copy()))
         layer.bias.set_data(la.array(b.copy()))
     net.hybridize()
-    loss_fn = B.SoftmaxCrossEntropyLoss()
+    loss_fn = B.SoftmaxCrossEntropyLoss()  # compiles itself (blocks/loss.py)
+    if eager_loss:
+        loss_fn.hybridize(False)  # op by op, as before losses compiled themselves
     opt = PerParamSGD(learning_rate=LR) if per_param else B.SGD(learning_rate=LR)
     trainer = B.Trainer(net.collect_params(), opt)
     x = la.array(rng.standard_normal((batch, 784)).astype("float32"))
@@ -132,9 +135,13 @@ def bench(batch):
     rng2 = np.random.default_rng(0)
     init_params(rng2)
     per_param, _, _ = gluon_setup(batch, rng2, base, per_param=True)  # the same start and data
+    rng3 = np.random.default_rng(0)
+    init_params(rng3)
+    before, _, _ = gluon_setup(batch, rng3, base, per_param=True, eager_loss=True)
     for _ in range(3):
         step()
         per_param()
+        before()
 
     def uncached():
         backward_cache.clear()
@@ -142,9 +149,10 @@ def bench(batch):
 
     xn, yn = x.asnumpy(), y.asnumpy()
     p_np = [p.copy() for p in base]
-    fns = [lambda: numpy_step(xn, yn, p_np), step, per_param, uncached]
+    fns = [lambda: numpy_step(xn, yn, p_np), step, per_param, before, uncached]
     names = ["NumPy by hand", "Gluon style (backward cache, multi-tensor update)",
-             "Gluon style, per-parameter update", "Gluon style, cache cleared each step"]
+             "Gluon style, per-parameter update", "Gluon style, per-parameter update, eager loss",
+             "Gluon style, cache cleared each step"]
     js = jax_step(batch, rng, base)
     if js is not None:
         fns.append(js)
