@@ -149,7 +149,7 @@ class Trainer:
         weights = [w for w, _ in taken]
         grads = [g for _, g in taken]
         opt = self._optimizer
-        if done is params and flat_ok(group, grads):
+        if done is params and flat_ok(group, grads, weights):
             group.step(opt, grads, weights, self._steps, rescale)
         else:
             for p, w, g in zip(done, weights, grads):

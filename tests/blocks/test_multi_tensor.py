@@ -10,6 +10,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray import blocks as B
+from lazyarray.blocks import multi_tensor
 from lazyarray.lr_scheduler import FactorScheduler
 
 SHAPES = [(5, 4), (4,), (3, 5), (3,), (2, 2, 3)]
@@ -99,7 +100,10 @@ def _trainers(kind, settings, params, per_param):
 
 @pytest.mark.parametrize("kind,settings", CASES, ids=[f"{k}-{'-'.join(s)}" for k, s in CASES])
 @pytest.mark.parametrize("dtypes", [None, ("float32", "float64", "float16")], ids=["float32", "mixed"])
-def test_flat_update_equals_per_parameter_and_numpy(kind, settings, dtypes):
+@pytest.mark.parametrize("chunk", [None, 7], ids=["one-chunk", "chunks-of-7"])
+def test_flat_update_equals_per_parameter_and_numpy(kind, settings, dtypes, chunk, monkeypatch):
+    if chunk is not None:  # parameters cut across chunks, chunks holding pieces of several
+        monkeypatch.setattr(multi_tensor, "CHUNK_ELEMENTS", chunk)
     flat, single = _params(dtypes), _params(dtypes)
     tf, ts = _trainers(kind, settings, flat, False), _trainers(kind, settings, single, True)
     ref = [p.data().asnumpy().copy() for p in flat]
@@ -119,6 +123,8 @@ def test_flat_update_equals_per_parameter_and_numpy(kind, settings, dtypes):
     # one flat group per dtype, every parameter in one
     assert sorted(str(g.dtype) for g in tf._groups) == sorted({str(p.dtype) for p in flat})
     assert not tf._single and not ts._groups
+    if chunk is not None:
+        assert all(len(g.chunks) == -(-g.size // chunk) for g in tf._groups)
 
 
 def test_states_are_views_of_one_flat_buffer_and_save_load_continues(tmp_path):
@@ -231,6 +237,23 @@ def test_parameters_on_several_devices_and_row_sparse_gradients():
                                                      for c in p.list_data()])
     for x, y in zip(*runs):
         np.testing.assert_array_equal(x, y)
+
+
+def test_a_non_contiguous_weight_is_updated_one_by_one():
+    """A weight whose flat view would be a copy (here: a transposed array set as the value) takes the
+    per-parameter path with the same math."""
+    ps, ref = _params(), _params()
+    for group in (ps, ref):
+        group[0]._data._value = np.asfortranarray(group[0]._data._value)
+    tf, ts = _trainers("sgd", CASES[2][1], ps, False), _trainers("sgd", CASES[2][1], ref, True)
+    for step in range(1, 4):
+        _backward(ps, step)
+        _backward(ref, step)
+        tf.step(2)
+        ts.step(2)
+    assert not ps[0]._data._value.flags.c_contiguous
+    for p, q in zip(ps, ref):
+        np.testing.assert_array_equal(p.data().asnumpy(), q.data().asnumpy())
 
 
 def test_optimizer_with_its_own_update_runs_one_by_one():
