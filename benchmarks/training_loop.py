@@ -70,6 +70,46 @@ def interleaved(fns, number, rounds=9):
     return best
 
 
+class PerParamAdam(B.Adam):
+    def update(self, *args, **kwargs):
+        return super().update(*args, **kwargs)
+
+
+def update_rows():
+    """``Trainer.step`` alone (gradients given), multi-tensor against per-parameter, for parameter
+    sets of three shapes: few large (the MLP), many small, a transformer-like mix."""
+    sets = [("MLP 784-512-512-10 (6, 2.7 MB)", [(512, 784), (512,), (512, 512), (512,), (10, 512), (10,)]),
+            ("200 x (512,) (0.4 MB)", [(512,)] * 200),
+            ("48 x (256, 256) + 96 x (256,) (12.7 MB)", [(256, 256)] * 48 + [(256,)] * 96)]
+    opts = [("SGD momentum", lambda: B.SGD(learning_rate=0.01, momentum=0.9),
+             lambda: PerParamSGD(learning_rate=0.01, momentum=0.9)),
+            ("Adam", B.Adam, PerParamAdam)]
+    rows = []
+    for label, shapes in sets:
+        for name, multi, single in opts:
+            fns = []
+            for make in (multi, single):
+                params = []
+                for k, shape in enumerate(shapes):
+                    p = B.Parameter(f"p{k}", shape=shape)
+                    p.initialize()
+                    params.append(p)
+                trainer = B.Trainer(params, make())
+                leaves = [p._leaf() for p in params]
+                for p, leaf in zip(params, leaves):
+                    leaf.grad = la.array(np.full(p.shape, 0.5, "float32"))
+
+                def run(leaves=leaves, trainer=trainer):
+                    for leaf in leaves:
+                        leaf.fresh = True  # the same gradient again, as if a backward wrote it
+                    trainer.step(64)
+
+                fns.append(run)
+            t_multi, t_single = interleaved(fns, 5, rounds=9)
+            rows.append([label, name, f"{t_multi * 1e3:.3f}", f"{t_single * 1e3:.3f}", f"{t_single / t_multi:.2f}"])
+    return rows
+
+
 def gluon_setup(batch, rng, base, per_param=False, eager_loss=False):
     net = B.HybridSequential()
     net.add(B.Dense(512, activation="relu", in_units=784), B.Dense(512, activation="relu", in_units=512),
@@ -220,6 +260,9 @@ def main() -> None:
         rows += bench(batch)
     print("Gluon-style training step, MLP 784-512-512-10 float32 (target: batch 64 <= 1.1x, 1024 <= 1.0x NumPy)")
     print(table(["batch", "implementation", "ms / step", "x NumPy"] + ["x jax.jit"] * (len(rows[0]) > 4), rows))
+    print()
+    print("Trainer.step alone: multi-tensor (chunked flat groups) against the per-parameter update")
+    print(table(["parameters", "optimizer", "multi-tensor ms", "per-parameter ms", "speedup"], update_rows()))
     print()
     rows = inference_rows()
     print("Inference, MLP 784-512-512-10 float32 at batch 1 (target: <= 1.2x NumPy by hand)")

@@ -1,14 +1,15 @@
 """Multi-tensor optimizer updates: the parameters of one dtype and device updated together.
 
-A ``FlatGroup`` owns one flat buffer for the group's rescaled gradients, one per optimizer
-state (SGD's momentum, Adam's two moments) and the optimizer's scratch buffers. Each
+A ``FlatGroup`` owns one flat buffer per optimizer state (SGD's momentum, Adam's two moments)
+and chunk-sized work buffers for the rescaled gradient and the optimizer's scratch. Each
 parameter's state is a view into the flat state buffers (so ``Trainer.save_states`` and a
 per-parameter update see ordinary arrays). The flat layout is cut into cache-sized chunks (``Chunk``,
 ``CHUNK_ELEMENTS``; a large parameter spans several, a chunk holds many small ones), and a step
 runs chunk by chunk:
 
-1. *gather*: ``grad * rescale`` of each parameter piece in the chunk written into its slice of
-   the flat gradient (no allocation);
+1. *gather*: ``grad * rescale`` of each parameter piece in the chunk written into the chunk's
+   gradient buffer (no allocation; the work buffers are the same for every chunk, so they stay
+   in cache);
 2. the optimizer's ``apply`` on the chunk's slices: clipping, momentum, Adam's moments, each one
    ufunc call for the whole chunk however many parameters it holds;
 3. the weights read (weight decay) and written (``w -= update``) piece by piece through
@@ -34,10 +35,12 @@ class NotFlat(Exception):
     """The optimizer's state for these parameters is not arrays of the weights' shape."""
 
 
-# Elements per chunk and flat array: an update runs chunk by chunk so the few arrays one step of
-# the optimizer touches stay in cache. Measured (2-core EPYC, 1 MB L2 per core, 32 MB L3): 48
-# (256, 256) + 96 (256,) float32 parameters, Adam: whole-group calls 10.2 ms, per parameter 8.0 ms
-# (every op of a 12 MB group streamed from memory); see benchmarks/training_loop.py for the MLP.
+# Elements per chunk: an update runs chunk by chunk so the arrays one step of the optimizer touches
+# stay in cache. Measured (benchmarks/training_loop.py, Trainer.step alone, 2-core EPYC with 1 MB of
+# L2 per core): whole-group calls ran Adam over 48 (256, 256) + 96 (256,) float32 parameters in
+# 10.2 ms against 8.0 ms per parameter (each op streamed 12 MB from memory); chunks of 2**18 with
+# shared work buffers: 7.0 ms, and the MLP's few large parameters as fast as per parameter
+# (2**15 .. 2**17: the MLP 3-28% slower, per-chunk calls outweigh the cache).
 CHUNK_ELEMENTS = 1 << 18
 
 
@@ -73,13 +76,14 @@ class Chunk:
         self.xp, self.dtype = group.xp, group.dtype
         self._views: dict[int, list] = {}
         self._scratch: list = []
-        self.grad = self._slice(group.grad)
+        n = hi - lo
+        self.grad = self._slice(group.work(0), 0, n)
         st = group.state
-        self.state = None if st is None else tuple(self._slice(f) for f in st) if isinstance(st, tuple) \
-            else self._slice(st)
+        self.state = None if st is None else tuple(self._slice(f, lo, hi) for f in st) \
+            if isinstance(st, tuple) else self._slice(st, lo, hi)
 
-    def _slice(self, flat):
-        part = flat[self.lo:self.hi]
+    def _slice(self, flat, lo: int, hi: int):
+        part = flat[lo:hi]
         views, at = [], 0
         for _, a, b, _ in self.pieces:
             views.append(part[at:at + b - a])
@@ -93,12 +97,12 @@ class Chunk:
 
     def scratch(self, k: int):
         while len(self._scratch) <= k:
-            self._scratch.append(self._slice(self.group.scratch(len(self._scratch))))
+            self._scratch.append(self._slice(self.group.work(len(self._scratch) + 1), 0, self.hi - self.lo))
         return self._scratch[k]
 
 
 class FlatGroup:
-    """Flat gradient, state and scratch buffers for ``params`` (one dtype, one device).
+    """Flat state buffers and chunk-sized work buffers for ``params`` (one dtype, one device).
 
     ``states`` (the trainer's ``id(param) -> state``) is read for states that exist already (their
     values are copied in) and then holds views into the flat state buffers.
@@ -128,7 +132,7 @@ class FlatGroup:
         if len(kinds) != 1:
             raise NotFlat("mixed state structures")
         none, tup, n_parts = kinds.pop()
-        self.grad = xp.empty(size, self.dtype)
+        self._work: list = []  # chunk-sized buffers every chunk reuses: the gradient (0), scratch (1...)
         flats = [xp.empty(size, self.dtype) for _ in range(n_parts)]
         for k, (p, (_, _, parts)) in enumerate(zip(params, per_param)):
             views = tuple(self._param_view(f, k) for f in flats)
@@ -136,7 +140,6 @@ class FlatGroup:
                 v[...] = a
             states[id(p)] = None if none else views if tup else views[0]
         self.state = None if none else tuple(flats) if tup else flats[0]
-        self._scratch: list = []
         self.chunks = self._chunks()
 
     def _param_view(self, flat, k: int):
@@ -161,10 +164,11 @@ class FlatGroup:
             chunks.append(Chunk(self, lo, self.size, pieces))
         return chunks
 
-    def scratch(self, k: int):
-        while len(self._scratch) <= k:
-            self._scratch.append(self.xp.empty(self.size, self.dtype))
-        return self._scratch[k]
+    def work(self, k: int):
+        """Chunk-sized buffer ``k``, shared by the chunks (one runs at a time, and stays in cache)."""
+        while len(self._work) <= k:
+            self._work.append(self.xp.empty(min(self.size, CHUNK_ELEMENTS), self.dtype))
+        return self._work[k]
 
     def matches(self, params: list[Parameter]) -> bool:
         """The same parameters with the same shapes and dtype as when the group was made."""
