@@ -4,7 +4,7 @@
 values whose sum was differentiated) and updates every parameter with ``grad_req`` other
 than ``"null"``, in place on the backend arrays, so compiled graphs that read the
 parameters see the new values without rebinding anything. Parameters of one dtype and device
-are updated together, a few flat ufunc calls for the whole group (``multi_tensor.py``).
+are updated together, one ufunc call per optimizer op and cache-sized chunk (``multi_tensor.py``).
 """
 from __future__ import annotations
 
