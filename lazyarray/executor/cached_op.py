@@ -7,7 +7,8 @@ and which inputs want gradients):
    copy nodes), then simplify (``dce``, ``cse``, ``constant_fold``, the algebraic rewrites of
    ``passes/algebra.py`` such as ``x**3 -> x*x*x``, ``cse``, ``dce``);
 2. ``_split_backward`` (only when an input wants a gradient): the gradient pass builds the
-   backward graph; the forward values it reads become extra ("saved") outputs of the
+   backward graph, and rewrites of the joint graph let the forward compute what the backward
+   would recompute (``gelu_slope``: gelu's derivative comes with its value); the forward values it reads become extra ("saved") outputs of the
    forward program, and the backward graph reads them as inputs;
 3. ``compile_program``: plan memory and lay out the flat steps (``program.py``).
 
@@ -41,6 +42,7 @@ from ..graph.passes.constant_fold import constant_fold
 from ..graph.passes.cse import cse
 from ..graph.passes.dce import dce
 from ..graph.passes.fold_batch_norm import fold_batch_norm
+from ..graph.passes.gelu_slope import gelu_slope
 from ..graph.passes.gradient import gradient
 from ..graph.passes.placement import placement
 from ..graph.rewrite import rewrite
@@ -325,6 +327,11 @@ def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int], fused: bool
     # Integer and boolean outputs (argmax, nonzero, masks) carry no gradient: only the others get heads.
     diff = [i for i, e in enumerate(fwd_outs) if e.aval.dtype is not None and e.aval.dtype.kind in "fc"]
     grads = gradient([fwd_outs[i] for i in diff], [Entry(heads[i]) for i in diff], [Entry(inputs[i]) for i in wrt])
+    # rewrites that see forward and backward together (the forward computes what the backward reuses)
+    new_outs, grads = gelu_slope(fwd_outs, grads)
+    if new_outs != fwd_outs:
+        fwd_outs = new_outs
+        sym = Symbol(fwd_outs)
     fwd_ids = {id(n) for n in sym.topo()}
     live = [g for g in grads if g is not None]
     # Entries of the forward graph that the backward graph reads.

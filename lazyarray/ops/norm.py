@@ -14,6 +14,9 @@ while in cache). ``erf``: on NumPy float32 a rational approximation (absolute er
 float32 GELU is within 1.5e-6 of the true value; 6x faster than scipy's float32 erf); otherwise
 ``scipy.special.erf`` (a dependency, imported on first use) or ``cupyx.scipy.special.erf``.
 
+``gelu_with_grad`` gives ``gelu(x)`` and its derivative from one erf: the forward of a compiled
+training graph runs it so the backward only multiplies (``graph/passes/gelu_slope.py``).
+
 ``masked_softmax`` gives probability 0 to masked positions and a row of zeros (not NaN) where
 every position of a row is masked (a padded query, say); its gradient is softmax's.
 """
@@ -257,7 +260,14 @@ def _gelu(xp, x, approximation="none", out=None):
 @_chunks
 def _gelu_grad(xp, g, x, approximation="none", out=None):
     _need_float(x, "gelu_grad")
+    return xp.multiply(_gelu_slope(xp, x, approximation), g, out=out)
+
+
+def _gelu_slope(xp, x, approximation, y=None):
+    """d gelu(x) / dx as a fresh array; with ``y``, gelu(x) is written there on the way (from the
+    same erf / tanh, the same operations as ``_gelu``: equal values)."""
     one = x.dtype.type(1)
+    half = x.dtype.type(0.5)
     if approximation == "tanh":
         # d/dx 0.5 x (1 + t), t = tanh(u): 0.5 (1 + t) + 0.5 x (1 - t^2) u'
         t = _tanh_inner(x)
@@ -270,20 +280,49 @@ def _gelu_grad(xp, g, x, approximation="none", out=None):
         xp.subtract(one, s, out=s)
         s *= du
         t += one
+        if y is not None:
+            xp.multiply(t, x, out=y)
+            y *= half
         t += s
-        t *= x.dtype.type(0.5)
+        t *= half
     else:
         # Phi(x) + x phi(x)
         t = erf(xp, x * x.dtype.type(_SQRT_HALF))
         t += one
-        t *= x.dtype.type(0.5)
+        if y is not None:
+            xp.multiply(t, x, out=y)
+            y *= half
+        t *= half
         p = x * x
         p *= x.dtype.type(-0.5)
         xp.exp(p, out=p)
         p *= x
         p *= x.dtype.type(_INV_SQRT_2PI)
         t += p
-    return xp.multiply(t, g, out=out)
+    return t
+
+
+def _gelu_with_grad(xp, x, approximation="none"):
+    """``(gelu(x), d gelu(x) / dx)`` from one erf (or tanh) pass, chunk by chunk for large NumPy
+    arrays (each chunk's temporaries stay in cache)."""
+    _need_float(x, "gelu_with_grad")
+    if x.ndim == 0:  # (NumPy makes 0-d results scalars, which cannot be written in place)
+        y, d = _gelu_with_grad(xp, x.reshape(1), approximation)
+        return y.reshape(()), d.reshape(())
+    y, d = xp.empty_like(x), xp.empty_like(x)
+    if xp is not np or x.size < 4 * CHUNK_ELEMENTS:
+        d[...] = _gelu_slope(xp, x, approximation, y)
+        return y, d
+    from ..threads import chunked
+
+    flat, fy, fd = np.ascontiguousarray(x).reshape(-1), y.reshape(-1), d.reshape(-1)
+
+    def work(bounds):
+        for lo, hi in bounds:
+            fd[lo:hi] = _gelu_slope(np, flat[lo:hi], approximation, fy[lo:hi])
+
+    chunked(flat.size, CHUNK_ELEMENTS, 2 * y.nbytes, work)
+    return y, d
 
 
 _GELU_PARAM = (Param("approximation", _APPROX, "none",
@@ -297,6 +336,12 @@ register(OpDef("gelu", ("x",), _gelu, params=_GELU_PARAM, dtype=_float_inputs, e
 register(OpDef("gelu_grad", ("g", "x"), _gelu_grad, params=_GELU_PARAM, dtype=_float_inputs, elementwise=True,
                writes_out=True, namespace="nn",
                doc="gelu's gradient: g * d gelu(x) / dx (no gradient of its own)"))
+register(OpDef("gelu_with_grad", ("x",), _gelu_with_grad, params=_GELU_PARAM, num_outputs=2,
+               shape=lambda shapes, approximation="none": [shapes[0], shapes[0]],
+               dtype=lambda dtypes, approximation="none": [_float_inputs(dtypes)] * 2, namespace="nn",
+               doc="(gelu(x), d gelu(x) / dx) from one pass: a compiled training graph's forward computes "
+                   "gelu's derivative with its value, so the backward multiplies instead of recomputing "
+                   "(graph/passes/gelu_slope.py; no gradient of its own)"))
 
 
 # -- masked softmax -------------------------------------------------------------------------------

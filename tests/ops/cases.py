@@ -1671,3 +1671,16 @@ CASES.update({
     "gelu_grad": Case("norm", _gelu_grad_samples, _gelu_grad_ref, FLOATS),
     "masked_softmax": Case("norm", _masked_softmax_samples, _masked_softmax_ref, FLOATS, grad=(0,)),
 })
+
+
+def _gelu_with_grad_samples(rng, dtype, small):
+    # (300, 256): large enough for the kernel's chunked path
+    return [Sample((rand(rng, s, dtype) * 3,), dict(p), f"{s}-{p}")
+            for s in ((3, 4), (2, 3, 5), (), (300, 256)) for p in _GELU_PARAMS]
+
+
+def _gelu_with_grad_ref(x, approximation="none"):
+    return gelu_ref(x, approximation), _gelu_grad_ref(np.ones_like(x), x, approximation)
+
+
+CASES["gelu_with_grad"] = Case("norm", _gelu_with_grad_samples, _gelu_with_grad_ref, FLOATS)
