@@ -8,7 +8,8 @@ and which inputs want gradients):
    ``passes/algebra.py`` such as ``x**3 -> x*x*x``, ``cse``, ``dce``);
 2. ``_split_backward`` (only when an input wants a gradient): the gradient pass builds the
    backward graph, and rewrites of the joint graph let the forward compute what the backward
-   would recompute (``gelu_slope``: gelu's derivative comes with its value); the forward values it reads become extra ("saved") outputs of the
+   would recompute (``forward_saves``: gelu's slope, layer norm's statistics); the forward
+   values it reads become extra ("saved") outputs of the
    forward program, and the backward graph reads them as inputs;
 3. ``compile_program``: plan memory and lay out the flat steps (``program.py``).
 
@@ -42,7 +43,7 @@ from ..graph.passes.constant_fold import constant_fold
 from ..graph.passes.cse import cse
 from ..graph.passes.dce import dce
 from ..graph.passes.fold_batch_norm import fold_batch_norm
-from ..graph.passes.gelu_slope import gelu_slope
+from ..graph.passes.forward_saves import forward_saves
 from ..graph.passes.gradient import gradient
 from ..graph.passes.placement import placement
 from ..graph.rewrite import rewrite
@@ -328,7 +329,7 @@ def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int], fused: bool
     diff = [i for i, e in enumerate(fwd_outs) if e.aval.dtype is not None and e.aval.dtype.kind in "fc"]
     grads = gradient([fwd_outs[i] for i in diff], [Entry(heads[i]) for i in diff], [Entry(inputs[i]) for i in wrt])
     # rewrites that see forward and backward together (the forward computes what the backward reuses)
-    new_outs, grads = gelu_slope(fwd_outs, grads)
+    new_outs, grads = forward_saves(fwd_outs, grads)
     if new_outs != fwd_outs:
         fwd_outs = new_outs
         sym = Symbol(fwd_outs)
