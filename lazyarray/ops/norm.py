@@ -320,9 +320,9 @@ def _gelu_grad(xp, g, x, approximation="none", out=None):
     return xp.multiply(_gelu_slope(xp, x, approximation), g, out=out)
 
 
-def _gelu_slope(xp, x, approximation, y=None):
-    """d gelu(x) / dx as a fresh array; with ``y``, gelu(x) is written there on the way (from the
-    same erf / tanh, the same operations as ``_gelu``: equal values)."""
+def _gelu_slope(xp, x, approximation, y=None, out=None):
+    """d gelu(x) / dx (into ``out``, or a fresh array); with ``y``, gelu(x) is written there on the
+    way (from the same erf / tanh, the same operations as ``_gelu``: equal values)."""
     one = x.dtype.type(1)
     half = x.dtype.type(0.5)
     if approximation == "tanh":
@@ -341,7 +341,7 @@ def _gelu_slope(xp, x, approximation, y=None):
             xp.multiply(t, x, out=y)
             y *= half
         t += s
-        t *= half
+        return xp.multiply(t, half, out=out)
     else:
         # Phi(x) + x phi(x)
         t = erf(xp, x * x.dtype.type(_SQRT_HALF))
@@ -355,8 +355,7 @@ def _gelu_slope(xp, x, approximation, y=None):
         xp.exp(p, out=p)
         p *= x
         p *= x.dtype.type(_INV_SQRT_2PI)
-        t += p
-    return t
+        return xp.add(t, p, out=out)
 
 
 def _gelu_with_grad(xp, x, approximation="none"):
@@ -368,7 +367,7 @@ def _gelu_with_grad(xp, x, approximation="none"):
         return y.reshape(()), d.reshape(())
     y, d = xp.empty_like(x), xp.empty_like(x)
     if xp is not np or x.size < 4 * CHUNK_ELEMENTS:
-        d[...] = _gelu_slope(xp, x, approximation, y)
+        _gelu_slope(xp, x, approximation, y, d)
         return y, d
     from ..threads import chunked
 
@@ -376,7 +375,7 @@ def _gelu_with_grad(xp, x, approximation="none"):
 
     def work(bounds):
         for lo, hi in bounds:
-            fd[lo:hi] = _gelu_slope(np, flat[lo:hi], approximation, fy[lo:hi])
+            _gelu_slope(np, flat[lo:hi], approximation, fy[lo:hi], fd[lo:hi])
 
     chunked(flat.size, CHUNK_ELEMENTS, 2 * y.nbytes, work)
     return y, d
