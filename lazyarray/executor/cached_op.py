@@ -5,7 +5,8 @@ and which inputs want gradients):
 
 1. ``_specialize``: place the graph for the signature (``placement``: avals, devices,
    copy nodes), then simplify (``dce``, ``cse``, ``constant_fold``, the algebraic rewrites of
-   ``passes/algebra.py`` such as ``x**3 -> x*x*x``, ``cse``, ``dce``);
+   ``passes/algebra.py`` such as ``x**3 -> x*x*x``, ``sink_slices`` (rows nobody reads are not
+   computed: ``dense(h)[:, 0] -> dense(h[:, 0])``), ``cse``, ``dce``);
 2. ``_split_backward`` (only when an input wants a gradient): the gradient pass builds the
    backward graph, and rewrites of the joint graph let the forward compute what the backward
    would recompute (``forward_saves``: gelu's slope, layer norm's statistics); the forward
@@ -46,6 +47,7 @@ from ..graph.passes.fold_batch_norm import fold_batch_norm
 from ..graph.passes.forward_saves import forward_saves
 from ..graph.passes.gradient import gradient
 from ..graph.passes.placement import placement
+from ..graph.passes.sink_slices import sink_slices
 from ..graph.rewrite import rewrite
 from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
@@ -312,7 +314,7 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
                                      f"{_given_text(given)}; give every graph input a shape")
     if inference:
         placed = fold_batch_norm(placed)
-    return dce(cse(simplify(constant_fold(cse(dce(placed))))))
+    return dce(cse(sink_slices(simplify(constant_fold(cse(dce(placed)))))))
 
 
 def _input_nodes(sym: Symbol, names: list[str]) -> list[Node]:
