@@ -114,3 +114,22 @@ def test_mean_pooling_keeps_every_row():
     compiled = net.cached_op.compiled(data=(2, 6))
     assert all(n.avals[0].shape[:2] == (2, 6) for n in compiled.topo()
                if n.op is not None and n.op.name in ("dense", "layer_norm") and n.avals[0].ndim == 3)
+
+
+def test_a_row_of_a_2d_dense_and_its_gradients_equal_eager():
+    x, w, b = la.sym.var("x", shape=(5, 4)), la.sym.var("w", shape=(3, 4)), la.sym.var("b", shape=(3,))
+    op = la.CachedOp(la.sym.getitem(la.sym.tanh(la.sym.nn.dense(x, w, b)), key=(2,)))
+    assert [n.op.name for n in op.compiled().topo() if n.op is not None] == ["getitem", "dense", "tanh"]
+    rng = np.random.default_rng(3)
+    arrays = [la.array(rng.standard_normal(s).astype("float32")) for s in ((5, 4), (3, 4), (3,))]
+    grads = []
+    for fn in (op, lambda xv, wv, bv: la.tanh(la.nn.dense(xv, wv, bv))[2]):
+        for a in arrays:
+            a.attach_grad()
+        with la.autograd.record():
+            out = fn(*arrays)
+            loss = (out * out).sum()
+        loss.backward()
+        grads.append([out.asnumpy()] + [a.grad.asnumpy() for a in arrays])
+    for got, want in zip(*grads):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
