@@ -89,3 +89,24 @@ def test_conv2d_either_product_layout_matches_the_loop_reference(n, hw, kernel, 
     want = _conv2d_ref(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), **params)
     assert got.dtype == np.float32 and got.flags.c_contiguous
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_matmul_of_stacked_column_major_operands_equals_numpy(dtype):
+    from lazyarray.ops.nn import _matmul
+
+    # b a stack of column-major matrices (attention's K^T as a transposed view): the kernel copies it
+    # C-ordered first; a transposed a, a broadcast b and 1-row / 1-column matrices run as they are
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((3, 5, 2, 4)) * 4).astype(dtype)
+    q, k = x.transpose(0, 2, 1, 3), x.transpose(0, 2, 3, 1)  # (3, 2, 5, 4) and (3, 2, 4, 5)
+    assert k.strides[-2] == k.itemsize and not k.flags.c_contiguous
+    cases = [(q, k), (k.transpose(0, 1, 3, 2), k), (q, x[:1, :1].transpose(0, 1, 3, 2)[..., :1])]
+    for a, b in cases:
+        got = _matmul(np, a, b)  # (the kernel itself: la.array would copy the views C-ordered)
+        want = np.matmul(a, b)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == "float32" else 1e-12)
+    out = np.empty((3, 2, 5, 5), dtype)
+    assert _matmul(np, q, k, out=out) is out
+    np.testing.assert_allclose(out, np.matmul(q, k), rtol=1e-5 if dtype == "float32" else 1e-12)
