@@ -28,16 +28,6 @@ KNOWN_FAILURES = {
         'test_onehot_with_bfloat16_values', 'test_range_bfloat16_type_positive_delta',
         'test_range_bfloat16_type_positive_delta_expanded',
     ],
-    '3-D convolution / pooling (the registry is 2-D)': [
-        'test_averagepool_3d_default',
-        'test_averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_False',
-        'test_averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_True',
-        'test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_False',
-        'test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True',
-        'test_averagepool_3d_dilations_small', 'test_convtranspose_3d', 'test_maxpool_3d_default',
-        'test_maxpool_3d_dilations', 'test_maxpool_3d_dilations_use_ref_impl',
-        'test_maxpool_3d_dilations_use_ref_impl_large',
-    ],
     'training mode (inference graphs only)': [
         'test_batchnorm_epsilon_training_mode', 'test_batchnorm_example_training_mode', 'test_training_dropout',
         'test_training_dropout_default', 'test_training_dropout_default_mask', 'test_training_dropout_mask',
