@@ -239,6 +239,10 @@ def _pool(kind: str):
                 y = None
                 for _, win in _taps(xp, kernel, strides, dil):
                     y = win if y is None else S.maximum(y, win)
+        elif kind == "LpPool":  # (sum over the window of |x|^p)^(1/p); padding adds zeros
+            p = float(n.attr("p", 2))
+            xp = _pad_hw(S.power(S.abs(x), p), begin, tuple(e + x_ for e, x_ in zip(end, extra)))
+            y = S.power(_window_sum(xp, kernel, strides, dil), 1.0 / p)
         else:
             xp = _pad_hw(x, begin, tuple(e + x_ for e, x_ in zip(end, extra)))
             total = None
@@ -653,6 +657,7 @@ def _cubic_taps(x: np.ndarray, size: int, a: float, exclude: bool):
 NN_CONVERTERS: dict[str, Converter] = {
     "MatMul": matmul, "Gemm": gemm, "Softmax": _softmax(S.nn.softmax), "LogSoftmax": _softmax(S.nn.log_softmax),
     "Conv": conv, "ConvTranspose": conv_transpose, "MaxPool": _pool("MaxPool"), "AveragePool": _pool("AveragePool"),
+    "LpPool": _pool("LpPool"),
     "GlobalAveragePool": _global(S.mean), "GlobalMaxPool": _global(S.max), "BatchNormalization": batch_norm,
     "LayerNormalization": layer_norm, "InstanceNormalization": instance_norm, "Dropout": dropout,
     "Resize": resize, "RMSNormalization": rms_norm, "GroupNormalization": group_norm,
