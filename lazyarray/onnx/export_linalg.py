@@ -13,6 +13,10 @@ Converters in ``export_ops``' convention, joining its ``CONVERTERS`` table:
   signed ones are cast to the unsigned type of their width (two's complement: the left shift wraps as
   NumPy's does) and the right shift of a negative number is ``~((~a) >> b)``, NumPy's arithmetic shift.
 * ``real`` / ``conj`` / ``imag`` of a real array: identity, identity, zeros.
+* ``signbit`` / ``copysign``: the sign bit read through ``BitCast`` to a signed integer (opset 26 and
+  up; below, refused: no other operator tells -0.0 or -nan from +). ``atan2``: ``Atan(y / x)`` with
+  NumPy's quadrant rules: +-pi added for x < 0 by the sign of y, x = +-0 and both-infinite cases
+  chosen explicitly, a zero's sign read as the sign of its reciprocal (1 / -0 = -inf).
 
 ``NO_ONNX_FORM`` says, for the registry ops that have no ONNX form, why: the export error quotes it.
 """
@@ -33,11 +37,8 @@ NO_ONNX_FORM = {
     **{op: _DECOMP for op in ("cholesky", "eigh", "eigvalsh", "qr", "svd", "svdvals", "solve", "inv", "pinv",
                               "slogdet", "matrix_rank")},
     "nextafter": "ONNX has no operator stepping to the next representable float",
-    "signbit": "ONNX cannot read a float's sign bit before opset 26's BitCast (-0.0 and -nan)",
-    "copysign": "ONNX cannot read a float's sign bit before opset 26's BitCast (-0.0 and -nan)",
-    "atan2": "not mapped: ONNX has no Atan2, and a composition of Atan and quadrant tests loses the signed "
-             "zeros NumPy's atan2 keeps",
 }
+_SIGN_BIT = "ONNX reads a float's sign bit (of -0.0 and -nan) only with BitCast, from opset 26: export with opset=26"
 
 
 def _static2(g, node, what: str):
@@ -194,7 +195,58 @@ def _real_only(kind: str):
     return convert
 
 
+# -- float sign bits ----------------------------------------------------------------------------------------
+def _negative_bit(g, node, x, dt):
+    """Whether ``x``'s sign bit is set (bool): integers compare with 0, floats go through BitCast."""
+    if dt.kind in "iu":
+        return g.op("Less", [x, g.scalar(0, dt)])
+    if g.opset < 26:
+        raise _fail(g, node, _SIGN_BIT)
+    bits = g.op("BitCast", [x], to=_int_elem(dt))
+    return g.op("Less", [bits, g.scalar(0, np.dtype(f"int{dt.itemsize * 8}"))])
+
+
+def _int_elem(dt):
+    from .export import _elem
+    return _elem(np.dtype(f"int{dt.itemsize * 8}"))
+
+
+def _signbit(g, node, ins):
+    return [_negative_bit(g, node, ins[0], _in_dtype(node, 0))]
+
+
+def _copysign(g, node, ins):
+    a, b = _compute(g, node, ins)
+    mag = g.op("Abs", [a])
+    return [g.op("Where", [_negative_bit(g, node, b, _out_dtype(node)), g.op("Neg", [mag]), mag])]
+
+
+def _atan2(g, node, ins):
+    y, x = _compute(g, node, ins)
+    dt = _out_dtype(node)
+
+    def c(v):
+        return g.scalar(v, dt)
+    zero = c(0)
+    # a zero's sign: its reciprocal is -inf for -0.0
+    y_neg = g.op("Or", [g.op("Less", [y, zero]), g.op("Less", [g.op("Reciprocal", [y]), zero])])
+    x_neg = g.op("Or", [g.op("Less", [x, zero]), g.op("Less", [g.op("Reciprocal", [x]), zero])])
+    r = g.op("Atan", [g.op("Div", [y, x])])
+    r = g.op("Where", [g.op("Less", [x, zero]), g.op("Add", [r, g.op("Where", [y_neg, c(-np.pi), c(np.pi)])]), r])
+    # x = +-0 (y not NaN): +-pi/2 for y != 0; for y = +-0: y itself (x = +0) or +-pi (x = -0)
+    y_zero = g.op("Equal", [y, zero])
+    at_zero = g.op("Where", [y_zero, g.op("Where", [x_neg, g.op("Where", [y_neg, c(-np.pi), c(np.pi)]), y]),
+                             g.op("Where", [y_neg, c(-np.pi / 2), c(np.pi / 2)])])
+    x_zero = g.op("And", [g.op("Equal", [x, zero]), g.op("Not", [g.op("IsNaN", [y])])])
+    r = g.op("Where", [x_zero, at_zero, r])
+    # both infinite: +-pi/4 (x = +inf) or +-3pi/4 (x = -inf)
+    quarter = g.op("Where", [x_neg, c(3 * np.pi / 4), c(np.pi / 4)])
+    both_inf = g.op("And", [g.op("IsInf", [x]), g.op("IsInf", [y])])
+    return [g.op("Where", [both_inf, g.op("Where", [y_neg, g.op("Neg", [quarter]), quarter]), r])]
+
+
 CONVERTERS = {
+    "signbit": _signbit, "copysign": _copysign, "atan2": _atan2,
     "det": _det, "matrix_power": _matrix_power, "diagonal": _diagonal, "trace": _trace, "cross": _cross,
     "matrix_norm": _matrix_norm, "cumulative_prod": _cumulative_prod,
     "bitwise_left_shift": _shift("LEFT"), "bitwise_right_shift": _shift("RIGHT"),
