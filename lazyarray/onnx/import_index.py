@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import sym as S
+from .import_einsum import EINSUM_CONVERTERS
 from .import_ops import Converter, OnnxNode, _axis_key, constant, cum_sum, dtype_of, np_dtype
 
 
@@ -123,7 +124,7 @@ def unique(n: OnnxNode) -> list:
 
 
 INDEX_CONVERTERS: dict[str, Converter] = {
-    "Compress": compress, "GatherND": gather_nd, "Unique": unique,
+    "Compress": compress, "GatherND": gather_nd, "Unique": unique, **EINSUM_CONVERTERS,
     "TopK": top_k, "OneHot": one_hot, "Hardmax": hardmax, "NonZero": non_zero, "EyeLike": eye_like,
     "CumProd": cum_prod,
 }
