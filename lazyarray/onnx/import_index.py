@@ -123,7 +123,24 @@ def unique(n: OnnxNode) -> list:
     return [values, first, inverse, counts]
 
 
+def reverse_sequence(n: OnnxNode) -> list:
+    """Each batch entry's first ``sequence_lens[b]`` steps reversed: ``take_along_axis`` of the index
+    ``len - 1 - t`` (``t`` past the length: ``t``), shaped to broadcast over the other axes."""
+    n.arity(2)
+    shape = n.known_shape(0, "ReverseSequence")
+    b_ax, t_ax = int(n.attr("batch_axis", 1)) % len(shape), int(n.attr("time_axis", 0)) % len(shape)
+    steps = [1] * len(shape)
+    steps[t_ax] = shape[t_ax]
+    lens = [1] * len(shape)
+    lens[b_ax] = shape[b_ax]
+    t = constant(np.arange(shape[t_ax], dtype=np.int64).reshape(steps))
+    length = S.reshape(S.cast(n.inputs[1], dtype="int64"), shape=tuple(lens))
+    idx = S.where(S.less(t, length), S.subtract(S.subtract(length, 1), t), t)
+    return [S.take_along_axis(n.inputs[0], idx, axis=t_ax)]
+
+
 INDEX_CONVERTERS: dict[str, Converter] = {
+    "ReverseSequence": reverse_sequence,
     "Compress": compress, "GatherND": gather_nd, "Unique": unique, **EINSUM_CONVERTERS,
     "TopK": top_k, "OneHot": one_hot, "Hardmax": hardmax, "NonZero": non_zero, "EyeLike": eye_like,
     "CumProd": cum_prod,
