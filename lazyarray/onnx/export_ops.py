@@ -467,16 +467,19 @@ def _take(g, node, ins):
 
 
 def _take_along_axis(g, node, ins):
-    """GatherElements wants x and the indices of one shape but along ``axis``: numpy broadcasts them."""
+    """GatherElements wants x and the indices of one shape but along ``axis``: numpy broadcasts them.
+    The broadcast shape is computed from both shapes when the model runs (dynamic axes stay dynamic)."""
     xs, js = _shape(node, 0), _shape(node, 1)
-    if xs is None or js is None or None in xs or None in js or len(xs) != len(js):
-        raise _fail(g, node, "x and the indices need static shapes of one rank")
+    if xs is None or js is None or len(xs) != len(js):
+        raise _fail(g, node, "x and the indices need shapes of one known rank")
     ax = int(node.params.get("axis", -1)) % len(xs)
-    common = [max(a, b) for a, b in zip(xs, js)]
-    x_to = [xs[ax] if i == ax else d for i, d in enumerate(common)]
-    j_to = [js[ax] if i == ax else d for i, d in enumerate(common)]
-    x = ins[0] if list(xs) == x_to else g.op("Expand", [ins[0], g.ints(x_to)])
-    j = ins[1] if list(js) == j_to else g.op("Expand", [ins[1], g.ints(j_to)])
+    if list(xs) == list(js) and None not in xs:  # nothing to broadcast
+        return [g.op("GatherElements", ins, axis=ax)]
+    sx, sj = g.op("Shape", [ins[0]]), g.op("Shape", [ins[1]])
+    common = g.op("Max", [sx, sj])
+    at_axis = g.const(np.arange(len(xs)) == ax)
+    x = g.op("Expand", [ins[0], g.op("Where", [at_axis, sx, common])])
+    j = g.op("Expand", [ins[1], g.op("Where", [at_axis, sj, common])])
     return [g.op("GatherElements", [x, j], axis=ax)]
 
 
