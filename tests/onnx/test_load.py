@@ -244,8 +244,8 @@ def test_integer_div_and_mod_follow_onnx(tmp_path):
 def test_unsupported_operators_are_all_named_in_one_error(tmp_path):
     nodes = [helper.make_node("NonMaxSuppression", ["boxes", "x"], ["a"], name="nms"),
              helper.make_node("Relu", ["x"], ["r"]),
-             helper.make_node("LRN", ["r"], ["b"], name="u1"),
-             helper.make_node("LRN", ["r"], ["c"], name="u2")]
+             helper.make_node("LRN", ["r"], ["b"], name="u1", size=3),
+             helper.make_node("LRN", ["r"], ["c"], name="u2", size=3)]
     m = model(nodes, [("x", F32, (1, 1, 4)), ("boxes", F32, (1, 4, 4))], [("a", TensorProto.INT64, None)],
               {"k": np.array([1], np.int64)})
     path = save(m, tmp_path)
