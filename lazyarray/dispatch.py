@@ -14,6 +14,7 @@ module needs only the fields it reads (``ArrayBase``), not the array type itself
 from __future__ import annotations
 
 import numbers
+import weakref
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from .errors import (
     OpFailed,
     fmt_shape,
 )
-from .graph.build import apply_node, as_entries, flat_inputs, record_node, scalar_const, zip_inputs
+from .graph.build import apply_node, as_entries, flat_inputs, record_node, scalar_beside, zip_inputs
 from .graph.node import Entry, Node, capture_node, const_node, user_source
 from .graph.traverse import topo_order
 from .ops import registry
@@ -154,6 +155,9 @@ def operator_method(op: OpDef, make, reverse: bool = False):
                     r._value, r._entry, r._device = (out if out.__class__ is _ND else np.asarray(out)), \
                         None, self._device
                     return r
+            elif ufunc is not None and get_mode() == DEFERRED:
+                # Recording hot path (deferred compute, autograd off): straight to a node.
+                return _lazy(self, record_node(op, [self._entry if self._value is None else self._as_entry()], {}))
             return _apply_general(op, (self,), {}, make)
 
         return unary
@@ -180,14 +184,14 @@ def operator_method(op: OpDef, make, reverse: bool = False):
                         r._value, r._entry, r._device = (out if out.__class__ is _ND else np.asarray(out)), \
                             None, self._device
                         return r
-        elif ufunc is not None and get_mode() == DEFERRED and not op.storage:
+        elif ufunc is not None and get_mode() == DEFERRED:
             # Recording hot path (deferred compute, autograd off): two arrays, or an array and a
             # Python number, straight to a node.
             ea = self._entry if self._value is None else self._as_entry()
             if other.__class__ in _PY_NUMBERS:
                 a0 = ea.node.avals[ea.index]
                 if a0.dtype is not None and a0.stype == "default":
-                    eb = scalar_const(other, [a0.dtype], a0.device, op)
+                    eb = scalar_beside(other, a0, op)
                     return _lazy(self, record_node(op, [eb, ea] if reverse else [ea, eb], {}))
             elif isinstance(other, ArrayBase):
                 eb = other._entry if other._value is None else other._as_entry()
@@ -198,11 +202,16 @@ def operator_method(op: OpDef, make, reverse: bool = False):
 
 
 def _lazy(like, entry: Entry):
-    """A lazy array (of ``like``'s type) showing ``entry``."""
-    r = object.__new__(like.__class__)
-    r._value, r._entry, r._device, r._ag = None, entry, entry.node.avals[0].device, None
-    show(r, entry)
+    """A lazy array (of ``like``'s type) showing ``entry``, for a node just recorded (no array
+    shows it yet; autograd state stays unset, which reads as None)."""
+    r = _new(like.__class__)
+    node = entry.node
+    r._value, r._entry, r._device = None, entry, node.avals[0].device
+    node.shown = [(_weakref(r), 0)]
     return r
+
+
+_new = object.__new__
 
 
 def _eager(op: OpDef, args: tuple, params: dict, make):
@@ -351,6 +360,7 @@ def _entry_of(a, op):
     return Entry(const_node(v, Aval(v.shape, v.dtype, current_device())))
 
 
+_weakref = weakref.ref
 _flat = flat_inputs  # (name, value) pairs: *seq inputs flattened, missing optionals dropped
 
 

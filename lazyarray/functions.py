@@ -13,7 +13,7 @@ import numpy as np
 from .buffer import bump
 from .deferred import is_deferred
 from .device import current_device
-from .dispatch import apply
+from .dispatch import apply, operator_method
 from .errors import DeferredComputeError, DTypeError, ParamError, ShapeError, fmt_shape
 from .ndarray import NDArray, _make
 from .ops import registry
@@ -31,7 +31,13 @@ def op_function(op: OpDef) -> Callable:
     # an op with no array inputs (random sampling) makes its result on the current device by default
     fill_device = not op.inputs and "device" in pnames
 
+    # A NumPy-ufunc op called with its arrays alone takes the operator's hot path at once
+    # (``la.tanh(x)`` costs what ``-x`` costs): ``apply`` would route it there anyway.
+    fast = operator_method(op, _make) if op.np_ufunc is not None and n_in in (1, 2) else None
+
     def f(*args, out=None, **kwargs):
+        if fast is not None and out is None and not kwargs and len(args) == n_in and args[0].__class__ is NDArray:
+            return fast(*args)
         inputs, rest = args[:n_in], args[n_in:]
         if kwargs and not by_name.isdisjoint(kwargs):  # inputs passed by name
             inputs = _bind_inputs(op, input_names, inputs, kwargs)
