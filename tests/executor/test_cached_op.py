@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.executor import program as program_mod
 from lazyarray.executor import recorded
 
 RNG = np.random.default_rng(7)
