@@ -61,17 +61,26 @@ def is_deferred() -> bool:
 # ``_FIXED`` keeps values that must never be recomputed while their node lives: random draws
 # (a second draw would differ) and autograd's saved values that a lazy graph reads.
 _FIXED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Node -> list of values
-_ref = weakref.ref
+_ref = _REF = weakref.ref
 
 
 def show(array, entry: Entry) -> None:
-    """Register a lazy ``array`` as showing ``entry`` (dead references are pruned as we go)."""
+    """Register a lazy ``array`` as showing ``entry`` (dead references are pruned as we go).
+
+    ``node.shown`` is None, a bare weak reference (one array shows output 0: the case of nearly
+    every recorded node, which the recording hot path sets itself), or a list of
+    ``(weakref(array), output index)``.
+    """
     node = entry.node
     refs = node.shown
-    if refs is None:
-        node.shown = [(_ref(array), entry.index)]
+    if refs is None and entry.index == 0:
+        node.shown = _ref(array)
         return
-    if len(refs) >= 4:
+    if refs is None:
+        refs = node.shown = []
+    elif refs.__class__ is _REF:
+        refs = node.shown = [(refs, 0)]
+    elif len(refs) >= 4:
         refs[:] = [p for p in refs if p[0]() is not None]
     refs.append((_ref(array), entry.index))
 
@@ -97,6 +106,8 @@ def _shown_values(node: Node, refs: list, pending: list | None) -> list | None:
     """The values live arrays show for every output of ``node``, or None; arrays still lazy are
     appended to ``pending`` (when given). A value the user has since written in place no longer
     stands for the node."""
+    if refs.__class__ is _REF:
+        refs = ((refs, 0),)
     got = None
     for r, i in refs:
         a = r()
@@ -157,7 +168,7 @@ def collect(entries: list[Entry]) -> tuple[list[Node], dict, list, list[Node]]:
                 known[k] = _fixed_values(node, f)
                 continue
         refs = node.shown
-        if refs is not None:
+        if refs is not None and (refs.__class__ is not _REF or refs() is not None):  # (a dead array: skip)
             vals = _shown_values(node, refs, pending)
             if vals is not None:
                 known[k] = vals

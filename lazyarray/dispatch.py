@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numbers
 import weakref
+from sys import _getframe
 
 import numpy as np
 
@@ -33,7 +34,7 @@ from .errors import (
     fmt_shape,
 )
 from .graph.build import apply_node, as_entries, flat_inputs, record_node, scalar_beside, zip_inputs
-from .graph.node import Entry, Node, capture_node, const_node, user_source
+from .graph.node import _IN_PACKAGE, BLOCK_SCOPE, Entry, Node, capture_node, const_node, op_node, user_source
 from .graph.traverse import topo_order
 from .ops import registry
 from .ops.registry import OpDef, OpNamespace
@@ -157,7 +158,7 @@ def operator_method(op: OpDef, make, reverse: bool = False):
                     return r
             elif ufunc is not None and get_mode() == DEFERRED:
                 # Recording hot path (deferred compute, autograd off): straight to a node.
-                return _lazy(self, record_node(op, [self._entry if self._value is None else self._as_entry()], {}))
+                return _lazy_node(op, (self._entry if self._value is None else self._as_entry(),), self)
             return _apply_general(op, (self,), {}, make)
 
         return unary
@@ -192,13 +193,37 @@ def operator_method(op: OpDef, make, reverse: bool = False):
                 a0 = ea.node.avals[ea.index]
                 if a0.dtype is not None and a0.stype == "default":
                     eb = scalar_beside(other, a0, op)
-                    return _lazy(self, record_node(op, [eb, ea] if reverse else [ea, eb], {}))
+                    return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self)
             elif isinstance(other, ArrayBase):
                 eb = other._entry if other._value is None else other._as_entry()
-                return _lazy(self, record_node(op, [eb, ea] if reverse else [ea, eb], {}))
+                return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self)
         return _apply_general(op, (other, self) if reverse else (self, other), {}, make)
 
     return binary
+
+
+def _lazy_node(op: OpDef, entries: tuple, like):
+    """``_lazy(like, record_node(op, entries, {}))`` for the operator hot paths, in one frame: a
+    param-free op whose output avals the rule memo already knows (else the general path)."""
+    if len(entries) == 1:
+        e = entries[0]
+        avals = op._infer_cache.get((e.node.avals[e.index],))
+    else:
+        e, f = entries
+        avals = op._infer_cache.get((e.node.avals[e.index], f.node.avals[f.index]))
+    if avals is None or len(avals) != 1:
+        return _lazy(like, record_node(op, entries, {}, skip=3))
+    frame = _getframe(2)  # (graph.node.user_source: frames 0 and 1 are ours)
+    code = frame.f_code
+    source = (code.co_filename, frame.f_lineno) if _IN_PACKAGE.get(code) is False else user_source(3)
+    scope = BLOCK_SCOPE.get()
+    entry = _new(Entry)
+    entry.node = node = op_node(op, entries, {}, avals, source, scope[1] or None if scope is not None else None)
+    entry.index = 0
+    r = _new(like.__class__)
+    r._value, r._entry, r._device = None, entry, avals[0].device
+    node.shown = _weakref(r)  # (deferred.show's one-array form)
+    return r
 
 
 def _lazy(like, entry: Entry):
@@ -207,7 +232,7 @@ def _lazy(like, entry: Entry):
     r = _new(like.__class__)
     node = entry.node
     r._value, r._entry, r._device = None, entry, node.avals[0].device
-    node.shown = [(_weakref(r), 0)]
+    node.shown = _weakref(r)  # (deferred.show's one-array form)
     return r
 
 

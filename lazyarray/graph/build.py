@@ -42,55 +42,44 @@ def scalar_const(value, array_dtypes: list, device, op: OpDef | None = None) -> 
             dtype = np.dtype("float32") if isinstance(value, float) else np.asarray(value).dtype
         if not isinstance(value, int) or not array_dtypes:  # Python ints are value-dependent
             _SCALAR_DTYPES[key] = dtype
+    adjusted = False
     if type(value) is int and dtype.kind in "iu":
         info = np.iinfo(dtype)
         if not info.min <= value <= info.max:
             if op is not None and op.name in _COMPARISONS:
                 dtype = np.dtype("int64") if -2**63 <= value < 2**63 else np.dtype("float64")
+                adjusted = True
             else:
                 name = op.name if op is not None else "scalar"
                 raise OpOverflowError(
                     f"{name}: Python integer {value} is out of bounds for {dtype} (NumPy 2 keeps the array's "
                     f"dtype for a Python scalar); cast first, e.g. x.astype('int64'), or pass an array")
-        else:
-            _remember_scalar(value, array_dtypes, device, dtype)  # (not when the dtype was adjusted)
-    elif len(array_dtypes) == 1:
-        _remember_scalar(value, array_dtypes, device, dtype)
     shared = value != 0 and value == value  # not zero, not NaN
-    if shared:
-        nkey = (type(value), value, dtype, device)
-        entry = _SCALAR_NODES.get(nkey)
-        if entry is not None:
-            return entry
-    arr = device.xp.asarray(value, dtype=dtype)
-    entry = Entry(const_node(arr, Aval((), dtype, device)))  # (const_node makes it read-only)
-    if shared:
+    if not shared:
+        return Entry(const_node(device.xp.asarray(value, dtype=dtype), Aval((), dtype, device)))
+    nkey = (type(value), value, dtype, device)
+    entry = _SCALAR_NODES.get(nkey)
+    if entry is None:
         if len(_SCALAR_NODES) > 4096:
             _SCALAR_NODES.clear()
-        _SCALAR_NODES[nkey] = entry
+            _SCALAR_BESIDE.clear()
+        arr = device.xp.asarray(value, dtype=dtype)
+        entry = _SCALAR_NODES[nkey] = Entry(const_node(arr, Aval((), dtype, device)))  # (read-only)
+    if len(array_dtypes) == 1 and not adjusted:  # the same constant for every op: memoize
+        _SCALAR_BESIDE[(type(value), value, array_dtypes[0], device)] = entry
     return entry
 
 
-_SCALAR_FAST: dict = {}  # (type, value, array dtype, device) -> dtype of the constant
-
-
-def _remember_scalar(value, array_dtypes, device, dtype) -> None:
-    if len(array_dtypes) == 1 and value != 0 and value == value:
-        if len(_SCALAR_FAST) > 4096:
-            _SCALAR_FAST.clear()
-        _SCALAR_FAST[(value.__class__, value, array_dtypes[0], device)] = dtype
+# (type, value, array dtype, device) -> the shared constant beside an array of that dtype, for
+# scalars whose dtype is the same for every op (not a range-adjusted int of a comparison)
+_SCALAR_BESIDE: dict = {}
 
 
 def scalar_beside(value, aval: Aval, op: OpDef) -> Entry:
     """``scalar_const(value, [aval.dtype], aval.device, op)``, memoized for the recording hot path
-    (``x * 1.5`` a thousand times decides the constant's dtype once). Only values whose dtype
-    needed no range adjustment are memoized; zeros and NaN never are (they are not shared)."""
-    dtype = _SCALAR_FAST.get((value.__class__, value, aval.dtype, aval.device))
-    if dtype is not None:
-        entry = _SCALAR_NODES.get((value.__class__, value, dtype, aval.device))
-        if entry is not None:
-            return entry
-    return scalar_const(value, [aval.dtype], aval.device, op)
+    (``x * 1.5`` a thousand times decides the constant once)."""
+    entry = _SCALAR_BESIDE.get((value.__class__, value, aval.dtype, aval.device))
+    return entry if entry is not None else scalar_const(value, [aval.dtype], aval.device, op)
 
 
 def apply_node(op: OpDef, *inputs, source=None, **params):

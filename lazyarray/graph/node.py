@@ -5,9 +5,10 @@ variable: a named graph input (``kind="var"``) or a constant (``kind="const"``).
 ``Entry(node, index)`` names one output of a node.
 
 Nodes are immutable syntax: op, inputs, params, avals, name, source line. They hold no
-computed values, no gradients and no references to arrays: lazy values live with the
-arrays that show them (``deferred.py``), autograd's saved values in its records
-(``autograd.py``). The one datum a node carries is a constant's literal: a read-only
+computed values, no gradients and no strong references to arrays: lazy values live with the
+arrays that show them (``deferred.py``; a node's one runtime slot, ``shown``, only holds weak
+references to those arrays, so materializing finds them without a table lookup per node),
+autograd's saved values in its records (``autograd.py``). The one datum a node carries is a constant's literal: a read-only
 array, or a captured user array together with the buffer version it had when it was
 captured (``buffer.py``), which is checked before the constant is read.
 """
@@ -82,8 +83,7 @@ class Node:
         self.block = block
         # Deferred compute's bookkeeping (``deferred.py``; the dispatcher's recording hot path sets it
         # on the node it just made): weak references
-        # to the live lazy arrays that show this node's outputs, ``[(weakref(array), index), ...]``
-        # or None. Weak: a node never keeps an array alive; it is not part of the graph's syntax
+        # to the live lazy arrays that show this node's outputs (see ``deferred.show``), or None. Weak: a node never keeps an array alive; it is not part of the graph's syntax
         # (copies, JSON and equality ignore it).
         self.shown = None
 
