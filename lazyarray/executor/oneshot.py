@@ -40,14 +40,20 @@ def run_once(d: Described, args: list) -> list:
         last[s] = -2  # never dropped
     fresh: set[int] = set()
     dense = d.dense
+    kernels: dict = {}  # (op, array module) -> bound kernel, looked up once per run
     for i, (node, ins, f) in enumerate(steps):
         args_i = [vals[s] for s in ins]
         op = node.op
-        single = len(node.avals) == 1
+        avals = node.avals
+        single = len(avals) == 1
         if dense:
-            fn = op.bind(node.avals[0].device.xp)
+            at = (op, avals[0].device)
+            fn = kernels.get(at)
+            if fn is None:
+                fn = kernels[at] = op.bind(avals[0].device.xp)
+            params = node.params
             try:
-                out = fn(*args_i, **node.params)
+                out = fn(*args_i, **params) if params else fn(*args_i)
             except LazyArrayError:
                 raise
             except Exception as exc:
