@@ -62,7 +62,7 @@ def run_recorded(ops: list[Node], outputs: list[Entry], known: dict) -> list:
                 return prog.run(args)
             except Exception:  # the error of this graph, naming its own lines
                 return run_once(d, args)
-    big = len(ops) > SMALL_GRAPH and d.dense and (max_bytes(d) or 0) > ONESHOT_MAX_BYTES
+    big = len(ops) > SMALL_GRAPH and (max_bytes(d) or 0) > ONESHOT_MAX_BYTES and d.dense
     if key is not None and (big or _seen(key)):
         prog = compile_described(d)
         _store(key, prog)

@@ -58,17 +58,28 @@ def params_key(params: dict):
 class Described:
     """A sub-graph as numbered slots (see the module docstring).
 
-    ``steps``: ``(node, input slots, first output slot)`` in run order; ``inputs``: per leaf
-    slot ``(node, output index)``, in slot order (``in_slots``); ``out_slots``: one per
-    requested output; ``dense``: every value has default storage; ``key``: the structural key
-    or None.
+    ``ops``: the op nodes in run order, ``ins``: per op the slots it reads, ``firsts``: per op
+    its first output slot; ``inputs``: per leaf slot ``(node, output index)``, in slot order
+    (``in_slots``); ``out_slots``: one per requested output; ``key``: the structural key or
+    None. ``steps`` and ``dense`` are derived when a run needs them (a cached program does not).
     """
 
-    __slots__ = ("steps", "inputs", "in_slots", "out_slots", "n_slots", "dense", "key")
+    __slots__ = ("ops", "ins", "firsts", "inputs", "in_slots", "out_slots", "n_slots", "key")
 
-    def __init__(self, steps, inputs, in_slots, out_slots, n_slots, dense, key):
-        self.steps, self.inputs, self.in_slots, self.out_slots = steps, inputs, in_slots, out_slots
-        self.n_slots, self.dense, self.key = n_slots, dense, key
+    def __init__(self, ops, ins, firsts, inputs, in_slots, out_slots, n_slots, key):
+        self.ops, self.ins, self.firsts = ops, ins, firsts
+        self.inputs, self.in_slots, self.out_slots, self.n_slots, self.key = inputs, in_slots, out_slots, n_slots, key
+
+    @property
+    def steps(self):
+        """``(node, input slots, first output slot)`` per op, in run order."""
+        return zip(self.ops, self.ins, self.firsts)
+
+    @property
+    def dense(self) -> bool:
+        """True when every value has default storage (no sparse input, output or leaf)."""
+        return all(node.avals[i].stype == "default" for node, i in self.inputs) and \
+            all(a.stype == "default" for node in self.ops for a in node.avals)
 
 
 def describe(ops: list[Node], outputs: list[Entry], cache: bool = True) -> Described:
@@ -79,11 +90,11 @@ def describe(ops: list[Node], outputs: list[Entry], cache: bool = True) -> Descr
     inputs: list[tuple[Node, int]] = []
     in_slots: list[int] = []
     leaf_avals: list = []
-    steps = []
+    all_ins = []
+    firsts = []
     parts = [] if cache else None
     checked: set = set()  # ops known to be the registry's
     n = 0
-    dense = True
     for node in ops:
         ins = []
         for e in node.inputs:
@@ -99,19 +110,14 @@ def describe(ops: list[Node], outputs: list[Entry], cache: bool = True) -> Descr
                 n += 1
                 inputs.append((src, e.index))
                 in_slots.append(s)
-                a = src.avals[e.index]
-                leaf_avals.append(a)
-                if a.stype != "default":
-                    dense = False
+                leaf_avals.append(src.avals[e.index])
             ins.append(s)
         ins = tuple(ins)
-        avals = node.avals
+        all_ins.append(ins)
         first[id(node)] = n
-        steps.append((node, ins, n))
+        firsts.append(n)
+        avals = node.avals
         n += len(avals)
-        for a in avals:
-            if a.stype != "default":
-                dense = False
         if parts is not None:
             op = node.op
             params = node.params
@@ -139,7 +145,7 @@ def describe(ops: list[Node], outputs: list[Entry], cache: bool = True) -> Descr
         else:
             out_slots.append(b + e.index)
     key = None if parts is None else (tuple(parts), tuple(leaf_avals), tuple(out_slots))
-    return Described(steps, inputs, in_slots, out_slots, n, dense, key)
+    return Described(ops, all_ins, firsts, inputs, in_slots, out_slots, n, key)
 
 
 def max_bytes(d: Described) -> int | None:

@@ -70,4 +70,4 @@ def test_leaves_are_numbered_by_first_use():
     ops, known, _, _ = collect([out._entry])
     d = describe(ops, [out._entry])
     assert [node.value is x._value for node, _ in d.inputs] == [True, False]
-    assert len(d.steps) == 2 and d.out_slots == [d.steps[-1][2]]
+    assert len(d.ops) == 2 and d.out_slots == [d.firsts[-1]]
