@@ -9,8 +9,9 @@ described once (``structure.describe``: numbered slots and a structural key), th
 * a structure seen for the second time is compiled (``compile_program``: memory plan, in-place
   buffers) and cached;
 * the first sighting runs node by node (``oneshot.py``): planning a graph that runs once costs
-  more than it saves. Graphs with large values are compiled even the first time, since the
-  plan's reused buffers save page faults on every node.
+  more than it saves. Graphs with large values are compiled even the first time (the plan's
+  reused buffers save page faults on every node), but that program is not kept: a graph
+  computed once leaves no planned buffers behind.
 
 The cache is LRU: at most ``LAZYARRAY_CACHE_SIZE`` programs (64), whose planned buffers
 together stay under ``CACHE_BYTES``. A program is built from a template copy of the graph whose
@@ -32,7 +33,7 @@ from .signature_cache import default_size
 from .structure import Described, describe, input_values, max_bytes
 
 ONESHOT_MAX_BYTES = 256 * 1024  # values larger than this: compile even a graph seen once
-CACHE_BYTES = 256 << 20  # planned buffers all cached programs may hold together
+CACHE_BYTES = 64 << 20  # planned buffers all cached programs may hold together
 
 _PROGRAMS: OrderedDict = OrderedDict()  # key -> Program
 _SEEN: OrderedDict = OrderedDict()  # keys run once, node by node
@@ -62,13 +63,12 @@ def run_recorded(ops: list[Node], outputs: list[Entry], known: dict) -> list:
                 return prog.run(args)
             except Exception:  # the error of this graph, naming its own lines
                 return run_once(d, args)
-    big = len(ops) > SMALL_GRAPH and (max_bytes(d) or 0) > ONESHOT_MAX_BYTES and d.dense
-    if key is not None and (big or _seen(key)):
+    if key is not None and _seen(key):
         prog = compile_described(d)
         _store(key, prog)
         return prog.run(args)
-    if big:
-        return compile_described(d).run(args)
+    if len(ops) > SMALL_GRAPH and (max_bytes(d) or 0) > ONESHOT_MAX_BYTES and d.dense:
+        return compile_described(d).run(args)  # (planned, not kept: its buffers go with it)
     _STATS["oneshot"] += 1
     return run_once(d, args)
 

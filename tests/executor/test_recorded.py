@@ -312,3 +312,14 @@ def test_random_dags_through_the_cache_equal_numpy(first, second):
             ref = _run_dag(nodes, [xn, yn], "np")
             assert got.dtype == ref.dtype
             np.testing.assert_allclose(got, ref, rtol=1e-6)
+
+
+def test_a_large_graph_computed_once_is_planned_and_leaves_no_program():
+    before = _compiles()
+    xn, yn = _data((100_000,)), _data((100_000,))  # 400 KB values: past ONESHOT_MAX_BYTES
+    x, y = la.array(xn), la.array(yn)
+    with la.deferred():
+        h = _chain(x, y)
+    np.testing.assert_allclose(h.asnumpy(), _chain_np(xn, yn), rtol=1e-5)
+    assert _compiles() == before + 1
+    assert recorded.stats()["size"] == 0
