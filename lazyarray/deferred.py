@@ -13,7 +13,9 @@ import weakref
 from . import guards
 from .buffer import version
 from .errors import DeferredComputeError
+from .executor.recorded import enabled as cache_enabled
 from .executor.recorded import run_recorded
+from .executor.structure import describe, finish
 from .graph.node import Entry, Node
 
 # One context variable holds both recording flags, so the dispatcher's hot path reads one
@@ -134,63 +136,16 @@ def known_values(node: Node) -> list | None:
     return None if refs is None else _shown_values(node, refs, None)
 
 
-def _serial(node: Node) -> int:
-    return node.serial
-
-
-def collect(entries: list[Entry]) -> tuple[list[Node], dict, list, list[Node]]:
-    """One walk over the sub-graph that computes ``entries``, stopping at what is known.
-
-    Returns the op nodes to run (in creation order: topological, and the order eager code ran
-    them), the known values (``id(node) -> values``: computed lazy arrays, kept draws, saved
-    values), the live lazy arrays of the sub-graph (computed with it) and its random nodes (their
-    draws are kept: see ``_FIXED``).
-    """
-    fixed = _FIXED if len(_FIXED) else None
-    ops: list[Node] = []
-    known: dict[int, list] = {}
-    pending: list = []
-    random_nodes: list[Node] = []
-    seen: set[int] = set()
-    stack = [e.node for e in entries]
-    while stack:
-        node = stack.pop()
-        k = id(node)
-        if k in seen:
-            continue
-        seen.add(k)
-        op = node.op
-        if op is None:
-            continue
-        if fixed is not None:
-            f = fixed.get(node)
-            if f is not None:
-                known[k] = _fixed_values(node, f)
-                continue
-        refs = node.shown
-        if refs is not None and (refs.__class__ is not _REF or refs() is not None):  # (a dead array: skip)
-            vals = _shown_values(node, refs, pending)
-            if vals is not None:
-                known[k] = vals
-                continue
-        ops.append(node)
-        if op.random:
-            random_nodes.append(node)
-        for e in node.inputs:
-            stack.append(e.node)
-    ops.sort(key=_serial)
-    random_nodes.sort(key=_serial)
-    return ops, known, pending, random_nodes
-
-
 def materialize(arrays: list) -> list:
     """Compute lazy ``arrays``: only the needed sub-graph, once.
 
     Every other live lazy array of that sub-graph is filled too, so asking for it later
     computes nothing. Each array gets a buffer of its own. A computed array keeps its entry
     (``get_symbol`` still sees how it was made), but a graph recorded from it later reads its
-    value as a constant, so that graph never holds what it was computed from. How the sub-graph
-    runs (node by node, or a compiled program reused for graphs of the same structure) is
+    value as a constant, so that graph never holds what it was computed from. One walk
+    (``executor/structure.describe``) stops at what is known, finds the live lazy arrays and
+    the random nodes of the sub-graph (their draws are kept: see ``_FIXED``); how it runs (node
+    by node, or a compiled program reused for graphs of the same structure) is
     ``executor/recorded.py``'s choice.
     """
     todo = [a for a in arrays if a._value is None]
@@ -199,11 +154,32 @@ def materialize(arrays: list) -> list:
     trace = guards.active()
     if trace is not None:  # a hybridize trace must not bake a value of its inputs into the graph
         trace.check_value_read([a._entry for a in todo])
-    ops, known, extra, random_nodes = collect([a._entry for a in todo])
-    want = list({id(a): a for a in todo + extra}.values())
+    fixed = _FIXED if len(_FIXED) else None
+    pending: list = []
+    random_nodes: list[Node] = []
+
+    def known_or_pending(node: Node) -> list | None:
+        refs = node.shown
+        if fixed is None and (refs is None or refs.__class__ is _REF and refs() is None) and not node.op.random:
+            return None  # (the common case: nothing known, no live array, no draw)
+        if fixed is not None:
+            f = fixed.get(node)
+            if f is not None:
+                return _fixed_values(node, f)
+        if refs is not None:
+            vals = _shown_values(node, refs, pending)
+            if vals is not None:
+                return vals
+        if node.op.random:
+            random_nodes.append(node)
+        return None
+
+    d = describe([a._entry for a in todo], known_or_pending, cache=cache_enabled())
+    want = list({id(a): a for a in todo + pending}.values())
     entries = [a._entry for a in want]
+    random_nodes.sort(key=_serial)
     drawn = [Entry(n, i) for n in random_nodes for i in range(len(n.avals))]
-    values = run_recorded(ops, entries + drawn, known)
+    values = run_recorded(finish(d, entries + drawn, random_nodes))
     k = len(entries)
     for n in random_nodes:  # a draw is made once: later graphs read this one
         fix_values(n, values[k:k + len(n.avals)])
@@ -211,6 +187,10 @@ def materialize(arrays: list) -> list:
     for a, v in zip(want, values):
         a._value = v
     return [a._value for a in arrays]
+
+
+def _serial(node: Node) -> int:
+    return node.serial
 
 
 def compute(*arrays) -> None:

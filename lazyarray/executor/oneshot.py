@@ -26,11 +26,12 @@ def _array(o):
 
 def run_once(d: Described, args: list) -> list:
     """The values of ``d``'s outputs from the leaf values ``args`` (in ``d.in_slots`` order)."""
+    steps = d.steps
     vals: list = [None] * d.n_slots
     for s, v in zip(d.in_slots, args):
         vals[s] = v
     last = [-1] * d.n_slots
-    for i, ins in enumerate(d.ins):
+    for i, (_, ins, _) in enumerate(steps):
         for s in ins:
             last[s] = i
     out_slots = d.out_slots
@@ -40,7 +41,7 @@ def run_once(d: Described, args: list) -> list:
     fresh: set[int] = set()
     dense = d.dense
     kernels: dict = {}  # (op, array module) -> bound kernel, looked up once per run
-    for i, (node, ins, f) in enumerate(d.steps):
+    for i, (node, ins, f) in enumerate(steps):
         args_i = [vals[s] for s in ins]
         op = node.op
         avals = node.avals

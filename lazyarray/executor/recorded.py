@@ -1,7 +1,7 @@
 """Running recorded sub-graphs for materialization: one-shot, or a compiled program reused.
 
-``run_recorded(ops, outputs, known)`` is what ``deferred.materialize`` calls. The sub-graph is
-described once (``structure.describe``: numbered slots and a structural key), then:
+``run_recorded(d)`` is what ``deferred.materialize`` calls with the sub-graph it described
+(``structure.describe``: numbered slots and a structural key), then:
 
 * a structure compiled before (same ops, params, wiring, leaf avals; see ``structure.py``)
   runs its cached ``Program`` on this graph's leaf values: recording the same code again on
@@ -30,7 +30,7 @@ from ..graph.node import Entry, Node, var_node
 from .oneshot import run_once
 from .program import SMALL_GRAPH, Program, compile_program
 from .signature_cache import default_size
-from .structure import Described, describe, input_values, max_bytes
+from .structure import Described, input_values, max_bytes
 
 ONESHOT_MAX_BYTES = 256 * 1024  # values larger than this: compile even a graph seen once
 CACHE_BYTES = 64 << 20  # planned buffers all cached programs may hold together
@@ -46,12 +46,10 @@ def enabled() -> bool:
     return os.environ.get("LAZYARRAY_GRAPH_CACHE", "1") != "0"
 
 
-def run_recorded(ops: list[Node], outputs: list[Entry], known: dict) -> list:
-    """Values of ``outputs`` (fresh buffers the caller owns) from the op nodes ``ops`` (in run
-    order) and the values already ``known`` (``id(node) -> values``)."""
-    d = describe(ops, outputs, cache=len(ops) > SMALL_GRAPH and enabled())
-    args = input_values(d, known)
-    key = d.key
+def run_recorded(d: Described) -> list:
+    """Values of ``d``'s outputs (fresh buffers the caller owns), from its leaves' values."""
+    args = input_values(d)
+    key = d.key if len(d.ops) > SMALL_GRAPH else None
     if key is not None:
         with _LOCK:
             prog = _PROGRAMS.get(key)
@@ -63,11 +61,11 @@ def run_recorded(ops: list[Node], outputs: list[Entry], known: dict) -> list:
                 return prog.run(args)
             except Exception:  # the error of this graph, naming its own lines
                 return run_once(d, args)
-    if key is not None and _seen(key):
-        prog = compile_described(d)
-        _store(key, prog)
-        return prog.run(args)
-    if len(ops) > SMALL_GRAPH and (max_bytes(d) or 0) > ONESHOT_MAX_BYTES and d.dense:
+        if _seen(key):
+            prog = compile_described(d)
+            _store(key, prog)
+            return prog.run(args)
+    if len(d.ops) > SMALL_GRAPH and (max_bytes(d) or 0) > ONESHOT_MAX_BYTES and d.dense:
         return compile_described(d).run(args)  # (planned, not kept: its buffers go with it)
     _STATS["oneshot"] += 1
     return run_once(d, args)

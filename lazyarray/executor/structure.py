@@ -1,14 +1,16 @@
 """The structure of a recorded sub-graph: numbered value slots and a hashable key.
 
-``describe(ops, outputs, known)`` numbers every value the sub-graph reads or makes (one slot
-per leaf output it reads, then the outputs of each op in order) and builds the **structural
-key**: per op its ``OpDef``, its params (typed, see ``params_key``), the slots it reads and its
-output avals; the avals of the leaves (constants, captured arrays, known values: the program's
-inputs); the output slots. Values are never part of the key, so two recordings of the same
-code on new data share one key; anything that changes what runs (a shape, a dtype, a device,
-an op, a param, a connection, a constant's dtype) changes it. Ops the key cannot describe
-safely (an op outside the registry, a param that is not plain data) make the key None: such a
-graph is never cached.
+``describe(entries, known_values)`` walks once from the outputs over the ops that compute
+them, stopping at known values, and numbers every value as it meets it (the outputs of each op
+to run, each leaf output an op reads); ``finish(d, outputs, random_nodes)`` adds the outputs.
+The **structural key** lists per op (in walk order, which depends only on the structure) its
+first slot, ``OpDef``, params (typed, see ``params_key``), the slots it reads and its output
+avals; then the leaves' slots and avals (constants, captured arrays, known values: the
+program's inputs), the output slots and the order of the random draws. Values are never part
+of the key, so two recordings of the same code on new data share one key; anything that
+changes what runs (a shape, a dtype, a device, an op, a param, a connection, a constant's
+dtype) changes it. Ops the key cannot describe safely (an op outside the registry, a param
+that is not plain data) make the key None: such a graph is never cached.
 
 The same description drives both ways of running it (``oneshot.py`` node by node, a cached
 ``Program`` in ``recorded.py``), so they read the same inputs in the same order.
@@ -58,22 +60,24 @@ def params_key(params: dict):
 class Described:
     """A sub-graph as numbered slots (see the module docstring).
 
-    ``ops``: the op nodes in run order, ``ins``: per op the slots it reads, ``firsts``: per op
+    ``ops``: the op nodes in walk order, ``ins``: per op the slots it reads, ``firsts``: per op
     its first output slot; ``inputs``: per leaf slot ``(node, output index)``, in slot order
-    (``in_slots``); ``out_slots``: one per requested output; ``key``: the structural key or
-    None. ``steps`` and ``dense`` are derived when a run needs them (a cached program does not).
+    (``in_slots``); ``out_slots``: one per requested output; ``known``: ``id(node) -> values``
+    of the known nodes met; ``key``: the structural key (None until ``finish``, or when the graph
+    cannot be cached). ``steps`` and ``dense`` are derived when a run needs them (a cached
+    program does not).
     """
 
-    __slots__ = ("ops", "ins", "firsts", "inputs", "in_slots", "out_slots", "n_slots", "key")
-
-    def __init__(self, ops, ins, firsts, inputs, in_slots, out_slots, n_slots, key):
-        self.ops, self.ins, self.firsts = ops, ins, firsts
-        self.inputs, self.in_slots, self.out_slots, self.n_slots, self.key = inputs, in_slots, out_slots, n_slots, key
+    __slots__ = ("ops", "ins", "firsts", "inputs", "in_slots", "out_slots", "n_slots", "known", "key",
+                 "_parts", "_slot", "_leaf_slot", "_leaf_avals")
 
     @property
-    def steps(self):
-        """``(node, input slots, first output slot)`` per op, in run order."""
-        return zip(self.ops, self.ins, self.firsts)
+    def steps(self) -> list:
+        """``(node, input slots, first output slot)`` per op, in run order: creation order, so
+        random draws happen in the order the user's code made them (any order is topological)."""
+        ops = self.ops
+        order = sorted(range(len(ops)), key=lambda i: ops[i].serial)
+        return [(ops[i], self.ins[i], self.firsts[i]) for i in order]
 
     @property
     def dense(self) -> bool:
@@ -81,43 +85,80 @@ class Described:
         return all(node.avals[i].stype == "default" for node, i in self.inputs) and \
             all(a.stype == "default" for node in self.ops for a in node.avals)
 
+    def _leaf(self, node: Node, index: int) -> int:
+        at = (id(node), index)
+        s = self._leaf_slot.get(at)
+        if s is None:
+            s = self._leaf_slot[at] = self.n_slots
+            self.n_slots += 1
+            self.inputs.append((node, index))
+            self.in_slots.append(s)
+            self._leaf_avals.append(node.avals[index])
+        return s
 
-def describe(ops: list[Node], outputs: list[Entry], cache: bool = True) -> Described:
-    """Number the slots of the sub-graph ``ops`` (in run order) computing ``outputs``; every
-    input of an op that is not in ``ops`` is a leaf. ``cache=False`` skips building the key."""
-    first: dict[int, int] = {}  # id(op node) -> its first output slot
-    leaf_slot: dict[tuple[int, int], int] = {}
-    inputs: list[tuple[Node, int]] = []
-    in_slots: list[int] = []
-    leaf_avals: list = []
-    all_ins = []
-    firsts = []
+
+def describe(entries: list[Entry], known_values, cache: bool = True) -> Described:
+    """One walk from ``entries`` over the ops that compute them, numbering slots as it meets
+    values and building the key's parts. ``known_values(node)`` is asked once per op node met:
+    its values when they are known (the node is then a leaf), else None. Call ``finish`` with
+    the outputs to complete the description."""
+    d = Described()
+    d.ops, d.ins, d.firsts, d.inputs, d.in_slots, d.out_slots = [], [], [], [], [], []
+    d.known, d.key, d._leaf_slot, d._leaf_avals = {}, None, {}, []
     parts = [] if cache else None
-    checked: set = set()  # ops known to be the registry's
+    slot: dict[int, int] = {}  # id(node) -> its first output slot (op nodes to run), -1 for leaves
+    known = d.known
+    stack = []
     n = 0
-    for node in ops:
+    for e in entries:  # the outputs first: (their nodes are met before anything they read)
+        node = e.node
+        if id(node) in slot:
+            continue
+        vals = known_values(node) if node.op is not None else None
+        if node.op is None or vals is not None:
+            slot[id(node)] = -1
+            if vals is not None:
+                known[id(node)] = vals
+        else:
+            slot[id(node)] = n
+            n += len(node.avals)
+            stack.append(node)
+    checked: set = set()  # ops known to be the registry's
+    ops, all_ins, firsts = d.ops, d.ins, d.firsts
+    leaf_slot, inputs, in_slots, leaf_avals = d._leaf_slot, d.inputs, d.in_slots, d._leaf_avals
+    while stack:
+        node = stack.pop()
         ins = []
         for e in node.inputs:
             src = e.node
-            b = first.get(id(src))
-            if b is not None:
+            b = slot.get(id(src))
+            if b is None:  # met for the first time
+                vals = known_values(src) if src.op is not None else None
+                if src.op is None or vals is not None:
+                    b = slot[id(src)] = -1
+                    if vals is not None:
+                        known[id(src)] = vals
+                else:
+                    b = slot[id(src)] = n
+                    n += len(src.avals)
+                    stack.append(src)
+            if b >= 0:
                 ins.append(b + e.index)
                 continue
-            at = (id(src), e.index)
-            s = leaf_slot.get(at)
-            if s is None:
-                s = leaf_slot[at] = n
+            at = (id(src), e.index)  # a leaf: one slot per output read
+            b = leaf_slot.get(at)
+            if b is None:
+                b = leaf_slot[at] = n
                 n += 1
                 inputs.append((src, e.index))
-                in_slots.append(s)
+                in_slots.append(b)
                 leaf_avals.append(src.avals[e.index])
-            ins.append(s)
+            ins.append(b)
         ins = tuple(ins)
+        first = slot[id(node)]
+        ops.append(node)
         all_ins.append(ins)
-        first[id(node)] = n
-        firsts.append(n)
-        avals = node.avals
-        n += len(avals)
+        firsts.append(first)
         if parts is not None:
             op = node.op
             params = node.params
@@ -126,33 +167,36 @@ def describe(ops: list[Node], outputs: list[Entry], cache: bool = True) -> Descr
                     if not registry.is_registered(op):
                         raise Uncacheable(op.name)
                     checked.add(op)
-                parts.append((op, params_key(params) if params else (), ins, avals))
+                parts.append((first, op, params_key(params) if params else (), ins, node.avals))
             except Uncacheable:
                 parts = None
-    out_slots = []
+    d._parts, d._slot, d.n_slots = parts, slot, n
+    return d
+
+
+def finish(d: Described, outputs: list[Entry], random_nodes: list[Node]) -> Described:
+    """Number ``outputs`` (entries of nodes the walk met) and complete the key: the parts in walk
+    order, the leaves' slots and avals, the output slots, and the order of the random draws."""
+    slot = d._slot
     for e in outputs:
-        b = first.get(id(e.node))
-        if b is None:  # an output that is a leaf (a known value): the program copies it
-            at = (id(e.node), e.index)
-            b = leaf_slot.get(at)
-            if b is None:
-                b = leaf_slot[at] = n
-                n += 1
-                inputs.append((e.node, e.index))
-                in_slots.append(b)
-                leaf_avals.append(e.node.avals[e.index])
-            out_slots.append(b)
-        else:
-            out_slots.append(b + e.index)
-    key = None if parts is None else (tuple(parts), tuple(leaf_avals), tuple(out_slots))
-    return Described(ops, all_ins, firsts, inputs, in_slots, out_slots, n, key)
+        b = slot[id(e.node)]
+        d.out_slots.append(b + e.index if b >= 0 else d._leaf(e.node, e.index))
+    if d._parts is not None:
+        draws = tuple(slot[id(n)] for n in sorted(random_nodes, key=_serial)) if random_nodes else ()
+        d.key = (tuple(d._parts), tuple(zip(d.in_slots, d._leaf_avals)), tuple(d.out_slots), draws)
+    d._parts = d._slot = d._leaf_slot = None
+    return d
+
+
+def _serial(node: Node) -> int:
+    return node.serial
 
 
 def max_bytes(d: Described) -> int | None:
     """The largest value an op of ``d`` makes, None when a dim is unknown."""
     most = 0
     seen: set = set()
-    for node, _, _ in d.steps:
+    for node in d.ops:
         for a in node.avals:
             if a in seen:
                 continue
@@ -163,10 +207,11 @@ def max_bytes(d: Described) -> int | None:
     return most
 
 
-def input_values(d: Described, known: dict) -> list:
+def input_values(d: Described) -> list:
     """The values of the leaves, in slot order: known values, constants (a captured user array is
     checked for writes since it was recorded); a graph input with no value raises."""
     args = []
+    known = d.known
     for node, i in d.inputs:
         vals = known.get(id(node))
         if vals is not None:

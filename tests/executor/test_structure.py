@@ -5,15 +5,18 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.deferred import collect
-from lazyarray.executor.structure import Uncacheable, describe, freeze, params_key
+from lazyarray.deferred import known_values
+from lazyarray.executor.structure import Uncacheable, describe, finish, freeze, params_key
+
+
+def _described(out):
+    return finish(describe([out._entry], known_values), [out._entry], [])
 
 
 def _key(build, *arrays):
     with la.deferred():
         out = build(*arrays)
-    ops, _, _, _ = collect([out._entry])
-    return describe(ops, [out._entry]).key
+    return _described(out).key
 
 
 def _x(shape=(3,), dtype="float32", seed=0):
@@ -67,7 +70,19 @@ def test_leaves_are_numbered_by_first_use():
     x, y = _x(seed=1), _x(seed=2)
     with la.deferred():
         out = (x * y) + x
-    ops, known, _, _ = collect([out._entry])
-    d = describe(ops, [out._entry])
+    d = _described(out)
     assert [node.value is x._value for node, _ in d.inputs] == [True, False]
-    assert len(d.ops) == 2 and d.out_slots == [d.firsts[-1]]
+    assert len(d.ops) == 2 and d.out_slots == [d.firsts[0]]
+    assert [node.op.name for node, _, _ in d.steps] == ["multiply", "add"]  # run in creation order
+
+
+def test_known_values_are_leaves():
+    x = _x()
+    with la.deferred():
+        a = la.tanh(x)
+        out = a * 2.0 + a
+    a.asnumpy()
+    d = _described(out)
+    assert [node.op.name for node in d.ops] == ["add", "multiply"]
+    assert any(node is a._entry.node for node, _ in d.inputs)
+    np.testing.assert_allclose(out.asnumpy(), np.tanh(x.asnumpy()) * 3, rtol=1e-6)
