@@ -40,35 +40,36 @@ def run_once(d: Described, args: list) -> list:
         last[s] = -2  # never dropped
     fresh: set[int] = set()
     dense = d.dense
-    kernels: dict = {}  # (op, array module) -> bound kernel, looked up once per run
+    kernels: dict = {}  # op -> (device, bound kernel), looked up once per run
     for i, (node, ins, f) in enumerate(steps):
         args_i = [vals[s] for s in ins]
         op = node.op
         avals = node.avals
-        single = len(avals) == 1
         if dense:
-            at = (op, avals[0].device)
-            fn = kernels.get(at)
-            if fn is None:
-                fn = kernels[at] = op.bind(avals[0].device.xp)
+            dev = avals[0].device
+            bound = kernels.get(op)
+            if bound is None or bound[0] is not dev:
+                bound = kernels[op] = (dev, op.bind(dev.xp))
             params = node.params
             try:
-                out = fn(*args_i, **params) if params else fn(*args_i)
+                out = bound[1](*args_i, **params) if params else bound[1](*args_i)
             except LazyArrayError:
                 raise
             except Exception as exc:
                 raise kernel_error(node, args_i, exc) from exc
-            if op.owns_outputs:
-                outs = [out] if single else list(out)
-            elif single:
-                outs = [out if out.__class__ is _ND else _array(out)]
+            if len(avals) == 1:
+                outs = (out if out.__class__ is _ND or op.owns_outputs else _array(out),)
             else:
-                outs = [_array(o) for o in out]
+                outs = tuple(out) if op.owns_outputs else tuple(_array(o) for o in out)
         else:
-            outs = run_kernel(node, args_i)
-        for j, o in enumerate(outs):
-            vals[f + j] = o
-        if f in outset or not single and any(f + j in outset for j in range(len(outs))):
+            outs = tuple(run_kernel(node, args_i))
+        if len(outs) == 1:
+            vals[f] = outs[0]
+            handed_out = f in outset
+        else:
+            vals[f:f + len(outs)] = outs
+            handed_out = any(f + j in outset for j in range(len(outs)))
+        if handed_out:  # which outputs are buffers of their own (the others are copied)
             if op.owns_outputs:
                 ok = [True] * len(outs)
             elif op.view:

@@ -195,12 +195,13 @@ def _serial(node: Node) -> int:
 def max_bytes(d: Described) -> int | None:
     """The largest value an op of ``d`` makes, None when a dim is unknown."""
     most = 0
-    seen: set = set()
+    seen: set[int] = set()  # (nodes of one signature share their avals tuple: the rule memo's)
     for node in d.ops:
-        for a in node.avals:
-            if a in seen:
-                continue
-            seen.add(a)
+        avals = node.avals
+        if id(avals) in seen:
+            continue
+        seen.add(id(avals))
+        for a in avals:
             if a.shape is None or a.dtype is None or None in a.shape:
                 return None
             most = max(most, a.nbytes)
