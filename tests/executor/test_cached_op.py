@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.executor import program as program_mod
+from lazyarray.executor import recorded
 
 RNG = np.random.default_rng(7)
 
@@ -283,21 +283,25 @@ def test_eight_threads_share_one_cached_op():
 
 
 def test_materialization_runs_through_the_executor(monkeypatch):
+    """A recorded structure runs node by node the first time, is compiled the second time and
+    reuses that program afterwards (``executor/recorded.py``)."""
     calls = []
-    real = program_mod.compile_program
+    real = recorded.compile_program
 
     def spy(*a, **k):
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(program_mod, "compile_program", spy)
-    x = _arr(4, 4)
-    with la.deferred():
-        y = la.relu(la.exp(x) - 2) * 3
-        z = y.sum()
-    assert z.item() == pytest.approx(float((np.maximum(np.exp(x.asnumpy()) - 2, 0) * 3).sum()), rel=1e-5)
-    assert calls
-    assert not y.is_lazy  # a live lazy array of the sub-graph keeps its value
+    monkeypatch.setattr(recorded, "compile_program", spy)
+    recorded.clear()
+    for k in range(3):
+        x = _arr(4, 4) + k
+        with la.deferred():
+            y = la.relu(la.exp(x) - 2) * 3
+            z = y.sum()
+        assert z.item() == pytest.approx(float((np.maximum(np.exp(x.asnumpy()) - 2, 0) * 3).sum()), rel=1e-5)
+        assert len(calls) == min(k, 1)
+        assert not y.is_lazy  # a live lazy array of the sub-graph keeps its value
 
 
 def test_compiled_failures_name_the_op_and_the_line():
