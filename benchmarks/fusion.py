@@ -8,6 +8,8 @@ GELU (tanh form) written as users write it, with ``x**3``, on 16M float32, measu
 * lazyarray hybridized (``la.CachedOp``): without fusion (the algebra pass alone turns ``x**3``
   into multiplies), fused on one thread, fused on every core (``la.set_num_threads``);
 * softmax over the rows of a (4096, 4096) float32 array (row-chunked, threaded kernel);
+* LayerNorm over the rows of an (8192, 1024) float32 array (``la.nn.layer_norm``, chunked
+  two-pass kernel) against NumPy eager written the usual way;
 * a 1000-op elementwise chain recorded under ``la.deferred()`` then ``asnumpy()`` (µs per op,
   against the same chain run eagerly);
 * optional peers of the GELU, each only when importable: ``jax.jit``, ``numexpr`` and ``numba``
@@ -191,6 +193,30 @@ def softmax_rows(shape=(4096, 4096)):
     return [[name, f"{t * 1e3:.1f}", f"{ref / t:.2f}"] for name, t in best.items()]
 
 
+def layer_norm_rows(shape=(8192, 1024), eps=1e-5):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype("float32")
+    g, b = rng.standard_normal(shape[-1]).astype("float32"), rng.standard_normal(shape[-1]).astype("float32")
+    xa, ga, ba = la.array(x), la.array(g), la.array(b)
+    xs, gs, bs = (la.sym.var(n, shape=a.shape, dtype="float32") for n, a in (("x", x), ("g", g), ("b", b)))
+    op = la.CachedOp(la.sym.nn.layer_norm(xs, gs, bs, eps=eps))
+
+    def numpy_layer_norm():
+        mean = x.mean(axis=-1, keepdims=True)
+        var = x.var(axis=-1, keepdims=True)
+        return (x - mean) / np.sqrt(var + eps) * g + b
+
+    np.testing.assert_allclose(op(xa, ga, ba).asnumpy(), numpy_layer_norm(), rtol=1e-4, atol=1e-4)
+    cases = [("NumPy eager", numpy_layer_norm), ("la.nn.layer_norm eager", lambda: la.nn.layer_norm(xa, ga, ba, eps=eps)),
+             ("lazyarray hybridized", lambda: op(xa, ga, ba))]
+    best = {name: float("inf") for name, _ in cases}
+    for _ in range(3):
+        for name, fn in cases:
+            best[name] = min(best[name], fastest(fn, 2))
+    ref = best["NumPy eager"]
+    return [[name, f"{t * 1e3:.1f}", f"{ref / t:.2f}"] for name, t in best.items()]
+
+
 def chain_rows(n_ops=1000):
     x = la.array(np.random.default_rng(0).random(1000).astype("float32"))
 
@@ -222,6 +248,9 @@ def main() -> None:
     print()
     print(f"softmax over rows of (4096, 4096) float32 on {os.cpu_count()} threads (target: >= 2x NumPy eager)")
     print(table(["implementation", "ms", "speedup"], softmax_rows()))
+    print()
+    print(f"LayerNorm over rows of (8192, 1024) float32 on {os.cpu_count()} threads (target: >= 2x NumPy eager)")
+    print(table(["implementation", "ms", "speedup"], layer_norm_rows()))
     print()
     print("1000-op elementwise chain on 1000 float32 (target: record + asnumpy() <= 3 us per op)")
     print(table(["mode", "us / op"], chain_rows()))
