@@ -8,8 +8,12 @@ GELU (tanh form) written as users write it, with ``x**3``, on 16M float32, measu
 * lazyarray hybridized (``la.CachedOp``): without fusion (the algebra pass alone turns ``x**3``
   into multiplies), fused on one thread, fused on every core (``la.set_num_threads``);
 * softmax over the rows of a (4096, 4096) float32 array (row-chunked, threaded kernel);
+* LayerNorm over the rows of an (8192, 1024) float32 array (``la.nn.layer_norm``, chunked
+  two-pass kernel) against NumPy eager written the usual way;
 * a 1000-op elementwise chain recorded under ``la.deferred()`` then ``asnumpy()`` (µs per op,
-  against the same chain run eagerly).
+  against the same chain run eagerly);
+* optional peers of the GELU, each only when importable: ``jax.jit``, ``numexpr`` and ``numba``
+  (``parallel=True``, no fastmath) on 1 and every thread.
 
 Target: hybridized GELU at most 0.5x NumPy by hand in place (1.0x jax.jit when jax is installed).
 
@@ -67,6 +71,72 @@ def fastest(fn, rounds=5):
     return best
 
 
+def peer_cases(x, ref):
+    """Optional rows: jax.jit, numexpr and numba (1 and all threads) of the same GELU, each when
+    importable (install them in a side venv; they are not dependencies), checked against ``ref``."""
+    cases = []
+    cores = os.cpu_count() or 1
+    threads = sorted({1, cores})
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        jax = None
+    if jax is not None:
+        f = jax.jit(lambda v: 0.5 * v * (1.0 + jnp.tanh(C * (v + 0.044715 * v ** 3))))
+        xj = jnp.asarray(x)
+        np.testing.assert_allclose(np.asarray(f(xj)), ref, rtol=2e-5, atol=2e-6)
+        cases.append(("jax.jit", lambda: f(xj).block_until_ready()))
+    try:
+        import numexpr
+    except ImportError:
+        numexpr = None
+    if numexpr is not None:
+        f32 = np.float32  # float32 constants keep the expression in float32 (Python floats make it float64)
+        env = {"x": x, "h": f32(0.5), "one": f32(1), "c": f32(C), "k": f32(0.044715)}
+        out = np.empty_like(x)
+
+        def ne_on(n):
+            def run():
+                numexpr.set_num_threads(n)
+                numexpr.evaluate("h * x * (one + tanh(c * (x + k * x**3)))", local_dict=env, out=out)
+            return run
+
+        ne_on(1)()
+        np.testing.assert_allclose(out, ref, rtol=2e-5, atol=2e-6)
+        cases += [(f"numexpr, {n} thread{'s' * (n > 1)}", ne_on(n)) for n in threads]
+    try:
+        import numba
+    except ImportError:
+        numba = None
+    if numba is not None:
+        kernel = _numba_gelu(numba)
+        out = np.empty_like(x)
+
+        def nb_on(n):
+            def run():
+                numba.set_num_threads(n)
+                kernel(x, out)
+            return run
+
+        nb_on(1)()  # compiles
+        np.testing.assert_allclose(out, ref, rtol=2e-5, atol=2e-6)
+        cases += [(f"numba (parallel, no fastmath), {n} thread{'s' * (n > 1)}", nb_on(n)) for n in threads]
+    return cases
+
+
+def _numba_gelu(numba):
+    half, one, c, k = (np.float32(v) for v in (0.5, 1.0, C, 0.044715))
+
+    @numba.njit(parallel=True, fastmath=False)
+    def gelu(x, out):
+        for i in numba.prange(x.size):
+            v = x[i]
+            out[i] = half * v * (one + np.tanh(c * (v + k * (v * v * v))))
+
+    return gelu
+
+
 def gelu_rows(n):
     x = np.random.default_rng(0).standard_normal(n).astype("float32")
     xa = la.array(x)
@@ -90,13 +160,16 @@ def gelu_rows(n):
              ("lazyarray hybridized, no fusion", lambda: unfused(xa)),
              ("lazyarray hybridized, fused, 1 thread", fused_on(1)),
              (f"lazyarray hybridized, fused, {cores} threads", fused_on(cores))]
+    cases += peer_cases(x, ref)
     best = {name: float("inf") for name, _ in cases}
     for _ in range(3):  # interleaved rounds: a busy machine slows all alike
         for name, fn in cases:
             best[name] = min(best[name], fastest(fn, 2))
     la.set_num_threads(cores)
     hand = best["NumPy by hand, in place"]
-    return [[name, f"{t * 1e3:.1f}", f"{t / hand:.2f}"] for name, t in best.items()]
+    jax_t = best.get("jax.jit")
+    return [[name, f"{t * 1e3:.1f}", f"{t / hand:.2f}"] + ([f"{t / jax_t:.2f}"] if jax_t else [])
+            for name, t in best.items()], jax_t is not None
 
 
 def softmax_rows(shape=(4096, 4096)):
@@ -112,6 +185,30 @@ def softmax_rows(shape=(4096, 4096)):
     np.testing.assert_allclose(op(xa).asnumpy(), numpy_softmax(), rtol=1e-5, atol=1e-9)
     cases = [("NumPy eager", numpy_softmax), ("la.nn.softmax eager", lambda: la.nn.softmax(xa)),
              ("lazyarray hybridized", lambda: op(xa))]
+    best = {name: float("inf") for name, _ in cases}
+    for _ in range(3):
+        for name, fn in cases:
+            best[name] = min(best[name], fastest(fn, 2))
+    ref = best["NumPy eager"]
+    return [[name, f"{t * 1e3:.1f}", f"{ref / t:.2f}"] for name, t in best.items()]
+
+
+def layer_norm_rows(shape=(8192, 1024), eps=1e-5):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype("float32")
+    g, b = rng.standard_normal(shape[-1]).astype("float32"), rng.standard_normal(shape[-1]).astype("float32")
+    xa, ga, ba = la.array(x), la.array(g), la.array(b)
+    xs, gs, bs = (la.sym.var(n, shape=a.shape, dtype="float32") for n, a in (("x", x), ("g", g), ("b", b)))
+    op = la.CachedOp(la.sym.nn.layer_norm(xs, gs, bs, eps=eps))
+
+    def numpy_layer_norm():
+        mean = x.mean(axis=-1, keepdims=True)
+        var = x.var(axis=-1, keepdims=True)
+        return (x - mean) / np.sqrt(var + eps) * g + b
+
+    np.testing.assert_allclose(op(xa, ga, ba).asnumpy(), numpy_layer_norm(), rtol=1e-4, atol=1e-4)
+    cases = [("NumPy eager", numpy_layer_norm), ("la.nn.layer_norm eager", lambda: la.nn.layer_norm(xa, ga, ba, eps=eps)),
+             ("lazyarray hybridized", lambda: op(xa, ga, ba))]
     best = {name: float("inf") for name, _ in cases}
     for _ in range(3):
         for name, fn in cases:
@@ -144,11 +241,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", type=int, default=1 << 24)
     args = ap.parse_args()
-    print(f"GELU (tanh form, x**3) on {args.size:,} float32 (target: hybridized <= 0.5x NumPy by hand)")
-    print(table(["implementation", "ms", "x by hand"], gelu_rows(args.size)))
+    rows, with_jax = gelu_rows(args.size)
+    target = "<= 1.0x jax.jit" if with_jax else "<= 0.5x NumPy by hand"
+    print(f"GELU (tanh form, x**3) on {args.size:,} float32 (target: hybridized {target})")
+    print(table(["implementation", "ms", "x by hand"] + ["x jax.jit"] * with_jax, rows))
     print()
     print(f"softmax over rows of (4096, 4096) float32 on {os.cpu_count()} threads (target: >= 2x NumPy eager)")
     print(table(["implementation", "ms", "speedup"], softmax_rows()))
+    print()
+    print(f"LayerNorm over rows of (8192, 1024) float32 on {os.cpu_count()} threads (target: >= 2x NumPy eager)")
+    print(table(["implementation", "ms", "speedup"], layer_norm_rows()))
     print()
     print("1000-op elementwise chain on 1000 float32 (target: record + asnumpy() <= 3 us per op)")
     print(table(["mode", "us / op"], chain_rows()))

@@ -6,13 +6,24 @@ marked ``*``), then the totals and the pass rate over all cases. ``--failures`` 
 each case of a claimed operator failed. Tolerances are ONNX's (rtol 1e-3, atol 1e-7); outputs
 must match in dtype and shape too. Needs the ``onnx`` extra (``pip install 'lazyarray[onnx]'``).
 
+``--models`` prints instead the table of ONNX's nine light real models (``lazyarray/onnx/light_models.py``,
+the input ONNX's harness feeds): graph nodes, seconds to import (``SymbolBlock.imports``), for the
+first hybridized call (compiling) and per steady call (median of 3) beside onnxruntime's on the
+shipped file (1 thread), the error against the reference output (rtol 1e-3, atol 1e-4), the logits'
+(input of the last Softmax) relative error against onnxruntime, and whether the block re-exported
+with ``la.onnx.export`` runs in onnxruntime with equal outputs (rtol 1e-5, atol 1e-6; without the
+NCHWc layout transform, see tests/onnx/test_light_models.py). Run it with OMP_NUM_THREADS=1.
+
     python benchmarks/onnx_conformance.py
     python benchmarks/onnx_conformance.py --failures --op Resize
+    OMP_NUM_THREADS=1 python benchmarks/onnx_conformance.py --models [--model resnet50]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -20,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._util import table  # noqa: E402
+from benchmarks._util import best_of, table  # noqa: E402
 from lazyarray.onnx.backend import claimed_ops, node_cases, run_case  # noqa: E402
 
 
@@ -28,7 +39,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--failures", action="store_true", help="print why each case of a claimed operator failed")
     ap.add_argument("--op", action="append", default=[], help="only these operators (repeatable)")
+    ap.add_argument("--models", action="store_true", help="the light real models' table instead")
+    ap.add_argument("--model", action="append", default=[], help="with --models: only these (repeatable)")
     args = ap.parse_args(argv)
+    if args.models:
+        return models_table(args.model)
     t0 = time.perf_counter()
     cases = node_cases()
     t_load = time.perf_counter() - t0
@@ -61,6 +76,63 @@ def main(argv=None) -> int:
         for op, name, why in failures:
             print(f"{op:20s} {name}: {why}")
     return 0
+
+
+def models_table(only: list[str]) -> int:
+    import numpy as np
+    import onnxruntime as ort
+
+    import lazyarray as la
+    from lazyarray.onnx.light_models import harness_inputs, light_models, with_logits
+
+    def session(src, level=None):
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        if level is not None:
+            opts.graph_optimization_level = level
+        return ort.InferenceSession(src, opts, providers=["CPUExecutionProvider"])
+
+    def outputs(res):
+        return [o.asnumpy() for o in (res if isinstance(res, list) else [res])]
+
+    rows, tmp = [], tempfile.mkdtemp()
+    for lm in light_models():
+        if only and lm.name not in only:
+            continue
+        model = with_logits(lm.load())  # the shipped graph plus its logits as a second output
+        feeds = harness_inputs(model, lm.name)
+        src = os.path.join(tmp, "with_logits.onnx")
+        with open(src, "wb") as f:
+            f.write(model.SerializeToString())
+        t0 = time.perf_counter()
+        block = la.blocks.SymbolBlock.imports(src, list(feeds))
+        block.hybridize()
+        t_import = time.perf_counter() - t0
+        args = [la.array(v) for v in feeds.values()]
+        t0 = time.perf_counter()
+        ours = outputs(block(*args))
+        t_first = time.perf_counter() - t0
+        t_steady = best_of(lambda: outputs(block(*args)), repeat=3)  # noqa: B023 (called at once)
+        sess = session(model.SerializeToString())
+        want = sess.run(None, feeds)
+        t_ort = best_of(lambda: sess.run(None, feeds), repeat=3)  # noqa: B023
+        ref, got = lm.reference(), ours[0]
+        err = np.abs(got.astype(np.float64) - ref)
+        rel = err / np.maximum(np.abs(ref), np.finfo(np.float32).tiny)
+        match = got.shape == ref.shape and np.allclose(got, ref, rtol=1e-3, atol=1e-4)
+        logit_rel = float(np.max(np.abs(ours[-1].astype(np.float64) - want[-1]) / np.abs(want[-1]).max()))
+        path = la.onnx.export(block, os.path.join(tmp, "reexported.onnx"))
+        again = session(path, ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED).run(None, feeds)
+        equal = all(a.shape == o.shape and np.allclose(a, o, rtol=1e-5, atol=1e-6) for a, o in zip(again, ours))
+        os.remove(path)
+        rows.append([lm.name, len(lm.load().graph.node), f"{t_import:.2f}", f"{t_first:.2f}",
+                     f"{t_steady:.3f}", f"{t_ort:.3f}", f"{t_steady / t_ort:.1f}x",
+                     f"{err.max():.2g}", f"{rel.max():.2g}", "yes" if match else "NO", f"{logit_rel:.1g}",
+                     "yes" if equal else "NO"])
+        print(f"  {lm.name} done", file=sys.stderr, flush=True)
+    print(table(["model", "nodes", "import s", "first call s", "steady s", "ort s", "ours/ort", "max abs err",
+                 "max rel err", "match", "logits rel vs ort", "re-export ort equal"], rows))
+    return 0 if all(r[9] == "yes" and r[11] == "yes" for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -35,6 +35,9 @@ from .graph.traverse import topo_order
 from .ops import registry
 
 _CACHE: OrderedDict = OrderedDict()
+# (key, compiled) of the last hit: a training loop asks for the same structure every step, and
+# comparing with it walks the key mostly by identity, where a dict lookup hashes all of it first
+_LAST: list = [None, None]
 _LOCK = threading.Lock()
 
 
@@ -118,9 +121,13 @@ def structure(records: list, leaves: list, outputs: list, heads: list):
 
 
 def lookup(key) -> Compiled | None:
+    last_key, last = _LAST
+    if last is not None and key == last_key:
+        return last
     c = _CACHE.get(key)
     if c is not None:
         _CACHE.move_to_end(key)
+        _LAST[:] = [key, c]
     return c
 
 
@@ -174,7 +181,7 @@ def build(key, records: list, leaves: list, heads: list) -> Compiled:
             continue
         env[id(node)] = Node(node.op, tuple(cut(e) for e in node.inputs), node.params, node.avals,
                              name=node.name, source=node.source)
-    outs = [cut(g) for g in grads]
+    outs = inline_calls([cut(g) for g in grads])
     used = {id(n) for n in topo_order(outs)}  # only what the backward reads is fed (and version-checked)
     inputs = list(saved.values())
     for what, nodes in (("const", const_vars), ("leaf", leaf_vars), ("head", head_vars)):
@@ -184,10 +191,51 @@ def build(key, records: list, leaves: list, heads: list) -> Compiled:
                 reads.append((what, k, None))
     compiled = Compiled(compile_program(outs, inputs), reads)
     with _LOCK:
+        if _LAST[1] is not None and _LAST[0] in _CACHE:
+            _CACHE.move_to_end(_LAST[0])  # (hits through _LAST skip the LRU update)
         _CACHE[key] = compiled
         while len(_CACHE) > default_size():
-            _CACHE.popitem(last=False)
+            _, gone = _CACHE.popitem(last=False)
+            if gone is _LAST[1]:
+                _LAST[:] = [None, None]
     return compiled
+
+
+def inline_calls(outputs: list[Entry]) -> list[Entry]:
+    """The graph of ``outputs`` with every ``call`` node (the backward of a hybridized block or a
+    ``CachedOp``) replaced by the nodes of the graph it calls, so the backward is one flat
+    program: no nested program run per step, and one memory plan over the whole backward. A call
+    whose operands differ in shape or dtype from its graph's recorded inputs (a shape-generic
+    trace serving new shapes) stays a call: its graph's avals hold only for the recorded ones."""
+    return _copy_inlined(outputs, {})
+
+
+def _copy_inlined(outputs: list[Entry], given: dict) -> list[Entry]:
+    """``outputs`` rebuilt with the variable nodes in ``given`` (``id -> Entry``) substituted and
+    calls inlined; nodes that change nothing are kept as they are."""
+    call = registry.get("call")
+    env: dict[int, list[Entry]] = {}
+
+    def entry(e: Entry) -> Entry:
+        if e.node.op is None:
+            return given.get(id(e.node), e)
+        outs = env.get(id(e.node))
+        return e if outs is None else outs[e.index]
+
+    for node in topo_order(list(outputs)):
+        if node.op is None:
+            continue
+        ins = [entry(e) for e in node.inputs]
+        sub = node.params.get("graph") if node.op is call else None
+        if sub is not None and len(ins) == len(sub.inputs) and all(
+                (e.aval.shape, e.aval.dtype, e.aval.stype) == (v.avals[0].shape, v.avals[0].dtype, v.avals[0].stype)
+                for e, v in zip(ins, sub.inputs)):
+            env[id(node)] = _copy_inlined(list(sub.sym.outputs), {id(v): e for v, e in zip(sub.inputs, ins)})
+        elif any(a is not b for a, b in zip(ins, node.inputs)):
+            new = Node(node.op, tuple(ins), node.params, node.avals, name=node.name, source=node.source,
+                       block=node.block)
+            env[id(node)] = [Entry(new, i) for i in range(len(node.avals))]
+    return [entry(e) for e in outputs]
 
 
 def run(compiled: Compiled, records: list, leaves: list, consts: list[Node], heads: list) -> list:
@@ -212,6 +260,7 @@ def run(compiled: Compiled, records: list, leaves: list, consts: list[Node], hea
 def clear() -> None:
     with _LOCK:
         _CACHE.clear()
+        _LAST[:] = [None, None]
 
 
 def size() -> int:

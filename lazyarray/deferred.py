@@ -13,9 +13,10 @@ import weakref
 from . import guards
 from .buffer import version
 from .errors import DeferredComputeError
-from .executor.program import evaluate
+from .executor.recorded import enabled as cache_enabled
+from .executor.recorded import run_recorded
+from .executor.structure import describe, finish
 from .graph.node import Entry, Node
-from .graph.traverse import topo_order
 
 # One context variable holds both recording flags, so the dispatcher's hot path reads one
 # value: bit DEFERRED (ops record nodes) and bit RECORDING (autograd.record() is active).
@@ -55,27 +56,35 @@ def is_deferred() -> bool:
 
 
 # -- lazy values --------------------------------------------------------------------------------------
-# Runtime state of deferred compute, kept out of the graph. ``_SHOWN`` maps a node to the live
-# arrays that show its outputs (weakly both ways: it never keeps a node or an array alive), so
-# computing one value fills every live array of the sub-graph and nothing is computed twice.
+# Runtime state of deferred compute, kept out of the graph's syntax. Each node's ``shown`` slot
+# (written and read only here) lists weak references to the live arrays that show its outputs,
+# so computing one value fills every live array of the sub-graph and nothing is computed twice;
+# a slot instead of a weak table because recording and materializing touch it once per node.
 # ``_FIXED`` keeps values that must never be recomputed while their node lives: random draws
 # (a second draw would differ) and autograd's saved values that a lazy graph reads.
-_SHOWN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Node -> {index: [weakref(array)]}
 _FIXED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Node -> list of values
+_ref = _REF = weakref.ref
 
 
 def show(array, entry: Entry) -> None:
-    """Register a lazy ``array`` as showing ``entry`` (dead references are pruned as we go)."""
-    by_index = _SHOWN.get(entry.node)
-    if by_index is None:
-        _SHOWN[entry.node] = {entry.index: [weakref.ref(array)]}
+    """Register a lazy ``array`` as showing ``entry`` (dead references are pruned as we go).
+
+    ``node.shown`` is None, a bare weak reference (one array shows output 0: the case of nearly
+    every recorded node, which the recording hot path sets itself), or a list of
+    ``(weakref(array), output index)``.
+    """
+    node = entry.node
+    refs = node.shown
+    if refs is None and entry.index == 0:
+        node.shown = _ref(array)
         return
-    refs = by_index.get(entry.index)
     if refs is None:
-        by_index[entry.index] = [weakref.ref(array)]
-    else:
-        refs[:] = [r for r in refs if r() is not None]
-        refs.append(weakref.ref(array))
+        refs = node.shown = []
+    elif refs.__class__ is _REF:
+        refs = node.shown = [(refs, 0)]
+    elif len(refs) >= 4:
+        refs[:] = [p for p in refs if p[0]() is not None]
+    refs.append((_ref(array), entry.index))
 
 
 def fix_values(node: Node, values: list, versions: tuple | None = None) -> None:
@@ -84,60 +93,60 @@ def fix_values(node: Node, values: list, versions: tuple | None = None) -> None:
     _FIXED[node] = (values, versions)
 
 
+def _fixed_values(node: Node, fixed) -> list:
+    vals, versions = fixed
+    if versions is not None and any(version(v) != n for v, n in zip(vals, versions)):
+        line = node.source_line()
+        raise DeferredComputeError(
+            f"{node.label()}: a value autograd saved for this graph ({node.avals[0]}) was written in place "
+            f"after it was recorded{' at ' + line if line else ''}; write `x = x + y` instead of "
+            "`x += y`, or compute the graph first")
+    return vals
+
+
+def _shown_values(node: Node, refs: list, pending: list | None) -> list | None:
+    """The values live arrays show for every output of ``node``, or None; arrays still lazy are
+    appended to ``pending`` (when given). A value the user has since written in place no longer
+    stands for the node."""
+    if refs.__class__ is _REF:
+        refs = ((refs, 0),)
+    got = None
+    for r, i in refs:
+        a = r()
+        if a is None:
+            continue
+        v = a._value
+        if v is None:
+            if pending is not None:
+                pending.append(a)
+        elif version(v) == 0:
+            if got is None:
+                got = [None] * len(node.avals)
+            if got[i] is None:
+                got[i] = v
+    return None if got is None or any(v is None for v in got) else got
+
+
 def known_values(node: Node) -> list | None:
     """The values of ``node`` that are already computed, or None."""
     fixed = _FIXED.get(node)
     if fixed is not None:
-        vals, versions = fixed
-        if versions is not None and any(version(v) != n for v, n in zip(vals, versions)):
-            line = node.source_line()
-            raise DeferredComputeError(
-                f"{node.label()}: a value autograd saved for this graph ({node.avals[0]}) was written in place "
-                f"after it was recorded{' at ' + line if line else ''}; write `x = x + y` instead of "
-                "`x += y`, or compute the graph first")
-        return vals
-    by_index = _SHOWN.get(node)
-    if by_index is None:
-        return None
-    out = []
-    for i in range(len(node.avals)):
-        v = None
-        for r in by_index.get(i, ()):
-            a = r()
-            if a is not None and a._value is not None and version(a._value) == 0:
-                v = a._value  # (a value the user has since written in place no longer stands for the node)
-                break
-        if v is None:
-            return None
-        out.append(v)
-    return out
-
-
-def _pending(entries: list[Entry]) -> tuple[list, list[Node]]:
-    """Live lazy arrays showing a node of the sub-graph behind ``entries`` (computed with them),
-    and the random nodes of that sub-graph (their draws are kept: see ``_FIXED``)."""
-    found, random_nodes = [], []
-    for node in topo_order(entries, stop=lambda n: n.op is None or known_values(n) is not None):
-        if node.op is not None and node.op.random:
-            random_nodes.append(node)
-        by_index = _SHOWN.get(node)
-        if by_index is None:
-            continue
-        for i, refs in by_index.items():
-            for r in refs:
-                a = r()
-                if a is not None and a._value is None:
-                    found.append(a)
-    return found, random_nodes
+        return _fixed_values(node, fixed)
+    refs = node.shown
+    return None if refs is None else _shown_values(node, refs, None)
 
 
 def materialize(arrays: list) -> list:
-    """Compute lazy ``arrays``: only the needed sub-graph, once, as one planned program.
+    """Compute lazy ``arrays``: only the needed sub-graph, once.
 
     Every other live lazy array of that sub-graph is filled too, so asking for it later
     computes nothing. Each array gets a buffer of its own. A computed array keeps its entry
     (``get_symbol`` still sees how it was made), but a graph recorded from it later reads its
-    value as a constant, so that graph never holds what it was computed from.
+    value as a constant, so that graph never holds what it was computed from. One walk
+    (``executor/structure.describe``) stops at what is known, finds the live lazy arrays and
+    the random nodes of the sub-graph (their draws are kept: see ``_FIXED``); how it runs (node
+    by node, or a compiled program reused for graphs of the same structure) is
+    ``executor/recorded.py``'s choice.
     """
     todo = [a for a in arrays if a._value is None]
     if not todo:
@@ -145,11 +154,32 @@ def materialize(arrays: list) -> list:
     trace = guards.active()
     if trace is not None:  # a hybridize trace must not bake a value of its inputs into the graph
         trace.check_value_read([a._entry for a in todo])
-    extra, random_nodes = _pending([a._entry for a in todo])
-    want = list({id(a): a for a in todo + extra}.values())
+    fixed = _FIXED if len(_FIXED) else None
+    pending: list = []
+    random_nodes: list[Node] = []
+
+    def known_or_pending(node: Node) -> list | None:
+        refs = node.shown
+        if fixed is None and (refs is None or refs.__class__ is _REF and refs() is None) and not node.op.random:
+            return None  # (the common case: nothing known, no live array, no draw)
+        if fixed is not None:
+            f = fixed.get(node)
+            if f is not None:
+                return _fixed_values(node, f)
+        if refs is not None:
+            vals = _shown_values(node, refs, pending)
+            if vals is not None:
+                return vals
+        if node.op.random:
+            random_nodes.append(node)
+        return None
+
+    d = describe([a._entry for a in todo], known_or_pending, cache=cache_enabled())
+    want = list({id(a): a for a in todo + pending}.values())
     entries = [a._entry for a in want]
+    random_nodes.sort(key=_serial)
     drawn = [Entry(n, i) for n in random_nodes for i in range(len(n.avals))]
-    values = evaluate(entries + drawn, known_values)
+    values = run_recorded(finish(d, entries + drawn, random_nodes))
     k = len(entries)
     for n in random_nodes:  # a draw is made once: later graphs read this one
         fix_values(n, values[k:k + len(n.avals)])
@@ -157,6 +187,10 @@ def materialize(arrays: list) -> list:
     for a, v in zip(want, values):
         a._value = v
     return [a._value for a in arrays]
+
+
+def _serial(node: Node) -> int:
+    return node.serial
 
 
 def compute(*arrays) -> None:

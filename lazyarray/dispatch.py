@@ -14,6 +14,8 @@ module needs only the fields it reads (``ArrayBase``), not the array type itself
 from __future__ import annotations
 
 import numbers
+import weakref
+from sys import _getframe
 
 import numpy as np
 
@@ -31,8 +33,8 @@ from .errors import (
     OpFailed,
     fmt_shape,
 )
-from .graph.build import apply_node, as_entries, flat_inputs, record_node, scalar_const, zip_inputs
-from .graph.node import Entry, Node, capture_node, const_node, user_source
+from .graph.build import apply_node, as_entries, flat_inputs, record_node, scalar_beside, zip_inputs
+from .graph.node import _IN_PACKAGE, BLOCK_SCOPE, Entry, Node, capture_node, const_node, op_node, user_source
 from .graph.traverse import topo_order
 from .ops import registry
 from .ops.registry import OpDef, OpNamespace
@@ -154,6 +156,9 @@ def operator_method(op: OpDef, make, reverse: bool = False):
                     r._value, r._entry, r._device = (out if out.__class__ is _ND else np.asarray(out)), \
                         None, self._device
                     return r
+            elif ufunc is not None and get_mode() == DEFERRED:
+                # Recording hot path (deferred compute, autograd off): straight to a node.
+                return _lazy_node(op, (self._entry if self._value is None else self._as_entry(),), self)
             return _apply_general(op, (self,), {}, make)
 
         return unary
@@ -180,29 +185,58 @@ def operator_method(op: OpDef, make, reverse: bool = False):
                         r._value, r._entry, r._device = (out if out.__class__ is _ND else np.asarray(out)), \
                             None, self._device
                         return r
-        elif ufunc is not None and get_mode() == DEFERRED and not op.storage:
+        elif ufunc is not None and get_mode() == DEFERRED:
             # Recording hot path (deferred compute, autograd off): two arrays, or an array and a
             # Python number, straight to a node.
             ea = self._entry if self._value is None else self._as_entry()
             if other.__class__ in _PY_NUMBERS:
                 a0 = ea.node.avals[ea.index]
                 if a0.dtype is not None and a0.stype == "default":
-                    eb = scalar_const(other, [a0.dtype], a0.device, op)
-                    return _lazy(self, record_node(op, [eb, ea] if reverse else [ea, eb], {}))
+                    eb = scalar_beside(other, a0, op)
+                    return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self)
             elif isinstance(other, ArrayBase):
                 eb = other._entry if other._value is None else other._as_entry()
-                return _lazy(self, record_node(op, [eb, ea] if reverse else [ea, eb], {}))
+                return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self)
         return _apply_general(op, (other, self) if reverse else (self, other), {}, make)
 
     return binary
 
 
-def _lazy(like, entry: Entry):
-    """A lazy array (of ``like``'s type) showing ``entry``."""
-    r = object.__new__(like.__class__)
-    r._value, r._entry, r._device, r._ag = None, entry, entry.node.avals[0].device, None
-    show(r, entry)
+def _lazy_node(op: OpDef, entries: tuple, like):
+    """``_lazy(like, record_node(op, entries, {}))`` for the operator hot paths, in one frame: a
+    param-free op whose output avals the rule memo already knows (else the general path)."""
+    if len(entries) == 1:
+        e = entries[0]
+        avals = op._infer_cache.get((e.node.avals[e.index],))
+    else:
+        e, f = entries
+        avals = op._infer_cache.get((e.node.avals[e.index], f.node.avals[f.index]))
+    if avals is None or len(avals) != 1:
+        return _lazy(like, record_node(op, entries, {}, skip=3))
+    frame = _getframe(2)  # (graph.node.user_source: frames 0 and 1 are ours)
+    code = frame.f_code
+    source = (code.co_filename, frame.f_lineno) if _IN_PACKAGE.get(code) is False else user_source(3)
+    scope = BLOCK_SCOPE.get()
+    entry = _new(Entry)
+    entry.node = node = op_node(op, entries, {}, avals, source, scope[1] or None if scope is not None else None)
+    entry.index = 0
+    r = _new(like.__class__)
+    r._value, r._entry, r._device = None, entry, avals[0].device
+    node.shown = _weakref(r)  # (deferred.show's one-array form)
     return r
+
+
+def _lazy(like, entry: Entry):
+    """A lazy array (of ``like``'s type) showing ``entry``, for a node just recorded (no array
+    shows it yet; autograd state stays unset, which reads as None)."""
+    r = _new(like.__class__)
+    node = entry.node
+    r._value, r._entry, r._device = None, entry, node.avals[0].device
+    node.shown = _weakref(r)  # (deferred.show's one-array form)
+    return r
+
+
+_new = object.__new__
 
 
 def _eager(op: OpDef, args: tuple, params: dict, make):
@@ -351,6 +385,7 @@ def _entry_of(a, op):
     return Entry(const_node(v, Aval(v.shape, v.dtype, current_device())))
 
 
+_weakref = weakref.ref
 _flat = flat_inputs  # (name, value) pairs: *seq inputs flattened, missing optionals dropped
 
 

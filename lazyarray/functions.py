@@ -13,7 +13,7 @@ import numpy as np
 from .buffer import bump
 from .deferred import is_deferred
 from .device import current_device
-from .dispatch import apply
+from .dispatch import apply, operator_method
 from .errors import DeferredComputeError, DTypeError, ParamError, ShapeError, fmt_shape
 from .ndarray import NDArray, _make
 from .ops import registry
@@ -53,12 +53,36 @@ def op_function(op: OpDef) -> Callable:
         res = apply(op, inputs, kwargs, _make)
         return res if out is None else write_out(op.name, res, out)
 
+    if op.np_ufunc is not None and n_in in (1, 2):
+        f = _ufunc_function(op, f)
     f.__name__ = f.__qualname__ = op.name
     params = "".join(f", {p.name}" + ("" if p.default is registry.REQUIRED else f"={p.default!r}")
                      for p in op.params)
     f.__signature__ = signature(op)
     f.__doc__ = docstring(op, f.__signature__, f"{op.qualname}({', '.join(op.inputs)}{params}): {op.doc}")
     f.op = op
+    return f
+
+
+_ABSENT = object()
+
+
+def _ufunc_function(op: OpDef, general: Callable) -> Callable:
+    """The public function of a NumPy-ufunc op: called with its arrays alone (``la.tanh(x)``,
+    ``la.add(x, 2)``) it takes the operator's hot path at once, where ``apply`` would route it
+    anyway; any other call (inputs by name, ``out=``, extra arguments) is ``general``'s. Inputs
+    are positional-only here so no argument tuple is built on the hot path."""
+    fast = operator_method(op, _make)
+    if len(op.inputs) == 1:
+        def f(x=_ABSENT, /, *rest, out=None, **kwargs):
+            if x.__class__ is NDArray and out is None and not rest and not kwargs:
+                return fast(x)
+            return general(*((x,) if x is not _ABSENT else ()), *rest, out=out, **kwargs)
+    else:
+        def f(x=_ABSENT, y=_ABSENT, /, *rest, out=None, **kwargs):
+            if x.__class__ is NDArray and y is not _ABSENT and out is None and not rest and not kwargs:
+                return fast(x, y)
+            return general(*(v for v in (x, y) if v is not _ABSENT), *rest, out=out, **kwargs)
     return f
 
 

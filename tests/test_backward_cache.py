@@ -164,3 +164,33 @@ def test_the_cache_is_bounded(monkeypatch):
     for n in range(2, 8):
         _grads(lambda x: la.sum(la.exp(x)), RNG.standard_normal(n))
     assert backward_cache.size() == 3
+
+
+def test_hybridized_backward_calls_are_inlined_into_one_program(monkeypatch):
+    """The backward of a hybridized block (a ``call`` of its backward graph) runs inlined: the cached
+    program has no ``call`` step, and the gradients equal those of the nested call bit for bit."""
+    from lazyarray import blocks as B
+
+    xv, yv = RNG.standard_normal((8, 5)).astype("float32"), RNG.integers(0, 3, 8)
+
+    def grads():
+        la.random.seed(0)
+        net = B.HybridSequential()
+        net.add(B.Dense(6, activation="relu", in_units=5), B.Dense(3, in_units=6))
+        net.initialize()
+        net.hybridize()
+        with la.autograd.record():
+            loss = B.SoftmaxCrossEntropyLoss()(net(la.array(xv)) * 2.0, la.array(yv))
+        loss.backward()
+        return [p.grad().asnumpy() for p in net.collect_params().values()]
+
+    inlined = grads()
+    (compiled,) = backward_cache._CACHE.values()
+    assert all(n.op is None or n.op.name != "call" for n in compiled.program.nodes)
+    backward_cache.clear()
+    monkeypatch.setattr(backward_cache, "inline_calls", lambda outputs: outputs)
+    nested = grads()
+    (compiled,) = backward_cache._CACHE.values()
+    assert any(n.op is not None and n.op.name == "call" for n in compiled.program.nodes)
+    for a, b in zip(inlined, nested):
+        np.testing.assert_array_equal(a, b)

@@ -253,3 +253,51 @@ def test_repr_of_lazy_array_does_not_compute(kernel_calls):
     kernel_calls.clear()
     text = repr(y)
     assert "lazy" in text and "?" in text and kernel_calls == []
+
+
+def _helper_that_records(x):
+    return la.tanh(x)  # (a user's helper: its own line is the source)
+
+
+def test_every_recording_hot_path_names_the_users_line():
+    """Ufunc functions, unary and binary operators, scalars on either side, a sparse operand:
+    each node's source is the line of the user's code that made it."""
+    x = la.ones((2, 3))
+    with la.deferred():
+        a = la.tanh(x)
+        b = -a
+        c = 2.0 * b
+        d = la.add(c, 1)
+        e = _helper_that_records(d)
+    for arr, text in ((a, "a = la.tanh(x)"), (b, "b = -a"), (c, "c = 2.0 * b"), (d, "d = la.add(c, 1)"),
+                      (e, "return la.tanh(x)  # (a user's helper")):
+        assert arr._entry.node.source[0] == __file__
+        assert text in arr._entry.node.source_line()
+    np.testing.assert_allclose(e.asnumpy(), np.tanh(2 * -np.tanh(np.ones((2, 3))) + 1), rtol=1e-6)
+
+
+def test_a_scalar_memo_never_skips_the_integer_range_check():
+    x = la.array(np.arange(4, dtype=np.uint8))
+    with la.deferred():
+        below = x < 300  # exact comparison: the constant is int64 here
+        y = x * 3
+        z = x * 3  # (memoized)
+    np.testing.assert_array_equal(below.asnumpy(), [True] * 4)
+    np.testing.assert_array_equal(z.asnumpy(), y.asnumpy())
+    assert z.dtype == np.uint8
+    with la.deferred():
+        with pytest.raises(la.OpOverflowError, match="300"):
+            x * 300
+    with la.deferred():
+        neg = x * -0.0
+    assert np.signbit(neg.asnumpy()).tolist() == [True, True, True, True]
+
+
+def test_the_operator_hot_path_raises_the_rules_error():
+    x, y = la.ones((3,)), la.ones((4,))
+    with la.deferred():
+        with pytest.raises(la.ShapeError) as info:
+            x + y
+        with pytest.raises(la.ShapeError, match="tanh|add"):
+            la.tanh(x) + y
+    assert "add" in str(info.value) and "float32[3]" in str(info.value) and "float32[4]" in str(info.value)

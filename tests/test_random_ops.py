@@ -237,3 +237,20 @@ def test_an_unused_draw_runs_in_the_compiled_graph_but_is_not_returned_or_export
     assert len(b.inference_symbol().symbol.outputs) == 2  # the block's output, then the draw it discards
     sym_path, _ = b.export(str(tmp_path / "unused"))
     assert len(la.load_symbol(sym_path).outputs) == 1  # the discarded draw is not part of the model
+
+
+def test_drawing_from_overrides_this_threads_cpu_draws_only():
+    import threading
+
+    from lazyarray import rng
+
+    la.random.seed(3)
+    other = []
+    with rng.drawing_from(np.random.default_rng(11)):
+        inside = la.random.uniform(size=(4,)).asnumpy()
+        t = threading.Thread(target=lambda: other.append(rng.generator(la.cpu(0))))
+        t.start()
+        t.join()
+    np.testing.assert_array_equal(inside, np.random.default_rng(11).uniform(size=(4,)).astype(inside.dtype))
+    assert other[0] is rng.generator(la.cpu(0))  # the other thread kept the process generator
+    assert rng.generator(la.cpu(0)) is not None and getattr(rng._OVERRIDE, "generator", None) is None

@@ -3,100 +3,20 @@
 ``step(batch_size)`` rescales gradients by ``1 / batch_size`` (losses return per-sample
 values whose sum was differentiated) and updates every parameter with ``grad_req`` other
 than ``"null"``, in place on the backend arrays, so compiled graphs that read the
-parameters see the new values without rebinding anything.
+parameters see the new values without rebinding anything. Parameters of one dtype and device
+are updated together, one ufunc call per optimizer op and cache-sized chunk (``multi_tensor.py``).
 """
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
 from ..buffer import bump
 from ..errors import GraphFormatError, LazyArrayError, ParamValueError, ShapeError
-from ..ops.sparse_kernels import adam_rows, sgd_rows
-from ..storage import RowSparse
+from .multi_tensor import FlatGroup, NotFlat, flat_ok
+from .optimizer import SGD, Adam, Optimizer
 from .parameter import Parameter
 
-
-class Optimizer:
-    """Base class: ``update(index, weight, grad, state)`` works on backend arrays in place."""
-
-    def __init__(self, learning_rate: float = 0.01, wd: float = 0.0, clip_gradient: float | None = None,
-                 lr_scheduler=None):
-        self.learning_rate, self.wd, self.clip_gradient = learning_rate, wd, clip_gradient
-        # a callable num_update -> lr (la.lr_scheduler); when set it decides the rate of every update
-        self.lr_scheduler = lr_scheduler
-
-    def create_state(self, weight):
-        return None
-
-    def update(self, weight, grad, state, step: int) -> None:
-        raise NotImplementedError
-
-    def _prepare(self, weight, grad, rescale: float, xp):
-        g = grad * weight.dtype.type(rescale)
-        if self.clip_gradient is not None:
-            g = xp.clip(g, -self.clip_gradient, self.clip_gradient, out=g)
-        if self.wd:
-            g += weight.dtype.type(self.wd) * weight
-        return g
-
-
-class SGD(Optimizer):
-    """``v = momentum * v - lr * (g + wd * w); w += v`` (plain SGD when momentum is 0)."""
-
-    def __init__(self, learning_rate: float = 0.01, momentum: float = 0.0, wd: float = 0.0,
-                 clip_gradient: float | None = None, lr_scheduler=None):
-        super().__init__(learning_rate, wd, clip_gradient, lr_scheduler)
-        self.momentum = momentum
-
-    def create_state(self, weight):
-        return weight * 0 if self.momentum else None
-
-    def update(self, weight, grad, state, step, rescale=1.0, xp=None):
-        if isinstance(grad, RowSparse):  # lazy update: only the rows the gradient stores
-            sgd_rows(xp, weight, grad.indices, grad.data, self.learning_rate, self.wd, rescale,
-                     self.clip_gradient, self.momentum, state)
-            return
-        g = self._prepare(weight, grad, rescale, xp)
-        lr = weight.dtype.type(self.learning_rate)
-        if state is None:
-            g *= lr
-            weight -= g
-        else:
-            state *= weight.dtype.type(self.momentum)
-            g *= lr
-            state -= g
-            weight += state
-
-
-class Adam(Optimizer):
-    """Adam (Kingma & Ba) with bias correction folded into the step size, as in MXNet."""
-
-    def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999,
-                 epsilon: float = 1e-8, wd: float = 0.0, clip_gradient: float | None = None,
-                 lr_scheduler=None):
-        super().__init__(learning_rate, wd, clip_gradient, lr_scheduler)
-        self.beta1, self.beta2, self.epsilon = beta1, beta2, epsilon
-
-    def create_state(self, weight):
-        return (weight * 0, weight * 0)
-
-    def update(self, weight, grad, state, step, rescale=1.0, xp=None):
-        if isinstance(grad, RowSparse):  # lazy update: weight, mean and var only at the stored rows
-            lr = self.learning_rate * math.sqrt(1 - self.beta2 ** step) / (1 - self.beta1 ** step)
-            adam_rows(xp, weight, grad.indices, grad.data, state[0], state[1], lr, self.beta1, self.beta2,
-                      self.epsilon, self.wd, rescale, self.clip_gradient)
-            return
-        g = self._prepare(weight, grad, rescale, xp)
-        mean, var = state
-        t = weight.dtype.type
-        mean *= t(self.beta1)
-        mean += t(1 - self.beta1) * g
-        var *= t(self.beta2)
-        var += t(1 - self.beta2) * g * g
-        lr = self.learning_rate * math.sqrt(1 - self.beta2 ** step) / (1 - self.beta1 ** step)
-        weight -= t(lr) * mean / (xp.sqrt(var) + t(self.epsilon))
+__all__ = ["SGD", "Adam", "Optimizer", "StaleGradientError", "Trainer"]
 
 
 class StaleGradientError(LazyArrayError, RuntimeError):
@@ -155,6 +75,11 @@ class Trainer:
                                   f"la.lr_scheduler.FactorScheduler), got {type(sched).__name__}")
         self._states: dict[int, object] = {}
         self._steps = 0
+        # multi-tensor layout (multi_tensor.py): the trainable parameters it was made for, their
+        # flat groups (one per dtype and device) and the parameters updated one by one
+        self._layout_key: tuple | None = None
+        self._groups: list[FlatGroup] = []
+        self._single: list[Parameter] = []
 
     @property
     def optimizer(self) -> Optimizer:
@@ -183,8 +108,9 @@ class Trainer:
         computed here.
         """
         todo = [p for p in self._params if p.grad_req != "null" and p.initialized]
-        stale = [p for p in todo if not p._grad_is_fresh()]
-        if stale and not ignore_stale_grad:
+        fresh = {id(p) for p in todo if p._grad_is_fresh()}
+        if len(fresh) < len(todo) and not ignore_stale_grad:
+            stale = [p for p in todo if id(p) not in fresh]
             names = ", ".join(repr(p.name) for p in stale[:5]) + (" ..." if len(stale) > 5 else "")
             raise StaleGradientError(
                 f"Trainer.step: the gradient of parameter(s) {names} was not written by a backward() since the "
@@ -195,17 +121,66 @@ class Trainer:
         opt = self._optimizer
         if opt.lr_scheduler is not None:
             opt.learning_rate = float(opt.lr_scheduler(self._steps))
-        for p in todo:
-            if not p._grad_is_fresh():
-                continue
-            weight, grad = p._take_grad()
-            state = self._states.get(id(p))
-            if state is None and id(p) not in self._states:
-                state = self._states[id(p)] = opt.create_state(weight)
-            opt.update(weight, grad, state, self._steps, rescale=rescale, xp=p._data.device.xp)
-            bump(weight)
+        groups, single = self._layout(todo)
+        for group in groups:
+            self._step_group(group, fresh, rescale)
+        for p in single:
+            if id(p) in fresh:
+                self._step_one(p, rescale)
+
+    def _step_one(self, p: Parameter, rescale: float) -> None:
+        opt = self._optimizer
+        weight, grad = p._take_grad()
+        state = self._states.get(id(p))
+        if state is None and id(p) not in self._states:
+            state = self._states[id(p)] = opt.create_state(weight)
+        opt.update(weight, grad, state, self._steps, rescale=rescale, xp=p._data.device.xp)
+        bump(weight)
+        if p._copies:  # the same new value on every device
+            p._sync_copies()
+
+    def _step_group(self, group: FlatGroup, fresh: set, rescale: float) -> None:
+        """All parameters of ``group`` in a few flat calls; one by one (the same math) when some are
+        skipped this step or a gradient is not a dense array of the group's dtype."""
+        params = group.params
+        done = params if len(fresh) >= len(params) and all(id(p) in fresh for p in params) else \
+            [p for p in params if id(p) in fresh]
+        taken = [p._take_grad() for p in done]
+        weights = [w for w, _ in taken]
+        grads = [g for _, g in taken]
+        opt = self._optimizer
+        if done is params and flat_ok(group, grads, weights):
+            group.step(opt, grads, weights, self._steps, rescale)
+        else:
+            for p, w, g in zip(done, weights, grads):
+                opt.update(w, g, self._states[id(p)], self._steps, rescale=rescale, xp=group.xp)
+        for p, w in zip(done, weights):
+            bump(w)
             if p._copies:  # the same new value on every device
                 p._sync_copies()
+
+    def _layout(self, todo: list[Parameter]) -> tuple[list[FlatGroup], list[Parameter]]:
+        """The flat groups and the one-by-one parameters for ``todo`` (kept while they still fit)."""
+        key = tuple(todo)
+        if key == self._layout_key and all(g.matches(g.params) for g in self._groups):
+            return self._groups, self._single
+        opt = self._optimizer
+        by_kind: dict[tuple, list[Parameter]] = {}
+        single: list[Parameter] = []
+        for p in todo:
+            v = p._data._value
+            if opt.multi_tensor and p.grad_stype == "default" and v.dtype.kind == "f":
+                by_kind.setdefault((v.dtype, p._data.device), []).append(p)
+            else:
+                single.append(p)
+        groups = []
+        for params in by_kind.values():
+            try:
+                groups.append(FlatGroup(params, opt, self._states))
+            except NotFlat:
+                single.extend(params)
+        self._layout_key, self._groups, self._single = key, groups, single
+        return groups, single
 
     def zero_grad(self) -> None:
         for p in self._params:
@@ -276,6 +251,7 @@ class Trainer:
                 setattr(opt, k, v)
         self._states = states
         self._steps = rec["num_update"]
+        self._layout_key = None  # the flat groups take the loaded states in at the next step
 
 
 def _host(a) -> np.ndarray:

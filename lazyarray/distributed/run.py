@@ -157,6 +157,7 @@ def _run(sym, names, values, data_names, given, client) -> list:
         if s.is_split and s.axis >= len(avals[k].shape):
             raise SBPError(f"input {k!r}: cannot split axis {s.axis} of shape {avals[k].shape}")
     ann = placement(sym, avals).infer_sbp(pieces=n, **sbps)
+    _check_random(ann, n)
     delayed = dask.delayed
     env: dict[tuple[int, int], list] = {}
     for node in ann.input_nodes():
@@ -194,6 +195,17 @@ def _run(sym, names, values, data_names, given, client) -> list:
         else:
             outs.append(da.from_delayed(_as_delayed(pieces[0]), shape=a.shape, dtype=a.dtype))
     return outs
+
+
+def _check_random(ann: Symbol, n: int) -> None:
+    """A random op with a broadcast output would draw a different "whole" array on every piece."""
+    if n < 2:
+        return
+    for node in ann.topo():
+        if node.op is not None and node.op.random and any(s.is_broadcast for s in node.sbp):
+            raise SBPError(f"run: {node.op.name} ({node.name!r}) draws random values on each of the {n} pieces, "
+                           "but its result is broadcast (every piece must hold the same array); draw it "
+                           "outside the graph and pass it as an input, or give it a split input (dropout_mask)")
 
 
 def _as_delayed(p):

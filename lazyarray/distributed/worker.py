@@ -12,6 +12,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .. import rng
 from ..executor.cached_op import CachedOp
 from ..graph.symbol import Symbol
 from .pieces import localize
@@ -37,6 +38,17 @@ def run_region(text: str, names: tuple, *arrays) -> tuple:
     out = op(**dict(zip(names, arrays)))
     out = out if isinstance(out, list) else [out]
     return tuple(o.asnumpy() for o in out)
+
+
+def run_region_seeded(text: str, names: tuple, seed: int, *arrays) -> tuple:
+    """``run_region`` with the random draws of the graph (dropout masks) taken from a generator
+    seeded with ``seed``: a piece draws the same masks wherever and however often it runs.
+
+    The generator is this thread's only (``rng.drawing_from``), so threaded workers
+    (``LocalCluster(processes=False)``) never draw from each other's generators.
+    """
+    with rng.drawing_from(np.random.default_rng(seed)):
+        return run_region(text, names, *arrays)
 
 
 def _get(table: OrderedDict, key):

@@ -5,9 +5,12 @@ and which inputs want gradients):
 
 1. ``_specialize``: place the graph for the signature (``placement``: avals, devices,
    copy nodes), then simplify (``dce``, ``cse``, ``constant_fold``, the algebraic rewrites of
-   ``passes/algebra.py`` such as ``x**3 -> x*x*x``, ``cse``, ``dce``);
+   ``passes/algebra.py`` such as ``x**3 -> x*x*x``, ``sink_slices`` (rows nobody reads are not
+   computed: ``dense(h)[:, 0] -> dense(h[:, 0])``), ``cse``, ``dce``);
 2. ``_split_backward`` (only when an input wants a gradient): the gradient pass builds the
-   backward graph; the forward values it reads become extra ("saved") outputs of the
+   backward graph, and rewrites of the joint graph let the forward compute what the backward
+   would recompute (``forward_saves``: gelu's slope, layer norm's statistics); the forward
+   values it reads become extra ("saved") outputs of the
    forward program, and the backward graph reads them as inputs;
 3. ``compile_program``: plan memory and lay out the flat steps (``program.py``).
 
@@ -34,15 +37,17 @@ from ..deferred import _MODE, DEFERRED, RECORDING, show
 from ..errors import GraphError, ParamError, fmt_shape
 from ..graph import draw_html
 from ..graph import svg as S
-from ..graph.build import apply_node
+from ..graph.build import record_node
 from ..graph.node import Entry, Node, unique_names, user_source, var_node
 from ..graph.passes.algebra import simplify
 from ..graph.passes.constant_fold import constant_fold
 from ..graph.passes.cse import cse
 from ..graph.passes.dce import dce
 from ..graph.passes.fold_batch_norm import fold_batch_norm
+from ..graph.passes.forward_saves import forward_saves
 from ..graph.passes.gradient import gradient
 from ..graph.passes.placement import placement
+from ..graph.passes.sink_slices import sink_slices
 from ..graph.rewrite import rewrite
 from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
@@ -183,7 +188,8 @@ class CachedOp:
         def visit(node: Node, ins):
             if node.op is None:  # an input takes the caller's array; a constant stays itself
                 return (given[id(node)],) if id(node) in given else (Entry(node, 0),)
-            res = apply_node(node.op, *ins, source=node.source, **node.params)  # re-inferred for the inputs
+            # re-inferred for the inputs; ``ins`` are flat like ``node.inputs`` (a ``*seq`` op's list too)
+            res = record_node(node.op, list(ins), node.params, source=node.source)
             return (res,) if isinstance(res, Entry) else res
 
         outs = []
@@ -309,7 +315,7 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
                                      f"{_given_text(given)}; give every graph input a shape")
     if inference:
         placed = fold_batch_norm(placed)
-    return dce(cse(simplify(constant_fold(cse(dce(placed))))))
+    return dce(cse(sink_slices(simplify(constant_fold(cse(dce(placed)))))))
 
 
 def _input_nodes(sym: Symbol, names: list[str]) -> list[Node]:
@@ -325,6 +331,11 @@ def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int], fused: bool
     # Integer and boolean outputs (argmax, nonzero, masks) carry no gradient: only the others get heads.
     diff = [i for i, e in enumerate(fwd_outs) if e.aval.dtype is not None and e.aval.dtype.kind in "fc"]
     grads = gradient([fwd_outs[i] for i in diff], [Entry(heads[i]) for i in diff], [Entry(inputs[i]) for i in wrt])
+    # rewrites that see forward and backward together (the forward computes what the backward reuses)
+    new_outs, grads = forward_saves(fwd_outs, grads)
+    if new_outs != fwd_outs:
+        fwd_outs = new_outs
+        sym = Symbol(fwd_outs)
     fwd_ids = {id(n) for n in sym.topo()}
     live = [g for g in grads if g is not None]
     # Entries of the forward graph that the backward graph reads.

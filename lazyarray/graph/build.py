@@ -8,6 +8,7 @@ build through it, so they produce identical graphs.
 from __future__ import annotations
 
 import numbers
+from sys import _getframe
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from ..device import current_device
 from ..errors import OpOverflowError, ParamError
 from ..ops import registry
 from ..ops.registry import OpDef, OpNamespace
-from .node import BLOCK_SCOPE, Entry, Node, const_node, user_source
+from .node import _IN_PACKAGE, BLOCK_SCOPE, Entry, const_node, op_node, user_source
 
 _SCALAR_DTYPES: dict = {}
 _SCALAR_NODES: dict = {}  # (type, value, dtype, device) -> Entry: constants are immutable, share them
@@ -41,29 +42,44 @@ def scalar_const(value, array_dtypes: list, device, op: OpDef | None = None) -> 
             dtype = np.dtype("float32") if isinstance(value, float) else np.asarray(value).dtype
         if not isinstance(value, int) or not array_dtypes:  # Python ints are value-dependent
             _SCALAR_DTYPES[key] = dtype
+    adjusted = False
     if type(value) is int and dtype.kind in "iu":
         info = np.iinfo(dtype)
         if not info.min <= value <= info.max:
             if op is not None and op.name in _COMPARISONS:
                 dtype = np.dtype("int64") if -2**63 <= value < 2**63 else np.dtype("float64")
+                adjusted = True
             else:
                 name = op.name if op is not None else "scalar"
                 raise OpOverflowError(
                     f"{name}: Python integer {value} is out of bounds for {dtype} (NumPy 2 keeps the array's "
                     f"dtype for a Python scalar); cast first, e.g. x.astype('int64'), or pass an array")
     shared = value != 0 and value == value  # not zero, not NaN
-    if shared:
-        nkey = (type(value), value, dtype, device)
-        entry = _SCALAR_NODES.get(nkey)
-        if entry is not None:
-            return entry
-    arr = device.xp.asarray(value, dtype=dtype)
-    entry = Entry(const_node(arr, Aval((), dtype, device)))  # (const_node makes it read-only)
-    if shared:
+    if not shared:
+        return Entry(const_node(device.xp.asarray(value, dtype=dtype), Aval((), dtype, device)))
+    nkey = (type(value), value, dtype, device)
+    entry = _SCALAR_NODES.get(nkey)
+    if entry is None:
         if len(_SCALAR_NODES) > 4096:
             _SCALAR_NODES.clear()
-        _SCALAR_NODES[nkey] = entry
+            _SCALAR_BESIDE.clear()
+        arr = device.xp.asarray(value, dtype=dtype)
+        entry = _SCALAR_NODES[nkey] = Entry(const_node(arr, Aval((), dtype, device)))  # (read-only)
+    if len(array_dtypes) == 1 and not adjusted:  # the same constant for every op: memoize
+        _SCALAR_BESIDE[(type(value), value, array_dtypes[0], device)] = entry
     return entry
+
+
+# (type, value, array dtype, device) -> the shared constant beside an array of that dtype, for
+# scalars whose dtype is the same for every op (not a range-adjusted int of a comparison)
+_SCALAR_BESIDE: dict = {}
+
+
+def scalar_beside(value, aval: Aval, op: OpDef) -> Entry:
+    """``scalar_const(value, [aval.dtype], aval.device, op)``, memoized for the recording hot path
+    (``x * 1.5`` a thousand times decides the constant once)."""
+    entry = _SCALAR_BESIDE.get((value.__class__, value, aval.dtype, aval.device))
+    return entry if entry is not None else scalar_const(value, [aval.dtype], aval.device, op)
 
 
 def apply_node(op: OpDef, *inputs, source=None, **params):
@@ -76,26 +92,40 @@ def apply_node(op: OpDef, *inputs, source=None, **params):
     return record_node(op, as_entries(op, inputs), op.make_params(params), source)
 
 
-def record_node(op: OpDef, entries: list[Entry], params: dict, source=None):
-    """``apply_node`` for entries and params that are already checked (the recording hot path)."""
-    in_avals = []
-    unknown = False
-    for e in entries:
-        a = e.node.avals[e.index]
-        if a.shape is None or a.dtype is None:  # la.sym.var without a shape
-            unknown = True
-        in_avals.append(a)
-    if unknown:
-        dev = next((a.device for a in in_avals if a.device is not None), None)
-        avals = tuple(Aval(None, None, dev) for _ in range(op.outputs_for(params)))
+def record_node(op: OpDef, entries: list[Entry], params: dict, source=None, skip: int = 2):
+    """``apply_node`` for entries and params that are already checked (the recording hot path).
+
+    ``skip``: frames between ``user_source`` and the first frame that may be the user's (see
+    ``graph.node.user_source``).
+    """
+    if len(entries) == 1:
+        e = entries[0]
+        in_avals = (e.node.avals[e.index],)
     else:
-        avals = registry.infer(op, in_avals, params)
+        in_avals = tuple([e.node.avals[e.index] for e in entries])
+    try:  # the rule's memo (``registry.infer``), read here to skip a call per node
+        avals = op._infer_cache.get((in_avals, tuple(params.items())) if params else in_avals)
+    except TypeError:  # unhashable params
+        avals = None
+    if avals is None:
+        avals = _infer_avals(op, in_avals, params)
+    if source is None:
+        frame = _getframe(skip)  # (user_source, inlined: the caller's frames are the package's)
+        flag = _IN_PACKAGE.get(frame.f_code)
+        source = (frame.f_code.co_filename, frame.f_lineno) if flag is False else user_source(skip + 1)
     scope = BLOCK_SCOPE.get()
-    node = Node(op, tuple(entries), params, avals, source=source if source is not None else user_source(),
-                block=scope[1] or None if scope is not None else None)
-    if op.outputs_for(params) == 1:
+    node = op_node(op, tuple(entries), params, avals, source, scope[1] or None if scope is not None else None)
+    if len(avals) == 1:
         return Entry(node, 0)
-    return tuple(Entry(node, i) for i in range(op.outputs_for(params)))
+    return tuple(Entry(node, i) for i in range(len(avals)))
+
+
+def _infer_avals(op: OpDef, in_avals: tuple, params: dict) -> tuple:
+    for a in in_avals:
+        if a.shape is None or a.dtype is None:  # la.sym.var without a shape
+            dev = next((a.device for a in in_avals if a.device is not None), None)
+            return tuple(Aval(None, None, dev) for _ in range(op.outputs_for(params)))
+    return registry.infer(op, list(in_avals), params)
 
 
 def as_entries(op: OpDef, inputs) -> list[Entry]:

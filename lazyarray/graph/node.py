@@ -5,9 +5,10 @@ variable: a named graph input (``kind="var"``) or a constant (``kind="const"``).
 ``Entry(node, index)`` names one output of a node.
 
 Nodes are immutable syntax: op, inputs, params, avals, name, source line. They hold no
-computed values, no gradients and no references to arrays: lazy values live with the
-arrays that show them (``deferred.py``), autograd's saved values in its records
-(``autograd.py``). The one datum a node carries is a constant's literal: a read-only
+computed values, no gradients and no strong references to arrays: lazy values live with the
+arrays that show them (``deferred.py``; a node's one runtime slot, ``shown``, only holds weak
+references to those arrays, so materializing finds them without a table lookup per node),
+autograd's saved values in its records (``autograd.py``). The one datum a node carries is a constant's literal: a read-only
 array, or a captured user array together with the buffer version it had when it was
 captured (``buffer.py``), which is checked before the constant is read.
 """
@@ -58,7 +59,7 @@ class Node:
     """
 
     __slots__ = ("op", "inputs", "params", "name", "kind", "avals", "source", "value", "version", "serial",
-                 "sbp", "block", "__weakref__")
+                 "sbp", "block", "shown", "__weakref__")
 
     def __init__(self, op, inputs, params, avals, *, name=None, kind="op", value=None, version=None, source=None,
                  sbp=None, block=None):
@@ -80,6 +81,11 @@ class Node:
         # (root) block down, e.g. ``(("0", "ResBlock"), ("body", "HybridSequential"), ("1", "Conv2D"))``
         # for ``0.body.1``; None outside blocks (or directly in the root block's forward).
         self.block = block
+        # Deferred compute's bookkeeping (``deferred.py``; the dispatcher's recording hot path sets it
+        # on the node it just made): weak references
+        # to the live lazy arrays that show this node's outputs (see ``deferred.show``), or None. Weak: a node never keeps an array alive; it is not part of the graph's syntax
+        # (copies, JSON and equality ignore it).
+        self.shown = None
 
     @property
     def block_path(self) -> str:
@@ -105,6 +111,17 @@ class Node:
 
 
 _SERIAL = itertools.count()
+_new = object.__new__
+
+
+def op_node(op, inputs: tuple, params: dict, avals: tuple, source, block) -> Node:
+    """``Node(op, inputs, params, avals, source=source, block=block)`` for the recording hot path:
+    the same node, built without parsing keywords (half the cost per recorded op)."""
+    n = _new(Node)
+    n.op, n.inputs, n.params, n.name, n.kind, n.avals = op, inputs, params, None, "op", avals
+    n.source, n.value, n.version, n.serial, n.sbp, n.block, n.shown = \
+        source, None, None, next(_SERIAL), None, block, None
+    return n
 
 # The block whose forward is running while a graph is recorded: ``(block, path)`` where ``path`` is
 # the ``Node.block`` tuple given to the nodes made meanwhile. Set by ``blocks/block.py`` (a context
@@ -119,9 +136,14 @@ def current_block():
 _IN_PACKAGE: dict = {}  # code object -> is it lazyarray's own code
 
 
-def user_source():
-    """The ``(file, line)`` of the first frame outside the lazyarray package."""
-    frame = sys._getframe(1)
+def user_source(skip: int = 1):
+    """The ``(file, line)`` of the first frame outside the lazyarray package.
+
+    ``skip``: how many frames to step over first (1: start at the caller); a hot path that knows
+    its own frames are the package's starts closer to the user's code (frames it skips must all
+    be the package's, never the user's).
+    """
+    frame = sys._getframe(skip)
     inside = _IN_PACKAGE
     while frame is not None:
         code = frame.f_code

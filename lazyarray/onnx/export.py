@@ -33,7 +33,7 @@ from ..executor.cached_op import CachedOp
 from ..executor.call import SubGraph
 from ..fileio import remove_stale_temporaries, write_atomic
 from ..graph.symbol import Symbol
-from .export_ops import CONVERTERS, _training, is_training_node
+from .export_ops import CONVERTERS, EXPORT_AVALS, NO_ONNX_FORM, _training, is_training_node
 
 DEFAULT_OPSET = 18
 MIN_OPSET = 18
@@ -258,7 +258,8 @@ def _check_exportable(sym: Symbol) -> None:
         labels = {id(n): o.name_of(n) for o, n in training}
         raise _training(lambda n: labels[id(n)], [n for _, n in training])
     if missing:
-        listed = ", ".join(f"{op} (node {n!r})" for op, n in sorted(missing.items()))
+        listed = ", ".join(f"{op} (node {n!r}{': ' + NO_ONNX_FORM[op] if op in NO_ONNX_FORM else ''})"
+                           for op, n in sorted(missing.items()))
         raise GraphError(f"cannot export to ONNX: no ONNX mapping for {listed}; the ops that export are: "
                          f"{', '.join(supported_ops())}")
 
@@ -323,7 +324,11 @@ def to_model(sym: Symbol, values: dict[str, np.ndarray] | None = None, *, input_
         t = g.tensor(np.asarray(n.value.get() if hasattr(n.value, "get") else n.value))
         t.name = name
         ctx.initializers.append(t)
-    env = g.emit(sym, bind)
+    token = EXPORT_AVALS.set(_dynamic_avals(sym, given) if dynamic else None)
+    try:
+        env = g.emit(sym, bind)
+    finally:
+        EXPORT_AVALS.reset(token)
 
     out_avals = _output_avals(sym, given)
     produced = {o for nd in g.nodes for o in nd.output}
@@ -364,6 +369,14 @@ def _rename(nodes, renames: dict[str, str]) -> None:
                 for o in attr.g.output:
                     if o.name in renames:
                         o.name = renames[o.name]
+
+
+def _dynamic_avals(sym: Symbol, given: dict):
+    """Every node's avals with the dynamic axes unknown (``None`` if inference cannot redo them)."""
+    try:
+        return sym.infer_avals(**given)
+    except Exception:  # noqa: BLE001 (the recorded avals then)
+        return None
 
 
 def _output_avals(sym: Symbol, given: dict):

@@ -12,6 +12,7 @@ Grouped by op family, as the registry (``lazyarray/ops/*.py``) is.
 from __future__ import annotations
 
 import math
+from contextvars import ContextVar
 
 import numpy as np
 
@@ -34,8 +35,17 @@ def _out_dtype(node, i: int = 0) -> np.dtype:
     return node.avals[i].dtype
 
 
+# the avals of the graph being exported re-inferred with its dynamic axes unknown (export sets it):
+# a converter that needs a static size then sees None there and refuses, instead of baking in the
+# size the graph was traced with
+EXPORT_AVALS: ContextVar[dict | None] = ContextVar("onnx_export_avals", default=None)
+
+
 def _shape(node, i: int = 0):
     e = node.inputs[i]
+    avals = EXPORT_AVALS.get()
+    if avals is not None and id(e.node) in avals:
+        return avals[id(e.node)][e.index].shape
     return e.node.avals[e.index].shape
 
 
@@ -376,6 +386,7 @@ def _repeat(g, node, ins):
     x = ins[0]
     if len(sizes) > rank:  # PyTorch's repeat: new leading axes of size 1 first
         x = g.op("Unsqueeze", [x, g.ints(list(range(len(sizes) - rank)))])
+    sizes = [1] * (rank - len(sizes)) + sizes  # fewer sizes than axes: the leading axes once (numpy.tile)
     return [g.op("Tile", [x, g.ints(sizes)])]
 
 
@@ -456,16 +467,19 @@ def _take(g, node, ins):
 
 
 def _take_along_axis(g, node, ins):
-    """GatherElements wants x and the indices of one shape but along ``axis``: numpy broadcasts them."""
+    """GatherElements wants x and the indices of one shape but along ``axis``: numpy broadcasts them.
+    The broadcast shape is computed from both shapes when the model runs (dynamic axes stay dynamic)."""
     xs, js = _shape(node, 0), _shape(node, 1)
-    if xs is None or js is None or None in xs or None in js or len(xs) != len(js):
-        raise _fail(g, node, "x and the indices need static shapes of one rank")
+    if xs is None or js is None or len(xs) != len(js):
+        raise _fail(g, node, "x and the indices need shapes of one known rank")
     ax = int(node.params.get("axis", -1)) % len(xs)
-    common = [max(a, b) for a, b in zip(xs, js)]
-    x_to = [xs[ax] if i == ax else d for i, d in enumerate(common)]
-    j_to = [js[ax] if i == ax else d for i, d in enumerate(common)]
-    x = ins[0] if list(xs) == x_to else g.op("Expand", [ins[0], g.ints(x_to)])
-    j = ins[1] if list(js) == j_to else g.op("Expand", [ins[1], g.ints(j_to)])
+    if list(xs) == list(js) and None not in xs:  # nothing to broadcast
+        return [g.op("GatherElements", ins, axis=ax)]
+    sx, sj = g.op("Shape", [ins[0]]), g.op("Shape", [ins[1]])
+    common = g.op("Max", [sx, sj])
+    at_axis = g.const(np.arange(len(xs)) == ax)
+    x = g.op("Expand", [ins[0], g.op("Where", [at_axis, sx, common])])
+    j = g.op("Expand", [ins[1], g.op("Where", [at_axis, sj, common])])
     return [g.op("GatherElements", [x, j], axis=ax)]
 
 
@@ -481,10 +495,18 @@ def _stack(g, node, ins):
 
 def _pad(g, node, ins):
     rank = _rank(g, node)
+    if rank == 0:  # numpy.pad of a 0-d array returns it
+        return [g.op("Identity", ins[:1])]
     pw = node.params["pad_width"]
     pw = np.asarray(pw, dtype=np.int64)
-    pw = np.full((rank, 2), int(pw.reshape(-1)[0])) if pw.size == 1 else np.broadcast_to(pw.reshape(-1, 2), (rank, 2))
+    pw = np.broadcast_to(pw, (rank, 2))  # numpy.pad's forms: n, (before, after), ((b0, a0), ...), ((n0,), ...)
     mode = node.params.get("mode", "constant")
+    if mode == "reflect":
+        shape = _shape(node)
+        over = [a for a in range(rank) if shape[a] is None or max(pw[a]) > shape[a] - 1]
+        if over:
+            raise _fail(g, node, f"reflect padding {pw.tolist()} of {shape}: ONNX's Pad reflects once, so each pad "
+                                 f"must be below its axis' (static) size; axes {over} are not (numpy reflects again)")
     args = [ins[0], g.ints(list(pw[:, 0]) + list(pw[:, 1]))]
     if mode == "constant":
         args.append(g.scalar(node.params.get("constant_values", 0.0), _in_dtype(node, 0)))
@@ -496,12 +518,17 @@ def _flip(g, node, ins):
     axis = node.params.get("axis")
     axes = list(range(rank)) if axis is None else [a % rank for a in _axes(axis)]
     n = len(axes)
+    if n == 0:  # a 0-d array: nothing to reverse
+        return [g.op("Identity", ins)]
     return [g.op("Slice", [ins[0], g.ints([-1] * n), g.ints([INT64_MIN] * n), g.ints(axes), g.ints([-1] * n)])]
 
 
 def _tri(upper: int):
     def convert(g, node, ins):
-        return [g.op("Trilu", [ins[0], g.ints([int(node.params.get("k", 0))], scalar=True)], upper=upper)]
+        x = ins[0]
+        if _rank(g, node) == 1:  # numpy.tril of a vector: the vector as every row of a square matrix
+            x = g.op("Expand", [x, g.op("Concat", [g.op("Shape", [x])] * 2, axis=0)])
+        return [g.op("Trilu", [x, g.ints([int(node.params.get("k", 0))], scalar=True)], upper=upper)]
     return convert
 
 
@@ -527,6 +554,11 @@ def _dot(g, node, ins):
         a = g.op("Transpose", [a], perm=[1, 0])
     if ra == 0 or rb == 0:
         return [g.op("Mul", [a, b])]
+    if node.params.get("transpose_a") and rb == 1:
+        # b as a row times a, not Transpose + MatMul: onnxruntime 1.32's extended optimizer fuses that
+        # pair into a FusedMatMul that computes a 1-D b wrongly
+        a = ins[0] if _in_dtype(node, 0) == _out_dtype(node) else g.cast(ins[0], _in_dtype(node, 0), _out_dtype(node))
+        return [g.op("Squeeze", [g.op("MatMul", [g.op("Unsqueeze", [b, g.ints([0])]), a]), g.ints([0])])]
     if rb > 2:
         raise _fail(g, node, f"numpy.dot of a {ra}-D and a {rb}-D array (no batch broadcasting) has no "
                              "ONNX operator; use matmul")
@@ -557,7 +589,15 @@ def _one_hot(g, node, ins):
     dt = _out_dtype(node)
     values = g.const(np.array([0, 1], dtype=dt))
     idx = g.cast(ins[0], _in_dtype(node, 0), np.dtype("int64"))  # the index type onnxruntime implements
-    return [g.op("OneHot", [idx, g.ints([int(node.params["depth"])]), values], axis=-1)]
+    return [one_hot_of(g, node, idx, g.ints([int(node.params["depth"])]), values)]
+
+
+def one_hot_of(g, node, idx, depth, values):
+    """OneHot, whose indices must have a dim: a 0-d index is made 1-d and its row taken back."""
+    if _rank(g, node) == 0:
+        y = g.op("OneHot", [g.op("Reshape", [idx, g.ints([1])]), depth, values], axis=-1)
+        return g.op("Squeeze", [y, g.ints([0])])
+    return g.op("OneHot", [idx, depth, values], axis=-1)
 
 
 def _dropout(g, node, ins):
@@ -706,7 +746,9 @@ def _foreach(g, node, ins):
 
 
 # -- not in inference graphs ------------------------------------------------------------------
-TRAINING_OPS = ("dropout_mask", "softmax_cross_entropy", "random_normal", "random_uniform")
+TRAINING_OPS = ("dropout_mask", "softmax_cross_entropy", "random_normal", "random_uniform",
+                # forms the compiled training step uses (graph/passes/forward_saves.py), never in a traced symbol
+                "layer_norm_with_stats", "layer_norm_grad_saved")
 
 
 def is_training_node(node) -> bool:
@@ -773,3 +815,12 @@ CONVERTERS = {
     "call": _inline("graph"), "fused": _inline("graph"), "cond": _cond, "while_loop": _while_loop,
     "foreach": _foreach,
 }
+
+# sorting, searching, set functions and data-dependent indexing; linear algebra, running products, shifts
+# (their own files, which use the helpers above)
+from .export_index import CONVERTERS as _INDEX_CONVERTERS  # noqa: E402
+from .export_linalg import CONVERTERS as _LINALG_CONVERTERS  # noqa: E402
+from .export_linalg import NO_ONNX_FORM  # noqa: E402, F401 (export quotes the reasons)
+
+CONVERTERS.update(_INDEX_CONVERTERS)
+CONVERTERS.update(_LINALG_CONVERTERS)

@@ -177,10 +177,12 @@ def loop_op(n: OnnxNode) -> list:
         always = c_in is None or first is not None
         if first is not None and not first:
             trip = 0 if trip is not None else None
-        if trip is None or not always or not (_same_value(body.outs[0], c_var) or _true_constant(body.outs[0])):
+        if trip is None:
             n.fail(f"the body has {k} scan output(s); lazyarray imports those only when the trip count M is "
-                   "known when loading and the loop never stops early (no condition, or a constant true one "
-                   "passed through unchanged): use Scan, or give the loop's count as a constant")
+                   "known when loading (it bounds how many rows they may get): give the loop's count as a "
+                   "constant, or use Scan")
+        if not always or not (_same_value(body.outs[0], c_var) or _true_constant(body.outs[0])):
+            return _loop_stopping_early(n, body, vs, c_in, trip, k)
         steps = constant(np.arange(max(trip, 0), dtype=np.int64))
         names = [body.names[0], *body.names[2:], *captured, body.names[1]]
         sub = _graph(body.outs[1 + nv:] + body.outs[1:1 + nv], names)
@@ -205,6 +207,41 @@ def loop_op(n: OnnxNode) -> list:
     res = S.while_loop([constant(np.array(0, np.int64)), c0, *vs, *free], cond_graph=cond_graph,
                        body_graph=body_graph, n_vars=2 + nv, max_iterations=-1 if trip is None else max(trip, 0))
     return _outputs(res, 2 + nv)[2:]
+
+
+def _loop_stopping_early(n: OnnxNode, body: Body, vs: list, c_in, trip: int, k: int) -> list:
+    """A Loop with scan outputs that may stop before its count: a ``while_loop`` that also carries one
+    buffer of ``trip`` rows per scan output and writes row ``i`` at iteration ``i``; the scan outputs
+    are the rows written, ``boolean_mask``ed by ``row < iterations run`` once the loop ends."""
+    nv = len(vs)
+    i_var = body.vars[0]
+    ys = body.outs[1 + nv:]
+    rows = constant(np.arange(max(trip, 0), dtype=np.int64))
+    bufs, buf_vars, buf_names, new_bufs = [], [], [], []
+    for j, y in enumerate(ys):
+        shape, dtype = _aval(y)
+        if shape is None or None in shape:
+            n.fail(f"scan output {j} of a loop that may stop early needs a static per-iteration shape, got {shape}")
+        full = (max(trip, 0),) + tuple(shape)
+        name = f"__loop_scan_rows{j}"
+        buf = S.var(name, shape=full, dtype=dtype)
+        here = S.reshape(S.equal(rows, i_var), shape=(-1,) + (1,) * len(shape))  # row i, broadcastable
+        new_bufs.append(S.where(here, S.broadcast_to(S.expand_dims(y, axis=0), shape=full), buf))
+        bufs.append(S.broadcast_to(constant(np.zeros((), dtype)), shape=full))
+        buf_vars.append(buf)
+        buf_names.append(name)
+    captured = list(body.captured)
+    names = list(body.names) + buf_names + captured
+    c_var = body.vars[1]
+    new_i = S.add(i_var, constant(np.array(1, np.int64)))
+    body_graph = _graph([new_i, _scalar(body.outs[0], bool), *body.outs[1:1 + nv], *new_bufs], names)
+    cond_graph = _graph([S.reshape(c_var, shape=())], names)
+    c0 = constant(np.array(True)) if c_in is None else _scalar(c_in, bool)
+    res = S.while_loop([constant(np.array(0, np.int64)), c0, *vs, *bufs, *body.captured.values()],
+                       cond_graph=cond_graph, body_graph=body_graph, n_vars=2 + nv + k, max_iterations=max(trip, 0))
+    outs = _outputs(res, 2 + nv + k)
+    ran = S.less(rows, outs[0])  # the rows the iterations run wrote
+    return outs[2:2 + nv] + [S.boolean_mask(b, ran) for b in outs[2 + nv:]]
 
 
 CONTROL_CONVERTERS = {"If": if_op, "Loop": loop_op, "Scan": scan_op}

@@ -1,4 +1,5 @@
-"""ONNX operators about indices -> registry ops: TopK, OneHot, Hardmax, NonZero, EyeLike, CumProd.
+"""ONNX operators about indices -> registry ops: TopK, OneHot, Hardmax, NonZero, EyeLike, CumProd,
+Compress (``boolean_mask``), GatherND (``advanced_index``), Unique (``unique_all``).
 
 Sizes these ops take as tensors (``K``, ``depth``) are read at load time, like every shape.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import sym as S
+from .import_einsum import EINSUM_CONVERTERS
 from .import_ops import Converter, OnnxNode, _axis_key, constant, cum_sum, dtype_of, np_dtype
 
 
@@ -71,7 +73,75 @@ def cum_prod(n: OnnxNode) -> list:
     return cum_sum(n, S.cumulative_prod, 1)
 
 
+def compress(n: OnnxNode) -> list:
+    """``boolean_mask`` along the axis (moved first), over the first ``len(condition)`` entries."""
+    n.arity(2)
+    x, cond = n.inputs[0], S.cast(n.inputs[1], dtype="bool")
+    cond_len = n.known_shape(1, "Compress")[0]
+    axis = n.attr("axis")
+    if axis is None:
+        x, axis = S.reshape(x, shape=(-1,)), 0
+    rank = n.rank(0, "Compress") if n.attr("axis") is not None else 1
+    axis = int(axis) % rank
+    if axis:
+        x = S.transpose(x, axes=(axis, *[a for a in range(rank) if a != axis]))
+    size = S.getitem(x, key=(slice(0, cond_len),))
+    y = S.boolean_mask(size, cond)
+    if axis:
+        y = S.transpose(y, axes=(*range(1, axis + 1), 0, *range(axis + 1, rank)))
+    return [y]
+
+
+def gather_nd(n: OnnxNode) -> list:
+    """``x[b0, ..., idx[..., 0], idx[..., 1], ...]``: NumPy's advanced indexing, with one ``arange``
+    per batch dim (shaped to broadcast against the index arrays) in front."""
+    n.arity(2)
+    ishape = n.known_shape(1, "GatherND")
+    nb, q = int(n.attr("batch_dims", 0)), ishape[-1]
+    idx = n.inputs[1]
+    arrays = []
+    for b in range(nb):
+        shape = [1] * (len(ishape) - 1)
+        shape[b] = ishape[b]
+        arrays.append(constant(np.arange(ishape[b], dtype=np.int64).reshape(shape)))
+    arrays += [S.cast(S.getitem(idx, key=(Ellipsis, j)), dtype="int64") for j in range(q)]
+    return [S.advanced_index(n.inputs[0], arrays, key=(0,) * (nb + q), positions=tuple(range(nb + q)))]
+
+
+def unique(n: OnnxNode) -> list:
+    """``unique_all`` of the flattened input; ``sorted=0`` reorders by first occurrence."""
+    n.arity(1)
+    if n.attr("axis") is not None:
+        n.fail(f"axis={n.attr('axis')}: only the flattened form (no axis) is supported")
+    res = S.unique_all(n.inputs[0])
+    values, first, inverse, counts = (res[i] for i in range(4))
+    inverse = S.reshape(inverse, shape=(-1,))
+    if not int(n.attr("sorted", 1)):  # the distinct values in the order they first occur
+        order = S.argsort(first)
+        values, first, counts = (S.take(t, order) for t in (values, first, counts))
+        inverse = S.take(S.argsort(order), inverse)
+    return [values, first, inverse, counts]
+
+
+def reverse_sequence(n: OnnxNode) -> list:
+    """Each batch entry's first ``sequence_lens[b]`` steps reversed: ``take_along_axis`` of the index
+    ``len - 1 - t`` (``t`` past the length: ``t``), shaped to broadcast over the other axes."""
+    n.arity(2)
+    shape = n.known_shape(0, "ReverseSequence")
+    b_ax, t_ax = int(n.attr("batch_axis", 1)) % len(shape), int(n.attr("time_axis", 0)) % len(shape)
+    steps = [1] * len(shape)
+    steps[t_ax] = shape[t_ax]
+    lens = [1] * len(shape)
+    lens[b_ax] = shape[b_ax]
+    t = constant(np.arange(shape[t_ax], dtype=np.int64).reshape(steps))
+    length = S.reshape(S.cast(n.inputs[1], dtype="int64"), shape=tuple(lens))
+    idx = S.where(S.less(t, length), S.subtract(S.subtract(length, 1), t), t)
+    return [S.take_along_axis(n.inputs[0], idx, axis=t_ax)]
+
+
 INDEX_CONVERTERS: dict[str, Converter] = {
+    "ReverseSequence": reverse_sequence,
+    "Compress": compress, "GatherND": gather_nd, "Unique": unique, **EINSUM_CONVERTERS,
     "TopK": top_k, "OneHot": one_hot, "Hardmax": hardmax, "NonZero": non_zero, "EyeLike": eye_like,
     "CumProd": cum_prod,
 }

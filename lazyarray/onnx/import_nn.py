@@ -10,11 +10,13 @@ strided slices; grouped and dilated convolutions reuse the MXNet importer's per-
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 
 from .. import sym as S
+from .import_conv3d import conv3d, conv_transpose3d_full
 from .import_ops import Converter, OnnxNode, constant, dtype_of, np_dtype, shape_of
 
 
@@ -108,6 +110,10 @@ def conv(n: OnnxNode) -> list:
     groups = int(n.attr("group", 1))
     xs = shape_of(x)
     begin, end = _spatial(n, kernel, None if xs is None else xs[2:], strides, dil)
+    if rank == 5:  # 3-D: a sum of 2-D convolutions over the depth taps
+        if groups < 1 or wshape[0] % groups:
+            n.fail(f"group={groups} must divide the {wshape[0]} output channels")
+        return [conv3d(n, x, w, bias, strides, dil, begin, end, groups)]
     x, one = _to_2d(n, x, rank, "Conv")
     if one:
         w = S.expand_dims(w, axis=2)
@@ -161,6 +167,16 @@ def conv_transpose(n: OnnxNode) -> list:
     else:
         pads = list(n.attr("pads", [0] * 2 * k))
         begin, end = pads[:k], pads[k:]
+    if k == 3:  # 3-D: 2-D transposed convolutions per depth tap, placed along the depth
+        if dil != [1] * k:
+            n.fail(f"dilations={dil}: supported for 2-D kernels only")
+        cin = ws[0] // groups
+        parts = []
+        for g in range(groups):
+            xg = x if groups == 1 else S.getitem(x, key=(slice(None), slice(g * cin, (g + 1) * cin)))
+            wg = w if groups == 1 else S.getitem(w, key=(slice(g * cin, (g + 1) * cin),))
+            parts.append(conv_transpose3d_full(n, xg, wg, (xs[0], cin) + tuple(xs[2:]), ws, strides, op))
+        return [_crop_bias(parts[0] if groups == 1 else S.concatenate(parts, axis=1), begin, end, full, op, bias)]
     x, one = _to_2d(n, x, len(xs), "ConvTranspose")
     if one:
         w = S.expand_dims(w, axis=2)
@@ -173,14 +189,18 @@ def conv_transpose(n: OnnxNode) -> list:
         xg = x if groups == 1 else S.getitem(x, key=(slice(None), slice(g * cin, (g + 1) * cin)))
         wg = w if groups == 1 else S.getitem(w, key=(slice(g * cin, (g + 1) * cin),))
         parts.append(S.nn.conv2d_input_grad(xg, wg, like, stride=tuple(strides)))
-    y = parts[0] if groups == 1 else S.concatenate(parts, axis=1)
+    y = _crop_bias(parts[0] if groups == 1 else S.concatenate(parts, axis=1), begin, end, full, op, bias)
+    return [S.squeeze(y, axis=2) if one else y]
+
+
+def _crop_bias(y, begin, end, full, op, bias):
     # positive pads crop the full output; negative ones (an output_shape past it) extend it with zeros
     key = (slice(None), slice(None)) + tuple(slice(max(b, 0), f + o - max(e, 0))
                                              for b, e, f, o in zip(begin, end, full, op))
     y = _pad_hw(S.getitem(y, key=key), [max(-b, 0) for b in begin], [max(-e, 0) for e in end])
     if bias is not None:
-        y = S.add(y, S.reshape(bias, shape=(1, -1, 1, 1)))
-    return [S.squeeze(y, axis=2) if one else y]
+        y = S.add(y, S.reshape(bias, shape=(1, -1) + (1,) * len(full)))
+    return y
 
 
 def _pool(kind: str):
@@ -196,36 +216,44 @@ def _pool(kind: str):
         dil = list(n.attr("dilations", [1] * k))
         xs = n.shape(0)
         begin, end = _spatial(n, kernel, xs[2:], strides, dil)
-        x, one = _to_2d(n, x, rank, kind)
+        # 3-D and higher windows: reduced over their taps like the 2-D windows max_pool2d does not cover
+        x, one = (x, False) if rank > 4 else _to_2d(n, x, rank, kind)
         hw = (1,) + tuple(xs[2:]) if one else tuple(xs[2:])
         kernel, strides, dil = _pair(kernel, one, 1), _pair(strides, one, 1), _pair(dil, one, 1)
         begin, end = _pair(begin, one, 0), _pair(end, one, 0)
-        extra = (0, 0)
+        none = (0,) * len(kernel)
+        extra = none
         if n.attr("ceil_mode", 0):
             if None in hw:
                 n.fail("ceil_mode=1 needs the input's spatial shape; give the model's input shapes")
-            extra = tuple(_ceil_extra(hw[a], kernel[a], strides[a], dil[a], begin[a], end[a]) for a in (0, 1))
+            extra = tuple(_ceil_extra(hw[a], kernel[a], strides[a], dil[a], begin[a], end[a])
+                          for a in range(len(kernel)))
         dt = dtype_of(x)
         if kind == "MaxPool":
-            if dil == (1, 1) and begin == end and extra == (0, 0) and all(2 * p <= q for p, q in zip(begin, kernel)):
+            if len(kernel) == 2 and dil == (1, 1) and begin == end and extra == none and \
+                    all(2 * p <= q for p, q in zip(begin, kernel)):
                 y = S.nn.max_pool2d(x, kernel=kernel, stride=strides, padding=tuple(begin))
             else:
                 low = -math.inf if np.dtype(dt).kind == "f" else np.iinfo(dt).min
                 xp = _pad_hw(x, begin, tuple(e + x_ for e, x_ in zip(end, extra)), low)
                 y = None
-                for _, win in _taps(xp, kernel, strides, dil, (0, 0)):
+                for _, win in _taps(xp, kernel, strides, dil):
                     y = win if y is None else S.maximum(y, win)
+        elif kind == "LpPool":  # (sum over the window of |x|^p)^(1/p); padding adds zeros
+            p = float(n.attr("p", 2))
+            xp = _pad_hw(S.power(S.abs(x), p), begin, tuple(e + x_ for e, x_ in zip(end, extra)))
+            y = S.power(_window_sum(xp, kernel, strides, dil), 1.0 / p)
         else:
             xp = _pad_hw(x, begin, tuple(e + x_ for e, x_ in zip(end, extra)))
             total = None
-            for _, win in _taps(xp, kernel, strides, dil, (0, 0)):
+            for _, win in _taps(xp, kernel, strides, dil):
                 total = win if total is None else S.add(total, win)
             padded = any(begin) or any(end)
             if n.attr("count_include_pad", 0) or not padded:
-                if extra == (0, 0):
-                    return _out([S.multiply(total, 1.0 / (kernel[0] * kernel[1]))], one)
+                if extra == none:
+                    return _out([S.multiply(total, 1.0 / math.prod(kernel))], one)
                 ones = _pad_hw(S.ones_like(x), begin, end, 1.0)
-                count = _window_sum(_pad_hw(ones, (0, 0), extra), kernel, strides, dil)
+                count = _window_sum(_pad_hw(ones, none, extra), kernel, strides, dil)
             else:
                 ones = S.ones_like(x)
                 count = _window_sum(_pad_hw(ones, begin, tuple(e + x_ for e, x_ in zip(end, extra))), kernel,
@@ -235,18 +263,14 @@ def _pool(kind: str):
     return convert
 
 
-def _taps(x, kshape, stride, dilate, pad):
-    """``((i, j), window)`` per kernel tap: the strided slice of the padded input that tap reads,
-    each shaped like the output (shape-generic: the stop is counted from the end). Pooling windows
-    the registry's pools do not cover (dilated, asymmetric padding) are reduced over these."""
-    (kh, kw), (sh, sw), (dh, dw) = kshape, stride, dilate
-    if pad != (0, 0):
-        x = S.pad(x, pad_width=((0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])))
-    for i in range(kh):
-        for j in range(kw):
-            eh, ew = (kh - 1 - i) * dh, (kw - 1 - j) * dw
-            key = (slice(None), slice(None), slice(i * dh, -eh or None, sh), slice(j * dw, -ew or None, sw))
-            yield (i, j), S.getitem(x, key=key)
+def _taps(x, kshape, stride, dilate):
+    """``(tap, window)`` per kernel tap (``tap`` a tuple, one index per spatial axis): the strided
+    slice of the (already padded) input that tap reads, each shaped like the output (shape-generic:
+    the stop is counted from the end). Pooling windows the registry's pools do not cover (dilated,
+    asymmetric padding, 3-D) are reduced over these."""
+    for tap in itertools.product(*(range(k) for k in kshape)):
+        key = tuple(slice(i * d, -((k - 1 - i) * d) or None, s) for i, k, s, d in zip(tap, kshape, stride, dilate))
+        yield tap, S.getitem(x, key=(slice(None), slice(None)) + key)
 
 
 def _out(ys: list, one: bool) -> list:
@@ -255,7 +279,7 @@ def _out(ys: list, one: bool) -> list:
 
 def _window_sum(x, kernel, strides, dil):
     y = None
-    for _, win in _taps(x, kernel, strides, dil, (0, 0)):
+    for _, win in _taps(x, kernel, strides, dil):
         y = win if y is None else S.add(y, win)
     return y
 
@@ -633,6 +657,7 @@ def _cubic_taps(x: np.ndarray, size: int, a: float, exclude: bool):
 NN_CONVERTERS: dict[str, Converter] = {
     "MatMul": matmul, "Gemm": gemm, "Softmax": _softmax(S.nn.softmax), "LogSoftmax": _softmax(S.nn.log_softmax),
     "Conv": conv, "ConvTranspose": conv_transpose, "MaxPool": _pool("MaxPool"), "AveragePool": _pool("AveragePool"),
+    "LpPool": _pool("LpPool"),
     "GlobalAveragePool": _global(S.mean), "GlobalMaxPool": _global(S.max), "BatchNormalization": batch_norm,
     "LayerNormalization": layer_norm, "InstanceNormalization": instance_norm, "Dropout": dropout,
     "Resize": resize, "RMSNormalization": rms_norm, "GroupNormalization": group_norm,

@@ -116,10 +116,12 @@ def dtype_of(s: Symbol):
     return e.node.avals[e.index].dtype
 
 
-def constant(value, name: str | None = None) -> Symbol:
-    """A read-only constant node holding ``value`` (a NumPy array), optionally named."""
+def constant(value, name: str | None = None, owned: bool = False) -> Symbol:
+    """A read-only constant node holding ``value`` (a NumPy array), optionally named. ``owned``: the
+    caller made ``value`` for this node and holds no other reference, so it is not copied (the
+    ConstantOfShape weights of some models are hundreds of MB)."""
     dev = current_device()
-    arr = dev.xp.asarray(np.array(value, order="C"))
+    arr = dev.xp.asarray(np.array(value, order="C", copy=None if owned else True))
     return Symbol([Entry(const_node(arr, Aval(tuple(arr.shape), arr.dtype, dev), name=name))])
 
 
@@ -647,7 +649,7 @@ def constant_of_shape(n: OnnxNode) -> list:
     shape = n.ints(0, "shape")
     value = n.attr("value")
     value = np.zeros((1,), np.float32) if value is None else np.asarray(value)
-    return [constant(np.full(tuple(shape), value.reshape(-1)[0], dtype=value.dtype))]
+    return [constant(np.full(tuple(shape), value.reshape(-1)[0], dtype=value.dtype), owned=True)]
 
 
 def constant_op(n: OnnxNode) -> list:

@@ -2,9 +2,9 @@
 
 The file is parsed by the ``onnx`` package (protobuf only: loading never runs code) and checked
 with ``onnx.checker``; anything unreadable, truncated or inconsistent raises ``GraphFormatError``
-naming the file and the problem, never a bare protobuf error. Models must use the default
-operator set at version 13 or later; an older model is accepted when every operator it uses is
-defined the same way at 13 (so it means what the converters implement).
+naming the file and the problem, never a bare protobuf error. The converters implement the default
+operator set at version 13 and later; an older model (opset 7-12) is brought to 13 first by
+``opset_upgrade.py`` (``onnx.version_converter``), or read as is when its operators did not change.
 
 Nodes are converted one by one in the file's (topological) order by ``CONVERTERS``; every
 operator the table lacks is named in one error before anything is built. Initializers become
@@ -25,14 +25,16 @@ from ..executor.interpret import interpret
 from ..graph.symbol import Symbol
 from .import_control import CONTROL_CONVERTERS, Body
 from .import_index import INDEX_CONVERTERS
+from .import_lrn import LRN_CONVERTERS
 from .import_nn import NN_CONVERTERS
 from .import_ops import CONVERTERS as _BASE
 from .import_ops import OnnxNode, constant, np_dtype
 from .import_quant import QUANT_CONVERTERS
+from .opset_upgrade import DEFAULT_DOMAINS as _DEFAULT_DOMAINS
+from .opset_upgrade import default_opset, upgrade
 
-MIN_OPSET = 13
-CONVERTERS = {**_BASE, **NN_CONVERTERS, **INDEX_CONVERTERS, **QUANT_CONVERTERS, **CONTROL_CONVERTERS}  # ONNX op_type -> converter: the one import table
-_DEFAULT_DOMAINS = ("", "ai.onnx")
+CONVERTERS = {**_BASE, **NN_CONVERTERS, **INDEX_CONVERTERS, **QUANT_CONVERTERS, **CONTROL_CONVERTERS,
+              **LRN_CONVERTERS}  # ONNX op_type -> converter: the one import table
 
 
 def _onnx():
@@ -88,6 +90,13 @@ def parse_model(data: bytes, what: str = "ONNX model"):
         raise GraphFormatError(f"{what}: not an ONNX model (ir_version {model.ir_version}, "
                                f"{len(model.opset_import)} opset imports, {len(model.graph.output)} graph outputs); "
                                "the file may be truncated or of another format")
+    check_model(model, what)
+    return model
+
+
+def check_model(model, what: str = "ONNX model") -> None:
+    """``onnx.checker`` on ``model``; its complaint becomes a ``GraphFormatError``."""
+    onnx = _onnx()
     checked = model
     if any(vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape") for vi in model.graph.output):
         # onnx.checker asks every graph output for a shape, which the spec and onnxruntime do not:
@@ -101,44 +110,6 @@ def parse_model(data: bytes, what: str = "ONNX model"):
         onnx.checker.check_model(checked)
     except Exception as exc:  # noqa: BLE001 (ValidationError and the C++ checker's others)
         raise GraphFormatError(f"{what}: the ONNX checker rejects the model: {exc}") from None
-    return model
-
-
-def opset_of(model, what: str) -> int:
-    """The default-domain opset version of ``model``; refuses versions below 13 unless every operator
-    the graph uses is defined the same way at 13."""
-    versions = [o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS]
-    if not versions:
-        raise GraphFormatError(f"{what}: imports no version of the default ONNX operator set")
-    v = int(versions[0])
-    if v >= MIN_OPSET:
-        return v
-    defs = _onnx().defs
-    changed = []
-    for op in sorted({nd.op_type for nd in _all_nodes(model.graph) if nd.domain in _DEFAULT_DOMAINS}):
-        try:
-            since = defs.get_schema(op, v).since_version
-            same = since == defs.get_schema(op, MIN_OPSET).since_version
-        except Exception:  # noqa: BLE001 (SchemaError: an op unknown at that version)
-            same = False
-        if not same:
-            changed.append(op)
-    if changed:
-        raise GraphFormatError(f"{what}: uses opset {v}; lazyarray reads opset {MIN_OPSET} and later, and "
-                               f"{', '.join(changed)} changed since {v}. Convert it first: "
-                               f"onnx.version_converter.convert_version(model, {MIN_OPSET})")
-    return v
-
-
-def _all_nodes(graph):
-    """The nodes of ``graph`` and of the body graphs its control-flow nodes hold."""
-    for nd in graph.node:
-        yield nd
-        for a in nd.attribute:
-            if a.HasField("g"):
-                yield from _all_nodes(a.g)
-            for g in a.graphs:
-                yield from _all_nodes(g)
 
 
 def load(path, input_shapes: dict | None = None) -> Symbol:
@@ -190,9 +161,10 @@ class Conversion:
     def __init__(self, model, what: str, input_shapes: dict | None, params: bool = False,
                  input_values: dict | None = None):
         self.onnx = _onnx()
+        model = upgrade(model, what, lambda m: check_model(m, what))  # opset 7-12 -> 13 (opset_upgrade.py)
         self.model, self.what, self.params = model, what, params
         self.graph = model.graph
-        self.opset = opset_of(model, what)
+        self.opset = default_opset(model, what)
         self.input_shapes = dict(input_shapes or {})
         self.env: dict[str, Symbol] = {}
         self.consts: dict[str, np.ndarray] = {}  # values known at load time

@@ -159,6 +159,11 @@ def _matmul(xp, a, b, out=None):
         return xp.multiply(a, b, out=out)  # batch 1): NumPy's matmul takes a slow non-BLAS loop for K=1
     if a.ndim > 2 and b.ndim == 2:
         return _rows_matmul(xp, a, b, out)
+    if xp is np and b.ndim > 2 and b.strides[-2] == b.itemsize and b.shape[-1] > 1 and b.shape[-2] > 1:
+        # a stack of column-major matrices (K^T in attention, a transposed view): NumPy's matmul runs
+        # it about 1.25x slower than on a C-ordered copy (measured on (32, 2, 64, 64) float32, a copy
+        # included); stacked a operands of either order run at full speed
+        b = np.ascontiguousarray(b)
     return xp.matmul(a, b, out=out)
 
 

@@ -193,6 +193,11 @@ def get(name: str) -> OpDef:
         raise KeyError(f"unknown op {name!r}{hint}") from None
 
 
+def is_registered(op: OpDef) -> bool:
+    """True when ``op`` is the registry's op of its name (not an op made on the fly)."""
+    return _REGISTRY.get(op.name) is op
+
+
 def all_ops() -> list[OpDef]:
     """Every registered op, sorted by name (registry-driven tests iterate this)."""
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]

@@ -25,6 +25,8 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..sbp import SBP, SBPError, broadcast, parse, split
 from .params import ParamType
 from .registry import OpDef, Param, normalize_axis, register
@@ -237,16 +239,27 @@ def _expand_local(name):
     return local
 
 
+def _reshape_axis(shape, out, k) -> int | None:
+    """The output axis a split on input axis ``k`` survives as through a C-order reshape: one
+    of the same size with the same number of elements before it (then each piece reshapes to
+    its own rows alone); None when the reshape merges or cuts the split axis."""
+    before = math.prod(shape[:k])
+    for j, d in enumerate(out):
+        if d == shape[k] and math.prod(out[:j]) == before:
+            return j
+    return None
+
+
 def _reshape_rule(sbps, shapes, out_shapes, params):
-    def axis_map(k, shape, out, params):
-        return 0 if k == 0 and len(out) and shape[0] == out[0] else None
-    return _unary_shape(sbps, shapes, out_shapes, params, axis_map)
+    return _unary_shape(sbps, shapes, out_shapes, params, lambda k, s, o, p: _reshape_axis(s, o, k))
 
 
 def _reshape_local(params, sbps, phys, shapes, out_shapes):
+    out = list(out_shapes[0])
     if sbps[0].is_split:
-        return {**params, "shape": (phys[0][0],) + tuple(out_shapes[0][1:])}, None
-    return {**params, "shape": tuple(out_shapes[0])}, None
+        k = sbps[0].axis
+        out[_reshape_axis(shapes[0], out_shapes[0], k)] = phys[0][k]
+    return {**params, "shape": tuple(out)}, None
 
 
 def _transpose_rule(sbps, shapes, out_shapes, params):
@@ -350,6 +363,126 @@ def _masked_softmax(sbps, shapes, out_shapes, params):
     return [x] if m == split(k) else None
 
 
+# -- indexing, joining, ops along one axis -------------------------------------------------------------------
+def _key_axes(key, ndim) -> dict[int, tuple]:
+    """Input axis -> (its key component, its output axis) for the axes a basic index keeps
+    (slices); ints drop their axis, None adds an output axis, ``...`` stands for full slices."""
+    key = tuple(key)
+    used = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (ndim - used) + key[i + 1:]
+    else:
+        key = key + (slice(None),) * (ndim - used)
+    out, i, j = {}, 0, 0
+    for k in key:
+        if k is None:
+            j += 1
+        elif isinstance(k, slice):
+            out[i] = (k, j)
+            i, j = i + 1, j + 1
+        else:
+            i += 1
+    return out
+
+
+def _getitem(sbps, shapes, out_shapes, params):
+    """A split passes when the key takes the whole split axis (``:``); it moves to that axis's
+    output position. A slice of the split axis would need each piece's global offset: box first."""
+    def axis_map(k, shape, out, params):
+        comp, j = _key_axes(params["key"], len(shape)).get(k, (None, None))
+        return j if isinstance(comp, slice) and comp.indices(shape[k]) == (0, shape[k], 1) else None
+    return _unary_shape(sbps, shapes, out_shapes, params, axis_map)
+
+
+def _stack(sbps, shapes, out_shapes, params):
+    """Every input split alike along ``k`` -> ``S(k)``, shifted past the new axis; all ``P(sum)`` pass."""
+    if _all_b(sbps):
+        return [B]
+    first = sbps[0]
+    if any(s != first for s in sbps):
+        return None
+    if first.is_partial:
+        return [first] if first.reduce == "sum" else None
+    axis = normalize_axis(params.get("axis", 0), len(out_shapes[0]), "stack")
+    return [split(first.axis if first.axis < axis else first.axis + 1)]
+
+
+def _take(sbps, shapes, out_shapes, params):
+    """``take(x, indices, axis)``: out shape ``x[:axis] + indices + x[axis+1:]``. Split indices
+    with whole ``x`` (data-parallel embedding lookups) -> split along the indices' output axis;
+    ``x`` split along another axis (a column-split embedding table) with whole indices -> that
+    axis moved; ``P(sum)`` x (linear) with whole indices passes."""
+    sx, si = sbps
+    if _all_b(sbps):
+        return [B]
+    axis = normalize_axis(params.get("axis", 0), len(shapes[0]), "take")
+    ni = len(shapes[1])
+    if sx.is_broadcast and si.is_split:
+        return [split(axis + si.axis)]
+    if si.is_broadcast and sx.is_split and sx.axis != axis:
+        return [split(sx.axis if sx.axis < axis else sx.axis + ni - 1)]
+    if si.is_broadcast and sx.is_partial and sx.reduce == "sum":
+        return [sx]
+    return None
+
+
+def _take_along_axis(sbps, shapes, out_shapes, params):
+    """x and indices split alike along an axis other than ``axis`` (or indices of size 1 there, whole)."""
+    sx, si = sbps
+    if _all_b(sbps):
+        return [B]
+    axis = normalize_axis(params.get("axis", -1), len(shapes[0]), "take_along_axis")
+    if not sx.is_split or sx.axis == axis:
+        return None
+    if si == sx and shapes[1][sx.axis] == shapes[0][sx.axis]:
+        return [sx]
+    return [sx] if si.is_broadcast and shapes[1][sx.axis] == 1 else None
+
+
+def _along(default, *, linear: bool, none_flattens: bool = True, key: str = "axis") -> Callable:
+    """An op working along ``params[key]`` (an int or tuple; ``None``: ``default``, or the flattened
+    array when ``none_flattens``): a split on any other axis passes, on that axis it is refused;
+    ``linear`` ops also pass ``P(sum)``."""
+    def rule(sbps, shapes, out_shapes, params):
+        def axis_map(k, shape, out, params):
+            axis = params.get(key, default)
+            if axis is None:
+                if none_flattens and len(shape) > 1:
+                    return None
+                axes = tuple(range(len(shape)))
+            else:
+                axes = _axes({"axis": axis}, len(shape), "along")
+            return None if k in axes else k
+        return _unary_shape(sbps, shapes, out_shapes, params, axis_map, linear=linear)
+    return rule
+
+
+def _like(sbps, shapes, out_shapes, params):
+    """``zeros_like``/``ones_like``/``full_like``: a split piece gives the piece of the result; the
+    values never depend on x, so every piece of any other x holds the whole result (``B``)."""
+    s = sbps[0]
+    return [s] if s.is_split else [B]
+
+
+def _last_two_fixed(sbps, shapes, out_shapes, params):
+    """``tril``/``triu``: only the batch dims (all but the last two) may be split."""
+    return _unary_shape(sbps, shapes, out_shapes, params,
+                        lambda k, s, o, p: k if len(s) > 2 and k < len(s) - 2 else None)
+
+
+def _one_hot(sbps, shapes, out_shapes, params):
+    return _unary_shape(sbps, shapes, out_shapes, params, lambda k, s, o, p: k, linear=False)
+
+
+def _pad(sbps, shapes, out_shapes, params):
+    """A split axis that is not padded passes (any mode: padding works along lines of the padded axis)."""
+    def axis_map(k, shape, out, params):
+        rows = np.broadcast_to(np.asarray(params["pad_width"]), (len(shape), 2))
+        return k if tuple(rows[k]) == (0, 0) else None
+    return _unary_shape(sbps, shapes, out_shapes, params, axis_map, linear=False)
+
+
 RULES: dict[str, Rule] = {
     "sum": Rule(reduction("sum", linear=True)),
     "mean": Rule(reduction("sum", linear=True), _mean_local),
@@ -383,6 +516,36 @@ RULES: dict[str, Rule] = {
     "avg_pool2d": Rule(_batch_only(0, 1)),
     "layer_norm": Rule(_layer_norm),
     "masked_softmax": Rule(_masked_softmax),
+    "getitem": Rule(_getitem),
+    "stack": Rule(_stack),
+    "take": Rule(_take),
+    "take_along_axis": Rule(_take_along_axis),
+    "clip": Rule(elementwise("clip")),
+    "zeros_like": Rule(_like),
+    "ones_like": Rule(_like),
+    "full_like": Rule(_like),
+    "tril": Rule(_last_two_fixed),
+    "triu": Rule(_last_two_fixed),
+    "one_hot": Rule(_one_hot),
+    "pad": Rule(_pad),
+    "cumulative_sum": Rule(_along(None, linear=True)),
+    "cumulative_prod": Rule(_along(None, linear=False)),
+    "sort": Rule(_along(-1, linear=False)),
+    "argsort": Rule(_along(-1, linear=False)),
+    "flip": Rule(_along(None, linear=True, none_flattens=False)),
+    "roll": Rule(_along(None, linear=True)),
+    "repeat_elements": Rule(_along(None, linear=True)),
+    "split_section": Rule(_along(0, linear=True)),
+    "std": Rule(reduction(None, linear=False)),
+    "var": Rule(reduction(None, linear=False)),
+    "all": Rule(reduction(None, linear=False)),
+    "any": Rule(reduction(None, linear=False)),
+    "vector_norm": Rule(reduction(None, linear=False)),
+    "count_nonzero": Rule(reduction("sum", linear=False)),
+    # each piece draws the mask of its own elements: the pieces make up one mask of the whole
+    # (independent draws either way); a broadcast mask is refused by la.distributed.run (each
+    # worker would draw a different "whole" mask)
+    "dropout_mask": Rule(lambda sbps, shapes, out_shapes, params: [sbps[0]] if not sbps[0].is_partial else None),
 }
 
 
@@ -425,9 +588,11 @@ class _SBPType(ParamType):
 SBP_PARAM = _SBPType()
 
 register(OpDef(
-    "boxing", ("x",), lambda xp, x, src, dst, out=None: x,
+    # a copy, not a view: on a cluster the collective delivers a new array, so the node holds a
+    # buffer of its own in the memory plan (as copy_to does) and shows there by its name
+    "boxing", ("x",), lambda xp, x, src, dst, out=None: x.copy(),
     params=(Param("src", SBP_PARAM), Param("dst", SBP_PARAM)),
-    grad=lambda F, ins, y, g, src, dst: [g], view=True,
+    grad=lambda F, ins, y, g, src, dst: [g],
     doc="x converted from SBP src to SBP dst: the explicit communication node of a global graph "
         "(the logical value does not change, so on one process it is x itself)",
 ))

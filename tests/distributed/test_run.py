@@ -176,7 +176,7 @@ def test_every_boxing_kind_runs_on_dask(client):
     x, v, m = la.sym.var("x", shape=(10, 6)), la.sym.var("v", shape=(6,)), la.sym.var("m", shape=(10, 6))
     outs = [la.sym.exp(la.sym.sum(x, axis=0)),                       # P(sum) -> S(0): reduce-scatter
             la.sym.softmax(la.sym.sum(x, axis=0), axis=0),           # P(sum) -> B: all-reduce
-            la.sym.cumulative_sum(x, axis=0),                        # no rule: S(0) -> B, all-gather
+            la.sym.diagonal(x),                                      # no rule: S(0) -> B, all-gather
             la.sym.softmax(x, axis=0),                               # S(0) -> S(1): all-to-all
             x * m,                                                   # B -> S(0): local slice of m
             la.sym.sum(x, axis=0) + v]                               # B -> P(sum): local partial
@@ -200,3 +200,74 @@ def test_more_pieces_than_rows(client, mlp):
     x = la.sym.var("x", shape=(1, 3))
     got = la.distributed.run(la.sym.mean(x, axis=0), client=client, sbp={"x": S(0)}, x=np.full((1, 3), 2.0))
     np.testing.assert_array_equal(got.compute(), [2.0, 2.0, 2.0])
+
+
+@pytest.mark.filterwarnings("ignore::lazyarray.ops.sbp_rules.SBPFallbackWarning")
+def test_control_flow_runs_on_gathered_inputs(client):
+    from lazyarray.executor.call import SubGraph
+
+    v = la.sym.var("v", shape=(6, 3))
+    x, p = la.sym.var("x", shape=(6, 3)), la.sym.var("p", shape=(), dtype="bool")
+    y = la.sym.cond(p, [x], then_graph=SubGraph(la.sym.exp(v) * 2), else_graph=SubGraph(v - 1)) + 1.0
+    data = np.random.default_rng(9).standard_normal((6, 3))
+    for flag, want in [(True, np.exp(data) * 2 + 1), (False, data)]:
+        out = la.distributed.run(y, client=client, sbp={"x": S(0)}, x=data, p=np.array(flag))
+        np.testing.assert_allclose(out.compute(), want)
+
+
+def test_embedding_lookup_over_a_split_batch_of_indices(client):
+    net = nn.HybridSequential()
+    net.add(nn.Embedding(50, 8), nn.Dense(4, flatten=False))
+    net.initialize()
+    net.hybridize()
+    idx = np.random.default_rng(10).integers(0, 50, (30, 5)).astype("int64")
+    net(la.array(idx))
+    out = la.distributed.run(net, client=client, data=da.from_array(idx, chunks=(10, 5)))
+    assert len(out.chunks[0]) == 3
+    np.testing.assert_allclose(out.compute(), net(la.array(idx)).asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+class _TwoInputs(nn.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.dense = nn.Dense(3, in_units=4)
+
+    def forward(self, a, b):
+        return self.dense(a) * b
+
+
+def test_block_inputs_are_named_data0_to_n_and_parameters_travel_once_per_worker(client, monkeypatch):
+    net = _TwoInputs()
+    net.initialize()
+    net.hybridize()
+    a = la.array(np.random.default_rng(11).standard_normal((9, 4)).astype("float32"))
+    b = la.array(np.random.default_rng(12).standard_normal((9, 3)).astype("float32"))
+    want = net(a, b).asnumpy()
+    calls = []
+    real = client.scatter
+
+    def scatter(data, **kw):
+        calls.append((data, kw.get("broadcast", False)))
+        return real(data, **kw)
+
+    monkeypatch.setattr(client, "scatter", scatter)
+    out = la.distributed.run(net, client=client, data0=a, data1=b)  # la arrays, both split by rows
+    np.testing.assert_allclose(out.compute(), want, rtol=1e-5, atol=1e-6)
+    weight = net.dense.weight.data().asnumpy()
+    sent = [bc for d, bc in calls if isinstance(d, np.ndarray) and d.shape == weight.shape]
+    assert sent == [True]  # one broadcast scatter for the weight, not one copy per task
+    pieces = [d for d, bc in calls if isinstance(d, list)]
+    assert [[p.shape for p in d] for d in pieces] == [[(5, 4), (4, 4)], [(5, 3), (4, 3)]]
+
+
+@pytest.mark.filterwarnings("ignore::lazyarray.ops.sbp_rules.SBPFallbackWarning")
+def test_random_draws_split_with_their_input_and_refuse_broadcast(client):
+    x = la.sym.var("x", shape=(40, 50))
+    y = x * la.sym.nn.dropout_mask(x, p=0.5)
+    out = la.distributed.run(y, client=client, sbp={"x": S(0)}, x=np.ones((40, 50))).compute()
+    assert set(np.unique(out)) <= {0.0, 2.0} and 0.35 < (out == 0).mean() < 0.65
+    halves = np.array_split(out, 2)
+    assert not np.array_equal(halves[0][:20], halves[1][:20])  # the pieces drew their own masks
+    z = x + la.sym.random_uniform(shape=(40, 50))
+    with pytest.raises(la.sbp.SBPError, match="random_uniform.*broadcast"):
+        la.distributed.run(z, client=client, sbp={"x": S(0)}, x=np.ones((40, 50)))

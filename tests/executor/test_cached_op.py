@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.executor import program as program_mod
+from lazyarray.executor import recorded
 
 RNG = np.random.default_rng(7)
 
@@ -209,6 +209,18 @@ def test_inside_deferred_compute_the_graph_is_inlined():
     assert [n.op.name for n in outer.topo() if n.op] == ["exp", "subtract", "multiply"]
 
 
+def test_inlined_graph_keeps_the_list_input_of_a_variadic_op():
+    # concatenate/stack take one list input: inlining re-records them from the node's flat inputs
+    x, y = _arr(2, 3), _arr(2, 2)
+    with la.deferred():
+        z = la.concatenate([la.exp(x), y, x], axis=1)
+    op = la.CachedOp(la.get_symbol(z, inputs={"x": x, "y": y}))
+    with la.deferred():
+        w = op(x, y) + 1
+    want = np.concatenate([np.exp(x.asnumpy()), y.asnumpy(), x.asnumpy()], axis=1) + 1
+    np.testing.assert_allclose(w.asnumpy(), want, rtol=1e-6)
+
+
 def test_cross_device_graph_has_copy_nodes_and_right_values():
     x = la.array(np.arange(6, dtype="float32").reshape(2, 3))
     c1 = la.array(np.ones((2, 3), dtype="float32"), device=la.cpu(1))
@@ -271,21 +283,25 @@ def test_eight_threads_share_one_cached_op():
 
 
 def test_materialization_runs_through_the_executor(monkeypatch):
+    """A recorded structure runs node by node the first time, is compiled the second time and
+    reuses that program afterwards (``executor/recorded.py``)."""
     calls = []
-    real = program_mod.compile_program
+    real = recorded.compile_program
 
     def spy(*a, **k):
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(program_mod, "compile_program", spy)
-    x = _arr(4, 4)
-    with la.deferred():
-        y = la.relu(la.exp(x) - 2) * 3
-        z = y.sum()
-    assert z.item() == pytest.approx(float((np.maximum(np.exp(x.asnumpy()) - 2, 0) * 3).sum()), rel=1e-5)
-    assert calls
-    assert not y.is_lazy  # a live lazy array of the sub-graph keeps its value
+    monkeypatch.setattr(recorded, "compile_program", spy)
+    recorded.clear()
+    for k in range(3):
+        x = _arr(4, 4) + k
+        with la.deferred():
+            y = la.relu(la.exp(x) - 2) * 3
+            z = y.sum()
+        assert z.item() == pytest.approx(float((np.maximum(np.exp(x.asnumpy()) - 2, 0) * 3).sum()), rel=1e-5)
+        assert len(calls) == min(k, 1)
+        assert not y.is_lazy  # a live lazy array of the sub-graph keeps its value
 
 
 def test_compiled_failures_name_the_op_and_the_line():

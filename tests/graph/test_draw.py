@@ -1,7 +1,6 @@
 """Graph drawing (graph/draw.py, graph/svg.py): well-formed SVG, labels, kinds, limits, files."""
 import itertools
 import os
-import time
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -137,12 +136,10 @@ def test_long_chain_collapses_and_says_so():
 
 
 @pytest.mark.parametrize("max_nodes", [draw.DEFAULT_MAX_NODES, None])
-def test_thousand_nodes_size_and_time(max_nodes):
+def test_thousand_nodes_size(max_nodes):  # (its time: benchmarks/draw.py)
     sym = ladder(250)  # 1,001 nodes
     assert len(sym.topo()) == 1001
-    t = time.perf_counter()
     text = draw.to_svg(sym.outputs, names=sym.names(), max_nodes=max_nodes)
-    elapsed = time.perf_counter() - t
     assert len(text.encode()) < SIZE_LIMIT
     root = parse(text)
     (out,) = boxes(root, "out")  # the output is always drawn
@@ -153,7 +150,6 @@ def test_thousand_nodes_size_and_time(max_nodes):
         assert n_boxes == 1001 - 250 and not boxes(root, "more")  # the 250 weights are folded into dense
     else:
         assert n_boxes <= max_nodes and "collapsed" in all_text(root)
-    assert elapsed < 2.0  # typically ~0.05 s; generous for slow CI machines
 
 
 def test_layout_is_layered_and_boxes_do_not_overlap():

@@ -1671,3 +1671,57 @@ CASES.update({
     "gelu_grad": Case("norm", _gelu_grad_samples, _gelu_grad_ref, FLOATS),
     "masked_softmax": Case("norm", _masked_softmax_samples, _masked_softmax_ref, FLOATS, grad=(0,)),
 })
+
+
+def _gelu_with_grad_samples(rng, dtype, small):
+    return [Sample((rand(rng, s, dtype) * 3,), dict(p), f"{s}-{p}")
+            for s in ((3, 4), (2, 3, 5), ()) for p in _GELU_PARAMS]
+
+
+def _gelu_with_grad_ref(x, approximation="none"):
+    return gelu_ref(x, approximation), _gelu_grad_ref(np.ones_like(x), x, approximation)
+
+
+CASES["gelu_with_grad"] = Case("norm", _gelu_with_grad_samples, _gelu_with_grad_ref, FLOATS)
+
+
+def _ln_stats64(x, axis, eps):
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=axis, keepdims=True)
+    rstd = 1.0 / np.sqrt(((x64 - mean) ** 2).mean(axis=axis, keepdims=True) + eps)
+    return (x64 - mean) * rstd, rstd
+
+
+def _layer_norm_with_stats_ref(x, gamma, beta, axis=-1, eps=1e-5):
+    xhat, rstd = _ln_stats64(x, axis, eps)
+    return _layer_norm_ref(x, gamma, beta, axis, eps), xhat.astype(x.dtype), rstd.astype(x.dtype)
+
+
+def _layer_norm_grad_saved_samples(rng, dtype, small):
+    """(g, xhat, rstd, gamma) with the statistics of a random x (so the reference can rebuild one)."""
+    out = []
+    for s in _layer_norm_samples(rng, dtype, small):
+        x, gamma, _ = s.args
+        axis, eps = s.params.get("axis", -1), s.params.get("eps", 1e-5)
+        xhat, rstd = _ln_stats64(x, axis, eps)
+        out.append(Sample((rand(rng, x.shape, dtype), xhat.astype(dtype), rstd.astype(dtype), gamma),
+                          {"axis": axis}, s.name))
+    return out
+
+
+def _layer_norm_grad_saved_ref(g, xhat, rstd, gamma, axis=-1):
+    """The explicit Jacobian of each row from the given statistics: rstd (I - 1/n - xhat xhat^T / n)."""
+    g64, xh, rs = (np.moveaxis(a.astype(np.float64), axis, -1) for a in (g, xhat, rstd))
+    n = xh.shape[-1]
+    gs, xs, rss = g64.reshape(-1, n), xh.reshape(-1, n), rs.reshape(-1)
+    dx = np.empty_like(xs)
+    for r in range(xs.shape[0]):
+        jac = rss[r] * (np.eye(n) - 1.0 / n - np.outer(xs[r], xs[r]) / n)
+        dx[r] = jac.T @ (gs[r] * gamma.astype(np.float64))
+    dx = np.moveaxis(dx.reshape(xh.shape), -1, axis)
+    return dx.astype(g.dtype), (gs * xs).sum(axis=0).astype(g.dtype), gs.sum(axis=0).astype(g.dtype)
+
+
+CASES["layer_norm_with_stats"] = Case("norm", _layer_norm_samples, _layer_norm_with_stats_ref, FLOATS, rtol32=1e-4)
+CASES["layer_norm_grad_saved"] = Case("norm", _layer_norm_grad_saved_samples, _layer_norm_grad_saved_ref, FLOATS,
+                                      rtol32=1e-4)

@@ -72,3 +72,41 @@ def test_softmax_axis_out_of_range():
 def test_one_hot_rows():
     got = la.nn.one_hot(la.array(np.array([2, 0])), depth=3).asnumpy()
     np.testing.assert_array_equal(got, np.eye(3, dtype=np.float32)[[2, 0]])
+
+
+@pytest.mark.parametrize("n,hw,kernel,params", [
+    (1, (9, 7), (3, 2), {"padding": (1, 0)}),  # one image: the per-image product
+    (3, (10, 9), (3, 2), {}),  # 8x8 = 64 output pixels per image: per image too
+    (2, (12, 11), (1, 1), {}),  # 1x1 stride 1: the input itself, no im2col copy
+    (3, (12, 11), (1, 1), {"stride": (2, 2), "dilation": (1, 1)}),  # 6x6 < 64 pixels: one product for all
+])
+def test_conv2d_either_product_layout_matches_the_loop_reference(n, hw, kernel, params):
+    from .cases import _conv2d_ref
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((n, 5) + hw).astype(np.float32)
+    w, b = rng.standard_normal((4, 5) + kernel).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    got = la.nn.conv2d(la.array(x), la.array(w), la.array(b), **params).asnumpy()
+    want = _conv2d_ref(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), **params)
+    assert got.dtype == np.float32 and got.flags.c_contiguous
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_matmul_of_stacked_column_major_operands_equals_numpy(dtype):
+    from lazyarray.ops.nn import _matmul
+
+    # b a stack of column-major matrices (attention's K^T as a transposed view): the kernel copies it
+    # C-ordered first; a transposed a, a broadcast b and 1-row / 1-column matrices run as they are
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((3, 5, 2, 4)) * 4).astype(dtype)
+    q, k = x.transpose(0, 2, 1, 3), x.transpose(0, 2, 3, 1)  # (3, 2, 5, 4) and (3, 2, 4, 5)
+    assert k.strides[-2] == k.itemsize and not k.flags.c_contiguous
+    cases = [(q, k), (k.transpose(0, 1, 3, 2), k), (q, x[:1, :1].transpose(0, 1, 3, 2)[..., :1])]
+    for a, b in cases:
+        got = _matmul(np, a, b)  # (the kernel itself: la.array would copy the views C-ordered)
+        want = np.matmul(a, b)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == "float32" else 1e-12)
+    out = np.empty((3, 2, 5, 5), dtype)
+    assert _matmul(np, q, k, out=out) is out
+    np.testing.assert_allclose(out, np.matmul(q, k), rtol=1e-5 if dtype == "float32" else 1e-12)

@@ -129,14 +129,21 @@ def test_the_float32_erf_is_within_5e_7_of_math_erf():
 def test_large_gelu_kernels_run_by_chunks_with_the_same_values(approximation, monkeypatch):
     """Above 4 * CHUNK_ELEMENTS the NumPy kernels go chunk by chunk (also over threads): same values,
     also into a given out= buffer that is one of the inputs (as in a fused group)."""
-    x = np.random.default_rng(4).standard_normal((70, 1000)).astype(np.float32) * 3
-    g = np.random.default_rng(5).standard_normal((70, 1000)).astype(np.float32)
+    x = np.random.default_rng(4).standard_normal((300, 1000)).astype(np.float32) * 3
+    g = np.random.default_rng(5).standard_normal((300, 1000)).astype(np.float32)
     assert x.size > 4 * norm_ops.CHUNK_ELEMENTS
     y = norm_ops._gelu(np, x, approximation=approximation)
     np.testing.assert_allclose(y, gelu_ref(x.astype(np.float64), approximation), rtol=2e-6, atol=3e-6)
     d = norm_ops._gelu_grad(np, g, x, approximation=approximation)
+    both = norm_ops._gelu_with_grad(np, x, approximation=approximation)
+    # the value and slope from one pass are those of gelu and gelu_grad (the same operations)
+    np.testing.assert_array_equal(both[0], y)
+    np.testing.assert_array_equal(both[1] * g, d)
     monkeypatch.setattr(norm_ops, "CHUNK_ELEMENTS", 10 ** 9)  # the whole-array path, for reference
     np.testing.assert_allclose(d, norm_ops._gelu_grad(np, g, x, approximation=approximation), rtol=1e-6, atol=1e-7)
+    whole = norm_ops._gelu_with_grad(np, x, approximation=approximation)
+    np.testing.assert_allclose(both[0], whole[0], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(both[1], whole[1], rtol=1e-6, atol=1e-7)
     monkeypatch.undo()
     x2 = x.copy()
     norm_ops._gelu(np, x2, approximation=approximation, out=x2)

@@ -125,3 +125,24 @@ def test_boolean_mask_has_a_data_dependent_static_dim():
         assert y.static_shape == (None,)
     assert y.shape == (3,)  # reading .shape computes
     np.testing.assert_array_equal(y.asnumpy(), [3.0, 4.0, 5.0])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_take_grad_of_many_indices_sums_repeated_rows_like_add_at(dtype, axis):
+    # 300 indices into 40 rows (negative ones too): the sparse-product path; add.at is the reference
+    rng = np.random.default_rng(3)
+    idx = rng.integers(-40, 40, (3, 100))
+    like = np.zeros((40, 6) if axis == 0 else (6, 40), dtype)
+    g = rng.standard_normal((3, 100, 6) if axis == 0 else (6, 3, 100)).astype(dtype)
+    ref = np.zeros_like(like)
+    np.add.at(np.moveaxis(ref, axis, 0), idx.reshape(-1), np.moveaxis(g.reshape(like.shape[:axis] + (300,)
+                                                                               + like.shape[axis + 1:]), axis, 0))
+    got = la.take_grad(la.array(g), la.array(like), la.array(idx), axis=axis).asnumpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-6 if dtype == "float32" else 1e-12, atol=1e-6)
+
+
+def test_take_grad_of_many_indices_out_of_range_raises():
+    idx = np.full(100, 40)
+    with pytest.raises(Exception, match="out of bounds|out of range"):
+        la.take_grad(la.ones((100, 3)), la.zeros((40, 3)), la.array(idx)).asnumpy()

@@ -2,8 +2,6 @@
 parameter gradients), export -> SymbolBlock.imports, and a short training run on synthetic data."""
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -123,12 +121,10 @@ def _train(steps, units=32, num_layers=1, lr=3e-3, seed=0):
 def test_training_learns_whether_token_one_occurs():
     """60 Adam steps of batch 32 (about 2 s): the mean loss of the last 10 steps falls below 0.2
     (chance is 0.69), and held-out accuracy exceeds 90%."""
-    start = time.perf_counter()
     net, losses, rng = _train(60)
     assert np.mean(losses[-10:]) < 0.2, losses
     x, _, y = has_token_one(rng, 256)
     assert (net(x).asnumpy().argmax(axis=1) == y).mean() > 0.9
-    assert time.perf_counter() - start < 60  # a loose bound: the machine is shared
 
 
 @pytest.mark.slow

@@ -1,0 +1,164 @@
+"""Optimizers: ``SGD`` and ``Adam``, written once for one parameter or many at a time.
+
+An optimizer's math lives in ``apply(target, g, state, step, xp, scratch)``: ``g`` is the
+rescaled gradient (the optimizer may overwrite it), ``state`` what ``create_state`` made, and
+``target`` the weights, reached only through their ``dtype`` and three operations (``times``,
+``isub``, ``iadd``). ``update`` (one parameter) hands it the weight itself; ``Trainer.step`` hands it a
+whole group of parameters at once (``multi_tensor.FlatGroup``): ``g``, the states and the
+scratch buffers are then one flat array each, so every step of the update is one large ufunc
+call instead of one per parameter, and only the reads and writes of the weights go parameter by
+parameter. Both run the same ufuncs with the same scalars in the same order, so the results are
+bit for bit the same.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ops.sparse_kernels import adam_rows, sgd_rows
+from ..storage import RowSparse
+
+
+class One:
+    """The weight of one parameter as an update target."""
+
+    __slots__ = ("w", "xp", "dtype")
+
+    def __init__(self, w, xp):
+        self.w, self.xp, self.dtype = w, xp, w.dtype
+
+    def times(self, c, out):
+        """``out[...] = w * c``."""
+        return self.xp.multiply(self.w, c, out=out)
+
+    def isub(self, x) -> None:
+        self.w -= x
+
+    def iadd(self, x) -> None:
+        self.w += x
+
+
+class _Fresh:
+    """Scratch buffers like ``g`` for one update, allocated when asked for."""
+
+    __slots__ = ("g", "xp", "bufs")
+
+    def __init__(self, g, xp):
+        self.g, self.xp, self.bufs = g, xp, []
+
+    def __call__(self, k: int):
+        while len(self.bufs) <= k:
+            self.bufs.append(self.xp.empty_like(self.g))
+        return self.bufs[k]
+
+
+class Optimizer:
+    """Base class. Subclasses implement ``create_state(weight)`` and ``apply`` (see the module
+    docstring); such an optimizer updates all parameters of a ``Trainer`` in a few large calls.
+    A subclass may instead override ``update(weight, grad, state, step, rescale, xp)`` (in place on
+    backend arrays); the trainer then calls it once per parameter."""
+
+    def __init__(self, learning_rate: float = 0.01, wd: float = 0.0, clip_gradient: float | None = None,
+                 lr_scheduler=None):
+        self.learning_rate, self.wd, self.clip_gradient = learning_rate, wd, clip_gradient
+        # a callable num_update -> lr (la.lr_scheduler); when set it decides the rate of every update
+        self.lr_scheduler = lr_scheduler
+
+    def create_state(self, weight):
+        return None
+
+    @property
+    def multi_tensor(self) -> bool:
+        """True when the trainer may update many parameters in one call of ``apply``."""
+        cls = type(self)
+        return cls.update is Optimizer.update and cls.apply is not Optimizer.apply
+
+    def apply(self, target, g, state, step: int, xp, scratch) -> None:
+        raise NotImplementedError(f"{type(self).__name__}: implement apply(...) or update(...)")
+
+    def update(self, weight, grad, state, step: int, rescale: float = 1.0, xp=None) -> None:
+        """One parameter, in place: ``weight`` and ``state`` are backend arrays, ``grad`` one too or a
+        ``RowSparse`` (then only its rows are updated)."""
+        xp = np if xp is None else xp
+        if isinstance(grad, RowSparse):
+            self.update_rows(weight, grad, state, step, rescale, xp)
+            return
+        g = grad * weight.dtype.type(rescale)
+        self.apply(One(weight, xp), g, state, step, xp, _Fresh(g, xp))
+
+    def update_rows(self, weight, grad: RowSparse, state, step, rescale, xp) -> None:
+        raise NotImplementedError(f"{type(self).__name__}: row_sparse gradients are not supported")
+
+    def _clip_and_decay(self, target, g, xp, scratch) -> None:
+        """``g = clip(g) + wd * w`` in place."""
+        if self.clip_gradient is not None:
+            xp.clip(g, -self.clip_gradient, self.clip_gradient, out=g)
+        if self.wd:
+            g += target.times(target.dtype.type(self.wd), scratch(0))
+
+
+class SGD(Optimizer):
+    """``v = momentum * v - lr * (g + wd * w); w += v`` (plain SGD when momentum is 0)."""
+
+    def __init__(self, learning_rate: float = 0.01, momentum: float = 0.0, wd: float = 0.0,
+                 clip_gradient: float | None = None, lr_scheduler=None):
+        super().__init__(learning_rate, wd, clip_gradient, lr_scheduler)
+        self.momentum = momentum
+
+    def create_state(self, weight):
+        return weight * 0 if self.momentum else None
+
+    def apply(self, target, g, state, step, xp, scratch) -> None:
+        self._clip_and_decay(target, g, xp, scratch)
+        t = target.dtype.type
+        g *= t(self.learning_rate)
+        if state is None:
+            target.isub(g)
+        else:
+            state *= t(self.momentum)
+            state -= g
+            target.iadd(state)
+
+    def update_rows(self, weight, grad, state, step, rescale, xp) -> None:
+        # lazy update: only the rows the gradient stores
+        sgd_rows(xp, weight, grad.indices, grad.data, self.learning_rate, self.wd, rescale,
+                 self.clip_gradient, self.momentum, state)
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba) with bias correction folded into the step size, as in MXNet."""
+
+    def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999,
+                 epsilon: float = 1e-8, wd: float = 0.0, clip_gradient: float | None = None,
+                 lr_scheduler=None):
+        super().__init__(learning_rate, wd, clip_gradient, lr_scheduler)
+        self.beta1, self.beta2, self.epsilon = beta1, beta2, epsilon
+
+    def create_state(self, weight):
+        return (weight * 0, weight * 0)
+
+    def _rate(self, step: int) -> float:
+        return self.learning_rate * math.sqrt(1 - self.beta2 ** step) / (1 - self.beta1 ** step)
+
+    def apply(self, target, g, state, step, xp, scratch) -> None:
+        self._clip_and_decay(target, g, xp, scratch)
+        mean, var = state
+        t = target.dtype.type
+        a, b = scratch(0), scratch(1)
+        mean *= t(self.beta1)
+        mean += xp.multiply(g, t(1 - self.beta1), out=a)
+        var *= t(self.beta2)
+        xp.multiply(g, t(1 - self.beta2), out=a)
+        a *= g
+        var += a
+        xp.multiply(mean, t(self._rate(step)), out=a)
+        xp.sqrt(var, out=b)
+        b += t(self.epsilon)
+        a /= b
+        target.isub(a)
+
+    def update_rows(self, weight, grad, state, step, rescale, xp) -> None:
+        # lazy update: weight, mean and var only at the stored rows
+        adam_rows(xp, weight, grad.indices, grad.data, state[0], state[1], self._rate(step), self.beta1,
+                  self.beta2, self.epsilon, self.wd, rescale, self.clip_gradient)

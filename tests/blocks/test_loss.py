@@ -1,0 +1,74 @@
+"""The losses of blocks/loss.py compile themselves: values and gradients equal the op-by-op path,
+attributes set later are honoured, new shapes recompile quietly, user subclasses stay imperative."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray import blocks as B
+
+RNG = np.random.default_rng(0)
+
+CASES = {
+    "sce": (lambda: B.SoftmaxCrossEntropyLoss(), lambda n: RNG.integers(0, 5, n)),
+    "sce-float-labels": (lambda: B.SoftmaxCrossEntropyLoss(weight=0.5),
+                         lambda n: RNG.integers(0, 5, n).astype(np.float32)),
+    "sce-dense": (lambda: B.SoftmaxCrossEntropyLoss(sparse_label=False),
+                  lambda n: RNG.dirichlet(np.ones(5), n).astype(np.float32)),
+    "l2": (lambda: B.L2Loss(), lambda n: RNG.standard_normal((n, 5)).astype(np.float32)),
+    "l1": (lambda: B.L1Loss(weight=2.0), lambda n: RNG.standard_normal((n, 5)).astype(np.float32)),
+}
+
+
+def _value_and_grad(loss_fn, pred, label):
+    p = la.array(pred)
+    p.attach_grad()
+    with la.autograd.record():
+        out = loss_fn(p, la.array(label))
+    out.backward()
+    return out.asnumpy(), p.grad.asnumpy()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_compiled_loss_equals_op_by_op(case):
+    make, labels = CASES[case]
+    compiled, eager = make(), make()
+    eager.hybridize(False)
+    assert compiled.hybridized and not eager.hybridized
+    for n in (4, 7):
+        pred, label = RNG.standard_normal((n, 5)).astype(np.float32), labels(n)
+        (v1, g1), (v2, g2) = _value_and_grad(compiled, pred, label), _value_and_grad(eager, pred, label)
+        np.testing.assert_allclose(v1, v2, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(g1, g2, rtol=1e-6, atol=1e-7)
+
+
+def test_setting_an_attribute_drops_the_compiled_graph():
+    loss_fn = B.L2Loss()
+    pred, label = la.array(np.ones((2, 3), np.float32)), la.array(np.zeros((2, 3), np.float32))
+    np.testing.assert_allclose(loss_fn(pred, label).asnumpy(), [0.5, 0.5])
+    loss_fn.weight = 4.0
+    np.testing.assert_allclose(loss_fn(pred, label).asnumpy(), [2.0, 2.0])
+
+
+def test_many_shapes_recompile_without_warnings():
+    loss_fn = B.SoftmaxCrossEntropyLoss()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in range(1, 20):
+            out = loss_fn(la.array(RNG.standard_normal((n, 3)).astype(np.float32)), la.array(np.zeros(n, np.int64)))
+            assert out.shape == (n,)
+
+
+def test_a_subclass_with_its_own_forward_stays_imperative():
+    class Reads(B.Loss):
+        def forward(self, pred, label):
+            scale = float(np.abs(pred.asnumpy()).max())  # a value read: fine imperatively
+            return self._finish(((pred - label) / scale) ** 2)
+
+    loss_fn = Reads()
+    assert not loss_fn.hybridized
+    out = loss_fn(la.array(np.array([[2.0, -4.0]], np.float32)), la.array(np.zeros((1, 2), np.float32)))
+    np.testing.assert_allclose(out.asnumpy(), [(0.25 + 1.0) / 2])
