@@ -29,6 +29,8 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# run as a script, this folder is first on the path, where benchmarks/onnx.py would shadow the onnx package
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._util import best_of, table  # noqa: E402

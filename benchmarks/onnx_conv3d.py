@@ -28,6 +28,8 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
+# run as a script, this folder is first on the path, where benchmarks/onnx.py would shadow the onnx package
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402

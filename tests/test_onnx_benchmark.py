@@ -39,3 +39,17 @@ def test_the_script_does_not_shadow_the_onnx_package_or_change_the_path():
     assert hasattr(onnx, "ModelProto") and onnx is not bench
     here = Path(bench.__file__).resolve().parent  # benchmarks/ holds sparse.py, fusion.py, ...
     assert all(Path(p or ".").resolve() != here for p in sys.path)
+
+
+@pytest.mark.parametrize("script", ["onnx_conformance", "onnx_conv3d"])
+def test_sibling_scripts_that_import_onnx_survive_their_folder_on_the_path(script):
+    """Run as a script, a benchmark has benchmarks/ first on its path, where onnx.py (this benchmark)
+    would shadow the onnx package: the scripts that import onnx take their folder off the path."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = str(Path(bench.__file__).resolve().parent)
+    code = f"import sys; sys.path.insert(0, {here!r}); import {script}; import onnx; assert hasattr(onnx, 'ModelProto')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
