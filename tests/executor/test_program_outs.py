@@ -146,3 +146,45 @@ def test_gelu_with_grad_of_a_large_transposed_input():
     ones = np.ones_like(x)
     np.testing.assert_allclose(d, registry.get("gelu_grad").bind(np)(ones, np.ascontiguousarray(x)),
                                rtol=1e-6, atol=1e-6)
+
+
+# -- foreach: the stacked step outputs, final and saved states go to planned buffers --------------
+def _rnn_ref(xs, h, w, u):
+    outs = []
+    for x in xs:
+        h = np.tanh(x @ w + h @ u)
+        outs.append(h)
+    return (np.stack(outs) if outs else np.zeros((0,) + h.shape, h.dtype)), h
+
+
+@pytest.mark.parametrize("steps", [5, 0])
+def test_foreach_writes_its_outputs_into_the_planned_buffers(steps, monkeypatch):
+    rng = np.random.default_rng(0)
+    xs, h, w, u = (rng.standard_normal(s).astype(np.float32) for s in ((steps, 2, 3), (2, 4), (3, 4), (4, 4)))
+    arrays = {k: la.array(v) for k, v in {"xs": xs, "h": h, "w": w, "u": u}.items()}
+    with la.deferred():
+        outs, final = la.foreach(lambda x, s: ((hn := la.tanh(la.dot(x, arrays["w"]) + la.dot(s, arrays["u"]))), hn),
+                                 arrays["xs"], arrays["h"])
+        res = [outs * 2, final + 1]
+    sym = la.get_symbol(res, inputs=arrays)
+    op = registry.get("foreach")
+    inner, given = op.bind(np), []
+
+    def spy(*args, out=None, **kw):
+        given.append(out)
+        return inner(*args, out=out, **kw)
+
+    monkeypatch.setitem(op._bound, np, spy)
+    cached = la.CachedOp(sym)
+    want = _rnn_ref(xs, h, w, u)
+    for _ in range(2):
+        got = cached(**arrays)
+        np.testing.assert_allclose(got[0].asnumpy(), want[0] * 2, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got[1].asnumpy(), want[1] + 1, rtol=1e-5, atol=1e-6)
+        del got  # (what the caller holds is never written again: the stacked outputs' buffer may be an output's)
+    assert len(given) == 2 and all(isinstance(o, tuple) and len(o) == 3 for o in given)  # (+ saved states)
+    for o in given[0]:
+        assert o.base is not None  # a view of a planned buffer, not memory the kernel made
+    # the saved states are internal (only a gradient would read them): pooled, the same memory each run
+    if steps:  # (empty arrays have no memory to compare)
+        assert given[0][2].__array_interface__["data"][0] == given[1][2].__array_interface__["data"][0]
