@@ -137,8 +137,12 @@ def _foreach_kernel(xp, *arrays, body, n_data, n_states, save_states, out=None):
     in_shapes = [d.shape[1:] for d in data] + [a.shape for a in arrays[n_data:]]
     avals = body_avals(body, in_shapes)
     n_out = body.n_outputs - n_states
-    ys = [xp.empty((steps,) + tuple(a.shape), a.dtype) for a in avals[:n_out]]
-    saved = [xp.empty((steps,) + s.shape, s.dtype) for s in states] if save_states else []
+    if out is not None:  # planned buffers: stacked outputs, final states, saved states
+        out = out if isinstance(out, tuple) else (out,)  # (one output: out=buf)
+        ys, saved = list(out[:n_out]), list(out[n_out + n_states:])
+    else:
+        ys = [xp.empty((steps,) + tuple(a.shape), a.dtype) for a in avals[:n_out]]
+        saved = [xp.empty((steps,) + s.shape, s.dtype) for s in states] if save_states else []
     prog = None  # every step has the same signature (a state keeps its shape): one program, looked up once
     for t in range(steps):
         for k, s in enumerate(saved):
@@ -150,6 +154,10 @@ def _foreach_kernel(xp, *arrays, body, n_data, n_states, save_states, out=None):
         for k, y in enumerate(ys):
             y[t] = res[k]
         states = res[n_out:]
+    if out is not None:
+        for o, st in zip(out[n_out:n_out + n_states], states):
+            o[...] = st
+        return _result(list(out))
     return _result(ys + _owned(xp, states, arrays) + saved)
 
 
@@ -216,7 +224,7 @@ FOREACH = register(OpDef(
     "foreach", ("*args",), _foreach_kernel,
     params=(Param("body", SUBGRAPH), Param("n_data", INT), Param("n_states", INT), Param("save_states", BOOL, True)),
     num_outputs=lambda params: params["body"].n_outputs + (params["n_states"] if params["save_states"] else 0),
-    shape=_foreach_shape, dtype=_foreach_dtype, grad=_foreach_grad,
+    shape=_foreach_shape, dtype=_foreach_dtype, grad=_foreach_grad, writes_out=True,
     doc="scan `body` over axis 0 of the data, carrying states (la.foreach): step outputs stacked, final "
         "states, then the per-step states (read by the gradient)"))
 

@@ -6,8 +6,8 @@
    (graph inputs, constants, values the caller already knows);
 2. ``_own_outputs``: the one place that decides buffer ownership of what a run hands out
    (see below);
-3. ``_choose_steps``: how each node runs (``StepKind``: into a planned buffer, or a kernel
-   that allocates its result);
+3. ``_choose_steps``: how each node runs (``StepKind``: into its planned buffer or buffers, or
+   a kernel that allocates its results);
 4. ``_plan``: the memory plan over the schedule (``plan.py``);
 5. ``_lay_out``: each step becomes a small precompiled closure over slot numbers, so the
    run loop is ``for step in steps: step(slots)``.
@@ -54,16 +54,19 @@ class StepKind(enum.Enum):
     OUT = "writes into its planned buffer (out=)"
     UFUNC1 = "unary NumPy ufunc into its planned buffer"
     UFUNC2 = "binary NumPy ufunc into its planned buffer"
+    OUTS = "several outputs, each written into its planned buffer (out=(buf0, buf1, ...))"
     FRESH = "the kernel allocates its result"
     MULTI = "several outputs (or sparse ones), allocated by the kernel"
 
 
+_PLANNED = frozenset({StepKind.OUT, StepKind.OUTS})  # kinds whose outputs live in planned buffers
+
+
 def honours_out(op, xp) -> bool:
-    """True when ``op``'s kernel writes its single result into ``out=`` (no allocation)."""
-    if op.num_outputs != 1:
-        return False
+    """True when ``op``'s kernel writes its results into ``out=`` (no allocation): its single
+    result into ``out=buf``, several into ``out=(buf0, buf1, ...)`` (``OpDef.writes_out``)."""
     if isinstance(op.kernel, str):
-        return type(getattr(xp, op.kernel, None)).__name__ == "ufunc"
+        return op.num_outputs == 1 and type(getattr(xp, op.kernel, None)).__name__ == "ufunc"
     return op.writes_out
 
 
@@ -282,10 +285,12 @@ def _choose_steps(g: _Graph, out_slots: set[int]) -> list[_Spec]:
         sparse = any(e.aval.stype != "default" for e in node.inputs) or any(a.stype != "default" for a in node.avals)
         planned = all(a.shape is not None and None not in a.shape and a.dtype is not None and a.stype == "default"
                       for a in node.avals)
-        if len(node.avals) > 1 or sparse:
+        if sparse:
             kind = StepKind.MULTI
         elif planned and honours_out(op, xp):
-            kind = StepKind.OUT
+            kind = StepKind.OUT if len(node.avals) == 1 else StepKind.OUTS
+        elif len(node.avals) > 1:
+            kind = StepKind.MULTI
         else:
             kind = StepKind.FRESH
         for o in outs:
@@ -297,7 +302,7 @@ def _choose_steps(g: _Graph, out_slots: set[int]) -> list[_Spec]:
             fn = _interpreted(node)
         else:
             fn = op.bind(xp)
-            if kind is not StepKind.OUT and not op.view and not op.owns_outputs and _may_return_input(node, g, kind_of, out_slots, outs):
+            if kind not in _PLANNED and not op.view and not op.owns_outputs and _may_return_input(node, g, kind_of, out_slots, outs):
                 fn = _unaliasing(fn)
         specs.append(_Spec(node, kind, fn, ins, outs, planned))
     return specs
@@ -313,7 +318,7 @@ def _may_return_input(node: Node, g: _Graph, kind_of, out_slots, outs) -> bool:
         a = e.aval
         if a.shape == out.shape and a.dtype == out.dtype and a.stype == out.stype:
             sl = g.slot(e)
-            if escapes or kind_of.get(sl) is StepKind.OUT:
+            if escapes or kind_of.get(sl) in _PLANNED:
                 return True
     return False
 
@@ -378,11 +383,12 @@ def _plan(g: _Graph, specs: list[_Spec], out_slots: set[int], names: dict):
                 if src.external else Value(values[outs[0]].nbytes, src.device, view_of=ins[0],
                                            escapes=outs[0] in out_slots)
         pairs = ()
-        if sp.kind is StepKind.OUT:
-            oa = node.avals[0]
+        if sp.kind in _PLANNED:
             pairs = tuple((ip, op_) for ip, op_ in node.op.inplace
-                          if ip < len(ins) and values[ins[ip]].nbytes == oa.nbytes and not values[ins[ip]].external
-                          and node.inputs[ip].aval.shape == oa.shape and node.inputs[ip].aval.dtype == oa.dtype)
+                          if ip < len(ins) and op_ < len(outs) and not values[ins[ip]].external
+                          and values[ins[ip]].nbytes == node.avals[op_].nbytes
+                          and node.inputs[ip].aval.shape == node.avals[op_].shape
+                          and node.inputs[ip].aval.dtype == node.avals[op_].dtype)
         steps.append(Step(ins, outs, pairs, names.get(id(node), node.label())))
     for node in g.order:
         nm = names.get(id(node), node.label())
@@ -400,11 +406,10 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int]):
     """Buffers (pooled or per run) and one closure per step."""
     views_by_buffer: dict[int, list] = {}
     for sp in specs:
-        if sp.kind is StepKind.OUT:
-            o = sp.outs[0]
-            a = sp.node.avals[0]
-            views_by_buffer.setdefault(plan.buffer_of[o], []).append((o, a.dtype, a.shape, a.nbytes,
-                                                                      plan.offset_of[o]))
+        if sp.kind in _PLANNED:
+            for o, a in zip(sp.outs, sp.node.avals):
+                views_by_buffer.setdefault(plan.buffer_of[o], []).append((o, a.dtype, a.shape, a.nbytes,
+                                                                          plan.offset_of[o]))
     pooled, per_run = [], []
     for b, views in views_by_buffer.items():
         layouts: dict = {}
@@ -419,7 +424,7 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int]):
             last_read[sl] = i
     frees_at: list[list[int]] = [[] for _ in specs]
     for i, sp in enumerate(specs):
-        if sp.kind is StepKind.OUT:
+        if sp.kind in _PLANNED:
             continue
         for o in sp.outs:
             if o not in out_slots:
@@ -455,6 +460,14 @@ def _step_closure(sp: _Spec, frees: tuple):
         def step(s):
             try:
                 fn(*[s[i] for i in ins], out=s[o], **kw)
+            except Exception as exc:
+                raise _step_error(node, exc) from exc
+    elif kind is StepKind.OUTS:
+        outs = sp.outs
+
+        def step(s):
+            try:
+                fn(*[s[i] for i in ins], out=tuple([s[k] for k in outs]), **kw)
             except Exception as exc:
                 raise _step_error(node, exc) from exc
     elif kind is StepKind.FRESH and node.avals[0].shape != ():

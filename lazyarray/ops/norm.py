@@ -74,20 +74,20 @@ def _per_axis(v, ndim, ax):
     return v.reshape(shape)
 
 
-def _normalized(xp, x, ax, eps):
-    """``(x - mean) / sqrt(var + eps)`` along ``ax`` (a fresh array) and ``1 / sqrt(var + eps)``.
+def _normalized(xp, x, ax, eps, out=None, rstd_out=None):
+    """``(x - mean) / sqrt(var + eps)`` along ``ax`` and ``1 / sqrt(var + eps)`` (kept dims), written
+    into ``out`` / ``rstd_out`` when given, else fresh arrays.
 
     Two passes (mean, then the centered sum of squares) rather than ``E[x^2] - E[x]^2`` in one:
     the one-pass formula loses every digit when the mean is large against the spread. The sum of
     squares is an ``einsum`` over the last axis, so it makes no squared temporary."""
     n = x.shape[ax]
-    xc = x - x.mean(axis=ax, keepdims=True)
+    xc = xp.subtract(x, x.mean(axis=ax, keepdims=True), out=out)
     if ax == x.ndim - 1:
         ss = xp.einsum("...i,...i->...", xc, xc)[..., None]
     else:
         ss = (xc * xc).sum(axis=ax, keepdims=True)
-    rstd = ss
-    rstd *= x.dtype.type(1.0 / n) if n else 0
+    rstd = xp.multiply(ss, x.dtype.type(1.0 / n) if n else x.dtype.type(0), out=ss if rstd_out is None else rstd_out)
     rstd += x.dtype.type(eps)
     xp.sqrt(rstd, out=rstd)
     xp.reciprocal(rstd, out=rstd)
@@ -98,7 +98,7 @@ def _normalized(xp, x, ax, eps):
 def _layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     ax = axis % x.ndim
     dtype = np.result_type(x.dtype, gamma.dtype, beta.dtype)
-    y, _ = _normalized(xp, x.astype(dtype, copy=False), ax, eps)
+    y, _ = _normalized(xp, x.astype(dtype, copy=False), ax, eps, out=out)
     y *= _per_axis(gamma.astype(dtype, copy=False), x.ndim, ax)
     y += _per_axis(beta.astype(dtype, copy=False), x.ndim, ax)
     return y
@@ -114,7 +114,7 @@ _LN_PARAMS = (Param("axis", INT, -1, doc="the normalized axis"),
               Param("eps", FLOAT, 1e-5, check=_check_eps, doc="added to the variance"))
 
 register(OpDef("layer_norm", ("x", "gamma", "beta"), _layer_norm, params=_LN_PARAMS, shape=_ln_shape,
-               dtype=_float_inputs, grad=_ln_grad, namespace="nn",
+               dtype=_float_inputs, grad=_ln_grad, namespace="nn", writes_out=True,
                doc="(x - mean) / sqrt(var + eps) * gamma + beta, mean and (biased) variance taken along "
                    "axis of each row; gamma and beta have one value per element of that axis"))
 
@@ -123,17 +123,19 @@ def _layer_norm_grad(xp, g, x, gamma, axis=-1, eps=1e-5, out=None):
     ax = axis % x.ndim
     dtype = np.result_type(g.dtype, x.dtype, gamma.dtype)
     xhat, rstd = _normalized(xp, x.astype(dtype, copy=False), ax, eps)
-    return _ln_backward(xp, g.astype(dtype, copy=False), xhat, rstd, gamma.astype(dtype, copy=False), ax, True)
+    return _ln_backward(xp, g.astype(dtype, copy=False), xhat, rstd, gamma.astype(dtype, copy=False), ax, True,
+                        out)
 
 
-def _ln_backward(xp, g, xhat, rstd, gamma, ax, own_xhat):
-    """(dx, dgamma, dbeta) from the normalized input and ``1 / std``; ``own_xhat``: ``xhat`` may be
-    overwritten (it was made for this call)."""
+def _ln_backward(xp, g, xhat, rstd, gamma, ax, own_xhat, out=None):
+    """(dx, dgamma, dbeta) from the normalized input and ``1 / std``, written into ``out`` (three
+    buffers) when given; ``own_xhat``: ``xhat`` may be overwritten (it was made for this call)."""
+    dx, dgamma, dbeta = (None, None, None) if out is None else out
     others = tuple(i for i in range(xhat.ndim) if i != ax)
-    dbeta = g.sum(axis=others)
-    dxhat = g * _per_axis(gamma, xhat.ndim, ax)
+    dbeta = g.sum(axis=others, out=dbeta)
+    dxhat = xp.multiply(g, _per_axis(gamma, xhat.ndim, ax), out=dx)
     gx = g * xhat
-    dgamma = gx.sum(axis=others)
+    dgamma = gx.sum(axis=others, out=dgamma)
     # dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), means along the axis
     xp.multiply(dxhat, xhat, out=gx)
     m2 = gx.mean(axis=ax, keepdims=True)
@@ -147,22 +149,24 @@ def _ln_backward(xp, g, xhat, rstd, gamma, ax, own_xhat):
     return dxhat, dgamma, dbeta
 
 
-def _layer_norm_with_stats(xp, x, gamma, beta, axis=-1, eps=1e-5):
+def _layer_norm_with_stats(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     """``(layer_norm(x), xhat, rstd)``: also the normalized input and ``1 / sqrt(var + eps)`` (kept
-    dims), which ``layer_norm_grad_saved`` reads instead of recomputing them from ``x``."""
+    dims), which ``layer_norm_grad_saved`` reads instead of recomputing them from ``x``; written into
+    ``out`` (three buffers) when given."""
+    y, xhat, rstd = (None, None, None) if out is None else out
     ax = axis % x.ndim
     dtype = np.result_type(x.dtype, gamma.dtype, beta.dtype)
-    xhat, rstd = _normalized(xp, x.astype(dtype, copy=False), ax, eps)
-    y = xhat * _per_axis(gamma.astype(dtype, copy=False), x.ndim, ax)
+    xhat, rstd = _normalized(xp, x.astype(dtype, copy=False), ax, eps, xhat, rstd)
+    y = xp.multiply(xhat, _per_axis(gamma.astype(dtype, copy=False), x.ndim, ax), out=y)
     y += _per_axis(beta.astype(dtype, copy=False), x.ndim, ax)
     return y, xhat, rstd
 
 
-def _layer_norm_grad_saved(xp, g, xhat, rstd, gamma, axis=-1):
+def _layer_norm_grad_saved(xp, g, xhat, rstd, gamma, axis=-1, out=None):
     ax = axis % xhat.ndim
     dtype = np.result_type(g.dtype, xhat.dtype, gamma.dtype)
     return _ln_backward(xp, g.astype(dtype, copy=False), xhat.astype(dtype, copy=False),
-                        rstd.astype(dtype, copy=False), gamma.astype(dtype, copy=False), ax, False)
+                        rstd.astype(dtype, copy=False), gamma.astype(dtype, copy=False), ax, False, out)
 
 
 def _stats_shape(shapes, axis=-1, eps=1e-5):
@@ -188,19 +192,19 @@ def _ln_grad_shape(shapes, axis=-1, eps=1e-5):
 
 
 register(OpDef("layer_norm_grad", ("g", "x", "gamma"), _layer_norm_grad, params=_LN_PARAMS,
-               shape=_ln_grad_shape, num_outputs=3, namespace="nn",
+               shape=_ln_grad_shape, num_outputs=3, namespace="nn", writes_out=True,
                dtype=lambda dtypes, **p: [_float_inputs(dtypes)] * 3,
                doc="layer_norm's gradients (dx, dgamma, dbeta) for head gradient g; the statistics "
                    "are recomputed from x (no gradient of its own)"))
 register(OpDef("layer_norm_with_stats", ("x", "gamma", "beta"), _layer_norm_with_stats, params=_LN_PARAMS,
-               shape=_stats_shape, num_outputs=3, namespace="nn",
+               shape=_stats_shape, num_outputs=3, namespace="nn", writes_out=True,
                dtype=lambda dtypes, **p: [_float_inputs(dtypes)] * 3,
                doc="(layer_norm(x), xhat, rstd): also the normalized input and 1 / sqrt(var + eps) along "
                    "axis (kept as a dim of size 1): a compiled training graph's forward saves them for "
                    "layer_norm_grad_saved (graph/passes/forward_saves.py; no gradient of its own)"))
 register(OpDef("layer_norm_grad_saved", ("g", "xhat", "rstd", "gamma"), _layer_norm_grad_saved,
                params=(Param("axis", INT, -1, doc="the normalized axis"),), shape=_grad_saved_shape,
-               num_outputs=3, namespace="nn", dtype=lambda dtypes, **p: [_float_inputs(dtypes)] * 3,
+               num_outputs=3, namespace="nn", dtype=lambda dtypes, **p: [_float_inputs(dtypes)] * 3, writes_out=True,
                doc="layer_norm_grad from the statistics the forward saved (layer_norm_with_stats): "
                    "(dx, dgamma, dbeta) for head gradient g (no gradient of its own)"))
 
@@ -358,14 +362,17 @@ def _gelu_slope(xp, x, approximation, y=None, out=None):
         return xp.add(t, p, out=out)
 
 
-def _gelu_with_grad(xp, x, approximation="none"):
+def _gelu_with_grad(xp, x, approximation="none", out=None):
     """``(gelu(x), d gelu(x) / dx)`` from one erf (or tanh) pass, chunk by chunk for large NumPy
-    arrays (each chunk's temporaries stay in cache)."""
+    arrays (each chunk's temporaries stay in cache); written into ``out`` (two C-contiguous buffers
+    of x's shape) when given."""
     _need_float(x, "gelu_with_grad")
     if x.ndim == 0:  # (NumPy makes 0-d results scalars, which cannot be written in place)
-        y, d = _gelu_with_grad(xp, x.reshape(1), approximation)
+        y, d = _gelu_with_grad(xp, x.reshape(1), approximation,
+                               None if out is None else tuple(o.reshape(1) for o in out))
         return y.reshape(()), d.reshape(())
-    y, d = xp.empty_like(x), xp.empty_like(x)
+    # (C order, not empty_like's: the chunks below write through reshape(-1), which must be a view)
+    y, d = (xp.empty(x.shape, x.dtype), xp.empty(x.shape, x.dtype)) if out is None else out
     if xp is not np or x.size < 4 * CHUNK_ELEMENTS:
         _gelu_slope(xp, x, approximation, y, d)
         return y, d
@@ -394,7 +401,7 @@ register(OpDef("gelu_grad", ("g", "x"), _gelu_grad, params=_GELU_PARAM, dtype=_f
                doc="gelu's gradient: g * d gelu(x) / dx (no gradient of its own)"))
 register(OpDef("gelu_with_grad", ("x",), _gelu_with_grad, params=_GELU_PARAM, num_outputs=2,
                shape=lambda shapes, approximation="none": [shapes[0], shapes[0]],
-               dtype=lambda dtypes, approximation="none": [_float_inputs(dtypes)] * 2, namespace="nn",
+               dtype=lambda dtypes, approximation="none": [_float_inputs(dtypes)] * 2, namespace="nn", writes_out=True,
                doc="(gelu(x), d gelu(x) / dx) from one pass: a compiled training graph's forward computes "
                    "gelu's derivative with its value, so the backward multiplies instead of recomputing "
                    "(graph/passes/forward_saves.py; no gradient of its own)"))

@@ -59,7 +59,9 @@ class OpDef:
     * ``inplace``: ``(input, output)`` pairs that may share a buffer; ``view``: output 0 may
       alias input 0 (reshape, transpose, expand, basic indexing); ``writes_out``: a function
       kernel that honours ``out=`` (string kernels naming a ufunc always do), so the executor
-      hands it a planned buffer instead of letting it allocate.
+      hands it a planned buffer instead of letting it allocate; a kernel of several outputs
+      then takes ``out=(buf0, buf1, ...)``, one buffer per output (shapes and dtypes as the
+      rules say, C-contiguous), writes every output there and returns them.
     * ``compose(F, *inputs, **params)``: a composite op expands into other ops instead of
       having a kernel (e.g. dropout = mask * x).
     * ``workspace(in_avals, **params)``: ``(what, shape, dtype)`` of the large temporaries the
@@ -84,7 +86,7 @@ class OpDef:
     device: Callable | None = None  # (in_avals, **params) -> Device, for copy ops
     elementwise: bool = False
     random: bool = False
-    writes_out: bool = False  # the kernel writes its single result into ``out=`` (ufunc kernels do)
+    writes_out: bool = False  # the kernel writes its result(s) into ``out=`` (ufunc kernels do)
     sparse_from_dense: bool = False  # the storage rule can make sparse outputs from dense inputs
     workspace: Callable | None = None  # (in_avals, **params) -> [(what, shape, dtype)] the kernel allocates
     # The kernel returns arrays it made for this call and hands over (a compiled sub-graph's
