@@ -159,6 +159,9 @@ class NDArray(ArrayBase):
     # -- values ----------------------------------------------------------------
     def asnumpy(self) -> np.ndarray:
         """A NumPy copy of the (dense) value; computes a lazy array."""
+        v = self._value
+        if v.__class__ is np.ndarray:  # the common case: a computed dense array on the CPU
+            return np.array(v, copy=True)
         v = densify(self._materialize(), self._device.xp)
         if self._device.kind == "gpu":
             return to_device(v, self._device, _CPU0)

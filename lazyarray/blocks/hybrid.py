@@ -88,6 +88,8 @@ class Compiled:
     def __call__(self, args: tuple):
         arrays = [args[s] if type(s) is int else s._data for s in self.sources]
         out = self.run(*arrays)
+        if self.structure == "single" and out.__class__ is not list:  # one output, nothing else
+            return out
         outs = out if isinstance(out, (list, tuple)) else [out]
         for p, v in zip(self.updates, outs[self.num_outputs:]):
             p.set_data(v)

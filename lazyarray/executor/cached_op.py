@@ -64,7 +64,8 @@ from .signature_cache import SignatureCache, causes_text, describe_change
 class _Compiled:
     """What one signature compiles to."""
 
-    __slots__ = ("backward", "call", "devices_all", "joint", "n_out", "out_devices", "program", "sym", "used")
+    __slots__ = ("backward", "call", "devices_all", "joint", "n_out", "out_avals", "out_devices", "program", "sym",
+                 "used")
 
     def __init__(self, sym, program, out_devices):
         self.sym = sym
@@ -75,6 +76,7 @@ class _Compiled:
         self.joint = None  # (outputs, inputs) of the joint forward + backward graph, for the plan
         self.n_out = len(out_devices)
         self.devices_all = out_devices  # with the saved values' devices (training signatures)
+        self.out_avals = None  # the avals of a training call's values: one signature, one layout
 
 
 class CachedOp:
@@ -171,7 +173,10 @@ class CachedOp:
         """Run the forward program and record the call as one autograd node."""
         outs = c.program.run(vals)
         entries = tuple(a._as_entry() for a in arrays)
-        avals = tuple(Aval(tuple(v.shape), v.dtype, d, stype_of(v)) for v, d in zip(outs, c.devices_all))
+        avals = c.out_avals
+        if avals is None:  # (the program of one input signature always makes the same values)
+            avals = c.out_avals = tuple(Aval(tuple(v.shape), v.dtype, d, stype_of(v))
+                                        for v, d in zip(outs, c.devices_all))
         node = call_node(c.call, entries, avals, user_source())
         res = [_make(outs[i], None, c.out_devices[i]) for i in range(c.n_out)]
         record_call(node, outs, arrays, res)

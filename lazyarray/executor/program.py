@@ -456,6 +456,20 @@ def _step_closure(sp: _Spec, frees: tuple):
                 fn(s[a], s[o])
             except Exception as exc:
                 raise _step_error(node, exc) from exc
+    elif kind is StepKind.OUT and not kw and len(ins) == 2:  # no argument list built per run
+        def step(s):
+            try:
+                fn(s[a], s[b], out=s[o])
+            except Exception as exc:
+                raise _step_error(node, exc) from exc
+    elif kind is StepKind.OUT and not kw and len(ins) == 3:  # (``dense`` with its bias)
+        c = ins[2]
+
+        def step(s):
+            try:
+                fn(s[a], s[b], s[c], out=s[o])
+            except Exception as exc:
+                raise _step_error(node, exc) from exc
     elif kind is StepKind.OUT:
         def step(s):
             try:

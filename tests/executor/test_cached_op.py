@@ -362,3 +362,28 @@ def test_gradient_of_a_view_does_not_alias_the_head_gradient():
     out.backward(og)
     og[...] = 5  # must not change x.grad
     np.testing.assert_array_equal(x.grad.asnumpy(), np.ones((2, 3)))
+
+
+def test_recorded_call_avals_follow_each_signature():
+    """A training call's recorded node takes its avals from the signature's cache: calls of
+    another batch size, dtype or input set get their own, equal to the values they made."""
+    x = la.sym.var("x")
+    w = la.sym.var("w")
+    op = la.CachedOp(la.sym.relu(la.sym.dot(x, w)))
+    w_arr = _arr(4, 3)
+    w_arr.attach_grad()
+    for batch, dtype in [(5, "float32"), (2, "float32"), (5, "float32"), (3, "float64"), (2, "float32")]:
+        xa = _arr(batch, 4, dtype=dtype)
+        wa = w_arr if dtype == "float32" else la.array(w_arr.asnumpy().astype(dtype))
+        if dtype != "float32":
+            wa.attach_grad()
+        with la.autograd.record():
+            y = op(xa, wa)
+        node = y._entry.node
+        assert node.avals[0].shape == (batch, 3) == y.shape
+        assert node.avals[0].dtype == np.dtype(dtype) == y.dtype
+        saved = y._ag.values
+        assert [(a.shape, a.dtype) for a in node.avals] == [(tuple(v.shape), v.dtype) for v in saved]
+        y.backward()
+        np.testing.assert_allclose(wa.grad.asnumpy(), xa.asnumpy().T @ (xa.asnumpy() @ wa.asnumpy() > 0),
+                                   rtol=1e-5)
