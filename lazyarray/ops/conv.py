@@ -264,7 +264,7 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
     o, cg, kh, kw = weight.shape
     if xp is np and use_winograd(x.shape, weight.shape, stride, padding, dilation, groups,
                                  _out_dim(x.shape[2], kh, stride[0], padding[0]),
-                                 _out_dim(x.shape[3], kw, stride[1], padding[1]), x.itemsize):
+                                 _out_dim(x.shape[3], kw, stride[1], padding[1])):
         dtype = np.result_type(x.dtype, weight.dtype)
         shape = (n, o) + tuple(_out_dim(x.shape[2 + i], 3, 1, padding[i]) for i in range(2))
         target = _into(xp, out, shape, dtype)

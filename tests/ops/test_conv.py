@@ -13,7 +13,6 @@ from ops.cases import _conv2d_ref
 @pytest.fixture(autouse=True)
 def direct(monkeypatch):
     monkeypatch.setattr(winograd, "MIN_CHANNELS", 1 << 30)  # these tests are about the im2col paths
-    monkeypatch.setattr(winograd, "MIN_CHANNELS_IN_CACHE", 1 << 30)
 
 
 @pytest.mark.parametrize("per_image", [True, False], ids=["per-image", "whole-batch"])
