@@ -268,9 +268,8 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
         dtype = np.result_type(x.dtype, weight.dtype)
         shape = (n, o) + tuple(_out_dim(x.shape[2 + i], 3, 1, padding[i]) for i in range(2))
         target = _into(xp, out, shape, dtype)
-        y = winograd_conv2d(xp, x, weight, padding, target)
-        if bias is not None:
-            y += bias.reshape(1, o, 1, 1)
+        y = winograd_conv2d(xp, x, weight, padding, target,
+                            bias=None if bias is None else bias.astype(dtype, copy=False))
         if out is not None and target is None:
             out[...] = y
             return out

@@ -83,9 +83,10 @@ def chunk_images(n, c, h, w, tiles, itemsize=4) -> int:
     return max(1, min(n, max(by_bytes, by_tiles)))
 
 
-def winograd_conv2d(xp, x, weight, padding, out=None, chunk=None):
+def winograd_conv2d(xp, x, weight, padding, out=None, chunk=None, bias=None):
     """conv2d of x (N, C, H, W) with a (O, C, 3, 3) kernel at stride 1, even output size:
     the result (N, O, Ho, Wo), written into ``out`` when given (C-contiguous, that shape).
+    ``bias`` (O,) is added to each output tile while it is in cache (no pass of its own).
     The batch runs ``chunk`` images at a time (default ``chunk_images``); the kernels are
     transformed once."""
     n, c, h, w = x.shape
@@ -98,11 +99,11 @@ def winograd_conv2d(xp, x, weight, padding, out=None, chunk=None):
     u = _kernel_tiles(xp, weight)
     k = chunk_images(n, c, h, w, th * tw, x.itemsize) if chunk is None else max(1, chunk)
     for i in range(0, n, k):
-        _chunk(xp, x[i:i + k], u, padding, th, tw, y[i:i + k])
+        _chunk(xp, x[i:i + k], u, padding, th, tw, y[i:i + k], bias)
     return y
 
 
-def _chunk(xp, x, u, padding, th, tw, y):
+def _chunk(xp, x, u, padding, th, tw, y, bias=None):
     """One chunk of images: input transform, the 16 products, output transform into ``y``."""
     n, o = x.shape[0], u.shape[2]
     m = xp.matmul(_input_tiles(xp, x, padding, th, tw), u)
@@ -113,7 +114,11 @@ def _chunk(xp, x, u, padding, th, tw, y):
     for a in range(2):  # ... then along the columns, each written to its place in every tile
         xp.add(s[a][0], s[a][1], out=tmp)
         tmp += s[a][2]
+        if bias is not None:
+            tmp += bias  # (O,): the last axis
         tiles[a, 0] = tmp
         xp.subtract(s[a][1], s[a][2], out=tmp)
         tmp -= s[a][3]
+        if bias is not None:
+            tmp += bias
         tiles[a, 1] = tmp

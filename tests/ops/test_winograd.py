@@ -34,7 +34,7 @@ def test_winograd_equals_the_direct_convolution(n, c, h, w, o, pad, dtype):
 def test_conv2d_uses_winograd_where_chosen_and_writes_out(always, monkeypatch):
     calls = []
     real = winograd.winograd_conv2d
-    monkeypatch.setattr(conv, "winograd_conv2d", lambda *a: calls.append(a[1].shape) or real(*a))
+    monkeypatch.setattr(conv, "winograd_conv2d", lambda *a, **kw: calls.append(a[1].shape) or real(*a, **kw))
     rng = np.random.default_rng(0)
     x, k, b = (rng.standard_normal(s).astype("float32") for s in ((2, 3, 6, 6), (4, 3, 3, 3), (4,)))
     out = np.full((2, 4, 6, 6), np.nan, np.float32)
@@ -76,14 +76,16 @@ def test_winograd_is_chosen_only_where_it_applies_and_pays(x, k, params, expecte
 
 @pytest.mark.parametrize("chunk", [1, 2, 3, 5, None])
 def test_chunks_of_images_give_the_same_result(chunk):
-    """The batch runs a few images at a time (last chunk shorter), with the kernels transformed once."""
+    """The batch runs a few images at a time (last chunk shorter), with the kernels transformed once
+    and the bias added in the output transform."""
     rng = np.random.default_rng(chunk or 0)
     x = rng.standard_normal((5, 3, 6, 4)).astype("float32")
     k = rng.standard_normal((4, 3, 3, 3)).astype("float32")
     out = np.full((5, 4, 6, 4), np.nan, np.float32)
-    got = winograd.winograd_conv2d(np, x, k, (1, 1), out=out, chunk=chunk)
+    b = rng.standard_normal(4).astype("float32")
+    got = winograd.winograd_conv2d(np, x, k, (1, 1), out=out, chunk=chunk, bias=b)
     assert got is out
-    np.testing.assert_allclose(out, _conv2d_ref(x, k, padding=(1, 1)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out, _conv2d_ref(x, k, b, padding=(1, 1)), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("shape,tiles,expected", [
