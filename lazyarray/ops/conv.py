@@ -9,7 +9,8 @@ input's shape from a ``like`` input, so graphs stay generic over the batch size.
 and ``conv2d_weight_grad`` with image and output gradient swapped (weight).
 
 Groups (``groups > 1``) run as one batched matmul over a leading group axis; ``groups == 1``
-is im2col + matmul (``_gemm_conv``), or Winograd F(2x2, 3x3) for deep 3x3 stride-1 layers
+is im2col + matmul (``_gemm_conv`` per image, ``_batch_last_conv`` for a batch of small
+images), or Winograd F(2x2, 3x3) for deep 3x3 stride-1 layers
 (``winograd.py``); depthwise kernels (one filter per channel) are kh * kw strided
 multiply-adds over all channels at once.
 
@@ -214,15 +215,15 @@ def _into(xp, out, shape, dtype):
 
 
 def _gemm_conv(xp, win, weight, bias, out):
-    """conv2d with groups == 1 from its windows (N, C, Ho, Wo, kh, kw): im2col + matmul.
+    """conv2d with groups == 1 from its windows (N, C, Ho, Wo, kh, kw): im2col + one matmul per
+    image (a batch of small images takes ``_batch_last_conv`` instead).
 
     The im2col copy keeps each window row's ``Wo`` taps contiguous (reading a tap's output row is
     one strided run; an (N*Ho*Wo, C*kh*kw) column matrix instead gathers runs of ``kw`` values,
-    6x slower on ResNet's 3x3 layers, benchmarks/onnx.py). Large images then multiply
-    ``W (O, C*kh*kw) @ cols (C*kh*kw, Ho*Wo)`` per image, which lands in NCHW order with no
-    transpose, into the planned output buffer; small images (late layers) take one matmul over
-    the whole batch, ``W @ cols (C*kh*kw, N*Ho*Wo)``, and one transpose into NCHW.
-    A 1x1 kernel with stride 1 and no padding needs no columns at all: the image is its own.
+    6x slower on ResNet's 3x3 layers, benchmarks/onnx.py). Each image then multiplies
+    ``W (O, C*kh*kw) @ cols (C*kh*kw, Ho*Wo)``, which lands in NCHW order with no transpose,
+    into the planned output buffer. A 1x1 kernel with stride 1 and no padding needs no columns
+    at all: the image is its own.
     """
     n, c, ho, wo, kh, kw = win.shape
     o, k = weight.shape[0], c * kh * kw
@@ -230,31 +231,50 @@ def _gemm_conv(xp, win, weight, bias, out):
     dtype = xp.result_type(win.dtype, weight.dtype)
     shape = (n, o, ho, wo)
     target = _into(xp, out, shape, dtype)
-    if n == 1 or ho * wo >= PER_IMAGE_MIN_PIXELS:
-        s = win.strides
-        if kh == kw == 1 and s[2] == s[3] * wo and s[3] == win.itemsize and s[1] == s[2] * ho:
-            cols = win.reshape(n, c, ho * wo)  # the image itself: no copy
-        else:
-            cols = xp.empty((n, c, kh, kw, ho, wo), dtype=win.dtype)
-            cols[...] = win.transpose(0, 1, 4, 5, 2, 3)
-            cols = cols.reshape(n, k, ho * wo)
-        y = xp.matmul(wmat, cols, out=None if target is None else target.reshape(n, o, ho * wo))
-        y = y.reshape(shape)
-        if bias is not None:
-            y += bias.reshape(1, o, 1, 1)
+    s = win.strides
+    if kh == kw == 1 and s[2] == s[3] * wo and s[3] == win.itemsize and s[1] == s[2] * ho:
+        cols = win.reshape(n, c, ho * wo)  # the image itself: no copy
     else:
-        cols = xp.empty((c, kh, kw, n, ho, wo), dtype=win.dtype)
-        cols[...] = win.transpose(1, 4, 5, 0, 2, 3)
-        t = wmat @ cols.reshape(k, n * ho * wo)
-        if bias is not None:
-            t += bias.reshape(o, 1)
-        y = xp.empty(shape, dtype=dtype) if target is None else target
-        y[...] = t.reshape(o, n, ho, wo).transpose(1, 0, 2, 3)
+        cols = xp.empty((n, c, kh, kw, ho, wo), dtype=win.dtype)
+        cols[...] = win.transpose(0, 1, 4, 5, 2, 3)
+        cols = cols.reshape(n, k, ho * wo)
+    y = xp.matmul(wmat, cols, out=None if target is None else target.reshape(n, o, ho * wo))
+    y = y.reshape(shape)
+    if bias is not None:
+        y += bias.reshape(1, o, 1, 1)
     if target is not None:
         return target
     if out is not None:
         out[...] = y
         return out
+    return y
+
+
+def _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out):
+    """conv2d with groups == 1 of a batch of small images (fewer than ``PER_IMAGE_MIN_PIXELS``
+    output pixels): one matmul ``W (O, C*kh*kw) @ cols (C*kh*kw, Ho*Wo*N)`` for the whole batch.
+
+    The padded input is laid out (C, H, W, N) once, so each tap's im2col rows are copied in runs
+    of ``Wo * N`` contiguous values; windows of the NCHW image would copy runs of ``Wo`` (a 6 x 6
+    image: 6 values), 2.5x slower on the demo CNN's second conv (benchmarks/onnx.py). The product
+    comes out (O, Ho, Wo, N): one transposing copy into NCHW, with the bias added before it.
+    """
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    n, c, h, w = x.shape
+    o, _, kh, kw = weight.shape
+    ho, wo = _out_dim(h, kh, sh, ph, dh), _out_dim(w, kw, sw, pw, dw)
+    xt = (xp.zeros if ph or pw else xp.empty)((c, h + 2 * ph, w + 2 * pw, n), dtype=x.dtype)
+    xt[:, ph:ph + h, pw:pw + w] = x.transpose(1, 2, 3, 0)
+    cols = xp.empty((c, kh, kw, ho, wo, n), dtype=x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            r, q = i * dh, j * dw
+            cols[:, i, j] = xt[:, r:r + sh * (ho - 1) + 1:sh, q:q + sw * (wo - 1) + 1:sw]
+    t = weight.reshape(o, c * kh * kw) @ cols.reshape(c * kh * kw, ho * wo * n)
+    if bias is not None:
+        t += bias.reshape(o, 1)
+    y = xp.empty((n, o, ho, wo), dtype=t.dtype) if out is None else out
+    y[...] = t.reshape(o, ho, wo, n).transpose(3, 0, 1, 2)
     return y
 
 
@@ -264,17 +284,20 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
     o, cg, kh, kw = weight.shape
     if xp is np and use_winograd(x.shape, weight.shape, stride, padding, dilation, groups,
                                  _out_dim(x.shape[2], kh, stride[0], padding[0]),
-                                 _out_dim(x.shape[3], kw, stride[1], padding[1]), x.itemsize):
+                                 _out_dim(x.shape[3], kw, stride[1], padding[1])):
         dtype = np.result_type(x.dtype, weight.dtype)
         shape = (n, o) + tuple(_out_dim(x.shape[2 + i], 3, 1, padding[i]) for i in range(2))
         target = _into(xp, out, shape, dtype)
-        y = winograd_conv2d(xp, x, weight, padding, target)
-        if bias is not None:
-            y += bias.reshape(1, o, 1, 1)
+        y = winograd_conv2d(xp, x, weight, padding, target,
+                            bias=None if bias is None else bias.astype(dtype, copy=False))
         if out is not None and target is None:
             out[...] = y
             return out
         return y
+    if groups == 1 and n > 1:
+        ho, wo = (_out_dim(x.shape[2 + a], weight.shape[2 + a], stride[a], padding[a], dilation[a]) for a in (0, 1))
+        if ho * wo < PER_IMAGE_MIN_PIXELS:
+            return _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out)
     win = _windows(xp, x, (kh, kw), stride, padding, dilation=dilation)
     ho, wo = win.shape[2], win.shape[3]
     if groups == 1:

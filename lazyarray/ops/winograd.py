@@ -22,25 +22,28 @@ import numpy as np
 _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 _GG = np.kron(_G, _G)  # (16, 9)
 
-# Thresholds (benchmarks/onnx.py, ResNet-18): the tile transforms are passes over memory, the
-# savings grow with the channels. From 128 input channels it pays at any size; from 64 only while
-# the input stays in cache (ResNet's first stage: 1.2x faster at batch 1, 1.25x slower at batch
-# 64, 16 MB). Below 256 output pixels in the batch the kernel transform (16 * O * C values per
-# call) outweighs the savings (late layers at batch 1).
-MIN_CHANNELS = 128
-MIN_CHANNELS_IN_CACHE = 64
-CACHE_BYTES = 2 << 20
+# Thresholds (ResNet-18's layers, benchmarks/onnx.py, 1 thread): the tile transforms are passes
+# over memory, the savings grow with the channels. Run over chunks of images that stay in cache
+# (``chunk_images``), 64 input channels pay at any batch size
+# (ResNet's first stage at batch 64: 1.5x faster than im2col; unchunked it was 1.25x slower,
+# its 16 MB of transforms falling out of cache). Below 256 output pixels in the batch the kernel
+# transform (16 * O * C values per call) outweighs the savings (late layers at batch 1).
+MIN_CHANNELS = 64
 MIN_PIXELS = 256
+# A chunk's input bytes (its transforms and products take about 2.5x that) and the fewest tile
+# rows a chunk's products may have (measured at batch 64: 64 channels at 32 x 32 best in chunks
+# of 2-4 images, 512 channels at 4 x 4 in one chunk of all 64).
+CHUNK_BYTES = 512 << 10
+MIN_CHUNK_TILES = 256
 
 
-def use_winograd(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo, itemsize=4) -> bool:
+def use_winograd(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo) -> bool:
     """True when conv2d of these shapes runs faster as F(2x2, 3x3) (see the thresholds)."""
     n, c = x_shape[0], x_shape[1]
     if not (groups == 1 and tuple(weight_shape[2:]) == (3, 3) and tuple(stride) == (1, 1)
             and tuple(dilation) == (1, 1) and ho % 2 == 0 and wo % 2 == 0 and n * ho * wo >= MIN_PIXELS):
         return False
-    in_cache = n * c * x_shape[2] * x_shape[3] * itemsize <= CACHE_BYTES
-    return c >= MIN_CHANNELS or (c >= MIN_CHANNELS_IN_CACHE and in_cache)
+    return c >= MIN_CHANNELS
 
 
 def _input_tiles(xp, x, padding, th, tw):
@@ -70,25 +73,52 @@ def _kernel_tiles(xp, weight):
     return (gg @ weight.reshape(o * c, 9).T).reshape(16, o, c).transpose(0, 2, 1)
 
 
-def winograd_conv2d(xp, x, weight, padding, out=None):
+def chunk_images(n, c, h, w, tiles, itemsize=4) -> int:
+    """Images per chunk: the transforms and products run over a few images at a time so their
+    temporaries stay in cache (about 2.5x the input's bytes), yet each product still has at
+    least ``MIN_CHUNK_TILES`` rows (late layers have few tiles per image; thin products are
+    bound by reading the transformed kernels)."""
+    by_bytes = CHUNK_BYTES // max(1, c * h * w * itemsize)
+    by_tiles = -(-MIN_CHUNK_TILES // max(1, tiles))
+    return max(1, min(n, max(by_bytes, by_tiles)))
+
+
+def winograd_conv2d(xp, x, weight, padding, out=None, chunk=None, bias=None):
     """conv2d of x (N, C, H, W) with a (O, C, 3, 3) kernel at stride 1, even output size:
-    the result (N, O, Ho, Wo), written into ``out`` when given (C-contiguous, that shape)."""
+    the result (N, O, Ho, Wo), written into ``out`` when given (C-contiguous, that shape).
+    ``bias`` (O,) is added to each output tile while it is in cache (no pass of its own).
+    The batch runs ``chunk`` images at a time (default ``chunk_images``); the kernels are
+    transformed once."""
     n, c, h, w = x.shape
     o = weight.shape[0]
     ph, pw = padding
     ho, wo = h + 2 * ph - 2, w + 2 * pw - 2
     th, tw = ho // 2, wo // 2
-    m = xp.matmul(_input_tiles(xp, x, padding, th, tw), _kernel_tiles(xp, weight))
+    dtype = xp.result_type(x.dtype, weight.dtype)
+    y = xp.empty((n, o, ho, wo), dtype=dtype) if out is None else out
+    u = _kernel_tiles(xp, weight)
+    k = chunk_images(n, c, h, w, th * tw, x.itemsize) if chunk is None else max(1, chunk)
+    for i in range(0, n, k):
+        _chunk(xp, x[i:i + k], u, padding, th, tw, y[i:i + k], bias)
+    return y
+
+
+def _chunk(xp, x, u, padding, th, tw, y, bias=None):
+    """One chunk of images: input transform, the 16 products, output transform into ``y``."""
+    n, o = x.shape[0], u.shape[2]
+    m = xp.matmul(_input_tiles(xp, x, padding, th, tw), u)
     m = m.reshape(4, 4, th, tw, n, o)
     s = (m[0] + m[1] + m[2], m[1] - m[2] - m[3])  # A^T m, along the rows
-    y = xp.empty((n, o, ho, wo), dtype=m.dtype) if out is None else out
     tiles = y.reshape(n, o, th, 2, tw, 2).transpose(3, 5, 2, 4, 0, 1)  # (2, 2, th, tw, N, O) view
     tmp = xp.empty((th, tw, n, o), dtype=m.dtype)
     for a in range(2):  # ... then along the columns, each written to its place in every tile
         xp.add(s[a][0], s[a][1], out=tmp)
         tmp += s[a][2]
+        if bias is not None:
+            tmp += bias  # (O,): the last axis
         tiles[a, 0] = tmp
         xp.subtract(s[a][1], s[a][2], out=tmp)
         tmp -= s[a][3]
+        if bias is not None:
+            tmp += bias
         tiles[a, 1] = tmp
-    return y

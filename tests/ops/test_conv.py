@@ -13,7 +13,6 @@ from ops.cases import _conv2d_ref
 @pytest.fixture(autouse=True)
 def direct(monkeypatch):
     monkeypatch.setattr(winograd, "MIN_CHANNELS", 1 << 30)  # these tests are about the im2col paths
-    monkeypatch.setattr(winograd, "MIN_CHANNELS_IN_CACHE", 1 << 30)
 
 
 @pytest.mark.parametrize("per_image", [True, False], ids=["per-image", "whole-batch"])
@@ -66,3 +65,24 @@ def test_batch_norm_writes_into_out():
     assert conv._batch_norm(np, x, gamma, beta, mean, var, out=out) is out
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(conv._batch_norm(np, x, gamma, beta, mean, var), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_small_images_of_a_batch_take_the_batch_last_layout(monkeypatch):
+    """A batch whose outputs have fewer than PER_IMAGE_MIN_PIXELS pixels runs one (C, H, W, N)
+    im2col product; single images and larger outputs run per image. Both equal the reference,
+    also for a non-contiguous input and mixed dtypes."""
+    calls = []
+    real = conv._batch_last_conv
+    monkeypatch.setattr(conv, "_batch_last_conv", lambda *a: calls.append(a[1].shape) or real(*a))
+    rng = np.random.default_rng(4)
+    for xs, expect in (((3, 4, 6, 6), True), ((1, 4, 6, 6), False), ((3, 4, 20, 20), False)):
+        calls.clear()
+        x = rng.standard_normal(xs[::-1]).astype("float32").T  # (N, C, H, W), not C-contiguous
+        k = rng.standard_normal((5, 4, 3, 3))  # float64 kernel
+        b = rng.standard_normal(5).astype("float32")
+        got = conv._conv2d(np, x, k, b, stride=(1, 2), padding=(1, 1), dilation=(2, 1))
+        assert (calls == [xs]) is expect
+        ref = _conv2d_ref(np.ascontiguousarray(x).astype("float64"), k, b.astype("float64"),
+                          stride=(1, 2), padding=(1, 1), dilation=(2, 1))
+        assert got.dtype == np.float64
+        np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-10)

@@ -34,7 +34,7 @@ def test_winograd_equals_the_direct_convolution(n, c, h, w, o, pad, dtype):
 def test_conv2d_uses_winograd_where_chosen_and_writes_out(always, monkeypatch):
     calls = []
     real = winograd.winograd_conv2d
-    monkeypatch.setattr(conv, "winograd_conv2d", lambda *a: calls.append(a[1].shape) or real(*a))
+    monkeypatch.setattr(conv, "winograd_conv2d", lambda *a, **kw: calls.append(a[1].shape) or real(*a, **kw))
     rng = np.random.default_rng(0)
     x, k, b = (rng.standard_normal(s).astype("float32") for s in ((2, 3, 6, 6), (4, 3, 3, 3), (4,)))
     out = np.full((2, 4, 6, 6), np.nan, np.float32)
@@ -60,8 +60,8 @@ def test_conv2d_uses_winograd_where_chosen_and_writes_out(always, monkeypatch):
     ((64, 128, 8, 8), (128, 128, 3, 3), {"dilation": (2, 2), "padding": (2, 2)}, False),
     ((64, 128, 7, 8), (128, 128, 3, 3), {}, False),  # odd output height
     ((64, 128, 8, 8), (128, 128, 5, 5), {"padding": (2, 2)}, False),
-    ((64, 64, 32, 32), (64, 64, 3, 3), {}, False),  # few channels, out of cache: transforms cost more
-    ((1, 64, 32, 32), (64, 64, 3, 3), {}, True),  # ... in cache, they pay
+    ((64, 64, 32, 32), (64, 64, 3, 3), {}, True),  # run in chunks of images that stay in cache
+    ((1, 64, 32, 32), (64, 64, 3, 3), {}, True),
     ((1, 32, 32, 32), (32, 32, 3, 3), {}, False),  # too few channels anyway
     ((1, 512, 4, 4), (512, 512, 3, 3), {}, False),  # too few pixels to pay for the kernel transform
     ((64, 128, 8, 8), (128, 64, 3, 3), {"groups": 2}, False),
@@ -72,3 +72,50 @@ def test_winograd_is_chosen_only_where_it_applies_and_pays(x, k, params, expecte
     ho = (x[2] + 2 * ph - (k[2] - 1) * dh - 1) // sh + 1
     wo = (x[3] + 2 * pw - (k[3] - 1) * dw - 1) // sw + 1
     assert winograd.use_winograd(x, k, p["stride"], p["padding"], p["dilation"], p["groups"], ho, wo) is expected
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5, None])
+def test_chunks_of_images_give_the_same_result(chunk):
+    """The batch runs a few images at a time (last chunk shorter), with the kernels transformed once
+    and the bias added in the output transform."""
+    rng = np.random.default_rng(chunk or 0)
+    x = rng.standard_normal((5, 3, 6, 4)).astype("float32")
+    k = rng.standard_normal((4, 3, 3, 3)).astype("float32")
+    out = np.full((5, 4, 6, 4), np.nan, np.float32)
+    b = rng.standard_normal(4).astype("float32")
+    got = winograd.winograd_conv2d(np, x, k, (1, 1), out=out, chunk=chunk, bias=b)
+    assert got is out
+    np.testing.assert_allclose(out, _conv2d_ref(x, k, b, padding=(1, 1)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,tiles,expected", [
+    ((64, 64, 32, 32), 256, 2),  # 256 KB per image: two fit CHUNK_BYTES
+    ((64, 128, 16, 16), 64, 4),
+    ((64, 256, 8, 8), 16, 16),  # few tiles per image: enough images for MIN_CHUNK_TILES rows
+    ((64, 512, 4, 4), 4, 64),
+    ((3, 512, 4, 4), 4, 3),  # never more than the batch
+    ((8, 4096, 64, 64), 1024, 1),  # one image larger than a chunk: one at a time
+])
+def test_chunk_size_keeps_the_input_in_cache_yet_the_products_tall(shape, tiles, expected):
+    assert winograd.chunk_images(*shape, tiles) == expected
+
+
+def test_large_batch_is_chosen_and_chunked_by_conv2d(monkeypatch):
+    """ResNet's first stage at batch 64 takes Winograd, in chunks, and matches the reference."""
+    sizes = []
+    real = winograd._chunk
+    monkeypatch.setattr(winograd, "_chunk", lambda xp, x, *a: sizes.append(x.shape[0]) or real(xp, x, *a))
+    monkeypatch.setattr(winograd, "CHUNK_BYTES", 2 * 64 * 8 * 8 * 4)  # two images per chunk
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((5, 64, 8, 8)).astype("float32")
+    k = rng.standard_normal((64, 64, 3, 3)).astype("float32") / 24
+    b = rng.standard_normal(64).astype("float32")
+    y = conv._conv2d(np, x, k, b, padding=(1, 1))
+    assert sizes == [5]  # 16 tiles per image: MIN_CHUNK_TILES wants all five
+    monkeypatch.setattr(winograd, "MIN_CHUNK_TILES", 1)
+    sizes.clear()
+    y2 = conv._conv2d(np, x, k, b, padding=(1, 1))
+    assert sizes == [2, 2, 1]
+    ref = _conv2d_ref(x, k, b, padding=(1, 1))
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(y2, ref, rtol=1e-5, atol=1e-5)
