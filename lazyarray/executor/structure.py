@@ -17,6 +17,8 @@ The same description drives both ways of running it (``oneshot.py`` node by node
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..device import Device
@@ -24,6 +26,7 @@ from ..errors import DeferredComputeError
 from ..graph.node import Entry, Node, check_capture
 from ..ops import registry
 
+_REF = weakref.ref
 _SCALAR_TYPES = frozenset({str, bytes, int, bool, type(None), type(Ellipsis)})
 
 
@@ -55,6 +58,28 @@ def params_key(params: dict):
     if not params:
         return ()
     return tuple((k, freeze(v)) for k, v in params.items())
+
+
+class StructureKey:
+    """The structural key: a tuple of parts (see the module docstring) with its hash computed once
+    (a tuple does not keep its hash, and the cache hashes a key several times: look-up, LRU
+    move, the seen-once set). Equal only to a key with equal parts."""
+
+    __slots__ = ("parts", "_hash")
+
+    def __init__(self, parts: tuple):
+        self.parts = parts
+        self._hash = hash(parts)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return other.__class__ is StructureKey and (
+            other is self or other._hash == self._hash and other.parts == self.parts)
+
+    def __repr__(self) -> str:
+        return f"StructureKey({len(self.parts[0])} ops)"
 
 
 class Described:
@@ -97,11 +122,14 @@ class Described:
         return s
 
 
-def describe(entries: list[Entry], known_values, cache: bool = True) -> Described:
+def describe(entries: list[Entry], known_values, cache: bool = True, unshown_unknown: bool = False) -> Described:
     """One walk from ``entries`` over the ops that compute them, numbering slots as it meets
     values and building the key's parts. ``known_values(node)`` is asked once per op node met:
-    its values when they are known (the node is then a leaf), else None. Call ``finish`` with
-    the outputs to complete the description."""
+    its values when they are known (the node is then a leaf), else None. With
+    ``unshown_unknown`` the caller vouches that an op node no live array shows (``shown`` None or
+    a dead weak reference) and that draws no random numbers has no known value, so it is not
+    asked about such nodes (most nodes of a recorded chain). Call ``finish`` with the outputs to
+    complete the description."""
     d = Described()
     d.ops, d.ins, d.firsts, d.inputs, d.in_slots, d.out_slots = [], [], [], [], [], []
     d.known, d.key, d._leaf_slot, d._leaf_avals = {}, None, {}, []
@@ -126,22 +154,36 @@ def describe(entries: list[Entry], known_values, cache: bool = True) -> Describe
     checked: set = set()  # ops known to be the registry's
     ops, all_ins, firsts = d.ops, d.ins, d.firsts
     leaf_slot, inputs, in_slots, leaf_avals = d._leaf_slot, d.inputs, d.in_slots, d._leaf_avals
+    pop, push, get = stack.pop, stack.append, slot.get
+    add_op, add_ins, add_first = ops.append, all_ins.append, firsts.append
+    add_part = parts.append if parts is not None else None
+    ref = _REF
     while stack:
-        node = stack.pop()
+        node = pop()
         ins = []
         for e in node.inputs:
             src = e.node
-            b = slot.get(id(src))
+            b = get(id(src))
             if b is None:  # met for the first time
-                vals = known_values(src) if src.op is not None else None
-                if src.op is None or vals is not None:
+                op = src.op
+                if op is None:
+                    vals = None
+                elif unshown_unknown and not op.random and (
+                        (refs := src.shown) is None or refs.__class__ is ref and refs() is None):
+                    vals = None
+                    b = slot[id(src)] = n
+                    n += len(src.avals)
+                    push(src)
+                else:
+                    vals = known_values(src)
+                    if vals is None:
+                        b = slot[id(src)] = n
+                        n += len(src.avals)
+                        push(src)
+                if b is None:
                     b = slot[id(src)] = -1
                     if vals is not None:
                         known[id(src)] = vals
-                else:
-                    b = slot[id(src)] = n
-                    n += len(src.avals)
-                    stack.append(src)
             if b >= 0:
                 ins.append(b + e.index)
                 continue
@@ -156,10 +198,10 @@ def describe(entries: list[Entry], known_values, cache: bool = True) -> Describe
             ins.append(b)
         ins = tuple(ins)
         first = slot[id(node)]
-        ops.append(node)
-        all_ins.append(ins)
-        firsts.append(first)
-        if parts is not None:
+        add_op(node)
+        add_ins(ins)
+        add_first(first)
+        if add_part is not None:
             op = node.op
             params = node.params
             try:
@@ -167,9 +209,9 @@ def describe(entries: list[Entry], known_values, cache: bool = True) -> Describe
                     if not registry.is_registered(op):
                         raise Uncacheable(op.name)
                     checked.add(op)
-                parts.append((first, op, params_key(params) if params else (), ins, node.avals))
+                add_part((first, op, params_key(params) if params else (), ins, node.avals))
             except Uncacheable:
-                parts = None
+                add_part = parts = None
     d._parts, d._slot, d.n_slots = parts, slot, n
     return d
 
@@ -183,7 +225,7 @@ def finish(d: Described, outputs: list[Entry], random_nodes: list[Node]) -> Desc
         d.out_slots.append(b + e.index if b >= 0 else d._leaf(e.node, e.index))
     if d._parts is not None:
         draws = tuple(slot[id(n)] for n in sorted(random_nodes, key=_serial)) if random_nodes else ()
-        d.key = (tuple(d._parts), tuple(zip(d.in_slots, d._leaf_avals)), tuple(d.out_slots), draws)
+        d.key = StructureKey((tuple(d._parts), tuple(zip(d.in_slots, d._leaf_avals)), tuple(d.out_slots), draws))
     d._parts = d._slot = d._leaf_slot = None
     return d
 
