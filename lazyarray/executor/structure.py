@@ -94,7 +94,7 @@ class Described:
     """
 
     __slots__ = ("ops", "ins", "firsts", "inputs", "in_slots", "out_slots", "n_slots", "known", "key",
-                 "_parts", "_slot", "_leaf_slot", "_leaf_avals")
+                 "_cache", "_slot", "_leaf_slot", "_leaf_avals")
 
     @property
     def steps(self) -> list:
@@ -133,7 +133,6 @@ def describe(entries: list[Entry], known_values, cache: bool = True, unshown_unk
     d = Described()
     d.ops, d.ins, d.firsts, d.inputs, d.in_slots, d.out_slots = [], [], [], [], [], []
     d.known, d.key, d._leaf_slot, d._leaf_avals = {}, None, {}, []
-    parts = [] if cache else None
     slot: dict[int, int] = {}  # id(node) -> its first output slot (op nodes to run), -1 for leaves
     known = d.known
     stack = []
@@ -151,12 +150,10 @@ def describe(entries: list[Entry], known_values, cache: bool = True, unshown_unk
             slot[id(node)] = n
             n += len(node.avals)
             stack.append(node)
-    checked: set = set()  # ops known to be the registry's
     ops, all_ins, firsts = d.ops, d.ins, d.firsts
     leaf_slot, inputs, in_slots, leaf_avals = d._leaf_slot, d.inputs, d.in_slots, d._leaf_avals
     pop, push, get = stack.pop, stack.append, slot.get
     add_op, add_ins, add_first = ops.append, all_ins.append, firsts.append
-    add_part = parts.append if parts is not None else None
     ref = _REF
     while stack:
         node = pop()
@@ -196,24 +193,27 @@ def describe(entries: list[Entry], known_values, cache: bool = True, unshown_unk
                 in_slots.append(b)
                 leaf_avals.append(src.avals[e.index])
             ins.append(b)
-        ins = tuple(ins)
-        first = slot[id(node)]
         add_op(node)
-        add_ins(ins)
-        add_first(first)
-        if add_part is not None:
-            op = node.op
-            params = node.params
-            try:
-                if op not in checked:
-                    if not registry.is_registered(op):
-                        raise Uncacheable(op.name)
-                    checked.add(op)
-                add_part((first, op, params_key(params) if params else (), ins, node.avals))
-            except Uncacheable:
-                add_part = parts = None
-    d._parts, d._slot, d.n_slots = parts, slot, n
+        add_ins(tuple(ins))
+        add_first(slot[id(node)])
+    d._cache, d._slot, d.n_slots = cache, slot, n
     return d
+
+
+def _op_parts(d: Described):
+    """The ops' part of the key, column by column (one entry per op in walk order): first slots,
+    ``OpDef``s, typed params ``(op position, params_key)`` of the ops that have any, input slots,
+    output avals; None when an op is not the registry's or a param is not plain data."""
+    ops = d.ops
+    defs = tuple([node.op for node in ops])
+    for op in set(defs):
+        if not registry.is_registered(op):
+            return None
+    try:
+        params = tuple([(i, params_key(node.params)) for i, node in enumerate(ops) if node.params])
+    except Uncacheable:
+        return None
+    return tuple(d.firsts), defs, params, tuple(d.ins), tuple([node.avals for node in ops])
 
 
 def finish(d: Described, outputs: list[Entry], random_nodes: list[Node]) -> Described:
@@ -223,10 +223,11 @@ def finish(d: Described, outputs: list[Entry], random_nodes: list[Node]) -> Desc
     for e in outputs:
         b = slot[id(e.node)]
         d.out_slots.append(b + e.index if b >= 0 else d._leaf(e.node, e.index))
-    if d._parts is not None:
+    parts = _op_parts(d) if d._cache else None
+    if parts is not None:
         draws = tuple(slot[id(n)] for n in sorted(random_nodes, key=_serial)) if random_nodes else ()
-        d.key = StructureKey((tuple(d._parts), tuple(zip(d.in_slots, d._leaf_avals)), tuple(d.out_slots), draws))
-    d._parts = d._slot = d._leaf_slot = None
+        d.key = StructureKey((parts, tuple(zip(d.in_slots, d._leaf_avals)), tuple(d.out_slots), draws))
+    d._slot = d._leaf_slot = None
     return d
 
 
