@@ -1,0 +1,41 @@
+"""The dispatcher's recording hot path builds the same nodes as the general path."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+import lazyarray as la
+from lazyarray.graph.node import Node, op_node
+
+
+def _slots(node: Node) -> dict:
+    return {k: getattr(node, k) for k in Node.__slots__ if k not in ("__weakref__", "serial", "shown")}
+
+
+def test_the_hot_path_sets_every_slot_of_the_node_as_op_node_does():
+    x = la.array(np.arange(3, dtype="float32"))
+    with la.deferred():
+        y = la.tanh(x * 2.0)
+        line = sys._getframe().f_lineno - 1
+        z = y + y
+    for out in (y, z):
+        node = out._entry.node
+        ref = op_node(node.op, node.inputs, {}, node.avals, node.source, node.block)
+        assert _slots(node) == _slots(ref)
+        assert node.serial > node.inputs[0].node.serial  # (creation order)
+        assert node.shown() is out  # the one array showing it, weakly
+    assert y._entry.node.source == (__file__, line)  # the user's line, through la.tanh's wrapper
+    assert z._entry.node.params == {} and z._entry.node.params is not y._entry.node.params
+    np.testing.assert_allclose(z.asnumpy(), 2 * np.tanh(np.arange(3, dtype="float32") * 2), rtol=1e-6)
+
+
+def test_a_scalar_beside_an_array_is_one_shared_constant_of_the_arrays_dtype():
+    for dtype in ("float32", "float64", "int32"):
+        x = la.array(np.arange(3, dtype=dtype))
+        with la.deferred():
+            a, b = x * 3, x * 3
+        ca, cb = a._entry.node.inputs[1].node, b._entry.node.inputs[1].node
+        assert ca is cb and ca.kind == "const" and ca.avals[0].dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(a.asnumpy(), np.arange(3, dtype=dtype) * 3)
+        assert a.dtype == np.dtype(dtype)
