@@ -111,7 +111,7 @@ class Described:
             all(a.stype == "default" for node in self.ops for a in node.avals)
 
     def _leaf(self, node: Node, index: int) -> int:
-        at = (id(node), index)
+        at = id(node) if index == 0 else (id(node), index)
         s = self._leaf_slot.get(at)
         if s is None:
             s = self._leaf_slot[at] = self.n_slots
@@ -152,50 +152,48 @@ def describe(entries: list[Entry], known_values, cache: bool = True, unshown_unk
             stack.append(node)
     ops, all_ins, firsts = d.ops, d.ins, d.firsts
     leaf_slot, inputs, in_slots, leaf_avals = d._leaf_slot, d.inputs, d.in_slots, d._leaf_avals
-    pop, push, get = stack.pop, stack.append, slot.get
+    # (a parallel stack of first slots: no look-up of the node's own slot when it is popped)
+    starts = [slot[id(node)] for node in stack]
+    pop, push, get, pop_first, push_first = stack.pop, stack.append, slot.get, starts.pop, starts.append
     add_op, add_ins, add_first = ops.append, all_ins.append, firsts.append
     ref = _REF
+    quick = unshown_unknown
     while stack:
         node = pop()
+        first = pop_first()
         ins = []
         for e in node.inputs:
             src = e.node
             b = get(id(src))
-            if b is None:  # met for the first time
+            if b is None:  # met for the first time: an op to run, or a leaf
                 op = src.op
-                if op is None:
-                    vals = None
-                elif unshown_unknown and not op.random and (
-                        (refs := src.shown) is None or refs.__class__ is ref and refs() is None):
-                    vals = None
+                if op is not None and (
+                        quick and not op.random and ((refs := src.shown) is None or refs.__class__ is ref and refs() is None)
+                        or (vals := known_values(src)) is None):
                     b = slot[id(src)] = n
                     n += len(src.avals)
                     push(src)
+                    push_first(b)
                 else:
-                    vals = known_values(src)
-                    if vals is None:
-                        b = slot[id(src)] = n
-                        n += len(src.avals)
-                        push(src)
-                if b is None:
                     b = slot[id(src)] = -1
-                    if vals is not None:
+                    if op is not None:
                         known[id(src)] = vals
             if b >= 0:
                 ins.append(b + e.index)
                 continue
-            at = (id(src), e.index)  # a leaf: one slot per output read
+            i = e.index  # a leaf: one slot per output read (keyed by the node's id alone for output 0)
+            at = id(src) if i == 0 else (id(src), i)
             b = leaf_slot.get(at)
             if b is None:
                 b = leaf_slot[at] = n
                 n += 1
-                inputs.append((src, e.index))
+                inputs.append((src, i))
                 in_slots.append(b)
-                leaf_avals.append(src.avals[e.index])
+                leaf_avals.append(src.avals[i])
             ins.append(b)
         add_op(node)
         add_ins(tuple(ins))
-        add_first(slot[id(node)])
+        add_first(first)
     d._cache, d._slot, d.n_slots = cache, slot, n
     return d
 
