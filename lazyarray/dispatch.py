@@ -146,13 +146,16 @@ def _apply_general(op: OpDef, args: tuple, params: dict, make):
     return _eager(op, args, params, make)
 
 
-def operator_method(op: OpDef, make, reverse: bool = False):
+def operator_method(op: OpDef, make, reverse: bool = False, wrapped: bool = False):
     """The array method behind a Python operator (``x + y``, ``2 * x``, ``-x``).
 
     Plain NumPy-backed operands take the dispatcher's hot path inlined here (per-op overhead is
-    what decides small-array speed); everything else goes through ``apply``.
+    what decides small-array speed); everything else goes through ``apply``. ``wrapped``: the
+    method is called by one frame of the package's own (``la.tanh``'s function), so the frame
+    that recorded a node is looked for one level further out.
     """
     ufunc = op.np_ufunc
+    depth = 3 if wrapped else 2  # (_lazy_node's frame 0, this method's 1, then the caller)
     get_mode, new, beside = _MODE.get, object.__new__, _SCALAR_BESIDE  # (graph.build.scalar_beside's memo)
 
     if len(op.inputs) == 1:
@@ -168,7 +171,7 @@ def operator_method(op: OpDef, make, reverse: bool = False):
                     return r
             elif ufunc is not None and mode == DEFERRED:
                 # Recording hot path (deferred compute, autograd off): straight to a node.
-                return _lazy_node(op, (self._entry if self._value is None else self._as_entry(),), self)
+                return _lazy_node(op, (self._entry if self._value is None else self._as_entry(),), self, depth)
             return _apply_general(op, (self,), {}, make)
 
         return unary
@@ -204,16 +207,16 @@ def operator_method(op: OpDef, make, reverse: bool = False):
                 a0 = ea.node.avals[ea.index]
                 if a0.dtype is not None and a0.stype == "default":
                     eb = beside.get((other.__class__, other, a0.dtype, a0.device)) or scalar_beside(other, a0, op)
-                    return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self)
+                    return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self, depth)
             elif isinstance(other, ArrayBase):
                 eb = other._entry if other._value is None else other._as_entry()
-                return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self)
+                return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self, depth)
         return _apply_general(op, (other, self) if reverse else (self, other), {}, make)
 
     return binary
 
 
-def _lazy_node(op: OpDef, entries: tuple, like):
+def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
     """``_lazy(like, record_node(op, entries, {}))`` for the operator hot paths, in one frame: a
     param-free op whose output avals the rule memo already knows (else the general path). The
     node is ``graph.node.op_node``'s, built inline (a call less per recorded op; a test checks
@@ -226,10 +229,19 @@ def _lazy_node(op: OpDef, entries: tuple, like):
         avals = op._infer_cache.get((e.node.avals[e.index], f.node.avals[f.index]))
     if avals is None or len(avals) != 1:
         return _lazy(like, record_node(op, entries, {}, skip=3))
-    frame = _getframe(2)  # (graph.node.user_source: frames 0 and 1 are ours)
+    # The user's frame is most often ``depth`` frames out (every frame before it is ours: see
+    # graph.node.user_source), reached without making frame objects for the frames between.
+    # Call sites are memoized by (id(code), bytecode offset): hashing a code object and decoding
+    # a line number cost more than the rest of the node; the entry keeps the code alive, so its
+    # id is never another's while the entry exists.
+    frame = _getframe(depth)
     code = frame.f_code
+    site = _SITES.get((id(code), frame.f_lasti))
     node = _new(Node)
-    node.source = (code.co_filename, frame.f_lineno) if _IN_PACKAGE.get(code) is False else user_source(3)
+    if site is not None and site[0] is code:
+        node.source = site[1]
+    else:
+        node.source = _site_source(frame, code, depth + 1)
     scope = _block_scope()
     node.block = scope[1] or None if scope is not None else None
     node.op = op
@@ -251,6 +263,21 @@ def _lazy_node(op: OpDef, entries: tuple, like):
     r._device = avals[0].device
     node.shown = _weakref(r)  # (deferred.show's one-array form)
     return r
+
+
+_SITES: dict = {}  # (id(code), f_lasti) -> (code, (file, line)) of user code that recorded nodes
+
+
+def _site_source(frame, code, skip: int):
+    """``(file, line)`` of the node ``_lazy_node`` records from ``frame`` (memoized when the frame is
+    the user's; else the first frame outside the package, ``skip`` frames out from here)."""
+    if _IN_PACKAGE.get(code) is not False:
+        return user_source(skip + 1)
+    source = (code.co_filename, frame.f_lineno)
+    if len(_SITES) >= 4096:
+        _SITES.clear()
+    _SITES[(id(code), frame.f_lasti)] = (code, source)
+    return source
 
 
 def _lazy(like, entry: Entry):

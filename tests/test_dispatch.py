@@ -39,3 +39,31 @@ def test_a_scalar_beside_an_array_is_one_shared_constant_of_the_arrays_dtype():
         assert ca is cb and ca.kind == "const" and ca.avals[0].dtype == np.dtype(dtype)
         np.testing.assert_array_equal(a.asnumpy(), np.arange(3, dtype=dtype) * 3)
         assert a.dtype == np.dtype(dtype)
+
+
+def test_each_call_site_records_its_own_line_on_every_pass():
+    x = la.array(np.ones(3, dtype="float32"))
+    here = sys._getframe().f_lineno
+    with la.deferred():
+        for _ in range(3):  # (later passes read the memoized call sites)
+            a = la.tanh(x)
+            b = a * 2.0
+            c = la.multiply(b, a)
+            for out, line in ((a, here + 3), (b, here + 4), (c, here + 5)):
+                assert out._entry.node.source == (__file__, line)
+
+
+def test_code_objects_that_come_and_go_never_lend_their_call_sites():
+    import gc
+
+    x = la.array(np.ones(3, dtype="float32"))
+    text = "with la.deferred():\n    y = la.tanh(x) * 2.0\n"
+    for k in range(40):  # fresh code objects, freed each pass (their ids get reused)
+        name = f"<chain-{k % 3}>"
+        ns = {"la": la, "x": x}
+        exec(compile(text, name, "exec"), ns)
+        y = ns["y"]
+        assert y._entry.node.source == (name, 2)
+        assert y._entry.node.inputs[0].node.source == (name, 2)
+        del ns, y
+        gc.collect()
