@@ -223,12 +223,25 @@ def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
     that both set every slot alike)."""
     if len(entries) == 1:
         e = entries[0]
-        avals = op._infer_cache.get((e.node.avals[e.index],))
+        a = e.node.avals[e.index]
+        b = None
     else:
         e, f = entries
-        avals = op._infer_cache.get((e.node.avals[e.index], f.node.avals[f.index]))
-    if avals is None or len(avals) != 1:
-        return _lazy(like, record_node(op, entries, {}, skip=3))
+        a = e.node.avals[e.index]
+        b = f.node.avals[f.index]
+    # The rule memo by the identity of the input avals (hashing avals costs more): the entry holds
+    # the op and the avals, so their ids are never another's while it exists.
+    at = (id(op), id(a), id(b))
+    hit = _AVALS_BY_ID.get(at)
+    if hit is not None and hit[0] is op and hit[1] is a and hit[2] is b:
+        avals = hit[3]
+    else:
+        avals = op._infer_cache.get((a,) if b is None else (a, b))
+        if avals is None or len(avals) != 1:
+            return _lazy(like, record_node(op, entries, {}, skip=3))
+        if len(_AVALS_BY_ID) >= 4096:
+            _AVALS_BY_ID.clear()
+        _AVALS_BY_ID[at] = (op, a, b, avals)
     # The user's frame is most often ``depth`` frames out (every frame before it is ours: see
     # graph.node.user_source), reached without making frame objects for the frames between.
     # Call sites are memoized by (id(code), bytecode offset): hashing a code object and decoding
@@ -265,6 +278,7 @@ def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
     return r
 
 
+_AVALS_BY_ID: dict = {}  # (id(op), id(aval), id(aval) or id(None)) -> (op, aval, aval, output avals)
 _SITES: dict = {}  # (id(code), f_lasti) -> (code, (file, line)) of user code that recorded nodes
 
 

@@ -67,3 +67,18 @@ def test_code_objects_that_come_and_go_never_lend_their_call_sites():
         assert y._entry.node.inputs[0].node.source == (name, 2)
         del ns, y
         gc.collect()
+
+
+def test_output_avals_follow_the_op_and_the_input_avals_on_every_pass():
+    for _ in range(2):  # (the second pass reads the hot path's memo)
+        for dtype in ("float32", "float64", "int32"):
+            x = la.array(np.arange(1, 4, dtype=dtype))
+            with la.deferred():
+                outs = {"add": x + x, "equal": x == x, "sqrt": la.sqrt(x), "true_divide": x / x,
+                        "broadcast": x + la.array(np.ones((2, 1), dtype=dtype))}
+            xn = np.arange(1, 4, dtype=dtype)
+            ref = {"add": xn + xn, "equal": xn == xn, "sqrt": np.sqrt(xn), "true_divide": xn / xn,
+                   "broadcast": xn + np.ones((2, 1), dtype=dtype)}
+            for k, out in outs.items():
+                assert (out.dtype, out.shape) == (ref[k].dtype, ref[k].shape), (k, dtype)
+                np.testing.assert_allclose(out.asnumpy(), ref[k], rtol=1e-6)
