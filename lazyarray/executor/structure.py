@@ -18,6 +18,7 @@ The same description drives both ways of running it (``oneshot.py`` node by node
 from __future__ import annotations
 
 import weakref
+from operator import attrgetter
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from ..graph.node import Entry, Node, check_capture
 from ..ops import registry
 
 _REF = weakref.ref
+_OP, _PARAMS, _AVALS = attrgetter("op"), attrgetter("params"), attrgetter("avals")
 _SCALAR_TYPES = frozenset({str, bytes, int, bool, type(None), type(Ellipsis)})
 
 
@@ -203,15 +205,17 @@ def _op_parts(d: Described):
     ``OpDef``s, typed params ``(op position, params_key)`` of the ops that have any, input slots,
     output avals; None when an op is not the registry's or a param is not plain data."""
     ops = d.ops
-    defs = tuple([node.op for node in ops])
+    defs = tuple(map(_OP, ops))
     for op in set(defs):
         if not registry.is_registered(op):
             return None
-    try:
-        params = tuple([(i, params_key(node.params)) for i, node in enumerate(ops) if node.params])
-    except Uncacheable:
-        return None
-    return tuple(d.firsts), defs, params, tuple(d.ins), tuple([node.avals for node in ops])
+    params = ()
+    if any(map(_PARAMS, ops)):
+        try:
+            params = tuple([(i, params_key(node.params)) for i, node in enumerate(ops) if node.params])
+        except Uncacheable:
+            return None
+    return tuple(d.firsts), defs, params, tuple(d.ins), tuple(map(_AVALS, ops))
 
 
 def finish(d: Described, outputs: list[Entry], random_nodes: list[Node]) -> Described:
