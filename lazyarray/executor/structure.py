@@ -3,9 +3,10 @@
 ``describe(entries, known_values)`` walks once from the outputs over the ops that compute
 them, stopping at known values, and numbers every value as it meets it (the outputs of each op
 to run, each leaf output an op reads); ``finish(d, outputs, random_nodes)`` adds the outputs.
-The **structural key** lists per op (in walk order, which depends only on the structure) its
-first slot, ``OpDef``, params (typed, see ``params_key``), the slots it reads and its output
-avals; then the leaves' slots and avals (constants, captured arrays, known values: the
+The **structural key** (``StructureKey``: a tuple that keeps its hash) lists, column by column
+with one entry per op in walk order (which depends only on the structure), each op's first
+slot, ``OpDef``, params (typed, see ``params_key``; by op position), the slots it reads and its
+output avals; then the leaves' slots and avals (constants, captured arrays, known values: the
 program's inputs), the output slots and the order of the random draws. Values are never part
 of the key, so two recordings of the same code on new data share one key; anything that
 changes what runs (a shape, a dtype, a device, an op, a param, a connection, a constant's
