@@ -157,6 +157,7 @@ def operator_method(op: OpDef, make, reverse: bool = False, wrapped: bool = Fals
     ufunc = op.np_ufunc
     depth = 3 if wrapped else 2  # (_lazy_node's frame 0, this method's 1, then the caller)
     get_mode, new, beside = _MODE.get, object.__new__, _SCALAR_BESIDE  # (graph.build.scalar_beside's memo)
+    scalars = _SCALARS_BY_AVAL
 
     if len(op.inputs) == 1:
         def unary(self):
@@ -205,8 +206,19 @@ def operator_method(op: OpDef, make, reverse: bool = False, wrapped: bool = Fals
             ea = self._entry if self._value is None else self._as_entry()
             if other.__class__ in _PY_NUMBERS:
                 a0 = ea.node.avals[ea.index]
+                at = (id(a0), other.__class__, other)  # (hashing a dtype costs more than the rest)
+                hit = scalars.get(at)
+                if hit is not None and hit[0] is a0:
+                    eb = hit[1]
+                    return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self, depth)
                 if a0.dtype is not None and a0.stype == "default":
-                    eb = beside.get((other.__class__, other, a0.dtype, a0.device)) or scalar_beside(other, a0, op)
+                    eb = beside.get((other.__class__, other, a0.dtype, a0.device))
+                    if eb is None:
+                        eb = scalar_beside(other, a0, op)
+                    else:  # (only shared constants: never a zero, a NaN or a range-adjusted int)
+                        if len(scalars) >= 4096:
+                            scalars.clear()
+                        scalars[at] = (a0, eb)
                     return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self, depth)
             elif isinstance(other, ArrayBase):
                 eb = other._entry if other._value is None else other._as_entry()
@@ -278,6 +290,8 @@ def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
     return r
 
 
+# (id(aval), type, value) -> (aval, entry): scalar_beside's memo by the identity of the array's aval
+_SCALARS_BY_AVAL: dict = {}
 _AVALS_BY_ID: dict = {}  # (id(op), id(aval), id(aval) or id(None)) -> (op, aval, aval, output avals)
 _SITES: dict = {}  # (id(code), f_lasti) -> (code, (file, line)) of user code that recorded nodes
 

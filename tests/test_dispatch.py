@@ -82,3 +82,20 @@ def test_output_avals_follow_the_op_and_the_input_avals_on_every_pass():
             for k, out in outs.items():
                 assert (out.dtype, out.shape) == (ref[k].dtype, ref[k].shape), (k, dtype)
                 np.testing.assert_allclose(out.asnumpy(), ref[k], rtol=1e-6)
+
+
+def test_scalars_beside_arrays_keep_dtype_sign_and_nan_on_every_pass():
+    for _ in range(2):  # (the second pass reads the hot path's memo)
+        for dtype in ("float32", "float64", "int8", "int32"):
+            xn = np.arange(1, 4, dtype=dtype)
+            x = la.array(xn)
+            scalars = (2, 2.0, 0.0, -0.0, True) if dtype.startswith("int") else (2, 2.0, 0.0, -0.0, float("nan"), True)
+            with la.deferred():
+                outs = [(v, x * v, v * x) for v in scalars]
+            for v, a, b in outs:
+                for out in (a, b):
+                    ref = xn * v
+                    assert out.dtype == ref.dtype, (dtype, v)
+                    got = out.asnumpy()
+                    np.testing.assert_array_equal(got, ref)
+                    np.testing.assert_array_equal(np.signbit(got), np.signbit(ref))
