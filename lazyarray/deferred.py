@@ -174,7 +174,7 @@ def materialize(arrays: list) -> list:
             random_nodes.append(node)
         return None
 
-    d = describe([a._entry for a in todo], known_or_pending, cache=cache_enabled())
+    d = describe([a._entry for a in todo], known_or_pending, cache=cache_enabled(), unshown_unknown=fixed is None)
     want = list({id(a): a for a in todo + pending}.values())
     entries = [a._entry for a in want]
     random_nodes.sort(key=_serial)

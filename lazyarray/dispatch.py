@@ -33,8 +33,17 @@ from .errors import (
     OpFailed,
     fmt_shape,
 )
-from .graph.build import apply_node, as_entries, flat_inputs, record_node, scalar_beside, zip_inputs
-from .graph.node import _IN_PACKAGE, BLOCK_SCOPE, Entry, Node, capture_node, const_node, op_node, user_source
+from .graph.build import _SCALAR_BESIDE, apply_node, as_entries, flat_inputs, record_node, scalar_beside, zip_inputs
+from .graph.node import (
+    _IN_PACKAGE,
+    _SERIAL,
+    BLOCK_SCOPE,
+    Entry,
+    Node,
+    capture_node,
+    const_node,
+    user_source,
+)
 from .graph.traverse import topo_order
 from .ops import registry
 from .ops.registry import OpDef, OpNamespace
@@ -137,18 +146,23 @@ def _apply_general(op: OpDef, args: tuple, params: dict, make):
     return _eager(op, args, params, make)
 
 
-def operator_method(op: OpDef, make, reverse: bool = False):
+def operator_method(op: OpDef, make, reverse: bool = False, wrapped: bool = False):
     """The array method behind a Python operator (``x + y``, ``2 * x``, ``-x``).
 
     Plain NumPy-backed operands take the dispatcher's hot path inlined here (per-op overhead is
-    what decides small-array speed); everything else goes through ``apply``.
+    what decides small-array speed); everything else goes through ``apply``. ``wrapped``: the
+    method is called by one frame of the package's own (``la.tanh``'s function), so the frame
+    that recorded a node is looked for one level further out.
     """
     ufunc = op.np_ufunc
-    get_mode, new = _MODE.get, object.__new__
+    depth = 3 if wrapped else 2  # (_lazy_node's frame 0, this method's 1, then the caller)
+    get_mode, new, beside = _MODE.get, object.__new__, _SCALAR_BESIDE  # (graph.build.scalar_beside's memo)
+    scalars = _SCALARS_BY_AVAL
 
     if len(op.inputs) == 1:
         def unary(self):
-            if ufunc is not None and not get_mode():
+            mode = get_mode()
+            if ufunc is not None and not mode:
                 va = self._value
                 if va.__class__ is _ND:
                     out = ufunc(va)
@@ -156,15 +170,16 @@ def operator_method(op: OpDef, make, reverse: bool = False):
                     r._value, r._entry, r._device = (out if out.__class__ is _ND else np.asarray(out)), \
                         None, self._device
                     return r
-            elif ufunc is not None and get_mode() == DEFERRED:
+            elif ufunc is not None and mode == DEFERRED:
                 # Recording hot path (deferred compute, autograd off): straight to a node.
-                return _lazy_node(op, (self._entry if self._value is None else self._as_entry(),), self)
+                return _lazy_node(op, (self._entry if self._value is None else self._as_entry(),), self, depth)
             return _apply_general(op, (self,), {}, make)
 
         return unary
 
     def binary(self, other):
-        if ufunc is not None and not get_mode():
+        mode = get_mode()
+        if ufunc is not None and not mode:
             va = self._value
             if va.__class__ is _ND:
                 if other.__class__ in _PY_NUMBERS:
@@ -185,45 +200,112 @@ def operator_method(op: OpDef, make, reverse: bool = False):
                         r._value, r._entry, r._device = (out if out.__class__ is _ND else np.asarray(out)), \
                             None, self._device
                         return r
-        elif ufunc is not None and get_mode() == DEFERRED:
+        elif ufunc is not None and mode == DEFERRED:
             # Recording hot path (deferred compute, autograd off): two arrays, or an array and a
             # Python number, straight to a node.
             ea = self._entry if self._value is None else self._as_entry()
             if other.__class__ in _PY_NUMBERS:
                 a0 = ea.node.avals[ea.index]
+                at = (id(a0), other.__class__, other)  # (hashing a dtype costs more than the rest)
+                hit = scalars.get(at)
+                if hit is not None and hit[0] is a0:
+                    eb = hit[1]
+                    return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self, depth)
                 if a0.dtype is not None and a0.stype == "default":
-                    eb = scalar_beside(other, a0, op)
-                    return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self)
+                    eb = beside.get((other.__class__, other, a0.dtype, a0.device))
+                    if eb is None:
+                        eb = scalar_beside(other, a0, op)
+                    else:  # (only shared constants: never a zero, a NaN or a range-adjusted int)
+                        if len(scalars) >= 4096:
+                            scalars.clear()
+                        scalars[at] = (a0, eb)
+                    return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self, depth)
             elif isinstance(other, ArrayBase):
                 eb = other._entry if other._value is None else other._as_entry()
-                return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self)
+                return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self, depth)
         return _apply_general(op, (other, self) if reverse else (self, other), {}, make)
 
     return binary
 
 
-def _lazy_node(op: OpDef, entries: tuple, like):
+def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
     """``_lazy(like, record_node(op, entries, {}))`` for the operator hot paths, in one frame: a
-    param-free op whose output avals the rule memo already knows (else the general path)."""
+    param-free op whose output avals the rule memo already knows (else the general path). The
+    node is ``graph.node.op_node``'s, built inline (a call less per recorded op; a test checks
+    that both set every slot alike)."""
     if len(entries) == 1:
         e = entries[0]
-        avals = op._infer_cache.get((e.node.avals[e.index],))
+        a = e.node.avals[e.index]
+        b = None
     else:
         e, f = entries
-        avals = op._infer_cache.get((e.node.avals[e.index], f.node.avals[f.index]))
-    if avals is None or len(avals) != 1:
-        return _lazy(like, record_node(op, entries, {}, skip=3))
-    frame = _getframe(2)  # (graph.node.user_source: frames 0 and 1 are ours)
+        a = e.node.avals[e.index]
+        b = f.node.avals[f.index]
+    # The rule memo by the identity of the input avals (hashing avals costs more): the entry holds
+    # the op and the avals, so their ids are never another's while it exists.
+    at = (id(op), id(a), id(b))
+    hit = _AVALS_BY_ID.get(at)
+    if hit is not None and hit[0] is op and hit[1] is a and hit[2] is b:
+        avals = hit[3]
+    else:
+        avals = op._infer_cache.get((a,) if b is None else (a, b))
+        if avals is None or len(avals) != 1:
+            return _lazy(like, record_node(op, entries, {}, skip=3))
+        if len(_AVALS_BY_ID) >= 4096:
+            _AVALS_BY_ID.clear()
+        _AVALS_BY_ID[at] = (op, a, b, avals)
+    # The user's frame is most often ``depth`` frames out (every frame before it is ours: see
+    # graph.node.user_source), reached without making frame objects for the frames between.
+    # Call sites are memoized by (id(code), bytecode offset): hashing a code object and decoding
+    # a line number cost more than the rest of the node; the entry keeps the code alive, so its
+    # id is never another's while the entry exists.
+    frame = _getframe(depth)
     code = frame.f_code
-    source = (code.co_filename, frame.f_lineno) if _IN_PACKAGE.get(code) is False else user_source(3)
-    scope = BLOCK_SCOPE.get()
+    site = _SITES.get((id(code), frame.f_lasti))
+    node = _new(Node)
+    if site is not None and site[0] is code:
+        node.source = site[1]
+    else:
+        node.source = _site_source(frame, code, depth + 1)
+    scope = _block_scope()
+    node.block = scope[1] or None if scope is not None else None
+    node.op = op
+    node.inputs = entries
+    node.params = {}
+    node.name = None
+    node.kind = "op"
+    node.avals = avals
+    node.value = None
+    node.version = None
+    node.serial = _next_serial()
+    node.sbp = None
     entry = _new(Entry)
-    entry.node = node = op_node(op, entries, {}, avals, source, scope[1] or None if scope is not None else None)
+    entry.node = node
     entry.index = 0
     r = _new(like.__class__)
-    r._value, r._entry, r._device = None, entry, avals[0].device
+    r._value = None
+    r._entry = entry
+    r._device = avals[0].device
     node.shown = _weakref(r)  # (deferred.show's one-array form)
     return r
+
+
+# (id(aval), type, value) -> (aval, entry): scalar_beside's memo by the identity of the array's aval
+_SCALARS_BY_AVAL: dict = {}
+_AVALS_BY_ID: dict = {}  # (id(op), id(aval), id(aval) or id(None)) -> (op, aval, aval, output avals)
+_SITES: dict = {}  # (id(code), f_lasti) -> (code, (file, line)) of user code that recorded nodes
+
+
+def _site_source(frame, code, skip: int):
+    """``(file, line)`` of the node ``_lazy_node`` records from ``frame`` (memoized when the frame is
+    the user's; else the first frame outside the package, ``skip`` frames out from here)."""
+    if _IN_PACKAGE.get(code) is not False:
+        return user_source(skip + 1)
+    source = (code.co_filename, frame.f_lineno)
+    if len(_SITES) >= 4096:
+        _SITES.clear()
+    _SITES[(id(code), frame.f_lasti)] = (code, source)
+    return source
 
 
 def _lazy(like, entry: Entry):
@@ -386,6 +468,8 @@ def _entry_of(a, op):
 
 
 _weakref = weakref.ref
+_block_scope = BLOCK_SCOPE.get
+_next_serial = _SERIAL.__next__
 _flat = flat_inputs  # (name, value) pairs: *seq inputs flattened, missing optionals dropped
 
 

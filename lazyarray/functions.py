@@ -72,7 +72,7 @@ def _ufunc_function(op: OpDef, general: Callable) -> Callable:
     ``la.add(x, 2)``) it takes the operator's hot path at once, where ``apply`` would route it
     anyway; any other call (inputs by name, ``out=``, extra arguments) is ``general``'s. Inputs
     are positional-only here so no argument tuple is built on the hot path."""
-    fast = operator_method(op, _make)
+    fast = operator_method(op, _make, wrapped=True)  # (called by ``f`` below: one frame more)
     if len(op.inputs) == 1:
         def f(x=_ABSENT, /, *rest, out=None, **kwargs):
             if x.__class__ is NDArray and out is None and not rest and not kwargs:

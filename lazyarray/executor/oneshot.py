@@ -42,7 +42,13 @@ def run_once(d: Described, args: list) -> list:
     dense = d.dense
     kernels: dict = {}  # op -> (device, bound kernel), looked up once per run
     for i, (node, ins, f) in enumerate(steps):
-        args_i = [vals[s] for s in ins]
+        n_in = len(ins)  # (no comprehension for the common arities: it costs a frame per step)
+        if n_in == 1:
+            args_i = [vals[ins[0]]]
+        elif n_in == 2:
+            args_i = [vals[ins[0]], vals[ins[1]]]
+        else:
+            args_i = [vals[s] for s in ins]
         op = node.op
         avals = node.avals
         if dense:

@@ -3,9 +3,10 @@
 ``describe(entries, known_values)`` walks once from the outputs over the ops that compute
 them, stopping at known values, and numbers every value as it meets it (the outputs of each op
 to run, each leaf output an op reads); ``finish(d, outputs, random_nodes)`` adds the outputs.
-The **structural key** lists per op (in walk order, which depends only on the structure) its
-first slot, ``OpDef``, params (typed, see ``params_key``), the slots it reads and its output
-avals; then the leaves' slots and avals (constants, captured arrays, known values: the
+The **structural key** (``StructureKey``: a tuple that keeps its hash) lists, column by column
+with one entry per op in walk order (which depends only on the structure), each op's first
+slot, ``OpDef``, params (typed, see ``params_key``; by op position), the slots it reads and its
+output avals; then the leaves' slots and avals (constants, captured arrays, known values: the
 program's inputs), the output slots and the order of the random draws. Values are never part
 of the key, so two recordings of the same code on new data share one key; anything that
 changes what runs (a shape, a dtype, a device, an op, a param, a connection, a constant's
@@ -17,6 +18,9 @@ The same description drives both ways of running it (``oneshot.py`` node by node
 """
 from __future__ import annotations
 
+import weakref
+from operator import attrgetter
+
 import numpy as np
 
 from ..device import Device
@@ -24,6 +28,8 @@ from ..errors import DeferredComputeError
 from ..graph.node import Entry, Node, check_capture
 from ..ops import registry
 
+_REF = weakref.ref
+_OP, _PARAMS, _AVALS = attrgetter("op"), attrgetter("params"), attrgetter("avals")
 _SCALAR_TYPES = frozenset({str, bytes, int, bool, type(None), type(Ellipsis)})
 
 
@@ -57,6 +63,28 @@ def params_key(params: dict):
     return tuple((k, freeze(v)) for k, v in params.items())
 
 
+class StructureKey:
+    """The structural key: a tuple of parts (see the module docstring) with its hash computed once
+    (a tuple does not keep its hash, and the cache hashes a key several times: look-up, LRU
+    move, the seen-once set). Equal only to a key with equal parts."""
+
+    __slots__ = ("parts", "_hash")
+
+    def __init__(self, parts: tuple):
+        self.parts = parts
+        self._hash = hash(parts)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return other.__class__ is StructureKey and (
+            other is self or other._hash == self._hash and other.parts == self.parts)
+
+    def __repr__(self) -> str:
+        return f"StructureKey({len(self.parts[0])} ops)"
+
+
 class Described:
     """A sub-graph as numbered slots (see the module docstring).
 
@@ -69,7 +97,7 @@ class Described:
     """
 
     __slots__ = ("ops", "ins", "firsts", "inputs", "in_slots", "out_slots", "n_slots", "known", "key",
-                 "_parts", "_slot", "_leaf_slot", "_leaf_avals")
+                 "_cache", "_slot", "_leaf_slot", "_leaf_avals")
 
     @property
     def steps(self) -> list:
@@ -86,7 +114,7 @@ class Described:
             all(a.stype == "default" for node in self.ops for a in node.avals)
 
     def _leaf(self, node: Node, index: int) -> int:
-        at = (id(node), index)
+        at = id(node) if index == 0 else (id(node), index)
         s = self._leaf_slot.get(at)
         if s is None:
             s = self._leaf_slot[at] = self.n_slots
@@ -97,15 +125,17 @@ class Described:
         return s
 
 
-def describe(entries: list[Entry], known_values, cache: bool = True) -> Described:
+def describe(entries: list[Entry], known_values, cache: bool = True, unshown_unknown: bool = False) -> Described:
     """One walk from ``entries`` over the ops that compute them, numbering slots as it meets
     values and building the key's parts. ``known_values(node)`` is asked once per op node met:
-    its values when they are known (the node is then a leaf), else None. Call ``finish`` with
-    the outputs to complete the description."""
+    its values when they are known (the node is then a leaf), else None. With
+    ``unshown_unknown`` the caller vouches that an op node no live array shows (``shown`` None or
+    a dead weak reference) and that draws no random numbers has no known value, so it is not
+    asked about such nodes (most nodes of a recorded chain). Call ``finish`` with the outputs to
+    complete the description."""
     d = Described()
     d.ops, d.ins, d.firsts, d.inputs, d.in_slots, d.out_slots = [], [], [], [], [], []
     d.known, d.key, d._leaf_slot, d._leaf_avals = {}, None, {}, []
-    parts = [] if cache else None
     slot: dict[int, int] = {}  # id(node) -> its first output slot (op nodes to run), -1 for leaves
     known = d.known
     stack = []
@@ -123,55 +153,70 @@ def describe(entries: list[Entry], known_values, cache: bool = True) -> Describe
             slot[id(node)] = n
             n += len(node.avals)
             stack.append(node)
-    checked: set = set()  # ops known to be the registry's
     ops, all_ins, firsts = d.ops, d.ins, d.firsts
     leaf_slot, inputs, in_slots, leaf_avals = d._leaf_slot, d.inputs, d.in_slots, d._leaf_avals
+    # (a parallel stack of first slots: no look-up of the node's own slot when it is popped)
+    starts = [slot[id(node)] for node in stack]
+    pop, push, get, pop_first, push_first = stack.pop, stack.append, slot.get, starts.pop, starts.append
+    add_op, add_ins, add_first = ops.append, all_ins.append, firsts.append
+    ref = _REF
+    quick = unshown_unknown
     while stack:
-        node = stack.pop()
+        node = pop()
+        first = pop_first()
         ins = []
         for e in node.inputs:
             src = e.node
-            b = slot.get(id(src))
-            if b is None:  # met for the first time
-                vals = known_values(src) if src.op is not None else None
-                if src.op is None or vals is not None:
-                    b = slot[id(src)] = -1
-                    if vals is not None:
-                        known[id(src)] = vals
-                else:
+            b = get(id(src))
+            if b is None:  # met for the first time: an op to run, or a leaf
+                op = src.op
+                if op is not None and (
+                        quick and not op.random and ((refs := src.shown) is None or refs.__class__ is ref and refs() is None)
+                        or (vals := known_values(src)) is None):
                     b = slot[id(src)] = n
                     n += len(src.avals)
-                    stack.append(src)
+                    push(src)
+                    push_first(b)
+                else:
+                    b = slot[id(src)] = -1
+                    if op is not None:
+                        known[id(src)] = vals
             if b >= 0:
                 ins.append(b + e.index)
                 continue
-            at = (id(src), e.index)  # a leaf: one slot per output read
+            i = e.index  # a leaf: one slot per output read (keyed by the node's id alone for output 0)
+            at = id(src) if i == 0 else (id(src), i)
             b = leaf_slot.get(at)
             if b is None:
                 b = leaf_slot[at] = n
                 n += 1
-                inputs.append((src, e.index))
+                inputs.append((src, i))
                 in_slots.append(b)
-                leaf_avals.append(src.avals[e.index])
+                leaf_avals.append(src.avals[i])
             ins.append(b)
-        ins = tuple(ins)
-        first = slot[id(node)]
-        ops.append(node)
-        all_ins.append(ins)
-        firsts.append(first)
-        if parts is not None:
-            op = node.op
-            params = node.params
-            try:
-                if op not in checked:
-                    if not registry.is_registered(op):
-                        raise Uncacheable(op.name)
-                    checked.add(op)
-                parts.append((first, op, params_key(params) if params else (), ins, node.avals))
-            except Uncacheable:
-                parts = None
-    d._parts, d._slot, d.n_slots = parts, slot, n
+        add_op(node)
+        add_ins(tuple(ins))
+        add_first(first)
+    d._cache, d._slot, d.n_slots = cache, slot, n
     return d
+
+
+def _op_parts(d: Described):
+    """The ops' part of the key, column by column (one entry per op in walk order): first slots,
+    ``OpDef``s, typed params ``(op position, params_key)`` of the ops that have any, input slots,
+    output avals; None when an op is not the registry's or a param is not plain data."""
+    ops = d.ops
+    defs = tuple(map(_OP, ops))
+    for op in set(defs):
+        if not registry.is_registered(op):
+            return None
+    params = ()
+    if any(map(_PARAMS, ops)):
+        try:
+            params = tuple([(i, params_key(node.params)) for i, node in enumerate(ops) if node.params])
+        except Uncacheable:
+            return None
+    return tuple(d.firsts), defs, params, tuple(d.ins), tuple(map(_AVALS, ops))
 
 
 def finish(d: Described, outputs: list[Entry], random_nodes: list[Node]) -> Described:
@@ -181,10 +226,11 @@ def finish(d: Described, outputs: list[Entry], random_nodes: list[Node]) -> Desc
     for e in outputs:
         b = slot[id(e.node)]
         d.out_slots.append(b + e.index if b >= 0 else d._leaf(e.node, e.index))
-    if d._parts is not None:
+    parts = _op_parts(d) if d._cache else None
+    if parts is not None:
         draws = tuple(slot[id(n)] for n in sorted(random_nodes, key=_serial)) if random_nodes else ()
-        d.key = (tuple(d._parts), tuple(zip(d.in_slots, d._leaf_avals)), tuple(d.out_slots), draws)
-    d._parts = d._slot = d._leaf_slot = None
+        d.key = StructureKey((parts, tuple(zip(d.in_slots, d._leaf_avals)), tuple(d.out_slots), draws))
+    d._slot = d._leaf_slot = None
     return d
 
 

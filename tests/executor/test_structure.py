@@ -86,3 +86,53 @@ def test_known_values_are_leaves():
     assert [node.op.name for node in d.ops] == ["add", "multiply"]
     assert any(node is a._entry.node for node, _ in d.inputs)
     np.testing.assert_allclose(out.asnumpy(), np.tanh(x.asnumpy()) * 3, rtol=1e-6)
+
+
+def test_which_op_carries_a_param_is_part_of_the_key():
+    # (same ops, avals and wiring; only the param sits on the other `sum`)
+    a = _key(lambda x: la.sum(x, axis=0) - la.sum(x), _x())
+    b = _key(lambda x: la.sum(x) - la.sum(x, axis=0), _x())
+    assert a != b and hash(a) != hash(b)
+
+
+def test_the_key_keeps_its_hash_and_compares_by_parts():
+    f = lambda x: la.tanh(x * 2.0) + x  # noqa: E731
+    a, b = _key(f, _x(seed=1)), _key(f, _x(seed=2))
+    assert a is not b and a == b and hash(a) == hash(b)
+    assert a != a.parts and a.parts == b.parts  # (never equal to a bare tuple)
+    assert {a: 1}[b] == 1
+    assert a != _key(lambda x: la.tanh(x * 2.0) - x, _x())
+
+
+def _walk(out, unshown_unknown):
+    asked = []
+
+    def ask(node):
+        asked.append(node)
+        return known_values(node)
+
+    d = finish(describe([out._entry], ask, unshown_unknown=unshown_unknown), [out._entry], [])
+    return d, asked
+
+
+def test_unshown_nodes_are_not_asked_about_and_the_walk_is_the_same():
+    x = _x()
+    with la.deferred():
+        h = la.tanh(x * 2.0)
+        out = la.exp(h) + h * 3.0  # only `h` and `out` are shown by live arrays
+    full, asked_all = _walk(out, False)
+    quick, asked = _walk(out, True)
+    assert full.key == quick.key and full.ops == quick.ops and full.ins == quick.ins
+    assert len(asked_all) == 5 and [n.op.name for n in asked] == ["add", "tanh"]
+    h.asnumpy()  # a shown node with a value is a leaf either way
+    full, _ = _walk(out, False)
+    quick, _ = _walk(out, True)
+    assert [n.op.name for n in quick.ops] == [n.op.name for n in full.ops] == ["add", "multiply", "exp"]
+    assert any(node is h._entry.node for node, _ in quick.inputs)
+
+
+def test_random_nodes_are_always_asked_about():
+    with la.deferred():
+        out = la.tanh(la.random.uniform(size=(3,)) * 2.0)
+    _, asked = _walk(out, True)
+    assert [n.op.name for n in asked] == ["tanh", "random_uniform"]
