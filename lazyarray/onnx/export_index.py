@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .export_ops import INT64_MAX, _fail, _in_dtype, _out_dtype, _rank, _shape, one_hot_of
+from .export_nn import one_hot_of
+from .export_ops import INT64_MAX, _fail, _in_dtype, _out_dtype, _rank, _shape
 
 I64 = np.dtype("int64")
 

@@ -532,176 +532,6 @@ def _tri(upper: int):
     return convert
 
 
-# -- nn ---------------------------------------------------------------------------------------
-def _dense(g, node, ins):
-    ins = _compute(g, node, ins)
-    if _rank(g, node) == 2:  # Gemm: y = x W^T + b in one op
-        return [g.op("Gemm", ins, transB=1)]
-    y = g.op("MatMul", [ins[0], g.op("Transpose", [ins[1]], perm=[1, 0])])
-    return [g.op("Add", [y, ins[2]]) if len(ins) == 3 else y]
-
-
-def _matmul(g, node, ins):
-    return [g.op("MatMul", _compute(g, node, ins))]
-
-
-def _dot(g, node, ins):
-    a, b = _compute(g, node, ins)
-    ra, rb = _rank(g, node, 0), _rank(g, node, 1)
-    if node.params.get("transpose_a"):
-        if ra != 2:
-            raise _fail(g, node, f"transpose_a of a {ra}-D array")
-        a = g.op("Transpose", [a], perm=[1, 0])
-    if ra == 0 or rb == 0:
-        return [g.op("Mul", [a, b])]
-    if node.params.get("transpose_a") and rb == 1:
-        # b as a row times a, not Transpose + MatMul: onnxruntime 1.32's extended optimizer fuses that
-        # pair into a FusedMatMul that computes a 1-D b wrongly
-        a = ins[0] if _in_dtype(node, 0) == _out_dtype(node) else g.cast(ins[0], _in_dtype(node, 0), _out_dtype(node))
-        return [g.op("Squeeze", [g.op("MatMul", [g.op("Unsqueeze", [b, g.ints([0])]), a]), g.ints([0])])]
-    if rb > 2:
-        raise _fail(g, node, f"numpy.dot of a {ra}-D and a {rb}-D array (no batch broadcasting) has no "
-                             "ONNX operator; use matmul")
-    return [g.op("MatMul", [a, b])]
-
-
-def _softmax(op_type: str):
-    def convert(g, node, ins):
-        return [g.op(op_type, ins, axis=int(node.params.get("axis", -1)))]
-    return convert
-
-
-def _masked_softmax(g, node, ins):
-    x, mask = ins
-    dt = _out_dtype(node)
-    axis = g.ints([int(node.params.get("axis", -1))])
-    mask = g.cast(mask, _in_dtype(node, 1), np.dtype(bool))
-    e = g.op("Where", [mask, x, g.scalar(-np.inf, dt)])
-    m = g.op("ReduceMax", [e, axis], keepdims=1)
-    m = g.op("Where", [g.op("IsInf", [m], detect_positive=0), g.scalar(0, dt), m])  # a row all masked
-    e = g.op("Exp", [g.op("Sub", [e, m])])
-    s = g.op("ReduceSum", [e, axis], keepdims=1)
-    s = g.op("Where", [g.op("Equal", [s, g.scalar(0, dt)]), g.scalar(1, dt), s])
-    return [g.op("Div", [e, s])]
-
-
-def _one_hot(g, node, ins):
-    dt = _out_dtype(node)
-    values = g.const(np.array([0, 1], dtype=dt))
-    idx = g.cast(ins[0], _in_dtype(node, 0), np.dtype("int64"))  # the index type onnxruntime implements
-    return [one_hot_of(g, node, idx, g.ints([int(node.params["depth"])]), values)]
-
-
-def one_hot_of(g, node, idx, depth, values):
-    """OneHot, whose indices must have a dim: a 0-d index is made 1-d and its row taken back."""
-    if _rank(g, node) == 0:
-        y = g.op("OneHot", [g.op("Reshape", [idx, g.ints([1])]), depth, values], axis=-1)
-        return g.op("Squeeze", [y, g.ints([0])])
-    return g.op("OneHot", [idx, depth, values], axis=-1)
-
-
-def _dropout(g, node, ins):
-    if node.params.get("training"):
-        raise _training(g.label, [node])
-    return [g.op("Identity", ins)]
-
-
-def _pair2(v, default):
-    v = [int(x) for x in (default if v is None else v)]
-    return v * (2 // len(v))
-
-
-def _conv2d(g, node, ins):
-    p = node.params
-    pad = _pair2(p.get("padding"), (0, 0))
-    return [g.op("Conv", _compute(g, node, ins), strides=_pair2(p.get("stride"), (1, 1)), pads=pad + pad,
-                 dilations=_pair2(p.get("dilation"), (1, 1)), group=int(p.get("groups", 1)))]
-
-
-def _conv2d_transpose(g, node, ins):
-    # the weight is (C_in, C_out / groups, kh, kw) in both; ONNX crops pads from the full output
-    p = node.params
-    pad = _pair2(p.get("padding"), (0, 0))
-    return [g.op("ConvTranspose", _compute(g, node, ins), strides=_pair2(p.get("stride"), (1, 1)), pads=pad + pad,
-                 output_padding=_pair2(p.get("output_padding"), (0, 0)),
-                 dilations=_pair2(p.get("dilation"), (1, 1)), group=int(p.get("groups", 1)))]
-
-
-def _pool_attrs(node):
-    p = node.params
-    k = _pair2(p.get("kernel"), (2, 2))
-    s = [ki if si == 0 else si for ki, si in zip(k, _pair2(p.get("stride"), (0, 0)))]
-    pad = _pair2(p.get("padding"), (0, 0))
-    return dict(kernel_shape=k, strides=s, pads=pad + pad, ceil_mode=int(bool(p.get("ceil_mode", False))))
-
-
-def _max_pool2d(g, node, ins):
-    # ceil_mode: the output size ceil((H + 2p - k) / s) + 1 in both; a partial last window is clipped
-    return [g.op("MaxPool", ins, **_pool_attrs(node))]
-
-
-def _avg_pool2d(g, node, ins):
-    attrs = _pool_attrs(node)
-    include = bool(node.params.get("count_include_pad", True))
-    if attrs["ceil_mode"] and include:
-        # ours divides a partial last window by its size clipped to the padded input; ONNX runtimes
-        # differ on that divisor, so this combination is refused rather than exported approximately
-        raise GraphError(f"cannot export to ONNX: avg_pool2d (node {g.label(node)!r}) with ceil_mode=True and "
-                         "count_include_pad=True: ONNX runtimes disagree with us on the divisor of a partial "
-                         "last window; use count_include_pad=False or ceil_mode=False for an exported model")
-    return [g.op("AveragePool", ins, count_include_pad=int(include), **attrs)]
-
-
-def _per_axis(g, node, t, i, ax, rank):
-    """Input ``i`` (a vector along axis ``ax``) reshaped to broadcast against a rank-``rank`` array."""
-    shape = [1] * rank
-    shape[ax] = -1
-    return g.op("Reshape", [g.cast(t, _in_dtype(node, i), _out_dtype(node)), g.ints(shape)])
-
-
-def _batch_norm(g, node, ins):
-    rank = _rank(g, node)
-    ax = node.params.get("axis", 1) % rank
-    eps = float(node.params.get("eps", 1e-5))
-    if ax == 1:  # ONNX BatchNormalization (inference form: the running statistics)
-        return [g.op("BatchNormalization", _compute(g, node, ins), epsilon=eps)]
-    x = g.cast(ins[0], _in_dtype(node, 0), _out_dtype(node))
-    gamma, beta, mean, var = (_per_axis(g, node, t, i + 1, ax, rank) for i, t in enumerate(ins[1:]))
-    dt = _out_dtype(node)
-    y = g.op("Div", [g.op("Sub", [x, mean]), g.op("Sqrt", [g.op("Add", [var, g.scalar(eps, dt)])])])
-    return [g.op("Add", [g.op("Mul", [y, gamma]), beta])]
-
-
-def _layer_norm(g, node, ins):
-    rank = _rank(g, node)
-    ax = node.params.get("axis", -1) % rank
-    eps = float(node.params.get("eps", 1e-5))
-    if ax == rank - 1:  # LayerNormalization (opset 17) normalizes the axes from `axis` on
-        return [g.op("LayerNormalization", _compute(g, node, ins), axis=-1, epsilon=eps)]
-    x = g.cast(ins[0], _in_dtype(node, 0), _out_dtype(node))
-    dt = _out_dtype(node)
-    axes = g.ints([ax])
-    d = g.op("Sub", [x, g.op("ReduceMean", [x, axes], keepdims=1)])
-    v = g.op("ReduceMean", [g.op("Mul", [d, d]), axes], keepdims=1)
-    y = g.op("Div", [d, g.op("Sqrt", [g.op("Add", [v, g.scalar(eps, dt)])])])
-    gamma, beta = (_per_axis(g, node, t, i + 1, ax, rank) for i, t in enumerate(ins[1:]))
-    return [g.op("Add", [g.op("Mul", [y, gamma]), beta])]
-
-
-def _gelu(g, node, ins):
-    approx = node.params.get("approximation", "none")
-    x, = _compute(g, node, ins)
-    if g.opset >= 20:
-        return [g.op("Gelu", [x], approximate=approx)]
-    dt = _out_dtype(node)
-    if approx == "tanh":  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-        inner = g.op("Add", [x, g.op("Mul", [g.op("Mul", [g.op("Mul", [x, x]), x]), g.scalar(0.044715, dt)])])
-        t = g.op("Tanh", [g.op("Mul", [inner, g.scalar(math.sqrt(2 / math.pi), dt)])])
-    else:  # 0.5 x (1 + erf(x / sqrt(2)))
-        t = g.op("Erf", [g.op("Mul", [x, g.scalar(1 / math.sqrt(2), dt)])])
-    return [g.op("Mul", [g.op("Mul", [x, g.scalar(0.5, dt)]), g.op("Add", [t, g.scalar(1, dt)])])]
-
-
 # -- graphs: control flow and sub-graph calls ---------------------------------------------------
 def _inline(param: str):
     """``call``/``fused``: the sub-graph's nodes written in place, its inputs bound to ours."""
@@ -792,7 +622,6 @@ CONVERTERS = {
     "full_like": _fill_like(lambda n: n.params["fill_value"]),
     # identities: copies, and the cross-device copy nodes (an ONNX model runs on one device)
     **{name: _identity for name in ("copy", "copy_to", "positive", "stop_gradient", "boxing", "cast_storage")},
-    "dropout": _dropout,
     # reductions
     "sum": _reduce("ReduceSum"), "mean": _reduce("ReduceMean"), "prod": _reduce("ReduceProd"),
     "max": _reduce("ReduceMax", cast_in=False), "min": _reduce("ReduceMin", cast_in=False),
@@ -805,22 +634,18 @@ CONVERTERS = {
     "expand": _expand, "repeat": _repeat, "repeat_elements": _repeat_elements, "getitem": _getitem,
     "split_section": _split_section, "take": _take, "take_along_axis": _take_along_axis,
     "concatenate": _concatenate, "stack": _stack, "pad": _pad, "flip": _flip, "tril": _tri(0), "triu": _tri(1),
-    # nn
-    "dense": _dense, "matmul": _matmul, "dot": _dot, "softmax": _softmax("Softmax"),
-    "log_softmax": _softmax("LogSoftmax"), "masked_softmax": _masked_softmax, "one_hot": _one_hot,
-    "conv2d": _conv2d, "conv2d_transpose": _conv2d_transpose, "max_pool2d": _max_pool2d,
-    "avg_pool2d": _avg_pool2d, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
-    "gelu": _gelu,
     # graphs
     "call": _inline("graph"), "fused": _inline("graph"), "cond": _cond, "while_loop": _while_loop,
     "foreach": _foreach,
 }
 
-# sorting, searching, set functions and data-dependent indexing; linear algebra, running products, shifts
-# (their own files, which use the helpers above)
+# nn layers; sorting, searching, set functions and data-dependent indexing; linear algebra, running
+# products, shifts (their own files, which use the helpers above)
 from .export_index import CONVERTERS as _INDEX_CONVERTERS  # noqa: E402
 from .export_linalg import CONVERTERS as _LINALG_CONVERTERS  # noqa: E402
 from .export_linalg import NO_ONNX_FORM  # noqa: E402, F401 (export quotes the reasons)
+from .export_nn import CONVERTERS as _NN_CONVERTERS  # noqa: E402
 
+CONVERTERS.update(_NN_CONVERTERS)
 CONVERTERS.update(_INDEX_CONVERTERS)
 CONVERTERS.update(_LINALG_CONVERTERS)
