@@ -34,7 +34,9 @@ from ..graph.traverse import topo_order
 from ..ops.params import Param
 from ..ops.registry import OpDef, register
 from ..threads import chunked
+from . import fusion_gpu
 from .call import SUBGRAPH, SubGraph
+from .fusion_gpu import gpu_form
 
 # Per operand and chunk. Measured (GELU, 16M float32, 2 cores): 128 KB chunks 31 ms on 1 thread and
 # 34 ms on 2; 2 MB chunks 22 ms and 12 ms: the per-chunk Python overhead outweighs the cache misses.
@@ -53,16 +55,19 @@ def fusion_enabled(flag: bool | None) -> bool:
 
 # -- the pass --------------------------------------------------------------------------------------
 def fusible(node: Node) -> bool:
-    """A dense CPU elementwise op with one output whose kernel can write into a buffer."""
+    """A dense elementwise op with one output whose kernel can join a group: on the CPU one that
+    writes into a buffer, on a GPU one with an exact C form (``fusion_gpu.C_FORMS``)."""
     op = node.op
     if op is None or not op.elementwise or len(node.avals) != 1 or op.random or op.compose is not None:
         return False
-    if not (op.np_ufunc is not None or op.writes_out):
-        return False
     a = node.avals[0]
-    return (a.stype == "default" and a.shape is not None and None not in a.shape and a.device is not None
-            and a.device.kind == "cpu" and a.dtype is not None and a.dtype.kind in "biuf"
-            and all(e.aval.stype == "default" for e in node.inputs))
+    if not (a.stype == "default" and a.shape is not None and None not in a.shape and a.device is not None
+            and a.dtype is not None and a.dtype.kind in "biuf"
+            and all(e.aval.stype == "default" for e in node.inputs)):
+        return False
+    if a.device.kind == "gpu":
+        return gpu_form(node)
+    return a.device.kind == "cpu" and (op.np_ufunc is not None or op.writes_out)
 
 
 def fuse(outputs: list[Entry]) -> list[Entry]:
@@ -248,6 +253,8 @@ def _run_chunks(steps: _Steps, args, bounds, out, rows_total, per):
 
 
 def _kernel(xp, *arrays, graph, out=None):
+    if xp is not np:  # a GPU group: one CUDA kernel (fusion_gpu.py)
+        return fusion_gpu.run(xp, graph, arrays, out)
     steps = _steps_of(graph)
     shape, dtype = graph.avals[0].shape, graph.avals[0].dtype
     if out is None:
