@@ -41,15 +41,11 @@ SEQUENCE = Gap("sequence / optional values", "graphs carry tensors only (no Sequ
 
 PARTIAL: dict[str, tuple[Gap, ...]] = {
     "Attention": (BFLOAT16,),
-    "BatchNormalization": (Gap("training_mode=1", "batch statistics and running-stat outputs are not composed",
-                               r"training_mode=1 is not supported", r"_training_mode$"),),
     "Cast": (BFLOAT16, LOW_BIT),
     "CastLike": (BFLOAT16, LOW_BIT),
     "Celu": (BFLOAT16,),
     "Compress": (BFLOAT16,),
     "DequantizeLinear": (LOW_BIT,),
-    "Dropout": (Gap("training_mode=True", "the random mask is not drawn at import",
-                    r"training_mode=True is not supported", r"^test_training_dropout"),),
     "Einsum": (BFLOAT16,),
     "Equal": (STRING,),
     "Identity": (SEQUENCE,),

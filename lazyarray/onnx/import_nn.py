@@ -18,6 +18,7 @@ import numpy as np
 from .. import sym as S
 from .import_conv3d import conv3d, conv_transpose3d_full
 from .import_ops import Converter, OnnxNode, constant, dtype_of, np_dtype, shape_of
+from .import_train import batch_norm_training, dropout_training
 
 
 # -- dense -----------------------------------------------------------------------------------------
@@ -308,7 +309,7 @@ def _per_channel(v, rank: int):
 def batch_norm(n: OnnxNode) -> list:
     n.arity(5)
     if n.attr("training_mode", 0):
-        n.fail("training_mode=1 is not supported: lazyarray imports inference graphs")
+        return batch_norm_training(n)
     x, scale, b, mean, var = n.inputs
     rank = n.rank(0, "BatchNormalization")
     eps = float(n.attr("epsilon", 1e-5))
@@ -535,7 +536,7 @@ def dropout(n: OnnxNode) -> list:
     n.arity(1, 3)
     train = n.const(2, "training_mode")
     if train is not None and bool(np.asarray(train).reshape(-1)[0]):
-        n.fail("training_mode=True is not supported: lazyarray imports inference graphs")
+        return dropout_training(n)
     x = n.inputs[0]
     return [x, S.ones_like(x, dtype="bool")]
 
