@@ -54,8 +54,6 @@ PARTIAL: dict[str, tuple[Gap, ...]] = {
              Gap("Slice bounds computed in the body from the iteration count",
                  "our slices take bounds known when the model is loaded",
                  r"must be known when the model is loaded", r"^test_loop11$")),
-    "MaxPool": (Gap("the Indices output", "the argmax of each window is not computed",
-                    r"output 1 \('\w+'\) is read by the graph", r"_with_argmax_"),),
     "OneHot": (BFLOAT16,),
     "QuantizeLinear": (LOW_BIT,),
     "Range": (BFLOAT16,),

@@ -230,6 +230,13 @@ def _pool(kind: str):
             extra = tuple(_ceil_extra(hw[a], kernel[a], strides[a], dil[a], begin[a], end[a])
                           for a in range(len(kernel)))
         dt = dtype_of(x)
+        if kind == "MaxPool" and n.n_outputs > 1:
+            low = -math.inf if np.dtype(dt).kind == "f" else np.iinfo(dt).min
+            ends = tuple(e + x_ for e, x_ in zip(end, extra))
+            index = _flat_index(n.known_shape(0, "MaxPool's Indices output"), int(n.attr("storage_order", 0)))
+            index = constant(index[:, :, None] if one else index)
+            return _out(_max_and_argmax(_pad_hw(x, begin, ends, low), _pad_hw(index, begin, ends, -1),
+                                        kernel, strides, dil), one)
         if kind == "MaxPool":
             if len(kernel) == 2 and dil == (1, 1) and begin == end and extra == none and \
                     all(2 * p <= q for p, q in zip(begin, kernel)):
@@ -262,6 +269,29 @@ def _pool(kind: str):
             y = S.divide(total, count)
         return _out([y], one)
     return convert
+
+
+def _flat_index(shape: tuple, storage_order: int) -> np.ndarray:
+    """MaxPool's Indices: each input element's offset in the flattened input, the spatial part in
+    row-major (``storage_order=0``) or column-major (``1``) order within each (batch, channel) plane."""
+    spatial = math.prod(shape[2:])
+    plane = np.arange(spatial, dtype=np.int64).reshape(shape[2:], order="F" if storage_order else "C")
+    return (np.arange(shape[0] * shape[1], dtype=np.int64).reshape(shape[:2] + (1,) * (len(shape) - 2)) * spatial
+            + plane)
+
+
+def _max_and_argmax(xp, ip, kernel, strides, dil) -> list:
+    """The window maxima of the padded ``xp`` and the ``ip`` entry (flat index; -1 in the padding)
+    at each: the first maximum in the window's row-major order, a padded tap never chosen over a
+    real one."""
+    y = idx = None
+    for (_, win), (_, iwin) in zip(_taps(xp, kernel, strides, dil), _taps(ip, kernel, strides, dil)):
+        if y is None:
+            y, idx = win, iwin
+            continue
+        better = S.logical_or(S.greater(win, y), S.logical_and(S.less(idx, 0), S.greater_equal(iwin, 0)))
+        y, idx = S.where(better, win, y), S.where(better, iwin, idx)
+    return [y, idx]
 
 
 def _taps(x, kshape, stride, dilate):
