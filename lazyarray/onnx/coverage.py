@@ -64,9 +64,7 @@ PARTIAL: dict[str, tuple[Gap, ...]] = {
     "ReverseSequence": (BFLOAT16,),
     "Scan": (Gap("Scan-8 (batched)", "onnx.version_converter drops the batch axis of its inputs, so it is refused",
                  r"Scan before opset 9 is batched", r"^test_scan_sum$"),),
-    "Unique": (BFLOAT16,
-               Gap("axis", "Unique along an axis is not composed (only the flattened form)",
-                   r"only the flattened form \(no axis\) is supported", r"_with_(negative_)?axis")),
+    "Unique": (BFLOAT16,),
 }
 
 
