@@ -5,6 +5,8 @@ Sizes these ops take as tensors (``K``, ``depth``) are read at load time, like e
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import sym as S
@@ -109,18 +111,49 @@ def gather_nd(n: OnnxNode) -> list:
 
 
 def unique(n: OnnxNode) -> list:
-    """``unique_all`` of the flattened input; ``sorted=0`` reorders by first occurrence."""
+    """``unique_all`` of the flattened input, or with ``axis`` of one rank key per slice along it;
+    ``sorted=0`` reorders by first occurrence."""
     n.arity(1)
-    if n.attr("axis") is not None:
-        n.fail(f"axis={n.attr('axis')}: only the flattened form (no axis) is supported")
-    res = S.unique_all(n.inputs[0])
+    if n.attr("axis") is None:
+        res = S.unique_all(n.inputs[0])
+    else:
+        res = S.unique_all(_slice_rank(n))
     values, first, inverse, counts = (res[i] for i in range(4))
     inverse = S.reshape(inverse, shape=(-1,))
     if not int(n.attr("sorted", 1)):  # the distinct values in the order they first occur
         order = S.argsort(first)
         values, first, counts = (S.take(t, order) for t in (values, first, counts))
         inverse = S.take(S.argsort(order), inverse)
+    if n.attr("axis") is not None:  # the distinct slices themselves, in the order of their keys
+        values = S.take(n.inputs[0], first, axis=int(n.attr("axis")) % len(n.shape(0)))
     return [values, first, inverse, counts]
+
+
+_UNIQUE_AXIS_LIMIT = 1 << 26  # elements of the pairwise comparison; past it, refuse rather than exhaust memory
+
+
+def _slice_rank(n: OnnxNode):
+    """Per slice of the input along ``axis``: how many slices are lexicographically smaller (NumPy's
+    ``unique(axis=)`` order). Equal slices get equal ranks and unequal ones different ranks, so the
+    ranks' ``unique_all`` is the slices'. Compared pairwise, (N, N, M) for N slices of M elements;
+    NaN sorts after every number and equals NaN, as in the flattened form."""
+    shape = n.known_shape(0, "Unique with axis")
+    axis = int(n.attr("axis")) % len(shape)
+    rows, cols = shape[axis], math.prod(shape) // max(shape[axis], 1)
+    if rows * rows * cols > _UNIQUE_AXIS_LIMIT:
+        n.fail(f"axis={n.attr('axis')} of a {shape} input compares {rows}x{rows} slices of {cols} elements "
+               f"pairwise (over {_UNIQUE_AXIS_LIMIT} elements); split the input or unique it in NumPy")
+    perm = (axis,) + tuple(i for i in range(len(shape)) if i != axis)
+    x = S.reshape(S.transpose(n.inputs[0], axes=perm), shape=(rows, cols))
+    a, b = S.reshape(x, shape=(rows, 1, cols)), S.reshape(x, shape=(1, rows, cols))
+    less, differ = S.less(a, b), S.not_equal(a, b)
+    if np.dtype(dtype_of(x)).kind in "fc":
+        nan_a, nan_b = S.isnan(a), S.isnan(b)
+        less = S.logical_or(less, S.logical_and(S.logical_not(nan_a), nan_b))
+        differ = S.logical_and(differ, S.logical_not(S.logical_and(nan_a, nan_b)))
+    first = S.expand_dims(S.argmax(S.cast(differ, dtype="int8"), axis=-1), axis=-1)  # first differing element
+    smaller = S.logical_and(S.any(differ, axis=-1), S.squeeze(S.take_along_axis(less, first, axis=-1), axis=-1))
+    return S.sum(S.cast(smaller, dtype="int64"), axis=0)  # [j]: how many slices i are smaller than slice j
 
 
 def reverse_sequence(n: OnnxNode) -> list:

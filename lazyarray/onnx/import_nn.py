@@ -1,11 +1,10 @@
 """ONNX neural-network operators -> registry ops: MatMul, Gemm, Softmax, Conv, ConvTranspose, pooling,
-normalizations, losses, Resize.
+normalizations, losses (Resize: ``import_resize.py``; training-mode BatchNormalization and Dropout:
+``import_train.py``).
 
 Convolution and pooling are 2-D (NCHW) in our registry; 1-D models run through them with a unit
 height. Asymmetric pads, ``auto_pad``, ``ceil_mode`` and dilations become explicit padding and
 strided slices; grouped and dilated convolutions reuse the MXNet importer's per-tap compositions.
-``Resize`` is separable: each resized axis is a ``take`` of indices (nearest) or a weighted sum of
-``take``s (linear, cubic) computed at load time from the ONNX coordinate transformation.
 ``ConvTranspose`` is our convolution's input gradient (``nn.conv2d_input_grad``) per group.
 """
 from __future__ import annotations
@@ -18,6 +17,8 @@ import numpy as np
 from .. import sym as S
 from .import_conv3d import conv3d, conv_transpose3d_full
 from .import_ops import Converter, OnnxNode, constant, dtype_of, np_dtype, shape_of
+from .import_resize import resize
+from .import_train import batch_norm_training, dropout_training
 
 
 # -- dense -----------------------------------------------------------------------------------------
@@ -229,6 +230,13 @@ def _pool(kind: str):
             extra = tuple(_ceil_extra(hw[a], kernel[a], strides[a], dil[a], begin[a], end[a])
                           for a in range(len(kernel)))
         dt = dtype_of(x)
+        if kind == "MaxPool" and n.n_outputs > 1:
+            low = -math.inf if np.dtype(dt).kind == "f" else np.iinfo(dt).min
+            ends = tuple(e + x_ for e, x_ in zip(end, extra))
+            index = _flat_index(n.known_shape(0, "MaxPool's Indices output"), int(n.attr("storage_order", 0)))
+            index = constant(index[:, :, None] if one else index)
+            return _out(_max_and_argmax(_pad_hw(x, begin, ends, low), _pad_hw(index, begin, ends, -1),
+                                        kernel, strides, dil), one)
         if kind == "MaxPool":
             if len(kernel) == 2 and dil == (1, 1) and begin == end and extra == none and \
                     all(2 * p <= q for p, q in zip(begin, kernel)):
@@ -261,6 +269,29 @@ def _pool(kind: str):
             y = S.divide(total, count)
         return _out([y], one)
     return convert
+
+
+def _flat_index(shape: tuple, storage_order: int) -> np.ndarray:
+    """MaxPool's Indices: each input element's offset in the flattened input, the spatial part in
+    row-major (``storage_order=0``) or column-major (``1``) order within each (batch, channel) plane."""
+    spatial = math.prod(shape[2:])
+    plane = np.arange(spatial, dtype=np.int64).reshape(shape[2:], order="F" if storage_order else "C")
+    return (np.arange(shape[0] * shape[1], dtype=np.int64).reshape(shape[:2] + (1,) * (len(shape) - 2)) * spatial
+            + plane)
+
+
+def _max_and_argmax(xp, ip, kernel, strides, dil) -> list:
+    """The window maxima of the padded ``xp`` and the ``ip`` entry (flat index; -1 in the padding)
+    at each: the first maximum in the window's row-major order, a padded tap never chosen over a
+    real one."""
+    y = idx = None
+    for (_, win), (_, iwin) in zip(_taps(xp, kernel, strides, dil), _taps(ip, kernel, strides, dil)):
+        if y is None:
+            y, idx = win, iwin
+            continue
+        better = S.logical_or(S.greater(win, y), S.logical_and(S.less(idx, 0), S.greater_equal(iwin, 0)))
+        y, idx = S.where(better, win, y), S.where(better, iwin, idx)
+    return [y, idx]
 
 
 def _taps(x, kshape, stride, dilate):
@@ -308,7 +339,7 @@ def _per_channel(v, rank: int):
 def batch_norm(n: OnnxNode) -> list:
     n.arity(5)
     if n.attr("training_mode", 0):
-        n.fail("training_mode=1 is not supported: lazyarray imports inference graphs")
+        return batch_norm_training(n)
     x, scale, b, mean, var = n.inputs
     rank = n.rank(0, "BatchNormalization")
     eps = float(n.attr("epsilon", 1e-5))
@@ -535,123 +566,9 @@ def dropout(n: OnnxNode) -> list:
     n.arity(1, 3)
     train = n.const(2, "training_mode")
     if train is not None and bool(np.asarray(train).reshape(-1)[0]):
-        n.fail("training_mode=True is not supported: lazyarray imports inference graphs")
+        return dropout_training(n)
     x = n.inputs[0]
     return [x, S.ones_like(x, dtype="bool")]
-
-
-# -- resize ----------------------------------------------------------------------------------------
-def resize(n: OnnxNode) -> list:
-    n.arity(1, 4)
-    x = n.inputs[0]
-    shape = n.known_shape(0, "Resize")
-    rank = len(shape)
-    mode = n.attr("mode", "nearest")
-    ctm = n.attr("coordinate_transformation_mode", "half_pixel")
-    if mode not in ("nearest", "linear", "cubic"):
-        n.fail(f"mode={mode!r}: expected nearest, linear or cubic")
-    if ctm == "tf_crop_and_resize":
-        n.fail("coordinate_transformation_mode='tf_crop_and_resize' is not supported")
-    if n.attr("antialias", 0):
-        n.fail("antialias=1 is not supported")
-    axes = n.attr("axes")
-    axes = list(range(rank)) if axes is None else [a % rank for a in axes]
-    scales = n.const(2, "scales")
-    sizes = n.const(3, "sizes")
-    scales = None if scales is None or np.asarray(scales).size == 0 else [float(v) for v in np.asarray(scales)]
-    sizes = None if sizes is None or np.asarray(sizes).size == 0 else [int(v) for v in np.asarray(sizes)]
-    ins = [shape[a] for a in axes]
-    if sizes is not None:
-        if len(sizes) != len(axes):
-            n.fail(f"sizes={sizes} needs one entry per axis {axes}")
-        policy = n.attr("keep_aspect_ratio_policy", "stretch")
-        if policy == "stretch":
-            scales = [o / i for o, i in zip(sizes, ins)]
-        else:
-            pick = min if policy == "not_larger" else max
-            s = pick(o / i for o, i in zip(sizes, ins))
-            scales = [s] * len(axes)
-            sizes = [int(math.floor(s * i + 0.5)) for i in ins]
-    elif scales is not None:
-        if len(scales) != len(axes):
-            n.fail(f"scales={scales} needs one entry per axis {axes}")
-        sizes = [int(math.floor(i * s)) for i, s in zip(ins, scales)]
-    else:
-        n.fail("needs scales or sizes")
-    dt = dtype_of(x)
-    wdt = dt if np.dtype(dt).kind == "f" else np.float32
-    for a, size_in, size_out, scale in zip(axes, ins, sizes, scales):
-        if size_in == size_out and scale == 1.0:
-            continue
-        coords = _coords(ctm, np.arange(size_out, dtype=np.float64), scale, size_in, size_out)
-        if mode == "nearest":
-            idx = np.clip(_nearest(n, coords), 0, size_in - 1).astype(np.int64)
-            x = S.take(x, constant(idx), axis=a)
-            continue
-        taps = _linear_taps(coords, size_in) if mode == "linear" else _cubic_taps(
-            coords, size_in, float(n.attr("cubic_coeff_a", -0.75)), bool(n.attr("exclude_outside", 0)))
-        wshape = [1] * rank
-        wshape[a] = size_out
-        y = None
-        for idx, w in taps:
-            term = S.multiply(S.take(x, constant(idx.astype(np.int64)), axis=a),
-                              constant(w.astype(wdt).reshape(wshape)))
-            y = term if y is None else S.add(y, term)
-        x = y
-    if dtype_of(x) != dt:
-        x = S.cast(S.round(x) if np.dtype(dt).kind in "iu" else x, dtype=dt)
-    return [x]
-
-
-def _coords(ctm: str, i: np.ndarray, scale: float, size_in: int, size_out: int) -> np.ndarray:
-    if ctm == "half_pixel_symmetric":
-        adjust = size_out / (scale * size_in)
-        center = size_in / 2
-        return center * (1 - adjust) + (i + 0.5) / scale - 0.5
-    size_out = scale * size_in  # the spec's other formulas use the unrounded output length
-    if ctm == "half_pixel":
-        return (i + 0.5) / scale - 0.5
-    if ctm == "pytorch_half_pixel":
-        return (i + 0.5) / scale - 0.5 if size_out > 1 else np.zeros_like(i)
-    if ctm == "align_corners":
-        return i * (size_in - 1) / (size_out - 1) if size_out > 1 else np.zeros_like(i)
-    if ctm == "asymmetric":
-        return i / scale
-    raise ValueError(ctm)
-
-
-def _nearest(n: OnnxNode, x: np.ndarray) -> np.ndarray:
-    how = n.attr("nearest_mode", "round_prefer_floor")
-    if how == "round_prefer_floor":
-        return np.ceil(x - 0.5)
-    if how == "round_prefer_ceil":
-        return np.floor(x + 0.5)
-    if how == "floor":
-        return np.floor(x)
-    if how == "ceil":
-        return np.ceil(x)
-    return n.fail(f"nearest_mode={how!r}: expected round_prefer_floor, round_prefer_ceil, floor or ceil")
-
-
-def _linear_taps(x: np.ndarray, size: int):
-    lo = np.floor(x)
-    r = x - lo
-    return [(np.clip(lo, 0, size - 1), 1.0 - r), (np.clip(lo + 1, 0, size - 1), r)]
-
-
-def _cubic_taps(x: np.ndarray, size: int, a: float, exclude: bool):
-    lo = np.floor(x)
-    r = x - lo
-    ws = [((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a,
-          ((a + 2) * r - (a + 3)) * r * r + 1,
-          ((a + 2) * (1 - r) - (a + 3)) * (1 - r) * (1 - r) + 1,
-          ((a * (2 - r) - 5 * a) * (2 - r) + 8 * a) * (2 - r) - 4 * a]
-    idx = [lo + k for k in (-1, 0, 1, 2)]
-    if exclude:  # taps outside the input get weight 0, the rest are renormalized
-        ws = [np.where((i >= 0) & (i < size), w, 0.0) for i, w in zip(idx, ws)]
-        total = sum(ws)
-        ws = [w / total for w in ws]
-    return [(np.clip(i, 0, size - 1), w) for i, w in zip(idx, ws)]
 
 
 NN_CONVERTERS: dict[str, Converter] = {

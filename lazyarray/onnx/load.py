@@ -372,7 +372,7 @@ class _Scope:
 
 
 class _Missing:
-    """An output a converter cannot produce (MaxPool's indices): an error only when read."""
+    """An output a converter cannot produce: an error only when read."""
 
     def __init__(self, name: str, where: str, index: int):
         self.name, self.where, self.index = name, where, index

@@ -1,0 +1,64 @@
+"""ONNX pooling imported with MaxPool's second output, Indices (``lazyarray/onnx/import_nn.py``),
+checked against onnxruntime and ``onnx.reference`` on shapes and attributes beyond ONNX's node cases."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper  # noqa: E402
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+from lazyarray.onnx.backend import LazyArrayBackend  # noqa: E402
+
+CASES = [  # input shape, MaxPool attributes
+    ((2, 3, 9), {"kernel_shape": [3], "strides": [2]}),
+    ((2, 3, 7, 6), {"kernel_shape": [3, 2], "pads": [1, 0, 1, 1], "strides": [2, 1]}),
+    ((1, 2, 6, 7), {"kernel_shape": [2, 3], "storage_order": 1, "strides": [2, 2]}),
+    ((1, 2, 8, 8), {"kernel_shape": [2, 2], "dilations": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((2, 1, 7, 7), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 2, 4, 5, 6), {"kernel_shape": [2, 2, 3], "strides": [2, 1, 2], "pads": [0, 1, 1, 1, 0, 1]}),
+    ((1, 2, 4, 5, 6), {"kernel_shape": [2, 3, 2], "storage_order": 1}),
+]
+
+
+def maxpool_model(shape, attrs):
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                           helper.make_tensor_value_info("i", TensorProto.INT64, None)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 12)])
+
+
+@pytest.mark.parametrize("shape,attrs", CASES)
+def test_maxpool_indices_match_onnxruntime_and_the_reference(shape, attrs):
+    x = np.random.default_rng(len(shape)).permutation(np.prod(shape)).reshape(shape).astype(np.float32)  # no ties
+    model = maxpool_model(shape, attrs)
+    y, i = LazyArrayBackend.prepare(model).run([x])
+    assert i.dtype == np.int64 and i.shape == y.shape
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    ort_y, ort_i = sess.run(None, {"x": x})
+    np.testing.assert_array_equal(y, ort_y)
+    np.testing.assert_array_equal(i, ort_i)
+    if any(s > 1 for s in attrs.get("strides", [])):  # onnx.reference's unit-stride path gives no flat Indices
+        ref_y, ref_i = ReferenceEvaluator(model).run(None, {"x": x})
+        np.testing.assert_array_equal(y, ref_y)
+        np.testing.assert_array_equal(i, ref_i)
+    order = "F" if attrs.get("storage_order") else "C"
+    planes = x.reshape(shape[0] * shape[1], -1, order="C")
+    flat = np.concatenate([p.reshape(shape[2:]).ravel(order=order) for p in planes])
+    np.testing.assert_array_equal(flat[i], y)  # each index points at its maximum
+
+
+def test_maxpool_indices_pick_the_first_maximum_of_a_window():
+    x = np.zeros((1, 1, 4, 4), np.float32)  # every window ties: the first tap (top-left) wins
+    y, i = LazyArrayBackend.prepare(maxpool_model(x.shape, {"kernel_shape": [2, 2], "strides": [2, 2]})).run([x])
+    np.testing.assert_array_equal(i.ravel(), [0, 2, 8, 10])
+
+
+def test_padded_maxpool_indices_never_point_into_the_padding():
+    x = np.full((1, 1, 3, 3), -np.inf, np.float32)
+    _, i = LazyArrayBackend.prepare(maxpool_model(x.shape, {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]})).run([x])
+    assert (i >= 0).all() and (i < x.size).all()
