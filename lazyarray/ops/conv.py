@@ -250,6 +250,13 @@ def _gemm_conv(xp, win, weight, bias, out):
     return y
 
 
+def _batch_last(a) -> bool:
+    """True for an NCHW array of several images stored batch last, (C, H, W, N) in memory (the
+    planned buffers of ``executor/batch_last.py``)."""
+    return a is not None and a.ndim == 4 and a.shape[0] > 1 and a.strides[0] == a.itemsize \
+        and a.transpose(1, 2, 3, 0).flags.c_contiguous
+
+
 def _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out):
     """conv2d with groups == 1 of a batch of small images (fewer than ``PER_IMAGE_MIN_PIXELS``
     output pixels): one matmul ``W (O, C*kh*kw) @ cols (C*kh*kw, Ho*Wo*N)`` for the whole batch.
@@ -270,7 +277,13 @@ def _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out):
         for j in range(kw):
             r, q = i * dh, j * dw
             cols[:, i, j] = xt[:, r:r + sh * (ho - 1) + 1:sh, q:q + sw * (wo - 1) + 1:sw]
-    t = weight.reshape(o, c * kh * kw) @ cols.reshape(c * kh * kw, ho * wo * n)
+    wmat = weight.reshape(o, c * kh * kw)
+    if _batch_last(out) and out.dtype == xp.result_type(wmat.dtype, cols.dtype):  # the product is out
+        t = xp.matmul(wmat, cols.reshape(c * kh * kw, ho * wo * n), out=out.transpose(1, 2, 3, 0).reshape(o, -1))
+        if bias is not None:
+            t += bias.reshape(o, 1)
+        return out
+    t = wmat @ cols.reshape(c * kh * kw, ho * wo * n)
     if bias is not None:
         t += bias.reshape(o, 1)
     y = xp.empty((n, o, ho, wo), dtype=t.dtype) if out is None else out
@@ -296,7 +309,7 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
         return y
     if groups == 1 and n > 1:
         ho, wo = (_out_dim(x.shape[2 + a], weight.shape[2 + a], stride[a], padding[a], dilation[a]) for a in (0, 1))
-        if ho * wo < PER_IMAGE_MIN_PIXELS:
+        if ho * wo < PER_IMAGE_MIN_PIXELS or _batch_last(x) or _batch_last(out):
             return _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out)
     win = _windows(xp, x, (kh, kw), stride, padding, dilation=dilation)
     ho, wo = win.shape[2], win.shape[3]

@@ -129,13 +129,24 @@ def _zero_row(dtype):
     return row
 
 
+def _memory_order(a):
+    """The axes of ``a`` from the largest stride to the smallest when ``a`` is contiguous in that
+    order (C order: 0, 1, ...; a batch-last NCHW buffer: 1, 2, 3, 0), else None."""
+    if a.flags.c_contiguous:
+        return tuple(range(a.ndim))
+    order = tuple(sorted(range(a.ndim), key=lambda i: -a.strides[i]))
+    return order if a.transpose(order).flags.c_contiguous else None
+
+
 def _relu(xp, x, out=None):
-    if xp is not np or x.dtype.kind != "f" or not x.flags.c_contiguous or x.size < 64 \
-            or (out is not None and (out.dtype != x.dtype or not out.flags.c_contiguous)):
+    if xp is not np or x.dtype.kind != "f" or x.size < 64 or (out is not None and out.dtype != x.dtype):
         return xp.maximum(x, 0, out=out)
-    res = np.empty_like(x) if out is None else out
+    order = _memory_order(x)
+    if order is None or (out is not None and (out.shape != x.shape or _memory_order(out) != order)):
+        return xp.maximum(x, 0, out=out)
+    res = np.empty_like(x) if out is None else out  # (empty_like keeps x's memory order)
     zeros, n = _zero_row(x.dtype), x.size
-    flat, dst = x.reshape(-1), res.reshape(-1)
+    flat, dst = x.transpose(order).reshape(-1), res.transpose(order).reshape(-1)
     whole = n - n % _ZERO_ROW
     if whole:
         np.maximum(flat[:whole].reshape(-1, _ZERO_ROW), zeros, out=dst[:whole].reshape(-1, _ZERO_ROW))

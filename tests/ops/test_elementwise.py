@@ -129,3 +129,18 @@ def test_relu_kernel_of_views_integers_and_shapes():
     np.testing.assert_array_equal(strided_out, np.maximum(x, 0))
     xi = rng.integers(-5, 5, (300,))
     np.testing.assert_array_equal(_relu(np, xi), np.maximum(xi, 0))
+
+
+def test_relu_kernel_of_arrays_stored_in_another_axis_order():
+    """Batch-last planned buffers (executor/batch_last.py): NCHW views of (C, H, W, N) memory."""
+    from lazyarray.ops.elementwise import _relu
+    x = np.random.default_rng(1).standard_normal((16, 3, 5, 4)).astype(np.float32)
+    stored = np.ascontiguousarray(x.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)
+    got = _relu(np, stored)
+    np.testing.assert_array_equal(got, np.maximum(x, 0))
+    out = np.full((3, 5, 4, 16), np.nan, np.float32).transpose(3, 0, 1, 2)  # same order
+    assert _relu(np, stored, out=out) is out
+    np.testing.assert_array_equal(out, np.maximum(x, 0))
+    plain = np.full(x.shape, np.nan, np.float32)  # another order: NumPy's maximum
+    assert _relu(np, stored, out=plain) is plain
+    np.testing.assert_array_equal(plain, np.maximum(x, 0))

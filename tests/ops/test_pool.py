@@ -34,7 +34,7 @@ _TILINGS = [((2, 2), (2, 3, 12, 12)), ((2, 2), (1, 16, 6, 6)), ((3, 3), (2, 2, 9
 @pytest.mark.parametrize("kernel,shape", _TILINGS, ids=[f"{k[0]}x{k[1]}-{s[2]}x{s[3]}" for k, s in _TILINGS])
 @pytest.mark.parametrize("which", ["max", "avg"])
 def test_tiling_windows_match_the_reference(which, kernel, shape, dtype):
-    from tests.ops.cases import _avg_pool2d_ref, _max_pool2d_ref
+    from ops.cases import _avg_pool2d_ref, _max_pool2d_ref
     x = np.random.default_rng(1).standard_normal(shape).astype(dtype)
     params = {"kernel": kernel, "stride": kernel}
     assert pool._tiles(x, kernel, kernel, (0, 0), (0, 0))
@@ -53,7 +53,7 @@ def test_tiling_windows_match_the_reference(which, kernel, shape, dtype):
 
 
 def test_tiling_max_pool_of_integers_and_of_a_view():
-    from tests.ops.cases import _max_pool2d_ref
+    from ops.cases import _max_pool2d_ref
     rng = np.random.default_rng(2)
     xi = rng.integers(-50, 50, (2, 3, 6, 4)).astype(np.int32)
     got = pool._max_pool2d(np, xi)
