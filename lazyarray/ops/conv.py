@@ -68,7 +68,8 @@ def pad_nchw(xp, x, padding, extra=(0, 0), fill=0.0):
     if not (ph or pw or eh or ew):
         return x
     n, c, h, w = x.shape
-    padded = xp.full((n, c, h + 2 * ph + eh, w + 2 * pw + ew), fill, dtype=x.dtype)
+    shape = (n, c, h + 2 * ph + eh, w + 2 * pw + ew)
+    padded = xp.zeros(shape, dtype=x.dtype) if fill == 0 else xp.full(shape, fill, dtype=x.dtype)  # (zeros: C-level)
     padded[:, :, ph:ph + h, pw:pw + w] = x
     return padded
 

@@ -116,6 +116,7 @@ _unary("sigmoid", _sigmoid,
 # NumPy (2.x) runs ``maximum`` of an array and a scalar 2-3x slower than of two contiguous arrays
 # (only the latter take its SIMD loop): relu of a contiguous float array compares against a
 # zero row of this many elements, the array read as rows of that length (plus a shorter tail).
+# Below half a row the plain call costs less than the dispatch.
 _ZERO_ROW = 8192
 _ZERO_ROWS: dict = {}
 
@@ -139,7 +140,7 @@ def _memory_order(a):
 
 
 def _relu(xp, x, out=None):
-    if xp is not np or x.dtype.kind != "f" or x.size < 64 or (out is not None and out.dtype != x.dtype):
+    if xp is not np or x.dtype.kind != "f" or x.size < _ZERO_ROW // 2 or (out is not None and out.dtype != x.dtype):
         return xp.maximum(x, 0, out=out)
     order = _memory_order(x)
     if order is None or (out is not None and (out.shape != x.shape or _memory_order(out) != order)):

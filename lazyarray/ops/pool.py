@@ -102,6 +102,13 @@ def _tiles(x, k, s, p, extra) -> bool:
         and x.flags.c_contiguous
 
 
+def _plain_tiles(x, kernel, stride, padding, ceil_mode) -> bool:
+    """``_tiles`` read straight off the parameters as the registry passes them (tuples), before
+    the general geometry: the common 2 x 2 pool of a small image skips its Python."""
+    return not ceil_mode and padding == (0, 0) and len(kernel) == 2 and (stride == kernel or stride == (0, 0)) \
+        and kernel[0] >= 1 and kernel[1] >= 1 and _tiles(x, kernel, kernel, padding, (0, 0))
+
+
 def _fold_tiles(xp, ufunc, x, kernel, out):
     """``ufunc`` folded over non-overlapping kh x kw tiles of a C-contiguous x (``_tiles``), in two
     passes whose operands are flat: first the kh rows of each tile (x as (N*C*Ho, kh, W): runs of W
@@ -135,6 +142,8 @@ def _max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=F
     """An elementwise maximum over the kh * kw shifted, strided views of x: for small kernels
     this beats a reduction over a windows view several times. Windows that tile x exactly take
     two flat passes (``_fold_tiles``)."""
+    if _plain_tiles(x, kernel, stride, padding, ceil_mode):
+        return _fold_tiles(xp, xp.maximum, x, kernel, out)
     k, s, p, shape, extra = _layout(x.shape, kernel, stride, padding, ceil_mode)
     if _tiles(x, k, s, p, extra):
         return _fold_tiles(xp, xp.maximum, x, k, out)
