@@ -128,3 +128,33 @@ def test_batch_last_is_not_claimed_for_other_strides():
     assert not _batch_last(x) and not _batch_last(None)
     assert not _batch_last(_stored_batch_last(x)[:, :, :, ::2])  # strided, not a dense batch-last buffer
     assert not _batch_last(_stored_batch_last(x[:1]))  # one image: C order already
+
+
+def test_scratch_columns_never_leak_into_results():
+    """im2col columns and padded copies live in per-thread scratch buffers (conv._scratch): a result
+    is never one of them, so a later call (or another thread's) leaves earlier results alone."""
+    import threading
+
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    xs = [rng.standard_normal((n, 3, h, h)).astype(np.float32) for n, h in ((6, 5), (1, 12), (6, 7), (2, 4))]
+    firsts = [conv._conv2d(np, x, w, padding=(1, 1)) for x in xs]
+    for x, first in zip(xs, firsts):
+        np.testing.assert_allclose(first, _conv2d_ref(x, w, padding=(1, 1)), rtol=1e-5, atol=1e-5)
+    errors = []
+
+    def work(x, expected):
+        for _ in range(30):
+            got = conv._conv2d(np, x, w, padding=(1, 1))
+            if not np.allclose(got, expected, rtol=1e-5, atol=1e-5):
+                errors.append(x.shape)
+
+    threads = [threading.Thread(target=work, args=(x, e)) for x, e in zip(xs, firsts)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert conv._scratch(np, 0, (2, 3), np.float64).shape == (2, 3)
+    big = conv._scratch(np, 0, (conv.SCRATCH_MAX_BYTES // 4 + 1,), np.float32)  # over the limit: its own
+    assert big.base is None
