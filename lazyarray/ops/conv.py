@@ -30,7 +30,6 @@ from .params import FLOAT, INT, INTS, Param
 from .registry import OpDef, normalize_axis, register
 from .winograd import use_winograd, winograd_conv2d
 
-
 # -- helpers -------------------------------------------------------------------------------------
 # im2col columns and padded copies up to this size come from a per-thread scratch buffer, reused
 # call after call: a fresh allocation this large is new memory from the OS each time, and its page
