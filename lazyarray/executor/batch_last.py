@@ -15,7 +15,8 @@ strides they are given (``conv2d`` takes its batch-last kernel, a pooling that t
 its tap views). Chosen per compiled signature for values that are
 
 * made by ``conv2d``, ``relu``, ``batch_norm`` or the 2-D pools (the ops whose kernels gain),
-  written into their planned buffer;
+  written into their planned buffer, and read only by those ops or ``flatten``; a ``conv2d``
+  among them must have im2col columns that fit its scratch buffer (``conv.SCRATCH_MAX_BYTES``);
 * 4-D float arrays on the CPU of at least ``MIN_BATCH`` images of at most ``MAX_PIXELS`` pixels
   and fewer than ``MAX_CHANNELS`` channels (deep layers take Winograd, which reads NCHW);
 * not handed to the caller (directly or through a view), whose arrays stay C-contiguous.
@@ -23,6 +24,8 @@ its tap views). Chosen per compiled signature for values that are
 An in-place pair of values whose orders differ is not planned (``program._plan``).
 """
 from __future__ import annotations
+
+from ..ops.conv import SCRATCH_MAX_BYTES
 
 # (C, H, W, N): the axes of an NCHW value in the order its memory holds them.
 BATCH_LAST = (1, 2, 3, 0)
@@ -34,6 +37,17 @@ MAX_PIXELS = 256
 MAX_CHANNELS = 64
 
 
+def _conv_fits(node) -> bool:
+    """A ``conv2d`` whose batch-last im2col columns fit the kernel's scratch buffer (larger ones
+    page-fault fresh memory every call: ResNet's 8 x 8, 32-channel layers at batch 64 ran 3x
+    slower batch last than one image at a time)."""
+    x, w = node.inputs[0].aval.shape, node.inputs[1].aval.shape
+    out = node.avals[0].shape
+    if x is None or w is None or out is None or None in x or None in w or None in out or len(w) != 4:
+        return False
+    return w[1] * w[2] * w[3] * out[0] * out[2] * out[3] * node.avals[0].dtype.itemsize <= SCRATCH_MAX_BYTES
+
+
 def _eligible(node) -> bool:
     a = node.avals[0]
     shape = a.shape
@@ -41,7 +55,17 @@ def _eligible(node) -> bool:
         return False
     n, c, h, w = shape
     return (a.dtype is not None and a.dtype.kind == "f" and a.device is not None and a.device.kind == "cpu"
-            and n >= MIN_BATCH and h * w <= MAX_PIXELS and c < MAX_CHANNELS)
+            and n >= MIN_BATCH and h * w <= MAX_PIXELS and c < MAX_CHANNELS
+            and (node.op.name != "conv2d" or _conv_fits(node)))
+
+
+def _reads_well(node) -> bool:
+    """A consumer that gains from (or does not mind) a batch-last input: the ops above, and
+    ``flatten`` (one small copy into the dense layer's rows). Others (a residual ``add``, a fused
+    group chunked along the batch axis) would walk the value across its memory order."""
+    if node.op.name == "flatten":
+        return True
+    return node.op.name in OPS and (node.op.name != "conv2d" or _conv_fits(node))
 
 
 def batch_last_slots(g, specs, out_slots: set[int], planned) -> dict[int, tuple]:
@@ -50,8 +74,13 @@ def batch_last_slots(g, specs, out_slots: set[int], planned) -> dict[int, tuple]
     for sp in reversed(specs):
         if sp.node.op.view and sp.ins and any(o in handed for o in sp.outs):
             handed.add(sp.ins[0])
+    readers: dict[int, list] = {}
+    for sp in specs:
+        for i in sp.ins:
+            readers.setdefault(i, []).append(sp.node)
     orders = {}
     for sp in specs:
-        if sp.kind in planned and len(sp.outs) == 1 and sp.outs[0] not in handed and _eligible(sp.node):
+        if sp.kind in planned and len(sp.outs) == 1 and sp.outs[0] not in handed and _eligible(sp.node) \
+                and all(_reads_well(r) for r in readers.get(sp.outs[0], ())):
             orders[sp.outs[0]] = BATCH_LAST
     return orders

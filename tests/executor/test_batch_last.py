@@ -119,3 +119,33 @@ def test_gradients_through_a_hybridized_cnn_are_unchanged():
     assert grads[0].keys() == grads[1].keys()
     for n in grads[0]:
         np.testing.assert_allclose(grads[1][n], grads[0][n], rtol=1e-4, atol=1e-4, err_msg=n)
+
+
+def test_values_read_by_other_ops_or_big_convolutions_stay_nchw():
+    """A pool whose result feeds an ``add`` (a residual, say) keeps NCHW, so the add does not walk
+    it across its memory order; so does a conv whose batch-last columns would not fit scratch."""
+    rng = np.random.default_rng(3)
+    x = la.sym.var("x", shape=(32, 3, 8, 8))
+    w = la.sym.var("w", shape=(4, 3, 3, 3))
+    r = la.sym.relu(la.sym.nn.conv2d(x, w, padding=(1, 1)))
+    y = la.sym.nn.max_pool2d(r) + 1.0
+    big = la.sym.var("big", shape=(16, 60, 16, 16))
+    wb = la.sym.var("wb", shape=(8, 60, 3, 3))
+    z = la.sym.relu(la.sym.nn.conv2d(big, wb, padding=(1, 1)))
+    prog = compile_program([y.outputs[0], z.outputs[0]], [v.outputs[0].node for v in (x, w, big, wb)])
+    vals = [rng.standard_normal(s).astype(np.float32) for s in ((32, 3, 8, 8), (4, 3, 3, 3), (16, 60, 16, 16),
+                                                                  (8, 60, 3, 3))]
+    got = prog.run(vals)
+    from lazyarray.ops.conv import _conv2d
+    from lazyarray.ops.pool import _max_pool2d
+    np.testing.assert_allclose(got[0], _max_pool2d(np, np.maximum(_conv2d(np, vals[0], vals[1], padding=(1, 1)), 0))
+                               + 1, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[1], np.maximum(_conv2d(np, vals[2], vals[3], padding=(1, 1)), 0),
+                               rtol=1e-4, atol=1e-4)
+    orders = {}  # shape -> the memory orders of the planned views of that shape (pooled or per run)
+    for _, _, views in prog._pooled + prog._per_run:
+        for _, shape, _, _, order, _ in views:
+            orders.setdefault(shape, set()).add(order)
+    assert orders[(32, 4, 8, 8)] == {batch_last.BATCH_LAST}  # the conv and relu values: read by relu and the pool
+    assert orders[(32, 4, 4, 4)] == {None}  # the pool's: read by the add
+    assert orders[(16, 8, 16, 16)] == {None}  # 60 * 9 * 256 * 16 * 4 bytes of columns: too big for scratch
