@@ -16,8 +16,14 @@ Target (issue 15): lazyarray within 1.3x of onnxruntime at batch 64.
 Where the gaps come from (measured on the 2-core development machine): at batch 1 the small
 models pay per node, not per multiply-add: each of our kernels is a few NumPy calls plus
 Python glue (a 12 x 12 conv2d costs ~14 us, a hybridized call ~10 us before any kernel) where
-onnxruntime runs one C++ kernel per (fused) node; ResNet at batch 1 pays im2col copies and thin
-BLAS products against onnxruntime's direct NCHWc convolutions. The MLP is three GEMMs: its gap
+onnxruntime runs one C++ kernel per (fused) node: the demo CNN's 11 steps cost 3-18 us each
+(conv2d, batch_norm's per-call scale and shift, pools) against onnxruntime's whole call of
+~14 us, so its batch-1 ratio (about 6-7x) is per-node overhead, not arithmetic. At batch 64 the
+demo CNN's 12 x 12 and 6 x 6 images made NumPy loop over rows of 12 or 6 values in every op;
+its planned buffers are now stored batch last (``executor/batch_last.py``), which took it from
+2.2-2.6x to about 1.3x (what remains: the two convolutions' BLAS products, ~60% of the steps).
+ResNet at batch 1 pays im2col copies and thin BLAS products against onnxruntime's direct
+NCHWc convolutions. The MLP is three GEMMs: its gap
 is OpenBLAS against MLAS on those shapes. With 2 threads on a shared machine OpenBLAS's
 spinning threads collapse (a bare 64x784 @ 784x512 matmul runs 6x slower on 2 threads than on
 1 when other processes hold the cores): read the 2-thread columns on a quiet machine only.

@@ -37,6 +37,7 @@ from ..graph.node import Entry, Node, check_capture
 from ..graph.traverse import topo_order
 from ..ops import registry
 from ..storage import copy_value
+from .batch_last import batch_last_slots
 from .interpret import kernel_error, run_kernel
 from .plan import Step, Value, plan_memory
 
@@ -115,7 +116,7 @@ class Program:
                 last = None
             if last is not None and _unheld(last):
                 raw, made = last
-                for v, (_, _, _, _, at) in zip(made, views):
+                for v, (_, _, _, _, _, at) in zip(made, views):
                     for slot in at:
                         s[slot] = v
             else:
@@ -137,12 +138,23 @@ class Program:
 
 def _fill_views(slots: list, raw, views) -> tuple:
     made = []
-    for dtype, shape, nbytes, off, at in views:  # one view per layout, shared by the slots that use it
-        v = raw[off:off + nbytes].view(dtype).reshape(shape)
+    for dtype, shape, nbytes, off, order, at in views:  # one view per layout, shared by the slots that use it
+        v = raw[off:off + nbytes].view(dtype)
+        if order is None:
+            v = v.reshape(shape)
+        else:  # stored in ``order`` (batch_last.py): the logical shape as a view with permuted strides
+            v = v.reshape(tuple(shape[i] for i in order)).transpose(_inverse(order))
         made.append(v)
         for slot in at:
             slots[slot] = v
     return tuple(made)
+
+
+def _inverse(order: tuple) -> tuple:
+    inv = [0] * len(order)
+    for i, k in enumerate(order):
+        inv[k] = i
+    return tuple(inv)
 
 
 def _unheld(last) -> bool:
@@ -361,7 +373,7 @@ def _interpreted(node: Node):
 
 
 # -- 4. the memory plan ----------------------------------------------------------------------------
-def _plan(g: _Graph, specs: list[_Spec], out_slots: set[int], names: dict):
+def _plan(g: _Graph, specs: list[_Spec], out_slots: set[int], names: dict, orders: dict):
     values = []
     for slot, a in enumerate(g.avals):
         if g.external[slot] or a is None or a.shape is None or None in a.shape or a.stype != "default" \
@@ -388,7 +400,8 @@ def _plan(g: _Graph, specs: list[_Spec], out_slots: set[int], names: dict):
                           if ip < len(ins) and op_ < len(outs) and not values[ins[ip]].external
                           and values[ins[ip]].nbytes == node.avals[op_].nbytes
                           and node.inputs[ip].aval.shape == node.avals[op_].shape
-                          and node.inputs[ip].aval.dtype == node.avals[op_].dtype)
+                          and node.inputs[ip].aval.dtype == node.avals[op_].dtype
+                          and orders.get(ins[ip]) == orders.get(outs[op_]))  # same memory order
         steps.append(Step(ins, outs, pairs, names.get(id(node), node.label())))
     for node in g.order:
         nm = names.get(id(node), node.label())
@@ -402,19 +415,19 @@ def _plan(g: _Graph, specs: list[_Spec], out_slots: set[int], names: dict):
 
 
 # -- 5. layout -------------------------------------------------------------------------------------
-def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int]):
+def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: dict):
     """Buffers (pooled or per run) and one closure per step."""
     views_by_buffer: dict[int, list] = {}
     for sp in specs:
         if sp.kind in _PLANNED:
             for o, a in zip(sp.outs, sp.node.avals):
                 views_by_buffer.setdefault(plan.buffer_of[o], []).append((o, a.dtype, a.shape, a.nbytes,
-                                                                          plan.offset_of[o]))
+                                                                          plan.offset_of[o], orders.get(o)))
     pooled, per_run = [], []
     for b, views in views_by_buffer.items():
         layouts: dict = {}
-        for slot, dtype, shape, nbytes, off in views:
-            layouts.setdefault((dtype, shape, nbytes, off), []).append(slot)
+        for slot, dtype, shape, nbytes, off, order in views:
+            layouts.setdefault((dtype, shape, nbytes, off, order), []).append(slot)
         spec = (plan.buffer_device[b], plan.buffer_size[b], tuple(k + (tuple(v),) for k, v in layouts.items()))
         (per_run if b in plan.escaping_buffers else pooled).append(spec)  # outputs: new memory each run
     # When to drop temporaries the kernels allocated (planned slots need no dropping).
@@ -537,8 +550,9 @@ def compile_program(outputs: list[Entry], inputs=(), *, known=None, names: dict 
     out_list = [g.slot(e) for e in outputs]
     out_slots = set(out_list)
     specs = _choose_steps(g, out_slots)
-    plan = _plan(g, specs, out_slots, names or {})
-    steps, pooled, per_run = _lay_out(g, specs, plan, out_slots)
+    orders = batch_last_slots(g, specs, out_slots, _PLANNED)
+    plan = _plan(g, specs, out_slots, names or {}, orders)
+    steps, pooled, per_run = _lay_out(g, specs, plan, out_slots, orders)
     n = len(g.template)
     # An input nothing reads is bound to a scratch slot at the end.
     in_slots = [g.slot_of.get((id(v), 0), n) for v in inputs]

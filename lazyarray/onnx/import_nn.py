@@ -343,6 +343,11 @@ def batch_norm(n: OnnxNode) -> list:
     x, scale, b, mean, var = n.inputs
     rank = n.rank(0, "BatchNormalization")
     eps = float(n.attr("epsilon", 1e-5))
+    dt = dtype_of(x)
+    if rank >= 2 and dt is not None and dt.kind == "f" and all(dtype_of(v) == dt for v in (scale, b, mean, var)) and \
+            all(len(shape_of(v) or ()) == 1 for v in (scale, b, mean, var)):
+        # the registry op: the inference pass folds it into a convolution or Gemm before it
+        return [S.nn.batch_norm(x, scale, b, mean, var, eps=eps, axis=1)]
     inv = S.divide(_per_channel(scale, rank), S.sqrt(S.add(_per_channel(var, rank), eps)))
     return [S.add(S.multiply(S.subtract(x, _per_channel(mean, rank)), inv), _per_channel(b, rank))]
 

@@ -86,3 +86,75 @@ def test_small_images_of_a_batch_take_the_batch_last_layout(monkeypatch):
                           stride=(1, 2), padding=(1, 1), dilation=(2, 1))
         assert got.dtype == np.float64
         np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-10)
+
+
+# -- batch-last arrays (executor/batch_last.py): conv2d reads and writes NCHW views stored (C, H, W, N) --
+def _stored_batch_last(a):
+    buf = np.ascontiguousarray(a.transpose(1, 2, 3, 0))
+    return buf.transpose(3, 0, 1, 2)
+
+
+_BATCH_LAST_GEOMETRIES = [
+    ((3, 3), {"padding": (1, 1)}), ((1, 1), {}), ((3, 2), {"stride": (2, 1)}),  # 1x1, non-square
+    ((2, 2), {"stride": (3, 3), "padding": (1, 0)}),  # stride > kernel
+    ((3, 3), {"dilation": (2, 1), "padding": (2, 1)}), ((3, 3), {"stride": (2, 2), "padding": (1, 1)})]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("kernel,params", _BATCH_LAST_GEOMETRIES,
+                         ids=["3x3-p1", "1x1", "3x2-s21", "2x2-s3-p10", "3x3-dil21", "3x3-s2-p1"])
+@pytest.mark.parametrize("where", ["input", "output", "both"])
+def test_conv2d_of_batch_last_arrays_matches_the_reference(where, kernel, params, dtype):
+    from lazyarray.ops.conv import _batch_last, _conv2d
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((5, 3, 9, 7)).astype(dtype)
+    w = rng.standard_normal((4, 3) + kernel).astype(dtype)
+    b = rng.standard_normal(4).astype(dtype)
+    expected = _conv2d_ref(x, w, b, **params)
+    xin = _stored_batch_last(x) if where in ("input", "both") else x
+    out = _stored_batch_last(np.full(expected.shape, np.nan, dtype)) if where in ("output", "both") else \
+        np.full(expected.shape, np.nan, dtype)
+    assert _batch_last(xin) == (where != "output") and _batch_last(out) == (where != "input")
+    assert _conv2d(np, xin, w, b, out=out, **params) is out
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
+    np.testing.assert_allclose(_conv2d(np, xin, w, None, **params), expected - b[None, :, None, None],
+                               rtol=tol, atol=tol)
+
+
+def test_batch_last_is_not_claimed_for_other_strides():
+    from lazyarray.ops.conv import _batch_last
+    x = np.zeros((4, 3, 5, 5), np.float32)
+    assert not _batch_last(x) and not _batch_last(None)
+    assert not _batch_last(_stored_batch_last(x)[:, :, :, ::2])  # strided, not a dense batch-last buffer
+    assert not _batch_last(_stored_batch_last(x[:1]))  # one image: C order already
+
+
+def test_scratch_columns_never_leak_into_results():
+    """im2col columns and padded copies live in per-thread scratch buffers (conv._scratch): a result
+    is never one of them, so a later call (or another thread's) leaves earlier results alone."""
+    import threading
+
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    xs = [rng.standard_normal((n, 3, h, h)).astype(np.float32) for n, h in ((6, 5), (1, 12), (6, 7), (2, 4))]
+    firsts = [conv._conv2d(np, x, w, padding=(1, 1)) for x in xs]
+    for x, first in zip(xs, firsts):
+        np.testing.assert_allclose(first, _conv2d_ref(x, w, padding=(1, 1)), rtol=1e-5, atol=1e-5)
+    errors = []
+
+    def work(x, expected):
+        for _ in range(30):
+            got = conv._conv2d(np, x, w, padding=(1, 1))
+            if not np.allclose(got, expected, rtol=1e-5, atol=1e-5):
+                errors.append(x.shape)
+
+    threads = [threading.Thread(target=work, args=(x, e)) for x, e in zip(xs, firsts)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert conv._scratch(np, 0, (2, 3), np.float64).shape == (2, 3)
+    big = conv._scratch(np, 0, (conv.SCRATCH_MAX_BYTES // 4 + 1,), np.float32)  # over the limit: its own
+    assert big.base is None

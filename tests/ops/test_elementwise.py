@@ -94,3 +94,53 @@ def test_smooth_l1_matches_mxnet_at_its_turning_point():
     got = la.smooth_l1(la.array(x), scalar=s).asnumpy()
     want = np.where(np.abs(x) < 1 / s ** 2, 0.5 * (s * x) ** 2, np.abs(x) - 0.5 / s ** 2)
     np.testing.assert_allclose(got, want)
+
+
+# -- relu's kernel: rows of a contiguous float array against a zero row -------------------------------
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("size", [100, 4095, 4096, 8191, 8192, 8193, 2 * 8192 + 5])
+def test_relu_kernel_equals_numpy_maximum(dtype, size):
+    from lazyarray.ops.elementwise import _relu
+    x = np.random.default_rng(size).standard_normal(size).astype(dtype)
+    x[:6] = [np.nan, -np.nan, -0.0, 0.0, np.inf, -np.inf]
+    x[-1] = np.float32(np.frombuffer(np.uint32(0xFFC00000).tobytes(), np.float32)[0])  # x86's default NaN
+    expected = np.maximum(x, 0)
+    got = _relu(np, x)
+    assert got.dtype == x.dtype and got is not x
+    np.testing.assert_array_equal(got, expected)  # NaNs (of either sign) stay NaN
+    assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(expected[~np.isnan(expected)]))
+    out = np.full_like(x, 7)
+    assert _relu(np, x, out=out) is out
+    np.testing.assert_array_equal(out, expected)
+    y = x.copy()
+    assert _relu(np, y, out=y) is y  # in place (the planner's inplace pair)
+    np.testing.assert_array_equal(y, expected)
+
+
+def test_relu_kernel_of_views_integers_and_shapes():
+    from lazyarray.ops.elementwise import _relu
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 50, 60)).astype(np.float32)
+    np.testing.assert_array_equal(_relu(np, x), np.maximum(x, 0))  # 3-D, size not a row multiple
+    view = x[:, ::2]  # not contiguous
+    np.testing.assert_array_equal(_relu(np, view), np.maximum(view, 0))
+    strided_out = np.empty((4, 50, 120), np.float32)[..., ::2]
+    assert _relu(np, x, out=strided_out) is strided_out
+    np.testing.assert_array_equal(strided_out, np.maximum(x, 0))
+    xi = rng.integers(-5, 5, (300,))
+    np.testing.assert_array_equal(_relu(np, xi), np.maximum(xi, 0))
+
+
+def test_relu_kernel_of_arrays_stored_in_another_axis_order():
+    """Batch-last planned buffers (executor/batch_last.py): NCHW views of (C, H, W, N) memory."""
+    from lazyarray.ops.elementwise import _relu
+    x = np.random.default_rng(1).standard_normal((64, 3, 5, 8)).astype(np.float32)
+    stored = np.ascontiguousarray(x.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)
+    got = _relu(np, stored)
+    np.testing.assert_array_equal(got, np.maximum(x, 0))
+    out = np.full((3, 5, 8, 64), np.nan, np.float32).transpose(3, 0, 1, 2)  # same order
+    assert _relu(np, stored, out=out) is out
+    np.testing.assert_array_equal(out, np.maximum(x, 0))
+    plain = np.full(x.shape, np.nan, np.float32)  # another order: NumPy's maximum
+    assert _relu(np, stored, out=plain) is plain
+    np.testing.assert_array_equal(plain, np.maximum(x, 0))

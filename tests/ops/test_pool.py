@@ -22,3 +22,46 @@ def test_pooling_writes_into_out(kernel, params):
     assert kernel(np, x, out=out, **params) is out
     np.testing.assert_array_equal(out, expected)
     assert np.array_equal(kernel(np, x, **params), expected)  # x untouched, the result not shared
+
+
+# -- windows that tile the image: the two flat passes of ``_fold_tiles`` -----------------------------
+_TILINGS = [((2, 2), (2, 3, 12, 12)), ((2, 2), (1, 16, 6, 6)), ((3, 3), (2, 2, 9, 6)),
+            ((2, 3), (2, 3, 4, 9)), ((1, 2), (2, 2, 3, 8)), ((2, 1), (2, 2, 8, 3)), ((1, 1), (1, 2, 3, 3)),
+            ((4, 4), (1, 1, 4, 4))]  # the last: one window covers the image
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("kernel,shape", _TILINGS, ids=[f"{k[0]}x{k[1]}-{s[2]}x{s[3]}" for k, s in _TILINGS])
+@pytest.mark.parametrize("which", ["max", "avg"])
+def test_tiling_windows_match_the_reference(which, kernel, shape, dtype):
+    from ops.cases import _avg_pool2d_ref, _max_pool2d_ref
+    x = np.random.default_rng(1).standard_normal(shape).astype(dtype)
+    params = {"kernel": kernel, "stride": kernel}
+    assert pool._tiles(x, kernel, kernel, (0, 0), (0, 0))
+    fn, ref = (pool._max_pool2d, _max_pool2d_ref) if which == "max" else (pool._avg_pool2d, _avg_pool2d_ref)
+    expected = ref(x, **params)
+    got = fn(np, x, **params)
+    assert got.shape == expected.shape and got.dtype == x.dtype
+    tol = 1e-6 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(got, expected, rtol=tol, atol=tol)
+    out = np.full(expected.shape, np.nan, dtype)
+    assert fn(np, x, out=out, **params) is out
+    np.testing.assert_array_equal(out, got)
+    strided = np.full(expected.shape[:3] + (2 * expected.shape[3],), np.nan, dtype)[..., ::2]  # not contiguous
+    assert fn(np, x, out=strided, **params) is strided
+    np.testing.assert_array_equal(strided, got)
+
+
+def test_tiling_max_pool_of_integers_and_of_a_view():
+    from ops.cases import _max_pool2d_ref
+    rng = np.random.default_rng(2)
+    xi = rng.integers(-50, 50, (2, 3, 6, 4)).astype(np.int32)
+    got = pool._max_pool2d(np, xi)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, _max_pool2d_ref(xi.astype(np.float64)))
+    view = rng.standard_normal((2, 6, 4, 3)).astype(np.float32).transpose(0, 3, 1, 2)  # NCHW, not contiguous
+    assert not pool._tiles(view, (2, 2), (2, 2), (0, 0), (0, 0))  # the tap views instead
+    np.testing.assert_array_equal(pool._max_pool2d(np, view), _max_pool2d_ref(view))
+    remainder = rng.standard_normal((1, 2, 5, 4)).astype(np.float32)  # a row left over: not a tiling
+    assert not pool._tiles(remainder, (2, 2), (2, 2), (0, 0), (0, 0))
+    np.testing.assert_array_equal(pool._max_pool2d(np, remainder), _max_pool2d_ref(remainder))
