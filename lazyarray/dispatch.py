@@ -33,6 +33,7 @@ from .errors import (
     OpFailed,
     fmt_shape,
 )
+from .executor.chain import key_of as _chain_key
 from .graph.build import _SCALAR_BESIDE, apply_node, as_entries, flat_inputs, record_node, scalar_beside, zip_inputs
 from .graph.node import (
     _IN_PACKAGE,
@@ -177,6 +178,8 @@ def operator_method(op: OpDef, make, reverse: bool = False, wrapped: bool = Fals
 
         return unary
 
+    last = [None]  # (aval, number, entry): the last scalar operand recorded, from ``scalars``
+
     def binary(self, other):
         mode = get_mode()
         if ufunc is not None and not mode:
@@ -206,10 +209,15 @@ def operator_method(op: OpDef, make, reverse: bool = False, wrapped: bool = Fals
             ea = self._entry if self._value is None else self._as_entry()
             if other.__class__ in _PY_NUMBERS:
                 a0 = ea.node.avals[ea.index]
+                hit = last[0]  # (this operator's last scalar: the same number object, the same aval)
+                if hit is not None and hit[0] is a0 and hit[1] is other:
+                    eb = hit[2]
+                    return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self, depth)
                 at = (id(a0), other.__class__, other)  # (hashing a dtype costs more than the rest)
                 hit = scalars.get(at)
                 if hit is not None and hit[0] is a0:
                     eb = hit[1]
+                    last[0] = (a0, other, eb)
                     return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self, depth)
                 if a0.dtype is not None and a0.stype == "default":
                     eb = beside.get((other.__class__, other, a0.dtype, a0.device))
@@ -241,32 +249,43 @@ def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
         e, f = entries
         a = e.node.avals[e.index]
         b = f.node.avals[f.index]
-    # The rule memo by the identity of the input avals (hashing avals costs more): the entry holds
-    # the op and the avals, so their ids are never another's while it exists.
-    at = (id(op), id(a), id(b))
-    hit = _AVALS_BY_ID.get(at)
-    if hit is not None and hit[0] is op and hit[1] is a and hit[2] is b:
-        avals = hit[3]
-    else:
-        avals = op._infer_cache.get((a,) if b is None else (a, b))
-        if avals is None or len(avals) != 1:
-            return _lazy(like, record_node(op, entries, {}, skip=3))
-        if len(_AVALS_BY_ID) >= 4096:
-            _AVALS_BY_ID.clear()
-        _AVALS_BY_ID[at] = (op, a, b, avals)
-    # The user's frame is most often ``depth`` frames out (every frame before it is ours: see
-    # graph.node.user_source), reached without making frame objects for the frames between.
-    # Call sites are memoized by (id(code), bytecode offset): hashing a code object and decoding
-    # a line number cost more than the rest of the node; the entry keeps the code alive, so its
-    # id is never another's while the entry exists.
+    # The last call of ``op`` (its input avals, output avals and call site): a loop recording the
+    # same ops over and over finds everything here with one look-up by op.
     frame = _getframe(depth)
     code = frame.f_code
-    site = _SITES.get((id(code), frame.f_lasti))
-    node = _new(Node)
-    if site is not None and site[0] is code:
-        node.source = site[1]
+    lasti = frame.f_lasti
+    last = _LAST.get(op)
+    if last is not None and last[0] is a and last[1] is b and last[3] is code and last[4] == lasti:
+        avals = last[2]
+        source = last[5]
     else:
-        node.source = _site_source(frame, code, depth + 1)
+        # The rule memo by the identity of the input avals (hashing avals costs more): the entry
+        # holds the op and the avals, so their ids are never another's while it exists.
+        at = (id(op), id(a), id(b))
+        hit = _AVALS_BY_ID.get(at)
+        if hit is not None and hit[0] is op and hit[1] is a and hit[2] is b:
+            avals = hit[3]
+        else:
+            avals = op._infer_cache.get((a,) if b is None else (a, b))
+            if avals is None or len(avals) != 1:
+                return _lazy(like, record_node(op, entries, {}, skip=3))
+            if len(_AVALS_BY_ID) >= 4096:
+                _AVALS_BY_ID.clear()
+            _AVALS_BY_ID[at] = (op, a, b, avals)
+        # The user's frame is most often ``depth`` frames out (every frame before it is ours: see
+        # graph.node.user_source), reached without making frame objects for the frames between.
+        # Call sites are memoized by (id(code), bytecode offset): hashing a code object and
+        # decoding a line number cost more than the rest of the node; the entry keeps the code
+        # alive, so its id is never another's while the entry exists.
+        site = _SITES.get((id(code), lasti))
+        if site is not None and site[0] is code:
+            source = site[1]
+        else:
+            source = _site_source(frame, code, depth + 1)
+        if _IN_PACKAGE.get(code) is False:  # (a site in the package is looked for further out)
+            _LAST[op] = (a, b, avals, code, lasti, source)
+    node = _new(Node)
+    node.source = source
     scope = _block_scope()
     node.block = scope[1] or None if scope is not None else None
     node.op = op
@@ -279,6 +298,16 @@ def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
     node.version = None
     node.serial = _next_serial()
     node.sbp = None
+    # The chain's structural key (executor/chain.py): the common cases inline, a dict look-up in
+    # the previous op's key (an op reading the chain, perhaps with a leaf second)
+    prev = e.node.chain
+    if prev is not None and (b is None or f.node.op is None):
+        k = prev.next.get(op)
+        if k is None or k.avals is not avals or k.leaf is not b and k.leaf != b:
+            k = _chain_key(op, entries, avals)
+        node.chain = k
+    else:
+        node.chain = _chain_key(op, entries, avals)
     entry = _new(Entry)
     entry.node = node
     entry.index = 0
@@ -293,6 +322,7 @@ def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
 # (id(aval), type, value) -> (aval, entry): scalar_beside's memo by the identity of the array's aval
 _SCALARS_BY_AVAL: dict = {}
 _AVALS_BY_ID: dict = {}  # (id(op), id(aval), id(aval) or id(None)) -> (op, aval, aval, output avals)
+_LAST: dict = {}  # op -> (input aval, input aval or None, output avals, code, f_lasti, source) of its last call
 _SITES: dict = {}  # (id(code), f_lasti) -> (code, (file, line)) of user code that recorded nodes
 
 
