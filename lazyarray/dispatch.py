@@ -268,7 +268,10 @@ def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
         else:
             avals = op._infer_cache.get((a,) if b is None else (a, b))
             if avals is None or len(avals) != 1:
-                return _lazy(like, record_node(op, entries, {}, skip=3))
+                made = record_node(op, entries, {}, skip=3)
+                if made.__class__ is Entry:  # (one output: a chain may go on from it)
+                    made.node.chain = _chain_key(op, entries, made.node.avals)
+                return _lazy(like, made)
             if len(_AVALS_BY_ID) >= 4096:
                 _AVALS_BY_ID.clear()
             _AVALS_BY_ID[at] = (op, a, b, avals)
