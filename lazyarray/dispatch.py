@@ -241,24 +241,32 @@ def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
     param-free op whose output avals the rule memo already knows (else the general path). The
     node is ``graph.node.op_node``'s, built inline (a call less per recorded op; a test checks
     that both set every slot alike)."""
-    if len(entries) == 1:
-        e = entries[0]
-        a = e.node.avals[e.index]
-        b = None
-    else:
-        e, f = entries
-        a = e.node.avals[e.index]
-        b = f.node.avals[f.index]
-    # The last call of ``op`` (its input avals, output avals and call site): a loop recording the
-    # same ops over and over finds everything here with one look-up by op.
     frame = _getframe(depth)
     code = frame.f_code
     lasti = frame.f_lasti
-    last = _LAST.get(op)
-    if last is not None and last[0] is a and last[1] is b and last[3] is code and last[4] == lasti:
-        avals = last[2]
-        source = last[5]
+    # A chain going on (executor/chain.py): the previous op's key knows this op's key among its
+    # successors, and with it the output avals (a function of the op and the input avals, which
+    # the key stands for) and the call site this position was last recorded from.
+    if len(entries) == 1:
+        e = entries[0]
+        b = None
+        prev = e.node.chain
+        k = prev.next.get(op) if prev is not None else None
+        fast = k is not None and k.leaf is None
     else:
+        e, f = entries
+        b = f.node.avals[f.index]
+        prev = e.node.chain
+        if prev is not None and f.node.op is None:
+            k = prev.next.get(op)
+            fast = k is not None and (k.leaf is b or k.leaf == b)
+        else:
+            fast = False
+    if fast and (site := k.site) is not None and site[0] is code and site[1] == lasti:
+        avals = k.avals
+        source = site[2]
+    else:
+        a = e.node.avals[e.index]
         # The rule memo by the identity of the input avals (hashing avals costs more): the entry
         # holds the op and the avals, so their ids are never another's while it exists.
         at = (id(op), id(a), id(b))
@@ -285,8 +293,10 @@ def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
             source = site[1]
         else:
             source = _site_source(frame, code, depth + 1)
-        if _IN_PACKAGE.get(code) is False:  # (a site in the package is looked for further out)
-            _LAST[op] = (a, b, avals, code, lasti, source)
+        if not fast or k.avals is not avals:
+            k = _chain_key(op, entries, avals)
+        if k is not None and _IN_PACKAGE.get(code) is False:  # (a site in the package: looked for further out)
+            k.site = (code, lasti, source)
     node = _new(Node)
     node.source = source
     scope = _block_scope()
@@ -301,16 +311,7 @@ def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
     node.version = None
     node.serial = _next_serial()
     node.sbp = None
-    # The chain's structural key (executor/chain.py): the common cases inline, a dict look-up in
-    # the previous op's key (an op reading the chain, perhaps with a leaf second)
-    prev = e.node.chain
-    if prev is not None and (b is None or f.node.op is None):
-        k = prev.next.get(op)
-        if k is None or k.avals is not avals or k.leaf is not b and k.leaf != b:
-            k = _chain_key(op, entries, avals)
-        node.chain = k
-    else:
-        node.chain = _chain_key(op, entries, avals)
+    node.chain = k
     entry = _new(Entry)
     entry.node = node
     entry.index = 0
@@ -325,7 +326,6 @@ def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
 # (id(aval), type, value) -> (aval, entry): scalar_beside's memo by the identity of the array's aval
 _SCALARS_BY_AVAL: dict = {}
 _AVALS_BY_ID: dict = {}  # (id(op), id(aval), id(aval) or id(None)) -> (op, aval, aval, output avals)
-_LAST: dict = {}  # op -> (input aval, input aval or None, output avals, code, f_lasti, source) of its last call
 _SITES: dict = {}  # (id(code), f_lasti) -> (code, (file, line)) of user code that recorded nodes
 
 

@@ -45,7 +45,7 @@ _MADE = [0]
 class ChainKey:
     """One chain structure (see the module docstring); equal only to itself."""
 
-    __slots__ = ("prev", "op", "avals", "pos", "leaf", "n", "next", "__weakref__")
+    __slots__ = ("prev", "op", "avals", "pos", "leaf", "n", "next", "site", "__weakref__")
 
     def __init__(self, prev, op, avals: tuple, pos, leaf):
         self.prev = prev  # the key of the op whose output this op reads (None: the first op)
@@ -55,6 +55,9 @@ class ChainKey:
         self.leaf = leaf  # the other input's aval (one leaf read), the inputs' avals (first op), or None
         self.n = 1 if prev is None else prev.n + 1  # ops in the chain
         self.next: dict = {}  # op (or (op, 1): the chain's input second) -> the successor's key
+        # (code, bytecode offset, (file, line)) of the user's code that last recorded a node with
+        # this key: the dispatcher's memo of call sites (not part of the structure)
+        self.site = None
 
     def __repr__(self) -> str:
         return f"ChainKey({self.n} ops, last {self.op.name})"
