@@ -242,3 +242,35 @@ def test_with_the_cache_off_chains_run_node_by_node(monkeypatch):
         xn, leaves = _inputs(spec)
         np.testing.assert_allclose(_record(spec, xn, leaves).asnumpy(), _run(spec, xn, leaves, np), rtol=1e-6)
     assert recorded.stats()["size"] == 0 and recorded.stats()["compiles"] == before
+
+
+def _record_here_a(x):
+    with la.deferred():
+        y = x
+        for _ in range(SMALL_GRAPH + 1):
+            y = la.tanh(y) * 2.0  # line a
+    return y
+
+
+def _record_here_b(x):
+    with la.deferred():
+        y = x
+        for _ in range(SMALL_GRAPH + 1):
+            y = la.tanh(y) * 2.0  # line b
+    return y
+
+
+def _lines(y):
+    node, out = y._entry.node, set()
+    while node.op is not None:
+        out.add(node.source_line().split(": ", 1)[1])
+        node = node.inputs[0].node
+    return out
+
+
+def test_the_same_chain_recorded_from_other_lines_names_its_own_lines():
+    x = la.array(_data())
+    ya, yb, ya2 = _record_here_a(x), _record_here_b(x), _record_here_a(x)
+    assert ya._entry.node.chain is yb._entry.node.chain is ya2._entry.node.chain
+    assert _lines(ya) == _lines(ya2) == {"y = la.tanh(y) * 2.0  # line a"}
+    assert _lines(yb) == {"y = la.tanh(y) * 2.0  # line b"}
