@@ -251,20 +251,20 @@ def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
         e = entries[0]
         b = None
         prev = e.node.chain
-        k = prev.next.get(op) if prev is not None else None
-        fast = k is not None and k.leaf is None
+        k = prev.succ if prev is not None else None
+        fast = k is not None and k.op is op and k.leaf is None
     else:
         e, f = entries
         b = f.node.avals[f.index]
         prev = e.node.chain
         if prev is not None and f.node.op is None:
-            k = prev.next.get(op)
-            fast = k is not None and (k.leaf is b or k.leaf == b)
+            k = prev.succ
+            fast = k is not None and k.op is op and (k.leaf is b or k.leaf == b)
         else:
             fast = False
-    if fast and (site := k.site) is not None and site[0] is code and site[1] == lasti:
+    if fast and k.site_code is code and k.site_lasti == lasti:
         avals = k.avals
-        source = site[2]
+        source = k.site_source
     else:
         a = e.node.avals[e.index]
         # The rule memo by the identity of the input avals (hashing avals costs more): the entry
@@ -296,7 +296,7 @@ def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
         if not fast or k.avals is not avals:
             k = _chain_key(op, entries, avals)
         if k is not None and _IN_PACKAGE.get(code) is False:  # (a site in the package: looked for further out)
-            k.site = (code, lasti, source)
+            k.site_code, k.site_lasti, k.site_source = code, lasti, source
     node = _new(Node)
     node.source = source
     scope = _block_scope()

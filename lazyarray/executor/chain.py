@@ -45,7 +45,8 @@ _MADE = [0]
 class ChainKey:
     """One chain structure (see the module docstring); equal only to itself."""
 
-    __slots__ = ("prev", "op", "avals", "pos", "leaf", "n", "next", "site", "__weakref__")
+    __slots__ = ("prev", "op", "avals", "pos", "leaf", "n", "succ", "more", "site_code", "site_lasti",
+                 "site_source", "__weakref__")
 
     def __init__(self, prev, op, avals: tuple, pos, leaf):
         self.prev = prev  # the key of the op whose output this op reads (None: the first op)
@@ -54,10 +55,30 @@ class ChainKey:
         self.pos = pos  # the position of the chain's input (None: the first op, every input a leaf)
         self.leaf = leaf  # the other input's aval (one leaf read), the inputs' avals (first op), or None
         self.n = 1 if prev is None else prev.n + 1  # ops in the chain
-        self.next: dict = {}  # op (or (op, 1): the chain's input second) -> the successor's key
-        # (code, bytecode offset, (file, line)) of the user's code that last recorded a node with
-        # this key: the dispatcher's memo of call sites (not part of the structure)
-        self.site = None
+        # The successors: ``succ``, the key of the last op made reading this chain first (most keys
+        # have one successor: no table), and ``more``, a table made for the others, by op (or
+        # ``(op, position)`` for a chain read at another position).
+        self.succ = None
+        self.more = None
+        # Where the user's code last recorded a node with this key (code, bytecode offset, (file,
+        # line)): the dispatcher's memo of call sites, not part of the structure.
+        self.site_code = self.site_lasti = self.site_source = None
+
+    def successor(self, op, pos: int = 0):
+        """The key made for ``op`` reading this chain at input ``pos``, or None."""
+        k = self.succ
+        if pos == 0 and k is not None and k.op is op:
+            return k
+        more = self.more
+        return None if more is None else more.get(op if pos == 0 else (op, pos))
+
+    def _add(self, k: ChainKey) -> None:
+        if k.pos == 0 and (self.succ is None or self.succ.op is k.op):
+            self.succ = k
+        else:
+            if self.more is None:
+                self.more = {}
+            self.more[k.op if k.pos == 0 else (k.op, k.pos)] = k
 
     def __repr__(self) -> str:
         return f"ChainKey({self.n} ops, last {self.op.name})"
@@ -93,13 +114,13 @@ def root(op, entries: tuple, avals: tuple):
 def grow(prev: ChainKey, op, avals: tuple, pos: int, leaf):
     """The successor of ``prev``: ``op`` reading the chain at input ``pos`` (and ``leaf``, the
     aval of its other input, when it has two), with output ``avals``."""
-    at = op if pos == 0 else (op, pos)
-    k = prev.next.get(at)
+    k = prev.successor(op, pos)
     if k is not None and k.avals is avals and (k.leaf is leaf or k.leaf == leaf):
         return k
     if not _chainable(op):
         return None
-    k = prev.next[at] = ChainKey(prev, op, avals, pos, leaf)
+    k = ChainKey(prev, op, avals, pos, leaf)
+    prev._add(k)
     _made()
     return k
 
@@ -110,9 +131,6 @@ def key_of(op, entries: tuple, avals: tuple):
         prev = entries[0].node.chain
         if prev is None:
             return root(op, entries, avals)
-        k = prev.next.get(op)
-        if k is not None and k.avals is avals:
-            return k
         return grow(prev, op, avals, 0, None)
     e, f = entries
     pe, pf = e.node.chain, f.node.chain
