@@ -64,14 +64,6 @@ class ChainKey:
         # line)): the dispatcher's memo of call sites, not part of the structure.
         self.site_code = self.site_lasti = self.site_source = None
 
-    def successor(self, op, pos: int = 0):
-        """The key made for ``op`` reading this chain at input ``pos``, or None."""
-        k = self.succ
-        if pos == 0 and k is not None and k.op is op:
-            return k
-        more = self.more
-        return None if more is None else more.get(op if pos == 0 else (op, pos))
-
     def _add(self, k: ChainKey) -> None:
         if k.pos == 0 and (self.succ is None or self.succ.op is k.op):
             self.succ = k
@@ -85,10 +77,12 @@ class ChainKey:
 
 
 def _chainable(op) -> bool:
+    """A registry op that draws no random numbers."""
     return not op.random and registry.is_registered(op)
 
 
-def _made() -> None:
+def _count_made() -> None:
+    """Count a key made; past ``MAX_KEYS``, forget the roots (new recordings start new keys)."""
     _MADE[0] += 1
     if _MADE[0] > MAX_KEYS:
         _MADE[0] = 0
@@ -107,21 +101,28 @@ def root(op, entries: tuple, avals: tuple):
         if not _chainable(op):
             return None
         k = _ROOTS[at] = ChainKey(None, op, avals, None, ins)
-        _made()
+        _count_made()
     return k
 
 
 def grow(prev: ChainKey, op, avals: tuple, pos: int, leaf):
     """The successor of ``prev``: ``op`` reading the chain at input ``pos`` (and ``leaf``, the
-    aval of its other input, when it has two), with output ``avals``."""
-    k = prev.successor(op, pos)
+    aval of its other input, when it has two), with output ``avals``. (Called once per node of a
+    chain never recorded before: the successor look-up is inlined.)"""
+    k = prev.succ
+    if pos != 0 or k is None or k.op is not op:
+        more = prev.more
+        k = None if more is None else more.get(op if pos == 0 else (op, pos))
     if k is not None and k.avals is avals and (k.leaf is leaf or k.leaf == leaf):
         return k
-    if not _chainable(op):
+    if op.random or not registry.is_registered(op):
         return None
     k = ChainKey(prev, op, avals, pos, leaf)
-    prev._add(k)
-    _made()
+    if pos == 0 and (prev.succ is None or prev.succ.op is op):
+        prev.succ = k
+    else:
+        prev._add(k)
+    _count_made()
     return k
 
 
