@@ -33,6 +33,7 @@ from .errors import (
     OpFailed,
     fmt_shape,
 )
+from .executor.chain import grow as _chain_grow
 from .executor.chain import key_of as _chain_key
 from .graph.build import _SCALAR_BESIDE, apply_node, as_entries, flat_inputs, record_node, scalar_beside, zip_inputs
 from .graph.node import (
@@ -293,7 +294,11 @@ def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
             source = site[1]
         else:
             source = _site_source(frame, code, depth + 1)
-        if not fast or k.avals is not avals:
+        if fast and k.avals is avals:
+            pass
+        elif prev is not None and (b is None or f.node.op is None):
+            k = _chain_grow(prev, op, avals, 0, b)
+        else:
             k = _chain_key(op, entries, avals)
         if k is not None and _IN_PACKAGE.get(code) is False:  # (a site in the package: looked for further out)
             k.site_code, k.site_lasti, k.site_source = code, lasti, source
