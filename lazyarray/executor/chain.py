@@ -6,8 +6,8 @@ previous op's output and, perhaps, one leaf (a scalar constant, a captured array
 (``dispatch._lazy_node``) gives every node a ``chain`` key as it records it, and materializing
 the chain's end skips ``structure.describe``'s walk with its dicts and the key's hashing.
 
-A ``ChainKey`` is **hash-consed**: one object per structure, found from the previous op's key
-(``prev``) in its table of successors. A key is made only from its ``prev`` (the same object),
+A ``ChainKey`` is **hash-consed**: one object per structure, found among the successors of the
+previous op's key (``prev``). A key is made only from its ``prev`` (the same object),
 the op (the same ``OpDef``), the output avals (the same tuple: the rule memo's), the position
 of the chain's input among the op's inputs and the leaf's aval (equal by value); the first op
 of a chain (``prev`` None) is found in a table of roots by its op and its inputs' avals (by
