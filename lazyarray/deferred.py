@@ -13,6 +13,7 @@ import weakref
 from . import guards
 from .buffer import version
 from .errors import DeferredComputeError
+from .executor.chain import describe_chain
 from .executor.recorded import enabled as cache_enabled
 from .executor.recorded import run_recorded
 from .executor.structure import describe, finish
@@ -155,6 +156,11 @@ def materialize(arrays: list) -> list:
     if trace is not None:  # a hybridize trace must not bake a value of its inputs into the graph
         trace.check_value_read([a._entry for a in todo])
     fixed = _FIXED if len(_FIXED) else None
+    if fixed is None and len(todo) == 1 and todo[0]._entry.node.chain is not None and cache_enabled():
+        d = describe_chain(todo[0])  # a chain keyed while it was recorded: no walk with dicts
+        if d is not None:
+            todo[0]._value = run_recorded(d)[0]
+            return [a._value for a in arrays]
     pending: list = []
     random_nodes: list[Node] = []
 

@@ -33,6 +33,8 @@ from .errors import (
     OpFailed,
     fmt_shape,
 )
+from .executor.chain import grow as _chain_grow
+from .executor.chain import key_of as _chain_key
 from .graph.build import _SCALAR_BESIDE, apply_node, as_entries, flat_inputs, record_node, scalar_beside, zip_inputs
 from .graph.node import (
     _IN_PACKAGE,
@@ -177,6 +179,8 @@ def operator_method(op: OpDef, make, reverse: bool = False, wrapped: bool = Fals
 
         return unary
 
+    last = [None]  # (aval, number, entry): the last scalar operand recorded, from ``scalars``
+
     def binary(self, other):
         mode = get_mode()
         if ufunc is not None and not mode:
@@ -206,10 +210,15 @@ def operator_method(op: OpDef, make, reverse: bool = False, wrapped: bool = Fals
             ea = self._entry if self._value is None else self._as_entry()
             if other.__class__ in _PY_NUMBERS:
                 a0 = ea.node.avals[ea.index]
+                hit = last[0]  # (this operator's last scalar: the same number object, the same aval)
+                if hit is not None and hit[0] is a0 and hit[1] is other:
+                    eb = hit[2]
+                    return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self, depth)
                 at = (id(a0), other.__class__, other)  # (hashing a dtype costs more than the rest)
                 hit = scalars.get(at)
                 if hit is not None and hit[0] is a0:
                     eb = hit[1]
+                    last[0] = (a0, other, eb)
                     return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self, depth)
                 if a0.dtype is not None and a0.stype == "default":
                     eb = beside.get((other.__class__, other, a0.dtype, a0.device))
@@ -233,40 +242,68 @@ def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
     param-free op whose output avals the rule memo already knows (else the general path). The
     node is ``graph.node.op_node``'s, built inline (a call less per recorded op; a test checks
     that both set every slot alike)."""
-    if len(entries) == 1:
-        e = entries[0]
-        a = e.node.avals[e.index]
-        b = None
-    else:
-        e, f = entries
-        a = e.node.avals[e.index]
-        b = f.node.avals[f.index]
-    # The rule memo by the identity of the input avals (hashing avals costs more): the entry holds
-    # the op and the avals, so their ids are never another's while it exists.
-    at = (id(op), id(a), id(b))
-    hit = _AVALS_BY_ID.get(at)
-    if hit is not None and hit[0] is op and hit[1] is a and hit[2] is b:
-        avals = hit[3]
-    else:
-        avals = op._infer_cache.get((a,) if b is None else (a, b))
-        if avals is None or len(avals) != 1:
-            return _lazy(like, record_node(op, entries, {}, skip=3))
-        if len(_AVALS_BY_ID) >= 4096:
-            _AVALS_BY_ID.clear()
-        _AVALS_BY_ID[at] = (op, a, b, avals)
-    # The user's frame is most often ``depth`` frames out (every frame before it is ours: see
-    # graph.node.user_source), reached without making frame objects for the frames between.
-    # Call sites are memoized by (id(code), bytecode offset): hashing a code object and decoding
-    # a line number cost more than the rest of the node; the entry keeps the code alive, so its
-    # id is never another's while the entry exists.
     frame = _getframe(depth)
     code = frame.f_code
-    site = _SITES.get((id(code), frame.f_lasti))
-    node = _new(Node)
-    if site is not None and site[0] is code:
-        node.source = site[1]
+    lasti = frame.f_lasti
+    # A chain going on (executor/chain.py): the previous op's key knows this op's key among its
+    # successors, and with it the output avals (a function of the op and the input avals, which
+    # the key stands for) and the call site this position was last recorded from.
+    if len(entries) == 1:
+        e = entries[0]
+        b = None
+        prev = e.node.chain
+        k = prev.succ if prev is not None else None
+        fast = k is not None and k.op is op and k.leaf is None
     else:
-        node.source = _site_source(frame, code, depth + 1)
+        e, f = entries
+        b = f.node.avals[f.index]
+        prev = e.node.chain
+        if prev is not None and f.node.op is None:
+            k = prev.succ
+            fast = k is not None and k.op is op and (k.leaf is b or k.leaf == b)
+        else:
+            fast = False
+    if fast and k.site_code is code and k.site_lasti == lasti:
+        avals = k.avals
+        source = k.site_source
+    else:
+        a = e.node.avals[e.index]
+        # The rule memo by the identity of the input avals (hashing avals costs more): the entry
+        # holds the op and the avals, so their ids are never another's while it exists.
+        at = (id(op), id(a), id(b))
+        hit = _AVALS_BY_ID.get(at)
+        if hit is not None and hit[0] is op and hit[1] is a and hit[2] is b:
+            avals = hit[3]
+        else:
+            avals = op._infer_cache.get((a,) if b is None else (a, b))
+            if avals is None or len(avals) != 1:
+                made = record_node(op, entries, {}, skip=3)
+                if made.__class__ is Entry:  # (one output: a chain may go on from it)
+                    made.node.chain = _chain_key(op, entries, made.node.avals)
+                return _lazy(like, made)
+            if len(_AVALS_BY_ID) >= 4096:
+                _AVALS_BY_ID.clear()
+            _AVALS_BY_ID[at] = (op, a, b, avals)
+        # The user's frame is most often ``depth`` frames out (every frame before it is ours: see
+        # graph.node.user_source), reached without making frame objects for the frames between.
+        # Call sites are memoized by (id(code), bytecode offset): hashing a code object and
+        # decoding a line number cost more than the rest of the node; the entry keeps the code
+        # alive, so its id is never another's while the entry exists.
+        site = _SITES.get((id(code), lasti))
+        if site is not None and site[0] is code:
+            source = site[1]
+        else:
+            source = _site_source(frame, code, depth + 1)
+        if fast and k.avals is avals:
+            pass
+        elif prev is not None and (b is None or f.node.op is None):
+            k = _chain_grow(prev, op, avals, 0, b)
+        else:
+            k = _chain_key(op, entries, avals)
+        if k is not None and _IN_PACKAGE.get(code) is False:  # (a site in the package: looked for further out)
+            k.site_code, k.site_lasti, k.site_source = code, lasti, source
+    node = _new(Node)
+    node.source = source
     scope = _block_scope()
     node.block = scope[1] or None if scope is not None else None
     node.op = op
@@ -279,6 +316,7 @@ def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
     node.version = None
     node.serial = _next_serial()
     node.sbp = None
+    node.chain = k
     entry = _new(Entry)
     entry.node = node
     entry.index = 0

@@ -10,7 +10,7 @@ from lazyarray.graph.node import Node, op_node
 
 
 def _slots(node: Node) -> dict:
-    return {k: getattr(node, k) for k in Node.__slots__ if k not in ("__weakref__", "serial", "shown")}
+    return {k: getattr(node, k) for k in Node.__slots__ if k not in ("__weakref__", "serial", "shown", "chain")}
 
 
 def test_the_hot_path_sets_every_slot_of_the_node_as_op_node_does():

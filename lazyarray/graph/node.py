@@ -59,7 +59,7 @@ class Node:
     """
 
     __slots__ = ("op", "inputs", "params", "name", "kind", "avals", "source", "value", "version", "serial",
-                 "sbp", "block", "shown", "__weakref__")
+                 "sbp", "block", "shown", "chain", "__weakref__")
 
     def __init__(self, op, inputs, params, avals, *, name=None, kind="op", value=None, version=None, source=None,
                  sbp=None, block=None):
@@ -86,6 +86,9 @@ class Node:
         # to the live lazy arrays that show this node's outputs (see ``deferred.show``), or None. Weak: a node never keeps an array alive; it is not part of the graph's syntax
         # (copies, JSON and equality ignore it).
         self.shown = None
+        # The structural key of the chain this node ends (``executor/chain.py``), set by the
+        # dispatcher's recording hot path; None for any other node (not part of the syntax either).
+        self.chain = None
 
     @property
     def block_path(self) -> str:
@@ -119,8 +122,8 @@ def op_node(op, inputs: tuple, params: dict, avals: tuple, source, block) -> Nod
     the same node, built without parsing keywords (half the cost per recorded op)."""
     n = _new(Node)
     n.op, n.inputs, n.params, n.name, n.kind, n.avals = op, inputs, params, None, "op", avals
-    n.source, n.value, n.version, n.serial, n.sbp, n.block, n.shown = \
-        source, None, None, next(_SERIAL), None, block, None
+    n.source, n.value, n.version, n.serial, n.sbp, n.block, n.shown, n.chain = \
+        source, None, None, next(_SERIAL), None, block, None, None
     return n
 
 # The block whose forward is running while a graph is recorded: ``(block, path)`` where ``path`` is
