@@ -16,6 +16,7 @@ from . import sparse_kernels
 from .params import BOOL, DTYPE, FLOAT, INT, OPT_BOOL, Param
 from .reduce import element_count
 from .registry import OpDef, broadcast_shapes, normalize_axis, register
+from .weight_pack import transposed
 
 
 def _mismatch(op, a, b, ka, kb):
@@ -185,7 +186,10 @@ register(OpDef("matmul", ("a", "b"), _matmul, writes_out=True,
 
 # -- dense -------------------------------------------------------------------------------------
 def _dense(xp, x, weight, bias=None, out=None):
-    y = _rows_matmul(xp, x, weight.T, out) if x.ndim > 2 else xp.matmul(x, weight.T, out=out)
+    if x.ndim > 2:
+        y = _rows_matmul(xp, x, transposed(weight, x.size // max(x.shape[-1], 1)), out)
+    else:
+        y = xp.matmul(x, transposed(weight, x.shape[0]), out=out)
     if bias is not None:
         y += bias
     return y
