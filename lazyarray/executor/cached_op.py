@@ -124,15 +124,16 @@ class CachedOp:
         mode = _MODE.get()
         if mode & DEFERRED:
             return self._inline(args)
-        arrays = [a if a.__class__ is NDArray else self._convert(a, i) for i, a in enumerate(args)]
-        vals = []
-        key = []
-        for a in arrays:
-            v = a._value
-            if v is None:
-                v = a._materialize()
-            vals.append(v)
-            key.append((v.shape, v.dtype, a._device, v.__class__))
+        # The hot path: computed NDArrays (a lazy one's value is None, a foreign object is no NDArray).
+        vals = [a._value for a in args if a.__class__ is NDArray]
+        try:
+            key = [(v.shape, v.dtype, a._device, v.__class__) for a, v in zip(args, vals)]
+        except AttributeError:  # a lazy array: computed below
+            key = None
+        if key is None or len(vals) != len(args):
+            arrays, vals, key = self._values(args)
+        else:
+            arrays = args
         mask = None
         if mode & RECORDING:
             mask = tuple(a._ag is not None for a in arrays)
@@ -152,6 +153,20 @@ class CachedOp:
         if c.n_out == 1:
             return _make(outs[0], None, c.out_devices[0])
         return [_make(v, None, d) for v, d in zip(outs, c.out_devices)]
+
+    def _values(self, args):
+        """The arrays, their computed values and the signature key of a call's arguments (converting
+        NumPy data, computing lazy arrays)."""
+        arrays = [a if a.__class__ is NDArray else self._convert(a, i) for i, a in enumerate(args)]
+        vals = []
+        key = []
+        for a in arrays:
+            v = a._value
+            if v is None:
+                v = a._materialize()
+            vals.append(v)
+            key.append((v.shape, v.dtype, a._device, v.__class__))
+        return arrays, vals, key
 
     def _order(self, args, named):
         full = list(args) + [None] * (len(self._names) - len(args))

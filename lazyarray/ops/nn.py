@@ -189,7 +189,13 @@ def _dense(xp, x, weight, bias=None, out=None):
     if x.ndim > 2:
         y = _rows_matmul(xp, x, transposed(weight, x.size // max(x.shape[-1], 1)), out)
     else:
-        y = xp.matmul(x, transposed(weight, x.shape[0]), out=out)
+        rows = x.shape[0] if x.ndim == 2 else 1
+        wt = weight.T if rows < 2 else transposed(weight, rows)  # (one row: the view; see weight_pack.py)
+        if x.__class__ is np.ndarray and weight.__class__ is np.ndarray and x.ndim == 2 and x.dtype == weight.dtype \
+                and (out is None or (out.dtype == x.dtype and out.flags.c_contiguous)):
+            y = x.dot(wt, out=out)  # the same product as matmul at half its per-call cost (0.4 vs 1 us)
+        else:
+            y = xp.matmul(x, wt, out=out)
     if bias is not None:
         y += bias
     return y
