@@ -16,7 +16,7 @@ from . import sparse_kernels
 from .params import BOOL, DTYPE, FLOAT, INT, OPT_BOOL, Param
 from .reduce import element_count
 from .registry import OpDef, broadcast_shapes, normalize_axis, register
-from .weight_pack import transposed
+from .weight_pack import packed_operand, transposed
 
 
 def _mismatch(op, a, b, ka, kb):
@@ -160,6 +160,8 @@ def _matmul(xp, a, b, out=None):
         return xp.multiply(a, b, out=out)  # batch 1): NumPy's matmul takes a slow non-BLAS loop for K=1
     if a.ndim > 2 and b.ndim == 2:
         return _rows_matmul(xp, a, b, out)
+    if a.ndim == 2 and b.ndim == 2 and b.base is not None:  # x @ w.T: a packed copy (weight_pack.py)
+        b = packed_operand(b, a.shape[0])
     if xp is np and b.ndim > 2 and b.strides[-2] == b.itemsize and b.shape[-1] > 1 and b.shape[-2] > 1:
         # a stack of column-major matrices (K^T in attention, a transposed view): NumPy's matmul runs
         # it about 1.25x slower than on a C-ordered copy (measured on (32, 2, 64, 64) float32, a copy

@@ -95,6 +95,20 @@ def transposed(w, rows: int):
     return w.T
 
 
+def packed_operand(b, rows: int):
+    """``b`` for the product ``a @ b`` of ``rows`` rows. When ``b`` (K, N) is exactly the transposed
+    view ``w.T`` of a weight ``w`` (N, K) that owns its memory (``x @ w.T`` written by hand, an
+    imported ONNX Gemm with ``transB``), that is ``transposed(w, rows)``; otherwise ``b`` itself."""
+    w = b.base
+    if w is None or rows < MIN_ROWS or b.__class__ is not np.ndarray or w.__class__ is not np.ndarray \
+            or b.ndim != 2 or w.base is not None or not b.flags.f_contiguous or w.shape != b.shape[::-1] \
+            or w.dtype != b.dtype or not w.flags.c_contiguous:
+        return b
+    # b is F-ordered, as large as w and inside w's buffer: it covers it from its first byte, so
+    # b[i, j] and w[j, i] are the same element
+    return transposed(w, rows)
+
+
 def packed_bytes() -> int:
     """Bytes held by packed copies now (each is one extra copy of a weight)."""
     return sum(e.pack.nbytes for e in list(_ENTRIES.values()) if e.pack is not None)

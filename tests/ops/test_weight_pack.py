@@ -178,3 +178,25 @@ def test_packing_can_be_turned_off(monkeypatch):
     for _ in range(3):
         np.testing.assert_allclose(net(la.array(x)).asnumpy(), _by_hand(net, x), rtol=1e-5, atol=1e-5)
     assert weight_pack.packed_count() == 0
+
+
+def test_matmul_by_a_transposed_weight_packs_the_weight_and_sees_its_writes():
+    """``x @ w.T`` (written by hand, or an imported ONNX Gemm with transB) packs ``w`` itself."""
+    xs = _x(8)
+    w = la.array(np.random.default_rng(4).standard_normal((64, 128)).astype("float32"))
+    for _ in range(3):
+        np.testing.assert_allclose(la.matmul(la.array(xs), w.T).asnumpy(), xs @ w.asnumpy().T, rtol=1e-5, atol=1e-5)
+    assert weight_pack.packed_count() == 1
+    w[:] = w * 3
+    np.testing.assert_allclose(la.matmul(la.array(xs), w.T).asnumpy(), xs @ w.asnumpy().T, rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_by_a_part_of_a_weight_is_never_packed():
+    xs = _x(8)
+    w = la.array(np.random.default_rng(5).standard_normal((64, 128)).astype("float32"))
+    for _ in range(3):
+        part = w[:32].T  # (128, 32), F-ordered and a view of w, but not all of w: not w.T
+        assert part.asnumpy().flags.f_contiguous
+        np.testing.assert_allclose(la.matmul(la.array(xs), part).asnumpy(), xs @ w.asnumpy()[:32].T,
+                                   rtol=1e-5, atol=1e-5)
+    assert weight_pack.packed_count() == 0
