@@ -50,22 +50,23 @@ ENABLED = [os.environ.get("LAZYARRAY_PACK_WEIGHTS", "1").strip().lower() not in 
 
 _lock = threading.Lock()
 
-
-class _Entry:
-    __slots__ = ("ref", "version", "pack")
-
-    def __init__(self, ref, ver):
-        self.ref, self.version, self.pack = ref, ver, None
-
-
-_ENTRIES: dict[int, _Entry] = {}  # id(weight) -> what we know of it
+# id(weight) -> (weak reference to it, its buffer version, the packed copy or None). Entries are
+# replaced, never changed, and only while still the entry read: a thread storing a copy cannot
+# overwrite a newer entry (a write another thread noticed meanwhile).
+_ENTRIES: dict[int, tuple] = {}
 
 
 def _forget(key: int, ref) -> None:
     with _lock:
         e = _ENTRIES.get(key)
-        if e is not None and e.ref is ref:
+        if e is not None and e[0] is ref:
             del _ENTRIES[key]
+
+
+def _replace(key: int, old: tuple, new: tuple) -> None:
+    with _lock:
+        if _ENTRIES.get(key) is old:
+            _ENTRIES[key] = new
 
 
 def transposed(w, rows: int):
@@ -77,21 +78,23 @@ def transposed(w, rows: int):
     key = id(w)
     now = version(w)
     e = _ENTRIES.get(key)
-    if e is not None and e.ref() is w:
-        if e.version == now:
-            if e.pack is None:  # second call at this version: the weight holds still, pack it
-                pack = np.ascontiguousarray(w.T)
-                pack.flags.writeable = False  # ours alone: nobody may write it
-                e.pack = pack
-            return e.pack
-        e.version, e.pack = now, None  # written since: the copy is stale, drop it
-        return w.T
+    if e is not None and e[0]() is w:
+        if e[1] != now:  # written since: the copy is stale, drop it
+            _replace(key, e, (e[0], now, None))
+            return w.T
+        if e[2] is not None:
+            return e[2]
+        pack = np.ascontiguousarray(w.T)  # second call at this version: the weight holds still
+        pack.flags.writeable = False  # ours alone: nobody may write it
+        if version(w) == now:  # (a write that ended during the copy bumped it: keep nothing)
+            _replace(key, e, (e[0], now, pack))
+        return pack
     try:
         ref = weakref.ref(w, lambda r, key=key: _forget(key, r))
     except TypeError:
         return w.T
     with _lock:
-        _ENTRIES[key] = _Entry(ref, now)
+        _ENTRIES[key] = (ref, now, None)
     return w.T
 
 
@@ -111,12 +114,12 @@ def packed_operand(b, rows: int):
 
 def packed_bytes() -> int:
     """Bytes held by packed copies now (each is one extra copy of a weight)."""
-    return sum(e.pack.nbytes for e in list(_ENTRIES.values()) if e.pack is not None)
+    return sum(e[2].nbytes for e in list(_ENTRIES.values()) if e[2] is not None)
 
 
 def packed_count() -> int:
     """How many weights have a packed copy now."""
-    return sum(e.pack is not None for e in list(_ENTRIES.values()))
+    return sum(e[2] is not None for e in list(_ENTRIES.values()))
 
 
 def clear() -> None:

@@ -85,8 +85,12 @@ def _packed_then(net, x, change):
     before = net(la.array(x)).asnumpy()
     change()
     after = net(la.array(x)).asnumpy()
+    assert weight_pack.packed_count() == 0  # the stale copy is dropped at the first call after the write
     assert not np.allclose(before, after)
     np.testing.assert_allclose(after, _by_hand(net, x), rtol=1e-5, atol=1e-5)
+    net(la.array(x))
+    assert weight_pack.packed_count() == 1  # and packed again once the weight holds still
+    np.testing.assert_allclose(net(la.array(x)).asnumpy(), _by_hand(net, x), rtol=1e-5, atol=1e-5)
 
 
 def test_an_in_place_write_is_seen_by_the_next_call():
