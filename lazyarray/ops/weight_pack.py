@@ -30,7 +30,8 @@ for every holder of versions (autograd's saved values, captured constants); writ
 lazyarray (``p.data()[:] = v``, ``set_data``) instead.
 
 Memory: a packed weight is one extra copy of it (``packed_bytes()``), held as long as the weight
-lives and is unchanged; ``LAZYARRAY_PACK_WEIGHTS=0`` turns packing off.
+lives and is unchanged. All copies together stay within ``LAZYARRAY_PACK_BUDGET_MB`` (default
+1024): past it, further weights run through the view. ``LAZYARRAY_PACK_WEIGHTS=0`` turns packing off.
 """
 from __future__ import annotations
 
@@ -48,6 +49,21 @@ MIN_ELEMENTS = 4096  # below this the lookup costs more than the copy saves
 
 ENABLED = [os.environ.get("LAZYARRAY_PACK_WEIGHTS", "1").strip().lower() not in ("0", "false", "off", "no")]
 
+
+def _budget_from_env() -> int:
+    raw = os.environ.get("LAZYARRAY_PACK_BUDGET_MB", "1024")
+    try:
+        mb = float(raw)
+    except ValueError:
+        mb = -1.0
+    if not mb >= 0:
+        raise ValueError(f"LAZYARRAY_PACK_BUDGET_MB must be a number of MiB >= 0, got {raw!r}")
+    return int(mb * 2**20)
+
+
+BUDGET = [_budget_from_env()]  # bytes all packed copies may hold together
+_HELD = [0]  # bytes they hold now (changed under _lock)
+
 _lock = threading.Lock()
 
 # id(weight) -> (weak reference to it, its buffer version, the packed copy or None). Entries are
@@ -56,17 +72,23 @@ _lock = threading.Lock()
 _ENTRIES: dict[int, tuple] = {}
 
 
+def _nbytes(e) -> int:
+    return 0 if e is None or e[2] is None else e[2].nbytes
+
+
 def _forget(key: int, ref) -> None:
     with _lock:
         e = _ENTRIES.get(key)
         if e is not None and e[0] is ref:
             del _ENTRIES[key]
+            _HELD[0] -= _nbytes(e)
 
 
 def _replace(key: int, old: tuple, new: tuple) -> None:
     with _lock:
         if _ENTRIES.get(key) is old:
             _ENTRIES[key] = new
+            _HELD[0] += _nbytes(new) - _nbytes(old)
 
 
 def transposed(w, rows: int):
@@ -84,6 +106,8 @@ def transposed(w, rows: int):
             return w.T
         if e[2] is not None:
             return e[2]
+        if _HELD[0] + w.nbytes > BUDGET[0]:  # the copies already hold the budget
+            return w.T
         pack = np.ascontiguousarray(w.T)  # second call at this version: the weight holds still
         pack.flags.writeable = False  # ours alone: nobody may write it
         if version(w) == now:  # (a write that ended during the copy bumped it: keep nothing)
@@ -94,6 +118,7 @@ def transposed(w, rows: int):
     except TypeError:
         return w.T
     with _lock:
+        _HELD[0] -= _nbytes(_ENTRIES.get(key))  # (an entry of a dead array with the same id)
         _ENTRIES[key] = (ref, now, None)
     return w.T
 
@@ -114,7 +139,7 @@ def packed_operand(b, rows: int):
 
 def packed_bytes() -> int:
     """Bytes held by packed copies now (each is one extra copy of a weight)."""
-    return sum(e[2].nbytes for e in list(_ENTRIES.values()) if e[2] is not None)
+    return _HELD[0]
 
 
 def packed_count() -> int:
@@ -126,3 +151,4 @@ def clear() -> None:
     """Drop every packed copy (they are rebuilt at the second call of an unchanged weight)."""
     with _lock:
         _ENTRIES.clear()
+        _HELD[0] = 0

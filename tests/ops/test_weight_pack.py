@@ -204,3 +204,24 @@ def test_matmul_by_a_part_of_a_weight_is_never_packed():
         np.testing.assert_allclose(la.matmul(la.array(xs), part).asnumpy(), xs @ w.asnumpy()[:32].T,
                                    rtol=1e-5, atol=1e-5)
     assert weight_pack.packed_count() == 0
+
+
+def test_the_copies_stay_within_the_budget(monkeypatch):
+    a = np.ones((64, 128), "float32")
+    b = np.ones((64, 128), "float32") * 2
+    monkeypatch.setattr(weight_pack, "BUDGET", [a.nbytes + a.nbytes // 2])  # room for one copy
+    for _ in range(3):
+        np.testing.assert_array_equal(weight_pack.transposed(a, 8), a.T)
+        np.testing.assert_array_equal(weight_pack.transposed(b, 8), b.T)
+    assert weight_pack.packed_count() == 1 and weight_pack.packed_bytes() == a.nbytes
+    del a
+    gc.collect()  # the first weight dies with its copy: the budget has room for the second
+    assert weight_pack.packed_bytes() == 0
+    weight_pack.transposed(b, 8)
+    assert weight_pack.packed_count() == 1 and weight_pack.packed_bytes() == b.nbytes
+
+
+def test_a_bad_budget_is_named(monkeypatch):
+    monkeypatch.setenv("LAZYARRAY_PACK_BUDGET_MB", "lots")
+    with pytest.raises(ValueError, match="LAZYARRAY_PACK_BUDGET_MB"):
+        weight_pack._budget_from_env()
