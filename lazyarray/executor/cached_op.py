@@ -154,6 +154,25 @@ class CachedOp:
             return _make(outs[0], None, c.out_devices[0])
         return [_make(v, None, d) for v, d in zip(outs, c.out_devices)]
 
+    def program_for(self, arrays) -> _Compiled | None:
+        """What a plain call (nothing recorded, nothing deferred) with ``arrays`` runs, if compiled:
+        for a caller that keeps it while its inputs keep their signature (a hybridized block's
+        parameters; ``run_program``). None where the call would compile or convert first."""
+        if len(arrays) != len(self._names) or any(a.__class__ is not NDArray or a._value is None for a in arrays):
+            return None
+        key = [(a._value.shape, a._value.dtype, a._device, a._value.__class__) for a in arrays]
+        key.append(_TRAINING.get())
+        key.append(None)
+        return self._cache.get(tuple(key))
+
+    def run_program(self, c: _Compiled, vals: list):
+        """Run ``c`` (from ``program_for``) on the arrays' values: a plain call without its signature."""
+        c.used = self._signatures.epoch
+        outs = c.program.run(vals)
+        if c.n_out == 1:
+            return _make(outs[0], None, c.out_devices[0])
+        return [_make(v, None, d) for v, d in zip(outs, c.out_devices)]
+
     def _values(self, args):
         """The arrays, their computed values and the signature key of a call's arguments (converting
         NumPy data, computing lazy arrays)."""
