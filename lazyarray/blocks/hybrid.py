@@ -10,7 +10,8 @@
    call is a list comprehension.
 4. **compile**: ``la.CachedOp(symbol)`` (it plans and caches per input signature).
 5. **run**: call the cached op, write the extra outputs back into their parameters, and
-   rebuild the block's output structure.
+   rebuild the block's output structure. A plain call (nothing recorded) whose parameters are
+   the arrays of the last such call runs that call's program directly (``_Memo``).
 
 A trace is reused for a new input signature (the cached op just compiles a new plan) when
 the graph is *shape-generic*: same ranks, dtypes and devices, no op with a shape baked into
