@@ -194,7 +194,7 @@ def _dense(xp, x, weight, bias=None, out=None):
         rows = x.shape[0] if x.ndim == 2 else 1
         wt = weight.T if rows < 2 else transposed(weight, rows)  # (one row: the view; see weight_pack.py)
         if x.__class__ is np.ndarray and weight.__class__ is np.ndarray and x.ndim == 2 and x.dtype == weight.dtype \
-                and (out is None or (out.dtype == x.dtype and out.flags.c_contiguous)):
+                and (out is None or (out.dtype == x.dtype and out.flags.carray)):
             y = x.dot(wt, out=out)  # the same product as matmul at half its per-call cost (0.4 vs 1 us)
         else:
             y = xp.matmul(x, wt, out=out)
