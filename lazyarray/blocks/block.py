@@ -609,7 +609,7 @@ class HybridBlock(Block):
         else:
             compiled.used = self._traces.epoch
         self.__dict__["_last_sig"] = sig
-        return compiled(args)
+        return compiled(args, (training, sig))
 
     def _compile_for(self, args, sig, training) -> hybrid.Compiled:
         with INIT_LOCK:  # one thread traces a new signature; the others then find it

@@ -10,7 +10,8 @@
    call is a list comprehension.
 4. **compile**: ``la.CachedOp(symbol)`` (it plans and caches per input signature).
 5. **run**: call the cached op, write the extra outputs back into their parameters, and
-   rebuild the block's output structure.
+   rebuild the block's output structure. A plain call (nothing recorded) whose parameters are
+   the arrays of the last such call runs that call's program directly (``_Memo``).
 
 A trace is reused for a new input signature (the cached op just compiles a new plan) when
 the graph is *shape-generic*: same ranks, dtypes and devices, no op with a shape baked into
@@ -22,12 +23,13 @@ ops (``mean``, ``nn.flatten``, ``reshape_like``) or ``hybridize(static_shape=Tru
 """
 from __future__ import annotations
 
+import operator
 import warnings
 from dataclasses import dataclass, field
 
 from .. import autograd, guards
 from ..aval import Aval
-from ..deferred import deferred
+from ..deferred import _MODE, deferred
 from ..errors import BlockError, LazyArrayError
 from ..executor.cached_op import CachedOp
 from ..executor.call import SubGraph
@@ -65,6 +67,7 @@ class Compiled:
     guards: list = field(default_factory=list)  # guards.Guard: the Python shape reads of the trace
     run: object = None
     signatures: set = field(default_factory=set)
+    memo: dict = field(default_factory=dict, repr=False)  # (training, block signature) -> _Memo
 
     def accepts(self, sig: tuple) -> bool:
         """Can this graph serve ``sig`` by recompiling (no retrace)? Its guards must hold."""
@@ -85,9 +88,11 @@ class Compiled:
             return False
         return True
 
-    def __call__(self, args: tuple):
+    def __call__(self, args: tuple, key=None):
+        """Run on the call's arguments; ``key``: the block's (training, signature) of them, which
+        lets a plain call (nothing recorded) skip the cached op's signature (``_Memo``)."""
         arrays = [args[s] if type(s) is int else s._data for s in self.sources]
-        out = self.run(*arrays)
+        out = self._run_plain(arrays, key) if key is not None and not _MODE.get() else self.run(*arrays)
         if self.structure == "single" and out.__class__ is not list:  # one output, nothing else
             return out
         outs = out if isinstance(out, (list, tuple)) else [out]
@@ -97,6 +102,53 @@ class Compiled:
             return outs[0]
         main = list(outs[:self.num_outputs])
         return tuple(main) if self.structure == "tuple" else main
+
+
+    def _run_plain(self, arrays: list, key):
+        memo = self.memo
+        m = memo.get(key)
+        if m is not None:
+            vals = m.values_if_held(arrays)
+            if vals is not None:
+                return self.run.run_program(m.program, vals)
+        out = self.run(*arrays)
+        c = self.run.program_for(arrays)
+        if c is not None:
+            if len(memo) >= _MEMO_SIGNATURES:
+                memo.clear()
+            memo[key] = _Memo(self.sources, arrays, c)
+        return out
+
+
+_MEMO_SIGNATURES = 8  # block signatures a compiled graph remembers the program of
+_is = operator.is_
+
+
+class _Memo:
+    """The program a block signature ran, and what the cached op chose it by that the block's
+    signature does not say: the parameters (the same arrays holding the same values: an array's
+    device, and its value's shape, dtype and class, never change under it) and the class of each
+    argument's value (dense, sparse; the block's signature has their shapes, dtypes and devices).
+    While they hold, a call runs the program without building the cached op's signature."""
+
+    __slots__ = ("params", "p_arrays", "p_values", "args", "classes", "program")
+
+    def __init__(self, sources, arrays, program):
+        self.params = [i for i, s in enumerate(sources) if type(s) is not int]
+        self.args = [i for i, s in enumerate(sources) if type(s) is int]
+        self.p_arrays = [arrays[i] for i in self.params]
+        self.p_values = [arrays[i]._value for i in self.params]
+        self.classes = [arrays[i]._value.__class__ for i in self.args]
+        self.program = program
+
+    def values_if_held(self, arrays):
+        """The arrays' values if this memo still applies to them, else None."""
+        vals = [a._value for a in arrays]
+        if all(map(_is, [arrays[i] for i in self.params], self.p_arrays)) \
+                and all(map(_is, [vals[i] for i in self.params], self.p_values)) \
+                and [vals[i].__class__ for i in self.args] == self.classes:
+            return vals
+        return None
 
 
 class CopyOf:

@@ -124,15 +124,16 @@ class CachedOp:
         mode = _MODE.get()
         if mode & DEFERRED:
             return self._inline(args)
-        arrays = [a if a.__class__ is NDArray else self._convert(a, i) for i, a in enumerate(args)]
-        vals = []
-        key = []
-        for a in arrays:
-            v = a._value
-            if v is None:
-                v = a._materialize()
-            vals.append(v)
-            key.append((v.shape, v.dtype, a._device, v.__class__))
+        # The hot path: computed NDArrays (a lazy one's value is None, a foreign object is no NDArray).
+        vals = [a._value for a in args if a.__class__ is NDArray]
+        try:
+            key = [(v.shape, v.dtype, a._device, v.__class__) for a, v in zip(args, vals)]
+        except AttributeError:  # a lazy array: computed below
+            key = None
+        if key is None or len(vals) != len(args):
+            arrays, vals, key = self._values(args)
+        else:
+            arrays = args
         mask = None
         if mode & RECORDING:
             mask = tuple(a._ag is not None for a in arrays)
@@ -152,6 +153,39 @@ class CachedOp:
         if c.n_out == 1:
             return _make(outs[0], None, c.out_devices[0])
         return [_make(v, None, d) for v, d in zip(outs, c.out_devices)]
+
+    def program_for(self, arrays) -> _Compiled | None:
+        """What a plain call (nothing recorded, nothing deferred) with ``arrays`` runs, if compiled:
+        for a caller that keeps it while its inputs keep their signature (a hybridized block's
+        parameters; ``run_program``). None where the call would compile or convert first."""
+        if len(arrays) != len(self._names) or any(a.__class__ is not NDArray or a._value is None for a in arrays):
+            return None
+        key = [(a._value.shape, a._value.dtype, a._device, a._value.__class__) for a in arrays]
+        key.append(_TRAINING.get())
+        key.append(None)
+        return self._cache.get(tuple(key))
+
+    def run_program(self, c: _Compiled, vals: list):
+        """Run ``c`` (from ``program_for``) on the arrays' values: a plain call without its signature."""
+        c.used = self._signatures.epoch
+        outs = c.program.run(vals)
+        if c.n_out == 1:
+            return _make(outs[0], None, c.out_devices[0])
+        return [_make(v, None, d) for v, d in zip(outs, c.out_devices)]
+
+    def _values(self, args):
+        """The arrays, their computed values and the signature key of a call's arguments (converting
+        NumPy data, computing lazy arrays)."""
+        arrays = [a if a.__class__ is NDArray else self._convert(a, i) for i, a in enumerate(args)]
+        vals = []
+        key = []
+        for a in arrays:
+            v = a._value
+            if v is None:
+                v = a._materialize()
+            vals.append(v)
+            key.append((v.shape, v.dtype, a._device, v.__class__))
+        return arrays, vals, key
 
     def _order(self, args, named):
         full = list(args) + [None] * (len(self._names) - len(args))

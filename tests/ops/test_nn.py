@@ -110,3 +110,30 @@ def test_matmul_of_stacked_column_major_operands_equals_numpy(dtype):
     out = np.empty((3, 2, 5, 5), dtype)
     assert _matmul(np, q, k, out=out) is out
     np.testing.assert_allclose(out, np.matmul(q, k), rtol=1e-5 if dtype == "float32" else 1e-12)
+
+
+@pytest.mark.parametrize("out_kind", ["none", "aligned", "misaligned", "other dtype", "strided"])
+@pytest.mark.parametrize("rows", [1, 5])
+def test_dense_kernel_writes_any_out_numpy_accepts(out_kind, rows):
+    """The dense kernel takes ndarray.dot where NumPy allows it (a C-ordered, aligned ``out`` of the
+    result's dtype) and matmul elsewhere: the same values either way."""
+    from lazyarray.ops.registry import get
+    dense = get("dense").bind(np)
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.standard_normal(s).astype("float32") for s in ((rows, 40), (48, 40), (48,)))
+    want = x @ w.T + b
+    if out_kind == "none":
+        out = None
+    elif out_kind == "aligned":
+        out = np.empty((rows, 48), "float32")
+    elif out_kind == "misaligned":
+        out = np.empty(rows * 48 * 4 + 1, np.uint8)[1:].view(np.float32).reshape(rows, 48)
+        assert not out.flags.aligned
+    elif out_kind == "other dtype":
+        out = np.empty((rows, 48), "float64")
+    else:
+        out = np.empty((rows, 96), "float32")[:, ::2]
+    got = dense(x, w, b, out=out)
+    if out is not None:
+        assert got is out
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
