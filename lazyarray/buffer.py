@@ -71,3 +71,31 @@ def freeze(value):
 def is_frozen(value) -> bool:
     flags = getattr(value, "flags", None)
     return flags is not None and hasattr(flags, "writeable") and not flags.writeable
+
+
+# Memory that left lazyarray writable: NumPy's view of a live buffer (``np.asarray(x)``) or a
+# DLPack capsule. Writes through those aliases bump no version, so nothing derived from such memory
+# may be cached on the strength of its version (ops/weight_pack.py asks ``exposed`` first).
+_EXPOSED: dict[int, weakref.ref] = {}
+
+
+def expose(value) -> None:
+    """Record that ``value``'s memory has a writable alias outside lazyarray (for good: the alias
+    may live anywhere)."""
+    r = root(value)
+    key = id(r)
+    ref = _EXPOSED.get(key)
+    if ref is not None and ref() is r:
+        return
+    try:
+        _EXPOSED[key] = weakref.ref(r, lambda _, key=key: _EXPOSED.pop(key, None))
+    except TypeError:
+        pass
+
+
+def exposed(value) -> bool:
+    """Whether ``value``'s memory was handed out writable (``expose``)."""
+    r = root(value)
+    ref = _EXPOSED.get(id(r))
+    return ref is not None and ref() is r
+

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import array_api
+from .buffer import expose
 from .dispatch import apply
 from .functions import namespace
 from .ndarray import NDArray, _make
@@ -126,6 +127,8 @@ def dlpack(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         kw["copy"] = copy
     if stream is not None:
         kw["stream"] = stream
+    if not copy:  # the consumer shares the live buffer and may write it: versions cannot see that
+        expose(v)
     return v.__dlpack__(**kw)
 
 

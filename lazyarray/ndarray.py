@@ -13,7 +13,7 @@ import numpy as np
 
 from . import autograd, display, guards
 from .aval import Aval, check_operand
-from .buffer import bump, is_frozen
+from .buffer import bump, expose, is_frozen
 from .deferred import _MODE, is_deferred, known_values
 from .device import Device, to_device
 from .dispatch import ArrayBase, apply, operator_method
@@ -178,8 +178,14 @@ class NDArray(ArrayBase):
     def __array__(self, dtype=None, copy=None):
         v = densify(self._materialize(), self._device.xp)
         if self._device.kind == "gpu":
-            v = to_device(v, self._device, _CPU0)
-        return v if dtype is None else v.astype(dtype)
+            return to_device(v, self._device, _CPU0) if dtype is None else to_device(v, self._device, _CPU0).astype(dtype)
+        if dtype is not None and np.dtype(dtype) != v.dtype:
+            return v.astype(dtype)
+        if copy:
+            return np.array(v, copy=True)
+        if v is self._value and v.flags.writeable:  # NumPy's view of the live buffer: writes bump no version
+            expose(v)
+        return v
 
     def __bool__(self) -> bool:
         if self.size != 1:

@@ -24,10 +24,10 @@ while it provably equals ``w.T``:
   loop) would pay a copy per step for one product; it is never packed. Inference (the weight
   unchanged since the last call) packs at its second call.
 
-Writes that bypass lazyarray are not seen: ``np.asarray(p.data())[...] = v`` (NumPy's view of
-the live buffer) or a DLPack consumer writing in place. Those are already documented as unsafe
-for every holder of versions (autograd's saved values, captured constants); write through
-lazyarray (``p.data()[:] = v``, ``set_data``) instead.
+* **never memory handed out writable**: ``np.asarray(w)`` (NumPy's view of the live buffer) and
+  a DLPack export mark the memory *exposed* (``buffer.expose``), since writes through those
+  aliases bump no version; an exposed weight runs through the view from then on (and a copy
+  packed before is ignored).
 
 Memory: a packed weight is one extra copy of it (``packed_bytes()``), held as long as the weight
 lives and is unchanged. All copies together stay within ``LAZYARRAY_PACK_BUDGET_MB`` (default
@@ -41,7 +41,7 @@ import weakref
 
 import numpy as np
 
-from ..buffer import version
+from ..buffer import exposed, version
 
 MIN_ROWS = 2  # one row is a matrix-vector product: the view is as fast
 MIN_UNITS = 32  # narrow outputs (a 10-class head) run faster through the view at every batch
@@ -96,6 +96,8 @@ def transposed(w, rows: int):
     pays and is sound (see the module), else the transposed view."""
     if rows < MIN_ROWS or w.__class__ is not np.ndarray or w.base is not None or w.ndim != 2 \
             or w.shape[0] < MIN_UNITS or w.size < MIN_ELEMENTS or not ENABLED[0]:
+        return w.T
+    if exposed(w):  # a writable alias outside lazyarray: its writes bump no version
         return w.T
     key = id(w)
     now = version(w)

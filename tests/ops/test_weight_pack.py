@@ -109,6 +109,36 @@ def test_set_data_is_seen_by_the_next_call():
     _packed_then(net, _x(8), lambda: p.set_data(p.data().asnumpy() + 1))
 
 
+@pytest.mark.parametrize("alias", ["asarray", "dlpack"])
+def test_writes_through_a_numpy_or_dlpack_alias_are_seen(alias):
+    """np.asarray(w) and a DLPack export share the live buffer, and writes through them bump no
+    version: the weight counts as exposed and runs through the view from then on."""
+    net = _mlp()
+    x = _x(8)
+    for _ in range(2):
+        net(la.array(x))
+    assert weight_pack.packed_count() == 1
+    w = net[0].weight.data()
+    view = np.asarray(w) if alias == "asarray" else np.from_dlpack(w)
+    view *= 3  # NumPy's in-place write: lazyarray never hears of it
+    for _ in range(3):
+        np.testing.assert_allclose(net(la.array(x)).asnumpy(), _by_hand(net, x), rtol=1e-5, atol=1e-5)
+    assert np.shares_memory(view, np.asarray(w))
+
+
+def test_copies_handed_out_do_not_expose_the_weight():
+    net = _mlp()
+    x = _x(8)
+    net(la.array(x))  # (shapes are known at the first call)
+    w = net[0].weight.data()
+    w.asnumpy()
+    np.array(w, dtype="float64")
+    np.array(w, copy=True)
+    for _ in range(3):
+        net(la.array(x))
+    assert weight_pack.packed_count() == 1
+
+
 def test_a_trainer_step_is_seen_by_the_next_call():
     net = _mlp()
     trainer = B.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5})
