@@ -13,6 +13,7 @@ from . import (  # noqa: F401  (registration side effect)
     reduce,
     repeat_elements,
     sampling,
+    scatter,
     sbp_rules,
     shape,
     sorting,

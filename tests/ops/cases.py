@@ -1725,3 +1725,54 @@ def _layer_norm_grad_saved_ref(g, xhat, rstd, gamma, axis=-1):
 CASES["layer_norm_with_stats"] = Case("norm", _layer_norm_samples, _layer_norm_with_stats_ref, FLOATS, rtol32=1e-4)
 CASES["layer_norm_grad_saved"] = Case("norm", _layer_norm_grad_saved_samples, _layer_norm_grad_saved_ref, FLOATS,
                                       rtol32=1e-4)
+
+
+# -- scatter (ops/scatter.py): loop references, one update at a time in order --------------------------
+_SCATTER_FN = {"none": lambda a, b: b, "add": lambda a, b: a + b, "mul": lambda a, b: a * b,
+               "max": max, "min": min}
+
+
+def _scatter_along_samples(rng, dtype, small):
+    x = rand(rng, (4, 5, 3), dtype)
+    out = []
+    for red in ("none", "add", "mul", "max", "min"):
+        # distinct indices along axis 1 for "none" (repeated ones: the last wins, which NumPy also does)
+        idx = np.stack([rng.permutation(5)[:3] for _ in range(4 * 2)]).reshape(4, 2, 3).transpose(0, 2, 1)
+        if red != "none":
+            idx = rng.integers(-5, 5, (4, 3, 2))
+        out.append(Sample((x, idx, rand(rng, idx.shape, dtype)), {"axis": 1, "reduce": red}, f"axis1-{red}"))
+    idx0 = rng.integers(0, 4, (2, 5, 3))
+    out.append(Sample((x, idx0, rand(rng, idx0.shape, dtype)), {"reduce": "add"}, "axis0-repeats"))
+    return out
+
+
+def _scatter_along_ref(x, indices, updates, axis=0, reduce="none"):
+    res, fn = x.copy(), _SCATTER_FN[reduce]
+    for pos in np.ndindex(*indices.shape):
+        tgt = list(pos)
+        tgt[axis] = int(indices[pos]) % x.shape[axis]
+        res[tuple(tgt)] = fn(res[tuple(tgt)], updates[pos])
+    return res
+
+
+def _scatter_nd_samples(rng, dtype, small):
+    x = rand(rng, (4, 3, 2), dtype)
+    pts = np.array([[0, 1], [3, 2], [-1, 0], [1, -1]])
+    out = [Sample((x, pts, rand(rng, (4, 2), dtype)), {}, "points-rows"),
+           Sample((x, np.array([[[2], [0]]]), rand(rng, (1, 2, 3, 2), dtype)), {"reduce": "mul"}, "slabs-mul")]
+    rep = rng.integers(0, 2, (6, 3))
+    for red in ("add", "max", "min"):
+        out.append(Sample((x, rep, rand(rng, (6,), dtype)), {"reduce": red}, f"repeats-{red}"))
+    return out
+
+
+def _scatter_nd_ref(x, indices, updates, reduce="none"):
+    res, fn = x.copy(), _SCATTER_FN[reduce]
+    for pos in np.ndindex(*indices.shape[:-1]):
+        tgt = tuple(int(i) % n for i, n in zip(indices[pos], x.shape))
+        res[tgt] = np.vectorize(fn)(res[tgt], updates[pos]) if np.ndim(updates[pos]) else fn(res[tgt], updates[pos])
+    return res
+
+
+CASES["scatter_along_axis"] = Case("scatter", _scatter_along_samples, _scatter_along_ref, ALL)
+CASES["scatter_nd"] = Case("scatter", _scatter_nd_samples, _scatter_nd_ref, ALL)
