@@ -13,8 +13,8 @@ from . import (  # noqa: F401  (registration side effect)
     reduce,
     repeat_elements,
     sampling,
-    scatter,
     sbp_rules,
+    scatter,
     shape,
     sorting,
 )
