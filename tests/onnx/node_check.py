@@ -12,19 +12,25 @@ from lazyarray.onnx.backend import LazyArrayBackend  # noqa: E402
 
 
 def node_model(op: str, inputs: dict, n_outputs: int = 1, opset: int = 21, consts: dict | None = None,
-               domain: str = "", **attrs):
-    """A model of one ``op`` node: ``inputs`` (name -> array or None for an omitted input) are graph
-    inputs, ``consts`` (name -> array) initializers; the outputs ``y0, y1, ...`` have unknown shapes."""
-    consts = consts or {}
-    names = [k if v is not None or k in consts else "" for k, v in {**inputs, **consts}.items()]
+               domain: str = "", infer: bool = True, **attrs):
+    """A model of one ``op`` node: ``inputs`` (name -> array) are graph inputs, then ``consts`` (name ->
+    array) initializers, in that order (``None`` in either: an omitted input); the outputs ``y0, y1,
+    ...`` are typed by ONNX's shape inference (``infer=False``: left untyped, for models that
+    inference refuses: float outputs)."""
+    consts = {k: v for k, v in (consts or {}).items()}
+    names = [k if v is not None else "" for k, v in {**inputs, **consts}.items()]
+    while names and not names[-1]:
+        names.pop()
     node = helper.make_node(op, names, [f"y{i}" for i in range(n_outputs)], domain=domain or None, **attrs)
     ins = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
            for k, v in inputs.items() if v is not None]
-    outs = [onnx.ValueInfoProto(name=f"y{i}") for i in range(n_outputs)]  # typed by shape inference below
-    graph = helper.make_graph([node], "g", ins, outs, [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    # typed by shape inference below, else float
+    outs = [onnx.ValueInfoProto(name=f"y{i}") if infer else
+            helper.make_tensor_value_info(f"y{i}", onnx.TensorProto.FLOAT, None) for i in range(n_outputs)]
+    graph = helper.make_graph([node], "g", ins, outs, [numpy_helper.from_array(v, k) for k, v in consts.items() if v is not None])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 10
-    return onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    return onnx.shape_inference.infer_shapes(model, strict_mode=True) if infer else model
 
 
 def feeds(inputs: dict) -> dict:
