@@ -29,7 +29,7 @@ from .import_lrn import LRN_CONVERTERS
 from .import_nn import NN_CONVERTERS
 from .import_ops import CONVERTERS as _BASE
 from .import_ops import OnnxNode, constant, np_dtype
-from .import_quant import QUANT_CONVERTERS
+from .import_quant import QLINEAR_CONVERTERS, QUANT_CONVERTERS
 from .import_rnn import RNN_CONVERTERS
 from .import_scatter import SCATTER_CONVERTERS
 from .import_signal import SIGNAL_CONVERTERS
@@ -38,7 +38,8 @@ from .opset_upgrade import default_opset, upgrade
 
 CONVERTERS = {**_BASE, **NN_CONVERTERS, **INDEX_CONVERTERS, **QUANT_CONVERTERS, **CONTROL_CONVERTERS,
               **LRN_CONVERTERS}  # ONNX op_type -> converter: the one import table
-CONVERTERS.update({**SCATTER_CONVERTERS, **SIGNAL_CONVERTERS, **RNN_CONVERTERS})  # families added later, each claimed only when all its node cases pass
+CONVERTERS.update({**SCATTER_CONVERTERS, **SIGNAL_CONVERTERS, **RNN_CONVERTERS,
+                   **QLINEAR_CONVERTERS})  # families added later, each claimed only when all its node cases pass
 
 
 def _onnx():
