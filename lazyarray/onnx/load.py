@@ -35,13 +35,15 @@ from .import_rnn import RNN_CONVERTERS
 from .import_scatter import SCATTER_CONVERTERS
 from .import_signal import SIGNAL_CONVERTERS
 from .import_transformer import TRANSFORMER_CONVERTERS
+from .import_unpool import UNPOOL_CONVERTERS
 from .opset_upgrade import DEFAULT_DOMAINS as _DEFAULT_DOMAINS
 from .opset_upgrade import default_opset, upgrade
 
 CONVERTERS = {**_BASE, **NN_CONVERTERS, **INDEX_CONVERTERS, **QUANT_CONVERTERS, **CONTROL_CONVERTERS,
               **LRN_CONVERTERS}  # ONNX op_type -> converter: the one import table
 CONVERTERS.update({**SCATTER_CONVERTERS, **SIGNAL_CONVERTERS, **RNN_CONVERTERS,
-                   **QLINEAR_CONVERTERS, **TRANSFORMER_CONVERTERS, **CROP_CONVERTERS})  # families added later, each claimed only when all its node cases pass
+                   **QLINEAR_CONVERTERS, **TRANSFORMER_CONVERTERS, **CROP_CONVERTERS,
+                   **UNPOOL_CONVERTERS})  # families added later, each claimed only when all its node cases pass
 
 
 def _onnx():
