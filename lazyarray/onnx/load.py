@@ -25,6 +25,7 @@ from ..executor.interpret import interpret
 from ..graph.symbol import Symbol
 from .import_control import CONTROL_CONVERTERS, Body
 from .import_crop import CROP_CONVERTERS
+from .import_detection import DETECTION_CONVERTERS
 from .import_grid import GRID_CONVERTERS
 from .import_index import INDEX_CONVERTERS
 from .import_lrn import LRN_CONVERTERS
@@ -44,7 +45,8 @@ CONVERTERS = {**_BASE, **NN_CONVERTERS, **INDEX_CONVERTERS, **QUANT_CONVERTERS, 
               **LRN_CONVERTERS}  # ONNX op_type -> converter: the one import table
 CONVERTERS.update({**SCATTER_CONVERTERS, **SIGNAL_CONVERTERS, **RNN_CONVERTERS,
                    **QLINEAR_CONVERTERS, **TRANSFORMER_CONVERTERS, **CROP_CONVERTERS,
-                   **UNPOOL_CONVERTERS, **GRID_CONVERTERS})  # families added later, each claimed only when all its node cases pass
+                   **UNPOOL_CONVERTERS, **GRID_CONVERTERS,
+                   **DETECTION_CONVERTERS})  # families added later, each claimed only when all its node cases pass
 
 
 def _onnx():

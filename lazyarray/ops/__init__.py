@@ -3,6 +3,7 @@ from . import (  # noqa: F401  (registration side effect)
     advanced_index,
     conv,
     core,
+    detection,
     elementwise,
     fft,
     linalg,

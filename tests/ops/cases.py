@@ -1776,3 +1776,52 @@ def _scatter_nd_ref(x, indices, updates, reduce="none"):
 
 CASES["scatter_along_axis"] = Case("scatter", _scatter_along_samples, _scatter_along_ref, ALL)
 CASES["scatter_nd"] = Case("scatter", _scatter_nd_samples, _scatter_nd_ref, ALL)
+
+
+# -- detection (ops/detection.py): a pair-at-a-time loop reference ----------------------------------------
+def _nms_samples(rng, dtype, small):
+    def boxes(b, n):
+        lo = rng.random((b, n, 2)) * 4
+        return np.concatenate([lo, lo + rng.random((b, n, 2)) * 3 + 0.1], axis=-1).astype(dtype)
+    bx, sc = boxes(2, 9), rng.random((2, 3, 9)).astype(dtype)
+    sc[0, 0, 4] = sc[0, 0, 2]  # a tie: the lower index first
+    flipped = bx[..., [2, 3, 0, 1]]  # the other diagonal
+    centre = np.concatenate([(bx[..., 2:] + bx[..., :2]) / 2, bx[..., 2:] - bx[..., :2]], axis=-1)[..., [1, 0, 3, 2]]
+    return [Sample((bx, sc), {"max_per_class": 4, "iou_threshold": 0.3}, "corners"),
+            Sample((flipped, sc), {"max_per_class": 9, "iou_threshold": 0.1, "score_threshold": 0.4}, "flipped-scored"),
+            Sample((centre.astype(dtype), sc), {"max_per_class": 2, "iou_threshold": 0.5, "center_point_box": True},
+                   "centre"),
+            Sample((bx, sc), {}, "no-boxes")]
+
+
+def _nms_ref(boxes, scores, max_per_class=0, iou_threshold=0.0, score_threshold=float("-inf"),
+             center_point_box=False):
+    def corners(b):
+        b = b.astype(np.float64)
+        if center_point_box:
+            return (b[1] - b[3] / 2, b[0] - b[2] / 2, b[1] + b[3] / 2, b[0] + b[2] / 2)
+        return (min(b[0], b[2]), min(b[1], b[3]), max(b[0], b[2]), max(b[1], b[3]))
+
+    def iou(p, q):
+        (y0, x0, y1, x1), (v0, u0, v1, u1) = corners(p), corners(q)
+        h, w = min(y1, v1) - max(y0, v0), min(x1, u1) - max(x0, u0)
+        if h <= 0 or w <= 0:
+            return 0.0
+        a, b = (y1 - y0) * (x1 - x0), (v1 - v0) * (u1 - u0)
+        return h * w / (a + b - h * w)
+    rows = []
+    for bi in range(scores.shape[0]):
+        for ci in range(scores.shape[1]):
+            s = scores[bi, ci]
+            cand = sorted((i for i in range(len(s)) if s[i] > score_threshold), key=lambda i: (-float(s[i]), i))
+            kept = []
+            for i in cand:
+                if len(kept) == max_per_class:
+                    break
+                if all(iou(boxes[bi, i], boxes[bi, k]) <= iou_threshold for k in kept):
+                    kept.append(i)
+            rows += [(bi, ci, k) for k in kept]
+    return np.array(rows, dtype=np.int64).reshape(-1, 3)
+
+
+CASES["non_max_suppression"] = Case("detection", _nms_samples, _nms_ref, FLOATS, data_dependent=True)
