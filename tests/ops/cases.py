@@ -1825,3 +1825,20 @@ def _nms_ref(boxes, scores, max_per_class=0, iou_threshold=0.0, score_threshold=
 
 
 CASES["non_max_suppression"] = Case("detection", _nms_samples, _nms_ref, FLOATS, data_dependent=True)
+
+
+# -- bitcast (ops/bitcast.py): the reference goes through the raw bytes --------------------------------------
+_BITCAST_TO = {"float32": "int32", "float64": "uint64", "int32": "float32", "int64": "float64"}
+
+
+def _bitcast_samples(rng, dtype, small):
+    x = rand(rng, (3, 4), dtype)
+    return [Sample((x,), {"dtype": _BITCAST_TO[dtype]}, "same-width"), Sample((x[:, ::2],), {"dtype": dtype}, "strided"),
+            Sample((np.asarray(x[0, 0]),), {"dtype": _BITCAST_TO[dtype]}, "scalar")]
+
+
+def _bitcast_ref(x, dtype):
+    return np.frombuffer(np.ascontiguousarray(x).tobytes(), dtype=dtype).reshape(x.shape)
+
+
+CASES["bitcast"] = Case("core", _bitcast_samples, _bitcast_ref, ALL)
