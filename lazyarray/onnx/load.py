@@ -24,6 +24,7 @@ from ..errors import GraphFormatError, LazyArrayError
 from ..executor.interpret import interpret
 from ..graph.symbol import Symbol
 from .import_bitcast import BITCAST_CONVERTERS
+from .import_causal_conv import CAUSAL_CONV_CONVERTERS
 from .import_control import CONTROL_CONVERTERS, Body
 from .import_crop import CROP_CONVERTERS
 from .import_detection import DETECTION_CONVERTERS
@@ -47,7 +48,8 @@ CONVERTERS = {**_BASE, **NN_CONVERTERS, **INDEX_CONVERTERS, **QUANT_CONVERTERS, 
 CONVERTERS.update({**SCATTER_CONVERTERS, **SIGNAL_CONVERTERS, **RNN_CONVERTERS,
                    **QLINEAR_CONVERTERS, **TRANSFORMER_CONVERTERS, **CROP_CONVERTERS,
                    **UNPOOL_CONVERTERS, **GRID_CONVERTERS,
-                   **DETECTION_CONVERTERS, **BITCAST_CONVERTERS})  # families added later, each claimed only when all its node cases pass
+                   **DETECTION_CONVERTERS, **BITCAST_CONVERTERS,
+                   **CAUSAL_CONV_CONVERTERS})  # families added later, each claimed only when all its node cases pass
 
 
 def _onnx():

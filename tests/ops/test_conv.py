@@ -86,3 +86,19 @@ def test_small_images_of_a_batch_take_the_batch_last_layout(monkeypatch):
                           stride=(1, 2), padding=(1, 1), dilation=(2, 1))
         assert got.dtype == np.float64
         np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("ks,groups", [((4, 1, 1, 9), 4), ((6, 4, 3, 3), 1), ((6, 2, 3, 3), 2)],
+                         ids=["depthwise", "dense", "groups2"])
+def test_half_precision_accumulates_in_float32(ks, groups):
+    """float16 in and out, but each output is the float32 sum rounded once (as MLAS and cuDNN do), so
+    long sums do not gather one float16 rounding error per tap."""
+    rng = np.random.default_rng(3)
+    x, k, b = (rng.standard_normal(s).astype("float16") for s in ((2, 4, 7, 12), ks, ks[:1]))
+    want = _conv2d_ref(*(a.astype(np.float64) for a in (x, k, b)), padding=(1, 1), groups=groups)
+    got = conv._conv2d(np, x, k, b, padding=(1, 1), groups=groups)
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, want.astype(np.float32).astype(np.float16))
+    out = np.full(want.shape, np.nan, np.float16)
+    assert conv._conv2d(np, x, k, b, padding=(1, 1), groups=groups, out=out) is out
+    np.testing.assert_array_equal(out, got)
