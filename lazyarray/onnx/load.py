@@ -30,6 +30,7 @@ from .import_crop import CROP_CONVERTERS
 from .import_detection import DETECTION_CONVERTERS
 from .import_grid import GRID_CONVERTERS
 from .import_index import INDEX_CONVERTERS
+from .import_linear_attention import LINEAR_ATTENTION_CONVERTERS
 from .import_lrn import LRN_CONVERTERS
 from .import_nn import NN_CONVERTERS
 from .import_ops import CONVERTERS as _BASE
@@ -49,7 +50,7 @@ CONVERTERS.update({**SCATTER_CONVERTERS, **SIGNAL_CONVERTERS, **RNN_CONVERTERS,
                    **QLINEAR_CONVERTERS, **TRANSFORMER_CONVERTERS, **CROP_CONVERTERS,
                    **UNPOOL_CONVERTERS, **GRID_CONVERTERS,
                    **DETECTION_CONVERTERS, **BITCAST_CONVERTERS,
-                   **CAUSAL_CONV_CONVERTERS})  # families added later, each claimed only when all its node cases pass
+                   **CAUSAL_CONV_CONVERTERS, **LINEAR_ATTENTION_CONVERTERS})  # families added later, each claimed only when all its node cases pass
 
 
 def _onnx():
