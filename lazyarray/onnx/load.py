@@ -28,6 +28,7 @@ from .import_causal_conv import CAUSAL_CONV_CONVERTERS
 from .import_control import CONTROL_CONVERTERS, Body
 from .import_crop import CROP_CONVERTERS
 from .import_detection import DETECTION_CONVERTERS
+from .import_flex_attention import FLEX_ATTENTION_CONVERTERS
 from .import_grid import GRID_CONVERTERS
 from .import_index import INDEX_CONVERTERS
 from .import_linear_attention import LINEAR_ATTENTION_CONVERTERS
@@ -50,7 +51,8 @@ CONVERTERS.update({**SCATTER_CONVERTERS, **SIGNAL_CONVERTERS, **RNN_CONVERTERS,
                    **QLINEAR_CONVERTERS, **TRANSFORMER_CONVERTERS, **CROP_CONVERTERS,
                    **UNPOOL_CONVERTERS, **GRID_CONVERTERS,
                    **DETECTION_CONVERTERS, **BITCAST_CONVERTERS,
-                   **CAUSAL_CONV_CONVERTERS, **LINEAR_ATTENTION_CONVERTERS})  # families added later, each claimed only when all its node cases pass
+                   **CAUSAL_CONV_CONVERTERS, **LINEAR_ATTENTION_CONVERTERS,
+                   **FLEX_ATTENTION_CONVERTERS})  # families added later, each claimed only when all its node cases pass
 
 
 def _onnx():
@@ -350,7 +352,7 @@ class Conversion:
                         subgraph=lambda attr, in_avals: self._subgraph(self._graph_attr(nd, attr, where), where,
                                                                        in_avals))
         try:
-            outs = CONVERTERS[nd.op_type](node)
+            outs = CONVERTERS[nd.op_type if nd.domain in _DEFAULT_DOMAINS else f"{nd.domain}.{nd.op_type}"](node)
         except GraphFormatError:
             raise
         except LazyArrayError as exc:
