@@ -27,6 +27,7 @@ from .import_bitcast import BITCAST_CONVERTERS
 from .import_causal_conv import CAUSAL_CONV_CONVERTERS
 from .import_control import CONTROL_CONVERTERS, Body
 from .import_crop import CROP_CONVERTERS
+from .import_deform_conv import DEFORM_CONV_CONVERTERS
 from .import_detection import DETECTION_CONVERTERS
 from .import_flex_attention import FLEX_ATTENTION_CONVERTERS
 from .import_grid import GRID_CONVERTERS
@@ -52,7 +53,7 @@ CONVERTERS.update({**SCATTER_CONVERTERS, **SIGNAL_CONVERTERS, **RNN_CONVERTERS,
                    **UNPOOL_CONVERTERS, **GRID_CONVERTERS,
                    **DETECTION_CONVERTERS, **BITCAST_CONVERTERS,
                    **CAUSAL_CONV_CONVERTERS, **LINEAR_ATTENTION_CONVERTERS,
-                   **FLEX_ATTENTION_CONVERTERS})  # families added later, each claimed only when all its node cases pass
+                   **FLEX_ATTENTION_CONVERTERS, **DEFORM_CONV_CONVERTERS})  # families added later, each claimed only when all its node cases pass
 
 
 def _onnx():
