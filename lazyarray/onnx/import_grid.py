@@ -52,7 +52,7 @@ def _reflect(v, lo: float, hi: float):
     """v folded back into [lo, hi] by reflecting at the borders, as many times as it takes."""
     span = hi - lo
     if span <= 0:
-        return S.full_like(v, lo)
+        return S.full_like(v, fill_value=lo)
     below, above = S.less(v, lo), S.greater(v, hi)
     dist = S.where(below, S.subtract(lo, v), S.subtract(v, hi))
     turns = S.trunc(S.divide(dist, span))

@@ -39,6 +39,7 @@ from .import_ops import CONVERTERS as _BASE
 from .import_ops import OnnxNode, constant, np_dtype
 from .import_quant import QLINEAR_CONVERTERS, QUANT_CONVERTERS
 from .import_rnn import RNN_CONVERTERS
+from .import_roi_align import ROI_ALIGN_CONVERTERS
 from .import_scatter import SCATTER_CONVERTERS
 from .import_signal import SIGNAL_CONVERTERS
 from .import_transformer import TRANSFORMER_CONVERTERS
@@ -53,7 +54,8 @@ CONVERTERS.update({**SCATTER_CONVERTERS, **SIGNAL_CONVERTERS, **RNN_CONVERTERS,
                    **UNPOOL_CONVERTERS, **GRID_CONVERTERS,
                    **DETECTION_CONVERTERS, **BITCAST_CONVERTERS,
                    **CAUSAL_CONV_CONVERTERS, **LINEAR_ATTENTION_CONVERTERS,
-                   **FLEX_ATTENTION_CONVERTERS, **DEFORM_CONV_CONVERTERS})  # families added later, each claimed only when all its node cases pass
+                   **FLEX_ATTENTION_CONVERTERS, **DEFORM_CONV_CONVERTERS,
+                   **ROI_ALIGN_CONVERTERS})  # families added later, each claimed only when all its node cases pass
 
 
 def _onnx():

@@ -53,3 +53,12 @@ def test_affine_grid_matches_onnxruntime(monkeypatch, size, align):
     ins = {"theta": RNG.standard_normal((size[0], r, r + 1)).astype(np.float32)}
     model = node_model("AffineGrid", ins, opset=20, consts={"size": np.array(size, np.int64)}, align_corners=align)
     check_node(model, ins, runtime="ort" if r == 2 else "reference", rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_grid_sample_reflection_on_a_single_pixel_axis(mode):
+    """With align_corners the reflection range of a one-pixel axis is the point 0: everything folds onto it."""
+    ins = {"x": RNG.standard_normal((1, 2, 1, 5)).astype(np.float32),
+           "grid": (RNG.random((1, 3, 4, 2)) * 3 - 1.5).astype(np.float32)}
+    check_node(node_model("GridSample", ins, opset=20, mode=mode, padding_mode="reflection", align_corners=1), ins,
+               rtol=1e-5, atol=1e-6)
