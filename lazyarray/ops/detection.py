@@ -5,7 +5,7 @@ class, the highest-scoring box and drops the remaining boxes that overlap a kept
 intersection over union above ``iou_threshold``, up to ``max_per_class`` boxes (ONNX
 NonMaxSuppression, ``torchvision.ops.batched_nms``). Boxes are corner pairs ``[y1, x1, y2, x2]``
 (either diagonal) or, with ``center_point_box``, ``[x_center, y_center, width, height]``. Only boxes
-scoring strictly above ``score_threshold`` compete (``-inf``: all). Equal scores keep the lower
+scoring strictly above ``score_threshold`` compete (``None``: all). Equal scores keep the lower
 box index first. The result, ``[K, 3]`` int64 rows ``(batch, class, box)`` in batch, class and
 selection order, has a length known only after computing.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError, fmt_shape
-from .params import BOOL, FLOAT, INT, Param
+from .params import BOOL, FLOAT, INT, OPT_FLOAT, Param
 from .registry import OpDef, register
 
 
@@ -41,7 +41,7 @@ def _overlaps(kept: np.ndarray, others: np.ndarray, iou_threshold: float) -> np.
         return valid & (inter / np.where(valid, union, 1) > iou_threshold)
 
 
-def _nms(xp, boxes, scores, max_per_class=0, iou_threshold=0.0, score_threshold=float("-inf"),
+def _nms(xp, boxes, scores, max_per_class=0, iou_threshold=0.0, score_threshold=None,
          center_point_box=False, out=None):
     host = [np.asarray(a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else a) for a in (boxes, scores)]
     corners, sc = _corners(host[0].astype(np.float64), center_point_box), host[1]
@@ -49,7 +49,7 @@ def _nms(xp, boxes, scores, max_per_class=0, iou_threshold=0.0, score_threshold=
     for b in range(sc.shape[0]):
         for c in range(sc.shape[1]):
             s = sc[b, c]
-            cand = np.arange(s.shape[0]) if score_threshold == float("-inf") else np.nonzero(s > score_threshold)[0]
+            cand = np.arange(s.shape[0]) if score_threshold is None else np.nonzero(s > score_threshold)[0]
             order = cand[np.lexsort((cand, -s[cand].astype(np.float64)))]  # score descending, index ascending
             kept = 0
             while order.size and kept < max_per_class:
@@ -72,7 +72,7 @@ def _nms_shape(shapes, **params):
 
 register(OpDef("non_max_suppression", ("boxes", "scores"), _nms,
                params=(Param("max_per_class", INT, 0), Param("iou_threshold", FLOAT, 0.0),
-                       Param("score_threshold", FLOAT, float("-inf")), Param("center_point_box", BOOL, False)),
+                       Param("score_threshold", OPT_FLOAT, None), Param("center_point_box", BOOL, False)),
                shape=_nms_shape, dtype=lambda dtypes, **p: np.dtype("int64"),
                doc="greedy non-maximum suppression per batch entry and class: [K, 3] int64 rows (batch, class, box) "
                    "of the kept boxes, best first (ONNX NonMaxSuppression)"))

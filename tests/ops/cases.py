@@ -1794,7 +1794,7 @@ def _nms_samples(rng, dtype, small):
             Sample((bx, sc), {}, "no-boxes")]
 
 
-def _nms_ref(boxes, scores, max_per_class=0, iou_threshold=0.0, score_threshold=float("-inf"),
+def _nms_ref(boxes, scores, max_per_class=0, iou_threshold=0.0, score_threshold=None,
              center_point_box=False):
     def corners(b):
         b = b.astype(np.float64)
@@ -1813,7 +1813,8 @@ def _nms_ref(boxes, scores, max_per_class=0, iou_threshold=0.0, score_threshold=
     for bi in range(scores.shape[0]):
         for ci in range(scores.shape[1]):
             s = scores[bi, ci]
-            cand = sorted((i for i in range(len(s)) if s[i] > score_threshold), key=lambda i: (-float(s[i]), i))
+            cand = sorted((i for i in range(len(s)) if score_threshold is None or s[i] > score_threshold),
+                          key=lambda i: (-float(s[i]), i))
             kept = []
             for i in cand:
                 if len(kept) == max_per_class:
