@@ -14,11 +14,11 @@ def non_max_suppression(n: OnnxNode) -> list:
 
     def scalar(i, what, default):
         v = n.const(i, f"NonMaxSuppression {what}")
-        return default if v is None or np.asarray(v).size == 0 else float(np.asarray(v).reshape(-1)[0])
+        return default if v is None or np.asarray(v).size == 0 else np.asarray(v).reshape(-1)[0].item()
     return [S.non_max_suppression(n.inputs[0], n.inputs[1],
                                   max_per_class=max(int(scalar(2, "max_output_boxes_per_class", 0)), 0),
                                   iou_threshold=float(scalar(3, "iou_threshold", 0.0)),
-                                  score_threshold=scalar(4, "score_threshold", None),
+                                  score_threshold=None if (t := scalar(4, "score_threshold", None)) is None else float(t),
                                   center_point_box=bool(int(n.attr("center_point_box", 0))))]
 
 
