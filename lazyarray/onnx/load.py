@@ -23,18 +23,39 @@ from ..device import current_device
 from ..errors import GraphFormatError, LazyArrayError
 from ..executor.interpret import interpret
 from ..graph.symbol import Symbol
+from .import_bitcast import BITCAST_CONVERTERS
+from .import_causal_conv import CAUSAL_CONV_CONVERTERS
 from .import_control import CONTROL_CONVERTERS, Body
+from .import_crop import CROP_CONVERTERS
+from .import_deform_conv import DEFORM_CONV_CONVERTERS
+from .import_detection import DETECTION_CONVERTERS
+from .import_flex_attention import FLEX_ATTENTION_CONVERTERS
+from .import_grid import GRID_CONVERTERS
 from .import_index import INDEX_CONVERTERS
+from .import_linear_attention import LINEAR_ATTENTION_CONVERTERS
 from .import_lrn import LRN_CONVERTERS
 from .import_nn import NN_CONVERTERS
 from .import_ops import CONVERTERS as _BASE
 from .import_ops import OnnxNode, constant, np_dtype
-from .import_quant import QUANT_CONVERTERS
+from .import_quant import QLINEAR_CONVERTERS, QUANT_CONVERTERS
+from .import_rnn import RNN_CONVERTERS
+from .import_roi_align import ROI_ALIGN_CONVERTERS
+from .import_scatter import SCATTER_CONVERTERS
+from .import_signal import SIGNAL_CONVERTERS
+from .import_transformer import TRANSFORMER_CONVERTERS
+from .import_unpool import UNPOOL_CONVERTERS
 from .opset_upgrade import DEFAULT_DOMAINS as _DEFAULT_DOMAINS
 from .opset_upgrade import default_opset, upgrade
 
 CONVERTERS = {**_BASE, **NN_CONVERTERS, **INDEX_CONVERTERS, **QUANT_CONVERTERS, **CONTROL_CONVERTERS,
               **LRN_CONVERTERS}  # ONNX op_type -> converter: the one import table
+CONVERTERS.update({**SCATTER_CONVERTERS, **SIGNAL_CONVERTERS, **RNN_CONVERTERS,
+                   **QLINEAR_CONVERTERS, **TRANSFORMER_CONVERTERS, **CROP_CONVERTERS,
+                   **UNPOOL_CONVERTERS, **GRID_CONVERTERS,
+                   **DETECTION_CONVERTERS, **BITCAST_CONVERTERS,
+                   **CAUSAL_CONV_CONVERTERS, **LINEAR_ATTENTION_CONVERTERS,
+                   **FLEX_ATTENTION_CONVERTERS, **DEFORM_CONV_CONVERTERS,
+                   **ROI_ALIGN_CONVERTERS})  # families added later, each claimed only when all its node cases pass
 
 
 def _onnx():
@@ -334,7 +355,7 @@ class Conversion:
                         subgraph=lambda attr, in_avals: self._subgraph(self._graph_attr(nd, attr, where), where,
                                                                        in_avals))
         try:
-            outs = CONVERTERS[nd.op_type](node)
+            outs = CONVERTERS[nd.op_type if nd.domain in _DEFAULT_DOMAINS else f"{nd.domain}.{nd.op_type}"](node)
         except GraphFormatError:
             raise
         except LazyArrayError as exc:

@@ -1,8 +1,10 @@
 """The op registry and the op library, one file per family; importing this registers them all."""
 from . import (  # noqa: F401  (registration side effect)
     advanced_index,
+    bitcast,
     conv,
     core,
+    detection,
     elementwise,
     fft,
     linalg,
@@ -14,6 +16,7 @@ from . import (  # noqa: F401  (registration side effect)
     repeat_elements,
     sampling,
     sbp_rules,
+    scatter,
     shape,
     sorting,
 )

@@ -321,6 +321,13 @@ def _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out):
 
 
 def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):
+    if x.dtype == np.float16 and weight.dtype == np.float16:  # half precision accumulates in float32
+        y = _conv2d(xp, x.astype(np.float32), weight.astype(np.float32),
+                    None if bias is None else bias.astype(np.float32), stride, padding, dilation, groups)
+        if out is None:
+            return y.astype(np.float16)
+        out[...] = y
+        return out
     stride, padding, dilation = _geometry(stride, padding, dilation, "conv2d")
     n, c = x.shape[:2]
     o, cg, kh, kw = weight.shape

@@ -87,6 +87,14 @@ class _OptInt(_Int):
         return None if value is None else super().convert(value, op, param)
 
 
+class _OptFloat(_Float):
+    name = "float?"
+    annotation = "float | None"
+
+    def convert(self, value, op, param):
+        return None if value is None else super().convert(value, op, param)
+
+
 class _Bool(ParamType):
     name = "bool"
     annotation = "bool"
@@ -331,7 +339,7 @@ class _Ord(ParamType):
 FLOAT, INT, BOOL, OPT_BOOL = _Float(), _Int(), _Bool(), _OptBool()
 ORD = _Ord()
 INTS, OPT_INTS, AXIS, DTYPE, DEVICE, KEY = _Ints(), _OptInts(), _Axis(), _DType(), _Device(), _Key()
-OPT_DTYPE, SCALAR, OPT_INT = _OptDType(), _Scalar(), _OptInt()
+OPT_DTYPE, SCALAR, OPT_INT, OPT_FLOAT = _OptDType(), _Scalar(), _OptInt(), _OptFloat()
 PAD_WIDTH = _PadWidth()
 choice = _Choice
 

@@ -1725,3 +1725,121 @@ def _layer_norm_grad_saved_ref(g, xhat, rstd, gamma, axis=-1):
 CASES["layer_norm_with_stats"] = Case("norm", _layer_norm_samples, _layer_norm_with_stats_ref, FLOATS, rtol32=1e-4)
 CASES["layer_norm_grad_saved"] = Case("norm", _layer_norm_grad_saved_samples, _layer_norm_grad_saved_ref, FLOATS,
                                       rtol32=1e-4)
+
+
+# -- scatter (ops/scatter.py): loop references, one update at a time in order --------------------------
+_SCATTER_FN = {"none": lambda a, b: b, "add": lambda a, b: a + b, "mul": lambda a, b: a * b,
+               "max": max, "min": min}
+
+
+def _scatter_along_samples(rng, dtype, small):
+    x = rand(rng, (4, 5, 3), dtype)
+    out = []
+    for red in ("none", "add", "mul", "max", "min"):
+        # distinct indices along axis 1 for "none" (repeated ones: the last wins, which NumPy also does)
+        idx = np.stack([rng.permutation(5)[:3] for _ in range(4 * 2)]).reshape(4, 2, 3).transpose(0, 2, 1)
+        if red != "none":
+            idx = rng.integers(-5, 5, (4, 3, 2))
+        out.append(Sample((x, idx, rand(rng, idx.shape, dtype)), {"axis": 1, "reduce": red}, f"axis1-{red}"))
+    idx0 = rng.integers(0, 4, (2, 5, 3))
+    out.append(Sample((x, idx0, rand(rng, idx0.shape, dtype)), {"reduce": "add"}, "axis0-repeats"))
+    return out
+
+
+def _scatter_along_ref(x, indices, updates, axis=0, reduce="none"):
+    res, fn = x.copy(), _SCATTER_FN[reduce]
+    for pos in np.ndindex(*indices.shape):
+        tgt = list(pos)
+        tgt[axis] = int(indices[pos]) % x.shape[axis]
+        res[tuple(tgt)] = fn(res[tuple(tgt)], updates[pos])
+    return res
+
+
+def _scatter_nd_samples(rng, dtype, small):
+    x = rand(rng, (4, 3, 2), dtype)
+    pts = np.array([[0, 1], [3, 2], [-1, 0], [1, -1]])
+    out = [Sample((x, pts, rand(rng, (4, 2), dtype)), {}, "points-rows"),
+           Sample((x, np.array([[[2], [0]]]), rand(rng, (1, 2, 3, 2), dtype)), {"reduce": "mul"}, "slabs-mul")]
+    rep = rng.integers(0, 2, (6, 3))
+    for red in ("add", "max", "min"):
+        out.append(Sample((x, rep, rand(rng, (6,), dtype)), {"reduce": red}, f"repeats-{red}"))
+    return out
+
+
+def _scatter_nd_ref(x, indices, updates, reduce="none"):
+    res, fn = x.copy(), _SCATTER_FN[reduce]
+    for pos in np.ndindex(*indices.shape[:-1]):
+        tgt = tuple(int(i) % n for i, n in zip(indices[pos], x.shape))
+        res[tgt] = np.vectorize(fn)(res[tgt], updates[pos]) if np.ndim(updates[pos]) else fn(res[tgt], updates[pos])
+    return res
+
+
+CASES["scatter_along_axis"] = Case("scatter", _scatter_along_samples, _scatter_along_ref, ALL)
+CASES["scatter_nd"] = Case("scatter", _scatter_nd_samples, _scatter_nd_ref, ALL)
+
+
+# -- detection (ops/detection.py): a pair-at-a-time loop reference ----------------------------------------
+def _nms_samples(rng, dtype, small):
+    def boxes(b, n):
+        lo = rng.random((b, n, 2)) * 4
+        return np.concatenate([lo, lo + rng.random((b, n, 2)) * 3 + 0.1], axis=-1).astype(dtype)
+    bx, sc = boxes(2, 9), rng.random((2, 3, 9)).astype(dtype)
+    sc[0, 0, 4] = sc[0, 0, 2]  # a tie: the lower index first
+    flipped = bx[..., [2, 3, 0, 1]]  # the other diagonal
+    centre = np.concatenate([(bx[..., 2:] + bx[..., :2]) / 2, bx[..., 2:] - bx[..., :2]], axis=-1)[..., [1, 0, 3, 2]]
+    return [Sample((bx, sc), {"max_per_class": 4, "iou_threshold": 0.3}, "corners"),
+            Sample((flipped, sc), {"max_per_class": 9, "iou_threshold": 0.1, "score_threshold": 0.4}, "flipped-scored"),
+            Sample((centre.astype(dtype), sc), {"max_per_class": 2, "iou_threshold": 0.5, "center_point_box": True},
+                   "centre"),
+            Sample((bx, sc), {}, "no-boxes")]
+
+
+def _nms_ref(boxes, scores, max_per_class=0, iou_threshold=0.0, score_threshold=None,
+             center_point_box=False):
+    def corners(b):
+        b = b.astype(np.float64)
+        if center_point_box:
+            return (b[1] - b[3] / 2, b[0] - b[2] / 2, b[1] + b[3] / 2, b[0] + b[2] / 2)
+        return (min(b[0], b[2]), min(b[1], b[3]), max(b[0], b[2]), max(b[1], b[3]))
+
+    def iou(p, q):
+        (y0, x0, y1, x1), (v0, u0, v1, u1) = corners(p), corners(q)
+        h, w = min(y1, v1) - max(y0, v0), min(x1, u1) - max(x0, u0)
+        if h <= 0 or w <= 0:
+            return 0.0
+        a, b = (y1 - y0) * (x1 - x0), (v1 - v0) * (u1 - u0)
+        return h * w / (a + b - h * w)
+    rows = []
+    for bi in range(scores.shape[0]):
+        for ci in range(scores.shape[1]):
+            s = scores[bi, ci]
+            cand = sorted((i for i in range(len(s)) if score_threshold is None or s[i] > score_threshold),
+                          key=lambda i: (-float(s[i]), i))
+            kept = []
+            for i in cand:
+                if len(kept) == max_per_class:
+                    break
+                if all(iou(boxes[bi, i], boxes[bi, k]) <= iou_threshold for k in kept):
+                    kept.append(i)
+            rows += [(bi, ci, k) for k in kept]
+    return np.array(rows, dtype=np.int64).reshape(-1, 3)
+
+
+CASES["non_max_suppression"] = Case("detection", _nms_samples, _nms_ref, FLOATS, data_dependent=True)
+
+
+# -- bitcast (ops/bitcast.py): the reference goes through the raw bytes --------------------------------------
+_BITCAST_TO = {"float32": "int32", "float64": "uint64", "int32": "float32", "int64": "float64"}
+
+
+def _bitcast_samples(rng, dtype, small):
+    x = rand(rng, (3, 4), dtype)
+    return [Sample((x,), {"dtype": _BITCAST_TO[dtype]}, "same-width"), Sample((x[:, ::2],), {"dtype": dtype}, "strided"),
+            Sample((np.asarray(x[0, 0]),), {"dtype": _BITCAST_TO[dtype]}, "scalar")]
+
+
+def _bitcast_ref(x, dtype):
+    return np.frombuffer(np.ascontiguousarray(x).tobytes(), dtype=dtype).reshape(x.shape)
+
+
+CASES["bitcast"] = Case("core", _bitcast_samples, _bitcast_ref, ALL)

@@ -158,3 +158,19 @@ def test_scratch_columns_never_leak_into_results():
     assert conv._scratch(np, 0, (2, 3), np.float64).shape == (2, 3)
     big = conv._scratch(np, 0, (conv.SCRATCH_MAX_BYTES // 4 + 1,), np.float32)  # over the limit: its own
     assert big.base is None
+
+
+@pytest.mark.parametrize("ks,groups", [((4, 1, 1, 9), 4), ((6, 4, 3, 3), 1), ((6, 2, 3, 3), 2)],
+                         ids=["depthwise", "dense", "groups2"])
+def test_half_precision_accumulates_in_float32(ks, groups):
+    """float16 in and out, but each output is the float32 sum rounded once (as MLAS and cuDNN do), so
+    long sums do not gather one float16 rounding error per tap."""
+    rng = np.random.default_rng(3)
+    x, k, b = (rng.standard_normal(s).astype("float16") for s in ((2, 4, 7, 12), ks, ks[:1]))
+    want = _conv2d_ref(*(a.astype(np.float64) for a in (x, k, b)), padding=(1, 1), groups=groups)
+    got = conv._conv2d(np, x, k, b, padding=(1, 1), groups=groups)
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, want.astype(np.float32).astype(np.float16))
+    out = np.full(want.shape, np.nan, np.float16)
+    assert conv._conv2d(np, x, k, b, padding=(1, 1), groups=groups, out=out) is out
+    np.testing.assert_array_equal(out, got)
