@@ -239,7 +239,24 @@ def _copy_inlined(outputs: list[Entry], given: dict) -> list[Entry]:
 
 
 def run(compiled: Compiled, records: list, leaves: list, consts: list[Node], heads: list) -> list:
-    """The leaves' gradients for this step's values (versions checked as the general path does)."""
+    """The leaves' gradients for this step's values (versions checked as the general path does).
+
+    A leaf with ``grad_req="write"`` drops its previous gradient before the program runs (after
+    every check passed): when nothing else holds that gradient's memory any more, the program
+    writes this step's gradient into it (``Program.run`` reuses handed-out memory nobody holds)
+    instead of allocating, and faulting in, fresh buffers every step. A gradient the user kept
+    (``g = p.grad``) is still held, so it is never overwritten: that step allocates anew. Should
+    the program fail, those leaves are left without a gradient (None), never with a stale one.
+    """
+    args = gather(compiled, records, leaves, consts, heads)
+    for leaf, _ in leaves:
+        if leaf.grad_req == "write":
+            leaf.grad = None
+    return compiled.program.run(args)
+
+
+def gather(compiled: Compiled, records: list, leaves: list, consts: list[Node], heads: list) -> list:
+    """The program's arguments for this step's values, their buffer versions checked."""
     args = []
     for what, a, b in compiled.reads:
         if what == "saved":
@@ -254,7 +271,7 @@ def run(compiled: Compiled, records: list, leaves: list, consts: list[Node], hea
             if node.version is not None and version(node.value) != node.version:
                 raise autograd.captured_input_written(node)
             args.append(node.value)
-    return compiled.program.run(args)
+    return args
 
 
 def clear() -> None:

@@ -194,3 +194,53 @@ def test_hybridized_backward_calls_are_inlined_into_one_program(monkeypatch):
     assert any(n.op is not None and n.op.name == "call" for n in compiled.program.nodes)
     for a, b in zip(inlined, nested):
         np.testing.assert_array_equal(a, b)
+
+
+def _address(a) -> int:
+    return a._value.__array_interface__["data"][0]
+
+
+def _tanh_step(x, w):
+    with la.autograd.record():
+        y = la.sum(la.tanh(la.matmul(x, w)))
+    y.backward()
+
+
+def test_a_write_gradient_nobody_holds_is_rewritten_in_place_and_equals_a_fresh_one():
+    x = la.array(RNG.standard_normal((5, 4)))
+    w = la.array(RNG.standard_normal((4, 3)))
+    w.attach_grad()
+    _tanh_step(x, w)
+    first = _address(w.grad)
+    for _ in range(3):
+        x = la.array(RNG.standard_normal((5, 4)))
+        _tanh_step(x, w)
+        assert _address(w.grad) == first  # the last step's buffer, written again
+        want = (1 - np.tanh(x.asnumpy() @ w.asnumpy()) ** 2)
+        np.testing.assert_allclose(w.grad.asnumpy(), x.asnumpy().T @ want, rtol=1e-12)
+
+
+def test_a_gradient_the_user_kept_is_never_overwritten():
+    x = la.array(RNG.standard_normal((5, 4)))
+    w = la.array(RNG.standard_normal((4, 3)))
+    w.attach_grad()
+    _tanh_step(x, w)
+    _tanh_step(x, w)
+    kept = w.grad  # held from one step to the next
+    kept_np = kept.asnumpy().copy()
+    view = kept._value[1:]  # a view of its memory counts too
+    _tanh_step(la.array(RNG.standard_normal((5, 4))), w)
+    assert w.grad is not kept
+    np.testing.assert_array_equal(kept.asnumpy(), kept_np)
+    np.testing.assert_array_equal(view, kept_np[1:])
+    assert not np.array_equal(w.grad.asnumpy(), kept_np)
+
+
+def test_add_gradients_accumulate_over_steps():
+    x = la.array(RNG.standard_normal((5, 4)))
+    w = la.array(RNG.standard_normal((4, 3)))
+    w.attach_grad(grad_req="add")
+    for _ in range(3):
+        _tanh_step(x, w)
+    want = x.asnumpy().T @ (1 - np.tanh(x.asnumpy() @ w.asnumpy()) ** 2)
+    np.testing.assert_allclose(w.grad.asnumpy(), 3 * want, rtol=1e-12)

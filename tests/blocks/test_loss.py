@@ -72,3 +72,18 @@ def test_a_subclass_with_its_own_forward_stays_imperative():
     assert not loss_fn.hybridized
     out = loss_fn(la.array(np.array([[2.0, -4.0]], np.float32)), la.array(np.zeros((1, 2), np.float32)))
     np.testing.assert_allclose(out.asnumpy(), [(0.25 + 1.0) / 2])
+
+
+def test_integer_label_sce_is_one_op_forward_and_one_backward():
+    loss_fn = B.SoftmaxCrossEntropyLoss()
+    with la.deferred():
+        loss = loss_fn(la.array(np.zeros((4, 3), np.float32)), la.array(np.array([0, 1, 2, 0])))
+    names = [n.op.name for n in la.get_symbol(loss).topo() if n.op is not None]
+    assert names == ["softmax_cross_entropy_rows"]
+    p = la.array(RNG.standard_normal((4, 3)).astype(np.float32))
+    p.attach_grad()
+    with la.deferred(), la.autograd.record():
+        loss = loss_fn(p, la.array(np.array([0, 1, 2, 0])))
+        loss.backward()
+        names = {n.op.name for n in la.get_symbol(p.grad).topo() if n.op is not None}
+    assert "softmax_cross_entropy_rows_grad" in names and not names & {"one_hot", "log_softmax", "softmax"}

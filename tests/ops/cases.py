@@ -609,6 +609,29 @@ def _sce_ref(logits, labels):
     return np.asarray(-picked.mean()).astype(logits.dtype)
 
 
+def _sce_rows_samples(rng, dtype, small):
+    return [Sample((rand(rng, (5, 4), dtype), rng.integers(0, 4, (5,))), {}, "2d"),
+            Sample((rand(rng, (2, 3, 4), dtype), rng.integers(-4, 4, (2, 3)).astype(np.int32)), {}, "3d, negative"),
+            Sample((rand(rng, (4,), dtype), np.array(2)), {}, "1d")]
+
+
+def _sce_rows_ref(logits, labels):
+    logp = _log_softmax_ref(logits.astype(np.float64))
+    picked = np.take_along_axis(logp, labels[..., None].astype(np.int64) % logits.shape[-1], axis=-1)[..., 0]
+    return (-picked).astype(logits.dtype)
+
+
+def _sce_rows_grad_samples(rng, dtype, small):
+    return [Sample((rand(rng, (5, 4), dtype), rng.integers(-4, 4, (5,)), rand(rng, (5,), dtype)), {}, "2d"),
+            Sample((rand(rng, (2, 3, 4), dtype), rng.integers(0, 4, (2, 3)), rand(rng, (2, 3), dtype)), {}, "3d")]
+
+
+def _sce_rows_grad_ref(logits, labels, g):
+    p = np.exp(_log_softmax_ref(logits.astype(np.float64)))
+    onehot = (labels[..., None] % logits.shape[-1] == np.arange(logits.shape[-1]))
+    return ((p - onehot) * g[..., None]).astype(logits.dtype)
+
+
 def _one_hot_samples(rng, dtype, small):
     return [Sample((rng.integers(0, 5, (4,)),), {"depth": 5}, "1d"),
             Sample((rng.integers(0, 3, (2, 3)).astype(np.int32),), {"depth": 3, "dtype": dtype}, "2d")]
@@ -870,6 +893,8 @@ CASES: dict[str, Case] = {
     "softmax": Case("nn", _softmax_samples, _softmax_ref, FLOATS, grad=(0,)),
     "log_softmax": Case("nn", _softmax_samples, _log_softmax_ref, FLOATS, grad=(0,)),
     "softmax_cross_entropy": Case("nn", _sce_samples, _sce_ref, FLOATS, grad=(0,), rtol32=1e-4),
+    "softmax_cross_entropy_rows": Case("nn", _sce_rows_samples, _sce_rows_ref, FLOATS, grad=(0,), rtol32=1e-4),
+    "softmax_cross_entropy_rows_grad": Case("nn", _sce_rows_grad_samples, _sce_rows_grad_ref, FLOATS, rtol32=1e-4),
     "one_hot": Case("nn", _one_hot_samples, _one_hot_ref, ("int64",)),
     "one_hot_like": Case("nn", _one_hot_like_samples, _one_hot_like_ref, ALL),
     "dropout": Case("nn", unary(), None, FLOATS, kind="compose"),
