@@ -85,9 +85,17 @@ def structure(records: list, leaves: list, outputs: list, heads: list):
     ``leaves``: ``[(leaf, entries)]``.
     """
     rec_ix = {id(r): k for k, r in enumerate(records)}
-    leaf_ix = {id(leaf): j for j, (leaf, _) in enumerate(leaves)}
+    leaf_tag = {}  # id(leaf) -> its input tag ("l", j), made once per tape
+    leaf_avals = []
+    for j, (leaf, entries) in enumerate(leaves):
+        if len(entries) != 1 or leaf.stype != "default" or leaf.entry.node.avals[0].stype != "default":
+            return None, None  # (a leaf written between two uses in one tape stands for two values)
+        leaf_tag[id(leaf)] = ("l", j)
+        for e in entries.values():
+            leaf_avals.append(e.aval)
     consts: list[Node] = []
     parts = []
+    Leaf = autograd.Leaf
     for r in records:
         node = r.node
         ins = []
@@ -100,8 +108,8 @@ def structure(records: list, leaves: list, outputs: list, heads: list):
                     return None, None
                 consts.append(e.node)
                 ins.append(("c", a))
-            elif p.__class__ is autograd.Leaf:
-                ins.append(("l", leaf_ix[id(p)]))
+            elif p.__class__ is Leaf:
+                ins.append(leaf_tag[id(p)])
             else:
                 ins.append(("r", rec_ix[id(p)], e.index))
         try:
@@ -110,13 +118,10 @@ def structure(records: list, leaves: list, outputs: list, heads: list):
         except TypeError:
             return None, None
         parts.append((node.op, params, tuple(ins), node.avals))
-    for leaf, entries in leaves:
-        if len(entries) != 1 or leaf.stype != "default" or leaf.entry.node.avals[0].stype != "default":
-            return None, None  # (a leaf written between two uses in one tape stands for two values)
-    outs = tuple(("r", rec_ix[id(o._ag)], o._entry.index) if id(o._ag) in rec_ix else ("l", leaf_ix[id(o._ag)])
+    outs = tuple(("r", rec_ix[id(o._ag)], o._entry.index) if id(o._ag) in rec_ix else leaf_tag[id(o._ag)]
                  for o in outputs)
-    head_avals = tuple(None if h is None else h.aval for h in heads)
-    leaf_avals = tuple(next(iter(entries.values())).aval for _, entries in leaves)
+    head_avals = tuple([None if h is None else h.aval for h in heads])
+    leaf_avals = tuple(leaf_avals)
     return (tuple(parts), outs, head_avals, leaf_avals), consts
 
 
