@@ -9,6 +9,11 @@ labels' positions. These two ops are that: one kernel forward, one backward, and
 bit for bit as the one-hot formula (the row's log-sum-exp is computed in the same order, and adding
 the one-hot's zeros changes nothing).
 
+When a forward and its backward compile together, ``graph/passes/forward_saves.py`` rewrites the
+pair: ``softmax_cross_entropy_rows_with_probs`` gives the loss and the probabilities (the forward
+has them in hand), and ``softmax_cross_entropy_rows_grad_saved`` scales them and subtracts at the
+labels (no second pass over the row maxima, exponentials and sums); the same values bit for bit.
+
 Labels index the last axis of ``logits``; negative labels count from the end (as NumPy indexing
 and the one-hot formula do); an out-of-range label raises ``IndexError``.
 """
@@ -96,3 +101,40 @@ register(OpDef(
     "softmax_cross_entropy_rows_grad", ("logits", "labels", "g"), _sce_rows_grad,
     shape=lambda shapes: tuple(shapes[0]), dtype=lambda dtypes: dtypes[0], writes_out=True, namespace="nn",
     doc="softmax_cross_entropy_rows' gradient: (softmax(logits) - one_hot(labels)) * g[..., None]"))
+
+
+def _sce_rows_with_probs(xp, logits, labels, out=None):
+    """``(loss per row, softmax(logits))``: the probabilities are ``exp(log_softmax)`` as the
+    gradient kernel computes them."""
+    classes = logits.shape[-1]
+    x2 = logits.reshape(-1, classes)
+    s, lse = _shifted(xp, x2)
+    loss = xp.empty(labels.shape, logits.dtype) if out is None else out[0]
+    probs = xp.empty(logits.shape, logits.dtype) if out is None else out[1]
+    xp.subtract(lse[:, 0], s[_label_index(xp, labels, x2.shape[0])], out=loss.reshape(-1))
+    p2 = probs.reshape(x2.shape)
+    xp.subtract(s, lse, out=p2)
+    xp.exp(p2, out=p2)
+    return loss, probs
+
+
+def _sce_rows_grad_saved(xp, probs, labels, g, out=None):
+    """``(probs - one_hot(labels)) * g[..., None]`` from the saved probabilities."""
+    classes = probs.shape[-1]
+    p2 = probs.reshape(-1, classes)
+    g1 = g.reshape(-1, 1)
+    res = xp.multiply(p2, g1, out=None if out is None else out.reshape(p2.shape))
+    res[_label_index(xp, labels, p2.shape[0])] -= g1[:, 0]
+    return res.reshape(probs.shape) if out is None else out
+
+
+register(OpDef(
+    "softmax_cross_entropy_rows_with_probs", ("logits", "labels"), _sce_rows_with_probs, num_outputs=2,
+    shape=lambda shapes: [_rows_shape(shapes), tuple(shapes[0])], dtype=lambda dtypes: [_rows_dtype(dtypes)] * 2,
+    writes_out=True, namespace="nn",
+    doc="softmax_cross_entropy_rows and softmax(logits) at once: the form a compiled training step "
+        "uses (graph/passes/forward_saves.py; no gradient of its own)"))
+register(OpDef(
+    "softmax_cross_entropy_rows_grad_saved", ("probs", "labels", "g"), _sce_rows_grad_saved,
+    shape=lambda shapes: tuple(shapes[0]), dtype=lambda dtypes: dtypes[0], writes_out=True, namespace="nn",
+    doc="softmax_cross_entropy_rows' gradient from saved probabilities: (probs - one_hot(labels)) * g[..., None]"))

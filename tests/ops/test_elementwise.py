@@ -94,3 +94,45 @@ def test_smooth_l1_matches_mxnet_at_its_turning_point():
     got = la.smooth_l1(la.array(x), scalar=s).asnumpy()
     want = np.where(np.abs(x) < 1 / s ** 2, 0.5 * (s * x) ** 2, np.abs(x) - 0.5 / s ** 2)
     np.testing.assert_allclose(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_relu_gradient_is_one_relu_grad_op_equal_to_the_masked_product(dtype):
+    """relu's gradient runs as ``relu_grad`` (a float mask written into the result, then one product):
+    bit for bit ``g * (y > 0)``, signed zeros and NaN gradients included, eagerly and compiled."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((6, 5)).astype(dtype)
+    x[0, :2] = 0.0
+    g = rng.standard_normal((6, 5)).astype(dtype)
+    g[1, 0], g[2, 1] = np.nan, -0.0
+    want = g * (np.maximum(x, 0) > 0)
+    a = la.array(x)
+    a.attach_grad()
+    with la.autograd.record():
+        y = la.relu(a)
+    y.backward(la.array(g))
+    got = a.grad.asnumpy()
+    np.testing.assert_array_equal(got, want)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+    with la.deferred(), la.autograd.record():
+        b = la.array(x)
+        b.attach_grad()
+        y = la.relu(b)
+        y.backward(la.array(g))
+        ops = {n.op.name for n in la.get_symbol(b.grad).topo() if n.op is not None}
+    assert "relu_grad" in ops and "greater" not in ops
+
+
+def test_relu_gradient_of_a_sparse_output_stays_a_product():
+    from lazyarray.aval import Aval
+    from lazyarray.device import Device
+    from lazyarray.graph.node import Entry, var_node
+    from lazyarray.graph.passes.gradient import _Emitter
+    from lazyarray.ops import registry
+    cpu = Device("cpu", 0)
+    y = Entry(var_node("y", Aval((3, 4), np.dtype("float32"), cpu, "row_sparse")))
+    g = Entry(var_node("g", Aval((3, 4), np.dtype("float32"), cpu, "default")))
+    dense = Entry(var_node("d", Aval((3, 4), np.dtype("float32"), cpu, "default")))
+    relu = registry.get("relu")
+    assert relu.grad(_Emitter(), [y], y, g)[0].node.op.name == "multiply"
+    assert relu.grad(_Emitter(), [dense], dense, g)[0].node.op.name == "relu_grad"
