@@ -122,6 +122,8 @@ def _relu_grad_kernel(xp, y, g, out=None):
     dtype, then the product (no boolean mask array, no mixed bool-float product)."""
     if out is None:
         out = xp.empty(g.shape, g.dtype)
+    elif xp.may_share_memory(out, g):  # (a fused group's register: g's buffer reused for the result)
+        return xp.multiply(g, xp.greater(y, 0), out=out)
     xp.greater(y, 0, out=out)
     return xp.multiply(g, out, out=out)
 
@@ -133,7 +135,7 @@ def _relu_grad_shape(shapes):
 
 
 register(OpDef("relu_grad", ("y", "g"), _relu_grad_kernel, shape=_relu_grad_shape, dtype=lambda dtypes: dtypes[1],
-               writes_out=True, grad=lambda F, ins, out, gg: [None, F.relu_grad(ins[0], gg)],
+               writes_out=True, elementwise=True, grad=lambda F, ins, out, gg: [None, F.relu_grad(ins[0], gg)],
                doc="relu's gradient from its output: g where y > 0, else 0 (g * (y > 0), bit for bit)"))
 
 

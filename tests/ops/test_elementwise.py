@@ -136,3 +136,19 @@ def test_relu_gradient_of_a_sparse_output_stays_a_product():
     relu = registry.get("relu")
     assert relu.grad(_Emitter(), [y], y, g)[0].node.op.name == "multiply"
     assert relu.grad(_Emitter(), [dense], dense, g)[0].node.op.name == "relu_grad"
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_relu_grad_inside_a_fused_group_equals_numpy(fuse):
+    """In a fused group the result may be written into the register of ``g`` (read last there):
+    the kernel keeps the mask apart then, and values equal NumPy's either way."""
+    y = la.sym.var("y", shape=(64, 33))
+    g = la.sym.var("g", shape=(64, 33))
+    out = la.sym.relu_grad(y, g * 2.0) + 1.0
+    op = la.CachedOp(out, fuse=fuse)
+    if fuse:
+        assert "fused" in str(op.compiled())
+    rng = np.random.default_rng(2)
+    yv = np.maximum(rng.standard_normal((64, 33)), 0).astype(np.float32)
+    gv = rng.standard_normal((64, 33)).astype(np.float32)
+    np.testing.assert_array_equal(op(y=la.array(yv), g=la.array(gv)).asnumpy(), (gv * 2.0) * (yv > 0) + 1.0)
