@@ -97,8 +97,20 @@ register(OpDef(
     writes_out=True, namespace="nn",
     grad=lambda F, ins, y, g: [F.softmax_cross_entropy_rows_grad(ins[0], ins[1], g), None],
     doc="per row: -log_softmax(logits)[..., label], labels integer class indices of the last axis"))
+def _sce_rows_grad_grad(F, ins, y, gg):
+    """The gradient's own gradient (a gradient of a gradient through the loss): with ``p`` the
+    softmax and ``t = gg * g[..., None]``, ``p * (t - sum(t * p))`` for the logits and
+    ``sum(gg * (p - one_hot))`` for ``g``."""
+    z, labels, g = ins
+    p = F.softmax(z, axis=-1)
+    t = F.multiply(gg, F.expand_dims(g, axis=-1))
+    dz = F.multiply(p, F.subtract(t, F.sum(F.multiply(t, p), axis=-1, keepdims=True)))
+    dg = F.sum(F.multiply(gg, F.softmax_cross_entropy_rows_grad(z, labels, F.ones_like(g))), axis=-1)
+    return [dz, None, dg]
+
+
 register(OpDef(
-    "softmax_cross_entropy_rows_grad", ("logits", "labels", "g"), _sce_rows_grad,
+    "softmax_cross_entropy_rows_grad", ("logits", "labels", "g"), _sce_rows_grad, grad=_sce_rows_grad_grad,
     shape=lambda shapes: tuple(shapes[0]), dtype=lambda dtypes: dtypes[0], writes_out=True, namespace="nn",
     doc="softmax_cross_entropy_rows' gradient: (softmax(logits) - one_hot(labels)) * g[..., None]"))
 
