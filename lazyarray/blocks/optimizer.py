@@ -125,6 +125,15 @@ class SGD(Optimizer):
         lr`` bit for bit, since scaling by a power of two is exact (for every gradient entry above
         ``2**-126 * batch`` in float32, where ``g * rescale`` would turn subnormal; float16, whose
         normal range ends at 6e-5, never folds), and the update saves one pass over every gradient."""
+        key = (rescale, self.learning_rate, self.momentum, self.wd, self.clip_gradient, dtype)
+        last = self.__dict__.get("_scale_memo")
+        if last is not None and last[0] == key:  # (every step asks again with the same settings)
+            return last[1]
+        res = self._scale(rescale, dtype)
+        self.__dict__["_scale_memo"] = (key, res)
+        return res
+
+    def _scale(self, rescale: float, dtype) -> tuple:
         t = dtype.type
         r, lr = t(rescale), t(self.learning_rate)
         if type(self).apply is not SGD.apply or self.momentum or self.wd or self.clip_gradient is not None \

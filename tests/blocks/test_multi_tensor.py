@@ -291,3 +291,13 @@ def test_plain_sgd_folds_the_rate_only_when_exact(dtype):
         factor, folded = opt.scale(1 / batch, dt)
         assert not folded and factor == t(1 / batch)
     assert not B.SGD(learning_rate=0.01).scale(1 / 64, np.dtype("float16"))[1]  # subnormal within reach
+
+
+def test_the_folded_factor_follows_changed_settings():
+    opt = B.SGD(learning_rate=0.01)
+    f32 = np.dtype("float32")
+    assert opt.scale(1 / 64, f32) == (np.float32(0.01) * np.float32(1 / 64), True)
+    opt.learning_rate = 0.5  # (a schedule sets it every step)
+    assert opt.scale(1 / 64, f32) == (np.float32(0.5) * np.float32(1 / 64), True)
+    opt.momentum = 0.9
+    assert opt.scale(1 / 64, f32) == (np.float32(1 / 64), False)
