@@ -85,9 +85,17 @@ def structure(records: list, leaves: list, outputs: list, heads: list):
     ``leaves``: ``[(leaf, entries)]``.
     """
     rec_ix = {id(r): k for k, r in enumerate(records)}
-    leaf_ix = {id(leaf): j for j, (leaf, _) in enumerate(leaves)}
+    leaf_tag = {}  # id(leaf) -> its input tag ("l", j), made once per tape
+    leaf_avals = []
+    for j, (leaf, entries) in enumerate(leaves):
+        if len(entries) != 1 or leaf.stype != "default" or leaf.entry.node.avals[0].stype != "default":
+            return None, None  # (a leaf written between two uses in one tape stands for two values)
+        leaf_tag[id(leaf)] = ("l", j)
+        for e in entries.values():
+            leaf_avals.append(e.aval)
     consts: list[Node] = []
     parts = []
+    Leaf = autograd.Leaf
     for r in records:
         node = r.node
         ins = []
@@ -100,8 +108,8 @@ def structure(records: list, leaves: list, outputs: list, heads: list):
                     return None, None
                 consts.append(e.node)
                 ins.append(("c", a))
-            elif p.__class__ is autograd.Leaf:
-                ins.append(("l", leaf_ix[id(p)]))
+            elif p.__class__ is Leaf:
+                ins.append(leaf_tag[id(p)])
             else:
                 ins.append(("r", rec_ix[id(p)], e.index))
         try:
@@ -110,13 +118,10 @@ def structure(records: list, leaves: list, outputs: list, heads: list):
         except TypeError:
             return None, None
         parts.append((node.op, params, tuple(ins), node.avals))
-    for leaf, entries in leaves:
-        if len(entries) != 1 or leaf.stype != "default" or leaf.entry.node.avals[0].stype != "default":
-            return None, None  # (a leaf written between two uses in one tape stands for two values)
-    outs = tuple(("r", rec_ix[id(o._ag)], o._entry.index) if id(o._ag) in rec_ix else ("l", leaf_ix[id(o._ag)])
+    outs = tuple(("r", rec_ix[id(o._ag)], o._entry.index) if id(o._ag) in rec_ix else leaf_tag[id(o._ag)]
                  for o in outputs)
-    head_avals = tuple(None if h is None else h.aval for h in heads)
-    leaf_avals = tuple(next(iter(entries.values())).aval for _, entries in leaves)
+    head_avals = tuple([None if h is None else h.aval for h in heads])
+    leaf_avals = tuple(leaf_avals)
     return (tuple(parts), outs, head_avals, leaf_avals), consts
 
 
@@ -239,7 +244,24 @@ def _copy_inlined(outputs: list[Entry], given: dict) -> list[Entry]:
 
 
 def run(compiled: Compiled, records: list, leaves: list, consts: list[Node], heads: list) -> list:
-    """The leaves' gradients for this step's values (versions checked as the general path does)."""
+    """The leaves' gradients for this step's values (versions checked as the general path does).
+
+    A leaf with ``grad_req="write"`` drops its previous gradient before the program runs (after
+    every check passed): when nothing else holds that gradient's memory any more, the program
+    writes this step's gradient into it (``Program.run`` reuses handed-out memory nobody holds)
+    instead of allocating, and faulting in, fresh buffers every step. A gradient the user kept
+    (``g = p.grad``) is still held, so it is never overwritten: that step allocates anew. Should
+    the program fail, those leaves are left without a gradient (None), never with a stale one.
+    """
+    args = gather(compiled, records, leaves, consts, heads)
+    for leaf, _ in leaves:
+        if leaf.grad_req == "write":
+            leaf.grad = None
+    return compiled.program.run(args)
+
+
+def gather(compiled: Compiled, records: list, leaves: list, consts: list[Node], heads: list) -> list:
+    """The program's arguments for this step's values, their buffer versions checked."""
     args = []
     for what, a, b in compiled.reads:
         if what == "saved":
@@ -254,7 +276,7 @@ def run(compiled: Compiled, records: list, leaves: list, consts: list[Node], hea
             if node.version is not None and version(node.value) != node.version:
                 raise autograd.captured_input_written(node)
             args.append(node.value)
-    return compiled.program.run(args)
+    return args
 
 
 def clear() -> None:

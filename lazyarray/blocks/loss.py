@@ -72,6 +72,13 @@ class SoftmaxCrossEntropyLoss(Loss):
         self.axis, self.sparse_label, self.from_logits = axis, sparse_label, from_logits
 
     def forward(self, pred, label):
+        if self.sparse_label and not self.from_logits and self.axis % pred.ndim == pred.ndim - 1 \
+                and label.ndim == pred.ndim - 1:
+            if label.dtype.kind not in "iu":
+                label = label.astype("int64")
+            # the label's log-probability picked by index, the gradient softmax - one_hot by an
+            # index-subtract (ops/loss.py): the one-hot formula's values, one kernel each way
+            return self._finish(F.softmax_cross_entropy_rows(pred, label))
         logp = pred if self.from_logits else F.log_softmax(pred, axis=self.axis)
         if self.sparse_label:
             if label.dtype.kind not in "iu":

@@ -184,7 +184,8 @@ class FlatGroup:
         """Update every parameter of the group (``grads``, ``weights`` in ``params`` order; the
         weights C-contiguous), chunk by chunk: gather ``grad * rescale``, then the optimizer."""
         xp = self.xp
-        r = self.dtype.type(rescale)
+        r, folded = optimizer.scale(rescale, self.dtype)
+        extra = {"folded": True} if folded else {}
         mul = xp.multiply
         wf = [w.reshape(-1) for w in weights]
         gf = [g.reshape(-1) for g in grads]
@@ -197,7 +198,7 @@ class FlatGroup:
                 else:
                     mul(gf[k][a:b], r, out=v)
                     ws.append(wf[k][a:b])
-            optimizer.apply(Target(ws, chunk), chunk.grad, chunk.state, step, xp, chunk.scratch)
+            optimizer.apply(Target(ws, chunk), chunk.grad, chunk.state, step, xp, chunk.scratch, **extra)
 
 
 def flat_ok(group: FlatGroup, grads: list, weights: list) -> bool:

@@ -77,6 +77,12 @@ class Optimizer:
     def apply(self, target, g, state, step: int, xp, scratch) -> None:
         raise NotImplementedError(f"{type(self).__name__}: implement apply(...) or update(...)")
 
+    def scale(self, rescale: float, dtype) -> tuple:
+        """``(factor, folded)``: the gradient is multiplied by ``factor`` (a ``dtype`` scalar) before
+        ``apply``; ``folded=True`` says the factor holds the learning rate too, and ``apply`` is
+        then called with ``folded=True`` (only optimizers that accept it say so)."""
+        return dtype.type(rescale), False
+
     def update(self, weight, grad, state, step: int, rescale: float = 1.0, xp=None) -> None:
         """One parameter, in place: ``weight`` and ``state`` are backend arrays, ``grad`` one too or a
         ``RowSparse`` (then only its rows are updated)."""
@@ -84,8 +90,12 @@ class Optimizer:
         if isinstance(grad, RowSparse):
             self.update_rows(weight, grad, state, step, rescale, xp)
             return
-        g = grad * weight.dtype.type(rescale)
-        self.apply(One(weight, xp), g, state, step, xp, _Fresh(g, xp))
+        factor, folded = self.scale(rescale, weight.dtype)
+        g = grad * factor
+        if folded:
+            self.apply(One(weight, xp), g, state, step, xp, _Fresh(g, xp), folded=True)
+        else:
+            self.apply(One(weight, xp), g, state, step, xp, _Fresh(g, xp))
 
     def update_rows(self, weight, grad: RowSparse, state, step, rescale, xp) -> None:
         raise NotImplementedError(f"{type(self).__name__}: row_sparse gradients are not supported")
@@ -109,10 +119,36 @@ class SGD(Optimizer):
     def create_state(self, weight):
         return weight * 0 if self.momentum else None
 
-    def apply(self, target, g, state, step, xp, scratch) -> None:
+    def scale(self, rescale: float, dtype) -> tuple:
+        """Plain SGD (no momentum, weight decay or clipping) with a power-of-two ``rescale`` (a batch
+        of 64 or 1024) folds the rate into the rescale: ``g * (rescale * lr)`` is ``(g * rescale) *
+        lr`` bit for bit, since scaling by a power of two is exact (for every gradient entry above
+        ``2**-126 * batch`` in float32, where ``g * rescale`` would turn subnormal; float16, whose
+        normal range ends at 6e-5, never folds), and the update saves one pass over every gradient."""
+        key = (rescale, self.learning_rate, self.momentum, self.wd, self.clip_gradient, dtype)
+        last = self.__dict__.get("_scale_memo")
+        if last is not None and last[0] == key:  # (every step asks again with the same settings)
+            return last[1]
+        res = self._scale(rescale, dtype)
+        self.__dict__["_scale_memo"] = (key, res)
+        return res
+
+    def _scale(self, rescale: float, dtype) -> tuple:
+        t = dtype.type
+        r, lr = t(rescale), t(self.learning_rate)
+        if type(self).apply is not SGD.apply or self.momentum or self.wd or self.clip_gradient is not None \
+                or dtype.kind != "f" or dtype.itemsize < 4 or not 0 < rescale <= 1 or math.frexp(rescale)[0] != 0.5:
+            return r, False
+        both = r * lr
+        if not np.isfinite(both) or both == 0 or abs(both) < np.finfo(dtype).tiny or both / r != lr:
+            return r, False  # (the folded factor itself must be exact and normal)
+        return both, True
+
+    def apply(self, target, g, state, step, xp, scratch, folded: bool = False) -> None:
         self._clip_and_decay(target, g, xp, scratch)
         t = target.dtype.type
-        g *= t(self.learning_rate)
+        if not folded:  # (folded: ``scale`` multiplied the rate in already)
+            g *= t(self.learning_rate)
         if state is None:
             target.isub(g)
         else:

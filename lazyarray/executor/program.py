@@ -164,9 +164,14 @@ def _unheld(last) -> bool:
     write its outputs there instead of allocating (and faulting in) fresh pages."""
     raw, made = last
     # raw: our tuple, the name ``raw``, each of our views' base, getrefcount's argument; a view:
-    # our tuple, the generator's variable, getrefcount's argument
-    return sys.getrefcount(raw) == 3 + len(made) and \
-        all(sys.getrefcount(v) == 3 and v.flags.writeable for v in made)
+    # our tuple, the loop's variable, getrefcount's argument (a loop, not all(...): no generator
+    # per output and run)
+    if sys.getrefcount(raw) != 3 + len(made):
+        return False
+    for v in made:
+        if sys.getrefcount(v) != 3 or not v.flags.writeable:
+            return False
+    return True
 
 
 def _alloc(device, nbytes: int):

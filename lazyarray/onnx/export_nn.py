@@ -78,6 +78,15 @@ def _one_hot(g, node, ins):
     return [one_hot_of(g, node, idx, g.ints([int(node.params["depth"])]), values)]
 
 
+def _sce_rows(g, node, ins):
+    """``-log_softmax(logits)`` at each row's label: LogSoftmax, GatherElements on the last axis
+    (which counts negative labels from the end, as the kernel does), Squeeze, Neg."""
+    idx = g.cast(ins[1], _in_dtype(node, 1), np.dtype("int64"))
+    logp = g.op("LogSoftmax", [ins[0]], axis=-1)
+    picked = g.op("GatherElements", [logp, g.op("Unsqueeze", [idx, g.ints([-1])])], axis=-1)
+    return [g.op("Neg", [g.op("Squeeze", [picked, g.ints([-1])])])]
+
+
 def one_hot_of(g, node, idx, depth, values):
     """OneHot, whose indices must have a dim: a 0-d index is made 1-d and its row taken back."""
     if _rank(g, node) == 0:
@@ -190,7 +199,7 @@ def _gelu(g, node, ins):
 
 CONVERTERS = {
     "dense": _dense, "matmul": _matmul, "dot": _dot, "softmax": _softmax("Softmax"),
-    "log_softmax": _softmax("LogSoftmax"), "masked_softmax": _masked_softmax, "one_hot": _one_hot,
+    "log_softmax": _softmax("LogSoftmax"), "masked_softmax": _masked_softmax, "one_hot": _one_hot, "softmax_cross_entropy_rows": _sce_rows,
     "dropout": _dropout, "conv2d": _conv2d, "conv2d_transpose": _conv2d_transpose, "max_pool2d": _max_pool2d,
     "avg_pool2d": _avg_pool2d, "batch_norm": _batch_norm, "layer_norm": _layer_norm, "gelu": _gelu,
 }

@@ -578,7 +578,8 @@ def _foreach(g, node, ins):
 # -- not in inference graphs ------------------------------------------------------------------
 TRAINING_OPS = ("dropout_mask", "softmax_cross_entropy", "random_normal", "random_uniform",
                 # forms the compiled training step uses (graph/passes/forward_saves.py), never in a traced symbol
-                "layer_norm_with_stats", "layer_norm_grad_saved")
+                "layer_norm_with_stats", "layer_norm_grad_saved", "softmax_cross_entropy_rows_with_probs",
+                "softmax_cross_entropy_rows_grad_saved")
 
 
 def is_training_node(node) -> bool:

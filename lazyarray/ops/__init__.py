@@ -8,6 +8,7 @@ from . import (  # noqa: F401  (registration side effect)
     elementwise,
     fft,
     linalg,
+    loss,
     math,
     nn,
     norm,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ParamValueError
+from ..errors import ParamValueError, ShapeError, fmt_shape
 from . import sparse_kernels as sk
 from .params import FLOAT, Param
 from .registry import OpDef, register
@@ -156,8 +156,38 @@ def _relu(xp, x, out=None):
     return res
 
 
+def _relu_grad_kernel(xp, y, g, out=None):
+    """``g * (y > 0)`` in two passes over one buffer: the comparison written as 1.0 / 0.0 in g's
+    dtype, then the product (no boolean mask array, no mixed bool-float product)."""
+    if out is None:
+        out = xp.empty(g.shape, g.dtype)
+    elif xp.may_share_memory(out, g):  # (a fused group's register: g's buffer reused for the result)
+        return xp.multiply(g, xp.greater(y, 0), out=out)
+    xp.greater(y, 0, out=out)
+    return xp.multiply(g, out, out=out)
+
+
+def _relu_grad_shape(shapes):
+    if tuple(shapes[0]) != tuple(shapes[1]):
+        raise ShapeError(f"relu_grad: y {fmt_shape(shapes[0])} and g {fmt_shape(shapes[1])} must have one shape")
+    return tuple(shapes[1])
+
+
+register(OpDef("relu_grad", ("y", "g"), _relu_grad_kernel, shape=_relu_grad_shape, dtype=lambda dtypes: dtypes[1],
+               writes_out=True, elementwise=True, grad=lambda F, ins, out, gg: [None, F.relu_grad(ins[0], gg)],
+               doc="relu's gradient from its output: g where y > 0, else 0 (g * (y > 0), bit for bit)"))
+
+
+def _relu_grad(F, ins, y, g):
+    a, b = y.aval, g.aval
+    if a.stype == b.stype == "default" and a.dtype == b.dtype and a.dtype.kind == "f" and a.shape == b.shape \
+            and a.shape is not None and None not in a.shape:
+        return [F.relu_grad(y, g)]
+    return [F.multiply(g, F.greater(y, 0))]  # sparse, mixed dtypes or unknown dims: as a product
+
+
 # relu's gradient reads its output, not its input: the planner may free the input.
-_unary("relu", _relu, lambda F, ins, y, g: [F.multiply(g, F.greater(y, 0))], "max(x, 0)",
+_unary("relu", _relu, _relu_grad, "max(x, 0)",
        dtype=lambda dtypes: np.maximum.resolve_dtypes((dtypes[0], dtypes[0], None))[-1], zero_preserving=True,
        writes_out=True)
 

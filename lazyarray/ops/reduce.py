@@ -158,8 +158,24 @@ def _sum_to_shape_rule(shapes, shape):
     return tuple(shape)
 
 
+def _sum_to(xp, x, shape, out=None):
+    """``sum_to_shape`` written into ``out`` when given (a compiled graph's planned buffer: the
+    bias gradient of a dense layer, summed over the batch, lands there without a fresh array)."""
+    if out is None:
+        return sum_to_shape(xp, x, shape)
+    lead = x.ndim - len(shape)
+    if xp is np and lead == 1 and x.shape[1:] == tuple(shape):  # (the bias gradient) the reduce
+        return np.add.reduce(x, axis=0, dtype=x.dtype, out=out)  # np.sum calls, without its wrapper
+    axes = tuple(range(lead)) + tuple(i + lead for i, d in enumerate(shape) if d == 1 and x.shape[i + lead] != 1)
+    if not axes:
+        xp.copyto(out, x.reshape(shape))
+    else:
+        xp.sum(x, axis=axes, keepdims=True, dtype=x.dtype, out=out.reshape((1,) * lead + tuple(shape)))
+    return out
+
+
 register(OpDef(
-    "sum_to", ("x",), lambda xp, x, shape, out=None: sum_to_shape(xp, x, shape),
+    "sum_to", ("x",), _sum_to, writes_out=True,
     params=(Param("shape", INTS),), shape=_sum_to_shape_rule,
     grad=lambda F, ins, y, g, shape: [F.broadcast_like(g, ins[0])],
     doc="x summed over broadcast dims down to shape (reverse of broadcast_to)",

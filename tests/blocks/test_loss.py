@@ -72,3 +72,55 @@ def test_a_subclass_with_its_own_forward_stays_imperative():
     assert not loss_fn.hybridized
     out = loss_fn(la.array(np.array([[2.0, -4.0]], np.float32)), la.array(np.zeros((1, 2), np.float32)))
     np.testing.assert_allclose(out.asnumpy(), [(0.25 + 1.0) / 2])
+
+
+def test_integer_label_sce_is_one_op_forward_and_one_backward():
+    loss_fn = B.SoftmaxCrossEntropyLoss()
+    with la.deferred():
+        loss = loss_fn(la.array(np.zeros((4, 3), np.float32)), la.array(np.array([0, 1, 2, 0])))
+    names = [n.op.name for n in la.get_symbol(loss).topo() if n.op is not None]
+    assert names == ["softmax_cross_entropy_rows"]
+    p = la.array(RNG.standard_normal((4, 3)).astype(np.float32))
+    p.attach_grad()
+    with la.deferred(), la.autograd.record():
+        loss = loss_fn(p, la.array(np.array([0, 1, 2, 0])))
+        loss.backward()
+        names = {n.op.name for n in la.get_symbol(p.grad).topo() if n.op is not None}
+    assert "softmax_cross_entropy_rows_grad" in names and not names & {"one_hot", "log_softmax", "softmax"}
+
+
+def _one_hot_formula(pred, label):
+    """The per-sample loss as the one-hot formula (``sum(log_softmax * -one_hot)``), op by op."""
+    onehot = la.nn.one_hot(label, depth=pred.shape[-1], dtype=pred.dtype)
+    return B.SoftmaxCrossEntropyLoss()._finish((la.nn.log_softmax(pred, axis=-1) * -onehot).sum(axis=-1))
+
+
+@pytest.mark.parametrize("hybrid", [True, False])
+@pytest.mark.parametrize("shape,dtype", [((64, 10), "float32"), ((7, 3, 5), "float64"), ((300, 1000), "float32")])
+def test_integer_label_sce_picks_by_index_with_the_one_hot_formulas_values(shape, dtype, hybrid):
+    """The integer-label loss runs one indexing op each way (ops/loss.py; compiled, the forward
+    hands the backward its probabilities), and its value and gradient are those of the one-hot
+    formula bit for bit (the same operations in the same order; (300, 1000) takes log_softmax's
+    row-chunked path), for a head gradient other than ones too."""
+    loss_fn = B.SoftmaxCrossEntropyLoss()
+    loss_fn.hybridize(hybrid)
+    pred = RNG.standard_normal(shape).astype(dtype)
+    label = RNG.integers(-shape[-1], shape[-1], shape[:-1])  # negative labels count from the end
+    head = RNG.random(shape[:1]).astype(dtype)  # (a loss per sample: other axes averaged)
+    got, want = [], []
+    for fn, out in ((loss_fn, got), (_one_hot_formula, want)):
+        p = la.array(pred)
+        p.attach_grad()
+        with la.autograd.record():
+            loss = fn(p, la.array(label))
+        loss.backward(la.array(head))
+        out += [loss.asnumpy(), p.grad.asnumpy()]
+    assert got[0].dtype == want[0].dtype == dtype and got[1].dtype == dtype
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_integer_label_sce_rejects_a_label_out_of_range():
+    loss_fn = B.SoftmaxCrossEntropyLoss()
+    with pytest.raises(IndexError, match="out of bounds"):
+        loss_fn(la.array(np.zeros((2, 3), np.float32)), la.array(np.array([0, 3]))).asnumpy()

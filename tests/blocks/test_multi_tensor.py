@@ -101,7 +101,8 @@ def _trainers(kind, settings, params, per_param):
 @pytest.mark.parametrize("kind,settings", CASES, ids=[f"{k}-{'-'.join(s)}" for k, s in CASES])
 @pytest.mark.parametrize("dtypes", [None, ("float32", "float64", "float16")], ids=["float32", "mixed"])
 @pytest.mark.parametrize("chunk", [None, 7], ids=["one-chunk", "chunks-of-7"])
-def test_flat_update_equals_per_parameter_and_numpy(kind, settings, dtypes, chunk, monkeypatch):
+@pytest.mark.parametrize("batch", [3, 64])  # 64: plain SGD folds the rate into the rescale (exact)
+def test_flat_update_equals_per_parameter_and_numpy(kind, settings, dtypes, chunk, batch, monkeypatch):
     if chunk is not None:  # parameters cut across chunks, chunks holding pieces of several
         monkeypatch.setattr(multi_tensor, "CHUNK_ELEMENTS", chunk)
     flat, single = _params(dtypes), _params(dtypes)
@@ -113,10 +114,10 @@ def test_flat_update_equals_per_parameter_and_numpy(kind, settings, dtypes, chun
         _backward(flat, step)
         _backward(single, step)
         grads = [p.grad().asnumpy().copy() for p in flat]
-        tf.step(3)
-        ts.step(3)
+        tf.step(batch)
+        ts.step(batch)
         for w, g, s in zip(ref, grads, states):
-            _reference(kind, settings, w, g, s, step, 1 / 3)
+            _reference(kind, settings, w, g, s, step, 1 / batch)
         for p, q, w in zip(flat, single, ref):
             np.testing.assert_array_equal(p.data().asnumpy(), q.data().asnumpy())
             np.testing.assert_array_equal(p.data().asnumpy(), w)
@@ -269,3 +270,34 @@ def test_optimizer_with_its_own_update_runs_one_by_one():
     assert not trainer._groups
     for p, w in zip(ps, before):
         np.testing.assert_array_equal(p.data().asnumpy(), w * np.float32(0.5))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_plain_sgd_folds_the_rate_only_when_exact(dtype):
+    """``SGD.scale``: the rate joins the rescale (one pass less) only for plain SGD and a power-of-two
+    batch, where ``g * (r * lr)`` is ``(g * r) * lr`` bit for bit; checked here on gradients spread
+    over many binades."""
+    dt = np.dtype(dtype)
+    t = dt.type
+    rng = np.random.default_rng(3)
+    g = (rng.standard_normal(4096) * np.exp2(rng.integers(-20, 20, 4096))).astype(dt)
+    for batch in (1, 2, 64, 1024):
+        factor, folded = B.SGD(learning_rate=0.01).scale(1 / batch, dt)
+        assert folded and factor.dtype == dt
+        np.testing.assert_array_equal(g * factor, (g * t(1 / batch)) * t(0.01))
+    for opt, batch in ((B.SGD(learning_rate=0.01), 3), (B.SGD(learning_rate=0.01, momentum=0.9), 64),
+                       (B.SGD(learning_rate=0.01, wd=0.1), 64), (B.SGD(learning_rate=0.01, clip_gradient=1.0), 64),
+                       (B.Adam(), 64)):
+        factor, folded = opt.scale(1 / batch, dt)
+        assert not folded and factor == t(1 / batch)
+    assert not B.SGD(learning_rate=0.01).scale(1 / 64, np.dtype("float16"))[1]  # subnormal within reach
+
+
+def test_the_folded_factor_follows_changed_settings():
+    opt = B.SGD(learning_rate=0.01)
+    f32 = np.dtype("float32")
+    assert opt.scale(1 / 64, f32) == (np.float32(0.01) * np.float32(1 / 64), True)
+    opt.learning_rate = 0.5  # (a schedule sets it every step)
+    assert opt.scale(1 / 64, f32) == (np.float32(0.5) * np.float32(1 / 64), True)
+    opt.momentum = 0.9
+    assert opt.scale(1 / 64, f32) == (np.float32(1 / 64), False)

@@ -609,6 +609,55 @@ def _sce_ref(logits, labels):
     return np.asarray(-picked.mean()).astype(logits.dtype)
 
 
+def _sce_rows_samples(rng, dtype, small):
+    return [Sample((rand(rng, (5, 4), dtype), rng.integers(0, 4, (5,))), {}, "2d"),
+            Sample((rand(rng, (2, 3, 4), dtype), rng.integers(-4, 4, (2, 3)).astype(np.int32)), {}, "3d, negative"),
+            Sample((rand(rng, (4,), dtype), np.array(2)), {}, "1d")]
+
+
+def _sce_rows_ref(logits, labels):
+    logp = _log_softmax_ref(logits.astype(np.float64))
+    picked = np.take_along_axis(logp, labels[..., None].astype(np.int64) % logits.shape[-1], axis=-1)[..., 0]
+    return (-picked).astype(logits.dtype)
+
+
+def _sce_rows_grad_samples(rng, dtype, small):
+    return [Sample((rand(rng, (5, 4), dtype), rng.integers(-4, 4, (5,)), rand(rng, (5,), dtype)), {}, "2d"),
+            Sample((rand(rng, (2, 3, 4), dtype), rng.integers(0, 4, (2, 3)), rand(rng, (2, 3), dtype)), {}, "3d")]
+
+
+def _sce_rows_grad_ref(logits, labels, g):
+    p = np.exp(_log_softmax_ref(logits.astype(np.float64)))
+    onehot = (labels[..., None] % logits.shape[-1] == np.arange(logits.shape[-1]))
+    return ((p - onehot) * g[..., None]).astype(logits.dtype)
+
+
+def _sce_probs_ref(logits, labels):
+    return [_sce_rows_ref(logits, labels), np.exp(_log_softmax_ref(logits.astype(np.float64))).astype(logits.dtype)]
+
+
+def _sce_grad_saved_samples(rng, dtype, small):
+    out = []
+    for s in _sce_rows_grad_samples(rng, dtype, small):
+        logits, labels, g = s.args
+        probs = np.exp(_log_softmax_ref(logits.astype(np.float64))).astype(dtype)
+        out.append(Sample((probs, labels, g), {}, s.name))
+    return out
+
+
+def _sce_grad_saved_ref(probs, labels, g):
+    onehot = (labels[..., None] % probs.shape[-1] == np.arange(probs.shape[-1]))
+    return ((probs.astype(np.float64) - onehot) * g[..., None]).astype(probs.dtype)
+
+
+def _relu_grad_samples(rng, dtype, small):
+    out = []
+    for s in ((3, 4), (2, 3, 5), ()):
+        y = np.maximum(away_from_zero(rng, s, dtype), 0).astype(dtype)
+        out.append(Sample((y, rand(rng, s, dtype)), {}, f"{s}"))
+    return out
+
+
 def _one_hot_samples(rng, dtype, small):
     return [Sample((rng.integers(0, 5, (4,)),), {"depth": 5}, "1d"),
             Sample((rng.integers(0, 3, (2, 3)).astype(np.int32),), {"depth": 3, "dtype": dtype}, "2d")]
@@ -809,6 +858,7 @@ CASES: dict[str, Case] = {
     "tanh": Case("elementwise", unary(), ew(np.tanh), ALL + COMPLEX, grad=(0,)),
     "sigmoid": Case("elementwise", unary(lambda r, s, d: rand(r, s, d) * 3), ew(_sigmoid_ref), ALL, grad=(0,)),
     "relu": Case("elementwise", unary(away_from_zero), ew(lambda x: np.maximum(x, 0)), ALL, grad=(0,)),
+    "relu_grad": Case("elementwise", _relu_grad_samples, ew(lambda y, g: g * (y > 0)), FLOATS, grad=(1,)),
     "smooth_l1": Case("elementwise", _smooth_l1_samples, ew(_smooth_l1_ref), FLOATS, grad=(0,)),
     "quadratic": Case("elementwise", unary(params=({}, {"a": 2.0, "b": -1.0, "c": 0.5}, {"b": 3.0})),
                       ew(_quadratic_ref), FLOATS, grad=(0,)),
@@ -870,6 +920,12 @@ CASES: dict[str, Case] = {
     "softmax": Case("nn", _softmax_samples, _softmax_ref, FLOATS, grad=(0,)),
     "log_softmax": Case("nn", _softmax_samples, _log_softmax_ref, FLOATS, grad=(0,)),
     "softmax_cross_entropy": Case("nn", _sce_samples, _sce_ref, FLOATS, grad=(0,), rtol32=1e-4),
+    "softmax_cross_entropy_rows": Case("nn", _sce_rows_samples, _sce_rows_ref, FLOATS, grad=(0,), rtol32=1e-4),
+    "softmax_cross_entropy_rows_with_probs": Case("nn", _sce_rows_samples, _sce_probs_ref, FLOATS, rtol32=1e-4),
+    "softmax_cross_entropy_rows_grad_saved": Case("nn", _sce_grad_saved_samples, _sce_grad_saved_ref, FLOATS,
+                                                  rtol32=1e-4),
+    "softmax_cross_entropy_rows_grad": Case("nn", _sce_rows_grad_samples, _sce_rows_grad_ref, FLOATS, grad=(0, 2),
+                                            rtol32=1e-4),
     "one_hot": Case("nn", _one_hot_samples, _one_hot_ref, ("int64",)),
     "one_hot_like": Case("nn", _one_hot_like_samples, _one_hot_like_ref, ALL),
     "dropout": Case("nn", unary(), None, FLOATS, kind="compose"),

@@ -144,3 +144,61 @@ def test_relu_kernel_of_arrays_stored_in_another_axis_order():
     plain = np.full(x.shape, np.nan, np.float32)  # another order: NumPy's maximum
     assert _relu(np, stored, out=plain) is plain
     np.testing.assert_array_equal(plain, np.maximum(x, 0))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_relu_gradient_is_one_relu_grad_op_equal_to_the_masked_product(dtype):
+    """relu's gradient runs as ``relu_grad`` (a float mask written into the result, then one product):
+    bit for bit ``g * (y > 0)``, signed zeros and NaN gradients included, eagerly and compiled."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((6, 5)).astype(dtype)
+    x[0, :2] = 0.0
+    g = rng.standard_normal((6, 5)).astype(dtype)
+    g[1, 0], g[2, 1] = np.nan, -0.0
+    want = g * (np.maximum(x, 0) > 0)
+    a = la.array(x)
+    a.attach_grad()
+    with la.autograd.record():
+        y = la.relu(a)
+    y.backward(la.array(g))
+    got = a.grad.asnumpy()
+    np.testing.assert_array_equal(got, want)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+    with la.deferred(), la.autograd.record():
+        b = la.array(x)
+        b.attach_grad()
+        y = la.relu(b)
+        y.backward(la.array(g))
+        ops = {n.op.name for n in la.get_symbol(b.grad).topo() if n.op is not None}
+    assert "relu_grad" in ops and "greater" not in ops
+
+
+def test_relu_gradient_of_a_sparse_output_stays_a_product():
+    from lazyarray.aval import Aval
+    from lazyarray.device import Device
+    from lazyarray.graph.node import Entry, var_node
+    from lazyarray.graph.passes.gradient import _Emitter
+    from lazyarray.ops import registry
+    cpu = Device("cpu", 0)
+    y = Entry(var_node("y", Aval((3, 4), np.dtype("float32"), cpu, "row_sparse")))
+    g = Entry(var_node("g", Aval((3, 4), np.dtype("float32"), cpu, "default")))
+    dense = Entry(var_node("d", Aval((3, 4), np.dtype("float32"), cpu, "default")))
+    relu = registry.get("relu")
+    assert relu.grad(_Emitter(), [y], y, g)[0].node.op.name == "multiply"
+    assert relu.grad(_Emitter(), [dense], dense, g)[0].node.op.name == "relu_grad"
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_relu_grad_inside_a_fused_group_equals_numpy(fuse):
+    """In a fused group the result may be written into the register of ``g`` (read last there):
+    the kernel keeps the mask apart then, and values equal NumPy's either way."""
+    y = la.sym.var("y", shape=(64, 33))
+    g = la.sym.var("g", shape=(64, 33))
+    out = la.sym.relu_grad(y, g * 2.0) + 1.0
+    op = la.CachedOp(out, fuse=fuse)
+    if fuse:
+        assert "fused" in str(op.compiled())
+    rng = np.random.default_rng(2)
+    yv = np.maximum(rng.standard_normal((64, 33)), 0).astype(np.float32)
+    gv = rng.standard_normal((64, 33)).astype(np.float32)
+    np.testing.assert_array_equal(op(y=la.array(yv), g=la.array(gv)).asnumpy(), (gv * 2.0) * (yv > 0) + 1.0)

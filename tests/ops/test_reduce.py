@@ -43,3 +43,18 @@ def test_max_gradient_splits_ties_evenly():
         y = x.max(axis=1)
     y.backward()
     np.testing.assert_array_equal(x.grad.asnumpy(), [[0, 0.5, 0.5], [1, 0, 0]])
+
+
+@pytest.mark.parametrize("src,shape", [((64, 10), (10,)), ((3, 4, 5), (4, 1)), ((3, 4), (3, 4)), ((2, 3), ()),
+                                       ((5, 1, 6), (1, 6)), ((4, 6), (1, 6))])
+def test_sum_to_writes_into_out_the_values_it_returns_without(src, shape):
+    """``sum_to`` in a compiled graph writes into its planned buffer (the bias gradient): bit for bit
+    what the allocating kernel returns, including nothing to sum (a copy) and kept 1-dims."""
+    from lazyarray.ops import registry
+    f = registry.get("sum_to").bind(np)
+    x = np.random.default_rng(1).standard_normal(src).astype(np.float32)
+    want = f(x, shape=shape)
+    out = np.full(shape, np.nan, np.float32)
+    got = f(x, shape=shape, out=out)
+    assert got is out and got.dtype == np.float32
+    np.testing.assert_array_equal(got, want)

@@ -14,7 +14,10 @@ When a forward and its backward are compiled together (``CachedOp``'s training s
 * ``gelu(x)`` -> ``y, d = gelu_with_grad(x)`` (one erf gives value and slope), and
   ``gelu_grad(g, x)`` -> ``g * d``;
 * ``layer_norm(x, gamma, beta)`` -> ``y, xhat, rstd = layer_norm_with_stats(...)``, and
-  ``layer_norm_grad(g, x, gamma)`` -> ``layer_norm_grad_saved(g, xhat, rstd, gamma)``.
+  ``layer_norm_grad(g, x, gamma)`` -> ``layer_norm_grad_saved(g, xhat, rstd, gamma)``;
+* ``softmax_cross_entropy_rows(z, labels)`` -> ``loss, p = ..._with_probs(z, labels)``, and
+  ``softmax_cross_entropy_rows_grad(z, labels, g)`` -> ``..._grad_saved(p, labels, g)`` (the
+  integer labels make this pair's dtypes mixed: logits, gradients and probabilities share one).
 
 The backward then saves ``d`` / ``xhat`` (and a ``rstd`` per row) instead of ``x``: the same bytes.
 Values are equal: the new kernels run the same operations as the ones they replace.
@@ -36,9 +39,11 @@ _OP = registry.get
 
 
 class _Rule:
-    """One forward op, its backward op, and how the pair is rewritten."""
+    """One forward op, its backward op, and how the pair is rewritten (``dtypes_ok(node)``: the
+    node's dtypes allow it; by default all one floating dtype)."""
 
-    def __init__(self, fwd, bwd, fwd_key, bwd_key, pair, backward):
+    def __init__(self, fwd, bwd, fwd_key, bwd_key, pair, backward, dtypes_ok=None):
+        self.dtypes_ok = _same_dtype if dtypes_ok is None else dtypes_ok
         self.fwd, self.bwd = _OP(fwd), _OP(bwd)
         self.fwd_key, self.bwd_key = fwd_key, bwd_key  # node -> what must match between the two
         self.pair = pair  # (forward node, its new inputs) -> the node computing value and saves
@@ -79,6 +84,25 @@ def _ln_backward(node, ins, pair):
                 {"axis": node.params["axis"]}, node.avals, name=node.name, source=node.source, block=node.block)
 
 
+def _sce_pair(node, ins):
+    loss, = node.avals
+    probs = ins[0].aval
+    return Node(_OP("softmax_cross_entropy_rows_with_probs"), tuple(ins), {}, (loss, probs),
+                name=f"{node.label()}_with_probs", source=node.source, block=node.block)
+
+
+def _sce_backward(node, ins, pair):
+    _, labels, g = ins
+    return Node(_OP("softmax_cross_entropy_rows_grad_saved"), (Entry(pair, 1), labels, g), {}, node.avals,
+                name=node.name, source=node.source, block=node.block)
+
+
+def _sce_dtypes(node):  # float logits, (loss,) gradients and probabilities of their dtype; integer labels
+    dt = node.inputs[0].aval.dtype
+    others = [e.aval.dtype for e in node.inputs[2:]] + [a.dtype for a in node.avals]
+    return dt is not None and dt.kind == "f" and all(d == dt for d in others)
+
+
 def _gelu_ok(node):  # gelu_grad(g, x): g shaped like x
     return node.inputs[0].aval.shape == node.inputs[1].aval.shape
 
@@ -97,6 +121,11 @@ _RULES = (
           lambda n: (_entry_key(n.inputs[1]), _entry_key(n.inputs[2]), n.params["axis"], n.params["eps"])
           if _ln_ok(n) else None,
           _ln_pair, _ln_backward),
+    _Rule("softmax_cross_entropy_rows", "softmax_cross_entropy_rows_grad",
+          lambda n: (_entry_key(n.inputs[0]), _entry_key(n.inputs[1])),
+          lambda n: (_entry_key(n.inputs[0]), _entry_key(n.inputs[1]))
+          if n.inputs[2].aval.shape == n.inputs[1].aval.shape else None,
+          _sce_pair, _sce_backward, _sce_dtypes),
 )
 _BY_FWD = {id(r.fwd): r for r in _RULES}
 _BY_BWD = {id(r.bwd): r for r in _RULES}
@@ -121,13 +150,13 @@ def forward_saves(forward: list[Entry], backward: list[Entry | None]) -> tuple[l
     candidates: dict[tuple, Node] = {}  # (rule, key) -> the forward node
     for n in fwd_nodes:
         r = _BY_FWD.get(id(n.op)) if n.op is not None else None
-        if r is not None and _same_dtype(n):
+        if r is not None and r.dtypes_ok(n):
             candidates.setdefault((id(r), r.fwd_key(n)), n)
     match: dict[int, Node] = {}  # backward node -> its forward partner
     if candidates and live:
         for n in topo_order(live, stop=lambda n: id(n) in fwd_ids):
             r = _BY_BWD.get(id(n.op)) if n.op is not None and id(n) not in fwd_ids else None
-            if r is not None and _same_dtype(n):
+            if r is not None and r.dtypes_ok(n):
                 k = r.bwd_key(n)
                 partner = candidates.get((id(r), k)) if k is not None else None
                 if partner is not None:

@@ -163,3 +163,39 @@ def test_hybridized_transformer_gradients_equal_eager(train_tiny_transformer):
     assert "layer_norm_grad" not in bwd_ops and "gelu_grad" not in bwd_ops
     for k in grads[0]:
         np.testing.assert_allclose(grads[1][k], grads[0][k], rtol=1e-6, atol=1e-7, err_msg=k)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_softmax_cross_entropy_saves_its_probabilities(run_symbol, dtype):
+    """``softmax_cross_entropy_rows`` -> loss and probabilities; its gradient scales the saved
+    probabilities and subtracts at the labels: the same operations, equal values bit for bit."""
+    z = la.sym.var("z", shape=(6, 5), dtype=dtype)
+    labels = la.sym.var("labels", shape=(6,), dtype="int64")
+    y = la.sym.nn.softmax_cross_entropy_rows(z * 2, labels)
+    head = la.sym.var("head", shape=(6,), dtype=dtype)
+    grads = _grads(y, z, [head])
+    fwd, bwd = forward_saves(list(y.outputs), grads)
+    assert _ops(fwd) == ["multiply", "softmax_cross_entropy_rows_with_probs"]
+    assert "softmax_cross_entropy_rows_grad" not in _ops(bwd) and "softmax_cross_entropy_rows_grad_saved" in _ops(bwd)
+    Symbol(fwd + bwd).check()
+    rng = np.random.default_rng(0)
+    feeds = dict(z=rng.standard_normal((6, 5)).astype(dtype), labels=rng.integers(-5, 5, 6),
+                 head=rng.standard_normal(6).astype(dtype))
+    before = run_symbol(Symbol(list(y.outputs) + grads), **feeds)
+    after = run_symbol(Symbol(fwd + bwd), **feeds)
+    for a, b in zip(before, after):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_softmax_cross_entropy_with_other_labels_or_a_float16_head_is_not_paired():
+    z = la.sym.var("z", shape=(6, 5))
+    labels, other = la.sym.var("labels", shape=(6,), dtype="int64"), la.sym.var("other", shape=(6,), dtype="int64")
+    head = la.sym.var("head", shape=(6,))
+    y = la.sym.nn.softmax_cross_entropy_rows(z, labels)
+    grads = [la.sym.nn.softmax_cross_entropy_rows_grad(z, other, head).outputs[0]]
+    fwd, bwd = forward_saves(list(y.outputs), grads)
+    assert _ops(fwd) == ["softmax_cross_entropy_rows"] and "softmax_cross_entropy_rows_grad" in _ops(bwd)
+    h16 = la.sym.var("h16", shape=(6,), dtype="float16")
+    grads = [la.sym.nn.softmax_cross_entropy_rows_grad(z, labels, h16).outputs[0]]
+    fwd, bwd = forward_saves(list(y.outputs), grads)
+    assert _ops(fwd) == ["softmax_cross_entropy_rows"]

@@ -1,0 +1,152 @@
+"""Per-row softmax cross-entropy by indexing: ``nn.softmax_cross_entropy_rows`` and its gradient
+``nn.softmax_cross_entropy_rows_grad``.
+
+``SoftmaxCrossEntropyLoss`` (``blocks/loss.py``) with integer labels wrote the loss as
+``sum(log_softmax(pred) * -one_hot(label))``: a one-hot array, a product and a sum forward, and a
+backward of five nodes (the sum's broadcast, the product, log_softmax's rule). By hand one picks the
+label's log-probability, and the gradient is ``softmax - one_hot`` done by subtracting at the
+labels' positions. These two ops are that: one kernel forward, one backward, and the same values
+bit for bit as the one-hot formula (the row's log-sum-exp is computed in the same order, and adding
+the one-hot's zeros changes nothing).
+
+When a forward and its backward compile together, ``graph/passes/forward_saves.py`` rewrites the
+pair: ``softmax_cross_entropy_rows_with_probs`` gives the loss and the probabilities (the forward
+has them in hand), and ``softmax_cross_entropy_rows_grad_saved`` scales them and subtracts at the
+labels (no second pass over the row maxima, exponentials and sums); the same values bit for bit.
+
+Labels index the last axis of ``logits``; negative labels count from the end (as NumPy indexing
+and the one-hot formula do); an out-of-range label raises ``IndexError``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import DTypeError, ShapeError, fmt_shape
+from .registry import OpDef, register
+
+
+def _same(d1, d2):
+    return d1 is None or d2 is None or d1 == d2
+
+
+def _rows_shape(shapes):
+    lg, lb = shapes[0], shapes[1]
+    if not lg:
+        raise ShapeError("logits must have a class axis (last dim)")
+    if len(lb) != len(lg) - 1 or not all(_same(a, b) for a, b in zip(lb, lg[:-1])):
+        raise ShapeError(f"labels {fmt_shape(lb)} must have the shape of logits {fmt_shape(lg)} "
+                         "without its last (class) dim, one integer class index per row")
+    return tuple(b if b is not None else a for a, b in zip(lg[:-1], lb))
+
+
+def _rows_dtype(dtypes):
+    if dtypes[0].kind != "f":
+        raise DTypeError(f"logits must be floating point, got {dtypes[0]}")
+    if dtypes[1].kind not in "iu":
+        raise DTypeError(f"labels must be integer class indices, got {dtypes[1]}; "
+                         "cast with labels.astype('int64')")
+    return dtypes[0]
+
+
+def _shifted(xp, x2):
+    """``(x - max, log(sum(exp(x - max))))`` per row of a matrix: log_softmax's own order of
+    operations, so ``s - lse`` is its result bit for bit (NumPy: the reductions called directly,
+    as ``ndarray.max`` and ``sum`` call them, without their Python wrappers)."""
+    if xp is np:
+        s = np.subtract(x2, np.maximum.reduce(x2, axis=1, keepdims=True))
+        lse = np.add.reduce(np.exp(s), axis=1, keepdims=True)
+    else:
+        s = x2 - x2.max(axis=1, keepdims=True)
+        lse = xp.exp(s).sum(axis=1, keepdims=True)
+    xp.log(lse, out=lse)
+    return s, lse
+
+
+def _label_index(xp, labels, rows: int):
+    """``(row numbers, labels)``: the labels' places in the (rows, classes) matrix, for NumPy's
+    fancy indexing (negative labels count from the end; one out of range raises IndexError)."""
+    return xp.arange(rows), labels.reshape(-1)
+
+
+def _sce_rows(xp, logits, labels, out=None):
+    classes = logits.shape[-1]
+    x2 = logits.reshape(-1, classes)
+    s, lse = _shifted(xp, x2)
+    picked = s[_label_index(xp, labels, x2.shape[0])]
+    res = xp.subtract(lse[:, 0], picked, out=None if out is None else out.reshape(-1))
+    return res.reshape(labels.shape) if out is None else out
+
+
+def _sce_rows_grad(xp, logits, labels, g, out=None):
+    """``(softmax(logits) - one_hot(labels)) * g[..., None]``: exp of log_softmax (as its gradient
+    rule computes it), scaled by the row's head gradient, minus the head gradient at the label."""
+    classes = logits.shape[-1]
+    x2 = logits.reshape(-1, classes)
+    s, lse = _shifted(xp, x2)
+    res = s if out is None else out.reshape(x2.shape)
+    xp.subtract(s, lse, out=res)
+    xp.exp(res, out=res)
+    g1 = g.reshape(-1, 1)
+    xp.multiply(res, g1, out=res)
+    res[_label_index(xp, labels, x2.shape[0])] -= g1[:, 0]  # (one label per row: no repeated places)
+    return res.reshape(logits.shape) if out is None else out
+
+
+register(OpDef(
+    "softmax_cross_entropy_rows", ("logits", "labels"), _sce_rows, shape=_rows_shape, dtype=_rows_dtype,
+    writes_out=True, namespace="nn",
+    grad=lambda F, ins, y, g: [F.softmax_cross_entropy_rows_grad(ins[0], ins[1], g), None],
+    doc="per row: -log_softmax(logits)[..., label], labels integer class indices of the last axis"))
+def _sce_rows_grad_grad(F, ins, y, gg):
+    """The gradient's own gradient (a gradient of a gradient through the loss): with ``p`` the
+    softmax and ``t = gg * g[..., None]``, ``p * (t - sum(t * p))`` for the logits and
+    ``sum(gg * (p - one_hot))`` for ``g``."""
+    z, labels, g = ins
+    p = F.softmax(z, axis=-1)
+    t = F.multiply(gg, F.expand_dims(g, axis=-1))
+    dz = F.multiply(p, F.subtract(t, F.sum(F.multiply(t, p), axis=-1, keepdims=True)))
+    dg = F.sum(F.multiply(gg, F.softmax_cross_entropy_rows_grad(z, labels, F.ones_like(g))), axis=-1)
+    return [dz, None, dg]
+
+
+register(OpDef(
+    "softmax_cross_entropy_rows_grad", ("logits", "labels", "g"), _sce_rows_grad, grad=_sce_rows_grad_grad,
+    shape=lambda shapes: tuple(shapes[0]), dtype=lambda dtypes: dtypes[0], writes_out=True, namespace="nn",
+    doc="softmax_cross_entropy_rows' gradient: (softmax(logits) - one_hot(labels)) * g[..., None]"))
+
+
+def _sce_rows_with_probs(xp, logits, labels, out=None):
+    """``(loss per row, softmax(logits))``: the probabilities are ``exp(log_softmax)`` as the
+    gradient kernel computes them."""
+    classes = logits.shape[-1]
+    x2 = logits.reshape(-1, classes)
+    s, lse = _shifted(xp, x2)
+    loss = xp.empty(labels.shape, logits.dtype) if out is None else out[0]
+    probs = xp.empty(logits.shape, logits.dtype) if out is None else out[1]
+    xp.subtract(lse[:, 0], s[_label_index(xp, labels, x2.shape[0])], out=loss.reshape(-1))
+    p2 = probs.reshape(x2.shape)
+    xp.subtract(s, lse, out=p2)
+    xp.exp(p2, out=p2)
+    return loss, probs
+
+
+def _sce_rows_grad_saved(xp, probs, labels, g, out=None):
+    """``(probs - one_hot(labels)) * g[..., None]`` from the saved probabilities."""
+    classes = probs.shape[-1]
+    p2 = probs.reshape(-1, classes)
+    g1 = g.reshape(-1, 1)
+    res = xp.multiply(p2, g1, out=None if out is None else out.reshape(p2.shape))
+    res[_label_index(xp, labels, p2.shape[0])] -= g1[:, 0]
+    return res.reshape(probs.shape) if out is None else out
+
+
+register(OpDef(
+    "softmax_cross_entropy_rows_with_probs", ("logits", "labels"), _sce_rows_with_probs, num_outputs=2,
+    shape=lambda shapes: [_rows_shape(shapes), tuple(shapes[0])], dtype=lambda dtypes: [_rows_dtype(dtypes)] * 2,
+    writes_out=True, namespace="nn",
+    doc="softmax_cross_entropy_rows and softmax(logits) at once: the form a compiled training step "
+        "uses (graph/passes/forward_saves.py; no gradient of its own)"))
+register(OpDef(
+    "softmax_cross_entropy_rows_grad_saved", ("probs", "labels", "g"), _sce_rows_grad_saved,
+    shape=lambda shapes: tuple(shapes[0]), dtype=lambda dtypes: dtypes[0], writes_out=True, namespace="nn",
+    doc="softmax_cross_entropy_rows' gradient from saved probabilities: (probs - one_hot(labels)) * g[..., None]"))
