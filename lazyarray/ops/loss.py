@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError, fmt_shape
+from ..errors import ShapeError, fmt_shape
+from .nn import _sce_dtype
 from .registry import OpDef, register
 
 
@@ -39,13 +40,7 @@ def _rows_shape(shapes):
     return tuple(b if b is not None else a for a, b in zip(lg[:-1], lb))
 
 
-def _rows_dtype(dtypes):
-    if dtypes[0].kind != "f":
-        raise DTypeError(f"logits must be floating point, got {dtypes[0]}")
-    if dtypes[1].kind not in "iu":
-        raise DTypeError(f"labels must be integer class indices, got {dtypes[1]}; "
-                         "cast with labels.astype('int64')")
-    return dtypes[0]
+_rows_dtype = _sce_dtype  # (the same rule as softmax_cross_entropy: float logits, integer labels)
 
 
 def _shifted(xp, x2):

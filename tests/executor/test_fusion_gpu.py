@@ -133,12 +133,7 @@ def _gpu_chain():
     x = var_node("x", Aval((64, 33), np.dtype("float32"), GPU))
     b = var_node("b", Aval((33,), np.dtype("float32"), GPU))
     two = var_node("two", Aval((), np.dtype("float32"), GPU))
-
-    def apply(name, *entries, **params):
-        op = get(name)
-        p = op.make_params(params)
-        return Entry(Node(op, tuple(entries), p, infer(op, [e.aval for e in entries], p)))
-
+    apply = _apply
     h = apply("add", apply("multiply", Entry(x), Entry(two)), Entry(b))
     y = apply("gelu", apply("sigmoid", h), approximation="tanh")
     z = apply("maximum", apply("subtract", y, Entry(two)), h)
@@ -163,8 +158,9 @@ def test_a_gpu_group_takes_ops_the_cpu_cannot_fuse_and_runs_as_one_kernel():
     _close(got, want)
 
 
-def _unfused(entry, arrays):
-    """The graph of ``entry`` evaluated op by op with the registry's NumPy kernels."""
+def _unfused(entry, arrays, fused_xp=np):
+    """The graph of ``entry`` evaluated op by op with the registry's NumPy kernels (``fused`` nodes
+    with their kernel on ``fused_xp``)."""
     env = {}
 
     def ev(node):
@@ -172,20 +168,22 @@ def _unfused(entry, arrays):
             if node.op is None:
                 env[id(node)] = np.asarray(arrays[node.name])
             else:
-                env[id(node)] = np.asarray(node.op.bind(np)(*[ev(e.node) for e in node.inputs], **node.params))
+                xp = fused_xp if node.op.name == "fused" else np
+                env[id(node)] = np.asarray(node.op.bind(xp)(*[ev(e.node) for e in node.inputs], **node.params))
         return env[id(node)]
 
     return ev(entry.node)
 
 
+def _apply(name, *entries, **params):
+    op = get(name)
+    p = op.make_params(params)
+    return Entry(Node(op, tuple(entries), p, infer(op, [e.aval for e in entries], p)))
+
+
 def test_an_op_without_a_form_splits_the_gpu_group():
     x = var_node("x", Aval((8, 8), np.dtype("int32"), GPU))
-
-    def apply(name, *entries):
-        op = get(name)
-        p = op.make_params({})
-        return Entry(Node(op, tuple(entries), p, infer(op, [e.aval for e in entries], p)))
-
+    apply = _apply
     a = apply("square", apply("add", Entry(x), Entry(x)))
     b = apply("floor_divide", a, Entry(x))  # no exact C form: stays a node of its own
     c = apply("abs", apply("negative", apply("multiply", b, b)))
@@ -194,23 +192,8 @@ def test_an_op_without_a_form_splits_the_gpu_group():
     # add and square alone are too few to fuse (fusion.MIN_GROUP); the tail after the split is a group
     assert names == ["add", "square", "floor_divide", "fused[multiply,negative,abs]"]
     arrays = {"x": RNG.integers(1, 9, (8, 8)).astype("int32")}
-    got = _run_fused_graph(res, arrays)
+    got = _unfused(res, arrays, c_elementwise.xp)
     _close(got, _unfused(c, arrays))
-
-
-def _run_fused_graph(entry, arrays):
-    env = {}
-
-    def ev(node):
-        if id(node) not in env:
-            if node.op is None:
-                env[id(node)] = np.asarray(arrays[node.name])
-            else:
-                xp = c_elementwise.xp if node.op.name == "fused" else np
-                env[id(node)] = np.asarray(node.op.bind(xp)(*[ev(e.node) for e in node.inputs], **node.params))
-        return env[id(node)]
-
-    return ev(entry.node)
 
 
 # (no exp: exp(exp(x)) turns a last-bit difference of the math library into a visible one)
@@ -236,7 +219,7 @@ def test_random_gpu_groups_equal_the_unfused_ops(steps, dtype, row):
     arrays = {"x": RNG.standard_normal((16, 9)).astype(dt), "b": RNG.standard_normal(b.avals[0].shape).astype(dt)}
     (res,) = fusion.fuse([out])
     with np.errstate(all="ignore"):
-        _close(_run_fused_graph(res, arrays), _unfused(out, arrays), scale=10)
+        _close(_unfused(res, arrays, c_elementwise.xp), _unfused(out, arrays), scale=10)
 
 
 def test_kernel_source_is_typed_and_named_after_its_text():
