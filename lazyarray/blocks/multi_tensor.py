@@ -183,22 +183,37 @@ class FlatGroup:
     def step(self, optimizer, grads: list, weights: list, step: int, rescale: float) -> None:
         """Update every parameter of the group (``grads``, ``weights`` in ``params`` order; the
         weights C-contiguous), chunk by chunk: gather ``grad * rescale``, then the optimizer."""
+        self.step_prepared(optimizer, self.prepare(weights), grads, step, rescale)
+
+    def prepare(self, weights: list) -> list:
+        """Per chunk ``(target, gets, chunk)`` for these weight arrays (C-contiguous, in ``params``
+        order): ``target`` the chunk's weight pieces, ``gets`` per piece ``(k, a, b, view)`` (elements
+        ``a:b`` of gradient ``k``, ``a`` None for all of it, go to ``view`` of the chunk's gradient
+        buffer). It holds only views of the weights, so a trainer keeps it while the weights stay
+        the same arrays (``Trainer``'s step plan) instead of cutting them anew every step."""
+        wf = [w.reshape(-1) for w in weights]
+        plan = []
+        for chunk in self.chunks:
+            ws, gets = [], []
+            for (k, a, b, whole), v in zip(chunk.pieces, chunk.views(chunk.grad)):
+                ws.append(wf[k] if whole else wf[k][a:b])
+                gets.append((k, None, None, v) if whole else (k, a, b, v))
+            plan.append((Target(ws, chunk), gets, chunk))
+        return plan
+
+    def step_prepared(self, optimizer, plan: list, grads: list, step: int, rescale: float) -> None:
+        """``step`` with the weights cut by ``prepare`` (the same calls in the same order)."""
         xp = self.xp
         r, folded = optimizer.scale(rescale, self.dtype)
-        extra = {"folded": True} if folded else {}
         mul = xp.multiply
-        wf = [w.reshape(-1) for w in weights]
         gf = [g.reshape(-1) for g in grads]
-        for chunk in self.chunks:
-            ws = []
-            for (k, a, b, whole), v in zip(chunk.pieces, chunk.views(chunk.grad)):
-                if whole:
-                    mul(gf[k], r, out=v)
-                    ws.append(wf[k])
-                else:
-                    mul(gf[k][a:b], r, out=v)
-                    ws.append(wf[k][a:b])
-            optimizer.apply(Target(ws, chunk), chunk.grad, chunk.state, step, xp, chunk.scratch, **extra)
+        for target, gets, chunk in plan:
+            for k, a, b, v in gets:
+                mul(gf[k] if a is None else gf[k][a:b], r, out=v)
+            if folded:
+                optimizer.apply(target, chunk.grad, chunk.state, step, xp, chunk.scratch, folded=True)
+            else:
+                optimizer.apply(target, chunk.grad, chunk.state, step, xp, chunk.scratch)
 
 
 def flat_ok(group: FlatGroup, grads: list, weights: list) -> bool:

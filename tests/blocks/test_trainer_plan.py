@@ -1,0 +1,128 @@
+"""Trainer's step plan (``trainer._Plan``): steps after the first reuse what the last step looked
+up, and every change a step must see (a replaced value, a dtype, a ``grad_req``, the learning rate,
+loaded optimizer state, a stale gradient) is seen: a trainer with the plan ends bit for bit where a
+trainer that takes the general path every step ends."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray import blocks as B
+from lazyarray.blocks.trainer import StaleGradientError
+
+
+def _net():
+    la.random.seed(3)
+    net = B.HybridSequential()
+    net.add(B.Dense(6, activation="relu", in_units=5), B.Dense(3, in_units=6))
+    net.initialize()
+    return net
+
+
+def _backward(net, x, y):
+    with la.autograd.record():
+        loss = B.SoftmaxCrossEntropyLoss()(net(x), y)
+    loss.backward()
+
+
+def _set_lr(net, trainer):
+    trainer.set_learning_rate(0.05)
+
+
+def _replace_value(net, trainer):  # a new array: the plan's value no longer is the parameter's
+    p = net[0].weight
+    p._data._value = p._data._value.copy()
+
+
+def _set_data(net, trainer):
+    net[1].bias.set_data(la.array(np.full(3, 0.25, "float32")))
+
+
+def _freeze(net, trainer):
+    net[0].bias.grad_req = "null"
+
+
+def _freeze_and_thaw(net, trainer):
+    net[0].bias.grad_req = "null"
+    net[0].bias.grad_req = "write"
+
+
+def _cast(net, trainer):
+    for p in net.collect_params().values():
+        p.cast("float64")
+
+
+def _load_states(net, trainer, tmp_path):
+    path = str(tmp_path / "t.states")
+    B.Trainer(net.collect_params(), B.SGD(learning_rate=0.1, momentum=0.9)).save_states(path)
+    trainer.load_states(path)  # no momentum yet: the steps after it start over
+
+
+CHANGES = {"learning_rate": _set_lr, "replaced_value": _replace_value, "set_data": _set_data,
+           "grad_req_null": _freeze, "grad_req_toggled": _freeze_and_thaw, "cast": _cast,
+           "load_states": _load_states}
+
+
+def _run(change, planned: bool, tmp_path):
+    net = _net()
+    trainer = B.Trainer(net.collect_params(), B.SGD(learning_rate=0.1, momentum=0.9))
+    rng = np.random.default_rng(1)
+    x = la.array(rng.standard_normal((4, 5)).astype("float32"))
+    y = la.array(rng.integers(0, 3, 4))
+    plans = []
+    for k in range(6):
+        if k == 3:
+            fn = CHANGES[change]
+            fn(net, trainer, tmp_path) if fn is _load_states else fn(net, trainer)
+            if fn is _cast:
+                x = la.array(x.asnumpy().astype("float64"))
+        if not planned:
+            trainer._plan = None
+        _backward(net, x, y)
+        plans.append(trainer._plan)
+        trainer.step(4)
+    return [p.data().asnumpy() for p in net.collect_params().values()], plans
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_planned_steps_see_every_change(change, tmp_path):
+    want, _ = _run(change, False, tmp_path)
+    got, plans = _run(change, True, tmp_path)
+    assert plans[1] is not None and plans[2] is plans[1]  # the plan serves the steps before the change
+    for w, g in zip(want, got):
+        assert w.dtype == g.dtype
+        np.testing.assert_array_equal(g, w)
+
+
+def test_plan_is_dropped_when_a_change_invalidates_it():
+    net = _net()
+    trainer = B.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    x = la.array(np.ones((2, 5), "float32"))
+    y = la.array(np.array([0, 1]))
+    for _ in range(2):
+        _backward(net, x, y)
+        trainer.step(2)
+    plan = trainer._plan
+    assert plan is not None
+    net[0].bias.grad_req = "null"
+    assert plan.gather(trainer._params) is None
+    _backward(net, x, y)
+    trainer.step(2)
+    assert trainer._plan is not plan
+
+
+def test_stale_gradient_still_raises_with_a_plan():
+    net = _net()
+    trainer = B.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    x = la.array(np.ones((2, 5), "float32"))
+    y = la.array(np.array([0, 1]))
+    for _ in range(2):
+        _backward(net, x, y)
+        trainer.step(2)
+    assert trainer._plan is not None
+    before = [p.data().asnumpy().copy() for p in net.collect_params().values()]
+    with pytest.raises(StaleGradientError):
+        trainer.step(2)  # no backward since the last step
+    for b, p in zip(before, net.collect_params().values()):
+        np.testing.assert_array_equal(p.data().asnumpy(), b)
