@@ -188,8 +188,8 @@ class FlatGroup:
     def prepare(self, weights: list) -> list:
         """Per chunk ``(target, gets, chunk)`` for these weight arrays (C-contiguous, in ``params``
         order): ``target`` the chunk's weight pieces, ``gets`` per piece ``(k, a, b, view)`` (elements
-        ``a:b`` of gradient ``k``, ``a`` None for all of it, go to ``view`` of the chunk's gradient
-        buffer). It holds only views of the weights, so a trainer keeps it while the weights stay
+        ``a:b`` of gradient ``k`` flattened go to ``view`` of the chunk's gradient buffer; ``a`` None:
+        all of it, and ``view`` is then shaped like the parameter, so the gradient is read as it is). It holds only views of the weights, so a trainer keeps it while the weights stay
         the same arrays (``Trainer``'s step plan) instead of cutting them anew every step."""
         wf = [w.reshape(-1) for w in weights]
         plan = []
@@ -197,7 +197,7 @@ class FlatGroup:
             ws, gets = [], []
             for (k, a, b, whole), v in zip(chunk.pieces, chunk.views(chunk.grad)):
                 ws.append(wf[k] if whole else wf[k][a:b])
-                gets.append((k, None, None, v) if whole else (k, a, b, v))
+                gets.append((k, None, None, v.reshape(self.shapes[k])) if whole else (k, a, b, v))
             plan.append((Target(ws, chunk), gets, chunk))
         return plan
 
@@ -206,10 +206,9 @@ class FlatGroup:
         xp = self.xp
         r, folded = optimizer.scale(rescale, self.dtype)
         mul = xp.multiply
-        gf = [g.reshape(-1) for g in grads]
         for target, gets, chunk in plan:
             for k, a, b, v in gets:
-                mul(gf[k] if a is None else gf[k][a:b], r, out=v)
+                mul(grads[k], r, out=v) if a is None else mul(grads[k].reshape(-1)[a:b], r, out=v)
             if folded:
                 optimizer.apply(target, chunk.grad, chunk.state, step, xp, chunk.scratch, folded=True)
             else:
