@@ -141,6 +141,7 @@ class FlatGroup:
             states[id(p)] = None if none else views if tup else views[0]
         self.state = None if none else tuple(flats) if tup else flats[0]
         self.chunks = self._chunks()
+        self._prepared: tuple | None = None  # (weights, prepare(weights)) of the last step
 
     def _param_view(self, flat, k: int):
         return flat[self.offsets[k]:self.offsets[k + 1]].reshape(self.shapes[k])
@@ -182,8 +183,13 @@ class FlatGroup:
 
     def step(self, optimizer, grads: list, weights: list, step: int, rescale: float) -> None:
         """Update every parameter of the group (``grads``, ``weights`` in ``params`` order; the
-        weights C-contiguous), chunk by chunk: gather ``grad * rescale``, then the optimizer."""
-        self.step_prepared(optimizer, self.prepare(weights), grads, step, rescale)
+        weights C-contiguous), chunk by chunk: gather ``grad * rescale``, then the optimizer. The
+        weights cut by ``prepare`` are kept while the same arrays of the same shapes come again."""
+        last = self._prepared
+        if last is None or len(last[0]) != len(weights) or any(
+                a is not b or a.shape != shape for a, b, shape in zip(last[0], weights, self.shapes)):
+            last = self._prepared = (list(weights), self.prepare(weights))
+        self.step_prepared(optimizer, last[1], grads, step, rescale)
 
     def prepare(self, weights: list) -> list:
         """Per chunk ``(target, gets, chunk)`` for these weight arrays (C-contiguous, in ``params``
