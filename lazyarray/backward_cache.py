@@ -85,14 +85,15 @@ def structure(records: list, leaves: list, outputs: list, heads: list):
     ``leaves``: ``[(leaf, entries)]``.
     """
     rec_ix = {id(r): k for k, r in enumerate(records)}
-    leaf_tag = {}  # id(leaf) -> its input tag ("l", j), made once per tape
+    leaf_tag = {}  # id(leaf) -> its input tag ("l", j)
     leaf_avals = []
+    tags = _leaf_tags(len(leaves))
     for j, (leaf, entries) in enumerate(leaves):
         if len(entries) != 1 or leaf.stype != "default" or leaf.entry.node.avals[0].stype != "default":
             return None, None  # (a leaf written between two uses in one tape stands for two values)
-        leaf_tag[id(leaf)] = ("l", j)
+        leaf_tag[id(leaf)] = tags[j]
         for e in entries.values():
-            leaf_avals.append(e.aval)
+            leaf_avals.append(e.node.avals[e.index])
     consts: list[Node] = []
     parts = []
     Leaf = autograd.Leaf
@@ -100,20 +101,21 @@ def structure(records: list, leaves: list, outputs: list, heads: list):
         node = r.node
         ins = []
         for e, p in zip(node.inputs, r.parents):
-            a = e.node.avals[e.index]
+            src = e.node
+            a = src.avals[e.index]
             if a.stype != "default":
                 return None, None
             if p is None:
-                if e.node.kind != "const":  # an untracked op output (lazy): not ours to cache
+                if src.kind != "const":  # an untracked op output (lazy): not ours to cache
                     return None, None
-                consts.append(e.node)
+                consts.append(src)
                 ins.append(("c", a))
             elif p.__class__ is Leaf:
                 ins.append(leaf_tag[id(p)])
             else:
                 ins.append(("r", rec_ix[id(p)], e.index))
+        params = tuple(node.params.items())
         try:
-            params = tuple(node.params.items())
             hash(params)
         except TypeError:
             return None, None
@@ -121,8 +123,18 @@ def structure(records: list, leaves: list, outputs: list, heads: list):
     outs = tuple(("r", rec_ix[id(o._ag)], o._entry.index) if id(o._ag) in rec_ix else leaf_tag[id(o._ag)]
                  for o in outputs)
     head_avals = tuple([None if h is None else h.aval for h in heads])
-    leaf_avals = tuple(leaf_avals)
-    return (tuple(parts), outs, head_avals, leaf_avals), consts
+    return (tuple(parts), outs, head_avals, tuple(leaf_avals)), consts
+
+
+_TAGS: list = []
+
+
+def _leaf_tags(n: int) -> list:
+    """``[("l", 0), ("l", 1), ...]`` (at least ``n``), made once: the keys of successive steps then
+    share these tuples, and comparing a key with the last one meets them by identity."""
+    while len(_TAGS) < n:
+        _TAGS.append(("l", len(_TAGS)))
+    return _TAGS
 
 
 def lookup(key) -> Compiled | None:

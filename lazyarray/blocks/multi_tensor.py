@@ -141,6 +141,7 @@ class FlatGroup:
             states[id(p)] = None if none else views if tup else views[0]
         self.state = None if none else tuple(flats) if tup else flats[0]
         self.chunks = self._chunks()
+        self._prepared: tuple | None = None  # (weights, prepare(weights)) of the last step
 
     def _param_view(self, flat, k: int):
         return flat[self.offsets[k]:self.offsets[k + 1]].reshape(self.shapes[k])
@@ -182,23 +183,42 @@ class FlatGroup:
 
     def step(self, optimizer, grads: list, weights: list, step: int, rescale: float) -> None:
         """Update every parameter of the group (``grads``, ``weights`` in ``params`` order; the
-        weights C-contiguous), chunk by chunk: gather ``grad * rescale``, then the optimizer."""
+        weights C-contiguous), chunk by chunk: gather ``grad * rescale``, then the optimizer. The
+        weights cut by ``prepare`` are kept while the same arrays of the same shapes come again."""
+        last = self._prepared
+        if last is None or len(last[0]) != len(weights) or any(
+                a is not b or a.shape != shape for a, b, shape in zip(last[0], weights, self.shapes)):
+            last = self._prepared = (list(weights), self.prepare(weights))
+        self.step_prepared(optimizer, last[1], grads, step, rescale)
+
+    def prepare(self, weights: list) -> list:
+        """Per chunk ``(target, gets, chunk)`` for these weight arrays (C-contiguous, in ``params``
+        order): ``target`` the chunk's weight pieces, ``gets`` per piece ``(k, a, b, view)`` (elements
+        ``a:b`` of gradient ``k`` flattened go to ``view`` of the chunk's gradient buffer; ``a`` None:
+        all of it, and ``view`` is then shaped like the parameter, so the gradient is read as it is). It holds only views of the weights, so a trainer keeps it while the weights stay
+        the same arrays (``Trainer``'s step plan) instead of cutting them anew every step."""
+        wf = [w.reshape(-1) for w in weights]
+        plan = []
+        for chunk in self.chunks:
+            ws, gets = [], []
+            for (k, a, b, whole), v in zip(chunk.pieces, chunk.views(chunk.grad)):
+                ws.append(wf[k] if whole else wf[k][a:b])
+                gets.append((k, None, None, v.reshape(self.shapes[k])) if whole else (k, a, b, v))
+            plan.append((Target(ws, chunk), gets, chunk))
+        return plan
+
+    def step_prepared(self, optimizer, plan: list, grads: list, step: int, rescale: float) -> None:
+        """``step`` with the weights cut by ``prepare`` (the same calls in the same order)."""
         xp = self.xp
         r, folded = optimizer.scale(rescale, self.dtype)
-        extra = {"folded": True} if folded else {}
         mul = xp.multiply
-        wf = [w.reshape(-1) for w in weights]
-        gf = [g.reshape(-1) for g in grads]
-        for chunk in self.chunks:
-            ws = []
-            for (k, a, b, whole), v in zip(chunk.pieces, chunk.views(chunk.grad)):
-                if whole:
-                    mul(gf[k], r, out=v)
-                    ws.append(wf[k])
-                else:
-                    mul(gf[k][a:b], r, out=v)
-                    ws.append(wf[k][a:b])
-            optimizer.apply(Target(ws, chunk), chunk.grad, chunk.state, step, xp, chunk.scratch, **extra)
+        for target, gets, chunk in plan:
+            for k, a, b, v in gets:
+                mul(grads[k], r, out=v) if a is None else mul(grads[k].reshape(-1)[a:b], r, out=v)
+            if folded:
+                optimizer.apply(target, chunk.grad, chunk.state, step, xp, chunk.scratch, folded=True)
+            else:
+                optimizer.apply(target, chunk.grad, chunk.state, step, xp, chunk.scratch)
 
 
 def flat_ok(group: FlatGroup, grads: list, weights: list) -> bool:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..buffer import bump
 from ..errors import GraphFormatError, LazyArrayError, ParamValueError, ShapeError
+from ..storage import RowSparse
 from .multi_tensor import FlatGroup, NotFlat, flat_ok
 from .optimizer import SGD, Adam, Optimizer
 from .parameter import Parameter
@@ -80,6 +81,8 @@ class Trainer:
         self._layout_key: tuple | None = None
         self._groups: list[FlatGroup] = []
         self._single: list[Parameter] = []
+        # what a step needs while nothing changed since the last one (``_Plan``), else None
+        self._plan: _Plan | None = None
 
     @property
     def optimizer(self) -> Optimizer:
@@ -107,6 +110,13 @@ class Trainer:
         which skips it (as Gluon does). Lazy gradients (a backward inside deferred compute) are
         computed here.
         """
+        plan = self._plan
+        if plan is not None:
+            grads = plan.gather(self._params)
+            if grads is not None:
+                self._step_planned(plan, grads, batch_size)
+                return
+            self._plan = None
         todo = [p for p in self._params if p.grad_req != "null" and p.initialized]
         fresh = {id(p) for p in todo if p._grad_is_fresh()}
         if len(fresh) < len(todo) and not ignore_stale_grad:
@@ -122,11 +132,29 @@ class Trainer:
         if opt.lr_scheduler is not None:
             opt.learning_rate = float(opt.lr_scheduler(self._steps))
         groups, single = self._layout(todo)
-        for group in groups:
-            self._step_group(group, fresh, rescale)
+        flat = [self._step_group(group, fresh, rescale) for group in groups]
         for p in single:
             if id(p) in fresh:
                 self._step_one(p, rescale)
+        if groups and all(flat) and not single and len(fresh) == len(todo):
+            self._plan = _Plan.make(self._params, groups)
+
+    def _step_planned(self, plan: _Plan, grads: list, batch_size: int) -> None:
+        """``step`` when ``plan`` still holds (``_Plan.gather`` checked it): the same updates as the
+        general path, in the same order, without its per-parameter bookkeeping."""
+        self._steps += 1
+        rescale = 1.0 / batch_size
+        opt = self._optimizer
+        if opt.lr_scheduler is not None:
+            opt.learning_rate = float(opt.lr_scheduler(self._steps))
+        at = 0
+        for group, prepared in plan.groups:
+            n = len(group.params)
+            group.step_prepared(opt, prepared, grads[at:at + n], self._steps, rescale)
+            at += n
+        for leaf, w in plan.taken:
+            leaf.fresh = False
+            bump(w)
 
     def _step_one(self, p: Parameter, rescale: float) -> None:
         opt = self._optimizer
@@ -139,9 +167,9 @@ class Trainer:
         if p._copies:  # the same new value on every device
             p._sync_copies()
 
-    def _step_group(self, group: FlatGroup, fresh: set, rescale: float) -> None:
+    def _step_group(self, group: FlatGroup, fresh: set, rescale: float) -> bool:
         """All parameters of ``group`` in a few flat calls; one by one (the same math) when some are
-        skipped this step or a gradient is not a dense array of the group's dtype."""
+        skipped this step or a gradient is not a dense array of the group's dtype (then False)."""
         params = group.params
         done = params if len(fresh) >= len(params) and all(id(p) in fresh for p in params) else \
             [p for p in params if id(p) in fresh]
@@ -149,7 +177,8 @@ class Trainer:
         weights = [w for w, _ in taken]
         grads = [g for _, g in taken]
         opt = self._optimizer
-        if done is params and flat_ok(group, grads, weights):
+        flat = done is params and flat_ok(group, grads, weights)
+        if flat:
             group.step(opt, grads, weights, self._steps, rescale)
         else:
             for p, w, g in zip(done, weights, grads):
@@ -157,7 +186,9 @@ class Trainer:
         for p, w in zip(done, weights):
             bump(w)
             if p._copies:  # the same new value on every device
+                flat = False
                 p._sync_copies()
+        return flat
 
     def _layout(self, todo: list[Parameter]) -> tuple[list[FlatGroup], list[Parameter]]:
         """The flat groups and the one-by-one parameters for ``todo`` (kept while they still fit)."""
@@ -252,6 +283,64 @@ class Trainer:
         self._states = states
         self._steps = rec["num_update"]
         self._layout_key = None  # the flat groups take the loaded states in at the next step
+        self._plan = None
+
+
+class _Plan:
+    """A trainer's step while nothing changed since the last one: every trainable parameter in a
+    flat group, each updated with a fresh dense gradient of its weight's shape and dtype, on one
+    device. It keeps, per parameter, the objects the general path would look up again (its value
+    array, its autograd leaf) and each group's weights cut into chunks (``FlatGroup.prepare``).
+
+    ``gather`` checks at every step that it still holds, parameter by parameter, before anything
+    is changed: the same value array (not replaced: ``set_data`` of a new array, ``cast``, a
+    re-initialization) of the same shape, dtype and layout, the same leaf (``grad_req`` changes
+    make a new one), the same ``grad_req`` for every parameter (trainable or not), no copies on
+    other devices, and a fresh gradient. Anything else returns None: the trainer drops the plan
+    and takes the general path (which raises on stale gradients, regroups, updates one by one).
+    The optimizer's settings are not part of it: the learning rate and the rest are read at every
+    update as on the general path; ``load_states`` drops the plan.
+    """
+
+    __slots__ = ("checks", "rows", "groups", "taken")
+
+    def __init__(self, checks, rows, groups, taken):
+        self.checks, self.rows, self.groups, self.taken = checks, rows, groups, taken
+
+    @classmethod
+    def make(cls, params: list[Parameter], groups: list[FlatGroup]) -> _Plan:
+        checks = tuple((p, p._data, p._grad_req) for p in params)
+        rows, plans, taken = [], [], []
+        for group in groups:
+            weights = []
+            for p in group.params:
+                d = p._data
+                v = d._value
+                rows.append((p, d, v, d._ag, v.shape, v.dtype))
+                taken.append((d._ag, v))
+                weights.append(v)
+            plans.append((group, group.prepare(weights)))
+        return cls(checks, tuple(rows), tuple(plans), tuple(taken))
+
+    def gather(self, params: list[Parameter]) -> list | None:
+        """This step's gradient arrays (in the groups' order), or None when the plan no longer holds."""
+        checks = self.checks
+        if len(params) != len(checks):
+            return None
+        for p, (q, d, req) in zip(params, checks):
+            if p is not q or p._data is not d or p._grad_req != req:
+                return None
+        grads = []
+        for p, d, v, leaf, shape, dtype in self.rows:
+            if d._value is not v or d._ag is not leaf or p._copies or not leaf.fresh or v.shape != shape \
+                    or v.dtype != dtype or not v.flags.c_contiguous:
+                return None
+            g = leaf.grad
+            g = None if g is None else g._value
+            if g is None or isinstance(g, RowSparse) or g.shape != shape or g.dtype != dtype:
+                return None  # (a lazy gradient is computed by the general path)
+            grads.append(g)
+        return grads
 
 
 def _host(a) -> np.ndarray:
