@@ -496,6 +496,20 @@ def _step_closure(sp: _Spec, frees: tuple):
                 fn(s[a], out=s[o])
             except Exception as exc:
                 raise _step_error(node, exc) from exc
+    elif kind is StepKind.OUT and len(ins) == 1:  # (pooling)
+        def step(s):
+            try:
+                fn(s[a], out=s[o], **kw)
+            except Exception as exc:
+                raise _step_error(node, exc) from exc
+    elif kind is StepKind.OUT and kw and len(ins) == 3:  # (``conv2d`` with its bias)
+        c = ins[2]
+
+        def step(s):
+            try:
+                fn(s[a], s[b], s[c], out=s[o], **kw)
+            except Exception as exc:
+                raise _step_error(node, exc) from exc
     elif kind is StepKind.OUT and not kw and len(ins) == 2:  # no argument list built per run
         def step(s):
             try:
@@ -522,6 +536,12 @@ def _step_closure(sp: _Spec, frees: tuple):
         def step(s):
             try:
                 fn(*[s[i] for i in ins], out=tuple([s[k] for k in outs]), **kw)
+            except Exception as exc:
+                raise _step_error(node, exc) from exc
+    elif kind is StepKind.FRESH and node.avals[0].shape != () and len(ins) == 1:  # (``flatten``, reshapes)
+        def step(s):
+            try:
+                s[o] = fn(s[a], **kw)
             except Exception as exc:
                 raise _step_error(node, exc) from exc
     elif kind is StepKind.FRESH and node.avals[0].shape != ():
