@@ -593,14 +593,15 @@ class HybridBlock(Block):
         if self.__dict__.get("_structure_epoch") != _STRUCTURE[0]:
             self._check_structure()
         # The hot path of a hybridized call: one signature, one dict lookup, then the cached op.
-        try:
-            sig = tuple([(a.shape, a.dtype, a._device) for a in args])
+        try:  # (a computed array's value has its shape and dtype; a lazy one's is None: below)
+            sig = tuple([(v.shape, v.dtype, a._device) for a in args for v in (a._value,)])
         except AttributeError:
             bad = [a for a in args if a is not None and not isinstance(a, NDArray)]
             if bad:
                 raise ParamError(f"a hybridized {type(self).__name__} takes arrays (or None), got "
                                  f"{type(bad[0]).__name__}; wrap numbers and NumPy data with la.array(...)") from None
             # None arguments: traced with None in that place, the trace serves calls with None there
+            # (and lazy arguments: their recorded shapes and dtypes)
             sig = tuple([None if a is None else (a.shape, a.dtype, a._device) for a in args])
         training = _TRAINING.get()
         compiled = self._by_sig.get((training, sig))

@@ -91,8 +91,13 @@ class Compiled:
     def __call__(self, args: tuple, key=None):
         """Run on the call's arguments; ``key``: the block's (training, signature) of them, which
         lets a plain call (nothing recorded) skip the cached op's signature (``_Memo``)."""
-        arrays = [args[s] if type(s) is int else s._data for s in self.sources]
-        out = self._run_plain(arrays, key) if key is not None and not _MODE.get() else self.run(*arrays)
+        arrays = [args[s] if s.__class__ is int else s._data for s in self.sources]
+        if key is not None and not _MODE.get():
+            m = self.memo.get(key)
+            vals = m.values_if_held(arrays) if m is not None else None
+            out = self.run.run_program(m.program, vals) if vals is not None else self._run_plain(arrays, key)
+        else:
+            out = self.run(*arrays)
         if self.structure == "single" and out.__class__ is not list:  # one output, nothing else
             return out
         outs = out if isinstance(out, (list, tuple)) else [out]
@@ -103,18 +108,13 @@ class Compiled:
         main = list(outs[:self.num_outputs])
         return tuple(main) if self.structure == "tuple" else main
 
-
     def _run_plain(self, arrays: list, key):
+        """A plain call the memo could not serve: through the cached op, then remember its program."""
         memo = self.memo
-        m = memo.get(key)
-        if m is not None:
-            vals = m.values_if_held(arrays)
-            if vals is not None:
-                return self.run.run_program(m.program, vals)
         out = self.run(*arrays)
         c = self.run.program_for(arrays)
         if c is not None:
-            if len(memo) >= _MEMO_SIGNATURES:
+            if len(memo) >= _MEMO_SIGNATURES and key not in memo:
                 memo.clear()
             memo[key] = _Memo(self.sources, arrays, c)
         return out
@@ -131,24 +131,34 @@ class _Memo:
     argument's value (dense, sparse; the block's signature has their shapes, dtypes and devices).
     While they hold, a call runs the program without building the cached op's signature."""
 
-    __slots__ = ("params", "p_arrays", "p_values", "args", "classes", "program")
+    __slots__ = ("p_get", "held", "a_get", "classes", "program")
 
     def __init__(self, sources, arrays, program):
-        self.params = [i for i, s in enumerate(sources) if type(s) is not int]
-        self.args = [i for i, s in enumerate(sources) if type(s) is int]
-        self.p_arrays = [arrays[i] for i in self.params]
-        self.p_values = [arrays[i]._value for i in self.params]
-        self.classes = [arrays[i]._value.__class__ for i in self.args]
+        self.p_get = _getter([i for i, s in enumerate(sources) if s.__class__ is not int])
+        self.a_get = _getter([i for i, s in enumerate(sources) if s.__class__ is int])
+        p_arrays = self.p_get(arrays)
+        self.held = p_arrays + tuple(a._value for a in p_arrays)  # the parameters' arrays, then their values
+        self.classes = [v._value.__class__ for v in self.a_get(arrays)]
         self.program = program
 
     def values_if_held(self, arrays):
         """The arrays' values if this memo still applies to them, else None."""
         vals = [a._value for a in arrays]
-        if all(map(_is, [arrays[i] for i in self.params], self.p_arrays)) \
-                and all(map(_is, [vals[i] for i in self.params], self.p_values)) \
-                and [vals[i].__class__ for i in self.args] == self.classes:
+        p_get = self.p_get
+        if all(map(_is, p_get(arrays) + p_get(vals), self.held)) \
+                and [v.__class__ for v in self.a_get(vals)] == self.classes:
             return vals
         return None
+
+
+def _getter(positions: list):
+    """``f(seq)``: the tuple of ``seq``'s items at ``positions`` (``operator.itemgetter``, always a tuple)."""
+    if len(positions) > 1:
+        return operator.itemgetter(*positions)
+    if positions:
+        k = positions[0]
+        return lambda seq: (seq[k],)
+    return lambda seq: ()
 
 
 class CopyOf:

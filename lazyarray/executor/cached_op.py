@@ -136,7 +136,7 @@ class CachedOp:
             arrays = args
         mask = None
         if mode & RECORDING:
-            mask = tuple(a._ag is not None for a in arrays)
+            mask = tuple([a._ag is not None for a in arrays])
             if not any(mask):
                 mask = None
         key.append(_TRAINING.get())
@@ -206,7 +206,7 @@ class CachedOp:
     def _record(self, c: _Compiled, arrays, vals):
         """Run the forward program and record the call as one autograd node."""
         outs = c.program.run(vals)
-        entries = tuple(a._as_entry() for a in arrays)
+        entries = tuple([a._as_entry() for a in arrays])
         avals = c.out_avals
         if avals is None:  # (the program of one input signature always makes the same values)
             avals = c.out_avals = tuple(Aval(tuple(v.shape), v.dtype, d, stype_of(v))

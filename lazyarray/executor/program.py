@@ -93,6 +93,12 @@ class Program:
         self._pool: list[list] = []
         # per handed-out buffer: the (raw, views) of the last run, taken back when nobody holds them
         self._returned: list[list] = [[] for _ in per_run]
+        # the run loop's view of the handed-out buffers: (device, nbytes, views, slots of each view,
+        # the buffer's taken-back list or None where nothing is taken back (GPU memory))
+        self._handed = [(dev, size, views, tuple(v[-1] for v in views), back if dev.kind == "cpu" else None)
+                        for (dev, size, views), back in zip(per_run, self._returned)]
+        # inputs bound by one slice assignment when their slots are 0..n-1 (the usual layout)
+        self._in_prefix = len(in_slots) if list(in_slots) == list(range(len(in_slots))) else -1
         self.plan = plan
         self.nodes = nodes
 
@@ -104,28 +110,38 @@ class Program:
 
     def run(self, args) -> list:
         """Run once; returns the output values (new arrays, owned by the caller)."""
-        for node in self._captures:
-            check_capture(node)
+        if self._captures:
+            for node in self._captures:
+                check_capture(node)
         pool = self._pool
-        base = pool.pop() if pool else self._new_set()
+        try:
+            base = pool.pop()  # (atomic: two threads never take the same set)
+        except IndexError:
+            base = self._new_set()
         s = base.copy()
-        for (dev, size, views), back in zip(self._per_run, self._returned):  # outputs: memory nobody holds
-            try:
-                last = back.pop()  # (atomic: two threads never take the same set)
-            except IndexError:
-                last = None
+        for dev, size, views, ats, back in self._handed:  # outputs: memory nobody holds
+            last = None
+            if back:
+                try:
+                    last = back.pop()
+                except IndexError:  # another thread took it between the test and the pop
+                    pass
             if last is not None and _unheld(last):
                 raw, made = last
-                for v, (_, _, _, _, _, at) in zip(made, views):
+                for v, at in zip(made, ats):
                     for slot in at:
                         s[slot] = v
             else:
                 raw = _alloc(dev, size)
                 made = _fill_views(s, raw, views)
-            if dev.kind == "cpu":
+            if back is not None:
                 back.append((raw, made))
-        for slot, v in zip(self.in_slots, args):
-            s[slot] = v
+        n = self._in_prefix
+        if n >= 0 and len(args) == n:
+            s[:n] = args
+        else:
+            for slot, v in zip(self.in_slots, args):
+                s[slot] = v
         for step in self.steps:
             step(s)
         outs = [s[k] for k in self.out_slots]
@@ -474,6 +490,26 @@ def _step_closure(sp: _Spec, frees: tuple):
                 fn(s[a], s[o])
             except Exception as exc:
                 raise _step_error(node, exc) from exc
+    elif kind is StepKind.OUT and not kw and len(ins) == 1:  # (``relu``: one input, no parameters)
+        def step(s):
+            try:
+                fn(s[a], out=s[o])
+            except Exception as exc:
+                raise _step_error(node, exc) from exc
+    elif kind is StepKind.OUT and len(ins) == 1:  # (pooling)
+        def step(s):
+            try:
+                fn(s[a], out=s[o], **kw)
+            except Exception as exc:
+                raise _step_error(node, exc) from exc
+    elif kind is StepKind.OUT and kw and len(ins) == 3:  # (``conv2d`` with its bias)
+        c = ins[2]
+
+        def step(s):
+            try:
+                fn(s[a], s[b], s[c], out=s[o], **kw)
+            except Exception as exc:
+                raise _step_error(node, exc) from exc
     elif kind is StepKind.OUT and not kw and len(ins) == 2:  # no argument list built per run
         def step(s):
             try:
@@ -500,6 +536,12 @@ def _step_closure(sp: _Spec, frees: tuple):
         def step(s):
             try:
                 fn(*[s[i] for i in ins], out=tuple([s[k] for k in outs]), **kw)
+            except Exception as exc:
+                raise _step_error(node, exc) from exc
+    elif kind is StepKind.FRESH and node.avals[0].shape != () and len(ins) == 1:  # (``flatten``, reshapes)
+        def step(s):
+            try:
+                s[o] = fn(s[a], **kw)
             except Exception as exc:
                 raise _step_error(node, exc) from exc
     elif kind is StepKind.FRESH and node.avals[0].shape != ():

@@ -88,3 +88,29 @@ def test_the_memo_is_bounded():
         np.testing.assert_allclose(net(la.array(x)).asnumpy(), _by_hand(net, x), rtol=1e-5, atol=1e-5)
     compiled = {id(c): c for c in net._by_sig.values()}
     assert all(len(c.memo) <= 8 for c in compiled.values())
+
+
+def test_a_new_array_for_the_last_parameter_alone_is_not_served_by_the_old_program():
+    net = _net()
+    x = _x()
+    net(la.array(x))
+    net(la.array(x))  # served by the memo
+    net[1].bias.initialize(init=la.init.Constant(7.0), force_reinit=True)  # one new array, the last input
+    np.testing.assert_allclose(net(la.array(x)).asnumpy(), _by_hand(net, x), rtol=1e-5, atol=1e-5)
+    net[0].weight.initialize(init=la.init.Constant(0.5), force_reinit=True)  # and the first parameter
+    np.testing.assert_allclose(net(la.array(x)).asnumpy(), _by_hand(net, x), rtol=1e-5, atol=1e-5)
+
+
+def test_training_mode_is_part_of_the_memo_key():
+    net = B.HybridSequential()
+    net.add(B.Dense(64), B.Dropout(0.5))
+    net.initialize()
+    net.hybridize()
+    x = la.array(np.ones((4, 8), "float32"))
+    ref = net(x).asnumpy()
+    np.testing.assert_array_equal(net(x).asnumpy(), ref)  # inference: served by the memo, no dropout
+    with la.autograd.train_mode():
+        drop = net(x).asnumpy()  # plain call in training mode: another program, which drops
+    assert (drop == 0).sum() > (ref == 0).sum()
+    np.testing.assert_array_equal(net(x).asnumpy(), ref)
+
