@@ -668,8 +668,8 @@ class HybridBlock(Block):
         outputs, and the parameter of each of its inputs that is one (the others are data inputs).
         Every exporter (our format, MXNet files) starts here."""
         compiled = self.inference_symbol()
-        sym = compiled.symbol
-        sources = dict(zip(sym.list_inputs(), compiled.sources))
+        sym, srcs = hybrid.fold_captures(compiled.symbol, compiled.sources)  # captured arrays: constants
+        sources = dict(zip(sym.list_inputs(), srcs))
         if len(sym.outputs) > compiled.num_outputs:  # parameter updates, discarded draws: not the model's
             sym = Symbol(list(sym.outputs[:compiled.num_outputs]))
         return sym, {n: sources[n] for n in sym.list_inputs() if isinstance(sources[n], Parameter)}

@@ -33,10 +33,12 @@ from ..deferred import _MODE, deferred
 from ..errors import BlockError, LazyArrayError
 from ..executor.cached_op import CachedOp
 from ..executor.call import SubGraph
-from ..graph.node import BLOCK_SCOPE, Entry, var_node
+from ..graph.node import BLOCK_SCOPE, Entry, const_node, var_node
+from ..graph.rewrite import rewrite
 from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
 from ..ndarray import NDArray, _make
+from ..storage import copy_value
 from ..tracing import UnusedInputWarning, get_symbol
 from .parameter import Parameter, collect_updates
 
@@ -174,6 +176,54 @@ class CopyOf:
         return self.param._copies[self.device]
 
 
+class Captured:
+    """A graph input bound to a user's array that ``forward`` read without it being an argument or
+    a parameter (a closure, a global): read live at every call, as eager code reads it."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, holder: NDArray):
+        self._data = holder
+
+
+def _bind_captures(entries: list, named: dict) -> dict:
+    """The user's arrays the trace captured (constants recorded at a buffer version), each made a
+    named graph input (``named`` gains them) -> its ``Captured`` source.
+
+    A snapshot would be silently stale after ``w[:] = ...`` where the eager block reads the new
+    values; an input reads the array's buffer at each call instead (a rebinding of the Python
+    name, ``w = other``, is not seen: the trace read that object)."""
+    bound = {id(a._value) for a in named.values() if a._value is not None}
+    out: dict = {}
+    for node in topo_order(entries):
+        if node.op is None and node.kind == "const" and node.version is not None and id(node.value) not in bound:
+            bound.add(id(node.value))
+            name = f"_captured{len(out)}"
+            while name in named:
+                name = "_" + name
+            holder = _make(node.value, None, node.avals[0].device)
+            named[name] = holder
+            out[name] = Captured(holder)
+    return out
+
+
+def fold_captures(sym: Symbol, sources: list) -> tuple[Symbol, list]:
+    """``(sym, sources)`` with the captured inputs (``Captured``) made constants holding a copy of
+    their values now: what an exported file or a graph shipped to workers carries."""
+    caps = {n: s for n, s in zip(sym.list_inputs(), sources) if isinstance(s, Captured)}
+    if not caps:
+        return sym, sources
+    by_name = dict(zip(sym.list_inputs(), sources))
+
+    def visit(node, ins):
+        if node.op is None and node.kind == "var" and node.name in caps:
+            return const_node(copy_value(caps[node.name]._data._value), node.avals[0], name=node.name)
+        return None
+
+    folded = rewrite(sym, visit)
+    return folded, [by_name[n] for n in folded.list_inputs()]
+
+
 def arrays_only(sig: tuple) -> tuple:
     """A signature without its None arguments (the graph's inputs are the arrays)."""
     return tuple(a for a in sig if a is not None)
@@ -238,6 +288,7 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool) -> C
     # A draw nothing uses still runs (as a discarded output): eager code draws it too, so the
     # draws after it come out the same for the same seed.
     unused_draws = [_make(None, e, e.aval.device) for e in tracer.draws if id(e.node) not in reached]
+    captured = _bind_captures(kept + [e._entry for e in unused_draws], named)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnusedInputWarning)  # unused parameters are fine
         sym = get_symbol(outs + [v for _, v in updates] + unused_draws, inputs=named)
@@ -246,6 +297,8 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool) -> C
     for name in sym.list_inputs():
         if name in by_name:
             sources.append(by_name[name])
+        elif name in captured:
+            sources.append(captured[name])
         else:
             p = params[name]
             sources.append(CopyOf(p, device) if p._copies and named[name] is not p._data else p)

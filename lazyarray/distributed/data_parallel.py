@@ -133,8 +133,8 @@ class DataParallel:
         block = self._block
         like = [zeros((rows,) + tuple(v.shape[1:]), dtype=np.dtype(v.dtype)) for v in (data, label)]
         traced = hybrid.trace(block, tuple(like), block.collect_params(), training=True)
-        sym = traced.symbol
-        sources = dict(zip(sym.list_inputs(), traced.sources))
+        sym, srcs = hybrid.fold_captures(traced.symbol, traced.sources)  # captured arrays travel as constants
+        sources = dict(zip(sym.list_inputs(), srcs))
         params = {k: p for k, p in sources.items() if not isinstance(p, int)}
         nodes = {n.name: n for n in sym.input_nodes()}
         names = [n for n in sym.list_inputs() if n in params and params[n].grad_req != "null"]
