@@ -119,7 +119,8 @@ def test_planned_steps_see_every_change(change, optimizer, tmp_path):
         np.testing.assert_array_equal(g, a)
 
 
-def test_plan_is_dropped_when_a_change_invalidates_it():
+def _planned_sgd():
+    """A net and an SGD trainer after two steps (the second step runs from the plan)."""
     net = _net()
     trainer = B.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
     x = la.array(np.ones((2, 5), "float32"))
@@ -127,6 +128,11 @@ def test_plan_is_dropped_when_a_change_invalidates_it():
     for _ in range(2):
         _backward(net, x, y)
         trainer.step(2)
+    return net, trainer, x, y
+
+
+def test_plan_is_dropped_when_a_change_invalidates_it():
+    net, trainer, x, y = _planned_sgd()
     plan = trainer._plan
     assert plan is not None
     net[0].bias.grad_req = "null"
@@ -137,13 +143,7 @@ def test_plan_is_dropped_when_a_change_invalidates_it():
 
 
 def test_stale_gradient_still_raises_with_a_plan():
-    net = _net()
-    trainer = B.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
-    x = la.array(np.ones((2, 5), "float32"))
-    y = la.array(np.array([0, 1]))
-    for _ in range(2):
-        _backward(net, x, y)
-        trainer.step(2)
+    net, trainer, x, y = _planned_sgd()
     assert trainer._plan is not None
     before = [p.data().asnumpy().copy() for p in net.collect_params().values()]
     with pytest.raises(StaleGradientError):
