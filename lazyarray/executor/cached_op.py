@@ -149,10 +149,7 @@ class CachedOp:
             c.used = self._signatures.epoch
         if mask is not None:
             return self._record(c, arrays, vals)
-        outs = c.program.run(vals)
-        if c.n_out == 1:
-            return _make(outs[0], None, c.out_devices[0])
-        return [_make(v, None, d) for v, d in zip(outs, c.out_devices)]
+        return _wrap(c, c.program.run(vals))
 
     def program_for(self, arrays) -> _Compiled | None:
         """What a plain call (nothing recorded, nothing deferred) with ``arrays`` runs, if compiled:
@@ -168,10 +165,7 @@ class CachedOp:
     def run_program(self, c: _Compiled, vals: list):
         """Run ``c`` (from ``program_for``) on the arrays' values: a plain call without its signature."""
         c.used = self._signatures.epoch
-        outs = c.program.run(vals)
-        if c.n_out == 1:
-            return _make(outs[0], None, c.out_devices[0])
-        return [_make(v, None, d) for v, d in zip(outs, c.out_devices)]
+        return _wrap(c, c.program.run(vals))
 
     def _values(self, args):
         """The arrays, their computed values and the signature key of a call's arguments (converting
@@ -440,3 +434,11 @@ def _sig_text(key, names) -> str:
         return "(none)"
     parts = [f"{nm}: {np.dtype(dt)}{fmt_shape(shape)} @{dev}" for nm, (shape, dt, dev, _) in zip(names, key)]
     return "(" + ", ".join(parts) + f"; training={key[-2]}, grad={key[-1]})"
+
+
+def _wrap(c, outs: list):
+    """A plain run's output values as arrays: one array, or a list of them."""
+    if c.n_out == 1:
+        return _make(outs[0], None, c.out_devices[0])
+    return [_make(v, None, d) for v, d in zip(outs, c.out_devices)]
+

@@ -115,13 +115,10 @@ def grow(prev: ChainKey, op, avals: tuple, pos: int, leaf):
         k = None if more is None else more.get(op if pos == 0 else (op, pos))
     if k is not None and k.avals is avals and (k.leaf is leaf or k.leaf == leaf):
         return k
-    if op.random or not registry.is_registered(op):
+    if not _chainable(op):
         return None
     k = ChainKey(prev, op, avals, pos, leaf)
-    if pos == 0 and (prev.succ is None or prev.succ.op is op):
-        prev.succ = k
-    else:
-        prev._add(k)
+    prev._add(k)
     _count_made()
     return k
 

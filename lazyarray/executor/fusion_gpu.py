@@ -160,6 +160,9 @@ C_FORMS: dict[str, tuple] = {
     "reciprocal": (lambda ins, out: _float(out), _out_loop, lambda a, t, p: f"({_const(1, t)} / {a[0]})"),
     "abs": (*_ANY_NUM, _abs),
     "relu": (*_ANY_NUM, _relu),
+    # g * (y > 0), as the registry kernel: a NaN or -0 in g stays one where y <= 0 (NaN * 0, -g * 0)
+    "relu_grad": (lambda ins, out: _float(out) and ins[0] == ins[1] == out, _out_loop,
+                  lambda a, t, p: f"({a[1]} * (({t})({a[0]} > {_const(0, t)})))"),
     "sign": (*_ANY_NUM, _sign),
     "maximum": _extreme(">"), "minimum": _extreme("<"),
     "sigmoid": (lambda ins, out: _float(out) and _float(ins[0]), _out_loop, _sigmoid),

@@ -21,22 +21,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ShapeError, fmt_shape
-from .nn import _sce_dtype
+from .nn import _sce_dtype, check_label_rows
 from .registry import OpDef, register
-
-
-def _same(d1, d2):
-    return d1 is None or d2 is None or d1 == d2
 
 
 def _rows_shape(shapes):
     lg, lb = shapes[0], shapes[1]
-    if not lg:
-        raise ShapeError("logits must have a class axis (last dim)")
-    if len(lb) != len(lg) - 1 or not all(_same(a, b) for a, b in zip(lb, lg[:-1])):
-        raise ShapeError(f"labels {fmt_shape(lb)} must have the shape of logits {fmt_shape(lg)} "
-                         "without its last (class) dim, one integer class index per row")
+    check_label_rows(lg, lb)
     return tuple(b if b is not None else a for a, b in zip(lg[:-1], lb))
 
 

@@ -192,7 +192,7 @@ def _dense(xp, x, weight, bias=None, out=None):
         y = _rows_matmul(xp, x, transposed(weight, x.size // max(x.shape[-1], 1)), out)
     else:
         rows = x.shape[0] if x.ndim == 2 else 1
-        wt = weight.T if rows < 2 else transposed(weight, rows)  # (one row: the view; see weight_pack.py)
+        wt = transposed(weight, rows)  # (a packed copy where it pays: weight_pack.py)
         if x.__class__ is np.ndarray and weight.__class__ is np.ndarray and x.ndim == 2 and x.dtype == weight.dtype \
                 and (out is None or (out.dtype == x.dtype and out.flags.carray)):
             y = x.dot(wt, out=out)  # the same product as matmul at half its per-call cost (0.4 vs 1 us)
@@ -343,13 +343,17 @@ def _sce(xp, logits, labels, out=None):
     return -picked.mean(dtype=logits.dtype).astype(logits.dtype)
 
 
-def _sce_shape(shapes):
-    lg, lb = shapes
+def check_label_rows(lg, lb) -> None:
+    """Integer labels ``lb`` for logits ``lg``: one class index per row (logits without the class axis)."""
     if not lg:
         raise ShapeError("logits must have a class axis (last dim)")
     if len(lb) != len(lg) - 1 or not all(_same(a, b) for a, b in zip(lb, lg[:-1])):
         raise ShapeError(f"labels {fmt_shape(lb)} must have the shape of logits {fmt_shape(lg)} "
                          "without its last (class) dim, one integer class index per row")
+
+
+def _sce_shape(shapes):
+    check_label_rows(*shapes)
     return ()
 
 

@@ -95,6 +95,7 @@ CASES = (
     + [("gelu", (d,), {"approximation": ap}) for d in FLOATS for ap in ("none", "tanh")]
     + [("quadratic", (d,), {"a": 0.5, "b": -2.0, "c": 3.0}) for d in FLOATS + [INTS[2]]]
     + [("divide", (INTS[2], INTS[2]), {})]  # true division of ints: a double loop
+    + [("relu_grad", (d, d), {}) for d in FLOATS]
 )
 
 
