@@ -4,6 +4,10 @@ Kernels that stream large arrays (fused elementwise groups, row-wise softmax) cu
 into cache-sized chunks and hand the chunks to this pool; NumPy ufuncs and reductions release
 the GIL, so the chunks run in parallel. One setting rules them all, and BLAS too when
 threadpoolctl is installed (the ``threads`` extra).
+
+Kernels whose work is mostly BLAS products over independent pieces (a convolution's images) run
+the pieces on this pool instead, each product on one BLAS thread (``split``): BLAS's own threads
+would otherwise share each product while the copies and transforms around it ran on one core.
 """
 from __future__ import annotations
 
@@ -14,9 +18,14 @@ from concurrent.futures import ThreadPoolExecutor
 MIN_PARALLEL_BYTES = 8 << 20  # below this a thread hand-off costs more than it saves (measured: a 1.6 MB
 # SGD update ran slower on 2 threads than on 1)
 
+# The fewest multiply-adds a kernel spreads over threads with ``split`` (a convolution's products
+# over its images): about a millisecond of products, against tens of microseconds of hand-offs.
+MIN_SPLIT_MACS = 1 << 24
+
 _THREADS = [os.cpu_count() or 1]
 _POOL: list = [None]
 _LOCK = threading.Lock()
+_IN_POOL = threading.local()  # .active: this thread is one of the pool's (its work runs inline)
 
 
 def set_num_threads(n: int) -> None:
@@ -34,6 +43,7 @@ def set_num_threads(n: int) -> None:
     except ImportError:
         return
     threadpool_limits(n)
+    _BLAS.controllers = None  # found again on the next split (the limit above reached every BLAS)
 
 
 def num_threads() -> int:
@@ -43,8 +53,13 @@ def num_threads() -> int:
 def _pool() -> ThreadPoolExecutor:
     with _LOCK:
         if _POOL[0] is None:
-            _POOL[0] = ThreadPoolExecutor(_THREADS[0], thread_name_prefix="lazyarray")
+            _POOL[0] = ThreadPoolExecutor(_THREADS[0], thread_name_prefix="lazyarray",
+                                          initializer=_mark_pool_thread)
         return _POOL[0]
+
+
+def _mark_pool_thread() -> None:
+    _IN_POOL.active = True
 
 
 def chunked(rows: int, per: int, nbytes: int, work) -> None:
@@ -57,3 +72,85 @@ def chunked(rows: int, per: int, nbytes: int, work) -> None:
         list(_pool().map(work, [bounds[k::n] for k in range(n)]))
     else:
         work(bounds)
+
+
+class _BlasSerial:
+    """BLAS on one thread while any ``split`` runs (process-wide, as BLAS's setting is): entered by
+    the first split, restored to the thread counts it found by the last one out, so overlapping
+    splits from several threads never restore too early. threadpoolctl's controllers are looked up
+    once (a library scan, milliseconds); each switch is then one C call per BLAS library. For
+    OpenBLAS that call is threadpoolctl's unguarded setter: its public one ignores every Python
+    thread but the first to set a limit (``la.set_num_threads`` on the main thread), and a split
+    may start on any thread; the depth count here is what keeps threads from fighting over it."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.depth = 0
+        self.saved: list = []
+        self.controllers = None
+
+    def _blas(self) -> list:
+        if self.controllers is None:
+            try:
+                from threadpoolctl import ThreadpoolController
+            except ImportError:  # without threadpoolctl BLAS keeps its threads (oversubscribed, still correct)
+                self.controllers = []
+            else:
+                self.controllers = [(c, getattr(c, "_real_set_num_threads", c.set_num_threads))
+                                    for c in ThreadpoolController().lib_controllers if c.user_api == "blas"]
+        return self.controllers
+
+    def __enter__(self):
+        with self.lock:
+            if self.depth == 0:
+                self.saved = [(c, setter, c.get_num_threads()) for c, setter in self._blas()]
+                for _, setter, n in self.saved:
+                    if n != 1:
+                        setter(1)
+            self.depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        with self.lock:
+            self.depth -= 1
+            if self.depth == 0:
+                for _, setter, n in self.saved:
+                    if n != 1:
+                        setter(n)
+                self.saved = []
+        return False
+
+
+_BLAS = _BlasSerial()
+
+
+def split_threads(macs: int) -> int:
+    """Threads to ``split`` a kernel of ``macs`` multiply-adds over (1: run it whole, in order)."""
+    return _THREADS[0] if macs >= MIN_SPLIT_MACS else 1
+
+
+def split(parts: list, work) -> None:
+    """Run ``work(part)`` for every part: spread over the pool's threads (this thread takes the
+    first share) with BLAS on one thread meanwhile, or in order on this thread when one thread is
+    set, there is one part, or this is already one of the pool's threads (no nested hand-offs: a
+    pool waiting on itself would deadlock). Each thread gets every n-th part; the first error raised
+    is re-raised here after every thread has stopped."""
+    n = min(_THREADS[0], len(parts))
+    if n <= 1 or getattr(_IN_POOL, "active", False):
+        for p in parts:
+            work(p)
+        return
+
+    def share(k):
+        for p in parts[k::n]:
+            work(p)
+
+    with _BLAS:
+        futures = [_pool().submit(share, k) for k in range(1, n)]
+        try:
+            share(0)
+        finally:
+            for f in futures:  # wait for every share before BLAS gets its threads back
+                f.exception()
+        for f in futures:
+            f.result()

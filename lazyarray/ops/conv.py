@@ -20,40 +20,19 @@ running statistics in inference mode. Its gradient is written with elementwise o
 """
 from __future__ import annotations
 
-import math
-import threading
-
 import numpy as np
 
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from .params import FLOAT, INT, INTS, Param
 from .registry import OpDef, normalize_axis, register
+from .scratch import SCRATCH_MAX_BYTES, scratch  # noqa: F401  (the limit: read by batch_last.py)
 from .winograd import use_winograd, winograd_conv2d
 
 # -- helpers -------------------------------------------------------------------------------------
-# im2col columns and padded copies up to this size come from a per-thread scratch buffer, reused
-# call after call: a fresh allocation this large is new memory from the OS each time, and its page
-# faults cost as much as the copy into it (the demo CNN's second conv at batch 64: 663 KB of
-# columns, 230 us per call with fresh memory, about 110 us reusing it). Larger ones are allocated.
-SCRATCH_MAX_BYTES = 4 << 20
-_SCRATCH = threading.local()
+# im2col columns and padded copies come from per-thread scratch buffers (``scratch.py``), up to
+# SCRATCH_MAX_BYTES; ``executor/batch_last.py`` reads the limit from here.
+_scratch = scratch
 
-
-def _scratch(xp, slot: int, shape, dtype):
-    """An uninitialized array of ``shape`` in this thread's scratch buffer number ``slot`` (a
-    kernel's temporaries that are alive at the same time use different slots; nothing a kernel
-    returns may be one)."""
-    dtype = np.dtype(dtype)
-    nbytes = math.prod(shape) * dtype.itemsize
-    if xp is not np or nbytes > SCRATCH_MAX_BYTES:
-        return xp.empty(shape, dtype=dtype)
-    bufs = getattr(_SCRATCH, "bufs", None)
-    if bufs is None:
-        bufs = _SCRATCH.bufs = [None, None]
-    buf = bufs[slot]
-    if buf is None or buf.nbytes < nbytes:
-        buf = bufs[slot] = np.empty(max(nbytes, 64 << 10), dtype=np.uint8)
-    return buf[:nbytes].view(dtype).reshape(shape)
 
 def _pair(v, name, op, minimum):
     if len(v) == 2 and v[0] >= minimum and v[1] >= minimum:  # the common case, on every kernel call
@@ -277,6 +256,49 @@ def _gemm_conv(xp, win, weight, bias, out):
     return y
 
 
+# Under ``la.set_num_threads(n > 1)`` a batch of at least ``threads.MIN_SPLIT_MACS`` multiply-adds
+# runs as chunks of images spread over the threads (``_split_gemm_conv``): each pads and im2cols
+# its own images and multiplies them on one BLAS thread, where otherwise only the products would
+# use the threads and the padding and im2col copies would run on one.
+# Columns per chunk: a few images' worth, so the copy and the product meet in cache.
+SPLIT_CHUNK_BYTES = 1 << 20
+
+
+def _split_gemm_conv(xp, x, weight, bias, stride, padding, dilation, out, threads):
+    """conv2d with groups == 1 of a batch of images as chunks of images over ``threads`` threads
+    (``threads.split``): the same im2col + per-image products as ``_gemm_conv``, each chunk padded
+    into its thread's scratch (no padded copy of the whole batch) and written into its slice of the
+    output. Values equal the one-thread path's: every image is the same product."""
+    from ..threads import split  # (the threads module sits above ops/)
+
+    n, c, h, w = x.shape
+    o, _, kh, kw = weight.shape
+    (ph, pw) = padding
+    ho, wo = (_out_dim((h, w)[a], (kh, kw)[a], stride[a], padding[a], dilation[a]) for a in (0, 1))
+    dtype = xp.result_type(x.dtype, weight.dtype)
+    y = _into(xp, out, (n, o, ho, wo), dtype)
+    y = xp.empty((n, o, ho, wo), dtype=dtype) if y is None else y
+    per = max(1, min(SPLIT_CHUNK_BYTES // max(1, c * kh * kw * ho * wo * x.itemsize), -(-n // threads)))
+
+    def work(lo):
+        hi = min(lo + per, n)
+        xc = x[lo:hi]
+        if ph or pw:  # padded in this thread's scratch: zero border, the images inside
+            xc = _scratch(xp, 0, (hi - lo, c, h + 2 * ph, w + 2 * pw), x.dtype)
+            xc[:, :, :ph] = 0
+            xc[:, :, ph + h:] = 0
+            xc[:, :, ph:ph + h, :pw] = 0
+            xc[:, :, ph:ph + h, pw + w:] = 0
+            xc[:, :, ph:ph + h, pw:pw + w] = x[lo:hi]
+        _gemm_conv(xp, _windows(xp, xc, (kh, kw), stride, (0, 0), dilation=dilation), weight, bias, y[lo:hi])
+
+    split(list(range(0, n, per)), work)
+    if out is not None and y is not out:
+        out[...] = y
+        return out
+    return y
+
+
 def _batch_last(a) -> bool:
     """True for an NCHW array of several images stored batch last, (C, H, W, N) in memory (the
     planned buffers of ``executor/batch_last.py``)."""
@@ -347,6 +369,13 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
         ho, wo = (_out_dim(x.shape[2 + a], weight.shape[2 + a], stride[a], padding[a], dilation[a]) for a in (0, 1))
         if ho * wo < PER_IMAGE_MIN_PIXELS or _batch_last(x) or _batch_last(out):
             return _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out)
+    if groups == 1 and n > 1 and xp is np:
+        from ..threads import split_threads  # (the threads module sits above ops/)
+
+        threads = split_threads(n * o * c * kh * kw * _out_dim(x.shape[2], kh, stride[0], padding[0], dilation[0])
+                                 * _out_dim(x.shape[3], kw, stride[1], padding[1], dilation[1]))
+        if threads > 1:
+            return _split_gemm_conv(xp, x, weight, bias, stride, padding, dilation, out, threads)
     win = _windows(xp, x, (kh, kw), stride, padding, dilation=dilation)
     ho, wo = win.shape[2], win.shape[3]
     if groups == 1:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .scratch import scratch
+
 # G (4 x 3): the kernel transform of F(2, 3); kron(G, G) maps a flattened 3x3 kernel to its 16
 # transformed values in one product over all (O, C) pairs.
 _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
@@ -47,16 +49,24 @@ def use_winograd(x_shape, weight_shape, stride, padding, dilation, groups, ho, w
 
 
 def _input_tiles(xp, x, padding, th, tw):
-    """The transformed input tiles ``B^T d B``: (16, th * tw * N, C)."""
+    """The transformed input tiles ``B^T d B``: (16, th * tw * N, C), in this thread's scratch."""
     n, c, h, w = x.shape
     ph, pw = padding
     hp, wp = 2 * th + 2, 2 * tw + 2  # rows / columns the tiles read (the padded image, cropped)
-    xs = xp.zeros((hp, wp, n, c), dtype=x.dtype)
+    xs = scratch(xp, "winograd 0", (hp, wp, n, c), x.dtype)
     rows, cols = min(h, hp - ph), min(w, wp - pw)
+    xs[:ph] = 0  # the border the image leaves (a reused buffer holds the last call's values)
+    xs[ph + rows:] = 0
+    xs[ph:ph + rows, :pw] = 0
+    xs[ph:ph + rows, pw + cols:] = 0
     xs[ph:ph + rows, pw:pw + cols] = x[:, :, :rows, :cols].transpose(2, 3, 0, 1)
     r = [xs[i:i + 2 * th:2] for i in range(4)]  # tile row i of every tile: (th, wp, N, C)
-    t = (r[0] - r[2], r[1] + r[2], r[2] - r[1], r[1] - r[3])  # B^T d, along the rows
-    v = xp.empty((4, 4, th, tw, n, c), dtype=x.dtype)
+    t = scratch(xp, "winograd 1", (4, th, wp, n, c), x.dtype)  # B^T d, along the rows
+    xp.subtract(r[0], r[2], out=t[0])
+    xp.add(r[1], r[2], out=t[1])
+    xp.subtract(r[2], r[1], out=t[2])
+    xp.subtract(r[1], r[3], out=t[3])
+    v = scratch(xp, "winograd 2", (4, 4, th, tw, n, c), x.dtype)
     for i in range(4):
         q = [t[i][:, j:j + 2 * tw:2] for j in range(4)]  # ... then along the columns
         xp.subtract(q[0], q[2], out=v[i, 0])
@@ -88,7 +98,11 @@ def winograd_conv2d(xp, x, weight, padding, out=None, chunk=None, bias=None):
     the result (N, O, Ho, Wo), written into ``out`` when given (C-contiguous, that shape).
     ``bias`` (O,) is added to each output tile while it is in cache (no pass of its own).
     The batch runs ``chunk`` images at a time (default ``chunk_images``); the kernels are
-    transformed once."""
+    transformed once. Under ``la.set_num_threads(n > 1)`` a batch of at least
+    ``threads.MIN_SPLIT_MACS`` multiply-adds (16 * tiles * C * O) spreads its chunks over the threads (``threads.split``),
+    each chunk's products on one BLAS thread; a batch in one chunk is cut in n."""
+    from ..threads import split, split_threads  # (the threads module sits above ops/)
+
     n, c, h, w = x.shape
     o = weight.shape[0]
     ph, pw = padding
@@ -98,19 +112,35 @@ def winograd_conv2d(xp, x, weight, padding, out=None, chunk=None, bias=None):
     y = xp.empty((n, o, ho, wo), dtype=dtype) if out is None else out
     u = _kernel_tiles(xp, weight)
     k = chunk_images(n, c, h, w, th * tw, x.itemsize) if chunk is None else max(1, chunk)
-    for i in range(0, n, k):
-        _chunk(xp, x[i:i + k], u, padding, th, tw, y[i:i + k], bias)
+    threads = split_threads(16 * n * th * tw * c * o) if xp is np else 1
+    if threads > 1:
+        k = min(k, -(-n // threads))
+    bounds = [(i, min(i + k, n)) for i in range(0, n, k)]
+
+    def work(b):
+        _chunk(xp, x[b[0]:b[1]], u, padding, th, tw, y[b[0]:b[1]], bias)
+
+    if threads > 1:
+        split(bounds, work)
+    else:
+        for b in bounds:
+            work(b)
     return y
 
 
 def _chunk(xp, x, u, padding, th, tw, y, bias=None):
     """One chunk of images: input transform, the 16 products, output transform into ``y``."""
     n, o = x.shape[0], u.shape[2]
-    m = xp.matmul(_input_tiles(xp, x, padding, th, tw), u)
+    v = _input_tiles(xp, x, padding, th, tw)
+    m = xp.matmul(v, u, out=scratch(xp, "winograd 3", (16, th * tw * n, o), xp.result_type(v, u)))
     m = m.reshape(4, 4, th, tw, n, o)
-    s = (m[0] + m[1] + m[2], m[1] - m[2] - m[3])  # A^T m, along the rows
+    s = scratch(xp, "winograd 0", (2, 4, th, tw, n, o), m.dtype)  # A^T m, along the rows
+    xp.add(m[0], m[1], out=s[0])
+    s[0] += m[2]
+    xp.subtract(m[1], m[2], out=s[1])
+    s[1] -= m[3]
     tiles = y.reshape(n, o, th, 2, tw, 2).transpose(3, 5, 2, 4, 0, 1)  # (2, 2, th, tw, N, O) view
-    tmp = xp.empty((th, tw, n, o), dtype=m.dtype)
+    tmp = scratch(xp, "winograd 1", (th, tw, n, o), m.dtype)
     for a in range(2):  # ... then along the columns, each written to its place in every tile
         xp.add(s[a][0], s[a][1], out=tmp)
         tmp += s[a][2]

@@ -1,0 +1,122 @@
+"""lazyarray/threads.py: ``split`` runs every part once, over the pool's threads with BLAS on one
+thread meanwhile (restored after, also when splits overlap or fail), inline when one thread is set
+or when called from a pool thread; ``split_threads`` picks 1 below ``MIN_SPLIT_MACS``."""
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+import lazyarray as la
+from lazyarray import threads
+
+
+@pytest.fixture
+def two_threads():
+    la.set_num_threads(2)
+    yield
+    la.set_num_threads(os.cpu_count() or 1)
+
+
+def _blas_threads():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+
+
+@pytest.mark.parametrize("parts", [1, 2, 5, 16])
+def test_every_part_runs_once_over_the_threads(two_threads, parts):
+    seen, names = [], set()
+    barrier = threading.Barrier(2, timeout=10) if parts >= 2 else None
+
+    def work(p):
+        if barrier is not None and p < 2:  # parts 0 and 1 wait for each other: both threads at work
+            barrier.wait()
+        seen.append(p)
+        names.add(threading.current_thread().name)
+
+    threads.split(list(range(parts)), work)
+    assert sorted(seen) == list(range(parts))
+    assert len(names) == min(2, parts)
+    assert threading.current_thread().name in names  # the caller takes a share itself
+
+
+def test_one_thread_runs_in_order_on_the_caller():
+    la.set_num_threads(1)
+    try:
+        seen = []
+        threads.split([3, 1, 2], lambda p: seen.append((p, threading.current_thread().name)))
+        me = threading.current_thread().name
+        assert seen == [(3, me), (1, me), (2, me)]
+    finally:
+        la.set_num_threads(os.cpu_count() or 1)
+
+
+def test_a_split_inside_a_pool_thread_runs_inline(two_threads):
+    """Nested splits do not hand work to the pool they run on (it could wait on itself forever)."""
+    inner = []
+
+    def outer(p):
+        outer_name = threading.current_thread().name
+        threads.split([10 * p, 10 * p + 1],
+                      lambda q: inner.append((q, outer_name, threading.current_thread().name)))
+
+    threads.split([0, 1], outer)
+    assert sorted(q for q, _, _ in inner) == [0, 1, 10, 11]
+    in_pool = [(outer_name, name) for _, outer_name, name in inner if outer_name.startswith("lazyarray")]
+    assert len(in_pool) == 2 and all(o == n for o, n in in_pool)  # the pool thread ran both itself
+
+
+def test_blas_runs_on_one_thread_inside_and_gets_its_threads_back(two_threads):
+    before = _blas_threads()
+    assert before and all(n == 2 for n in before)
+    inside = []
+    threads.split([0, 1, 2], lambda p: inside.append(_blas_threads()))
+    assert inside and all(all(n == 1 for n in ns) for ns in inside)
+    assert _blas_threads() == before
+
+
+def test_an_error_is_raised_after_every_thread_stopped_and_blas_is_restored(two_threads):
+    before = _blas_threads()
+    done = []
+
+    def work(p):
+        if p == 1:
+            raise ValueError("part 1 failed")
+        done.append(p)
+
+    with pytest.raises(ValueError, match="part 1 failed"):
+        threads.split([0, 1, 2, 3], work)
+    assert sorted(done) == [0, 2]  # parts 0 and 2 (caller), part 1 then 3 (pool): 3 never ran
+    assert _blas_threads() == before
+
+
+def test_overlapping_splits_from_two_callers_restore_blas_once_both_are_out(two_threads):
+    before = _blas_threads()
+    a_in, b_done = threading.Event(), threading.Event()
+    seen = {}
+
+    def caller_a():
+        def work(p):
+            if p == 0:
+                a_in.set()
+                b_done.wait(10)  # B enters and leaves while A is still inside
+                seen["a after b left"] = _blas_threads()
+        threads.split([0, 1], work)
+
+    t = threading.Thread(target=caller_a)
+    t.start()
+    assert a_in.wait(10)
+    threads.split([0, 1], lambda p: None)
+    b_done.set()
+    t.join(10)
+    assert all(n == 1 for n in seen["a after b left"])  # B's exit left A's region alone
+    assert _blas_threads() == before
+
+
+def test_split_threads_below_the_threshold_is_one(two_threads, monkeypatch):
+    monkeypatch.setattr(threads, "MIN_SPLIT_MACS", 1000)
+    assert threads.split_threads(999) == 1
+    assert threads.split_threads(1000) == 2
+    la.set_num_threads(1)
+    assert threads.split_threads(10**9) == 1
