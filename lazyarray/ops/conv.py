@@ -20,19 +20,45 @@ running statistics in inference mode. Its gradient is written with elementwise o
 """
 from __future__ import annotations
 
+import math
+import threading
+
 import numpy as np
 
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from .params import FLOAT, INT, INTS, Param
 from .registry import OpDef, normalize_axis, register
-from .scratch import SCRATCH_MAX_BYTES, scratch  # noqa: F401  (the limit: read by batch_last.py)
 from .winograd import use_winograd, winograd_conv2d
 
 # -- helpers -------------------------------------------------------------------------------------
-# im2col columns and padded copies come from per-thread scratch buffers (``scratch.py``), up to
-# SCRATCH_MAX_BYTES; ``executor/batch_last.py`` reads the limit from here.
-_scratch = scratch
+# im2col columns and padded copies up to this size come from a per-thread scratch buffer, reused
+# call after call: a fresh allocation this large is new memory from the OS each time, and its page
+# faults cost as much as the copy into it (the demo CNN's second conv at batch 64: 663 KB of
+# columns, 230 us per call with fresh memory, about 110 us reusing it). Larger ones are allocated.
+SCRATCH_MAX_BYTES = 4 << 20
+_SCRATCH = threading.local()
+# Slots 0-1: im2col's padded copy and columns; 2-5: Winograd's tiles (``winograd.py``). Kernels
+# split over threads (``threads.split``) need them more: page faults take a process-wide lock, so
+# threads that allocate as they go wait on each other (Winograd chunks on 2 threads ran no faster
+# than on 1 until their temporaries came from here).
+SCRATCH_SLOTS = 6
 
+
+def _scratch(xp, slot: int, shape, dtype):
+    """An uninitialized array of ``shape`` in this thread's scratch buffer number ``slot`` (a
+    kernel's temporaries that are alive at the same time use different slots; nothing a kernel
+    returns may be one)."""
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if xp is not np or nbytes > SCRATCH_MAX_BYTES:
+        return xp.empty(shape, dtype=dtype)
+    bufs = getattr(_SCRATCH, "bufs", None)
+    if bufs is None:
+        bufs = _SCRATCH.bufs = [None] * SCRATCH_SLOTS
+    buf = bufs[slot]
+    if buf is None or buf.nbytes < nbytes:
+        buf = bufs[slot] = np.empty(max(nbytes, 64 << 10), dtype=np.uint8)
+    return buf[:nbytes].view(dtype).reshape(shape)
 
 def _pair(v, name, op, minimum):
     if len(v) == 2 and v[0] >= minimum and v[1] >= minimum:  # the common case, on every kernel call

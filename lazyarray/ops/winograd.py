@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .scratch import scratch
-
 # G (4 x 3): the kernel transform of F(2, 3); kron(G, G) maps a flattened 3x3 kernel to its 16
 # transformed values in one product over all (O, C) pairs.
 _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
@@ -50,10 +48,12 @@ def use_winograd(x_shape, weight_shape, stride, padding, dilation, groups, ho, w
 
 def _input_tiles(xp, x, padding, th, tw):
     """The transformed input tiles ``B^T d B``: (16, th * tw * N, C), in this thread's scratch."""
+    from .conv import _scratch  # (conv.py imports this module)
+
     n, c, h, w = x.shape
     ph, pw = padding
     hp, wp = 2 * th + 2, 2 * tw + 2  # rows / columns the tiles read (the padded image, cropped)
-    xs = scratch(xp, "winograd 0", (hp, wp, n, c), x.dtype)
+    xs = _scratch(xp, 2, (hp, wp, n, c), x.dtype)
     rows, cols = min(h, hp - ph), min(w, wp - pw)
     xs[:ph] = 0  # the border the image leaves (a reused buffer holds the last call's values)
     xs[ph + rows:] = 0
@@ -61,12 +61,12 @@ def _input_tiles(xp, x, padding, th, tw):
     xs[ph:ph + rows, pw + cols:] = 0
     xs[ph:ph + rows, pw:pw + cols] = x[:, :, :rows, :cols].transpose(2, 3, 0, 1)
     r = [xs[i:i + 2 * th:2] for i in range(4)]  # tile row i of every tile: (th, wp, N, C)
-    t = scratch(xp, "winograd 1", (4, th, wp, n, c), x.dtype)  # B^T d, along the rows
+    t = _scratch(xp, 3, (4, th, wp, n, c), x.dtype)  # B^T d, along the rows
     xp.subtract(r[0], r[2], out=t[0])
     xp.add(r[1], r[2], out=t[1])
     xp.subtract(r[2], r[1], out=t[2])
     xp.subtract(r[1], r[3], out=t[3])
-    v = scratch(xp, "winograd 2", (4, 4, th, tw, n, c), x.dtype)
+    v = _scratch(xp, 4, (4, 4, th, tw, n, c), x.dtype)
     for i in range(4):
         q = [t[i][:, j:j + 2 * tw:2] for j in range(4)]  # ... then along the columns
         xp.subtract(q[0], q[2], out=v[i, 0])
@@ -99,8 +99,9 @@ def winograd_conv2d(xp, x, weight, padding, out=None, chunk=None, bias=None):
     ``bias`` (O,) is added to each output tile while it is in cache (no pass of its own).
     The batch runs ``chunk`` images at a time (default ``chunk_images``); the kernels are
     transformed once. Under ``la.set_num_threads(n > 1)`` a batch of at least
-    ``threads.MIN_SPLIT_MACS`` multiply-adds (16 * tiles * C * O) spreads its chunks over the threads (``threads.split``),
-    each chunk's products on one BLAS thread; a batch in one chunk is cut in n."""
+    ``threads.MIN_SPLIT_MACS`` multiply-adds (16 * tiles * C * O) spreads its chunks over the
+    threads (``threads.split``), each chunk's products on one BLAS thread; a batch that would be
+    one chunk is cut in n. Temporaries live in each thread's scratch (``conv._scratch``)."""
     from ..threads import split, split_threads  # (the threads module sits above ops/)
 
     n, c, h, w = x.shape
@@ -130,17 +131,19 @@ def winograd_conv2d(xp, x, weight, padding, out=None, chunk=None, bias=None):
 
 def _chunk(xp, x, u, padding, th, tw, y, bias=None):
     """One chunk of images: input transform, the 16 products, output transform into ``y``."""
+    from .conv import _scratch  # (conv.py imports this module)
+
     n, o = x.shape[0], u.shape[2]
     v = _input_tiles(xp, x, padding, th, tw)
-    m = xp.matmul(v, u, out=scratch(xp, "winograd 3", (16, th * tw * n, o), xp.result_type(v, u)))
+    m = xp.matmul(v, u, out=_scratch(xp, 5, (16, th * tw * n, o), xp.result_type(v, u)))
     m = m.reshape(4, 4, th, tw, n, o)
-    s = scratch(xp, "winograd 0", (2, 4, th, tw, n, o), m.dtype)  # A^T m, along the rows
+    s = _scratch(xp, 2, (2, 4, th, tw, n, o), m.dtype)  # A^T m, along the rows
     xp.add(m[0], m[1], out=s[0])
     s[0] += m[2]
     xp.subtract(m[1], m[2], out=s[1])
     s[1] -= m[3]
     tiles = y.reshape(n, o, th, 2, tw, 2).transpose(3, 5, 2, 4, 0, 1)  # (2, 2, th, tw, N, O) view
-    tmp = scratch(xp, "winograd 1", (th, tw, n, o), m.dtype)
+    tmp = _scratch(xp, 3, (th, tw, n, o), m.dtype)
     for a in range(2):  # ... then along the columns, each written to its place in every tile
         xp.add(s[a][0], s[a][1], out=tmp)
         tmp += s[a][2]
