@@ -124,6 +124,12 @@ class _BlasSerial:
 _BLAS = _BlasSerial()
 
 
+def blas_one_thread() -> _BlasSerial:
+    """A context in which BLAS runs on one thread (process-wide, counted like ``split``'s own
+    region): a kernel that splits several times, or calls BLAS between splits, switches once."""
+    return _BLAS
+
+
 def split_threads(macs: int) -> int:
     """Threads to ``split`` a kernel of ``macs`` multiply-adds over (1: run it whole, in order)."""
     return _THREADS[0] if macs >= MIN_SPLIT_MACS else 1

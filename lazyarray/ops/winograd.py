@@ -76,10 +76,14 @@ def _input_tiles(xp, x, padding, th, tw):
     return v.reshape(16, th * tw * n, c)
 
 
-def _kernel_tiles(xp, weight):
-    """The transformed kernels ``G g G^T`` as (16, C, O) (a transposed view of (16, O, C))."""
+def _kernel_tiles(xp, weight, out=None):
+    """The transformed kernels ``G g G^T`` as (16, C, O) (a transposed view of (16, O, C)), or
+    written into ``out`` (16, O, C) (a block of output channels of a larger one)."""
     o, c = weight.shape[:2]
     gg = xp.asarray(_GG, dtype=weight.dtype)
+    if out is not None:
+        xp.matmul(gg, weight.reshape(o * c, 9).T, out=out.reshape(16, o * c))  # (a view: rows of O * C)
+        return out
     return (gg @ weight.reshape(o * c, 9).T).reshape(16, o, c).transpose(0, 2, 1)
 
 
@@ -102,7 +106,7 @@ def winograd_conv2d(xp, x, weight, padding, out=None, chunk=None, bias=None):
     ``threads.MIN_SPLIT_MACS`` multiply-adds (16 * tiles * C * O) spreads its chunks over the
     threads (``threads.split``), each chunk's products on one BLAS thread; a batch that would be
     one chunk is cut in n. Temporaries live in each thread's scratch (``conv._scratch``)."""
-    from ..threads import split, split_threads  # (the threads module sits above ops/)
+    from ..threads import blas_one_thread, split, split_threads  # (the threads module sits above ops/)
 
     n, c, h, w = x.shape
     o = weight.shape[0]
@@ -111,21 +115,22 @@ def winograd_conv2d(xp, x, weight, padding, out=None, chunk=None, bias=None):
     th, tw = ho // 2, wo // 2
     dtype = xp.result_type(x.dtype, weight.dtype)
     y = xp.empty((n, o, ho, wo), dtype=dtype) if out is None else out
-    u = _kernel_tiles(xp, weight)
     k = chunk_images(n, c, h, w, th * tw, x.itemsize) if chunk is None else max(1, chunk)
     threads = split_threads(16 * n * th * tw * c * o) if xp is np else 1
-    if threads > 1:
-        k = min(k, -(-n // threads))
-    bounds = [(i, min(i + k, n)) for i in range(0, n, k)]
-
-    def work(b):
-        _chunk(xp, x[b[0]:b[1]], u, padding, th, tw, y[b[0]:b[1]], bias)
-
-    if threads > 1:
-        split(bounds, work)
-    else:
-        for b in bounds:
-            work(b)
+    if threads == 1:
+        u = _kernel_tiles(xp, weight)
+        for i in range(0, n, k):
+            _chunk(xp, x[i:i + k], u, padding, th, tw, y[i:i + k], bias)
+        return y
+    k = min(k, -(-n // threads))
+    with blas_one_thread():  # both splits in one region: BLAS switched once
+        # the kernel transform too, by blocks of output channels (a 512-channel layer's is 4-7 ms,
+        # and a product left on BLAS's threads stalls when another process holds a core)
+        u = xp.empty((16, o, c), dtype=weight.dtype)
+        per = -(-o // threads)
+        split(list(range(0, o, per)), lambda lo: _kernel_tiles(xp, weight[lo:lo + per], u[:, lo:lo + per]))
+        u = u.transpose(0, 2, 1)
+        split(list(range(0, n, k)), lambda i: _chunk(xp, x[i:i + k], u, padding, th, tw, y[i:i + k], bias))
     return y
 
 

@@ -98,7 +98,7 @@ def test_split_writes_planned_and_strided_out_buffers(split_everything, monkeypa
     strided = np.full((10, 10, 4, 5), np.nan, np.float32).transpose(3, 2, 0, 1)  # not writable in place
     conv._conv2d(np, x, k, b, padding=(1, 1), out=strided)
     np.testing.assert_allclose(strided, ref, rtol=1e-5, atol=1e-5)
-    assert len(split_everything) == 2
+    assert len(split_everything) >= 2  # each call split (Winograd twice: kernel blocks, then images)
 
 
 def test_one_thread_never_splits(monkeypatch):
