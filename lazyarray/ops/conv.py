@@ -283,18 +283,37 @@ def _gemm_conv(xp, win, weight, bias, out):
 
 
 # Under ``la.set_num_threads(n > 1)`` a batch of at least ``threads.MIN_SPLIT_MACS`` multiply-adds
-# runs as chunks of images spread over the threads (``_split_gemm_conv``): each pads and im2cols
-# its own images and multiplies them on one BLAS thread, where otherwise only the products would
-# use the threads and the padding and im2col copies would run on one.
+# runs as chunks of images spread over the threads (``_split_conv``): each pads and im2cols its own
+# images and multiplies them on one BLAS thread, where otherwise only the products would use the
+# threads and the padding and im2col copies would run on one (and a product left on BLAS's threads
+# stalls when another process holds a core: OpenBLAS's threads spin).
 # Columns per chunk: a few images' worth, so the copy and the product meet in cache.
 SPLIT_CHUNK_BYTES = 1 << 20
 
 
-def _split_gemm_conv(xp, x, weight, bias, stride, padding, dilation, out, threads):
+def _conv_threads(n, o, c, kh, kw, hw, stride, padding, dilation) -> int:
+    """Threads a groups == 1 conv2d of a batch of ``n`` images is split over (1: unsplit)."""
+    from ..threads import split_threads  # (the threads module sits above ops/)
+
+    ho, wo = (_out_dim(hw[a], (kh, kw)[a], stride[a], padding[a], dilation[a]) for a in (0, 1))
+    return split_threads(n * o * c * kh * kw * ho * wo)
+
+
+def _balanced_chunks(n: int, per_image: int, limit: int, threads: int) -> int:
+    """Images per chunk: chunks of at most ``limit`` bytes (at least one image each), their count
+    a multiple of ``threads`` where the batch allows, so every thread gets the same share."""
+    count = max(1, -(-n * per_image // max(1, limit)))
+    count = min(n, -(-count // threads) * threads)
+    return -(-n // count)
+
+
+def _split_conv(xp, x, weight, bias, stride, padding, dilation, out, threads):
     """conv2d with groups == 1 of a batch of images as chunks of images over ``threads`` threads
-    (``threads.split``): the same im2col + per-image products as ``_gemm_conv``, each chunk padded
-    into its thread's scratch (no padded copy of the whole batch) and written into its slice of the
-    output. Values equal the one-thread path's: every image is the same product."""
+    (``threads.split``), each written into its slice of the output with the one-thread kernel:
+    images of at least ``PER_IMAGE_MIN_PIXELS`` output pixels im2col + per-image products
+    (``_gemm_conv``), each chunk padded in its thread's scratch (no padded copy of the whole
+    batch); smaller ones ``_batch_last_conv`` per chunk, in as few chunks as keep its columns in
+    scratch. Values equal the one-thread path's: every image is the same product."""
     from ..threads import split  # (the threads module sits above ops/)
 
     n, c, h, w = x.shape
@@ -304,10 +323,15 @@ def _split_gemm_conv(xp, x, weight, bias, stride, padding, dilation, out, thread
     dtype = xp.result_type(x.dtype, weight.dtype)
     y = _into(xp, out, (n, o, ho, wo), dtype)
     y = xp.empty((n, o, ho, wo), dtype=dtype) if y is None else y
-    per = max(1, min(SPLIT_CHUNK_BYTES // max(1, c * kh * kw * ho * wo * x.itemsize), -(-n // threads)))
+    cols = c * kh * kw * ho * wo * x.itemsize  # one image's im2col columns
+    small = ho * wo < PER_IMAGE_MIN_PIXELS
+    per = _balanced_chunks(n, cols, SCRATCH_MAX_BYTES if small else SPLIT_CHUNK_BYTES, threads)
 
     def work(lo):
         hi = min(lo + per, n)
+        if small:
+            _batch_last_conv(xp, x[lo:hi], weight, bias, stride, padding, dilation, y[lo:hi])
+            return
         xc = x[lo:hi]
         if ph or pw:  # padded in this thread's scratch: zero border, the images inside
             xc = _scratch(xp, 0, (hi - lo, c, h + 2 * ph, w + 2 * pw), x.dtype)
@@ -391,17 +415,14 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
             out[...] = y
             return out
         return y
+    if groups == 1 and n > 1 and xp is np and not (_batch_last(x) or _batch_last(out)):
+        threads = _conv_threads(n, o, c, kh, kw, x.shape[2:], stride, padding, dilation)
+        if threads > 1:
+            return _split_conv(xp, x, weight, bias, stride, padding, dilation, out, threads)
     if groups == 1 and n > 1:
         ho, wo = (_out_dim(x.shape[2 + a], weight.shape[2 + a], stride[a], padding[a], dilation[a]) for a in (0, 1))
         if ho * wo < PER_IMAGE_MIN_PIXELS or _batch_last(x) or _batch_last(out):
             return _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out)
-    if groups == 1 and n > 1 and xp is np:
-        from ..threads import split_threads  # (the threads module sits above ops/)
-
-        threads = split_threads(n * o * c * kh * kw * _out_dim(x.shape[2], kh, stride[0], padding[0], dilation[0])
-                                 * _out_dim(x.shape[3], kw, stride[1], padding[1], dilation[1]))
-        if threads > 1:
-            return _split_gemm_conv(xp, x, weight, bias, stride, padding, dilation, out, threads)
     win = _windows(xp, x, (kh, kw), stride, padding, dilation=dilation)
     ho, wo = win.shape[2], win.shape[3]
     if groups == 1:

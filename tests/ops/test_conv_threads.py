@@ -1,4 +1,4 @@
-"""conv2d's thread splits (lazyarray/ops/conv.py ``_split_gemm_conv``, lazyarray/ops/winograd.py):
+"""conv2d's thread splits (lazyarray/ops/conv.py ``_split_conv``, lazyarray/ops/winograd.py):
 under ``la.set_num_threads(n > 1)`` a large batch runs as chunks of images over the threads, and the
 values equal the one-thread result and the loop reference at odd batch sizes, strides, padding,
 dilation, 1x1 kernels, with and without bias, into planned or strided ``out`` buffers. One thread
@@ -65,6 +65,44 @@ def test_im2col_split_equals_one_thread_and_the_reference(split_everything, monk
     one = _one_thread(lambda: conv._conv2d(np, x, w, b, **params))
     np.testing.assert_allclose(got, one, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+# Outputs under PER_IMAGE_MIN_PIXELS: each chunk runs the batch-last kernel (one product per chunk)
+SMALL = [
+    ((7, 5, 8, 8), (6, 5, 3, 3), {"stride": (2, 2), "padding": (1, 1)}),  # ResNet's 256->512 shape, small
+    ((5, 4, 8, 8), (3, 4, 1, 1), {"stride": (2, 2)}),
+    ((3, 2, 6, 7), (4, 2, 3, 2), {"padding": (1, 0), "dilation": (2, 1)}),
+    ((9, 3, 5, 5), (2, 3, 3, 3), {}),
+]
+
+
+@pytest.mark.parametrize("xs,ws,params", SMALL)
+@pytest.mark.parametrize("per_chunk", [1, 2, None])
+def test_small_outputs_split_in_batch_last_chunks(split_everything, monkeypatch, xs, ws, params, per_chunk):
+    rng = np.random.default_rng(sum(xs) * 7 + sum(ws))
+    x, w, b = (rng.standard_normal(s).astype("float32") for s in (xs, ws, ws[:1]))
+    ref = _conv2d_ref(x, w, b, **params)
+    assert ref.shape[2] * ref.shape[3] < conv.PER_IMAGE_MIN_PIXELS
+    if per_chunk:
+        cols = int(np.prod(ws[1:])) * ref.shape[2] * ref.shape[3] * 4
+        monkeypatch.setattr(conv, "SCRATCH_MAX_BYTES", cols * per_chunk)
+    got = conv._conv2d(np, x, w, b, **params)
+    assert split_everything and split_everything[-1] >= 2
+    one = _one_thread(lambda: conv._conv2d(np, x, w, b, **params))
+    np.testing.assert_allclose(got, one, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("n,per_image,limit,threads,expected", [
+    (64, 590, 1000, 2, 2),  # 38 chunks by bytes (even already): two images each
+    (64, 147, 4000, 2, 16),  # 3 chunks by bytes, rounded up to 4: two per thread
+    (64, 16, 4000, 2, 32),  # one chunk by bytes: still one per thread
+    (5, 1, 1000, 2, 3),  # 3 + 2 images
+    (3, 1, 1000, 4, 1),  # fewer images than threads: one each
+    (7, 100, 250, 3, 3),  # 3 chunks by bytes, a multiple of 3: 3 + 3 + 1 images
+])
+def test_balanced_chunks(n, per_image, limit, threads, expected):
+    assert conv._balanced_chunks(n, per_image, limit, threads) == expected
 
 
 @pytest.mark.parametrize("n,c,h,w,o,pad", [(5, 3, 6, 8, 4, 1), (7, 2, 4, 4, 3, 0), (3, 4, 10, 6, 5, 2),
