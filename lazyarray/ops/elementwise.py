@@ -150,10 +150,31 @@ def _relu(xp, x, out=None):
     flat, dst = x.transpose(order).reshape(-1), res.transpose(order).reshape(-1)
     whole = n - n % _ZERO_ROW
     if whole:
-        np.maximum(flat[:whole].reshape(-1, _ZERO_ROW), zeros, out=dst[:whole].reshape(-1, _ZERO_ROW))
+        _relu_rows(flat[:whole].reshape(-1, _ZERO_ROW), zeros, dst[:whole].reshape(-1, _ZERO_ROW))
     if whole < n:
         np.maximum(flat[whole:], zeros[:n - whole], out=dst[whole:])
     return res
+
+
+# Rows per chunk when relu's rows are spread over threads (2 MB of float32): a large activation
+# (ResNet-18's first stage at batch 64: 16 MB) is a pass over memory that two cores share.
+_RELU_CHUNK_ROWS = 64
+
+
+def _relu_rows(src, zeros, dst):
+    """``maximum(src, zeros)`` row by row into ``dst``: one call, or under ``la.set_num_threads(n > 1)``
+    and at least ``threads.MIN_PARALLEL_BYTES`` chunks of rows over the threads (``threads.chunked``)."""
+    from .. import threads  # (the threads module sits above ops/)
+
+    if threads.num_threads() == 1 or dst.nbytes < threads.MIN_PARALLEL_BYTES:
+        np.maximum(src, zeros, out=dst)
+        return
+
+    def work(bounds):
+        for lo, hi in bounds:
+            np.maximum(src[lo:hi], zeros, out=dst[lo:hi])
+
+    threads.chunked(src.shape[0], _RELU_CHUNK_ROWS, dst.nbytes, work)
 
 
 def _relu_grad_kernel(xp, y, g, out=None):

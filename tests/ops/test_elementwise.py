@@ -146,6 +146,33 @@ def test_relu_kernel_of_arrays_stored_in_another_axis_order():
     np.testing.assert_array_equal(plain, np.maximum(x, 0))
 
 
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_relu_rows_spread_over_threads_equal_numpy(n_threads, monkeypatch):
+    """A large relu runs its rows in chunks over the threads (``_relu_rows``); one thread, one call."""
+    import os
+
+    import lazyarray as la
+    from lazyarray import threads
+    from lazyarray.ops import elementwise
+
+    monkeypatch.setattr(threads, "MIN_PARALLEL_BYTES", 0)
+    monkeypatch.setattr(elementwise, "_RELU_CHUNK_ROWS", 3)  # several chunks, the last one shorter
+    calls = []
+    real = threads.chunked
+    monkeypatch.setattr(threads, "chunked", lambda *a: calls.append(a[0]) or real(*a))
+    x = np.random.default_rng(2).standard_normal(11 * 8192 + 17).astype(np.float32)
+    la.set_num_threads(n_threads)
+    try:
+        got = elementwise._relu(np, x)
+        y = x.copy()
+        assert elementwise._relu(np, y, out=y) is y
+    finally:
+        la.set_num_threads(os.cpu_count() or 1)
+    np.testing.assert_array_equal(got, np.maximum(x, 0))
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+    assert calls == ([] if n_threads == 1 else [11, 11])
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_relu_gradient_is_one_relu_grad_op_equal_to_the_masked_product(dtype):
     """relu's gradient runs as ``relu_grad`` (a float mask written into the result, then one product):
