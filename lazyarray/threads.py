@@ -105,7 +105,7 @@ class _BlasSerial:
             if self.depth == 0:
                 self.saved = [(c, setter, c.get_num_threads()) for c, setter in self._blas()]
                 for _, setter, n in self.saved:
-                    if n != 1:
+                    if n is not None and n > 1:
                         setter(1)
             self.depth += 1
         return self
@@ -115,7 +115,7 @@ class _BlasSerial:
             self.depth -= 1
             if self.depth == 0:
                 for _, setter, n in self.saved:
-                    if n != 1:
+                    if n is not None and n > 1:
                         setter(n)
                 self.saved = []
         return False
