@@ -106,7 +106,7 @@ def test_balanced_chunks(n, per_image, limit, threads, expected):
 
 
 @pytest.mark.parametrize("n,c,h,w,o,pad", [(5, 3, 6, 8, 4, 1), (7, 2, 4, 4, 3, 0), (3, 4, 10, 6, 5, 2),
-                                          (2, 1, 2, 2, 1, 1)])
+                                          (2, 1, 2, 2, 1, 1), (2, 3, 4, 6, 5, 1)])
 @pytest.mark.parametrize("chunk", [None, 1, 2])
 def test_winograd_split_equals_one_thread_and_the_reference(split_everything, monkeypatch, n, c, h, w, o, pad,
                                                             chunk):
@@ -137,6 +137,17 @@ def test_split_writes_planned_and_strided_out_buffers(split_everything, monkeypa
     conv._conv2d(np, x, k, b, padding=(1, 1), out=strided)
     np.testing.assert_allclose(strided, ref, rtol=1e-5, atol=1e-5)
     assert len(split_everything) >= 2  # each call split (Winograd twice: kernel blocks, then images)
+
+
+def test_one_image_is_not_split(split_everything, monkeypatch):
+    """A batch of one: no chunks to share (its products keep BLAS's threads), values unchanged."""
+    monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
+    monkeypatch.setattr(winograd, "MIN_PIXELS", 1)
+    rng = np.random.default_rng(6)
+    x, k = rng.standard_normal((1, 4, 10, 10)).astype("float32"), rng.standard_normal((3, 4, 3, 3)).astype("float32")
+    for params in ({"padding": (1, 1)}, {"stride": (2, 2)}):  # Winograd, im2col
+        np.testing.assert_allclose(conv._conv2d(np, x, k, **params), _conv2d_ref(x, k, **params), rtol=1e-5, atol=1e-5)
+    assert split_everything == []
 
 
 def test_one_thread_never_splits(monkeypatch):
