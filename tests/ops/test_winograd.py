@@ -119,3 +119,17 @@ def test_large_batch_is_chosen_and_chunked_by_conv2d(monkeypatch):
     ref = _conv2d_ref(x, k, b, padding=(1, 1))
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(y2, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,dtype,pad", [((2, 10, 32, 32), "float32", 1), ((1, 9, 24, 22), "float64", 0),
+                                             ((3, 8, 32, 34), "float32", 2)])
+def test_large_planes_are_copied_in_channel_blocks_with_the_same_result(shape, dtype, pad):
+    """Channel planes of ALIASING_BYTES or more go into the tile layout CHANNEL_BLOCK channels at a
+    time (a last, shorter block when the channels do not divide)."""
+    rng = np.random.default_rng(shape[1])
+    x = rng.standard_normal(shape).astype(dtype)
+    assert shape[2] * shape[3] * x.itemsize >= winograd.ALIASING_BYTES  # (the blocked copy)
+    k = rng.standard_normal((4, shape[1], 3, 3)).astype(dtype)
+    got = winograd.winograd_conv2d(np, x, k, (pad, pad))
+    tol = 1e-4 if dtype == "float32" else 1e-11
+    np.testing.assert_allclose(got, _conv2d_ref(x, k, padding=(pad, pad)), rtol=tol, atol=tol)
