@@ -27,6 +27,9 @@ NCHWc convolutions. The MLP is three GEMMs: its gap
 is OpenBLAS against MLAS on those shapes. With 2 threads on a shared machine OpenBLAS's
 spinning threads collapse (a bare 64x784 @ 784x512 matmul runs 6x slower on 2 threads than on
 1 when other processes hold the cores): read the 2-thread columns on a quiet machine only.
+ResNet's convolutions no longer lean on BLAS's threads: on 2 threads each splits its batch into
+chunks of images over the pool, one BLAS thread per chunk (``threads.split``), so copies and
+Winograd transforms run on both cores too (``benchmarks/conv_threads.py`` per layer).
 
     python benchmarks/onnx.py            # the table (a few minutes)
     python benchmarks/onnx.py --quick    # small models, few rounds: a smoke run of seconds
