@@ -1,8 +1,8 @@
 """conv2d's thread splits (lazyarray/ops/conv.py ``_split_conv``, lazyarray/ops/winograd.py):
 under ``la.set_num_threads(n > 1)`` a large batch runs as chunks of images over the threads, and the
 values equal the one-thread result and the loop reference at odd batch sizes, strides, padding,
-dilation, 1x1 kernels, with and without bias, into planned or strided ``out`` buffers. One thread
-takes the unsplit path."""
+dilation, 1x1 kernels, small outputs (batch-last chunks), with and without bias, into planned or
+strided ``out`` buffers. One thread, one image and small convs take the unsplit path."""
 from __future__ import annotations
 
 import os
@@ -37,9 +37,9 @@ def _one_thread(fn):
         la.set_num_threads(os.cpu_count() or 1)
 
 
-# (x shape, weight shape, params): im2col shapes (not Winograd: stride, dilation, kernel size or
-# few channels) at odd batch sizes and image sizes
-IM2COL = [  # (64+ output pixels per image: smaller ones take the batch-last path, unsplit)
+# (x shape, weight shape, params): im2col shapes (not Winograd: stride, dilation, kernel size,
+# odd output or few channels) of 64+ output pixels per image, at odd batch and image sizes
+IM2COL = [
     ((5, 3, 9, 8), (4, 3, 3, 3), {"padding": (1, 1)}),
     ((7, 4, 16, 16), (6, 4, 3, 3), {"stride": (2, 2), "padding": (1, 1)}),
     ((3, 2, 21, 6), (5, 2, 3, 2), {"stride": (2, 1), "padding": (0, 1)}),
