@@ -130,9 +130,12 @@ def blas_one_thread() -> _BlasSerial:
     return _BLAS
 
 
-def split_threads(macs: int) -> int:
-    """Threads to ``split`` a kernel of ``macs`` multiply-adds over (1: run it whole, in order)."""
-    return _THREADS[0] if macs >= MIN_SPLIT_MACS else 1
+def split_threads(macs: int, pieces: int) -> int:
+    """Threads to ``split`` a kernel of ``macs`` multiply-adds in at most ``pieces`` independent
+    pieces over (a convolution's images); 1: run it whole, its products on BLAS's threads. With
+    fewer pieces than threads a split would leave cores idle that BLAS's threads would use."""
+    n = _THREADS[0]
+    return n if macs >= MIN_SPLIT_MACS and pieces >= n else 1
 
 
 def split(parts: list, work) -> None:

@@ -114,9 +114,13 @@ def test_overlapping_splits_from_two_callers_restore_blas_once_both_are_out(two_
     assert _blas_threads() == before
 
 
-def test_split_threads_below_the_threshold_is_one(two_threads, monkeypatch):
+def test_split_threads_below_the_threshold_or_with_too_few_pieces_is_one(two_threads, monkeypatch):
     monkeypatch.setattr(threads, "MIN_SPLIT_MACS", 1000)
-    assert threads.split_threads(999) == 1
-    assert threads.split_threads(1000) == 2
+    assert threads.split_threads(999, 64) == 1
+    assert threads.split_threads(1000, 64) == 2
+    assert threads.split_threads(1000, 2) == 2
+    assert threads.split_threads(10**9, 1) == 1  # one piece: nothing to share
+    la.set_num_threads(3)
+    assert threads.split_threads(10**9, 2) == 1  # a third core would idle: BLAS's threads use it
     la.set_num_threads(1)
-    assert threads.split_threads(10**9) == 1
+    assert threads.split_threads(10**9, 64) == 1

@@ -296,7 +296,7 @@ def _conv_threads(n, o, c, kh, kw, hw, stride, padding, dilation) -> int:
     from ..threads import split_threads  # (the threads module sits above ops/)
 
     ho, wo = (_out_dim(hw[a], (kh, kw)[a], stride[a], padding[a], dilation[a]) for a in (0, 1))
-    return split_threads(n * o * c * kh * kw * ho * wo)
+    return split_threads(n * o * c * kh * kw * ho * wo, n)
 
 
 def _balanced_chunks(n: int, per_image: int, limit: int, threads: int) -> int:

@@ -124,8 +124,8 @@ def winograd_conv2d(xp, x, weight, padding, out=None, chunk=None, bias=None):
     dtype = xp.result_type(x.dtype, weight.dtype)
     y = xp.empty((n, o, ho, wo), dtype=dtype) if out is None else out
     k = chunk_images(n, c, h, w, th * tw, x.itemsize) if chunk is None else max(1, chunk)
-    threads = split_threads(16 * n * th * tw * c * o) if xp is np and n > 1 else 1
-    if threads == 1:  # (one image: one chunk, whose products keep BLAS's threads)
+    threads = split_threads(16 * n * th * tw * c * o, n) if xp is np else 1
+    if threads == 1:  # (e.g. one image: one chunk, whose products keep BLAS's threads)
         u = _kernel_tiles(xp, weight)
         for i in range(0, n, k):
             _chunk(xp, x[i:i + k], u, padding, th, tw, y[i:i + k], bias)
