@@ -93,14 +93,17 @@ def main(argv=None) -> int:
             ho = (xs[1] + 2 * p - ws[2]) // s + 1
             out = np.empty((batch, ws[0], ho, ho), np.float32)
             ref = _conv2d(np, x, w, stride=(s, s), padding=(p, p))
+
+            def call(x=x, w=w, s=s, p=p, out=out):
+                return _conv2d(np, x, w, stride=(s, s), padding=(p, p), out=out)
+
             times = {v[0]: [] for v in variants}
             for r in range(rounds):
                 for label, t, macs in (variants if r % 2 == 0 else variants[::-1]):
                     la.set_num_threads(t)
                     threads.MIN_SPLIT_MACS = macs
-                    y = _conv2d(np, x, w, stride=(s, s), padding=(p, p), out=out)
-                    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
-                    times[label].append(timed(lambda: _conv2d(np, x, w, stride=(s, s), padding=(p, p), out=out), reps))
+                    np.testing.assert_allclose(call(), ref, rtol=1e-4, atol=1e-4)
+                    times[label].append(timed(call, reps))
             m = {k: statistics.median(v) * 1e3 for k, v in times.items()}
             for k in totals:
                 totals[k] += m[k]
