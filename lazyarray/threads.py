@@ -139,27 +139,43 @@ def split_threads(macs: int, pieces: int) -> int:
 
 
 def split(parts: list, work) -> None:
-    """Run ``work(part)`` for every part: spread over the pool's threads (this thread takes the
-    first share) with BLAS on one thread meanwhile, or in order on this thread when one thread is
-    set, there is one part, or this is already one of the pool's threads (no nested hand-offs: a
-    pool waiting on itself would deadlock). Each thread gets every n-th part; the first error raised
-    is re-raised here after every thread has stopped."""
+    """Run ``work(part)`` for every part: spread over the pool's threads (this thread works too)
+    with BLAS on one thread meanwhile, or in order on this thread when one thread is set, there is
+    one part, or this is already one of the pool's threads (no nested hand-offs: a pool waiting on
+    itself would deadlock). Each thread takes the next part when done with its last, so a thread
+    the OS holds back (another process on its core) leaves more of the parts to the others. After
+    an error no thread starts another part; the first error is re-raised here once every thread
+    has stopped."""
     n = min(_THREADS[0], len(parts))
     if n <= 1 or getattr(_IN_POOL, "active", False):
         for p in parts:
             work(p)
         return
+    queue = iter(parts)
+    lock = threading.Lock()
+    failed = []
 
-    def share(k):
-        for p in parts[k::n]:
-            work(p)
+    def share():
+        while not failed:
+            with lock:
+                p = next(queue, _DONE)
+            if p is _DONE:
+                return
+            try:
+                work(p)
+            except BaseException:
+                failed.append(True)
+                raise
 
     with _BLAS:
-        futures = [_pool().submit(share, k) for k in range(1, n)]
+        futures = [_pool().submit(share) for _ in range(1, n)]
         try:
-            share(0)
+            share()
         finally:
             for f in futures:  # wait for every share before BLAS gets its threads back
                 f.exception()
         for f in futures:
             f.result()
+
+
+_DONE = object()

@@ -56,7 +56,10 @@ def test_a_split_inside_a_pool_thread_runs_inline(two_threads):
     """Nested splits do not hand work to the pool they run on (it could wait on itself forever)."""
     inner = []
 
+    barrier = threading.Barrier(2, timeout=10)  # the two outer parts on two threads, one the pool's
+
     def outer(p):
+        barrier.wait()
         outer_name = threading.current_thread().name
         threads.split([10 * p, 10 * p + 1],
                       lambda q: inner.append((q, outer_name, threading.current_thread().name)))
@@ -78,17 +81,42 @@ def test_blas_runs_on_one_thread_inside_and_gets_its_threads_back(two_threads):
 
 def test_an_error_is_raised_after_every_thread_stopped_and_blas_is_restored(two_threads):
     before = _blas_threads()
-    done = []
+    started, running = [], [0]
+    lock = threading.Lock()
 
     def work(p):
-        if p == 1:
-            raise ValueError("part 1 failed")
-        done.append(p)
+        with lock:
+            started.append(p)
+            running[0] += 1
+        try:
+            if p == 1:
+                raise ValueError("part 1 failed")
+        finally:
+            with lock:
+                running[0] -= 1
 
     with pytest.raises(ValueError, match="part 1 failed"):
-        threads.split([0, 1, 2, 3], work)
-    assert sorted(done) == [0, 2]  # parts 0 and 2 (caller), part 1 then 3 (pool): 3 never ran
+        threads.split(list(range(40)), work)
+    assert running[0] == 0  # every started part had finished when split raised
+    assert len(started) == len(set(started)) and 1 in started
+    assert len(started) < 40  # no thread went on through all the parts after the error
     assert _blas_threads() == before
+
+
+def test_a_thread_held_back_leaves_its_parts_to_the_others(two_threads):
+    """Parts are taken one at a time: while one thread is stuck in a slow part, the other does the rest."""
+    done = []
+    release = threading.Event()
+
+    def work(p):
+        if p == 0:
+            release.wait(10)  # part 0 holds its thread until every other part is done
+        done.append(p)
+        if len(done) == 15:
+            release.set()
+
+    threads.split(list(range(16)), work)
+    assert sorted(done) == list(range(16)) and done[-1] == 0
 
 
 def test_overlapping_splits_from_two_callers_restore_blas_once_both_are_out(two_threads):
