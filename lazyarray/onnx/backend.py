@@ -39,6 +39,7 @@ from ..errors import LazyArrayError
 from ..executor.cached_op import CachedOp
 from .coverage import PARTIAL, partial_reasons
 from .load import CONVERTERS, Conversion, parse_model
+from .narrow import narrow, widen
 
 
 class LazyArrayRep(BackendRep):
@@ -53,6 +54,8 @@ class LazyArrayRep(BackendRep):
         self.model = model
         inits = {t.name for t in model.graph.initializer}
         self.input_names = [vi.name for vi in model.graph.input if vi.name not in inits]
+        self.output_types = [vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
+                             for vi in model.graph.output]
         self._compiled: dict = {}
 
     def run(self, inputs, **kwargs) -> tuple:
@@ -63,7 +66,7 @@ class LazyArrayRep(BackendRep):
         if len(inputs) != len(self.input_names):
             raise LazyArrayError(f"the model takes {len(self.input_names)} input(s) {self.input_names}, "
                                  f"got {len(inputs)}")
-        values = {n: np.asarray(v) for n, v in zip(self.input_names, inputs)}
+        values = {n: widen(np.asarray(v)) for n, v in zip(self.input_names, inputs)}  # narrow formats: narrow.py
         key = tuple((v.shape, v.dtype) for v in values.values())
         hit = self._compiled.get(key)
         if hit is None or any(not np.array_equal(values[n], v) for n, v in hit[1].items()):
@@ -74,7 +77,7 @@ class LazyArrayRep(BackendRep):
         named = {n: array(values[n]) for n in op.sym.list_inputs()}
         outs = op(**named)
         outs = outs if isinstance(outs, list) else [outs]
-        return tuple(o.asnumpy() for o in outs)
+        return tuple(narrow(o.asnumpy(), t) for o, t in zip(outs, self.output_types))
 
 
 class LazyArrayBackend(Backend):
@@ -189,8 +192,11 @@ def run_case(case: NodeCase) -> str | None:
                     if not np.array_equal(g, e):
                         return f"output {k}: values differ"
                 elif not np.allclose(g, e, rtol=case.rtol, atol=case.atol, equal_nan=True):
-                    err = np.max(np.abs(g.astype(np.float64) - e.astype(np.float64))) if g.size else 0
-                    return f"output {k}: values differ (max abs error {err:.3g})"
+                    g64, e64 = g.astype(np.float64), e.astype(np.float64)
+                    err = np.nanmax(np.abs(g64 - e64)) if g.size else 0
+                    top = np.nanmax(np.abs(e64[np.isfinite(e64)]), initial=0.0)
+                    return (f"output {k}: values differ (max abs error {err:.3g}, "
+                            f"{err / top if top else float('inf'):.3g} of the largest expected magnitude)")
     except Exception as exc:  # noqa: BLE001 (a failing case is a result, whatever raised)
         return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
     return None

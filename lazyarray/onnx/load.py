@@ -44,6 +44,7 @@ from .import_scatter import SCATTER_CONVERTERS
 from .import_signal import SIGNAL_CONVERTERS
 from .import_transformer import TRANSFORMER_CONVERTERS
 from .import_unpool import UNPOOL_CONVERTERS
+from .narrow import has_narrow, narrow_format, round_output, storage_dtype, value_types, widen
 from .opset_upgrade import DEFAULT_DOMAINS as _DEFAULT_DOMAINS
 from .opset_upgrade import default_opset, upgrade
 
@@ -195,6 +196,8 @@ class Conversion:
         self.read_inputs: set[str] = set()
         self.device = current_device()
         self.scope: _Scope | None = None  # inside a control-flow body: how to read the enclosing graph
+        # ONNX element types of the values, when the model has narrow formats (narrow.py)
+        self.types: dict[str, int] = value_types(model) if has_narrow(model) else {}
         self.symbol, self.arrays = self._run()
 
     def _run(self) -> tuple[Symbol, dict[str, np.ndarray]]:
@@ -203,9 +206,10 @@ class Conversion:
         for t in self.graph.initializer:
             if not t.name:
                 raise GraphFormatError(f"{self.what}: an initializer has no name")
-            np_dtype(t.data_type, f"{self.what}: initializer {t.name!r}")
+            if storage_dtype(t.data_type) is None:
+                np_dtype(t.data_type, f"{self.what}: initializer {t.name!r}")
             try:
-                arr = np.array(nh.to_array(t))
+                arr = widen(np.array(nh.to_array(t)))
             except Exception as exc:  # noqa: BLE001 (size mismatch between dims and data)
                 raise GraphFormatError(f"{self.what}: initializer {t.name!r} is malformed: {exc}") from None
             self.inits[t.name] = self.consts[t.name] = arr
@@ -242,7 +246,9 @@ class Conversion:
         tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
         if tt is None:
             raise GraphFormatError(f"{where}: only tensor inputs are supported (not sequences, maps or optionals)")
-        dtype = np_dtype(tt.elem_type, where)
+        dtype = storage_dtype(tt.elem_type)
+        if dtype is None:
+            dtype = np_dtype(tt.elem_type, where)
         shape = self.input_shapes.get(vi.name)
         if shape is None and tt.HasField("shape"):
             shape = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
@@ -307,8 +313,9 @@ class Conversion:
             if isinstance(v, bytes):
                 v = v.decode("utf-8", "replace")
             elif isinstance(v, self.onnx.TensorProto):
-                np_dtype(v.data_type, f"{where}: attribute {a.name!r}")
-                v = np.array(nh.to_array(v))
+                if storage_dtype(v.data_type) is None:
+                    np_dtype(v.data_type, f"{where}: attribute {a.name!r}")
+                v = widen(np.array(nh.to_array(v)))
             elif isinstance(v, list) and v and isinstance(v[0], bytes):
                 v = [x.decode("utf-8", "replace") for x in v]
             out[a.name] = v
@@ -331,7 +338,7 @@ class Conversion:
             env[vi.name] = S.var(vi.name, shape=shape, dtype=dtype)
         nh = self.onnx.numpy_helper
         for t in graph.initializer:
-            arr = np.array(nh.to_array(t))
+            arr = widen(np.array(nh.to_array(t)))
             self.consts[t.name] = arr
             env[t.name] = constant(arr, t.name)
         scope = _Scope(self.env, self.scope)
@@ -351,6 +358,7 @@ class Conversion:
         while inputs and inputs[-1] is None:  # trailing omitted optional inputs
             inputs.pop()
         node = OnnxNode(nd.op_type, nd.name, inputs, self._attrs(nd, where), self.opset, where, len(nd.output),
+                        in_types=tuple(self.types.get(name, 0) for name in nd.input),
                         const_of=lambda i, what: self._const_of(nd, i, what),
                         subgraph=lambda attr, in_avals: self._subgraph(self._graph_attr(nd, attr, where), where,
                                                                        in_avals))
@@ -366,7 +374,21 @@ class Conversion:
             if j >= len(outs) or outs[j] is None:
                 self.env[name] = _Missing(name, where, j)
                 continue
-            self.env[name] = outs[j]
+            self.env[name] = self._in_format(outs[j], name, node, where)
+
+    def _in_format(self, s: Symbol, name: str, node: OnnxNode, where: str) -> Symbol:
+        """An output rounded into its narrow format when ONNX types it so (narrow.py)."""
+        if not self.types:
+            return s
+        fmt = narrow_format(self.types.get(name, 0))
+        if fmt is not None:
+            return round_output(s, fmt)
+        if name not in self.types and any(narrow_format(t) for t in node.in_types):
+            raise GraphFormatError(f"{where}: output {name!r} reads values of a narrow format "
+                                   f"({', '.join(sorted({narrow_format(t) for t in node.in_types} - {None}))}) "
+                                   "but ONNX shape inference gives it no element type, so lazyarray cannot tell "
+                                   "whether to round it; declare its type in the graph's value_info")
+        return s
 
 
     def _graph_attr(self, nd, attr: str, where: str):
