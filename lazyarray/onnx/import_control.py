@@ -49,15 +49,25 @@ def _scalar(x: Symbol, dtype) -> Symbol:
 
 # -- If ---------------------------------------------------------------------------------------
 def if_op(n: OnnxNode) -> list:
+    """``cond`` over both branches. A condition known at load time inlines the branch it takes instead:
+    always when it is a constant (computed from initializers or shapes), and, when it is computed from
+    graph inputs the ``onnx.backend`` was given values for, only where ``cond`` cannot take the branches
+    because their outputs differ in shape (ONNX's function expansions switch on the rank so)."""
     n.arity(1)
+    if not n.input(0).input_nodes():
+        return n.inline("then_branch" if _known(n, 0, "condition") else "else_branch")
     then_b = n.subgraph("then_branch", [])
     else_b = n.subgraph("else_branch", [])
     if len(then_b.outs) != len(else_b.outs):
         n.fail(f"then_branch gives {len(then_b.outs)} outputs, else_branch {len(else_b.outs)}; they must agree")
     for k, (a, b) in enumerate(zip(then_b.outs, else_b.outs)):
         if _aval(a) != _aval(b):
+            taken = _known(n, 0, "condition")
+            if taken is not None:
+                return n.inline("then_branch" if taken else "else_branch")
             n.fail(f"output {k}: then_branch gives {_aval(a)}, else_branch {_aval(b)} (shape, dtype); lazyarray's "
-                   "cond needs both branches to give the same shapes and dtypes")
+                   "cond needs both branches to give the same shapes and dtypes, or a condition known when the "
+                   "model is loaded")
     outer = {**then_b.captured, **else_b.captured}
     names = list(outer)
     res = S.cond(_scalar(n.input(0), bool), list(outer.values()), then_graph=_graph(then_b.outs, names),

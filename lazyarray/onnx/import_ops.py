@@ -44,6 +44,8 @@ class OnnxNode:
     n_outputs: int
     const_of: Callable = field(repr=False, default=None)  # (input position) -> np.ndarray
     subgraph: Callable = field(repr=False, default=None)  # (graph attribute, [(shape, dtype)]) -> import_control.Body
+    # (graph attribute) -> its outputs: the body converted in place, reading the enclosing names directly
+    inline: Callable = field(repr=False, default=None)
     in_types: tuple = ()  # ONNX element types of the inputs where known (0: unknown); narrow.py
 
     def fail(self, msg: str):
@@ -678,8 +680,12 @@ def constant_op(n: OnnxNode) -> list:
 
 def range_op(n: OnnxNode) -> list:
     n.arity(3)
-    start, limit, delta = (n.const(i, what) for i, what in enumerate(("start", "limit", "delta")))
-    dtype = np.asarray(start).dtype
+    start, limit, delta = (np.asarray(n.const(i, what)) for i, what in enumerate(("start", "limit", "delta")))
+    dtype = start.dtype
+    if any(v.size != 1 for v in (start, limit, delta)):
+        n.fail(f"start, limit and delta must be scalars, got shapes {start.shape}, {limit.shape}, {delta.shape}")
+    # one-element tensors are read as their scalar, as ONNX's reference does (AffineGrid's expansion gives such)
+    start, limit, delta = (v.reshape(()) for v in (start, limit, delta))
     count = max(int(np.ceil((limit - start) / delta)), 0)
     return [constant((start + np.arange(count) * delta).astype(dtype))]
 

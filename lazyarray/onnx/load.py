@@ -352,6 +352,28 @@ class Conversion:
             self.env, self.scope = saved
         return Body([vi.name for vi in graph.input], [env[vi.name] for vi in graph.input], outs, scope.captured)
 
+    def _inline(self, graph, where: str) -> list:
+        """The outputs of a body ``graph`` that takes no inputs (an ``If`` branch chosen at load time),
+        converted into the enclosing graph: its nodes read the enclosing values by name, and its own
+        names stay local to it."""
+        where = f"{where} branch {graph.name!r}"
+        self._check_ops(graph, where)
+        if len(graph.input):
+            raise GraphFormatError(f"{where}: an If branch takes no inputs, this one takes {len(graph.input)}")
+        saved = self.env
+        self.env = dict(saved)
+        try:
+            nh = self.onnx.numpy_helper
+            for t in graph.initializer:
+                arr = widen(np.array(nh.to_array(t)))
+                self.consts[t.name] = arr
+                self.env[t.name] = constant(arr, t.name)
+            for k, nd in enumerate(graph.node):
+                self._convert(k, nd, where)
+            return [self._value(vi.name, f"{where}: output {vi.name!r}") for vi in graph.output]
+        finally:
+            self.env = saved
+
     def _convert(self, k: int, nd, what: str | None = None) -> None:
         where = f"{what or self.what}: node {nd.name or '#' + str(k)!r} ({nd.op_type})"
         inputs = [None if not name else self._value(name, where) for name in nd.input]
@@ -361,7 +383,8 @@ class Conversion:
                         in_types=tuple(self.types.get(name, 0) for name in nd.input),
                         const_of=lambda i, what: self._const_of(nd, i, what),
                         subgraph=lambda attr, in_avals: self._subgraph(self._graph_attr(nd, attr, where), where,
-                                                                       in_avals))
+                                                                       in_avals),
+                        inline=lambda attr: self._inline(self._graph_attr(nd, attr, where), where))
         try:
             outs = CONVERTERS[nd.op_type if nd.domain in _DEFAULT_DOMAINS else f"{nd.domain}.{nd.op_type}"](node)
         except GraphFormatError:
