@@ -34,6 +34,7 @@ from .import_grid import GRID_CONVERTERS
 from .import_index import INDEX_CONVERTERS
 from .import_linear_attention import LINEAR_ATTENTION_CONVERTERS
 from .import_lrn import LRN_CONVERTERS
+from .import_ml import ML_CONVERTERS
 from .import_nn import NN_CONVERTERS
 from .import_ops import CONVERTERS as _BASE
 from .import_ops import OnnxNode, constant, np_dtype
@@ -56,7 +57,7 @@ CONVERTERS.update({**SCATTER_CONVERTERS, **SIGNAL_CONVERTERS, **RNN_CONVERTERS,
                    **DETECTION_CONVERTERS, **BITCAST_CONVERTERS,
                    **CAUSAL_CONV_CONVERTERS, **LINEAR_ATTENTION_CONVERTERS,
                    **FLEX_ATTENTION_CONVERTERS, **DEFORM_CONV_CONVERTERS,
-                   **ROI_ALIGN_CONVERTERS})  # families added later, each claimed only when all its node cases pass
+                   **ROI_ALIGN_CONVERTERS, **ML_CONVERTERS})  # families added later, each claimed only when all its node cases pass
 
 
 def _onnx():
