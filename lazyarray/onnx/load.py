@@ -43,6 +43,7 @@ from .import_rnn import RNN_CONVERTERS
 from .import_roi_align import ROI_ALIGN_CONVERTERS
 from .import_scatter import SCATTER_CONVERTERS
 from .import_signal import SIGNAL_CONVERTERS
+from .import_tfidf import TFIDF_CONVERTERS
 from .import_transformer import TRANSFORMER_CONVERTERS
 from .import_unpool import UNPOOL_CONVERTERS
 from .narrow import has_narrow, narrow_format, round_output, storage_dtype, value_types, widen
@@ -57,7 +58,7 @@ CONVERTERS.update({**SCATTER_CONVERTERS, **SIGNAL_CONVERTERS, **RNN_CONVERTERS,
                    **DETECTION_CONVERTERS, **BITCAST_CONVERTERS,
                    **CAUSAL_CONV_CONVERTERS, **LINEAR_ATTENTION_CONVERTERS,
                    **FLEX_ATTENTION_CONVERTERS, **DEFORM_CONV_CONVERTERS,
-                   **ROI_ALIGN_CONVERTERS, **ML_CONVERTERS})  # families added later, each claimed only when all its node cases pass
+                   **ROI_ALIGN_CONVERTERS, **ML_CONVERTERS, **TFIDF_CONVERTERS})  # families added later, each claimed only when all its node cases pass
 
 
 def _onnx():
