@@ -41,9 +41,6 @@ class Gap:
 
 
 STRING = Gap("string tensors", "the executor computes on numeric arrays only", r"\(STRING\)", r"_string")
-SEQUENCE = Gap("sequence / optional values", "graphs carry tensors only (no Sequence*/Optional* values)",
-               r"not sequences, maps or optionals|: (Sequence\w*|Optional\w*) \(node",
-               r"_(seq|opt|sequence)(_|$)")
 # bfloat16 / float8 / float4 / int4 / int2 values are imported in their formats (narrow.py); only this differs:
 BF16_STEPS = Gap("bfloat16 attention rounded per step", "ONNX's reference rounds every NumPy step (the softmax's "
                  "exp, sum and divide) to bfloat16; lazyarray computes each operator in float32 and rounds its "
@@ -53,12 +50,6 @@ BF16_STEPS = Gap("bfloat16 attention rounded per step", "ONNX's reference rounds
 PARTIAL: dict[str, tuple[Gap, ...]] = {
     "Attention": (BF16_STEPS,),
     "Equal": (STRING,),
-    "Identity": (SEQUENCE,),
-    "If": (SEQUENCE,),
-    "Loop": (SEQUENCE,
-             Gap("Slice bounds computed in the body from the iteration count",
-                 "our slices take bounds known when the model is loaded",
-                 r"must be known when the model is loaded", r"^test_loop11$")),
     "Scan": (Gap("Scan-8 (batched)", "onnx.version_converter drops the batch axis of its inputs, so it is refused",
                  r"Scan before opset 9 is batched", r"^test_scan_sum$"),),
 }

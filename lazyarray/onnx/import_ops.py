@@ -31,6 +31,10 @@ from .narrow import narrow_format
 Converter = Callable[["OnnxNode"], list]
 
 
+class NotKnownWhenLoading(GraphFormatError):
+    """A value a converter must know when loading (a shape, a position) depends on a graph input."""
+
+
 @dataclass
 class OnnxNode:
     """One ONNX node being converted: its inputs (``None`` where omitted), attributes, opset."""
@@ -44,8 +48,9 @@ class OnnxNode:
     n_outputs: int
     const_of: Callable = field(repr=False, default=None)  # (input position) -> np.ndarray
     subgraph: Callable = field(repr=False, default=None)  # (graph attribute, [(shape, dtype)]) -> import_control.Body
-    # (graph attribute) -> its outputs: the body converted in place, reading the enclosing names directly
+    # (graph attribute, input values) -> its outputs: the body converted in place, reading enclosing names directly
     inline: Callable = field(repr=False, default=None)
+    evaluate: Callable = field(repr=False, default=None)  # (Symbol, what) -> its value known at load time
     in_types: tuple = ()  # ONNX element types of the inputs where known (0: unknown); narrow.py
 
     def fail(self, msg: str):

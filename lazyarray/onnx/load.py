@@ -37,11 +37,22 @@ from .import_lrn import LRN_CONVERTERS
 from .import_ml import ML_CONVERTERS
 from .import_nn import NN_CONVERTERS
 from .import_ops import CONVERTERS as _BASE
-from .import_ops import OnnxNode, constant, np_dtype
+from .import_ops import NotKnownWhenLoading, OnnxNode, constant, np_dtype
 from .import_quant import QLINEAR_CONVERTERS, QUANT_CONVERTERS
 from .import_rnn import RNN_CONVERTERS
 from .import_roi_align import ROI_ALIGN_CONVERTERS
 from .import_scatter import SCATTER_CONVERTERS
+from .import_sequence import (
+    SEQUENCE_CONVERTERS,
+    STRUCTURED,
+    TAKES_STRUCTURED,
+    Opt,
+    Seq,
+    flat_values,
+    item_name,
+    layout_of,
+    tensors_of,
+)
 from .import_signal import SIGNAL_CONVERTERS
 from .import_tfidf import TFIDF_CONVERTERS
 from .import_transformer import TRANSFORMER_CONVERTERS
@@ -58,7 +69,7 @@ CONVERTERS.update({**SCATTER_CONVERTERS, **SIGNAL_CONVERTERS, **RNN_CONVERTERS,
                    **DETECTION_CONVERTERS, **BITCAST_CONVERTERS,
                    **CAUSAL_CONV_CONVERTERS, **LINEAR_ATTENTION_CONVERTERS,
                    **FLEX_ATTENTION_CONVERTERS, **DEFORM_CONV_CONVERTERS,
-                   **ROI_ALIGN_CONVERTERS, **ML_CONVERTERS, **TFIDF_CONVERTERS})  # families added later, each claimed only when all its node cases pass
+                   **ROI_ALIGN_CONVERTERS, **ML_CONVERTERS, **TFIDF_CONVERTERS, **SEQUENCE_CONVERTERS})  # families added later, each claimed only when all its node cases pass
 
 
 def _onnx():
@@ -194,7 +205,10 @@ class Conversion:
         self.consts: dict[str, np.ndarray] = {}  # values known at load time
         self.inits: dict[str, np.ndarray] = {}
         self.used_params: dict[str, np.ndarray] = {}
-        self.input_values = dict(input_values or {})
+        # graph input name -> its value (a tensor; a list for a sequence, None for an empty optional)
+        self.given = dict(input_values or {})
+        self.input_values = {k: v for name, value in self.given.items() for k, v in flat_values(name, value).items()}
+        self.layout: list = []  # per graph output, how its tensors regroup (import_sequence.layout_of)
         self.read_inputs: set[str] = set()
         self.device = current_device()
         self.scope: _Scope | None = None  # inside a control-flow body: how to read the enclosing graph
@@ -222,7 +236,12 @@ class Conversion:
             self._convert(k, nd)
         outs = []
         for vi in self.graph.output:
-            outs.append(self._value(vi.name, f"{self.what}: graph output {vi.name!r}").outputs[0])
+            value = self._value(vi.name, f"{self.what}: graph output {vi.name!r}")
+            self.layout.append(layout_of(value))
+            outs += [t.outputs[0] for t in tensors_of(value)]
+        if not outs:
+            raise GraphFormatError(f"{self.what}: the graph computes no tensor (its outputs are empty sequences or "
+                                   "optionals)")
         try:
             sym = Symbol(outs).check()
         except LazyArrayError as exc:
@@ -243,11 +262,13 @@ class Conversion:
                                    "The supported operators are the keys of lazyarray.onnx.load.CONVERTERS "
                                    "(python benchmarks/onnx_conformance.py shows how well each passes ONNX's tests)")
 
-    def _input(self, vi) -> Symbol:
+    def _input(self, vi):
         where = f"{self.what}: graph input {vi.name!r}"
+        if vi.type.HasField("sequence_type") or vi.type.HasField("optional_type"):
+            return self._structured_input(vi, where)
         tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
         if tt is None:
-            raise GraphFormatError(f"{where}: only tensor inputs are supported (not sequences, maps or optionals)")
+            raise GraphFormatError(f"{where}: only tensor, sequence and optional inputs are supported (not maps)")
         dtype = storage_dtype(tt.elem_type)
         if dtype is None:
             dtype = np_dtype(tt.elem_type, where)
@@ -255,6 +276,30 @@ class Conversion:
         if shape is None and tt.HasField("shape"):
             shape = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
         return S.var(vi.name, shape=None if shape is None else tuple(shape), dtype=dtype)
+
+    def _structured_input(self, vi, where: str):
+        """A sequence or optional graph input: its structure from the given value (or ``input_shapes``:
+        a list of shapes for a sequence), one graph input per tensor (``import_sequence``)."""
+        name, t = vi.name, vi.type
+        if name in self.given:
+            value = self.given[name]
+        elif isinstance(self.input_shapes.get(name), list):
+            value = [np.empty(shape, np.float32) for shape in self.input_shapes[name]]
+        else:
+            raise GraphFormatError(f"{where}: a sequence or optional input needs its structure when loading: give "
+                                   "input_shapes={name: [shape, ...]} (one shape per tensor of the sequence)")
+        inner = t.optional_type.elem_type if t.HasField("optional_type") else t
+        if t.HasField("optional_type") and value is None:
+            return Opt(None)
+        if inner.HasField("sequence_type") != isinstance(value, (list, tuple)):
+            raise GraphFormatError(f"{where}: the model types it {'a sequence' if inner.HasField('sequence_type') else 'a tensor'}"
+                                   f", the value given is {'a list' if isinstance(value, (list, tuple)) else 'not a list'}")
+        if isinstance(value, (list, tuple)):
+            got = Seq(tuple(S.var(item_name(name, k), shape=np.shape(v), dtype=np.asarray(v).dtype)
+                            for k, v in enumerate(value)))
+        else:
+            got = S.var(name, shape=np.shape(value), dtype=np.asarray(value).dtype)
+        return Opt(got) if t.HasField("optional_type") else got
 
     def _value(self, name: str, where: str) -> Symbol:
         s = self.env.get(name)
@@ -264,6 +309,10 @@ class Conversion:
             return s
         if self.scope is not None:  # a body reading the enclosing graph's value by name
             outer = self.scope.outer_value(self, name, where)
+            if isinstance(outer, STRUCTURED):
+                raise GraphFormatError(f"{where}: reads the sequence or optional value {name!r} of the enclosing graph; "
+                                       "lazyarray carries those only where their structure is known when loading, "
+                                       "not into Loop/Scan/If bodies")
             if not outer.input_nodes():  # constants only: the body holds them itself
                 s = outer
             else:  # an operand of the control-flow node, an input of the body
@@ -289,10 +338,19 @@ class Conversion:
         if name in self.consts:
             return self.consts[name]
         s = self._value(name, f"{self.what}: node {nd.name!r} ({nd.op_type})")
+        arr = self._evaluate(s, f"{self.what}: node {nd.name!r} ({nd.op_type}): input {i} ({what}, {name!r})")
+        self.consts[name] = arr
+        return arr
+
+    def _evaluate(self, s: Symbol, what: str) -> np.ndarray:
+        """The value of ``s`` when it is known at load time (computed from initializers, constants and the
+        graph inputs given values), else a ``GraphFormatError`` starting with ``what``."""
+        if not isinstance(s, Symbol):
+            raise GraphFormatError(f"{what} must be a tensor, not a sequence or optional value")
         free = [n for n in s.input_nodes() if n.name not in self.inits and n.name not in self.input_values]
         if free:
-            raise GraphFormatError(
-                f"{self.what}: node {nd.name!r} ({nd.op_type}): input {i} ({what}, {name!r}) must be known when the "
+            raise NotKnownWhenLoading(
+                f"{what} must be known when the "
                 f"model is loaded (an initializer, a Constant or computed from them), but it depends on the graph "
                 f"input(s) {[n.name for n in free]}; lazyarray needs it as a fixed value")
         given = {n.name for n in s.input_nodes() if n.name not in self.inits}
@@ -301,9 +359,7 @@ class Conversion:
         vals = interpret(list(s.outputs), known=lambda node: [self.device.xp.asarray(values[node.name])]
                          if node.kind == "var" else None)
         v = vals[0]
-        arr = np.asarray(v.get() if hasattr(v, "get") and not isinstance(v, np.ndarray) else v)
-        self.consts[name] = arr
-        return arr
+        return np.asarray(v.get() if hasattr(v, "get") and not isinstance(v, np.ndarray) else v)
 
     def _attrs(self, nd, where: str) -> dict:
         helper, nh = self.onnx.helper, self.onnx.numpy_helper
@@ -354,16 +410,19 @@ class Conversion:
             self.env, self.scope = saved
         return Body([vi.name for vi in graph.input], [env[vi.name] for vi in graph.input], outs, scope.captured)
 
-    def _inline(self, graph, where: str) -> list:
-        """The outputs of a body ``graph`` that takes no inputs (an ``If`` branch chosen at load time),
-        converted into the enclosing graph: its nodes read the enclosing values by name, and its own
-        names stay local to it."""
-        where = f"{where} branch {graph.name!r}"
+    def _inline(self, graph, where: str, args=()) -> list:
+        """The outputs of a body ``graph`` given the values ``args`` for its inputs (an ``If`` branch
+        chosen at load time, a ``SequenceMap`` body at one position), converted into the enclosing
+        graph: its nodes read the enclosing values by name, and its own names stay local to it."""
+        where = f"{where} body {graph.name!r}"
         self._check_ops(graph, where)
-        if len(graph.input):
-            raise GraphFormatError(f"{where}: an If branch takes no inputs, this one takes {len(graph.input)}")
-        saved = self.env
-        self.env = dict(saved)
+        if len(graph.input) != len(args):
+            raise GraphFormatError(f"{where}: takes {len(graph.input)} inputs, the node gives it {len(args)}")
+        saved = self.env, self.consts
+        # its names are its own: a body converted again (per SequenceMap position, per unrolled Loop
+        # iteration) must not read values cached from the last time
+        self.env, self.consts = dict(saved[0]), dict(saved[1])
+        self.env.update({vi.name: a for vi, a in zip(graph.input, args)})
         try:
             nh = self.onnx.numpy_helper
             for t in graph.initializer:
@@ -374,11 +433,16 @@ class Conversion:
                 self._convert(k, nd, where)
             return [self._value(vi.name, f"{where}: output {vi.name!r}") for vi in graph.output]
         finally:
-            self.env = saved
+            self.env, self.consts = saved
 
     def _convert(self, k: int, nd, what: str | None = None) -> None:
         where = f"{what or self.what}: node {nd.name or '#' + str(k)!r} ({nd.op_type})"
         inputs = [None if not name else self._value(name, where) for name in nd.input]
+        if nd.op_type not in TAKES_STRUCTURED or nd.domain not in _DEFAULT_DOMAINS:
+            for name, x in zip(nd.input, inputs):
+                if isinstance(x, STRUCTURED):
+                    raise GraphFormatError(f"{where}: reads {name!r}, a sequence or optional value; only the "
+                                           "Sequence*/Optional* operators, Identity, If and Loop take those")
         while inputs and inputs[-1] is None:  # trailing omitted optional inputs
             inputs.pop()
         node = OnnxNode(nd.op_type, nd.name, inputs, self._attrs(nd, where), self.opset, where, len(nd.output),
@@ -386,7 +450,8 @@ class Conversion:
                         const_of=lambda i, what: self._const_of(nd, i, what),
                         subgraph=lambda attr, in_avals: self._subgraph(self._graph_attr(nd, attr, where), where,
                                                                        in_avals),
-                        inline=lambda attr: self._inline(self._graph_attr(nd, attr, where), where))
+                        inline=lambda attr, args=(): self._inline(self._graph_attr(nd, attr, where), where, args),
+                        evaluate=lambda s, what: self._evaluate(s, f"{where}: {what}"))
         try:
             outs = CONVERTERS[nd.op_type if nd.domain in _DEFAULT_DOMAINS else f"{nd.domain}.{nd.op_type}"](node)
         except GraphFormatError:
