@@ -55,6 +55,8 @@ def if_op(n: OnnxNode) -> list:
     their outputs differ in shape (ONNX's function expansions switch on the rank so) or are sequences
     or optionals (``import_sequence.py``)."""
     n.arity(1)
+    if not isinstance(n.input(0), Symbol):
+        n.fail("the condition must be a tensor, not a sequence or optional value")
     if not n.input(0).input_nodes():
         return n.inline("then_branch" if _known(n, 0, "condition") else "else_branch")
     then_b = n.subgraph("then_branch", [])
@@ -174,6 +176,8 @@ def loop_op(n: OnnxNode) -> list:
     if len(n.inputs) < 2:
         n.inputs = list(n.inputs) + [None] * (2 - len(n.inputs))
     m_in, c_in, vs = n.input(0), n.input(1), list(n.inputs[2:])
+    if any(v is not None and not isinstance(v, Symbol) for v in (m_in, c_in)):
+        n.fail("the trip count and the condition must be tensors, not sequence or optional values")
     if any(v is None for v in vs):
         n.fail("an omitted loop-carried input is not supported")
     if any(not isinstance(v, Symbol) for v in vs):

@@ -1,7 +1,8 @@
 """ONNX's classical machine-learning operators (domain ``ai.onnx.ml``) on numeric tensors -> registry ops.
 
 ``Binarizer`` is a comparison cast back to the input's type; ``ArrayFeatureExtractor`` a ``take`` on
-the last axis (a 1-D input gives one row, as onnxruntime and ``onnx.reference`` do).
+the last axis (a 1-D input gives one row, as onnxruntime and ``onnx.reference`` do; a negative index
+counts from the end as in ``onnx.reference``, where onnxruntime refuses it; one past the end raises).
 
 ``TreeEnsemble`` (ml opset 5) is built at graph level, since its trees are constants: every
 (sample, tree) pair carries a state, the index of the tree node it stands on, in one table of the
@@ -50,11 +51,11 @@ _COMPARE = {LEQ: S.less_equal, LT: S.less, GTE: S.greater_equal, GT: S.greater, 
 AVERAGE, SUM, MIN, MAX = range(4)
 
 
-def _ints(n: OnnxNode, name: str, count: int | None = None) -> np.ndarray:
+def _ints(n: OnnxNode, name: str, count: int | None = None, dtype=np.int64) -> np.ndarray:
     v = n.attr(name)
     if v is None:
         n.fail(f"TreeEnsemble needs the attribute {name!r}")
-    arr = np.asarray(v, np.int64).reshape(-1)
+    arr = np.asarray(v, dtype).reshape(-1)
     if count is not None and arr.size != count:
         n.fail(f"TreeEnsemble attribute {name!r} has {arr.size} entries, expected {count} (one per node)")
     return arr
@@ -64,14 +65,13 @@ class _Tables:
     """The ensemble as flat per-state tables: interior nodes 0..K-1, then leaves K..K+L-1."""
 
     def __init__(self, n: OnnxNode, dtype):
-        splits = np.asarray(n.attr("nodes_splits"), dtype).reshape(-1) if n.attr("nodes_splits") is not None \
-            else n.fail("TreeEnsemble needs the attribute 'nodes_splits'")
+        splits = _ints(n, "nodes_splits", dtype=dtype)
         k = splits.size
         feats, true_ids, false_ids = (_ints(n, a, k) for a in ("nodes_featureids", "nodes_truenodeids",
                                                                "nodes_falsenodeids"))
         true_leaf, false_leaf = (_ints(n, a, k).astype(bool) for a in ("nodes_trueleafs", "nodes_falseleafs"))
         modes = _ints(n, "nodes_modes", k)
-        weights = np.asarray(n.attr("leaf_weights"), dtype).reshape(-1)
+        weights = _ints(n, "leaf_weights", dtype=dtype)
         targets = _ints(n, "leaf_targetids", weights.size)
         missing = n.attr("nodes_missing_value_tracks_true")
         missing = np.zeros(k, bool) if missing is None else _ints(n, "nodes_missing_value_tracks_true", k) != 0
@@ -166,6 +166,12 @@ def tree_ensemble(n: OnnxNode) -> list:
     shape = n.known_shape(0, "TreeEnsemble")
     if len(shape) != 2:
         n.fail(f"TreeEnsemble takes X of shape [N, features], got {shape}")
+    post = int(n.attr("post_transform", 0))
+    if post != 0:
+        # the spec numbers SOFTMAX 1 and LOGISTIC 2; onnxruntime applies 1 as LOGISTIC and 2 as SOFTMAX, and
+        # onnx.reference ignores the attribute: with no runtime to agree with, refuse rather than pick one
+        n.fail(f"TreeEnsemble post_transform {post} is not supported (only 0, NONE): onnxruntime and the ONNX spec "
+               "disagree on what 1 and 2 mean; apply Softmax/Sigmoid after the node instead")
     t = _Tables(n, dt)
     if t.k and t.feats[:t.k].max(initial=0) >= shape[1]:
         n.fail(f"TreeEnsemble reads feature {int(t.feats[:t.k].max())} of X with {shape[1]} features")
@@ -191,12 +197,6 @@ def tree_ensemble(n: OnnxNode) -> list:
         out = S.where(S.any(hit, axis=1), out, constant(np.zeros((), dt)))
     else:
         n.fail(f"TreeEnsemble aggregate_function {agg} is not one of 0 (AVERAGE), 1 (SUM), 2 (MIN), 3 (MAX)")
-    post = int(n.attr("post_transform", 0))
-    if post != 0:
-        # the spec numbers SOFTMAX 1 and LOGISTIC 2; onnxruntime applies 1 as LOGISTIC and 2 as SOFTMAX, and
-        # onnx.reference ignores the attribute: with no runtime to agree with, refuse rather than pick one
-        n.fail(f"TreeEnsemble post_transform {post} is not supported (only 0, NONE): onnxruntime and the ONNX spec "
-                "disagree on what 1 and 2 mean; apply Softmax/Sigmoid after the node instead")
     return [out]
 
 

@@ -281,14 +281,18 @@ class Conversion:
         """A sequence or optional graph input: its structure from the given value (or ``input_shapes``:
         a list of shapes for a sequence), one graph input per tensor (``import_sequence``)."""
         name, t = vi.name, vi.type
+        inner = t.optional_type.elem_type if t.HasField("optional_type") else t
         if name in self.given:
             value = self.given[name]
-        elif isinstance(self.input_shapes.get(name), list):
-            value = [np.empty(shape, np.float32) for shape in self.input_shapes[name]]
+        elif isinstance(self.input_shapes.get(name), list) and inner.HasField("sequence_type"):
+            item = inner.sequence_type.elem_type
+            if not item.HasField("tensor_type"):
+                raise GraphFormatError(f"{where}: only sequences of tensors are supported")
+            dtype = np_dtype(item.tensor_type.elem_type, where)
+            value = [np.empty(shape, dtype) for shape in self.input_shapes[name]]
         else:
             raise GraphFormatError(f"{where}: a sequence or optional input needs its structure when loading: give "
                                    "input_shapes={name: [shape, ...]} (one shape per tensor of the sequence)")
-        inner = t.optional_type.elem_type if t.HasField("optional_type") else t
         if t.HasField("optional_type") and value is None:
             return Opt(None)
         if inner.HasField("sequence_type") != isinstance(value, (list, tuple)):

@@ -156,3 +156,10 @@ def test_tree_ensemble_refuses_a_cycle():
     from lazyarray.onnx.backend import LazyArrayBackend
     with pytest.raises(la.GraphFormatError, match=r"do not form trees"):
         LazyArrayBackend.prepare(ml_model("TreeEnsemble", ins, **attrs)).run([ins["x"]])
+
+
+def test_array_feature_extractor_negative_indices_count_from_the_end_as_in_onnx_reference():
+    # (onnxruntime refuses them)
+    ins = {"x": RNG.standard_normal((2, 5)).astype(np.float32), "i": np.array([-1, 0, -5], np.int64)}
+    got = check_node(ml_model("ArrayFeatureExtractor", ins), ins, runtime="reference")[0]
+    np.testing.assert_array_equal(got, ins["x"][:, [4, 0, 0]])

@@ -151,3 +151,15 @@ def test_an_if_giving_sequences_on_a_condition_known_only_when_running_is_refuse
     onnx.save(model(nodes, [tensor("flag", B, []), tensor("x", F, [2])], [seq("s")]), path)
     with pytest.raises(la.GraphFormatError, match=r"'pick' \(If\): output 0 is a sequence or optional value"):
         la.onnx.load(path)
+
+
+def test_a_sequence_input_of_integers_loads_with_its_element_type(tmp_path):
+    nodes = [helper.make_node("SequenceAt", ["s", "k"], ["y"])]
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model(nodes, [seq("s", I64)], [tensor("y", I64)], [("k", np.array(-1, np.int64))]), path)
+    sym = la.onnx.load(path, input_shapes={"s": [(2,), (3,)]})
+    assert sym.list_inputs() == ["s.1"]  # (the tensors the graph reads)
+    b = np.array([4, 5, 6], np.int64)
+    got = la.CachedOp(sym)(**{"s.1": la.array(b)}).asnumpy()
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, b)
