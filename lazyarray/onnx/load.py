@@ -69,7 +69,8 @@ CONVERTERS.update({**SCATTER_CONVERTERS, **SIGNAL_CONVERTERS, **RNN_CONVERTERS,
                    **DETECTION_CONVERTERS, **BITCAST_CONVERTERS,
                    **CAUSAL_CONV_CONVERTERS, **LINEAR_ATTENTION_CONVERTERS,
                    **FLEX_ATTENTION_CONVERTERS, **DEFORM_CONV_CONVERTERS,
-                   **ROI_ALIGN_CONVERTERS, **ML_CONVERTERS, **TFIDF_CONVERTERS, **SEQUENCE_CONVERTERS})  # families added later, each claimed only when all its node cases pass
+                   **ROI_ALIGN_CONVERTERS, **ML_CONVERTERS, **TFIDF_CONVERTERS,
+                   **SEQUENCE_CONVERTERS})  # families added later, each claimed only when all its node cases pass
 
 
 def _onnx():
@@ -398,11 +399,7 @@ class Conversion:
                 a = file_var.outputs[0].aval
                 shape, dtype = a.shape if shape is None else shape, a.dtype if dtype is None else dtype
             env[vi.name] = S.var(vi.name, shape=shape, dtype=dtype)
-        nh = self.onnx.numpy_helper
-        for t in graph.initializer:
-            arr = widen(np.array(nh.to_array(t)))
-            self.consts[t.name] = arr
-            env[t.name] = constant(arr, t.name)
+        self._body_initializers(graph, env)
         scope = _Scope(self.env, self.scope)
         saved = self.env, self.scope
         self.env, self.scope = env, scope
@@ -413,6 +410,14 @@ class Conversion:
         finally:
             self.env, self.scope = saved
         return Body([vi.name for vi in graph.input], [env[vi.name] for vi in graph.input], outs, scope.captured)
+
+    def _body_initializers(self, graph, env: dict) -> None:
+        """A body graph's initializers: known values, and constants in its ``env``."""
+        nh = self.onnx.numpy_helper
+        for t in graph.initializer:
+            arr = widen(np.array(nh.to_array(t)))
+            self.consts[t.name] = arr
+            env[t.name] = constant(arr, t.name)
 
     def _inline(self, graph, where: str, args=()) -> list:
         """The outputs of a body ``graph`` given the values ``args`` for its inputs (an ``If`` branch
@@ -428,11 +433,7 @@ class Conversion:
         self.env, self.consts = dict(saved[0]), dict(saved[1])
         self.env.update({vi.name: a for vi, a in zip(graph.input, args)})
         try:
-            nh = self.onnx.numpy_helper
-            for t in graph.initializer:
-                arr = widen(np.array(nh.to_array(t)))
-                self.consts[t.name] = arr
-                self.env[t.name] = constant(arr, t.name)
+            self._body_initializers(graph, self.env)
             for k, nd in enumerate(graph.node):
                 self._convert(k, nd, where)
             return [self._value(vi.name, f"{where}: output {vi.name!r}") for vi in graph.output]
