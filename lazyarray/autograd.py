@@ -159,10 +159,16 @@ def record_call(node: Node, values: list, arrays, results) -> None:
     """Record an op whose ``values`` were just computed from ``arrays`` (tracked by autograd):
     ``results`` (the arrays showing the first outputs) get the record; the other values are
     the record's own."""
-    rec = Record(node, values, parents_of(node.inputs, arrays), len(results))
+    record_result(node, values, parents_of(node.inputs, arrays), results)
+
+
+def record_result(node: Node, values: list, parents: tuple, results) -> None:
+    """``record_call`` for a caller that knows the record or leaf behind each input entry
+    (``parents``, aligned with ``node.inputs``): ``CachedOp`` reads them off its arguments."""
+    rec = Record(node, values, parents, len(results))
     for i, r in enumerate(results):
         r._entry = Entry(node, i)
-        r._ag = rec
+        r._autograd = rec
 
 
 def mark_leaf(array, grad_req: str, stype: str = "default") -> None:
