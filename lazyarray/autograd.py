@@ -339,7 +339,11 @@ def _cached_backward(records, leaves, outputs, heads, make, retain_graph) -> boo
     key, consts = backward_cache.structure(records, leaf_list, outputs, heads)
     if key is None:
         return False
-    compiled = backward_cache.lookup(key) or backward_cache.build(key, records, leaf_list, heads)
+    compiled = backward_cache.lookup(key)
+    if compiled is None:
+        if not backward_cache.cacheable(key):
+            return False
+        compiled = backward_cache.build(key, records, leaf_list, heads)
     values = backward_cache.run(compiled, records, leaf_list, consts, heads)
     for (leaf, entries), v in zip(leaf_list, values):
         _store_grad(leaf, v, make, next(iter(entries.values())).aval.device)
