@@ -194,30 +194,44 @@ def mark_leaf(array, grad_req: str, stype: str = "default") -> None:
 
 
 def _tape(outputs: list) -> tuple[list[Record], dict]:
-    """The records behind ``outputs`` and, per leaf, the entries that stood for it."""
+    """The records behind ``outputs``, each after the records it reads (depth first from the
+    outputs, inputs in order: a deterministic topological order, which ``backward_cache`` numbers
+    records by), and, per leaf in the order the walk meets them, the entries that stood for it."""
     records: list[Record] = []
     leaves: dict[int, tuple[Leaf, dict]] = {}
     seen: set[int] = set()
-    stack = []
     for a in outputs:
         ag = a._ag
         if type(ag) is Leaf:
             leaves.setdefault(id(ag), (ag, {}))[1][id(ag.entry.node)] = a._entry
-        elif ag is not None:
-            stack.append(ag)
-    while stack:
-        rec = stack.pop()
-        if id(rec) in seen:
             continue
-        seen.add(id(rec))
-        records.append(rec)
-        for e, p in zip(rec.node.inputs, rec.parents):
-            if p is None:
-                continue
-            if type(p) is Leaf:
-                leaves.setdefault(id(p), (p, {}))[1][id(e.node)] = e
-            elif id(p) not in seen:
-                stack.append(p)
+        if ag is None or id(ag) in seen:
+            continue
+        seen.add(id(ag))
+        stack = [[ag, 0]]
+        while stack:
+            top = stack[-1]
+            rec, i = top
+            inputs, parents = rec.node.inputs, rec.parents
+            while i < len(parents):
+                p = parents[i]
+                i += 1
+                if p is None:
+                    continue
+                if type(p) is Leaf:
+                    e = inputs[i - 1]
+                    got = leaves.get(id(p))
+                    if got is None:
+                        got = leaves[id(p)] = (p, {})
+                    got[1][id(e.node)] = e
+                elif id(p) not in seen:
+                    seen.add(id(p))
+                    top[1] = i
+                    stack.append([p, 0])
+                    break
+            else:  # every parent is done: this record follows them
+                stack.pop()
+                records.append(rec)
     return records, leaves
 
 
@@ -335,7 +349,6 @@ def _cached_backward(records, leaves, outputs, heads, make, retain_graph) -> boo
     leaf_list = list(leaves.values())
     if any(r.values is None for r in records):
         return False
-    records = backward_cache.in_order(records)
     key, consts = backward_cache.structure(records, leaf_list, outputs, heads)
     if key is None:
         return False

@@ -53,35 +53,11 @@ class Compiled:
         self.reads = reads
 
 
-def in_order(records: list) -> list:
-    """The tape's records, each after the records it reads (a deterministic topological order:
-    depth first from the output side, inputs in order)."""
-    ids = {id(r) for r in records}
-    order: list = []
-    seen: set[int] = set()
-    for root in records:
-        if id(root) in seen:
-            continue
-        seen.add(id(root))
-        stack = [(root, iter(root.parents))]
-        while stack:
-            r, it = stack[-1]
-            for p in it:
-                if p is not None and id(p) in ids and id(p) not in seen:
-                    seen.add(id(p))
-                    stack.append((p, iter(p.parents)))
-                    break
-            else:
-                stack.pop()
-                order.append(r)
-    return order
-
-
 def structure(records: list, leaves: list, outputs: list, heads: list):
     """``(key, consts)``: the hashable structure of a tape and the constant nodes its records read
     (in key order), or ``(None, None)`` when the tape must take the general path.
 
-    ``records``: the tape, parents before the records that read them (``in_order``);
+    ``records``: the tape, parents before the records that read them (``autograd._tape``'s order);
     ``leaves``: ``[(leaf, entries)]``.
     """
     rec_ix = {id(r): k for k, r in enumerate(records)}
