@@ -5,8 +5,9 @@ a program stores as (units, rows) memory while the graph keeps (rows, units).
 transposed, as ``w @ x.T`` into a C-ordered (units, rows) buffer, while the rows are few: measured
 on one thread (benchmarks/training_loop.py's MLP), 64 x 784 @ 784 x 512 takes 0.68 ms into a
 (64, 512) buffer and 0.55 ms into a (512, 64) one (8 rows: about half the time; 128 rows: 0.9x;
-from about 192 rows on, no gain, and at 1024 the product and its readers are slower, so large
-batches keep row order). Narrow products (tens of units) gain nothing and are left alone.
+from about 192 rows on the product gains little while its readers lose: the MLP's whole step took
+1.04x its row-major time at 256 rows and 1.12x at 1024, so large batches keep row order). Narrow
+products (tens of units) run slower transposed and are left alone.
 
 Only the program's memory layout changes, as with ``batch_last.py``: the slot holds a
 (rows, units)-shaped view with swapped strides (``program._fill_views``), so the graph, the shapes
