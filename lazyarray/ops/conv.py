@@ -26,6 +26,7 @@ import threading
 import numpy as np
 
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
+from .blas_threads import one_thread
 from .params import FLOAT, INT, INTS, Param
 from .registry import OpDef, normalize_axis, register
 from .winograd import use_winograd, winograd_conv2d
@@ -290,8 +291,11 @@ def _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out):
 
     The padded input is laid out (C, H, W, N) once, so each tap's im2col rows are copied in runs
     of ``Wo * N`` contiguous values; windows of the NCHW image would copy runs of ``Wo`` (a 6 x 6
-    image: 6 values), 2.5x slower on the demo CNN's second conv (benchmarks/onnx.py). The product
-    comes out (O, Ho, Wo, N): one transposing copy into NCHW, with the bias added before it.
+    image: 6 values), 2.5x slower on the demo CNN's second conv (benchmarks/onnx.py). All taps are
+    one strided view of that copy, so im2col is a single copy (a copy per tap cost about 1 us of
+    Python each, a third of the whole kernel's fixed cost). The product is small: it runs on one
+    BLAS thread (``blas_threads``). It comes out (O, Ho, Wo, N): straight into a batch-last
+    ``out``, else one transposing copy into NCHW, with the bias added before it.
     """
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
     n, c, h, w = x.shape
@@ -302,17 +306,21 @@ def _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out):
         xt[...] = 0
     xt[:, ph:ph + h, pw:pw + w] = x.transpose(1, 2, 3, 0)
     cols = _scratch(xp, 1, (c, kh, kw, ho, wo, n), x.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            r, q = i * dh, j * dw
-            cols[:, i, j] = xt[:, r:r + sh * (ho - 1) + 1:sh, q:q + sw * (wo - 1) + 1:sw]
-    wmat = weight.reshape(o, c * kh * kw)
-    if _batch_last(out) and out.dtype == xp.result_type(wmat.dtype, cols.dtype):  # the product is out
-        t = xp.matmul(wmat, cols.reshape(c * kh * kw, ho * wo * n), out=out.transpose(1, 2, 3, 0).reshape(o, -1))
-        if bias is not None:
-            t += bias.reshape(o, 1)
-        return out
-    t = wmat @ cols.reshape(c * kh * kw, ho * wo * n)
+    s0, s1, s2, s3 = xt.strides
+    taps = (c, kh, kw, ho, wo, n), (s0, s1 * dh, s2 * dw, s1 * sh, s2 * sw, s3)
+    if xp is np:
+        cols[...] = np.ndarray(taps[0], xt.dtype, buffer=xt, strides=taps[1])
+    else:
+        cols[...] = xp.lib.stride_tricks.as_strided(xt, *taps)
+    k = c * kh * kw
+    wmat = weight.reshape(o, k)
+    with one_thread(2.0 * o * k * ho * wo * n):
+        if _batch_last(out) and out.dtype == xp.result_type(wmat.dtype, cols.dtype):  # the product is out
+            t = xp.matmul(wmat, cols.reshape(k, ho * wo * n), out=out.transpose(1, 2, 3, 0).reshape(o, -1))
+            if bias is not None:
+                t += bias.reshape(o, 1)
+            return out
+        t = xp.matmul(wmat, cols.reshape(k, ho * wo * n))
     if bias is not None:
         t += bias.reshape(o, 1)
     y = xp.empty((n, o, ho, wo), dtype=t.dtype) if out is None else out

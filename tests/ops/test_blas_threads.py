@@ -1,0 +1,84 @@
+"""BLAS threads by work size (lazyarray/ops/blas_threads.py): small products run on one BLAS
+thread and the count comes back after; large ones and the kernels' values are left alone."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lazyarray.ops import blas_threads, conv
+
+threadpoolctl = pytest.importorskip("threadpoolctl")
+
+
+def _blas_threads() -> list[int]:
+    return [c.num_threads for c in threadpoolctl.ThreadpoolController().lib_controllers if c.user_api == "blas"]
+
+
+@pytest.fixture
+def two_blas_threads():
+    if not _blas_threads():
+        pytest.skip("no BLAS library found by threadpoolctl")
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        if max(_blas_threads()) < 2:
+            pytest.skip("BLAS cannot run 2 threads here")
+        yield
+
+
+def test_a_small_product_runs_on_one_thread_and_the_count_comes_back(two_blas_threads):
+    before = _blas_threads()
+    with blas_threads.one_thread(blas_threads.MIN_PARALLEL_FLOPS / 2):
+        assert _blas_threads() == [1] * len(before)
+    assert _blas_threads() == before
+
+
+def test_a_large_product_keeps_the_threads(two_blas_threads):
+    before = _blas_threads()
+    with blas_threads.one_thread(blas_threads.MIN_PARALLEL_FLOPS):
+        assert _blas_threads() == before
+
+
+def test_the_count_comes_back_after_an_error(two_blas_threads):
+    before = _blas_threads()
+    with pytest.raises(RuntimeError, match="inside"), blas_threads.one_thread(1.0):
+        raise RuntimeError("inside")
+    assert _blas_threads() == before
+
+
+def test_batch_last_conv_multiplies_on_one_thread(two_blas_threads, monkeypatch):
+    """The demo CNN's small products (a few MFLOP) run single-threaded, with the same values."""
+    seen = []
+    real = np.matmul
+
+    def spy(*a, **kw):
+        seen.append(max(_blas_threads()))
+        return real(*a, **kw)
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 3, 6, 6)).astype("float32")
+    w = rng.standard_normal((4, 3, 3, 3)).astype("float32")
+    expected = conv._batch_last_conv(np, x, w, None, (1, 1), (1, 1), (1, 1), None)
+    monkeypatch.setattr(np, "matmul", spy)
+    got = conv._batch_last_conv(np, x, w, None, (1, 1), (1, 1), (1, 1), None)
+    assert seen == [1]
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_a_small_dense_layer_multiplies_on_one_thread(two_blas_threads):
+    """``dense`` of a few rows: one BLAS thread during the product (float64 rows against a float32
+    weight take the ``xp.matmul`` branch, spied on here), the values of ``x @ w.T + b``."""
+    from types import SimpleNamespace
+
+    from lazyarray.ops.nn import _dense
+
+    seen = []
+
+    def spy(*a, **kw):
+        seen.append(max(_blas_threads()))
+        return np.matmul(*a, **kw)
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((8, 12))
+    w, b = (rng.standard_normal(s).astype("float32") for s in ((5, 12), (5,)))
+    y = _dense(SimpleNamespace(matmul=spy), x, w, b)
+    assert seen == [1]
+    np.testing.assert_allclose(y, x @ w.T.astype(np.float64) + b, rtol=1e-6, atol=1e-6)
