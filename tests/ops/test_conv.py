@@ -174,3 +174,22 @@ def test_half_precision_accumulates_in_float32(ks, groups):
     out = np.full(want.shape, np.nan, np.float16)
     assert conv._conv2d(np, x, k, b, padding=(1, 1), groups=groups, out=out) is out
     np.testing.assert_array_equal(out, got)
+
+
+@pytest.mark.parametrize("m,k,n,blocks", [(16, 72, 2304, 3), (8, 9, 9216, 1), (128, 144, 2304, 1)],
+                         ids=["three-blocks", "small-already", "blocks-too-narrow"])
+def test_column_blocks_matmul_equals_one_product(m, k, n, blocks, monkeypatch):
+    """Thin, wide products run as column blocks of at most SMALL_PRODUCT multiply-adds (when the
+    blocks keep MIN_BLOCK_COLUMNS columns), into a strided ``out`` too, equal to one matmul."""
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((m, k)).astype("float32"), rng.standard_normal((k, n)).astype("float32")
+    calls = []
+    real = np.matmul
+    monkeypatch.setattr(np, "matmul", lambda *args, **kw: calls.append(args[1].shape) or real(*args, **kw))
+    wide = np.full((m, n + 5), np.nan, np.float32)
+    out = wide[:, 2:2 + n]  # rows strided: blocks write into a view of a larger buffer
+    assert conv._column_blocks_matmul(np, a, b, out) is out
+    assert len(calls) == blocks and sum(c[1] for c in calls) == n
+    assert all(c[1] * m * k <= conv.SMALL_PRODUCT for c in calls) or blocks == 1
+    np.testing.assert_allclose(out, real(a, b), rtol=1e-5, atol=1e-4)
+    assert np.isnan(wide[:, :2]).all() and np.isnan(wide[:, 2 + n:]).all()
