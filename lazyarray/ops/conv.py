@@ -293,42 +293,72 @@ def _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out):
     of ``Wo * N`` contiguous values; windows of the NCHW image would copy runs of ``Wo`` (a 6 x 6
     image: 6 values), 2.5x slower on the demo CNN's second conv (benchmarks/onnx.py). All taps are
     one strided view of that copy, so im2col is a single copy (a copy per tap cost about 1 us of
-    Python each, a third of the whole kernel's fixed cost). The product is small: it runs on one
-    BLAS thread (``blas_threads``), in column blocks that take OpenBLAS's unpacked kernel
-    (``_column_blocks_matmul``). It comes out (O, Ho, Wo, N): straight into a batch-last ``out``,
-    else one transposing copy into NCHW, with the bias added before it.
+    Python each), and the views come from ``_im2col_views`` (made once per geometry). The product
+    is small: it runs on one BLAS thread (``blas_threads``), in column blocks that take OpenBLAS's
+    unpacked kernel (``_column_blocks_matmul``). It comes out (O, Ho, Wo, N): straight into a
+    batch-last ``out``, else one transposing copy into NCHW, with the bias added before it.
     """
-    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
-    n, c, h, w = x.shape
-    o, _, kh, kw = weight.shape
-    ho, wo = _out_dim(h, kh, sh, ph, dh), _out_dim(w, kw, sw, pw, dw)
-    xt = _scratch(xp, 0, (c, h + 2 * ph, w + 2 * pw, n), x.dtype)
-    if ph or pw:
-        xt[...] = 0
-    xt[:, ph:ph + h, pw:pw + w] = x.transpose(1, 2, 3, 0)
-    cols = _scratch(xp, 1, (c, kh, kw, ho, wo, n), x.dtype)
-    s0, s1, s2, s3 = xt.strides
-    taps = (c, kh, kw, ho, wo, n), (s0, s1 * dh, s2 * dw, s1 * sh, s2 * sw, s3)
-    if xp is np:
-        cols[...] = np.ndarray(taps[0], xt.dtype, buffer=xt, strides=taps[1])
-    else:
-        cols[...] = xp.lib.stride_tricks.as_strided(xt, *taps)
-    k = c * kh * kw
+    n = x.shape[0]
+    o = weight.shape[0]
+    padded, interior, taps, cols = _im2col_views(xp, x.shape, x.dtype, weight.shape[2], weight.shape[3],
+                                                 stride, padding, dilation)
+    if padded is not None:
+        padded[...] = 0
+    interior[...] = x.transpose(1, 2, 3, 0)
+    cols[...] = taps
+    k, m = cols.shape[0] * cols.shape[1] * cols.shape[2], cols.shape[3] * cols.shape[4] * n
     wmat = weight.reshape(o, k)
-    cols = cols.reshape(k, ho * wo * n)
-    dtype = xp.result_type(wmat.dtype, cols.dtype)
-    with one_thread(2.0 * o * k * ho * wo * n):
-        if _batch_last(out) and out.dtype == dtype:  # the product is out
-            t = _column_blocks_matmul(xp, wmat, cols, out.transpose(1, 2, 3, 0).reshape(o, -1))
+    cols = cols.reshape(k, m)
+    with one_thread(2.0 * o * k * m):
+        if out is not None and out.dtype == x.dtype == weight.dtype and _batch_last(out):  # the product is out
+            t = _column_blocks_matmul(xp, wmat, cols, out.transpose(1, 2, 3, 0).reshape(o, m))
             if bias is not None:
                 t += bias.reshape(o, 1)
             return out
-        t = _column_blocks_matmul(xp, wmat, cols, xp.empty((o, ho * wo * n), dtype))
+        t = _column_blocks_matmul(xp, wmat, cols, xp.empty((o, m), xp.result_type(wmat.dtype, cols.dtype)))
     if bias is not None:
         t += bias.reshape(o, 1)
+    ho, wo = taps.shape[3], taps.shape[4]
     y = xp.empty((n, o, ho, wo), dtype=t.dtype) if out is None else out
     y[...] = t.reshape(o, ho, wo, n).transpose(3, 0, 1, 2)
     return y
+
+
+_MAX_VIEW_SETS = 64  # geometries whose views a thread keeps (a model has a few)
+
+
+def _im2col_views(xp, shape, dtype, kh, kw, stride, padding, dilation):
+    """``(padded, interior, taps, cols)`` for ``_batch_last_conv`` of an NCHW input of ``shape``:
+    the zero-padded (C, H, W, N) copy in scratch slot 0 (None without padding: nothing to zero),
+    its interior where the image goes, every tap of it as one strided (C, kh, kw, Ho, Wo, N) view,
+    and the im2col columns of that shape in scratch slot 1. Made once per geometry and thread and
+    kept while the scratch buffers stay the same: building them cost more Python than the copies
+    of a small batch (about 6 us of a 12 us call)."""
+    key = (shape, dtype, kh, kw, stride, padding, dilation)
+    memo = getattr(_SCRATCH, "im2col", None)
+    if memo is None:
+        memo = _SCRATCH.im2col = {}
+    bufs = getattr(_SCRATCH, "bufs", None)
+    hit = memo.get(key)
+    if hit is not None and bufs is not None and hit[0] is bufs[0] and hit[1] is bufs[1]:
+        return hit[2]
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    n, c, h, w = shape
+    ho, wo = _out_dim(h, kh, sh, ph, dh), _out_dim(w, kw, sw, pw, dw)
+    xt = _scratch(xp, 0, (c, h + 2 * ph, w + 2 * pw, n), dtype)
+    s0, s1, s2, s3 = xt.strides
+    tap_shape, tap_strides = (c, kh, kw, ho, wo, n), (s0, s1 * dh, s2 * dw, s1 * sh, s2 * sw, s3)
+    if xp is np:
+        taps = np.ndarray(tap_shape, xt.dtype, buffer=xt, strides=tap_strides)
+    else:
+        taps = xp.lib.stride_tricks.as_strided(xt, tap_shape, tap_strides)
+    views = (xt if ph or pw else None, xt[:, ph:ph + h, pw:pw + w], taps, _scratch(xp, 1, tap_shape, dtype))
+    bufs = getattr(_SCRATCH, "bufs", None)
+    if xp is np and bufs is not None and xt.base is bufs[0] and views[3].base is bufs[1]:  # (not fresh arrays)
+        if len(memo) >= _MAX_VIEW_SETS:
+            memo.clear()
+        memo[key] = (bufs[0], bufs[1], views)
+    return views
 
 
 # OpenBLAS multiplies a product of at most 100**3 multiply-adds (m * n * k) with a kernel that
