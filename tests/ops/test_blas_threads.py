@@ -11,7 +11,9 @@ threadpoolctl = pytest.importorskip("threadpoolctl")
 
 
 def _blas_threads() -> list[int]:
-    return [c.num_threads for c in threadpoolctl.ThreadpoolController().lib_controllers if c.user_api == "blas"]
+    """The thread counts of the BLAS libraries the module controls (NumPy's, found at first use;
+    other libraries loaded later, such as SciPy's own OpenBLAS, are not NumPy's)."""
+    return [get() for get, _ in blas_threads._libraries()]
 
 
 @pytest.fixture
