@@ -395,9 +395,8 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
     stride, padding, dilation = _geometry(stride, padding, dilation, "conv2d")
     n, c = x.shape[:2]
     o, cg, kh, kw = weight.shape
-    if xp is np and use_winograd(x.shape, weight.shape, stride, padding, dilation, groups,
-                                 _out_dim(x.shape[2], kh, stride[0], padding[0]),
-                                 _out_dim(x.shape[3], kw, stride[1], padding[1])):
+    ho, wo = (_out_dim(x.shape[2 + a], weight.shape[2 + a], stride[a], padding[a], dilation[a]) for a in (0, 1))
+    if xp is np and use_winograd(x.shape, weight.shape, stride, padding, dilation, groups, ho, wo):
         dtype = np.result_type(x.dtype, weight.dtype)
         shape = (n, o) + tuple(_out_dim(x.shape[2 + i], 3, 1, padding[i]) for i in range(2))
         target = _into(xp, out, shape, dtype)
@@ -408,7 +407,6 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
             return out
         return y
     if groups == 1 and n > 1:
-        ho, wo = (_out_dim(x.shape[2 + a], weight.shape[2 + a], stride[a], padding[a], dilation[a]) for a in (0, 1))
         if ho * wo < PER_IMAGE_MIN_PIXELS or _batch_last(x) or _batch_last(out):
             return _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out)
     win = _windows(xp, x, (kh, kw), stride, padding, dilation=dilation)
