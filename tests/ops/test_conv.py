@@ -193,3 +193,32 @@ def test_column_blocks_matmul_equals_one_product(m, k, n, blocks, monkeypatch):
     assert all(c[1] * m * k <= conv.SMALL_PRODUCT for c in calls) or blocks == 1
     np.testing.assert_allclose(out, real(a, b), rtol=1e-5, atol=1e-4)
     assert np.isnan(wide[:, :2]).all() and np.isnan(wide[:, 2 + n:]).all()
+    calls.clear()
+    out64 = np.empty((m, n))
+    conv._column_blocks_matmul(np, a.astype(np.float64), b.astype(np.float64), out64)
+    assert len(calls) == 1  # other dtypes: one call
+    np.testing.assert_allclose(out64, out, rtol=1e-5, atol=1e-4)
+
+
+def test_batch_last_views_follow_their_scratch_buffers():
+    """``_im2col_views`` keeps one set of views per geometry: geometries that alternate, one whose
+    scratch outgrows the kept buffers (new buffers, new views), a padding-free one (nothing to zero)
+    and another dilation each give the reference's values, call after call."""
+    rng = np.random.default_rng(11)
+    cases = [((16, 1, 12, 12), (8, 1, 3, 3), {"padding": (1, 1)}),
+             ((16, 8, 6, 6), (16, 8, 3, 3), {"padding": (1, 1)}),
+             ((16, 3, 7, 7), (4, 3, 3, 3), {}),
+             ((16, 2, 7, 7), (3, 2, 3, 3), {"dilation": (2, 2), "padding": (1, 1)}),
+             ((32, 16, 7, 7), (8, 16, 3, 3), {"padding": (1, 1)})]  # more columns than the others: new scratch
+    data = [(rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ks).astype(np.float32), p)
+            for xs, ks, p in cases]
+    refs = [_conv2d_ref(x, k, **p) for x, k, p in data]
+    seen = []
+    real = conv._im2col_views
+    for _ in range(3):
+        for (x, k, p), ref in zip(data, refs):
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(conv, "_im2col_views", lambda *a: seen.append(a[1]) or real(*a))
+                got = conv._conv2d(np, _stored_batch_last(x), k, **p)
+            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    assert len(seen) == 3 * len(cases)  # every call took the batch-last path
