@@ -135,6 +135,8 @@ def _memory_order(a):
     order (C order: 0, 1, ...; a batch-last NCHW buffer: 1, 2, 3, 0), else None."""
     if a.flags.c_contiguous:
         return tuple(range(a.ndim))
+    if a.ndim == 4 and a.strides[0] == a.itemsize and a.transpose(1, 2, 3, 0).flags.c_contiguous:
+        return (1, 2, 3, 0)  # (the executor's batch-last buffers, without the sort)
     order = tuple(sorted(range(a.ndim), key=lambda i: -a.strides[i]))
     return order if a.transpose(order).flags.c_contiguous else None
 
