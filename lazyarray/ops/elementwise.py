@@ -150,6 +150,11 @@ def _relu(xp, x, out=None):
     res = np.empty_like(x) if out is None else out  # (empty_like keeps x's memory order)
     zeros, n = _zero_row(x.dtype), x.size
     flat, dst = x.transpose(order).reshape(-1), res.transpose(order).reshape(-1)
+    rows = -(-n // _ZERO_ROW)
+    if n % rows == 0:  # rows of equal length up to the zero row's cover x in one call
+        width = n // rows
+        np.maximum(flat.reshape(rows, width), zeros[:width], out=dst.reshape(rows, width))
+        return res
     whole = n - n % _ZERO_ROW
     if whole:
         np.maximum(flat[:whole].reshape(-1, _ZERO_ROW), zeros, out=dst[:whole].reshape(-1, _ZERO_ROW))
