@@ -23,6 +23,9 @@ import threading
 # Measured (benchmarks/onnx.py, 2 cores): the demo CNN's products (0.6, 1.3 and 5.3 MFLOP) each
 # ran slower split over 2 threads; the MLP's 33-51 MFLOP layers gain from the split on a quiet machine.
 MIN_PARALLEL_FLOPS = 16e6
+# ... and below this many OpenBLAS runs on one thread anyway (m * n * k <= 65536 * 4): nothing to
+# set, and a batch-1 layer does not pay the two calls into the library.
+SERIAL_ANYWAY_FLOPS = 2 * 65536 * 4
 
 _LOCK = threading.Lock()
 _LIBS: list = []  # [(get, set), ...] of the BLAS libraries loaded, found once
@@ -78,14 +81,15 @@ _UNCHANGED = _Unchanged()
 
 def one_thread(flops: float):
     """A context in which a product of ``flops`` floating-point operations runs on one BLAS thread
-    when it is too small to share (``MIN_PARALLEL_FLOPS``); otherwise BLAS is left as it is.
+    when it is too small to share (``MIN_PARALLEL_FLOPS``); otherwise, and for products BLAS runs
+    on one thread anyway (``SERIAL_ANYWAY_FLOPS``), BLAS is left as it is.
 
     >>> import numpy as np
     >>> a = np.ones((8, 9), np.float32)
-    >>> b = np.ones((9, 100), np.float32)
-    >>> with one_thread(2 * 8 * 9 * 100):
+    >>> b = np.ones((9, 10000), np.float32)
+    >>> with one_thread(2 * 8 * 9 * 10000):
     ...     c = a @ b
     >>> float(c[0, 0])
     9.0
     """
-    return _OneThread() if flops < MIN_PARALLEL_FLOPS else _UNCHANGED
+    return _OneThread() if SERIAL_ANYWAY_FLOPS < flops < MIN_PARALLEL_FLOPS else _UNCHANGED

@@ -33,21 +33,23 @@ def test_a_small_product_runs_on_one_thread_and_the_count_comes_back(two_blas_th
     assert _blas_threads() == before
 
 
-def test_a_large_product_keeps_the_threads(two_blas_threads):
+@pytest.mark.parametrize("flops", [blas_threads.MIN_PARALLEL_FLOPS, blas_threads.SERIAL_ANYWAY_FLOPS],
+                         ids=["large", "serial-anyway"])
+def test_large_and_tiny_products_leave_blas_alone(two_blas_threads, flops):
     before = _blas_threads()
-    with blas_threads.one_thread(blas_threads.MIN_PARALLEL_FLOPS):
+    with blas_threads.one_thread(flops):
         assert _blas_threads() == before
 
 
 def test_the_count_comes_back_after_an_error(two_blas_threads):
     before = _blas_threads()
-    with pytest.raises(RuntimeError, match="inside"), blas_threads.one_thread(1.0):
+    with pytest.raises(RuntimeError, match="inside"), blas_threads.one_thread(blas_threads.MIN_PARALLEL_FLOPS / 2):
         raise RuntimeError("inside")
     assert _blas_threads() == before
 
 
 def test_batch_last_conv_multiplies_on_one_thread(two_blas_threads, monkeypatch):
-    """The demo CNN's small products (a few MFLOP) run single-threaded, with the same values."""
+    """The demo CNN's second conv (5.3 MFLOP) multiplies single-threaded, with the same values."""
     seen = []
     real = np.matmul
 
@@ -56,13 +58,13 @@ def test_batch_last_conv_multiplies_on_one_thread(two_blas_threads, monkeypatch)
         return real(*a, **kw)
 
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((16, 3, 6, 6)).astype("float32")
-    w = rng.standard_normal((4, 3, 3, 3)).astype("float32")
+    x = rng.standard_normal((64, 8, 6, 6)).astype("float32")
+    w = rng.standard_normal((16, 8, 3, 3)).astype("float32")
     expected = conv._batch_last_conv(np, x, w, None, (1, 1), (1, 1), (1, 1), None)
     monkeypatch.setattr(np, "matmul", spy)
     got = conv._batch_last_conv(np, x, w, None, (1, 1), (1, 1), (1, 1), None)
-    assert seen == [1]
-    np.testing.assert_array_equal(got, expected)
+    assert seen and set(seen) == {1}  # (one call per column block)
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
 
 
 def test_a_small_dense_layer_multiplies_on_one_thread(two_blas_threads):
@@ -79,8 +81,8 @@ def test_a_small_dense_layer_multiplies_on_one_thread(two_blas_threads):
         return np.matmul(*a, **kw)
 
     rng = np.random.default_rng(1)
-    x = rng.standard_normal((8, 12))
-    w, b = (rng.standard_normal(s).astype("float32") for s in ((5, 12), (5,)))
+    x = rng.standard_normal((64, 144))  # the demo CNN's first dense layer: 0.6 MFLOP
+    w, b = (rng.standard_normal(s).astype("float32") for s in ((32, 144), (32,)))
     y = _dense(SimpleNamespace(matmul=spy), x, w, b)
     assert seen == [1]
     np.testing.assert_allclose(y, x @ w.T.astype(np.float64) + b, rtol=1e-6, atol=1e-6)
