@@ -21,7 +21,15 @@ onnxruntime runs one C++ kernel per (fused) node: the demo CNN's 11 steps cost 3
 ~14 us, so its batch-1 ratio (about 6-7x) is per-node overhead, not arithmetic. At batch 64 the
 demo CNN's 12 x 12 and 6 x 6 images made NumPy loop over rows of 12 or 6 values in every op;
 its planned buffers are now stored batch last (``executor/batch_last.py``), which took it from
-2.2-2.6x to about 1.3x (what remains: the two convolutions' BLAS products, ~60% of the steps).
+2.2-2.6x to about 1.5x (1 thread) and 2.0x (2 threads). Then: its small products run on one BLAS
+thread (``ops/blas_threads.py``: OpenBLAS split them over both cores, which cost more than it
+saved, and spun when another process held the second core: 4-15x onnxruntime's time on a busy
+machine), the second conv's product runs in column blocks that take OpenBLAS's small-matrix
+kernel, im2col is one copy, and a relu after a max pool runs on the pooled values: its steps
+went from 317 to 247 us, about 1.3x onnxruntime on 1 thread (CPU time, busy machine: 1.6x
+before) and at par on 2. What remains is NumPy per pass: relu, batch norm and the pool each
+stream the 12 x 12 activations, and strided pool taps cost several times more per value than
+contiguous passes.
 ResNet at batch 1 pays im2col copies and thin BLAS products against onnxruntime's direct
 NCHWc convolutions. The MLP is three GEMMs: its gap
 is OpenBLAS against MLAS on those shapes. With 2 threads on a shared machine OpenBLAS's

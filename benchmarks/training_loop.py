@@ -11,7 +11,9 @@ run (interleaved rounds, fastest round of each):
 * NumPy by hand (``benchmarks/mlp_step.py: numpy_step``), the reference;
 * Gluon style with the structural backward cache (one compiled backward program reused by
   every step) and the multi-tensor update (``Trainer.step``: a few flat calls per dtype and
-  device) and the loss compiled (``blocks/loss.py``); the same with the per-parameter update
+  device) and the loss compiled (``blocks/loss.py``); the same with the dense values of its
+  forward program kept row-major (``executor/units_major.py`` off: the step before that change
+  at batch 64; batch 1024 is row-major either way); the same with the per-parameter update
   (an optimizer overriding ``update``), then also with the loss op by op (``hybridize(False)``;
   the step before this session's changes); and with the cache cleared before each step;
 * jax.jit of the same step, when jax is importable.
@@ -38,6 +40,7 @@ from mlp_step import LR, init_params, numpy_step
 import lazyarray as la
 from lazyarray import backward_cache
 from lazyarray import blocks as B
+from lazyarray.executor import units_major
 
 
 class PerParamSGD(B.SGD):
@@ -178,10 +181,19 @@ def bench(batch):
     rng3 = np.random.default_rng(0)
     init_params(rng3)
     before, _, _ = gluon_setup(batch, rng3, base, per_param=True, eager_loss=True)
+    rng4 = np.random.default_rng(0)
+    init_params(rng4)
+    row_major, _, _ = gluon_setup(batch, rng4, base)
     for _ in range(3):
         step()
         per_param()
         before()
+    max_rows, units_major.MAX_ROWS = units_major.MAX_ROWS, 0  # its forward program compiles row-major
+    try:
+        for _ in range(3):
+            row_major()
+    finally:
+        units_major.MAX_ROWS = max_rows
 
     def uncached():
         backward_cache.clear()
@@ -189,10 +201,10 @@ def bench(batch):
 
     xn, yn = x.asnumpy(), y.asnumpy()
     p_np = [p.copy() for p in base]
-    fns = [lambda: numpy_step(xn, yn, p_np), step, per_param, before, uncached]
+    fns = [lambda: numpy_step(xn, yn, p_np), step, row_major, per_param, before, uncached]
     names = ["NumPy by hand", "Gluon style (backward cache, multi-tensor update)",
-             "Gluon style, per-parameter update", "Gluon style, per-parameter update, eager loss",
-             "Gluon style, cache cleared each step"]
+             "Gluon style, dense values row-major", "Gluon style, per-parameter update",
+             "Gluon style, per-parameter update, eager loss", "Gluon style, cache cleared each step"]
     js = jax_step(batch, rng, base)
     if js is not None:
         fns.append(js)

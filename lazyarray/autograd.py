@@ -159,10 +159,16 @@ def record_call(node: Node, values: list, arrays, results) -> None:
     """Record an op whose ``values`` were just computed from ``arrays`` (tracked by autograd):
     ``results`` (the arrays showing the first outputs) get the record; the other values are
     the record's own."""
-    rec = Record(node, values, parents_of(node.inputs, arrays), len(results))
+    record_result(node, values, parents_of(node.inputs, arrays), results)
+
+
+def record_result(node: Node, values: list, parents: tuple, results) -> None:
+    """``record_call`` for a caller that knows the record or leaf behind each input entry
+    (``parents``, aligned with ``node.inputs``): ``CachedOp`` reads them off its arguments."""
+    rec = Record(node, values, parents, len(results))
     for i, r in enumerate(results):
         r._entry = Entry(node, i)
-        r._ag = rec
+        r._autograd = rec
 
 
 def mark_leaf(array, grad_req: str, stype: str = "default") -> None:
@@ -188,30 +194,44 @@ def mark_leaf(array, grad_req: str, stype: str = "default") -> None:
 
 
 def _tape(outputs: list) -> tuple[list[Record], dict]:
-    """The records behind ``outputs`` and, per leaf, the entries that stood for it."""
+    """The records behind ``outputs``, each after the records it reads (depth first from the
+    outputs, inputs in order: a deterministic topological order, which ``backward_cache`` numbers
+    records by), and, per leaf in the order the walk meets them, the entries that stood for it."""
     records: list[Record] = []
     leaves: dict[int, tuple[Leaf, dict]] = {}
     seen: set[int] = set()
-    stack = []
     for a in outputs:
         ag = a._ag
         if type(ag) is Leaf:
             leaves.setdefault(id(ag), (ag, {}))[1][id(ag.entry.node)] = a._entry
-        elif ag is not None:
-            stack.append(ag)
-    while stack:
-        rec = stack.pop()
-        if id(rec) in seen:
             continue
-        seen.add(id(rec))
-        records.append(rec)
-        for e, p in zip(rec.node.inputs, rec.parents):
-            if p is None:
-                continue
-            if type(p) is Leaf:
-                leaves.setdefault(id(p), (p, {}))[1][id(e.node)] = e
-            elif id(p) not in seen:
-                stack.append(p)
+        if ag is None or id(ag) in seen:
+            continue
+        seen.add(id(ag))
+        stack = [[ag, 0]]
+        while stack:
+            top = stack[-1]
+            rec, i = top
+            inputs, parents = rec.node.inputs, rec.parents
+            while i < len(parents):
+                p = parents[i]
+                i += 1
+                if p is None:
+                    continue
+                if type(p) is Leaf:
+                    e = inputs[i - 1]
+                    got = leaves.get(id(p))
+                    if got is None:
+                        got = leaves[id(p)] = (p, {})
+                    got[1][id(e.node)] = e
+                elif id(p) not in seen:
+                    seen.add(id(p))
+                    top[1] = i
+                    stack.append([p, 0])
+                    break
+            else:  # every parent is done: this record follows them
+                stack.pop()
+                records.append(rec)
     return records, leaves
 
 
@@ -329,11 +349,14 @@ def _cached_backward(records, leaves, outputs, heads, make, retain_graph) -> boo
     leaf_list = list(leaves.values())
     if any(r.values is None for r in records):
         return False
-    records = backward_cache.in_order(records)
     key, consts = backward_cache.structure(records, leaf_list, outputs, heads)
     if key is None:
         return False
-    compiled = backward_cache.lookup(key) or backward_cache.build(key, records, leaf_list, heads)
+    compiled = backward_cache.lookup(key)
+    if compiled is None:
+        if not backward_cache.cacheable(key):
+            return False
+        compiled = backward_cache.build(key, records, leaf_list, heads)
     values = backward_cache.run(compiled, records, leaf_list, consts, heads)
     for (leaf, entries), v in zip(leaf_list, values):
         _store_grad(leaf, v, make, next(iter(entries.values())).aval.device)

@@ -53,35 +53,11 @@ class Compiled:
         self.reads = reads
 
 
-def in_order(records: list) -> list:
-    """The tape's records, each after the records it reads (a deterministic topological order:
-    depth first from the output side, inputs in order)."""
-    ids = {id(r) for r in records}
-    order: list = []
-    seen: set[int] = set()
-    for root in records:
-        if id(root) in seen:
-            continue
-        seen.add(id(root))
-        stack = [(root, iter(root.parents))]
-        while stack:
-            r, it = stack[-1]
-            for p in it:
-                if p is not None and id(p) in ids and id(p) not in seen:
-                    seen.add(id(p))
-                    stack.append((p, iter(p.parents)))
-                    break
-            else:
-                stack.pop()
-                order.append(r)
-    return order
-
-
 def structure(records: list, leaves: list, outputs: list, heads: list):
     """``(key, consts)``: the hashable structure of a tape and the constant nodes its records read
     (in key order), or ``(None, None)`` when the tape must take the general path.
 
-    ``records``: the tape, parents before the records that read them (``in_order``);
+    ``records``: the tape, parents before the records that read them (``autograd._tape``'s order);
     ``leaves``: ``[(leaf, entries)]``.
     """
     rec_ix = {id(r): k for k, r in enumerate(records)}
@@ -114,12 +90,9 @@ def structure(records: list, leaves: list, outputs: list, heads: list):
                 ins.append(leaf_tag[id(p)])
             else:
                 ins.append(("r", rec_ix[id(p)], e.index))
-        params = tuple(node.params.items())
-        try:
-            hash(params)
-        except TypeError:
-            return None, None
-        parts.append((node.op, params, tuple(ins), node.avals))
+        # (params that are not plain data make the key unhashable: ``lookup`` finds nothing and
+        # ``cacheable`` says no, so that tape takes the general path; nothing is hashed per step)
+        parts.append((node.op, tuple(node.params.items()), tuple(ins), node.avals))
     outs = tuple(("r", rec_ix[id(o._ag)], o._entry.index) if id(o._ag) in rec_ix else leaf_tag[id(o._ag)]
                  for o in outputs)
     head_avals = tuple([None if h is None else h.aval for h in heads])
@@ -138,14 +111,27 @@ def _leaf_tags(n: int) -> list:
 
 
 def lookup(key) -> Compiled | None:
+    """The program compiled for ``key``, or None (a key never seen, or one that is not hashable)."""
     last_key, last = _LAST
     if last is not None and key == last_key:
         return last
-    c = _CACHE.get(key)
+    try:
+        c = _CACHE.get(key)
+    except TypeError:  # a param that is not plain data
+        return None
     if c is not None:
         _CACHE.move_to_end(key)
         _LAST[:] = [key, c]
     return c
+
+
+def cacheable(key) -> bool:
+    """False when ``key`` holds a param that is not plain data (unhashable): no program is kept for it."""
+    try:
+        hash(key)
+    except TypeError:
+        return False
+    return True
 
 
 def build(key, records: list, leaves: list, heads: list) -> Compiled:

@@ -275,3 +275,19 @@ def test_the_gluon_training_step_equals_the_eager_one_bit_for_bit():
     parameters, bit for bit, as every op run eagerly."""
     for a, b in zip(_mlp_training(True), _mlp_training(False)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_tape_with_an_unhashable_param_takes_the_general_path():
+    x0 = RNG.standard_normal((3, 4))
+    expected = _grads(lambda x: la.sum(la.tanh(x) * 3.0, axis=1).sum(), x0)[0]
+    backward_cache.clear()
+    for _ in range(2):
+        x = la.array(x0)
+        x.attach_grad()
+        with la.autograd.record():
+            s = la.sum(la.tanh(x) * 3.0, axis=1)
+            s._ag.node.params = {**s._ag.node.params, "axis": [1]}  # a list: not hashable
+            y = s.sum()
+        y.backward()
+        np.testing.assert_allclose(x.grad.asnumpy(), expected, rtol=1e-12)
+        assert backward_cache.size() == 0

@@ -31,7 +31,7 @@ import threading
 
 import numpy as np
 
-from ..autograd import _TRAINING, record_call
+from ..autograd import _TRAINING, record_result
 from ..aval import Aval
 from ..deferred import _MODE, DEFERRED, RECORDING, show
 from ..errors import GraphError, ParamError, fmt_shape
@@ -47,6 +47,7 @@ from ..graph.passes.fold_batch_norm import fold_batch_norm
 from ..graph.passes.forward_saves import forward_saves
 from ..graph.passes.gradient import gradient
 from ..graph.passes.placement import placement
+from ..graph.passes.relu_after_max_pool import relu_after_max_pool
 from ..graph.passes.sink_slices import sink_slices
 from ..graph.rewrite import rewrite
 from ..graph.symbol import Symbol
@@ -200,14 +201,17 @@ class CachedOp:
     def _record(self, c: _Compiled, arrays, vals):
         """Run the forward program and record the call as one autograd node."""
         outs = c.program.run(vals)
+        # Each argument's entry and the record or leaf behind it (under recording, a tracked array's
+        # entry is its record's or leaf's: ``_as_entry``), read off the arrays in one pass
         entries = tuple([a._as_entry() for a in arrays])
+        parents = tuple([getattr(a, "_autograd", None) for a in arrays])
         avals = c.out_avals
         if avals is None:  # (the program of one input signature always makes the same values)
             avals = c.out_avals = tuple(Aval(tuple(v.shape), v.dtype, d, stype_of(v))
                                         for v, d in zip(outs, c.devices_all))
-        node = call_node(c.call, entries, avals, user_source())
+        node = call_node(c.call, entries, avals, user_source(3))  # (from __call__'s caller)
         res = [_make(outs[i], None, c.out_devices[i]) for i in range(c.n_out)]
-        record_call(node, outs, arrays, res)
+        record_result(node, outs, parents, res)
         return res[0] if c.n_out == 1 else res
 
     def _inline(self, args):
@@ -339,7 +343,8 @@ class CachedOp:
 # -- compile steps ---------------------------------------------------------------------------------
 def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) -> Symbol:
     """Placement for the signature, then simplification (and, for graphs no gradient runs
-    through, batch norms folded into the convolution or dense layer before them)."""
+    through, batch norms folded into the convolution or dense layer before them, and relus
+    moved after the max pools that read them)."""
     placed = placement(sym, given)
     for node in placed.topo():
         for a in node.avals:
@@ -347,7 +352,7 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
                 raise GraphError(f"CachedOp: cannot infer the aval of {node.label()!r} from the inputs "
                                      f"{_given_text(given)}; give every graph input a shape")
     if inference:
-        placed = fold_batch_norm(placed)
+        placed = relu_after_max_pool(fold_batch_norm(placed))
     return dce(cse(sink_slices(simplify(constant_fold(cse(dce(placed)))))))
 
 

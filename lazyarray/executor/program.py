@@ -40,6 +40,7 @@ from ..storage import copy_value
 from .batch_last import batch_last_slots
 from .interpret import kernel_error, run_kernel
 from .plan import Step, Value, plan_memory
+from .units_major import units_major_slots
 
 # Materializing at most this many kernels runs them in order without compiling a program.
 SMALL_GRAPH = 4
@@ -158,7 +159,7 @@ def _fill_views(slots: list, raw, views) -> tuple:
         v = raw[off:off + nbytes].view(dtype)
         if order is None:
             v = v.reshape(shape)
-        else:  # stored in ``order`` (batch_last.py): the logical shape as a view with permuted strides
+        else:  # stored in ``order`` (batch_last.py, units_major.py): the logical shape as a view with permuted strides
             v = v.reshape(tuple(shape[i] for i in order)).transpose(_inverse(order))
         made.append(v)
         for slot in at:
@@ -598,6 +599,7 @@ def compile_program(outputs: list[Entry], inputs=(), *, known=None, names: dict 
     out_slots = set(out_list)
     specs = _choose_steps(g, out_slots)
     orders = batch_last_slots(g, specs, out_slots, _PLANNED)
+    orders.update(units_major_slots(g, specs, out_slots, _PLANNED))  # (2-D values; batch-last ones are 4-D)
     plan = _plan(g, specs, out_slots, names or {}, orders)
     steps, pooled, per_run = _lay_out(g, specs, plan, out_slots, orders)
     n = len(g.template)

@@ -38,7 +38,9 @@ from ..creation import array
 from ..errors import LazyArrayError
 from ..executor.cached_op import CachedOp
 from .coverage import PARTIAL, partial_reasons
+from .import_sequence import flat_values, regroup
 from .load import CONVERTERS, Conversion, parse_model
+from .narrow import narrow, widen
 
 
 class LazyArrayRep(BackendRep):
@@ -46,13 +48,17 @@ class LazyArrayRep(BackendRep):
 
     The model is converted per input signature with the inputs' shapes; inputs that a converter
     must know as values (shapes, axes, pads fed as graph inputs) are built into the graph, and a
-    call with other values for them converts again.
+    call with other values for them converts again. Sequence inputs are lists of arrays and optional
+    ones may be None; sequence outputs come back as lists, empty optionals as None
+    (``import_sequence.py``).
     """
 
     def __init__(self, model: onnx.ModelProto):
         self.model = model
         inits = {t.name for t in model.graph.initializer}
         self.input_names = [vi.name for vi in model.graph.input if vi.name not in inits]
+        self.output_types = [vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
+                             for vi in model.graph.output]
         self._compiled: dict = {}
 
     def run(self, inputs, **kwargs) -> tuple:
@@ -63,18 +69,26 @@ class LazyArrayRep(BackendRep):
         if len(inputs) != len(self.input_names):
             raise LazyArrayError(f"the model takes {len(self.input_names)} input(s) {self.input_names}, "
                                  f"got {len(inputs)}")
-        values = {n: np.asarray(v) for n, v in zip(self.input_names, inputs)}
-        key = tuple((v.shape, v.dtype) for v in values.values())
+        given = {n: _widened(v) for n, v in zip(self.input_names, inputs)}  # narrow formats: narrow.py
+        values = {k: v for n, v in given.items() for k, v in flat_values(n, v).items()}  # sequences: one per tensor
+        key = tuple((k, v.shape, v.dtype) for k, v in values.items())
         hit = self._compiled.get(key)
         if hit is None or any(not np.array_equal(values[n], v) for n, v in hit[1].items()):
-            shapes = {n: v.shape for n, v in values.items()}
-            conv = Conversion(self.model, "ONNX model", shapes, input_values=values)
-            hit = self._compiled[key] = (CachedOp(conv.symbol), {n: values[n] for n in conv.read_inputs})
-        op = hit[0]
+            shapes = {n: v.shape for n, v in given.items() if isinstance(v, np.ndarray)}
+            conv = Conversion(self.model, "ONNX model", shapes, input_values=given)
+            hit = self._compiled[key] = (CachedOp(conv.symbol), {n: values[n] for n in conv.read_inputs}, conv.layout)
+        op, _, layout = hit
         named = {n: array(values[n]) for n in op.sym.list_inputs()}
         outs = op(**named)
-        outs = outs if isinstance(outs, list) else [outs]
-        return tuple(o.asnumpy() for o in outs)
+        outs = [o.asnumpy() for o in (outs if isinstance(outs, list) else [outs])]
+        return tuple(narrow(o, t) if isinstance(o, np.ndarray) else o
+                     for o, t in zip(regroup(layout, outs), self.output_types))
+
+
+def _widened(v):
+    if v is None or isinstance(v, (list, tuple)):
+        return None if v is None else [widen(np.asarray(x)) for x in v]
+    return widen(np.asarray(v))
 
 
 class LazyArrayBackend(Backend):
@@ -172,14 +186,15 @@ def run_case(case: NodeCase) -> str | None:
     try:
         rep = LazyArrayBackend.prepare(case.model)
         for inputs, expected in case.data_sets:
-            if any(not isinstance(v, (np.ndarray, np.generic)) for v in list(inputs) + list(expected)):
-                _convert_with_tensor_inputs(rep, inputs)  # raises GraphFormatError naming the value
-                return "sequence, map or optional values are not supported"
-            expected = [np.asarray(e) for e in expected]
+            if any(isinstance(v, dict) for v in list(inputs) + list(expected)):
+                return "map values are not supported"
             with np.errstate(all="ignore"):
                 got = rep.run(list(inputs))
             if len(got) != len(expected):
                 return f"{len(got)} outputs, expected {len(expected)}"
+            got, expected, why = _flatten_outputs(got, expected)
+            if why:
+                return why
             for k, (g, e) in enumerate(zip(got, expected)):
                 if g.dtype != e.dtype:
                     return f"output {k}: dtype {g.dtype}, expected {e.dtype}"
@@ -189,17 +204,37 @@ def run_case(case: NodeCase) -> str | None:
                     if not np.array_equal(g, e):
                         return f"output {k}: values differ"
                 elif not np.allclose(g, e, rtol=case.rtol, atol=case.atol, equal_nan=True):
-                    err = np.max(np.abs(g.astype(np.float64) - e.astype(np.float64))) if g.size else 0
-                    return f"output {k}: values differ (max abs error {err:.3g})"
+                    g64, e64 = g.astype(np.float64), e.astype(np.float64)
+                    err = np.nanmax(np.abs(g64 - e64)) if g.size else 0
+                    top = np.nanmax(np.abs(e64[np.isfinite(e64)]), initial=0.0)
+                    return (f"output {k}: values differ (max abs error {err:.3g}, "
+                            f"{err / top if top else float('inf'):.3g} of the largest expected magnitude)")
     except Exception as exc:  # noqa: BLE001 (a failing case is a result, whatever raised)
         return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
     return None
 
 
-def _convert_with_tensor_inputs(rep: LazyArrayRep, inputs) -> None:
-    """Convert a model some of whose values are sequences/optionals, passing only the tensor inputs."""
-    tensors = {n: np.asarray(v) for n, v in zip(rep.input_names, inputs) if isinstance(v, (np.ndarray, np.generic))}
-    Conversion(rep.model, "ONNX model", {n: v.shape for n, v in tensors.items()}, input_values=tensors)
+def _flatten_outputs(got, expected):
+    """Sequence outputs (lists) and empty optionals (None) of both sides, as matching lists of arrays;
+    or why they do not match in structure."""
+    flat_g, flat_e = [], []
+    for k, (g, e) in enumerate(zip(got, expected)):
+        if e is None or g is None:
+            if (e is None) != (g is None):
+                return [], [], f"output {k}: {'an empty optional' if g is None else 'a value'}, expected " \
+                               f"{'an empty optional' if e is None else 'a value'}"
+            continue
+        if isinstance(e, list) != isinstance(g, list):
+            return [], [], f"output {k}: {'a sequence' if isinstance(g, list) else 'a tensor'}, expected the other"
+        if isinstance(e, list):
+            if len(e) != len(g):
+                return [], [], f"output {k}: a sequence of {len(g)} tensors, expected {len(e)}"
+            flat_g += list(g)
+            flat_e += [np.asarray(x) for x in e]
+        else:
+            flat_g.append(g)
+            flat_e.append(np.asarray(e))
+    return flat_g, flat_e, None
 
 
 def claimed_ops() -> list[str]:

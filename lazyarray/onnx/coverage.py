@@ -4,7 +4,9 @@ An operator of ``load.CONVERTERS`` is *claimed* when its converter covers every 
 ships for it; it is *partial* when some feature of it is not converted. ``PARTIAL`` lists, per
 partial operator, each uncovered feature as a ``Gap``: what it is, why it is not covered, the error
 the importer raises for it (``error``: a regex its message matches; never a silently wrong result)
-and which of ONNX's node cases use it (``cases``: a regex over case names).
+and which of ONNX's node cases use it (``cases``: a regex over case names). A *precision* gap
+(``within``) is a feature that runs but rounds differently from the reference: its cases fail, and
+the suite holds their error to the stated bound.
 ``tests/onnx/test_conformance.py`` holds this table to the cases: every case of a claimed operator
 passes, a case of a partial operator fails exactly when a gap's ``cases`` names it, with that gap's
 ``error``, and a gap no case fails for is stale. This module does not import ``onnx``.
@@ -17,50 +19,39 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Gap:
-    """One feature of an ONNX operator that the importer does not convert."""
+    """One feature of an ONNX operator that the importer does not convert, or (``within`` > 0) does
+    not compute as ONNX's reference does."""
 
     feature: str
     why: str
     error: str  # regex: the GraphFormatError message raised for it matches
     cases: str  # regex: the names of ONNX's node cases that use it
+    # > 0: a precision gap. The case runs and its values differ from the reference by at most this
+    # fraction of the largest expected magnitude; that bound is what the suite holds it to.
+    within: float = 0.0
 
     def names_case(self, name: str) -> bool:
         return re.search(self.cases, name) is not None
 
     def explains(self, message: str) -> bool:
+        if self.within:
+            m = re.search(r"values differ \(max abs error \S+, (\S+) of the largest expected magnitude\)", message)
+            return m is not None and float(m.group(1)) <= self.within
         return message.startswith("GraphFormatError: ") and re.search(self.error, message) is not None
 
 
-BFLOAT16 = Gap("bfloat16 tensors", "bfloat16 has no NumPy dtype", r"\(BFLOAT16\)", r"(?i)bf16|bfloat16")
-LOW_BIT = Gap("float8 / float4 / int4 / int2 tensors", "these element types have no NumPy dtype",
-              r"\((FLOAT8\w*|FLOAT4E2M1|U?INT4|U?INT2)\)", r"(?i)float8|float4|e4m3|e5m2|e8m0|int4|int2(?!\d)")
 STRING = Gap("string tensors", "the executor computes on numeric arrays only", r"\(STRING\)", r"_string")
-SEQUENCE = Gap("sequence / optional values", "graphs carry tensors only (no Sequence*/Optional* values)",
-               r"not sequences, maps or optionals|: (Sequence\w*|Optional\w*) \(node",
-               r"_(seq|opt|sequence)(_|$)")
+# bfloat16 / float8 / float4 / int4 / int2 values are imported in their formats (narrow.py); only this differs:
+BF16_STEPS = Gap("bfloat16 attention rounded per step", "ONNX's reference rounds every NumPy step (the softmax's "
+                 "exp, sum and divide) to bfloat16; lazyarray computes each operator in float32 and rounds its "
+                 "result once (more accurate), at most one bfloat16 epsilon (2**-7) of the output's scale apart",
+                 "", r"^test_attention_.*_bf16", within=2 ** -7)
 
 PARTIAL: dict[str, tuple[Gap, ...]] = {
-    "Attention": (BFLOAT16,),
-    "Cast": (BFLOAT16, LOW_BIT),
-    "CastLike": (BFLOAT16, LOW_BIT),
-    "Celu": (BFLOAT16,),
-    "Compress": (BFLOAT16,),
-    "DequantizeLinear": (LOW_BIT,),
-    "Einsum": (BFLOAT16,),
+    "Attention": (BF16_STEPS,),
     "Equal": (STRING,),
-    "Identity": (SEQUENCE,),
-    "If": (SEQUENCE,),
-    "Loop": (SEQUENCE,
-             Gap("Slice bounds computed in the body from the iteration count",
-                 "our slices take bounds known when the model is loaded",
-                 r"must be known when the model is loaded", r"^test_loop11$")),
-    "OneHot": (BFLOAT16,),
-    "QuantizeLinear": (LOW_BIT,),
-    "Range": (BFLOAT16,),
-    "ReverseSequence": (BFLOAT16,),
     "Scan": (Gap("Scan-8 (batched)", "onnx.version_converter drops the batch axis of its inputs, so it is refused",
                  r"Scan before opset 9 is batched", r"^test_scan_sum$"),),
-    "Unique": (BFLOAT16,),
 }
 
 

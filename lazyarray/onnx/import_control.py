@@ -14,7 +14,7 @@ from .. import sym as S
 from ..errors import GraphFormatError
 from ..executor.call import SubGraph
 from ..graph.symbol import Symbol
-from .import_ops import OnnxNode, constant
+from .import_ops import NotKnownWhenLoading, OnnxNode, constant
 
 _REVERSE = (slice(None, None, -1),)
 
@@ -49,15 +49,31 @@ def _scalar(x: Symbol, dtype) -> Symbol:
 
 # -- If ---------------------------------------------------------------------------------------
 def if_op(n: OnnxNode) -> list:
+    """``cond`` over both branches. A condition known at load time inlines the branch it takes instead:
+    always when it is a constant (computed from initializers or shapes), and, when it is computed from
+    graph inputs the ``onnx.backend`` was given values for, only where ``cond`` cannot take the branches:
+    their outputs differ in shape (ONNX's function expansions switch on the rank so) or are sequences
+    or optionals (``import_sequence.py``)."""
     n.arity(1)
+    if not isinstance(n.input(0), Symbol):
+        n.fail("the condition must be a tensor, not a sequence or optional value")
+    if not n.input(0).input_nodes():
+        return n.inline("then_branch" if _known(n, 0, "condition") else "else_branch")
     then_b = n.subgraph("then_branch", [])
     else_b = n.subgraph("else_branch", [])
     if len(then_b.outs) != len(else_b.outs):
         n.fail(f"then_branch gives {len(then_b.outs)} outputs, else_branch {len(else_b.outs)}; they must agree")
     for k, (a, b) in enumerate(zip(then_b.outs, else_b.outs)):
-        if _aval(a) != _aval(b):
+        if not isinstance(a, Symbol) or not isinstance(b, Symbol) or _aval(a) != _aval(b):
+            taken = _known(n, 0, "condition")
+            if taken is not None:
+                return n.inline("then_branch" if taken else "else_branch")
+            if not isinstance(a, Symbol) or not isinstance(b, Symbol):
+                n.fail(f"output {k} is a sequence or optional value; lazyarray imports such an If only when its "
+                       "condition is known when the model is loaded")
             n.fail(f"output {k}: then_branch gives {_aval(a)}, else_branch {_aval(b)} (shape, dtype); lazyarray's "
-                   "cond needs both branches to give the same shapes and dtypes")
+                   "cond needs both branches to give the same shapes and dtypes, or a condition known when the "
+                   "model is loaded")
     outer = {**then_b.captured, **else_b.captured}
     names = list(outer)
     res = S.cond(_scalar(n.input(0), bool), list(outer.values()), then_graph=_graph(then_b.outs, names),
@@ -160,12 +176,23 @@ def loop_op(n: OnnxNode) -> list:
     if len(n.inputs) < 2:
         n.inputs = list(n.inputs) + [None] * (2 - len(n.inputs))
     m_in, c_in, vs = n.input(0), n.input(1), list(n.inputs[2:])
+    if any(v is not None and not isinstance(v, Symbol) for v in (m_in, c_in)):
+        n.fail("the trip count and the condition must be tensors, not sequence or optional values")
     if any(v is None for v in vs):
         n.fail("an omitted loop-carried input is not supported")
+    if any(not isinstance(v, Symbol) for v in vs):
+        return _loop_unrolled(n, m_in, c_in, vs)
     trip = None if m_in is None else _known(n, 0, "trip count M")  # known when loading, else None
     first = None if c_in is None else _known(n, 1, "condition")
     in_avals = [((), np.dtype(np.int64)), ((), np.dtype(bool))] + [_aval(v) for v in vs]
-    body = n.subgraph("body", in_avals)
+    try:
+        body = n.subgraph("body", in_avals)
+    except NotKnownWhenLoading:
+        if trip is None or (c_in is not None and first is None):
+            raise
+        # the body needs a value computed from the iteration number (a slice bound) as a fixed one, and the
+        # trip count is known: one copy of the body per iteration knows it
+        return _loop_unrolled(n, m_in, c_in, vs)
     nv = len(vs)
     k = len(body.outs) - 1 - nv
     if k < 0:
@@ -242,6 +269,44 @@ def _loop_stopping_early(n: OnnxNode, body: Body, vs: list, c_in, trip: int, k: 
     outs = _outputs(res, 2 + nv + k)
     ran = S.less(rows, outs[0])  # the rows the iterations run wrote
     return outs[2:2 + nv] + [S.boolean_mask(b, ran) for b in outs[2 + nv:]]
+
+
+UNROLL_LIMIT = 4096  # iterations a Loop carrying sequences may be unrolled into when loading
+
+
+def _loop_unrolled(n: OnnxNode, m_in, c_in, vs: list) -> list:
+    """A Loop carrying sequence or optional values (``import_sequence.py``: their structure must be known
+    when loading), or whose body needs its iteration number as a fixed value (a slice bound), with a
+    trip count known when loading: the body is converted in place once per iteration, the condition
+    known each time (as ONNX's expansion of SequenceMap gives them)."""
+    why = ("lazyarray unrolls this Loop when loading (it carries sequence or optional values, or its body needs "
+           "the iteration number as a fixed value), so its {} must be known then")
+    trip = None if m_in is None else _known(n, 0, "trip count M")
+    go = True if c_in is None else _known(n, 1, "condition")
+    if (m_in is not None and trip is None) or go is None:
+        n.fail(why.format("trip count and condition"))
+    if trip is None:
+        trip = UNROLL_LIMIT + 1  # no count: until the condition stops it
+    nv = len(vs)
+    rows: list = []
+    i = 0
+    while go and i < trip:
+        if i == UNROLL_LIMIT:
+            n.fail(f"lazyarray unrolls this Loop when loading (it carries sequence or optional values, or its body "
+                   f"needs the iteration number as a fixed value), and it runs past {UNROLL_LIMIT} iterations")
+        outs = n.inline("body", [constant(np.array(i, np.int64)), constant(np.array(bool(go))), *vs])
+        if len(outs) < 1 + nv:
+            n.fail(f"the body gives {len(outs)} outputs; it must give the condition and the {nv} loop-carried values")
+        go = bool(np.asarray(n.evaluate(outs[0], "the body's condition (" + why.format("condition") + ")")
+                             ).reshape(-1)[0])
+        vs = list(outs[1:1 + nv])
+        rows.append(outs[1 + nv:])
+        i += 1
+    k = n.n_outputs - nv
+    if k and not rows:
+        n.fail("the loop runs no iteration, so the shapes of its scan outputs are unknown")
+    scans = [S.stack([r[j] for r in rows], axis=0) for j in range(k)]
+    return vs + scans
 
 
 CONTROL_CONVERTERS = {"If": if_op, "Loop": loop_op, "Scan": scan_op}

@@ -151,8 +151,4 @@ def grid_sample(n: OnnxNode) -> list:
     return [S.reshape(out, shape=(batch, chans) + tuple(gs[1:-1]))]
 
 
-GRID_CONVERTERS: dict[str, Converter] = {"GridSample": grid_sample}
-# Every case of AffineGrid itself passes, but its function-expanded node cases do not (their If branches
-# give shapes that differ, and a shape computed in the taken branch from an outer value is not known at
-# load time), so it is not claimed in the import table; a "partial" table may list it.
-PARTIAL_GRID_CONVERTERS: dict[str, Converter] = {"AffineGrid": affine_grid}
+GRID_CONVERTERS: dict[str, Converter] = {"GridSample": grid_sample, "AffineGrid": affine_grid}

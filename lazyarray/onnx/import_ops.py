@@ -26,8 +26,13 @@ from ..errors import GraphFormatError
 from ..graph.node import Entry, const_node
 from ..graph.symbol import Symbol
 from ..mxnet.operators import _erf
+from .narrow import narrow_format
 
 Converter = Callable[["OnnxNode"], list]
+
+
+class NotKnownWhenLoading(GraphFormatError):
+    """A value a converter must know when loading (a shape, a position) depends on a graph input."""
 
 
 @dataclass
@@ -43,6 +48,10 @@ class OnnxNode:
     n_outputs: int
     const_of: Callable = field(repr=False, default=None)  # (input position) -> np.ndarray
     subgraph: Callable = field(repr=False, default=None)  # (graph attribute, [(shape, dtype)]) -> import_control.Body
+    # (graph attribute, input values) -> its outputs: the body converted in place, reading enclosing names directly
+    inline: Callable = field(repr=False, default=None)
+    evaluate: Callable = field(repr=False, default=None)  # (Symbol, what) -> its value known at load time
+    in_types: tuple = ()  # ONNX element types of the inputs where known (0: unknown); narrow.py
 
     def fail(self, msg: str):
         raise GraphFormatError(f"{self.where}: {msg}")
@@ -636,12 +645,24 @@ def identity(n: OnnxNode) -> list:
 
 def cast(n: OnnxNode) -> list:
     n.arity(1)
-    return [S.cast(n.inputs[0], dtype=np_dtype(int(n.attr("to")), n.where))]
+    return [_cast_to(n, int(n.attr("to")))]
 
 
 def cast_like(n: OnnxNode) -> list:
     n.arity(2)
+    target = n.in_types[1] if len(n.in_types) > 1 else 0
+    if narrow_format(target):
+        return [_cast_to(n, target)]
     return [S.cast(n.inputs[0], dtype=dtype_of(n.inputs[1]))]
+
+
+def _cast_to(n: OnnxNode, elem_type: int):
+    """Cast ``x`` to an ONNX element type; narrow formats round once from ``x`` (narrow.py)."""
+    fmt = narrow_format(elem_type)
+    if fmt is None:
+        return S.cast(n.inputs[0], dtype=np_dtype(elem_type, n.where))
+    return S.round_to_format(n.inputs[0], format=fmt, saturate=bool(n.attr("saturate", 1)),
+                             round_mode=n.attr("round_mode", "up"))
 
 
 def constant_of_shape(n: OnnxNode) -> list:
@@ -664,8 +685,12 @@ def constant_op(n: OnnxNode) -> list:
 
 def range_op(n: OnnxNode) -> list:
     n.arity(3)
-    start, limit, delta = (n.const(i, what) for i, what in enumerate(("start", "limit", "delta")))
-    dtype = np.asarray(start).dtype
+    start, limit, delta = (np.asarray(n.const(i, what)) for i, what in enumerate(("start", "limit", "delta")))
+    dtype = start.dtype
+    if any(v.size != 1 for v in (start, limit, delta)):
+        n.fail(f"start, limit and delta must be scalars, got shapes {start.shape}, {limit.shape}, {delta.shape}")
+    # one-element tensors are read as their scalar, as ONNX's reference does (AffineGrid's expansion gives such)
+    start, limit, delta = (v.reshape(()) for v in (start, limit, delta))
     count = max(int(np.ceil((limit - start) / delta)), 0)
     return [constant((start + np.arange(count) * delta).astype(dtype))]
 

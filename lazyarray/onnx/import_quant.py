@@ -1,7 +1,7 @@
 """ONNX linear quantization -> registry ops: QuantizeLinear and DequantizeLinear with integer types.
 
-Scales and zero points are scalars, per-axis vectors or (opset 21) blocks along ``axis``; float8
-and 4-bit types have no NumPy dtype and are refused where the file declares them.
+Scales and zero points are scalars, per-axis vectors or (opset 21) blocks along ``axis``; float8,
+float4, int4 and int2 results are values of those formats in a wide dtype (narrow.py).
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import numpy as np
 from .. import sym as S
 from .import_nn import conv
 from .import_ops import Converter, OnnxNode, _axis_key, dtype_of, np_dtype, shape_of
+from .narrow import narrow_format
 
 
 def _along(n: OnnxNode, p, xshape: tuple, axis: int, block: int):
@@ -48,6 +49,10 @@ def quantize(n: OnnxNode) -> list:
     x, scale, zp = n.inputs[0], n.inputs[1], n.input(2)
     xs = n.known_shape(0, "QuantizeLinear")
     axis, block = int(n.attr("axis", 1)), int(n.attr("block_size", 0))
+    fmt = narrow_format(n.in_types[2] if zp is not None and len(n.in_types) > 2 else int(n.attr("output_dtype", 0)))
+    if fmt is not None:
+        return [_quantize_narrow(n, fmt, S.divide(x, _along(n, scale, xs, axis, block)),
+                                 None if zp is None else _along(n, zp, xs, axis, block))]
     if zp is not None:
         out = np.dtype(dtype_of(zp))
     elif n.attr("output_dtype"):
@@ -62,6 +67,25 @@ def quantize(n: OnnxNode) -> list:
     info = np.iinfo(out)
     y = S.minimum(S.maximum(y, float(info.min)), float(info.max))  # saturate to the type's range
     return [S.cast(y, dtype=out)]
+
+
+def _quantize_narrow(n: OnnxNode, fmt: str, y, zp):
+    """``x / scale`` into a narrow format (narrow.py): the integer ones round half to even, add the
+    zero point and saturate to their range; float8 casts (saturating by ``saturate``; its zero point
+    is 0 by the spec); float4 adds the zero point and casts."""
+    if fmt.startswith(("int", "uint")):
+        lo, hi = _INT_RANGES[fmt]
+        y = S.round(y)
+        if zp is not None:
+            y = S.add(y, S.cast(zp, dtype=dtype_of(y)))
+        y = S.minimum(S.maximum(y, float(lo)), float(hi))
+        return S.round_to_format(y, format=fmt)
+    if zp is not None and fmt == "float4_e2m1fn":
+        y = S.add(y, S.cast(zp, dtype=dtype_of(y)))
+    return S.round_to_format(y, format=fmt, saturate=bool(n.attr("saturate", 1)))
+
+
+_INT_RANGES = {"int4": (-8, 7), "uint4": (0, 15), "int2": (-2, 1), "uint2": (0, 3)}
 
 
 QUANT_CONVERTERS: dict[str, Converter] = {"QuantizeLinear": quantize, "DequantizeLinear": dequantize}

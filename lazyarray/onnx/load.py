@@ -34,16 +34,30 @@ from .import_grid import GRID_CONVERTERS
 from .import_index import INDEX_CONVERTERS
 from .import_linear_attention import LINEAR_ATTENTION_CONVERTERS
 from .import_lrn import LRN_CONVERTERS
+from .import_ml import ML_CONVERTERS
 from .import_nn import NN_CONVERTERS
 from .import_ops import CONVERTERS as _BASE
-from .import_ops import OnnxNode, constant, np_dtype
+from .import_ops import NotKnownWhenLoading, OnnxNode, constant, np_dtype
 from .import_quant import QLINEAR_CONVERTERS, QUANT_CONVERTERS
 from .import_rnn import RNN_CONVERTERS
 from .import_roi_align import ROI_ALIGN_CONVERTERS
 from .import_scatter import SCATTER_CONVERTERS
+from .import_sequence import (
+    SEQUENCE_CONVERTERS,
+    STRUCTURED,
+    TAKES_STRUCTURED,
+    Opt,
+    Seq,
+    flat_values,
+    item_name,
+    layout_of,
+    tensors_of,
+)
 from .import_signal import SIGNAL_CONVERTERS
+from .import_tfidf import TFIDF_CONVERTERS
 from .import_transformer import TRANSFORMER_CONVERTERS
 from .import_unpool import UNPOOL_CONVERTERS
+from .narrow import has_narrow, narrow_format, round_output, storage_dtype, value_types, widen
 from .opset_upgrade import DEFAULT_DOMAINS as _DEFAULT_DOMAINS
 from .opset_upgrade import default_opset, upgrade
 
@@ -55,7 +69,8 @@ CONVERTERS.update({**SCATTER_CONVERTERS, **SIGNAL_CONVERTERS, **RNN_CONVERTERS,
                    **DETECTION_CONVERTERS, **BITCAST_CONVERTERS,
                    **CAUSAL_CONV_CONVERTERS, **LINEAR_ATTENTION_CONVERTERS,
                    **FLEX_ATTENTION_CONVERTERS, **DEFORM_CONV_CONVERTERS,
-                   **ROI_ALIGN_CONVERTERS})  # families added later, each claimed only when all its node cases pass
+                   **ROI_ALIGN_CONVERTERS, **ML_CONVERTERS, **TFIDF_CONVERTERS,
+                   **SEQUENCE_CONVERTERS})  # families added later, each claimed only when all its node cases pass
 
 
 def _onnx():
@@ -191,10 +206,15 @@ class Conversion:
         self.consts: dict[str, np.ndarray] = {}  # values known at load time
         self.inits: dict[str, np.ndarray] = {}
         self.used_params: dict[str, np.ndarray] = {}
-        self.input_values = dict(input_values or {})
+        # graph input name -> its value (a tensor; a list for a sequence, None for an empty optional)
+        self.given = dict(input_values or {})
+        self.input_values = {k: v for name, value in self.given.items() for k, v in flat_values(name, value).items()}
+        self.layout: list = []  # per graph output, how its tensors regroup (import_sequence.layout_of)
         self.read_inputs: set[str] = set()
         self.device = current_device()
         self.scope: _Scope | None = None  # inside a control-flow body: how to read the enclosing graph
+        # ONNX element types of the values, when the model has narrow formats (narrow.py)
+        self.types: dict[str, int] = value_types(model) if has_narrow(model) else {}
         self.symbol, self.arrays = self._run()
 
     def _run(self) -> tuple[Symbol, dict[str, np.ndarray]]:
@@ -203,9 +223,10 @@ class Conversion:
         for t in self.graph.initializer:
             if not t.name:
                 raise GraphFormatError(f"{self.what}: an initializer has no name")
-            np_dtype(t.data_type, f"{self.what}: initializer {t.name!r}")
+            if storage_dtype(t.data_type) is None:
+                np_dtype(t.data_type, f"{self.what}: initializer {t.name!r}")
             try:
-                arr = np.array(nh.to_array(t))
+                arr = widen(np.array(nh.to_array(t)))
             except Exception as exc:  # noqa: BLE001 (size mismatch between dims and data)
                 raise GraphFormatError(f"{self.what}: initializer {t.name!r} is malformed: {exc}") from None
             self.inits[t.name] = self.consts[t.name] = arr
@@ -216,7 +237,12 @@ class Conversion:
             self._convert(k, nd)
         outs = []
         for vi in self.graph.output:
-            outs.append(self._value(vi.name, f"{self.what}: graph output {vi.name!r}").outputs[0])
+            value = self._value(vi.name, f"{self.what}: graph output {vi.name!r}")
+            self.layout.append(layout_of(value))
+            outs += [t.outputs[0] for t in tensors_of(value)]
+        if not outs:
+            raise GraphFormatError(f"{self.what}: the graph computes no tensor (its outputs are empty sequences or "
+                                   "optionals)")
         try:
             sym = Symbol(outs).check()
         except LazyArrayError as exc:
@@ -237,16 +263,48 @@ class Conversion:
                                    "The supported operators are the keys of lazyarray.onnx.load.CONVERTERS "
                                    "(python benchmarks/onnx_conformance.py shows how well each passes ONNX's tests)")
 
-    def _input(self, vi) -> Symbol:
+    def _input(self, vi):
         where = f"{self.what}: graph input {vi.name!r}"
+        if vi.type.HasField("sequence_type") or vi.type.HasField("optional_type"):
+            return self._structured_input(vi, where)
         tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
         if tt is None:
-            raise GraphFormatError(f"{where}: only tensor inputs are supported (not sequences, maps or optionals)")
-        dtype = np_dtype(tt.elem_type, where)
+            raise GraphFormatError(f"{where}: only tensor, sequence and optional inputs are supported (not maps)")
+        dtype = storage_dtype(tt.elem_type)
+        if dtype is None:
+            dtype = np_dtype(tt.elem_type, where)
         shape = self.input_shapes.get(vi.name)
         if shape is None and tt.HasField("shape"):
             shape = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
         return S.var(vi.name, shape=None if shape is None else tuple(shape), dtype=dtype)
+
+    def _structured_input(self, vi, where: str):
+        """A sequence or optional graph input: its structure from the given value (or ``input_shapes``:
+        a list of shapes for a sequence), one graph input per tensor (``import_sequence``)."""
+        name, t = vi.name, vi.type
+        inner = t.optional_type.elem_type if t.HasField("optional_type") else t
+        if name in self.given:
+            value = self.given[name]
+        elif isinstance(self.input_shapes.get(name), list) and inner.HasField("sequence_type"):
+            item = inner.sequence_type.elem_type
+            if not item.HasField("tensor_type"):
+                raise GraphFormatError(f"{where}: only sequences of tensors are supported")
+            dtype = np_dtype(item.tensor_type.elem_type, where)
+            value = [np.empty(shape, dtype) for shape in self.input_shapes[name]]
+        else:
+            raise GraphFormatError(f"{where}: a sequence or optional input needs its structure when loading: give "
+                                   "input_shapes={name: [shape, ...]} (one shape per tensor of the sequence)")
+        if t.HasField("optional_type") and value is None:
+            return Opt(None)
+        if inner.HasField("sequence_type") != isinstance(value, (list, tuple)):
+            raise GraphFormatError(f"{where}: the model types it {'a sequence' if inner.HasField('sequence_type') else 'a tensor'}"
+                                   f", the value given is {'a list' if isinstance(value, (list, tuple)) else 'not a list'}")
+        if isinstance(value, (list, tuple)):
+            got = Seq(tuple(S.var(item_name(name, k), shape=np.shape(v), dtype=np.asarray(v).dtype)
+                            for k, v in enumerate(value)))
+        else:
+            got = S.var(name, shape=np.shape(value), dtype=np.asarray(value).dtype)
+        return Opt(got) if t.HasField("optional_type") else got
 
     def _value(self, name: str, where: str) -> Symbol:
         s = self.env.get(name)
@@ -256,6 +314,10 @@ class Conversion:
             return s
         if self.scope is not None:  # a body reading the enclosing graph's value by name
             outer = self.scope.outer_value(self, name, where)
+            if isinstance(outer, STRUCTURED):
+                raise GraphFormatError(f"{where}: reads the sequence or optional value {name!r} of the enclosing graph; "
+                                       "lazyarray carries those only where their structure is known when loading, "
+                                       "not into Loop/Scan/If bodies")
             if not outer.input_nodes():  # constants only: the body holds them itself
                 s = outer
             else:  # an operand of the control-flow node, an input of the body
@@ -281,10 +343,19 @@ class Conversion:
         if name in self.consts:
             return self.consts[name]
         s = self._value(name, f"{self.what}: node {nd.name!r} ({nd.op_type})")
+        arr = self._evaluate(s, f"{self.what}: node {nd.name!r} ({nd.op_type}): input {i} ({what}, {name!r})")
+        self.consts[name] = arr
+        return arr
+
+    def _evaluate(self, s: Symbol, what: str) -> np.ndarray:
+        """The value of ``s`` when it is known at load time (computed from initializers, constants and the
+        graph inputs given values), else a ``GraphFormatError`` starting with ``what``."""
+        if not isinstance(s, Symbol):
+            raise GraphFormatError(f"{what} must be a tensor, not a sequence or optional value")
         free = [n for n in s.input_nodes() if n.name not in self.inits and n.name not in self.input_values]
         if free:
-            raise GraphFormatError(
-                f"{self.what}: node {nd.name!r} ({nd.op_type}): input {i} ({what}, {name!r}) must be known when the "
+            raise NotKnownWhenLoading(
+                f"{what} must be known when the "
                 f"model is loaded (an initializer, a Constant or computed from them), but it depends on the graph "
                 f"input(s) {[n.name for n in free]}; lazyarray needs it as a fixed value")
         given = {n.name for n in s.input_nodes() if n.name not in self.inits}
@@ -293,9 +364,7 @@ class Conversion:
         vals = interpret(list(s.outputs), known=lambda node: [self.device.xp.asarray(values[node.name])]
                          if node.kind == "var" else None)
         v = vals[0]
-        arr = np.asarray(v.get() if hasattr(v, "get") and not isinstance(v, np.ndarray) else v)
-        self.consts[name] = arr
-        return arr
+        return np.asarray(v.get() if hasattr(v, "get") and not isinstance(v, np.ndarray) else v)
 
     def _attrs(self, nd, where: str) -> dict:
         helper, nh = self.onnx.helper, self.onnx.numpy_helper
@@ -307,8 +376,9 @@ class Conversion:
             if isinstance(v, bytes):
                 v = v.decode("utf-8", "replace")
             elif isinstance(v, self.onnx.TensorProto):
-                np_dtype(v.data_type, f"{where}: attribute {a.name!r}")
-                v = np.array(nh.to_array(v))
+                if storage_dtype(v.data_type) is None:
+                    np_dtype(v.data_type, f"{where}: attribute {a.name!r}")
+                v = widen(np.array(nh.to_array(v)))
             elif isinstance(v, list) and v and isinstance(v[0], bytes):
                 v = [x.decode("utf-8", "replace") for x in v]
             out[a.name] = v
@@ -329,11 +399,7 @@ class Conversion:
                 a = file_var.outputs[0].aval
                 shape, dtype = a.shape if shape is None else shape, a.dtype if dtype is None else dtype
             env[vi.name] = S.var(vi.name, shape=shape, dtype=dtype)
-        nh = self.onnx.numpy_helper
-        for t in graph.initializer:
-            arr = np.array(nh.to_array(t))
-            self.consts[t.name] = arr
-            env[t.name] = constant(arr, t.name)
+        self._body_initializers(graph, env)
         scope = _Scope(self.env, self.scope)
         saved = self.env, self.scope
         self.env, self.scope = env, scope
@@ -345,15 +411,52 @@ class Conversion:
             self.env, self.scope = saved
         return Body([vi.name for vi in graph.input], [env[vi.name] for vi in graph.input], outs, scope.captured)
 
+    def _body_initializers(self, graph, env: dict) -> None:
+        """A body graph's initializers: known values, and constants in its ``env``."""
+        nh = self.onnx.numpy_helper
+        for t in graph.initializer:
+            arr = widen(np.array(nh.to_array(t)))
+            self.consts[t.name] = arr
+            env[t.name] = constant(arr, t.name)
+
+    def _inline(self, graph, where: str, args=()) -> list:
+        """The outputs of a body ``graph`` given the values ``args`` for its inputs (an ``If`` branch
+        chosen at load time, a ``SequenceMap`` body at one position), converted into the enclosing
+        graph: its nodes read the enclosing values by name, and its own names stay local to it."""
+        where = f"{where} body {graph.name!r}"
+        self._check_ops(graph, where)
+        if len(graph.input) != len(args):
+            raise GraphFormatError(f"{where}: takes {len(graph.input)} inputs, the node gives it {len(args)}")
+        saved = self.env, self.consts
+        # its names are its own: a body converted again (per SequenceMap position, per unrolled Loop
+        # iteration) must not read values cached from the last time
+        self.env, self.consts = dict(saved[0]), dict(saved[1])
+        self.env.update({vi.name: a for vi, a in zip(graph.input, args)})
+        try:
+            self._body_initializers(graph, self.env)
+            for k, nd in enumerate(graph.node):
+                self._convert(k, nd, where)
+            return [self._value(vi.name, f"{where}: output {vi.name!r}") for vi in graph.output]
+        finally:
+            self.env, self.consts = saved
+
     def _convert(self, k: int, nd, what: str | None = None) -> None:
         where = f"{what or self.what}: node {nd.name or '#' + str(k)!r} ({nd.op_type})"
         inputs = [None if not name else self._value(name, where) for name in nd.input]
+        if nd.op_type not in TAKES_STRUCTURED or nd.domain not in _DEFAULT_DOMAINS:
+            for name, x in zip(nd.input, inputs):
+                if isinstance(x, STRUCTURED):
+                    raise GraphFormatError(f"{where}: reads {name!r}, a sequence or optional value; only the "
+                                           "Sequence*/Optional* operators, Identity, If and Loop take those")
         while inputs and inputs[-1] is None:  # trailing omitted optional inputs
             inputs.pop()
         node = OnnxNode(nd.op_type, nd.name, inputs, self._attrs(nd, where), self.opset, where, len(nd.output),
+                        in_types=tuple(self.types.get(name, 0) for name in nd.input),
                         const_of=lambda i, what: self._const_of(nd, i, what),
                         subgraph=lambda attr, in_avals: self._subgraph(self._graph_attr(nd, attr, where), where,
-                                                                       in_avals))
+                                                                       in_avals),
+                        inline=lambda attr, args=(): self._inline(self._graph_attr(nd, attr, where), where, args),
+                        evaluate=lambda s, what: self._evaluate(s, f"{where}: {what}"))
         try:
             outs = CONVERTERS[nd.op_type if nd.domain in _DEFAULT_DOMAINS else f"{nd.domain}.{nd.op_type}"](node)
         except GraphFormatError:
@@ -366,7 +469,21 @@ class Conversion:
             if j >= len(outs) or outs[j] is None:
                 self.env[name] = _Missing(name, where, j)
                 continue
-            self.env[name] = outs[j]
+            self.env[name] = self._in_format(outs[j], name, node, where)
+
+    def _in_format(self, s: Symbol, name: str, node: OnnxNode, where: str) -> Symbol:
+        """An output rounded into its narrow format when ONNX types it so (narrow.py)."""
+        if not self.types:
+            return s
+        fmt = narrow_format(self.types.get(name, 0))
+        if fmt is not None:
+            return round_output(s, fmt)
+        if name not in self.types and any(narrow_format(t) for t in node.in_types):
+            raise GraphFormatError(f"{where}: output {name!r} reads values of a narrow format "
+                                   f"({', '.join(sorted({narrow_format(t) for t in node.in_types} - {None}))}) "
+                                   "but ONNX shape inference gives it no element type, so lazyarray cannot tell "
+                                   "whether to round it; declare its type in the graph's value_info")
+        return s
 
 
     def _graph_attr(self, nd, attr: str, where: str):

@@ -35,9 +35,11 @@ CONVERTED_WRONGLY = {
 def default_opset(model, what: str) -> int:
     """The version of the default ONNX operator set that ``model`` imports."""
     versions = [o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS]
-    if not versions:
-        raise GraphFormatError(f"{what}: imports no version of the default ONNX operator set")
-    return int(versions[0])
+    if versions:
+        return int(versions[0])
+    if any(nd.domain in DEFAULT_DOMAINS for nd in all_nodes(model.graph)):
+        raise GraphFormatError(f"{what}: uses operators of the default ONNX operator set but imports no version of it")
+    return TARGET_OPSET  # only other domains' operators (ai.onnx.ml): no default-set version applies
 
 
 def changed_operators(model, version: int) -> list[str]:

@@ -10,6 +10,7 @@ from . import (  # noqa: F401  (registration side effect)
     linalg,
     loss,
     math,
+    narrow_format,
     nn,
     norm,
     pool,

@@ -26,6 +26,7 @@ import threading
 import numpy as np
 
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
+from .blas_threads import one_thread
 from .params import FLOAT, INT, INTS, Param
 from .registry import OpDef, normalize_axis, register
 from .winograd import use_winograd, winograd_conv2d
@@ -362,34 +363,98 @@ def _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out):
 
     The padded input is laid out (C, H, W, N) once, so each tap's im2col rows are copied in runs
     of ``Wo * N`` contiguous values; windows of the NCHW image would copy runs of ``Wo`` (a 6 x 6
-    image: 6 values), 2.5x slower on the demo CNN's second conv (benchmarks/onnx.py). The product
-    comes out (O, Ho, Wo, N): one transposing copy into NCHW, with the bias added before it.
+    image: 6 values), 2.5x slower on the demo CNN's second conv (benchmarks/onnx.py). All taps are
+    one strided view of that copy, so im2col is a single copy (a copy per tap cost about 1 us of
+    Python each), and the views come from ``_im2col_views`` (made once per geometry). The product
+    is small: it runs on one BLAS thread (``blas_threads``), in column blocks that take OpenBLAS's
+    unpacked kernel (``_column_blocks_matmul``). It comes out (O, Ho, Wo, N): straight into a
+    batch-last ``out``, else one transposing copy into NCHW, with the bias added before it.
     """
-    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
-    n, c, h, w = x.shape
-    o, _, kh, kw = weight.shape
-    ho, wo = _out_dim(h, kh, sh, ph, dh), _out_dim(w, kw, sw, pw, dw)
-    xt = _scratch(xp, 0, (c, h + 2 * ph, w + 2 * pw, n), x.dtype)
-    if ph or pw:
-        xt[...] = 0
-    xt[:, ph:ph + h, pw:pw + w] = x.transpose(1, 2, 3, 0)
-    cols = _scratch(xp, 1, (c, kh, kw, ho, wo, n), x.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            r, q = i * dh, j * dw
-            cols[:, i, j] = xt[:, r:r + sh * (ho - 1) + 1:sh, q:q + sw * (wo - 1) + 1:sw]
-    wmat = weight.reshape(o, c * kh * kw)
-    if _batch_last(out) and out.dtype == xp.result_type(wmat.dtype, cols.dtype):  # the product is out
-        t = xp.matmul(wmat, cols.reshape(c * kh * kw, ho * wo * n), out=out.transpose(1, 2, 3, 0).reshape(o, -1))
-        if bias is not None:
-            t += bias.reshape(o, 1)
-        return out
-    t = wmat @ cols.reshape(c * kh * kw, ho * wo * n)
+    n = x.shape[0]
+    o = weight.shape[0]
+    padded, interior, taps, cols = _im2col_views(xp, x.shape, x.dtype, weight.shape[2], weight.shape[3],
+                                                 stride, padding, dilation)
+    if padded is not None:
+        padded[...] = 0
+    interior[...] = x.transpose(1, 2, 3, 0)
+    cols[...] = taps
+    k, m = cols.shape[0] * cols.shape[1] * cols.shape[2], cols.shape[3] * cols.shape[4] * n
+    wmat = weight.reshape(o, k)
+    cols = cols.reshape(k, m)
+    with one_thread(2.0 * o * k * m):
+        if out is not None and out.dtype == x.dtype == weight.dtype and _batch_last(out):  # the product is out
+            t = _column_blocks_matmul(xp, wmat, cols, out.transpose(1, 2, 3, 0).reshape(o, m))
+            if bias is not None:
+                t += bias.reshape(o, 1)
+            return out
+        t = _column_blocks_matmul(xp, wmat, cols, xp.empty((o, m), xp.result_type(wmat.dtype, cols.dtype)))
     if bias is not None:
         t += bias.reshape(o, 1)
+    ho, wo = taps.shape[3], taps.shape[4]
     y = xp.empty((n, o, ho, wo), dtype=t.dtype) if out is None else out
     y[...] = t.reshape(o, ho, wo, n).transpose(3, 0, 1, 2)
     return y
+
+
+_MAX_VIEW_SETS = 64  # geometries whose views a thread keeps (a model has a few)
+
+
+def _im2col_views(xp, shape, dtype, kh, kw, stride, padding, dilation):
+    """``(padded, interior, taps, cols)`` for ``_batch_last_conv`` of an NCHW input of ``shape``:
+    the zero-padded (C, H, W, N) copy in scratch slot 0 (None without padding: nothing to zero),
+    its interior where the image goes, every tap of it as one strided (C, kh, kw, Ho, Wo, N) view,
+    and the im2col columns of that shape in scratch slot 1. Made once per geometry and thread and
+    kept while the scratch buffers stay the same: building them cost more Python than the copies
+    of a small batch (about 6 us of a 12 us call)."""
+    key = (shape, dtype, kh, kw, tuple(stride), tuple(padding), tuple(dilation))
+    memo = getattr(_SCRATCH, "im2col", None)
+    if memo is None:
+        memo = _SCRATCH.im2col = {}
+    bufs = getattr(_SCRATCH, "bufs", None)
+    hit = memo.get(key)
+    if hit is not None and bufs is not None and hit[0] is bufs[0] and hit[1] is bufs[1]:
+        return hit[2]
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    n, c, h, w = shape
+    ho, wo = _out_dim(h, kh, sh, ph, dh), _out_dim(w, kw, sw, pw, dw)
+    xt = _scratch(xp, 0, (c, h + 2 * ph, w + 2 * pw, n), dtype)
+    s0, s1, s2, s3 = xt.strides
+    tap_shape, tap_strides = (c, kh, kw, ho, wo, n), (s0, s1 * dh, s2 * dw, s1 * sh, s2 * sw, s3)
+    if xp is np:
+        taps = np.ndarray(tap_shape, xt.dtype, buffer=xt, strides=tap_strides)
+    else:
+        taps = xp.lib.stride_tricks.as_strided(xt, tap_shape, tap_strides)
+    views = (xt if ph or pw else None, xt[:, ph:ph + h, pw:pw + w], taps, _scratch(xp, 1, tap_shape, dtype))
+    bufs = getattr(_SCRATCH, "bufs", None)
+    if xp is np and bufs is not None and xt.base is bufs[0] and views[3].base is bufs[1]:  # (not fresh arrays)
+        if len(memo) >= _MAX_VIEW_SETS:
+            memo.clear()
+        memo[key] = (bufs[0], bufs[1], views)
+    return views
+
+
+# OpenBLAS multiplies a product of at most 100**3 multiply-adds (m * n * k) with a kernel that
+# skips packing its operands (its "small matrix" path); larger ones are packed in blocks. For the
+# thin, wide products of batch-last convolutions (few filters, a whole batch of columns) the
+# small kernel is faster, so they run as column blocks under that size. Measured (1 thread):
+# (16 x 72) @ (72 x 2304), the demo CNN's second conv, 0.73x the time of one call; (8 x 27) @
+# (27 x 9216) 0.45x; (32 x 72) @ (72 x 2304) 0.88x; a product already under the size: unchanged.
+SMALL_PRODUCT = 100 ** 3
+MIN_BLOCK_COLUMNS = 64  # narrower blocks cost more in calls than the kernel saves
+
+
+def _column_blocks_matmul(xp, a, b, out):
+    """``a @ b`` into the 2-D ``out``, as blocks of ``b``'s columns of at most ``SMALL_PRODUCT``
+    multiply-adds each when that leaves blocks of ``MIN_BLOCK_COLUMNS`` columns or more (float32,
+    the measured case; other dtypes take one call)."""
+    m, k = a.shape
+    n = b.shape[1]
+    step = SMALL_PRODUCT // max(m * k, 1)
+    if xp is not np or step >= n or step < MIN_BLOCK_COLUMNS or a.dtype != np.float32 or b.dtype != np.float32:
+        return xp.matmul(a, b, out=out)
+    for lo in range(0, n, step):
+        xp.matmul(a, b[:, lo:lo + step], out=out[:, lo:lo + step])
+    return out
 
 
 def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):
@@ -403,9 +468,8 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
     stride, padding, dilation = _geometry(stride, padding, dilation, "conv2d")
     n, c = x.shape[:2]
     o, cg, kh, kw = weight.shape
-    if xp is np and use_winograd(x.shape, weight.shape, stride, padding, dilation, groups,
-                                 _out_dim(x.shape[2], kh, stride[0], padding[0]),
-                                 _out_dim(x.shape[3], kw, stride[1], padding[1])):
+    ho, wo = (_out_dim(x.shape[2 + a], weight.shape[2 + a], stride[a], padding[a], dilation[a]) for a in (0, 1))
+    if xp is np and use_winograd(x.shape, weight.shape, stride, padding, dilation, groups, ho, wo):
         dtype = np.result_type(x.dtype, weight.dtype)
         shape = (n, o) + tuple(_out_dim(x.shape[2 + i], 3, 1, padding[i]) for i in range(2))
         target = _into(xp, out, shape, dtype)
@@ -420,7 +484,6 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
         if threads > 1:
             return _split_conv(xp, x, weight, bias, stride, padding, dilation, out, threads)
     if groups == 1 and n > 1:
-        ho, wo = (_out_dim(x.shape[2 + a], weight.shape[2 + a], stride[a], padding[a], dilation[a]) for a in (0, 1))
         if ho * wo < PER_IMAGE_MIN_PIXELS or _batch_last(x) or _batch_last(out):
             return _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out)
     win = _windows(xp, x, (kh, kw), stride, padding, dilation=dilation)

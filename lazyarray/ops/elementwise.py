@@ -135,6 +135,8 @@ def _memory_order(a):
     order (C order: 0, 1, ...; a batch-last NCHW buffer: 1, 2, 3, 0), else None."""
     if a.flags.c_contiguous:
         return tuple(range(a.ndim))
+    if a.ndim == 4 and a.strides[0] == a.itemsize and a.transpose(1, 2, 3, 0).flags.c_contiguous:
+        return (1, 2, 3, 0)  # (the executor's batch-last buffers, without the sort)
     order = tuple(sorted(range(a.ndim), key=lambda i: -a.strides[i]))
     return order if a.transpose(order).flags.c_contiguous else None
 
@@ -148,6 +150,11 @@ def _relu(xp, x, out=None):
     res = np.empty_like(x) if out is None else out  # (empty_like keeps x's memory order)
     zeros, n = _zero_row(x.dtype), x.size
     flat, dst = x.transpose(order).reshape(-1), res.transpose(order).reshape(-1)
+    rows = -(-n // _ZERO_ROW)
+    if n % rows == 0:  # rows of equal length up to the zero row's cover x in one call
+        width = n // rows
+        np.maximum(flat.reshape(rows, width), zeros[:width], out=dst.reshape(rows, width))
+        return res
     whole = n - n % _ZERO_ROW
     if whole:
         _relu_rows(flat[:whole].reshape(-1, _ZERO_ROW), zeros, dst[:whole].reshape(-1, _ZERO_ROW))

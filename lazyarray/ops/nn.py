@@ -13,6 +13,7 @@ from ..device import Device
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from ..rng import generator
 from . import sparse_kernels
+from .blas_threads import one_thread
 from .params import BOOL, DTYPE, FLOAT, INT, OPT_BOOL, Param
 from .reduce import element_count
 from .registry import OpDef, broadcast_shapes, normalize_axis, register
@@ -188,16 +189,21 @@ register(OpDef("matmul", ("a", "b"), _matmul, writes_out=True,
 
 # -- dense -------------------------------------------------------------------------------------
 def _dense(xp, x, weight, bias=None, out=None):
+    rows = x.shape[0] if x.ndim == 2 else 1
     if x.ndim > 2:
         y = _rows_matmul(xp, x, transposed(weight, x.size // max(x.shape[-1], 1)), out)
+    elif rows > 1 and out is not None and not out.flags.c_contiguous and out.T.flags.c_contiguous:
+        # a units-major planned buffer (executor/units_major.py): one BLAS call computes w @ x.T into
+        # it (one row is both C- and F-ordered: the test costs a batch-1 call nothing)
+        y = xp.matmul(x, weight.T, out=out)
     else:
-        rows = x.shape[0] if x.ndim == 2 else 1
         wt = transposed(weight, rows)  # (a packed copy where it pays: weight_pack.py)
-        if x.__class__ is np.ndarray and weight.__class__ is np.ndarray and x.ndim == 2 and x.dtype == weight.dtype \
-                and (out is None or (out.dtype == x.dtype and out.flags.carray)):
-            y = x.dot(wt, out=out)  # the same product as matmul at half its per-call cost (0.4 vs 1 us)
-        else:
-            y = xp.matmul(x, wt, out=out)
+        with one_thread(2.0 * rows * weight.shape[0] * weight.shape[1]):  # (small products: blas_threads.py)
+            if x.__class__ is np.ndarray and weight.__class__ is np.ndarray and x.ndim == 2 \
+                    and x.dtype == weight.dtype and (out is None or (out.dtype == x.dtype and out.flags.carray)):
+                y = x.dot(wt, out=out)  # the same product as matmul at half its per-call cost (0.4 vs 1 us)
+            else:
+                y = xp.matmul(x, wt, out=out)
     if bias is not None:
         y += bias
     return y

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError, fmt_shape
-from .conv import _check_pair, _float_inputs, _nchw, _padded, _pair, _windows, pad_nchw
+from .conv import _batch_last, _check_pair, _float_inputs, _nchw, _padded, _pair, _windows, pad_nchw
 from .params import BOOL, INTS, Param
 from .registry import OpDef, register
 
@@ -96,10 +96,10 @@ def _taps(x, kernel, stride, out):
 
 
 def _tiles(x, k, s, p, extra) -> bool:
-    """True when the windows tile a C-contiguous x exactly: stride = kernel, no padding, and the
-    height and width multiples of the kernel (``_fold_tiles`` then applies)."""
+    """True when the windows tile x exactly (stride = kernel, no padding, the height and width
+    multiples of the kernel) and x is C-contiguous or batch last (``_fold_tiles`` then applies)."""
     return k == s and p == (0, 0) and extra == (0, 0) and x.shape[2] % k[0] == 0 and x.shape[3] % k[1] == 0 \
-        and x.flags.c_contiguous
+        and (x.flags.c_contiguous or _batch_last(x))
 
 
 def _plain_tiles(x, kernel, stride, padding, ceil_mode) -> bool:
@@ -110,12 +110,15 @@ def _plain_tiles(x, kernel, stride, padding, ceil_mode) -> bool:
 
 
 def _fold_tiles(xp, ufunc, x, kernel, out):
-    """``ufunc`` folded over non-overlapping kh x kw tiles of a C-contiguous x (``_tiles``), in two
+    """``ufunc`` folded over non-overlapping kh x kw tiles of x (``_tiles``): ``_fold_batch_last_tiles``
+    for x stored batch last; for a C-contiguous x, in two
     passes whose operands are flat: first the kh rows of each tile (x as (N*C*Ho, kh, W): runs of W
     contiguous values), then the kw columns, which in that contiguous (N*C*Ho, W) result are every
     kw-th value of one flat array (a single strided loop). Folding the kh * kw tap views of the
     image instead runs kh * kw - 1 passes over 4-D views with runs of Wo values (a 6 x 6 image:
     3): 2-5x slower on the demo CNN's 2 x 2 pools (benchmarks/onnx.py)."""
+    if not x.flags.c_contiguous:
+        return _fold_batch_last_tiles(xp, ufunc, x, kernel, out)
     (kh, kw), (n, c, h, w) = kernel, x.shape
     shape = (n, c, h // kh, w // kw)
     target = out if out is not None and out.flags.c_contiguous else None
@@ -131,6 +134,25 @@ def _fold_tiles(xp, ufunc, x, kernel, out):
     if target is not None:
         return target
     res = res.reshape(shape)
+    if out is not None:
+        out[...] = res
+        return out
+    return res
+
+
+def _fold_batch_last_tiles(xp, ufunc, x, kernel, out):
+    """``_fold_tiles`` of an x stored batch last (``executor/batch_last.py``): its memory is
+    (C, Ho, kh, Wo, kw, N), so tap (i, j) of every tile is one view of it with runs of N values,
+    folded straight into ``out``'s memory when ``out`` is batch last too (the planned buffer).
+    Made from a view of the memory rather than the general geometry and pad of strided tap views,
+    it runs about half the Python of that path (the demo CNN's pools, benchmarks/onnx.py)."""
+    (kh, kw), (n, c, h, w) = kernel, x.shape
+    mem = x.transpose(1, 2, 3, 0).reshape(c, h // kh, kh, w // kw, kw, n)
+    target = out.transpose(1, 2, 3, 0) if out is not None and _batch_last(out) else None
+    res = _fold_taps(xp, ufunc, (mem[:, :, i, :, j] for i in range(kh) for j in range(kw)), target)
+    if target is not None:
+        return out
+    res = res.transpose(3, 0, 1, 2)
     if out is not None:
         out[...] = res
         return out

@@ -1,18 +1,12 @@
 """ONNX GridSample and AffineGrid (``onnx/import_grid.py``) beyond ONNX's node cases: every mode x
 padding mode x align_corners on 2-D images with grid points well past the borders (against
-onnxruntime), 3-D volumes (against onnx.reference), and AffineGrid (unclaimed, see import_grid.py;
-run through the converter directly) against onnxruntime."""
+onnxruntime), 3-D volumes (against onnx.reference), and AffineGrid against onnxruntime (2-D) and
+onnx.reference (3-D)."""
 from __future__ import annotations
-
-import importlib
 
 import numpy as np
 import pytest
 from node_check import check_node, node_model
-
-from lazyarray.onnx.import_grid import affine_grid
-
-LOAD = importlib.import_module("lazyarray.onnx.load")  # the module (la.onnx.load is the function)
 
 RNG = np.random.default_rng(21)
 
@@ -47,8 +41,7 @@ def test_grid_sample_3d_matches_reference(mode, padding):
 
 
 @pytest.mark.parametrize("size,align", [([2, 3, 4, 5], 0), ([2, 1, 3, 6], 1), ([1, 2, 3, 4, 2], 0), ([1, 2, 1, 4, 3], 1)])
-def test_affine_grid_matches_onnxruntime(monkeypatch, size, align):
-    monkeypatch.setitem(LOAD.CONVERTERS, "AffineGrid", affine_grid)
+def test_affine_grid_matches_onnxruntime(size, align):
     r = len(size) - 2
     ins = {"theta": RNG.standard_normal((size[0], r, r + 1)).astype(np.float32)}
     model = node_model("AffineGrid", ins, opset=20, consts={"size": np.array(size, np.int64)}, align_corners=align)

@@ -244,14 +244,14 @@ def test_integer_div_and_mod_follow_onnx(tmp_path):
 def test_unsupported_operators_are_all_named_in_one_error(tmp_path):
     nodes = [helper.make_node("Bernoulli", ["boxes"], ["a"], name="nms"),
              helper.make_node("Relu", ["x"], ["r"]),
-             helper.make_node("OptionalHasElement", ["r"], ["b"], name="u1"),
-             helper.make_node("OptionalHasElement", ["r"], ["c"], name="u2")]
+             helper.make_node("StringNormalizer", ["r"], ["b"], name="u1"),
+             helper.make_node("StringNormalizer", ["r"], ["c"], name="u2")]
     m = model(nodes, [("x", F32, (1, 1, 4)), ("boxes", F32, (1, 4, 4))], [("a", F32, None)],
               {"k": np.array([1], np.int64), "g": np.zeros((1, 1, 4, 2), np.float32)})
     path = save(m, tmp_path)
     with pytest.raises(GraphFormatError, match="2 ONNX operator") as err:
         la.onnx.load(path)
-    assert "Bernoulli (node 'nms')" in str(err.value) and "OptionalHasElement (nodes 'u1', 'u2')" in str(err.value)
+    assert "Bernoulli (node 'nms')" in str(err.value) and "StringNormalizer (nodes 'u1', 'u2')" in str(err.value)
 
 
 def _good_bytes() -> bytes:

@@ -167,6 +167,23 @@ def test_if_whose_branches_give_different_shapes_is_refused_naming_the_node(tmp_
         la.onnx.load(path)
 
 
+
+@pytest.mark.parametrize("shape", [(2, 3), (2, 2)])
+def test_if_with_a_condition_known_at_load_time_inlines_the_branch_it_takes(shape, tmp_path):
+    """A condition computed from shapes (as ONNX's function expansions switch on the rank) picks its
+    branch when loading, so the branches may give different shapes; the branch's names stay its own."""
+    flat = onnx.numpy_helper.from_array(np.array([-1], np.int64), "flat")
+    then_b = helper.make_graph([helper.make_node("Reshape", ["x", "flat"], ["t"]),
+                                helper.make_node("Neg", ["t"], ["a"])], "then", [], [_vi("a")], initializer=[flat])
+    else_b = helper.make_graph([helper.make_node("ReduceSum", ["x"], ["t"], keepdims=0),
+                                helper.make_node("Identity", ["t"], ["b"])], "else", [], [_vi("b")])
+    six = onnx.numpy_helper.from_array(np.array(6, np.int64), "six")
+    nodes = [helper.make_node("Size", ["x"], ["n"]), helper.make_node("Equal", ["n", "six"], ["is6"]),
+             helper.make_node("If", ["is6"], ["y"], then_branch=then_b, else_branch=else_b)]
+    m = _model(nodes, [_vi("x", F, list(shape))], [_vi("y")], [six])
+    _check(m, {"x": RNG.standard_normal(shape).astype(np.float32)}, tmp_path)
+
+
 class _CondNet(la.blocks.HybridBlock):
     def forward(self, x):
         return la.cond(x.sum() > 0, lambda a: a * 2.0 + 1.0, lambda a: a - x.mean(), x)

@@ -76,7 +76,7 @@ def _want(sym, feeds):
 
 
 # ops whose ONNX form needs a newer opset than the default 18 (the float sign bit: BitCast, 26)
-OPSET = {"signbit": 26, "copysign": 26, "bitcast": 26}
+OPSET = {"signbit": 26, "copysign": 26, "bitcast": 26, "round_to_format": 21}  # (Cast to int4: 21)
 
 
 def _export(name, sym, path, **kw):

@@ -1899,3 +1899,30 @@ def _bitcast_ref(x, dtype):
 
 
 CASES["bitcast"] = Case("core", _bitcast_samples, _bitcast_ref, ALL)
+
+
+# -- round_to_format (ops/narrow_format.py): bfloat16 and int4 by their definitions, float8 by ml_dtypes ---------
+def _round_to_format_samples(rng, dtype, small):
+    x = rand(rng, (3, 5), dtype) * (40 if dtype in FLOATS else 1)
+    # float -> int4 rounding and out-of-range values are left open by ONNX (onnxruntime rounds, NumPy truncates)
+    q = np.clip(np.round(x), -8, 7).astype(x.dtype)
+    return [Sample((x,), {"format": "bfloat16"}, "bfloat16"), Sample((q,), {"format": "int4"}, "int4"),
+            Sample((x,), {"format": "float8_e4m3fn"}, "float8-saturating"),
+            Sample((x[:, ::2],), {"format": "float8_e5m2", "saturate": False}, "float8-strided")]
+
+
+def _round_to_format_ref(x, format, saturate=True, round_mode="up"):
+    if format == "bfloat16":  # round to nearest even on the top 16 bits of the float32
+        b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+        return ((b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000).astype(np.uint32).view(np.float32)
+    if format == "int4":  # truncate toward zero, wrap into [-8, 8)
+        return ((np.trunc(x).astype(np.int64) + 8) % 16 - 8).astype(np.int8)
+    import ml_dtypes
+    dt = np.dtype(getattr(ml_dtypes, format))
+    if saturate:
+        top = float(ml_dtypes.finfo(dt).max)
+        x = np.clip(x, -top, top)
+    return x.astype(dt).astype(np.float32)
+
+
+CASES["round_to_format"] = Case("core", _round_to_format_samples, _round_to_format_ref, ALL)

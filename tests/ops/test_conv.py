@@ -174,3 +174,51 @@ def test_half_precision_accumulates_in_float32(ks, groups):
     out = np.full(want.shape, np.nan, np.float16)
     assert conv._conv2d(np, x, k, b, padding=(1, 1), groups=groups, out=out) is out
     np.testing.assert_array_equal(out, got)
+
+
+@pytest.mark.parametrize("m,k,n,blocks", [(16, 72, 2304, 3), (8, 9, 9216, 1), (128, 144, 2304, 1)],
+                         ids=["three-blocks", "small-already", "blocks-too-narrow"])
+def test_column_blocks_matmul_equals_one_product(m, k, n, blocks, monkeypatch):
+    """Thin, wide products run as column blocks of at most SMALL_PRODUCT multiply-adds (when the
+    blocks keep MIN_BLOCK_COLUMNS columns), into a strided ``out`` too, equal to one matmul."""
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((m, k)).astype("float32"), rng.standard_normal((k, n)).astype("float32")
+    calls = []
+    real = np.matmul
+    monkeypatch.setattr(np, "matmul", lambda *args, **kw: calls.append(args[1].shape) or real(*args, **kw))
+    wide = np.full((m, n + 5), np.nan, np.float32)
+    out = wide[:, 2:2 + n]  # rows strided: blocks write into a view of a larger buffer
+    assert conv._column_blocks_matmul(np, a, b, out) is out
+    assert len(calls) == blocks and sum(c[1] for c in calls) == n
+    assert all(c[1] * m * k <= conv.SMALL_PRODUCT for c in calls) or blocks == 1
+    np.testing.assert_allclose(out, real(a, b), rtol=1e-5, atol=1e-4)
+    assert np.isnan(wide[:, :2]).all() and np.isnan(wide[:, 2 + n:]).all()
+    calls.clear()
+    out64 = np.empty((m, n))
+    conv._column_blocks_matmul(np, a.astype(np.float64), b.astype(np.float64), out64)
+    assert len(calls) == 1  # other dtypes: one call
+    np.testing.assert_allclose(out64, out, rtol=1e-5, atol=1e-4)
+
+
+def test_batch_last_views_follow_their_scratch_buffers():
+    """``_im2col_views`` keeps one set of views per geometry: geometries that alternate, one whose
+    scratch outgrows the kept buffers (new buffers, new views), a padding-free one (nothing to zero)
+    and another dilation each give the reference's values, call after call."""
+    rng = np.random.default_rng(11)
+    cases = [((16, 1, 12, 12), (8, 1, 3, 3), {"padding": (1, 1)}),
+             ((16, 8, 6, 6), (16, 8, 3, 3), {"padding": (1, 1)}),
+             ((16, 3, 7, 7), (4, 3, 3, 3), {}),
+             ((16, 2, 7, 7), (3, 2, 3, 3), {"dilation": (2, 2), "padding": (1, 1)}),
+             ((32, 16, 7, 7), (8, 16, 3, 3), {"padding": (1, 1)})]  # more columns than the others: new scratch
+    data = [(rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ks).astype(np.float32), p)
+            for xs, ks, p in cases]
+    refs = [_conv2d_ref(x, k, **p) for x, k, p in data]
+    seen = []
+    real = conv._im2col_views
+    for _ in range(3):
+        for (x, k, p), ref in zip(data, refs):
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(conv, "_im2col_views", lambda *a: seen.append(a[1]) or real(*a))
+                got = conv._conv2d(np, _stored_batch_last(x), k, **p)
+            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    assert len(seen) == 3 * len(cases)  # every call took the batch-last path

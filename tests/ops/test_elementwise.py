@@ -98,7 +98,7 @@ def test_smooth_l1_matches_mxnet_at_its_turning_point():
 
 # -- relu's kernel: rows of a contiguous float array against a zero row -------------------------------
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
-@pytest.mark.parametrize("size", [100, 4095, 4096, 8191, 8192, 8193, 2 * 8192 + 5])
+@pytest.mark.parametrize("size", [100, 4095, 4096, 8191, 8192, 8193, 9216, 2 * 8192 + 5, 2 * 8192 + 7, 9 * 8192])
 def test_relu_kernel_equals_numpy_maximum(dtype, size):
     from lazyarray.ops.elementwise import _relu
     x = np.random.default_rng(size).standard_normal(size).astype(dtype)

@@ -65,3 +65,29 @@ def test_tiling_max_pool_of_integers_and_of_a_view():
     remainder = rng.standard_normal((1, 2, 5, 4)).astype(np.float32)  # a row left over: not a tiling
     assert not pool._tiles(remainder, (2, 2), (2, 2), (0, 0), (0, 0))
     np.testing.assert_array_equal(pool._max_pool2d(np, remainder), _max_pool2d_ref(remainder))
+
+
+def _stored_batch_last(a):
+    """``a`` (NCHW) as the executor stores it batch last: an NCHW view of (C, H, W, N) memory."""
+    return np.ascontiguousarray(a.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)
+
+
+@pytest.mark.parametrize("kernel,shape", _TILINGS[:6], ids=[f"{k[0]}x{k[1]}-{s[2]}x{s[3]}" for k, s in _TILINGS[:6]])
+@pytest.mark.parametrize("where", ["input", "both"])
+@pytest.mark.parametrize("which", ["max", "avg"])
+def test_tiling_windows_of_batch_last_arrays(which, where, kernel, shape):
+    """Tiles of an input stored batch last fold in its memory order (``_fold_batch_last_tiles``),
+    into a batch-last ``out`` in place, or a C-order one, or a new array: the reference's values."""
+    from lazyarray.ops.conv import _batch_last
+    from ops.cases import _avg_pool2d_ref, _max_pool2d_ref
+    x = np.random.default_rng(3).standard_normal((max(shape[0], 2),) + shape[1:]).astype("float32")
+    xb = _stored_batch_last(x)
+    assert _batch_last(xb) and pool._tiles(xb, kernel, kernel, (0, 0), (0, 0))
+    fn, ref = (pool._max_pool2d, _max_pool2d_ref) if which == "max" else (pool._avg_pool2d, _avg_pool2d_ref)
+    params = {"kernel": kernel, "stride": kernel}
+    expected = ref(x, **params)
+    np.testing.assert_allclose(fn(np, xb, **params), expected, rtol=1e-6, atol=1e-6)
+    blank = np.full(expected.shape, np.nan, np.float32)
+    out = _stored_batch_last(blank) if where == "both" else blank
+    assert fn(np, xb, out=out, **params) is out
+    np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)

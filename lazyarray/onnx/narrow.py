@@ -1,0 +1,129 @@
+"""ONNX tensors of narrow number formats (bfloat16, float8, float4, int4, int2) in both directions.
+
+lazyarray computes with NumPy dtypes only, and these formats have none, so an imported model keeps
+such a value *in its format* but stores it in a wide dtype holding every value of the format
+exactly (float32, or int8/uint8 for the integer formats; ``ops/narrow_format.FORMATS``):
+
+* graph inputs and outputs of a narrow type are that wide dtype in the Symbol (``la.onnx.load``);
+  the ``onnx.backend`` converts at the boundary (``widen`` feeds, ``narrow`` results);
+* initializers and constant attributes are widened when read;
+* after every node whose output ONNX types as narrow, a ``round_to_format`` node rounds the wide
+  value into the format, as a runtime computing in that format would (ONNX's reference computes
+  each operator in float32 and rounds its result the same way). ``Cast``/``CastLike``/
+  ``QuantizeLinear`` to a narrow type round once from their input, with ``saturate``.
+
+Element types come from ONNX's shape inference; a node reading a narrow value whose output type it
+cannot tell is refused by name rather than left unrounded. Export writes ``round_to_format`` as
+``Cast`` to the format and back.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ops.narrow_format import FORMATS, ml_dtype
+
+# TensorProto element type -> narrow format (ml_dtypes name)
+NARROW = {16: "bfloat16", 17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2", 20: "float8_e5m2fnuz",
+          21: "uint4", 22: "int4", 23: "float4_e2m1fn", 24: "float8_e8m0fnu", 25: "uint2", 26: "int2"}
+_ELEM = {f: t for t, f in NARROW.items()}
+# the opset that first lets Cast reach the format (and has its saturate attribute)
+CAST_OPSET = {"bfloat16": 13, "float8_e4m3fn": 19, "float8_e4m3fnuz": 19, "float8_e5m2": 19, "float8_e5m2fnuz": 19,
+              "uint4": 21, "int4": 21, "float4_e2m1fn": 23, "float8_e8m0fnu": 24, "uint2": 25, "int2": 25}
+
+
+def narrow_format(elem_type: int) -> str | None:
+    """The narrow format of an ONNX element type, ``None`` for the others."""
+    return NARROW.get(int(elem_type))
+
+
+def storage_dtype(elem_type: int) -> np.dtype | None:
+    """The wide dtype holding values of a narrow element type (``None`` for other types)."""
+    f = NARROW.get(int(elem_type))
+    return None if f is None else FORMATS[f]
+
+
+def widen(arr: np.ndarray) -> np.ndarray:
+    """An ``ml_dtypes`` array of a narrow format as its wide storage dtype (exact); others unchanged."""
+    f = arr.dtype.name  # ml_dtypes' names, which NumPy's own dtypes never have
+    return arr.astype(FORMATS[f]) if f in FORMATS else arr
+
+
+def narrow(arr: np.ndarray, elem_type: int) -> np.ndarray:
+    """A wide array as the ``ml_dtypes`` array of ``elem_type``'s narrow format (others unchanged)."""
+    f = NARROW.get(int(elem_type))
+    return arr if f is None else arr.astype(ml_dtype(f))
+
+
+_TYPE_ATTRS = ("to", "output_dtype", "dtype", "output_datatype")
+
+
+def has_narrow(model) -> bool:
+    """True when a graph of the model declares a narrow value or casts to a narrow type."""
+    def graph_has(graph) -> bool:
+        for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type in NARROW:
+                return True
+        if any(t.data_type in NARROW for t in graph.initializer):
+            return True
+        for nd in graph.node:
+            for a in nd.attribute:
+                if (a.name in _TYPE_ATTRS and a.i in NARROW) or (a.HasField("t") and a.t.data_type in NARROW):
+                    return True
+                if (a.HasField("g") and graph_has(a.g)) or any(graph_has(g) for g in a.graphs):
+                    return True
+        return False
+    return graph_has(model.graph)
+
+
+def value_types(model) -> dict[str, int]:
+    """Value name -> ONNX element type for every typed value of the model's graphs (ONNX shape
+    inference fills the intermediate values; the file's declarations win)."""
+    import onnx
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception:  # noqa: BLE001 (inference is best effort; untyped narrow values are refused later)
+        inferred = model
+    types: dict[str, int] = {}
+
+    def visit(graph):
+        for vi in list(graph.value_info) + list(graph.input) + list(graph.output):
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+                types[vi.name] = vi.type.tensor_type.elem_type
+        for t in graph.initializer:
+            types[t.name] = t.data_type
+        for nd in graph.node:
+            for a in nd.attribute:
+                if a.HasField("g"):
+                    visit(a.g)
+                for g in a.graphs:
+                    visit(g)
+                if nd.op_type == "Constant" and a.HasField("t") and nd.output:
+                    types[nd.output[0]] = a.t.data_type
+
+    visit(inferred.graph)
+    return types
+
+
+def round_output(s, format: str):
+    """``s`` rounded into ``format`` unless its producer already did (a Cast to the format)."""
+    from .. import sym as S
+    node = s.outputs[0].node
+    if node.op is not None and node.op.name == "round_to_format" and node.params.get("format") == format:
+        return s
+    return S.round_to_format(s, format=format, saturate=False)
+
+
+def export_round(g, node, ins):
+    """``round_to_format`` -> ``Cast`` to the format, then back to the wide dtype."""
+    from .export import _elem
+    from .export_ops import _fail, _out_dtype
+    f = node.params.get("format", "bfloat16")
+    if g.opset < CAST_OPSET[f]:
+        raise _fail(g, node, f"Cast to {f} is ONNX opset {CAST_OPSET[f]}: export with opset={CAST_OPSET[f]}")
+    attrs = {}
+    if g.opset >= 19 and f.startswith("float8"):
+        attrs["saturate"] = int(bool(node.params.get("saturate", True)))
+    if f == "float8_e8m0fnu":
+        attrs["round_mode"] = node.params.get("round_mode", "up")
+    y = g.op("Cast", ins, to=_ELEM[f], **attrs)
+    return [g.op("Cast", [y], to=_elem(_out_dtype(node)))]

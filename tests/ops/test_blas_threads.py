@@ -1,0 +1,88 @@
+"""BLAS threads by work size (lazyarray/ops/blas_threads.py): small products run on one BLAS
+thread and the count comes back after; large ones and the kernels' values are left alone."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lazyarray.ops import blas_threads, conv
+
+threadpoolctl = pytest.importorskip("threadpoolctl")
+
+
+def _blas_threads() -> list[int]:
+    """The thread counts of the BLAS libraries the module controls (NumPy's, found at first use;
+    other libraries loaded later, such as SciPy's own OpenBLAS, are not NumPy's)."""
+    return [get() for get, _ in blas_threads._libraries()]
+
+
+@pytest.fixture
+def two_blas_threads():
+    if not _blas_threads():
+        pytest.skip("no BLAS library found by threadpoolctl")
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        if max(_blas_threads()) < 2:
+            pytest.skip("BLAS cannot run 2 threads here")
+        yield
+
+
+def test_a_small_product_runs_on_one_thread_and_the_count_comes_back(two_blas_threads):
+    before = _blas_threads()
+    with blas_threads.one_thread(blas_threads.MIN_PARALLEL_FLOPS / 2):
+        assert _blas_threads() == [1] * len(before)
+    assert _blas_threads() == before
+
+
+@pytest.mark.parametrize("flops", [blas_threads.MIN_PARALLEL_FLOPS, blas_threads.SERIAL_ANYWAY_FLOPS],
+                         ids=["large", "serial-anyway"])
+def test_large_and_tiny_products_leave_blas_alone(two_blas_threads, flops):
+    before = _blas_threads()
+    with blas_threads.one_thread(flops):
+        assert _blas_threads() == before
+
+
+def test_the_count_comes_back_after_an_error(two_blas_threads):
+    before = _blas_threads()
+    with pytest.raises(RuntimeError, match="inside"), blas_threads.one_thread(blas_threads.MIN_PARALLEL_FLOPS / 2):
+        raise RuntimeError("inside")
+    assert _blas_threads() == before
+
+
+def test_batch_last_conv_multiplies_on_one_thread(two_blas_threads, monkeypatch):
+    """The demo CNN's second conv (5.3 MFLOP) multiplies single-threaded, with the same values."""
+    seen = []
+    real = np.matmul
+
+    def spy(*a, **kw):
+        seen.append(max(_blas_threads()))
+        return real(*a, **kw)
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 8, 6, 6)).astype("float32")
+    w = rng.standard_normal((16, 8, 3, 3)).astype("float32")
+    expected = conv._batch_last_conv(np, x, w, None, (1, 1), (1, 1), (1, 1), None)
+    monkeypatch.setattr(np, "matmul", spy)
+    got = conv._batch_last_conv(np, x, w, None, (1, 1), (1, 1), (1, 1), None)
+    assert seen and set(seen) == {1}  # (one call per column block)
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_a_small_dense_layer_multiplies_on_one_thread(two_blas_threads):
+    """``dense`` of a few rows: one BLAS thread during the product (float64 rows against a float32
+    weight take the ``xp.matmul`` branch, spied on here), the values of ``x @ w.T + b``."""
+    from types import SimpleNamespace
+
+    from lazyarray.ops.nn import _dense
+
+    seen = []
+
+    def spy(*a, **kw):
+        seen.append(max(_blas_threads()))
+        return np.matmul(*a, **kw)
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((64, 144))  # the demo CNN's first dense layer: 0.6 MFLOP
+    w, b = (rng.standard_normal(s).astype("float32") for s in ((32, 144), (32,)))
+    y = _dense(SimpleNamespace(matmul=spy), x, w, b)
+    assert seen == [1]
+    np.testing.assert_allclose(y, x @ w.T.astype(np.float64) + b, rtol=1e-6, atol=1e-6)
