@@ -153,7 +153,7 @@ def _relu(xp, x, out=None):
     rows = -(-n // _ZERO_ROW)
     if n % rows == 0:  # rows of equal length up to the zero row's cover x in one call
         width = n // rows
-        np.maximum(flat.reshape(rows, width), zeros[:width], out=dst.reshape(rows, width))
+        _relu_rows(flat.reshape(rows, width), zeros[:width], dst.reshape(rows, width))
         return res
     whole = n - n % _ZERO_ROW
     if whole:

@@ -146,8 +146,9 @@ def test_relu_kernel_of_arrays_stored_in_another_axis_order():
     np.testing.assert_array_equal(plain, np.maximum(x, 0))
 
 
+@pytest.mark.parametrize("size,rows", [(11 * 8192 + 17, 11), (12 * 8192, 12), (3 * 6000, 3)])
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
-def test_relu_rows_spread_over_threads_equal_numpy(n_threads, monkeypatch):
+def test_relu_rows_spread_over_threads_equal_numpy(n_threads, size, rows, monkeypatch):
     """A large relu runs its rows in chunks over the threads (``_relu_rows``); one thread, one call."""
     import os
 
@@ -160,7 +161,7 @@ def test_relu_rows_spread_over_threads_equal_numpy(n_threads, monkeypatch):
     calls = []
     real = threads.chunked
     monkeypatch.setattr(threads, "chunked", lambda *a: calls.append(a[0]) or real(*a))
-    x = np.random.default_rng(2).standard_normal(11 * 8192 + 17).astype(np.float32)
+    x = np.random.default_rng(2).standard_normal(size).astype(np.float32)  # (whole rows + tail, equal rows)
     la.set_num_threads(n_threads)
     try:
         got = elementwise._relu(np, x)
@@ -170,7 +171,7 @@ def test_relu_rows_spread_over_threads_equal_numpy(n_threads, monkeypatch):
         la.set_num_threads(os.cpu_count() or 1)
     np.testing.assert_array_equal(got, np.maximum(x, 0))
     np.testing.assert_array_equal(y, np.maximum(x, 0))
-    assert calls == ([] if n_threads == 1 else [11, 11])
+    assert calls == ([] if n_threads == 1 else [rows, rows])
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
