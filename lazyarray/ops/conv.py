@@ -292,14 +292,6 @@ def _gemm_conv(xp, win, weight, bias, out):
 SPLIT_CHUNK_BYTES = 1 << 20
 
 
-def _conv_threads(n, o, c, kh, kw, hw, stride, padding, dilation) -> int:
-    """Threads a groups == 1 conv2d of a batch of ``n`` images is split over (1: unsplit)."""
-    from ..threads import split_threads  # (the threads module sits above ops/)
-
-    ho, wo = (_out_dim(hw[a], (kh, kw)[a], stride[a], padding[a], dilation[a]) for a in (0, 1))
-    return split_threads(n * o * c * kh * kw * ho * wo, n)
-
-
 def _balanced_chunks(n: int, per_image: int, limit: int, threads: int) -> int:
     """Images per chunk: chunks of at most ``limit`` bytes (at least one image each), their count
     a multiple of ``threads`` where the batch allows, so every thread gets the same share."""
@@ -480,7 +472,9 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
             return out
         return y
     if groups == 1 and n > 1 and xp is np and not (_batch_last(x) or _batch_last(out)):
-        threads = _conv_threads(n, o, c, kh, kw, x.shape[2:], stride, padding, dilation)
+        from ..threads import split_threads  # (the threads module sits above ops/)
+
+        threads = split_threads(n * o * c * kh * kw * ho * wo, n)
         if threads > 1:
             return _split_conv(xp, x, weight, bias, stride, padding, dilation, out, threads)
     if groups == 1 and n > 1:
