@@ -130,6 +130,12 @@ def blas_one_thread() -> _BlasSerial:
     return _BLAS
 
 
+def blas_thread_counts() -> list:
+    """The thread count of each BLAS library NumPy loaded (as ``blas_one_thread`` sees them; empty
+    without threadpoolctl)."""
+    return [c.get_num_threads() for c, _ in _BLAS._blas()]
+
+
 def split_threads(macs: int, pieces: int) -> int:
     """Threads to ``split`` a kernel of ``macs`` multiply-adds in at most ``pieces`` independent
     pieces over (a convolution's images); 1: run it whole, its products on BLAS's threads. With

@@ -9,15 +9,16 @@ its three small products; with the second core busy, a 21 MFLOP product took 16 
 against 0.3-0.5 ms on 1). onnxruntime sizes its thread split by cost the same way: its time for
 that model is the same on 1 and 2 threads.
 
-``one_thread(flops)`` is a context: a product of fewer than ``MIN_PARALLEL_FLOPS`` runs with the
-BLAS libraries NumPy loaded (threadpoolctl finds them; without the ``threads`` extra nothing
-changes) set to one thread, and their previous count comes back after. The setting is
+``one_thread(flops)`` is a context: a product of fewer than ``MIN_PARALLEL_FLOPS`` runs inside
+``threads.blas_one_thread()`` (the one switch of BLAS's thread count, shared with the thread splits
+of convolutions: counted, so overlapping users restore it once, from any Python thread; without
+the ``threads`` extra nothing changes). This module is only the size policy. The setting is
 process-wide, as BLAS's own is: a product started meanwhile on another Python thread may run
 on fewer threads than it could, never with different values.
 """
 from __future__ import annotations
 
-import threading
+from ..threads import blas_one_thread
 
 # Below this many floating-point operations (2 * m * n * k) a product runs on one BLAS thread.
 # Measured (benchmarks/onnx.py, 2 cores): the demo CNN's products (0.6, 1.3 and 5.3 MFLOP) each
@@ -26,44 +27,6 @@ MIN_PARALLEL_FLOPS = 16e6
 # ... and below this many OpenBLAS runs on one thread anyway (m * n * k <= 65536 * 4): nothing to
 # set, and a batch-1 layer does not pay the two calls into the library.
 SERIAL_ANYWAY_FLOPS = 2 * 65536 * 4
-
-_LOCK = threading.Lock()
-_LIBS: list = []  # [(get, set), ...] of the BLAS libraries loaded, found once
-
-
-def _libraries() -> list:
-    if not _LIBS:
-        with _LOCK:
-            if not _LIBS:
-                try:
-                    from threadpoolctl import ThreadpoolController
-                    found = [(c.get_num_threads, c.set_num_threads)
-                             for c in ThreadpoolController().lib_controllers if c.user_api == "blas"]
-                except Exception:  # the optional extra is absent (or cannot inspect this process)
-                    found = []
-                _LIBS.append(found)
-    return _LIBS[0]
-
-
-class _OneThread:
-    """Sets each BLAS library with more than one thread to one, and back on exit."""
-
-    __slots__ = ("_restore",)
-
-    def __enter__(self):
-        restore = []
-        for get, set_ in _libraries():
-            n = get()
-            if n is not None and n > 1:
-                set_(1)
-                restore.append((set_, n))
-        self._restore = restore
-        return self
-
-    def __exit__(self, *exc):
-        for set_, n in self._restore:
-            set_(n)
-        return False
 
 
 class _Unchanged:
@@ -92,4 +55,4 @@ def one_thread(flops: float):
     >>> float(c[0, 0])
     9.0
     """
-    return _OneThread() if SERIAL_ANYWAY_FLOPS < flops < MIN_PARALLEL_FLOPS else _UNCHANGED
+    return blas_one_thread() if SERIAL_ANYWAY_FLOPS < flops < MIN_PARALLEL_FLOPS else _UNCHANGED

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from lazyarray.ops import blas_threads, conv
+from lazyarray.threads import blas_thread_counts
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
 
@@ -13,7 +14,7 @@ threadpoolctl = pytest.importorskip("threadpoolctl")
 def _blas_threads() -> list[int]:
     """The thread counts of the BLAS libraries the module controls (NumPy's, found at first use;
     other libraries loaded later, such as SciPy's own OpenBLAS, are not NumPy's)."""
-    return [get() for get, _ in blas_threads._libraries()]
+    return blas_thread_counts()
 
 
 @pytest.fixture
@@ -86,3 +87,19 @@ def test_a_small_dense_layer_multiplies_on_one_thread(two_blas_threads):
     y = _dense(SimpleNamespace(matmul=spy), x, w, b)
     assert seen == [1]
     np.testing.assert_allclose(y, x @ w.T.astype(np.float64) + b, rtol=1e-6, atol=1e-6)
+
+
+def test_a_small_product_runs_on_one_thread_from_another_python_thread_too(two_blas_threads):
+    # threadpoolctl's public OpenBLAS setter ignores every thread but the first that set a limit;
+    # the shared switch (threads.blas_one_thread) must not
+    import threading
+    seen = []
+
+    def work():
+        with blas_threads.one_thread(blas_threads.MIN_PARALLEL_FLOPS / 2):
+            seen.append(blas_thread_counts())
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert seen and all(n == 1 for n in seen[0])
+    assert max(blas_thread_counts()) >= 2
