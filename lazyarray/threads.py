@@ -88,6 +88,10 @@ class _BlasSerial:
         self.depth = 0
         self.saved: list = []
         self.controllers = None
+        # every BLAS library was on one thread when the controllers were looked up: entering is then
+        # free (a batch-1 dense layer paid ~4 us for the check). ``la.set_num_threads`` and
+        # ``blas_changed`` look again.
+        self.serial = False
 
     def _blas(self) -> list:
         if self.controllers is None:
@@ -98,9 +102,15 @@ class _BlasSerial:
             else:
                 self.controllers = [(c, getattr(c, "_real_set_num_threads", c.set_num_threads))
                                     for c in ThreadpoolController().lib_controllers if c.user_api == "blas"]
+            self.serial = all((c.get_num_threads() or 1) <= 1 for c, _ in self.controllers)
         return self.controllers
 
     def __enter__(self):
+        if self.controllers is None:
+            with self.lock:
+                self._blas()
+        if self.serial:
+            return self
         with self.lock:
             if self.depth == 0:
                 self.saved = [(c, setter, c.get_num_threads()) for c, setter in self._blas()]
@@ -111,6 +121,8 @@ class _BlasSerial:
         return self
 
     def __exit__(self, *exc):
+        if self.depth == 0:  # entered while BLAS was serial: nothing was switched
+            return False
         with self.lock:
             self.depth -= 1
             if self.depth == 0:
@@ -128,6 +140,13 @@ def blas_one_thread() -> _BlasSerial:
     """A context in which BLAS runs on one thread (process-wide, counted like ``split``'s own
     region): a kernel that splits several times, or calls BLAS between splits, switches once."""
     return _BLAS
+
+
+def blas_changed() -> None:
+    """Say that BLAS's thread counts were changed outside ``la.set_num_threads`` (e.g. with
+    threadpoolctl): ``blas_one_thread`` looks at them again."""
+    with _BLAS.lock:
+        _BLAS.controllers = None
 
 
 def blas_thread_counts() -> list:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lazyarray import threads
 from lazyarray.ops import blas_threads, conv
-from lazyarray.threads import blas_thread_counts
+from lazyarray.threads import blas_changed, blas_thread_counts
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
 
@@ -22,9 +23,21 @@ def two_blas_threads():
     if not _blas_threads():
         pytest.skip("no BLAS library found by threadpoolctl")
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        blas_changed()  # (set behind la.set_num_threads' back)
         if max(_blas_threads()) < 2:
             pytest.skip("BLAS cannot run 2 threads here")
         yield
+    blas_changed()
+
+
+def test_with_blas_on_one_thread_the_switch_does_nothing():
+    with threadpoolctl.threadpool_limits(1, user_api="blas"):
+        blas_changed()
+        with blas_threads.one_thread(blas_threads.MIN_PARALLEL_FLOPS / 2):
+            assert set(_blas_threads()) <= {1}
+            assert threads._BLAS.depth == 0  # the serial fast path took nothing
+        assert set(_blas_threads()) <= {1}
+    blas_changed()
 
 
 def test_a_small_product_runs_on_one_thread_and_the_count_comes_back(two_blas_threads):
