@@ -39,13 +39,13 @@ class _Unchanged:
         return False
 
 
-_UNCHANGED = _Unchanged()
+UNCHANGED = _Unchanged()  # what ``one_thread`` gives when BLAS is left alone (a hot caller may skip ``with``)
 
 
 def one_thread(flops: float):
     """A context in which a product of ``flops`` floating-point operations runs on one BLAS thread
-    when it is too small to share (``MIN_PARALLEL_FLOPS``); otherwise, and for products BLAS runs
-    on one thread anyway (``SERIAL_ANYWAY_FLOPS``), BLAS is left as it is.
+    when it is too small to share (``MIN_PARALLEL_FLOPS``); otherwise, for products BLAS runs on
+    one thread anyway (``SERIAL_ANYWAY_FLOPS``) and while BLAS is on one thread, ``UNCHANGED``.
 
     >>> import numpy as np
     >>> a = np.ones((8, 9), np.float32)
@@ -55,4 +55,8 @@ def one_thread(flops: float):
     >>> float(c[0, 0])
     9.0
     """
-    return blas_one_thread() if SERIAL_ANYWAY_FLOPS < flops < MIN_PARALLEL_FLOPS else _UNCHANGED
+    if SERIAL_ANYWAY_FLOPS < flops < MIN_PARALLEL_FLOPS:
+        ctx = blas_one_thread()
+        if not ctx.serial:  # (BLAS already on one thread: nothing to switch)
+            return ctx
+    return UNCHANGED
