@@ -13,7 +13,7 @@ from ..device import Device
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from ..rng import generator
 from . import sparse_kernels
-from .blas_threads import UNCHANGED, one_thread
+from .blas_threads import SERIAL_ANYWAY_FLOPS, UNCHANGED, one_thread
 from .params import BOOL, DTYPE, FLOAT, INT, OPT_BOOL, Param
 from .reduce import element_count
 from .registry import OpDef, broadcast_shapes, normalize_axis, register
@@ -198,22 +198,21 @@ def _dense(xp, x, weight, bias=None, out=None):
         y = xp.matmul(x, weight.T, out=out)
     else:
         wt = transposed(weight, rows)  # (a packed copy where it pays: weight_pack.py)
-        serial = one_thread(2.0 * rows * weight.shape[0] * weight.shape[1])  # (small products: blas_threads.py)
-        if serial is UNCHANGED:  # (no ``with``: a batch-1 layer's call stays lean)
-            y = _product(xp, x, weight, wt, out)
+        flops = 2.0 * rows * weight.shape[0] * weight.shape[1]  # (small products: blas_threads.py)
+        serial = one_thread(flops) if flops > SERIAL_ANYWAY_FLOPS else UNCHANGED
+        if x.__class__ is np.ndarray and weight.__class__ is np.ndarray and x.ndim == 2 \
+                and x.dtype == weight.dtype and (out is None or (out.dtype == x.dtype and out.flags.carray)):
+            if serial is UNCHANGED:  # (no ``with``: a batch-1 layer's call stays lean)
+                y = x.dot(wt, out=out)  # the same product as matmul at half its per-call cost (0.4 vs 1 us)
+            else:
+                with serial:
+                    y = x.dot(wt, out=out)
         else:
             with serial:
-                y = _product(xp, x, weight, wt, out)
+                y = xp.matmul(x, wt, out=out)
     if bias is not None:
         y += bias
     return y
-
-
-def _product(xp, x, weight, wt, out):
-    if x.__class__ is np.ndarray and weight.__class__ is np.ndarray and x.ndim == 2 \
-            and x.dtype == weight.dtype and (out is None or (out.dtype == x.dtype and out.flags.carray)):
-        return x.dot(wt, out=out)  # the same product as matmul at half its per-call cost (0.4 vs 1 us)
-    return xp.matmul(x, wt, out=out)
 
 
 def _dense_rule(shapes):
