@@ -43,7 +43,7 @@ def set_num_threads(n: int) -> None:
     except ImportError:
         return
     threadpool_limits(n)
-    _BLAS.controllers = None  # found again on the next split (the limit above reached every BLAS)
+    blas_changed()  # looked up again on the next switch (the limit above reached every BLAS)
 
 
 def num_threads() -> int:
@@ -147,6 +147,7 @@ def blas_changed() -> None:
     threadpoolctl): ``blas_one_thread`` looks at them again."""
     with _BLAS.lock:
         _BLAS.controllers = None
+        _BLAS.serial = False  # (until the next lookup says so)
 
 
 def blas_thread_counts() -> list:

@@ -116,3 +116,20 @@ def test_a_small_product_runs_on_one_thread_from_another_python_thread_too(two_b
     t.join()
     assert seen and all(n == 1 for n in seen[0])
     assert max(blas_thread_counts()) >= 2
+
+
+def test_set_num_threads_forgets_that_blas_was_serial(two_blas_threads):
+    import lazyarray as la
+    before = la.threads.num_threads()
+    try:
+        la.set_num_threads(1)
+        with blas_threads.one_thread(blas_threads.MIN_PARALLEL_FLOPS / 2):  # BLAS serial: nothing to switch
+            pass
+        la.set_num_threads(2)
+        if max(blas_thread_counts()) < 2:
+            pytest.skip("BLAS cannot run 2 threads here")
+        with blas_threads.one_thread(blas_threads.MIN_PARALLEL_FLOPS / 2):
+            assert set(blas_thread_counts()) == {1}
+        assert max(blas_thread_counts()) == 2
+    finally:
+        la.set_num_threads(before)
