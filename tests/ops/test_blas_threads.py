@@ -125,10 +125,10 @@ def test_set_num_threads_forgets_that_blas_was_serial(two_blas_threads):
         la.set_num_threads(1)
         with blas_threads.one_thread(blas_threads.MIN_PARALLEL_FLOPS / 2):  # BLAS serial: nothing to switch
             pass
-        la.set_num_threads(2)
-        if max(blas_thread_counts()) < 2:
-            pytest.skip("BLAS cannot run 2 threads here")
-        with blas_threads.one_thread(blas_threads.MIN_PARALLEL_FLOPS / 2):
+        la.set_num_threads(2)  # (the fixture made sure BLAS can run 2)
+        ctx = blas_threads.one_thread(blas_threads.MIN_PARALLEL_FLOPS / 2)  # asked before anything looks again
+        assert ctx is not blas_threads.UNCHANGED
+        with ctx:
             assert set(blas_thread_counts()) == {1}
         assert max(blas_thread_counts()) == 2
     finally:
