@@ -68,12 +68,19 @@ def _reads_well(node) -> bool:
     return node.op.name in OPS and (node.op.name != "conv2d" or _conv_fits(node))
 
 
-def batch_last_slots(g, specs, out_slots: set[int], planned) -> dict[int, tuple]:
-    """``slot -> memory order`` for the values a program stores batch last (see the module)."""
-    handed = set(out_slots)  # values the caller receives, and the values they are views of
+def handed_slots(specs, out_slots: set[int]) -> set[int]:
+    """The slots whose values the caller receives, and the values those are views of: a layout
+    choice must leave them C-contiguous."""
+    handed = set(out_slots)
     for sp in reversed(specs):
         if sp.node.op.view and sp.ins and any(o in handed for o in sp.outs):
             handed.add(sp.ins[0])
+    return handed
+
+
+def batch_last_slots(g, specs, out_slots: set[int], planned) -> dict[int, tuple]:
+    """``slot -> memory order`` for the values a program stores batch last (see the module)."""
+    handed = handed_slots(specs, out_slots)
     readers: dict[int, list] = {}
     for sp in specs:
         for i in sp.ins:

@@ -30,6 +30,8 @@ An in-place pair of values whose orders differ is not planned (``program._plan``
 """
 from __future__ import annotations
 
+from .batch_last import handed_slots
+
 UNITS_MAJOR = (1, 0)  # the axes of a (rows, units) value in the order its memory holds them
 MIN_ROWS = 8  # 2-4 rows: within noise either way, and some shapes lose
 MAX_ROWS = 128
@@ -58,10 +60,7 @@ def _reads_well(op: str, pos: int) -> bool:
 
 def units_major_slots(g, specs, out_slots: set[int], planned) -> dict[int, tuple]:
     """``slot -> memory order`` for the values a program stores units-major (see the module)."""
-    handed = set(out_slots)  # values the caller receives, and the values they are views of
-    for sp in reversed(specs):
-        if sp.node.op.view and sp.ins and any(o in handed for o in sp.outs):
-            handed.add(sp.ins[0])
+    handed = handed_slots(specs, out_slots)
     readers: dict[int, list] = {}
     for sp in specs:
         for pos, i in enumerate(sp.ins):

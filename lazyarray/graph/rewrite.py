@@ -52,3 +52,15 @@ def rewrite(sym: Symbol, visit: Callable[[Node, list], Node | tuple | None], sto
             for i, e in enumerate(new):
                 env[(id(node), i)] = e
     return type(sym)([env[(id(e.node), e.index)] for e in sym.outputs])
+
+
+def use_counts(sym) -> dict[int, int]:
+    """``id(node) -> how many times it is read``: by other nodes' inputs, and by ``sym``'s outputs
+    (a value the caller receives counts as one more reader, so a pass never rewrites it away)."""
+    uses: dict[int, int] = {}
+    for node in sym.topo():
+        for e in node.inputs:
+            uses[id(e.node)] = uses.get(id(e.node), 0) + 1
+    for e in sym.outputs:
+        uses[id(e.node)] = uses.get(id(e.node), 0) + 1
+    return uses

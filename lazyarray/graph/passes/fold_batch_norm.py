@@ -19,7 +19,7 @@ import math
 from ...ops import registry
 from ..build import record_node, scalar_const
 from ..node import Entry, Node
-from ..rewrite import rewrite
+from ..rewrite import rewrite, use_counts
 from ..symbol import Symbol
 
 
@@ -34,12 +34,7 @@ def fold_batch_norm(sym: Symbol) -> Symbol:
     >>> [n.op.name for n in fold_batch_norm(y).topo() if n.op is not None][-1]
     'conv2d'
     """
-    uses: dict[int, int] = {}
-    for node in sym.topo():
-        for e in node.inputs:
-            uses[id(e.node)] = uses.get(id(e.node), 0) + 1
-    for e in sym.outputs:
-        uses[id(e.node)] = uses.get(id(e.node), 0) + 1
+    uses = use_counts(sym)
     foldable = {id(n) for n in sym.topo() if _foldable(n, uses)}
 
     def visit(node: Node, ins):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ...ops import registry
 from ..build import record_node
 from ..node import Node
-from ..rewrite import rewrite
+from ..rewrite import rewrite, use_counts
 from ..symbol import Symbol
 
 
@@ -26,12 +26,7 @@ def relu_after_max_pool(sym: Symbol) -> Symbol:
     >>> [n.op.name for n in relu_after_max_pool(y).topo() if n.op is not None]
     ['max_pool2d', 'relu']
     """
-    uses: dict[int, int] = {}
-    for node in sym.topo():
-        for e in node.inputs:
-            uses[id(e.node)] = uses.get(id(e.node), 0) + 1
-    for e in sym.outputs:
-        uses[id(e.node)] = uses.get(id(e.node), 0) + 1
+    uses = use_counts(sym)
     pool_op, relu_op = registry.get("max_pool2d"), registry.get("relu")
 
     def visit(node: Node, ins):
