@@ -1,6 +1,6 @@
 """Convolution-family ops the layers need: ``nn.conv2d`` (NCHW, im2col + matmul, with
-``dilation`` and ``groups``), ``nn.conv2d_transpose``, ``nn.batch_norm`` (normalize with given
-statistics) and ``nn.flatten``. Pooling lives in ``pool.py``.
+``dilation`` and ``groups``), ``nn.conv2d_transpose`` and ``nn.flatten``. Pooling lives in
+``pool.py``, ``nn.batch_norm`` with the other normalizations in ``norm.py``.
 
 The gradients of ``conv2d`` cannot be written with other ops (col2im), so they are registered
 ops of their own: ``nn.conv2d_input_grad`` and ``nn.conv2d_weight_grad``. They read their
@@ -13,10 +13,6 @@ is im2col + matmul (``_gemm_conv`` per image, ``_batch_last_conv`` for a batch o
 images), or Winograd F(2x2, 3x3) for deep 3x3 stride-1 layers
 (``winograd.py``); depthwise kernels (one filter per channel) are kh * kw strided
 multiply-adds over all channels at once.
-
-``batch_norm`` takes the mean and variance as inputs: the layer passes batch statistics
-in training mode (their gradients flow back through the ops that computed them) and the
-running statistics in inference mode. Its gradient is written with elementwise ops.
 """
 from __future__ import annotations
 
@@ -27,8 +23,8 @@ import numpy as np
 
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from .blas_threads import one_thread
-from .params import FLOAT, INT, INTS, Param
-from .registry import OpDef, normalize_axis, register
+from .params import INT, INTS, Param
+from .registry import OpDef, register
 from .winograd import use_winograd, winograd_conv2d
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -722,68 +718,6 @@ register(OpDef("conv2d_transpose", ("x", "weight", "bias?"), _conv2d_transpose, 
                grad=_conv2d_transpose_grad, namespace="nn", workspace=_transpose_workspace,
                doc="transposed 2-D convolution (the adjoint of conv2d in its input, 'deconvolution') of "
                    "NCHW input with (C, O/groups, kh, kw) weight"))
-
-
-# -- batch norm ----------------------------------------------------------------------------------
-def _bn_view(v, ndim, axis):
-    """A per-channel vector shaped to broadcast against the input along ``axis``."""
-    shape = [1] * ndim
-    shape[axis] = v.shape[0]
-    return v.reshape(shape)
-
-
-def _batch_norm(xp, x, gamma, beta, mean, var, eps=1e-5, axis=1, out=None):
-    axis %= x.ndim
-    scale = gamma / xp.sqrt(var + x.dtype.type(eps))
-    shift = beta - mean * scale
-    y = xp.multiply(x, _bn_view(scale.astype(x.dtype, copy=False), x.ndim, axis), out=out)
-    y += _bn_view(shift.astype(x.dtype, copy=False), x.ndim, axis)  # in place: one pass less
-    return y
-
-
-def _batch_norm_shape(shapes, eps=1e-5, axis=1):
-    x = shapes[0]
-    ax = normalize_axis(axis, len(x), "batch_norm")
-    c = x[ax]
-    for name, s in zip(("gamma", "beta", "mean", "var"), shapes[1:]):
-        if len(s) != 1 or (None not in (c, s[0]) and s[0] != c):
-            raise ShapeError(f"{name} {fmt_shape(s)} must be ({c},): one value per channel of input "
-                             f"{fmt_shape(x)} along axis {axis}")
-    return x
-
-
-def _check_eps(v, op):
-    if not v > 0:
-        raise ParamValueError(f"{op}: eps must be > 0, got {v}")
-
-
-def _batch_norm_grad(F, ins, y, g, eps=1e-5, axis=1):
-    x, gamma, _, mean, var = ins
-    nd = x.aval.ndim
-    axis %= nd
-    others = tuple(i for i in range(nd) if i != axis)
-    trailing = tuple(range(1, nd - axis))  # dims after the channel axis, for broadcasting
-
-    def bc(v):  # (C,) -> broadcastable against x
-        return F.expand_dims(v, axis=trailing) if trailing else v
-
-    inv = F.power(F.add(var, eps), -0.5)  # 1 / sqrt(var + eps), shape (C,)
-    centered = F.subtract(x, bc(mean))
-    g_sum = F.sum(g, axis=others)
-    gc_sum = F.sum(F.multiply(g, centered), axis=others)
-    scale = F.multiply(gamma, inv)
-    dx = F.multiply(g, bc(scale))
-    dgamma = F.multiply(gc_sum, inv)
-    dmean = F.negative(F.multiply(g_sum, scale))
-    dvar = F.multiply(F.multiply(gc_sum, scale), F.multiply(F.multiply(inv, inv), -0.5))
-    return [dx, dgamma, g_sum, dmean, dvar]
-
-
-register(OpDef("batch_norm", ("x", "gamma", "beta", "mean", "var"), _batch_norm,
-               params=(Param("eps", FLOAT, 1e-5, check=_check_eps), Param("axis", INT, 1)),
-               shape=_batch_norm_shape, dtype=_float_inputs("batch_norm"), grad=_batch_norm_grad,
-               namespace="nn", writes_out=True,
-               doc="(x - mean) / sqrt(var + eps) * gamma + beta, per channel along axis"))
 
 
 # -- flatten -------------------------------------------------------------------------------------

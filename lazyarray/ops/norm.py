@@ -1,5 +1,5 @@
-"""Transformer ops: ``nn.layer_norm``, ``nn.gelu`` and ``nn.masked_softmax``, with their gradient ops
-``nn.layer_norm_grad`` and ``nn.gelu_grad``.
+"""Normalization and transformer ops: ``nn.layer_norm``, ``nn.batch_norm``, ``nn.gelu`` and
+``nn.masked_softmax``, with the gradient ops ``nn.layer_norm_grad`` and ``nn.gelu_grad``.
 
 ``layer_norm`` is one op rather than a composition of mean / subtract / divide: a composed
 layer norm runs about ten kernels forward and twenty backward, each a pass over memory. Its
@@ -30,6 +30,7 @@ import math
 import numpy as np
 
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
+from .conv import _float_inputs as _named_float_inputs
 from .params import FLOAT, INT, Param, choice
 from .registry import OpDef, broadcast_shapes, normalize_axis, register
 
@@ -452,3 +453,63 @@ register(OpDef("masked_softmax", ("x", "mask"), _masked_softmax, params=(Param("
                namespace="nn",
                doc="softmax of x along axis over the positions where mask (bool, broadcast to x) is True; "
                    "masked positions get 0, and a row with every position masked is all zeros (not NaN)"))
+
+
+# -- batch norm ----------------------------------------------------------------------------------
+# ``batch_norm`` takes the mean and variance as inputs: the layer passes batch statistics in
+# training mode (their gradients flow back through the ops that computed them) and the running
+# statistics in inference mode. Its gradient is written with elementwise ops.
+def _bn_view(v, ndim, axis):
+    """A per-channel vector shaped to broadcast against the input along ``axis``."""
+    shape = [1] * ndim
+    shape[axis] = v.shape[0]
+    return v.reshape(shape)
+
+
+def _batch_norm(xp, x, gamma, beta, mean, var, eps=1e-5, axis=1, out=None):
+    axis %= x.ndim
+    scale = gamma / xp.sqrt(var + x.dtype.type(eps))
+    shift = beta - mean * scale
+    y = xp.multiply(x, _bn_view(scale.astype(x.dtype, copy=False), x.ndim, axis), out=out)
+    y += _bn_view(shift.astype(x.dtype, copy=False), x.ndim, axis)  # in place: one pass less
+    return y
+
+
+def _batch_norm_shape(shapes, eps=1e-5, axis=1):
+    x = shapes[0]
+    ax = normalize_axis(axis, len(x), "batch_norm")
+    c = x[ax]
+    for name, s in zip(("gamma", "beta", "mean", "var"), shapes[1:]):
+        if len(s) != 1 or (None not in (c, s[0]) and s[0] != c):
+            raise ShapeError(f"{name} {fmt_shape(s)} must be ({c},): one value per channel of input "
+                             f"{fmt_shape(x)} along axis {axis}")
+    return x
+
+
+def _batch_norm_grad(F, ins, y, g, eps=1e-5, axis=1):
+    x, gamma, _, mean, var = ins
+    nd = x.aval.ndim
+    axis %= nd
+    others = tuple(i for i in range(nd) if i != axis)
+    trailing = tuple(range(1, nd - axis))  # dims after the channel axis, for broadcasting
+
+    def bc(v):  # (C,) -> broadcastable against x
+        return F.expand_dims(v, axis=trailing) if trailing else v
+
+    inv = F.power(F.add(var, eps), -0.5)  # 1 / sqrt(var + eps), shape (C,)
+    centered = F.subtract(x, bc(mean))
+    g_sum = F.sum(g, axis=others)
+    gc_sum = F.sum(F.multiply(g, centered), axis=others)
+    scale = F.multiply(gamma, inv)
+    dx = F.multiply(g, bc(scale))
+    dgamma = F.multiply(gc_sum, inv)
+    dmean = F.negative(F.multiply(g_sum, scale))
+    dvar = F.multiply(F.multiply(gc_sum, scale), F.multiply(F.multiply(inv, inv), -0.5))
+    return [dx, dgamma, g_sum, dmean, dvar]
+
+
+register(OpDef("batch_norm", ("x", "gamma", "beta", "mean", "var"), _batch_norm,
+               params=(Param("eps", FLOAT, 1e-5, check=_check_eps), Param("axis", INT, 1)),
+               shape=_batch_norm_shape, dtype=_named_float_inputs("batch_norm"), grad=_batch_norm_grad,
+               namespace="nn", writes_out=True,
+               doc="(x - mean) / sqrt(var + eps) * gamma + beta, per channel along axis"))

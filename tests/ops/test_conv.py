@@ -54,19 +54,6 @@ def test_grouped_kernels_write_into_out(ks, groups):
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
 
 
-def test_batch_norm_writes_into_out():
-    rng = np.random.default_rng(3)
-    x = rng.standard_normal((2, 3, 4, 5)).astype("float32")
-    gamma, beta, mean = (rng.standard_normal(3).astype("float32") for _ in range(3))
-    var = rng.uniform(0.5, 2.0, 3).astype("float32")
-    c = (slice(None), None, None)
-    expected = (x - mean[c]) / np.sqrt(var[c] + 1e-5) * gamma[c] + beta[c]
-    out = np.full(x.shape, np.nan, np.float32)
-    assert conv._batch_norm(np, x, gamma, beta, mean, var, out=out) is out
-    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(conv._batch_norm(np, x, gamma, beta, mean, var), expected, rtol=1e-5, atol=1e-6)
-
-
 def test_small_images_of_a_batch_take_the_batch_last_layout(monkeypatch):
     """A batch whose outputs have fewer than PER_IMAGE_MIN_PIXELS pixels runs one (C, H, W, N)
     im2col product; single images and larger outputs run per image. Both equal the reference,

@@ -148,3 +148,16 @@ def test_large_gelu_kernels_run_by_chunks_with_the_same_values(approximation, mo
     x2 = x.copy()
     norm_ops._gelu(np, x2, approximation=approximation, out=x2)
     np.testing.assert_array_equal(x2, y)
+
+
+def test_batch_norm_writes_into_out():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 4, 5)).astype("float32")
+    gamma, beta, mean = (rng.standard_normal(3).astype("float32") for _ in range(3))
+    var = rng.uniform(0.5, 2.0, 3).astype("float32")
+    c = (slice(None), None, None)
+    expected = (x - mean[c]) / np.sqrt(var[c] + 1e-5) * gamma[c] + beta[c]
+    out = np.full(x.shape, np.nan, np.float32)
+    assert norm_ops._batch_norm(np, x, gamma, beta, mean, var, out=out) is out
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(norm_ops._batch_norm(np, x, gamma, beta, mean, var), expected, rtol=1e-5, atol=1e-6)
