@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import threads
 from ..errors import ParamValueError, ShapeError, fmt_shape
 from . import sparse_kernels as sk
 from .params import FLOAT, Param
@@ -171,8 +172,6 @@ _RELU_CHUNK_ROWS = 64
 def _relu_rows(src, zeros, dst):
     """``maximum(src, zeros)`` row by row into ``dst``: one call, or under ``la.set_num_threads(n > 1)``
     and at least ``threads.MIN_PARALLEL_BYTES`` chunks of rows over the threads (``threads.chunked``)."""
-    from .. import threads  # (the threads module sits above ops/)
-
     if threads.num_threads() == 1 or dst.nbytes < threads.MIN_PARALLEL_BYTES:
         np.maximum(src, zeros, out=dst)
         return
