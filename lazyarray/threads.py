@@ -62,13 +62,19 @@ def _mark_pool_thread() -> None:
     _IN_POOL.active = True
 
 
+def in_pool() -> bool:
+    """True on one of the pool's threads, and on a thread while it works on its share of a ``split``:
+    work started there runs inline (no nested hand-offs)."""
+    return getattr(_IN_POOL, "active", False)
+
+
 def chunked(rows: int, per: int, nbytes: int, work) -> None:
     """Run ``work(bounds)`` over ``[(lo, hi), ...]`` chunks of ``per`` rows covering ``rows``: one
     call per worker thread (each gets every n-th chunk, and may keep scratch buffers across its
     chunks), or one call on this thread when the array is small or one thread is set."""
     bounds = [(lo, min(lo + per, rows)) for lo in range(0, rows, per)]
     n = min(_THREADS[0], len(bounds))
-    if n > 1 and nbytes >= MIN_PARALLEL_BYTES:
+    if n > 1 and nbytes >= MIN_PARALLEL_BYTES and not in_pool():
         list(_pool().map(work, [bounds[k::n] for k in range(n)]))
     else:
         work(bounds)
@@ -173,7 +179,7 @@ def split(parts: list, work) -> None:
     an error no thread starts another part; the first error is re-raised here once every thread
     has stopped."""
     n = min(_THREADS[0], len(parts))
-    if n <= 1 or getattr(_IN_POOL, "active", False):
+    if n <= 1 or in_pool():
         for p in parts:
             work(p)
         return
@@ -195,9 +201,11 @@ def split(parts: list, work) -> None:
 
     with _BLAS:
         futures = [_pool().submit(share) for _ in range(1, n)]
+        _IN_POOL.active = True  # (this thread's parts run their own work inline, as the pool's do)
         try:
             share()
         finally:
+            _IN_POOL.active = False
             for f in futures:  # wait for every share before BLAS gets its threads back
                 f.exception()
         for f in futures:

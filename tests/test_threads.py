@@ -70,6 +70,30 @@ def test_a_split_inside_a_pool_thread_runs_inline(two_threads):
     assert len(in_pool) == 2 and all(o == n for o, n in in_pool)  # the pool thread ran both itself
 
 
+def test_work_inside_a_split_runs_inline_on_the_caller_too(two_threads):
+    """While the calling thread works on its share of a split, a nested split or chunked kernel runs
+    inline there as on the pool's threads (no third thread on two cores), and the caller is itself
+    again after."""
+    seen = []
+    barrier = threading.Barrier(2, timeout=10)
+
+    def outer(p):
+        barrier.wait()
+        me = threading.current_thread().name
+        assert threads.in_pool()
+        threads.chunked(4, 1, threads.MIN_PARALLEL_BYTES,
+                        lambda bounds: seen.append((me, threading.current_thread().name, tuple(bounds))))
+
+    assert not threads.in_pool()
+    threads.split([0, 1], outer)
+    assert not threads.in_pool()
+    assert len(seen) == 2 and all(outer_name == name for outer_name, name, _ in seen)
+    assert all(bounds == ((0, 1), (1, 2), (2, 3), (3, 4)) for _, _, bounds in seen)  # one call: every chunk
+    chunks = []
+    threads.chunked(4, 1, threads.MIN_PARALLEL_BYTES, lambda bounds: chunks.append(threading.current_thread().name))
+    assert len(chunks) == 2  # outside a split the chunks go over the two threads again
+
+
 def test_blas_runs_on_one_thread_inside_and_gets_its_threads_back(two_threads):
     before = _blas_threads()
     assert before and all(n == 2 for n in before)
