@@ -58,3 +58,25 @@ def test_sum_to_writes_into_out_the_values_it_returns_without(src, shape):
     got = f(x, shape=shape, out=out)
     assert got is out and got.dtype == np.float32
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_bias_gradient_column_sums_match_a_float64_sum(order, dtype):
+    """The bias gradient's column sums (``sum_to`` (rows, n) -> (n,)) go through BLAS for floats
+    (``ones @ x``), C- or F-ordered (a units-major buffer): as close to the exact sum as NumPy's
+    reduce, and the same whether written into a planned buffer or allocated; integers stay exact."""
+    from lazyarray.ops import registry
+    f = registry.get("sum_to").bind(np)
+    rng = np.random.default_rng(3)
+    x = np.asarray(rng.standard_normal((1024, 40)) * 10, dtype=dtype, order=order)
+    exact = x.astype(np.float64).sum(axis=0)
+    got = f(x, shape=(40,))
+    out = np.full((40,), -1, dtype)
+    assert f(x, shape=(40,), out=out) is out and got.dtype == dtype
+    np.testing.assert_array_equal(out, got)
+    if dtype is np.int32:
+        np.testing.assert_array_equal(got, x.sum(axis=0))
+    else:
+        err = np.abs(got - exact).max()
+        assert err <= 2 * np.abs(x.sum(axis=0) - exact).max() + np.finfo(dtype).eps * np.abs(x).sum(axis=0).max()
