@@ -14,7 +14,7 @@ Kernels handle any strides (they are NumPy code); the ones that care choose thei
 strides they are given (``conv2d`` takes its batch-last kernel, a pooling that tiles the image
 its tap views). Chosen per compiled signature for values that are
 
-* made by ``conv2d``, ``relu``, ``batch_norm`` or the 2-D pools (the ops whose kernels gain),
+* made by ``conv2d``, ``relu``, ``batch_norm``, the 2-D pools or ``batch_norm_max_pool2d`` (the ops whose kernels gain),
   written into their planned buffer, and read only by those ops or ``flatten``; a ``conv2d``
   among them must have im2col columns that fit its scratch buffer (``conv.SCRATCH_MAX_BYTES``);
 * 4-D float arrays on the CPU of at least ``MIN_BATCH`` images of at most ``MAX_PIXELS`` pixels
@@ -29,7 +29,7 @@ from ..ops.conv import SCRATCH_MAX_BYTES
 
 # (C, H, W, N): the axes of an NCHW value in the order its memory holds them.
 BATCH_LAST = (1, 2, 3, 0)
-OPS = frozenset({"conv2d", "relu", "batch_norm", "max_pool2d", "avg_pool2d"})
+OPS = frozenset({"conv2d", "relu", "batch_norm", "max_pool2d", "avg_pool2d", "batch_norm_max_pool2d"})
 # Measured on the demo CNN (benchmarks/onnx.py, batch 64): runs of N values beat rows of 12
 # from 16 images up; images of 16 x 16 and more have rows long enough on their own.
 MIN_BATCH = 16

@@ -47,6 +47,7 @@ from ..graph.passes.fold_batch_norm import fold_batch_norm
 from ..graph.passes.forward_saves import forward_saves
 from ..graph.passes.gradient import gradient
 from ..graph.passes.placement import placement
+from ..graph.passes.pool_before_batch_norm import pool_before_batch_norm
 from ..graph.passes.relu_after_max_pool import relu_after_max_pool
 from ..graph.passes.sink_slices import sink_slices
 from ..graph.rewrite import rewrite
@@ -343,8 +344,9 @@ class CachedOp:
 # -- compile steps ---------------------------------------------------------------------------------
 def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) -> Symbol:
     """Placement for the signature, then simplification (and, for graphs no gradient runs
-    through, batch norms folded into the convolution or dense layer before them, and relus
-    moved after the max pools that read them)."""
+    through, batch norms folded into the convolution or dense layer before them, max pools of
+    the other batch norms pooled first where the norm's scales allow, and relus moved after the
+    max pools that read them)."""
     placed = placement(sym, given)
     for node in placed.topo():
         for a in node.avals:
@@ -352,7 +354,7 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
                 raise GraphError(f"CachedOp: cannot infer the aval of {node.label()!r} from the inputs "
                                      f"{_given_text(given)}; give every graph input a shape")
     if inference:
-        placed = relu_after_max_pool(fold_batch_norm(placed))
+        placed = relu_after_max_pool(pool_before_batch_norm(fold_batch_norm(placed)))
     return dce(cse(sink_slices(simplify(constant_fold(cse(dce(placed)))))))
 
 

@@ -167,6 +167,13 @@ def _batch_norm(g, node, ins):
     return [g.op("Add", [g.op("Mul", [y, gamma]), beta])]
 
 
+def _bn_max_pool2d(g, node, ins):
+    """The recorded order (the op's kernel may pool first: equal values), one dtype throughout."""
+    x = g.op("Relu", [ins[0]]) if node.params.get("relu", False) else ins[0]
+    bn = g.op("BatchNormalization", [x, *ins[1:]], epsilon=float(node.params.get("eps", 1e-5)))
+    return [g.op("MaxPool", [bn], **_pool_attrs(node))]
+
+
 def _layer_norm(g, node, ins):
     rank = _rank(g, node)
     ax = node.params.get("axis", -1) % rank
@@ -202,4 +209,5 @@ CONVERTERS = {
     "log_softmax": _softmax("LogSoftmax"), "masked_softmax": _masked_softmax, "one_hot": _one_hot, "softmax_cross_entropy_rows": _sce_rows,
     "dropout": _dropout, "conv2d": _conv2d, "conv2d_transpose": _conv2d_transpose, "max_pool2d": _max_pool2d,
     "avg_pool2d": _avg_pool2d, "batch_norm": _batch_norm, "layer_norm": _layer_norm, "gelu": _gelu,
+    "batch_norm_max_pool2d": _bn_max_pool2d,
 }

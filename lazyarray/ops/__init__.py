@@ -14,6 +14,7 @@ from . import (  # noqa: F401  (registration side effect)
     nn,
     norm,
     pool,
+    pool_norm,
     reduce,
     repeat_elements,
     sampling,

@@ -1198,6 +1198,22 @@ def _batch_norm_ref(x, gamma, beta, mean, var, eps=1e-5, axis=1):
     return ((x - r[2]) / np.sqrt(r[3] + eps) * r[0] + r[1]).astype(x.dtype)
 
 
+def _bn_max_pool2d_samples(rng, dtype, small):
+    """Scales all positive (pooled first), one negative (the recorded order), with and without relu."""
+    out = []
+    for p, name in _POOL_GEOMETRIES[:3]:
+        for gamma, which in (((0.5, 1.0, 2.0), "positive"), ((0.5, -1.0, 2.0), "one-negative")):
+            args = (rand(rng, (2, 3, 6, 5), dtype), np.asarray(gamma, dtype), rand(rng, (3,), dtype),
+                    rand(rng, (3,), dtype), rand(rng, (3,), dtype, 0.5, 1.5))
+            for relu in (False, True):
+                out.append(Sample(args, dict(p, relu=relu, eps=1e-3), f"{name}-{which}-relu{relu}"))
+    return out
+
+
+def _bn_max_pool2d_ref(x, gamma, beta, mean, var, eps=1e-5, relu=False, **pool):
+    return _max_pool2d_ref(_batch_norm_ref(np.maximum(x, 0) if relu else x, gamma, beta, mean, var, eps), **pool)
+
+
 def _flatten_samples(rng, dtype, small):
     return [Sample((rand(rng, s, dtype),), {}, f"{s}") for s in [(2, 3, 4), (3, 2, 1, 2), (4, 5), (3,)]]
 
@@ -1214,6 +1230,7 @@ CASES.update({
     "avg_pool2d_grad": Case("conv", _avg_pool2d_grad_samples, _avg_pool2d_grad_ref, FLOATS),
     "batch_norm": Case("conv", _batch_norm_samples, _batch_norm_ref, FLOATS, grad=(0, 1, 2, 3, 4), rtol32=1e-4),
     "flatten": Case("conv", _flatten_samples, lambda x: x.reshape(x.shape[0], -1), FLOATS, grad=(0,)),
+    "batch_norm_max_pool2d": Case("conv", _bn_max_pool2d_samples, _bn_max_pool2d_ref, FLOATS, rtol32=1e-4),
 })
 
 
