@@ -27,9 +27,16 @@ saved, and spun when another process held the second core: 4-15x onnxruntime's t
 machine), the second conv's product runs in column blocks that take OpenBLAS's small-matrix
 kernel, im2col is one copy, and a relu after a max pool runs on the pooled values: its steps
 went from 317 to 247 us, about 1.3x onnxruntime on 1 thread (CPU time, busy machine: 1.6x
-before) and at par on 2. What remains is NumPy per pass: relu, batch norm and the pool each
-stream the 12 x 12 activations, and strided pool taps cost several times more per value than
-contiguous passes.
+before) and at par on 2. Then its relu and batch norm moved after the max pool where the norm's
+scales allow (``nn.batch_norm_max_pool2d``: a quarter of the values; 252 -> about 235 us, 1.15x
+onnxruntime on 1 thread). On 2 threads onnxruntime gains 1.05-1.7x (its pool spins, so handing a
+kernel's half to another thread costs it about a microsecond); handing work to another Python
+thread costs 50-65 us on this machine (a no-op ``threads.split`` or ``chunked``, a
+``ThreadPoolExecutor`` submit and wait: the waiting thread's wake-up), a quarter of the whole
+model's time, so its kernels stay on one thread. Running the whole graph as two half-batch
+programs on two threads (tried: the SBP rules say which graphs allow it) took 0.33 -> 0.93 ms
+for the CNN and 0.75 -> 0.97 ms for the MLP, and did not help ResNet-18: the two threads take
+turns on the GIL between their many small NumPy calls.
 ResNet at batch 1 pays im2col copies and thin BLAS products against onnxruntime's direct
 NCHWc convolutions. The MLP is three GEMMs: its gap
 is OpenBLAS against MLAS on those shapes. With 2 threads on a shared machine OpenBLAS's

@@ -647,6 +647,7 @@ from .export_linalg import CONVERTERS as _LINALG_CONVERTERS  # noqa: E402
 from .export_linalg import NO_ONNX_FORM  # noqa: E402, F401 (export quotes the reasons)
 from .export_nn import CONVERTERS as _NN_CONVERTERS  # noqa: E402
 from .export_scatter import CONVERTERS as _SCATTER_CONVERTERS  # noqa: E402
+from .image import export_image_decode  # noqa: E402
 from .narrow import export_round  # noqa: E402
 
 CONVERTERS.update(_NN_CONVERTERS)
@@ -654,3 +655,4 @@ CONVERTERS.update(_INDEX_CONVERTERS)
 CONVERTERS.update(_LINALG_CONVERTERS)
 CONVERTERS.update(_SCATTER_CONVERTERS)
 CONVERTERS["round_to_format"] = export_round
+CONVERTERS["image_decode"] = export_image_decode

@@ -23,6 +23,7 @@ from ..device import current_device
 from ..errors import GraphFormatError, LazyArrayError
 from ..executor.interpret import interpret
 from ..graph.symbol import Symbol
+from .image import IMAGE_CONVERTERS
 from .import_bitcast import BITCAST_CONVERTERS
 from .import_causal_conv import CAUSAL_CONV_CONVERTERS
 from .import_control import CONTROL_CONVERTERS, Body
@@ -70,7 +71,7 @@ CONVERTERS.update({**SCATTER_CONVERTERS, **SIGNAL_CONVERTERS, **RNN_CONVERTERS,
                    **CAUSAL_CONV_CONVERTERS, **LINEAR_ATTENTION_CONVERTERS,
                    **FLEX_ATTENTION_CONVERTERS, **DEFORM_CONV_CONVERTERS,
                    **ROI_ALIGN_CONVERTERS, **ML_CONVERTERS, **TFIDF_CONVERTERS,
-                   **SEQUENCE_CONVERTERS})  # families added later, each claimed only when all its node cases pass
+                   **SEQUENCE_CONVERTERS, **IMAGE_CONVERTERS})  # families added later, each claimed only when all its node cases pass
 
 
 def _onnx():

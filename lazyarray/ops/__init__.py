@@ -7,6 +7,7 @@ from . import (  # noqa: F401  (registration side effect)
     detection,
     elementwise,
     fft,
+    image,
     linalg,
     loss,
     math,

@@ -67,7 +67,7 @@ def test_op_in_compiled_graph_equals_eager(name, through):
         other = {k: la.array(np.asarray(v.asnumpy() * 0 + (1 if v.dtype.kind != "b" else 0)).astype(v.dtype))
                  for k, v in named.items()}
         if name not in ("take", "take_grad", "boolean_mask", "boolean_mask_grad", "nonzero", "one_hot", "inv", "solve", "cholesky", "matrix_power",
-                        "softmax_cross_entropy"):
+                        "softmax_cross_entropy", "image_decode"):  # (values that must stay valid)
             op(**other)
         for g, f in zip(got, first):
             np.testing.assert_array_equal(g.asnumpy(), f, err_msg=f"{name}[{s.name}] aliased by a later call")

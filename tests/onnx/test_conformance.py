@@ -8,6 +8,8 @@ over all 1,884 cases.
 """
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 onnx = pytest.importorskip("onnx")
@@ -35,8 +37,10 @@ def test_the_claim_is_at_least_120_operators_and_the_two_tables_split_the_import
 
 def test_every_case_of_a_claimed_operator_passes(results):
     claimed = set(claimed_ops())
+    if importlib.util.find_spec("PIL") is None:  # (ImageDecoder decodes with Pillow, of the onnx extra)
+        claimed.discard("ImageDecoder")
     cases = [(c, why) for c, why in results.values() if c.op in claimed]
-    assert len(cases) > 1000  # 1,637 cases of 183 claimed operators with onnx 1.23
+    assert len(cases) > 1000  # 1,646 cases of 184 claimed operators with onnx 1.23
     failures = [f"{c.name} ({c.op}): {why}" for c, why in cases if why is not None]
     assert not failures, f"{len(failures)} case(s) of claimed operators fail:\n" + "\n".join(failures)
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+import pytest
 
 import lazyarray as la
 
@@ -1943,3 +1944,35 @@ def _round_to_format_ref(x, format, saturate=True, round_mode="up"):
 
 
 CASES["round_to_format"] = Case("core", _round_to_format_samples, _round_to_format_ref, ALL)
+
+
+# -- image_decode (ops/image.py): Pillow decodes; the reference is Pillow's own decoding, as ONNX's ------------
+def _encoded(pixels, fmt, mode=None):
+    import io
+
+    from PIL import Image
+    buf = io.BytesIO()
+    Image.fromarray(pixels, mode).save(buf, format=fmt)
+    return np.frombuffer(buf.getvalue(), np.uint8).copy()
+
+
+def _image_decode_samples(rng, dtype, small):
+    pytest.importorskip("PIL")
+    rgb = rng.integers(0, 256, (5, 7, 3), dtype=np.uint8)
+    return [Sample((_encoded(rgb, "PNG"),), {"pixel_format": f}, f"png-{f}") for f in ("RGB", "BGR", "Grayscale")] + [
+        Sample((_encoded(rgb, "BMP"),), {"pixel_format": "BGR"}, "bmp-bgr"),
+        Sample((_encoded(rgb, "JPEG"),), {"pixel_format": "Grayscale"}, "jpeg-grayscale")]
+
+
+def _image_decode_ref(encoded, pixel_format="RGB"):
+    import io
+
+    from PIL import Image
+    img = Image.open(io.BytesIO(encoded.tobytes()))
+    if pixel_format == "Grayscale":
+        return np.asarray(img.convert("L"))[:, :, None]
+    rgb = np.asarray(img.convert("RGB"))
+    return rgb[:, :, ::-1] if pixel_format == "BGR" else rgb
+
+
+CASES["image_decode"] = Case("core", _image_decode_samples, _image_decode_ref, ("uint8",), data_dependent=True)
