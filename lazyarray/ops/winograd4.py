@@ -82,12 +82,19 @@ BIAS_POSITION = 6 * POINTS.index(1) + POINTS.index(1)
 _CONSTANTS: dict = {}
 
 # Where F(4, 3) measured faster than F(2, 3) and im2col (``benchmarks/winograd.py``, ResNet-18's
-# layers at batch 64 and 1, 1 and 2 threads). The products shrink by 1.78x but the kernel
-# transform grows by 2.25x (36 * O * C values per call, weights being graph inputs) and the
-# products get 4x fewer rows per image: it pays only with enough output pixels per kernel value.
+# layers at batch 64 and 1, 1 and 2 threads; F(2, 3) / F(4, 3) time at batch 64, 1 thread: 64
+# channels 1.49x, 128 1.25x, 256 1.12x, 512 0.93x; at batch 1: 64 x 32 x 32 1.18x, 128 x 16 x 16
+# 0.73x). The products shrink by 1.78x but the kernel transform grows by 2.25x (36 * O * C values
+# per call, weights being graph inputs) and the products get 4x fewer rows per image: it pays with
+# enough output pixels per kernel value, and not for 512 x 512 kernels (a 512-channel layer's
+# transform alone took 10 ms at batch 64, a third of the layer).
 MIN_CHANNELS = 64
-MIN_PIXELS = 4096  # output pixels in the batch (N * Ho * Wo)
-MAX_CHANNELS = 256  # (512 x 512 kernels: their transform alone outweighs the products' savings)
+MIN_PIXELS = 1024  # output pixels in the batch (N * Ho * Wo)
+MAX_CHANNELS = 256
+# The fewest tile rows a chunk's products may have: F(4, 3)'s transforms and copies want smaller
+# chunks than F(2, 3)'s (ResNet's 64 x 32 x 32 at batch 64: 36 ms in chunks of 2 images, 46 ms in
+# chunks of 4, the tile count F(2, 3)'s 256 rows would ask for); ``winograd.CHUNK_BYTES`` decides.
+MIN_CHUNK_TILES = 64
 ENV = "LAZYARRAY_WINOGRAD"
 
 
@@ -117,7 +124,7 @@ def winograd4_conv2d(xp, x, weight, padding, out=None, chunk=None, bias=None):
     """conv2d of x (N, C, H, W) with a (O, C, 3, 3) kernel at stride 1 as F(4x4, 3x3): the result
     (N, O, Ho, Wo), written into ``out`` when given (C-contiguous, that shape), ``bias`` (O,)
     added to the products. Chunks of images and threads as ``winograd.winograd_conv2d``."""
-    return winograd.run_tiled(xp, x, weight, padding, out, chunk, bias, 4, _kernel_tiles, _chunk)
+    return winograd.run_tiled(xp, x, weight, padding, out, chunk, bias, 4, _kernel_tiles, _chunk, MIN_CHUNK_TILES)
 
 
 def _kernel_tiles(xp, weight, out=None):
