@@ -125,7 +125,7 @@ def speed(batch: int, nthreads: int, rounds: int, reps: int) -> str:
         for r in range(rounds):
             for label, fn in (items if r % 2 == 0 else items[::-1]):
                 np.testing.assert_allclose(fn(x, w, out), ref, rtol=1e-3, atol=1e-4 * np.abs(ref).max())
-                times[label].append(timed(lambda fn=fn: fn(x, w, out), reps))
+                times[label].append(timed(lambda fn=fn, x=x, w=w, out=out: fn(x, w, out), reps))
         m = {k: statistics.median(v) * 1e3 for k, v in times.items()}
         for k in totals:
             totals[k] += m[k]

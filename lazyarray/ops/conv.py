@@ -11,8 +11,8 @@ and ``conv2d_weight_grad`` with image and output gradient swapped (weight).
 Groups (``groups > 1``) run as one batched matmul over a leading group axis; ``groups == 1``
 is im2col + matmul (``_gemm_conv`` per image, ``_batch_last_conv`` for a batch of small
 images), or Winograd F(2x2, 3x3) or F(4x4, 3x3) for deep 3x3 stride-1 layers
-(``winograd.py``, ``winograd4.py``: ``winograd_tile`` chooses); depthwise kernels (one filter per channel) are kh * kw strided
-multiply-adds over all channels at once.
+(``winograd.py``, ``winograd4.py``: ``winograd_tile`` chooses); depthwise kernels (one filter
+per channel) are kh * kw strided multiply-adds over all channels at once.
 """
 from __future__ import annotations
 
