@@ -98,15 +98,24 @@ def _input_tiles(xp, x, padding, th, tw):
     return v.reshape(16, th * tw * n, c)
 
 
-def _kernel_tiles(xp, weight, out=None):
-    """The transformed kernels ``G g G^T`` as (16, C, O) (a transposed view of (16, O, C)), or
-    written into ``out`` (16, O, C) (a block of output channels of a larger one)."""
+def _kernel_tiles(xp, weight, threads=1):
+    """The transformed kernels ``G g G^T`` as (16, C, O) (a transposed view of (16, O, C)), over
+    ``threads`` threads by blocks of output channels (``threads.split``)."""
+    from ..threads import split  # (the threads module sits above ops/)
+
     o, c = weight.shape[:2]
     gg = xp.asarray(_GG, dtype=weight.dtype)
-    if out is not None:
-        xp.matmul(gg, weight.reshape(o * c, 9).T, out=out.reshape(16, o * c))  # (a view: rows of O * C)
-        return out
-    return (gg @ weight.reshape(o * c, 9).T).reshape(16, o, c).transpose(0, 2, 1)
+    u = xp.empty((16, o, c), dtype=weight.dtype)
+    per = -(-o // threads)
+
+    def block(lo):  # (u[:, lo:lo + per] viewed as rows of per * C values)
+        xp.matmul(gg, weight[lo:lo + per].reshape(-1, 9).T, out=u[:, lo:lo + per].reshape(16, -1))
+
+    if threads > 1:
+        split(list(range(0, o, per)), block)
+    else:
+        block(0)
+    return u.transpose(0, 2, 1)
 
 
 def chunk_images(n, c, h, w, tiles, itemsize=4, min_tiles=None) -> int:
@@ -133,7 +142,7 @@ def winograd_conv2d(xp, x, weight, padding, out=None, chunk=None, bias=None):
 
 def run_tiled(xp, x, weight, padding, out, chunk, bias, size, kernel_tiles, chunk_fn, min_tiles):
     """The driver of a Winograd F(size x size, 3x3) (``winograd_conv2d``, ``winograd4``): the
-    kernels transformed once by ``kernel_tiles(xp, weight, out=None)`` into ((size + 2) ** 2, C, O),
+    kernels transformed once by ``kernel_tiles(xp, weight, threads)`` into ((size + 2) ** 2, C, O),
     then ``chunk_fn(xp, x, u, padding, th, tw, y, bias)`` over chunks of images (``chunk``, by
     default ``chunk_images`` with ``min_tiles``), on one thread or split over the threads.
     ``th`` x ``tw`` tiles cover the output (the last ones cropped where ``size`` does not divide
@@ -145,11 +154,10 @@ def run_tiled(xp, x, weight, padding, out, chunk, bias, size, kernel_tiles, chun
     ph, pw = padding
     ho, wo = h + 2 * ph - 2, w + 2 * pw - 2
     th, tw = -(-ho // size), -(-wo // size)
-    positions = (size + 2) ** 2
     dtype = xp.result_type(x.dtype, weight.dtype)
     y = xp.empty((n, o, ho, wo), dtype=dtype) if out is None else out
     k = chunk_images(n, c, h, w, th * tw, x.itemsize, min_tiles) if chunk is None else max(1, chunk)
-    threads = split_threads(positions * n * th * tw * c * o, n) if xp is np else 1
+    threads = split_threads((size + 2) ** 2 * n * th * tw * c * o, n) if xp is np else 1
     if threads == 1:  # (e.g. one image: one chunk, whose products keep BLAS's threads)
         u = kernel_tiles(xp, weight)
         for i in range(0, n, k):
@@ -157,12 +165,9 @@ def run_tiled(xp, x, weight, padding, out, chunk, bias, size, kernel_tiles, chun
         return y
     k = min(k, -(-n // threads))
     with blas_one_thread():  # both splits in one region: BLAS switched once
-        # the kernel transform too, by blocks of output channels (a 512-channel layer's is 4-7 ms,
-        # and a product left on BLAS's threads stalls when another process holds a core)
-        u = xp.empty((positions, o, c), dtype=weight.dtype)
-        per = -(-o // threads)
-        split(list(range(0, o, per)), lambda lo: kernel_tiles(xp, weight[lo:lo + per], u[:, lo:lo + per]))
-        u = u.transpose(0, 2, 1)
+        # the kernel transform too (a 512-channel layer's is 4-7 ms, and a product left on BLAS's
+        # threads stalls when another process holds a core)
+        u = kernel_tiles(xp, weight, threads)
         split(list(range(0, n, k)), lambda i: chunk_fn(xp, x[i:i + k], u, padding, th, tw, y[i:i + k], bias))
     return y
 

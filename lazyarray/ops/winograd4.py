@@ -127,15 +127,26 @@ def winograd4_conv2d(xp, x, weight, padding, out=None, chunk=None, bias=None):
     return winograd.run_tiled(xp, x, weight, padding, out, chunk, bias, 4, _kernel_tiles, _chunk, MIN_CHUNK_TILES)
 
 
-def _kernel_tiles(xp, weight, out=None):
-    """The transformed kernels ``G g G^T`` as (36, C, O) (a transposed view of (36, O, C)), or
-    written into ``out`` (36, O, C) (a block of output channels of a larger one)."""
+def _kernel_tiles(xp, weight, threads=1):
+    """The transformed kernels ``G g G^T`` as (36, C, O), contiguous (the products ran up to 1.5x
+    faster on it than on a transposed view of (36, O, C), at 64 channels), over ``threads``
+    threads by blocks of input channels (``threads.split``)."""
+    from ..threads import split  # (the threads module sits above ops/)
+
     o, c = weight.shape[:2]
     gg = _constant(_GG, weight.dtype)
-    if out is not None:
-        xp.matmul(gg, weight.reshape(o * c, 9).T, out=out.reshape(36, o * c))  # (a view: rows of O * C)
-        return out
-    return (gg @ weight.reshape(o * c, 9).T).reshape(36, o, c).transpose(0, 2, 1)
+    u = xp.empty((36, c, o), dtype=weight.dtype)
+    per = -(-c // threads)
+
+    def block(lo):  # (u[:, lo:lo + per] viewed as rows of per * O values; the taps copied C-major)
+        taps = weight[:, lo:lo + per].transpose(1, 0, 2, 3).reshape(-1, 9)
+        xp.matmul(gg, taps.T, out=u[:, lo:lo + per].reshape(36, -1))
+
+    if threads > 1:
+        split(list(range(0, c, per)), block)
+    else:
+        block(0)
+    return u
 
 
 def _input_tiles(xp, x, padding, th, tw):
