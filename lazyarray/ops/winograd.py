@@ -118,12 +118,13 @@ def _kernel_tiles(xp, weight, threads=1):
     return u.transpose(0, 2, 1)
 
 
-def chunk_images(n, c, h, w, tiles, itemsize=4, min_tiles=None) -> int:
+def chunk_images(n, c, h, w, tiles, itemsize=4, min_tiles=None, chunk_bytes=None) -> int:
     """Images per chunk: the transforms and products run over a few images at a time so their
-    temporaries stay in cache (about 2.5x the input's bytes), yet each product still has at
-    least ``min_tiles`` rows (default ``MIN_CHUNK_TILES``; late layers have few tiles per image;
-    thin products are bound by reading the transformed kernels)."""
-    by_bytes = CHUNK_BYTES // max(1, c * h * w * itemsize)
+    temporaries stay in cache (about 2.5x the input's bytes, ``chunk_bytes``, default
+    ``CHUNK_BYTES``), yet each product still has at least ``min_tiles`` rows (default
+    ``MIN_CHUNK_TILES``; late layers have few tiles per image; thin products are bound by reading
+    the transformed kernels)."""
+    by_bytes = (CHUNK_BYTES if chunk_bytes is None else chunk_bytes) // max(1, c * h * w * itemsize)
     by_tiles = -(-(MIN_CHUNK_TILES if min_tiles is None else min_tiles) // max(1, tiles))
     return max(1, min(n, max(by_bytes, by_tiles)))
 
@@ -137,14 +138,18 @@ def winograd_conv2d(xp, x, weight, padding, out=None, chunk=None, bias=None):
     ``threads.MIN_SPLIT_MACS`` multiply-adds (16 * tiles * C * O) spreads its chunks over the
     threads (``threads.split``), each chunk's products on one BLAS thread; a batch that would be
     one chunk is cut in n. Temporaries live in each thread's scratch (``conv._scratch``)."""
-    return run_tiled(xp, x, weight, padding, out, chunk, bias, 2, _kernel_tiles, _chunk, MIN_CHUNK_TILES)
+    return run_tiled(xp, x, weight, padding, out, chunk, bias, 2, _kernel_tiles, _chunk, _images_per_chunk)
 
 
-def run_tiled(xp, x, weight, padding, out, chunk, bias, size, kernel_tiles, chunk_fn, min_tiles):
+def _images_per_chunk(n, c, o, h, w, tiles, itemsize):
+    return chunk_images(n, c, h, w, tiles, itemsize)
+
+
+def run_tiled(xp, x, weight, padding, out, chunk, bias, size, kernel_tiles, chunk_fn, chunking):
     """The driver of a Winograd F(size x size, 3x3) (``winograd_conv2d``, ``winograd4``): the
     kernels transformed once by ``kernel_tiles(xp, weight, threads)`` into ((size + 2) ** 2, C, O),
     then ``chunk_fn(xp, x, u, padding, th, tw, y, bias)`` over chunks of images (``chunk``, by
-    default ``chunk_images`` with ``min_tiles``), on one thread or split over the threads.
+    default ``chunking(n, c, o, h, w, tiles, itemsize)``), on one thread or split over the threads.
     ``th`` x ``tw`` tiles cover the output (the last ones cropped where ``size`` does not divide
     it)."""
     from ..threads import blas_one_thread, split, split_threads  # (the threads module sits above ops/)
@@ -156,7 +161,7 @@ def run_tiled(xp, x, weight, padding, out, chunk, bias, size, kernel_tiles, chun
     th, tw = -(-ho // size), -(-wo // size)
     dtype = xp.result_type(x.dtype, weight.dtype)
     y = xp.empty((n, o, ho, wo), dtype=dtype) if out is None else out
-    k = chunk_images(n, c, h, w, th * tw, x.itemsize, min_tiles) if chunk is None else max(1, chunk)
+    k = chunking(n, c, o, h, w, th * tw, x.itemsize) if chunk is None else max(1, chunk)
     threads = split_threads((size + 2) ** 2 * n * th * tw * c * o, n) if xp is np else 1
     if threads == 1:  # (e.g. one image: one chunk, whose products keep BLAS's threads)
         u = kernel_tiles(xp, weight)

@@ -91,10 +91,17 @@ _CONSTANTS: dict = {}
 MIN_CHANNELS = 64
 MIN_PIXELS = 1024  # output pixels in the batch (N * Ho * Wo)
 MAX_CHANNELS = 256
-# The fewest tile rows a chunk's products may have: F(4, 3)'s transforms and copies want smaller
-# chunks than F(2, 3)'s (ResNet's 64 x 32 x 32 at batch 64: 36 ms in chunks of 2 images, 46 ms in
-# chunks of 4, the tile count F(2, 3)'s 256 rows would ask for); ``winograd.CHUNK_BYTES`` decides.
-MIN_CHUNK_TILES = 64
+# Chunks of images (measured at batch 64 in alternating rounds): F(4, 3)'s copies and transforms
+# want half F(2, 3)'s input bytes per chunk (128 x 16 x 16, 1 thread, in chunks of 2 images: 26-30
+# ms, of 4: 31-37 ms) but at least 2 images (64 x 32 x 32 on 2 threads: 1 image 31-36 ms, 2
+# images 24-30 ms; on 1 thread within the noise), except where the transformed kernels
+# (36 * C * O values) outgrow the cache: each chunk's products then read them from memory again,
+# and 256 tile rows per chunk pay for that (256 x 8 x 8, 1 thread: 64 images 27-31 ms, 16
+# images 30-35 ms).
+CHUNK_BYTES = 256 << 10
+MIN_CHUNK_IMAGES = 2
+KERNEL_CACHE_BYTES = 4 << 20
+MIN_CHUNK_TILES = 256
 ENV = "LAZYARRAY_WINOGRAD"
 
 
@@ -124,7 +131,16 @@ def winograd4_conv2d(xp, x, weight, padding, out=None, chunk=None, bias=None):
     """conv2d of x (N, C, H, W) with a (O, C, 3, 3) kernel at stride 1 as F(4x4, 3x3): the result
     (N, O, Ho, Wo), written into ``out`` when given (C-contiguous, that shape), ``bias`` (O,)
     added to the products. Chunks of images and threads as ``winograd.winograd_conv2d``."""
-    return winograd.run_tiled(xp, x, weight, padding, out, chunk, bias, 4, _kernel_tiles, _chunk, MIN_CHUNK_TILES)
+    return winograd.run_tiled(xp, x, weight, padding, out, chunk, bias, 4, _kernel_tiles, _chunk, chunk_images)
+
+
+def chunk_images(n, c, o, h, w, tiles, itemsize=4) -> int:
+    """Images per chunk of F(4, 3): ``CHUNK_BYTES`` of input but ``MIN_CHUNK_IMAGES``, and
+    ``MIN_CHUNK_TILES`` tile rows when the transformed kernels are over ``KERNEL_CACHE_BYTES``
+    (see the measurements above)."""
+    rows = MIN_CHUNK_TILES if 36 * c * o * itemsize > KERNEL_CACHE_BYTES else 1
+    k = winograd.chunk_images(n, c, h, w, tiles, itemsize, min_tiles=rows, chunk_bytes=CHUNK_BYTES)
+    return min(n, max(k, MIN_CHUNK_IMAGES))
 
 
 def _kernel_tiles(xp, weight, threads=1):

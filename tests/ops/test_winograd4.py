@@ -196,3 +196,17 @@ def test_conv2d_runs_the_chosen_tile_and_writes_out(monkeypatch):
     monkeypatch.setenv(winograd4.ENV, "2")
     np.testing.assert_allclose(conv._conv2d(np, x, k, b, padding=(1, 1)), ref, rtol=1e-12, atol=1e-12)
     assert calls == ["winograd_conv2d"]
+
+
+@pytest.mark.parametrize("shape,expected", [
+    ((64, 64, 64, 32, 32), 2),  # 256 KB per image: CHUNK_BYTES holds one, MIN_CHUNK_IMAGES says 2
+    ((64, 128, 128, 16, 16), 2),  # two images fill CHUNK_BYTES
+    ((64, 64, 64, 8, 8), 16),  # small images: by bytes
+    ((64, 256, 256, 8, 8), 64),  # 9 MB of transformed kernels: 256 tile rows (4 per image)
+    ((1, 64, 64, 32, 32), 1),  # never more than the batch
+    ((8, 512, 512, 64, 64), 2),  # one image has the rows (256 tiles), yet 2 images
+])
+def test_chunks_keep_the_input_in_cache_and_amortize_large_kernels(shape, expected):
+    n, c, o, h, w = shape
+    tiles = -(-h // 4) * -(-w // 4)  # (padding 1: the output is h x w)
+    assert winograd4.chunk_images(n, c, o, h, w, tiles) == expected
