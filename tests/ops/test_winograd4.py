@@ -210,3 +210,23 @@ def test_chunks_keep_the_input_in_cache_and_amortize_large_kernels(shape, expect
     n, c, o, h, w = shape
     tiles = -(-h // 4) * -(-w // 4)  # (padding 1: the output is h x w)
     assert winograd4.chunk_images(n, c, o, h, w, tiles) == expected
+
+
+def test_resnet18_on_winograd4_equals_onnxruntime_at_the_onnx_tests_tolerance(monkeypatch, tmp_path):
+    """The project's full-width ResNet-18 (CIFAR stem) at batch 2 runs its 64-channel 3x3 layers
+    as F(4, 3) and still equals onnxruntime at tests/onnx's rtol 1e-5 / atol 1e-6."""
+    ort = pytest.importorskip("onnxruntime")
+    monkeypatch.delenv(winograd4.ENV, raising=False)
+    calls = []
+    real = conv.winograd4_conv2d
+    monkeypatch.setattr(conv, "winograd4_conv2d", lambda *a, **kw: calls.append(a[1].shape) or real(*a, **kw))
+    net = la.blocks.models.resnet18(classes=10, thumbnail=True)
+    net.initialize()
+    net.hybridize()
+    x = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    ours = net(la.array(x)).asnumpy()
+    assert calls and all(s[1] == 64 for s in calls)  # (2 x 32 x 32 pixels: the first stage only)
+    path = net.export_onnx(str(tmp_path / "resnet18.onnx"))
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    theirs, = sess.run(None, {sess.get_inputs()[0].name: x})
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
