@@ -8,12 +8,16 @@ below). Output sizes that 4 does not divide run on padded tiles whose extra rows
 dropped.
 
 The transform matrices are derived here from their interpolation points (``toom_cook``), not
-typed in. With the usual points (0, 1, -1, 2, -2, inf) the float32 error relative to the output's
-largest value is about 1e-5 on ResNet-18's layers, 20-30x F(2, 3)'s; the points
-(0, 1, -1, 1/2, -2, inf) give about 3x less (3e-6; ``benchmarks/winograd.py`` prints the table):
-the large coefficients of the output transform (8 and 4 at the point 2) meet small ones
-(1/8, 1/4 at 1/2), and the product terms cancel less. Both sets transform the inputs and outputs
-exactly in binary (dyadic constants); only the kernel transform rounds.
+typed in. The float32 error relative to the output's largest value, on ResNet-18's layers
+(``benchmarks/winograd.py`` prints the table), is 0.8-1.4e-5 with the usual points
+(0, 1, -1, 2, -2, inf), 20-30x F(2, 3)'s, and 2.7-5.3e-6 with (0, 1, -1, 1/2, -2, inf), 6-11x
+im2col's: a rounding in the products reaches an output scaled by at most
+sum_j |A^T_ij| * sum|G_j| * sum|B^T_j| per axis, 48 (2304 for the tile) with the usual points and
+29.6 (876) with these, whose 1/2 has powers that shrink. Both sets have B^T and A^T entries exact
+in binary (dyadic); only G's round. On unit-scale
+layers 3-9% of F(4, 3)'s float32 outputs fall outside rtol 1e-5 / atol 1e-6 of the exact result
+(im2col's: 0.02-0.04%); the project's models (ResNet-18 against onnxruntime, tests/onnx) stay
+within that.
 
 All three transforms are BLAS products with a 6 x 6 (or 4 x 6) constant matrix over strided
 views of whole tile rows, in the (H, W, N, C) layout of ``winograd.padded_hwnc``: one product per
@@ -24,7 +28,8 @@ one pass over 1/36 of the products.
 
 ``conv2d`` takes F(4, 3) where ``winograd_tile`` says it measured faster than F(2, 3) and im2col;
 ``LAZYARRAY_WINOGRAD=2`` in the environment (read at each call) keeps every layer on F(2, 3) or
-im2col, as before F(4, 3) existed.
+im2col, as before F(4, 3) existed (for results closer to a direct sum); unset or any other value
+lets F(4, 3) run.
 """
 from __future__ import annotations
 
@@ -83,8 +88,8 @@ _CONSTANTS: dict = {}
 
 # Where F(4, 3) measured faster than F(2, 3) and im2col (``benchmarks/winograd.py``, ResNet-18's
 # layers at batch 64 and 1, 1 and 2 threads; F(2, 3) / F(4, 3) time at batch 64, 1 thread: 64
-# channels 1.49x, 128 1.25x, 256 1.12x, 512 0.93x; at batch 1: 64 x 32 x 32 1.18x, 128 x 16 x 16
-# 0.73x). The products shrink by 1.78x but the kernel transform grows by 2.25x (36 * O * C values
+# channels 1.55x, 128 1.61x, 256 1.25x, 512 0.88x; at batch 1: 64 x 32 x 32 1.45x, 128 x 16 x 16
+# 0.95x). The products shrink by 1.78x but the kernel transform grows by 2.25x (36 * O * C values
 # per call, weights being graph inputs) and the products get 4x fewer rows per image: it pays with
 # enough output pixels per kernel value, and not for 512 x 512 kernels (a 512-channel layer's
 # transform alone took 10 ms at batch 64, a third of the layer).
