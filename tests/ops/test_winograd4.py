@@ -230,3 +230,19 @@ def test_resnet18_on_winograd4_equals_onnxruntime_at_the_onnx_tests_tolerance(mo
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     theirs, = sess.run(None, {sess.get_inputs()[0].name: x})
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("layout", ["fortran", "batch_last", "reversed_kernel_view"])
+def test_any_input_and_kernel_strides(layout):
+    """The padded copy reads any strides (a batch-last planned buffer, a Fortran array) and the
+    kernel transform any kernel view."""
+    rng = np.random.default_rng(7)
+    x, k = rng.standard_normal((3, 5, 9, 10)), rng.standard_normal((4, 5, 3, 3))
+    want = _conv2d_ref(x, k, padding=(1, 1))
+    if layout == "fortran":
+        x = np.asfortranarray(x)
+    elif layout == "batch_last":
+        x = np.ascontiguousarray(x.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)
+    else:
+        k = np.ascontiguousarray(k[:, :, ::-1, ::-1])[:, :, ::-1, ::-1]
+    np.testing.assert_allclose(winograd4.winograd4_conv2d(np, x, k, (1, 1)), want, rtol=1e-12, atol=1e-12)
