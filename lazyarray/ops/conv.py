@@ -10,9 +10,9 @@ and ``conv2d_weight_grad`` with image and output gradient swapped (weight).
 
 Groups (``groups > 1``) run as one batched matmul over a leading group axis; ``groups == 1``
 is im2col + matmul (``_gemm_conv`` per image, ``_batch_last_conv`` for a batch of small
-images), or Winograd F(2x2, 3x3) for deep 3x3 stride-1 layers
-(``winograd.py``); depthwise kernels (one filter per channel) are kh * kw strided
-multiply-adds over all channels at once.
+images), or Winograd F(2x2, 3x3) or F(4x4, 3x3) for deep 3x3 stride-1 layers
+(``winograd.py``, ``winograd4.py``: ``winograd_tile`` chooses); depthwise kernels (one filter
+per channel) are kh * kw strided multiply-adds over all channels at once.
 """
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from .blas_threads import one_thread
 from .params import INT, INTS, Param
 from .registry import OpDef, register
-from .winograd import use_winograd, winograd_conv2d
+from .winograd import winograd_conv2d
+from .winograd4 import winograd4_conv2d, winograd_tile
 
 # -- helpers -------------------------------------------------------------------------------------
 # im2col columns and padded copies up to this size come from a per-thread scratch buffer, reused
@@ -34,8 +35,9 @@ from .winograd import use_winograd, winograd_conv2d
 # columns, 230 us per call with fresh memory, about 110 us reusing it). Larger ones are allocated.
 SCRATCH_MAX_BYTES = 4 << 20
 _SCRATCH = threading.local()
-# Slots 0-1: im2col's padded copy and columns; 2-5: Winograd's tiles (``winograd.py``). Kernels
-# split over threads (``threads.split``) need them more: page faults take a process-wide lock, so
+# Slots 0-1: im2col's padded copy and columns; 2-5: Winograd's tiles (``winograd.py``,
+# ``winograd4.py``). Kernels split over threads (``threads.split``) need them more: page faults
+# take a process-wide lock, so
 # threads that allocate as they go wait on each other (Winograd chunks on 2 threads ran no faster
 # than on 1 until their temporaries came from here).
 SCRATCH_SLOTS = 6
@@ -457,12 +459,13 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
     n, c = x.shape[:2]
     o, cg, kh, kw = weight.shape
     ho, wo = (_out_dim(x.shape[2 + a], weight.shape[2 + a], stride[a], padding[a], dilation[a]) for a in (0, 1))
-    if xp is np and use_winograd(x.shape, weight.shape, stride, padding, dilation, groups, ho, wo):
+    tile = winograd_tile(x.shape, weight.shape, stride, padding, dilation, groups, ho, wo) if xp is np else 0
+    if tile:  # F(4x4, 3x3) or F(2x2, 3x3), whichever measured faster for these shapes
         dtype = np.result_type(x.dtype, weight.dtype)
         shape = (n, o) + tuple(_out_dim(x.shape[2 + i], 3, 1, padding[i]) for i in range(2))
         target = _into(xp, out, shape, dtype)
-        y = winograd_conv2d(xp, x, weight, padding, target,
-                            bias=None if bias is None else bias.astype(dtype, copy=False))
+        run = winograd4_conv2d if tile == 4 else winograd_conv2d
+        y = run(xp, x, weight, padding, target, bias=None if bias is None else bias.astype(dtype, copy=False))
         if out is not None and target is None:
             out[...] = y
             return out

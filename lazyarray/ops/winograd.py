@@ -11,7 +11,10 @@ Layout: the padded input is put in (H, W, N, C) order once, so every tile transf
 writes runs of N * C contiguous values, and the products are (tiles * N, C) @ (C, O) per tile
 position, BLAS's fast orientation. ``conv2d`` uses it only where it measured faster
 (``use_winograd``): deep layers (many channels) with enough output pixels to pay for the kernel
-transform, which is redone every call since weights are graph inputs.
+transform, which is redone every call since weights are graph inputs; of those, the ones where
+F(4x4, 3x3) measured faster still run that (``winograd4.winograd_tile``; ``LAZYARRAY_WINOGRAD=2``
+keeps them here). The padded copy (``padded_hwnc``) and the driver over chunks of images and
+threads (``run_tiled``) serve both.
 """
 from __future__ import annotations
 
@@ -52,13 +55,14 @@ def use_winograd(x_shape, weight_shape, stride, padding, dilation, groups, ho, w
     return c >= MIN_CHANNELS
 
 
-def _input_tiles(xp, x, padding, th, tw):
-    """The transformed input tiles ``B^T d B``: (16, th * tw * N, C), in this thread's scratch."""
+def padded_hwnc(xp, x, padding, hp, wp):
+    """x (N, C, H, W) zero-padded by ``padding`` on top and left, and on the bottom and right up to
+    (or cropped to) ``hp`` x ``wp``, in (hp, wp, N, C) order: the rows and columns a Winograd
+    kernel's tiles read, in scratch slot 2 (``conv._scratch``)."""
     from .conv import _scratch  # (conv.py imports this module)
 
     n, c, h, w = x.shape
     ph, pw = padding
-    hp, wp = 2 * th + 2, 2 * tw + 2  # rows / columns the tiles read (the padded image, cropped)
     xs = _scratch(xp, 2, (hp, wp, n, c), x.dtype)
     rows, cols = min(h, hp - ph), min(w, wp - pw)
     xs[:ph] = 0  # the border the image leaves (a reused buffer holds the last call's values)
@@ -68,6 +72,16 @@ def _input_tiles(xp, x, padding, th, tw):
     step = CHANNEL_BLOCK if h * w * x.itemsize >= ALIASING_BYTES else c
     for c0 in range(0, c, step):
         xs[ph:ph + rows, pw:pw + cols, :, c0:c0 + step] = x[:, c0:c0 + step, :rows, :cols].transpose(2, 3, 0, 1)
+    return xs
+
+
+def _input_tiles(xp, x, padding, th, tw):
+    """The transformed input tiles ``B^T d B``: (16, th * tw * N, C), in this thread's scratch."""
+    from .conv import _scratch  # (conv.py imports this module)
+
+    n, c = x.shape[:2]
+    xs = padded_hwnc(xp, x, padding, 2 * th + 2, 2 * tw + 2)  # (hp, wp, N, C)
+    wp = xs.shape[1]
     r = [xs[i:i + 2 * th:2] for i in range(4)]  # tile row i of every tile: (th, wp, N, C)
     t = _scratch(xp, 3, (4, th, wp, n, c), x.dtype)  # B^T d, along the rows
     xp.subtract(r[0], r[2], out=t[0])
@@ -84,24 +98,34 @@ def _input_tiles(xp, x, padding, th, tw):
     return v.reshape(16, th * tw * n, c)
 
 
-def _kernel_tiles(xp, weight, out=None):
-    """The transformed kernels ``G g G^T`` as (16, C, O) (a transposed view of (16, O, C)), or
-    written into ``out`` (16, O, C) (a block of output channels of a larger one)."""
+def _kernel_tiles(xp, weight, threads=1):
+    """The transformed kernels ``G g G^T`` as (16, C, O) (a transposed view of (16, O, C)), over
+    ``threads`` threads by blocks of output channels (``threads.split``)."""
+    from ..threads import split  # (the threads module sits above ops/)
+
     o, c = weight.shape[:2]
     gg = xp.asarray(_GG, dtype=weight.dtype)
-    if out is not None:
-        xp.matmul(gg, weight.reshape(o * c, 9).T, out=out.reshape(16, o * c))  # (a view: rows of O * C)
-        return out
-    return (gg @ weight.reshape(o * c, 9).T).reshape(16, o, c).transpose(0, 2, 1)
+    u = xp.empty((16, o, c), dtype=weight.dtype)
+    per = -(-o // threads)
+
+    def block(lo):  # (u[:, lo:lo + per] viewed as rows of per * C values)
+        xp.matmul(gg, weight[lo:lo + per].reshape(-1, 9).T, out=u[:, lo:lo + per].reshape(16, -1))
+
+    if threads > 1:
+        split(list(range(0, o, per)), block)
+    else:
+        block(0)
+    return u.transpose(0, 2, 1)
 
 
-def chunk_images(n, c, h, w, tiles, itemsize=4) -> int:
+def chunk_images(n, c, h, w, tiles, itemsize=4, min_tiles=None, chunk_bytes=None) -> int:
     """Images per chunk: the transforms and products run over a few images at a time so their
-    temporaries stay in cache (about 2.5x the input's bytes), yet each product still has at
-    least ``MIN_CHUNK_TILES`` rows (late layers have few tiles per image; thin products are
-    bound by reading the transformed kernels)."""
-    by_bytes = CHUNK_BYTES // max(1, c * h * w * itemsize)
-    by_tiles = -(-MIN_CHUNK_TILES // max(1, tiles))
+    temporaries stay in cache (about 2.5x the input's bytes, ``chunk_bytes``, default
+    ``CHUNK_BYTES``), yet each product still has at least ``min_tiles`` rows (default
+    ``MIN_CHUNK_TILES``; late layers have few tiles per image; thin products are bound by reading
+    the transformed kernels)."""
+    by_bytes = (CHUNK_BYTES if chunk_bytes is None else chunk_bytes) // max(1, c * h * w * itemsize)
+    by_tiles = -(-(MIN_CHUNK_TILES if min_tiles is None else min_tiles) // max(1, tiles))
     return max(1, min(n, max(by_bytes, by_tiles)))
 
 
@@ -114,31 +138,42 @@ def winograd_conv2d(xp, x, weight, padding, out=None, chunk=None, bias=None):
     ``threads.MIN_SPLIT_MACS`` multiply-adds (16 * tiles * C * O) spreads its chunks over the
     threads (``threads.split``), each chunk's products on one BLAS thread; a batch that would be
     one chunk is cut in n. Temporaries live in each thread's scratch (``conv._scratch``)."""
+    return run_tiled(xp, x, weight, padding, out, chunk, bias, 2, _kernel_tiles, _chunk, _images_per_chunk)
+
+
+def _images_per_chunk(n, c, o, h, w, tiles, itemsize):
+    return chunk_images(n, c, h, w, tiles, itemsize)
+
+
+def run_tiled(xp, x, weight, padding, out, chunk, bias, size, kernel_tiles, chunk_fn, chunking):
+    """The driver of a Winograd F(size x size, 3x3) (``winograd_conv2d``, ``winograd4``): the
+    kernels transformed once by ``kernel_tiles(xp, weight, threads)`` into ((size + 2) ** 2, C, O),
+    then ``chunk_fn(xp, x, u, padding, th, tw, y, bias)`` over chunks of images (``chunk``, by
+    default ``chunking(n, c, o, h, w, tiles, itemsize)``), on one thread or split over the threads.
+    ``th`` x ``tw`` tiles cover the output (the last ones cropped where ``size`` does not divide
+    it)."""
     from ..threads import blas_one_thread, split, split_threads  # (the threads module sits above ops/)
 
     n, c, h, w = x.shape
     o = weight.shape[0]
     ph, pw = padding
     ho, wo = h + 2 * ph - 2, w + 2 * pw - 2
-    th, tw = ho // 2, wo // 2
+    th, tw = -(-ho // size), -(-wo // size)
     dtype = xp.result_type(x.dtype, weight.dtype)
     y = xp.empty((n, o, ho, wo), dtype=dtype) if out is None else out
-    k = chunk_images(n, c, h, w, th * tw, x.itemsize) if chunk is None else max(1, chunk)
-    threads = split_threads(16 * n * th * tw * c * o, n) if xp is np else 1
+    k = chunking(n, c, o, h, w, th * tw, x.itemsize) if chunk is None else max(1, chunk)
+    threads = split_threads((size + 2) ** 2 * n * th * tw * c * o, n) if xp is np else 1
     if threads == 1:  # (e.g. one image: one chunk, whose products keep BLAS's threads)
-        u = _kernel_tiles(xp, weight)
+        u = kernel_tiles(xp, weight)
         for i in range(0, n, k):
-            _chunk(xp, x[i:i + k], u, padding, th, tw, y[i:i + k], bias)
+            chunk_fn(xp, x[i:i + k], u, padding, th, tw, y[i:i + k], bias)
         return y
     k = min(k, -(-n // threads))
     with blas_one_thread():  # both splits in one region: BLAS switched once
-        # the kernel transform too, by blocks of output channels (a 512-channel layer's is 4-7 ms,
-        # and a product left on BLAS's threads stalls when another process holds a core)
-        u = xp.empty((16, o, c), dtype=weight.dtype)
-        per = -(-o // threads)
-        split(list(range(0, o, per)), lambda lo: _kernel_tiles(xp, weight[lo:lo + per], u[:, lo:lo + per]))
-        u = u.transpose(0, 2, 1)
-        split(list(range(0, n, k)), lambda i: _chunk(xp, x[i:i + k], u, padding, th, tw, y[i:i + k], bias))
+        # the kernel transform too (a 512-channel layer's is 4-7 ms, and a product left on BLAS's
+        # threads stalls when another process holds a core)
+        u = kernel_tiles(xp, weight, threads)
+        split(list(range(0, n, k)), lambda i: chunk_fn(xp, x[i:i + k], u, padding, th, tw, y[i:i + k], bias))
     return y
 
 

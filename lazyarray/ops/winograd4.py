@@ -1,0 +1,212 @@
+"""Winograd's minimal filtering F(4x4, 3x3) for ``conv2d``: 3x3 kernels at stride 1.
+
+Each 4 x 4 output tile comes from a 6 x 6 input tile with 36 multiplies per (input, output)
+channel pair where the direct convolution does 144 and F(2x2, 3x3) (``winograd.py``) does 64 per
+16 outputs: the products, which dominate a deep layer, shrink by 1.78x against F(2, 3). The price
+is a larger kernel transform (36 values per kernel instead of 16) and more float32 rounding (see
+below). Output sizes that 4 does not divide run on padded tiles whose extra rows and columns are
+dropped.
+
+The transform matrices are derived here from their interpolation points (``toom_cook``), not
+typed in. The float32 error relative to the output's largest value, on ResNet-18's layers
+(``benchmarks/winograd.py`` prints the table), is 0.8-1.4e-5 with the usual points
+(0, 1, -1, 2, -2, inf), 20-30x F(2, 3)'s, and 2.7-5.3e-6 with (0, 1, -1, 1/2, -2, inf), 6-11x
+im2col's: a rounding in the products reaches an output scaled by at most
+sum_j |A^T_ij| * sum|G_j| * sum|B^T_j| per axis, 48 (2304 for the tile) with the usual points and
+29.6 (876) with these, whose 1/2 has powers that shrink. Both sets have B^T and A^T entries exact
+in binary (dyadic); only G's round. On unit-scale
+layers 3-9% of F(4, 3)'s float32 outputs fall outside rtol 1e-5 / atol 1e-6 of the exact result
+(im2col's: 0.02-0.04%); the project's models (ResNet-18 against onnxruntime, tests/onnx) stay
+within that.
+
+All three transforms are BLAS products with a 6 x 6 (or 4 x 6) constant matrix over strided
+views of whole tile rows, in the (H, W, N, C) layout of ``winograd.padded_hwnc``: one product per
+tile row along the rows, one per tile along the columns (each a (6, 6) @ (6, N * C) product), so
+no transform costs more than one pass over its values whatever its constants. The bias is added
+to the products at the position of the points (1, 1), whose output-transform column is all ones:
+one pass over 1/36 of the products.
+
+``conv2d`` takes F(4, 3) where ``winograd_tile`` says it measured faster than F(2, 3) and im2col;
+``LAZYARRAY_WINOGRAD=2`` in the environment (read at each call) keeps every layer on F(2, 3) or
+im2col, as before F(4, 3) existed (for results closer to a direct sum); unset or any other value
+lets F(4, 3) run.
+"""
+from __future__ import annotations
+
+import math
+import os
+from fractions import Fraction
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from . import winograd
+
+POINTS = (0, 1, -1, Fraction(1, 2), -2, None)  # None: the point at infinity
+
+
+def toom_cook(points, m: int, r: int):
+    """Exact (A^T (m, a), G (a, r), B^T (a, a)) for F(m, r) over ``a = m + r - 1`` points (the
+    last may be ``None``, infinity), such that a correlation of ``a`` inputs ``d`` with ``r`` taps
+    ``g`` is ``A^T ((G g) * (B^T d))``. Row j of B^T holds the coefficients of the product of
+    ``(x - p_k)`` over the other finite points (all of them for infinity); row j of G evaluates the
+    taps' polynomial at p_j divided by that product's value at p_j (its leading coefficient for
+    infinity); column j of A^T evaluates the output's powers at p_j."""
+    finite = [Fraction(p) for p in points if p is not None]
+    a = m + r - 1
+    if len(points) != a or len(set(finite)) != len(finite) or any(p is None for p in points[:-1]):
+        raise ValueError(f"toom_cook: F({m}, {r}) needs {a} distinct points, infinity (None) last; got {points}")
+
+    def poly(roots):  # ascending coefficients of prod (x - root), padded to a
+        c = [Fraction(1)]
+        for q in roots:
+            c = [Fraction(0)] + c  # x * c
+            c = [ci - q * cj for ci, cj in zip(c, c[1:] + [Fraction(0)])]
+        return c + [Fraction(0)] * (a - len(c))
+
+    bt, g, at_cols = [], [], []
+    for j, p in enumerate(finite):
+        others = finite[:j] + finite[j + 1:]
+        scale = math.prod((p - q for q in others), start=Fraction(1))
+        bt.append(poly(others))
+        g.append([p ** k / scale for k in range(r)])
+        at_cols.append([p ** i for i in range(m)])
+    if len(finite) < a:  # infinity: the leading coefficients
+        bt.append(poly(finite))
+        g.append([Fraction(int(k == r - 1)) for k in range(r)])
+        at_cols.append([Fraction(int(i == m - 1)) for i in range(m)])
+    at = [list(row) for row in zip(*at_cols)]
+    return at, g, bt
+
+
+_AT, _G, _BT = (np.array(mat, dtype=np.float64) for mat in toom_cook(POINTS, 4, 3))
+_GG = np.kron(_G, _G)  # (36, 9): a flattened 3x3 kernel to its 36 transformed values
+# The product position whose output-transform column is all ones (the points (1, 1)): a value
+# added there reaches each of the tile's 16 outputs once.
+BIAS_POSITION = 6 * POINTS.index(1) + POINTS.index(1)
+_CONSTANTS: dict = {}
+
+# Where F(4, 3) measured faster than F(2, 3) and im2col (``benchmarks/winograd.py``, ResNet-18's
+# layers at batch 64 and 1, 1 and 2 threads; F(2, 3) / F(4, 3) time at batch 64, 1 thread: 64
+# channels 1.55x, 128 1.61x, 256 1.25x, 512 0.88x; at batch 1: 64 x 32 x 32 1.45x, 128 x 16 x 16
+# 0.95x). The products shrink by 1.78x but the kernel transform grows by 2.25x (36 * O * C values
+# per call, weights being graph inputs) and the products get 4x fewer rows per image: it pays with
+# enough output pixels per kernel value, and not for 512 x 512 kernels (a 512-channel layer's
+# transform alone took 10 ms at batch 64, a third of the layer).
+MIN_CHANNELS = 64
+MIN_PIXELS = 1024  # output pixels in the batch (N * Ho * Wo)
+MAX_CHANNELS = 256
+# Chunks of images (measured at batch 64 in alternating rounds): F(4, 3)'s copies and transforms
+# want half F(2, 3)'s input bytes per chunk (128 x 16 x 16, 1 thread, in chunks of 2 images: 26-30
+# ms, of 4: 31-37 ms) but at least 2 images (64 x 32 x 32 on 2 threads: 1 image 31-36 ms, 2
+# images 24-30 ms; on 1 thread within the noise), except where the transformed kernels
+# (36 * C * O values) outgrow the cache: each chunk's products then read them from memory again,
+# and 256 tile rows per chunk pay for that (256 x 8 x 8, 1 thread: 64 images 27-31 ms, 16
+# images 30-35 ms).
+CHUNK_BYTES = 256 << 10
+MIN_CHUNK_IMAGES = 2
+KERNEL_CACHE_BYTES = 4 << 20
+MIN_CHUNK_TILES = 256
+ENV = "LAZYARRAY_WINOGRAD"
+
+
+def _constant(mat, dtype):
+    """A transform matrix in ``dtype`` (cached: converting it costs more than a small product)."""
+    key = (id(mat), np.dtype(dtype))
+    c = _CONSTANTS.get(key)
+    if c is None:
+        c = _CONSTANTS[key] = np.ascontiguousarray(mat, dtype=dtype)
+    return c
+
+
+def winograd_tile(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo) -> int:
+    """The Winograd output tile conv2d of these shapes runs fastest with: 4 (F(4x4, 3x3)), 2
+    (F(2x2, 3x3), ``winograd.use_winograd``) or 0 (neither: im2col). ``LAZYARRAY_WINOGRAD=2``
+    rules out 4."""
+    if not winograd.use_winograd(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo):
+        return 0
+    n, c, o = x_shape[0], x_shape[1], weight_shape[0]
+    if (MIN_CHANNELS <= min(c, o) and max(c, o) <= MAX_CHANNELS and n * ho * wo >= MIN_PIXELS
+            and os.environ.get(ENV, "4").strip() != "2"):
+        return 4
+    return 2
+
+
+def winograd4_conv2d(xp, x, weight, padding, out=None, chunk=None, bias=None):
+    """conv2d of x (N, C, H, W) with a (O, C, 3, 3) kernel at stride 1 as F(4x4, 3x3): the result
+    (N, O, Ho, Wo), written into ``out`` when given (C-contiguous, that shape), ``bias`` (O,)
+    added to the products. Chunks of images and threads as ``winograd.winograd_conv2d``."""
+    return winograd.run_tiled(xp, x, weight, padding, out, chunk, bias, 4, _kernel_tiles, _chunk, chunk_images)
+
+
+def chunk_images(n, c, o, h, w, tiles, itemsize=4) -> int:
+    """Images per chunk of F(4, 3): ``CHUNK_BYTES`` of input but ``MIN_CHUNK_IMAGES``, and
+    ``MIN_CHUNK_TILES`` tile rows when the transformed kernels are over ``KERNEL_CACHE_BYTES``
+    (see the measurements above)."""
+    rows = MIN_CHUNK_TILES if 36 * c * o * itemsize > KERNEL_CACHE_BYTES else 1
+    k = winograd.chunk_images(n, c, h, w, tiles, itemsize, min_tiles=rows, chunk_bytes=CHUNK_BYTES)
+    return min(n, max(k, MIN_CHUNK_IMAGES))
+
+
+def _kernel_tiles(xp, weight, threads=1):
+    """The transformed kernels ``G g G^T`` as (36, C, O), contiguous (the products ran up to 1.5x
+    faster on it than on a transposed view of (36, O, C), at 64 channels), over ``threads``
+    threads by blocks of input channels (``threads.split``)."""
+    from ..threads import split  # (the threads module sits above ops/)
+
+    o, c = weight.shape[:2]
+    gg = _constant(_GG, weight.dtype)
+    u = xp.empty((36, c, o), dtype=weight.dtype)
+    per = -(-c // threads)
+
+    def block(lo):  # (u[:, lo:lo + per] viewed as rows of per * O values; the taps copied C-major)
+        taps = weight[:, lo:lo + per].transpose(1, 0, 2, 3).reshape(-1, 9)
+        xp.matmul(gg, taps.T, out=u[:, lo:lo + per].reshape(36, -1))
+
+    if threads > 1:
+        split(list(range(0, c, per)), block)
+    else:
+        block(0)
+    return u
+
+
+def _input_tiles(xp, x, padding, th, tw):
+    """The transformed input tiles ``B^T d B``: (36, th * tw * N, C), in this thread's scratch
+    (slots 2-4). Tile row i reads padded rows 4i .. 4i + 5 (a window view, no copy)."""
+    from .conv import _scratch  # (conv.py imports this module's importer)
+
+    n, c = x.shape[:2]
+    xs = winograd.padded_hwnc(xp, x, padding, 4 * th + 2, 4 * tw + 2)  # (hp, wp, N, C)
+    hp, wp = xs.shape[:2]
+    bt = _constant(_BT, x.dtype)
+    rows = sliding_window_view(xs.reshape(hp, wp * n * c), 6, axis=0)[::4]  # (th, wp * N * C, 6)
+    t = _scratch(xp, 3, (6, th, wp, n * c), x.dtype)  # B^T d, along the rows
+    xp.matmul(bt, rows.transpose(0, 2, 1), out=t.reshape(6, th, wp * n * c).transpose(1, 0, 2))
+    cols = sliding_window_view(t, 6, axis=2)[:, :, ::4]  # (6, th, tw, N * C, 6): tile columns
+    v = _scratch(xp, 4, (6, 6, th, tw, n * c), x.dtype)  # ... then along the columns
+    xp.matmul(bt, cols.transpose(0, 1, 2, 4, 3), out=v.transpose(0, 2, 3, 1, 4))
+    return v.reshape(36, th * tw * n, c)
+
+
+def _chunk(xp, x, u, padding, th, tw, y, bias=None):
+    """One chunk of images: input transform, the 36 products (plus the bias), output transform
+    ``A^T m A`` (two products), each output position copied to its place in every tile of ``y``
+    (the last tiles cropped to ``y``'s size)."""
+    from .conv import _scratch  # (conv.py imports this module's importer)
+
+    n, o = x.shape[0], u.shape[2]
+    rows = th * tw * n
+    v = _input_tiles(xp, x, padding, th, tw)
+    m = xp.matmul(v, u, out=_scratch(xp, 5, (36, rows, o), xp.result_type(v, u)))
+    if bias is not None:
+        m[BIAS_POSITION] += bias  # (O,): the last axis
+    at = _constant(_AT, m.dtype)
+    s = _scratch(xp, 2, (4, 6, rows * o), m.dtype)  # A^T m, along the rows (the input copy is spent)
+    xp.matmul(at, m.reshape(6, 6 * rows * o), out=s.reshape(4, 6 * rows * o))
+    r = _scratch(xp, 3, (4, 4, rows * o), m.dtype)  # ... then along the columns
+    xp.matmul(at, s, out=r)
+    r = r.reshape(4, 4, th, tw, n, o)
+    ho, wo = y.shape[2:]
+    for a in range(4):
+        for b in range(4):
+            y[:, :, a::4, b::4] = r[a, b, :(ho - a + 3) // 4, :(wo - b + 3) // 4].transpose(2, 3, 0, 1)
