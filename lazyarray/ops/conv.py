@@ -37,9 +37,8 @@ SCRATCH_MAX_BYTES = 4 << 20
 _SCRATCH = threading.local()
 # Slots 0-1: im2col's padded copy and columns; 2-5: Winograd's tiles (``winograd.py``,
 # ``winograd4.py``). Kernels split over threads (``threads.split``) need them more: page faults
-# take a process-wide lock, so
-# threads that allocate as they go wait on each other (Winograd chunks on 2 threads ran no faster
-# than on 1 until their temporaries came from here).
+# take a process-wide lock, so threads that allocate as they go wait on each other (Winograd chunks
+# on 2 threads ran no faster than on 1 until their temporaries came from here).
 SCRATCH_SLOTS = 6
 
 
