@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from .blas_threads import one_thread
+from .derived import held_still
 from .params import INT, INTS, Param
 from .registry import OpDef, register
 from .winograd import winograd_conv2d
@@ -458,7 +459,9 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
     n, c = x.shape[:2]
     o, cg, kh, kw = weight.shape
     ho, wo = (_out_dim(x.shape[2 + a], weight.shape[2 + a], stride[a], padding[a], dilation[a]) for a in (0, 1))
-    tile = winograd_tile(x.shape, weight.shape, stride, padding, dilation, groups, ho, wo) if xp is np else 0
+    # (kept transformed kernels make Winograd cheaper: the chooser asks whether the weight held still)
+    cached = xp is np and kh == kw == 3 and held_still(weight)
+    tile = winograd_tile(x.shape, weight.shape, stride, padding, dilation, groups, ho, wo, cached) if xp is np else 0
     if tile:  # F(4x4, 3x3) or F(2x2, 3x3), whichever measured faster for these shapes
         dtype = np.result_type(x.dtype, weight.dtype)
         shape = (n, o) + tuple(_out_dim(x.shape[2 + i], 3, 1, padding[i]) for i in range(2))

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .derived import derived
+
 # G (4 x 3): the kernel transform of F(2, 3); kron(G, G) maps a flattened 3x3 kernel to its 16
 # transformed values in one product over all (O, C) pairs.
 _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
@@ -33,6 +35,7 @@ _GG = np.kron(_G, _G)  # (16, 9)
 # transform (16 * O * C values per call) outweighs the savings (late layers at batch 1).
 MIN_CHANNELS = 64
 MIN_PIXELS = 256
+CACHED_MIN_PIXELS = 256  # with the transformed kernels kept (inference)
 # A chunk's input bytes (its transforms and products take about 2.5x that) and the fewest tile
 # rows a chunk's products may have (measured at batch 64: 64 channels at 32 x 32 best in chunks
 # of 2-4 images, 512 channels at 4 x 4 in one chunk of all 64).
@@ -46,11 +49,13 @@ ALIASING_BYTES = 4096
 CHANNEL_BLOCK = 8
 
 
-def use_winograd(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo) -> bool:
-    """True when conv2d of these shapes runs faster as F(2x2, 3x3) (see the thresholds)."""
+def use_winograd(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo, cached=False) -> bool:
+    """True when conv2d of these shapes runs faster as F(2x2, 3x3) (see the thresholds); ``cached``:
+    the transformed kernels are kept (``kernels``, the weight unchanged since its last call)."""
     n, c = x_shape[0], x_shape[1]
     if not (groups == 1 and tuple(weight_shape[2:]) == (3, 3) and tuple(stride) == (1, 1)
-            and tuple(dilation) == (1, 1) and ho % 2 == 0 and wo % 2 == 0 and n * ho * wo >= MIN_PIXELS):
+            and tuple(dilation) == (1, 1) and ho % 2 == 0 and wo % 2 == 0
+            and n * ho * wo >= (CACHED_MIN_PIXELS if cached else MIN_PIXELS)):
         return False
     return c >= MIN_CHANNELS
 
@@ -164,7 +169,7 @@ def run_tiled(xp, x, weight, padding, out, chunk, bias, size, kernel_tiles, chun
     k = chunking(n, c, o, h, w, th * tw, x.itemsize) if chunk is None else max(1, chunk)
     threads = split_threads((size + 2) ** 2 * n * th * tw * c * o, n) if xp is np else 1
     if threads == 1:  # (e.g. one image: one chunk, whose products keep BLAS's threads)
-        u = kernel_tiles(xp, weight)
+        u = kernels(xp, weight, size, kernel_tiles)
         for i in range(0, n, k):
             chunk_fn(xp, x[i:i + k], u, padding, th, tw, y[i:i + k], bias)
         return y
@@ -172,9 +177,27 @@ def run_tiled(xp, x, weight, padding, out, chunk, bias, size, kernel_tiles, chun
     with blas_one_thread():  # both splits in one region: BLAS switched once
         # the kernel transform too (a 512-channel layer's is 4-7 ms, and a product left on BLAS's
         # threads stalls when another process holds a core)
-        u = kernel_tiles(xp, weight, threads)
+        u = kernels(xp, weight, size, kernel_tiles, threads)
         split(list(range(0, n, k)), lambda i: chunk_fn(xp, x[i:i + k], u, padding, th, tw, y[i:i + k], bias))
     return y
+
+
+def kernels(xp, weight, size, kernel_tiles, threads=1):
+    """The transformed kernels of F(size x size, 3x3), ``kernel_tiles(xp, weight, threads)``: kept
+    (read-only) while the weight is unchanged, from its second call at a version (``derived.py``:
+    inference transforms each layer's kernels once; training, whose weights change every step,
+    transforms them at every call as before)."""
+    if xp is np:
+        nbytes = (size + 2) ** 2 * weight.shape[0] * weight.shape[1] * weight.itemsize
+        u = derived(weight, kernels_name(size), lambda: kernel_tiles(xp, weight, threads), nbytes)
+        if u is not None:
+            return u
+    return kernel_tiles(xp, weight, threads)
+
+
+def kernels_name(size: int) -> str:
+    """The name of F(size x size, 3x3)'s kernel transform in ``derived.py``'s table."""
+    return f"winograd F({size}, 3) kernels"
 
 
 def _chunk(xp, x, u, padding, th, tw, y, bias=None):

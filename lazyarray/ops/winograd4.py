@@ -96,6 +96,9 @@ _CONSTANTS: dict = {}
 MIN_CHANNELS = 64
 MIN_PIXELS = 1024  # output pixels in the batch (N * Ho * Wo)
 MAX_CHANNELS = 256
+# With the transformed kernels kept (inference: ``winograd.kernels``), measured the same way:
+CACHED_MIN_PIXELS = 1024
+CACHED_MAX_CHANNELS = 256
 # Chunks of images (measured at batch 64 in alternating rounds): F(4, 3)'s copies and transforms
 # want half F(2, 3)'s input bytes per chunk (128 x 16 x 16, 1 thread, in chunks of 2 images: 26-30
 # ms, of 4: 31-37 ms) but at least 2 images (64 x 32 x 32 on 2 threads: 1 image 31-36 ms, 2
@@ -119,14 +122,16 @@ def _constant(mat, dtype):
     return c
 
 
-def winograd_tile(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo) -> int:
+def winograd_tile(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo, cached=False) -> int:
     """The Winograd output tile conv2d of these shapes runs fastest with: 4 (F(4x4, 3x3)), 2
-    (F(2x2, 3x3), ``winograd.use_winograd``) or 0 (neither: im2col). ``LAZYARRAY_WINOGRAD=2``
-    rules out 4."""
-    if not winograd.use_winograd(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo):
+    (F(2x2, 3x3), ``winograd.use_winograd``) or 0 (neither: im2col). ``cached``: the transformed
+    kernels are kept (``winograd.kernels``: the weight unchanged since its last call, inference),
+    so their transform costs nothing. ``LAZYARRAY_WINOGRAD=2`` rules out 4."""
+    if not winograd.use_winograd(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo, cached):
         return 0
     n, c, o = x_shape[0], x_shape[1], weight_shape[0]
-    if (MIN_CHANNELS <= min(c, o) and max(c, o) <= MAX_CHANNELS and n * ho * wo >= MIN_PIXELS
+    min_pixels, max_channels = (CACHED_MIN_PIXELS, CACHED_MAX_CHANNELS) if cached else (MIN_PIXELS, MAX_CHANNELS)
+    if (MIN_CHANNELS <= min(c, o) and max(c, o) <= max_channels and n * ho * wo >= min_pixels
             and os.environ.get(ENV, "4").strip() != "2"):
         return 4
     return 2

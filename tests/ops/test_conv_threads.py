@@ -121,6 +121,7 @@ def test_winograd_split_equals_one_thread_and_the_reference(split_everything, mo
                                                             chunk):
     monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
     monkeypatch.setattr(winograd, "MIN_PIXELS", 1)
+    monkeypatch.setattr(winograd, "CACHED_MIN_PIXELS", 1)
     rng = np.random.default_rng(n * 100 + c * 10 + h)
     x, k = rng.standard_normal((n, c, h, w)).astype("float32"), rng.standard_normal((o, c, 3, 3)).astype("float32")
     b = rng.standard_normal(o).astype("float32")
@@ -136,6 +137,7 @@ def test_split_writes_planned_and_strided_out_buffers(split_everything, monkeypa
     if winograd_path:
         monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
         monkeypatch.setattr(winograd, "MIN_PIXELS", 1)
+        monkeypatch.setattr(winograd, "CACHED_MIN_PIXELS", 1)
     rng = np.random.default_rng(7)
     x, k, b = (rng.standard_normal(s).astype("float32") for s in ((5, 3, 10, 10), (4, 3, 3, 3), (4,)))
     ref = _conv2d_ref(x, k, b, padding=(1, 1))
@@ -152,6 +154,7 @@ def test_one_image_is_not_split(split_everything, monkeypatch):
     """A batch of one: no chunks to share (its products keep BLAS's threads), values unchanged."""
     monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
     monkeypatch.setattr(winograd, "MIN_PIXELS", 1)
+    monkeypatch.setattr(winograd, "CACHED_MIN_PIXELS", 1)
     rng = np.random.default_rng(6)
     x, k = rng.standard_normal((1, 4, 10, 10)).astype("float32"), rng.standard_normal((3, 4, 3, 3)).astype("float32")
     for params in ({"padding": (1, 1)}, {"stride": (2, 2)}):  # Winograd, im2col
@@ -192,6 +195,7 @@ def test_split_convs_from_several_caller_threads_at_once(split_everything, monke
     threadpoolctl = pytest.importorskip("threadpoolctl")
     monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
     monkeypatch.setattr(winograd, "MIN_PIXELS", 1)
+    monkeypatch.setattr(winograd, "CACHED_MIN_PIXELS", 1)
     rng = np.random.default_rng(4)
     k = rng.standard_normal((4, 3, 3, 3)).astype("float32")
     jobs = [(rng.standard_normal((n, 3, s, s)).astype("float32"), p)

@@ -6,7 +6,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray import blocks as B
-from lazyarray.ops import weight_pack
+from lazyarray.ops import derived, weight_pack
 
 
 @pytest.fixture(autouse=True)
@@ -202,11 +202,11 @@ def test_the_entry_dies_with_its_weight():
     assert weight_pack.packed_count() == 1
     del w
     gc.collect()
-    assert weight_pack.packed_count() == 0 and not weight_pack._ENTRIES
+    assert weight_pack.packed_count() == 0 and not derived._ENTRIES
 
 
 def test_packing_can_be_turned_off(monkeypatch):
-    monkeypatch.setattr(weight_pack, "ENABLED", [False])
+    monkeypatch.setattr(derived, "ENABLED", [False])
     net = _mlp()
     x = _x(8)
     for _ in range(3):
@@ -239,7 +239,7 @@ def test_matmul_by_a_part_of_a_weight_is_never_packed():
 def test_the_copies_stay_within_the_budget(monkeypatch):
     a = np.ones((64, 128), "float32")
     b = np.ones((64, 128), "float32") * 2
-    monkeypatch.setattr(weight_pack, "BUDGET", [a.nbytes + a.nbytes // 2])  # room for one copy
+    monkeypatch.setattr(derived, "BUDGET", [a.nbytes + a.nbytes // 2])  # room for one copy
     for _ in range(3):
         np.testing.assert_array_equal(weight_pack.transposed(a, 8), a.T)
         np.testing.assert_array_equal(weight_pack.transposed(b, 8), b.T)
@@ -254,4 +254,4 @@ def test_the_copies_stay_within_the_budget(monkeypatch):
 def test_a_bad_budget_is_named(monkeypatch):
     monkeypatch.setenv("LAZYARRAY_PACK_BUDGET_MB", "lots")
     with pytest.raises(ValueError, match="LAZYARRAY_PACK_BUDGET_MB"):
-        weight_pack._budget_from_env()
+        derived._budget_from_env()

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.ops import conv, winograd
+from lazyarray import blocks as B
+from lazyarray.ops import conv, derived, winograd, winograd4
 from ops.cases import _conv2d_ref
 
 
@@ -16,6 +17,7 @@ def always(monkeypatch):
     """conv2d takes the Winograd path for every 3x3 stride-1 layer with an even output."""
     monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
     monkeypatch.setattr(winograd, "MIN_PIXELS", 1)
+    monkeypatch.setattr(winograd, "CACHED_MIN_PIXELS", 1)
 
 
 @pytest.mark.parametrize("n,c,h,w,o,pad", [(2, 3, 6, 8, 4, 1), (1, 5, 4, 4, 2, 0), (3, 2, 8, 6, 3, 2),
@@ -133,3 +135,132 @@ def test_large_planes_are_copied_in_channel_blocks_with_the_same_result(shape, d
     got = winograd.winograd_conv2d(np, x, k, (pad, pad))
     tol = 1e-4 if dtype == "float32" else 1e-11
     np.testing.assert_allclose(got, _conv2d_ref(x, k, padding=(pad, pad)), rtol=tol, atol=tol)
+
+
+# -- the transformed kernels kept while the weight is unchanged (winograd.kernels, ops/derived.py) --------
+@pytest.fixture
+def tile_of(monkeypatch):
+    """conv2d takes F(tile, 3) for every 3x3 stride-1 layer with an even output; the kept kernels
+    start empty."""
+    for mod in (winograd, winograd4):
+        for name in ("MIN_CHANNELS", "MIN_PIXELS", "CACHED_MIN_PIXELS"):
+            monkeypatch.setattr(mod, name, 1)
+    derived.clear()
+
+    def choose(tile):
+        if tile == 2:
+            monkeypatch.setenv(winograd4.ENV, "2")
+        else:
+            monkeypatch.delenv(winograd4.ENV, raising=False)
+        return winograd.kernels_name(tile)
+
+    yield choose
+    derived.clear()
+
+
+@pytest.mark.parametrize("tile", [2, 4])
+def test_kernels_are_transformed_once_the_weight_holds_still(tile_of, monkeypatch, tile):
+    name = tile_of(tile)
+    mod = winograd if tile == 2 else winograd4
+    made = []
+    real = mod._kernel_tiles
+    monkeypatch.setattr(mod, "_kernel_tiles", lambda *a: made.append(1) or real(*a))
+    rng = np.random.default_rng(tile)
+    x, k = rng.standard_normal((2, 5, 8, 8)).astype("float32"), rng.standard_normal((6, 5, 3, 3)).astype("float32")
+    ref = _conv2d_ref(x, k, padding=(1, 1))
+    for i in range(4):
+        np.testing.assert_allclose(conv._conv2d(np, x, k, padding=(1, 1)), ref, rtol=1e-5, atol=1e-5)
+        assert derived.held_count(name) == (i >= 1) and derived.held_count() == (i >= 1)
+    assert len(made) == 2  # the first call's, and the second's (kept): none since
+    u = derived.derived(k, name, lambda: pytest.fail("made again"), 0)
+    assert u.shape == ((tile + 2) ** 2, 5, 6) and not u.flags.writeable
+    np.testing.assert_array_equal(u, real(np, k))
+    assert u.flags.c_contiguous == (tile == 4)  # (F(2, 3): the transposed view it multiplies by)
+
+
+def _conv_net():
+    net = B.HybridSequential()
+    net.add(B.Conv2D(6, 3, padding=(1, 1), in_channels=4))
+    net.initialize()
+    net.hybridize()
+    return net
+
+
+def _by_hand(net, x):
+    w, b = (p.data().asnumpy() for p in net.collect_params().values())
+    return _conv2d_ref(x, w, b, padding=(1, 1))
+
+
+def _step(net, x):
+    trainer = B.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5})
+
+    def step():
+        with la.autograd.record():
+            loss = B.L2Loss()(net(la.array(x)), la.array(np.ones((2, 6, 8, 8), "float32")))
+        loss.backward()
+        trainer.step(2)
+
+    return step
+
+
+def _write(net, x):
+    def write():
+        w = net[0].weight.data()
+        w[:] = w * 2
+
+    return write
+
+
+def _set_data(net, x):
+    p = net[0].weight
+    return lambda: p.set_data(p.data().asnumpy() + 1)
+
+
+@pytest.mark.parametrize("tile", [2, 4])
+@pytest.mark.parametrize("change", [_write, _set_data, _step])
+def test_a_changed_weight_is_never_served_stale_kernels(tile_of, tile, change):
+    name = tile_of(tile)
+    net = _conv_net()
+    x = np.random.default_rng(3).standard_normal((2, 4, 8, 8)).astype("float32")
+    for _ in range(2):
+        net(la.array(x))
+    assert derived.held_count(name) == 1
+    before = net(la.array(x)).asnumpy()
+    change(net, x)()
+    after = net(la.array(x)).asnumpy()
+    assert derived.held_count(name) == 0  # the stale kernels are dropped at the first call after the write
+    assert not np.allclose(before, after)
+    np.testing.assert_allclose(after, _by_hand(net, x), rtol=1e-4, atol=1e-4)
+    net(la.array(x))
+    assert derived.held_count(name) == 1  # and kept again once the weight holds still
+    np.testing.assert_allclose(net(la.array(x)).asnumpy(), _by_hand(net, x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("tile", [2, 4])
+def test_a_write_through_a_numpy_alias_is_seen(tile_of, tile):
+    tile_of(tile)
+    net = _conv_net()
+    x = np.random.default_rng(4).standard_normal((2, 4, 8, 8)).astype("float32")
+    for _ in range(3):
+        net(la.array(x))
+    np.asarray(net[0].weight.data())[:] *= 3  # NumPy's in-place write: lazyarray never hears of it
+    for _ in range(2):
+        np.testing.assert_allclose(net(la.array(x)).asnumpy(), _by_hand(net, x), rtol=1e-4, atol=1e-4)
+
+
+def test_training_keeps_no_kernels_and_todays_choice(tile_of, monkeypatch):
+    """Weights updated every step: no kernels kept, and the chooser is told so (``cached`` False)."""
+    tile_of(4)
+    seen = []
+    real = conv.winograd_tile
+    monkeypatch.setattr(conv, "winograd_tile", lambda *a: seen.append(a[-1]) or real(*a))
+    net = _conv_net()
+    x = np.random.default_rng(5).standard_normal((2, 4, 8, 8)).astype("float32")
+    step = _step(net, x)
+    for _ in range(4):
+        step()
+    assert derived.held_count() == 0 and seen and not any(seen)
+    seen.clear()
+    for _ in range(3):  # inference: the chooser knows from the second call on
+        net(la.array(x))
+    assert seen == [False, True, True]
