@@ -9,8 +9,9 @@ Two tables:
   float64 result (on unit-scale layers no float32 algorithm stays within that everywhere);
 * speed: ms per call of each algorithm at batch 64 and 1, on 1 and 2 threads
   (``la.set_num_threads``), rounds alternating the algorithms, each keeping its median; the
-  ratios are taken in the same run, and the last column is what ``conv2d`` chooses
-  (``winograd4.winograd_tile``).
+  ratios are taken in the same run, and the last columns are what ``conv2d`` chooses
+  (``winograd4.winograd_tile``); each Winograd tile twice: its kernels transformed at every call
+  (training) and kept from the weight's second call (inference, ``winograd.kernels``).
 
 The machine is shared: compare the ratios, not the times.
 
@@ -34,7 +35,7 @@ _util = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_util)
 
 import lazyarray as la  # noqa: E402
-from lazyarray.ops import conv, winograd, winograd4  # noqa: E402
+from lazyarray.ops import conv, derived, winograd, winograd4  # noqa: E402
 
 # (name, channels, image size): ResNet-18 CIFAR's 3x3 stride-1 convolutions, padding 1
 LAYERS = [("64 x 32x32", 64, 32), ("128 x 16x16", 128, 16), ("256 x 8x8", 256, 8), ("512 x 4x4", 512, 4)]
@@ -58,6 +59,25 @@ def f43(x, w, out):
 
 
 ALGORITHMS = {"im2col": im2col, "F(2,3)": f23, "F(4,3)": f43}
+
+
+def transforming(fn):
+    """``fn`` with the kernels transformed at every call (training: the weights change every step)."""
+    def run(x, w, out):
+        saved = derived.ENABLED[0]
+        derived.ENABLED[0] = False
+        try:
+            return fn(x, w, out)
+        finally:
+            derived.ENABLED[0] = saved
+    return run
+
+
+# speed: the Winograd kernels transformed at every call (training), and kept (inference: the weight
+# unchanged since its last call, ``winograd.kernels``)
+SPEED = {"im2col": im2col, "F(2,3)": transforming(f23), "F(4,3)": transforming(f43),
+         "F(2,3) kept": f23, "F(4,3) kept": f43}
+NAMES = {0: "im2col", 2: "F(2,3)", 4: "F(4,3)"}
 RTOL, ATOL = 1e-5, 1e-6  # tests/onnx's comparison with onnxruntime
 
 
@@ -120,15 +140,18 @@ def timed(fn, reps: int) -> float:
 def speed(batch: int, nthreads: int, rounds: int, reps: int) -> str:
     rng = np.random.default_rng(1)
     rows = []
-    totals = dict.fromkeys(ALGORITHMS, 0.0)
-    chosen_total = 0.0
+    totals = dict.fromkeys(SPEED, 0.0)
+    chosen_total = {False: 0.0, True: 0.0}
     la.set_num_threads(nthreads)
     for name, c, hw in LAYERS:
         x, w = layer_inputs(rng, batch, c, hw)
         out = np.empty((batch, c, hw, hw), np.float32)
         ref = direct64(x, w)
-        times = {k: [] for k in ALGORITHMS}
-        items = list(ALGORITHMS.items())
+        times = {k: [] for k in SPEED}
+        items = list(SPEED.items())
+        for fn in (f23, f43):  # the kept kernels: made at the second call
+            fn(x, w, out)
+            fn(x, w, out)
         for r in range(rounds):
             for label, fn in (items if r % 2 == 0 else items[::-1]):
                 np.testing.assert_allclose(fn(x, w, out), ref, rtol=1e-3, atol=1e-4 * np.abs(ref).max())
@@ -136,16 +159,24 @@ def speed(batch: int, nthreads: int, rounds: int, reps: int) -> str:
         m = {k: statistics.median(v) * 1e3 for k, v in times.items()}
         for k in totals:
             totals[k] += m[k]
-        tile = winograd4.winograd_tile(x.shape, w.shape, (1, 1), (1, 1), (1, 1), 1, hw, hw)
-        chosen = {0: "im2col", 2: "F(2,3)", 4: "F(4,3)"}[tile]
-        chosen_total += m[chosen]
-        best = min(m, key=m.get)
-        rows.append([name, *(f"{v:.2f}" for v in m.values()), f"{m['im2col'] / m['F(4,3)']:.2f}x",
-                     f"{m['F(2,3)'] / m['F(4,3)']:.2f}x", best, chosen])
-    rows.append(["sum", *(f"{v:.2f}" for v in totals.values()), f"{totals['im2col'] / totals['F(4,3)']:.2f}x",
-                 f"{totals['F(2,3)'] / totals['F(4,3)']:.2f}x", "", f"{chosen_total:.2f} ms"])
-    heads = ["layer", *(f"{k} ms" for k in ALGORITHMS), "im2col / F(4,3)", "F(2,3) / F(4,3)", "fastest", "chosen"]
-    return (f"batch {batch}, {nthreads} thread(s): ms per call (median of {rounds} alternating rounds)\n"
+        chosen = {}
+        for kept in (False, True):
+            tile = winograd4.winograd_tile(x.shape, w.shape, (1, 1), (1, 1), (1, 1), 1, hw, hw, cached=kept)
+            chosen[kept] = NAMES[tile] + (" kept" if kept and tile else "")
+            chosen_total[kept] += m[chosen[kept]]
+        best = min(("im2col", "F(2,3)", "F(4,3)"), key=m.get)
+        best_kept = min(("im2col", "F(2,3) kept", "F(4,3) kept"), key=m.get)
+        rows.append([name, *(f"{v:.2f}" for v in m.values()), f"{m['F(2,3)'] / m['F(4,3)']:.2f}x",
+                     f"{m['F(4,3)'] / m['F(4,3) kept']:.2f}x", f"{m['im2col'] / m['F(4,3) kept']:.2f}x",
+                     f"{m['F(2,3) kept'] / m['F(4,3) kept']:.2f}x", best, chosen[False], best_kept, chosen[True]])
+    rows.append(["sum", *(f"{v:.2f}" for v in totals.values()), f"{totals['F(2,3)'] / totals['F(4,3)']:.2f}x",
+                 f"{totals['F(4,3)'] / totals['F(4,3) kept']:.2f}x", f"{totals['im2col'] / totals['F(4,3) kept']:.2f}x",
+                 f"{totals['F(2,3) kept'] / totals['F(4,3) kept']:.2f}x", "", f"{chosen_total[False]:.2f} ms", "",
+                 f"{chosen_total[True]:.2f} ms"])
+    heads = ["layer", *(f"{k} ms" for k in SPEED), "F(2,3) / F(4,3)", "F(4,3) / kept", "im2col / F(4,3) kept",
+             "F(2,3) kept / F(4,3) kept", "fastest", "chosen", "fastest kept", "chosen kept"]
+    return (f"batch {batch}, {nthreads} thread(s): ms per call (median of {rounds} alternating rounds); 'kept': the\n"
+            f"transformed kernels kept (inference), else transformed every call (training)\n"
             + _util.table(heads, rows))
 
 
