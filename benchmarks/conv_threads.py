@@ -19,7 +19,6 @@ import argparse
 import importlib.util
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -46,15 +45,6 @@ LAYERS = [
 ]
 
 
-def timed(fn, reps: int) -> float:
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
-
-
 def core_check(rounds: int) -> float:
     """Serial time / pooled time of two independent one-thread matmuls (2.0: two free cores)."""
     a = np.random.default_rng(0).standard_normal((384, 384)).astype(np.float32)
@@ -67,8 +57,8 @@ def core_check(rounds: int) -> float:
     la.set_num_threads(2)
     for _ in range(rounds):
         with threads._BLAS:
-            serial.append(timed(lambda: (mm(), mm()), 1))
-            pooled.append(timed(lambda: list(threads._pool().map(mm, range(2))), 1))
+            serial.append(_util.best_of(lambda: (mm(), mm()), 1))
+            pooled.append(_util.best_of(lambda: list(threads._pool().map(mm, range(2))), 1))
     return statistics.median(serial) / statistics.median(pooled)
 
 
@@ -103,7 +93,7 @@ def main(argv=None) -> int:
                     la.set_num_threads(t)
                     threads.MIN_SPLIT_MACS = macs
                     np.testing.assert_allclose(call(), ref, rtol=1e-4, atol=1e-4)
-                    times[label].append(timed(call, reps))
+                    times[label].append(_util.best_of(call, reps))
             m = {k: statistics.median(v) * 1e3 for k, v in times.items()}
             for k in totals:
                 totals[k] += m[k]

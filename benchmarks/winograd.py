@@ -24,7 +24,6 @@ import argparse
 import importlib.util
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -128,15 +127,6 @@ def accuracy(batch: int) -> str:
             + _util.table(heads, rows))
 
 
-def timed(fn, reps: int) -> float:
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
-
-
 def speed(batch: int, nthreads: int, rounds: int, reps: int) -> str:
     rng = np.random.default_rng(1)
     rows = []
@@ -155,7 +145,7 @@ def speed(batch: int, nthreads: int, rounds: int, reps: int) -> str:
         for r in range(rounds):
             for label, fn in (items if r % 2 == 0 else items[::-1]):
                 np.testing.assert_allclose(fn(x, w, out), ref, rtol=1e-3, atol=1e-4 * np.abs(ref).max())
-                times[label].append(timed(lambda fn=fn, x=x, w=w, out=out: fn(x, w, out), reps))
+                times[label].append(_util.best_of(lambda fn=fn, x=x, w=w, out=out: fn(x, w, out), reps))
         m = {k: statistics.median(v) * 1e3 for k, v in times.items()}
         for k in totals:
             totals[k] += m[k]
