@@ -11,7 +11,8 @@ Layout: the padded input is put in (H, W, N, C) order once, so every tile transf
 writes runs of N * C contiguous values, and the products are (tiles * N, C) @ (C, O) per tile
 position, BLAS's fast orientation. ``conv2d`` uses it only where it measured faster
 (``use_winograd``): deep layers (many channels) with enough output pixels to pay for the kernel
-transform, which is redone every call since weights are graph inputs; of those, the ones where
+transform, which is redone every call while the weights change (training) and kept while they
+do not (inference: ``kernels``, ``derived.py``; ``cached`` thresholds); of those, the ones where
 F(4x4, 3x3) measured faster still run that (``winograd4.winograd_tile``; ``LAZYARRAY_WINOGRAD=2``
 keeps them here). The padded copy (``padded_hwnc``) and the driver over chunks of images and
 threads (``run_tiled``) serve both.
