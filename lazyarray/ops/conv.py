@@ -459,8 +459,9 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
     n, c = x.shape[:2]
     o, cg, kh, kw = weight.shape
     ho, wo = (_out_dim(x.shape[2 + a], weight.shape[2 + a], stride[a], padding[a], dilation[a]) for a in (0, 1))
-    # (kept transformed kernels make Winograd cheaper: the chooser asks whether the weight held still)
-    cached = xp is np and kh == kw == 3 and held_still(weight)
+    # (kept transformed kernels make Winograd cheaper: the chooser asks whether the weight held still
+    # and the budget holds F(4, 3)'s, the larger, or a copy is kept already)
+    cached = xp is np and kh == kw == 3 and held_still(weight, 36 * weight.size // 9 * weight.itemsize)
     tile = winograd_tile(x.shape, weight.shape, stride, padding, dilation, groups, ho, wo, cached) if xp is np else 0
     if tile:  # F(4x4, 3x3) or F(2x2, 3x3), whichever measured faster for these shapes
         dtype = np.result_type(x.dtype, weight.dtype)

@@ -90,14 +90,15 @@ def cacheable(w) -> bool:
     return w.__class__ is np.ndarray and w.base is None and ENABLED[0] and not exposed(w)
 
 
-def held_still(w) -> bool:
-    """Whether ``w`` was seen by ``derived`` before at its current version (so a ``derived`` call
-    now serves or stores a copy): a cheap look-up with no side effect, for choosing an algorithm
-    by whether its derived operand comes for free."""
+def held_still(w, nbytes: int = 0) -> bool:
+    """Whether ``w`` was seen by ``derived`` before at its current version and either has copies
+    kept or the budget has room for ``nbytes`` more (so a ``derived`` call now serves or keeps a
+    copy): a cheap look-up with no side effect, for choosing an algorithm by whether its derived
+    operand comes for free."""
     if not cacheable(w):
         return False
     e = _ENTRIES.get(id(w))
-    return e is not None and e[0]() is w and e[1] == version(w)
+    return e is not None and e[0]() is w and e[1] == version(w) and (bool(e[2]) or _HELD[0] + nbytes <= BUDGET[0])
 
 
 def _freeze(copy):

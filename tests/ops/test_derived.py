@@ -96,6 +96,8 @@ def test_the_budget_bounds_all_copies(monkeypatch):
         assert derived.derived(a, "y", _plus(a, 2), a.nbytes) is None  # no room for a second copy
         assert derived.derived(b, "x", _plus(b, 1), b.nbytes) is None
     assert derived.held_count() == 1 and derived.held_bytes() == a.nbytes
+    assert derived.held_still(a, a.nbytes) and not derived.held_still(b, b.nbytes)  # (a has a copy; b no room)
+    assert derived.held_still(b, 0)
     del a
     gc.collect()  # the weight dies with its copies: the budget has room for b's
     assert derived.held_bytes() == 0 and len(derived._ENTRIES) == 1

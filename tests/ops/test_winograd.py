@@ -264,3 +264,17 @@ def test_training_keeps_no_kernels_and_todays_choice(tile_of, monkeypatch):
     for _ in range(3):  # inference: the chooser knows from the second call on
         net(la.array(x))
     assert seen == [False, True, True]
+
+
+def test_without_room_in_the_budget_kernels_are_transformed_every_call_and_the_chooser_knows(tile_of, monkeypatch):
+    tile_of(4)
+    monkeypatch.setattr(derived, "BUDGET", [0])
+    seen = []
+    real = conv.winograd_tile
+    monkeypatch.setattr(conv, "winograd_tile", lambda *a: seen.append(a[-1]) or real(*a))
+    rng = np.random.default_rng(6)
+    x, k = rng.standard_normal((2, 5, 8, 8)).astype("float32"), rng.standard_normal((6, 5, 3, 3)).astype("float32")
+    for _ in range(3):
+        np.testing.assert_allclose(conv._conv2d(np, x, k, padding=(1, 1)), _conv2d_ref(x, k, padding=(1, 1)),
+                                   rtol=1e-5, atol=1e-5)
+    assert seen == [False] * 3 and derived.held_count() == 0
