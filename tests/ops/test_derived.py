@@ -111,3 +111,23 @@ def test_caching_can_be_turned_off(monkeypatch):
     for _ in range(3):
         assert derived.derived(w, "a", lambda: w + 1, w.nbytes) is None
     assert not derived.held_still(w) and derived.held_count() == 0
+
+
+def test_threads_deriving_at_once_share_one_table():
+    """Callers on several threads: every result is right, each derivation is kept once, and the
+    bytes held match the copies held."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ws = [_w(s) for s in range(4)]
+    for w in ws:
+        derived.derived(w, "a", _plus(w, 1), w.nbytes)  # (seen once: the next calls keep copies)
+
+    def work(i):
+        w = ws[i % 4]
+        what = "ab"[i % 2]
+        c = derived.derived(w, what, _plus(w, 1 if what == "a" else 2), w.nbytes)
+        np.testing.assert_array_equal(c, w + (1 if what == "a" else 2))
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(work, range(200)))
+    assert derived.held_count() == 4 and derived.held_bytes() == sum(w.nbytes for w in ws)
