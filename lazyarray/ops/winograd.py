@@ -36,7 +36,9 @@ _GG = np.kron(_G, _G)  # (16, 9)
 # transform (16 * O * C values per call) outweighs the savings (late layers at batch 1).
 MIN_CHANNELS = 64
 MIN_PIXELS = 256
-CACHED_MIN_PIXELS = 256  # with the transformed kernels kept (inference)
+# With the transformed kernels kept (inference), the same (``winograd4``'s table: below 256 pixels
+# im2col stayed as fast or faster, 256 x 8x8 and 512 x 4x4 at batch 1 and 4).
+CACHED_MIN_PIXELS = 256
 # A chunk's input bytes (its transforms and products take about 2.5x that) and the fewest tile
 # rows a chunk's products may have (measured at batch 64: 64 channels at 32 x 32 best in chunks
 # of 2-4 images, 512 channels at 4 x 4 in one chunk of all 64).

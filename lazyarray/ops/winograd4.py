@@ -96,9 +96,15 @@ _CONSTANTS: dict = {}
 MIN_CHANNELS = 64
 MIN_PIXELS = 1024  # output pixels in the batch (N * Ho * Wo)
 MAX_CHANNELS = 256
-# With the transformed kernels kept (inference: ``winograd.kernels``), measured the same way:
-CACHED_MIN_PIXELS = 1024
-CACHED_MAX_CHANNELS = 256
+# With the transformed kernels kept (inference: ``winograd.kernels``), measured the same way
+# (F(2, 3) kept / F(4, 3) kept, 1 and 2 threads): 512 x 4x4 at batch 64 1.43x / 1.38x (im2col /
+# F(4, 3) kept 2.7x / 2.2x), at batch 16 (256 pixels) 1.27x / 1.17x; 256 x 8x8 at batch 4 (256
+# pixels) 1.41x / 1.96x; 128 x 16x16 at batch 1 (256 pixels) 1.85x / 1.67x, im2col / F(4, 3) kept
+# 2.06x / 1.50x. So every layer ``winograd.use_winograd`` takes (256+ pixels) runs F(4, 3), up to
+# the 512 channels measured. (Below 256 pixels im2col stays: 256 x 8x8 at batch 1 was 1.19x / 0.88x
+# im2col's time, 512 x 4x4 at batch 4 0.81x / 0.57x.)
+CACHED_MIN_PIXELS = 256
+CACHED_MAX_CHANNELS = 512
 # Chunks of images (measured at batch 64 in alternating rounds): F(4, 3)'s copies and transforms
 # want half F(2, 3)'s input bytes per chunk (128 x 16 x 16, 1 thread, in chunks of 2 images: 26-30
 # ms, of 4: 31-37 ms) but at least 2 images (64 x 32 x 32 on 2 threads: 1 image 31-36 ms, 2

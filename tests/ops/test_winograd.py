@@ -108,6 +108,7 @@ def test_large_batch_is_chosen_and_chunked_by_conv2d(monkeypatch):
     real = winograd._chunk
     monkeypatch.setattr(winograd, "_chunk", lambda xp, x, *a: sizes.append(x.shape[0]) or real(xp, x, *a))
     monkeypatch.setattr(winograd, "CHUNK_BYTES", 2 * 64 * 8 * 8 * 4)  # two images per chunk
+    monkeypatch.setenv(winograd4.ENV, "2")  # (F(2, 3) at the second call too, its kernels kept)
     rng = np.random.default_rng(1)
     x = rng.standard_normal((5, 64, 8, 8)).astype("float32")
     k = rng.standard_normal((64, 64, 3, 3)).astype("float32") / 24

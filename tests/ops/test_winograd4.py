@@ -167,6 +167,26 @@ def test_winograd_tile_picks_the_measured_fastest(monkeypatch, x, k, params, exp
     assert got == (2 if expected == 4 else expected)
 
 
+@pytest.mark.parametrize("x,k,expected,kept", [
+    ((64, 512, 4, 4), (512, 512, 3, 3), 2, 4),  # kept kernels: 512 channels pay on F(4, 3)
+    ((16, 512, 4, 4), (512, 512, 3, 3), 2, 4),
+    ((1, 128, 16, 16), (128, 128, 3, 3), 2, 4),  # 256 pixels
+    ((4, 256, 8, 8), (256, 256, 3, 3), 2, 4),
+    ((1, 256, 8, 8), (256, 256, 3, 3), 0, 0),  # 64 pixels: im2col either way
+    ((4, 512, 4, 4), (512, 512, 3, 3), 0, 0),
+    ((64, 1024, 4, 4), (1024, 1024, 3, 3), 2, 2),  # beyond what was measured: as before
+    ((64, 64, 32, 32), (64, 64, 3, 3), 4, 4),
+    ((64, 32, 32, 32), (32, 32, 3, 3), 0, 0),
+])
+def test_kept_kernels_move_the_choice_only_where_measured(monkeypatch, x, k, expected, kept):
+    monkeypatch.delenv(winograd4.ENV, raising=False)
+    args = (x, k, (1, 1), (1, 1), (1, 1), 1, x[2], x[3])
+    assert winograd4.winograd_tile(*args) == expected  # transformed every call (training): as before
+    assert winograd4.winograd_tile(*args, cached=True) == kept
+    monkeypatch.setenv(winograd4.ENV, "2")
+    assert winograd4.winograd_tile(*args, cached=True) == (2 if kept == 4 else kept)
+
+
 def test_conv2d_runs_the_chosen_tile_and_writes_out(monkeypatch):
     """conv2d calls F(4, 3) where ``winograd_tile`` says 4 (into planned and strided ``out``,
     eagerly and in a graph), and F(2, 3) under ``LAZYARRAY_WINOGRAD=2``."""
