@@ -447,6 +447,12 @@ def _column_blocks_matmul(xp, a, b, out):
     return out
 
 
+def _recording() -> bool:
+    from ..autograd import is_recording  # (autograd sits above ops/)
+
+    return is_recording()
+
+
 def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):
     if x.dtype == np.float16 and weight.dtype == np.float16:  # half precision accumulates in float32
         y = _conv2d(xp, x.astype(np.float32), weight.astype(np.float32),
@@ -459,9 +465,12 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
     n, c = x.shape[:2]
     o, cg, kh, kw = weight.shape
     ho, wo = (_out_dim(x.shape[2 + a], weight.shape[2 + a], stride[a], padding[a], dilation[a]) for a in (0, 1))
-    # (kept transformed kernels make Winograd cheaper: the chooser asks whether the weight held still
-    # and the budget holds F(4, 3)'s, the larger, or a copy is kept already)
-    cached = xp is np and kh == kw == 3 and held_still(weight, 36 * weight.size // 9 * weight.itemsize)
+    # (kept transformed kernels make Winograd cheaper: outside autograd's recording, whose weights
+    # change at every step, the chooser asks whether the weight held still and the budget holds
+    # F(4, 3)'s, the larger, or a copy is kept already. Recorded calls keep the choice of a weight
+    # transformed every call, so a recorded step computes as it did before kernels were kept.)
+    cached = xp is np and kh == kw == 3 and held_still(weight, 36 * weight.size // 9 * weight.itemsize) \
+        and not _recording()
     tile = winograd_tile(x.shape, weight.shape, stride, padding, dilation, groups, ho, wo, cached) if xp is np else 0
     if tile:  # F(4x4, 3x3) or F(2x2, 3x3), whichever measured faster for these shapes
         dtype = np.result_type(x.dtype, weight.dtype)

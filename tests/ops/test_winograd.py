@@ -279,3 +279,19 @@ def test_without_room_in_the_budget_kernels_are_transformed_every_call_and_the_c
         np.testing.assert_allclose(conv._conv2d(np, x, k, padding=(1, 1)), _conv2d_ref(x, k, padding=(1, 1)),
                                    rtol=1e-5, atol=1e-5)
     assert seen == [False] * 3 and derived.held_count() == 0
+
+
+def test_recorded_calls_keep_todays_choice_even_with_unchanged_weights(tile_of, monkeypatch):
+    """Under autograd's recording the chooser is never told of kept kernels, so a recorded step
+    computes as an unrecorded first call does (the same tile, the same rounding)."""
+    tile_of(4)
+    seen = []
+    real = conv.winograd_tile
+    monkeypatch.setattr(conv, "winograd_tile", lambda *a: seen.append(a[-1]) or real(*a))
+    net = _conv_net()
+    x = np.random.default_rng(7).standard_normal((2, 4, 8, 8)).astype("float32")
+    for _ in range(3):
+        with la.autograd.record():
+            y = net(la.array(x))
+        np.testing.assert_allclose(y.asnumpy(), _by_hand(net, x), rtol=1e-4, atol=1e-4)
+    assert seen and not any(seen)
