@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from .blas_threads import one_thread
-from .derived import held_still
+from .derived import keeps
 from .params import INT, INTS, Param
 from .registry import OpDef, register
 from .winograd import winograd_conv2d
@@ -469,7 +469,7 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
     # change at every step, the chooser asks whether the weight held still and the budget holds
     # F(4, 3)'s, the larger, or a copy is kept already. Recorded calls keep the choice of a weight
     # transformed every call, so a recorded step computes as it did before kernels were kept.)
-    cached = xp is np and kh == kw == 3 and held_still(weight, 36 * weight.size // 9 * weight.itemsize) \
+    cached = xp is np and kh == kw == 3 and keeps(weight, 36 * weight.size // 9 * weight.itemsize) \
         and not _recording()
     tile = winograd_tile(x.shape, weight.shape, stride, padding, dilation, groups, ho, wo, cached) if xp is np else 0
     if tile:  # F(4x4, 3x3) or F(2x2, 3x3), whichever measured faster for these shapes

@@ -90,15 +90,19 @@ def cacheable(w) -> bool:
     return w.__class__ is np.ndarray and w.base is None and ENABLED[0] and not exposed(w)
 
 
-def held_still(w, nbytes: int = 0) -> bool:
-    """Whether ``w`` was seen by ``derived`` before at its current version and either has copies
-    kept or the budget has room for ``nbytes`` more (so a ``derived`` call now serves or keeps a
-    copy): a cheap look-up with no side effect, for choosing an algorithm by whether its derived
-    operand comes for free."""
+def keeps(w, nbytes: int = 0) -> bool:
+    """Whether copies derived from ``w`` are kept (``derived`` serves one) or will be from the
+    second call at ``w``'s version on: ``w`` may be kept at all and either has copies at its
+    version or the budget has room for ``nbytes`` more. A cheap look-up with no side effect, for
+    choosing an algorithm by whether its derived operand comes for free; the answer does not
+    change from a weight's first call to its second, so neither does the choice (nor the values'
+    rounding), unless the budget fills up meanwhile."""
     if not cacheable(w):
         return False
     e = _ENTRIES.get(id(w))
-    return e is not None and e[0]() is w and e[1] == version(w) and (bool(e[2]) or _HELD[0] + nbytes <= BUDGET[0])
+    if e is not None and e[0]() is w and e[1] == version(w) and e[2]:
+        return True
+    return _HELD[0] + nbytes <= BUDGET[0]
 
 
 def _freeze(copy):

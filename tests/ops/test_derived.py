@@ -28,9 +28,9 @@ def test_kept_from_the_second_call_read_only_and_served_while_unchanged():
         made.append(1)
         return w * 2
 
-    assert not derived.held_still(w)
+    assert derived.keeps(w)  # (from the first call: an algorithm chosen by it is chosen at every call)
     assert derived.derived(w, "double", make, w.nbytes) is None  # first call: the caller derives it
-    assert made == [] and derived.held_still(w)
+    assert made == [] and derived.keeps(w)
     c = derived.derived(w, "double", make, w.nbytes)
     assert made == [1] and not c.flags.writeable
     np.testing.assert_array_equal(c, w * 2)
@@ -65,7 +65,7 @@ def test_a_write_drops_every_copy_of_the_weight():
     assert derived.held_count() == 2
     w[:] = 3
     bump(w)  # (what every write through lazyarray does)
-    assert not derived.held_still(w)
+    assert derived.keeps(w)  # (kept again from the new version's second call)
     assert derived.derived(w, "a", lambda: w + 1, w.nbytes) is None
     assert derived.held_count() == 0 and derived.held_bytes() == 0
     np.testing.assert_array_equal(derived.derived(w, "a", lambda: w + 1, w.nbytes), np.full_like(w, 4))
@@ -78,7 +78,7 @@ def test_views_exposed_and_foreign_arrays_are_never_kept():
     for _ in range(3):
         for w in (owner[:, :64], exposed_w, owner.tolist()):
             assert derived.derived(w, "a", lambda: 0, 0) is None
-            assert not derived.held_still(w)
+            assert not derived.keeps(w)
     assert derived.held_count() == 0
 
 
@@ -96,8 +96,8 @@ def test_the_budget_bounds_all_copies(monkeypatch):
         assert derived.derived(a, "y", _plus(a, 2), a.nbytes) is None  # no room for a second copy
         assert derived.derived(b, "x", _plus(b, 1), b.nbytes) is None
     assert derived.held_count() == 1 and derived.held_bytes() == a.nbytes
-    assert derived.held_still(a, a.nbytes) and not derived.held_still(b, b.nbytes)  # (a has a copy; b no room)
-    assert derived.held_still(b, 0)
+    assert derived.keeps(a, a.nbytes) and not derived.keeps(b, b.nbytes)  # (a has a copy; b no room)
+    assert derived.keeps(b, 0)
     del a
     gc.collect()  # the weight dies with its copies: the budget has room for b's
     assert derived.held_bytes() == 0 and len(derived._ENTRIES) == 1
@@ -110,7 +110,7 @@ def test_caching_can_be_turned_off(monkeypatch):
     w = _w()
     for _ in range(3):
         assert derived.derived(w, "a", lambda: w + 1, w.nbytes) is None
-    assert not derived.held_still(w) and derived.held_count() == 0
+    assert not derived.keeps(w) and derived.held_count() == 0
 
 
 def test_threads_deriving_at_once_share_one_table():

@@ -236,7 +236,8 @@ def test_chunks_keep_the_input_in_cache_and_amortize_large_kernels(shape, expect
 
 def test_resnet18_on_winograd4_equals_onnxruntime_at_the_onnx_tests_tolerance(monkeypatch, tmp_path):
     """The project's full-width ResNet-18 (CIFAR stem) at batch 2 runs its 64-channel 3x3 layers
-    as F(4, 3) and still equals onnxruntime at tests/onnx's rtol 1e-5 / atol 1e-6."""
+    (and, with their kernels kept, 128-channel ones) as F(4, 3) and still equals onnxruntime at
+    tests/onnx's rtol 1e-5 / atol 1e-6."""
     ort = pytest.importorskip("onnxruntime")
     monkeypatch.delenv(winograd4.ENV, raising=False)
     calls = []
@@ -247,7 +248,7 @@ def test_resnet18_on_winograd4_equals_onnxruntime_at_the_onnx_tests_tolerance(mo
     net.hybridize()
     x = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype(np.float32)
     ours = net(la.array(x)).asnumpy()
-    assert calls and all(s[1] == 64 for s in calls)  # (2 x 32 x 32 pixels: the first stage only)
+    assert calls and 64 in {s[1] for s in calls}  # (the first stage's 2 x 32 x 32 pixels at least)
     path = net.export_onnx(str(tmp_path / "resnet18.onnx"))
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     theirs, = sess.run(None, {sess.get_inputs()[0].name: x})
