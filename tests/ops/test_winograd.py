@@ -249,12 +249,18 @@ def test_a_write_through_a_numpy_alias_is_seen(tile_of, tile):
         np.testing.assert_allclose(net(la.array(x)).asnumpy(), _by_hand(net, x), rtol=1e-4, atol=1e-4)
 
 
-def test_training_keeps_no_kernels_and_todays_choice(tile_of, monkeypatch):
-    """Weights updated every step: no kernels kept, and the chooser is told so (``cached`` False)."""
-    tile_of(4)
+def _cached_flags(monkeypatch) -> list:
+    """The ``cached`` argument of every ``winograd_tile`` call conv2d makes from now on."""
     seen = []
     real = conv.winograd_tile
     monkeypatch.setattr(conv, "winograd_tile", lambda *a: seen.append(a[-1]) or real(*a))
+    return seen
+
+
+def test_training_keeps_no_kernels_and_todays_choice(tile_of, monkeypatch):
+    """Weights updated every step: no kernels kept, and the chooser is told so (``cached`` False)."""
+    tile_of(4)
+    seen = _cached_flags(monkeypatch)
     net = _conv_net()
     x = np.random.default_rng(5).standard_normal((2, 4, 8, 8)).astype("float32")
     step = _step(net, x)
@@ -270,9 +276,7 @@ def test_training_keeps_no_kernels_and_todays_choice(tile_of, monkeypatch):
 def test_without_room_in_the_budget_kernels_are_transformed_every_call_and_the_chooser_knows(tile_of, monkeypatch):
     tile_of(4)
     monkeypatch.setattr(derived, "BUDGET", [0])
-    seen = []
-    real = conv.winograd_tile
-    monkeypatch.setattr(conv, "winograd_tile", lambda *a: seen.append(a[-1]) or real(*a))
+    seen = _cached_flags(monkeypatch)
     rng = np.random.default_rng(6)
     x, k = rng.standard_normal((2, 5, 8, 8)).astype("float32"), rng.standard_normal((6, 5, 3, 3)).astype("float32")
     for _ in range(3):
@@ -283,11 +287,9 @@ def test_without_room_in_the_budget_kernels_are_transformed_every_call_and_the_c
 
 def test_recorded_calls_keep_todays_choice_even_with_unchanged_weights(tile_of, monkeypatch):
     """Under autograd's recording the chooser is never told of kept kernels, so a recorded step
-    computes as an unrecorded first call does (the same tile, the same rounding)."""
+    computes as it did before kernels were kept (the tile of a weight transformed every call)."""
     tile_of(4)
-    seen = []
-    real = conv.winograd_tile
-    monkeypatch.setattr(conv, "winograd_tile", lambda *a: seen.append(a[-1]) or real(*a))
+    seen = _cached_flags(monkeypatch)
     net = _conv_net()
     x = np.random.default_rng(7).standard_normal((2, 4, 8, 8)).astype("float32")
     for _ in range(3):
