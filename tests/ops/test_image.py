@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.errors import DTypeError, OpFailed, OpValueError, ShapeError
+from lazyarray.errors import DTypeError, OpValueError, ShapeError
 
 Image = pytest.importorskip("PIL.Image")
 decode = la.image_decode
@@ -46,10 +46,10 @@ def test_the_shape_is_known_only_from_the_bytes():
 
 
 def test_bytes_of_no_image_and_formats_onnx_does_not_name_are_refused():
-    with pytest.raises((OpValueError, OpFailed), match="not an image in a format it reads"):
+    with pytest.raises(OpValueError, match="not an image in a format it reads"):
         decode(la.array(np.frombuffer(b"definitely not an image", np.uint8).copy()))
     eps = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 1 1\n"  # Pillow's EPS plugin would run Ghostscript
-    with pytest.raises((OpValueError, OpFailed), match="not an image"):
+    with pytest.raises(OpValueError, match="not an image"):
         decode(la.array(np.frombuffer(eps, np.uint8).copy()))
 
 
