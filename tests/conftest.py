@@ -37,3 +37,15 @@ def fresh_fallback_warnings(monkeypatch):
 
 # Scripts run by hand in a side environment with real MXNet (tests/data/mxnet/*.py): not test modules.
 collect_ignore_glob = ["data/*/*.py"]
+
+
+@pytest.fixture(params=["numpy", "compiled"])
+def kernel_path(request, monkeypatch):
+    """Runs the test twice: with the NumPy kernels (``LAZYARRAY_JIT=0``) and with the compiled ones
+    (``lazyarray/jit.py``; skipped where numba is not installed: there is nothing to compare)."""
+    if request.param == "compiled":
+        pytest.importorskip("numba")
+        monkeypatch.setenv("LAZYARRAY_JIT", "1")
+    else:
+        monkeypatch.setenv("LAZYARRAY_JIT", "0")
+    return request.param

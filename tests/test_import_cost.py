@@ -22,7 +22,7 @@ ROOT = Path(lazyarray.__file__).resolve().parents[1]
 # Heavy modules that ``import lazyarray`` must not import (xml.sax.saxutils pulls in
 # urllib.request, http.client, email and ssl).
 HEAVY = ["scipy", "safetensors", "networkx", "tqdm", "xml.sax.saxutils", "urllib.request", "ssl", "dask",
-         "distributed", "onnx", "onnxruntime", "google.protobuf"]
+         "distributed", "onnx", "onnxruntime", "google.protobuf", "numba", "llvmlite"]
 
 
 def loaded_after(code: str) -> dict[str, bool]:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import threads
+from .. import jit, threads
 from ..errors import ParamValueError, ShapeError, fmt_shape
 from . import sparse_kernels as sk
+from .elementwise_jit import relu_flat
 from .params import FLOAT, Param
 from .registry import OpDef, register
 
@@ -120,6 +121,7 @@ _unary("sigmoid", _sigmoid,
 # Below half a row the plain call costs less than the dispatch.
 _ZERO_ROW = 8192
 _ZERO_ROWS: dict = {}
+_JIT_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the dtypes relu compiles for
 
 
 def _zero_row(dtype):
@@ -143,7 +145,11 @@ def _memory_order(a):
 
 
 def _relu(xp, x, out=None):
-    if xp is not np or x.dtype.kind != "f" or x.size < _ZERO_ROW // 2 or (out is not None and out.dtype != x.dtype):
+    if xp is not np or x.dtype.kind != "f" or (out is not None and out.dtype != x.dtype):
+        return xp.maximum(x, 0, out=out)
+    kern = jit.compiled(relu_flat) if x.__class__ is np.ndarray and x.dtype in _JIT_FLOATS \
+        and (threads.num_threads() == 1 or x.nbytes < threads.MIN_PARALLEL_BYTES) else None
+    if kern is None and x.size < _ZERO_ROW // 2:
         return xp.maximum(x, 0, out=out)
     order = _memory_order(x)
     if order is None or (out is not None and (out.shape != x.shape or _memory_order(out) != order)):
@@ -151,6 +157,9 @@ def _relu(xp, x, out=None):
     res = np.empty_like(x) if out is None else out  # (empty_like keeps x's memory order)
     zeros, n = _zero_row(x.dtype), x.size
     flat, dst = x.transpose(order).reshape(-1), res.transpose(order).reshape(-1)
+    if kern is not None:  # one compiled loop (elementwise_jit.py): numba installed, one thread's work
+        kern(flat, dst, zeros[0])
+        return res
     rows = -(-n // _ZERO_ROW)
     if n % rows == 0:  # rows of equal length up to the zero row's cover x in one call
         width = n // rows

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import ShapeError, fmt_shape
 from .conv import _batch_last, _check_pair, _float_inputs, _nchw, _padded, _pair, _windows, pad_nchw
+from . import pool_jit
 from .params import BOOL, INTS, Param
 from .registry import OpDef, register
 
@@ -163,7 +164,11 @@ def _fold_batch_last_tiles(xp, ufunc, x, kernel, out):
 def _max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None):
     """An elementwise maximum over the kh * kw shifted, strided views of x: for small kernels
     this beats a reduction over a windows view several times. Windows that tile x exactly take
-    two flat passes (``_fold_tiles``)."""
+    two flat passes (``_fold_tiles``). Compiled, one pass (``pool_jit.py``) where numba is installed."""
+    if xp is np and x.__class__ is np.ndarray and x.dtype.kind == "f":
+        res = pool_jit.max_pool(x, out, *_jit_geometry(x, kernel, stride, padding, ceil_mode))
+        if res is not None:
+            return res
     if _plain_tiles(x, kernel, stride, padding, ceil_mode):
         return _fold_tiles(xp, xp.maximum, x, kernel, out)
     k, s, p, shape, extra = _layout(x.shape, kernel, stride, padding, ceil_mode)
@@ -171,6 +176,16 @@ def _max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=F
         return _fold_tiles(xp, xp.maximum, x, k, out)
     x = pad_nchw(xp, x, p, extra, _fill_min(x.dtype))
     return _fold_taps(xp, xp.maximum, _taps(x, k, s, shape), out)
+
+
+def _jit_geometry(x, kernel, stride, padding, ceil_mode):
+    """(kernel, stride, leading padding, (Ho, Wo)) of a max pool for ``pool_jit.max_pool``: a 2 x 2
+    pool tiling x read off the parameters, anything else through ``_layout``."""
+    if not ceil_mode and padding == (0, 0) and kernel == (2, 2) and stride in ((0, 0), (2, 2)) \
+            and x.shape[2] % 2 == 0 and x.shape[3] % 2 == 0:
+        return (2, 2), (2, 2), (0, 0), (x.shape[2] // 2, x.shape[3] // 2)
+    k, s, p, shape, _ = _layout(x.shape, kernel, stride, padding, ceil_mode)
+    return k, s, p, shape
 
 
 def _fold_taps(xp, ufunc, views, out):

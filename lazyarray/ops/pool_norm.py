@@ -22,13 +22,19 @@ from ..errors import DTypeError
 from .elementwise import _memory_order, _relu
 from .norm import _batch_norm, _batch_norm_shape, _bn_view, _check_eps
 from .params import BOOL, FLOAT, Param
-from .pool import _POOL_PARAMS, _max_pool2d, _pool_shape, _pool_workspace
+from . import pool_jit
+from .pool import _POOL_PARAMS, _jit_geometry, _max_pool2d, _pool_shape, _pool_workspace
 from .registry import OpDef, register
 
 
 def _bn_max_pool2d(xp, x, gamma, beta, mean, var, eps=1e-5, relu=False, kernel=(2, 2), stride=(0, 0),
                    padding=(0, 0), ceil_mode=False, out=None):
     pool = {"kernel": kernel, "stride": stride, "padding": padding, "ceil_mode": ceil_mode}
+    if xp is np and x.__class__ is np.ndarray:  # one compiled pass where numba is installed (pool_jit.py)
+        y = pool_jit.max_pool_norm(x, out, gamma, beta, mean, var, eps, relu,
+                                   *_jit_geometry(x, kernel, stride, padding, ceil_mode))
+        if y is not None:
+            return y
     scale = gamma / xp.sqrt(var + x.dtype.type(eps))  # (as ``batch_norm`` computes them)
     if not bool((scale >= 0).all()):  # (a NaN scale is not >= 0 either): the recorded order
         y = xp.maximum(x, 0) if relu else x

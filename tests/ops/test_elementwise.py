@@ -97,6 +97,7 @@ def test_smooth_l1_matches_mxnet_at_its_turning_point():
 
 
 # -- relu's kernel: rows of a contiguous float array against a zero row -------------------------------
+@pytest.mark.usefixtures("kernel_path")  # NumPy's loop and the compiled one (elementwise_jit.py)
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 @pytest.mark.parametrize("size", [100, 4095, 4096, 8191, 8192, 8193, 9216, 2 * 8192 + 5, 2 * 8192 + 7, 9 * 8192])
 def test_relu_kernel_equals_numpy_maximum(dtype, size):
@@ -117,6 +118,7 @@ def test_relu_kernel_equals_numpy_maximum(dtype, size):
     np.testing.assert_array_equal(y, expected)
 
 
+@pytest.mark.usefixtures("kernel_path")  # NumPy's loop and the compiled one (elementwise_jit.py)
 def test_relu_kernel_of_views_integers_and_shapes():
     from lazyarray.ops.elementwise import _relu
     rng = np.random.default_rng(0)
@@ -131,6 +133,7 @@ def test_relu_kernel_of_views_integers_and_shapes():
     np.testing.assert_array_equal(_relu(np, xi), np.maximum(xi, 0))
 
 
+@pytest.mark.usefixtures("kernel_path")  # NumPy's loop and the compiled one (elementwise_jit.py)
 def test_relu_kernel_of_arrays_stored_in_another_axis_order():
     """Batch-last planned buffers (executor/batch_last.py): NCHW views of (C, H, W, N) memory."""
     from lazyarray.ops.elementwise import _relu

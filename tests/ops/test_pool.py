@@ -7,6 +7,9 @@ import pytest
 
 from lazyarray.ops import pool
 
+# every test twice: the NumPy kernels and the compiled max pools (pool_jit.py)
+pytestmark = pytest.mark.usefixtures("kernel_path")
+
 
 @pytest.mark.parametrize("kernel,params", [
     (pool._max_pool2d, {"kernel": (2, 2)}),

@@ -11,6 +11,8 @@ from lazyarray import blocks as B
 from lazyarray.graph.passes.pool_before_batch_norm import pool_before_batch_norm
 
 RNG = np.random.default_rng(0)
+# every test twice: the NumPy kernels and the compiled one pass (ops/pool_jit.py)
+pytestmark = pytest.mark.usefixtures("kernel_path")
 
 
 def _ops(sym):

@@ -1,0 +1,225 @@
+"""Compiled max pooling (``jit.compiled``): one pass over the input for ``max_pool2d`` and for
+``batch_norm_max_pool2d``'s pool, relu and per-channel scale and shift.
+
+The NumPy path (``pool.py``) folds the window's taps with one ``maximum`` call each, then the
+pooled norm adds a relu, a multiply and an add: 4-6 passes and as many calls. Here each output
+value is its window's maximum followed by the same operations in the same order and dtype, so
+the values equal the NumPy path's (``maximum``'s rules: a NaN anywhere in the window gives NaN,
+a tie keeps the later tap; padding is ``-inf`` and never wins). Signed zeros may differ where a
+window ties ``-0.0`` with ``0.0``: the NumPy path's own two tap orders differ there too.
+
+Two loops: for an input stored batch last (``executor/batch_last.py``, memory ``(C, H, W, N)``)
+the innermost loop runs over the N images of one position, contiguous in memory; otherwise over
+the output columns of one row. Both take arrays of any strides, so the result goes straight
+into the planned buffer whatever its layout. Only float32 and float64 NumPy arrays come here;
+others run the NumPy path.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import jit
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _pool_batch_last(mem, out, kh, kw, sh, sw, ph, pw, fill, relu, affine, scale, shift, zero):
+    """mem (C, H, W, N) -> out (C, Ho, Wo, N): window maxima of every image, then the epilogue."""
+    c_n, h_n, w_n, n_n = mem.shape
+    ho_n, wo_n = out.shape[1], out.shape[2]
+    for c in range(c_n):
+        for i in range(ho_n):
+            for j in range(wo_n):
+                o = out[c, i, j]
+                for n in range(n_n):
+                    o[n] = fill
+                for a in range(kh):
+                    r = i * sh - ph + a
+                    if r < 0 or r >= h_n:
+                        continue
+                    for b in range(kw):
+                        q = j * sw - pw + b
+                        if q < 0 or q >= w_n:
+                            continue
+                        src = mem[c, r, q]
+                        for n in range(n_n):
+                            u = o[n]
+                            v = src[n]
+                            o[n] = u if (u > v) | (u != u) else v  # np.maximum(u, v) (no short cut: the loop vectorizes)
+                if relu or affine:
+                    s = scale[c] if affine else zero
+                    t = shift[c] if affine else zero
+                    for n in range(n_n):
+                        u = o[n]
+                        if relu:
+                            u = u if (u > zero) | (u != u) else zero  # np.maximum(u, 0)
+                        if affine:
+                            u = u * s
+                            u = u + t
+                        o[n] = u
+
+
+def _pool_tiles_batch_last(mem, out, relu, affine, scale, shift, zero):
+    """``_pool_batch_last`` for 2 x 2 tiles (stride 2, no padding): the four taps folded in
+    registers, the epilogue before the one store (about twice as fast as the general loop)."""
+    c_n = mem.shape[0]
+    ho_n, wo_n, n_n = out.shape[1], out.shape[2], out.shape[3]
+    for c in range(c_n):
+        s = scale[c] if affine else zero
+        t = shift[c] if affine else zero
+        for i in range(ho_n):
+            for j in range(wo_n):
+                s0 = mem[c, 2 * i, 2 * j]
+                s1 = mem[c, 2 * i, 2 * j + 1]
+                s2 = mem[c, 2 * i + 1, 2 * j]
+                s3 = mem[c, 2 * i + 1, 2 * j + 1]
+                o = out[c, i, j]
+                for n in range(n_n):
+                    u = s0[n]
+                    v = s1[n]
+                    u = u if (u > v) | (u != u) else v
+                    v = s2[n]
+                    u = u if (u > v) | (u != u) else v
+                    v = s3[n]
+                    u = u if (u > v) | (u != u) else v
+                    if relu:
+                        u = u if (u > zero) | (u != u) else zero
+                    if affine:
+                        u = u * s
+                        u = u + t
+                    o[n] = u
+
+
+def _pool_tiles_rows(x, out, relu, affine, scale, shift, zero):
+    """``_pool_rows`` for 2 x 2 tiles (stride 2, no padding)."""
+    n_n, c_n = x.shape[0], x.shape[1]
+    ho_n, wo_n = out.shape[2], out.shape[3]
+    for n in range(n_n):
+        for c in range(c_n):
+            s = scale[c] if affine else zero
+            t = shift[c] if affine else zero
+            for i in range(ho_n):
+                r0 = x[n, c, 2 * i]
+                r1 = x[n, c, 2 * i + 1]
+                o = out[n, c, i]
+                for j in range(wo_n):
+                    u = r0[2 * j]
+                    v = r0[2 * j + 1]
+                    u = u if (u > v) | (u != u) else v
+                    v = r1[2 * j]
+                    u = u if (u > v) | (u != u) else v
+                    v = r1[2 * j + 1]
+                    u = u if (u > v) | (u != u) else v
+                    if relu:
+                        u = u if (u > zero) | (u != u) else zero
+                    if affine:
+                        u = u * s
+                        u = u + t
+                    o[j] = u
+
+
+def _pool_rows(x, out, kh, kw, sh, sw, ph, pw, fill, relu, affine, scale, shift, zero):
+    """x (N, C, H, W) -> out (N, C, Ho, Wo), one output row at a time."""
+    n_n, c_n, h_n, w_n = x.shape
+    ho_n, wo_n = out.shape[2], out.shape[3]
+    for n in range(n_n):
+        for c in range(c_n):
+            s = scale[c] if affine else zero
+            t = shift[c] if affine else zero
+            for i in range(ho_n):
+                o = out[n, c, i]
+                for j in range(wo_n):
+                    o[j] = fill
+                for a in range(kh):
+                    r = i * sh - ph + a
+                    if r < 0 or r >= h_n:
+                        continue
+                    row = x[n, c, r]
+                    for b in range(kw):
+                        for j in range(wo_n):
+                            q = j * sw - pw + b
+                            if q >= 0 and q < w_n:
+                                u = o[j]
+                                v = row[q]
+                                o[j] = u if (u > v) | (u != u) else v
+                if relu or affine:
+                    for j in range(wo_n):
+                        u = o[j]
+                        if relu:
+                            u = u if (u > zero) | (u != u) else zero
+                        if affine:
+                            u = u * s
+                            u = u + t
+                        o[j] = u
+
+
+def max_pool(x, out, kernel, stride, padding, shape, relu=False, scale=None, shift=None):
+    """``max_pool2d`` of NCHW ``x`` into ``out`` (allocated in x's layout when None), then where
+    asked a relu and ``* scale + shift`` per channel (axis 1), by a compiled kernel; None where
+    none applies (numba absent or off, not a float32/float64 NumPy array, mixed dtypes): the
+    caller runs its NumPy path. ``shape`` is the output's (Ho, Wo); ``padding`` its leading pads
+    (trailing pads and ``ceil_mode``'s extra are windows that run past the input)."""
+    if x.__class__ is not np.ndarray or x.ndim != 4 or x.dtype not in _FLOATS:
+        return None
+    if out is not None and (out.__class__ is not np.ndarray or out.dtype != x.dtype):
+        return None
+    affine = scale is not None
+    if affine and (scale.dtype != x.dtype or shift.dtype != x.dtype):
+        return None
+    batch_last = x.shape[0] > 1 and x.strides[0] == x.itemsize and x.transpose(1, 2, 3, 0).flags.c_contiguous
+    tiles = tuple(kernel) == (2, 2) and tuple(stride) == (2, 2) and tuple(padding) == (0, 0) \
+        and tuple(shape) == (x.shape[2] // 2, x.shape[3] // 2)
+    if tiles:
+        kern = jit.compiled(_pool_tiles_batch_last if batch_last else _pool_tiles_rows)
+    else:
+        kern = jit.compiled(_pool_batch_last if batch_last else _pool_rows)
+    if kern is None:
+        return None
+    full = (x.shape[0], x.shape[1]) + tuple(shape)
+    if out is None:
+        out = np.empty(full[1:] + full[:1], x.dtype).transpose(3, 0, 1, 2) if batch_last else np.empty(full, x.dtype)
+    if not affine:
+        scale = shift = np.empty(0, x.dtype)
+    zero = x.dtype.type(0)
+    args = (bool(relu), affine, scale, shift, zero)
+    if not tiles:
+        args = (int(kernel[0]), int(kernel[1]), int(stride[0]), int(stride[1]), int(padding[0]), int(padding[1]),
+                x.dtype.type(-np.inf)) + args
+    if batch_last:
+        kern(x.transpose(1, 2, 3, 0), out.transpose(1, 2, 3, 0), *args)
+    else:
+        kern(x, out, *args)
+    return out
+
+
+def _norm_scales(gamma, beta, mean, var, eps, scale, shift):
+    """An inference batch norm's ``scale = gamma / sqrt(var + eps)`` and ``shift = beta - mean *
+    scale`` per channel, rounded as ``batch_norm`` computes them; False when a scale is not >= 0
+    (NaN included): the pool may then not go first."""
+    ok = True
+    for c in range(gamma.shape[0]):
+        s = gamma[c] / np.sqrt(var[c] + eps)
+        scale[c] = s
+        shift[c] = beta[c] - mean[c] * s
+        if not s >= 0:
+            ok = False
+    return ok
+
+
+def max_pool_norm(x, out, gamma, beta, mean, var, eps, relu, kernel, stride, padding, shape):
+    """``batch_norm_max_pool2d`` pooled first in one compiled pass: the scales and shifts, then
+    ``max_pool`` with the relu and the norm as its epilogue. None where that does not apply
+    (``max_pool``'s cases, statistics of another dtype, a scale not >= 0: the caller's NumPy path
+    then runs the recorded order)."""
+    if x.__class__ is not np.ndarray or x.dtype not in _FLOATS:
+        return None
+    stats = (gamma, beta, mean, var)
+    if any(a.__class__ is not np.ndarray or a.dtype != x.dtype or a.ndim != 1 for a in stats):
+        return None
+    kern = jit.compiled(_norm_scales)
+    if kern is None:
+        return None
+    scale, shift = np.empty(gamma.shape[0], x.dtype), np.empty(gamma.shape[0], x.dtype)
+    if not kern(gamma, beta, mean, var, x.dtype.type(eps), scale, shift):
+        return None
+    return max_pool(x, out, kernel, stride, padding, shape, relu, scale, shift)

@@ -1,0 +1,130 @@
+"""ops/pool_jit.py: the compiled max pools return the NumPy path's values for every layout, window
+geometry and special value, and decline (None) what they do not cover."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from lazyarray.ops import pool_jit
+from lazyarray.ops.pool import _max_pool2d
+from lazyarray.ops.pool_norm import _bn_max_pool2d
+
+pytest.importorskip("numba")
+
+GEOMETRIES = [((2, 2), (0, 0), (0, 0), False), ((3, 3), (2, 2), (1, 1), False), ((3, 3), (2, 2), (1, 1), True),
+              ((2, 2), (1, 1), (0, 0), False), ((3, 2), (2, 2), (0, 0), True), ((1, 2), (2, 1), (0, 1), False),
+              ((2, 2), (2, 2), (0, 0), True)]
+
+
+def _stored(x, layout):
+    if layout == "batch-last":  # the executor's planned buffers: (C, H, W, N) memory
+        return np.ascontiguousarray(x.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)
+    if layout == "strided":
+        big = np.zeros(x.shape[:3] + (2 * x.shape[3],), x.dtype)
+        big[..., ::2] = x
+        return big[..., ::2]
+    return x
+
+
+def _special(x):
+    x = x.copy()
+    x[0, 0, 0, :4] = [np.nan, -0.0, np.inf, -np.inf]
+    x[-1, -1, -1, :] = -np.inf  # a row of -inf: windows whose maximum is -inf
+    return x
+
+
+def _both(monkeypatch, fn):
+    monkeypatch.setenv("LAZYARRAY_JIT", "0")
+    want = fn()
+    monkeypatch.setenv("LAZYARRAY_JIT", "1")
+    return fn(), want
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: f"k{g[0]}-s{g[1]}-p{g[2]}-{'ceil' if g[3] else 'floor'}")
+@pytest.mark.parametrize("layout", ["nchw", "batch-last", "strided"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_max_pool_equals_the_numpy_path(monkeypatch, geometry, layout, dtype):
+    kernel, stride, padding, ceil = geometry
+    for shape in [(3, 4, 8, 10), (2, 3, 7, 9)]:
+        x = _stored(_special(np.random.default_rng(0).standard_normal(shape).astype(dtype)), layout)
+        got, want = _both(monkeypatch, lambda: _max_pool2d(np, x, kernel, stride, padding, ceil))
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+        if layout == "batch-last":  # a result stored like its input, as the NumPy path's
+            assert got.transpose(1, 2, 3, 0).flags.c_contiguous
+
+
+@pytest.mark.parametrize("out_layout", ["nchw", "batch-last", "strided"])
+@pytest.mark.parametrize("in_layout", ["nchw", "batch-last"])
+def test_max_pool_writes_into_a_planned_buffer_of_any_layout(monkeypatch, in_layout, out_layout):
+    x = _stored(_special(np.random.default_rng(1).standard_normal((4, 3, 6, 8)).astype("float32")), in_layout)
+    monkeypatch.setenv("LAZYARRAY_JIT", "0")
+    want = _max_pool2d(np, x)
+    monkeypatch.setenv("LAZYARRAY_JIT", "1")
+    out = _stored(np.full(want.shape, 7.0, np.float32), out_layout)
+    assert _max_pool2d(np, x, out=out) is out
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES[:4], ids=lambda g: f"k{g[0]}-s{g[1]}-p{g[2]}-{'ceil' if g[3] else 'floor'}")
+@pytest.mark.parametrize("layout", ["nchw", "batch-last"])
+@pytest.mark.parametrize("relu", [True, False])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_pooled_batch_norm_equals_the_numpy_path(monkeypatch, geometry, layout, relu, dtype):
+    kernel, stride, padding, ceil = geometry
+    rng = np.random.default_rng(2)
+    x = _stored(_special(rng.standard_normal((3, 4, 8, 10)).astype(dtype) * 3), layout)
+    gamma = np.array([0.5, 0.0, 2.0, 1e-3], dtype)  # a zero scale: still >= 0
+    beta, mean = rng.standard_normal(4).astype(dtype), rng.standard_normal(4).astype(dtype)
+    var = (rng.random(4) + 0.1).astype(dtype)
+    got, want = _both(monkeypatch, lambda: _bn_max_pool2d(np, x, gamma, beta, mean, var, 1e-3, relu,
+                                                             kernel, stride, padding, ceil))
+    np.testing.assert_array_equal(got, want)
+    assert pool_jit.max_pool_norm(x, None, gamma, beta, mean, var, 1e-3, relu, kernel, stride, padding,
+                                  got.shape[2:]) is not None  # (the compiled pass ran)
+
+
+@pytest.mark.parametrize("gamma", [[1.0, -0.5, 2.0], [1.0, np.nan, 2.0]], ids=["negative", "nan"])
+def test_a_scale_not_at_least_zero_declines_and_the_numpy_path_runs_the_recorded_order(monkeypatch, gamma):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 6, 6)).astype("float32")
+    stats = [np.asarray(gamma, "float32")] + [rng.random(3).astype("float32") + 0.1 for _ in range(3)]
+    monkeypatch.setenv("LAZYARRAY_JIT", "1")
+    assert pool_jit.max_pool_norm(x, None, *stats, 1e-5, True, (2, 2), (2, 2), (0, 0), (3, 3)) is None
+    got, want = _both(monkeypatch, lambda: _bn_max_pool2d(np, x, *stats, 1e-5, True))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_what_the_compiled_pools_do_not_cover_is_declined(monkeypatch):
+    monkeypatch.setenv("LAZYARRAY_JIT", "1")
+    geo = ((2, 2), (2, 2), (0, 0), (2, 2))
+    f32 = np.ones((1, 2, 4, 4), np.float32)
+    assert pool_jit.max_pool(f32, None, *geo) is not None
+    for x, out in [(f32.astype("float16"), None), (f32.astype("int32"), None), (f32, np.empty((1, 2, 2, 2))),
+                   (f32[0], None)]:
+        assert pool_jit.max_pool(x, out, *geo) is None
+    stats = [np.ones(2, np.float64)] * 4  # statistics of another dtype
+    assert pool_jit.max_pool_norm(f32, None, *stats, 1e-5, False, *geo) is None
+    monkeypatch.setenv("LAZYARRAY_JIT", "0")
+    assert pool_jit.max_pool(f32, None, *geo) is None
+
+
+def test_integer_pools_keep_the_numpy_path(monkeypatch):
+    x = np.random.default_rng(4).integers(-9, 9, (2, 3, 6, 6)).astype("int32")
+    got, want = _both(monkeypatch, lambda: _max_pool2d(np, x))
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, want)
+
+
+def test_every_window_of_random_geometries(monkeypatch):
+    """Geometries beyond the table: every kernel, stride and padding up to 3 on odd and even sizes."""
+    rng = np.random.default_rng(5)
+    for k, s, p in itertools.product([(1, 3), (3, 1), (2, 3)], [(1, 2), (3, 3)], [(0, 0), (1, 1)]):
+        if p[0] * 2 > k[0] or p[1] * 2 > k[1]:
+            continue
+        for ceil in (False, True):
+            x = _special(rng.standard_normal((2, 2, 7, 8)).astype("float32"))
+            got, want = _both(monkeypatch, lambda: _max_pool2d(np, x, k, s, p, ceil))
+            np.testing.assert_array_equal(got, want)

@@ -1,0 +1,43 @@
+"""lazyarray/jit.py: compiled kernels where numba is installed, switched off by LAZYARRAY_JIT=0."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lazyarray import jit
+
+
+def _cumulative(a, out):
+    s = a[0] * 0
+    for i in range(a.shape[0]):
+        s += a[i]
+        out[i] = s
+
+
+@pytest.mark.parametrize("value", ["0", "off", "False", " no "])
+def test_the_environment_switches_compiled_kernels_off(monkeypatch, value):
+    monkeypatch.setenv("LAZYARRAY_JIT", value)
+    assert not jit.enabled()
+    assert jit.compiled(_cumulative) is None  # the caller runs its NumPy path
+
+
+def test_a_compiled_kernel_computes_what_its_python_does(monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setenv("LAZYARRAY_JIT", "1")
+    assert jit.enabled()
+    k = jit.compiled(_cumulative)
+    assert k is not None and k is not _cumulative
+    assert jit.compiled(_cumulative) is k  # compiled once per function
+    a = np.arange(1.0, 6.0, dtype=np.float32)
+    got, want = np.empty_like(a), np.empty_like(a)
+    k(a, got)
+    _cumulative(a, want)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == np.float32
+
+
+def test_without_numba_nothing_is_compiled(monkeypatch):
+    monkeypatch.setenv("LAZYARRAY_JIT", "1")
+    monkeypatch.setattr(jit, "_NUMBA", [None])  # as if numba were not installed
+    assert not jit.enabled()
+    assert jit.compiled(_cumulative) is None
