@@ -12,7 +12,7 @@ import numpy as np
 from .. import jit, threads
 from ..errors import ParamValueError, ShapeError, fmt_shape
 from . import sparse_kernels as sk
-from .elementwise_jit import relu_flat
+from .elementwise_jit import relu_flat, relu_grad_flat
 from .params import FLOAT, Param
 from .registry import OpDef, register
 
@@ -157,7 +157,7 @@ def _relu(xp, x, out=None):
     res = np.empty_like(x) if out is None else out  # (empty_like keeps x's memory order)
     zeros, n = _zero_row(x.dtype), x.size
     flat, dst = x.transpose(order).reshape(-1), res.transpose(order).reshape(-1)
-    if kern is not None:  # one compiled loop (elementwise_jit.py): numba installed, one thread's work
+    if kern is not None and _apart_or_same(out, x):  # one compiled loop (elementwise_jit.py): numba installed
         kern(flat, dst, zeros[0])
         return res
     rows = -(-n // _ZERO_ROW)
@@ -194,13 +194,41 @@ def _relu_rows(src, zeros, dst):
 
 def _relu_grad_kernel(xp, y, g, out=None):
     """``g * (y > 0)`` in two passes over one buffer: the comparison written as 1.0 / 0.0 in g's
-    dtype, then the product (no boolean mask array, no mixed bool-float product)."""
+    dtype, then the product (no boolean mask array, no mixed bool-float product); one compiled
+    pass where numba is installed (elementwise_jit.py)."""
+    if xp is np and g.__class__ is np.ndarray and y.__class__ is np.ndarray and g.dtype in _JIT_FLOATS \
+            and y.dtype == g.dtype and y.shape == g.shape \
+            and (threads.num_threads() == 1 or g.nbytes < threads.MIN_PARALLEL_BYTES):
+        res = _relu_grad_compiled(y, g, out)
+        if res is not None:
+            return res
     if out is None:
         out = xp.empty(g.shape, g.dtype)
     elif xp.may_share_memory(out, g):  # (a fused group's register: g's buffer reused for the result)
         return xp.multiply(g, xp.greater(y, 0), out=out)
     xp.greater(y, 0, out=out)
     return xp.multiply(g, out, out=out)
+
+
+def _apart_or_same(out, a) -> bool:
+    """True when ``out`` is None, shares no memory with ``a``, or is exactly ``a``'s memory (a
+    planner's in-place pair): a loop reading each value before writing its place is then exact."""
+    return out is None or not np.may_share_memory(out, a) or (
+        out.__array_interface__["data"][0] == a.__array_interface__["data"][0] and out.strides == a.strides)
+
+
+def _relu_grad_compiled(y, g, out):
+    kern = jit.compiled(relu_grad_flat)
+    order = _memory_order(g) if kern is not None else None
+    if order is None or _memory_order(y) != order \
+            or (out is not None and (out.shape != g.shape or out.dtype != g.dtype or _memory_order(out) != order
+                                     or not _apart_or_same(out, g) or not _apart_or_same(out, y))):
+        return None
+    res = np.empty_like(g) if out is None else out  # (empty_like keeps g's memory order)
+    zero = g.dtype.type(0)
+    kern(y.transpose(order).reshape(-1), g.transpose(order).reshape(-1), res.transpose(order).reshape(-1),
+         zero, g.dtype.type(1))
+    return res
 
 
 def _relu_grad_shape(shapes):

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError, fmt_shape
-from .conv import _batch_last, _check_pair, _float_inputs, _nchw, _padded, _pair, _windows, pad_nchw
 from . import pool_jit
+from .conv import _batch_last, _check_pair, _float_inputs, _nchw, _padded, _pair, _windows, pad_nchw
 from .params import BOOL, INTS, Param
 from .registry import OpDef, register
 

@@ -161,8 +161,8 @@ def max_pool(x, out, kernel, stride, padding, shape, relu=False, scale=None, shi
     (trailing pads and ``ceil_mode``'s extra are windows that run past the input)."""
     if x.__class__ is not np.ndarray or x.ndim != 4 or x.dtype not in _FLOATS:
         return None
-    if out is not None and (out.__class__ is not np.ndarray or out.dtype != x.dtype):
-        return None
+    if out is not None and (out.__class__ is not np.ndarray or out.dtype != x.dtype or np.may_share_memory(out, x)):
+        return None  # (an out overlapping x: NumPy's ufuncs buffer such operands)
     affine = scale is not None
     if affine and (scale.dtype != x.dtype or shift.dtype != x.dtype):
         return None

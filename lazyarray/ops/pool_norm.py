@@ -19,10 +19,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DTypeError
+from . import pool_jit
 from .elementwise import _memory_order, _relu
 from .norm import _batch_norm, _batch_norm_shape, _bn_view, _check_eps
 from .params import BOOL, FLOAT, Param
-from . import pool_jit
 from .pool import _POOL_PARAMS, _jit_geometry, _max_pool2d, _pool_shape, _pool_workspace
 from .registry import OpDef, register
 

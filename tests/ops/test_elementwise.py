@@ -177,6 +177,7 @@ def test_relu_rows_spread_over_threads_equal_numpy(n_threads, size, rows, monkey
     assert calls == ([] if n_threads == 1 else [rows, rows])
 
 
+@pytest.mark.usefixtures("kernel_path")  # NumPy's two passes and the compiled one (elementwise_jit.py)
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_relu_gradient_is_one_relu_grad_op_equal_to_the_masked_product(dtype):
     """relu's gradient runs as ``relu_grad`` (a float mask written into the result, then one product):
@@ -184,8 +185,9 @@ def test_relu_gradient_is_one_relu_grad_op_equal_to_the_masked_product(dtype):
     rng = np.random.default_rng(7)
     x = rng.standard_normal((6, 5)).astype(dtype)
     x[0, :2] = 0.0
+    x[3, :2] = np.nan, -np.inf
     g = rng.standard_normal((6, 5)).astype(dtype)
-    g[1, 0], g[2, 1] = np.nan, -0.0
+    g[1, 0], g[2, 1], g[0, 0], g[3, 1] = np.nan, -0.0, np.inf, -5.0
     want = g * (np.maximum(x, 0) > 0)
     a = la.array(x)
     a.attach_grad()
@@ -219,6 +221,7 @@ def test_relu_gradient_of_a_sparse_output_stays_a_product():
     assert relu.grad(_Emitter(), [dense], dense, g)[0].node.op.name == "relu_grad"
 
 
+@pytest.mark.usefixtures("kernel_path")
 @pytest.mark.parametrize("fuse", [True, False])
 def test_relu_grad_inside_a_fused_group_equals_numpy(fuse):
     """In a fused group the result may be written into the register of ``g`` (read last there):
@@ -233,3 +236,47 @@ def test_relu_grad_inside_a_fused_group_equals_numpy(fuse):
     yv = np.maximum(rng.standard_normal((64, 33)), 0).astype(np.float32)
     gv = rng.standard_normal((64, 33)).astype(np.float32)
     np.testing.assert_array_equal(op(y=la.array(yv), g=la.array(gv)).asnumpy(), (gv * 2.0) * (yv > 0) + 1.0)
+
+
+@pytest.mark.usefixtures("kernel_path")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_relu_grad_kernel_of_any_layout_and_in_place(dtype):
+    """relu_grad's kernel on arrays stored batch last, into g's own buffer, and with layouts that
+    differ (the NumPy passes then): bit for bit ``g * (y > 0)``."""
+    from lazyarray.ops.elementwise import _relu_grad_kernel
+    rng = np.random.default_rng(9)
+    y = rng.standard_normal((8, 3, 4, 5)).astype(dtype)
+    g = rng.standard_normal((8, 3, 4, 5)).astype(dtype)
+    y.flat[:3] = [np.nan, 0.0, -np.inf]
+    g.flat[:4] = [np.inf, -2.0, np.nan, -0.0]
+    want = g * (y > 0)
+
+    def stored(a):
+        return np.ascontiguousarray(a.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)
+
+    for yy, gg in [(y, g), (stored(y), stored(g)), (stored(y), g), (y[:, ::2], g[:, ::2])]:
+        w = want if yy.shape == want.shape else want[:, ::2]
+        got = _relu_grad_kernel(np, yy, gg)
+        np.testing.assert_array_equal(got, w)
+        assert np.array_equal(np.signbit(got), np.signbit(w))
+    inplace = stored(g)
+    assert _relu_grad_kernel(np, stored(y), inplace, out=inplace) is inplace
+    np.testing.assert_array_equal(inplace, want)
+    assert np.array_equal(np.signbit(inplace), np.signbit(want))
+
+
+@pytest.mark.usefixtures("kernel_path")
+def test_relu_and_relu_grad_into_an_overlapping_shifted_buffer():
+    """An ``out`` that overlaps an input at another offset is not an in-place pair: the NumPy path
+    (which buffers overlapping operands) runs, and the values are the unshifted ones."""
+    from lazyarray.ops.elementwise import _relu, _relu_grad_kernel
+    rng = np.random.default_rng(11)
+    buf = rng.standard_normal(101).astype(np.float32)
+    x, out = buf[:-1], buf[1:]  # each write lands on the value read next
+    want = np.maximum(x.copy(), 0)
+    np.testing.assert_array_equal(_relu(np, x, out=out), want)
+    buf = rng.standard_normal(101).astype(np.float32)
+    y = rng.standard_normal(100).astype(np.float32)
+    g, out = buf[:-1], buf[1:]
+    want = g.copy() * (y > 0)
+    np.testing.assert_array_equal(_relu_grad_kernel(np, y, g, out=out), want)

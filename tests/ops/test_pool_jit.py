@@ -49,7 +49,7 @@ def test_max_pool_equals_the_numpy_path(monkeypatch, geometry, layout, dtype):
     kernel, stride, padding, ceil = geometry
     for shape in [(3, 4, 8, 10), (2, 3, 7, 9)]:
         x = _stored(_special(np.random.default_rng(0).standard_normal(shape).astype(dtype)), layout)
-        got, want = _both(monkeypatch, lambda: _max_pool2d(np, x, kernel, stride, padding, ceil))
+        got, want = _both(monkeypatch, lambda x=x: _max_pool2d(np, x, kernel, stride, padding, ceil))
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got, want)
         if layout == "batch-last":  # a result stored like its input, as the NumPy path's
@@ -126,5 +126,5 @@ def test_every_window_of_random_geometries(monkeypatch):
             continue
         for ceil in (False, True):
             x = _special(rng.standard_normal((2, 2, 7, 8)).astype("float32"))
-            got, want = _both(monkeypatch, lambda: _max_pool2d(np, x, k, s, p, ceil))
+            got, want = _both(monkeypatch, lambda x=x, k=k, s=s, p=p, ceil=ceil: _max_pool2d(np, x, k, s, p, ceil))
             np.testing.assert_array_equal(got, want)
