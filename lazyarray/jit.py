@@ -10,7 +10,9 @@ same values does the work in one pass (``ops/pool_jit.py``: the demo CNN's poole
 ``compiled(fn)`` gives ``fn`` compiled by ``numba.njit`` (``nogil``: our thread pool runs beside
 it; no ``fastmath``: every operation rounds as NumPy's does, so a compiled kernel returns the
 values of the NumPy path it stands for, which the tests check), or None when numba is not
-installed or ``LAZYARRAY_JIT=0`` is set (read at each call, so a test can compare both paths).
+installed or ``LAZYARRAY_JIT=0`` was set when the first kernel ran; ``set_enabled`` switches at
+run time (the tests compare both paths). The switch is read once because a relu of a small
+activation takes about a microsecond: reading the environment at each call cost twice that.
 Kernels compile on first use per argument types (a fraction of a second, once per process) and
 are not cached on disk: nothing is loaded from a file. ``import lazyarray`` never imports numba.
 """
@@ -22,13 +24,23 @@ import threading
 _COMPILED: dict = {}
 _LOCK = threading.Lock()
 _NUMBA: list = []  # [module or None], once looked up
+_ON: list = [None]  # [True / False] once decided (``enabled``, ``set_enabled``)
 
 
 def enabled() -> bool:
-    """True when compiled kernels run: numba is importable and ``LAZYARRAY_JIT`` is not 0/off."""
-    if os.environ.get("LAZYARRAY_JIT", "1").strip().lower() in ("0", "false", "off", "no"):
-        return False
-    return _numba() is not None
+    """True when compiled kernels run: numba is importable and ``LAZYARRAY_JIT`` is not 0/off
+    (read at the first call) or ``set_enabled(True)`` said so."""
+    on = _ON[0]
+    if on is None:
+        off = os.environ.get("LAZYARRAY_JIT", "1").strip().lower() in ("0", "false", "off", "no")
+        on = _ON[0] = not off and _numba() is not None
+    return on
+
+
+def set_enabled(on: bool | None) -> None:
+    """Compiled kernels on or off from now on (on only where numba is installed); None: as the
+    environment says (``LAZYARRAY_JIT``, read again)."""
+    _ON[0] = None if on is None else bool(on) and _numba() is not None
 
 
 def _numba():
@@ -55,7 +67,10 @@ def compiled(fn):
     >>> float((k or total)(np.arange(4.0)))
     6.0
     """
-    if not enabled():
+    on = _ON[0]
+    if on is None:
+        on = enabled()
+    if not on:
         return None
     k = _COMPILED.get(fn)
     if k is None:

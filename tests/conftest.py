@@ -41,11 +41,10 @@ collect_ignore_glob = ["data/*/*.py"]
 
 @pytest.fixture(params=["numpy", "compiled"])
 def kernel_path(request, monkeypatch):
-    """Runs the test twice: with the NumPy kernels (``LAZYARRAY_JIT=0``) and with the compiled ones
-    (``lazyarray/jit.py``; skipped where numba is not installed: there is nothing to compare)."""
+    """Runs the test twice: with the NumPy kernels and with the compiled ones (``lazyarray/jit.py``;
+    skipped where numba is not installed: there is nothing to compare)."""
+    from lazyarray import jit
     if request.param == "compiled":
         pytest.importorskip("numba")
-        monkeypatch.setenv("LAZYARRAY_JIT", "1")
-    else:
-        monkeypatch.setenv("LAZYARRAY_JIT", "0")
+    monkeypatch.setattr(jit, "_ON", [request.param == "compiled"])
     return request.param

@@ -17,6 +17,7 @@ def _cumulative(a, out):
 @pytest.mark.parametrize("value", ["0", "off", "False", " no "])
 def test_the_environment_switches_compiled_kernels_off(monkeypatch, value):
     monkeypatch.setenv("LAZYARRAY_JIT", value)
+    monkeypatch.setattr(jit, "_ON", [None])  # (read at the first call)
     assert not jit.enabled()
     assert jit.compiled(_cumulative) is None  # the caller runs its NumPy path
 
@@ -24,6 +25,7 @@ def test_the_environment_switches_compiled_kernels_off(monkeypatch, value):
 def test_a_compiled_kernel_computes_what_its_python_does(monkeypatch):
     pytest.importorskip("numba")
     monkeypatch.setenv("LAZYARRAY_JIT", "1")
+    monkeypatch.setattr(jit, "_ON", [None])
     assert jit.enabled()
     k = jit.compiled(_cumulative)
     assert k is not None and k is not _cumulative
@@ -38,6 +40,24 @@ def test_a_compiled_kernel_computes_what_its_python_does(monkeypatch):
 
 def test_without_numba_nothing_is_compiled(monkeypatch):
     monkeypatch.setenv("LAZYARRAY_JIT", "1")
+    monkeypatch.setattr(jit, "_ON", [None])
     monkeypatch.setattr(jit, "_NUMBA", [None])  # as if numba were not installed
     assert not jit.enabled()
     assert jit.compiled(_cumulative) is None
+    jit.set_enabled(True)  # asking cannot turn on what is not installed
+    assert jit.compiled(_cumulative) is None
+
+
+def test_set_enabled_switches_at_run_time_and_none_rereads_the_environment(monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setattr(jit, "_ON", [None])
+    monkeypatch.setenv("LAZYARRAY_JIT", "0")
+    assert not jit.enabled()
+    monkeypatch.setenv("LAZYARRAY_JIT", "1")
+    assert not jit.enabled()  # read once
+    jit.set_enabled(True)
+    assert jit.enabled() and jit.compiled(_cumulative) is not None
+    jit.set_enabled(False)
+    assert jit.compiled(_cumulative) is None
+    jit.set_enabled(None)
+    assert jit.enabled()  # the environment again: 1

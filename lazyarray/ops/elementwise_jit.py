@@ -5,16 +5,25 @@ machine 0.5 ns a value against 0.15): a relu over a small activation is a third 
 layer's time. ``relu_flat`` is ``np.maximum(x, 0)`` value for value: a NaN stays NaN, ``-0.0``
 becomes ``0.0`` as in ``maximum`` (a tie gives its second operand), every other value is the
 larger one. ``relu_grad_flat`` is ``relu_grad``'s ``g * (y > 0)`` in one pass instead of two. Both run
-on flat views (the callers walk arrays of one memory order, batch-last buffers included).
+on flat views (the callers walk arrays of one memory order, batch-last buffers included). Each has
+a loop per destination (``RELU``, ``RELU_GRAD``): a new array, or the buffer of one input.
 """
 from __future__ import annotations
 
 
-def relu_flat(src, dst, zero):
+def relu_flat(src, dst, zero, one):
     """dst[i] = np.maximum(src[i], 0) for flat ``src`` and ``dst`` (``zero``: 0 in their dtype)."""
     for i in range(src.shape[0]):
         u = src[i]
         dst[i] = u if (u > zero) | (u != u) else zero
+
+
+def relu_in_place(a, zero, one):
+    """``relu_flat`` of ``a`` into ``a``. (A loop whose source and destination may be one array
+    runs unvectorized when they are: 4x slower, so in-place writes have their own loop.)"""
+    for i in range(a.shape[0]):
+        u = a[i]
+        a[i] = u if (u > zero) | (u != u) else zero
 
 
 def relu_grad_flat(y, g, dst, zero, one):
@@ -22,3 +31,19 @@ def relu_grad_flat(y, g, dst, zero, one):
     bit for bit (a NaN or infinite gradient where y <= 0 gives NaN, a negative one -0.0)."""
     for i in range(g.shape[0]):
         dst[i] = g[i] * (one if y[i] > zero else zero)
+
+
+def relu_grad_into_g(y, g, zero, one):
+    """``relu_grad_flat`` into ``g``'s own buffer."""
+    for i in range(g.shape[0]):
+        g[i] = g[i] * (one if y[i] > zero else zero)
+
+
+def relu_grad_into_y(y, g, zero, one):
+    """``relu_grad_flat`` into ``y``'s own buffer."""
+    for i in range(g.shape[0]):
+        y[i] = g[i] * (one if y[i] > zero else zero)
+
+
+RELU = (relu_flat, relu_in_place)  # (into another array, into input 0)
+RELU_GRAD = (relu_grad_flat, relu_grad_into_y, relu_grad_into_g)  # (..., into input 0 (y), into input 1 (g))

@@ -183,10 +183,10 @@ def test_relu_gradient_is_one_relu_grad_op_equal_to_the_masked_product(dtype):
     """relu's gradient runs as ``relu_grad`` (a float mask written into the result, then one product):
     bit for bit ``g * (y > 0)``, signed zeros and NaN gradients included, eagerly and compiled."""
     rng = np.random.default_rng(7)
-    x = rng.standard_normal((6, 5)).astype(dtype)
+    x = rng.standard_normal((64, 70)).astype(dtype)  # (a size that takes the compiled loop too)
     x[0, :2] = 0.0
     x[3, :2] = np.nan, -np.inf
-    g = rng.standard_normal((6, 5)).astype(dtype)
+    g = rng.standard_normal((64, 70)).astype(dtype)
     g[1, 0], g[2, 1], g[0, 0], g[3, 1] = np.nan, -0.0, np.inf, -5.0
     want = g * (np.maximum(x, 0) > 0)
     a = la.array(x)
@@ -245,8 +245,8 @@ def test_relu_grad_kernel_of_any_layout_and_in_place(dtype):
     differ (the NumPy passes then): bit for bit ``g * (y > 0)``."""
     from lazyarray.ops.elementwise import _relu_grad_kernel
     rng = np.random.default_rng(9)
-    y = rng.standard_normal((8, 3, 4, 5)).astype(dtype)
-    g = rng.standard_normal((8, 3, 4, 5)).astype(dtype)
+    y = rng.standard_normal((8, 3, 16, 12)).astype(dtype)  # 4608 values: the compiled loop's sizes
+    g = rng.standard_normal((8, 3, 16, 12)).astype(dtype)
     y.flat[:3] = [np.nan, 0.0, -np.inf]
     g.flat[:4] = [np.inf, -2.0, np.nan, -0.0]
     want = g * (y > 0)
@@ -259,10 +259,12 @@ def test_relu_grad_kernel_of_any_layout_and_in_place(dtype):
         got = _relu_grad_kernel(np, yy, gg)
         np.testing.assert_array_equal(got, w)
         assert np.array_equal(np.signbit(got), np.signbit(w))
-    inplace = stored(g)
-    assert _relu_grad_kernel(np, stored(y), inplace, out=inplace) is inplace
-    np.testing.assert_array_equal(inplace, want)
-    assert np.array_equal(np.signbit(inplace), np.signbit(want))
+    for into in ("g", "y"):  # into an input's own buffer (the planner's in-place pairs)
+        ys, gs = stored(y), stored(g)
+        target = gs if into == "g" else ys
+        assert _relu_grad_kernel(np, ys, gs, out=target) is target
+        np.testing.assert_array_equal(target, want)
+        assert np.array_equal(np.signbit(target), np.signbit(want))
 
 
 @pytest.mark.usefixtures("kernel_path")
@@ -271,12 +273,41 @@ def test_relu_and_relu_grad_into_an_overlapping_shifted_buffer():
     (which buffers overlapping operands) runs, and the values are the unshifted ones."""
     from lazyarray.ops.elementwise import _relu, _relu_grad_kernel
     rng = np.random.default_rng(11)
-    buf = rng.standard_normal(101).astype(np.float32)
+    buf = rng.standard_normal(5001).astype(np.float32)  # (a size that takes the compiled loop)
     x, out = buf[:-1], buf[1:]  # each write lands on the value read next
     want = np.maximum(x.copy(), 0)
     np.testing.assert_array_equal(_relu(np, x, out=out), want)
-    buf = rng.standard_normal(101).astype(np.float32)
-    y = rng.standard_normal(100).astype(np.float32)
+    buf = rng.standard_normal(5001).astype(np.float32)
+    y = rng.standard_normal(5000).astype(np.float32)
     g, out = buf[:-1], buf[1:]
     want = g.copy() * (y > 0)
     np.testing.assert_array_equal(_relu_grad_kernel(np, y, g, out=out), want)
+
+
+@pytest.mark.usefixtures("kernel_path")
+def test_the_compiled_relu_loops_run_where_they_apply(kernel_path):
+    """The size and layout rules send a large float array to the compiled loops (and in place to
+    the in-place loop), a small one to NumPy's ``maximum``."""
+    from lazyarray.ops import elementwise_jit
+    from lazyarray.ops.elementwise import _compiled_elementwise, _relu
+    x = np.random.default_rng(12).standard_normal((64, 80)).astype(np.float32)
+    compiled = kernel_path == "compiled"
+    assert (_compiled_elementwise(elementwise_jit.RELU, (x,), None) is not None) is compiled
+    calls = []
+    real = elementwise_jit.relu_in_place
+
+    def spy(*args):
+        calls.append(args[0].size)
+        return real(*args)
+
+    from lazyarray import jit
+    if compiled:
+        jit._COMPILED[elementwise_jit.relu_in_place] = spy
+    try:
+        y = x.copy()
+        assert _relu(np, y, out=y) is y
+        _relu(np, x[:10].copy(), out=None)  # 800 values: NumPy's maximum
+    finally:
+        jit._COMPILED.pop(elementwise_jit.relu_in_place, None)
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+    assert calls == ([x.size] if compiled else [])

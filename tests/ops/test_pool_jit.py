@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+from lazyarray import jit
 from lazyarray.ops import pool_jit
 from lazyarray.ops.pool import _max_pool2d
 from lazyarray.ops.pool_norm import _bn_max_pool2d
@@ -36,9 +37,10 @@ def _special(x):
 
 
 def _both(monkeypatch, fn):
-    monkeypatch.setenv("LAZYARRAY_JIT", "0")
+    """``fn()`` with the compiled kernels and with the NumPy path."""
+    monkeypatch.setattr(jit, "_ON", [False])
     want = fn()
-    monkeypatch.setenv("LAZYARRAY_JIT", "1")
+    monkeypatch.setattr(jit, "_ON", [True])
     return fn(), want
 
 
@@ -60,9 +62,9 @@ def test_max_pool_equals_the_numpy_path(monkeypatch, geometry, layout, dtype):
 @pytest.mark.parametrize("in_layout", ["nchw", "batch-last"])
 def test_max_pool_writes_into_a_planned_buffer_of_any_layout(monkeypatch, in_layout, out_layout):
     x = _stored(_special(np.random.default_rng(1).standard_normal((4, 3, 6, 8)).astype("float32")), in_layout)
-    monkeypatch.setenv("LAZYARRAY_JIT", "0")
+    monkeypatch.setattr(jit, "_ON", [False])
     want = _max_pool2d(np, x)
-    monkeypatch.setenv("LAZYARRAY_JIT", "1")
+    monkeypatch.setattr(jit, "_ON", [True])
     out = _stored(np.full(want.shape, 7.0, np.float32), out_layout)
     assert _max_pool2d(np, x, out=out) is out
     np.testing.assert_array_equal(out, want)
@@ -91,14 +93,14 @@ def test_a_scale_not_at_least_zero_declines_and_the_numpy_path_runs_the_recorded
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 3, 6, 6)).astype("float32")
     stats = [np.asarray(gamma, "float32")] + [rng.random(3).astype("float32") + 0.1 for _ in range(3)]
-    monkeypatch.setenv("LAZYARRAY_JIT", "1")
+    monkeypatch.setattr(jit, "_ON", [True])
     assert pool_jit.max_pool_norm(x, None, *stats, 1e-5, True, (2, 2), (2, 2), (0, 0), (3, 3)) is None
     got, want = _both(monkeypatch, lambda: _bn_max_pool2d(np, x, *stats, 1e-5, True))
     np.testing.assert_array_equal(got, want)
 
 
 def test_what_the_compiled_pools_do_not_cover_is_declined(monkeypatch):
-    monkeypatch.setenv("LAZYARRAY_JIT", "1")
+    monkeypatch.setattr(jit, "_ON", [True])
     geo = ((2, 2), (2, 2), (0, 0), (2, 2))
     f32 = np.ones((1, 2, 4, 4), np.float32)
     assert pool_jit.max_pool(f32, None, *geo) is not None
@@ -107,7 +109,7 @@ def test_what_the_compiled_pools_do_not_cover_is_declined(monkeypatch):
         assert pool_jit.max_pool(x, out, *geo) is None
     stats = [np.ones(2, np.float64)] * 4  # statistics of another dtype
     assert pool_jit.max_pool_norm(f32, None, *stats, 1e-5, False, *geo) is None
-    monkeypatch.setenv("LAZYARRAY_JIT", "0")
+    monkeypatch.setattr(jit, "_ON", [False])
     assert pool_jit.max_pool(f32, None, *geo) is None
 
 
