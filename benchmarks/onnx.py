@@ -9,7 +9,7 @@ ResNet-18 (CIFAR-style 32 x 32 stem; with ``--full`` also the ImageNet-style 224
   ``la.set_num_threads(t)`` against ORT with ``intra_op_num_threads=t``, for t = 1 and 2.
 
 Outputs are checked equal (rtol 1e-4) before anything is timed. Rounds alternate the two
-variants; each keeps the median of its rounds, and the ratio ``la / ort`` is taken in the same
+variants, each after a rest (``SETTLE``: the other runtime's spinning threads go idle first); each keeps the median of its rounds, and the ratio ``la / ort`` is taken in the same
 run (the machine is shared: compare ratios, not absolute times).
 Target (issue 15): lazyarray within 1.3x of onnxruntime at batch 64.
 
@@ -115,8 +115,17 @@ def ort_session(path: str, threads: int):
     return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
 
 
+# Seconds of rest before each timed round: both runtimes' idle threads spin for a while after a
+# call (OpenBLAS's for about 2**28 cycles, onnxruntime's pool briefly), and on 2 cores the spinning
+# threads of the round before took a core from the round being timed. Measured on the MLP at
+# batch 64 on 2 threads: without the rest lazyarray 0.72-0.91 ms, onnxruntime 0.68-0.71 ms; with
+# it 0.64-0.66 and 0.48-0.49 (both faster, the ratio steadier: 1.31-1.36x against 1.06-1.29x).
+SETTLE = 0.2
+
+
 def timed(fn, budget: float) -> float:
     """Seconds per call of ``fn``, calling it enough times to fill about ``budget`` seconds."""
+    time.sleep(SETTLE)
     t0 = time.perf_counter()
     fn()
     once = time.perf_counter() - t0
