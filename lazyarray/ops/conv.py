@@ -22,6 +22,7 @@ import threading
 import numpy as np
 
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
+from . import conv_jit
 from .blas_threads import one_thread
 from .derived import keeps
 from .params import INT, INTS, Param
@@ -364,10 +365,11 @@ def _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out):
     o = weight.shape[0]
     padded, interior, taps, cols = _im2col_views(xp, x.shape, x.dtype, weight.shape[2], weight.shape[3],
                                                  stride, padding, dilation)
-    if padded is not None:
-        padded[...] = 0
-    interior[...] = x.transpose(1, 2, 3, 0)
-    cols[...] = taps
+    if xp is not np or not conv_jit.im2col(x, cols, stride, padding, dilation):  # (one compiled pass)
+        if padded is not None:
+            padded[...] = 0
+        interior[...] = x.transpose(1, 2, 3, 0)
+        cols[...] = taps
     k, m = cols.shape[0] * cols.shape[1] * cols.shape[2], cols.shape[3] * cols.shape[4] * n
     wmat = weight.reshape(o, k)
     cols = cols.reshape(k, m)

@@ -87,6 +87,7 @@ _BATCH_LAST_GEOMETRIES = [
     ((3, 3), {"dilation": (2, 1), "padding": (2, 1)}), ((3, 3), {"stride": (2, 2), "padding": (1, 1)})]
 
 
+@pytest.mark.usefixtures("kernel_path")  # NumPy's im2col copies and the compiled one (conv_jit.py)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("kernel,params", _BATCH_LAST_GEOMETRIES,
                          ids=["3x3-p1", "1x1", "3x2-s21", "2x2-s3-p10", "3x3-dil21", "3x3-s2-p1"])
