@@ -44,8 +44,8 @@ def im2col(x, cols, stride, padding, dilation) -> bool:
     if x.__class__ is not np.ndarray or x.dtype not in _FLOATS or cols.dtype != x.dtype or x.ndim != 4:
         return False
     mem = x.transpose(1, 2, 3, 0)
-    if not mem.flags.c_contiguous:
-        return False
+    if not mem.flags.c_contiguous:  # (a C-ordered input, e.g. a model's: gathering its N values in
+        return False                # this loop measured 50 -> 68 us on the demo CNN's first conv)
     kern = jit.compiled(_im2col_batch_last)
     if kern is None:
         return False
