@@ -126,7 +126,10 @@ def _windows(xp, x, kernel, stride, padding, fill=0.0, dilation=(1, 1), extra=(0
 
 def scatter_windows(dx, parts, kernel, stride, dilation=(1, 1)):
     """Add ``parts[..., i, j]`` (N, C, Ho, Wo, kh, kw) into tap (i, j)'s strided view of ``dx``
-    (the padded input gradient): the adjoint of ``_windows``, one strided add per tap."""
+    (the padded input gradient): the adjoint of ``_windows``, one strided add per tap (or one
+    compiled loop adding in the same order: ``conv_jit.scatter_windows``)."""
+    if conv_jit.scatter_windows(dx, parts, stride, dilation):
+        return
     (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
     ho, wo = parts.shape[2], parts.shape[3]
     for i in range(kh):
@@ -587,7 +590,9 @@ def col2im(xp, g, weight, out_shape, stride, padding, dilation, groups):
                 dx[:, :, r:r + sh * (ho - 1) + 1:sh, q:q + sw * (wo - 1) + 1:sw] += g * taps[i][j]
         return xp.ascontiguousarray(dx[:, :, ph:ph + h, pw:pw + w])
     if groups == 1:
-        dcols = (g.transpose(0, 2, 3, 1).reshape(-1, o) @ weight.reshape(o, -1)).reshape(n, ho, wo, c, kh, kw)
+        with one_thread(2.0 * n * ho * wo * o * c * kh * kw):  # (small products: blas_threads.py)
+            dcols = g.transpose(0, 2, 3, 1).reshape(-1, o) @ weight.reshape(o, -1)
+        dcols = dcols.reshape(n, ho, wo, c, kh, kw)
         dcols = dcols.transpose(0, 3, 1, 2, 4, 5)  # (N, C, Ho, Wo, kh, kw)
     else:
         og = o // groups
@@ -620,11 +625,15 @@ def _conv2d_weight_grad(xp, g, x, kernel, stride=(1, 1), padding=(0, 0), dilatio
     kh, kw = _pair(kernel, "kernel", "", 1)
     n, c = x.shape[:2]
     o = g.shape[1]
-    win = _windows(xp, x, (kh, kw), _pair(stride, "stride", "", 1), _pair(padding, "padding", "", 0),
-                   dilation=_pair(dilation, "dilation", "", 1))
+    geometry = (_pair(stride, "stride", "", 1), _pair(padding, "padding", "", 0), _pair(dilation, "dilation", "", 1))
+    cols = conv_jit.window_rows(x, (kh, kw), *geometry) if groups == 1 and xp is np else None  # (compiled copy)
+    if cols is None:
+        win = _windows(xp, x, (kh, kw), geometry[0], geometry[1], dilation=geometry[2])
     if groups == 1:
-        cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(-1, c * kh * kw)
-        dw = g.transpose(1, 0, 2, 3).reshape(o, -1) @ cols
+        if cols is None:
+            cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(-1, c * kh * kw)
+        with one_thread(2.0 * o * cols.shape[0] * cols.shape[1]):  # (small products: blas_threads.py)
+            dw = g.transpose(1, 0, 2, 3).reshape(o, -1) @ cols
         return dw.reshape(o, c, kh, kw)
     if _is_depthwise(groups, c, (o, c // groups, kh, kw)):  # per tap: sum of g * what the tap read
         dw = xp.empty((o, 1, kh, kw), dtype=xp.result_type(g, x))

@@ -212,6 +212,10 @@ register(OpDef("max_pool2d", ("x",), _max_pool2d, params=_POOL_PARAMS, shape=_po
 def _max_pool2d_grad(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None):
     """g routed to the first maximum of each window (ties go to the first, like argmax)."""
     k, s, p, shape, extra = _layout(x.shape, kernel, stride, padding, ceil_mode)
+    if xp is np:
+        dx = pool_jit.max_pool_grad(g, x, k, s, p)  # (compiled, where numba is installed)
+        if dx is not None:
+            return dx
     (kh, kw), (ph, pw) = k, p
     n, c, h, w = x.shape
     win = _windows(xp, x, k, s, p, _fill_min(x.dtype), extra=extra)

@@ -223,3 +223,100 @@ def max_pool_norm(x, out, gamma, beta, mean, var, eps, relu, kernel, stride, pad
     if not kern(gamma, beta, mean, var, x.dtype.type(eps), scale, shift):
         return None
     return max_pool(x, out, kernel, stride, padding, shape, relu, scale, shift)
+
+
+def _max_pool_grad(x, g, dx, first, kh, kw, sh, sw, ph, pw, zero, one, fill):
+    """``max_pool2d_grad`` in two passes: each window's ``np.argmax`` over its taps in (a, b)
+    order (padding reads as -inf; the first NaN wins, else the first maximum), then tap by tap
+    in (a, b) order ``g * (first == tap)`` added where the tap read, as the NumPy path adds it (the
+    same terms in the same order: the same sums; a padding tap's share is dropped there too)."""
+    n_n, c_n, h_n, w_n = x.shape
+    ho_n, wo_n = g.shape[2], g.shape[3]
+    for n in range(n_n):
+        for c in range(c_n):
+            for i in range(ho_n):
+                for j in range(wo_n):
+                    best = 0
+                    m = fill
+                    for t in range(kh * kw):
+                        r = i * sh - ph + t // kw
+                        q = j * sw - pw + t % kw
+                        v = x[n, c, r, q] if r >= 0 and r < h_n and q >= 0 and q < w_n else fill
+                        if v != v:  # the first NaN
+                            best = t
+                            break
+                        if t == 0 or v > m:
+                            best = t
+                            m = v
+                    first[n, c, i, j] = best
+    for a in range(kh):
+        for b in range(kw):
+            t = a * kw + b
+            for n in range(n_n):
+                for c in range(c_n):
+                    for i in range(ho_n):
+                        r = i * sh - ph + a
+                        if r < 0 or r >= h_n:
+                            continue
+                        for j in range(wo_n):
+                            q = j * sw - pw + b
+                            if q >= 0 and q < w_n:
+                                dx[n, c, r, q] += g[n, c, i, j] * (one if first[n, c, i, j] == t else zero)
+
+
+def _max_pool_grad_tiles(x, g, dx, zero, one):
+    """``_max_pool_grad`` for 2 x 2 tiles (stride 2, no padding): each input value is read by one
+    window, so each gradient value is that window's one term, ``0 + g * (first == tap)``, written
+    in one pass (the first pass's argmax folded in)."""
+    n_n, c_n = x.shape[0], x.shape[1]
+    ho_n, wo_n = g.shape[2], g.shape[3]
+    for n in range(n_n):
+        for c in range(c_n):
+            for i in range(ho_n):
+                r0 = x[n, c, 2 * i]
+                r1 = x[n, c, 2 * i + 1]
+                d0 = dx[n, c, 2 * i]
+                d1 = dx[n, c, 2 * i + 1]
+                gr = g[n, c, i]
+                for j in range(wo_n):
+                    v0, v1, v2, v3 = r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1]
+                    best = 0
+                    m = v0
+                    if m == m:  # (argmax: the first NaN, else the first maximum)
+                        if v1 != v1 or v1 > m:
+                            best, m = 1, v1
+                        if m == m and (v2 != v2 or v2 > m):
+                            best, m = 2, v2
+                        if m == m and (v3 != v3 or v3 > m):
+                            best = 3
+                    gv = gr[j]
+                    d0[2 * j] = zero + gv * (one if best == 0 else zero)
+                    d0[2 * j + 1] = zero + gv * (one if best == 1 else zero)
+                    d1[2 * j] = zero + gv * (one if best == 2 else zero)
+                    d1[2 * j + 1] = zero + gv * (one if best == 3 else zero)
+
+
+def max_pool_grad(g, x, kernel, stride, padding):
+    """``max_pool2d_grad`` of NCHW ``x`` compiled (a new C-ordered gradient), or None where the
+    compiled loops do not apply (numba absent or off, not float32/float64 NumPy, g of another
+    dtype): the caller's NumPy path runs."""
+    if x.__class__ is not np.ndarray or g.__class__ is not np.ndarray or x.dtype not in _FLOATS \
+            or g.dtype != x.dtype or x.ndim != 4:
+        return None
+    t = x.dtype.type
+    if tuple(kernel) == (2, 2) and tuple(stride) == (2, 2) and tuple(padding) == (0, 0) \
+            and g.shape[2:] == (x.shape[2] // 2, x.shape[3] // 2) and x.shape[2] % 2 == 0 and x.shape[3] % 2 == 0:
+        kern = jit.compiled(_max_pool_grad_tiles)
+        if kern is None:
+            return None
+        dx = np.empty(x.shape, g.dtype)  # (every value written: the tiles cover x)
+        kern(x, g, dx, t(0), t(1))
+        return dx
+    kern = jit.compiled(_max_pool_grad)
+    if kern is None:
+        return None
+    dx = np.zeros(x.shape, g.dtype)
+    first = np.empty(g.shape, np.int64)
+    kern(x, g, dx, first, int(kernel[0]), int(kernel[1]), int(stride[0]), int(stride[1]), int(padding[0]),
+         int(padding[1]), t(0), t(1), t(-np.inf))
+    return dx

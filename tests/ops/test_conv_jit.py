@@ -52,3 +52,50 @@ def test_what_it_does_not_cover_is_declined(monkeypatch):
     assert conv_jit.im2col(_batch_last(x), cols, *geo)
     monkeypatch.setattr(jit, "_ON", [False])
     assert not conv_jit.im2col(_batch_last(x), cols, *geo)
+
+
+def _both(monkeypatch, fn):
+    """``fn()`` with the compiled loops and with the NumPy path."""
+    monkeypatch.setattr(jit, "_ON", [False])
+    want = fn()
+    monkeypatch.setattr(jit, "_ON", [True])
+    return fn(), want
+
+
+GRAD_GEOMETRIES = [((3, 3), (1, 1), (1, 1), (1, 1)), ((3, 2), (2, 1), (0, 1), (1, 1)),
+                   ((3, 3), (1, 1), (2, 1), (2, 1)), ((1, 1), (1, 1), (0, 0), (1, 1)), ((2, 2), (3, 3), (1, 0), (1, 1))]
+
+
+@pytest.mark.parametrize("geometry", GRAD_GEOMETRIES, ids=lambda g: f"k{g[0]}-s{g[1]}-p{g[2]}-d{g[3]}")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_conv_gradients_equal_the_numpy_path_bit_for_bit(monkeypatch, geometry, dtype):
+    """The compiled window rows feed the same product (weight gradient); the compiled scatter adds
+    the same terms in the same order (input gradient): equal bits, not just close values."""
+    kernel, stride, padding, dilation = geometry
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((5, 3, 9, 7)).astype(dtype)
+    x[0, 0, 0, :2] = [np.inf, -0.0]
+    w = rng.standard_normal((4, 3) + kernel).astype(dtype)
+    y = conv._conv2d(np, x, w, None, stride, padding, dilation)
+    g = rng.standard_normal(y.shape).astype(dtype)
+    for fn in (lambda: conv._conv2d_weight_grad(np, g, x, kernel, stride, padding, dilation),
+               lambda: conv._conv2d_input_grad(np, g, w, x, stride, padding, dilation)):
+        got, want = _both(monkeypatch, fn)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_the_compiled_gradient_loops_run_and_decline_what_they_do_not_cover(monkeypatch):
+    monkeypatch.setattr(jit, "_ON", [True])
+    x = np.ones((2, 3, 5, 5), np.float32)
+    rows = conv_jit.window_rows(x, (3, 3), (1, 1), (1, 1), (1, 1))
+    assert rows.shape == (2 * 5 * 5, 3 * 9) and rows.flags.c_contiguous
+    assert conv_jit.window_rows(x.astype(np.float16), (3, 3), (1, 1), (1, 1), (1, 1)) is None
+    parts = np.ones((2, 3, 5, 5, 3, 3), np.float32)
+    assert conv_jit.scatter_windows(np.zeros((2, 3, 7, 7), np.float32), parts, (1, 1), (1, 1))
+    assert not conv_jit.scatter_windows(np.zeros((2, 3, 7, 7)), parts, (1, 1), (1, 1))  # float64 into float32
+    buf = np.zeros(2 * 3 * 7 * 7 * 9, np.float32)
+    assert not conv_jit.scatter_windows(buf[:2 * 3 * 7 * 7].reshape(2, 3, 7, 7),
+                                        buf[:2 * 3 * 5 * 5 * 9].reshape(parts.shape), (1, 1), (1, 1))  # overlapping
+    monkeypatch.setattr(jit, "_ON", [False])
+    assert conv_jit.window_rows(x, (3, 3), (1, 1), (1, 1), (1, 1)) is None

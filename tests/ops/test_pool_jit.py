@@ -130,3 +130,24 @@ def test_every_window_of_random_geometries(monkeypatch):
             x = _special(rng.standard_normal((2, 2, 7, 8)).astype("float32"))
             got, want = _both(monkeypatch, lambda x=x, k=k, s=s, p=p, ceil=ceil: _max_pool2d(np, x, k, s, p, ceil))
             np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: f"k{g[0]}-s{g[1]}-p{g[2]}-{'ceil' if g[3] else 'floor'}")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_max_pool_gradient_equals_the_numpy_path_bit_for_bit(monkeypatch, geometry, dtype):
+    """Each window's first maximum (a NaN first, ties to the first tap, a window of -inf onto its
+    padding) and the same sums for overlapping windows: equal bits."""
+    from lazyarray.ops.pool import _max_pool2d_grad
+    kernel, stride, padding, ceil = geometry
+    rng = np.random.default_rng(6)
+    x = _special(rng.standard_normal((3, 4, 8, 10)).astype(dtype))
+    x[1, 1, :, :3] = 0.5  # ties
+    x[2, 2] = np.round(x[2, 2])  # more ties
+    monkeypatch.setattr(jit, "_ON", [False])
+    y = _max_pool2d(np, x, kernel, stride, padding, ceil)
+    g = rng.standard_normal(y.shape).astype(dtype)
+    got, want = _both(monkeypatch, lambda: _max_pool2d_grad(np, g, x, kernel, stride, padding, ceil))
+    assert got.dtype == want.dtype and got.shape == x.shape
+    np.testing.assert_array_equal(got, want)
+    assert pool_jit.max_pool_grad(g, x, kernel, stride if stride != (0, 0) else kernel, padding) is not None
+    assert pool_jit.max_pool_grad(g.astype("float16"), x, kernel, kernel, padding) is None
