@@ -280,15 +280,16 @@ def _max_pool_grad_tiles(x, g, dx, zero, one):
                 gr = g[n, c, i]
                 for j in range(wo_n):
                     v0, v1, v2, v3 = r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1]
-                    best = 0
-                    m = v0
-                    if m == m:  # (argmax: the first NaN, else the first maximum)
-                        if v1 != v1 or v1 > m:
-                            best, m = 1, v1
-                        if m == m and (v2 != v2 or v2 > m):
-                            best, m = 2, v2
-                        if m == m and (v3 != v3 or v3 > m):
-                            best = 3
+                    # argmax as selects (no branches: the loop vectorizes): a later tap wins when it
+                    # is larger, or a NaN after no NaN; ties and everything after a NaN keep the earlier
+                    take = (v1 > v0) | ((v1 != v1) & (v0 == v0))
+                    m = v1 if take else v0
+                    best = 1 if take else 0
+                    take = (v2 > m) | ((v2 != v2) & (m == m))
+                    m = v2 if take else m
+                    best = 2 if take else best
+                    take = (v3 > m) | ((v3 != v3) & (m == m))
+                    best = 3 if take else best
                     gv = gr[j]
                     d0[2 * j] = zero + gv * (one if best == 0 else zero)
                     d0[2 * j + 1] = zero + gv * (one if best == 1 else zero)
