@@ -12,7 +12,7 @@ import numpy as np
 from .. import jit, threads
 from ..errors import ParamValueError, ShapeError, fmt_shape
 from . import sparse_kernels as sk
-from .elementwise_jit import RELU, RELU_GRAD
+from .elementwise_jit import RELU, RELU_GRAD, relu_4d
 from .params import FLOAT, Param
 from .registry import OpDef, register
 
@@ -154,6 +154,12 @@ def _relu(xp, x, out=None):
         res = _compiled_elementwise(RELU, (x,), out)  # one compiled loop where numba is installed
         if res is not None:
             return res
+        if x.ndim == 4 and out is not None and out.shape == x.shape and out.__class__ is np.ndarray \
+                and not np.may_share_memory(out, x):  # (two layouts: the blocked loop)
+            kern = jit.compiled(relu_4d)
+            if kern is not None:
+                kern(x, out, _UNITS[x.dtype][0])
+                return out
     if x.size < _ZERO_ROW // 2:
         return xp.maximum(x, 0, out=out)
     order = _memory_order(x)
