@@ -138,6 +138,7 @@ def test_relu_kernel_of_arrays_stored_in_another_axis_order():
     """Batch-last planned buffers (executor/batch_last.py): NCHW views of (C, H, W, N) memory."""
     from lazyarray.ops.elementwise import _relu
     x = np.random.default_rng(1).standard_normal((64, 3, 5, 8)).astype(np.float32)
+    x[0, 0, 0, :4] = [np.nan, -0.0, -np.inf, np.inf]
     stored = np.ascontiguousarray(x.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)
     got = _relu(np, stored)
     np.testing.assert_array_equal(got, np.maximum(x, 0))
