@@ -12,21 +12,25 @@ equal values (the tests check that bit for bit); this script checks it again bef
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import table
 
 import lazyarray as la
 from lazyarray import blocks as B
 from lazyarray import jit
 from lazyarray.cli import build_model
 from lazyarray.ops import conv, elementwise, pool, pool_norm
+
+# (``_util`` loaded from its file: importing this script, as its smoke test does, leaves sys.path alone)
+_spec = importlib.util.spec_from_file_location("_bench_util", Path(__file__).resolve().parent / "_util.py")
+_util = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_util)
+table = _util.table
+
 
 ROUNDS = [9]  # (--quick: 1)
 BUDGET = [1.0]  # scale of each round's seconds (--quick: 0.05)
