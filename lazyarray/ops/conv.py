@@ -626,14 +626,12 @@ def _conv2d_weight_grad(xp, g, x, kernel, stride=(1, 1), padding=(0, 0), dilatio
     n, c = x.shape[:2]
     o = g.shape[1]
     geometry = (_pair(stride, "stride", "", 1), _pair(padding, "padding", "", 0), _pair(dilation, "dilation", "", 1))
-    cols = conv_jit.window_rows(x, (kh, kw), *geometry) if groups == 1 and xp is np else None  # (compiled copy)
-    if cols is None:
-        win = _windows(xp, x, (kh, kw), geometry[0], geometry[1], dilation=geometry[2])
+    if groups == 1 and xp is np:
+        return _dense_weight_grad(g, x, kh, kw, *geometry)
+    win = _windows(xp, x, (kh, kw), geometry[0], geometry[1], dilation=geometry[2])
     if groups == 1:
-        if cols is None:
-            cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(-1, c * kh * kw)
-        with one_thread(2.0 * o * cols.shape[0] * cols.shape[1]):  # (small products: blas_threads.py)
-            dw = g.transpose(1, 0, 2, 3).reshape(o, -1) @ cols
+        cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(-1, c * kh * kw)
+        dw = g.transpose(1, 0, 2, 3).reshape(o, -1) @ cols
         return dw.reshape(o, c, kh, kw)
     if _is_depthwise(groups, c, (o, c // groups, kh, kw)):  # per tap: sum of g * what the tap read
         dw = xp.empty((o, 1, kh, kw), dtype=xp.result_type(g, x))
@@ -645,6 +643,28 @@ def _conv2d_weight_grad(xp, g, x, kernel, stride=(1, 1), padding=(0, 0), dilatio
     og = o // groups
     gg = g.reshape(n, groups, og, ho, wo).transpose(1, 2, 0, 3, 4).reshape(groups, og, n * ho * wo)
     return (gg @ _im2col_groups(win, groups)).reshape(o, c // groups, kh, kw)
+
+
+def _dense_weight_grad(g, x, kh, kw, stride, padding, dilation):
+    """``conv2d_weight_grad`` with groups == 1 on NumPy: ``g (O, M) @ columns (K, M).T``, the
+    columns (one row per kernel tap (c, a, b), one column per output position in (Ho, Wo, N)
+    order) filled by ``_batch_last_conv``'s im2col: copies in runs of Wo * N values (about 14 us
+    for the demo CNN's first conv, where copying window rows (N * Ho * Wo, K) out of the NCHW image,
+    in runs of kw values, took 120-140). The compiled im2col (``conv_jit``) fills the same values,
+    so the product is the same either way."""
+    n, c = x.shape[:2]
+    o, ho, wo = g.shape[1], g.shape[2], g.shape[3]
+    k, m = c * kh * kw, n * ho * wo
+    padded, interior, taps, cols = _im2col_views(np, x.shape, x.dtype, kh, kw, stride, padding, dilation)
+    if not conv_jit.im2col(x, cols, stride, padding, dilation):
+        if padded is not None:
+            padded[...] = 0
+        interior[...] = x.transpose(1, 2, 3, 0)
+        cols[...] = taps
+    gt = g.transpose(1, 2, 3, 0).reshape(o, m)  # (a view of a batch-last g, else a copy)
+    with one_thread(2.0 * o * k * m):  # (small products: blas_threads.py)
+        dw = gt @ cols.reshape(k, m).T
+    return dw.reshape(o, c, kh, kw)
 
 
 def _conv2d_weight_grad_shape(shapes, kernel, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):

@@ -1,11 +1,9 @@
 """Compiled window copies for convolutions (``jit.compiled``): the copies around their products.
 
-* ``im2col`` (``conv._batch_last_conv``): NumPy builds a small batch's columns in three copies:
+* ``im2col`` (``conv._batch_last_conv`` and ``conv2d_weight_grad``): NumPy builds a small batch's columns in three copies:
   zero a padded (C, H + 2p, W + 2p, N) scratch, copy the image into its interior, then copy
   every tap's strided view into the (C, kh, kw, Ho, Wo, N) columns. One loop writes each column
   row straight from the image, zeros where a tap falls in the padding.
-* ``window_rows`` (``conv2d_weight_grad``): every window's values as one row per output position,
-  which NumPy copies out of a padded strided view.
 * ``scatter_windows`` (``conv2d_input_grad``, ``conv2d_transpose``): each tap's share added back
   where the tap read, one loop instead of one strided add per tap, tap by tap in the same order.
 
@@ -58,54 +56,6 @@ def im2col(x, cols, stride, padding, dilation) -> bool:
     kern(mem, cols, int(stride[0]), int(stride[1]), int(padding[0]), int(padding[1]),
          int(dilation[0]), int(dilation[1]), x.dtype.type(0))
     return True
-
-
-def _window_rows(x, cols, sh, sw, ph, pw, dh, dw, zero):
-    """x (N, C, H, W) -> cols (N, Ho, Wo, C, kh, kw): every window's values, one row per output
-    position (``conv2d_weight_grad``'s operand), zero outside the image; the bounds are decided
-    per image row and per column range. (Columns (C, kh, kw, N, Ho, Wo), written in runs, were
-    1.4x faster to fill, but BLAS reading them transposed summed in another order: other bits.)"""
-    n_n, c_n, h_n, w_n = x.shape
-    ho_n, wo_n, kh, kw = cols.shape[1], cols.shape[2], cols.shape[4], cols.shape[5]
-    for n in range(n_n):
-        for c in range(c_n):
-            for a in range(kh):
-                for i in range(ho_n):
-                    r = i * sh - ph + a * dh
-                    inside = r >= 0 and r < h_n
-                    for b in range(kw):
-                        off = b * dw - pw
-                        lo = 0  # the columns j whose tap q = j * sw + off lies in the image: [lo, hi)
-                        while lo < wo_n and lo * sw + off < 0:
-                            lo += 1
-                        hi = wo_n
-                        while hi > lo and (hi - 1) * sw + off >= w_n:
-                            hi -= 1
-                        if not inside:
-                            lo = hi = wo_n
-                        for j in range(lo):
-                            cols[n, i, j, c, a, b] = zero
-                        for j in range(lo, hi):
-                            cols[n, i, j, c, a, b] = x[n, c, r, j * sw + off]
-                        for j in range(hi, wo_n):
-                            cols[n, i, j, c, a, b] = zero
-
-
-def window_rows(x, kernel, stride, padding, dilation):
-    """``_windows(x, ...)`` as rows: (N * Ho * Wo, C * kh * kw), C-ordered, compiled; the values of
-    NumPy's ``win.transpose(0, 2, 3, 1, 4, 5).reshape(-1, C * kh * kw)`` (a copy is a copy), None
-    where the compiled loop does not apply (numba absent or off, not float32/float64 NumPy)."""
-    if x.__class__ is not np.ndarray or x.dtype not in _FLOATS or x.ndim != 4:
-        return None
-    kern = jit.compiled(_window_rows)
-    if kern is None:
-        return None
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
-    n, c, h, w = x.shape
-    ho, wo = (h + 2 * ph - (kh - 1) * dh - 1) // sh + 1, (w + 2 * pw - (kw - 1) * dw - 1) // sw + 1
-    cols = np.empty((n, ho, wo, c, kh, kw), x.dtype)
-    kern(x, cols, int(sh), int(sw), int(ph), int(pw), int(dh), int(dw), x.dtype.type(0))
-    return cols.reshape(n * ho * wo, c * kh * kw)
 
 
 def _scatter_windows(dx, parts, sh, sw, dh, dw):

@@ -67,15 +67,17 @@ GRAD_GEOMETRIES = [((3, 3), (1, 1), (1, 1), (1, 1)), ((3, 2), (2, 1), (0, 1), (1
 
 
 @pytest.mark.parametrize("geometry", GRAD_GEOMETRIES, ids=lambda g: f"k{g[0]}-s{g[1]}-p{g[2]}-d{g[3]}")
+@pytest.mark.parametrize("shape", [(5, 3, 9, 7), (3, 2, 12, 10), (1, 3, 9, 7)],
+                         ids=["small-images", "larger-images", "one-image"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_conv_gradients_equal_the_numpy_path_bit_for_bit(monkeypatch, geometry, dtype):
-    """The compiled window rows feed the same product (weight gradient); the compiled scatter adds
-    the same terms in the same order (input gradient): equal bits, not just close values."""
+def test_conv_gradients_equal_the_numpy_path_bit_for_bit(monkeypatch, geometry, shape, dtype):
+    """The compiled im2col feeds the same product (weight gradient); the compiled scatter adds the
+    same terms in the same order (input gradient): equal bits, not just close values."""
     kernel, stride, padding, dilation = geometry
     rng = np.random.default_rng(1)
-    x = rng.standard_normal((5, 3, 9, 7)).astype(dtype)
+    x = rng.standard_normal(shape).astype(dtype)
     x[0, 0, 0, :2] = [np.inf, -0.0]
-    w = rng.standard_normal((4, 3) + kernel).astype(dtype)
+    w = rng.standard_normal((4, shape[1]) + kernel).astype(dtype)
     y = conv._conv2d(np, x, w, None, stride, padding, dilation)
     g = rng.standard_normal(y.shape).astype(dtype)
     for fn in (lambda: conv._conv2d_weight_grad(np, g, x, kernel, stride, padding, dilation),
@@ -85,12 +87,8 @@ def test_conv_gradients_equal_the_numpy_path_bit_for_bit(monkeypatch, geometry, 
         np.testing.assert_array_equal(got, want)
 
 
-def test_the_compiled_gradient_loops_run_and_decline_what_they_do_not_cover(monkeypatch):
+def test_the_compiled_scatter_runs_and_declines_what_it_does_not_cover(monkeypatch):
     monkeypatch.setattr(jit, "_ON", [True])
-    x = np.ones((2, 3, 5, 5), np.float32)
-    rows = conv_jit.window_rows(x, (3, 3), (1, 1), (1, 1), (1, 1))
-    assert rows.shape == (2 * 5 * 5, 3 * 9) and rows.flags.c_contiguous
-    assert conv_jit.window_rows(x.astype(np.float16), (3, 3), (1, 1), (1, 1), (1, 1)) is None
     parts = np.ones((2, 3, 5, 5, 3, 3), np.float32)
     assert conv_jit.scatter_windows(np.zeros((2, 3, 7, 7), np.float32), parts, (1, 1), (1, 1))
     assert not conv_jit.scatter_windows(np.zeros((2, 3, 7, 7)), parts, (1, 1), (1, 1))  # float64 into float32
@@ -98,4 +96,17 @@ def test_the_compiled_gradient_loops_run_and_decline_what_they_do_not_cover(monk
     assert not conv_jit.scatter_windows(buf[:2 * 3 * 7 * 7].reshape(2, 3, 7, 7),
                                         buf[:2 * 3 * 5 * 5 * 9].reshape(parts.shape), (1, 1), (1, 1))  # overlapping
     monkeypatch.setattr(jit, "_ON", [False])
-    assert conv_jit.window_rows(x, (3, 3), (1, 1), (1, 1), (1, 1)) is None
+    assert not conv_jit.scatter_windows(np.zeros((2, 3, 7, 7), np.float32), parts, (1, 1), (1, 1))
+
+
+@pytest.mark.parametrize("shape", [(5, 3, 9, 7), (3, 2, 12, 10), (1, 3, 9, 7)])
+def test_weight_gradient_matches_a_float64_reference(shape):
+    """The weight gradient against the sum over (n, i, j) of g * window, in float64."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((4, shape[1], 3, 3)).astype(np.float32)
+    g = rng.standard_normal(conv._conv2d(np, x, w, None, (1, 1), (1, 1), (1, 1)).shape).astype(np.float32)
+    win = conv._windows(np, x.astype(np.float64), (3, 3), (1, 1), (1, 1))
+    want = np.einsum("noij,ncijab->ocab", g.astype(np.float64), win)
+    got = conv._conv2d_weight_grad(np, g, x, (3, 3), (1, 1), (1, 1))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
