@@ -213,7 +213,7 @@ def _max_pool2d_grad(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), cei
     """g routed to the first maximum of each window (ties go to the first, like argmax)."""
     k, s, p, shape, extra = _layout(x.shape, kernel, stride, padding, ceil_mode)
     if xp is np:
-        dx = pool_jit.max_pool_grad(g, x, k, s, p)  # (compiled, where numba is installed)
+        dx = pool_jit.max_pool_grad(g, x, k, s, p, out)  # (compiled, where numba is installed)
         if dx is not None:
             return dx
     (kh, kw), (ph, pw) = k, p
@@ -223,10 +223,13 @@ def _max_pool2d_grad(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), cei
     dx = xp.zeros((n, c, h + 2 * ph + extra[0], w + 2 * pw + extra[1]), dtype=g.dtype)
     for t, view in enumerate(_taps(dx, k, s, shape)):
         view += g * (first == t)
+    if out is not None:  # (the planned buffer)
+        out[...] = dx[:, :, ph:ph + h, pw:pw + w]
+        return out
     return xp.ascontiguousarray(dx[:, :, ph:ph + h, pw:pw + w])
 
 
-register(OpDef("max_pool2d_grad", ("g", "x"), _max_pool2d_grad, params=_POOL_PARAMS,
+register(OpDef("max_pool2d_grad", ("g", "x"), _max_pool2d_grad, params=_POOL_PARAMS, writes_out=True,
                shape=lambda shapes, **p: shapes[1], dtype=lambda dtypes, **p: dtypes[0], namespace="nn",
                workspace=lambda avals, **p: _pool_workspace(avals[1], avals[0].dtype, **p),
                doc="max_pool2d's gradient: g scattered to each window's (first) maximum of x"))
