@@ -151,3 +151,21 @@ def test_max_pool_gradient_equals_the_numpy_path_bit_for_bit(monkeypatch, geomet
     np.testing.assert_array_equal(got, want)
     assert pool_jit.max_pool_grad(g, x, kernel, stride if stride != (0, 0) else kernel, padding) is not None
     assert pool_jit.max_pool_grad(g.astype("float16"), x, kernel, kernel, padding) is None
+
+
+@pytest.mark.parametrize("geometry", [GEOMETRIES[0], GEOMETRIES[2]], ids=["tiles", "k3-s2-p1-ceil"])
+def test_max_pool_gradient_writes_the_planned_buffer_on_both_paths(monkeypatch, geometry):
+    from lazyarray.ops.pool import _max_pool2d_grad
+    kernel, stride, padding, ceil = geometry
+    rng = np.random.default_rng(8)
+    x = _special(rng.standard_normal((3, 4, 8, 10)).astype("float32"))
+    monkeypatch.setattr(jit, "_ON", [False])
+    g = rng.standard_normal(_max_pool2d(np, x, kernel, stride, padding, ceil).shape).astype("float32")
+    want = _max_pool2d_grad(np, g, x, kernel, stride, padding, ceil)
+    for on in (False, True):
+        monkeypatch.setattr(jit, "_ON", [on])
+        out = np.full(x.shape, 7.0, np.float32)  # (stale values: every one must be written)
+        assert _max_pool2d_grad(np, g, x, kernel, stride, padding, ceil, out=out) is out
+        np.testing.assert_array_equal(out, want)
+    monkeypatch.setattr(jit, "_ON", [True])
+    assert pool_jit.max_pool_grad(g, x, kernel, stride if stride != (0, 0) else kernel, padding, out=x) is None
