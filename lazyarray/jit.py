@@ -49,6 +49,13 @@ def _numba():
             import numba
         except ImportError:
             numba = None
+        except Exception as exc:  # an installed numba that cannot load (built for another NumPy): NumPy kernels
+            import warnings
+
+            warnings.warn(f"lazyarray: numba failed to import ({type(exc).__name__}: {exc}); compiled kernels "
+                          f"are off and the NumPy kernels run (fix or uninstall numba, or set LAZYARRAY_JIT=0)",
+                          RuntimeWarning, stacklevel=3)
+            numba = None
         _NUMBA.append(numba)
     return _NUMBA[0]
 

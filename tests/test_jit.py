@@ -61,3 +61,22 @@ def test_set_enabled_switches_at_run_time_and_none_rereads_the_environment(monke
     assert jit.compiled(_cumulative) is None
     jit.set_enabled(None)
     assert jit.enabled()  # the environment again: 1
+
+
+def test_a_numba_that_cannot_load_turns_compiled_kernels_off_with_a_warning(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def broken(name, *args, **kwargs):
+        if name == "numba":
+            raise SystemError("numba built for another NumPy")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", broken)
+    monkeypatch.setattr(jit, "_NUMBA", [])
+    monkeypatch.setattr(jit, "_ON", [None])
+    monkeypatch.setenv("LAZYARRAY_JIT", "1")
+    with pytest.warns(RuntimeWarning, match="numba failed to import.*SystemError"):
+        assert not jit.enabled()
+    assert jit.compiled(_cumulative) is None
