@@ -29,7 +29,8 @@ kernel, im2col is one copy, and a relu after a max pool runs on the pooled value
 went from 317 to 247 us, about 1.3x onnxruntime on 1 thread (CPU time, busy machine: 1.6x
 before) and at par on 2. Then its relu and batch norm moved after the max pool where the norm's
 scales allow (``nn.batch_norm_max_pool2d``: a quarter of the values; 252 -> about 235 us, 1.15x
-onnxruntime on 1 thread). On 2 threads onnxruntime gains 1.05-1.7x (its pool spins, so handing a
+onnxruntime on 1 thread). With numba installed (the ``jit`` extra) its pools, pooled norm, relus
+and im2col copies run as compiled loops (``lazyarray/jit.py``): 0.88-1.03x onnxruntime on 1 thread. On 2 threads onnxruntime gains 1.05-1.7x (its pool spins, so handing a
 kernel's half to another thread costs it about a microsecond); handing work to another Python
 thread costs 50-65 us on this machine (a no-op ``threads.split`` or ``chunked``, a
 ``ThreadPoolExecutor`` submit and wait: the waiting thread's wake-up), a quarter of the whole
