@@ -4,8 +4,9 @@
   zero a padded (C, H + 2p, W + 2p, N) scratch, copy the image into its interior, then copy
   every tap's strided view into the (C, kh, kw, Ho, Wo, N) columns. One loop writes each column
   row straight from the image, zeros where a tap falls in the padding.
-* ``scatter_windows`` (``conv2d_input_grad``, ``conv2d_transpose``): each tap's share added back
-  where the tap read, one loop instead of one strided add per tap, tap by tap in the same order.
+* ``scatter_windows`` (``col2im``: ``conv2d_transpose``, grouped input gradients): each tap's share
+  added back where the tap read, one loop instead of one strided add per tap, in the same order.
+* ``add_columns`` (``conv2d_input_grad``): the same for batch-last columns, in runs of N values.
 
 Copies are copies and the adds come in the same order, so the values (and the products fed
 with them) equal the NumPy path's bit for bit; the products stay NumPy's.
@@ -83,4 +84,33 @@ def scatter_windows(dx, parts, stride, dilation) -> bool:
     if kern is None:
         return False
     kern(dx, parts, int(stride[0]), int(stride[1]), int(dilation[0]), int(dilation[1]))
+    return True
+
+
+def _add_columns(padded, cols, sh, sw, dh, dw):
+    """padded (C, Hp, Wp, N) += cols (C, kh, kw, Ho, Wo, N) where each tap read, tap by tap in
+    (a, b) order like NumPy's strided adds (the same terms in the same order: the same sums)."""
+    c_n, kh, kw, ho_n, wo_n, n_n = cols.shape
+    for a in range(kh):
+        for b in range(kw):
+            for c in range(c_n):
+                for i in range(ho_n):
+                    r = i * sh + a * dh
+                    for j in range(wo_n):
+                        dst = padded[c, r, j * sw + b * dw]
+                        src = cols[c, a, b, i, j]
+                        for n in range(n_n):
+                            dst[n] += src[n]
+
+
+def add_columns(padded, cols, stride, dilation) -> bool:
+    """``conv._dense_input_grad``'s tap-by-tap adds compiled; False where they do not apply (numba
+    absent or off, not float32/float64 NumPy, mixed dtypes, overlapping arrays)."""
+    if padded.__class__ is not np.ndarray or cols.__class__ is not np.ndarray or padded.dtype not in _FLOATS \
+            or cols.dtype != padded.dtype or np.may_share_memory(padded, cols):
+        return False
+    kern = jit.compiled(_add_columns)
+    if kern is None:
+        return False
+    kern(padded, cols, int(stride[0]), int(stride[1]), int(dilation[0]), int(dilation[1]))
     return True

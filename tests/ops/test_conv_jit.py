@@ -87,7 +87,7 @@ def test_conv_gradients_equal_the_numpy_path_bit_for_bit(monkeypatch, geometry, 
         np.testing.assert_array_equal(got, want)
 
 
-def test_the_compiled_scatter_runs_and_declines_what_it_does_not_cover(monkeypatch):
+def test_the_compiled_scatters_run_and_decline_what_they_do_not_cover(monkeypatch):
     monkeypatch.setattr(jit, "_ON", [True])
     parts = np.ones((2, 3, 5, 5, 3, 3), np.float32)
     assert conv_jit.scatter_windows(np.zeros((2, 3, 7, 7), np.float32), parts, (1, 1), (1, 1))
@@ -95,8 +95,12 @@ def test_the_compiled_scatter_runs_and_declines_what_it_does_not_cover(monkeypat
     buf = np.zeros(2 * 3 * 7 * 7 * 9, np.float32)
     assert not conv_jit.scatter_windows(buf[:2 * 3 * 7 * 7].reshape(2, 3, 7, 7),
                                         buf[:2 * 3 * 5 * 5 * 9].reshape(parts.shape), (1, 1), (1, 1))  # overlapping
+    cols = np.ones((3, 3, 3, 5, 5, 2), np.float32)
+    assert conv_jit.add_columns(np.zeros((3, 7, 7, 2), np.float32), cols, (1, 1), (1, 1))
+    assert not conv_jit.add_columns(np.zeros((3, 7, 7, 2)), cols, (1, 1), (1, 1))  # float64 into float32
     monkeypatch.setattr(jit, "_ON", [False])
     assert not conv_jit.scatter_windows(np.zeros((2, 3, 7, 7), np.float32), parts, (1, 1), (1, 1))
+    assert not conv_jit.add_columns(np.zeros((3, 7, 7, 2), np.float32), cols, (1, 1), (1, 1))
 
 
 @pytest.mark.parametrize("shape", [(5, 3, 9, 7), (3, 2, 12, 10), (1, 3, 9, 7)])
@@ -110,3 +114,18 @@ def test_weight_gradient_matches_a_float64_reference(shape):
     want = np.einsum("noij,ncijab->ocab", g.astype(np.float64), win)
     got = conv._conv2d_weight_grad(np, g, x, (3, 3), (1, 1), (1, 1))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("geometry", GRAD_GEOMETRIES, ids=lambda g: f"k{g[0]}-s{g[1]}-p{g[2]}-d{g[3]}")
+@pytest.mark.parametrize("shape", [(5, 3, 9, 7), (1, 3, 9, 7)])
+def test_input_gradient_matches_col2im_in_float64(shape, geometry):
+    """The batch-last input gradient against the windows' adjoint (``col2im``) computed in float64."""
+    kernel, stride, padding, dilation = geometry
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((4, shape[1]) + kernel).astype(np.float32)
+    g = rng.standard_normal(conv._conv2d(np, x, w, None, stride, padding, dilation).shape).astype(np.float32)
+    want = conv.col2im(np, g.astype(np.float64), w.astype(np.float64), x.shape, stride, padding, dilation, 1)
+    got = conv._conv2d_input_grad(np, g, w, x, stride, padding, dilation)
+    assert got.dtype == np.float32 and got.shape == x.shape and got.flags.c_contiguous
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
