@@ -104,7 +104,7 @@ def _add_columns(padded, cols, sh, sw, dh, dw):
 
 
 def add_columns(padded, cols, stride, dilation) -> bool:
-    """``conv._dense_input_grad``'s tap-by-tap adds compiled; False where they do not apply (numba
+    """``conv_grad._dense_input_grad``'s tap-by-tap adds compiled; False where they do not apply (numba
     absent or off, not float32/float64 NumPy, mixed dtypes, overlapping arrays)."""
     if padded.__class__ is not np.ndarray or cols.__class__ is not np.ndarray or padded.dtype not in _FLOATS \
             or cols.dtype != padded.dtype or np.may_share_memory(padded, cols):
