@@ -154,12 +154,11 @@ def _relu(xp, x, out=None):
         res = _compiled_elementwise(RELU, (x,), out)  # one compiled loop where numba is installed
         if res is not None:
             return res
-        if x.ndim == 4 and out is not None and out.shape == x.shape and out.__class__ is np.ndarray \
-                and not np.may_share_memory(out, x):  # (two layouts: the blocked loop)
-            kern = jit.compiled(relu_4d)
-            if kern is not None:
-                kern(x, out, _UNITS[x.dtype][0])
-                return out
+        kern = jit.compiled(relu_4d) if x.ndim == 4 and out is not None else None  # (two layouts: blocked)
+        if kern is not None and out.shape == x.shape and out.__class__ is np.ndarray \
+                and not np.may_share_memory(out, x):
+            kern(x, out, _UNITS[x.dtype][0])
+            return out
     if x.size < _ZERO_ROW // 2:
         return xp.maximum(x, 0, out=out)
     order = _memory_order(x)
@@ -234,11 +233,11 @@ def _compiled_elementwise(kernels, inputs, out):
     if out is not None and (out.shape != shape or out.__class__ is not np.ndarray):
         return None
     order = None if first.flags.c_contiguous else _memory_order(first)
+    if order is None and not first.flags.c_contiguous:  # (stored in no order a flat view can walk)
+        return None
     for a in inputs[1:] if out is None else inputs[1:] + (out,):  # (loops: cheaper than any() here)
         if a.shape != shape or ((not a.flags.c_contiguous) if order is None else _memory_order(a) != order):
             return None
-    if order is None and not first.flags.c_contiguous:
-        return None
     flats = [a.reshape(-1) if order is None else a.transpose(order).reshape(-1) for a in inputs]
     if out is None:
         out = np.empty_like(first)  # (keeps first's memory order)

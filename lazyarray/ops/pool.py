@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import jit
 from ..errors import ShapeError, fmt_shape
 from . import pool_jit
 from .conv import _batch_last, _check_pair, _float_inputs, _nchw, _padded, _pair, _windows, pad_nchw
@@ -165,7 +166,7 @@ def _max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=F
     """An elementwise maximum over the kh * kw shifted, strided views of x: for small kernels
     this beats a reduction over a windows view several times. Windows that tile x exactly take
     two flat passes (``_fold_tiles``). Compiled, one pass (``pool_jit.py``) where numba is installed."""
-    if xp is np and x.__class__ is np.ndarray and x.dtype.kind == "f":
+    if xp is np and x.__class__ is np.ndarray and x.dtype.kind == "f" and jit.enabled():
         res = pool_jit.max_pool(x, out, *_jit_geometry(x, kernel, stride, padding, ceil_mode))
         if res is not None:
             return res

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import jit
 from ..errors import DTypeError
 from . import pool_jit
 from .elementwise import _memory_order, _relu
@@ -30,7 +31,7 @@ from .registry import OpDef, register
 def _bn_max_pool2d(xp, x, gamma, beta, mean, var, eps=1e-5, relu=False, kernel=(2, 2), stride=(0, 0),
                    padding=(0, 0), ceil_mode=False, out=None):
     pool = {"kernel": kernel, "stride": stride, "padding": padding, "ceil_mode": ceil_mode}
-    if xp is np and x.__class__ is np.ndarray:  # one compiled pass where numba is installed (pool_jit.py)
+    if xp is np and x.__class__ is np.ndarray and jit.enabled():  # one compiled pass (pool_jit.py)
         y = pool_jit.max_pool_norm(x, out, gamma, beta, mean, var, eps, relu,
                                    *_jit_geometry(x, kernel, stride, padding, ceil_mode))
         if y is not None:
