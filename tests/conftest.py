@@ -48,3 +48,17 @@ def kernel_path(request, monkeypatch):
         pytest.importorskip("numba")
     monkeypatch.setattr(jit, "_ON", [request.param == "compiled"])
     return request.param
+
+
+@pytest.fixture
+def both_paths(monkeypatch):
+    """``both_paths(fn)``: ``(fn() with the compiled kernels, fn() with the NumPy ones)``, to compare."""
+    from lazyarray import jit
+
+    def run(fn):
+        monkeypatch.setattr(jit, "_ON", [False])
+        want = fn()
+        monkeypatch.setattr(jit, "_ON", [True])
+        return fn(), want
+
+    return run

@@ -55,21 +55,13 @@ def test_what_it_does_not_cover_is_declined(monkeypatch):
     assert not conv_jit.im2col(_batch_last(x), cols, *geo)
 
 
-def _both(monkeypatch, fn):
-    """``fn()`` with the compiled loops and with the NumPy path."""
-    monkeypatch.setattr(jit, "_ON", [False])
-    want = fn()
-    monkeypatch.setattr(jit, "_ON", [True])
-    return fn(), want
-
-
 
 
 @pytest.mark.parametrize("geometry", GRAD_GEOMETRIES, ids=lambda g: f"k{g[0]}-s{g[1]}-p{g[2]}-d{g[3]}")
 @pytest.mark.parametrize("shape", [(5, 3, 9, 7), (3, 2, 12, 10), (1, 3, 9, 7)],
                          ids=["small-images", "larger-images", "one-image"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_conv_gradients_equal_the_numpy_path_bit_for_bit(monkeypatch, geometry, shape, dtype):
+def test_conv_gradients_equal_the_numpy_path_bit_for_bit(both_paths, geometry, shape, dtype):
     """The compiled im2col feeds the same product (weight gradient); the compiled scatter adds the
     same terms in the same order (input gradient): equal bits, not just close values."""
     kernel, stride, padding, dilation = geometry
@@ -81,7 +73,7 @@ def test_conv_gradients_equal_the_numpy_path_bit_for_bit(monkeypatch, geometry, 
     g = rng.standard_normal(y.shape).astype(dtype)
     for fn in (lambda: conv_grad._conv2d_weight_grad(np, g, x, kernel, stride, padding, dilation),
                lambda: conv_grad._conv2d_input_grad(np, g, w, x, stride, padding, dilation)):
-        got, want = _both(monkeypatch, fn)
+        got, want = both_paths(fn)
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got, want)
 

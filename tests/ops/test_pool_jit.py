@@ -36,22 +36,14 @@ def _special(x):
     return x
 
 
-def _both(monkeypatch, fn):
-    """``fn()`` with the compiled kernels and with the NumPy path."""
-    monkeypatch.setattr(jit, "_ON", [False])
-    want = fn()
-    monkeypatch.setattr(jit, "_ON", [True])
-    return fn(), want
-
-
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: f"k{g[0]}-s{g[1]}-p{g[2]}-{'ceil' if g[3] else 'floor'}")
 @pytest.mark.parametrize("layout", ["nchw", "batch-last", "strided"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_max_pool_equals_the_numpy_path(monkeypatch, geometry, layout, dtype):
+def test_max_pool_equals_the_numpy_path(both_paths, geometry, layout, dtype):
     kernel, stride, padding, ceil = geometry
     for shape in [(3, 4, 8, 10), (2, 3, 7, 9)]:
         x = _stored(_special(np.random.default_rng(0).standard_normal(shape).astype(dtype)), layout)
-        got, want = _both(monkeypatch, lambda x=x: _max_pool2d(np, x, kernel, stride, padding, ceil))
+        got, want = both_paths(lambda x=x: _max_pool2d(np, x, kernel, stride, padding, ceil))
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got, want)
         if layout == "batch-last":  # a result stored like its input, as the NumPy path's
@@ -74,14 +66,14 @@ def test_max_pool_writes_into_a_planned_buffer_of_any_layout(monkeypatch, in_lay
 @pytest.mark.parametrize("layout", ["nchw", "batch-last"])
 @pytest.mark.parametrize("relu", [True, False])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_pooled_batch_norm_equals_the_numpy_path(monkeypatch, geometry, layout, relu, dtype):
+def test_pooled_batch_norm_equals_the_numpy_path(both_paths, geometry, layout, relu, dtype):
     kernel, stride, padding, ceil = geometry
     rng = np.random.default_rng(2)
     x = _stored(_special(rng.standard_normal((3, 4, 8, 10)).astype(dtype) * 3), layout)
     gamma = np.array([0.5, 0.0, 2.0, 1e-3], dtype)  # a zero scale: still >= 0
     beta, mean = rng.standard_normal(4).astype(dtype), rng.standard_normal(4).astype(dtype)
     var = (rng.random(4) + 0.1).astype(dtype)
-    got, want = _both(monkeypatch, lambda: _bn_max_pool2d(np, x, gamma, beta, mean, var, 1e-3, relu,
+    got, want = both_paths(lambda: _bn_max_pool2d(np, x, gamma, beta, mean, var, 1e-3, relu,
                                                              kernel, stride, padding, ceil))
     np.testing.assert_array_equal(got, want)
     assert pool_jit.max_pool_norm(x, None, gamma, beta, mean, var, 1e-3, relu, kernel, stride, padding,
@@ -89,13 +81,13 @@ def test_pooled_batch_norm_equals_the_numpy_path(monkeypatch, geometry, layout, 
 
 
 @pytest.mark.parametrize("gamma", [[1.0, -0.5, 2.0], [1.0, np.nan, 2.0]], ids=["negative", "nan"])
-def test_a_scale_not_at_least_zero_declines_and_the_numpy_path_runs_the_recorded_order(monkeypatch, gamma):
+def test_a_scale_not_at_least_zero_declines_and_the_numpy_path_runs_the_recorded_order(both_paths, monkeypatch, gamma):
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 3, 6, 6)).astype("float32")
     stats = [np.asarray(gamma, "float32")] + [rng.random(3).astype("float32") + 0.1 for _ in range(3)]
     monkeypatch.setattr(jit, "_ON", [True])
     assert pool_jit.max_pool_norm(x, None, *stats, 1e-5, True, (2, 2), (2, 2), (0, 0), (3, 3)) is None
-    got, want = _both(monkeypatch, lambda: _bn_max_pool2d(np, x, *stats, 1e-5, True))
+    got, want = both_paths(lambda: _bn_max_pool2d(np, x, *stats, 1e-5, True))
     np.testing.assert_array_equal(got, want)
 
 
@@ -113,14 +105,14 @@ def test_what_the_compiled_pools_do_not_cover_is_declined(monkeypatch):
     assert pool_jit.max_pool(f32, None, *geo) is None
 
 
-def test_integer_pools_keep_the_numpy_path(monkeypatch):
+def test_integer_pools_keep_the_numpy_path(both_paths):
     x = np.random.default_rng(4).integers(-9, 9, (2, 3, 6, 6)).astype("int32")
-    got, want = _both(monkeypatch, lambda: _max_pool2d(np, x))
+    got, want = both_paths(lambda: _max_pool2d(np, x))
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, want)
 
 
-def test_every_window_of_random_geometries(monkeypatch):
+def test_every_window_of_random_geometries(both_paths):
     """Geometries beyond the table: every kernel, stride and padding up to 3 on odd and even sizes."""
     rng = np.random.default_rng(5)
     for k, s, p in itertools.product([(1, 3), (3, 1), (2, 3)], [(1, 2), (3, 3)], [(0, 0), (1, 1)]):
@@ -128,13 +120,13 @@ def test_every_window_of_random_geometries(monkeypatch):
             continue
         for ceil in (False, True):
             x = _special(rng.standard_normal((2, 2, 7, 8)).astype("float32"))
-            got, want = _both(monkeypatch, lambda x=x, k=k, s=s, p=p, ceil=ceil: _max_pool2d(np, x, k, s, p, ceil))
+            got, want = both_paths(lambda x=x, k=k, s=s, p=p, ceil=ceil: _max_pool2d(np, x, k, s, p, ceil))
             np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: f"k{g[0]}-s{g[1]}-p{g[2]}-{'ceil' if g[3] else 'floor'}")
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_max_pool_gradient_equals_the_numpy_path_bit_for_bit(monkeypatch, geometry, dtype):
+def test_max_pool_gradient_equals_the_numpy_path_bit_for_bit(both_paths, monkeypatch, geometry, dtype):
     """Each window's first maximum (a NaN first, ties to the first tap, a window of -inf onto its
     padding) and the same sums for overlapping windows: equal bits."""
     from lazyarray.ops.pool import _max_pool2d_grad
@@ -146,7 +138,7 @@ def test_max_pool_gradient_equals_the_numpy_path_bit_for_bit(monkeypatch, geomet
     monkeypatch.setattr(jit, "_ON", [False])
     y = _max_pool2d(np, x, kernel, stride, padding, ceil)
     g = rng.standard_normal(y.shape).astype(dtype)
-    got, want = _both(monkeypatch, lambda: _max_pool2d_grad(np, g, x, kernel, stride, padding, ceil))
+    got, want = both_paths(lambda: _max_pool2d_grad(np, g, x, kernel, stride, padding, ceil))
     assert got.dtype == want.dtype and got.shape == x.shape
     np.testing.assert_array_equal(got, want)
     assert pool_jit.max_pool_grad(g, x, kernel, stride if stride != (0, 0) else kernel, padding) is not None
