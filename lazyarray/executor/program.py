@@ -40,6 +40,7 @@ from ..storage import copy_value
 from .batch_last import batch_last_slots
 from .interpret import kernel_error, run_kernel
 from .plan import Step, Value, plan_memory
+from .schedule import reductions_early
 from .units_major import units_major_slots
 
 # Materializing at most this many kernels runs them in order without compiling a program.
@@ -245,7 +246,7 @@ class _Graph:
                         "bind it by calling the symbol through la.CachedOp(sym)(...)")
             for i in range(k):
                 self.external[self.slot_of[(id(node), i)]] = vals is not None or node.op is None
-        self.todo = [n for n in self.order if id(n) not in given and n.op is not None]
+        self.todo = reductions_early([n for n in self.order if id(n) not in given and n.op is not None])
 
     def _add_slot(self, node: Node, i: int) -> int:
         k = len(self.avals)
