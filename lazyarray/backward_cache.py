@@ -192,7 +192,7 @@ def build(key, records: list, leaves: list, heads: list) -> Compiled:
             if v is not None and id(v) in used:
                 inputs.append(v)
                 reads.append((what, k, None))
-    compiled = Compiled(compile_program(outs, inputs), reads)
+    compiled = Compiled(compile_program(outs, inputs, input_orders=_saved_orders(reads, template)), reads)
     with _LOCK:
         if _LAST[1] is not None and _LAST[0] in _CACHE:
             _CACHE.move_to_end(_LAST[0])  # (hits through _LAST skip the LRU update)
@@ -202,6 +202,22 @@ def build(key, records: list, leaves: list, heads: list) -> Compiled:
             if gone is _LAST[1]:
                 _LAST[:] = [None, None]
     return compiled
+
+
+def _saved_orders(reads: list, template: list) -> dict:
+    """``input position -> memory order`` of the saved values a hybridized block's forward program
+    stores in another order (its ``out_orders``: units-major activations), so the backward plans
+    its products to match (``executor/units_major.py``). A hint only: other layouts give the same
+    values."""
+    call = registry.get("call")
+    orders = {}
+    for p, (what, k, index) in enumerate(reads):
+        node = template[k] if what == "saved" else None
+        sub = node.params.get("graph") if node is not None and node.op is call else None
+        order = sub.out_order(index) if sub is not None else None
+        if order is not None:
+            orders[p] = order
+    return orders
 
 
 def inline_calls(outputs: list[Entry]) -> list[Entry]:

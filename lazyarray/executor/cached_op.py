@@ -412,10 +412,15 @@ def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int], fused: bool
         + [f"__head{i}" for i in head_used]
     if bwd is not None and fused:  # the gradient was built from unfused ops; both programs fuse now
         bwd = Symbol(fuse(list(bwd.outputs)))
-    bwd_prog = compile_program(list(bwd.outputs), [bwd_inputs_by_name.get(nm) or var_node(nm, Aval((), None, None))
-                                                   for nm in order], names=bwd.names()) if bwd is not None else None
     fwd_all = fuse(fwd_outs + saved) if fused else fwd_outs + saved
-    fwd_prog = compile_program(fwd_all, inputs, names=sym.names())
+    # the saved values only the backward reads: the forward may store them units-major, and the
+    # backward then plans its products to match (executor/units_major.py)
+    fwd_prog = compile_program(fwd_all, inputs, names=sym.names(),
+                               free_outputs=range(len(fwd_outs), len(fwd_all)))
+    saved_orders = {k: fwd_prog.out_orders[len(fwd_outs) + k] for k in range(len(saved))}
+    bwd_prog = compile_program(list(bwd.outputs), [bwd_inputs_by_name.get(nm) or var_node(nm, Aval((), None, None))
+                                                   for nm in order], names=bwd.names(),
+                               input_orders=saved_orders) if bwd is not None else None
     out_devices = [e.aval.device for e in fwd_outs]
     c = _Compiled(sym, fwd_prog, out_devices)
     grad_pos = [i for i, g in zip(wrt, grads) if g is not None]

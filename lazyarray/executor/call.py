@@ -49,6 +49,12 @@ class SubGraph:
         self._call_params = None  # the params of a plain call of this graph, made once
         self.derived: dict = {}  # graphs made from this one (control-flow gradients), made once per key
 
+    def out_order(self, index: int):
+        """The memory order the graph's compiled program stores output ``index`` in, if not C
+        order (``Program.out_orders``: saved values stored units-major), else None."""
+        orders = getattr(self._seed, "out_orders", None)
+        return orders[index] if orders is not None and index < len(orders) else None
+
     def _text(self) -> str:
         if self._json is None:
             self._json = json.dumps(to_dict(self.sym), sort_keys=True)

@@ -103,6 +103,7 @@ class Program:
         self._in_prefix = len(in_slots) if list(in_slots) == list(range(len(in_slots))) else -1
         self.plan = plan
         self.nodes = nodes
+        self.out_orders: list = [None] * len(out_slots)  # each output's memory order if not C (free outputs)
 
     def _new_set(self) -> list:
         slots = list(self._template)
@@ -587,27 +588,43 @@ def _step_error(node: Node, exc: Exception) -> Exception:
     return kernel_error(node, [e.aval for e in node.inputs], exc, where="in a compiled graph")
 
 
-def compile_program(outputs: list[Entry], inputs=(), *, known=None, names: dict | None = None) -> Program:
+def compile_program(outputs: list[Entry], inputs=(), *, known=None, names: dict | None = None,
+                    free_outputs=(), input_orders: dict | None = None) -> Program:
     """Compile the graph that computes ``outputs`` from the variable nodes ``inputs``.
 
     ``known(node)``: the values of a node the caller already has (a list, one per output), or
     None; such nodes, and constants, are taken as they are and never written. ``names``
     (``id(node) -> name``) labels the memory plan's table.
+
+    ``free_outputs``: positions of outputs only lazyarray reads (a training forward's values saved
+    for its backward): they may be stored in another memory order (``units_major.py``), which
+    ``Program.out_orders`` reports. ``input_orders``: ``input position -> memory order`` of inputs
+    known to arrive so stored (the backward's saved values), a layout hint only: an input stored
+    otherwise gives the same values.
     """
     g = _Graph(outputs, inputs, known)
     outputs = _own_outputs(g, list(outputs))
     out_list = [g.slot(e) for e in outputs]
     out_slots = set(out_list)
+    free = set(out_list[i] for i in free_outputs) - {s for i, s in enumerate(out_list) if i not in free_outputs}
+    in_orders = {}
+    for i, order in (input_orders or {}).items():
+        slot = g.slot_of.get((id(inputs[i]), 0))
+        if slot is not None and order is not None:
+            in_orders[slot] = order
     specs = _choose_steps(g, out_slots)
     orders = batch_last_slots(g, specs, out_slots, _PLANNED)
-    orders.update(units_major_slots(g, specs, out_slots, _PLANNED))  # (2-D values; batch-last ones are 4-D)
+    # (2-D values; batch-last ones are 4-D)
+    orders.update(units_major_slots(g, specs, out_slots, _PLANNED, free=free, input_orders=in_orders))
     plan = _plan(g, specs, out_slots, names or {}, orders)
     steps, pooled, per_run = _lay_out(g, specs, plan, out_slots, orders)
     n = len(g.template)
     # An input nothing reads is bound to a scratch slot at the end.
     in_slots = [g.slot_of.get((id(v), 0), n) for v in inputs]
     g.template.append(None)
-    return Program(steps, in_slots, out_list, g.template, pooled, per_run, g.captures, plan, g.order)
+    prog = Program(steps, in_slots, out_list, g.template, pooled, per_run, g.captures, plan, g.order)
+    prog.out_orders = [orders.get(s) for s in out_list]
+    return prog
 
 
 def evaluate(outputs: list[Entry], known=None) -> list:

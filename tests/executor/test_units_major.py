@@ -134,7 +134,8 @@ def test_training_gradients_are_unchanged():
                 loss = loss_fn(net(x), y)
             loss.backward()
         grads.append({n: p.grad().asnumpy() for n, p in net.collect_params().items()})
-    assert any(_units_major(a) for a in _program(net)._new_set() if isinstance(a, np.ndarray))
+    prog = _program(net)  # (the saved relus and the products below them share handed-out buffers)
+    assert units_major.UNITS_MAJOR in prog.out_orders
     for n in grads[0]:
         np.testing.assert_allclose(grads[1][n], grads[0][n], rtol=1e-4, atol=1e-5, err_msg=n)
 
@@ -150,3 +151,93 @@ def test_dense_kernel_writes_a_units_major_out(bias, x_order):
     res = _dense(np, x, w, b, out=out)
     assert res is out or np.shares_memory(res, out)
     np.testing.assert_allclose(out, x @ w.T + (b if bias else 0), rtol=1e-4, atol=1e-4)
+
+
+def _relu_layer(rows=64):
+    x = la.sym.var("x", shape=(rows, 100))
+    w = la.sym.var("w", shape=(300, 100))
+    return x, w, la.sym.relu(la.sym.nn.dense(x, w))
+
+
+def _layer_values(rng, rows=64):
+    return rng.standard_normal((rows, 100)).astype(np.float32), rng.standard_normal((300, 100)).astype(np.float32)
+
+
+def test_a_free_output_is_stored_units_major_and_says_so():
+    """An output only lazyarray reads (a training forward's saved value: ``free_outputs``) keeps
+    the units-major order of the product below it; ``out_orders`` reports it, and its values are
+    the row-major computation's."""
+    rng = np.random.default_rng(5)
+    x, w, r = _relu_layer()
+    prog = compile_program([r.outputs[0]], [v.outputs[0].node for v in (x, w)], free_outputs=[0])
+    assert prog.out_orders == [units_major.UNITS_MAJOR]
+    xv, wv = _layer_values(rng)
+    got = prog.run([xv, wv])[0]
+    assert _units_major(got)
+    np.testing.assert_allclose(got, np.maximum(xv @ wv.T, 0), rtol=1e-4, atol=1e-4)
+    plain = compile_program([r.outputs[0]], [v.outputs[0].node for v in (x, w)])
+    assert plain.out_orders == [None] and plain.run([xv, wv])[0].flags.c_contiguous
+
+
+def test_a_value_also_handed_to_the_caller_stays_row_major():
+    """The same value as a free output and as an output the caller receives: row order."""
+    rng = np.random.default_rng(6)
+    x, w, r = _relu_layer()
+    prog = compile_program([r.outputs[0], r.outputs[0]], [v.outputs[0].node for v in (x, w)], free_outputs=[1])
+    a, b = prog.run(list(_layer_values(rng)))
+    assert a.flags.c_contiguous
+    np.testing.assert_array_equal(a, b)
+
+
+def _backward_like():
+    """relu_grad(y, g @ w2) summed and multiplied, as a dense layer's backward reads it: ``y`` is
+    a saved activation (an input), ``g @ w2`` the gradient from the layer above."""
+    y, g, w2, x = (la.sym.var(n, shape=s) for n, s in (("y", (64, 300)), ("g", (64, 200)), ("w2", (200, 300)),
+                                                       ("x", (64, 100))))
+    gy = la.sym.relu_grad(y, la.sym.matmul(g, w2))
+    db = la.sym.sum_to(gy, shape=(300,))  # (the gradient pass's bias sum)
+    dw = la.sym.matmul(la.sym.transpose(gy), x)
+    return [v.outputs[0].node for v in (y, g, w2, x)], [db.outputs[0], dw.outputs[0]], gy
+
+
+def test_the_backward_writes_its_product_to_match_a_units_major_saved_value():
+    """Told that ``y`` arrives units-major (``input_orders``), the program stores ``g @ w2`` and
+    the relu gradient units-major too (one flat loop over both operands); told nothing, or given a
+    row-major ``y`` anyway, it computes the same values."""
+    rng = np.random.default_rng(7)
+    ins, outs, gy = _backward_like()
+    yv = np.maximum(rng.standard_normal((64, 300)), 0).astype(np.float32)
+    gv, w2v, xv = (rng.standard_normal(s).astype(np.float32) for s in ((64, 200), (200, 300), (64, 100)))
+    hinted = compile_program(outs, ins, input_orders={0: units_major.UNITS_MAJOR})
+    assert _orders(hinted)[(64, 300)] == {units_major.UNITS_MAJOR}
+    plain = compile_program(outs, ins)
+    assert units_major.UNITS_MAJOR not in _orders(plain).get((64, 300), set())
+    want_gy = (gv @ w2v) * (yv > 0)
+    y_um = np.ascontiguousarray(yv.T).T
+    for prog, y_in in ((hinted, y_um), (hinted, yv), (plain, yv), (plain, y_um)):
+        db, dw = prog.run([y_in, gv, w2v, xv])
+        np.testing.assert_allclose(db, want_gy.sum(0), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(dw, want_gy.T @ xv, rtol=1e-4, atol=1e-3)
+
+
+def test_a_training_step_saves_units_major_activations_and_its_backward_reads_them_in_order():
+    """The Gluon-style step: the hybridized forward saves its relus units-major (no transposing
+    relu), the cached backward stores the products and relu gradients beside them units-major,
+    and the gradients equal the eager net's (``test_training_gradients_are_unchanged``)."""
+    from lazyarray import backward_cache
+    rng = np.random.default_rng(8)
+    net = _mlp()
+    net.hybridize()
+    x = la.array(rng.standard_normal((64, 120)).astype("float32"))
+    y = la.array(rng.integers(0, 10, 64))
+    loss_fn = B.SoftmaxCrossEntropyLoss()
+    backward_cache._CACHE.clear()
+    for _ in range(2):
+        with la.autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+    fwd = _program(net)
+    assert units_major.UNITS_MAJOR in fwd.out_orders  # the saved relus
+    assert fwd.out_orders[0] is None  # what the caller receives: row order
+    progs = [c.program for c in backward_cache._CACHE.values()]
+    assert any(_orders(p).get((64, 260)) == {units_major.UNITS_MAJOR} for p in progs)
