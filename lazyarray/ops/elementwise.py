@@ -147,9 +147,9 @@ def _memory_order(a):
 
 
 def _relu(xp, x, out=None):
-    if xp is not np or x.dtype.kind != "f" or (out is not None and out.dtype != x.dtype):
-        return xp.maximum(x, 0, out=out)
-    if x.size >= _ZERO_ROW // 2 and x.__class__ is np.ndarray and x.dtype in _JIT_FLOATS \
+    if x.size < _ZERO_ROW // 2 or xp is not np or x.dtype.kind != "f" or (out is not None and out.dtype != x.dtype):
+        return xp.maximum(x, 0, out=out)  # (a batch-1 layer: tested first, one test)
+    if x.__class__ is np.ndarray and x.dtype in _JIT_FLOATS \
             and (threads.num_threads() == 1 or x.nbytes < threads.MIN_PARALLEL_BYTES):
         res = _compiled_elementwise(RELU, (x,), out)  # one compiled loop where numba is installed
         if res is not None:
@@ -159,8 +159,6 @@ def _relu(xp, x, out=None):
                 and not np.may_share_memory(out, x):
             kern(x, out, _UNITS[x.dtype][0])
             return out
-    if x.size < _ZERO_ROW // 2:
-        return xp.maximum(x, 0, out=out)
     order = _memory_order(x)
     if order is None or (out is not None and (out.shape != x.shape or _memory_order(out) != order)):
         return xp.maximum(x, 0, out=out)
