@@ -15,8 +15,23 @@ of convolutions: counted, so overlapping users restore it once, from any Python 
 the ``threads`` extra nothing changes). This module is only the size policy. The setting is
 process-wide, as BLAS's own is: a product started meanwhile on another Python thread may run
 on fewer threads than it could, never with different values.
+
+Switching is not free: OpenBLAS's ``set_num_threads`` back to 2 cost the demo CNN's batch-64 call
+about 20 us on 2 threads (239 against 205-219 us with BLAS held at one thread). OpenBLAS runs a
+float32 product of at most ``SMALL_PRODUCT`` multiply-adds on its small-matrix kernels, on one
+thread whatever its setting (measured: the demo CNN's three products, 16-19 us on 1 or 2 threads,
+with no CPU time on a second thread; its second conv's whole product, 2.65 M multiply-adds, took
+both threads). So a caller that says how large its largest single call is (``largest_call``, a
+column-blocked product's block) skips the switch where that call is small, once a probe has seen
+the small path stay on one thread in this process (``small_calls_serial``: other threads' CPU
+time during a few small products, so a busy machine does not fool it).
 """
 from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
 
 from ..threads import blas_one_thread
 
@@ -27,6 +42,9 @@ MIN_PARALLEL_FLOPS = 16e6
 # ... and below this many OpenBLAS runs on one thread anyway (m * n * k <= 65536 * 4): nothing to
 # set, and a batch-1 layer does not pay the two calls into the library.
 SERIAL_ANYWAY_FLOPS = 2 * 65536 * 4
+# OpenBLAS multiplies float32 products of at most this many multiply-adds (m * n * k) with its
+# "small matrix" kernels (no packing, one thread) on the cores that have them (SkylakeX and later).
+SMALL_PRODUCT = 100 ** 3
 
 
 class _Unchanged:
@@ -42,10 +60,13 @@ class _Unchanged:
 UNCHANGED = _Unchanged()  # what ``one_thread`` gives when BLAS is left alone (a hot caller may skip ``with``)
 
 
-def one_thread(flops: float):
+def one_thread(flops: float, largest_call: float | None = None):
     """A context in which a product of ``flops`` floating-point operations runs on one BLAS thread
     when it is too small to share (``MIN_PARALLEL_FLOPS``); otherwise, for products BLAS runs on
-    one thread anyway (``SERIAL_ANYWAY_FLOPS``) and while BLAS is on one thread, ``UNCHANGED``.
+    one thread anyway (``SERIAL_ANYWAY_FLOPS``; float32 calls of at most ``SMALL_PRODUCT``
+    multiply-adds where ``small_calls_serial()``, when the caller gives ``largest_call``, the
+    multiply-adds of its largest single float32 BLAS call) and while BLAS is on one thread,
+    ``UNCHANGED``.
 
     >>> import numpy as np
     >>> a = np.ones((8, 9), np.float32)
@@ -58,5 +79,38 @@ def one_thread(flops: float):
     if SERIAL_ANYWAY_FLOPS < flops < MIN_PARALLEL_FLOPS:
         ctx = blas_one_thread()
         if not ctx.serial:  # (BLAS already on one thread: nothing to switch)
+            if largest_call is not None and largest_call <= SMALL_PRODUCT and small_calls_serial():
+                return UNCHANGED
             return ctx
     return UNCHANGED
+
+
+_PROBE: list = []  # [True/False] once probed
+_PROBE_LOCK = threading.Lock()
+
+
+def small_calls_serial() -> bool:
+    """Whether this process's BLAS runs float32 products of at most ``SMALL_PRODUCT``
+    multiply-adds on one thread whatever its thread setting: probed once, by the CPU time other
+    threads spend while this thread runs a few such products (a column block of a batch-last
+    convolution and a dense layer's ``x @ w.T``). False if any other thread worked meanwhile."""
+    if _PROBE:
+        return _PROBE[0]
+    with _PROBE_LOCK:
+        if not _PROBE:
+            _PROBE.append(_probe())
+    return _PROBE[0]
+
+
+def _probe() -> bool:
+    a = np.ones((16, 72), np.float32)
+    b = np.ones((72, 2048), np.float32)[:, :868]  # (a column block: 16 * 72 * 868 = 1.0 M)
+    x = np.ones((64, 144), np.float32)
+    w = np.ones((32, 144), np.float32)
+    a @ b, x @ w.T  # (BLAS's threads started before counting)
+    own, total = time.thread_time(), time.process_time()
+    for _ in range(20):
+        a @ b
+        x @ w.T
+    own, total = time.thread_time() - own, time.process_time() - total
+    return total - own <= 0.1 * own

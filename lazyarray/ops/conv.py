@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from . import conv_jit
-from .blas_threads import one_thread
+from .blas_threads import SMALL_PRODUCT, one_thread
 from .derived import keeps
 from .params import INT, INTS, Param
 from .registry import OpDef, register
@@ -376,7 +376,7 @@ def _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out):
     k, m = cols.shape[0] * cols.shape[1] * cols.shape[2], cols.shape[3] * cols.shape[4] * n
     wmat = weight.reshape(o, k)
     cols = cols.reshape(k, m)
-    with one_thread(2.0 * o * k * m):
+    with one_thread(2.0 * o * k * m, _largest_block(xp, wmat, cols)):
         if out is not None and out.dtype == x.dtype == weight.dtype and _batch_last(out):  # the product is out
             t = _column_blocks_matmul(xp, wmat, cols, out.transpose(1, 2, 3, 0).reshape(o, m))
             if bias is not None:
@@ -428,28 +428,46 @@ def _im2col_views(xp, shape, dtype, kh, kw, stride, padding, dilation):
     return views
 
 
-# OpenBLAS multiplies a product of at most 100**3 multiply-adds (m * n * k) with a kernel that
-# skips packing its operands (its "small matrix" path); larger ones are packed in blocks. For the
+# OpenBLAS multiplies a product of at most SMALL_PRODUCT (100**3, blas_threads.py) multiply-adds
+# (m * n * k) with a kernel that skips packing its operands (its "small matrix" path); larger ones
+# are packed in blocks. For the
 # thin, wide products of batch-last convolutions (few filters, a whole batch of columns) the
 # small kernel is faster, so they run as column blocks under that size. Measured (1 thread):
 # (16 x 72) @ (72 x 2304), the demo CNN's second conv, 0.73x the time of one call; (8 x 27) @
 # (27 x 9216) 0.45x; (32 x 72) @ (72 x 2304) 0.88x; a product already under the size: unchanged.
-SMALL_PRODUCT = 100 ** 3
+# That kernel runs on one thread, so such blocks need no switch of BLAS's threads (one_thread).
 MIN_BLOCK_COLUMNS = 64  # narrower blocks cost more in calls than the kernel saves
+
+
+def _block_columns(xp, a, b) -> int | None:
+    """Columns per block of ``_column_blocks_matmul(a, b)``, None where it makes one call."""
+    m, k = a.shape
+    step = SMALL_PRODUCT // max(m * k, 1)
+    if xp is not np or step >= b.shape[1] or step < MIN_BLOCK_COLUMNS or a.dtype != np.float32 \
+            or b.dtype != np.float32:
+        return None
+    return step
 
 
 def _column_blocks_matmul(xp, a, b, out):
     """``a @ b`` into the 2-D ``out``, as blocks of ``b``'s columns of at most ``SMALL_PRODUCT``
     multiply-adds each when that leaves blocks of ``MIN_BLOCK_COLUMNS`` columns or more (float32,
     the measured case; other dtypes take one call)."""
-    m, k = a.shape
-    n = b.shape[1]
-    step = SMALL_PRODUCT // max(m * k, 1)
-    if xp is not np or step >= n or step < MIN_BLOCK_COLUMNS or a.dtype != np.float32 or b.dtype != np.float32:
+    step = _block_columns(xp, a, b)
+    if step is None:
         return xp.matmul(a, b, out=out)
-    for lo in range(0, n, step):
+    for lo in range(0, b.shape[1], step):
         xp.matmul(a, b[:, lo:lo + step], out=out[:, lo:lo + step])
     return out
+
+
+def _largest_block(xp, a, b) -> float | None:
+    """Multiply-adds of the largest float32 BLAS call ``_column_blocks_matmul(a, b)`` makes (for
+    ``one_thread``: OpenBLAS runs small ones on one thread anyway), None for other dtypes."""
+    if xp is not np or a.dtype != np.float32 or b.dtype != np.float32:
+        return None
+    step = _block_columns(xp, a, b)
+    return float(a.shape[0] * a.shape[1] * (b.shape[1] if step is None else step))
 
 
 def _recording() -> bool:

@@ -211,7 +211,8 @@ def _dense(xp, x, weight, bias=None, out=None):
         flops = 2.0 * rows * weight.shape[0] * weight.shape[1]  # (small products: blas_threads.py)
         # (one row: NumPy hands it to gemv, as fast on one BLAS thread as on two, so the 2.5 us
         # switch would only cost; blas_threads.py)
-        serial = one_thread(flops) if rows > 1 and flops > SERIAL_ANYWAY_FLOPS else UNCHANGED
+        serial = one_thread(flops, flops / 2 if x.dtype == np.float32 == weight.dtype else None) \
+            if rows > 1 and flops > SERIAL_ANYWAY_FLOPS else UNCHANGED
         if x.__class__ is np.ndarray and weight.__class__ is np.ndarray and x.ndim == 2 \
                 and x.dtype == weight.dtype and (out is None or (out.dtype == x.dtype and out.flags.carray)):
             if serial is UNCHANGED:  # (no ``with``: a batch-1 layer's call stays lean)

@@ -62,8 +62,14 @@ def test_the_count_comes_back_after_an_error(two_blas_threads):
     assert _blas_threads() == before
 
 
-def test_batch_last_conv_multiplies_on_one_thread(two_blas_threads, monkeypatch):
-    """The demo CNN's second conv (5.3 MFLOP) multiplies single-threaded, with the same values."""
+@pytest.fixture(params=[True, False], ids=["small-calls-serial", "small-calls-threaded"])
+def probe(request, monkeypatch):
+    """What ``small_calls_serial`` found (set here: both answers are exercised on any machine)."""
+    monkeypatch.setattr(blas_threads, "_PROBE", [request.param])
+    return request.param
+
+
+def _conv_blas_threads(monkeypatch, x, w):
     seen = []
     real = np.matmul
 
@@ -71,14 +77,55 @@ def test_batch_last_conv_multiplies_on_one_thread(two_blas_threads, monkeypatch)
         seen.append(max(_blas_threads()))
         return real(*a, **kw)
 
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((64, 8, 6, 6)).astype("float32")
-    w = rng.standard_normal((16, 8, 3, 3)).astype("float32")
     expected = conv._batch_last_conv(np, x, w, None, (1, 1), (1, 1), (1, 1), None)
     monkeypatch.setattr(np, "matmul", spy)
     got = conv._batch_last_conv(np, x, w, None, (1, 1), (1, 1), (1, 1), None)
-    assert seen and set(seen) == {1}  # (one call per column block)
+    monkeypatch.setattr(np, "matmul", real)
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+    return seen
+
+
+def test_batch_last_conv_multiplies_on_one_thread(two_blas_threads, monkeypatch, probe):
+    """The demo CNN's second conv (5.3 MFLOP) multiplies in column blocks of at most
+    ``SMALL_PRODUCT`` multiply-adds, on one thread either way: OpenBLAS's small-matrix kernels where
+    the probe saw them stay on one thread (BLAS's setting left alone: no 20 us switch), else under
+    the switch. The values are the same."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 8, 6, 6)).astype("float32")
+    w = rng.standard_normal((16, 8, 3, 3)).astype("float32")
+    seen = _conv_blas_threads(monkeypatch, x, w)
+    assert len(seen) > 1  # (one call per column block)
+    assert set(seen) == ({2} if probe else {1})
+
+
+def test_a_product_over_the_small_size_switches_whatever_the_probe(two_blas_threads, monkeypatch, probe):
+    """float64 (one call of 2.65 M multiply-adds: OpenBLAS would split it) switches either way."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 8, 6, 6))
+    w = rng.standard_normal((16, 8, 3, 3))
+    assert set(_conv_blas_threads(monkeypatch, x, w)) == {1}
+
+
+def test_the_probe_counts_other_threads_work(monkeypatch):
+    """``small_calls_serial`` says no when another thread works while it multiplies (here a Python
+    thread spinning while BLAS releases the GIL), and its answer is kept."""
+    import threading
+    import time
+    monkeypatch.setattr(blas_threads, "_PROBE", [])
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            time.perf_counter()
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        assert blas_threads.small_calls_serial() is False
+    finally:
+        stop.set()
+        t.join()
+    assert blas_threads._PROBE == [False]
+    assert blas_threads.small_calls_serial() is False  # (kept: not probed again)
 
 
 def test_a_small_dense_layer_multiplies_on_one_thread(two_blas_threads):
@@ -95,7 +142,7 @@ def test_a_small_dense_layer_multiplies_on_one_thread(two_blas_threads):
         return np.matmul(*a, **kw)
 
     rng = np.random.default_rng(1)
-    x = rng.standard_normal((64, 144))  # the demo CNN's first dense layer: 0.6 MFLOP
+    x = rng.standard_normal((64, 144))  # the demo CNN's first dense layer: 0.6 MFLOP (float64: no small path)
     w, b = (rng.standard_normal(s).astype("float32") for s in ((32, 144), (32,)))
     y = _dense(SimpleNamespace(matmul=spy), x, w, b)
     assert seen == [1]
@@ -154,3 +201,25 @@ def test_set_num_threads_forgets_that_blas_was_serial(two_blas_threads):
         assert max(blas_thread_counts()) == 2
     finally:
         la.set_num_threads(before)
+
+
+def test_a_small_float32_dense_layer_leaves_blas_alone_where_small_calls_are_serial(two_blas_threads, probe,
+                                                                                     monkeypatch):
+    """float32 rows of the demo CNN's first dense layer (64 x 144 @ 144 x 32: 0.3 M multiply-adds):
+    BLAS's setting is left alone where the probe saw small calls stay on one thread."""
+    from lazyarray.ops import nn
+
+    got = []
+    real = nn.one_thread
+
+    def spy(*a):
+        ctx = real(*a)
+        got.append(ctx)
+        return ctx
+
+    monkeypatch.setattr(nn, "one_thread", spy)
+    rng = np.random.default_rng(1)
+    x, w, b = (rng.standard_normal(s).astype("float32") for s in ((64, 144), (32, 144), (32,)))
+    y = nn._dense(np, x, w, b)
+    assert len(got) == 1 and (got[0] is blas_threads.UNCHANGED) == probe
+    np.testing.assert_allclose(y, x @ w.T + b, rtol=1e-5, atol=1e-5)
