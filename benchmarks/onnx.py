@@ -34,7 +34,9 @@ and im2col copies run as compiled loops (``lazyarray/jit.py``): 0.88-1.03x onnxr
 kernel's half to another thread costs it about a microsecond); handing work to another Python
 thread costs 50-65 us on this machine (a no-op ``threads.split`` or ``chunked``, a
 ``ThreadPoolExecutor`` submit and wait: the waiting thread's wake-up), a quarter of the whole
-model's time, so its kernels stay on one thread. Running the whole graph as two half-batch
+model's time, so its kernels stay on one thread (and since its products need no switch of
+BLAS's threads, ``blas_threads.small_calls_serial``, its 2-thread time is its 1-thread time;
+the switch had cost ~20 us a call). Running the whole graph as two half-batch
 programs on two threads (tried: the SBP rules say which graphs allow it) took 0.33 -> 0.93 ms
 for the CNN and 0.75 -> 0.97 ms for the MLP, and did not help ResNet-18: the two threads take
 turns on the GIL between their many small NumPy calls.
