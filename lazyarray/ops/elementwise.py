@@ -257,7 +257,8 @@ def _relu_grad_shape(shapes):
 
 
 register(OpDef("relu_grad", ("y", "g"), _relu_grad_kernel, shape=_relu_grad_shape, dtype=lambda dtypes: dtypes[1],
-               writes_out=True, elementwise=True, grad=lambda F, ins, out, gg: [None, F.relu_grad(ins[0], gg)],
+               writes_out=True, elementwise=True, inplace=((1, 0), (0, 0)),  # (g's buffer first: a temporary)
+               grad=lambda F, ins, out, gg: [None, F.relu_grad(ins[0], gg)],
                doc="relu's gradient from its output: g where y > 0, else 0 (g * (y > 0), bit for bit)"))
 
 

@@ -189,3 +189,21 @@ def test_plan_table_lists_buffers():
     assert plan.peak_bytes <= 1.05 * plan.lower_bound_bytes
     assert plan.naive_bytes == 10 * 256 * 1024 * 4
     assert "buffer" in str(plan).splitlines()[0]
+
+
+def test_relu_grad_writes_over_the_gradient_it_reads():
+    """``relu_grad(y, g)`` declares ``g`` (then ``y``) as buffers its result may take: a backward's
+    ``g @ w`` product dies there, so the relu gradient lands in its memory (no second buffer of
+    the layer's size), with the values of ``g * (y > 0)``."""
+    y, g, w = (la.sym.var(n, shape=s) for n, s in (("y", (64, 300)), ("g", (64, 200)), ("w", (200, 300))))
+    r = la.sym.relu_grad(y, la.sym.matmul(g, w))
+    out = la.sym.sum_to(r, shape=(300,))
+    prog = compile_program([out.outputs[0]], [v.outputs[0].node for v in (y, g, w)])
+    names = [s.name.rstrip("0123456789") for s in prog.plan.steps]
+    at = names.index("relu_grad")
+    step = prog.plan.steps[at]
+    assert [(i, o) for k, i, o in prog.plan.inplace if k == at] == [(step.inputs[1], step.outputs[0])]
+    rng = np.random.default_rng(0)
+    yv, gv, wv = (rng.standard_normal(s).astype("float32") for s in ((64, 300), (64, 200), (200, 300)))
+    for _ in range(2):
+        np.testing.assert_allclose(prog.run([yv, gv, wv])[0], ((gv @ wv) * (yv > 0)).sum(0), rtol=1e-4, atol=1e-3)
