@@ -93,13 +93,12 @@ class Compiled:
     def __call__(self, args: tuple, key=None):
         """Run on the call's arguments; ``key``: the block's (training, signature) of them, which
         lets a plain call (nothing recorded) skip the cached op's signature (``_Memo``)."""
-        arrays = [args[s] if s.__class__ is int else s._data for s in self.sources]
         if key is not None and not _MODE.get():
             m = self.memo.get(key)
-            vals = m.values_if_held(arrays) if m is not None else None
-            out = self.run.run_program(m.program, vals) if vals is not None else self._run_plain(arrays, key)
+            vals = m.values_if_held(args) if m is not None else None
+            out = self.run.run_program(m.program, vals) if vals is not None else self._run_plain(self._arrays(args), key)
         else:
-            out = self.run(*arrays)
+            out = self.run(*self._arrays(args))
         if self.structure == "single" and out.__class__ is not list:  # one output, nothing else
             return out
         outs = out if isinstance(out, (list, tuple)) else [out]
@@ -109,6 +108,10 @@ class Compiled:
             return outs[0]
         main = list(outs[:self.num_outputs])
         return tuple(main) if self.structure == "tuple" else main
+
+    def _arrays(self, args: tuple) -> list:
+        """The graph's input arrays for a call: its arguments and the parameters' arrays, in order."""
+        return [args[s] if s.__class__ is int else s._data for s in self.sources]
 
     def _run_plain(self, arrays: list, key):
         """A plain call the memo could not serve: through the cached op, then remember its program."""
@@ -124,6 +127,8 @@ class Compiled:
 
 _MEMO_SIGNATURES = 8  # block signatures a compiled graph remembers the program of
 _is = operator.is_
+_DATA = operator.attrgetter("_data")
+_VALUE = operator.attrgetter("_value")
 
 
 class _Memo:
@@ -131,36 +136,33 @@ class _Memo:
     signature does not say: the parameters (the same arrays holding the same values: an array's
     device, and its value's shape, dtype and class, never change under it) and the class of each
     argument's value (dense, sparse; the block's signature has their shapes, dtypes and devices).
-    While they hold, a call runs the program without building the cached op's signature."""
+    While they hold, a call runs the program without building the cached op's signature, and
+    without listing the parameters' arrays: the checks walk them in C (``map``), and the input
+    values start from a copy of the parameters' values (batch-1 MLP: 1.3 -> 0.6 us a call)."""
 
-    __slots__ = ("p_get", "held", "a_get", "classes", "program")
+    __slots__ = ("sources", "arrays", "values", "args_at", "classes", "template", "program")
 
     def __init__(self, sources, arrays, program):
-        self.p_get = _getter([i for i, s in enumerate(sources) if s.__class__ is not int])
-        self.a_get = _getter([i for i, s in enumerate(sources) if s.__class__ is int])
-        p_arrays = self.p_get(arrays)
-        self.held = p_arrays + tuple(a._value for a in p_arrays)  # the parameters' arrays, then their values
-        self.classes = [v._value.__class__ for v in self.a_get(arrays)]
+        self.sources = [s for s in sources if s.__class__ is not int]  # parameters (and other holders)
+        self.arrays = [a for s, a in zip(sources, arrays) if s.__class__ is not int]  # their arrays then
+        self.values = [a._value for a in self.arrays]  # and those arrays' values
+        self.args_at = [(i, s) for i, s in enumerate(sources) if s.__class__ is int]  # (input, argument)
+        self.classes = [arrays[i]._value.__class__ for i, _ in self.args_at]
+        self.template = [None if s.__class__ is int else a._value for s, a in zip(sources, arrays)]
         self.program = program
 
-    def values_if_held(self, arrays):
-        """The arrays' values if this memo still applies to them, else None."""
-        vals = [a._value for a in arrays]
-        p_get = self.p_get
-        if all(map(_is, p_get(arrays) + p_get(vals), self.held)) \
-                and [v.__class__ for v in self.a_get(vals)] == self.classes:
-            return vals
-        return None
-
-
-def _getter(positions: list):
-    """``f(seq)``: the tuple of ``seq``'s items at ``positions`` (``operator.itemgetter``, always a tuple)."""
-    if len(positions) > 1:
-        return operator.itemgetter(*positions)
-    if positions:
-        k = positions[0]
-        return lambda seq: (seq[k],)
-    return lambda seq: ()
+    def values_if_held(self, args):
+        """The program's input values for the call's arguments if this memo still applies, else None."""
+        arrays = self.arrays
+        if not (all(map(_is, map(_DATA, self.sources), arrays)) and all(map(_is, map(_VALUE, arrays), self.values))):
+            return None
+        vals = self.template.copy()
+        for (i, k), cls in zip(self.args_at, self.classes):
+            v = args[k]._value
+            if v.__class__ is not cls:
+                return None
+            vals[i] = v
+        return vals
 
 
 class CopyOf:
