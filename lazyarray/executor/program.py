@@ -38,6 +38,7 @@ from ..graph.traverse import topo_order
 from ..ops import registry
 from ..storage import copy_value
 from .batch_last import batch_last_slots
+from .epilogue import dense_relu_pairs, dense_relu_step
 from .interpret import kernel_error, run_kernel
 from .plan import Step, Value, plan_memory
 from .schedule import reductions_early
@@ -466,7 +467,17 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
         for o in sp.outs:
             if o not in out_slots:
                 frees_at[max(last_read[o], i)].append(o)
-    return [_step_closure(sp, tuple(frees_at[i])) for i, sp in enumerate(specs)], pooled, per_run
+    merged = dense_relu_pairs(specs, plan, out_slots, StepKind.OUT)  # (epilogue.py: dense + in-place relu)
+    steps = []
+    for i, sp in enumerate(specs):
+        if i - 1 in merged:
+            continue  # (run by the dense step before it)
+        if i in merged:
+            steps.append(dense_relu_step(sp, specs[i + 1], tuple(frees_at[i]) + tuple(frees_at[i + 1]),
+                                         _step_error))
+        else:
+            steps.append(_step_closure(sp, tuple(frees_at[i])))
+    return steps, pooled, per_run
 
 
 def _step_closure(sp: _Spec, frees: tuple):

@@ -45,6 +45,25 @@ def relu_grad_into_y(y, g, zero, one):
         y[i] = g[i] * (one if y[i] > zero else zero)
 
 
+def add_relu_cols_in_place(a, b, zero, one):
+    """a[i, j] = relu(a[i, j] + b[j]) for a C-ordered 2-D ``a`` (a dense layer's rows): the bias add
+    and ``relu_flat``'s comparison in one pass, the values of ``a += b`` then ``relu`` bit for bit
+    (one rounding in the add, as NumPy's)."""
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            u = a[i, j] + b[j]
+            a[i, j] = u if (u > zero) | (u != u) else zero
+
+
+def add_relu_rows_in_place(a, b, zero, one):
+    """a[i, j] = relu(a[i, j] + b[i]): the same over a units-major dense value's memory (units, rows)."""
+    for i in range(a.shape[0]):
+        c = b[i]
+        for j in range(a.shape[1]):
+            u = a[i, j] + c
+            a[i, j] = u if (u > zero) | (u != u) else zero
+
+
 RELU = (relu_flat, relu_in_place)  # (into another array, into input 0)
 RELU_GRAD = (relu_grad_flat, relu_grad_into_y, relu_grad_into_g)  # (..., into input 0 (y), into input 1 (g))
 

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import jit, threads
 from ..device import Device
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from ..rng import generator
 from . import sparse_kernels
 from .blas_threads import SERIAL_ANYWAY_FLOPS, UNCHANGED, one_thread
+from .elementwise import _JIT_FLOATS, _UNITS
+from .elementwise_jit import add_relu_cols_in_place, add_relu_rows_in_place
 from .params import BOOL, DTYPE, FLOAT, INT, OPT_BOOL, Param
 from .reduce import element_count
 from .registry import OpDef, broadcast_shapes, normalize_axis, register
@@ -226,6 +229,30 @@ def _dense(xp, x, weight, bias=None, out=None):
     if bias is not None:
         y += bias
     return y
+
+
+def dense_relu(dense, relu, x, weight, bias, out):
+    """``relu(dense(x, weight, bias))`` written into ``out`` in place (NumPy arrays), with ``dense``
+    and ``relu`` the registry's kernels bound to NumPy: the executor's step for a dense layer whose
+    relu works in place on its planned buffer (``executor/epilogue.py``). Where numba is installed,
+    ``dense`` writes the product without the bias, then one compiled pass adds the bias and applies
+    relu while each value is in a register (``elementwise_jit.add_relu_*_in_place``, the values of
+    the two ops bit for bit): one pass over the layer's values instead of two. Elsewhere, and for
+    layouts or sizes it does not take, it runs the two kernels."""
+    kern = None
+    if bias is not None and bias.__class__ is np.ndarray and out.__class__ is np.ndarray and out.ndim == 2 \
+            and out.dtype in _JIT_FLOATS and bias.dtype == out.dtype and bias.ndim == 1 \
+            and (threads.num_threads() == 1 or out.nbytes < threads.MIN_PARALLEL_BYTES):
+        if out.flags.c_contiguous:
+            kern, mem = jit.compiled(add_relu_cols_in_place), out
+        elif out.T.flags.c_contiguous:  # (a units-major value: memory (units, rows))
+            kern, mem = jit.compiled(add_relu_rows_in_place), out.T
+    if kern is None:
+        dense(x, weight, bias, out=out)
+        return relu(out, out=out)
+    dense(x, weight, None, out=out)
+    kern(mem, bias, *_UNITS[out.dtype])
+    return out
 
 
 def _dense_rule(shapes):

@@ -142,7 +142,9 @@ def test_forward_is_not_run_again():
     assert net.calls == 3  # imperative again
 
 
-def test_kernels_run_from_the_compiled_program(kernel_calls):
+def test_kernels_run_from_the_compiled_program(kernel_calls, kernel_path):
+    """The registered kernels run; with compiled kernels the relu after a dense layer is the dense
+    step's epilogue (executor/epilogue.py: one compiled pass adds the bias and applies relu)."""
     net = B.HybridSequential()
     net.add(B.Dense(4, activation="relu"), B.Dense(2))
     net.initialize()
@@ -151,7 +153,7 @@ def test_kernels_run_from_the_compiled_program(kernel_calls):
     net(x)
     kernel_calls.clear()
     net(x)
-    assert sorted(kernel_calls) == ["dense", "dense", "relu"]
+    assert sorted(kernel_calls) == (["dense", "dense"] if kernel_path == "compiled" else ["dense", "dense", "relu"])
 
 
 def test_new_batch_size_recompiles_without_retracing_a_generic_graph():
