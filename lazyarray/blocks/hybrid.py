@@ -138,7 +138,7 @@ class _Memo:
     argument's value (dense, sparse; the block's signature has their shapes, dtypes and devices).
     While they hold, a call runs the program without building the cached op's signature, and
     without listing the parameters' arrays: the checks walk them in C (``map``), and the input
-    values start from a copy of the parameters' values (batch-1 MLP: 1.3 -> 0.6 us a call)."""
+    values start from a copy of the parameters' values (batch-1 MLP: 1.38 -> 1.13 us a call)."""
 
     __slots__ = ("sources", "arrays", "values", "args_at", "classes", "template", "program")
 

@@ -47,8 +47,6 @@ def _nbytes(aval):
 def reductions_early(todo: list[Node]) -> list[Node]:
     """``todo`` (a topological order) with each small reader of large inputs moved to just after
     the last step that produces one of its inputs (see the module)."""
-    if not any(_moves(n) for n in todo):
-        return todo
     key: dict[int, tuple] = {}
     seq = 0
     for i, node in enumerate(todo):
@@ -59,4 +57,4 @@ def reductions_early(todo: list[Node]) -> list[Node]:
                 key[id(node)] = anchor + (seq,)  # right after its anchor (before the next step)
                 continue
         key[id(node)] = (i,)
-    return sorted(todo, key=lambda n: key[id(n)])
+    return sorted(todo, key=lambda n: key[id(n)]) if seq else todo

@@ -52,17 +52,23 @@ MIN_IN_UNITS = 64
 _FLOATS = frozenset({"float32", "float64"})
 
 
-def _dense_eligible(node) -> bool:
+def _value_eligible(node) -> bool:
+    """A node's one output that may be stored units-major: a 2-D float32/float64 CPU value of
+    ``MIN_ROWS``..``MAX_ROWS`` rows and at least ``MIN_UNITS`` units."""
+    if len(node.avals) != 1:
+        return False
     a = node.avals[0]
-    x = node.inputs[0].aval.shape
     shape = a.shape
-    if len(node.avals) != 1 or shape is None or len(shape) != 2 or None in shape or x is None or len(x) != 2 \
-            or x[1] is None:
+    if shape is None or len(shape) != 2 or None in shape:
         return False
     rows, units = shape
     return (a.dtype is not None and a.dtype.name in _FLOATS and a.device is not None and a.device.kind == "cpu"
-            and a.stype == "default" and MIN_ROWS <= rows <= MAX_ROWS and units >= MIN_UNITS
-            and x[1] >= MIN_IN_UNITS)
+            and a.stype == "default" and MIN_ROWS <= rows <= MAX_ROWS and units >= MIN_UNITS)
+
+
+def _dense_eligible(node) -> bool:
+    x = node.inputs[0].aval.shape
+    return _value_eligible(node) and x is not None and len(x) == 2 and x[1] is not None and x[1] >= MIN_IN_UNITS
 
 
 def _reads_well(op: str, pos: int) -> bool:
@@ -76,14 +82,7 @@ def _reads_well(op: str, pos: int) -> bool:
 def _product_eligible(node) -> bool:
     """A 2-D ``matmul`` result a ``relu_grad`` reads beside a units-major value (the backward's
     ``g @ w``): NumPy writes it into (units, rows) memory with one BLAS call, as fast."""
-    a = node.avals[0]
-    shape = a.shape
-    if len(node.avals) != 1 or shape is None or len(shape) != 2 or None in shape \
-            or any(e.aval.shape is None or len(e.aval.shape) != 2 for e in node.inputs):
-        return False
-    rows, units = shape
-    return (a.dtype is not None and a.dtype.name in _FLOATS and a.device is not None and a.device.kind == "cpu"
-            and a.stype == "default" and MIN_ROWS <= rows <= MAX_ROWS and units >= MIN_UNITS)
+    return _value_eligible(node) and all(e.aval.shape is not None and len(e.aval.shape) == 2 for e in node.inputs)
 
 
 def units_major_slots(g, specs, out_slots: set[int], planned, free=frozenset(), input_orders=None) -> dict:
