@@ -15,9 +15,18 @@ run time (the tests compare both paths). The switch is read once because a relu 
 activation takes about a microsecond: reading the environment at each call cost twice that.
 Kernels compile on first use per argument types (a fraction of a second, once per process) and
 are not cached on disk: nothing is loaded from a file. ``import lazyarray`` never imports numba.
+
+``parallel_ready()`` says whether a kernel may open a numba parallel region (``ops/conv_parallel.py``):
+its worker threads spin briefly between regions, so a region costs a few microseconds where
+handing work to a Python thread pool costs 50-70 us of thread wake-ups on the development
+machine. That needs a thread-safe threading layer (OpenMP or TBB; numba's fallback
+``workqueue`` aborts the process when two threads launch at once) and the process that first
+asked (GNU OpenMP does not survive ``fork``: a forked child takes the serial kernels).
+``use_threads(n)`` sets how many threads this thread's regions use.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 
@@ -86,3 +95,41 @@ def compiled(fn):
             if k is None:
                 k = _COMPILED[fn] = _numba().njit(nogil=True, cache=False)(fn)
     return k
+
+
+_PARALLEL: list = []  # [pid, ready] once asked
+_REGION = threading.local()  # .threads: what this thread last gave numba.set_num_threads
+# numba's threading layers by name -> the pools that provide them (``numba.np.ufunc.<pool>``); the
+# default tries TBB, then OpenMP, then workqueue (not thread-safe: never used here)
+_LAYERS = {"default": ("tbbpool", "omppool"), "threadsafe": ("tbbpool", "omppool"),
+           "omp": ("omppool",), "tbb": ("tbbpool",), "safe": ("tbbpool",), "forksafe": ("tbbpool",)}
+
+
+def parallel_ready() -> bool:
+    """True when compiled kernels are on and may open numba parallel regions in this process."""
+    if not enabled():
+        return False
+    state = _PARALLEL
+    if state:
+        return state[1] and state[0] == os.getpid()
+    with _LOCK:
+        if not _PARALLEL:
+            numba = _numba()
+            ready = False
+            for pool in _LAYERS.get(str(numba.config.THREADING_LAYER).lower(), ()):
+                try:
+                    importlib.import_module(f"numba.np.ufunc.{pool}")
+                except Exception:  # (ImportError, or a library that fails to load)
+                    continue
+                ready = True
+                break
+            _PARALLEL[:] = [os.getpid(), ready]
+    return parallel_ready()
+
+
+def use_threads(n: int) -> None:
+    """This thread's numba parallel regions run on ``n`` threads (at most numba's pool size)."""
+    if getattr(_REGION, "threads", None) != n:
+        numba = _numba()
+        numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
+        _REGION.threads = n

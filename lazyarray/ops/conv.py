@@ -22,11 +22,12 @@ import threading
 import numpy as np
 
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
-from . import conv_jit
+from . import conv_jit, conv_parallel
 from .blas_threads import SMALL_PRODUCT, one_thread
 from .derived import keeps
 from .params import INT, INTS, Param
 from .registry import OpDef, register
+from .winograd import MIN_CHANNELS as WINOGRAD_MIN_CHANNELS
 from .winograd import winograd_conv2d
 from .winograd4 import winograd4_conv2d, winograd_tile
 
@@ -391,6 +392,32 @@ def _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out):
     return y
 
 
+def _parallel_conv(x, weight, bias, stride, padding, dilation, out) -> bool:
+    """``_batch_last_conv`` as one compiled parallel region (``conv_parallel.py``) where it applies:
+    a batch-last ``out``, an input stored batch last or C-ordered, and not already on one of the
+    pool's threads; True when ``out`` was written."""
+    if out is None or not _batch_last(out) or not PARALLEL[0]:
+        return False
+    from ..threads import in_pool, num_threads  # (the threads module sits above ops/)
+
+    if in_pool():
+        return False
+    threads = num_threads()
+    n, c, h, w = x.shape
+    o, _, kh, kw = weight.shape
+    ho, wo = out.shape[2], out.shape[3]
+    if _batch_last(x):
+        mem = None
+    elif x.flags.c_contiguous:
+        mem = _scratch(np, 0, (c, h, w, n), x.dtype)
+    else:
+        return False
+    cols = _scratch(np, 1, (c * kh * kw, ho * wo * n), x.dtype)
+    return conv_parallel.conv2d(x, weight, bias, stride, padding, dilation, out, cols, mem, threads)
+
+
+PARALLEL = [True]  # ``_parallel_conv`` on (the tests and benchmarks compare both kernels)
+
 _MAX_VIEW_SETS = 64  # geometries whose views a thread keeps (a model has a few)
 
 
@@ -492,9 +519,10 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
     # change at every step, the chooser asks whether the weight held still and the budget holds
     # F(4, 3)'s, the larger, or a copy is kept already. Recorded calls keep the choice of a weight
     # transformed every call, so a recorded step computes as it did before kernels were kept.)
-    cached = xp is np and kh == kw == 3 and keeps(weight, 36 * weight.size // 9 * weight.itemsize) \
-        and not _recording()
-    tile = winograd_tile(x.shape, weight.shape, stride, padding, dilation, groups, ho, wo, cached) if xp is np else 0
+    # (fewer input channels than Winograd takes: neither of its look-ups, about 3 us of a small call)
+    deep = xp is np and c >= WINOGRAD_MIN_CHANNELS
+    cached = deep and kh == kw == 3 and keeps(weight, 36 * weight.size // 9 * weight.itemsize) and not _recording()
+    tile = winograd_tile(x.shape, weight.shape, stride, padding, dilation, groups, ho, wo, cached) if deep else 0
     if tile:  # F(4x4, 3x3) or F(2x2, 3x3), whichever measured faster for these shapes
         dtype = np.result_type(x.dtype, weight.dtype)
         shape = (n, o) + tuple(_out_dim(x.shape[2 + i], 3, 1, padding[i]) for i in range(2))
@@ -505,14 +533,17 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
             out[...] = y
             return out
         return y
-    if groups == 1 and n > 1 and xp is np and not (_batch_last(x) or _batch_last(out)):
-        from ..threads import split_threads  # (the threads module sits above ops/)
-
-        threads = split_threads(n * o * c * kh * kw * ho * wo, n)
-        if threads > 1:
-            return _split_conv(xp, x, weight, bias, stride, padding, dilation, out, threads)
     if groups == 1 and n > 1:
-        if ho * wo < PER_IMAGE_MIN_PIXELS or _batch_last(x) or _batch_last(out):
+        batch_last = _batch_last(x) or _batch_last(out)
+        if xp is np and not batch_last:
+            from ..threads import split_threads  # (the threads module sits above ops/)
+
+            threads = split_threads(n * o * c * kh * kw * ho * wo, n)
+            if threads > 1:
+                return _split_conv(xp, x, weight, bias, stride, padding, dilation, out, threads)
+        if ho * wo < PER_IMAGE_MIN_PIXELS or batch_last:
+            if xp is np and _parallel_conv(x, weight, bias, stride, padding, dilation, out):
+                return out
             return _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out)
     win = _windows(xp, x, (kh, kw), stride, padding, dilation=dilation)
     ho, wo = win.shape[2], win.shape[3]

@@ -1,0 +1,174 @@
+"""A batch of small images convolved in one compiled parallel region (``conv._batch_last_conv``).
+
+The demo CNN at batch 64 is two convolutions of about 0.7 and 2.7 M multiply-adds, 20-60 us
+of products each. Splitting one over a Python thread pool costs more than it saves: waking a
+thread and waiting for it took 50-70 us on the development machine (``threads.split`` is kept
+for a millisecond of work and more). onnxruntime's pool spins instead, and ran that model in
+0.15 ms on 2 threads against 0.29 on 1, while ours ran at its one-thread speed.
+
+Here the whole convolution is one numba parallel region (``jit.parallel_ready``), whose threads
+spin between regions (a region costs a few microseconds). The output pixels are cut into blocks,
+as many as threads or more, each block at most ``SMALL_PRODUCT`` multiply-adds so OpenBLAS runs
+it on its one-thread small-matrix kernel; each thread then, for its blocks:
+
+1. copies the block's im2col columns, in runs of N values, from the input stored batch last
+   ``(C, H, W, N)`` (an NCHW input is first copied batch last, its rows shared out in the region);
+2. multiplies ``W (O, C*kh*kw) @ columns`` with NumPy's own BLAS (``blas_gemm.gemm``, called
+   without the GIL) straight into its columns of the batch-last output;
+3. adds the bias there.
+
+These are the serial kernel's steps on the same values (im2col copies, the product, then the bias),
+so results equal it to rounding; the tests compare the two. Where anything is missing (numba, a
+thread-safe threading layer, NumPy's OpenBLAS symbols), or the layout or dtype is another, the
+caller runs its serial kernel.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .. import jit
+from .blas_gemm import NO_TRANS, ROW_MAJOR, gemm
+from .blas_threads import SMALL_PRODUCT, small_calls_serial
+
+BLOCKS_PER_THREAD = 2
+_KERNELS: dict = {}
+_PLANS: dict = {}  # (shapes, dtypes, geometry, threads) -> _plan(...)
+_MAX_PLANS = 256
+_NO_BIAS = {np.dtype(np.float32): np.zeros(0, np.float32), np.dtype(np.float64): np.zeros(0, np.float64)}
+_LOCK = threading.Lock()
+
+
+def conv2d(x, weight, bias, stride, padding, dilation, out, cols, mem, threads: int) -> bool:
+    """``out`` (N, O, Ho, Wo) stored batch last := conv2d(x, weight) + bias, in one parallel
+    region on ``threads`` threads; ``cols``: scratch of (C*kh*kw, Ho*Wo*N) values; ``mem``: scratch
+    of x's (C, H, W, N) values, used when x is C-ordered NCHW (None when x is batch last). False
+    (nothing written) where the compiled kernel does not apply."""
+    if not jit.parallel_ready():
+        return False
+    key = (x.shape, weight.shape, x.dtype, weight.dtype, out.dtype, None if bias is None else bias.dtype,
+           *stride, *padding, *dilation, threads)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _plan(x, weight, bias, out, threads)
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    if plan is False:
+        return False
+    kern, blocks, per, serial = plan
+    n, c, h, w = x.shape
+    o, _, kh, kw = weight.shape
+    k, m = c * kh * kw, out.shape[2] * out.shape[3] * n
+    if mem is None:
+        mem = x.transpose(1, 2, 3, 0)
+    else:  # (NumPy's strided copy: a transposing loop in the region ran slower on the demo CNN's input)
+        mem[...] = x.transpose(1, 2, 3, 0)
+    jit.use_threads(threads)
+    args = (mem, np.ascontiguousarray(weight.reshape(o, k)), _NO_BIAS[x.dtype] if bias is None else bias, cols.reshape(k, m),
+            out.transpose(1, 2, 3, 0).reshape(o, m), out.shape[3], kh, kw, stride[0], stride[1], padding[0],
+            padding[1], dilation[0], dilation[1], bias is not None, per, blocks)
+    if serial is None:
+        kern(*args)
+    else:
+        with serial:
+            kern(*args)
+    return True
+
+
+def _plan(x, weight, bias, out, threads):
+    """``(kernel, blocks, pixels per block, None or the context that puts BLAS on one thread)`` for
+    a call of these shapes and dtypes, or False where the compiled kernel does not apply."""
+    dtype = x.dtype
+    if dtype not in _NO_BIAS or weight.dtype != dtype or out.dtype != dtype \
+            or (bias is not None and (bias.dtype != dtype or bias.ndim != 1)):
+        return False
+    fn = gemm(dtype)
+    if fn is None:
+        return False
+    n, c = x.shape[:2]
+    o, _, kh, kw = weight.shape
+    pixels = out.shape[2] * out.shape[3]
+    macs = o * c * kh * kw * n  # per output pixel
+    blocks = _blocks(macs, pixels, threads)
+    per = -(-pixels // blocks)
+    serial = None  # OpenBLAS's small-matrix kernel runs on one thread whatever its setting
+    if dtype != np.float32 or macs * per > SMALL_PRODUCT or not small_calls_serial():
+        from ..threads import blas_one_thread  # (the threads module sits above ops/)
+
+        serial = blas_one_thread()  # (each block's product on one BLAS thread: the region's threads share the work)
+    return _kernel(dtype, fn), blocks, per, serial
+
+
+def _blocks(macs_per_pixel: int, pixels: int, threads: int) -> int:
+    """Blocks of output pixels: at most ``SMALL_PRODUCT`` multiply-adds each where a block of one
+    pixel allows, and at least two per thread (a thread's columns and products then stay in its
+    cache: the demo CNN's first conv on 2 threads took 23 us in 4 blocks, 33-43 in 2), their
+    count a multiple of ``threads`` (an even share each), at most one per pixel."""
+    blocks = max(BLOCKS_PER_THREAD * threads, -(-macs_per_pixel * pixels // SMALL_PRODUCT))
+    blocks = -(-blocks // threads) * threads
+    return max(1, min(blocks, pixels))
+
+
+def _kernel(dtype, fn):
+    kern = _KERNELS.get(dtype)
+    if kern is None:
+        with _LOCK:
+            kern = _KERNELS.get(dtype)
+            if kern is None:
+                kern = _KERNELS[dtype] = _build(dtype, fn)
+    return kern
+
+
+def _build(dtype, fn):
+    """The parallel kernel for ``dtype``, calling ``fn`` (a ctypes ``cblas_?gemm``) per block."""
+    numba = jit._numba()
+    prange = numba.prange
+    one, zero = dtype.type(1), dtype.type(0)
+    size = dtype.itemsize
+
+    def block(mem, wmat, bias, cols, out, p0, p1, wo, kh, kw, sh, sw, ph, pw, dh, dw, has_bias):
+        # im2col of pixels [p0, p1): cols[(c, a, b), p * N + n] = mem[c, r, q, n], zero in the padding
+        c_n, h_n, w_n, n_n = mem.shape
+        o_n, k_n = wmat.shape
+        m_n = cols.shape[1]
+        k = 0
+        for c in range(c_n):
+            for a in range(kh):
+                for b in range(kw):
+                    row = cols[k]
+                    for p in range(p0, p1):
+                        i = p // wo
+                        r = i * sh - ph + a * dh
+                        q = (p - i * wo) * sw - pw + b * dw
+                        dst = row[p * n_n:(p + 1) * n_n]  # (a slice: runs of N the loop vectorizes)
+                        if r < 0 or r >= h_n or q < 0 or q >= w_n:
+                            for j in range(n_n):
+                                dst[j] = zero
+                        else:
+                            src = mem[c, r, q]
+                            for j in range(n_n):
+                                dst[j] = src[j]
+                    k += 1
+        m0, mb = p0 * n_n, (p1 - p0) * n_n
+        fn(ROW_MAJOR, NO_TRANS, NO_TRANS, o_n, mb, k_n, one, wmat.ctypes.data, k_n,
+           cols.ctypes.data + size * m0, m_n, zero, out.ctypes.data + size * m0, m_n)
+        if has_bias:
+            for o in range(o_n):
+                bo = bias[o]
+                seg = out[o, m0:m0 + mb]
+                for j in range(mb):
+                    seg[j] += bo
+
+    block = numba.njit(nogil=True)(block)
+
+    def run(mem, wmat, bias, cols, out, wo, kh, kw, sh, sw, ph, pw, dh, dw, has_bias, per, blocks):
+        pixels = out.shape[1] // mem.shape[3]
+        for blk in prange(blocks):
+            p0 = blk * per
+            p1 = min(pixels, p0 + per)
+            if p0 < p1:
+                block(mem, wmat, bias, cols, out, p0, p1, wo, kh, kw, sh, sw, ph, pw, dh, dw, has_bias)
+
+    return numba.njit(nogil=True, parallel=True)(run)
