@@ -22,12 +22,11 @@ import threading
 import numpy as np
 
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
-from . import conv_jit, conv_parallel
+from . import conv_jit, conv_parallel, winograd
 from .blas_threads import SMALL_PRODUCT, one_thread
 from .derived import keeps
 from .params import INT, INTS, Param
 from .registry import OpDef, register
-from .winograd import MIN_CHANNELS as WINOGRAD_MIN_CHANNELS
 from .winograd import winograd_conv2d
 from .winograd4 import winograd4_conv2d, winograd_tile
 
@@ -520,7 +519,7 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
     # F(4, 3)'s, the larger, or a copy is kept already. Recorded calls keep the choice of a weight
     # transformed every call, so a recorded step computes as it did before kernels were kept.)
     # (fewer input channels than Winograd takes: neither of its look-ups, about 3 us of a small call)
-    deep = xp is np and c >= WINOGRAD_MIN_CHANNELS
+    deep = xp is np and c >= winograd.MIN_CHANNELS
     cached = deep and kh == kw == 3 and keeps(weight, 36 * weight.size // 9 * weight.itemsize) and not _recording()
     tile = winograd_tile(x.shape, weight.shape, stride, padding, dilation, groups, ho, wo, cached) if deep else 0
     if tile:  # F(4x4, 3x3) or F(2x2, 3x3), whichever measured faster for these shapes

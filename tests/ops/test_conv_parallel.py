@@ -1,0 +1,214 @@
+"""ops/conv_parallel.py: a small batch-last convolution in one compiled parallel region gives the
+serial kernel's values (to rounding) for every geometry, layout, dtype and thread count, cuts its
+pixels into the blocks it promises, and declines what it does not cover."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray import jit
+from lazyarray.ops import blas_gemm, blas_threads, conv, conv_parallel
+
+pytest.importorskip("numba")
+pytest.importorskip("threadpoolctl")
+
+GEOMETRIES = [((3, 3), (1, 1), (1, 1), (1, 1)), ((1, 1), (1, 1), (0, 0), (1, 1)), ((3, 2), (2, 1), (0, 0), (1, 1)),
+              ((2, 2), (3, 3), (1, 0), (1, 1)), ((3, 3), (1, 1), (2, 1), (2, 1)), ((3, 3), (2, 2), (1, 1), (1, 1))]
+TOL = {"float32": dict(rtol=1e-5, atol=1e-5), "float64": dict(rtol=1e-12, atol=1e-12)}
+
+
+@pytest.fixture(autouse=True)
+def _threads():
+    yield
+    la.set_num_threads(os.cpu_count() or 1)
+
+
+def _batch_last(a):
+    return np.ascontiguousarray(a.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)
+
+
+def _reference(x, w, b, stride, padding, dilation):
+    """conv2d by its definition: a sum over every tap of the zero-padded input (float64)."""
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    xp = np.zeros((n, c, h + 2 * ph, wd + 2 * pw))
+    xp[:, :, ph:ph + h, pw:pw + wd] = x
+    ho, wo = (h + 2 * ph - (kh - 1) * dh - 1) // sh + 1, (wd + 2 * pw - (kw - 1) * dw - 1) // sw + 1
+    y = np.zeros((n, o, ho, wo))
+    for a in range(kh):
+        for bb in range(kw):
+            win = xp[:, :, a * dh:a * dh + sh * (ho - 1) + 1:sh, bb * dw:bb * dw + sw * (wo - 1) + 1:sw]
+            y += np.einsum("nchw,oc->nohw", win, w[:, :, a, bb].astype(np.float64))
+    return y if b is None else y + b.reshape(1, o, 1, 1)
+
+
+def _run(x, w, b, geometry, parallel, monkeypatch):
+    kernel, stride, padding, dilation = geometry
+    monkeypatch.setattr(conv, "PARALLEL", [parallel])
+    n, o = x.shape[0], w.shape[0]
+    ho, wo = ((x.shape[2 + i] + 2 * padding[i] - (kernel[i] - 1) * dilation[i] - 1) // stride[i] + 1 for i in (0, 1))
+    out = _batch_last(np.full((n, o, ho, wo), np.nan, x.dtype))
+    y = conv._conv2d(np, x, w, b, stride=stride, padding=padding, dilation=dilation, out=out)
+    assert y is out and conv._batch_last(y)
+    return y
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: f"k{g[0]}-s{g[1]}-p{g[2]}-d{g[3]}")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("layout", ["nchw", "batch-last"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_parallel_region_equals_serial_kernel_and_definition(monkeypatch, geometry, dtype, layout, threads):
+    la.set_num_threads(threads)
+    rng = np.random.default_rng(0)
+    kernel = geometry[0]
+    x = rng.standard_normal((17, 3, 9, 7)).astype(dtype)  # (a batch and pixel counts no block size divides)
+    x = _batch_last(x) if layout == "batch-last" else x
+    w = rng.standard_normal((5, 3, *kernel)).astype(dtype)
+    b = rng.standard_normal(5).astype(dtype)
+    calls = []
+    real = conv_parallel.conv2d
+    monkeypatch.setattr(conv_parallel, "conv2d", lambda *a: calls.append(a[-1]) or real(*a))
+    got = _run(x, w, b, geometry, True, monkeypatch)
+    assert calls == [threads]  # (the region ran, on the threads set)
+    want = _run(x, w, b, geometry, False, monkeypatch)
+    np.testing.assert_allclose(got, want, **TOL[dtype])
+    np.testing.assert_allclose(got, _reference(x, w, b, *geometry[1:]), **TOL[dtype])
+
+
+def test_without_bias_and_with_stale_scratch(monkeypatch):
+    """No bias adds nothing; scratch left dirty by another geometry does not leak into the zeros of
+    the padding (the columns are written whole)."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((8, 2, 6, 6)).astype("float32")
+    w = rng.standard_normal((4, 2, 3, 3)).astype("float32")
+    conv._scratch(np, 1, (1 << 16,), np.float32)[...] = np.nan
+    conv._scratch(np, 0, (1 << 16,), np.float32)[...] = np.nan
+    geometry = ((3, 3), (1, 1), (2, 2), (1, 1))
+    got = _run(x, w, None, geometry, True, monkeypatch)
+    np.testing.assert_allclose(got, _reference(x, w, None, *geometry[1:]), rtol=1e-5, atol=1e-5)
+
+
+def test_non_finite_values_propagate_as_in_the_serial_kernel(monkeypatch):
+    rng = np.random.default_rng(2)
+    x = _batch_last(rng.standard_normal((6, 2, 5, 5)).astype("float32"))
+    x[0, 0, 0, 0], x[1, 1, 2, 2] = np.nan, np.inf
+    w = rng.standard_normal((3, 2, 3, 3)).astype("float32")
+    geometry = ((3, 3), (1, 1), (1, 1), (1, 1))
+    got = _run(x, w, None, geometry, True, monkeypatch)
+    want = _run(x, w, None, geometry, False, monkeypatch)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("macs,pixels,threads", [(9 * 8 * 64, 144, 2), (72 * 16 * 64, 36, 2), (72 * 16 * 64, 36, 1),
+                                                 (576 * 64 * 64, 16, 2), (10, 3, 4), (5000, 1, 2)])
+def test_blocks_share_evenly_and_stay_small(macs, pixels, threads):
+    blocks = conv_parallel._blocks(macs, pixels, threads)
+    per = -(-pixels // blocks)
+    assert 1 <= blocks <= pixels
+    if pixels >= conv_parallel.BLOCKS_PER_THREAD * threads:
+        assert blocks % threads == 0 and blocks >= conv_parallel.BLOCKS_PER_THREAD * threads
+    if macs <= blas_threads.SMALL_PRODUCT and pixels >= blocks:
+        assert macs * per <= blas_threads.SMALL_PRODUCT or per == 1
+
+
+def test_large_blocks_and_float64_put_blas_on_one_thread(monkeypatch):
+    """Blocks OpenBLAS would split over its own threads, and every float64 block, run inside the
+    one-thread switch (two threads of the region each calling a threaded BLAS fought: 9 ms for a
+    60 us product); small float32 blocks skip it where the probe says they stay serial."""
+    monkeypatch.setattr(blas_threads, "_PROBE", [True])
+    monkeypatch.setattr(conv_parallel, "_PLANS", {})
+    x32 = np.zeros((64, 8, 6, 6), np.float32)
+    small = conv_parallel._plan(x32, np.zeros((16, 8, 3, 3), np.float32), None, x32[:, :16], 2)
+    assert small[3] is None
+    big = conv_parallel._plan(np.zeros((64, 63, 6, 6), np.float32), np.zeros((63, 63, 3, 3), np.float32), None,
+                              np.zeros((64, 63, 6, 6), np.float32), 2)
+    assert big[3] is not None and big[2] == 1  # (a one-pixel block is still over the small size)
+    x64 = x32.astype(np.float64)
+    assert conv_parallel._plan(x64, np.zeros((16, 8, 3, 3)), None, x64[:, :16], 2)[3] is not None
+    monkeypatch.setattr(blas_threads, "_PROBE", [False])
+    assert conv_parallel._plan(x32, np.zeros((16, 8, 3, 3), np.float32), None, x32[:, :16], 2)[3] is not None
+
+
+def test_large_blocks_on_two_threads_are_right(monkeypatch):
+    la.set_num_threads(2)
+    rng = np.random.default_rng(3)
+    x = _batch_last(rng.standard_normal((64, 40, 4, 4)).astype("float32"))
+    w = rng.standard_normal((48, 40, 3, 3)).astype("float32")
+    geometry = ((3, 3), (1, 1), (1, 1), (1, 1))
+    monkeypatch.setattr(conv, "SCRATCH_MAX_BYTES", 64 << 20)
+    got = _run(x, w, None, geometry, True, monkeypatch)
+    np.testing.assert_allclose(got, _reference(x, w, None, *geometry[1:]), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", ["float16", "mixed dtypes", "jit off", "no gemm", "C-ordered out", "pool thread"])
+def test_declines_what_it_does_not_cover(monkeypatch, case):
+    rng = np.random.default_rng(4)
+    dtype = "float16" if case == "float16" else "float32"
+    x = rng.standard_normal((8, 2, 5, 5)).astype(dtype)
+    w = rng.standard_normal((3, 2, 3, 3)).astype("float64" if case == "mixed dtypes" else dtype)
+    out = np.zeros((8, 3, 5, 5), np.result_type(x, w))
+    out = out if case == "C-ordered out" else _batch_last(out)
+    monkeypatch.setattr(conv_parallel, "_PLANS", {})
+    if case == "jit off":
+        monkeypatch.setattr(jit, "_ON", [False])
+    if case == "no gemm":
+        monkeypatch.setattr(conv_parallel, "gemm", lambda dtype: None)
+    if case == "pool thread":
+        from lazyarray import threads
+        monkeypatch.setattr(threads, "in_pool", lambda: True)
+    assert not conv._parallel_conv(x, w, None, (1, 1), (1, 1), (1, 1), out)
+    # and the serial kernels still compute it
+    y = conv._conv2d(np, x, w, None, padding=(1, 1), out=out)
+    np.testing.assert_allclose(y, _reference(x.astype(np.float64), w.astype(np.float64), None, (1, 1), (1, 1), (1, 1)),
+                               rtol=1e-2 if dtype == "float16" else 1e-5, atol=1e-2 if dtype == "float16" else 1e-5)
+
+
+def test_gemm_is_numpys_openblas_and_multiplies():
+    fn = blas_gemm.gemm(np.float32)
+    if fn is None:
+        pytest.skip("NumPy's BLAS is not an OpenBLAS threadpoolctl finds")
+    assert blas_gemm.gemm(np.int64) is None
+    for dtype in (np.float32, np.float64):
+        a = np.arange(6, dtype=dtype).reshape(2, 3)
+        b = np.arange(12, dtype=dtype).reshape(3, 4)
+        c = np.full((2, 4), np.nan, dtype)
+        blas_gemm.gemm(dtype)(blas_gemm.ROW_MAJOR, blas_gemm.NO_TRANS, blas_gemm.NO_TRANS, 2, 4, 3, 1.0,
+                              a.ctypes.data, 3, b.ctypes.data, 4, 0.0, c.ctypes.data, 4)
+        np.testing.assert_array_equal(c, a @ b)
+
+
+def test_parallel_regions_only_in_the_process_that_asked_and_with_a_thread_safe_layer(monkeypatch):
+    monkeypatch.setattr(jit, "_ON", [True])
+    monkeypatch.setattr(jit, "_PARALLEL", [os.getpid() + 1, True])  # (as a forked child sees its parent's answer)
+    assert not jit.parallel_ready()
+    numba = pytest.importorskip("numba")
+    monkeypatch.setattr(numba.config, "THREADING_LAYER", "workqueue")
+    monkeypatch.setattr(jit, "_PARALLEL", [])
+    assert not jit.parallel_ready()
+    monkeypatch.setattr(numba.config, "THREADING_LAYER", "default")
+    monkeypatch.setattr(jit, "_PARALLEL", [])
+    monkeypatch.setitem(jit._LAYERS, "default", ("no_such_pool",))
+    assert not jit.parallel_ready()
+
+
+def test_demo_cnn_takes_the_region_and_equals_the_serial_kernels(monkeypatch):
+    from lazyarray.cli import build_model
+
+    net = build_model("cnn")
+    net.initialize()
+    net.hybridize()
+    x = la.array(np.random.default_rng(5).standard_normal((64, 1, 12, 12)).astype("float32"))
+    calls = []
+    real = conv_parallel.conv2d
+    monkeypatch.setattr(conv_parallel, "conv2d", lambda *a: calls.append(a[1].shape) or real(*a))
+    got = net(x).asnumpy()
+    assert sorted(calls) == [(8, 1, 3, 3), (16, 8, 3, 3)]  # both convolutions
+    monkeypatch.setattr(conv, "PARALLEL", [False])
+    np.testing.assert_allclose(got, net(x).asnumpy(), rtol=1e-5, atol=1e-6)
