@@ -22,7 +22,20 @@ MIN_PARALLEL_BYTES = 8 << 20  # below this a thread hand-off costs more than it 
 # over its images): about a millisecond of products, against tens of microseconds of hand-offs.
 MIN_SPLIT_MACS = 1 << 24
 
-_THREADS = [os.cpu_count() or 1]
+def default_threads() -> int:
+    """The thread count before any ``la.set_num_threads``: ``OMP_NUM_THREADS`` where it is set to a
+    positive integer (as OpenBLAS, OpenMP and PyTorch read it: ``OMP_NUM_THREADS=1`` makes every
+    pool of the process, ours too, one thread), else the cores this process may run on."""
+    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # (no affinity on this platform)
+        return os.cpu_count() or 1
+
+
+_THREADS = [default_threads()]
 _POOL: list = [None]
 _LOCK = threading.Lock()
 _IN_POOL = threading.local()  # .active: this thread is one of the pool's (its work runs inline)

@@ -176,3 +176,22 @@ def test_split_threads_below_the_threshold_or_with_too_few_pieces_is_one(two_thr
     assert threads.split_threads(10**9, 2) == 1  # a third core would idle: BLAS's threads use it
     la.set_num_threads(1)
     assert threads.split_threads(10**9, 64) == 1
+
+
+@pytest.mark.parametrize("env,want", [("1", 1), ("3", 3), ("2,1", 2), ("", None), ("zero", None), ("0", None)])
+def test_default_threads_follow_omp_num_threads(monkeypatch, env, want):
+    """``OMP_NUM_THREADS=1 python ...`` puts every pool of the process on one thread, ours too;
+    unset (or not a positive count) the default is the cores this process may run on."""
+    monkeypatch.setenv("OMP_NUM_THREADS", env)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert threads.default_threads() == (want if want is not None else cores)
+
+
+def test_the_default_is_read_at_import():
+    import subprocess
+    import sys
+
+    code = "import lazyarray as la; print(la.threads.num_threads())"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "1"

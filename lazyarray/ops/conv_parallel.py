@@ -8,7 +8,7 @@ for a millisecond of work and more). onnxruntime's pool spins instead, and ran t
 
 Here the whole convolution is one numba parallel region (``jit.parallel_ready``), whose threads
 spin between regions (a region costs about 3 us after gaps of up to 100 us). The output pixels
-are cut into blocks (``_blocks``), each at most ``SMALL_PRODUCT`` multiply-adds where one pixel
+are cut into blocks (``blas_gemm.region_blocks``), each at most ``SMALL_PRODUCT`` multiply-adds where one pixel
 allows, so OpenBLAS runs it on its one-thread small-matrix kernel; each thread then, for its
 blocks:
 
@@ -37,10 +37,9 @@ import threading
 import numpy as np
 
 from .. import jit
-from .blas_gemm import NO_TRANS, ROW_MAJOR, gemm
+from .blas_gemm import NO_TRANS, ROW_MAJOR, gemm, region_blocks
 from .blas_threads import SMALL_PRODUCT, small_calls_serial
 
-BLOCKS_PER_THREAD = 2
 _KERNELS: dict = {}
 _PLANS: dict = {}  # (shapes, dtypes, geometry, threads) -> _plan(...)
 _MAX_PLANS = 256
@@ -99,7 +98,7 @@ def _plan(x, weight, bias, out, threads):
     o, _, kh, kw = weight.shape
     pixels = out.shape[2] * out.shape[3]
     macs = o * c * kh * kw * n  # per output pixel
-    blocks = _blocks(macs, pixels, threads)
+    blocks = region_blocks(macs, pixels, threads)
     per = -(-pixels // blocks)
     serial = None  # OpenBLAS's small-matrix kernel runs on one thread whatever its setting
     if dtype != np.float32 or macs * per > SMALL_PRODUCT or not small_calls_serial():
@@ -107,16 +106,6 @@ def _plan(x, weight, bias, out, threads):
 
         serial = blas_one_thread()  # (each block's product on one BLAS thread: the region's threads share the work)
     return _kernel(dtype, fn), blocks, per, serial
-
-
-def _blocks(macs_per_pixel: int, pixels: int, threads: int) -> int:
-    """Blocks of output pixels: at most ``SMALL_PRODUCT`` multiply-adds each where a block of one
-    pixel allows, and at least two per thread (a thread's columns and products then stay in its
-    cache: the demo CNN's first conv on 2 threads took 23 us in 4 blocks, 33-43 in 2), their
-    count a multiple of ``threads`` (an even share each), at most one per pixel."""
-    blocks = max(BLOCKS_PER_THREAD * threads, -(-macs_per_pixel * pixels // SMALL_PRODUCT))
-    blocks = -(-blocks // threads) * threads
-    return max(1, min(blocks, pixels))
 
 
 def _kernel(dtype, fn):

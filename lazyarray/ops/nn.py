@@ -13,7 +13,7 @@ from .. import jit, threads
 from ..device import Device
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from ..rng import generator
-from . import sparse_kernels
+from . import dense_parallel, sparse_kernels
 from .blas_threads import SERIAL_ANYWAY_FLOPS, UNCHANGED, one_thread
 from .elementwise import _JIT_FLOATS, _UNITS
 from .elementwise_jit import add_relu_cols_in_place, add_relu_rows_in_place
@@ -198,10 +198,11 @@ def _dense(xp, x, weight, bias=None, out=None):
         # one row into its planned buffer (batch-1 inference): BLAS's matrix-vector product through
         # the transposed view (as fast as a packed copy, and on one BLAS thread as on two), and none
         # of the tests below (they cost a third of this call's Python)
-        y = x.dot(weight.T, out=out)
+        if weight.nbytes < dense_parallel.MIN_WEIGHT_BYTES or not _dense_row_parallel(x, weight, out):
+            x.dot(weight.T, out=out)
         if bias is not None:
-            y += bias
-        return y
+            out += bias
+        return out
     rows = x.shape[0] if x.ndim == 2 else 1
     if x.ndim > 2:
         y = _rows_matmul(xp, x, transposed(weight, x.size // max(x.shape[-1], 1)), out)
@@ -229,6 +230,13 @@ def _dense(xp, x, weight, bias=None, out=None):
     if bias is not None:
         y += bias
     return y
+
+
+def _dense_row_parallel(x, weight, out) -> bool:
+    """A one-row product over the threads in one compiled region (``dense_parallel.py``), unless
+    one thread is set or this is one of the pool's threads; True when ``out`` was written."""
+    n = threads.num_threads()
+    return n > 1 and not threads.in_pool() and dense_parallel.dense_row(x, weight, out, n)
 
 
 def dense_relu(dense, relu, x, weight, bias, out):

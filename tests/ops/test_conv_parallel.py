@@ -109,11 +109,11 @@ def test_non_finite_values_propagate_as_in_the_serial_kernel(monkeypatch):
 @pytest.mark.parametrize("macs,pixels,threads", [(9 * 8 * 64, 144, 2), (72 * 16 * 64, 36, 2), (72 * 16 * 64, 36, 1),
                                                  (576 * 64 * 64, 16, 2), (10, 3, 4), (5000, 1, 2)])
 def test_blocks_share_evenly_and_stay_small(macs, pixels, threads):
-    blocks = conv_parallel._blocks(macs, pixels, threads)
+    blocks = blas_gemm.region_blocks(macs, pixels, threads)
     per = -(-pixels // blocks)
     assert 1 <= blocks <= pixels
-    if pixels >= conv_parallel.BLOCKS_PER_THREAD * threads:
-        assert blocks % threads == 0 and blocks >= conv_parallel.BLOCKS_PER_THREAD * threads
+    if pixels >= blas_gemm.BLOCKS_PER_THREAD * threads:
+        assert blocks % threads == 0 and blocks >= blas_gemm.BLOCKS_PER_THREAD * threads
     if macs <= blas_threads.SMALL_PRODUCT and pixels >= blocks:
         assert macs * per <= blas_threads.SMALL_PRODUCT or per == 1
 
