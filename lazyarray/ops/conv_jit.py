@@ -20,26 +20,28 @@ from .. import jit
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _im2col_batch_last(mem, cols, sh, sw, ph, pw, dh, dw, zero):
-    """mem (C, H, W, N) -> cols (C, kh, kw, Ho, Wo, N): cols[c, a, b, i, j] = mem[c, r, q] with
-    r = i * sh - ph + a * dh and q = j * sw - pw + b * dw, zero outside the image."""
+def _im2col_batch_last(mem, cols, sh, sw, ph, pw, dh, dw, zero, p0, p1):
+    """mem (C, H, W, N) -> cols (C, kh, kw, Ho, Wo, N) for the output pixels p0 <= i * Wo + j < p1:
+    cols[c, a, b, i, j] = mem[c, r, q] with r = i * sh - ph + a * dh and q = j * sw - pw + b * dw,
+    zero outside the image (``conv_parallel`` fills its blocks of pixels with it)."""
     c_n, h_n, w_n, n_n = mem.shape
-    kh, kw, ho_n, wo_n = cols.shape[1], cols.shape[2], cols.shape[3], cols.shape[4]
+    kh, kw, wo_n = cols.shape[1], cols.shape[2], cols.shape[4]
     for c in range(c_n):
         for a in range(kh):
             for b in range(kw):
-                for i in range(ho_n):
+                for p in range(p0, p1):
+                    i = p // wo_n
+                    j = p - i * wo_n
                     r = i * sh - ph + a * dh
-                    for j in range(wo_n):
-                        q = j * sw - pw + b * dw
-                        dst = cols[c, a, b, i, j]
-                        if r < 0 or r >= h_n or q < 0 or q >= w_n:
-                            for n in range(n_n):
-                                dst[n] = zero
-                        else:
-                            src = mem[c, r, q]
-                            for n in range(n_n):
-                                dst[n] = src[n]
+                    q = j * sw - pw + b * dw
+                    dst = cols[c, a, b, i, j]
+                    if r < 0 or r >= h_n or q < 0 or q >= w_n:
+                        for n in range(n_n):
+                            dst[n] = zero
+                    else:
+                        src = mem[c, r, q]
+                        for n in range(n_n):
+                            dst[n] = src[n]
 
 
 def im2col(x, cols, stride, padding, dilation) -> bool:
@@ -55,7 +57,7 @@ def im2col(x, cols, stride, padding, dilation) -> bool:
     if kern is None:
         return False
     kern(mem, cols, int(stride[0]), int(stride[1]), int(padding[0]), int(padding[1]),
-         int(dilation[0]), int(dilation[1]), x.dtype.type(0))
+         int(dilation[0]), int(dilation[1]), x.dtype.type(0), 0, cols.shape[3] * cols.shape[4])
     return True
 
 

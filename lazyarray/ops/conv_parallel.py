@@ -37,6 +37,7 @@ import threading
 import numpy as np
 
 from .. import jit
+from . import conv_jit
 from .blas_gemm import NO_TRANS, ROW_MAJOR, gemm, region_blocks
 from .blas_threads import SMALL_PRODUCT, small_calls_serial
 
@@ -74,7 +75,7 @@ def conv2d(x, weight, bias, stride, padding, dilation, out, cols, mem, threads: 
         mem[...] = x.transpose(1, 2, 3, 0)
     jit.use_threads(threads)
     args = (mem, np.ascontiguousarray(weight.reshape(o, k)), _NO_BIAS[x.dtype] if bias is None else bias, cols.reshape(k, m),
-            out.transpose(1, 2, 3, 0).reshape(o, m), out.shape[3], kh, kw, stride[0], stride[1], padding[0],
+            out.transpose(1, 2, 3, 0).reshape(o, m), out.shape[2], out.shape[3], kh, kw, stride[0], stride[1], padding[0],
             padding[1], dilation[0], dilation[1], bias is not None, per, blocks)
     if serial is None:
         kern(*args)
@@ -125,29 +126,14 @@ def _build(dtype, fn):
     one, zero = dtype.type(1), dtype.type(0)
     size = dtype.itemsize
 
-    def block(mem, wmat, bias, cols, out, p0, p1, wo, kh, kw, sh, sw, ph, pw, dh, dw, has_bias):
-        # im2col of pixels [p0, p1): cols[(c, a, b), p * N + n] = mem[c, r, q, n], zero in the padding
-        c_n, h_n, w_n, n_n = mem.shape
+    im2col = jit.compiled(conv_jit._im2col_batch_last)
+
+    def block(mem, wmat, bias, cols, out, p0, p1, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw, has_bias):
+        # the im2col columns of pixels [p0, p1), then their product and bias
+        c_n, n_n = mem.shape[0], mem.shape[3]
         o_n, k_n = wmat.shape
         m_n = cols.shape[1]
-        k = 0
-        for c in range(c_n):
-            for a in range(kh):
-                for b in range(kw):
-                    row = cols[k]
-                    for p in range(p0, p1):
-                        i = p // wo
-                        r = i * sh - ph + a * dh
-                        q = (p - i * wo) * sw - pw + b * dw
-                        dst = row[p * n_n:(p + 1) * n_n]  # (a slice: runs of N the loop vectorizes)
-                        if r < 0 or r >= h_n or q < 0 or q >= w_n:
-                            for j in range(n_n):
-                                dst[j] = zero
-                        else:
-                            src = mem[c, r, q]
-                            for j in range(n_n):
-                                dst[j] = src[j]
-                    k += 1
+        im2col(mem, cols.reshape((c_n, kh, kw, ho, wo, n_n)), sh, sw, ph, pw, dh, dw, zero, p0, p1)
         m0, mb = p0 * n_n, (p1 - p0) * n_n
         fn(ROW_MAJOR, NO_TRANS, NO_TRANS, o_n, mb, k_n, one, wmat.ctypes.data, k_n,
            cols.ctypes.data + size * m0, m_n, zero, out.ctypes.data + size * m0, m_n)
@@ -160,12 +146,12 @@ def _build(dtype, fn):
 
     block = numba.njit(nogil=True)(block)
 
-    def run(mem, wmat, bias, cols, out, wo, kh, kw, sh, sw, ph, pw, dh, dw, has_bias, per, blocks):
-        pixels = out.shape[1] // mem.shape[3]
+    def run(mem, wmat, bias, cols, out, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw, has_bias, per, blocks):
+        pixels = ho * wo
         for blk in prange(blocks):
             p0 = blk * per
             p1 = min(pixels, p0 + per)
             if p0 < p1:
-                block(mem, wmat, bias, cols, out, p0, p1, wo, kh, kw, sh, sw, ph, pw, dh, dw, has_bias)
+                block(mem, wmat, bias, cols, out, p0, p1, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw, has_bias)
 
     return numba.njit(nogil=True, parallel=True)(run)
