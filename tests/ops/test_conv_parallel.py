@@ -212,3 +212,35 @@ def test_demo_cnn_takes_the_region_and_equals_the_serial_kernels(monkeypatch):
     assert sorted(calls) == [(8, 1, 3, 3), (16, 8, 3, 3)]  # both convolutions
     monkeypatch.setattr(conv, "PARALLEL", [False])
     np.testing.assert_allclose(got, net(x).asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_regions_from_two_python_threads_at_once(monkeypatch):
+    """Two threads convolving at once each get their own scratch and their own region (numba's
+    OpenMP and TBB layers are thread-safe; ``jit.parallel_ready`` refuses ``workqueue``)."""
+    import threading
+
+    la.set_num_threads(2)
+    rng = np.random.default_rng(6)
+    geometry = ((3, 3), (1, 1), (1, 1), (1, 1))
+    cases = [(_batch_last(rng.standard_normal((32, c, 6, 6)).astype("float32")),
+              rng.standard_normal((o, c, 3, 3)).astype("float32")) for c, o in ((4, 8), (8, 4))]
+    want = [_reference(x, w, None, *geometry[1:]) for x, w in cases]
+    errors, barrier = [], threading.Barrier(2, timeout=30)
+
+    def work(k):
+        try:
+            x, w = cases[k]
+            barrier.wait()
+            for _ in range(30):
+                out = _batch_last(np.full((32, w.shape[0], 6, 6), np.nan, np.float32))
+                assert conv._parallel_conv(x, w, None, (1, 1), (1, 1), (1, 1), out)
+                np.testing.assert_allclose(out, want[k], rtol=1e-5, atol=1e-5)
+        except BaseException as exc:  # (reported on the main thread)
+            errors.append(exc)
+
+    threads_ = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads_:
+        t.start()
+    for t in threads_:
+        t.join()
+    assert not errors, errors
