@@ -16,7 +16,8 @@ activation takes about a microsecond: reading the environment at each call cost 
 Kernels compile on first use per argument types (a fraction of a second, once per process) and
 are not cached on disk: nothing is loaded from a file. ``import lazyarray`` never imports numba.
 
-``parallel_ready()`` says whether a kernel may open a numba parallel region (``ops/conv_parallel.py``):
+``parallel_ready()`` says whether a kernel may open a numba parallel region (``ops/conv_parallel.py``,
+``ops/dense_parallel.py``):
 its worker threads spin briefly between regions, so a region costs a few microseconds where
 handing work to a Python thread pool costs 50-70 us of thread wake-ups on the development
 machine. That needs a thread-safe threading layer (OpenMP or TBB; numba's fallback

@@ -22,6 +22,7 @@ MIN_PARALLEL_BYTES = 8 << 20  # below this a thread hand-off costs more than it 
 # over its images): about a millisecond of products, against tens of microseconds of hand-offs.
 MIN_SPLIT_MACS = 1 << 24
 
+
 def default_threads() -> int:
     """The thread count before any ``la.set_num_threads``: ``OMP_NUM_THREADS`` where it is set to a
     positive integer (as OpenBLAS, OpenMP and PyTorch read it: ``OMP_NUM_THREADS=1`` makes every

@@ -74,9 +74,9 @@ def conv2d(x, weight, bias, stride, padding, dilation, out, cols, mem, threads: 
     else:  # (NumPy's strided copy: a transposing loop in the region ran slower on the demo CNN's input)
         mem[...] = x.transpose(1, 2, 3, 0)
     jit.use_threads(threads)
-    args = (mem, np.ascontiguousarray(weight.reshape(o, k)), _NO_BIAS[x.dtype] if bias is None else bias, cols.reshape(k, m),
-            out.transpose(1, 2, 3, 0).reshape(o, m), out.shape[2], out.shape[3], kh, kw, stride[0], stride[1], padding[0],
-            padding[1], dilation[0], dilation[1], bias is not None, per, blocks)
+    args = (mem, np.ascontiguousarray(weight.reshape(o, k)), _NO_BIAS[x.dtype] if bias is None else bias,
+            cols.reshape(k, m), out.transpose(1, 2, 3, 0).reshape(o, m), out.shape[2], out.shape[3], kh, kw,
+            stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], bias is not None, per, blocks)
     if serial is None:
         kern(*args)
     else:

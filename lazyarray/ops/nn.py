@@ -196,8 +196,9 @@ def _dense(xp, x, weight, bias=None, out=None):
             and out.__class__ is np.ndarray and x.ndim == 2 and x.shape[0] == 1 \
             and x.dtype == weight.dtype == out.dtype and out.flags.carray:  # (what ndarray.dot accepts)
         # one row into its planned buffer (batch-1 inference): BLAS's matrix-vector product through
-        # the transposed view (as fast as a packed copy, and on one BLAS thread as on two), and none
-        # of the tests below (they cost a third of this call's Python)
+        # the transposed view (as fast as a packed copy, and on one BLAS thread as on two), or for a
+        # weight of 1 MiB or more on several threads one compiled region (dense_parallel.py), and
+        # none of the tests below (they cost a third of this call's Python)
         if weight.nbytes < dense_parallel.MIN_WEIGHT_BYTES or not _dense_row_parallel(x, weight, out):
             x.dot(weight.T, out=out)
         if bias is not None:
