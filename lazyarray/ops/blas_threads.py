@@ -91,9 +91,10 @@ _PROBE_LOCK = threading.Lock()
 
 def small_calls_serial() -> bool:
     """Whether this process's BLAS runs float32 products of at most ``SMALL_PRODUCT``
-    multiply-adds on one thread whatever its thread setting: probed once, by the CPU time other
-    threads spend while this thread runs a few such products (a column block of a batch-last
-    convolution and a dense layer's ``x @ w.T``). False if any other thread worked meanwhile."""
+    multiply-adds on one thread whatever its thread setting: probed once (``PROBE_SECONDS``), by the
+    CPU time other threads spend while this thread runs such products (a column block of a
+    batch-last convolution and a dense layer's ``x @ w.T``). False if any other thread worked
+    meanwhile."""
     if _PROBE:
         return _PROBE[0]
     with _PROBE_LOCK:
@@ -102,15 +103,22 @@ def small_calls_serial() -> bool:
     return _PROBE[0]
 
 
+# The probe multiplies for at least this long: Linux adds another running thread's CPU time to the
+# process clock at its scheduler ticks (4-10 ms), so over the 0.85 ms of 20 products a thread hashing
+# without the GIL the whole time added nothing (tests/ops/test_blas_threads.py)
+PROBE_SECONDS = 0.03
+
+
 def _probe() -> bool:
     a = np.ones((16, 72), np.float32)
     b = np.ones((72, 2048), np.float32)[:, :868]  # (a column block: 16 * 72 * 868 = 1.0 M)
     x = np.ones((64, 144), np.float32)
     w = np.ones((32, 144), np.float32)
     a @ b, x @ w.T  # (BLAS's threads started before counting)
-    own, total = time.thread_time(), time.process_time()
-    for _ in range(20):
-        a @ b
-        x @ w.T
+    own, total, start = time.thread_time(), time.process_time(), time.perf_counter()
+    while time.perf_counter() - start < PROBE_SECONDS:
+        for _ in range(10):
+            a @ b
+            x @ w.T
     own, total = time.thread_time() - own, time.process_time() - total
     return total - own <= 0.1 * own

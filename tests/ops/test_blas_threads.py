@@ -107,19 +107,24 @@ def test_a_product_over_the_small_size_switches_whatever_the_probe(two_blas_thre
 
 
 def test_the_probe_counts_other_threads_work(monkeypatch):
-    """``small_calls_serial`` says no when another thread works while it multiplies (here a Python
-    thread spinning while BLAS releases the GIL), and its answer is kept."""
+    """``small_calls_serial`` says no when another thread works while it multiplies (here a thread
+    hashing 16 MB blocks, which ``hashlib`` does without the GIL, so the work overlaps the probe
+    whoever holds the GIL; a thread spinning in Python code only ran when the probe let go of the
+    GIL, and on a busy machine sometimes not at all), and its answer is kept."""
+    import hashlib
     import threading
-    import time
     monkeypatch.setattr(blas_threads, "_PROBE", [])
-    stop = threading.Event()
+    stop, started = threading.Event(), threading.Event()
+    data = bytes(1 << 24)
 
     def spin():
         while not stop.is_set():
-            time.perf_counter()
+            hashlib.sha256(data).digest()
+            started.set()
     t = threading.Thread(target=spin)
     t.start()
     try:
+        assert started.wait(30)
         assert blas_threads.small_calls_serial() is False
     finally:
         stop.set()
