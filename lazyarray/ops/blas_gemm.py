@@ -1,6 +1,7 @@
-"""NumPy's own BLAS ``gemm`` as a C function compiled kernels can call (``conv_parallel.py``).
+"""NumPy's own BLAS ``gemm`` as a C function compiled kernels can call (``conv_parallel.py``,
+``dense_parallel.py``).
 
-A compiled kernel that spreads a convolution over threads (one numba parallel region) needs
+A compiled kernel that spreads a product over threads (one numba parallel region) needs
 each thread to multiply its block of columns itself: calling back into Python for ``matmul``
 would take the GIL and a thread hand-off per block, which is what the compiled region exists to
 avoid. numba's own ``np.dot`` goes through SciPy's BLAS, a second OpenBLAS with its own thread
@@ -21,9 +22,6 @@ import threading
 import numpy as np
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # CBLAS enum values
-# A parallel region's product is cut into at least this many blocks per thread (a thread's operands
-# then stay in its cache: the demo CNN's first conv on 2 threads took 23 us in 4 blocks, 33-43 in 2)
-BLOCKS_PER_THREAD = 2
 
 _FOUND: dict = {}
 _LOCK = threading.Lock()
@@ -74,16 +72,3 @@ def _lookup() -> dict:
         fn.restype = None
         found[dtype] = fn
     return found
-
-
-def region_blocks(macs_per_item: int, items: int, threads: int) -> int:
-    """Blocks to cut ``items`` (a product's output pixels or units, ``macs_per_item`` multiply-adds
-    each) into for a parallel region on ``threads`` threads: at most ``SMALL_PRODUCT`` multiply-adds
-    each where one item allows (OpenBLAS's one-thread small-matrix kernel), at least
-    ``BLOCKS_PER_THREAD`` per thread, their count a multiple of ``threads`` (an even share each),
-    at most one per item."""
-    from .blas_threads import SMALL_PRODUCT
-
-    blocks = max(BLOCKS_PER_THREAD * threads, -(-macs_per_item * items // SMALL_PRODUCT))
-    blocks = -(-blocks // threads) * threads
-    return max(1, min(blocks, items))

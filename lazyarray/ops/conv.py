@@ -21,6 +21,7 @@ import threading
 
 import numpy as np
 
+from .. import threads as thread_pool  # (the module, looked up at each call: tests replace its functions)
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from . import conv_jit, conv_parallel, winograd
 from .blas_threads import SMALL_PRODUCT, one_thread
@@ -309,8 +310,6 @@ def _split_conv(xp, x, weight, bias, stride, padding, dilation, out, threads):
     (``_gemm_conv``), each chunk padded in its thread's scratch (no padded copy of the whole
     batch); smaller ones ``_batch_last_conv`` per chunk, in as few chunks as keep its columns in
     scratch. Values equal the one-thread path's: every image is the same product."""
-    from ..threads import split  # (the threads module sits above ops/)
-
     n, c, h, w = x.shape
     o, _, kh, kw = weight.shape
     (ph, pw) = padding
@@ -337,7 +336,7 @@ def _split_conv(xp, x, weight, bias, stride, padding, dilation, out, threads):
             xc[:, :, ph:ph + h, pw:pw + w] = x[lo:hi]
         _gemm_conv(xp, _windows(xp, xc, (kh, kw), stride, (0, 0), dilation=dilation), weight, bias, y[lo:hi])
 
-    split(list(range(0, n, per)), work)
+    thread_pool.split(list(range(0, n, per)), work)
     if out is not None and y is not out:
         out[...] = y
         return out
@@ -397,11 +396,9 @@ def _parallel_conv(x, weight, bias, stride, padding, dilation, out) -> bool:
     pool's threads; True when ``out`` was written."""
     if out is None or not _batch_last(out) or not PARALLEL[0]:
         return False
-    from ..threads import in_pool, num_threads  # (the threads module sits above ops/)
-
-    if in_pool():
+    if thread_pool.in_pool():
         return False
-    threads = num_threads()
+    threads = thread_pool.num_threads()
     n, c, h, w = x.shape
     o, _, kh, kw = weight.shape
     ho, wo = out.shape[2], out.shape[3]
@@ -535,9 +532,7 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
     if groups == 1 and n > 1:
         batch_last = _batch_last(x) or _batch_last(out)
         if xp is np and not batch_last:
-            from ..threads import split_threads  # (the threads module sits above ops/)
-
-            threads = split_threads(n * o * c * kh * kw * ho * wo, n)
+            threads = thread_pool.split_threads(n * o * c * kh * kw * ho * wo, n)
             if threads > 1:
                 return _split_conv(xp, x, weight, bias, stride, padding, dilation, out, threads)
         if ho * wo < PER_IMAGE_MIN_PIXELS or batch_last:

@@ -8,9 +8,9 @@ for a millisecond of work and more). onnxruntime's pool spins instead, and ran t
 
 Here the whole convolution is one numba parallel region (``jit.parallel_ready``), whose threads
 spin between regions (a region costs about 3 us after gaps of up to 100 us). The output pixels
-are cut into blocks (``blas_gemm.region_blocks``), each at most ``SMALL_PRODUCT`` multiply-adds where one pixel
-allows, so OpenBLAS runs it on its one-thread small-matrix kernel; each thread then, for its
-blocks:
+are cut into blocks (``blas_threads.region_blocks``), each at most ``SMALL_PRODUCT``
+multiply-adds where one pixel allows, so OpenBLAS runs it on its one-thread small-matrix kernel;
+each thread then, for its blocks:
 
 1. copies the block's im2col columns, in runs of N values, from the input stored batch last
    ``(C, H, W, N)`` (a C-ordered NCHW input is first copied batch last into scratch by NumPy);
@@ -37,9 +37,10 @@ import threading
 import numpy as np
 
 from .. import jit
+from ..threads import blas_one_thread
 from . import conv_jit
-from .blas_gemm import NO_TRANS, ROW_MAJOR, gemm, region_blocks
-from .blas_threads import SMALL_PRODUCT, small_calls_serial
+from .blas_gemm import NO_TRANS, ROW_MAJOR, gemm
+from .blas_threads import SMALL_PRODUCT, region_blocks, small_calls_serial
 
 _KERNELS: dict = {}
 _PLANS: dict = {}  # (shapes, dtypes, geometry, threads) -> _plan(...)
@@ -103,8 +104,6 @@ def _plan(x, weight, bias, out, threads):
     per = -(-pixels // blocks)
     serial = None  # OpenBLAS's small-matrix kernel runs on one thread whatever its setting
     if dtype != np.float32 or macs * per > SMALL_PRODUCT or not small_calls_serial():
-        from ..threads import blas_one_thread  # (the threads module sits above ops/)
-
         serial = blas_one_thread()  # (each block's product on one BLAS thread: the region's threads share the work)
     return _kernel(dtype, fn), blocks, per, serial
 

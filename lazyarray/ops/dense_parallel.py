@@ -23,9 +23,9 @@ import threading
 
 import numpy as np
 
-from .. import jit
-from .blas_gemm import NO_TRANS, ROW_MAJOR, TRANS, gemm, region_blocks
-from .blas_threads import SMALL_PRODUCT, small_calls_serial
+from .. import jit, threads
+from .blas_gemm import NO_TRANS, ROW_MAJOR, TRANS, gemm
+from .blas_threads import SMALL_PRODUCT, region_blocks, small_calls_serial
 
 # Smaller weights gain less than a region costs (a (512, 512) float32 weight, 1 MiB, gains 1-2 us)
 MIN_WEIGHT_BYTES = 1 << 20
@@ -38,24 +38,27 @@ _KERNEL: list = []
 _LOCK = threading.Lock()
 
 
-def dense_row(x, weight, out, threads: int) -> bool:
-    """``out (1, units) := x (1, k) @ weight.T`` over ``threads`` threads; False (nothing written)
-    where this does not apply."""
-    if threads < 2 or not PARALLEL[0] or x.dtype != _F32 or weight.dtype != _F32 or out.dtype != _F32 \
+def dense_row(x, weight, out) -> bool:
+    """``out (1, units) := x (1, k) @ weight.T`` over ``la.set_num_threads``'s threads; False
+    (nothing written) where this does not apply: one thread set, called from one of the pool's
+    threads (no nested hand-offs), other dtypes or layouts. The caller skips weights under
+    ``MIN_WEIGHT_BYTES`` before calling (a batch-1 layer's Python stays lean)."""
+    n = threads.num_threads()
+    if n < 2 or not PARALLEL[0] or x.dtype != _F32 or weight.dtype != _F32 or out.dtype != _F32 \
             or not (weight.flags.c_contiguous and x.flags.c_contiguous and out.flags.c_contiguous) \
-            or not jit.parallel_ready():
+            or threads.in_pool() or not jit.parallel_ready():
         return False
-    key = (weight.shape, threads)
+    key = (weight.shape, n)
     plan = _PLANS.get(key)
     if plan is None:
-        plan = _plan(weight.shape, threads)
+        plan = _plan(weight.shape, n)
         if len(_PLANS) >= _MAX_PLANS:
             _PLANS.clear()
         _PLANS[key] = plan
     if plan is False:
         return False
     kern, blocks, per = plan
-    jit.use_threads(threads)
+    jit.use_threads(n)
     kern(x, weight, out, per, blocks)
     return True
 

@@ -199,7 +199,7 @@ def _dense(xp, x, weight, bias=None, out=None):
         # the transposed view (as fast as a packed copy, and on one BLAS thread as on two), or for a
         # weight of 1 MiB or more on several threads one compiled region (dense_parallel.py), and
         # none of the tests below (they cost a third of this call's Python)
-        if weight.nbytes < dense_parallel.MIN_WEIGHT_BYTES or not _dense_row_parallel(x, weight, out):
+        if weight.nbytes < dense_parallel.MIN_WEIGHT_BYTES or not dense_parallel.dense_row(x, weight, out):
             x.dot(weight.T, out=out)
         if bias is not None:
             out += bias
@@ -231,13 +231,6 @@ def _dense(xp, x, weight, bias=None, out=None):
     if bias is not None:
         y += bias
     return y
-
-
-def _dense_row_parallel(x, weight, out) -> bool:
-    """A one-row product over the threads in one compiled region (``dense_parallel.py``), unless
-    one thread is set or this is one of the pool's threads; True when ``out`` was written."""
-    n = threads.num_threads()
-    return n > 1 and not threads.in_pool() and dense_parallel.dense_row(x, weight, out, n)
 
 
 def dense_relu(dense, relu, x, weight, bias, out):

@@ -109,11 +109,11 @@ def test_non_finite_values_propagate_as_in_the_serial_kernel(monkeypatch):
 @pytest.mark.parametrize("macs,pixels,threads", [(9 * 8 * 64, 144, 2), (72 * 16 * 64, 36, 2), (72 * 16 * 64, 36, 1),
                                                  (576 * 64 * 64, 16, 2), (10, 3, 4), (5000, 1, 2)])
 def test_blocks_share_evenly_and_stay_small(macs, pixels, threads):
-    blocks = blas_gemm.region_blocks(macs, pixels, threads)
+    blocks = blas_threads.region_blocks(macs, pixels, threads)
     per = -(-pixels // blocks)
     assert 1 <= blocks <= pixels
-    if pixels >= blas_gemm.BLOCKS_PER_THREAD * threads:
-        assert blocks % threads == 0 and blocks >= blas_gemm.BLOCKS_PER_THREAD * threads
+    if pixels >= blas_threads.BLOCKS_PER_THREAD * threads:
+        assert blocks % threads == 0 and blocks >= blas_threads.BLOCKS_PER_THREAD * threads
     if macs <= blas_threads.SMALL_PRODUCT and pixels >= blocks:
         assert macs * per <= blas_threads.SMALL_PRODUCT or per == 1
 
@@ -142,8 +142,11 @@ def test_large_blocks_on_two_threads_are_right(monkeypatch):
     x = _batch_last(rng.standard_normal((64, 40, 4, 4)).astype("float32"))
     w = rng.standard_normal((48, 40, 3, 3)).astype("float32")
     geometry = ((3, 3), (1, 1), (1, 1), (1, 1))
-    monkeypatch.setattr(conv, "SCRATCH_MAX_BYTES", 64 << 20)
+    ran = []
+    real = conv_parallel.conv2d
+    monkeypatch.setattr(conv_parallel, "conv2d", lambda *a: ran.append(real(*a)) or ran[-1])
     got = _run(x, w, None, geometry, True, monkeypatch)
+    assert ran == [True]  # (the region ran, its one-pixel blocks under the one-thread switch)
     np.testing.assert_allclose(got, _reference(x, w, None, *geometry[1:]), rtol=1e-4, atol=1e-4)
 
 
