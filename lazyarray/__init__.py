@@ -19,6 +19,7 @@ from .control_flow import cond, foreach, while_loop
 from .creation import arange, array, full, ones, zeros
 from .deferred import compute, deferred, is_deferred
 from .device import Device, cpu, current_device, gpu, gpu_available
+from .dim import Dim, DimExpr, SymbolicDimError
 from .errors import (
     AutogradError,
     AxisError,

@@ -13,6 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .device import Device
+from .dim import DimExpr, has_symbols
 from .errors import DTypeError, OutOfMemoryError, ShapeError, fmt_shape
 
 STYPES = ("default", "csr", "row_sparse")
@@ -43,13 +44,13 @@ class Aval(NamedTuple):
 
     @property
     def known(self) -> bool:
-        """True when every dim is known."""
-        return None not in self.shape
+        """True when every dim is a concrete int (no ``None``, no symbolic dim)."""
+        return None not in self.shape and not has_symbols(self.shape)
 
     @property
     def nbytes(self) -> int | None:
-        """Bytes of a dense value with this aval, ``None`` when a dim is unknown."""
-        if None in self.shape:
+        """Bytes of a dense value with this aval, ``None`` when a dim is unknown or symbolic."""
+        if not self.known:
             return None
         n = 1
         for d in self.shape:
@@ -137,6 +138,12 @@ def _checked(where: str, shape, dtype, what: str) -> tuple[tuple, int | None]:
     for d in shape:
         if d is None:
             out.append(None)
+            unknown = True
+            continue
+        if isinstance(d, DimExpr):  # symbolic: its bounds must allow a size >= 0
+            if d.bounds()[1] < 0:
+                raise ShapeError(f"{where}: {what} shape {fmt_shape(shape)} has a dim {d} that is always negative")
+            out.append(d)
             unknown = True
             continue
         if d.__class__ is not int:

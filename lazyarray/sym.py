@@ -19,18 +19,31 @@ from .aval import Aval, as_dtype
 from .device import Device, current_device
 from .executor import call, control_flow  # noqa: F401  (the ops whose params are sub-graphs register there)
 from .graph.build import apply_node
-from .graph.node import Entry, var_node
+from .graph.node import PINNED, Entry, var_node
 from .graph.symbol import Symbol, as_entry, symbol_of
 from .ops import registry
 from .ops.registry import OpDef
 from .ops.signature import docstring, signature
 
 
-def var(name: str, shape=None, dtype="float32", device: Device | None = None, stype="default") -> Symbol:
-    """A named graph input. ``shape=None`` leaves it to ``infer_shape`` / the executor."""
+def var(name: str, shape=None, dtype="float32", device: Device | None = None, stype="default", *,
+        pinned: bool = False) -> Symbol:
+    """A named graph input. ``shape=None`` leaves it to ``infer_shape`` / the executor; dims may be
+    symbolic (``la.Dim("batch")``: every call binds it). ``pinned``: the concrete dims of ``shape``
+    hold for every call (a call at other sizes raises ``ShapeError``), for graphs that computed
+    with those sizes (a model loaded with ``input_shapes``).
+
+    >>> import lazyarray as la
+    >>> print(la.sym.var("x", shape=(la.Dim("batch"), 3)))
+    %x = input : float32[batch,3] @cpu(0)
+    return %x
+    """
     dev = current_device() if device is None else device
     aval = Aval(None if shape is None else tuple(shape), as_dtype(dtype, "var"), dev, stype)
-    return Symbol([Entry(var_node(name, aval))])
+    node = var_node(name, aval)
+    if pinned:
+        node.params = {PINNED: True}
+    return Symbol([Entry(node)])
 
 
 def _sym_function(op: OpDef) -> Callable:

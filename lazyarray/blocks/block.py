@@ -26,7 +26,7 @@ from ..device import Device
 from ..errors import BlockError, GraphFormatError, ParamError, ShapeError
 from ..executor.signature_cache import SignatureCache, causes_text, describe_change
 from ..fileio import write_atomic
-from ..graph.node import BLOCK_SCOPE
+from ..graph.node import BLOCK_SCOPE, source_text
 from ..graph.symbol import Symbol
 from ..ndarray import NDArray
 from ..onnx.export import export as onnx_export
@@ -654,14 +654,28 @@ class HybridBlock(Block):
         sym, params = self.export_graph()
         return write_export(prefix, epoch, sym.to_json(indent=1), params)
 
-    def export_onnx(self, path: str, *, input_shapes=None, dynamic_axes=None, opset: int | None = None) -> str:
+    def export_onnx(self, path: str, *, input_shapes=None, dynamic_axes=None, dynamic_shapes=None,
+                    opset: int | None = None) -> str:
         """Write the inference graph as an ONNX model (``la.onnx.export(self, path, ...)``); returns ``path``.
         Needs the ``onnx`` extra (``pip install 'lazyarray[onnx]'``); tests/onnx/test_onnx_export.py runs it::
 
             net = la.blocks.Dense(2, in_units=3); net.initialize()
             net.export_onnx("m.onnx", input_shapes=(1, 3))  # the batch axis is dynamic
         """
-        return onnx_export(self, path, input_shapes=input_shapes, dynamic_axes=dynamic_axes, opset=opset)
+        return onnx_export(self, path, input_shapes=input_shapes, dynamic_axes=dynamic_axes,
+                           dynamic_shapes=dynamic_shapes, opset=opset)
+
+    def baked_axes(self) -> dict:
+        """Input name -> {axis: source line} of the sizes the last trace of ``forward`` read as Python
+        ints (its guards): the graph holds those sizes, so an export cannot declare them dynamic."""
+        compiled = self.inference_symbol()
+        n = sum(1 for s in compiled.sources if isinstance(s, int))
+        names = hybrid.input_names(n)
+        out: dict = {}
+        for g in compiled.guards:
+            if g.input < len(names):
+                out.setdefault(names[g.input], {})[g.dim] = source_text(g.source) if g.source else "a shape read"
+        return out
 
     def export_graph(self) -> tuple[Symbol, dict[str, Parameter]]:
         """``(graph, parameters)`` that ``export`` writes: the inference-mode graph of the model's

@@ -40,6 +40,7 @@ from ..graph import svg as S
 from ..graph.build import record_node
 from ..graph.node import Entry, Node, unique_names, user_source, var_node
 from ..graph.passes.algebra import simplify
+from ..graph.passes.bind_dims import bind_dims
 from ..graph.passes.constant_fold import constant_fold
 from ..graph.passes.cse import cse
 from ..graph.passes.dce import dce
@@ -286,8 +287,8 @@ class CachedOp:
         for nm, node in zip(self._names, self._inputs):
             a = node.avals[0]
             shape = tuple(shapes.pop(nm)) if nm in shapes else a.shape
-            if shape is None or None in shape:
-                raise ParamError(f"{what}: the shape of input {nm!r} is unknown; pass it, "
+            if shape is None or not Aval(shape, a.dtype, a.device).known:
+                raise ParamError(f"{what}: the shape of input {nm!r} is unknown or symbolic ({shape}); pass it, "
                                  f"e.g. op.{what}({nm}=(64, 784))")
             given[nm] = Aval(shape, a.dtype, a.device, a.stype)
         if shapes:
@@ -347,7 +348,7 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
     through, batch norms folded into the convolution or dense layer before them, max pools of
     the other batch norms pooled first where the norm's scales allow, and relus moved after the
     max pools that read them)."""
-    placed = placement(sym, given)
+    placed = placement(bind_dims(sym, given), given)
     for node in placed.topo():
         for a in node.avals:
             if a.shape is None or a.dtype is None:

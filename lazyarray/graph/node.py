@@ -224,6 +224,10 @@ def check_capture(node: Node) -> None:
             + "; compute the graph before writing the array, or write `x = x + y` instead of `x += y`")
 
 
+# A graph input's one param: its concrete dims hold for every call (``la.sym.var(..., pinned=True)``)
+PINNED = "pinned"
+
+
 def var_node(name: str, aval: Aval) -> Node:
     """A graph input: a named variable with no value."""
     return Node(None, (), {}, (aval,), name=name, kind="var")

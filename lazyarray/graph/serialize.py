@@ -23,14 +23,17 @@ import numpy as np
 from .. import fileio
 from ..aval import STYPES, SUPPORTED_DTYPES, Aval, check_shape
 from ..device import Device, cpu, gpu, to_device
+from ..dim import DimExpr, has_symbols
 from ..errors import DeviceError, GraphFormatError, LazyArrayError, fmt_shape
 from ..ops import registry
+from ..ops.params import dim_from_json, dim_to_json
 from ..sbp import parse as sbp_parse
-from .node import Entry, Node, const_node
+from .node import PINNED, Entry, Node, const_node
 
 FORMAT = "lazyarray.symbol"
-VERSION = 2  # 2: op attributes may hold sub-graphs (call, cond, while_loop, foreach, fused)
+VERSION = 3  # 2: op attributes may hold sub-graphs (call, cond, while_loop, foreach, fused); 3: symbolic dims
 _NESTED_GRAPHS = 2  # the first version whose files may nest graphs in attributes
+_SYMBOLIC_DIMS = 3  # the first version whose shapes and size attributes may be la.Dim expressions
 
 
 @contextlib.contextmanager
@@ -62,6 +65,8 @@ def to_dict(sym) -> dict:
         if node.op is None:
             d["op"] = None
             d["kind"] = node.kind
+            if node.params.get(PINNED):
+                d[PINNED] = True
         else:
             d["op"] = node.op.name
             d["inputs"] = [[ids[id(e.node)], e.index] for e in node.inputs]
@@ -70,6 +75,9 @@ def to_dict(sym) -> dict:
             if any(pm[k].type.name == "graph" for k in node.params):
                 needs = _NESTED_GRAPHS
         d["avals"] = [_aval_to_json(a) for a in node.avals]
+        if needs < _SYMBOLIC_DIMS and (node.params.get(PINNED) if node.op is None else has_symbols(
+                tuple(node.params.values())) or any(has_symbols(a.shape) for a in node.avals)):
+            needs = _SYMBOLIC_DIMS
         if node.op is None and node.kind == "const":
             d["value"] = _value_to_json(node.value)
         if node.source:
@@ -103,7 +111,7 @@ write_atomic = fileio.write_atomic  # (the one atomic-write helper lives in lazy
 
 def _aval_to_json(a: Aval) -> dict:
     return {
-        "shape": None if a.shape is None else list(a.shape),
+        "shape": None if a.shape is None else [dim_to_json(d) for d in a.shape],
         "dtype": None if a.dtype is None else str(a.dtype),
         "device": None if a.device is None else str(a.device),
         "stype": a.stype,
@@ -113,7 +121,7 @@ def _aval_to_json(a: Aval) -> dict:
 def _attr_to_json(ptype, value):
     out = ptype.to_json(value)
     if ptype.name == "key":  # slice bounds past 64 bits mean the same as the largest 64-bit ones
-        out = [{"slice": [b if b is None else max(INT_MIN, min(INT_MAX, b)) for b in k["slice"]]}
+        out = [{"slice": [b if b is None or isinstance(b, dict) else max(INT_MIN, min(INT_MAX, b)) for b in k["slice"]]}
                if isinstance(k, dict) else k for k in out]
     return out
 
@@ -518,7 +526,10 @@ def _plain_node_from_json(d: dict, built: dict[int, Node], raw, remap=None) -> N
             raise GraphFormatError(f"{label}: a variable cannot have inputs")
         if kind == "const":
             return const_node(_value_from_json(d.get("value"), label, avals[0]), avals[0], name=name, source=source)
-        return Node(None, (), {}, avals, name=name, kind=kind, source=source)
+        pinned = d.get(PINNED, False)
+        if not isinstance(pinned, bool):
+            raise GraphFormatError(f"{label}: 'pinned' must be true or false, got {_short(pinned)}")
+        return Node(None, (), {PINNED: True} if pinned else {}, avals, name=name, kind=kind, source=source)
     if not isinstance(opname, str):
         raise GraphFormatError(f"{label}: 'op' must be a string or null, got {_short(opname)}")
     try:
@@ -591,6 +602,15 @@ def _ints(v, allow_none: bool = False) -> bool:
     return isinstance(v, list) and all(_is_int(x) or (allow_none and x is None) for x in v)
 
 
+def _sizes(v) -> bool:
+    """A list of sizes: ints and symbolic ones (``{"dim": "2*batch"}``, version 3)."""
+    return isinstance(v, list) and all(_is_int(x) or _dim(x) for x in v)
+
+
+def _dim(x) -> bool:
+    return isinstance(x, dict) and isinstance(x.get("dim"), str) and set(x) <= {"dim", "bounds"}
+
+
 def _check_attr(type_name: str, v, where: str) -> None:
     """The JSON form of an attribute, checked against its declared type (docs/graph-format.md,
     "Attribute types") before the type converts it."""
@@ -604,8 +624,8 @@ _ATTR_CHECKS = {
     "int": _is_int,
     "bool": lambda v: isinstance(v, bool),
     "bool?": lambda v: v is None or isinstance(v, bool),
-    "ints": lambda v: _is_int(v) or _ints(v),
-    "ints?": lambda v: v is None or _is_int(v) or _ints(v),
+    "ints": lambda v: _is_int(v) or _sizes(v),
+    "ints?": lambda v: v is None or _is_int(v) or _sizes(v),
     "axis": lambda v: v is None or _is_int(v) or _ints(v),
     "dtype": lambda v: isinstance(v, str) and v in _DTYPE_NAMES,
     "device": lambda v: isinstance(v, str) and _DEVICE.fullmatch(v) is not None,
@@ -617,7 +637,8 @@ _ATTR_CHECKS = {
 }
 _ATTR_WANT = {
     "float": "a number", "int": "an integer", "bool": "true or false", "bool?": "true, false or null",
-    "ints": "a list of integers", "ints?": "a list of integers or null",
+    "ints": "a list of integers (or symbolic sizes {\"dim\": \"2*batch\"})",
+    "ints?": "a list of integers or null",
     "axis": "null, an integer or a list of integers",
     "dtype": "one of " + ", ".join(_DTYPE_NAMES), "device": "a device such as 'cpu(0)' or 'gpu(1)'",
     "key": 'a list of integers, null, "..." and {"slice": [start, stop, step]} (integers or null)',
@@ -631,7 +652,7 @@ def _key_item(k) -> bool:
     if k is None or _is_int(k) or k == "...":
         return True
     return (isinstance(k, dict) and len(k) == 1 and isinstance(k.get("slice"), list)
-            and len(k["slice"]) == 3 and all(p is None or _is_int(p) for p in k["slice"]))
+            and len(k["slice"]) == 3 and all(p is None or _is_int(p) or _dim(p) for p in k["slice"]))
 
 
 def _dtype(v, where: str):
@@ -643,6 +664,18 @@ def _dtype(v, where: str):
 def _shape(v, where: str, dtype=None, unknown_dims: bool = True) -> tuple:
     """A shape: a list of at most 64 ints in [0, 2**63) (``None`` for unknown dims where allowed)
     whose element count times the itemsize fits the address space."""
+    if isinstance(v, list) and unknown_dims and any(isinstance(d, dict) for d in v):  # symbolic dims
+        try:
+            v = [dim_from_json(d) for d in v]
+        except LazyArrayError as exc:
+            raise GraphFormatError(f"{where}: {exc}") from None
+        if len(v) > MAX_NDIM or not all(d is None or isinstance(d, (int, DimExpr)) and not isinstance(d, bool)
+                                        for d in v):
+            raise GraphFormatError(f"{where}: shape must be a list of at most {MAX_NDIM} sizes, got {_short(v)}")
+        try:
+            return check_shape(where, v, dtype, "the")
+        except LazyArrayError as exc:
+            raise GraphFormatError(str(exc)) from None
     if not _ints(v, allow_none=unknown_dims) or len(v) > MAX_NDIM:
         dims = "non-negative integers or null" if unknown_dims else "non-negative integers"
         raise GraphFormatError(f"{where}: shape must be a list of at most {MAX_NDIM} {dims}, got {_short(v)}")

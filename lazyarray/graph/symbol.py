@@ -18,7 +18,7 @@ from . import nx as nx_view
 from . import serialize
 from .build import apply_node
 from .node import Entry, Node, unique_names
-from .passes.infer import infer_avals
+from .passes.infer import bind_env, infer_avals
 from .passes.sbp import infer_sbp as _infer_sbp
 from .traverse import topo_order
 
@@ -131,7 +131,7 @@ class Symbol:
         Inputs not given keep the shapes recorded with them; unknown results are ``None``.
         """
         given = self._given(shapes, {})
-        avals = self.infer_avals(**given)
+        avals = infer_avals(self.topo(), given, bind_env(self.input_nodes(), given, "infer_shape"))
         return ({k: a.shape for k, a in given.items()},
                 [avals[id(e.node)][e.index].shape for e in self._outputs])
 

@@ -28,12 +28,15 @@ import tempfile
 import numpy as np
 
 from ..creation import zeros
+from ..dim import Dim, has_symbols, is_symbolic
 from ..errors import GraphError, ParamError
 from ..executor.cached_op import CachedOp
 from ..executor.call import SubGraph
 from ..fileio import remove_stale_temporaries, write_atomic
 from ..graph.symbol import Symbol
+from .export_check import check_serves, default_batch_axes, size_sources
 from .export_ops import CONVERTERS, EXPORT_AVALS, NO_ONNX_FORM, _training, is_training_node
+from .export_sizes import has_symbolic, sizes_tensor
 
 DEFAULT_OPSET = 18
 MIN_OPSET = 18
@@ -69,6 +72,8 @@ class _Ctx:
         self.initializers: list = []
         self.consts: dict = {}  # (dtype, shape, bytes) -> initializer name, so equal constants are shared
         self.labels: dict[int, str] = {}  # id(our node) -> its name, for messages and ONNX node names
+        self.sources: dict[str, tuple[str, int]] = {}  # symbolic size -> (graph input, axis) it is read from
+        self.sizes: dict[str, str] = {}  # expression text -> the tensor computing it (export_sizes.py)
 
     def fresh(self, hint: str) -> str:
         hint = hint or "t"
@@ -122,7 +127,10 @@ class _Graph:
         return name
 
     def ints(self, values, scalar: bool = False) -> str:
-        arr = np.asarray(list(values), dtype=np.int64)
+        values = list(values)
+        if has_symbolic(values):  # sizes computed from the inputs' dynamic axes when the model runs
+            return sizes_tensor(self, values, self.ctx.sources, scalar)
+        arr = np.asarray(values, dtype=np.int64)
         return self.const(arr.reshape(()) if scalar else arr, "ints")
 
     def scalar(self, value, dtype) -> str:
@@ -267,12 +275,22 @@ def _check_exportable(sym: Symbol) -> None:
 def _dims(shape, dynamic: dict, name: str):
     if shape is None:
         return None
-    return [dynamic.get(i, dynamic.get(i - len(shape))) or (f"{name}_dim{i}" if d is None else int(d))
+    return [dynamic.get(i, dynamic.get(i - len(shape))) or (f"{name}_dim{i}" if d is None else
+                                                           str(d) if is_symbolic(d) else int(d))
             for i, d in enumerate(shape)]
 
 
+def _declared(shape, axes: dict):
+    """``shape`` with each dynamic axis a symbol of its name (a symbolic dim already there stays)."""
+    out = []
+    for i, d in enumerate(shape):
+        name = axes.get(i, axes.get(i - len(shape)))
+        out.append(Dim(name) if name is not None and not is_symbolic(d) else d)
+    return tuple(out)
+
+
 def to_model(sym: Symbol, values: dict[str, np.ndarray] | None = None, *, input_shapes=None,
-             dynamic_axes=None, opset: int | None = None):
+             dynamic_axes=None, opset: int | None = None, baked: dict | None = None):
     """The ``onnx.ModelProto`` of ``sym`` (``values``: name -> array of the inputs that are parameters)."""
     onnx = _onnx()
     helper = onnx.helper
@@ -290,14 +308,20 @@ def to_model(sym: Symbol, values: dict[str, np.ndarray] | None = None, *, input_
         raise ParamError(f"la.onnx.export: parameters {unknown} are not graph inputs; inputs: {sorted(names)}")
     data = [n for n in inputs if n.name not in values]
     shapes = _given_shapes(input_shapes, [n.name for n in data])
-    dynamic = {k: {int(a): str(v) for a, v in axes.items()} for k, axes in (dynamic_axes or {}).items()}
+    dynamic = {k: {int(a): str(v.name if isinstance(v, Dim) else v) for a, v in axes.items()}
+               for k, axes in (dynamic_axes or {}).items()}
     bad = [k for k in dynamic if k not in {n.name for n in data}]
     if bad:
         raise ParamError(f"la.onnx.export: dynamic_axes names {bad}, which are not data inputs; data inputs: "
                          f"{[n.name for n in data]}")
+    declared = {n.name: _declared(tuple(shapes[n.name]) if n.name in shapes else n.avals[0].shape,
+                                  dynamic.get(n.name, {}))
+                for n in data if (shapes.get(n.name) or n.avals[0].shape) is not None}
+    check_serves(sym, data, declared, dynamic, baked)
 
     out_names = sym.list_outputs()
     ctx = _Ctx(opset, list(sym.names().values()) + out_names)
+    ctx.sources = size_sources(declared)
     g = _Graph(ctx)
     bind, graph_inputs, given = {}, [], {}
     for n in inputs:
@@ -317,20 +341,21 @@ def to_model(sym: Symbol, values: dict[str, np.ndarray] | None = None, *, input_
         graph_inputs.append(helper.make_tensor_value_info(n.name, _elem(dtype), dims))
         if shape is not None:
             ax = dynamic.get(n.name, {})
-            given[n.name] = a._replace(shape=tuple(None if (i in ax or i - len(shape) in ax) else d
+            given[n.name] = a._replace(shape=tuple(None if (i in ax or i - len(shape) in ax or is_symbolic(d)) else d
                                                    for i, d in enumerate(shape)), dtype=dtype)
     for n in sym.constant_nodes():  # captured constants keep their names (reserved above)
         bind[id(n)] = name = sym.name_of(n)
         t = g.tensor(np.asarray(n.value.get() if hasattr(n.value, "get") else n.value))
         t.name = name
         ctx.initializers.append(t)
-    token = EXPORT_AVALS.set(_dynamic_avals(sym, given) if dynamic else None)
+    polymorphic = dynamic or any(has_symbols(a.shape) for a in given.values())
+    token = EXPORT_AVALS.set(_dynamic_avals(sym, given) if polymorphic else None)
     try:
         env = g.emit(sym, bind)
     finally:
         EXPORT_AVALS.reset(token)
 
-    out_avals = _output_avals(sym, given)
+    out_avals = _output_avals(sym, declared) if declared else _output_avals(sym, given)
     produced = {o for nd in g.nodes for o in nd.output}
     counts: dict[str, int] = {}
     for e in sym.outputs:
@@ -343,7 +368,8 @@ def to_model(sym: Symbol, values: dict[str, np.ndarray] | None = None, *, input_
             renames[t] = want  # the producing node writes the output name directly
         else:
             g.nodes.append(helper.make_node("Identity", [t], [want], name=ctx.fresh(f"{want}/Identity")))
-        dims = None if a.shape is None else [f"{want}_dim{i}" if d is None else int(d) for i, d in enumerate(a.shape)]
+        dims = None if a.shape is None else [f"{want}_dim{i}" if d is None else str(d) if is_symbolic(d) else int(d)
+                                             for i, d in enumerate(a.shape)]
         outputs.append(helper.make_tensor_value_info(want, _elem(a.dtype or np.float32), dims))
     if renames:
         _rename(g.nodes, renames)
@@ -380,7 +406,11 @@ def _dynamic_avals(sym: Symbol, given: dict):
 
 
 def _output_avals(sym: Symbol, given: dict):
-    """The outputs' avals with the dynamic axes unknown (recorded avals if inference cannot tell)."""
+    """The outputs' avals for the declared input shapes (dynamic axes symbolic or unknown; recorded
+    avals if inference cannot tell)."""
+    if given and all(isinstance(v, tuple) for v in given.values()):  # declared shapes: name -> shape
+        known = {n.name: n.avals[0] for n in sym.input_nodes()}
+        given = {k: known[k]._replace(shape=v) for k, v in given.items() if k in known}
     try:
         avals = sym.infer_avals(**given)
         return [avals[id(e.node)][e.index] for e in sym.outputs]
@@ -409,11 +439,12 @@ def _numpy(v) -> np.ndarray:
 
 
 def _resolve(obj, input_shapes, params):
-    """``(symbol, parameter values, input shapes, default dynamic axes)`` of what ``export`` was given."""
+    """``(symbol, parameter values, input shapes, default dynamic axes, baked sizes)`` of what
+    ``export`` was given (baked: input name -> {axis: source} of sizes a trace read as ints)."""
     if isinstance(obj, Symbol):
-        return obj, {k: _numpy(v) for k, v in (params or {}).items()}, input_shapes, None
+        return obj, {k: _numpy(v) for k, v in (params or {}).items()}, input_shapes, None, {}
     if isinstance(obj, CachedOp):
-        return obj.sym, {k: _numpy(v) for k, v in (params or {}).items()}, input_shapes, None
+        return obj.sym, {k: _numpy(v) for k, v in (params or {}).items()}, input_shapes, None, {}
     if hasattr(obj, "export_graph"):  # a HybridBlock
         block = obj
         if input_shapes is not None:
@@ -428,21 +459,25 @@ def _resolve(obj, input_shapes, params):
         elif block._last_sig is None and isinstance(getattr(block, "symbol", None), Symbol):  # a SymbolBlock
             sym = block.symbol
             ps = {k: v for k, v in block.collect_params().items() if k in sym.list_inputs()}
-            return sym, {k: _numpy(p.data()) for k, p in ps.items()}, None, _batch_axes(sym, ps)
+            return sym, {k: _numpy(p.data()) for k, p in ps.items()}, None, _batch_axes(sym, ps), {}
         elif block._last_sig is None:
             raise ParamError(f"la.onnx.export: {type(block).__name__} has not been called yet: call it on an "
                              "input once (net.hybridize(); net(x)) or give input_shapes=(1, 3, 224, 224) to "
                              "trace it")
         sym, ps = block.export_graph()
         values = {k: _numpy(p.data()) for k, p in ps.items()}
-        return sym, values, None, _batch_axes(sym, values)
+        baked = block.baked_axes()
+        return sym, values, None, default_batch_axes(sym, values, baked), baked
     raise ParamError(f"la.onnx.export: expected a Symbol, a CachedOp or a HybridBlock, got {type(obj).__name__}")
 
 
 def _batch_axes(sym: Symbol, values) -> dict:
-    """Axis 0 of every data input (of rank 1 or more) named ``batch``: a block's default dynamic axes."""
-    return {n.name: {0: "batch"} for n in sym.input_nodes()
-            if n.name not in values and n.avals[0].shape is not None and len(n.avals[0].shape) > 0}
+    """A loaded model's (``SymbolBlock``) default dynamic axes: the ones its inputs declare
+    symbolic; for a graph with concrete inputs, axis 0 where the batch really is axis 0."""
+    axes = {n.name: {i: str(d) for i, d in enumerate(n.avals[0].shape) if d.__class__ is Dim}
+            for n in sym.input_nodes() if n.name not in values and n.avals[0].shape}
+    axes = {k: v for k, v in axes.items() if v}
+    return axes or default_batch_axes(sym, values, {})
 
 
 def _block_shapes(input_shapes) -> list:
@@ -452,7 +487,22 @@ def _block_shapes(input_shapes) -> list:
     return [tuple(shapes)] if all(isinstance(d, int) for d in shapes) else [tuple(s) for s in shapes]
 
 
-def export(obj, path: str, *, input_shapes=None, dynamic_axes=None, opset: int | None = None,
+def _from_dynamic_shapes(dynamic_shapes: dict) -> dict:
+    """torch.export's form ``{"data": {0: la.Dim("batch")}}`` as ``dynamic_axes`` (axis -> name)."""
+    if not isinstance(dynamic_shapes, dict):
+        raise ParamError(f"la.onnx.export: dynamic_shapes must map input names to {{axis: la.Dim(name)}}, got "
+                         f"{type(dynamic_shapes).__name__}")
+    out = {}
+    for name, axes in dynamic_shapes.items():
+        if axes is None:
+            continue
+        if not isinstance(axes, dict) or not all(isinstance(d, Dim) for d in axes.values()):
+            raise ParamError(f"la.onnx.export: dynamic_shapes[{name!r}] must map axes to la.Dim(name), got {axes!r}")
+        out[name] = {int(a): d.name for a, d in axes.items()}
+    return out
+
+
+def export(obj, path: str, *, input_shapes=None, dynamic_axes=None, dynamic_shapes=None, opset: int | None = None,
            params: dict | None = None) -> str:
     """Write ``obj`` (a ``Symbol``, a ``CachedOp`` or a ``HybridBlock``) as an ONNX model at ``path``.
 
@@ -463,7 +513,11 @@ def export(obj, path: str, *, input_shapes=None, dynamic_axes=None, opset: int |
     * A ``Symbol`` or ``CachedOp``: every graph input is a model input, unless ``params`` (name ->
       array) gives it a value; ``input_shapes`` (a dict name -> shape, or one shape per input)
       overrides the recorded shapes.
-    * ``dynamic_axes={"data": {0: "batch"}}`` makes dimensions symbolic.
+    * ``dynamic_axes={"data": {0: "batch"}}`` or ``dynamic_shapes={"data": {0: la.Dim("batch")}}``
+      (torch.export's form) makes dimensions symbolic. The file then computes with the sizes it
+      is given (the graph's size computations become ONNX shape ops), and an axis the graph holds
+      fixed (a size baked when tracing, a model loaded with ``input_shapes``) raises ``ShapeError``
+      naming the node and its source line; no file is written then.
     * ``opset``: 18 (default) or later (see the module docstring).
 
     An op without an ONNX mapping raises ``GraphError`` naming it and listing the ops that
@@ -477,10 +531,14 @@ def export(obj, path: str, *, input_shapes=None, dynamic_axes=None, opset: int |
     >>> np.allclose(y, net(la.array(x)).asnumpy(), atol=1e-6)
     True
     """
-    sym, values, shapes, dynamic = _resolve(obj, input_shapes, params)
+    sym, values, shapes, dynamic, baked = _resolve(obj, input_shapes, params)
+    if dynamic_axes is not None and dynamic_shapes is not None:
+        raise ParamError("la.onnx.export: give dynamic_axes or dynamic_shapes, not both")
+    if dynamic_shapes is not None:
+        dynamic_axes = _from_dynamic_shapes(dynamic_shapes)
     if dynamic_axes is not None:
         dynamic = dynamic_axes
-    model = to_model(sym, values, input_shapes=shapes, dynamic_axes=dynamic, opset=opset)
+    model = to_model(sym, values, input_shapes=shapes, dynamic_axes=dynamic, opset=opset, baked=baked)
     write_model(model, path)
     return path
 

@@ -16,6 +16,7 @@ from contextvars import ContextVar
 
 import numpy as np
 
+from ..dim import is_symbolic
 from ..errors import GraphError
 from ..ops.shape import section_bounds
 
@@ -60,6 +61,11 @@ def _compute(g, node, ins, dtype=None):
     """``ins`` cast to ``dtype`` (default: the output's dtype) where they differ."""
     dtype = _out_dtype(node) if dtype is None else dtype
     return [g.cast(t, _in_dtype(node, i), dtype) for i, t in enumerate(ins)]
+
+
+def _sizes(values) -> list:
+    """Size parameters as ints, symbolic ones kept (``g.ints`` computes them from the inputs)."""
+    return [v if is_symbolic(v) else int(v) for v in values]
 
 
 def _axes(axis) -> list[int]:
@@ -335,7 +341,7 @@ def _cumulative_sum(g, node, ins):
 
 # -- shape ------------------------------------------------------------------------------------
 def _reshape(g, node, ins):
-    shape = [int(s) for s in node.params["shape"]]
+    shape = _sizes(node.params["shape"])
     return [g.op("Reshape", [ins[0], g.ints(shape)], allowzero=int(0 in shape))]
 
 
@@ -367,7 +373,7 @@ def _flatten(g, node, ins):
 
 
 def _broadcast_to(g, node, ins):
-    return [g.op("Expand", [ins[0], g.ints([int(s) for s in node.params["shape"]])])]
+    return [g.op("Expand", [ins[0], g.ints(_sizes(node.params["shape"]))])]
 
 
 def _broadcast_like(g, node, ins):
@@ -376,12 +382,12 @@ def _broadcast_like(g, node, ins):
 
 def _expand(g, node, ins):
     # PyTorch's expand: -1 keeps x's size; ONNX Expand broadcasts, so a 1 there does the same
-    sizes = [1 if int(s) == -1 else int(s) for s in node.params["sizes"]]
+    sizes = [1 if s == -1 else s for s in _sizes(node.params["sizes"])]
     return [g.op("Expand", [ins[0], g.ints(sizes)])]
 
 
 def _repeat(g, node, ins):
-    sizes = [int(s) for s in node.params["sizes"]]
+    sizes = _sizes(node.params["sizes"])
     rank = _rank(g, node)
     x = ins[0]
     if len(sizes) > rank:  # PyTorch's repeat: new leading axes of size 1 first
@@ -647,6 +653,7 @@ from .export_linalg import CONVERTERS as _LINALG_CONVERTERS  # noqa: E402
 from .export_linalg import NO_ONNX_FORM  # noqa: E402, F401 (export quotes the reasons)
 from .export_nn import CONVERTERS as _NN_CONVERTERS  # noqa: E402
 from .export_scatter import CONVERTERS as _SCATTER_CONVERTERS  # noqa: E402
+from .export_sizes import CONVERTERS as _SIZE_CONVERTERS  # noqa: E402
 from .image import export_image_decode  # noqa: E402
 from .narrow import export_round  # noqa: E402
 
@@ -656,3 +663,4 @@ CONVERTERS.update(_LINALG_CONVERTERS)
 CONVERTERS.update(_SCATTER_CONVERTERS)
 CONVERTERS["round_to_format"] = export_round
 CONVERTERS["image_decode"] = export_image_decode
+CONVERTERS.update(_SIZE_CONVERTERS)

@@ -22,6 +22,7 @@ import numpy as np
 from .. import sym as S
 from ..aval import Aval
 from ..device import current_device
+from ..dim import dim_max, is_symbolic
 from ..errors import GraphFormatError
 from ..graph.node import Entry, const_node
 from ..graph.symbol import Symbol
@@ -75,8 +76,10 @@ class OnnxNode:
         return self.const_of(i, what)
 
     def ints(self, i: int, what: str) -> list[int] | None:
+        """Input ``i`` as a list of sizes known when loading: ints, or ``la.Dim`` expressions where the
+        model computes them from dynamic dims (``Shape`` of a dynamic batch)."""
         v = self.const(i, what)
-        return None if v is None else [int(t) for t in np.asarray(v).reshape(-1)]
+        return None if v is None else [t if is_symbolic(t) else int(t) for t in np.asarray(v).reshape(-1)]
 
     def shape(self, i: int = 0) -> tuple | None:
         return shape_of(self.inputs[i])
@@ -578,6 +581,8 @@ def expand(n: OnnxNode) -> list:
             out.append(p)
         elif p == 1:
             out.append(q)
+        elif is_symbolic(p) or is_symbolic(q):  # equal or one of them 1 at run time: the larger
+            out.append(dim_max(p, q))
         else:
             n.fail(f"input shape {tuple(shape)} cannot broadcast with shape={target}")
     return [S.broadcast_to(x, shape=tuple(out))]
@@ -670,6 +675,9 @@ def constant_of_shape(n: OnnxNode) -> list:
     shape = n.ints(0, "shape")
     value = n.attr("value")
     value = np.zeros((1,), np.float32) if value is None else np.asarray(value)
+    if any(is_symbolic(d) for d in shape):  # a size the graph reads from its inputs: filled per call
+        return [S.fill(shape=tuple(shape), value=value.reshape(-1)[0].item(), dtype=value.dtype,
+                       device=current_device())]
     return [constant(np.full(tuple(shape), value.reshape(-1)[0], dtype=value.dtype), owned=True)]
 
 
@@ -686,6 +694,12 @@ def constant_op(n: OnnxNode) -> list:
 def range_op(n: OnnxNode) -> list:
     n.arity(3)
     start, limit, delta = (np.asarray(n.const(i, what)) for i, what in enumerate(("start", "limit", "delta")))
+    if any(v.dtype == object for v in (start, limit, delta)):  # symbolic bounds (Range(0, batch))
+        bounds = tuple(v.reshape(-1)[0] for v in (start, limit, delta))
+        if any(isinstance(b, (float, np.floating)) for b in bounds):
+            n.fail("a Range over float bounds computed from dynamic sizes is not supported")
+        bounds = tuple(b if is_symbolic(b) else int(b) for b in bounds)
+        return [S.iota(bounds=bounds, dtype="int64", device=current_device())]
     dtype = start.dtype
     if any(v.size != 1 for v in (start, limit, delta)):
         n.fail(f"start, limit and delta must be scalars, got shapes {start.shape}, {limit.shape}, {delta.shape}")

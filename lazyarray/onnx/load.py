@@ -10,16 +10,23 @@ Nodes are converted one by one in the file's (topological) order by ``CONVERTERS
 operator the table lacks is named in one error before anything is built. Initializers become
 named constants (``load``) or named graph inputs with their values beside (``load_arrays``, what
 ``SymbolBlock.imports`` binds as parameters). Graph inputs that are not initializers are the
-symbol's inputs, shaped from the file (unknown dims: ``None``) or from ``input_shapes``.
+symbol's inputs, shaped from the file or from ``input_shapes``. A dynamic dim of the file is a
+symbolic dim (``la.Dim``) named by its ``dim_param`` (``batch``), or ``<input>_<axis>`` where the
+file names none; shape computations on such dims (``Shape``, ``Gather``, ``Concat``, arithmetic)
+are evaluated when loading as expressions of those symbols (``shape_values.py``), so the graph runs
+at every size the file declares. ``input_shapes`` pins the inputs it names: their sizes are then
+fixed, and a call at other sizes raises a ``ShapeError`` instead of running a graph built for them.
 """
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 
 from .. import sym as S
 from ..device import current_device
+from ..dim import Dim
 from ..errors import GraphFormatError, LazyArrayError
 from ..executor.interpret import interpret
 from ..graph.symbol import Symbol
@@ -61,6 +68,9 @@ from .import_unpool import UNPOOL_CONVERTERS
 from .narrow import has_narrow, narrow_format, round_output, storage_dtype, value_types, widen
 from .opset_upgrade import DEFAULT_DOMAINS as _DEFAULT_DOMAINS
 from .opset_upgrade import default_opset, upgrade
+from .shape_values import OPS as SHAPE_VALUE_OPS
+from .shape_values import evaluate as evaluate_shape_value
+from .shape_values import is_symbolic_array, normalized, of_dims
 
 CONVERTERS = {**_BASE, **NN_CONVERTERS, **INDEX_CONVERTERS, **QUANT_CONVERTERS, **CONTROL_CONVERTERS,
               **LRN_CONVERTERS}  # ONNX op_type -> converter: the one import table
@@ -205,6 +215,8 @@ class Conversion:
         self.input_shapes = dict(input_shapes or {})
         self.env: dict[str, Symbol] = {}
         self.consts: dict[str, np.ndarray] = {}  # values known at load time
+        # values known at load time as expressions of the symbolic dims (object arrays: shape_values.py)
+        self.sizes: dict[str, np.ndarray] = {}
         self.inits: dict[str, np.ndarray] = {}
         self.used_params: dict[str, np.ndarray] = {}
         # graph input name -> its value (a tensor; a list for a sequence, None for an empty optional)
@@ -275,9 +287,19 @@ class Conversion:
         if dtype is None:
             dtype = np_dtype(tt.elem_type, where)
         shape = self.input_shapes.get(vi.name)
+        pinned = shape is not None
         if shape is None and tt.HasField("shape"):
-            shape = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
-        return S.var(vi.name, shape=None if shape is None else tuple(shape), dtype=dtype)
+            shape = tuple(d.dim_value if d.HasField("dim_value") else self._symbol(vi.name, k, d.dim_param)
+                          for k, d in enumerate(tt.shape.dim))
+        return S.var(vi.name, shape=None if shape is None else tuple(shape), dtype=dtype, pinned=pinned)
+
+    def _symbol(self, name: str, axis: int, param: str) -> Dim:
+        """The symbolic dim of a graph input's dynamic axis: one per ``dim_param`` name (inputs that
+        share it share the size), else one per input and axis."""
+        text = re.sub(r"\W", "_", param or f"{name}_{axis}")
+        if not text.isidentifier():
+            text = "d_" + text
+        return Dim(text)
 
     def _structured_input(self, vi, where: str):
         """A sequence or optional graph input: its structure from the given value (or ``input_shapes``:
@@ -343,6 +365,8 @@ class Conversion:
         name = nd.input[i]
         if name in self.consts:
             return self.consts[name]
+        if name in self.sizes:
+            return self.sizes[name]
         s = self._value(name, f"{self.what}: node {nd.name!r} ({nd.op_type})")
         arr = self._evaluate(s, f"{self.what}: node {nd.name!r} ({nd.op_type}): input {i} ({what}, {name!r})")
         self.consts[name] = arr
@@ -451,6 +475,8 @@ class Conversion:
                                            "Sequence*/Optional* operators, Identity, If and Loop take those")
         while inputs and inputs[-1] is None:  # trailing omitted optional inputs
             inputs.pop()
+        if nd.domain in _DEFAULT_DOMAINS and self._sizes_of(nd, inputs):
+            return
         node = OnnxNode(nd.op_type, nd.name, inputs, self._attrs(nd, where), self.opset, where, len(nd.output),
                         in_types=tuple(self.types.get(name, 0) for name in nd.input),
                         const_of=lambda i, what: self._const_of(nd, i, what),
@@ -471,6 +497,56 @@ class Conversion:
                 self.env[name] = _Missing(name, where, j)
                 continue
             self.env[name] = self._in_format(outs[j], name, node, where)
+
+    def _sizes_of(self, nd, inputs: list) -> bool:
+        """Evaluate ``nd`` when loading if it computes sizes from symbolic dims (``Shape`` of an input
+        with a dynamic batch axis, arithmetic on such sizes); True when it did."""
+        if nd.op_type in ("Shape", "Size") and len(inputs) == 1 and isinstance(inputs[0], Symbol):
+            shape = inputs[0].outputs[0].aval.shape
+            if shape is None or None in shape or all(isinstance(d, int) for d in shape):
+                return False  # (concrete: the converter folds it; unknown: it explains)
+            if nd.op_type == "Size":
+                total = 1
+                for d in shape:
+                    total = total * d
+                value = np.empty((), dtype=object)
+                value[()] = total
+                return self._store_sizes(nd, [value])
+            attrs = {a.name: a.i for a in nd.attribute}
+            start, end = attrs.get("start", 0), attrs.get("end")
+            return self._store_sizes(nd, [of_dims(shape[slice(start, end)])])
+        if nd.op_type not in SHAPE_VALUE_OPS or not any(name in self.sizes for name in nd.input):
+            return False
+        values = []
+        for name in nd.input[:len(inputs)]:
+            if not name:
+                values.append(None)
+            elif name in self.sizes:
+                values.append(self.sizes[name])
+            elif name in self.consts:
+                values.append(self.consts[name])
+            else:
+                x = self.env.get(name)
+                if not isinstance(x, Symbol) or any(n.name not in self.inits for n in x.input_nodes()):
+                    return False  # (reads a value known only when the graph runs)
+                values.append(self._const_of(nd, list(nd.input).index(name), "a size"))
+        attrs = self._attrs(nd, f"{self.what}: node {nd.name!r} ({nd.op_type})")
+        outs = evaluate_shape_value(nd.op_type, values, attrs, self.opset)
+        return outs is not None and self._store_sizes(nd, outs)
+
+    def _store_sizes(self, nd, outs: list) -> bool:
+        for name, value in zip(nd.output, outs):
+            value = normalized(np.asarray(value) if not isinstance(value, np.ndarray) else value)
+            if is_symbolic_array(value):
+                self.sizes[name] = value
+                self.env[name] = S.dim_values(values=tuple(value.reshape(-1)), shape=value.shape,
+                                              device=self.device)
+            else:
+                arr = np.asarray(value)
+                arr = arr.astype(np.int64) if arr.dtype == object else arr
+                self.consts[name] = arr
+                self.env[name] = constant(arr)
+        return True
 
     def _in_format(self, s: Symbol, name: str, node: OnnxNode, where: str) -> Symbol:
         """An output rounded into its narrow format when ONNX types it so (narrow.py)."""

@@ -23,6 +23,7 @@ from . import (  # noqa: F401  (registration side effect)
     sbp_rules,
     scatter,
     shape,
+    sized,
     sorting,
 )
 from .registry import OpDef, all_ops, get, register  # noqa: F401

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..aval import as_dtype
 from ..device import Device
+from ..dim import DimExpr, parse
 from ..errors import ParamError, ParamValueError
 
 REQUIRED = object()
@@ -126,13 +127,21 @@ class _Ints(ParamType):
             raise self._bad(value, op, param, "a tuple of ints")
         out = []
         for v in value:
+            if isinstance(v, DimExpr):  # a symbolic size (la.Dim): bound when the graph is specialized
+                out.append(v)
+                continue
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
                 raise self._bad(value, op, param, "a tuple of ints")
             out.append(int(v))
         return tuple(out)
 
     def to_json(self, value):
-        return list(value)
+        return [dim_to_json(v) for v in value]
+
+    def from_json(self, value, op, param):
+        if isinstance(value, list):
+            value = [dim_from_json(v) for v in value]
+        return self.convert(value, op, param)
 
 
 class _OptInts(_Ints):
@@ -217,6 +226,11 @@ class _Key(ParamType):
                 out.append(k)
             elif isinstance(k, slice):
                 k = slice(*(_index(p) for p in (k.start, k.stop, k.step)))  # 0-d integer arrays count
+                if any(isinstance(p, DimExpr) for p in (k.start, k.stop)):  # symbolic bounds
+                    if k.step == 0:
+                        raise ParamValueError(f"{op}: slice step cannot be zero in {k!r}")
+                    out.append(k)
+                    continue
                 for part in (k.start, k.stop, k.step):
                     if part is not None and (
                         isinstance(part, (bool, np.bool_)) or not isinstance(part, (int, np.integer))
@@ -244,7 +258,7 @@ class _Key(ParamType):
             if k is Ellipsis:
                 return "..."
             if isinstance(k, slice):
-                return {"slice": [k.start, k.stop, k.step]}
+                return {"slice": [dim_to_json(k.start), dim_to_json(k.stop), k.step]}
             return k
 
         return [enc(k) for k in value]
@@ -257,10 +271,36 @@ class _Key(ParamType):
             if k == "...":
                 return Ellipsis
             if isinstance(k, dict) and "slice" in k:
-                return slice(*k["slice"])
+                return slice(*(dim_from_json(p) for p in k["slice"]))
             return k
 
         return self.convert(tuple(dec(k) for k in value), op, param)
+
+
+def dim_to_json(v):
+    """A size for JSON: ints as is, a symbolic one as ``{"dim": "2*batch"}`` (plus ``"bounds":
+    {"batch": [min, max]}`` for symbols whose bounds are not the default ``[1, null]``)."""
+    if not isinstance(v, DimExpr):
+        return v
+    out: dict = {"dim": str(v)}
+    bounds = {k: [s.min, s.max] for k, s in v.symbols().items() if (s.min, s.max) != (1, None)}
+    if bounds:
+        out["bounds"] = bounds
+    return out
+
+
+def dim_from_json(v):
+    """``dim_to_json`` read back (the text is parsed, never evaluated)."""
+    if isinstance(v, dict) and "dim" in v and set(v) <= {"dim", "bounds"}:
+        bounds = v.get("bounds") or {}
+        if not isinstance(bounds, dict) or not all(
+                isinstance(b, list) and len(b) == 2 and isinstance(b[0], int) and (b[1] is None or isinstance(b[1], int))
+                for b in bounds.values()):
+            raise ParamError(f"a symbolic size's bounds must map names to [min, max], got {bounds!r}")
+        if not isinstance(v["dim"], str) or len(v["dim"]) > 1000:
+            raise ParamError(f"a symbolic size must be a short text such as '2*batch', got {v['dim']!r}")
+        return parse(v["dim"], bounds)
+    return v
 
 
 def _is_int(v) -> bool:
@@ -357,7 +397,7 @@ class Param:
 
 def _index(v):
     """An object with ``__index__`` (a 0-d integer array) as the int it stands for; others unchanged."""
-    if v is None or isinstance(v, (bool, np.bool_, int, np.integer, slice)) or not hasattr(v, "__index__"):
+    if v is None or isinstance(v, (bool, np.bool_, int, np.integer, slice, DimExpr)) or not hasattr(v, "__index__"):
         return v
     try:
         return operator.index(v)

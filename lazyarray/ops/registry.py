@@ -13,18 +13,21 @@ op application means: a graph node (gradient pass, ``la.sym``) or an eager call.
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import os
 import sys
 import warnings
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..aval import SUPPORTED_DTYPES, Aval, check_alloc, check_shape, is_supported
+from ..dim import dim_max, has_symbols, is_symbolic
 from ..errors import (
     AxisError,
     DeviceError,
@@ -207,7 +210,7 @@ def all_ops() -> list[OpDef]:
 
 # -- shape rules ------------------------------------------------------------------
 def broadcast_shapes(*shapes) -> tuple:
-    """NumPy broadcasting over shapes with ``None`` (unknown) dims."""
+    """NumPy broadcasting over shapes with ``None`` (unknown) and symbolic dims."""
     ndim = max((len(s) for s in shapes), default=0)
     out = []
     for i in range(ndim):
@@ -223,6 +226,10 @@ def broadcast_shapes(*shapes) -> tuple:
                 dim = None if dim in (1, None) else dim
             elif dim in (1, None):
                 dim = d
+            elif dim != d and (is_symbolic(d) or is_symbolic(dim)):
+                # a symbol against a size (or another symbol): valid sizes are equal or one is 1,
+                # and the larger is the result either way (each call checks its concrete sizes)
+                dim = dim_max(dim, d)
             elif dim != d:
                 raise ShapeError(
                     "cannot broadcast shapes " + " and ".join(fmt_shape(x) for x in shapes)
@@ -289,7 +296,8 @@ def infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
     if cached is not None:
         return cached
     out = _infer(op, in_avals, params)
-    if key is not None:
+    # (results about symbolic dims are not kept: strict inference, honest export, must redo them)
+    if key is not None and not any(has_symbols(a.shape) for a in in_avals):
         if len(op._infer_cache) > 4096:
             op._infer_cache.clear()
         op._infer_cache[key] = out
@@ -315,7 +323,10 @@ def _infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
     dtypes = tuple(a.dtype for a in in_avals)
     try:
         if op.shape is not None:
-            shape = op.shape(shapes, **params)
+            try:
+                shape = op.shape(shapes, **params)
+            except LazyArrayError:
+                shape = _unknown_where_symbolic(op, shapes, params)
         else:
             shape = _broadcast_fast(shapes)
         dtype = _dtype_rule(op, dtypes, params)
@@ -336,6 +347,32 @@ def _infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
         out = tuple(Aval(tuple(s), np.dtype(d), device, st) for s, d, st in zip(shapes_out, dtypes_out, stypes))
     _check_outputs(op, in_avals, params, out)
     return out
+
+
+# Strict symbolic inference (honest export): a rule that cannot decide about a symbolic dim raises
+# instead of answering with unknown dims.
+_STRICT_DIMS: ContextVar[bool] = ContextVar("lazyarray_strict_dims", default=False)
+
+
+@contextlib.contextmanager
+def strict_dims():
+    """Within: shape rules that cannot decide about symbolic dims raise their ``ShapeError``."""
+    token = _STRICT_DIMS.set(True)
+    try:
+        yield
+    finally:
+        _STRICT_DIMS.reset(token)
+
+
+def _unknown_where_symbolic(op: OpDef, shapes: list, params: dict) -> tuple:
+    """A rule that cannot decide something about symbolic dims (``b`` against 3, ``b < 10``) runs
+    again with those dims unknown (``None``), as for a data-dependent size: the output keeps what
+    is known for every size. Nothing is assumed: the executor infers again with the concrete sizes
+    of each call before anything runs. Without symbolic dims the rule's own error stands."""
+    if _STRICT_DIMS.get() or not any(has_symbols(s) for s in shapes):
+        raise
+    return op.shape([None if s is None else tuple(None if is_symbolic(d) else d for d in s) for s in shapes],
+                    **params)
 
 
 def _check_inputs(op: OpDef, in_avals) -> None:
@@ -363,7 +400,7 @@ def _check_outputs(op: OpDef, in_avals, params: dict, out) -> None:
                 check_shape(op.name, a.shape, a.dtype, what)
             else:
                 check_alloc(op.name, a.shape, a.dtype, what)
-        if op.workspace is not None:
+        if op.workspace is not None and all(a.known for a in in_avals if a.shape is not None):
             for what, shape, dtype in op.workspace(in_avals, **params):
                 check_alloc(op.name, shape, dtype, what)
     except LazyArrayError as exc:

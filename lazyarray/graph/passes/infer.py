@@ -2,16 +2,39 @@
 from __future__ import annotations
 
 from ...aval import Aval
+from ...dim import bind, has_symbols, substitute
 from ...errors import GraphError, LazyArrayError
 from ...ops import registry
-from ..node import Node
+from ..node import PINNED, Node
 
 
-def infer_avals(order: list[Node], given: dict[str, Aval]) -> dict[int, tuple[Aval, ...]]:
+def declared_shapes(inputs: list[Node]) -> dict:
+    """Input name -> the sizes every call must match: symbolic dims (bound per call), and the
+    concrete dims of pinned inputs; other dims ``None`` (free)."""
+    out = {}
+    for n in inputs:
+        shape = n.avals[0].shape
+        if shape is not None and (n.params.get(PINNED) or has_symbols(shape)):
+            out[n.name] = shape if n.params.get(PINNED) else tuple(d if has_symbols((d,)) else None for d in shape)
+    return out
+
+
+def bind_env(inputs: list[Node], given: dict[str, Aval], what: str) -> dict:
+    """The value of each symbolic dim of ``inputs`` at the avals ``given`` (``{}`` when there are
+    none); ``ShapeError`` when the given shapes do not fit the declared ones."""
+    declared = declared_shapes(inputs)
+    if not declared:
+        return {}
+    return bind(declared, {k: a.shape for k, a in given.items() if a.shape is not None and not has_symbols(a.shape)},
+                what)
+
+
+def infer_avals(order: list[Node], given: dict[str, Aval], env: dict | None = None) -> dict[int, tuple[Aval, ...]]:
     """Avals of every node in ``order`` (a topological order), keyed by ``id(node)``.
 
     Variables named in ``given`` take that aval; other variables keep their own. Nodes with an
-    unknown-rank input (shape ``None``) stay unknown. Errors name the node and its source line.
+    unknown-rank input (shape ``None``) stay unknown. ``env`` (symbol name -> int) gives symbolic
+    size parameters their values. Errors name the node and its source line.
     """
     out: dict[int, tuple[Aval, ...]] = {}
     for node in order:
@@ -24,7 +47,10 @@ def infer_avals(order: list[Node], given: dict[str, Aval]) -> dict[int, tuple[Av
             out[id(node)] = tuple(Aval(None, None, dev) for _ in range(len(node.avals)))
             continue
         try:
-            out[id(node)] = registry.infer(node.op, ins, node.params)
+            params = node.params
+            if env and has_symbols(tuple(params.values())):
+                params = {k: substitute(v, env) for k, v in params.items()}
+            out[id(node)] = registry.infer(node.op, ins, params)
         except LazyArrayError as exc:
             where = node.source_line()
             msg = f"{exc} (node {node.label()!r}" + (f", recorded at {where})" if where else ")")

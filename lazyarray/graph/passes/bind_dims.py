@@ -1,0 +1,44 @@
+"""Specialize a shape-polymorphic graph to one call's sizes: bind each symbolic dim (``la.Dim``) to
+the size the call gives it, check every declared size (a pinned input's concrete dims too), and
+substitute the values into the op parameters that hold symbolic sizes (``reshape(shape=(b, -1))``,
+``arange(stop=s)``, a slice to ``b - 1``). The executor runs this before placement infers every
+aval again from the concrete input avals, so a compiled program only ever sees ints.
+"""
+from __future__ import annotations
+
+from ...aval import Aval
+from ...dim import has_symbols, substitute
+from ..node import Node
+from ..rewrite import copy_node, rewrite
+from ..symbol import Symbol
+from .infer import bind_env
+
+
+def symbolic_params(sym: Symbol) -> bool:
+    """True when some op parameter holds a symbolic size."""
+    return any(has_symbols(tuple(n.params.values())) for n in sym.topo() if n.op is not None)
+
+
+def bind_dims(sym: Symbol, given: dict[str, Aval], what: str = "CachedOp") -> Symbol:
+    """``sym`` with its symbolic sizes evaluated at the sizes ``given`` (name -> aval); a
+    ``ShapeError`` naming the input, the axis and both sizes when a call does not fit the graph.
+
+    >>> import lazyarray as la, numpy as np
+    >>> b = la.Dim("b")
+    >>> y = la.sym.reshape(la.sym.var("x", shape=(b, 6)), shape=(b, 2, 3))
+    >>> bound = bind_dims(y, {"x": la.Aval((4, 6), np.dtype("float32"), la.cpu())})
+    >>> bound.topo()[-1].params["shape"]
+    (4, 2, 3)
+    """
+    env = bind_env(sym.input_nodes(), given, what)
+    if not symbolic_params(sym):
+        return sym
+
+    def visit(node: Node, ins):
+        if node.op is None or not has_symbols(tuple(node.params.values())):
+            return None
+        new = copy_node(node, ins)
+        new.params = {k: substitute(v, env) for k, v in node.params.items()}
+        return new
+
+    return rewrite(sym, visit) if symbolic_params(sym) else sym
