@@ -23,12 +23,28 @@ taken for a particular size; the executor checks every call against its concrete
 from __future__ import annotations
 
 import ast
+import contextlib
 import math
+from contextvars import ContextVar
 from itertools import count
 
 from .errors import ShapeError
 
 _INF = math.inf
+# While set, a comparison the bounds cannot decide answers False (and ``bool(d)`` True) instead of
+# raising: shape rules' checks (``if out < 1: raise``) then pass for symbolic sizes, and the executor
+# checks them again with each call's concrete sizes. Only the registry's inference sets it.
+_LENIENT: ContextVar[bool] = ContextVar("lazyarray_lenient_dims", default=False)
+
+
+@contextlib.contextmanager
+def lenient():
+    """Within: undecidable comparisons of symbolic sizes are False instead of an error."""
+    token = _LENIENT.set(True)
+    try:
+        yield
+    finally:
+        _LENIENT.reset(token)
 
 
 class SymbolicDimError(ShapeError):
@@ -96,8 +112,13 @@ class _Op:
             return min(alo, blo), min(ahi, bhi)
         if self.kind == "mod":
             return (0, bhi - 1) if blo > 0 else (-_INF, _INF)
-        if blo > 0 and alo >= 0:  # floordiv of a nonnegative value by a positive one
-            return alo // bhi if bhi != _INF else 0, ahi // blo if ahi != _INF else _INF
+        if blo > 0:  # floor division by a positive value: the extremes are at the corners
+            def div(x, y):
+                if x in (_INF, -_INF):
+                    return x
+                return (0 if x >= 0 else -1) if y == _INF else x // y
+            corners = [div(x, y) for x in (alo, ahi) for y in (blo, bhi)]
+            return min(corners), max(corners)
         return -_INF, _INF
 
     def evaluate(self, env: dict) -> int:
@@ -214,7 +235,7 @@ class DimExpr:
 
     def __bool__(self) -> bool:
         lo, hi = self.bounds()
-        if lo > 0 or hi < 0:
+        if lo > 0 or hi < 0 or _LENIENT.get():
             return True
         raise SymbolicDimError(f"whether the size {self} is zero depends on its value; "
                                "give concrete input shapes or bound the dim (la.Dim(name, min=1))")
@@ -404,6 +425,8 @@ def _decide(diff, want: str, text: str) -> bool:
             return True
         if hi < 0:
             return False
+    if _LENIENT.get():
+        return False
     raise SymbolicDimError(f"whether {text} depends on the sizes' values; give concrete input shapes, or "
                            "bound the dims (la.Dim(name, min=..., max=...)) so that it is decided")
 

@@ -20,6 +20,7 @@ from ..aval import Aval
 from ..errors import GraphFormatError, LazyArrayError, ParamValueError
 from ..graph.build import record_node
 from ..graph.node import Entry, Node, var_node
+from ..graph.passes.bind_dims import bind_dims
 from ..graph.passes.infer import infer_avals
 from ..graph.passes.placement import placement
 from ..graph.serialize import from_dict, to_dict
@@ -115,7 +116,8 @@ class SubGraph:
             if rec.dtype is not None and (shape != rec.shape or (dtype is not None and dtype != rec.dtype)):
                 given[n.name] = rec._replace(shape=shape, dtype=rec.dtype if dtype is None else dtype)
         if given:
-            sym = placement(self.sym, given)
+            full = {n.name: n.avals[0]._replace(shape=tuple(getattr(a, "shape", ()))) for a, n in zip(arrays, self.inputs)}
+            sym = placement(bind_dims(self.sym, full, "a sub-graph"), given)
             have = {n.name: n for n in sym.input_nodes()}
             inputs = [have.get(n.name, n) for n in self.inputs]
         return compile_program(list(sym.outputs), inputs, names=sym.names())

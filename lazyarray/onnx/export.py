@@ -400,9 +400,12 @@ def _rename(nodes, renames: dict[str, str]) -> None:
 def _dynamic_avals(sym: Symbol, given: dict):
     """Every node's avals with the dynamic axes unknown (``None`` if inference cannot redo them)."""
     try:
-        return sym.infer_avals(**given)
+        avals = sym.infer_avals(**given)
     except Exception:  # noqa: BLE001 (the recorded avals then)
         return None
+    # sizes computed from symbols (an iota of the batch) are as unknown to the converters as the axes
+    return {k: tuple(a._replace(shape=tuple(None if is_symbolic(d) else d for d in a.shape))
+                     if a.shape is not None and has_symbols(a.shape) else a for a in v) for k, v in avals.items()}
 
 
 def _output_avals(sym: Symbol, given: dict):

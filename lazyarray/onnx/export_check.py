@@ -1,9 +1,10 @@
 """Honest export: a model file declares an axis dynamic only if the graph serves every size of it.
 
-Before anything is written, the graph's shapes are inferred again with each declared dynamic axis
-a symbol (``la.Dim``), strictly: a shape rule that meets a size fixed when the graph was traced or
-loaded (a ``reshape`` to ``(1, 10)`` where the rows are ``10*batch``) raises instead of guessing,
-and the export fails with a ``ShapeError`` that names the node and its source line. So do a
+A graph whose sizes are symbolic (a model loaded with dynamic axes) computes them when it runs, and
+its export writes those computations. A traced graph holds concrete sizes: before anything is
+written, its shapes are inferred again at two other sizes of each declared dynamic axis; a shape
+rule that meets a size fixed when the graph was traced (a ``reshape`` to ``(1, 10)`` where the rows
+are now ``10*batch``) fails the export with a ``ShapeError`` naming the node and its source line. So do a
 dynamic axis on an input whose sizes the graph was pinned to (``la.onnx.load(..., input_shapes=)``)
 and one the traced ``forward`` read as a Python int (a hybridize guard, ``x.shape[0]``). A block's
 default dynamic batch axis is declared only where axis 0 of every input and output is the batch.
@@ -13,9 +14,8 @@ from __future__ import annotations
 from ..dim import Dim, is_symbolic
 from ..errors import LazyArrayError, ShapeError
 from ..graph.node import PINNED
-from ..graph.passes.infer import infer_avals
+from ..graph.passes.infer import bind_env, infer_avals
 from ..graph.symbol import Symbol
-from ..ops.registry import strict_dims
 
 
 def size_sources(declared: dict) -> dict:
@@ -48,39 +48,62 @@ def check_serves(sym: Symbol, data: list, declared: dict, dynamic: dict, baked: 
                                  f"its size as a Python int at {where}, so the graph holds that size; compute "
                                  "with x.shape only through ops (la.reshape(x, (-1, ...)), reshape_like) or "
                                  "export without that dynamic axis")
-    if not any(is_symbolic(d) for s in declared.values() for d in s or ()):
-        return
-    try:
-        served_avals(sym, declared)
-    except ShapeError as exc:
-        axes = ", ".join(f"{k}[{a}]={v!r}" for k, ax in dynamic.items() for a, v in ax.items()) or "symbolic dims"
-        raise ShapeError(f"la.onnx.export: the graph cannot serve every size of the dynamic axes ({axes}): {exc}. "
-                         "A size fixed when the graph was traced or loaded meets a dynamic one there; export "
-                         "with fixed shapes (no dynamic_axes), or build that node from sizes read through "
-                         "ops") from None
+    for given in _samples(sym, declared):
+        try:
+            infer_avals(sym.topo(), given, bind_env(sym.input_nodes(), given, "la.onnx.export"))
+        except LazyArrayError as exc:
+            sizes = ", ".join(f"{k}={tuple(a.shape)}" for k, a in given.items())
+            raise ShapeError(f"la.onnx.export: the graph does not serve the dynamic axes it would declare: at "
+                             f"input shapes {sizes} {exc}. The graph holds a size fixed when it was traced there; "
+                             "export with fixed shapes (no dynamic_axes), or compute that size through ops "
+                             "(la.reshape(x, (-1, ...)), reshape_like) instead of Python ints") from None
 
 
-def served_avals(sym: Symbol, declared: dict) -> dict:
-    """Every node's avals with the inputs' ``declared`` shapes (symbols for dynamic axes), inferred
-    strictly: a rule that cannot decide raises ``ShapeError``."""
-    given = {n.name: n.avals[0]._replace(shape=declared[n.name]) for n in sym.input_nodes() if n.name in declared}
-    with strict_dims():
-        return infer_avals(sym.topo(), given)
+def _samples(sym: Symbol, declared: dict) -> list[dict]:
+    """Two sets of input avals at other sizes of the dynamic axes the graph holds concrete (a traced
+    graph): each such axis grows from its traced size ``v`` to ``v + 1`` and ``2*v + 3``; axes that
+    are symbolic in the graph stay symbolic (their computations are symbolic already)."""
+    nodes = {n.name: n for n in sym.input_nodes()}
+    traced = {}
+    for name, shape in declared.items():
+        rec = nodes[name].avals[0].shape if name in nodes else None
+        for axis, d in enumerate(shape or ()):
+            sym_name = d.as_symbol() if is_symbolic(d) else None
+            if sym_name is not None and rec is not None and axis < len(rec) and isinstance(rec[axis], int):
+                traced.setdefault(sym_name, rec[axis])
+    if not traced:
+        return []
+    out = []
+    for grow in (lambda v: v + 1, lambda v: 2 * v + 3):
+        env = {k: grow(v) for k, v in traced.items()}
+        given = {}
+        for name, shape in declared.items():
+            if name in nodes and shape is not None:
+                new = tuple(env.get(d.as_symbol(), d) if is_symbolic(d) else d for d in shape)
+                given[name] = nodes[name].avals[0]._replace(shape=new)
+        out.append(given)
+    return out
 
 
 def default_batch_axes(sym: Symbol, values: dict, baked: dict) -> dict:
-    """A block's dynamic axes by default: axis 0 of every data input named ``batch``, where the
-    outputs' axis 0 is that batch too and the trace never read it as an int; else none."""
+    """A block's dynamic axes by default: axis 0 of every data input named ``batch``, where the graph
+    computes for other batch sizes and gives each output that batch on its axis 0, and the trace
+    never read it as an int; else none (the file then declares the traced sizes)."""
     data = [n for n in sym.input_nodes() if n.name not in values and n.avals[0].shape]
     if not data or any(0 in baked.get(n.name, {}) for n in data):
         return {}
     batch = Dim("batch")
     declared = {n.name: (batch,) + tuple(n.avals[0].shape[1:]) for n in data}
-    try:
-        avals = served_avals(sym, declared)
-    except LazyArrayError:
-        return {}
-    outs = [avals[id(e.node)][e.index].shape for e in sym.outputs]
-    if not all(s and s[0] == batch for s in outs):
-        return {}
+    samples = _samples(sym, declared)
+    if not samples:  # symbolic already (a loaded model): the batch is axis 0 where every input says so
+        return {n.name: {0: "batch"} for n in data} if all(is_symbolic(n.avals[0].shape[0]) for n in data) else {}
+    for given in samples:
+        size = next(iter(given.values())).shape[0]
+        try:
+            avals = infer_avals(sym.topo(), given)
+        except LazyArrayError:
+            return {}
+        outs = [avals[id(e.node)][e.index].shape for e in sym.outputs]
+        if not all(s and s[0] == size for s in outs):
+            return {}
     return {n.name: {0: "batch"} for n in data}

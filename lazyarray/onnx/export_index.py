@@ -107,9 +107,9 @@ def _advanced_index(g, node, ins):
     starts, ends, axes, steps = [], [], [], []
     sizes = list(shape)
     for ax, k in enumerate(key):
-        if k != slice(None) and shape[ax] is None:
-            raise _fail(g, node, f"advanced indexing reads the size of axis {ax}, which is not static (a dynamic "
-                                 "axis); export with that axis static")
+        if isinstance(k, slice) and k != slice(None) and shape[ax] is None:
+            raise _fail(g, node, f"advanced indexing slices axis {ax}, which is not static (a dynamic axis); "
+                                 "export with that axis static")
         if isinstance(k, slice) and k != slice(None):
             lo, hi, st = k.indices(shape[ax])
             starts.append(lo)
@@ -127,17 +127,25 @@ def _advanced_index(g, node, ins):
             t = g.cast(arrays[ax], dtypes[ax], I64)
         else:
             t = g.ints([int(key[ax])], scalar=True)
-        n = g.scalar(sizes[ax], I64)  # negative indices count from the end
+        # negative indices count from the end (of a dynamic axis: its size when the model runs)
+        n = g.scalar(sizes[ax], I64) if sizes[ax] is not None else \
+            g.op("Squeeze", [g.op("Gather", [g.op("Shape", [x]), g.ints([ax])], axis=0), g.ints([0])])
         idx.append(g.op("Where", [g.op("Less", [t, g.scalar(0, I64)]), g.op("Add", [t, n]), t]))
     ishapes = [_shape(node, positions.index(p) + 1) if p in arrays else () for p in idx_axes]
-    if any(s is None or None in s for s in ishapes):
-        raise _fail(g, node, "the index arrays need static shapes")
-    bshape = list(np.broadcast_shapes(*[tuple(s) for s in ishapes]))
+    same = all(s == ishapes[0] for s in ishapes)  # (equal shapes, static or not, need no broadcasting)
+    if any(s is None for s in ishapes) or (not same and any(None in s for s in ishapes)):
+        raise _fail(g, node, "index arrays of different shapes need static shapes (to broadcast them)")
+    bshape = None if same else list(np.broadcast_shapes(*[tuple(s) for s in ishapes]))
     rest = [ax for ax in range(len(sizes)) if ax not in idx_axes]
     if idx_axes != list(range(len(idx_axes))):
         x = g.op("Transpose", [x], perm=idx_axes + rest)
-    stacked = g.op("Concat", [g.op("Unsqueeze", [g.op("Expand", [t, g.ints(bshape)]), g.ints([-1])]) for t in idx],
-                   axis=-1)
+    if bshape is None:  # index arrays of one shape (static or not): stacked as they are
+        stacked = g.op("Concat", [g.op("Unsqueeze", [t, g.ints([-1])]) for t in idx], axis=-1) if len(idx) > 1 \
+            else g.op("Unsqueeze", [idx[0], g.ints([-1])])
+        bshape = list(ishapes[0])
+    else:
+        stacked = g.op("Concat", [g.op("Unsqueeze", [g.op("Expand", [t, g.ints(bshape)]), g.ints([-1])])
+                                  for t in idx], axis=-1)
     y = g.op("GatherND", [x, stacked])  # shape: bshape + the rest
     adjacent = idx_axes == list(range(idx_axes[0], idx_axes[-1] + 1))
     first = idx_axes[0]

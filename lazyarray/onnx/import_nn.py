@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from .. import sym as S
+from ..dim import dim_min, floordiv
 from .import_conv3d import conv3d, conv_transpose3d_full
 from .import_ops import Converter, OnnxNode, constant, dtype_of, np_dtype, shape_of
 from .import_resize import resize
@@ -224,18 +225,23 @@ def _pool(kind: str):
         begin, end = _pair(begin, one, 0), _pair(end, one, 0)
         none = (0,) * len(kernel)
         extra = none
+        keep = None  # a dynamic spatial size in ceil mode: the output lengths to keep (see _ceil_lengths)
         if n.attr("ceil_mode", 0):
             if None in hw:
                 n.fail("ceil_mode=1 needs the input's spatial shape; give the model's input shapes")
-            extra = tuple(_ceil_extra(hw[a], kernel[a], strides[a], dil[a], begin[a], end[a])
-                          for a in range(len(kernel)))
+            if all(isinstance(h, int) for h in hw):
+                extra = tuple(_ceil_extra(hw[a], kernel[a], strides[a], dil[a], begin[a], end[a])
+                              for a in range(len(kernel)))
+            else:  # pad by the most ceil mode can add, then keep the windows ceil mode has
+                extra = tuple(st - 1 for st in strides)
+                keep = _ceil_lengths(hw, kernel, strides, dil, begin, end)
         dt = dtype_of(x)
         if kind == "MaxPool" and n.n_outputs > 1:
             low = -math.inf if np.dtype(dt).kind == "f" else np.iinfo(dt).min
             ends = tuple(e + x_ for e, x_ in zip(end, extra))
             index = _flat_index(n.known_shape(0, "MaxPool's Indices output"), int(n.attr("storage_order", 0)))
             index = constant(index[:, :, None] if one else index)
-            return _out(_max_and_argmax(_pad_hw(x, begin, ends, low), _pad_hw(index, begin, ends, -1),
+            return _kept(keep, _max_and_argmax(_pad_hw(x, begin, ends, low), _pad_hw(index, begin, ends, -1),
                                         kernel, strides, dil), one)
         if kind == "MaxPool":
             if len(kernel) == 2 and dil == (1, 1) and begin == end and extra == none and \
@@ -259,7 +265,7 @@ def _pool(kind: str):
             padded = any(begin) or any(end)
             if n.attr("count_include_pad", 0) or not padded:
                 if extra == none:
-                    return _out([S.multiply(total, 1.0 / math.prod(kernel))], one)
+                    return _kept(keep, [S.multiply(total, 1.0 / math.prod(kernel))], one)
                 ones = _pad_hw(S.ones_like(x), begin, end, 1.0)
                 count = _window_sum(_pad_hw(ones, none, extra), kernel, strides, dil)
             else:
@@ -267,7 +273,7 @@ def _pool(kind: str):
                 count = _window_sum(_pad_hw(ones, begin, tuple(e + x_ for e, x_ in zip(end, extra))), kernel,
                                     strides, dil)
             y = S.divide(total, count)
-        return _out([y], one)
+        return _kept(keep, [y], one)
     return convert
 
 
@@ -302,6 +308,25 @@ def _taps(x, kshape, stride, dilate):
     for tap in itertools.product(*(range(k) for k in kshape)):
         key = tuple(slice(i * d, -((k - 1 - i) * d) or None, s) for i, k, s, d in zip(tap, kshape, stride, dilate))
         yield tap, S.getitem(x, key=(slice(None), slice(None)) + key)
+
+
+def _kept(keep, ys: list, one: bool) -> list:
+    """``_out`` of ``ys`` cut to ``keep`` windows per spatial axis (ceil mode over a dynamic size)."""
+    if keep is not None:
+        key = (slice(None), slice(None)) + tuple(slice(0, k) for k in keep)
+        ys = [S.getitem(y, key=key) for y in ys]
+    return _out(ys, one)
+
+
+def _ceil_lengths(hw, kernel, strides, dil, begin, end) -> tuple:
+    """Ceil mode's output length per spatial axis as size expressions: ceil((size + pads - span) /
+    stride) + 1 windows, less one where the last would start in the end padding."""
+    out = []
+    for size, k, st, d, pb, pe in zip(hw, kernel, strides, dil, begin, end):
+        span = (k - 1) * d + 1
+        n = floordiv(size + pb + pe - span + st - 1, st) + 1
+        out.append(dim_min(n, floordiv(size + pb - 1, st) + 1))
+    return tuple(out)
 
 
 def _out(ys: list, one: bool) -> list:

@@ -1,4 +1,5 @@
-"""ONNX recurrent layers -> registry ops: RNN, GRU and LSTM unrolled over the (static) sequence.
+"""ONNX recurrent layers -> registry ops: RNN, GRU and LSTM, unrolled over a static sequence, or one
+``foreach`` over a dynamic one (the ``seq`` axis of a torch export), the same step function either way.
 
 Per direction, the input projection ``X W^T + Wb`` is one matmul over the whole sequence; each step
 adds ``H R^T + Rb`` and applies the gate activations (ONNX's gate orders: GRU ``z r h``, LSTM
@@ -13,6 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import sym as S
+from ..device import current_device
+from ..executor.call import SubGraph
+from ..graph.symbol import Symbol
 from .import_ops import Converter, OnnxNode, _softplus, constant, dtype_of
 
 
@@ -97,6 +101,9 @@ class _Recurrence:
         """Initial state input ``i`` as [directions, batch, hidden] (zeros when omitted)."""
         s = self.n.input(i)
         if s is None:
+            if not isinstance(self.batch, int):  # a dynamic batch: zeros of its size, made per call
+                return [S.fill(shape=(self.batch, self.hidden), value=0.0, dtype=self.dtype,
+                               device=current_device()) for _ in range(self.dirs)]
             return [constant(np.zeros((self.batch, self.hidden), self.dtype)) for _ in range(self.dirs)]
         if self.layout:
             s = S.transpose(s, axes=(1, 0, 2))
@@ -119,9 +126,8 @@ class _Recurrence:
             xw = S.add(xw, wb)
         return xw, S.transpose(S.getitem(self.n.inputs[2], key=d)), rb
 
-    def order(self, d: int) -> range:
-        reverse = self.direction == "reverse" or d == 1
-        return range(self.steps - 1, -1, -1) if reverse else range(self.steps)
+    def reverse(self, d: int) -> bool:
+        return self.direction == "reverse" or d == 1
 
     def pre(self, v):
         """A gate's pre-activation, clipped when the node asks."""
@@ -131,12 +137,49 @@ class _Recurrence:
         h = self.hidden
         return [S.getitem(v, key=(Ellipsis, slice(k * h, (k + 1) * h))) for k in range(self.gates)]
 
-    def step_mask(self, t: int):
-        return None if self.lens is None else S.less(constant(np.array(t, np.int64)), self.lens)
+    def run(self, d: int, states: list, weights: dict, step) -> tuple[list, list]:
+        """Direction ``d`` over the sequence: ``step(x_t, states, weights, mask) -> (y_t, states)``.
+        A static step count is unrolled; a dynamic one (``seq`` of a torch export) runs as one
+        ``foreach`` whose body is the step, so the graph serves every length."""
+        xw = weights.pop("xw")
+        if isinstance(self.steps, int):
+            out = [None] * self.steps
+            for t in (range(self.steps - 1, -1, -1) if self.reverse(d) else range(self.steps)):
+                m = None if self.lens is None else S.less(constant(np.array(t, np.int64)), self.lens)
+                out[t], states = step(S.getitem(xw, key=t), states, weights, m)
+            return out, states
+        return self._scan(d, xw, states, weights, step)
+
+    def _scan(self, d: int, xw, states: list, weights: dict, step) -> tuple[list, list]:
+        back = (slice(None, None, -1),)
+        data = [S.getitem(xw, key=back) if self.reverse(d) else xw]
+        if self.lens is not None:  # the step numbers, for the sequence_lens mask
+            t = S.iota(bounds=(0, self.steps, 1), dtype="int64", device=current_device())
+            data.append(S.getitem(t, key=back) if self.reverse(d) else t)
+            weights = {**weights, "lens": self.lens}
+        captured = {k: v for k, v in weights.items() if v is not None}
+
+        def var(name, x, drop=0):
+            a = x.outputs[0].aval
+            return S.var(name, shape=tuple(a.shape[drop:]), dtype=a.dtype)
+        xv = var("x_t", data[0], 1)
+        tv = var("t", data[1], 1) if len(data) > 1 else None
+        svars = [var(f"state{i}", st) for i, st in enumerate(states)]
+        wvars = {k: var(f"w_{k}", v) for k, v in captured.items()}
+        m = None if tv is None else S.less(tv, wvars["lens"])
+        y, new = step(xv, svars, {k: wvars.get(k) for k in weights}, m)
+        names = ["x_t"] + (["t"] if tv is not None else []) + [f"state{i}" for i in range(len(svars))] + \
+            [f"w_{k}" for k in captured]
+        body = SubGraph(Symbol([o.outputs[0] for o in [y, *new]]), names)
+        res = S.foreach([*data, *states, *captured.values()], body=body, n_data=len(data), n_states=len(states),
+                        save_states=False)
+        ys = S.getitem(res[0], key=back) if self.reverse(d) else res[0]
+        return ys, [res[1 + i] for i in range(len(states))]
 
     def outputs(self, ys: list, finals: list[list]) -> list:
-        """Y [steps, dirs, batch, hidden] (layout 1: [batch, steps, dirs, hidden]) and the final states."""
-        y = S.stack([S.stack(ys_d, axis=0) for ys_d in ys], axis=1)
+        """Y [steps, dirs, batch, hidden] (layout 1: [batch, steps, dirs, hidden]) and the final states;
+        ``ys`` per direction: the list of steps, or the stacked steps of a scan."""
+        y = S.stack([S.stack(ys_d, axis=0) if isinstance(ys_d, list) else ys_d for ys_d in ys], axis=1)
         states = [S.stack(f, axis=0) for f in finals]
         if self.layout:
             y = S.transpose(y, axes=(2, 0, 1, 3))
@@ -152,18 +195,24 @@ def _emit(mask, h):
     return h if mask is None else S.where(mask, h, S.zeros_like(h))
 
 
+def _lin(hv, w, b):
+    v = S.matmul(hv, w)
+    return v if b is None else S.add(v, b)
+
+
 def rnn(n: OnnxNode) -> list:
     r = _Recurrence(n, 1, ("Tanh",), 6)
     ys, finals = [], []
     for d, h in enumerate(r.state(5)):
         xw, rt, rb = r.weights(d)
         f, = r.acts[d]
-        out = [None] * r.steps
-        for t in r.order(d):
-            v = S.add(S.getitem(xw, key=t), S.matmul(h, rt))
-            hn = f(r.pre(v if rb is None else S.add(v, rb)))
-            m = r.step_mask(t)
-            out[t], h = _emit(m, hn), _keep(m, hn, h)
+
+        def step(xt, states, w, m, f=f):
+            h, = states
+            v = S.add(xt, S.matmul(h, w["rt"]))
+            hn = f(r.pre(v if w["rb"] is None else S.add(v, w["rb"])))
+            return _emit(m, hn), [_keep(m, hn, h)]
+        out, (h,) = r.run(d, [h], {"xw": xw, "rt": rt, "rb": rb}, step)
         ys.append(out)
         finals.append(h)
     return r.outputs(ys, [finals])
@@ -176,24 +225,21 @@ def gru(n: OnnxNode) -> list:
     for d, h in enumerate(r.state(5)):
         xw, rt, rb = r.weights(d)
         f, g = r.acts[d]
-        rz, rr, rh = r.split(rt)  # columns of R^T per gate
-        bz, br, bh = r.split(rb) if rb is not None else (None, None, None)
-        out = [None] * r.steps
-        for t in r.order(d):
-            xz, xr, xh = r.split(S.getitem(xw, key=t))
 
-            def lin(hv, w, b):
-                v = S.matmul(hv, w)
-                return v if b is None else S.add(v, b)
-            z = f(r.pre(S.add(xz, lin(h, rz, bz))))
-            rg = f(r.pre(S.add(xr, lin(h, rr, br))))
+        def step(xt, states, w, m, f=f, g=g):
+            h, = states
+            rz, rr, rh = r.split(w["rt"])  # columns of R^T per gate
+            bz, br, bh = r.split(w["rb"]) if w["rb"] is not None else (None, None, None)
+            xz, xr, xh = r.split(xt)
+            z = f(r.pre(S.add(xz, _lin(h, rz, bz))))
+            rg = f(r.pre(S.add(xr, _lin(h, rr, br))))
             if before:
-                cand = g(r.pre(S.add(xh, S.multiply(rg, lin(h, rh, bh)))))
+                cand = g(r.pre(S.add(xh, S.multiply(rg, _lin(h, rh, bh)))))
             else:
-                cand = g(r.pre(S.add(xh, lin(S.multiply(rg, h), rh, bh))))
+                cand = g(r.pre(S.add(xh, _lin(S.multiply(rg, h), rh, bh))))
             hn = S.add(S.multiply(S.subtract(1.0, z), cand), S.multiply(z, h))
-            m = r.step_mask(t)
-            out[t], h = _emit(m, hn), _keep(m, hn, h)
+            return _emit(m, hn), [_keep(m, hn, h)]
+        out, (h,) = r.run(d, [h], {"xw": xw, "rt": rt, "rb": rb}, step)
         ys.append(out)
         finals.append(h)
     return r.outputs(ys, [finals])
@@ -207,23 +253,26 @@ def lstm(n: OnnxNode) -> list:
     for d, (h, c) in enumerate(zip(r.state(5), r.state(6))):
         xw, rt, rb = r.weights(d)
         f, g, hf = r.acts[d]
+        weights = {"xw": xw, "rt": rt, "rb": rb, "pi": None, "po": None, "pf": None}
         if peep is not None:
             pd = S.getitem(peep, key=d)
-            pi, po, pf = (S.getitem(pd, key=slice(k * r.hidden, (k + 1) * r.hidden)) for k in range(3))
-        out = [None] * r.steps
-        for t in r.order(d):
-            v = S.add(S.getitem(xw, key=t), S.matmul(h, rt))
-            vi, vo, vf, vc = r.split(v if rb is None else S.add(v, rb))
-            if peep is not None:
-                vi, vf = S.add(vi, S.multiply(pi, c)), S.add(vf, S.multiply(pf, c))
+            weights.update(zip(("pi", "po", "pf"),
+                               (S.getitem(pd, key=slice(k * r.hidden, (k + 1) * r.hidden)) for k in range(3))))
+
+        def step(xt, states, w, m, f=f, g=g, hf=hf):
+            h, c = states
+            v = S.add(xt, S.matmul(h, w["rt"]))
+            vi, vo, vf, vc = r.split(v if w["rb"] is None else S.add(v, w["rb"]))
+            if w["pi"] is not None:
+                vi, vf = S.add(vi, S.multiply(w["pi"], c)), S.add(vf, S.multiply(w["pf"], c))
             i = f(r.pre(vi))
             fg = S.subtract(1.0, i) if couple else f(r.pre(vf))
             cn = S.add(S.multiply(fg, c), S.multiply(i, g(r.pre(vc))))
-            if peep is not None:
-                vo = S.add(vo, S.multiply(po, cn))
+            if w["po"] is not None:
+                vo = S.add(vo, S.multiply(w["po"], cn))
             hn = S.multiply(f(r.pre(vo)), hf(cn))
-            m = r.step_mask(t)
-            out[t], h, c = _emit(m, hn), _keep(m, hn, h), _keep(m, cn, c)
+            return _emit(m, hn), [_keep(m, hn, h), _keep(m, cn, c)]
+        out, (h, c) = r.run(d, [h, c], weights, step)
         ys.append(out)
         hs.append(h)
         cs.append(c)

@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import sym as S
 from ..device import current_device
-from ..dim import Dim
+from ..dim import Dim, has_symbols
 from ..errors import GraphFormatError, LazyArrayError
 from ..executor.interpret import interpret
 from ..graph.symbol import Symbol
@@ -157,6 +157,11 @@ def check_model(model, what: str = "ONNX model") -> None:
         onnx.checker.check_model(checked)
     except Exception as exc:  # noqa: BLE001 (ValidationError and the C++ checker's others)
         raise GraphFormatError(f"{what}: the ONNX checker rejects the model: {exc}") from None
+
+
+def _symbolic_sizes(s: Symbol) -> bool:
+    """True when a node of ``s`` has a symbolic size parameter (its value depends on the call)."""
+    return any(n.op is not None and has_symbols(tuple(n.params.values())) for n in s.topo())
 
 
 def load(path, input_shapes: dict | None = None) -> Symbol:
@@ -378,6 +383,9 @@ class Conversion:
         if not isinstance(s, Symbol):
             raise GraphFormatError(f"{what} must be a tensor, not a sequence or optional value")
         free = [n for n in s.input_nodes() if n.name not in self.inits and n.name not in self.input_values]
+        if not free and _symbolic_sizes(s):
+            raise NotKnownWhenLoading(f"{what} must be known when the model is loaded, but it depends on the "
+                                      "dynamic sizes of the inputs; lazyarray needs it as a fixed value")
         if free:
             raise NotKnownWhenLoading(
                 f"{what} must be known when the "
@@ -527,7 +535,8 @@ class Conversion:
                 values.append(self.consts[name])
             else:
                 x = self.env.get(name)
-                if not isinstance(x, Symbol) or any(n.name not in self.inits for n in x.input_nodes()):
+                if (not isinstance(x, Symbol) or any(n.name not in self.inits for n in x.input_nodes())
+                        or _symbolic_sizes(x)):
                     return False  # (reads a value known only when the graph runs)
                 values.append(self._const_of(nd, list(nd.input).index(name), "a size"))
         attrs = self._attrs(nd, f"{self.what}: node {nd.name!r} ({nd.op_type})")

@@ -13,21 +13,19 @@ op application means: a graph node (gradient pass, ``la.sym``) or an eager call.
 """
 from __future__ import annotations
 
-import contextlib
 import difflib
 import functools
 import os
 import sys
 import warnings
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ..aval import SUPPORTED_DTYPES, Aval, check_alloc, check_shape, is_supported
-from ..dim import dim_max, has_symbols, is_symbolic
+from ..dim import dim_max, has_symbols, is_symbolic, lenient
 from ..errors import (
     AxisError,
     DeviceError,
@@ -296,7 +294,7 @@ def infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
     if cached is not None:
         return cached
     out = _infer(op, in_avals, params)
-    # (results about symbolic dims are not kept: strict inference, honest export, must redo them)
+    # (results about symbolic dims are not kept: a lenient answer must not stand for a later question)
     if key is not None and not any(has_symbols(a.shape) for a in in_avals):
         if len(op._infer_cache) > 4096:
             op._infer_cache.clear()
@@ -349,30 +347,20 @@ def _infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
     return out
 
 
-# Strict symbolic inference (honest export): a rule that cannot decide about a symbolic dim raises
-# instead of answering with unknown dims.
-_STRICT_DIMS: ContextVar[bool] = ContextVar("lazyarray_strict_dims", default=False)
-
-
-@contextlib.contextmanager
-def strict_dims():
-    """Within: shape rules that cannot decide about symbolic dims raise their ``ShapeError``."""
-    token = _STRICT_DIMS.set(True)
-    try:
-        yield
-    finally:
-        _STRICT_DIMS.reset(token)
-
-
 def _unknown_where_symbolic(op: OpDef, shapes: list, params: dict) -> tuple:
     """A rule that cannot decide something about symbolic dims (``b`` against 3, ``b < 10``) runs
-    again with those dims unknown (``None``), as for a data-dependent size: the output keeps what
-    is known for every size. Nothing is assumed: the executor infers again with the concrete sizes
-    of each call before anything runs. Without symbolic dims the rule's own error stands."""
-    if _STRICT_DIMS.get() or not any(has_symbols(s) for s in shapes):
+    again with its undecidable checks passing (``dim.lenient``), else with those dims unknown
+    (``None``, as for a data-dependent size). Nothing is assumed for running: the executor infers
+    again with the concrete sizes of each call before anything runs. Without symbolic dims the
+    rule's own error stands."""
+    if not any(has_symbols(s) for s in shapes):
         raise
-    return op.shape([None if s is None else tuple(None if is_symbolic(d) else d for d in s) for s in shapes],
-                    **params)
+    try:
+        with lenient():  # the rule's checks pass where the sizes cannot decide them
+            return op.shape(shapes, **params)
+    except LazyArrayError:
+        return op.shape([None if s is None else tuple(None if is_symbolic(d) else d for d in s) for s in shapes],
+                        **params)
 
 
 def _check_inputs(op: OpDef, in_avals) -> None:
