@@ -31,9 +31,11 @@ import threading
 
 import numpy as np
 
+from .. import guards
 from ..autograd import _TRAINING, record_result
 from ..aval import Aval
 from ..deferred import _MODE, DEFERRED, RECORDING, show
+from ..dim import has_symbols, is_symbolic, substitute
 from ..errors import GraphError, ParamError, fmt_shape
 from ..graph import draw_html
 from ..graph import svg as S
@@ -47,6 +49,7 @@ from ..graph.passes.dce import dce
 from ..graph.passes.fold_batch_norm import fold_batch_norm
 from ..graph.passes.forward_saves import forward_saves
 from ..graph.passes.gradient import gradient
+from ..graph.passes.infer import bind_env
 from ..graph.passes.placement import placement
 from ..graph.passes.pool_before_batch_norm import pool_before_batch_norm
 from ..graph.passes.relu_after_max_pool import relu_after_max_pool
@@ -223,12 +226,19 @@ class CachedOp:
             if not isinstance(a, NDArray):
                 a = self._convert(a, self._pos[node.name])
             given[id(node)] = a._as_entry()
+        # the symbolic sizes of the graph at the callers' shapes, substituted into size parameters
+        env = bind_env(self._inputs, {n.name: given[id(n)].aval for n in self._inputs}, "CachedOp")
+        if env:
+            self._guard_sizes(given)
 
         def visit(node: Node, ins):
             if node.op is None:  # an input takes the caller's array; a constant stays itself
                 return (given[id(node)],) if id(node) in given else (Entry(node, 0),)
+            params = node.params
+            if env and has_symbols(tuple(params.values())):
+                params = {k: substitute(v, env) for k, v in params.items()}
             # re-inferred for the inputs; ``ins`` are flat like ``node.inputs`` (a ``*seq`` op's list too)
-            res = record_node(node.op, list(ins), node.params, source=node.source)
+            res = record_node(node.op, list(ins), params, source=node.source)
             return (res,) if isinstance(res, Entry) else res
 
         outs = []
@@ -237,6 +247,25 @@ class CachedOp:
             show(arr, ent)
             outs.append(arr)
         return outs[0] if len(outs) == 1 else outs
+
+    def _guard_sizes(self, given: dict) -> None:
+        """Inlined into a hybridize trace, the graph's size parameters take the sizes of this call:
+        the trace then holds them, so it guards the block-input dims they come from (a later call
+        at other sizes traces again instead of reusing baked sizes)."""
+        trace = guards.active()
+        if trace is None:
+            return
+        used = set()
+        for node in self.sym.topo():
+            if node.op is not None:
+                for v in node.params.values():
+                    if has_symbols((v,)):
+                        used |= {name for d in _dims_in(v) for name in d.symbols()}
+        for node in self._inputs:
+            shape = node.avals[0].shape
+            axes = [i for i, d in enumerate(shape or ()) if is_symbolic(d) and used & set(d.symbols())]
+            if axes:
+                trace.read_dims(given[id(node)], axes)
 
     # -- compiling ------------------------------------------------------------------------------
     def _compile(self, key, vals, arrays, mask) -> _Compiled:
@@ -357,6 +386,17 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
     if inference:
         placed = relu_after_max_pool(pool_before_batch_norm(fold_batch_norm(placed)))
     return dce(cse(sink_slices(simplify(constant_fold(cse(dce(placed)))))))
+
+
+def _dims_in(v):
+    """The symbolic sizes inside a parameter value (nested tuples, lists, slices)."""
+    if is_symbolic(v):
+        yield v
+    elif isinstance(v, (tuple, list)):
+        for x in v:
+            yield from _dims_in(x)
+    elif isinstance(v, slice):
+        yield from _dims_in((v.start, v.stop, v.step))
 
 
 def _input_nodes(sym: Symbol, names: list[str]) -> list[Node]:

@@ -46,7 +46,7 @@ def test_schema_is_versioned_and_typed():
     sym, *_ = traced_mlp()
     doc = json.loads(sym.to_json())
     # a file says the oldest version that describes it: 1 unless an op holds a sub-graph (then 2)
-    assert doc["format"] == "lazyarray.symbol" and doc["version"] == 1 and VERSION == 2
+    assert doc["format"] == "lazyarray.symbol" and doc["version"] == 1 and VERSION == 3
     x = la.sym.var("x", shape=(4,))
     nested = json.loads(la.CachedOp(la.sym.tanh(x * 2) + 1).compiled().to_json())
     assert nested["version"] == 2 and [n["op"] for n in nested["nodes"] if n["op"]] == ["fused"]

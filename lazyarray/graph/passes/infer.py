@@ -25,8 +25,8 @@ def bind_env(inputs: list[Node], given: dict[str, Aval], what: str) -> dict:
     declared = declared_shapes(inputs)
     if not declared:
         return {}
-    return bind(declared, {k: a.shape for k, a in given.items() if a.shape is not None and not has_symbols(a.shape)},
-                what)
+    return bind(declared, {k: a.shape for k, a in given.items()
+                           if a.shape is not None and None not in a.shape and not has_symbols(a.shape)}, what)
 
 
 def infer_avals(order: list[Node], given: dict[str, Aval], env: dict | None = None) -> dict[int, tuple[Aval, ...]]:
