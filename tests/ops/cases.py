@@ -551,6 +551,25 @@ def _random_samples(a, b):
     return samples
 
 
+# -- sized (ops/sized.py: sizes as parameters, symbolic until a call binds them) ---------------
+def _fill_samples(rng, dtype, small):
+    return [Sample((), {"shape": (3, 4), "value": 2, "dtype": dtype}, "matrix"),
+            Sample((), {"shape": (), "value": 1, "dtype": dtype}, "0d"),
+            Sample((), {"shape": (0, 3), "dtype": dtype}, "empty")]
+
+
+def _iota_samples(rng, dtype, small):
+    return [Sample((), {"bounds": (0, 5, 1), "dtype": dtype}, "up"),
+            Sample((), {"bounds": (9, 1, -3), "dtype": dtype}, "down"),
+            Sample((), {"bounds": (4, 4, 1), "dtype": dtype}, "empty")]
+
+
+def _dim_values_samples(rng, dtype, small):
+    return [Sample((), {"values": (3, 4, 5), "shape": (3,)}, "vector"),
+            Sample((), {"values": (2, 3, 4, 5), "shape": (2, 2)}, "matrix"),
+            Sample((), {"values": (7,), "shape": ()}, "0d")]
+
+
 # -- linear algebra / nn -----------------------------------------------------------------
 def _dot_samples(rng, dtype, small):
     shapes = [((3, 4), (4, 5)), ((4,), (4,)), ((3, 4), (4,)), ((4,), (4, 2)), ((), (2, 3)), ((2, 3), ())]
@@ -912,6 +931,12 @@ CASES: dict[str, Case] = {
     "split": Case("shape", _split_samples(SPLIT_CASES), np.split, ALL, kind="compose"),
     "array_split": Case("shape", _split_samples(ARRAY_SPLIT_CASES), np.array_split, ALL, kind="compose"),
     # random sampling (lazyarray/ops/sampling.py): tailored tests in tests/test_random_ops.py
+    "fill": Case("sized", _fill_samples, lambda shape, value=0, dtype="int64", device=None:
+                 np.full(shape, value, dtype=dtype), ALL),
+    "iota": Case("sized", _iota_samples, lambda bounds, dtype="int64", device=None:
+                 np.arange(*bounds, dtype=dtype), ALL),
+    "dim_values": Case("sized", _dim_values_samples, lambda values, shape, device=None:
+                       np.array(values, np.int64).reshape(shape), ("int64",)),
     "random_uniform": Case("random", _random_samples(("low", -2.0), ("high", 3.0)), None, FLOATS, kind="random"),
     "random_normal": Case("random", _random_samples(("loc", 1.0), ("scale", 0.5)), None, FLOATS, kind="random"),
     # linear algebra / nn

@@ -14,14 +14,10 @@ from ..symbol import Symbol
 from .infer import bind_env
 
 
-def symbolic_params(sym: Symbol) -> bool:
-    """True when some op parameter holds a symbolic size."""
-    return any(has_symbols(tuple(n.params.values())) for n in sym.topo() if n.op is not None)
-
-
 def bind_dims(sym: Symbol, given: dict[str, Aval], what: str = "CachedOp") -> Symbol:
-    """``sym`` with its symbolic sizes evaluated at the sizes ``given`` (name -> aval); a
-    ``ShapeError`` naming the input, the axis and both sizes when a call does not fit the graph.
+    """``sym`` with its symbolic sizes (inputs' shapes, every aval, size parameters) evaluated at the
+    sizes ``given`` (name -> aval); a ``ShapeError`` naming the input, the axis and both sizes when a
+    call does not fit the graph (a pinned input's concrete dims included).
 
     >>> import lazyarray as la, numpy as np
     >>> b = la.Dim("b")
@@ -31,14 +27,17 @@ def bind_dims(sym: Symbol, given: dict[str, Aval], what: str = "CachedOp") -> Sy
     (4, 2, 3)
     """
     env = bind_env(sym.input_nodes(), given, what)
-    if not symbolic_params(sym):
+    if not env:
         return sym
 
     def visit(node: Node, ins):
-        if node.op is None or not has_symbols(tuple(node.params.values())):
+        symbolic_avals = any(has_symbols(a.shape) for a in node.avals)
+        if not symbolic_avals and (node.op is None or not has_symbols(tuple(node.params.values()))):
             return None
-        new = copy_node(node, ins)
-        new.params = {k: substitute(v, env) for k, v in node.params.items()}
+        new = copy_node(node, ins, tuple(a._replace(shape=substitute(a.shape, env)) if has_symbols(a.shape) else a
+                                         for a in node.avals))
+        if node.op is not None:
+            new.params = {k: substitute(v, env) for k, v in node.params.items()}
         return new
 
-    return rewrite(sym, visit) if symbolic_params(sym) else sym
+    return rewrite(sym, visit)
