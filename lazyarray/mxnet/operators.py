@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from .. import sym as S
 from ..errors import GraphFormatError
 from ..graph.symbol import Symbol
+from ..ops.reshape_codes import resolve_reshape  # noqa: F401 (tests and callers read it here too)
 from .attrs import Attrs
 
 # Attributes that never change what an op computes in inference (tuning hints, layouts checked apart).
@@ -369,113 +370,15 @@ def reshape(n: MxNode) -> list[Symbol]:
     shape = shape_of(x)
     if all(c > 0 or c == -1 for c in codes) and codes.count(-1) <= 1:
         return [S.reshape(x, shape=codes)]  # no special codes: any input shape
-    if shape is None:
-        ndim_of(n, x, f"Reshape with the special codes {codes}")
-    try:
-        out = resolve_reshape(tuple(shape), codes, n.attrs.bool("reverse", False))
-    except ValueError as exc:
-        n.fail(f"cannot reshape {tuple(shape)} with shape={codes}: {exc}")
-    if sum(d is None for d in out) > 1:
-        n.fail(f"Reshape {codes} of {tuple(shape)} leaves more than one dim unknown; pass input_shapes")
-    return [S.reshape(x, shape=tuple(-1 if d is None else d for d in out))]
-
-
-def resolve_reshape(shape: tuple, codes: tuple, reverse: bool = False) -> tuple:
-    """MXNet's ``Reshape`` codes applied to ``shape`` (``None`` = unknown dim, propagated).
-
-    0 copies a dim, -1 infers one, -2 copies the rest, -3 merges two dims, -4 splits one into the
-    next two codes (one may be -1); ``reverse`` matches codes from the right.
-
-    >>> resolve_reshape((2, 3, 4), (-4, 1, 2, -2)), resolve_reshape((2, 3, 4), (0, -3))
-    ((1, 2, 3, 4), (2, 12))
-    """
-    if reverse:
-        rev = resolve_reshape(tuple(reversed(shape)), tuple(reversed(_reverse_split(codes))))
-        return tuple(reversed(rev))
-    out: list = []
-    infer_at = None
-    copied_unknown = 0  # unknown input dims copied unchanged by 0 / -2
-    i = j = 0
-    while j < len(codes):
-        c = codes[j]
-        if c > 0:
-            out.append(c)
-            i += 1
-        elif c == 0:
-            if i >= len(shape):
-                raise ValueError("code 0 past the input's last dim")
-            out.append(shape[i])
-            copied_unknown += shape[i] is None
-            i += 1
-        elif c == -1:
-            if infer_at is not None:
-                raise ValueError("more than one -1")
-            infer_at = len(out)
-            out.append(-1)
-            i += 1
-        elif c == -2:
-            out.extend(shape[i:])
-            copied_unknown += sum(d is None for d in shape[i:])
-            i = len(shape)
-        elif c == -3:
-            if i + 1 >= len(shape):
-                raise ValueError("code -3 needs two input dims")
-            a, b = shape[i], shape[i + 1]
-            out.append(None if None in (a, b) else a * b)
-            i += 2
-        elif c == -4:
-            if i >= len(shape) or j + 2 >= len(codes):
-                raise ValueError("code -4 needs an input dim and two codes after it")
-            d, p, q = shape[i], codes[j + 1], codes[j + 2]
-            if p == -1 and q > 0:
-                p = None if d is None else d // q
-            elif q == -1 and p > 0:
-                q = None if d is None else d // p
-            if p is None or q is None or p < 1 or q < 1:
-                if d is not None:
-                    raise ValueError(f"cannot split dim {d} into ({codes[j + 1]}, {codes[j + 2]})")
-            elif d is not None and p * q != d:
-                raise ValueError(f"cannot split dim {d} into ({p}, {q})")
-            out.extend([p, q])
-            i += 1
-            j += 2
-        else:
-            raise ValueError(f"unknown code {c}")
-        j += 1
-    if infer_at is not None:
-        known = [d for k, d in enumerate(out) if k != infer_at]
-        total = None if None in shape else math.prod(shape)
-        unknown_in = sum(d is None for d in shape)
-        if total is None and unknown_in and sum(d is None for d in known) == unknown_in == copied_unknown:
-            # the unknown dims (a batch size) are copied as they are: -1 covers the known rest
-            rest = math.prod(d for d in known if d is not None)
-            have = math.prod(d for d in shape if d is not None)
-            if rest == 0 or have % rest:
-                raise ValueError(f"{have} elements per unknown dim do not fill {tuple(out)}")
-            out[infer_at] = have // rest
-        elif total is None or None in known:
-            out[infer_at] = None
-        else:
-            rest = math.prod(known)
-            if rest == 0 or total % rest:
-                raise ValueError(f"{total} elements do not fill {tuple(out)}")
-            out[infer_at] = total // rest
-    if None not in shape and None not in out and math.prod(shape) != math.prod(out):
-        raise ValueError(f"{math.prod(shape)} elements cannot become {tuple(out)}")
-    return tuple(out)
-
-
-def _reverse_split(codes: tuple) -> tuple:
-    """Codes with each -4 group reordered so reversing the list keeps ``-4, a, b`` groups intact."""
-    out, j = [], 0
-    while j < len(codes):
-        if codes[j] == -4 and j + 2 < len(codes):
-            out.extend([codes[j + 2], codes[j + 1], -4])
-            j += 3
-        else:
-            out.append(codes[j])
-            j += 1
-    return tuple(out)
+    reverse = n.attrs.bool("reverse", False)
+    if shape is not None and None not in shape and all(isinstance(d, int) for d in shape):
+        try:
+            out = resolve_reshape(tuple(shape), codes, reverse)
+        except ValueError as exc:
+            n.fail(f"cannot reshape {tuple(shape)} with shape={codes}: {exc}")
+        return [S.reshape(x, shape=out)]
+    # sizes not known when loading: the codes are resolved against each call's shape (as MXNet binds)
+    return [S.reshape_codes(x, codes=tuple(codes), reverse=reverse)]
 
 
 def transpose(n: MxNode) -> list[Symbol]:

@@ -16,8 +16,9 @@ from contextvars import ContextVar
 
 import numpy as np
 
-from ..dim import is_symbolic
+from ..dim import has_symbols, is_symbolic
 from ..errors import GraphError
+from ..ops.reshape_codes import resolve_reshape
 from ..ops.shape import section_bounds
 
 INT64_MAX = np.iinfo(np.int64).max
@@ -345,6 +346,17 @@ def _reshape(g, node, ins):
     return [g.op("Reshape", [ins[0], g.ints(shape)], allowzero=int(0 in shape))]
 
 
+def _reshape_codes(g, node, ins):
+    """MXNet's codes resolved against x's shape: its recorded sizes, symbolic ones computed when the
+    model runs; a dynamic axis of a traced graph has no size to resolve against."""
+    rec = node.inputs[0].aval.shape
+    shape = rec if rec is not None and has_symbols(rec) and None not in rec else _shape(node)
+    if shape is None or None in shape:
+        raise _fail(g, node, "MXNet Reshape codes need the input's sizes; export with the axis static")
+    out = resolve_reshape(tuple(shape), tuple(node.params["codes"]), node.params.get("reverse", False))
+    return [g.op("Reshape", [ins[0], g.ints(_sizes(out))])]
+
+
 def _reshape_like(g, node, ins):
     return [g.op("Reshape", [ins[0], g.op("Shape", [ins[1]])])]
 
@@ -636,7 +648,7 @@ CONVERTERS = {
     "argmax": _arg("ArgMax"), "argmin": _arg("ArgMin"), "var": _moments(False), "std": _moments(True),
     "vector_norm": _vector_norm, "cumulative_sum": _cumulative_sum,
     # shape
-    "reshape": _reshape, "reshape_like": _reshape_like, "transpose": _transpose, "expand_dims": _expand_dims,
+    "reshape": _reshape, "reshape_codes": _reshape_codes, "reshape_like": _reshape_like, "transpose": _transpose, "expand_dims": _expand_dims,
     "squeeze": _squeeze, "flatten": _flatten, "broadcast_to": _broadcast_to, "broadcast_like": _broadcast_like,
     "expand": _expand, "repeat": _repeat, "repeat_elements": _repeat_elements, "getitem": _getitem,
     "split_section": _split_section, "take": _take, "take_along_axis": _take_along_axis,

@@ -19,6 +19,7 @@ from . import (  # noqa: F401  (registration side effect)
     pool_norm,
     reduce,
     repeat_elements,
+    reshape_codes,
     sampling,
     sbp_rules,
     scatter,

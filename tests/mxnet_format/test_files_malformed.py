@@ -182,9 +182,25 @@ def test_truncated_symbol_files_are_refused(tmp_path):
             la.mxnet.load(path, model_files("mlp")[1])
 
 
-def test_reshape_codes_need_shapes_and_say_so():
-    with pytest.raises(la.GraphFormatError, match=r"node 1 'reshape0' \(Reshape\).*input_shapes"):
-        la.mxnet.load(*op_files("reshape0"))
+@pytest.mark.parametrize("k", range(6))
+def test_reshape_codes_load_without_shapes_and_resolve_per_call(k):
+    """MXNet binds shapes at the first call; so does reshape_codes, at every new signature."""
+    sym, _ = la.mxnet.load(*op_files(f"reshape{k}"))
+    node = sym.outputs[0].node
+    assert node.op.name == "reshape_codes"
+    op = la.CachedOp(sym)
+    x = np.load(op_files(f"reshape{k}")[0].replace("-symbol.json", "-in-x.npy"))
+    np.testing.assert_array_equal(op(la.array(x)).asnumpy(), np.load(op_files(f"reshape{k}")[0].replace(
+        "-symbol.json", "-out.npy")))
+    bigger = np.concatenate([x, x])  # another batch: the codes resolve against it
+    want = la.reshape_codes(la.array(bigger), codes=node.params["codes"], reverse=node.params["reverse"])
+    np.testing.assert_array_equal(op(la.array(bigger)).asnumpy(), want.asnumpy())
+
+
+def test_reshape_codes_that_do_not_fit_the_call_name_the_codes():
+    sym, _ = la.mxnet.load(*op_files("reshape3"))  # (-4, 2, -1, -2): splits axis 0 into 2 x rest
+    with pytest.raises(la.ShapeError, match=r"MXNet codes \(-4, 2, -1, -2\)"):
+        la.CachedOp(sym)(la.zeros((3, 4)))
 
 
 # -- attributes --------------------------------------------------------------------------------------

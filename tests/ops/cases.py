@@ -221,6 +221,19 @@ def _reshape_samples(rng, dtype, small):
     return [Sample((x,), {"shape": s}, f"->{s}") for s in [(6, 4), (-1,), (4, -1, 2), (24,), (2, 3, 4, 1)]]
 
 
+def _reshape_codes_samples(rng, dtype, small):
+    x = rand(rng, (2, 3, 4), dtype)
+    return [Sample((x,), {"codes": c, "reverse": r}, f"{c}{' reverse' if r else ''}")
+            for c, r in [((0, -1), False), ((-2,), False), ((-3, -2), False), ((-4, 1, 2, -2), False),
+                         ((0, 0, -1), False), ((-1, 0), True), ((6, -1), False)]]
+
+
+def _reshape_codes_ref(x, codes, reverse=False):  # MXNet's table, written out for these samples
+    return x.reshape({((0, -1), False): (2, 12), ((-2,), False): (2, 3, 4), ((-3, -2), False): (6, 4),
+                      ((-4, 1, 2, -2), False): (1, 2, 3, 4), ((0, 0, -1), False): (2, 3, 4),
+                      ((-1, 0), True): (6, 4), ((6, -1), False): (6, 4)}[(tuple(codes), reverse)])
+
+
 def _transpose_samples(rng, dtype, small):
     x = rand(rng, (2, 3, 4), dtype)
     return [Sample((x,), {"axes": a}, f"axes={a}") for a in [None, (1, 0, 2), (2, 0, 1), (-1, 0, 1)]] + [
@@ -894,6 +907,7 @@ CASES: dict[str, Case] = {
                      lambda x, like: np.asarray(_sum_to_ref(x, like.shape)), ALL, grad=(0,)),
     # shape
     "reshape": Case("shape", _reshape_samples, lambda x, shape: np.reshape(x, shape), ALL, grad=(0,)),
+    "reshape_codes": Case("shape", _reshape_codes_samples, _reshape_codes_ref, ALL, grad=(0,)),
     "reshape_like": Case("shape", _like_samples([((2, 6), (3, 4)), ((4,), (2, 2)), ((1,), ())]),
                          lambda x, like: np.reshape(x, like.shape), ALL, grad=(0,)),
     "transpose": Case("shape", _transpose_samples, lambda x, axes=None: np.transpose(x, axes), ALL, grad=(0,)),

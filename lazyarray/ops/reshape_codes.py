@@ -1,0 +1,141 @@
+"""MXNet's ``Reshape`` special codes as an op: ``reshape_codes(x, codes, reverse)`` resolves the codes
+against the shape ``x`` has when the graph runs (0 copies a dim, -1 infers one, -2 copies the rest,
+-3 merges two dims, -4 splits one into the next two codes; ``reverse`` matches from the right), so
+an MXNet 1.x model with such codes loads without input shapes and serves every batch size, as MXNet
+binds shapes at the first call. ``resolve_reshape`` is the one resolution, used by the shape rule,
+the kernel and the MXNet importer alike; it works on ints, unknown (``None``) and symbolic dims.
+"""
+from __future__ import annotations
+
+import math
+
+from ..errors import ShapeError, fmt_shape
+from .params import BOOL, INTS, Param
+from .registry import OpDef, register
+
+
+def _prod(dims):
+    return math.prod(dims, start=1) if all(isinstance(d, int) for d in dims) else _sym_prod(dims)
+
+
+def _sym_prod(dims):
+    out = 1
+    for d in dims:
+        out = out * d
+    return out
+
+
+def resolve_reshape(shape: tuple, codes: tuple, reverse: bool = False) -> tuple:
+    """MXNet's ``Reshape`` codes applied to ``shape`` (``None`` = unknown dim, propagated).
+
+    0 copies a dim, -1 infers one, -2 copies the rest, -3 merges two dims, -4 splits one into the
+    next two codes (one may be -1); ``reverse`` matches codes from the right.
+
+    >>> resolve_reshape((2, 3, 4), (-4, 1, 2, -2)), resolve_reshape((2, 3, 4), (0, -3))
+    ((1, 2, 3, 4), (2, 12))
+    """
+    if reverse:
+        rev = resolve_reshape(tuple(reversed(shape)), tuple(reversed(_reverse_split(codes))))
+        return tuple(reversed(rev))
+    out: list = []
+    infer_at = None
+    copied_unknown = 0  # unknown input dims copied unchanged by 0 / -2
+    i = j = 0
+    while j < len(codes):
+        c = codes[j]
+        if c > 0:
+            out.append(c)
+            i += 1
+        elif c == 0:
+            if i >= len(shape):
+                raise ValueError("code 0 past the input's last dim")
+            out.append(shape[i])
+            copied_unknown += shape[i] is None
+            i += 1
+        elif c == -1:
+            if infer_at is not None:
+                raise ValueError("more than one -1")
+            infer_at = len(out)
+            out.append(-1)
+            i += 1
+        elif c == -2:
+            out.extend(shape[i:])
+            copied_unknown += sum(d is None for d in shape[i:])
+            i = len(shape)
+        elif c == -3:
+            if i + 1 >= len(shape):
+                raise ValueError("code -3 needs two input dims")
+            a, b = shape[i], shape[i + 1]
+            out.append(None if None in (a, b) else a * b)
+            i += 2
+        elif c == -4:
+            if i >= len(shape) or j + 2 >= len(codes):
+                raise ValueError("code -4 needs an input dim and two codes after it")
+            d, p, q = shape[i], codes[j + 1], codes[j + 2]
+            if p == -1 and q > 0:
+                p = None if d is None else d // q
+            elif q == -1 and p > 0:
+                q = None if d is None else d // p
+            if p is None or q is None or p < 1 or q < 1:
+                if d is not None:
+                    raise ValueError(f"cannot split dim {d} into ({codes[j + 1]}, {codes[j + 2]})")
+            elif d is not None and p * q != d:
+                raise ValueError(f"cannot split dim {d} into ({p}, {q})")
+            out.extend([p, q])
+            i += 1
+            j += 2
+        else:
+            raise ValueError(f"unknown code {c}")
+        j += 1
+    if infer_at is not None:
+        known = [d for k, d in enumerate(out) if k != infer_at]
+        total = None if None in shape else _prod(shape)
+        unknown_in = sum(d is None for d in shape)
+        if total is None and unknown_in and sum(d is None for d in known) == unknown_in == copied_unknown:
+            # the unknown dims (a batch size) are copied as they are: -1 covers the known rest
+            rest = _prod([d for d in known if d is not None])
+            have = _prod([d for d in shape if d is not None])
+            if rest == 0 or have % rest:
+                raise ValueError(f"{have} elements per unknown dim do not fill {tuple(out)}")
+            out[infer_at] = have // rest
+        elif total is None or None in known:
+            out[infer_at] = None
+        else:
+            rest = _prod(known)
+            if rest == 0 or total % rest:
+                raise ValueError(f"{total} elements do not fill {tuple(out)}")
+            out[infer_at] = total // rest
+    if None not in shape and None not in out and _prod(shape) != _prod(out):
+        raise ValueError(f"{_prod(shape)} elements cannot become {tuple(out)}")
+    return tuple(out)
+
+
+def _reverse_split(codes: tuple) -> tuple:
+    """Codes with each -4 group reordered so reversing the list keeps ``-4, a, b`` groups intact."""
+    out, j = [], 0
+    while j < len(codes):
+        if codes[j] == -4 and j + 2 < len(codes):
+            out.extend([codes[j + 2], codes[j + 1], -4])
+            j += 3
+        else:
+            out.append(codes[j])
+            j += 1
+    return tuple(out)
+
+
+def _rule(shapes, codes, reverse=False):
+    try:
+        return resolve_reshape(tuple(shapes[0]), tuple(codes), reverse)
+    except ValueError as exc:
+        raise ShapeError(f"cannot reshape {fmt_shape(shapes[0])} with MXNet codes {tuple(codes)}: {exc}") from None
+
+
+def _kernel(xp, x, codes, reverse=False, out=None):
+    return xp.reshape(x, resolve_reshape(tuple(x.shape), tuple(codes), reverse))
+
+
+register(OpDef("reshape_codes", ("x",), _kernel, params=(Param("codes", INTS), Param("reverse", BOOL, False)),
+               shape=_rule, view=True,
+               grad=lambda F, ins, y, g, codes, reverse=False: [F.reshape_like(g, ins[0])],
+               doc="MXNet's Reshape: x reshaped by special codes (0 copy, -1 infer, -2 rest, -3 merge, -4 split) "
+                   "resolved against x's shape when the graph runs"))
