@@ -47,7 +47,7 @@ def signature_check() -> list:
         prog = op.program_for(arrays)
         vals = [a._value for a in arrays]
         call = min(best_of(lambda op=op: op(*arrays), repeat=25, number=200) for _ in range(3))
-        direct = min(best_of(lambda op=op, prog=prog: op.run_program(prog, vals), repeat=25, number=200)
+        direct = min(best_of(lambda op=op, prog=prog, vals=vals: op.run_program(prog, vals), repeat=25, number=200)
                      for _ in range(3))
         rows.append([label, call * 1e6, direct * 1e6, (call - direct) * 1e6 / 4])
     return rows
