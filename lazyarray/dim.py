@@ -51,7 +51,7 @@ class SymbolicDimError(ShapeError):
     """A question about a symbolic size that its bounds cannot answer (``b < 10``, ``int(b)``)."""
 
 
-class _Sym:
+class SymAtom:
     """A named symbol with bounds ``min <= value <= max`` (``max`` None: unbounded). Two symbols of
     one name are one symbol."""
 
@@ -61,7 +61,7 @@ class _Sym:
         self.name, self.min, self.max = name, lo, hi
 
     def __eq__(self, other) -> bool:
-        return other.__class__ is _Sym and other.name == self.name
+        return other.__class__ is SymAtom and other.name == self.name
 
     def __hash__(self) -> int:
         return hash(("sym", self.name))
@@ -83,7 +83,7 @@ class _Sym:
         return {self.name: self}
 
 
-class _Op:
+class OpAtom:
     """An operation a polynomial does not express exactly: ``floordiv``, ``mod``, ``max``, ``min``."""
 
     __slots__ = ("kind", "args", "_hash")
@@ -93,7 +93,7 @@ class _Op:
         self._hash = hash((kind, args))
 
     def __eq__(self, other) -> bool:
-        return other.__class__ is _Op and other.kind == self.kind and other.args == self.args
+        return other.__class__ is OpAtom and other.kind == self.kind and other.args == self.args
 
     def __hash__(self) -> int:
         return self._hash
@@ -281,7 +281,7 @@ class DimExpr:
         """The symbol's name when the expression is one plain symbol, else None."""
         if len(self._terms) == 1:
             (m, c), = self._terms.items()
-            if c == 1 and len(m) == 1 and m[0].__class__ is _Sym:
+            if c == 1 and len(m) == 1 and m[0].__class__ is SymAtom:
                 return m[0].name
         return None
 
@@ -290,7 +290,7 @@ class DimExpr:
         expression is linear in that symbol (``a`` an int), else None."""
         a, rest = 0, {}
         for m, c in self._terms.items():
-            hits = [atom for atom in m if atom.__class__ is _Sym and atom.name == name]
+            hits = [atom for atom in m if atom.__class__ is SymAtom and atom.name == name]
             if not hits:
                 if any(name in atom.symbols() for atom in m):
                     return None
@@ -304,7 +304,7 @@ class DimExpr:
     def __str__(self) -> str:
         parts = []
         for m, c in sorted(self._terms.items(), key=lambda mc: (len(mc[0]) == 0, [_akey(a) for a in mc[0]])):
-            body = "*".join(_paren(a) if a.__class__ is _Op and a.kind not in ("max", "min") and len(m) > 1
+            body = "*".join(_paren(a) if a.__class__ is OpAtom and a.kind not in ("max", "min") and len(m) > 1
                             else str(a) for a in m)
             mag = abs(c)
             text = str(mag) if not m else body if mag == 1 else f"{mag}*{body}"
@@ -338,7 +338,7 @@ class Dim(DimExpr):
         if lo < 0 or (max is not None and int(max) < lo):
             raise ShapeError(f"Dim({name!r}): bounds min={min}, max={max} must satisfy 0 <= min <= max")
         self.name, self.min, self.max = name, lo, None if max is None else int(max)
-        super().__init__({(_Sym(name, lo, self.max),): 1})
+        super().__init__({(SymAtom(name, lo, self.max),): 1})
 
     def __reduce__(self):
         return (Dim, (self.name, self.min, self.max))
@@ -448,7 +448,7 @@ def floordiv(a, b):
         q = _exact_quotient(_terms(a), _terms(b))
         if q is not None:
             return q
-    return DimExpr({(_Op("floordiv", (a, b)),): 1})
+    return DimExpr({(OpAtom("floordiv", (a, b)),): 1})
 
 
 def mod(a, b):
@@ -461,7 +461,7 @@ def mod(a, b):
             return ta.get((), 0) % b
     elif not isinstance(b, int) and (a == b or _exact_quotient(_terms(a), _terms(b)) is not None):
         return 0
-    return DimExpr({(_Op("mod", (a, b)),): 1})
+    return DimExpr({(OpAtom("mod", (a, b)),): 1})
 
 
 def _exact_quotient(ta: dict, tb: dict):
@@ -494,7 +494,7 @@ def dim_max(a, b):
     if hi <= 0:
         return b
     a, b = sorted((a, b), key=str)
-    return DimExpr({(_Op("max", (a, b)),): 1})
+    return DimExpr({(OpAtom("max", (a, b)),): 1})
 
 
 def dim_min(a, b):
@@ -507,7 +507,7 @@ def dim_min(a, b):
     if hi <= 0:
         return a
     a, b = sorted((a, b), key=str)
-    return DimExpr({(_Op("min", (a, b)),): 1})
+    return DimExpr({(OpAtom("min", (a, b)),): 1})
 
 
 def substitute(value, env: dict):

@@ -11,7 +11,7 @@ import numpy as np
 from ..aval import Aval
 from ..errors import GraphError, GraphFormatError, LazyArrayError, fmt_shape
 from ..ops import registry
-from ..ops.shape import key_text
+from ..ops.index_shape import key_text
 from . import draw as _draw
 from . import draw_html as _draw_html
 from . import nx as nx_view

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dim import DimExpr, _Op, _Sym, is_symbolic
+from ..dim import DimExpr, OpAtom, SymAtom, is_symbolic
 from ..errors import ShapeError
 
 
@@ -36,7 +36,7 @@ def size_tensor(g, d, sources: dict) -> str:
 
 
 def _atom(g, atom, sources: dict) -> str:
-    if isinstance(atom, _Sym):
+    if isinstance(atom, SymAtom):
         where = sources.get(atom.name)
         if where is None:
             raise ShapeError(f"la.onnx.export: the graph computes with the size {atom.name!r}, which no input axis "
@@ -46,7 +46,7 @@ def _atom(g, atom, sources: dict) -> str:
         name, axis = where
         shape = g.op("Shape", [name])
         return g.op("Gather", [shape, g.ints([axis])], axis=0)
-    assert isinstance(atom, _Op)
+    assert isinstance(atom, OpAtom)
     a, b = (size_tensor(g, x, sources) for x in atom.args)
     return g.op({"floordiv": "Div", "mod": "Mod", "max": "Max", "min": "Min"}[atom.kind], [a, b])
 
