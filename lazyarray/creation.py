@@ -1,7 +1,8 @@
 """Array creation: ``array``, ``zeros``, ``ones``, ``full``, ``arange``.
 
-Creation always makes normal arrays (also inside deferred compute, where they become
-constants of the recorded graph when used).
+Creation makes normal arrays (also inside deferred compute, where they become constants of the
+recorded graph when used), except for a shape holding a symbolic size (a symbolic trace's
+``x.shape[0]``): ``zeros``/``ones``/``full`` then record a ``fill`` node, filled per call.
 
 Sizes are checked before anything is allocated: a shape must be non-negative ints below
 ``2**63`` whose byte count fits the address space (``ShapeError``) and the allocation must
@@ -17,8 +18,11 @@ import numpy as np
 
 from .aval import as_dtype, check_alloc, check_scalar
 from .device import Device, current_device
+from .dim import DimExpr, has_symbols
+from .dispatch import apply
 from .errors import DTypeError, OpOverflowError, ParamValueError, ShapeError
 from .ndarray import NDArray, _make, array_from
+from .ops import registry
 from .storage import SPARSE_TYPES
 
 _MAX_DIMS = 64  # NumPy's limit
@@ -36,9 +40,9 @@ def _shape(shape, where: str) -> tuple:
     else:
         raise ShapeError(f"{where}: shape must be an int or a tuple of ints, got {shape!r} "
                          f"({type(shape).__name__})")
-    if any(isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
+    if any(isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer, DimExpr)) or d < 0 for d in shape):
         raise ShapeError(f"{where}: shape must be non-negative ints, got {shape}")
-    return tuple(int(d) for d in shape)
+    return tuple(d if isinstance(d, DimExpr) else int(d) for d in shape)
 
 
 def _real(value, where: str, name: str):
@@ -151,6 +155,9 @@ def _filled(shape, fill_value, dtype, device, where: str) -> NDArray:
                               "or a wider dtype") from None
     except ValueError as exc:  # NaN / inf to an integer dtype
         raise ParamValueError(f"{where}: fill_value {fill_value!r} cannot be stored as {dt}: {exc}") from None
+    if has_symbols(shape):  # a size of a symbolic trace (x.shape[0]): filled per call, in the graph
+        return apply(registry.get("fill"), (), {"shape": shape, "value": fill.item(), "dtype": dt, "device": dev},
+                     _make)
     return _make(dev.xp.full(shape, fill, dtype=dt), None, dev)
 
 

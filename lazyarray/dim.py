@@ -213,6 +213,8 @@ class DimExpr:
 
     # -- comparisons ------------------------------------------------------------------------
     def __eq__(self, other) -> bool:
+        if other.__class__ is TracedSize:
+            return other.__eq__(self)
         return other.__class__ in (DimExpr, Dim) and other._terms == self._terms
 
     def __ne__(self, other) -> bool:
@@ -344,6 +346,60 @@ class Dim(DimExpr):
         return (Dim, (self.name, self.min, self.max))
 
 
+class TracedSize(DimExpr):
+    """A symbolic size as a hybridize trace hands it to ``forward`` (``x.shape[0]`` of a batch
+    traced as ``la.Dim("batch")``). It flows into ops as itself (``x.reshape(n, -1)``,
+    ``la.zeros((n, 3))``: the graph computes with each call's batch), and arithmetic keeps it a
+    ``TracedSize``. Python code that would decide something with it is stopped instead of being
+    answered for one size: ``n == 1``, ``n > 3`` and ``bool(n)`` are answered only where the
+    bounds decide them, ``int(n)``, ``range(n)``, ``len(x)`` never; the trace then falls back to
+    concrete shapes (one trace per batch size, guarded)."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def of(d):
+        return TracedSize(d._terms) if isinstance(d, DimExpr) else d
+
+    def plain(self) -> DimExpr:
+        """The same expression as a plain ``DimExpr`` (what op parameters hold)."""
+        return DimExpr(self._terms)
+
+    def __eq__(self, other) -> bool:
+        t = _terms(other)
+        if t is None:
+            return False
+        if t == self._terms:
+            return True
+        lo, hi = bounds(self.plain() - _make(dict(t)))
+        if lo > 0 or hi < 0:
+            return False
+        raise SymbolicDimError(f"whether the traced size {self} equals {other} depends on the call; a hybridized "
+                               "forward must not branch on a batch size (compute with it through ops, or use "
+                               "hybridize(static_shape=True))")
+
+    def __ne__(self, other) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = DimExpr.__hash__
+
+    def __reduce__(self):
+        return (TracedSize.of, (self.plain(),))
+
+
+def _traced(method):
+    def wrapped(self, *args):
+        out = method(self, *args)
+        return TracedSize.of(out) if out.__class__ is DimExpr or out.__class__ is Dim else out
+    wrapped.__name__ = method.__name__
+    return wrapped
+
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__floordiv__",
+              "__rfloordiv__", "__mod__", "__rmod__", "__neg__", "__pos__"):
+    setattr(TracedSize, _name, _traced(getattr(DimExpr, _name)))
+
+
 _FRESH = count()
 
 
@@ -354,7 +410,8 @@ def fresh(prefix: str = "u", lo: int = 0) -> Dim:
 
 # -- helpers over ints and expressions --------------------------------------------------
 def is_symbolic(d) -> bool:
-    return d.__class__ is DimExpr or d.__class__ is Dim
+    c = d.__class__
+    return c is DimExpr or c is Dim or c is TracedSize
 
 
 def has_symbols(shape) -> bool:
@@ -363,7 +420,7 @@ def has_symbols(shape) -> bool:
         return False
     for d in shape:
         c = d.__class__
-        if c is DimExpr or c is Dim:
+        if c is DimExpr or c is Dim or c is TracedSize:
             return True
         if c is tuple or c is list:
             if has_symbols(d):
@@ -374,7 +431,7 @@ def has_symbols(shape) -> bool:
 
 
 def _terms(x) -> dict | None:
-    if x.__class__ is DimExpr or x.__class__ is Dim:
+    if isinstance(x, DimExpr):
         return x._terms
     if isinstance(x, int) and not isinstance(x, bool) or hasattr(x, "__index__") and not isinstance(x, (bool, float)):
         try:
@@ -513,7 +570,7 @@ def dim_min(a, b):
 def substitute(value, env: dict):
     """``value`` with every symbolic dim evaluated at ``env`` (ints, tuples, lists, slices inside)."""
     c = value.__class__
-    if c is DimExpr or c is Dim:
+    if c is DimExpr or c is Dim or c is TracedSize:
         return value.evaluate(env)
     if c is tuple:
         return tuple(substitute(v, env) for v in value)

@@ -27,6 +27,7 @@ import contextvars
 import dataclasses
 
 from .aval import Aval
+from .dim import TracedSize, has_symbols, is_symbolic
 from .errors import LazyArrayError, TraceError
 from .graph.node import Entry, Node, source_text, user_source
 from .graph.traverse import topo_order
@@ -79,6 +80,8 @@ class Trace:
             self._seen.add(key)
             for i, d in self._sources_of(entry, k):
                 value = self.input_nodes[i].avals[0].shape[d]
+                if is_symbolic(value):  # a symbolic batch: the trace computes with it, nothing is baked
+                    continue
                 if any(g.input == i and g.dim == d for g in self.guards):
                     continue
                 if source is None:
@@ -152,7 +155,7 @@ class GuardedShape(tuple):
     """A shape tuple that records which dims Python reads while a trace is active."""
 
     def __new__(cls, shape, entry: Entry, trace: Trace):
-        t = super().__new__(cls, shape)
+        t = super().__new__(cls, tuple(TracedSize.of(d) for d in shape) if has_symbols(shape) else shape)
         t._entry, t._trace = entry, trace  # (a tuple subclass without __slots__ takes attributes)
         return t
 

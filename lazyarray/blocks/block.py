@@ -23,7 +23,7 @@ from ..autograd import _TRAINING
 from ..creation import zeros
 from ..deferred import _MODE, DEFERRED
 from ..device import Device
-from ..errors import BlockError, GraphFormatError, ParamError, ShapeError
+from ..errors import BlockError, GraphFormatError, LazyArrayError, ParamError, ShapeError
 from ..executor.signature_cache import SignatureCache, causes_text, describe_change
 from ..fileio import write_atomic
 from ..graph.node import BLOCK_SCOPE, source_text
@@ -623,7 +623,7 @@ class HybridBlock(Block):
         if generic is not None and generic.accepts(sig):
             compiled = generic  # same graph: the cached op compiles a plan for the new shapes
         else:
-            compiled = hybrid.trace(self, args, self.collect_params(), training)
+            compiled = self._trace_new(args, training)
             compiled.run = hybrid.compile_symbol(compiled.symbol, self._traces.size)
             object.__setattr__(self, "trace_count", self.trace_count + 1)
             if compiled.generic:
@@ -631,6 +631,18 @@ class HybridBlock(Block):
         compiled.signatures.add(sig)
         self._traces.add((training, sig), compiled, _describe_signatures)
         return compiled
+
+    def _trace_new(self, args, training) -> hybrid.Compiled:
+        """Trace ``forward`` with a symbolic batch (``la.Dim("batch")`` on axis 0), so one graph
+        serves every batch size; where ``forward`` cannot be traced so (it branches on the batch,
+        reads it as an int, or an op cannot take it symbolically) trace with the call's shapes."""
+        shapes = None if self._static_shape else hybrid.batch_symbolic(args)
+        if shapes is not None:
+            try:
+                return hybrid.trace(self, args, self.collect_params(), training, shapes)
+            except (LazyArrayError, TypeError, ValueError, IndexError):
+                pass  # (the concrete trace below raises what forward raises for these shapes)
+        return hybrid.trace(self, args, self.collect_params(), training)
 
     # -- export --------------------------------------------------------------------------------
     def inference_symbol(self):

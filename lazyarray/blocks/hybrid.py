@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from .. import autograd, guards
 from ..aval import Aval
 from ..deferred import _MODE, deferred
+from ..dim import Dim, bind, has_symbols
 from ..errors import BlockError, LazyArrayError
 from ..executor.cached_op import CachedOp
 from ..executor.call import SubGraph
@@ -67,6 +68,8 @@ class Compiled:
     generic: bool
     training: bool
     guards: list = field(default_factory=list)  # guards.Guard: the Python shape reads of the trace
+    # traced with a symbolic batch that op parameters hold: serves every batch, the other sizes as traced
+    symbolic: bool = False
     run: object = None
     signatures: set = field(default_factory=set)
     memo: dict = field(default_factory=dict, repr=False)  # (training, block signature) -> _Memo
@@ -81,6 +84,16 @@ class Compiled:
         ref, sig = arrays_only(ref), arrays_only(sig)
         if not all(g.holds(sig) for g in self.guards):
             return False
+        if self.symbolic:  # the other sizes as traced, the batch bound per call (dim.bind checks)
+            names = input_names(len(sig))
+            declared = {n.name: n.avals[0].shape for n in self.symbol.input_nodes() if n.name in names}
+            if any(a[1] != b[1] or a[2] is not b[2] for a, b in zip(ref, sig)):
+                return False
+            try:
+                bind({k: v for k, v in declared.items()}, {n: s[0] for n, s in zip(names, sig)}, "hybridize")
+            except LazyArrayError:
+                return False
+            return True
         if any(len(a[0]) != len(b[0]) or a[1] != b[1] or a[2] is not b[2] for a, b in zip(ref, sig)):
             return False
         names = input_names(len(sig))
@@ -231,7 +244,18 @@ def arrays_only(sig: tuple) -> tuple:
     return tuple(a for a in sig if a is not None)
 
 
-def trace(block, args: tuple, params: dict[str, Parameter], training: bool) -> Compiled:
+def batch_symbolic(args: tuple) -> tuple | None:
+    """The shapes a symbolic trace gives the array arguments: axis 0 ``la.Dim("batch")`` for every
+    one whose axis 0 has the first one's size; None when there is no such batch (no arrays, or a 0-d
+    first one)."""
+    arrays = [a for a in args if a is not None]
+    if not arrays or not arrays[0].shape:
+        return None
+    n, batch = arrays[0].shape[0], Dim("batch")
+    return tuple((batch,) + tuple(a.shape[1:]) if a.shape and a.shape[0] == n else tuple(a.shape) for a in arrays)
+
+
+def trace(block, args: tuple, params: dict[str, Parameter], training: bool, shapes: tuple | None = None) -> Compiled:
     """Steps 1-3: trace ``block.forward`` on placeholders shaped like ``args``, export the symbol and
     bind its inputs.
 
@@ -243,7 +267,8 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool) -> C
     positions = [i for i, a in enumerate(args) if a is not None]  # None arguments stay None in the trace
     arrays = [args[i] for i in positions]
     names = input_names(len(arrays))
-    variables = [var_node(nm, Aval(tuple(a.shape), a.dtype, a._device, a.stype)) for nm, a in zip(names, arrays)]
+    shapes = shapes or tuple(tuple(a.shape) for a in arrays)  # (symbolic ones: batch_symbolic)
+    variables = [var_node(nm, Aval(s, a.dtype, a._device, a.stype)) for nm, a, s in zip(names, arrays, shapes)]
     placeholders = [_make(None, Entry(v), a._device) for v, a in zip(variables, arrays)]
     call_args = list(args)
     for i, ph in zip(positions, placeholders):
@@ -304,8 +329,12 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool) -> C
         else:
             p = params[name]
             sources.append(CopyOf(p, device) if p._copies and named[name] is not p._data else p)
+    generic = is_shape_generic(sym)
+    # a symbolic batch with sizes in op parameters (reshape(batch, -1)): other sizes as traced
+    symbolic = not generic and any(has_symbols(v.avals[0].shape) for v in variables)
     return Compiled(sym, len(outs), structure, sources, [p for p, _ in updates],
-                    generic=is_shape_generic(sym), training=training, guards=list(tracer.guards))
+                    generic=generic or symbolic, training=training, guards=list(tracer.guards),
+                    symbolic=symbolic)
 
 
 def is_shape_generic(sym: Symbol) -> bool:

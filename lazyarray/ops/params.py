@@ -15,7 +15,7 @@ import numpy as np
 
 from ..aval import as_dtype
 from ..device import Device
-from ..dim import DimExpr, parse
+from ..dim import Dim, DimExpr, parse
 from ..errors import ParamError, ParamValueError
 
 REQUIRED = object()
@@ -128,7 +128,7 @@ class _Ints(ParamType):
         out = []
         for v in value:
             if isinstance(v, DimExpr):  # a symbolic size (la.Dim): bound when the graph is specialized
-                out.append(v)
+                out.append(plain_dim(v))
                 continue
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
                 raise self._bad(value, op, param, "a tuple of ints")
@@ -229,7 +229,7 @@ class _Key(ParamType):
                 if any(isinstance(p, DimExpr) for p in (k.start, k.stop)):  # symbolic bounds
                     if k.step == 0:
                         raise ParamValueError(f"{op}: slice step cannot be zero in {k!r}")
-                    out.append(k)
+                    out.append(slice(plain_dim(k.start), plain_dim(k.stop), k.step))
                     continue
                 for part in (k.start, k.stop, k.step):
                     if part is not None and (
@@ -275,6 +275,12 @@ class _Key(ParamType):
             return k
 
         return self.convert(tuple(dec(k) for k in value), op, param)
+
+
+def plain_dim(v):
+    """A size as op parameters keep it: a ``TracedSize`` (a trace's ``x.shape[0]``) as the plain
+    expression, anything else as is."""
+    return DimExpr(v._terms) if isinstance(v, DimExpr) and v.__class__ not in (DimExpr, Dim) else v
 
 
 def dim_to_json(v):

@@ -76,10 +76,29 @@ class Generic(nn.HybridBlock):
         return la.nn.flatten(x) - x.mean(axis=0, keepdims=True) if x.ndim == 2 else x
 
 
-@pytest.mark.parametrize("block", [Mean, Flat, Zeros, Outer], ids=lambda b: b.__name__)
-def test_blocks_that_read_shapes_equal_the_imperative_block_at_every_batch_size(block):
+@pytest.mark.parametrize("block", [Mean, Outer], ids=lambda b: b.__name__)
+def test_blocks_that_use_the_batch_as_a_number_equal_the_imperative_block_at_every_batch_size(block):
     hyb = _same_as_imperative(block)
     assert hyb.trace_count == len(BATCHES)  # one trace per batch size: the guard on dim 0 fails
+
+
+@pytest.mark.parametrize("block", [Flat, Zeros], ids=lambda b: b.__name__)
+def test_blocks_that_read_the_batch_only_to_size_ops_trace_once_for_every_batch(block):
+    """x.shape[0] of a symbolic trace is la.Dim("batch"): reshape(n, -1) and zeros((n, 3)) record it."""
+    hyb = _same_as_imperative(block, batches=(2, 4, 7, 1))
+    assert hyb.trace_count == 1 and "no guards" in hyb.guards()
+    data = hyb.cached_op.sym.input_nodes()[0]
+    assert str(data.avals[0].shape[0]) == "batch"
+
+
+class BranchOnBatch(nn.HybridBlock):
+    def forward(self, x):
+        return x * 2 if x.shape[0] == 1 else x * 3  # a Python branch on the batch: never answered for one size
+
+
+def test_a_branch_on_the_batch_is_never_answered_symbolically():
+    hyb = _same_as_imperative(BranchOnBatch, batches=(1, 3, 1, 5))
+    assert hyb.trace_count == 3  # traced with the call's shapes instead: one guarded trace per batch size
 
 
 def test_a_python_loop_over_a_dim_is_guarded_on_that_dim_only():
