@@ -36,6 +36,7 @@ from . import blocks as B
 from .blocks.param_file import load_arrays
 from .blocks.symbol_block import check_params
 from .creation import array
+from .dim import has_symbols
 from .errors import LazyArrayError, fmt_shape
 from .executor.cached_op import CachedOp
 from .graph.draw import DEFAULT_MAX_NODES as DRAW_MAX_NODES
@@ -334,7 +335,7 @@ def inspect(args) -> int:
     for n in params:
         a = avals[n]
         shape = tuple(arrays[n].shape) if arrays is not None else a.shape
-        count = math.prod(shape) if shape is not None and None not in shape else 0
+        count = math.prod(shape) if shape is not None and all(isinstance(d, int) for d in shape) else 0
         total += count
         total_bytes += count * (a.dtype.itemsize if a.dtype is not None else 0)
         _say(f"  {n:<24} {str(a.dtype) + fmt_shape(shape):<22} {count:>12,}")
@@ -346,9 +347,14 @@ def inspect(args) -> int:
     _say("outputs:")
     for name, shape, dtype in zip(sym.list_outputs(), out_shapes, out_types):
         _say(f"  {name:<24} {dtype}{fmt_shape(shape)}")
+    symbolic = [n for n in data if n not in shapes and avals[n].shape is not None and has_symbols(avals[n].shape)]
     try:
+        if symbolic:  # a graph for every batch size: plan one
+            raise CLIError(f"the graph serves every size of its symbolic dims; plan one with --shape, e.g. "
+                           f"--shape {symbolic[0]}=" + ",".join("64" if not isinstance(d, int) else str(d)
+                                                                for d in avals[symbolic[0]].shape))
         plan = CachedOp(sym).memory_plan(**shapes)
-    except LazyArrayError as exc:
+    except (LazyArrayError, CLIError) as exc:
         _say(f"memory plan: not available ({exc})")
     else:
         _say(f"planned peak memory: {plan.peak_bytes:,} bytes (lower bound {plan.lower_bound_bytes:,}, "

@@ -72,9 +72,12 @@ class SymAtom:
     def bounds(self) -> tuple:
         return self.min, (_INF if self.max is None else self.max)
 
-    def evaluate(self, env: dict) -> int:
+    def evaluate(self, env: dict, partial: bool = False) -> int:
+        if partial and self.name not in env:
+            return Dim(self.name, self.min, self.max)
         try:
-            return int(env[self.name])
+            v = env[self.name]  # an int, or another expression (a graph inlined into a symbolic trace)
+            return v if isinstance(v, DimExpr) else int(v)
         except KeyError:
             raise SymbolicDimError(f"the size {self.name!r} has no value here (known: "
                                    f"{', '.join(sorted(env)) or 'none'})") from None
@@ -121,15 +124,15 @@ class OpAtom:
             return min(corners), max(corners)
         return -_INF, _INF
 
-    def evaluate(self, env: dict) -> int:
-        a, b = (evaluate(x, env) for x in self.args)
+    def evaluate(self, env: dict, partial: bool = False) -> int:
+        a, b = (evaluate(x, env, partial) for x in self.args)
         if self.kind == "max":
-            return max(a, b)
+            return dim_max(a, b)
         if self.kind == "min":
-            return min(a, b)
-        if b == 0:
+            return dim_min(a, b)
+        if isinstance(b, int) and b == 0:
             raise SymbolicDimError(f"{self}: division by zero at {_env_text(env)}")
-        return a // b if self.kind == "floordiv" else a % b
+        return floordiv(a, b) if self.kind == "floordiv" else mod(a, b)
 
     def symbols(self) -> dict:
         out: dict = {}
@@ -261,13 +264,14 @@ class DimExpr:
             lo, hi = lo + tlo, hi + thi
         return lo, hi
 
-    def evaluate(self, env: dict) -> int:
-        """The value when each symbol is the int ``env[name]``."""
+    def evaluate(self, env: dict, partial: bool = False) -> int:
+        """The value when each symbol is ``env[name]``: an int (or, substituting one graph's symbols
+        by another's, an expression); ``partial``: symbols ``env`` lacks stay themselves."""
         total = 0
         for m, c in self._terms.items():
             v = c
             for atom in m:
-                v *= atom.evaluate(env)
+                v *= atom.evaluate(env, partial)
             total += v
         return total
 
@@ -317,6 +321,9 @@ class DimExpr:
         return out
 
     __repr__ = __str__
+
+    def __format__(self, spec: str) -> str:  # (f"{d:>6}" pads the text, as for the ints beside it)
+        return format(str(self), spec)
 
     def __reduce__(self):  # pickles (distributed runs, caches) rebuild through the canonical form
         return (_rebuild, (to_json(self), json_symbols([self])))
@@ -462,8 +469,8 @@ def bounds(x) -> tuple:
     return (x, x) if isinstance(x, int) else x.bounds()
 
 
-def evaluate(x, env: dict) -> int:
-    return x if isinstance(x, int) else x.evaluate(env)
+def evaluate(x, env: dict, partial: bool = False) -> int:
+    return x if isinstance(x, int) else x.evaluate(env, partial)
 
 
 def symbols(x) -> dict:
@@ -567,17 +574,18 @@ def dim_min(a, b):
     return DimExpr({(OpAtom("min", (a, b)),): 1})
 
 
-def substitute(value, env: dict):
-    """``value`` with every symbolic dim evaluated at ``env`` (ints, tuples, lists, slices inside)."""
+def substitute(value, env: dict, partial: bool = False):
+    """``value`` with every symbolic dim evaluated at ``env`` (ints, tuples, lists, slices inside);
+    ``partial``: symbols ``env`` lacks stay as they are."""
     c = value.__class__
     if c is DimExpr or c is Dim or c is TracedSize:
-        return value.evaluate(env)
+        return value.evaluate(env, partial)
     if c is tuple:
-        return tuple(substitute(v, env) for v in value)
+        return tuple(substitute(v, env, partial) for v in value)
     if c is list:
-        return [substitute(v, env) for v in value]
+        return [substitute(v, env, partial) for v in value]
     if c is slice:
-        return slice(substitute(value.start, env), substitute(value.stop, env), substitute(value.step, env))
+        return slice(*(substitute(p, env, partial) for p in (value.start, value.stop, value.step)))
     return value
 
 

@@ -27,6 +27,7 @@ from ..errors import BlockError, GraphFormatError, LazyArrayError, ParamError, S
 from ..executor.signature_cache import SignatureCache, causes_text, describe_change
 from ..fileio import write_atomic
 from ..graph.node import BLOCK_SCOPE, source_text
+from ..graph.passes.bind_dims import bind_dims
 from ..graph.symbol import Symbol
 from ..ndarray import NDArray
 from ..onnx.export import export as onnx_export
@@ -548,7 +549,9 @@ class HybridBlock(Block):
         traces = SignatureCache(f"hybridized {type(self).__name__}", cache_size)
         object.__setattr__(self, "_traces", traces)
         object.__setattr__(self, "_by_sig", traces.items)
-        object.__setattr__(self, "_generic", {})  # (training, None places) -> Compiled serving new shapes
+        # (training, None places) -> the Compileds that serve new shapes (newest first, at most 8):
+        # a symbolic-batch trace serves the batches of its other sizes, so several may be kept
+        object.__setattr__(self, "_generic", {})
         object.__setattr__(self, "_last_sig", None)
         object.__setattr__(self, "trace_count", 0)
 
@@ -619,15 +622,16 @@ class HybridBlock(Block):
 
     def _trace_for(self, args, sig, training) -> hybrid.Compiled:
         key = (training, tuple(a is None for a in sig))  # one shape-generic graph per mode and None places
-        generic = None if self._static_shape else self._generic.get(key)
-        if generic is not None and generic.accepts(sig):
+        candidates = () if self._static_shape else self._generic.get(key, ())
+        generic = next((c for c in candidates if c.accepts(sig)), None)
+        if generic is not None:
             compiled = generic  # same graph: the cached op compiles a plan for the new shapes
         else:
             compiled = self._trace_new(args, training)
             compiled.run = hybrid.compile_symbol(compiled.symbol, self._traces.size)
             object.__setattr__(self, "trace_count", self.trace_count + 1)
             if compiled.generic:
-                self._generic[key] = compiled
+                self._generic[key] = [compiled] + self._generic.get(key, [])[:GENERIC_TRACES - 1]
         compiled.signatures.add(sig)
         self._traces.add((training, sig), compiled, _describe_signatures)
         return compiled
@@ -689,19 +693,30 @@ class HybridBlock(Block):
                 out.setdefault(names[g.input], {})[g.dim] = source_text(g.source) if g.source else "a shape read"
         return out
 
-    def export_graph(self) -> tuple[Symbol, dict[str, Parameter]]:
+    def export_graph(self, specialize: bool = False) -> tuple[Symbol, dict[str, Parameter]]:
         """``(graph, parameters)`` that ``export`` writes: the inference-mode graph of the model's
         outputs, and the parameter of each of its inputs that is one (the others are data inputs).
-        Every exporter (our format, MXNet files) starts here."""
+        Every exporter (our format, MXNet files) starts here. The graph keeps the symbolic batch of
+        its trace; ``specialize=True`` gives it the shapes of the last call instead."""
         compiled = self.inference_symbol()
         sym, srcs = hybrid.fold_captures(compiled.symbol, compiled.sources)  # captured arrays: constants
         sources = dict(zip(sym.list_inputs(), srcs))
         if len(sym.outputs) > compiled.num_outputs:  # parameter updates, discarded draws: not the model's
             sym = Symbol(list(sym.outputs[:compiled.num_outputs]))
+        if specialize:
+            sym = bind_dims(sym, self.traced_avals(sym), f"{type(self).__name__}.export")
         return sym, {n: sources[n] for n in sym.list_inputs() if isinstance(sources[n], Parameter)}
+
+    def traced_avals(self, sym: Symbol) -> dict:
+        """The data inputs of ``sym`` (a graph of this block) with the shapes of the last call."""
+        sig = [s for s in (self._last_sig or ()) if s is not None]
+        shapes = dict(zip(hybrid.input_names(len(sig)), (s[0] for s in sig)))
+        return {n.name: n.avals[0]._replace(shape=tuple(shapes[n.name])) for n in sym.input_nodes()
+                if n.name in shapes}
 
 
 _STRUCTURE = [0]  # bumped whenever any block's children or parameters change
+GENERIC_TRACES = 8  # traces per mode kept to serve new signatures without tracing again
 
 
 class HookHandle:

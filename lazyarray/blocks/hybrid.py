@@ -30,11 +30,12 @@ from dataclasses import dataclass, field
 from .. import autograd, guards
 from ..aval import Aval
 from ..deferred import _MODE, deferred
-from ..dim import Dim, bind, has_symbols
+from ..dim import Dim, SymbolicDimError, bind, has_symbols
 from ..errors import BlockError, LazyArrayError
 from ..executor.cached_op import CachedOp
 from ..executor.call import SubGraph
 from ..graph.node import BLOCK_SCOPE, Entry, const_node, var_node
+from ..graph.passes.bind_dims import unbound_symbols
 from ..graph.rewrite import rewrite
 from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
@@ -329,6 +330,10 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool, shap
         else:
             p = params[name]
             sources.append(CopyOf(p, device) if p._copies and named[name] is not p._data else p)
+    if any(has_symbols(v.avals[0].shape) for v in variables) and unbound_symbols(sym):
+        # (forward read the batch of an input the graph does not take: no call could bind it)
+        raise SymbolicDimError(f"{type(block).__name__}: the traced graph computes with the batch of an input it "
+                               "does not read")
     generic = is_shape_generic(sym)
     # a symbolic batch with sizes in op parameters (reshape(batch, -1)): other sizes as traced
     symbolic = not generic and any(has_symbols(v.avals[0].shape) for v in variables)

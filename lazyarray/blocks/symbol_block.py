@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..device import Device
 from ..errors import GraphFormatError, LazyArrayError, ShapeError
 from ..executor.cached_op import CachedOp
+from ..graph.passes.bind_dims import bind_dims
 from ..graph import serialize
 from ..graph.symbol import Symbol, load_symbol
 from ..mxnet import load_arrays as load_mxnet_arrays
@@ -107,9 +108,13 @@ class SymbolBlock(HybridBlock):
         arrays = [bound[n] if n in bound else self._params[n].data() for n in self._op.sym.list_inputs()]
         return self._op(*arrays)
 
-    def export_graph(self) -> tuple[Symbol, dict[str, Parameter]]:
-        """The graph this block was made from and its parameters (see ``HybridBlock.export_graph``)."""
-        return self._symbol, dict(self._params)
+    def export_graph(self, specialize: bool = False) -> tuple[Symbol, dict[str, Parameter]]:
+        """The graph this block was made from and its parameters (see ``HybridBlock.export_graph``;
+        ``specialize``: its symbolic sizes bound to the last call's, where it was called)."""
+        sym = self._symbol
+        if specialize and self._last_sig is not None:
+            sym = bind_dims(sym, self.traced_avals(sym), f"{type(self).__name__}.export")
+        return sym, dict(self._params)
 
     def export(self, prefix: str, epoch: int = 0) -> tuple[str, str]:
         """Write the graph this block was made from (unchanged) and its current parameters."""

@@ -42,14 +42,14 @@ from ..graph import svg as S
 from ..graph.build import record_node
 from ..graph.node import Entry, Node, unique_names, user_source, var_node
 from ..graph.passes.algebra import simplify
-from ..graph.passes.bind_dims import bind_dims
+from ..graph.passes.bind_dims import bind_dims, dims_in
 from ..graph.passes.constant_fold import constant_fold
 from ..graph.passes.cse import cse
 from ..graph.passes.dce import dce
 from ..graph.passes.fold_batch_norm import fold_batch_norm
 from ..graph.passes.forward_saves import forward_saves
 from ..graph.passes.gradient import gradient
-from ..graph.passes.infer import bind_env
+from ..graph.passes.infer import inline_env
 from ..graph.passes.placement import placement
 from ..graph.passes.pool_before_batch_norm import pool_before_batch_norm
 from ..graph.passes.relu_after_max_pool import relu_after_max_pool
@@ -227,8 +227,8 @@ class CachedOp:
                 a = self._convert(a, self._pos[node.name])
             given[id(node)] = a._as_entry()
         # the symbolic sizes of the graph at the callers' shapes, substituted into size parameters
-        env = bind_env(self._inputs, {n.name: given[id(n)].aval for n in self._inputs}, "CachedOp")
-        if env:
+        env = inline_env(self._inputs, {n.name: given[id(n)].aval for n in self._inputs}, "CachedOp")
+        if any(isinstance(v, int) for v in env.values()):  # sizes of this call baked into the trace
             self._guard_sizes(given)
 
         def visit(node: Node, ins):
@@ -260,7 +260,7 @@ class CachedOp:
             if node.op is not None:
                 for v in node.params.values():
                     if has_symbols((v,)):
-                        used |= {name for d in _dims_in(v) for name in d.symbols()}
+                        used |= {name for d in dims_in(v) for name in d.symbols()}
         for node in self._inputs:
             shape = node.avals[0].shape
             axes = [i for i, d in enumerate(shape or ()) if is_symbolic(d) and used & set(d.symbols())]
@@ -386,17 +386,6 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
     if inference:
         placed = relu_after_max_pool(pool_before_batch_norm(fold_batch_norm(placed)))
     return dce(cse(sink_slices(simplify(constant_fold(cse(dce(placed)))))))
-
-
-def _dims_in(v):
-    """The symbolic sizes inside a parameter value (nested tuples, lists, slices)."""
-    if is_symbolic(v):
-        yield v
-    elif isinstance(v, (tuple, list)):
-        for x in v:
-            yield from _dims_in(x)
-    elif isinstance(v, slice):
-        yield from _dims_in((v.start, v.stop, v.step))
 
 
 def _input_nodes(sym: Symbol, names: list[str]) -> list[Node]:

@@ -365,7 +365,7 @@ def export(block_or_symbol, prefix: str, input_shapes=None, params: dict | None 
             shapes = [input_shapes] if all(isinstance(d, int) for d in input_shapes) else list(input_shapes)
             block.hybridize()
             block(*[zeros(tuple(s)) for s in shapes])
-        sym, ps = block.export_graph()
+        sym, ps = block.export_graph(specialize=True)  # (MXNet 1.x files: the shapes of the last call)
         values = {k: _numpy(p.data()) for k, p in ps.items()}
     else:
         raise GraphError(f"la.mxnet.export: expected a block or a Symbol, got {type(block_or_symbol).__name__}")

@@ -33,6 +33,7 @@ from ..errors import GraphError, ParamError
 from ..executor.cached_op import CachedOp
 from ..executor.call import SubGraph
 from ..fileio import remove_stale_temporaries, write_atomic
+from ..graph.passes.bind_dims import bind_dims, substitute_dims
 from ..graph.symbol import Symbol
 from .export_check import check_serves, default_batch_axes, size_sources
 from .export_ops import CONVERTERS, EXPORT_AVALS, NO_ONNX_FORM, _training, is_training_node
@@ -470,8 +471,15 @@ def _resolve(obj, input_shapes, params):
         sym, ps = block.export_graph()
         values = {k: _numpy(p.data()) for k, p in ps.items()}
         baked = block.baked_axes()
-        return sym, values, None, default_batch_axes(sym, values, baked), baked
+        axes = default_batch_axes(sym, values, baked)
+        if not axes and has_symbols_in_inputs(sym):  # traced with a symbolic batch it does not keep on axis 0
+            sym = bind_dims(sym, block.traced_avals(sym), "la.onnx.export")
+        return sym, values, None, axes, baked
     raise ParamError(f"la.onnx.export: expected a Symbol, a CachedOp or a HybridBlock, got {type(obj).__name__}")
+
+
+def has_symbols_in_inputs(sym: Symbol) -> bool:
+    return any(has_symbols(n.avals[0].shape) for n in sym.input_nodes() if n.avals[0].shape is not None)
 
 
 def _batch_axes(sym: Symbol, values) -> dict:
@@ -488,6 +496,20 @@ def _block_shapes(input_shapes) -> list:
         return [tuple(s) for s in input_shapes.values()]
     shapes = list(input_shapes)
     return [tuple(shapes)] if all(isinstance(d, int) for d in shapes) else [tuple(s) for s in shapes]
+
+
+def _named_as_declared(sym: Symbol, dynamic_axes: dict) -> Symbol:
+    """``sym`` with each symbol of an input axis the caller names renamed to that name
+    (``dynamic_axes={"data": {0: "n"}}`` on a graph traced with ``batch``); the others as they are."""
+    env = {}
+    for n in sym.input_nodes():
+        for axis, name in (dynamic_axes or {}).get(n.name, {}).items():
+            shape = n.avals[0].shape
+            d = shape[int(axis)] if shape is not None and -len(shape) <= int(axis) < len(shape) else None
+            old = d.as_symbol() if is_symbolic(d) else None
+            if old is not None and old != str(name):
+                env[old] = Dim(str(name))
+    return substitute_dims(sym, env) if env else sym
 
 
 def _from_dynamic_shapes(dynamic_shapes: dict) -> dict:
@@ -541,6 +563,7 @@ def export(obj, path: str, *, input_shapes=None, dynamic_axes=None, dynamic_shap
         dynamic_axes = _from_dynamic_shapes(dynamic_shapes)
     if dynamic_axes is not None:
         dynamic = dynamic_axes
+        sym = _named_as_declared(sym, dynamic_axes)
     model = to_model(sym, values, input_shapes=shapes, dynamic_axes=dynamic, opset=opset, baked=baked)
     write_model(model, path)
     return path

@@ -95,8 +95,13 @@ def default_batch_axes(sym: Symbol, values: dict, baked: dict) -> dict:
     batch = Dim("batch")
     declared = {n.name: (batch,) + tuple(n.avals[0].shape[1:]) for n in data}
     samples = _samples(sym, declared)
-    if not samples:  # symbolic already (a loaded model): the batch is axis 0 where every input says so
-        return {n.name: {0: "batch"} for n in data} if all(is_symbolic(n.avals[0].shape[0]) for n in data) else {}
+    if not samples:  # symbolic already (a loaded model, a symbolic trace): axis 0 of every input and output
+        first = data[0].avals[0].shape[0]
+        outs = [e.aval.shape for e in sym.outputs]
+        same = is_symbolic(first) and all(n.avals[0].shape[0] == first for n in data)
+        if same and all(s and s[0] == first for s in outs):
+            return {n.name: {0: str(first)} for n in data}
+        return {}
     for given in samples:
         size = next(iter(given.values())).shape[0]
         try:

@@ -232,11 +232,11 @@ def test_blocks_are_collapsed_to_one_box_each_by_default():
     assert len(blocks) == 5  # 0, 1, 2, 3, 4: one box per top-level block
     labels = ["".join(b.itertext()) for b in blocks]
     res = [t for t in labels if "Res" in t]
-    assert len(res) == 2 and all("float32[2,4,4,4]" in t for t in res)
+    assert len(res) == 2 and all("float32[batch,4,4,4]" in t for t in res)
     conv = next(t for t in labels if "Conv2D" in t)
     assert f"{4 * 3 * 3 * 3 + 4} params" in conv  # weight + bias
     dense = next(t for t in labels if "Dense" in t)
-    assert f"{10 * 64 + 10:,} params" in dense and "float32[2,10]" in dense
+    assert f"{10 * 64 + 10:,} params" in dense and "float32[batch,10]" in dense
     assert len(boxes(root, "var")) == 1  # data; every parameter is inside its block
     assert not boxes(root, "op")  # every op is inside a block
     assert "in 5 collapsed blocks" in all_text(root) and "block (collapsed)" in all_text(root)

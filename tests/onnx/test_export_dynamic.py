@@ -59,7 +59,7 @@ class _ReadsBatch(B.HybridBlock):
         self.dense = B.Dense(3, in_units=6)
 
     def forward(self, x):
-        n = x.shape[0]  # a Python int in the trace: the graph holds it
+        n = int(x.shape[0])  # a Python int: traced with the call's shapes, the graph holds it
         return la.reshape(self.dense(x), (1, n * 3))
 
 
@@ -76,6 +76,27 @@ def test_a_block_that_read_the_batch_as_an_int_cannot_export_it_dynamic(tmp_path
     la.onnx.export(net, path)  # the default: the batch axis is not dynamic here
     assert _dims(path) == [2, 6]
     np.testing.assert_allclose(_run(path, data=x)[0], net(la.array(x)).asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+class _SizesByBatch(B.HybridBlock):
+    def forward(self, x):
+        return la.reshape(x, (x.shape[0], 2, -1)).sum(axis=2) + la.zeros((x.shape[0], 2))
+
+
+def test_a_block_that_sizes_ops_by_the_batch_exports_it_dynamic(tmp_path):
+    net = _SizesByBatch()
+    net.hybridize()
+    net(la.zeros((3, 6)))
+    assert net.trace_count == 1
+    path = la.onnx.export(net, str(tmp_path / "sizes.onnx"))
+    assert _dims(path) == ["batch", 6]
+    for n in (1, 5):
+        v = np.random.default_rng(n).standard_normal((n, 6)).astype(np.float32)
+        np.testing.assert_allclose(_run(path, data=v)[0], v.reshape(n, 2, 3).sum(2), rtol=1e-5, atol=1e-6)
+    path = la.onnx.export(net, str(tmp_path / "named.onnx"), dynamic_shapes={"data": {0: la.Dim("n")}})
+    assert _dims(path) == ["n", 6]
+    out = onnx.load(path).graph.output[0].type.tensor_type.shape.dim
+    assert out[0].dim_param == "n"
 
 
 def test_a_block_defaults_to_a_dynamic_batch_only_where_axis_0_is_the_batch(tmp_path):

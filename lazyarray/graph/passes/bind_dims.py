@@ -7,11 +7,43 @@ aval again from the concrete input avals, so a compiled program only ever sees i
 from __future__ import annotations
 
 from ...aval import Aval
-from ...dim import has_symbols, substitute
+from ...dim import has_symbols, is_symbolic, substitute
 from ..node import Node
 from ..rewrite import copy_node, rewrite
 from ..symbol import Symbol
 from .infer import bind_env
+
+
+def unbound_symbols(sym: Symbol) -> set[str]:
+    """Symbols the graph computes with that none of its inputs' shapes declares: no call can bind
+    them (a graph that reads only the shape of an input it does not take)."""
+    declared: set = set()
+    for n in sym.input_nodes():
+        for d in n.avals[0].shape or ():
+            if is_symbolic(d):
+                declared |= set(d.symbols())
+    used: set = set()
+    for n in sym.topo():
+        for a in n.avals:
+            for d in a.shape or ():
+                if is_symbolic(d):
+                    used |= set(d.symbols())
+        if n.op is not None:
+            for v in n.params.values():
+                for d in dims_in(v):
+                    used |= set(d.symbols())
+    return used - declared
+
+
+def dims_in(v):
+    """The symbolic sizes inside a parameter value (nested tuples, lists, slices)."""
+    if is_symbolic(v):
+        yield v
+    elif isinstance(v, (tuple, list)):
+        for x in v:
+            yield from dims_in(x)
+    elif isinstance(v, slice):
+        yield from dims_in((v.start, v.stop, v.step))
 
 
 def bind_dims(sym: Symbol, given: dict[str, Aval], what: str = "CachedOp") -> Symbol:
@@ -27,17 +59,21 @@ def bind_dims(sym: Symbol, given: dict[str, Aval], what: str = "CachedOp") -> Sy
     (4, 2, 3)
     """
     env = bind_env(sym.input_nodes(), given, what)
-    if not env:
-        return sym
+    return substitute_dims(sym, env) if env else sym
+
+
+def substitute_dims(sym: Symbol, env: dict) -> Symbol:
+    """``sym`` with every symbol of ``env`` replaced by its value (an int, or an expression: a symbol
+    renamed) in the inputs' shapes, every aval and every size parameter; other symbols stay."""
 
     def visit(node: Node, ins):
         symbolic_avals = any(has_symbols(a.shape) for a in node.avals)
         if not symbolic_avals and (node.op is None or not has_symbols(tuple(node.params.values()))):
             return None
-        new = copy_node(node, ins, tuple(a._replace(shape=substitute(a.shape, env)) if has_symbols(a.shape) else a
+        new = copy_node(node, ins, tuple(a._replace(shape=substitute(a.shape, env, True)) if has_symbols(a.shape) else a
                                          for a in node.avals))
         if node.op is not None:
-            new.params = {k: substitute(v, env) for k, v in node.params.items()}
+            new.params = {k: substitute(v, env, True) for k, v in node.params.items()}
         return new
 
     return rewrite(sym, visit)

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from ...aval import Aval
-from ...dim import bind, has_symbols, substitute
+from ...dim import bind, has_symbols, is_symbolic, substitute
 from ...errors import GraphError, LazyArrayError
 from ...ops import registry
+from ...ops.params import plain_dim
 from ..node import PINNED, Node
 
 
@@ -27,6 +28,29 @@ def bind_env(inputs: list[Node], given: dict[str, Aval], what: str) -> dict:
         return {}
     return bind(declared, {k: a.shape for k, a in given.items()
                            if a.shape is not None and None not in a.shape and not has_symbols(a.shape)}, what)
+
+
+def inline_env(inputs: list[Node], given: dict[str, Aval], what: str) -> dict:
+    """``bind_env`` for a graph inlined where its inputs' shapes may be symbolic themselves (a
+    ``CachedOp`` called inside a symbolic hybridize trace): its plain symbols map to the caller's
+    sizes, expressions or ints; concrete shapes are bound and checked as ``bind_env`` does."""
+    declared = declared_shapes(inputs)
+    env: dict = {}
+    concrete = {}
+    for name, shape in declared.items():
+        a = given.get(name)
+        if a is None or a.shape is None or len(a.shape) != len(shape):
+            continue
+        if None in a.shape or has_symbols(a.shape):
+            for d, n in zip(shape, a.shape):
+                sym = d.as_symbol() if is_symbolic(d) else None
+                if sym is not None and n is not None:
+                    env.setdefault(sym, plain_dim(n))
+        else:
+            concrete[name] = a.shape
+    if concrete:
+        env.update(bind({k: declared[k] for k in concrete}, concrete, what))
+    return env
 
 
 def infer_avals(order: list[Node], given: dict[str, Aval], env: dict | None = None) -> dict[int, tuple[Aval, ...]]:
