@@ -10,8 +10,8 @@ from __future__ import annotations
 from ..device import Device
 from ..errors import GraphFormatError, LazyArrayError, ShapeError
 from ..executor.cached_op import CachedOp
-from ..graph.passes.bind_dims import bind_dims
 from ..graph import serialize
+from ..graph.passes.bind_dims import bind_dims
 from ..graph.symbol import Symbol, load_symbol
 from ..mxnet import load_arrays as load_mxnet_arrays
 from ..mxnet import sniff as is_mxnet_file
