@@ -92,3 +92,21 @@ def test_dim_names_must_be_identifiers_and_bounds_ordered():
     with pytest.raises(la.ShapeError):
         la.Dim("n", min=5, max=2)
     assert floordiv(7, 2) == 3 and mod(7, 2) == 1
+
+
+def test_a_traced_size_answers_only_what_the_bounds_decide():
+    from lazyarray.dim import TracedSize
+
+    n = TracedSize.of(b)
+    assert isinstance(n * 2 + 1, TracedSize) and isinstance(-n, TracedSize) and isinstance(3 * n, TracedSize)
+    assert n == b and n + 1 != n and n != 0  # decided: structurally, or by the bounds (b >= 1)
+    with pytest.raises(SymbolicDimError, match="must not branch on a batch size"):
+        n == 1  # noqa: B015
+    with pytest.raises(SymbolicDimError):
+        (n * 2) != 4  # noqa: B015
+    with pytest.raises(SymbolicDimError):
+        int(n)
+    # op parameters keep the plain expression
+    y = la.sym.reshape(la.sym.var("x", shape=(b, 6)), shape=(n, -1))
+    assert type(y.outputs[0].node.params["shape"][0]) is la.Dim.__mro__[1]
+    assert hash(n) == hash(b)

@@ -369,3 +369,27 @@ def test_static_shape_retraces_are_counted_and_warned_once_per_cause():
     assert net.trace_count == 11
     msgs = [str(w.message) for w in caught if issubclass(w.category, la.RecompileWarning)]
     assert len(msgs) == 1 and "float32[8, 2]" in msgs[0] and "float32[9, 2]" in msgs[0]
+
+
+class _FlatDense(B.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.dense = B.Dense(3, in_units=8)
+
+    def forward(self, x):
+        return self.dense(x.reshape(x.shape[0], -1))
+
+
+def test_a_symbolic_trace_exports_one_graph_for_every_batch(tmp_path):
+    net = _FlatDense()
+    net.initialize()
+    net.hybridize()
+    net(la.array(arr(2, 4, 2)))
+    sym_file, param_file = net.export(str(tmp_path / "flat"))
+    text = open(sym_file).read()
+    assert '"version": 3' in text and '"dim": "batch"' in text
+    back = B.SymbolBlock.imports(sym_file, ["data"], param_file)
+    for n in (1, 5):
+        x = la.array(arr(n, 4, 2))
+        np.testing.assert_allclose(back(x).asnumpy(), net(x).asnumpy(), rtol=1e-6, atol=1e-6)
+    assert net.trace_count == 1
