@@ -550,28 +550,24 @@ def _exact_quotient(ta: dict, tb: dict):
 
 def dim_max(a, b):
     """``max(a, b)``, decided from the bounds where it can be."""
-    if isinstance(a, int) and isinstance(b, int):
-        return max(a, b)
-    lo, hi = bounds(a - b)
-    if lo >= 0:
-        return a
-    if hi <= 0:
-        return b
-    a, b = sorted((a, b), key=str)
-    return DimExpr({(OpAtom("max", (a, b)),): 1})
+    return _extreme("max", a, b)
 
 
 def dim_min(a, b):
     """``min(a, b)``, decided from the bounds where it can be."""
+    return _extreme("min", a, b)
+
+
+def _extreme(kind: str, a, b):
     if isinstance(a, int) and isinstance(b, int):
-        return min(a, b)
+        return max(a, b) if kind == "max" else min(a, b)
     lo, hi = bounds(a - b)
-    if lo >= 0:
-        return b
-    if hi <= 0:
-        return a
+    if lo >= 0:  # a >= b
+        return a if kind == "max" else b
+    if hi <= 0:  # a <= b
+        return b if kind == "max" else a
     a, b = sorted((a, b), key=str)
-    return DimExpr({(OpAtom("min", (a, b)),): 1})
+    return DimExpr({(OpAtom(kind, (a, b)),): 1})
 
 
 def substitute(value, env: dict, partial: bool = False):

@@ -24,6 +24,7 @@ import numpy as np
 from ..aval import Aval
 from ..device import cpu
 from ..errors import GraphError
+from ..graph.passes.bind_dims import bind_dims
 from ..graph.passes.placement import placement
 from ..graph.symbol import Symbol
 from ..ndarray import NDArray, array_from
@@ -156,7 +157,8 @@ def _run(sym, names, values, data_names, given, client) -> list:
     for k, s in sbps.items():
         if s.is_split and s.axis >= len(avals[k].shape):
             raise SBPError(f"input {k!r}: cannot split axis {s.axis} of shape {avals[k].shape}")
-    ann = placement(sym, avals).infer_sbp(pieces=n, **sbps)
+    # the global sizes bound first (symbolic sizes, pinned inputs checked), as a CachedOp would
+    ann = placement(bind_dims(sym, avals, "la.distributed.run"), avals).infer_sbp(pieces=n, **sbps)
     _check_random(ann, n)
     delayed = dask.delayed
     env: dict[tuple[int, int], list] = {}

@@ -271,3 +271,16 @@ def test_random_draws_split_with_their_input_and_refuse_broadcast(client):
     z = x + la.sym.random_uniform(shape=(40, 50))
     with pytest.raises(la.sbp.SBPError, match="random_uniform.*broadcast"):
         la.distributed.run(z, client=client, sbp={"x": S(0)}, x=np.ones((40, 50)))
+
+
+def test_symbolic_graphs_bind_their_sizes_and_pinned_ones_refuse_others(client):
+    """A graph with symbolic sizes runs at the global shapes it is given; a pinned one refuses others."""
+    b = la.Dim("b")
+    x = la.sym.var("x", shape=(b, 4))
+    y = la.sym.sum(la.sym.reshape(x, shape=(b, 2, 2)), axis=2)
+    v = np.arange(24, dtype=np.float32).reshape(6, 4)
+    out = la.distributed.run(y, client=client, sbp={"x": la.sbp.split(0)}, x=v, compute=True)
+    np.testing.assert_allclose(out.asnumpy(), v.reshape(6, 2, 2).sum(2))
+    pinned = la.sym.reshape(la.sym.var("x", shape=(2, 4), pinned=True), shape=(8,))
+    with pytest.raises(la.ShapeError, match="built for 2"):
+        la.distributed.run(pinned, client=client, x=v)

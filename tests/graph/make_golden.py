@@ -21,6 +21,16 @@ from lazyarray import blocks as B
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
 
 
+def _cnn(rng):
+    """The golden CNN, hybridized and called once: (net, x, its output)."""
+    net = B.HybridSequential()
+    net.add(B.Conv2D(3, 3, in_channels=2), B.Activation("relu"), B.Flatten(), B.Dense(4, in_units=3 * 4 * 4))
+    net.initialize()
+    net.hybridize()
+    x = rng.standard_normal((2, 2, 6, 6)).astype(np.float32)
+    return net, x, net(la.array(x)).asnumpy()
+
+
 def main_v3() -> None:
     """v3: symbolic dims. A CNN exported to ONNX with a dynamic batch and loaded back (its symbol's
     data input is ``(batch, 2, 6, 6)``), and a graph whose shapes and size attributes are ``la.Dim``
@@ -40,12 +50,7 @@ def main_v3() -> None:
     path = os.path.join(HERE, f"v{version}-ops-symbol.json")
     sym.save(path)
     got = la.CachedOp(la.load_symbol(path))(a=la.array(av), b=la.array(bv))
-    net = B.HybridSequential()
-    net.add(B.Conv2D(3, 3, in_channels=2), B.Activation("relu"), B.Flatten(), B.Dense(4, in_units=3 * 4 * 4))
-    net.initialize()
-    net.hybridize()
-    x = rng.standard_normal((2, 2, 6, 6)).astype(np.float32)
-    yn = net(la.array(x)).asnumpy()
+    net, x, yn = _cnn(rng)
     onnx_path = os.path.join(HERE, "cnn.onnx")
     la.onnx.export(net, onnx_path)
     loaded = B.SymbolBlock.imports(onnx_path, ["data"])
@@ -74,12 +79,7 @@ def main(version: int) -> None:
     path = os.path.join(HERE, f"v{version}-ops-symbol.json")
     sym.save(path)
     got = la.CachedOp(la.load_symbol(path))(a=a, b=b)
-    net = B.HybridSequential()
-    net.add(B.Conv2D(3, 3, in_channels=2), B.Activation("relu"), B.Flatten(), B.Dense(4, in_units=3 * 4 * 4))
-    net.initialize()
-    net.hybridize()
-    x = rng.standard_normal((2, 2, 6, 6)).astype(np.float32)
-    yn = net(la.array(x)).asnumpy()
+    net, x, yn = _cnn(rng)
     net.export(os.path.join(HERE, f"v{version}-cnn"))
     expected = {"cnn": {"x": x.tolist(), "y": yn.tolist()},
                 "ops": {"a": av.tolist(), "b": bv.tolist(), "outputs": [g.asnumpy().tolist() for g in got]}}
