@@ -2,7 +2,8 @@
 
 Creation makes normal arrays (also inside deferred compute, where they become constants of the
 recorded graph when used), except for a shape holding a symbolic size (a symbolic trace's
-``x.shape[0]``): ``zeros``/``ones``/``full`` then record a ``fill`` node, filled per call.
+``x.shape[0]``): ``zeros``/``ones``/``full`` then record a ``fill`` node and ``arange`` an ``iota`` node,
+computed per call.
 
 Sizes are checked before anything is allocated: a shape must be non-negative ints below
 ``2**63`` whose byte count fits the address space (``ShapeError``) and the allocation must
@@ -183,6 +184,11 @@ def arange(start, stop=None, step=1, dtype=None, device: Device | None = None) -
     dev = _device(device)
     dt = None if dtype is None else as_dtype(dtype, "arange")
     args = (0, start, step) if stop is None else (start, stop, step)
+    if any(isinstance(a, DimExpr) for a in args):  # a size of a symbolic trace: counted per call, in the graph
+        if not all(isinstance(a, (int, np.integer, DimExpr)) and not isinstance(a, bool) for a in args):
+            raise ParamValueError(f"arange: bounds {args} mix a symbolic size with non-integers; use ints")
+        return apply(registry.get("iota"), (), {"bounds": tuple(a if isinstance(a, DimExpr) else int(a) for a in args),
+                                               "dtype": np.dtype("int64") if dt is None else dt, "device": dev}, _make)
     for name, v in zip(("start", "stop", "step"), args):
         _real(v, "arange", name)
     n, work = _arange_length(*args)

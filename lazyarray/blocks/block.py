@@ -636,11 +636,17 @@ class HybridBlock(Block):
         self._traces.add((training, sig), compiled, _describe_signatures)
         return compiled
 
+    def symbolic_shapes(self, args) -> tuple | None:
+        """The shapes the first trace gives the array arguments: symbolic dims (``la.Dim``) where the
+        block's graph may serve every size. Default: axis 0 is ``batch`` (``hybrid.batch_symbolic``);
+        a block whose layout says otherwise (a time-major RNN) names its axes itself."""
+        return hybrid.batch_symbolic(args)
+
     def _trace_new(self, args, training) -> hybrid.Compiled:
         """Trace ``forward`` with a symbolic batch (``la.Dim("batch")`` on axis 0), so one graph
         serves every batch size; where ``forward`` cannot be traced so (it branches on the batch,
         reads it as an int, or an op cannot take it symbolically) trace with the call's shapes."""
-        shapes = None if self._static_shape else hybrid.batch_symbolic(args)
+        shapes = None if self._static_shape else self.symbolic_shapes(args)
         if shapes is not None:
             try:
                 return hybrid.trace(self, args, self.collect_params(), training, shapes)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from .. import guards
 from ..control_flow import aval_of, foreach
 from ..creation import zeros
+from ..dim import Dim
 from ..errors import ParamValueError, ShapeError
 from ..ndarray import NDArray
 from .block import HybridBlock
@@ -104,6 +105,19 @@ class _RNNLayer(HybridBlock):
                                                        for a, b in zip(shape, want)):
                 raise ShapeError(f"{name}: each begin state must have shape (num_layers * directions, batch, "
                                  f"hidden_size) = {want}, got {shape}; make them with layer.begin_state(batch)")
+
+    def symbolic_shapes(self, args) -> tuple | None:
+        """The sequence and batch axes as ``time`` and ``batch`` by the layout (``TNC``: axis 0 is the
+        time), the begin states' batch (axis 1) too: one trace serves every length and batch, and its
+        export names each axis for what it is."""
+        arrays = [a for a in args if a is not None]
+        if not arrays or len(arrays[0].shape) != 3:
+            return None
+        time, batch = Dim("time"), Dim("batch")
+        x = arrays[0].shape
+        first = (time, batch, x[2]) if self.layout == "TNC" else (batch, time, x[2])
+        return (first,) + tuple((a.shape[0], batch) + tuple(a.shape[2:]) if len(a.shape) == 3 else tuple(a.shape)
+                                for a in arrays[1:])
 
     # -- calling ---------------------------------------------------------------------------------
     def __call__(self, x, states=None):

@@ -349,3 +349,21 @@ def test_given_states_for_a_new_batch_size_reuse_the_trace():
         np.testing.assert_allclose(out.asnumpy(), want, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(h1.asnumpy(), want_h, rtol=1e-5, atol=1e-5)
     assert layer.trace_count == 1
+
+
+@pytest.mark.parametrize("layout", ["TNC", "NTC"])
+def test_one_trace_exports_time_and_batch_named_for_what_they_are(layout, tmp_path):
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    layer = make(B.GRU, 4, layout=layout)
+    layer.hybridize()
+    shape = (6, 2, 3) if layout == "TNC" else (2, 6, 3)
+    layer(la.array(arr(*shape)))
+    path = la.onnx.export(layer, str(tmp_path / "gru.onnx"))
+    dims = [d.dim_param or d.dim_value for d in onnx.load(path).graph.input[0].type.tensor_type.shape.dim]
+    assert dims == (["time", "batch", 3] if layout == "TNC" else ["batch", "time", 3])
+    sess = ort.InferenceSession(path)
+    for steps, batch in ((9, 5), (2, 1)):  # another length and batch: the file computes them
+        x = arr(steps, batch, 3) if layout == "TNC" else arr(batch, steps, 3)
+        np.testing.assert_allclose(sess.run(None, {"data": x})[0], layer(la.array(x)).asnumpy(), rtol=1e-5, atol=1e-5)
+    assert layer.trace_count == 1
