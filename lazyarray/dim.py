@@ -211,6 +211,12 @@ class DimExpr:
     def __mod__(self, other):
         return mod(self, other)
 
+    def __divmod__(self, other):
+        return floordiv(self, other), mod(self, other)
+
+    def __rdivmod__(self, other):
+        return floordiv(other, self), mod(other, self)
+
     def __rmod__(self, other):
         return mod(other, self)
 

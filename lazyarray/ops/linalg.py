@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dim import dim_max, dim_min
 from ..errors import ParamValueError, ShapeError, fmt_shape
 from .params import AXIS, BOOL, FLOAT, INT, ORD, Param, choice
-from .registry import OpDef, normalize_axis, register
+from .registry import OpDef, broadcast_shapes, normalize_axis, register
 
 
 def _square(op):
@@ -85,8 +86,7 @@ def _solve_shape(shapes):
     if len(b) < 2 or (None not in (a[-1], b[-2]) and a[-1] != b[-2]):
         raise ShapeError(f"linalg.solve: x1 {fmt_shape(a)} needs x2 shaped (..., {a[-1]}, K) or ({a[-1]},), "
                          f"got {fmt_shape(b)}")
-    batch = np.broadcast_shapes(*(tuple(1 if d is None else d for d in t[:-2]) for t in (a, b)))
-    return tuple(batch) + tuple(b[-2:])
+    return broadcast_shapes(a[:-2], b[:-2]) + tuple(b[-2:])  # (unknown and symbolic dims kept)
 
 
 def _solve_grad(F, ins, y, g):
@@ -130,7 +130,7 @@ _lin("cholesky", ("x",), _cholesky, lambda s, upper=False: _square("cholesky")(s
 
 def _qr_shape(shapes, mode="reduced"):
     *batch, m, n = shapes[0]
-    k = None if None in (m, n) else min(m, n)
+    k = None if None in (m, n) else dim_min(m, n)
     if mode == "complete":
         return [(*batch, m, m), (*batch, m, n)]
     return [(*batch, m, k), (*batch, k, n)]
@@ -143,7 +143,7 @@ _lin("qr", ("x",), lambda xp, x, mode="reduced", out=None: tuple(xp.linalg.qr(x,
 
 def _svd_shape(shapes, full_matrices=True):
     *batch, m, n = shapes[0]
-    k = None if None in (m, n) else min(m, n)
+    k = None if None in (m, n) else dim_min(m, n)
     if full_matrices:
         return [(*batch, m, m), (*batch, k), (*batch, n, n)]
     return [(*batch, m, k), (*batch, k), (*batch, k, n)]
@@ -156,7 +156,7 @@ _lin("svd", ("x",), lambda xp, x, full_matrices=True, out=None: tuple(xp.linalg.
 
 def _k_shape(shapes):
     *batch, m, n = shapes[0]
-    return (*batch, None if None in (m, n) else min(m, n))
+    return (*batch, None if None in (m, n) else dim_min(m, n))
 
 
 _lin("svdvals", ("x",), lambda xp, x, out=None: xp.linalg.svd(x, compute_uv=False), _k_shape, _real_dtype,
@@ -218,7 +218,7 @@ _lin("trace", ("x",), _trace, _matrix_shape("trace"), _trace_dtype, params=(Para
 def _diag_len(m, n, k):
     if None in (m, n):
         return None
-    return max(0, min(m, n - k) if k >= 0 else min(m + k, n))
+    return dim_max(0, dim_min(m, n - k) if k >= 0 else dim_min(m + k, n))
 
 
 _lin("diagonal", ("x",), lambda xp, x, offset=0, out=None: xp.diagonal(x, offset=offset, axis1=-2, axis2=-1).copy(),
@@ -228,9 +228,9 @@ _lin("diagonal", ("x",), lambda xp, x, offset=0, out=None: xp.diagonal(x, offset
 
 def _cross_shape(shapes, axis=-1):
     a, b = shapes
-    shape = np.broadcast_shapes(*(tuple(1 if d is None else d for d in t) for t in (a, b)))
+    shape = broadcast_shapes(a, b)  # (unknown and symbolic dims kept)
     ax = normalize_axis(axis, len(shape), "linalg.cross")
-    if shape[ax] != 3:
+    if isinstance(shape[ax], int) and shape[ax] != 3:  # (unknown or symbolic: checked when the sizes are)
         raise ShapeError(f"linalg.cross: axis {axis} must have size 3, got {fmt_shape(a)} and {fmt_shape(b)}")
     return tuple(shape)
 

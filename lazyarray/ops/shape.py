@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..aval import check_shape
+from ..dim import dim_max, dim_min
 from ..errors import AxisError, DTypeError, ParamError, ParamValueError, ShapeError, fmt_shape
 from . import sparse_kernels
 from .index_shape import getitem_shape
@@ -662,8 +663,12 @@ def section_bounds(n: int, sections: int, index: int) -> tuple[int, int]:
     """``[start, stop)`` of part ``index`` of ``n`` items in ``sections`` parts (numpy.array_split:
     the first ``n % sections`` parts are one longer)."""
     each, extra = divmod(n, sections)
-    start = index * each + min(index, extra)
-    return start, start + each + (1 if index < extra else 0)
+    if isinstance(n, int):
+        start = index * each + min(index, extra)
+        return start, start + each + (1 if index < extra else 0)
+    # a symbolic n: the same counts as size expressions (part index is one longer while index < extra)
+    start = index * each + dim_min(index, extra)
+    return start, start + each + dim_min(dim_max(extra - index, 0), 1)
 
 
 def _uneven(n, sections, axis):
