@@ -158,8 +158,19 @@ def _remainder(g, node, ins):
     a, b = _compute(g, node, ins)
     if _out_dtype(node).kind in "iu":
         return [g.op("Mod", [a, b], fmod=0)]  # integer Mod with fmod=0 has Python's (divisor's) sign
-    q = g.op("Floor", [g.op("Div", [a, b])])
-    return [g.op("Sub", [a, g.op("Mul", [q, b])])]
+    # numpy.remainder of floats (npy_divmod): C fmod, moved by one divisor where its sign differs
+    # from the divisor's; a zero takes the divisor's sign. fmod keeps a finite dividend under an
+    # infinite divisor (2 % inf == 2, -2 % inf == inf) where a - floor(a / b) * b gives nan; x % 0,
+    # inf % b and nans stay nan (fmod's nan is neither zero nor signed).
+    dt = _out_dtype(node)
+    zero = g.scalar(0, dt)
+    m = g.op("Mod", [a, b], fmod=1)
+    b_neg = g.op("Less", [b, zero])
+    move = g.op("Xor", [b_neg, g.op("Less", [m, zero])])
+    move = g.op("And", [move, g.op("Not", [g.op("Equal", [m, zero])])])
+    r = g.op("Where", [move, g.op("Add", [m, b]), m])
+    signed_zero = g.op("Where", [b_neg, g.scalar(-0.0, dt), zero])
+    return [g.op("Where", [g.op("Equal", [m, zero]), signed_zero, r])]
 
 
 def _floor_divide(g, node, ins):
@@ -425,18 +436,42 @@ def _repeat_elements(g, node, ins):
     return [g.op("Gather", [x, g.const(idx)], axis=int(axis))]
 
 
+def _slice_bounds(k: slice, n):
+    """ONNX Slice's (start, end, step) for the slice ``k`` of an axis of ``n`` elements (None: not
+    static), and the axis size below which a negative start selects nothing (0: never).
+
+    ONNX clamps a negative-step start into [0, n - 1] where NumPy makes a start below -n select
+    nothing (``x[-6::-2]`` of 5 elements is empty, not ``x[0]``); every other bound it clamps as
+    NumPy does. A static axis gets NumPy's own bounds (``slice.indices``), an empty selection as
+    the empty range 0:0 and an end before the first element as INT64_MIN (ONNX reads -1 as the
+    last). On a dynamic axis, or with bounds that are symbolic sizes (computed when the model
+    runs), the bounds stay as given and the caller empties the range (end 0) when the axis is
+    shorter than the size returned."""
+    step = 1 if k.step is None else int(k.step)
+    if isinstance(n, (int, np.integer)) and not is_symbolic(n) and not has_symbols((k.start, k.stop)):
+        start, stop, step = k.indices(int(n))
+        if not len(range(start, stop, step)):
+            return 0, 0, 1, 0
+        return start, (stop if stop >= 0 else INT64_MIN), step, 0
+    lo, hi = (INT64_MAX, INT64_MIN) if step < 0 else (0, INT64_MAX)
+    start = lo if k.start is None else k.start
+    below = -int(start) if step < 0 and not is_symbolic(start) and start < 0 else 0
+    return start, (hi if k.stop is None else k.stop), step, below
+
+
 def _getitem(g, node, ins):
     """Basic indexing: one Slice for the slices and ints, Squeeze for the ints, Unsqueeze for None."""
     key = node.params["key"]
     key = key if isinstance(key, tuple) else (key,)
     rank = _rank(g, node)
+    shape = _shape(node)
     n_index = sum(1 for k in key if k is not None and k is not Ellipsis)
     if Ellipsis in key:
         at = key.index(Ellipsis)
         key = key[:at] + (slice(None),) * (rank - n_index) + key[at + 1:]
     else:
         key = key + (slice(None),) * (rank - n_index)
-    starts, ends, axes, steps, drop, new = [], [], [], [], [], []
+    starts, ends, axes, steps, drop, new, below = [], [], [], [], [], [], []
     axis = out_pos = 0
     for k in key:
         if k is None:
@@ -445,12 +480,12 @@ def _getitem(g, node, ins):
             continue
         if isinstance(k, slice):
             if k != slice(None):
-                step = 1 if k.step is None else k.step
-                lo, hi = (INT64_MAX, INT64_MIN) if step < 0 else (0, INT64_MAX)
-                starts.append(lo if k.start is None else k.start)
-                ends.append(hi if k.stop is None else k.stop)
+                start, end, step, least = _slice_bounds(k, shape[axis])
+                starts.append(start)
+                ends.append(end)
                 axes.append(axis)
                 steps.append(step)
+                below.append(least)
             out_pos += 1
         else:
             i = int(k)
@@ -458,11 +493,17 @@ def _getitem(g, node, ins):
             ends.append(INT64_MAX if i == -1 else i + 1)
             axes.append(axis)
             steps.append(1)
+            below.append(0)
             drop.append(axis)
         axis += 1
     x = ins[0]
     if axes:
-        x = g.op("Slice", [x, g.ints(starts), g.ints(ends), g.ints(axes), g.ints(steps)])
+        end = g.ints(ends)
+        if any(below):  # a dynamic axis shorter than -start: end at the first element, which empties
+            # the negative-step range ONNX starts there (NumPy selects nothing)
+            sizes = g.op("Gather", [g.op("Shape", [x]), g.ints(axes)], axis=0)
+            end = g.op("Where", [g.op("Less", [sizes, g.ints(below)]), g.ints([0] * len(axes)), end])
+        x = g.op("Slice", [x, g.ints(starts), end, g.ints(axes), g.ints(steps)])
     if drop:
         x = g.op("Squeeze", [x, g.ints(drop)])
     if new:

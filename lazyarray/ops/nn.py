@@ -7,6 +7,8 @@ a data-dependent dim (``None``, e.g. after a boolean mask in deferred compute) i
 the array when the graph runs instead (``*_like`` ops, ``size``), never assumed."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import jit, threads
@@ -181,7 +183,8 @@ def _rows_matmul(xp, a, b, out=None):
     if not a.flags.c_contiguous or (out is not None and not out.flags.c_contiguous):
         return xp.matmul(a, b, out=out)
     shape = a.shape[:-1] + (b.shape[1],)
-    res = xp.matmul(a.reshape(-1, a.shape[-1]), b, out=None if out is None else out.reshape(-1, b.shape[1]))
+    rows = math.prod(a.shape[:-1])  # (not -1: a reshape cannot infer it when k or n is 0)
+    res = xp.matmul(a.reshape(rows, a.shape[-1]), b, out=None if out is None else out.reshape(rows, b.shape[1]))
     return out if out is not None else res.reshape(shape)
 
 
@@ -206,7 +209,7 @@ def _dense(xp, x, weight, bias=None, out=None):
         return out
     rows = x.shape[0] if x.ndim == 2 else 1
     if x.ndim > 2:
-        y = _rows_matmul(xp, x, transposed(weight, x.size // max(x.shape[-1], 1)), out)
+        y = _rows_matmul(xp, x, transposed(weight, math.prod(x.shape[:-1])), out)
     elif rows > 1 and out is not None and not out.flags.c_contiguous and out.T.flags.c_contiguous:
         # a units-major planned buffer (executor/units_major.py): one BLAS call computes w @ x.T into
         # it (one row is both C- and F-ordered: the test costs a batch-1 call nothing)
@@ -279,7 +282,11 @@ def _rows(F, t, k):
     if nd == 2:
         return t
     k = t.aval.shape[-1] if k is None else k
-    if k is not None:
+    if k == 0:  # (a -1 dim cannot be inferred from zero elements: the row count must be given)
+        lead = t.aval.shape[:-1]
+        if all(type(d) is int or isinstance(d, np.integer) for d in lead):  # (no unknown or symbolic dims)
+            return F.reshape(t, shape=(math.prod(lead), 0))
+    elif k is not None:
         return F.reshape(t, shape=(-1, k))
     if nd == 1:
         return F.expand_dims(t, axis=0)
@@ -322,6 +329,8 @@ ROW_CHUNK_BYTES = 256 << 10  # rows per chunk of a row-wise kernel: a chunk and 
 
 
 def _softmax(xp, x, axis=-1, out=None):
+    if x.size == 0:  # (max has no identity for an empty axis; an empty result has nothing to compute)
+        return xp.empty(x.shape, x.dtype)
     if _by_rows(xp, x, axis):
         return _rows_chunked(x, _softmax_rows)
     e = xp.exp(x - x.max(axis=axis, keepdims=True))
@@ -330,6 +339,8 @@ def _softmax(xp, x, axis=-1, out=None):
 
 
 def _log_softmax(xp, x, axis=-1, out=None):
+    if x.size == 0:  # (as softmax)
+        return xp.empty(x.shape, x.dtype)
     if _by_rows(xp, x, axis):
         return _rows_chunked(x, _log_softmax_rows)
     s = x - x.max(axis=axis, keepdims=True)
