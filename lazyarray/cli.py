@@ -39,6 +39,7 @@ from .creation import array
 from .dim import has_symbols
 from .errors import LazyArrayError, fmt_shape
 from .executor.cached_op import CachedOp
+from .fileio import check_regular
 from .graph.draw import DEFAULT_MAX_NODES as DRAW_MAX_NODES
 from .graph.symbol import load_symbol
 from .mxnet import export as export_mxnet
@@ -294,7 +295,21 @@ def _is_data(name: str) -> bool:
     return name == "data" or (name.startswith("data") and name[4:].isdigit())
 
 
+def _check_files(args) -> None:
+    """Refuse model files that are not regular files before any loader opens them: reading
+    ``/dev/zero`` never ends and opening a FIFO blocks until someone writes to it. (A missing file
+    is left to the loader, which names it.)"""
+    for path, what in ((args.symbol, "symbol file"), (getattr(args, "params", None), "--params file")):
+        if not path or "\0" in path:
+            continue
+        try:
+            check_regular(path, what)
+        except OSError:
+            continue
+
+
 def inspect(args) -> int:
+    _check_files(args)
     if args.svg and not args.svg.lower().endswith(".svg"):
         raise CLIError(f"--svg {args.svg!r}: the drawing is SVG; name the file *.svg")
     if args.svg and "\0" in args.svg:
@@ -379,6 +394,7 @@ def _load_mxnet(symbol: str, params: str | None, shapes: dict):
 # -- convert ---------------------------------------------------------------------------------------
 def convert(args) -> int:
     """MXNet 1.x files -> lazyarray's format (default), or either format -> MXNet 1.x files."""
+    _check_files(args)
     shapes = dict(parse_shape(s) for s in args.shape or [])
     if is_mxnet_file(args.symbol):
         sym, arrays = _load_mxnet(args.symbol, args.params, shapes)

@@ -204,3 +204,34 @@ def test_console_script_runs_as_a_process():
                          check=False, capture_output=True, text=True)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.strip().startswith("lazyarray: error: cannot read symbol file")
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo", "dir"])
+@pytest.mark.parametrize("command", ["inspect", "convert"])
+def test_files_that_are_not_regular_files_are_refused_before_reading(mlp_files, tmp_path, capsys, special, command):
+    # /dev/zero never ends (read until MemoryError), a FIFO blocks the open until someone writes
+    if special == "fifo":
+        if not hasattr(os, "mkfifo"):
+            pytest.skip("no FIFOs here")
+        os.mkfifo(tmp_path / "pipe")
+        special = str(tmp_path / "pipe")
+    elif special == "dir":
+        special = str(tmp_path)
+    elif not os.path.exists(special):
+        pytest.skip("no /dev/zero here")
+    extra = ["--out", str(tmp_path / "x")] if command == "convert" else []
+    for argv in ([command, special, *extra], [command, mlp_files[0], "--params", special, *extra]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("lazyarray: error: cannot read"), err
+        assert "not a regular file" in err and repr(special) in err and "Traceback" not in err
+
+
+def test_dev_zero_is_refused_by_the_console_script_in_a_process():
+    if not os.path.exists("/dev/zero"):
+        pytest.skip("no /dev/zero here")
+    res = subprocess.run([sys.executable, "-m", "lazyarray.cli", "inspect", "/dev/zero"],
+                         check=False, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.strip() == ("lazyarray: error: cannot read symbol file '/dev/zero': it is a character device, "
+                                  "not a regular file; give the path of the file itself")

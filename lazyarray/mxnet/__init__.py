@@ -30,7 +30,7 @@ from ..ndarray import NDArray
 from .export import EXPORTABLE, export, to_mxnet
 from .operators import CONVERTERS
 from .params_file import load_params, params_bytes, read_params, save_params
-from .symbol_file import is_mxnet_json, read_json, sniff, to_symbol
+from .symbol_file import check_params_file, is_mxnet_json, read_json, sniff, to_symbol
 
 __all__ = ["CONVERTERS", "EXPORTABLE", "export", "is_mxnet_json", "load", "load_arrays", "load_params",
            "params_bytes", "read_params", "save_params", "sniff", "to_mxnet"]
@@ -41,7 +41,9 @@ def load_arrays(symbol_file: str, params_file: str | None, input_shapes: dict | 
     """``(Symbol, name -> NumPy array)`` of an MXNet model (the arrays the graph reads)."""
     arrays = {} if params_file is None else load_params(params_file)[0]
     what = f"MXNet symbol file {os.path.basename(str(symbol_file))!r}"
-    sym = to_symbol(read_json(symbol_file), arrays, input_shapes, what)
+    doc = read_json(symbol_file)
+    check_params_file(doc, symbol_file, params_file)  # the pair la.mxnet.export wrote together, never a mix
+    sym = to_symbol(doc, arrays, input_shapes, what)
     used = set(sym.list_inputs())
     return sym, {k: v for k, v in arrays.items() if k in used}
 

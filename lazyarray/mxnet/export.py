@@ -6,11 +6,18 @@ Each registry op of the graph is written as the MXNet operator computing the sam
 ``add`` with a number -> ``_plus_scalar``, ...). Graph inputs with a value (parameters, constants)
 go to the ``.params`` file, BatchNorm's statistics as ``aux:`` states; the others are the model's
 data inputs. Ops without an MXNet counterpart are listed in one ``GraphError``.
+
+The pair is atomic as a set: the symbol file records the name and SHA-256 of the parameter file
+written with it (graph attribute ``lazyarray_params``, a ``str`` attribute MXNet keeps and ignores)
+and is committed first, then the parameter file. A kill between the two leaves the new symbol beside
+the old parameters, which ``la.mxnet.load`` refuses by name (``symbol_file.check_params_file``).
 """
 from __future__ import annotations
 
+import importlib
 import json
 import math
+import os
 
 import numpy as np
 
@@ -20,6 +27,7 @@ from ..fileio import write_atomic
 from ..graph.node import Entry, Node
 from ..graph.symbol import Symbol
 from .params_file import params_bytes
+from .symbol_file import PARAMS_RECORD
 
 MXNET_VERSION = 10901  # the files follow MXNet 1.9.1's writer
 
@@ -342,7 +350,8 @@ def to_mxnet(sym: Symbol, values: dict[str, np.ndarray]) -> tuple[dict, dict[str
 
 def export(block_or_symbol, prefix: str, input_shapes=None, params: dict | None = None,
            epoch: int = 0) -> tuple[str, str]:
-    """Write ``prefix-symbol.json`` and ``prefix-%04d.params`` in MXNet 1.x format (atomically each).
+    """Write ``prefix-symbol.json`` and ``prefix-%04d.params`` in MXNet 1.x format, atomic as a set
+    (the symbol file records the parameter file's digest: see the module docstring).
 
     ``block_or_symbol``: a hybridizable block (called once, or give ``input_shapes``: a shape or a
     list of shapes to trace it with), a ``SymbolBlock``, or a ``Symbol`` with ``params`` (name ->
@@ -371,8 +380,12 @@ def export(block_or_symbol, prefix: str, input_shapes=None, params: dict | None 
         raise GraphError(f"la.mxnet.export: expected a block or a Symbol, got {type(block_or_symbol).__name__}")
     doc, arrays, aux = to_mxnet(sym, values)
     sym_path, param_path = f"{prefix}-symbol.json", f"{prefix}-{epoch:04d}.params"
-    write_atomic(param_path, params_bytes(arrays, aux))
+    data = params_bytes(arrays, aux)
+    doc["attrs"][PARAMS_RECORD] = ["str", f"{os.path.basename(param_path)} {importlib.import_module('hashlib').sha256(data).hexdigest()}"]
+    # the symbol first: a kill before the second rename leaves a symbol whose record the old
+    # parameters do not match (refused by name), never old weights silently under a new graph
     write_atomic(sym_path, json.dumps(doc, indent=2).encode())
+    write_atomic(param_path, data)
     return sym_path, param_path
 
 

@@ -17,12 +17,15 @@ single error.
 """
 from __future__ import annotations
 
+import importlib
 import os
+import re
 
 import numpy as np
 
 from .. import sym as S
 from ..errors import GraphFormatError, LazyArrayError
+from ..fileio import read_regular
 from ..graph.serialize import parse_json
 from ..graph.symbol import Symbol
 from . import operators
@@ -30,6 +33,7 @@ from .attrs import Attrs, parse_ints
 from .params_file import DTYPES
 
 MAX_NODES = 1 << 20
+PARAMS_RECORD = "lazyarray_params"  # graph attribute of la.mxnet.export: "<params file name> <sha256>"
 
 
 def is_mxnet_json(doc) -> bool:
@@ -62,6 +66,35 @@ def read_json(path: str) -> dict:
     if not is_mxnet_json(doc):
         raise GraphFormatError(f"{what}: not an MXNet symbol (needs 'nodes' and 'heads' at the top level)")
     return doc
+
+
+def check_params_file(doc: dict, symbol_file: str, params_file: str | None) -> None:
+    """Refuse a parameter file that is not the one ``la.mxnet.export`` wrote with ``symbol_file``.
+
+    The symbol file records the name and SHA-256 of its parameter file (graph attribute
+    ``lazyarray_params``); a file of that name with other content is what an interrupted export leaves
+    (the new symbol beside the old parameters) or a mix-up: ``GraphFormatError`` naming both files.
+    Parameter files of other names (other epochs) and symbol files without the record pass."""
+    attrs = doc.get("attrs")
+    record = attrs.get(PARAMS_RECORD) if isinstance(attrs, dict) else None
+    if record is None or params_file is None:
+        return
+    text = record[1] if isinstance(record, list) and len(record) == 2 and record[0] == "str" else None
+    name, _, digest = text.rpartition(" ") if isinstance(text, str) else ("", "", "")
+    if not name or not re.fullmatch(r"[0-9a-f]{64}", digest):
+        raise GraphFormatError(f"MXNet symbol file {os.path.basename(str(symbol_file))!r}: graph attribute "
+                               f"{PARAMS_RECORD!r} must be [\"str\", \"<parameter file> <sha256>\"], got "
+                               f"{record!r}"[:300] + "; export the model again")
+    if os.path.basename(str(params_file)) != name:
+        return  # another parameter file (another epoch): not the one written with it
+    # hashlib loads OpenSSL (3-4 MiB): imported when a model is loaded, not with lazyarray
+    actual = importlib.import_module("hashlib").sha256(read_regular(params_file, "MXNet params file")).hexdigest()
+    if actual != digest:
+        raise GraphFormatError(
+            f"MXNet symbol file {str(symbol_file)!r} was exported together with a parameter file {name!r} of sha256 "
+            f"{digest[:12]}..., but {str(params_file)!r} holds other parameters (sha256 {actual[:12]}...): an export "
+            "was interrupted or the files were mixed up; export the model again, or pass the parameter file "
+            "written with this symbol file")
 
 
 def _ref(ref, n_nodes_before: int, where: str) -> tuple[int, int]:

@@ -35,6 +35,7 @@ from ..executor.call import SubGraph
 from ..fileio import remove_stale_temporaries, write_atomic
 from ..graph.passes.bind_dims import bind_dims, substitute_dims
 from ..graph.symbol import Symbol
+from . import external_data
 from .export_check import check_serves, default_batch_axes, size_sources
 from .export_ops import CONVERTERS, EXPORT_AVALS, NO_ONNX_FORM, _training, is_training_node
 from .export_sizes import has_symbolic, sizes_tensor
@@ -362,9 +363,12 @@ def to_model(sym: Symbol, values: dict[str, np.ndarray] | None = None, *, input_
     for e in sym.outputs:
         t = env[(id(e.node), e.index)]
         counts[t] = counts.get(t, 0) + 1
-    renames, outputs = {}, []
+    renames, outputs, taken = {}, [], set()
     for e, want, a in zip(sym.outputs, out_names, out_avals):
         t = env[(id(e.node), e.index)]
+        if want in taken:  # one value output twice ([y, y], y and an inference dropout of it): a
+            want = ctx.fresh(want)  # graph output is written once (SSA), so the repeat gets a name of its own
+        taken.add(want)
         if t in produced and counts[t] == 1 and t not in renames:
             renames[t] = want  # the producing node writes the output name directly
         else:
@@ -571,7 +575,14 @@ def export(obj, path: str, *, input_shapes=None, dynamic_axes=None, dynamic_shap
 
 def write_model(model, path: str, external_threshold: int | None = None) -> None:
     """Write ``model`` to ``path`` atomically; with more than ``external_threshold`` bytes of
-    initializers (default ``EXTERNAL_DATA_THRESHOLD``) its tensors go to ``<name>.data`` beside it."""
+    initializers (default ``EXTERNAL_DATA_THRESHOLD``) its tensors go to ``<name>.data`` beside it.
+
+    The two files are atomic as a set: both are staged in a temporary folder beside ``path``, the data
+    file is renamed into place first and the model second, and both carry the same random generation
+    id (the model's metadata ``lazyarray.external_data``, the data file's trailer: ``external_data.py``).
+    A kill before the first rename leaves the old model; between the two, a new data file beside the old
+    model, which ``la.onnx.load`` refuses by name; after, the new model. The next write removes the
+    staging folders of killed writers."""
     onnx = _onnx()
     threshold = EXTERNAL_DATA_THRESHOLD if external_threshold is None else external_threshold
     size = sum(len(t.raw_data) for t in model.graph.initializer)
@@ -581,16 +592,41 @@ def write_model(model, path: str, external_threshold: int | None = None) -> None
         return
     directory = os.path.dirname(os.path.abspath(path))
     base = os.path.basename(path)
+    location = base + ".data"
     remove_stale_temporaries(path)
+    generation = os.urandom(16).hex()  # (not secrets: it imports hashlib, which loads OpenSSL)
+    _record_generation(model, location, generation)
     tmp = tempfile.mkdtemp(prefix=f".{base}.tmp-{os.getpid()}-", dir=directory)
     try:
-        location = base + ".data"
         onnx.save_model(model, os.path.join(tmp, base), save_as_external_data=True, all_tensors_to_one_file=True,
                         location=location, size_threshold=0)
+        with open(os.path.join(tmp, location), "ab") as f:  # after every tensor: readers never see it
+            f.write(external_data.trailer(generation))
         onnx.checker.check_model(os.path.join(tmp, base))
-        # the data first: a reader that sees the new model file finds its data beside it
+        for name in (location, base):
+            _sync_file(os.path.join(tmp, name))
+        # the data first: a reader that sees the new model file finds its data beside it; one that
+        # sees the new data beside the old model is refused (the generations differ)
         os.replace(os.path.join(tmp, location), os.path.join(directory, location))
         os.replace(os.path.join(tmp, base), path)
     finally:
         with contextlib.suppress(OSError):
             shutil.rmtree(tmp)
+
+
+def _record_generation(model, location: str, generation: str) -> None:
+    """Record in ``model``'s metadata which data file generation it was written with."""
+    kept = [p for p in model.metadata_props if p.key != external_data.GENERATION_KEY]
+    del model.metadata_props[:]
+    model.metadata_props.extend(kept)
+    entry = model.metadata_props.add()
+    entry.key, entry.value = external_data.GENERATION_KEY, f"{location} {generation}"
+
+
+def _sync_file(path: str) -> None:
+    """Flush a staged file to disk before it is renamed into place (a crash keeps whole files)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

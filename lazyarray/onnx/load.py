@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 
 import numpy as np
 
@@ -29,7 +30,9 @@ from ..device import current_device
 from ..dim import Dim, has_symbols
 from ..errors import GraphFormatError, LazyArrayError
 from ..executor.interpret import interpret
+from ..fileio import read_regular
 from ..graph.symbol import Symbol
+from . import external_data
 from .image import IMAGE_CONVERTERS
 from .import_bitcast import BITCAST_CONVERTERS
 from .import_causal_conv import CAUSAL_CONV_CONVERTERS
@@ -98,6 +101,8 @@ def sniff(path) -> bool:
     if isinstance(path, (str, os.PathLike)) and str(path).lower().endswith(".onnx"):
         return True
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False  # (a FIFO would block the open; the loader that gets it says what it is)
         with open(path, "rb") as f:
             return f.read(1) == b"\x08"
     except (OSError, TypeError, ValueError):
@@ -105,26 +110,21 @@ def sniff(path) -> bool:
 
 
 def read_model(path):
-    """The checked ``onnx.ModelProto`` of a file (``GraphFormatError`` when it is not a usable model)."""
+    """The checked ``onnx.ModelProto`` of a file (``GraphFormatError`` when it is not a usable model).
+
+    Only a regular file is read (a device or a FIFO is refused before opening); tensors kept in
+    external data files are read from the model's folder only (``external_data.py``)."""
     _onnx()  # the clear error without the onnx extra, before touching the file
     name = os.path.basename(str(path))
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except (OSError, TypeError, ValueError) as exc:
-        raise GraphFormatError(f"cannot read ONNX file {str(path)!r}: {exc}") from None
-    model = parse_model(data, f"ONNX file {name!r}")
-    if any(t.data_location == 1 for t in model.graph.initializer):  # EXTERNAL: tensors in side files
-        from onnx.external_data_helper import load_external_data_for_model
-        try:
-            load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
-        except Exception as exc:  # noqa: BLE001 (onnx raises many kinds; all mean a broken file set)
-            raise GraphFormatError(f"ONNX file {name!r}: cannot read its external tensor data: {exc}") from None
-    return model
+    data = read_regular(path, "ONNX file")
+    return parse_model(data, f"ONNX file {name!r}", folder=os.path.dirname(os.path.abspath(path)))
 
 
-def parse_model(data: bytes, what: str = "ONNX model"):
-    """Parse and check serialized ModelProto bytes; every failure is a ``GraphFormatError``."""
+def parse_model(data: bytes, what: str = "ONNX model", folder: str | None = None):
+    """Parse and check serialized ModelProto bytes; every failure is a ``GraphFormatError``.
+
+    ``folder``: the model file's folder, where its external data files are (``external_data.py``);
+    without one, a model with external tensors is refused (never read from the current directory)."""
     onnx = _onnx()
     if not data:
         raise GraphFormatError(f"{what}: the file is empty")
@@ -137,7 +137,8 @@ def parse_model(data: bytes, what: str = "ONNX model"):
         raise GraphFormatError(f"{what}: not an ONNX model (ir_version {model.ir_version}, "
                                f"{len(model.opset_import)} opset imports, {len(model.graph.output)} graph outputs); "
                                "the file may be truncated or of another format")
-    check_model(model, what)
+    check_model(model, what)  # (external tensors: checked as placeholders, before any file is read)
+    external_data.resolve(model, folder, what)
     return model
 
 
@@ -145,11 +146,16 @@ def check_model(model, what: str = "ONNX model") -> None:
     """``onnx.checker`` on ``model``; its complaint becomes a ``GraphFormatError``."""
     onnx = _onnx()
     checked = model
+    if external_data.external_tensors(model):
+        # the checker would look for external files relative to the current directory: check a copy
+        # without them (read_model reads them from the model's folder, with its own checks)
+        checked = external_data.placeholder_copy(model)
     if any(vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape") for vi in model.graph.output):
         # onnx.checker asks every graph output for a shape, which the spec and onnxruntime do not:
         # check a copy whose shapeless outputs get an empty one (the checker does not infer shapes)
-        checked = onnx.ModelProto()
-        checked.CopyFrom(model)
+        if checked is model:
+            checked = onnx.ModelProto()
+            checked.CopyFrom(model)
         for vi in checked.graph.output:
             if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
                 vi.type.tensor_type.shape.SetInParent()
@@ -213,6 +219,7 @@ class Conversion:
     def __init__(self, model, what: str, input_shapes: dict | None, params: bool = False,
                  input_values: dict | None = None):
         self.onnx = _onnx()
+        external_data.refuse_external(model, what)  # (onnx would read them relative to the current directory)
         model = upgrade(model, what, lambda m: check_model(m, what))  # opset 7-12 -> 13 (opset_upgrade.py)
         self.model, self.what, self.params = model, what, params
         self.graph = model.graph
