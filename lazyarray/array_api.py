@@ -28,7 +28,7 @@ from .aval import SUPPORTED_DTYPES, as_dtype, check_alloc
 from .creation import array, zeros
 from .device import Device, cpu, current_device, gpu, gpu_available
 from .dispatch import apply
-from .errors import AxisError, DTypeError, ShapeError, fmt_shape
+from .errors import AxisError, DTypeError, ParamError, ParamValueError, ShapeError, fmt_shape
 from .functions import write_out
 from .ndarray import NDArray, _make
 from .ops import registry
@@ -313,6 +313,9 @@ def from_dlpack(x, /, *, device: Device | None = None, copy: builtins.bool | Non
     """
     if isinstance(x, NDArray):
         return asarray(x, device=device, copy=copy)
+    if not hasattr(x, "__dlpack__"):
+        raise ParamError(f"from_dlpack: {type(x).__name__} {x!r}"[:200] + " is not a DLPack producer (it has no "
+                         "__dlpack__ method); pass a NumPy, CuPy or PyTorch array, or use la.asarray(x)")
     kind, dev_id = x.__dlpack_device__() if hasattr(x, "__dlpack_device__") else (1, 0)
     src = gpu(dev_id) if kind == 2 else cpu(0)
     value = src.xp.from_dlpack(x)
@@ -350,14 +353,36 @@ def broadcast_arrays(*arrays: NDArray) -> list[NDArray]:
 def moveaxis(x: NDArray, source, destination, /) -> NDArray:
     """``x`` with axes moved from ``source`` to ``destination`` (a ``permute_dims``)."""
     n = x.ndim
-    src = [s % n for s in ((source,) if isinstance(source, int) else source)]
-    dst = [d % n for d in ((destination,) if isinstance(destination, int) else destination)]
+    src = _moveaxis_axes(source, n, "source")
+    dst = _moveaxis_axes(destination, n, "destination")
     if len(src) != len(dst):
-        raise ValueError("moveaxis: source and destination need the same number of axes")
+        raise AxisError(f"moveaxis: source {source!r} and destination {destination!r} need the same number "
+                        "of axes")
     order = [i for i in range(n) if i not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
     return _apply("transpose", x, axes=tuple(order))
+
+
+def _moveaxis_axes(axes, n: int, name: str) -> list[int]:
+    """``moveaxis``'s ``source`` or ``destination`` as axes in ``[0, n)``: each one in ``[-n, n)``, none
+    repeated (NumPy's rule; ``% n`` alone would wrap an axis out of range onto another one)."""
+    items = (axes,) if isinstance(axes, (int, np.integer)) else axes
+    try:
+        items = list(items)
+    except TypeError:
+        items = None
+    if items is None or not builtins.all(isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_))
+                                         for a in items):
+        raise AxisError(f"moveaxis: {name} must be an int or a sequence of ints, got {axes!r}"[:300])
+    bad = [int(a) for a in items if not -n <= a < n]
+    if bad:
+        raise AxisError(f"moveaxis: {name} axis {bad[0]} is out of range for an array of {n} dims "
+                        + (f"(axes go from {-n} to {n - 1})" if n else "(a 0-d array has no axes)"))
+    out = [int(a) % n for a in items]
+    if len(set(out)) != len(out):
+        raise AxisError(f"moveaxis: {name} {axes!r} repeats an axis; give each axis once")
+    return out
 
 
 def matrix_transpose(x: NDArray, /) -> NDArray:
@@ -456,14 +481,10 @@ def tensordot(x1: NDArray, x2: NDArray, /, *, axes=2) -> NDArray:
     >>> la.tensordot(la.ones((2, 3)), la.ones((3, 4)), axes=1).shape
     (2, 4)
     """
-    if isinstance(axes, int):
-        if axes < 0:
-            raise ValueError(f"tensordot: axes must be >= 0, got {axes}")
-        a1, a2 = list(range(x1.ndim - axes, x1.ndim)), list(range(axes))
-    else:
-        a1, a2 = [a % x1.ndim for a in axes[0]], [a % x2.ndim for a in axes[1]]
-    if len(a1) != len(a2) or builtins.any(x1.shape[i] != x2.shape[j] for i, j in zip(a1, a2)):
-        raise ValueError(f"tensordot: contracted axes {a1} of {x1.shape} and {a2} of {x2.shape} differ in size")
+    a1, a2 = _tensordot_axes(axes, x1.ndim, x2.ndim)
+    if builtins.any(x1.shape[i] != x2.shape[j] for i, j in zip(a1, a2)):
+        raise ShapeError(f"tensordot: contracted axes {a1} of {fmt_shape(x1.shape)} and {a2} of "
+                         f"{fmt_shape(x2.shape)} differ in size; pick axes of equal length")
     free1 = [i for i in range(x1.ndim) if i not in a1]
     free2 = [j for j in range(x2.ndim) if j not in a2]
     k = math.prod(x1.shape[i] for i in a1)
@@ -474,6 +495,40 @@ def tensordot(x1: NDArray, x2: NDArray, /, *, axes=2) -> NDArray:
     dt = np.result_type(x1.dtype, x2.dtype)
     out = _apply("matmul", m if m.dtype == dt else m.astype(dt), r if r.dtype == dt else r.astype(dt))
     return _apply("reshape", out, shape=tuple(x1.shape[i] for i in free1) + tuple(x2.shape[j] for j in free2))
+
+
+def _tensordot_axes(axes, n1: int, n2: int) -> tuple[list[int], list[int]]:
+    """``tensordot``'s ``axes`` as two equally long lists of axes in ``[0, n1)`` and ``[0, n2)``: an int
+    ``k`` (the last ``k`` of ``x1``, the first ``k`` of ``x2``), or a pair of ints or of int sequences."""
+    def is_int(a) -> bool:
+        return isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_))
+
+    if is_int(axes):
+        if axes < 0:
+            raise ParamValueError(f"tensordot: axes must be >= 0 (the number of axes to contract), got {axes}")
+        if axes > builtins.min(n1, n2):
+            raise AxisError(f"tensordot: axes={axes} contracts {axes} axes of each array, but x1 has {n1} dims "
+                            f"and x2 {n2}; pass at most {builtins.min(n1, n2)}")
+        return list(range(n1 - axes, n1)), list(range(axes))
+    pair = list(axes) if isinstance(axes, (tuple, list)) else None
+    sides = [[a] if is_int(a) else list(a) if isinstance(a, (tuple, list)) else None
+             for a in (pair if pair is not None and len(pair) == 2 else ())]
+    if len(sides) != 2 or None in sides or not builtins.all(is_int(a) for side in sides for a in side):
+        raise ParamError(f"tensordot: axes must be an int or a pair of axis sequences such as ([1], [0]), "
+                         f"got {axes!r}"[:300])
+    if len(sides[0]) != len(sides[1]):
+        raise AxisError(f"tensordot: axes {axes!r} name {len(sides[0])} axes of x1 but {len(sides[1])} of x2; "
+                        "contract as many of each")
+    out = []
+    for name, side, n in (("x1", sides[0], n1), ("x2", sides[1], n2)):
+        bad = [int(a) for a in side if not -n <= a < n]
+        if bad:
+            raise AxisError(f"tensordot: axis {bad[0]} is out of range for {name} of {n} dims")
+        side = [int(a) % n for a in side]
+        if len(set(side)) != len(side):
+            raise AxisError(f"tensordot: the axes {axes!r} repeat an axis of {name}; give each axis once")
+        out.append(side)
+    return out[0], out[1]
 
 
 def unique_all(x: NDArray, /) -> UniqueAllResult:
@@ -533,8 +588,14 @@ def repeat(x: NDArray, repeats, /, *extra, axis: int | None = None, **old) -> ND
             raise DTypeError(f"repeat: repeats must be an integer or a 1-D integer array, got "
                              f"{repeats.dtype}{list(repeats.shape)}")
         repeats = repeats.asnumpy().tolist()  # the output's length depends on these values
-    counts = (int(repeats),) if isinstance(repeats, (int, np.integer)) else tuple(int(r) for r in repeats)
-    return _apply("repeat_elements", x, repeats=counts, axis=axis)
+    if isinstance(repeats, np.ndarray) and repeats.dtype.kind in "iu" and repeats.ndim <= 1:
+        repeats = repeats.tolist()
+    items = [repeats] if not isinstance(repeats, (list, tuple, range)) else list(repeats)
+    if not builtins.all(isinstance(r, (int, np.integer)) and not isinstance(r, (bool, np.bool_)) for r in items):
+        hint = "; round a float count first, e.g. int(n)" if builtins.any(isinstance(r, float) for r in items) else ""
+        raise ParamError(f"repeat: repeats must be an int, a sequence of ints or a 1-D integer array, got "
+                         f"{repeats!r}"[:300] + hint)
+    return _apply("repeat_elements", x, repeats=tuple(int(r) for r in items), axis=axis)
 
 
 # -- the standard's signatures over registry ops (dtype=, device=, sorter=, copy=, axis=None) ----------

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from .aval import as_dtype, check_alloc, check_scalar
-from .device import Device, current_device
+from .device import Device, as_device, current_device
 from .dim import DimExpr, has_symbols
 from .dispatch import apply
 from .errors import DTypeError, OpOverflowError, ParamValueError, ShapeError
@@ -29,8 +29,12 @@ from .storage import SPARSE_TYPES
 _MAX_DIMS = 64  # NumPy's limit
 
 
-def _device(device: Device | None) -> Device:
-    return current_device() if device is None else device
+def _device(device: Device | str | None) -> Device:
+    """The device an array is created on: the default device, a ``Device``, or a string such as
+    ``"cpu(1)"`` or ``"gpu"`` (anything else, or a GPU that is not usable, is a ``DeviceError``)."""
+    if device is None:
+        return current_device()
+    return device if isinstance(device, Device) else as_device(device, "array creation")
 
 
 def _shape(shape, where: str) -> tuple:

@@ -12,7 +12,7 @@ import weakref
 
 from . import guards
 from .buffer import version
-from .errors import DeferredComputeError
+from .errors import DeferredComputeError, ParamError
 from .executor.chain import describe_chain
 from .executor.recorded import enabled as cache_enabled
 from .executor.recorded import run_recorded
@@ -211,4 +211,12 @@ def compute(*arrays) -> None:
     >>> a.is_lazy, b.asnumpy().tolist()
     (False, [1.0, 1.0, 1.0])
     """
+    from .dispatch import ArrayBase  # (dispatch imports this module)
+
+    for i, a in enumerate(arrays):
+        if not isinstance(a, ArrayBase):
+            shown = " ".join(repr(a).split())  # (one line: a list of arrays prints over several)
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            raise ParamError(f"compute: argument {i} is {type(a).__name__} {shown}, not a lazyarray array; pass "
+                             "arrays, e.g. la.compute(a, b) (la.compute(*arrays) for a list)")
     materialize(list(arrays))

@@ -109,6 +109,25 @@ def gpu(i: int = 0) -> Device:
     return Device("gpu", i)
 
 
+def as_device(value, where: str = "device") -> Device:
+    """A ``device=`` argument as a ``Device``: a device itself, or a string such as ``"cpu"``,
+    ``"cpu(1)"``, ``"gpu"`` or ``"gpu(0)"`` (a bare kind is device 0). A GPU must be usable here
+    (CuPy and that GPU present), else ``DeviceError`` with the fix."""
+    if isinstance(value, Device):
+        return value
+    if not isinstance(value, str):
+        raise DeviceError(f"{where}: device must be a device such as la.cpu(0) or a string such as 'cpu(1)', "
+                          f"got {type(value).__name__} {value!r}"[:300])
+    text = value.strip()
+    try:
+        dev = Device(text, 0) if text in ("cpu", "gpu") else Device.parse(text)
+        if dev.kind == "gpu":
+            gpu(dev.id)
+    except DeviceError as exc:
+        raise DeviceError(f"{where}: device {value!r}: {exc}") from None
+    return dev
+
+
 def gpu_available() -> bool:
     """True when CuPy is importable and at least one GPU is visible."""
     try:

@@ -167,11 +167,15 @@ def operator_method(op: OpDef, make, reverse: bool = False, wrapped: bool = Fals
             if ufunc is not None and not mode:
                 va = self._value
                 if va.__class__ is _ND:
-                    out = ufunc(va)
-                    r = new(self.__class__)
-                    r._value, r._entry, r._device = (out if out.__class__ is _ND else np.asarray(out)), \
-                        None, self._device
-                    return r
+                    try:
+                        out = ufunc(va)
+                    except Exception:
+                        pass  # re-run by apply() for the rule-based error (-bool: a DTypeError)
+                    else:
+                        r = new(self.__class__)
+                        r._value, r._entry, r._device = (out if out.__class__ is _ND else np.asarray(out)), \
+                            None, self._device
+                        return r
             elif ufunc is not None and mode == DEFERRED:
                 # Recording hot path (deferred compute, autograd off): straight to a node.
                 return _lazy_node(op, (self._entry if self._value is None else self._as_entry(),), self, depth)

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from .aval import check_alloc
 from .device import Device, cpu
 from .errors import ParamValueError, ShapeError
 from .rng import generator
@@ -28,6 +29,7 @@ class Initializer:
         shape = tuple(int(d) for d in shape)
         if any(d <= 0 for d in shape):
             raise ShapeError(f"{self!r}: cannot initialize shape {shape}; every dim must be known (> 0)")
+        check_alloc(repr(self), shape, dtype, "value")
         value = np.asarray(self._fill(shape, np.dtype(dtype), generator(device)), dtype=dtype)
         if device.kind == "cpu":
             return value

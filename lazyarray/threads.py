@@ -11,9 +11,12 @@ would otherwise share each product while the copies and transforms around it ran
 """
 from __future__ import annotations
 
+import numbers
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+
+from .errors import ParamError, ParamValueError
 
 MIN_PARALLEL_BYTES = 8 << 20  # below this a thread hand-off costs more than it saves (measured: a 1.6 MB
 # SGD update ran slower on 2 threads than on 1)
@@ -44,9 +47,13 @@ _IN_POOL = threading.local()  # .active: this thread is one of the pool's (its w
 
 def set_num_threads(n: int) -> None:
     """Threads for chunked kernels and (where threadpoolctl is installed) BLAS: ``la.set_num_threads(n)``."""
+    if not isinstance(n, numbers.Integral) or isinstance(n, bool):
+        raise ParamError(f"set_num_threads: n must be an int (the number of threads), got {type(n).__name__} "
+                         f"{n!r}"[:300])
     n = int(n)
     if n < 1:
-        raise ValueError(f"set_num_threads: n must be >= 1, got {n}")
+        raise ParamValueError(f"set_num_threads: n must be >= 1 (1 runs kernels on the calling thread only), "
+                              f"got {n}")
     with _LOCK:
         _THREADS[0] = n
         if _POOL[0] is not None:

@@ -400,6 +400,10 @@ class Block:
                 f"{type(self).__name__}: parameters with unknown (0) dims ({shapes}) need the input "
                 f"shape; implement `def infer_shape(self, *args)` in {type(self).__name__} that sets "
                 f"them, e.g. `self.{pending[0]}.shape = (..., x.shape[1])`, or give full shapes")
+        if not args or args[0] is None:  # (the shapes are read from the inputs: there must be one)
+            raise ParamError(f"{type(self).__name__}: the input must be an array (its shape sets the unknown "
+                             f"dims of {', '.join(pending)}), got {'None' if args else 'no input'}; call the "
+                             "block with a la.array")
         self.infer_shape(*args)
         still = [f"{n} {self._params[n].shape}" for n in pending if not self._params[n].shape_known]
         if still:

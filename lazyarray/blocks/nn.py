@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import autograd
 from .. import functions as _functions
-from ..errors import ParamValueError
+from ..errors import ParamError, ParamValueError
 from ..ndarray import NDArray
 from .block import HybridBlock
 from .parameter import Parameter
@@ -46,6 +46,12 @@ def activation_fn(name: str | None):
         raise ParamValueError(f"unknown activation {name!r}; one of {sorted(_ACTIVATIONS)}") from None
 
 
+def _check_input(x) -> None:
+    if not hasattr(x, "ndim"):
+        raise ParamError(f"Dense: the input must be an array, got {type(x).__name__} {x!r}"[:200]
+                         + "; call the layer with a la.array")
+
+
 class Dense(HybridBlock):
     """Fully connected layer: ``activation(x @ weight.T + bias)``, weight ``(units, in_units)``.
 
@@ -71,11 +77,13 @@ class Dense(HybridBlock):
         self.bias = Parameter("bias", shape=(units,), dtype=dtype, init=bias_initializer) if use_bias else None
 
     def infer_shape(self, x) -> None:
+        _check_input(x)
         shape = x.shape
         n = int(np.prod(shape[1:])) if self.flatten else shape[-1]
         self.weight.shape = (self.units, n)
 
     def forward(self, x):
+        _check_input(x)
         if self.flatten and x.ndim > 2:
             x = F.flatten(x)
         y = F.dense(x, self.weight.data(), None if self.bias is None else self.bias.data())

@@ -9,10 +9,15 @@ scratch buffers are then one flat array each, so every step of the update is one
 call instead of one per parameter, and only the reads and writes of the weights go parameter by
 parameter. Both run the same ufuncs with the same scalars in the same order, so the results are
 bit for bit the same.
+
+Each optimizer declares its hyper-parameters (``hyper_params``: name -> ``HyperParam``, a range of
+real numbers): ``Trainer.save_states`` writes those, and ``Trainer.load_states`` accepts a state
+file's settings only when every one is declared and in range.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -53,11 +58,54 @@ class _Fresh:
         return self.bufs[k]
 
 
+@dataclass(frozen=True)
+class HyperParam:
+    """A declared optimizer hyper-parameter: a finite real number (not a bool) from ``low`` to
+    ``high`` (``high`` itself excluded when ``high_open``), or also ``None`` when ``optional``.
+
+    >>> HyperParam(0.0, 1.0, high_open=True).problem(1.0)
+    'must be a finite number in [0.0, 1.0), got 1.0'
+    """
+
+    low: float = -math.inf
+    high: float = math.inf
+    high_open: bool = False
+    optional: bool = False
+
+    def describe(self) -> str:
+        if self.high == math.inf:
+            text = "a finite number" if self.low == -math.inf else f"a finite number >= {self.low}"
+        else:
+            text = f"a finite number in [{self.low}, {self.high}{')' if self.high_open else ']'}"
+        return f"None or {text}" if self.optional else text
+
+    def problem(self, value) -> str | None:
+        """None when ``value`` fits, else what is wrong with it (for an error message)."""
+        if value is None and self.optional:
+            return None
+        try:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+                and self.low <= value and (value < self.high if self.high_open else value <= self.high)
+        except OverflowError:  # (an int beyond float range)
+            ok = False
+        return None if ok else f"must be {self.describe()}, got {value!r}"[:200]
+
+
+_RATE = HyperParam(0.0)  # a learning rate, a weight decay: finite, >= 0
+
+
 class Optimizer:
     """Base class. Subclasses implement ``create_state(weight)`` and ``apply`` (see the module
     docstring); such an optimizer updates all parameters of a ``Trainer`` in a few large calls.
     A subclass may instead override ``update(weight, grad, state, step, rescale, xp)`` (in place on
-    backend arrays); the trainer then calls it once per parameter."""
+    backend arrays); the trainer then calls it once per parameter.
+
+    ``hyper_params`` declares the settings a state file may hold (``Trainer.save_states`` /
+    ``load_states``); a subclass with settings of its own extends it, e.g.
+    ``hyper_params = {**SGD.hyper_params, "dampening": HyperParam(0.0, 1.0)}``."""
+
+    hyper_params: dict[str, HyperParam] = {
+        "learning_rate": _RATE, "wd": _RATE, "clip_gradient": HyperParam(0.0, optional=True)}
 
     def __init__(self, learning_rate: float = 0.01, wd: float = 0.0, clip_gradient: float | None = None,
                  lr_scheduler=None):
@@ -110,6 +158,8 @@ class Optimizer:
 
 class SGD(Optimizer):
     """``v = momentum * v - lr * (g + wd * w); w += v`` (plain SGD when momentum is 0)."""
+
+    hyper_params = {**Optimizer.hyper_params, "momentum": HyperParam(0.0, 1.0, high_open=True)}
 
     def __init__(self, learning_rate: float = 0.01, momentum: float = 0.0, wd: float = 0.0,
                  clip_gradient: float | None = None, lr_scheduler=None):
@@ -164,6 +214,9 @@ class SGD(Optimizer):
 
 class Adam(Optimizer):
     """Adam (Kingma & Ba) with bias correction folded into the step size, as in MXNet."""
+
+    hyper_params = {**Optimizer.hyper_params, "beta1": HyperParam(0.0, 1.0, high_open=True),
+                    "beta2": HyperParam(0.0, 1.0, high_open=True), "epsilon": HyperParam(0.0)}
 
     def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999,
                  epsilon: float = 1e-8, wd: float = 0.0, clip_gradient: float | None = None,

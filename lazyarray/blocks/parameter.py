@@ -21,7 +21,7 @@ import numpy as np
 from .. import guards
 from .. import init as _init
 from ..autograd import Leaf
-from ..aval import as_dtype
+from ..aval import as_dtype, check_alloc
 from ..buffer import bump
 from ..device import Device, cpu, current_device
 from ..errors import AutogradError, LazyArrayError, ShapeError
@@ -137,6 +137,8 @@ class Parameter:
             initializer, device = self._deferred
             if initializer is None:  # nobody chose: Xavier for weights, zeros for vectors
                 initializer = _init.Xavier() if len(self._shape) >= 2 else _init.Zero()
+            # (a named error before NumPy tries: a 16 TiB weight is a typo in a layer size)
+            check_alloc(f"Parameter {self.name!r}", self._shape, self.dtype, "value")
             data = _make(initializer(self._shape, self.dtype, device), None, device)
             data.attach_grad(self._grad_req, stype=self.grad_stype)
             self.device = device

@@ -8,10 +8,14 @@ are updated together, one ufunc call per optimizer op and cache-sized chunk (``m
 """
 from __future__ import annotations
 
+import copy
+import math
+import re
+
 import numpy as np
 
 from ..buffer import bump
-from ..errors import GraphFormatError, LazyArrayError, ParamValueError, ShapeError
+from ..errors import GraphFormatError, LazyArrayError, ParamError, ParamValueError, ShapeError
 from ..storage import RowSparse
 from .multi_tensor import FlatGroup, NotFlat, flat_ok
 from .optimizer import SGD, Adam, Optimizer
@@ -108,13 +112,14 @@ class Trainer:
         Each gradient is used once: a parameter whose gradient no ``backward()`` has written since
         the last step (stale) raises ``StaleGradientError``, unless ``ignore_stale_grad=True``,
         which skips it (as Gluon does). Lazy gradients (a backward inside deferred compute) are
-        computed here.
+        computed here. ``batch_size`` must be a finite positive number.
         """
+        rescale = _rescale(batch_size)
         plan = self._plan
         if plan is not None:
             grads = plan.gather(self._params)
             if grads is not None:
-                self._step_planned(plan, grads, batch_size)
+                self._step_planned(plan, grads, rescale)
                 return
             self._plan = None
         todo = [p for p in self._params if p.grad_req != "null" and p.initialized]
@@ -127,7 +132,6 @@ class Trainer:
                 "last step (a part of the model not used this iteration, or a missing backward()); call "
                 "step(batch_size, ignore_stale_grad=True) to skip such parameters")
         self._steps += 1
-        rescale = 1.0 / batch_size
         opt = self._optimizer
         if opt.lr_scheduler is not None:
             opt.learning_rate = float(opt.lr_scheduler(self._steps))
@@ -139,11 +143,10 @@ class Trainer:
         if groups and all(flat) and not single and len(fresh) == len(todo):
             self._plan = _Plan.make(self._params, groups)
 
-    def _step_planned(self, plan: _Plan, grads: list, batch_size: int) -> None:
+    def _step_planned(self, plan: _Plan, grads: list, rescale: float) -> None:
         """``step`` when ``plan`` still holds (``_Plan.gather`` checked it): the same updates as the
         general path, in the same order, without its per-parameter bookkeeping."""
         self._steps += 1
-        rescale = 1.0 / batch_size
         opt = self._optimizer
         if opt.lr_scheduler is not None:
             opt.learning_rate = float(opt.lr_scheduler(self._steps))
@@ -220,7 +223,8 @@ class Trainer:
     # -- optimizer state files ----------------------------------------------------------------
     def save_states(self, path: str) -> None:
         """Write the optimizer state (momenta, Adam moments, the update count, the rate and the
-        optimizer's settings) to ``path`` (safetensors, atomically; loading never runs code).
+        optimizer's other declared settings, ``Optimizer.hyper_params``) to ``path`` (safetensors,
+        atomically; loading never runs code).
 
         ``load_states`` on a trainer over the same parameters (same order and shapes) continues
         exactly where this one stands. A schedule is not saved: pass the same one again.
@@ -232,13 +236,12 @@ class Trainer:
             if id(p) not in self._states:
                 continue
             state = self._states[id(p)]
-            parts = [] if state is None else list(state) if isinstance(state, tuple) else [state]
-            kinds[str(i)] = "none" if state is None else "tuple" if isinstance(state, tuple) else "array"
-            for j, a in enumerate(parts):
+            kinds[str(i)] = _state_kind(state)
+            for j, a in enumerate(_state_parts(state)):
                 arrays[f"{i}.{j}"] = np.ascontiguousarray(_host(a))
         opt = self._optimizer
-        settings = {k: v for k, v in vars(opt).items()
-                    if k != "lr_scheduler" and (v is None or isinstance(v, (int, float)))}
+        settings = {k: v for k, v in vars(opt).items() if k in opt.hyper_params
+                    and (v is None or isinstance(v, (int, float)))}
         record = {"version": 1, "trainer": {
             "optimizer": type(opt).__name__, "num_update": self._steps, "settings": settings,
             "states": kinds, "shapes": [list(p.shape or ()) for p in self._params]}}
@@ -246,15 +249,25 @@ class Trainer:
 
     def load_states(self, path: str) -> None:
         """Restore what ``save_states`` wrote: the parameters must be the same in number, order and
-        shape, and the optimizer of the same kind."""
+        shape, and the optimizer of the same kind.
+
+        The file is data, checked in full before anything changes: settings must be among the
+        optimizer's declared ``hyper_params`` and in their ranges, ``num_update`` a non-negative int,
+        and each state of the kind and with the arrays this optimizer makes (``create_state``);
+        anything else is a ``GraphFormatError`` naming the file and the field.
+        """
         from .param_file import load_arrays
 
         arrays, meta = load_arrays(path)
         rec = meta.get("trainer")
         where = f"Trainer.load_states({path!r})"
         if not isinstance(rec, dict) or not isinstance(rec.get("states"), dict) or \
-                not isinstance(rec.get("num_update"), int) or not isinstance(rec.get("settings"), dict):
+                not isinstance(rec.get("settings"), dict) or "num_update" not in rec:
             raise GraphFormatError(f"{where}: not a trainer state file (written by Trainer.save_states)")
+        unknown = sorted(set(rec) - _RECORD_FIELDS)
+        if unknown:
+            raise GraphFormatError(f"{where}: unknown field(s) {unknown} in the trainer record; a state file "
+                                   f"holds only {sorted(_RECORD_FIELDS)} (write it with Trainer.save_states)")
         opt = self._optimizer
         if rec.get("optimizer") != type(opt).__name__:
             raise ParamValueError(f"{where}: the file holds {rec.get('optimizer')} state but this trainer "
@@ -263,27 +276,116 @@ class Trainer:
         if rec.get("shapes") != shapes:
             raise ShapeError(f"{where}: the file was saved for parameters of shapes {rec.get('shapes')}, "
                              f"this trainer has {shapes}; load it into a trainer over the same parameters")
-        states: dict[int, object] = {}
-        for key, kind in rec["states"].items():
-            if not key.isdigit() or int(key) >= len(self._params) or kind not in ("none", "tuple", "array"):
-                raise GraphFormatError(f"{where}: bad state entry {key!r}: {kind!r}")
-            p = self._params[int(key)]
-            xp = p._data.device.xp
-            parts = []
-            while f"{key}.{len(parts)}" in arrays:
-                a = arrays[f"{key}.{len(parts)}"]
-                if list(a.shape) != list(p.shape):
-                    raise ShapeError(f"{where}: state {key}.{len(parts)} has shape {a.shape}, the parameter "
-                                     f"{p.name!r} is {p.shape}")
-                parts.append(xp.array(a, dtype=p.dtype))
-            states[id(p)] = None if kind == "none" else tuple(parts) if kind == "tuple" else parts[0]
-        for k, v in rec["settings"].items():
-            if hasattr(opt, k) and k != "lr_scheduler":
-                setattr(opt, k, v)
+        steps = rec["num_update"]
+        if not isinstance(steps, int) or isinstance(steps, bool) or not 0 <= steps < 2**63:
+            raise GraphFormatError(f"{where}: field 'num_update' must be a non-negative int (the number of "
+                                   f"updates made), got {steps!r}"[:300])
+        settings = _checked_settings(where, opt, rec["settings"])
+        probe = copy.copy(opt)  # the optimizer as it will be: its states take the file's settings
+        for k, v in settings.items():
+            setattr(probe, k, v)
+        states = self._checked_states(where, probe, rec["states"], arrays)
+        # everything checked: only now does the trainer change
+        for k, v in settings.items():
+            setattr(opt, k, v)
         self._states = states
-        self._steps = rec["num_update"]
+        self._steps = steps
         self._layout_key = None  # the flat groups take the loaded states in at the next step
         self._plan = None
+
+    def _checked_states(self, where: str, probe: Optimizer, kinds: dict, arrays: dict) -> dict[int, object]:
+        """The file's states as backend arrays, keyed like ``self._states``; each entry must be of the
+        kind ``probe.create_state`` makes, with exactly its arrays, of the parameter's shape."""
+        states: dict[int, object] = {}
+        claimed: set[str] = set()
+        expected: dict[tuple, tuple[str, int]] = {}
+        for key, kind in kinds.items():
+            field = f"field 'states' entry {key!r}"[:200]
+            if not isinstance(key, str) or not re.fullmatch(r"0|[1-9][0-9]{0,8}", key) or \
+                    int(key) >= len(self._params):
+                raise GraphFormatError(f"{where}: {field}: a state is keyed by the index of its parameter "
+                                       f"(0 to {len(self._params) - 1})")
+            p = self._params[int(key)]
+            if p._data is None:
+                raise ParamValueError(f"{where}: parameter {p.name!r} is not initialized; call "
+                                      "net.initialize() (or load_parameters) before load_states")
+            dtype = np.dtype(p.dtype)
+            sig = (tuple(p.shape), dtype)
+            if sig not in expected:  # what this optimizer makes for such a parameter
+                made = probe.create_state(np.broadcast_to(np.zeros((), dtype), p.shape))
+                expected[sig] = (_state_kind(made), len(_state_parts(made)))
+            want_kind, want_n = expected[sig]
+            if kind != want_kind:
+                raise GraphFormatError(f"{where}: {field} has kind {kind!r}"[:300] + f", but {type(probe).__name__} "
+                                       f"with these settings keeps a state of kind {want_kind!r} for parameter "
+                                       f"{p.name!r}; write the file with Trainer.save_states")
+            names = [f"{key}.{j}" for j in range(want_n)]
+            missing = [n for n in names if n not in arrays]
+            if missing:
+                raise GraphFormatError(f"{where}: {field} of kind {kind!r} needs the arrays {names}; "
+                                       f"{missing} are missing")
+            parts = []
+            xp = p._data.device.xp
+            for n in names:
+                a = arrays[n]
+                if list(a.shape) != list(p.shape):
+                    raise ShapeError(f"{where}: state {n} has shape {a.shape}, the parameter "
+                                     f"{p.name!r} is {p.shape}")
+                if a.dtype.kind != dtype.kind:
+                    raise GraphFormatError(f"{where}: state array {n!r} has dtype {a.dtype}, the parameter "
+                                           f"{p.name!r} is {dtype}; a state holds numbers of its parameter's kind")
+                parts.append(xp.array(a, dtype=dtype))
+            claimed.update(names)
+            states[id(p)] = None if kind == "none" else tuple(parts) if kind == "tuple" else parts[0]
+        stray = sorted(set(arrays) - claimed)
+        if stray:
+            raise GraphFormatError(f"{where}: array(s) {stray[:5]} belong to no state of field 'states'; "
+                                   "write the file with Trainer.save_states")
+        return states
+
+
+_RECORD_FIELDS = frozenset({"optimizer", "num_update", "settings", "states", "shapes"})
+
+
+def _checked_settings(where: str, opt: Optimizer, settings: dict) -> dict:
+    """A state file's ``settings``, each one a declared hyper-parameter of ``opt`` within its range."""
+    declared = opt.hyper_params
+    for k, v in settings.items():
+        spec = declared.get(k)
+        if spec is None:
+            raise GraphFormatError(f"{where}: field 'settings' names {k!r}"[:300] + f", which is not a "
+                                   f"setting of {type(opt).__name__} (its settings: {', '.join(declared)}); "
+                                   "declare it in the optimizer's hyper_params, or remove it from the file")
+        problem = spec.problem(v)
+        if problem is not None:
+            raise GraphFormatError(f"{where}: field 'settings' entry {k!r} {problem}")
+    return settings
+
+
+def _state_kind(state) -> str:
+    return "none" if state is None else "tuple" if isinstance(state, tuple) else "array"
+
+
+def _state_parts(state) -> list:
+    return [] if state is None else list(state) if isinstance(state, tuple) else [state]
+
+
+def _rescale(batch_size) -> float:
+    """``1 / batch_size``, for a finite positive ``batch_size`` (NaN would reach every weight)."""
+    if batch_size.__class__ is int and 0 < batch_size < 1 << 62:  # (the common case, first: every step)
+        return 1.0 / batch_size
+    if isinstance(batch_size, (bool, np.bool_)) or not isinstance(batch_size, (int, float, np.integer, np.floating)):
+        raise ParamError(f"Trainer.step: batch_size must be a number (the samples the loss was summed "
+                         f"over), got {type(batch_size).__name__} {batch_size!r}"[:300])
+    try:
+        rescale = 1.0 / batch_size if batch_size > 0 else math.nan
+        ok = math.isfinite(batch_size) and batch_size > 0 and math.isfinite(rescale)
+    except OverflowError:  # (an int beyond float range)
+        ok = False
+    if not ok:
+        raise ParamValueError(f"Trainer.step: batch_size must be a finite positive number (the samples the "
+                              f"loss was summed over, e.g. step(len(labels))), got {batch_size!r}")
+    return rescale
 
 
 class _Plan:

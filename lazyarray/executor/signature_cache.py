@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 import warnings
 
+from ..errors import ParamError, ParamValueError
+
 DEFAULT_SIZE = 64
 RECOMPILE_WARN_AT = 8
 
@@ -38,8 +40,10 @@ class SignatureCache:
     """
 
     def __init__(self, what: str, size: int | None = None, warn_at: int = RECOMPILE_WARN_AT):
-        if size is not None and (not isinstance(size, int) or size < 1):
-            raise ValueError(f"{what}: cache_size must be a positive int, got {size!r}")
+        if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
+            error = ParamValueError if isinstance(size, int) and not isinstance(size, bool) else ParamError
+            raise error(f"{what}: cache_size must be a positive int (the number of input signatures kept "
+                        f"compiled; None for the default, {default_size()}), got {size!r}"[:300])
         self.what = what
         self.size = size or default_size()
         self.warn_at = warn_at

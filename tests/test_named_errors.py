@@ -1,0 +1,178 @@
+"""Calls that returned silently, wrote NaN, or failed with a bare builtin (AttributeError, ValueError,
+MemoryError, ...) raise lazyarray's named errors, with messages that name the function, the bad
+value and the fix."""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray import blocks as B
+
+
+@pytest.fixture
+def x2():
+    return la.ones((2, 3))
+
+
+# -- moveaxis: axes out of range or repeated (NumPy raises AxisError; % ndim wrapped them) ---------
+@pytest.mark.parametrize("source,destination,match", [
+    (0, 2, "destination axis 2 is out of range for an array of 2 dims"),
+    (-3, 0, "source axis -3 is out of range"),
+    ((0, 1), (1, 1), r"destination \(1, 1\) repeats an axis"),
+    ((0, 0), (0, 1), r"source \(0, 0\) repeats an axis"),
+    ((0, 1), (1,), "the same number of axes"),
+    (0.5, 0, "source must be an int or a sequence of ints"),
+])
+def test_moveaxis_checks_its_axes(x2, source, destination, match):
+    with pytest.raises(la.AxisError, match=match):
+        la.moveaxis(x2, source, destination)
+    with pytest.raises((ValueError, TypeError)):
+        np.moveaxis(np.ones((2, 3)), source, destination)  # (the NumPy behaviour it mirrors)
+
+
+def test_moveaxis_still_moves():
+    a = np.arange(24.0).reshape(2, 3, 4)
+    for s, d in [(0, 2), (-1, 0), ((0, 1), (2, 0)), (np.int64(1), -1)]:
+        np.testing.assert_array_equal(la.moveaxis(la.asarray(a), s, d).asnumpy(), np.moveaxis(a, s, d))
+
+
+# -- Trainer.step(batch_size): NaN reached every weight, 0 was a ZeroDivisionError -----------------
+@pytest.mark.parametrize("batch_size,error", [
+    (math.nan, la.ParamValueError), (0, la.ParamValueError), (-4, la.ParamValueError),
+    (math.inf, la.ParamValueError), (1e-320, la.ParamValueError), (np.float32("nan"), la.ParamValueError),
+    ("4", la.ParamError), (None, la.ParamError), (True, la.ParamError),
+])
+def test_trainer_step_needs_a_finite_positive_batch_size(batch_size, error):
+    net = B.Dense(2, in_units=3)
+    net.initialize()
+    trainer = B.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
+    before = {n: p.data().asnumpy().copy() for n, p in net.collect_params().items()}
+    for _ in range(2):  # the second step takes the planned path (trainer._plan)
+        with la.autograd.record():
+            loss = B.L2Loss()(net(la.ones((4, 3))), la.zeros((4, 2)))
+        loss.backward()
+        with pytest.raises(error, match="Trainer.step: batch_size must be"):
+            trainer.step(batch_size)
+        for n, p in net.collect_params().items():
+            np.testing.assert_array_equal(p.data().asnumpy(), before[n])
+        trainer.step(4)
+        before = {n: p.data().asnumpy().copy() for n, p in net.collect_params().items()}
+        assert all(np.isfinite(v).all() for v in before.values())
+    assert trainer._plan is not None
+    with la.autograd.record():
+        loss = B.L2Loss()(net(la.ones((4, 3))), la.zeros((4, 2)))
+    loss.backward()
+    with pytest.raises(error):
+        trainer.step(batch_size)  # refused on the planned path too
+    trainer.step(np.int64(4))
+
+
+# -- bare TypeError / ValueError / AttributeError before --------------------------------------------
+@pytest.mark.parametrize("call,error,match", [
+    (lambda x: la.repeat(x, 2.5, axis=0), la.ParamError, r"repeats must be an int.*got 2.5; round"),
+    (lambda x: la.repeat(x, [1, 2.0], axis=0), la.ParamError, "repeats must be an int"),
+    (lambda x: la.repeat(x, "2", axis=0), la.ParamError, "repeats must be an int"),
+    (lambda x: la.tensordot(x, x, axes=3), la.AxisError, "axes=3 contracts 3 axes.*pass at most 2"),
+    (lambda x: la.tensordot(x, x, axes=-1), la.ParamValueError, "axes must be >= 0"),
+    (lambda x: la.tensordot(x, x, axes=([0], [5])), la.AxisError, "axis 5 is out of range for x2"),
+    (lambda x: la.tensordot(x, x, axes=([0, 0], [0, 1])), la.AxisError, "repeat an axis of x1"),
+    (lambda x: la.tensordot(x, x, axes=([0], [0, 1])), la.AxisError, "name 1 axes of x1 but 2 of x2"),
+    (lambda x: la.tensordot(x, x, axes="ab"), la.ParamError, "axes must be an int or a pair"),
+    (lambda x: la.tensordot(x, x, axes=([0], [1])), la.ShapeError, "differ in size"),
+    (lambda x: la.set_num_threads(0), la.ParamValueError, "set_num_threads: n must be >= 1"),
+    (lambda x: la.set_num_threads(2.5), la.ParamError, "set_num_threads: n must be an int"),
+    (lambda x: la.set_num_threads("2"), la.ParamError, "set_num_threads: n must be an int"),
+    (lambda x: la.compute("x"), la.ParamError, "compute: argument 0 is str 'x'"),
+    (lambda x: la.compute(x, [x]), la.ParamError, r"compute: argument 1 is list.*la.compute\(\*arrays\)"),
+    (lambda x: la.from_dlpack(3), la.ParamError, "from_dlpack: int 3 is not a DLPack producer"),
+    (lambda x: la.ones(3, device=3), la.DeviceError, "device must be a device such as la.cpu"),
+    (lambda x: la.ones(3, device="tpu"), la.DeviceError, "device 'tpu'"),
+    (lambda x: -la.array([True, False]), la.DTypeError, r"negative: not defined for dtypes \(bool\).*`~`"),
+    (lambda x: la.negative(la.array([True])), la.DTypeError, "negative: not defined for dtypes"),
+])
+def test_named_errors(x2, call, error, match):
+    with pytest.raises(error, match=match):
+        call(x2)
+
+
+def test_the_good_forms_still_work(x2):
+    assert la.repeat(x2, np.int64(2), axis=0).shape == (4, 3)
+    assert la.repeat(x2, np.array([1, 2]), axis=0).shape == (3, 3)
+    assert la.repeat(x2, la.asarray([1, 2]), axis=0).shape == (3, 3)
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4)
+    for axes in (0, 1, ([1], [0]), (1, 0), ([-1], [0])):
+        np.testing.assert_allclose(la.tensordot(la.asarray(a), la.asarray(b), axes=axes).asnumpy(),
+                                   np.tensordot(a, b, axes=axes))
+    np.testing.assert_allclose(la.tensordot(la.asarray(a), la.asarray(a), axes=2).asnumpy(), np.tensordot(a, a, 2))
+    la.set_num_threads(np.int64(1))
+    np.testing.assert_array_equal((-la.array([1.0, -2.0])).asnumpy(), [-1.0, 2.0])
+    with la.deferred():  # deferred compute named the bool negation already; eager now says the same
+        with pytest.raises(la.DTypeError, match=r"negative: not defined for dtypes \(bool\)"):
+            -la.array([True])
+
+
+def test_cached_op_cache_size_is_a_named_error():
+    x = la.ones((2,))
+    with la.deferred():
+        y = x * 2
+    sym = la.get_symbol(y, inputs={"x": x})
+    with pytest.raises(la.ParamValueError, match="CachedOp: cache_size must be a positive int.*got 0"):
+        la.CachedOp(sym, cache_size=0)
+    with pytest.raises(la.ParamError, match="got True"):
+        la.CachedOp(sym, cache_size=True)
+    assert la.CachedOp(sym, cache_size=2)(x).asnumpy().tolist() == [2.0, 2.0]
+
+
+# -- string devices ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("text,device", [("cpu", la.cpu(0)), ("cpu(1)", la.cpu(1)), (" cpu(2) ", la.cpu(2))])
+def test_a_cpu_device_may_be_given_as_a_string(text, device):
+    assert la.ones(3, device=text).device is device
+    assert la.zeros((2,), device=text).device is device
+    assert la.array([1.0], device=text).device is device
+
+
+@pytest.mark.skipif(la.gpu_available(), reason="checks the error without a usable GPU")
+@pytest.mark.parametrize("text", ["gpu", "gpu(0)"])
+def test_a_gpu_string_without_a_gpu_is_a_device_error(text):
+    with pytest.raises(la.DeviceError, match=rf"device '{re.escape(text)}'.*la.cpu\(\)"):
+        la.ones(3, device=text)
+
+
+@pytest.mark.skipif(not la.gpu_available(), reason="needs CuPy and a GPU")
+@pytest.mark.parametrize("text", ["gpu", "gpu(0)"])
+def test_a_gpu_string_makes_a_gpu_array(text):
+    a = la.ones(3, device=text)
+    assert a.device == la.gpu(0) and a.asnumpy().tolist() == [1.0, 1.0, 1.0]
+
+
+# -- blocks called with None -----------------------------------------------------------------------
+@pytest.mark.parametrize("make,match", [
+    (lambda: B.Dense(3), r"Dense: the input must be an array \(its shape sets the unknown dims of weight\), got None"),
+    (lambda: B.Dense(3, in_units=2), "Dense: the input must be an array, got NoneType None"),
+    (lambda: B.Conv2D(3, 3), "Conv2D: the input must be an array"),
+])
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_a_block_called_with_none_is_a_param_error(make, match, hybridize):
+    net = make()
+    net.initialize()
+    if hybridize:
+        net.hybridize()
+    with pytest.raises(la.ParamError, match=match):
+        net(None)
+
+
+# -- a parameter larger than memory --------------------------------------------------------------------
+def test_a_parameter_larger_than_memory_is_an_out_of_memory_error():
+    with pytest.raises(la.OutOfMemoryError, match=r"Parameter 'weight': value float32\[1099511627776,2\] needs "
+                       r"8796093022208 bytes \(8 TiB\)"):
+        B.Dense(2**40, in_units=2, use_bias=False).initialize()
+    net = B.Dense(2**40, use_bias=False)
+    net.initialize()  # (the shape is known at the first call)
+    with pytest.raises(la.OutOfMemoryError, match="Parameter 'weight'"):
+        net(la.ones((1, 2)))
+    with pytest.raises(la.OutOfMemoryError, match=r"Normal\(sigma=0.01\): value float32"):
+        la.init.Normal()((2**40, 2))
