@@ -136,7 +136,14 @@ def current_block():
     """The ``Node.block`` path for nodes recorded now (None outside a block's forward)."""
     scope = BLOCK_SCOPE.get()
     return scope[1] or None if scope is not None else None
-_IN_PACKAGE: dict = {}  # code object -> is it lazyarray's own code
+
+
+# code object -> is it lazyarray's own code (its file is under the package): read on every node
+# recorded, so a dict lookup. Bounded: code made at run time (``exec``, ``compile``, generated
+# lambdas) would otherwise keep every code object that ever recorded a node alive. At the bound
+# the oldest entry goes (an evicted one is looked up again: one ``startswith``).
+IN_PACKAGE_CACHE_SIZE = 4096
+_IN_PACKAGE: dict = {}
 
 
 def user_source(skip: int = 1):
@@ -152,7 +159,13 @@ def user_source(skip: int = 1):
         code = frame.f_code
         flag = inside.get(code)
         if flag is None:
-            flag = inside[code] = code.co_filename.startswith(_PKG_DIR)
+            flag = code.co_filename.startswith(_PKG_DIR)
+            if len(inside) >= IN_PACKAGE_CACHE_SIZE:
+                try:
+                    del inside[next(iter(inside))]
+                except (KeyError, RuntimeError, StopIteration):  # (another thread changed it meanwhile)
+                    pass
+            inside[code] = flag
         if not flag:
             return (code.co_filename, frame.f_lineno)
         frame = frame.f_back

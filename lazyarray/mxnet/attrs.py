@@ -107,10 +107,14 @@ class Attrs:
         return self._get(name, default, parse_ints, "a tuple of integers")
 
     def int(self, name: str, default=_MISSING) -> int | None:
+        """An integer; ``"None"`` (or empty) only where the attribute is optional (``default=None``):
+        MXNet's plain int parameters (``num_group``) have no such value."""
         def one(text):
             v = parse_ints(text)
             if v is None:
-                return None
+                if default is None:
+                    return None
+                raise ValueError("expected an integer" + ("" if default is _MISSING else f", e.g. the default {default}"))
             if len(v) != 1 or v[0] is None:
                 raise ValueError("expected one integer")
             return v[0]

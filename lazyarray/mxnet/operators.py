@@ -108,7 +108,9 @@ def deconvolution(n: MxNode) -> list[Symbol]:
     stride, dilate, pad = _pair(n, "stride", (1, 1)), _pair(n, "dilate", (1, 1)), _pair(n, "pad", (0, 0))
     adj = _pair(n, "adj", (0, 0))
     groups = n.attrs.int("num_group", 1)
-    n.attrs.int("num_filter", None)
+    num_filter = n.attrs.int("num_filter", None)
+    if groups < 1 or (num_filter is not None and num_filter % groups):
+        n.fail(f"num_group={groups} must divide num_filter {num_filter}")
     no_bias = n.attrs.bool("no_bias", True)  # Deconvolution's default, unlike Convolution's
     n.arity(2 if no_bias else 3)
     return [S.conv2d_transpose(*n.inputs, stride=stride, padding=pad, output_padding=adj, dilation=dilate,

@@ -40,7 +40,8 @@ import struct
 import numpy as np
 
 from .. import fileio
-from ..errors import GraphFormatError
+from ..aval import check_shape
+from ..errors import GraphFormatError, LazyArrayError
 
 LIST_MAGIC = 0x112
 NDARRAY_V2_MAGIC = 0xF993FAC9
@@ -141,6 +142,10 @@ def _read_array(r: _Reader, i: int) -> np.ndarray:
         r.fail(f"array {i}: unsupported dtype flag {flag} (supported: "
                + ", ".join(f"{k} {np.dtype(v)}" for k, v in DTYPES.items()) + ")", flag_at)
     dtype = np.dtype(dtype)
+    try:  # NumPy's own rule, even for an empty array: the non-zero dims' product must fit the address space
+        check_shape(f"array {i}", shape, dtype, "the")
+    except LazyArrayError as exc:
+        r.fail(f"{exc}; the header is corrupt", dims_at)
     nbytes = math.prod(shape) * dtype.itemsize  # exact Python ints: no overflow
     if nbytes > len(r.data) - r.pos:  # checked before allocating anything
         r.fail(f"truncated: array {i} {dtype}{list(shape)} needs {nbytes} bytes of data, "

@@ -97,6 +97,11 @@ def _move(x: Symbol, src: int, dst: int, n: OnnxNode, what: str) -> Symbol:
         n.fail(f"{what}: a scan axis other than 0 needs the rank of the value, which is unknown here; "
                "give input_shapes to la.onnx.load")
     rank = len(shape)
+    if rank == 0:
+        n.fail(f"{what}: the value is a scalar (0-d); a scan runs over an axis, so it needs at least one")
+    for a in (src, dst):
+        if not -rank <= a < rank:
+            n.fail(f"{what}: axis {a} is out of range for a value of rank {rank} (shape {shape})")
     src, dst = src % rank, dst % rank
     if src == dst:
         return x

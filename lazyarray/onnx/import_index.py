@@ -10,8 +10,19 @@ import math
 import numpy as np
 
 from .. import sym as S
+from ..device import current_device
 from .import_einsum import EINSUM_CONVERTERS
-from .import_ops import Converter, OnnxNode, _axis_key, constant, cum_sum, dtype_of, np_dtype
+from .import_ops import (
+    Converter,
+    OnnxNode,
+    _axis_key,
+    check_size,
+    constant,
+    cum_sum,
+    dtype_of,
+    foldable,
+    np_dtype,
+)
 
 
 def top_k(n: OnnxNode) -> list:
@@ -27,20 +38,40 @@ def top_k(n: OnnxNode) -> list:
 
 
 def _iota(size: int, axis: int, rank: int, dtype) -> object:
+    """``0 .. size - 1`` along ``axis`` of a rank-``rank`` array: a constant, or an ``iota`` op computed
+    when the graph runs when it would take more than ``import_ops.MAX_FOLD_BYTES`` (or ``size`` is symbolic)."""
     shape = [1] * rank
     shape[axis] = size
-    return constant(np.arange(size, dtype=dtype).reshape(shape))
+    if isinstance(size, int) and foldable(size * np.dtype(dtype).itemsize):
+        return constant(np.arange(size, dtype=dtype).reshape(shape))
+    return S.reshape(S.iota(bounds=(0, size, 1), dtype=dtype, device=current_device()), shape=tuple(shape))
 
 
 def one_hot(n: OnnxNode) -> list:
     n.arity(3)
     idx = n.inputs[0]
-    depth = int(np.asarray(n.const(1, "depth")).reshape(-1)[0])
+    depth = np.asarray(n.const(1, "depth")).reshape(-1)
+    if depth.size != 1:
+        n.fail(f"depth must be one number, got {depth.size} values")
+    depth = depth[0]
+    if depth.dtype.kind in "fc" and not np.isfinite(depth) or depth.dtype.kind not in "iufc":
+        n.fail(f"depth={depth!r}: must be a finite number")
+    depth = int(depth.real)
+    if depth < 1:
+        n.fail(f"depth={depth}: must be at least 1")
     values = np.asarray(n.const(2, "values")).reshape(-1)
     if values.size != 2:
         n.fail(f"values must hold [off, on], got {values.tolist()}")
     rank = n.rank(0, "OneHot") + 1
-    axis = int(n.attr("axis", -1)) % rank
+    axis = int(n.attr("axis", -1))
+    if not -rank <= axis < rank:
+        n.fail(f"axis={axis} is out of range for an output of rank {rank}")
+    axis %= rank
+    out = list(n.shape(0))
+    out.insert(axis, depth)
+    if all(isinstance(d, int) for d in out):  # the result's size, before anything is built
+        check_size(n, out, values.dtype)
+    check_size(n, (depth,), np.int64, "positions 0 .. depth - 1")
     idx = S.cast(idx, dtype="int64")
     idx = S.where(S.less(idx, 0), S.add(idx, depth), idx)  # negative indices count from depth
     hot = S.equal(S.expand_dims(idx, axis=axis), _iota(depth, axis, rank, np.int64))
@@ -68,7 +99,12 @@ def eye_like(n: OnnxNode) -> list:
     if len(shape) != 2:
         n.fail(f"takes a 2-D input, got shape {shape}")
     dt = np_dtype(int(n.attr("dtype")), n.where) if "dtype" in n.attrs else np.dtype(dtype_of(n.inputs[0]))
-    return [constant(np.eye(shape[0], shape[1], k=int(n.attr("k", 0)), dtype=dt))]
+    k = int(n.attr("k", 0))
+    if all(isinstance(d, int) for d in shape) and foldable(check_size(n, shape, dt)[1]):
+        return [constant(np.eye(shape[0], shape[1], k=k, dtype=dt))]
+    # large (or symbolic): ones where column == row + k, computed when the graph runs
+    rows, cols = _iota(shape[0], 0, 2, np.int64), _iota(shape[1], 1, 2, np.int64)
+    return [S.cast(S.equal(S.add(rows, k) if k else rows, cols), dtype=dt)]
 
 
 def cum_prod(n: OnnxNode) -> list:

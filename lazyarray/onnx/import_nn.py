@@ -209,6 +209,8 @@ def _pool(kind: str):
     def convert(n: OnnxNode) -> list:
         n.arity(1)
         x = n.inputs[0]
+        if n.attr("kernel_shape") is None:
+            n.fail("needs the attribute kernel_shape")
         kernel = list(n.attr("kernel_shape"))
         k = len(kernel)
         rank = n.rank(0, kind)
@@ -216,8 +218,10 @@ def _pool(kind: str):
             n.fail(f"kernel_shape={kernel} does not fit an input of rank {rank}")
         strides = list(n.attr("strides", [1] * k))
         dil = list(n.attr("dilations", [1] * k))
+        _check_window(n, kernel, strides, dil)
         xs = n.shape(0)
         begin, end = _spatial(n, kernel, xs[2:], strides, dil)
+        _check_pads(n, kernel, dil, begin, end, xs[2:], bool(n.attr("ceil_mode", 0)))
         # 3-D and higher windows: reduced over their taps like the 2-D windows max_pool2d does not cover
         x, one = (x, False) if rank > 4 else _to_2d(n, x, rank, kind)
         hw = (1,) + tuple(xs[2:]) if one else tuple(xs[2:])
@@ -275,6 +279,36 @@ def _pool(kind: str):
             y = S.divide(total, count)
         return _kept(keep, [y], one)
     return convert
+
+
+# The most taps (kernel elements) a pooling window may have: each tap is a strided slice in the
+# graph, so a kernel_shape of [10**6, 10**6] in a few bytes of model would build 10**12 nodes.
+MAX_POOL_TAPS = 1 << 16
+
+
+def _check_window(n: OnnxNode, kernel: list, strides: list, dil: list) -> None:
+    """Pooling windows: kernel, strides and dilations of one entry per spatial axis, each >= 1, and
+    at most ``MAX_POOL_TAPS`` taps."""
+    for name, v in (("kernel_shape", kernel), ("strides", strides), ("dilations", dil)):
+        if len(v) != len(kernel):
+            n.fail(f"{name}={v} needs {len(kernel)} entries (kernel_shape={kernel})")
+        if any(not isinstance(t, int) or t < 1 for t in v):
+            n.fail(f"{name}={v}: every entry must be an integer >= 1")
+    if math.prod(kernel) > MAX_POOL_TAPS:
+        n.fail(f"kernel_shape={kernel} has {math.prod(kernel)} taps, more than the {MAX_POOL_TAPS} lazyarray "
+               "builds a pooling window of (import_nn.MAX_POOL_TAPS); use a global pooling operator for "
+               "windows over the whole input")
+
+
+def _check_pads(n: OnnxNode, kernel: list, dil: list, begin: list, end: list, hw, ceil: bool) -> None:
+    """Pads >= 0 and, outside ceil mode, the dilated window within the padded input where its size
+    is known (else no window fits: the output would have no positions)."""
+    if any(isinstance(p, int) and p < 0 for p in list(begin) + list(end)):  # (SAME over a dynamic size: symbolic)
+        n.fail(f"pads={list(begin) + list(end)}: every entry must be an integer >= 0")
+    for a, (size, k, d, pb, pe) in enumerate(zip(hw, kernel, dil, begin, end)):
+        if not ceil and isinstance(size, int) and (k - 1) * d + 1 > size + pb + pe:
+            n.fail(f"kernel_shape={kernel} with dilations={dil} spans {(k - 1) * d + 1} on spatial axis {a}, "
+                   f"more than its {size} input positions plus pads {pb} + {pe}")
 
 
 def _flat_index(shape: tuple, storage_order: int) -> np.ndarray:

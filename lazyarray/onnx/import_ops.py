@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import sym as S
-from ..aval import Aval
+from ..aval import Aval, check_alloc
 from ..device import current_device
 from ..dim import dim_max, is_symbolic
-from ..errors import GraphFormatError
+from ..errors import GraphFormatError, LazyArrayError, OutOfMemoryError
 from ..graph.node import Entry, const_node
 from ..graph.symbol import Symbol
 from ..mxnet.operators import _erf
@@ -34,6 +34,73 @@ Converter = Callable[["OnnxNode"], list]
 
 class NotKnownWhenLoading(GraphFormatError):
     """A value a converter must know when loading (a shape, a position) depends on a graph input."""
+
+
+class LoadSizeError(GraphFormatError, OutOfMemoryError):
+    """A model whose sizes ask for more memory than lazyarray allows (``la.OutOfMemoryError``: a
+    result above ``aval.max_alloc_bytes()``, or a value it must compute while loading above
+    ``MAX_FOLD_BYTES``), found while loading it (``GraphFormatError``)."""
+
+
+# The most bytes the loader computes for one value while loading (a ConstantOfShape, a Range,
+# OneHot's positions, Resize's index tables, a shape a converter reads). A larger ConstantOfShape,
+# Range, OneHot or EyeLike is left in the graph as ops (``fill``, ``iota``) computed when the graph
+# runs, where the executor's memory plan counts them and its allocation check applies; what cannot
+# wait (a shape the graph is built from) raises ``LoadSizeError``. A few hundred bytes of model can
+# so never make the loader allocate terabytes. Read at each use (tests lower it).
+MAX_FOLD_BYTES = 64 << 20
+
+
+def foldable(nbytes: int) -> bool:
+    """Whether a value of ``nbytes`` is computed while loading (else it is left to run time)."""
+    return nbytes <= MAX_FOLD_BYTES
+
+
+def check_fold(s: Symbol, what: str) -> int:
+    """The bytes the op nodes of ``s`` compute (outputs of known size), checked against
+    ``MAX_FOLD_BYTES`` before ``load.Conversion._evaluate`` computes them while loading: a value the
+    loader must know (a shape, a count) is never worth more than that, so a model cannot make the
+    loader allocate what its graph would allocate when run (``LoadSizeError``)."""
+    total, largest = 0, None
+    for node in s.topo():
+        if node.op is None:  # initializers, given inputs and constants: already in memory
+            continue
+        for a in node.avals:
+            nbytes = a.nbytes if a.shape is not None and a.dtype is not None else None
+            if nbytes:
+                total += nbytes
+                if largest is None or nbytes > largest[0]:
+                    largest = (nbytes, node, a)
+    if not foldable(total):
+        nbytes, node, a = largest
+        raise LoadSizeError(f"{what} must be computed while loading, which takes {total} bytes (the largest step "
+                            f"{node.op.name} -> {a.dtype}{list(a.shape)}, {nbytes} bytes), more than the "
+                            f"{MAX_FOLD_BYTES} bytes lazyarray computes when loading a model "
+                            "(lazyarray.onnx.import_ops.MAX_FOLD_BYTES); check the sizes in the model")
+    return total
+
+
+def check_size(n: OnnxNode, shape, dtype, what: str = "output") -> tuple[tuple, int]:
+    """``(shape, nbytes)`` of a dense ``dtype`` array of the concrete ``shape`` a converter is about
+    to make or build, checked before anything is allocated: ``GraphFormatError`` for a negative
+    dim or a size no array can have, ``LoadSizeError`` (an ``OutOfMemoryError``) above the
+    allocation limit (``aval.max_alloc_bytes()``)."""
+    try:
+        shape = check_alloc(n.where, shape, dtype, what)
+    except OutOfMemoryError as exc:
+        raise LoadSizeError(f"{exc}; the model asks for it (a size in the file or computed from it)") from None
+    except LazyArrayError as exc:
+        raise GraphFormatError(str(exc)) from None
+    return shape, math.prod(shape) * np.dtype(dtype).itemsize
+
+
+def fold_too_large(n: OnnxNode, nbytes: int, what: str) -> None:
+    """``LoadSizeError`` when ``what`` (computed while loading, not deferrable) takes more than
+    ``MAX_FOLD_BYTES``."""
+    if not foldable(nbytes):
+        raise LoadSizeError(f"{n.where}: {what} would take {nbytes} bytes while loading, more than the "
+                            f"{MAX_FOLD_BYTES} bytes lazyarray computes when loading a model "
+                            "(lazyarray.onnx.import_ops.MAX_FOLD_BYTES); check the sizes in the model")
 
 
 @dataclass
@@ -675,10 +742,15 @@ def constant_of_shape(n: OnnxNode) -> list:
     shape = n.ints(0, "shape")
     value = n.attr("value")
     value = np.zeros((1,), np.float32) if value is None else np.asarray(value)
+    if value.size != 1:
+        n.fail(f"value must hold one element, got {value.size}")
+    fill = value.reshape(-1)[0]
     if any(is_symbolic(d) for d in shape):  # a size the graph reads from its inputs: filled per call
-        return [S.fill(shape=tuple(shape), value=value.reshape(-1)[0].item(), dtype=value.dtype,
-                       device=current_device())]
-    return [constant(np.full(tuple(shape), value.reshape(-1)[0], dtype=value.dtype), owned=True)]
+        return [S.fill(shape=tuple(shape), value=fill.item(), dtype=value.dtype, device=current_device())]
+    shape, nbytes = check_size(n, shape, value.dtype)
+    if not foldable(nbytes):  # computed when the graph runs, not while loading
+        return [S.fill(shape=shape, value=fill.item(), dtype=value.dtype, device=current_device())]
+    return [constant(np.full(shape, fill, dtype=value.dtype), owned=True)]
 
 
 def constant_op(n: OnnxNode) -> list:
@@ -699,14 +771,34 @@ def range_op(n: OnnxNode) -> list:
         if any(isinstance(b, (float, np.floating)) for b in bounds):
             n.fail("a Range over float bounds computed from dynamic sizes is not supported")
         bounds = tuple(b if is_symbolic(b) else int(b) for b in bounds)
+        if not is_symbolic(bounds[2]) and bounds[2] == 0:
+            n.fail("delta is 0: a Range needs a non-zero step")
         return [S.iota(bounds=bounds, dtype="int64", device=current_device())]
     dtype = start.dtype
     if any(v.size != 1 for v in (start, limit, delta)):
         n.fail(f"start, limit and delta must be scalars, got shapes {start.shape}, {limit.shape}, {delta.shape}")
     # one-element tensors are read as their scalar, as ONNX's reference does (AffineGrid's expansion gives such)
     start, limit, delta = (v.reshape(()) for v in (start, limit, delta))
-    count = max(int(np.ceil((limit - start) / delta)), 0)
-    return [constant((start + np.arange(count) * delta).astype(dtype))]
+    if dtype.kind in "fc" and not all(np.isfinite(v) for v in (start, limit, delta)):
+        n.fail(f"start={start}, limit={limit}, delta={delta}: a Range needs finite bounds and step")
+    if delta == 0:
+        n.fail(f"delta is 0 (start={start}, limit={limit}): a Range needs a non-zero step")
+    if dtype.kind in "iub":  # exact: Python ints
+        s0, s1, d = int(start), int(limit), int(delta)
+        count = max(-((s0 - s1) // d), 0)
+    else:
+        count = max(int(np.ceil((limit - start) / delta)), 0)
+    _, nbytes = check_size(n, (count,), dtype)
+    if foldable(nbytes):
+        return [constant((start + np.arange(count) * delta).astype(dtype))]
+    # computed when the graph runs, as the fold computes it: start + i * delta
+    dev = current_device()
+    if dtype.kind in "iu":
+        return [S.iota(bounds=(s0, s0 + count * d, d), dtype=dtype, device=dev)]
+    i = S.iota(bounds=(0, count, 1), dtype="int64", device=dev)
+    work = np.result_type(np.int64, dtype)
+    y = S.add(S.multiply(S.cast(i, dtype=work), constant(delta.astype(work))), constant(start.astype(work)))
+    return [y if work == dtype else S.cast(y, dtype=dtype)]
 
 
 def trilu(n: OnnxNode) -> list:
@@ -717,10 +809,19 @@ def trilu(n: OnnxNode) -> list:
     return [fn(n.inputs[0], k=k)]
 
 
+def _blocksize(n: OnnxNode) -> int:
+    s = n.attr("blocksize")
+    if not isinstance(s, (int, np.integer)) or s < 1:
+        n.fail(f"blocksize={s!r}: must be an integer >= 1")
+    return int(s)
+
+
 def depth_to_space(n: OnnxNode) -> list:
     n.arity(1)
-    b, c, h, w = n.known_shape(0, "DepthToSpace")
-    s = int(n.attr("blocksize"))
+    b, c, h, w = _rank4(n, "DepthToSpace")
+    s = _blocksize(n)
+    if isinstance(c, int) and c % (s * s):
+        n.fail(f"the input has {c} channels, not a multiple of blocksize**2 = {s * s}")
     x = n.inputs[0]
     if n.attr("mode", "DCR") == "DCR":
         y = S.transpose(S.reshape(x, shape=(b, s, s, c // s // s, h, w)), axes=(0, 3, 4, 1, 5, 2))
@@ -731,11 +832,20 @@ def depth_to_space(n: OnnxNode) -> list:
 
 def space_to_depth(n: OnnxNode) -> list:
     n.arity(1)
-    b, c, h, w = n.known_shape(0, "SpaceToDepth")
-    s = int(n.attr("blocksize"))
+    b, c, h, w = _rank4(n, "SpaceToDepth")
+    s = _blocksize(n)
+    if any(isinstance(d, int) and d % s for d in (h, w)):
+        n.fail(f"the input's height and width {h}, {w} must be multiples of blocksize={s}")
     order = (0, 3, 5, 1, 2, 4) if n.attr("mode", "DCR") == "DCR" else (0, 1, 3, 5, 2, 4)
     y = S.transpose(S.reshape(n.inputs[0], shape=(b, c, h // s, s, w // s, s)), axes=order)
     return [S.reshape(y, shape=(b, c * s * s, h // s, w // s))]
+
+
+def _rank4(n: OnnxNode, why: str) -> tuple:
+    shape = n.known_shape(0, why)
+    if len(shape) != 4:
+        n.fail(f"takes a 4-D (N, C, H, W) input, got shape {shape}")
+    return shape
 
 
 def _logical(fn):

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from .. import sym as S
-from .import_ops import OnnxNode, constant, dtype_of
+from .import_ops import OnnxNode, check_size, constant, dtype_of, fold_too_large
 
 
 def resize(n: OnnxNode) -> list:
@@ -36,31 +36,55 @@ def resize(n: OnnxNode) -> list:
     scales = n.const(2, "scales")
     sizes = n.const(3, "sizes")
     scales = None if scales is None or np.asarray(scales).size == 0 else [float(v) for v in np.asarray(scales)]
-    sizes = None if sizes is None or np.asarray(sizes).size == 0 else [int(v) for v in np.asarray(sizes)]
+    sizes = None if sizes is None or np.asarray(sizes).size == 0 else np.asarray(sizes).reshape(-1).tolist()
     ins = [shape[a] for a in axes]
     if sizes is not None:
         if len(sizes) != len(axes):
             n.fail(f"sizes={sizes} needs one entry per axis {axes}")
+        if not all(isinstance(o, int) and o >= 0 for o in sizes):
+            n.fail(f"sizes={sizes}: output sizes must be integers >= 0")
+        if any(o and i == 0 for o, i in zip(sizes, ins)):
+            n.fail(f"sizes={sizes}: an axis of length 0 (input shape {tuple(shape)}) cannot be resized to a "
+                   "non-zero length")
         policy = n.attr("keep_aspect_ratio_policy", "stretch")
         if policy == "stretch":
-            scales = [o / i for o, i in zip(sizes, ins)]
+            scales = [o / i if i else 1.0 for o, i in zip(sizes, ins)]  # (an empty axis stays empty)
         else:
             pick = min if policy == "not_larger" else max
-            s = pick(o / i for o, i in zip(sizes, ins))
+            s = pick((o / i for o, i in zip(sizes, ins) if i), default=1.0)
             scales = [s] * len(axes)
             sizes = [int(math.floor(s * i + 0.5)) for i in ins]
     elif scales is not None:
         if len(scales) != len(axes):
             n.fail(f"scales={scales} needs one entry per axis {axes}")
+        if not all(math.isfinite(v) and v > 0 for v in scales):
+            n.fail(f"scales={scales}: scales must be finite and > 0")
         sizes = [int(math.floor(i * s)) for i, s in zip(ins, scales)]
     else:
         n.fail("needs scales or sizes")
+    out_shape = list(shape)
+    for a, o in zip(axes, sizes):
+        out_shape[a] = o
+    if all(isinstance(d, int) for d in out_shape):  # the result's size, before the tables are made
+        check_size(n, out_shape, dtype_of(x))
+    mode_taps = {"nearest": 1, "linear": 2, "cubic": 4}[mode]
+    table = 0  # bytes of the index and weight tables made while loading (and their float64 coordinates)
+    for o, sc in zip(sizes, scales):
+        taps = mode_taps
+        if antialias and 0 < sc < 1.0:  # the stretched kernel's taps (_antialias_taps)
+            reach = (1.0 if mode == "linear" else 2.0) / sc
+            taps = 2 * math.ceil(reach) + 2 if reach < 2**62 else 2**63
+        table += o * (1 + 2 * taps) * 8 + taps  # (+ taps: many taps over an empty output are work too)
+    fold_too_large(n, table, f"the index and weight tables of output sizes {sizes} (scales {scales})")
     rois = _rois(n, len(axes)) if ctm == "tf_crop_and_resize" else [None] * len(axes)
     dt = dtype_of(x)
     wdt = dt if np.dtype(dt).kind == "f" else np.float32
     outside = np.zeros((1,) * rank, dtype=bool)  # tf_crop_and_resize: output positions off the input
     for a, size_in, size_out, scale, roi in zip(axes, ins, sizes, scales, rois):
         if size_in == size_out and scale == 1.0 and roi in (None, (0.0, 1.0)):
+            continue
+        if size_out == 0:  # an empty axis: no positions to map (and a scale of 0 to divide by)
+            x = S.take(x, constant(np.zeros(0, np.int64)), axis=a)
             continue
         coords = _coords(ctm, np.arange(size_out, dtype=np.float64), scale, size_in, size_out, roi)
         wshape = [1] * rank
