@@ -167,6 +167,10 @@ def to_symbol(doc: dict, params: dict[str, np.ndarray], input_shapes: dict | Non
             raise
         except LazyArrayError as exc:
             raise GraphFormatError(f"{where}: {exc}") from None
+        except Exception as exc:  # a converter that did not foresee this file's value: named, and chained
+            # (``from``) so that the converter's bug stays visible, as graph/serialize.py _op_code does
+            raise GraphFormatError(f"{where}: the {op} converter failed on this node's attributes or inputs "
+                                   f"({type(exc).__name__}: {str(exc)[:200]})") from exc
     heads = doc.get("heads")
     if not isinstance(heads, list) or not heads:
         raise GraphFormatError(f"{what}: 'heads' must list at least one [node, output, version]")

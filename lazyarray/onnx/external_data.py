@@ -166,6 +166,10 @@ def resolve(model, folder: str | None, what: str) -> None:
 
 
 def _info(t, where: str, what: str) -> tuple[str, int, int | None]:
+    for e in t.external_data:  # (protobuf hands invalid UTF-8 in a string field over as bytes)
+        if not isinstance(e.key, str) or not isinstance(e.value, str):
+            raise GraphFormatError(f"{what}: {where}: an external_data entry {e.key!r}: {e.value!r} is not UTF-8 "
+                                   "text; the model file is malformed: export it again"[:400])
     keys = {e.key: e.value for e in t.external_data}
     location = keys.get("location", "")
     if not location:

@@ -48,7 +48,7 @@ from .import_lrn import LRN_CONVERTERS
 from .import_ml import ML_CONVERTERS
 from .import_nn import NN_CONVERTERS
 from .import_ops import CONVERTERS as _BASE
-from .import_ops import NotKnownWhenLoading, OnnxNode, constant, np_dtype
+from .import_ops import NotKnownWhenLoading, OnnxNode, check_fold, constant, np_dtype
 from .import_quant import QLINEAR_CONVERTERS, QUANT_CONVERTERS
 from .import_rnn import RNN_CONVERTERS
 from .import_roi_align import ROI_ALIGN_CONVERTERS
@@ -244,17 +244,8 @@ class Conversion:
 
     def _run(self) -> tuple[Symbol, dict[str, np.ndarray]]:
         self._check_ops(self.graph, self.what)
-        nh = self.onnx.numpy_helper
         for t in self.graph.initializer:
-            if not t.name:
-                raise GraphFormatError(f"{self.what}: an initializer has no name")
-            if storage_dtype(t.data_type) is None:
-                np_dtype(t.data_type, f"{self.what}: initializer {t.name!r}")
-            try:
-                arr = widen(np.array(nh.to_array(t)))
-            except Exception as exc:  # noqa: BLE001 (size mismatch between dims and data)
-                raise GraphFormatError(f"{self.what}: initializer {t.name!r} is malformed: {exc}") from None
-            self.inits[t.name] = self.consts[t.name] = arr
+            self.inits[t.name] = self.consts[t.name] = self._initializer(t, self.what)
         for vi in self.graph.input:
             if vi.name not in self.inits:
                 self.env[vi.name] = self._input(vi)
@@ -399,6 +390,7 @@ class Conversion:
                 f"model is loaded (an initializer, a Constant or computed from them), but it depends on the graph "
                 f"input(s) {[n.name for n in free]}; lazyarray needs it as a fixed value")
         given = {n.name for n in s.input_nodes() if n.name not in self.inits}
+        check_fold(s, what)  # (what it computes now is bounded: MAX_FOLD_BYTES)
         self.read_inputs |= given
         values = {**self.inits, **{k: self.input_values[k] for k in given}}
         vals = interpret(list(s.outputs), known=lambda node: [self.device.xp.asarray(values[node.name])]
@@ -453,11 +445,21 @@ class Conversion:
 
     def _body_initializers(self, graph, env: dict) -> None:
         """A body graph's initializers: known values, and constants in its ``env``."""
-        nh = self.onnx.numpy_helper
         for t in graph.initializer:
-            arr = widen(np.array(nh.to_array(t)))
+            arr = self._initializer(t, f"{self.what}: body {graph.name!r}")
             self.consts[t.name] = arr
             env[t.name] = constant(arr, t.name)
+
+    def _initializer(self, t, where: str) -> np.ndarray:
+        """The value of an initializer of the main graph or of a body (``where`` names the graph)."""
+        if not t.name:
+            raise GraphFormatError(f"{where}: an initializer has no name")
+        if storage_dtype(t.data_type) is None:
+            np_dtype(t.data_type, f"{where}: initializer {t.name!r}")
+        try:
+            return widen(np.array(self.onnx.numpy_helper.to_array(t)))
+        except Exception as exc:  # noqa: BLE001 (size mismatch between dims and data)
+            raise GraphFormatError(f"{where}: initializer {t.name!r} is malformed: {exc}") from None
 
     def _inline(self, graph, where: str, args=()) -> list:
         """The outputs of a body ``graph`` given the values ``args`` for its inputs (an ``If`` branch
