@@ -23,18 +23,16 @@ OPS = sorted(name for name, c in CASES.items() if c.kind == "plain" and registry
              and name != "squeeze")
 
 
-def _avals(args, symbolic_size):
-    out = []
+def _arrays(args):
     for a in args:
-        if a is None:
-            continue
-        for x in (a if isinstance(a, list) else [a]):
-            x = np.asarray(x)
-            shape = tuple(x.shape)
-            if symbolic_size is not None and shape and shape[0] == symbolic_size:
-                shape = (N,) + shape[1:]
-            out.append(Aval(shape, x.dtype, la.cpu()))
-    return out
+        if a is not None:
+            yield from (np.asarray(x) for x in (a if isinstance(a, list) else [a]))
+
+
+def _avals(args, symbolic_size):
+    """The avals of the sample, axis 0 symbolic (``n``) wherever it has ``symbolic_size``."""
+    return [Aval((N,) + x.shape[1:] if symbolic_size is not None and x.shape and x.shape[0] == symbolic_size
+                 else x.shape, x.dtype, la.cpu()) for x in _arrays(args)]
 
 
 def _lead(args):
@@ -75,18 +73,13 @@ def test_a_rule_with_a_symbolic_batch_agrees_with_its_concrete_answer(name):
 
 
 def _one_axis(args, axis):
-    """The avals with only ``axis`` of the first array symbolic (``n``)."""
+    """The avals with only ``axis`` of the first array that has it symbolic (``n``)."""
     out, done = [], False
-    for a in args:
-        if a is None:
-            continue
-        for x in (a if isinstance(a, list) else [a]):
-            x = np.asarray(x)
-            shape = tuple(x.shape)
-            if not done and len(shape) > axis:
-                shape = shape[:axis] + (N,) + shape[axis + 1:]
-                done = True
-            out.append(Aval(shape, x.dtype, la.cpu()))
+    for x in _arrays(args):
+        shape = x.shape
+        if not done and len(shape) > axis:
+            shape, done = shape[:axis] + (N,) + shape[axis + 1:], True
+        out.append(Aval(shape, x.dtype, la.cpu()))
     return out
 
 
