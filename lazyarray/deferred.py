@@ -211,10 +211,8 @@ def compute(*arrays) -> None:
     >>> a.is_lazy, b.asnumpy().tolist()
     (False, [1.0, 1.0, 1.0])
     """
-    from .dispatch import ArrayBase  # (dispatch imports this module)
-
     for i, a in enumerate(arrays):
-        if not isinstance(a, ArrayBase):
+        if not (hasattr(a, "_entry") and hasattr(a, "_value")):  # (an array: dispatch.ArrayBase's fields)
             shown = " ".join(repr(a).split())  # (one line: a list of arrays prints over several)
             shown = shown if len(shown) <= 60 else shown[:57] + "..."
             raise ParamError(f"compute: argument {i} is {type(a).__name__} {shown}, not a lazyarray array; pass "
