@@ -382,14 +382,8 @@ class TracedSize(DimExpr):
         t = _terms(other)
         if t is None:
             return False
-        if t == self._terms:
-            return True
-        lo, hi = bounds(self.plain() - _make(dict(t)))
-        if lo > 0 or hi < 0:
-            return False
-        raise SymbolicDimError(f"whether the traced size {self} equals {other} depends on the call; a hybridized "
-                               "forward must not branch on a batch size (compute with it through ops, or use "
-                               "hybridize(static_shape=True))")
+        return decided_eq(self.plain(), _make(dict(t)), "a hybridized forward must not branch on a batch size "
+                          "(compute with it through ops, or use hybridize(static_shape=True))")
 
     def __ne__(self, other) -> bool:
         return not self.__eq__(other)
@@ -481,6 +475,17 @@ def evaluate(x, env: dict, partial: bool = False) -> int:
 
 def symbols(x) -> dict:
     return {} if isinstance(x, int) else x.symbols()
+
+
+def decided_eq(a, b, fix: str = "give concrete input shapes") -> bool:
+    """``a == b`` for sizes when it holds for every value of their symbols (structurally equal: True;
+    never equal by the bounds: False); else ``SymbolicDimError`` (``fix`` says what to do)."""
+    if a == b:
+        return True
+    lo, hi = bounds(a - b)
+    if lo > 0 or hi < 0:
+        return False
+    raise SymbolicDimError(f"whether {a} == {b} depends on the sizes' values; {fix}")
 
 
 def _decide(diff, want: str, text: str) -> bool:
@@ -670,7 +675,9 @@ def bind(declared: dict, given: dict, what: str = "call") -> dict:
                     pending.append((name, axis, d, int(n)))
             elif d is not None and d != n:
                 raise ShapeError(f"{what}: input {name!r} has size {n} on axis {axis} (shape {tuple(got)}); "
-                                 f"the graph was built for {d} there (declared shape {_shape_text(shape)})")
+                                 f"the graph was built for {d} there (declared shape {_shape_text(shape)}); call "
+                                 "it at that size, or make that axis dynamic (a model loaded without "
+                                 "input_shapes, la.Dim in the input's shape)")
     for name, axis, d, n in pending:  # linear in one unbound symbol: solve for it
         free = [s for s in d.symbols() if s not in env]
         if len(free) == 1:
@@ -691,7 +698,8 @@ def bind(declared: dict, given: dict, what: str = "call") -> dict:
                              f"{n}); declare a plain symbol on some input axis for each of its symbols") from None
         if v != n:
             raise ShapeError(f"{what}: input {name!r} has size {n} on axis {axis}, but the graph declares "
-                             f"{d} there, which is {v} with {_env_text(env)}")
+                             f"{d} there, which is {v} with {_env_text(env)}; give the inputs sizes that fit "
+                             "each other as declared")
     _check_bounds(declared, env, what)
     return env
 
@@ -704,7 +712,8 @@ def _check_bounds(declared: dict, env: dict, what: str) -> None:
                     if name in env and (env[name] < s.min or (s.max is not None and env[name] > s.max)):
                         hi = "inf" if s.max is None else s.max
                         raise ShapeError(f"{what}: size {name}={env[name]} is outside its declared range "
-                                         f"[{s.min}, {hi}] (la.Dim({name!r}, min={s.min}, max={s.max}))")
+                                         f"[{s.min}, {hi}] (la.Dim({name!r}, min={s.min}, max={s.max})); call "
+                                         "it with a size in that range, or declare a wider range")
 
 
 def _shape_text(shape) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dim import SymbolicDimError, bounds, dim_max, dim_min, floordiv, is_symbolic, mod
+from ..dim import SymbolicDimError, decided_eq, dim_max, dim_min, floordiv, is_symbolic, mod
 
 _INT_TYPES = {2, 3, 4, 5, 6, 7, 12, 13}  # ONNX integer element types
 
@@ -42,15 +42,6 @@ def normalized(v: np.ndarray) -> np.ndarray:
     return v
 
 
-def _decided_eq(a, b):
-    if a == b:
-        return True
-    lo, hi = bounds(a - b)
-    if lo > 0 or hi < 0:
-        return False
-    raise SymbolicDimError(f"whether {a} == {b} depends on the sizes")
-
-
 def _objects(fn):
     uf = np.frompyfunc(fn, 2, 1)
     return lambda a, b: uf(a, b)
@@ -59,7 +50,7 @@ def _objects(fn):
 _BINARY = {
     "Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
     "Div": _objects(floordiv), "Mod": _objects(mod),
-    "Equal": lambda a, b: np.frompyfunc(_decided_eq, 2, 1)(a, b).astype(bool),
+    "Equal": lambda a, b: np.frompyfunc(decided_eq, 2, 1)(a, b).astype(bool),
 }
 
 

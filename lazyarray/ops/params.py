@@ -127,10 +127,10 @@ class _Ints(ParamType):
             raise self._bad(value, op, param, "a tuple of ints")
         out = []
         for v in value:
-            if isinstance(v, DimExpr):  # a symbolic size (la.Dim): bound when the graph is specialized
-                out.append(plain_dim(v))
-                continue
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+                if isinstance(v, DimExpr):  # a symbolic size (la.Dim): bound when the graph is specialized
+                    out.append(plain_dim(v))
+                    continue
                 raise self._bad(value, op, param, "a tuple of ints")
             out.append(int(v))
         return tuple(out)

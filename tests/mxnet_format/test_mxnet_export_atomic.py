@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 import pytest
+from kill_support import kill_at_replace
 
 import lazyarray as la
 
@@ -19,19 +20,6 @@ def _net(seed: int):
     return net
 
 
-def _kill_at_replace(monkeypatch, n: int):
-    """``os.replace`` raises at its ``n``-th call (1-based): a writer killed just before that rename."""
-    real, calls = os.replace, []
-
-    def replace(src, dst):
-        calls.append(dst)
-        if len(calls) == n:
-            raise KeyboardInterrupt("killed")
-        return real(src, dst)
-
-    monkeypatch.setattr(os, "replace", replace)
-
-
 def _out(sym_file, param_file) -> np.ndarray:
     block = la.blocks.SymbolBlock.imports(sym_file, ["data"], param_file)
     return block(la.ones((1, 3))).asnumpy()
@@ -41,7 +29,7 @@ def test_a_kill_between_the_two_files_is_refused_by_name(tmp_path, monkeypatch):
     prefix = str(tmp_path / "m")
     sym_file, param_file = la.mxnet.export(_net(1), prefix, input_shapes=(1, 3))
     with monkeypatch.context() as m:
-        _kill_at_replace(m, 2)  # one file renamed into place, the other not
+        kill_at_replace(m, 2)  # one file renamed into place, the other not
         with pytest.raises(KeyboardInterrupt):
             la.mxnet.export(_net(2), prefix, input_shapes=(1, 3))  # same graph, other weights
     for load in (la.mxnet.load, _out):
@@ -56,7 +44,7 @@ def test_a_kill_before_the_first_commit_leaves_the_old_pair(tmp_path, monkeypatc
     old = _net(1)
     files = la.mxnet.export(old, prefix, input_shapes=(1, 3))
     with monkeypatch.context() as m:
-        _kill_at_replace(m, 1)
+        kill_at_replace(m, 1)
         with pytest.raises(KeyboardInterrupt):
             la.mxnet.export(_net(2), prefix, input_shapes=(1, 3))
     np.testing.assert_allclose(_out(*files), old(la.ones((1, 3))).asnumpy(), rtol=1e-6)

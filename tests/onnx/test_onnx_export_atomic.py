@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from kill_support import kill_at_replace
 
 import lazyarray as la
 
@@ -38,24 +39,11 @@ def external(monkeypatch):
     monkeypatch.setattr(export_module, "EXTERNAL_DATA_THRESHOLD", 16)
 
 
-def _kill_at_replace(monkeypatch, n: int):
-    """``os.replace`` raises at its ``n``-th call (1-based): a writer killed just before that rename."""
-    real, calls = os.replace, []
-
-    def replace(src, dst):
-        calls.append(dst)
-        if len(calls) == n:
-            raise KeyboardInterrupt("killed")
-        return real(src, dst)
-
-    monkeypatch.setattr(os, "replace", replace)
-
-
 def test_a_kill_between_the_data_file_and_the_model_is_refused_by_name(tmp_path, monkeypatch, external):
     path = str(tmp_path / "big.onnx")
     la.onnx.export(_net(1), path, input_shapes=(2, 3))
     with monkeypatch.context() as m:
-        _kill_at_replace(m, 2)  # the data file is renamed into place, the model is not
+        kill_at_replace(m, 2)  # the data file is renamed into place, the model is not
         with pytest.raises(KeyboardInterrupt):
             la.onnx.export(_net(2), path, input_shapes=(2, 3))  # same graph, other weights
     with pytest.raises(la.GraphFormatError, match=r"ONNX file 'big.onnx' and its external data file 'big.onnx.data' "
@@ -69,7 +57,7 @@ def test_a_kill_before_the_first_commit_leaves_the_old_model(tmp_path, monkeypat
     old = _net(1)
     la.onnx.export(old, path, input_shapes=(2, 3))
     with monkeypatch.context() as m:
-        _kill_at_replace(m, 1)
+        kill_at_replace(m, 1)
         with pytest.raises(KeyboardInterrupt):
             la.onnx.export(_net(2), path, input_shapes=(2, 3))
     np.testing.assert_allclose(_out(path), _want(old), rtol=1e-6)
