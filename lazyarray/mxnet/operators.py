@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from .. import sym as S
 from ..errors import GraphFormatError
 from ..graph.symbol import Symbol
-from ..ops.reshape_codes import resolve_reshape  # noqa: F401 (tests and callers read it here too)
+from ..ops.reshape_codes import resolve_reshape
 from .attrs import Attrs
 
 # Attributes that never change what an op computes in inference (tuning hints, layouts checked apart).

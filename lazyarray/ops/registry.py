@@ -323,8 +323,10 @@ def _infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
         if op.shape is not None:
             try:
                 shape = op.shape(shapes, **params)
-            except LazyArrayError:
-                shape = _unknown_where_symbolic(op, shapes, params)
+            except LazyArrayError as exc:
+                if not any(has_symbols(s) for s in shapes):
+                    raise
+                shape = _unknown_where_symbolic(op, shapes, params, exc)
         else:
             shape = _broadcast_fast(shapes)
         dtype = _dtype_rule(op, dtypes, params)
@@ -347,20 +349,22 @@ def _infer(op: OpDef, in_avals: list[Aval], params: dict) -> tuple[Aval, ...]:
     return out
 
 
-def _unknown_where_symbolic(op: OpDef, shapes: list, params: dict) -> tuple:
+def _unknown_where_symbolic(op: OpDef, shapes: list, params: dict, exc: LazyArrayError) -> tuple:
     """A rule that cannot decide something about symbolic dims (``b`` against 3, ``b < 10``) runs
     again with its undecidable checks passing (``dim.lenient``), else with those dims unknown
-    (``None``, as for a data-dependent size). Nothing is assumed for running: the executor infers
-    again with the concrete sizes of each call before anything runs. Without symbolic dims the
-    rule's own error stands."""
-    if not any(has_symbols(s) for s in shapes):
-        raise
+    (``None``, as for a data-dependent size); where neither answers, its first error ``exc``
+    stands. Nothing is assumed for running: the executor infers again with the concrete sizes of
+    each call before anything runs."""
     try:
         with lenient():  # the rule's checks pass where the sizes cannot decide them
             return op.shape(shapes, **params)
     except LazyArrayError:
+        pass
+    try:
         return op.shape([None if s is None else tuple(None if is_symbolic(d) else d for d in s) for s in shapes],
                         **params)
+    except LazyArrayError:
+        raise exc from None
 
 
 def _check_inputs(op: OpDef, in_avals) -> None:
