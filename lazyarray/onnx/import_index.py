@@ -15,7 +15,7 @@ from .import_einsum import EINSUM_CONVERTERS
 from .import_ops import (
     Converter,
     OnnxNode,
-    _axis_key,
+    axis_key,
     check_size,
     constant,
     cum_sum,
@@ -33,7 +33,7 @@ def top_k(n: OnnxNode) -> list:
     largest = bool(n.attr("largest", 1))
     # a stable sort keeps the lower index first among equal values, as ONNX asks
     order = S.argsort(x, axis=axis, descending=largest, stable=True)
-    idx = S.getitem(order, key=_axis_key(axis, slice(0, k), None))
+    idx = S.getitem(order, key=axis_key(axis, slice(0, k), None))
     return [S.take_along_axis(x, idx, axis=axis), S.cast(idx, dtype="int64")]
 
 

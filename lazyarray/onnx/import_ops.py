@@ -205,7 +205,7 @@ def constant(value, name: str | None = None, owned: bool = False) -> Symbol:
     return Symbol([Entry(const_node(arr, Aval(tuple(arr.shape), arr.dtype, dev), name=name))])
 
 
-def _axis_key(axis: int, sl, rank: int | None):
+def axis_key(axis: int, sl, rank: int | None):
     """A ``getitem`` key applying ``sl`` on ``axis`` (negative axes count from the end)."""
     if axis < 0:
         return (Ellipsis, sl) + (slice(None),) * (-axis - 1)
@@ -406,7 +406,7 @@ def cum_sum(n: OnnxNode, fn=S.cumulative_sum, identity=0) -> list:
         x = S.flip(x, axis=axis)
     y = fn(x, axis=axis, include_initial=bool(n.attr("exclusive", 0)))
     if n.attr("exclusive", 0):  # drop the last running value: the exclusive result keeps the length
-        y = S.getitem(y, key=_axis_key(axis, slice(0, -1), None))
+        y = S.getitem(y, key=axis_key(axis, slice(0, -1), None))
     if n.attr("reverse", 0):
         y = S.flip(y, axis=axis)
     if dtype_of(y) != dtype_of(n.inputs[0]):  # the Array API's cumulative ops widen small integers

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import sym as S
 from .import_nn import conv
-from .import_ops import Converter, OnnxNode, _axis_key, dtype_of, np_dtype, shape_of
+from .import_ops import Converter, OnnxNode, axis_key, dtype_of, np_dtype, shape_of
 from .narrow import narrow_format
 
 
@@ -23,7 +23,7 @@ def _along(n: OnnxNode, p, xshape: tuple, axis: int, block: int):
     axis %= len(xshape)
     if block:
         return S.getitem(S.repeat_elements(p, repeats=block, axis=axis),
-                         key=_axis_key(axis, slice(0, xshape[axis]), None))
+                         key=axis_key(axis, slice(0, xshape[axis]), None))
     if len(ps) != 1:
         n.fail(f"a per-axis scale or zero point must be 1-D, got shape {ps}")
     shape = [1] * len(xshape)

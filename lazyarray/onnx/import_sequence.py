@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import sym as S
 from ..graph.symbol import Symbol
-from .import_ops import Converter, OnnxNode, _axis_key, constant
+from .import_ops import Converter, OnnxNode, axis_key, constant
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ def split_to_sequence(n: OnnxNode) -> list:
     dim = shape[axis]
     split = None if n.input(1) is None else np.asarray(n.const(1, "split")).astype(np.int64)
     if split is None:  # pieces of 1, the axis dropped unless keepdims
-        pieces = [S.getitem(x, key=_axis_key(axis, slice(k, k + 1), None)) for k in range(dim)]
+        pieces = [S.getitem(x, key=axis_key(axis, slice(k, k + 1), None)) for k in range(dim)]
         if not int(n.attr("keepdims", 1)):
             pieces = [S.squeeze(p, axis=axis) for p in pieces]
         return [Seq(tuple(pieces))]
@@ -181,7 +181,7 @@ def split_to_sequence(n: OnnxNode) -> list:
             n.fail(f"split {sizes} must be non-negative and sum to the axis length {dim}")
     pieces, start = [], 0
     for size in sizes:
-        pieces.append(S.getitem(x, key=_axis_key(axis, slice(start, start + size), None)))
+        pieces.append(S.getitem(x, key=axis_key(axis, slice(start, start + size), None)))
         start += size
     return [Seq(tuple(pieces))]
 

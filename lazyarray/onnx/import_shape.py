@@ -17,7 +17,7 @@ from ..dim import dim_max, is_symbolic
 from .import_ops import (
     Converter,
     OnnxNode,
-    _axis_key,
+    axis_key,
     check_size,
     constant,
     dtype_of,
@@ -121,7 +121,7 @@ def split(n: OnnxNode) -> list:
         n.fail(f"split={sizes} gives {len(sizes)} parts for {count} outputs")
     outs, start = [], 0
     for s in sizes:
-        outs.append(S.getitem(x, key=_axis_key(axis, slice(start, start + s), None)))
+        outs.append(S.getitem(x, key=axis_key(axis, slice(start, start + s), None)))
         start += s
     return outs
 
@@ -224,8 +224,8 @@ def pad(n: OnnxNode) -> list:
         for a, (b, e) in enumerate(widths):
             if b > shape[a] or e > shape[a]:
                 n.fail(f"mode='wrap' pads axis {a} of size {shape[a]} by ({b}, {e}), more than the axis holds")
-            parts = ([S.getitem(x, key=_axis_key(a, slice(shape[a] - b, None), None))] if b else []) + [x] + (
-                [S.getitem(x, key=_axis_key(a, slice(0, e), None))] if e else [])
+            parts = ([S.getitem(x, key=axis_key(a, slice(shape[a] - b, None), None))] if b else []) + [x] + (
+                [S.getitem(x, key=axis_key(a, slice(0, e), None))] if e else [])
             x = S.concatenate(parts, axis=a) if len(parts) > 1 else x
         return [x]
     if mode != "constant":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import sym as S
-from .import_ops import Converter, OnnxNode, _axis_key, constant, dtype_of, np_dtype
+from .import_ops import Converter, OnnxNode, axis_key, constant, dtype_of, np_dtype
 
 
 def _scalar(n: OnnxNode, i: int, what: str) -> float:
@@ -81,7 +81,7 @@ def dft(n: OnnxNode) -> list:
         return [S.cast(S.expand_dims(S.fft.irfft(z, n=length, axis=axis), axis=-1), dtype=dtype_of(x))]
     y = (S.fft.ifft if inverse else S.fft.fft)(z, n=length, axis=axis)
     if onesided:
-        y = S.getitem(y, key=_axis_key(axis, slice(0, length // 2 + 1), rank - 1))
+        y = S.getitem(y, key=axis_key(axis, slice(0, length // 2 + 1), rank - 1))
     return [_as_pairs(y, dtype_of(x))]
 
 
