@@ -1,7 +1,7 @@
 """conv2d on two threads: ResNet-18 CIFAR's convolutions at batch 64, one call per layer shape.
 
 Three variants, like with like in one run: one thread; two threads where only BLAS uses them
-(``threads.MIN_SPLIT_MACS`` set out of reach: the products threaded, the padding, im2col and
+(the tuning table's ``min_split_macs`` set out of reach: the products threaded, the padding, im2col and
 Winograd transforms on one core, as before issue #15's thread splits); and two threads with the
 batch split into chunks of images over the pool (``threads.split``, BLAS on one thread inside).
 Rounds alternate the variants and each keeps its median; speedups are against one thread.
@@ -29,7 +29,7 @@ _spec.loader.exec_module(_util)
 
 import lazyarray as la  # noqa: E402
 from lazyarray import threads  # noqa: E402
-from lazyarray.ops.conv import _conv2d  # noqa: E402
+from lazyarray.kernels.conv2d import run_conv2d as _conv2d  # noqa: E402
 
 # (name, input (C, H, W), weight (O, C, kh, kw), stride, padding): every distinct conv of ResNet-18 CIFAR
 LAYERS = [
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     batch = args.batch or (8 if args.quick else 64)
     rounds, reps = (args.rounds or (3 if args.quick else 7)), (2 if args.quick else 3)
     rng = np.random.default_rng(0)
-    split_at = threads.MIN_SPLIT_MACS
+    split_at = la.config.min_split_macs
     variants = [("1t", 1, split_at), ("2t BLAS only", 2, 1 << 62), ("2t split", 2, split_at)]
     before = threads.num_threads()
     rows, totals = [], {v[0]: 0.0 for v in variants}
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
             for r in range(rounds):
                 for label, t, macs in (variants if r % 2 == 0 else variants[::-1]):
                     la.set_num_threads(t)
-                    threads.MIN_SPLIT_MACS = macs
+                    la.config.min_split_macs = macs
                     np.testing.assert_allclose(call(), ref, rtol=1e-4, atol=1e-4)
                     times[label].append(_util.best_of(call, reps))
             m = {k: statistics.median(v) * 1e3 for k, v in times.items()}
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
             rows.append([name, *(f"{m[k]:.2f}" for k in m), f"{m['1t'] / m['2t BLAS only']:.2f}x",
                          f"{m['1t'] / m['2t split']:.2f}x"])
     finally:
-        threads.MIN_SPLIT_MACS = split_at
+        la.config.min_split_macs = split_at
         la.set_num_threads(before)
     rows.append(["sum of one call per shape", *(f"{v:.2f}" for v in totals.values()),
                  f"{totals['1t'] / totals['2t BLAS only']:.2f}x", f"{totals['1t'] / totals['2t split']:.2f}x"])

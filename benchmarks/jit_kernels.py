@@ -24,7 +24,8 @@ import lazyarray as la
 from lazyarray import blocks as B
 from lazyarray import jit
 from lazyarray.cli import build_model
-from lazyarray.ops import conv, conv_grad, elementwise, pool, pool_norm
+from lazyarray.kernels.conv2d import run_conv2d  # noqa: E402
+from lazyarray.ops import conv_grad, elementwise, pool, pool_norm
 
 # (``_util`` loaded from its file: importing this script, as its smoke test does, leaves sys.path alone)
 _spec = importlib.util.spec_from_file_location("_bench_util", Path(__file__).resolve().parent / "_util.py")
@@ -93,9 +94,9 @@ def kernel_rows():
         ("relu (64,16,6,6) batch last", lambda: elementwise._relu(np, x2)),
         ("relu (1024,512)", lambda: elementwise._relu(np, h)),
         ("relu_grad (1024,512)", lambda: elementwise._relu_grad_kernel(np, h, gh)),
-        ("conv2d 8->16 3x3, (64,8,6,6) batch last", lambda: conv._conv2d(np, batch_last(c2), w2, None, padding=(1, 1))),
+        ("conv2d 8->16 3x3, (64,8,6,6) batch last", lambda: run_conv2d(np, batch_last(c2), w2, None, padding=(1, 1))),
         ("  the same into a batch-last out (parallel region)",
-         lambda: conv._conv2d(np, batch_last(c2), w2, None, padding=(1, 1), out=out2)),
+         lambda: run_conv2d(np, batch_last(c2), w2, None, padding=(1, 1), out=out2)),
         ("conv2d_weight_grad 1->8, (64,1,12,12)", lambda: conv_grad._conv2d_weight_grad(np, g1, xin, (3, 3), padding=(1, 1))),
         ("conv2d_weight_grad 8->16, (64,8,6,6)", lambda: conv_grad._conv2d_weight_grad(np, g2, c2, (3, 3), padding=(1, 1))),
         ("conv2d_input_grad 8->16, (64,8,6,6)", lambda: conv_grad._conv2d_input_grad(np, g2, w2, c2, padding=(1, 1))),

@@ -34,19 +34,16 @@ _util = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_util)
 
 import lazyarray as la  # noqa: E402
-from lazyarray.ops import conv, derived, winograd, winograd4  # noqa: E402
+from lazyarray.kernels.conv2d import run_conv2d  # noqa: E402
+from lazyarray.ops import derived, winograd, winograd4  # noqa: E402
 
 # (name, channels, image size): ResNet-18 CIFAR's 3x3 stride-1 convolutions, padding 1
 LAYERS = [("64 x 32x32", 64, 32), ("128 x 16x16", 128, 16), ("256 x 8x8", 256, 8), ("512 x 4x4", 512, 4)]
 
 
 def im2col(x, w, out):
-    saved = winograd.MIN_CHANNELS
-    winograd.MIN_CHANNELS = 1 << 30  # (conv2d's im2col paths, as for any other layer)
-    try:
-        return conv._conv2d(np, x, w, padding=(1, 1), out=out)
-    finally:
-        winograd.MIN_CHANNELS = saved
+    with la.tuning(winograd=False):  # (conv2d's im2col paths, as for any other layer)
+        return run_conv2d(np, x, w, padding=(1, 1), out=out)
 
 
 def f23(x, w, out):

@@ -46,10 +46,12 @@ from .executor.cached_op import CachedOp
 from .executor.signature_cache import RecompileWarning
 from .functions import namespace as _namespace
 from .graph.symbol import Symbol, load_symbol
+from .kernels import profile
 from .ndarray import NDArray
 from .ops.registry import StorageFallbackWarning
 from .threads import set_num_threads
 from .tracing import UnusedInputWarning, get_symbol
+from .tuning_table import config, tuning
 
 _OPS = _namespace("")
 # la.cond / la.while_loop / la.foreach are the tracing functions, not the raw ops of the same names

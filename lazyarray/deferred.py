@@ -7,7 +7,6 @@ its own, so concurrent code never leaks it.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import weakref
 
 from . import guards
@@ -18,17 +17,8 @@ from .executor.recorded import enabled as cache_enabled
 from .executor.recorded import run_recorded
 from .executor.structure import describe, finish
 from .graph.node import Entry, Node
-
-# One context variable holds both recording flags, so the dispatcher's hot path reads one
-# value: bit DEFERRED (ops record nodes) and bit RECORDING (autograd.record() is active).
-_MODE: contextvars.ContextVar[int] = contextvars.ContextVar("lazyarray_mode", default=0)
-DEFERRED, RECORDING = 1, 2
-
-
-def set_mode_bit(bit: int, on: bool) -> contextvars.Token:
-    """Turn one flag of the mode on or off for this context; returns the token to reset it."""
-    mode = _MODE.get()
-    return _MODE.set(mode | bit if on else mode & ~bit)
+from .mode import DEFERRED, RECORDING, set_mode_bit  # noqa: F401  (the mode's users import them here)
+from .mode import MODE as _MODE
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ module needs only the fields it reads (``ArrayBase``), not the array type itself
 from __future__ import annotations
 
 import numbers
+import time
 import weakref
 from sys import _getframe
 
@@ -47,6 +48,8 @@ from .graph.node import (
     user_source,
 )
 from .graph.traverse import topo_order
+from .kernels.profile import current as current_profile
+from .mode import PROFILING
 from .ops import registry
 from .ops.registry import OpDef, OpNamespace
 from .storage import SPARSE_TYPES, densify, stype_of
@@ -410,7 +413,10 @@ def _eager(op: OpDef, args: tuple, params: dict, make):
             registry.warn_fallback(op, stypes)
             vals = [densify(v, xp) for v in vals]
     try:
-        out = kernel(*vals, **params)
+        if _MODE.get() & PROFILING:
+            out = _timed(op, kernel, vals, params)
+        else:
+            out = kernel(*vals, **params)
     except Exception as exc:
         raise _kernel_error(op, args, vals, params, device, exc) from None
     if op.outputs_for(params) == 1:
@@ -424,6 +430,15 @@ def _eager(op: OpDef, args: tuple, params: dict, make):
     if _MODE.get() & RECORDING:
         _record_eager(op, args, params, list(res), list(out), out_device)
     return res
+
+
+def _timed(op: OpDef, kernel, vals: list, params: dict):
+    """``kernel(*vals, **params)`` timed into the profile being recorded (``la.profile()``)."""
+    prof = current_profile()
+    start = time.perf_counter_ns()
+    out = kernel(*vals, **params)
+    prof.add(op, tuple(getattr(v, "shape", None) for v in vals), start, "eager")
+    return out
 
 
 def _check_rules(op: OpDef, vals: list, params: dict, device) -> tuple:

@@ -17,13 +17,14 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from .errors import ParamError, ParamValueError
+from .tuning_table import current
 
 MIN_PARALLEL_BYTES = 8 << 20  # below this a thread hand-off costs more than it saves (measured: a 1.6 MB
 # SGD update ran slower on 2 threads than on 1)
 
 # The fewest multiply-adds a kernel spreads over threads with ``split`` (a convolution's products
-# over its images): about a millisecond of products, against tens of microseconds of hand-offs.
-MIN_SPLIT_MACS = 1 << 24
+# over its images; the tuning table's ``min_split_macs``, 2**24): about a millisecond of products,
+# against tens of microseconds of hand-offs.
 
 
 def default_threads() -> int:
@@ -186,9 +187,10 @@ def blas_thread_counts() -> list:
 def split_threads(macs: int, pieces: int) -> int:
     """Threads to ``split`` a kernel of ``macs`` multiply-adds in at most ``pieces`` independent
     pieces over (a convolution's images); 1: run it whole, its products on BLAS's threads. With
-    fewer pieces than threads a split would leave cores idle that BLAS's threads would use."""
+    fewer pieces than threads a split would leave cores idle that BLAS's threads would use.
+    Below the tuning table's ``min_split_macs`` the hand-offs would cost more than they save."""
     n = _THREADS[0]
-    return n if macs >= MIN_SPLIT_MACS and pieces >= n else 1
+    return n if macs >= current().min_split_macs and pieces >= n else 1
 
 
 def split(parts: list, work) -> None:

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import re
 
+import lazyarray as la
 from benchmarks import conv_threads as bench
 from lazyarray import threads
 
 
 def test_quick_run_checks_every_layer_and_restores_the_settings(capsys):
-    before, split_at = threads.num_threads(), threads.MIN_SPLIT_MACS
+    before, split_at = threads.num_threads(), la.config.min_split_macs
     assert bench.main(["--quick", "--batch", "4", "--rounds", "1"]) == 0
     out = capsys.readouterr().out
-    assert threads.num_threads() == before and threads.MIN_SPLIT_MACS == split_at
+    assert threads.num_threads() == before and la.config.min_split_macs == split_at
     assert re.search(r"core check: .* (\d+\.\d\d)x", out)
     for name, *_ in bench.LAYERS:
         assert re.search(rf"{re.escape(name)}\s+\d+\.\d\d\s+\d+\.\d\d\s+\d+\.\d\d\s+\d+\.\d\dx\s+\d+\.\d\dx", out), name

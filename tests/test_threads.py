@@ -1,6 +1,6 @@
 """lazyarray/threads.py: ``split`` runs every part once, over the pool's threads with BLAS on one
 thread meanwhile (restored after, also when splits overlap or fail), inline when one thread is set
-or when called from a pool thread; ``split_threads`` picks 1 below ``MIN_SPLIT_MACS``."""
+or when called from a pool thread; ``split_threads`` picks 1 below the tuning table's ``min_split_macs``."""
 from __future__ import annotations
 
 import os
@@ -167,7 +167,7 @@ def test_overlapping_splits_from_two_callers_restore_blas_once_both_are_out(two_
 
 
 def test_split_threads_below_the_threshold_or_with_too_few_pieces_is_one(two_threads, monkeypatch):
-    monkeypatch.setattr(threads, "MIN_SPLIT_MACS", 1000)
+    monkeypatch.setattr(la.config, "min_split_macs", 1000)
     assert threads.split_threads(999, 64) == 1
     assert threads.split_threads(1000, 64) == 2
     assert threads.split_threads(1000, 2) == 2

@@ -24,11 +24,13 @@ from ..creation import zeros
 from ..deferred import _MODE, DEFERRED
 from ..device import Device
 from ..errors import BlockError, GraphFormatError, LazyArrayError, ParamError, ShapeError
+from ..executor.explain import Explanation, explain_profile
 from ..executor.signature_cache import SignatureCache, causes_text, describe_change
 from ..fileio import write_atomic
 from ..graph.node import BLOCK_SCOPE, source_text
 from ..graph.passes.bind_dims import bind_dims
 from ..graph.symbol import Symbol
+from ..kernels.profile import profile
 from ..ndarray import NDArray
 from ..onnx.export import export as onnx_export
 from . import hybrid
@@ -410,6 +412,23 @@ class Block:
             raise DeferredInitializationError(
                 f"{type(self).__name__}.infer_shape left unknown (0) dims in {', '.join(still)}; "
                 "set every 0 dim from the input shapes")
+
+    def explain(self, *args) -> Explanation:
+        """Call the block once on ``args`` and say what ran: a hybridized block lists every step
+        of its compiled program with the op, shapes, chosen implementation (for example
+        ``nn.conv2d[winograd4, kernel kept]``), planned buffer and workspace; an imperative block
+        lists its kernel calls one by one (``executor/explain.py``).
+
+        >>> import lazyarray as la
+        >>> net = la.blocks.Dense(4, in_units=3)
+        >>> net.initialize()
+        >>> net.hybridize()
+        >>> "nn.dense[" in str(net.explain(la.ones((2, 3))))
+        True
+        """
+        with profile() as prof:
+            self(*args)
+        return explain_profile(prof)
 
     def hybridize(self, active: bool = True, static_shape: bool = False) -> None:
         """Hybridize every ``HybridBlock`` inside this block (``active=False`` turns it off)."""

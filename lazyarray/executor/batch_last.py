@@ -17,8 +17,9 @@ its tap views). Chosen per compiled signature for values that are
 * made by ``conv2d``, ``relu``, ``batch_norm``, the 2-D pools or ``batch_norm_max_pool2d`` (the ops whose kernels gain),
   written into their planned buffer, and read only by those ops or ``flatten``; a ``conv2d``
   among them must have im2col columns that fit its scratch buffer (``conv.SCRATCH_MAX_BYTES``);
-* 4-D float arrays on the CPU of at least ``MIN_BATCH`` images of at most ``MAX_PIXELS`` pixels
-  and fewer than ``MAX_CHANNELS`` channels (deep layers take Winograd, which reads NCHW);
+* 4-D float arrays on the CPU of at least ``batch_last_min_batch`` images of at most
+  ``batch_last_max_pixels`` pixels and fewer than ``winograd_min_channels`` channels (the tuning
+  table; deep layers take Winograd, which reads NCHW);
 * not handed to the caller (directly or through a view), whose arrays stay C-contiguous.
 
 An in-place pair of values whose orders differ is not planned (``program._plan``).
@@ -26,15 +27,15 @@ An in-place pair of values whose orders differ is not planned (``program._plan``
 from __future__ import annotations
 
 from ..ops.conv import SCRATCH_MAX_BYTES
+from ..tuning_table import current
 
 # (C, H, W, N): the axes of an NCHW value in the order its memory holds them.
 BATCH_LAST = (1, 2, 3, 0)
 OPS = frozenset({"conv2d", "relu", "batch_norm", "max_pool2d", "avg_pool2d", "batch_norm_max_pool2d"})
 # Measured on the demo CNN (benchmarks/onnx.py, batch 64): runs of N values beat rows of 12
-# from 16 images up; images of 16 x 16 and more have rows long enough on their own.
-MIN_BATCH = 16
-MAX_PIXELS = 256
-MAX_CHANNELS = 64
+# from 16 images up (the tuning table's ``batch_last_min_batch``); images of 16 x 16 and more have
+# rows long enough on their own (``batch_last_max_pixels``). Deep layers (``winograd_min_channels``
+# channels and more) take Winograd, which reads NCHW.
 
 
 def _conv_fits(node) -> bool:
@@ -54,8 +55,9 @@ def _eligible(node) -> bool:
     if node.op.name not in OPS or len(node.avals) != 1 or shape is None or len(shape) != 4 or None in shape:
         return False
     n, c, h, w = shape
+    t = current()
     return (a.dtype is not None and a.dtype.kind == "f" and a.device is not None and a.device.kind == "cpu"
-            and n >= MIN_BATCH and h * w <= MAX_PIXELS and c < MAX_CHANNELS
+            and n >= t.batch_last_min_batch and h * w <= t.batch_last_max_pixels and c < t.winograd_min_channels
             and (node.op.name != "conv2d" or _conv_fits(node)))
 
 

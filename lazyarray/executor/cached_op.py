@@ -57,10 +57,12 @@ from ..graph.passes.sink_slices import sink_slices
 from ..graph.rewrite import rewrite
 from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
+from ..kernels.profile import profile
 from ..ndarray import NDArray, _make, array_from
 from ..storage import stype_of
 from . import plan_view
 from .call import SubGraph, call_node, call_params
+from .explain import Explanation, explain_profile
 from .fusion import fuse, fusion_enabled
 from .plan import MemoryPlan
 from .program import compile_program
@@ -156,6 +158,21 @@ class CachedOp:
         if mask is not None:
             return self._record(c, arrays, vals)
         return _wrap(c, c.program.run(vals))
+
+    def explain(self, *args, **named) -> Explanation:
+        """Run this call once and say what ran: every step of the compiled program with its op,
+        shapes, chosen implementation (``conv2d[winograd4, kernel kept]``), planned buffer and
+        workspace, then the plan's totals (``executor/explain.py``).
+
+        >>> import lazyarray as la
+        >>> x = la.sym.var("x", shape=(2, 3))
+        >>> text = str(la.CachedOp(la.sym.relu(x * 2)).explain(la.ones((2, 3))))
+        >>> "relu[" in text
+        True
+        """
+        with profile() as prof:
+            self(*args, **named)
+        return explain_profile(prof)
 
     def program_for(self, arrays) -> _Compiled | None:
         """What a plain call (nothing recorded, nothing deferred) with ``arrays`` runs, if compiled:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import LazyArrayError
+from ..kernels.profile import timed
+from ..mode import MODE, PROFILING
 from ..storage import copy_value
 from .interpret import kernel_error, run_kernel
 from .program import _fresh
@@ -41,6 +43,7 @@ def run_once(d: Described, args: list) -> list:
     fresh: set[int] = set()
     dense = d.dense
     kernels: dict = {}  # op -> (device, bound kernel), looked up once per run
+    profiled = MODE.get() & PROFILING
     for i, (node, ins, f) in enumerate(steps):
         n_in = len(ins)  # (no comprehension for the common arities: it costs a frame per step)
         if n_in == 1:
@@ -55,7 +58,8 @@ def run_once(d: Described, args: list) -> list:
             dev = avals[0].device
             bound = kernels.get(op)
             if bound is None or bound[0] is not dev:
-                bound = kernels[op] = (dev, op.bind(dev.xp))
+                bound = kernels[op] = (dev, timed(op, op.bind(dev.xp), "interpreted") if profiled
+                                       else op.bind(dev.xp))
             params = node.params
             try:
                 out = bound[1](*args_i, **params) if params else bound[1](*args_i)

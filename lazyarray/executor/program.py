@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import enum
 import sys
+import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,6 +37,8 @@ from ..device import on_device
 from ..errors import DeferredComputeError, LazyArrayError, OutOfMemoryError
 from ..graph.node import Entry, Node, check_capture
 from ..graph.traverse import topo_order
+from ..kernels.profile import current as current_profile
+from ..mode import MODE, PROFILING
 from ..ops import registry
 from ..storage import copy_value
 from .batch_last import batch_last_slots
@@ -105,6 +109,7 @@ class Program:
         self.plan = plan
         self.nodes = nodes
         self.out_orders: list = [None] * len(out_slots)  # each output's memory order if not C (free outputs)
+        self.step_specs: list = []  # per step, what it runs (``StepSpec``s): for explain() and the profiler
 
     def _new_set(self) -> list:
         slots = list(self._template)
@@ -146,11 +151,26 @@ class Program:
         else:
             for slot, v in zip(self.in_slots, args):
                 s[slot] = v
-        for step in self.steps:
-            step(s)
+        if MODE.get() & PROFILING:
+            self._run_timed(s)
+        else:
+            for step in self.steps:
+                step(s)
         outs = [s[k] for k in self.out_slots]
         pool.append(base)
         return outs
+
+    def _run_timed(self, s) -> None:
+        """The steps, each timed into the profile being recorded (``la.profile()``)."""
+        prof = current_profile()
+        prof.saw(self)
+        where = id(self)
+        for i, (step, specs) in enumerate(zip(self.steps, self.step_specs)):
+            start = time.perf_counter_ns()
+            step(s)
+            prof.add(specs[0].node.op if len(specs) == 1 else "+".join(sp.node.op.qualname for sp in specs),
+                     tuple(e.aval.shape for e in specs[0].node.inputs), start, "compiled", step=i,
+                     node=specs[0].name, program=where)
 
     def __repr__(self) -> str:
         return f"<Program {len(self.steps)} steps, {self.plan!r}>"
@@ -302,6 +322,19 @@ def _needs_copy(g: _Graph, e: Entry) -> bool:
 
 
 # -- 3. step kinds ---------------------------------------------------------------------------------
+class StepSpec(NamedTuple):
+    """What one node of a compiled step is (``Program.step_specs``: a tuple per step, two where a
+    dense layer's step runs its relu too): the node, its name, how it runs, its slots and the
+    memory order of its first output (None: C order)."""
+
+    node: Node
+    name: str
+    kind: StepKind
+    ins: tuple
+    outs: tuple
+    order: tuple | None
+
+
 class _Spec:
     """One step before layout: the node, how it runs, its slots."""
 
@@ -468,16 +501,18 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
             if o not in out_slots:
                 frees_at[max(last_read[o], i)].append(o)
     merged = dense_relu_pairs(specs, plan, out_slots, StepKind.OUT)  # (epilogue.py: dense + in-place relu)
-    steps = []
+    steps, made_of = [], []
     for i, sp in enumerate(specs):
         if i - 1 in merged:
             continue  # (run by the dense step before it)
         if i in merged:
             steps.append(dense_relu_step(sp, specs[i + 1], tuple(frees_at[i]) + tuple(frees_at[i + 1]),
                                          _step_error))
+            made_of.append((sp, specs[i + 1]))
         else:
             steps.append(_step_closure(sp, tuple(frees_at[i])))
-    return steps, pooled, per_run
+            made_of.append((sp,))
+    return steps, made_of, pooled, per_run
 
 
 def _step_closure(sp: _Spec, frees: tuple):
@@ -628,13 +663,16 @@ def compile_program(outputs: list[Entry], inputs=(), *, known=None, names: dict 
     # (2-D values; batch-last ones are 4-D)
     orders.update(units_major_slots(g, specs, out_slots, _PLANNED, free=free, input_orders=in_orders))
     plan = _plan(g, specs, out_slots, names or {}, orders)
-    steps, pooled, per_run = _lay_out(g, specs, plan, out_slots, orders)
+    steps, made_of, pooled, per_run = _lay_out(g, specs, plan, out_slots, orders)
     n = len(g.template)
     # An input nothing reads is bound to a scratch slot at the end.
     in_slots = [g.slot_of.get((id(v), 0), n) for v in inputs]
     g.template.append(None)
     prog = Program(steps, in_slots, out_list, g.template, pooled, per_run, g.captures, plan, g.order)
     prog.out_orders = [orders.get(s) for s in out_list]
+    prog.step_specs = [tuple(StepSpec(sp.node, names.get(id(sp.node), sp.node.label()) if names else sp.node.label(),
+                                      sp.kind, sp.ins, sp.outs, orders.get(sp.outs[0]) if sp.outs else None)
+                             for sp in group) for group in made_of]
     return prog
 
 
@@ -691,9 +729,15 @@ def _run_in_order(outputs: list[Entry], todo: list[Node], known) -> list:
             temp[id(node)] = vals
         return vals[e.index]
 
+    timed = MODE.get() & PROFILING
     for node in todo:
         args = [value(e) for e in node.inputs]
-        outs = run_kernel(node, args)
+        if timed:
+            start = time.perf_counter_ns()
+            outs = run_kernel(node, args)
+            current_profile().add(node.op, tuple(getattr(a, "shape", None) for a in args), start, "interpreted")
+        else:
+            outs = run_kernel(node, args)
         if node.op.owns_outputs:
             fresh.update(map(id, outs))
         elif not node.op.view:

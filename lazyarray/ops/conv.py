@@ -9,10 +9,12 @@ input's shape from a ``like`` input, so graphs stay generic over the batch size.
 and ``conv2d_weight_grad`` with image and output gradient swapped (weight).
 
 Groups (``groups > 1``) run as one batched matmul over a leading group axis; ``groups == 1``
-is im2col + matmul (``_gemm_conv`` per image, ``_batch_last_conv`` for a batch of small
-images), or Winograd F(2x2, 3x3) or F(4x4, 3x3) for deep 3x3 stride-1 layers
-(``winograd.py``, ``winograd4.py``: ``winograd_tile`` chooses); depthwise kernels (one filter
-per channel) are kh * kw strided multiply-adds over all channels at once.
+is im2col + matmul (``_gemm_conv`` per image), and depthwise kernels (one filter per channel) are
+kh * kw strided multiply-adds over all channels at once: the reference kernel. The faster ways
+below (``conv2d_*``: one batch-last product for a batch of small images, images split over
+threads, a compiled parallel region, Winograd F(2x2, 3x3) and F(4x4, 3x3) for deep 3x3 stride-1
+layers in ``winograd.py``, ``winograd4.py``) are the kernels layer's named implementations:
+``kernels/conv2d.py`` declares them and chooses one per call.
 """
 from __future__ import annotations
 
@@ -23,13 +25,13 @@ import numpy as np
 
 from .. import threads as thread_pool  # (the module, looked up at each call: tests replace its functions)
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
-from . import conv_jit, conv_parallel, winograd
+from ..tuning_table import current
+from . import conv_jit, conv_parallel
 from .blas_threads import SMALL_PRODUCT, one_thread
-from .derived import keeps
 from .params import INT, INTS, Param
 from .registry import OpDef, register
 from .winograd import winograd_conv2d
-from .winograd4 import winograd4_conv2d, winograd_tile
+from .winograd4 import winograd4_conv2d
 
 # -- helpers -------------------------------------------------------------------------------------
 # im2col columns and padded copies up to this size come from a per-thread scratch buffer, reused
@@ -235,12 +237,11 @@ def _depthwise(xp, win, weight, out=None):
     return res
 
 
-# A batch runs one matmul per image when its output has at least this many pixels; smaller ones
-# one matmul for the whole batch (a 4 x 4 image makes (O x C*9) @ (C*9 x 16) products: too thin
-# for BLAS). Measured: 2x2 outputs of 64 images 4.5x slower per image, 8x8 ones 1.3x faster, a
-# 224x224 image 1.4-2.5x faster per image; on the demo CNN (benchmarks/onnx.py) per image wins
-# from 8 x 8 up, even for its 8-filter first layer.
-PER_IMAGE_MIN_PIXELS = 64
+# A batch runs one matmul per image when its output has at least the tuning table's
+# ``per_image_min_pixels`` (64) pixels; smaller ones one matmul for the whole batch (a 4 x 4 image
+# makes (O x C*9) @ (C*9 x 16) products: too thin for BLAS). Measured: 2x2 outputs of 64 images
+# 4.5x slower per image, 8x8 ones 1.3x faster, a 224x224 image 1.4-2.5x faster per image; on the
+# demo CNN (benchmarks/onnx.py) per image wins from 8 x 8 up, even for its 8-filter first layer.
 
 
 def _into(xp, out, shape, dtype):
@@ -306,7 +307,7 @@ def _balanced_chunks(n: int, per_image: int, limit: int, threads: int) -> int:
 def _split_conv(xp, x, weight, bias, stride, padding, dilation, out, threads):
     """conv2d with groups == 1 of a batch of images as chunks of images over ``threads`` threads
     (``threads.split``), each written into its slice of the output with the one-thread kernel:
-    images of at least ``PER_IMAGE_MIN_PIXELS`` output pixels im2col + per-image products
+    images of at least ``per_image_min_pixels`` output pixels im2col + per-image products
     (``_gemm_conv``), each chunk padded in its thread's scratch (no padded copy of the whole
     batch); smaller ones ``_batch_last_conv`` per chunk, in as few chunks as keep its columns in
     scratch. Values equal the one-thread path's: every image is the same product."""
@@ -318,7 +319,7 @@ def _split_conv(xp, x, weight, bias, stride, padding, dilation, out, threads):
     y = _into(xp, out, (n, o, ho, wo), dtype)
     y = xp.empty((n, o, ho, wo), dtype=dtype) if y is None else y
     cols = c * kh * kw * ho * wo * x.itemsize  # one image's im2col columns
-    small = ho * wo < PER_IMAGE_MIN_PIXELS
+    small = ho * wo < current().per_image_min_pixels
     per = _balanced_chunks(n, cols, SCRATCH_MAX_BYTES if small else SPLIT_CHUNK_BYTES, threads)
 
     def work(lo):
@@ -343,7 +344,7 @@ def _split_conv(xp, x, weight, bias, stride, padding, dilation, out, threads):
     return y
 
 
-def _batch_last(a) -> bool:
+def is_batch_last(a) -> bool:
     """True for an NCHW array of several images stored batch last, (C, H, W, N) in memory (the
     planned buffers of ``executor/batch_last.py``)."""
     return a is not None and a.ndim == 4 and a.shape[0] > 1 and a.strides[0] == a.itemsize \
@@ -351,7 +352,7 @@ def _batch_last(a) -> bool:
 
 
 def _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out):
-    """conv2d with groups == 1 of a batch of small images (fewer than ``PER_IMAGE_MIN_PIXELS``
+    """conv2d with groups == 1 of a batch of small images (fewer than ``per_image_min_pixels``
     output pixels): one matmul ``W (O, C*kh*kw) @ cols (C*kh*kw, Ho*Wo*N)`` for the whole batch.
 
     The padded input is laid out (C, H, W, N) once, so each tap's im2col rows are copied in runs
@@ -376,7 +377,7 @@ def _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out):
     wmat = weight.reshape(o, k)
     cols = cols.reshape(k, m)
     with one_thread(2.0 * o * k * m, _largest_block(xp, wmat, cols)):
-        if out is not None and out.dtype == x.dtype == weight.dtype and _batch_last(out):  # the product is out
+        if out is not None and out.dtype == x.dtype == weight.dtype and is_batch_last(out):  # the product is out
             t = _column_blocks_matmul(xp, wmat, cols, out.transpose(1, 2, 3, 0).reshape(o, m))
             if bias is not None:
                 t += bias.reshape(o, 1)
@@ -390,29 +391,25 @@ def _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out):
     return y
 
 
-def _parallel_conv(x, weight, bias, stride, padding, dilation, out) -> bool:
-    """``_batch_last_conv`` as one compiled parallel region (``conv_parallel.py``) where it applies:
-    a batch-last ``out``, an input stored batch last or C-ordered, and not already on one of the
-    pool's threads; True when ``out`` was written."""
-    if out is None or not _batch_last(out) or not PARALLEL[0]:
-        return False
-    if thread_pool.in_pool():
-        return False
+def region_fits(x, out) -> bool:
+    """Whether ``conv2d_region`` may run: a batch-last ``out``, an input stored batch last or
+    C-ordered, regions on in the tuning table, and not already on one of the pool's threads."""
+    return out is not None and is_batch_last(out) and current().conv_region and not thread_pool.in_pool() \
+        and (is_batch_last(x) or x.flags.c_contiguous)
+
+
+def conv2d_region(xp, x, weight, bias, stride, padding, dilation, groups, out):
+    """``_batch_last_conv`` as one compiled parallel region (``conv_parallel.py``) where
+    ``region_fits``: ``out``, or None where the compiled kernel declined (numba missing, another
+    dtype): the caller then runs ``conv2d_batch_last``."""
     threads = thread_pool.num_threads()
     n, c, h, w = x.shape
     o, _, kh, kw = weight.shape
     ho, wo = out.shape[2], out.shape[3]
-    if _batch_last(x):
-        mem = None
-    elif x.flags.c_contiguous:
-        mem = _scratch(np, 0, (c, h, w, n), x.dtype)
-    else:
-        return False
+    mem = None if is_batch_last(x) else _scratch(np, 0, (c, h, w, n), x.dtype)
     cols = _scratch(np, 1, (c * kh * kw, ho * wo * n), x.dtype)
-    return conv_parallel.conv2d(x, weight, bias, stride, padding, dilation, out, cols, mem, threads)
+    return out if conv_parallel.conv2d(x, weight, bias, stride, padding, dilation, out, cols, mem, threads) else None
 
-
-PARALLEL = [True]  # ``_parallel_conv`` on (the tests and benchmarks compare both kernels)
 
 _MAX_VIEW_SETS = 64  # geometries whose views a thread keeps (a model has a few)
 
@@ -493,70 +490,105 @@ def _largest_block(xp, a, b) -> float | None:
     return float(a.shape[0] * a.shape[1] * (b.shape[1] if step is None else step))
 
 
-def _recording() -> bool:
-    from ..autograd import is_recording  # (autograd sits above ops/)
-
-    return is_recording()
-
-
 def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):
-    if x.dtype == np.float16 and weight.dtype == np.float16:  # half precision accumulates in float32
-        y = _conv2d(xp, x.astype(np.float32), weight.astype(np.float32),
-                    None if bias is None else bias.astype(np.float32), stride, padding, dilation, groups)
-        if out is None:
-            return y.astype(np.float16)
+    """The reference kernel: im2col and one product per image (``groups == 1``), per-tap
+    multiply-adds (depthwise) or one batched product over the groups; half precision accumulates
+    in float32. The kernels layer (``kernels/conv2d.py``) chooses faster ways where they apply."""
+    if x.dtype == np.float16 and weight.dtype == np.float16:
+        return half_via_float32(_conv2d, xp, x, weight, bias, stride, padding, dilation, groups, out)
+    stride, padding, dilation = _geometry(stride, padding, dilation, "conv2d")
+    if groups == 1:
+        return conv2d_im2col(xp, x, weight, bias, stride, padding, dilation, groups, out)
+    if _is_depthwise(groups, x.shape[1], weight.shape):
+        return conv2d_depthwise(xp, x, weight, bias, stride, padding, dilation, groups, out)
+    return conv2d_grouped(xp, x, weight, bias, stride, padding, dilation, groups, out)
+
+
+def half_via_float32(run, xp, x, weight, bias, stride, padding, dilation, groups, out):
+    """conv2d of float16 operands by ``run`` on float32 copies, rounded to float16 once at the end."""
+    y = run(xp, x.astype(np.float32), weight.astype(np.float32), None if bias is None else bias.astype(np.float32),
+            stride, padding, dilation, groups)
+    if out is None:
+        return y.astype(np.float16)
+    out[...] = y
+    return out
+
+
+def geometry(stride, padding, dilation):
+    """conv2d's ``(stride, padding, dilation)`` as pairs, checked."""
+    return _geometry(stride, padding, dilation, "conv2d")
+
+
+def is_depthwise(x, weight, groups) -> bool:
+    """One filter per input channel (``_depthwise``'s multiply-adds beat a batched product)."""
+    return _is_depthwise(groups, x.shape[1], weight.shape)
+
+
+def conv2d_im2col(xp, x, weight, bias, stride, padding, dilation, groups, out):
+    """``groups == 1``: im2col and one product per image (``_gemm_conv``)."""
+    win = _windows(xp, x, weight.shape[2:], stride, padding, dilation=dilation)
+    return _gemm_conv(xp, win, weight, bias, out)
+
+
+def conv2d_depthwise(xp, x, weight, bias, stride, padding, dilation, groups, out):
+    """One filter per channel: a multiply-add per tap over all channels at once."""
+    win = _windows(xp, x, weight.shape[2:], stride, padding, dilation=dilation)
+    n, o, ho, wo = x.shape[0], weight.shape[0], win.shape[2], win.shape[3]
+    y = _depthwise(xp, win, weight, _into(xp, out, (n, o, ho, wo), xp.result_type(x.dtype, weight.dtype)))
+    return _biased(y, bias, out)
+
+
+def conv2d_grouped(xp, x, weight, bias, stride, padding, dilation, groups, out):
+    """One batched matmul over the groups: (G, N*Ho*Wo, C/G*kh*kw) @ (G, C/G*kh*kw, O/G)."""
+    win = _windows(xp, x, weight.shape[2:], stride, padding, dilation=dilation)
+    n, o, ho, wo = x.shape[0], weight.shape[0], win.shape[2], win.shape[3]
+    o, cg, kh, kw = weight.shape
+    og = o // groups
+    t = _im2col_groups(win, groups) @ weight.reshape(groups, og, cg * kh * kw).transpose(0, 2, 1)
+    y = _into(xp, out, (n, o, ho, wo), t.dtype)
+    y = xp.empty((n, o, ho, wo), dtype=t.dtype) if y is None else y
+    y.reshape(n, groups, og, ho, wo)[...] = t.reshape(groups, n, ho, wo, og).transpose(1, 0, 4, 2, 3)
+    return _biased(y, bias, out)
+
+
+def _biased(y, bias, out):
+    if bias is not None:
+        y += bias.reshape(1, -1, 1, 1)
+    if out is not None and y is not out:
         out[...] = y
         return out
-    stride, padding, dilation = _geometry(stride, padding, dilation, "conv2d")
-    n, c = x.shape[:2]
-    o, cg, kh, kw = weight.shape
-    ho, wo = (_out_dim(x.shape[2 + a], weight.shape[2 + a], stride[a], padding[a], dilation[a]) for a in (0, 1))
-    # (kept transformed kernels make Winograd cheaper: outside autograd's recording, whose weights
-    # change at every step, the chooser asks whether the weight held still and the budget holds
-    # F(4, 3)'s, the larger, or a copy is kept already. Recorded calls keep the choice of a weight
-    # transformed every call, so a recorded step computes as it did before kernels were kept.)
-    # (fewer input channels than Winograd takes: neither of its look-ups, about 3 us of a small call)
-    deep = xp is np and c >= winograd.MIN_CHANNELS
-    cached = deep and kh == kw == 3 and keeps(weight, 36 * weight.size // 9 * weight.itemsize) and not _recording()
-    tile = winograd_tile(x.shape, weight.shape, stride, padding, dilation, groups, ho, wo, cached) if deep else 0
-    if tile:  # F(4x4, 3x3) or F(2x2, 3x3), whichever measured faster for these shapes
+    return y
+
+
+def conv2d_batch_last(xp, x, weight, bias, stride, padding, dilation, groups, out):
+    """A batch of small images as one product for the whole batch (``_batch_last_conv``)."""
+    return _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out)
+
+
+def conv2d_split(xp, x, weight, bias, stride, padding, dilation, groups, out):
+    """Chunks of images over ``la.set_num_threads``'s threads (``_split_conv``)."""
+    return _split_conv(xp, x, weight, bias, stride, padding, dilation, out, thread_pool.num_threads())
+
+
+def conv2d_winograd(tile: int):
+    """The kernel running Winograd F(tile x tile, 3x3) (3x3 kernels at stride 1, groups == 1)."""
+    def winograd(xp, x, weight, bias, stride, padding, dilation, groups, out):
+        run = winograd4_conv2d if tile == 4 else winograd_conv2d  # (looked up per call: tests spy on them)
         dtype = np.result_type(x.dtype, weight.dtype)
-        shape = (n, o) + tuple(_out_dim(x.shape[2 + i], 3, 1, padding[i]) for i in range(2))
+        shape = (x.shape[0], weight.shape[0]) + tuple(_out_dim(x.shape[2 + i], 3, 1, padding[i]) for i in range(2))
         target = _into(xp, out, shape, dtype)
-        run = winograd4_conv2d if tile == 4 else winograd_conv2d
         y = run(xp, x, weight, padding, target, bias=None if bias is None else bias.astype(dtype, copy=False))
         if out is not None and target is None:
             out[...] = y
             return out
         return y
-    if groups == 1 and n > 1:
-        batch_last = _batch_last(x) or _batch_last(out)
-        if xp is np and not batch_last:
-            threads = thread_pool.split_threads(n * o * c * kh * kw * ho * wo, n)
-            if threads > 1:
-                return _split_conv(xp, x, weight, bias, stride, padding, dilation, out, threads)
-        if ho * wo < PER_IMAGE_MIN_PIXELS or batch_last:
-            if xp is np and _parallel_conv(x, weight, bias, stride, padding, dilation, out):
-                return out
-            return _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out)
-    win = _windows(xp, x, (kh, kw), stride, padding, dilation=dilation)
-    ho, wo = win.shape[2], win.shape[3]
-    if groups == 1:
-        return _gemm_conv(xp, win, weight, bias, out)
-    if _is_depthwise(groups, c, weight.shape):
-        y = _depthwise(xp, win, weight, _into(xp, out, (n, o, ho, wo), xp.result_type(x.dtype, weight.dtype)))
-    else:  # one batched matmul over the groups: (G, N*Ho*Wo, C/G*kh*kw) @ (G, C/G*kh*kw, O/G)
-        og = o // groups
-        t = _im2col_groups(win, groups) @ weight.reshape(groups, og, cg * kh * kw).transpose(0, 2, 1)
-        y = _into(xp, out, (n, o, ho, wo), t.dtype)
-        y = xp.empty((n, o, ho, wo), dtype=t.dtype) if y is None else y
-        y.reshape(n, groups, og, ho, wo)[...] = t.reshape(groups, n, ho, wo, og).transpose(1, 0, 4, 2, 3)
-    if bias is not None:
-        y += bias.reshape(1, o, 1, 1)
-    if out is not None and y is not out:
-        out[...] = y
-        return out
-    return y
+
+    return winograd
+
+
+def out_size(x, weight, stride, padding, dilation) -> tuple:
+    """conv2d's output (Ho, Wo) for checked pairs of geometry."""
+    return tuple(_out_dim(x.shape[2 + a], weight.shape[2 + a], stride[a], padding[a], dilation[a]) for a in (0, 1))
 
 
 def _check_conv_channels(x, w, groups, op, what="input"):

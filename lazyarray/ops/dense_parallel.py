@@ -24,12 +24,13 @@ import threading
 import numpy as np
 
 from .. import jit, threads
+from ..tuning_table import current
 from .blas_gemm import NO_TRANS, ROW_MAJOR, TRANS, gemm
 from .blas_threads import SMALL_PRODUCT, region_blocks, small_calls_serial
 
-# Smaller weights gain less than a region costs (a (512, 512) float32 weight, 1 MiB, gains 1-2 us)
-MIN_WEIGHT_BYTES = 1 << 20
-PARALLEL = [True]  # (the tests and benchmarks compare both paths)
+# Smaller weights gain less than a region costs (a (512, 512) float32 weight, 1 MiB, gains 1-2 us):
+# the tuning table's ``dense_region_min_weight_bytes``; ``dense_region=False`` turns regions off
+# (the tests and benchmarks compare both paths).
 
 _F32 = np.dtype(np.float32)
 _PLANS: dict = {}  # (weight shape, threads) -> (kernel, blocks, units per block) or False
@@ -42,9 +43,9 @@ def dense_row(x, weight, out) -> bool:
     """``out (1, units) := x (1, k) @ weight.T`` over ``la.set_num_threads``'s threads; False
     (nothing written) where this does not apply: one thread set, called from one of the pool's
     threads (no nested hand-offs), other dtypes or layouts. The caller skips weights under
-    ``MIN_WEIGHT_BYTES`` before calling (a batch-1 layer's Python stays lean)."""
+    ``dense_region_min_weight_bytes`` before calling (a batch-1 layer's Python stays lean)."""
     n = threads.num_threads()
-    if n < 2 or not PARALLEL[0] or x.dtype != _F32 or weight.dtype != _F32 or out.dtype != _F32 \
+    if n < 2 or not current().dense_region or x.dtype != _F32 or weight.dtype != _F32 or out.dtype != _F32 \
             or not (weight.flags.c_contiguous and x.flags.c_contiguous and out.flags.c_contiguous) \
             or threads.in_pool() or not jit.parallel_ready():
         return False

@@ -15,6 +15,7 @@ from .. import jit, threads
 from ..device import Device
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from ..rng import generator
+from ..tuning_table import current
 from . import dense_parallel, sparse_kernels
 from .blas_threads import SERIAL_ANYWAY_FLOPS, UNCHANGED, one_thread
 from .elementwise import _JIT_FLOATS, _UNITS
@@ -202,7 +203,7 @@ def _dense(xp, x, weight, bias=None, out=None):
         # the transposed view (as fast as a packed copy, and on one BLAS thread as on two), or for a
         # weight of 1 MiB or more on several threads one compiled region (dense_parallel.py), and
         # none of the tests below (they cost a third of this call's Python)
-        if weight.nbytes < dense_parallel.MIN_WEIGHT_BYTES or not dense_parallel.dense_row(x, weight, out):
+        if weight.nbytes < current().dense_region_min_weight_bytes or not dense_parallel.dense_row(x, weight, out):
             x.dot(weight.T, out=out)
         if bias is not None:
             out += bias

@@ -15,7 +15,7 @@ import numpy as np
 from .. import jit
 from ..errors import ShapeError, fmt_shape
 from . import pool_jit
-from .conv import _batch_last, _check_pair, _float_inputs, _nchw, _padded, _pair, _windows, pad_nchw
+from .conv import _check_pair, _float_inputs, _nchw, _padded, _pair, _windows, is_batch_last, pad_nchw
 from .params import BOOL, INTS, Param
 from .registry import OpDef, register
 
@@ -101,7 +101,7 @@ def _tiles(x, k, s, p, extra) -> bool:
     """True when the windows tile x exactly (stride = kernel, no padding, the height and width
     multiples of the kernel) and x is C-contiguous or batch last (``_fold_tiles`` then applies)."""
     return k == s and p == (0, 0) and extra == (0, 0) and x.shape[2] % k[0] == 0 and x.shape[3] % k[1] == 0 \
-        and (x.flags.c_contiguous or _batch_last(x))
+        and (x.flags.c_contiguous or is_batch_last(x))
 
 
 def _plain_tiles(x, kernel, stride, padding, ceil_mode) -> bool:
@@ -150,7 +150,7 @@ def _fold_batch_last_tiles(xp, ufunc, x, kernel, out):
     it runs about half the Python of that path (the demo CNN's pools, benchmarks/onnx.py)."""
     (kh, kw), (n, c, h, w) = kernel, x.shape
     mem = x.transpose(1, 2, 3, 0).reshape(c, h // kh, kh, w // kw, kw, n)
-    target = out.transpose(1, 2, 3, 0) if out is not None and _batch_last(out) else None
+    target = out.transpose(1, 2, 3, 0) if out is not None and is_batch_last(out) else None
     res = _fold_taps(xp, ufunc, (mem[:, :, i, :, j] for i in range(kh) for j in range(kw)), target)
     if target is not None:
         return out

@@ -94,6 +94,9 @@ class OpDef:
     # outputs): callers skip the alias check and the output normalisation.
     owns_outputs: bool = False
     doc: str = ""
+    # The kernels layer's runner (``kernels/``: ``runner(xp, *arrays, **params)`` chooses one of the
+    # op's named implementations and runs it); None: the reference ``kernel`` runs every call.
+    runner: Callable | None = field(default=None, repr=False)
     _param_map: dict = field(default_factory=dict, repr=False)
     _bound: dict = field(default_factory=dict, repr=False)
     _dtype_cache: dict = field(default_factory=dict, repr=False)  # (dtypes, params) -> dtype rule result
@@ -148,7 +151,9 @@ class OpDef:
         """The kernel specialised for array module ``xp``: ``f(*arrays, **params)``."""
         f = self._bound.get(xp)
         if f is None:
-            if isinstance(self.kernel, str):  # a ufunc / function of the array module
+            if self.runner is not None:  # the kernels layer chooses per call
+                f = functools.partial(self.runner, xp)
+            elif isinstance(self.kernel, str):  # a ufunc / function of the array module
                 f = getattr(xp, self.kernel)
             elif self.kernel is None:
                 raise NoKernelError(f"{self.name} is a composite op and has no kernel")
@@ -156,6 +161,11 @@ class OpDef:
                 f = functools.partial(self.kernel, xp)
             self._bound[xp] = f
         return f
+
+    def set_runner(self, runner: Callable | None) -> None:
+        """Route this op's calls through ``runner`` (the kernels layer installs it; None: the reference)."""
+        self.runner = runner
+        self._bound.clear()
 
     def bind_sparse(self, xp):
         """The sparse kernel specialised for ``xp`` (see ``uses_sparse_kernel``)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..tuning_table import current
 from .derived import derived
 
 # G (4 x 3): the kernel transform of F(2, 3); kron(G, G) maps a flattened 3x3 kernel to its 16
@@ -28,17 +29,15 @@ from .derived import derived
 _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
 _GG = np.kron(_G, _G)  # (16, 9)
 
-# Thresholds (ResNet-18's layers, benchmarks/onnx.py, 1 thread): the tile transforms are passes
-# over memory, the savings grow with the channels. Run over chunks of images that stay in cache
-# (``chunk_images``), 64 input channels pay at any batch size
-# (ResNet's first stage at batch 64: 1.5x faster than im2col; unchunked it was 1.25x slower,
-# its 16 MB of transforms falling out of cache). Below 256 output pixels in the batch the kernel
-# transform (16 * O * C values per call) outweighs the savings (late layers at batch 1).
-MIN_CHANNELS = 64
-MIN_PIXELS = 256
-# With the transformed kernels kept (inference), the same (``winograd4``'s table: below 256 pixels
+# Thresholds (the tuning table, ``lazyarray/tuning_table.py``; ResNet-18's layers, benchmarks/onnx.py, 1
+# thread): the tile transforms are passes over memory, the savings grow with the channels. Run over
+# chunks of images that stay in cache (``chunk_images``), 64 input channels
+# (``winograd_min_channels``) pay at any batch size (ResNet's first stage at batch 64: 1.5x faster
+# than im2col; unchunked it was 1.25x slower, its 16 MB of transforms falling out of cache). Below
+# 256 output pixels in the batch (``winograd_min_pixels``) the kernel transform (16 * O * C values
+# per call) outweighs the savings (late layers at batch 1). With the transformed kernels kept
+# (inference), the same (``winograd_cached_min_pixels``; ``winograd4``'s table: below 256 pixels
 # im2col stayed as fast or faster, 256 x 8x8 and 512 x 4x4 at batch 1 and 4).
-CACHED_MIN_PIXELS = 256
 # A chunk's input bytes (its transforms and products take about 2.5x that) and the fewest tile
 # rows a chunk's products may have (measured at batch 64: 64 channels at 32 x 32 best in chunks
 # of 2-4 images, 512 channels at 4 x 4 in one chunk of all 64).
@@ -52,15 +51,17 @@ ALIASING_BYTES = 4096
 CHANNEL_BLOCK = 8
 
 
-def use_winograd(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo, cached=False) -> bool:
-    """True when conv2d of these shapes runs faster as F(2x2, 3x3) (see the thresholds); ``cached``:
-    the transformed kernels are kept (``kernels``, the weight unchanged since its last call)."""
+def use_winograd(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo, cached=False, t=None) -> bool:
+    """True when conv2d of these shapes runs faster as F(2x2, 3x3) (see the thresholds of the
+    tuning table ``t``, the one in force when None); ``cached``: the transformed kernels are kept
+    (``kernels``, the weight unchanged since its last call)."""
+    t = current() if t is None else t
     n, c = x_shape[0], x_shape[1]
-    if not (groups == 1 and tuple(weight_shape[2:]) == (3, 3) and tuple(stride) == (1, 1)
+    if not (t.winograd and groups == 1 and tuple(weight_shape[2:]) == (3, 3) and tuple(stride) == (1, 1)
             and tuple(dilation) == (1, 1) and ho % 2 == 0 and wo % 2 == 0
-            and n * ho * wo >= (CACHED_MIN_PIXELS if cached else MIN_PIXELS)):
+            and n * ho * wo >= (t.winograd_cached_min_pixels if cached else t.winograd_min_pixels)):
         return False
-    return c >= MIN_CHANNELS
+    return c >= t.winograd_min_channels
 
 
 def padded_hwnc(xp, x, padding, hp, wp):

@@ -27,19 +27,18 @@ to the products at the position of the points (1, 1), whose output-transform col
 one pass over 1/36 of the products.
 
 ``conv2d`` takes F(4, 3) where ``winograd_tile`` says it measured faster than F(2, 3) and im2col;
-``LAZYARRAY_WINOGRAD=2`` in the environment (read at each call) keeps every layer on F(2, 3) or
-im2col, as before F(4, 3) existed (for results closer to a direct sum); unset or any other value
-lets F(4, 3) run.
+``la.tuning(winograd_max_tile=2)`` (or ``LAZYARRAY_WINOGRAD=2`` in the environment at import) keeps
+every layer on F(2, 3) or im2col, as before F(4, 3) existed (for results closer to a direct sum).
 """
 from __future__ import annotations
 
 import math
-import os
 from fractions import Fraction
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from ..tuning_table import current
 from . import winograd
 
 POINTS = (0, 1, -1, Fraction(1, 2), -2, None)  # None: the point at infinity
@@ -93,9 +92,8 @@ _CONSTANTS: dict = {}
 # per call, weights being graph inputs) and the products get 4x fewer rows per image: it pays with
 # enough output pixels per kernel value, and not for 512 x 512 kernels (a 512-channel layer's
 # transform alone took 10 ms at batch 64, a third of the layer).
-MIN_CHANNELS = 64
-MIN_PIXELS = 1024  # output pixels in the batch (N * Ho * Wo)
-MAX_CHANNELS = 256
+# (The tuning table's ``winograd4_min_channels`` 64, ``winograd4_min_pixels`` 1024 output pixels in
+# the batch (N * Ho * Wo), ``winograd4_max_channels`` 256.)
 # With the transformed kernels kept (inference: ``winograd.kernels``), measured the same way
 # (F(2, 3) kept / F(4, 3) kept, 1 and 2 threads): 512 x 4x4 at batch 64 1.43x / 1.38x (im2col /
 # F(4, 3) kept 2.7x / 2.2x), at batch 16 (256 pixels) 1.27x / 1.17x; 256 x 8x8 at batch 4 (256
@@ -103,8 +101,7 @@ MAX_CHANNELS = 256
 # 2.06x / 1.50x. So every layer ``winograd.use_winograd`` takes (256+ pixels) runs F(4, 3), up to
 # the 512 channels measured. (Below 256 pixels im2col stays: 256 x 8x8 at batch 1 was 1.19x / 0.88x
 # im2col's time, 512 x 4x4 at batch 4 0.81x / 0.57x.)
-CACHED_MIN_PIXELS = 256
-CACHED_MAX_CHANNELS = 512
+# (``winograd4_cached_min_pixels`` 256, ``winograd4_cached_max_channels`` 512.)
 # Chunks of images (measured at batch 64 in alternating rounds): F(4, 3)'s copies and transforms
 # want half F(2, 3)'s input bytes per chunk (128 x 16 x 16, 1 thread, in chunks of 2 images: 26-30
 # ms, of 4: 31-37 ms) but at least 2 images (64 x 32 x 32 on 2 threads: 1 image 31-36 ms, 2
@@ -116,7 +113,6 @@ CHUNK_BYTES = 256 << 10
 MIN_CHUNK_IMAGES = 2
 KERNEL_CACHE_BYTES = 4 << 20
 MIN_CHUNK_TILES = 256
-ENV = "LAZYARRAY_WINOGRAD"
 
 
 def _constant(mat, dtype):
@@ -128,17 +124,20 @@ def _constant(mat, dtype):
     return c
 
 
-def winograd_tile(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo, cached=False) -> int:
+def winograd_tile(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo, cached=False, t=None) -> int:
     """The Winograd output tile conv2d of these shapes runs fastest with: 4 (F(4x4, 3x3)), 2
-    (F(2x2, 3x3), ``winograd.use_winograd``) or 0 (neither: im2col). ``cached``: the transformed
-    kernels are kept (``winograd.kernels``: the weight unchanged since its last call, inference),
-    so their transform costs nothing. ``LAZYARRAY_WINOGRAD=2`` rules out 4."""
-    if not winograd.use_winograd(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo, cached):
+    (F(2x2, 3x3), ``winograd.use_winograd``) or 0 (neither: im2col), by the tuning table ``t`` (the
+    one in force when None). ``cached``: the transformed kernels are kept (``winograd.kernels``: the
+    weight unchanged since its last call, inference), so their transform costs nothing.
+    ``winograd_max_tile=2`` (``LAZYARRAY_WINOGRAD=2``) rules out 4."""
+    t = current() if t is None else t
+    if not winograd.use_winograd(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo, cached, t):
         return 0
     n, c, o = x_shape[0], x_shape[1], weight_shape[0]
-    min_pixels, max_channels = (CACHED_MIN_PIXELS, CACHED_MAX_CHANNELS) if cached else (MIN_PIXELS, MAX_CHANNELS)
-    if (MIN_CHANNELS <= min(c, o) and max(c, o) <= max_channels and n * ho * wo >= min_pixels
-            and os.environ.get(ENV, "4").strip() != "2"):
+    min_pixels, max_channels = (t.winograd4_cached_min_pixels, t.winograd4_cached_max_channels) if cached \
+        else (t.winograd4_min_pixels, t.winograd4_max_channels)
+    if (t.winograd4_min_channels <= min(c, o) and max(c, o) <= max_channels and n * ho * wo >= min_pixels
+            and t.winograd_max_tile == 4):
         return 4
     return 2
 

@@ -10,7 +10,7 @@ import lazyarray as la
 from lazyarray import blocks as B
 from lazyarray.executor import batch_last
 from lazyarray.executor.program import compile_program
-from lazyarray.ops.conv import _batch_last
+from lazyarray.ops.conv import is_batch_last as _batch_last
 
 
 def _cnn():
@@ -42,7 +42,7 @@ def _pooled_arrays(prog):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("batch", [batch_last.MIN_BATCH, 33])
+@pytest.mark.parametrize("batch", [la.config.batch_last_min_batch, 33])
 def test_hybridized_cnn_equals_imperative_and_stores_batch_last(batch, dtype):
     rng = np.random.default_rng(batch)
     net = _cnn()
@@ -62,7 +62,7 @@ def test_hybridized_cnn_equals_imperative_and_stores_batch_last(batch, dtype):
     np.testing.assert_allclose(net(x).asnumpy(), expected, rtol=tol, atol=tol)  # the reused buffers too
 
 
-@pytest.mark.parametrize("shape,why", [((batch_last.MIN_BATCH - 1, 2, 10, 9), "few images"),
+@pytest.mark.parametrize("shape,why", [((la.config.batch_last_min_batch - 1, 2, 10, 9), "few images"),
                                        ((16, 2, 17, 16), "large images")])
 def test_small_batches_and_large_images_stay_nchw(shape, why):
     rng = np.random.default_rng(0)
@@ -71,8 +71,8 @@ def test_small_batches_and_large_images_stay_nchw(shape, why):
     expected = net(x).asnumpy()
     net.hybridize()
     np.testing.assert_allclose(net(x).asnumpy(), expected, rtol=1e-5, atol=1e-5)
-    arrays = [a for a in _pooled_arrays(_program(net)) if a.shape[2] * a.shape[3] > batch_last.MAX_PIXELS
-              or a.shape[0] < batch_last.MIN_BATCH]
+    arrays = [a for a in _pooled_arrays(_program(net)) if a.shape[2] * a.shape[3] > la.config.batch_last_max_pixels
+              or a.shape[0] < la.config.batch_last_min_batch]
     assert arrays and all(a.flags.c_contiguous for a in arrays), why
 
 

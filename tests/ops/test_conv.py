@@ -6,13 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lazyarray.ops import conv, winograd
+import lazyarray as la
+from lazyarray.kernels.conv2d import run_conv2d
+from lazyarray.ops import conv
 from ops.cases import _conv2d_ref
 
 
 @pytest.fixture(autouse=True)
 def direct(monkeypatch):
-    monkeypatch.setattr(winograd, "MIN_CHANNELS", 1 << 30)  # these tests are about the im2col paths
+    monkeypatch.setattr(la.config, "winograd_min_channels", 1 << 30)  # these tests are about the im2col paths
 
 
 @pytest.mark.parametrize("per_image", [True, False], ids=["per-image", "whole-batch"])
@@ -23,25 +25,25 @@ def direct(monkeypatch):
     ((2, 4, 6, 6), (3, 4, 1, 1), {"stride": (2, 2)}),
 ], ids=["3x3-p1", "s21-dil12", "1x1", "1x1-s2"])
 def test_groups1_paths_equal_the_reference(per_image, xs, ks, params, monkeypatch):
-    monkeypatch.setattr(conv, "PER_IMAGE_MIN_PIXELS", 0 if per_image else 1 << 30)
+    monkeypatch.setattr(la.config, "per_image_min_pixels", 0 if per_image else 1 << 30)
     rng = np.random.default_rng(sum(xs))
     x, k, b = (rng.standard_normal(s).astype("float32") for s in (xs, ks, ks[:1]))
     ref = _conv2d_ref(x, k, b, **params)
-    np.testing.assert_allclose(conv._conv2d(np, x, k, b, **params), ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(run_conv2d(np, x, k, b, **params), ref, rtol=1e-5, atol=1e-5)
     out = np.full(ref.shape, np.nan, np.float32)
-    assert conv._conv2d(np, x, k, b, out=out, **params) is out
+    assert run_conv2d(np, x, k, b, out=out, **params) is out
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
     strided = np.full(ref.shape[::-1], np.nan, np.float32).T  # not C-contiguous: filled by a copy
-    conv._conv2d(np, x, k, b, out=strided, **params)
+    run_conv2d(np, x, k, b, out=strided, **params)
     np.testing.assert_allclose(strided, ref, rtol=1e-5, atol=1e-5)
 
 
 def test_1x1_path_reads_a_non_contiguous_image_correctly(monkeypatch):
-    monkeypatch.setattr(conv, "PER_IMAGE_MIN_PIXELS", 0)
+    monkeypatch.setattr(la.config, "per_image_min_pixels", 0)
     rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 5, 4, 3)).astype("float32").transpose(0, 1, 3, 2)  # (2, 5, 3, 4) strided
     k = rng.standard_normal((2, 5, 1, 1)).astype("float32")
-    np.testing.assert_allclose(conv._conv2d(np, x, k), _conv2d_ref(np.ascontiguousarray(x), k), rtol=1e-5)
+    np.testing.assert_allclose(run_conv2d(np, x, k), _conv2d_ref(np.ascontiguousarray(x), k), rtol=1e-5)
 
 
 @pytest.mark.parametrize("ks,groups", [((4, 1, 3, 3), 4), ((6, 2, 3, 3), 2)], ids=["depthwise", "groups2"])
@@ -50,12 +52,12 @@ def test_grouped_kernels_write_into_out(ks, groups):
     x, k, b = (rng.standard_normal(s).astype("float32") for s in ((2, 4, 6, 5), ks, ks[:1]))
     ref = _conv2d_ref(x, k, b, padding=(1, 1), groups=groups)
     out = np.full(ref.shape, np.nan, np.float32)
-    assert conv._conv2d(np, x, k, b, padding=(1, 1), groups=groups, out=out) is out
+    assert run_conv2d(np, x, k, b, padding=(1, 1), groups=groups, out=out) is out
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
 
 
 def test_small_images_of_a_batch_take_the_batch_last_layout(monkeypatch):
-    """A batch whose outputs have fewer than PER_IMAGE_MIN_PIXELS pixels runs one (C, H, W, N)
+    """A batch whose outputs have fewer than per_image_min_pixels pixels runs one (C, H, W, N)
     im2col product; single images and larger outputs run per image. Both equal the reference,
     also for a non-contiguous input and mixed dtypes."""
     calls = []
@@ -67,7 +69,7 @@ def test_small_images_of_a_batch_take_the_batch_last_layout(monkeypatch):
         x = rng.standard_normal(xs[::-1]).astype("float32").T  # (N, C, H, W), not C-contiguous
         k = rng.standard_normal((5, 4, 3, 3))  # float64 kernel
         b = rng.standard_normal(5).astype("float32")
-        got = conv._conv2d(np, x, k, b, stride=(1, 2), padding=(1, 1), dilation=(2, 1))
+        got = run_conv2d(np, x, k, b, stride=(1, 2), padding=(1, 1), dilation=(2, 1))
         assert (calls == [xs]) is expect
         ref = _conv2d_ref(np.ascontiguousarray(x).astype("float64"), k, b.astype("float64"),
                           stride=(1, 2), padding=(1, 1), dilation=(2, 1))
@@ -93,7 +95,8 @@ _BATCH_LAST_GEOMETRIES = [
                          ids=["3x3-p1", "1x1", "3x2-s21", "2x2-s3-p10", "3x3-dil21", "3x3-s2-p1"])
 @pytest.mark.parametrize("where", ["input", "output", "both"])
 def test_conv2d_of_batch_last_arrays_matches_the_reference(where, kernel, params, dtype):
-    from lazyarray.ops.conv import _batch_last, _conv2d
+    from lazyarray.ops.conv import _conv2d
+    from lazyarray.ops.conv import is_batch_last as _batch_last
     rng = np.random.default_rng(4)
     x = rng.standard_normal((5, 3, 9, 7)).astype(dtype)
     w = rng.standard_normal((4, 3) + kernel).astype(dtype)
@@ -111,7 +114,7 @@ def test_conv2d_of_batch_last_arrays_matches_the_reference(where, kernel, params
 
 
 def test_batch_last_is_not_claimed_for_other_strides():
-    from lazyarray.ops.conv import _batch_last
+    from lazyarray.ops.conv import is_batch_last as _batch_last
     x = np.zeros((4, 3, 5, 5), np.float32)
     assert not _batch_last(x) and not _batch_last(None)
     assert not _batch_last(_stored_batch_last(x)[:, :, :, ::2])  # strided, not a dense batch-last buffer
@@ -126,14 +129,14 @@ def test_scratch_columns_never_leak_into_results():
     rng = np.random.default_rng(5)
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
     xs = [rng.standard_normal((n, 3, h, h)).astype(np.float32) for n, h in ((6, 5), (1, 12), (6, 7), (2, 4))]
-    firsts = [conv._conv2d(np, x, w, padding=(1, 1)) for x in xs]
+    firsts = [run_conv2d(np, x, w, padding=(1, 1)) for x in xs]
     for x, first in zip(xs, firsts):
         np.testing.assert_allclose(first, _conv2d_ref(x, w, padding=(1, 1)), rtol=1e-5, atol=1e-5)
     errors = []
 
     def work(x, expected):
         for _ in range(30):
-            got = conv._conv2d(np, x, w, padding=(1, 1))
+            got = run_conv2d(np, x, w, padding=(1, 1))
             if not np.allclose(got, expected, rtol=1e-5, atol=1e-5):
                 errors.append(x.shape)
 
@@ -156,11 +159,11 @@ def test_half_precision_accumulates_in_float32(ks, groups):
     rng = np.random.default_rng(3)
     x, k, b = (rng.standard_normal(s).astype("float16") for s in ((2, 4, 7, 12), ks, ks[:1]))
     want = _conv2d_ref(*(a.astype(np.float64) for a in (x, k, b)), padding=(1, 1), groups=groups)
-    got = conv._conv2d(np, x, k, b, padding=(1, 1), groups=groups)
+    got = run_conv2d(np, x, k, b, padding=(1, 1), groups=groups)
     assert got.dtype == np.float16
     np.testing.assert_array_equal(got, want.astype(np.float32).astype(np.float16))
     out = np.full(want.shape, np.nan, np.float16)
-    assert conv._conv2d(np, x, k, b, padding=(1, 1), groups=groups, out=out) is out
+    assert run_conv2d(np, x, k, b, padding=(1, 1), groups=groups, out=out) is out
     np.testing.assert_array_equal(out, got)
 
 
@@ -207,6 +210,6 @@ def test_batch_last_views_follow_their_scratch_buffers():
         for (x, k, p), ref in zip(data, refs):
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr(conv, "_im2col_views", lambda *a: seen.append(a[1]) or real(*a))
-                got = conv._conv2d(np, _stored_batch_last(x), k, **p)
+                got = run_conv2d(np, _stored_batch_last(x), k, **p)
             np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
     assert len(seen) == 3 * len(cases)  # every call took the batch-last path

@@ -10,6 +10,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray import jit
+from lazyarray.kernels.conv2d import run_conv2d
 from lazyarray.ops import blas_gemm, blas_threads, conv, conv_parallel
 
 pytest.importorskip("numba")
@@ -48,12 +49,12 @@ def _reference(x, w, b, stride, padding, dilation):
 
 def _run(x, w, b, geometry, parallel, monkeypatch):
     kernel, stride, padding, dilation = geometry
-    monkeypatch.setattr(conv, "PARALLEL", [parallel])
+    monkeypatch.setattr(la.config, "conv_region", parallel)
     n, o = x.shape[0], w.shape[0]
     ho, wo = ((x.shape[2 + i] + 2 * padding[i] - (kernel[i] - 1) * dilation[i] - 1) // stride[i] + 1 for i in (0, 1))
     out = _batch_last(np.full((n, o, ho, wo), np.nan, x.dtype))
-    y = conv._conv2d(np, x, w, b, stride=stride, padding=padding, dilation=dilation, out=out)
-    assert y is out and conv._batch_last(y)
+    y = run_conv2d(np, x, w, b, stride=stride, padding=padding, dilation=dilation, out=out)
+    assert y is out and conv.is_batch_last(y)
     return y
 
 
@@ -166,9 +167,9 @@ def test_declines_what_it_does_not_cover(monkeypatch, case):
     if case == "pool thread":
         from lazyarray import threads
         monkeypatch.setattr(threads, "in_pool", lambda: True)
-    assert not conv._parallel_conv(x, w, None, (1, 1), (1, 1), (1, 1), out)
+    assert not (conv.region_fits(x, out) and conv.conv2d_region(np, x, w, None, (1, 1), (1, 1), (1, 1), 1, out) is not None)
     # and the serial kernels still compute it
-    y = conv._conv2d(np, x, w, None, padding=(1, 1), out=out)
+    y = run_conv2d(np, x, w, None, padding=(1, 1), out=out)
     np.testing.assert_allclose(y, _reference(x.astype(np.float64), w.astype(np.float64), None, (1, 1), (1, 1), (1, 1)),
                                rtol=1e-2 if dtype == "float16" else 1e-5, atol=1e-2 if dtype == "float16" else 1e-5)
 
@@ -213,7 +214,7 @@ def test_demo_cnn_takes_the_region_and_equals_the_serial_kernels(monkeypatch):
     monkeypatch.setattr(conv_parallel, "conv2d", lambda *a: calls.append(a[1].shape) or real(*a))
     got = net(x).asnumpy()
     assert sorted(calls) == [(8, 1, 3, 3), (16, 8, 3, 3)]  # both convolutions
-    monkeypatch.setattr(conv, "PARALLEL", [False])
+    monkeypatch.setattr(la.config, "conv_region", False)
     np.testing.assert_allclose(got, net(x).asnumpy(), rtol=1e-5, atol=1e-6)
 
 
@@ -236,7 +237,8 @@ def test_regions_from_two_python_threads_at_once(monkeypatch):
             barrier.wait()
             for _ in range(30):
                 out = _batch_last(np.full((32, w.shape[0], 6, 6), np.nan, np.float32))
-                assert conv._parallel_conv(x, w, None, (1, 1), (1, 1), (1, 1), out)
+                assert conv.region_fits(x, out)
+                assert conv.conv2d_region(np, x, w, None, (1, 1), (1, 1), (1, 1), 1, out) is out
                 np.testing.assert_allclose(out, want[k], rtol=1e-5, atol=1e-5)
         except BaseException as exc:  # (reported on the main thread)
             errors.append(exc)

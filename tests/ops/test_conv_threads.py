@@ -13,6 +13,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray import threads
+from lazyarray.kernels.conv2d import run_conv2d
 from lazyarray.ops import conv, winograd
 from ops.cases import _conv2d_ref
 
@@ -20,7 +21,7 @@ from ops.cases import _conv2d_ref
 @pytest.fixture(params=[2, 3])
 def split_everything(request, monkeypatch):
     """Every conv big enough to split (threshold 0), on 2 or 3 threads; counts the splits."""
-    monkeypatch.setattr(threads, "MIN_SPLIT_MACS", 0)
+    monkeypatch.setattr(la.config, "min_split_macs", 0)
     parts = []
     real = threads.split
     monkeypatch.setattr(threads, "split", lambda ps, work: parts.append(len(ps)) or real(ps, work))
@@ -69,14 +70,14 @@ def test_im2col_split_equals_one_thread_and_the_reference(split_everything, monk
     ref = _conv2d_ref(x, w, b, **params)
     per_image = int(np.prod(ws[1:])) * ref.shape[2] * ref.shape[3] * 4  # im2col bytes of one image
     monkeypatch.setattr(conv, "SPLIT_CHUNK_BYTES", per_image * max(1, xs[0] // 3))  # several chunks
-    got = conv._conv2d(np, x, w, b, **params)
+    got = run_conv2d(np, x, w, b, **params)
     _check_split(split_everything, xs[0])
-    one = _one_thread(lambda: conv._conv2d(np, x, w, b, **params))
+    one = _one_thread(lambda: run_conv2d(np, x, w, b, **params))
     np.testing.assert_allclose(got, one, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
 
 
-# Outputs under PER_IMAGE_MIN_PIXELS: each chunk runs the batch-last kernel (one product per chunk)
+# Outputs under per_image_min_pixels: each chunk runs the batch-last kernel (one product per chunk)
 SMALL = [
     ((7, 5, 8, 8), (6, 5, 3, 3), {"stride": (2, 2), "padding": (1, 1)}),  # ResNet's 256->512 shape, small
     ((5, 4, 8, 8), (3, 4, 1, 1), {"stride": (2, 2)}),
@@ -91,13 +92,13 @@ def test_small_outputs_split_in_batch_last_chunks(split_everything, monkeypatch,
     rng = np.random.default_rng(sum(xs) * 7 + sum(ws))
     x, w, b = (rng.standard_normal(s).astype("float32") for s in (xs, ws, ws[:1]))
     ref = _conv2d_ref(x, w, b, **params)
-    assert ref.shape[2] * ref.shape[3] < conv.PER_IMAGE_MIN_PIXELS
+    assert ref.shape[2] * ref.shape[3] < la.config.per_image_min_pixels
     if per_chunk:
         cols = int(np.prod(ws[1:])) * ref.shape[2] * ref.shape[3] * 4
         monkeypatch.setattr(conv, "SCRATCH_MAX_BYTES", cols * per_chunk)
-    got = conv._conv2d(np, x, w, b, **params)
+    got = run_conv2d(np, x, w, b, **params)
     _check_split(split_everything, xs[0])
-    one = _one_thread(lambda: conv._conv2d(np, x, w, b, **params))
+    one = _one_thread(lambda: run_conv2d(np, x, w, b, **params))
     np.testing.assert_allclose(got, one, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
 
@@ -119,9 +120,9 @@ def test_balanced_chunks(n, per_image, limit, threads, expected):
 @pytest.mark.parametrize("chunk", [None, 1, 2])
 def test_winograd_split_equals_one_thread_and_the_reference(split_everything, monkeypatch, n, c, h, w, o, pad,
                                                             chunk):
-    monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
-    monkeypatch.setattr(winograd, "MIN_PIXELS", 1)
-    monkeypatch.setattr(winograd, "CACHED_MIN_PIXELS", 1)
+    monkeypatch.setattr(la.config, "winograd_min_channels", 1)
+    monkeypatch.setattr(la.config, "winograd_min_pixels", 1)
+    monkeypatch.setattr(la.config, "winograd_cached_min_pixels", 1)
     rng = np.random.default_rng(n * 100 + c * 10 + h)
     x, k = rng.standard_normal((n, c, h, w)).astype("float32"), rng.standard_normal((o, c, 3, 3)).astype("float32")
     b = rng.standard_normal(o).astype("float32")
@@ -135,40 +136,40 @@ def test_winograd_split_equals_one_thread_and_the_reference(split_everything, mo
 @pytest.mark.parametrize("winograd_path", [True, False])
 def test_split_writes_planned_and_strided_out_buffers(split_everything, monkeypatch, winograd_path):
     if winograd_path:
-        monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
-        monkeypatch.setattr(winograd, "MIN_PIXELS", 1)
-        monkeypatch.setattr(winograd, "CACHED_MIN_PIXELS", 1)
+        monkeypatch.setattr(la.config, "winograd_min_channels", 1)
+        monkeypatch.setattr(la.config, "winograd_min_pixels", 1)
+        monkeypatch.setattr(la.config, "winograd_cached_min_pixels", 1)
     rng = np.random.default_rng(7)
     x, k, b = (rng.standard_normal(s).astype("float32") for s in ((5, 3, 10, 10), (4, 3, 3, 3), (4,)))
     ref = _conv2d_ref(x, k, b, padding=(1, 1))
     out = np.full((5, 4, 10, 10), np.nan, np.float32)
-    assert conv._conv2d(np, x, k, b, padding=(1, 1), out=out) is out
+    assert run_conv2d(np, x, k, b, padding=(1, 1), out=out) is out
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
     strided = np.full((10, 10, 4, 5), np.nan, np.float32).transpose(3, 2, 0, 1)  # not writable in place
-    conv._conv2d(np, x, k, b, padding=(1, 1), out=strided)
+    run_conv2d(np, x, k, b, padding=(1, 1), out=strided)
     np.testing.assert_allclose(strided, ref, rtol=1e-5, atol=1e-5)
     assert len(split_everything) >= 2  # each call split (Winograd twice: kernel blocks, then images)
 
 
 def test_one_image_is_not_split(split_everything, monkeypatch):
     """A batch of one: no chunks to share (its products keep BLAS's threads), values unchanged."""
-    monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
-    monkeypatch.setattr(winograd, "MIN_PIXELS", 1)
-    monkeypatch.setattr(winograd, "CACHED_MIN_PIXELS", 1)
+    monkeypatch.setattr(la.config, "winograd_min_channels", 1)
+    monkeypatch.setattr(la.config, "winograd_min_pixels", 1)
+    monkeypatch.setattr(la.config, "winograd_cached_min_pixels", 1)
     rng = np.random.default_rng(6)
     x, k = rng.standard_normal((1, 4, 10, 10)).astype("float32"), rng.standard_normal((3, 4, 3, 3)).astype("float32")
     for params in ({"padding": (1, 1)}, {"stride": (2, 2)}):  # Winograd, im2col
-        np.testing.assert_allclose(conv._conv2d(np, x, k, **params), _conv2d_ref(x, k, **params), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(run_conv2d(np, x, k, **params), _conv2d_ref(x, k, **params), rtol=1e-5, atol=1e-5)
     assert split_everything == []
 
 
 def test_one_thread_never_splits(monkeypatch):
-    monkeypatch.setattr(threads, "MIN_SPLIT_MACS", 0)
+    monkeypatch.setattr(la.config, "min_split_macs", 0)
     monkeypatch.setattr(threads, "split", lambda *a: pytest.fail("split under one thread"))
     rng = np.random.default_rng(2)
     x, k = rng.standard_normal((4, 64, 8, 8)).astype("float32"), rng.standard_normal((64, 64, 3, 3)).astype("float32")
     for params in ({"padding": (1, 1)}, {"stride": (2, 2), "padding": (1, 1)}):  # Winograd, im2col
-        got = _one_thread(lambda p=params: conv._conv2d(np, x, k, **p))
+        got = _one_thread(lambda p=params: run_conv2d(np, x, k, **p))
         np.testing.assert_allclose(got, _conv2d_ref(x, k, **params), rtol=1e-4, atol=1e-4)
 
 
@@ -180,10 +181,10 @@ def test_small_convs_and_groups_are_not_split(monkeypatch):
         x = rng.standard_normal((4, 4, 8, 8)).astype("float32")
         for ws, p in (((6, 4, 3, 3), {"padding": (1, 1)}), ((6, 2, 3, 3), {"groups": 2})):
             k = rng.standard_normal(ws).astype("float32")
-            np.testing.assert_allclose(conv._conv2d(np, x, k, **p), _conv2d_ref(x, k, **p), rtol=1e-5, atol=1e-5)
-        monkeypatch.setattr(threads, "MIN_SPLIT_MACS", 0)  # groups > 1 keep their batched matmul anyway
+            np.testing.assert_allclose(run_conv2d(np, x, k, **p), _conv2d_ref(x, k, **p), rtol=1e-5, atol=1e-5)
+        monkeypatch.setattr(la.config, "min_split_macs", 0)  # groups > 1 keep their batched matmul anyway
         k = rng.standard_normal((6, 2, 3, 3)).astype("float32")
-        np.testing.assert_allclose(conv._conv2d(np, x, k, groups=2), _conv2d_ref(x, k, groups=2), rtol=1e-5,
+        np.testing.assert_allclose(run_conv2d(np, x, k, groups=2), _conv2d_ref(x, k, groups=2), rtol=1e-5,
                                    atol=1e-5)
     finally:
         la.set_num_threads(os.cpu_count() or 1)
@@ -193,9 +194,9 @@ def test_split_convs_from_several_caller_threads_at_once(split_everything, monke
     """Callers share the pool and each thread's scratch: results never mix, and BLAS gets its
     threads back when the last caller is done."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
-    monkeypatch.setattr(winograd, "MIN_PIXELS", 1)
-    monkeypatch.setattr(winograd, "CACHED_MIN_PIXELS", 1)
+    monkeypatch.setattr(la.config, "winograd_min_channels", 1)
+    monkeypatch.setattr(la.config, "winograd_min_pixels", 1)
+    monkeypatch.setattr(la.config, "winograd_cached_min_pixels", 1)
     rng = np.random.default_rng(4)
     k = rng.standard_normal((4, 3, 3, 3)).astype("float32")
     jobs = [(rng.standard_normal((n, 3, s, s)).astype("float32"), p)
@@ -207,7 +208,7 @@ def test_split_convs_from_several_caller_threads_at_once(split_everything, monke
 
     def work(x, p, want):
         for _ in range(20):
-            if not np.allclose(conv._conv2d(np, x, k, **p), want, rtol=1e-5, atol=1e-5):
+            if not np.allclose(run_conv2d(np, x, k, **p), want, rtol=1e-5, atol=1e-5):
                 errors.append(x.shape)
 
     callers = [threading.Thread(target=work, args=(x, p, e)) for (x, p), e in zip(jobs, expected)]
@@ -229,12 +230,10 @@ def test_resnet_block_hybridized_on_two_threads_equals_one_thread():
     net.hybridize()
     x = la.array(rng.standard_normal((6, 3, 16, 16)).astype("float32"))
     one = _one_thread(lambda: net(x).asnumpy())
-    before = threads.MIN_SPLIT_MACS
-    threads.MIN_SPLIT_MACS = 0
     la.set_num_threads(2)
     try:
-        two = net(x).asnumpy()
+        with la.tuning(min_split_macs=0):
+            two = net(x).asnumpy()
     finally:
-        threads.MIN_SPLIT_MACS = before
         la.set_num_threads(os.cpu_count() or 1)
     np.testing.assert_allclose(two, one, rtol=1e-5, atol=1e-5)

@@ -44,7 +44,7 @@ def test_region_equals_the_serial_product(spy, monkeypatch, units, k, threads_):
     out = np.full((1, units), np.nan, np.float32)
     got = _dense(np, x, w, b, out=out)
     assert got is out and spy == [w.shape]
-    monkeypatch.setattr(dense_parallel, "PARALLEL", [False])
+    monkeypatch.setattr(la.config, "dense_region", False)
     want = _dense(np, x, w, b, out=np.empty((1, units), np.float32))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(got, x.astype(np.float64) @ w.T.astype(np.float64) + b, rtol=1e-5, atol=1e-4)
@@ -78,7 +78,7 @@ def test_declines_what_it_does_not_cover(monkeypatch, case):
     if case == "probe says no":
         monkeypatch.setattr(dense_parallel, "small_calls_serial", lambda: False)
     if case == "switched off":
-        monkeypatch.setattr(dense_parallel, "PARALLEL", [False])
+        monkeypatch.setattr(la.config, "dense_region", False)
     monkeypatch.setattr(dense_parallel, "_PLANS", {})
     out = np.empty((1, units), x.dtype)
     if case != "small weight":
@@ -101,5 +101,5 @@ def test_hybridized_mlp_at_batch_1_takes_it_and_equals_the_serial_product(spy, m
     x = la.array(np.random.default_rng(3).standard_normal((1, 784)).astype("float32"))
     got = net(x).asnumpy()
     assert spy == [(512, 784), (512, 512)]  # (the (10, 512) output layer is under the size)
-    monkeypatch.setattr(dense_parallel, "PARALLEL", [False])
+    monkeypatch.setattr(la.config, "dense_region", False)
     np.testing.assert_allclose(got, net(x).asnumpy(), rtol=1e-5, atol=1e-5)

@@ -81,7 +81,7 @@ def _stored_batch_last(a):
 def test_tiling_windows_of_batch_last_arrays(which, where, kernel, shape):
     """Tiles of an input stored batch last fold in its memory order (``_fold_batch_last_tiles``),
     into a batch-last ``out`` in place, or a C-order one, or a new array: the reference's values."""
-    from lazyarray.ops.conv import _batch_last
+    from lazyarray.ops.conv import is_batch_last as _batch_last
     from ops.cases import _avg_pool2d_ref, _max_pool2d_ref
     x = np.random.default_rng(3).standard_normal((max(shape[0], 2),) + shape[1:]).astype("float32")
     xb = _stored_batch_last(x)

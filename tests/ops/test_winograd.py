@@ -8,6 +8,8 @@ import pytest
 
 import lazyarray as la
 from lazyarray import blocks as B
+from lazyarray.kernels import conv2d as kernels_conv2d
+from lazyarray.kernels.conv2d import run_conv2d
 from lazyarray.ops import conv, derived, winograd, winograd4
 from ops.cases import _conv2d_ref
 
@@ -15,9 +17,9 @@ from ops.cases import _conv2d_ref
 @pytest.fixture
 def always(monkeypatch):
     """conv2d takes the Winograd path for every 3x3 stride-1 layer with an even output."""
-    monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
-    monkeypatch.setattr(winograd, "MIN_PIXELS", 1)
-    monkeypatch.setattr(winograd, "CACHED_MIN_PIXELS", 1)
+    monkeypatch.setattr(la.config, "winograd_min_channels", 1)
+    monkeypatch.setattr(la.config, "winograd_min_pixels", 1)
+    monkeypatch.setattr(la.config, "winograd_cached_min_pixels", 1)
 
 
 @pytest.mark.parametrize("n,c,h,w,o,pad", [(2, 3, 6, 8, 4, 1), (1, 5, 4, 4, 2, 0), (3, 2, 8, 6, 3, 2),
@@ -40,12 +42,12 @@ def test_conv2d_uses_winograd_where_chosen_and_writes_out(always, monkeypatch):
     rng = np.random.default_rng(0)
     x, k, b = (rng.standard_normal(s).astype("float32") for s in ((2, 3, 6, 6), (4, 3, 3, 3), (4,)))
     out = np.full((2, 4, 6, 6), np.nan, np.float32)
-    res = conv._conv2d(np, x, k, b, padding=(1, 1), out=out)
+    res = run_conv2d(np, x, k, b, padding=(1, 1), out=out)
     assert res is out and calls == [(2, 3, 6, 6)]
     np.testing.assert_allclose(out, _conv2d_ref(x, k, b, padding=(1, 1)), rtol=1e-5, atol=1e-5)
     # an out buffer it cannot write into directly (a transposed view) still receives the values
     strided = np.full((6, 6, 4, 2), np.nan, np.float32).transpose(3, 2, 0, 1)
-    conv._conv2d(np, x, k, b, padding=(1, 1), out=strided)
+    run_conv2d(np, x, k, b, padding=(1, 1), out=strided)
     np.testing.assert_allclose(strided, out, rtol=1e-6)
     # through the public op, eager and in a hybridized graph
     ref = _conv2d_ref(x, k, b, padding=(1, 1))
@@ -108,16 +110,16 @@ def test_large_batch_is_chosen_and_chunked_by_conv2d(monkeypatch):
     real = winograd._chunk
     monkeypatch.setattr(winograd, "_chunk", lambda xp, x, *a: sizes.append(x.shape[0]) or real(xp, x, *a))
     monkeypatch.setattr(winograd, "CHUNK_BYTES", 2 * 64 * 8 * 8 * 4)  # two images per chunk
-    monkeypatch.setenv(winograd4.ENV, "2")  # (F(2, 3) at the second call too, its kernels kept)
+    monkeypatch.setattr(la.config, "winograd_max_tile", 2)  # (F(2, 3) at the second call too, its kernels kept)
     rng = np.random.default_rng(1)
     x = rng.standard_normal((5, 64, 8, 8)).astype("float32")
     k = rng.standard_normal((64, 64, 3, 3)).astype("float32") / 24
     b = rng.standard_normal(64).astype("float32")
-    y = conv._conv2d(np, x, k, b, padding=(1, 1))
+    y = run_conv2d(np, x, k, b, padding=(1, 1))
     assert sizes == [5]  # 16 tiles per image: MIN_CHUNK_TILES wants all five
     monkeypatch.setattr(winograd, "MIN_CHUNK_TILES", 1)
     sizes.clear()
-    y2 = conv._conv2d(np, x, k, b, padding=(1, 1))
+    y2 = run_conv2d(np, x, k, b, padding=(1, 1))
     assert sizes == [2, 2, 1]
     ref = _conv2d_ref(x, k, b, padding=(1, 1))
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
@@ -143,16 +145,16 @@ def test_large_planes_are_copied_in_channel_blocks_with_the_same_result(shape, d
 def tile_of(monkeypatch):
     """conv2d takes F(tile, 3) for every 3x3 stride-1 layer with an even output; the kept kernels
     start empty."""
-    for mod in (winograd, winograd4):
-        for name in ("MIN_CHANNELS", "MIN_PIXELS", "CACHED_MIN_PIXELS"):
-            monkeypatch.setattr(mod, name, 1)
+    for prefix in ("winograd", "winograd4"):
+        for name in ("min_channels", "min_pixels", "cached_min_pixels"):
+            monkeypatch.setattr(la.config, f"{prefix}_{name}", 1)
     derived.clear()
 
     def choose(tile):
         if tile == 2:
-            monkeypatch.setenv(winograd4.ENV, "2")
+            monkeypatch.setattr(la.config, "winograd_max_tile", 2)
         else:
-            monkeypatch.delenv(winograd4.ENV, raising=False)
+            monkeypatch.setattr(la.config, "winograd_max_tile", 4)
         return winograd.kernels_name(tile)
 
     yield choose
@@ -170,7 +172,7 @@ def test_kernels_are_transformed_once_the_weight_holds_still(tile_of, monkeypatc
     x, k = rng.standard_normal((2, 5, 8, 8)).astype("float32"), rng.standard_normal((6, 5, 3, 3)).astype("float32")
     ref = _conv2d_ref(x, k, padding=(1, 1))
     for i in range(4):
-        np.testing.assert_allclose(conv._conv2d(np, x, k, padding=(1, 1)), ref, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(run_conv2d(np, x, k, padding=(1, 1)), ref, rtol=1e-5, atol=1e-5)
         assert derived.held_count(name) == (i >= 1) and derived.held_count() == (i >= 1)
     assert len(made) == 2  # the first call's, and the second's (kept): none since
     u = derived.derived(k, name, lambda: pytest.fail("made again"), 0)
@@ -252,8 +254,8 @@ def test_a_write_through_a_numpy_alias_is_seen(tile_of, tile):
 def _cached_flags(monkeypatch) -> list:
     """The ``cached`` argument of every ``winograd_tile`` call conv2d makes from now on."""
     seen = []
-    real = conv.winograd_tile
-    monkeypatch.setattr(conv, "winograd_tile", lambda *a: seen.append(a[-1]) or real(*a))
+    real = kernels_conv2d.winograd_tile
+    monkeypatch.setattr(kernels_conv2d, "winograd_tile", lambda *a: seen.append(a[-2]) or real(*a))
     return seen
 
 
@@ -280,7 +282,7 @@ def test_without_room_in_the_budget_kernels_are_transformed_every_call_and_the_c
     rng = np.random.default_rng(6)
     x, k = rng.standard_normal((2, 5, 8, 8)).astype("float32"), rng.standard_normal((6, 5, 3, 3)).astype("float32")
     for _ in range(3):
-        np.testing.assert_allclose(conv._conv2d(np, x, k, padding=(1, 1)), _conv2d_ref(x, k, padding=(1, 1)),
+        np.testing.assert_allclose(run_conv2d(np, x, k, padding=(1, 1)), _conv2d_ref(x, k, padding=(1, 1)),
                                    rtol=1e-5, atol=1e-5)
     assert seen == [False] * 3 and derived.held_count() == 0
 
@@ -304,10 +306,10 @@ def test_every_inference_call_rounds_alike_first_kept_or_served(tile_of, monkeyp
     transformed afresh, at the second, when they are kept, and after: equal bits every call (here
     F(4, 3) only with kernels that are kept, F(2, 3) otherwise)."""
     tile_of(4)
-    monkeypatch.setattr(winograd4, "MIN_PIXELS", 10**9)
+    monkeypatch.setattr(la.config, "winograd4_min_pixels", 10**9)
     rng = np.random.default_rng(8)
     x, k = rng.standard_normal((2, 5, 8, 8)).astype("float32"), rng.standard_normal((6, 5, 3, 3)).astype("float32")
-    first = conv._conv2d(np, x, k, padding=(1, 1))
+    first = run_conv2d(np, x, k, padding=(1, 1))
     for _ in range(3):
-        np.testing.assert_array_equal(conv._conv2d(np, x, k, padding=(1, 1)), first)
+        np.testing.assert_array_equal(run_conv2d(np, x, k, padding=(1, 1)), first)
     assert derived.held_count() == 1

@@ -12,7 +12,8 @@ import pytest
 
 import lazyarray as la
 from lazyarray import threads
-from lazyarray.ops import conv, winograd, winograd4
+from lazyarray.kernels.conv2d import run_conv2d
+from lazyarray.ops import conv, winograd4
 from ops.cases import _conv2d_ref
 
 
@@ -93,7 +94,7 @@ def test_chunks_of_images_give_the_same_result_into_out(chunk):
 @pytest.fixture
 def two_threads(monkeypatch):
     """Every conv big enough to split over 2 threads; counts the splits' parts."""
-    monkeypatch.setattr(threads, "MIN_SPLIT_MACS", 0)
+    monkeypatch.setattr(la.config, "min_split_macs", 0)
     parts = []
     real = threads.split
     monkeypatch.setattr(threads, "split", lambda ps, work: parts.append(len(ps)) or real(ps, work))
@@ -133,8 +134,8 @@ def test_float32_error_on_resnet_layers_is_a_small_multiple_of_im2col(monkeypatc
     want = _direct64(x, w)
     scale = np.abs(want).max()
     f43 = np.abs(winograd4.winograd4_conv2d(np, x, w, (1, 1)) - want).max() / scale
-    monkeypatch.setattr(winograd, "MIN_CHANNELS", 1 << 30)  # conv2d's im2col
-    im2col = np.abs(conv._conv2d(np, x, w, padding=(1, 1)) - want).max() / scale
+    monkeypatch.setattr(la.config, "winograd_min_channels", 1 << 30)  # conv2d's im2col
+    im2col = np.abs(run_conv2d(np, x, w, padding=(1, 1)) - want).max() / scale
     assert f43 <= min(20 * im2col, 1e-5)
     f64 = winograd4.winograd4_conv2d(np, x.astype(np.float64), w.astype(np.float64), (1, 1))
     assert np.abs(f64 - want).max() <= 1e-12 * scale
@@ -157,12 +158,12 @@ def test_float32_error_on_resnet_layers_is_a_small_multiple_of_im2col(monkeypatc
     ((64, 32, 32, 32), (32, 32, 3, 3), {}, 0),
 ])
 def test_winograd_tile_picks_the_measured_fastest(monkeypatch, x, k, params, expected):
-    monkeypatch.delenv(winograd4.ENV, raising=False)
+    monkeypatch.setattr(la.config, "winograd_max_tile", 4)
     p = {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": 1} | params
     (sh, sw), (ph, pw) = p["stride"], p["padding"]
     ho, wo = (x[2] + 2 * ph - 3) // sh + 1, (x[3] + 2 * pw - 3) // sw + 1
     assert winograd4.winograd_tile(x, k, p["stride"], p["padding"], p["dilation"], p["groups"], ho, wo) == expected
-    monkeypatch.setenv(winograd4.ENV, "2")  # the opt-out: F(2, 3) where F(4, 3) was chosen
+    monkeypatch.setattr(la.config, "winograd_max_tile", 2)  # the opt-out: F(2, 3) where F(4, 3) was chosen
     got = winograd4.winograd_tile(x, k, p["stride"], p["padding"], p["dilation"], p["groups"], ho, wo)
     assert got == (2 if expected == 4 else expected)
 
@@ -179,11 +180,11 @@ def test_winograd_tile_picks_the_measured_fastest(monkeypatch, x, k, params, exp
     ((64, 32, 32, 32), (32, 32, 3, 3), 0, 0),
 ])
 def test_kept_kernels_move_the_choice_only_where_measured(monkeypatch, x, k, expected, kept):
-    monkeypatch.delenv(winograd4.ENV, raising=False)
+    monkeypatch.setattr(la.config, "winograd_max_tile", 4)
     args = (x, k, (1, 1), (1, 1), (1, 1), 1, x[2], x[3])
     assert winograd4.winograd_tile(*args) == expected  # transformed every call (training): as before
     assert winograd4.winograd_tile(*args, cached=True) == kept
-    monkeypatch.setenv(winograd4.ENV, "2")
+    monkeypatch.setattr(la.config, "winograd_max_tile", 2)
     assert winograd4.winograd_tile(*args, cached=True) == (2 if kept == 4 else kept)
 
 
@@ -194,29 +195,29 @@ def test_conv2d_runs_the_chosen_tile_and_writes_out(monkeypatch):
     for name in ("winograd4_conv2d", "winograd_conv2d"):
         real = getattr(conv, name)
         monkeypatch.setattr(conv, name, lambda *a, real=real, name=name, **kw: calls.append(name) or real(*a, **kw))
-    monkeypatch.setattr(winograd4, "MIN_CHANNELS", 1)
-    monkeypatch.setattr(winograd4, "MIN_PIXELS", 1)
-    monkeypatch.setattr(winograd4, "CACHED_MIN_PIXELS", 1)
-    monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
-    monkeypatch.setattr(winograd, "MIN_PIXELS", 1)
-    monkeypatch.setattr(winograd, "CACHED_MIN_PIXELS", 1)
-    monkeypatch.delenv(winograd4.ENV, raising=False)
+    monkeypatch.setattr(la.config, "winograd4_min_channels", 1)
+    monkeypatch.setattr(la.config, "winograd4_min_pixels", 1)
+    monkeypatch.setattr(la.config, "winograd4_cached_min_pixels", 1)
+    monkeypatch.setattr(la.config, "winograd_min_channels", 1)
+    monkeypatch.setattr(la.config, "winograd_min_pixels", 1)
+    monkeypatch.setattr(la.config, "winograd_cached_min_pixels", 1)
+    monkeypatch.setattr(la.config, "winograd_max_tile", 4)
     rng = np.random.default_rng(0)
     x, k, b = (rng.standard_normal(s) for s in ((2, 3, 8, 8), (4, 3, 3, 3), (4,)))
     ref = _conv2d_ref(x, k, b, padding=(1, 1))
     out = np.full((2, 4, 8, 8), np.nan)
-    assert conv._conv2d(np, x, k, b, padding=(1, 1), out=out) is out
+    assert run_conv2d(np, x, k, b, padding=(1, 1), out=out) is out
     np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12)
     strided = np.full((8, 8, 4, 2), np.nan).transpose(3, 2, 0, 1)
-    conv._conv2d(np, x, k, b, padding=(1, 1), out=strided)
+    run_conv2d(np, x, k, b, padding=(1, 1), out=strided)
     np.testing.assert_allclose(strided, ref, rtol=1e-12, atol=1e-12)
     with la.deferred():
         y = la.nn.conv2d(la.array(x), la.array(k), la.array(b), padding=(1, 1))
     np.testing.assert_allclose(y.asnumpy(), ref, rtol=1e-12, atol=1e-12)
     assert calls == ["winograd4_conv2d"] * 3
     calls.clear()
-    monkeypatch.setenv(winograd4.ENV, "2")
-    np.testing.assert_allclose(conv._conv2d(np, x, k, b, padding=(1, 1)), ref, rtol=1e-12, atol=1e-12)
+    monkeypatch.setattr(la.config, "winograd_max_tile", 2)
+    np.testing.assert_allclose(run_conv2d(np, x, k, b, padding=(1, 1)), ref, rtol=1e-12, atol=1e-12)
     assert calls == ["winograd_conv2d"]
 
 
@@ -239,7 +240,7 @@ def test_resnet18_on_winograd4_equals_onnxruntime_at_the_onnx_tests_tolerance(mo
     (and, with their kernels kept, 128-channel ones) as F(4, 3) and still equals onnxruntime at
     tests/onnx's rtol 1e-5 / atol 1e-6."""
     ort = pytest.importorskip("onnxruntime")
-    monkeypatch.delenv(winograd4.ENV, raising=False)
+    monkeypatch.setattr(la.config, "winograd_max_tile", 4)
     calls = []
     real = conv.winograd4_conv2d
     monkeypatch.setattr(conv, "winograd4_conv2d", lambda *a, **kw: calls.append(a[1].shape) or real(*a, **kw))

@@ -1,0 +1,139 @@
+"""``explain()``: what a call runs, step by step, with the implementation each step chose.
+
+``CachedOp.explain(*arrays)`` and ``HybridBlock.explain(*arrays)`` run the call once inside
+``la.profile()`` (so the choices shown are the ones really made, for these arrays) and turn the
+profile into an ``Explanation``: for each compiled program that ran, one row per step with the
+node, ``op[implementation, notes]``, its input and output shapes, where its output lives (a
+planned buffer ``#b@offset``, handed to the caller, or allocated by the kernel) and its workspace,
+then the memory plan's totals. Eager kernel calls (a block that is not hybridized) are listed
+as they ran.
+
+    >>> import lazyarray as la
+    >>> x = la.sym.var("x", shape=(2, 3))
+    >>> op = la.CachedOp(la.sym.relu(x * 2))
+    >>> print(op.explain(la.ones((2, 3))))
+    program: 2 steps, peak 24 bytes in 1 buffer (lower bound 24)
+    step  node       op[implementation]   inputs     output  memory          workspace
+       0  multiply0  multiply[reference]  [2,3], []  [2,3]   #0 (to caller)  -
+       1  relu0      relu[reference]      [2,3]      [2,3]   #0 (to caller)  -
+"""
+from __future__ import annotations
+
+import math
+from html import escape
+
+import numpy as np
+
+from ..errors import fmt_shape
+from ..kernels.profile import Profile
+from .program import Program
+
+_HEAD = ("step", "node", "op[implementation]", "inputs", "output", "memory", "workspace")
+
+
+class Explanation:
+    """The text of ``explain()`` (print it), with its rows as data: ``programs`` is a list of
+    ``(program, rows)``, each row a dict with the columns' names; ``eager`` the eager calls."""
+
+    def __init__(self, programs: list, eager: list):
+        self.programs = programs
+        self.eager = eager
+
+    @property
+    def steps(self) -> list[dict]:
+        """Every compiled step's row, programs in the order they ran."""
+        return [row for _, rows in self.programs for row in rows]
+
+    def text(self) -> str:
+        parts = []
+        for prog, rows in self.programs:
+            plan = prog.plan
+            parts.append(f"program: {len(rows)} steps, peak {plan.peak_bytes:,} bytes in {plan.num_buffers} "
+                         f"buffer{'s' if plan.num_buffers != 1 else ''} (lower bound {plan.lower_bound_bytes:,})")
+            parts.append(_table([_HEAD] + [tuple(str(r[k]) for k in _HEAD) for r in rows]))
+        if self.eager:
+            parts.append(f"eager: {len(self.eager)} kernel calls, one by one (not compiled: hybridize() "
+                         "a block, or run a graph through la.CachedOp, to plan them)")
+            head = ("call", "op[implementation]", "inputs")
+            parts.append(_table([head] + [(str(i), e.key, ", ".join(fmt_shape(s) for s in e.shapes))
+                                          for i, e in enumerate(self.eager)]))
+        return "\n".join(parts) if parts else "nothing ran"
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{escape(self.text())}</pre>"
+
+
+def _table(rows: list[tuple]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    right = {0}  # numbers
+    return "\n".join("  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+                     .rstrip() for r in rows)
+
+
+def explain_profile(prof: Profile) -> Explanation:
+    """The ``Explanation`` of everything ``prof`` recorded."""
+    impls: dict = {}
+    order: list[Program] = []
+    for e in prof.events:
+        if e.where == "compiled":
+            prog = prof.programs[e.program]
+            if e.program not in impls:
+                impls[e.program] = {}
+                order.append(prog)
+            impls[e.program][e.step] = e.impl
+    programs = [(prog, step_rows(prog, impls[id(prog)])) for prog in order]
+    return Explanation(programs, [e for e in prof.events if e.where == "eager"])
+
+
+def step_rows(prog: Program, impls: dict) -> list[dict]:
+    """One row per step of ``prog``; ``impls``: step index -> the implementation label it ran."""
+    plan = prog.plan
+    handed = set(prog.out_slots)
+    rows = []
+    for i, specs in enumerate(prog.step_specs):
+        sp = specs[0]
+        node = sp.node
+        ops = "+".join(s.node.op.qualname for s in specs)
+        outs = ", ".join(fmt_shape(a.shape) for a in specs[-1].node.avals)
+        if sp.order is not None:
+            outs += " batch last"
+        rows.append({"step": i, "node": sp.name, "op[implementation]": f"{ops}[{impls.get(i, 'reference')}]",
+                     "inputs": ", ".join(fmt_shape(e.aval.shape) for e in node.inputs),
+                     "output": outs, "memory": _where(plan, specs[-1].outs[0] if specs[-1].outs else None, handed),
+                     "workspace": _bytes(_workspace(node))})
+    return rows
+
+
+def _where(plan, slot, handed) -> str:
+    if slot is None:
+        return "-"
+    b = plan.buffer_of[slot] if slot < len(plan.buffer_of) else None
+    if b is None:
+        return "to caller" if slot in handed else "kernel allocates"
+    at = plan.offset_of[slot] if plan.offset_of else 0
+    tag = " (to caller)" if b in plan.escaping_buffers else ""
+    return f"#{b}@{at:,}{tag}" if at else f"#{b}{tag}"
+
+
+def _workspace(node) -> int:
+    """Scratch bytes the node's op declares (``OpDef.workspace``) for its input avals."""
+    op = node.op
+    avals = [e.aval for e in node.inputs]
+    if op.workspace is None or any(a.shape is None or None in a.shape for a in avals):
+        return 0
+    return sum(math.prod(shape) * np.dtype(dtype).itemsize for _, shape, dtype in op.workspace(avals, **node.params))
+
+
+def _bytes(n: int) -> str:
+    if n == 0:
+        return "-"
+    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"

@@ -1,0 +1,51 @@
+"""The kernels layer: how this machine runs an op, as named implementations and one chooser per op.
+
+``ops/`` defines what each op means and a reference kernel. Here an op with faster ways to run
+declares them as ``Impl`` objects (``IMPLS``) and a runner that asks its chooser and runs the
+choice; ``install()`` routes the op's kernel through that runner, so eager calls and compiled
+steps take the same path. ``choose(op, xp, *arrays, **params)`` answers "what runs for this
+call" for any op; ``la.profile()`` (``profile.py``) records what ran and how long.
+"""
+from __future__ import annotations
+
+from ..ops import registry
+from . import conv2d
+from .impl import Choice, Impl
+from .profile import Event, Profile, profile, reference_label
+
+__all__ = ["IMPLS", "Choice", "Event", "Impl", "Profile", "choose", "install", "profile", "reference"]
+
+# op name -> (its implementations, best first; the function that picks one for a call's arrays)
+IMPLS = {"conv2d": conv2d.IMPLS}
+_RUNNERS = {"conv2d": conv2d.run_conv2d}
+_CHOOSERS = {"conv2d": conv2d.choose_for_call}
+
+
+def reference(op) -> Choice:
+    """The choice of an op the kernels layer has nothing for: its reference kernel."""
+    return Choice(Impl(op.name, reference_label(op), op.bind, "the op's one kernel"))
+
+
+def choose(op, xp, *arrays, out=None, **params) -> Choice:
+    """What runs for ``op`` (an ``OpDef`` or its name) called on these backend arrays (written into
+    ``out`` when given), by the tuning table in force.
+
+    >>> import numpy as np
+    >>> x, w = np.ones((8, 64, 16, 16), np.float32), np.ones((64, 64, 3, 3), np.float32)
+    >>> choose("conv2d", np, x, w, padding=(1, 1))
+    conv2d[winograd4, kernel kept]
+    """
+    op = registry.get(op) if isinstance(op, str) else op
+    chooser = _CHOOSERS.get(op.name)
+    if chooser is None:
+        return reference(op)
+    return chooser(xp, *arrays, out=out, **op.make_params(params))
+
+
+def install() -> None:
+    """Route every op that has implementations here through its runner (idempotent)."""
+    for name, runner in _RUNNERS.items():
+        registry.get(name).set_runner(runner)
+
+
+install()

@@ -1,0 +1,107 @@
+"""conv2d's implementations and the one function that chooses among them (``choose_conv2d``).
+
+``ops/conv.py`` says what conv2d means and holds its reference kernel (im2col, depthwise,
+grouped); the kernels below compute the same values faster where their ``when`` holds. Each
+call (eager, or a compiled program's step) runs ``run_conv2d``, which asks ``choose_conv2d``
+and runs its choice; ``explain()`` and ``la.profile()`` show it as ``conv2d[name, notes]``.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..mode import MODE, PROFILING, RECORDING
+from ..ops import conv
+from ..ops.derived import keeps
+from ..ops.winograd4 import winograd_tile
+from ..threads import num_threads, split_threads
+from ..tuning_table import current
+from .impl import Choice, Impl
+from .profile import current as current_profile
+
+IM2COL = Impl("conv2d", "im2col", conv.conv2d_im2col,
+              "groups == 1: one im2col copy and one product per image (the reference)")
+DEPTHWISE = Impl("conv2d", "depthwise", conv.conv2d_depthwise,
+                 "one filter per channel: a multiply-add per tap over all channels")
+GROUPED = Impl("conv2d", "grouped", conv.conv2d_grouped, "groups > 1: one batched product over the groups")
+BATCH_LAST = Impl("conv2d", "batch_last", conv.conv2d_batch_last,
+                  "groups == 1, a batch of images under per_image_min_pixels output pixels, or stored batch "
+                  "last: one product for the whole batch, im2col in runs of N values", layout="batch last")
+REGION = Impl("conv2d", "region", conv.conv2d_region,
+              "batch_last's case with a batch-last output and numba: one compiled parallel region",
+              threads=True, layout="batch last", fallback=BATCH_LAST)
+SPLIT = Impl("conv2d", "split", conv.conv2d_split,
+             "groups == 1, several threads set and min_split_macs multiply-adds: chunks of images over the threads",
+             threads=True)
+WINOGRAD2 = Impl("conv2d", "winograd2", conv.conv2d_winograd(2),
+                 "3x3, stride 1, winograd_min_channels input channels, winograd_min_pixels output pixels: "
+                 "Winograd F(2x2, 3x3)", threads=True)
+WINOGRAD4 = Impl("conv2d", "winograd4", conv.conv2d_winograd(4),
+                 "winograd2's case with winograd4_min_channels..winograd4_max_channels channels and "
+                 "winograd4_min_pixels output pixels: Winograd F(4x4, 3x3)", threads=True)
+IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, IM2COL, DEPTHWISE, GROUPED)
+
+_KEPT = ("kernel kept",)
+_CHOICES = {impl: Choice(impl) for impl in IMPLS}
+_WINOGRAD = {(4, False): Choice(WINOGRAD4), (4, True): Choice(WINOGRAD4, _KEPT),
+             (2, False): Choice(WINOGRAD2), (2, True): Choice(WINOGRAD2, _KEPT)}
+
+
+@functools.lru_cache(maxsize=64)
+def _on_threads(impl: Impl, n: int) -> Choice:
+    return Choice(impl, (f"{n} threads",))
+
+
+def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups) -> Choice:
+    """What runs conv2d of these arrays (the pairs of geometry checked), by the tuning table."""
+    t = current()
+    n, c = x.shape[:2]
+    o, _, kh, kw = weight.shape
+    ho, wo = conv.out_size(x, weight, stride, padding, dilation)
+    numpy = xp is np
+    if numpy and t.winograd and c >= t.winograd_min_channels:
+        # A transformed kernel kept from the last call (a weight that held still, outside autograd,
+        # whose weights change every step) makes Winograd cheaper; a recorded step keeps the choice
+        # of a kernel transformed every call, so it computes as it did before kernels were kept.
+        kept = kh == kw == 3 and keeps(weight, 36 * weight.size // 9 * weight.itemsize) \
+            and not MODE.get() & RECORDING
+        tile = winograd_tile(x.shape, weight.shape, stride, padding, dilation, groups, ho, wo, kept, t)
+        if tile:
+            return _WINOGRAD[tile, kept]
+    if groups == 1 and n > 1:
+        batch_last = conv.is_batch_last(x) or conv.is_batch_last(out)
+        if numpy and not batch_last:
+            threads = split_threads(n * o * c * kh * kw * ho * wo, n)
+            if threads > 1:
+                return _on_threads(SPLIT, threads)
+        if ho * wo < t.per_image_min_pixels or batch_last:
+            if numpy and conv.region_fits(x, out):
+                return _on_threads(REGION, num_threads())
+            return _CHOICES[BATCH_LAST]
+    if groups == 1:
+        return _CHOICES[IM2COL]
+    return _CHOICES[DEPTHWISE if conv.is_depthwise(x, weight, groups) else GROUPED]
+
+
+def run_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):
+    """conv2d by the implementation ``choose_conv2d`` picks (the op's kernel in every call)."""
+    if x.dtype == np.float16 and weight.dtype == np.float16:  # half precision accumulates in float32
+        return conv.half_via_float32(run_conv2d, xp, x, weight, bias, stride, padding, dilation, groups, out)
+    stride, padding, dilation = conv.geometry(stride, padding, dilation)
+    choice = choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups)
+    y = choice.impl.run(xp, x, weight, bias, stride, padding, dilation, groups, out)
+    if y is None:  # (declined at run time: its fallback runs)
+        choice = _CHOICES[choice.impl.fallback]
+        y = choice.impl.run(xp, x, weight, bias, stride, padding, dilation, groups, out)
+    if MODE.get() & PROFILING:
+        current_profile().chose(choice)
+    return y
+
+
+def choose_for_call(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):
+    """``choose_conv2d`` for a call's arguments as the op takes them (``kernels.choose``)."""
+    if x.dtype == np.float16 and weight.dtype == np.float16:
+        x, weight = x.astype(np.float32), weight.astype(np.float32)
+    stride, padding, dilation = conv.geometry(stride, padding, dilation)
+    return choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups)

@@ -1,0 +1,172 @@
+"""The tuning table: every switch and threshold the kernels layer chooses by, in one place.
+
+``la.config`` shows the values in force and sets the process-wide defaults; ``la.tuning(...)``
+overrides some of them for a block of code (this thread / task only)::
+
+    >>> import lazyarray as la
+    >>> la.config.winograd
+    True
+    >>> with la.tuning(winograd=False):
+    ...     la.config.winograd
+    False
+
+Environment variables set the defaults once, when lazyarray is imported; this module is the one
+that reads them (``ENVIRONMENT`` lists them). It sits on the ground floor (it imports only
+``errors``), so every kernel reads it wherever it lives. Each threshold was measured; the comment beside it
+says where (``benchmarks/`` holds the scripts).
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import difflib
+import os
+from dataclasses import dataclass, field, fields
+
+from .errors import ParamError, ParamValueError
+
+
+def _doc(default, text: str, env: str = ""):
+    return field(default=default, metadata={"doc": text, "env": env})
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Every switch and threshold the kernels layer reads (frozen: change it with ``la.tuning``
+    or ``la.config``)."""
+
+    # -- convolution: Winograd F(2x2, 3x3) and F(4x4, 3x3) (kernels/conv2d.py, benchmarks/winograd.py)
+    winograd: bool = _doc(True, "Winograd convolutions for 3x3 stride-1 layers at all", "LAZYARRAY_WINOGRAD=0")
+    winograd_max_tile: int = _doc(4, "largest Winograd output tile: 4 (F(4x4, 3x3)) or 2 (F(2x2, 3x3) only)",
+                                  "LAZYARRAY_WINOGRAD")
+    # F(2, 3) pays from 64 input channels and 256 output pixels in the batch (ResNet-18's layers).
+    winograd_min_channels: int = _doc(64, "fewest input channels a Winograd convolution takes")
+    winograd_min_pixels: int = _doc(256, "fewest output pixels (N * Ho * Wo) for F(2x2, 3x3), kernel transformed per call")
+    winograd_cached_min_pixels: int = _doc(256, "fewest output pixels for F(2x2, 3x3) with the transformed kernel kept")
+    # F(4, 3): its products shrink 1.78x but its kernel transform grows 2.25x (winograd4.py's notes).
+    winograd4_min_channels: int = _doc(64, "fewest channels (input and output) for F(4x4, 3x3)")
+    winograd4_min_pixels: int = _doc(1024, "fewest output pixels for F(4x4, 3x3), kernel transformed per call")
+    winograd4_max_channels: int = _doc(256, "most channels for F(4x4, 3x3), kernel transformed per call")
+    winograd4_cached_min_pixels: int = _doc(256, "fewest output pixels for F(4x4, 3x3) with the kernel kept")
+    winograd4_cached_max_channels: int = _doc(512, "most channels for F(4x4, 3x3) with the kernel kept")
+    # -- convolution: im2col layouts and threads
+    per_image_min_pixels: int = _doc(64, "output pixels per image from which a batch runs one product per image "
+                                     "(smaller images: one batch-last product for the whole batch)")
+    conv_region: bool = _doc(True, "batch-last convolutions as one compiled parallel region (numba)")
+    min_split_macs: int = _doc(1 << 24, "multiply-adds from which a convolution's images are split over the threads")
+    batch_last_min_batch: int = _doc(16, "smallest batch the executor stores batch last (C, H, W, N)")
+    batch_last_max_pixels: int = _doc(256, "largest image (H * W) the executor stores batch last")
+    # -- dense
+    dense_region: bool = _doc(True, "one-row dense layers with large weights as one compiled parallel region")
+    dense_region_min_weight_bytes: int = _doc(1 << 20, "smallest weight (bytes) a dense parallel region takes")
+
+    def __post_init__(self):
+        for f in fields(self):
+            v = getattr(self, f.name)
+            want = bool if isinstance(DEFAULTS[f.name], bool) else int
+            if want is int and (isinstance(v, bool) or not isinstance(v, int)):
+                raise ParamError(f"tuning: {f.name} takes an int, got {v!r} ({type(v).__name__})")
+            if want is bool and not isinstance(v, bool):
+                raise ParamError(f"tuning: {f.name} takes True or False, got {v!r} ({type(v).__name__})")
+            if want is int and v < 0:
+                raise ParamValueError(f"tuning: {f.name} must be >= 0, got {v}")
+        if self.winograd_max_tile not in (2, 4):
+            raise ParamValueError(f"tuning: winograd_max_tile is 2 or 4, got {self.winograd_max_tile}")
+
+    def describe(self) -> str:
+        """One line per setting: name, value, what it means (and its environment variable)."""
+        rows = []
+        for f in fields(self):
+            env = f" (env {f.metadata['env']})" if f.metadata["env"] else ""
+            rows.append(f"{f.name:<32} {getattr(self, f.name)!s:<10} {f.metadata['doc']}{env}")
+        return "\n".join(rows)
+
+
+DEFAULTS = {f.name: f.default for f in fields(Tuning)}
+ENVIRONMENT = {f.metadata["env"]: f.name for f in fields(Tuning) if f.metadata["env"]}
+
+
+def from_environment(environ=None) -> Tuning:
+    """The defaults with the environment's settings applied (``ENVIRONMENT``); a value that is not
+    one of the setting's raises ``ParamValueError`` naming the variable."""
+    environ = os.environ if environ is None else environ
+    values = dict(DEFAULTS)
+    raw = environ.get("LAZYARRAY_WINOGRAD", "").strip()
+    if raw.lower() in ("0", "off", "false", "no"):
+        values["winograd"] = False
+    elif raw in ("2", "4"):
+        values["winograd_max_tile"] = int(raw)
+    elif raw:
+        raise ParamValueError(f"LAZYARRAY_WINOGRAD is 2 (F(2x2, 3x3) only), 4 (the default) or 0 (no "
+                              f"Winograd), got {raw!r}; fix or unset it")
+    return Tuning(**values)
+
+
+_DEFAULT = [from_environment()]  # the process-wide defaults (``la.config.x = ...`` replaces them)
+_OVERRIDE: contextvars.ContextVar[Tuning | None] = contextvars.ContextVar("lazyarray_tuning", default=None)
+
+
+def current() -> Tuning:
+    """The settings in force in this thread / task."""
+    t = _OVERRIDE.get()
+    return _DEFAULT[0] if t is None else t
+
+
+def _checked(names) -> None:
+    for k in names:
+        if k not in DEFAULTS:
+            close = difflib.get_close_matches(k, DEFAULTS, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else f"; settings: {', '.join(DEFAULTS)}"
+            raise ParamError(f"tuning: unknown setting {k!r}{hint}")
+
+
+@contextlib.contextmanager
+def tuning(**settings):
+    """Override tuning settings for the code inside (this thread / task).
+
+    >>> import lazyarray as la
+    >>> with la.tuning(winograd_max_tile=2, conv_region=False):
+    ...     la.config.winograd_max_tile
+    2
+    """
+    _checked(settings)
+    token = _OVERRIDE.set(dataclasses.replace(current(), **settings))
+    try:
+        yield current()
+    finally:
+        _OVERRIDE.reset(token)
+
+
+class Config:
+    """``la.config``: the tuning settings in force (``la.config.winograd``), printable as a table;
+    assigning one (``la.config.winograd = False``) changes the process-wide default."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        _checked([name])
+        return getattr(current(), name)
+
+    def __setattr__(self, name: str, value) -> None:
+        _checked([name])
+        _DEFAULT[0] = dataclasses.replace(_DEFAULT[0], **{name: value})
+
+    def reset(self) -> None:
+        """Back to the defaults the environment gave at import."""
+        _DEFAULT[0] = from_environment()
+
+    def settings(self) -> dict:
+        """``name -> value`` of every setting in force."""
+        return dataclasses.asdict(current())
+
+    def __dir__(self):
+        return list(DEFAULTS) + ["reset", "settings"]
+
+    def __repr__(self) -> str:
+        return "la.config:\n" + current().describe()
+
+
+config = Config()
