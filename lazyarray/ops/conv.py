@@ -18,9 +18,6 @@ layers in ``winograd.py``, ``winograd4.py``) are the kernels layer's named imple
 """
 from __future__ import annotations
 
-import math
-import threading
-
 import numpy as np
 
 from .. import threads as thread_pool  # (the module, looked up at each call: tests replace its functions)
@@ -30,39 +27,12 @@ from . import conv_jit, conv_parallel
 from .blas_threads import SMALL_PRODUCT, one_thread
 from .params import INT, INTS, Param
 from .registry import OpDef, register
+from .scratch import SCRATCH_MAX_BYTES, scratch, slot_buffers, thread_memo
 from .winograd import winograd_conv2d
 from .winograd4 import winograd4_conv2d
 
+
 # -- helpers -------------------------------------------------------------------------------------
-# im2col columns and padded copies up to this size come from a per-thread scratch buffer, reused
-# call after call: a fresh allocation this large is new memory from the OS each time, and its page
-# faults cost as much as the copy into it (the demo CNN's second conv at batch 64: 663 KB of
-# columns, 230 us per call with fresh memory, about 110 us reusing it). Larger ones are allocated.
-SCRATCH_MAX_BYTES = 4 << 20
-_SCRATCH = threading.local()
-# Slots 0-1: im2col's padded copy and columns; 2-5: Winograd's tiles (``winograd.py``,
-# ``winograd4.py``). Kernels split over threads (``threads.split``) need them more: page faults
-# take a process-wide lock, so threads that allocate as they go wait on each other (Winograd chunks
-# on 2 threads ran no faster than on 1 until their temporaries came from here).
-SCRATCH_SLOTS = 6
-
-
-def _scratch(xp, slot: int, shape, dtype):
-    """An uninitialized array of ``shape`` in this thread's scratch buffer number ``slot`` (a
-    kernel's temporaries that are alive at the same time use different slots; nothing a kernel
-    returns may be one)."""
-    dtype = np.dtype(dtype)
-    nbytes = math.prod(shape) * dtype.itemsize
-    if xp is not np or nbytes > SCRATCH_MAX_BYTES:
-        return xp.empty(shape, dtype=dtype)
-    bufs = getattr(_SCRATCH, "bufs", None)
-    if bufs is None:
-        bufs = _SCRATCH.bufs = [None] * SCRATCH_SLOTS
-    buf = bufs[slot]
-    if buf is None or buf.nbytes < nbytes:
-        buf = bufs[slot] = np.empty(max(nbytes, 64 << 10), dtype=np.uint8)
-    return buf[:nbytes].view(dtype).reshape(shape)
-
 def _pair(v, name, op, minimum):
     if len(v) == 2 and v[0] >= minimum and v[1] >= minimum:  # the common case, on every kernel call
         return v
@@ -272,7 +242,7 @@ def _gemm_conv(xp, win, weight, bias, out):
     if kh == kw == 1 and s[2] == s[3] * wo and s[3] == win.itemsize and s[1] == s[2] * ho:
         cols = win.reshape(n, c, ho * wo)  # the image itself: no copy
     else:
-        cols = _scratch(xp, 1, (n, c, kh, kw, ho, wo), win.dtype)
+        cols = scratch(xp, 1, (n, c, kh, kw, ho, wo), win.dtype)
         cols[...] = win.transpose(0, 1, 4, 5, 2, 3)
         cols = cols.reshape(n, k, ho * wo)
     y = xp.matmul(wmat, cols, out=None if target is None else target.reshape(n, o, ho * wo))
@@ -329,7 +299,7 @@ def _split_conv(xp, x, weight, bias, stride, padding, dilation, out, threads):
             return
         xc = x[lo:hi]
         if ph or pw:  # padded in this thread's scratch: zero border, the images inside
-            xc = _scratch(xp, 0, (hi - lo, c, h + 2 * ph, w + 2 * pw), x.dtype)
+            xc = scratch(xp, 0, (hi - lo, c, h + 2 * ph, w + 2 * pw), x.dtype)
             xc[:, :, :ph] = 0
             xc[:, :, ph + h:] = 0
             xc[:, :, ph:ph + h, :pw] = 0
@@ -359,14 +329,14 @@ def _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out):
     of ``Wo * N`` contiguous values; windows of the NCHW image would copy runs of ``Wo`` (a 6 x 6
     image: 6 values), 2.5x slower on the demo CNN's second conv (benchmarks/onnx.py). All taps are
     one strided view of that copy, so im2col is a single copy (a copy per tap cost about 1 us of
-    Python each), and the views come from ``_im2col_views`` (made once per geometry). The product
+    Python each), and the views come from ``im2col_views`` (made once per geometry). The product
     is small: it runs on one BLAS thread (``blas_threads``), in column blocks that take OpenBLAS's
     unpacked kernel (``_column_blocks_matmul``). It comes out (O, Ho, Wo, N): straight into a
     batch-last ``out``, else one transposing copy into NCHW, with the bias added before it.
     """
     n = x.shape[0]
     o = weight.shape[0]
-    padded, interior, taps, cols = _im2col_views(xp, x.shape, x.dtype, weight.shape[2], weight.shape[3],
+    padded, interior, taps, cols = im2col_views(xp, x.shape, x.dtype, weight.shape[2], weight.shape[3],
                                                  stride, padding, dilation)
     if xp is not np or not conv_jit.im2col(x, cols, stride, padding, dilation):  # (one compiled pass)
         if padded is not None:
@@ -406,15 +376,15 @@ def conv2d_region(xp, x, weight, bias, stride, padding, dilation, groups, out):
     n, c, h, w = x.shape
     o, _, kh, kw = weight.shape
     ho, wo = out.shape[2], out.shape[3]
-    mem = None if is_batch_last(x) else _scratch(np, 0, (c, h, w, n), x.dtype)
-    cols = _scratch(np, 1, (c * kh * kw, ho * wo * n), x.dtype)
+    mem = None if is_batch_last(x) else scratch(np, 0, (c, h, w, n), x.dtype)
+    cols = scratch(np, 1, (c * kh * kw, ho * wo * n), x.dtype)
     return out if conv_parallel.conv2d(x, weight, bias, stride, padding, dilation, out, cols, mem, threads) else None
 
 
 _MAX_VIEW_SETS = 64  # geometries whose views a thread keeps (a model has a few)
 
 
-def _im2col_views(xp, shape, dtype, kh, kw, stride, padding, dilation):
+def im2col_views(xp, shape, dtype, kh, kw, stride, padding, dilation):
     """``(padded, interior, taps, cols)`` for ``_batch_last_conv`` of an NCHW input of ``shape``:
     the zero-padded (C, H, W, N) copy in scratch slot 0 (None without padding: nothing to zero),
     its interior where the image goes, every tap of it as one strided (C, kh, kw, Ho, Wo, N) view,
@@ -422,25 +392,23 @@ def _im2col_views(xp, shape, dtype, kh, kw, stride, padding, dilation):
     kept while the scratch buffers stay the same: building them cost more Python than the copies
     of a small batch (about 6 us of a 12 us call)."""
     key = (shape, dtype, kh, kw, tuple(stride), tuple(padding), tuple(dilation))
-    memo = getattr(_SCRATCH, "im2col", None)
-    if memo is None:
-        memo = _SCRATCH.im2col = {}
-    bufs = getattr(_SCRATCH, "bufs", None)
+    memo = thread_memo("im2col")
+    bufs = slot_buffers()
     hit = memo.get(key)
     if hit is not None and bufs is not None and hit[0] is bufs[0] and hit[1] is bufs[1]:
         return hit[2]
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
     n, c, h, w = shape
     ho, wo = _out_dim(h, kh, sh, ph, dh), _out_dim(w, kw, sw, pw, dw)
-    xt = _scratch(xp, 0, (c, h + 2 * ph, w + 2 * pw, n), dtype)
+    xt = scratch(xp, 0, (c, h + 2 * ph, w + 2 * pw, n), dtype)
     s0, s1, s2, s3 = xt.strides
     tap_shape, tap_strides = (c, kh, kw, ho, wo, n), (s0, s1 * dh, s2 * dw, s1 * sh, s2 * sw, s3)
     if xp is np:
         taps = np.ndarray(tap_shape, xt.dtype, buffer=xt, strides=tap_strides)
     else:
         taps = xp.lib.stride_tricks.as_strided(xt, tap_shape, tap_strides)
-    views = (xt if ph or pw else None, xt[:, ph:ph + h, pw:pw + w], taps, _scratch(xp, 1, tap_shape, dtype))
-    bufs = getattr(_SCRATCH, "bufs", None)
+    views = (xt if ph or pw else None, xt[:, ph:ph + h, pw:pw + w], taps, scratch(xp, 1, tap_shape, dtype))
+    bufs = slot_buffers()
     if xp is np and bufs is not None and xt.base is bufs[0] and views[3].base is bufs[1]:  # (not fresh arrays)
         if len(memo) >= _MAX_VIEW_SETS:
             memo.clear()

@@ -3,7 +3,7 @@
 With groups == 1 on NumPy both work batch last, like ``conv._batch_last_conv``:
 
 * the weight gradient is ``g (O, Ho*Wo*N) @ columns (K, Ho*Wo*N).T``, the columns filled by the
-  forward's im2col (``conv._im2col_views``; compiled: ``conv_jit.im2col``), whose copies run in
+  forward's im2col (``conv.im2col_views``; compiled: ``conv_jit.im2col``), whose copies run in
   runs of Wo * N values (window rows copied out of the NCHW image ran in runs of kw: 3-4x slower
   on the demo CNN's convolutions, 1.1-1.5x on 16-56 pixel images);
 * the input gradient adds ``W.T @ g`` columns tap by tap into a zero-padded (C, H, W, N) buffer in
@@ -26,13 +26,13 @@ from .conv import (
     _divides,
     _geometry,
     _im2col_groups,
-    _im2col_views,
     _is_depthwise,
     _nchw,
     _padded,
     _pair,
     _windows,
     col2im,
+    im2col_views,
 )
 from .params import INTS, Param
 from .registry import OpDef, register
@@ -115,7 +115,7 @@ def _dense_weight_grad(g, x, kh, kw, stride, padding, dilation):
     n, c = x.shape[:2]
     o, ho, wo = g.shape[1], g.shape[2], g.shape[3]
     k, m = c * kh * kw, n * ho * wo
-    padded, interior, taps, cols = _im2col_views(np, x.shape, x.dtype, kh, kw, stride, padding, dilation)
+    padded, interior, taps, cols = im2col_views(np, x.shape, x.dtype, kh, kw, stride, padding, dilation)
     if not conv_jit.im2col(x, cols, stride, padding, dilation):
         if padded is not None:
             padded[...] = 0

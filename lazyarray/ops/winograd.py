@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import threads as thread_pool  # (the module, looked up at each call: tests replace its functions)
 from ..tuning_table import current
 from .derived import derived
+from .scratch import scratch
 
 # G (4 x 3): the kernel transform of F(2, 3); kron(G, G) maps a flattened 3x3 kernel to its 16
 # transformed values in one product over all (O, C) pairs.
@@ -67,12 +69,10 @@ def use_winograd(x_shape, weight_shape, stride, padding, dilation, groups, ho, w
 def padded_hwnc(xp, x, padding, hp, wp):
     """x (N, C, H, W) zero-padded by ``padding`` on top and left, and on the bottom and right up to
     (or cropped to) ``hp`` x ``wp``, in (hp, wp, N, C) order: the rows and columns a Winograd
-    kernel's tiles read, in scratch slot 2 (``conv._scratch``)."""
-    from .conv import _scratch  # (conv.py imports this module)
-
+    kernel's tiles read, in scratch slot 2 (``scratch.scratch``)."""
     n, c, h, w = x.shape
     ph, pw = padding
-    xs = _scratch(xp, 2, (hp, wp, n, c), x.dtype)
+    xs = scratch(xp, 2, (hp, wp, n, c), x.dtype)
     rows, cols = min(h, hp - ph), min(w, wp - pw)
     xs[:ph] = 0  # the border the image leaves (a reused buffer holds the last call's values)
     xs[ph + rows:] = 0
@@ -86,18 +86,16 @@ def padded_hwnc(xp, x, padding, hp, wp):
 
 def _input_tiles(xp, x, padding, th, tw):
     """The transformed input tiles ``B^T d B``: (16, th * tw * N, C), in this thread's scratch."""
-    from .conv import _scratch  # (conv.py imports this module)
-
     n, c = x.shape[:2]
     xs = padded_hwnc(xp, x, padding, 2 * th + 2, 2 * tw + 2)  # (hp, wp, N, C)
     wp = xs.shape[1]
     r = [xs[i:i + 2 * th:2] for i in range(4)]  # tile row i of every tile: (th, wp, N, C)
-    t = _scratch(xp, 3, (4, th, wp, n, c), x.dtype)  # B^T d, along the rows
+    t = scratch(xp, 3, (4, th, wp, n, c), x.dtype)  # B^T d, along the rows
     xp.subtract(r[0], r[2], out=t[0])
     xp.add(r[1], r[2], out=t[1])
     xp.subtract(r[2], r[1], out=t[2])
     xp.subtract(r[1], r[3], out=t[3])
-    v = _scratch(xp, 4, (4, 4, th, tw, n, c), x.dtype)
+    v = scratch(xp, 4, (4, 4, th, tw, n, c), x.dtype)
     for i in range(4):
         q = [t[i][:, j:j + 2 * tw:2] for j in range(4)]  # ... then along the columns
         xp.subtract(q[0], q[2], out=v[i, 0])
@@ -110,8 +108,6 @@ def _input_tiles(xp, x, padding, th, tw):
 def _kernel_tiles(xp, weight, threads=1):
     """The transformed kernels ``G g G^T`` as (16, C, O) (a transposed view of (16, O, C)), over
     ``threads`` threads by blocks of output channels (``threads.split``)."""
-    from ..threads import split  # (the threads module sits above ops/)
-
     o, c = weight.shape[:2]
     gg = xp.asarray(_GG, dtype=weight.dtype)
     u = xp.empty((16, o, c), dtype=weight.dtype)
@@ -121,7 +117,7 @@ def _kernel_tiles(xp, weight, threads=1):
         xp.matmul(gg, weight[lo:lo + per].reshape(-1, 9).T, out=u[:, lo:lo + per].reshape(16, -1))
 
     if threads > 1:
-        split(list(range(0, o, per)), block)
+        thread_pool.split(list(range(0, o, per)), block)
     else:
         block(0)
     return u.transpose(0, 2, 1)
@@ -144,9 +140,9 @@ def winograd_conv2d(xp, x, weight, padding, out=None, chunk=None, bias=None):
     ``bias`` (O,) is added to each output tile while it is in cache (no pass of its own).
     The batch runs ``chunk`` images at a time (default ``chunk_images``); the kernels are
     transformed once. Under ``la.set_num_threads(n > 1)`` a batch of at least
-    ``threads.MIN_SPLIT_MACS`` multiply-adds (16 * tiles * C * O) spreads its chunks over the
+    the tuning table's ``min_split_macs`` multiply-adds (16 * tiles * C * O) spreads its chunks over the
     threads (``threads.split``), each chunk's products on one BLAS thread; a batch that would be
-    one chunk is cut in n. Temporaries live in each thread's scratch (``conv._scratch``)."""
+    one chunk is cut in n. Temporaries live in each thread's scratch (``scratch.scratch``)."""
     return run_tiled(xp, x, weight, padding, out, chunk, bias, 2, _kernel_tiles, _chunk, _images_per_chunk)
 
 
@@ -161,8 +157,6 @@ def run_tiled(xp, x, weight, padding, out, chunk, bias, size, kernel_tiles, chun
     default ``chunking(n, c, o, h, w, tiles, itemsize)``), on one thread or split over the threads.
     ``th`` x ``tw`` tiles cover the output (the last ones cropped where ``size`` does not divide
     it)."""
-    from ..threads import blas_one_thread, split, split_threads  # (the threads module sits above ops/)
-
     n, c, h, w = x.shape
     o = weight.shape[0]
     ph, pw = padding
@@ -171,18 +165,18 @@ def run_tiled(xp, x, weight, padding, out, chunk, bias, size, kernel_tiles, chun
     dtype = xp.result_type(x.dtype, weight.dtype)
     y = xp.empty((n, o, ho, wo), dtype=dtype) if out is None else out
     k = chunking(n, c, o, h, w, th * tw, x.itemsize) if chunk is None else max(1, chunk)
-    threads = split_threads((size + 2) ** 2 * n * th * tw * c * o, n) if xp is np else 1
+    threads = thread_pool.split_threads((size + 2) ** 2 * n * th * tw * c * o, n) if xp is np else 1
     if threads == 1:  # (e.g. one image: one chunk, whose products keep BLAS's threads)
         u = kernels(xp, weight, size, kernel_tiles)
         for i in range(0, n, k):
             chunk_fn(xp, x[i:i + k], u, padding, th, tw, y[i:i + k], bias)
         return y
     k = min(k, -(-n // threads))
-    with blas_one_thread():  # both splits in one region: BLAS switched once
+    with thread_pool.blas_one_thread():  # both splits in one region: BLAS switched once
         # the kernel transform too (a 512-channel layer's is 4-7 ms, and a product left on BLAS's
         # threads stalls when another process holds a core)
         u = kernels(xp, weight, size, kernel_tiles, threads)
-        split(list(range(0, n, k)), lambda i: chunk_fn(xp, x[i:i + k], u, padding, th, tw, y[i:i + k], bias))
+        thread_pool.split(list(range(0, n, k)), lambda i: chunk_fn(xp, x[i:i + k], u, padding, th, tw, y[i:i + k], bias))
     return y
 
 
@@ -206,19 +200,17 @@ def kernels_name(size: int) -> str:
 
 def _chunk(xp, x, u, padding, th, tw, y, bias=None):
     """One chunk of images: input transform, the 16 products, output transform into ``y``."""
-    from .conv import _scratch  # (conv.py imports this module)
-
     n, o = x.shape[0], u.shape[2]
     v = _input_tiles(xp, x, padding, th, tw)
-    m = xp.matmul(v, u, out=_scratch(xp, 5, (16, th * tw * n, o), xp.result_type(v, u)))
+    m = xp.matmul(v, u, out=scratch(xp, 5, (16, th * tw * n, o), xp.result_type(v, u)))
     m = m.reshape(4, 4, th, tw, n, o)
-    s = _scratch(xp, 2, (2, 4, th, tw, n, o), m.dtype)  # A^T m, along the rows
+    s = scratch(xp, 2, (2, 4, th, tw, n, o), m.dtype)  # A^T m, along the rows
     xp.add(m[0], m[1], out=s[0])
     s[0] += m[2]
     xp.subtract(m[1], m[2], out=s[1])
     s[1] -= m[3]
     tiles = y.reshape(n, o, th, 2, tw, 2).transpose(3, 5, 2, 4, 0, 1)  # (2, 2, th, tw, N, O) view
-    tmp = _scratch(xp, 3, (th, tw, n, o), m.dtype)
+    tmp = scratch(xp, 3, (th, tw, n, o), m.dtype)
     for a in range(2):  # ... then along the columns, each written to its place in every tile
         xp.add(s[a][0], s[a][1], out=tmp)
         tmp += s[a][2]

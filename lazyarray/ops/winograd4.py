@@ -38,8 +38,10 @@ from fractions import Fraction
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from .. import threads as thread_pool  # (the module, looked up at each call: tests replace its functions)
 from ..tuning_table import current
 from . import winograd
+from .scratch import scratch
 
 POINTS = (0, 1, -1, Fraction(1, 2), -2, None)  # None: the point at infinity
 
@@ -162,8 +164,6 @@ def _kernel_tiles(xp, weight, threads=1):
     """The transformed kernels ``G g G^T`` as (36, C, O), contiguous (the products ran up to 1.5x
     faster on it than on a transposed view of (36, O, C), at 64 channels), over ``threads``
     threads by blocks of input channels (``threads.split``)."""
-    from ..threads import split  # (the threads module sits above ops/)
-
     o, c = weight.shape[:2]
     gg = _constant(_GG, weight.dtype)
     u = xp.empty((36, c, o), dtype=weight.dtype)
@@ -174,7 +174,7 @@ def _kernel_tiles(xp, weight, threads=1):
         xp.matmul(gg, taps.T, out=u[:, lo:lo + per].reshape(36, -1))
 
     if threads > 1:
-        split(list(range(0, c, per)), block)
+        thread_pool.split(list(range(0, c, per)), block)
     else:
         block(0)
     return u
@@ -183,17 +183,15 @@ def _kernel_tiles(xp, weight, threads=1):
 def _input_tiles(xp, x, padding, th, tw):
     """The transformed input tiles ``B^T d B``: (36, th * tw * N, C), in this thread's scratch
     (slots 2-4). Tile row i reads padded rows 4i .. 4i + 5 (a window view, no copy)."""
-    from .conv import _scratch  # (conv.py imports this module's importer)
-
     n, c = x.shape[:2]
     xs = winograd.padded_hwnc(xp, x, padding, 4 * th + 2, 4 * tw + 2)  # (hp, wp, N, C)
     hp, wp = xs.shape[:2]
     bt = _constant(_BT, x.dtype)
     rows = sliding_window_view(xs.reshape(hp, wp * n * c), 6, axis=0)[::4]  # (th, wp * N * C, 6)
-    t = _scratch(xp, 3, (6, th, wp, n * c), x.dtype)  # B^T d, along the rows
+    t = scratch(xp, 3, (6, th, wp, n * c), x.dtype)  # B^T d, along the rows
     xp.matmul(bt, rows.transpose(0, 2, 1), out=t.reshape(6, th, wp * n * c).transpose(1, 0, 2))
     cols = sliding_window_view(t, 6, axis=2)[:, :, ::4]  # (6, th, tw, N * C, 6): tile columns
-    v = _scratch(xp, 4, (6, 6, th, tw, n * c), x.dtype)  # ... then along the columns
+    v = scratch(xp, 4, (6, 6, th, tw, n * c), x.dtype)  # ... then along the columns
     xp.matmul(bt, cols.transpose(0, 1, 2, 4, 3), out=v.transpose(0, 2, 3, 1, 4))
     return v.reshape(36, th * tw * n, c)
 
@@ -202,18 +200,16 @@ def _chunk(xp, x, u, padding, th, tw, y, bias=None):
     """One chunk of images: input transform, the 36 products (plus the bias), output transform
     ``A^T m A`` (two products), each output position copied to its place in every tile of ``y``
     (the last tiles cropped to ``y``'s size)."""
-    from .conv import _scratch  # (conv.py imports this module's importer)
-
     n, o = x.shape[0], u.shape[2]
     rows = th * tw * n
     v = _input_tiles(xp, x, padding, th, tw)
-    m = xp.matmul(v, u, out=_scratch(xp, 5, (36, rows, o), xp.result_type(v, u)))
+    m = xp.matmul(v, u, out=scratch(xp, 5, (36, rows, o), xp.result_type(v, u)))
     if bias is not None:
         m[BIAS_POSITION] += bias  # (O,): the last axis
     at = _constant(_AT, m.dtype)
-    s = _scratch(xp, 2, (4, 6, rows * o), m.dtype)  # A^T m, along the rows (the input copy is spent)
+    s = scratch(xp, 2, (4, 6, rows * o), m.dtype)  # A^T m, along the rows (the input copy is spent)
     xp.matmul(at, m.reshape(6, 6 * rows * o), out=s.reshape(4, 6 * rows * o))
-    r = _scratch(xp, 3, (4, 4, rows * o), m.dtype)  # ... then along the columns
+    r = scratch(xp, 3, (4, 4, rows * o), m.dtype)  # ... then along the columns
     xp.matmul(at, s, out=r)
     r = r.reshape(4, 4, th, tw, n, o)
     ho, wo = y.shape[2:]

@@ -122,7 +122,7 @@ def test_batch_last_is_not_claimed_for_other_strides():
 
 
 def test_scratch_columns_never_leak_into_results():
-    """im2col columns and padded copies live in per-thread scratch buffers (conv._scratch): a result
+    """im2col columns and padded copies live in per-thread scratch buffers (ops/scratch.py): a result
     is never one of them, so a later call (or another thread's) leaves earlier results alone."""
     import threading
 
@@ -146,8 +146,8 @@ def test_scratch_columns_never_leak_into_results():
     for t in threads:
         t.join()
     assert not errors
-    assert conv._scratch(np, 0, (2, 3), np.float64).shape == (2, 3)
-    big = conv._scratch(np, 0, (conv.SCRATCH_MAX_BYTES // 4 + 1,), np.float32)  # over the limit: its own
+    assert conv.scratch(np, 0, (2, 3), np.float64).shape == (2, 3)
+    big = conv.scratch(np, 0, (conv.SCRATCH_MAX_BYTES // 4 + 1,), np.float32)  # over the limit: its own
     assert big.base is None
 
 
@@ -192,7 +192,7 @@ def test_column_blocks_matmul_equals_one_product(m, k, n, blocks, monkeypatch):
 
 
 def test_batch_last_views_follow_their_scratch_buffers():
-    """``_im2col_views`` keeps one set of views per geometry: geometries that alternate, one whose
+    """``im2col_views`` keeps one set of views per geometry: geometries that alternate, one whose
     scratch outgrows the kept buffers (new buffers, new views), a padding-free one (nothing to zero)
     and another dilation each give the reference's values, call after call."""
     rng = np.random.default_rng(11)
@@ -205,11 +205,11 @@ def test_batch_last_views_follow_their_scratch_buffers():
             for xs, ks, p in cases]
     refs = [_conv2d_ref(x, k, **p) for x, k, p in data]
     seen = []
-    real = conv._im2col_views
+    real = conv.im2col_views
     for _ in range(3):
         for (x, k, p), ref in zip(data, refs):
             with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(conv, "_im2col_views", lambda *a: seen.append(a[1]) or real(*a))
+                mp.setattr(conv, "im2col_views", lambda *a: seen.append(a[1]) or real(*a))
                 got = run_conv2d(np, _stored_batch_last(x), k, **p)
             np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
     assert len(seen) == 3 * len(cases)  # every call took the batch-last path

@@ -21,7 +21,7 @@ def _batch_last(a):
 
 
 def _numpy_columns(x, kernel, stride, padding, dilation):
-    padded, interior, taps, cols = conv._im2col_views(np, x.shape, x.dtype, *kernel, stride, padding, dilation)
+    padded, interior, taps, cols = conv.im2col_views(np, x.shape, x.dtype, *kernel, stride, padding, dilation)
     if padded is not None:
         padded[...] = 0
     interior[...] = x.transpose(1, 2, 3, 0)

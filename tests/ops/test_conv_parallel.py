@@ -86,8 +86,8 @@ def test_without_bias_and_with_stale_scratch(monkeypatch):
     rng = np.random.default_rng(1)
     x = rng.standard_normal((8, 2, 6, 6)).astype("float32")
     w = rng.standard_normal((4, 2, 3, 3)).astype("float32")
-    conv._scratch(np, 1, (1 << 16,), np.float32)[...] = np.nan
-    conv._scratch(np, 0, (1 << 16,), np.float32)[...] = np.nan
+    conv.scratch(np, 1, (1 << 16,), np.float32)[...] = np.nan
+    conv.scratch(np, 0, (1 << 16,), np.float32)[...] = np.nan
     geometry = ((3, 3), (1, 1), (2, 2), (1, 1))
     got = _run(x, w, None, geometry, True, monkeypatch)
     np.testing.assert_allclose(got, _reference(x, w, None, *geometry[1:]), rtol=1e-5, atol=1e-5)
