@@ -35,7 +35,7 @@ _spec.loader.exec_module(_util)
 
 import lazyarray as la  # noqa: E402
 from lazyarray.kernels.conv2d import run_conv2d  # noqa: E402
-from lazyarray.ops import derived, winograd, winograd4  # noqa: E402
+from lazyarray.ops import winograd, winograd4  # noqa: E402
 
 # (name, channels, image size): ResNet-18 CIFAR's 3x3 stride-1 convolutions, padding 1
 LAYERS = [("64 x 32x32", 64, 32), ("128 x 16x16", 128, 16), ("256 x 8x8", 256, 8), ("512 x 4x4", 512, 4)]
@@ -60,12 +60,8 @@ ALGORITHMS = {"im2col": im2col, "F(2,3)": f23, "F(4,3)": f43}
 def transforming(fn):
     """``fn`` with the kernels transformed at every call (training: the weights change every step)."""
     def run(x, w, out):
-        saved = derived.ENABLED[0]
-        derived.ENABLED[0] = False
-        try:
+        with la.tuning(keep_weights=False):
             return fn(x, w, out)
-        finally:
-            derived.ENABLED[0] = saved
     return run
 
 

@@ -57,6 +57,14 @@ class Tuning:
     min_split_macs: int = _doc(1 << 24, "multiply-adds from which a convolution's images are split over the threads")
     batch_last_min_batch: int = _doc(16, "smallest batch the executor stores batch last (C, H, W, N)")
     batch_last_max_pixels: int = _doc(256, "largest image (H * W) the executor stores batch last")
+    # -- copies derived from weights and kept (ops/derived.py: packed transposes, Winograd kernels)
+    keep_weights: bool = _doc(True, "keep copies derived from weights (packed transposes, transformed kernels) "
+                              "between calls", "LAZYARRAY_PACK_WEIGHTS")
+    keep_weights_budget: int = _doc(1 << 30, "bytes all kept derived copies may hold together",
+                                    "LAZYARRAY_PACK_BUDGET_MB (in MiB)")
+    # -- the executor
+    fuse: bool = _doc(True, "elementwise groups of a compiled graph run as fused chunked kernels "
+                      "(a CachedOp's fuse= overrides)", "LAZYARRAY_FUSE")
     # -- dense
     dense_region: bool = _doc(True, "one-row dense layers with large weights as one compiled parallel region")
     dense_region_min_weight_bytes: int = _doc(1 << 20, "smallest weight (bytes) a dense parallel region takes")
@@ -84,7 +92,25 @@ class Tuning:
 
 
 DEFAULTS = {f.name: f.default for f in fields(Tuning)}
-ENVIRONMENT = {f.metadata["env"]: f.name for f in fields(Tuning) if f.metadata["env"]}
+ENVIRONMENT = {f.metadata["env"].split()[0]: f.name for f in fields(Tuning)
+               if f.metadata["env"] and "=" not in f.metadata["env"]}
+
+
+def _parse(name: str, raw: str, default):
+    """An environment variable's text as its setting's type; a named error for anything else."""
+    if isinstance(default, bool):
+        if raw.lower() in ("0", "false", "off", "no"):
+            return False
+        if raw.lower() in ("1", "true", "on", "yes"):
+            return True
+        raise ParamValueError(f"{name} is 0 or 1 (off or on), got {raw!r}; fix or unset it")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not (value >= 0 and value == value and value != float("inf")):
+        raise ParamValueError(f"{name} must be a number >= 0, got {raw!r}; fix or unset it")
+    return int(value)
 
 
 def from_environment(environ=None) -> Tuning:
@@ -92,6 +118,13 @@ def from_environment(environ=None) -> Tuning:
     one of the setting's raises ``ParamValueError`` naming the variable."""
     environ = os.environ if environ is None else environ
     values = dict(DEFAULTS)
+    for name, field_name in ENVIRONMENT.items():
+        raw = environ.get(name, "").strip()
+        if not raw or name == "LAZYARRAY_WINOGRAD":
+            continue
+        values[field_name] = _parse(name, raw, DEFAULTS[field_name])
+        if name == "LAZYARRAY_PACK_BUDGET_MB":
+            values[field_name] = int(float(raw) * 2**20)
     raw = environ.get("LAZYARRAY_WINOGRAD", "").strip()
     if raw.lower() in ("0", "off", "false", "no"):
         values["winograd"] = False

@@ -23,7 +23,6 @@ backward program are fused separately afterwards. ``la.CachedOp(sym, fuse=False)
 """
 from __future__ import annotations
 
-import os
 import threading
 
 import numpy as np
@@ -34,6 +33,7 @@ from ..graph.traverse import topo_order
 from ..ops.params import Param
 from ..ops.registry import OpDef, register
 from ..threads import chunked
+from ..tuning_table import current
 from . import fusion_gpu
 from .call import SUBGRAPH, SubGraph
 from .fusion_gpu import gpu_form
@@ -47,10 +47,10 @@ MIN_GROUP = 3
 
 
 def fusion_enabled(flag: bool | None) -> bool:
-    """``fuse=None`` means the environment's choice (``LAZYARRAY_FUSE=0`` turns it off)."""
+    """``fuse=None`` means the tuning table's ``fuse`` (``LAZYARRAY_FUSE=0`` turns it off)."""
     if flag is not None:
         return bool(flag)
-    return os.environ.get("LAZYARRAY_FUSE", "1") != "0"
+    return current().fuse
 
 
 # -- the pass --------------------------------------------------------------------------------------

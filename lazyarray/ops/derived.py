@@ -25,34 +25,19 @@ the weight's current values:
   a copy kept before is ignored).
 
 Copies are read-only (nobody may write them: they are shared by every later call). Memory: all
-copies together (``held_bytes()``) stay within ``LAZYARRAY_PACK_BUDGET_MB`` (default 1024): past it,
-further copies are computed at every call instead. ``LAZYARRAY_PACK_WEIGHTS=0`` turns caching off.
+copies together (``held_bytes()``) stay within the tuning table's ``keep_weights_budget`` (``LAZYARRAY_PACK_BUDGET_MB``, default 1024): past it,
+further copies are computed at every call instead. ``keep_weights=False`` (``LAZYARRAY_PACK_WEIGHTS=0``) turns caching off.
 """
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 
 import numpy as np
 
 from ..buffer import exposed, version
+from ..tuning_table import current
 
-ENABLED = [os.environ.get("LAZYARRAY_PACK_WEIGHTS", "1").strip().lower() not in ("0", "false", "off", "no")]
-
-
-def _budget_from_env() -> int:
-    raw = os.environ.get("LAZYARRAY_PACK_BUDGET_MB", "1024")
-    try:
-        mb = float(raw)
-    except ValueError:
-        mb = -1.0
-    if not mb >= 0:
-        raise ValueError(f"LAZYARRAY_PACK_BUDGET_MB must be a number of MiB >= 0, got {raw!r}")
-    return int(mb * 2**20)
-
-
-BUDGET = [_budget_from_env()]  # bytes all derived copies may hold together
 _HELD = [0]  # bytes they hold now (changed under _lock)
 
 _lock = threading.Lock()
@@ -61,6 +46,11 @@ _lock = threading.Lock()
 # dicts) are replaced, never changed, and only while still the entry read: a thread storing a copy
 # cannot overwrite a newer entry (a write another thread noticed meanwhile).
 _ENTRIES: dict[int, tuple] = {}
+
+
+def _budget() -> int:
+    """Bytes all derived copies may hold together (the tuning table's ``keep_weights_budget``)."""
+    return current().keep_weights_budget
 
 
 def _nbytes(e) -> int:
@@ -87,7 +77,7 @@ def _replace(key: int, old: tuple, new: tuple) -> bool:
 def cacheable(w) -> bool:
     """Whether copies derived from ``w`` may be kept at all (a NumPy array owning its memory, never
     handed out writable, caching on)."""
-    return w.__class__ is np.ndarray and w.base is None and ENABLED[0] and not exposed(w)
+    return w.__class__ is np.ndarray and w.base is None and current().keep_weights and not exposed(w)
 
 
 def keeps(w, nbytes: int = 0) -> bool:
@@ -102,7 +92,7 @@ def keeps(w, nbytes: int = 0) -> bool:
     e = _ENTRIES.get(id(w))
     if e is not None and e[0]() is w and e[1] == version(w) and e[2]:
         return True
-    return _HELD[0] + nbytes <= BUDGET[0]
+    return _HELD[0] + nbytes <= _budget()
 
 
 def _freeze(copy):
@@ -130,7 +120,7 @@ def derived(w, what: str, make, nbytes: int):
         copy = e[2].get(what)
         if copy is not None:
             return copy
-        if _HELD[0] + nbytes > BUDGET[0]:  # the copies already hold the budget
+        if _HELD[0] + nbytes > _budget():  # the copies already hold the budget
             return None
         copy = _freeze(make())  # second call at this version: the weight holds still
         while version(w) == now:  # (a write that ended during make bumped it: keep nothing)

@@ -5,6 +5,7 @@ import gc
 import numpy as np
 import pytest
 
+import lazyarray as la
 from lazyarray.buffer import bump, expose
 from lazyarray.ops import derived
 
@@ -88,7 +89,7 @@ def _plus(w, k):
 
 def test_the_budget_bounds_all_copies(monkeypatch):
     a, b = _w(0), _w(1)
-    monkeypatch.setattr(derived, "BUDGET", [a.nbytes + a.nbytes // 2])
+    monkeypatch.setattr(la.config, "keep_weights_budget", a.nbytes + a.nbytes // 2)
     derived.derived(a, "x", _plus(a, 1), a.nbytes)
     derived.derived(b, "x", _plus(b, 1), b.nbytes)
     np.testing.assert_array_equal(derived.derived(a, "x", _plus(a, 1), a.nbytes), a + 1)
@@ -106,7 +107,7 @@ def test_the_budget_bounds_all_copies(monkeypatch):
 
 
 def test_caching_can_be_turned_off(monkeypatch):
-    monkeypatch.setattr(derived, "ENABLED", [False])
+    monkeypatch.setattr(la.config, "keep_weights", False)
     w = _w()
     for _ in range(3):
         assert derived.derived(w, "a", lambda: w + 1, w.nbytes) is None

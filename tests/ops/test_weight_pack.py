@@ -6,6 +6,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray import blocks as B
+from lazyarray import tuning_table
 from lazyarray.ops import derived, weight_pack
 
 
@@ -206,7 +207,7 @@ def test_the_entry_dies_with_its_weight():
 
 
 def test_packing_can_be_turned_off(monkeypatch):
-    monkeypatch.setattr(derived, "ENABLED", [False])
+    monkeypatch.setattr(la.config, "keep_weights", False)
     net = _mlp()
     x = _x(8)
     for _ in range(3):
@@ -239,7 +240,7 @@ def test_matmul_by_a_part_of_a_weight_is_never_packed():
 def test_the_copies_stay_within_the_budget(monkeypatch):
     a = np.ones((64, 128), "float32")
     b = np.ones((64, 128), "float32") * 2
-    monkeypatch.setattr(derived, "BUDGET", [a.nbytes + a.nbytes // 2])  # room for one copy
+    monkeypatch.setattr(la.config, "keep_weights_budget", a.nbytes + a.nbytes // 2)  # room for one copy
     for _ in range(3):
         np.testing.assert_array_equal(weight_pack.transposed(a, 8), a.T)
         np.testing.assert_array_equal(weight_pack.transposed(b, 8), b.T)
@@ -251,7 +252,7 @@ def test_the_copies_stay_within_the_budget(monkeypatch):
     assert weight_pack.packed_count() == 1 and weight_pack.packed_bytes() == b.nbytes
 
 
-def test_a_bad_budget_is_named(monkeypatch):
-    monkeypatch.setenv("LAZYARRAY_PACK_BUDGET_MB", "lots")
+def test_a_bad_budget_is_named():
     with pytest.raises(ValueError, match="LAZYARRAY_PACK_BUDGET_MB"):
-        derived._budget_from_env()
+        tuning_table.from_environment({"LAZYARRAY_PACK_BUDGET_MB": "lots"})
+    assert tuning_table.from_environment({"LAZYARRAY_PACK_BUDGET_MB": "1.5"}).keep_weights_budget == 3 << 19

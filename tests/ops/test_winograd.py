@@ -277,7 +277,7 @@ def test_training_keeps_no_kernels_and_todays_choice(tile_of, monkeypatch):
 
 def test_without_room_in_the_budget_kernels_are_transformed_every_call_and_the_chooser_knows(tile_of, monkeypatch):
     tile_of(4)
-    monkeypatch.setattr(derived, "BUDGET", [0])
+    monkeypatch.setattr(la.config, "keep_weights_budget", 0)
     seen = _cached_flags(monkeypatch)
     rng = np.random.default_rng(6)
     x, k = rng.standard_normal((2, 5, 8, 8)).astype("float32"), rng.standard_normal((6, 5, 3, 3)).astype("float32")
