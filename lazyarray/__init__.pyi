@@ -104,15 +104,18 @@ from .executor.cached_op import CachedOp as CachedOp
 from .executor.signature_cache import RecompileWarning as RecompileWarning
 from .graph.symbol import Symbol as Symbol
 from .graph.symbol import load_symbol as load_symbol
+from .kernels.profile import profile as profile
 from .ndarray import NDArray as NDArray
 from .ops.registry import StorageFallbackWarning as StorageFallbackWarning
 from .threads import set_num_threads as set_num_threads
 from .tracing import UnusedInputWarning as UnusedInputWarning
 from .tracing import get_symbol as get_symbol
+from .tuning_table import tuning as tuning
 
 bool: _np.dtype[Any]
 complex128: _np.dtype[Any]
 complex64: _np.dtype[Any]
+config: Config
 e: float
 float32: _np.dtype[Any]
 float64: _np.dtype[Any]

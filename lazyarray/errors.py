@@ -27,6 +27,10 @@ class ParamError(LazyArrayError, TypeError):
     """An unknown operator parameter, or a parameter of the wrong type."""
 
 
+class UnknownSettingError(ParamError, AttributeError):
+    """A tuning setting that does not exist (``la.config.winogard``, ``la.tuning(winogard=...)``)."""
+
+
 class ParamValueError(LazyArrayError, ValueError):
     """A parameter of the right type with an illegal value."""
 

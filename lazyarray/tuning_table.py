@@ -24,7 +24,7 @@ import difflib
 import os
 from dataclasses import dataclass, field, fields
 
-from .errors import ParamError, ParamValueError
+from .errors import ParamError, ParamValueError, UnknownSettingError
 
 
 def _doc(default, text: str, env: str = ""):
@@ -151,7 +151,7 @@ def _checked(names) -> None:
         if k not in DEFAULTS:
             close = difflib.get_close_matches(k, DEFAULTS, n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else f"; settings: {', '.join(DEFAULTS)}"
-            raise ParamError(f"tuning: unknown setting {k!r}{hint}")
+            raise UnknownSettingError(f"tuning: unknown setting {k!r}{hint}")
 
 
 @contextlib.contextmanager

@@ -92,3 +92,9 @@ def test_settings_steer_the_chooser():
         assert kernels.choose("conv2d", np, x, w, padding=(1, 1)).impl.name == "winograd2"
     with la.tuning(winograd_min_channels=65, min_split_macs=1 << 62):
         assert kernels.choose("conv2d", np, x, w, padding=(1, 1)).impl.name == "im2col"
+
+
+def test_an_unknown_setting_is_an_attribute_error_too():
+    assert not hasattr(la.config, "winogard")  # (getattr's default and hasattr work)
+    assert getattr(la.config, "nope", 5) == 5
+    assert "winograd" in dir(la.config)
