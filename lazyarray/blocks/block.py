@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..autograd import _TRAINING
+from ..autograd import _TRAINING, pause
 from ..creation import zeros
 from ..deferred import _MODE, DEFERRED
 from ..device import Device
@@ -28,6 +28,7 @@ from ..executor.signature_cache import SignatureCache, causes_text, describe_cha
 from ..fileio import write_atomic
 from ..graph.node import BLOCK_SCOPE, source_text
 from ..graph.passes.bind_dims import bind_dims
+from ..graph.serialize import parse_json
 from ..graph.symbol import Symbol
 from ..ndarray import NDArray
 from ..onnx.export import export as onnx_export
@@ -289,7 +290,6 @@ class Block:
     def load(self, prefix: str) -> None:
         """Load what ``save(prefix)`` wrote into this block, matching children and parameters by
         position; a different tree (class, number of children or parameters) raises ``ParamError``."""
-        from ..graph.serialize import parse_json
 
         json_path = f"{prefix}-model.json"
         try:
@@ -441,7 +441,6 @@ class Block:
         Non-trainable params: 0
         --------------------------------------------------------------------------------
         """
-        from ..autograd import pause
 
         if not inputs:
             raise BlockError(f"{type(self).__name__}.summary needs example inputs to run the block: "

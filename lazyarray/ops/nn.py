@@ -356,8 +356,6 @@ def _by_rows(xp, x, axis) -> bool:
 
 
 def _rows_chunked(x, rows_fn):
-    from ..threads import chunked
-
     x2 = x.reshape(-1, x.shape[-1])
     out = np.empty(x2.shape, x.dtype)
     per = max(1, ROW_CHUNK_BYTES // max(1, x2.shape[1] * x.itemsize))
@@ -367,7 +365,7 @@ def _rows_chunked(x, rows_fn):
         for lo, hi in bounds:
             rows_fn(x2[lo:hi], out[lo:hi], col[:hi - lo])
 
-    chunked(x2.shape[0], per, x.nbytes, work)
+    threads.chunked(x2.shape[0], per, x.nbytes, work)
     return out.reshape(x.shape)
 
 

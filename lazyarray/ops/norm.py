@@ -30,6 +30,7 @@ import math
 import numpy as np
 
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
+from ..threads import chunked
 from .conv import _float_inputs as _named_float_inputs
 from .params import FLOAT, INT, Param, choice
 from .registry import OpDef, broadcast_shapes, normalize_axis, register
@@ -275,8 +276,6 @@ def _chunks(kernel):
         if (xp is not np or n < 4 * CHUNK_ELEMENTS or any(a.shape != shape for a in arrays)
                 or (out is not None and not out.flags.c_contiguous)):
             return kernel(xp, *arrays, approximation=approximation, out=out)
-        from ..threads import chunked  # (the threads module sits above ops/; imported when first needed)
-
         flat = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
         res = np.empty(shape, np.result_type(*arrays)) if out is None else out
         dest = res.reshape(-1)
@@ -377,7 +376,6 @@ def _gelu_with_grad(xp, x, approximation="none", out=None):
     if xp is not np or x.size < 4 * CHUNK_ELEMENTS:
         _gelu_slope(xp, x, approximation, y, d)
         return y, d
-    from ..threads import chunked
 
     flat, fy, fd = np.ascontiguousarray(x).reshape(-1), y.reshape(-1), d.reshape(-1)
 
