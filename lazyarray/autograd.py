@@ -15,7 +15,7 @@ import contextvars
 from . import backward_cache
 from .aval import Aval
 from .buffer import bump, version
-from .deferred import _MODE, RECORDING, fix_values, is_deferred, known_values, set_mode_bit, show
+from .deferred import MODE, RECORDING, fix_values, is_deferred, known_values, set_mode_bit, show
 from .errors import AutogradError, ShapeError, fmt_shape
 from .executor.program import evaluate
 from .graph.build import apply_node
@@ -35,7 +35,7 @@ from .tape import (  # noqa: F401 (Leaf, Record, tracked_nodes, parents_of: impo
     tracked_nodes,
 )
 
-_TRAINING: contextvars.ContextVar[bool] = contextvars.ContextVar("lazyarray_training", default=False)
+TRAINING: contextvars.ContextVar[bool] = contextvars.ContextVar("lazyarray_training", default=False)
 
 
 @contextlib.contextmanager
@@ -50,54 +50,54 @@ def record(train_mode: bool = True):
     array([2., 4.], dtype=float32)
     """
     t1 = set_mode_bit(RECORDING, True)
-    t2 = _TRAINING.set(bool(train_mode))
+    t2 = TRAINING.set(bool(train_mode))
     try:
         yield
     finally:
-        _TRAINING.reset(t2)
-        _MODE.reset(t1)
+        TRAINING.reset(t2)
+        MODE.reset(t1)
 
 
 @contextlib.contextmanager
 def pause(train_mode: bool = False):
     """Stop recording inside a ``record()`` block (e.g. for metrics or parameter updates)."""
     t1 = set_mode_bit(RECORDING, False)
-    t2 = _TRAINING.set(bool(train_mode))
+    t2 = TRAINING.set(bool(train_mode))
     try:
         yield
     finally:
-        _TRAINING.reset(t2)
-        _MODE.reset(t1)
+        TRAINING.reset(t2)
+        MODE.reset(t1)
 
 
 @contextlib.contextmanager
 def train_mode():
     """Training mode on (dropout drops) without changing whether ops are recorded."""
-    t = _TRAINING.set(True)
+    t = TRAINING.set(True)
     try:
         yield
     finally:
-        _TRAINING.reset(t)
+        TRAINING.reset(t)
 
 
 @contextlib.contextmanager
 def predict_mode():
     """Training mode off (dropout is the identity) without changing recording."""
-    t = _TRAINING.set(False)
+    t = TRAINING.set(False)
     try:
         yield
     finally:
-        _TRAINING.reset(t)
+        TRAINING.reset(t)
 
 
 def is_recording() -> bool:
     """True inside ``record()`` (and not inside ``pause()``)."""
-    return bool(_MODE.get() & RECORDING)
+    return bool(MODE.get() & RECORDING)
 
 
 def is_training() -> bool:
     """True in training mode: inside ``record()`` by default, or ``train_mode()``."""
-    return _TRAINING.get()
+    return TRAINING.get()
 
 
 def record_call(node: Node, values: list, arrays, results) -> None:
@@ -197,7 +197,7 @@ def backward(heads, head_grads=None, retain_graph: bool = False) -> None:
     """
     # la.autograd.backward takes NDArrays: the array type and la.array sit above autograd
     from .creation import array  # (above autograd: tests/test_architecture.py's baseline)
-    from .ndarray import NDArray, _make  # (above autograd: tests/test_architecture.py's baseline)
+    from .ndarray import NDArray, make_array  # (above autograd: tests/test_architecture.py's baseline)
 
     single = isinstance(heads, NDArray)
     heads = [heads] if single else list(heads)
@@ -219,10 +219,10 @@ def backward(heads, head_grads=None, retain_graph: bool = False) -> None:
                 "`with la.autograd.record():`")
         if g is not None and not isinstance(g, NDArray):  # a number: that value everywhere
             xp = h.device.xp
-            g = _make(xp.full(h.shape, g, dtype=h.dtype), None, h.device) if not hasattr(g, "__len__") \
+            g = make_array(xp.full(h.shape, g, dtype=h.dtype), None, h.device) if not hasattr(g, "__len__") \
                 else array(g, dtype=h.dtype, device=h.device)
         grads.append(g)
-    backward_arrays(heads, grads, _make, retain_graph)
+    backward_arrays(heads, grads, make_array, retain_graph)
 
 
 def backward_arrays(outputs: list, head_grads: list | None, make, retain_graph: bool = False) -> None:

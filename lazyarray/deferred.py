@@ -21,14 +21,14 @@ from .graph.node import Entry, Node
 
 # One context variable holds both recording flags, so the dispatcher's hot path reads one
 # value: bit DEFERRED (ops record nodes) and bit RECORDING (autograd.record() is active).
-_MODE: contextvars.ContextVar[int] = contextvars.ContextVar("lazyarray_mode", default=0)
+MODE: contextvars.ContextVar[int] = contextvars.ContextVar("lazyarray_mode", default=0)
 DEFERRED, RECORDING = 1, 2
 
 
 def set_mode_bit(bit: int, on: bool) -> contextvars.Token:
     """Turn one flag of the mode on or off for this context; returns the token to reset it."""
-    mode = _MODE.get()
-    return _MODE.set(mode | bit if on else mode & ~bit)
+    mode = MODE.get()
+    return MODE.set(mode | bit if on else mode & ~bit)
 
 
 @contextlib.contextmanager
@@ -48,12 +48,12 @@ def deferred(active: bool = True):
     try:
         yield
     finally:
-        _MODE.reset(token)
+        MODE.reset(token)
 
 
 def is_deferred() -> bool:
     """True while deferred compute is on in this thread / task."""
-    return bool(_MODE.get() & DEFERRED)
+    return bool(MODE.get() & DEFERRED)
 
 
 # -- lazy values --------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from ..rng import generator
 from . import dense_parallel, sparse_kernels
 from .blas_threads import SERIAL_ANYWAY_FLOPS, UNCHANGED, one_thread
-from .elementwise import _JIT_FLOATS, _UNITS
+from .elementwise import JIT_FLOATS, UNITS
 from .elementwise_jit import add_relu_cols_in_place, add_relu_rows_in_place
 from .params import BOOL, DTYPE, FLOAT, INT, OPT_BOOL, Param
 from .reduce import element_count
@@ -246,7 +246,7 @@ def dense_relu(dense, relu, x, weight, bias, out):
     layouts or sizes it does not take, it runs the two kernels."""
     kern = None
     if bias is not None and bias.__class__ is np.ndarray and out.__class__ is np.ndarray and out.ndim == 2 \
-            and out.dtype in _JIT_FLOATS and bias.dtype == out.dtype and bias.ndim == 1 \
+            and out.dtype in JIT_FLOATS and bias.dtype == out.dtype and bias.ndim == 1 \
             and (threads.num_threads() == 1 or out.nbytes < threads.MIN_PARALLEL_BYTES):
         if out.flags.c_contiguous:
             kern, mem = jit.compiled(add_relu_cols_in_place), out
@@ -256,7 +256,7 @@ def dense_relu(dense, relu, x, weight, bias, out):
         dense(x, weight, bias, out=out)
         return relu(out, out=out)
     dense(x, weight, None, out=out)
-    kern(mem, bias, *_UNITS[out.dtype])
+    kern(mem, bias, *UNITS[out.dtype])
     return out
 
 
@@ -420,7 +420,7 @@ def _sce_shape(shapes):
     return ()
 
 
-def _sce_dtype(dtypes):
+def sce_dtype(dtypes):
     if dtypes[0].kind != "f":
         raise DTypeError(f"logits must be floating point, got {dtypes[0]}")
     if dtypes[1].kind not in "iu":
@@ -441,7 +441,7 @@ def _sce_grad(F, ins, y, g):
     return [F.multiply(diff, F.divide(g, rows)), None]
 
 
-register(OpDef("softmax_cross_entropy", ("logits", "labels"), _sce, shape=_sce_shape, dtype=_sce_dtype,
+register(OpDef("softmax_cross_entropy", ("logits", "labels"), _sce, shape=_sce_shape, dtype=sce_dtype,
                grad=_sce_grad, namespace="nn",
                doc="mean over rows of -log softmax(logits)[label]; labels are integer class indices"))
 
