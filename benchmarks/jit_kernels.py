@@ -89,10 +89,10 @@ def kernel_rows():
     h = rng.standard_normal((1024, 512)).astype(np.float32)
     gh = rng.standard_normal((1024, 512)).astype(np.float32)
     cases = [
-        ("max_pool2d 2x2, (64,16,6,6) batch last", lambda: pool._max_pool2d(np, x2)),
+        ("max_pool2d 2x2, (64,16,6,6) batch last", lambda: pool.max_pool2d_kernel(np, x2)),
         ("batch_norm_max_pool2d + relu, (64,8,12,12)", lambda: pool_norm._bn_max_pool2d(np, x1, *stats, 1e-5, True)),
-        ("relu (64,16,6,6) batch last", lambda: elementwise._relu(np, x2)),
-        ("relu (1024,512)", lambda: elementwise._relu(np, h)),
+        ("relu (64,16,6,6) batch last", lambda: elementwise.relu_kernel(np, x2)),
+        ("relu (1024,512)", lambda: elementwise.relu_kernel(np, h)),
         ("relu_grad (1024,512)", lambda: elementwise._relu_grad_kernel(np, h, gh)),
         ("conv2d 8->16 3x3, (64,8,6,6) batch last", lambda: run_conv2d(np, batch_last(c2), w2, None, padding=(1, 1))),
         ("  the same into a batch-last out (parallel region)",

@@ -110,6 +110,7 @@ from .ops.registry import StorageFallbackWarning as StorageFallbackWarning
 from .threads import set_num_threads as set_num_threads
 from .tracing import UnusedInputWarning as UnusedInputWarning
 from .tracing import get_symbol as get_symbol
+from .tuning_table import Config as Config
 from .tuning_table import tuning as tuning
 
 bool: _np.dtype[Any]

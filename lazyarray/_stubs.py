@@ -118,6 +118,10 @@ def module_stub(mod, names: list[str], package: str = "lazyarray") -> str:
             values.append(f"{name}: _np.dtype[Any]\n")
         elif v is None:
             values.append(f"{name}: None\n")
+        elif type(v).__module__.startswith(package):  # an instance of one of the package's classes
+            t = type(v)
+            imports.append(f"from {_relative(t.__module__, package)} import {t.__name__} as {t.__name__}\n")
+            values.append(f"{name}: {t.__name__}\n")
         else:
             values.append(f"{name}: {type(v).__name__}\n")
     code = "".join(values) + "\n" + "".join(body)

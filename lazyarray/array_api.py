@@ -30,7 +30,7 @@ from .device import Device, cpu, current_device, gpu, gpu_available
 from .dispatch import apply
 from .errors import AxisError, DTypeError, ParamError, ParamValueError, ShapeError, fmt_shape
 from .functions import write_out
-from .ndarray import NDArray, _make
+from .ndarray import NDArray, make_array
 from .ops import registry
 
 __array_api_version__ = "2024.12"
@@ -269,7 +269,7 @@ def empty(shape, *, dtype=None, device: Device | None = None) -> NDArray:
 
 def empty_like(x: NDArray, /, *, dtype=None, device: Device | None = None) -> NDArray:
     """An array shaped like ``x`` (zeros, see ``empty``)."""
-    res = apply(registry.get("zeros_like"), (x,), {"dtype": dtype}, _make)
+    res = apply(registry.get("zeros_like"), (x,), {"dtype": dtype}, make_array)
     return res if device is None else res.to(device)
 
 
@@ -322,7 +322,7 @@ def from_dlpack(x, /, *, device: Device | None = None, copy: builtins.bool | Non
     as_dtype(value.dtype, "from_dlpack")
     if copy:
         value = value.copy()
-    res = _make(value, None, src)
+    res = make_array(value, None, src)
     return res if device is None or device == src else res.to(device)
 
 
@@ -426,7 +426,7 @@ def _axis_len(x, axis):
 
 
 def _apply(name: str, *args, **params):
-    return apply(registry.get(name), args, params, _make)
+    return apply(registry.get(name), args, params, make_array)
 
 
 # -- functions of the standard written with registry ops ------------------------------------------------
@@ -599,7 +599,7 @@ def repeat(x: NDArray, repeats, /, *extra, axis: int | None = None, **old) -> ND
 
 
 # -- the standard's signatures over registry ops (dtype=, device=, sorter=, copy=, axis=None) ----------
-def _accumulate_as(name: str, x, dtype, out, **params) -> NDArray:
+def accumulate_as(name: str, x, dtype, out, **params) -> NDArray:
     """``name`` over ``x`` accumulated in ``dtype`` (the standard's ``dtype=``): cast in, reduce, and
     cast the result to ``dtype`` (an integer sum that wraps in ``dtype`` wraps the same way)."""
     if dtype is not None:
@@ -624,7 +624,7 @@ def sum(x: NDArray, /, axis: int | Sequence[int] | None = None, keepdims: builti
     >>> la.sum(la.asarray([1, 2, 3], dtype=la.int8)).dtype, la.sum(la.ones((2, 2)), axis=0).asnumpy().tolist()
     (dtype('int64'), [2.0, 2.0])
     """
-    return _accumulate_as("sum", x, dtype, out, axis=axis, keepdims=keepdims)
+    return accumulate_as("sum", x, dtype, out, axis=axis, keepdims=keepdims)
 
 
 def prod(x: NDArray, /, axis: int | Sequence[int] | None = None, keepdims: builtins.bool = False, *,
@@ -636,7 +636,7 @@ def prod(x: NDArray, /, axis: int | Sequence[int] | None = None, keepdims: built
     >>> la.prod(la.asarray([1.0, 2.0, 3.0])).item()
     6.0
     """
-    return _accumulate_as("prod", x, dtype, out, axis=axis, keepdims=keepdims)
+    return accumulate_as("prod", x, dtype, out, axis=axis, keepdims=keepdims)
 
 
 def cumulative_sum(x: NDArray, /, axis: int | None = None, include_initial: builtins.bool = False, *,
@@ -648,7 +648,7 @@ def cumulative_sum(x: NDArray, /, axis: int | None = None, include_initial: buil
     >>> la.cumulative_sum(la.asarray([1, 2, 3]), include_initial=True).asnumpy().tolist()
     [0, 1, 3, 6]
     """
-    return _accumulate_as("cumulative_sum", x, dtype, out, axis=axis, include_initial=include_initial)
+    return accumulate_as("cumulative_sum", x, dtype, out, axis=axis, include_initial=include_initial)
 
 
 def cumulative_prod(x: NDArray, /, axis: int | None = None, include_initial: builtins.bool = False, *,
@@ -660,7 +660,7 @@ def cumulative_prod(x: NDArray, /, axis: int | None = None, include_initial: bui
     >>> la.cumulative_prod(la.asarray([1, 2, 3])).asnumpy().tolist()
     [1, 2, 6]
     """
-    return _accumulate_as("cumulative_prod", x, dtype, out, axis=axis, include_initial=include_initial)
+    return accumulate_as("cumulative_prod", x, dtype, out, axis=axis, include_initial=include_initial)
 
 
 def _placed(res: NDArray, device) -> NDArray:

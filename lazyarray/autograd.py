@@ -1,7 +1,7 @@
 """Autograd: ``record()``, ``pause()``, training mode, leaves and ``backward``.
 
-Recording builds the same graph IR as deferred compute. The runtime state lives here, not
-in the graph: a ``Record`` per recorded op holds its node, the values it produced (with
+Recording builds the same graph IR as deferred compute. The runtime state lives beside it
+(``tape.py``), not in the graph: a ``Record`` per recorded op holds its node, the values it produced (with
 their buffer versions) and the records of its inputs; a ``Leaf`` per ``attach_grad()``
 array holds how its gradient is kept and the gradient. ``backward`` walks the records,
 runs the gradient pass over their nodes, then evaluates the gradient graph with the saved
@@ -15,7 +15,7 @@ import contextvars
 from . import backward_cache
 from .aval import Aval
 from .buffer import bump, version
-from .deferred import _MODE, RECORDING, fix_values, is_deferred, known_values, set_mode_bit, show
+from .deferred import MODE, RECORDING, fix_values, is_deferred, known_values, set_mode_bit, show
 from .errors import AutogradError, ShapeError, fmt_shape
 from .executor.program import evaluate
 from .graph.build import apply_node
@@ -25,8 +25,17 @@ from .graph.traverse import topo_order
 from .ops import registry
 from .ops.sparse_kernels import add_values
 from .storage import SPARSE_TYPES, stype_of
+from .tape import (  # noqa: F401 (Leaf, Record, tracked_nodes, parents_of: importable from autograd as before)
+    Leaf,
+    Record,
+    captured_input_written,
+    parents_of,
+    recorded_at,
+    saved_value_written,
+    tracked_nodes,
+)
 
-_TRAINING: contextvars.ContextVar[bool] = contextvars.ContextVar("lazyarray_training", default=False)
+TRAINING: contextvars.ContextVar[bool] = contextvars.ContextVar("lazyarray_training", default=False)
 
 
 @contextlib.contextmanager
@@ -41,118 +50,54 @@ def record(train_mode: bool = True):
     array([2., 4.], dtype=float32)
     """
     t1 = set_mode_bit(RECORDING, True)
-    t2 = _TRAINING.set(bool(train_mode))
+    t2 = TRAINING.set(bool(train_mode))
     try:
         yield
     finally:
-        _TRAINING.reset(t2)
-        _MODE.reset(t1)
+        TRAINING.reset(t2)
+        MODE.reset(t1)
 
 
 @contextlib.contextmanager
 def pause(train_mode: bool = False):
     """Stop recording inside a ``record()`` block (e.g. for metrics or parameter updates)."""
     t1 = set_mode_bit(RECORDING, False)
-    t2 = _TRAINING.set(bool(train_mode))
+    t2 = TRAINING.set(bool(train_mode))
     try:
         yield
     finally:
-        _TRAINING.reset(t2)
-        _MODE.reset(t1)
+        TRAINING.reset(t2)
+        MODE.reset(t1)
 
 
 @contextlib.contextmanager
 def train_mode():
     """Training mode on (dropout drops) without changing whether ops are recorded."""
-    t = _TRAINING.set(True)
+    t = TRAINING.set(True)
     try:
         yield
     finally:
-        _TRAINING.reset(t)
+        TRAINING.reset(t)
 
 
 @contextlib.contextmanager
 def predict_mode():
     """Training mode off (dropout is the identity) without changing recording."""
-    t = _TRAINING.set(False)
+    t = TRAINING.set(False)
     try:
         yield
     finally:
-        _TRAINING.reset(t)
+        TRAINING.reset(t)
 
 
 def is_recording() -> bool:
     """True inside ``record()`` (and not inside ``pause()``)."""
-    return bool(_MODE.get() & RECORDING)
+    return bool(MODE.get() & RECORDING)
 
 
 def is_training() -> bool:
     """True in training mode: inside ``record()`` by default, or ``train_mode()``."""
-    return _TRAINING.get()
-
-
-# -- runtime state of autograd: records and leaves (the graph nodes stay pure syntax) -----------------
-class Leaf:
-    """What ``attach_grad()`` gives an array: how its gradient is kept, and the gradient itself.
-
-    ``entry``: the graph entry that stands for the array (a constant capturing its buffer at
-    a version, renewed when the buffer changes; or the array's own lazy entry).
-    ``grad``: the gradient array (None before the first backward: no memory until needed).
-    ``fresh``: written by a backward since the optimizer last consumed it.
-    """
-
-    __slots__ = ("entry", "grad_req", "stype", "grad", "fresh")
-
-    def __init__(self, entry: Entry, grad_req: str, stype: str):
-        self.entry, self.grad_req, self.stype = entry, grad_req, stype
-        self.grad = None
-        self.fresh = False
-
-    def entry_for(self, value) -> Entry:
-        """The entry standing for the array whose value is ``value`` now (renewed after writes)."""
-        e = self.entry
-        node = e.node
-        if node.kind == "const":
-            now = version(value)
-            if node.value is not value or node.version != now:
-                e = self.entry = Entry(capture_node(value, node.avals[0], now))
-        return e
-
-
-class Record:
-    """One op application recorded for ``backward``: the graph node, the values it produced with
-    their buffer versions (None while lazy, and after a backward freed them), and the records or
-    leaves of its inputs (aligned with ``node.inputs``; None for inputs no gradient reaches).
-
-    Only the first ``shown`` values were handed to the user (all by default); the rest (a
-    compiled call's values saved for its backward) are fresh buffers only the record holds, so
-    nobody can write them and their versions are not kept (``versions`` may be shorter).
-    """
-
-    __slots__ = ("node", "values", "versions", "parents", "freed")
-
-    def __init__(self, node: Node, values, parents: tuple, shown: int | None = None):
-        self.node = node
-        self.values = values
-        self.versions = None if values is None else tuple([version(v) for v in values[:shown]])
-        self.parents = parents
-        self.freed = False
-
-
-def tracked_nodes(arrays) -> dict:
-    """``id(node) -> record or leaf`` for the arrays autograd tracks (by the node standing for each)."""
-    by_node = {}
-    for a in arrays:
-        ag = a._ag
-        if ag is not None and a._entry is not None:
-            by_node[id(ag.entry.node if ag.__class__ is Leaf else a._entry.node)] = ag
-    return by_node
-
-
-def parents_of(entries, arrays) -> tuple:
-    """The record or leaf behind each input entry of a new record (None where no gradient flows)."""
-    by_node = tracked_nodes(arrays)
-    return tuple(by_node.get(id(e.node)) for e in entries)
+    return TRAINING.get()
 
 
 def record_call(node: Node, values: list, arrays, results) -> None:
@@ -250,8 +195,9 @@ def backward(heads, head_grads=None, retain_graph: bool = False) -> None:
     >>> x.grad.asnumpy()
     array([ 8., 10.], dtype=float32)
     """
-    from .creation import array
-    from .ndarray import NDArray, _make
+    # la.autograd.backward takes NDArrays: the array type and la.array sit above autograd
+    from .creation import array  # (above autograd: tests/test_architecture.py's baseline)
+    from .ndarray import NDArray, make_array  # (above autograd: tests/test_architecture.py's baseline)
 
     single = isinstance(heads, NDArray)
     heads = [heads] if single else list(heads)
@@ -273,10 +219,10 @@ def backward(heads, head_grads=None, retain_graph: bool = False) -> None:
                 "`with la.autograd.record():`")
         if g is not None and not isinstance(g, NDArray):  # a number: that value everywhere
             xp = h.device.xp
-            g = _make(xp.full(h.shape, g, dtype=h.dtype), None, h.device) if not hasattr(g, "__len__") \
+            g = make_array(xp.full(h.shape, g, dtype=h.dtype), None, h.device) if not hasattr(g, "__len__") \
                 else array(g, dtype=h.dtype, device=h.device)
         grads.append(g)
-    backward_arrays(heads, grads, _make, retain_graph)
+    backward_arrays(heads, grads, make_array, retain_graph)
 
 
 def backward_arrays(outputs: list, head_grads: list | None, make, retain_graph: bool = False) -> None:
@@ -301,7 +247,7 @@ def backward_arrays(outputs: list, head_grads: list | None, make, retain_graph: 
     freed = [r for r in records if r.freed]
     if freed:
         raise AutogradError(
-            f"backward: the values saved for {freed[0].node.label()}{_where(freed[0].node)} were freed by an "
+            f"backward: the values saved for {freed[0].node.label()}{recorded_at(freed[0].node)} were freed by an "
             "earlier backward; pass retain_graph=True to the first backward() to run backward through the "
             "same graph again")
     if not leaves:
@@ -400,22 +346,6 @@ def _saved_values(bound: dict, grads: list[Entry]):
     return known
 
 
-def saved_value_written(r: Record, i: int) -> AutogradError:
-    """The error for output ``i`` of record ``r`` written in place after autograd saved it."""
-    return AutogradError(
-        f"backward: the output {r.node.avals[i]} of {r.node.label()}{_where(r.node)} was written in place "
-        f"after autograd saved it for the gradient (buffer version {r.versions[i]} -> {version(r.values[i])}); "
-        "write `y = y + 1` instead of `y += 1`, or call backward() before changing it")
-
-
-def captured_input_written(node: Node) -> AutogradError:
-    """The error for an array a recorded op read (a captured constant or a leaf) written since."""
-    return AutogradError(
-        f"backward: an array {node.avals[0]} read by the recorded computation was written in place "
-        f"after it was recorded (buffer version {node.version} -> {version(node.value)}); "
-        "write `x = x + 1` instead of `x += 1`, or call backward() before changing it")
-
-
 def _store_lazy_grad(leaf: Leaf, g: Entry, make) -> None:
     prev = leaf.grad
     if leaf.grad_req == "add" and prev is not None:
@@ -441,8 +371,3 @@ def _store_grad(leaf: Leaf, value, make, device) -> None:
     else:
         leaf.grad = make(value, None, device)
     leaf.fresh = True
-
-
-def _where(node: Node) -> str:
-    line = node.source_line()
-    return f" (recorded at {line})" if line else ""

@@ -24,7 +24,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from . import autograd  # (a cycle: autograd imports this module; only used at call time)
 from .buffer import version
 from .executor.program import Program, compile_program
 from .executor.signature_cache import default_size
@@ -33,6 +32,7 @@ from .graph.node import Entry, Node, var_node
 from .graph.passes.gradient import gradient
 from .graph.traverse import topo_order
 from .ops import registry
+from .tape import Leaf, captured_input_written, saved_value_written
 
 _CACHE: OrderedDict = OrderedDict()
 # (key, compiled) of the last hit: a training loop asks for the same structure every step, and
@@ -72,7 +72,6 @@ def structure(records: list, leaves: list, outputs: list, heads: list):
             leaf_avals.append(e.node.avals[e.index])
     consts: list[Node] = []
     parts = []
-    Leaf = autograd.Leaf
     for r in records:
         node = r.node
         ins = []
@@ -281,14 +280,14 @@ def gather(compiled: Compiled, records: list, leaves: list, consts: list[Node], 
         if what == "saved":
             r = records[a]
             if b < len(r.versions) and version(r.values[b]) != r.versions[b]:
-                raise autograd.saved_value_written(r, b)
+                raise saved_value_written(r, b)
             args.append(r.values[b])
         elif what == "head":
             args.append(heads[a]._materialize())
         else:
             node = consts[a] if what == "const" else next(iter(leaves[a][1].values())).node
             if node.version is not None and version(node.value) != node.version:
-                raise autograd.captured_input_written(node)
+                raise captured_input_written(node)
             args.append(node.value)
     return args
 

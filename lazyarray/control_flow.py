@@ -25,7 +25,7 @@ from . import guards
 from .autograd import Leaf, Record, tracked_nodes
 from .aval import Aval
 from .creation import array as _array
-from .deferred import _MODE, RECORDING, deferred, is_deferred, show
+from .deferred import MODE, RECORDING, deferred, is_deferred, show
 from .errors import ControlFlowError, TraceError, fmt_shape
 from .executor.call import SubGraph
 from .executor.control_flow import COND, FOREACH, WHILE_LOOP
@@ -35,7 +35,7 @@ from .graph.node import Entry, Node, source_text, user_source, var_node
 from .graph.rewrite import rewrite
 from .graph.symbol import Symbol
 from .graph.traverse import topo_order
-from .ndarray import NDArray, _make
+from .ndarray import NDArray, make_array
 from .ops import registry
 
 __all__ = ["cond", "foreach", "while_loop"]
@@ -91,7 +91,7 @@ class Body:
         self.placeholders = [var_node(f"arg{i}", a) for i, a in enumerate(avals)]
         self.start = Node(None, (), {}, ()).serial  # every node the trace makes is newer
         self.own = {id(n) for n in self.placeholders}
-        args = [_make(None, Entry(n), n.avals[0].device) for n in self.placeholders]
+        args = [make_array(None, Entry(n), n.avals[0].device) for n in self.placeholders]
         tracer = BodyTrace(label, self.placeholders, guards.active(), operands)
         with guards.tracing(tracer), deferred():
             out = fn(*pack(args))
@@ -229,10 +229,10 @@ def emit(op, arrays: list[NDArray], free: list[Entry], params: dict, bodies: lis
     res = (res,) if isinstance(res, Entry) else res
     outs = []
     for e in res:
-        o = _make(None, e, e.aval.device)
+        o = make_array(None, e, e.aval.device)
         show(o, e)
         outs.append(o)
-    if _MODE.get() & RECORDING:
+    if MODE.get() & RECORDING:
         by_node = tracked_nodes(arrays)
         for body in bodies:
             by_node.update(body.autograd_parents())

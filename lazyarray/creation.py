@@ -22,14 +22,14 @@ from .device import Device, as_device, current_device
 from .dim import DimExpr, has_symbols
 from .dispatch import apply
 from .errors import DTypeError, OpOverflowError, ParamValueError, ShapeError
-from .ndarray import NDArray, _make, array_from
+from .ndarray import NDArray, array_from, make_array
 from .ops import registry
 from .storage import SPARSE_TYPES
 
 _MAX_DIMS = 64  # NumPy's limit
 
 
-def _device(device: Device | str | None) -> Device:
+def creation_device(device: Device | str | None) -> Device:
     """The device an array is created on: the default device, a ``Device``, or a string such as
     ``"cpu(1)"`` or ``"gpu"`` (anything else, or a GPU that is not usable, is a ``DeviceError``)."""
     if device is None:
@@ -37,7 +37,8 @@ def _device(device: Device | str | None) -> Device:
     return device if isinstance(device, Device) else as_device(device, "array creation")
 
 
-def _shape(shape, where: str) -> tuple:
+def checked_shape(shape, where: str) -> tuple:
+    """A shape argument (an int or a sequence) as a tuple of non-negative sizes, else ``ShapeError``."""
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, (bool, np.bool_)):
         shape = (shape,)
     elif isinstance(shape, (tuple, list)):
@@ -50,7 +51,7 @@ def _shape(shape, where: str) -> tuple:
     return tuple(d if isinstance(d, DimExpr) else int(d) for d in shape)
 
 
-def _real(value, where: str, name: str):
+def checked_real(value, where: str, name: str):
     """``value`` if it is a real number (Python or NumPy), else ``DTypeError``."""
     if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
         return check_scalar(value, where)
@@ -121,7 +122,7 @@ def array(obj, dtype=None, device: Device | None = None) -> NDArray:
             # Python floats default to float32 (complex to complex64); NumPy arrays keep their dtype
             dt = np.dtype(np.float32 if src.dtype == np.float64 else np.complex64)
         obj = src
-    out = array_from(obj, _device(device), dt)
+    out = array_from(obj, creation_device(device), dt)
     as_dtype(out.dtype, "array")  # reject complex / string / object data with a clear message
     return out
 
@@ -146,13 +147,13 @@ def ones(shape, dtype="float32", device: Device | None = None) -> NDArray:
 
 
 def _filled(shape, fill_value, dtype, device, where: str) -> NDArray:
-    dev = _device(device)
+    dev = creation_device(device)
     dt = as_dtype(dtype, where)
-    shape = check_alloc(where, _shape(shape, where), dt)
+    shape = check_alloc(where, checked_shape(shape, where), dt)
     if dt.kind == "c" and isinstance(fill_value, (complex, np.complexfloating)):
         check_scalar(fill_value, where)
     else:
-        _real(fill_value, where, "fill_value")
+        checked_real(fill_value, where, "fill_value")
     try:
         fill = np.asarray(fill_value, dtype=dt)[()]  # a NumPy scalar of dt
     except OverflowError:
@@ -162,8 +163,8 @@ def _filled(shape, fill_value, dtype, device, where: str) -> NDArray:
         raise ParamValueError(f"{where}: fill_value {fill_value!r} cannot be stored as {dt}: {exc}") from None
     if has_symbols(shape):  # a size of a symbolic trace (x.shape[0]): filled per call, in the graph
         return apply(registry.get("fill"), (), {"shape": shape, "value": fill.item(), "dtype": dt, "device": dev},
-                     _make)
-    return _make(dev.xp.full(shape, fill, dtype=dt), None, dev)
+                     make_array)
+    return make_array(dev.xp.full(shape, fill, dtype=dt), None, dev)
 
 
 def _arange_length(start, stop, step) -> tuple[int, np.dtype]:
@@ -185,16 +186,16 @@ def _arange_length(start, stop, step) -> tuple[int, np.dtype]:
 
 def arange(start, stop=None, step=1, dtype=None, device: Device | None = None) -> NDArray:
     """Evenly spaced values in ``[start, stop)`` like ``numpy.arange`` (float steps give float32)."""
-    dev = _device(device)
+    dev = creation_device(device)
     dt = None if dtype is None else as_dtype(dtype, "arange")
     args = (0, start, step) if stop is None else (start, stop, step)
     if any(isinstance(a, DimExpr) for a in args):  # a size of a symbolic trace: counted per call, in the graph
         if not all(isinstance(a, (int, np.integer, DimExpr)) and not isinstance(a, bool) for a in args):
             raise ParamValueError(f"arange: bounds {args} mix a symbolic size with non-integers; use ints")
         return apply(registry.get("iota"), (), {"bounds": tuple(a if isinstance(a, DimExpr) else int(a) for a in args),
-                                               "dtype": np.dtype("int64") if dt is None else dt, "device": dev}, _make)
+                                               "dtype": np.dtype("int64") if dt is None else dt, "device": dev}, make_array)
     for name, v in zip(("start", "stop", "step"), args):
-        _real(v, "arange", name)
+        checked_real(v, "arange", name)
     n, work = _arange_length(*args)
     check_alloc("arange", (n,), work)  # the values are computed in int64 / float64 first
     if dt is not None:
@@ -207,4 +208,4 @@ def arange(start, stop=None, step=1, dtype=None, device: Device | None = None) -
         v = v.astype(dt)
     elif v.dtype == np.float64:
         v = v.astype(np.float32)
-    return array_from(v, dev, None) if dev.kind != "cpu" else _make(v, None, dev)
+    return array_from(v, dev, None) if dev.kind != "cpu" else make_array(v, None, dev)

@@ -17,8 +17,7 @@ from .executor.recorded import enabled as cache_enabled
 from .executor.recorded import run_recorded
 from .executor.structure import describe, finish
 from .graph.node import Entry, Node
-from .mode import DEFERRED, RECORDING, set_mode_bit  # noqa: F401  (the mode's users import them here)
-from .mode import MODE as _MODE
+from .mode import DEFERRED, MODE, RECORDING, set_mode_bit  # noqa: F401  (the mode's users import them here)
 
 
 @contextlib.contextmanager
@@ -38,12 +37,12 @@ def deferred(active: bool = True):
     try:
         yield
     finally:
-        _MODE.reset(token)
+        MODE.reset(token)
 
 
 def is_deferred() -> bool:
     """True while deferred compute is on in this thread / task."""
-    return bool(_MODE.get() & DEFERRED)
+    return bool(MODE.get() & DEFERRED)
 
 
 # -- lazy values --------------------------------------------------------------------------------------

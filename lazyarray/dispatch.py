@@ -21,10 +21,10 @@ from sys import _getframe
 import numpy as np
 
 from . import guards
-from .autograd import _TRAINING, Leaf, Record, record_call, tracked_nodes
+from .autograd import TRAINING, Leaf, Record, record_call, tracked_nodes
 from .aval import Aval, check_scalar, is_supported
 from .buffer import version
-from .deferred import _MODE, DEFERRED, RECORDING, fix_values, materialize, show
+from .deferred import DEFERRED, MODE, RECORDING, fix_values, materialize, show
 from .device import cpu, current_device, to_device
 from .errors import (
     ERROR_CLASSES,
@@ -36,11 +36,11 @@ from .errors import (
 )
 from .executor.chain import grow as _chain_grow
 from .executor.chain import key_of as _chain_key
-from .graph.build import _SCALAR_BESIDE, apply_node, as_entries, flat_inputs, record_node, scalar_beside, zip_inputs
+from .graph.build import SCALAR_BESIDE, apply_node, as_entries, flat_inputs, record_node, scalar_beside, zip_inputs
 from .graph.node import (
-    _IN_PACKAGE,
-    _SERIAL,
     BLOCK_SCOPE,
+    IN_PACKAGE,
+    SERIAL,
     Entry,
     Node,
     capture_node,
@@ -98,8 +98,8 @@ class ArrayBase:
             if ag.__class__ is Leaf:
                 e = self._entry = ag.entry_for(v)
                 return e
-            if _MODE.get() & RECORDING:
-                if _MODE.get() & DEFERRED and ag.values is not None:
+            if MODE.get() & RECORDING:
+                if MODE.get() & DEFERRED and ag.values is not None:
                     fix_values(ag.node, ag.values, ag.versions)  # a lazy graph will read these
                 return e
         elif e is not None and e.node.kind == "const" and e.node.value is v and e.node.version == version(v):
@@ -139,12 +139,12 @@ def _apply_general(op: OpDef, args: tuple, params: dict, make):
     if op.params:
         params = op.make_params(params)  # a fresh dict: validated, defaults filled
         if op.uses_training and params["training"] is None:
-            params["training"] = _TRAINING.get()
+            params["training"] = TRAINING.get()
     elif params:
         op.make_params(params)  # raises the unknown-parameter error
     else:
         params = {}  # never share the caller's (or a module-level) dict with a recorded node
-    if _MODE.get() & DEFERRED:
+    if MODE.get() & DEFERRED:
         return _record(op, args, params, make)
     if op.compose is not None:  # a composite runs as the ops it expands to
         return op.compose(OpNamespace(lambda o, *a, **p: apply(o, a, p, make)), *args, **params)
@@ -161,7 +161,7 @@ def operator_method(op: OpDef, make, reverse: bool = False, wrapped: bool = Fals
     """
     ufunc = op.np_ufunc
     depth = 3 if wrapped else 2  # (_lazy_node's frame 0, this method's 1, then the caller)
-    get_mode, new, beside = _MODE.get, object.__new__, _SCALAR_BESIDE  # (graph.build.scalar_beside's memo)
+    get_mode, new, beside = MODE.get, object.__new__, SCALAR_BESIDE  # (graph.build.scalar_beside's memo)
     scalars = _SCALARS_BY_AVAL
 
     if len(op.inputs) == 1:
@@ -307,7 +307,7 @@ def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
             k = _chain_grow(prev, op, avals, 0, b)
         else:
             k = _chain_key(op, entries, avals)
-        if k is not None and _IN_PACKAGE.get(code) is False:  # (a site in the package: looked for further out)
+        if k is not None and IN_PACKAGE.get(code) is False:  # (a site in the package: looked for further out)
             k.site_code, k.site_lasti, k.site_source = code, lasti, source
     node = _new(Node)
     node.source = source
@@ -344,7 +344,7 @@ _SITES: dict = {}  # (id(code), f_lasti) -> (code, (file, line)) of user code th
 def _site_source(frame, code, skip: int):
     """``(file, line)`` of the node ``_lazy_node`` records from ``frame`` (memoized when the frame is
     the user's; else the first frame outside the package, ``skip`` frames out from here)."""
-    if _IN_PACKAGE.get(code) is not False:
+    if IN_PACKAGE.get(code) is not False:
         return user_source(skip + 1)
     source = (code.co_filename, frame.f_lineno)
     if len(_SITES) >= 4096:
@@ -413,7 +413,7 @@ def _eager(op: OpDef, args: tuple, params: dict, make):
             registry.warn_fallback(op, stypes)
             vals = [densify(v, xp) for v in vals]
     try:
-        if _MODE.get() & PROFILING:
+        if MODE.get() & PROFILING:
             out = _timed(op, kernel, vals, params)
         else:
             out = kernel(*vals, **params)
@@ -423,11 +423,11 @@ def _eager(op: OpDef, args: tuple, params: dict, make):
         if out.__class__ in _SCALARS:  # NumPy returns scalars for 0-d results; keep arrays
             out = np.asarray(out)
         res = make(out, None, out_device)
-        if _MODE.get() & RECORDING:
+        if MODE.get() & RECORDING:
             _record_eager(op, args, params, [res], [out], out_device)
         return res
     res = tuple(make(np.asarray(o) if o.__class__ in _SCALARS else o, None, out_device) for o in out)
-    if _MODE.get() & RECORDING:
+    if MODE.get() & RECORDING:
         _record_eager(op, args, params, list(res), list(out), out_device)
     return res
 
@@ -480,7 +480,7 @@ def _record(op: OpDef, args: tuple, params: dict, make):
     outs = tuple(make(None, e, e.aval.device) for e in res)
     for o in outs:
         show(o, o._entry)
-    if _MODE.get() & RECORDING:
+    if MODE.get() & RECORDING:
         arrays = [a for _, a in _flat(op, args) if isinstance(a, ArrayBase)]
         if any(a._ag is not None for a in arrays):
             _record_lazy(list(res), outs, arrays)
@@ -526,7 +526,7 @@ def _entry_of(a, op):
 
 _weakref = weakref.ref
 _block_scope = BLOCK_SCOPE.get
-_next_serial = _SERIAL.__next__
+_next_serial = SERIAL.__next__
 _flat = flat_inputs  # (name, value) pairs: *seq inputs flattened, missing optionals dropped
 
 

@@ -29,7 +29,7 @@ from .aval import as_dtype, check_alloc
 from .device import Device, current_device
 from .errors import DTypeError, ParamValueError
 from .functions import namespace
-from .ndarray import NDArray, _make, array_from
+from .ndarray import NDArray, array_from, make_array
 
 _OPS = namespace("fft")
 
@@ -136,7 +136,7 @@ def _freq(name, n, d, dtype, device, values):
     v = values(int(n), float(d))
     check_alloc(f"fft.{name}", v.shape, dt)
     v = v.astype(dt)
-    return array_from(v, dev, None) if dev.kind != "cpu" else _make(v, None, dev)
+    return array_from(v, dev, None) if dev.kind != "cpu" else make_array(v, None, dev)
 
 
 def fftfreq(n: int, /, *, d: float = 1.0, dtype: DTypeLike | None = None, device: Device | str | None = None) -> NDArray:

@@ -15,7 +15,7 @@ from .deferred import is_deferred
 from .device import current_device
 from .dispatch import apply, operator_method
 from .errors import DeferredComputeError, DTypeError, ParamError, ShapeError, fmt_shape
-from .ndarray import NDArray, _make
+from .ndarray import NDArray, make_array
 from .ops import registry
 from .ops.registry import OpDef
 from .ops.signature import VARARG_PARAMS, docstring, signature
@@ -50,7 +50,7 @@ def op_function(op: OpDef) -> Callable:
                     kwargs[name] = v
         if fill_device and "device" not in kwargs:
             kwargs["device"] = current_device()
-        res = apply(op, inputs, kwargs, _make)
+        res = apply(op, inputs, kwargs, make_array)
         return res if out is None else write_out(op.name, res, out)
 
     if op.np_ufunc is not None and n_in in (1, 2):
@@ -72,7 +72,7 @@ def _ufunc_function(op: OpDef, general: Callable) -> Callable:
     ``la.add(x, 2)``) it takes the operator's hot path at once, where ``apply`` would route it
     anyway; any other call (inputs by name, ``out=``, extra arguments) is ``general``'s. Inputs
     are positional-only here so no argument tuple is built on the hot path."""
-    fast = operator_method(op, _make, wrapped=True)  # (called by ``f`` below: one frame more)
+    fast = operator_method(op, make_array, wrapped=True)  # (called by ``f`` below: one frame more)
     if len(op.inputs) == 1:
         def f(x=_ABSENT, /, *rest, out=None, **kwargs):
             if x.__class__ is NDArray and out is None and not rest and not kwargs:

@@ -27,7 +27,7 @@ from . import array_api
 from .buffer import expose
 from .dispatch import apply
 from .functions import namespace
-from .ndarray import NDArray, _make
+from .ndarray import NDArray, make_array
 from .ops import registry
 
 _UFUNC_OPS: dict = {}  # ufunc name -> OpDef (filled on first use: every op whose kernel is that ufunc)
@@ -58,7 +58,7 @@ def _to_numpy(obj):
 def array_ufunc(self, ufunc, method, *inputs, **kwargs):
     op = _ufunc_op(ufunc) if method == "__call__" and not kwargs else None
     if op is not None and len(inputs) == len(op.inputs):
-        return apply(op, inputs, {}, _make)
+        return apply(op, inputs, {}, make_array)
     return getattr(ufunc, method)(*_to_numpy(inputs), **_to_numpy(kwargs))
 
 

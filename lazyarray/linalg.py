@@ -15,10 +15,10 @@ from typing import NamedTuple
 
 from numpy.typing import DTypeLike
 
-from .array_api import _accumulate_as, matrix_transpose, tensordot, vecdot
+from .array_api import accumulate_as, matrix_transpose, tensordot, vecdot
 from .dispatch import apply
 from .functions import namespace
-from .ndarray import NDArray, _make
+from .ndarray import NDArray, make_array
 from .ops import registry
 
 _OPS = namespace("linalg")
@@ -87,8 +87,8 @@ def outer(x1: NDArray, x2: NDArray, /) -> NDArray:
     """The outer product of two 1-D arrays (``x1[:, None] * x2``, recorded as registry ops)."""
     if x1.ndim != 1 or x2.ndim != 1:
         raise ValueError(f"linalg.outer: needs two 1-D arrays, got {x1.ndim}-D and {x2.ndim}-D")
-    col = apply(registry.get("expand_dims"), (x1,), {"axis": -1}, _make)
-    return apply(registry.get("multiply"), (col, x2), {}, _make)
+    col = apply(registry.get("expand_dims"), (x1,), {"axis": -1}, make_array)
+    return apply(registry.get("multiply"), (col, x2), {}, make_array)
 
 
 def trace(x: NDArray, /, *, offset: int = 0, dtype: DTypeLike | None = None) -> NDArray:
@@ -99,7 +99,7 @@ def trace(x: NDArray, /, *, offset: int = 0, dtype: DTypeLike | None = None) -> 
     >>> la.linalg.trace(la.asarray([[1, 2], [3, 4]])).item()
     5
     """
-    return _accumulate_as("trace", x, dtype, None, offset=offset)
+    return accumulate_as("trace", x, dtype, None, offset=offset)
 
 
 __all__ = sorted(namespace("linalg")) + ["matmul", "matrix_transpose", "outer", "tensordot", "vecdot"]

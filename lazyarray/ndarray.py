@@ -14,7 +14,7 @@ import numpy as np
 from . import autograd, display, guards
 from .aval import Aval, check_operand
 from .buffer import bump, expose, is_frozen
-from .deferred import _MODE, is_deferred, known_values
+from .deferred import MODE, is_deferred, known_values
 from .device import Device, to_device
 from .dispatch import ArrayBase, apply, operator_method
 from .errors import AutogradError, DeferredComputeError, DeviceError, DTypeError, ShapeError, fmt_shape
@@ -38,8 +38,8 @@ _INPLACE = {"+=": _ADD, "-=": _SUB, "*=": _MUL, "/=": _DIV, "**=": _POW, "//=": 
 
 
 def _make_late(value, entry, device):
-    # The operators are built while the class body runs, before ``_make`` can name the class.
-    return _make(value, entry, device)
+    # The operators are built while the class body runs, before ``make_array`` can name the class.
+    return make_array(value, entry, device)
 
 
 class NDArray(ArrayBase):
@@ -145,7 +145,7 @@ class NDArray(ArrayBase):
             raise AttributeError(f"{name}: only {'csr' if name == 'indptr' else 'csr and row_sparse'} arrays "
                                  f"have .{name}; this array's storage is {stype_of(v)!r} "
                                  "(convert with .tostype('csr'))")
-        return _make(part, None, self._device)
+        return make_array(part, None, self._device)
 
     def asscipy(self):
         """A ``scipy.sparse.csr_matrix`` sharing this csr array's stored values (host arrays only)."""
@@ -234,7 +234,7 @@ class NDArray(ArrayBase):
         n = self.ndim
         if n < 2:
             raise ShapeError(f"mT: needs an array of at least 2 dims, got {n}")
-        return apply(_op("transpose"), (self,), {"axes": tuple(range(n - 2)) + (n - 1, n - 2)}, _make)
+        return apply(_op("transpose"), (self,), {"axes": tuple(range(n - 2)) + (n - 1, n - 2)}, make_array)
 
     def __index__(self) -> int:
         if self.dtype.kind not in "iu" or self.ndim != 0:
@@ -272,25 +272,25 @@ class NDArray(ArrayBase):
         """This array on ``device`` (itself if already there). Recorded as a copy node when lazy."""
         if device is self._device:
             return self
-        return apply(_op("copy_to"), (self,), {"device": device}, _make)
+        return apply(_op("copy_to"), (self,), {"device": device}, make_array)
 
     def astype(self, dtype) -> NDArray:
         """A copy converted to ``dtype``."""
-        return apply(_op("cast"), (self,), {"dtype": dtype}, _make)
+        return apply(_op("cast"), (self,), {"dtype": dtype}, make_array)
 
     def tostype(self, stype: str) -> NDArray:
         """A copy with storage type ``"default"``, ``"csr"`` or ``"row_sparse"``."""
-        return apply(_op("cast_storage"), (self,), {"stype": stype}, _make)
+        return apply(_op("cast_storage"), (self,), {"stype": stype}, make_array)
 
     def copy(self) -> NDArray:
         """A new array with the same value in its own buffer (recorded as a ``copy`` node when lazy)."""
-        return apply(_op("copy"), (self,), _EMPTY, _make)
+        return apply(_op("copy"), (self,), _EMPTY, make_array)
 
     def detach(self) -> NDArray:
         """The same value, cut from the autograd graph (gradients do not flow back through it)."""
         if self._value is not None and not is_deferred():
-            return _make(self._value, None, self._device)
-        return apply(_op("stop_gradient"), (self,), _EMPTY, _make)
+            return make_array(self._value, None, self._device)
+        return apply(_op("stop_gradient"), (self,), _EMPTY, make_array)
 
     # -- autograd --------------------------------------------------------------
     def attach_grad(self, grad_req: str = "write", stype: str = "default") -> None:
@@ -324,7 +324,7 @@ class NDArray(ArrayBase):
         heads = None
         if out_grad is not None:
             heads = [out_grad if isinstance(out_grad, NDArray) else array_from(out_grad, self._device)]
-        autograd.backward_arrays([self], heads, _make, retain_graph)
+        autograd.backward_arrays([self], heads, make_array, retain_graph)
 
     # -- arithmetic (the dispatcher builds these: its hot path is inlined in them) ----
     __add__ = operator_method(_ADD, _make_late)
@@ -360,7 +360,7 @@ class NDArray(ArrayBase):
         return self  # (la.positive(x) makes a copy)
 
     def __abs__(self):
-        return apply(_op("abs"), (self,), _EMPTY, _make)
+        return apply(_op("abs"), (self,), _EMPTY, make_array)
 
     __eq__ = operator_method(_EQ, _make_late)
     __ne__ = operator_method(_NE, _make_late)
@@ -372,7 +372,7 @@ class NDArray(ArrayBase):
     # -- in place (normal arrays only) ------------------------------------------
     def _inplace(self, sym: str, other) -> NDArray:
         v = self._value
-        if v is None or _MODE.get() or is_frozen(v):  # the rare cases: _check_writable says which
+        if v is None or MODE.get() or is_frozen(v):  # the rare cases: _check_writable says which
             self._check_writable(f"x {sym} y", f"x = x {sym[:-1]} y")
         op = _INPLACE[sym]
         ov = other._materialize() if isinstance(other, ArrayBase) else other
@@ -454,12 +454,12 @@ class NDArray(ArrayBase):
     # -- indexing --------------------------------------------------------------
     def __getitem__(self, key):
         if isinstance(key, NDArray) and key.dtype == np.bool_:
-            return apply(_op("boolean_mask"), (self, key), _EMPTY, _make)
+            return apply(_op("boolean_mask"), (self, key), _EMPTY, make_array)
         if isinstance(key, NDArray) or isinstance(key, (list, np.ndarray)):
-            return apply(_op("take"), (self, key), {"axis": 0}, _make)
+            return apply(_op("take"), (self, key), {"axis": 0}, make_array)
         if key.__class__ is tuple and any(_is_index_array(k) for k in key):
             return _advanced_index(self, key)
-        return apply(_op("getitem"), (self,), {"key": key}, _make)
+        return apply(_op("getitem"), (self,), {"key": key}, make_array)
 
     def __setitem__(self, key, value) -> None:
         self._check_writable("x[key] = v", "x = la.where(mask, v, x) or build a new array")
@@ -476,59 +476,59 @@ class NDArray(ArrayBase):
     # -- common methods (thin calls into the op library) ------------------------
     def sum(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> NDArray:
         """Sum over ``axis`` (``None``: all elements); ``keepdims=True`` keeps reduced dims as size 1. See ``la.sum``."""
-        return apply(_op("sum"), (self,), {"axis": axis, "keepdims": keepdims}, _make)
+        return apply(_op("sum"), (self,), {"axis": axis, "keepdims": keepdims}, make_array)
 
     def mean(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> NDArray:
         """Mean over ``axis`` (``None``: all elements); ``keepdims=True`` keeps reduced dims as size 1. See ``la.mean``."""
-        return apply(_op("mean"), (self,), {"axis": axis, "keepdims": keepdims}, _make)
+        return apply(_op("mean"), (self,), {"axis": axis, "keepdims": keepdims}, make_array)
 
     def max(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> NDArray:
         """Largest element over ``axis`` (``None``: all elements). See ``la.max``."""
-        return apply(_op("max"), (self,), {"axis": axis, "keepdims": keepdims}, _make)
+        return apply(_op("max"), (self,), {"axis": axis, "keepdims": keepdims}, make_array)
 
     def min(self, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> NDArray:
         """Smallest element over ``axis`` (``None``: all elements). See ``la.min``."""
-        return apply(_op("min"), (self,), {"axis": axis, "keepdims": keepdims}, _make)
+        return apply(_op("min"), (self,), {"axis": axis, "keepdims": keepdims}, make_array)
 
     def argmax(self, axis: int | None = None, keepdims: bool = False) -> NDArray:
         """Index of the largest element along ``axis`` (``None``: into the flattened array). See ``la.argmax``."""
-        return apply(_op("argmax"), (self,), {"axis": axis, "keepdims": keepdims}, _make)
+        return apply(_op("argmax"), (self,), {"axis": axis, "keepdims": keepdims}, make_array)
 
     def reshape(self, *shape: int | tuple[int, ...]) -> NDArray:
         """The same elements in a new shape, given as ints or one tuple (``x.reshape(2, -1)``,
         ``x.reshape((2, -1))``); one dim may be -1 (inferred). A view where NumPy's would be one."""
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        return apply(_op("reshape"), (self,), {"shape": shape}, _make)
+        return apply(_op("reshape"), (self,), {"shape": shape}, make_array)
 
     def transpose(self, *axes: int | tuple[int, ...] | None) -> NDArray:
         """Dims permuted by ``axes`` (ints or one tuple); no axes reverses them, like ``x.T``."""
         axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) or axes == (None,) else axes
-        return apply(_op("transpose"), (self,), {"axes": axes or None}, _make)
+        return apply(_op("transpose"), (self,), {"axes": axes or None}, make_array)
 
     @property
     def T(self) -> NDArray:
         """The array with its dims reversed (``x.transpose()``)."""
-        return apply(_op("transpose"), (self,), {"axes": None}, _make)
+        return apply(_op("transpose"), (self,), {"axes": None}, make_array)
 
     def expand(self, *sizes):
         """PyTorch ``Tensor.expand``: -1 keeps a dim, size-1 dims stretch without copying."""
-        return apply(_op("expand"), (self,), {"sizes": _sizes(sizes)}, _make)
+        return apply(_op("expand"), (self,), {"sizes": _sizes(sizes)}, make_array)
 
     def repeat(self, *sizes):
         """PyTorch ``Tensor.repeat``: tile the array ``sizes`` times per dim (new dims in front)."""
-        return apply(_op("repeat"), (self,), {"sizes": _sizes(sizes)}, _make)
+        return apply(_op("repeat"), (self,), {"sizes": _sizes(sizes)}, make_array)
 
     def broadcast_to(self, shape: tuple[int, ...]) -> NDArray:
         """The array broadcast to ``shape`` by NumPy's rules (a view, no copy). See ``la.broadcast_to``."""
-        return apply(_op("broadcast_to"), (self,), {"shape": shape}, _make)
+        return apply(_op("broadcast_to"), (self,), {"shape": shape}, make_array)
 
     def squeeze(self, axis: int | tuple[int, ...] | None = None) -> NDArray:
         """The array without the size-1 dims in ``axis`` (``None``: every size-1 dim)."""
-        return apply(_op("squeeze"), (self,), {"axis": axis}, _make)
+        return apply(_op("squeeze"), (self,), {"axis": axis}, make_array)
 
     def expand_dims(self, axis: int | tuple[int, ...]) -> NDArray:
         """The array with a new size-1 dim inserted at ``axis``."""
-        return apply(_op("expand_dims"), (self,), {"axis": axis}, _make)
+        return apply(_op("expand_dims"), (self,), {"axis": axis}, make_array)
 
     def flatten(self) -> NDArray:
         """Every dim after the first merged into one, as MXNet's ``flatten``: ``(n, a, b)`` -> ``(n, a * b)``,
@@ -537,40 +537,40 @@ class NDArray(ArrayBase):
 
     def exp(self) -> NDArray:
         """Elementwise ``e ** x`` (``la.exp(x)``)."""
-        return apply(_op("exp"), (self,), _EMPTY, _make)
+        return apply(_op("exp"), (self,), _EMPTY, make_array)
 
     def log(self) -> NDArray:
         """Elementwise natural logarithm (``la.log(x)``)."""
-        return apply(_op("log"), (self,), _EMPTY, _make)
+        return apply(_op("log"), (self,), _EMPTY, make_array)
 
     def sqrt(self) -> NDArray:
         """Elementwise square root (``la.sqrt(x)``)."""
-        return apply(_op("sqrt"), (self,), _EMPTY, _make)
+        return apply(_op("sqrt"), (self,), _EMPTY, make_array)
 
     def square(self) -> NDArray:
         """Elementwise ``x * x`` (``la.square(x)``)."""
-        return apply(_op("square"), (self,), _EMPTY, _make)
+        return apply(_op("square"), (self,), _EMPTY, make_array)
 
     def abs(self) -> NDArray:
         """Elementwise absolute value (``la.abs(x)``)."""
-        return apply(_op("abs"), (self,), _EMPTY, _make)
+        return apply(_op("abs"), (self,), _EMPTY, make_array)
 
     def relu(self) -> NDArray:
         """Elementwise ``max(x, 0)`` (``la.relu(x)``)."""
-        return apply(_op("relu"), (self,), _EMPTY, _make)
+        return apply(_op("relu"), (self,), _EMPTY, make_array)
 
     def sigmoid(self) -> NDArray:
         """Elementwise ``1 / (1 + exp(-x))`` (``la.sigmoid(x)``)."""
-        return apply(_op("sigmoid"), (self,), _EMPTY, _make)
+        return apply(_op("sigmoid"), (self,), _EMPTY, make_array)
 
     def tanh(self) -> NDArray:
         """Elementwise hyperbolic tangent (``la.tanh(x)``)."""
-        return apply(_op("tanh"), (self,), _EMPTY, _make)
+        return apply(_op("tanh"), (self,), _EMPTY, make_array)
 
     def dot(self, other: NDArray) -> NDArray:
         """``la.dot(x, other)``: NumPy's ``dot`` (matrix product for 2-D, sum over the last axis of
         ``x`` and the second-to-last of ``other`` for N-D)."""
-        return apply(_op("dot"), (self, other), _EMPTY, _make)
+        return apply(_op("dot"), (self, other), _EMPTY, make_array)
 
 
 def _sizes(sizes):
@@ -585,7 +585,7 @@ def _device_mismatch(opname, a, b):
 _new = object.__new__
 
 
-def _make(value, entry, device) -> NDArray:
+def make_array(value, entry, device) -> NDArray:
     """Build an ``NDArray`` (the constructor the dispatcher is handed)."""
     a = _new(NDArray)
     a._value = value
@@ -600,9 +600,9 @@ def array_from(obj, device: Device, dtype=None) -> NDArray:
         v = obj._materialize()
         if dtype is not None and v.dtype != dtype:
             v = v.astype(dtype)
-        return _make(v if obj._device is device else to_device(v, obj._device, device), None, device)
+        return make_array(v if obj._device is device else to_device(v, obj._device, device), None, device)
     if isinstance(obj, SPARSE_TYPES):
-        return _make(obj, None, device)
+        return make_array(obj, None, device)
     arr = np.asarray(obj) if not hasattr(obj, "__cuda_array_interface__") else obj
     if dtype is None and not isinstance(obj, (np.ndarray, np.generic)) and getattr(arr, "dtype", None) == np.float64:
         dtype = np.float32  # Python floats default to float32, NumPy arrays keep their dtype
@@ -612,7 +612,7 @@ def array_from(obj, device: Device, dtype=None) -> NDArray:
         value = np.array(arr, copy=True)
     else:
         value = to_device(arr, _CPU0, device)
-    return _make(value, None, device)
+    return make_array(value, None, device)
 
 
 def storage_from_dense(x: NDArray, stype: str):
@@ -645,4 +645,4 @@ def _advanced_index(x: NDArray, key: tuple) -> NDArray:
         else:
             template.append(k)
     return apply(_op("advanced_index"), (x, arrays), {"key": tuple(template), "positions": tuple(positions)},
-                 _make)
+                 make_array)

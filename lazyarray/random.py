@@ -17,11 +17,11 @@ from __future__ import annotations
 import numpy as np
 
 from .aval import as_dtype, check_alloc
-from .creation import _device, _real, _shape
+from .creation import checked_real, checked_shape, creation_device
 from .device import Device
 from .dispatch import apply
 from .errors import ParamError
-from .ndarray import NDArray, _make
+from .ndarray import NDArray, make_array
 from .ops import registry
 from .rng import generator, seed  # noqa: F401  (re-exported: la.random.seed)
 
@@ -31,23 +31,23 @@ def _size(size, shape, where: str) -> tuple:
     if size is None and shape is None:
         return ()
     if size is not None and shape is not None:
-        a, b = _shape(size, where), _shape(shape, where)
+        a, b = checked_shape(size, where), checked_shape(shape, where)
         if a != b:
             raise ParamError(f"{where}: size={size!r} and shape={shape!r} disagree; shape is an alias of "
                              "size, pass one of them")
         return a
-    return _shape(size if size is not None else shape, where)
+    return checked_shape(size if size is not None else shape, where)
 
 
 def _sample(op: str, where: str, a: tuple, b: tuple, size, shape, dtype, device) -> NDArray:
-    dev = _device(device)
+    dev = creation_device(device)
     dt = as_dtype(dtype, where)
     shape = _size(size, shape, where)
     check_alloc(where, shape, np.float64, "samples")
     check_alloc(where, shape, dt)
-    params = {a[0]: float(_real(a[1], where, a[0])), b[0]: float(_real(b[1], where, b[0])),
+    params = {a[0]: float(checked_real(a[1], where, a[0])), b[0]: float(checked_real(b[1], where, b[0])),
               "shape": shape, "dtype": dt, "device": dev}
-    return apply(registry.get(op), (), params, _make)
+    return apply(registry.get(op), (), params, make_array)
 
 
 def uniform(low=0.0, high=1.0, size=None, shape=None, dtype="float32", device: Device | None = None) -> NDArray:

@@ -31,7 +31,7 @@ import numpy as np
 from .aval import as_dtype
 from .device import Device, current_device, to_device
 from .errors import DeviceError, ParamValueError, ShapeError
-from .ndarray import NDArray, _make
+from .ndarray import NDArray, make_array
 from .ops.sparse_kernels import adam_rows, scipy_sparse, sgd_rows
 from .ops.sparse_kernels import from_scipy as _csr_from_scipy
 from .storage import CSR, RowSparse, densify, index_dtype, stype_of
@@ -97,7 +97,7 @@ def csr_matrix(arg1, shape=None, dtype=None, device: Device | None = None) -> ND
         m = m.astype(as_dtype(dtype, "csr_matrix"))
     c = _csr_from_scipy(m)
     dev, (d, i, p) = _on(device, [c.data, c.indices, c.indptr])
-    return _make(CSR(d, i, p, c.shape), None, dev)
+    return make_array(CSR(d, i, p, c.shape), None, dev)
 
 
 def from_scipy(m, device: Device | None = None) -> NDArray:
@@ -142,7 +142,7 @@ def row_sparse_array(arg1, shape=None, dtype=None, device: Device | None = None)
             raise ParamValueError("row_sparse_array: row indices must be unique; sum the duplicate rows first")
         rsp = RowSparse(data, idx, shape)
     dev, (d, i) = _on(device, [rsp.data, rsp.indices])
-    return _make(RowSparse(d, i, rsp.shape), None, dev)
+    return make_array(RowSparse(d, i, rsp.shape), None, dev)
 
 
 def zeros(stype: str, shape, dtype="float32", device: Device | None = None) -> NDArray:
@@ -162,8 +162,8 @@ def zeros(stype: str, shape, dtype="float32", device: Device | None = None) -> N
         raise ParamValueError(f"sparse.zeros: unknown storage type {stype!r}; use 'csr', 'row_sparse' or 'default'")
     dev = current_device() if device is None else device
     if dev.kind != "cpu":
-        return _make(val, None, _HOST).to(dev)
-    return _make(val, None, dev)
+        return make_array(val, None, _HOST).to(dev)
+    return make_array(val, None, dev)
 
 
 # -- optimizer updates: lazy on row_sparse gradients ----------------------------------------------

@@ -19,9 +19,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..autograd import _TRAINING
+from ..autograd import TRAINING, pause
 from ..creation import zeros
-from ..deferred import _MODE, DEFERRED
+from ..deferred import DEFERRED, MODE
 from ..device import Device
 from ..errors import BlockError, GraphFormatError, LazyArrayError, ParamError, ShapeError
 from ..executor.explain import Explanation, explain_profile
@@ -29,6 +29,7 @@ from ..executor.signature_cache import SignatureCache, causes_text, describe_cha
 from ..fileio import write_atomic
 from ..graph.node import BLOCK_SCOPE, source_text
 from ..graph.passes.bind_dims import bind_dims
+from ..graph.serialize import parse_json
 from ..graph.symbol import Symbol
 from ..kernels.profile import profile
 from ..ndarray import NDArray
@@ -291,7 +292,6 @@ class Block:
     def load(self, prefix: str) -> None:
         """Load what ``save(prefix)`` wrote into this block, matching children and parameters by
         position; a different tree (class, number of children or parameters) raises ``ParamError``."""
-        from ..graph.serialize import parse_json
 
         json_path = f"{prefix}-model.json"
         try:
@@ -365,7 +365,7 @@ class Block:
         return self._forward_in_scope(args)
 
     def _forward_in_scope(self, args):
-        if not _MODE.get() & DEFERRED:  # nothing is recorded as graph nodes: no block path to keep
+        if not MODE.get() & DEFERRED:  # nothing is recorded as graph nodes: no block path to keep
             return self.forward(*args)
         token = BLOCK_SCOPE.set((self, self._path_in(BLOCK_SCOPE.get())))
         try:
@@ -460,7 +460,6 @@ class Block:
         Non-trainable params: 0
         --------------------------------------------------------------------------------
         """
-        from ..autograd import pause
 
         if not inputs:
             raise BlockError(f"{type(self).__name__}.summary needs example inputs to run the block: "
@@ -604,7 +603,7 @@ class HybridBlock(Block):
         sig = self._last_sig
         if sig is None:
             return None
-        training = _TRAINING.get()
+        training = TRAINING.get()
         compiled = self._by_sig.get((training, sig)) or self._by_sig.get((not training, sig))
         return compiled.run if compiled is not None else None
 
@@ -614,7 +613,7 @@ class HybridBlock(Block):
         return self._call(*args)
 
     def _call(self, *args):
-        if not self._active or _MODE.get() & DEFERRED:  # imperative, or inlined into an enclosing trace
+        if not self._active or MODE.get() & DEFERRED:  # imperative, or inlined into an enclosing trace
             return self.run_forward(*args)
         if self.__dict__.get("_structure_epoch") != _STRUCTURE[0]:
             self._check_structure()
@@ -629,7 +628,7 @@ class HybridBlock(Block):
             # None arguments: traced with None in that place, the trace serves calls with None there
             # (and lazy arguments: their recorded shapes and dtypes)
             sig = tuple([None if a is None else (a.shape, a.dtype, a._device) for a in args])
-        training = _TRAINING.get()
+        training = TRAINING.get()
         compiled = self._by_sig.get((training, sig))
         if compiled is None:
             compiled = self._compile_for(args, sig, training)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from .. import autograd, guards
 from ..aval import Aval
-from ..deferred import _MODE, deferred
+from ..deferred import MODE, deferred
 from ..dim import Dim, SymbolicDimError, bind, has_symbols
 from ..errors import BlockError, LazyArrayError
 from ..executor.cached_op import CachedOp
@@ -39,7 +39,7 @@ from ..graph.passes.bind_dims import unbound_symbols
 from ..graph.rewrite import rewrite
 from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
-from ..ndarray import NDArray, _make
+from ..ndarray import NDArray, make_array
 from ..storage import copy_value
 from ..tracing import UnusedInputWarning, get_symbol
 from .parameter import Parameter, collect_updates
@@ -107,7 +107,7 @@ class Compiled:
     def __call__(self, args: tuple, key=None):
         """Run on the call's arguments; ``key``: the block's (training, signature) of them, which
         lets a plain call (nothing recorded) skip the cached op's signature (``_Memo``)."""
-        if key is not None and not _MODE.get():
+        if key is not None and not MODE.get():
             m = self.memo.get(key)
             vals = m.values_if_held(args) if m is not None else None
             out = self.run.run_program(m.program, vals) if vals is not None else self._run_plain(self._arrays(args), key)
@@ -217,7 +217,7 @@ def _bind_captures(entries: list, named: dict) -> dict:
             name = f"_captured{len(out)}"
             while name in named:
                 name = "_" + name
-            holder = _make(node.value, None, node.avals[0].device)
+            holder = make_array(node.value, None, node.avals[0].device)
             named[name] = holder
             out[name] = Captured(holder)
     return out
@@ -270,7 +270,7 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool, shap
     names = input_names(len(arrays))
     shapes = shapes or tuple(tuple(a.shape) for a in arrays)  # (symbolic ones: batch_symbolic)
     variables = [var_node(nm, Aval(s, a.dtype, a._device, a.stype)) for nm, a, s in zip(names, arrays, shapes)]
-    placeholders = [_make(None, Entry(v), a._device) for v, a in zip(variables, arrays)]
+    placeholders = [make_array(None, Entry(v), a._device) for v, a in zip(variables, arrays)]
     call_args = list(args)
     for i, ph in zip(positions, placeholders):
         call_args[i] = ph
@@ -315,7 +315,7 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool, shap
     reached = {id(n) for n in topo_order(kept)}
     # A draw nothing uses still runs (as a discarded output): eager code draws it too, so the
     # draws after it come out the same for the same seed.
-    unused_draws = [_make(None, e, e.aval.device) for e in tracer.draws if id(e.node) not in reached]
+    unused_draws = [make_array(None, e, e.aval.device) for e in tracer.draws if id(e.node) not in reached]
     captured = _bind_captures(kept + [e._entry for e in unused_draws], named)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnusedInputWarning)  # unused parameters are fine

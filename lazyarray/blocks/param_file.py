@@ -16,9 +16,11 @@ import struct
 
 import numpy as np
 
-from ..device import Device
-from ..errors import GraphFormatError, ShapeError
+from ..aval import check_shape
+from ..device import Device, gpu
+from ..errors import DeviceError, GraphFormatError, ShapeError
 from ..fileio import write_atomic
+from ..graph.serialize import parse_json  # the bounded JSON parser of symbol files
 from .parameter import Parameter
 
 _PARAMS_FORMAT = "lazyarray.params"
@@ -69,7 +71,6 @@ def load_arrays(path: str) -> tuple[dict[str, np.ndarray], dict]:
     the supported ones), shapes or offsets that do not match the data, a malformed
     ``lazyarray.params`` record. Loading never runs code.
     """
-    from ..graph.serialize import parse_json  # the bounded JSON parser of symbol files
 
     if not isinstance(path, (str, bytes, os.PathLike)):  # open(3) would read (and close) file descriptor 3
         raise GraphFormatError(f"cannot read parameter file {path!r}: a path must be a str or os.PathLike, "
@@ -120,7 +121,6 @@ _SAFETENSORS_DTYPES = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "U16": "uint
 def _check_tensor_entry(path: str, name: str, info, buffer_size: int) -> None:
     """One header entry ``{"dtype", "shape", "data_offsets"}``, checked before safetensors or NumPy
     sees it."""
-    from ..aval import check_shape
 
     where = f"{path!r}: parameter {name!r}"
     if not isinstance(info, dict):
@@ -157,7 +157,6 @@ def _check_tensor_entry(path: str, name: str, info, buffer_size: int) -> None:
 def _params_record(path: str, record) -> dict:
     """The ``lazyarray.params`` metadata record, every field checked: ``version`` (int),
     ``grad_null`` (names), ``graph_sha256`` (64 hex digits)."""
-    from ..graph.serialize import parse_json
 
     where = f"{path!r}: metadata {_PARAMS_FORMAT!r}"
     if not isinstance(record, str):
@@ -205,8 +204,6 @@ def assign(params: dict[str, Parameter], arrays: dict, path: str, device, allow_
 def check_device(device, path: str) -> None:
     """``DeviceError`` (with the fix) when parameters of ``path`` are to go to a GPU this process
     cannot use (no CuPy, or no such GPU), instead of failing inside CuPy or NumPy."""
-    from ..device import gpu
-    from ..errors import DeviceError
 
     if device is None:
         return

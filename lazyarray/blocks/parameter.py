@@ -25,7 +25,7 @@ from ..aval import as_dtype, check_alloc
 from ..buffer import bump
 from ..device import Device, cpu, current_device
 from ..errors import AutogradError, LazyArrayError, ShapeError
-from ..ndarray import NDArray, _make
+from ..ndarray import NDArray, make_array
 from ..storage import RowSparse
 
 _GRAD_REQS = ("write", "add", "null")
@@ -139,7 +139,7 @@ class Parameter:
                 initializer = _init.Xavier() if len(self._shape) >= 2 else _init.Zero()
             # (a named error before NumPy tries: a 16 TiB weight is a typo in a layer size)
             check_alloc(f"Parameter {self.name!r}", self._shape, self.dtype, "value")
-            data = _make(initializer(self._shape, self.dtype, device), None, device)
+            data = make_array(initializer(self._shape, self.dtype, device), None, device)
             data.attach_grad(self._grad_req, stype=self.grad_stype)
             self.device = device
             self._make_copies(data)
@@ -227,7 +227,7 @@ class Parameter:
         d = self.data(device) if self._copies else self.data()
         g = d.grad
         if g is None:  # before the first backward: zeros (no gradient buffer is kept until then)
-            g = _make(d.device.xp.zeros(d.shape, d.dtype), None, d.device)
+            g = make_array(d.device.xp.zeros(d.shape, d.dtype), None, d.device)
         return g if device is None or self._copies else g.to(device)
 
     def set_data(self, value) -> None:
@@ -242,7 +242,7 @@ class Parameter:
             self._deferred = None
             self.device = device
             xp = device.xp
-            data = _make(xp.array(v, dtype=self.dtype, copy=True), None, device)
+            data = make_array(xp.array(v, dtype=self.dtype, copy=True), None, device)
             data.attach_grad(self._grad_req, stype=self.grad_stype)
             self._make_copies(data)
             self._data = data
@@ -273,12 +273,12 @@ class Parameter:
             return
         leaf = self._leaf()
         grad = None if leaf is None or leaf.grad is None else leaf.grad._materialize()
-        self._data = _make(d._materialize().astype(dtype), None, d.device)
+        self._data = make_array(d._materialize().astype(dtype), None, d.device)
         self._make_copies(self._data)
         self._attach()
         if grad is not None and not isinstance(grad, RowSparse):
             new = self._leaf()
-            new.grad = _make(grad.astype(dtype), None, d.device)
+            new.grad = make_array(grad.astype(dtype), None, d.device)
             new.fresh = leaf.fresh
 
     def zero_grad(self) -> None:
@@ -288,7 +288,7 @@ class Parameter:
                 continue
             g = leaf.grad._materialize()
             if isinstance(g, RowSparse):  # zero rows stored
-                leaf.grad = _make(RowSparse(g.data[:0], g.indices[:0], g.shape), None, device)
+                leaf.grad = make_array(RowSparse(g.data[:0], g.indices[:0], g.shape), None, device)
             else:
                 g[...] = 0
                 bump(g)

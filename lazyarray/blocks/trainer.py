@@ -19,6 +19,7 @@ from ..errors import GraphFormatError, LazyArrayError, ParamError, ParamValueErr
 from ..storage import RowSparse
 from .multi_tensor import FlatGroup, NotFlat, flat_ok
 from .optimizer import SGD, Adam, Optimizer
+from .param_file import load_arrays, write_arrays
 from .parameter import Parameter
 
 __all__ = ["SGD", "Adam", "Optimizer", "StaleGradientError", "Trainer"]
@@ -229,7 +230,6 @@ class Trainer:
         ``load_states`` on a trainer over the same parameters (same order and shapes) continues
         exactly where this one stands. A schedule is not saved: pass the same one again.
         """
-        from .param_file import write_arrays
 
         arrays, kinds = {}, {}
         for i, p in enumerate(self._params):
@@ -256,7 +256,6 @@ class Trainer:
         and each state of the kind and with the arrays this optimizer makes (``create_state``);
         anything else is a ``GraphFormatError`` naming the file and the field.
         """
-        from .param_file import load_arrays
 
         arrays, meta = load_arrays(path)
         rec = meta.get("trainer")

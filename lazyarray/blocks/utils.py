@@ -5,6 +5,7 @@ import math
 import warnings
 
 from ..buffer import bump
+from ..creation import array
 from ..errors import ParamValueError
 from ..ndarray import NDArray
 from ..storage import RowSparse
@@ -68,7 +69,6 @@ def split_and_load(data, device_list, batch_axis: int = 0, even_split: bool = Tr
     >>> [(p.shape, str(p.device)) for p in parts]
     [((2, 2), 'cpu(0)'), ((2, 2), 'cpu(1)')]
     """
-    from ..creation import array
 
     if not isinstance(data, NDArray):
         data = array(data)

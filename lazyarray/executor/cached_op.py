@@ -32,9 +32,9 @@ import threading
 import numpy as np
 
 from .. import guards
-from ..autograd import _TRAINING, record_result
+from ..autograd import TRAINING, record_result
 from ..aval import Aval
-from ..deferred import _MODE, DEFERRED, RECORDING, show
+from ..deferred import DEFERRED, MODE, RECORDING, show
 from ..dim import has_symbols, is_symbolic, substitute
 from ..errors import GraphError, ParamError, fmt_shape
 from ..graph import draw_html
@@ -58,7 +58,7 @@ from ..graph.rewrite import rewrite
 from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
 from ..kernels.profile import profile
-from ..ndarray import NDArray, _make, array_from
+from ..ndarray import NDArray, array_from, make_array
 from ..storage import stype_of
 from . import plan_view
 from .call import SubGraph, call_node, call_params
@@ -129,7 +129,7 @@ class CachedOp:
         if len(args) != len(self._names):
             raise ParamError(f"CachedOp: takes {len(self._names)} input(s) ({', '.join(self._names)}), "
                              f"got {len(args)}")
-        mode = _MODE.get()
+        mode = MODE.get()
         if mode & DEFERRED:
             return self._inline(args)
         # The hot path: computed NDArrays (a lazy one's value is None, a foreign object is no NDArray).
@@ -147,7 +147,7 @@ class CachedOp:
             mask = tuple([a._ag is not None for a in arrays])
             if not any(mask):
                 mask = None
-        key.append(_TRAINING.get())
+        key.append(TRAINING.get())
         key.append(mask)
         key = tuple(key)
         c = self._cache.get(key)
@@ -181,7 +181,7 @@ class CachedOp:
         if len(arrays) != len(self._names) or any(a.__class__ is not NDArray or a._value is None for a in arrays):
             return None
         key = [(a._value.shape, a._value.dtype, a._device, a._value.__class__) for a in arrays]
-        key.append(_TRAINING.get())
+        key.append(TRAINING.get())
         key.append(None)
         return self._cache.get(tuple(key))
 
@@ -232,7 +232,7 @@ class CachedOp:
             avals = c.out_avals = tuple(Aval(tuple(v.shape), v.dtype, d, stype_of(v))
                                         for v, d in zip(outs, c.devices_all))
         node = call_node(c.call, entries, avals, user_source(3))  # (from __call__'s caller)
-        res = [_make(outs[i], None, c.out_devices[i]) for i in range(c.n_out)]
+        res = [make_array(outs[i], None, c.out_devices[i]) for i in range(c.n_out)]
         record_result(node, outs, parents, res)
         return res[0] if c.n_out == 1 else res
 
@@ -260,7 +260,7 @@ class CachedOp:
 
         outs = []
         for ent in rewrite(self.sym, visit).outputs:
-            arr = _make(None, ent, ent.aval.device)
+            arr = make_array(None, ent, ent.aval.device)
             show(arr, ent)
             outs.append(arr)
         return outs[0] if len(outs) == 1 else outs
@@ -498,6 +498,6 @@ def _sig_text(key, names) -> str:
 def _wrap(c, outs: list):
     """A plain run's output values as arrays: one array, or a list of them."""
     if c.n_out == 1:
-        return _make(outs[0], None, c.out_devices[0])
-    return [_make(v, None, d) for v, d in zip(outs, c.out_devices)]
+        return make_array(outs[0], None, c.out_devices[0])
+    return [make_array(v, None, d) for v, d in zip(outs, c.out_devices)]
 

@@ -28,6 +28,7 @@ import threading
 import numpy as np
 
 from ..graph.node import Entry, Node, var_node
+from ..graph.passes.gradient import gradient
 from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
 from ..ops.params import Param
@@ -273,7 +274,6 @@ def _kernel(xp, *arrays, graph, out=None):
 
 def _grad(F, ins, out, g, graph):
     """The group inlined on the inputs (unfused ops), then differentiated by the gradient pass."""
-    from ..graph.passes.gradient import gradient
 
     env = {id(v): e for v, e in zip(graph.inputs, ins)}
     for n in graph.sym.topo():

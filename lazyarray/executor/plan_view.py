@@ -25,12 +25,13 @@ True
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..graph import svg as S
 
-if TYPE_CHECKING:  # plan.py imports this module for MemoryPlan._repr_html_
-    from .plan import MemoryPlan
+# A ``plan.MemoryPlan``, read field by field. plan.py imports this module (``MemoryPlan._repr_html_``),
+# so this module names the type without importing it: imports point one way (plan -> plan_view).
+MemoryPlan = Any
 
 MAX_STEPS = 400  # columns drawn; longer schedules show their first MAX_STEPS steps
 MAX_RUNTIME_LISTED = 50

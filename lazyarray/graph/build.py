@@ -17,7 +17,7 @@ from ..device import current_device
 from ..errors import OpOverflowError, ParamError
 from ..ops import registry
 from ..ops.registry import OpDef, OpNamespace
-from .node import _IN_PACKAGE, BLOCK_SCOPE, Entry, const_node, op_node, user_source
+from .node import BLOCK_SCOPE, IN_PACKAGE, Entry, const_node, op_node, user_source
 
 _SCALAR_DTYPES: dict = {}
 _SCALAR_NODES: dict = {}  # (type, value, dtype, device) -> Entry: constants are immutable, share them
@@ -62,23 +62,23 @@ def scalar_const(value, array_dtypes: list, device, op: OpDef | None = None) -> 
     if entry is None:
         if len(_SCALAR_NODES) > 4096:
             _SCALAR_NODES.clear()
-            _SCALAR_BESIDE.clear()
+            SCALAR_BESIDE.clear()
         arr = device.xp.asarray(value, dtype=dtype)
         entry = _SCALAR_NODES[nkey] = Entry(const_node(arr, Aval((), dtype, device)))  # (read-only)
     if len(array_dtypes) == 1 and not adjusted:  # the same constant for every op: memoize
-        _SCALAR_BESIDE[(type(value), value, array_dtypes[0], device)] = entry
+        SCALAR_BESIDE[(type(value), value, array_dtypes[0], device)] = entry
     return entry
 
 
 # (type, value, array dtype, device) -> the shared constant beside an array of that dtype, for
 # scalars whose dtype is the same for every op (not a range-adjusted int of a comparison)
-_SCALAR_BESIDE: dict = {}
+SCALAR_BESIDE: dict = {}
 
 
 def scalar_beside(value, aval: Aval, op: OpDef) -> Entry:
     """``scalar_const(value, [aval.dtype], aval.device, op)``, memoized for the recording hot path
     (``x * 1.5`` a thousand times decides the constant once)."""
-    entry = _SCALAR_BESIDE.get((value.__class__, value, aval.dtype, aval.device))
+    entry = SCALAR_BESIDE.get((value.__class__, value, aval.dtype, aval.device))
     return entry if entry is not None else scalar_const(value, [aval.dtype], aval.device, op)
 
 
@@ -111,7 +111,7 @@ def record_node(op: OpDef, entries: list[Entry], params: dict, source=None, skip
         avals = _infer_avals(op, in_avals, params)
     if source is None:
         frame = _getframe(skip)  # (user_source, inlined: the caller's frames are the package's)
-        flag = _IN_PACKAGE.get(frame.f_code)
+        flag = IN_PACKAGE.get(frame.f_code)
         source = (frame.f_code.co_filename, frame.f_lineno) if flag is False else user_source(skip + 1)
     scope = BLOCK_SCOPE.get()
     node = op_node(op, tuple(entries), params, avals, source, scope[1] or None if scope is not None else None)

@@ -74,7 +74,7 @@ class Node:
         self.version = version  # constants capturing a user array: its buffer version then
         # Creation order (inputs exist before a node, so it is a topological order): graphs run
         # in it, so random draws happen in the order the user's code made them, as eagerly.
-        self.serial = next(_SERIAL)
+        self.serial = next(SERIAL)
         # SBP per output (``la.sbp``) once ``Symbol.infer_sbp`` annotated the node, else None.
         self.sbp = sbp
         # The block that created the node: ``((child name, block type), ...)`` from the traced
@@ -113,7 +113,7 @@ class Node:
         return f"<Node {self.label()} : {shapes}>"
 
 
-_SERIAL = itertools.count()
+SERIAL = itertools.count()
 _new = object.__new__
 
 
@@ -123,7 +123,7 @@ def op_node(op, inputs: tuple, params: dict, avals: tuple, source, block) -> Nod
     n = _new(Node)
     n.op, n.inputs, n.params, n.name, n.kind, n.avals = op, inputs, params, None, "op", avals
     n.source, n.value, n.version, n.serial, n.sbp, n.block, n.shown, n.chain = \
-        source, None, None, next(_SERIAL), None, block, None, None
+        source, None, None, next(SERIAL), None, block, None, None
     return n
 
 # The block whose forward is running while a graph is recorded: ``(block, path)`` where ``path`` is
@@ -143,7 +143,7 @@ def current_block():
 # lambdas) would otherwise keep every code object that ever recorded a node alive. At the bound
 # the oldest entry goes (an evicted one is looked up again: one ``startswith``).
 IN_PACKAGE_CACHE_SIZE = 4096
-_IN_PACKAGE: dict = {}
+IN_PACKAGE: dict = {}
 
 
 def user_source(skip: int = 1):
@@ -154,7 +154,7 @@ def user_source(skip: int = 1):
     be the package's, never the user's).
     """
     frame = sys._getframe(skip)
-    inside = _IN_PACKAGE
+    inside = IN_PACKAGE
     while frame is not None:
         code = frame.f_code
         flag = inside.get(code)

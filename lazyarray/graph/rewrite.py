@@ -5,14 +5,25 @@ and other arrays may still show those nodes); they copy what they keep.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar
 
 from .node import Entry, Node
 from .traverse import topo_order
 
-if TYPE_CHECKING:  # (symbol.py runs passes; the result is built as ``type(sym)``)
-    from .symbol import Symbol
+
+class Graph(Protocol):
+    """What a rewrite reads of a graph: its output entries and its nodes in order. ``Symbol`` is
+    one; symbol.py runs passes, so passes below it name this shape rather than import the class
+    (imports point one way: symbol -> passes -> rewrite). The result is built as ``type(sym)``."""
+
+    @property
+    def outputs(self) -> Sequence[Entry]: ...
+
+    def topo(self) -> list[Node]: ...
+
+
+GraphT = TypeVar("GraphT", bound=Graph)
 
 
 def copy_node(node: Node, inputs, avals=None) -> Node:
@@ -23,7 +34,7 @@ def copy_node(node: Node, inputs, avals=None) -> Node:
                 block=node.block)
 
 
-def rewrite(sym: Symbol, visit: Callable[[Node, list], Node | tuple | None], stop=None) -> Symbol:
+def rewrite(sym: GraphT, visit: Callable[[Node, list], Node | tuple | None], stop=None) -> GraphT:
     """A new symbol where each node is replaced by ``visit(node, new_inputs)``.
 
     ``visit`` returns a new ``Node`` (its outputs replace the old ones), a tuple of entries

@@ -36,8 +36,9 @@ from ..fileio import remove_stale_temporaries, write_atomic
 from ..graph.passes.bind_dims import bind_dims, substitute_dims
 from ..graph.symbol import Symbol
 from . import external_data
+from .export_base import EXPORT_AVALS, elem_type, is_training_node, training_error
 from .export_check import check_serves, default_batch_axes, size_sources
-from .export_ops import CONVERTERS, EXPORT_AVALS, NO_ONNX_FORM, _training, is_training_node
+from .export_ops import CONVERTERS, NO_ONNX_FORM
 from .export_sizes import has_symbolic, sizes_tensor
 
 DEFAULT_OPSET = 18
@@ -89,11 +90,6 @@ class _Ctx:
         return f"{hint}_{k}"
 
 
-def _elem(dtype) -> int:
-    from onnx import helper
-    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
-
-
 class _Graph:
     """One ONNX graph being built (the model's, or a body of If/Loop/Scan)."""
 
@@ -141,7 +137,7 @@ class _Graph:
     def cast(self, name: str, src, dst, force: bool = False) -> str:
         if src is None or dst is None or (np.dtype(src) == np.dtype(dst) and not force):
             return name
-        return self.op("Cast", [name], to=_elem(dst))
+        return self.op("Cast", [name], to=elem_type(dst))
 
     # -- walking our graphs ----------------------------------------------------------------------
     def emit(self, sym: Symbol, bind: dict[int, str]) -> dict[tuple[int, int], str]:
@@ -184,7 +180,7 @@ class _Graph:
         for t, a in zip(outs, avals):
             o = child.ctx.fresh(f"{name}_out")
             child.nodes.append(helper.make_node("Identity", [t], [o], name=child.ctx.fresh(f"{name}/Identity")))
-            final.append(helper.make_tensor_value_info(o, _elem(a.dtype), None))
+            final.append(helper.make_tensor_value_info(o, elem_type(a.dtype), None))
         return helper.make_graph(child.nodes, self.ctx.fresh(name), inputs, final)
 
     def body(self, sub, bind: list[str], name: str):
@@ -196,7 +192,7 @@ class _Graph:
 
     def _value_info(self, hint: str, dtype, shape=None):
         name = self.ctx.fresh(hint)
-        return name, self.ctx.onnx.helper.make_tensor_value_info(name, _elem(dtype), shape)
+        return name, self.ctx.onnx.helper.make_tensor_value_info(name, elem_type(dtype), shape)
 
     def loop_body(self, body_sub, cond_sub, node, n: int, free: list[str]):
         """Loop body: (iteration, condition, vars...) -> (condition, vars...)."""
@@ -266,7 +262,7 @@ def _check_exportable(sym: Symbol) -> None:
             missing.setdefault(node.op.name, owner.name_of(node))
     if training:
         labels = {id(n): o.name_of(n) for o, n in training}
-        raise _training(lambda n: labels[id(n)], [n for _, n in training])
+        raise training_error(lambda n: labels[id(n)], [n for _, n in training])
     if missing:
         listed = ", ".join(f"{op} (node {n!r}{': ' + NO_ONNX_FORM[op] if op in NO_ONNX_FORM else ''})"
                            for op, n in sorted(missing.items()))
@@ -340,7 +336,7 @@ def to_model(sym: Symbol, values: dict[str, np.ndarray] | None = None, *, input_
         shape = tuple(shapes[n.name]) if n.name in shapes else a.shape
         dtype = a.dtype if a.dtype is not None else np.dtype("float32")
         dims = _dims(shape, dynamic.get(n.name, {}), n.name)
-        graph_inputs.append(helper.make_tensor_value_info(n.name, _elem(dtype), dims))
+        graph_inputs.append(helper.make_tensor_value_info(n.name, elem_type(dtype), dims))
         if shape is not None:
             ax = dynamic.get(n.name, {})
             given[n.name] = a._replace(shape=tuple(None if (i in ax or i - len(shape) in ax or is_symbolic(d)) else d
@@ -375,7 +371,7 @@ def to_model(sym: Symbol, values: dict[str, np.ndarray] | None = None, *, input_
             g.nodes.append(helper.make_node("Identity", [t], [want], name=ctx.fresh(f"{want}/Identity")))
         dims = None if a.shape is None else [f"{want}_dim{i}" if d is None else str(d) if is_symbolic(d) else int(d)
                                              for i, d in enumerate(a.shape)]
-        outputs.append(helper.make_tensor_value_info(want, _elem(a.dtype or np.float32), dims))
+        outputs.append(helper.make_tensor_value_info(want, elem_type(a.dtype or np.float32), dims))
     if renames:
         _rename(g.nodes, renames)
     graph = helper.make_graph(g.nodes, "lazyarray", graph_inputs, outputs, initializer=ctx.initializers)

@@ -23,16 +23,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from .export_base import INT64_MAX, fail, in_dtype, input_rank, input_shape, out_dtype
 from .export_nn import one_hot_of
-from .export_ops import INT64_MAX, _fail, _in_dtype, _out_dtype, _rank, _shape
 
 I64 = np.dtype("int64")
 
 
 def _static(g, node, i: int, what: str) -> tuple:
-    s = _shape(node, i)
+    s = input_shape(node, i)
     if s is None or None in s:
-        raise _fail(g, node, f"{what} needs input {i}'s shape to be static, got {s} (a dynamic axis); "
+        raise fail(g, node, f"{what} needs input {i}'s shape to be static, got {s} (a dynamic axis); "
                              "export with that axis static")
     return tuple(s)
 
@@ -45,7 +45,7 @@ def _dim(g, x: str, axis: int) -> str:
 # -- sorting and searching ------------------------------------------------------------------------------
 def _topk(g, node, x, axis: int, descending: bool):
     k = _dim(g, x, axis)
-    dt = _in_dtype(node, 0)
+    dt = in_dtype(node, 0)
     if dt.kind in "bu" and dt != np.dtype("uint64"):  # TopK kernels: floats, int32/64 (+ uint64)
         x = g.cast(x, dt, np.dtype("int32"))
     vals, idx = g.op("TopK", [x, k], n_out=2, axis=axis, largest=int(descending), sorted=1)
@@ -54,7 +54,7 @@ def _topk(g, node, x, axis: int, descending: bool):
 
 def _sort(index: bool):
     def convert(g, node, ins):
-        rank = _rank(g, node)
+        rank = input_rank(g, node)
         axis = int(node.params.get("axis", -1)) % rank
         vals, idx = _topk(g, node, ins[0], axis, bool(node.params.get("descending", False)))
         return [idx if index else vals]
@@ -62,17 +62,17 @@ def _sort(index: bool):
 
 
 def _searchsorted(g, node, ins):
-    common = np.result_type(_in_dtype(node, 0), _in_dtype(node, 1))
-    a = g.cast(ins[0], _in_dtype(node, 0), common)  # (n,)
-    v = g.op("Unsqueeze", [g.cast(ins[1], _in_dtype(node, 1), common), g.ints([-1])])  # (..., 1)
+    common = np.result_type(in_dtype(node, 0), in_dtype(node, 1))
+    a = g.cast(ins[0], in_dtype(node, 0), common)  # (n,)
+    v = g.op("Unsqueeze", [g.cast(ins[1], in_dtype(node, 1), common), g.ints([-1])])  # (..., 1)
     below = g.op("Less" if node.params.get("side", "left") == "left" else "LessOrEqual", [a, v])
     return [g.op("ReduceSum", [g.cast(below, np.dtype(bool), I64), g.ints([-1])], keepdims=0)]
 
 
 def _isin(g, node, ins):
-    common = np.result_type(_in_dtype(node, 0), _in_dtype(node, 1))
-    a = g.op("Unsqueeze", [g.cast(ins[0], _in_dtype(node, 0), common), g.ints([-1])])
-    b = g.op("Reshape", [g.cast(ins[1], _in_dtype(node, 1), common), g.ints([-1])])
+    common = np.result_type(in_dtype(node, 0), in_dtype(node, 1))
+    a = g.op("Unsqueeze", [g.cast(ins[0], in_dtype(node, 0), common), g.ints([-1])])
+    b = g.op("Reshape", [g.cast(ins[1], in_dtype(node, 1), common), g.ints([-1])])
     hit = g.cast(g.op("Equal", [a, b]), np.dtype(bool), np.dtype("int32"))
     none = g.op("ConstantOfShape", [g.op("Shape", [a])], value=g.tensor(np.zeros(1, np.int32)))
     hit = g.op("Concat", [hit, none], axis=-1)  # a column of misses, so an empty x2 finds nothing
@@ -83,11 +83,11 @@ def _isin(g, node, ins):
 # -- indexing ---------------------------------------------------------------------------------------------
 def _advanced_index(g, node, ins):
     key, positions = list(node.params["key"]), list(node.params["positions"])
-    shape = _shape(node, 0)
+    shape = input_shape(node, 0)
     if shape is None:
-        raise _fail(g, node, "advanced indexing needs the rank of x; give la.onnx.export input_shapes")
+        raise fail(g, node, "advanced indexing needs the rank of x; give la.onnx.export input_shapes")
     arrays = dict(zip(positions, ins[1:]))
-    dtypes = {p: _in_dtype(node, i + 1) for i, p in enumerate(positions)}
+    dtypes = {p: in_dtype(node, i + 1) for i, p in enumerate(positions)}
     consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
     if Ellipsis in key:
         at = key.index(Ellipsis)
@@ -108,7 +108,7 @@ def _advanced_index(g, node, ins):
     sizes = list(shape)
     for ax, k in enumerate(key):
         if isinstance(k, slice) and k != slice(None) and shape[ax] is None:
-            raise _fail(g, node, f"advanced indexing slices axis {ax}, which is not static (a dynamic axis); "
+            raise fail(g, node, f"advanced indexing slices axis {ax}, which is not static (a dynamic axis); "
                                  "export with that axis static")
         if isinstance(k, slice) and k != slice(None):
             lo, hi, st = k.indices(shape[ax])
@@ -131,10 +131,10 @@ def _advanced_index(g, node, ins):
         n = g.scalar(sizes[ax], I64) if sizes[ax] is not None else \
             g.op("Squeeze", [g.op("Gather", [g.op("Shape", [x]), g.ints([ax])], axis=0), g.ints([0])])
         idx.append(g.op("Where", [g.op("Less", [t, g.scalar(0, I64)]), g.op("Add", [t, n]), t]))
-    ishapes = [_shape(node, positions.index(p) + 1) if p in arrays else () for p in idx_axes]
+    ishapes = [input_shape(node, positions.index(p) + 1) if p in arrays else () for p in idx_axes]
     same = all(s == ishapes[0] for s in ishapes)  # (equal shapes, static or not, need no broadcasting)
     if any(s is None for s in ishapes) or (not same and any(None in s for s in ishapes)):
-        raise _fail(g, node, "index arrays of different shapes need static shapes (to broadcast them)")
+        raise fail(g, node, "index arrays of different shapes need static shapes (to broadcast them)")
     bshape = None if same else list(np.broadcast_shapes(*[tuple(s) for s in ishapes]))
     rest = [ax for ax in range(len(sizes)) if ax not in idx_axes]
     if idx_axes != list(range(len(idx_axes))):
@@ -160,19 +160,19 @@ INT64_MIN_SLICE = np.iinfo(np.int64).min
 
 
 def _boolean_mask(g, node, ins):
-    xs = _shape(node, 0)
-    ms = _shape(node, 1)
+    xs = input_shape(node, 0)
+    ms = input_shape(node, 1)
     if xs is None or ms is None or None in xs[len(ms):]:
-        raise _fail(g, node, "x[mask] needs the shape of x past the mask's dims to be static")
+        raise fail(g, node, "x[mask] needs the shape of x past the mask's dims to be static")
     rest = [int(d) for d in xs[len(ms):]]
     flat = g.op("Reshape", [ins[0], g.ints([-1] + rest)])
-    mask = g.op("Reshape", [g.cast(ins[1], _in_dtype(node, 1), np.dtype(bool)), g.ints([-1])])
+    mask = g.op("Reshape", [g.cast(ins[1], in_dtype(node, 1), np.dtype(bool)), g.ints([-1])])
     return [g.op("Compress", [flat, mask], axis=0)]
 
 
 def _nonzero(g, node, ins):
     x = ins[0]
-    if _rank(g, node) == 0:  # NumPy treats a 0-d array as 1-d here
+    if input_rank(g, node) == 0:  # NumPy treats a 0-d array as 1-d here
         x = g.op("Reshape", [x, g.ints([1])])
     return [g.op("Transpose", [g.op("NonZero", [x])], perm=[1, 0])]
 
@@ -205,10 +205,10 @@ def _roll(g, node, ins):
         y = _roll_axis(g, flat, int(np.sum(shift)), int(np.prod(shape)), 0)
         return [g.op("Reshape", [y, g.ints(list(shape))]) if y != flat else g.op("Identity", [x])]
     shifts = [int(s) for s in np.broadcast_to(shift, np.shape(axis))] if np.ndim(axis) else [int(np.sum(shift))]
-    shape = _shape(node)
+    shape = input_shape(node)
     axes = [int(a) % len(shape) for a in np.atleast_1d(axis)]
     if any(shape[a] is None for a in axes):
-        raise _fail(g, node, f"roll along axes {axes} of {shape}: a rolled axis must be static (a dynamic axis)")
+        raise fail(g, node, f"roll along axes {axes} of {shape}: a rolled axis must be static (a dynamic axis)")
     total: dict[int, int] = {}
     for a, s in zip(axes, shifts):
         total[a] = total.get(a, 0) + s
@@ -220,11 +220,11 @@ def _roll(g, node, ins):
 
 def _fftshift(inverse: bool):
     def convert(g, node, ins):
-        shape = _shape(node)
+        shape = input_shape(node)
         axes = node.params.get("axes")
         axes = range(len(shape)) if axes is None else [int(a) % len(shape) for a in np.atleast_1d(axes)]
         if any(shape[a] is None for a in axes):
-            raise _fail(g, node, f"{node.op.name} along axes {list(axes)} of {shape}: a shifted axis must be static")
+            raise fail(g, node, f"{node.op.name} along axes {list(axes)} of {shape}: a shifted axis must be static")
         y = ins[0]
         for a in axes:
             y = _roll_axis(g, y, -(shape[a] // 2) if inverse else shape[a] // 2, shape[a], a)
@@ -234,7 +234,7 @@ def _fftshift(inverse: bool):
 
 # -- shapes read when the model runs -------------------------------------------------------------------------
 def _slice_like(g, node, ins):
-    axis = int(node.params.get("axis", 0)) % _rank(g, node)
+    axis = int(node.params.get("axis", 0)) % input_rank(g, node)
     n = _dim(g, ins[1], axis)
     if node.params.get("drop"):
         return [g.op("Slice", [ins[0], n, g.ints([INT64_MAX]), g.ints([axis])])]
@@ -245,7 +245,7 @@ def _sum_down(g, node, x, xs: tuple, target: tuple, to):
     """``x`` (shape ``xs``) summed over the axes broadcasting gave it beyond ``target``, reshaped to ``to``."""
     lead = len(xs) - len(target)
     if lead < 0:
-        raise _fail(g, node, f"cannot sum a rank-{len(xs)} array down to rank {len(target)}")
+        raise fail(g, node, f"cannot sum a rank-{len(xs)} array down to rank {len(target)}")
     axes = list(range(lead)) + [lead + i for i, d in enumerate(target) if d == 1 and xs[lead + i] != 1]
     y = g.op("ReduceSum", [x, g.ints(axes)], keepdims=1) if axes else x
     return g.op("Reshape", [y, to])
@@ -253,14 +253,14 @@ def _sum_down(g, node, x, xs: tuple, target: tuple, to):
 
 def _sum_to(g, node, ins):
     target = tuple(int(d) for d in node.params["shape"])
-    return [_sum_down(g, node, ins[0], _shape(node, 0), target, g.ints(list(target)))]
+    return [_sum_down(g, node, ins[0], input_shape(node, 0), target, g.ints(list(target)))]
 
 
 def _sum_like(g, node, ins):
-    like = _shape(node, 1)
+    like = input_shape(node, 1)
     if like is None:
-        raise _fail(g, node, "the rank of `like` is unknown")
-    return [_sum_down(g, node, ins[0], _shape(node, 0), tuple(like), g.op("Shape", [ins[1]]))]
+        raise fail(g, node, "the rank of `like` is unknown")
+    return [_sum_down(g, node, ins[0], input_shape(node, 0), tuple(like), g.op("Shape", [ins[1]]))]
 
 
 def _size(g, node, ins):
@@ -268,15 +268,15 @@ def _size(g, node, ins):
     if axis is None:
         n = g.op("Size", [ins[0]])
     else:
-        rank = _rank(g, node)
+        rank = input_rank(g, node)
         dims = g.op("Gather", [g.op("Shape", [ins[0]]), g.ints([int(a) % rank for a in np.atleast_1d(axis)])])
         n = g.op("ReduceProd", [dims], keepdims=0)
-    return [g.cast(n, I64, _out_dtype(node))]
+    return [g.cast(n, I64, out_dtype(node))]
 
 
 def _one_hot_like(g, node, ins):
-    dt = _out_dtype(node)
-    idx = g.cast(ins[0], _in_dtype(node, 0), I64)
+    dt = out_dtype(node)
+    idx = g.cast(ins[0], in_dtype(node, 0), I64)
     depth = _dim(g, ins[1], -1)
     return [one_hot_of(g, node, idx, depth, g.const(np.array([0, 1], dtype=dt)))]
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .export_ops import _compute, _fail, _in_dtype, _out_dtype, _rank, _shape
+from .export_base import compute, elem_type, fail, in_dtype, input_rank, input_shape, out_dtype
 
 I64 = np.dtype("int64")
 
@@ -42,25 +42,25 @@ _SIGN_BIT = "ONNX reads a float's sign bit (of -0.0 and -nan) only with BitCast,
 
 
 def _static2(g, node, what: str):
-    s = _shape(node)
+    s = input_shape(node)
     if s is None or len(s) < 2 or s[-2] is None or s[-1] is None:
-        raise _fail(g, node, f"{what} needs the last two axes static, got {s}")
+        raise fail(g, node, f"{what} needs the last two axes static, got {s}")
     return int(s[-2]), int(s[-1])
 
 
 # -- linear algebra ---------------------------------------------------------------------------------------
 def _det(g, node, ins):
-    return [g.op("Det", _compute(g, node, ins))]
+    return [g.op("Det", compute(g, node, ins))]
 
 
 def _matrix_power(g, node, ins):
     n = int(node.params.get("n", 1))
-    x, = _compute(g, node, ins)
+    x, = compute(g, node, ins)
     if n < 0:
-        raise _fail(g, node, f"matrix_power with n={n} needs a matrix inverse; {_DECOMP}")
+        raise fail(g, node, f"matrix_power with n={n} needs a matrix inverse; {_DECOMP}")
     if n == 0:
         m, _ = _static2(g, node, "matrix_power(x, 0)")
-        return [g.op("Expand", [g.const(np.eye(m, dtype=_out_dtype(node))), g.op("Shape", [x])])]
+        return [g.op("Expand", [g.const(np.eye(m, dtype=out_dtype(node))), g.op("Shape", [x])])]
     result, base = None, x
     while n:
         if n & 1:
@@ -75,7 +75,7 @@ def _diagonal_of(g, node, x, offset: int):
     """The offset diagonal of the last two axes: a Gather of its flat positions."""
     m, n = _static2(g, node, "diagonal")
     rows = np.arange(max(0, -offset), min(m, n - offset)) if m and n else np.arange(0)
-    flat = g.op("Reshape", [x, g.ints([0] * (_rank(g, node) - 2) + [m * n])])
+    flat = g.op("Reshape", [x, g.ints([0] * (input_rank(g, node) - 2) + [m * n])])
     return g.op("Gather", [flat, g.const((rows * n + rows + offset).astype(np.int64))], axis=-1)
 
 
@@ -85,17 +85,17 @@ def _diagonal(g, node, ins):
 
 def _trace(g, node, ins):
     d = _diagonal_of(g, node, ins[0], int(node.params.get("offset", 0)))
-    d = g.cast(d, _in_dtype(node, 0), _out_dtype(node))
+    d = g.cast(d, in_dtype(node, 0), out_dtype(node))
     return [g.op("ReduceSum", [d, g.ints([-1])], keepdims=0)]
 
 
 def _cross(g, node, ins):
-    a, b = _compute(g, node, ins)
+    a, b = compute(g, node, ins)
     rank = len(node.avals[0].shape)
     ax = int(node.params.get("axis", -1)) % rank
 
     def rot(t, i, order):
-        local = ax - (rank - _rank(g, node, i))  # the axis in this input (it may have fewer dims)
+        local = ax - (rank - input_rank(g, node, i))  # the axis in this input (it may have fewer dims)
         return g.op("Gather", [t, g.ints(order)], axis=local)
     yzx, zxy = [1, 2, 0], [2, 0, 1]
     return [g.op("Sub", [g.op("Mul", [rot(a, 0, yzx), rot(b, 1, zxy)]),
@@ -103,7 +103,7 @@ def _cross(g, node, ins):
 
 
 def _matrix_norm(g, node, ins):
-    x, = _compute(g, node, ins)
+    x, = compute(g, node, ins)
     ord_ = node.params.get("ord", "fro")
     keep = bool(node.params.get("keepdims"))
     last2 = g.ints([-2, -1])
@@ -115,18 +115,18 @@ def _matrix_norm(g, node, ins):
         s = g.op("ReduceSum", [a, g.ints([inner])], keepdims=1)
         y = g.op("ReduceMax" if ord_ in (1, float("inf")) else "ReduceMin", [s, g.ints([outer])], keepdims=1)
     else:
-        raise _fail(g, node, f"matrix_norm ord={ord_!r} needs singular values; {_DECOMP}")
+        raise fail(g, node, f"matrix_norm ord={ord_!r} needs singular values; {_DECOMP}")
     return [y if keep else g.op("Squeeze", [y, last2])]
 
 
 # -- running products ------------------------------------------------------------------------------------
 def _cumulative_prod(g, node, ins):
-    x, = _compute(g, node, ins)
-    dt = _out_dtype(node)
+    x, = compute(g, node, ins)
+    dt = out_dtype(node)
     axis = node.params.get("axis")
-    rank = 1 if axis is None else _rank(g, node)
+    rank = 1 if axis is None else input_rank(g, node)
     axis = 0 if axis is None else int(axis) % rank
-    shape = _shape(node)
+    shape = input_shape(node)
     if shape is not None and shape[axis] == 0:  # nothing to multiply (a Scan over no slices fails)
         y = g.op("Identity", [x])
     elif g.opset >= 26:
@@ -142,7 +142,6 @@ def _cumulative_prod(g, node, ins):
 
 def _scan_product(g, x: str, dt, axis: int, rank: int) -> str:
     helper = g.ctx.onnx.helper
-    from .export import _elem
     keep = [a for a in range(rank) if a != axis]
     one_shape = g.op("Gather", [g.op("Shape", [x]), g.ints(keep)])
     start = g.op("ConstantOfShape", [one_shape], value=g.tensor(np.ones(1, dt)))
@@ -153,8 +152,8 @@ def _scan_product(g, x: str, dt, axis: int, rank: int) -> str:
          helper.make_node("Identity", [prod], [acc_out], name=g.ctx.fresh(f"{g._hint}/Identity")),
          helper.make_node("Identity", [prod], [y], name=g.ctx.fresh(f"{g._hint}/Identity"))],
         g.ctx.fresh(f"{g._hint}_body"),
-        [helper.make_tensor_value_info(acc, _elem(dt), None), helper.make_tensor_value_info(sl, _elem(dt), None)],
-        [helper.make_tensor_value_info(acc_out, _elem(dt), None), helper.make_tensor_value_info(y, _elem(dt), None)])
+        [helper.make_tensor_value_info(acc, elem_type(dt), None), helper.make_tensor_value_info(sl, elem_type(dt), None)],
+        [helper.make_tensor_value_info(acc_out, elem_type(dt), None), helper.make_tensor_value_info(y, elem_type(dt), None)])
     _, out = g.op("Scan", [start, x], n_out=2, body=body, num_scan_inputs=1, scan_input_axes=[axis],
                   scan_output_axes=[axis])
     return out
@@ -167,10 +166,10 @@ def _unsigned(dt: np.dtype) -> np.dtype:
 
 def _shift(direction: str):
     def convert(g, node, ins):
-        a, b = _compute(g, node, ins)
-        dt = _out_dtype(node)
+        a, b = compute(g, node, ins)
+        dt = out_dtype(node)
         if dt.kind == "b" or dt.itemsize < 4 and dt.kind == "i":  # BitShift kernels: uint8/32/64
-            raise _fail(g, node, f"bit shifts of {dt} (cast to int32 or int64 first)")
+            raise fail(g, node, f"bit shifts of {dt} (cast to int32 or int64 first)")
         if dt.kind == "u":
             return [g.op("BitShift", [a, b], direction=direction)]
         u = _unsigned(dt)
@@ -187,10 +186,10 @@ def _shift(direction: str):
 # -- complex helpers on real arrays -----------------------------------------------------------------------
 def _real_only(kind: str):
     def convert(g, node, ins):
-        if _in_dtype(node, 0).kind == "c":
-            raise _fail(g, node, f"{node.op.name} of a complex array: {_COMPLEX}")
+        if in_dtype(node, 0).kind == "c":
+            raise fail(g, node, f"{node.op.name} of a complex array: {_COMPLEX}")
         if kind == "zeros":
-            return [g.op("ConstantOfShape", [g.op("Shape", ins)], value=g.tensor(np.zeros(1, _out_dtype(node))))]
+            return [g.op("ConstantOfShape", [g.op("Shape", ins)], value=g.tensor(np.zeros(1, out_dtype(node))))]
         return [g.op("Identity", ins)]
     return convert
 
@@ -201,29 +200,28 @@ def _negative_bit(g, node, x, dt):
     if dt.kind in "iu":
         return g.op("Less", [x, g.scalar(0, dt)])
     if g.opset < 26:
-        raise _fail(g, node, _SIGN_BIT)
+        raise fail(g, node, _SIGN_BIT)
     bits = g.op("BitCast", [x], to=_int_elem(dt))
     return g.op("Less", [bits, g.scalar(0, np.dtype(f"int{dt.itemsize * 8}"))])
 
 
 def _int_elem(dt):
-    from .export import _elem
-    return _elem(np.dtype(f"int{dt.itemsize * 8}"))
+    return elem_type(np.dtype(f"int{dt.itemsize * 8}"))
 
 
 def _signbit(g, node, ins):
-    return [_negative_bit(g, node, ins[0], _in_dtype(node, 0))]
+    return [_negative_bit(g, node, ins[0], in_dtype(node, 0))]
 
 
 def _copysign(g, node, ins):
-    a, b = _compute(g, node, ins)
+    a, b = compute(g, node, ins)
     mag = g.op("Abs", [a])
-    return [g.op("Where", [_negative_bit(g, node, b, _out_dtype(node)), g.op("Neg", [mag]), mag])]
+    return [g.op("Where", [_negative_bit(g, node, b, out_dtype(node)), g.op("Neg", [mag]), mag])]
 
 
 def _atan2(g, node, ins):
-    y, x = _compute(g, node, ins)
-    dt = _out_dtype(node)
+    y, x = compute(g, node, ins)
+    dt = out_dtype(node)
 
     def c(v):
         return g.scalar(v, dt)

@@ -16,37 +16,37 @@ import math
 import numpy as np
 
 from ..errors import GraphError
-from .export_ops import _compute, _fail, _in_dtype, _out_dtype, _rank, _training
+from .export_base import compute, fail, in_dtype, input_rank, out_dtype, training_error
 
 
 def _dense(g, node, ins):
-    ins = _compute(g, node, ins)
-    if _rank(g, node) == 2:  # Gemm: y = x W^T + b in one op
+    ins = compute(g, node, ins)
+    if input_rank(g, node) == 2:  # Gemm: y = x W^T + b in one op
         return [g.op("Gemm", ins, transB=1)]
     y = g.op("MatMul", [ins[0], g.op("Transpose", [ins[1]], perm=[1, 0])])
     return [g.op("Add", [y, ins[2]]) if len(ins) == 3 else y]
 
 
 def _matmul(g, node, ins):
-    return [g.op("MatMul", _compute(g, node, ins))]
+    return [g.op("MatMul", compute(g, node, ins))]
 
 
 def _dot(g, node, ins):
-    a, b = _compute(g, node, ins)
-    ra, rb = _rank(g, node, 0), _rank(g, node, 1)
+    a, b = compute(g, node, ins)
+    ra, rb = input_rank(g, node, 0), input_rank(g, node, 1)
     if node.params.get("transpose_a"):
         if ra != 2:
-            raise _fail(g, node, f"transpose_a of a {ra}-D array")
+            raise fail(g, node, f"transpose_a of a {ra}-D array")
         a = g.op("Transpose", [a], perm=[1, 0])
     if ra == 0 or rb == 0:
         return [g.op("Mul", [a, b])]
     if node.params.get("transpose_a") and rb == 1:
         # b as a row times a, not Transpose + MatMul: onnxruntime 1.32's extended optimizer fuses that
         # pair into a FusedMatMul that computes a 1-D b wrongly
-        a = ins[0] if _in_dtype(node, 0) == _out_dtype(node) else g.cast(ins[0], _in_dtype(node, 0), _out_dtype(node))
+        a = ins[0] if in_dtype(node, 0) == out_dtype(node) else g.cast(ins[0], in_dtype(node, 0), out_dtype(node))
         return [g.op("Squeeze", [g.op("MatMul", [g.op("Unsqueeze", [b, g.ints([0])]), a]), g.ints([0])])]
     if rb > 2:
-        raise _fail(g, node, f"numpy.dot of a {ra}-D and a {rb}-D array (no batch broadcasting) has no "
+        raise fail(g, node, f"numpy.dot of a {ra}-D and a {rb}-D array (no batch broadcasting) has no "
                              "ONNX operator; use matmul")
     return [g.op("MatMul", [a, b])]
 
@@ -59,9 +59,9 @@ def _softmax(op_type: str):
 
 def _masked_softmax(g, node, ins):
     x, mask = ins
-    dt = _out_dtype(node)
+    dt = out_dtype(node)
     axis = g.ints([int(node.params.get("axis", -1))])
-    mask = g.cast(mask, _in_dtype(node, 1), np.dtype(bool))
+    mask = g.cast(mask, in_dtype(node, 1), np.dtype(bool))
     e = g.op("Where", [mask, x, g.scalar(-np.inf, dt)])
     m = g.op("ReduceMax", [e, axis], keepdims=1)
     m = g.op("Where", [g.op("IsInf", [m], detect_positive=0), g.scalar(0, dt), m])  # a row all masked
@@ -72,16 +72,16 @@ def _masked_softmax(g, node, ins):
 
 
 def _one_hot(g, node, ins):
-    dt = _out_dtype(node)
+    dt = out_dtype(node)
     values = g.const(np.array([0, 1], dtype=dt))
-    idx = g.cast(ins[0], _in_dtype(node, 0), np.dtype("int64"))  # the index type onnxruntime implements
+    idx = g.cast(ins[0], in_dtype(node, 0), np.dtype("int64"))  # the index type onnxruntime implements
     return [one_hot_of(g, node, idx, g.ints([int(node.params["depth"])]), values)]
 
 
 def _sce_rows(g, node, ins):
     """``-log_softmax(logits)`` at each row's label: LogSoftmax, GatherElements on the last axis
     (which counts negative labels from the end, as the kernel does), Squeeze, Neg."""
-    idx = g.cast(ins[1], _in_dtype(node, 1), np.dtype("int64"))
+    idx = g.cast(ins[1], in_dtype(node, 1), np.dtype("int64"))
     logp = g.op("LogSoftmax", [ins[0]], axis=-1)
     picked = g.op("GatherElements", [logp, g.op("Unsqueeze", [idx, g.ints([-1])])], axis=-1)
     return [g.op("Neg", [g.op("Squeeze", [picked, g.ints([-1])])])]
@@ -89,7 +89,7 @@ def _sce_rows(g, node, ins):
 
 def one_hot_of(g, node, idx, depth, values):
     """OneHot, whose indices must have a dim: a 0-d index is made 1-d and its row taken back."""
-    if _rank(g, node) == 0:
+    if input_rank(g, node) == 0:
         y = g.op("OneHot", [g.op("Reshape", [idx, g.ints([1])]), depth, values], axis=-1)
         return g.op("Squeeze", [y, g.ints([0])])
     return g.op("OneHot", [idx, depth, values], axis=-1)
@@ -97,7 +97,7 @@ def one_hot_of(g, node, idx, depth, values):
 
 def _dropout(g, node, ins):
     if node.params.get("training"):
-        raise _training(g.label, [node])
+        raise training_error(g.label, [node])
     return [g.op("Identity", ins)]
 
 
@@ -109,7 +109,7 @@ def _pair2(v, default):
 def _conv2d(g, node, ins):
     p = node.params
     pad = _pair2(p.get("padding"), (0, 0))
-    return [g.op("Conv", _compute(g, node, ins), strides=_pair2(p.get("stride"), (1, 1)), pads=pad + pad,
+    return [g.op("Conv", compute(g, node, ins), strides=_pair2(p.get("stride"), (1, 1)), pads=pad + pad,
                  dilations=_pair2(p.get("dilation"), (1, 1)), group=int(p.get("groups", 1)))]
 
 
@@ -117,7 +117,7 @@ def _conv2d_transpose(g, node, ins):
     # the weight is (C_in, C_out / groups, kh, kw) in both; ONNX crops pads from the full output
     p = node.params
     pad = _pair2(p.get("padding"), (0, 0))
-    return [g.op("ConvTranspose", _compute(g, node, ins), strides=_pair2(p.get("stride"), (1, 1)), pads=pad + pad,
+    return [g.op("ConvTranspose", compute(g, node, ins), strides=_pair2(p.get("stride"), (1, 1)), pads=pad + pad,
                  output_padding=_pair2(p.get("output_padding"), (0, 0)),
                  dilations=_pair2(p.get("dilation"), (1, 1)), group=int(p.get("groups", 1)))]
 
@@ -151,18 +151,18 @@ def _per_axis(g, node, t, i, ax, rank):
     """Input ``i`` (a vector along axis ``ax``) reshaped to broadcast against a rank-``rank`` array."""
     shape = [1] * rank
     shape[ax] = -1
-    return g.op("Reshape", [g.cast(t, _in_dtype(node, i), _out_dtype(node)), g.ints(shape)])
+    return g.op("Reshape", [g.cast(t, in_dtype(node, i), out_dtype(node)), g.ints(shape)])
 
 
 def _batch_norm(g, node, ins):
-    rank = _rank(g, node)
+    rank = input_rank(g, node)
     ax = node.params.get("axis", 1) % rank
     eps = float(node.params.get("eps", 1e-5))
     if ax == 1:  # ONNX BatchNormalization (inference form: the running statistics)
-        return [g.op("BatchNormalization", _compute(g, node, ins), epsilon=eps)]
-    x = g.cast(ins[0], _in_dtype(node, 0), _out_dtype(node))
+        return [g.op("BatchNormalization", compute(g, node, ins), epsilon=eps)]
+    x = g.cast(ins[0], in_dtype(node, 0), out_dtype(node))
     gamma, beta, mean, var = (_per_axis(g, node, t, i + 1, ax, rank) for i, t in enumerate(ins[1:]))
-    dt = _out_dtype(node)
+    dt = out_dtype(node)
     y = g.op("Div", [g.op("Sub", [x, mean]), g.op("Sqrt", [g.op("Add", [var, g.scalar(eps, dt)])])])
     return [g.op("Add", [g.op("Mul", [y, gamma]), beta])]
 
@@ -175,13 +175,13 @@ def _bn_max_pool2d(g, node, ins):
 
 
 def _layer_norm(g, node, ins):
-    rank = _rank(g, node)
+    rank = input_rank(g, node)
     ax = node.params.get("axis", -1) % rank
     eps = float(node.params.get("eps", 1e-5))
     if ax == rank - 1:  # LayerNormalization (opset 17) normalizes the axes from `axis` on
-        return [g.op("LayerNormalization", _compute(g, node, ins), axis=-1, epsilon=eps)]
-    x = g.cast(ins[0], _in_dtype(node, 0), _out_dtype(node))
-    dt = _out_dtype(node)
+        return [g.op("LayerNormalization", compute(g, node, ins), axis=-1, epsilon=eps)]
+    x = g.cast(ins[0], in_dtype(node, 0), out_dtype(node))
+    dt = out_dtype(node)
     axes = g.ints([ax])
     d = g.op("Sub", [x, g.op("ReduceMean", [x, axes], keepdims=1)])
     v = g.op("ReduceMean", [g.op("Mul", [d, d]), axes], keepdims=1)
@@ -192,10 +192,10 @@ def _layer_norm(g, node, ins):
 
 def _gelu(g, node, ins):
     approx = node.params.get("approximation", "none")
-    x, = _compute(g, node, ins)
+    x, = compute(g, node, ins)
     if g.opset >= 20:
         return [g.op("Gelu", [x], approximate=approx)]
-    dt = _out_dtype(node)
+    dt = out_dtype(node)
     if approx == "tanh":  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
         inner = g.op("Add", [x, g.op("Mul", [g.op("Mul", [g.op("Mul", [x, x]), x]), g.scalar(0.044715, dt)])])
         t = g.op("Tanh", [g.op("Mul", [inner, g.scalar(math.sqrt(2 / math.pi), dt)])])

@@ -5,63 +5,43 @@ built (``export._Graph``: ``g.op(...)`` adds an ONNX node, ``g.ints``/``g.scalar
 ``g.cast`` converts a dtype), ``node`` our graph node (its params and recorded avals), ``ins``
 the ONNX tensor names of its inputs. ONNX operators ask every input of an elementwise op to have
 one dtype, where our ops promote like NumPy: converters cast inputs to the dtype the op's rule
-gave its output (``_compute``) first.
+gave its output (``compute``) first.
 
 Grouped by op family, as the registry (``lazyarray/ops/*.py``) is.
 """
 from __future__ import annotations
 
 import math
-from contextvars import ContextVar
 
 import numpy as np
 
 from ..dim import has_symbols, is_symbolic
-from ..errors import GraphError
 from ..ops.reshape_codes import resolve_reshape
 from ..ops.shape import section_bounds
+from .export_base import (  # noqa: F401 (EXPORT_AVALS, TRAINING_OPS, is_training_node: importable here as before)
+    EXPORT_AVALS,
+    INT64_MAX,
+    INT64_MIN,
+    TRAINING_OPS,
+    compute,
+    fail,
+    in_dtype,
+    input_rank,
+    input_shape,
+    is_training_node,
+    out_dtype,
+)
 
-INT64_MAX = np.iinfo(np.int64).max
-INT64_MIN = np.iinfo(np.int64).min
-
-
-def _fail(g, node, why: str):
-    return GraphError(f"cannot export node {g.label(node)!r} ({node.op.name}) to ONNX: {why}")
-
-
-def _in_dtype(node, i: int) -> np.dtype:
-    return node.inputs[i].node.avals[node.inputs[i].index].dtype
-
-
-def _out_dtype(node, i: int = 0) -> np.dtype:
-    return node.avals[i].dtype
-
-
-# the avals of the graph being exported re-inferred with its dynamic axes unknown (export sets it):
-# a converter that needs a static size then sees None there and refuses, instead of baking in the
-# size the graph was traced with
-EXPORT_AVALS: ContextVar[dict | None] = ContextVar("onnx_export_avals", default=None)
-
-
-def _shape(node, i: int = 0):
-    e = node.inputs[i]
-    avals = EXPORT_AVALS.get()
-    if avals is not None and id(e.node) in avals:
-        return avals[id(e.node)][e.index].shape
-    return e.node.avals[e.index].shape
-
-
-def _rank(g, node, i: int = 0) -> int:
-    s = _shape(node, i)
-    if s is None:
-        raise _fail(g, node, f"the rank of input {i} is unknown; give la.onnx.export input_shapes")
-    return len(s)
-
-
-def _compute(g, node, ins, dtype=None):
-    """``ins`` cast to ``dtype`` (default: the output's dtype) where they differ."""
-    dtype = _out_dtype(node) if dtype is None else dtype
-    return [g.cast(t, _in_dtype(node, i), dtype) for i, t in enumerate(ins)]
+# nn layers; sorting, searching, set functions and data-dependent indexing; linear algebra, running
+# products, shifts (their own files, which use the helpers in export_base.py; added to the table below)
+from .export_index import CONVERTERS as _INDEX_CONVERTERS
+from .export_linalg import CONVERTERS as _LINALG_CONVERTERS
+from .export_linalg import NO_ONNX_FORM  # noqa: F401 (export quotes the reasons)
+from .export_nn import CONVERTERS as _NN_CONVERTERS
+from .export_scatter import CONVERTERS as _SCATTER_CONVERTERS
+from .export_sizes import CONVERTERS as _SIZE_CONVERTERS
+from .image import export_image_decode
+from .narrow import export_round
 
 
 def _sizes(values) -> list:
@@ -77,44 +57,44 @@ def _axes(axis) -> list[int]:
 def _unary(op_type: str, int_identity: bool = False):
     """An elementwise ONNX op computing in the output dtype (ints in, float out: cast first)."""
     def convert(g, node, ins):
-        if int_identity and _out_dtype(node).kind in "iub":
+        if int_identity and out_dtype(node).kind in "iub":
             return [g.op("Identity", ins)]
-        return [g.op(op_type, _compute(g, node, ins))]
+        return [g.op(op_type, compute(g, node, ins))]
     return convert
 
 
 def _binary(op_type: str, **attrs):
     def convert(g, node, ins):
-        return [g.op(op_type, _compute(g, node, ins), **attrs)]
+        return [g.op(op_type, compute(g, node, ins), **attrs)]
     return convert
 
 
 def _compare(op_type: str, negate: bool = False):
     """A comparison: both sides in their common dtype, a bool result."""
     def convert(g, node, ins):
-        common = np.result_type(_in_dtype(node, 0), _in_dtype(node, 1))
-        y = g.op(op_type, _compute(g, node, ins, common))
+        common = np.result_type(in_dtype(node, 0), in_dtype(node, 1))
+        y = g.op(op_type, compute(g, node, ins, common))
         return [g.op("Not", [y]) if negate else y]
     return convert
 
 
 def _logical(op_type: str):
     def convert(g, node, ins):
-        return [g.op(op_type, _compute(g, node, ins, np.dtype(bool)))]
+        return [g.op(op_type, compute(g, node, ins, np.dtype(bool)))]
     return convert
 
 
 def _bitwise(op_type: str, bool_type: str):
     """Bitwise ops take integers in ONNX; on bools they are the logical ops."""
     def convert(g, node, ins):
-        return [g.op(bool_type if _out_dtype(node).kind == "b" else op_type, _compute(g, node, ins))]
+        return [g.op(bool_type if out_dtype(node).kind == "b" else op_type, compute(g, node, ins))]
     return convert
 
 
 def _float_test(op_type: str):
     """IsNaN / IsInf take floats; an integer is never NaN nor infinite, so test it as a float."""
     def convert(g, node, ins):
-        dt = _in_dtype(node, 0)
+        dt = in_dtype(node, 0)
         x = ins[0] if dt.kind == "f" else g.cast(ins[0], dt, np.dtype("float32"))
         return [g.op(op_type, [x])]
     return convert
@@ -125,15 +105,15 @@ def _identity(g, node, ins):
 
 
 def _square(g, node, ins):
-    x, = _compute(g, node, ins)
+    x, = compute(g, node, ins)
     return [g.op("Mul", [x, x])]
 
 
 def _with_scalar(op_type: str, value: float, first: str):
     """``first(x)`` then ``op_type`` with a number: expm1 = exp(x) - 1, log1p = log(x + 1), ..."""
     def convert(g, node, ins):
-        x, = _compute(g, node, ins)
-        dt = _out_dtype(node)
+        x, = compute(g, node, ins)
+        dt = out_dtype(node)
         if first == "Log1p":
             return [g.op("Log", [g.op("Add", [x, g.scalar(1, dt)])])]
         y = g.op(first, [x])
@@ -142,10 +122,10 @@ def _with_scalar(op_type: str, value: float, first: str):
 
 
 def _trunc(g, node, ins):
-    if _out_dtype(node).kind in "iub":
+    if out_dtype(node).kind in "iub":
         return [g.op("Identity", ins)]
-    x, = _compute(g, node, ins)
-    neg = g.op("Less", [x, g.scalar(0, _out_dtype(node))])
+    x, = compute(g, node, ins)
+    neg = g.op("Less", [x, g.scalar(0, out_dtype(node))])
     return [g.op("Where", [neg, g.op("Ceil", [x]), g.op("Floor", [x])])]
 
 
@@ -155,14 +135,14 @@ def _isfinite(g, node, ins):
 
 
 def _remainder(g, node, ins):
-    a, b = _compute(g, node, ins)
-    if _out_dtype(node).kind in "iu":
+    a, b = compute(g, node, ins)
+    if out_dtype(node).kind in "iu":
         return [g.op("Mod", [a, b], fmod=0)]  # integer Mod with fmod=0 has Python's (divisor's) sign
     # numpy.remainder of floats (npy_divmod): C fmod, moved by one divisor where its sign differs
     # from the divisor's; a zero takes the divisor's sign. fmod keeps a finite dividend under an
     # infinite divisor (2 % inf == 2, -2 % inf == inf) where a - floor(a / b) * b gives nan; x % 0,
     # inf % b and nans stay nan (fmod's nan is neither zero nor signed).
-    dt = _out_dtype(node)
+    dt = out_dtype(node)
     zero = g.scalar(0, dt)
     m = g.op("Mod", [a, b], fmod=1)
     b_neg = g.op("Less", [b, zero])
@@ -174,47 +154,47 @@ def _remainder(g, node, ins):
 
 
 def _floor_divide(g, node, ins):
-    a, b = _compute(g, node, ins)
-    if _out_dtype(node).kind in "iu":  # ONNX Div truncates: (a - a mod b) / b floors exactly
+    a, b = compute(g, node, ins)
+    if out_dtype(node).kind in "iu":  # ONNX Div truncates: (a - a mod b) / b floors exactly
         return [g.op("Div", [g.op("Sub", [a, g.op("Mod", [a, b], fmod=0)]), b])]
     return [g.op("Floor", [g.op("Div", [a, b])])]
 
 
 def _hypot(g, node, ins):
-    a, b = _compute(g, node, ins)
+    a, b = compute(g, node, ins)
     return [g.op("Sqrt", [g.op("Add", [g.op("Mul", [a, a]), g.op("Mul", [b, b])])])]
 
 
 def _logaddexp(g, node, ins):
-    a, b = _compute(g, node, ins)
-    dt = _out_dtype(node)
+    a, b = compute(g, node, ins)
+    dt = out_dtype(node)
     m = g.op("Max", [a, b])
     d = g.op("Neg", [g.op("Abs", [g.op("Sub", [a, b])])])
     return [g.op("Add", [m, g.op("Log", [g.op("Add", [g.op("Exp", [d]), g.scalar(1, dt)])])])]
 
 
 def _heaviside(g, node, ins):
-    x, h = _compute(g, node, ins)
-    dt = _out_dtype(node)
+    x, h = compute(g, node, ins)
+    dt = out_dtype(node)
     pos = g.op("Where", [g.op("Greater", [x, g.scalar(0, dt)]), g.scalar(1, dt), h])
     return [g.op("Where", [g.op("Less", [x, g.scalar(0, dt)]), g.scalar(0, dt), pos])]
 
 
 def _where(g, node, ins):
-    c = g.cast(ins[0], _in_dtype(node, 0), np.dtype(bool))
-    x = g.cast(ins[1], _in_dtype(node, 1), _out_dtype(node))
-    y = g.cast(ins[2], _in_dtype(node, 2), _out_dtype(node))
+    c = g.cast(ins[0], in_dtype(node, 0), np.dtype(bool))
+    x = g.cast(ins[1], in_dtype(node, 1), out_dtype(node))
+    y = g.cast(ins[2], in_dtype(node, 2), out_dtype(node))
     return [g.op("Where", [c, x, y])]
 
 
 def _clip(g, node, ins):
-    x, lo, hi = _compute(g, node, ins)  # numpy.clip: minimum(maximum(x, lo), hi), broadcasting
+    x, lo, hi = compute(g, node, ins)  # numpy.clip: minimum(maximum(x, lo), hi), broadcasting
     return [g.op("Min", [g.op("Max", [x, lo]), hi])]
 
 
 def _smooth_l1(g, node, ins):
-    x, = _compute(g, node, ins)
-    dt = _out_dtype(node)
+    x, = compute(g, node, ins)
+    dt = out_dtype(node)
     s2 = float(node.params["scalar"]) ** 2
     ax = g.op("Abs", [x])
     quad = g.op("Mul", [g.op("Mul", [x, x]), g.scalar(0.5 * s2, dt)])
@@ -223,20 +203,20 @@ def _smooth_l1(g, node, ins):
 
 
 def _quadratic(g, node, ins):
-    x, = _compute(g, node, ins)
-    dt = _out_dtype(node)
+    x, = compute(g, node, ins)
+    dt = out_dtype(node)
     p = node.params
     ax_b = g.op("Add", [g.op("Mul", [x, g.scalar(p["a"], dt)]), g.scalar(p["b"], dt)])
     return [g.op("Add", [g.op("Mul", [ax_b, x]), g.scalar(p["c"], dt)])]
 
 
 def _cast(g, node, ins):
-    return [g.cast(ins[0], _in_dtype(node, 0), _out_dtype(node), force=True)]
+    return [g.cast(ins[0], in_dtype(node, 0), out_dtype(node), force=True)]
 
 
 def _fill_like(value_of):
     def convert(g, node, ins):
-        dt = _out_dtype(node)
+        dt = out_dtype(node)
         value = np.array([value_of(node)], dtype=dt)
         return [g.op("ConstantOfShape", [g.op("Shape", ins[:1])], value=g.tensor(value))]
     return convert
@@ -252,7 +232,7 @@ def _reduce(op_type: str, cast_in=True):
     def convert(g, node, ins):
         axis = node.params.get("axis")
         keep = int(bool(node.params.get("keepdims", False)))
-        x = _compute(g, node, ins)[0] if cast_in else ins[0]
+        x = compute(g, node, ins)[0] if cast_in else ins[0]
         if axis == ():
             return [g.op("Identity", [x])]
         return [g.op(op_type, _reduce_inputs(g, node, x), keepdims=keep)]
@@ -262,7 +242,7 @@ def _reduce(op_type: str, cast_in=True):
 def _all_any(op_type: str):
     def convert(g, node, ins):
         axis = node.params.get("axis")
-        x = g.cast(g.cast(ins[0], _in_dtype(node, 0), np.dtype(bool)), np.dtype(bool), np.dtype("int32"))
+        x = g.cast(g.cast(ins[0], in_dtype(node, 0), np.dtype(bool)), np.dtype(bool), np.dtype("int32"))
         if axis == ():
             return [g.cast(x, np.dtype("int32"), np.dtype(bool))]
         y = g.op(op_type, _reduce_inputs(g, node, x), keepdims=int(bool(node.params.get("keepdims"))))
@@ -271,8 +251,8 @@ def _all_any(op_type: str):
 
 
 def _count_nonzero(g, node, ins):
-    nz = g.op("Not", [g.op("Equal", [ins[0], g.scalar(0, _in_dtype(node, 0))])])
-    x = g.cast(nz, np.dtype(bool), _out_dtype(node))
+    nz = g.op("Not", [g.op("Equal", [ins[0], g.scalar(0, in_dtype(node, 0))])])
+    x = g.cast(nz, np.dtype(bool), out_dtype(node))
     if node.params.get("axis") == ():
         return [x]
     return [g.op("ReduceSum", _reduce_inputs(g, node, x), keepdims=int(bool(node.params.get("keepdims"))))]
@@ -285,28 +265,28 @@ def _arg(op_type: str):
         if axis is None:
             y = g.op(op_type, [g.op("Reshape", [x, g.ints([-1])])], axis=0, keepdims=0)
             if keep:
-                y = g.op("Reshape", [y, g.ints([1] * _rank(g, node))])
+                y = g.op("Reshape", [y, g.ints([1] * input_rank(g, node))])
         else:
             y = g.op(op_type, [x], axis=int(axis), keepdims=int(keep))
-        return [g.cast(y, np.dtype("int64"), _out_dtype(node))]
+        return [g.cast(y, np.dtype("int64"), out_dtype(node))]
     return convert
 
 
 def _moments(std: bool):
     def convert(g, node, ins):
-        x, = _compute(g, node, ins)
-        dt = _out_dtype(node)
+        x, = compute(g, node, ins)
+        dt = out_dtype(node)
         axis, keep = node.params.get("axis"), int(bool(node.params.get("keepdims")))
         m = g.op("ReduceMean", _reduce_inputs(g, node, x), keepdims=1)
         d = g.op("Sub", [x, m])
         v = g.op("ReduceMean", _reduce_inputs(g, node, g.op("Mul", [d, d])), keepdims=keep)
         corr = float(node.params.get("correction", 0.0))
         if corr:
-            shape = _shape(node)
+            shape = input_shape(node)
             axes = range(len(shape)) if axis is None else [a % len(shape) for a in _axes(axis)]
             sizes = [shape[a] for a in axes]
             if any(s is None for s in sizes):
-                raise _fail(g, node, "a correction over an axis of unknown size")
+                raise fail(g, node, "a correction over an axis of unknown size")
             n = math.prod(sizes)
             v = g.op("Mul", [v, g.scalar(n / max(n - corr, 0.0) if n > corr else float("inf"), dt)])
         return [g.op("Sqrt", [v]) if std else v]
@@ -314,8 +294,8 @@ def _moments(std: bool):
 
 
 def _vector_norm(g, node, ins):
-    x, = _compute(g, node, ins)
-    dt = _out_dtype(node)
+    x, = compute(g, node, ins)
+    dt = out_dtype(node)
     ord_ = node.params.get("ord", 2)
     keep = int(bool(node.params.get("keepdims")))
     a = g.op("Abs", [x])
@@ -338,13 +318,13 @@ def _vector_norm(g, node, ins):
 
 
 def _cumulative_sum(g, node, ins):
-    x, = _compute(g, node, ins)
+    x, = compute(g, node, ins)
     axis = node.params.get("axis")
     if axis is None:
         x, axis = g.op("Reshape", [x, g.ints([-1])]), 0
     y = g.op("CumSum", [x, g.ints([int(axis)], scalar=True)])
     if node.params.get("include_initial"):
-        rank = 1 if node.params.get("axis") is None else _rank(g, node)
+        rank = 1 if node.params.get("axis") is None else input_rank(g, node)
         pads = [0] * (2 * rank)
         pads[int(axis) % rank] = 1
         y = g.op("Pad", [y, g.ints(pads)], mode="constant")
@@ -361,9 +341,9 @@ def _reshape_codes(g, node, ins):
     """MXNet's codes resolved against x's shape: its recorded sizes, symbolic ones computed when the
     model runs; a dynamic axis of a traced graph has no size to resolve against."""
     rec = node.inputs[0].aval.shape
-    shape = rec if rec is not None and has_symbols(rec) and None not in rec else _shape(node)
+    shape = rec if rec is not None and has_symbols(rec) and None not in rec else input_shape(node)
     if shape is None or None in shape:
-        raise _fail(g, node, "MXNet Reshape codes need the input's sizes; export with the axis static")
+        raise fail(g, node, "MXNet Reshape codes need the input's sizes; export with the axis static")
     out = resolve_reshape(tuple(shape), tuple(node.params["codes"]), node.params.get("reverse", False))
     return [g.op("Reshape", [ins[0], g.ints(_sizes(out))])]
 
@@ -376,7 +356,7 @@ def _transpose(g, node, ins):
     axes = node.params.get("axes")
     if axes is None:
         return [g.op("Transpose", ins)]
-    rank = _rank(g, node)
+    rank = input_rank(g, node)
     return [g.op("Transpose", ins, perm=[int(a) % rank for a in axes])]
 
 
@@ -390,7 +370,7 @@ def _squeeze(g, node, ins):
 
 
 def _flatten(g, node, ins):
-    if _rank(g, node) == 0:
+    if input_rank(g, node) == 0:
         return [g.op("Reshape", [ins[0], g.ints([1, 1])])]
     return [g.op("Flatten", ins, axis=1)]
 
@@ -411,7 +391,7 @@ def _expand(g, node, ins):
 
 def _repeat(g, node, ins):
     sizes = _sizes(node.params["sizes"])
-    rank = _rank(g, node)
+    rank = input_rank(g, node)
     x = ins[0]
     if len(sizes) > rank:  # PyTorch's repeat: new leading axes of size 1 first
         x = g.op("Unsqueeze", [x, g.ints(list(range(len(sizes) - rank)))])
@@ -423,15 +403,15 @@ def _repeat_elements(g, node, ins):
     """numpy.repeat as a Gather with the index of every output element (sizes are static)."""
     axis, repeats = node.params.get("axis"), [int(r) for r in node.params["repeats"]]
     x = ins[0]
-    shape = _shape(node)
+    shape = input_shape(node)
     if shape is None:
-        raise _fail(g, node, "the input's shape is unknown")
+        raise fail(g, node, "the input's shape is unknown")
     if axis is None:
         x, n, axis = g.op("Reshape", [x, g.ints([-1])]), math.prod(shape), 0
     else:
         n = shape[axis]
     if n is None:
-        raise _fail(g, node, f"axis {axis} has no static size")
+        raise fail(g, node, f"axis {axis} has no static size")
     idx = np.repeat(np.arange(n, dtype=np.int64), repeats if len(repeats) > 1 else repeats[0])
     return [g.op("Gather", [x, g.const(idx)], axis=int(axis))]
 
@@ -463,8 +443,8 @@ def _getitem(g, node, ins):
     """Basic indexing: one Slice for the slices and ints, Squeeze for the ints, Unsqueeze for None."""
     key = node.params["key"]
     key = key if isinstance(key, tuple) else (key,)
-    rank = _rank(g, node)
-    shape = _shape(node)
+    rank = input_rank(g, node)
+    shape = input_shape(node)
     n_index = sum(1 for k in key if k is not None and k is not Ellipsis)
     if Ellipsis in key:
         at = key.index(Ellipsis)
@@ -513,10 +493,10 @@ def _getitem(g, node, ins):
 
 def _split_section(g, node, ins):
     p = node.params
-    shape = _shape(node)
+    shape = input_shape(node)
     ax = p["axis"] % len(shape)
     if shape[ax] is None:
-        raise _fail(g, node, f"split along axis {ax}, whose size is not static (a dynamic axis)")
+        raise fail(g, node, f"split along axis {ax}, whose size is not static (a dynamic axis)")
     lo, hi = section_bounds(shape[ax], p["sections"], p["index"])
     return [g.op("Slice", [ins[0], g.ints([lo]), g.ints([hi]), g.ints([ax])])]
 
@@ -528,9 +508,9 @@ def _take(g, node, ins):
 def _take_along_axis(g, node, ins):
     """GatherElements wants x and the indices of one shape but along ``axis``: numpy broadcasts them.
     The broadcast shape is computed from both shapes when the model runs (dynamic axes stay dynamic)."""
-    xs, js = _shape(node, 0), _shape(node, 1)
+    xs, js = input_shape(node, 0), input_shape(node, 1)
     if xs is None or js is None or len(xs) != len(js):
-        raise _fail(g, node, "x and the indices need shapes of one known rank")
+        raise fail(g, node, "x and the indices need shapes of one known rank")
     ax = int(node.params.get("axis", -1)) % len(xs)
     if list(xs) == list(js) and None not in xs:  # nothing to broadcast
         return [g.op("GatherElements", ins, axis=ax)]
@@ -543,17 +523,17 @@ def _take_along_axis(g, node, ins):
 
 
 def _concatenate(g, node, ins):
-    return [g.op("Concat", _compute(g, node, ins), axis=int(node.params.get("axis", 0)))]
+    return [g.op("Concat", compute(g, node, ins), axis=int(node.params.get("axis", 0)))]
 
 
 def _stack(g, node, ins):
     axis = g.ints([int(node.params.get("axis", 0))])
-    return [g.op("Concat", [g.op("Unsqueeze", [x, axis]) for x in _compute(g, node, ins)],
+    return [g.op("Concat", [g.op("Unsqueeze", [x, axis]) for x in compute(g, node, ins)],
                  axis=int(node.params.get("axis", 0)))]
 
 
 def _pad(g, node, ins):
-    rank = _rank(g, node)
+    rank = input_rank(g, node)
     if rank == 0:  # numpy.pad of a 0-d array returns it
         return [g.op("Identity", ins[:1])]
     pw = node.params["pad_width"]
@@ -561,19 +541,19 @@ def _pad(g, node, ins):
     pw = np.broadcast_to(pw, (rank, 2))  # numpy.pad's forms: n, (before, after), ((b0, a0), ...), ((n0,), ...)
     mode = node.params.get("mode", "constant")
     if mode == "reflect":
-        shape = _shape(node)
+        shape = input_shape(node)
         over = [a for a in range(rank) if shape[a] is None or max(pw[a]) > shape[a] - 1]
         if over:
-            raise _fail(g, node, f"reflect padding {pw.tolist()} of {shape}: ONNX's Pad reflects once, so each pad "
+            raise fail(g, node, f"reflect padding {pw.tolist()} of {shape}: ONNX's Pad reflects once, so each pad "
                                  f"must be below its axis' (static) size; axes {over} are not (numpy reflects again)")
     args = [ins[0], g.ints(list(pw[:, 0]) + list(pw[:, 1]))]
     if mode == "constant":
-        args.append(g.scalar(node.params.get("constant_values", 0.0), _in_dtype(node, 0)))
+        args.append(g.scalar(node.params.get("constant_values", 0.0), in_dtype(node, 0)))
     return [g.op("Pad", args, mode=mode)]
 
 
 def _flip(g, node, ins):
-    rank = _rank(g, node)
+    rank = input_rank(g, node)
     axis = node.params.get("axis")
     axes = list(range(rank)) if axis is None else [a % rank for a in _axes(axis)]
     n = len(axes)
@@ -585,7 +565,7 @@ def _flip(g, node, ins):
 def _tri(upper: int):
     def convert(g, node, ins):
         x = ins[0]
-        if _rank(g, node) == 1:  # numpy.tril of a vector: the vector as every row of a square matrix
+        if input_rank(g, node) == 1:  # numpy.tril of a vector: the vector as every row of a square matrix
             x = g.op("Expand", [x, g.op("Concat", [g.op("Shape", [x])] * 2, axis=0)])
         return [g.op("Trilu", [x, g.ints([int(node.params.get("k", 0))], scalar=True)], upper=upper)]
     return convert
@@ -601,7 +581,7 @@ def _inline(param: str):
 
 
 def _cond(g, node, ins):
-    pred = g.cast(ins[0], _in_dtype(node, 0), np.dtype(bool))
+    pred = g.cast(ins[0], in_dtype(node, 0), np.dtype(bool))
     pred = g.op("Reshape", [pred, g.ints([])])  # If takes a single-element condition
     p = node.params
     then_b = g.body(p["then_graph"], bind=ins[1:], name="then")
@@ -632,26 +612,6 @@ def _foreach(g, node, ins):
     final, scanned = outs[:ns], outs[ns:]
     n_y = p["body"].n_outputs - ns
     return scanned[:n_y] + final + scanned[n_y:]
-
-
-# -- not in inference graphs ------------------------------------------------------------------
-TRAINING_OPS = ("dropout_mask", "softmax_cross_entropy", "random_normal", "random_uniform",
-                # forms the compiled training step uses (graph/passes/forward_saves.py), never in a traced symbol
-                "layer_norm_with_stats", "layer_norm_grad_saved", "softmax_cross_entropy_rows_with_probs",
-                "softmax_cross_entropy_rows_grad_saved")
-
-
-def is_training_node(node) -> bool:
-    name = node.op.name
-    return name.endswith("_grad") or name in TRAINING_OPS or (name == "dropout" and bool(node.params.get("training")))
-
-
-def _training(label, nodes):
-    listed = ", ".join(sorted({f"{n.op.name} (node {label(n)!r})" for n in nodes}))
-    return GraphError(f"cannot export to ONNX: {listed} belong to a training graph (gradients, dropout "
-                      "masks, random draws, losses); ONNX export covers inference graphs only: export the "
-                      "model outside autograd.record() and la.train_mode() (net.export_onnx(path) exports "
-                      "the inference graph)")
 
 
 CONVERTERS = {
@@ -699,16 +659,6 @@ CONVERTERS = {
     "foreach": _foreach,
 }
 
-# nn layers; sorting, searching, set functions and data-dependent indexing; linear algebra, running
-# products, shifts (their own files, which use the helpers above)
-from .export_index import CONVERTERS as _INDEX_CONVERTERS  # noqa: E402
-from .export_linalg import CONVERTERS as _LINALG_CONVERTERS  # noqa: E402
-from .export_linalg import NO_ONNX_FORM  # noqa: E402, F401 (export quotes the reasons)
-from .export_nn import CONVERTERS as _NN_CONVERTERS  # noqa: E402
-from .export_scatter import CONVERTERS as _SCATTER_CONVERTERS  # noqa: E402
-from .export_sizes import CONVERTERS as _SIZE_CONVERTERS  # noqa: E402
-from .image import export_image_decode  # noqa: E402
-from .narrow import export_round  # noqa: E402
 
 CONVERTERS.update(_NN_CONVERTERS)
 CONVERTERS.update(_INDEX_CONVERTERS)

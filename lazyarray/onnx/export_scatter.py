@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .export_ops import _fail, _out_dtype
+from .export_base import elem_type, fail, in_dtype, out_dtype
 
 _REDUCTION_OPSET = {"none": 11, "add": 16, "mul": 16, "max": 18, "min": 18}
 
@@ -14,7 +14,7 @@ _REDUCTION_OPSET = {"none": 11, "add": 16, "mul": 16, "max": 18, "min": 18}
 def _reduction(g, node) -> str:
     red = node.params.get("reduce", "none")
     if g.opset < _REDUCTION_OPSET[red]:
-        raise _fail(g, node, f"reduce={red!r} needs ONNX opset {_REDUCTION_OPSET[red]} (export with that opset)")
+        raise fail(g, node, f"reduce={red!r} needs ONNX opset {_REDUCTION_OPSET[red]} (export with that opset)")
     return red
 
 
@@ -27,9 +27,8 @@ def _scatter_nd(g, node, ins):
 
 
 def _non_max_suppression(g, node, ins):
-    from .export_ops import _in_dtype
-    if any(_in_dtype(node, i) != np.float32 for i in (0, 1)):
-        raise _fail(g, node, "ONNX NonMaxSuppression takes float32 boxes and scores only (cast them first)")
+    if any(in_dtype(node, i) != np.float32 for i in (0, 1)):
+        raise fail(g, node, "ONNX NonMaxSuppression takes float32 boxes and scores only (cast them first)")
     p = node.params
     limits = [g.ints([int(p.get("max_per_class", 0))]), g.const(np.array([p.get("iou_threshold", 0.0)], np.float32))]
     if p.get("score_threshold") is not None:
@@ -38,10 +37,9 @@ def _non_max_suppression(g, node, ins):
 
 
 def _bitcast(g, node, ins):
-    from .export import _elem
     if g.opset < 26:
-        raise _fail(g, node, "BitCast is ONNX opset 26: export with opset=26")
-    return [g.op("BitCast", ins, to=_elem(_out_dtype(node)))]
+        raise fail(g, node, "BitCast is ONNX opset 26: export with opset=26")
+    return [g.op("BitCast", ins, to=elem_type(out_dtype(node)))]
 
 
 CONVERTERS = {"scatter_along_axis": _scatter_along_axis, "scatter_nd": _scatter_nd,

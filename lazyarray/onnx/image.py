@@ -5,6 +5,7 @@ refuses it by name (``opset=20`` or later fixes it)."""
 from __future__ import annotations
 
 from .. import sym as S
+from .export_base import fail
 from .import_ops import OnnxNode
 
 _FORMATS = ("RGB", "BGR", "Grayscale")
@@ -22,7 +23,6 @@ IMAGE_CONVERTERS = {"ImageDecoder": image_decoder}
 
 
 def export_image_decode(g, node, ins):
-    from .export_ops import _fail
     if g.opset < 20:
-        raise _fail(g, node, "ONNX decodes images with ImageDecoder from opset 20: export with opset=20")
+        raise fail(g, node, "ONNX decodes images with ImageDecoder from opset 20: export with opset=20")
     return [g.op("ImageDecoder", ins, pixel_format=node.params.get("pixel_format", "RGB"))]

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import sym as S
 from ..ops.narrow_format import FORMATS, ml_dtype
+from .export_base import elem_type, fail, out_dtype
 
 # TensorProto element type -> narrow format (ml_dtypes name)
 NARROW = {16: "bfloat16", 17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2", 20: "float8_e5m2fnuz",
@@ -106,7 +108,6 @@ def value_types(model) -> dict[str, int]:
 
 def round_output(s, format: str):
     """``s`` rounded into ``format`` unless its producer already did (a Cast to the format)."""
-    from .. import sym as S
     node = s.outputs[0].node
     if node.op is not None and node.op.name == "round_to_format" and node.params.get("format") == format:
         return s
@@ -115,15 +116,13 @@ def round_output(s, format: str):
 
 def export_round(g, node, ins):
     """``round_to_format`` -> ``Cast`` to the format, then back to the wide dtype."""
-    from .export import _elem
-    from .export_ops import _fail, _out_dtype
     f = node.params.get("format", "bfloat16")
     if g.opset < CAST_OPSET[f]:
-        raise _fail(g, node, f"Cast to {f} is ONNX opset {CAST_OPSET[f]}: export with opset={CAST_OPSET[f]}")
+        raise fail(g, node, f"Cast to {f} is ONNX opset {CAST_OPSET[f]}: export with opset={CAST_OPSET[f]}")
     attrs = {}
     if g.opset >= 19 and f.startswith("float8"):
         attrs["saturate"] = int(bool(node.params.get("saturate", True)))
     if f == "float8_e8m0fnu":
         attrs["round_mode"] = node.params.get("round_mode", "up")
     y = g.op("Cast", ins, to=_ELEM[f], **attrs)
-    return [g.op("Cast", [y], to=_elem(_out_dtype(node)))]
+    return [g.op("Cast", [y], to=elem_type(out_dtype(node)))]

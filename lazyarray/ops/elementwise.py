@@ -122,8 +122,8 @@ _unary("sigmoid", _sigmoid,
 # about 2.5 us of Python around a loop of 1 us, against 1.8 us for ``maximum`` of 2048 float32).
 _ZERO_ROW = 8192
 _ZERO_ROWS: dict = {}
-_JIT_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the dtypes relu compiles for
-_UNITS = {d: (d.type(0), d.type(1)) for d in _JIT_FLOATS}  # (0, 1) in each: the compiled loops' constants
+JIT_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the dtypes relu compiles for
+UNITS = {d: (d.type(0), d.type(1)) for d in JIT_FLOATS}  # (0, 1) in each: the compiled loops' constants
 
 
 def _zero_row(dtype):
@@ -135,7 +135,7 @@ def _zero_row(dtype):
     return row
 
 
-def _memory_order(a):
+def memory_order(a):
     """The axes of ``a`` from the largest stride to the smallest when ``a`` is contiguous in that
     order (C order: 0, 1, ...; a batch-last NCHW buffer: 1, 2, 3, 0), else None."""
     if a.flags.c_contiguous:
@@ -146,10 +146,10 @@ def _memory_order(a):
     return order if a.transpose(order).flags.c_contiguous else None
 
 
-def _relu(xp, x, out=None):
+def relu_kernel(xp, x, out=None):
     if x.size < _ZERO_ROW // 2 or xp is not np or x.dtype.kind != "f" or (out is not None and out.dtype != x.dtype):
         return xp.maximum(x, 0, out=out)  # (a batch-1 layer: tested first, one test)
-    if x.__class__ is np.ndarray and x.dtype in _JIT_FLOATS \
+    if x.__class__ is np.ndarray and x.dtype in JIT_FLOATS \
             and (threads.num_threads() == 1 or x.nbytes < threads.MIN_PARALLEL_BYTES):
         res = _compiled_elementwise(RELU, (x,), out)  # one compiled loop where numba is installed
         if res is not None:
@@ -157,10 +157,10 @@ def _relu(xp, x, out=None):
         kern = jit.compiled(relu_4d) if x.ndim == 4 and out is not None else None  # (two layouts: blocked)
         if kern is not None and out.shape == x.shape and out.__class__ is np.ndarray \
                 and not np.may_share_memory(out, x):
-            kern(x, out, _UNITS[x.dtype][0])
+            kern(x, out, UNITS[x.dtype][0])
             return out
-    order = _memory_order(x)
-    if order is None or (out is not None and (out.shape != x.shape or _memory_order(out) != order)):
+    order = memory_order(x)
+    if order is None or (out is not None and (out.shape != x.shape or memory_order(out) != order)):
         return xp.maximum(x, 0, out=out)
     res = np.empty_like(x) if out is None else out  # (empty_like keeps x's memory order)
     zeros, n = _zero_row(x.dtype), x.size
@@ -202,7 +202,7 @@ def _relu_grad_kernel(xp, y, g, out=None):
     dtype, then the product (no boolean mask array, no mixed bool-float product); one compiled
     pass where numba is installed (elementwise_jit.py)."""
     if xp is np and g.size >= _ZERO_ROW // 2 and g.__class__ is np.ndarray and y.__class__ is np.ndarray \
-            and g.dtype in _JIT_FLOATS \
+            and g.dtype in JIT_FLOATS \
             and y.dtype == g.dtype and (out is None or out.dtype == g.dtype) \
             and (threads.num_threads() == 1 or g.nbytes < threads.MIN_PARALLEL_BYTES):
         res = _compiled_elementwise(RELU_GRAD, (y, g), out)
@@ -230,11 +230,11 @@ def _compiled_elementwise(kernels, inputs, out):
     shape = first.shape
     if out is not None and (out.shape != shape or out.__class__ is not np.ndarray):
         return None
-    order = None if first.flags.c_contiguous else _memory_order(first)
+    order = None if first.flags.c_contiguous else memory_order(first)
     if order is None and not first.flags.c_contiguous:  # (stored in no order a flat view can walk)
         return None
     for a in inputs[1:] if out is None else inputs[1:] + (out,):  # (loops: cheaper than any() here)
-        if a.shape != shape or ((not a.flags.c_contiguous) if order is None else _memory_order(a) != order):
+        if a.shape != shape or ((not a.flags.c_contiguous) if order is None else memory_order(a) != order):
             return None
     flats = [a.reshape(-1) if order is None else a.transpose(order).reshape(-1) for a in inputs]
     if out is None:
@@ -242,11 +242,11 @@ def _compiled_elementwise(kernels, inputs, out):
     else:
         for k, a in enumerate(inputs):
             if out is a:  # in place: the loop that writes that input's buffer
-                jit.compiled(kernels[1 + k])(*flats, *_UNITS[first.dtype])
+                jit.compiled(kernels[1 + k])(*flats, *UNITS[first.dtype])
                 return out
             if np.may_share_memory(out, a):
                 return None
-    kern(*flats, out.reshape(-1) if order is None else out.transpose(order).reshape(-1), *_UNITS[first.dtype])
+    kern(*flats, out.reshape(-1) if order is None else out.transpose(order).reshape(-1), *UNITS[first.dtype])
     return out
 
 
@@ -271,7 +271,7 @@ def _relu_grad(F, ins, y, g):
 
 
 # relu's gradient reads its output, not its input: the planner may free the input.
-_unary("relu", _relu, _relu_grad, "max(x, 0)",
+_unary("relu", relu_kernel, _relu_grad, "max(x, 0)",
        dtype=lambda dtypes: np.maximum.resolve_dtypes((dtypes[0], dtypes[0], None))[-1], zero_preserving=True,
        writes_out=True)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .nn import _sce_dtype, check_label_rows
+from .nn import check_label_rows, sce_dtype
 from .registry import OpDef, register
 
 
@@ -31,7 +31,7 @@ def _rows_shape(shapes):
     return tuple(b if b is not None else a for a, b in zip(lg[:-1], lb))
 
 
-_rows_dtype = _sce_dtype  # (the same rule as softmax_cross_entropy: float logits, integer labels)
+_rows_dtype = sce_dtype  # (the same rule as softmax_cross_entropy: float logits, integer labels)
 
 
 def _shifted(xp, x2):

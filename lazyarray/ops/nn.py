@@ -18,7 +18,7 @@ from ..rng import generator
 from ..tuning_table import current
 from . import dense_parallel, sparse_kernels
 from .blas_threads import SERIAL_ANYWAY_FLOPS, UNCHANGED, one_thread
-from .elementwise import _JIT_FLOATS, _UNITS
+from .elementwise import JIT_FLOATS, UNITS
 from .elementwise_jit import add_relu_cols_in_place, add_relu_rows_in_place
 from .params import BOOL, DTYPE, FLOAT, INT, OPT_BOOL, Param
 from .reduce import element_count
@@ -247,7 +247,7 @@ def dense_relu(dense, relu, x, weight, bias, out):
     layouts or sizes it does not take, it runs the two kernels."""
     kern = None
     if bias is not None and bias.__class__ is np.ndarray and out.__class__ is np.ndarray and out.ndim == 2 \
-            and out.dtype in _JIT_FLOATS and bias.dtype == out.dtype and bias.ndim == 1 \
+            and out.dtype in JIT_FLOATS and bias.dtype == out.dtype and bias.ndim == 1 \
             and (threads.num_threads() == 1 or out.nbytes < threads.MIN_PARALLEL_BYTES):
         if out.flags.c_contiguous:
             kern, mem = jit.compiled(add_relu_cols_in_place), out
@@ -257,7 +257,7 @@ def dense_relu(dense, relu, x, weight, bias, out):
         dense(x, weight, bias, out=out)
         return relu(out, out=out)
     dense(x, weight, None, out=out)
-    kern(mem, bias, *_UNITS[out.dtype])
+    kern(mem, bias, *UNITS[out.dtype])
     return out
 
 
@@ -357,8 +357,6 @@ def _by_rows(xp, x, axis) -> bool:
 
 
 def _rows_chunked(x, rows_fn):
-    from ..threads import chunked
-
     x2 = x.reshape(-1, x.shape[-1])
     out = np.empty(x2.shape, x.dtype)
     per = max(1, ROW_CHUNK_BYTES // max(1, x2.shape[1] * x.itemsize))
@@ -368,7 +366,7 @@ def _rows_chunked(x, rows_fn):
         for lo, hi in bounds:
             rows_fn(x2[lo:hi], out[lo:hi], col[:hi - lo])
 
-    chunked(x2.shape[0], per, x.nbytes, work)
+    threads.chunked(x2.shape[0], per, x.nbytes, work)
     return out.reshape(x.shape)
 
 
@@ -423,7 +421,7 @@ def _sce_shape(shapes):
     return ()
 
 
-def _sce_dtype(dtypes):
+def sce_dtype(dtypes):
     if dtypes[0].kind != "f":
         raise DTypeError(f"logits must be floating point, got {dtypes[0]}")
     if dtypes[1].kind not in "iu":
@@ -444,7 +442,7 @@ def _sce_grad(F, ins, y, g):
     return [F.multiply(diff, F.divide(g, rows)), None]
 
 
-register(OpDef("softmax_cross_entropy", ("logits", "labels"), _sce, shape=_sce_shape, dtype=_sce_dtype,
+register(OpDef("softmax_cross_entropy", ("logits", "labels"), _sce, shape=_sce_shape, dtype=sce_dtype,
                grad=_sce_grad, namespace="nn",
                doc="mean over rows of -log softmax(logits)[label]; labels are integer class indices"))
 

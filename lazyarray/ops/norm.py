@@ -30,6 +30,7 @@ import math
 import numpy as np
 
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
+from ..threads import chunked
 from .conv import _float_inputs as _named_float_inputs
 from .params import FLOAT, INT, Param, choice
 from .registry import OpDef, broadcast_shapes, normalize_axis, register
@@ -49,7 +50,7 @@ def _float_inputs(dtypes, **params):
 
 
 # -- layer norm -----------------------------------------------------------------------------------
-def _check_eps(v, op):
+def check_eps(v, op):
     if not v > 0:
         raise ParamValueError(f"{op}: eps must be > 0, got {v}")
 
@@ -112,7 +113,7 @@ def _ln_grad(F, ins, y, g, axis=-1, eps=1e-5):
 
 
 _LN_PARAMS = (Param("axis", INT, -1, doc="the normalized axis"),
-              Param("eps", FLOAT, 1e-5, check=_check_eps, doc="added to the variance"))
+              Param("eps", FLOAT, 1e-5, check=check_eps, doc="added to the variance"))
 
 register(OpDef("layer_norm", ("x", "gamma", "beta"), _layer_norm, params=_LN_PARAMS, shape=_ln_shape,
                dtype=_float_inputs, grad=_ln_grad, namespace="nn", writes_out=True,
@@ -275,8 +276,6 @@ def _chunks(kernel):
         if (xp is not np or n < 4 * CHUNK_ELEMENTS or any(a.shape != shape for a in arrays)
                 or (out is not None and not out.flags.c_contiguous)):
             return kernel(xp, *arrays, approximation=approximation, out=out)
-        from ..threads import chunked  # (the threads module sits above ops/; imported when first needed)
-
         flat = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
         res = np.empty(shape, np.result_type(*arrays)) if out is None else out
         dest = res.reshape(-1)
@@ -377,7 +376,6 @@ def _gelu_with_grad(xp, x, approximation="none", out=None):
     if xp is not np or x.size < 4 * CHUNK_ELEMENTS:
         _gelu_slope(xp, x, approximation, y, d)
         return y, d
-    from ..threads import chunked
 
     flat, fy, fd = np.ascontiguousarray(x).reshape(-1), y.reshape(-1), d.reshape(-1)
 
@@ -459,23 +457,23 @@ register(OpDef("masked_softmax", ("x", "mask"), _masked_softmax, params=(Param("
 # ``batch_norm`` takes the mean and variance as inputs: the layer passes batch statistics in
 # training mode (their gradients flow back through the ops that computed them) and the running
 # statistics in inference mode. Its gradient is written with elementwise ops.
-def _bn_view(v, ndim, axis):
+def bn_view(v, ndim, axis):
     """A per-channel vector shaped to broadcast against the input along ``axis``."""
     shape = [1] * ndim
     shape[axis] = v.shape[0]
     return v.reshape(shape)
 
 
-def _batch_norm(xp, x, gamma, beta, mean, var, eps=1e-5, axis=1, out=None):
+def batch_norm_kernel(xp, x, gamma, beta, mean, var, eps=1e-5, axis=1, out=None):
     axis %= x.ndim
     scale = gamma / xp.sqrt(var + x.dtype.type(eps))
     shift = beta - mean * scale
-    y = xp.multiply(x, _bn_view(scale.astype(x.dtype, copy=False), x.ndim, axis), out=out)
-    y += _bn_view(shift.astype(x.dtype, copy=False), x.ndim, axis)  # in place: one pass less
+    y = xp.multiply(x, bn_view(scale.astype(x.dtype, copy=False), x.ndim, axis), out=out)
+    y += bn_view(shift.astype(x.dtype, copy=False), x.ndim, axis)  # in place: one pass less
     return y
 
 
-def _batch_norm_shape(shapes, eps=1e-5, axis=1):
+def batch_norm_shape(shapes, eps=1e-5, axis=1):
     x = shapes[0]
     ax = normalize_axis(axis, len(x), "batch_norm")
     c = x[ax]
@@ -508,8 +506,8 @@ def _batch_norm_grad(F, ins, y, g, eps=1e-5, axis=1):
     return [dx, dgamma, g_sum, dmean, dvar]
 
 
-register(OpDef("batch_norm", ("x", "gamma", "beta", "mean", "var"), _batch_norm,
-               params=(Param("eps", FLOAT, 1e-5, check=_check_eps), Param("axis", INT, 1)),
-               shape=_batch_norm_shape, dtype=_named_float_inputs("batch_norm"), grad=_batch_norm_grad,
+register(OpDef("batch_norm", ("x", "gamma", "beta", "mean", "var"), batch_norm_kernel,
+               params=(Param("eps", FLOAT, 1e-5, check=check_eps), Param("axis", INT, 1)),
+               shape=batch_norm_shape, dtype=_named_float_inputs("batch_norm"), grad=_batch_norm_grad,
                namespace="nn", writes_out=True,
                doc="(x - mean) / sqrt(var + eps) * gamma + beta, per channel along axis"))

@@ -19,12 +19,12 @@ from .conv import _check_pair, _float_inputs, _nchw, _padded, _pair, _windows, i
 from .params import BOOL, INTS, Param
 from .registry import OpDef, register
 
-_POOL_PARAMS = (Param("kernel", INTS, (2, 2), check=_check_pair(1)),
+POOL_PARAMS = (Param("kernel", INTS, (2, 2), check=_check_pair(1)),
                 Param("stride", INTS, (0, 0), check=_check_pair(0), doc="0 = the kernel size"),
                 Param("padding", INTS, (0, 0), check=_check_pair(0)),
                 Param("ceil_mode", BOOL, False,
                       doc="round the output size up (MXNet's 'full' convention); windows are clipped"))
-_AVG_PARAMS = _POOL_PARAMS + (
+_AVG_PARAMS = POOL_PARAMS + (
     Param("count_include_pad", BOOL, True,
           doc="divide by the window size including zero padding (else by the input pixels it covers)"),)
 
@@ -60,7 +60,7 @@ def _fill_min(dtype):
     return -np.inf if np.dtype(dtype).kind == "f" else np.iinfo(dtype).min
 
 
-def _pool_shape(op):
+def pool_shape(op):
     def rule(shapes, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, **_):
         x = shapes[0]
         _nchw(x, "input", op)
@@ -79,7 +79,7 @@ def _pool_shape(op):
     return rule
 
 
-def _pool_workspace(x, dtype=None, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, **_):
+def pool_workspace(x, dtype=None, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, **_):
     """The padded copy of the pooled input (or of its gradient)."""
     if len(x.shape) != 4 or None in x.shape[2:]:
         return []
@@ -162,12 +162,12 @@ def _fold_batch_last_tiles(xp, ufunc, x, kernel, out):
 
 
 # -- max pooling ---------------------------------------------------------------------------------
-def _max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None):
+def max_pool2d_kernel(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None):
     """An elementwise maximum over the kh * kw shifted, strided views of x: for small kernels
     this beats a reduction over a windows view several times. Windows that tile x exactly take
     two flat passes (``_fold_tiles``). Compiled, one pass (``pool_jit.py``) where numba is installed."""
     if xp is np and x.__class__ is np.ndarray and x.dtype.kind == "f" and jit.enabled():
-        res = pool_jit.max_pool(x, out, *_jit_geometry(x, kernel, stride, padding, ceil_mode))
+        res = pool_jit.max_pool(x, out, *jit_geometry(x, kernel, stride, padding, ceil_mode))
         if res is not None:
             return res
     if _plain_tiles(x, kernel, stride, padding, ceil_mode):
@@ -179,7 +179,7 @@ def _max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=F
     return _fold_taps(xp, xp.maximum, _taps(x, k, s, shape), out)
 
 
-def _jit_geometry(x, kernel, stride, padding, ceil_mode):
+def jit_geometry(x, kernel, stride, padding, ceil_mode):
     """(kernel, stride, leading padding, (Ho, Wo)) of a max pool for ``pool_jit.max_pool``: a 2 x 2
     pool tiling x read off the parameters, anything else through ``_layout``."""
     if not ceil_mode and padding == (0, 0) and kernel == (2, 2) and stride in ((0, 0), (2, 2)) \
@@ -204,9 +204,9 @@ def _fold_taps(xp, ufunc, views, out):
     return res
 
 
-register(OpDef("max_pool2d", ("x",), _max_pool2d, params=_POOL_PARAMS, shape=_pool_shape("max_pool2d"), writes_out=True,
+register(OpDef("max_pool2d", ("x",), max_pool2d_kernel, params=POOL_PARAMS, shape=pool_shape("max_pool2d"), writes_out=True,
                grad=lambda F, ins, y, g, **p: [F.max_pool2d_grad(g, ins[0], **p)], namespace="nn",
-               workspace=lambda avals, **p: _pool_workspace(avals[0], **p),
+               workspace=lambda avals, **p: pool_workspace(avals[0], **p),
                doc="maximum over kh x kw windows of NCHW input (stride 0 = kernel size)"))
 
 
@@ -230,9 +230,9 @@ def _max_pool2d_grad(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), cei
     return xp.ascontiguousarray(dx[:, :, ph:ph + h, pw:pw + w])
 
 
-register(OpDef("max_pool2d_grad", ("g", "x"), _max_pool2d_grad, params=_POOL_PARAMS, writes_out=True,
+register(OpDef("max_pool2d_grad", ("g", "x"), _max_pool2d_grad, params=POOL_PARAMS, writes_out=True,
                shape=lambda shapes, **p: shapes[1], dtype=lambda dtypes, **p: dtypes[0], namespace="nn",
-               workspace=lambda avals, **p: _pool_workspace(avals[1], avals[0].dtype, **p),
+               workspace=lambda avals, **p: pool_workspace(avals[1], avals[0].dtype, **p),
                doc="max_pool2d's gradient: g scattered to each window's (first) maximum of x"))
 
 
@@ -266,10 +266,10 @@ def _avg_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=F
     return res
 
 
-register(OpDef("avg_pool2d", ("x",), _avg_pool2d, params=_AVG_PARAMS, shape=_pool_shape("avg_pool2d"), writes_out=True,
+register(OpDef("avg_pool2d", ("x",), _avg_pool2d, params=_AVG_PARAMS, shape=pool_shape("avg_pool2d"), writes_out=True,
                dtype=_float_inputs("avg_pool2d"),
                grad=lambda F, ins, y, g, **p: [F.avg_pool2d_grad(g, ins[0], **p)], namespace="nn",
-               workspace=lambda avals, **p: _pool_workspace(avals[0], **p),
+               workspace=lambda avals, **p: pool_workspace(avals[0], **p),
                doc="mean over kh x kw windows of NCHW input (stride 0 = kernel size; count_include_pad "
                    "as MXNet: padding zeros count)"))
 
@@ -290,6 +290,6 @@ def _avg_pool2d_grad(xp, g, like, kernel=(2, 2), stride=(0, 0), padding=(0, 0), 
 
 register(OpDef("avg_pool2d_grad", ("g", "like"), _avg_pool2d_grad, params=_AVG_PARAMS,
                shape=lambda shapes, **p: shapes[1], dtype=lambda dtypes, **p: dtypes[0], namespace="nn",
-               workspace=lambda avals, **p: _pool_workspace(avals[1], avals[0].dtype, **p),
+               workspace=lambda avals, **p: pool_workspace(avals[1], avals[0].dtype, **p),
                doc="avg_pool2d's gradient: g divided by each window's size, spread over the window; "
                    "only like's shape is read"))

@@ -21,10 +21,10 @@ import numpy as np
 from .. import jit
 from ..errors import DTypeError
 from . import pool_jit
-from .elementwise import _memory_order, _relu
-from .norm import _batch_norm, _batch_norm_shape, _bn_view, _check_eps
+from .elementwise import memory_order, relu_kernel
+from .norm import batch_norm_kernel, batch_norm_shape, bn_view, check_eps
 from .params import BOOL, FLOAT, Param
-from .pool import _POOL_PARAMS, _jit_geometry, _max_pool2d, _pool_shape, _pool_workspace
+from .pool import POOL_PARAMS, jit_geometry, max_pool2d_kernel, pool_shape, pool_workspace
 from .registry import OpDef, register
 
 
@@ -33,26 +33,26 @@ def _bn_max_pool2d(xp, x, gamma, beta, mean, var, eps=1e-5, relu=False, kernel=(
     pool = {"kernel": kernel, "stride": stride, "padding": padding, "ceil_mode": ceil_mode}
     if xp is np and x.__class__ is np.ndarray and jit.enabled():  # one compiled pass (pool_jit.py)
         y = pool_jit.max_pool_norm(x, out, gamma, beta, mean, var, eps, relu,
-                                   *_jit_geometry(x, kernel, stride, padding, ceil_mode))
+                                   *jit_geometry(x, kernel, stride, padding, ceil_mode))
         if y is not None:
             return y
     scale = gamma / xp.sqrt(var + x.dtype.type(eps))  # (as ``batch_norm`` computes them)
     if not bool((scale >= 0).all()):  # (a NaN scale is not >= 0 either): the recorded order
         y = xp.maximum(x, 0) if relu else x
-        return _max_pool2d(xp, _batch_norm(xp, y, gamma, beta, mean, var, eps, axis=1), out=out, **pool)
+        return max_pool2d_kernel(xp, batch_norm_kernel(xp, y, gamma, beta, mean, var, eps, axis=1), out=out, **pool)
     shift = beta - mean * scale
-    y = _max_pool2d(xp, x, out=out, **pool)
+    y = max_pool2d_kernel(xp, x, out=out, **pool)
     if relu:
-        _relu(xp, y, out=y)
-    order = _memory_order(y) if xp is np else None  # (walked in memory order: a batch-last buffer's
+        relu_kernel(xp, y, out=y)
+    order = memory_order(y) if xp is np else None  # (walked in memory order: a batch-last buffer's
     m, axis = (y, 1) if order is None else (y.transpose(order), order.index(1))  # channels are long runs)
-    m *= _bn_view(scale.astype(y.dtype, copy=False), 4, axis)
-    m += _bn_view(shift.astype(y.dtype, copy=False), 4, axis)
+    m *= bn_view(scale.astype(y.dtype, copy=False), 4, axis)
+    m += bn_view(shift.astype(y.dtype, copy=False), 4, axis)
     return y
 
 
 def _shape(shapes, eps=1e-5, relu=False, **pool):
-    return _pool_shape("batch_norm_max_pool2d")([_batch_norm_shape(shapes, eps, 1)], **pool)
+    return pool_shape("batch_norm_max_pool2d")([batch_norm_shape(shapes, eps, 1)], **pool)
 
 
 def _dtype(dtypes, **_):
@@ -63,10 +63,10 @@ def _dtype(dtypes, **_):
 
 
 register(OpDef("batch_norm_max_pool2d", ("x", "gamma", "beta", "mean", "var"), _bn_max_pool2d,
-               params=(Param("eps", FLOAT, 1e-5, check=_check_eps),
-                       Param("relu", BOOL, False, doc="relu before the batch norm")) + _POOL_PARAMS,
+               params=(Param("eps", FLOAT, 1e-5, check=check_eps),
+                       Param("relu", BOOL, False, doc="relu before the batch norm")) + POOL_PARAMS,
                shape=_shape, dtype=_dtype, namespace="nn", writes_out=True,
-               workspace=lambda avals, **p: _pool_workspace(avals[0], kernel=p.get("kernel", (2, 2)),
+               workspace=lambda avals, **p: pool_workspace(avals[0], kernel=p.get("kernel", (2, 2)),
                                                             stride=p.get("stride", (0, 0)),
                                                             padding=p.get("padding", (0, 0)),
                                                             ceil_mode=p.get("ceil_mode", False)),

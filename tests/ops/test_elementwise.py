@@ -101,52 +101,52 @@ def test_smooth_l1_matches_mxnet_at_its_turning_point():
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 @pytest.mark.parametrize("size", [100, 4095, 4096, 8191, 8192, 8193, 9216, 2 * 8192 + 5, 2 * 8192 + 7, 9 * 8192])
 def test_relu_kernel_equals_numpy_maximum(dtype, size):
-    from lazyarray.ops.elementwise import _relu
+    from lazyarray.ops.elementwise import relu_kernel
     x = np.random.default_rng(size).standard_normal(size).astype(dtype)
     x[:6] = [np.nan, -np.nan, -0.0, 0.0, np.inf, -np.inf]
     x[-1] = np.float32(np.frombuffer(np.uint32(0xFFC00000).tobytes(), np.float32)[0])  # x86's default NaN
     expected = np.maximum(x, 0)
-    got = _relu(np, x)
+    got = relu_kernel(np, x)
     assert got.dtype == x.dtype and got is not x
     np.testing.assert_array_equal(got, expected)  # NaNs (of either sign) stay NaN
     assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(expected[~np.isnan(expected)]))
     out = np.full_like(x, 7)
-    assert _relu(np, x, out=out) is out
+    assert relu_kernel(np, x, out=out) is out
     np.testing.assert_array_equal(out, expected)
     y = x.copy()
-    assert _relu(np, y, out=y) is y  # in place (the planner's inplace pair)
+    assert relu_kernel(np, y, out=y) is y  # in place (the planner's inplace pair)
     np.testing.assert_array_equal(y, expected)
 
 
 @pytest.mark.usefixtures("kernel_path")  # NumPy's loop and the compiled one (elementwise_jit.py)
 def test_relu_kernel_of_views_integers_and_shapes():
-    from lazyarray.ops.elementwise import _relu
+    from lazyarray.ops.elementwise import relu_kernel
     rng = np.random.default_rng(0)
     x = rng.standard_normal((4, 50, 60)).astype(np.float32)
-    np.testing.assert_array_equal(_relu(np, x), np.maximum(x, 0))  # 3-D, size not a row multiple
+    np.testing.assert_array_equal(relu_kernel(np, x), np.maximum(x, 0))  # 3-D, size not a row multiple
     view = x[:, ::2]  # not contiguous
-    np.testing.assert_array_equal(_relu(np, view), np.maximum(view, 0))
+    np.testing.assert_array_equal(relu_kernel(np, view), np.maximum(view, 0))
     strided_out = np.empty((4, 50, 120), np.float32)[..., ::2]
-    assert _relu(np, x, out=strided_out) is strided_out
+    assert relu_kernel(np, x, out=strided_out) is strided_out
     np.testing.assert_array_equal(strided_out, np.maximum(x, 0))
     xi = rng.integers(-5, 5, (300,))
-    np.testing.assert_array_equal(_relu(np, xi), np.maximum(xi, 0))
+    np.testing.assert_array_equal(relu_kernel(np, xi), np.maximum(xi, 0))
 
 
 @pytest.mark.usefixtures("kernel_path")  # NumPy's loop and the compiled one (elementwise_jit.py)
 def test_relu_kernel_of_arrays_stored_in_another_axis_order():
     """Batch-last planned buffers (executor/batch_last.py): NCHW views of (C, H, W, N) memory."""
-    from lazyarray.ops.elementwise import _relu
+    from lazyarray.ops.elementwise import relu_kernel
     x = np.random.default_rng(1).standard_normal((64, 3, 5, 8)).astype(np.float32)
     x[0, 0, 0, :4] = [np.nan, -0.0, -np.inf, np.inf]
     stored = np.ascontiguousarray(x.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)
-    got = _relu(np, stored)
+    got = relu_kernel(np, stored)
     np.testing.assert_array_equal(got, np.maximum(x, 0))
     out = np.full((3, 5, 8, 64), np.nan, np.float32).transpose(3, 0, 1, 2)  # same order
-    assert _relu(np, stored, out=out) is out
+    assert relu_kernel(np, stored, out=out) is out
     np.testing.assert_array_equal(out, np.maximum(x, 0))
     plain = np.full(x.shape, np.nan, np.float32)  # another order: NumPy's maximum
-    assert _relu(np, stored, out=plain) is plain
+    assert relu_kernel(np, stored, out=plain) is plain
     np.testing.assert_array_equal(plain, np.maximum(x, 0))
 
 
@@ -168,9 +168,9 @@ def test_relu_rows_spread_over_threads_equal_numpy(n_threads, size, rows, monkey
     x = np.random.default_rng(2).standard_normal(size).astype(np.float32)  # (whole rows + tail, equal rows)
     la.set_num_threads(n_threads)
     try:
-        got = elementwise._relu(np, x)
+        got = elementwise.relu_kernel(np, x)
         y = x.copy()
-        assert elementwise._relu(np, y, out=y) is y
+        assert elementwise.relu_kernel(np, y, out=y) is y
     finally:
         la.set_num_threads(os.cpu_count() or 1)
     np.testing.assert_array_equal(got, np.maximum(x, 0))
@@ -272,12 +272,12 @@ def test_relu_grad_kernel_of_any_layout_and_in_place(dtype):
 def test_relu_and_relu_grad_into_an_overlapping_shifted_buffer():
     """An ``out`` that overlaps an input at another offset is not an in-place pair: the NumPy path
     (which buffers overlapping operands) runs, and the values are the unshifted ones."""
-    from lazyarray.ops.elementwise import _relu, _relu_grad_kernel
+    from lazyarray.ops.elementwise import _relu_grad_kernel, relu_kernel
     rng = np.random.default_rng(11)
     buf = rng.standard_normal(5001).astype(np.float32)  # (a size that takes the compiled loop)
     x, out = buf[:-1], buf[1:]  # each write lands on the value read next
     want = np.maximum(x.copy(), 0)
-    np.testing.assert_array_equal(_relu(np, x, out=out), want)
+    np.testing.assert_array_equal(relu_kernel(np, x, out=out), want)
     buf = rng.standard_normal(5001).astype(np.float32)
     y = rng.standard_normal(5000).astype(np.float32)
     g, out = buf[:-1], buf[1:]
@@ -290,7 +290,7 @@ def test_the_compiled_relu_loops_run_where_they_apply(kernel_path):
     """The size and layout rules send a large float array to the compiled loops (and in place to
     the in-place loop), a small one to NumPy's ``maximum``."""
     from lazyarray.ops import elementwise_jit
-    from lazyarray.ops.elementwise import _compiled_elementwise, _relu
+    from lazyarray.ops.elementwise import _compiled_elementwise, relu_kernel
     x = np.random.default_rng(12).standard_normal((64, 80)).astype(np.float32)
     compiled = kernel_path == "compiled"
     assert (_compiled_elementwise(elementwise_jit.RELU, (x,), None) is not None) is compiled
@@ -306,8 +306,8 @@ def test_the_compiled_relu_loops_run_where_they_apply(kernel_path):
         jit._COMPILED[elementwise_jit.relu_in_place] = spy
     try:
         y = x.copy()
-        assert _relu(np, y, out=y) is y
-        _relu(np, x[:10].copy(), out=None)  # 800 values: NumPy's maximum
+        assert relu_kernel(np, y, out=y) is y
+        relu_kernel(np, x[:10].copy(), out=None)  # 800 values: NumPy's maximum
     finally:
         jit._COMPILED.pop(elementwise_jit.relu_in_place, None)
     np.testing.assert_array_equal(y, np.maximum(x, 0))

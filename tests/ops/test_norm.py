@@ -158,6 +158,6 @@ def test_batch_norm_writes_into_out():
     c = (slice(None), None, None)
     expected = (x - mean[c]) / np.sqrt(var[c] + 1e-5) * gamma[c] + beta[c]
     out = np.full(x.shape, np.nan, np.float32)
-    assert norm_ops._batch_norm(np, x, gamma, beta, mean, var, out=out) is out
+    assert norm_ops.batch_norm_kernel(np, x, gamma, beta, mean, var, out=out) is out
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(norm_ops._batch_norm(np, x, gamma, beta, mean, var), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(norm_ops.batch_norm_kernel(np, x, gamma, beta, mean, var), expected, rtol=1e-5, atol=1e-6)

@@ -9,7 +9,7 @@ import pytest
 
 from lazyarray import jit
 from lazyarray.ops import pool_jit
-from lazyarray.ops.pool import _max_pool2d
+from lazyarray.ops.pool import max_pool2d_kernel
 from lazyarray.ops.pool_norm import _bn_max_pool2d
 
 pytest.importorskip("numba")
@@ -43,7 +43,7 @@ def test_max_pool_equals_the_numpy_path(both_paths, geometry, layout, dtype):
     kernel, stride, padding, ceil = geometry
     for shape in [(3, 4, 8, 10), (2, 3, 7, 9)]:
         x = _stored(_special(np.random.default_rng(0).standard_normal(shape).astype(dtype)), layout)
-        got, want = both_paths(lambda x=x: _max_pool2d(np, x, kernel, stride, padding, ceil))
+        got, want = both_paths(lambda x=x: max_pool2d_kernel(np, x, kernel, stride, padding, ceil))
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got, want)
         if layout == "batch-last":  # a result stored like its input, as the NumPy path's
@@ -55,10 +55,10 @@ def test_max_pool_equals_the_numpy_path(both_paths, geometry, layout, dtype):
 def test_max_pool_writes_into_a_planned_buffer_of_any_layout(monkeypatch, in_layout, out_layout):
     x = _stored(_special(np.random.default_rng(1).standard_normal((4, 3, 6, 8)).astype("float32")), in_layout)
     monkeypatch.setattr(jit, "_ON", [False])
-    want = _max_pool2d(np, x)
+    want = max_pool2d_kernel(np, x)
     monkeypatch.setattr(jit, "_ON", [True])
     out = _stored(np.full(want.shape, 7.0, np.float32), out_layout)
-    assert _max_pool2d(np, x, out=out) is out
+    assert max_pool2d_kernel(np, x, out=out) is out
     np.testing.assert_array_equal(out, want)
 
 
@@ -107,7 +107,7 @@ def test_what_the_compiled_pools_do_not_cover_is_declined(monkeypatch):
 
 def test_integer_pools_keep_the_numpy_path(both_paths):
     x = np.random.default_rng(4).integers(-9, 9, (2, 3, 6, 6)).astype("int32")
-    got, want = both_paths(lambda: _max_pool2d(np, x))
+    got, want = both_paths(lambda: max_pool2d_kernel(np, x))
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, want)
 
@@ -120,7 +120,7 @@ def test_every_window_of_random_geometries(both_paths):
             continue
         for ceil in (False, True):
             x = _special(rng.standard_normal((2, 2, 7, 8)).astype("float32"))
-            got, want = both_paths(lambda x=x, k=k, s=s, p=p, ceil=ceil: _max_pool2d(np, x, k, s, p, ceil))
+            got, want = both_paths(lambda x=x, k=k, s=s, p=p, ceil=ceil: max_pool2d_kernel(np, x, k, s, p, ceil))
             np.testing.assert_array_equal(got, want)
 
 
@@ -136,7 +136,7 @@ def test_max_pool_gradient_equals_the_numpy_path_bit_for_bit(both_paths, monkeyp
     x[1, 1, :, :3] = 0.5  # ties
     x[2, 2] = np.round(x[2, 2])  # more ties
     monkeypatch.setattr(jit, "_ON", [False])
-    y = _max_pool2d(np, x, kernel, stride, padding, ceil)
+    y = max_pool2d_kernel(np, x, kernel, stride, padding, ceil)
     g = rng.standard_normal(y.shape).astype(dtype)
     got, want = both_paths(lambda: _max_pool2d_grad(np, g, x, kernel, stride, padding, ceil))
     assert got.dtype == want.dtype and got.shape == x.shape
@@ -152,7 +152,7 @@ def test_max_pool_gradient_writes_the_planned_buffer_on_both_paths(monkeypatch, 
     rng = np.random.default_rng(8)
     x = _special(rng.standard_normal((3, 4, 8, 10)).astype("float32"))
     monkeypatch.setattr(jit, "_ON", [False])
-    g = rng.standard_normal(_max_pool2d(np, x, kernel, stride, padding, ceil).shape).astype("float32")
+    g = rng.standard_normal(max_pool2d_kernel(np, x, kernel, stride, padding, ceil).shape).astype("float32")
     want = _max_pool2d_grad(np, g, x, kernel, stride, padding, ceil)
     for on in (False, True):
         monkeypatch.setattr(jit, "_ON", [on])

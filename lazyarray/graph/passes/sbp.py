@@ -16,23 +16,31 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
 from ...errors import GraphError
 from ...ops import registry
 from ...ops.sbp_rules import rule_for, warn_fallback
 from ...sbp import SBP, SBPError, boxing_bytes, boxing_kind, broadcast, parse, partial_sum, split
 from ..node import Entry, Node
-from ..rewrite import copy_node, rewrite
+from ..rewrite import Graph, copy_node, rewrite
 
-if TYPE_CHECKING:
-    from ..symbol import Symbol
+
+class _Inputs(Graph):
+    """A graph with named inputs (``Symbol``; symbol.py imports this pass for ``Symbol.infer_sbp``)."""
+
+    def list_inputs(self) -> list[str]: ...
+
+    def input_nodes(self) -> list[Node]: ...
+
+
+SymbolT = TypeVar("SymbolT", bound=_Inputs)
 
 B = broadcast()
 _MAX_CANDIDATES = 512
 
 
-def infer_sbp(sym: Symbol, given: dict[str, SBP | str], pieces: int = 2) -> Symbol:
+def infer_sbp(sym: SymbolT, given: dict[str, SBP | str], pieces: int = 2) -> SymbolT:
     """``sym`` with every node annotated (``node.sbp``) and boxing nodes inserted.
 
     >>> import lazyarray as la
