@@ -19,15 +19,21 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..array_api import from_dlpack
+from ..creation import array as la_array
+from ..device import cpu
 from ..errors import ParamError, ShapeError
-from ..ndarray import NDArray
+from ..ndarray import NDArray, _make
+
+_CPU0 = cpu(0)
 
 
 def as_batch_array(value: np.ndarray) -> NDArray:
     """A lazyarray array over ``value``, a NumPy array the batchify just made (no one else holds it,
-    so it is wrapped without the copy ``la.array`` makes)."""
-    return from_dlpack(np.ascontiguousarray(value))
+    so it is wrapped without the copy ``la.array`` makes, and without ``la.from_dlpack``'s checks: the
+    DataLoader's per-batch cost is a few microseconds, see benchmarks/data_loader.py)."""
+    if value.dtype.kind not in "biufc":  # the dtypes lazyarray holds; la.array's check names the problem
+        return la_array(value)
+    return _make(np.ascontiguousarray(value), None, _CPU0)
 
 
 def _stack_numpy(data: Sequence, where: str) -> np.ndarray:

@@ -146,20 +146,17 @@ class BatchSampler(Sampler):
         self._prev: list[int] = []
 
     def __iter__(self) -> Iterator[list[int]]:
-        size, prev = self._batch_size, self._prev
+        size = self._batch_size
+        order = self._prev + list(self._sampler)  # one epoch's indices: slicing a list is the cheap way
         self._prev = []
-        it = itertools.chain(prev, self._sampler)
-        while True:
-            batch = list(itertools.islice(it, size))
-            if len(batch) == size:
-                yield batch
-                continue
-            if batch:
-                if self._last_batch == "keep":
-                    yield batch
-                elif self._last_batch == "rollover":
-                    self._prev = batch
-            return
+        full = len(order) - len(order) % size
+        for i in range(0, full, size):
+            yield order[i:i + size]
+        if full < len(order):
+            if self._last_batch == "keep":
+                yield order[full:]
+            elif self._last_batch == "rollover":
+                self._prev = order[full:]
 
     def __len__(self) -> int:
         n = len(self._prev) + len(self._sampler)
