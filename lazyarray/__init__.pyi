@@ -8,6 +8,7 @@ import numpy as _np
 from numpy.typing import DTypeLike
 from . import autograd as autograd
 from . import blocks as blocks
+from . import data as data
 from . import distributed as distributed
 from . import fft as fft
 from . import init as init

@@ -109,3 +109,13 @@ class TraceError(LazyArrayError, RuntimeError):
 class ControlFlowError(LazyArrayError, ValueError):
     """A ``la.cond`` / ``la.while_loop`` / ``la.foreach`` whose functions do not fit together: branches
     with different outputs, a predicate that is not one value, a loop body that changes a state's shape."""
+
+
+class DataLoaderError(LazyArrayError, RuntimeError):
+    """A ``la.data.DataLoader`` worker failed (``dataset[i]`` or the batchify function raised, a worker
+    process died, or no batch came within ``timeout``). ``index`` is the sample index that failed (or
+    None), ``batch`` the batch number, ``original`` the worker's exception where it could be sent back."""
+
+    def __init__(self, message: str, *, index=None, batch=None, original: BaseException | None = None):
+        super().__init__(message)
+        self.index, self.batch, self.original = index, batch, original
