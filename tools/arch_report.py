@@ -86,7 +86,7 @@ LAYERS = {
     "distributed": FACES, "functions": FACES, "creation": FACES, "random": FACES, "nn": FACES,
     "sparse": FACES, "sym": FACES, "tracing": FACES, "interop": FACES,
     "array_api": FACES, "linalg": FACES, "fft": FACES, "init": FACES, "lr_scheduler": FACES,
-    "metric": FACES, "control_flow": FACES, "_stubs": FACES, "": FACES,
+    "metric": FACES, "control_flow": FACES, "data": FACES, "_stubs": FACES, "": FACES,
 }
 
 

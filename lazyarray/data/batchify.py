@@ -22,7 +22,7 @@ import numpy as np
 from ..creation import array as la_array
 from ..device import cpu
 from ..errors import ParamError, ShapeError
-from ..ndarray import NDArray, _make
+from ..ndarray import NDArray, make_array
 
 _CPU0 = cpu(0)
 
@@ -33,7 +33,7 @@ def as_batch_array(value: np.ndarray) -> NDArray:
     DataLoader's per-batch cost is a few microseconds, see benchmarks/data_loader.py)."""
     if value.dtype.kind not in "biufc":  # the dtypes lazyarray holds; la.array's check names the problem
         return la_array(value)
-    return _make(np.ascontiguousarray(value), None, _CPU0)
+    return make_array(np.ascontiguousarray(value), None, _CPU0)
 
 
 def _stack_numpy(data: Sequence, where: str) -> np.ndarray:
