@@ -43,6 +43,11 @@ class SymbolBlock(HybridBlock):
             p = params.get(name)
             if p is None:
                 a = avals[name]
+                if any(d is not None and not isinstance(d, int) for d in a.shape or ()):
+                    raise GraphFormatError(
+                        f"SymbolBlock: {name!r} is not one of the inputs {list(inputs)} and has the symbolic "
+                        f"shape {a.shape}; a parameter needs a concrete shape (name it in input_names if it is "
+                        "data)")
                 p = Parameter(name, shape=tuple(d or 0 for d in a.shape or ()), dtype=a.dtype or "float32")
             self._params[name] = p  # graph names may contain dots: register directly, not as attributes
 
