@@ -176,3 +176,31 @@ def test_a_parameter_larger_than_memory_is_an_out_of_memory_error():
         net(la.ones((1, 2)))
     with pytest.raises(la.OutOfMemoryError, match=r"Normal\(sigma=0.01\): value float32"):
         la.init.Normal()((2**40, 2))
+
+
+# -- softmax cross-entropy: a label of -1 picked the last class ------------------------------------
+@pytest.mark.parametrize("label", [-1, 3, -4])
+@pytest.mark.parametrize("call", [
+    lambda z, y: la.nn.softmax_cross_entropy(z, y),
+    lambda z, y: la.nn.softmax_cross_entropy_rows(z, y),
+    lambda z, y: B.SoftmaxCrossEntropyLoss()(z, y),  # (compiled: the loss hybridizes itself)
+])
+def test_a_label_outside_the_classes_is_a_named_error(call, label):
+    z, y = la.zeros((2, 3)), la.array(np.array([0, label]))
+    with pytest.raises(la.OpIndexError, match=rf"label {label} is outside \[0, 3\).*negative labels do not count"):
+        call(z, y).asnumpy()
+
+
+def test_a_negative_label_is_refused_in_a_compiled_training_step():
+    net = B.Dense(3, in_units=2)
+    net.initialize()
+    net.hybridize()
+    loss_fn = B.SoftmaxCrossEntropyLoss()
+    with pytest.raises(la.OpIndexError, match=r"label -1 is outside \[0, 3\)"):
+        with la.autograd.record():
+            loss = loss_fn(net(la.ones((2, 2))), la.array(np.array([2, -1])))
+        loss.backward()
+    with la.autograd.record():
+        loss = loss_fn(net(la.ones((2, 2))), la.array(np.array([2, 0])))
+    loss.backward()
+    assert np.isfinite(loss.asnumpy()).all()
