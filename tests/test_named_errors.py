@@ -11,6 +11,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray import blocks as B
+from lazyarray.distributed import pieces, worker
 
 
 @pytest.fixture
@@ -204,3 +205,17 @@ def test_a_negative_label_is_refused_in_a_compiled_training_step():
         loss = loss_fn(net(la.ones((2, 2))), la.array(np.array([2, 0])))
     loss.backward()
     assert np.isfinite(loss.asnumpy()).all()
+
+
+# -- a distributed region given names that are not its inputs: a bare KeyError before --------------
+@pytest.mark.parametrize("names", [("x",), ("in0", "zz"), ()])
+def test_a_region_given_other_names_lists_its_inputs(names):
+    x = la.sym.var("x", shape=(6, 4))
+    ann = la.sym.sum(la.sym.exp(x) * 2.0, axis=0).infer_sbp(pieces=2, x=la.sbp.split(0))
+    region = next(item for kind, item in pieces.regions(ann) if kind == "region")
+    arrays = [np.ones((3, 4), np.float32)] * len(names)
+    with pytest.raises(la.GraphError, match=r"a region's inputs are 'in0', got shapes for .*name the pieces"):
+        worker.run_region(region.symbol.to_json(), names, *arrays)
+    with pytest.raises(la.GraphError, match="a region's inputs are 'in0'"):
+        pieces.localize(region.symbol, {n: (3, 4) for n in names})
+    assert worker.run_region(region.symbol.to_json(), ("in0",), *[np.ones((3, 4), np.float32)])[0].shape == (4,)
