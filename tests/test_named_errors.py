@@ -219,3 +219,19 @@ def test_a_region_given_other_names_lists_its_inputs(names):
     with pytest.raises(la.GraphError, match="a region's inputs are 'in0'"):
         pieces.localize(region.symbol, {n: (3, 4) for n in names})
     assert worker.run_region(region.symbol.to_json(), ("in0",), *[np.ones((3, 4), np.float32)])[0].shape == (4,)
+
+
+# -- la.foreach over 0-d data: a bare IndexError eagerly ---------------------------------------------
+@pytest.mark.parametrize("deferred", [False, True])
+def test_foreach_over_0d_data_is_a_shape_error(deferred):
+    def scan():
+        return la.foreach(lambda x, s: (s + x, s + x), la.array(1.0), la.array(0.0))
+    with pytest.raises(la.ShapeError, match=r"la.foreach: data is 0-d \(float32\[\]\), but foreach scans axis 0 "
+                       "and needs data of at least 1 dim; pass x.reshape"):
+        if deferred:
+            with la.deferred():
+                scan()
+        else:
+            scan()
+    with pytest.raises(la.ShapeError, match=r"data\[1\] is 0-d"):
+        la.foreach(lambda x, s: (s, s), [la.ones(2), la.array(1.0)], la.array(0.0))
