@@ -185,6 +185,20 @@ def test_shape_ops_chain_matches_onnxruntime(tmp_path):
     check(m, tmp_path, {"x": x32(2, 3, 4)})
 
 
+@pytest.mark.parametrize("shape,axis,sizes", [((4, 7), 2, None), ((4, 7), -3, None), ((4, 7), 5, [2, 2]),
+                                              ((), 0, None)])
+def test_split_with_an_axis_out_of_range_is_a_format_error(tmp_path, shape, axis, sizes):
+    """The converter indexed the input's shape by the axis unchecked: a bare IndexError."""
+    ins, inits = ["x"], {}
+    if sizes is not None:
+        ins.append("sizes")
+        inits["sizes"] = np.array(sizes, np.int64)
+    m = model([helper.make_node("Split", ins, ["p", "q"], axis=axis, name="cut")], [("x", F32, shape)],
+              [("p", F32, None), ("q", F32, None)], inits)
+    with pytest.raises(GraphFormatError, match=rf"cut.*axis={axis} is out of range for an input of rank {len(shape)}"):
+        la.onnx.load(save(m, tmp_path))
+
+
 # -- reductions ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("op", ["ReduceMean", "ReduceMax", "ReduceSum", "ReduceL2", "ReduceLogSumExp"])
 @pytest.mark.parametrize("opset", [13, 18])

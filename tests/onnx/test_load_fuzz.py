@@ -240,11 +240,9 @@ _ODD_TEXT = [b"", b"\xff\xfe", b"\xed\xa0\x80", b"x" * 300, b"NOTSET", b"SAME_UP
              b"../w.bin", b"\x00"]
 _ATTR_NAMES = ["axis", "perm", "to", "keepdims", "pads", "kernel_shape", "strides", "value", "value_ints",
                "then_branch", "else_branch", "body", "dilations", "group", "auto_pad", "noop_with_empty_axes", "x"]
-# (no "Split": finding F1 of the report, the Split converter (onnx/import_shape.py split) indexes the input's
-# shape by the axis unchecked, an IndexError for a rank-0 input or an axis out of range)
 _OPS = ["Relu", "Add", "Reshape", "If", "Loop", "Gather", "Concat", "Transpose", "Cast", "Slice", "Constant",
         "Identity", "Softmax", "Conv", "MatMul", "Shape", "Expand", "Tile", "Pad", "Squeeze", "ConstantOfShape",
-        "Range", "Resize", "TopK", "NoSuchOp", "Scan", "Einsum"]
+        "Range", "Resize", "TopK", "NoSuchOp", "Scan", "Einsum", "Split"]
 _LOCATIONS = ["w.bin", "./w.bin", "sub/../w.bin", "../outside/w.bin", "/etc/passwd", "/dev/zero", "", ".", "..",
               "m.onnx", "missing.bin", "w.bin\x00x", "W.BIN", "w.bin/", "//w.bin", "~/w.bin", "file:w.bin",
               "\\w.bin", "a" * 300]
