@@ -235,3 +235,22 @@ def test_foreach_over_0d_data_is_a_shape_error(deferred):
             scan()
     with pytest.raises(la.ShapeError, match=r"data\[1\] is 0-d"):
         la.foreach(lambda x, s: (s, s), [la.ones(2), la.array(1.0)], la.array(0.0))
+
+
+# -- a sized op run after the allocation limit was lowered: the memoized rules did not check again ----
+@pytest.mark.parametrize("make,match", [
+    (lambda: la.sym.fill(shape=(1000, 1000), value=1.0, dtype="float32"),
+     r"fill: result float32\[1000,1000\] needs 4000000 bytes .*allocation limit of 1000 bytes"),
+    (lambda: la.sym.iota(bounds=(0, 10**6, 1)), r"iota: result int64\[1000000\] needs 8000000 bytes"),
+    (lambda: la.sym.iota(bounds=(10, -10**6, -3)), r"iota: result int64\[333337\] needs"),
+])
+def test_a_sized_op_checks_the_allocation_limit_when_it_runs(make, match, monkeypatch):
+    op = la.CachedOp(make())
+    op()
+    monkeypatch.setenv("LAZYARRAY_MAX_ALLOC_BYTES", "1000")
+    with pytest.raises(la.OutOfMemoryError, match=match):
+        op()
+    with pytest.raises(la.OutOfMemoryError, match=match):
+        la.CachedOp(make())()  # compiled anew: the rules' answer was memoized before the limit changed
+    monkeypatch.delenv("LAZYARRAY_MAX_ALLOC_BYTES")
+    assert op().size >= 10**5
