@@ -4,7 +4,9 @@ value and the fix."""
 from __future__ import annotations
 
 import math
+import os
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -254,3 +256,59 @@ def test_a_sized_op_checks_the_allocation_limit_when_it_runs(make, match, monkey
         la.CachedOp(make())()  # compiled anew: the rules' answer was memoized before the limit changed
     monkeypatch.delenv("LAZYARRAY_MAX_ALLOC_BYTES")
     assert op().size >= 10**5
+
+
+# -- every file loader refuses what is not a regular file (the CLI checked; direct calls did not) -------
+def _load_block(path, tmp_path):
+    prefix = str(tmp_path / "blk")
+    os.symlink(path, prefix + "-model.json")  # (Block.load reads <prefix>-model.json)
+    B.Dense(2, in_units=2).load(prefix)
+
+
+_LOADERS = {
+    "la.mxnet.read_json": lambda p, tmp: la.mxnet.read_json(p),
+    "la.mxnet.load_params": lambda p, tmp: la.mxnet.load_params(p),
+    "Block.load_parameters": lambda p, tmp: B.Dense(2, in_units=2).load_parameters(p),
+    "la.Symbol.load": lambda p, tmp: la.Symbol.load(p),
+    "Block.load": _load_block,
+}
+
+
+def _special_file(kind, tmp_path) -> str:
+    if kind == "fifo":
+        if not hasattr(os, "mkfifo"):
+            pytest.skip("no FIFOs here")
+        os.mkfifo(tmp_path / "pipe")
+        return str(tmp_path / "pipe")
+    if kind == "dir":
+        os.mkdir(tmp_path / "folder")
+        return str(tmp_path / "folder")
+    if not os.path.exists("/dev/zero"):
+        pytest.skip("no /dev/zero here")
+    return "/dev/zero"
+
+
+@pytest.mark.parametrize("kind,said", [("fifo", "a FIFO"), ("/dev/zero", "a character device"), ("dir", "a directory")])
+@pytest.mark.parametrize("loader", list(_LOADERS))
+def test_file_loaders_refuse_what_is_not_a_regular_file(loader, kind, said, tmp_path):
+    """Refused before opening (a FIFO blocks the open, /dev/zero never ends). Run in a thread that the
+    test unblocks, so a loader that opened the FIFO fails the test instead of hanging it."""
+    path = _special_file(kind, tmp_path)
+    raised: list = []
+
+    def call():
+        try:
+            _LOADERS[loader](path, tmp_path)
+        except BaseException as exc:  # noqa: BLE001 (handed to the test thread)
+            raised.append(exc)
+
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    t.join(30)
+    if t.is_alive() and kind == "fifo":  # it opened the FIFO: a writer that closes at once ends the read
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        t.join(5)
+        pytest.fail(f"{loader} opened a FIFO")
+    assert len(raised) == 1
+    assert isinstance(raised[0], la.GraphFormatError), repr(raised[0])
+    assert re.search(rf"^cannot read [^:]*: it is {said}[^:]*, not a regular file", str(raised[0])), str(raised[0])
