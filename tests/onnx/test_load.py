@@ -385,6 +385,16 @@ def test_conv_transpose_matches_onnxruntime(tmp_path, attrs, xshape, wshape):
     check(m, tmp_path, {"x": x32(*xshape)}, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("depth", [0, -3])
+def test_one_hot_with_no_classes_is_a_format_error(tmp_path, depth):
+    """Issue #33's list: OneHot of depth 0 in a loaded graph (a put into an empty axis when run)."""
+    m = model([helper.make_node("OneHot", ["idx", "depth", "vals"], ["oh"], name="hot")],
+              [("idx", TensorProto.INT64, (3,))], [("oh", F32, None)],
+              {"depth": np.array(depth, np.int64), "vals": np.array([0.0, 1.0], np.float32)})
+    with pytest.raises(GraphFormatError, match=rf"'hot' \(OneHot\): depth={depth}: must be at least 1"):
+        la.onnx.load(save(m, tmp_path))
+
+
 def test_index_ops_match_onnxruntime(tmp_path):
     nodes = [helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1, largest=0),
              helper.make_node("OneHot", ["idx", "depth", "vals"], ["oh"], axis=0),
