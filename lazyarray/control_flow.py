@@ -26,7 +26,7 @@ from .autograd import Leaf, Record, tracked_nodes
 from .aval import Aval
 from .creation import array as _array
 from .deferred import MODE, RECORDING, deferred, is_deferred, show
-from .errors import ControlFlowError, TraceError, fmt_shape
+from .errors import ControlFlowError, ShapeError, TraceError, fmt_shape
 from .executor.call import SubGraph
 from .executor.control_flow import COND, FOREACH, WHILE_LOOP
 from .functions import op_function
@@ -397,6 +397,13 @@ def foreach(body_fn: Callable, data, init_states):
     states = as_arrays([init_states] if states_single else init_states, "la.foreach init_states")
     if not xs:
         raise ControlFlowError("la.foreach: data must hold at least one array to scan over")
+    for i, a in enumerate(xs):
+        aval = aval_of(a)
+        if aval.shape is not None and len(aval.shape) == 0:
+            which = "data" if data_single else f"data[{i}]"
+            raise ShapeError(f"la.foreach: {which} is 0-d ({aval.dtype}[]), but foreach scans axis 0 and needs "
+                             "data of at least 1 dim; pass x.reshape(1) for one step, or pass a single "
+                             "value as a state or close over it in body_fn" + _where())
 
     def pack(args):
         d, s = args[:len(xs)], args[len(xs):]

@@ -100,6 +100,8 @@ def read_regular(path, what: str, limit: int | None = None) -> bytes:
         check_regular(path, what)
         # O_NONBLOCK: a FIFO swapped in after the check must not block the open (no effect on files)
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except GraphFormatError:  # (check_regular's, already naming the file: a ValueError, not wrapped again)
+        raise
     except OSError as exc:
         raise GraphFormatError(f"cannot read {what} {os.fspath(path)!r}: {exc.strerror or exc}") from None
     except (TypeError, ValueError) as exc:  # not a path; a name with a NUL byte

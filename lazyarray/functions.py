@@ -18,7 +18,7 @@ from .errors import DeferredComputeError, DTypeError, ParamError, ShapeError, fm
 from .ndarray import NDArray, make_array
 from .ops import registry
 from .ops.registry import OpDef
-from .ops.signature import VARARG_PARAMS, docstring, signature
+from .ops.signature import VARARG_PARAMS, bind_inputs, docstring, passed_twice, signature
 
 
 def op_function(op: OpDef) -> Callable:
@@ -34,11 +34,11 @@ def op_function(op: OpDef) -> Callable:
     def f(*args, out=None, **kwargs):
         inputs, rest = args[:n_in], args[n_in:]
         if kwargs and not by_name.isdisjoint(kwargs):  # inputs passed by name
-            inputs = _bind_inputs(op, input_names, inputs, kwargs)
+            inputs = bind_inputs(op, inputs, kwargs)
         if rest:
             if vararg is not None:
                 if vararg in kwargs:
-                    raise _twice(op, vararg)
+                    raise passed_twice(op, vararg)
                 kwargs[vararg] = rest[0] if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else rest
             else:
                 if len(rest) > len(pnames):
@@ -46,7 +46,7 @@ def op_function(op: OpDef) -> Callable:
                                      f"got {len(args)} positional arguments")
                 for name, v in zip(pnames, rest):
                     if name in kwargs:
-                        raise _twice(op, name)
+                        raise passed_twice(op, name)
                     kwargs[name] = v
         if fill_device and "device" not in kwargs:
             kwargs["device"] = current_device()
@@ -84,37 +84,6 @@ def _ufunc_function(op: OpDef, general: Callable) -> Callable:
                 return fast(x, y)
             return general(*(v for v in (x, y) if v is not _ABSENT), *rest, out=out, **kwargs)
     return f
-
-
-def _twice(op: OpDef, name: str) -> ParamError:
-    return ParamError(f"{op.name}() got multiple values for argument {name!r} (passed by position and "
-                      "by name); pass it once")
-
-
-def _bind_inputs(op: OpDef, names: list, inputs: tuple, kwargs: dict) -> tuple:
-    """``inputs`` (passed by position) completed with the inputs passed by name, in declared order.
-
-    An input passed both ways raises ``ParamError`` (like Python's "got multiple values for
-    argument"), as does a required input left out before one passed by name; a missing optional
-    input in between becomes ``None``.
-    """
-    for i, n in enumerate(names[:len(inputs)]):
-        if n in kwargs:
-            raise _twice(op, n)
-    out = list(inputs)
-    for i in range(len(inputs), len(names)):
-        if not any(n in kwargs for n in names[i:]):
-            break
-        n = names[i]
-        if n in kwargs:
-            out.append(kwargs.pop(n))
-        elif op.inputs[i].endswith("?"):
-            out.append(None)
-        else:
-            later = ", ".join(repr(m) for m in names[i + 1:] if m in kwargs)
-            raise ParamError(f"{op.name}() missing input {n!r} (inputs are {', '.join(names)}; "
-                             f"{later} was passed by name)")
-    return tuple(out)
 
 
 def write_out(name: str, res: NDArray, out: NDArray) -> NDArray:

@@ -23,7 +23,7 @@ from .graph.node import PINNED, Entry, var_node
 from .graph.symbol import Symbol, as_entry, symbol_of
 from .ops import registry
 from .ops.registry import OpDef
-from .ops.signature import docstring, signature
+from .ops.signature import bind_inputs, docstring, signature
 
 
 def var(name: str, shape=None, dtype="float32", device: Device | None = None, stype="default", *,
@@ -47,13 +47,12 @@ def var(name: str, shape=None, dtype="float32", device: Device | None = None, st
 
 
 def _sym_function(op: OpDef) -> Callable:
+    # (no builtins such as ``any`` in here: this module's globals are la.sym's op functions)
     def f(*args, **params):
+        if params:
+            args = bind_inputs(op, args, params)  # inputs passed by name, in their places
         ins = [[as_entry(x, op.name) for x in a] if isinstance(a, (list, tuple)) else as_entry(a, op.name)
                for a in args]
-        for n in op.inputs:  # inputs passed by name
-            clean = n.strip("*?")
-            if clean in params and not any(p.name == clean for p in op.params):
-                ins.append(as_entry(params.pop(clean), op.name))
         return symbol_of(apply_node(op, *ins, **params))
 
     f.__name__ = f.__qualname__ = op.name

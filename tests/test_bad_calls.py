@@ -31,9 +31,32 @@ def x():
     (lambda x, o: la.nn.dense(la.ones((1, 3)), la.ones((2, 3)), weight=la.ones((2, 3))), "weight"),
 ])
 def test_an_argument_passed_twice_is_a_param_error(x, call, name):
-    with pytest.raises(la.ParamError, match=rf"got multiple values for argument '{name}'") as info:
+    kind = "parameter" if name in ("axis", "sizes") else "input"
+    with pytest.raises(la.ParamError, match=rf"got multiple values for {kind} '{name}'") as info:
         call(x, la.zeros(3))
     assert isinstance(info.value, TypeError)
+
+
+_A, _B = la.sym.var("a", shape=(1, 3)), la.sym.var("b", shape=(2, 3))
+
+
+@pytest.mark.parametrize("call,name", [
+    (lambda: la.sym.exp(_A, x=_B), "x"),  # (was an error about la.sym.any: `any` there was the op)
+    (lambda: la.sym.add(_A, _B, a=_B), "a"),
+    (lambda: la.sym.nn.dense(_A, _B, weight=_B), "weight"),
+])
+def test_a_symbol_input_passed_twice_is_a_param_error(call, name):
+    with pytest.raises(la.ParamError, match=rf"got multiple values for input '{name}'"):
+        call()
+
+
+def test_symbol_inputs_by_name_take_their_places():
+    c = la.sym.var("c", shape=(2,))
+    y = la.sym.nn.dense(_A, bias=c, weight=_B)
+    got = la.CachedOp(y)(a=la.ones((1, 3)), b=la.ones((2, 3)), c=la.array([1.0, 2.0]))
+    np.testing.assert_array_equal(got.asnumpy(), [[4, 5]])
+    with pytest.raises(la.ParamError, match=r"dense\(\) missing input 'weight'"):
+        la.sym.nn.dense(_A, bias=c)  # the bias is not taken as the weight
 
 
 @pytest.mark.parametrize("call,name", [

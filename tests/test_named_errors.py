@@ -4,13 +4,16 @@ value and the fix."""
 from __future__ import annotations
 
 import math
+import os
 import re
+import threading
 
 import numpy as np
 import pytest
 
 import lazyarray as la
 from lazyarray import blocks as B
+from lazyarray.distributed import pieces, worker
 
 
 @pytest.fixture
@@ -176,3 +179,136 @@ def test_a_parameter_larger_than_memory_is_an_out_of_memory_error():
         net(la.ones((1, 2)))
     with pytest.raises(la.OutOfMemoryError, match=r"Normal\(sigma=0.01\): value float32"):
         la.init.Normal()((2**40, 2))
+
+
+# -- softmax cross-entropy: a label of -1 picked the last class ------------------------------------
+@pytest.mark.parametrize("label", [-1, 3, -4])
+@pytest.mark.parametrize("call", [
+    lambda z, y: la.nn.softmax_cross_entropy(z, y),
+    lambda z, y: la.nn.softmax_cross_entropy_rows(z, y),
+    lambda z, y: B.SoftmaxCrossEntropyLoss()(z, y),  # (compiled: the loss hybridizes itself)
+])
+def test_a_label_outside_the_classes_is_a_named_error(call, label):
+    z, y = la.zeros((2, 3)), la.array(np.array([0, label]))
+    with pytest.raises(la.OpIndexError, match=rf"label {label} is outside \[0, 3\).*negative labels do not count"):
+        call(z, y).asnumpy()
+
+
+def test_a_negative_label_is_refused_in_a_compiled_training_step():
+    net = B.Dense(3, in_units=2)
+    net.initialize()
+    net.hybridize()
+    loss_fn = B.SoftmaxCrossEntropyLoss()
+    with pytest.raises(la.OpIndexError, match=r"label -1 is outside \[0, 3\)"):
+        with la.autograd.record():
+            loss = loss_fn(net(la.ones((2, 2))), la.array(np.array([2, -1])))
+        loss.backward()
+    with la.autograd.record():
+        loss = loss_fn(net(la.ones((2, 2))), la.array(np.array([2, 0])))
+    loss.backward()
+    assert np.isfinite(loss.asnumpy()).all()
+
+
+# -- a distributed region given names that are not its inputs: a bare KeyError before --------------
+@pytest.mark.parametrize("names", [("x",), ("in0", "zz"), ()])
+def test_a_region_given_other_names_lists_its_inputs(names):
+    x = la.sym.var("x", shape=(6, 4))
+    ann = la.sym.sum(la.sym.exp(x) * 2.0, axis=0).infer_sbp(pieces=2, x=la.sbp.split(0))
+    region = next(item for kind, item in pieces.regions(ann) if kind == "region")
+    arrays = [np.ones((3, 4), np.float32)] * len(names)
+    with pytest.raises(la.GraphError, match=r"a region's inputs are 'in0', got shapes for .*name the pieces"):
+        worker.run_region(region.symbol.to_json(), names, *arrays)
+    with pytest.raises(la.GraphError, match="a region's inputs are 'in0'"):
+        pieces.localize(region.symbol, {n: (3, 4) for n in names})
+    assert worker.run_region(region.symbol.to_json(), ("in0",), *[np.ones((3, 4), np.float32)])[0].shape == (4,)
+
+
+# -- la.foreach over 0-d data: a bare IndexError eagerly ---------------------------------------------
+@pytest.mark.parametrize("deferred", [False, True])
+def test_foreach_over_0d_data_is_a_shape_error(deferred):
+    def scan():
+        return la.foreach(lambda x, s: (s + x, s + x), la.array(1.0), la.array(0.0))
+    with pytest.raises(la.ShapeError, match=r"la.foreach: data is 0-d \(float32\[\]\), but foreach scans axis 0 "
+                       "and needs data of at least 1 dim; pass x.reshape"):
+        if deferred:
+            with la.deferred():
+                scan()
+        else:
+            scan()
+    with pytest.raises(la.ShapeError, match=r"data\[1\] is 0-d"):
+        la.foreach(lambda x, s: (s, s), [la.ones(2), la.array(1.0)], la.array(0.0))
+
+
+# -- a sized op run after the allocation limit was lowered: the memoized rules did not check again ----
+@pytest.mark.parametrize("make,match", [
+    (lambda: la.sym.fill(shape=(1000, 1000), value=1.0, dtype="float32"),
+     r"fill: result float32\[1000,1000\] needs 4000000 bytes .*allocation limit of 1000 bytes"),
+    (lambda: la.sym.iota(bounds=(0, 10**6, 1)), r"iota: result int64\[1000000\] needs 8000000 bytes"),
+    (lambda: la.sym.iota(bounds=(10, -10**6, -3)), r"iota: result int64\[333337\] needs"),
+])
+def test_a_sized_op_checks_the_allocation_limit_when_it_runs(make, match, monkeypatch):
+    op = la.CachedOp(make())
+    op()
+    monkeypatch.setenv("LAZYARRAY_MAX_ALLOC_BYTES", "1000")
+    with pytest.raises(la.OutOfMemoryError, match=match):
+        op()
+    with pytest.raises(la.OutOfMemoryError, match=match):
+        la.CachedOp(make())()  # compiled anew: the rules' answer was memoized before the limit changed
+    monkeypatch.delenv("LAZYARRAY_MAX_ALLOC_BYTES")
+    assert op().size >= 10**5
+
+
+# -- every file loader refuses what is not a regular file (the CLI checked; direct calls did not) -------
+def _load_block(path, tmp_path):
+    prefix = str(tmp_path / "blk")
+    os.symlink(path, prefix + "-model.json")  # (Block.load reads <prefix>-model.json)
+    B.Dense(2, in_units=2).load(prefix)
+
+
+_LOADERS = {
+    "la.mxnet.read_json": lambda p, tmp: la.mxnet.read_json(p),
+    "la.mxnet.load_params": lambda p, tmp: la.mxnet.load_params(p),
+    "Block.load_parameters": lambda p, tmp: B.Dense(2, in_units=2).load_parameters(p),
+    "la.Symbol.load": lambda p, tmp: la.Symbol.load(p),
+    "Block.load": _load_block,
+}
+
+
+def _special_file(kind, tmp_path) -> str:
+    if kind == "fifo":
+        if not hasattr(os, "mkfifo"):
+            pytest.skip("no FIFOs here")
+        os.mkfifo(tmp_path / "pipe")
+        return str(tmp_path / "pipe")
+    if kind == "dir":
+        os.mkdir(tmp_path / "folder")
+        return str(tmp_path / "folder")
+    if not os.path.exists("/dev/zero"):
+        pytest.skip("no /dev/zero here")
+    return "/dev/zero"
+
+
+@pytest.mark.parametrize("kind,said", [("fifo", "a FIFO"), ("/dev/zero", "a character device"), ("dir", "a directory")])
+@pytest.mark.parametrize("loader", list(_LOADERS))
+def test_file_loaders_refuse_what_is_not_a_regular_file(loader, kind, said, tmp_path):
+    """Refused before opening (a FIFO blocks the open, /dev/zero never ends). Run in a thread that the
+    test unblocks, so a loader that opened the FIFO fails the test instead of hanging it."""
+    path = _special_file(kind, tmp_path)
+    raised: list = []
+
+    def call():
+        try:
+            _LOADERS[loader](path, tmp_path)
+        except BaseException as exc:  # noqa: BLE001 (handed to the test thread)
+            raised.append(exc)
+
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    t.join(30)
+    if t.is_alive() and kind == "fifo":  # it opened the FIFO: a writer that closes at once ends the read
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        t.join(5)
+        pytest.fail(f"{loader} opened a FIFO")
+    assert len(raised) == 1
+    assert isinstance(raised[0], la.GraphFormatError), repr(raised[0])
+    assert re.search(rf"^cannot read [^:]*: it is {said}[^:]*, not a regular file", str(raised[0])), str(raised[0])

@@ -26,7 +26,7 @@ from ..device import Device
 from ..errors import BlockError, GraphFormatError, LazyArrayError, ParamError, ShapeError
 from ..executor.explain import Explanation, explain_profile
 from ..executor.signature_cache import SignatureCache, causes_text, describe_change
-from ..fileio import write_atomic
+from ..fileio import read_regular, write_atomic
 from ..graph.node import BLOCK_SCOPE, source_text
 from ..graph.passes.bind_dims import bind_dims
 from ..graph.serialize import parse_json
@@ -294,11 +294,7 @@ class Block:
         position; a different tree (class, number of children or parameters) raises ``ParamError``."""
 
         json_path = f"{prefix}-model.json"
-        try:
-            with open(json_path, "rb") as f:
-                doc = parse_json(f.read(), json_path)
-        except OSError as exc:
-            raise GraphFormatError(f"cannot read {json_path!r}: {exc.strerror or exc}") from None
+        doc = parse_json(read_regular(json_path, "block file"), json_path)
         if not isinstance(doc, dict) or doc.get("format") != "lazyarray.block":
             raise GraphFormatError(f"{json_path!r} was not written by Block.save")
         arrays, _ = load_arrays(f"{prefix}-model.params")

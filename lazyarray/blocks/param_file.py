@@ -19,7 +19,7 @@ import numpy as np
 from ..aval import check_shape
 from ..device import Device, gpu
 from ..errors import DeviceError, GraphFormatError, ShapeError
-from ..fileio import write_atomic
+from ..fileio import read_regular, write_atomic
 from ..graph.serialize import parse_json  # the bounded JSON parser of symbol files
 from .parameter import Parameter
 
@@ -71,17 +71,7 @@ def load_arrays(path: str) -> tuple[dict[str, np.ndarray], dict]:
     the supported ones), shapes or offsets that do not match the data, a malformed
     ``lazyarray.params`` record. Loading never runs code.
     """
-
-    if not isinstance(path, (str, bytes, os.PathLike)):  # open(3) would read (and close) file descriptor 3
-        raise GraphFormatError(f"cannot read parameter file {path!r}: a path must be a str or os.PathLike, "
-                               f"got {type(path).__name__}")
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise GraphFormatError(f"cannot read parameter file {path!r}: {exc.strerror or exc}") from None
-    except ValueError as exc:  # a name with a NUL byte
-        raise GraphFormatError(f"cannot read parameter file {path!r}: {exc}") from None
+    data = read_regular(path, "parameter file")  # (not a path, a device, a FIFO: refused before opening)
     safetensors, safetensor_error = _safetensors(), _safetensor_error()  # (imported on first use)
     what = f"{path!r} is not a safetensors parameter file"
     if len(data) < 8:
@@ -246,9 +236,8 @@ def check_param_file(symbol_file: str, meta: dict, param_file: str) -> None:
     if not isinstance(recorded, str):
         return
     try:
-        with open(symbol_file, "rb") as f:
-            actual = graph_digest(f.read())
-    except OSError:
+        actual = graph_digest(read_regular(symbol_file, "symbol file"))
+    except GraphFormatError:
         return  # the symbol loader reports unreadable files
     if actual is not None and actual != recorded:
         raise GraphFormatError(

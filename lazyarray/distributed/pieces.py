@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..aval import Aval
+from ..errors import GraphError
 from ..graph.build import apply_node
 from ..graph.node import Entry, Node
 from ..graph.symbol import Symbol
@@ -169,6 +170,12 @@ def _region(members: list[Node], users) -> Region:
 # -- one piece's graph -------------------------------------------------------------------------------------
 def localize(sym: Symbol, shapes: dict[str, tuple]) -> Symbol:
     """``sym`` (a region, annotated) for a piece whose inputs have the physical ``shapes`` (by name)."""
+    names = sym.list_inputs()
+    missing, unknown = [n for n in names if n not in shapes], [n for n in shapes if n not in names]
+    if missing or unknown:
+        got = ", ".join(map(repr, shapes)) or "none"
+        raise GraphError(f"localize: a region's inputs are {', '.join(map(repr, names)) or 'none'}, got shapes "
+                         f"for {got}; name the pieces as the region's inputs (Region.symbol.list_inputs())")
     env: dict[tuple[int, int], Entry] = {}
     multiply = registry.get("multiply")
     for node in sym.topo():

@@ -306,13 +306,7 @@ def load(path: str, device_map=None) -> list[Entry]:
     if not isinstance(path, (str, bytes, os.PathLike)):  # open(3) would read (and close) file descriptor 3
         raise GraphFormatError(f"cannot read symbol file {_short(path)}: a path must be a str or os.PathLike, "
                                f"got {type(path).__name__}")
-    try:
-        with open(path, "rb") as f:
-            text = f.read()
-    except OSError as exc:
-        raise GraphFormatError(f"cannot read symbol file {path!r}: {exc.strerror or exc}") from None
-    except ValueError as exc:  # a name with a NUL byte
-        raise GraphFormatError(f"cannot read symbol file {_short(path)}: {exc}") from None
+    text = fileio.read_regular(path, "symbol file")  # (a device or a FIFO refused before opening)
     return _load_text(text, f"symbol file {path!r}", device_map)
 
 

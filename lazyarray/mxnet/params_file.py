@@ -159,11 +159,7 @@ def _read_array(r: _Reader, i: int) -> np.ndarray:
 def load_params(path: str) -> tuple[dict[str, np.ndarray], set[str]]:
     """``(arrays, aux_names)`` of an MXNet ``.params`` file: names without their ``arg:``/``aux:``
     prefix, and the set of names that had ``aux:`` (auxiliary states: BatchNorm's running stats)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except (OSError, ValueError) as exc:
-        raise GraphFormatError(f"cannot read MXNet params file {path!r}: {exc}") from None
+    data = fileio.read_regular(path, "MXNet params file")  # (a device or a FIFO refused before opening)
     what = f"MXNet params file {os.path.basename(str(path))!r}"
     arrays: dict[str, np.ndarray] = {}
     aux: set[str] = set()

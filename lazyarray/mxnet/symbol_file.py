@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import sym as S
 from ..errors import GraphFormatError, LazyArrayError
-from ..fileio import read_regular
+from ..fileio import check_regular, read_regular
 from ..graph.serialize import parse_json
 from ..graph.symbol import Symbol
 from . import operators
@@ -45,9 +45,10 @@ def is_mxnet_json(doc) -> bool:
 def sniff(path: str) -> bool:
     """Whether the file at ``path`` looks like MXNet symbol JSON (reads its start only)."""
     try:
+        check_regular(path, "MXNet symbol file")  # (a FIFO would block the open: the loader says what it is)
         with open(path, "rb") as f:
             head = f.read(4096)
-    except (OSError, TypeError, ValueError):
+    except (OSError, TypeError, ValueError, GraphFormatError):
         return False
     text = head.decode("utf-8", "replace")
     return '"nodes"' in text and '"format"' not in text and text.lstrip().startswith("{") and (
@@ -56,11 +57,7 @@ def sniff(path: str) -> bool:
 
 def read_json(path: str) -> dict:
     """The parsed, bounded JSON of an MXNet symbol file (``GraphFormatError`` when unreadable)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except (OSError, TypeError, ValueError) as exc:
-        raise GraphFormatError(f"cannot read MXNet symbol file {path!r}: {exc}") from None
+    data = read_regular(path, "MXNet symbol file")  # (a device or a FIFO refused before opening)
     what = f"MXNet symbol file {os.path.basename(str(path))!r}"
     doc = parse_json(data, what)
     if not is_mxnet_json(doc):

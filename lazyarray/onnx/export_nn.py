@@ -80,7 +80,8 @@ def _one_hot(g, node, ins):
 
 def _sce_rows(g, node, ins):
     """``-log_softmax(logits)`` at each row's label: LogSoftmax, GatherElements on the last axis
-    (which counts negative labels from the end, as the kernel does), Squeeze, Neg."""
+    (which counts a negative label from the end where the kernel refuses it: ONNX has no check to
+    export), Squeeze, Neg."""
     idx = g.cast(ins[1], in_dtype(node, 1), np.dtype("int64"))
     logp = g.op("LogSoftmax", [ins[0]], axis=-1)
     picked = g.op("GatherElements", [logp, g.op("Unsqueeze", [idx, g.ints([-1])])], axis=-1)

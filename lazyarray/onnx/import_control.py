@@ -14,7 +14,7 @@ from .. import sym as S
 from ..errors import GraphFormatError
 from ..executor.call import SubGraph
 from ..graph.symbol import Symbol
-from .import_ops import NotKnownWhenLoading, OnnxNode, constant
+from .import_ops import NotKnownWhenLoading, OnnxNode, check_size, constant, iota_along
 
 _REVERSE = (slice(None, None, -1),)
 
@@ -171,10 +171,12 @@ def _true_constant(s: Symbol) -> bool:
 def _known(n: OnnxNode, i: int, what: str):
     """Input ``i`` as a Python number when it is known at load time, else ``None``."""
     try:
-        v = np.asarray(n.const(i, what)).reshape(-1)[0]
+        v = np.asarray(n.const(i, what)).reshape(-1)
     except GraphFormatError:  # computed from graph inputs: known only when running
         return None
-    return bool(v) if v.dtype == bool else int(v)
+    if v.size != 1 or v.dtype.kind not in "biuf" or (v.dtype.kind == "f" and not np.isfinite(v[0])):
+        n.fail(f"the {what} must be one finite number, got {v.dtype}{list(v.shape)} {v.reshape(-1)[:4].tolist()}")
+    return bool(v[0]) if v.dtype == bool else int(v[0])
 
 
 def loop_op(n: OnnxNode) -> list:
@@ -215,7 +217,7 @@ def loop_op(n: OnnxNode) -> list:
                    "constant, or use Scan")
         if not always or not (_same_value(body.outs[0], c_var) or _true_constant(body.outs[0])):
             return _loop_stopping_early(n, body, vs, c_in, trip, k)
-        steps = constant(np.arange(max(trip, 0), dtype=np.int64))
+        steps = _iteration_numbers(n, trip)
         names = [body.names[0], *body.names[2:], *captured, body.names[1]]
         sub = _graph(body.outs[1 + nv:] + body.outs[1:1 + nv], names)
         res = S.foreach([steps, *vs, *body.captured.values(), constant(np.array(True))], body=sub, n_data=1,
@@ -241,6 +243,14 @@ def loop_op(n: OnnxNode) -> list:
     return _outputs(res, 2 + nv)[2:]
 
 
+def _iteration_numbers(n: OnnxNode, trip: int) -> Symbol:
+    """``0 .. M - 1``, the size checked first (a few bytes of model can ask for ``M = 2**62``): a
+    constant up to ``import_ops.MAX_FOLD_BYTES``, else an ``iota`` computed when the graph runs."""
+    count = max(trip, 0)
+    check_size(n, (count,), np.int64, "the iteration numbers 0 .. M - 1 (M the trip count)")
+    return iota_along(count, 0, 1, np.int64)
+
+
 def _loop_stopping_early(n: OnnxNode, body: Body, vs: list, c_in, trip: int, k: int) -> list:
     """A Loop with scan outputs that may stop before its count: a ``while_loop`` that also carries one
     buffer of ``trip`` rows per scan output and writes row ``i`` at iteration ``i``; the scan outputs
@@ -248,13 +258,13 @@ def _loop_stopping_early(n: OnnxNode, body: Body, vs: list, c_in, trip: int, k: 
     nv = len(vs)
     i_var = body.vars[0]
     ys = body.outs[1 + nv:]
-    rows = constant(np.arange(max(trip, 0), dtype=np.int64))
+    rows = _iteration_numbers(n, trip)
     bufs, buf_vars, buf_names, new_bufs = [], [], [], []
     for j, y in enumerate(ys):
         shape, dtype = _aval(y)
         if shape is None or None in shape:
             n.fail(f"scan output {j} of a loop that may stop early needs a static per-iteration shape, got {shape}")
-        full = (max(trip, 0),) + tuple(shape)
+        full, _ = check_size(n, (max(trip, 0),) + tuple(shape), dtype, f"scan output {j}'s rows (M x its shape)")
         name = f"__loop_scan_rows{j}"
         buf = S.var(name, shape=full, dtype=dtype)
         here = S.reshape(S.equal(rows, i_var), shape=(-1,) + (1,) * len(shape))  # row i, broadcastable

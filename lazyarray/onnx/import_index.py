@@ -10,7 +10,6 @@ import math
 import numpy as np
 
 from .. import sym as S
-from ..device import current_device
 from .import_einsum import EINSUM_CONVERTERS
 from .import_ops import (
     Converter,
@@ -21,6 +20,7 @@ from .import_ops import (
     cum_sum,
     dtype_of,
     foldable,
+    iota_along,
     np_dtype,
 )
 
@@ -35,16 +35,6 @@ def top_k(n: OnnxNode) -> list:
     order = S.argsort(x, axis=axis, descending=largest, stable=True)
     idx = S.getitem(order, key=axis_key(axis, slice(0, k), None))
     return [S.take_along_axis(x, idx, axis=axis), S.cast(idx, dtype="int64")]
-
-
-def _iota(size: int, axis: int, rank: int, dtype) -> object:
-    """``0 .. size - 1`` along ``axis`` of a rank-``rank`` array: a constant, or an ``iota`` op computed
-    when the graph runs when it would take more than ``import_ops.MAX_FOLD_BYTES`` (or ``size`` is symbolic)."""
-    shape = [1] * rank
-    shape[axis] = size
-    if isinstance(size, int) and foldable(size * np.dtype(dtype).itemsize):
-        return constant(np.arange(size, dtype=dtype).reshape(shape))
-    return S.reshape(S.iota(bounds=(0, size, 1), dtype=dtype, device=current_device()), shape=tuple(shape))
 
 
 def one_hot(n: OnnxNode) -> list:
@@ -74,7 +64,7 @@ def one_hot(n: OnnxNode) -> list:
     check_size(n, (depth,), np.int64, "positions 0 .. depth - 1")
     idx = S.cast(idx, dtype="int64")
     idx = S.where(S.less(idx, 0), S.add(idx, depth), idx)  # negative indices count from depth
-    hot = S.equal(S.expand_dims(idx, axis=axis), _iota(depth, axis, rank, np.int64))
+    hot = S.equal(S.expand_dims(idx, axis=axis), iota_along(depth, axis, rank, np.int64))
     return [S.where(hot, constant(values[1:2].reshape(())), constant(values[0:1].reshape(())))]
 
 
@@ -84,7 +74,7 @@ def hardmax(n: OnnxNode) -> list:
     shape = n.known_shape(0, "Hardmax")
     axis = int(n.attr("axis", -1)) % len(shape)
     first = S.argmax(x, axis=axis, keepdims=True)  # the first maximum, as ONNX asks
-    hot = S.equal(S.cast(first, dtype="int64"), _iota(shape[axis], axis, len(shape), np.int64))
+    hot = S.equal(S.cast(first, dtype="int64"), iota_along(shape[axis], axis, len(shape), np.int64))
     return [S.cast(hot, dtype=dtype_of(x))]
 
 
@@ -103,7 +93,7 @@ def eye_like(n: OnnxNode) -> list:
     if all(isinstance(d, int) for d in shape) and foldable(check_size(n, shape, dt)[1]):
         return [constant(np.eye(shape[0], shape[1], k=k, dtype=dt))]
     # large (or symbolic): ones where column == row + k, computed when the graph runs
-    rows, cols = _iota(shape[0], 0, 2, np.int64), _iota(shape[1], 1, 2, np.int64)
+    rows, cols = iota_along(shape[0], 0, 2, np.int64), iota_along(shape[1], 1, 2, np.int64)
     return [S.cast(S.equal(S.add(rows, k) if k else rows, cols), dtype=dt)]
 
 

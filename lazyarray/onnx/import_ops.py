@@ -57,6 +57,16 @@ def foldable(nbytes: int) -> bool:
     return nbytes <= MAX_FOLD_BYTES
 
 
+def iota_along(size: int, axis: int, rank: int, dtype) -> object:
+    """``0 .. size - 1`` along ``axis`` of a rank-``rank`` array: a constant, or an ``iota`` op computed
+    when the graph runs when it would take more than ``import_ops.MAX_FOLD_BYTES`` (or ``size`` is symbolic)."""
+    shape = [1] * rank
+    shape[axis] = size
+    if isinstance(size, int) and foldable(size * np.dtype(dtype).itemsize):
+        return constant(np.arange(size, dtype=dtype).reshape(shape))
+    return S.reshape(S.iota(bounds=(0, size, 1), dtype=dtype, device=current_device()), shape=tuple(shape))
+
+
 def check_fold(s: Symbol, what: str) -> int:
     """The bytes the op nodes of ``s`` compute (outputs of known size), checked against
     ``MAX_FOLD_BYTES`` before ``load.Conversion._evaluate`` computes them while loading: a value the

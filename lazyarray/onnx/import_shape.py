@@ -108,13 +108,17 @@ def split(n: OnnxNode) -> list:
     n.arity(1, 2)
     x = n.inputs[0]
     axis = int(n.attr("axis", 0))
+    shape = n.shape(0)
+    if shape is not None and not -len(shape) <= axis < len(shape):
+        n.fail(f"axis={axis} is out of range for an input of rank {len(shape)} (shape {list(shape)}); "
+               f"expected an axis in [{-len(shape)}, {len(shape)})")
     sizes = n.ints(1, "split") if n.opset >= 13 else n.attr("split")
     count = n.n_outputs
     if not sizes:
         dim = n.known_shape(0, "Split without sizes")[axis]
         parts = int(n.attr("num_outputs", count))
-        if parts != count:
-            n.fail(f"num_outputs={parts} but the node declares {count} outputs")
+        if parts != count or parts < 1:
+            n.fail(f"num_outputs={parts} but the node declares {count} outputs (at least 1)")
         step = -(-dim // parts)  # opset 18: the last chunk may be smaller
         sizes = [min(step, dim - k * step) for k in range(parts)]
     if len(sizes) != count:

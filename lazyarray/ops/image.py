@@ -16,7 +16,8 @@ import io
 
 import numpy as np
 
-from ..errors import DTypeError, OpValueError, ShapeError, fmt_shape
+from ..aval import check_alloc
+from ..errors import DTypeError, LazyArrayError, OpValueError, ShapeError, fmt_shape
 from .params import Param, choice
 from .registry import OpDef, register
 
@@ -30,8 +31,11 @@ def _decode(xp, encoded, pixel_format="RGB", out=None):
     except ImportError as exc:
         raise ImportError("image_decode needs Pillow: pip install 'lazyarray[onnx]' (or pillow)") from exc
     data = np.asarray(encoded) if xp is np else encoded.get()  # (decoding is host work)
+    channels = 1 if pixel_format == "Grayscale" else 3
     try:
         with Image.open(io.BytesIO(data.tobytes()), formats=FORMATS) as img:
+            # the size the header claims, checked before any pixel is decoded
+            check_alloc("image_decode", (img.height, img.width, channels), np.uint8, "decoded image")
             img.load()
             if pixel_format == "Grayscale":
                 pixels = np.asarray(img.convert("L"))[:, :, None]
@@ -39,9 +43,17 @@ def _decode(xp, encoded, pixel_format="RGB", out=None):
                 pixels = np.asarray(img if img.mode == "RGB" else img.convert("RGB"))
                 if pixel_format == "BGR":
                     pixels = pixels[:, :, ::-1]
+    except Image.DecompressionBombError as exc:
+        raise OpValueError(f"image_decode: the {data.size} bytes claim an image above Pillow's decompression-bomb "
+                           f"limit ({exc}); raise PIL.Image.MAX_IMAGE_PIXELS if the image is trusted") from exc
     except (UnidentifiedImageError, OSError, ValueError) as exc:
         raise OpValueError(f"image_decode: the {data.size} bytes are not an image in a format it reads "
                            f"({', '.join(FORMATS)}): {exc}") from exc
+    except (LazyArrayError, MemoryError):
+        raise
+    except Exception as exc:  # noqa: BLE001 (Pillow's plugins raise SyntaxError, struct.error, EOFError, ...)
+        raise OpValueError(f"image_decode: the {data.size} bytes are not an image Pillow can decode "
+                           f"({type(exc).__name__}: {exc})") from exc
     return xp.asarray(np.ascontiguousarray(pixels, dtype=np.uint8))
 
 

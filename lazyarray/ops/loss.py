@@ -14,14 +14,15 @@ pair: ``softmax_cross_entropy_rows_with_probs`` gives the loss and the probabili
 has them in hand), and ``softmax_cross_entropy_rows_grad_saved`` scales them and subtracts at the
 labels (no second pass over the row maxima, exponentials and sums); the same values bit for bit.
 
-Labels index the last axis of ``logits``; negative labels count from the end (as NumPy indexing
-and the one-hot formula do); an out-of-range label raises ``IndexError``.
+Labels index the last axis of ``logits``; a label outside ``[0, classes)``, negative ones included,
+raises ``IndexError`` (named ``OpIndexError`` by the kernel wrapper): a negative label is far more
+often a masked row than a class counted from the end.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .nn import check_label_rows, sce_dtype
+from .nn import check_label_rows, check_label_values, sce_dtype
 from .registry import OpDef, register
 
 
@@ -48,9 +49,10 @@ def _shifted(xp, x2):
     return s, lse
 
 
-def _label_index(xp, labels, rows: int):
+def _label_index(xp, labels, rows: int, classes: int):
     """``(row numbers, labels)``: the labels' places in the (rows, classes) matrix, for NumPy's
-    fancy indexing (negative labels count from the end; one out of range raises IndexError)."""
+    fancy indexing (a label outside ``[0, classes)`` raises IndexError)."""
+    check_label_values(labels, classes)
     return xp.arange(rows), labels.reshape(-1)
 
 
@@ -58,7 +60,7 @@ def _sce_rows(xp, logits, labels, out=None):
     classes = logits.shape[-1]
     x2 = logits.reshape(-1, classes)
     s, lse = _shifted(xp, x2)
-    picked = s[_label_index(xp, labels, x2.shape[0])]
+    picked = s[_label_index(xp, labels, *x2.shape)]
     res = xp.subtract(lse[:, 0], picked, out=None if out is None else out.reshape(-1))
     return res.reshape(labels.shape) if out is None else out
 
@@ -74,7 +76,7 @@ def _sce_rows_grad(xp, logits, labels, g, out=None):
     xp.exp(res, out=res)
     g1 = g.reshape(-1, 1)
     xp.multiply(res, g1, out=res)
-    res[_label_index(xp, labels, x2.shape[0])] -= g1[:, 0]  # (one label per row: no repeated places)
+    res[_label_index(xp, labels, *x2.shape)] -= g1[:, 0]  # (one label per row: no repeated places)
     return res.reshape(logits.shape) if out is None else out
 
 
@@ -109,7 +111,7 @@ def _sce_rows_with_probs(xp, logits, labels, out=None):
     s, lse = _shifted(xp, x2)
     loss = xp.empty(labels.shape, logits.dtype) if out is None else out[0]
     probs = xp.empty(logits.shape, logits.dtype) if out is None else out[1]
-    xp.subtract(lse[:, 0], s[_label_index(xp, labels, x2.shape[0])], out=loss.reshape(-1))
+    xp.subtract(lse[:, 0], s[_label_index(xp, labels, *x2.shape)], out=loss.reshape(-1))
     p2 = probs.reshape(x2.shape)
     xp.subtract(s, lse, out=p2)
     xp.exp(p2, out=p2)
@@ -122,7 +124,7 @@ def _sce_rows_grad_saved(xp, probs, labels, g, out=None):
     p2 = probs.reshape(-1, classes)
     g1 = g.reshape(-1, 1)
     res = xp.multiply(p2, g1, out=None if out is None else out.reshape(p2.shape))
-    res[_label_index(xp, labels, p2.shape[0])] -= g1[:, 0]
+    res[_label_index(xp, labels, *p2.shape)] -= g1[:, 0]
     return res.reshape(probs.shape) if out is None else out
 
 

@@ -401,7 +401,22 @@ register(OpDef(
 ))
 
 
+def check_label_values(labels, classes: int) -> None:
+    """Integer class indices in ``[0, classes)``. A negative label is refused like one past the
+    end: it is a masked or padded row far more often than a class counted from the end. Raised as
+    ``IndexError``, which the kernel wrapper names (``OpIndexError``, eager and compiled alike)."""
+    if not labels.size:
+        return
+    low, high = int(labels.min()), int(labels.max())
+    if low < 0 or high >= classes:
+        bad = low if low < 0 else high
+        raise IndexError(f"label {bad} is outside [0, {classes}): labels are class indices of the "
+                         f"last axis of logits ({classes} classes); negative labels do not count from "
+                         "the end: drop or mask the rows to ignore before the loss")
+
+
 def _sce(xp, logits, labels, out=None):
+    check_label_values(labels, logits.shape[-1])
     logp = _log_softmax(xp, logits, -1)
     picked = xp.take_along_axis(logp, labels[..., None].astype(np.int64), axis=-1)
     return -picked.mean(dtype=logits.dtype).astype(logits.dtype)

@@ -11,12 +11,15 @@ the stub generator (``lazyarray/_stubs.py``) writes them verbatim into the ``.py
 * params follow, with their defaults (a required param after a defaulted one is keyword-only);
   params listed in ``VARARG_PARAMS`` are ``*sizes`` (``la.tile(x, 2, 3)``);
 * ``out=None`` is keyword-only on single-output ops of ``la``.
+
+``bind_inputs`` puts inputs passed by name in their places, for ``la.<op>`` and ``la.sym.<op>`` alike.
 """
 from __future__ import annotations
 
 import inspect
 from inspect import Parameter
 
+from ..errors import ParamError
 from .params import REQUIRED
 from .registry import OpDef
 
@@ -94,3 +97,45 @@ def _default_doc(op: OpDef, p: Parameter) -> str:
     if p.kind is _P.VAR_POSITIONAL:
         return "sizes, as separate ints or one tuple."
     return f"parameter {p.name!r} of {op.qualname}."
+
+
+def passed_twice(op: OpDef, name: str) -> ParamError:
+    """The error for ``name`` passed by position and by name (Python's own wording, which says
+    whether it is an input or a parameter of the op)."""
+    kind = "input" if name in input_names(op) else "parameter"
+    return ParamError(f"{op.name}() got multiple values for {kind} {name!r} (passed by position and "
+                      "by name); pass it once")
+
+
+def input_names(op: OpDef) -> list[str]:
+    """The inputs' names as a caller spells them (``bias?`` -> ``bias``, ``*seq`` -> ``seq``)."""
+    return [n.strip("*?") for n in op.inputs]
+
+
+def bind_inputs(op: OpDef, inputs: tuple | list, kwargs: dict) -> tuple:
+    """``inputs`` (passed by position) completed with the inputs passed by name, which are popped
+    from ``kwargs``, in declared order (an input whose name is also a param's stays a param).
+
+    An input passed both ways raises ``ParamError`` (like Python's "got multiple values for
+    argument"), as does a required input left out before one passed by name; a missing optional
+    input in between becomes ``None``.
+    """
+    params = {p.name for p in op.params}
+    names = [n if n not in params else None for n in input_names(op)]
+    for n in names[:len(inputs)]:
+        if n in kwargs:
+            raise passed_twice(op, n)
+    out = list(inputs)
+    for i in range(len(inputs), len(names)):
+        if not any(n in kwargs for n in names[i:]):
+            break
+        n = names[i]
+        if n in kwargs:
+            out.append(kwargs.pop(n))
+        elif op.inputs[i].endswith("?"):
+            out.append(None)
+        else:
+            later = ", ".join(repr(m) for m in names[i + 1:] if m in kwargs)
+            raise ParamError(f"{op.name}() missing input {n!r} (inputs are {', '.join(input_names(op))}; "
+                             f"{later} was passed by name)")
+    return tuple(out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..aval import check_alloc
 from ..device import Device, on_device
 from ..dim import floordiv
 from .params import DEVICE, DTYPE, INTS, SCALAR, Param
@@ -19,6 +20,10 @@ _I64 = np.dtype("int64")
 
 
 def _fill(xp, shape, value, dtype=_I64, device=_CPU0, out=None):
+    # Checked here again, not only by the rules: they run once per signature (registry.infer keeps
+    # their answers), and LAZYARRAY_MAX_ALLOC_BYTES may have been lowered since the graph was built.
+    # Only the sized ops pay it: a size taken from a parameter, not from arrays already in memory.
+    check_alloc("fill", shape, dtype)
     with on_device(device):
         return xp.full(tuple(shape), value, dtype=dtype)
 
@@ -34,6 +39,7 @@ register(OpDef(
 
 def _iota(xp, bounds, dtype=_I64, device=_CPU0, out=None):
     start, stop, step = bounds
+    check_alloc("iota", (max(-((start - stop) // step), 0),), dtype)  # (as fill's: the limit read when it runs)
     with on_device(device):
         return xp.arange(start, stop, step, dtype=dtype)
 

@@ -185,6 +185,20 @@ def test_shape_ops_chain_matches_onnxruntime(tmp_path):
     check(m, tmp_path, {"x": x32(2, 3, 4)})
 
 
+@pytest.mark.parametrize("shape,axis,sizes", [((4, 7), 2, None), ((4, 7), -3, None), ((4, 7), 5, [2, 2]),
+                                              ((), 0, None)])
+def test_split_with_an_axis_out_of_range_is_a_format_error(tmp_path, shape, axis, sizes):
+    """The converter indexed the input's shape by the axis unchecked: a bare IndexError."""
+    ins, inits = ["x"], {}
+    if sizes is not None:
+        ins.append("sizes")
+        inits["sizes"] = np.array(sizes, np.int64)
+    m = model([helper.make_node("Split", ins, ["p", "q"], axis=axis, name="cut")], [("x", F32, shape)],
+              [("p", F32, None), ("q", F32, None)], inits)
+    with pytest.raises(GraphFormatError, match=rf"cut.*axis={axis} is out of range for an input of rank {len(shape)}"):
+        la.onnx.load(save(m, tmp_path))
+
+
 # -- reductions ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("op", ["ReduceMean", "ReduceMax", "ReduceSum", "ReduceL2", "ReduceLogSumExp"])
 @pytest.mark.parametrize("opset", [13, 18])
@@ -369,6 +383,16 @@ def test_conv_transpose_matches_onnxruntime(tmp_path, attrs, xshape, wshape):
     cout = wshape[1] * attrs.get("group", 1)
     m = model([node], [("x", F32, xshape)], [("y", F32, None)], {"w": x32(*wshape), "b": x32(cout)})
     check(m, tmp_path, {"x": x32(*xshape)}, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("depth", [0, -3])
+def test_one_hot_with_no_classes_is_a_format_error(tmp_path, depth):
+    """Issue #33's list: OneHot of depth 0 in a loaded graph (a put into an empty axis when run)."""
+    m = model([helper.make_node("OneHot", ["idx", "depth", "vals"], ["oh"], name="hot")],
+              [("idx", TensorProto.INT64, (3,))], [("oh", F32, None)],
+              {"depth": np.array(depth, np.int64), "vals": np.array([0.0, 1.0], np.float32)})
+    with pytest.raises(GraphFormatError, match=rf"'hot' \(OneHot\): depth={depth}: must be at least 1"):
+        la.onnx.load(save(m, tmp_path))
 
 
 def test_index_ops_match_onnxruntime(tmp_path):

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
+from lazyarray.onnx import import_ops
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -152,6 +153,42 @@ def test_loop_scan_outputs_without_a_known_count_are_refused(tmp_path):
     onnx.save(m, path)
     with pytest.raises(la.GraphFormatError, match=r"Loop.*scan output.*trip count M is known when loading"):
         la.onnx.load(path)
+
+
+def _scan_loop(m, stop: bool, tmp_path):
+    inits = [onnx.numpy_helper.from_array(np.array(2, np.float32), "two"),
+             onnx.numpy_helper.from_array(np.array(100, np.float32), "limit"),
+             onnx.numpy_helper.from_array(np.asarray(m), "M")]
+    node = helper.make_node("Loop", ["M", "", "acc0"], ["acc", "all"], body=_loop_body(True, stop=stop), name="lp")
+    path = str(tmp_path / "m.onnx")
+    onnx.save(_model([node], [_vi("acc0", F, [2])], [_vi("acc", F, [2]), _vi("all", F, [None, 2])], inits), path)
+    return path
+
+
+@pytest.mark.parametrize("stop", [False, True], ids=["foreach", "stops-early"])
+def test_a_huge_trip_count_is_refused_before_anything_is_allocated(stop, tmp_path, monkeypatch):
+    """The converter built np.arange(M) unbounded: 'array is too big' (a bare ValueError) for M = 2**62,
+    gigabytes for M near 1e9."""
+    monkeypatch.setenv("LAZYARRAY_MAX_ALLOC_BYTES", str(2**30))
+    with pytest.raises(la.OutOfMemoryError, match=r"lp.*the iteration numbers 0 .. M - 1.*int64\[1000000000\] needs"):
+        la.onnx.load(_scan_loop(np.int64(10**9), stop, tmp_path))
+    with pytest.raises(la.GraphFormatError, match=r"lp.*shape \[4611686018427387904\] of int64.*more than any array"):
+        la.onnx.load(_scan_loop(np.int64(2**62), stop, tmp_path))
+
+
+@pytest.mark.parametrize("m,match", [(np.float32("nan"), "one finite number"), (np.zeros(0, np.int64), r"int64\[0\]"),
+                                     (np.array([1, 2], np.int64), "one finite number")])
+def test_a_trip_count_that_is_not_one_number_is_a_format_error(m, match, tmp_path):
+    with pytest.raises(la.GraphFormatError, match=rf"lp.*trip count M must be .*{match}"):
+        la.onnx.load(_scan_loop(m, False, tmp_path))
+
+
+def test_a_trip_count_above_the_fold_budget_counts_when_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(import_ops, "MAX_FOLD_BYTES", 16)  # 0 .. 3 would take 32 bytes: an iota op
+    sym = la.onnx.load(_scan_loop(np.int64(4), False, tmp_path))
+    assert "iota" in [n.op.name for n in sym.topo() if n.op is not None]
+    acc, rows = la.CachedOp(sym)(acc0=la.array(np.array([0.5, 1.0], np.float32)))
+    assert rows.shape == (4, 2) and np.isfinite(acc.asnumpy()).all()
 
 
 def test_if_whose_branches_give_different_shapes_is_refused_naming_the_node(tmp_path):

@@ -4,6 +4,8 @@ name (never handed to a Pillow plugin that runs programs)."""
 from __future__ import annotations
 
 import io
+import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -58,3 +60,31 @@ def test_inputs_must_be_one_dimensional_bytes():
         la.sym.image_decode(la.sym.var("f", shape=(2, 3), dtype="uint8"))
     with pytest.raises(DTypeError, match="uint8"):
         la.sym.image_decode(la.sym.var("f", shape=(4,), dtype="float32"))
+
+
+def _png_header(width: int, height: int) -> np.ndarray:
+    """A PNG file that claims ``width`` x ``height`` RGB pixels and holds none (65 bytes)."""
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    raw = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+           + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b""))
+    return np.frombuffer(raw, np.uint8).copy()
+
+
+def test_a_decompression_bomb_is_a_named_error_eager_and_as_a_constant_in_a_graph():
+    """Pillow's DecompressionBombError (an Exception of its own) escaped unwrapped from a graph that
+    decodes a constant (constant folding ran the kernel bare), and was OpFailed eagerly."""
+    bomb = _png_header(100_000, 100_000)
+    with pytest.raises(OpValueError, match=r"image_decode: the 65 bytes claim an image above Pillow's "
+                       "decompression-bomb limit.*MAX_IMAGE_PIXELS"):
+        decode(la.array(bomb))
+    with la.deferred():
+        y = decode(la.array(bomb))
+    with pytest.raises(OpValueError, match="decompression-bomb limit"):
+        la.CachedOp(la.get_symbol(y, inputs={}))()
+
+
+def test_a_decoded_size_above_the_allocation_limit_is_refused_before_decoding(monkeypatch):
+    monkeypatch.setenv("LAZYARRAY_MAX_ALLOC_BYTES", "1000")
+    with pytest.raises(la.OutOfMemoryError, match=r"image_decode: decoded image uint8\[100,200,3\] needs 60000 bytes"):
+        decode(la.array(_png_header(200, 100)))

@@ -16,7 +16,8 @@ def constant_fold(sym: Symbol) -> Symbol:
     """Replace each op whose inputs are all constants by a constant holding its value.
 
     Random ops are not folded (each run draws anew), nor ops with sparse values or results
-    larger than ``MAX_FOLD_BYTES``.
+    larger than ``MAX_FOLD_BYTES``, nor an op whose kernel fails: it is left to run, so the
+    executor raises its error as a named one (``OpIndexError``, ...) naming the op and the line.
 
     >>> import lazyarray as la
     >>> c = la.array([1.0, 2.0])
@@ -40,8 +41,11 @@ def constant_fold(sym: Symbol) -> Symbol:
         if any(e.aval.stype != "default" for e in ins):
             return None
         xp = avals[0].device.xp
-        with np.errstate(all="ignore"):
-            out = node.op.bind(xp)(*[e.node.value for e in ins], **node.params)
+        try:
+            with np.errstate(all="ignore"):
+                out = node.op.bind(xp)(*[e.node.value for e in ins], **node.params)
+        except Exception:  # noqa: BLE001 (left to run: the executor raises it named, with the user's line)
+            return None
         outs = list(out) if len(node.avals) > 1 else [out]
         entries = []
         for o, a in zip(outs, avals):

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 import lazyarray as la
 from lazyarray.graph.passes.constant_fold import constant_fold
@@ -34,3 +35,13 @@ def test_fully_constant_output_becomes_a_constant():
     (node,) = out.topo()
     assert node.kind == "const"
     np.testing.assert_allclose(node.value, np.exp([1.0, 2.0]).astype("float32"))
+
+
+def test_a_kernel_that_fails_is_left_to_run_and_raises_a_named_error():
+    """Folding ran kernels bare: a constant one_hot index out of range was a bare IndexError at compile."""
+    with la.deferred():
+        y = la.nn.one_hot(la.array(np.array([5])), depth=3)
+    sym = la.get_symbol(y, inputs={})
+    assert [n.op.name for n in constant_fold(sym).topo() if n.op is not None] == ["one_hot"]
+    with pytest.raises(la.OpIndexError, match=r"one_hot failed in a compiled graph on inputs \[int64\[1\]\]"):
+        la.CachedOp(sym)()
