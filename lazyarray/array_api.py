@@ -24,7 +24,8 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import DTypeLike
 
-from .aval import SUPPORTED_DTYPES, as_dtype, check_alloc
+from .args import int_arg
+from .aval import SUPPORTED_DTYPES, as_dtype, check_alloc, check_shape
 from .creation import array, zeros
 from .device import Device, cpu, current_device, gpu, gpu_available
 from .dispatch import apply
@@ -48,6 +49,15 @@ newaxis = None
 
 # Standard name -> the NumPy spelling we had before (both stay public; the standard name is primary).
 ALIASES = {"concatenate": "concat", "transpose": "permute_dims", "power": "pow"}
+
+
+def array_in(x, where: str, name: str = "x") -> NDArray:
+    """``x`` when it is an array; anything else is a ``ParamError`` (the standard's functions take
+    arrays: ``la.asarray`` makes one from a list, a NumPy array or a number)."""
+    if not isinstance(x, NDArray):
+        raise ParamError(f"{where}: {name} must be an array, got {type(x).__name__} {x!r}"[:200]
+                         + f"; make one with la.asarray({name})")
+    return x
 
 
 def _dtype_of(x) -> np.dtype:
@@ -107,7 +117,7 @@ def result_type(*arrays_and_dtypes):
     (dtype('int16'), dtype('float32'))
     """
     if not arrays_and_dtypes:
-        raise TypeError("result_type: needs at least one array or dtype")
+        raise ParamError("result_type: needs at least one array or dtype")
     args = []
     for a in arrays_and_dtypes:
         if isinstance(a, (builtins.bool, int, float, complex)):
@@ -115,7 +125,7 @@ def result_type(*arrays_and_dtypes):
         else:
             args.append(_dtype_of(a))
     if builtins.all(isinstance(a, (builtins.bool, int, float, complex)) for a in args):
-        raise TypeError("result_type: at least one argument must be an array or a dtype")
+        raise ParamError("result_type: at least one argument must be an array or a dtype, got only Python scalars")
     return np.result_type(*args)
 
 
@@ -157,16 +167,16 @@ def isdtype(dtype, kind) -> builtins.bool:
     True
     """
     if not isinstance(dtype, np.dtype):
-        raise TypeError(f"isdtype: dtype must be a dtype object (e.g. la.float32), got {dtype!r}")
+        raise DTypeError(f"isdtype: dtype must be a dtype object (e.g. la.float32), got {dtype!r}"[:200])
     if isinstance(kind, tuple):
         return builtins.any(isdtype(dtype, k) for k in kind)
     if isinstance(kind, str):
         if kind not in _KINDS:
-            raise ValueError(f"isdtype: unknown kind {kind!r}; use one of {', '.join(_KINDS)}")
+            raise ParamValueError(f"isdtype: unknown kind {kind!r}; use one of {', '.join(_KINDS)}"[:300])
         return dtype.kind in _KINDS[kind]
     if isinstance(kind, np.dtype):
         return dtype == kind
-    raise TypeError(f"isdtype: kind must be a dtype, a kind name or a tuple of them, got {kind!r}")
+    raise ParamError(f"isdtype: kind must be a dtype, a kind name or a tuple of them, got {kind!r}"[:200])
 
 
 # -- the inspection namespace ---------------------------------------------------------------------
@@ -222,7 +232,19 @@ class UniqueInverseResult(NamedTuple):
 
 def broadcast_shapes(*shapes: Sequence[int]) -> tuple:
     """The shape that broadcasting ``shapes`` together gives (NumPy's rule)."""
-    return tuple(np.broadcast_shapes(*shapes))
+    checked = []
+    for shape in shapes:
+        if isinstance(shape, (int, np.integer)) and not isinstance(shape, (bool, np.bool_)):
+            shape = (shape,)
+        if not isinstance(shape, (tuple, list)):
+            raise ParamError(f"broadcast_shapes: each shape must be a tuple of ints, got {type(shape).__name__} "
+                             f"{shape!r}"[:200])
+        checked.append(check_shape("broadcast_shapes", shape, what="input"))
+    try:
+        return tuple(np.broadcast_shapes(*checked))
+    except ValueError:
+        raise ShapeError(f"broadcast_shapes: shapes {', '.join(fmt_shape(c) for c in checked)} do not broadcast "
+                         "(each dim must match or be 1)") from None
 
 
 # -- creation ------------------------------------------------------------------------------------------
@@ -242,19 +264,21 @@ def asarray(obj, /, *, dtype=None, device: Device | None = None, copy: builtins.
         if same and copy is not True:
             return obj
         if copy is False:
-            raise ValueError("asarray: copy=False, but the dtype or device asked for needs a copy")
+            raise ParamValueError("asarray: copy=False, but the dtype or device asked for needs a copy; pass copy=None")
         res = obj if device is None or device == obj.device else obj.to(device)
         if dtype is not None and as_dtype(dtype, "asarray") != res.dtype:
             return res.astype(dtype)
         return res.copy() if res is obj else res
     if copy is False and not isinstance(obj, np.ndarray):
-        raise ValueError(f"asarray: copy=False, but a {type(obj).__name__} must be copied into an array")
+        raise ParamValueError(f"asarray: copy=False, but a {type(obj).__name__} must be copied into an array; "
+                              "pass copy=None")
     return array(obj, dtype=dtype, device=device)
 
 
 def astype(x: NDArray, dtype, /, *, copy: builtins.bool = True, device: Device | None = None) -> NDArray:
     """``x`` converted to ``dtype`` (and moved to ``device``); ``copy=False`` returns ``x`` itself
     when nothing changes."""
+    x = array_in(x, "astype")
     if device is not None and device != x.device:
         x = x.to(device)
     if not copy and as_dtype(dtype, "astype") == x.dtype:
@@ -282,6 +306,9 @@ def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype=None,
     [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
     """
     dt = as_dtype("float32" if dtype is None else dtype, "eye")
+    n_rows = int_arg(n_rows, "eye", "n_rows", lo=0)
+    n_cols = None if n_cols is None else int_arg(n_cols, "eye", "n_cols", lo=0)
+    k = int_arg(k, "eye", "k")
     check_alloc("eye", (n_rows, n_rows if n_cols is None else n_cols), dt)
     return array(np.eye(n_rows, n_cols, k=k, dtype=dt), device=device)
 
@@ -295,6 +322,10 @@ def linspace(start, stop, /, num: int, *, dtype=None, device: Device | None = No
     [0.0, 0.25, 0.5, 0.75, 1.0]
     """
     dt = as_dtype("float32" if dtype is None else dtype, "linspace")
+    num = int_arg(num, "linspace", "num", lo=0)
+    for name, v in (("start", start), ("stop", stop)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, complex, np.number)):
+            raise ParamError(f"linspace: {name} must be a number, got {type(v).__name__} {v!r}"[:200])
     check_alloc("linspace", (num,), dt)
     return array(np.linspace(start, stop, num, endpoint=endpoint).astype(dt), device=device)
 
@@ -330,8 +361,12 @@ def meshgrid(*arrays: NDArray, indexing: str = "xy") -> list[NDArray]:
     """Coordinate matrices from 1-D coordinate arrays (``indexing="xy"``: the first two axes swapped,
     as NumPy), built from ``reshape`` and ``broadcast_to`` (so it records lazily)."""
     if indexing not in ("xy", "ij"):
-        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+        raise ParamValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}"[:200])
     n = len(arrays)
+    for i, a in enumerate(arrays):
+        if array_in(a, "meshgrid", f"arrays[{i}]").ndim != 1:
+            raise ShapeError(f"meshgrid: arrays[{i}] has shape {fmt_shape(a.shape)}; each coordinate array must "
+                             "be 1-D (flatten it with la.reshape(a, (-1,)))")
     sizes = [a.shape[0] for a in arrays]
     if indexing == "xy" and n > 1:
         sizes[0], sizes[1] = sizes[1], sizes[0]
@@ -346,13 +381,14 @@ def meshgrid(*arrays: NDArray, indexing: str = "xy") -> list[NDArray]:
 
 def broadcast_arrays(*arrays: NDArray) -> list[NDArray]:
     """The arrays broadcast against each other (views where NumPy would make them)."""
+    arrays = [array_in(a, "broadcast_arrays", f"arrays[{i}]") for i, a in enumerate(arrays)]
     shape = broadcast_shapes(*(a.shape for a in arrays))
     return [_apply("broadcast_to", a, shape=shape) for a in arrays]
 
 
 def moveaxis(x: NDArray, source, destination, /) -> NDArray:
     """``x`` with axes moved from ``source`` to ``destination`` (a ``permute_dims``)."""
-    n = x.ndim
+    n = array_in(x, "moveaxis").ndim
     src = _moveaxis_axes(source, n, "source")
     dst = _moveaxis_axes(destination, n, "destination")
     if len(src) != len(dst):
@@ -387,15 +423,17 @@ def _moveaxis_axes(axes, n: int, name: str) -> list[int]:
 
 def matrix_transpose(x: NDArray, /) -> NDArray:
     """The last two axes of ``x`` swapped (``x.mT``)."""
-    return x.mT
+    return array_in(x, "matrix_transpose").mT
 
 
 def unstack(x: NDArray, /, *, axis: int = 0) -> tuple:
     """The slices of ``x`` along ``axis``, as a tuple of arrays (the inverse of ``stack``)."""
-    n = x.ndim
-    ax = axis % n if n else 0
+    n = array_in(x, "unstack").ndim
+    axis = int_arg(axis, "unstack", "axis")
     if not -n <= axis < n:
-        raise ValueError(f"unstack: axis {axis} is out of range for an array of {n} dims")
+        raise AxisError(f"unstack: axis {axis} is out of range for an array of {n} dims"
+                        + (f" (axes go from {-n} to {n - 1})" if n else "; a 0-d array has nothing to unstack"))
+    ax = axis % n
     return tuple(_apply("getitem", x, key=(slice(None),) * ax + (i,)) for i in range(x.shape[ax]))
 
 
@@ -407,6 +445,8 @@ def vecdot(x1: NDArray, x2: NDArray, /, *, axis: int = -1) -> NDArray:
     >>> la.vecdot(la.asarray([1j, 2.0]), la.asarray([1.0, 1.0])).item()
     (2-1j)
     """
+    x1, x2 = array_in(x1, "vecdot", "x1"), array_in(x2, "vecdot", "x2")
+    axis = int_arg(axis, "vecdot", "axis")
     n1, n2 = _axis_len(x1, axis), _axis_len(x2, axis)
     if n1 is not None and n2 is not None and n1 != n2:
         raise ShapeError(f"vecdot: the vectors along axis {axis} differ in length: {fmt_shape(x1.shape)} and "
@@ -438,6 +478,7 @@ def clip(x: NDArray, /, min=None, max=None) -> NDArray:  # noqa: A002 (the stand
     >>> la.clip(la.asarray([-2.0, 0.5, 3.0]), min=0.0, max=1.0).asnumpy().tolist()
     [0.0, 0.5, 1.0]
     """
+    x = array_in(x, "clip")
     if min is None and max is None:
         return _apply("positive", x) if x.dtype.kind != "b" else _apply("logical_and", x, True)
     if min is None:
@@ -456,18 +497,20 @@ def diff(x: NDArray, /, *, axis: int = -1, n: int = 1, prepend: NDArray | None =
     >>> la.diff(la.asarray([1, 4, 9, 16])).asnumpy().tolist()
     [3, 5, 7]
     """
-    if x.ndim == 0:
-        raise ValueError("diff: needs an array of at least 1 dim, got a 0-d array")
-    if n < 0:
-        raise ValueError(f"diff: n must be >= 0, got {n}")
+    if array_in(x, "diff").ndim == 0:
+        raise ShapeError("diff: needs an array of at least 1 dim, got a 0-d array; use la.reshape(x, (-1,))")
+    n = int_arg(n, "diff", "n", lo=0)
+    axis = int_arg(axis, "diff", "axis")
     ax = axis % x.ndim if -x.ndim <= axis < x.ndim else None
     if ax is None:
-        raise ValueError(f"diff: axis {axis} is out of range for an array of {x.ndim} dims")
+        raise AxisError(f"diff: axis {axis} is out of range for an array of {x.ndim} dims")
     parts = [p for p in (prepend, x, append) if p is not None]
     if len(parts) > 1:
         x = _apply("concatenate", parts, axis=ax)
     lead = (slice(None),) * ax
-    for _ in range(n):
+    length = x.shape[ax]
+    # past the axis's length every further difference is of an empty axis: the same empty result
+    for _ in range(n if not isinstance(length, int) else builtins.min(n, length + 1)):
         x = _apply("subtract", _apply("getitem", x, key=lead + (slice(1, None),)),
                    _apply("getitem", x, key=lead + (slice(None, -1),)))
     return x
@@ -481,6 +524,7 @@ def tensordot(x1: NDArray, x2: NDArray, /, *, axes=2) -> NDArray:
     >>> la.tensordot(la.ones((2, 3)), la.ones((3, 4)), axes=1).shape
     (2, 4)
     """
+    x1, x2 = array_in(x1, "tensordot", "x1"), array_in(x2, "tensordot", "x2")
     a1, a2 = _tensordot_axes(axes, x1.ndim, x2.ndim)
     if builtins.any(x1.shape[i] != x2.shape[j] for i, j in zip(a1, a2)):
         raise ShapeError(f"tensordot: contracted axes {a1} of {fmt_shape(x1.shape)} and {a2} of "
@@ -558,8 +602,8 @@ def nonzero(x: NDArray, /) -> tuple:
     >>> [i.asnumpy().tolist() for i in la.nonzero(la.asarray([[0, 1], [2, 0]]))]
     [[0, 1], [1, 0]]
     """
-    if x.ndim == 0:
-        raise ValueError("nonzero: 0-d arrays are not allowed (the standard's rule); use la.nonzero(x[None])")
+    if array_in(x, "nonzero").ndim == 0:
+        raise ShapeError("nonzero: 0-d arrays are not allowed (the standard's rule); use la.nonzero(x[None])")
     rows = _apply("nonzero", x)
     return tuple(_apply("getitem", rows, key=(slice(None), i)) for i in range(x.ndim))
 
@@ -577,12 +621,12 @@ def repeat(x: NDArray, repeats, /, *extra, axis: int | None = None, **old) -> ND
     """
     if extra or "sizes" in old:
         sizes = (repeats,) + extra if extra else old["sizes"]
-        raise TypeError(
+        raise ParamError(
             f"la.repeat(x, {', '.join(map(str, sizes)) if isinstance(sizes, tuple) else sizes}) is PyTorch's "
             "tiling Tensor.repeat(*sizes); la.repeat now follows NumPy and the Array API (each element "
             "repeated: la.repeat(x, repeats, axis=None)). For tiling write x.repeat(*sizes) or la.tile(x, sizes)")
     if old:
-        raise TypeError(f"repeat() got unexpected keyword argument(s) {', '.join(old)}")
+        raise ParamError(f"repeat() got unexpected keyword argument(s) {', '.join(old)}")
     if isinstance(repeats, NDArray):
         if repeats.dtype.kind not in "iu" or repeats.ndim > 1:
             raise DTypeError(f"repeat: repeats must be an integer or a 1-D integer array, got "
@@ -751,6 +795,9 @@ def concat(arrays: Sequence[NDArray], /, axis: int | None = 0, *, out: NDArray |
     >>> la.concat([la.ones((1, 2)), la.zeros((1, 2))], axis=None).shape
     (4,)
     """
+    if not isinstance(arrays, (list, tuple)):
+        raise ParamError(f"concat: arrays must be a list or tuple of arrays, got {type(arrays).__name__}; "
+                         "write la.concat([a, b], axis=0)")
     if axis is None:
         arrays = [_apply("reshape", a, shape=(-1,)) for a in arrays]
         axis = 0

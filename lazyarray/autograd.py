@@ -16,7 +16,7 @@ from . import backward_cache
 from .aval import Aval
 from .buffer import bump, version
 from .deferred import MODE, RECORDING, fix_values, is_deferred, known_values, set_mode_bit, show
-from .errors import AutogradError, ShapeError, fmt_shape
+from .errors import AutogradError, ParamError, ShapeError, fmt_shape
 from .executor.program import evaluate
 from .graph.build import apply_node
 from .graph.node import Entry, Node, capture_node
@@ -200,6 +200,9 @@ def backward(heads, head_grads=None, retain_graph: bool = False) -> None:
     from .ndarray import NDArray, make_array  # (above autograd: tests/test_architecture.py's baseline)
 
     single = isinstance(heads, NDArray)
+    if not single and not (isinstance(heads, (list, tuple)) and all(isinstance(h, NDArray) for h in heads)):
+        raise ParamError(f"autograd.backward: heads must be an array or a list of arrays recorded under "
+                            f"la.autograd.record(), got {type(heads).__name__} {heads!r}"[:300])
     heads = [heads] if single else list(heads)
     if head_grads is None:
         head_grads = [None] * len(heads)

@@ -22,6 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from . import guards
+from .args import callable_arg
 from .autograd import Leaf, Record, tracked_nodes
 from .aval import Aval
 from .creation import array as _array
@@ -278,6 +279,7 @@ def cond(pred, then_fn: Callable, else_fn: Callable, *operands):
     >>> y.asnumpy()
     array([-1.,  2.], dtype=float32)
     """
+    _functions("la.cond", then_fn=then_fn, else_fn=else_fn)
     operands = as_arrays(operands, "la.cond operands")
     if not is_deferred():
         return then_fn(*operands) if _truth(pred, "la.cond: pred") else else_fn(*operands)
@@ -293,6 +295,12 @@ def cond(pred, then_fn: Callable, else_fn: Callable, *operands):
     params = COND.make_params({"then_graph": then_body.subgraph(free), "else_graph": else_body.subgraph(free)})
     outs = emit(COND, [pred] + operands, free, params, [then_body, else_body])
     return restructure(outs, then_body.raw)
+
+
+def _functions(where: str, **fns) -> None:
+    """Each of ``fns`` (the traced functions) callable, else ``ParamError`` naming it."""
+    for name, f in fns.items():
+        callable_arg(f, where, name, "a function of the arrays, e.g. lambda x: x + 1")
 
 
 def _check_branches(a: Body, b: Body) -> None:
@@ -325,6 +333,7 @@ def while_loop(cond_fn: Callable, body_fn: Callable, loop_vars, max_iterations: 
     >>> int(i.item()), float(s.item())
     (5, 32.0)
     """
+    _functions("la.while_loop", cond_fn=cond_fn, body_fn=body_fn)
     single = not isinstance(loop_vars, (tuple, list))
     state = as_arrays([loop_vars] if single else loop_vars, "la.while_loop loop_vars")
     if max_iterations is not None and (not isinstance(max_iterations, int) or max_iterations < 0):
@@ -392,6 +401,7 @@ def foreach(body_fn: Callable, data, init_states):
     (array([1., 3., 6.], dtype=float32), 6.0)
     """
     data_single = not isinstance(data, (tuple, list))
+    _functions("la.foreach", body_fn=body_fn)
     states_single = not isinstance(init_states, (tuple, list))
     xs = as_arrays([data] if data_single else data, "la.foreach data")
     states = as_arrays([init_states] if states_single else init_states, "la.foreach init_states")

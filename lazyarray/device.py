@@ -12,6 +12,7 @@ from types import ModuleType
 
 import numpy as np
 
+from .args import int_arg
 from .errors import DeviceError
 
 try:  # CuPy is an optional extra: ``pip install lazyarray[gpu]``.
@@ -90,11 +91,12 @@ class Device:
 
 def cpu(i: int = 0) -> Device:
     """The CPU device number ``i`` (NumPy arrays). ``str(la.cpu(1)) == "cpu(1)"``."""
-    return Device("cpu", i)
+    return Device("cpu", int_arg(i, "la.cpu", "the device number"))
 
 
 def gpu(i: int = 0) -> Device:
     """The GPU device number ``i`` (CuPy arrays). Raises ``DeviceError`` without CuPy or that GPU."""
+    i = int_arg(i, "la.gpu", "the device number")
     if _cupy is None:
         raise DeviceError(
             f"la.gpu({i}) needs CuPy, which is not installed; install it with "

@@ -36,7 +36,16 @@ from .errors import (
 )
 from .executor.chain import grow as _chain_grow
 from .executor.chain import key_of as _chain_key
-from .graph.build import SCALAR_BESIDE, apply_node, as_entries, flat_inputs, record_node, scalar_beside, zip_inputs
+from .graph.build import (
+    SCALAR_BESIDE,
+    apply_node,
+    as_entries,
+    flat_inputs,
+    none_input,
+    record_node,
+    scalar_beside,
+    zip_inputs,
+)
 from .graph.node import (
     BLOCK_SCOPE,
     IN_PACKAGE,
@@ -383,8 +392,10 @@ def _eager(op: OpDef, args: tuple, params: dict, make):
             elif d is not device:
                 _device_error(op, args)
             vals.append(v)
-        elif isinstance(a, (numbers.Number, np.bool_, np.number)) or a is None:
-            vals.append(a if a.__class__ in _PY_NUMBERS or a is None else check_scalar(a, op.name))
+        elif isinstance(a, (numbers.Number, np.bool_, np.number)):
+            vals.append(a if a.__class__ in _PY_NUMBERS else check_scalar(a, op.name))
+        elif a is None:  # (a missing optional input never gets here: _flat drops it)
+            raise none_input(op, name)
         else:
             host = host or []
             host.append(len(vals))

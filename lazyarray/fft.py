@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from numpy.typing import DTypeLike
 
 from .aval import as_dtype, check_alloc
-from .device import Device, current_device
+from .device import Device, as_device, current_device
 from .errors import DTypeError, ParamValueError
 from .functions import namespace
 from .ndarray import NDArray, array_from, make_array
@@ -132,9 +132,9 @@ def _freq(name, n, d, dtype, device, values):
     dt = np.dtype("float32") if dtype is None else as_dtype(dtype, f"fft.{name}")
     if dt.kind != "f":
         raise DTypeError(f"fft.{name}: dtype must be a real floating dtype (float32 or float64), got {dt}")
-    dev = current_device() if device is None else Device.parse(device) if isinstance(device, str) else device
+    dev = current_device() if device is None else as_device(device, f"fft.{name}")
+    check_alloc(f"fft.{name}", (int(n),), dt)  # (before NumPy makes the float64 values)
     v = values(int(n), float(d))
-    check_alloc(f"fft.{name}", v.shape, dt)
     v = v.astype(dt)
     return array_from(v, dev, None) if dev.kind != "cpu" else make_array(v, None, dev)
 

@@ -81,6 +81,9 @@ def check_regular(path, what: str) -> os.stat_result:
     """``os.stat`` of ``path``; ``GraphFormatError`` naming ``what`` when it is not a regular file
     (reading ``/dev/zero`` never ends and a FIFO blocks, so they are refused before being opened).
     ``OSError`` (a missing file) is left to the caller."""
+    if not isinstance(path, (str, bytes, os.PathLike)):  # os.stat(3) would read file descriptor 3
+        raise GraphFormatError(f"cannot read {what} {path!r}: a path must be a str or os.PathLike, "
+                               f"got {type(path).__name__}")
     st = os.stat(path)
     if not stat.S_ISREG(st.st_mode):
         raise GraphFormatError(f"cannot read {what} {os.fspath(path)!r}: it is {file_kind(st.st_mode)}, "
@@ -93,11 +96,8 @@ def read_regular(path, what: str, limit: int | None = None) -> bytes:
     (a device, a FIFO, a directory: checked before opening, and again on the opened file), for
     files over ``limit`` bytes, and for unreadable files. Reads at most the size the file had when
     opened, so a file that grows meanwhile cannot make it read without end."""
-    if not isinstance(path, (str, bytes, os.PathLike)):  # os.stat(3) and open(3) would use descriptor 3
-        raise GraphFormatError(f"cannot read {what} {path!r}: a path must be a str or os.PathLike, "
-                               f"got {type(path).__name__}")
     try:
-        check_regular(path, what)
+        check_regular(path, what)  # (a path that is no str or os.PathLike: refused there)
         # O_NONBLOCK: a FIFO swapped in after the check must not block the open (no effect on files)
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except GraphFormatError:  # (check_regular's, already naming the file: a ValueError, not wrapped again)

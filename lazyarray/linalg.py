@@ -15,8 +15,10 @@ from typing import NamedTuple
 
 from numpy.typing import DTypeLike
 
-from .array_api import accumulate_as, matrix_transpose, tensordot, vecdot
+from .args import number_arg
+from .array_api import accumulate_as, array_in, matrix_transpose, tensordot, vecdot
 from .dispatch import apply
+from .errors import ShapeError
 from .functions import namespace
 from .ndarray import NDArray, make_array
 from .ops import registry
@@ -69,9 +71,9 @@ def eigh(x: NDArray, /) -> EighResult:
 
 def _rtol(f):
     def g(x: NDArray, /, *, rtol: float | None = None) -> NDArray:
-        if rtol is not None and not isinstance(rtol, (int, float)):
-            raise TypeError(f"linalg.{f.__name__}: rtol must be a Python number here, got {type(rtol).__name__}")
-        return f(x, rtol=-1.0 if rtol is None else float(rtol))
+        if rtol is not None:
+            rtol = number_arg(rtol, f"linalg.{f.__name__}", "rtol", lo=0)
+        return f(x, rtol=-1.0 if rtol is None else rtol)
     g.__name__ = f.__name__
     g.__doc__ = (f"{f.op.doc[0].upper()}{f.op.doc[1:]} (the registry op ``{f.__name__}``).\n\nArgs:\n"
                  "    x (NDArray): a matrix or a stack of matrices (..., M, N).\n"
@@ -85,8 +87,10 @@ pinv, matrix_rank = _rtol(_OPS["pinv"]), _rtol(_OPS["matrix_rank"])
 
 def outer(x1: NDArray, x2: NDArray, /) -> NDArray:
     """The outer product of two 1-D arrays (``x1[:, None] * x2``, recorded as registry ops)."""
+    x1, x2 = array_in(x1, "linalg.outer", "x1"), array_in(x2, "linalg.outer", "x2")
     if x1.ndim != 1 or x2.ndim != 1:
-        raise ValueError(f"linalg.outer: needs two 1-D arrays, got {x1.ndim}-D and {x2.ndim}-D")
+        raise ShapeError(f"linalg.outer: needs two 1-D arrays, got {x1.ndim}-D and {x2.ndim}-D; flatten them "
+                         "with la.reshape(x, (-1,))")
     col = apply(registry.get("expand_dims"), (x1,), {"axis": -1}, make_array)
     return apply(registry.get("multiply"), (col, x2), {}, make_array)
 

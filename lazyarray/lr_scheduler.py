@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from .args import choice_arg, int_arg, number_arg
 from .errors import ParamValueError
 
 __all__ = ["CosineScheduler", "FactorScheduler", "LRScheduler", "MultiFactorScheduler", "PolyScheduler"]
@@ -36,10 +37,10 @@ class LRScheduler:
     def __init__(self, base_lr: float = 0.01, warmup_steps: int = 0, warmup_begin_lr: float = 0,
                  warmup_mode: str = "linear"):
         name = type(self).__name__
-        if warmup_steps < 0:
-            raise ParamValueError(f"{name}: warmup_steps must be >= 0, got {warmup_steps}")
-        if warmup_mode not in ("linear", "constant"):
-            raise ParamValueError(f"{name}: warmup_mode must be 'linear' or 'constant', got {warmup_mode!r}")
+        base_lr = number_arg(base_lr, name, "base_lr", lo=0)
+        warmup_steps = int_arg(warmup_steps, name, "warmup_steps", lo=0)
+        warmup_begin_lr = number_arg(warmup_begin_lr, name, "warmup_begin_lr", lo=0)
+        choice_arg(warmup_mode, name, "warmup_mode", ("linear", "constant"))
         if warmup_steps and warmup_begin_lr > base_lr:
             raise ParamValueError(f"{name}: warmup_begin_lr ({warmup_begin_lr}) must not exceed base_lr "
                                   f"({base_lr}); the warmup rises to base_lr")
@@ -80,10 +81,9 @@ class FactorScheduler(LRScheduler):
     def __init__(self, step: int, factor: float = 1, stop_factor_lr: float = 1e-8, base_lr: float = 0.01,
                  warmup_steps: int = 0, warmup_begin_lr: float = 0, warmup_mode: str = "linear"):
         super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
-        if step < 1:
-            raise ParamValueError(f"FactorScheduler: step must be >= 1 (updates between decays), got {step}")
-        if factor > 1.0:
-            raise ParamValueError(f"FactorScheduler: factor must be <= 1 to decay the rate, got {factor}")
+        step = int_arg(step, "FactorScheduler", "step (updates between decays)", lo=1)
+        factor = number_arg(factor, "FactorScheduler", "factor (<= 1 decays the rate)", lo=0, hi=1, lo_open=True)
+        stop_factor_lr = number_arg(stop_factor_lr, "FactorScheduler", "stop_factor_lr", lo=0)
         self.step, self.factor, self.stop_factor_lr = int(step), factor, stop_factor_lr
 
     def after_warmup(self, num_update: int) -> float:
@@ -104,11 +104,12 @@ class MultiFactorScheduler(LRScheduler):
                  warmup_begin_lr: float = 0, warmup_mode: str = "linear"):
         super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
         step = list(step) if isinstance(step, (list, tuple)) else None
+        if step is not None:
+            step = [int_arg(s, "MultiFactorScheduler", "each step", lo=1) for s in step]
         if not step or any(s < 1 for s in step) or any(b <= a for a, b in zip(step, step[1:])):
             raise ParamValueError(f"MultiFactorScheduler: step must be a non-empty increasing list of "
                                   f"positive update counts, e.g. [1000, 2000], got {step!r}")
-        if factor > 1.0:
-            raise ParamValueError(f"MultiFactorScheduler: factor must be <= 1 to decay the rate, got {factor}")
+        factor = number_arg(factor, "MultiFactorScheduler", "factor (<= 1 decays the rate)", lo=0, hi=1, lo_open=True)
         self.step, self.factor = [int(s) for s in step], factor
 
     def after_warmup(self, num_update: int) -> float:
@@ -129,6 +130,8 @@ class PolyScheduler(LRScheduler):
                  warmup_steps: int = 0, warmup_begin_lr: float = 0, warmup_mode: str = "linear"):
         super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
         _check_max_update(self, max_update)
+        pwr = number_arg(pwr, "PolyScheduler", "pwr", lo=0, lo_open=True)
+        final_lr = number_arg(final_lr, "PolyScheduler", "final_lr", lo=0)
         self.max_update, self.power, self.final_lr = int(max_update), pwr, final_lr
 
     def after_warmup(self, num_update: int) -> float:
@@ -151,6 +154,7 @@ class CosineScheduler(LRScheduler):
                  warmup_begin_lr: float = 0, warmup_mode: str = "linear"):
         super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
         _check_max_update(self, max_update)
+        final_lr = number_arg(final_lr, "CosineScheduler", "final_lr", lo=0)
         self.max_update, self.final_lr = int(max_update), final_lr
 
     def after_warmup(self, num_update: int) -> float:

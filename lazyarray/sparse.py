@@ -30,7 +30,7 @@ import numpy as np
 
 from .aval import as_dtype
 from .device import Device, current_device, to_device
-from .errors import DeviceError, ParamValueError, ShapeError
+from .errors import DeviceError, ParamError, ParamValueError, ShapeError
 from .ndarray import NDArray, make_array
 from .ops.sparse_kernels import adam_rows, scipy_sparse, sgd_rows
 from .ops.sparse_kernels import from_scipy as _csr_from_scipy
@@ -103,7 +103,8 @@ def csr_matrix(arg1, shape=None, dtype=None, device: Device | None = None) -> ND
 def from_scipy(m, device: Device | None = None) -> NDArray:
     """A csr array from any scipy.sparse matrix or array (converted to CSR, canonical form)."""
     if not scipy_sparse(np).issparse(m):
-        raise TypeError(f"from_scipy: needs a scipy.sparse matrix, got {type(m).__name__}")
+        raise ParamError(f"from_scipy: needs a scipy.sparse matrix, got {type(m).__name__}; for dense data use "
+                         "la.array, then la.cast_storage")
     return csr_matrix(m, device=device)
 
 

@@ -64,6 +64,8 @@ LAYERS = {
     # the mode flags every layer reads (deferred, recording, profiling) and the tuning table every
     # kernel reads: values, no behaviour, so any floor may read them
     "mode": GROUND, "tuning_table": GROUND,
+    # args.py: the shared checks of public functions' plain-Python arguments (errors only)
+    "args": GROUND,
     # ops/: registry, typed params, rules, reference kernels over xp
     "ops": OPS,
     # kernels/ (being created): implementations, chooser, tuning, and the thread/BLAS runtime, whose

@@ -543,7 +543,7 @@ class HybridBlock(Block):
         """Forget the traces when a child or a parameter was added, replaced or removed since."""
         now = self._structure()
         if now != self.__dict__.get("_traced_structure"):
-            self._clear_cache(self._traces.size)
+            self._clear_cache(self._traces.size, self._traces.max_bytes)
             object.__setattr__(self, "_traced_structure", now)
         object.__setattr__(self, "_structure_epoch", _STRUCTURE[0])
 
@@ -562,9 +562,11 @@ class HybridBlock(Block):
             lines += [f"  {g}" for g in c.guards]
         return "\n".join(lines) or "no traces yet"
 
-    def _clear_cache(self, cache_size: int | None = None) -> None:
-        # (training, signature) -> Compiled, bounded: the least recently used signatures go
-        traces = SignatureCache(f"hybridized {type(self).__name__}", cache_size)
+    def _clear_cache(self, cache_size: int | None = None, cache_bytes: int | None = None) -> None:
+        # (training, signature) -> Compiled, bounded: the least recently used signatures go. The
+        # compiled programs (the memory) live in each trace's CachedOp, bounded there in entries and
+        # bytes; ``max_bytes`` here is the budget handed to those CachedOps.
+        traces = SignatureCache(f"hybridized {type(self).__name__}", cache_size, max_bytes=cache_bytes)
         object.__setattr__(self, "_traces", traces)
         object.__setattr__(self, "_by_sig", traces.items)
         # (training, None places) -> the Compileds that serve new shapes (newest first, at most 8):
@@ -573,16 +575,20 @@ class HybridBlock(Block):
         object.__setattr__(self, "_last_sig", None)
         object.__setattr__(self, "trace_count", 0)
 
-    def hybridize(self, active: bool = True, static_shape: bool = False, cache_size: int | None = None) -> None:
+    def hybridize(self, active: bool = True, static_shape: bool = False, cache_size: int | None = None,
+                  cache_bytes: int | None = None) -> None:
         """Trace ``forward`` at the next call and run the compiled graph from then on.
 
         ``static_shape=True`` traces again for every new input signature instead of reusing
         a shape-generic graph. ``cache_size``: how many input signatures to keep compiled
         (default 64, or ``LAZYARRAY_CACHE_SIZE``); the least recently used go first.
+        ``cache_bytes``: the bytes the compiled programs of one graph may hold together (their
+        planned buffers; default 256 MiB, or ``LAZYARRAY_CACHE_BYTES``); past it the least recently
+        used go too.
         """
         object.__setattr__(self, "_active", bool(active))
         object.__setattr__(self, "_static_shape", bool(static_shape))
-        self._clear_cache(cache_size)
+        self._clear_cache(cache_size, cache_bytes)
         super().hybridize(active, static_shape)
 
     @property
@@ -646,7 +652,7 @@ class HybridBlock(Block):
             compiled = generic  # same graph: the cached op compiles a plan for the new shapes
         else:
             compiled = self._trace_new(args, training)
-            compiled.run = hybrid.compile_symbol(compiled.symbol, self._traces.size)
+            compiled.run = hybrid.compile_symbol(compiled.symbol, self._traces.size, self._traces.max_bytes)
             object.__setattr__(self, "trace_count", self.trace_count + 1)
             if compiled.generic:
                 self._generic[key] = [compiled] + self._generic.get(key, [])[:GENERIC_TRACES - 1]

@@ -10,8 +10,8 @@ from .parameter import Parameter
 
 
 def _pair(v, name: str, layer: str) -> tuple[int, int]:
-    t = (v, v) if isinstance(v, int) else tuple(v)
-    if len(t) != 2 or not all(isinstance(d, int) for d in t):
+    t = (v, v) if isinstance(v, int) else tuple(v) if isinstance(v, (tuple, list)) else None
+    if t is None or len(t) != 2 or not all(isinstance(d, int) and not isinstance(d, bool) for d in t):
         raise ParamValueError(f"{layer}: {name} must be an int or a pair of ints, got {v!r}")
     return t
 

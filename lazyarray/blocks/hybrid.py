@@ -74,6 +74,7 @@ class Compiled:
     run: object = None
     signatures: set = field(default_factory=set)
     memo: dict = field(default_factory=dict, repr=False)  # (training, block signature) -> _Memo
+    evictions_seen: int = 0  # the cached op's evictions when the memo last dropped evicted programs
 
     def accepts(self, sig: tuple) -> bool:
         """Can this graph serve ``sig`` by recompiling (no retrace)? Its guards must hold."""
@@ -135,6 +136,12 @@ class Compiled:
         if c is not None:
             if len(memo) >= _MEMO_SIGNATURES and key not in memo:
                 memo.clear()
+            cache = self.run._signatures
+            if cache.evictions != self.evictions_seen:  # the memo must not keep evicted programs alive
+                self.evictions_seen = cache.evictions
+                live = {id(p) for p in cache.items.values()}
+                for k in [k for k, m in memo.items() if id(m.program) not in live]:
+                    del memo[k]
             memo[key] = _Memo(self.sources, arrays, c)
         return out
 
@@ -353,9 +360,10 @@ def is_shape_generic(sym: Symbol) -> bool:
     return True
 
 
-def compile_symbol(sym: Symbol, cache_size: int | None = None) -> CachedOp:
+def compile_symbol(sym: Symbol, cache_size: int | None = None, cache_bytes: int | None = None) -> CachedOp:
     """Step 4: the cached op that runs ``sym`` (it compiles one program per input signature, keeping
-    at most ``cache_size``). The block warns about recompiles itself, so the op stays quiet."""
-    op = CachedOp(sym, cache_size)
+    at most ``cache_size`` holding at most ``cache_bytes`` together). The block warns about recompiles
+    itself, so the op stays quiet."""
+    op = CachedOp(sym, cache_size, cache_bytes=cache_bytes)
     op._signatures.warn_at = float("inf")
     return op

@@ -32,10 +32,10 @@ class Loss(HybridBlock):
     def __setattr__(self, name: str, value) -> None:
         super().__setattr__(name, value)
         if not name.startswith("_") and "_traces" in self.__dict__:
-            self._clear_cache(self._traces.size)  # a trace baked the old value in
+            self._clear_cache(self._traces.size, self._traces.max_bytes)  # a trace baked the old value in
 
-    def _clear_cache(self, cache_size: int | None = None) -> None:
-        super()._clear_cache(cache_size)
+    def _clear_cache(self, cache_size: int | None = None, cache_bytes: int | None = None) -> None:
+        super()._clear_cache(cache_size, cache_bytes)
         self._traces.warn_at = float("inf")
 
     def _finish(self, loss: NDArray) -> NDArray:

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import autograd
 from .. import functions as _functions
+from ..args import number_arg
 from ..errors import ParamError, ParamValueError
 from ..ndarray import NDArray
 from .block import HybridBlock
@@ -40,6 +41,9 @@ def activation_fn(name: str | None):
     """The function of activation ``name`` (None = identity)."""
     if name is None:
         return None
+    if not isinstance(name, str):
+        raise ParamError(f"activation must be a name such as 'relu' or None, got {type(name).__name__} "
+                         f"{name!r}"[:200] + f"; one of {sorted(_ACTIVATIONS)}")
     try:
         return _ACTIVATIONS[name]
     except KeyError:
@@ -116,8 +120,7 @@ class Dropout(HybridBlock):
 
     def __init__(self, rate: float):
         super().__init__()
-        if not 0.0 <= rate < 1.0:
-            raise ParamValueError(f"Dropout: rate must be in [0, 1), got {rate}")
+        rate = number_arg(rate, "Dropout", "rate", lo=0, hi=1, hi_open=True)
         self.rate = rate
 
     def forward(self, x):

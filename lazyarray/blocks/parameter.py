@@ -24,7 +24,7 @@ from ..autograd import Leaf
 from ..aval import as_dtype, check_alloc
 from ..buffer import bump
 from ..device import Device, cpu, current_device
-from ..errors import AutogradError, LazyArrayError, ShapeError
+from ..errors import AutogradError, LazyArrayError, ParamValueError, ShapeError
 from ..ndarray import NDArray, make_array
 from ..storage import RowSparse
 
@@ -56,7 +56,7 @@ class Parameter:
         self.dtype = as_dtype(dtype, f"Parameter {name!r}")
         self.init = None if init is None else _init.create(init)
         if grad_req not in _GRAD_REQS:
-            raise ValueError(f"Parameter {name!r}: grad_req must be one of {_GRAD_REQS}, got {grad_req!r}")
+            raise ParamValueError(f"Parameter {name!r}: grad_req must be one of {_GRAD_REQS}, got {grad_req!r}"[:200])
         self._grad_req = grad_req
         self.device = device
         self._data: NDArray | None = None
@@ -96,7 +96,7 @@ class Parameter:
     @grad_req.setter
     def grad_req(self, req: str) -> None:
         if req not in _GRAD_REQS:
-            raise ValueError(f"Parameter {self.name!r}: grad_req must be one of {_GRAD_REQS}, got {req!r}")
+            raise ParamValueError(f"Parameter {self.name!r}: grad_req must be one of {_GRAD_REQS}, got {req!r}"[:200])
         self._grad_req = req
         if self._data is not None:
             self._attach()
@@ -382,7 +382,7 @@ class Constant(Parameter):
     @grad_req.setter
     def grad_req(self, req: str) -> None:
         if req != "null":
-            raise ValueError(f"Constant {self.name!r} has no gradient: its grad_req stays 'null', got {req!r}")
+            raise ParamValueError(f"Constant {self.name!r} has no gradient: its grad_req stays 'null', got {req!r}"[:200])
         self._grad_req = req
 
     def __repr__(self) -> str:
@@ -390,6 +390,9 @@ class Constant(Parameter):
 
 
 def _as_shape(shape, name) -> tuple:
+    if not isinstance(shape, (int, np.integer, tuple, list)):
+        raise ShapeError(f"Parameter {name!r}: shape must be an int or a tuple of non-negative ints (0 = unknown), "
+                         f"got {type(shape).__name__} {shape!r}"[:300])
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     if any(not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
         raise ShapeError(f"Parameter {name!r}: shape must be non-negative ints (0 = unknown), got {shape}")

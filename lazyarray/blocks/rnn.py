@@ -17,6 +17,8 @@ them: ``l0_i2h_weight`` ``(G*H, in)``, ``l0_h2h_weight`` ``(G*H, H)``, ``l0_i2h_
 from __future__ import annotations
 
 from .. import guards
+from ..args import number_arg
+from ..aval import as_dtype, check_alloc
 from ..control_flow import aval_of, foreach
 from ..creation import zeros
 from ..dim import Dim
@@ -51,8 +53,10 @@ class _RNNLayer(HybridBlock):
         for what, v in (("hidden_size", hidden_size), ("num_layers", num_layers)):
             if not isinstance(v, int) or v < 1:
                 raise ParamValueError(f"{name}: {what} must be an int >= 1, got {v!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ParamValueError(f"{name}: dropout must be in [0, 1), got {dropout}")
+        dropout = number_arg(dropout, name, "dropout", lo=0, hi=1, hi_open=True)
+        # the h2h weights alone, before one Parameter is made (2**62 layers must not loop)
+        check_alloc(name, (num_layers * (2 if bidirectional else 1), self._gates * hidden_size, hidden_size),
+                    as_dtype(dtype, name), "h2h weights of all layers")
         self.hidden_size, self.num_layers, self.layout = hidden_size, num_layers, layout
         self.bidirectional, self.dropout = bool(bidirectional), float(dropout)
         self.dirs = ("l", "r") if bidirectional else ("l",)

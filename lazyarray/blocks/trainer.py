@@ -54,10 +54,15 @@ class Trainer:
     def __init__(self, params, optimizer: str | Optimizer = "sgd", optimizer_params: dict | None = None):
         if isinstance(params, dict):
             params = list(params.values())
+        elif isinstance(params, Parameter):
+            params = [params]
+        elif not isinstance(params, (list, tuple)):
+            raise ParamError(f"Trainer: params must be the parameters to train (e.g. net.collect_params(), or a "
+                             f"list of Parameters), got {type(params).__name__}")
         self._params: list[Parameter] = []
         for p in params:
             if not isinstance(p, Parameter):
-                raise TypeError(f"Trainer: expected Parameters (e.g. net.collect_params()), got {type(p).__name__}")
+                raise ParamError(f"Trainer: expected Parameters (e.g. net.collect_params()), got {type(p).__name__}")
             if all(p is not q for q in self._params):
                 self._params.append(p)
         if isinstance(optimizer, Optimizer):

@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from ..args import int_arg, number_arg
+from ..aval import check_alloc
 from ..creation import arange
 from ..creation import array as _array
 from ..device import Device
@@ -42,6 +44,8 @@ def causal_mask(length: int, device: Device | None = None) -> NDArray:
            [1, 1, 0],
            [1, 1, 1]])
     """
+    length = int_arg(length, "causal_mask", "length", lo=0)
+    check_alloc("causal_mask", (length, length), np.dtype(bool))
     return _array(np.tril(np.ones((length, length), dtype=bool)), device=device)
 
 
@@ -83,8 +87,7 @@ class LayerNorm(HybridBlock):
     def __init__(self, axis: int = -1, epsilon: float = 1e-5, center: bool = True, scale: bool = True,
                  beta_initializer="zeros", gamma_initializer="ones", in_channels: int = 0):
         super().__init__()
-        if not epsilon > 0:
-            raise ParamValueError(f"LayerNorm: epsilon must be > 0, got {epsilon}")
+        epsilon = number_arg(epsilon, "LayerNorm", "epsilon", lo=0, lo_open=True)
         self.axis, self.epsilon = axis, epsilon
         self.gamma = Parameter("gamma", shape=(in_channels,), init=gamma_initializer,
                                grad_req="write" if scale else "null")
@@ -149,7 +152,10 @@ class MultiHeadAttention(HybridBlock):
 
     def __init__(self, units: int, num_heads: int, use_bias: bool = True, dropout: float = 0.0):
         super().__init__()
-        if num_heads < 1 or units % num_heads:
+        units = int_arg(units, "MultiHeadAttention", "units", lo=1)
+        num_heads = int_arg(num_heads, "MultiHeadAttention", "num_heads", lo=1)
+        dropout = number_arg(dropout, "MultiHeadAttention", "dropout", lo=0, hi=1, hi_open=True)
+        if units % num_heads:
             raise ParamValueError(f"MultiHeadAttention: units ({units}) must be a positive multiple of "
                                   f"num_heads ({num_heads}); each head gets units // num_heads dims")
         self.units, self.num_heads, self.head_size = units, num_heads, units // num_heads

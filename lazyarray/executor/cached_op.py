@@ -87,6 +87,13 @@ class _Compiled:
         self.out_avals = None  # the avals of a training call's values: one signature, one layout
 
 
+def held_bytes(c: _Compiled) -> int:
+    """The bytes a compiled signature holds between runs: the buffers of its memory plans (forward,
+    and backward for a training signature), which its programs keep for the next run."""
+    progs = (c.program, c.backward[0] if c.backward is not None else None)
+    return sum(p.plan.peak_bytes for p in progs if getattr(p, "plan", None) is not None)
+
+
 class CachedOp:
     """A symbol compiled per input signature; call it with arrays.
 
@@ -103,7 +110,8 @@ class CachedOp:
     (1048576, 1)
     """
 
-    def __init__(self, sym: Symbol, cache_size: int | None = None, fuse: bool | None = None):
+    def __init__(self, sym: Symbol, cache_size: int | None = None, fuse: bool | None = None,
+                 cache_bytes: int | None = None):
         if not isinstance(sym, Symbol):
             raise ParamError(f"CachedOp takes a Symbol, got {type(sym).__name__}; "
                              "make one with la.get_symbol(outputs, inputs={...}) or la.load_symbol(path)")
@@ -112,7 +120,8 @@ class CachedOp:
         self._inputs = sym.input_nodes()
         self._names = [n.name for n in self._inputs]
         self._pos = {nm: i for i, nm in enumerate(self._names)}
-        self._signatures = SignatureCache("CachedOp", cache_size)  # bounded: least recently used go
+        # bounded in entries and in bytes (see signature_cache.py): the least recently used go
+        self._signatures = SignatureCache("CachedOp", cache_size, max_bytes=cache_bytes)
         self._cache = self._signatures.items  # (the hot path reads the dict directly)
         self._lock = threading.Lock()
         self._last_key = None
@@ -293,7 +302,7 @@ class CachedOp:
             given = {nm: Aval(tuple(v.shape), v.dtype, a._device, stype_of(v))
                      for nm, v, a in zip(self._names, vals, arrays)}
             c = self._build(given, mask)
-            self._signatures.add(key, c, self._describe)
+            self._signatures.add(key, c, self._describe, held_bytes(c))
             self._last_key = key
             return c
 

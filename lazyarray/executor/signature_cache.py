@@ -12,6 +12,13 @@ signature and the new one (which input, which dim), once per cause, with both si
 
 The default size is ``DEFAULT_SIZE`` (64), or ``LAZYARRAY_CACHE_SIZE`` from the environment;
 ``CachedOp(sym, cache_size=...)`` and ``block.hybridize(cache_size=...)`` set it per object.
+
+Entries are also weighed in bytes: ``add(key, value, describe, nbytes)`` records what the entry
+holds (a compiled program: the buffers of its memory plan, forward and backward), and while the
+total is above ``max_bytes`` the least recently used entries go (the newest always stays, however
+large: it is about to run). The budget is ``DEFAULT_BYTES`` (256 MiB), or ``LAZYARRAY_CACHE_BYTES``
+(an int such as ``536870912`` or ``5e8``), or ``cache_bytes=`` of ``CachedOp`` / ``hybridize``.
+Both bounds are enforced when an entry is added, never on a hit: the hot path is unchanged.
 """
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ import warnings
 from ..errors import ParamError, ParamValueError
 
 DEFAULT_SIZE = 64
+DEFAULT_BYTES = 256 * 2**20
 RECOMPILE_WARN_AT = 8
 
 
@@ -33,19 +41,37 @@ def default_size() -> int:
     return int(text) if text.isdigit() and int(text) > 0 else DEFAULT_SIZE
 
 
+def default_bytes() -> int:
+    """``LAZYARRAY_CACHE_BYTES`` (an int, or a float form such as ``5e8``) when valid, else ``DEFAULT_BYTES``."""
+    text = os.environ.get("LAZYARRAY_CACHE_BYTES", "").strip()
+    try:
+        n = int(text) if text.isdigit() else int(float(text)) if text else -1
+    except (ValueError, OverflowError):
+        n = -1
+    return n if n >= 0 else DEFAULT_BYTES
+
+
 class SignatureCache:
     """``key -> value`` for at most ``size`` keys; values must accept an attribute ``used``.
 
     Read on the hot path with ``cache.items.get(key)`` then ``value.used = cache.epoch``.
     """
 
-    def __init__(self, what: str, size: int | None = None, warn_at: int = RECOMPILE_WARN_AT):
+    def __init__(self, what: str, size: int | None = None, warn_at: int = RECOMPILE_WARN_AT,
+                 max_bytes: int | None = None):
         if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
             error = ParamValueError if isinstance(size, int) and not isinstance(size, bool) else ParamError
             raise error(f"{what}: cache_size must be a positive int (the number of input signatures kept "
                         f"compiled; None for the default, {default_size()}), got {size!r}"[:300])
+        if max_bytes is not None and (not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 0):
+            error = ParamValueError if isinstance(max_bytes, int) and not isinstance(max_bytes, bool) else ParamError
+            raise error(f"{what}: cache_bytes must be an int >= 0 (the bytes the compiled signatures may hold; "
+                        f"None for the default, {default_bytes()}), got {max_bytes!r}"[:300])
         self.what = what
         self.size = size or default_size()
+        self.max_bytes = default_bytes() if max_bytes is None else max_bytes
+        self.nbytes = 0  # what the entries hold together (the sum of ``_weights``)
+        self._weights: dict = {}
         self.warn_at = warn_at
         self.items: dict = {}
         self.epoch = 0  # number of compiles so far
@@ -56,9 +82,9 @@ class SignatureCache:
     def __len__(self) -> int:
         return len(self.items)
 
-    def add(self, key, value, describe) -> None:
-        """Store a freshly compiled ``value`` for ``key``. ``describe(old_key, new_key)`` returns
-        ``(causes, text)``: hashable causes of the difference and the text of both signatures."""
+    def add(self, key, value, describe, nbytes: int = 0) -> None:
+        """Store a freshly compiled ``value`` for ``key``, holding ``nbytes``. ``describe(old_key, new_key)``
+        returns ``(causes, text)``: hashable causes of the difference and the text of both signatures."""
         self.epoch += 1
         value.used = self.epoch
         if self.epoch > self.warn_at and self._last_key is not None:
@@ -72,13 +98,22 @@ class SignatureCache:
                     "or keep shapes fixed.", RecompileWarning, stacklevel=4)
         self._last_key = key
         if key not in self.items and len(self.items) >= self.size:
-            oldest = min(self.items, key=lambda k: self.items[k].used)
-            del self.items[oldest]
-            self.evictions += 1
+            self._evict(min(self.items, key=lambda k: self.items[k].used))
+        self.nbytes += nbytes - self._weights.get(key, 0)
+        self._weights[key] = nbytes
         self.items[key] = value
+        while self.nbytes > self.max_bytes and len(self.items) > 1:  # (the newest stays: it runs next)
+            self._evict(min((k for k in self.items if k != key), key=lambda k: self.items[k].used))
+
+    def _evict(self, key) -> None:
+        del self.items[key]
+        self.nbytes -= self._weights.pop(key, 0)
+        self.evictions += 1
 
     def clear(self) -> None:
         self.items.clear()
+        self._weights.clear()
+        self.nbytes = 0
         self._last_key = None
 
 

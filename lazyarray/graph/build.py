@@ -137,7 +137,7 @@ def as_entries(op: OpDef, inputs) -> list[Entry]:
     elif not op.variadic:  # only optional inputs: drop the missing ones
         if not op.n_required <= len(inputs) <= len(op.inputs):
             zip_inputs(op, inputs)  # raises the arity error
-        flat = [x for x in inputs if x is not None]
+        flat = [x for name, x in zip(op.inputs, inputs) if x is not None or not name.endswith("?")]
     else:
         flat = [x for _, x in flat_inputs(op, inputs)]
     arrays = [x for x in flat if type(x) is Entry]
@@ -172,6 +172,14 @@ def flat_inputs(op: OpDef, inputs):
             continue
         else:
             yield name, a
+
+
+def none_input(op: OpDef, name: str) -> ParamError:
+    """The error for ``None`` given as a required input (only ``name?`` inputs may be left out)."""
+    name = name.strip("*?")
+    optional = [n.rstrip("?") for n in op.inputs if n.endswith("?")]
+    left_out = f" (only {', '.join(optional)} may be None)" if optional else ""
+    return ParamError(f"{op.name}: input '{name}' is None; pass an array or a number{left_out}")
 
 
 def zip_inputs(op: OpDef, inputs) -> list:

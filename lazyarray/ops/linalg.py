@@ -33,9 +33,24 @@ def _mT(F, t):
     return F.transpose(t, axes=tuple(range(n - 2)) + (n - 1, n - 2))
 
 
+_VECTOR_OPS = frozenset({"cross", "vector_norm"})  # the ops whose first input need not be a matrix
+
+
 def _lin(name, inputs, kernel, shape, dtype=None, grad=None, params=(), num_outputs=1, doc=""):
+    if name not in _VECTOR_OPS:
+        shape = _on_matrices(name, shape)
     return register(OpDef(name, inputs, kernel, params=params, shape=shape, dtype=dtype, grad=grad,
                           num_outputs=num_outputs, namespace="linalg", doc=doc))
+
+
+def _on_matrices(name, shape_rule):
+    """``shape_rule`` after the check every matrix op shares: its first input has at least 2 dims."""
+    def rule(shapes, **params):
+        if shapes[0] is not None and len(shapes[0]) < 2:
+            raise ShapeError(f"linalg.{name}: needs a matrix or a stack of matrices (..., M, N), got shape "
+                             f"{fmt_shape(shapes[0])}; make a 1-D array a row with la.reshape(x, (1, -1))")
+        return shape_rule(shapes, **params)
+    return rule
 
 
 def _float_dtype(dtypes, **params):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..aval import check_shape
+from ..aval import check_alloc, check_shape
 from ..dim import dim_max, dim_min
 from ..errors import AxisError, DTypeError, ParamError, ParamValueError, ShapeError, fmt_shape
 from . import sparse_kernels
@@ -737,6 +737,8 @@ def _split_compose(op, even):
             sections = indices_or_sections
             if sections < 1:
                 raise ParamValueError(f"{op}: the number of sections must be >= 1, got {sections}")
+            # one output array (one node) per part: a count no memory can hold is refused up front
+            check_alloc(op, (sections,), np.dtype(object), "list of parts")
             n = None if shape is None else shape[ax]
             if even and n is not None and n % sections:
                 raise _uneven(n, sections, axis)
