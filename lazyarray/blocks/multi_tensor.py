@@ -10,7 +10,8 @@ runs chunk by chunk:
 1. *gather*: ``grad * rescale`` of each parameter piece in the chunk written into the chunk's
    gradient buffer (no allocation; the work buffers are the same for every chunk, so they stay
    in cache);
-2. the optimizer's ``apply`` on the chunk's slices: clipping, momentum, Adam's moments, each one
+2. the optimizer's ``apply`` on the chunk's slices (with the rate and weight decay times the
+   group's ``lr_mult`` / ``wd_mult``): clipping, momentum, Adam's moments, each one
    ufunc call for the whole chunk however many parameters it holds;
 3. the weights read (weight decay) and written (``w -= update``) piece by piece through
    ``Target``.
@@ -66,6 +67,14 @@ class Target:
         for w, v in zip(self.weights, self.chunk.views(x)):
             w += v
 
+    def imul(self, c) -> None:
+        for w in self.weights:
+            w *= c
+
+    def assign(self, x) -> None:
+        for w, v in zip(self.weights, self.chunk.views(x)):
+            w[...] = v
+
 
 class Chunk:
     """Elements ``[lo, hi)`` of a group's flat layout: slices of its flat buffers, and the pieces of
@@ -102,7 +111,8 @@ class Chunk:
 
 
 class FlatGroup:
-    """Flat state buffers and chunk-sized work buffers for ``params`` (one dtype, one device).
+    """Flat state buffers and chunk-sized work buffers for ``params`` (one dtype, one device, one
+    ``lr_mult`` and ``wd_mult``).
 
     ``states`` (the trainer's ``id(param) -> state``) is read for states that exist already (their
     values are copied in) and then holds views into the flat state buffers.
@@ -111,6 +121,7 @@ class FlatGroup:
     def __init__(self, params: list[Parameter], optimizer, states: dict):
         first = params[0]._data
         self.params = params
+        self.lr_mult, self.wd_mult = params[0].lr_mult, params[0].wd_mult
         self.dtype = first._value.dtype
         self.xp = xp = first.device.xp
         self.shapes = [tuple(p._data._value.shape) for p in params]
@@ -177,7 +188,8 @@ class FlatGroup:
             return False
         for p, q, shape in zip(params, self.params, self.shapes):
             v = p._data._value
-            if p is not q or v.shape != shape or v.dtype != self.dtype:
+            if p is not q or v.shape != shape or v.dtype != self.dtype or p.lr_mult != self.lr_mult \
+                    or p.wd_mult != self.wd_mult:
                 return False
         return True
 
@@ -210,15 +222,16 @@ class FlatGroup:
     def step_prepared(self, optimizer, plan: list, grads: list, step: int, rescale: float) -> None:
         """``step`` with the weights cut by ``prepare`` (the same calls in the same order)."""
         xp = self.xp
-        r, folded = optimizer.scale(rescale, self.dtype)
+        lr, wd = optimizer.learning_rate * self.lr_mult, optimizer.wd * self.wd_mult
+        r, folded = optimizer.scale(rescale, self.dtype, lr)
         mul = xp.multiply
         for target, gets, chunk in plan:
             for k, a, b, v in gets:
                 mul(grads[k], r, out=v) if a is None else mul(grads[k].reshape(-1)[a:b], r, out=v)
             if folded:
-                optimizer.apply(target, chunk.grad, chunk.state, step, xp, chunk.scratch, folded=True)
+                optimizer.apply(target, chunk.grad, chunk.state, step, xp, chunk.scratch, lr, wd, folded=True)
             else:
-                optimizer.apply(target, chunk.grad, chunk.state, step, xp, chunk.scratch)
+                optimizer.apply(target, chunk.grad, chunk.state, step, xp, chunk.scratch, lr, wd)
 
 
 def flat_ok(group: FlatGroup, grads: list, weights: list) -> bool:

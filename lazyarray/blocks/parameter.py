@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import threading
 
 import numpy as np
@@ -24,7 +25,7 @@ from ..autograd import Leaf
 from ..aval import as_dtype, check_alloc
 from ..buffer import bump
 from ..device import Device, cpu, current_device
-from ..errors import AutogradError, LazyArrayError, ParamValueError, ShapeError
+from ..errors import AutogradError, LazyArrayError, ParamError, ParamValueError, ShapeError
 from ..ndarray import NDArray, make_array
 from ..storage import RowSparse
 
@@ -39,7 +40,8 @@ class Parameter:
     """A learnable array of a block.
 
     ``shape`` may hold ``0`` for unknown dims; ``grad_req`` is ``"write"``, ``"add"`` or
-    ``"null"`` (no gradient: running statistics, frozen weights).
+    ``"null"`` (no gradient: running statistics, frozen weights). ``lr_mult`` and ``wd_mult`` (as
+    Gluon) multiply the optimizer's learning rate and weight decay for this parameter.
 
     >>> import lazyarray as la
     >>> w = la.blocks.Parameter("weight", shape=(2, 3), init=la.init.One())
@@ -49,8 +51,10 @@ class Parameter:
     """
 
     def __init__(self, name: str = "", shape=None, dtype="float32", init=None, grad_req: str = "write",
-                 device: Device | None = None, grad_stype: str = "default"):
+                 device: Device | None = None, grad_stype: str = "default", lr_mult: float = 1.0,
+                 wd_mult: float = 1.0):
         self.name = name
+        self.lr_mult, self.wd_mult = lr_mult, wd_mult
         self.grad_stype = grad_stype  # "row_sparse": backward keeps only the rows it touches
         self._shape = None if shape is None else _as_shape(shape, name)
         self.dtype = as_dtype(dtype, f"Parameter {name!r}")
@@ -84,6 +88,24 @@ class Parameter:
         self._shape = new
         if self._deferred is not None and self.shape_known:
             self._finish_init()
+
+    @property
+    def lr_mult(self) -> float:
+        """The factor of the optimizer's learning rate for this parameter (1.0: the rate itself)."""
+        return self._lr_mult
+
+    @lr_mult.setter
+    def lr_mult(self, value: float) -> None:
+        self._lr_mult = _multiplier(value, self.name, "lr_mult")
+
+    @property
+    def wd_mult(self) -> float:
+        """The factor of the optimizer's weight decay for this parameter (0.0: no decay, e.g. biases)."""
+        return self._wd_mult
+
+    @wd_mult.setter
+    def wd_mult(self, value: float) -> None:
+        self._wd_mult = _multiplier(value, self.name, "wd_mult")
 
     @property
     def shape_known(self) -> bool:
@@ -387,6 +409,19 @@ class Constant(Parameter):
 
     def __repr__(self) -> str:
         return f"Constant({self.name!r}, shape={self.shape}, dtype={self.dtype})"
+
+
+def _multiplier(value, name: str, what: str) -> float:
+    """``value`` as a finite float >= 0 (an ``lr_mult`` / ``wd_mult``)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ParamError(f"Parameter {name!r}: {what} must be a number, got {type(value).__name__}")
+    try:
+        value = float(value)
+    except OverflowError:
+        value = math.inf
+    if not math.isfinite(value) or value < 0:
+        raise ParamValueError(f"Parameter {name!r}: {what} must be a finite number >= 0, got {value!r}")
+    return value
 
 
 def _as_shape(shape, name) -> tuple:

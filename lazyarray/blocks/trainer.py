@@ -18,7 +18,7 @@ from ..buffer import bump
 from ..errors import GraphFormatError, LazyArrayError, ParamError, ParamValueError, ShapeError
 from ..storage import RowSparse
 from .multi_tensor import FlatGroup, NotFlat, flat_ok
-from .optimizer import SGD, Adam, Optimizer
+from .optimizer import SGD, Adam, Optimizer, create
 from .param_file import load_arrays, write_arrays
 from .parameter import Parameter
 
@@ -29,11 +29,11 @@ class StaleGradientError(LazyArrayError, RuntimeError):
     """``Trainer.step`` found a gradient that no ``backward()`` wrote since the last step."""
 
 
-_OPTIMIZERS = {"sgd": SGD, "adam": Adam}
-
-
 class Trainer:
-    """Updates ``params`` (a dict from ``collect_params()`` or a list) with an optimizer.
+    """Updates ``params`` (a dict from ``collect_params()`` or a list) with an optimizer: an
+    ``Optimizer`` or a registered name, any case (``la.blocks.optimizer.OPTIMIZERS``: sgd nag adam
+    adamw rmsprop adagrad adadelta adamax nadam lamb lars signum ftrl) made with ``optimizer_params``.
+    Each parameter's ``lr_mult`` / ``wd_mult`` multiply the rate and weight decay of its updates.
 
     Parameters initialized on several devices are updated once with the sum of their copies'
     gradients, and the new value is written into every copy (data parallelism on one host).
@@ -68,18 +68,15 @@ class Trainer:
         if isinstance(optimizer, Optimizer):
             self._optimizer = optimizer
         else:
-            cls = _OPTIMIZERS.get(str(optimizer).lower())
-            if cls is None:
-                raise ParamValueError(f"Trainer: unknown optimizer {optimizer!r}; one of {sorted(_OPTIMIZERS)}")
+            if not isinstance(optimizer_params, (dict, type(None))):
+                raise ParamError(f"Trainer: optimizer_params must be a dict of settings, got "
+                                 f"{type(optimizer_params).__name__}")
             optimizer_params = dict(optimizer_params or {})
             sched = optimizer_params.get("lr_scheduler")
             if sched is not None and "learning_rate" in optimizer_params:
                 if getattr(sched, "base_lr", None) != optimizer_params["learning_rate"]:
                     sched.base_lr = optimizer_params["learning_rate"]  # as MXNet: the optimizer's rate wins
-            try:
-                self._optimizer = cls(**optimizer_params)
-            except TypeError as exc:
-                raise ParamValueError(f"Trainer: bad optimizer_params for {optimizer!r}: {exc}") from None
+            self._optimizer = create(optimizer, **optimizer_params)
         sched = self._optimizer.lr_scheduler
         if sched is not None and not callable(sched):
             raise ParamValueError(f"Trainer: lr_scheduler must be callable as sched(num_update) -> lr (e.g. "
@@ -170,8 +167,9 @@ class Trainer:
         weight, grad = p._take_grad()
         state = self._states.get(id(p))
         if state is None and id(p) not in self._states:
-            state = self._states[id(p)] = opt.create_state(weight)
-        opt.update(weight, grad, state, self._steps, rescale=rescale, xp=p._data.device.xp)
+            state = self._states[id(p)] = opt.create_state_multi_precision(weight)
+        opt.update(weight, grad, state, self._steps, rescale=rescale, xp=p._data.device.xp, lr_mult=p.lr_mult,
+                   wd_mult=p.wd_mult)
         bump(weight)
         if p._copies:  # the same new value on every device
             p._sync_copies()
@@ -191,7 +189,8 @@ class Trainer:
             group.step(opt, grads, weights, self._steps, rescale)
         else:
             for p, w, g in zip(done, weights, grads):
-                opt.update(w, g, self._states[id(p)], self._steps, rescale=rescale, xp=group.xp)
+                opt.update(w, g, self._states[id(p)], self._steps, rescale=rescale, xp=group.xp,
+                           lr_mult=p.lr_mult, wd_mult=p.wd_mult)
         for p, w in zip(done, weights):
             bump(w)
             if p._copies:  # the same new value on every device
@@ -209,8 +208,9 @@ class Trainer:
         single: list[Parameter] = []
         for p in todo:
             v = p._data._value
-            if opt.multi_tensor and p.grad_stype == "default" and v.dtype.kind == "f":
-                by_kind.setdefault((v.dtype, p._data.device), []).append(p)
+            if opt.multi_tensor and p.grad_stype == "default" and v.dtype.kind == "f" \
+                    and not opt.uses_master(v):  # (float16 with master weights: one by one)
+                by_kind.setdefault((v.dtype, p._data.device, p.lr_mult, p.wd_mult), []).append(p)
             else:
                 single.append(p)
         groups = []
@@ -316,9 +316,10 @@ class Trainer:
             dtype = np.dtype(p.dtype)
             sig = (tuple(p.shape), dtype)
             if sig not in expected:  # what this optimizer makes for such a parameter
-                made = probe.create_state(np.broadcast_to(np.zeros((), dtype), p.shape))
-                expected[sig] = (_state_kind(made), len(_state_parts(made)))
-            want_kind, want_n = expected[sig]
+                made = probe.create_state_multi_precision(np.broadcast_to(np.zeros((), dtype), p.shape))
+                expected[sig] = (_state_kind(made), [np.dtype(a.dtype) for a in _state_parts(made)])
+            want_kind, want_dtypes = expected[sig]
+            want_n = len(want_dtypes)
             if kind != want_kind:
                 raise GraphFormatError(f"{where}: {field} has kind {kind!r}"[:300] + f", but {type(probe).__name__} "
                                        f"with these settings keeps a state of kind {want_kind!r} for parameter "
@@ -330,15 +331,15 @@ class Trainer:
                                        f"{missing} are missing")
             parts = []
             xp = p._data.device.xp
-            for n in names:
+            for n, want in zip(names, want_dtypes):
                 a = arrays[n]
                 if list(a.shape) != list(p.shape):
                     raise ShapeError(f"{where}: state {n} has shape {a.shape}, the parameter "
                                      f"{p.name!r} is {p.shape}")
-                if a.dtype.kind != dtype.kind:
+                if a.dtype.kind != want.kind:
                     raise GraphFormatError(f"{where}: state array {n!r} has dtype {a.dtype}, the parameter "
                                            f"{p.name!r} is {dtype}; a state holds numbers of its parameter's kind")
-                parts.append(xp.array(a, dtype=dtype))
+                parts.append(xp.array(a, dtype=want))
             claimed.update(names)
             states[id(p)] = None if kind == "none" else tuple(parts) if kind == "tuple" else parts[0]
         stray = sorted(set(arrays) - claimed)
@@ -415,7 +416,7 @@ class _Plan:
 
     @classmethod
     def make(cls, params: list[Parameter], groups: list[FlatGroup]) -> _Plan:
-        checks = tuple((p, p._data, p._grad_req) for p in params)
+        checks = tuple((p, p._data, p._grad_req, p.lr_mult, p.wd_mult) for p in params)
         rows, plans, taken = [], [], []
         for group in groups:
             weights = []
@@ -433,8 +434,8 @@ class _Plan:
         checks = self.checks
         if len(params) != len(checks):
             return None
-        for p, (q, d, req) in zip(params, checks):
-            if p is not q or p._data is not d or p._grad_req != req:
+        for p, (q, d, req, lr_mult, wd_mult) in zip(params, checks):
+            if p is not q or p._data is not d or p._grad_req != req or p.lr_mult != lr_mult or p.wd_mult != wd_mult:
                 return None
         grads = []
         for p, d, v, leaf, shape, dtype in self.rows:

@@ -68,11 +68,10 @@ def _reference(kind, settings, w, g, state, step, rescale):
         if not settings.get("momentum"):
             g *= lr
             w -= g
-        else:
+        else:  # torch's buffer: b = momentum * b + g; w -= lr * b
             state *= t(settings["momentum"])
-            g *= lr
-            state -= g
-            w += state
+            state += g
+            w -= state * lr
         return
     b1, b2 = settings.get("beta1", 0.9), settings.get("beta2", 0.999)
     mean, var = state
@@ -80,8 +79,8 @@ def _reference(kind, settings, w, g, state, step, rescale):
     mean += t(1 - b1) * g
     var *= t(b2)
     var += t(1 - b2) * g * g
-    lr = settings["learning_rate"] * math.sqrt(1 - b2 ** step) / (1 - b1 ** step)
-    w -= t(lr) * mean / (np.sqrt(var) + t(settings.get("epsilon", 1e-8)))
+    denom = np.sqrt(var) / t(math.sqrt(1 - b2 ** step)) + t(settings.get("epsilon", 1e-8))
+    w -= (mean / denom) * t(settings["learning_rate"] / (1 - b1 ** step))
 
 
 CASES = [
@@ -259,7 +258,7 @@ def test_a_non_contiguous_weight_is_updated_one_by_one():
 
 def test_optimizer_with_its_own_update_runs_one_by_one():
     class Halve(B.Optimizer):
-        def update(self, weight, grad, state, step, rescale=1.0, xp=None):
+        def update(self, weight, grad, state, step, rescale=1.0, xp=None, lr_mult=1.0, wd_mult=1.0):
             weight *= weight.dtype.type(0.5)
 
     ps = _params()

@@ -89,7 +89,7 @@ def test_learning_rate_can_change():
 def test_bad_optimizer_and_params_are_explained():
     net = B.Dense(2, in_units=2)
     with pytest.raises(la.ParamValueError, match="adam"):
-        B.Trainer(net.collect_params(), "rmsprop")
+        B.Trainer(net.collect_params(), "rmsprops")
     with pytest.raises(la.ParamValueError, match="momentum"):
         B.Trainer(net.collect_params(), "adam", {"momentum": 0.9})
     with pytest.raises(TypeError, match="Parameters"):

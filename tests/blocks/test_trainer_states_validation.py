@@ -149,21 +149,22 @@ def test_a_good_file_still_resumes_bit_exactly_after_a_refused_one(tmp_path):
 
 
 def test_hyper_params_are_declared_and_a_subclass_can_extend_them(tmp_path):
-    assert set(B.SGD.hyper_params) == {"learning_rate", "wd", "clip_gradient", "momentum"}
+    assert set(B.SGD.hyper_params) == {"learning_rate", "wd", "clip_gradient", "momentum", "dampening", "nesterov",
+                                       "multi_precision"}
 
     class Nesterov(B.SGD):
-        hyper_params = {**B.SGD.hyper_params, "dampening": B.optimizer.HyperParam(0.0, 1.0)}
+        hyper_params = {**B.SGD.hyper_params, "trust": B.optimizer.HyperParam(0.0, 1.0)}
 
-        def __init__(self, dampening=0.0, **kw):
-            super().__init__(**kw)
-            self.dampening = dampening
+        def __init__(self, dampening=0.0, trust=0.0, **kw):
+            super().__init__(dampening=dampening, **kw)
+            self.trust = trust
 
     la.random.seed(0)
     net = B.Dense(2, in_units=3)
     net.initialize()
-    trainer = B.Trainer(net.collect_params(), Nesterov(dampening=0.25, momentum=0.5))
+    trainer = B.Trainer(net.collect_params(), Nesterov(dampening=0.25, trust=0.5, momentum=0.5))
     _run(net, trainer, 1, seed=1)
     trainer.save_states(str(tmp_path / "n.states"))
     other = B.Trainer(net.collect_params(), Nesterov(momentum=0.5))
     other.load_states(str(tmp_path / "n.states"))
-    assert other.optimizer.dampening == 0.25
+    assert other.optimizer.dampening == 0.25 and other.optimizer.trust == 0.5
