@@ -4,7 +4,8 @@ The contract: a mutated state file loads (and then the trainer steps) or raises 
 ``la.LazyArrayError`` (``GraphFormatError`` naming the file and the field; ``ParamValueError`` for
 another optimizer, ``ShapeError`` for other parameters) before the trainer changes; never a bare
 Python exception, never a hang. The files are what ``save_states`` writes for SGD (with and
-without momentum) and Adam after two steps; they are mutated in their trainer record (structural
+without momentum), Adam, AdamW with amsgrad and centered RMSProp with momentum after two steps;
+they are mutated in their trainer record (structural
 JSON mutations and well-typed ones: settings, the update count, state kinds and keys), in their
 arrays (dropped, renamed, other dtypes and shapes) and byte by byte. A few hundred derandomized
 examples per fuzzer by default (a few seconds); 20,000 with
@@ -28,7 +29,8 @@ from lazyarray.blocks.param_file import load_arrays, write_arrays
 SLOW = 20_000
 COUNTS = [300, pytest.param(SLOW, marks=pytest.mark.slow)]  # default run, and -m slow
 OPTIMIZERS = {"sgd": {"learning_rate": 0.1}, "sgd_momentum": {"learning_rate": 0.1, "momentum": 0.9},
-              "adam": {"learning_rate": 0.01}}
+              "adam": {"learning_rate": 0.01}, "adamw_amsgrad": {"learning_rate": 0.01, "amsgrad": True},
+              "rmsprop_centered": {"learning_rate": 0.01, "centered": True, "momentum": 0.5}}
 
 
 def _trainer(kind: str):
@@ -100,6 +102,7 @@ def _parts(kind: str):
 
 
 _SETTINGS = ["learning_rate", "momentum", "wd", "beta1", "beta2", "epsilon", "clip_gradient", "rescale_grad",
+             "amsgrad", "centered", "nesterov", "multi_precision", "rho", "dampening",
              "lazy_update", "lr_scheduler", "__class__", "_rate", "create_state", "update", "x"]
 _NUMBERS = [0, 1, -1, 0.5, 1.0, 0.999999, 1e-300, 1e300, -0.0, 2**63, 2**64, None, True, "0.1", [], {},
             float("nan"), float("inf")]
@@ -130,7 +133,8 @@ def typed_mutation(draw, kind: str) -> bytes:
             rec["shapes"] = draw(st.sampled_from([[], [[3, 4]], [[3, 4], [3], [2, 3], [2]][::-1], None, "x",
                                                   [[3, 4], [3], [2, 3], [2], [1]], [[-3, 4], [3], [2, 3], [2]]]))
         elif how == "optimizer":
-            rec["optimizer"] = draw(st.sampled_from(["SGD", "Adam", "Optimizer", "", None, "__class__"]))
+            rec["optimizer"] = draw(st.sampled_from(["SGD", "Adam", "AdamW", "RMSProp", "Optimizer", "", None,
+                                                     "__class__"]))
         elif how == "drop_array" and names:
             del arrays[draw(st.sampled_from(names))]
         elif how == "rename_array" and names:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import ParamError, ParamValueError
+from ...errors import LazyArrayError, ParamError, ParamValueError
 from ...storage import RowSparse
 
 
@@ -148,6 +148,8 @@ def create(name: str, **params) -> Optimizer:
         raise ParamValueError(f"unknown optimizer {name!r}"[:200] + f"; one of {', '.join(sorted(OPTIMIZERS))}")
     try:
         return cls(**params)
+    except LazyArrayError:  # (a setting checked by the optimizer: its own message)
+        raise
     except TypeError as exc:  # (an unknown keyword)
         raise ParamValueError(f"bad optimizer_params for {name!r}: {exc}; {cls.__name__} takes "
                               f"{', '.join(cls.hyper_params)}") from None
