@@ -416,3 +416,24 @@ def test_a_schedule_giving_a_negative_rate_is_refused():
     _backward(trainer._params, 1)
     with pytest.raises(la.ParamValueError, match="Adam: learning_rate must be a finite number >= 0.0, got -0.1"):
         trainer.step(BATCH)
+
+
+@pytest.mark.parametrize("settings", [{"learning_rate": 0.1, "momentum": 0.9, "wd": 0.01},
+                                      {"learning_rate": 0.1, "momentum": 0.8, "nesterov": True},
+                                      {"learning_rate": 0.1, "momentum": 0.8, "dampening": 0.5}])
+def test_row_sparse_sgd_momentum_is_the_dense_update_on_its_rows(settings):
+    """Every row looked up at every step: the lazy update of the stored rows equals the dense one."""
+    runs = []
+    for sparse in (True, False):
+        la.random.seed(0)
+        emb = B.Embedding(4, 3, sparse_grad=sparse)
+        emb.initialize()
+        trainer = B.Trainer(emb.collect_params(), "sgd", dict(settings))
+        idx = la.array(np.array([[0, 1], [2, 3], [1, 1]]))
+        for t in range(1, STEPS + 1):
+            with la.autograd.record():
+                loss = (emb(idx) * la.array(np.full((3, 2, 3), float(t)))).sum() + (emb(idx) ** 2).sum()
+            loss.backward()
+            trainer.step(3)
+        runs.append(emb.weight.data().asnumpy())
+    np.testing.assert_allclose(runs[0], runs[1], rtol=1e-6, atol=1e-7)
