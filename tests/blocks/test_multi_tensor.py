@@ -79,8 +79,9 @@ def _reference(kind, settings, w, g, state, step, rescale):
     mean += t(1 - b1) * g
     var *= t(b2)
     var += t(1 - b2) * g * g
-    denom = np.sqrt(var) / t(math.sqrt(1 - b2 ** step)) + t(settings.get("epsilon", 1e-8))
-    w -= (mean / denom) * t(settings["learning_rate"] / (1 - b1 ** step))
+    c2 = math.sqrt(1 - b2 ** step)  # (torch's bias correction of v folded into the rate and epsilon)
+    denom = np.sqrt(var) + t(settings.get("epsilon", 1e-8) * c2)
+    w -= (mean / denom) * t(settings["learning_rate"] * c2 / (1 - b1 ** step))
 
 
 CASES = [

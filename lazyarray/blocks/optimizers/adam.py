@@ -45,11 +45,13 @@ class Adam(Optimizer):
         _moments(xp, t, g, mean, var, self.beta1, self.beta2, a)
         if self.amsgrad:
             var = xp.maximum(state[2], var, out=state[2])
+        # torch's lr / c1 * m / (sqrt(v) / c2 + eps) with c2 = sqrt(1 - beta2**t) moved out of the
+        # denominator: (lr * c2 / c1) * m / (sqrt(v) + eps * c2), the same number with one pass less
+        c2 = math.sqrt(1 - self.beta2 ** step)
         xp.sqrt(var, out=b)
-        b /= t(math.sqrt(1 - self.beta2 ** step))
-        b += t(self.epsilon)
+        b += t(self.epsilon * c2)
         xp.divide(mean, b, out=a)
-        a *= t(lr / (1 - self.beta1 ** step))
+        a *= t(lr * c2 / (1 - self.beta1 ** step))
         target.isub(a)
 
     def update_rows(self, weight, grad, state, step, rescale, xp, lr, wd) -> None:
