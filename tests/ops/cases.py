@@ -2034,7 +2034,7 @@ def _ctc_collapse(path, blank):
     return out
 
 
-def _ctc_brute(logits, labels, data_lengths, label_lengths):
+def ctc_by_enumeration(logits, labels, data_lengths, label_lengths):
     """``-log p(labels | logits)`` per sample by enumerating every alignment (tiny inputs only)."""
     import itertools
 
@@ -2062,7 +2062,7 @@ def _ctc_samples(rng, dtype, small):
             Sample((rand(rng, (3, 1, 2), dtype), np.array([[0, 0]]), np.array([3]), np.array([2])), {}, "repeat")]
 
 
-def _ctc_grad_ref(logits, labels, data_lengths, label_lengths, g):
+def ctc_grad_by_enumeration(logits, labels, data_lengths, label_lengths, g):
     """The gradient by enumeration: ``softmax - sum over the labelling's alignments of their posterior
     at (t, class)``, times ``g``; zero past a sample's length."""
     import itertools
@@ -2091,6 +2091,6 @@ def _ctc_grad_samples(rng, dtype, small):
 CASES.update({
     "class_labels": Case("nn", _class_labels_samples, lambda labels, classes, loss="labels": labels.astype(np.int64),
                          ("float32", "float64", "int32", "int64")),
-    "ctc_loss": Case("nn", _ctc_samples, _ctc_brute, FLOATS, grad=(0,), rtol32=1e-4),
-    "ctc_loss_grad": Case("nn", _ctc_grad_samples, _ctc_grad_ref, FLOATS, rtol32=1e-4),
+    "ctc_loss": Case("nn", _ctc_samples, ctc_by_enumeration, FLOATS, grad=(0,), rtol32=1e-4),
+    "ctc_loss_grad": Case("nn", _ctc_grad_samples, ctc_grad_by_enumeration, FLOATS, rtol32=1e-4),
 })
