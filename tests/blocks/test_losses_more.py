@@ -166,7 +166,7 @@ def test_bce_pos_weight_as_gluon():
             out = loss_fn(p, la.array(z), None, la.array(pw))
         out.backward()
         np.testing.assert_allclose(out.asnumpy(), _rows_mean(_bce_ref(x, z, pw)), rtol=1e-8)
-        num = _numeric_grad(lambda a, b, c: loss_fn(a, b, None, c), [pred, z, pw], 0)
+        num = _numeric_grad(lambda a, b, c, f=loss_fn: f(a, b, None, c), [pred, z, pw], 0)
         np.testing.assert_allclose(p.grad.asnumpy(), num, rtol=1e-6, atol=1e-8)
 
 
