@@ -2059,7 +2059,7 @@ def _ctc_samples(rng, dtype, small):
                    "padded"),
             Sample((rand(rng, (3, 2, 3), dtype), np.array([[1.0, 0.0], [0.0, 0.0]]), np.array([3.0, 2.0]),
                     np.array([2, 0])), {}, "float-labels"),
-            Sample((rand(rng, (3, 1, 2), dtype), np.array([[0, 0]]), np.array([3]), np.array([2])), {}, "repeat")]
+            Sample((rand(rng, (3, 1, 3), dtype), np.array([[0, 0]]), np.array([3]), np.array([2])), {}, "repeat")]
 
 
 def ctc_grad_by_enumeration(logits, labels, data_lengths, label_lengths, g):
