@@ -65,7 +65,7 @@ def elem_type(dtype) -> int:
 
 
 # -- not in inference graphs ----------------------------------------------------------------------
-TRAINING_OPS = ("dropout_mask", "softmax_cross_entropy", "random_normal", "random_uniform",
+TRAINING_OPS = ("dropout_mask", "softmax_cross_entropy", "ctc_loss", "random_normal", "random_uniform",
                 # forms the compiled training step uses (graph/passes/forward_saves.py), never in a traced symbol
                 "layer_norm_with_stats", "layer_norm_grad_saved", "softmax_cross_entropy_rows_with_probs",
                 "softmax_cross_entropy_rows_grad_saved")

@@ -88,6 +88,12 @@ def _sce_rows(g, node, ins):
     return [g.op("Neg", [g.op("Squeeze", [picked, g.ints([-1])])])]
 
 
+def _class_labels(g, node, ins):
+    """The labels cast to int64: the range and whole-number checks have no ONNX form (as in
+    ``_sce_rows``), an inference graph takes the labels as they are."""
+    return [g.cast(ins[0], in_dtype(node, 0), np.dtype("int64"), force=True)]
+
+
 def one_hot_of(g, node, idx, depth, values):
     """OneHot, whose indices must have a dim: a 0-d index is made 1-d and its row taken back."""
     if input_rank(g, node) == 0:
@@ -208,6 +214,7 @@ def _gelu(g, node, ins):
 CONVERTERS = {
     "dense": _dense, "matmul": _matmul, "dot": _dot, "softmax": _softmax("Softmax"),
     "log_softmax": _softmax("LogSoftmax"), "masked_softmax": _masked_softmax, "one_hot": _one_hot, "softmax_cross_entropy_rows": _sce_rows,
+    "class_labels": _class_labels,
     "dropout": _dropout, "conv2d": _conv2d, "conv2d_transpose": _conv2d_transpose, "max_pool2d": _max_pool2d,
     "avg_pool2d": _avg_pool2d, "batch_norm": _batch_norm, "layer_norm": _layer_norm, "gelu": _gelu,
     "batch_norm_max_pool2d": _bn_max_pool2d,

@@ -5,6 +5,7 @@ from . import (  # noqa: F401  (registration side effect)
     conv,
     conv_grad,
     core,
+    ctc,
     detection,
     elementwise,
     fft,

@@ -17,12 +17,19 @@ labels (no second pass over the row maxima, exponentials and sums); the same val
 Labels index the last axis of ``logits``; a label outside ``[0, classes)``, negative ones included,
 raises ``IndexError`` (named ``OpIndexError`` by the kernel wrapper): a negative label is far more
 often a masked row than a class counted from the end.
+
+``nn.class_labels`` checks class labels where a loss reads them (``SoftmaxCrossEntropyLoss`` with
+float labels, or with ``axis`` / ``from_logits`` paths that pick by a one-hot array): whole numbers in
+``[0, classes)``, refused at run time with the loss, the value and its index (a float 1.9 is an
+error, not class 1), handed on as int64.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..errors import DTypeError, ParamValueError
 from .nn import check_label_rows, check_label_values, sce_dtype
+from .params import INT, Param, choice
 from .registry import OpDef, register
 
 
@@ -138,3 +145,31 @@ register(OpDef(
     "softmax_cross_entropy_rows_grad_saved", ("probs", "labels", "g"), _sce_rows_grad_saved,
     shape=lambda shapes: tuple(shapes[0]), dtype=lambda dtypes: dtypes[0], writes_out=True, namespace="nn",
     doc="softmax_cross_entropy_rows' gradient from saved probabilities: (probs - one_hot(labels)) * g[..., None]"))
+
+
+LABEL_READERS = ("SoftmaxCrossEntropyLoss", "CTCLoss", "labels")  # (who reads the labels: named in the error)
+
+
+def _class_labels(xp, labels, classes, loss="labels", out=None):
+    check_label_values(labels, classes, loss)
+    return labels.astype(np.int64)
+
+
+def _class_labels_dtype(dtypes, classes, loss="labels"):
+    if dtypes[0].kind not in "iuf":
+        raise DTypeError(f"{loss}: class labels must be integers or whole-number floats, got {dtypes[0]}")
+    return np.dtype(np.int64)
+
+
+register(OpDef(
+    "class_labels", ("labels",), _class_labels,
+    params=(Param("classes", INT, check=lambda v, op: _positive(v, op)),
+            Param("loss", choice(*LABEL_READERS), "labels")),
+    shape=lambda shapes, classes, loss="labels": tuple(shapes[0]), dtype=_class_labels_dtype, namespace="nn",
+    doc="labels checked as class indices in [0, classes) (whole numbers; the loss, value and index named "
+        "when not) and cast to int64"))
+
+
+def _positive(v, op):
+    if v < 1:
+        raise ParamValueError(f"{op}: classes must be >= 1, got {v}")

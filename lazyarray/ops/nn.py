@@ -401,18 +401,42 @@ register(OpDef(
 ))
 
 
-def check_label_values(labels, classes: int) -> None:
-    """Integer class indices in ``[0, classes)``. A negative label is refused like one past the
-    end: it is a masked or padded row far more often than a class counted from the end. Raised as
-    ``IndexError``, which the kernel wrapper names (``OpIndexError``, eager and compiled alike)."""
+def _at(labels, flat: int) -> str:
+    """``index 3`` (a vector of labels) or ``index (1, 2)``: where the offending label sits."""
+    idx = np.unravel_index(flat, labels.shape)
+    return f"index {int(idx[0])}" if len(idx) == 1 else f"index {tuple(int(i) for i in idx)}"
+
+
+def check_label_values(labels, classes: int, loss: str = "SoftmaxCrossEntropyLoss", ignore=None) -> None:
+    """Integer class indices in ``[0, classes)``, read by ``loss`` (named in the error with the
+    offending value and its index). A float label must hold a whole number: 1.9 is refused
+    (``ValueError``, named ``OpValueError``), never truncated to class 1. A negative label is
+    refused like one past the end (``IndexError``, named ``OpIndexError``): it is a masked or padded
+    row far more often than a class counted from the end. ``ignore``: a boolean mask of the places
+    not read (a CTC label sequence's padding). The kernel wrapper names the op, eager and compiled
+    alike; the common case costs one min and one max."""
     if not labels.size:
         return
-    low, high = int(labels.min()), int(labels.max())
+    checked = labels if ignore is None else labels[~ignore]
+    if labels.dtype.kind == "f" and checked.size:
+        whole = np.isfinite(checked) & (checked == np.trunc(checked))
+        if not whole.all():
+            flat = np.flatnonzero(~(np.isfinite(labels) & (labels == np.trunc(labels)))
+                                  & (True if ignore is None else ~ignore))[0]
+            raise ValueError(f"{loss}: label {float(labels.reshape(-1)[flat])} at {_at(labels, flat)} is not a "
+                             f"whole number: labels are class indices in [0, {classes}); a float label is "
+                             "refused, not truncated (round or cast the labels first if that is meant)")
+    if not checked.size:
+        return
+    low, high = checked.min(), checked.max()
     if low < 0 or high >= classes:
-        bad = low if low < 0 else high
-        raise IndexError(f"label {bad} is outside [0, {classes}): labels are class indices of the "
-                         f"last axis of logits ({classes} classes); negative labels do not count from "
-                         "the end: drop or mask the rows to ignore before the loss")
+        outside = (labels < 0) | (labels >= classes)
+        flat = np.flatnonzero(outside if ignore is None else outside & ~ignore)[0]
+        bad = labels.reshape(-1)[flat]
+        bad = int(bad) if float(bad).is_integer() else bad
+        raise IndexError(f"{loss}: label {bad} is outside [0, {classes}) at {_at(labels, flat)}: labels are "
+                         f"class indices of the last axis of logits ({classes} classes); negative labels do "
+                         "not count from the end: drop or mask the rows to ignore before the loss")
 
 
 def _sce(xp, logits, labels, out=None):

@@ -2015,3 +2015,82 @@ def _image_decode_ref(encoded, pixel_format="RGB"):
 
 
 CASES["image_decode"] = Case("core", _image_decode_samples, _image_decode_ref, ("uint8",), data_dependent=True)
+
+
+# -- loss labels and CTC (ops/loss.py class_labels, ops/ctc.py) -----------------------------------------------
+def _class_labels_samples(rng, dtype, small):
+    return [Sample((rng.integers(0, 5, (6,)).astype(dtype),), {"classes": 5}, "1d"),
+            Sample((rng.integers(0, 3, (2, 3)).astype(dtype),), {"classes": 3, "loss": "SoftmaxCrossEntropyLoss"},
+                   "2d")]
+
+
+def _ctc_collapse(path, blank):
+    """An alignment's labelling: repeats merged, then blanks dropped."""
+    out, prev = [], None
+    for p in path:
+        if p != prev and p != blank:
+            out.append(p)
+        prev = p
+    return out
+
+
+def ctc_by_enumeration(logits, labels, data_lengths, label_lengths):
+    """``-log p(labels | logits)`` per sample by enumerating every alignment (tiny inputs only)."""
+    import itertools
+
+    x = logits.astype(np.float64)
+    T, N, C = x.shape
+    out = []
+    for n in range(N):
+        t_n, u_n = int(data_lengths[n]), int(label_lengths[n])
+        lp = x[:t_n, n] - np.log(np.exp(x[:t_n, n]).sum(-1, keepdims=True))
+        want = [int(v) for v in labels[n, :u_n]]
+        total = -np.inf
+        for path in itertools.product(range(C), repeat=t_n):
+            if _ctc_collapse(path, C - 1) == want:
+                total = np.logaddexp(total, sum(lp[t, path[t]] for t in range(t_n)))
+        out.append(-total)
+    return np.array(out).astype(logits.dtype)
+
+
+def _ctc_samples(rng, dtype, small):
+    labels = np.array([[0, 1, -1], [1, 1, 0], [2, -1, -1], [0, 0, -1]])
+    return [Sample((rand(rng, (4, 4, 4), dtype), labels, np.array([4, 4, 3, 4]), np.array([2, 3, 1, 2])), {},
+                   "padded"),
+            Sample((rand(rng, (3, 2, 3), dtype), np.array([[1.0, 0.0], [0.0, 0.0]]), np.array([3.0, 2.0]),
+                    np.array([2, 0])), {}, "float-labels"),
+            Sample((rand(rng, (3, 1, 3), dtype), np.array([[0, 0]]), np.array([3]), np.array([2])), {}, "repeat")]
+
+
+def ctc_grad_by_enumeration(logits, labels, data_lengths, label_lengths, g):
+    """The gradient by enumeration: ``softmax - sum over the labelling's alignments of their posterior
+    at (t, class)``, times ``g``; zero past a sample's length."""
+    import itertools
+
+    x = logits.astype(np.float64)
+    T, N, C = x.shape
+    grad = np.zeros_like(x)
+    for n in range(N):
+        t_n, u_n = int(data_lengths[n]), int(label_lengths[n])
+        lp = x[:t_n, n] - np.log(np.exp(x[:t_n, n]).sum(-1, keepdims=True))
+        want = [int(v) for v in labels[n, :u_n]]
+        paths = [p for p in itertools.product(range(C), repeat=t_n) if _ctc_collapse(p, C - 1) == want]
+        logps = np.array([sum(lp[t, p[t]] for t in range(t_n)) for p in paths])
+        post = np.exp(logps - np.logaddexp.reduce(logps))
+        occ = np.zeros((t_n, C))
+        for p, w in zip(paths, post):
+            occ[np.arange(t_n), list(p)] += w
+        grad[:t_n, n] = (np.exp(lp) - occ) * g[n]
+    return grad.astype(logits.dtype)
+
+
+def _ctc_grad_samples(rng, dtype, small):
+    return [Sample((*s.args, rand(rng, (s.args[0].shape[1],), dtype)), {}, s.name) for s in _ctc_samples(rng, dtype, small)]
+
+
+CASES.update({
+    "class_labels": Case("nn", _class_labels_samples, lambda labels, classes, loss="labels": labels.astype(np.int64),
+                         ("float32", "float64", "int32", "int64")),
+    "ctc_loss": Case("nn", _ctc_samples, ctc_by_enumeration, FLOATS, grad=(0,), rtol32=1e-4),
+    "ctc_loss_grad": Case("nn", _ctc_grad_samples, ctc_grad_by_enumeration, FLOATS, rtol32=1e-4),
+})
