@@ -275,3 +275,32 @@ def test_arguments_map_to_the_la_equivalent(call):
         lz = call(lazy(X))
     assert lz.is_lazy
     np.testing.assert_allclose(lz.asnumpy(), want, rtol=2e-5, atol=1e-6)
+
+
+def test_numpy_functions_in_a_hybridized_block():
+    class Net(la.blocks.HybridBlock):
+        def forward(self, x):
+            return np.cumsum(np.sort(x, axis=1), axis=1) + np.linalg.norm(x, axis=1, keepdims=True)
+
+    net = Net()
+    net.initialize()
+    want = net(la.asarray(X)).asnumpy()
+    np.testing.assert_allclose(want, np.cumsum(np.sort(X, axis=1), axis=1) + np.linalg.norm(X, axis=1, keepdims=True),
+                               rtol=1e-5)
+    net.hybridize()
+    other = (X[::-1] * 2).copy()
+    net(la.asarray(X))
+    got = net(la.asarray(other)).asnumpy()
+    np.testing.assert_allclose(got, np.cumsum(np.sort(other, axis=1), axis=1)
+                               + np.linalg.norm(other, axis=1, keepdims=True), rtol=1e-5)
+    assert net.trace_count == 1
+
+    class Median(la.blocks.HybridBlock):
+        def forward(self, x):
+            return np.median(x)
+
+    med = Median()
+    med.initialize()
+    med.hybridize()
+    with pytest.raises(la.NumPyFunctionError, match=r"np\.median .*no la equivalent"):
+        med(la.asarray(X))
