@@ -31,6 +31,7 @@ from .errors import (
     GraphError,
     GraphFormatError,
     LazyArrayError,
+    NumPyFunctionError,
     OpFailed,
     OpIndexError,
     OpOverflowError,

@@ -91,6 +91,7 @@ from .errors import DeviceError as DeviceError
 from .errors import GraphError as GraphError
 from .errors import GraphFormatError as GraphFormatError
 from .errors import LazyArrayError as LazyArrayError
+from .errors import NumPyFunctionError as NumPyFunctionError
 from .errors import OpFailed as OpFailed
 from .errors import OpIndexError as OpIndexError
 from .errors import OpOverflowError as OpOverflowError

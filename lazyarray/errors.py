@@ -119,3 +119,10 @@ class DataLoaderError(LazyArrayError, RuntimeError):
     def __init__(self, message: str, *, index=None, batch=None, original: BaseException | None = None):
         super().__init__(message)
         self.index, self.batch, self.original = index, batch, original
+
+
+class NumPyFunctionError(LazyArrayError, TypeError):
+    """A NumPy function called on a lazyarray array that lazyarray cannot run as a lazyarray op (no ``la``
+    equivalent, or a keyword such as ``out=`` the equivalent does not take). The message names the NumPy
+    function and the ``la`` equivalent, or says to convert explicitly with ``x.asnumpy()``; lazyarray never
+    hands the array to NumPy behind the caller's back (that would drop it out of a recorded graph)."""

@@ -2,16 +2,18 @@
 give lazyarray arrays (recorded under deferred compute), and ``__dlpack__`` / ``la.from_dlpack`` share
 memory with NumPy, CuPy and any DLPack consumer or producer.
 
-The rule for NumPy calls (``NDArray.__array_ufunc__`` / ``__array_function__``):
+The rule for NumPy calls (``NDArray.__array_ufunc__`` / ``__array_function__``), the same for eager and
+lazy arrays: a lazyarray result (lazy under ``la.deferred()``) or ``la.NumPyFunctionError`` naming the
+function, never NumPy's own result on the computed values (under deferred compute that would compute the
+array at once and record a constant in its place):
 
-* a ufunc called plainly (``np.add(x, y)``, ``np.exp(x)``; no ``out=``, ``where=``, ``dtype=``, no
-  ``.reduce``/``.accumulate``) whose kernel is a registry op runs that op: a lazyarray result, lazy under
-  ``la.deferred()``;
-* the NumPy functions in ``FUNCTIONS`` (``concatenate``, ``stack``, ``where``, ``mean``, ``sum``, ``reshape``,
-  ...) run their ``la`` counterparts, with the same rule for keywords they do not support;
-* anything else runs NumPy itself on the materialized values and returns what NumPy returns (a NumPy
-  array), as before these hooks existed: ``np.allclose(x, y)`` and ``np.testing`` keep working. Under
-  deferred compute that computes the arrays, as ``np.asarray(x)`` does.
+* a ufunc (``np.add(x, y)``, ``np.exp(x)``, ``np.add.reduce(x)``, ``np.multiply.outer(x, y)``) runs the
+  registry op whose kernel it is (``dtype=`` casts the inputs); ``out=``, ``where=``, ``ufunc.at`` and
+  ufuncs without an op are refused;
+* NumPy functions (``np.sort``, ``np.concatenate``, ``np.linalg.norm``, ``np.fft.fft``, ...) follow
+  ``numpy_functions.TABLE``.
+
+``np.asarray(x)`` / ``np.array(x)`` are the explicit conversions: they compute the array (its ``__array__``).
 
 >>> import numpy as np
 >>> import lazyarray as la
@@ -21,94 +23,109 @@ The rule for NumPy calls (``NDArray.__array_ufunc__`` / ``__array_function__``):
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from . import array_api
+from . import array_api, numpy_functions
 from .buffer import expose
-from .dispatch import apply
-from .functions import namespace
-from .ndarray import NDArray, make_array
+from .errors import NumPyFunctionError
+from .ndarray import NDArray
 from .ops import registry
 
-_UFUNC_OPS: dict = {}  # ufunc name -> OpDef (filled on first use: every op whose kernel is that ufunc)
-_RENAMED = {"true_divide": "divide", "divide": "divide", "absolute": "abs", "conjugate": "conj"}
+_RENAMED = {"true_divide": "divide", "divide": "divide", "absolute": "abs", "conjugate": "conj", "rint": "round",
+            "fabs": "abs", "floor_divide": "floor_divide", "expm1": "expm1", "matmul": "matmul"}
+# ufunc.reduce / .accumulate with an la equivalent (NumPy's default axis for both is 0)
+_REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min", "logical_and": "all",
+           "logical_or": "any"}
+_ACCUMULATE = {"add": "cumulative_sum", "multiply": "cumulative_prod"}
 
 
-def _ufunc_op(ufunc):
-    if not _UFUNC_OPS:
-        for op in registry.all_ops():
-            if isinstance(op.kernel, str) and op.elementwise and not op.params and op.namespace == "":
-                _UFUNC_OPS.setdefault(op.kernel, op)
-        for k, v in _RENAMED.items():
-            _UFUNC_OPS[k] = registry.get(v)
-        _UFUNC_OPS["matmul"] = registry.get("matmul")
-    return _UFUNC_OPS.get(ufunc.__name__)
+@functools.lru_cache(maxsize=256)  # one entry per NumPy ufunc (bounded: NumPy has about 110)
+def ufunc_function(name: str):
+    """The la function that a plain call of NumPy's ufunc ``name`` runs, or None: the op whose kernel is that
+    ufunc (a registry op of the top level without parameters), or the renamed equivalent."""
+    if name in _RENAMED:
+        return numpy_functions.LA[_RENAMED[name]]
+    if name == "vecdot":
+        return array_api.vecdot
+    for op in registry.all_ops():
+        if op.kernel == name and op.elementwise and not op.params and op.namespace == "":
+            return numpy_functions.LA[op.name]
+    return None
 
 
-def _to_numpy(obj):
-    if isinstance(obj, NDArray):
-        return np.asarray(obj)
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_numpy(o) for o in obj)
-    if isinstance(obj, dict):
-        return {k: _to_numpy(v) for k, v in obj.items()}
-    return obj
+def _ufunc_refused(ufunc, method, why):
+    where = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+    return NumPyFunctionError(f"{where} on a lazyarray array: {why}")
+
+
+def _ufunc_call(ufunc, inputs, kwargs):
+    fn = ufunc_function(ufunc.__name__)
+    if fn is None:
+        raise _ufunc_refused(ufunc, "__call__", numpy_functions.NO_LA)
+    dtype = kwargs.pop("dtype", None)
+    if ufunc.__name__ == "vecdot":
+        return fn(*inputs, axis=kwargs.pop("axis", -1))
+    if dtype is not None:  # NumPy computes in dtype: cast the inputs to it
+        inputs = tuple(array_api.astype(array_api.asarray(a), dtype) for a in inputs)
+    return fn(*inputs)
+
+
+def _ufunc_reduce(ufunc, method, inputs, kwargs):
+    names = _REDUCE if method == "reduce" else _ACCUMULATE
+    name = names.get(ufunc.__name__)
+    if name is None:
+        la_names = ", ".join(f"np.{k}.{method}" for k in names)
+        raise _ufunc_refused(ufunc, method, f"no la equivalent (lazyarray runs {la_names}): convert explicitly "
+                                            "with x.asnumpy() outside deferred compute")
+    axis, dtype = kwargs.pop("axis", 0), kwargs.pop("dtype", None)
+    (a,) = inputs
+    if method == "accumulate":
+        return getattr(array_api, name)(a, axis=axis, dtype=dtype)
+    keepdims = kwargs.pop("keepdims", False)
+    fn = getattr(array_api, name, None)
+    if fn is not None and name in ("sum", "prod"):
+        return fn(a, axis=axis, keepdims=keepdims, dtype=dtype)
+    a = a if dtype is None else array_api.astype(a, dtype)
+    return numpy_functions.LA[name](a, axis=axis, keepdims=keepdims)
+
+
+def _ufunc_outer(ufunc, inputs, kwargs):
+    a, b = (x if isinstance(x, NDArray) else array_api.asarray(x) for x in inputs)
+    a = array_api.reshape(a, tuple(a.shape) + (1,) * b.ndim)
+    return _ufunc_call(ufunc, (a, b), kwargs)
 
 
 def array_ufunc(self, ufunc, method, *inputs, **kwargs):
-    op = _ufunc_op(ufunc) if method == "__call__" and not kwargs else None
-    if op is not None and len(inputs) == len(op.inputs):
-        return apply(op, inputs, {}, make_array)
-    return getattr(ufunc, method)(*_to_numpy(inputs), **_to_numpy(kwargs))
-
-
-def _reduction(name):
-    fn = getattr(array_api, name, None) or namespace("")[name]
-
-    def call(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
-        if dtype is not None or out is not None or kw:
-            return NotImplemented
-        return fn(a, axis=axis, keepdims=keepdims)
-    return call
-
-
-def _ops():
-    la = namespace("")
-    return {
-        np.concatenate: lambda seq, axis=0, out=None, dtype=None, casting="same_kind": (
-            la["concatenate"](list(seq), axis=axis) if out is None and dtype is None else NotImplemented),
-        np.stack: lambda arrays, axis=0, out=None, dtype=None, casting="same_kind": (
-            la["stack"](list(arrays), axis=axis) if out is None and dtype is None else NotImplemented),
-        np.where: lambda cond, *xy: la["where"](cond, *xy) if len(xy) == 2 else NotImplemented,
-        np.sum: _reduction("sum"), np.mean: _reduction("mean"), np.max: _reduction("max"),
-        np.min: _reduction("min"), np.prod: _reduction("prod"), np.any: _reduction("any"),
-        np.all: _reduction("all"), np.amax: _reduction("max"), np.amin: _reduction("min"),
-        np.reshape: lambda a, shape=None, order="C", **kw: (
-            la["reshape"](a, shape if shape is not None else kw.get("newshape")) if order == "C" else NotImplemented),
-        np.transpose: lambda a, axes=None: la["transpose"](a, axes),
-        np.clip: lambda a, a_min=None, a_max=None, out=None, **kw: (
-            array_api.clip(a, kw.get("min", a_min), kw.get("max", a_max)) if out is None else NotImplemented),
-        np.dot: lambda a, b, out=None: la["dot"](a, b) if out is None else NotImplemented,
-        np.expand_dims: lambda a, axis: la["expand_dims"](a, axis=axis),
-        np.squeeze: lambda a, axis=None: la["squeeze"](a, axis=axis),
-        np.tensordot: lambda a, b, axes=2: array_api.tensordot(a, b, axes=axes),
-        np.diff: lambda a, n=1, axis=-1, prepend=None, append=None: array_api.diff(
-            a, n=n, axis=axis, prepend=prepend, append=append),
-    }
-
-
-FUNCTIONS: dict = {}
+    """``NDArray.__array_ufunc__``: the la op (``__call__``, ``reduce``, ``accumulate``, ``outer``) or
+    ``la.NumPyFunctionError``; ``out=``, ``where=`` and ``ufunc.at`` (writes in place) are refused."""
+    out = kwargs.pop("out", None)
+    if out is not None and any(o is not None for o in (out if isinstance(out, tuple) else (out,))):
+        raise _ufunc_refused(ufunc, method, "out= is not supported: lazyarray arrays are not written in place "
+                                            "by NumPy; use the returned array")
+    defaults = {"casting": "same_kind", "order": "K", "subok": True, "where": True}
+    bad = sorted(k for k, v in kwargs.items() if k in ("signature", "axes", "initial", "where") and v is not True
+                 or k in defaults and k != "where" and not (isinstance(v, (str, bool)) and v == defaults[k]))
+    if bad:
+        raise _ufunc_refused(ufunc, method, f"{', '.join(k + '=' for k in bad)} is not supported; drop it, or "
+                                            "convert explicitly with x.asnumpy() outside deferred compute")
+    for k in defaults:
+        kwargs.pop(k, None)
+    if method == "__call__":
+        return _ufunc_call(ufunc, inputs, kwargs)
+    if method in ("reduce", "accumulate"):
+        return _ufunc_reduce(ufunc, method, inputs, kwargs)
+    if method == "outer":
+        return _ufunc_outer(ufunc, inputs, kwargs)
+    raise _ufunc_refused(ufunc, method, numpy_functions.NO_LA)
 
 
 def array_function(self, func, types, args, kwargs):
-    if not FUNCTIONS:
-        FUNCTIONS.update(_ops())
-    impl = FUNCTIONS.get(func)
-    if impl is not None and all(issubclass(t, (NDArray, np.ndarray)) for t in types):
-        res = impl(*args, **kwargs)
-        if res is not NotImplemented:
-            return res
-    return func(*_to_numpy(args), **_to_numpy(kwargs))
+    """``NDArray.__array_function__`` (NEP 18): see ``numpy_functions``."""
+    if not all(issubclass(t, (NDArray, np.ndarray)) for t in types):
+        return NotImplemented
+    return numpy_functions.call(func, args, kwargs)
 
 
 # -- DLPack ---------------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from ..autograd import TRAINING, pause
 from ..creation import zeros
 from ..deferred import DEFERRED, MODE
 from ..device import Device
-from ..errors import BlockError, GraphFormatError, LazyArrayError, ParamError, ShapeError
+from ..errors import BlockError, DTypeError, GraphFormatError, LazyArrayError, ParamError, ShapeError
 from ..executor.explain import Explanation, explain_profile
 from ..executor.signature_cache import SignatureCache, causes_text, describe_change
 from ..fileio import read_regular, write_atomic
@@ -36,7 +36,7 @@ from ..ndarray import NDArray
 from ..onnx.export import export as onnx_export
 from . import hybrid
 from .param_file import assign, load_arrays, save_arrays, write_arrays, write_export
-from .parameter import INIT_LOCK, MULTI_DEVICE, DeferredInitializationError, Parameter
+from .parameter import INIT_LOCK, MULTI_DEVICE, Constant, DeferredInitializationError, Parameter
 
 
 class Block:
@@ -353,12 +353,27 @@ class Block:
             with INIT_LOCK:  # first calls from several threads: one infers, the others then see it
                 if any(p._deferred is not None and not p.shape_known for p in self._params.values()):
                     self._infer_shapes(args)
+        if self._params:
+            self._check_float_dtypes(args)
         if MULTI_DEVICE[0]:  # parameters on several devices: data() gives the copy on the input's device
             device = next((a.device for a in args if isinstance(a, NDArray)), None)
             if device is not None:
                 with device:
                     return self._forward_in_scope(args)
         return self._forward_in_scope(args)
+
+    def _check_float_dtypes(self, args) -> None:
+        """The dtype policy (PyTorch's): a layer computes in its parameters' float dtype and refuses float
+        inputs of another one, rather than promoting (float64 NumPy data would train silently in float64)."""
+        own = {p.dtype for p in self._params.values() if p.dtype.kind == "f" and not isinstance(p, Constant)}
+        if len(own) != 1:
+            return
+        (want,) = own
+        for i, a in enumerate(args):
+            if isinstance(a, NDArray) and a.dtype.kind == "f" and a.dtype != want:
+                raise DTypeError(
+                    f"{type(self).__name__}: input {i} is {a.dtype} but its parameters are {want}; convert the "
+                    f"input with x.astype({str(want)!r}), or cast the network with net.cast({str(a.dtype)!r})")
 
     def _forward_in_scope(self, args):
         if not MODE.get() & DEFERRED:  # nothing is recorded as graph nodes: no block path to keep

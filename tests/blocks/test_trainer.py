@@ -13,7 +13,7 @@ def _setup(optimizer, params):
     net = B.Dense(2, in_units=3)
     net.initialize()
     trainer = B.Trainer(net.collect_params(), optimizer, params)
-    x = la.array(np.arange(12.0).reshape(4, 3) / 10)
+    x = la.array(np.arange(12.0).reshape(4, 3) / 10, dtype="float32")  # the layer's dtype (la.DTypeError otherwise)
     target = la.array(np.ones((4, 2)))
     return net, trainer, x, target
 

@@ -128,7 +128,7 @@ def test_batch_norm_uses_per_piece_statistics_and_averages_the_running_ones(clie
 
 
 def test_uneven_pieces_weight_the_running_statistics_by_rows(client):
-    x = np.random.default_rng(2).standard_normal((7, 4)).astype("float32") + np.arange(7)[:, None]
+    x = (np.random.default_rng(2).standard_normal((7, 4)) + np.arange(7)[:, None]).astype("float32")  # the net's dtype
     y = np.zeros(7, "int32")
     net = _bn_net(6)
     dp = la.distributed.DataParallel(net, nn.SoftmaxCrossEntropyLoss(),
