@@ -65,6 +65,9 @@ class Tuning:
     # -- the executor
     fuse: bool = _doc(True, "elementwise groups of a compiled graph run as fused chunked kernels "
                       "(a CachedOp's fuse= overrides)", "LAZYARRAY_FUSE")
+    # -- saying what runs
+    log_kernels: bool = _doc(False, "log each new choice of implementation (op, shapes, implementation) to the "
+                             "'lazyarray.kernels' logger", "LAZYARRAY_LOG=kernels")
     # -- dense
     dense_region: bool = _doc(True, "one-row dense layers with large weights as one compiled parallel region")
     dense_region_min_weight_bytes: int = _doc(1 << 20, "smallest weight (bytes) a dense parallel region takes")
@@ -125,6 +128,12 @@ def from_environment(environ=None) -> Tuning:
         values[field_name] = _parse(name, raw, DEFAULTS[field_name])
         if name == "LAZYARRAY_PACK_BUDGET_MB":
             values[field_name] = int(float(raw) * 2**20)
+    logs = {part.strip().lower() for part in environ.get("LAZYARRAY_LOG", "").split(",") if part.strip()}
+    unknown = logs - {"kernels"}
+    if unknown:
+        raise ParamValueError(f"LAZYARRAY_LOG names what to log, a comma-separated list of: kernels; got "
+                              f"{sorted(unknown)}; fix or unset it")
+    values["log_kernels"] = "kernels" in logs
     raw = environ.get("LAZYARRAY_WINOGRAD", "").strip()
     if raw.lower() in ("0", "off", "false", "no"):
         values["winograd"] = False

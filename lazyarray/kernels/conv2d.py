@@ -18,6 +18,7 @@ from ..ops.winograd4 import winograd_tile
 from ..threads import num_threads, split_threads
 from ..tuning_table import current
 from .impl import Choice, Impl
+from .log import log_choice
 from .profile import current as current_profile
 
 IM2COL = Impl("conv2d", "im2col", conv.conv2d_im2col,
@@ -96,6 +97,8 @@ def run_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation
         y = choice.impl.run(xp, x, weight, bias, stride, padding, dilation, groups, out)
     if MODE.get() & PROFILING:
         current_profile().chose(choice)
+    if current().log_kernels:
+        log_choice(choice, x, weight)
     return y
 
 
