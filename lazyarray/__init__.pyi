@@ -23,12 +23,10 @@ from . import random as random
 from . import sbp as sbp
 from . import sparse as sparse
 from . import sym as sym
-from .array_api import __array_namespace_info__ as __array_namespace_info__
 from .array_api import asarray as asarray
 from .array_api import astype as astype
 from .array_api import broadcast_arrays as broadcast_arrays
 from .array_api import broadcast_shapes as broadcast_shapes
-from .array_api import can_cast as can_cast
 from .array_api import clip as clip
 from .array_api import concat as concat
 from .array_api import cumulative_prod as cumulative_prod
@@ -37,11 +35,8 @@ from .array_api import diff as diff
 from .array_api import empty as empty
 from .array_api import empty_like as empty_like
 from .array_api import eye as eye
-from .array_api import finfo as finfo
 from .array_api import from_dlpack as from_dlpack
 from .array_api import full_like as full_like
-from .array_api import iinfo as iinfo
-from .array_api import isdtype as isdtype
 from .array_api import linspace as linspace
 from .array_api import matrix_transpose as matrix_transpose
 from .array_api import meshgrid as meshgrid
@@ -51,7 +46,6 @@ from .array_api import ones_like as ones_like
 from .array_api import prod as prod
 from .array_api import repeat as repeat
 from .array_api import reshape as reshape
-from .array_api import result_type as result_type
 from .array_api import searchsorted as searchsorted
 from .array_api import sum as sum
 from .array_api import tensordot as tensordot
@@ -61,6 +55,12 @@ from .array_api import unique_inverse as unique_inverse
 from .array_api import unstack as unstack
 from .array_api import vecdot as vecdot
 from .array_api import zeros_like as zeros_like
+from .array_api_dtypes import __array_namespace_info__ as __array_namespace_info__
+from .array_api_dtypes import can_cast as can_cast
+from .array_api_dtypes import finfo as finfo
+from .array_api_dtypes import iinfo as iinfo
+from .array_api_dtypes import isdtype as isdtype
+from .array_api_dtypes import result_type as result_type
 from .aval import Aval as Aval
 from .control_flow import cond as cond
 from .control_flow import foreach as foreach

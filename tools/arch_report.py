@@ -87,7 +87,7 @@ LAYERS = {
     "executor.cached_op": FACES, "cli": FACES, "blocks": FACES, "onnx": FACES, "mxnet": FACES,
     "distributed": FACES, "functions": FACES, "creation": FACES, "random": FACES, "nn": FACES,
     "sparse": FACES, "sym": FACES, "tracing": FACES, "interop": FACES, "numpy_functions": FACES,
-    "array_api": FACES, "linalg": FACES, "fft": FACES, "init": FACES, "lr_scheduler": FACES,
+    "array_api": FACES, "array_api_dtypes": FACES, "linalg": FACES, "fft": FACES, "init": FACES, "lr_scheduler": FACES,
     "metric": FACES, "control_flow": FACES, "data": FACES, "_stubs": FACES, "": FACES,
 }
 

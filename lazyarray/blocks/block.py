@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..autograd import TRAINING, pause
+from ..autograd import TRAINING
 from ..creation import zeros
 from ..deferred import DEFERRED, MODE
 from ..device import Device
@@ -37,6 +37,7 @@ from ..onnx.export import export as onnx_export
 from . import hybrid
 from .param_file import assign, load_arrays, save_arrays, write_arrays, write_export
 from .parameter import INIT_LOCK, MULTI_DEVICE, Constant, DeferredInitializationError, Parameter
+from .summary import summary_table
 
 
 class Block:
@@ -475,55 +476,7 @@ class Block:
         if not inputs:
             raise BlockError(f"{type(self).__name__}.summary needs example inputs to run the block: "
                              "net.summary(x)")
-        rows: list[tuple[str, Block, object]] = []
-        paths = {id(self): "(top)"}
-
-        def walk(block: Block, prefix: str) -> None:
-            for name, child in block.children():
-                paths.setdefault(id(child), prefix + name)
-                walk(child, f"{prefix}{name}.")
-
-        walk(self, "")
-        handles, hybrid = [], []
-
-        def visit(block: Block) -> None:
-            handles.append(block.register_forward_hook(lambda b, args, out: rows.append((paths[id(b)], b, out))))
-            if isinstance(block, HybridBlock) and block._active:
-                hybrid.append(block)
-                object.__setattr__(block, "_active", False)
-
-        self.apply(visit)
-        try:
-            with pause(train_mode=False):
-                self(*inputs)
-        finally:
-            for h in handles:
-                h.detach()
-            for b in hybrid:
-                object.__setattr__(b, "_active", True)
-
-        def shape_of(out) -> str:
-            if isinstance(out, NDArray):
-                return str(tuple(out.shape))
-            if isinstance(out, (list, tuple)):
-                return ", ".join(shape_of(o) for o in out)
-            return type(out).__name__
-
-        def count(p: Parameter) -> int:
-            return int(np.prod(p.shape)) if p.shape is not None else 0
-
-        line = "-" * 80
-        out = [line, f"{'Layer (type)':>28}{'Output Shape':>44}{'Param #':>16}", "=" * 80]
-        out.append(f"{'Input':>28}{shape_of(list(inputs) if len(inputs) > 1 else inputs[0]):>44}{0:>16}")
-        for path, block, value in rows:
-            n = sum(count(p) for p in block._params.values())
-            out.append(f"{path + ' (' + type(block).__name__ + ')':>28}{shape_of(value):>44}{n:>16}")
-        params = self.collect_params().values()
-        total = sum(count(p) for p in params)
-        trainable = sum(count(p) for p in params if p.grad_req != "null")
-        out += ["=" * 80, f"Total params: {total}", f"Trainable params: {trainable}",
-                f"Non-trainable params: {total - trainable}", line]
-        print("\n".join(out))
+        print(summary_table(self, inputs))
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__}("]
