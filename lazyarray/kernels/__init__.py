@@ -9,16 +9,16 @@ call" for any op; ``la.profile()`` (``profile.py``) records what ran and how lon
 from __future__ import annotations
 
 from ..ops import registry
-from . import conv2d
+from . import conv2d, dense
 from .impl import Choice, Impl
 from .profile import Event, Profile, profile, reference_label
 
 __all__ = ["IMPLS", "Choice", "Event", "Impl", "Profile", "choose", "install", "profile", "reference"]
 
 # op name -> (its implementations, best first; the function that picks one for a call's arrays)
-IMPLS = {"conv2d": conv2d.IMPLS}
-_RUNNERS = {"conv2d": conv2d.run_conv2d}
-_CHOOSERS = {"conv2d": conv2d.choose_for_call}
+IMPLS = {"conv2d": conv2d.IMPLS, "dense": dense.IMPLS}
+_RUNNERS = {"conv2d": conv2d.run_conv2d, "dense": dense.run_dense}
+_CHOOSERS = {"conv2d": conv2d.choose_for_call, "dense": dense.choose_for_call}
 
 
 def reference(op) -> Choice:

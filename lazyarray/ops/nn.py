@@ -15,15 +15,13 @@ from .. import jit, threads
 from ..device import Device
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from ..rng import generator
-from ..tuning_table import current
-from . import dense_parallel, sparse_kernels
-from .blas_threads import SERIAL_ANYWAY_FLOPS, UNCHANGED, one_thread
+from . import sparse_kernels
 from .elementwise import JIT_FLOATS, UNITS
 from .elementwise_jit import add_relu_cols_in_place, add_relu_rows_in_place
 from .params import BOOL, DTYPE, FLOAT, INT, OPT_BOOL, Param
 from .reduce import element_count
 from .registry import OpDef, broadcast_shapes, normalize_axis, register
-from .weight_pack import packed_operand, transposed
+from .weight_pack import packed_operand
 
 
 def _mismatch(op, a, b, ka, kb):
@@ -166,7 +164,7 @@ def _matmul(xp, a, b, out=None):
     if a.ndim == 2 and b.ndim == 2 and a.shape[1] == 1:  # an outer product (dense's weight gradient at
         return xp.multiply(a, b, out=out)  # batch 1): NumPy's matmul takes a slow non-BLAS loop for K=1
     if a.ndim > 2 and b.ndim == 2:
-        return _rows_matmul(xp, a, b, out)
+        return rows_matmul(xp, a, b, out)
     if a.ndim == 2 and b.ndim == 2 and b.base is not None:  # x @ w.T: a packed copy (weight_pack.py)
         b = packed_operand(b, a.shape[0])
     if xp is np and b.ndim > 2 and b.strides[-2] == b.itemsize and b.shape[-1] > 1 and b.shape[-2] > 1:
@@ -177,7 +175,7 @@ def _matmul(xp, a, b, out=None):
     return xp.matmul(a, b, out=out)
 
 
-def _rows_matmul(xp, a, b, out=None):
+def rows_matmul(xp, a, b, out=None):
     """``a @ b`` for a stack ``a`` (..., k) and a matrix ``b``: one (rows, k) @ (k, n) product when ``a``
     is contiguous. NumPy otherwise runs one small product per leading index (a (32, 64, 128) input
     times a weight: 32 products of 64 rows, 1.1-1.5x slower than one of 2048 rows)."""
@@ -196,42 +194,9 @@ register(OpDef("matmul", ("a", "b"), _matmul, writes_out=True,
 
 # -- dense -------------------------------------------------------------------------------------
 def _dense(xp, x, weight, bias=None, out=None):
-    if out is not None and x.__class__ is np.ndarray and weight.__class__ is np.ndarray \
-            and out.__class__ is np.ndarray and x.ndim == 2 and x.shape[0] == 1 \
-            and x.dtype == weight.dtype == out.dtype and out.flags.carray:  # (what ndarray.dot accepts)
-        # one row into its planned buffer (batch-1 inference): BLAS's matrix-vector product through
-        # the transposed view (as fast as a packed copy, and on one BLAS thread as on two), or for a
-        # weight of 1 MiB or more on several threads one compiled region (dense_parallel.py), and
-        # none of the tests below (they cost a third of this call's Python)
-        if weight.nbytes < current().dense_region_min_weight_bytes or not dense_parallel.dense_row(x, weight, out):
-            x.dot(weight.T, out=out)
-        if bias is not None:
-            out += bias
-        return out
-    rows = x.shape[0] if x.ndim == 2 else 1
-    if x.ndim > 2:
-        y = _rows_matmul(xp, x, transposed(weight, math.prod(x.shape[:-1])), out)
-    elif rows > 1 and out is not None and not out.flags.c_contiguous and out.T.flags.c_contiguous:
-        # a units-major planned buffer (executor/units_major.py): one BLAS call computes w @ x.T into
-        # it (one row is both C- and F-ordered: the test costs a batch-1 call nothing)
-        y = xp.matmul(x, weight.T, out=out)
-    else:
-        wt = transposed(weight, rows)  # (a packed copy where it pays: weight_pack.py)
-        flops = 2.0 * rows * weight.shape[0] * weight.shape[1]  # (small products: blas_threads.py)
-        # (one row: NumPy hands it to gemv, as fast on one BLAS thread as on two, so the 2.5 us
-        # switch would only cost; blas_threads.py)
-        serial = one_thread(flops, flops / 2 if x.dtype == np.float32 == weight.dtype else None) \
-            if rows > 1 and flops > SERIAL_ANYWAY_FLOPS else UNCHANGED
-        if x.__class__ is np.ndarray and weight.__class__ is np.ndarray and x.ndim == 2 \
-                and x.dtype == weight.dtype and (out is None or (out.dtype == x.dtype and out.flags.carray)):
-            if serial is UNCHANGED:  # (no ``with``: a batch-1 layer's call stays lean)
-                y = x.dot(wt, out=out)  # the same product as matmul at half its per-call cost (0.4 vs 1 us)
-            else:
-                with serial:
-                    y = x.dot(wt, out=out)
-        else:
-            with serial:
-                y = xp.matmul(x, wt, out=out)
+    """The reference kernel: ``x @ weight.T + bias`` as one ``matmul``. The kernels layer
+    (``kernels/dense.py``) runs faster ways for the layouts and sizes programs hand it."""
+    y = xp.matmul(x, weight.T, out=out)
     if bias is not None:
         y += bias
     return y

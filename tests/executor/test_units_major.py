@@ -10,7 +10,7 @@ import lazyarray as la
 from lazyarray import blocks as B
 from lazyarray.executor import units_major
 from lazyarray.executor.program import compile_program
-from lazyarray.ops.nn import _dense
+from lazyarray.kernels.dense import run_dense as _dense
 
 
 def _mlp(units=(300, 260, 10)):

@@ -138,7 +138,7 @@ def test_a_small_dense_layer_multiplies_on_one_thread(two_blas_threads):
     weight take the ``xp.matmul`` branch, spied on here), the values of ``x @ w.T + b``."""
     from types import SimpleNamespace
 
-    from lazyarray.ops.nn import _dense
+    from lazyarray.kernels.dense import run_dense as _dense
 
     seen = []
 
@@ -159,7 +159,7 @@ def test_a_one_row_dense_layer_leaves_blas_alone(two_blas_threads):
     (784 x 512: 19-21 us either way): ``dense`` does not pay the switch (2.5 us per call)."""
     from types import SimpleNamespace
 
-    from lazyarray.ops.nn import _dense
+    from lazyarray.kernels.dense import run_dense as _dense
 
     seen = []
 
@@ -212,19 +212,19 @@ def test_a_small_float32_dense_layer_leaves_blas_alone_where_small_calls_are_ser
                                                                                      monkeypatch):
     """float32 rows of the demo CNN's first dense layer (64 x 144 @ 144 x 32: 0.3 M multiply-adds):
     BLAS's setting is left alone where the probe saw small calls stay on one thread."""
-    from lazyarray.ops import nn
+    from lazyarray.kernels import dense
 
     got = []
-    real = nn.one_thread
+    real = dense.one_thread
 
     def spy(*a):
         ctx = real(*a)
         got.append(ctx)
         return ctx
 
-    monkeypatch.setattr(nn, "one_thread", spy)
+    monkeypatch.setattr(dense, "one_thread", spy)
     rng = np.random.default_rng(1)
     x, w, b = (rng.standard_normal(s).astype("float32") for s in ((64, 144), (32, 144), (32,)))
-    y = nn._dense(np, x, w, b)
+    y = dense.run_dense(np, x, w, b)
     assert len(got) == 1 and (got[0] is blas_threads.UNCHANGED) == probe
     np.testing.assert_allclose(y, x @ w.T + b, rtol=1e-5, atol=1e-5)

@@ -10,7 +10,7 @@ import lazyarray as la
 from lazyarray import blocks as B
 from lazyarray import threads
 from lazyarray.ops import blas_threads, dense_parallel
-from lazyarray.ops.nn import _dense
+from lazyarray.kernels.dense import run_dense as _dense
 
 pytest.importorskip("numba")
 pytest.importorskip("threadpoolctl")

@@ -1,0 +1,126 @@
+"""``nn.dense``'s implementations and the one function that chooses among them (``choose_dense``).
+
+``ops/nn.py`` holds the reference kernel (``x @ weight.T + bias``, one ``matmul``); these compute
+the same values faster for the layouts and sizes a compiled program hands them:
+
+* ``gemv``: one row written into its planned buffer (batch-1 inference): BLAS's matrix-vector
+  product through the transposed view, as fast as a packed copy and on one BLAS thread as on two;
+* ``region``: the same with a weight of ``dense_region_min_weight_bytes`` or more and several
+  threads: one compiled parallel region by blocks of units (``ops/dense_parallel.py``), each core
+  keeping its share of the weight in its cache; without numba it declines and ``gemv`` runs;
+* ``units_major``: several rows into a units-major planned buffer (``executor/units_major.py``):
+  one BLAS call computes ``w @ x.T`` into it;
+* ``rows``: an input of more than two dims: one product over all its rows (``nn.rows_matmul``);
+* ``gemm``: rows times the transposed weight (a packed copy where it pays, ``ops/weight_pack.py``),
+  small products on one BLAS thread (``ops/blas_threads.py``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..mode import MODE, PROFILING
+from ..ops import dense_parallel, registry
+from ..ops.blas_threads import SERIAL_ANYWAY_FLOPS, UNCHANGED, one_thread
+from ..ops.nn import rows_matmul
+from ..ops.weight_pack import transposed
+from ..tuning_table import current
+from .impl import Choice, Impl
+from .log import log_choice
+from .profile import current as current_profile
+
+
+def _biased(y, bias):
+    if bias is not None:
+        y += bias
+    return y
+
+
+def _gemv(xp, x, weight, bias, out):
+    x.dot(weight.T, out=out)
+    return _biased(out, bias)
+
+
+def _region(xp, x, weight, bias, out):
+    if not dense_parallel.dense_row(x, weight, out):
+        return None  # (declined: gemv runs)
+    return _biased(out, bias)
+
+
+def _units_major(xp, x, weight, bias, out):
+    return _biased(xp.matmul(x, weight.T, out=out), bias)
+
+
+def _rows(xp, x, weight, bias, out):
+    return _biased(rows_matmul(xp, x, transposed(weight, math.prod(x.shape[:-1])), out), bias)
+
+
+def _gemm(xp, x, weight, bias, out):
+    rows = x.shape[0] if x.ndim == 2 else 1
+    wt = transposed(weight, rows)  # (a packed copy where it pays: weight_pack.py)
+    flops = 2.0 * rows * weight.shape[0] * weight.shape[1]  # (small products: blas_threads.py)
+    # (one row: NumPy hands it to gemv, as fast on one BLAS thread as on two, so the 2.5 us switch
+    # would only cost)
+    serial = one_thread(flops, flops / 2 if x.dtype == np.float32 == weight.dtype else None) \
+        if rows > 1 and flops > SERIAL_ANYWAY_FLOPS else UNCHANGED
+    if x.__class__ is np.ndarray and weight.__class__ is np.ndarray and x.ndim == 2 \
+            and x.dtype == weight.dtype and (out is None or (out.dtype == x.dtype and out.flags.carray)):
+        if serial is UNCHANGED:  # (no ``with``: a batch-1 layer's call stays lean)
+            y = x.dot(wt, out=out)  # the same product as matmul at half its per-call cost (0.4 vs 1 us)
+        else:
+            with serial:
+                y = x.dot(wt, out=out)
+    else:
+        with serial:
+            y = xp.matmul(x, wt, out=out)
+    return _biased(y, bias)
+
+
+GEMV = Impl("dense", "gemv", _gemv, "one row into its planned buffer: BLAS's matrix-vector product")
+REGION = Impl("dense", "region", _region, "gemv's case with a weight of dense_region_min_weight_bytes or more "
+              "and several threads: one compiled parallel region by blocks of units", threads=True, fallback=GEMV)
+UNITS_MAJOR = Impl("dense", "units_major", _units_major, "several rows into a units-major planned buffer: "
+                   "w @ x.T in one BLAS call", layout="units major")
+ROWS = Impl("dense", "rows", _rows, "an input of more than 2 dims: one product over all its rows")
+GEMM = Impl("dense", "gemm", _gemm, "rows times the transposed weight (packed where it pays), small products "
+            "on one BLAS thread")
+IMPLS = (REGION, GEMV, UNITS_MAJOR, ROWS, GEMM)
+_CHOICES = {impl: Choice(impl) for impl in IMPLS}
+
+
+def choose_dense(xp, x, weight, out, t) -> Choice:
+    """What runs ``nn.dense`` of these arrays under the tuning table ``t``."""
+    if out is not None and x.__class__ is np.ndarray and weight.__class__ is np.ndarray \
+            and out.__class__ is np.ndarray and x.ndim == 2 and x.shape[0] == 1 \
+            and x.dtype == weight.dtype == out.dtype and out.flags.carray:  # (what ndarray.dot accepts)
+        return _CHOICES[REGION if weight.nbytes >= t.dense_region_min_weight_bytes else GEMV]
+    if x.ndim > 2:
+        return _CHOICES[ROWS]
+    if x.ndim == 2 and x.shape[0] > 1 and out is not None and not out.flags.c_contiguous \
+            and out.T.flags.c_contiguous:  # (one row is both C- and F-ordered: a batch-1 call skips this)
+        return _CHOICES[UNITS_MAJOR]
+    return _CHOICES[GEMM]
+
+
+def run_dense(xp, x, weight, bias=None, out=None):
+    """nn.dense by the implementation ``choose_dense`` picks (the op's kernel in every call)."""
+    t = current()
+    choice = choose_dense(xp, x, weight, out, t)
+    y = choice.impl.run(xp, x, weight, bias, out)
+    if y is None:  # (declined at run time: its fallback runs)
+        choice = _CHOICES[choice.impl.fallback]
+        y = choice.impl.run(xp, x, weight, bias, out)
+    if MODE.get() & PROFILING:
+        current_profile().chose(choice)
+    if t.log_kernels:
+        log_choice(choice, x, weight)
+    return y
+
+
+def choose_for_call(xp, x, weight, bias=None, out=None) -> Choice:
+    """``choose_dense`` for a call's arguments as the op takes them (``kernels.choose``)."""
+    return choose_dense(xp, x, weight, out, current())
+
+
+assert registry.get("dense").writes_out  # (the runner honours out= as the reference does)

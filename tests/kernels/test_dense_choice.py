@@ -1,0 +1,65 @@
+"""The kernels layer's dense: the chooser names each path, each equals the reference kernel, and
+the name is the one ``explain()`` shows."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray import jit, kernels, threads
+from lazyarray.kernels import dense as kdense
+from lazyarray.ops import registry
+
+REFERENCE = registry.get("dense").kernel  # ops/nn.py: x @ weight.T + bias as one matmul
+RNG = np.random.default_rng(0)
+
+
+def _f32(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("case", ["gemv", "gemm", "gemm one row", "rows", "units_major"])
+def test_each_path_is_named_and_equals_the_reference(case):
+    x, w, b = _f32(1 if case in ("gemv", "gemm one row") else 8, 16), _f32(4, 16), _f32(4)
+    out = None
+    if case == "gemv":
+        out = np.empty((1, 4), np.float32)
+    elif case == "rows":
+        x = _f32(3, 5, 16)
+    elif case == "units_major":
+        out = np.empty((4, 8), np.float32).T  # (memory (units, rows))
+    choice = kernels.choose("dense", np, x, w, b, out=out)
+    assert choice.impl.name == case.split()[0]
+    y = kdense.run_dense(np, x, w, b, out=out)
+    if out is not None:
+        assert y is out
+    np.testing.assert_allclose(y, REFERENCE(np, x, w, b), rtol=1e-5, atol=1e-5)
+
+
+def test_a_large_one_row_layer_takes_the_region_or_names_its_fallback():
+    before = threads.num_threads()
+    la.set_num_threads(2)
+    try:
+        x, w, b = _f32(1, 784), _f32(512, 784), _f32(512)
+        out = np.empty((1, 512), np.float32)
+        assert kernels.choose("dense", np, x, w, b, out=out).impl.name == "region"
+        with la.profile() as prof:
+            y = registry.get("dense").bind(np)(x, w, b, out=out)
+            ran = prof.take_choice()
+        assert ran == ("region" if jit.parallel_ready() else "gemv")
+        np.testing.assert_allclose(y, REFERENCE(np, x, w, b), rtol=1e-5, atol=1e-4)
+        with la.tuning(dense_region_min_weight_bytes=1 << 40):
+            assert kernels.choose("dense", np, x, w, b, out=out).impl.name == "gemv"
+    finally:
+        la.set_num_threads(before)
+
+
+def test_explain_names_the_dense_path_of_a_hybridized_mlp():
+    net = la.blocks.HybridSequential()
+    net.add(la.blocks.Dense(8, in_units=4), la.blocks.Dense(2, in_units=8))
+    net.initialize()
+    net.hybridize()
+    one = [r["op[implementation]"] for r in net.explain(la.ones((1, 4))).steps]
+    many = [r["op[implementation]"] for r in net.explain(la.ones((16, 4))).steps]
+    assert one[-1] == "nn.dense[gemv]" and many[-1].startswith("nn.dense[")
+    assert all(r.startswith("nn.dense[") for r in one + many)
