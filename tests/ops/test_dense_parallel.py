@@ -9,8 +9,8 @@ import pytest
 import lazyarray as la
 from lazyarray import blocks as B
 from lazyarray import threads
-from lazyarray.ops import blas_threads, dense_parallel
 from lazyarray.kernels.dense import run_dense as _dense
+from lazyarray.ops import blas_threads, dense_parallel
 
 pytest.importorskip("numba")
 pytest.importorskip("threadpoolctl")
