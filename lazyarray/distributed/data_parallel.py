@@ -44,7 +44,7 @@ from ..ops import registry
 from ..rng import generator
 from ..sbp import split, split_sizes
 from . import pieces as P
-from .run import _delayed, _is_dask, _tree_reduce, dask_modules
+from .run import _delayed, _is_dask, _tree_reduce, dask_modules, dask_pieces
 from .worker import run_region_seeded
 
 
@@ -155,9 +155,7 @@ class DataParallel:
         client = self.client
         batch = data.shape[0]
         n = len(data.chunks[0]) if _is_dask(data) else max(1, len(client.scheduler_info()["workers"]))
-        xs, ys = _batch_pieces(data, n, client), _batch_pieces(label, n, client)
-        if len(xs) != len(ys):
-            raise ValueError(f"DataParallel.step: data has {len(xs)} pieces, label {len(ys)}; chunk them alike")
+        xs, ys = _batch_pieces("data", data, n, client), _batch_pieces("label", label, n, client)
         rows = split_sizes(batch, n)
         for r in set(rows):
             if r not in self._graphs:
@@ -213,11 +211,8 @@ def _first_rows(v):
     return np.asarray(v.compute() if _is_dask(v) else v.asnumpy() if isinstance(v, NDArray) else v)
 
 
-def _batch_pieces(v, n, client) -> list:
+def _batch_pieces(name: str, v, n, client) -> list:
     if _is_dask(v):
-        want = tuple(split_sizes(v.shape[0], len(v.chunks[0])))
-        if v.chunks[0] != want:
-            v = v.rechunk({0: want})
-        return [d for d in v.to_delayed().ravel()]
+        return dask_pieces(name, v, split(0), n)  # (rows split, every other axis whole)
     v = v.asnumpy() if isinstance(v, NDArray) else np.asarray(v)
     return client.scatter(P.split_value(v, split(0), n), hash=False)

@@ -6,7 +6,9 @@ Plan of one call:
    ``split(axis)`` (one chunk: ``broadcast``), a block's data inputs are ``split(0)`` and
    everything else (parameters, NumPy inputs of a symbol) is ``broadcast``;
 2. the number of pieces: the chunk count of the split Dask inputs (they must agree), else the
-   number of workers for split NumPy inputs, else 1;
+   number of workers for split NumPy inputs, else 1; a Dask input is then rechunked to agree
+   with its SBP (``dask_pieces``: whole along every other axis, ``array_split`` sizes along the
+   split axis), and one that cannot be (no such axis, unknown chunk sizes) is refused;
 3. ``Symbol.infer_sbp`` annotates the graph and inserts boxing nodes; ``pieces.regions`` cuts
    it at the boxing nodes;
 4. Dask tasks: one per region and piece (``worker.run_region``: the region's JSON, scattered
@@ -18,6 +20,8 @@ Plan of one call:
 Dask is imported only when ``run`` is called.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -122,12 +126,26 @@ def input_sbps(names, values, data_names, given: dict) -> dict[str, SBP]:
         elif _is_dask(v):
             split_axes = [k for k, c in enumerate(v.chunks) if len(c) > 1]
             if len(split_axes) > 1:
-                raise SBPError(f"input {n!r}: a dask array chunked along several axes {split_axes} has no SBP; "
-                               "rechunk it along one axis (split) or none (broadcast)")
+                raise SBPError(f"input {n!r}: a dask array chunked along several axes {split_axes} (chunks "
+                               f"{_chunks_text(v)}) has no SBP; declare one (sbp={{{n!r}: la.sbp.split(axis)}}: it "
+                               "is rechunked to agree) or rechunk it along one axis (split) or none (broadcast)")
             out[n] = split(split_axes[0]) if split_axes else B
         else:
             out[n] = split(0) if n in data_names and np.ndim(v) > 0 else B
     return out
+
+
+def check_inputs(values, sbps: dict[str, SBP]) -> None:
+    """Refuse, before any task, the inputs that cannot be made to agree with their SBP: a split
+    axis the array lacks, a dask array whose chunk sizes are unknown (they cannot be rechunked)."""
+    for k, s in sbps.items():
+        v = values[k]
+        if s.is_split and s.axis >= len(v.shape):
+            raise SBPError(f"input {k!r} of shape {tuple(v.shape)}{_chunks_note(v)} is declared {s}, but it has "
+                           f"no axis {s.axis}; split one of its axes 0..{len(v.shape) - 1} or broadcast it")
+        if _is_dask(v) and any(math.isnan(c) for c in _flat(v.chunks)):
+            raise SBPError(f"input {k!r}: a dask array with unknown chunk sizes (chunks {_chunks_text(v)}) "
+                           f"cannot be rechunked to agree with its SBP {s}; call .compute_chunk_sizes() on it first")
 
 
 def _pieces_count(names, values, sbps, client) -> int:
@@ -137,7 +155,8 @@ def _pieces_count(names, values, sbps, client) -> int:
         if sbps[n].is_split and _is_dask(v) and len(v.chunks[sbps[n].axis]) > 1:
             counts[n] = len(v.chunks[sbps[n].axis])
     if len(set(counts.values())) > 1:
-        listing = ", ".join(f"{k}: {c} pieces" for k, c in counts.items())
+        listing = ", ".join(f"{k} ({sbps[k]}, chunks {_chunks_text(values[k])}): {c} pieces"
+                            for k, c in counts.items())
         raise SBPError(f"run: the split inputs have different numbers of pieces ({listing}); rechunk them "
                        "to the same number of chunks along their split axes")
     if counts:
@@ -147,27 +166,61 @@ def _pieces_count(names, values, sbps, client) -> int:
     return 1
 
 
+def dask_pieces(name: str, v, s: SBP, n: int) -> list:
+    """The ``n`` pieces (Dask delayed values) of the dask array ``v`` under ``s``: the chunking rule.
+
+    Under ``S(k)`` the array is rechunked whole along every other axis and to ``array_split``
+    sizes along ``k`` (one chunk per piece, whatever its chunks were); under ``B`` or ``P`` to
+    one chunk, the whole array (``P(sum)``: on piece 0, zeros elsewhere). The chunks are checked
+    after rechunking, so a piece is never a part of what the SBP says it holds.
+    """
+    if s.is_split:
+        want = tuple(tuple(split_sizes(d, n)) if k == s.axis else (d,) for k, d in enumerate(v.shape))
+    else:
+        want = tuple((d,) for d in v.shape)
+    got = v if v.chunks == want else v.rechunk(want)
+    blocks = list(got.to_delayed().ravel())
+    if got.chunks != want or len(blocks) != (n if s.is_split else 1):
+        raise SBPError(f"input {name!r}: its chunks {_chunks_text(v)} could not be made to agree with {s} over "
+                       f"{n} pieces (wanted chunks {want}, got {got.chunks}); rechunk it to {want} yourself")
+    if s.is_split:
+        return blocks
+    if s.is_partial and s.reduce == "sum":
+        return blocks + [_delayed(np.zeros_like)(blocks[0]) for _ in range(n - 1)]
+    return blocks * n
+
+
+def _flat(chunks) -> list:
+    return [c for axis in chunks for c in axis]
+
+
+def _chunks_text(v) -> str:
+    return str(tuple(tuple(c) for c in v.chunks))
+
+
+def _chunks_note(v) -> str:
+    return f" (chunks {_chunks_text(v)})" if _is_dask(v) else ""
+
+
 def _run(sym, names, values, data_names, given, client) -> list:
     dask, da, _ = dask_modules()
     values = {k: (v.asnumpy() if isinstance(v, NDArray) else v) for k, v in values.items()}
     values = {k: (v if _is_dask(v) else np.asarray(v)) for k, v in values.items()}
     sbps = input_sbps(names, values, data_names, given)
+    check_inputs(values, sbps)
     n = _pieces_count(names, values, sbps, client)
     avals = {k: Aval(tuple(v.shape), np.dtype(v.dtype), cpu(0)) for k, v in values.items()}
-    for k, s in sbps.items():
-        if s.is_split and s.axis >= len(avals[k].shape):
-            raise SBPError(f"input {k!r}: cannot split axis {s.axis} of shape {avals[k].shape}")
     # the global sizes bound first (symbolic sizes, pinned inputs checked), as a CachedOp would
     ann = placement(bind_dims(sym, avals, "la.distributed.run"), avals).infer_sbp(pieces=n, **sbps)
     _check_random(ann, n)
     delayed = dask.delayed
     env: dict[tuple[int, int], list] = {}
     for node in ann.input_nodes():
-        env[(id(node), 0)] = _input_pieces(values[node.name], sbps[node.name], n, client)
+        env[(id(node), 0)] = _input_pieces(node.name, values[node.name], sbps[node.name], n, client)
     boxed = {id(e.node) for b in ann.topo() if b.op is not None and b.op.name == "boxing" for e in b.inputs}
     for node in ann.constant_nodes():  # (regions carry their constants; these are for boxing nodes)
         if id(node) in boxed:
-            env[(id(node), 0)] = _input_pieces(np.asarray(node.value), B, n, client)
+            env[(id(node), 0)] = _input_pieces(node.name, np.asarray(node.value), B, n, client)
     for kind, item in P.regions(ann):
         if kind == "region":
             text = client.scatter(item.symbol.to_json(), broadcast=True, hash=False)
@@ -219,16 +272,9 @@ def _identity(x):
     return x
 
 
-def _input_pieces(v, s: SBP, n: int, client) -> list:
+def _input_pieces(name: str, v, s: SBP, n: int, client) -> list:
     if _is_dask(v):
-        if s.is_split:
-            want = tuple(split_sizes(v.shape[s.axis], n))
-            if v.chunks[s.axis] != want:
-                v = v.rechunk({s.axis: want})
-            return list(v.to_delayed().ravel())
-        whole = v.rechunk(v.shape).to_delayed().ravel()[0]
-        return [whole] * n if not (s.is_partial and s.reduce == "sum") else \
-            [whole] + [_delayed(np.zeros_like)(whole) for _ in range(n - 1)]
+        return dask_pieces(name, v, s, n)
     if s.is_broadcast or (s.is_partial and s.reduce != "sum"):
         return [client.scatter(v, broadcast=True, hash=False)] * n
     return client.scatter(P.split_value(v, s, n), hash=False)
