@@ -119,3 +119,9 @@ class DataLoaderError(LazyArrayError, RuntimeError):
     def __init__(self, message: str, *, index=None, batch=None, original: BaseException | None = None):
         super().__init__(message)
         self.index, self.batch, self.original = index, batch, original
+
+
+class DistributedError(LazyArrayError, RuntimeError):
+    """A run on a Dask cluster (``la.distributed.run``, ``DataParallel.step``) that cannot finish: a
+    worker or the scheduler lost, scattered data lost with its worker, no workers, or no result within
+    ``timeout``. The message names what was lost (the input, piece or parameter) and the fix."""

@@ -34,12 +34,13 @@ from ..graph.symbol import Symbol
 from ..ndarray import NDArray, array_from
 from ..sbp import SBP, SBPError, broadcast, parse, split, split_sizes
 from . import pieces as P
+from .bounded import BoundedCall, check_timeout, dask_modules
 from .worker import run_region
 
 B = broadcast()
 
 
-def run(sym_or_block, *, client=None, sbp: dict | None = None, compute: bool = False, **inputs):
+def run(sym_or_block, *, client=None, sbp: dict | None = None, compute: bool = False, timeout=None, **inputs):
     """Run ``sym_or_block`` over global arrays on a Dask cluster.
 
     ``inputs`` are NumPy arrays, lazyarray arrays or ``dask.array`` arrays, named as the graph's
@@ -47,6 +48,12 @@ def run(sym_or_block, *, client=None, sbp: dict | None = None, compute: bool = F
     ``dask.array`` arrays (one, or a list), or lazyarray arrays with ``compute=True``. Without
     ``client``, a ``LocalCluster`` is started and closed for the call (results are computed
     before it closes).
+
+    ``timeout`` (seconds; ``None``: ``bounded.DEFAULT_TIMEOUT``, 300 s; ``math.inf``: no bound)
+    bounds the call: the wait for workers, the scatters and, with ``compute=True`` (or without
+    ``client``), the computation. Past it, or when a worker dies with the only copy of a scattered
+    NumPy piece, or the scheduler is lost, ``la.DistributedError`` names what and the fix. Arrays
+    returned with ``compute=False`` are computed by the caller (``.compute()``), outside the bound.
 
     >>> import numpy as np, lazyarray as la, pytest
     >>> _ = pytest.importorskip("dask.distributed")  # (the doctest skips without the distributed extra)
@@ -58,6 +65,7 @@ def run(sym_or_block, *, client=None, sbp: dict | None = None, compute: bool = F
     ...     bool(np.allclose(out.compute(), 12 * np.e))
     True
     """
+    check_timeout(timeout, "la.distributed.run")
     sym, params = _graph(sym_or_block)
     names = sym.list_inputs()
     values = dict(params)
@@ -72,26 +80,18 @@ def run(sym_or_block, *, client=None, sbp: dict | None = None, compute: bool = F
     if client is None:
         dd = dask_modules()[2]
         with dd.LocalCluster(processes=True, dashboard_address=":0") as cluster, dd.Client(cluster) as own:
-            outs = _run(sym, names, values, data_names, sbp or {}, own)
-            results = own.compute(outs, sync=True)
+            call = BoundedCall(own, timeout, "la.distributed.run", _AGAIN)
+            outs = _run(sym, names, values, data_names, sbp or {}, call)
+            results = call.compute(outs)
         return _finish(results, outs, compute)
-    outs = _run(sym, names, values, data_names, sbp or {}, client)
+    call = BoundedCall(client, timeout, "la.distributed.run", _AGAIN)
+    outs = _run(sym, names, values, data_names, sbp or {}, call)
     if compute:
-        return _finish(client.compute(outs, sync=True), outs, True)
+        return _finish(call.compute(outs), outs, True)
     return outs[0] if len(outs) == 1 else outs
 
 
-def dask_modules():
-    """``(dask, dask.array, dask.distributed)``, imported on first use (``import lazyarray`` never
-    imports Dask); ``ImportError`` with the fix when the distributed extra is not installed."""
-    try:
-        import dask
-        import dask.array
-        import dask.distributed
-    except ImportError as exc:
-        raise ImportError(f"la.distributed needs Dask ({exc}); install it with pip install "
-                          "'lazyarray[distributed]' (or pip install 'dask[distributed]')") from None
-    return dask, dask.array, dask.distributed
+_AGAIN = "call la.distributed.run again"
 
 
 def _graph(obj) -> tuple[Symbol, dict]:
@@ -148,7 +148,7 @@ def check_inputs(values, sbps: dict[str, SBP]) -> None:
                            f"cannot be rechunked to agree with its SBP {s}; call .compute_chunk_sizes() on it first")
 
 
-def _pieces_count(names, values, sbps, client) -> int:
+def _pieces_count(names, values, sbps, call: BoundedCall) -> int:
     counts = {}
     for n in names:
         v = values[n]
@@ -162,12 +162,13 @@ def _pieces_count(names, values, sbps, client) -> int:
     if counts:
         return next(iter(counts.values()))
     if any(s.is_split for s in sbps.values()):
-        return max(1, len(client.scheduler_info()["workers"]))
+        return len(call.workers())
     return 1
 
 
-def dask_pieces(name: str, v, s: SBP, n: int) -> list:
-    """The ``n`` pieces (Dask delayed values) of the dask array ``v`` under ``s``: the chunking rule.
+def dask_pieces(what: str, v, s: SBP, n: int) -> list:
+    """The ``n`` pieces (Dask delayed values) of the dask array ``v`` under ``s``: the chunking rule
+    (``what`` names ``v`` in the error, ``"input 'x'"``).
 
     Under ``S(k)`` the array is rechunked whole along every other axis and to ``array_split``
     sizes along ``k`` (one chunk per piece, whatever its chunks were); under ``B`` or ``P`` to
@@ -181,7 +182,7 @@ def dask_pieces(name: str, v, s: SBP, n: int) -> list:
     got = v if v.chunks == want else v.rechunk(want)
     blocks = list(got.to_delayed().ravel())
     if got.chunks != want or len(blocks) != (n if s.is_split else 1):
-        raise SBPError(f"input {name!r}: its chunks {_chunks_text(v)} could not be made to agree with {s} over "
+        raise SBPError(f"{what}: its chunks {_chunks_text(v)} could not be made to agree with {s} over "
                        f"{n} pieces (wanted chunks {want}, got {got.chunks}); rechunk it to {want} yourself")
     if s.is_split:
         return blocks
@@ -202,13 +203,14 @@ def _chunks_note(v) -> str:
     return f" (chunks {_chunks_text(v)})" if _is_dask(v) else ""
 
 
-def _run(sym, names, values, data_names, given, client) -> list:
+def _run(sym, names, values, data_names, given, call: BoundedCall) -> list:
     dask, da, _ = dask_modules()
     values = {k: (v.asnumpy() if isinstance(v, NDArray) else v) for k, v in values.items()}
     values = {k: (v if _is_dask(v) else np.asarray(v)) for k, v in values.items()}
     sbps = input_sbps(names, values, data_names, given)
     check_inputs(values, sbps)
-    n = _pieces_count(names, values, sbps, client)
+    call.workers()  # (none: a DistributedError by the deadline, before anything is scattered)
+    n = _pieces_count(names, values, sbps, call)
     avals = {k: Aval(tuple(v.shape), np.dtype(v.dtype), cpu(0)) for k, v in values.items()}
     # the global sizes bound first (symbolic sizes, pinned inputs checked), as a CachedOp would
     ann = placement(bind_dims(sym, avals, "la.distributed.run"), avals).infer_sbp(pieces=n, **sbps)
@@ -216,14 +218,14 @@ def _run(sym, names, values, data_names, given, client) -> list:
     delayed = dask.delayed
     env: dict[tuple[int, int], list] = {}
     for node in ann.input_nodes():
-        env[(id(node), 0)] = _input_pieces(node.name, values[node.name], sbps[node.name], n, client)
+        env[(id(node), 0)] = _input_pieces(f"input {node.name!r}", values[node.name], sbps[node.name], n, call)
     boxed = {id(e.node) for b in ann.topo() if b.op is not None and b.op.name == "boxing" for e in b.inputs}
     for node in ann.constant_nodes():  # (regions carry their constants; these are for boxing nodes)
         if id(node) in boxed:
-            env[(id(node), 0)] = _input_pieces(node.name, np.asarray(node.value), B, n, client)
+            env[(id(node), 0)] = _input_pieces(f"constant {node.name!r}", np.asarray(node.value), B, n, call)
     for kind, item in P.regions(ann):
         if kind == "region":
-            text = client.scatter(item.symbol.to_json(), broadcast=True, hash=False)
+            text = call.scatter(item.symbol.to_json(), "a region's graph", broadcast=True)
             nout = len(item.outputs)
             names_in = tuple(f"in{i}" for i in range(len(item.inputs)))
             for e in item.inputs:
@@ -272,12 +274,12 @@ def _identity(x):
     return x
 
 
-def _input_pieces(name: str, v, s: SBP, n: int, client) -> list:
+def _input_pieces(what: str, v, s: SBP, n: int, call: BoundedCall) -> list:
     if _is_dask(v):
-        return dask_pieces(name, v, s, n)
+        return dask_pieces(what, v, s, n)
     if s.is_broadcast or (s.is_partial and s.reduce != "sum"):
-        return [client.scatter(v, broadcast=True, hash=False)] * n
-    return client.scatter(P.split_value(v, s, n), hash=False)
+        return [call.scatter(v, what, broadcast=True)] * n
+    return call.scatter(P.split_value(v, s, n), [f"{what} piece {i} of {n}" for i in range(n)])
 
 
 def _delayed(f):
