@@ -148,7 +148,7 @@ def check_inputs(values, sbps: dict[str, SBP]) -> None:
                            f"cannot be rechunked to agree with its SBP {s}; call .compute_chunk_sizes() on it first")
 
 
-def _pieces_count(names, values, sbps, call: BoundedCall) -> int:
+def _pieces_count(names, values, sbps, workers: int) -> int:
     counts = {}
     for n in names:
         v = values[n]
@@ -162,7 +162,7 @@ def _pieces_count(names, values, sbps, call: BoundedCall) -> int:
     if counts:
         return next(iter(counts.values()))
     if any(s.is_split for s in sbps.values()):
-        return len(call.workers())
+        return workers
     return 1
 
 
@@ -209,8 +209,8 @@ def _run(sym, names, values, data_names, given, call: BoundedCall) -> list:
     values = {k: (v if _is_dask(v) else np.asarray(v)) for k, v in values.items()}
     sbps = input_sbps(names, values, data_names, given)
     check_inputs(values, sbps)
-    call.workers()  # (none: a DistributedError by the deadline, before anything is scattered)
-    n = _pieces_count(names, values, sbps, call)
+    workers = call.workers()  # (none: a DistributedError by the deadline, before anything is scattered)
+    n = _pieces_count(names, values, sbps, len(workers))
     avals = {k: Aval(tuple(v.shape), np.dtype(v.dtype), cpu(0)) for k, v in values.items()}
     # the global sizes bound first (symbolic sizes, pinned inputs checked), as a CachedOp would
     ann = placement(bind_dims(sym, avals, "la.distributed.run"), avals).infer_sbp(pieces=n, **sbps)
