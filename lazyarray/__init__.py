@@ -27,6 +27,7 @@ from .errors import (
     ControlFlowError,
     DeferredComputeError,
     DeviceError,
+    DistributedError,
     DTypeError,
     GraphError,
     GraphFormatError,

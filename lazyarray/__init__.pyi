@@ -88,6 +88,7 @@ from .errors import ControlFlowError as ControlFlowError
 from .errors import DTypeError as DTypeError
 from .errors import DeferredComputeError as DeferredComputeError
 from .errors import DeviceError as DeviceError
+from .errors import DistributedError as DistributedError
 from .errors import GraphError as GraphError
 from .errors import GraphFormatError as GraphFormatError
 from .errors import LazyArrayError as LazyArrayError

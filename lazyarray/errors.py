@@ -126,3 +126,9 @@ class NumPyFunctionError(LazyArrayError, TypeError):
     equivalent, or a keyword such as ``out=`` the equivalent does not take). The message names the NumPy
     function and the ``la`` equivalent, or says to convert explicitly with ``x.asnumpy()``; lazyarray never
     hands the array to NumPy behind the caller's back (that would drop it out of a recorded graph)."""
+
+
+class DistributedError(LazyArrayError, RuntimeError):
+    """A run on a Dask cluster (``la.distributed.run``, ``DataParallel.step``) that cannot finish: a
+    worker or the scheduler lost, scattered data lost with its worker, no workers, or no result within
+    ``timeout``. The message names what was lost (the input, piece or parameter) and the fix."""

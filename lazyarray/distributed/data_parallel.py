@@ -44,7 +44,8 @@ from ..ops import registry
 from ..rng import generator
 from ..sbp import split, split_sizes
 from . import pieces as P
-from .run import _delayed, _is_dask, _tree_reduce, dask_modules
+from .bounded import BoundedCall, check_timeout, dask_modules
+from .run import _delayed, _is_dask, _tree_reduce, dask_pieces
 from .worker import run_region_seeded
 
 
@@ -68,6 +69,12 @@ class DataParallel:
     ``LocalCluster`` of processes is started at the first step; ``close()`` (or a ``with``
     block) stops it.
 
+    ``timeout`` (seconds; ``None``: ``bounded.DEFAULT_TIMEOUT``, 300 s; ``math.inf``: no bound)
+    bounds every step (``step(..., timeout=)`` overrides it for one step): past it, or when a
+    worker dies with the only copy of a scattered batch piece (NumPy batches are scattered piece
+    by piece; dask-array batches are recomputed), or the scheduler is lost, the step raises
+    ``la.DistributedError`` naming what and the fix, and leaves the parameters as they were.
+
     >>> import numpy as np, lazyarray as la, pytest
     >>> _ = pytest.importorskip("dask.distributed")  # (the doctest skips without the distributed extra)
     >>> from dask.distributed import Client, LocalCluster
@@ -83,8 +90,9 @@ class DataParallel:
     True
     """
 
-    def __init__(self, net, loss_fn, trainer, client=None, seed: int | None = None):
+    def __init__(self, net, loss_fn, trainer, client=None, timeout=None, seed: int | None = None):
         self.net, self.loss_fn, self.trainer = net, loss_fn, trainer
+        self.timeout = check_timeout(timeout, "DataParallel")
         self._client, self._own = client, None
         self._block = None  # the model with its loss, hybridized, once its parameter shapes are settled
         self._graphs = {}  # piece rows -> (JSON text, input order, parameters, trained names, updated names)
@@ -150,14 +158,15 @@ class DataParallel:
         graph = Symbol(outs)
         return graph.to_json(), graph.list_inputs(), params, names, updated
 
-    def step(self, data, label) -> float:
-        """One training step on the batch ``(data, label)``; returns the batch's mean loss."""
-        client = self.client
+    def step(self, data, label, timeout=None) -> float:
+        """One training step on the batch ``(data, label)``; returns the batch's mean loss.
+        ``timeout``: this step's bound in seconds (``None``: the ``DataParallel``'s)."""
+        call = BoundedCall(self.client, self.timeout if timeout is None else timeout, "DataParallel.step",
+                           "call step again with the same batch")
         batch = data.shape[0]
-        n = len(data.chunks[0]) if _is_dask(data) else max(1, len(client.scheduler_info()["workers"]))
-        xs, ys = _batch_pieces(data, n, client), _batch_pieces(label, n, client)
-        if len(xs) != len(ys):
-            raise ValueError(f"DataParallel.step: data has {len(xs)} pieces, label {len(ys)}; chunk them alike")
+        workers = call.workers()
+        n = len(data.chunks[0]) if _is_dask(data) else len(workers)
+        xs, ys = _batch_pieces("data", data, n, call), _batch_pieces("label", label, n, call)
         rows = split_sizes(batch, n)
         for r in set(rows):
             if r not in self._graphs:
@@ -166,9 +175,10 @@ class DataParallel:
         if any(g[3:] != (names, updated) for g in self._graphs.values()):  # (one model: never, but say so)
             raise RuntimeError("DataParallel.step: the graphs traced for different piece sizes differ in their "
                                "parameters; chunk the batch evenly")
-        shared = {k: client.scatter(params[k].data().asnumpy(), broadcast=True, hash=False)
+        shared = {k: call.scatter(params[k].data().asnumpy(), f"parameter {k!r}", broadcast=True)
                   for k in order if k in params}
-        texts = {r: client.scatter(self._graphs[r][0], broadcast=True, hash=False) for r in set(rows)}
+        texts = {r: call.scatter(self._graphs[r][0], f"the training graph of {r}-row pieces", broadcast=True)
+                 for r in set(rows)}
         per_piece = []
         for i in range(n):
             _, order, _, _, _ = self._graphs[rows[i]]
@@ -177,7 +187,7 @@ class DataParallel:
                                                    rows[i] / batch, 1 + len(names), *args))
         outs = [_tree_reduce([_delayed(_item)(p, j) for p in per_piece], "sum")
                 for j in range(1 + len(names) + len(updated))]
-        values = client.compute(outs, sync=True)
+        values = call.compute(outs)
         self._apply(values[1:1 + len(names)], names, params)
         self.trainer.step(batch)
         for k, v in zip(updated, values[1 + len(names):]):
@@ -213,11 +223,8 @@ def _first_rows(v):
     return np.asarray(v.compute() if _is_dask(v) else v.asnumpy() if isinstance(v, NDArray) else v)
 
 
-def _batch_pieces(v, n, client) -> list:
+def _batch_pieces(name: str, v, n, call: BoundedCall) -> list:
     if _is_dask(v):
-        want = tuple(split_sizes(v.shape[0], len(v.chunks[0])))
-        if v.chunks[0] != want:
-            v = v.rechunk({0: want})
-        return [d for d in v.to_delayed().ravel()]
+        return dask_pieces(f"DataParallel.step: {name}", v, split(0), n)  # (rows split, every other axis whole)
     v = v.asnumpy() if isinstance(v, NDArray) else np.asarray(v)
-    return client.scatter(P.split_value(v, split(0), n), hash=False)
+    return call.scatter(P.split_value(v, split(0), n), [f"{name} piece {i} of {n}" for i in range(n)])

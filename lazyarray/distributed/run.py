@@ -6,7 +6,9 @@ Plan of one call:
    ``split(axis)`` (one chunk: ``broadcast``), a block's data inputs are ``split(0)`` and
    everything else (parameters, NumPy inputs of a symbol) is ``broadcast``;
 2. the number of pieces: the chunk count of the split Dask inputs (they must agree), else the
-   number of workers for split NumPy inputs, else 1;
+   number of workers for split NumPy inputs, else 1; a Dask input is then rechunked to agree
+   with its SBP (``dask_pieces``: whole along every other axis, ``array_split`` sizes along the
+   split axis), and one that cannot be (no such axis, unknown chunk sizes) is refused;
 3. ``Symbol.infer_sbp`` annotates the graph and inserts boxing nodes; ``pieces.regions`` cuts
    it at the boxing nodes;
 4. Dask tasks: one per region and piece (``worker.run_region``: the region's JSON, scattered
@@ -19,6 +21,8 @@ Dask is imported only when ``run`` is called.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..aval import Aval
@@ -30,12 +34,13 @@ from ..graph.symbol import Symbol
 from ..ndarray import NDArray, array_from
 from ..sbp import SBP, SBPError, broadcast, parse, split, split_sizes
 from . import pieces as P
+from .bounded import BoundedCall, check_timeout, dask_modules
 from .worker import run_region
 
 B = broadcast()
 
 
-def run(sym_or_block, *, client=None, sbp: dict | None = None, compute: bool = False, **inputs):
+def run(sym_or_block, *, client=None, sbp: dict | None = None, compute: bool = False, timeout=None, **inputs):
     """Run ``sym_or_block`` over global arrays on a Dask cluster.
 
     ``inputs`` are NumPy arrays, lazyarray arrays or ``dask.array`` arrays, named as the graph's
@@ -43,6 +48,12 @@ def run(sym_or_block, *, client=None, sbp: dict | None = None, compute: bool = F
     ``dask.array`` arrays (one, or a list), or lazyarray arrays with ``compute=True``. Without
     ``client``, a ``LocalCluster`` is started and closed for the call (results are computed
     before it closes).
+
+    ``timeout`` (seconds; ``None``: ``bounded.DEFAULT_TIMEOUT``, 300 s; ``math.inf``: no bound)
+    bounds the call: the wait for workers, the scatters and, with ``compute=True`` (or without
+    ``client``), the computation. Past it, or when a worker dies with the only copy of a scattered
+    NumPy piece, or the scheduler is lost, ``la.DistributedError`` names what and the fix. Arrays
+    returned with ``compute=False`` are computed by the caller (``.compute()``), outside the bound.
 
     >>> import numpy as np, lazyarray as la, pytest
     >>> _ = pytest.importorskip("dask.distributed")  # (the doctest skips without the distributed extra)
@@ -54,6 +65,7 @@ def run(sym_or_block, *, client=None, sbp: dict | None = None, compute: bool = F
     ...     bool(np.allclose(out.compute(), 12 * np.e))
     True
     """
+    check_timeout(timeout, "la.distributed.run")
     sym, params = _graph(sym_or_block)
     names = sym.list_inputs()
     values = dict(params)
@@ -68,26 +80,18 @@ def run(sym_or_block, *, client=None, sbp: dict | None = None, compute: bool = F
     if client is None:
         dd = dask_modules()[2]
         with dd.LocalCluster(processes=True, dashboard_address=":0") as cluster, dd.Client(cluster) as own:
-            outs = _run(sym, names, values, data_names, sbp or {}, own)
-            results = own.compute(outs, sync=True)
+            call = BoundedCall(own, timeout, "la.distributed.run", _AGAIN)
+            outs = _run(sym, names, values, data_names, sbp or {}, call)
+            results = call.compute(outs)
         return _finish(results, outs, compute)
-    outs = _run(sym, names, values, data_names, sbp or {}, client)
+    call = BoundedCall(client, timeout, "la.distributed.run", _AGAIN)
+    outs = _run(sym, names, values, data_names, sbp or {}, call)
     if compute:
-        return _finish(client.compute(outs, sync=True), outs, True)
+        return _finish(call.compute(outs), outs, True)
     return outs[0] if len(outs) == 1 else outs
 
 
-def dask_modules():
-    """``(dask, dask.array, dask.distributed)``, imported on first use (``import lazyarray`` never
-    imports Dask); ``ImportError`` with the fix when the distributed extra is not installed."""
-    try:
-        import dask
-        import dask.array
-        import dask.distributed
-    except ImportError as exc:
-        raise ImportError(f"la.distributed needs Dask ({exc}); install it with pip install "
-                          "'lazyarray[distributed]' (or pip install 'dask[distributed]')") from None
-    return dask, dask.array, dask.distributed
+_AGAIN = "call la.distributed.run again"
 
 
 def _graph(obj) -> tuple[Symbol, dict]:
@@ -122,55 +126,106 @@ def input_sbps(names, values, data_names, given: dict) -> dict[str, SBP]:
         elif _is_dask(v):
             split_axes = [k for k, c in enumerate(v.chunks) if len(c) > 1]
             if len(split_axes) > 1:
-                raise SBPError(f"input {n!r}: a dask array chunked along several axes {split_axes} has no SBP; "
-                               "rechunk it along one axis (split) or none (broadcast)")
+                raise SBPError(f"input {n!r}: a dask array chunked along several axes {split_axes} (chunks "
+                               f"{_chunks_text(v)}) has no SBP; declare one (sbp={{{n!r}: la.sbp.split(axis)}}: it "
+                               "is rechunked to agree) or rechunk it along one axis (split) or none (broadcast)")
             out[n] = split(split_axes[0]) if split_axes else B
         else:
             out[n] = split(0) if n in data_names and np.ndim(v) > 0 else B
     return out
 
 
-def _pieces_count(names, values, sbps, client) -> int:
+def check_inputs(values, sbps: dict[str, SBP]) -> None:
+    """Refuse, before any task, the inputs that cannot be made to agree with their SBP: a split
+    axis the array lacks, a dask array whose chunk sizes are unknown (they cannot be rechunked)."""
+    for k, s in sbps.items():
+        v = values[k]
+        if s.is_split and s.axis >= len(v.shape):
+            raise SBPError(f"input {k!r} of shape {tuple(v.shape)}{_chunks_note(v)} is declared {s}, but it has "
+                           f"no axis {s.axis}; split one of its axes 0..{len(v.shape) - 1} or broadcast it")
+        if _is_dask(v) and any(math.isnan(c) for c in _flat(v.chunks)):
+            raise SBPError(f"input {k!r}: a dask array with unknown chunk sizes (chunks {_chunks_text(v)}) "
+                           f"cannot be rechunked to agree with its SBP {s}; call .compute_chunk_sizes() on it first")
+
+
+def _pieces_count(names, values, sbps, workers: int) -> int:
     counts = {}
     for n in names:
         v = values[n]
         if sbps[n].is_split and _is_dask(v) and len(v.chunks[sbps[n].axis]) > 1:
             counts[n] = len(v.chunks[sbps[n].axis])
     if len(set(counts.values())) > 1:
-        listing = ", ".join(f"{k}: {c} pieces" for k, c in counts.items())
+        listing = ", ".join(f"{k} ({sbps[k]}, chunks {_chunks_text(values[k])}): {c} pieces"
+                            for k, c in counts.items())
         raise SBPError(f"run: the split inputs have different numbers of pieces ({listing}); rechunk them "
                        "to the same number of chunks along their split axes")
     if counts:
         return next(iter(counts.values()))
     if any(s.is_split for s in sbps.values()):
-        return max(1, len(client.scheduler_info()["workers"]))
+        return workers
     return 1
 
 
-def _run(sym, names, values, data_names, given, client) -> list:
+def dask_pieces(what: str, v, s: SBP, n: int) -> list:
+    """The ``n`` pieces (Dask delayed values) of the dask array ``v`` under ``s``: the chunking rule
+    (``what`` names ``v`` in the error, ``"input 'x'"``).
+
+    Under ``S(k)`` the array is rechunked whole along every other axis and to ``array_split``
+    sizes along ``k`` (one chunk per piece, whatever its chunks were); under ``B`` or ``P`` to
+    one chunk, the whole array (``P(sum)``: on piece 0, zeros elsewhere). The chunks are checked
+    after rechunking, so a piece is never a part of what the SBP says it holds.
+    """
+    if s.is_split:
+        want = tuple(tuple(split_sizes(d, n)) if k == s.axis else (d,) for k, d in enumerate(v.shape))
+    else:
+        want = tuple((d,) for d in v.shape)
+    got = v if v.chunks == want else v.rechunk(want)
+    blocks = list(got.to_delayed().ravel())
+    if got.chunks != want or len(blocks) != (n if s.is_split else 1):
+        raise SBPError(f"{what}: its chunks {_chunks_text(v)} could not be made to agree with {s} over "
+                       f"{n} pieces (wanted chunks {want}, got {got.chunks}); rechunk it to {want} yourself")
+    if s.is_split:
+        return blocks
+    if s.is_partial and s.reduce == "sum":
+        return blocks + [_delayed(np.zeros_like)(blocks[0]) for _ in range(n - 1)]
+    return blocks * n
+
+
+def _flat(chunks) -> list:
+    return [c for axis in chunks for c in axis]
+
+
+def _chunks_text(v) -> str:
+    return str(tuple(tuple(c) for c in v.chunks))
+
+
+def _chunks_note(v) -> str:
+    return f" (chunks {_chunks_text(v)})" if _is_dask(v) else ""
+
+
+def _run(sym, names, values, data_names, given, call: BoundedCall) -> list:
     dask, da, _ = dask_modules()
     values = {k: (v.asnumpy() if isinstance(v, NDArray) else v) for k, v in values.items()}
     values = {k: (v if _is_dask(v) else np.asarray(v)) for k, v in values.items()}
     sbps = input_sbps(names, values, data_names, given)
-    n = _pieces_count(names, values, sbps, client)
+    check_inputs(values, sbps)
+    workers = call.workers()  # (none: a DistributedError by the deadline, before anything is scattered)
+    n = _pieces_count(names, values, sbps, len(workers))
     avals = {k: Aval(tuple(v.shape), np.dtype(v.dtype), cpu(0)) for k, v in values.items()}
-    for k, s in sbps.items():
-        if s.is_split and s.axis >= len(avals[k].shape):
-            raise SBPError(f"input {k!r}: cannot split axis {s.axis} of shape {avals[k].shape}")
     # the global sizes bound first (symbolic sizes, pinned inputs checked), as a CachedOp would
     ann = placement(bind_dims(sym, avals, "la.distributed.run"), avals).infer_sbp(pieces=n, **sbps)
     _check_random(ann, n)
     delayed = dask.delayed
     env: dict[tuple[int, int], list] = {}
     for node in ann.input_nodes():
-        env[(id(node), 0)] = _input_pieces(values[node.name], sbps[node.name], n, client)
+        env[(id(node), 0)] = _input_pieces(f"input {node.name!r}", values[node.name], sbps[node.name], n, call)
     boxed = {id(e.node) for b in ann.topo() if b.op is not None and b.op.name == "boxing" for e in b.inputs}
     for node in ann.constant_nodes():  # (regions carry their constants; these are for boxing nodes)
         if id(node) in boxed:
-            env[(id(node), 0)] = _input_pieces(np.asarray(node.value), B, n, client)
+            env[(id(node), 0)] = _input_pieces(f"constant {node.name!r}", np.asarray(node.value), B, n, call)
     for kind, item in P.regions(ann):
         if kind == "region":
-            text = client.scatter(item.symbol.to_json(), broadcast=True, hash=False)
+            text = call.scatter(item.symbol.to_json(), "a region's graph", broadcast=True)
             nout = len(item.outputs)
             names_in = tuple(f"in{i}" for i in range(len(item.inputs)))
             for e in item.inputs:
@@ -219,19 +274,12 @@ def _identity(x):
     return x
 
 
-def _input_pieces(v, s: SBP, n: int, client) -> list:
+def _input_pieces(what: str, v, s: SBP, n: int, call: BoundedCall) -> list:
     if _is_dask(v):
-        if s.is_split:
-            want = tuple(split_sizes(v.shape[s.axis], n))
-            if v.chunks[s.axis] != want:
-                v = v.rechunk({s.axis: want})
-            return list(v.to_delayed().ravel())
-        whole = v.rechunk(v.shape).to_delayed().ravel()[0]
-        return [whole] * n if not (s.is_partial and s.reduce == "sum") else \
-            [whole] + [_delayed(np.zeros_like)(whole) for _ in range(n - 1)]
+        return dask_pieces(what, v, s, n)
     if s.is_broadcast or (s.is_partial and s.reduce != "sum"):
-        return [client.scatter(v, broadcast=True, hash=False)] * n
-    return client.scatter(P.split_value(v, s, n), hash=False)
+        return [call.scatter(v, what, broadcast=True)] * n
+    return call.scatter(P.split_value(v, s, n), [f"{what} piece {i} of {n}" for i in range(n)])
 
 
 def _delayed(f):

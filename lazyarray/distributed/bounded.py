@@ -1,0 +1,220 @@
+"""Bounded calls to a Dask cluster: every wait ends within ``timeout``, and Dask's failures become
+``la.DistributedError`` naming what was lost and the fix.
+
+One ``BoundedCall`` serves one ``la.distributed.run`` call or one ``DataParallel.step``: it holds
+the deadline and what each future it scattered holds (an input's piece, a parameter's replicas),
+so a lost future is named by what it was. Where Dask would wait or fail namelessly:
+
+* **no workers**: ``Client.scatter`` waits ``distributed.comm.timeouts.connect`` twice over (about
+  a minute) and raises a bare ``TimeoutError``; here the wait for a first worker has the call's
+  deadline and the error says to start workers;
+* **a worker that stops answering** (stopped, swapping): a scatter to it or a task on it waits
+  for Dask's worker TTL (5 minutes), and ``Client.scatter``'s own ``timeout`` bounds only the wait
+  for workers; here scatter and gather run on the client's event loop under
+  ``client.sync(..., callback_timeout=...)`` and the compute under ``distributed.wait(timeout=)``;
+* **a worker that dies holding the only copy of scattered data**: Dask cancels what reads it
+  (``FutureCancelledError: ... already forgotten``); here the error names the input and piece
+  and says that scattered NumPy pieces must be scattered again (dask-array inputs are
+  recomputed by Dask itself);
+* **the scheduler lost**: the client cancels every future (``scheduler-connection-lost``); here
+  the error names the scheduler's address and says to reconnect.
+
+``DEFAULT_TIMEOUT`` (300 s) applies when ``timeout=None``; ``math.inf`` waits without a bound.
+Dask itself is imported only when a function here is called (``dask_modules``).
+"""
+from __future__ import annotations
+
+import math
+import time
+from concurrent.futures import CancelledError
+
+from ..errors import DistributedError, ParamValueError
+
+DEFAULT_TIMEOUT = 300.0  # seconds: la.distributed.run(timeout=None) and DataParallel(timeout=None)
+_POLL = 0.1  # seconds between questions to the scheduler while it has no workers
+_ASK_TIMEOUT = 2.0  # seconds given to the scheduler to say which tasks are running, for a message
+
+
+def dask_modules():
+    """``(dask, dask.array, dask.distributed)``, imported on first use (``import lazyarray`` never
+    imports Dask); ``ImportError`` with the fix when the distributed extra is not installed."""
+    try:
+        import dask
+        import dask.array
+        import dask.distributed
+    except ImportError as exc:
+        raise ImportError(f"la.distributed needs Dask ({exc}); install it with pip install "
+                          "'lazyarray[distributed]' (or pip install 'dask[distributed]')") from None
+    return dask, dask.array, dask.distributed
+
+
+def check_timeout(timeout, caller: str) -> float:
+    """``timeout`` in seconds (``None``: ``DEFAULT_TIMEOUT``); a positive number, ``math.inf`` for none."""
+    if timeout is None:
+        return DEFAULT_TIMEOUT
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ParamValueError(f"{caller}: timeout must be a positive number of seconds (math.inf: wait without "
+                              f"a bound; None: the default {DEFAULT_TIMEOUT:g} s), got {timeout!r}")
+    return float(timeout)
+
+
+class BoundedCall:
+    """One call's dealings with ``client``, each ending by the deadline ``timeout`` seconds from now.
+
+    ``caller`` starts every message (``"la.distributed.run"``); ``again`` says how to scatter
+    lost NumPy pieces again (``"call la.distributed.run again"``).
+    """
+
+    def __init__(self, client, timeout, caller: str, again: str):
+        self.client, self.caller, self.again = client, caller, again
+        self.timeout = check_timeout(timeout, caller)
+        self._deadline = time.monotonic() + self.timeout
+        self._scattered: list[tuple[object, str]] = []  # (future, what it holds)
+
+    def remaining(self) -> float | None:
+        """Seconds left before the deadline (``None``: no bound)."""
+        if math.isinf(self.timeout):
+            return None
+        return max(0.0, self._deadline - time.monotonic())
+
+    # -- the steps of a call ---------------------------------------------------------------------------
+    def workers(self) -> list[str]:
+        """The addresses of the cluster's workers, waiting (until the deadline) for a first one."""
+        start = time.monotonic()
+        while True:
+            found = self._sync(self.client.scheduler.ncores, "asking the scheduler for its workers")
+            if found:
+                return list(found)
+            left = self.remaining()
+            if left is not None and left < 2 * _POLL:  # (the next question needs time to be answered)
+                raise DistributedError(
+                    f"{self.caller}: the cluster at {self._address()} has no workers (waited "
+                    f"{time.monotonic() - start:.3g} s, timeout={self.timeout:g}); start workers "
+                    "(cluster.scale(n), or dask worker ADDRESS) or pass a client whose cluster has some")
+            time.sleep(_POLL)
+
+    def scatter(self, data, what, *, broadcast: bool = False):
+        """``client.scatter(data, broadcast=..., hash=False)`` by the deadline. ``what`` names the data
+        for messages: a str, or (``data`` a list) one str per item."""
+        client, left = self.client, self.remaining()
+
+        async def send():
+            return await client.scatter(data, broadcast=broadcast, hash=False, asynchronous=True,
+                                        timeout=left if left is not None else 1e9)
+
+        names = what if isinstance(what, list) else [what]
+        out = self._sync(send, f"scattering {_listing(names)}")
+        for f, name in zip(out if isinstance(out, list) else [out], names):
+            self._scattered.append((f, f"{name} (" + ("broadcast: a replica on every worker" if broadcast else
+                                                       "a NumPy piece scattered to one worker, its only copy") + ")"))
+        return out
+
+    def compute(self, outs: list) -> list:
+        """The values of the Dask collections ``outs``, computed on the cluster by the deadline."""
+        dd = dask_modules()[2]
+        self._check_scheduler()
+        futures = self.client.compute(outs)
+
+        def computing():
+            return f"computing ({sum(not f.done() for f in futures)} of {len(futures)} results pending)"
+
+        self._guarded(lambda: dd.wait(futures, timeout=self.remaining()), computing)
+        client = self.client
+
+        async def fetch():
+            return await client.gather(futures, asynchronous=True)
+
+        return self._sync(fetch, "gathering the results")
+
+    # -- waiting and naming ----------------------------------------------------------------------------
+    def _sync(self, fn, doing: str):
+        """``fn()`` (a coroutine function, or one returning an awaitable) run on the client's loop
+        by the deadline; Dask's failures become ``DistributedError``."""
+        return self._guarded(lambda: self.client.sync(fn, callback_timeout=self.remaining()), doing)
+
+    def _guarded(self, wait, doing):
+        """``wait()`` with Dask's failures as ``DistributedError``; ``doing`` (a str, or a function
+        that says it when the deadline passes) names the step."""
+        dd = dask_modules()[2]
+        self._check_scheduler()
+        try:
+            return wait()
+        except TimeoutError:
+            if not self._scheduler_answers():  # (a killed scheduler: the client may not have noticed yet)
+                raise DistributedError(self._scheduler_lost()) from None
+            raise DistributedError(self._late(doing if isinstance(doing, str) else doing(), self._running())) from None
+        except CancelledError as exc:  # (Dask's FutureCancelledError / FuturesCancelledError)
+            raise DistributedError(self._lost(exc)) from exc
+        except dd.KilledWorker as exc:
+            raise DistributedError(
+                f"{self.caller}: task {exc.task!r} was running on a worker that died, {exc.allowed_failures + 1} "
+                f"times (last on {exc.last_worker.address}), and Dask gave up on it: the task kills its worker "
+                "(out of memory, a crash in native code) or workers keep dying; give the workers more memory "
+                "or smaller pieces (more chunks)") from exc
+        except OSError as exc:  # (CommClosedError, connection refused: the scheduler or a worker went away)
+            if self.client.status != "running" or self._address() in str(exc):
+                raise DistributedError(self._scheduler_lost()) from exc
+            raise DistributedError(f"{self.caller}: a connection failed while {doing} ({exc}): a worker went away; "
+                                   f"{self.again}") from exc
+
+    def _check_scheduler(self) -> None:
+        if self.client.status != "running":
+            raise DistributedError(self._scheduler_lost())
+
+    def _lost(self, exc) -> str:
+        reasons = {getattr(exc, "reason", None)} | {g.reason for g in getattr(exc, "error_groups", ())}
+        if "scheduler-connection-lost" in reasons or self.client.status != "running":
+            return self._scheduler_lost()
+        lost = [what for f, what in self._scattered if f.cancelled()]
+        if not lost:
+            return (f"{self.caller}: a result was cancelled by Dask ({exc}): a worker holding data it needed "
+                    f"died or the future was released; {self.again}")
+        return (f"{self.caller}: lost {_listing(lost)}: the worker(s) holding it died and Dask cannot recompute "
+                f"scattered data. Scattered NumPy pieces must be scattered again: {self.again} (it scatters "
+                "them anew); or pass the input as a dask.array: dask-array inputs are recomputed when a worker dies")
+
+    def _scheduler_lost(self) -> str:
+        return (f"{self.caller}: lost the scheduler at {self._address()} (the client is {self.client.status!r}): "
+                "every future of this call, scattered pieces included, is gone; restart the scheduler (or the "
+                f"cluster), connect a new Client to it, and {self.again}")
+
+    def _late(self, doing: str, running: dict) -> str:
+        busy = ", ".join(f"{w} ({n} task{'s' * (n != 1)})" for w, n in running.items() if n)
+        return (f"{self.caller}: no result within timeout={self.timeout:g} s while {doing}"
+                + (f"; still running on {busy}" if busy else "")
+                + ". A worker that stopped answering (stopped, swapping, stuck in a task) or work longer than the "
+                f"timeout: check the workers (client.processing()), or pass a larger timeout= (default "
+                f"{DEFAULT_TIMEOUT:g} s; math.inf waits without a bound)")
+
+    def _scheduler_answers(self) -> bool:
+        """Whether a new connection to the scheduler opens within a short wait."""
+        if self.client.status != "running":
+            return False
+        connect, address = dask_modules()[2].comm.connect, self._address()
+
+        async def probe():
+            comm = await connect(address, timeout=_ASK_TIMEOUT)
+            await comm.close()
+
+        try:
+            self.client.sync(probe, callback_timeout=_ASK_TIMEOUT)
+        except Exception:  # (refused, timed out: no scheduler there)
+            return False
+        return True
+
+    def _running(self) -> dict:
+        """Tasks running per worker, as the scheduler says within a short wait (for messages)."""
+        try:
+            running = self.client.sync(self.client.scheduler.processing, callback_timeout=_ASK_TIMEOUT)
+        except Exception:  # (the message is written without it)
+            return {}
+        return {w: len(tasks) for w, tasks in running.items()}
+
+    def _address(self) -> str:
+        scheduler = getattr(self.client, "scheduler", None)
+        return getattr(scheduler, "address", None) or "?"
+
+
+def _listing(names: list[str]) -> str:
+    shown = ", ".join(names[:6])
+    return shown + (f" and {len(names) - 6} more" if len(names) > 6 else "")

@@ -1,0 +1,229 @@
+"""Bounded, named failures on a cluster of real processes: a worker killed (SIGKILL) with the only copy
+of a scattered piece, a worker frozen (SIGSTOP), no workers, the scheduler killed. Each call ends within
+its ``timeout`` with ``la.DistributedError`` naming what was lost and the fix, or with the right result."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray import blocks as nn
+from lazyarray.distributed import bounded
+
+pytest.importorskip("dask.distributed")
+import dask.array as da  # noqa: E402
+from dask.distributed import Client, LocalCluster  # noqa: E402
+
+S = la.sbp.split
+SLACK = 4.0  # seconds past the timeout that a call may take to give up (a loaded 2-core machine)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cl, \
+            Client(cl) as c:
+        yield c
+
+
+@pytest.fixture
+def client(cluster):
+    cluster.wait_for_workers(2, timeout=60)  # (a killed worker's nanny starts a new one)
+    yield cluster
+    cluster.wait_for_workers(2, timeout=60)
+
+
+def _graph():
+    x = la.sym.var("x", shape=(8, 4))
+    return la.sym.exp(x) * 2.0
+
+
+X = np.random.default_rng(0).standard_normal((8, 4))
+
+
+@contextmanager
+def _before_compute(monkeypatch, action):
+    """Run ``action(call)`` between the scatters and the computation of every ``BoundedCall``."""
+    real = bounded.BoundedCall.compute
+
+    def compute(self, outs):
+        action(self)
+        return real(self, outs)
+
+    monkeypatch.setattr(bounded.BoundedCall, "compute", compute)
+    yield
+    monkeypatch.setattr(bounded.BoundedCall, "compute", real)
+
+
+def _kill_worker_holding(client, futures):
+    """SIGKILL the worker process that holds ``futures[0]``; return once the scheduler has removed it."""
+    addr = next(iter(client.who_has(futures[:1]).values()))[0]
+    os.kill(client.run(os.getpid)[addr], signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while addr in client.scheduler_info(n_workers=-1)["workers"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return addr
+
+
+def test_a_killed_worker_with_a_scattered_piece_names_the_input_piece_and_the_fix(client, monkeypatch):
+    pieces = []
+    real_scatter = bounded.BoundedCall.scatter
+
+    def scatter(self, data, what, **kw):
+        out = real_scatter(self, data, what, **kw)
+        if isinstance(what, list) and what[0].startswith("input 'x'"):
+            pieces.extend(out)
+        return out
+
+    monkeypatch.setattr(bounded.BoundedCall, "scatter", scatter)
+    with _before_compute(monkeypatch, lambda call: _kill_worker_holding(client, pieces)):
+        start = time.monotonic()
+        with pytest.raises(la.DistributedError, match=r"lost input 'x' piece 0 of 2 \(a NumPy piece scattered to one "
+                                                      r"worker, its only copy\).*Scattered NumPy pieces must be "
+                                                      r"scattered again: call la.distributed.run again.*dask.array"):
+            la.distributed.run(_graph(), client=client, sbp={"x": S(0)}, x=X, compute=True, timeout=20)
+    assert time.monotonic() - start < 20 + SLACK
+
+
+def test_a_killed_worker_with_a_dask_piece_recomputes_it(client, monkeypatch):
+    def kill_one(call):
+        addr = sorted(client.scheduler_info(n_workers=-1)["workers"])[0]
+        os.kill(client.run(os.getpid)[addr], signal.SIGKILL)
+
+    with _before_compute(monkeypatch, kill_one):
+        out = la.distributed.run(_graph(), client=client, x=da.from_array(X, chunks=(4, 4)), compute=True, timeout=30)
+    np.testing.assert_allclose(out.asnumpy(), np.exp(X) * 2.0)
+
+
+@contextmanager
+def _stopped(client, every=False):
+    """One worker process (``every``: all of them) stopped (SIGSTOP) for the block, always resumed
+    (SIGCONT) after it."""
+    pids = client.run(os.getpid)
+    pids = list(pids.values()) if every else [pids[sorted(pids)[0]]]
+    stopped = []
+    try:
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+        yield
+    finally:
+        for pid in stopped:
+            os.kill(pid, signal.SIGCONT)
+
+
+def test_a_frozen_worker_ends_the_scatter_at_the_timeout(client):
+    with _stopped(client):
+        start = time.monotonic()
+        with pytest.raises(la.DistributedError, match=r"no result within timeout=2 s while scattering input 'x' "
+                                                      r"piece 0 of 2.*stopped answering.*larger timeout="):
+            la.distributed.run(_graph(), client=client, sbp={"x": S(0)}, x=X, compute=True, timeout=2)
+        assert time.monotonic() - start < 2 + SLACK
+
+
+def test_a_frozen_worker_ends_the_computation_at_the_timeout(client, monkeypatch):
+    stopped = []
+
+    def stop_all(call):  # (all: whichever worker the scheduler gives the tasks to, it does not answer)
+        stopped.append(_stopped(client, every=True))
+        stopped[-1].__enter__()
+
+    try:
+        with _before_compute(monkeypatch, stop_all):
+            start = time.monotonic()
+            with pytest.raises(la.DistributedError, match=r"no result within timeout=3 s while computing \(1 of 1 "
+                                                          r"results pending\); still running on tcp://\S+ \(\d tasks?\)"):
+                la.distributed.run(_graph(), client=client, sbp={"x": S(0)}, x=da.from_array(X, chunks=(4, 4)),
+                                   compute=True, timeout=3)
+            assert time.monotonic() - start < 3 + SLACK
+    finally:
+        for s in stopped:
+            s.__exit__(None, None, None)
+
+
+def _mlp():
+    la.random.seed(0)
+    net = nn.HybridSequential()
+    net.add(nn.Dense(3, in_units=4))
+    net.initialize()
+    return net
+
+
+def test_data_parallel_step_with_a_frozen_worker_ends_at_its_timeout_and_leaves_the_parameters(client):
+    net = _mlp()
+    dp = la.distributed.DataParallel(net, nn.SoftmaxCrossEntropyLoss(),
+                                     nn.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}),
+                                     client=client, timeout=60)
+    x, y = np.ones((8, 4), "float32"), np.zeros(8, "int32")
+    dp.step(x, y)
+    before = {k: p.data().asnumpy().copy() for k, p in net.collect_params().items()}
+    with _stopped(client):
+        start = time.monotonic()
+        with pytest.raises(la.DistributedError, match=r"DataParallel.step: no result within timeout=2 s"):
+            dp.step(x, y, timeout=2)
+        assert time.monotonic() - start < 2 + SLACK
+    for k, p in net.collect_params().items():
+        np.testing.assert_array_equal(p.data().asnumpy(), before[k])
+
+
+def test_no_workers_is_named_within_the_timeout():
+    with LocalCluster(n_workers=0, processes=True, dashboard_address=None) as cl, Client(cl) as c:
+        start = time.monotonic()
+        with pytest.raises(la.DistributedError, match=r"has no workers.*timeout=1\).*start workers"):
+            la.distributed.run(_graph(), client=c, sbp={"x": S(0)}, x=X, compute=True, timeout=1)
+        net = _mlp()
+        dp = la.distributed.DataParallel(net, nn.SoftmaxCrossEntropyLoss(),
+                                         nn.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}),
+                                         client=c, timeout=1)
+        with pytest.raises(la.DistributedError, match=r"DataParallel.step: the cluster at tcp://.* has no workers"):
+            dp.step(np.ones((8, 4), "float32"), np.zeros(8, "int32"))
+        assert time.monotonic() - start < 2 + 2 * SLACK
+
+
+def test_timeouts_are_checked():
+    with pytest.raises(la.ParamValueError, match="timeout must be a positive number"):
+        la.distributed.run(_graph(), x=X, timeout=0)
+    with pytest.raises(la.ParamValueError, match="timeout must be a positive number"):
+        la.distributed.DataParallel(None, None, None, timeout="soon")
+    assert bounded.check_timeout(None, "f") == bounded.DEFAULT_TIMEOUT == 300.0
+    assert issubclass(la.DistributedError, la.LazyArrayError) and issubclass(la.DistributedError, RuntimeError)
+
+
+def _start(args, tmp_path, name):
+    log = open(tmp_path / f"{name}.log", "w")
+    return subprocess.Popen([sys.executable, "-m", *args], stdout=log, stderr=subprocess.STDOUT)
+
+
+def test_a_killed_scheduler_is_named(tmp_path):
+    """Scheduler and worker in processes of their own; the scheduler is killed (SIGKILL) between calls."""
+    file = tmp_path / "scheduler.json"
+    scheduler = _start(["distributed.cli.dask_scheduler", "--scheduler-file", str(file), "--port", "0",
+                        "--no-dashboard"], tmp_path, "scheduler")
+    worker = None
+    try:
+        deadline = time.monotonic() + 60
+        while not file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        worker = _start(["distributed.cli.dask_worker", "--scheduler-file", str(file), "--nthreads", "1",
+                         "--no-nanny", "--no-dashboard"], tmp_path, "worker")
+        with Client(scheduler_file=str(file), timeout=5) as c:
+            c.wait_for_workers(1, timeout=60)
+            ok = la.distributed.run(_graph(), client=c, sbp={"x": S(0)}, x=X, compute=True, timeout=30)
+            np.testing.assert_allclose(ok.asnumpy(), np.exp(X) * 2.0)
+            scheduler.kill()
+            scheduler.wait()
+            start = time.monotonic()
+            with pytest.raises(la.DistributedError, match=r"lost the scheduler at tcp://.*connect a new Client"):
+                la.distributed.run(_graph(), client=c, sbp={"x": S(0)}, x=X, compute=True, timeout=5)
+            assert time.monotonic() - start < 5 + SLACK
+    finally:
+        for p in (scheduler, worker):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
