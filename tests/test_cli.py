@@ -5,7 +5,6 @@ import importlib.metadata
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 
@@ -55,8 +54,8 @@ def test_demo_data_sets_are_learnable_shapes():
     np.testing.assert_array_equal(x[:, 1:], y[:, :-1])  # targets are the inputs shifted by one
 
 
-def test_default_demo_is_quick_logs_one_line_per_epoch_and_removes_its_directory(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the demo's temporary directory goes
+def test_default_demo_is_quick_keeps_its_files_and_exports_a_dynamic_batch(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the demo writes ./lazyarray-demo/ (never into the repository)
     cpu = time.process_time()
     status = main(["demo"])
     cpu = time.process_time() - cpu
@@ -65,22 +64,29 @@ def test_default_demo_is_quick_logs_one_line_per_epoch_and_removes_its_directory
     epochs = [ln for ln in out.splitlines() if ln.startswith("epoch ")]
     assert [ln.split(":")[0] for ln in epochs] == ["epoch 1/3", "epoch 2/3", "epoch 3/3"]  # not a tty: no bars
     assert "\r" not in out and "re-imported: outputs match" in out
-    exported = out.split("exported: ")[1].split(",")[0]
-    assert exported.startswith(str(tmp_path)) and not os.path.exists(os.path.dirname(exported))
-    assert os.listdir(tmp_path) == []
+    sym_file = os.path.join("lazyarray-demo", "demo-symbol.json")
+    assert f"exported: {sym_file}, " in out and f"lazyarray inspect {sym_file}" in out  # it says where
+    assert sorted(os.listdir(tmp_path / "lazyarray-demo")) == ["demo-0000.params", "demo-symbol.json"]
     assert cpu < 10.0, f"the default demo took {cpu:.1f} s of CPU"
+    # the README's next step: the exported graph serves every batch size
+    assert main(["inspect", sym_file]) == 0
+    shown = capsys.readouterr().out
+    assert "  data                     float32[batch,1,12,12]" in shown and "float32[batch,4]" in shown
+    assert main(["inspect", sym_file, "--params", os.path.join("lazyarray-demo", "demo-0000.params"),
+                 "--shape", "data=300,1,12,12"]) == 0
+    assert "float32[300,4]" in capsys.readouterr().out
 
 
-def test_demo_removes_its_directory_on_errors(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+def test_demo_errors_are_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
 
     def broken(*args, **kwargs):
         raise la.GraphFormatError("cannot read the exported file")
 
     monkeypatch.setattr(B.SymbolBlock, "imports", broken)
     assert main(["demo", "--model", "mlp", "--epochs", "1", "--samples", "100"]) == 2
-    assert "cannot read the exported file" in capsys.readouterr().err
-    assert os.listdir(tmp_path) == []
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot read the exported file" in err
 
 
 def test_version(capsys):
@@ -109,14 +115,14 @@ ZOO = [("transformer", "transformer_encoder"), ("lstm", "lstm_lm"), ("resnet18",
 def test_demo_zoo_models_train_export_and_reimport(model, name, tmp_path, capsys, monkeypatch):
     if not hasattr(models, name):  # the model zoo lands in another change of issue #14
         pytest.skip(f"la.blocks.models.{name} is not in this build")
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
     status = main(["demo", "--model", model])
     out = capsys.readouterr().out
     assert status == 0, out
     assert "re-imported: outputs match" in out and "memory plan" in out
     losses = [float(ln.split("loss ")[1].split(",")[0]) for ln in out.splitlines() if ln.startswith("epoch ")]
     assert len(losses) == 3 and losses[-1] < losses[0]  # it learns something in a brief run
-    assert os.listdir(tmp_path) == []
+    assert sorted(os.listdir(tmp_path / "lazyarray-demo")) == ["demo-0000.params", "demo-symbol.json"]
 
 
 @pytest.fixture
