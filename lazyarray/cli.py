@@ -519,7 +519,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--opset", type=_int_in(DEFAULT_OPSET, 100), help=f"with --to FILE.onnx: the ONNX opset "
                    f"(default {DEFAULT_OPSET})")
     c.add_argument("--shape", action="append", metavar="NAME=D1,D2,...",
-                   help="input shape (MXNet models whose Reshape codes need it), e.g. data=1,3,224,224")
+                   help="input shape (MXNet models, which record none: for Reshape codes and for --to onnx), "
+                        "e.g. data=1,3,224,224")
     c.set_defaults(run=convert)
     return p
 
