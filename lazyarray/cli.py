@@ -1,18 +1,21 @@
 """The ``lazyarray`` command.
 
-* ``lazyarray demo [--model cnn|mlp|resnet18|transformer|lstm]``: train a small hybridized model
-  briefly on a synthetic, learnable data set made in code (a progress bar on a terminal, one
-  line per epoch otherwise), export it to a temporary directory (removed afterwards, also on
-  errors; ``--out DIR`` keeps the files), import it back, check the outputs match and show the
-  memory plan. The default (the CNN) runs in a few seconds.
+* ``lazyarray demo [--model cnn|mlp|resnet18|transformer|lstm] [--out DIR]``: train a small
+  hybridized model briefly on a synthetic, learnable data set made in code (a progress bar on a
+  terminal, one line per epoch otherwise), export it with a symbolic batch to ``./lazyarray-demo/``
+  (or ``--out DIR``; the files are kept for ``inspect``), import it back, check the outputs match
+  and show the memory plan. The default (the CNN) runs in a few seconds.
 * ``lazyarray --version``: the package version.
-* ``lazyarray inspect FILE-symbol.json [--params FILE] [--shape data=1,784] [--svg OUT.svg]``:
-  summarize an exported graph, and draw it (pure-Python SVG, no Graphviz needed). MXNet 1.x
-  files are recognised by their content (``--params`` is then required: it gives the shapes).
-* ``lazyarray convert FILE-symbol.json --params FILE.params --out PREFIX [--to lazyarray|mxnet]``:
-  convert a model between MXNet 1.x files and lazyarray's format (``PREFIX-symbol.json`` +
-  ``PREFIX-0000.params``); ``--to model.onnx`` writes an ONNX model instead (``la.onnx.export``,
-  batch axis dynamic).
+* ``lazyarray inspect FILE [--params FILE] [--shape data=1,784] [--svg OUT.svg]``: summarize a model
+  (inputs with their shapes, symbolic dims by name; parameters with count and bytes; ops; outputs;
+  the memory plan) and draw it (pure-Python SVG, no Graphviz needed), or list a parameter file's
+  arrays. Formats are recognised by content (``formats.py``): lazyarray symbol JSON (``--params``
+  optional), MXNet 1.x symbol JSON (``--params`` required: it gives the shapes), ONNX (carries its
+  weights), MXNet ``.params`` and safetensors parameter files.
+* ``lazyarray convert MODEL [--params FILE] --out PREFIX [--to lazyarray|mxnet]``: convert a model
+  in any of the three model formats to lazyarray's format (``PREFIX-symbol.json`` +
+  ``PREFIX-0000.params``) or MXNet 1.x files; ``--to model.onnx`` (or ``--to onnx --out
+  model.onnx``) writes an ONNX model (``la.onnx.export``, batch axis dynamic).
 
 Problems with files or arguments print one line (``lazyarray: error: ...``) and exit with
 status 2.
@@ -20,12 +23,10 @@ status 2.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import math
 import os
 import sys
-import tempfile
 import time
 from collections import Counter
 
@@ -33,18 +34,14 @@ import numpy as np
 
 from . import __version__, autograd
 from . import blocks as B
-from .blocks.param_file import load_arrays
-from .blocks.symbol_block import check_params
 from .creation import array
 from .dim import has_symbols
 from .errors import LazyArrayError, fmt_shape
 from .executor.cached_op import CachedOp
-from .fileio import check_regular
+from .formats import Format, Model, detect, open_model, read_params
 from .graph.draw import DEFAULT_MAX_NODES as DRAW_MAX_NODES
 from .graph.symbol import load_symbol
 from .mxnet import export as export_mxnet
-from .mxnet import load_arrays as load_mxnet_arrays
-from .mxnet import sniff as is_mxnet_file
 from .onnx import DEFAULT_OPSET
 from .onnx import export as onnx_export
 from .rng import seed as seed_rng
@@ -157,6 +154,7 @@ def build_model(kind: str):
 
 
 # -- demo ------------------------------------------------------------------------------------------
+DEMO_DIR = "lazyarray-demo"  # where the demo keeps its exported files (in the current directory) without --out
 def demo(args) -> int:
     make, what, defaults = MODELS[args.model]
     for key, value in defaults.items():
@@ -220,16 +218,17 @@ def demo(args) -> int:
     if step_times:
         print(f"hybridized training step: {np.median(step_times) * 1e3:.2f} ms (batch {bs}); "
               f"first call (trace + compile + run): {first_call * 1e3:.1f} ms")
-    with _out_dir(args.out) as out_dir:
-        sym_file, param_file = net.export(os.path.join(out_dir, "demo"))
-        print(f"exported: {sym_file}, {param_file}" + ("" if args.out else " (a temporary directory, removed "
-                                                                            "at the end)"))
-        back = B.SymbolBlock.imports(sym_file, ["data"], param_file)
-        diff = float(np.abs(back(array(x_te)).asnumpy() - test_out).max())
-        match = diff <= 1e-5
-        print(f"re-imported: outputs {'match' if match else 'DIFFER'} (max |difference| = {diff:.3g})")
-        sample_shape = (bs,) + x.shape[1:]
-        plan = CachedOp(load_symbol(sym_file)).memory_plan(data=sample_shape)
+    out_dir = args.out or DEMO_DIR
+    os.makedirs(out_dir, exist_ok=True)
+    # the graph keeps its traced batch symbolic (export_graph(specialize=False)): it serves every batch size
+    sym_file, param_file = net.export(os.path.join(out_dir, "demo"))
+    print(f"exported: {sym_file}, {param_file} (kept; next: lazyarray inspect {sym_file})")
+    back = B.SymbolBlock.imports(sym_file, ["data"], param_file)
+    diff = float(np.abs(back(array(x_te)).asnumpy() - test_out).max())
+    match = diff <= 1e-5
+    print(f"re-imported: outputs {'match' if match else 'DIFFER'} (max |difference| = {diff:.3g})")
+    sample_shape = (bs,) + x.shape[1:]
+    plan = CachedOp(load_symbol(sym_file)).memory_plan(data=sample_shape)
     print(f"memory plan of the exported graph (inference, data={fmt_shape(sample_shape)}):")
     print(plan)
     if args.model in ("cnn", "mlp"):  # trained long enough to learn: accuracy must show it
@@ -265,17 +264,6 @@ def _correct(out: np.ndarray, labels: np.ndarray) -> float:
     return float(hits.reshape(len(labels), -1).mean(axis=1).sum())
 
 
-@contextlib.contextmanager
-def _out_dir(out: str | None):
-    """``out`` (created if needed, kept), or a temporary directory removed afterwards, also on errors."""
-    if out:
-        os.makedirs(out, exist_ok=True)
-        yield out
-    else:
-        with tempfile.TemporaryDirectory(prefix="lazyarray-demo-") as tmp:
-            yield tmp
-
-
 # -- inspect ---------------------------------------------------------------------------------------
 def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
     """``"data=1,784"`` -> ``("data", (1, 784))``."""
@@ -291,77 +279,84 @@ def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
     return name, shape
 
 
-def _is_data(name: str) -> bool:
-    return name == "data" or (name.startswith("data") and name[4:].isdigit())
-
-
-def _check_files(args) -> None:
-    """Refuse model files that are not regular files before any loader opens them: reading
-    ``/dev/zero`` never ends and opening a FIFO blocks until someone writes to it. (A missing file
-    is left to the loader, which names it.)"""
-    for path, what in ((args.symbol, "symbol file"), (getattr(args, "params", None), "--params file")):
-        if not path or "\0" in path:
-            continue
-        try:
-            check_regular(path, what)
-        except OSError:
-            continue
-
-
 def inspect(args) -> int:
-    _check_files(args)
+    """Summarize a model (any format ``formats.detect`` knows) or list a parameter file's arrays."""
     if args.svg and not args.svg.lower().endswith(".svg"):
         raise CLIError(f"--svg {args.svg!r}: the drawing is SVG; name the file *.svg")
     if args.svg and "\0" in args.svg:
         raise CLIError(f"--svg {args.svg!r}: a file name cannot hold a NUL character")
     shapes = dict(parse_shape(s) for s in args.shape or [])
-    mxnet_arrays = None
-    if is_mxnet_file(args.symbol):
-        sym, mxnet_arrays = _load_mxnet(args.symbol, args.params, shapes)
-    else:
-        sym = load_symbol(args.symbol)
+    fmt = detect(args.symbol, "symbol file")
+    if fmt.is_params:
+        return _inspect_params(args, fmt)
+    model = _open(args, fmt, shapes)
+    sym, arrays = model.symbol, model.arrays
     avals = {n.name: n.avals[0] for n in sym.input_nodes()}
     unknown = [n for n in shapes if n not in avals]
     if unknown:
         raise CLIError(f"--shape names {unknown}, which are not inputs of the graph; inputs: {list(avals)}")
-    arrays = None
-    if mxnet_arrays is not None:
-        arrays = mxnet_arrays
-        params = [n for n in avals if n in arrays]
-    elif args.params:
-        # Inputs the parameter file lacks and that are named like data (data, data0, ...) are the
-        # model's inputs; everything else is checked exactly as SymbolBlock.imports checks it.
-        arrays, meta = load_arrays(args.params)
-        inputs = [n for n in avals if n not in arrays and _is_data(n)]
-        check_params(sym, inputs, arrays, meta, args.symbol, args.params)
-        params = [n for n in avals if n not in inputs]
-    else:
-        params = [n for n in avals if not _is_data(n)]
-    data = [n for n in avals if n not in params]
-
-    kind = " (MXNet 1.x files, converted)" if mxnet_arrays is not None else ""
-    _say(f"graph: {args.symbol} ({len(sym.topo())} nodes){kind}")
+    params, data = model.param_names, model.data_names
+    _say(f"graph: {args.symbol} ({len(sym.topo())} nodes){CONVERTED.get(model.format, '')}")
     _say("inputs:")
     for n in data:
         a = avals[n]
-        _say(f"  {n:<24} {a.dtype}{fmt_shape(shapes.get(n, a.shape))}")
-    _say(f"parameters{' (from ' + args.params + ')' if args.params else ''}:")
-    total = total_bytes = 0
-    for n in params:
-        a = avals[n]
-        shape = tuple(arrays[n].shape) if arrays is not None else a.shape
-        count = math.prod(shape) if shape is not None and all(isinstance(d, int) for d in shape) else 0
-        total += count
-        total_bytes += count * (a.dtype.itemsize if a.dtype is not None else 0)
-        _say(f"  {n:<24} {str(a.dtype) + fmt_shape(shape):<22} {count:>12,}")
-    _say(f"  {'total':<24} {'':<22} {total:>12,}  ({total_bytes:,} bytes)")
+        _say(f"  {n:<24} {_typed(a.dtype, shapes.get(n, a.shape))}")
+    where = " (from " + args.params + ")" if args.params else " (in the model)" if model.format is Format.ONNX else ""
+    _say(f"parameters{where}:")
+    _param_table((n, avals[n].dtype, tuple(arrays[n].shape) if arrays is not None else avals[n].shape)
+                 for n in params)
     ops = Counter(n.op.qualname for n in sym.topo() if n.op is not None)
     _say("ops: " + ", ".join(f"{k} x{v}" for k, v in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))))
     _, out_shapes = sym.infer_shape(**shapes)
     _, out_types = sym.infer_type()
     _say("outputs:")
     for name, shape, dtype in zip(sym.list_outputs(), out_shapes, out_types):
-        _say(f"  {name:<24} {dtype}{fmt_shape(shape)}")
+        _say(f"  {name:<24} {_typed(dtype, shape)}")
+    _memory_plan(sym, data, avals, shapes)
+    if args.svg:
+        try:
+            sym.draw(args.svg, max_nodes=None if args.all_nodes else DRAW_MAX_NODES,
+                     blocks="expanded" if args.all_nodes else "collapsed")
+        except OSError as exc:
+            raise CLIError(f"--svg: cannot write {args.svg!r}: {exc.strerror or exc}") from None
+        _say(f"drawing: {args.svg} ({len(sym.topo())} nodes)")
+    return 0
+
+
+# How ``inspect`` names models read through a converter.
+CONVERTED = {Format.MXNET_SYMBOL: " (MXNet 1.x files, converted)", Format.ONNX: " (ONNX model, converted)"}
+
+
+def _inspect_params(args, fmt: Format) -> int:
+    """``inspect`` of a parameter file: each array's name, dtype and shape, and the total."""
+    used = [flag for flag, given in (("--params", args.params), ("--shape", args.shape), ("--svg", args.svg))
+            if given]
+    if used:
+        raise CLIError(f"{used[0]}: {args.symbol!r} is {fmt.value} (arrays only, no graph); {used[0]} applies "
+                       "to a model (symbol JSON or ONNX)")
+    _, arrays = read_params(args.symbol)
+    _say(f"parameters: {args.symbol} ({fmt.value}, {len(arrays)} arrays)")
+    _param_table((n, a.dtype, tuple(a.shape)) for n, a in arrays.items())
+    return 0
+
+
+def _param_table(rows) -> None:
+    """One line per ``(name, dtype, shape)``, then the element count and bytes of them all."""
+    total = total_bytes = 0
+    for name, dtype, shape in rows:
+        count = math.prod(shape) if shape is not None and all(isinstance(d, int) for d in shape) else 0
+        total += count
+        total_bytes += count * (dtype.itemsize if dtype is not None else 0)
+        _say(f"  {name:<24} {_typed(dtype, shape):<22} {count:>12,}")
+    _say(f"  {'total':<24} {'':<22} {total:>12,}  ({total_bytes:,} bytes)")
+
+
+def _typed(dtype, shape) -> str:
+    """``float32[batch,784]``; ``?`` for what the file does not record (MXNet symbols: input shapes)."""
+    return f"{'?' if dtype is None else dtype}{fmt_shape(shape)}"
+
+
+def _memory_plan(sym, data: list[str], avals: dict, shapes: dict) -> None:
     symbolic = [n for n in data if n not in shapes and avals[n].shape is not None and has_symbols(avals[n].shape)]
     try:
         if symbolic:  # a graph for every batch size: plan one
@@ -374,61 +369,62 @@ def inspect(args) -> int:
     else:
         _say(f"planned peak memory: {plan.peak_bytes:,} bytes (lower bound {plan.lower_bound_bytes:,}, "
              f"without reuse {plan.naive_bytes:,}; {plan.num_buffers} buffers)")
-    if args.svg:
-        try:
-            sym.draw(args.svg, max_nodes=None if args.all_nodes else DRAW_MAX_NODES,
-                     blocks="expanded" if args.all_nodes else "collapsed")
-        except OSError as exc:
-            raise CLIError(f"--svg: cannot write {args.svg!r}: {exc.strerror or exc}") from None
-        _say(f"drawing: {args.svg} ({len(sym.topo())} nodes)")
-    return 0
 
 
-def _load_mxnet(symbol: str, params: str | None, shapes: dict):
-    if not params:
-        raise CLIError(f"{symbol} is an MXNet 1.x symbol file: pass its parameter file with --params "
+def _open(args, fmt: Format, shapes: dict) -> Model:
+    """The model ``args.symbol`` (of ``fmt``) with ``args.params``; an MXNet symbol needs its parameters."""
+    if fmt is Format.MXNET_SYMBOL and not args.params:
+        raise CLIError(f"{args.symbol} is an MXNet 1.x symbol file: pass its parameter file with --params "
                        "(the conversion reads the parameters' shapes)")
-    return load_mxnet_arrays(symbol, params, shapes or None)
+    try:
+        return open_model(args.symbol, args.params, shapes)
+    except ImportError as exc:  # (reading ONNX without the onnx package)
+        raise CLIError(str(exc)) from None
 
 
 # -- convert ---------------------------------------------------------------------------------------
 def convert(args) -> int:
-    """MXNet 1.x files -> lazyarray's format (default), or either format -> MXNet 1.x files."""
-    _check_files(args)
+    """Any model format ``formats.detect`` knows -> lazyarray's format (default), MXNet 1.x files or ONNX."""
     shapes = dict(parse_shape(s) for s in args.shape or [])
-    if is_mxnet_file(args.symbol):
-        sym, arrays = _load_mxnet(args.symbol, args.params, shapes)
-        params = {k: array(v) for k, v in arrays.items()}
-        block = None
-    else:
-        if not args.params:
-            raise CLIError("--params: the parameter file of the model is required")
-        data = [n for n in load_symbol(args.symbol).list_inputs() if _is_data(n)]
-        block = B.SymbolBlock.imports(args.symbol, data, args.params)
-        sym, params = block.symbol, None
-    if args.to.endswith(".onnx"):
-        if block is None:
-            block = _block_of(sym, params)
+    to_onnx = args.to == "onnx" or args.to.lower().endswith(".onnx")
+    if not to_onnx and args.to not in ("lazyarray", "mxnet"):
+        raise CLIError(f"--to: expected lazyarray, mxnet, onnx or a file name ending in .onnx, got {args.to!r}")
+    fmt = detect(args.symbol, "symbol file")
+    model = _open(args, fmt, shapes)
+    if model.arrays is None and model.param_names:
+        raise CLIError(f"--params: {args.symbol!r} is {model.format.value}, whose weights ({', '.join(model.param_names[:3])}"
+                       f"{', ...' if len(model.param_names) > 3 else ''}) are in a separate safetensors file: pass it "
+                       "with --params (the PREFIX-0000.params written beside PREFIX-symbol.json)")
+    params = {k: array(v) for k, v in (model.arrays or {}).items()}
+    if to_onnx:
+        unknown = [n for n in model.data_names if model.symbol.infer_shape()[0].get(n) is None]
+        if unknown:  # (MXNet symbol files record no input shapes; ONNX declares every input's rank)
+            raise CLIError(f"--shape: {args.symbol!r} ({model.format.value}) records no shape for the input "
+                           f"{unknown[0]!r}, which ONNX needs: give it, e.g. --shape {unknown[0]}=1,... "
+                           "(the batch axis stays dynamic)")
+        path = args.to if args.to != "onnx" else _onnx_path(args.out)
+        block = _block_of(model.symbol, params)
         try:
-            onnx_export(block, args.to, opset=args.opset)
+            onnx_export(block, path, opset=args.opset)
         except ImportError as exc:
             raise CLIError(str(exc)) from None
-        _say(f"wrote {args.to} (ONNX opset {args.opset or DEFAULT_OPSET}; inputs: "
-             f"{', '.join(n for n in block.symbol.list_inputs() if n not in block.collect_params())})")
+        _say(f"wrote {path} (ONNX opset {args.opset or DEFAULT_OPSET}; inputs: {', '.join(model.data_names)})")
         return 0
-    if args.to not in ("lazyarray", "mxnet"):
-        raise CLIError(f"--to: expected lazyarray, mxnet or a file name ending in .onnx, got {args.to!r}")
     if not args.out:
         raise CLIError("--out PREFIX is required when converting to the lazyarray or MXNet format")
     if args.to == "mxnet":
-        files = export_mxnet(block if block is not None else sym, args.out, params=params)
+        files = export_mxnet(model.symbol, args.out, params=params)
     else:
-        if block is None:
-            block = _block_of(sym, params)
-        files = block.export(args.out)
-    _say(f"wrote {files[0]} and {files[1]} ({args.to} format; inputs: "
-         f"{', '.join(n for n in sym.list_inputs() if n not in (params or block.collect_params()))})")
+        files = _block_of(model.symbol, params).export(args.out)
+    _say(f"wrote {files[0]} and {files[1]} ({args.to} format; inputs: {', '.join(model.data_names)})")
     return 0
+
+
+def _onnx_path(out: str | None) -> str:
+    """``--to onnx --out PATH``: PATH, with ``.onnx`` added when it has no such ending."""
+    if not out:
+        raise CLIError("--to onnx: give the file with --out FILE.onnx (or write --to FILE.onnx)")
+    return out if out.lower().endswith(".onnx") else out + ".onnx"
 
 
 def _block_of(sym, params: dict):
@@ -497,13 +493,14 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--batch-size", type=_int_in(1, 1_000_000))
     d.add_argument("--lr", type=_positive_float, help="Adam learning rate")
     d.add_argument("--seed", type=_int_in(0, 2**32 - 1), default=0)
-    d.add_argument("--out", help="directory for the exported files, kept (default: a temporary directory, removed)")
+    d.add_argument("--out", metavar="DIR", help=f"directory for the exported files (default: ./{DEMO_DIR})")
     d.add_argument("--quiet", action="store_true", help="one line per epoch even on a terminal (it is always "
                    "so when the output is not a terminal)")
     d.set_defaults(run=demo)
-    i = sub.add_parser("inspect", help="summarize an exported graph")
-    i.add_argument("symbol", help="a FILE-symbol.json written by export")
-    i.add_argument("--params", help="the parameter file (FILE-0000.params)")
+    i = sub.add_parser("inspect", help="summarize a model or list a parameter file's arrays")
+    i.add_argument("symbol", metavar="FILE", help="a model (lazyarray or MXNet symbol JSON, ONNX) or a parameter "
+                   "file (safetensors, MXNet .params), recognised by content")
+    i.add_argument("--params", help="the model's parameter file (FILE-0000.params; not for ONNX)")
     i.add_argument("--shape", action="append", metavar="NAME=D1,D2,...", help="input shape, e.g. data=1,784")
     i.add_argument("--svg", metavar="OUT", help="also draw the graph to an SVG file (OUT.svg)")
     i.add_argument("--all-nodes", action="store_true",
@@ -511,15 +508,19 @@ def parser() -> argparse.ArgumentParser:
                         f"chains collapse past {DRAW_MAX_NODES} boxes)")
     i.set_defaults(run=inspect)
     c = sub.add_parser("convert", help="convert a model between MXNet 1.x files, lazyarray's format and ONNX")
-    c.add_argument("symbol", help="FILE-symbol.json (MXNet 1.x or lazyarray, recognised by content)")
-    c.add_argument("--params", help="its parameter file (FILE-0000.params)")
-    c.add_argument("--out", metavar="PREFIX", help="write PREFIX-symbol.json and PREFIX-0000.params")
-    c.add_argument("--to", default="lazyarray", metavar="{lazyarray,mxnet,FILE.onnx}",
-                   help="the format to write: lazyarray, mxnet, or an ONNX model file name ending in .onnx")
+    c.add_argument("symbol", metavar="MODEL", help="FILE-symbol.json (lazyarray or MXNet 1.x) or an ONNX model, "
+                   "recognised by content")
+    c.add_argument("--params", help="its parameter file (FILE-0000.params; required beside a symbol JSON "
+                   "file, not taken by ONNX)")
+    c.add_argument("--out", metavar="PREFIX", help="write PREFIX-symbol.json and PREFIX-0000.params (with --to "
+                   "onnx: the ONNX file)")
+    c.add_argument("--to", default="lazyarray", metavar="{lazyarray,mxnet,onnx,FILE.onnx}",
+                   help="the format to write: lazyarray, mxnet, or onnx (--out FILE.onnx) / an ONNX file name")
     c.add_argument("--opset", type=_int_in(DEFAULT_OPSET, 100), help=f"with --to FILE.onnx: the ONNX opset "
                    f"(default {DEFAULT_OPSET})")
     c.add_argument("--shape", action="append", metavar="NAME=D1,D2,...",
-                   help="input shape (MXNet models whose Reshape codes need it), e.g. data=1,3,224,224")
+                   help="input shape (MXNet models, which record none: for Reshape codes and for --to onnx), "
+                        "e.g. data=1,3,224,224")
     c.set_defaults(run=convert)
     return p
 

@@ -5,7 +5,6 @@ import importlib.metadata
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 
@@ -55,8 +54,8 @@ def test_demo_data_sets_are_learnable_shapes():
     np.testing.assert_array_equal(x[:, 1:], y[:, :-1])  # targets are the inputs shifted by one
 
 
-def test_default_demo_is_quick_logs_one_line_per_epoch_and_removes_its_directory(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the demo's temporary directory goes
+def test_default_demo_is_quick_keeps_its_files_and_exports_a_dynamic_batch(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the demo writes ./lazyarray-demo/ (never into the repository)
     cpu = time.process_time()
     status = main(["demo"])
     cpu = time.process_time() - cpu
@@ -65,22 +64,29 @@ def test_default_demo_is_quick_logs_one_line_per_epoch_and_removes_its_directory
     epochs = [ln for ln in out.splitlines() if ln.startswith("epoch ")]
     assert [ln.split(":")[0] for ln in epochs] == ["epoch 1/3", "epoch 2/3", "epoch 3/3"]  # not a tty: no bars
     assert "\r" not in out and "re-imported: outputs match" in out
-    exported = out.split("exported: ")[1].split(",")[0]
-    assert exported.startswith(str(tmp_path)) and not os.path.exists(os.path.dirname(exported))
-    assert os.listdir(tmp_path) == []
+    sym_file = os.path.join("lazyarray-demo", "demo-symbol.json")
+    assert f"exported: {sym_file}, " in out and f"lazyarray inspect {sym_file}" in out  # it says where
+    assert sorted(os.listdir(tmp_path / "lazyarray-demo")) == ["demo-0000.params", "demo-symbol.json"]
     assert cpu < 10.0, f"the default demo took {cpu:.1f} s of CPU"
+    # the README's next step: the exported graph serves every batch size
+    assert main(["inspect", sym_file]) == 0
+    shown = capsys.readouterr().out
+    assert "  data                     float32[batch,1,12,12]" in shown and "float32[batch,4]" in shown
+    assert main(["inspect", sym_file, "--params", os.path.join("lazyarray-demo", "demo-0000.params"),
+                 "--shape", "data=300,1,12,12"]) == 0
+    assert "float32[300,4]" in capsys.readouterr().out
 
 
-def test_demo_removes_its_directory_on_errors(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+def test_demo_errors_are_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
 
     def broken(*args, **kwargs):
         raise la.GraphFormatError("cannot read the exported file")
 
     monkeypatch.setattr(B.SymbolBlock, "imports", broken)
     assert main(["demo", "--model", "mlp", "--epochs", "1", "--samples", "100"]) == 2
-    assert "cannot read the exported file" in capsys.readouterr().err
-    assert os.listdir(tmp_path) == []
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot read the exported file" in err
 
 
 def test_version(capsys):
@@ -109,14 +115,14 @@ ZOO = [("transformer", "transformer_encoder"), ("lstm", "lstm_lm"), ("resnet18",
 def test_demo_zoo_models_train_export_and_reimport(model, name, tmp_path, capsys, monkeypatch):
     if not hasattr(models, name):  # the model zoo lands in another change of issue #14
         pytest.skip(f"la.blocks.models.{name} is not in this build")
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
     status = main(["demo", "--model", model])
     out = capsys.readouterr().out
     assert status == 0, out
     assert "re-imported: outputs match" in out and "memory plan" in out
     losses = [float(ln.split("loss ")[1].split(",")[0]) for ln in out.splitlines() if ln.startswith("epoch ")]
     assert len(losses) == 3 and losses[-1] < losses[0]  # it learns something in a brief run
-    assert os.listdir(tmp_path) == []
+    assert sorted(os.listdir(tmp_path / "lazyarray-demo")) == ["demo-0000.params", "demo-symbol.json"]
 
 
 @pytest.fixture
@@ -235,3 +241,117 @@ def test_dev_zero_is_refused_by_the_console_script_in_a_process():
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.strip() == ("lazyarray: error: cannot read symbol file '/dev/zero': it is a character device, "
                                   "not a regular file; give the path of the file itself")
+
+
+# -- every format, recognised by content ---------------------------------------------------------
+X = np.random.default_rng(3).standard_normal((4, 5)).astype(np.float32)  # batch 4: not the traced batch 2
+
+
+@pytest.fixture
+def small_model(tmp_path):
+    """A hybridized MLP (75 parameters, 300 bytes) exported in every format: name -> (model, params)."""
+    pytest.importorskip("onnx")
+    la.random.seed(0)
+    net = B.HybridSequential()
+    net.add(B.Dense(8, activation="relu"), B.Dense(3))
+    net.initialize()
+    net.hybridize()
+    net(la.ones((2, 5)))
+    files = {"lazyarray": net.export(str(tmp_path / "net")),
+             "onnx": (net.export_onnx(str(tmp_path / "net.onnx")), None),
+             "mxnet": la.mxnet.export(net, str(tmp_path / "mx"))}
+    return files, net(la.array(X)).asnumpy()
+
+
+def _argv(files: tuple) -> list[str]:
+    model, params = files
+    return [model] + (["--params", params] if params else [])
+
+
+@pytest.mark.parametrize("fmt,converted,data", [
+    ("lazyarray", "", "float32[batch,5]"),
+    ("onnx", " (ONNX model, converted)", "float32[batch,5]"),
+    ("mxnet", " (MXNet 1.x files, converted)", "float32[?]"),  # MXNet files record no input shapes
+])
+def test_inspect_reads_each_model_format(small_model, capsys, fmt, converted, data):
+    files, _ = small_model
+    assert main(["inspect", *_argv(files[fmt])]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].endswith(converted) and f"  data                     {data}\n" in out
+    for name, shape in (("0.weight", "[8,5]"), ("0.bias", "[8]"), ("1.weight", "[3,8]"), ("1.bias", "[3]")):
+        assert f"  {name:<24} float32{shape}" in out
+    assert "  total" in out and " 75  (300 bytes)" in out
+    assert "ops: " in out and "relu x1" in out
+    if fmt != "mxnet":
+        assert "float32[batch,3]" in out  # the symbolic batch prints by name
+    assert main(["inspect", *_argv(files[fmt]), "--shape", "data=4,5"]) == 0
+    out = capsys.readouterr().out
+    assert "float32[4,5]" in out and "float32[4,3]" in out and "planned peak memory" in out
+
+
+@pytest.mark.parametrize("fmt,kind", [("lazyarray", "safetensors parameters"), ("mxnet", "MXNet .params")])
+def test_inspect_lists_the_arrays_of_a_parameter_file(small_model, tmp_path, capsys, fmt, kind):
+    files, _ = small_model
+    renamed = tmp_path / "weights.bin"  # recognised by content, not by name
+    renamed.write_bytes(open(files[fmt][1], "rb").read())
+    assert main(["inspect", str(renamed)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"parameters: {renamed} ({kind}, 4 arrays)"
+    assert "  0.weight                 float32[8,5]                     40" in out
+    assert out.splitlines()[-1].split() == ["total", "75", "(300", "bytes)"]
+    assert main(["inspect", str(renamed), "--shape", "data=1,5"]) == 2
+    assert "--shape" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("dst", ["lazyarray", "onnx", "mxnet"])
+@pytest.mark.parametrize("src", ["lazyarray", "onnx", "mxnet"])
+def test_convert_between_every_pair_of_model_formats(small_model, tmp_path, capsys, src, dst):
+    files, want = small_model
+    model, params = files[src]
+    renamed = tmp_path / "model.bin"  # the source recognised by content, whatever its name
+    renamed.write_bytes(open(model, "rb").read())
+    out = str(tmp_path / "out")
+    extra = ["--shape", "data=1,5"] if src == "mxnet" and dst == "onnx" else []  # MXNet records no shapes
+    argv = ["convert", str(renamed), *(["--params", params] if params else []), "--to", dst, "--out", out, *extra]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert "wrote" in capsys.readouterr().out
+    if dst == "onnx":
+        back = B.SymbolBlock.imports(out + ".onnx", ["data"])
+    else:
+        back = B.SymbolBlock.imports(out + "-symbol.json", ["data"], out + "-0000.params")
+    np.testing.assert_allclose(back(la.array(X)).asnumpy(), want, rtol=1e-5, atol=1e-6)  # batch 4, traced at 2
+    if dst != "mxnet":
+        inspected = _argv((out + ".onnx", None) if dst == "onnx" else (out + "-symbol.json", out + "-0000.params"))
+        assert main(["inspect", *inspected]) == 0
+        assert "  data                     float32[" + ("?" if src == "mxnet" and dst == "lazyarray" else
+                                                     "batch,5") in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,fragments", [
+    # parameter files of the other kind: one line naming both formats
+    (["inspect", "{lazyarray}", "--params", "{mxnet_params}"], ["MXNet .params", "lazyarray symbol JSON"]),
+    (["convert", "{lazyarray}", "--params", "{mxnet_params}", "--out", "{tmp}/o"],
+     ["MXNet .params", "lazyarray symbol JSON"]),
+    (["convert", "{mxnet}", "--params", "{lazyarray_params}", "--out", "{tmp}/o"],
+     ["safetensors parameters", "MXNet symbol JSON"]),
+    (["inspect", "{onnx}", "--params", "{lazyarray_params}"], ["ONNX model", "carries its own weights"]),
+    # what is missing, named
+    (["convert", "{lazyarray}", "--out", "{tmp}/o"], ["--params", "lazyarray symbol JSON", "0.weight"]),
+    (["convert", "{mxnet}", "--out", "{tmp}/o"], ["MXNet 1.x symbol file", "--params"]),
+    (["convert", "{mxnet}", "--params", "{mxnet_params}", "--to", "onnx", "--out", "{tmp}/o.onnx"],
+     ["--shape", "'data'"]),
+    (["convert", "{onnx}", "--to", "onnx"], ["--out FILE.onnx"]),
+    (["convert", "{onnx}"], ["--out PREFIX"]),
+    (["convert", "{lazyarray_params}", "--out", "{tmp}/o"], ["safetensors parameters", "no graph"]),
+    (["convert", "{tmp}/garbage", "--out", "{tmp}/o"], ["none of the formats lazyarray reads"]),
+])
+def test_wrong_or_missing_files_are_one_line_errors(small_model, tmp_path, capsys, argv, fragments):
+    files, _ = small_model
+    (tmp_path / "garbage").write_bytes(b"\x01\x02 not a model")
+    names = {"lazyarray": files["lazyarray"][0], "lazyarray_params": files["lazyarray"][1],
+             "onnx": files["onnx"][0], "mxnet": files["mxnet"][0], "mxnet_params": files["mxnet"][1],
+             "tmp": str(tmp_path)}
+    assert main([a.format(**names) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("lazyarray: error:") and "Traceback" not in err, err
+    assert all(f in err for f in fragments), err

@@ -114,7 +114,7 @@ def test_parameter_files_in_unsupported_dtypes_exit_2(tmp_path, capsys, dtype):
 @pytest.mark.parametrize("argv,fragment", [
     ([], "the following arguments are required: command"),
     (["nope"], "invalid choice: 'nope'"),
-    (["inspect"], "the following arguments are required: symbol"),
+    (["inspect"], "the following arguments are required: FILE"),
     (["inspect", "x.json", "--bogus"], "unrecognized arguments: --bogus"),
     (["inspect", "{sym}", "--shape", "data=" + "9" * 5000], "--shape"),
     (["inspect", "{sym}", "--shape", "data=1,-2"], "--shape"),

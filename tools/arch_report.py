@@ -89,6 +89,8 @@ LAYERS = {
     "sparse": FACES, "sym": FACES, "tracing": FACES, "interop": FACES, "numpy_functions": FACES,
     "array_api": FACES, "array_api_dtypes": FACES, "linalg": FACES, "fft": FACES, "init": FACES, "lr_scheduler": FACES,
     "metric": FACES, "control_flow": FACES, "data": FACES, "_stubs": FACES, "": FACES,
+    # formats.py: model and parameter files told apart by content and opened (over blocks/, mxnet/, onnx/)
+    "formats": FACES,
 }
 
 
