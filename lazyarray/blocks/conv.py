@@ -95,9 +95,12 @@ class ConvLayer(HybridBlock):
             if flag(use_bias, "use_bias", layer) else None
 
     def weight_shape(self, c_in: int) -> tuple[int, ...]:
-        """``(channels, c_in // groups, *kernel)``; transposed: ``(c_in, channels // groups, *kernel)``."""
+        """``(channels, c_in // groups, *kernel)``; transposed: ``(c_in, channels // groups, *kernel)``;
+        NHWC: ``(channels, *kernel, c_in // groups)``."""
         if self.transposed:
             return (c_in, self.channels // self.groups) + self.kernel
+        if self.layout == "NHWC":
+            return (self.channels,) + self.kernel + (c_in // self.groups,)
         return (self.channels, c_in // self.groups) + self.kernel
 
     def infer_shape(self, x) -> None:
@@ -105,8 +108,7 @@ class ConvLayer(HybridBlock):
         if not self.transposed and c % self.groups:
             raise ParamValueError(f"{type(self).__name__}: input {tuple(x.shape)} has {c} channels, not divisible "
                                   f"by groups={self.groups}")
-        shape = self.weight_shape(c)
-        self.weight.shape = shape[:1] + shape[2:] + shape[1:2] if self.layout == "NHWC" else shape
+        self.weight.shape = self.weight_shape(c)
 
     def _args(self, x):
         w = self.weight.data()
@@ -154,9 +156,6 @@ class Conv2D(ConvLayer):
                  layout: str = "NCHW", dtype="float32", weight_initializer=None, bias_initializer="zeros"):
         super().__init__(channels, kernel_size, strides, padding, dilation, groups, activation, use_bias,
                          in_channels, layout, dtype, weight_initializer, bias_initializer)
-        if self.layout == "NHWC":
-            w = self.weight.shape
-            self.weight.shape = w[:1] + w[2:] + w[1:2]
 
     def forward(self, x):
         args = self._args(x)
