@@ -264,3 +264,72 @@ def test_exports_to_onnx_and_runs_in_onnxruntime(name, tmp_path):
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     got, = sess.run(None, {sess.get_inputs()[0].name: x})
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+# -- shapes, names, a second batch, errors ----------------------------------------------------------
+def test_weight_shapes_follow_gluon():
+    shapes = {
+        B.Conv1D(4, 3, groups=2, in_channels=6): (4, 3, 3),
+        B.Conv1DTranspose(4, 3, groups=2, in_channels=6): (6, 2, 3),
+        B.Conv3D(4, (1, 2, 3), in_channels=2): (4, 2, 1, 2, 3),
+        B.Conv3DTranspose(4, 2, groups=2, in_channels=2): (2, 2, 2, 2, 2),
+        B.Conv2D(4, (2, 3), groups=2, layout="NHWC", in_channels=6): (4, 2, 3, 3),
+    }
+    for layer, shape in shapes.items():
+        assert layer.weight.shape == shape, (layer, shape)
+    assert B.PReLU(in_channels=3).alpha.shape == (3,)
+    act = B.PReLU()
+    act.initialize()
+    np.testing.assert_array_equal(act.alpha.data().asnumpy(), [0.25])  # Gluon's Constant(0.25)
+    norm = B.InstanceNorm(in_channels=2)
+    assert norm.gamma.grad_req == "null" and norm.beta.grad_req == "write"  # Gluon: scale=False, center=True
+    x = la.array(np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32))
+    np.testing.assert_array_equal(B.SiLU()(x).asnumpy(), B.Swish()(x).asnumpy())
+
+
+@pytest.mark.parametrize("name", ["conv3d", "conv3d-transpose", "conv1d", "avgpool3d-excl", "group-norm"])
+def test_hybridized_graph_serves_another_batch(name):
+    net, x, ref = _built(name)
+    net.hybridize()
+    net(la.array(x))
+    x3 = np.concatenate([x, x[:1] * 0.5])
+    np.testing.assert_allclose(net(la.array(x3)).asnumpy(), ref(x3, _params(net)), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("make,error,fragments", [
+    (lambda: B.Conv1D(4, (3, 3)), la.ParamValueError, ["Conv1D", "kernel_size", "1-tuple"]),
+    (lambda: B.Conv3D(4, 3, layout="NCHW"), la.ParamValueError, ["Conv3D", "layout", "NCDHW"]),
+    (lambda: B.Conv3D(4, 3, strides=0), la.ParamValueError, ["Conv3D", "strides"]),
+    (lambda: B.Conv1D("4", 3), la.ParamError, ["Conv1D", "channels"]),
+    (lambda: B.Conv1DTranspose(4, 3, output_padding=1), la.ParamValueError, ["output_padding", "stride"]),
+    (lambda: B.Conv2DTranspose(4, 3, layout="NHWC"), la.ParamValueError, ["Conv2DTranspose", "layout"]),
+    (lambda: B.MaxPool3D((2, 2)), la.ParamValueError, ["MaxPool3D", "pool_size", "triple"]),
+    (lambda: B.AvgPool1D(count_include_pad="yes"), la.ParamError, ["AvgPool1D", "count_include_pad"]),
+    (lambda: B.GlobalAvgPool3D(layout="NDHWC"), la.ParamValueError, ["GlobalAvgPool3D", "layout"]),
+    (lambda: B.GroupNorm(0), la.ParamValueError, ["GroupNorm", "num_groups"]),
+    (lambda: B.GroupNorm(3, in_channels=4), la.ShapeError, ["GroupNorm", "num_groups=3"]),
+    (lambda: B.InstanceNorm(epsilon=0), la.ParamValueError, ["InstanceNorm", "epsilon"]),
+    (lambda: B.PReLU(in_channels=0), la.ParamValueError, ["PReLU", "in_channels"]),
+    (lambda: B.ELU(alpha="x"), la.ParamError, ["ELU", "alpha"]),
+    (lambda: B.Swish(beta=float("nan")), la.ParamValueError, ["Swish", "beta"]),
+    (lambda: B.HybridLambda(3), la.ParamError, ["HybridLambda", "function"]),
+    (lambda: B.HybridLambda("no_such_op"), la.ParamValueError, ["HybridLambda", "no_such_op"]),
+    (lambda: _initialized(B.Conv3D(2, 3))(la.ones((1, 2, 5, 5))), la.ShapeError, ["Conv3D", "5-D", "NCDHW"]),
+    (lambda: _initialized(B.Conv3D(2, (4, 1, 1)))(la.ones((1, 2, 3, 5, 5))), la.ShapeError, ["Conv3D", "depth"]),
+    (lambda: B.MaxPool1D()(la.ones((1, 2, 3, 4))), la.ShapeError, ["MaxPool1D", "3-D"]),
+    (lambda: _initialized(B.GroupNorm(2))(la.ones((1, 3, 4))), la.ShapeError, ["GroupNorm", "num_groups=2"]),
+    (lambda: _initialized(B.InstanceNorm())(la.ones((2, 3))), la.ShapeError, ["InstanceNorm"]),
+], ids=["conv1d-kernel", "conv3d-layout", "conv3d-stride0", "conv1d-channels", "output-padding",
+        "transpose-nhwc", "pool3d-size", "count-include-pad", "global-layout", "groups-0", "groups-divide",
+        "eps-0", "prelu-channels", "elu-alpha", "swish-nan", "lambda-not-callable", "lambda-unknown-op",
+        "conv3d-rank", "conv3d-depth", "pool1d-rank", "groupnorm-input", "instancenorm-rank"])
+def test_errors_name_the_layer_and_the_fix(make, error, fragments):
+    with pytest.raises(error) as info:
+        make()
+    for f in fragments:
+        assert f in str(info.value), (f, str(info.value))
+
+
+def _initialized(net):
+    net.initialize()
+    return net
