@@ -1,9 +1,11 @@
 """Activation layers beyond ``Activation(name)``: ``PReLU`` (a learnable negative slope), ``ELU``,
 ``SELU``, ``SiLU`` and ``Swish`` (Gluon's names and defaults), each a composition of registered
-elementwise ops (``where``, ``expm1``, ``sigmoid``), so gradients and export come from those.
+elementwise ops (``relu``, ``minimum``, ``exp``, ``sigmoid``), so gradients and export come from those.
+These are ops both exporters write (``la.mxnet.export`` has no writer for ``where`` or ``expm1``).
 
-The exponential branch is taken of ``minimum(x, 0)``: ``where`` routes the gradient of both branches
-(times zero for the unused one), and ``expm1`` of a large positive ``x`` would make that ``inf * 0``.
+The ELU's exponential is taken of ``minimum(x, 0)``: never ``inf`` for a large positive ``x`` (whose
+gradient would be ``inf * 0``). ``exp(m) - 1`` rather than ``expm1``: an absolute error of one
+rounding near 0, no relative one that matters once added to ``relu(x)``.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ SELU_SCALE = 1.0507009873554804934193349852946
 
 def _negative_part(x, alpha: float):
     """``alpha * (exp(x) - 1)`` for ``x <= 0``, ``x`` above (the ELU)."""
-    return F.where(x > 0, x, F.expm1(F.minimum(x, 0.0)) * alpha)
+    return F.relu(x) + (F.exp(F.minimum(x, 0.0)) - 1.0) * alpha
 
 
 class PReLU(HybridBlock):
@@ -44,7 +46,7 @@ class PReLU(HybridBlock):
         alpha = self.alpha.data()
         if self.in_channels > 1:  # one slope per channel of axis 1
             alpha = F.reshape(alpha, shape=(1, -1) + (1,) * (x.ndim - 2))
-        return F.where(x > 0, x, x * alpha)
+        return F.relu(x) - F.relu(-x) * alpha
 
     def __repr__(self) -> str:
         return f"PReLU(in_channels={self.in_channels})"

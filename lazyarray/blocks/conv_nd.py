@@ -2,7 +2,7 @@
 (Gluon's arguments; layouts NCW and NCDHW), written with the registry's 2-D convolutions so that
 their gradients and their ONNX / MXNet export are those of ops that already have them.
 
-* 1-D: the 2-D op on a unit height axis (``expand_dims`` of input and weight, ``squeeze`` after).
+* 1-D: the 2-D op on a unit height axis (``expand_dims`` of input and weight, a reshape after).
 * 3-D: a sum over the ``kd`` depth taps of 2-D convolutions. The input is made depth-major once,
   ``(N, D, C, H, W)``; tap ``t`` reads the depth slice ``t * dilation :: stride`` it needs, folds those
   depths into the batch and convolves them with the weight's plane ``t``. The transposed form mirrors
@@ -25,6 +25,11 @@ def _check_rank(layer: str, x, ndim: int, layout: str) -> None:
     if getattr(x, "ndim", None) != ndim + 2:
         raise ShapeError(f"{layer}: expected a {ndim + 2}-D input in layout {layout}, got shape "
                          f"{tuple(getattr(x, 'shape', ()))}; add the missing axes (la.expand_dims)")
+
+
+def _drop_height(y):
+    """``(N, C, 1, W)`` -> ``(N, C, W)`` (a reshape: la.mxnet.export writes no squeeze)."""
+    return F.reshape(y, shape=(-1, y.shape[1], y.shape[3]))
 
 
 def _output_padding(layer: str, v, n: int, strides, dilation) -> tuple[int, ...]:
@@ -60,7 +65,7 @@ class Conv1D(ConvLayer):
         x, w, *b = self._args(x)
         y = F.conv2d(F.expand_dims(x, axis=2), F.expand_dims(w, axis=2), *b, stride=(1,) + self.strides,
                      padding=(0,) + self.padding, dilation=(1,) + self.dilation, groups=self.groups)
-        return self._activate(F.squeeze(y, axis=2))
+        return self._activate(_drop_height(y))
 
 
 class Conv1DTranspose(ConvLayer):
@@ -91,7 +96,7 @@ class Conv1DTranspose(ConvLayer):
                                stride=(1,) + self.strides, padding=(0,) + self.padding,
                                output_padding=(0,) + self.output_padding, dilation=(1,) + self.dilation,
                                groups=self.groups)
-        return self._activate(F.squeeze(y, axis=2))
+        return self._activate(_drop_height(y))
 
 
 class Conv3D(ConvLayer):

@@ -5,7 +5,8 @@ PReLU, ELU, SELU, SiLU, Swish, HybridLambda -- each against a NumPy reference wr
 * gradients of the input and of every parameter against central finite differences of the NumPy
   reference (directional: <grad, v> for random directions v);
 * hybridized equals eager (outputs and gradients);
-* exported to ONNX and run in onnxruntime (float32) where it is installed.
+* exported to ONNX and run in onnxruntime (float32) where it is installed;
+* written as MXNet 1.x files (la.mxnet.export) and read back.
 """
 from __future__ import annotations
 
@@ -265,6 +266,19 @@ def test_exports_to_onnx_and_runs_in_onnxruntime(name, tmp_path):
     got, = sess.run(None, {sess.get_inputs()[0].name: x})
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_exports_to_mxnet_files_and_loads_back(name, tmp_path):
+    """la.mxnet.export writes every new layer as MXNet 1.x operators (MXNet itself is not installed
+    here: the files are read back by la.mxnet.load, whose operator readers follow MXNet's semantics)."""
+    net, x, _ = _built(name, dtype="float32")
+    net.hybridize()
+    want = net(la.array(x)).asnumpy()
+    files = la.mxnet.export(net, str(tmp_path / name))
+    sym, params = la.mxnet.load(*files, input_shapes={"data": x.shape})
+    got = la.CachedOp(sym)(data=la.array(x), **params)
+    np.testing.assert_allclose(got.asnumpy(), want, rtol=1e-5, atol=1e-6)
 
 # -- shapes, names, a second batch, errors ----------------------------------------------------------
 def test_weight_shapes_follow_gluon():
