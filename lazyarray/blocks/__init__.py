@@ -13,9 +13,12 @@ HybridSequential(
 ['0.bias', '0.weight', '1.bias', '1.weight']
 """
 from . import models  # (imports the layers it needs itself)
+from .activations import ELU, SELU, PReLU, SiLU, Swish
 from .block import Block, HookHandle, HybridBlock
 from .containers import Concatenate, HybridConcatenate, HybridSequential, Sequential
 from .conv import AvgPool2D, Conv2D, Conv2DTranspose, GlobalAvgPool2D, GlobalMaxPool2D, MaxPool2D
+from .conv_nd import Conv1D, Conv1DTranspose, Conv3D, Conv3DTranspose
+from .hybrid_lambda import HybridLambda
 from .loss import (
     CosineEmbeddingLoss,
     CTCLoss,
@@ -33,6 +36,7 @@ from .loss import (
     TripletLoss,
 )
 from .nn import Activation, BatchNorm, Dense, Dropout, Embedding, Flatten
+from .norm_more import GroupNorm, InstanceNorm
 from .optimizer import (
     LAMB,
     LARS,
@@ -50,6 +54,16 @@ from .optimizer import (
     Signum,
 )
 from .parameter import Constant, DeferredInitializationError, Parameter
+from .pool_nd import (
+    AvgPool1D,
+    AvgPool3D,
+    GlobalAvgPool1D,
+    GlobalAvgPool3D,
+    GlobalMaxPool1D,
+    GlobalMaxPool3D,
+    MaxPool1D,
+    MaxPool3D,
+)
 from .residual import Identity, Residual
 from .rnn import GRU, LSTM
 from .symbol_block import SymbolBlock
@@ -72,34 +86,48 @@ __all__ = [
     "Adam",
     "Adamax",
     "AdamW",
+    "AvgPool1D",
     "AvgPool2D",
+    "AvgPool3D",
     "BatchNorm",
     "Block",
     "causal_mask",
     "clip_global_norm",
     "Concatenate",
     "Constant",
+    "Conv1D",
+    "Conv1DTranspose",
     "Conv2D",
     "Conv2DTranspose",
+    "Conv3D",
+    "Conv3DTranspose",
     "CosineEmbeddingLoss",
     "CTCLoss",
     "DeferredInitializationError",
     "Dense",
     "Dropout",
+    "ELU",
     "Embedding",
     "Flatten",
     "Ftrl",
     "GELU",
+    "GlobalAvgPool1D",
     "GlobalAvgPool2D",
+    "GlobalAvgPool3D",
+    "GlobalMaxPool1D",
     "GlobalMaxPool2D",
+    "GlobalMaxPool3D",
+    "GroupNorm",
     "GRU",
     "HingeLoss",
     "HookHandle",
     "HuberLoss",
     "HybridBlock",
     "HybridConcatenate",
+    "HybridLambda",
     "HybridSequential",
     "Identity",
+    "InstanceNorm",
     "KLDivLoss",
     "L1Loss",
     "L2Loss",
@@ -109,7 +137,9 @@ __all__ = [
     "LogisticLoss",
     "Loss",
     "LSTM",
+    "MaxPool1D",
     "MaxPool2D",
+    "MaxPool3D",
     "models",
     "MultiHeadAttention",
     "Nadam",
@@ -119,16 +149,20 @@ __all__ = [
     "Parameter",
     "PoissonNLLLoss",
     "PositionalEmbedding",
+    "PReLU",
     "Residual",
     "RMSProp",
+    "SELU",
     "Sequential",
     "SGD",
     "SigmoidBinaryCrossEntropyLoss",
     "Signum",
+    "SiLU",
     "SoftmaxCrossEntropyLoss",
     "split_and_load",
     "SquaredHingeLoss",
     "StaleGradientError",
+    "Swish",
     "SymbolBlock",
     "Trainer",
     "TransformerEncoderLayer",

@@ -9,7 +9,8 @@ about 2x faster with 8 channels and on par with 32 (KD*KH*KW matmuls without im2
 KD calls of the 2-D kernel; a faster 2-D kernel would move this).
 The transposed convolution is the mirror image of the depth-tap form: each depth tap's 2-D
 transposed convolution (``nn.conv2d_input_grad``) lands on output depths ``d * stride + kd``,
-placed by interleaving zeros (reshape) and padding, then summed. Shapes must be static (given at load).
+placed by interleaving zeros (reshape) and padding (``place_depth``, which ``la.blocks.Conv3DTranspose``
+shares), then summed. Shapes must be static (given at load).
 """
 from __future__ import annotations
 
@@ -64,14 +65,25 @@ def conv_transpose3d_full(n: OnnxNode, x, w, xs, ws, strides, out_pad):
     hf, wf = ((size - 1) * s + k + o for size, s, k, o in zip(xs[3:], (sh, sw), ws[3:], out_pad[1:]))
     planes = S.reshape(S.transpose(x, axes=(0, 2, 1, 3, 4)), shape=(nb * d, c) + tuple(xs[3:]))
     like = S.broadcast_to(constant(np.zeros((), dtype_of(x))), shape=(nb * d, cout, hf, wf))
-    span = (d - 1) * sd + 1
     y = None
     for t in range(kd):
         z = S.nn.conv2d_input_grad(planes, S.getitem(w, key=(slice(None), slice(None), t)), like, stride=(sh, sw))
-        z = S.reshape(z, shape=(nb, d, 1, cout, hf, wf))
-        if sd > 1:  # input depth i lands on output depth i * stride: interleave stride - 1 zero planes
-            z = S.pad(z, pad_width=((0, 0), (0, 0), (0, sd - 1), (0, 0), (0, 0), (0, 0)))
-        z = S.getitem(S.reshape(z, shape=(nb, d * sd, cout, hf, wf)), key=(slice(None), slice(0, span)))
-        z = S.pad(z, pad_width=((0, 0), (t, kd - 1 - t + out_pad[0]), (0, 0), (0, 0), (0, 0)))
+        z = place_depth(S, z, d, (cout, hf, wf), sd, t, kd - 1 - t + out_pad[0])
         y = z if y is None else S.add(y, z)
     return S.transpose(y, axes=(0, 2, 1, 3, 4))
+
+
+def place_depth(ops, z, depth: int, plane: tuple, stride: int, before: int, after: int):
+    """Depth planes folded into the batch, ``z: (N * depth, *plane)``, placed along a new depth axis:
+    ``(N, before + (depth - 1) * stride + 1 + after, *plane)`` with plane ``i`` at depth
+    ``before + i * stride`` and zeros between. ``ops`` is the op namespace (``la.sym`` here; the 3-D
+    transposed convolution layer, ``blocks/conv_nd.py``, passes its array functions)."""
+    z = ops.reshape(z, shape=(-1, depth, 1) + tuple(plane))
+    if stride > 1:  # input depth i lands on output depth i * stride: interleave stride - 1 zero planes
+        z = ops.pad(z, pad_width=((0, 0), (0, 0), (0, stride - 1)) + ((0, 0),) * len(plane))
+    z = ops.reshape(z, shape=(-1, depth * stride) + tuple(plane))
+    if stride > 1:
+        z = ops.getitem(z, key=(slice(None), slice(0, (depth - 1) * stride + 1)))
+    if before or after:
+        z = ops.pad(z, pad_width=((0, 0), (before, after)) + ((0, 0),) * len(plane))
+    return z
