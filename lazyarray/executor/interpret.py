@@ -1,7 +1,9 @@
 """Run a graph node by node on backend arrays: the reference evaluator.
 
-Used to materialize lazy arrays and as the ground truth the compiled executor is tested
-against. It works on ``Node`` objects and backend values only (never ``NDArray``).
+The ground truth the compiled executor is tested against, and what the ONNX loader folds
+constants with; its ``run_kernel`` (one node's kernel, errors named) is shared by every evaluator.
+Materializing lazy arrays runs through ``structure.describe`` and ``recorded.run_recorded``. It
+works on ``Node`` objects and backend values only (never ``NDArray``).
 """
 from __future__ import annotations
 

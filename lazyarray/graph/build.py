@@ -1,4 +1,5 @@
-"""Building graph nodes from op applications: the one place a ``Node`` for an op is made.
+"""Building graph nodes from op applications (``apply_node``): how the symbol API, the passes and
+the importers make an op's ``Node`` (the dispatcher's recording hot path builds its own inline).
 
 ``apply_node(op, *inputs, **params)`` validates params, turns Python scalars into typed
 constants, infers output avals with the op's rules and returns the output entry (or a
