@@ -43,13 +43,14 @@ def warn(message: str, category: type[Warning]) -> None:
 def without_internal_frames(tb: TracebackType | None) -> tuple[TracebackType | None, int]:
     """``(traceback, dropped)``: ``tb`` without the package's frames, and how many were dropped.
 
-    The traceback then ends at the user's innermost line (where no frame is the user's, the
-    innermost one stays); the chain is rebuilt from new traceback objects, ``tb`` is left as it was."""
+    The traceback then ends at the user's innermost line (None where no frame is the user's: the
+    ``raise`` that re-raises it adds its own frame); the chain is rebuilt from new traceback
+    objects, ``tb`` is left as it was."""
     frames = []
     while tb is not None:
         frames.append(tb)
         tb = tb.tb_next
-    kept = [t for t in frames if not in_package(t.tb_frame.f_code.co_filename)] or frames[-1:]
+    kept = [t for t in frames if not in_package(t.tb_frame.f_code.co_filename)]
     out = None
     for t in reversed(kept):
         out = TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
