@@ -283,7 +283,7 @@ def backward_arrays(outputs: list, head_grads: list | None, make, retain_graph: 
         for (leaf, entries), g in zip(targets, grads):
             _store_lazy_grad(leaf, g, make)
     else:
-        values = evaluate(grads, _saved_values(bound, grads))
+        values = evaluate(grads, _saved_values(bound, grads, targets))
         for (leaf, entries), v in zip(targets, values):
             _store_grad(leaf, v, make, entries[0].aval.device)
     if not retain_graph:
@@ -325,9 +325,10 @@ def _entries_read(grads: list[Entry], bound: dict) -> set:
     return read
 
 
-def _saved_values(bound: dict, grads: list[Entry]):
+def _saved_values(bound: dict, grads: list[Entry], targets=()):
     """``known(node)`` for the gradient program: autograd's saved values (those it reads checked
-    against their versions), the leaves' captured values (checked too), then computed lazy values."""
+    against their versions), the leaves' captured values (checked too), then computed lazy values.
+    ``targets``: ``(leaf, entries)`` pairs, to name a parameter whose captured value was written."""
     read: list = []  # the entries the gradient graph reads: found only if a version changed
 
     def reads(node, i) -> bool:
@@ -343,7 +344,8 @@ def _saved_values(bound: dict, grads: list[Entry]):
                     raise saved_value_written(r, i)
             return r.values
         if node.kind == "const" and node.version is not None and version(node.value) != node.version:
-            raise captured_input_written(node)
+            raise captured_input_written(node, next((leaf.name for leaf, entries in targets
+                                                     if any(e.node is node for e in entries)), None))
         return known_values(node)
 
     return known

@@ -287,7 +287,7 @@ def gather(compiled: Compiled, records: list, leaves: list, consts: list[Node], 
         else:
             node = consts[a] if what == "const" else next(iter(leaves[a][1].values())).node
             if node.version is not None and version(node.value) != node.version:
-                raise captured_input_written(node)
+                raise captured_input_written(node, None if what == "const" else leaves[a][0].name)
             args.append(node.value)
     return args
 

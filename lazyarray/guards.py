@@ -115,11 +115,14 @@ class Trace:
 
     def value_read_error(self, node: Node) -> TraceError:
         what = node.op.name if node.op is not None else "a block input"
-        where = source_text(user_source()) or "(unknown line)"
+        here = user_source()
+        where = source_text(here) or "(unknown line)"
+        # (the line that recorded the value, unless it is the line that reads it: named once)
+        recorded = _recorded(node) if node.source != here else ", recorded on that line"
         return TraceError(
             f"{self.block_name}: forward reads a value that depends on the block's input while it is "
             f"being traced for hybridize(), at {where} (the value comes from {what}"
-            f"{_recorded(node)}). A trace is reused for every call, so this value would be baked in. "
+            f"{recorded}). A trace is reused for every call, so this value would be baked in. "
             f"Fixes: {FIXES}; or net.hybridize(active=False) for this block")
 
     def read_parameter(self, param) -> None:

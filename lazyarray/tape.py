@@ -21,12 +21,13 @@ class Leaf:
     ``fresh``: written by a backward since the optimizer last consumed it.
     """
 
-    __slots__ = ("entry", "grad_req", "stype", "grad", "fresh")
+    __slots__ = ("entry", "grad_req", "stype", "grad", "fresh", "name")
 
     def __init__(self, entry: Entry, grad_req: str, stype: str):
         self.entry, self.grad_req, self.stype = entry, grad_req, stype
         self.grad = None
         self.fresh = False
+        self.name = None  # a parameter's name (``"0.weight"``), for messages; None for a user's array
 
     def entry_for(self, value) -> Entry:
         """The entry standing for the array whose value is ``value`` now (renewed after writes)."""
@@ -83,8 +84,15 @@ def saved_value_written(r: Record, i: int) -> AutogradError:
         "write `y = y + 1` instead of `y += 1`, or call backward() before changing it")
 
 
-def captured_input_written(node: Node) -> AutogradError:
-    """The error for an array a recorded op read (a captured constant or a leaf) written since."""
+def captured_input_written(node: Node, name: str | None = None) -> AutogradError:
+    """The error for an array a recorded op read (a captured constant or a leaf) written since;
+    ``name``: the parameter it is the value of, if one is."""
+    if name:
+        return AutogradError(
+            f"backward: parameter {name!r} ({node.avals[0]}) was written in place after the recorded forward "
+            f"read it (buffer version {node.version} -> {version(node.value)}), and its gradient needs the value "
+            f"the forward read; call backward() (then trainer.step(), which updates {name!r} for you) before "
+            f"changing {name!r}, or change it before the forward that autograd.record() records")
     return AutogradError(
         f"backward: an array {node.avals[0]} read by the recorded computation was written in place "
         f"after it was recorded (buffer version {node.version} -> {version(node.value)}); "

@@ -6,8 +6,6 @@ code captured becomes a named constant that keeps its value with the symbol.
 """
 from __future__ import annotations
 
-import warnings
-
 from .errors import DeferredComputeError
 from .graph.node import Node, check_capture, const_node, var_node
 from .graph.rewrite import rewrite
@@ -15,6 +13,7 @@ from .graph.symbol import Symbol
 from .graph.traverse import topo_order
 from .ndarray import NDArray
 from .storage import copy_value
+from .user_frames import warn
 
 
 class UnusedInputWarning(UserWarning):
@@ -60,8 +59,7 @@ def get_symbol(outputs, inputs: dict | None = None) -> Symbol:
     reached = {by_node[id(n)] for n in order if id(n) in by_node}
     for name in inputs:
         if name not in reached:
-            warnings.warn(f"get_symbol: input {name!r} was never used by the recorded outputs",
-                          UnusedInputWarning, stacklevel=2)
+            warn(f"get_symbol: input {name!r} was never used by the recorded outputs", UnusedInputWarning)
     variables: dict[str, Node] = {}
 
     def visit(node: Node, ins):

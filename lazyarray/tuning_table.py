@@ -68,6 +68,9 @@ class Tuning:
     # -- saying what runs
     log_kernels: bool = _doc(False, "log each new choice of implementation (op, shapes, implementation) to the "
                              "'lazyarray.kernels' logger", "LAZYARRAY_LOG=kernels")
+    full_tracebacks: bool = _doc(False, "keep lazyarray's own frames in the traceback of an error raised inside a "
+                                 "block call (by default they are left out, with a note saying how many)",
+                                 "LAZYARRAY_FULL_TRACEBACK")
     # -- dense
     dense_region: bool = _doc(True, "one-row dense layers with large weights as one compiled parallel region")
     dense_region_min_weight_bytes: int = _doc(1 << 20, "smallest weight (bytes) a dense parallel region takes")

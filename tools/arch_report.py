@@ -66,6 +66,10 @@ LAYERS = {
     "mode": GROUND, "tuning_table": GROUND,
     # args.py: the shared checks of public functions' plain-Python arguments (errors only)
     "args": GROUND,
+    # user_frames.py: where the package's frames end and the user's begin (warnings, tracebacks)
+    "user_frames": GROUND,
+    # error_context.py: the note naming the block an error happened in, added once as it leaves blocks
+    "error_context": GROUND,
     # ops/: registry, typed params, rules, reference kernels over xp
     "ops": OPS,
     # kernels/ (being created): implementations, chooser, tuning, and the thread/BLAS runtime, whose

@@ -23,6 +23,7 @@ from ..autograd import TRAINING
 from ..creation import zeros
 from ..deferred import DEFERRED, MODE
 from ..device import Device
+from ..error_context import leaving_block
 from ..errors import BlockError, DTypeError, GraphFormatError, LazyArrayError, ParamError, ShapeError
 from ..executor.explain import Explanation, explain_profile
 from ..executor.signature_cache import SignatureCache, causes_text, describe_change
@@ -207,7 +208,8 @@ class Block:
 
         Parameters with unknown (0) dims are created at the first forward call.
         """
-        for p in self.collect_params().values():
+        for name, p in self.collect_params().items():
+            p.name_as(name)
             p.initialize(default_init=init, device=device, force_reinit=force_reinit)
 
     def zero_grad(self) -> None:
@@ -339,9 +341,12 @@ class Block:
 
     # -- calling -----------------------------------------------------------------------------
     def __call__(self, *args):
-        if self._forward_pre_hooks or self._forward_hooks:
-            return self._call_with_hooks(self.run_forward, args)
-        return self.run_forward(*args)
+        try:
+            if self._forward_pre_hooks or self._forward_hooks:
+                return self._call_with_hooks(self.run_forward, args)
+            return self.run_forward(*args)
+        except LazyArrayError as exc:  # named once (its innermost block), its traceback ending at the user's line
+            raise leaving_block(exc, self, child_name)  # noqa: B904 (the same error, raised again)
 
     def run_forward(self, *args):
         """``forward`` after filling unknown parameter dims (at the first call) from ``args``.
@@ -390,10 +395,7 @@ class Block:
         if scope is None:
             return ()
         parent, path = scope
-        name = next((n for n, c in parent._children.items() if c is self), None)
-        if name is None:  # not a registered child of the caller (held in a list, shared): its type names it
-            name = type(self).__name__
-        return path + ((name, type(self).__name__),)
+        return path + ((child_name(parent, self), type(self).__name__),)
 
     def forward(self, *args):
         raise NotImplementedError(f"{type(self).__name__} must define forward(self, x)")
@@ -578,9 +580,12 @@ class HybridBlock(Block):
         return compiled.run if compiled is not None else None
 
     def __call__(self, *args):
-        if self._forward_pre_hooks or self._forward_hooks:
-            return self._call_with_hooks(self._call, args)
-        return self._call(*args)
+        try:
+            if self._forward_pre_hooks or self._forward_hooks:
+                return self._call_with_hooks(self._call, args)
+            return self._call(*args)
+        except LazyArrayError as exc:  # named once (its innermost block), its traceback ending at the user's line
+            raise leaving_block(exc, self, child_name)  # noqa: B904 (the same error, raised again)
 
     def _call(self, *args):
         if not self._active or MODE.get() & DEFERRED:  # imperative, or inlined into an enclosing trace
@@ -740,6 +745,12 @@ class HookHandle:
 
     def __exit__(self, *exc) -> None:
         self.detach()
+
+
+def child_name(parent: Block, child: Block) -> str:
+    """The name ``parent`` holds ``child`` by; its type's name when it is not a registered child of
+    ``parent`` (held in a list, shared)."""
+    return next((n for n, c in parent._children.items() if c is child), type(child).__name__)
 
 
 def _descendants(block: Block):

@@ -54,6 +54,7 @@ class Parameter:
                  device: Device | None = None, grad_stype: str = "default", lr_mult: float = 1.0,
                  wd_mult: float = 1.0):
         self.name = name
+        self.qualified_name = ""  # its name in the collect_params() of the block last initialized
         self.lr_mult, self.wd_mult = lr_mult, wd_mult
         self.grad_stype = grad_stype  # "row_sparse": backward keeps only the rows it touches
         self._shape = None if shape is None else _as_shape(shape, name)
@@ -162,7 +163,7 @@ class Parameter:
             # (a named error before NumPy tries: a 16 TiB weight is a typo in a layer size)
             check_alloc(f"Parameter {self.name!r}", self._shape, self.dtype, "value")
             data = make_array(initializer(self._shape, self.dtype, device), None, device)
-            data.attach_grad(self._grad_req, stype=self.grad_stype)
+            self._track(data)
             self.device = device
             self._make_copies(data)
             self._data = data  # ready before ``_deferred`` clears: no thread sees neither
@@ -176,15 +177,30 @@ class Parameter:
         copies = {data.device: data}
         for d in self._devices[1:]:
             c = data.to(d).detach()
-            c.attach_grad(self._grad_req, stype=self.grad_stype)
+            self._track(c)
             copies[d] = c
         self._copies = copies
 
     def _attach(self) -> None:
         # (grad_req="null" stops tracking: no gradient is computed for this parameter)
-        self._data.attach_grad(self._grad_req, stype=self.grad_stype)
+        self._track(self._data)
         for c in self._copies.values():
-            c.attach_grad(self._grad_req, stype=self.grad_stype)
+            self._track(c)
+
+    def _track(self, data: NDArray) -> None:
+        """``data.attach_grad`` with this parameter's gradient settings; the leaf carries the parameter's
+        name, so an error about the recorded value (written before ``backward()``) can name it."""
+        data.attach_grad(self._grad_req, stype=self.grad_stype)
+        leaf = data._ag
+        if leaf is not None:
+            leaf.name = self.qualified_name or self.name
+
+    def name_as(self, qualified_name: str) -> None:
+        """Take the name a block's ``collect_params()`` gives it (``"0.weight"``), for messages."""
+        self.qualified_name = qualified_name
+        for data in ([self._data] if self._data is not None else []) + list(self._copies.values()):
+            if data._ag is not None:
+                data._ag.name = qualified_name
 
     @property
     def initialized(self) -> bool:
@@ -265,7 +281,7 @@ class Parameter:
             self.device = device
             xp = device.xp
             data = make_array(xp.array(v, dtype=self.dtype, copy=True), None, device)
-            data.attach_grad(self._grad_req, stype=self.grad_stype)
+            self._track(data)
             self._make_copies(data)
             self._data = data
             return

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import math
-import warnings
 
 from ..buffer import bump
 from ..creation import array
 from ..errors import ParamValueError
 from ..ndarray import NDArray
 from ..storage import RowSparse
+from ..user_frames import warn
 
 __all__ = ["clip_global_norm", "split_and_load"]
 
@@ -50,8 +50,8 @@ def clip_global_norm(arrays, max_norm: float, check_isfinite: bool = True) -> fl
         total += float(xp.sum(xp.square(v.astype("float64"))))
     total = math.sqrt(total)
     if check_isfinite and not math.isfinite(total):
-        warnings.warn("clip_global_norm: nan or inf found in the arrays' norm; the clipped values are "
-                      "undefined", UserWarning, stacklevel=2)
+        warn("clip_global_norm: nan or inf found in the arrays' norm; the clipped values are undefined",
+             UserWarning)
     scale = max_norm / (total + 1e-8)
     if scale < 1.0:
         for v in values:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..error_context import from_node
 from ..errors import ERROR_CLASSES, DeferredComputeError, LazyArrayError, OpFailed, OutOfMemoryError, fmt_shape
 from ..graph.node import Entry, Node, check_capture
 from ..graph.traverse import topo_order
@@ -56,8 +57,8 @@ def kernel_error(node: Node, inputs: list, exc: Exception, where: str = "") -> L
         kind = OutOfMemoryError
     else:
         kind = next((w for t, w in ERROR_CLASSES.items() if isinstance(exc, t)), OpFailed)
-    return kind(f"{node.op.name} failed{' ' + where if where else ''} on inputs [{shapes}]: {exc}"
-                + (f" (recorded at {line})" if line else ""))
+    return from_node(kind(f"{node.op.name} failed{' ' + where if where else ''} on inputs [{shapes}]: {exc}"
+                          + (f" (recorded at {line})" if line else "")), node.block)
 
 
 def interpret(outputs: list[Entry], known=None) -> list:

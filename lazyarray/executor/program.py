@@ -34,6 +34,7 @@ import numpy as np
 
 from ..buffer import root
 from ..device import on_device
+from ..error_context import from_node
 from ..errors import DeferredComputeError, LazyArrayError, OutOfMemoryError
 from ..graph.node import Entry, Node, check_capture
 from ..graph.traverse import topo_order
@@ -630,7 +631,7 @@ def _step_closure(sp: _Spec, frees: tuple):
 
 def _step_error(node: Node, exc: Exception) -> Exception:
     if isinstance(exc, LazyArrayError):
-        return exc
+        return from_node(exc, node.block)
     return kernel_error(node, [e.aval for e in node.inputs], exc, where="in a compiled graph")
 
 

@@ -23,9 +23,9 @@ Both bounds are enforced when an entry is added, never on a hit: the hot path is
 from __future__ import annotations
 
 import os
-import warnings
 
 from ..errors import ParamError, ParamValueError
+from ..user_frames import warn
 
 DEFAULT_SIZE = 64
 DEFAULT_BYTES = 256 * 2**20
@@ -92,10 +92,10 @@ class SignatureCache:
             new = [c for c in causes if c not in self._warned]
             if new or not causes:
                 self._warned.update(causes)
-                warnings.warn(
+                warn(
                     f"{self.what} compiled {self.epoch} times (once per new input signature; keeping the "
                     f"{self.size} most recently used). {text}. Varying shapes recompile: pad or bucket them, "
-                    "or keep shapes fixed.", RecompileWarning, stacklevel=4)
+                    "or keep shapes fixed.", RecompileWarning)
         self._last_key = key
         if key not in self.items and len(self.items) >= self.size:
             self._evict(min(self.items, key=lambda k: self.items[k].used))

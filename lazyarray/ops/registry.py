@@ -16,8 +16,6 @@ from __future__ import annotations
 import difflib
 import functools
 import os
-import sys
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +34,7 @@ from ..errors import (
     ShapeError,
     fmt_shape,
 )
+from ..user_frames import warn
 from .params import REQUIRED, Param
 
 _REGISTRY: dict[str, OpDef] = {}
@@ -478,25 +477,12 @@ def warn_fallback(op: OpDef, stypes) -> None:
     if key in _FALLBACK_WARNED:
         return
     _FALLBACK_WARNED.add(key)
-    warnings.warn(
+    warn(
         f"{op.name}: no kernel for storage types ({', '.join(stypes)}); the sparse inputs were "
         "converted to dense, which costs memory and time. Convert explicitly with "
         ".tostype('default') to silence this, or set LAZYARRAY_STORAGE_FALLBACK_WARN=0.",
         StorageFallbackWarning,
-        stacklevel=_user_stacklevel(),
     )
-
-
-_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` of the first frame outside lazyarray, so a warning names the user's line
-    whichever path (function, operator, materialization) reached the kernel."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_code.co_filename.startswith(_PKG_DIR):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 class StorageFallbackWarning(UserWarning):

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import math
 import os
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..sbp import SBP, SBPError, broadcast, parse, split
+from ..user_frames import warn
 from .params import ParamType
 from .registry import OpDef, Param, normalize_axis, register
 
@@ -564,9 +564,9 @@ def warn_fallback(op: OpDef) -> None:
     if op.name in _WARNED or os.environ.get("LAZYARRAY_SBP_FALLBACK_WARN", "1") == "0":
         return
     _WARNED.add(op.name)
-    warnings.warn(f"{op.name}: no SBP rule; its inputs are gathered to broadcast (whole) arrays on every "
-                  "piece, which moves data and repeats the work. Add a rule in lazyarray/ops/sbp_rules.py "
-                  "or set LAZYARRAY_SBP_FALLBACK_WARN=0.", SBPFallbackWarning, stacklevel=3)
+    warn(f"{op.name}: no SBP rule; its inputs are gathered to broadcast (whole) arrays on every "
+         "piece, which moves data and repeats the work. Add a rule in lazyarray/ops/sbp_rules.py "
+         "or set LAZYARRAY_SBP_FALLBACK_WARN=0.", SBPFallbackWarning)
 
 
 # -- the boxing op ------------------------------------------------------------------------------------------
