@@ -215,9 +215,15 @@ class CachedOp:
 
     def _order(self, args, named):
         full = list(args) + [None] * (len(self._names) - len(args))
+        if len(args) > len(self._names):
+            raise ParamError(f"CachedOp: takes {len(self._names)} input(s) ({', '.join(self._names)}), "
+                             f"got {len(args)} positional and {len(named)} named")
         for k, v in named.items():
             if k not in self._pos:
                 raise ParamError(f"CachedOp: no input named {k!r}; inputs: {', '.join(self._names)}")
+            if self._pos[k] < len(args):  # (Python's own rule for a function's arguments)
+                raise ParamError(f"CachedOp: got multiple values for input {k!r} (positional argument "
+                                 f"{self._pos[k]} and {k}=...); inputs: {', '.join(self._names)}")
             full[self._pos[k]] = v
         missing = [nm for nm, v in zip(self._names, full) if v is None]
         if missing:

@@ -50,6 +50,19 @@ def test_call_errors_name_the_inputs():
         op(_arr(8, 7), *args[1:])
 
 
+def test_an_input_given_positionally_and_by_name_is_an_error():
+    x = la.ones((2,))
+    with la.deferred():
+        y = x * 2
+    op = la.CachedOp(la.get_symbol(y, inputs={"x": x}))
+    with pytest.raises(la.ParamError, match="got multiple values for input 'x'"):
+        op(la.ones((2,)), x=la.full((2,), 3.0))
+    sym, args = _mlp_symbol()
+    with pytest.raises(la.ParamError, match="multiple values for input 'w1'"):
+        la.CachedOp(sym)(*args[:2], w1=args[1], b1=args[2], w2=args[3], b2=args[4], labels=args[5])
+    assert op(x=la.full((2,), 3.0)).asnumpy().tolist() == [6.0, 6.0]
+
+
 def test_constants_are_bound_automatically():
     x, c = _arr(3, 4), _arr(3, 4)
     with la.deferred():
