@@ -53,7 +53,8 @@ from .optimizer import (
     RMSProp,
     Signum,
 )
-from .parameter import Constant, DeferredInitializationError, Parameter
+from .parameter import Constant, DeferredInitializationError, Parameter, ReinitializeWarning
+from .parameter_dict import ParameterDict
 from .pool_nd import (
     AvgPool1D,
     AvgPool3D,
@@ -147,9 +148,11 @@ __all__ = [
     "Optimizer",
     "padding_mask",
     "Parameter",
+    "ParameterDict",
     "PoissonNLLLoss",
     "PositionalEmbedding",
     "PReLU",
+    "ReinitializeWarning",
     "Residual",
     "RMSProp",
     "SELU",

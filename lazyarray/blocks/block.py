@@ -36,8 +36,9 @@ from ..kernels.profile import profile
 from ..ndarray import NDArray
 from ..onnx.export import export as onnx_export
 from . import hybrid
-from .param_file import assign, load_arrays, save_arrays, write_arrays, write_export
+from .param_file import load_arrays, write_arrays, write_export
 from .parameter import INIT_LOCK, MULTI_DEVICE, Constant, DeferredInitializationError, Parameter
+from .parameter_dict import ParameterDict
 from .summary import summary_table
 
 
@@ -171,8 +172,9 @@ class Block:
                 out = new
         return out
 
-    def collect_params(self, select: str | None = None) -> dict[str, Parameter]:
-        """Every parameter of this block and its children, by hierarchical name.
+    def collect_params(self, select: str | None = None) -> ParameterDict:
+        """Every parameter of this block and its children, by hierarchical name: a ``ParameterDict``
+        (a dict with ``setattr``, ``zero_grad``, ``reset_device``, ``initialize``, ``save``, ``load``).
 
         ``select`` keeps the names a regular expression matches from their start (as Gluon's
         ``re.match``), e.g. ``".*weight|.*bias"``.
@@ -182,7 +184,7 @@ class Block:
         >>> list(net.collect_params(".*weight"))
         ['0.weight', '1.weight']
         """
-        out: dict[str, Parameter] = {}
+        out = ParameterDict()
         self._collect("", out, set())
         if select is not None:
             try:
@@ -190,7 +192,7 @@ class Block:
             except re.error as exc:
                 raise ParamError(f"collect_params: select {select!r} is not a regular expression: {exc}; "
                                  "write e.g. '.*weight|.*bias'") from None
-            out = {k: v for k, v in out.items() if pattern.match(k)}
+            out = ParameterDict((k, v) for k, v in out.items() if pattern.match(k))
         return out
 
     def _collect(self, prefix: str, out: dict, seen: set) -> None:
@@ -206,16 +208,14 @@ class Block:
         """Initialize every parameter: its own initializer if it has one, else ``init``, else Xavier
         (weights) or zeros (vectors).
 
-        Parameters with unknown (0) dims are created at the first forward call.
+        Parameters with unknown (0) dims are created at the first forward call. One already
+        initialized is left as it is, with a warning, unless ``force_reinit=True``.
         """
-        for name, p in self.collect_params().items():
-            p.name_as(name)
-            p.initialize(default_init=init, device=device, force_reinit=force_reinit)
+        self.collect_params().initialize(init, device, force_reinit)
 
     def zero_grad(self) -> None:
         """Zero the gradient of every parameter."""
-        for p in self.collect_params().values():
-            p.zero_grad()
+        self.collect_params().zero_grad()
 
     def share_parameters(self, shared: dict[str, Parameter]) -> Block:
         """Use the parameters of ``shared`` (``other.collect_params()``) in place of this block's own of
@@ -331,13 +331,12 @@ class Block:
 
     def save_parameters(self, path: str) -> None:
         """Write every parameter to ``path`` (safetensors: loading never runs code), atomically."""
-        save_arrays(path, self.collect_params())
+        self.collect_params().save(path)
 
     def load_parameters(self, path: str, device: Device | None = None, allow_missing: bool = False,
                         ignore_extra: bool = False) -> None:
         """Load values written by ``save_parameters``; missing, extra or mis-shaped names are errors."""
-        arrays, _ = load_arrays(path)
-        assign(self.collect_params(), arrays, path, device, allow_missing, ignore_extra)
+        self.collect_params().load(path, device, allow_missing, ignore_extra)
 
     # -- calling -----------------------------------------------------------------------------
     def __call__(self, *args):

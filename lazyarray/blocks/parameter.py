@@ -28,8 +28,14 @@ from ..device import Device, cpu, current_device
 from ..errors import AutogradError, LazyArrayError, ParamError, ParamValueError, ShapeError
 from ..ndarray import NDArray, make_array
 from ..storage import RowSparse
+from ..user_frames import warn
 
 _GRAD_REQS = ("write", "add", "null")
+
+
+class ReinitializeWarning(UserWarning):
+    """``initialize()`` on a parameter that already has a value: it is kept (``force_reinit=True``
+    initializes it again)."""
 
 
 class DeferredInitializationError(LazyArrayError, RuntimeError):
@@ -133,18 +139,13 @@ class Parameter:
         With unknown dims the value is created at the first forward call instead.
         """
         if self._data is not None and not force_reinit:
+            warn(f"Parameter {self.qualified_name or self.name!r} is already initialized, ignoring; pass "
+                 "force_reinit=True to re-initialize", ReinitializeWarning)
             return
         initializer = self.init or (None if init is None else _init.create(init)) \
             or (None if default_init is None else _init.create(default_init))
         if isinstance(device, (list, tuple)):
-            devices = list(dict.fromkeys(device))
-            if not devices or not all(isinstance(d, Device) for d in devices):
-                raise ValueError(f"Parameter {self.name!r}: device must be a device or a non-empty list of "
-                                 f"devices such as [la.cpu(0), la.cpu(1)], got {device!r}")
-            self._devices = devices if len(devices) > 1 else None
-            device = devices[0]
-            if self._devices:
-                MULTI_DEVICE[0] = True
+            device = self._set_devices(device)
         else:
             self._devices = None
         self._copies = {}
@@ -152,6 +153,54 @@ class Parameter:
         self._deferred = (initializer, device)
         if self.shape_known:
             self._finish_init()
+
+    def _set_devices(self, devices) -> Device:
+        """Keep a list of devices (one copy on each, ``initialize(device=[...])``); returns the first."""
+        devices = list(dict.fromkeys(devices))
+        if not devices or not all(isinstance(d, Device) for d in devices):
+            raise ValueError(f"Parameter {self.name!r}: device must be a device or a non-empty list of "
+                             f"devices such as [la.cpu(0), la.cpu(1)], got {devices!r}")
+        self._devices = devices if len(devices) > 1 else None
+        if self._devices:
+            MULTI_DEVICE[0] = True
+        return devices[0]
+
+    def reset_device(self, device: Device | list[Device]) -> None:
+        """Move the value and its gradient to ``device`` (Gluon's ``reset_ctx``); a list of devices keeps a
+        copy on each, as ``initialize(device=[...])`` does (their gradients start again from zeros). A
+        parameter not created yet is created on ``device`` when it is.
+
+        >>> import lazyarray as la
+        >>> w = la.blocks.Parameter("w", shape=(2,)); w.initialize(device=la.cpu(0))
+        >>> w.reset_device(la.cpu(1)); w.data().device
+        cpu(1)
+        """
+        if isinstance(device, (list, tuple)):
+            first = self._set_devices(device)
+        elif isinstance(device, Device):
+            first, self._devices = device, None
+        else:
+            raise ParamError(f"Parameter {self.name!r}: reset_device takes a device such as la.cpu(0) (or a list "
+                             f"of them), got {type(device).__name__}")
+        self.device = first
+        if self._deferred is not None:  # created on the new device when its shape is known
+            self._deferred = (self._deferred[0], first)
+        old = self._data
+        if old is None:
+            return
+        if old.device == first:  # the value stays (its gradient too); only the other copies change
+            self._make_copies(old)
+            return
+        leaf = self._leaf()
+        grad = None if leaf is None or leaf.grad is None or self._devices else leaf.grad
+        data = make_array(old.to(first)._materialize(), None, first)
+        self._track(data)
+        self._make_copies(data)
+        self._data = data
+        if grad is not None:
+            new = self._leaf()
+            new.grad = make_array(grad.to(first)._materialize(), None, first)
+            new.fresh = leaf.fresh
 
     def _finish_init(self) -> None:
         with INIT_LOCK:  # another thread's first call may be creating it right now
