@@ -39,6 +39,7 @@ from .errors import (
     OpTypeError,
     OpValueError,
     OutOfMemoryError,
+    OutputStructureError,
     ParamError,
     ParamValueError,
     ShapeError,

@@ -99,6 +99,7 @@ from .errors import OpOverflowError as OpOverflowError
 from .errors import OpTypeError as OpTypeError
 from .errors import OpValueError as OpValueError
 from .errors import OutOfMemoryError as OutOfMemoryError
+from .errors import OutputStructureError as OutputStructureError
 from .errors import ParamError as ParamError
 from .errors import ParamValueError as ParamValueError
 from .errors import ShapeError as ShapeError

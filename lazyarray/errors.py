@@ -90,6 +90,11 @@ class BlockError(LazyArrayError, RuntimeError):
     before the first call, a parameter updated in forward that the block does not own."""
 
 
+class OutputStructureError(BlockError, TypeError):
+    """A hybridized block's ``forward`` returned something other than arrays in (nested) tuples,
+    lists and dicts: the message names the path of the bad leaf (``out[1]['aux']``)."""
+
+
 # The class a kernel's built-in exception becomes, eager or compiled alike.
 ERROR_CLASSES = {IndexError: OpIndexError, ValueError: OpValueError, TypeError: OpTypeError,
                  OverflowError: OpOverflowError, ArithmeticError: OpValueError}

@@ -36,6 +36,7 @@ from ..kernels.profile import profile
 from ..ndarray import NDArray
 from ..onnx.export import export as onnx_export
 from . import hybrid
+from .output_structure import name_outputs
 from .param_file import load_arrays, write_arrays, write_export
 from .parameter import INIT_LOCK, MULTI_DEVICE, Constant, DeferredInitializationError, Parameter
 from .parameter_dict import ParameterDict
@@ -705,6 +706,8 @@ class HybridBlock(Block):
         sources = dict(zip(sym.list_inputs(), srcs))
         if len(sym.outputs) > compiled.num_outputs:  # parameter updates, discarded draws: not the model's
             sym = Symbol(list(sym.outputs[:compiled.num_outputs]))
+        if compiled.structure is not None:  # tuples / lists / dicts: outputs named by their paths
+            sym = name_outputs(sym, compiled.structure.names)
         if specialize:
             sym = bind_dims(sym, self.traced_avals(sym), f"{type(self).__name__}.export")
         return sym, {n: sources[n] for n in sym.list_inputs() if isinstance(sources[n], Parameter)}

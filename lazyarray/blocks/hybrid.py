@@ -10,7 +10,7 @@
    call is a list comprehension.
 4. **compile**: ``la.CachedOp(symbol)`` (it plans and caches per input signature).
 5. **run**: call the cached op, write the extra outputs back into their parameters, and
-   rebuild the block's output structure. A plain call (nothing recorded) whose parameters are
+   rebuild the block's output structure (nested tuples / lists / dicts: ``output_structure.py``). A plain call (nothing recorded) whose parameters are
    the arrays of the last such call runs that call's program directly (``_Memo``).
 
 A trace is reused for a new input signature (the cached op just compiles a new plan) when
@@ -42,6 +42,7 @@ from ..graph.traverse import topo_order
 from ..ndarray import NDArray, make_array
 from ..storage import copy_value
 from ..tracing import UnusedInputWarning, get_symbol
+from .output_structure import OutputStructure, flatten
 from .parameter import Parameter, collect_updates
 
 _SHAPE_BAKED_PARAMS = frozenset({"shape", "sizes"})
@@ -63,7 +64,7 @@ class Compiled:
 
     symbol: Symbol
     num_outputs: int  # the block's own outputs; then parameter updates, then draws nothing uses
-    structure: str  # "single" | "tuple" | "list"
+    structure: OutputStructure | None  # how the outputs nest (None: one array, decided at trace time)
     sources: list  # per graph input: int (call argument) or Parameter
     updates: list[Parameter]
     generic: bool
@@ -114,15 +115,14 @@ class Compiled:
             out = self.run.run_program(m.program, vals) if vals is not None else self._run_plain(self._arrays(args), key)
         else:
             out = self.run(*self._arrays(args))
-        if self.structure == "single" and out.__class__ is not list:  # one output, nothing else
+        if self.structure is None and out.__class__ is not list:  # one output, nothing else
             return out
         outs = out if isinstance(out, (list, tuple)) else [out]
         for p, v in zip(self.updates, outs[self.num_outputs:]):
             p.set_data(v)
-        if self.structure == "single":
+        if self.structure is None:
             return outs[0]
-        main = list(outs[:self.num_outputs])
-        return tuple(main) if self.structure == "tuple" else main
+        return self.structure.regroup(outs[:self.num_outputs])
 
     def _arrays(self, args: tuple) -> list:
         """The graph's input arrays for a call: its arguments and the parameters' arrays, in order."""
@@ -290,13 +290,7 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool, shap
     finally:
         BLOCK_SCOPE.reset(scope)
     args = placeholders
-    if isinstance(out, NDArray):
-        outs, structure = [out], "single"
-    elif isinstance(out, (tuple, list)) and out and all(isinstance(o, NDArray) for o in out):
-        outs, structure = list(out), "tuple" if isinstance(out, tuple) else "list"
-    else:
-        raise TypeError(f"{type(block).__name__}.forward must return an array or a tuple/list of arrays "
-                        f"to be hybridized, got {type(out).__name__}")
+    outs, structure = ([out], None) if isinstance(out, NDArray) else flatten(out, type(block).__name__)
     params = dict(params)
     by_param = {id(p): n for n, p in params.items()}
     for p in tracer.params_read.values():  # read by forward, not the block's own: bind, never fold

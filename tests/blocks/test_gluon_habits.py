@@ -124,3 +124,125 @@ def test_second_initialize_warns_and_keeps_the_values():
     assert (net[0].weight.data().asnumpy() == 1).all()
     with pytest.warns(B.ReinitializeWarning, match="'1.bias'"):
         net.collect_params().initialize()
+
+
+# -- hybridized blocks return nested tuples / lists / dicts ----------------------------------------
+class Nested(B.HybridBlock):
+    """Returns ``(a, [b, (c, d)], {"logits": e, "aux": (f,)})``, one input used twice as an output."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = B.Dense(3, in_units=4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        return (la.relu(h), [h * 2, (la.tanh(h), x)], {"logits": h + 1, "aux": (h.sum(axis=1),)})
+
+
+def _flat(out):
+    if isinstance(out, dict):
+        return [v for k in out for v in _flat(out[k])]
+    if isinstance(out, (tuple, list)):
+        return [v for o in out for v in _flat(o)]
+    return [out]
+
+
+def _same_structure(a, b):
+    assert type(a) is type(b)
+    if isinstance(a, dict):
+        assert list(a) == list(b)
+        for k in a:
+            _same_structure(a[k], b[k])
+    elif isinstance(a, (tuple, list)):
+        assert len(a) == len(b)
+        for u, v in zip(a, b):
+            _same_structure(u, v)
+
+
+def test_nested_outputs_equal_eager_with_the_same_structure():
+    net = Nested()
+    net.initialize()
+    x = la.array(np.random.default_rng(0).standard_normal((2, 4)).astype("float32"))
+    eager = net(x)
+    net.hybridize()
+    for _ in range(2):  # the trace, then the compiled graph
+        out = net(x)
+        _same_structure(out, eager)
+        for a, b in zip(_flat(out), _flat(eager)):
+            np.testing.assert_allclose(a.asnumpy(), b.asnumpy(), rtol=1e-6)
+    assert net.trace_count == 1
+    out = net(la.ones((5, 4)))  # another batch: the same graph, the same structure
+    assert out[2]["aux"][0].shape == (5,) and out[1][1][1].shape == (5, 4)
+
+
+def test_gradients_flow_through_nested_outputs():
+    grads = []
+    for hybrid in (False, True):
+        net = Nested()
+        net.initialize(la.init.One())
+        if hybrid:
+            net.hybridize()
+        x = la.array(np.linspace(-1, 1, 8, dtype="float32").reshape(2, 4))
+        x.attach_grad()
+        with la.autograd.record():
+            out = net(x)
+            loss = out[1][1][0].sum() + (out[2]["logits"] * out[2]["aux"][0].reshape((2, 1))).sum() \
+                + out[1][1][1].sum()
+        loss.backward()
+        grads.append((net.fc.weight.grad().asnumpy(), x.grad.asnumpy()))
+    np.testing.assert_allclose(grads[1][0], grads[0][0], rtol=1e-5)
+    np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-5)
+    assert np.abs(grads[1][0]).sum() > 0
+
+
+def test_nested_outputs_export_and_import_with_names_by_path(tmp_path):
+    net = Nested()
+    net.initialize()
+    net.hybridize()
+    x = la.array(np.random.default_rng(1).standard_normal((2, 4)).astype("float32"))
+    flat = [o.asnumpy() for o in _flat(net(x))]
+    names = ["out_0", "out_1_0", "out_1_1_0", "out_1_1_1", "out_2_logits", "out_2_aux_0"]
+    sym_file, param_file = net.export(str(tmp_path / "m"))
+    sym = la.load_symbol(sym_file)
+    assert sym.list_outputs() == [f"{n}_output" for n in names]
+    back = B.SymbolBlock.imports(sym_file, ["data"], param_file)
+    for a, b in zip(back(x), flat):
+        np.testing.assert_allclose(a.asnumpy(), b, rtol=1e-6)
+    onnx = pytest.importorskip("onnx")
+    path = net.export_onnx(str(tmp_path / "m.onnx"), input_shapes=(2, 4))
+    assert [o.name for o in onnx.load(path).graph.output] == [f"{n}_output" for n in names]
+    back = B.SymbolBlock.imports(path, ["data"])
+    for a, b in zip(back(x), flat):
+        np.testing.assert_allclose(a.asnumpy(), b, rtol=1e-5)
+
+
+def test_a_top_level_dict_exports_its_keys(tmp_path):
+    class Heads(B.HybridBlock):
+        def forward(self, x):
+            return {"logits": x * 2, "probs": la.nn.softmax(x)}
+
+    net = Heads()
+    net.hybridize()
+    x = la.array([[1.0, 2.0]])
+    out = net(x)
+    assert list(out) == ["logits", "probs"]
+    np.testing.assert_allclose(out["probs"].asnumpy(), la.nn.softmax(x).asnumpy(), rtol=1e-6)
+    sym_file, _ = net.export(str(tmp_path / "h"))
+    assert la.load_symbol(sym_file).list_outputs() == ["logits_output", "probs_output"]
+
+
+def test_a_bad_leaf_is_named_by_its_path():
+    class Bad(B.HybridBlock):
+        def __init__(self, leaf):
+            super().__init__()
+            self.leaf = leaf
+
+        def forward(self, x):
+            return (x, {"aux": [x * 2, self.leaf]})
+
+    for leaf, what in ((1.5, "a float"), (None, "None")):
+        net = Bad(leaf)
+        net.hybridize()
+        with pytest.raises(la.OutputStructureError, match=r"Bad.forward .* output\[1\]\['aux'\]\[1\] is " + what):
+            net(la.ones((2,)))
+    assert issubclass(la.OutputStructureError, TypeError)
