@@ -17,7 +17,8 @@ from .user_frames import warn
 
 
 class UnusedInputWarning(UserWarning):
-    """An array named in ``get_symbol(inputs=...)`` that the outputs do not depend on."""
+    """An array named in ``get_symbol(inputs=...)`` that the outputs do not depend on (it stays an
+    input of the symbol: a ``CachedOp`` of it takes that input and ignores it)."""
 
 
 def get_symbol(outputs, inputs: dict | None = None) -> Symbol:
@@ -57,9 +58,10 @@ def get_symbol(outputs, inputs: dict | None = None) -> Symbol:
         if node.kind == "const" and node.version is not None and id(node.value) in by_value:
             by_node[id(node)] = by_value[id(node.value)]
     reached = {by_node[id(n)] for n in order if id(n) in by_node}
-    for name in inputs:
-        if name not in reached:
-            warn(f"get_symbol: input {name!r} was never used by the recorded outputs", UnusedInputWarning)
+    unused = [name for name in inputs if name not in reached]
+    for name in unused:
+        warn(f"get_symbol: input {name!r} was never used by the recorded outputs; it stays an input of the "
+             "symbol", UnusedInputWarning)
     variables: dict[str, Node] = {}
 
     def visit(node: Node, ins):
@@ -75,5 +77,9 @@ def get_symbol(outputs, inputs: dict | None = None) -> Symbol:
             return const_node(value, node.avals[0], name=node.name, source=node.source)
         return None  # a plain copy
 
-    return rewrite(Symbol(out_entries), visit, stop=lambda n: id(n) in by_node)
+    sym = rewrite(Symbol(out_entries), visit, stop=lambda n: id(n) in by_node)
+    if not unused:
+        return sym
+    # declared, so a CachedOp of the symbol takes them (positionally too) as the user named them
+    return Symbol(list(sym.outputs), tuple(var_node(name, inputs[name].aval) for name in unused))
 

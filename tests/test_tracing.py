@@ -51,7 +51,32 @@ def test_output_not_depending_on_input_is_fine_and_unused_input_warns():
         z = la.ones((2,)) + 1  # depends on no input at all
     with pytest.warns(la.UnusedInputWarning, match="'u'"):
         sym = la.get_symbol([y, z], inputs={"x": x, "u": unused})
-    assert sym.list_inputs() == ["x"] and len(sym.list_outputs()) == 2
+    assert sym.list_inputs() == ["x", "u"] and len(sym.list_outputs()) == 2  # declared: kept as an input
+
+
+def test_a_declared_but_unused_input_stays_an_input_of_the_cached_op():
+    a, b, c = la.ones((2,)), la.ones((3,)), la.ones((2,))
+    with la.deferred():
+        y = a * 2 + c
+    with pytest.warns(la.UnusedInputWarning, match="'0'.*stays an input"):
+        sym = la.get_symbol(y, inputs={"0": b, "a": a, "c": c})
+    assert sym.list_inputs() == ["a", "c", "0"]
+    assert "%0 = input : float32[3]" in str(sym)
+    op = la.CachedOp(sym)
+    want = [5.0, 5.0]
+    assert op(**{"0": la.zeros((3,)), "a": la.full((2,), 2.0), "c": la.ones((2,))}).asnumpy().tolist() == want
+    assert op(la.full((2,), 2.0), la.ones((2,)), la.zeros((3,))).asnumpy().tolist() == want
+    with pytest.raises(la.ParamError, match="missing input"):
+        op(a=la.ones((2,)), c=la.ones((2,)))
+    x = la.full((2,), 2.0)
+    x.attach_grad()
+    with la.autograd.record():
+        out = op(x, la.ones((2,)), la.zeros((3,)))
+    out.backward()
+    assert x.grad.asnumpy().tolist() == [2.0, 2.0]
+    with la.deferred():  # inlined into a recording: the unused input is ignored there too
+        inl = op(la.ones((2,)), la.ones((2,)), la.zeros((3,)))
+    assert inl.asnumpy().tolist() == [3.0, 3.0]
 
 
 def test_get_symbol_copies_graph_so_recording_is_untouched():

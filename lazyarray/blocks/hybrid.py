@@ -321,6 +321,7 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool, shap
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnusedInputWarning)  # unused parameters are fine
         sym = get_symbol(outs + [v for _, v in updates] + unused_draws, inputs=named)
+    sym = Symbol(list(sym.outputs))  # the graph's inputs are those it reads (no unused parameter is bound)
     by_name = dict(zip(names, positions))
     sources = []
     for name in sym.list_inputs():

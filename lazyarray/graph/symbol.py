@@ -33,12 +33,16 @@ class Symbol:
     (['x'], [(4, 3)])
     """
 
-    __slots__ = ("_outputs", "_order", "_names")
+    __slots__ = ("_outputs", "_order", "_names", "_unused")
 
-    def __init__(self, outputs: list[Entry]):
+    def __init__(self, outputs: list[Entry], unused_inputs: tuple[Node, ...] = ()):
         self._outputs = tuple(outputs)
         self._order = None
         self._names = None
+        # input nodes declared (``la.get_symbol(inputs=...)``) that no output reads: still inputs
+        # (a CachedOp takes them), listed after the others. Passes build their results from the
+        # outputs, so a rewritten graph has the inputs its outputs read.
+        self._unused = tuple(unused_inputs)
 
     # -- structure -----------------------------------------------------------------------
     @property
@@ -48,7 +52,11 @@ class Symbol:
     def topo(self) -> list[Node]:
         """Every node, each after its inputs (deterministic)."""
         if self._order is None:
-            self._order = topo_order(list(self._outputs))
+            order = topo_order(list(self._outputs))
+            if self._unused:
+                seen = {id(n) for n in order}
+                order += [n for n in self._unused if id(n) not in seen]
+            self._order = order
         return self._order
 
     def names(self) -> dict[int, str]:
