@@ -49,6 +49,7 @@ from .executor.cached_op import CachedOp
 from .executor.signature_cache import RecompileWarning
 from .functions import namespace as _namespace
 from .graph.symbol import Symbol, load_symbol
+from .blocks import DeferredInitializationError
 from .kernels import profile
 from .ndarray import NDArray
 from .ops.registry import StorageFallbackWarning

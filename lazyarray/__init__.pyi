@@ -62,6 +62,7 @@ from .array_api_dtypes import iinfo as iinfo
 from .array_api_dtypes import isdtype as isdtype
 from .array_api_dtypes import result_type as result_type
 from .aval import Aval as Aval
+from .blocks.parameter import DeferredInitializationError as DeferredInitializationError
 from .control_flow import cond as cond
 from .control_flow import foreach as foreach
 from .control_flow import while_loop as while_loop
