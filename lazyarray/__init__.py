@@ -14,6 +14,7 @@ import numpy as _np
 
 from . import autograd, blocks, data, distributed, init, lr_scheduler, metric, mxnet, nn, onnx, random, sbp, sparse, sym
 from .aval import Aval
+from .blocks import DeferredInitializationError
 from .control_flow import __all__ as _control_flow_names
 from .control_flow import cond, foreach, while_loop
 from .creation import arange, array, full, ones, zeros
@@ -49,7 +50,6 @@ from .executor.cached_op import CachedOp
 from .executor.signature_cache import RecompileWarning
 from .functions import namespace as _namespace
 from .graph.symbol import Symbol, load_symbol
-from .blocks import DeferredInitializationError
 from .kernels import profile
 from .ndarray import NDArray
 from .ops.registry import StorageFallbackWarning
