@@ -33,7 +33,7 @@ from .winograd4 import winograd4_conv2d
 
 
 # -- helpers -------------------------------------------------------------------------------------
-def _pair(v, name, op, minimum):
+def pair_param(v, name, op, minimum):
     if len(v) == 2 and v[0] >= minimum and v[1] >= minimum:  # the common case, on every kernel call
         return v
     if len(v) == 1:
@@ -43,9 +43,9 @@ def _pair(v, name, op, minimum):
     return v
 
 
-def _check_pair(minimum):
+def check_pair_param(minimum):
     def check(v, op):
-        _pair(v, "this parameter", op, minimum)
+        pair_param(v, "this parameter", op, minimum)
     return check
 
 
@@ -78,7 +78,7 @@ def pad_nchw(xp, x, padding, extra=(0, 0), fill=0.0):
     return padded
 
 
-def _windows(xp, x, kernel, stride, padding, fill=0.0, dilation=(1, 1), extra=(0, 0)):
+def conv_windows(xp, x, kernel, stride, padding, fill=0.0, dilation=(1, 1), extra=(0, 0)):
     """Sliding windows (N, C, Ho, Wo, kh, kw) over x padded with ``fill``: a strided view.
 
     Built directly from strides (``np.pad`` and ``sliding_window_view`` cost more than the
@@ -99,7 +99,7 @@ def _windows(xp, x, kernel, stride, padding, fill=0.0, dilation=(1, 1), extra=(0
 
 def scatter_windows(dx, parts, kernel, stride, dilation=(1, 1)):
     """Add ``parts[..., i, j]`` (N, C, Ho, Wo, kh, kw) into tap (i, j)'s strided view of ``dx``
-    (the padded input gradient): the adjoint of ``_windows``, one strided add per tap (or one
+    (the padded input gradient): the adjoint of ``conv_windows``, one strided add per tap (or one
     compiled loop adding in the same order: ``conv_jit.scatter_windows``)."""
     if conv_jit.scatter_windows(dx, parts, stride, dilation):
         return
@@ -111,7 +111,7 @@ def scatter_windows(dx, parts, kernel, stride, dilation=(1, 1)):
             dx[:, :, r:r + sh * (ho - 1) + 1:sh, c:c + sw * (wo - 1) + 1:sw] += parts[..., i, j]
 
 
-def _float_inputs(op):
+def float_inputs_rule(op):
     def rule(dtypes, **params):
         for d in dtypes:
             if d.kind != "f":
@@ -121,7 +121,7 @@ def _float_inputs(op):
     return rule
 
 
-def _padded(x, padding, extra=(0, 0)):
+def padded_shape(x, padding, extra=(0, 0)):
     """The shape of ``x`` (NCHW) padded by ``padding`` on both sides (``None`` dims stay unknown)."""
     (ph, pw), (eh, ew) = padding, extra
     n, c, h, w = x
@@ -129,8 +129,8 @@ def _padded(x, padding, extra=(0, 0)):
 
 
 def _geometry(stride, padding, dilation, op=""):
-    return (_pair(stride, "stride", op, 1), _pair(padding, "padding", op, 0),
-            _pair(dilation, "dilation", op, 1))
+    return (pair_param(stride, "stride", op, 1), pair_param(padding, "padding", op, 0),
+            pair_param(dilation, "dilation", op, 1))
 
 
 def _conv_workspace(x_at, kernel_of):
@@ -142,7 +142,7 @@ def _conv_workspace(x_at, kernel_of):
             return []
         (sh, sw), (ph, pw), (dh, dw) = _geometry(stride, padding, dilation)
         kh, kw = kernel_of(avals, params)
-        out = [("padded input", _padded(x.shape, (ph, pw)), x.dtype)] if ph or pw else []
+        out = [("padded input", padded_shape(x.shape, (ph, pw)), x.dtype)] if ph or pw else []
         n, c, h, w = x.shape
         ho, wo = _out_dim(h, kh, sh, ph, dh), _out_dim(w, kw, sw, pw, dw)
         if None not in (n, c, ho, wo, kh, kw) and ho > 0 and wo > 0:
@@ -151,7 +151,7 @@ def _conv_workspace(x_at, kernel_of):
     return workspace
 
 
-def _nchw(shape, what, op):
+def check_nchw(shape, what, op):
     if len(shape) != 4:
         raise ShapeError(f"{what} must be 4-D (N, C, H, W), got {fmt_shape(shape)}; "
                          "add dims with expand_dims or reshape")
@@ -162,9 +162,9 @@ def _divides(groups, n):
 
 
 # -- conv2d --------------------------------------------------------------------------------------
-_CONV_PARAMS = (Param("stride", INTS, (1, 1), check=_check_pair(1)),
-                Param("padding", INTS, (0, 0), check=_check_pair(0)),
-                Param("dilation", INTS, (1, 1), check=_check_pair(1),
+_CONV_PARAMS = (Param("stride", INTS, (1, 1), check=check_pair_param(1)),
+                Param("padding", INTS, (0, 0), check=check_pair_param(0)),
+                Param("dilation", INTS, (1, 1), check=check_pair_param(1),
                       doc="spacing between kernel taps (1 = dense kernel)"),
                 Param("groups", INT, 1, check=_check_groups,
                       doc="channel groups: input and output channels split into this many independent "
@@ -305,7 +305,7 @@ def _split_conv(xp, x, weight, bias, stride, padding, dilation, out, threads):
             xc[:, :, ph:ph + h, :pw] = 0
             xc[:, :, ph:ph + h, pw + w:] = 0
             xc[:, :, ph:ph + h, pw:pw + w] = x[lo:hi]
-        _gemm_conv(xp, _windows(xp, xc, (kh, kw), stride, (0, 0), dilation=dilation), weight, bias, y[lo:hi])
+        _gemm_conv(xp, conv_windows(xp, xc, (kh, kw), stride, (0, 0), dilation=dilation), weight, bias, y[lo:hi])
 
     thread_pool.split(list(range(0, n, per)), work)
     if out is not None and y is not out:
@@ -494,13 +494,13 @@ def is_depthwise(x, weight, groups) -> bool:
 
 def conv2d_im2col(xp, x, weight, bias, stride, padding, dilation, groups, out):
     """``groups == 1``: im2col and one product per image (``_gemm_conv``)."""
-    win = _windows(xp, x, weight.shape[2:], stride, padding, dilation=dilation)
+    win = conv_windows(xp, x, weight.shape[2:], stride, padding, dilation=dilation)
     return _gemm_conv(xp, win, weight, bias, out)
 
 
 def conv2d_depthwise(xp, x, weight, bias, stride, padding, dilation, groups, out):
     """One filter per channel: a multiply-add per tap over all channels at once."""
-    win = _windows(xp, x, weight.shape[2:], stride, padding, dilation=dilation)
+    win = conv_windows(xp, x, weight.shape[2:], stride, padding, dilation=dilation)
     n, o, ho, wo = x.shape[0], weight.shape[0], win.shape[2], win.shape[3]
     y = _depthwise(xp, win, weight, _into(xp, out, (n, o, ho, wo), xp.result_type(x.dtype, weight.dtype)))
     return _biased(y, bias, out)
@@ -508,7 +508,7 @@ def conv2d_depthwise(xp, x, weight, bias, stride, padding, dilation, groups, out
 
 def conv2d_grouped(xp, x, weight, bias, stride, padding, dilation, groups, out):
     """One batched matmul over the groups: (G, N*Ho*Wo, C/G*kh*kw) @ (G, C/G*kh*kw, O/G)."""
-    win = _windows(xp, x, weight.shape[2:], stride, padding, dilation=dilation)
+    win = conv_windows(xp, x, weight.shape[2:], stride, padding, dilation=dilation)
     n, o, ho, wo = x.shape[0], weight.shape[0], win.shape[2], win.shape[3]
     o, cg, kh, kw = weight.shape
     og = o // groups
@@ -586,7 +586,7 @@ def _check_bias(shapes, channels, w):
 
 def _conv2d_shape(shapes, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
     x, w = shapes[0], shapes[1]
-    _nchw(x, "input", "conv2d")
+    check_nchw(x, "input", "conv2d")
     _check_conv_channels(x, w, groups, "conv2d")
     out_channels = _check_bias(shapes, w[0], w)
     (sh, sw), (ph, pw), (dh, dw) = _geometry(stride, padding, dilation, "conv2d")
@@ -612,7 +612,7 @@ def _weight_kernel(avals, p):
 
 
 register(OpDef("conv2d", ("x", "weight", "bias?"), _conv2d, params=_CONV_PARAMS, shape=_conv2d_shape,
-               dtype=_float_inputs("conv2d"), grad=_conv2d_grad, namespace="nn", writes_out=True,
+               dtype=float_inputs_rule("conv2d"), grad=_conv2d_grad, namespace="nn", writes_out=True,
                workspace=_conv_workspace(0, _weight_kernel),
                doc="2-D convolution (cross-correlation) of NCHW input with (O, C/groups, kh, kw) weight"))
 
@@ -648,7 +648,7 @@ def col2im(xp, g, weight, out_shape, stride, padding, dilation, groups):
 
 # -- conv2d_transpose ----------------------------------------------------------------------------
 _TRANSPOSE_PARAMS = _CONV_PARAMS[:2] + (
-    Param("output_padding", INTS, (0, 0), check=_check_pair(0),
+    Param("output_padding", INTS, (0, 0), check=check_pair_param(0),
           doc="rows / columns added at the bottom / right of the output (< stride): picks one of the "
               "input sizes a strided conv2d maps to the same output size"),) + _CONV_PARAMS[2:]
 
@@ -661,7 +661,7 @@ def _transpose_out_dim(size, k, s, p, op_, d):
 
 def _conv2d_transpose_geometry(stride, padding, output_padding, dilation):
     s, p, d = _geometry(stride, padding, dilation, "conv2d_transpose")
-    return s, p, _pair(output_padding, "output_padding", "conv2d_transpose", 0), d
+    return s, p, pair_param(output_padding, "output_padding", "conv2d_transpose", 0), d
 
 
 def _conv2d_transpose(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), output_padding=(0, 0),
@@ -679,7 +679,7 @@ def _conv2d_transpose(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), o
 def _conv2d_transpose_shape(shapes, stride=(1, 1), padding=(0, 0), output_padding=(0, 0), dilation=(1, 1),
                             groups=1):
     x, w = shapes[0], shapes[1]
-    _nchw(x, "input", "conv2d_transpose")
+    check_nchw(x, "input", "conv2d_transpose")
     if len(w) != 4:
         raise ShapeError(f"weight must be 4-D (in_channels, out_channels/groups, kh, kw), got {fmt_shape(w)}")
     if not _divides(groups, x[1]):
@@ -717,11 +717,11 @@ def _transpose_workspace(avals, stride=(1, 1), padding=(0, 0), output_padding=(0
     if len(x.shape) != 4 or len(w.shape) != 4:
         return []
     shape = _conv2d_transpose_shape([x.shape, w.shape], stride, padding, output_padding, dilation, groups)
-    return [("padded output", _padded(shape, _pair(padding, "padding", "", 0)), x.dtype)]
+    return [("padded output", padded_shape(shape, pair_param(padding, "padding", "", 0)), x.dtype)]
 
 
 register(OpDef("conv2d_transpose", ("x", "weight", "bias?"), _conv2d_transpose, params=_TRANSPOSE_PARAMS,
-               shape=_conv2d_transpose_shape, dtype=_float_inputs("conv2d_transpose"),
+               shape=_conv2d_transpose_shape, dtype=float_inputs_rule("conv2d_transpose"),
                grad=_conv2d_transpose_grad, namespace="nn", workspace=_transpose_workspace,
                doc="transposed 2-D convolution (the adjoint of conv2d in its input, 'deconvolution') of "
                    "NCHW input with (C, O/groups, kh, kw) weight"))

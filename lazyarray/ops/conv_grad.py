@@ -21,18 +21,18 @@ from . import conv_jit
 from .blas_threads import one_thread
 from .conv import (
     _CONV_PARAMS,
-    _check_pair,
     _conv_workspace,
     _divides,
     _geometry,
     _im2col_groups,
     _is_depthwise,
-    _nchw,
-    _padded,
-    _pair,
-    _windows,
+    check_nchw,
+    check_pair_param,
     col2im,
+    conv_windows,
     im2col_views,
+    padded_shape,
+    pair_param,
 )
 from .params import INTS, Param
 from .registry import OpDef, register
@@ -71,7 +71,7 @@ def _input_grad_workspace(avals, stride=(1, 1), padding=(0, 0), **p):
     shape = avals[2].shape
     if len(shape) != 4:
         return []
-    return [("padded input gradient", _padded(shape, _pair(padding, "padding", "", 0)), avals[0].dtype)]
+    return [("padded input gradient", padded_shape(shape, pair_param(padding, "padding", "", 0)), avals[0].dtype)]
 
 
 register(OpDef("conv2d_input_grad", ("g", "weight", "like"), _conv2d_input_grad, params=_CONV_PARAMS,
@@ -82,13 +82,13 @@ register(OpDef("conv2d_input_grad", ("g", "weight", "like"), _conv2d_input_grad,
 
 
 def _conv2d_weight_grad(xp, g, x, kernel, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):
-    kh, kw = _pair(kernel, "kernel", "", 1)
+    kh, kw = pair_param(kernel, "kernel", "", 1)
     n, c = x.shape[:2]
     o = g.shape[1]
-    geometry = (_pair(stride, "stride", "", 1), _pair(padding, "padding", "", 0), _pair(dilation, "dilation", "", 1))
+    geometry = (pair_param(stride, "stride", "", 1), pair_param(padding, "padding", "", 0), pair_param(dilation, "dilation", "", 1))
     if groups == 1 and xp is np:
         return _dense_weight_grad(g, x, kh, kw, *geometry)
-    win = _windows(xp, x, (kh, kw), geometry[0], geometry[1], dilation=geometry[2])
+    win = conv_windows(xp, x, (kh, kw), geometry[0], geometry[1], dilation=geometry[2])
     if groups == 1:
         cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(-1, c * kh * kw)
         dw = g.transpose(1, 0, 2, 3).reshape(o, -1) @ cols
@@ -129,17 +129,17 @@ def _dense_weight_grad(g, x, kh, kw, stride, padding, dilation):
 
 def _conv2d_weight_grad_shape(shapes, kernel, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
     g, x = shapes
-    _nchw(g, "g", "conv2d_weight_grad")
-    _nchw(x, "x", "conv2d_weight_grad")
+    check_nchw(g, "g", "conv2d_weight_grad")
+    check_nchw(x, "x", "conv2d_weight_grad")
     for what, s in (("g", g), ("x", x)):
         if not _divides(groups, s[1]):
             raise ShapeError(f"{what} {fmt_shape(s)} has {s[1]} channels, not divisible by groups={groups}")
-    return (g[1], None if x[1] is None else x[1] // groups) + _pair(kernel, "kernel", "conv2d_weight_grad", 1)
+    return (g[1], None if x[1] is None else x[1] // groups) + pair_param(kernel, "kernel", "conv2d_weight_grad", 1)
 
 
 register(OpDef("conv2d_weight_grad", ("g", "x"), _conv2d_weight_grad,
-               params=(Param("kernel", INTS, check=_check_pair(1)),) + _CONV_PARAMS,
+               params=(Param("kernel", INTS, check=check_pair_param(1)),) + _CONV_PARAMS,
                shape=_conv2d_weight_grad_shape,
                dtype=lambda dtypes, **p: np.result_type(*dtypes), namespace="nn",
-               workspace=_conv_workspace(1, lambda avals, p: _pair(p["kernel"], "kernel", "", 1)),
+               workspace=_conv_workspace(1, lambda avals, p: pair_param(p["kernel"], "kernel", "", 1)),
                doc="conv2d's gradient w.r.t. its (O, C/groups, kh, kw) weight"))

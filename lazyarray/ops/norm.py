@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from ..threads import chunked
-from .conv import _float_inputs as _named_float_inputs
+from .conv import float_inputs_rule as _named_float_inputs
 from .params import FLOAT, INT, Param, choice
 from .registry import OpDef, broadcast_shapes, normalize_axis, register
 

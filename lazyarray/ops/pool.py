@@ -15,13 +15,22 @@ import numpy as np
 from .. import jit
 from ..errors import ShapeError, fmt_shape
 from . import pool_jit
-from .conv import _check_pair, _float_inputs, _nchw, _padded, _pair, _windows, is_batch_last, pad_nchw
+from .conv import (
+    check_nchw,
+    check_pair_param,
+    conv_windows,
+    float_inputs_rule,
+    is_batch_last,
+    pad_nchw,
+    padded_shape,
+    pair_param,
+)
 from .params import BOOL, INTS, Param
 from .registry import OpDef, register
 
-POOL_PARAMS = (Param("kernel", INTS, (2, 2), check=_check_pair(1)),
-                Param("stride", INTS, (0, 0), check=_check_pair(0), doc="0 = the kernel size"),
-                Param("padding", INTS, (0, 0), check=_check_pair(0)),
+POOL_PARAMS = (Param("kernel", INTS, (2, 2), check=check_pair_param(1)),
+                Param("stride", INTS, (0, 0), check=check_pair_param(0), doc="0 = the kernel size"),
+                Param("padding", INTS, (0, 0), check=check_pair_param(0)),
                 Param("ceil_mode", BOOL, False,
                       doc="round the output size up (MXNet's 'full' convention); windows are clipped"))
 _AVG_PARAMS = POOL_PARAMS + (
@@ -30,10 +39,10 @@ _AVG_PARAMS = POOL_PARAMS + (
 
 
 def _pool_geometry(kernel, stride, padding, op="pool2d"):
-    k = _pair(kernel, "kernel", op, 1)
-    s = _pair(stride, "stride", op, 0)
+    k = pair_param(kernel, "kernel", op, 1)
+    s = pair_param(stride, "stride", op, 0)
     s = tuple(ki if si == 0 else si for ki, si in zip(k, s))  # stride 0 = the kernel size
-    return k, s, _pair(padding, "padding", op, 0)
+    return k, s, pair_param(padding, "padding", op, 0)
 
 
 def _pool_dim(size, k, s, p, ceil):
@@ -63,7 +72,7 @@ def _fill_min(dtype):
 def pool_shape(op):
     def rule(shapes, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, **_):
         x = shapes[0]
-        _nchw(x, "input", op)
+        check_nchw(x, "input", op)
         (kh, kw), (sh, sw), (ph, pw) = _pool_geometry(kernel, stride, padding, op)
         if ph * 2 > kh or pw * 2 > kw:
             raise ShapeError(f"padding {(ph, pw)} must be at most half the kernel {(kh, kw)}")
@@ -86,7 +95,7 @@ def pool_workspace(x, dtype=None, kernel=(2, 2), stride=(0, 0), padding=(0, 0), 
     _, _, pad, _, extra = _layout(x.shape, kernel, stride, padding, ceil_mode)
     if pad == (0, 0) and extra == (0, 0):
         return []
-    return [("padded input", _padded(x.shape, pad, extra), x.dtype if dtype is None else dtype)]
+    return [("padded input", padded_shape(x.shape, pad, extra), x.dtype if dtype is None else dtype)]
 
 
 def _taps(x, kernel, stride, out):
@@ -219,7 +228,7 @@ def _max_pool2d_grad(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), cei
             return dx
     (kh, kw), (ph, pw) = k, p
     n, c, h, w = x.shape
-    win = _windows(xp, x, k, s, p, _fill_min(x.dtype), extra=extra)
+    win = conv_windows(xp, x, k, s, p, _fill_min(x.dtype), extra=extra)
     first = win.reshape(n, c, shape[0], shape[1], kh * kw).argmax(axis=-1)
     dx = xp.zeros((n, c, h + 2 * ph + extra[0], w + 2 * pw + extra[1]), dtype=g.dtype)
     for t, view in enumerate(_taps(dx, k, s, shape)):
@@ -267,7 +276,7 @@ def _avg_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=F
 
 
 register(OpDef("avg_pool2d", ("x",), _avg_pool2d, params=_AVG_PARAMS, shape=pool_shape("avg_pool2d"), writes_out=True,
-               dtype=_float_inputs("avg_pool2d"),
+               dtype=float_inputs_rule("avg_pool2d"),
                grad=lambda F, ins, y, g, **p: [F.avg_pool2d_grad(g, ins[0], **p)], namespace="nn",
                workspace=lambda avals, **p: pool_workspace(avals[0], **p),
                doc="mean over kh x kw windows of NCHW input (stride 0 = kernel size; count_include_pad "

@@ -20,7 +20,7 @@ def test_weight_gradient_matches_a_float64_reference(shape):
     x = rng.standard_normal(shape).astype(np.float32)
     w = rng.standard_normal((4, shape[1], 3, 3)).astype(np.float32)
     g = rng.standard_normal(run_conv2d(np, x, w, None, (1, 1), (1, 1), (1, 1)).shape).astype(np.float32)
-    win = conv._windows(np, x.astype(np.float64), (3, 3), (1, 1), (1, 1))
+    win = conv.conv_windows(np, x.astype(np.float64), (3, 3), (1, 1), (1, 1))
     want = np.einsum("noij,ncijab->ocab", g.astype(np.float64), win)
     got = conv_grad._conv2d_weight_grad(np, g, x, (3, 3), (1, 1), (1, 1))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
