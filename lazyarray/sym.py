@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .aval import Aval, as_dtype
-from .device import Device, current_device
+from .args import choice_arg, seq_arg, type_arg
+from .aval import STYPES, Aval, as_dtype, check_shape
+from .device import Device, as_device, current_device
 from .executor import call, control_flow  # noqa: F401  (the ops whose params are sub-graphs register there)
 from .graph.build import apply_node
 from .graph.node import PINNED, Entry, var_node
@@ -38,8 +39,14 @@ def var(name: str, shape=None, dtype="float32", device: Device | None = None, st
     %x = input : float32[batch,3] @cpu(0)
     return %x
     """
-    dev = current_device() if device is None else device
-    aval = Aval(None if shape is None else tuple(shape), as_dtype(dtype, "var"), dev, stype)
+    type_arg(name, "la.sym.var", "name", str, "a str naming the input, e.g. 'data'")
+    dev = current_device() if device is None else as_device(device, f"la.sym.var({name!r})")
+    choice_arg(stype, f"la.sym.var({name!r})", "stype", STYPES)
+    if shape is not None:
+        shape = check_shape(f"la.sym.var({name!r})", seq_arg(
+            shape, f"la.sym.var({name!r})", "shape", "None or a tuple of sizes (ints, None or la.Dim), e.g. (2, 3)"),
+            what="input")
+    aval = Aval(shape, as_dtype(dtype, "var"), dev, stype)
     node = var_node(name, aval)
     if pinned:
         node.params = {PINNED: True}
