@@ -18,6 +18,7 @@ from collections.abc import Callable
 from .args import choice_arg, seq_arg, type_arg
 from .aval import STYPES, Aval, as_dtype, check_shape
 from .device import Device, as_device, current_device
+from .errors import ParamError
 from .executor import call, control_flow  # noqa: F401  (the ops whose params are sub-graphs register there)
 from .graph.build import apply_node
 from .graph.node import PINNED, Entry, var_node
@@ -60,7 +61,13 @@ def _sym_function(op: OpDef) -> Callable:
             args = bind_inputs(op, args, params)  # inputs passed by name, in their places
         ins = [[as_entry(x, op.name) for x in a] if isinstance(a, (list, tuple)) else as_entry(a, op.name)
                for a in args]
-        return symbol_of(apply_node(op, *ins, **params))
+        res = apply_node(op, *ins, **params)
+        if res.__class__ is not Entry and not (isinstance(res, (tuple, list)) and all(isinstance(e, Entry) for e in res)):
+            # a composite that hands an input straight back (dropout outside training) never checked it
+            bad = next((x for x in ins if x.__class__ is not Entry), res)
+            raise ParamError(f"la.sym.{op.qualname}: got {type(bad).__name__} {bad!r}"[:200]
+                             + " where a Symbol input was expected; pass a Symbol (la.sym.var('x', shape=...))")
+        return symbol_of(res)
 
     f.__name__ = f.__qualname__ = op.name
     f.__signature__ = signature(op, "Symbol", params_by_position=False, out=False)
