@@ -173,9 +173,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
 # Callables whose bad calls still raise bare errors: strict xfail (the test must keep failing until
 # fixed, then this entry goes). Reason: what is bare.
 XFAIL = {
-    "la.sparse.adam_update": "scalar hyper-parameters and non-array weight/grad reach NumPy arithmetic unchecked",
-    "la.sparse.sgd_update": "scalar hyper-parameters and non-array weight/grad reach NumPy arithmetic unchecked",
-    "la.sparse.zeros": "shape / stype of the wrong type reach tuple() and NumPy unchecked",
     "la.sbp.split_sizes": "size / n of the wrong type: TypeError from divmod()",
     "la.sbp.boxing_kind": "src / dst that are not SBP values: AttributeError",
     "la.sbp.boxing_bytes": "src / dst that are not SBP values: AttributeError",
