@@ -173,9 +173,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
 # Callables whose bad calls still raise bare errors: strict xfail (the test must keep failing until
 # fixed, then this entry goes). Reason: what is bare.
 XFAIL = {
-    "la.sbp.split_sizes": "size / n of the wrong type: TypeError from divmod()",
-    "la.sbp.boxing_kind": "src / dst that are not SBP values: AttributeError",
-    "la.sbp.boxing_bytes": "src / dst that are not SBP values: AttributeError",
     "la.distributed.box": "pieces / SBP values of the wrong type: AttributeError / TypeError",
     "la.distributed.combine": "pieces / SBP values of the wrong type: AttributeError / TypeError",
     "la.distributed.split_value": "value / n of the wrong type: AttributeError / TypeError",
