@@ -173,11 +173,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
 # Callables whose bad calls still raise bare errors: strict xfail (the test must keep failing until
 # fixed, then this entry goes). Reason: what is bare.
 XFAIL = {
-    "la.distributed.box": "pieces / SBP values of the wrong type: AttributeError / TypeError",
-    "la.distributed.combine": "pieces / SBP values of the wrong type: AttributeError / TypeError",
-    "la.distributed.split_value": "value / n of the wrong type: AttributeError / TypeError",
-    "la.distributed.regions": "a non-Symbol: AttributeError",
-    "la.distributed.localize": "a non-Symbol or shapes not a dict: AttributeError",
     "la.mxnet.read_params": "mxnet direct loaders: data that is not bytes (another helper's item, issue #33)",
     "la.mxnet.save_params": "path / arrays of the wrong type: TypeError from open() / NumPy",
     "la.mxnet.params_bytes": "arrays that are not a dict of NumPy arrays: AttributeError / TypeError",
