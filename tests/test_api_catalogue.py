@@ -172,12 +172,7 @@ ALLOWED: dict[tuple[str, str, str], str] = {
 
 # Callables whose bad calls still raise bare errors: strict xfail (the test must keep failing until
 # fixed, then this entry goes). Reason: what is bare.
-XFAIL = {
-    "la.mxnet.read_params": "mxnet direct loaders: data that is not bytes (another helper's item, issue #33)",
-    "la.mxnet.save_params": "path / arrays of the wrong type: TypeError from open() / NumPy",
-    "la.mxnet.params_bytes": "arrays that are not a dict of NumPy arrays: AttributeError / TypeError",
-    "la.mxnet.to_mxnet": "a non-Symbol / values not a dict: AttributeError",
-}
+XFAIL: dict[str, str] = {}
 
 # Silently accepted before (returned an object that was wrong), now each raises the named error.
 MARKED_WRONG = {
