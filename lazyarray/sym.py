@@ -54,6 +54,16 @@ def var(name: str, shape=None, dtype="float32", device: Device | None = None, st
     return Symbol([Entry(node)])
 
 
+def _entries(res) -> bool:
+    """Whether ``res`` is a tuple or list of entries (a multi-output op's result)."""
+    if not isinstance(res, (tuple, list)):
+        return False
+    for e in res:  # (no builtins all / any here: la.sym's op functions of those names shadow them)
+        if e.__class__ is not Entry:
+            return False
+    return True
+
+
 def _sym_function(op: OpDef) -> Callable:
     # (no builtins such as ``any`` in here: this module's globals are la.sym's op functions)
     def f(*args, **params):
@@ -62,7 +72,7 @@ def _sym_function(op: OpDef) -> Callable:
         ins = [[as_entry(x, op.name) for x in a] if isinstance(a, (list, tuple)) else as_entry(a, op.name)
                for a in args]
         res = apply_node(op, *ins, **params)
-        if res.__class__ is not Entry and not (isinstance(res, (tuple, list)) and all(isinstance(e, Entry) for e in res)):
+        if res.__class__ is not Entry and not _entries(res):
             # a composite that hands an input straight back (dropout outside training) never checked it
             bad = next((x for x in ins if x.__class__ is not Entry), res)
             raise ParamError(f"la.sym.{op.qualname}: got {type(bad).__name__} {bad!r}"[:200]
