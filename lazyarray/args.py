@@ -93,3 +93,27 @@ def choice_arg(value, where: str, name: str, choices) -> object:
         raise ParamValueError(f"{where}: {name} must be one of {', '.join(map(repr, choices))}, got "
                               f"{_shown(value)}")
     return value
+
+
+def seq_arg(value, where: str, name: str, example: str = "a list") -> list:
+    """``value`` as a list when it is a list or a tuple, else ``ParamError`` naming what was given
+    (a string, a dict, a number or an array is never taken for a sequence of items)."""
+    if not isinstance(value, (list, tuple)):
+        raise ParamError(f"{where}: {name} must be {example}, got {_shown(value)}")
+    return list(value)
+
+
+def dict_arg(value, where: str, name: str, example: str = "a dict") -> dict:
+    """``value`` when it is a dict (``None`` reads as ``{}``), else ``ParamError``."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ParamError(f"{where}: {name} must be {example}, got {_shown(value)}")
+    return value
+
+
+def type_arg(value, where: str, name: str, types, example: str):
+    """``value`` when it is an instance of ``types``, else ``ParamError`` saying what it should be."""
+    if not isinstance(value, types):
+        raise ParamError(f"{where}: {name} must be {example}, got {_shown(value)}")
+    return value

@@ -28,7 +28,8 @@ import math
 from contextvars import ContextVar
 from itertools import count
 
-from .errors import ShapeError
+from .args import int_arg
+from .errors import ParamError, ShapeError
 
 _INF = math.inf
 # While set, a comparison the bounds cannot decide answers False (and ``bool(d)`` True) instead of
@@ -161,6 +162,10 @@ class DimExpr:
 
     def __init__(self, terms: dict):
         # monomial (a sorted tuple of atoms, repeated for powers) -> nonzero int coefficient
+        if terms.__class__ is not dict:
+            raise ParamError(f"la.DimExpr: terms must be a dict of monomial -> coefficient, got "
+                             f"{type(terms).__name__} {terms!r}"[:200] + "; make sizes with la.Dim('name') and "
+                             "arithmetic on it (2 * la.Dim('seq') + 1)")
         self._terms = terms
         self._hash = hash(frozenset(terms.items()))
 
@@ -349,10 +354,11 @@ class Dim(DimExpr):
     def __init__(self, name: str, min: int = 1, max: int | None = None):  # noqa: A002 (torch's names)
         if not isinstance(name, str) or not name.isidentifier():
             raise ShapeError(f"Dim: name {name!r} must be an identifier such as 'batch'")
-        lo = int(min)
-        if lo < 0 or (max is not None and int(max) < lo):
+        lo = int_arg(min, f"la.Dim({name!r})", "min")
+        hi = None if max is None else int_arg(max, f"la.Dim({name!r})", "max")
+        if lo < 0 or (hi is not None and hi < lo):
             raise ShapeError(f"Dim({name!r}): bounds min={min}, max={max} must satisfy 0 <= min <= max")
-        self.name, self.min, self.max = name, lo, None if max is None else int(max)
+        self.name, self.min, self.max = name, lo, hi
         super().__init__({(SymAtom(name, lo, self.max),): 1})
 
     def __reduce__(self):

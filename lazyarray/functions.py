@@ -94,6 +94,9 @@ def write_out(name: str, res: NDArray, out: NDArray) -> NDArray:
     """
     if not isinstance(out, NDArray):
         raise ParamError(f"{name}: out= must be a lazyarray NDArray, got {type(out).__name__}")
+    if not isinstance(res, NDArray):  # a multi-output op (split, array_split, ...): no single array to write
+        raise ParamError(f"{name}: out= takes one array, but {name} returns {len(res)} arrays; drop out= and "
+                         f"unpack the results instead (`a, b = la.{name}(...)`)")
     if is_deferred() or out.is_lazy:
         raise DeferredComputeError(
             f"{name}(..., out=...): writing into an existing array is not allowed inside deferred "

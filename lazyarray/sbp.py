@@ -26,7 +26,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import LazyArrayError
+from .args import int_arg
+from .errors import LazyArrayError, ParamError
 
 __all__ = ["SBP", "split", "broadcast", "partial_sum", "partial_max", "partial_min", "parse",
            "split_sizes", "boxing_kind", "boxing_bytes", "SBPError"]
@@ -117,13 +118,30 @@ def parse(text) -> SBP:
 
 def split_sizes(size: int, n: int) -> list[int]:
     """Piece sizes of a dim of ``size`` split in ``n`` (``numpy.array_split``'s rule)."""
+    if size.__class__ is not int or n.__class__ is not int or size < 0 or n < 1:
+        size = int_arg(size, "la.sbp.split_sizes", "size", lo=0)
+        n = int_arg(n, "la.sbp.split_sizes", "n (the number of pieces)", lo=1)
     q, r = divmod(size, n)
     return [q + 1 if i < r else q for i in range(n)]
+
+
+def sbp_arg(value, where: str, name: str) -> SBP:
+    """An ``SBP`` argument: an ``SBP`` value or its text (``"S(0)"``, ``"B"``, ``"P(sum)"``);
+    anything else is ``ParamError`` naming ``where`` and ``name``."""
+    if isinstance(value, SBP):
+        return value
+    if not isinstance(value, str):
+        raise ParamError(f"{where}: {name} must be an SBP value such as la.sbp.split(0), la.sbp.broadcast() "
+                         f"or la.sbp.partial_sum() (or its text 'S(0)', 'B', 'P(sum)'), got "
+                         f"{type(value).__name__} {value!r}"[:300])
+    return parse(value)
 
 
 def boxing_kind(src: SBP, dst: SBP) -> str | None:
     """The collective that turns ``src`` pieces into ``dst`` pieces, or None when none is needed
     (equal signatures) or possible (between different partial reductions, go through ``B``)."""
+    if src.__class__ is not SBP or dst.__class__ is not SBP:
+        src, dst = sbp_arg(src, "la.sbp.boxing_kind", "src"), sbp_arg(dst, "la.sbp.boxing_kind", "dst")
     if src == dst:
         return None
     if src.is_split:
@@ -140,6 +158,10 @@ def boxing_bytes(src: SBP, dst: SBP, nbytes: int, n: int) -> float:
     twice that, all-to-all ``(n-1)/n * nbytes``; local slices move nothing. ``inf`` when no
     boxing exists between the two.
     """
+    src, dst = sbp_arg(src, "la.sbp.boxing_bytes", "src"), sbp_arg(dst, "la.sbp.boxing_bytes", "dst")
+    if nbytes.__class__ is not int or n.__class__ is not int or nbytes < 0 or n < 1:
+        nbytes = int_arg(nbytes, "la.sbp.boxing_bytes", "nbytes", lo=0)
+        n = int_arg(n, "la.sbp.boxing_bytes", "n (the number of pieces)", lo=1)
     kind = boxing_kind(src, dst)
     if src == dst:
         return 0.0

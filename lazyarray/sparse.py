@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .aval import as_dtype
+from .args import choice_arg, number_arg
+from .aval import STYPES, as_dtype, check_alloc, check_shape
+from .creation import checked_shape, creation_device
 from .device import Device, current_device, to_device
-from .errors import DeviceError, ParamError, ParamValueError, ShapeError
+from .errors import DeviceError, ParamError, ParamValueError, ShapeError, fmt_shape
 from .ndarray import NDArray, make_array
 from .ops.sparse_kernels import adam_rows, scipy_sparse, sgd_rows
 from .ops.sparse_kernels import from_scipy as _csr_from_scipy
@@ -148,42 +150,80 @@ def row_sparse_array(arg1, shape=None, dtype=None, device: Device | None = None)
 
 def zeros(stype: str, shape, dtype="float32", device: Device | None = None) -> NDArray:
     """An all-zero array of storage ``stype`` (nothing stored)."""
-    shape = tuple(int(d) for d in shape)
+    choice_arg(stype, "la.sparse.zeros", "stype", STYPES)
+    shape = checked_shape(shape, "la.sparse.zeros")
+    if not all(isinstance(d, int) for d in shape):
+        raise ShapeError(f"la.sparse.zeros: shape {fmt_shape(shape)} must be concrete sizes (ints), not la.Dim")
     dt = as_dtype(dtype, "sparse.zeros")
+    dev = creation_device(device)
     if stype == "csr":
         if len(shape) != 2:
             raise ShapeError(f"sparse.zeros: csr is 2-D, got shape {shape}")
         it = index_dtype(*shape)
+        check_alloc("la.sparse.zeros", (shape[0] + 1,), it, "csr index pointer")
         val = CSR(np.zeros(0, dt), np.zeros(0, it), np.zeros(shape[0] + 1, it), shape)
     elif stype == "row_sparse":
+        check_shape("la.sparse.zeros", shape, dt)
         val = RowSparse(np.zeros((0,) + shape[1:], dt), np.zeros(0, np.int64), shape)
-    elif stype == "default":
-        val = np.zeros(shape, dt)
     else:
-        raise ParamValueError(f"sparse.zeros: unknown storage type {stype!r}; use 'csr', 'row_sparse' or 'default'")
-    dev = current_device() if device is None else device
+        val = np.zeros(check_alloc("la.sparse.zeros", shape, dt), dt)
     if dev.kind != "cpu":
         return make_array(val, None, _HOST).to(dev)
     return make_array(val, None, dev)
 
 
 # -- optimizer updates: lazy on row_sparse gradients ----------------------------------------------
-def _writable(name: str, *arrays: NDArray):
+def _writable(name: str, *arrays: tuple[str, NDArray | None]):
+    """The backend values of ``(argument name, array)`` pairs updated in place (``None`` for an
+    optional state not given); the first is the weight, and every other one must match its shape."""
     vals = []
-    for a in arrays:
-        if a is None:
+    weight = arrays[0][1]
+    for arg, a in arrays:
+        if a is None and arg in _OPTIONAL_STATES:
             vals.append(None)
             continue
-        if not isinstance(a, NDArray) or a.is_lazy:
-            raise ParamValueError(f"{name}: weights and states must be normal (computed) arrays, updated in place")
+        if not isinstance(a, NDArray):
+            raise ParamError(f"{name}: {arg} must be an array, updated in place, got {type(a).__name__} {a!r}"[:200])
+        if a.is_lazy:
+            raise ParamValueError(f"{name}: {arg} must be a normal (computed) array, updated in place, not a lazy "
+                                  "one; compute it first (outside la.deferred())")
         v = a._materialize()
         if stype_of(v) != "default":
-            raise ParamValueError(f"{name}: weights and states must be dense, got {stype_of(v)!r}")
+            raise ParamValueError(f"{name}: weights and states must be dense, got {stype_of(v)!r} for {arg}")
+        if a is not weight and a.shape != weight.shape:
+            raise ShapeError(f"{name}: {arg} has shape {fmt_shape(a.shape)} but weight has {fmt_shape(weight.shape)}; "
+                             "states are the weight's shape")
         vals.append(v)
-    dev = arrays[0].device
-    if any(a is not None and a.device != dev for a in arrays):
+    if weight.ndim == 0:
+        raise ShapeError(f"{name}: weight is 0-d; the update works on rows (a weight of 1 or more dims)")
+    dev = weight.device
+    if any(a is not None and a.device != dev for _, a in arrays):
         raise DeviceError(f"{name}: weight, gradient and states must live on one device")
     return vals
+
+
+_OPTIONAL_STATES = ("mom",)
+
+
+def _gradient(name: str, grad, weight: NDArray):
+    """``grad``'s backend value, checked against the weight (an array of its shape, on its device)."""
+    if not isinstance(grad, NDArray):
+        raise ParamError(f"{name}: grad must be an array of the weight's shape {fmt_shape(weight.shape)}, got "
+                         f"{type(grad).__name__} {grad!r}"[:200])
+    if grad.shape != weight.shape:
+        raise ShapeError(f"{name}: grad has shape {fmt_shape(grad.shape)} but weight has {fmt_shape(weight.shape)}")
+    if grad.device != weight.device:
+        raise DeviceError(f"{name}: grad is on {grad.device} but weight on {weight.device}; move it with "
+                          f"grad.to({str(weight.device)!r})")
+    return grad._materialize()
+
+
+def _rates(name: str, clip_gradient, **rates) -> None:
+    """Scalar hyper-parameters: finite numbers (``clip_gradient`` may be None: no clipping)."""
+    for arg, value in rates.items():
+        number_arg(value, name, arg)
+    if clip_gradient is not None:
+        number_arg(clip_gradient, name, "clip_gradient (or None)")
 
 
 def sgd_update(weight: NDArray, grad: NDArray, lr: float, wd: float = 0.0, rescale_grad: float = 1.0,
@@ -198,9 +238,10 @@ def sgd_update(weight: NDArray, grad: NDArray, lr: float, wd: float = 0.0, resca
     >>> la.sparse.sgd_update(w, g, lr=0.5, wd=0.1).asnumpy()[:, 0].tolist()
     [1.0, 0.44999998807907104, 1.0]
     """
-    w, m = _writable("sgd_update", weight, mom)
+    _rates("la.sparse.sgd_update", clip_gradient, lr=lr, wd=wd, rescale_grad=rescale_grad, momentum=momentum)
+    w, m = _writable("la.sparse.sgd_update", ("weight", weight), ("mom", mom))
     xp = weight.device.xp
-    g = grad._materialize()
+    g = _gradient("la.sparse.sgd_update", grad, weight)
     rows, gdata = _rows_of(g, lazy_update, xp)
     sgd_rows(xp, w, rows, gdata, lr, wd, rescale_grad, clip_gradient, momentum, m)
     return weight
@@ -218,9 +259,11 @@ def adam_update(weight: NDArray, grad: NDArray, mean: NDArray, var: NDArray, lr:
                 clip_gradient: float | None = None, lazy_update: bool = True) -> NDArray:
     """Adam step in place (MXNet ``adam_update``: ``lr`` already bias-corrected). A row_sparse
     ``grad`` with ``lazy_update`` updates ``weight``, ``mean`` and ``var`` only at its rows."""
-    w, m, v = _writable("adam_update", weight, mean, var)
+    _rates("la.sparse.adam_update", clip_gradient, lr=lr, beta1=beta1, beta2=beta2, epsilon=epsilon, wd=wd,
+           rescale_grad=rescale_grad)
+    w, m, v = _writable("la.sparse.adam_update", ("weight", weight), ("mean", mean), ("var", var))
     xp = weight.device.xp
-    g = grad._materialize()
+    g = _gradient("la.sparse.adam_update", grad, weight)
     rows, gdata = _rows_of(g, lazy_update, xp)
     adam_rows(xp, w, rows, gdata, m, v, lr, beta1, beta2, epsilon, wd, rescale_grad, clip_gradient)
     return weight

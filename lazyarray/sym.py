@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .aval import Aval, as_dtype
-from .device import Device, current_device
+from .args import choice_arg, seq_arg, type_arg
+from .aval import STYPES, Aval, as_dtype, check_shape
+from .device import Device, as_device, current_device
+from .errors import ParamError
 from .executor import call, control_flow  # noqa: F401  (the ops whose params are sub-graphs register there)
 from .graph.build import apply_node
 from .graph.node import PINNED, Entry, var_node
@@ -38,12 +40,28 @@ def var(name: str, shape=None, dtype="float32", device: Device | None = None, st
     %x = input : float32[batch,3] @cpu(0)
     return %x
     """
-    dev = current_device() if device is None else device
-    aval = Aval(None if shape is None else tuple(shape), as_dtype(dtype, "var"), dev, stype)
+    type_arg(name, "la.sym.var", "name", str, "a str naming the input, e.g. 'data'")
+    dev = current_device() if device is None else as_device(device, f"la.sym.var({name!r})")
+    choice_arg(stype, f"la.sym.var({name!r})", "stype", STYPES)
+    if shape is not None:
+        shape = check_shape(f"la.sym.var({name!r})", seq_arg(
+            shape, f"la.sym.var({name!r})", "shape", "None or a tuple of sizes (ints, None or la.Dim), e.g. (2, 3)"),
+            what="input")
+    aval = Aval(shape, as_dtype(dtype, "var"), dev, stype)
     node = var_node(name, aval)
     if pinned:
         node.params = {PINNED: True}
     return Symbol([Entry(node)])
+
+
+def _entries(res) -> bool:
+    """Whether ``res`` is a tuple or list of entries (a multi-output op's result)."""
+    if not isinstance(res, (tuple, list)):
+        return False
+    for e in res:  # (no builtins all / any here: la.sym's op functions of those names shadow them)
+        if e.__class__ is not Entry:
+            return False
+    return True
 
 
 def _sym_function(op: OpDef) -> Callable:
@@ -53,7 +71,13 @@ def _sym_function(op: OpDef) -> Callable:
             args = bind_inputs(op, args, params)  # inputs passed by name, in their places
         ins = [[as_entry(x, op.name) for x in a] if isinstance(a, (list, tuple)) else as_entry(a, op.name)
                for a in args]
-        return symbol_of(apply_node(op, *ins, **params))
+        res = apply_node(op, *ins, **params)
+        if res.__class__ is not Entry and not _entries(res):
+            # a composite that hands an input straight back (dropout outside training) never checked it
+            bad = next((x for x in ins if x.__class__ is not Entry), res)
+            raise ParamError(f"la.sym.{op.qualname}: got {type(bad).__name__} {bad!r}"[:200]
+                             + " where a Symbol input was expected; pass a Symbol (la.sym.var('x', shape=...))")
+        return symbol_of(res)
 
     f.__name__ = f.__qualname__ = op.name
     f.__signature__ = signature(op, "Symbol", params_by_position=False, out=False)

@@ -6,7 +6,8 @@ code captured becomes a named constant that keeps its value with the symbol.
 """
 from __future__ import annotations
 
-from .errors import DeferredComputeError
+from .args import dict_arg, seq_arg
+from .errors import DeferredComputeError, ParamError
 from .graph.node import Node, check_capture, const_node, var_node
 from .graph.rewrite import rewrite
 from .graph.symbol import Symbol
@@ -32,11 +33,13 @@ def get_symbol(outputs, inputs: dict | None = None) -> Symbol:
     >>> sym.list_inputs()
     ['x']
     """
-    outs = [outputs] if isinstance(outputs, NDArray) else list(outputs)
+    outs = [outputs] if isinstance(outputs, NDArray) else seq_arg(
+        outputs, "la.get_symbol", "outputs", "an array or a list of arrays (the results recorded under la.deferred())")
     for i, o in enumerate(outs):
         if not isinstance(o, NDArray):
-            raise TypeError(f"get_symbol: output {i} is a {type(o).__name__}, not an NDArray")
-    inputs = dict(inputs or {})
+            raise ParamError(f"la.get_symbol: output {i} is a {type(o).__name__}, not an array; pass the arrays "
+                             "computed under la.deferred()")
+    inputs = dict(dict_arg(inputs, "la.get_symbol", "inputs", "a dict of name -> input array, e.g. {'x': x}"))
     out_entries = [o._entry if o._entry is not None else o._as_entry() for o in outs]
     # Which recorded nodes stand for each named input: its own entry, and every constant that
     # captured its buffer (an array with a value is read as a capture while recording).
@@ -44,7 +47,8 @@ def get_symbol(outputs, inputs: dict | None = None) -> Symbol:
     by_value: dict[int, str] = {}
     for name, arr in inputs.items():
         if not isinstance(arr, NDArray):
-            raise TypeError(f"get_symbol: input {name!r} is a {type(arr).__name__}, not an NDArray")
+            raise ParamError(f"la.get_symbol: input {name!r} is a {type(arr).__name__}, not an array; "
+                             "inputs maps each name to the array the graph reads")
         node = arr._entry.node if arr._entry is not None else None
         if node is not None and id(node) in by_node or arr._value is not None and id(arr._value) in by_value:
             first = by_node.get(id(node)) or by_value.get(id(arr._value))

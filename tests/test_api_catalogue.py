@@ -172,39 +172,7 @@ ALLOWED: dict[tuple[str, str, str], str] = {
 
 # Callables whose bad calls still raise bare errors: strict xfail (the test must keep failing until
 # fixed, then this entry goes). Reason: what is bare.
-XFAIL = {
-    "la.sparse.adam_update": "scalar hyper-parameters and non-array weight/grad reach NumPy arithmetic unchecked",
-    "la.sparse.sgd_update": "scalar hyper-parameters and non-array weight/grad reach NumPy arithmetic unchecked",
-    "la.sparse.zeros": "shape / stype of the wrong type reach tuple() and NumPy unchecked",
-    "la.blocks.split_and_load": "data / device_list of the wrong type fail in len() and slicing",
-    "la.blocks.SymbolBlock": "outputs that are not a Symbol: AttributeError; inputs not a list: TypeError",
-    "la.blocks.clip_global_norm": "arrays / max_norm of the wrong type fail in iteration and comparison",
-    "la.blocks.models.transformer_encoder": "sizes of the wrong type reach range() / comparisons unchecked",
-    "la.blocks.models.TransformerEncoder": "sizes of the wrong type reach range() / comparisons unchecked",
-    "la.blocks.models.resnet18": "classes / channels of the wrong type reach comparisons unchecked",
-    "la.get_symbol": "outputs / inputs that are not arrays: TypeError from iteration",
-    "la.Symbol": "outputs that are not entries: TypeError from iteration",
-    "la.Dim": "min / max that are not ints: bare TypeError / ValueError from int()",
-    "la.DimExpr": "terms that are not a dict: AttributeError",
-    "la.sym.var": "a shape that is not a tuple: TypeError from tuple()",
-    "la.sym.dropout": "a non-Symbol input: TypeError (the composite is traced before the input check)",
-    "la.sym.iota": "bounds that are not a triple: bare ValueError from unpacking",
-    "la.iota": "bounds that are not a triple: bare ValueError from unpacking",
-    "la.split": "out= given an array for a multi-output op: AttributeError in write_out",
-    "la.array_split": "out= given an array for a multi-output op: AttributeError in write_out",
-    "la.sbp.split_sizes": "size / n of the wrong type: TypeError from divmod()",
-    "la.sbp.boxing_kind": "src / dst that are not SBP values: AttributeError",
-    "la.sbp.boxing_bytes": "src / dst that are not SBP values: AttributeError",
-    "la.distributed.box": "pieces / SBP values of the wrong type: AttributeError / TypeError",
-    "la.distributed.combine": "pieces / SBP values of the wrong type: AttributeError / TypeError",
-    "la.distributed.split_value": "value / n of the wrong type: AttributeError / TypeError",
-    "la.distributed.regions": "a non-Symbol: AttributeError",
-    "la.distributed.localize": "a non-Symbol or shapes not a dict: AttributeError",
-    "la.mxnet.read_params": "mxnet direct loaders: data that is not bytes (another helper's item, issue #33)",
-    "la.mxnet.save_params": "path / arrays of the wrong type: TypeError from open() / NumPy",
-    "la.mxnet.params_bytes": "arrays that are not a dict of NumPy arrays: AttributeError / TypeError",
-    "la.mxnet.to_mxnet": "a non-Symbol / values not a dict: AttributeError",
-}
+XFAIL: dict[str, str] = {}
 
 # Silently accepted before (returned an object that was wrong), now each raises the named error.
 MARKED_WRONG = {

@@ -7,8 +7,9 @@ exported, imported and re-exported model gives identical files.
 """
 from __future__ import annotations
 
+from ..args import dict_arg, seq_arg, type_arg
 from ..device import Device
-from ..errors import GraphFormatError, LazyArrayError, ShapeError
+from ..errors import GraphFormatError, LazyArrayError, ParamError, ShapeError
 from ..executor.cached_op import CachedOp
 from ..graph import serialize
 from ..graph.passes.bind_dims import bind_dims
@@ -27,6 +28,13 @@ class SymbolBlock(HybridBlock):
     input is a parameter (``params``: name -> Parameter)."""
 
     def __init__(self, outputs: Symbol, inputs: list[str], params: dict[str, Parameter] | None = None):
+        type_arg(outputs, "SymbolBlock", "outputs", Symbol, "a Symbol (la.sym.* or la.get_symbol)")
+        inputs = [inputs] if isinstance(inputs, str) else seq_arg(
+            inputs, "SymbolBlock", "inputs", "a list of the graph's input names, e.g. ['data']")
+        if not all(isinstance(n, str) for n in inputs):
+            raise ParamError(f"SymbolBlock: inputs must be names (str), got {inputs!r}"[:200]
+                             + f"; the graph's inputs are {outputs.list_inputs()}")
+        params = dict_arg(params, "SymbolBlock", "params", "a dict of name -> Parameter, or None")
         super().__init__()
         names = outputs.list_inputs()
         unknown = [n for n in inputs if n not in names]
@@ -35,12 +43,14 @@ class SymbolBlock(HybridBlock):
         object.__setattr__(self, "_symbol", outputs)
         object.__setattr__(self, "_input_names", list(inputs))
         object.__setattr__(self, "_op", CachedOp(outputs))
-        params = params or {}
         avals = {n.name: n.avals[0] for n in outputs.input_nodes()}
         for name in names:
             if name in inputs:
                 continue
             p = params.get(name)
+            if p is not None and not isinstance(p, Parameter):
+                raise ParamError(f"SymbolBlock: params[{name!r}] must be a Parameter, got {type(p).__name__}; "
+                                 f"wrap values with la.blocks.Parameter({name!r}, shape=...) or leave it out")
             if p is None:
                 a = avals[name]
                 if any(d is not None and not isinstance(d, int) for d in a.shape or ()):

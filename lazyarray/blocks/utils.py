@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import math
 
+from ..args import int_arg, number_arg, seq_arg
 from ..buffer import bump
 from ..creation import array
-from ..errors import ParamValueError
+from ..device import as_device
+from ..errors import ParamValueError, ShapeError, fmt_shape
 from ..ndarray import NDArray
+from ..ops.registry import normalize_axis
 from ..storage import RowSparse
 from ..user_frames import warn
 
@@ -29,13 +32,11 @@ def clip_global_norm(arrays, max_norm: float, check_isfinite: bool = True) -> fl
     >>> [round(float(x), 6) for x in g[0].asnumpy()] + [round(float(g[1].asnumpy()[0]), 6)]
     [0.6, 0.0, 0.8]
     """
-    if isinstance(arrays, NDArray):
-        arrays = [arrays]
-    arrays = list(arrays)
+    arrays = [arrays] if isinstance(arrays, NDArray) else seq_arg(
+        arrays, "clip_global_norm", "arrays", "a list of arrays such as [p.grad() for p in params.values()]")
     if not arrays:
         raise ParamValueError("clip_global_norm: got no arrays; pass a list such as [p.grad() for p in params]")
-    if not max_norm > 0:
-        raise ParamValueError(f"clip_global_norm: max_norm must be positive, got {max_norm!r}")
+    max_norm = number_arg(max_norm, "clip_global_norm", "max_norm", lo=0, lo_open=True)
     values, modules = [], []
     for i, a in enumerate(arrays):
         if not isinstance(a, NDArray):
@@ -72,7 +73,12 @@ def split_and_load(data, device_list, batch_axis: int = 0, even_split: bool = Tr
 
     if not isinstance(data, NDArray):
         data = array(data)
-    devices = list(device_list)
+    devices = [as_device(d, "split_and_load") for d in seq_arg(
+        device_list, "split_and_load", "device_list", "a list of devices such as [la.cpu(0), la.cpu(1)]")]
+    if data.ndim == 0:
+        raise ShapeError(f"split_and_load: data is a 0-d array ({data!r}); it needs a batch axis to split"[:300])
+    batch_axis = normalize_axis(int_arg(batch_axis, "split_and_load", "batch_axis"), data.ndim,
+                                f"split_and_load (batch_axis of data of shape {fmt_shape(data.shape)})")
     n, size = len(devices), data.shape[batch_axis]
     if n == 0:
         raise ParamValueError("split_and_load: device_list is empty; pass devices such as [la.cpu(0), la.cpu(1)]")
@@ -82,6 +88,6 @@ def split_and_load(data, device_list, batch_axis: int = 0, even_split: bool = Tr
     bounds = [size * i // n for i in range(n + 1)]
     parts = []
     for d, lo, hi in zip(devices, bounds, bounds[1:]):
-        index = tuple([slice(None)] * (batch_axis % data.ndim) + [slice(lo, hi)])
+        index = tuple([slice(None)] * batch_axis + [slice(lo, hi)])
         parts.append(data[index].to(d))
     return parts

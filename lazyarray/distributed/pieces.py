@@ -17,14 +17,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..aval import Aval
-from ..errors import GraphError
+from ..args import dict_arg, int_arg, seq_arg, type_arg
+from ..aval import Aval, check_alloc, check_shape
+from ..errors import GraphError, ParamError, ParamValueError, ShapeError, fmt_shape
 from ..graph.build import apply_node
 from ..graph.node import Entry, Node
 from ..graph.symbol import Symbol
 from ..ops import registry
 from ..ops.sbp_rules import rule_for
-from ..sbp import SBP, SBPError, broadcast, split_sizes
+from ..sbp import SBP, SBPError, broadcast, sbp_arg, split_sizes
 
 B = broadcast()
 _REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
@@ -33,7 +34,13 @@ _REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum}
 def split_value(value, sbp: SBP, n: int) -> list:
     """The ``n`` pieces of the logical ``value`` under ``sbp`` (``P(sum)``: the value on piece 0,
     zeros elsewhere; ``P(max)``/``P(min)`` and ``B``: the value on every piece)."""
+    sbp = sbp_arg(sbp, "la.distributed.split_value", "sbp")
+    n = int_arg(n, "la.distributed.split_value", "n (the number of pieces)", lo=1)
     value = np.asarray(value)
+    # the list of n pieces (and P(sum)'s n - 1 zero pieces) must fit the allocation limit
+    check_alloc("la.distributed.split_value", (n,), np.intp, "list of pieces")
+    if sbp.is_partial and sbp.reduce == "sum":
+        check_alloc("la.distributed.split_value", (n - 1, *value.shape), value.dtype, "zero pieces")
     if sbp.is_split:
         if sbp.axis >= value.ndim:
             raise SBPError(f"cannot split axis {sbp.axis} of an array of shape {value.shape}")
@@ -45,11 +52,30 @@ def split_value(value, sbp: SBP, n: int) -> list:
 
 def combine(pieces, sbp: SBP):
     """The logical array the ``pieces`` make up under ``sbp``."""
+    sbp = sbp_arg(sbp, "la.distributed.combine", "sbp")
+    pieces = _pieces_arg(pieces, "la.distributed.combine", sbp)
+    if sbp.is_partial and len({p.shape for p in pieces}) > 1:
+        raise ShapeError(f"la.distributed.combine: {sbp} pieces must all have the logical shape, got "
+                         f"{', '.join(fmt_shape(p.shape) for p in pieces)}")
     if sbp.is_split:
         return np.concatenate(pieces, axis=sbp.axis)
     if sbp.is_partial:
         return _REDUCE[sbp.reduce].reduce(np.stack(pieces), axis=0)
     return pieces[0]
+
+
+def _pieces_arg(pieces, where: str, *sbps: SBP) -> list:
+    """``pieces`` as a non-empty list of arrays, each with the axes the split ``sbps`` name."""
+    pieces = seq_arg(pieces, where, "pieces", "a list of the pieces' arrays")
+    if not pieces:
+        raise ParamValueError(f"{where}: got no pieces; pass one array per worker")
+    for i, p in enumerate(pieces):
+        if not isinstance(getattr(p, "ndim", None), int) or not isinstance(getattr(p, "shape", None), tuple):
+            raise ParamError(f"{where}: pieces[{i}] must be an array, got {type(p).__name__} {p!r}"[:200])
+        for sbp in sbps:
+            if sbp.is_split and sbp.axis >= p.ndim:
+                raise SBPError(f"{where}: {sbp} splits axis {sbp.axis}, but pieces[{i}] has shape {fmt_shape(p.shape)}")
+    return pieces
 
 
 def piece_slice(value, axis: int, i: int, n: int):
@@ -73,6 +99,8 @@ def reduce(pieces, how: str):
 
 def box(pieces: list, src: SBP, dst: SBP) -> list:
     """Pieces of ``dst`` from pieces of ``src`` (the NumPy reference of the boxing collectives)."""
+    src, dst = sbp_arg(src, "la.distributed.box", "src"), sbp_arg(dst, "la.distributed.box", "dst")
+    pieces = _pieces_arg(pieces, "la.distributed.box", src, dst)
     n = len(pieces)
     if src == dst:
         return list(pieces)
@@ -113,6 +141,7 @@ def regions(sym: Symbol) -> list[tuple[str, object]]:
     A node's level is the number of boxing nodes on the longest path from the graph inputs; the
     op nodes of one level form one region (no boxing inside, so each piece runs it alone).
     """
+    type_arg(sym, "la.distributed.regions", "sym", Symbol, "a Symbol annotated with SBP signatures")
     order = sym.topo()
     level: dict[int, int] = {}
     for node in order:
@@ -170,6 +199,10 @@ def _region(members: list[Node], users) -> Region:
 # -- one piece's graph -------------------------------------------------------------------------------------
 def localize(sym: Symbol, shapes: dict[str, tuple]) -> Symbol:
     """``sym`` (a region, annotated) for a piece whose inputs have the physical ``shapes`` (by name)."""
+    type_arg(sym, "la.distributed.localize", "sym", Symbol, "a Symbol (a region's Region.symbol)")
+    shapes = dict_arg(shapes, "la.distributed.localize", "shapes", "a dict of input name -> shape")
+    shapes = {k: check_shape(f"la.distributed.localize: shapes[{k!r}]", seq_arg(
+        v, "la.distributed.localize", f"shapes[{k!r}]", "a tuple of ints"), what="piece") for k, v in shapes.items()}
     names = sym.list_inputs()
     missing, unknown = [n for n in names if n not in shapes], [n for n in shapes if n not in names]
     if missing or unknown:

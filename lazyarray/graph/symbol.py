@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..aval import Aval
-from ..errors import GraphError, GraphFormatError, LazyArrayError, fmt_shape
+from ..errors import GraphError, GraphFormatError, LazyArrayError, ParamError, fmt_shape
 from ..ops import registry
 from ..ops.index_shape import key_text
 from . import draw as _draw
@@ -36,6 +36,10 @@ class Symbol:
     __slots__ = ("_outputs", "_order", "_names", "_unused")
 
     def __init__(self, outputs: list[Entry], unused_inputs: tuple[Node, ...] = ()):
+        if not isinstance(outputs, (list, tuple)) or not all(isinstance(e, Entry) for e in outputs):
+            raise ParamError(f"la.Symbol: outputs must be a list of graph entries (sym.outputs), got "
+                             f"{type(outputs).__name__} {outputs!r}"[:200]
+                             + "; build symbols with la.sym.var and la.sym.<op>, or la.get_symbol")
         self._outputs = tuple(outputs)
         self._order = None
         self._names = None

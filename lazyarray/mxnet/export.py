@@ -21,6 +21,7 @@ import os
 
 import numpy as np
 
+from ..args import type_arg
 from ..creation import zeros
 from ..errors import GraphError
 from ..fileio import write_atomic
@@ -343,6 +344,8 @@ EXPORTABLE = tuple(sorted(_WRITERS))
 def to_mxnet(sym: Symbol, values: dict[str, np.ndarray]) -> tuple[dict, dict[str, np.ndarray], set[str]]:
     """``(symbol JSON dict, params arrays, aux names)`` of ``sym``; ``values`` holds the arrays of
     the graph inputs that are parameters (all other inputs are data inputs)."""
+    type_arg(sym, "la.mxnet.to_mxnet", "sym", Symbol, "a Symbol (la.sym.*, la.get_symbol or block.export_graph())")
+    type_arg(values, "la.mxnet.to_mxnet", "values", dict, "a dict of parameter name -> array")
     w = _Writer(sym, values)
     doc = w.run()
     return doc, w.arrays, w.aux

@@ -40,8 +40,9 @@ import struct
 import numpy as np
 
 from .. import fileio
+from ..args import type_arg
 from ..aval import check_shape
-from ..errors import GraphFormatError, LazyArrayError
+from ..errors import GraphFormatError, LazyArrayError, ParamError
 
 LIST_MAGIC = 0x112
 NDARRAY_V2_MAGIC = 0xF993FAC9
@@ -78,6 +79,9 @@ class _Reader:
 def read_params(data: bytes, what: str = "MXNet params") -> list[tuple[str | None, np.ndarray]]:
     """The ``(key, array)`` pairs of a ``.params`` file's bytes (keys keep their ``arg:``/``aux:``
     prefix; ``None`` when the file has no names). ``GraphFormatError`` naming the byte offset."""
+    type_arg(data, "la.mxnet.read_params", "data", (bytes, bytearray, memoryview),
+             "the file's bytes (read it with open(path, 'rb').read(), or use la.mxnet.load_params(path))")
+    type_arg(what, "la.mxnet.read_params", "what", str, "a str naming the file in messages")
     r = _Reader(bytes(data), what)
     magic = r.unpack("Q", "the list magic number")
     if magic != LIST_MAGIC:
@@ -178,9 +182,19 @@ def load_params(path: str) -> tuple[dict[str, np.ndarray], set[str]]:
     return arrays, aux
 
 
+def _check_arrays(where: str, arrays, aux) -> None:
+    """``arrays``: a dict of str name -> array; ``aux``: a set (or list) of some of those names."""
+    type_arg(arrays, where, "arrays", dict, "a dict of parameter name -> array, e.g. {'fc_weight': w}")
+    bad = next((k for k in arrays if not isinstance(k, str)), None)
+    if bad is not None:
+        raise ParamError(f"{where}: arrays' keys must be parameter names (str), got {type(bad).__name__} {bad!r}"[:200])
+    type_arg(aux, where, "aux", (set, frozenset, list, tuple), "a set of the auxiliary parameters' names")
+
+
 def params_bytes(arrays: dict[str, np.ndarray], aux: set[str] = frozenset()) -> bytes:
     """The bytes of a ``.params`` file holding ``arrays`` (names prefixed ``aux:`` when in ``aux``,
     else ``arg:``), in the V2 format MXNet 1.x reads."""
+    _check_arrays("la.mxnet.params_bytes", arrays, aux)
     out = [struct.pack("<QQQ", LIST_MAGIC, 0, len(arrays))]
     for name, value in arrays.items():
         arr = np.ascontiguousarray(value)
@@ -203,4 +217,6 @@ def params_bytes(arrays: dict[str, np.ndarray], aux: set[str] = frozenset()) -> 
 
 def save_params(path: str, arrays: dict[str, np.ndarray], aux: set[str] = frozenset()) -> None:
     """Write ``arrays`` as an MXNet ``.params`` file, atomically."""
+    type_arg(path, "la.mxnet.save_params", "path", (str, os.PathLike), "a file path (str or os.PathLike)")
+    _check_arrays("la.mxnet.save_params", arrays, aux)
     fileio.write_atomic(path, params_bytes(arrays, aux))

@@ -12,6 +12,7 @@ import numpy as np
 from ..aval import check_alloc
 from ..device import Device, on_device
 from ..dim import floordiv
+from ..errors import ParamValueError
 from .params import DEVICE, DTYPE, INTS, SCALAR, Param
 from .registry import OpDef, register
 
@@ -45,9 +46,12 @@ def _iota(xp, bounds, dtype=_I64, device=_CPU0, out=None):
 
 
 def _iota_shape(shapes, bounds, **p):
+    if len(bounds) != 3:
+        raise ParamValueError(f"iota: bounds must be (start, stop, step), got {tuple(bounds)}; for 0..n-1 "
+                              "pass (0, n, 1) (la.arange(n) takes one number)")
     start, stop, step = bounds
     if step == 0:
-        raise ValueError("iota: step must not be 0")
+        raise ParamValueError("iota: step must not be 0, got bounds (start, stop, 0); use 1 (or -1 to count down)")
     n = stop - start
     if isinstance(step, int) and step > 0:
         n = floordiv(n + step - 1, step)

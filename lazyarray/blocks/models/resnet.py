@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ...args import int_arg, seq_arg
 from ...errors import ParamValueError
 from ..block import HybridBlock
 from ..containers import HybridSequential
@@ -66,6 +67,10 @@ class ResNetV1(HybridBlock):
     """
 
     def __init__(self, layers: Sequence[int], channels: Sequence[int], classes: int = 10, thumbnail: bool = True):
+        layers = seq_arg(layers, "ResNetV1", "layers", "a list of block counts per stage, e.g. [2, 2, 2, 2]")
+        channels = seq_arg(channels, "ResNetV1", "channels",
+                           "a list of channel counts (the stem's, then each stage's), e.g. (64, 64, 128, 256, 512)")
+        layers = [int_arg(n, "ResNetV1", f"layers[{i}]", lo=0) for i, n in enumerate(layers)]
         super().__init__()
         if len(channels) != len(layers) + 1:
             raise ParamValueError(f"ResNetV1: channels needs one count for the stem and one per stage "

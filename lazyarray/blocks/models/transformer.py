@@ -1,7 +1,8 @@
 """``transformer_encoder``: a BERT-style Transformer encoder classifier over token ids."""
 from __future__ import annotations
 
-from ...errors import ParamValueError, ShapeError
+from ...args import choice_arg, int_arg
+from ...errors import ShapeError
 from ..block import HybridBlock
 from ..containers import HybridSequential
 from ..nn import Dense, Dropout, Embedding, F
@@ -25,12 +26,12 @@ class TransformerEncoder(HybridBlock):
                  max_length: int = 128, hidden_size: int | None = None, dropout: float = 0.0,
                  activation: str = "gelu", pooling: str = "first"):
         super().__init__()
-        if pooling not in _POOLING:
-            raise ParamValueError(f"transformer_encoder: pooling must be one of {_POOLING}, got {pooling!r}")
-        if num_layers < 0:
-            raise ParamValueError(f"transformer_encoder: num_layers must be >= 0, got {num_layers}")
+        choice_arg(pooling, "transformer_encoder", "pooling", _POOLING)
+        num_layers = int_arg(num_layers, "transformer_encoder", "num_layers", lo=0)
+        units = int_arg(units, "transformer_encoder", "units", lo=1)
         self.units, self.pooling = units, pooling
-        hidden_size = 4 * units if hidden_size is None else hidden_size
+        hidden_size = 4 * units if hidden_size is None else int_arg(hidden_size, "transformer_encoder", "hidden_size",
+                                                                    lo=1)
         self.embedding = Embedding(vocab_size, units)
         self.position = PositionalEmbedding(max_length, units)
         self.embedding_norm = LayerNorm(in_channels=units)
