@@ -37,9 +37,6 @@ from .trainer import Trainer
 
 __all__ = ["Estimator"]
 
-EVENTS = ("train_begin", "epoch_begin", "batch_begin", "batch_end", "epoch_end", "train_end")
-
-
 class Estimator:
     """Trains ``net`` with ``loss`` (a loss block, or any ``loss(pred, label)`` returning per-sample
     losses) by ``trainer`` (default: ``Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01})``,
