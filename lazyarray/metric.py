@@ -17,9 +17,9 @@ import math
 
 import numpy as np
 
-from .errors import ParamValueError, ShapeError
+from .errors import ParamError, ParamValueError, ShapeError
 
-__all__ = ["Accuracy", "CrossEntropy", "EvalMetric", "Perplexity"]
+__all__ = ["Accuracy", "CrossEntropy", "EvalMetric", "Loss", "Perplexity"]
 
 
 class EvalMetric:
@@ -95,6 +95,32 @@ class Accuracy(EvalMetric):
             raise ShapeError(f"Accuracy.update: {label.size} labels but {pred.size} predictions after "
                              f"argmax over axis {self.axis}; pass scores shaped (batch, classes) or class ids")
         return (pred == label).sum(), label.size
+
+
+class Loss(EvalMetric):
+    """The mean of the loss values seen (``preds`` are losses; ``labels`` are ignored), Gluon's
+    ``metric.Loss``: what ``la.blocks.Estimator`` reports as ``"loss"``.
+
+    >>> import lazyarray as la
+    >>> m = la.metric.Loss()
+    >>> m.update(None, la.array([1.0, 2.0])); m.update(None, la.array([6.0]))
+    >>> m.get()
+    ('loss', 3.0)
+    """
+
+    def __init__(self, name: str = "loss"):
+        if not isinstance(name, str) or not name:
+            raise ParamError(f"Loss: name must be a non-empty str (the name get() reports), got "
+                             f"{name!r} ({type(name).__name__})"[:300])
+        self.name = name
+        super().__init__()
+
+    def update(self, labels, preds) -> None:
+        """Add the loss values in ``preds`` (an array or a list of arrays)."""
+        for loss in _as_list(preds):
+            values = _host(loss)
+            self.sum_metric += float(values.sum())
+            self.num_inst += int(values.size)
 
 
 def _picked(metric: str, label, pred, axis: int = -1):

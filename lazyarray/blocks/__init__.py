@@ -15,9 +15,20 @@ HybridSequential(
 from . import models  # (imports the layers it needs itself)
 from .activations import ELU, SELU, PReLU, SiLU, Swish
 from .block import Block, HookHandle, HybridBlock
+from .checkpoint import CheckpointHandler
 from .containers import Concatenate, HybridConcatenate, HybridSequential, Sequential
 from .conv import AvgPool2D, Conv2D, Conv2DTranspose, GlobalAvgPool2D, GlobalMaxPool2D, MaxPool2D
 from .conv_nd import Conv1D, Conv1DTranspose, Conv3D, Conv3DTranspose
+from .estimator import Estimator
+from .handlers import (
+    CSVLogger,
+    EarlyStoppingHandler,
+    EventHandler,
+    LoggingHandler,
+    LRScheduleHandler,
+    MetricHandler,
+    ValidationHandler,
+)
 from .hybrid_lambda import HybridLambda
 from .loss import (
     CosineEmbeddingLoss,
@@ -93,6 +104,7 @@ __all__ = [
     "BatchNorm",
     "Block",
     "causal_mask",
+    "CheckpointHandler",
     "clip_global_norm",
     "Concatenate",
     "Constant",
@@ -103,12 +115,16 @@ __all__ = [
     "Conv3D",
     "Conv3DTranspose",
     "CosineEmbeddingLoss",
+    "CSVLogger",
     "CTCLoss",
     "DeferredInitializationError",
     "Dense",
     "Dropout",
+    "EarlyStoppingHandler",
     "ELU",
     "Embedding",
+    "Estimator",
+    "EventHandler",
     "Flatten",
     "Ftrl",
     "GELU",
@@ -135,12 +151,15 @@ __all__ = [
     "LAMB",
     "LARS",
     "LayerNorm",
+    "LoggingHandler",
     "LogisticLoss",
     "Loss",
+    "LRScheduleHandler",
     "LSTM",
     "MaxPool1D",
     "MaxPool2D",
     "MaxPool3D",
+    "MetricHandler",
     "models",
     "MultiHeadAttention",
     "Nadam",
@@ -170,4 +189,5 @@ __all__ = [
     "Trainer",
     "TransformerEncoderLayer",
     "TripletLoss",
+    "ValidationHandler",
 ]
