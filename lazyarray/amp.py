@@ -259,7 +259,12 @@ class TrainerAmp:
     """
 
     def __init__(self, scaler: LossScaler, target_dtype: str, low_params: list, masters: bool):
-        self.scaler, self.target_dtype = scaler, target_dtype
+        if not isinstance(scaler, LossScaler):
+            raise ParamError(f"TrainerAmp: scaler must be a la.amp.LossScaler, got {type(scaler).__name__}")
+        if not isinstance(low_params, (list, tuple)) or not isinstance(masters, bool):
+            raise ParamError("TrainerAmp: low_params must be a list of Parameters and masters a bool "
+                             "(la.amp.init_trainer makes it)")
+        self.scaler, self.target_dtype = scaler, _target("TrainerAmp", target_dtype)
         self._low = {id(p) for p in low_params}  # parameters holding bfloat16 values in float32 arrays
         self._masters: dict[int, np.ndarray] | None = {} if masters else None
 
