@@ -12,7 +12,23 @@ array([[0.119, 0.881],
 """
 import numpy as _np
 
-from . import autograd, blocks, data, distributed, init, lr_scheduler, metric, mxnet, nn, onnx, random, sbp, sparse, sym
+from . import (
+    amp,
+    autograd,
+    blocks,
+    data,
+    distributed,
+    init,
+    lr_scheduler,
+    metric,
+    mxnet,
+    nn,
+    onnx,
+    random,
+    sbp,
+    sparse,
+    sym,
+)
 from .aval import Aval
 from .blocks import DeferredInitializationError
 from .control_flow import __all__ as _control_flow_names

@@ -6,6 +6,7 @@ from typing import Any
 from typing import Literal
 import numpy as _np
 from numpy.typing import DTypeLike
+from . import amp as amp
 from . import autograd as autograd
 from . import blocks as blocks
 from . import data as data

@@ -51,7 +51,8 @@ def _own_callables(module: types.ModuleType) -> list[str]:
 _SUBMODULES = {"la.nn": la.nn, "la.linalg": la.linalg, "la.fft": la.fft, "la.random": la.random, "la.sym": la.sym,
                "la.autograd": la.autograd, "la.init": la.init, "la.lr_scheduler": la.lr_scheduler,
                "la.metric": la.metric, "la.sparse": la.sparse, "la.sbp": la.sbp, "la.onnx": la.onnx,
-               "la.mxnet": la.mxnet, "la.distributed": la.distributed, "la.blocks": B, "la.blocks.models": models}
+               "la.mxnet": la.mxnet, "la.distributed": la.distributed, "la.blocks": B, "la.blocks.models": models,
+               "la.amp": la.amp}
 for _extra in ("image", "contrib"):  # (not in this version; walked when they appear)
     if isinstance(getattr(la, _extra, None), types.ModuleType):
         _SUBMODULES[f"la.{_extra}"] = getattr(la, _extra)

@@ -95,6 +95,8 @@ LAYERS = {
     "metric": FACES, "control_flow": FACES, "data": FACES, "_stubs": FACES, "": FACES,
     # formats.py: model and parameter files told apart by content and opened (over blocks/, mxnet/, onnx/)
     "formats": FACES,
+    # amp.py: mixed precision (policy, loss scaling), over blocks/ and the trainer
+    "amp": FACES,
 }
 
 

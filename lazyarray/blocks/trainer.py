@@ -90,6 +90,15 @@ class Trainer:
         self._single: list[Parameter] = []
         # what a step needs while nothing changed since the last one (``_Plan``), else None
         self._plan: _Plan | None = None
+        # mixed precision (``la.amp.init_trainer`` sets it): an object with
+        # ``before_update(params, grads, rescale) -> factor | None`` (None: skip this update) and
+        # ``after_update(params, skipped)``, called around every step; None: plain steps
+        self.amp = None
+
+    @property
+    def params(self) -> list[Parameter]:
+        """The parameters this trainer updates (a new list)."""
+        return list(self._params)
 
     @property
     def optimizer(self) -> Optimizer:
@@ -116,8 +125,28 @@ class Trainer:
         the last step (stale) raises ``StaleGradientError``, unless ``ignore_stale_grad=True``,
         which skips it (as Gluon does). Lazy gradients (a backward inside deferred compute) are
         computed here. ``batch_size`` must be a finite positive number.
+
+        With loss scaling (``la.amp.init_trainer``) the gradients are unscaled too, and a step whose
+        gradients hold inf or NaN changes nothing (parameters, optimizer states, the update count);
+        its gradients count as used, and the loss scale is lowered.
         """
         rescale = _rescale(batch_size)
+        amp = self.amp
+        if amp is None:
+            self._update(rescale, ignore_stale_grad)
+            return
+        todo = [p for p in self._params if p.grad_req != "null" and p.initialized and p._grad_is_fresh()]
+        grads = [p.grad()._materialize() for p in todo]
+        factor = amp.before_update(todo, grads, rescale)
+        if factor is None:
+            for p in todo:
+                p._take_grad()  # (used: the next step needs a new backward)
+        else:
+            self._update(factor, ignore_stale_grad)
+        amp.after_update(todo, factor is None)
+
+    def _update(self, rescale: float, ignore_stale_grad: bool) -> None:
+        """``step`` once the gradients' factor ``rescale`` is known."""
         plan = self._plan
         if plan is not None:
             grads = plan.gather(self._params)

@@ -1,0 +1,355 @@
+"""``la.amp``: mixed-precision training, as MXNet's ``amp`` and ``torch.cuda.amp``.
+
+>>> import lazyarray as la
+>>> _ = la.amp.init("float16")
+>>> net = la.blocks.Dense(2, in_units=3); net.initialize()
+>>> net = la.amp.convert_block(net)
+>>> trainer = la.blocks.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "multi_precision": True})
+>>> scaler = la.amp.init_trainer(trainer)
+>>> with la.autograd.record():
+...     loss = la.blocks.L2Loss()(net(la.ones((4, 3))), la.zeros((4, 2)))
+...     with la.amp.scale_loss(loss, trainer) as scaled:
+...         scaled.backward()
+>>> trainer.step(4); scaler.scale, scaler.skipped  # 2**16 overflowed float16: skipped, scale halved
+(32768.0, 1)
+
+What runs in which dtype (the policy, ``Policy``), block by block, set up by ``convert_block``:
+
+* the layers that multiply (``LOW_PRECISION_BLOCKS``: dense, convolutions and their transposes) run
+  in the target dtype; their float inputs are converted to it on the way in;
+* every other block with float parameters (``BatchNorm``, ``LayerNorm``, ``GroupNorm``,
+  ``MultiHeadAttention``, embeddings ...) keeps float32 parameters and gets float32 inputs;
+* blocks without parameters (activations, pooling, dropout) run in the dtype they are given;
+* the network's float outputs come out float32, so losses, softmax and metrics run in float32;
+  ``scale_loss`` multiplies by the loss scale in float32.
+
+The policy is per block, not per op: a ``softmax`` inside a layer's ``forward`` runs in that layer's
+dtype (MXNet's op lists would need a hook in dispatch).
+
+float16 is real storage: the low-precision layers' parameters are cast (``Block.cast``), so their
+weights, activations and gradients take half the memory. bfloat16 is emulated, because the backend
+arrays have no bfloat16 dtype (``net.cast("bfloat16")`` raises ``la.DTypeError``): those layers keep
+float32 arrays holding bfloat16 values (the weights rounded after every update, the layer's inputs
+and outputs rounded on the way through, gradients passed straight through the rounding), so the
+numbers are bfloat16's but the memory is float32's.
+
+Loss scaling: ``init_trainer(trainer)`` gives the trainer a ``LossScaler`` (dynamic, as
+``torch.cuda.amp.GradScaler``); ``scale_loss`` multiplies the loss by its scale before
+``backward``, and ``Trainer.step`` divides the gradients by it (folded into ``1 / batch_size``), or,
+when any gradient holds inf or NaN, skips the update (parameters, optimizer states and the update
+count unchanged) and halves the scale. With ``multi_precision=True`` the optimizer keeps float32
+master weights (float16 parameters: the optimizer's own; bfloat16: this module's ``TrainerAmp``).
+
+Module state: the one mutable piece is ``_POLICY``, the policy ``init`` set (None before), read by
+``convert_block`` and ``init_trainer`` when they are not given a dtype.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .autograd import is_recording, is_training, record
+from .blocks.block import Block
+from .blocks.conv import ConvLayer
+from .blocks.nn import Dense
+from .blocks.trainer import Trainer
+from .errors import ParamError, ParamValueError
+from .functions import op_function
+from .ndarray import NDArray
+from .ops import registry
+from .storage import RowSparse
+
+__all__ = ["LOW_PRECISION_BLOCKS", "LossScaler", "Policy", "TrainerAmp", "convert_block", "init", "init_trainer",
+           "policy", "scale_loss"]
+
+TARGET_DTYPES = ("float16", "bfloat16")
+# the layers that run in the target dtype (the matrix multiplies); everything else stays float32
+LOW_PRECISION_BLOCKS = (Dense, ConvLayer)
+
+_round_to_format = op_function(registry.get("round_to_format"))
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What ``init`` set: the target dtype of the low-precision layers."""
+
+    target_dtype: str
+
+
+_POLICY: list[Policy | None] = [None]  # the policy init() set: the module's one piece of mutable state
+
+
+def init(target_dtype: str = "float16") -> Policy:
+    """Choose the low-precision dtype, ``"float16"`` or ``"bfloat16"``, for the ``convert_block`` and
+    ``init_trainer`` calls that follow (MXNet's ``amp.init``). Returns the policy."""
+    _POLICY[0] = Policy(_target("amp.init", target_dtype))
+    return _POLICY[0]
+
+
+def policy() -> Policy | None:
+    """The policy ``init`` set, or None."""
+    return _POLICY[0]
+
+
+def _target(where: str, target_dtype) -> str:
+    if target_dtype is None:
+        if _POLICY[0] is None:
+            raise ParamValueError(f"{where}: no target dtype: pass target_dtype='float16' or 'bfloat16', or call "
+                                  "la.amp.init(target_dtype) first")
+        return _POLICY[0].target_dtype
+    if not isinstance(target_dtype, str):
+        raise ParamError(f"{where}: target_dtype must be a string, 'float16' or 'bfloat16', got "
+                         f"{type(target_dtype).__name__} {target_dtype!r}"[:300])
+    if target_dtype not in TARGET_DTYPES:
+        raise ParamValueError(f"{where}: target_dtype must be 'float16' or 'bfloat16', got {target_dtype!r}"[:300])
+    return target_dtype
+
+
+# -- the network --------------------------------------------------------------------------------------
+def convert_block(net: Block, target_dtype: str | None = None) -> Block:
+    """Set ``net`` up for mixed precision (the policy in the module docstring); returns ``net``.
+    Call it once, after ``initialize`` and before the first call (compiled graphs are dropped).
+
+    >>> import lazyarray as la
+    >>> net = la.blocks.HybridSequential(); _ = net.add(la.blocks.Dense(2, in_units=3)); net.initialize()
+    >>> net = la.amp.convert_block(net, "float16")
+    >>> net[0].weight.dtype, net(la.ones((1, 3))).dtype
+    (dtype('float16'), dtype('float32'))
+    """
+    target = _target("amp.convert_block", target_dtype)
+    if not isinstance(net, Block):
+        raise ParamError(f"amp.convert_block: net must be a Block, got {type(net).__name__}")
+    for block in _blocks(net):
+        own = [p for p in block._params.values() if np.dtype(p.dtype).kind == "f"]
+        if not own:
+            continue
+        if isinstance(block, LOW_PRECISION_BLOCKS):
+            if target == "float16":
+                block.cast("float16")
+                block.register_forward_pre_hook(_inputs_to(np.dtype(np.float16)))
+            else:
+                block.cast("float32")  # (float32 storage; the cast also drops compiled graphs)
+                for p in own:
+                    if p.initialized:
+                        p.set_data(_round_to_format(p.data(), format="bfloat16"))
+                block.register_forward_pre_hook(_bfloat16_inputs)
+                block.register_forward_hook(_bfloat16_output)
+        else:
+            block.cast("float32")
+            block.register_forward_pre_hook(_inputs_to(np.dtype(np.float32)))
+    net.register_forward_hook(_float32_output)
+    return net
+
+
+def _blocks(net: Block) -> list[Block]:
+    out, todo = [], [net]
+    while todo:
+        b = todo.pop()
+        out.append(b)
+        todo.extend(c for _, c in b.children())
+    return out
+
+
+def _inputs_to(dtype: np.dtype):
+    def hook(block, args):
+        return tuple(a.astype(dtype) if isinstance(a, NDArray) and a.dtype.kind == "f" and a.dtype != dtype else a
+                     for a in args)
+    return hook
+
+
+def _to_bfloat16(a):
+    """``a`` with bfloat16's values (float32 storage); the gradient passes straight through."""
+    if not isinstance(a, NDArray) or a.dtype != np.float32:
+        return a
+    return a + (_round_to_format(a, format="bfloat16") - a).detach()
+
+
+def _bfloat16_inputs(block, args):
+    return tuple(_to_bfloat16(a.astype(np.float32) if isinstance(a, NDArray) and a.dtype.kind == "f" else a)
+                 for a in args)
+
+
+def _bfloat16_output(block, args, out):
+    return tuple(_to_bfloat16(o) for o in out) if isinstance(out, (tuple, list)) else _to_bfloat16(out)
+
+
+def _float32_output(block, args, out):
+    def up(a):
+        return a.astype(np.float32) if isinstance(a, NDArray) and a.dtype.kind == "f" and a.dtype != np.float32 else a
+    return tuple(up(o) for o in out) if isinstance(out, (tuple, list)) else up(out)
+
+
+# -- loss scaling -------------------------------------------------------------------------------------
+class LossScaler:
+    """Dynamic loss scaling, as ``torch.cuda.amp.GradScaler`` and MXNet's ``amp``: the loss is
+    multiplied by ``scale`` before ``backward``; after a step whose gradients held inf or NaN (skipped)
+    the scale is multiplied by ``backoff_factor``, and after ``growth_interval`` finite steps in a
+    row by ``growth_factor``.
+
+    >>> s = LossScaler(init_scale=8.0, growth_interval=2)
+    >>> s.update(overflow=True); s.scale
+    4.0
+    >>> s.update(overflow=False); s.update(overflow=False); s.scale
+    8.0
+    """
+
+    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                 growth_interval: int = 2000):
+        _number("LossScaler", "init_scale", init_scale, lambda v: v > 0, "a finite number > 0")
+        _number("LossScaler", "growth_factor", growth_factor, lambda v: v > 1, "a finite number > 1")
+        _number("LossScaler", "backoff_factor", backoff_factor, lambda v: 0 < v < 1, "a number in (0, 1)")
+        if not isinstance(growth_interval, int) or isinstance(growth_interval, bool):
+            raise ParamError(f"LossScaler: growth_interval must be an int (finite steps before the scale grows), "
+                             f"got {type(growth_interval).__name__} {growth_interval!r}"[:300])
+        if growth_interval < 1:
+            raise ParamValueError(f"LossScaler: growth_interval must be >= 1, got {growth_interval!r}")
+        self.scale = float(init_scale)
+        self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)
+        self.growth_interval = growth_interval
+        self.good_steps = 0  # finite steps since the scale last changed
+        self.skipped = 0  # steps skipped for inf / NaN gradients, in all
+
+    def unscale_factor(self) -> float:
+        """What the gradients are multiplied by to undo the scale."""
+        return 1.0 / self.scale
+
+    def update(self, overflow: bool) -> None:
+        """The scale after a step: backed off after an overflow, grown after ``growth_interval`` good steps."""
+        if overflow:
+            self.scale *= self.backoff_factor
+            self.good_steps = 0
+            self.skipped += 1
+            return
+        self.good_steps += 1
+        if self.good_steps >= self.growth_interval:
+            grown = self.scale * self.growth_factor
+            if math.isfinite(grown):
+                self.scale = grown
+            self.good_steps = 0
+
+    @staticmethod
+    def has_overflow(grads: list) -> bool:
+        """True when any of the backend gradient arrays holds inf or NaN (one float32 sum each)."""
+        for g in grads:
+            g = g.data if isinstance(g, RowSparse) else g  # (only the stored rows hold numbers)
+            with np.errstate(over="ignore", invalid="ignore"):
+                total = g.sum(dtype=np.float32)
+            if not math.isfinite(float(total)):
+                return True
+        return False
+
+
+def _number(where: str, name: str, value, ok, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ParamError(f"{where}: {name} must be {what}, got {type(value).__name__} {value!r}"[:300])
+    if not math.isfinite(value) or not ok(value):
+        raise ParamValueError(f"{where}: {name} must be {what}, got {value!r}")
+
+
+class TrainerAmp:
+    """What ``init_trainer`` attaches to a ``Trainer`` (``trainer.amp``): the loss scaler, and for
+    bfloat16 the float32 master weights of the emulated bfloat16 parameters (with ``multi_precision``).
+
+    ``Trainer.step`` calls ``before_update(params, grads, rescale)`` with the trainable parameters and
+    their fresh gradients: it returns the gradients' factor (``rescale`` unscaled) or None to skip the
+    update; then ``after_update(params, skipped)``.
+    """
+
+    def __init__(self, scaler: LossScaler, target_dtype: str, low_params: list, masters: bool):
+        if not isinstance(scaler, LossScaler):
+            raise ParamError(f"TrainerAmp: scaler must be a la.amp.LossScaler, got {type(scaler).__name__}")
+        if not isinstance(low_params, (list, tuple)) or not isinstance(masters, bool):
+            raise ParamError("TrainerAmp: low_params must be a list of Parameters and masters a bool "
+                             "(la.amp.init_trainer makes it)")
+        self.scaler, self.target_dtype = scaler, _target("TrainerAmp", target_dtype)
+        self._low = {id(p) for p in low_params}  # parameters holding bfloat16 values in float32 arrays
+        self._masters: dict[int, np.ndarray] | None = {} if masters else None
+
+    def before_update(self, params: list, grads: list, rescale: float) -> float | None:
+        if self.scaler.has_overflow(grads):
+            return None
+        if self._masters is not None:
+            for p in params:
+                if id(p) in self._low:
+                    m = self._masters.get(id(p))
+                    if m is None:
+                        m = self._masters[id(p)] = np.array(p.data().asnumpy(), np.float32)
+                    p.set_data(m)  # the update runs on the float32 master
+        return rescale * self.scaler.unscale_factor()
+
+    def after_update(self, params: list, skipped: bool) -> None:
+        self.scaler.update(overflow=skipped)
+        if skipped:
+            return
+        for p in params:
+            if id(p) in self._low:
+                if self._masters is not None:
+                    self._masters[id(p)][...] = p.data().asnumpy()
+                p.set_data(_round_to_format(p.data(), format="bfloat16"))
+
+
+def init_trainer(trainer: Trainer, net: Block | None = None, *, target_dtype: str | None = None,
+                 scaler: LossScaler | None = None) -> LossScaler:
+    """Give ``trainer`` dynamic loss scaling (a new ``LossScaler`` unless ``scaler`` is given) for
+    the dtype ``init`` chose (or ``target_dtype``); returns the scaler. Float16 parameters need the
+    optimizer's ``multi_precision=True`` (float32 master weights: the unscaled float16 update would
+    underflow). bfloat16 needs ``net``, the network ``convert_block`` converted: the weights of its
+    low-precision layers are rounded to bfloat16 after every update, from float32 masters with
+    ``multi_precision=True``.
+    """
+    target = _target("amp.init_trainer", target_dtype)
+    if not isinstance(trainer, Trainer):
+        raise ParamError(f"amp.init_trainer: trainer must be a la.blocks.Trainer, got {type(trainer).__name__}")
+    if net is not None and not isinstance(net, Block):
+        raise ParamError(f"amp.init_trainer: net must be the Block that convert_block converted, got "
+                         f"{type(net).__name__}")
+    scaler = LossScaler() if scaler is None else scaler
+    if not isinstance(scaler, LossScaler):
+        raise ParamError(f"amp.init_trainer: scaler must be a la.amp.LossScaler, got {type(scaler).__name__}")
+    params = trainer.params
+    if not trainer.optimizer.multi_precision and any(np.dtype(p.dtype) == np.float16 for p in params):
+        raise ParamValueError("amp.init_trainer: trainer has float16 parameters but multi_precision=False; "
+                              "create it with optimizer_params={..., 'multi_precision': True}")
+    low = []
+    if target == "bfloat16":
+        if net is None:
+            raise ParamValueError("amp.init_trainer: target_dtype 'bfloat16' needs net, the network convert_block "
+                                  "converted (its layers' weights are rounded after each update): "
+                                  "init_trainer(trainer, net)")
+        mine = {id(p) for p in params}
+        low = [p for b in _blocks(net) if isinstance(b, LOW_PRECISION_BLOCKS) for p in b._params.values()
+               if id(p) in mine and np.dtype(p.dtype) == np.float32]
+    trainer.amp = TrainerAmp(scaler, target, low, masters=trainer.optimizer.multi_precision)
+    return scaler
+
+
+@contextlib.contextmanager
+def scale_loss(loss, trainer: Trainer):
+    """Yield ``loss`` (an array or a list of arrays) times the loss scale of ``trainer`` (float32) to
+    call ``backward`` on; ``trainer.step`` then unscales the gradients (MXNet's ``amp.scale_loss``).
+
+    >>> # with la.autograd.record():
+    >>> #     loss = loss_fn(net(x), y)
+    >>> #     with la.amp.scale_loss(loss, trainer) as scaled:
+    >>> #         scaled.backward()
+    >>> # trainer.step(batch_size)
+    """
+    if not isinstance(trainer, Trainer):
+        raise ParamError(f"amp.scale_loss: trainer must be a la.blocks.Trainer, got {type(trainer).__name__}")
+    if trainer.amp is None:
+        raise ParamValueError("amp.scale_loss: trainer has no loss scaler; call la.amp.init_trainer(trainer) first")
+    many = isinstance(loss, (list, tuple))
+    losses = list(loss) if many else [loss]
+    for i, x in enumerate(losses):
+        if not isinstance(x, NDArray) or x.dtype.kind != "f":
+            what = f"{type(x).__name__}" + (f" of dtype {x.dtype}" if isinstance(x, NDArray) else "")
+            raise ParamError(f"amp.scale_loss: loss{f'[{i}]' if many else ''} must be a float la array, got {what}")
+    scale = np.float32(trainer.amp.scaler.scale)
+    with contextlib.nullcontext() if is_recording() else record(is_training()):
+        scaled = [x.astype(np.float32) * scale for x in losses]
+    # the backward inside may overflow float16 on purpose: the step is then skipped, without warnings
+    with np.errstate(over="ignore", invalid="ignore"):
+        yield scaled if many else scaled[0]
