@@ -253,3 +253,20 @@ def test_sparse_kernels_on_the_gpu_match_the_cpu():
         cpu, gpu = f(x, w, g), f(xg, wg, gg)
         assert cpu.stype == gpu.stype
         np.testing.assert_allclose(gpu.asnumpy(), cpu.asnumpy(), rtol=1e-6)
+
+
+def test_csr_matmul_operator_takes_the_sparse_kernel_without_a_fallback_warning():
+    """``csr @ dense`` reaches the sparse product, as ``la.dot(csr, dense)`` does: no dense fallback."""
+    dense = np.array([[1.0, 0, 2], [0, 0, 3]], np.float32)
+    a = la.sparse.csr_matrix(dense)
+    b = np.arange(6, dtype=np.float32).reshape(3, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the fallback warns: it must not happen
+        got = (a @ la.array(b)).asnumpy()
+        vec = (a @ la.array(np.ones(3, np.float32))).asnumpy()
+        with la.deferred():
+            lazy = a @ la.array(b)
+        lazy = lazy.asnumpy()
+    np.testing.assert_allclose(got, dense @ b)
+    np.testing.assert_allclose(lazy, dense @ b)
+    np.testing.assert_allclose(vec, dense @ np.ones(3, np.float32))

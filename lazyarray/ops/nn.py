@@ -187,9 +187,25 @@ def rows_matmul(xp, a, b, out=None):
     return out if out is not None else res.reshape(shape)
 
 
+def _matmul_storage(stypes, shapes):
+    """``csr @ dense`` (a 1-D or 2-D dense operand) runs the sparse product, as ``dot`` does."""
+    if list(stypes) != ["csr", "default"] or shapes[1] is None or len(shapes[1]) not in (1, 2):
+        return None
+    return ["default"]
+
+
+def _csr_matmul(xp, a, b, out=None):
+    y = sparse_kernels.csr_dot(xp, a, b)
+    if out is not None:
+        out[...] = y
+        return out
+    return y
+
+
 register(OpDef("matmul", ("a", "b"), _matmul, writes_out=True,
                shape=_matmul_rule, dtype=lambda dtypes: np.result_type(*dtypes), grad=_matmul_grad,
-               doc="matrix product with broadcast batch dims (the @ operator)"))
+               storage=_matmul_storage, sparse_kernel=_csr_matmul,
+               doc="matrix product with broadcast batch dims (the @ operator); csr @ dense runs the sparse product"))
 
 
 # -- dense -------------------------------------------------------------------------------------
