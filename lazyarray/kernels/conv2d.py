@@ -11,6 +11,7 @@ import functools
 
 import numpy as np
 
+from .. import threads as thread_pool  # (the module, looked up at each call: tests replace its functions)
 from ..mode import MODE, PROFILING, RECORDING
 from ..ops import conv
 from ..ops.derived import keeps
@@ -54,9 +55,10 @@ def _on_threads(impl: Impl, n: int) -> Choice:
     return Choice(impl, (f"{n} threads",))
 
 
-def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups) -> Choice:
-    """What runs conv2d of these arrays (the pairs of geometry checked), by the tuning table."""
-    t = current()
+def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None) -> Choice:
+    """What runs conv2d of these arrays (the pairs of geometry checked), by the tuning table ``t``
+    (the one in force when None)."""
+    t = current() if t is None else t
     n, c = x.shape[:2]
     o, _, kh, kw = weight.shape
     ho, wo = conv.out_size(x, weight, stride, padding, dilation)
@@ -71,13 +73,15 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups) -> Choi
         if tile:
             return _WINOGRAD[tile, kept]
     if groups == 1 and n > 1:
-        batch_last = conv.is_batch_last(x) or conv.is_batch_last(out)
-        if numpy and not batch_last:
+        x_last = conv.is_batch_last(x)
+        out_last = out is not None and conv.is_batch_last(out)
+        if numpy and not (x_last or out_last):
             threads = split_threads(n * o * c * kh * kw * ho * wo, n)
             if threads > 1:
                 return _on_threads(SPLIT, threads)
-        if ho * wo < t.per_image_min_pixels or batch_last:
-            if numpy and conv.region_fits(x, out):
+        if ho * wo < t.per_image_min_pixels or x_last or out_last:
+            # (conv.region_fits, from the layouts read above: each read is a view's flags)
+            if numpy and out_last and t.conv_region and not thread_pool.in_pool() and (x_last or x.flags.c_contiguous):
                 return _on_threads(REGION, num_threads())
             return _CHOICES[BATCH_LAST]
     if groups == 1:
@@ -90,14 +94,15 @@ def run_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation
     if x.dtype == np.float16 and weight.dtype == np.float16:  # half precision accumulates in float32
         return conv.half_via_float32(run_conv2d, xp, x, weight, bias, stride, padding, dilation, groups, out)
     stride, padding, dilation = conv.geometry(stride, padding, dilation)
-    choice = choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups)
+    t = current()
+    choice = choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t)
     y = choice.impl.run(xp, x, weight, bias, stride, padding, dilation, groups, out)
     if y is None:  # (declined at run time: its fallback runs)
         choice = _CHOICES[choice.impl.fallback]
         y = choice.impl.run(xp, x, weight, bias, stride, padding, dilation, groups, out)
     if MODE.get() & PROFILING:
         current_profile().chose(choice)
-    if current().log_kernels:
+    if t.log_kernels:
         log_choice(choice, x, weight)
     return y
 

@@ -555,8 +555,11 @@ def conv2d_winograd(tile: int):
 
 
 def out_size(x, weight, stride, padding, dilation) -> tuple:
-    """conv2d's output (Ho, Wo) for checked pairs of geometry."""
-    return tuple(_out_dim(x.shape[2 + a], weight.shape[2 + a], stride[a], padding[a], dilation[a]) for a in (0, 1))
+    """conv2d's output (Ho, Wo) for checked pairs of geometry (concrete arrays: written out, no
+    generator, since the chooser asks on every call)."""
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    kh, kw = weight.shape[2], weight.shape[3]
+    return ((x.shape[2] + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (x.shape[3] + 2 * pw - dw * (kw - 1) - 1) // sw + 1)
 
 
 def _check_conv_channels(x, w, groups, op, what="input"):
