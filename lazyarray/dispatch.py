@@ -14,7 +14,6 @@ module needs only the fields it reads (``ArrayBase``), not the array type itself
 from __future__ import annotations
 
 import numbers
-import time
 import weakref
 from sys import _getframe
 
@@ -57,7 +56,7 @@ from .graph.node import (
     user_source,
 )
 from .graph.traverse import topo_order
-from .kernels.profile import current as current_profile
+from .kernels.profile import timed
 from .mode import PROFILING
 from .ops import registry
 from .ops.registry import OpDef, OpNamespace
@@ -425,7 +424,7 @@ def _eager(op: OpDef, args: tuple, params: dict, make):
             vals = [densify(v, xp) for v in vals]
     try:
         if MODE.get() & PROFILING:
-            out = _timed(op, kernel, vals, params)
+            out = timed(op, kernel, "eager")(*vals, **params)
         else:
             out = kernel(*vals, **params)
     except Exception as exc:
@@ -441,15 +440,6 @@ def _eager(op: OpDef, args: tuple, params: dict, make):
     if MODE.get() & RECORDING:
         _record_eager(op, args, params, list(res), list(out), out_device)
     return res
-
-
-def _timed(op: OpDef, kernel, vals: list, params: dict):
-    """``kernel(*vals, **params)`` timed into the profile being recorded (``la.profile()``)."""
-    prof = current_profile()
-    start = time.perf_counter_ns()
-    out = kernel(*vals, **params)
-    prof.add(op, tuple(getattr(v, "shape", None) for v in vals), start, "eager")
-    return out
 
 
 def _check_rules(op: OpDef, vals: list, params: dict, device) -> tuple:

@@ -39,6 +39,7 @@ from ..errors import DeferredComputeError, LazyArrayError, OutOfMemoryError
 from ..graph.node import Entry, Node, check_capture
 from ..graph.traverse import topo_order
 from ..kernels.profile import current as current_profile
+from ..kernels.profile import timed
 from ..mode import MODE, PROFILING
 from ..ops import registry
 from ..storage import copy_value
@@ -730,13 +731,11 @@ def _run_in_order(outputs: list[Entry], todo: list[Node], known) -> list:
             temp[id(node)] = vals
         return vals[e.index]
 
-    timed = MODE.get() & PROFILING
+    profiled = MODE.get() & PROFILING
     for node in todo:
         args = [value(e) for e in node.inputs]
-        if timed:
-            start = time.perf_counter_ns()
-            outs = run_kernel(node, args)
-            current_profile().add(node.op, tuple(getattr(a, "shape", None) for a in args), start, "interpreted")
+        if profiled:
+            outs = timed(node.op, lambda *a, node=node: run_kernel(node, list(a)), "interpreted")(*args)
         else:
             outs = run_kernel(node, args)
         if node.op.owns_outputs:

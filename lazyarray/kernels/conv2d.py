@@ -11,7 +11,6 @@ import functools
 
 import numpy as np
 
-from .. import threads as thread_pool  # (the module, looked up at each call: tests replace its functions)
 from ..mode import MODE, PROFILING, RECORDING
 from ..ops import conv
 from ..ops.derived import keeps
@@ -80,8 +79,7 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
             if threads > 1:
                 return _on_threads(SPLIT, threads)
         if ho * wo < t.per_image_min_pixels or x_last or out_last:
-            # (conv.region_fits, from the layouts read above: each read is a view's flags)
-            if numpy and out_last and t.conv_region and not thread_pool.in_pool() and (x_last or x.flags.c_contiguous):
+            if numpy and conv.region_fits(x, out, x_last, out_last, t):
                 return _on_threads(REGION, num_threads())
             return _CHOICES[BATCH_LAST]
     if groups == 1:

@@ -361,11 +361,15 @@ def _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out):
     return y
 
 
-def region_fits(x, out) -> bool:
+def region_fits(x, out, x_last=None, out_last=None, t=None) -> bool:
     """Whether ``conv2d_region`` may run: a batch-last ``out``, an input stored batch last or
-    C-ordered, regions on in the tuning table, and not already on one of the pool's threads."""
-    return out is not None and is_batch_last(out) and current().conv_region and not thread_pool.in_pool() \
-        and (is_batch_last(x) or x.flags.c_contiguous)
+    C-ordered, regions on in the tuning table ``t`` (the one in force when None), and not already
+    on one of the pool's threads. ``x_last`` / ``out_last``: the layouts when the caller read them
+    already (each read makes a view)."""
+    out_last = out is not None and is_batch_last(out) if out_last is None else out_last
+    if not out_last or not (current() if t is None else t).conv_region or thread_pool.in_pool():
+        return False
+    return (is_batch_last(x) if x_last is None else x_last) or x.flags.c_contiguous
 
 
 def conv2d_region(xp, x, weight, bias, stride, padding, dilation, groups, out):
