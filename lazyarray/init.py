@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from .aval import check_alloc
-from .device import Device, cpu
+from .device import Device, current_device
 from .errors import ParamValueError, ShapeError
 from .rng import generator
 
@@ -25,7 +25,7 @@ class Initializer:
     """Base class: subclasses implement ``_fill(shape, dtype, rng) -> numpy array``."""
 
     def __call__(self, shape, dtype="float32", device: Device | None = None):
-        device = cpu(0) if device is None else device
+        device = current_device() if device is None else device
         shape = tuple(int(d) for d in shape)
         if any(d <= 0 for d in shape):
             raise ShapeError(f"{self!r}: cannot initialize shape {shape}; every dim must be known (> 0)")

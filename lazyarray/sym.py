@@ -66,9 +66,14 @@ def _entries(res) -> bool:
 
 def _sym_function(op: OpDef) -> Callable:
     # (no builtins such as ``any`` in here: this module's globals are la.sym's op functions)
+    # ops that make arrays from nothing (fill, iota, random draws) take the default device, as la.sym.var does
+    fill_device = not op.inputs and any(p.name == "device" for p in op.params)
+
     def f(*args, **params):
         if params:
             args = bind_inputs(op, args, params)  # inputs passed by name, in their places
+        if fill_device and "device" not in params:
+            params["device"] = current_device()
         ins = [[as_entry(x, op.name) for x in a] if isinstance(a, (list, tuple)) else as_entry(a, op.name)
                for a in args]
         res = apply_node(op, *ins, **params)

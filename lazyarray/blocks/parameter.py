@@ -24,7 +24,7 @@ from .. import init as _init
 from ..autograd import Leaf
 from ..aval import as_dtype, check_alloc
 from ..buffer import bump
-from ..device import Device, cpu, current_device
+from ..device import Device, current_device
 from ..errors import AutogradError, LazyArrayError, ParamError, ParamValueError, ShapeError
 from ..ndarray import NDArray, make_array
 from ..storage import RowSparse
@@ -149,7 +149,7 @@ class Parameter:
         else:
             self._devices = None
         self._copies = {}
-        device = device or self.device or cpu(0)
+        device = device or self.device or current_device()
         self._deferred = (initializer, device)
         if self.shape_known:
             self._finish_init()
@@ -325,7 +325,7 @@ class Parameter:
                 self.shape = tuple(v.shape)
             else:
                 self._shape = tuple(v.shape)
-            device = self._deferred[1] if self._deferred else (self.device or cpu(0))
+            device = self._deferred[1] if self._deferred else (self.device or current_device())
             self._deferred = None
             self.device = device
             xp = device.xp

@@ -235,7 +235,7 @@ def test_inlined_graph_keeps_the_list_input_of_a_variadic_op():
 
 
 def test_cross_device_graph_has_copy_nodes_and_right_values():
-    x = la.array(np.arange(6, dtype="float32").reshape(2, 3))
+    x = la.array(np.arange(6, dtype="float32").reshape(2, 3), device=la.cpu(0))
     c1 = la.array(np.ones((2, 3), dtype="float32"), device=la.cpu(1))
     with la.deferred():
         y = la.exp(x)

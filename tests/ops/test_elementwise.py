@@ -60,7 +60,7 @@ def test_broadcast_mismatch_names_op_shapes_and_fix(name, deferred):
 
 @pytest.mark.parametrize("deferred", [False, True], ids=["eager", "deferred"])
 def test_mixing_devices_names_op_devices_and_fix(deferred):
-    a, b = la.ones((2, 3)), la.ones((2, 3), device=la.cpu(1))
+    a, b = la.ones((2, 3), device=la.cpu(0)), la.ones((2, 3), device=la.cpu(1))
     with la.deferred(deferred), pytest.raises(la.DeviceError) as info:
         la.multiply(a, b)
     msg = str(info.value)
