@@ -173,6 +173,26 @@ def demo(args) -> int:
     net.initialize()
     net.hybridize()
     print(net)
+    epoch_losses = _demo_train(args, net, x_tr, y_tr, rng)
+    test_out = net(array(x_te)).asnumpy()
+    acc = _correct(test_out, y_te) / len(y_te)
+    chance = 1.0 / classes
+    print(f"test accuracy: {acc:.1%} (chance: {chance:.1%})" + (" per token" if lm else ""))
+    match = _demo_export(args, net, x.shape[1:], x_te, test_out)
+    if args.model in ("cnn", "mlp"):  # trained long enough to learn: accuracy must show it
+        learned, how = acc > chance + 0.25, f"accuracy {acc:.1%} is not clearly above chance"
+    else:  # a brief run of a big model: the loss must at least fall
+        learned = len(epoch_losses) < 2 or epoch_losses[-1] < epoch_losses[0]
+        how = f"the loss did not fall ({epoch_losses[0]:.3f} -> {epoch_losses[-1]:.3f})"
+    ok = match and learned
+    if not ok:
+        print("demo FAILED: " + ("outputs differ after re-import" if not match else how))
+    return 0 if ok else 1
+
+
+def _demo_train(args, net, x_tr, y_tr, rng) -> list:
+    """Train ``net`` for ``args.epochs`` (a bar per epoch on a terminal, else a line); prints the
+    median step time; returns the mean loss of each epoch."""
     trainer = B.Trainer(net.collect_params(), "adam", {"learning_rate": args.lr})
     loss_fn = B.SoftmaxCrossEntropyLoss()
     bs = args.batch_size
@@ -190,11 +210,7 @@ def demo(args) -> int:
             idx = perm[start:start + bs]
             xb, yb = array(x_tr[idx]), array(y_tr[idx])
             t0 = time.perf_counter()
-            with autograd.record():
-                out = net(xb)
-                loss = loss_fn(out, _labels_for(out, yb))
-            loss.backward()
-            trainer.step(len(idx))
+            out, loss = _demo_step(net, trainer, loss_fn, xb, yb, len(idx))
             dt = time.perf_counter() - t0
             if first_call is None:
                 first_call = dt
@@ -211,13 +227,25 @@ def demo(args) -> int:
             print(f"epoch {epoch + 1}/{args.epochs}: loss {total / seen:.3f}, train accuracy {correct / seen:.3f}",
                   flush=True)
         epoch_losses.append(total / seen)
-    test_out = net(array(x_te)).asnumpy()
-    acc = _correct(test_out, y_te) / len(y_te)
-    chance = 1.0 / classes
-    print(f"test accuracy: {acc:.1%} (chance: {chance:.1%})" + (" per token" if lm else ""))
     if step_times:
         print(f"hybridized training step: {np.median(step_times) * 1e3:.2f} ms (batch {bs}); "
               f"first call (trace + compile + run): {first_call * 1e3:.1f} ms")
+    return epoch_losses
+
+
+def _demo_step(net, trainer, loss_fn, xb, yb, n: int) -> tuple:
+    """One training step on a batch of ``n``: ``(output, loss)``."""
+    with autograd.record():
+        out = net(xb)
+        loss = loss_fn(out, _labels_for(out, yb))
+    loss.backward()
+    trainer.step(n)
+    return out, loss
+
+
+def _demo_export(args, net, sample_dims: tuple, x_te, test_out) -> bool:
+    """Export ``net``, import it back and compare its test outputs; print the exported graph's
+    memory plan. True when the outputs match."""
     out_dir = args.out or DEMO_DIR
     os.makedirs(out_dir, exist_ok=True)
     # the graph keeps its traced batch symbolic (export_graph(specialize=False)): it serves every batch size
@@ -227,19 +255,11 @@ def demo(args) -> int:
     diff = float(np.abs(back(array(x_te)).asnumpy() - test_out).max())
     match = diff <= 1e-5
     print(f"re-imported: outputs {'match' if match else 'DIFFER'} (max |difference| = {diff:.3g})")
-    sample_shape = (bs,) + x.shape[1:]
+    sample_shape = (args.batch_size,) + tuple(sample_dims)
     plan = CachedOp(load_symbol(sym_file)).memory_plan(data=sample_shape)
     print(f"memory plan of the exported graph (inference, data={fmt_shape(sample_shape)}):")
     print(plan)
-    if args.model in ("cnn", "mlp"):  # trained long enough to learn: accuracy must show it
-        learned, how = acc > chance + 0.25, f"accuracy {acc:.1%} is not clearly above chance"
-    else:  # a brief run of a big model: the loss must at least fall
-        learned = len(epoch_losses) < 2 or epoch_losses[-1] < epoch_losses[0]
-        how = f"the loss did not fall ({epoch_losses[0]:.3f} -> {epoch_losses[-1]:.3f})"
-    ok = match and learned
-    if not ok:
-        print("demo FAILED: " + ("outputs differ after re-import" if not match else how))
-    return 0 if ok else 1
+    return match
 
 
 def progress_bar(iterable, desc: str):

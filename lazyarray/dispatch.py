@@ -167,34 +167,44 @@ def operator_method(op: OpDef, make, reverse: bool = False, wrapped: bool = Fals
     method is called by one frame of the package's own (``la.tanh``'s function), so the frame
     that recorded a node is looked for one level further out.
     """
-    ufunc = op.np_ufunc
-    depth = 3 if wrapped else 2  # (_lazy_node's frame 0, this method's 1, then the caller)
-    get_mode, new, beside = MODE.get, object.__new__, SCALAR_BESIDE  # (graph.build.scalar_beside's memo)
-    scalars = _SCALARS_BY_AVAL
-
+    depth = 3 if wrapped else 2  # (_lazy_node's frame 0, the method's 1, then the caller)
     if len(op.inputs) == 1:
-        def unary(self):
-            mode = get_mode()
-            if ufunc is not None and not mode:
-                va = self._value
-                if va.__class__ is _ND:
-                    try:
-                        out = ufunc(va)
-                    except Exception:
-                        pass  # re-run by apply() for the rule-based error (-bool: a DTypeError)
-                    else:
-                        r = new(self.__class__)
-                        r._value, r._entry, r._device = (out if out.__class__ is _ND else np.asarray(out)), \
-                            None, self._device
-                        return r
-            elif ufunc is not None and mode == DEFERRED:
-                # Recording hot path (deferred compute, autograd off): straight to a node.
-                return _lazy_node(op, (self._entry if self._value is None else self._as_entry(),), self, depth)
-            return _apply_general(op, (self,), {}, make)
+        return _unary_method(op, make, depth)
+    return _binary_method(op, make, reverse, depth)
 
-        return unary
 
-    last = [None]  # (aval, number, entry): the last scalar operand recorded, from ``scalars``
+def _unary_method(op: OpDef, make, depth: int):
+    """``operator_method`` of a one-input op: NumPy's ufunc inline when eager, else a node."""
+    ufunc = op.np_ufunc
+    get_mode, new = MODE.get, object.__new__
+
+    def unary(self):
+        mode = get_mode()
+        if ufunc is not None and not mode:
+            va = self._value
+            if va.__class__ is _ND:
+                try:
+                    out = ufunc(va)
+                except Exception:
+                    pass  # re-run by apply() for the rule-based error (-bool: a DTypeError)
+                else:
+                    r = new(self.__class__)
+                    r._value, r._entry, r._device = (out if out.__class__ is _ND else np.asarray(out)), \
+                        None, self._device
+                    return r
+        elif ufunc is not None and mode == DEFERRED:
+            # Recording hot path (deferred compute, autograd off): straight to a node.
+            return _lazy_node(op, (self._entry if self._value is None else self._as_entry(),), self, depth)
+        return _apply_general(op, (self,), {}, make)
+
+    return unary
+
+
+def _binary_method(op: OpDef, make, reverse: bool, depth: int):
+    """``operator_method`` of a two-input op (``reverse``: ``other <op> self``)."""
+    ufunc = op.np_ufunc
+    get_mode, new = MODE.get, object.__new__
+    last = [None]  # (aval, number, entry): the last scalar operand recorded, from _SCALARS_BY_AVAL
 
     def binary(self, other):
         mode = get_mode()
@@ -228,21 +238,9 @@ def operator_method(op: OpDef, make, reverse: bool = False, wrapped: bool = Fals
                 hit = last[0]  # (this operator's last scalar: the same number object, the same aval)
                 if hit is not None and hit[0] is a0 and hit[1] is other:
                     eb = hit[2]
-                    return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self, depth)
-                at = (id(a0), other.__class__, other)  # (hashing a dtype costs more than the rest)
-                hit = scalars.get(at)
-                if hit is not None and hit[0] is a0:
-                    eb = hit[1]
-                    last[0] = (a0, other, eb)
-                    return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self, depth)
-                if a0.dtype is not None and a0.stype == "default":
-                    eb = beside.get((other.__class__, other, a0.dtype, a0.device))
-                    if eb is None:
-                        eb = scalar_beside(other, a0, op)
-                    else:  # (only shared constants: never a zero, a NaN or a range-adjusted int)
-                        if len(scalars) >= 4096:
-                            scalars.clear()
-                        scalars[at] = (a0, eb)
+                else:
+                    eb = _scalar_entry(op, a0, other, last)
+                if eb is not None:
                     return _lazy_node(op, (eb, ea) if reverse else (ea, eb), self, depth)
             elif isinstance(other, ArrayBase):
                 eb = other._entry if other._value is None else other._as_entry()
@@ -252,11 +250,31 @@ def operator_method(op: OpDef, make, reverse: bool = False, wrapped: bool = Fals
     return binary
 
 
+def _scalar_entry(op: OpDef, a0: Aval, number, last: list):
+    """The constant entry of a Python ``number`` beside an array of aval ``a0`` (None: the
+    general path decides), memoized by the identity of the aval; a memo hit becomes the
+    operator's ``last``."""
+    at = (id(a0), number.__class__, number)  # (hashing a dtype costs more than the rest)
+    hit = _SCALARS_BY_AVAL.get(at)
+    if hit is not None and hit[0] is a0:
+        eb = hit[1]
+        last[0] = (a0, number, eb)
+        return eb
+    if a0.dtype is None or a0.stype != "default":
+        return None
+    eb = SCALAR_BESIDE.get((number.__class__, number, a0.dtype, a0.device))
+    if eb is None:
+        return scalar_beside(number, a0, op)
+    if len(_SCALARS_BY_AVAL) >= 4096:  # (only shared constants: never a zero, a NaN or a range-adjusted int)
+        _SCALARS_BY_AVAL.clear()
+    _SCALARS_BY_AVAL[at] = (a0, eb)
+    return eb
+
+
 def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
-    """``_lazy(like, record_node(op, entries, {}))`` for the operator hot paths, in one frame: a
-    param-free op whose output avals the rule memo already knows (else the general path). The
-    node is ``graph.node.op_node``'s, built inline (a call less per recorded op; a test checks
-    that both set every slot alike)."""
+    """``_lazy(like, record_node(op, entries, {}))`` for the operator hot paths: a param-free op
+    whose output avals the chain or the rule memo knows (else the general path). The node is
+    ``graph.node.op_node``'s, built inline (a call less per recorded op; a test checks both)."""
     frame = _getframe(depth)
     code = frame.f_code
     lasti = frame.f_lasti
@@ -282,41 +300,13 @@ def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
         avals = k.avals
         source = k.site_source
     else:
-        a = e.node.avals[e.index]
-        # The rule memo by the identity of the input avals (hashing avals costs more): the entry
-        # holds the op and the avals, so their ids are never another's while it exists.
-        at = (id(op), id(a), id(b))
-        hit = _AVALS_BY_ID.get(at)
-        if hit is not None and hit[0] is op and hit[1] is a and hit[2] is b:
-            avals = hit[3]
-        else:
-            avals = op._infer_cache.get((a,) if b is None else (a, b))
-            if avals is None or len(avals) != 1:
-                made = record_node(op, entries, {}, skip=3)
-                if made.__class__ is Entry:  # (one output: a chain may go on from it)
-                    made.node.chain = _chain_key(op, entries, made.node.avals)
-                return _lazy(like, made)
-            if len(_AVALS_BY_ID) >= 4096:
-                _AVALS_BY_ID.clear()
-            _AVALS_BY_ID[at] = (op, a, b, avals)
-        # The user's frame is most often ``depth`` frames out (every frame before it is ours: see
-        # graph.node.user_source), reached without making frame objects for the frames between.
-        # Call sites are memoized by (id(code), bytecode offset): hashing a code object and
-        # decoding a line number cost more than the rest of the node; the entry keeps the code
-        # alive, so its id is never another's while the entry exists.
-        site = _SITES.get((id(code), lasti))
-        if site is not None and site[0] is code:
-            source = site[1]
-        else:
-            source = _site_source(frame, code, depth + 1)
-        if fast and k.avals is avals:
-            pass
-        elif prev is not None and (b is None or f.node.op is None):
-            k = _chain_grow(prev, op, avals, 0, b)
-        else:
-            k = _chain_key(op, entries, avals)
-        if k is not None and IN_PACKAGE.get(code) is False:  # (a site in the package: looked for further out)
-            k.site_code, k.site_lasti, k.site_source = code, lasti, source
+        avals = _rule_avals(op, e.node.avals[e.index], b)
+        if avals is None:
+            made = record_node(op, entries, {}, skip=3)
+            if made.__class__ is Entry:  # (one output: a chain may go on from it)
+                made.node.chain = _chain_key(op, entries, made.node.avals)
+            return _lazy(like, made)
+        source, k = _site_and_key(op, entries, avals, prev, k if fast else None, frame, depth)
     node = _new(Node)
     node.source = source
     scope = _block_scope()
@@ -341,6 +331,52 @@ def _lazy_node(op: OpDef, entries: tuple, like, depth: int = 2):
     r._device = avals[0].device
     node.shown = _weakref(r)  # (deferred.show's one-array form)
     return r
+
+
+def _rule_avals(op: OpDef, a: Aval, b: Aval | None):
+    """The output avals of a one-output, param-free ``op`` on input avals ``a`` (and ``b``) from
+    the rule memo, or None when it does not know them.
+
+    Memoized by the identity of the input avals (hashing avals costs more): the entry holds the
+    op and the avals, so their ids are never another's while it exists."""
+    at = (id(op), id(a), id(b))
+    hit = _AVALS_BY_ID.get(at)
+    if hit is not None and hit[0] is op and hit[1] is a and hit[2] is b:
+        return hit[3]
+    avals = op._infer_cache.get((a,) if b is None else (a, b))
+    if avals is None or len(avals) != 1:
+        return None
+    if len(_AVALS_BY_ID) >= 4096:
+        _AVALS_BY_ID.clear()
+    _AVALS_BY_ID[at] = (op, a, b, avals)
+    return avals
+
+
+def _site_and_key(op: OpDef, entries: tuple, avals: tuple, prev, known, frame, depth: int) -> tuple:
+    """``(source, chain key)`` of the node ``_lazy_node`` records from ``frame`` when the chain
+    did not know its call site (``known``: the chain's key for this op, else None)."""
+    # The user's frame is most often ``depth`` frames out of _lazy_node (every frame before it is
+    # ours: see graph.node.user_source), reached without making frame objects for the frames
+    # between. Call sites are memoized by (id(code), bytecode offset): hashing a code object and
+    # decoding a line number cost more than the rest of the node; the entry keeps the code
+    # alive, so its id is never another's while the entry exists.
+    code = frame.f_code
+    lasti = frame.f_lasti
+    site = _SITES.get((id(code), lasti))
+    if site is not None and site[0] is code:
+        source = site[1]
+    else:
+        source = _site_source(frame, code, depth + 2)
+    b = entries[1] if len(entries) == 2 else None
+    if known is not None and known.avals is avals:
+        k = known
+    elif prev is not None and (b is None or b.node.op is None):
+        k = _chain_grow(prev, op, avals, 0, None if b is None else b.node.avals[b.index])
+    else:
+        k = _chain_key(op, entries, avals)
+    if k is not None and IN_PACKAGE.get(code) is False:  # (a site in the package: looked for further out)
+        k.site_code, k.site_lasti, k.site_source = code, lasti, source
+    return source, k
 
 
 # (id(aval), type, value) -> (aval, entry): scalar_beside's memo by the identity of the array's aval
@@ -414,14 +450,7 @@ def _eager(op: OpDef, args: tuple, params: dict, make):
             out_device = avals[0].device
     kernel = op.bind(xp)
     if op.storage is not None or any(v.__class__ in SPARSE_TYPES for v in vals):
-        stypes = [stype_of(v) for v in vals if v is not None]
-        shapes = [getattr(v, "shape", ()) for v in vals if v is not None]
-        which = registry.uses_sparse_kernel(op, stypes, params, shapes)
-        if which:
-            kernel = op.bind_sparse(xp)
-        elif which is None:
-            registry.warn_fallback(op, stypes)
-            vals = [densify(v, xp) for v in vals]
+        kernel, vals = _storage_kernel(op, kernel, vals, params, xp)
     try:
         if MODE.get() & PROFILING:
             out = timed(op, kernel, "eager")(*vals, **params)
@@ -436,9 +465,28 @@ def _eager(op: OpDef, args: tuple, params: dict, make):
         if MODE.get() & RECORDING:
             _record_eager(op, args, params, [res], [out], out_device)
         return res
-    res = tuple(make(np.asarray(o) if o.__class__ in _SCALARS else o, None, out_device) for o in out)
+    return _eager_results(op, args, params, make, out, out_device)
+
+
+def _storage_kernel(op: OpDef, kernel, vals: list, params: dict, xp) -> tuple:
+    """``(kernel, vals)`` for inputs that may be sparse: the op's sparse kernel when it takes
+    these storage types, else the dense kernel on densified inputs (with a fallback warning)."""
+    stypes = [stype_of(v) for v in vals if v is not None]
+    shapes = [getattr(v, "shape", ()) for v in vals if v is not None]
+    which = registry.uses_sparse_kernel(op, stypes, params, shapes)
+    if which:
+        return op.bind_sparse(xp), vals
+    if which is None:
+        registry.warn_fallback(op, stypes)
+        return kernel, [densify(v, xp) for v in vals]
+    return kernel, vals
+
+
+def _eager_results(op: OpDef, args: tuple, params: dict, make, out, device) -> tuple:
+    """The arrays of a multi-output op's eager results (recorded for autograd when needed)."""
+    res = tuple(make(np.asarray(o) if o.__class__ in _SCALARS else o, None, device) for o in out)
     if MODE.get() & RECORDING:
-        _record_eager(op, args, params, list(res), list(out), out_device)
+        _record_eager(op, args, params, list(res), list(out), device)
     return res
 
 

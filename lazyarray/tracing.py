@@ -33,30 +33,10 @@ def get_symbol(outputs, inputs: dict | None = None) -> Symbol:
     >>> sym.list_inputs()
     ['x']
     """
-    outs = [outputs] if isinstance(outputs, NDArray) else seq_arg(
-        outputs, "la.get_symbol", "outputs", "an array or a list of arrays (the results recorded under la.deferred())")
-    for i, o in enumerate(outs):
-        if not isinstance(o, NDArray):
-            raise ParamError(f"la.get_symbol: output {i} is a {type(o).__name__}, not an array; pass the arrays "
-                             "computed under la.deferred()")
+    outs = _output_arrays(outputs)
     inputs = dict(dict_arg(inputs, "la.get_symbol", "inputs", "a dict of name -> input array, e.g. {'x': x}"))
     out_entries = [o._entry if o._entry is not None else o._as_entry() for o in outs]
-    # Which recorded nodes stand for each named input: its own entry, and every constant that
-    # captured its buffer (an array with a value is read as a capture while recording).
-    by_node: dict[int, str] = {}
-    by_value: dict[int, str] = {}
-    for name, arr in inputs.items():
-        if not isinstance(arr, NDArray):
-            raise ParamError(f"la.get_symbol: input {name!r} is a {type(arr).__name__}, not an array; "
-                             "inputs maps each name to the array the graph reads")
-        node = arr._entry.node if arr._entry is not None else None
-        if node is not None and id(node) in by_node or arr._value is not None and id(arr._value) in by_value:
-            first = by_node.get(id(node)) or by_value.get(id(arr._value))
-            raise DeferredComputeError(f"get_symbol: inputs {first!r} and {name!r} are the same array")
-        if node is not None:
-            by_node[id(node)] = name
-        if arr._value is not None:
-            by_value[id(arr._value)] = name
+    by_node, by_value = _named_inputs(inputs)
     order = topo_order(out_entries, stop=lambda n: id(n) in by_node)
     for node in order:
         if node.kind == "const" and node.version is not None and id(node.value) in by_value:
@@ -87,3 +67,33 @@ def get_symbol(outputs, inputs: dict | None = None) -> Symbol:
     # declared, so a CachedOp of the symbol takes them (positionally too) as the user named them
     return Symbol(list(sym.outputs), tuple(var_node(name, inputs[name].aval) for name in unused))
 
+
+def _output_arrays(outputs) -> list:
+    """``get_symbol``'s outputs (one array or a list of arrays) as a list, checked."""
+    outs = [outputs] if isinstance(outputs, NDArray) else seq_arg(
+        outputs, "la.get_symbol", "outputs", "an array or a list of arrays (the results recorded under la.deferred())")
+    for i, o in enumerate(outs):
+        if not isinstance(o, NDArray):
+            raise ParamError(f"la.get_symbol: output {i} is a {type(o).__name__}, not an array; pass the arrays "
+                             "computed under la.deferred()")
+    return outs
+
+
+def _named_inputs(inputs: dict) -> tuple:
+    """``(by_node, by_value)``: the name of each input by the id of its recorded node and by the id of
+    its value (an array with a value is read as a capture of its buffer while recording)."""
+    by_node: dict[int, str] = {}
+    by_value: dict[int, str] = {}
+    for name, arr in inputs.items():
+        if not isinstance(arr, NDArray):
+            raise ParamError(f"la.get_symbol: input {name!r} is a {type(arr).__name__}, not an array; "
+                             "inputs maps each name to the array the graph reads")
+        node = arr._entry.node if arr._entry is not None else None
+        if node is not None and id(node) in by_node or arr._value is not None and id(arr._value) in by_value:
+            first = by_node.get(id(node)) or by_value.get(id(arr._value))
+            raise DeferredComputeError(f"get_symbol: inputs {first!r} and {name!r} are the same array")
+        if node is not None:
+            by_node[id(node)] = name
+        if arr._value is not None:
+            by_value[id(arr._value)] = name
+    return by_node, by_value

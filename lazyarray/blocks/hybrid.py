@@ -291,27 +291,13 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool, shap
         BLOCK_SCOPE.reset(scope)
     args = placeholders
     outs, structure = ([out], None) if isinstance(out, NDArray) else flatten(out, type(block).__name__)
-    params = dict(params)
-    by_param = {id(p): n for n, p in params.items()}
-    for p in tracer.params_read.values():  # read by forward, not the block's own: bind, never fold
-        if id(p) not in by_param:
-            name = p.name or "param"
-            while name in params or name in names:
-                name = "_" + name
-            params[name] = p
-            by_param[id(p)] = name
+    params = _with_params_read(params, tracer, names)
     named = dict(zip(names, args))
     device = arrays[0]._device if arrays else None
     for name, p in params.items():
         if p.initialized:
             named[name] = p._copy_on(device) if p._copies else p._data
-    updates = []
-    for p, value in pending:
-        if id(p) not in by_param:
-            raise BlockError(f"{type(block).__name__}: forward updated parameter {p.name!r}, which is "
-                                 "not one of the block's collect_params()")
-        with deferred():  # recorded, not computed: the graph computes the new value at every call
-            updates.append((p, value.detach()))
+    updates = _recorded_updates(block, pending, params)
     kept = [o._entry for o in outs] + [v._entry for _, v in updates]
     reached = {id(n) for n in topo_order(kept)}
     # A draw nothing uses still runs (as a discarded output): eager code draws it too, so the
@@ -322,16 +308,7 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool, shap
         warnings.simplefilter("ignore", UnusedInputWarning)  # unused parameters are fine
         sym = get_symbol(outs + [v for _, v in updates] + unused_draws, inputs=named)
     sym = Symbol(list(sym.outputs))  # the graph's inputs are those it reads (no unused parameter is bound)
-    by_name = dict(zip(names, positions))
-    sources = []
-    for name in sym.list_inputs():
-        if name in by_name:
-            sources.append(by_name[name])
-        elif name in captured:
-            sources.append(captured[name])
-        else:
-            p = params[name]
-            sources.append(CopyOf(p, device) if p._copies and named[name] is not p._data else p)
+    sources = _input_sources(sym, dict(zip(names, positions)), captured, params, named, device)
     if any(has_symbols(v.avals[0].shape) for v in variables) and unbound_symbols(sym):
         # (forward read the batch of an input the graph does not take: no call could bind it)
         raise SymbolicDimError(f"{type(block).__name__}: the traced graph computes with the batch of an input it "
@@ -342,6 +319,50 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool, shap
     return Compiled(sym, len(outs), structure, sources, [p for p, _ in updates],
                     generic=generic or symbolic, training=training, guards=list(tracer.guards),
                     symbolic=symbolic)
+
+
+def _with_params_read(params: dict, tracer, names: list) -> dict:
+    """``params`` and the parameters ``forward`` read that are not the block's own (tied weights
+    held by reference: bound as inputs, never folded), under names no input takes."""
+    params = dict(params)
+    by_param = {id(p): n for n, p in params.items()}
+    for p in tracer.params_read.values():
+        if id(p) not in by_param:
+            name = p.name or "param"
+            while name in params or name in names:
+                name = "_" + name
+            params[name] = p
+            by_param[id(p)] = name
+    return params
+
+
+def _recorded_updates(block, pending: list, params: dict) -> list:
+    """``(parameter, new value)`` of the updates ``forward`` made, recorded (not computed): the graph
+    computes the new value at every call. Only the block's parameters may be updated."""
+    own = {id(p) for p in params.values()}
+    updates = []
+    for p, value in pending:
+        if id(p) not in own:
+            raise BlockError(f"{type(block).__name__}: forward updated parameter {p.name!r}, which is "
+                                 "not one of the block's collect_params()")
+        with deferred():
+            updates.append((p, value.detach()))
+    return updates
+
+
+def _input_sources(sym: Symbol, by_name: dict, captured: dict, params: dict, named: dict, device) -> list:
+    """Where each input of ``sym`` comes from at a call: an argument position, a captured array,
+    a parameter (or a copy of it on the arguments' device)."""
+    sources = []
+    for name in sym.list_inputs():
+        if name in by_name:
+            sources.append(by_name[name])
+        elif name in captured:
+            sources.append(captured[name])
+        else:
+            p = params[name]
+            sources.append(CopyOf(p, device) if p._copies and named[name] is not p._data else p)
+    return sources
 
 
 def is_shape_generic(sym: Symbol) -> bool:

@@ -25,7 +25,7 @@ True
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..graph import svg as S
 
@@ -108,6 +108,20 @@ def numbers(plan: MemoryPlan) -> list[tuple[str, str, str]]:
 
 
 # -- the timeline ---------------------------------------------------------------------------------
+class _Grid(NamedTuple):
+    """Where a plan timeline's cells go: step columns of width ``col`` from ``x0``, buffer rows from
+    ``top``; ``shown`` steps drawn (``cut``: fewer than the plan has), ``n_cols`` columns."""
+    x0: float
+    top: float
+    col: float
+    shown: int
+    cut: bool
+    n_cols: int
+
+    def x_of(self, step: float) -> float:
+        return self.x0 + step * self.col
+
+
 def plan_svg(plan: MemoryPlan, *, title: str | None = None, max_steps: int = MAX_STEPS) -> str:
     """The timeline of ``plan`` as an SVG document (one row per buffer, x = step index)."""
     n_steps = len(plan.steps)
@@ -118,36 +132,22 @@ def plan_svg(plan: MemoryPlan, *, title: str | None = None, max_steps: int = MAX
     devices = device_index(plan.buffer_device)
     labels = [f"#{b} {plan.buffer_device[b]} {fmt_bytes(size)}" for b, size in enumerate(plan.buffer_size)]
     label_w = max([S.text_width(s, 11, mono=True) for s in labels] + [60.0]) + 12
-    x0 = _MARGIN + label_w
-    top = _MARGIN + _HEAD
-    width = x0 + n_cols * col + _MARGIN
-    height = top + max(plan.num_buffers, 1) * _ROW + _AXIS + _MARGIN
-
-    def x_of(step: float) -> float:
-        return x0 + step * col
-
+    grid = _Grid(_MARGIN + label_w, _MARGIN + _HEAD, col, shown, cut, n_cols)
+    width = grid.x0 + n_cols * col + _MARGIN
+    height = grid.top + max(plan.num_buffers, 1) * _ROW + _AXIS + _MARGIN
     caption = _caption(plan, title, shown, cut)
     legend, legend_w = _legend(devices)
     width = max(width, _MARGIN * 2 + S.text_width(caption, _FONT), _MARGIN * 2 + legend_w)
     doc = S.SvgDoc(width, height, css=CSS, root_cls="la-p", label=caption)
     doc.add(S.text(_MARGIN, _MARGIN + 11, caption, cls="la-cap"), legend)
-
-    rows, axis = [], []
+    rows = []
     for b, lab in enumerate(labels):
-        y = top + b * _ROW
-        rows.append(S.rect(x0, y, n_cols * col, _BAR + 2, cls="la-row"))
+        y = grid.top + b * _ROW
+        rows.append(S.rect(grid.x0, y, n_cols * col, _BAR + 2, cls="la-row"))
         tag = " (out)" if b in plan.escaping_buffers else ""
         rows.append(S.text(_MARGIN, y + 13, lab + tag, cls="la-lab"))
     doc.add(*rows)
-    y_axis = top + max(plan.num_buffers, 1) * _ROW
-    every = _tick_every(col)
-    ticks = [f"M{S.num(x_of(i + 0.5))} {S.num(top - 3)}V{S.num(y_axis)}" for i in range(0, shown, every)]
-    axis.append(S.path("".join(ticks)) if ticks else "")
-    axis += [S.text(x_of(i + 0.5), y_axis + 12, str(i)) for i in range(0, shown, every)]
-    if not cut:
-        axis.append(S.text(x_of(shown + 0.5), y_axis + 12, "out"))
-    doc.add(S.group(axis, cls="la-ax"))
-
+    doc.add(_step_axis(plan, grid))
     producer = {}  # value -> step name
     for i, st in enumerate(plan.steps):
         for o in st.outputs:
@@ -158,28 +158,49 @@ def plan_svg(plan: MemoryPlan, *, title: str | None = None, max_steps: int = MAX
         b = plan.buffer_of[v]
         if b is None or plan.base[v] != v or plan.start[v] < 0 or plan.start[v] >= shown:
             continue
-        s, e = plan.start[v], max(plan.end[v], plan.start[v])
-        left = x_of(s + 0.5)
-        right = x_of(min(e, shown) + 0.5) if e > s else left + col * 0.45
-        if cut and e >= shown:
-            right = x_of(shown)
-        right = max(right, left + 3)
-        # Height and place within the row: the value's bytes within its buffer (offset, size).
-        size = max(plan.buffer_size[b], 1)
-        off = plan.offset_of[v] or 0 if plan.offset_of else 0
-        h = max(_BAR * min(plan.values[v].nbytes / size, 1.0), 3.0)
-        y = top + b * _ROW + 1 + min(_BAR * off / size, _BAR - h)
-        name = value_name(plan, v)
-        cls = f"la-v la-d{devices[plan.buffer_device[b]]}" + (" la-out" if plan.values[v].escapes else "")
-        room = int((right - left - 6) / (_BAR_FONT * S.SANS_CHAR))
-        body = S.rect(left, y, right - left, h, rx=3 if h >= 8 else 1)
-        if room >= 2 and h >= 12:
-            body += S.text(left + 4, y + 12.5, S.clip(name, room))
-        bars.append(S.group(body, cls=cls, tip=_tip(plan, v, producer, inplace_over)))
+        bar, left, y = _value_bar(plan, v, grid)
+        bars.append(S.group(bar, cls=f"la-v la-d{devices[plan.buffer_device[b]]}" +
+                            (" la-out" if plan.values[v].escapes else ""),
+                            tip=_tip(plan, v, producer, inplace_over)))
         if v in inplace_over:
             marks.append(S.text(left, y - 1.5, "⟲", cls="la-ip"))
     doc.add(*bars, *marks)
     return doc.render()
+
+
+def _step_axis(plan: MemoryPlan, grid: _Grid) -> str:
+    """The step axis under the rows: ticks and step numbers (every few steps), then "out"."""
+    y_axis = grid.top + max(plan.num_buffers, 1) * _ROW
+    every = _tick_every(grid.col)
+    steps = range(0, grid.shown, every)
+    ticks = [f"M{S.num(grid.x_of(i + 0.5))} {S.num(grid.top - 3)}V{S.num(y_axis)}" for i in steps]
+    axis = [S.path("".join(ticks)) if ticks else ""]
+    axis += [S.text(grid.x_of(i + 0.5), y_axis + 12, str(i)) for i in steps]
+    if not grid.cut:
+        axis.append(S.text(grid.x_of(grid.shown + 0.5), y_axis + 12, "out"))
+    return S.group(axis, cls="la-ax")
+
+
+def _value_bar(plan: MemoryPlan, v: int, grid: _Grid) -> tuple:
+    """``(svg, left, top)`` of value ``v``'s bar: from the step that makes it to its last use, its
+    height and place within the row its bytes within its buffer (offset, size), named when it fits."""
+    b = plan.buffer_of[v]
+    col, shown = grid.col, grid.shown
+    s, e = plan.start[v], max(plan.end[v], plan.start[v])
+    left = grid.x_of(s + 0.5)
+    right = grid.x_of(min(e, shown) + 0.5) if e > s else left + col * 0.45
+    if grid.cut and e >= shown:
+        right = grid.x_of(shown)
+    right = max(right, left + 3)
+    size = max(plan.buffer_size[b], 1)
+    off = plan.offset_of[v] or 0 if plan.offset_of else 0
+    h = max(_BAR * min(plan.values[v].nbytes / size, 1.0), 3.0)
+    y = grid.top + b * _ROW + 1 + min(_BAR * off / size, _BAR - h)
+    room = int((right - left - 6) / (_BAR_FONT * S.SANS_CHAR))
+    body = S.rect(left, y, right - left, h, rx=3 if h >= 8 else 1)
+    if room >= 2 and h >= 12:
+        body += S.text(left + 4, y + 12.5, S.clip(value_name(plan, v), room))
+    return body, left, y
 
 
 def _caption(plan: MemoryPlan, title: str | None, shown: int, cut: bool) -> str:

@@ -136,23 +136,8 @@ def describe(entries: list[Entry], known_values, cache: bool = True, unshown_unk
     d = Described()
     d.ops, d.ins, d.firsts, d.inputs, d.in_slots, d.out_slots = [], [], [], [], [], []
     d.known, d.key, d._leaf_slot, d._leaf_avals = {}, None, {}, []
-    slot: dict[int, int] = {}  # id(node) -> its first output slot (op nodes to run), -1 for leaves
     known = d.known
-    stack = []
-    n = 0
-    for e in entries:  # the outputs first: (their nodes are met before anything they read)
-        node = e.node
-        if id(node) in slot:
-            continue
-        vals = known_values(node) if node.op is not None else None
-        if node.op is None or vals is not None:
-            slot[id(node)] = -1
-            if vals is not None:
-                known[id(node)] = vals
-        else:
-            slot[id(node)] = n
-            n += len(node.avals)
-            stack.append(node)
+    slot, stack, n = _output_slots(entries, known_values, known)
     ops, all_ins, firsts = d.ops, d.ins, d.firsts
     leaf_slot, inputs, in_slots, leaf_avals = d._leaf_slot, d.inputs, d.in_slots, d._leaf_avals
     # (a parallel stack of first slots: no look-up of the node's own slot when it is popped)
@@ -199,6 +184,29 @@ def describe(entries: list[Entry], known_values, cache: bool = True, unshown_unk
         add_first(first)
     d._cache, d._slot, d.n_slots = cache, slot, n
     return d
+
+
+def _output_slots(entries: list[Entry], known_values, known: dict) -> tuple:
+    """``describe``'s start: ``(slot, stack, n)`` after the outputs' nodes (met before anything
+    they read): ``slot`` maps id(node) to its first output slot (op nodes to run) or -1 (leaves,
+    their ``known`` values noted); ``stack``: the op nodes to walk from; ``n``: slots so far."""
+    slot: dict[int, int] = {}
+    stack = []
+    n = 0
+    for e in entries:
+        node = e.node
+        if id(node) in slot:
+            continue
+        vals = known_values(node) if node.op is not None else None
+        if node.op is None or vals is not None:
+            slot[id(node)] = -1
+            if vals is not None:
+                known[id(node)] = vals
+        else:
+            slot[id(node)] = n
+            n += len(node.avals)
+            stack.append(node)
+    return slot, stack, n
 
 
 def _op_parts(d: Described):

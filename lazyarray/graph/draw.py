@@ -612,28 +612,11 @@ def _box(kind: str, w: float, h: float = _H) -> str:
 def _render(items, order, outputs, names, stopped, total, title) -> str:
     out_ids = {id(e.node) for e in outputs}
     devices = device_classes(a.device for n in order for a in n.avals)
-    texts = []
-    for it in items:
-        bold, plain, sub = _labels(it, names)
-        bold, plain, sub = S.clip(bold, _MAX_LABEL), S.clip(plain, _MAX_LABEL), S.clip(sub, _MAX_LABEL + 6)
-        extra = [(cls, S.clip(t, _MAX_LABEL + 14)) for cls, t in _extra_lines(it)]
-        first = S.text_width(bold, _FONT) * 1.06 + (S.text_width(" " + plain, _FONT) if plain else 0)
-        it.w = max(first, S.text_width(sub, _SUB_FONT, mono=True), 56,
-                   *(S.text_width(t, _SUB_FONT, mono=True) for _, t in extra)) + 22 + (14 if it.kind == "copy" else 0)
-        it.h = float(_H + _LINE * len(extra))
-        texts.append((bold, plain, sub, extra))
+    texts = [_measure(it, names) for it in items]
     edges = _layout(items)
     frames = _frames(items, names)
     top = _MARGIN + 46  # caption + legend
-    row_h: dict[int, float] = {}
-    for it in items[: len(texts)]:
-        row_h[it.layer] = max(row_h.get(it.layer, float(_H)), it.h)
-    row_y = {}
-    y = float(top)
-    for layer in sorted({it.layer for it in items}):
-        row_h.setdefault(layer, float(_H))
-        row_y[layer] = y
-        y += row_h[layer] + _VGAP
+    row_h, row_y, y = _rows(items, len(texts), top)
     items_all, items = items, items[: len(texts)]
     min_x = min((it.x - it.w / 2 for it in items_all), default=0)
     max_x = max((it.x + it.w / 2 for it in items_all), default=0)
@@ -646,23 +629,7 @@ def _render(items, order, outputs, names, stopped, total, title) -> str:
     width, height = max(width, frames_w + 2 * _MARGIN), height + frames_h
     doc = S.SvgDoc(width, height, css=CSS, defs=DEFS, root_cls="la-g", label=caption)
     doc.add(S.text(_MARGIN, _MARGIN + 12, caption, cls="la-cap"), legend)
-    paths = []
-    for p, s, vias in edges:
-        it = items[p]
-        x, y = it.x + shift, row_y[it.layer] + it.h
-        d = [f"M{S.num(x)} {S.num(y)}"]
-        for v in vias:
-            layer = items_all[v].layer
-            nx, ny = items_all[v].x + shift, row_y[layer]
-            my = (y + ny) / 2
-            d.append(f"C{S.num(x)} {S.num(my)} {S.num(nx)} {S.num(my)} {S.num(nx)} {S.num(ny)}"
-                     f"V{S.num(ny + row_h[layer])}")
-            x, y = nx, ny + row_h[layer]
-        t = items[s]
-        x2, y2 = t.x + shift, row_y[t.layer] - 1.5
-        my = (y + y2) / 2
-        d.append(f"C{S.num(x)} {S.num(my)} {S.num(x2)} {S.num(my)} {S.num(x2)} {S.num(y2)}")
-        paths.append(S.path("".join(d)))
+    paths = [_edge_path(p, s, vias, items_all, row_y, row_h, shift) for p, s, vias in edges]
     doc.add('<g class="la-e">' + "".join(paths) + "</g>")
     boxes = []
     for it, (bold, plain, sub, extra) in zip(items, texts):
@@ -680,6 +647,53 @@ def _render(items, order, outputs, names, stopped, total, title) -> str:
         boxes.append(S.group(body, cls=cls, dx=it.x + shift, dy=row_y[it.layer], tip=_tooltip(it, names)))
     doc.add(*boxes, *frame_row)
     return doc.render()
+
+
+def _measure(it, names) -> tuple:
+    """An item's text lines ``(bold, plain, sub, extra)``, clipped; sets its width and height."""
+    bold, plain, sub = _labels(it, names)
+    bold, plain, sub = S.clip(bold, _MAX_LABEL), S.clip(plain, _MAX_LABEL), S.clip(sub, _MAX_LABEL + 6)
+    extra = [(cls, S.clip(t, _MAX_LABEL + 14)) for cls, t in _extra_lines(it)]
+    first = S.text_width(bold, _FONT) * 1.06 + (S.text_width(" " + plain, _FONT) if plain else 0)
+    it.w = max(first, S.text_width(sub, _SUB_FONT, mono=True), 56,
+               *(S.text_width(t, _SUB_FONT, mono=True) for _, t in extra)) + 22 + (14 if it.kind == "copy" else 0)
+    it.h = float(_H + _LINE * len(extra))
+    return bold, plain, sub, extra
+
+
+def _rows(items, n_drawn: int, top: float) -> tuple:
+    """``(row height, row top, bottom)`` of the layers, from ``top``: a row as tall as its tallest
+    box (of the first ``n_drawn`` items, the ones drawn as boxes)."""
+    row_h: dict[int, float] = {}
+    for it in items[:n_drawn]:
+        row_h[it.layer] = max(row_h.get(it.layer, float(_H)), it.h)
+    row_y = {}
+    y = float(top)
+    for layer in sorted({it.layer for it in items}):
+        row_h.setdefault(layer, float(_H))
+        row_y[layer] = y
+        y += row_h[layer] + _VGAP
+    return row_h, row_y, y
+
+
+def _edge_path(p: int, s: int, vias, items, row_y: dict, row_h: dict, shift: float) -> str:
+    """The edge from item ``p`` to item ``s``: a curve through the dummy items ``vias`` (straight
+    down through their rows)."""
+    it = items[p]
+    x, y = it.x + shift, row_y[it.layer] + it.h
+    d = [f"M{S.num(x)} {S.num(y)}"]
+    for v in vias:
+        layer = items[v].layer
+        nx, ny = items[v].x + shift, row_y[layer]
+        my = (y + ny) / 2
+        d.append(f"C{S.num(x)} {S.num(my)} {S.num(nx)} {S.num(my)} {S.num(nx)} {S.num(ny)}"
+                 f"V{S.num(ny + row_h[layer])}")
+        x, y = nx, ny + row_h[layer]
+    t = items[s]
+    x2, y2 = t.x + shift, row_y[t.layer] - 1.5
+    my = (y + y2) / 2
+    d.append(f"C{S.num(x)} {S.num(my)} {S.num(x2)} {S.num(my)} {S.num(x2)} {S.num(y2)}")
+    return S.path("".join(d))
 
 
 # -- sub-graphs of control-flow nodes, each drawn inside a frame -------------------------------------

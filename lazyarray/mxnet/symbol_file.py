@@ -110,12 +110,43 @@ def _ref(ref, n_nodes_before: int, where: str) -> tuple[int, int]:
 def to_symbol(doc: dict, params: dict[str, np.ndarray], input_shapes: dict | None = None,
               what: str = "MXNet symbol") -> Symbol:
     """The ``Symbol`` of a parsed MXNet symbol ``doc``; ``params`` gives parameter shapes/dtypes."""
+    raw = _read_nodes(doc, what)
+    input_shapes = dict(input_shapes or {})
+    outs: list[list[Symbol] | None] = []
+    seen_vars: set[str] = set()
+    for i, (op, name, attrs, ins) in enumerate(raw):
+        where = f"{what}: node {i} {name!r} ({op})"
+        if op == "null":
+            if ins:
+                raise GraphFormatError(f"{where}: a variable has inputs")
+            if name in seen_vars:
+                raise GraphFormatError(f"{where}: two variables are named {name!r}")
+            seen_vars.add(name)
+            outs.append([_variable(name, attrs, params, input_shapes, where)])
+            continue
+        outs.append(_convert(op, name, attrs, ins, i, outs, raw, where))
+    heads = doc.get("heads")
+    if not isinstance(heads, list) or not heads:
+        raise GraphFormatError(f"{what}: 'heads' must list at least one [node, output, version]")
+    entries = []
+    for ref in heads:
+        nid, idx = _ref(ref, len(raw), f"{what}: heads")
+        entries.append(_output(outs, raw, nid, idx, f"{what}: heads").outputs[0])
+    _check_lists(doc, len(raw), what)
+    try:
+        return Symbol(entries).check()
+    except LazyArrayError as exc:
+        raise GraphFormatError(f"{what}: inconsistent graph: {exc}") from None
+
+
+def _read_nodes(doc: dict, what: str) -> list:
+    """The file's nodes as ``(op, name, attrs, inputs)``, checked: their fields' types, and every
+    operator supported (all the unsupported ones named at once)."""
     nodes = doc.get("nodes")
     if not isinstance(nodes, list) or not nodes:
         raise GraphFormatError(f"{what}: 'nodes' must be a non-empty list")
     if len(nodes) > MAX_NODES:
         raise GraphFormatError(f"{what}: {len(nodes)} nodes, more than {MAX_NODES}")
-    input_shapes = dict(input_shapes or {})
     raw = []
     unknown: dict[str, list[str]] = {}
     for i, d in enumerate(nodes):
@@ -138,48 +169,30 @@ def to_symbol(doc: dict, params: dict[str, np.ndarray], input_shapes: dict | Non
                            f"{', ...' if len(v) > 3 else ''})" for op, v in sorted(unknown.items()))
         raise GraphFormatError(f"{what}: {len(unknown)} MXNet operator(s) not supported: {listed}. "
                                "Supported operators are listed in docs/mxnet.md")
-    outs: list[list[Symbol] | None] = []
-    seen_vars: set[str] = set()
-    for i, (op, name, attrs, ins) in enumerate(raw):
-        where = f"{what}: node {i} {name!r} ({op})"
-        if op == "null":
-            if ins:
-                raise GraphFormatError(f"{where}: a variable has inputs")
-            if name in seen_vars:
-                raise GraphFormatError(f"{where}: two variables are named {name!r}")
-            seen_vars.add(name)
-            outs.append([_variable(name, attrs, params, input_shapes, where)])
+    return raw
+
+
+def _convert(op: str, name: str, attrs: dict, ins: list, i: int, outs: list, raw: list, where: str) -> list:
+    """The outputs of node ``i`` (an operator) from its converter; a converter's failure becomes a
+    ``GraphFormatError`` naming the node."""
+    dropped = operators.DROPPED_INPUTS.get(op, ())
+    inputs = []
+    for k, ref in enumerate(ins):
+        nid, idx = _ref(ref, i, where)
+        if k in dropped:
             continue
-        dropped = operators.DROPPED_INPUTS.get(op, ())
-        inputs = []
-        for k, ref in enumerate(ins):
-            nid, idx = _ref(ref, i, where)
-            if k in dropped:
-                continue
-            inputs.append(_output(outs, raw, nid, idx, where))
-        node = operators.MxNode(op, name, inputs, Attrs(attrs, where), where)
-        try:
-            outs.append(operators.CONVERTERS[op](node))
-        except GraphFormatError:
-            raise
-        except LazyArrayError as exc:
-            raise GraphFormatError(f"{where}: {exc}") from None
-        except Exception as exc:  # a converter that did not foresee this file's value: named, and chained
-            # (``from``) so that the converter's bug stays visible, as graph/serialize.py _op_code does
-            raise GraphFormatError(f"{where}: the {op} converter failed on this node's attributes or inputs "
-                                   f"({type(exc).__name__}: {str(exc)[:200]})") from exc
-    heads = doc.get("heads")
-    if not isinstance(heads, list) or not heads:
-        raise GraphFormatError(f"{what}: 'heads' must list at least one [node, output, version]")
-    entries = []
-    for ref in heads:
-        nid, idx = _ref(ref, len(raw), f"{what}: heads")
-        entries.append(_output(outs, raw, nid, idx, f"{what}: heads").outputs[0])
-    _check_lists(doc, len(raw), what)
+        inputs.append(_output(outs, raw, nid, idx, where))
+    node = operators.MxNode(op, name, inputs, Attrs(attrs, where), where)
     try:
-        return Symbol(entries).check()
+        return operators.CONVERTERS[op](node)
+    except GraphFormatError:
+        raise
     except LazyArrayError as exc:
-        raise GraphFormatError(f"{what}: inconsistent graph: {exc}") from None
+        raise GraphFormatError(f"{where}: {exc}") from None
+    except Exception as exc:  # a converter that did not foresee this file's value: named, and chained
+        # (``from``) so that the converter's bug stays visible, as graph/serialize.py _op_code does
+        raise GraphFormatError(f"{where}: the {op} converter failed on this node's attributes or inputs "
+                               f"({type(exc).__name__}: {str(exc)[:200]})") from exc
 
 
 def _output(outs, raw, nid: int, idx: int, where: str) -> Symbol:

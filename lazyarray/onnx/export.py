@@ -299,6 +299,36 @@ def to_model(sym: Symbol, values: dict[str, np.ndarray] | None = None, *, input_
         raise ParamError(f"la.onnx.export: opset {opset} is not supported; give an opset from {MIN_OPSET} "
                          f"to {newest} (the installed onnx's newest)")
     _check_exportable(sym)
+    data, shapes, dynamic = _data_inputs(sym, values, input_shapes, dynamic_axes)
+    declared = {n.name: _declared(tuple(shapes[n.name]) if n.name in shapes else n.avals[0].shape,
+                                  dynamic.get(n.name, {}))
+                for n in data if (shapes.get(n.name) or n.avals[0].shape) is not None}
+    check_serves(sym, data, declared, dynamic, baked)
+
+    out_names = sym.list_outputs()
+    ctx = _Ctx(opset, list(sym.names().values()) + out_names)
+    ctx.sources = size_sources(declared)
+    g = _Graph(ctx)
+    bind, graph_inputs, given = _bind_inputs(sym, g, values, shapes, dynamic)
+    polymorphic = dynamic or any(has_symbols(a.shape) for a in given.values())
+    token = EXPORT_AVALS.set(_dynamic_avals(sym, given) if polymorphic else None)
+    try:
+        env = g.emit(sym, bind)
+    finally:
+        EXPORT_AVALS.reset(token)
+
+    out_avals = _output_avals(sym, declared) if declared else _output_avals(sym, given)
+    outputs = _graph_outputs(sym, g, env, out_names, out_avals)
+    graph = helper.make_graph(g.nodes, "lazyarray", graph_inputs, outputs, initializer=ctx.initializers)
+    opsets = [helper.make_opsetid("", opset)]
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="lazyarray",
+                              ir_version=helper.find_min_ir_version_for(opsets))
+    return model
+
+
+def _data_inputs(sym: Symbol, values: dict, input_shapes, dynamic_axes) -> tuple:
+    """``(data inputs, their given shapes, dynamic axes by input name)``, checked: ``values`` and
+    ``dynamic_axes`` name graph inputs (parameters and data inputs)."""
     inputs = sym.input_nodes()
     names = {n.name for n in inputs}
     unknown = [k for k in values if k not in names]
@@ -312,17 +342,16 @@ def to_model(sym: Symbol, values: dict[str, np.ndarray] | None = None, *, input_
     if bad:
         raise ParamError(f"la.onnx.export: dynamic_axes names {bad}, which are not data inputs; data inputs: "
                          f"{[n.name for n in data]}")
-    declared = {n.name: _declared(tuple(shapes[n.name]) if n.name in shapes else n.avals[0].shape,
-                                  dynamic.get(n.name, {}))
-                for n in data if (shapes.get(n.name) or n.avals[0].shape) is not None}
-    check_serves(sym, data, declared, dynamic, baked)
+    return data, shapes, dynamic
 
-    out_names = sym.list_outputs()
-    ctx = _Ctx(opset, list(sym.names().values()) + out_names)
-    ctx.sources = size_sources(declared)
-    g = _Graph(ctx)
+
+def _bind_inputs(sym: Symbol, g: _Graph, values: dict, shapes: dict, dynamic: dict) -> tuple:
+    """``(bind, graph inputs, given avals)``: parameters and captured constants become initializers,
+    data inputs graph inputs (their dynamic axes named, unknown in ``given``)."""
+    ctx = g.ctx
+    helper = ctx.onnx.helper
     bind, graph_inputs, given = {}, [], {}
-    for n in inputs:
+    for n in sym.input_nodes():
         bind[id(n)] = n.name
         a = n.avals[0]
         if n.name in values:
@@ -346,14 +375,14 @@ def to_model(sym: Symbol, values: dict[str, np.ndarray] | None = None, *, input_
         t = g.tensor(np.asarray(n.value.get() if hasattr(n.value, "get") else n.value))
         t.name = name
         ctx.initializers.append(t)
-    polymorphic = dynamic or any(has_symbols(a.shape) for a in given.values())
-    token = EXPORT_AVALS.set(_dynamic_avals(sym, given) if polymorphic else None)
-    try:
-        env = g.emit(sym, bind)
-    finally:
-        EXPORT_AVALS.reset(token)
+    return bind, graph_inputs, given
 
-    out_avals = _output_avals(sym, declared) if declared else _output_avals(sym, given)
+
+def _graph_outputs(sym: Symbol, g: _Graph, env: dict, out_names: list, out_avals: list) -> list:
+    """The graph's output value infos; a producing node writes an output name directly, else an
+    ``Identity`` does (a value output twice, or an input)."""
+    ctx = g.ctx
+    helper = ctx.onnx.helper
     produced = {o for nd in g.nodes for o in nd.output}
     counts: dict[str, int] = {}
     for e in sym.outputs:
@@ -374,11 +403,7 @@ def to_model(sym: Symbol, values: dict[str, np.ndarray] | None = None, *, input_
         outputs.append(helper.make_tensor_value_info(want, elem_type(a.dtype or np.float32), dims))
     if renames:
         _rename(g.nodes, renames)
-    graph = helper.make_graph(g.nodes, "lazyarray", graph_inputs, outputs, initializer=ctx.initializers)
-    opsets = [helper.make_opsetid("", opset)]
-    model = helper.make_model(graph, opset_imports=opsets, producer_name="lazyarray",
-                              ir_version=helper.find_min_ir_version_for(opsets))
-    return model
+    return outputs
 
 
 def _rename(nodes, renames: dict[str, str]) -> None:

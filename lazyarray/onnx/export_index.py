@@ -82,55 +82,16 @@ def _isin(g, node, ins):
 
 # -- indexing ---------------------------------------------------------------------------------------------
 def _advanced_index(g, node, ins):
-    key, positions = list(node.params["key"]), list(node.params["positions"])
     shape = input_shape(node, 0)
     if shape is None:
         raise fail(g, node, "advanced indexing needs the rank of x; give la.onnx.export input_shapes")
-    arrays = dict(zip(positions, ins[1:]))
-    dtypes = {p: in_dtype(node, i + 1) for i, p in enumerate(positions)}
-    consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
-    if Ellipsis in key:
-        at = key.index(Ellipsis)
-        key[at:at + 1] = [slice(None)] * (len(shape) - consumed)
-        arrays = {(p if p < at else p + len(shape) - consumed - 1): t for p, t in arrays.items()}
-        dtypes = {(p if p < at else p + len(shape) - consumed - 1): t for p, t in dtypes.items()}
-    key += [slice(None)] * (len(shape) + key.count(None) - len(key))
-    x = ins[0]
+    key, arrays, dtypes = _full_key(node, ins, len(shape))
     # 1. new axes become size-1 axes taken whole; 2. slices are applied, keeping their axes
-    new = [i for i, k in enumerate(key) if k is None]
-    if new:
-        x = g.op("Unsqueeze", [x, g.ints(new)])
-        shape = list(shape)
-        for i in new:
-            shape.insert(i, 1)
-        key = [slice(None) if k is None else k for k in key]
-    starts, ends, axes, steps = [], [], [], []
-    sizes = list(shape)
-    for ax, k in enumerate(key):
-        if isinstance(k, slice) and k != slice(None) and shape[ax] is None:
-            raise fail(g, node, f"advanced indexing slices axis {ax}, which is not static (a dynamic axis); "
-                                 "export with that axis static")
-        if isinstance(k, slice) and k != slice(None):
-            lo, hi, st = k.indices(shape[ax])
-            starts.append(lo)
-            ends.append(hi if hi >= 0 else INT64_MIN_SLICE)
-            axes.append(ax)
-            steps.append(st)
-            sizes[ax] = len(range(lo, hi, st))
-    if axes:
-        x = g.op("Slice", [x, g.ints(starts), g.ints(ends), g.ints(axes), g.ints(steps)])
+    x, key, sizes = _apply_slices(g, node, ins[0], key, shape)
     # 3. the indexed axes (arrays, and ints as 0-d arrays) to the front, one GatherND
     idx_axes = [ax for ax, k in enumerate(key) if not isinstance(k, slice)]
-    idx = []
-    for ax in idx_axes:
-        if ax in arrays:
-            t = g.cast(arrays[ax], dtypes[ax], I64)
-        else:
-            t = g.ints([int(key[ax])], scalar=True)
-        # negative indices count from the end (of a dynamic axis: its size when the model runs)
-        n = g.scalar(sizes[ax], I64) if sizes[ax] is not None else \
-            g.op("Squeeze", [g.op("Gather", [g.op("Shape", [x]), g.ints([ax])], axis=0), g.ints([0])])
-        idx.append(g.op("Where", [g.op("Less", [t, g.scalar(0, I64)]), g.op("Add", [t, n]), t]))
+    idx = [_index_tensor(g, x, key, ax, arrays, dtypes, sizes) for ax in idx_axes]
+    positions = list(node.params["positions"])
     ishapes = [input_shape(node, positions.index(p) + 1) if p in arrays else () for p in idx_axes]
     same = all(s == ishapes[0] for s in ishapes)  # (equal shapes, static or not, need no broadcasting)
     if any(s is None for s in ishapes) or (not same and any(None in s for s in ishapes)):
@@ -154,6 +115,62 @@ def _advanced_index(g, node, ins):
         perm = list(range(nb, nb + first)) + list(range(nb)) + list(range(nb + first, nb + nr))
         y = g.op("Transpose", [y], perm=perm)
     return [y]
+
+
+def _full_key(node, ins, rank: int) -> tuple:
+    """``(key, index arrays by axis, their dtypes by axis)``: the Ellipsis expanded and the key
+    filled with whole slices to one entry per axis of ``x`` (and per new axis)."""
+    key, positions = list(node.params["key"]), list(node.params["positions"])
+    arrays = dict(zip(positions, ins[1:]))
+    dtypes = {p: in_dtype(node, i + 1) for i, p in enumerate(positions)}
+    consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if Ellipsis in key:
+        at = key.index(Ellipsis)
+        key[at:at + 1] = [slice(None)] * (rank - consumed)
+        arrays = {(p if p < at else p + rank - consumed - 1): t for p, t in arrays.items()}
+        dtypes = {(p if p < at else p + rank - consumed - 1): t for p, t in dtypes.items()}
+    key += [slice(None)] * (rank + key.count(None) - len(key))
+    return key, arrays, dtypes
+
+
+def _apply_slices(g, node, x, key: list, shape) -> tuple:
+    """``(x, key, sizes)`` after the new axes (``Unsqueeze``) and the slices (one ``Slice``): the key
+    left has whole slices and indices; ``sizes``: the axis lengths after slicing (None: dynamic)."""
+    new = [i for i, k in enumerate(key) if k is None]
+    if new:
+        x = g.op("Unsqueeze", [x, g.ints(new)])
+        shape = list(shape)
+        for i in new:
+            shape.insert(i, 1)
+        key = [slice(None) if k is None else k for k in key]
+    starts, ends, axes, steps = [], [], [], []
+    sizes = list(shape)
+    for ax, k in enumerate(key):
+        if isinstance(k, slice) and k != slice(None) and shape[ax] is None:
+            raise fail(g, node, f"advanced indexing slices axis {ax}, which is not static (a dynamic axis); "
+                                 "export with that axis static")
+        if isinstance(k, slice) and k != slice(None):
+            lo, hi, st = k.indices(shape[ax])
+            starts.append(lo)
+            ends.append(hi if hi >= 0 else INT64_MIN_SLICE)
+            axes.append(ax)
+            steps.append(st)
+            sizes[ax] = len(range(lo, hi, st))
+    if axes:
+        x = g.op("Slice", [x, g.ints(starts), g.ints(ends), g.ints(axes), g.ints(steps)])
+    return x, key, sizes
+
+
+def _index_tensor(g, x, key: list, ax: int, arrays: dict, dtypes: dict, sizes: list):
+    """The int64 index of axis ``ax`` (an index array, or an int as a 0-d array), negative
+    indices counted from the end (of a dynamic axis: its size when the model runs)."""
+    if ax in arrays:
+        t = g.cast(arrays[ax], dtypes[ax], I64)
+    else:
+        t = g.ints([int(key[ax])], scalar=True)
+    n = g.scalar(sizes[ax], I64) if sizes[ax] is not None else \
+        g.op("Squeeze", [g.op("Gather", [g.op("Shape", [x]), g.ints([ax])], axis=0), g.ints([0])])
+    return g.op("Where", [g.op("Less", [t, g.scalar(0, I64)]), g.op("Add", [t, n]), t])
 
 
 INT64_MIN_SLICE = np.iinfo(np.int64).min

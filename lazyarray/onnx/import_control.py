@@ -204,28 +204,41 @@ def loop_op(n: OnnxNode) -> list:
     k = len(body.outs) - 1 - nv
     if k < 0:
         n.fail(f"the body gives {len(body.outs)} outputs; it must give the condition and the {nv} loop-carried values")
+    if k > 0:  # scan outputs: a foreach over the iteration numbers, when the loop runs M times for sure
+        return _loop_with_scans(n, body, vs, c_in, trip, first, k)
+    return _loop_while(n, body, vs, m_in, c_in, trip)
+
+
+def _loop_with_scans(n: OnnxNode, body, vs: list, c_in, trip, first, k: int) -> list:
+    """A Loop whose body has ``k`` scan outputs: a ``foreach`` over the iteration numbers when it
+    runs M times for sure (the count known when loading), else ``_loop_stopping_early``."""
+    nv = len(vs)
+    always = c_in is None or first is not None
+    if first is not None and not first:
+        trip = 0 if trip is not None else None
+    if trip is None:
+        n.fail(f"the body has {k} scan output(s); lazyarray imports those only when the trip count M is "
+               "known when loading (it bounds how many rows they may get): give the loop's count as a "
+               "constant, or use Scan")
+    if not always or not (_same_value(body.outs[0], body.vars[1]) or _true_constant(body.outs[0])):
+        return _loop_stopping_early(n, body, vs, c_in, trip, k)
+    steps = _iteration_numbers(n, trip)
+    names = [body.names[0], *body.names[2:], *body.captured, body.names[1]]
+    sub = _graph(body.outs[1 + nv:] + body.outs[1:1 + nv], names)
+    res = S.foreach([steps, *vs, *body.captured.values(), constant(np.array(True))], body=sub, n_data=1,
+                    n_states=nv, save_states=True)
+    outs = _outputs(res, k + 2 * nv)
+    return outs[k:k + nv] + outs[:k]
+
+
+def _loop_while(n: OnnxNode, body, vs: list, m_in, c_in, trip) -> list:
+    """A Loop without scan outputs: a ``while_loop`` over (iteration number, condition, the
+    loop-carried values); a trip count known only when running joins the condition."""
+    nv = len(vs)
     i_var, c_var = body.vars[0], body.vars[1]
     c_out = _scalar(body.outs[0], bool)
-    captured = list(body.captured)
-    if k > 0:  # scan outputs: a foreach over the iteration numbers, when the loop runs M times for sure
-        always = c_in is None or first is not None
-        if first is not None and not first:
-            trip = 0 if trip is not None else None
-        if trip is None:
-            n.fail(f"the body has {k} scan output(s); lazyarray imports those only when the trip count M is "
-                   "known when loading (it bounds how many rows they may get): give the loop's count as a "
-                   "constant, or use Scan")
-        if not always or not (_same_value(body.outs[0], c_var) or _true_constant(body.outs[0])):
-            return _loop_stopping_early(n, body, vs, c_in, trip, k)
-        steps = _iteration_numbers(n, trip)
-        names = [body.names[0], *body.names[2:], *captured, body.names[1]]
-        sub = _graph(body.outs[1 + nv:] + body.outs[1:1 + nv], names)
-        res = S.foreach([steps, *vs, *body.captured.values(), constant(np.array(True))], body=sub, n_data=1,
-                        n_states=nv, save_states=True)
-        outs = _outputs(res, k + 2 * nv)
-        return outs[k:k + nv] + outs[:k]
     c0 = constant(np.array(True)) if c_in is None else _scalar(c_in, bool)
-    names = list(body.names) + captured
+    names = list(body.names) + list(body.captured)
     free = list(body.captured.values())
     cond = c_var
     if m_in is not None and trip is None:  # a count known only when running: part of the condition

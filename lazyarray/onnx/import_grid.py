@@ -93,50 +93,15 @@ def grid_sample(n: OnnxNode) -> list:
     g = S.reshape(grid, shape=(batch, 1, points, r))
     lo = [0.0 if align else -0.5 for _ in dims]
     hi = [d - 1.0 if align else d - 0.5 for d in dims]
-    coords = []  # per spatial axis (outermost first): pixel coordinates [N, 1, points]
-    for i, d in enumerate(dims):
-        c = S.getitem(g, key=(Ellipsis, r - 1 - i))
-        c = S.multiply(S.add(c, 1.0), (d - 1) / 2.0) if align else S.divide(S.subtract(S.multiply(S.add(c, 1.0), d),
-                                                                                       1.0), 2.0)
-        if mode == "nearest":
-            c = S.round(c)  # half to even
-        if pad == "border":  # only coordinates past [lo, hi] move (without align_corners, hi is d - 0.5)
-            c = S.where(S.logical_or(S.less(c, lo[i]), S.greater(c, hi[i])), S.clip(c, 0.0, d - 1.0), c)
-        elif pad == "reflection":
-            c = _reflect(c, lo[i], hi[i])
-        coords.append(c)
-
-    def tap_index(i, t):
-        """Tap positions t (float, integral) on axis i -> (int64 index, validity mask or None)."""
-        d = dims[i]
-        if pad == "zeros":
-            ok = S.logical_and(S.greater_equal(t, 0.0), S.less_equal(t, d - 1.0))
-            return S.cast(S.clip(t, 0.0, d - 1.0), dtype="int64"), ok
-        if pad == "border":
-            t = S.clip(t, 0.0, d - 1.0)
-        else:
-            t = S.trunc(_reflect(t, lo[i], hi[i]))
-        return S.cast(t, dtype="int64"), None
-
-    per_axis = []  # per axis: [(tap position, weight or None)]
-    for c in coords:
-        if mode == "nearest":
-            per_axis.append([(S.trunc(c), None)])
-            continue
-        base = S.floor(c)
-        frac = S.subtract(c, base)
-        if mode == "linear":
-            per_axis.append([(base, S.subtract(1.0, frac)), (S.add(base, 1.0), frac)])
-        else:
-            w = _cubic_weights(frac)
-            per_axis.append([(S.add(base, float(k - 1)), w[k]) for k in range(4)])
+    coords = [_pixel_coords(g, i, d, r, mode, pad, align, lo[i], hi[i]) for i, d in enumerate(dims)]
+    per_axis = [_axis_taps(c, mode) for c in coords]  # per axis: [(tap position, weight or None)]
     flat = S.reshape(x, shape=(batch, chans, -1))
     strides = [int(np.prod(dims[i + 1:])) for i in range(r)]
     out = None
     for taps in itertools.product(*per_axis):
         index, weight, mask = None, None, None
         for i, (t, w) in enumerate(taps):
-            idx, ok = tap_index(i, t)
+            idx, ok = _tap_index(t, dims[i], pad, lo[i], hi[i])
             part = S.multiply(idx, strides[i]) if strides[i] != 1 else idx
             index = part if index is None else S.add(index, part)
             weight = w if weight is None else (weight if w is None else S.multiply(weight, w))
@@ -149,6 +114,45 @@ def grid_sample(n: OnnxNode) -> list:
             v = S.multiply(v, S.cast(weight, dtype=dtype_of(x)))
         out = v if out is None else S.add(out, v)
     return [S.reshape(out, shape=(batch, chans) + tuple(gs[1:-1]))]
+
+
+def _pixel_coords(g, i: int, d: int, r: int, mode: str, pad: str, align: bool, lo: float, hi: float):
+    """Pixel coordinates ``[N, 1, points]`` on spatial axis ``i`` (outermost first, of length ``d``)
+    of the normalized grid ``g``, rounded (nearest) and padded (border, reflection)."""
+    c = S.getitem(g, key=(Ellipsis, r - 1 - i))
+    c = S.multiply(S.add(c, 1.0), (d - 1) / 2.0) if align else S.divide(S.subtract(S.multiply(S.add(c, 1.0), d),
+                                                                                   1.0), 2.0)
+    if mode == "nearest":
+        c = S.round(c)  # half to even
+    if pad == "border":  # only coordinates past [lo, hi] move (without align_corners, hi is d - 0.5)
+        c = S.where(S.logical_or(S.less(c, lo), S.greater(c, hi)), S.clip(c, 0.0, d - 1.0), c)
+    elif pad == "reflection":
+        c = _reflect(c, lo, hi)
+    return c
+
+
+def _axis_taps(c, mode: str) -> list:
+    """The taps of coordinates ``c`` on one axis: ``[(tap position, weight or None)]``."""
+    if mode == "nearest":
+        return [(S.trunc(c), None)]
+    base = S.floor(c)
+    frac = S.subtract(c, base)
+    if mode == "linear":
+        return [(base, S.subtract(1.0, frac)), (S.add(base, 1.0), frac)]
+    w = _cubic_weights(frac)
+    return [(S.add(base, float(k - 1)), w[k]) for k in range(4)]
+
+
+def _tap_index(t, d: int, pad: str, lo: float, hi: float) -> tuple:
+    """Tap positions t (float, integral) on an axis of length d -> (int64 index, validity mask or None)."""
+    if pad == "zeros":
+        ok = S.logical_and(S.greater_equal(t, 0.0), S.less_equal(t, d - 1.0))
+        return S.cast(S.clip(t, 0.0, d - 1.0), dtype="int64"), ok
+    if pad == "border":
+        t = S.clip(t, 0.0, d - 1.0)
+    else:
+        t = S.trunc(_reflect(t, lo, hi))
+    return S.cast(t, dtype="int64"), None
 
 
 GRID_CONVERTERS: dict[str, Converter] = {"GridSample": grid_sample, "AffineGrid": affine_grid}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -205,80 +206,122 @@ def _crop_bias(y, begin, end, full, op, bias):
     return y
 
 
+class _Window(NamedTuple):
+    """A pooling node's window on its 2-D (or higher) input ``x``: explicit pads ``begin``/``end``,
+    ``extra`` end padding for ceil mode, ``keep`` (ceil mode on a dynamic size: the output lengths
+    to keep, see ``_ceil_lengths``) and ``one`` (a 1-D input run at unit height)."""
+    x: object
+    one: bool
+    kernel: tuple
+    strides: tuple
+    dil: tuple
+    begin: tuple
+    end: tuple
+    extra: tuple
+    keep: object
+
+    def ends(self) -> tuple:
+        """The end padding ceil mode included."""
+        return tuple(e + x_ for e, x_ in zip(self.end, self.extra))
+
+
 def _pool(kind: str):
+    pool = {"MaxPool": _max_pool, "LpPool": _lp_pool, "AveragePool": _average_pool}[kind]
+
     def convert(n: OnnxNode) -> list:
         n.arity(1)
-        x = n.inputs[0]
-        if n.attr("kernel_shape") is None:
-            n.fail("needs the attribute kernel_shape")
-        kernel = list(n.attr("kernel_shape"))
-        k = len(kernel)
-        rank = n.rank(0, kind)
-        if rank != k + 2:
-            n.fail(f"kernel_shape={kernel} does not fit an input of rank {rank}")
-        strides = list(n.attr("strides", [1] * k))
-        dil = list(n.attr("dilations", [1] * k))
-        _check_window(n, kernel, strides, dil)
-        xs = n.shape(0)
-        begin, end = _spatial(n, kernel, xs[2:], strides, dil)
-        _check_pads(n, kernel, dil, begin, end, xs[2:], bool(n.attr("ceil_mode", 0)))
-        # 3-D and higher windows: reduced over their taps like the 2-D windows max_pool2d does not cover
-        x, one = (x, False) if rank > 4 else _to_2d(n, x, rank, kind)
-        hw = (1,) + tuple(xs[2:]) if one else tuple(xs[2:])
-        kernel, strides, dil = _pair(kernel, one, 1), _pair(strides, one, 1), _pair(dil, one, 1)
-        begin, end = _pair(begin, one, 0), _pair(end, one, 0)
-        none = (0,) * len(kernel)
-        extra = none
-        keep = None  # a dynamic spatial size in ceil mode: the output lengths to keep (see _ceil_lengths)
-        if n.attr("ceil_mode", 0):
-            if None in hw:
-                n.fail("ceil_mode=1 needs the input's spatial shape; give the model's input shapes")
-            if all(isinstance(h, int) for h in hw):
-                extra = tuple(_ceil_extra(hw[a], kernel[a], strides[a], dil[a], begin[a], end[a])
-                              for a in range(len(kernel)))
-            else:  # pad by the most ceil mode can add, then keep the windows ceil mode has
-                extra = tuple(st - 1 for st in strides)
-                keep = _ceil_lengths(hw, kernel, strides, dil, begin, end)
-        dt = dtype_of(x)
+        w = _pool_window(n, kind)
         if kind == "MaxPool" and n.n_outputs > 1:
-            low = -math.inf if np.dtype(dt).kind == "f" else np.iinfo(dt).min
-            ends = tuple(e + x_ for e, x_ in zip(end, extra))
-            index = _flat_index(n.known_shape(0, "MaxPool's Indices output"), int(n.attr("storage_order", 0)))
-            index = constant(index[:, :, None] if one else index)
-            return _kept(keep, _max_and_argmax(_pad_hw(x, begin, ends, low), _pad_hw(index, begin, ends, -1),
-                                        kernel, strides, dil), one)
-        if kind == "MaxPool":
-            if len(kernel) == 2 and dil == (1, 1) and begin == end and extra == none and \
-                    all(2 * p <= q for p, q in zip(begin, kernel)):
-                y = S.nn.max_pool2d(x, kernel=kernel, stride=strides, padding=tuple(begin))
-            else:
-                low = -math.inf if np.dtype(dt).kind == "f" else np.iinfo(dt).min
-                xp = _pad_hw(x, begin, tuple(e + x_ for e, x_ in zip(end, extra)), low)
-                y = None
-                for _, win in _taps(xp, kernel, strides, dil):
-                    y = win if y is None else S.maximum(y, win)
-        elif kind == "LpPool":  # (sum over the window of |x|^p)^(1/p); padding adds zeros
-            p = float(n.attr("p", 2))
-            xp = _pad_hw(S.power(S.abs(x), p), begin, tuple(e + x_ for e, x_ in zip(end, extra)))
-            y = S.power(_window_sum(xp, kernel, strides, dil), 1.0 / p)
-        else:
-            xp = _pad_hw(x, begin, tuple(e + x_ for e, x_ in zip(end, extra)))
-            total = None
-            for _, win in _taps(xp, kernel, strides, dil):
-                total = win if total is None else S.add(total, win)
-            padded = any(begin) or any(end)
-            if n.attr("count_include_pad", 0) or not padded:
-                if extra == none:
-                    return _kept(keep, [S.multiply(total, 1.0 / math.prod(kernel))], one)
-                ones = _pad_hw(S.ones_like(x), begin, end, 1.0)
-                count = _window_sum(_pad_hw(ones, none, extra), kernel, strides, dil)
-            else:
-                ones = S.ones_like(x)
-                count = _window_sum(_pad_hw(ones, begin, tuple(e + x_ for e, x_ in zip(end, extra))), kernel,
-                                    strides, dil)
-            y = S.divide(total, count)
-        return _kept(keep, [y], one)
+            return _kept(w.keep, _max_pool_indices(n, w), w.one)
+        return _kept(w.keep, [pool(n, w)], w.one)
     return convert
+
+
+def _pool_window(n: OnnxNode, kind: str) -> _Window:
+    """The checked window of a pooling node, its pads made explicit (``auto_pad``, ceil mode)."""
+    if n.attr("kernel_shape") is None:
+        n.fail("needs the attribute kernel_shape")
+    kernel = list(n.attr("kernel_shape"))
+    k = len(kernel)
+    rank = n.rank(0, kind)
+    if rank != k + 2:
+        n.fail(f"kernel_shape={kernel} does not fit an input of rank {rank}")
+    strides = list(n.attr("strides", [1] * k))
+    dil = list(n.attr("dilations", [1] * k))
+    _check_window(n, kernel, strides, dil)
+    xs = n.shape(0)
+    begin, end = _spatial(n, kernel, xs[2:], strides, dil)
+    _check_pads(n, kernel, dil, begin, end, xs[2:], bool(n.attr("ceil_mode", 0)))
+    # 3-D and higher windows: reduced over their taps like the 2-D windows max_pool2d does not cover
+    x, one = (n.inputs[0], False) if rank > 4 else _to_2d(n, n.inputs[0], rank, kind)
+    hw = (1,) + tuple(xs[2:]) if one else tuple(xs[2:])
+    kernel, strides, dil = _pair(kernel, one, 1), _pair(strides, one, 1), _pair(dil, one, 1)
+    begin, end = _pair(begin, one, 0), _pair(end, one, 0)
+    extra = (0,) * len(kernel)
+    keep = None
+    if n.attr("ceil_mode", 0):
+        if None in hw:
+            n.fail("ceil_mode=1 needs the input's spatial shape; give the model's input shapes")
+        if all(isinstance(h, int) for h in hw):
+            extra = tuple(_ceil_extra(hw[a], kernel[a], strides[a], dil[a], begin[a], end[a])
+                          for a in range(len(kernel)))
+        else:  # pad by the most ceil mode can add, then keep the windows ceil mode has
+            extra = tuple(st - 1 for st in strides)
+            keep = _ceil_lengths(hw, kernel, strides, dil, begin, end)
+    return _Window(x, one, kernel, strides, dil, begin, end, extra, keep)
+
+
+def _lowest(dt):
+    """The padding value a max over windows never picks."""
+    return -math.inf if np.dtype(dt).kind == "f" else np.iinfo(dt).min
+
+
+def _max_pool_indices(n: OnnxNode, w: _Window) -> list:
+    """MaxPool with its Indices output: the max and the flat index of where it was."""
+    low = _lowest(dtype_of(w.x))
+    index = _flat_index(n.known_shape(0, "MaxPool's Indices output"), int(n.attr("storage_order", 0)))
+    index = constant(index[:, :, None] if w.one else index)
+    return _max_and_argmax(_pad_hw(w.x, w.begin, w.ends(), low), _pad_hw(index, w.begin, w.ends(), -1),
+                           w.kernel, w.strides, w.dil)
+
+
+def _max_pool(n: OnnxNode, w: _Window):
+    """max_pool2d when it covers the window (symmetric pads within half the kernel), else a max
+    over the window's taps."""
+    none = (0,) * len(w.kernel)
+    if len(w.kernel) == 2 and w.dil == (1, 1) and w.begin == w.end and w.extra == none and \
+            all(2 * p <= q for p, q in zip(w.begin, w.kernel)):
+        return S.nn.max_pool2d(w.x, kernel=w.kernel, stride=w.strides, padding=tuple(w.begin))
+    xp = _pad_hw(w.x, w.begin, w.ends(), _lowest(dtype_of(w.x)))
+    y = None
+    for _, win in _taps(xp, w.kernel, w.strides, w.dil):
+        y = win if y is None else S.maximum(y, win)
+    return y
+
+
+def _lp_pool(n: OnnxNode, w: _Window):
+    """(sum over the window of |x|^p)^(1/p); padding adds zeros."""
+    p = float(n.attr("p", 2))
+    xp = _pad_hw(S.power(S.abs(w.x), p), w.begin, w.ends())
+    return S.power(_window_sum(xp, w.kernel, w.strides, w.dil), 1.0 / p)
+
+
+def _average_pool(n: OnnxNode, w: _Window):
+    """The window's sum over its count: the whole kernel with ``count_include_pad`` (ceil mode's
+    extra padding never counts), else the input elements it covers."""
+    xp = _pad_hw(w.x, w.begin, w.ends())
+    total = None
+    for _, win in _taps(xp, w.kernel, w.strides, w.dil):
+        total = win if total is None else S.add(total, win)
+    none = (0,) * len(w.kernel)
+    if n.attr("count_include_pad", 0) or not (any(w.begin) or any(w.end)):
+        if w.extra == none:
+            return S.multiply(total, 1.0 / math.prod(w.kernel))
+        ones = _pad_hw(S.ones_like(w.x), w.begin, w.end, 1.0)
+        count = _window_sum(_pad_hw(ones, none, w.extra), w.kernel, w.strides, w.dil)
+    else:
+        count = _window_sum(_pad_hw(S.ones_like(w.x), w.begin, w.ends()), w.kernel, w.strides, w.dil)
+    return S.divide(total, count)
 
 
 # The most taps (kernel elements) a pooling window may have: each tap is a strided slice in the
@@ -538,7 +581,6 @@ def attention(n: OnnxNode) -> list:
     n.arity(3, 7)
     q, k, v = n.inputs[:3]
     mask, past_k, past_v, nonpad = n.input(3), n.input(4), n.input(5), n.input(6)
-    left, right = int(n.attr("left_window_size", -1)), int(n.attr("right_window_size", -1))
     if (past_k is None) != (past_v is None):
         n.fail("past_key and past_value must be given together")
     if nonpad is not None and past_k is not None:
@@ -546,36 +588,56 @@ def attention(n: OnnxNode) -> list:
     qs = n.known_shape(0, "Attention")
     dt = dtype_of(q)
     if len(qs) == 3:
-        qh, kh = n.attr("q_num_heads"), n.attr("kv_num_heads")
-        if qh is None or kh is None:
-            n.fail("3-D inputs need q_num_heads and kv_num_heads")
-
-        def heads(x, h):
-            b, t, hidden = n.known_shape(n.inputs.index(x), "Attention")
-            return S.transpose(S.reshape(x, shape=(b, t, int(h), hidden // int(h))), axes=(0, 2, 1, 3))
-        q, k, v = heads(q, qh), heads(k, kh), heads(v, kh)
+        q, k, v = _split_heads(n, q, k, v)
     elif len(qs) != 4:
         n.fail(f"Q of rank {len(qs)}: expected 3 or 4")
     q4, k4 = shape_of(q), shape_of(k)
-    scale = n.attr("scale")
-    scale = 1.0 / math.sqrt(q4[3]) if scale is None else float(scale)
-    root = math.sqrt(scale)  # split over Q and K, as the spec's reference does
     past_len = 0
     if past_k is not None:
         past_len = shape_of(past_k)[2]
         k, v = S.concatenate([past_k, k], axis=2), S.concatenate([past_v, v], axis=2)
     present_k, present_v = k, v
     ql, kvl = q4[2], k4[2] + past_len
-    bias = None
-    if mask is not None:
-        ms = shape_of(mask)
-        is_bool = dtype_of(mask) == np.bool_
-        if ms[-1] < kvl:  # a shorter mask leaves the rest masked
-            widths = ((0, 0),) * (len(ms) - 1) + ((0, kvl - ms[-1]),)
-            mask = S.pad(mask, pad_width=widths, constant_values=0.0 if is_bool else -math.inf)
-        bias = S.where(mask, constant(np.zeros((), dt)), constant(np.array(-np.inf, dt))) if is_bool else mask
+    bias = None if mask is None else _mask_bias(mask, kvl, dt)
+    bias = _add_window_rules(n, bias, ql, kvl, past_len, nonpad, dt)
+    qh4, kh4 = q4[1], k4[1]
+    if qh4 != kh4 and qh4 % kh4 == 0:  # grouped query attention: each KV head serves several Q heads
+        k = S.repeat_elements(k, repeats=qh4 // kh4, axis=1)
+        v = S.repeat_elements(v, repeats=qh4 // kh4, axis=1)
+    y, extra = _attend(n, q, k, v, bias, q4[3], dt)
+    if len(qs) == 3:
+        y = S.reshape(S.transpose(y, axes=(0, 2, 1, 3)), shape=(qs[0], qs[1], -1))
+    return [y, present_k, present_v, extra]
+
+
+def _split_heads(n: OnnxNode, q, k, v) -> tuple:
+    """3-D Q, K, V ``(batch, time, hidden)`` as ``(batch, heads, time, hidden / heads)``."""
+    qh, kh = n.attr("q_num_heads"), n.attr("kv_num_heads")
+    if qh is None or kh is None:
+        n.fail("3-D inputs need q_num_heads and kv_num_heads")
+
+    def heads(x, h):
+        b, t, hidden = n.known_shape(n.inputs.index(x), "Attention")
+        return S.transpose(S.reshape(x, shape=(b, t, int(h), hidden // int(h))), axes=(0, 2, 1, 3))
+    return heads(q, qh), heads(k, kh), heads(v, kh)
+
+
+def _mask_bias(mask, kvl: int, dt):
+    """The additive bias of an attention mask (boolean: 0 or -inf), padded as masked to ``kvl`` keys."""
+    ms = shape_of(mask)
+    is_bool = dtype_of(mask) == np.bool_
+    if ms[-1] < kvl:  # a shorter mask leaves the rest masked
+        widths = ((0, 0),) * (len(ms) - 1) + ((0, kvl - ms[-1]),)
+        mask = S.pad(mask, pad_width=widths, constant_values=0.0 if is_bool else -math.inf)
+    return S.where(mask, constant(np.zeros((), dt)), constant(np.array(-np.inf, dt))) if is_bool else mask
+
+
+def _add_window_rules(n: OnnxNode, bias, ql: int, kvl: int, past_len: int, nonpad, dt):
+    """``bias`` plus -inf where a rule forbids query i to see key j: causal, the left and right
+    windows, keys past each batch's ``nonpad_kv_seqlen``."""
     # query i (at position offset + i) may see key j when the rules below allow; offset is the past
     # length, or per batch nonpad_kv_seqlen - ql (an external cache)
+    left, right = int(n.attr("left_window_size", -1)), int(n.attr("right_window_size", -1))
     zero, ninf = constant(np.zeros((), dt)), constant(np.array(-np.inf, dt))
     if nonpad is not None:
         offset = S.reshape(S.subtract(S.cast(nonpad, dtype="int64"), ql), shape=(-1, 1, 1))
@@ -598,10 +660,15 @@ def attention(n: OnnxNode) -> list:
         if nonpad is not None:
             term = S.expand_dims(term, axis=1)  # (B, 1, q, kv)
         bias = term if bias is None else S.add(bias, term)
-    qh4, kh4 = q4[1], k4[1]
-    if qh4 != kh4 and qh4 % kh4 == 0:  # grouped query attention: each KV head serves several Q heads
-        k = S.repeat_elements(k, repeats=qh4 // kh4, axis=1)
-        v = S.repeat_elements(v, repeats=qh4 // kh4, axis=1)
+    return bias
+
+
+def _attend(n: OnnxNode, q, k, v, bias, head_size: int, dt) -> tuple:
+    """``(softmax(q k^T * scale + bias) v, the qk_matmul_output_mode output)``, with softcap,
+    ``softmax_precision`` and fully masked rows giving zeros."""
+    scale = n.attr("scale")
+    scale = 1.0 / math.sqrt(head_size) if scale is None else float(scale)
+    root = math.sqrt(scale)  # split over Q and K, as the spec's reference does
     qk = S.matmul(S.multiply(q, root), S.multiply(S.transpose(k, axes=(0, 1, 3, 2)), root))
     softcap = float(n.attr("softcap", 0.0))
     if softcap > 0:
@@ -620,10 +687,7 @@ def attention(n: OnnxNode) -> list:
         probs = S.cast(probs, dtype=dt)
     if mode == 3:
         extra = probs
-    y = S.matmul(probs, v)
-    if len(qs) == 3:
-        y = S.reshape(S.transpose(y, axes=(0, 2, 1, 3)), shape=(qs[0], qs[1], -1))
-    return [y, present_k, present_v, extra]
+    return S.matmul(probs, v), extra
 
 
 def dropout(n: OnnxNode) -> list:

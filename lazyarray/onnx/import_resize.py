@@ -33,52 +33,12 @@ def resize(n: OnnxNode) -> list:
         n.fail("antialias=1 applies to the linear and cubic modes, not nearest")
     axes = n.attr("axes")
     axes = list(range(rank)) if axes is None else [a % rank for a in axes]
-    scales = n.const(2, "scales")
-    sizes = n.const(3, "sizes")
-    scales = None if scales is None or np.asarray(scales).size == 0 else [float(v) for v in np.asarray(scales)]
-    sizes = None if sizes is None or np.asarray(sizes).size == 0 else np.asarray(sizes).reshape(-1).tolist()
     ins = [shape[a] for a in axes]
-    if sizes is not None:
-        if len(sizes) != len(axes):
-            n.fail(f"sizes={sizes} needs one entry per axis {axes}")
-        if not all(isinstance(o, int) and o >= 0 for o in sizes):
-            n.fail(f"sizes={sizes}: output sizes must be integers >= 0")
-        if any(o and i == 0 for o, i in zip(sizes, ins)):
-            n.fail(f"sizes={sizes}: an axis of length 0 (input shape {tuple(shape)}) cannot be resized to a "
-                   "non-zero length")
-        policy = n.attr("keep_aspect_ratio_policy", "stretch")
-        if policy == "stretch":
-            scales = [o / i if i else 1.0 for o, i in zip(sizes, ins)]  # (an empty axis stays empty)
-        else:
-            pick = min if policy == "not_larger" else max
-            s = pick((o / i for o, i in zip(sizes, ins) if i), default=1.0)
-            scales = [s] * len(axes)
-            sizes = [int(math.floor(s * i + 0.5)) for i in ins]
-    elif scales is not None:
-        if len(scales) != len(axes):
-            n.fail(f"scales={scales} needs one entry per axis {axes}")
-        if not all(math.isfinite(v) and v > 0 for v in scales):
-            n.fail(f"scales={scales}: scales must be finite and > 0")
-        sizes = [int(math.floor(i * s)) for i, s in zip(ins, scales)]
-    else:
-        n.fail("needs scales or sizes")
-    out_shape = list(shape)
-    for a, o in zip(axes, sizes):
-        out_shape[a] = o
-    if all(isinstance(d, int) for d in out_shape):  # the result's size, before the tables are made
-        check_size(n, out_shape, dtype_of(x))
-    mode_taps = {"nearest": 1, "linear": 2, "cubic": 4}[mode]
-    table = 0  # bytes of the index and weight tables made while loading (and their float64 coordinates)
-    for o, sc in zip(sizes, scales):
-        taps = mode_taps
-        if antialias and 0 < sc < 1.0:  # the stretched kernel's taps (_antialias_taps)
-            reach = (1.0 if mode == "linear" else 2.0) / sc
-            taps = 2 * math.ceil(reach) + 2 if reach < 2**62 else 2**63
-        table += o * (1 + 2 * taps) * 8 + taps  # (+ taps: many taps over an empty output are work too)
-    fold_too_large(n, table, f"the index and weight tables of output sizes {sizes} (scales {scales})")
+    scales, sizes = _scales_and_sizes(n, shape, axes, ins)
+    _check_sizes(n, shape, axes, scales, sizes, mode, antialias)
     rois = _rois(n, len(axes)) if ctm == "tf_crop_and_resize" else [None] * len(axes)
     dt = dtype_of(x)
-    wdt = dt if np.dtype(dt).kind == "f" else np.float32
+    wdt = dt if np.dtype(dt).kind == "f" else np.float32  # (the input's: weights of every axis alike)
     outside = np.zeros((1,) * rank, dtype=bool)  # tf_crop_and_resize: output positions off the input
     for a, size_in, size_out, scale, roi in zip(axes, ins, sizes, scales, rois):
         if size_in == size_out and scale == 1.0 and roi in (None, (0.0, 1.0)):
@@ -91,27 +51,82 @@ def resize(n: OnnxNode) -> list:
         wshape[a] = size_out
         if roi is not None:
             outside = outside | ((coords < 0) | (coords > size_in - 1)).reshape(wshape)
-        if mode == "nearest":
-            idx = np.clip(_nearest(n, coords), 0, size_in - 1).astype(np.int64)
-            x = S.take(x, constant(idx), axis=a)
-            continue
-        a_cubic, exclude = float(n.attr("cubic_coeff_a", -0.75)), bool(n.attr("exclude_outside", 0))
-        if antialias and scale < 1.0:
-            taps = _antialias_taps(coords, size_in, scale, mode, a_cubic, exclude)
-        else:
-            taps = _linear_taps(coords, size_in) if mode == "linear" else _cubic_taps(coords, size_in, a_cubic, exclude)
-        y = None
-        for idx, w in taps:
-            term = S.multiply(S.take(x, constant(idx.astype(np.int64)), axis=a),
-                              constant(w.astype(wdt).reshape(wshape)))
-            y = term if y is None else S.add(y, term)
-        x = y
+        x = _resample_axis(n, x, a, coords, size_in, scale, wshape, mode, antialias, wdt)
     if outside.any():
         fill = S.full_like(x, fill_value=float(n.attr("extrapolation_value", 0.0)))
         x = S.where(constant(outside), fill, x)
     if dtype_of(x) != dt:
         x = S.cast(S.round(x) if np.dtype(dt).kind in "iu" else x, dtype=dt)
     return [x]
+
+
+def _scales_and_sizes(n: OnnxNode, shape, axes: list, ins: list) -> tuple:
+    """``(scales, sizes)`` per resized axis, from the ``scales`` or the ``sizes`` input (with
+    ``keep_aspect_ratio_policy``)."""
+    scales = n.const(2, "scales")
+    sizes = n.const(3, "sizes")
+    scales = None if scales is None or np.asarray(scales).size == 0 else [float(v) for v in np.asarray(scales)]
+    sizes = None if sizes is None or np.asarray(sizes).size == 0 else np.asarray(sizes).reshape(-1).tolist()
+    if sizes is not None:
+        if len(sizes) != len(axes):
+            n.fail(f"sizes={sizes} needs one entry per axis {axes}")
+        if not all(isinstance(o, int) and o >= 0 for o in sizes):
+            n.fail(f"sizes={sizes}: output sizes must be integers >= 0")
+        if any(o and i == 0 for o, i in zip(sizes, ins)):
+            n.fail(f"sizes={sizes}: an axis of length 0 (input shape {tuple(shape)}) cannot be resized to a "
+                   "non-zero length")
+        policy = n.attr("keep_aspect_ratio_policy", "stretch")
+        if policy == "stretch":
+            return [o / i if i else 1.0 for o, i in zip(sizes, ins)], sizes  # (an empty axis stays empty)
+        pick = min if policy == "not_larger" else max
+        s = pick((o / i for o, i in zip(sizes, ins) if i), default=1.0)
+        return [s] * len(axes), [int(math.floor(s * i + 0.5)) for i in ins]
+    if scales is None:
+        n.fail("needs scales or sizes")
+    if len(scales) != len(axes):
+        n.fail(f"scales={scales} needs one entry per axis {axes}")
+    if not all(math.isfinite(v) and v > 0 for v in scales):
+        n.fail(f"scales={scales}: scales must be finite and > 0")
+    return scales, [int(math.floor(i * s)) for i, s in zip(ins, scales)]
+
+
+def _check_sizes(n: OnnxNode, shape, axes: list, scales: list, sizes: list, mode: str, antialias: bool) -> None:
+    """Refuse a result, or index and weight tables, too large to make (before they are made)."""
+    out_shape = list(shape)
+    for a, o in zip(axes, sizes):
+        out_shape[a] = o
+    if all(isinstance(d, int) for d in out_shape):  # the result's size, before the tables are made
+        check_size(n, out_shape, dtype_of(n.inputs[0]))
+    mode_taps = {"nearest": 1, "linear": 2, "cubic": 4}[mode]
+    table = 0  # bytes of the index and weight tables made while loading (and their float64 coordinates)
+    for o, sc in zip(sizes, scales):
+        taps = mode_taps
+        if antialias and 0 < sc < 1.0:  # the stretched kernel's taps (_antialias_taps)
+            reach = (1.0 if mode == "linear" else 2.0) / sc
+            taps = 2 * math.ceil(reach) + 2 if reach < 2**62 else 2**63
+        table += o * (1 + 2 * taps) * 8 + taps  # (+ taps: many taps over an empty output are work too)
+    fold_too_large(n, table, f"the index and weight tables of output sizes {sizes} (scales {scales})")
+
+
+def _resample_axis(n: OnnxNode, x, a: int, coords: np.ndarray, size_in: int, scale: float, wshape: list,
+                   mode: str, antialias: bool, wdt):
+    """``x`` resampled along axis ``a`` at input coordinates ``coords``: a ``take`` (nearest) or a
+    weighted sum of ``take``s (linear, cubic; stretched by ``antialias`` when downscaling) with
+    weights of dtype ``wdt``."""
+    if mode == "nearest":
+        idx = np.clip(_nearest(n, coords), 0, size_in - 1).astype(np.int64)
+        return S.take(x, constant(idx), axis=a)
+    a_cubic, exclude = float(n.attr("cubic_coeff_a", -0.75)), bool(n.attr("exclude_outside", 0))
+    if antialias and scale < 1.0:
+        taps = _antialias_taps(coords, size_in, scale, mode, a_cubic, exclude)
+    else:
+        taps = _linear_taps(coords, size_in) if mode == "linear" else _cubic_taps(coords, size_in, a_cubic, exclude)
+    y = None
+    for idx, w in taps:
+        term = S.multiply(S.take(x, constant(idx.astype(np.int64)), axis=a),
+                          constant(w.astype(wdt).reshape(wshape)))
+        y = term if y is None else S.add(y, term)
+    return y
 
 
 def _rois(n: OnnxNode, k: int) -> list[tuple[float, float]]:

@@ -37,77 +37,109 @@ def resolve_reshape(shape: tuple, codes: tuple, reverse: bool = False) -> tuple:
     if reverse:
         rev = resolve_reshape(tuple(reversed(shape)), tuple(reversed(_reverse_split(codes))))
         return tuple(reversed(rev))
-    out: list = []
-    infer_at = None
-    copied_unknown = 0  # unknown input dims copied unchanged by 0 / -2
-    i = j = 0
-    while j < len(codes):
-        c = codes[j]
+    r = _Resolution(shape, codes)
+    while r.j < len(codes):
+        c = codes[r.j]
         if c > 0:
-            out.append(c)
-            i += 1
-        elif c == 0:
-            if i >= len(shape):
-                raise ValueError("code 0 past the input's last dim")
-            out.append(shape[i])
-            copied_unknown += shape[i] is None
-            i += 1
-        elif c == -1:
-            if infer_at is not None:
-                raise ValueError("more than one -1")
-            infer_at = len(out)
-            out.append(-1)
-            i += 1
-        elif c == -2:
-            out.extend(shape[i:])
-            copied_unknown += sum(d is None for d in shape[i:])
-            i = len(shape)
-        elif c == -3:
-            if i + 1 >= len(shape):
-                raise ValueError("code -3 needs two input dims")
-            a, b = shape[i], shape[i + 1]
-            out.append(None if None in (a, b) else a * b)
-            i += 2
-        elif c == -4:
-            if i >= len(shape) or j + 2 >= len(codes):
-                raise ValueError("code -4 needs an input dim and two codes after it")
-            d, p, q = shape[i], codes[j + 1], codes[j + 2]
-            if p == -1 and q > 0:
-                p = None if d is None else d // q
-            elif q == -1 and p > 0:
-                q = None if d is None else d // p
-            if p is None or q is None or p < 1 or q < 1:
-                if d is not None:
-                    raise ValueError(f"cannot split dim {d} into ({codes[j + 1]}, {codes[j + 2]})")
-            elif d is not None and p * q != d:
-                raise ValueError(f"cannot split dim {d} into ({p}, {q})")
-            out.extend([p, q])
-            i += 1
-            j += 2
+            r.out.append(c)
+            r.i += 1
+        elif c in _CODES:
+            _CODES[c](r)
         else:
             raise ValueError(f"unknown code {c}")
-        j += 1
-    if infer_at is not None:
-        known = [d for k, d in enumerate(out) if k != infer_at]
-        total = None if None in shape else _prod(shape)
-        unknown_in = sum(d is None for d in shape)
-        if total is None and unknown_in and sum(d is None for d in known) == unknown_in == copied_unknown:
-            # the unknown dims (a batch size) are copied as they are: -1 covers the known rest
-            rest = _prod([d for d in known if d is not None])
-            have = _prod([d for d in shape if d is not None])
-            if rest == 0 or have % rest:
-                raise ValueError(f"{have} elements per unknown dim do not fill {tuple(out)}")
-            out[infer_at] = have // rest
-        elif total is None or None in known:
-            out[infer_at] = None
-        else:
-            rest = _prod(known)
-            if rest == 0 or total % rest:
-                raise ValueError(f"{total} elements do not fill {tuple(out)}")
-            out[infer_at] = total // rest
+        r.j += 1
+    out = r.out
+    if r.infer_at is not None:
+        out[r.infer_at] = _inferred(shape, out, r.infer_at, r.copied_unknown)
     if None not in shape and None not in out and _prod(shape) != _prod(out):
         raise ValueError(f"{_prod(shape)} elements cannot become {tuple(out)}")
     return tuple(out)
+
+
+class _Resolution:
+    """Where ``resolve_reshape`` is: input dim ``i``, code ``j``, the output dims so far."""
+
+    __slots__ = ("shape", "codes", "out", "i", "j", "infer_at", "copied_unknown")
+
+    def __init__(self, shape: tuple, codes: tuple):
+        self.shape, self.codes = shape, codes
+        self.out: list = []
+        self.i = self.j = 0
+        self.infer_at = None  # the output position of -1
+        self.copied_unknown = 0  # unknown input dims copied unchanged by 0 / -2
+
+
+def _copy_dim(r: _Resolution) -> None:  # 0
+    if r.i >= len(r.shape):
+        raise ValueError("code 0 past the input's last dim")
+    r.out.append(r.shape[r.i])
+    r.copied_unknown += r.shape[r.i] is None
+    r.i += 1
+
+
+def _infer_dim(r: _Resolution) -> None:  # -1
+    if r.infer_at is not None:
+        raise ValueError("more than one -1")
+    r.infer_at = len(r.out)
+    r.out.append(-1)
+    r.i += 1
+
+
+def _copy_rest(r: _Resolution) -> None:  # -2
+    rest = r.shape[r.i:]
+    r.out.extend(rest)
+    r.copied_unknown += sum(d is None for d in rest)
+    r.i = len(r.shape)
+
+
+def _merge_two(r: _Resolution) -> None:  # -3
+    if r.i + 1 >= len(r.shape):
+        raise ValueError("code -3 needs two input dims")
+    a, b = r.shape[r.i], r.shape[r.i + 1]
+    r.out.append(None if None in (a, b) else a * b)
+    r.i += 2
+
+
+def _split_one(r: _Resolution) -> None:  # -4, then the two codes it splits into (one may be -1)
+    j, codes = r.j, r.codes
+    if r.i >= len(r.shape) or j + 2 >= len(codes):
+        raise ValueError("code -4 needs an input dim and two codes after it")
+    d, p, q = r.shape[r.i], codes[j + 1], codes[j + 2]
+    if p == -1 and q > 0:
+        p = None if d is None else d // q
+    elif q == -1 and p > 0:
+        q = None if d is None else d // p
+    if p is None or q is None or p < 1 or q < 1:
+        if d is not None:
+            raise ValueError(f"cannot split dim {d} into ({codes[j + 1]}, {codes[j + 2]})")
+    elif d is not None and p * q != d:
+        raise ValueError(f"cannot split dim {d} into ({p}, {q})")
+    r.out.extend([p, q])
+    r.i += 1
+    r.j += 2
+
+
+_CODES = {0: _copy_dim, -1: _infer_dim, -2: _copy_rest, -3: _merge_two, -4: _split_one}
+
+
+def _inferred(shape: tuple, out: list, infer_at: int, copied_unknown: int):
+    """The dim -1 stands for in ``out`` (None when unknown)."""
+    known = [d for k, d in enumerate(out) if k != infer_at]
+    total = None if None in shape else _prod(shape)
+    unknown_in = sum(d is None for d in shape)
+    if total is None and unknown_in and sum(d is None for d in known) == unknown_in == copied_unknown:
+        # the unknown dims (a batch size) are copied as they are: -1 covers the known rest
+        rest = _prod([d for d in known if d is not None])
+        have = _prod([d for d in shape if d is not None])
+        if rest == 0 or have % rest:
+            raise ValueError(f"{have} elements per unknown dim do not fill {tuple(out)}")
+        return have // rest
+    if total is None or None in known:
+        return None
+    rest = _prod(known)
+    if rest == 0 or total % rest:
+        raise ValueError(f"{total} elements do not fill {tuple(out)}")
+    return total // rest
 
 
 def _reverse_split(codes: tuple) -> tuple:
