@@ -174,8 +174,8 @@ def check_alloc(where: str, shape, dtype, what: str = "result") -> tuple:
         return shape
     limit = max_alloc_bytes()
     if nbytes > limit:
-        src = ("la.config.max_alloc_bytes, from la.tuning(max_alloc_bytes=...) or "
-               f"{MAX_ALLOC_ENV} at import" if current().max_alloc_bytes is not None
+        src = (f"the tuning table's max_alloc_bytes={limit} ({MAX_ALLOC_ENV} at import, or "
+               "la.tuning(max_alloc_bytes=...))" if current().max_alloc_bytes is not None
                else f"the machine's physical memory; set {MAX_ALLOC_ENV} (at import) or "
                "la.tuning(max_alloc_bytes=...) to change it")
         raise OutOfMemoryError(f"{where}: {what} {np.dtype(dtype)}{fmt_shape(shape)} needs {_bytes_text(nbytes)}, "
