@@ -67,6 +67,13 @@ def _numba():
     return numba
 
 
+def clear() -> None:
+    """Forget the compiled kernels (each compiles again on its next use) and the numba lookup."""
+    with _LOCK:
+        _COMPILED.clear()
+    _numba.cache_clear()
+
+
 def compiled(fn):
     """``fn`` compiled for the CPU (``numba.njit(nogil=True)``), or None where compiled kernels
     are off (``enabled()``): the caller then runs its NumPy path.
