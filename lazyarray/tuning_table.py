@@ -138,13 +138,12 @@ def _parse(name: str, raw: str, default):
         raise ParamValueError(f"{name} is 0 or 1 (off or on; also false/true, off/on, no/yes), got {raw!r}; "
                               "fix or unset it")
     try:
-        return int(raw, 0)  # 123, 0x7f, 1_000
+        value = int(raw, 0)  # 123, 0x7f, 1_000
     except ValueError:
-        pass
-    try:
-        value = float(raw)  # 5e8, 1.5
-    except ValueError:
-        value = -1.0
+        try:
+            value = float(raw)  # 5e8, 1.5
+        except ValueError:
+            value = -1.0
     if not (value >= 0 and value == value and value != float("inf")):
         raise ParamValueError(f"{name} must be a number >= 0 (such as 1000, 1e9 or 0x400), got {raw!r}; "
                               "fix or unset it")
