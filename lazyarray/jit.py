@@ -88,7 +88,7 @@ def compiled(fn):
     >>> float((k or total)(np.arange(4.0)))
     6.0
     """
-    if not enabled():
+    if not current().jit or _numba() is None:  # (``enabled()`` inline: this runs once per kernel call)
         return None
     k = _COMPILED.get(fn)
     if k is None:

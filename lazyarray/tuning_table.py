@@ -31,7 +31,7 @@ def _doc(default, text: str, env: str = ""):
     return field(default=default, metadata={"doc": text, "env": env})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # (slots: a field is read on hot paths, ~20 ns faster)
 class Tuning:
     """Every switch and threshold the kernels layer reads (frozen: change it with ``la.tuning``
     or ``la.config``)."""
