@@ -1,8 +1,8 @@
 """Named caches: the one form of process-wide mutable state outside the op registry and the tuning table.
 
 A ``NamedCache`` is a map with a name, a bound and a ``clear()``: at most ``size`` entries, the
-least recently stored going first when a new one would exceed that, guarded by its own lock
-(any thread may store). ``once(key)`` is the "warn once per op" form: True the first time a key
+least recently used (stored or found by ``get``) going first when a new one would exceed that,
+guarded by its own lock (any thread may store). ``once(key)`` is the "warn once per op" form: True the first time a key
 is seen, False after (until ``clear()`` or eviction), so a warning given once per op and
 storage types cannot grow a set without end.
 
@@ -28,7 +28,7 @@ _MISSING = object()
 
 
 class NamedCache:
-    """``key -> value`` for at most ``size`` keys (least recently stored evicted first), with ``clear()``."""
+    """``key -> value`` for at most ``size`` keys (least recently used evicted first), with ``clear()``."""
 
     __slots__ = ("name", "size", "_items", "_lock")
 
@@ -41,7 +41,15 @@ class NamedCache:
         self._lock = threading.Lock()
 
     def get(self, key, default=None):
-        return self._items.get(key, default)
+        """The value stored under ``key`` (now the most recently used), else ``default``."""
+        value = self._items.get(key, _MISSING)
+        if value is _MISSING:
+            return default
+        try:
+            self._items.move_to_end(key)
+        except KeyError:  # (evicted by another thread meanwhile: the value found is still good)
+            pass
+        return value
 
     def put(self, key, value) -> None:
         """Store ``value`` under ``key`` (the most recent entry), evicting the oldest past ``size``."""

@@ -327,6 +327,22 @@ STATE_ALLOWED = {
     ("executor.recorded", "_STATS"): "cache: hit and compile counters (stats())",
     ("jit", "_COMPILED"): "cache: compiled kernels, one per kernel function of the package (clear())",
     ("jit", "_LOCK"): "cache: guards the one above",
+    ("backward_cache", "_CACHE"): "cache: compiled backward programs (cache_size)",
+    ("backward_cache", "_LAST"): "cache: the last hit of the one above",
+    ("backward_cache", "_LOCK"): "cache: guards the two above",
+    ("backward_cache", "_TAGS"): "cache: leaf tags, as many as the most leaves one backward had",
+    ("ops.derived", "_ENTRIES"): "cache: copies derived from weights (keep_weights_budget bytes, weakly keyed)",
+    ("ops.derived", "_HELD"): "cache: bytes the one above holds",
+    ("ops.derived", "_lock"): "cache: guards the two above",
+    ("distributed.worker", "_LOCK"): "cache: one thread compiles a region at a time (PROGRAMS, PARSED)",
+    ("graph.build", "_SCALAR_NODES"): "cache: shared scalar constants (4096)",
+    ("graph.build", "SCALAR_BESIDE"): "cache: the same constants by the array's dtype (cleared with the above)",
+    ("graph.build", "_SCALAR_DTYPES"): "cache: a scalar's dtype beside given dtypes (one per dtype combination)",
+    ("graph.node", "IN_PACKAGE"): "cache: code object -> is it the package's (IN_PACKAGE_CACHE_SIZE)",
+    ("dispatch", "_AVALS_BY_ID"): "cache: output avals by input avals' identity (4096)",
+    ("dispatch", "_SITES"): "cache: user call sites that recorded nodes (4096)",
+    ("dispatch", "_OPERATORS"): "cache: operator methods, one pair per ufunc op",
+    ("dispatch", "_SCALARS_BY_AVAL"): "cache: scalar constants by the array's aval (4096)",
 }
 
 
