@@ -19,9 +19,9 @@ from lazyarray.errors import LazyArrayError, ParamError, ParamValueError
 
 
 def test_defaults_are_the_measured_values_and_are_printed_with_their_meaning():
-    t = tuning.current()
-    assert t == tuning.from_environment()  # (the defaults, unless this run set LAZYARRAY_* or OMP_NUM_THREADS)
+    # (the table in force is these, changed only by variables set before the import: a fresh process shows it)
     assert tuning.from_environment({}) == tuning.Tuning() and dataclasses.asdict(tuning.Tuning()) == tuning.DEFAULTS
+    assert set(la.config.settings()) == set(tuning.DEFAULTS)
     text = repr(la.config)
     for name in tuning.DEFAULTS:
         assert name in text
@@ -63,13 +63,14 @@ def test_config_assignment_sets_the_process_default_and_reset_restores_it():
     ({"winograd_max_tile": 3}, ParamValueError, "2 or 4"),
 ])
 def test_bad_settings_are_named_errors(settings, error, words):
+    before = la.config.settings()
     with pytest.raises(error, match=words) as info, la.tuning(**settings):
         pass
     assert isinstance(info.value, LazyArrayError)
     with pytest.raises(error, match=words):
         for k, v in settings.items():
             setattr(la.config, k, v)
-    assert la.config.settings() == dataclasses.asdict(tuning.from_environment())  # nothing changed
+    assert la.config.settings() == before  # nothing changed
 
 
 @pytest.mark.parametrize("value,field,expected", [("2", "winograd_max_tile", 2), ("4", "winograd_max_tile", 4),
@@ -138,9 +139,11 @@ BAD = {  # variable -> (text, words the error says: the accepted values)
 
 
 def _fresh(env: dict, code: str) -> subprocess.CompletedProcess:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # (this checkout's lazyarray)
     clean = {k: v for k, v in os.environ.items() if k not in SET}
+    clean["PYTHONPATH"] = root + os.pathsep + clean.get("PYTHONPATH", "")
     return subprocess.run([sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, cwd=root)
 
 
 def test_every_variable_is_one_field_and_listed():
@@ -149,6 +152,12 @@ def test_every_variable_is_one_field_and_listed():
     table = readme[readme.index("### Configuration"):]
     for name, (_, field_name, _) in SET.items():
         assert f"| `{name}` | `{field_name}`" in table, f"README's configuration table lacks {name}"
+
+
+def test_a_fresh_process_without_the_variables_has_the_defaults():
+    out = _fresh({}, "import json, lazyarray as la; print(json.dumps(la.config.settings()))")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == tuning.DEFAULTS
 
 
 def test_each_variable_sets_its_field_in_a_fresh_process():
