@@ -15,6 +15,7 @@ import numpy as np
 from .device import Device
 from .dim import DimExpr, has_symbols
 from .errors import DTypeError, OutOfMemoryError, ShapeError, fmt_shape
+from .tuning_table import current
 
 STYPES = ("default", "csr", "row_sparse")
 
@@ -104,20 +105,13 @@ def physical_memory() -> int:
 def max_alloc_bytes() -> int:
     """The largest single allocation lazyarray asks for, in bytes.
 
-    ``LAZYARRAY_MAX_ALLOC_BYTES`` when set (an int such as ``8000000000`` or ``8e9``; read at
-    each check), else the machine's physical memory: no array larger than the whole machine
-    is ever requested. Larger requests raise ``la.OutOfMemoryError`` before anything is
-    allocated.
+    The tuning table's ``max_alloc_bytes`` when set (``LAZYARRAY_MAX_ALLOC_BYTES``, an int such as
+    ``8000000000`` or ``8e9``, read at import; ``la.tuning(max_alloc_bytes=...)`` in code), else
+    the machine's physical memory: no array larger than the whole machine is ever requested.
+    Larger requests raise ``la.OutOfMemoryError`` before anything is allocated.
     """
-    env = os.environ.get(MAX_ALLOC_ENV)
-    if env:
-        try:
-            n = int(float(env)) if any(c in env for c in ".eE") else int(env, 0)
-        except (ValueError, OverflowError):
-            n = -1
-        if n >= 0:
-            return n
-    return physical_memory()
+    n = current().max_alloc_bytes
+    return physical_memory() if n is None else n
 
 
 def check_shape(where: str, shape, dtype=None, what: str = "result") -> tuple:
@@ -180,8 +174,10 @@ def check_alloc(where: str, shape, dtype, what: str = "result") -> tuple:
         return shape
     limit = max_alloc_bytes()
     if nbytes > limit:
-        src = (f"{MAX_ALLOC_ENV}={os.environ[MAX_ALLOC_ENV]}" if os.environ.get(MAX_ALLOC_ENV)
-               else f"the machine's physical memory; set {MAX_ALLOC_ENV} to change it")
+        src = (f"the tuning table's max_alloc_bytes={limit} ({MAX_ALLOC_ENV} at import, or "
+               "la.tuning(max_alloc_bytes=...))" if current().max_alloc_bytes is not None
+               else f"the machine's physical memory; set {MAX_ALLOC_ENV} (at import) or "
+               "la.tuning(max_alloc_bytes=...) to change it")
         raise OutOfMemoryError(f"{where}: {what} {np.dtype(dtype)}{fmt_shape(shape)} needs {_bytes_text(nbytes)}, "
                                f"more than the allocation limit of {_bytes_text(limit)} ({src})")
     return shape

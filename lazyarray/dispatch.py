@@ -639,3 +639,12 @@ _CPU0 = cpu(0)
 _ND = np.ndarray
 _PY_NUMBERS = frozenset((float, int, bool))
 _SCALARS = frozenset(np.sctypeDict.values()) - {np.ndarray}
+
+
+def clear() -> None:
+    """Forget the recording memos (scalars by aval, output avals by input avals, user call sites:
+    4096 entries each at most; the operator methods made per op)."""
+    _SCALARS_BY_AVAL.clear()
+    _AVALS_BY_ID.clear()
+    _SITES.clear()
+    _OPERATORS.clear()

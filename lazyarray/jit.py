@@ -10,8 +10,9 @@ same values does the work in one pass (``ops/pool_jit.py``: the demo CNN's poole
 ``compiled(fn)`` gives ``fn`` compiled by ``numba.njit`` (``nogil``: our thread pool runs beside
 it; no ``fastmath``: every operation rounds as NumPy's does, so a compiled kernel returns the
 values of the NumPy path it stands for, which the tests check), or None when numba is not
-installed or ``LAZYARRAY_JIT=0`` was set when the first kernel ran; ``set_enabled`` switches at
-run time (the tests compare both paths). The switch is read once because a relu of a small
+installed or the tuning table's ``jit`` is off (``LAZYARRAY_JIT=0`` at import, ``la.tuning(jit=False)``,
+``la.config.jit = False``); ``set_enabled`` switches the process-wide default at run time (the tests
+compare both paths). The environment is read once, by the tuning table, because a relu of a small
 activation takes about a microsecond: reading the environment at each call cost twice that.
 Kernels compile on first use per argument types (a fraction of a second, once per process) and
 are not cached on disk: nothing is loaded from a file. ``import lazyarray`` never imports numba.
@@ -27,47 +28,50 @@ asked (GNU OpenMP does not survive ``fork``: a forked child takes the serial ker
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import threading
 
+from .tuning_table import config, current, from_environment_only
+
 _COMPILED: dict = {}
 _LOCK = threading.Lock()
-_NUMBA: list = []  # [module or None], once looked up
-_ON: list = [None]  # [True / False] once decided (``enabled``, ``set_enabled``)
 
 
 def enabled() -> bool:
-    """True when compiled kernels run: numba is importable and ``LAZYARRAY_JIT`` is not 0/off
-    (read at the first call) or ``set_enabled(True)`` said so."""
-    on = _ON[0]
-    if on is None:
-        off = os.environ.get("LAZYARRAY_JIT", "1").strip().lower() in ("0", "false", "off", "no")
-        on = _ON[0] = not off and _numba() is not None
-    return on
+    """True when compiled kernels run: numba is importable and the tuning table's ``jit`` is on
+    (``LAZYARRAY_JIT`` at import, ``la.tuning(jit=...)``, ``set_enabled``)."""
+    return current().jit and _numba() is not None
 
 
 def set_enabled(on: bool | None) -> None:
-    """Compiled kernels on or off from now on (on only where numba is installed); None: as the
-    environment says (``LAZYARRAY_JIT``, read again)."""
-    _ON[0] = None if on is None else bool(on) and _numba() is not None
+    """Compiled kernels on or off from now on, process-wide (``la.config.jit``; on only where numba is
+    installed); None: as the environment says (``LAZYARRAY_JIT``, read again)."""
+    config.jit = from_environment_only("jit") if on is None else bool(on)
 
 
+@functools.lru_cache(maxsize=1)  # (the probe: numba looked up once; ``_numba.cache_clear()`` looks again)
 def _numba():
-    if not _NUMBA:
-        try:
-            import numba
-        except ImportError:
-            numba = None
-        except Exception as exc:  # an installed numba that cannot load (built for another NumPy): NumPy kernels
-            import warnings
+    try:
+        import numba
+    except ImportError:
+        numba = None
+    except Exception as exc:  # an installed numba that cannot load (built for another NumPy): NumPy kernels
+        import warnings
 
-            warnings.warn(f"lazyarray: numba failed to import ({type(exc).__name__}: {exc}); compiled kernels "
-                          f"are off and the NumPy kernels run (fix or uninstall numba, or set LAZYARRAY_JIT=0)",
-                          RuntimeWarning, stacklevel=3)
-            numba = None
-        _NUMBA.append(numba)
-    return _NUMBA[0]
+        warnings.warn(f"lazyarray: numba failed to import ({type(exc).__name__}: {exc}); compiled kernels "
+                      f"are off and the NumPy kernels run (fix or uninstall numba, or set LAZYARRAY_JIT=0)",
+                      RuntimeWarning, stacklevel=3)
+        numba = None
+    return numba
+
+
+def clear() -> None:
+    """Forget the compiled kernels (each compiles again on its next use) and the numba lookup."""
+    with _LOCK:
+        _COMPILED.clear()
+    _numba.cache_clear()
 
 
 def compiled(fn):
@@ -84,10 +88,7 @@ def compiled(fn):
     >>> float((k or total)(np.arange(4.0)))
     6.0
     """
-    on = _ON[0]
-    if on is None:
-        on = enabled()
-    if not on:
+    if not current().jit or _numba() is None:  # (``enabled()`` inline: this runs once per kernel call)
         return None
     k = _COMPILED.get(fn)
     if k is None:

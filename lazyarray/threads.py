@@ -28,12 +28,13 @@ MIN_PARALLEL_BYTES = 8 << 20  # below this a thread hand-off costs more than it 
 
 
 def default_threads() -> int:
-    """The thread count before any ``la.set_num_threads``: ``OMP_NUM_THREADS`` where it is set to a
-    positive integer (as OpenBLAS, OpenMP and PyTorch read it: ``OMP_NUM_THREADS=1`` makes every
-    pool of the process, ours too, one thread), else the cores this process may run on."""
-    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-    if value.isdigit() and int(value) > 0:
-        return int(value)
+    """The thread count before any ``la.set_num_threads``: the tuning table's ``default_threads``
+    when positive (``OMP_NUM_THREADS`` at import, where set to a positive integer, as OpenBLAS,
+    OpenMP and PyTorch read it: ``OMP_NUM_THREADS=1`` makes every pool of the process, ours too,
+    one thread), else the cores this process may run on."""
+    n = current().default_threads
+    if n > 0:
+        return n
     try:
         return len(os.sched_getaffinity(0)) or 1
     except (AttributeError, OSError):  # (no affinity on this platform)

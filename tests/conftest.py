@@ -39,10 +39,10 @@ def kernel_calls(monkeypatch):
 @pytest.fixture
 def fresh_fallback_warnings(monkeypatch):
     """Storage-fallback warnings enabled and not yet given (they are warned once per op and stypes)."""
-    monkeypatch.delenv("LAZYARRAY_STORAGE_FALLBACK_WARN", raising=False)
-    registry._FALLBACK_WARNED.clear()
+    monkeypatch.setattr(la.config, "storage_fallback_warn", True)  # (LAZYARRAY_STORAGE_FALLBACK_WARN=0 at import)
+    registry.STORAGE_FALLBACK_WARNED.clear()
     yield
-    registry._FALLBACK_WARNED.clear()
+    registry.STORAGE_FALLBACK_WARNED.clear()
 
 # Scripts run by hand in a side environment with real MXNet (tests/data/mxnet/*.py): not test modules.
 collect_ignore_glob = ["data/*/*.py"]
@@ -52,22 +52,20 @@ collect_ignore_glob = ["data/*/*.py"]
 def kernel_path(request, monkeypatch):
     """Runs the test twice: with the NumPy kernels and with the compiled ones (``lazyarray/jit.py``;
     skipped where numba is not installed: there is nothing to compare)."""
-    from lazyarray import jit
     if request.param == "compiled":
         pytest.importorskip("numba")
-    monkeypatch.setattr(jit, "_ON", [request.param == "compiled"])
+    monkeypatch.setattr(la.config, "jit", request.param == "compiled")  # (process-wide: pool threads too)
     return request.param
 
 
 @pytest.fixture
 def both_paths(monkeypatch):
     """``both_paths(fn)``: ``(fn() with the compiled kernels, fn() with the NumPy ones)``, to compare."""
-    from lazyarray import jit
 
     def run(fn):
-        monkeypatch.setattr(jit, "_ON", [False])
+        monkeypatch.setattr(la.config, "jit", False)  # (process-wide: pool threads too)
         want = fn()
-        monkeypatch.setattr(jit, "_ON", [True])
+        monkeypatch.setattr(la.config, "jit", True)
         return fn(), want
 
     return run

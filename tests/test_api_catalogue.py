@@ -292,7 +292,7 @@ def run_catalogue(name: str) -> tuple[int, list[str]]:
 
 @pytest.fixture
 def catalogue_env(monkeypatch, tmp_path):
-    monkeypatch.setenv("LAZYARRAY_MAX_ALLOC_BYTES", _ALLOC_LIMIT)
+    monkeypatch.setattr(la.config, "max_alloc_bytes", int(_ALLOC_LIMIT))
     monkeypatch.chdir(tmp_path)  # loaders and exporters given "x" / "v" read and write here
     la.random.seed(0)
     yield

@@ -64,6 +64,34 @@ FUNCTION_BASELINE = {
     ("autograd", "ndarray"),  # (same)
 }
 
+# Module-level mutable state outside the op registry, the tuning table and the named caches
+# (``arch_report.STATE_ALLOWED``; a ``caches.NamedCache`` is never counted): (module, name) left today.
+# A new one fails: make it a NamedCache, a tuning field, a ContextVar, or a constant (tuple,
+# frozenset, MappingProxyType).
+STATE_BASELINE = {
+    # kernels' compiled plans, probes and constants in files moving to kernels/ (their helper's)
+    ("ops.blas_gemm", "_FOUND"), ("ops.blas_gemm", "_LOCK"),
+    ("ops.blas_threads", "_PROBE"), ("ops.blas_threads", "_PROBE_LOCK"),
+    ("ops.conv_parallel", "_KERNELS"), ("ops.conv_parallel", "_LOCK"), ("ops.conv_parallel", "_PLANS"),
+    ("ops.dense_parallel", "_KERNEL"), ("ops.dense_parallel", "_LOCK"), ("ops.dense_parallel", "_PLANS"),
+    ("ops.elementwise", "_ZERO_ROWS"), ("ops.winograd4", "_CONSTANTS"),
+    ("executor.fusion", "_POOL"),
+    # per-thread kernel scratch (to come from the memory plan) and numba's parallel-region probe
+    ("ops.scratch", "_SCRATCH"), ("jit", "_PARALLEL"), ("jit", "_REGION"),
+    # the thread pool and its count (la.set_num_threads)
+    ("threads", "_IN_POOL"), ("threads", "_LOCK"), ("threads", "_POOL"), ("threads", "_THREADS"),
+    # the random state (la.random.seed) and buffer versions
+    ("rng", "_GENERATORS"), ("rng", "_OVERRIDE"), ("rng", "_SEED"),
+    ("buffer", "_EXPOSED"), ("buffer", "_VERSIONS"),
+    # recording: chain keys (bounded, cleared at MAX_KEYS) and random draws kept per node (weak)
+    ("executor.chain", "_MADE"), ("executor.chain", "_ROOTS"), ("deferred", "_FIXED"),
+    # blocks: the structure epoch, first-call lock, multi-device flag, optimizer names; amp's policy
+    ("blocks.block", "_STRUCTURE"), ("blocks.parameter", "INIT_LOCK"), ("blocks.parameter", "MULTI_DEVICE"),
+    ("blocks.optimizers.base", "OPTIMIZERS"), ("amp", "_POLICY"),
+    # the lock around os.umask (process-wide by nature)
+    ("fileio", "_UMASK_LOCK"),
+}
+
 # cross-module imports of _private names: ops.conv's geometry helpers (6, conv_grad.py), distributed.run (3),
 # executor.program._fresh, onnx import_ops._softplus, mxnet operators._erf
 PRIVATE_IMPORTS = 12
@@ -149,3 +177,46 @@ def test_cycles_and_layers_are_found_in_a_toy_package(tmp_path):
     assert rep.function_imports()[0].reason == "dispatch sits above ops/"
     assert rep.private_imports() == [("ndarray", "errors", "_private", 2)]
     assert [rep.short(m) for m in rep.env_modules] == ["dispatch"]
+
+
+def test_environment_is_read_in_one_module(report):
+    assert [report.short(m) for m in report.env_modules] == ["tuning_table"]
+
+
+def test_no_new_module_level_mutable_state(report):
+    now = {(m, n) for m, n, _, _ in report.stray_state()}
+    new = sorted(now - STATE_BASELINE)
+    assert not new, (f"module-level mutable state: {new}; make it a caches.NamedCache (bounded, with clear()), "
+                     "a tuning_table field, a ContextVar, or a constant (tuple, frozenset, MappingProxyType)")
+    gone = sorted(STATE_BASELINE - now)
+    assert not gone, f"fixed, well done: remove them from STATE_BASELINE: {gone}"
+
+
+def test_allowed_state_is_the_registry_the_tuning_table_or_a_cache_with_clear(report):
+    found = {(report.short(m), n) for m, n, _, _ in report.state}
+    for (mod, name), what in arch_report.STATE_ALLOWED.items():
+        assert (mod, name) in found, f"STATE_ALLOWED names {mod}.{name}, which is no longer state: remove it"
+        kind = what.split(":")[0]
+        assert kind in ("registry", "tuning table", "cache"), what
+        if kind == "cache":
+            src = (ROOT / "lazyarray" / (mod.replace(".", "/") + ".py")).read_text()
+            assert "\ndef clear(" in src, f"{mod} holds the cache {name}: it needs a module-level clear()"
+
+
+def test_module_level_state_is_found_in_a_toy_package(tmp_path):
+    pkg = tmp_path / "lazyarray"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text(
+        "import functools\nimport threading\nfrom collections import OrderedDict\n"
+        "__all__ = []\nTABLE = {'x': 1}\nFILLED = {}\nFILLED['y'] = 2\n_SWITCH = [True]\n_CACHE = OrderedDict()\n"
+        "_LOCK = threading.Lock()\n_MEMO = None\n_SEEN = NamedCache('seen', 8)\n"
+        "def f(k):\n    global _MEMO\n    _MEMO = k\n    _SWITCH[0] = False\n    c = _CACHE\n    c.pop(k)\n"
+        "    return TABLE[k]\n"
+        "@functools.cache\ndef g(k):\n    return k\n"
+        "@functools.lru_cache(maxsize=8)\ndef h(k):\n    return k\n")
+    (pkg / "b.py").write_text("from .a import FILLED\nfrom . import a as other\n"
+                              "def f():\n    FILLED.clear()\n    other.TABLE.update(z=3)\n")
+    rep = arch_report.analyze(str(pkg))
+    assert {(m, n) for m, n, _, _ in rep.stray_state()} == {
+        ("a", "FILLED"), ("a", "_SWITCH"), ("a", "_CACHE"), ("a", "_LOCK"), ("a", "_MEMO"), ("a", "g"), ("a", "TABLE")}

@@ -160,7 +160,7 @@ def test_training_loop_compiles_one_backward_program():
 
 
 def test_the_cache_is_bounded(monkeypatch):
-    monkeypatch.setenv("LAZYARRAY_CACHE_SIZE", "3")
+    monkeypatch.setattr(la.config, "cache_size", 3)
     for n in range(2, 8):
         _grads(lambda x: la.sum(la.exp(x)), RNG.standard_normal(n))
     assert backward_cache.size() == 3

@@ -249,12 +249,12 @@ def test_foreach_over_0d_data_is_a_shape_error(deferred):
 def test_a_sized_op_checks_the_allocation_limit_when_it_runs(make, match, monkeypatch):
     op = la.CachedOp(make())
     op()
-    monkeypatch.setenv("LAZYARRAY_MAX_ALLOC_BYTES", "1000")
+    monkeypatch.setattr(la.config, "max_alloc_bytes", 1000)
     with pytest.raises(la.OutOfMemoryError, match=match):
         op()
     with pytest.raises(la.OutOfMemoryError, match=match):
         la.CachedOp(make())()  # compiled anew: the rules' answer was memoized before the limit changed
-    monkeypatch.delenv("LAZYARRAY_MAX_ALLOC_BYTES")
+    monkeypatch.setattr(la.config, "max_alloc_bytes", None)
     assert op().size >= 10**5
 
 

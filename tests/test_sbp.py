@@ -272,7 +272,7 @@ def test_fallback_warns_once_per_op():
     x = la.sym.var("x", shape=(6, 4))
     y = la.sym.diagonal(x)
     from lazyarray.ops import sbp_rules
-    sbp_rules._WARNED.discard("diagonal")
+    sbp_rules.SBP_FALLBACK_WARNED.discard("diagonal")
     with pytest.warns(SBPFallbackWarning, match="diagonal: no SBP rule"):
         ann, nodes = _annotate(y, x=S(0))
     assert _boxes(ann) == [("S(0)", "B")] and nodes["diagonal0"].sbp == (B,)
@@ -438,7 +438,7 @@ def test_control_flow_takes_the_broadcast_fallback():
     v = la.sym.var("v", shape=(4, 3))
     x, p = la.sym.var("x", shape=(4, 3)), la.sym.var("p", shape=(), dtype="bool")
     y = la.sym.cond(p, [x], then_graph=SubGraph(la.sym.exp(v) * 2), else_graph=SubGraph(v - 1))
-    sbp_rules._WARNED.discard("cond")
+    sbp_rules.SBP_FALLBACK_WARNED.discard("cond")
     with pytest.warns(SBPFallbackWarning, match="cond: no SBP rule"):
         ann, nodes = _annotate(y, x=S(0))
     assert _boxes(ann) == [("S(0)", "B")] and nodes["cond0"].sbp == (B,)

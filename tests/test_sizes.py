@@ -18,7 +18,9 @@ import pytest
 
 import lazyarray as la
 from lazyarray.aval import MAX_ALLOC_ENV, check_alloc, check_shape, max_alloc_bytes, physical_memory
+from lazyarray.errors import ParamValueError
 from lazyarray.ops import registry
+from lazyarray.tuning_table import from_environment
 
 BIG = 2**62  # repeat(ones((2, 3)), 2, BIG): 3 * 2**62 elements along dim 1 -> >= 2**63
 
@@ -33,9 +35,9 @@ def _run(code: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def limit(monkeypatch):
-    """Set the allocation limit (bytes) for the test."""
+    """Set the allocation limit (bytes) for the test (the tuning table's ``max_alloc_bytes``)."""
     def set_limit(n):
-        monkeypatch.setenv(MAX_ALLOC_ENV, str(n))
+        monkeypatch.setattr(la.config, "max_alloc_bytes", n)
     return set_limit
 
 
@@ -156,15 +158,16 @@ def test_out_of_memory_error_is_a_lazyarray_error_and_a_memory_error():
     assert issubclass(la.OutOfMemoryError, MemoryError)
 
 
-def test_default_limit_is_physical_memory_and_the_env_var_overrides_it(limit, monkeypatch):
-    monkeypatch.delenv(MAX_ALLOC_ENV, raising=False)
+def test_default_limit_is_physical_memory_and_the_env_var_overrides_it(limit):
+    limit(None)
     assert max_alloc_bytes() == physical_memory() > 0
     limit(12345)
     assert max_alloc_bytes() == 12345
-    limit("8e9")
-    assert max_alloc_bytes() == 8 * 10**9
-    limit("nonsense")  # ignored: the default applies
-    assert max_alloc_bytes() == physical_memory()
+    for text, n in (("12345", 12345), ("8e9", 8 * 10**9), ("0x400", 1024)):  # (read at import)
+        assert from_environment({MAX_ALLOC_ENV: text}).max_alloc_bytes == n
+    assert from_environment({}).max_alloc_bytes is None
+    with pytest.raises(ParamValueError, match=f"{MAX_ALLOC_ENV} must be a number >= 0.*'nonsense'"):
+        from_environment({MAX_ALLOC_ENV: "nonsense"})
 
 
 @pytest.mark.parametrize("call,match", [

@@ -65,12 +65,12 @@ def test_fallback_in_deferred_compute_warns_when_computed():
         np.testing.assert_allclose(y.asnumpy(), np.exp(DENSE))
 
 
-def test_environment_variable_silences_the_warning(monkeypatch):
-    monkeypatch.setenv("LAZYARRAY_STORAGE_FALLBACK_WARN", "0")
-    with warnings.catch_warnings():
+def test_the_tuning_setting_silences_the_warning():
+    # (LAZYARRAY_STORAGE_FALLBACK_WARN=0 at import sets it: tests/test_tuning_table.py)
+    with la.tuning(storage_fallback_warn=False), warnings.catch_warnings():
         warnings.simplefilter("error")
         np.testing.assert_allclose(la.exp(_csr()).asnumpy(), np.exp(DENSE))
-    assert not registry._FALLBACK_WARNED
+    assert not registry.STORAGE_FALLBACK_WARNED
 
 
 def test_ops_with_a_sparse_kernel_do_not_warn():

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 import lazyarray as la
-from lazyarray import threads
+from lazyarray import threads, tuning_table
 
 
 @pytest.fixture
@@ -182,9 +182,11 @@ def test_split_threads_below_the_threshold_or_with_too_few_pieces_is_one(two_thr
 def test_default_threads_follow_omp_num_threads(monkeypatch, env, want):
     """``OMP_NUM_THREADS=1 python ...`` puts every pool of the process on one thread, ours too;
     unset (or not a positive count) the default is the cores this process may run on."""
-    monkeypatch.setenv("OMP_NUM_THREADS", env)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    assert threads.default_threads() == (want if want is not None else cores)
+    table = tuning_table.from_environment({"OMP_NUM_THREADS": env})  # (read once, at import)
+    assert table.default_threads == (want or 0)
+    with la.tuning(default_threads=table.default_threads):
+        assert threads.default_threads() == (want if want is not None else cores)
 
 
 def test_the_default_is_read_at_import():

@@ -58,7 +58,7 @@ def test_recompile_warning_names_the_users_line():
 def test_sbp_fallback_warning_names_the_users_line():
     x = la.sym.var("x", shape=(6, 4))
     y = la.sym.diagonal(x)
-    sbp_rules._WARNED.discard("diagonal")
+    sbp_rules.SBP_FALLBACK_WARNED.discard("diagonal")
     ws = _caught(SBPFallbackWarning, lambda: y.infer_sbp(x=la.sbp.split(0)))
     assert ws and ws[0].filename == __file__
 

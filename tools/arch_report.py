@@ -28,6 +28,16 @@ Metrics (one row each; current value, the issue's target, and whether it is met)
   submodules too) taken from another module of the package. Target at most 20.
 * **modules reading the environment**: modules using ``os.environ`` / ``os.getenv`` (or
   importing them from ``os``). Target: exactly one (the one place settings are read).
+* **module-level mutable state outside the registry, tuning table and named caches**: names bound
+  at module level (``if``/``try`` blocks included) to a lock, thread-local or similar
+  (``MUTABLE_CALLS``), or to a dict/list/set (display, comprehension, ``dict()``, ``OrderedDict()``,
+  ``WeakKeyDictionary()``, ...) that some function of the package changes (item assignment or
+  deletion, ``+=`` on an item, a mutating method such as ``append`` / ``add`` / ``clear``), and
+  names a function rebinds through ``global``, and module-level functions memoized without a bound
+  (``functools.cache``, ``lru_cache(maxsize=None)``). Tables filled while the module is imported and only
+  read afterwards are constants and not counted; neither is ``__all__``, nor a ``caches.NamedCache``
+  (bounded, named, with ``clear()``). ``STATE_ALLOWED`` names the rest that may stay: the op
+  registry, the tuning table and the bounded caches with a ``clear()``. Target 0.
 * **files over 800 lines**. Target 0.
 * **longest function**: lines from ``def`` to its last line (decorators excluded), nested
   functions and methods measured on their own. Target at most 60.
@@ -64,6 +74,8 @@ LAYERS = {
     # the mode flags every layer reads (deferred, recording, profiling) and the tuning table every
     # kernel reads: values, no behaviour, so any floor may read them
     "mode": GROUND, "tuning_table": GROUND,
+    # caches.py: NamedCache, the one form of module-level mutable state besides the registry and tuning table
+    "caches": GROUND,
     # args.py: the shared checks of public functions' plain-Python arguments (errors only)
     "args": GROUND,
     # user_frames.py: where the package's frames end and the user's begin (warnings, tracebacks)
@@ -133,6 +145,7 @@ class Report:
     functions: list = field(default_factory=list)  # (length, module, qualname)
     env_modules: list = field(default_factory=list)
     errors: list = field(default_factory=list)
+    state: list = field(default_factory=list)     # (module, name, line, kind): module-level mutable state
 
     def short(self, mod: str) -> str:
         return mod[len(self.package) + 1:] if mod.startswith(self.package + ".") else mod
@@ -174,6 +187,11 @@ class Report:
                 if name and name.startswith("_") and not name.startswith("__") and tgt != imp.module:
                     out.append((self.short(imp.module), self.short(tgt), name, imp.line))
         return out
+
+    def stray_state(self) -> list:
+        """Sorted (module, name, line, kind) of module-level mutable state not in ``STATE_ALLOWED``."""
+        return sorted((self.short(m), n, line, kind) for m, n, line, kind in self.state
+                      if (self.short(m), n) not in STATE_ALLOWED)
 
     def long_files(self) -> list:
         return sorted(((n, self.short(m)) for m, n in self.lines.items() if n > LONG_FILE), reverse=True)
@@ -288,6 +306,159 @@ def _reads_env(tree: ast.AST) -> bool:
     return False
 
 
+# -- module-level mutable state ---------------------------------------------------------------------
+# Calls whose result is state by nature (a lock guards some, a thread-local holds some).
+MUTABLE_CALLS = frozenset({"Lock", "RLock", "Condition", "Semaphore", "BoundedSemaphore", "Event", "local"})
+# Calls that make a container: state when a function changes it afterwards.
+CONTAINER_CALLS = frozenset({"dict", "list", "set", "bytearray", "defaultdict", "OrderedDict", "Counter", "deque",
+                             "ChainMap", "WeakValueDictionary", "WeakKeyDictionary", "WeakSet"})
+MUTATORS = frozenset({"append", "extend", "insert", "pop", "popitem", "remove", "discard", "add", "update",
+                      "clear", "setdefault", "move_to_end", "appendleft", "popleft", "extendleft",
+                      "difference_update", "intersection_update", "symmetric_difference_update", "sort", "reverse"})
+# (module, name) -> what it is: the one op registry, the tuning table, and bounded caches whose module
+# has a ``clear()`` (``tests/test_architecture.py`` checks that it does).
+STATE_ALLOWED = {
+    ("ops.registry", "_REGISTRY"): "registry: the ops by name",
+    ("tuning_table", "_DEFAULT"): "tuning table: the process-wide defaults (la.config)",
+    ("executor.recorded", "_PROGRAMS"): "cache: materialization's compiled programs (cache_size, graph_cache_bytes)",
+    ("executor.recorded", "_SEEN"): "cache: structures seen once (4 x cache_size)",
+    ("executor.recorded", "_LOCK"): "cache: guards the two above",
+    ("executor.recorded", "_BYTES"): "cache: bytes the programs hold",
+    ("executor.recorded", "_STATS"): "cache: hit and compile counters (stats())",
+    ("jit", "_COMPILED"): "cache: compiled kernels, one per kernel function of the package (clear())",
+    ("jit", "_LOCK"): "cache: guards the one above",
+    ("backward_cache", "_CACHE"): "cache: compiled backward programs (cache_size)",
+    ("backward_cache", "_LAST"): "cache: the last hit of the one above",
+    ("backward_cache", "_LOCK"): "cache: guards the two above",
+    ("backward_cache", "_TAGS"): "cache: leaf tags, as many as the most leaves one backward had",
+    ("ops.derived", "_ENTRIES"): "cache: copies derived from weights (keep_weights_budget bytes, weakly keyed)",
+    ("ops.derived", "_HELD"): "cache: bytes the one above holds",
+    ("ops.derived", "_lock"): "cache: guards the two above",
+    ("distributed.worker", "_LOCK"): "cache: one thread compiles a region at a time (PROGRAMS, PARSED)",
+    ("graph.build", "_SCALAR_NODES"): "cache: shared scalar constants (4096)",
+    ("graph.build", "SCALAR_BESIDE"): "cache: the same constants by the array's dtype (cleared with the above)",
+    ("graph.build", "_SCALAR_DTYPES"): "cache: a scalar's dtype beside given dtypes (one per dtype combination)",
+    ("graph.node", "IN_PACKAGE"): "cache: code object -> is it the package's (IN_PACKAGE_CACHE_SIZE)",
+    ("dispatch", "_AVALS_BY_ID"): "cache: output avals by input avals' identity (4096)",
+    ("dispatch", "_SITES"): "cache: user call sites that recorded nodes (4096)",
+    ("dispatch", "_OPERATORS"): "cache: operator methods, one pair per ufunc op",
+    ("dispatch", "_SCALARS_BY_AVAL"): "cache: scalar constants by the array's aval (4096)",
+}
+
+
+def _module_bindings(body: list):
+    """Module-level statements, ``if`` / ``try`` blocks included (not functions or classes)."""
+    for node in body:
+        if isinstance(node, (ast.If, ast.Try)):
+            yield from _module_bindings(node.body)
+            yield from _module_bindings(node.orelse)
+            for h in getattr(node, "handlers", ()):
+                yield from _module_bindings(h.body)
+            yield from _module_bindings(getattr(node, "finalbody", ()))
+        else:
+            yield node
+
+
+def _unbounded_cache(node) -> bool:
+    """A module-level function memoized without a bound (``functools.cache``, ``lru_cache(maxsize=None)``)."""
+    for d in getattr(node, "decorator_list", ()):
+        name = d.func if isinstance(d, ast.Call) else d
+        name = name.id if isinstance(name, ast.Name) else name.attr if isinstance(name, ast.Attribute) else ""
+        if name == "cache" or (name == "lru_cache" and isinstance(d, ast.Call) and any(
+                k.arg == "maxsize" and isinstance(k.value, ast.Constant) and k.value.value is None
+                for k in d.keywords)):
+            return True
+    return False
+
+
+def _made(value) -> str | None:
+    """"state" (a lock, a thread-local), "container" (a dict/list/set made here) or None."""
+    if isinstance(value, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)):
+        return "container"
+    if isinstance(value, ast.Call):
+        f = value.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+        return "state" if name in MUTABLE_CALLS else "container" if name in CONTAINER_CALLS else None
+    return None
+
+
+def _candidates(tree: ast.AST) -> dict:
+    """name -> (line, what) of module-level bindings: "state", "container" or another "value"."""
+    out = {}
+    for node in _module_bindings(tree.body):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _unbounded_cache(node):
+            out[node.name] = (node.lineno, "state")
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) and node.value is not None else []
+        what = (_made(node.value) or "value") if targets else None
+        for t in targets:
+            if isinstance(t, ast.Name) and t.id != "__all__":
+                out.setdefault(t.id, (node.lineno, what))
+    return out
+
+
+def _changed(tree: ast.AST, mod: str, paths: dict) -> set:
+    """(module, name) of module-level names that functions of this module change: ``N[k] = v``,
+    ``del N[k]``, ``N[k] += v``, ``N.append(...)`` and the like (``N``: a name of this module, one
+    imported ``from`` another, or ``alias.N`` of an imported module); (module, name, "global") for
+    the names a ``global`` statement lets a function rebind."""
+    names, modules = {}, {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            for tgt, name in _resolve(mod, node, paths):
+                a = next(x for x in node.names if x.name == name)
+                if tgt.endswith("." + name) and tgt in paths:
+                    modules[a.asname or name] = tgt
+                elif tgt in paths:
+                    names[a.asname or name] = (tgt, name)
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname and a.name in paths:
+                    modules[a.asname] = a.name
+
+    def owner(expr):
+        if isinstance(expr, ast.Name):
+            return names.get(expr.id, (mod, expr.id))
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id in modules:
+            return modules[expr.value.id], expr.attr
+        return None
+
+    out = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out |= _changes_in(fn, mod, owner)
+    out.discard(None)
+    return out
+
+
+def _changes_in(fn, mod: str, owner) -> set:
+    """``_changed`` for one function; ``owner(expr)`` says whose name an expression is."""
+    local = {}  # ``cache = _CACHE`` inside the function: changes to ``cache`` change ``_CACHE``
+    for node in ast.walk(fn):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, (ast.Name, ast.Attribute)) and owner(node.value) is not None):
+            local[node.targets[0].id] = owner(node.value)
+
+    def whose(expr):
+        return local[expr.id] if isinstance(expr, ast.Name) and expr.id in local else owner(expr)
+
+    out = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Global):
+            out.update((mod, n, "global") for n in node.names)
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            out.add(whose(node.value))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+            out.add(whose(node.func.value))
+    return out
+
+
+def _is_state(mod: str, name: str, what: str, changed: set) -> bool:
+    """A lock or thread-local; a container some function changes; any name a function rebinds."""
+    return (what == "state" or (what == "container" and (mod, name) in changed)
+            or (mod, name, "global") in changed)
+
+
 def _functions(tree: ast.AST, mod: str) -> list:
     out, stack = [], [(tree, "")]
     while stack:
@@ -308,6 +479,7 @@ def analyze(pkg_dir: str) -> Report:
     pkg_dir = os.path.abspath(pkg_dir)
     paths = _modules(pkg_dir)
     rep = Report(os.path.basename(pkg_dir), paths)
+    candidates, changed = {}, set()
     for mod, path in sorted(paths.items()):
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -330,6 +502,10 @@ def analyze(pkg_dir: str) -> Report:
         if _reads_env(tree):
             rep.env_modules.append(mod)
         rep.functions.extend(_functions(tree, mod))
+        candidates[mod] = _candidates(tree)
+        changed |= _changed(tree, mod, paths)
+    rep.state = sorted((mod, name, line, what) for mod, found in candidates.items()
+                       for name, (line, what) in found.items() if _is_state(mod, name, what, changed))
     return rep
 
 
@@ -392,6 +568,8 @@ def rows(rep: Report, function: str | None = None) -> list:
         ("  of their statements, without a reason", unexplained, "0", not unexplained),
         ("private imports across modules", len(rep.private_imports()), "<= 20", len(rep.private_imports()) <= 20),
         ("modules reading the environment", len(rep.env_modules), "1", len(rep.env_modules) == 1),
+        ("module-level mutable state outside the registry, tuning table and named caches",
+         len(rep.stray_state()), "0", not rep.stray_state()),
         (f"files over {LONG_FILE} lines", len(rep.long_files()), "0", not rep.long_files()),
         (f"longest function ({rep.short(longest[1])}:{longest[2]})", longest[0], f"<= {LONG_FUNCTION}",
          longest[0] <= LONG_FUNCTION),
@@ -440,6 +618,11 @@ def print_report(rep: Report, function: str | None = None, details: bool = True)
         for (t, name), k in sorted(by_name.items(), key=lambda kv: (-kv[1], kv[0])):
             print(f"  {t}.{name}" + (f" x{k}" if k > 1 else ""))
     print("\nmodules reading the environment: " + ", ".join(rep.short(m) for m in rep.env_modules))
+    stray = rep.stray_state()
+    if stray:
+        print(f"\nmodule-level mutable state outside the registry, tuning table and named caches ({len(stray)}):")
+        for m, n, line, what in stray:
+            print(f"  {m}:{line} {n}" + {"state": " (lock / thread-local)", "value": " (rebound: global)"}.get(what, ""))
     for n, m in rep.long_files():
         print(f"file over {LONG_FILE} lines: {m} ({n})")
     longer = sorted((f for f in rep.functions if f[0] > LONG_FUNCTION), reverse=True)

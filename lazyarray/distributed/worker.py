@@ -3,24 +3,24 @@
 The region travels as its JSON text (scattered once per worker, so every task of the run on
 that worker reads the same string object); the worker parses it and compiles a ``CachedOp``
 for each physical input signature once, keeping the last few in a small LRU table
-(``_COMPILED``), so the tasks of one piece size share one compiled program.
+(``PROGRAMS``, a ``caches.NamedCache``), so the tasks of one piece size share one compiled program.
 """
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 
 import numpy as np
 
 from .. import rng
+from ..caches import NamedCache
 from ..executor.cached_op import CachedOp
 from ..graph.symbol import Symbol
 from .pieces import localize
 
-_COMPILED: OrderedDict = OrderedDict()  # (json text, input signature) -> (CachedOp, input names)
-_PARSED: OrderedDict = OrderedDict()  # json text -> Symbol
-_LOCK = threading.Lock()  # threaded workers (LocalCluster(processes=False)) share the tables
 _MAX = 32
+PROGRAMS = NamedCache("distributed worker programs", _MAX)  # (json text, input signature) -> CachedOp
+PARSED = NamedCache("distributed worker regions", _MAX)  # json text -> Symbol
+_LOCK = threading.Lock()  # threaded workers (LocalCluster(processes=False)): one compiles a region at a time
 
 
 def run_region(text: str, names: tuple, *arrays) -> tuple:
@@ -28,13 +28,14 @@ def run_region(text: str, names: tuple, *arrays) -> tuple:
     arrays = [np.asarray(a) for a in arrays]
     key = (text, tuple((a.shape, a.dtype.str) for a in arrays))
     with _LOCK:
-        op = _get(_COMPILED, key)
+        op = PROGRAMS.get(key)
         if op is None:
-            sym = _get(_PARSED, text)
+            sym = PARSED.get(text)
             if sym is None:
-                sym = _put(_PARSED, text, Symbol.from_json(text))
-            local = localize(sym, {n: a.shape for n, a in zip(names, arrays)})
-            op = _put(_COMPILED, key, CachedOp(local))
+                sym = Symbol.from_json(text)
+                PARSED.put(text, sym)
+            op = CachedOp(localize(sym, {n: a.shape for n, a in zip(names, arrays)}))
+            PROGRAMS.put(key, op)
     out = op(**dict(zip(names, arrays)))
     out = out if isinstance(out, list) else [out]
     return tuple(o.asnumpy() for o in out)
@@ -51,15 +52,8 @@ def run_region_seeded(text: str, names: tuple, seed: int, *arrays) -> tuple:
         return run_region(text, names, *arrays)
 
 
-def _get(table: OrderedDict, key):
-    v = table.get(key)
-    if v is not None:
-        table.move_to_end(key)
-    return v
-
-
-def _put(table: OrderedDict, key, value):
-    table[key] = value
-    if len(table) > _MAX:
-        table.popitem(last=False)
-    return value
+def clear() -> None:
+    """Forget the compiled programs and parsed regions (the next task compiles again)."""
+    with _LOCK:
+        PROGRAMS.clear()
+        PARSED.clear()

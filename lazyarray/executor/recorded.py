@@ -13,27 +13,27 @@
   reused buffers save page faults on every node), but that program is not kept: a graph
   computed once leaves no planned buffers behind.
 
-The cache is LRU: at most ``LAZYARRAY_CACHE_SIZE`` programs (64), whose planned buffers
-together stay under ``CACHE_BYTES``. A program is built from a template copy of the graph whose
+The cache is LRU: at most the tuning table's ``cache_size`` programs (64, ``LAZYARRAY_CACHE_SIZE``),
+whose planned buffers together stay under its ``graph_cache_bytes`` (64 MiB). A program is built from a template copy of the graph whose
 leaves are variables, so it holds no user array, constant or known value (only its own planned
-buffers); values are never part of the key. ``LAZYARRAY_GRAPH_CACHE=0`` turns the cache off.
+buffers); values are never part of the key. ``LAZYARRAY_GRAPH_CACHE=0`` (at import) or
+``la.tuning(graph_cache=False)`` turns the cache off.
 A cached program that fails re-runs the graph node by node, so the error names the line that
 recorded the failing node in *this* graph.
 """
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 
 from ..graph.node import Entry, Node, var_node
+from ..tuning_table import current
 from .oneshot import run_once
 from .program import SMALL_GRAPH, Program, compile_program
 from .signature_cache import default_size
 from .structure import Described, input_values, max_bytes
 
 ONESHOT_MAX_BYTES = 256 * 1024  # values larger than this: compile even a graph seen once
-CACHE_BYTES = 64 << 20  # planned buffers all cached programs may hold together
 
 _PROGRAMS: OrderedDict = OrderedDict()  # key -> Program
 _SEEN: OrderedDict = OrderedDict()  # keys run once, node by node
@@ -43,7 +43,8 @@ _STATS = {"hits": 0, "compiles": 0, "oneshot": 0}
 
 
 def enabled() -> bool:
-    return os.environ.get("LAZYARRAY_GRAPH_CACHE", "1") != "0"
+    """The tuning table's ``graph_cache`` (``LAZYARRAY_GRAPH_CACHE`` at import)."""
+    return current().graph_cache
 
 
 def run_recorded(d: Described) -> list:
@@ -106,7 +107,8 @@ def _program_bytes(prog: Program) -> int:
 
 def _store(key, prog: Program) -> None:
     size = _program_bytes(prog)
-    if size > CACHE_BYTES:
+    budget = current().graph_cache_bytes
+    if size > budget:
         return
     with _LOCK:
         old = _PROGRAMS.pop(key, None)
@@ -114,7 +116,7 @@ def _store(key, prog: Program) -> None:
             _BYTES[0] -= _program_bytes(old)
         _PROGRAMS[key] = prog
         _BYTES[0] += size
-        while len(_PROGRAMS) > default_size() or _BYTES[0] > CACHE_BYTES:
+        while len(_PROGRAMS) > default_size() or _BYTES[0] > budget:
             _, gone = _PROGRAMS.popitem(last=False)
             _BYTES[0] -= _program_bytes(gone)
 

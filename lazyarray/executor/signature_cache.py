@@ -10,25 +10,26 @@ so eviction drops the entry unused for the most compiles.
 After ``warn_at`` compiles a ``RecompileWarning`` names what changed between the previous
 signature and the new one (which input, which dim), once per cause, with both signatures.
 
-The default size is ``DEFAULT_SIZE`` (64), or ``LAZYARRAY_CACHE_SIZE`` from the environment;
+The default size is the tuning table's ``cache_size`` (``DEFAULT_SIZE``, 64, or ``LAZYARRAY_CACHE_SIZE``
+at import, or ``la.tuning(cache_size=...)``), read when a cache is made;
 ``CachedOp(sym, cache_size=...)`` and ``block.hybridize(cache_size=...)`` set it per object.
 
 Entries are also weighed in bytes: ``add(key, value, describe, nbytes)`` records what the entry
 holds (a compiled program: the buffers of its memory plan, forward and backward), and while the
 total is above ``max_bytes`` the least recently used entries go (the newest always stays, however
-large: it is about to run). The budget is ``DEFAULT_BYTES`` (256 MiB), or ``LAZYARRAY_CACHE_BYTES``
-(an int such as ``536870912`` or ``5e8``), or ``cache_bytes=`` of ``CachedOp`` / ``hybridize``.
+large: it is about to run). The budget is the tuning table's ``cache_bytes`` (``DEFAULT_BYTES``, 256 MiB,
+or ``LAZYARRAY_CACHE_BYTES``, an int such as ``536870912`` or ``5e8``), or ``cache_bytes=`` of
+``CachedOp`` / ``hybridize``.
 Both bounds are enforced when an entry is added, never on a hit: the hot path is unchanged.
 """
 from __future__ import annotations
 
-import os
-
 from ..errors import ParamError, ParamValueError
+from ..tuning_table import DEFAULTS, current
 from ..user_frames import warn
 
-DEFAULT_SIZE = 64
-DEFAULT_BYTES = 256 * 2**20
+DEFAULT_SIZE = DEFAULTS["cache_size"]  # 64
+DEFAULT_BYTES = DEFAULTS["cache_bytes"]  # 256 MiB
 RECOMPILE_WARN_AT = 8
 
 
@@ -37,18 +38,13 @@ class RecompileWarning(UserWarning):
 
 
 def default_size() -> int:
-    text = os.environ.get("LAZYARRAY_CACHE_SIZE", "")
-    return int(text) if text.isdigit() and int(text) > 0 else DEFAULT_SIZE
+    """The tuning table's ``cache_size`` (``LAZYARRAY_CACHE_SIZE`` at import, else ``DEFAULT_SIZE``)."""
+    return current().cache_size
 
 
 def default_bytes() -> int:
-    """``LAZYARRAY_CACHE_BYTES`` (an int, or a float form such as ``5e8``) when valid, else ``DEFAULT_BYTES``."""
-    text = os.environ.get("LAZYARRAY_CACHE_BYTES", "").strip()
-    try:
-        n = int(text) if text.isdigit() else int(float(text)) if text else -1
-    except (ValueError, OverflowError):
-        n = -1
-    return n if n >= 0 else DEFAULT_BYTES
+    """The tuning table's ``cache_bytes`` (``LAZYARRAY_CACHE_BYTES`` at import, else ``DEFAULT_BYTES``)."""
+    return current().cache_bytes
 
 
 class SignatureCache:

@@ -194,3 +194,10 @@ def zip_inputs(op: OpDef, inputs) -> list:
 
 
 GRAPH_F = OpNamespace(apply_node)
+
+
+def clear() -> None:
+    """Forget the shared scalar constants and their dtypes (memos: 4096 constants at most)."""
+    _SCALAR_NODES.clear()
+    SCALAR_BESIDE.clear()
+    _SCALAR_DTYPES.clear()

@@ -244,3 +244,8 @@ PINNED = "pinned"
 def var_node(name: str, aval: Aval) -> Node:
     """A graph input: a named variable with no value."""
     return Node(None, (), {}, (aval,), name=name, kind="var")
+
+
+def clear() -> None:
+    """Forget which code objects are the package's (``IN_PACKAGE``, at most ``IN_PACKAGE_CACHE_SIZE``)."""
+    IN_PACKAGE.clear()

@@ -24,6 +24,7 @@ array([3., 3.], dtype=float32)
 """
 from __future__ import annotations
 
+import functools
 import glob
 import os
 from collections.abc import Sequence
@@ -124,24 +125,19 @@ def node_data_dir() -> str:
     return os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
 
 
-_CASES: list[NodeCase] | None = None
-
-
+@functools.lru_cache(maxsize=1)  # (read once; ``node_cases.cache_clear()`` reads again)
 def node_cases() -> list[NodeCase]:
     """Every ONNX node test case (cached), from the data directory or generated in memory."""
-    global _CASES
-    if _CASES is None:
-        d = node_data_dir()
-        raw = _read_dir(d) if os.path.isdir(d) else _generate()
-        by_name = {name: model for name, model, _ in raw}
-        cases = []
-        for name, model, sets in raw:
-            base = name.split("_expanded")[0]
-            source = by_name.get(base, model)
-            op = source.graph.node[0].op_type if len(source.graph.node) else "?"
-            cases.append(NodeCase(name, op, model, sets))
-        _CASES = sorted(cases, key=lambda c: c.name)
-    return _CASES
+    d = node_data_dir()
+    raw = _read_dir(d) if os.path.isdir(d) else _generate()
+    by_name = {name: model for name, model, _ in raw}
+    cases = []
+    for name, model, sets in raw:
+        base = name.split("_expanded")[0]
+        source = by_name.get(base, model)
+        op = source.graph.node[0].op_type if len(source.graph.node) else "?"
+        cases.append(NodeCase(name, op, model, sets))
+    return sorted(cases, key=lambda c: c.name)
 
 
 def _read_dir(d: str) -> list:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..aval import SUPPORTED_DTYPES, Aval, check_alloc, check_shape, is_supported
+from ..caches import NamedCache
 from ..dim import dim_max, has_symbols, is_symbolic, lenient
 from ..errors import (
     AxisError,
@@ -34,12 +34,13 @@ from ..errors import (
     ShapeError,
     fmt_shape,
 )
+from ..tuning_table import current
 from ..user_frames import warn
 from .params import REQUIRED, Param
 
 _REGISTRY: dict[str, OpDef] = {}
 _new_tuple = tuple.__new__
-_FALLBACK_WARNED: set = set()
+STORAGE_FALLBACK_WARNED = NamedCache("storage fallback warnings given", 4096)  # (op, stypes)
 
 
 @dataclass(eq=False)
@@ -469,14 +470,11 @@ def uses_sparse_kernel(op: OpDef, stypes: list[str], params: dict, shapes=None) 
 def warn_fallback(op: OpDef, stypes) -> None:
     """Warn once per (op, storage types) that sparse inputs were densified.
 
-    ``LAZYARRAY_STORAGE_FALLBACK_WARN=0`` silences it.
+    The tuning table's ``storage_fallback_warn`` (``LAZYARRAY_STORAGE_FALLBACK_WARN=0`` at import,
+    ``la.tuning(storage_fallback_warn=False)``) silences it.
     """
-    if os.environ.get("LAZYARRAY_STORAGE_FALLBACK_WARN", "1") == "0":
+    if not current().storage_fallback_warn or not STORAGE_FALLBACK_WARNED.once((op.name, tuple(stypes))):
         return
-    key = (op.name, tuple(stypes))
-    if key in _FALLBACK_WARNED:
-        return
-    _FALLBACK_WARNED.add(key)
     warn(
         f"{op.name}: no kernel for storage types ({', '.join(stypes)}); the sparse inputs were "
         "converted to dense, which costs memory and time. Convert explicitly with "

@@ -20,19 +20,20 @@ once per op (``warn_fallback``), like the storage fallback.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..caches import NamedCache
 from ..sbp import SBP, SBPError, broadcast, parse, split
+from ..tuning_table import current
 from ..user_frames import warn
 from .params import ParamType
 from .registry import OpDef, Param, normalize_axis, register
 
 B = broadcast()
-_WARNED: set[str] = set()
+SBP_FALLBACK_WARNED = NamedCache("SBP fallback warnings given", 4096)  # op names
 
 
 @dataclass(frozen=True)
@@ -560,10 +561,10 @@ class SBPFallbackWarning(UserWarning):
 
 
 def warn_fallback(op: OpDef) -> None:
-    """Warn once per op that it has no SBP rule (``LAZYARRAY_SBP_FALLBACK_WARN=0`` silences it)."""
-    if op.name in _WARNED or os.environ.get("LAZYARRAY_SBP_FALLBACK_WARN", "1") == "0":
+    """Warn once per op that it has no SBP rule (the tuning table's ``sbp_fallback_warn``:
+    ``LAZYARRAY_SBP_FALLBACK_WARN=0`` at import, ``la.tuning(sbp_fallback_warn=False)``, silences it)."""
+    if not current().sbp_fallback_warn or not SBP_FALLBACK_WARNED.once(op.name):
         return
-    _WARNED.add(op.name)
     warn(f"{op.name}: no SBP rule; its inputs are gathered to broadcast (whole) arrays on every "
          "piece, which moves data and repeats the work. Add a rule in lazyarray/ops/sbp_rules.py "
          "or set LAZYARRAY_SBP_FALLBACK_WARN=0.", SBPFallbackWarning)

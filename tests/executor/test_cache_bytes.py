@@ -15,8 +15,10 @@ import pytest
 
 import lazyarray as la
 from lazyarray import blocks as B
+from lazyarray.errors import ParamValueError
 from lazyarray.executor.cached_op import held_bytes
 from lazyarray.executor.signature_cache import DEFAULT_BYTES, SignatureCache, default_bytes
+from lazyarray.tuning_table import from_environment
 
 _BUDGET = 4 * 2**20
 
@@ -105,17 +107,17 @@ def test_a_hit_changes_no_accounting():
     assert (op._signatures.nbytes, op._signatures.evictions, len(op._signatures)) == state
 
 
-def test_the_byte_budget_comes_from_the_environment(monkeypatch):
-    monkeypatch.delenv("LAZYARRAY_CACHE_BYTES", raising=False)
-    assert default_bytes() == DEFAULT_BYTES == 256 * 2**20
-    monkeypatch.setenv("LAZYARRAY_CACHE_BYTES", "5e6")
-    assert la.CachedOp(la.sym.var("x") * 2)._signatures.max_bytes == 5_000_000
-    monkeypatch.setenv("LAZYARRAY_CACHE_BYTES", "12345")
-    net = _mlp()
-    net(la.ones((2, 32)))
+def test_the_byte_budget_comes_from_the_tuning_table():
+    assert default_bytes() == DEFAULT_BYTES == 256 * 2**20 == la.config.cache_bytes
+    assert from_environment({"LAZYARRAY_CACHE_BYTES": "5e6"}).cache_bytes == 5_000_000  # (read at import)
+    with la.tuning(cache_bytes=5_000_000):
+        assert la.CachedOp(la.sym.var("x") * 2)._signatures.max_bytes == 5_000_000
+    with la.tuning(cache_bytes=12345):
+        net = _mlp()
+        net(la.ones((2, 32)))
     assert net.cached_op._signatures.max_bytes == 12345
-    monkeypatch.setenv("LAZYARRAY_CACHE_BYTES", "lots")  # unreadable: the default
-    assert default_bytes() == DEFAULT_BYTES
+    with pytest.raises(ParamValueError, match="LAZYARRAY_CACHE_BYTES.*'lots'"):  # unreadable: named
+        from_environment({"LAZYARRAY_CACHE_BYTES": "lots"})
 
 
 @pytest.mark.parametrize("value,error", [

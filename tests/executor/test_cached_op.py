@@ -115,9 +115,9 @@ def test_the_signature_cache_is_bounded_and_keeps_the_recently_used():
     assert op.num_compiles == compiles + 1  # evicted long ago: compiled again
 
 
-def test_cache_size_comes_from_the_environment(monkeypatch):
-    monkeypatch.setenv("LAZYARRAY_CACHE_SIZE", "3")
-    assert la.CachedOp(la.sym.var("x") * 2)._signatures.size == 3
+def test_cache_size_comes_from_the_tuning_table():
+    with la.tuning(cache_size=3):  # (LAZYARRAY_CACHE_SIZE at import: tests/test_tuning_table.py)
+        assert la.CachedOp(la.sym.var("x") * 2)._signatures.size == 3
 
 
 def test_outputs_are_not_aliased_by_later_calls():

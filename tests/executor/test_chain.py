@@ -235,7 +235,7 @@ def test_the_key_tables_are_bounded(monkeypatch):
 
 
 def test_with_the_cache_off_chains_run_node_by_node(monkeypatch):
-    monkeypatch.setenv("LAZYARRAY_GRAPH_CACHE", "0")
+    monkeypatch.setattr(la.config, "graph_cache", False)
     spec = (((3,), "float32"), [("unary", "tanh", None, False), ("scalar", "multiply", 1.5, False)] * 4)
     before = recorded.stats()["compiles"]
     for _ in range(3):

@@ -186,7 +186,7 @@ def test_a_held_result_is_never_overwritten_by_the_next_run():
 
 
 def test_the_cache_is_bounded(monkeypatch):
-    monkeypatch.setenv("LAZYARRAY_CACHE_SIZE", "3")
+    monkeypatch.setattr(la.config, "cache_size", 3)
     for n in range(6):
         for _ in range(2):
             x, y = la.array(_data((n + 1,))), la.array(_data((n + 1,)))
@@ -197,7 +197,7 @@ def test_the_cache_is_bounded(monkeypatch):
 
 
 def test_large_programs_are_not_kept(monkeypatch):
-    monkeypatch.setattr(recorded, "CACHE_BYTES", 1024)
+    monkeypatch.setattr(la.config, "graph_cache_bytes", 1024)
     for _ in range(3):
         x, y = la.array(_data((4096,))), la.array(_data((4096,)))
         with la.deferred():
@@ -206,7 +206,7 @@ def test_large_programs_are_not_kept(monkeypatch):
 
 
 def test_the_cache_can_be_turned_off(monkeypatch):
-    monkeypatch.setenv("LAZYARRAY_GRAPH_CACHE", "0")
+    monkeypatch.setattr(la.config, "graph_cache", False)
     before = _compiles()
     for _ in range(3):
         xn, yn = _data(), _data()

@@ -120,7 +120,7 @@ HOSTILE = {
 
 @pytest.mark.parametrize("case", list(HOSTILE))
 def test_hostile_sizes_raise_named_errors_before_allocating(case, tmp_path, monkeypatch):
-    monkeypatch.setenv("LAZYARRAY_MAX_ALLOC_BYTES", str(2**30))
+    monkeypatch.setattr(la.config, "max_alloc_bytes", 2**30)
     make, kind, match = HOSTILE[case]
     start = time.perf_counter()
     with pytest.raises(kind, match=match) as info:
@@ -132,12 +132,12 @@ def test_hostile_sizes_raise_named_errors_before_allocating(case, tmp_path, monk
 
 
 def test_the_size_error_is_a_memory_error_and_a_format_error(tmp_path, monkeypatch):
-    monkeypatch.setenv("LAZYARRAY_MAX_ALLOC_BYTES", "1e9")
+    monkeypatch.setattr(la.config, "max_alloc_bytes", 10**9)
     with pytest.raises(import_ops.LoadSizeError) as info:
         load(const_of_shape([2**40]), tmp_path)
     assert isinstance(info.value, MemoryError) and isinstance(info.value, la.OutOfMemoryError)
     assert isinstance(info.value, la.GraphFormatError)
-    assert "LAZYARRAY_MAX_ALLOC_BYTES=1e9" in str(info.value)  # the setting that would let it load
+    assert "max_alloc_bytes=1000000000" in str(info.value) and "LAZYARRAY_MAX_ALLOC_BYTES" in str(info.value)  # the setting
 
 
 # -- deferred constants --------------------------------------------------------------------------------

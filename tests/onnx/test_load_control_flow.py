@@ -169,7 +169,7 @@ def _scan_loop(m, stop: bool, tmp_path):
 def test_a_huge_trip_count_is_refused_before_anything_is_allocated(stop, tmp_path, monkeypatch):
     """The converter built np.arange(M) unbounded: 'array is too big' (a bare ValueError) for M = 2**62,
     gigabytes for M near 1e9."""
-    monkeypatch.setenv("LAZYARRAY_MAX_ALLOC_BYTES", str(2**30))
+    monkeypatch.setattr(la.config, "max_alloc_bytes", 2**30)
     with pytest.raises(la.OutOfMemoryError, match=r"lp.*the iteration numbers 0 .. M - 1.*int64\[1000000000\] needs"):
         la.onnx.load(_scan_loop(np.int64(10**9), stop, tmp_path))
     with pytest.raises(la.GraphFormatError, match=r"lp.*shape \[4611686018427387904\] of int64.*more than any array"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lazyarray import jit
+import lazyarray as la
 from lazyarray.kernels.conv2d import run_conv2d
 from lazyarray.ops import conv, conv_grad, conv_jit
 from ops.test_conv_grad import GRAD_GEOMETRIES
@@ -32,7 +32,7 @@ def _numpy_columns(x, kernel, stride, padding, dilation):
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: f"k{g[0]}-s{g[1]}-p{g[2]}-d{g[3]}")
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_compiled_columns_equal_numpys_copies(monkeypatch, geometry, dtype):
-    monkeypatch.setattr(jit, "_ON", [True])
+    monkeypatch.setattr(la.config, "jit", True)
     kernel, stride, padding, dilation = geometry
     x = _batch_last(np.random.default_rng(0).standard_normal((5, 3, 9, 7)).astype(dtype))
     x.transpose(1, 2, 3, 0)[0, 0, 0, :3] = [np.nan, -0.0, np.inf]
@@ -44,7 +44,7 @@ def test_compiled_columns_equal_numpys_copies(monkeypatch, geometry, dtype):
 
 
 def test_what_it_does_not_cover_is_declined(monkeypatch):
-    monkeypatch.setattr(jit, "_ON", [True])
+    monkeypatch.setattr(la.config, "jit", True)
     x = np.ones((4, 2, 5, 5), np.float32)
     cols = np.empty((2, 3, 3, 5, 5, 4), np.float32)
     geo = ((1, 1), (1, 1), (1, 1))
@@ -52,7 +52,7 @@ def test_what_it_does_not_cover_is_declined(monkeypatch):
     assert not conv_jit.im2col(_batch_last(x).astype(np.float16), cols.astype(np.float16), *geo)
     assert not conv_jit.im2col(_batch_last(x), cols.astype(np.float64), *geo)
     assert conv_jit.im2col(_batch_last(x), cols, *geo)
-    monkeypatch.setattr(jit, "_ON", [False])
+    monkeypatch.setattr(la.config, "jit", False)
     assert not conv_jit.im2col(_batch_last(x), cols, *geo)
 
 
@@ -80,7 +80,7 @@ def test_conv_gradients_equal_the_numpy_path_bit_for_bit(both_paths, geometry, s
 
 
 def test_the_compiled_scatters_run_and_decline_what_they_do_not_cover(monkeypatch):
-    monkeypatch.setattr(jit, "_ON", [True])
+    monkeypatch.setattr(la.config, "jit", True)
     parts = np.ones((2, 3, 5, 5, 3, 3), np.float32)
     assert conv_jit.scatter_windows(np.zeros((2, 3, 7, 7), np.float32), parts, (1, 1), (1, 1))
     assert not conv_jit.scatter_windows(np.zeros((2, 3, 7, 7)), parts, (1, 1), (1, 1))  # float64 into float32
@@ -90,6 +90,6 @@ def test_the_compiled_scatters_run_and_decline_what_they_do_not_cover(monkeypatc
     cols = np.ones((3, 3, 3, 5, 5, 2), np.float32)
     assert conv_jit.add_columns(np.zeros((3, 7, 7, 2), np.float32), cols, (1, 1), (1, 1))
     assert not conv_jit.add_columns(np.zeros((3, 7, 7, 2)), cols, (1, 1), (1, 1))  # float64 into float32
-    monkeypatch.setattr(jit, "_ON", [False])
+    monkeypatch.setattr(la.config, "jit", False)
     assert not conv_jit.scatter_windows(np.zeros((2, 3, 7, 7), np.float32), parts, (1, 1), (1, 1))
     assert not conv_jit.add_columns(np.zeros((3, 7, 7, 2), np.float32), cols, (1, 1), (1, 1))

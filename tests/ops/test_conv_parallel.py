@@ -161,7 +161,7 @@ def test_declines_what_it_does_not_cover(monkeypatch, case):
     out = out if case == "C-ordered out" else _batch_last(out)
     monkeypatch.setattr(conv_parallel, "_PLANS", {})
     if case == "jit off":
-        monkeypatch.setattr(jit, "_ON", [False])
+        monkeypatch.setattr(la.config, "jit", False)
     if case == "no gemm":
         monkeypatch.setattr(conv_parallel, "gemm", lambda dtype: None)
     if case == "pool thread":
@@ -189,7 +189,7 @@ def test_gemm_is_numpys_openblas_and_multiplies():
 
 
 def test_parallel_regions_only_in_the_process_that_asked_and_with_a_thread_safe_layer(monkeypatch):
-    monkeypatch.setattr(jit, "_ON", [True])
+    monkeypatch.setattr(la.config, "jit", True)
     monkeypatch.setattr(jit, "_PARALLEL", [os.getpid() + 1, True])  # (as a forked child sees its parent's answer)
     assert not jit.parallel_ready()
     numba = pytest.importorskip("numba")

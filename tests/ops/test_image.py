@@ -85,6 +85,6 @@ def test_a_decompression_bomb_is_a_named_error_eager_and_as_a_constant_in_a_grap
 
 
 def test_a_decoded_size_above_the_allocation_limit_is_refused_before_decoding(monkeypatch):
-    monkeypatch.setenv("LAZYARRAY_MAX_ALLOC_BYTES", "1000")
+    monkeypatch.setattr(la.config, "max_alloc_bytes", 1000)
     with pytest.raises(la.OutOfMemoryError, match=r"image_decode: decoded image uint8\[100,200,3\] needs 60000 bytes"):
         decode(la.array(_png_header(200, 100)))

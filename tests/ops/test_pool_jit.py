@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from lazyarray import jit
+import lazyarray as la
 from lazyarray.ops import pool_jit
 from lazyarray.ops.pool import max_pool2d_kernel
 from lazyarray.ops.pool_norm import _bn_max_pool2d
@@ -54,9 +54,9 @@ def test_max_pool_equals_the_numpy_path(both_paths, geometry, layout, dtype):
 @pytest.mark.parametrize("in_layout", ["nchw", "batch-last"])
 def test_max_pool_writes_into_a_planned_buffer_of_any_layout(monkeypatch, in_layout, out_layout):
     x = _stored(_special(np.random.default_rng(1).standard_normal((4, 3, 6, 8)).astype("float32")), in_layout)
-    monkeypatch.setattr(jit, "_ON", [False])
+    monkeypatch.setattr(la.config, "jit", False)
     want = max_pool2d_kernel(np, x)
-    monkeypatch.setattr(jit, "_ON", [True])
+    monkeypatch.setattr(la.config, "jit", True)
     out = _stored(np.full(want.shape, 7.0, np.float32), out_layout)
     assert max_pool2d_kernel(np, x, out=out) is out
     np.testing.assert_array_equal(out, want)
@@ -85,14 +85,14 @@ def test_a_scale_not_at_least_zero_declines_and_the_numpy_path_runs_the_recorded
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 3, 6, 6)).astype("float32")
     stats = [np.asarray(gamma, "float32")] + [rng.random(3).astype("float32") + 0.1 for _ in range(3)]
-    monkeypatch.setattr(jit, "_ON", [True])
+    monkeypatch.setattr(la.config, "jit", True)
     assert pool_jit.max_pool_norm(x, None, *stats, 1e-5, True, (2, 2), (2, 2), (0, 0), (3, 3)) is None
     got, want = both_paths(lambda: _bn_max_pool2d(np, x, *stats, 1e-5, True))
     np.testing.assert_array_equal(got, want)
 
 
 def test_what_the_compiled_pools_do_not_cover_is_declined(monkeypatch):
-    monkeypatch.setattr(jit, "_ON", [True])
+    monkeypatch.setattr(la.config, "jit", True)
     geo = ((2, 2), (2, 2), (0, 0), (2, 2))
     f32 = np.ones((1, 2, 4, 4), np.float32)
     assert pool_jit.max_pool(f32, None, *geo) is not None
@@ -101,7 +101,7 @@ def test_what_the_compiled_pools_do_not_cover_is_declined(monkeypatch):
         assert pool_jit.max_pool(x, out, *geo) is None
     stats = [np.ones(2, np.float64)] * 4  # statistics of another dtype
     assert pool_jit.max_pool_norm(f32, None, *stats, 1e-5, False, *geo) is None
-    monkeypatch.setattr(jit, "_ON", [False])
+    monkeypatch.setattr(la.config, "jit", False)
     assert pool_jit.max_pool(f32, None, *geo) is None
 
 
@@ -135,7 +135,7 @@ def test_max_pool_gradient_equals_the_numpy_path_bit_for_bit(both_paths, monkeyp
     x = _special(rng.standard_normal((3, 4, 8, 10)).astype(dtype))
     x[1, 1, :, :3] = 0.5  # ties
     x[2, 2] = np.round(x[2, 2])  # more ties
-    monkeypatch.setattr(jit, "_ON", [False])
+    monkeypatch.setattr(la.config, "jit", False)
     y = max_pool2d_kernel(np, x, kernel, stride, padding, ceil)
     g = rng.standard_normal(y.shape).astype(dtype)
     got, want = both_paths(lambda: _max_pool2d_grad(np, g, x, kernel, stride, padding, ceil))
@@ -151,13 +151,13 @@ def test_max_pool_gradient_writes_the_planned_buffer_on_both_paths(monkeypatch, 
     kernel, stride, padding, ceil = geometry
     rng = np.random.default_rng(8)
     x = _special(rng.standard_normal((3, 4, 8, 10)).astype("float32"))
-    monkeypatch.setattr(jit, "_ON", [False])
+    monkeypatch.setattr(la.config, "jit", False)
     g = rng.standard_normal(max_pool2d_kernel(np, x, kernel, stride, padding, ceil).shape).astype("float32")
     want = _max_pool2d_grad(np, g, x, kernel, stride, padding, ceil)
     for on in (False, True):
-        monkeypatch.setattr(jit, "_ON", [on])
+        monkeypatch.setattr(la.config, "jit", on)
         out = np.full(x.shape, 7.0, np.float32)  # (stale values: every one must be written)
         assert _max_pool2d_grad(np, g, x, kernel, stride, padding, ceil, out=out) is out
         np.testing.assert_array_equal(out, want)
-    monkeypatch.setattr(jit, "_ON", [True])
+    monkeypatch.setattr(la.config, "jit", True)
     assert pool_jit.max_pool_grad(g, x, kernel, stride if stride != (0, 0) else kernel, padding, out=x) is None

@@ -9,7 +9,6 @@ import pytest
 
 import lazyarray as la
 from lazyarray import blocks as nn
-from lazyarray.aval import MAX_ALLOC_ENV
 
 from .cases import ARRAY_SPLIT_CASES, PAD_CASES, SPLIT_CASES
 
@@ -208,7 +207,7 @@ def test_pad_errors_are_named():
 
 
 def test_pad_sizes_are_checked_before_anything_allocates(monkeypatch):
-    monkeypatch.setenv(MAX_ALLOC_ENV, str(2**30))
+    monkeypatch.setattr(la.config, "max_alloc_bytes", 2**30)
     with pytest.raises(la.OutOfMemoryError, match="pad: result float32"):
         la.pad(la.ones((2, 3)), 10**6)
     with pytest.raises(la.ShapeError, match="pad"):
