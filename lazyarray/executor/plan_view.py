@@ -37,7 +37,7 @@ MAX_STEPS = 400  # columns drawn; longer schedules show their first MAX_STEPS st
 # Narrowest step column: a ResNet's 92 steps squeezed into 900 px left no room for a label or a
 # readable axis; wider, the chart grows past the cell and its frame scrolls (HTML_CSS keeps the
 # front end from shrinking it back).
-MIN_COL = 22.0
+MIN_COL = 24.0  # every step labelled on the axis (_tick_every)
 MAX_RUNTIME_LISTED = 50
 
 _MARGIN = 14
@@ -72,7 +72,7 @@ HTML_CSS = (
     f"font-family:{S.MONO};font-size:11.5px}}"
     ".la-plan .la-kind{background:#0f766e;color:#fff;font-weight:600}"
     ".la-plan .la-note{color:#4b5563;margin:4px 0}"
-    ".la-plan svg{max-width:none}"  # JupyterLab shrinks SVGs to the cell (svg {max-width:100%}): scroll
+    ".la-plan svg{max-width:none!important}"  # JupyterLab shrinks SVGs to the cell (svg {max-width:100%}): scroll
     ".la-plan ul{margin:2px 0 6px 18px;padding:0}"
     f".la-plan code{{font-family:{S.MONO};font-size:11.5px;background:#f1f5f9;border-radius:3px;padding:0 3px}}"
 )

@@ -63,7 +63,7 @@ _DETAILS_CSS = (".la-graph details{margin:4px 0 4px 2px}"
                 ".la-graph .la-leaf{font:12px sans-serif;color:#6b7280;margin:3px 0 3px 16px}")
 # Every card: notebook front ends shrink SVGs to the cell's width (JupyterLab's `svg {max-width:100%}`),
 # which makes a big graph unreadable; ours keep their size and the frame around them scrolls.
-_GRAPH_CSS = (".la-graph svg{max-width:none}"
+_GRAPH_CSS = (".la-graph svg{max-width:none!important}"
               ".la-graph .la-names{font:11.5px ui-monospace,monospace;color:#4b5563;margin:2px 0 4px 16px;"
               "max-height:160px;overflow:auto}"
               ".la-graph .la-inputs summary{cursor:pointer;font:12px sans-serif;color:#374151}")
