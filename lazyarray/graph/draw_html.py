@@ -27,7 +27,6 @@ from .draw import (
 from .node import Entry, Node
 from .traverse import topo_order
 
-
 MAX_INPUTS_LISTED = 6  # a symbol with more inputs (a model's parameters) lists the rest in a <details>
 
 
