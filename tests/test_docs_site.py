@@ -1,10 +1,11 @@
 """The documentation site (mkdocs.yml, docs/) builds with warnings as errors, and every Python
-example of its user guide runs.
+example of its user guide (and of its home page) runs.
 
 The build needs MkDocs and mkdocstrings (the ``docs`` extra; the ``test`` extra has them, without the
-Material theme, so the build then uses MkDocs' own theme) and skips cleanly without them. The examples need only lazyarray and its test extra: the pages of one
-guide page run in order in one namespace (a reader follows a page from the top), in a subprocess
-(some examples set process-wide state, such as ``la.amp.init``) in a temporary folder (they write
+Material theme, so the build then uses MkDocs' own theme) and skips cleanly without them. The
+examples need only lazyarray and its test extra (a page using onnx or dask skips without them): the
+examples of one page run in order in one namespace (a reader follows a page from the top), in a
+subprocess (some set process-wide state, such as ``la.amp.init``), in a temporary folder (they write
 files).
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 GUIDE = sorted((DOCS / "guide").glob("*.md"))
+PAGES_WITH_EXAMPLES = [DOCS / "index.md", *GUIDE]
 ISSUE_NUMBER = re.compile(r"(?<![\w&/])#\d+\b")  # "#38" (an issue), not "&#9656;" or a URL fragment
 
 
@@ -53,7 +55,7 @@ def _needs_missing_extra(blocks: list[str]) -> str | None:
     return None
 
 
-@pytest.mark.parametrize("page", GUIDE, ids=lambda p: p.stem)
+@pytest.mark.parametrize("page", PAGES_WITH_EXAMPLES, ids=lambda p: p.stem)
 def test_every_python_example_of_the_guide_runs(page, tmp_path):
     blocks = python_blocks(page)
     missing = _needs_missing_extra(blocks)

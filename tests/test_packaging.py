@@ -67,8 +67,10 @@ def test_gelu_runs_without_scipy(monkeypatch, dtype):
 
 
 def _tracked_tree(to: Path) -> None:
-    """A copy of the working tree's files (tracked, or new and not ignored), as a checkout has them."""
-    names = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True,
+    """A copy of the working tree's files that a build reads (tracked, or new and not ignored: the
+    package, its metadata and the build backend in tools/), as a checkout has them."""
+    names = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "--", "pyproject.toml", "README.md",
+                            "LICENSE", "lazyarray", "tools"], cwd=ROOT, check=True,
                            capture_output=True, text=True).stdout.splitlines()
     for name in names:
         if (ROOT / name).is_file():
