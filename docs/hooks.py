@@ -90,9 +90,24 @@ def _docstring_markdown(doc: str) -> str:
     return "\n".join(out)
 
 
+class _Annotation(str):
+    """An annotation written as text (``from __future__ import annotations``), shown without quotes."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _signature(obj) -> inspect.Signature:
+    sig = inspect.signature(obj)
+    params = [p.replace(annotation=_Annotation(p.annotation)) if isinstance(p.annotation, str) else p
+              for p in sig.parameters.values()]
+    ret = sig.return_annotation
+    return sig.replace(parameters=params, return_annotation=_Annotation(ret) if isinstance(ret, str) else ret)
+
+
 def _render(path: str, obj) -> str:
     short = path.replace("lazyarray.", "la.", 1)
-    signature = f"{short}{inspect.signature(obj)}"
+    signature = f"{short}{_signature(obj)}"
     return (f"### `{short}` {{ #{path} }}\n\n```python\n{signature}\n```\n\n"
             f"{_docstring_markdown(obj.__doc__ or '')}\n")
 
