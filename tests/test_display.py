@@ -188,3 +188,15 @@ def test_plan_table_lines_stay_short(resnet18):
     lines = str(plan).splitlines()
     assert max(len(line) for line in lines) < 200  # the demo printed a 5,000-character line
     assert "more" in lines[1]
+
+
+def test_symbol_card_lists_few_inputs_in_its_summary_and_collapses_many():
+    xs = [la.sym.var(f"x{i}", shape=(2,)) for i in range(10)]
+    few = parse(la.sym.concatenate(xs[:3])._repr_html_())
+    assert "x0, x1, x2 ·" in few.find(".//div[@class='la-sum']").text
+    assert not [d for d in few.iter("details") if d.get("class") == "la-inputs"]
+    many = parse(la.sym.concatenate(xs)._repr_html_())
+    assert "inputs: x0, x1, x2 (+ 7 more)" in many.find(".//div[@class='la-sum']").text
+    (names,) = [d for d in many.iter("details") if d.get("class") == "la-inputs"]
+    assert names.find("summary").text == "7 more inputs"  # not model parameters: no data input
+    assert names.find("div").text == ", ".join(f"x{i}" for i in range(3, 10))

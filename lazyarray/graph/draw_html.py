@@ -39,13 +39,12 @@ def symbol_html(outputs: list[Entry], names: dict[int, str], inputs: list[str], 
     more = f" (+ {len(rest):,} more)" if rest else ""
     summary = (f"Symbol · inputs: {', '.join(shown) or 'none'}{more} · "
                f"outputs: {', '.join(output_names)}")
-    html = to_html(outputs, names=names, max_nodes=max_nodes, summary=summary)
-    if not rest:
-        return html
-    listed = (f'<details class="la-inputs"><summary>{len(rest):,} more inputs (parameters)</summary>'
-              f'<div class="la-names">{S.esc(", ".join(rest))}</div></details>')
-    at = html.index("</div>", html.index('<div class="la-sum"')) + len("</div>")
-    return html[:at] + listed + html[at:]
+    listed = ""
+    if rest:
+        what = " (parameters)" if data & set(shown) else ""
+        listed = (f'<details class="la-inputs"><summary>{len(rest):,} more inputs{what}</summary>'
+                  f'<div class="la-names">{S.esc(", ".join(rest))}</div></details>')
+    return to_html(outputs, names=names, max_nodes=max_nodes, summary=summary, under_summary=listed)
 
 
 def _split_inputs(inputs: list[str], data: set[str]) -> tuple[list[str], list[str]]:
@@ -53,7 +52,8 @@ def _split_inputs(inputs: list[str], data: set[str]) -> tuple[list[str], list[st
     if len(inputs) <= MAX_INPUTS_LISTED:
         return list(inputs), []
     shown = [n for n in inputs if n in data][:MAX_INPUTS_LISTED] or inputs[:3]
-    return shown, [n for n in inputs if n not in set(shown)]
+    named = set(shown)
+    return shown, [n for n in inputs if n not in named]
 
 
 _DETAILS_CSS = (".la-graph details{margin:4px 0 4px 2px}"
@@ -70,7 +70,7 @@ _GRAPH_CSS = (".la-graph svg{max-width:none!important}"
 
 def to_html(outputs: list[Entry], *, names: dict[int, str] | None = None, stop=None,
             max_nodes: int | None = DEFAULT_MAX_NODES, title: str | None = None,
-            summary: str = "") -> str:
+            summary: str = "", under_summary: str = "") -> str:
     """The drawing inside a scrollable ``<div>`` (well-formed XHTML) with a one-line ``summary``.
 
     When nodes were recorded inside blocks, the drawing shows one box per top-level block and
@@ -78,8 +78,8 @@ def to_html(outputs: list[Entry], *, names: dict[int, str] | None = None, stop=N
     expandable in turn) or the whole graph: pure HTML, no script or server.
     """
     svg = to_svg(outputs, names=names, stop=stop, max_nodes=max_nodes, title=title)
-    head = f'<div class="la-sum" style="font:12px sans-serif;color:#374151;margin:2px 0 6px">{S.esc(summary)}</div>' \
-        if summary else ""
+    head = (f'<div class="la-sum" style="font:12px sans-serif;color:#374151;margin:2px 0 6px">{S.esc(summary)}</div>'
+            if summary else "") + under_summary  # under_summary: markup, such as a collapsed list
     body = f'<div style="overflow:auto;max-height:640px">{svg}</div>'
     order = topo_order(list(outputs), stop=stop)
     css = _GRAPH_CSS
