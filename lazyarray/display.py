@@ -46,6 +46,7 @@ _CSS = (
     ".la-arr ul{margin:2px 0 6px 18px;padding:0}"
     ".la-arr code{font-size:11.5px;background:#f1f5f9;border-radius:3px;padding:0 3px}"
     ".la-arr .la-note{color:#4b5563;margin:4px 0 2px}"
+    ".la-arr svg{max-width:none!important}"  # the pending graph keeps its size; its frame scrolls
 )
 
 

@@ -137,3 +137,8 @@ class DistributedError(LazyArrayError, RuntimeError):
     """A run on a Dask cluster (``la.distributed.run``, ``DataParallel.step``) that cannot finish: a
     worker or the scheduler lost, scattered data lost with its worker, no workers, or no result within
     ``timeout``. The message names what was lost (the input, piece or parameter) and the fix."""
+
+
+class MissingDependencyError(LazyArrayError, ImportError):
+    """A feature needs a package of an optional extra that is not installed (SciPy for sparse arrays:
+    ``pip install 'lazyarray[sparse]'``). The message names the feature, the package and the extra."""

@@ -1,10 +1,13 @@
 """Notebook display of arrays (display.py): values, lazy summaries, and never computing."""
+import re
 import xml.etree.ElementTree as ET
 
 import numpy as np
+import pytest
 
 import lazyarray as la
 from lazyarray import display
+from lazyarray.executor import plan_view
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 
@@ -127,3 +130,73 @@ def test_sparse_array():
     v = x._value
     stored = v.data.nbytes + v.indices.nbytes + v.indptr.nbytes
     assert chips[display.bytes_text(stored) + " stored"] == f"{stored:,} bytes stored (36 bytes if dense)"
+
+
+# -- big models in notebooks: ResNet-18's cards stay readable and small ----------------------------
+@pytest.fixture(scope="module")
+def resnet18():
+    net = la.blocks.models.resnet18(classes=10, thumbnail=True)
+    net.initialize()
+    net.hybridize()
+    net(la.ones((1, 3, 32, 32)))
+    return net
+
+
+def test_resnet_symbol_card_collapses_its_parameter_names_before_the_drawing(resnet18):
+    sym, _ = resnet18.export_graph()
+    html = sym._repr_html_()
+    root = parse(html)
+    summary = root.find(".//div[@class='la-sum']").text
+    assert summary.startswith("Symbol · inputs: data (+ ") and len(summary) < 200
+    (names,) = [d for d in root.iter("details") if d.get("class") == "la-inputs"]
+    params = [n for n in sym.list_inputs() if n != "data"]
+    assert len(params) > 90 and names.find("summary").text == f"{len(params)} more inputs (parameters)"
+    assert names.find("div").text.split(", ") == params
+    assert html.index('class="la-inputs"') < html.index("<svg")  # collapsed, above the drawing
+
+
+def test_resnet_symbol_card_is_much_smaller_than_half_a_megabyte(resnet18):
+    sym, _ = resnet18.export_graph()
+    html = sym._repr_html_()
+    assert len(html.encode()) < 250_000  # 491 KB with a stylesheet per drawing and one per layer
+    sheets = re.findall(r"<style>.*?</style>", html, re.S)
+    assert len(sheets) == len(set(sheets)) == 2  # the card's and the drawings' (one copy, shared)
+    root = parse(html)
+    assert sum(1 for _ in root.iter(f"{SVG_NS}svg")) < 40
+    leaves = [d.text for d in root.iter("div") if d.get("class") == "la-leaf"]
+    assert any(t.startswith("features.3.0.residual.body.0 · Conv2D — 1 op, 36,864 parameters") for t in leaves)
+    assert "every node" in text_of(root)  # the whole graph is still one click away
+
+
+def test_graph_and_plan_svgs_keep_their_size_and_scroll(resnet18):
+    sym, _ = resnet18.export_graph()
+    assert ".la-graph svg{max-width:none!important}" in sym._repr_html_()  # not shrunk by the front end
+    plan = resnet18.cached_op.memory_plan(data=(1, 3, 32, 32))
+    html = plan._repr_html_()
+    assert ".la-plan svg{max-width:none!important}" in html
+    root = parse(html)
+    svg = root.find(f".//{SVG_NS}svg")
+    assert len(plan.steps) > 80 and float(svg.get("width")) >= len(plan.steps) * plan_view.MIN_COL
+    frame = next(d for d in root.iter("div") if svg in list(d))
+    assert "overflow:auto" in frame.get("style")
+    ticks = [t.text for t in svg.iter(f"{SVG_NS}text") if t.text and t.text.isdigit()]
+    assert ticks[:3] == ["0", "1", "2"]  # every step labelled: the columns are wide enough
+
+
+def test_plan_table_lines_stay_short(resnet18):
+    plan = resnet18.cached_op.memory_plan(data=(1, 3, 32, 32))
+    lines = str(plan).splitlines()
+    assert max(len(line) for line in lines) < 200  # the demo printed a 5,000-character line
+    assert "more" in lines[1]
+
+
+def test_symbol_card_lists_few_inputs_in_its_summary_and_collapses_many():
+    xs = [la.sym.var(f"x{i}", shape=(2,)) for i in range(10)]
+    few = parse(la.sym.concatenate(xs[:3])._repr_html_())
+    assert "x0, x1, x2 ·" in few.find(".//div[@class='la-sum']").text
+    assert not [d for d in few.iter("details") if d.get("class") == "la-inputs"]
+    many = parse(la.sym.concatenate(xs)._repr_html_())
+    assert "inputs: x0, x1, x2 (+ 7 more)" in many.find(".//div[@class='la-sum']").text
+    (names,) = [d for d in many.iter("details") if d.get("class") == "la-inputs"]
+    assert names.find("summary").text == "7 more inputs"  # not model parameters: no data input
+    assert names.find("div").text == ", ".join(f"x{i}" for i in range(3, 10))

@@ -5,9 +5,13 @@ Select them with ``pytest -m notebooks``, leave them out with ``-m "not notebook
 """
 from __future__ import annotations
 
+import html
 import importlib.util
 import json
 import os
+import re
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -107,3 +111,66 @@ def test_notebook_is_stored_without_outputs_and_matches_build_script(name):
     built = load_builder().build(name)
     assert [(c.cell_type, c.source) for c in stored.cells] == [(c.cell_type, c.source) for c in built.cells], \
         f"{name} differs from notebooks/build.py; run: {sys.executable} notebooks/build.py"
+
+
+# -- what a reader sees: ResNet-18's cards in a browser --------------------------------------------
+_MEASURE = """<script>
+window.addEventListener("load", () => {
+  const r = (e) => e.getBoundingClientRect();
+  const plan = document.querySelector("svg.la-p"), graph = document.querySelector(".la-graph svg");
+  const names = document.querySelector("details.la-inputs");
+  document.body.setAttribute("data-la", JSON.stringify({
+    page: document.documentElement.clientWidth,
+    plan_drawn: r(plan).width, plan_width: +plan.getAttribute("width"),
+    plan_frame: r(plan.parentElement).width, plan_scroll: plan.parentElement.scrollWidth,
+    graph_drawn: r(graph).width, graph_width: +graph.getAttribute("width"),
+    names_open: names.open, names_height: r(names).height,
+    graph_below_summary: r(graph).top - r(document.querySelector(".la-sum")).bottom,
+  }));
+});
+</script>"""
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        if found := shutil.which(name):
+            return found
+    pytest.skip("no headless browser (Debian: apt-get install chromium); the structure of the same HTML "
+                "is checked in tests/test_display.py")
+
+
+def test_resnet_cards_render_readably_in_a_browser(tmp_path):
+    """ResNet-18's symbol card and memory plan as nbconvert renders them (JupyterLab's stylesheet,
+    which shrinks SVGs to the cell: ``svg {max-width: 100%}``), loaded in headless Chromium: the
+    plan keeps its width and its frame scrolls, the parameter names stay collapsed above the
+    drawing, and a screenshot shows something."""
+    browser = _chromium()
+    import lazyarray as la
+
+    net = la.blocks.models.resnet18(classes=10, thumbnail=True)
+    net.initialize()
+    net.hybridize()
+    net(la.ones((1, 3, 32, 32)))
+    sym, _ = net.export_graph()
+    plan = net.cached_op.memory_plan(data=(1, 3, 32, 32))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("sym", outputs=[
+        nbformat.v4.new_output("display_data", {"text/html": sym._repr_html_()}),
+        nbformat.v4.new_output("display_data", {"text/html": plan._repr_html_()})])])
+    body, _ = nbconvert.HTMLExporter(template_name="lab").from_notebook_node(nb)
+    page = tmp_path / "cards.html"
+    page.write_text(body.replace("</body>", _MEASURE + "</body>"), encoding="utf-8")
+    common = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1200,1600"]
+    dom = subprocess.run([*common, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    found = re.search(r'data-la="([^"]*)"', dom.stdout)
+    assert found, dom.stderr[-2000:]
+    m = json.loads(html.unescape(found.group(1)))
+    assert abs(m["plan_drawn"] - m["plan_width"]) < 1 and m["plan_width"] > m["page"]  # not shrunk ...
+    assert m["plan_frame"] <= m["page"] and m["plan_scroll"] > m["plan_frame"]  # ... its frame scrolls
+    assert abs(m["graph_drawn"] - m["graph_width"]) < 1
+    assert not m["names_open"] and m["names_height"] < 40  # ~100 names, one closed line
+    assert 0 <= m["graph_below_summary"] < 60  # the drawing right under the summary
+    shot = tmp_path / "cards.png"
+    subprocess.run([*common, f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120)
+    Image = pytest.importorskip("PIL.Image")
+    colours = Image.open(shot).convert("RGB").getcolors(maxcolors=1 << 16)
+    assert colours is None or len(colours) > 20  # drawn, not a blank page

@@ -119,7 +119,8 @@ class MemoryPlan:
                 holders.setdefault(b, []).append(f"{name}{at}[{self.start[v]}..{self.end[v]}]")
         for b, size in enumerate(self.buffer_size):
             tag = " (out)" if b in self.escaping_buffers else ""
-            rows.append((f"#{b}{tag}", str(self.buffer_device[b]), f"{size:,}", ", ".join(holders.get(b, []))))
+            rows.append((f"#{b}{tag}", str(self.buffer_device[b]), f"{size:,}",
+                         plan_view.values_text(holders.get(b, []))))
         widths = [max(len(r[i]) for r in rows) for i in range(3)]
         lines = ["  ".join(r[i].ljust(widths[i]) if i != 2 else r[i].rjust(widths[i]) for i in range(3))
                  + "  " + r[3] for r in rows]

@@ -34,6 +34,10 @@ from ..graph import svg as S
 MemoryPlan = Any
 
 MAX_STEPS = 400  # columns drawn; longer schedules show their first MAX_STEPS steps
+# Narrowest step column: a ResNet's 92 steps squeezed into 900 px left no room for a label or a
+# readable axis; wider, the chart grows past the cell and its frame scrolls (HTML_CSS keeps the
+# front end from shrinking it back).
+MIN_COL = 24.0  # every step labelled on the axis (_tick_every)
 MAX_RUNTIME_LISTED = 50
 
 _MARGIN = 14
@@ -68,9 +72,28 @@ HTML_CSS = (
     f"font-family:{S.MONO};font-size:11.5px}}"
     ".la-plan .la-kind{background:#0f766e;color:#fff;font-weight:600}"
     ".la-plan .la-note{color:#4b5563;margin:4px 0}"
+    ".la-plan svg{max-width:none!important}"  # JupyterLab shrinks SVGs to the cell (svg {max-width:100%}): scroll
     ".la-plan ul{margin:2px 0 6px 18px;padding:0}"
     f".la-plan code{{font-family:{S.MONO};font-size:11.5px;background:#f1f5f9;border-radius:3px;padding:0 3px}}"
 )
+
+
+def values_text(items: list[str], width: int = 160) -> str:
+    """``items`` joined by commas, cut to about ``width`` characters: the first values and a count
+    of the rest (``MemoryPlan.table``'s values column: a buffer reused by a ResNet's 92 steps held a
+    5,000-character line; the timeline, ``plan._repr_html_()``, shows every value).
+
+    >>> values_text([f"v{i}[{i}..{i + 1}]" for i in range(100)], width=40)
+    'v0[0..1], v1[1..2], v2[2..3], v3[3..4], … 96 more'
+    """
+    shown: list[str] = []
+    used = 0
+    for i, item in enumerate(items):
+        if shown and used + len(item) + 2 > width and i < len(items) - 1:
+            return ", ".join(shown) + f", … {len(items) - i} more"
+        shown.append(item)
+        used += len(item) + 2
+    return ", ".join(shown)
 
 
 def fmt_bytes(n: int) -> str:
@@ -128,7 +151,7 @@ def plan_svg(plan: MemoryPlan, *, title: str | None = None, max_steps: int = MAX
     shown = min(n_steps, max_steps)
     cut = shown < n_steps
     n_cols = shown + (0 if cut else 1)  # the last column is "out": values handed to the caller
-    col = max(6.0, min(60.0, 900.0 / max(n_cols, 1)))
+    col = max(MIN_COL, min(60.0, 900.0 / max(n_cols, 1)))
     devices = device_index(plan.buffer_device)
     labels = [f"#{b} {plan.buffer_device[b]} {fmt_bytes(size)}" for b, size in enumerate(plan.buffer_size)]
     label_w = max([S.text_width(s, 11, mono=True) for s in labels] + [60.0]) + 12

@@ -15,27 +15,62 @@ True
 from __future__ import annotations
 
 from . import svg as S
-from .draw import DEFAULT_MAX_NODES, block_prefix, display_names, inline_scalar, is_data_input, leaf_size, to_svg
+from .draw import (
+    DEFAULT_MAX_NODES,
+    block_prefix,
+    display_names,
+    inline_scalar,
+    is_data_input,
+    leaf_size,
+    to_svg,
+)
 from .node import Entry, Node
 from .traverse import topo_order
+
+MAX_INPUTS_LISTED = 6  # a symbol with more inputs (a model's parameters) lists the rest in a <details>
 
 
 def symbol_html(outputs: list[Entry], names: dict[int, str], inputs: list[str], output_names: list[str],
                 max_nodes: int | None = DEFAULT_MAX_NODES) -> str:
-    """``Symbol._repr_html_``: a one-line summary (inputs, outputs) above the drawing."""
-    summary = (f"Symbol · inputs: {', '.join(inputs) or 'none'} · "
+    """``Symbol._repr_html_``: a one-line summary (inputs, outputs) above the drawing. A model's
+    parameter inputs (ResNet-18 has ~100) are collapsed into a ``<details>`` under that line."""
+    data = {n.name for n in topo_order(list(outputs)) if n.op is None and is_data_input(n)}
+    shown, rest = _split_inputs(inputs, data)
+    more = f" (+ {len(rest):,} more)" if rest else ""
+    summary = (f"Symbol · inputs: {', '.join(shown) or 'none'}{more} · "
                f"outputs: {', '.join(output_names)}")
-    return to_html(outputs, names=names, max_nodes=max_nodes, summary=summary)
+    listed = ""
+    if rest:
+        what = " (parameters)" if data & set(shown) else ""
+        listed = (f'<details class="la-inputs"><summary>{len(rest):,} more inputs{what}</summary>'
+                  f'<div class="la-names">{S.esc(", ".join(rest))}</div></details>')
+    return to_html(outputs, names=names, max_nodes=max_nodes, summary=summary, under_summary=listed)
+
+
+def _split_inputs(inputs: list[str], data: set[str]) -> tuple[list[str], list[str]]:
+    """The inputs named in the summary line (the data inputs, else the first few) and the others."""
+    if len(inputs) <= MAX_INPUTS_LISTED:
+        return list(inputs), []
+    shown = [n for n in inputs if n in data][:MAX_INPUTS_LISTED] or inputs[:3]
+    named = set(shown)
+    return shown, [n for n in inputs if n not in named]
 
 
 _DETAILS_CSS = (".la-graph details{margin:4px 0 4px 2px}"
                 ".la-graph summary{cursor:pointer;font:12px sans-serif;color:#374151}"
-                ".la-graph details details{margin-left:14px}")
+                ".la-graph details details{margin-left:14px}"
+                ".la-graph .la-leaf{font:12px sans-serif;color:#6b7280;margin:3px 0 3px 16px}")
+# Every card: notebook front ends shrink SVGs to the cell's width (JupyterLab's `svg {max-width:100%}`),
+# which makes a big graph unreadable; ours keep their size and the frame around them scrolls.
+_GRAPH_CSS = (".la-graph svg{max-width:none!important}"
+              ".la-graph .la-names{font:11.5px ui-monospace,monospace;color:#4b5563;margin:2px 0 4px 16px;"
+              "max-height:160px;overflow:auto}"
+              ".la-graph .la-inputs summary{cursor:pointer;font:12px sans-serif;color:#374151}")
 
 
 def to_html(outputs: list[Entry], *, names: dict[int, str] | None = None, stop=None,
             max_nodes: int | None = DEFAULT_MAX_NODES, title: str | None = None,
-            summary: str = "") -> str:
+            summary: str = "", under_summary: str = "") -> str:
     """The drawing inside a scrollable ``<div>`` (well-formed XHTML) with a one-line ``summary``.
 
     When nodes were recorded inside blocks, the drawing shows one box per top-level block and
@@ -43,10 +78,11 @@ def to_html(outputs: list[Entry], *, names: dict[int, str] | None = None, stop=N
     expandable in turn) or the whole graph: pure HTML, no script or server.
     """
     svg = to_svg(outputs, names=names, stop=stop, max_nodes=max_nodes, title=title)
-    head = f'<div style="font:12px sans-serif;color:#374151;margin:2px 0 6px">{S.esc(summary)}</div>' \
-        if summary else ""
+    head = (f'<div class="la-sum" style="font:12px sans-serif;color:#374151;margin:2px 0 6px">{S.esc(summary)}</div>'
+            if summary else "") + under_summary  # under_summary: markup, such as a collapsed list
     body = f'<div style="overflow:auto;max-height:640px">{svg}</div>'
     order = topo_order(list(outputs), stop=stop)
+    css = _GRAPH_CSS
     if any(n.block for n in order if n.op is not None):
         names = display_names(order, names)
         inner = _block_details(order, (), names, max_nodes, stop)
@@ -54,8 +90,24 @@ def to_html(outputs: list[Entry], *, names: dict[int, str] | None = None, stop=N
         body += (f'<details class="la-expand"><summary>expand blocks ({len(inner)})</summary>{"".join(inner)}'
                  f'</details><details class="la-expand"><summary>every node</summary>'
                  f'<div style="overflow:auto;max-height:640px">{full}</div></details>')
-        head = f"<style>{_DETAILS_CSS}</style>" + head
-    return f'<div class="la-graph">{head}{body}</div>'
+        css += _DETAILS_CSS
+    return f'<div class="la-graph"><style>{css}</style>{head}{shared_stylesheets(body)}</div>'
+
+
+def shared_stylesheets(html: str) -> str:
+    """``html`` with each SVG stylesheet kept at its first appearance only. The drawings of one card
+    share their stylesheet (its selectors are scoped to the drawing's class, ``svg.la-g``), and a
+    ResNet's card holds dozens of drawings: one copy each was a third of its size."""
+    seen: set[str] = set()
+    out, at = [], 0
+    while (start := html.find("<style>", at)) >= 0:
+        end = html.index("</style>", start) + len("</style>")
+        sheet = html[start:end]
+        out.append(html[at:start] if sheet in seen else html[at:end])
+        seen.add(sheet)
+        at = end
+    out.append(html[at:])
+    return "".join(out)
 
 
 def _block_details(order: list[Node], prefix: tuple, names, max_nodes, stop, users=None,
@@ -78,11 +130,16 @@ def _block_details(order: list[Node], prefix: tuple, names, max_nodes, stop, use
         def outside(n, ids=ids, stop=stop):
             return n.op is not None and (id(n) not in ids or (stop is not None and stop(n)))
 
-        svg = to_svg(ends, names=names, stop=outside, max_nodes=max_nodes, prefix=key,
-                     title=f"{path} · {key[-1][1]}")
         nested = _block_details(order, key, names, max_nodes, stop, users, nodes)
         label = (f"{path} · {key[-1][1]} — {len(nodes):,} op{'s' if len(nodes) != 1 else ''}, "
                  f"{_param_count(nodes, users, order):,} parameters")
+        if prefix and len(nodes) == 1 and not nested:
+            # a one-op layer inside a block (a ResNet's Conv2D, BatchNorm, ...): its parent's drawing
+            # and "every node" show it; a line here, not a drawing per layer, keeps the card small
+            out.append(f'<div class="la-leaf">{S.esc(label)}: {S.esc(nodes[0].op.name)}</div>')
+            continue
+        svg = to_svg(ends, names=names, stop=outside, max_nodes=max_nodes, prefix=key,
+                     title=f"{path} · {key[-1][1]}")
         out.append(f"<details><summary>{S.esc(label)}</summary>"
                    f'<div style="overflow:auto;max-height:520px">{svg}</div>{"".join(nested)}</details>')
     return out

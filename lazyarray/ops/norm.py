@@ -219,7 +219,17 @@ def erf_fn(xp):
     """``erf`` as a ufunc of the array module: ``scipy.special.erf`` for NumPy (imported on first use:
     ``import lazyarray`` stays light), ``cupyx.scipy.special.erf`` for CuPy."""
     name = "scipy.special" if xp is np else "cupyx.scipy.special"
-    return importlib.import_module(name).erf
+    try:
+        return importlib.import_module(name).erf
+    except ImportError:
+        if xp is not np:
+            raise
+    # SciPy is an extra (``lazyarray[sparse]``): without it, math.erf per element (exact, slower)
+    return _math_erf
+
+
+def _math_erf(x):
+    return np.asarray(np.frompyfunc(math.erf, 1, 1)(x), dtype=x.dtype)
 
 
 # erf(x) ~= x P(x^2) / Q(x^2) on [-4, 4] (erf is +-1 in float32 beyond): the rational approximation of

@@ -15,7 +15,7 @@ import importlib
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import MissingDependencyError, ShapeError
 from ..storage import CSR, RowSparse, index_dtype, runs, stype_of
 from .registry import broadcast_shapes
 
@@ -23,8 +23,14 @@ from .registry import broadcast_shapes
 def _host_sparse():
     """scipy.sparse (the heavy CSR products on the host), imported on first use: only sparse
     arrays need it, and importing it with the package more than doubled the memory and time of
-    ``import lazyarray`` (scipy pulls in its array-API layer and much of NumPy's test tooling)."""
-    return importlib.import_module("scipy.sparse")
+    ``import lazyarray`` (scipy pulls in its array-API layer and much of NumPy's test tooling).
+    SciPy is the ``sparse`` extra, not a core dependency: without it this raises a named error."""
+    try:
+        return importlib.import_module("scipy.sparse")
+    except ImportError:
+        raise MissingDependencyError(
+            "sparse arrays (la.sparse, csr storage) need SciPy, which is not installed: "
+            "pip install 'lazyarray[sparse]' (or pip install scipy)") from None
 
 
 def scipy_sparse(xp):
