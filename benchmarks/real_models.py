@@ -96,6 +96,7 @@ def ort_session(path: str, threads: int):
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.log_severity_level = 3  # (no warning per call: lstm_bidir's file declares a fixed length for y)
     return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
 
 
