@@ -19,17 +19,21 @@ the process's first uses). The geometric mean of each ratio column and the worst
 
 ``--busy`` times every row beside a process that keeps one core busy (``multiprocessing``; it
 burns while an event is set, so busy and quiet rounds alternate too) and prints, per runtime,
-busy / quiet one-thread time and busy two-thread / quiet one-thread time.
+busy / quiet one-thread time and busy two-thread / quiet one-thread time. ``--ab`` times lazyarray
+against itself with the kernels added for the real models switched back to the paths they
+replaced (conv2d's ``depthwise_taps``, foreach's ``steps``), in the same run.
 
     python benchmarks/real_models.py                 # the table (several minutes)
     python benchmarks/real_models.py --quick         # three models, few rounds: a smoke run
     python benchmarks/real_models.py --only bert     # models whose name contains "bert"
     python benchmarks/real_models.py --busy          # busy / quiet ratios
+    python benchmarks/real_models.py --ab --only lstm  # new kernels / the paths they replaced
     python benchmarks/real_models.py --profile mobilenetv3_mini   # la.profile() table of one model
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import math
@@ -52,6 +56,9 @@ _spec.loader.exec_module(_util)
 table = _util.table
 
 import lazyarray as la  # noqa: E402
+from lazyarray import kernels  # noqa: E402
+from lazyarray.kernels import depthwise  # noqa: E402
+from lazyarray.ops import registry  # noqa: E402
 from lazyarray.threads import num_threads  # noqa: E402
 
 FIXTURES = _HERE.parent / "tests" / "data" / "onnx_dynamic"
@@ -233,6 +240,40 @@ def row_busy(model: Model, batch: int, ins: dict, burner: Burner, rounds: int, b
     return [model.name, batch] + [b[who, t] / q[who, 1] for who in ("la", "ort") for t in (1, 2)]
 
 
+@contextlib.contextmanager
+def reference_paths():
+    """The kernels this benchmark's issue added, switched back to the paths they replace: conv2d's
+    ``depthwise_taps`` for ``depthwise``, foreach's ``steps`` for ``inline_loop`` (a program compiled
+    inside binds foreach's reference kernel)."""
+    choose, op = depthwise.choose_impl, registry.get("foreach")
+    depthwise.choose_impl = lambda *args: depthwise.TAPS
+    op.set_runner(None)
+    try:
+        yield
+    finally:
+        depthwise.choose_impl = choose
+        kernels.install()
+
+
+def row_ab(model: Model, batch: int, ins: dict, rounds: int, budget: float) -> list:
+    """la with the new implementations / la with the paths they replace, one thread, same run."""
+    with reference_paths():
+        ref_net = la.blocks.SymbolBlock.imports(model.path, model.m["inputs"])
+        ref_net.hybridize()
+        xs = [la.array(ins[k]) for k in model.m["inputs"]]
+        want = [y.asnumpy() for y in _listed(ref_net(*xs))]
+    got = model.la_run(ins)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, **TOL, err_msg=f"{model.name}: new and replaced paths differ")
+
+    def ref():
+        with reference_paths():
+            return [y.asnumpy() for y in _listed(ref_net(*xs))]
+
+    new_s, ref_s = compare([_on_threads(1, model.la_fn(ins)), _on_threads(1, ref)], rounds, budget)
+    return [model.name, batch, new_s / ref_s]
+
+
 def geomean(xs) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
@@ -289,6 +330,8 @@ def parse(argv):
     ap.add_argument("--only", default="", help="models whose name contains this text")
     ap.add_argument("--rounds", type=int, default=None, help="alternating rounds per comparison (median)")
     ap.add_argument("--budget", type=float, default=None, help="seconds of calls per timed round")
+    ap.add_argument("--ab", action="store_true",
+                    help="la with this issue's kernels / la with the paths they replace (depthwise, foreach)")
     ap.add_argument("--profile", default="", help="print la.profile() and explain() of this model instead")
     ap.add_argument("--batch", type=int, default=1, help=f"with --profile: 1 or {BIG_BATCH}")
     return ap.parse_args(argv)
@@ -317,15 +360,23 @@ def main(argv=None) -> int:
             firsts[model.name] = (model.first_call, model.session_s)
             model.check()
             for batch, ins, _ in model.feeds:
-                rows.append(row_busy(model, batch, ins, burner, rounds, budget) if args.busy
-                            else row_quiet(model, batch, ins, threads, rounds, budget))
+                if args.ab:
+                    rows.append(row_ab(model, batch, ins, rounds, budget))
+                elif args.busy:
+                    rows.append(row_busy(model, batch, ins, burner, rounds, budget))
+                else:
+                    rows.append(row_quiet(model, batch, ins, threads, rounds, budget))
                 print(".", end="", file=sys.stderr, flush=True)
     finally:
         if args.busy:
             burner.__exit__(None, None, None)
         la.set_num_threads(before)
     print(file=sys.stderr)
-    (print_busy(rows) if args.busy else print_quiet(rows, firsts, threads))
+    if args.ab:
+        print("la with depthwise / inline_loop over la with depthwise_taps / steps (1 thread, same run)")
+        print(table(["model", "batch", "new/replaced"], [_fmt(r, {2}) for r in rows]))
+    else:
+        (print_busy(rows) if args.busy else print_quiet(rows, firsts, threads))
     return 0
 
 

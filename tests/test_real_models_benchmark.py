@@ -54,3 +54,17 @@ def test_the_larger_batch_repeats_the_largest_case_along_the_batch_axis_only():
     x = big["x"]
     assert x.shape[1] == bench.BIG_BATCH and x.shape[0] == small["x"].shape[0]
     np.testing.assert_array_equal(x[:, 3:6], x[:, 0:3])
+
+
+def test_ab_mode_times_the_new_kernels_against_the_paths_they_replaced(capsys):
+    from lazyarray.kernels import depthwise
+
+    choose = depthwise.choose_impl
+    assert bench.main(["--quick", "--ab", "--only", "gru"]) == 0
+    out = capsys.readouterr().out
+    rows = [ln.split() for ln in out.splitlines() if ln.startswith("gru_time_major")]
+    assert [r[1] for r in rows] == ["1", str(bench.BIG_BATCH)] and all(r[2].endswith("x") for r in rows), out
+    assert depthwise.choose_impl is choose  # the switch is given back
+    from lazyarray.kernels import foreach
+    from lazyarray.ops import registry
+    assert registry.get("foreach").runner is foreach.run_foreach

@@ -63,13 +63,18 @@ def _kernel(node):
     return node.op.bind(np)
 
 
+def c_ordered(a):
+    """``a`` C-ordered (copied only where it is not; a 0-d value keeps its shape)."""
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
 class _Writer:
     """Names for a body's values while its loop is written: inputs ``a0..``, nodes ``v0..``, and the
     objects the source refers to (kernels, params, constants) in ``scope``."""
 
     def __init__(self, body):
         self.names = {id(n): f"a{k}" for k, n in enumerate(body.inputs)}
-        self.scope = {"np": np}
+        self.scope = {"np": np, "c_ordered": c_ordered}
         self.hoisted, self.steps = [], []
 
     def ref(self, obj, prefix: str) -> str:
@@ -108,7 +113,7 @@ def _write_body(body, n_varying: int):
         name = w.names[id(n)] = f"v{len(w.hoisted) + len(w.steps)}"
         if all(id(e.node) in fixed for e in n.inputs):
             fixed.add(id(n))
-            w.hoisted.append(f"{name} = np.ascontiguousarray({expr})")  # (read every step: C-ordered)
+            w.hoisted.append(f"{name} = c_ordered({expr})")  # (read every step)
         else:
             w.steps.append(f"{name} = {expr}")
     return w
@@ -132,7 +137,8 @@ def loop_source(body, n_data: int, n_states: int, save_states: bool):
     src += [f"        a{k} = d{k}[t]" for k in range(n_data)]
     src += [f"        {ln}" for ln in w.steps] or ["        pass"]
     src += [f"        y{k}[t] = {outs[k]}" for k in range(n_out)]
-    src += [f"        {s} = {outs[n_out + k]}" for k, s in enumerate(states)]
+    if states:  # (at once: a body may hand one state's value to another)
+        src.append(f"        {', '.join(states)}, = {', '.join(outs[n_out:])},")
     src += [f"    f{k}[...] = {s}" for k, s in enumerate(states)]
     return "\n".join(src) + "\n", w.scope
 

@@ -148,3 +148,15 @@ def test_imported_rnns_run_the_loop_equal_torch_and_explain_names_it(name):
     with la.profile() as prof:
         op(x=la.array(x))
     assert {e.impl for e in prof.events if e.name.endswith("foreach")} == {"inline_loop"}
+
+
+def test_states_that_trade_values_and_a_state_passed_through():
+    x = la.array(RNG.standard_normal((5, 3)))
+    a, b, c = (la.array(RNG.standard_normal(3)) for _ in range(3))
+    with la.deferred():
+        ys, _ = la.foreach(lambda xt, s: (s[0] * xt, [s[1], s[0], s[2] + 0.0]), x, [a, b, c])
+    node = next(n for n in la.get_symbol(ys).topo() if n.kind == "op" and n.op.name == "foreach")
+    values = [x.asnumpy(), a.asnumpy(), b.asnumpy(), c.asnumpy()]
+    assert kforeach.plan(node.params["body"], 1, 3, False) is not None
+    ys, s0, s1, s2 = _both(node, values, save_states=False)
+    np.testing.assert_array_equal(s2, values[3])
