@@ -21,7 +21,7 @@ the process's first uses). The geometric mean of each ratio column and the worst
 burns while an event is set, so busy and quiet rounds alternate too) and prints, per runtime,
 busy / quiet one-thread time and busy two-thread / quiet one-thread time. ``--ab`` times lazyarray
 against itself with the kernels added for the real models switched back to the paths they
-replaced (conv2d's ``depthwise_taps``, foreach's ``steps``), in the same run.
+replaced (conv2d's ``depthwise_taps``, foreach's ``steps``, matmul's ``blas``), in the same run.
 
     python benchmarks/real_models.py                 # the table (several minutes)
     python benchmarks/real_models.py --quick         # three models, few rounds: a smoke run
@@ -242,12 +242,13 @@ def row_busy(model: Model, batch: int, ins: dict, burner: Burner, rounds: int, b
 
 @contextlib.contextmanager
 def reference_paths():
-    """The kernels this benchmark's issue added, switched back to the paths they replace: conv2d's
-    ``depthwise_taps`` for ``depthwise``, foreach's ``steps`` for ``inline_loop`` (a program compiled
-    inside binds foreach's reference kernel)."""
-    choose, op = depthwise.choose_impl, registry.get("foreach")
+    """The kernels added for the real models switched back to the paths they replace: conv2d's
+    ``depthwise_taps`` for ``depthwise``, foreach's ``steps`` for ``inline_loop``, matmul's ``blas``
+    for ``one_blas_thread`` (a program compiled inside binds the reference kernels of the last two)."""
+    choose = depthwise.choose_impl
     depthwise.choose_impl = lambda *args: depthwise.TAPS
-    op.set_runner(None)
+    for name in ("foreach", "matmul"):
+        registry.get(name).set_runner(None)
     try:
         yield
     finally:
@@ -255,23 +256,25 @@ def reference_paths():
         kernels.install()
 
 
-def row_ab(model: Model, batch: int, ins: dict, rounds: int, budget: float) -> list:
-    """la with the new implementations / la with the paths they replace, one thread, same run."""
+def row_ab(model: Model, batch: int, ins: dict, threads, rounds: int, budget: float) -> list:
+    """la with the new implementations / la with the paths they replace, per thread count, same run."""
     with reference_paths():
         ref_net = la.blocks.SymbolBlock.imports(model.path, model.m["inputs"])
         ref_net.hybridize()
         xs = [la.array(ins[k]) for k in model.m["inputs"]]
         want = [y.asnumpy() for y in _listed(ref_net(*xs))]
-    got = model.la_run(ins)
-    for a, b in zip(got, want):
+    for a, b in zip(model.la_run(ins), want):
         np.testing.assert_allclose(a, b, **TOL, err_msg=f"{model.name}: new and replaced paths differ")
 
     def ref():
         with reference_paths():
             return [y.asnumpy() for y in _listed(ref_net(*xs))]
 
-    new_s, ref_s = compare([_on_threads(1, model.la_fn(ins)), _on_threads(1, ref)], rounds, budget)
-    return [model.name, batch, new_s / ref_s]
+    row = [model.name, batch]
+    for t in threads:
+        new_s, ref_s = compare([_on_threads(t, model.la_fn(ins)), _on_threads(t, ref)], rounds, budget)
+        row.append(new_s / ref_s)
+    return row
 
 
 def geomean(xs) -> float:
@@ -331,7 +334,7 @@ def parse(argv):
     ap.add_argument("--rounds", type=int, default=None, help="alternating rounds per comparison (median)")
     ap.add_argument("--budget", type=float, default=None, help="seconds of calls per timed round")
     ap.add_argument("--ab", action="store_true",
-                    help="la with this issue's kernels / la with the paths they replace (depthwise, foreach)")
+                    help="la with the kernels added for these models / la with the paths they replace")
     ap.add_argument("--profile", default="", help="print la.profile() and explain() of this model instead")
     ap.add_argument("--batch", type=int, default=1, help=f"with --profile: 1 or {BIG_BATCH}")
     return ap.parse_args(argv)
@@ -361,7 +364,7 @@ def main(argv=None) -> int:
             model.check()
             for batch, ins, _ in model.feeds:
                 if args.ab:
-                    rows.append(row_ab(model, batch, ins, rounds, budget))
+                    rows.append(row_ab(model, batch, ins, threads, rounds, budget))
                 elif args.busy:
                     rows.append(row_busy(model, batch, ins, burner, rounds, budget))
                 else:
@@ -373,8 +376,8 @@ def main(argv=None) -> int:
         la.set_num_threads(before)
     print(file=sys.stderr)
     if args.ab:
-        print("la with depthwise / inline_loop over la with depthwise_taps / steps (1 thread, same run)")
-        print(table(["model", "batch", "new/replaced"], [_fmt(r, {2}) for r in rows]))
+        print("la with depthwise, inline_loop, one_blas_thread / la with depthwise_taps, steps, blas (same run)")
+        print(table(["model", "batch"] + [f"new/replaced {t}t" for t in threads], [_fmt(r, {2, 3}) for r in rows]))
     else:
         (print_busy(rows) if args.busy else print_quiet(rows, firsts, threads))
     return 0

@@ -63,8 +63,8 @@ def test_ab_mode_times_the_new_kernels_against_the_paths_they_replaced(capsys):
     assert bench.main(["--quick", "--ab", "--only", "gru"]) == 0
     out = capsys.readouterr().out
     rows = [ln.split() for ln in out.splitlines() if ln.startswith("gru_time_major")]
-    assert [r[1] for r in rows] == ["1", str(bench.BIG_BATCH)] and all(r[2].endswith("x") for r in rows), out
-    assert depthwise.choose_impl is choose  # the switch is given back
-    from lazyarray.kernels import foreach
+    assert [r[1] for r in rows] == ["1", str(bench.BIG_BATCH)] and all(c.endswith("x") for r in rows for c in r[2:4])
+    assert depthwise.choose_impl is choose  # the switches are given back
+    from lazyarray.kernels import foreach, matmul
     from lazyarray.ops import registry
-    assert registry.get("foreach").runner is foreach.run_foreach
+    assert registry.get("foreach").runner is foreach.run_foreach and registry.get("matmul").runner is matmul.run_matmul
