@@ -12,7 +12,7 @@ size policy, as dense and conv2d use it) for products of fewer than ``MIN_PARALL
 """
 from __future__ import annotations
 
-import math
+import itertools
 
 import numpy as np
 
@@ -26,20 +26,21 @@ from .profile import current as current_profile
 
 def products(a, b) -> tuple[float, float]:
     """(floating-point operations of ``a @ b``, multiply-adds of its largest single BLAS call)."""
-    if a.ndim == 0 or b.ndim == 0:
+    sa, sb = a.shape, b.shape
+    if not sa or not sb:
         return 0.0, 0.0
-    m = a.shape[-2] if a.ndim > 1 else 1
-    n = b.shape[-1] if b.ndim > 1 else 1
-    k = a.shape[-1]
-    batch = math.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])) if a.ndim > 2 or b.ndim > 2 else 1
-    flops = 2.0 * batch * m * n * k
+    one = float((sa[-2] if len(sa) > 1 else 1) * sa[-1] * (sb[-1] if len(sb) > 1 else 1))
+    if len(sa) <= 2 and len(sb) <= 2:
+        return 2.0 * one, one
+    batch = 1
+    for da, db in itertools.zip_longest(reversed(sa[:-2]), reversed(sb[:-2]), fillvalue=1):
+        batch *= max(da, db) if da and db else 0
+    flops = 2.0 * batch * one
     # a C-ordered stack times a matrix is one product over all its rows (nn.rows_matmul)
-    one_call = a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous
-    return flops, flops / 2 if one_call else float(m * n * k)
+    return flops, flops / 2 if len(sb) == 2 and a.flags.c_contiguous else one
 
 
-def _reference(xp, a, b, out=None):
-    return registry.get("matmul").kernel(xp, a, b, out=out)
+_reference = registry.get("matmul").kernel  # (ops/nn.py's, registered before this layer loads)
 
 
 def _one_blas_thread(xp, a, b, out=None):
@@ -53,21 +54,20 @@ ONE_BLAS_THREAD = Impl("matmul", "one_blas_thread", _one_blas_thread,
                        "several threads set and a floating product of fewer than MIN_PARALLEL_FLOPS (more "
                        "than BLAS runs serially anyway): the reference with BLAS held at one thread")
 IMPLS = (ONE_BLAS_THREAD, BLAS)
-_CHOICES = {impl: Choice(impl) for impl in IMPLS}
+_BLAS, _ONE = Choice(BLAS), Choice(ONE_BLAS_THREAD)
 
 
 def choose_matmul(xp, a, b, out=None) -> Choice:
     """What runs ``matmul`` of these arrays."""
     if num_threads() == 1 or xp is not np or a.dtype.kind != "f" or b.dtype.kind != "f":
-        return _CHOICES[BLAS]
-    flops, _ = products(a, b)
-    return _CHOICES[ONE_BLAS_THREAD if SERIAL_ANYWAY_FLOPS < flops < MIN_PARALLEL_FLOPS else BLAS]
+        return _BLAS
+    return _ONE if SERIAL_ANYWAY_FLOPS < products(a, b)[0] < MIN_PARALLEL_FLOPS else _BLAS
 
 
 def run_matmul(xp, a, b, out=None):
     """matmul by the implementation ``choose_matmul`` picks (the op's runner)."""
     choice = choose_matmul(xp, a, b)
-    y = choice.impl.run(xp, a, b, out=out)
+    y = _reference(xp, a, b, out=out) if choice is _BLAS else choice.impl.run(xp, a, b, out=out)
     if MODE.get() & PROFILING:
         current_profile().chose(choice)
     return y
