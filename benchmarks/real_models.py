@@ -23,6 +23,18 @@ busy / quiet one-thread time and busy two-thread / quiet one-thread time. ``--ab
 against itself with the kernels added for the real models switched back to the paths they
 replaced (conv2d's ``depthwise_taps``, foreach's ``steps``, matmul's ``blas``), in the same run.
 
+Where the time went (profiles with ``--profile NAME``; 2-core machine shared with other work, so
+read ratios only): MobileNetV3 and ConvNeXt spent their depthwise convolutions in a multiply-add
+per tap (now ``depthwise``, a compiled pass: 0.63-0.83x their call time in ``--ab``), then mostly
+in fused elementwise groups (hard-swish, GELU, layer norm: 40-65% of the call) and 1x1
+convolutions; LSTM and GRU ran the body's program once per time step (now ``inline_loop``: one
+written-out function, 0.69-0.82x); a Swin block's 2 MFLOP products collapsed on two BLAS threads
+(35 ms each; now ``one_blas_thread``: 0.08x at batch 8 on 2 threads). The small transformers pay
+per step, not per call: a one-step hybridized block costs about 5 us a call, BERT's 117 steps
+about 16-24 us each (both measured under load). conv1d_net's max pools take the NumPy path because their planned output
+shares a buffer with their input (``pool_jit.max_pool`` declines any ``np.may_share_memory``).
+First calls include numba compiling the kernels a model is the first to use (seconds).
+
     python benchmarks/real_models.py                 # the table (several minutes)
     python benchmarks/real_models.py --quick         # three models, few rounds: a smoke run
     python benchmarks/real_models.py --only bert     # models whose name contains "bert"

@@ -228,7 +228,7 @@ FOREACH = register(OpDef(
     shape=_foreach_shape, dtype=_foreach_dtype, grad=_foreach_grad, writes_out=True,
     doc="scan `body` over axis 0 of the data, carrying states (la.foreach): step outputs stacked, final "
         "states, then the per-step states (read by the gradient)"))
-install_kernels()  # foreach's runner (kernels/foreach.py: one compiled loop for small recurrent bodies)
+install_kernels()  # foreach's runner (kernels/foreach.py: small recurrent bodies as one written-out loop)
 
 
 # -- vector-Jacobian products of bodies -------------------------------------------------------
