@@ -27,6 +27,7 @@ from ..graph.node import Entry, Node, var_node
 from ..graph.passes.gradient import gradient
 from ..graph.passes.placement import placement
 from ..graph.symbol import Symbol
+from ..kernels import install as install_kernels
 from ..ops.params import BOOL, INT, Param
 from ..ops.registry import OpDef, register
 from .call import SUBGRAPH, SubGraph
@@ -227,6 +228,7 @@ FOREACH = register(OpDef(
     shape=_foreach_shape, dtype=_foreach_dtype, grad=_foreach_grad, writes_out=True,
     doc="scan `body` over axis 0 of the data, carrying states (la.foreach): step outputs stacked, final "
         "states, then the per-step states (read by the gradient)"))
+install_kernels()  # foreach's runner (kernels/foreach.py: small recurrent bodies as one written-out loop)
 
 
 # -- vector-Jacobian products of bodies -------------------------------------------------------

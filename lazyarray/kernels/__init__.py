@@ -9,16 +9,18 @@ call" for any op; ``la.profile()`` (``profile.py``) records what ran and how lon
 from __future__ import annotations
 
 from ..ops import registry
-from . import conv2d, dense
+from . import conv2d, dense, foreach, matmul
 from .impl import Choice, Impl
 from .profile import Event, Profile, profile, reference_label
 
 __all__ = ["IMPLS", "Choice", "Event", "Impl", "Profile", "choose", "install", "profile", "reference"]
 
 # op name -> (its implementations, best first; the function that picks one for a call's arrays)
-IMPLS = {"conv2d": conv2d.IMPLS, "dense": dense.IMPLS}
-_RUNNERS = {"conv2d": conv2d.run_conv2d, "dense": dense.run_dense}
-_CHOOSERS = {"conv2d": conv2d.choose_for_call, "dense": dense.choose_for_call}
+IMPLS = {"conv2d": conv2d.IMPLS, "dense": dense.IMPLS, "foreach": foreach.IMPLS, "matmul": matmul.IMPLS}
+_RUNNERS = {"conv2d": conv2d.run_conv2d, "dense": dense.run_dense, "foreach": foreach.run_foreach,
+            "matmul": matmul.run_matmul}
+_CHOOSERS = {"conv2d": conv2d.choose_for_call, "dense": dense.choose_for_call, "foreach": foreach.choose_foreach,
+             "matmul": matmul.choose_matmul}
 
 
 def reference(op) -> Choice:
@@ -43,9 +45,15 @@ def choose(op, xp, *arrays, out=None, **params) -> Choice:
 
 
 def install() -> None:
-    """Route every op that has implementations here through its runner (idempotent)."""
+    """Route every op that has implementations here through its runner (idempotent). An op
+    registered above this layer (``foreach``, in ``executor/control_flow.py``) is skipped until it
+    exists: its module calls ``install()`` again once it has registered it."""
     for name, runner in _RUNNERS.items():
-        registry.get(name).set_runner(runner)
+        try:
+            op = registry.get(name)
+        except KeyError:
+            continue
+        op.set_runner(runner)
 
 
 install()

@@ -17,14 +17,14 @@ from ..ops.derived import keeps
 from ..ops.winograd4 import winograd_tile
 from ..threads import num_threads, split_threads
 from ..tuning_table import current
+from . import depthwise
 from .impl import Choice, Impl
 from .log import log_choice
 from .profile import current as current_profile
 
 IM2COL = Impl("conv2d", "im2col", conv.conv2d_im2col,
               "groups == 1: one im2col copy and one product per image (the reference)")
-DEPTHWISE = Impl("conv2d", "depthwise", conv.conv2d_depthwise,
-                 "one filter per channel: a multiply-add per tap over all channels")
+DEPTHWISE = depthwise.DEPTHWISE  # (compiled; depthwise.TAPS, the per-tap NumPy path, where it cannot run)
 GROUPED = Impl("conv2d", "grouped", conv.conv2d_grouped, "groups > 1: one batched product over the groups")
 BATCH_LAST = Impl("conv2d", "batch_last", conv.conv2d_batch_last,
                   "groups == 1, a batch of images under per_image_min_pixels output pixels, or stored batch "
@@ -41,7 +41,7 @@ WINOGRAD2 = Impl("conv2d", "winograd2", conv.conv2d_winograd(2),
 WINOGRAD4 = Impl("conv2d", "winograd4", conv.conv2d_winograd(4),
                  "winograd2's case with winograd4_min_channels..winograd4_max_channels channels and "
                  "winograd4_min_pixels output pixels: Winograd F(4x4, 3x3)", threads=True)
-IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, IM2COL, DEPTHWISE, GROUPED)
+IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, IM2COL, DEPTHWISE, depthwise.TAPS, GROUPED)
 
 _KEPT = ("kernel kept",)
 _CHOICES = {impl: Choice(impl) for impl in IMPLS}
@@ -84,7 +84,9 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
             return _CHOICES[BATCH_LAST]
     if groups == 1:
         return _CHOICES[IM2COL]
-    return _CHOICES[DEPTHWISE if conv.is_depthwise(x, weight, groups) else GROUPED]
+    if conv.is_depthwise(x, weight, groups):
+        return _CHOICES[depthwise.choose_impl(xp, x, weight, out)]
+    return _CHOICES[GROUPED]
 
 
 def run_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):

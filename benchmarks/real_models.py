@@ -1,0 +1,399 @@
+"""Real models: the torch-exported fixture set (tests/data/onnx_dynamic) in lazyarray against
+onnxruntime on the same ONNX files.
+
+Per model, as a new user would run it (README): ``la.blocks.SymbolBlock.imports(path, inputs)``,
+``net.hybridize()``, ``net(*arrays)``; against an onnxruntime ``InferenceSession`` over the same
+file (``intra_op_num_threads=t``, ``inter_op_num_threads=1``, sequential), lazyarray under
+``la.set_num_threads(t)``, for t = 1 and 2. Two sizes per model: batch 1 (the fixture's
+``b1`` case, its longer sequence where it has one) and batch 8 (the fixture's largest case
+repeated along its batch axis). Outputs are checked equal first (to torch's outputs stored in
+the .npz at batch 1, and to onnxruntime's at both sizes; rtol 1e-3, atol 1e-4). Rounds
+alternate the two runtimes (and which goes first); each keeps the median of its rounds; the
+ratio ``la / ort`` is taken in the same run (the machine is shared: compare ratios, not
+absolute times).
+
+Columns: model, batch, la/ort on 1 and 2 threads, and the first-call time (loading the file,
+tracing, compiling and running once, on one thread) against the creation of onnxruntime's
+``InferenceSession`` (one model is loaded both ways before any is measured, so that no row pays
+the process's first uses). The geometric mean of each ratio column and the worst row come last.
+
+``--busy`` times every row beside a process that keeps one core busy (``multiprocessing``; it
+burns while an event is set, so busy and quiet rounds alternate too) and prints, per runtime,
+busy / quiet one-thread time and busy two-thread / quiet one-thread time. ``--ab`` times lazyarray
+against itself with the kernels added for the real models switched back to the paths they
+replaced (conv2d's ``depthwise_taps``, foreach's ``steps``, matmul's ``blas``), in the same run.
+
+Where the time went (profiles with ``--profile NAME``; 2-core machine shared with other work, so
+read ratios only): MobileNetV3 and ConvNeXt spent their depthwise convolutions in a multiply-add
+per tap (now ``depthwise``, a compiled pass: 0.63-0.83x their call time in ``--ab``), then mostly
+in fused elementwise groups (hard-swish, GELU, layer norm: 40-65% of the call) and 1x1
+convolutions; LSTM and GRU ran the body's program once per time step (now ``inline_loop``: one
+written-out function, 0.69-0.82x); a Swin block's 2 MFLOP products collapsed on two BLAS threads
+(35 ms each; now ``one_blas_thread``: 0.08x at batch 8 on 2 threads). The small transformers pay
+per step, not per call: a one-step hybridized block costs about 5 us a call, BERT's 117 steps
+about 16-24 us each (both measured under load). conv1d_net's max pools take the NumPy path because their planned output
+shares a buffer with their input (``pool_jit.max_pool`` declines any ``np.may_share_memory``).
+First calls include numba compiling the kernels a model is the first to use (seconds).
+
+    python benchmarks/real_models.py                 # the table (several minutes)
+    python benchmarks/real_models.py --quick         # three models, few rounds: a smoke run
+    python benchmarks/real_models.py --only bert     # models whose name contains "bert"
+    python benchmarks/real_models.py --busy          # busy / quiet ratios
+    python benchmarks/real_models.py --ab --only lstm  # new kernels / the paths they replaced
+    python benchmarks/real_models.py --profile mobilenetv3_mini   # la.profile() table of one model
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import math
+import multiprocessing
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+_HERE = Path(__file__).resolve().parent
+# benchmarks/ holds onnx.py, which would shadow the onnx package when this runs as a script.
+if __name__ == "__main__":
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    sys.path.insert(0, str(_HERE.parent))  # this checkout's lazyarray
+_spec = importlib.util.spec_from_file_location("_bench_util", _HERE / "_util.py")
+_util = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_util)
+table = _util.table
+
+import lazyarray as la  # noqa: E402
+from lazyarray import kernels  # noqa: E402
+from lazyarray.kernels import depthwise  # noqa: E402
+from lazyarray.ops import registry  # noqa: E402
+from lazyarray.threads import num_threads  # noqa: E402
+
+FIXTURES = _HERE.parent / "tests" / "data" / "onnx_dynamic"
+TOL = {"rtol": 1e-3, "atol": 1e-4}
+BIG_BATCH = 8
+QUICK = ("resnet_mini", "hf_bert", "gru_time_major")
+WARM_UP = "arange_gather"  # loaded before any row is timed (no conv, no loop: compiles no kernel another model needs)
+SETTLE = 0.1  # seconds of rest before each timed round: the other runtime's spinning threads go idle
+
+
+def manifest() -> list[dict]:
+    return json.loads((FIXTURES / "manifest.json").read_text())
+
+
+def _batch_axis(m: dict, name: str) -> int | None:
+    for axis, dim in m["dynamic_axes"].get(name, {}).items():
+        if dim == "batch":
+            return int(axis)
+    return None
+
+
+def _listed(y) -> list:
+    return list(y) if isinstance(y, (list, tuple)) else [y]
+
+
+def feeds(m: dict) -> list[tuple[int, dict, list | None]]:
+    """(batch, inputs by name, torch's outputs or None) for batch 1 and BIG_BATCH."""
+    data = np.load(FIXTURES / (m["name"] + ".npz"))
+    b1 = [c for c in m["cases"] if c.split("_")[0] == "b1"][-1]
+    last = m["cases"][-1]
+    small = {k: data[f"{b1}/in/{k}"] for k in m["inputs"]}
+    want = [data[f"{b1}/out/{k}"] for k in range(len(m["outputs"]))]
+    big = {}
+    for k in m["inputs"]:
+        v, axis = data[f"{last}/in/{k}"], _batch_axis(m, k)
+        big[k] = v if axis is None else np.take(v, np.arange(BIG_BATCH) % v.shape[axis], axis=axis)
+    return [(1, small, want), (BIG_BATCH, big, None)]
+
+
+def ort_session(path: str, threads: int):
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.log_severity_level = 3  # (no warning per call: lstm_bidir's file declares a fixed length for y)
+    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+
+
+def timed(fn, budget: float) -> float:
+    """Seconds per call of ``fn``, called enough times to fill about ``budget`` seconds."""
+    time.sleep(SETTLE)
+    t0 = time.perf_counter()
+    fn()
+    once = time.perf_counter() - t0
+    number = max(1, int(budget / max(once, 1e-7)))
+    t0 = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return (time.perf_counter() - t0) / number
+
+
+def compare(fns: list, rounds: int, budget: float) -> list[float]:
+    """Median seconds per call of each of ``fns``, rounds alternating among them (the order turns each round)."""
+    times = [[] for _ in fns]
+    for r in range(rounds):
+        order = list(range(len(fns)))
+        order = order[r % len(fns):] + order[:r % len(fns)]
+        for i in order:
+            times[i].append(timed(fns[i], budget))
+    return [statistics.median(t) for t in times]
+
+
+class Model:
+    """One fixture model loaded both ways: the hybridized block and an onnxruntime session per thread count."""
+
+    def __init__(self, m: dict, threads: tuple[int, ...]):
+        self.m, self.name = m, m["name"]
+        self.path = str(FIXTURES / (self.name + ".onnx"))
+        la.set_num_threads(1)
+        t0 = time.perf_counter()
+        self.net = la.blocks.SymbolBlock.imports(self.path, m["inputs"])
+        self.net.hybridize()
+        self.feeds = feeds(m)
+        self.la_run(self.feeds[0][1])
+        self.first_call = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        self.sessions = {1: ort_session(self.path, 1)}
+        self.session_s = time.perf_counter() - t0
+        self.sessions.update({t: ort_session(self.path, t) for t in threads if t != 1})
+        self.ort_names = [i.name for i in self.sessions[1].get_inputs()]
+
+    def la_run(self, ins: dict) -> list[np.ndarray]:
+        return [y.asnumpy() for y in _listed(self.net(*[la.array(ins[k]) for k in self.m["inputs"]]))]
+
+    def la_fn(self, ins: dict):
+        xs = [la.array(ins[k]) for k in self.m["inputs"]]
+        return lambda: [y.asnumpy() for y in _listed(self.net(*xs))]
+
+    def ort_fn(self, t: int, ins: dict):
+        sess, feed = self.sessions[t], {k: ins[k] for k in self.ort_names}
+        return lambda: sess.run(None, feed)
+
+    def check(self) -> None:
+        """lazyarray's outputs equal torch's (batch 1) and onnxruntime's (every size, every thread count)."""
+        for batch, ins, want in self.feeds:
+            ours = self.la_run(ins)
+            refs = [("torch", want)] if want is not None else []
+            refs += [(f"onnxruntime {t}t", self.ort_fn(t, ins)()) for t in self.sessions]
+            for who, theirs in refs:
+                assert len(ours) == len(theirs), (self.name, who)
+                for k, (a, b) in enumerate(zip(ours, theirs)):
+                    np.testing.assert_allclose(a, b, **TOL, err_msg=f"{self.name} batch {batch} output {k}: "
+                                                                    f"lazyarray and {who} differ")
+
+
+def _burn(on, stop) -> None:
+    """Keep one core busy while ``on`` is set, until ``stop`` is."""
+    x = 0
+    while not stop.is_set():
+        if on.wait(0.05):
+            for _ in range(20000):
+                x = (x * 1103515245 + 12345) & 0xFFFFFFFF
+
+
+class Burner:
+    """A process that burns one core while ``busy`` is on (``with Burner() as b: b.busy(True)``)."""
+
+    def __enter__(self):
+        ctx = multiprocessing.get_context("spawn")
+        self.on, self.stop = ctx.Event(), ctx.Event()
+        self.proc = ctx.Process(target=_burn, args=(self.on, self.stop), daemon=True)
+        self.proc.start()
+        return self
+
+    def busy(self, on: bool) -> None:
+        (self.on.set if on else self.on.clear)()
+        time.sleep(0.05)
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.on.set()
+        self.proc.join(5)
+        if self.proc.is_alive():
+            self.proc.terminate()
+
+
+def _on_threads(t: int, fn):
+    def run():
+        if num_threads() != t:
+            la.set_num_threads(t)
+        return fn()
+    return run
+
+
+def row_quiet(model: Model, batch: int, ins: dict, threads, rounds: int, budget: float) -> list:
+    row = [model.name, batch]
+    for t in threads:
+        la_s, ort_s = compare([_on_threads(t, model.la_fn(ins)), model.ort_fn(t, ins)], rounds, budget)
+        row.append(la_s / ort_s)
+    return row
+
+
+def row_busy(model: Model, batch: int, ins: dict, burner: Burner, rounds: int, budget: float) -> list:
+    """busy 1t / quiet 1t and busy 2t / quiet 1t, for lazyarray then onnxruntime."""
+    fns = {}
+    for who in ("la", "ort"):
+        for t in (1, 2):
+            fns[who, t] = _on_threads(t, model.la_fn(ins)) if who == "la" else model.ort_fn(t, ins)
+    quiet, busy = {k: [] for k in fns}, {k: [] for k in fns}
+    for r in range(rounds):
+        for on in ((False, True) if r % 2 else (True, False)):
+            burner.busy(on)
+            for k, fn in fns.items():
+                (busy if on else quiet)[k].append(timed(fn, budget))
+    burner.busy(False)
+    q = {k: statistics.median(v) for k, v in quiet.items()}
+    b = {k: statistics.median(v) for k, v in busy.items()}
+    return [model.name, batch] + [b[who, t] / q[who, 1] for who in ("la", "ort") for t in (1, 2)]
+
+
+@contextlib.contextmanager
+def reference_paths():
+    """The kernels added for the real models switched back to the paths they replace: conv2d's
+    ``depthwise_taps`` for ``depthwise``, foreach's ``steps`` for ``inline_loop``, matmul's ``blas``
+    for ``one_blas_thread`` (a program compiled inside binds the reference kernels of the last two)."""
+    choose = depthwise.choose_impl
+    depthwise.choose_impl = lambda *args: depthwise.TAPS
+    for name in ("foreach", "matmul"):
+        registry.get(name).set_runner(None)
+    try:
+        yield
+    finally:
+        depthwise.choose_impl = choose
+        kernels.install()
+
+
+def row_ab(model: Model, batch: int, ins: dict, threads, rounds: int, budget: float) -> list:
+    """la with the new implementations / la with the paths they replace, per thread count, same run."""
+    with reference_paths():
+        ref_net = la.blocks.SymbolBlock.imports(model.path, model.m["inputs"])
+        ref_net.hybridize()
+        xs = [la.array(ins[k]) for k in model.m["inputs"]]
+        want = [y.asnumpy() for y in _listed(ref_net(*xs))]
+    for a, b in zip(model.la_run(ins), want):
+        np.testing.assert_allclose(a, b, **TOL, err_msg=f"{model.name}: new and replaced paths differ")
+
+    def ref():
+        with reference_paths():
+            return [y.asnumpy() for y in _listed(ref_net(*xs))]
+
+    row = [model.name, batch]
+    for t in threads:
+        new_s, ref_s = compare([_on_threads(t, model.la_fn(ins)), _on_threads(t, ref)], rounds, budget)
+        row.append(new_s / ref_s)
+    return row
+
+
+def geomean(xs) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def _fmt(row, ratio_cols) -> list:
+    return [f"{c:.2f}x" if i in ratio_cols else c for i, c in enumerate(row)]
+
+
+def print_quiet(rows, firsts, threads) -> None:
+    print("inference: la / ort, median of alternating rounds (outputs checked equal first)")
+    heads = ["model", "batch"] + [f"la/ort {t}t" for t in threads] + ["first call ms", "ort session ms", "first/session"]
+    out = []
+    for r in rows:
+        f = firsts[r[0]] if r[1] == 1 else ("", "", "")
+        out.append(_fmt(r, set(range(2, 2 + len(threads)))) + ([f"{f[0] * 1e3:.0f}", f"{f[1] * 1e3:.0f}",
+                                                                  f"{f[0] / f[1]:.1f}x"] if f[0] != "" else ["", "", ""]))
+    print(table(heads, out))
+    means = [geomean([r[2 + i] for r in rows]) for i in range(len(threads))]
+    first = geomean([a / b for a, b in firsts.values()])
+    print("geometric mean: " + ", ".join(f"{t}t {g:.2f}x" for t, g in zip(threads, means))
+          + f", first call / session {first:.1f}x")
+    worst = max(rows, key=lambda r: r[2])
+    print(f"worst row (1t): {worst[0]} batch {worst[1]}: " + ", ".join(
+        f"{t}t {worst[2 + i]:.2f}x" for i, t in enumerate(threads)))
+
+
+def print_busy(rows) -> None:
+    print("beside a process burning one core: busy time / quiet one-thread time (median of alternating rounds)")
+    heads = ["model", "batch", "la 1t", "la 2t", "ort 1t", "ort 2t"]
+    print(table(heads, [_fmt(r, {2, 3, 4, 5}) for r in rows]))
+    for i, h in enumerate(heads[2:]):
+        worst = max(rows, key=lambda r: r[2 + i])
+        print(f"{h}: geometric mean {geomean([r[2 + i] for r in rows]):.2f}x, "
+              f"worst {worst[0]} batch {worst[1]} {worst[2 + i]:.2f}x")
+
+
+def profile(name: str, batch: int, calls: int = 20) -> None:
+    """``la.profile()`` table of one model's calls (one thread) and its compiled program."""
+    model = Model(next(m for m in manifest() if m["name"] == name), (1,))
+    ins = {b: i for b, i, _ in model.feeds}[batch]
+    run = model.la_fn(ins)
+    run()
+    with la.profile() as prof:
+        for _ in range(calls):
+            run()
+    print(prof.table())
+    print(model.net.explain(*[la.array(ins[k]) for k in model.m["inputs"]]))
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help=f"{', '.join(QUICK)} only, few rounds (a smoke run)")
+    ap.add_argument("--busy", action="store_true", help="busy / quiet ratios beside a process burning one core")
+    ap.add_argument("--only", default="", help="models whose name contains this text")
+    ap.add_argument("--rounds", type=int, default=None, help="alternating rounds per comparison (median)")
+    ap.add_argument("--budget", type=float, default=None, help="seconds of calls per timed round")
+    ap.add_argument("--ab", action="store_true",
+                    help="la with the kernels added for these models / la with the paths they replace")
+    ap.add_argument("--profile", default="", help="print la.profile() and explain() of this model instead")
+    ap.add_argument("--batch", type=int, default=1, help=f"with --profile: 1 or {BIG_BATCH}")
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    import onnx  # noqa: F401  (imported once here: the first model's first call does not pay it)
+    import onnxruntime  # noqa: F401
+    if args.profile:
+        profile(args.profile, args.batch)
+        return 0
+    rounds = args.rounds or (1 if args.quick else 5)
+    budget = args.budget or (0.01 if args.quick else 0.15)
+    threads = (1, 2)
+    models = [m for m in manifest() if args.only.lower() in m["name"].lower()
+              and (not args.quick or m["name"] in QUICK)]
+    before = num_threads()
+    rows, firsts = [], {}
+    warm = next(m for m in manifest() if m["name"] == WARM_UP)
+    Model(warm, (1,)).check()  # process-wide first uses (imports, ort's runtime) are paid by no row
+    try:
+        burner = Burner().__enter__() if args.busy else None
+        for m in models:
+            model = Model(m, threads)
+            firsts[model.name] = (model.first_call, model.session_s)
+            model.check()
+            for batch, ins, _ in model.feeds:
+                if args.ab:
+                    rows.append(row_ab(model, batch, ins, threads, rounds, budget))
+                elif args.busy:
+                    rows.append(row_busy(model, batch, ins, burner, rounds, budget))
+                else:
+                    rows.append(row_quiet(model, batch, ins, threads, rounds, budget))
+                print(".", end="", file=sys.stderr, flush=True)
+    finally:
+        if args.busy:
+            burner.__exit__(None, None, None)
+        la.set_num_threads(before)
+    print(file=sys.stderr)
+    if args.ab:
+        print("la with depthwise, inline_loop, one_blas_thread / la with depthwise_taps, steps, blas (same run)")
+        print(table(["model", "batch"] + [f"new/replaced {t}t" for t in threads], [_fmt(r, {2, 3}) for r in rows]))
+    else:
+        (print_busy(rows) if args.busy else print_quiet(rows, firsts, threads))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

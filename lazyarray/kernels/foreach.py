@@ -1,0 +1,229 @@
+"""foreach (a scan over axis 0) as one written-out loop where its body is a small recurrent cell.
+
+The reference kernel (``executor/control_flow.py``: the ``steps`` implementation) runs the
+body's compiled program once per time step: for an imported LSTM or GRU that is some twenty
+kernel calls plus a program's bookkeeping per step, and the weight slices taken again every
+step. The ``inline_loop`` implementation writes the body out once as the source of one Python
+function holding the whole time loop: each node a direct call of its op's kernel (the same
+kernels, so the same values), the nodes that depend only on the free inputs and constants (the
+weights' slices) hoisted out of the loop, step outputs and final states written into the planned
+buffers. It takes bodies made only of the ops in ``OPS`` (elementwise arithmetic and
+activations, ``matmul``, ``getitem``) and constants; anything else keeps ``steps``. A compiled
+(numba) loop was tried first: it ran the GRU fixture about as fast but took 20 s to compile on
+this machine, longer than all the rest of the model's first call.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..mode import MODE, PROFILING
+from ..ops import registry
+from .impl import Choice, Impl
+from .profile import current as current_profile
+
+# ops whose kernels the loop calls as they are: elementwise arithmetic and activations, products,
+# static indexing (each has one output and no state, so calling it per step is what the body means)
+OPS = frozenset({"add", "subtract", "multiply", "divide", "negative", "maximum", "minimum", "where", "exp",
+                 "sigmoid", "tanh", "relu", "matmul", "getitem"})
+_MAX = 64  # bodies kept
+_BODIES: dict = {}  # id(body) -> (body, its loop or None): looked up once per body
+_LOCK = threading.Lock()
+
+
+def sigmoid_small(x):
+    """The ``sigmoid`` op's values (``1 / (1 + e^-|x|)``, times ``e^-|x|`` where x < 0) in fewer, cheaper
+    NumPy calls for the small arrays of a recurrent cell: no Python-scalar operands, no ``where``
+    allocation (the op's kernel costs about 14 us on a (1, 16) array, this about a quarter)."""
+    e = np.abs(x)
+    np.negative(e, out=e)
+    np.exp(e, out=e)
+    pos = np.add(e, e.dtype.type(1))
+    np.reciprocal(pos, out=pos)
+    np.multiply(e, pos, out=e)
+    np.copyto(e, pos, where=np.greater_equal(x, 0))
+    return e
+
+
+# ops the loop calls another way: the same values, cheaper on small arrays (floating inputs only)
+_SMALL = {"sigmoid": sigmoid_small}
+
+
+def _kernel(node):
+    """What the loop calls for ``node``: its op's kernel, or a cheaper call with the same values (a
+    2-D product with an inner size above 1 as a plain ``np.matmul``: the kernel's checks for
+    packed weights and outer products cost more than the product of a recurrent cell)."""
+    if node.avals[0].dtype.kind == "f":
+        if node.op.name in _SMALL:
+            return _SMALL[node.op.name]
+        if node.op.name == "matmul" and all(e.aval.ndim == 2 for e in node.inputs) \
+                and isinstance(node.inputs[0].aval.shape[1], int) and node.inputs[0].aval.shape[1] > 1:
+            return np.matmul
+    return node.op.bind(np)
+
+
+def c_ordered(a):
+    """``a`` C-ordered (copied only where it is not; a 0-d value keeps its shape)."""
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
+class _Writer:
+    """Names for a body's values while its loop is written: inputs ``a0..``, nodes ``v0..``, and the
+    objects the source refers to (kernels, params, constants) in ``scope``."""
+
+    def __init__(self, body):
+        self.names = {id(n): f"a{k}" for k, n in enumerate(body.inputs)}
+        self.scope = {"np": np, "c_ordered": c_ordered}
+        self.hoisted, self.steps = [], []
+
+    def ref(self, obj, prefix: str) -> str:
+        name = f"{prefix}{len(self.scope)}"
+        self.scope[name] = obj
+        return name
+
+
+def _call(w: _Writer, node) -> str | None:
+    """The node's kernel called on its inputs' names, or None where the loop does not take the op."""
+    if node.op.name not in OPS or len(node.avals) != 1:
+        return None
+    kern = w.ref(_kernel(node), "K")
+    args = ", ".join(w.names[id(e.node)] for e in node.inputs)
+    if not node.params:
+        return f"{kern}({args})"
+    return f"{kern}({args}, **{w.ref(dict(node.params), 'P')})"
+
+
+def _write_body(body, n_varying: int):
+    """The body's nodes as lines of source, split into those that depend only on the free inputs and
+    constants (``hoisted``: run once per call) and the rest (``steps``: run every step); None where an
+    op is not one the loop takes."""
+    w = _Writer(body)
+    fixed = {id(n) for n in body.inputs[n_varying:]}
+    for n in body.sym.topo():
+        if id(n) in w.names:
+            continue
+        if n.kind == "const":
+            w.names[id(n)] = w.ref(np.asarray(n.value, n.avals[0].dtype), "C")
+            fixed.add(id(n))
+            continue
+        expr = _call(w, n) if n.kind == "op" else None
+        if expr is None:
+            return None
+        name = w.names[id(n)] = f"v{len(w.hoisted) + len(w.steps)}"
+        if all(id(e.node) in fixed for e in n.inputs):
+            fixed.add(id(n))
+            w.hoisted.append(f"{name} = c_ordered({expr})")  # (read every step)
+        else:
+            w.steps.append(f"{name} = {expr}")
+    return w
+
+
+def loop_source(body, n_data: int, n_states: int, save_states: bool):
+    """(source of ``scan(data..., states..., free..., ys..., finals..., saved...)``, the names it
+    refers to), or None where the body has an op the loop does not take."""
+    w = _write_body(body, n_data + n_states)
+    if w is None:
+        return None
+    outs = [w.names[id(e.node)] for e in body.sym.outputs]
+    n_in, n_out = len(body.inputs), len(outs) - n_states
+    states = [f"a{k}" for k in range(n_data, n_data + n_states)]
+    params = [f"d{k}" for k in range(n_data)] + states + [f"a{k}" for k in range(n_data + n_states, n_in)] + \
+        [f"y{k}" for k in range(n_out)] + [f"f{k}" for k in range(n_states)] + \
+        ([f"h{k}" for k in range(n_states)] if save_states else [])
+    src = [f"def scan({', '.join(params)}):"] + [f"    {ln}" for ln in w.hoisted]
+    src.append("    for t in range(d0.shape[0]):")
+    src += [f"        h{k}[t] = {s}" for k, s in enumerate(states) if save_states]
+    src += [f"        a{k} = d{k}[t]" for k in range(n_data)]
+    src += [f"        {ln}" for ln in w.steps] or ["        pass"]
+    src += [f"        y{k}[t] = {outs[k]}" for k in range(n_out)]
+    if states:  # (at once: a body may hand one state's value to another)
+        src.append(f"        {', '.join(states)}, = {', '.join(outs[n_out:])},")
+    src += [f"    f{k}[...] = {s}" for k, s in enumerate(states)]
+    return "\n".join(src) + "\n", w.scope
+
+
+def plan(body, n_data: int, n_states: int, save_states: bool):
+    """The compiled ``scan`` function of this body, made once per body; None: ``steps`` runs it."""
+    hit = _BODIES.get(id(body))
+    if hit is not None and hit[0] is body and hit[1] == (n_data, n_states, save_states):
+        return hit[2]
+    got = loop_source(body, n_data, n_states, save_states) if n_data > 0 else None
+    fn = None
+    if got is not None:
+        src, scope = got
+        exec(compile(src, "<lazyarray foreach loop>", "exec"), scope)  # noqa: S102  (written above from the body)
+        fn = scope["scan"]
+    with _LOCK:
+        if len(_BODIES) >= _MAX:
+            _BODIES.clear()
+        _BODIES[id(body)] = (body, (n_data, n_states, save_states), fn)
+    return fn
+
+
+def clear() -> None:
+    """Forget every body's loop."""
+    with _LOCK:
+        _BODIES.clear()
+
+
+def choose_foreach(xp, *arrays, body, n_data, n_states, save_states, out=None) -> Choice:
+    """``inline_loop`` where the body's ops allow it (NumPy arrays), else ``steps``."""
+    if xp is not np or plan(body, n_data, n_states, save_states) is None:
+        return _CHOICES[STEPS]
+    return _CHOICES[LOOP]
+
+
+def _outputs(op, arrays, params: dict, out) -> tuple[list, list]:
+    """(the arrays the loop writes: step outputs, final states, saved states; the planned ones) with
+    each planned buffer used where it has the shape and dtype and is C-ordered."""
+    shapes = op.shape([a.shape for a in arrays], **params)
+    dtypes = op.dtype([a.dtype for a in arrays], **params)
+    shapes, dtypes = (shapes, dtypes) if isinstance(shapes, list) else ([shapes], [dtypes])
+    given = list(out) if isinstance(out, tuple) else [out] if out is not None else [None] * len(shapes)
+    bufs = [o if o is not None and o.flags.c_contiguous and o.dtype == d and o.shape == tuple(s)
+            else np.empty(tuple(s), d) for o, s, d in zip(given, shapes, dtypes)]
+    return bufs, given
+
+
+def run_inline_loop(xp, *arrays, body, n_data, n_states, save_states, out=None):
+    """foreach by the body's written-out loop (None where it cannot run: ``steps`` runs)."""
+    fn = plan(body, n_data, n_states, save_states) if xp is np else None
+    if fn is None:
+        return None
+    params = {"body": body, "n_data": n_data, "n_states": n_states, "save_states": save_states}
+    bufs, given = _outputs(registry.get("foreach"), arrays, params, out)
+    fn(*arrays, *bufs)
+    res = []
+    for b, o in zip(bufs, given):
+        if o is not None and o is not b:
+            o[...] = b
+            b = o
+        res.append(b)
+    return res[0] if len(res) == 1 else tuple(res)
+
+
+def run_foreach(xp, *arrays, body, n_data, n_states, save_states, out=None):
+    """foreach by the implementation ``choose_foreach`` picks (the op's runner)."""
+    choice = choose_foreach(xp, *arrays, body=body, n_data=n_data, n_states=n_states, save_states=save_states)
+    params = {"body": body, "n_data": n_data, "n_states": n_states, "save_states": save_states, "out": out}
+    y = choice.impl.run(xp, *arrays, **params)
+    if y is None:
+        choice = _CHOICES[STEPS]
+        y = choice.impl.run(xp, *arrays, **params)
+    if MODE.get() & PROFILING:
+        current_profile().chose(choice)
+    return y
+
+
+def _reference(xp, *arrays, **params):
+    return registry.get("foreach").kernel(xp, *arrays, **params)
+
+
+STEPS = Impl("foreach", "steps", _reference, "the body's compiled program, once per step (the reference)")
+LOOP = Impl("foreach", "inline_loop", run_inline_loop,
+            "a body of elementwise arithmetic and activations, matmul and getitem (NumPy): the whole scan as "
+            "one written-out function calling the op kernels, loop-invariant work (weight slices) once per call",
+            fallback=STEPS)
+IMPLS = (LOOP, STEPS)
+_CHOICES = {impl: Choice(impl) for impl in IMPLS}

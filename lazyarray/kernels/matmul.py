@@ -1,0 +1,73 @@
+"""``matmul``'s implementations and the function that chooses between them (``choose_matmul``).
+
+``ops/nn.py`` holds the reference kernel (``blas``: NumPy's matmul, a stack times a matrix as one
+product over all its rows). With several threads set, OpenBLAS splits any product of more than
+262,144 multiply-adds over its threads; for the products of a small transformer (a batch-8 Swin
+block's (512, 32) @ (32, 64), 2 MFLOP) the split costs more than it saves, and when another
+process holds the second core the waiting thread spins: measured on the shared 2-core machine,
+that product took 35 ms on two BLAS threads against 0.3 ms on one, and the Swin model's batch-8
+call ran 24x onnxruntime's time on 2 threads against 3.5x on 1 (``benchmarks/real_models.py``).
+``one_blas_thread`` is the reference's call with BLAS held at one thread (``ops/blas_threads.py``'s
+size policy, as dense and conv2d use it) for products of fewer than ``MIN_PARALLEL_FLOPS``.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..mode import MODE, PROFILING
+from ..ops import registry
+from ..ops.blas_threads import MIN_PARALLEL_FLOPS, SERIAL_ANYWAY_FLOPS, one_thread
+from ..threads import num_threads
+from .impl import Choice, Impl
+from .profile import current as current_profile
+
+
+def products(a, b) -> tuple[float, float]:
+    """(floating-point operations of ``a @ b``, multiply-adds of its largest single BLAS call)."""
+    sa, sb = a.shape, b.shape
+    if not sa or not sb:
+        return 0.0, 0.0
+    one = float((sa[-2] if len(sa) > 1 else 1) * sa[-1] * (sb[-1] if len(sb) > 1 else 1))
+    if len(sa) <= 2 and len(sb) <= 2:
+        return 2.0 * one, one
+    batch = 1
+    for da, db in itertools.zip_longest(reversed(sa[:-2]), reversed(sb[:-2]), fillvalue=1):
+        batch *= max(da, db) if da and db else 0
+    flops = 2.0 * batch * one
+    # a C-ordered stack times a matrix is one product over all its rows (nn.rows_matmul)
+    return flops, flops / 2 if len(sb) == 2 and a.flags.c_contiguous else one
+
+
+_reference = registry.get("matmul").kernel  # (ops/nn.py's, registered before this layer loads)
+
+
+def _one_blas_thread(xp, a, b, out=None):
+    flops, largest = products(a, b)
+    with one_thread(flops, largest if a.dtype == np.float32 == b.dtype else None):
+        return _reference(xp, a, b, out=out)
+
+
+BLAS = Impl("matmul", "blas", _reference, "NumPy's matmul (the reference), BLAS on every thread set")
+ONE_BLAS_THREAD = Impl("matmul", "one_blas_thread", _one_blas_thread,
+                       "several threads set and a floating product of fewer than MIN_PARALLEL_FLOPS (more "
+                       "than BLAS runs serially anyway): the reference with BLAS held at one thread")
+IMPLS = (ONE_BLAS_THREAD, BLAS)
+_BLAS, _ONE = Choice(BLAS), Choice(ONE_BLAS_THREAD)
+
+
+def choose_matmul(xp, a, b, out=None) -> Choice:
+    """What runs ``matmul`` of these arrays."""
+    if num_threads() == 1 or xp is not np or a.dtype.kind != "f" or b.dtype.kind != "f":
+        return _BLAS
+    return _ONE if SERIAL_ANYWAY_FLOPS < products(a, b)[0] < MIN_PARALLEL_FLOPS else _BLAS
+
+
+def run_matmul(xp, a, b, out=None):
+    """matmul by the implementation ``choose_matmul`` picks (the op's runner)."""
+    choice = choose_matmul(xp, a, b)
+    y = _reference(xp, a, b, out=out) if choice is _BLAS else choice.impl.run(xp, a, b, out=out)
+    if MODE.get() & PROFILING:
+        current_profile().chose(choice)
+    return y

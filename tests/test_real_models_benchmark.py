@@ -1,0 +1,70 @@
+"""Smoke run of ``benchmarks/real_models.py --quick``: every quick model loads both ways, its
+outputs are checked equal (to torch's and to onnxruntime's) before timing, and the table, the
+geometric mean and the worst row come out. No timing is asserted (the machine is shared)."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from benchmarks import real_models as bench  # noqa: E402
+from lazyarray.threads import num_threads  # noqa: E402
+
+
+def test_quick_mode_checks_and_compares_every_quick_model(capsys):
+    before = num_threads()
+    assert bench.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    assert num_threads() == before  # the thread setting is given back
+    for name in bench.QUICK:
+        rows = [ln.split() for ln in out.splitlines() if ln.strip().startswith(name + " ")]
+        assert [r[1] for r in rows] == ["1", str(bench.BIG_BATCH)], out
+        assert all(re.fullmatch(r"\d+\.\d\dx", c) for c in rows[0][2:4] + rows[1][2:4]), rows
+        assert re.fullmatch(r"\d+\.\dx", rows[0][-1]), rows  # first call / session creation
+    assert re.search(r"geometric mean: 1t \d+\.\d\dx, 2t \d+\.\d\dx", out)
+    assert re.search(r"worst row \(1t\): \w+ batch \d+", out.splitlines()[-1])
+
+
+def test_busy_mode_prints_busy_over_quiet_ratios(capsys):
+    assert bench.main(["--quick", "--busy", "--only", "gru"]) == 0
+    out = capsys.readouterr().out
+    row = next(ln.split() for ln in out.splitlines() if ln.startswith("gru_time_major"))
+    assert len(row) == 6 and all(float(c.rstrip("x")) > 0 for c in row[2:]), out
+    assert "la 2t: geometric mean" in out
+
+
+def test_a_wrong_output_stops_the_run_before_anything_is_timed(monkeypatch):
+    m = next(m for m in bench.manifest() if m["name"] == "gru_time_major")
+    model = bench.Model(m, (1,))
+    model.check()  # as loaded: equal
+    real = model.la_run
+    monkeypatch.setattr(model, "la_run", lambda ins: [y + np.float32(1e-2) for y in real(ins)])
+    with pytest.raises(AssertionError, match="gru_time_major batch 1 output 0: lazyarray and torch differ"):
+        model.check()
+
+
+def test_the_larger_batch_repeats_the_largest_case_along_the_batch_axis_only():
+    m = next(m for m in bench.manifest() if m["name"] == "gru_time_major")  # (time, batch, features)
+    (b1, small, want), (b8, big, none) = bench.feeds(m)
+    assert (b1, b8, none) == (1, bench.BIG_BATCH, None) and want is not None
+    x = big["x"]
+    assert x.shape[1] == bench.BIG_BATCH and x.shape[0] == small["x"].shape[0]
+    np.testing.assert_array_equal(x[:, 3:6], x[:, 0:3])
+
+
+def test_ab_mode_times_the_new_kernels_against_the_paths_they_replaced(capsys):
+    from lazyarray.kernels import depthwise
+
+    choose = depthwise.choose_impl
+    assert bench.main(["--quick", "--ab", "--only", "gru"]) == 0
+    out = capsys.readouterr().out
+    rows = [ln.split() for ln in out.splitlines() if ln.startswith("gru_time_major")]
+    assert [r[1] for r in rows] == ["1", str(bench.BIG_BATCH)] and all(c.endswith("x") for r in rows for c in r[2:4])
+    assert depthwise.choose_impl is choose  # the switches are given back
+    from lazyarray.kernels import foreach, matmul
+    from lazyarray.ops import registry
+    assert registry.get("foreach").runner is foreach.run_foreach and registry.get("matmul").runner is matmul.run_matmul
