@@ -74,6 +74,9 @@ class Tuning:
     # -- dense
     dense_region: bool = _doc(True, "one-row dense layers with large weights as one compiled parallel region")
     dense_region_min_weight_bytes: int = _doc(1 << 20, "smallest weight (bytes) a dense parallel region takes")
+    # -- data-parallel training (distributed/data_parallel.py): gradients reduced among workers in buckets
+    # of this size (PyTorch DDP's 25 MB): the tasks of a step grow with the bytes, not with the arrays
+    dp_bucket_bytes: int = _doc(25 << 20, "bytes of one gradient bucket DataParallel reduces among its workers")
 
     def __post_init__(self):
         for f in fields(self):

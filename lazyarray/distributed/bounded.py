@@ -93,13 +93,13 @@ class BoundedCall:
                     "(cluster.scale(n), or dask worker ADDRESS) or pass a client whose cluster has some")
             time.sleep(_POLL)
 
-    def scatter(self, data, what, *, broadcast: bool = False):
-        """``client.scatter(data, broadcast=..., hash=False)`` by the deadline. ``what`` names the data
-        for messages: a str, or (``data`` a list) one str per item."""
+    def scatter(self, data, what, *, broadcast: bool = False, workers=None):
+        """``client.scatter(data, broadcast=..., workers=..., hash=False)`` by the deadline. ``what``
+        names the data for messages: a str, or (``data`` a list) one str per item."""
         client, left = self.client, self.remaining()
 
         async def send():
-            return await client.scatter(data, broadcast=broadcast, hash=False, asynchronous=True,
+            return await client.scatter(data, broadcast=broadcast, workers=workers, hash=False, asynchronous=True,
                                         timeout=left if left is not None else 1e9)
 
         names = what if isinstance(what, list) else [what]
@@ -109,11 +109,14 @@ class BoundedCall:
                                                        "a NumPy piece scattered to one worker, its only copy") + ")"))
         return out
 
-    def compute(self, outs: list) -> list:
-        """The values of the Dask collections ``outs``, computed on the cluster by the deadline."""
+    def submit(self, fn, *args, key: str, worker: str):
+        """``fn(*args)`` as the task ``key``, pinned to ``worker`` (never stolen: it reads state that
+        lives there); a future. Futures among ``args`` (nested too) are its inputs."""
+        return self.client.submit(fn, *args, key=key, workers=[worker], allow_other_workers=False, pure=False)
+
+    def gather(self, futures: list) -> list:
+        """The values of ``futures`` by the deadline."""
         dd = dask_modules()[2]
-        self._check_scheduler()
-        futures = self.client.compute(outs)
 
         def computing():
             return f"computing ({sum(not f.done() for f in futures)} of {len(futures)} results pending)"
@@ -125,6 +128,11 @@ class BoundedCall:
             return await client.gather(futures, asynchronous=True)
 
         return self._sync(fetch, "gathering the results")
+
+    def compute(self, outs: list) -> list:
+        """The values of the Dask collections ``outs``, computed on the cluster by the deadline."""
+        self._check_scheduler()
+        return self.gather(self.client.compute(outs))
 
     # -- waiting and naming ----------------------------------------------------------------------------
     def _sync(self, fn, doing: str):
