@@ -24,6 +24,7 @@ Dask itself is imported only when a function here is called (``dask_modules``).
 """
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from concurrent.futures import CancelledError
@@ -107,6 +108,21 @@ class BoundedCall:
         for f, name in zip(out if isinstance(out, list) else [out], names):
             self._scattered.append((f, f"{name} (" + ("broadcast: a replica on every worker" if broadcast else
                                                        "a NumPy piece scattered to one worker, its only copy") + ")"))
+        return out
+
+    def scatter_each(self, items: list, what: list[str], workers: list[str]) -> list:
+        """Each of ``items`` scattered to its worker (``workers[i]``), all at once, by the deadline; one
+        future per item (``what``: one name per item, for messages)."""
+        client, left = self.client, self.remaining()
+
+        async def send():
+            sent = [client.scatter([v], workers=[w], hash=False, asynchronous=True,
+                                   timeout=left if left is not None else 1e9) for v, w in zip(items, workers)]
+            return [f for fs in await asyncio.gather(*sent) for f in fs]
+
+        out = self._sync(send, f"scattering {_listing(what)}")
+        self._scattered += [(f, f"{name} (a NumPy piece scattered to one worker, its only copy)")
+                            for f, name in zip(out, what)]
         return out
 
     def submit(self, fn, *args, key: str, worker: str):

@@ -205,7 +205,7 @@ class DataParallel:
                     self._graphs[r] = self._trace(data, label, r)
             workers = self._replicas(call, workers)
             owner = [workers[i % len(workers)] for i in range(n)]
-            xs, ys = _batch_pieces("data", data, owner, call), _batch_pieces("label", label, owner, call)
+            xs, ys = _batch_pieces(data, label, owner, call)
             texts = self._texts(call, rows)
             futures = self._submit(call, workers, owner, rows, xs, ys, texts, batch)
             loss = call.gather(futures)[0]
@@ -341,16 +341,24 @@ def _first_rows(v):
     return np.asarray(v.compute() if _is_dask(v) else v.asnumpy() if isinstance(v, NDArray) else v)
 
 
-def _batch_pieces(name: str, v, owner: list[str], call: BoundedCall) -> list:
-    """The ``len(owner)`` row pieces of ``v``: a NumPy piece scattered to the worker that will run it, a
-    dask-array piece computed where Dask puts it (its chunks stay where they are)."""
-    n = len(owner)
-    if _is_dask(v):
-        pieces = dask_pieces(f"DataParallel.step: {name}", v, split(0), n)  # (rows split, every other axis whole)
-        return call.client.compute(pieces)
-    v = v.asnumpy() if isinstance(v, NDArray) else np.asarray(v)
-    values = P.split_value(v, split(0), n)
-    out = []
-    for i, (piece, w) in enumerate(zip(values, owner)):
-        out += call.scatter([piece], [f"{name} piece {i} of {n}"], workers=[w])
-    return out
+def _batch_pieces(data, label, owner: list[str], call: BoundedCall) -> tuple[list, list]:
+    """The ``len(owner)`` row pieces of ``data`` and ``label``: NumPy pieces scattered (all at once) to
+    the workers that run them (``owner``), dask-array pieces computed where Dask puts them (their
+    chunks stay where they are)."""
+    n, out = len(owner), []
+    numpy = {}
+    for name, v in (("data", data), ("label", label)):
+        if _is_dask(v):
+            pieces = dask_pieces(f"DataParallel.step: {name}", v, split(0), n)  # (rows split, other axes whole)
+            out.append(call.client.compute(pieces))
+        else:
+            v = v.asnumpy() if isinstance(v, NDArray) else np.asarray(v)
+            numpy[name] = P.split_value(v, split(0), n)
+            out.append(None)
+    if numpy:
+        items = [(name, i, p) for name, ps in numpy.items() for i, p in enumerate(ps)]
+        sent = call.scatter_each([p for _, _, p in items], [f"{name} piece {i} of {n}" for name, i, _ in items],
+                                 [owner[i] for _, i, _ in items])
+        for k, name in enumerate(numpy):
+            out[0 if name == "data" else 1] = sent[k * n:(k + 1) * n]
+    return out[0], out[1]
