@@ -16,6 +16,7 @@ from lazyarray.distributed import bounded
 from lazyarray.distributed import replica as R
 
 pytest.importorskip("dask.distributed")
+import dask.array as da  # noqa: E402
 from dask.distributed import Client, Future, LocalCluster  # noqa: E402
 
 
@@ -197,4 +198,21 @@ def test_a_killed_worker_is_replaced_by_a_copy_of_a_surviving_replica(client):
     for k in first:
         assert first[k].tobytes() == second[k].tobytes(), k
         np.testing.assert_allclose(first[k], want[k], rtol=1e-5, atol=2e-6, err_msg=k)
+    dp.close()
+
+
+def test_more_pieces_than_workers_run_in_order_on_their_replicas(client):
+    """A dask-array batch of 3 uneven chunks on 2 workers: one worker sums two pieces, seeds and row weights
+    stay per piece, and the result equals one process."""
+    batches = [_batch(i, rows=21) for i in range(2)]
+    net = _net(1)
+    dp = la.distributed.DataParallel(net, nn.SoftmaxCrossEntropyLoss(),
+                                     nn.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5}), client=client)
+    for x, y in batches:
+        loss = dp.step(da.from_array(x, chunks=((8, 7, 6), (5,))), da.from_array(y, chunks=((8, 7, 6),)))
+    dp.sync_to_client()
+    want = _single_process(1, batches, "sgd", {"learning_rate": 0.5})
+    for k, p in net.collect_params().items():
+        np.testing.assert_allclose(p.data().asnumpy(), want[k], rtol=1e-5, atol=2e-6, err_msg=k)
+    assert np.isfinite(loss)
     dp.close()
