@@ -479,6 +479,7 @@ _NO_RULE = {
     "solve": "x2 may be a vector or a stack: the batch axes of the two inputs align differently",
     "diagonal": "kept without a rule as the example of the broadcast fallback (its batch axes could pass)",
     "trace": "as diagonal (its batch axes could pass; not written yet)",
+    "batch_norm_max_pool2d": "an inference fusion, not a gradient kernel: batch_norm's rule would do, not written yet",
 }
 
 

@@ -85,15 +85,18 @@ class DataParallel:
     ``step(data, label)`` returns the mean loss of the batch (a float). ``seed`` fixes the random
     draws (dropout masks) of every step: piece ``i`` of step ``t`` draws from a generator seeded
     with ``piece_seed(t, i)`` (``None``: a seed drawn from la's generator, so ``la.random.seed``
-    fixes it too). Without ``client``, a
-    ``LocalCluster`` of processes is started at the first step; ``close()`` (or a ``with``
-    block) stops it.
+    fixes it too). Without ``client``, a ``LocalCluster`` of processes is started at the first
+    step; ``close()`` (or a ``with`` block) drops the replicas from the workers and stops it.
+
+    The model trains on the workers: ``net`` and ``trainer`` on the client keep the values of the
+    first step until ``sync_to_client()`` copies a replica (parameters and optimizer states) into
+    them; ``save_parameters(path)`` writes a checkpoint from a worker.
 
     ``timeout`` (seconds; ``None``: ``bounded.DEFAULT_TIMEOUT``, 300 s; ``math.inf``: no bound)
     bounds every step (``step(..., timeout=)`` overrides it for one step): past it, or when a
-    worker dies with the only copy of a scattered batch piece (NumPy batches are scattered piece
-    by piece; dask-array batches are recomputed), or the scheduler is lost, the step raises
-    ``la.DistributedError`` naming what and the fix, and leaves the parameters as they were.
+    worker dies with the only copy of a scattered batch piece or with its replica, or the
+    scheduler is lost, the step raises ``la.DistributedError`` naming what and the fix; the next
+    step re-syncs the replicas from the most advanced survivor.
 
     >>> import numpy as np, lazyarray as la, pytest
     >>> _ = pytest.importorskip("dask.distributed")  # (the doctest skips without the distributed extra)

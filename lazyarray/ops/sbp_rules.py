@@ -736,7 +736,6 @@ RULES: dict[str, Rule] = {
     "gelu_with_grad": Rule(_same_or_none),
     "round_to_format": Rule(_same_or_none),
     "copy_to": Rule(elementwise("copy")),
-    "batch_norm_max_pool2d": Rule(_batch_only(0)),
     # stacks of matrices: the batch axes split
     **{k: Rule(_batched_matrix) for k in ("cholesky", "inv", "matrix_power", "det", "slogdet", "eigh", "eigvalsh",
                                           "svd", "svdvals", "pinv", "qr", "matrix_rank", "matrix_norm")},
