@@ -34,6 +34,7 @@ from ..errors import DistributedError, ParamValueError
 DEFAULT_TIMEOUT = 300.0  # seconds: la.distributed.run(timeout=None) and DataParallel(timeout=None)
 _POLL = 0.1  # seconds between questions to the scheduler while it has no workers
 _ASK_TIMEOUT = 2.0  # seconds given to the scheduler to say which tasks are running, for a message
+_WATCH = 1.0  # seconds between questions to the scheduler about watched workers while waiting
 
 
 def dask_modules():
@@ -130,14 +131,20 @@ class BoundedCall:
         lives there); a future. Futures among ``args`` (nested too) are its inputs."""
         return self.client.submit(fn, *args, key=key, workers=[worker], allow_other_workers=False, pure=False)
 
-    def gather(self, futures: list) -> list:
-        """The values of ``futures`` by the deadline."""
+    def gather(self, futures: list, watch: dict | None = None) -> list:
+        """The values of ``futures`` by the deadline. ``watch``: worker address -> what it holds that
+        nothing can recompute (a model replica): while waiting, a watched worker that leaves the
+        cluster ends the wait at once with ``DistributedError`` naming it (its pinned tasks would
+        otherwise wait for it until the deadline)."""
         dd = dask_modules()[2]
 
         def computing():
             return f"computing ({sum(not f.done() for f in futures)} of {len(futures)} results pending)"
 
-        self._guarded(lambda: dd.wait(futures, timeout=self.remaining()), computing)
+        if watch:
+            self._guarded(lambda: self._wait_watching(futures, watch), computing)
+        else:
+            self._guarded(lambda: dd.wait(futures, timeout=self.remaining()), computing)
         client = self.client
 
         async def fetch():
@@ -149,6 +156,33 @@ class BoundedCall:
         """The values of the Dask collections ``outs``, computed on the cluster by the deadline."""
         self._check_scheduler()
         return self.gather(self.client.compute(outs))
+
+    def _wait_watching(self, futures: list, watch: dict) -> None:
+        """``distributed.wait(futures)`` in slices of ``_WATCH`` seconds, asking between them whether the
+        workers of ``watch`` are still there."""
+        dd = dask_modules()[2]
+        while True:
+            left = self.remaining()
+            try:
+                dd.wait(futures, timeout=_WATCH if left is None else min(_WATCH, left))
+                return
+            except TimeoutError:
+                if left is not None and left <= _WATCH:
+                    raise
+                self._check_watched(watch, None)
+            except CancelledError as exc:  # (Dask cancels what read the lost worker's scattered data first)
+                self._check_watched(watch, exc)
+                raise
+
+    def _check_watched(self, watch: dict, exc) -> None:
+        present = self._sync(self.client.scheduler.ncores, "asking the scheduler for its workers")
+        gone = [w for w in watch if w not in present]
+        if gone:
+            lost = [what for f, what in self._scattered if f.cancelled()]
+            raise DistributedError(
+                f"{self.caller}: lost {_listing([f'{watch[w]} on worker {w}' for w in gone])}"
+                + (f" (and {_listing(lost)})" if lost else "")
+                + f": the worker left the cluster (died, killed, or retired) during the call; {self.again}") from exc
 
     # -- waiting and naming ----------------------------------------------------------------------------
     def _sync(self, fn, doing: str):

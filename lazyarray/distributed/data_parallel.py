@@ -197,7 +197,8 @@ class DataParallel:
         """One training step on the batch ``(data, label)``; returns the batch's mean loss.
         ``timeout``: this step's bound in seconds (``None``: the ``DataParallel``'s)."""
         call = BoundedCall(self.client, self.timeout if timeout is None else timeout, "DataParallel.step",
-                           "call step again with the same batch")
+                           "call step again with the same batch (it first copies the most advanced surviving "
+                           "replica to the workers without one; with no survivor, load the last checkpoint)")
         batch = data.shape[0]
         try:
             workers = sorted(call.workers())
@@ -211,7 +212,7 @@ class DataParallel:
             xs, ys = _batch_pieces(data, label, owner, call)
             texts = self._texts(call, rows)
             futures = self._submit(call, workers, owner, rows, xs, ys, texts, batch)
-            loss = call.gather(futures)[0]
+            loss = call.gather(futures, watch={w: f"replica {i} of the model" for i, w in enumerate(workers)})[0]
         except BaseException:
             self._suspect = True  # (some replicas may have applied the step: compare them at the next step)
             raise

@@ -176,17 +176,35 @@ def test_flat_layout_packs_and_unpacks_exactly():
             assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
+def _kill(client, addr):
+    os.kill(client.run(os.getpid)[addr], signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while addr in client.scheduler_info(n_workers=-1)["workers"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 @pytest.mark.slow
-def test_a_killed_worker_is_replaced_by_a_copy_of_a_surviving_replica(client):
+def test_a_worker_killed_mid_step_is_named_and_the_next_step_resyncs_from_the_survivor(client, monkeypatch):
     net = _net(1)
     dp = la.distributed.DataParallel(net, nn.SoftmaxCrossEntropyLoss(),
-                                     nn.Trainer(net.collect_params(), "adam", {"learning_rate": 0.01}), client=client)
+                                     nn.Trainer(net.collect_params(), "adam", {"learning_rate": 0.01}), client=client,
+                                     timeout=60)
     dp.step(*_batch(0))
     dead = dp._holders[0]
-    os.kill(client.run(os.getpid)[dead], signal.SIGKILL)
-    deadline = time.monotonic() + 60
-    while dead in client.scheduler_info(n_workers=-1)["workers"] and time.monotonic() < deadline:
-        time.sleep(0.05)
+    real = bounded.BoundedCall.gather
+
+    def gather(self, futures, watch=None):
+        if watch:  # (the step's tasks are submitted: its first replica's worker dies now)
+            monkeypatch.setattr(bounded.BoundedCall, "gather", real)
+            _kill(client, dead)
+        return real(self, futures, watch)
+
+    monkeypatch.setattr(bounded.BoundedCall, "gather", gather)
+    start = time.monotonic()
+    with pytest.raises(la.DistributedError, match=r"DataParallel.step: lost replica 0 of the model on worker "
+                                                  r"tcp://\S+ \(and data piece 0 of 2.*\): the worker left the cluster.*surviving replica"):
+        dp.step(*_batch(1))
+    assert time.monotonic() - start < 30  # (named at once, not at the 60 s timeout)
     client.wait_for_workers(2, timeout=60)  # (the nanny starts a new worker process)
     try:
         dp.step(*_batch(1))
