@@ -241,15 +241,10 @@ def save(key: str, path: str, names: list[str]) -> str:
 
 
 def _write_grads(params: list, grads: list) -> None:
-    """Make ``grads`` the parameters' fresh gradients (d/dw sum(w * g) = g exactly)."""
-    arrays = [p.data() for p in params]
-    with autograd.record():
-        total = None
-        for w, g in zip(arrays, grads):
-            term = (w * array(np.asarray(g, dtype=w.dtype))).sum()
-            total = term if total is None else total + term
-    if total is not None:
-        total.backward()
+    """Make ``grads`` the parameters' fresh gradients: a backward whose heads are the parameters
+    themselves, with ``grads`` as the head gradients (adopted as they are: exact)."""
+    if params:
+        autograd.backward([p.data() for p in params], [array(np.asarray(g, dtype=p.dtype)) for p, g in zip(params, grads)])
 
 
 def states_bytes(trainer: Trainer) -> bytes:
