@@ -150,7 +150,15 @@ class BoundedCall:
         async def fetch():
             return await client.gather(futures, asynchronous=True)
 
-        return self._sync(fetch, "gathering the results")
+        def fetched():
+            try:
+                return client.sync(fetch, callback_timeout=self.remaining())
+            except CancelledError as exc:  # (a wait that ended with cancelled futures: name a lost worker)
+                if watch:
+                    self._check_watched(watch, exc)
+                raise
+
+        return self._guarded(fetched, "gathering the results")
 
     def compute(self, outs: list) -> list:
         """The values of the Dask collections ``outs``, computed on the cluster by the deadline."""

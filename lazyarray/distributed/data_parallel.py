@@ -243,8 +243,8 @@ class DataParallel:
         for r in sorted(set(rows)):
             if r not in self._scattered:
                 text, order = self._graphs[r][:2]
-                self._scattered[r] = call.scatter((text, tuple(order)), f"the training graph of {r}-row pieces",
-                                                  broadcast=True)
+                self._scattered[r] = call.scatter([(text, tuple(order))], [f"the training graph of {r}-row pieces"],
+                                                  broadcast=True)[0]  # (in a list: one key, not one per item)
         return self._scattered
 
     # -- the replicas ----------------------------------------------------------------------------------
@@ -278,6 +278,7 @@ class DataParallel:
             call.gather([call.submit(R.install, self._rkey(w), blob, key=f"{tag}-install-{w}", worker=w)
                          for w, h in zip(workers, have) if h != best])
             self.steps = best
+            self._scattered = {}  # (the graphs scattered anew: a lost worker may have taken scattered keys along)
         self._holders, self._suspect = list(workers), False
         return workers
 

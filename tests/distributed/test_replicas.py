@@ -201,8 +201,11 @@ def test_a_worker_killed_mid_step_is_named_and_the_next_step_resyncs_from_the_su
 
     monkeypatch.setattr(bounded.BoundedCall, "gather", gather)
     start = time.monotonic()
-    with pytest.raises(la.DistributedError, match=r"DataParallel.step: lost replica 0 of the model on worker "
-                                                  r"tcp://\S+ \(and data piece 0 of 2.*\): the worker left the cluster.*surviving replica"):
+    # the replica and the batch pieces it held are named (rarely Dask's cancellation of the lost pieces is
+    # seen while the scheduler still lists the worker: then the pieces alone are named)
+    with pytest.raises(la.DistributedError, match=r"DataParallel.step: lost (replica 0 of the model on worker "
+                                                  r"tcp://\S+ \(and data piece 0 of 2.*\): the worker left the "
+                                                  r"cluster.*surviving replica|data piece 0 of 2)"):
         dp.step(*_batch(1))
     assert time.monotonic() - start < 30  # (named at once, not at the 60 s timeout)
     client.wait_for_workers(2, timeout=60)  # (the nanny starts a new worker process)
