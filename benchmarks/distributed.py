@@ -11,15 +11,25 @@
    batch split in 2 over 2 workers.
 3. The cost model of docs/distributed.md: predicted time per training step for N workers from the
    measured compute time, the scheduler overhead, the parameter bytes and ``--bandwidth`` (GB/s).
+4. Scaling of a ``DataParallel`` step with resident replicas (``--scaling``): 2 and 4 worker
+   processes, MLPs of 10/40/80/160 parameter arrays holding about the same bytes P (``--param-mb``).
+   Per step: bytes each worker sent to the others (Dask's ``transfer_outgoing_bytes_total``, max
+   over the workers) against the ring all-reduce bound 2(N-1)/N * P; bytes from the client (the
+   scattered batch pieces and the pickled task arguments, counted where they are sent); tasks
+   submitted; median step time (A/B rounds alternating with the single-process step of the same
+   model, measured in the same run).
 
 The machine this runs on has 2 cores (shared), so 2 workers is the most that can show a speedup.
 
     python benchmarks/distributed.py [--rows 200000] [--chunk 25000] [--bandwidth 1.25]
+    python benchmarks/distributed.py --scaling [--param-mb 1.6] [--steps 7]
 """
 from __future__ import annotations
 
 import argparse
 import math
+import pickle
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -40,6 +50,7 @@ from _util import table  # noqa: E402
 
 import lazyarray as la  # noqa: E402
 from lazyarray import blocks as B  # noqa: E402
+from lazyarray.distributed import bounded  # noqa: E402
 
 
 def mlp(seed=0):
@@ -142,6 +153,102 @@ def training(args, overheads):
     return single
 
 
+def deep_mlp(arrays: int, param_bytes: float, seed=0):
+    """An MLP of ``arrays`` parameter arrays (``arrays / 2`` Dense layers, weights and biases) of square
+    layers sized so the parameters hold about ``param_bytes``."""
+    layers = arrays // 2
+    width = max(4, int(math.sqrt(param_bytes / 4 / layers)))
+    la.random.seed(seed)
+    net = B.HybridSequential()
+    for i in range(layers):
+        net.add(B.Dense(width, in_units=width, activation="relu" if i < layers - 1 else None))
+    net.initialize()
+    return net, width
+
+
+class Meter:
+    """Counts what the client sends in ``DataParallel`` steps: scattered bytes, pickled task arguments, tasks."""
+
+    def __init__(self):
+        self.scattered = self.args = self.tasks = 0
+
+    def install(self):
+        each, submit = bounded.BoundedCall.scatter_each, bounded.BoundedCall.submit
+        meter = self
+
+        def scatter_each(call, items, what, workers):
+            meter.scattered += sum(getattr(v, "nbytes", 0) for v in items)
+            return each(call, items, what, workers)
+
+        def counted_submit(call, fn, *a, key, worker):
+            meter.tasks += 1
+            meter.args += len(pickle.dumps([x for x in a if type(x).__name__ != "Future"]))
+            return submit(call, fn, *a, key=key, worker=worker)
+
+        bounded.BoundedCall.scatter_each, bounded.BoundedCall.submit = scatter_each, counted_submit
+        return lambda: (setattr(bounded.BoundedCall, "scatter_each", each),
+                        setattr(bounded.BoundedCall, "submit", submit))
+
+
+def scaling_case(workers, arrays, args, loss_fn):
+    net, width = deep_mlp(arrays, args.param_mb * 1e6)
+    P = sum(p.data().size * 4 for p in net.collect_params().values())
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((args.batch, width)).astype("float32")
+    y = rng.integers(0, width, args.batch).astype("int32")
+    ref, _ = deep_mlp(arrays, args.param_mb * 1e6)
+    ref_tr = B.Trainer(ref.collect_params(), "sgd", {"learning_rate": 1e-3})
+    xa, ya = la.array(x), la.array(y)
+
+    def single():
+        with la.autograd.record():
+            loss = loss_fn(ref(xa), ya)
+        loss.backward()
+        ref_tr.step(args.batch)
+
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cl, \
+            Client(cl) as client:
+        client.wait_for_workers(workers)
+        dp = la.distributed.DataParallel(net, loss_fn, B.Trainer(net.collect_params(), "sgd", {"learning_rate": 1e-3}),
+                                         client=client)
+        for _ in range(2):  # (the first broadcast and the workers' compilations)
+            dp.step(x, y)
+            single()
+        meter = Meter()
+        restore = meter.install()
+        sent0 = client.run(lambda dask_worker: dask_worker.transfer_outgoing_bytes_total)
+        t_dist, t_single = [], []
+        for _ in range(args.steps):  # A/B rounds
+            t0 = time.perf_counter()
+            dp.step(x, y)
+            t_dist.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            single()
+            t_single.append(time.perf_counter() - t0)
+        restore()
+        sent1 = client.run(lambda dask_worker: dask_worker.transfer_outgoing_bytes_total)
+        dp.close()
+    per_worker = max(sent1[w] - sent0[w] for w in sent1) / args.steps
+    bound = 2 * (workers - 1) / workers * P
+    single_ms, dist_ms = statistics.median(t_single) * 1e3, statistics.median(t_dist) * 1e3
+    control = meter.args / args.steps
+    return [workers, arrays, f"{P / 1e6:.2f}", f"{per_worker / 1e6:.3f}", f"{bound / 1e6:.3f}",
+            f"{per_worker / bound:.2f}", f"{meter.scattered / args.steps / 1e3:.1f}",
+            f"{control / 1e3:.2f} ({control / P * 100:.2f}%)", meter.tasks // args.steps, single_ms, dist_ms,
+            dist_ms - single_ms]
+
+
+def scaling(args):
+    loss_fn = B.SoftmaxCrossEntropyLoss()
+    rows = [scaling_case(workers, arrays, args, loss_fn) for workers in (2, 4) for arrays in (10, 40, 80, 160)]
+    print(f"DataParallel step with resident replicas, batch {args.batch}, SGD, softmax cross-entropy; medians of "
+          f"{args.steps} A/B rounds (distributed step, then the single-process step of the same model)")
+    print(table(["N", "arrays", "P MB", "sent/worker MB", "2(N-1)/N*P MB", "ratio", "batch KB", "control KB (of P)",
+                 "tasks/step", "single ms", "DataParallel ms", "overhead ms"], rows))
+    print("sent/worker: bytes a worker sent to the other workers per step (max over workers); batch: the NumPy "
+          "batch pieces the client scattered; control: the pickled task arguments (keys, step, seeds)")
+
+
 def cost_model(args, compute_s, overhead_s):
     params = sum(p.data().size * 4 for p in mlp().collect_params().values())
     bw = args.bandwidth * 1e9
@@ -151,12 +258,11 @@ def cost_model(args, compute_s, overhead_s):
     rows = []
     for n in (2, 4, 8, 16, 32, 64):
         t_compute = compute_s / n
-        t_reduce = math.ceil(math.log2(n)) * params / bw
-        t_bcast = n * params / bw
-        t_sched = (2 * n - 1 + n) * overhead_s  # n step tasks, n-1 additions, n parameter copies
-        t = t_compute + t_reduce + t_bcast + t_sched
-        rows.append([n, t_compute * 1e3, t_reduce * 1e3, t_bcast * 1e3, t_sched * 1e3, t * 1e3, compute_s / t])
-    print(table(["N", "compute ms", "reduce ms", "broadcast ms", "scheduler ms", "step ms", "speedup"], rows))
+        t_reduce = 2 * (n - 1) / n * params / bw  # reduce-scatter + all-gather among the resident replicas
+        t_sched = (2 * n + n * n + n) * overhead_s  # local steps, applies, and per bucket n^2 shards + n sums
+        t = t_compute + t_reduce + t_sched
+        rows.append([n, t_compute * 1e3, t_reduce * 1e3, t_sched * 1e3, t * 1e3, compute_s / t])
+    print(table(["N", "compute ms", "reduce ms", "scheduler ms", "step ms", "speedup"], rows))
 
 
 def main(argv=None):
@@ -165,7 +271,14 @@ def main(argv=None):
     ap.add_argument("--chunk", type=int, default=25_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--bandwidth", type=float, default=1.25, help="network bandwidth in GB/s (1.25 = 10 Gbit/s)")
+    ap.add_argument("--scaling", action="store_true", help="only section 4: DataParallel with 2 and 4 workers")
+    ap.add_argument("--param-mb", type=float, default=1.6, help="section 4: parameter megabytes of each model")
+    ap.add_argument("--batch", type=int, default=64, help="section 4: rows per step")
+    ap.add_argument("--steps", type=int, default=7, help="section 4: measured steps (A/B rounds)")
     args = ap.parse_args(argv)
+    if args.scaling:
+        scaling(args)
+        return
     overheads = inference(args)
     compute = training(args, overheads)
     cost_model(args, compute, overheads[2])

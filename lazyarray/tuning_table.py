@@ -96,6 +96,10 @@ class Tuning:
     sbp_fallback_warn: bool = _doc(True, "warn once per op that has no SBP rule and runs on whole inputs",
                                    "LAZYARRAY_SBP_FALLBACK_WARN")
 
+    # -- data-parallel training (distributed/data_parallel.py): gradients reduced among workers in buckets
+    # of this size (PyTorch DDP's 25 MB): the tasks of a step grow with the bytes, not with the arrays
+    dp_bucket_bytes: int = _doc(25 << 20, "bytes of one gradient bucket DataParallel reduces among its workers")
+
     def __post_init__(self):
         for f in fields(self):
             v = getattr(self, f.name)

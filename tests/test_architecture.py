@@ -92,9 +92,9 @@ STATE_BASELINE = {
     ("fileio", "_UMASK_LOCK"),
 }
 
-# cross-module imports of _private names: ops.conv's geometry helpers (6, conv_grad.py), distributed.run (3),
+# cross-module imports of _private names: ops.conv's geometry helpers (6, conv_grad.py), distributed.run (1),
 # executor.program._fresh, onnx import_ops._softplus, mxnet operators._erf
-PRIVATE_IMPORTS = 12
+PRIVATE_IMPORTS = 10
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ import lazyarray as la
 from lazyarray.distributed import pieces as P
 from lazyarray.graph.build import apply_node
 from lazyarray.graph.node import Entry, var_node
+from lazyarray.graph.passes.gradient import gradient
 from lazyarray.graph.symbol import Symbol
 from lazyarray.ops import registry
 from lazyarray.ops.sbp_rules import RULES, SBPFallbackWarning, rule_for
@@ -443,3 +444,61 @@ def test_control_flow_takes_the_broadcast_fallback():
         ann, nodes = _annotate(y, x=S(0))
     assert _boxes(ann) == [("S(0)", "B")] and nodes["cond0"].sbp == (B,)
     # (tests/distributed/test_run.py runs it on Dask)
+
+
+# -- every op without a rule, and why -----------------------------------------------------------------------
+_SEVERAL = "several outputs of sizes the rule would have to split too (views along an axis): not written yet"
+_DATA_SIZED = "its output's size depends on the values (which elements, how many): pieces cannot agree on it"
+_SUBGRAPH = "runs a subgraph (control flow, a fused or called graph): the broadcast fallback runs it whole"
+_MADE = "no input: a split would need the op to know its piece (an SBP parameter); made whole on every piece"
+_COMPLEX = "complex inputs: the physical rule check above cannot run them, so no rule is claimed"
+_NO_RULE = {
+    "advanced_index": _DATA_SIZED + " (a split index array could be, not written yet)",
+    "advanced_index_grad": "the gradient of advanced_index: as advanced_index",
+    "index_grad": "getitem's gradient: a split passes only where the key keeps the axis whole; not written yet",
+    "array_split": _SEVERAL, "split": _SEVERAL,
+    "bitcast": "a split of the last axis changes size with the item size; other axes could pass (not written yet)",
+    "boolean_mask": _DATA_SIZED, "boolean_mask_grad": _DATA_SIZED, "nonzero": _DATA_SIZED,
+    "unique_all": _DATA_SIZED, "unique_values": _DATA_SIZED, "non_max_suppression": _DATA_SIZED,
+    "boxing": "the boxing op itself: inserted by the pass with its own SBPs",
+    "call": _SUBGRAPH, "cond": _SUBGRAPH, "foreach": _SUBGRAPH, "fused": _SUBGRAPH, "while_loop": _SUBGRAPH,
+    "cast_storage": "changes the storage type (sparse layouts are whole arrays of rows and indices)",
+    "class_labels": "decodes whole label sets (strings) on the client's side",
+    "image_decode": "decodes bytes: its input is not an array of elements",
+    "ctc_loss": "the alignment runs along time over the whole label sequence; a batch split needs its mean's "
+                "global count (not written yet)",
+    "ctc_loss_grad": "ctc_loss's gradient: as ctc_loss",
+    "dim_values": _MADE, "fill": _MADE, "iota": _MADE, "random_normal": _MADE + " (and one stream)",
+    "random_uniform": _MADE + " (and one stream)",
+    "fftn": _COMPLEX, "ifftn": _COMPLEX, "rfftn": _COMPLEX, "irfftn": _COMPLEX, "hfft": _COMPLEX, "irfft": _COMPLEX,
+    "one_hot_like": "only like's shape is read, over whole classes; a batch split could pass (not written yet)",
+    "reshape_codes": "MXNet's reshape codes name logical sizes per axis; the local rewrite is not written",
+    "reshape_like": "like reshape, but the target comes from like's physical piece: not written yet",
+    "slice_like": "slices to like's logical sizes; a split axis would slice each piece wrongly",
+    "size": "its value is the logical size: each piece would count its own",
+    "solve": "x2 may be a vector or a stack: the batch axes of the two inputs align differently",
+    "diagonal": "kept without a rule as the example of the broadcast fallback (its batch axes could pass)",
+    "trace": "as diagonal (its batch axes could pass; not written yet)",
+    "batch_norm_max_pool2d": "an inference fusion, not a gradient kernel: batch_norm's rule would do, not written yet",
+}
+
+
+def test_every_op_without_an_sbp_rule_is_listed_with_its_reason():
+    without = {op.name for op in registry.all_ops() if rule_for(op) is None}
+    assert without - set(_NO_RULE) == set(), "ops without an SBP rule and no reason listed here"
+    assert set(_NO_RULE) - without == set(), "listed here but they have a rule now: drop them from _NO_RULE"
+
+
+def test_a_batch_split_backward_runs_split_and_ends_in_partial_sums():
+    """A dense layer's gradients with the batch split: every gradient kernel on the way keeps the split
+    (broadcast_like, sum_to, dot with transpose_a), no piece is gathered whole, and the gradients come
+    out P(sum), the form DataParallel reduces among its workers."""
+    x, w, b = la.sym.var("x", shape=(8, 4)), la.sym.var("w", shape=(3, 4)), la.sym.var("b", shape=(3,))
+    y = la.sym.sum(la.sym.tanh(la.sym.dot(x, la.sym.transpose(w)) + b) ** 2.0)
+    nodes = {n.name: n for n in y.input_nodes()}
+    grads = Symbol(gradient([y.outputs[0]], [None], [Entry(nodes["w"], 0), Entry(nodes["b"], 0)]))
+    ann, _ = _annotate(grads, x=S(0), w=B, b=B)
+    assert _boxes(ann) == []
+    assert [str(e.node.sbp[e.index]) for e in ann.outputs] == ["P(sum)", "P(sum)"]
+    ops = {n.op.name for n in ann.topo() if n.op is not None}
+    assert {"broadcast_like", "sum_to", "dot"} <= ops

@@ -24,6 +24,7 @@ Dask itself is imported only when a function here is called (``dask_modules``).
 """
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from concurrent.futures import CancelledError
@@ -33,6 +34,7 @@ from ..errors import DistributedError, ParamValueError
 DEFAULT_TIMEOUT = 300.0  # seconds: la.distributed.run(timeout=None) and DataParallel(timeout=None)
 _POLL = 0.1  # seconds between questions to the scheduler while it has no workers
 _ASK_TIMEOUT = 2.0  # seconds given to the scheduler to say which tasks are running, for a message
+_WATCH = 1.0  # seconds between questions to the scheduler about watched workers while waiting
 
 
 def dask_modules():
@@ -93,13 +95,13 @@ class BoundedCall:
                     "(cluster.scale(n), or dask worker ADDRESS) or pass a client whose cluster has some")
             time.sleep(_POLL)
 
-    def scatter(self, data, what, *, broadcast: bool = False):
-        """``client.scatter(data, broadcast=..., hash=False)`` by the deadline. ``what`` names the data
-        for messages: a str, or (``data`` a list) one str per item."""
+    def scatter(self, data, what, *, broadcast: bool = False, workers=None):
+        """``client.scatter(data, broadcast=..., workers=..., hash=False)`` by the deadline. ``what``
+        names the data for messages: a str, or (``data`` a list) one str per item."""
         client, left = self.client, self.remaining()
 
         async def send():
-            return await client.scatter(data, broadcast=broadcast, hash=False, asynchronous=True,
+            return await client.scatter(data, broadcast=broadcast, workers=workers, hash=False, asynchronous=True,
                                         timeout=left if left is not None else 1e9)
 
         names = what if isinstance(what, list) else [what]
@@ -109,22 +111,86 @@ class BoundedCall:
                                                        "a NumPy piece scattered to one worker, its only copy") + ")"))
         return out
 
-    def compute(self, outs: list) -> list:
-        """The values of the Dask collections ``outs``, computed on the cluster by the deadline."""
+    def scatter_each(self, items: list, what: list[str], workers: list[str]) -> list:
+        """Each of ``items`` scattered to its worker (``workers[i]``), all at once, by the deadline; one
+        future per item (``what``: one name per item, for messages)."""
+        client, left = self.client, self.remaining()
+
+        async def send():
+            sent = [client.scatter([v], workers=[w], hash=False, asynchronous=True,
+                                   timeout=left if left is not None else 1e9) for v, w in zip(items, workers)]
+            return [f for fs in await asyncio.gather(*sent) for f in fs]
+
+        out = self._sync(send, f"scattering {_listing(what)}")
+        self._scattered += [(f, f"{name} (a NumPy piece scattered to one worker, its only copy)")
+                            for f, name in zip(out, what)]
+        return out
+
+    def submit(self, fn, *args, key: str, worker: str):
+        """``fn(*args)`` as the task ``key``, pinned to ``worker`` (never stolen: it reads state that
+        lives there); a future. Futures among ``args`` (nested too) are its inputs."""
+        return self.client.submit(fn, *args, key=key, workers=[worker], allow_other_workers=False, pure=False)
+
+    def gather(self, futures: list, watch: dict | None = None) -> list:
+        """The values of ``futures`` by the deadline. ``watch``: worker address -> what it holds that
+        nothing can recompute (a model replica): while waiting, a watched worker that leaves the
+        cluster ends the wait at once with ``DistributedError`` naming it (its pinned tasks would
+        otherwise wait for it until the deadline)."""
         dd = dask_modules()[2]
-        self._check_scheduler()
-        futures = self.client.compute(outs)
 
         def computing():
             return f"computing ({sum(not f.done() for f in futures)} of {len(futures)} results pending)"
 
-        self._guarded(lambda: dd.wait(futures, timeout=self.remaining()), computing)
+        if watch:
+            self._guarded(lambda: self._wait_watching(futures, watch), computing)
+        else:
+            self._guarded(lambda: dd.wait(futures, timeout=self.remaining()), computing)
         client = self.client
 
         async def fetch():
             return await client.gather(futures, asynchronous=True)
 
-        return self._sync(fetch, "gathering the results")
+        def fetched():
+            try:
+                return client.sync(fetch, callback_timeout=self.remaining())
+            except CancelledError as exc:  # (a wait that ended with cancelled futures: name a lost worker)
+                if watch:
+                    self._check_watched(watch, exc)
+                raise
+
+        return self._guarded(fetched, "gathering the results")
+
+    def compute(self, outs: list) -> list:
+        """The values of the Dask collections ``outs``, computed on the cluster by the deadline."""
+        self._check_scheduler()
+        return self.gather(self.client.compute(outs))
+
+    def _wait_watching(self, futures: list, watch: dict) -> None:
+        """``distributed.wait(futures)`` in slices of ``_WATCH`` seconds, asking between them whether the
+        workers of ``watch`` are still there."""
+        dd = dask_modules()[2]
+        while True:
+            left = self.remaining()
+            try:
+                dd.wait(futures, timeout=_WATCH if left is None else min(_WATCH, left))
+                return
+            except TimeoutError:
+                if left is not None and left <= _WATCH:
+                    raise
+                self._check_watched(watch, None)
+            except CancelledError as exc:  # (Dask cancels what read the lost worker's scattered data first)
+                self._check_watched(watch, exc)
+                raise
+
+    def _check_watched(self, watch: dict, exc) -> None:
+        present = self._sync(self.client.scheduler.ncores, "asking the scheduler for its workers")
+        gone = [w for w in watch if w not in present]
+        if gone:
+            lost = [what for f, what in self._scattered if f.cancelled()]
+            raise DistributedError(
+                f"{self.caller}: lost {_listing([f'{watch[w]} on worker {w}' for w in gone])}"
+                + (f" (and {_listing(lost)})" if lost else "")
+                + f": the worker left the cluster (died, killed, or retired) during the call; {self.again}") from exc
 
     # -- waiting and naming ----------------------------------------------------------------------------
     def _sync(self, fn, doing: str):

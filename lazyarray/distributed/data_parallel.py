@@ -1,13 +1,29 @@
 """``la.distributed.DataParallel``: data-parallel training steps on a Dask cluster.
 
-One step: the batch is split along axis 0 (a ``dask.array`` keeps its chunks, NumPy is split
-over the workers); every piece runs forward and backward on a worker through one compiled graph
-(the model, the loss summed over the piece, and the gradient of that sum with respect to every
-parameter: ``graph/passes/gradient.py``); the gradients are ``P(sum)`` pieces, reduced once per
-step by a tree of additions; the driver writes them as the parameters' gradients and the
-``Trainer`` applies its update once; the new parameter values are scattered to every worker
-(``broadcast=True``) for the next step. The result equals ``loss.backward(); trainer.step(batch)``
-in one process, up to float rounding of the summation order.
+Each worker holds a replica of the model and its optimizer for the life of the trainer
+(``replica.py``: worker-held state addressed by a key, and why not Dask actors). The client's
+parameters are broadcast once, at the first step; after it a step sends the batch pieces (a
+NumPy batch is scattered piece by piece to the workers that run them; a ``dask.array`` keeps its
+chunks and Dask moves them) and a step number, and gets back one float per worker. The client's
+``net`` and ``trainer`` are not updated: ``sync_to_client()`` copies a replica into them when
+asked, ``save_parameters(path)`` writes a checkpoint from a worker.
+
+One step: every piece runs forward and backward on its worker through one compiled graph (the
+model, the loss summed over the piece, and the gradient of that sum with respect to every
+parameter: ``graph/passes/gradient.py``). Each worker packs its gradients (with the loss sum and
+the updated statistics) into flat buckets of ``la.config.dp_bucket_bytes`` (25 MB) and cuts each
+into one shard per worker; shard ``j`` is summed on worker ``j`` (reduce-scatter) and every
+worker gathers all the sums (all-gather) and applies the optimizer to its replica. Each worker
+sends and receives ``2 (N - 1) / N`` of the gradient bytes, the bound of a ring all-reduce, in
+two rounds instead of a ring's ``2 (N - 1)``, and the tasks of a step (``2N + buckets * (N^2 + N)``)
+do not grow with the number of parameter arrays. Every sum is taken in worker order on one
+worker and copied to the others, so the replicas stay equal bit for bit. The result equals
+``loss.backward(); trainer.step(batch)`` in one process, up to float rounding of the summation order.
+
+A lost worker: the step raises ``la.DistributedError``; the next step finds the workers changed
+and copies the most advanced surviving replica (worker to worker) to every worker without one
+(a new worker the nanny started, or one whose replica is behind); with no survivor it names the
+fix (load the last checkpoint). A step that failed after some replicas applied it counts as taken.
 
 The graph is traced in training mode, so models whose training mode differs run as they train:
 
@@ -28,13 +44,16 @@ The loss must return one value per sample (Gluon's losses do).
 """
 from __future__ import annotations
 
+import pickle
+import uuid
+
 import numpy as np
 
-from .. import autograd
 from ..blocks import hybrid
 from ..blocks.block import HybridBlock
 from ..creation import array, zeros
 from ..device import Device
+from ..errors import DistributedError, ParamError, ParamValueError
 from ..graph.build import apply_node
 from ..graph.node import Entry
 from ..graph.passes.gradient import gradient
@@ -43,10 +62,11 @@ from ..ndarray import NDArray
 from ..ops import registry
 from ..rng import generator
 from ..sbp import split, split_sizes
+from ..tuning_table import current
 from . import pieces as P
+from . import replica as R
 from .bounded import BoundedCall, check_timeout, dask_modules
-from .run import _delayed, _is_dask, _tree_reduce, dask_pieces
-from .worker import run_region_seeded
+from .run import _is_dask, dask_pieces
 
 
 class _WithLoss(HybridBlock):
@@ -65,15 +85,18 @@ class DataParallel:
     ``step(data, label)`` returns the mean loss of the batch (a float). ``seed`` fixes the random
     draws (dropout masks) of every step: piece ``i`` of step ``t`` draws from a generator seeded
     with ``piece_seed(t, i)`` (``None``: a seed drawn from la's generator, so ``la.random.seed``
-    fixes it too). Without ``client``, a
-    ``LocalCluster`` of processes is started at the first step; ``close()`` (or a ``with``
-    block) stops it.
+    fixes it too). Without ``client``, a ``LocalCluster`` of processes is started at the first
+    step; ``close()`` (or a ``with`` block) drops the replicas from the workers and stops it.
+
+    The model trains on the workers: ``net`` and ``trainer`` on the client keep the values of the
+    first step until ``sync_to_client()`` copies a replica (parameters and optimizer states) into
+    them; ``save_parameters(path)`` writes a checkpoint from a worker.
 
     ``timeout`` (seconds; ``None``: ``bounded.DEFAULT_TIMEOUT``, 300 s; ``math.inf``: no bound)
     bounds every step (``step(..., timeout=)`` overrides it for one step): past it, or when a
-    worker dies with the only copy of a scattered batch piece (NumPy batches are scattered piece
-    by piece; dask-array batches are recomputed), or the scheduler is lost, the step raises
-    ``la.DistributedError`` naming what and the fix, and leaves the parameters as they were.
+    worker dies with the only copy of a scattered batch piece or with its replica, or the
+    scheduler is lost, the step raises ``la.DistributedError`` naming what and the fix; the next
+    step re-syncs the replicas from the most advanced survivor.
 
     >>> import numpy as np, lazyarray as la, pytest
     >>> _ = pytest.importorskip("dask.distributed")  # (the doctest skips without the distributed extra)
@@ -98,6 +121,11 @@ class DataParallel:
         self._graphs = {}  # piece rows -> (JSON text, input order, parameters, trained names, updated names)
         self.seed = seed  # None: drawn from la's CPU generator at the first step (la.random.seed fixes it)
         self.steps = 0  # steps taken: the step index of piece_seed
+        self._key = f"la-dp-{uuid.uuid4().hex[:12]}"  # the replicas' key on the workers (replica.REPLICAS)
+        self._holders: list[str] = []  # the workers holding a replica at self.steps, in shard order
+        self._suspect = False  # a step failed: the replicas may differ in their step count
+        self._plan = None  # replica.StepPlan, made at the first broadcast
+        self._scattered = {}  # piece rows -> future of (graph text, input order) on every worker
 
     def piece_seed(self, step: int, piece: int) -> int:
         """The seed of the random draws (dropout masks) of ``piece`` at ``step`` (0-based)."""
@@ -116,6 +144,13 @@ class DataParallel:
         return self._client
 
     def close(self) -> None:
+        """Drop the replicas from the workers (best effort) and stop the cluster this object started."""
+        if self._holders and self._client is not None and self._client.status == "running":
+            dd = dask_modules()[2]
+            for w in self._holders:  # (not waited for: a worker that is gone took its replica with it)
+                dd.fire_and_forget(self._client.submit(R.drop, self._rkey(w), key=f"{self._key}-drop-{w}", workers=[w],
+                                                       pure=False))
+            self._holders = []
         if self._own is not None:
             cluster, client = self._own
             client.close()
@@ -162,60 +197,148 @@ class DataParallel:
         """One training step on the batch ``(data, label)``; returns the batch's mean loss.
         ``timeout``: this step's bound in seconds (``None``: the ``DataParallel``'s)."""
         call = BoundedCall(self.client, self.timeout if timeout is None else timeout, "DataParallel.step",
-                           "call step again with the same batch")
+                           "call step again with the same batch (it first copies the most advanced surviving "
+                           "replica to the workers without one; with no survivor, load the last checkpoint)")
         batch = data.shape[0]
-        workers = call.workers()
-        n = len(data.chunks[0]) if _is_dask(data) else len(workers)
-        xs, ys = _batch_pieces("data", data, n, call), _batch_pieces("label", label, n, call)
-        rows = split_sizes(batch, n)
-        for r in set(rows):
-            if r not in self._graphs:
-                self._graphs[r] = self._trace(data, label, r)
-        _, order, params, names, updated = self._graphs[rows[0]]
-        if any(g[3:] != (names, updated) for g in self._graphs.values()):  # (one model: never, but say so)
-            raise RuntimeError("DataParallel.step: the graphs traced for different piece sizes differ in their "
-                               "parameters; chunk the batch evenly")
-        shared = {k: call.scatter(params[k].data().asnumpy(), f"parameter {k!r}", broadcast=True)
-                  for k in order if k in params}
-        texts = {r: call.scatter(self._graphs[r][0], f"the training graph of {r}-row pieces", broadcast=True)
-                 for r in set(rows)}
-        per_piece = []
-        for i in range(n):
-            _, order, _, _, _ = self._graphs[rows[i]]
-            args = [xs[i] if k == "data0" else ys[i] if k == "data1" else shared[k] for k in order]
-            per_piece.append(_delayed(_piece_step)(texts[rows[i]], tuple(order), self.piece_seed(self.steps, i),
-                                                   rows[i] / batch, 1 + len(names), *args))
-        outs = [_tree_reduce([_delayed(_item)(p, j) for p in per_piece], "sum")
-                for j in range(1 + len(names) + len(updated))]
-        values = call.compute(outs)
-        self._apply(values[1:1 + len(names)], names, params)
-        self.trainer.step(batch)
-        for k, v in zip(updated, values[1 + len(names):]):
-            params[k].set_data(array(np.asarray(v, dtype=params[k].dtype)))
+        try:
+            workers = sorted(call.workers())
+            n = len(data.chunks[0]) if _is_dask(data) else len(workers)
+            rows = split_sizes(batch, n)
+            for r in sorted(set(rows)):
+                if r not in self._graphs:
+                    self._graphs[r] = self._trace(data, label, r)
+            workers = self._replicas(call, workers)
+            owner = [workers[i % len(workers)] for i in range(n)]
+            xs, ys = _batch_pieces(data, label, owner, call)
+            texts = self._texts(call, rows)
+            futures = self._submit(call, workers, owner, rows, xs, ys, texts, batch)
+            loss = call.gather(futures, watch={w: f"replica {i} of the model" for i, w in enumerate(workers)})[0]
+        except BaseException:
+            self._suspect = True  # (some replicas may have applied the step: compare them at the next step)
+            raise
         self.steps += 1
-        return float(values[0]) / batch
+        return loss / batch
 
-    def _apply(self, grads, names, params) -> None:
-        """Write the reduced gradients as the parameters' gradients (d/dw sum(w * g) = g exactly)."""
-        arrays = [params[k].data() for k in names]
-        with autograd.record():
-            total = None
-            for w, g in zip(arrays, grads):
-                term = (w * array(np.asarray(g, dtype=w.dtype))).sum()
-                total = term if total is None else total + term
-        total.backward()
+    def _submit(self, call, workers, owner, rows, xs, ys, texts, batch) -> list:
+        """The tasks of one step: a local step per worker, the reduce-scatter of every bucket (shard ``j``
+        summed on worker ``j``) and the all-gather into every worker's ``apply``; the ``apply`` futures."""
+        n_w, t, tag = len(workers), self.steps, f"{self._key}-{self.steps}"
+        outs = []
+        for w, addr in enumerate(workers):
+            mine = [i for i in range(len(owner)) if owner[i] == addr]
+            meta = tuple((self.piece_seed(t, i), rows[i] / batch) for i in mine)
+            args = [a for i in mine for a in (texts[rows[i]], xs[i], ys[i])]
+            outs.append(call.submit(R.local_step, self._rkey(addr), t, n_w, meta, *args, key=f"{tag}-local-{w}", worker=addr))
+        reduced = []
+        for b in range(len(self._plan.layout.buckets)):
+            for j, dst in enumerate(workers):
+                parts = [call.submit(R.shard, out, b, j, key=f"{tag}-shard-{b}-{i}-{j}", worker=workers[i])
+                         for i, out in enumerate(outs)]
+                reduced.append(call.submit(R.reduce_shard, *parts, key=f"{tag}-reduce-{b}-{j}", worker=dst))
+        return [call.submit(R.apply, self._rkey(addr), t, batch, *reduced, key=f"{tag}-apply-{w}", worker=addr)
+                for w, addr in enumerate(workers)]
 
+    def _texts(self, call, rows) -> dict:
+        """The training graph of each piece size, ``(JSON text, input order)``, scattered to every worker once."""
+        for r in sorted(set(rows)):
+            if r not in self._scattered:
+                text, order = self._graphs[r][:2]
+                self._scattered[r] = call.scatter([(text, tuple(order))], [f"the training graph of {r}-row pieces"],
+                                                  broadcast=True)[0]  # (in a list: one key, not one per item)
+        return self._scattered
 
-def _piece_step(text, order, seed, weight, n_summed, *arrays) -> tuple:
-    """One piece's forward + backward (on a worker): the loss sum and gradients as computed (they
-    add up over the pieces), the updated parameters scaled by the piece's share of the batch (so
-    the sum over the pieces is their row-weighted mean)."""
-    outs = run_region_seeded(text, order, seed, *arrays)
-    return tuple(outs[:n_summed]) + tuple(o * o.dtype.type(weight) for o in outs[n_summed:])
+    # -- the replicas ----------------------------------------------------------------------------------
+    def _rkey(self, worker: str) -> str:
+        """The key of the replica on ``worker`` (one per worker: threaded workers share one table)."""
+        return f"{self._key}@{worker}"
 
+    def _replicas(self, call, workers: list[str]) -> list[str]:
+        """Make sure every worker holds a replica at ``self.steps``: the first time by a broadcast from
+        the client, after a change of workers (or a failed step) by copies of the most advanced
+        surviving replica, made worker to worker. The workers, in the order of their shards."""
+        if self._holders == workers and not self._suspect:
+            return workers
+        if not self._holders:
+            blob = call.scatter(self._first_blob(), "the model replica (parameters and optimizer)", broadcast=True,
+                                workers=workers)
+            call.gather([call.submit(R.install, self._rkey(w), blob, key=f"{self._key}-install-{w}", worker=w)
+                         for w in workers])
+        else:
+            tag = f"{self._key}-check-{self.steps}-{uuid.uuid4().hex[:6]}"
+            have = call.gather([call.submit(R.steps_of, self._rkey(w), key=f"{tag}-{w}", worker=w) for w in workers])
+            best = max(have)
+            if best < 0:
+                raise DistributedError(
+                    f"DataParallel.step: every worker holding a replica of the model is gone (had "
+                    f"{', '.join(self._holders)}; now {', '.join(workers)}): the trained values are lost. Load the "
+                    "last checkpoint (net.load_parameters of a file save_parameters wrote) and make a new "
+                    "DataParallel")
+            src = workers[have.index(best)]
+            blob = call.submit(R.export, self._rkey(src), key=f"{tag}-export", worker=src)
+            call.gather([call.submit(R.install, self._rkey(w), blob, key=f"{tag}-install-{w}", worker=w)
+                         for w, h in zip(workers, have) if h != best])
+            self.steps = best
+            self._scattered = {}  # (the graphs scattered anew: a lost worker may have taken scattered keys along)
+        self._holders, self._suspect = list(workers), False
+        return workers
 
-def _item(t, j):
-    return t[j]
+    def _first_blob(self) -> bytes:
+        """The client's parameters, optimizer (with its states) and step plan, pickled once for every worker."""
+        params = dict(self.net.collect_params())
+        for k, p in self._block.collect_params().items():  # (a loss with parameters of its own)
+            if all(p is not q for q in params.values()):
+                params[f"loss_fn.{k}"] = p
+        struct = {id(p): k for k, p in params.items()}
+        missing = [p.name for p in self.trainer.params if id(p) not in struct]
+        if missing:
+            raise ParamError(f"DataParallel: the trainer updates parameters {missing} that are not the model's or "
+                             "the loss's; make the Trainer over net.collect_params()")
+        trained = [struct[id(p)] for p in self.trainer.params]
+        _, order, graph_params, names, updated = self._graphs[min(self._graphs)]
+        plan = R.StepPlan(self._layout(graph_params, names, updated),
+                          {k: struct[id(p)] for k, p in graph_params.items()},
+                          tuple(struct[id(graph_params[k])] for k in names),
+                          tuple(struct[id(graph_params[k])] for k in updated))
+        self._plan = plan
+        return pickle.dumps((params, trained, self.trainer.optimizer, R.states_bytes(self.trainer), self.steps, plan))
+
+    def _layout(self, graph_params, names, updated) -> R.FlatLayout:
+        bucket = current().dp_bucket_bytes
+        if bucket <= 0:
+            raise ParamValueError(f"DataParallel: la.config.dp_bucket_bytes must be positive, got {bucket}")
+        arrays = [graph_params[k] for k in names] + [graph_params[k] for k in updated]
+        loss_dtype = np.dtype(arrays[0].dtype) if arrays else np.dtype("float32")
+        return R.FlatLayout([()] + [tuple(p.shape) for p in arrays], [loss_dtype] + [p.dtype for p in arrays],
+                            bucket)
+
+    # -- the client's copy ----------------------------------------------------------------------------
+    def sync_to_client(self, timeout=None) -> None:
+        """Copy a replica's parameters into ``net`` and its optimizer states into ``trainer`` (the client's
+        objects are not updated by ``step``; call this before reading or using them)."""
+        if not self._holders:
+            return
+        call = BoundedCall(self.client, self.timeout if timeout is None else timeout, "DataParallel.sync_to_client",
+                           "call sync_to_client again")
+        values, states = call.gather([call.submit(R.state, self._rkey(self._holders[0]), key=f"{self._key}-state-{uuid.uuid4().hex[:6]}",
+                                                  worker=self._holders[0])])[0]
+        params = dict(self.net.collect_params())
+        for k, v in values.items():
+            if k in params:
+                params[k].set_data(array(v))
+        R.load_states_bytes(self.trainer, states)
+
+    def save_parameters(self, path: str, timeout=None) -> str:
+        """Write the model's parameters to ``path`` (``Block.save_parameters``'s file) from the first
+        worker's replica: the values do not pass through the client. ``path`` is on that worker's
+        file system (a local cluster shares the client's). Returns ``path``."""
+        if not self._holders:
+            self.net.save_parameters(path)
+            return path
+        call = BoundedCall(self.client, self.timeout if timeout is None else timeout, "DataParallel.save_parameters",
+                           "call save_parameters again")
+        names = list(self.net.collect_params())
+        return call.gather([call.submit(R.save, self._rkey(self._holders[0]), str(path), names,
+                                        key=f"{self._key}-save-{uuid.uuid4().hex[:6]}", worker=self._holders[0])])[0]
 
 
 def _first_rows(v):
@@ -223,8 +346,24 @@ def _first_rows(v):
     return np.asarray(v.compute() if _is_dask(v) else v.asnumpy() if isinstance(v, NDArray) else v)
 
 
-def _batch_pieces(name: str, v, n, call: BoundedCall) -> list:
-    if _is_dask(v):
-        return dask_pieces(f"DataParallel.step: {name}", v, split(0), n)  # (rows split, every other axis whole)
-    v = v.asnumpy() if isinstance(v, NDArray) else np.asarray(v)
-    return call.scatter(P.split_value(v, split(0), n), [f"{name} piece {i} of {n}" for i in range(n)])
+def _batch_pieces(data, label, owner: list[str], call: BoundedCall) -> tuple[list, list]:
+    """The ``len(owner)`` row pieces of ``data`` and ``label``: NumPy pieces scattered (all at once) to
+    the workers that run them (``owner``), dask-array pieces computed where Dask puts them (their
+    chunks stay where they are)."""
+    n, out = len(owner), []
+    numpy = {}
+    for name, v in (("data", data), ("label", label)):
+        if _is_dask(v):
+            pieces = dask_pieces(f"DataParallel.step: {name}", v, split(0), n)  # (rows split, other axes whole)
+            out.append(call.client.compute(pieces))
+        else:
+            v = v.asnumpy() if isinstance(v, NDArray) else np.asarray(v)
+            numpy[name] = P.split_value(v, split(0), n)
+            out.append(None)
+    if numpy:
+        items = [(name, i, p) for name, ps in numpy.items() for i, p in enumerate(ps)]
+        sent = call.scatter_each([p for _, _, p in items], [f"{name} piece {i} of {n}" for name, i, _ in items],
+                                 [owner[i] for _, i, _ in items])
+        for k, name in enumerate(numpy):
+            out[0 if name == "data" else 1] = sent[k * n:(k + 1) * n]
+    return out[0], out[1]

@@ -162,8 +162,11 @@ def _dot(sbps, shapes, out_shapes, params):
 
 
 def _matmul(sbps, shapes, out_shapes, params):
-    if params.get("transpose_a"):
-        return [B] if _all_b(sbps) else None
+    if params.get("transpose_a"):  # (dot's, 2-D: a's rows are the contraction, its columns the output's rows)
+        if _all_b(sbps) or len(shapes[0]) != 2:
+            return [B] if _all_b(sbps) else None
+        sa = split(1 - sbps[0].axis) if sbps[0].is_split else sbps[0]
+        return _matmul([sa, sbps[1]], [shapes[0][::-1], shapes[1]], out_shapes, {})
     if len(shapes[0]) > 2 and len(shapes[1]) > 2 and shapes[0][:-2] != shapes[1][:-2]:
         return [B] if _all_b(sbps) else None
     out = _matmul_like(len(shapes[0]), len(shapes[1]), sbps[0], sbps[1], len(out_shapes[0]))
@@ -484,6 +487,165 @@ def _pad(sbps, shapes, out_shapes, params):
     return _unary_shape(sbps, shapes, out_shapes, params, axis_map, linear=False)
 
 
+# -- gradient kernels and other ops the backward of a split graph runs (data parallel: every piece its own) ----
+PSUM = parse("P(sum)")
+
+
+def _together(sbps, shapes, members, banned=()) -> int | None:
+    """The axis every input in ``members`` is split along (equal sizes there, not in ``banned``),
+    every other input broadcast; ``None`` otherwise."""
+    first = sbps[members[0]]
+    if not first.is_split or first.axis in banned:
+        return None
+    k = first.axis
+    for i, (s, shp) in enumerate(zip(sbps, shapes)):
+        if (s != first or k >= len(shp) or shp[k] != shapes[members[0]][k]) if i in members else not s.is_broadcast:
+            return None
+    return k
+
+
+def _linear_in(i: int) -> Callable:
+    """P(sum) in input ``i``, every other input broadcast: P(sum) out (the op is linear in input ``i``)."""
+    return lambda sbps: sbps[i] == PSUM and all(s.is_broadcast for j, s in enumerate(sbps) if j != i)
+
+
+def _passing(members, banned=lambda shapes, params: (), linear=None, outs=None) -> Callable:
+    """A rule: all-B -> B; the inputs ``members`` split together along an axis not in ``banned`` (the
+    rest whole) -> that split (``outs``: a function of the axis giving the outputs' SBPs); P(sum) in
+    the input ``linear`` (the rest whole) -> P(sum)."""
+    def rule(sbps, shapes, out_shapes, params):
+        if _all_b(sbps):
+            return [B] * len(out_shapes)
+        if linear is not None and _linear_in(linear)(sbps):
+            return [PSUM] * len(out_shapes)
+        k = _together(sbps, shapes, members, banned(shapes, params))
+        if k is None:
+            return None
+        return outs(k) if outs is not None else [split(k)] * len(out_shapes)
+    return rule
+
+
+def _axis_of(key="axis", default=-1, at=0):
+    return lambda shapes, params: (normalize_axis(default if params.get(key) is None else params[key],
+                                                  len(shapes[at]), "sbp"),)
+
+
+def _sum_to_axis(k, shape, target):
+    """Where axis ``k`` of ``shape`` lands in ``target`` (right-aligned), or None when it is summed away."""
+    j = k - (len(shape) - len(target))
+    return j if j >= 0 and target[j] == shape[k] else None
+
+
+def _sum_to(sbps, shapes, out_shapes, params):
+    s = sbps[0]
+    if s.is_broadcast or (s.is_partial and s.reduce == "sum"):
+        return [s]
+    if s.is_split:
+        j = _sum_to_axis(s.axis, shapes[0], out_shapes[0])
+        return [PSUM] if j is None else [split(j)]
+    return None
+
+
+def _sum_to_local(params, sbps, phys, shapes, out_shapes):
+    s = sbps[0]
+    if s.is_split:
+        j = _sum_to_axis(s.axis, shapes[0], out_shapes[0])
+        if j is not None:  # (the logical target size of a kept split axis becomes the piece's)
+            return {**params, "shape": tuple(phys[0][s.axis] if i == j else d for i, d in enumerate(out_shapes[0]))}, None
+    return params, None
+
+
+def _sum_like(sbps, shapes, out_shapes, params):
+    x, like = sbps
+    if _all_b(sbps) or (x.is_partial and x.reduce == "sum" and like.is_broadcast):
+        return [x]
+    if x.is_split:
+        j = _sum_to_axis(x.axis, shapes[0], shapes[1])
+        if j is None:
+            return [PSUM] if like.is_broadcast else None
+        return [split(j)] if like == split(j) else None
+    return None
+
+
+def _broadcast_like(sbps, shapes, out_shapes, params):
+    x, like = sbps
+    if _all_b(sbps) or (x.is_partial and x.reduce == "sum" and like.is_broadcast):
+        return [x]
+    off = len(shapes[1]) - len(shapes[0])
+    if x.is_split and like == split(x.axis + off) and shapes[0][x.axis] == shapes[1][x.axis + off]:
+        return [like]
+    if x.is_broadcast and like.is_split:
+        j = like.axis - off  # x's dim there: absent or 1 (stretched), each piece stretches it to its own size
+        return [like] if j < 0 or shapes[0][j] == 1 else None
+    return None
+
+
+def _take_grad(sbps, shapes, out_shapes, params):
+    """The rows of ``g`` that a split of ``indices`` selects scatter into a whole-shaped table: P(sum);
+    ``g`` split outside the indexed axes (with ``like``) keeps the split."""
+    g, like, ind = sbps
+    if _all_b(sbps) or params.get("sparse"):
+        return [B] if _all_b(sbps) else None
+    if _linear_in(0)(sbps):
+        return [PSUM]
+    a, n_ind = normalize_axis(params.get("axis", 0), len(shapes[1]), "take_grad"), len(shapes[2])
+    if ind.is_split and like.is_broadcast and g == split(a + ind.axis) and shapes[0][a + ind.axis] == shapes[2][ind.axis]:
+        return [PSUM]
+    if g.is_split and ind.is_broadcast and (g.axis < a or g.axis >= a + n_ind):
+        k = g.axis if g.axis < a else g.axis - n_ind + 1
+        return [like] if like == split(k) and shapes[1][k] == shapes[0][g.axis] else None
+    return None
+
+
+def _scatter_nd(sbps, shapes, out_shapes, params):
+    """``x`` split along an axis past the indexed ones, ``updates`` along the same data axis; or, for
+    writes and additions, P(sum) values at whole indices."""
+    x, ind, upd = sbps
+    if _all_b(sbps):
+        return [B]
+    if ind.is_broadcast and x.is_partial and upd == x and x.reduce == "sum" and params.get("reduce") in ("none", "add"):
+        return [x]
+    m = shapes[1][-1]
+    k = x.axis if x.is_split else -1
+    j = len(shapes[1]) - 1 + k - m
+    if k >= m and ind.is_broadcast and upd == split(j) and shapes[2][j] == shapes[0][k]:
+        return [x]
+    return None
+
+
+def _batched_matrix(sbps, shapes, out_shapes, params):
+    """Linear algebra over stacks of matrices: a split batch axis passes to every output."""
+    s = sbps[0]
+    if s.is_broadcast:
+        return [B] * len(out_shapes)
+    if s.is_split and s.axis < len(shapes[0]) - 2 and all(len(o) > s.axis and o[s.axis] == shapes[0][s.axis]
+                                                          for o in out_shapes):
+        return [s] * len(out_shapes)
+    return None
+
+
+def _shift_axes(shapes, params):  # fftshift's axes (None: every axis)
+    return _axes({"axis": params.get("axes")}, len(shapes[0]), "fftshift")
+
+
+def _last_axes(n: int):
+    return lambda shapes, params: tuple(range(len(shapes[0]) - n, len(shapes[0])))
+
+
+def _pad_grad(sbps, shapes, out_shapes, params):
+    """As ``pad`` (a split axis not padded passes), and linear."""
+    return [PSUM] if sbps[0] == PSUM else _pad(sbps, shapes, out_shapes, params)
+
+
+def _same_or_none(sbps, shapes, out_shapes, params):  # each element's value (or draw: per-piece streams) its own
+    return [sbps[0]] * len(out_shapes) if not sbps[0].is_partial else None
+
+
+_NOT_AXIS = _axis_of()
+_BATCH_GRAD = _passing((0, 1), lambda shapes, params: (2, 3), linear=0)  # pools: batch and channels
+_LN_GRAD = dict(banned=lambda s, p: _axis_of(at=1)(s, p), outs=lambda k: [split(k), PSUM, PSUM])
+
+
 RULES: dict[str, Rule] = {
     "sum": Rule(reduction("sum", linear=True)),
     "mean": Rule(reduction("sum", linear=True), _mean_local),
@@ -547,6 +709,43 @@ RULES: dict[str, Rule] = {
     # (independent draws either way); a broadcast mask is refused by la.distributed.run (each
     # worker would draw a different "whole" mask)
     "dropout_mask": Rule(lambda sbps, shapes, out_shapes, params: [sbps[0]] if not sbps[0].is_partial else None),
+    "dropout": Rule(_same_or_none),  # (its mask: dropout_mask's per-piece draws)
+    # gradient kernels: a batch split of the forward gives split or P(sum) gradients, no boxing
+    "sum_to": Rule(_sum_to, _sum_to_local),
+    "sum_like": Rule(_sum_like),
+    "broadcast_like": Rule(_broadcast_like),
+    "conv2d_weight_grad": Rule(_passing((0, 1), lambda s, p: (1, 2, 3), linear=0, outs=lambda k: [PSUM])),
+    "conv2d_input_grad": Rule(_passing((0, 2), lambda s, p: (1, 2, 3), linear=0)),
+    "max_pool2d_grad": Rule(_BATCH_GRAD),
+    "avg_pool2d_grad": Rule(_BATCH_GRAD),
+    "take_grad": Rule(_take_grad),
+    "take_along_axis_grad": Rule(_passing((0, 1, 2), _NOT_AXIS, linear=0)),
+    "scatter_along_axis": Rule(_passing((0, 1, 2), lambda s, p: _axis_of(default=0)(s, p))),
+    "scatter_nd": Rule(_scatter_nd),
+    "pad_grad": Rule(_pad_grad),
+    "repeat_elements_grad": Rule(_passing((0, 1), lambda s, p: tuple(range(len(s[0]))) if p.get("axis") is None
+                                          else _axis_of()(s, p), linear=0)),
+    "split_section_grad": Rule(_passing((0, 1), lambda s, p: _axis_of(default=0)(s, p), linear=0)),
+    "layer_norm_grad": Rule(_passing((0, 1), **_LN_GRAD)),
+    "layer_norm_grad_saved": Rule(_passing((0, 1, 2), **_LN_GRAD)),
+    "layer_norm_with_stats": Rule(_passing((0,), _NOT_AXIS)),
+    # per-row losses and their gradients: rows split along any axis but the last (classes)
+    "softmax_cross_entropy_rows": Rule(_passing((0, 1), _last_axes(1))),
+    "softmax_cross_entropy_rows_with_probs": Rule(_passing((0, 1), _last_axes(1))),
+    "softmax_cross_entropy_rows_grad": Rule(_passing((0, 1, 2), _last_axes(1), linear=2)),
+    "softmax_cross_entropy_rows_grad_saved": Rule(_passing((0, 1, 2), _last_axes(1), linear=2)),
+    "gelu_with_grad": Rule(_same_or_none),
+    "round_to_format": Rule(_same_or_none),
+    "copy_to": Rule(elementwise("copy")),
+    # stacks of matrices: the batch axes split
+    **{k: Rule(_batched_matrix) for k in ("cholesky", "inv", "matrix_power", "det", "slogdet", "eigh", "eigvalsh",
+                                          "svd", "svdvals", "pinv", "qr", "matrix_rank", "matrix_norm")},
+    "cross": Rule(_passing((0, 1), _NOT_AXIS)),
+    "isin": Rule(lambda sbps, *_: [sbps[0]] if sbps[1].is_broadcast and not sbps[0].is_partial else None),
+    "searchsorted": Rule(lambda sbps, *_: [sbps[1]] if sbps[0].is_broadcast and not sbps[1].is_partial else None),
+    # transforms along some axes: the others split; linear
+    **{k: Rule(_passing((0,), _NOT_AXIS, linear=0)) for k in ("fft", "ifft", "rfft", "ihfft")},
+    **{k: Rule(_passing((0,), _shift_axes, linear=0)) for k in ("fftshift", "ifftshift")},
 }
 
 

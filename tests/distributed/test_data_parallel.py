@@ -66,6 +66,7 @@ def test_dropout_pieces_draw_their_own_masks_by_a_per_piece_seed(client):
         ref_tr.step(24)
         got = dp.step(da.from_array(x, chunks=(12, 8)), da.from_array(y, chunks=12))
         assert got == pytest.approx(float(total.asnumpy()) / 24, rel=1e-5)
+    dp.sync_to_client()  # (the replicas live on the workers)
     for (k, want), (_, have) in zip(_params(ref).items(), _params(dist).items()):
         np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-6, err_msg=k)
 
@@ -116,6 +117,7 @@ def test_batch_norm_uses_per_piece_statistics_and_averages_the_running_ones(clie
     ref_tr.step(20)
     got = dp.step(da.from_array(x, chunks=(10, 4)), da.from_array(y, chunks=10))
     assert got == pytest.approx(float(total.asnumpy()) / 20, rel=1e-5)
+    dp.sync_to_client()
     trained = [k for k, p in sorted(dist.collect_params().items()) if p.grad_req != "null"]
     for k in trained:
         np.testing.assert_allclose(_params(dist)[k], _params(ref)[k], rtol=1e-5, atol=1e-6, err_msg=k)
@@ -135,4 +137,5 @@ def test_uneven_pieces_weight_the_running_statistics_by_rows(client):
                                      nn.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.0}), client=client)
     mean0 = net[0].running_mean.data().asnumpy().copy()
     dp.step(x, y)  # NumPy input: one piece per worker, 4 + 3 rows
+    dp.sync_to_client()
     np.testing.assert_allclose(net[0].running_mean.data().asnumpy(), 0.8 * mean0 + 0.2 * x.mean(axis=0), rtol=1e-5)

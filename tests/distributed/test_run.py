@@ -117,6 +117,7 @@ def test_data_parallel_equals_single_process_training(client, optimizer):
         ref_tr.step(x.shape[0])
         got = dp.step(da.from_array(x, chunks=(12, 8)), da.from_array(y, chunks=12))
         assert got == pytest.approx(float(loss.asnumpy().mean()), rel=1e-5)
+    dp.sync_to_client()  # (the trained replicas live on the workers)
     for (k, p), (_, q) in zip(sorted(ref.collect_params().items()), sorted(dist.collect_params().items())):
         np.testing.assert_allclose(q.data().asnumpy(), p.data().asnumpy(), rtol=1e-5, atol=1e-6, err_msg=k)
         assert not np.allclose(q.data().asnumpy(), before[k])  # the steps did train

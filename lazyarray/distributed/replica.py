@@ -1,0 +1,268 @@
+"""What a ``DataParallel`` keeps on each Dask worker: a model replica and its optimizer, addressed by key.
+
+Why worker-held state addressed by a key, rather than Dask actors: the gradient exchange is made
+of ordinary Dask tasks (``shard`` on the worker that computed a bucket, ``reduce_shard`` on the
+worker that owns a shard), so the scheduler moves the bytes worker to worker, Dask's transfer
+metrics count them, and the bounded waits of ``bounded.py`` cover them like any other task. An
+actor's methods run on one thread and call each other outside the task graph: a ring of actors
+waiting on their neighbours would need its own transport, deadlock guards and timeouts. A
+replica is not a Dask result either (a result may be spilled to disk, copied to another worker
+or recomputed, and a replica is updated in place); it lives in ``REPLICAS`` in the worker's
+process, under the trainer's key, until ``drop`` (``DataParallel.close``) or until the table's
+bound pushes it out.
+
+Every function here runs on a worker, pinned there by ``DataParallel`` (``workers=[address]``):
+
+* ``install(key, blob)``: the first broadcast (the client's parameters, optimizer and its states,
+  pickled once), or a copy of a surviving replica (``export``) after a worker was lost;
+* ``local_step``: forward and backward of the worker's batch pieces, the gradients (with the loss
+  sum and the row-weighted updated statistics) packed into flat buckets (``FlatLayout``), each
+  cut into one shard per worker;
+* ``shard`` / ``reduce_shard``: shard ``j`` of every worker's bucket is summed on worker ``j``
+  in worker order (reduce-scatter), the same order everywhere, so the sums are bit-identical;
+* ``apply``: every worker takes all the reduced shards (all-gather), writes the gradients and
+  runs the optimizer on its replica: the same update of the same values, so the replicas stay
+  equal bit for bit. ``apply`` of a step already applied changes nothing (Dask may run a task again).
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import autograd
+from ..blocks.param_file import save_arrays
+from ..blocks.trainer import Trainer
+from ..creation import array
+from ..errors import DistributedError
+from .worker import run_region_seeded
+
+
+class FlatLayout:
+    """Arrays of given shapes and dtypes packed into flat buckets of at most ``bucket_bytes`` each.
+
+    The arrays of one dtype are laid end to end; that vector is cut into buckets of about
+    ``bucket_bytes`` (an array may straddle two). ``pack`` / ``unpack`` are exact inverses.
+    """
+
+    def __init__(self, shapes: list[tuple], dtypes: list, bucket_bytes: int):
+        self.shapes = [tuple(s) for s in shapes]
+        self.dtypes = [np.dtype(d) for d in dtypes]
+        self.groups: dict[np.dtype, list[int]] = {}
+        for i, d in enumerate(self.dtypes):
+            self.groups.setdefault(d, []).append(i)
+        self.buckets: list[tuple[np.dtype, int, int]] = []  # (dtype, start, stop) in the dtype's vector
+        for d, members in self.groups.items():
+            size = sum(int(np.prod(self.shapes[i], dtype=np.int64)) for i in members)
+            per = max(1, bucket_bytes // d.itemsize)
+            count = max(1, -(-size // per))
+            edges = np.linspace(0, size, count + 1).astype(np.int64)
+            self.buckets += [(d, int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+
+    def pack(self, arrays: list) -> list[np.ndarray]:
+        flat = {d: np.concatenate([np.asarray(arrays[i], dtype=d).ravel() for i in members])
+                for d, members in self.groups.items()}
+        return [flat[d][a:b] for d, a, b in self.buckets]
+
+    def unpack(self, buckets: list) -> list[np.ndarray]:
+        flat = {d: np.concatenate([b for (bd, _, _), b in zip(self.buckets, buckets) if bd == d])
+                for d in self.groups}
+        out: list = [None] * len(self.shapes)
+        for d, members in self.groups.items():
+            at = 0
+            for i in members:
+                n = int(np.prod(self.shapes[i], dtype=np.int64))
+                out[i] = flat[d][at:at + n].reshape(self.shapes[i])
+                at += n
+        return out
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What every step of one trainer shares: the bucket layout of ``[loss sum] + gradients +
+    updated parameters``, the structural name of each graph input that is a parameter, and the
+    structural names of the trained and of the updated parameters (in the layout's order)."""
+
+    layout: FlatLayout
+    names: dict
+    grads: tuple
+    updates: tuple
+
+
+class Replica:
+    """One worker's copy of the model's parameters (``params``: structural name -> ``Parameter``)
+    and the ``Trainer`` over the trained ones (``trained``, the client trainer's order), with
+    ``steps`` updates applied."""
+
+    def __init__(self, params: dict, trained: list[str], optimizer, states: bytes, steps: int, plan: StepPlan):
+        self.params, self.trained, self.plan = params, list(trained), plan
+        self.trainer = Trainer([params[k] for k in trained], optimizer)
+        if states:
+            load_states_bytes(self.trainer, states)
+        self.steps = steps
+        self.losses: dict[int, float] = {}  # step -> loss sum, for an apply that runs again
+
+    def export(self) -> bytes:
+        """This replica as ``install`` takes it."""
+        return pickle.dumps((self.params, self.trained, self.trainer.optimizer, states_bytes(self.trainer),
+                             self.steps, self.plan))
+
+
+class _Table:
+    """The replicas of this worker process by trainer key, at most ``limit`` (the oldest goes first)."""
+
+    def __init__(self, limit: int):
+        self.limit, self._items, self._lock = limit, OrderedDict(), threading.Lock()
+
+    def put(self, key: str, replica: Replica) -> None:
+        with self._lock:
+            self._items[key] = replica
+            while len(self._items) > self.limit:
+                self._items.popitem(last=False)
+
+    def get(self, key: str) -> Replica:
+        with self._lock:
+            r = self._items.get(key)
+        if r is None:
+            raise DistributedError(f"DataParallel: this worker holds no replica {key!r} (its worker restarted, or "
+                                   f"more than {self.limit} trainers were made on it): the trainer re-syncs it from "
+                                   "a surviving replica at its next step")
+        return r
+
+    def pop(self, key: str) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+REPLICAS = _Table(16)
+
+
+# -- the tasks ------------------------------------------------------------------------------------------
+def install(key: str, blob: bytes) -> int:
+    """Make this worker's replica ``key`` from ``blob`` (``pickle`` of ``Replica``'s arguments); its step count."""
+    replica = Replica(*pickle.loads(blob))
+    REPLICAS.put(key, replica)
+    return replica.steps
+
+
+def export(key: str) -> bytes:
+    return REPLICAS.get(key).export()
+
+
+def steps_of(key: str) -> int:
+    """The number of updates the replica ``key`` has applied (-1: none here)."""
+    try:
+        return REPLICAS.get(key).steps
+    except DistributedError:
+        return -1
+
+
+def drop(key: str) -> None:
+    REPLICAS.pop(key)
+
+
+def local_step(key: str, step: int, n_shards: int, pieces: tuple, *arrays) -> list:
+    """Forward and backward of this worker's pieces; ``[[shard j of bucket b] for j] for b]``.
+
+    ``pieces``: ``(seed, weight)`` per piece, each taking three of ``arrays``: ``(graph text, graph
+    input order)`` (scattered once per piece size), data, label. The pieces' outputs are summed in order.
+    """
+    replica = REPLICAS.get(key)
+    if replica.steps != step:
+        raise DistributedError(f"DataParallel: replica {key!r} has applied {replica.steps} steps, asked for step "
+                               f"{step}: the trainer re-syncs its replicas at its next step")
+    plan, n_grads = replica.plan, len(replica.plan.grads)
+    total = None
+    for i, (seed, weight) in enumerate(pieces):
+        (text, order), data, label = arrays[3 * i:3 * i + 3]
+        args = [data if k == "data0" else label if k == "data1" else replica.params[plan.names[k]].data().asnumpy()
+                for k in order]
+        outs = run_region_seeded(text, tuple(order), seed, *args)
+        outs = list(outs[:1 + n_grads]) + [o * o.dtype.type(weight) for o in outs[1 + n_grads:]]
+        total = outs if total is None else [t + o for t, o in zip(total, outs)]
+    return [np.array_split(b, n_shards) for b in plan.layout.pack(total)]
+
+
+def shard(out: list, bucket: int, j: int) -> np.ndarray:
+    return out[bucket][j]
+
+
+def reduce_shard(*shards) -> np.ndarray:
+    """The sum of one shard over the workers, in worker order (the same order on every worker)."""
+    total = np.array(shards[0], copy=True)
+    for s in shards[1:]:
+        total += s
+    return total
+
+
+def apply(key: str, step: int, batch: int, *reduced) -> float:
+    """Write the reduced gradients, step the replica's optimizer, write the updated parameters;
+    the batch's loss sum. ``reduced``: the reduced shards, bucket by bucket, shard by shard."""
+    replica = REPLICAS.get(key)
+    if replica.steps == step + 1 and step in replica.losses:  # (applied already: Dask ran it again)
+        return replica.losses[step]
+    plan = replica.plan
+    n_buckets = len(plan.layout.buckets)
+    per = len(reduced) // n_buckets
+    buckets = [np.concatenate(reduced[b * per:(b + 1) * per]) for b in range(n_buckets)]
+    values = plan.layout.unpack(buckets)
+    _write_grads([replica.params[k] for k in plan.grads], values[1:1 + len(plan.grads)])
+    replica.trainer.step(batch)
+    for k, v in zip(plan.updates, values[1 + len(plan.grads):]):
+        p = replica.params[k]
+        p.set_data(array(np.asarray(v, dtype=p.dtype)))
+    replica.steps = step + 1
+    replica.losses = {step: float(values[0])}
+    return replica.losses[step]
+
+
+def state(key: str) -> tuple[dict, bytes]:
+    """The replica's parameter values (structural name -> NumPy array) and optimizer states
+    (``Trainer.save_states`` bytes), for ``sync_to_client``."""
+    r = REPLICAS.get(key)
+    return {k: p.data().asnumpy() for k, p in r.params.items()}, states_bytes(r.trainer)
+
+
+def save(key: str, path: str, names: list[str]) -> str:
+    """Write the replica's parameters ``names`` to ``path`` (the file of ``Block.save_parameters``),
+    from this worker (``path`` is on the worker's file system)."""
+    params = REPLICAS.get(key).params
+    save_arrays(path, {k: params[k] for k in names})
+    return path
+
+
+def _write_grads(params: list, grads: list) -> None:
+    """Make ``grads`` the parameters' fresh gradients: a backward whose heads are the parameters
+    themselves, with ``grads`` as the head gradients (adopted as they are: exact)."""
+    if params:
+        autograd.backward([p.data() for p in params], [array(np.asarray(g, dtype=p.dtype)) for p, g in zip(params, grads)])
+
+
+def states_bytes(trainer: Trainer) -> bytes:
+    fd, path = tempfile.mkstemp(suffix=".safetensors")
+    os.close(fd)
+    try:
+        trainer.save_states(path)
+        with open(path, "rb") as f:
+            return f.read()
+    finally:
+        os.unlink(path)
+
+
+def load_states_bytes(trainer: Trainer, states: bytes) -> None:
+    fd, path = tempfile.mkstemp(suffix=".safetensors")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(states)
+        trainer.load_states(path)
+    finally:
+        os.unlink(path)
