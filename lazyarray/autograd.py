@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
+import numpy as np
+
 from . import backward_cache
 from .aval import Aval
 from .buffer import bump, version
@@ -195,14 +197,24 @@ def backward(heads, head_grads=None, retain_graph: bool = False) -> None:
     >>> x.grad.asnumpy()
     array([ 8., 10.], dtype=float32)
     """
-    # la.autograd.backward takes NDArrays: the array type and la.array sit above autograd
-    from .creation import array  # (above autograd: tests/test_architecture.py's baseline)
-    from .ndarray import NDArray, make_array  # (above autograd: tests/test_architecture.py's baseline)
+    heads, head_grads = _heads_and_grads(heads, head_grads)
+    # the array type sits above autograd: the heads bring its constructor (``NDArray._make``)
+    make = type(heads[0])._make
+    grads = [g if g is None or hasattr(g, "_ag") else _constant_like(h, g, make) for h, g in zip(heads, head_grads)]
+    backward_arrays(heads, grads, make, retain_graph)
 
-    single = isinstance(heads, NDArray)
-    if not single and not (isinstance(heads, (list, tuple)) and all(isinstance(h, NDArray) for h in heads)):
+
+def _is_array(a) -> bool:
+    """An array of the package (one autograd can track): it carries autograd state and its constructor."""
+    return hasattr(a, "_ag") and hasattr(a, "_make")
+
+
+def _heads_and_grads(heads, head_grads) -> tuple[list, list]:
+    """``backward``'s arguments as two aligned lists, checked: recorded arrays, one gradient each."""
+    single = _is_array(heads)
+    if not single and not (isinstance(heads, (list, tuple)) and all(_is_array(h) for h in heads)):
         raise ParamError(f"autograd.backward: heads must be an array or a list of arrays recorded under "
-                            f"la.autograd.record(), got {type(heads).__name__} {heads!r}"[:300])
+                         f"la.autograd.record(), got {type(heads).__name__} {heads!r}"[:300])
     heads = [heads] if single else list(heads)
     if head_grads is None:
         head_grads = [None] * len(heads)
@@ -213,19 +225,22 @@ def backward(heads, head_grads=None, retain_graph: bool = False) -> None:
     if not heads or len(head_grads) != len(heads):
         raise AutogradError(f"autograd.backward: {len(heads)} heads but {len(head_grads)} head_grads; pass one "
                             "head gradient (or None) per head")
-    grads = []
-    for i, (h, g) in enumerate(zip(heads, head_grads)):
-        if not isinstance(h, NDArray) or h._ag is None:
+    for i, h in enumerate(heads):
+        if h._ag is None:
             raise AutogradError(
                 f"autograd.backward: heads[{i}] was not computed from an array with attach_grad() inside "
                 "autograd.record(); call x.attach_grad() and compute the heads inside "
                 "`with la.autograd.record():`")
-        if g is not None and not isinstance(g, NDArray):  # a number: that value everywhere
-            xp = h.device.xp
-            g = make_array(xp.full(h.shape, g, dtype=h.dtype), None, h.device) if not hasattr(g, "__len__") \
-                else array(g, dtype=h.dtype, device=h.device)
-        grads.append(g)
-    backward_arrays(heads, grads, make_array, retain_graph)
+    return heads, head_grads
+
+
+def _constant_like(head, g, make):
+    """A head gradient given as a number (that value everywhere) or as nested lists / a NumPy array,
+    as an array of the head's dtype on its device."""
+    xp = head.device.xp
+    if not hasattr(g, "__len__"):
+        return make(xp.full(head.shape, g, dtype=head.dtype), None, head.device)
+    return make(xp.asarray(np.array(g, dtype=head.dtype)), None, head.device)
 
 
 def backward_arrays(outputs: list, head_grads: list | None, make, retain_graph: bool = False) -> None:
