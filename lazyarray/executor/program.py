@@ -42,6 +42,7 @@ from ..kernels.profile import current as current_profile
 from ..kernels.profile import timed
 from ..mode import MODE, PROFILING
 from ..ops import registry
+from ..ops.scratch import bind_workspace, workspace_bytes
 from ..storage import copy_value
 from .batch_last import batch_last_slots
 from .epilogue import dense_relu_pairs, dense_relu_step
@@ -462,7 +463,8 @@ def _plan(g: _Graph, specs: list[_Spec], out_slots: set[int], names: dict, order
                           and node.inputs[ip].aval.shape == node.avals[op_].shape
                           and node.inputs[ip].aval.dtype == node.avals[op_].dtype
                           and orders.get(ins[ip]) == orders.get(outs[op_]))  # same memory order
-        steps.append(Step(ins, outs, pairs, names.get(id(node), node.label())))
+        ws = workspace_bytes(node.op, [e.aval for e in node.inputs], node.params) if sp.kind in _PLANNED else 0
+        steps.append(Step(ins, outs, pairs, names.get(id(node), node.label()), ws))
     for node in g.order:
         nm = names.get(id(node), node.label())
         k = sum(1 for i in range(len(node.avals) or 1) if (id(node), i) in g.slot_of)
@@ -483,6 +485,10 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
             for o, a in zip(sp.outs, sp.node.avals):
                 views_by_buffer.setdefault(plan.buffer_of[o], []).append((o, a.dtype, a.shape, a.nbytes,
                                                                           plan.offset_of[o], orders.get(o)))
+    for w in plan.workspace_of.values():  # each step's workspace: a slot past the values' (``ops/scratch.py``)
+        g.template.extend([None] * (w + 1 - len(g.template)))
+        views_by_buffer.setdefault(plan.buffer_of[w], []).append((w, np.uint8, (plan.values[w].nbytes,),
+                                                                  plan.values[w].nbytes, plan.offset_of[w], None))
     pooled, per_run = [], []
     for b, views in views_by_buffer.items():
         layouts: dict = {}
@@ -513,6 +519,8 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
             made_of.append((sp, specs[i + 1]))
         else:
             steps.append(_step_closure(sp, tuple(frees_at[i])))
+            if i in plan.workspace_of:
+                steps[-1] = bind_workspace(steps[-1], plan.workspace_of[i])
             made_of.append((sp,))
     return steps, made_of, pooled, per_run
 
