@@ -279,19 +279,7 @@ def backward_arrays(outputs: list, head_grads: list | None, make, retain_graph: 
         return
     bound = {id(r.node): r for r in records if r.values is not None}
     targets = [(leaf, list(entries.values())) for leaf, entries in leaves.values()]
-    wrt = [e for _, entries in targets for e in entries]
-    flat = gradient(out_entries, head_entries, wrt)
-    grads = []
-    k = 0
-    for leaf, entries in targets:
-        parts = [g for g in flat[k:k + len(entries)] if g is not None]
-        k += len(entries)
-        g = parts[0] if parts else apply_node(registry.get("zeros_like"), entries[0])
-        for more in parts[1:]:
-            g = apply_node(registry.get("add"), g, more)
-        if g.aval.stype != leaf.stype:  # e.g. a row_sparse embedding gradient asked dense
-            g = apply_node(registry.get("cast_storage"), g, stype=leaf.stype)
-        grads.append(g)
+    grads = _leaf_gradients(out_entries, head_entries, targets)
     if lazy:
         for r in bound.values():  # the lazy gradients read these when they are computed
             fix_values(r.node, r.values, r.versions)
@@ -305,6 +293,24 @@ def backward_arrays(outputs: list, head_grads: list | None, make, retain_graph: 
         for r in records:
             r.values = None
             r.freed = True
+
+
+def _leaf_gradients(out_entries: list[Entry], head_entries: list, targets: list) -> list[Entry]:
+    """The gradient graph: per ``(leaf, entries)`` of ``targets``, the sum of the gradients of the
+    entries that stood for it (zeros if none), in the leaf's storage type."""
+    flat = gradient(out_entries, head_entries, [e for _, entries in targets for e in entries])
+    grads = []
+    k = 0
+    for leaf, entries in targets:
+        parts = [g for g in flat[k:k + len(entries)] if g is not None]
+        k += len(entries)
+        g = parts[0] if parts else apply_node(registry.get("zeros_like"), entries[0])
+        for more in parts[1:]:
+            g = apply_node(registry.get("add"), g, more)
+        if g.aval.stype != leaf.stype:  # e.g. a row_sparse embedding gradient asked dense
+            g = apply_node(registry.get("cast_storage"), g, stype=leaf.stype)
+        grads.append(g)
+    return grads
 
 
 def _cached_backward(records, leaves, outputs, heads, make, retain_graph) -> bool:
