@@ -58,8 +58,8 @@ UPWARD_BASELINE = {
 FUNCTION_BASELINE: set = set()
 
 # cross-module imports of _private names: ops.conv's geometry helpers (6, conv_grad.py), distributed.run (3),
-# executor.program._fresh, onnx import_ops._softplus, mxnet operators._erf
-PRIVATE_IMPORTS = 12
+# onnx import_ops._softplus, mxnet operators._erf
+PRIVATE_IMPORTS = 11
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,9 @@
 A graph materialized once gains nothing from a memory plan, in-place pairs or step closures:
 they pay for themselves over repeated runs. Here each kernel allocates its result, and a value
 is dropped right after its last reader ran, so a long chain holds a few values at a time. The
-ownership rule is the compiled program's: every output handed back is a buffer of its own (a
-result that shares memory with an input, a constant, a known value or another output is
-copied).
+ownership rule is ``interpret.py``'s, as for every evaluator: every output handed back is a buffer
+of its own (a result that shares memory with an input, a constant, a known value or another output
+is copied).
 """
 from __future__ import annotations
 
@@ -14,9 +14,7 @@ import numpy as np
 from ..errors import LazyArrayError
 from ..kernels.profile import timed
 from ..mode import MODE, PROFILING
-from ..storage import copy_value
-from .interpret import kernel_error, run_kernel
-from .program import _fresh
+from .interpret import hand_out, kernel_error, owns_memory, run_kernel
 from .structure import Described
 
 _ND = np.ndarray
@@ -59,15 +57,7 @@ def run_once(d: Described, args: list) -> list:
         for s in ins:
             if last[s] == i:
                 vals[s] = None
-    result = []
-    handed: set[int] = set()
-    for s in out_slots:
-        v = vals[s]
-        if s not in fresh or id(v) in handed:
-            v = copy_value(v)
-        handed.add(id(v))
-        result.append(v)
-    return result
+    return hand_out([vals[s] for s in out_slots], {id(vals[s]) for s in fresh})
 
 
 def _last_reads(d: Described, outset: set) -> list[int]:
@@ -104,10 +94,4 @@ def _run_dense(node, args: list, kernels: dict, profiled) -> tuple:
 def _mark_fresh(fresh: set, op, f: int, outs, args) -> None:
     """Add the slots (from ``f``) of the outputs that are buffers of their own (the others are
     copied when handed out)."""
-    if op.owns_outputs:
-        ok = [True] * len(outs)
-    elif op.view:
-        ok = [False] * len(outs)
-    else:
-        ok = _fresh(outs, args)
-    fresh.update(f + j for j, good in enumerate(ok) if good)
+    fresh.update(f + j for j, good in enumerate(owns_memory(op, outs, args)) if good)
