@@ -30,6 +30,7 @@ from .executor.signature_cache import default_size
 from .graph.build import apply_node
 from .graph.node import Entry, Node, var_node
 from .graph.passes.gradient import gradient
+from .graph.rewrite import copy_node
 from .graph.traverse import topo_order
 from .ops import registry
 from .tape import Leaf, captured_input_written, saved_value_written
@@ -202,8 +203,7 @@ def _cut_forward(grads: list[Entry], template: list[Node]) -> tuple[list[Entry],
     for node in topo_order(grads, stop=lambda n: id(n) in fwd):
         if id(node) in fwd or node.op is None:
             continue
-        env[id(node)] = Node(node.op, tuple(cut(e) for e in node.inputs), node.params, node.avals,
-                             name=node.name, source=node.source)
+        env[id(node)] = copy_node(node, [cut(e) for e in node.inputs])
     outs = inline_calls([cut(g) for g in grads])
     return outs, list(saved.values()), reads
 
@@ -267,8 +267,7 @@ def _copy_inlined(outputs: list[Entry], given: dict) -> list[Entry]:
                 for e, v in zip(ins, sub.inputs)):
             env[id(node)] = _copy_inlined(list(sub.sym.outputs), {id(v): e for v, e in zip(sub.inputs, ins)})
         elif any(a is not b for a, b in zip(ins, node.inputs)):
-            new = Node(node.op, tuple(ins), node.params, node.avals, name=node.name, source=node.source,
-                       block=node.block)
+            new = copy_node(node, ins)
             env[id(node)] = [Entry(new, i) for i in range(len(node.avals))]
     return [entry(e) for e in outputs]
 
