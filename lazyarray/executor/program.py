@@ -40,7 +40,7 @@ from ..graph.traverse import topo_order
 from ..kernels.profile import current as current_profile
 from ..mode import MODE, PROFILING
 from ..ops import registry
-from ..ops.scratch import bind_workspace, workspace_bytes
+from ..ops.scratch import bind_workspace, planned_workspace_bytes
 from ..storage import copy_value
 from .batch_last import batch_last_slots
 from .epilogue import dense_relu_pairs, dense_relu_step
@@ -444,7 +444,7 @@ def _plan(g: _Graph, specs: list[_Spec], out_slots: set[int], names: dict, order
                           and node.inputs[ip].aval.shape == node.avals[op_].shape
                           and node.inputs[ip].aval.dtype == node.avals[op_].dtype
                           and orders.get(ins[ip]) == orders.get(outs[op_]))  # same memory order
-        ws = workspace_bytes(node.op, [e.aval for e in node.inputs], node.params) if sp.kind in _PLANNED else 0
+        ws = planned_workspace_bytes(node.op, [e.aval for e in node.inputs], node.params) if sp.kind in _PLANNED else 0
         steps.append(Step(ins, outs, pairs, names.get(id(node), node.label()), ws))
     for node in g.order:
         nm = names.get(id(node), node.label())

@@ -4,7 +4,7 @@ compiled program, from a bounded per-thread arena in an eager call.
 A kernel asks ``scratch(xp, slot, shape, dtype)`` for an uninitialized array; temporaries alive at
 the same time use different slots. Where it comes from is the *arena* bound to the calling thread:
 
-* a compiled step whose op declares a ``workspace`` (``OpDef.workspace``) gets a planned buffer of
+* a compiled step on the CPU whose op declares a ``workspace`` (``OpDef.workspace``) gets a planned buffer of
   that many bytes, reused like any planned buffer (``executor/plan.py``: it counts in
   ``peak_bytes``); the runner binds it (``bind_workspace``) while the kernel runs, and each slot is
   carved from it once and kept, run after run;
@@ -144,6 +144,15 @@ def workspace_bytes(op, in_avals, params) -> int:
     if op.workspace is None or any(a.shape is None or None in a.shape for a in in_avals):
         return 0
     return sum(math.prod(shape) * np.dtype(dtype).itemsize for _, shape, dtype in op.workspace(in_avals, **params))
+
+
+def planned_workspace_bytes(op, in_avals, params) -> int:
+    """The bytes a compiled step's workspace takes from the plan: what ``op`` declares, on the CPU.
+    On a GPU kernels allocate their temporaries from CuPy's pool (``scratch`` carves NumPy
+    memory only), so no planned buffer would be used: 0."""
+    if any(a.device is not None and a.device.kind != "cpu" for a in in_avals):
+        return 0
+    return workspace_bytes(op, in_avals, params)
 
 
 def bind_workspace(step, slot: int):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import threading
 import tracemalloc
+import types
 
 import numpy as np
 import pytest
@@ -155,3 +156,18 @@ def test_eager_arenas_are_per_thread_bounded_and_cleared():
     scratch.ARENAS.clear()
     assert len(scratch.ARENAS) == 0
     assert not np.shares_memory(scratch.scratch(np, 0, (10,), np.float32), mine)
+
+
+def test_only_cpu_steps_take_their_workspace_from_the_plan():
+    # a GPU kernel allocates its temporaries from CuPy's pool: a planned GPU workspace would sit unused
+    from lazyarray.aval import Aval
+    from lazyarray.ops import registry
+
+    conv = registry.get("conv2d")
+    params = {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": 1}
+    gpu = types.SimpleNamespace(kind="gpu", id=0)  # (a stand-in: la.gpu(0) needs CuPy installed)
+    for device, planned in ((la.cpu(0), True), (gpu, False)):
+        avals = [Aval((2, 3, 8, 8), np.dtype(np.float32), device), Aval((4, 3, 3, 3), np.dtype(np.float32), device)]
+        declared = scratch.workspace_bytes(conv, avals, params)
+        assert declared == (2 * 3 * 10 * 10 + 2 * 8 * 8 * 3 * 9) * 4  # padded input + im2col columns
+        assert scratch.planned_workspace_bytes(conv, avals, params) == (declared if planned else 0)
