@@ -41,13 +41,15 @@ class Arena:
     ``raw``: a planned workspace (a 1-D uint8 array) the slots are carved from, or None for a
     thread's own arena, whose slots are separate buffers."""
 
-    __slots__ = ("raw", "bufs", "memos", "top")
+    __slots__ = ("raw", "bufs", "memos", "top", "dropped", "used")
 
     def __init__(self, raw=None):
         self.raw = raw
+        self.dropped = False  # a thread's own arena after ``ARENAS.clear()``: the thread makes a new one
         self.bufs: list = [None] * SCRATCH_SLOTS
         self.memos: dict = {}
         self.top = 0  # bytes of ``raw`` carved so far
+        self.used = False  # some slot has a buffer
 
     def take(self, xp, slot: int, nbytes: int):
         """Slot ``slot``'s buffer with at least ``nbytes`` bytes (uint8), or None: allocate."""
@@ -67,6 +69,7 @@ class Arena:
             buf = np.frombuffer(memoryview(self.raw[at:at + nbytes]), dtype=np.uint8)
             self.top = at + nbytes
         self.bufs[slot] = buf
+        self.used = True
         return buf
 
 
@@ -74,39 +77,40 @@ class ThreadArenas:
     """The per-thread arenas of eager calls: at most ``limit`` threads' (each bounded by
     ``SCRATCH_SLOTS`` x ``SCRATCH_MAX_BYTES``), and the arena bound to each thread now."""
 
-    def __init__(self, limit: int = 64):
+    def __init__(self, local: threading.local, limit: int = 64):
         self.limit = limit
-        self._own: dict[int, Arena] = {}
-        self._bound = threading.local()
+        self._own: dict[int, Arena] = {}  # thread ident -> its own arena, made since the last clear()
+        self._local = local
 
     def current(self) -> Arena:
         """The arena of the calling thread: the planned workspace bound to it, else its own."""
-        arena = getattr(self._bound, "arena", None)
-        if arena is not None:
+        arena = getattr(self._local, "arena", None)
+        if arena is not None and not arena.dropped:
             return arena
-        me = threading.get_ident()
-        arena = self._own.get(me)
-        if arena is None:
-            if len(self._own) >= self.limit:
-                self._own.clear()  # (threads come and go: idents of finished ones are never asked again)
-            arena = self._own[me] = Arena()
+        if len(self._own) >= self.limit:
+            self.clear()  # (threads come and go: the arenas of finished ones are never asked again)
+        arena = self._local.arena = self._own[threading.get_ident()] = Arena()
         return arena
 
     def bind(self, arena: Arena | None) -> Arena | None:
         """Make ``arena`` the calling thread's (None: its own again); returns the one it replaces."""
-        prev = getattr(self._bound, "arena", None)
-        self._bound.arena = arena
+        loc = self._local
+        prev = getattr(loc, "arena", None)
+        loc.arena = arena
         return prev
 
     def clear(self) -> None:
-        """Drop every thread's own arena (they are made again, empty, on the next request)."""
+        """Drop every thread's own arena (each is made again, empty, on its thread's next request)."""
+        for arena in list(self._own.values()):
+            arena.dropped = True
         self._own.clear()
 
     def __len__(self) -> int:
         return len(self._own)
 
 
-ARENAS = ThreadArenas()
+_LOCAL = threading.local()  # .arena: the arena the thread's kernels take scratch from now
+ARENAS = ThreadArenas(_LOCAL)
 
 
 def scratch(xp, slot: int, shape, dtype):
@@ -115,7 +119,10 @@ def scratch(xp, slot: int, shape, dtype):
     kernel returns may be one)."""
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
-    buf = ARENAS.current().take(xp, slot, nbytes)
+    arena = getattr(_LOCAL, "arena", None)  # (``ARENAS.current()``'s fast path, inline: kernels ask several times per call)
+    if arena is None or arena.dropped:
+        arena = ARENAS.current()
+    buf = arena.take(xp, slot, nbytes)
     if buf is None:
         return xp.empty(shape, dtype=dtype)
     return buf[:nbytes].view(dtype).reshape(shape)
@@ -124,14 +131,19 @@ def scratch(xp, slot: int, shape, dtype):
 def slot_buffers() -> list | None:
     """The current arena's buffers by slot (None before its first ``scratch``): a memo of views
     into them is valid while they are the same objects."""
-    bufs = ARENAS.current().bufs
-    return None if all(b is None for b in bufs) else bufs
+    arena = getattr(_LOCAL, "arena", None)
+    if arena is None or arena.dropped:
+        arena = ARENAS.current()
+    return arena.bufs if arena.used else None
 
 
 def thread_memo(name: str) -> dict:
     """A dict the current arena keeps under ``name`` (views into its scratch buffers, made once per
     geometry; the caller bounds it)."""
-    memos = ARENAS.current().memos
+    arena = getattr(_LOCAL, "arena", None)
+    if arena is None or arena.dropped:
+        arena = ARENAS.current()
+    memos = arena.memos
     memo = memos.get(name)
     if memo is None:
         memo = memos[name] = {}
