@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
+import numpy as np
+
 from . import backward_cache
 from .aval import Aval
 from .buffer import bump, version
@@ -195,14 +197,24 @@ def backward(heads, head_grads=None, retain_graph: bool = False) -> None:
     >>> x.grad.asnumpy()
     array([ 8., 10.], dtype=float32)
     """
-    # la.autograd.backward takes NDArrays: the array type and la.array sit above autograd
-    from .creation import array  # (above autograd: tests/test_architecture.py's baseline)
-    from .ndarray import NDArray, make_array  # (above autograd: tests/test_architecture.py's baseline)
+    heads, head_grads = _heads_and_grads(heads, head_grads)
+    # the array type sits above autograd: the heads bring its constructor (``NDArray._make``)
+    make = type(heads[0])._make
+    grads = [g if g is None or hasattr(g, "_ag") else _constant_like(h, g, make) for h, g in zip(heads, head_grads)]
+    backward_arrays(heads, grads, make, retain_graph)
 
-    single = isinstance(heads, NDArray)
-    if not single and not (isinstance(heads, (list, tuple)) and all(isinstance(h, NDArray) for h in heads)):
+
+def _is_array(a) -> bool:
+    """An array of the package (one autograd can track): it carries autograd state and its constructor."""
+    return hasattr(a, "_ag") and hasattr(a, "_make")
+
+
+def _heads_and_grads(heads, head_grads) -> tuple[list, list]:
+    """``backward``'s arguments as two aligned lists, checked: recorded arrays, one gradient each."""
+    single = _is_array(heads)
+    if not single and not (isinstance(heads, (list, tuple)) and all(_is_array(h) for h in heads)):
         raise ParamError(f"autograd.backward: heads must be an array or a list of arrays recorded under "
-                            f"la.autograd.record(), got {type(heads).__name__} {heads!r}"[:300])
+                         f"la.autograd.record(), got {type(heads).__name__} {heads!r}"[:300])
     heads = [heads] if single else list(heads)
     if head_grads is None:
         head_grads = [None] * len(heads)
@@ -213,19 +225,22 @@ def backward(heads, head_grads=None, retain_graph: bool = False) -> None:
     if not heads or len(head_grads) != len(heads):
         raise AutogradError(f"autograd.backward: {len(heads)} heads but {len(head_grads)} head_grads; pass one "
                             "head gradient (or None) per head")
-    grads = []
-    for i, (h, g) in enumerate(zip(heads, head_grads)):
-        if not isinstance(h, NDArray) or h._ag is None:
+    for i, h in enumerate(heads):
+        if h._ag is None:
             raise AutogradError(
                 f"autograd.backward: heads[{i}] was not computed from an array with attach_grad() inside "
                 "autograd.record(); call x.attach_grad() and compute the heads inside "
                 "`with la.autograd.record():`")
-        if g is not None and not isinstance(g, NDArray):  # a number: that value everywhere
-            xp = h.device.xp
-            g = make_array(xp.full(h.shape, g, dtype=h.dtype), None, h.device) if not hasattr(g, "__len__") \
-                else array(g, dtype=h.dtype, device=h.device)
-        grads.append(g)
-    backward_arrays(heads, grads, make_array, retain_graph)
+    return heads, head_grads
+
+
+def _constant_like(head, g, make):
+    """A head gradient given as a number (that value everywhere) or as nested lists / a NumPy array,
+    as an array of the head's dtype on its device."""
+    xp = head.device.xp
+    if not hasattr(g, "__len__"):
+        return make(xp.full(head.shape, g, dtype=head.dtype), None, head.device)
+    return make(xp.asarray(np.array(g, dtype=head.dtype)), None, head.device)
 
 
 def backward_arrays(outputs: list, head_grads: list | None, make, retain_graph: bool = False) -> None:
@@ -264,19 +279,7 @@ def backward_arrays(outputs: list, head_grads: list | None, make, retain_graph: 
         return
     bound = {id(r.node): r for r in records if r.values is not None}
     targets = [(leaf, list(entries.values())) for leaf, entries in leaves.values()]
-    wrt = [e for _, entries in targets for e in entries]
-    flat = gradient(out_entries, head_entries, wrt)
-    grads = []
-    k = 0
-    for leaf, entries in targets:
-        parts = [g for g in flat[k:k + len(entries)] if g is not None]
-        k += len(entries)
-        g = parts[0] if parts else apply_node(registry.get("zeros_like"), entries[0])
-        for more in parts[1:]:
-            g = apply_node(registry.get("add"), g, more)
-        if g.aval.stype != leaf.stype:  # e.g. a row_sparse embedding gradient asked dense
-            g = apply_node(registry.get("cast_storage"), g, stype=leaf.stype)
-        grads.append(g)
+    grads = _leaf_gradients(out_entries, head_entries, targets)
     if lazy:
         for r in bound.values():  # the lazy gradients read these when they are computed
             fix_values(r.node, r.values, r.versions)
@@ -290,6 +293,24 @@ def backward_arrays(outputs: list, head_grads: list | None, make, retain_graph: 
         for r in records:
             r.values = None
             r.freed = True
+
+
+def _leaf_gradients(out_entries: list[Entry], head_entries: list, targets: list) -> list[Entry]:
+    """The gradient graph: per ``(leaf, entries)`` of ``targets``, the sum of the gradients of the
+    entries that stood for it (zeros if none), in the leaf's storage type."""
+    flat = gradient(out_entries, head_entries, [e for _, entries in targets for e in entries])
+    grads = []
+    k = 0
+    for leaf, entries in targets:
+        parts = [g for g in flat[k:k + len(entries)] if g is not None]
+        k += len(entries)
+        g = parts[0] if parts else apply_node(registry.get("zeros_like"), entries[0])
+        for more in parts[1:]:
+            g = apply_node(registry.get("add"), g, more)
+        if g.aval.stype != leaf.stype:  # e.g. a row_sparse embedding gradient asked dense
+            g = apply_node(registry.get("cast_storage"), g, stype=leaf.stype)
+        grads.append(g)
+    return grads
 
 
 def _cached_backward(records, leaves, outputs, heads, make, retain_graph) -> bool:

@@ -30,6 +30,7 @@ from .executor.signature_cache import default_size
 from .graph.build import apply_node
 from .graph.node import Entry, Node, var_node
 from .graph.passes.gradient import gradient
+from .graph.rewrite import copy_node
 from .graph.traverse import topo_order
 from .ops import registry
 from .tape import Leaf, captured_input_written, saved_value_written
@@ -137,16 +138,38 @@ def build(key, records: list, leaves: list, heads: list) -> Compiled:
     """Compile the backward program of a tape of this structure (see the module docstring)."""
     parts, outs_key, head_avals, leaf_avals = key
     leaf_vars = [var_node(f"__leaf{j}", a) for j, a in enumerate(leaf_avals)]
+    template, const_vars = _forward_graph(parts, records, leaf_vars)
+    out_entries = [Entry(template[o[1]], o[2]) if o[0] == "r" else Entry(leaf_vars[o[1]]) for o in outs_key]
+    head_vars = [None if a is None else var_node(f"__head{i}", a) for i, a in enumerate(head_avals)]
+    grads = gradient(out_entries, [None if v is None else Entry(v) for v in head_vars],
+                     [Entry(v) for v in leaf_vars])
+    grads = [g if g is not None else apply_node(registry.get("zeros_like"), Entry(v))
+             for g, v in zip(grads, leaf_vars)]
+    outs, saved, reads = _cut_forward(grads, template)
+    used = {id(n) for n in topo_order(outs)}  # only what the backward reads is fed (and version-checked)
+    inputs = list(saved)
+    for what, nodes in (("const", const_vars), ("leaf", leaf_vars), ("head", head_vars)):
+        for k, v in enumerate(nodes):
+            if v is not None and id(v) in used:
+                inputs.append(v)
+                reads.append((what, k, None))
+    compiled = Compiled(compile_program(outs, inputs, input_orders=_saved_orders(reads, template)), reads)
+    _remember(key, compiled)
+    return compiled
+
+
+def _forward_graph(parts, records: list, leaf_vars: list) -> tuple[list[Node], list[Node]]:
+    """The tape's structure as graph nodes (one per record, in tape order) over the variables
+    ``leaf_vars`` and one variable per constant input (numbered as ``structure()`` lists them)."""
     const_vars: list[Node] = []
-    template: list[Node | None] = [None] * len(parts)
     const_of: dict[tuple[int, int], Node] = {}
-    for k, (op, params, ins, avals) in enumerate(parts):  # consts numbered as structure() lists them
+    for k, (op, params, ins, avals) in enumerate(parts):
         for i, inp in enumerate(ins):
             if inp[0] == "c":
                 const_of[(k, i)] = var_node(f"__const{len(const_vars)}", inp[1])
                 const_vars.append(const_of[(k, i)])
-    for k in range(len(parts)):  # a record's parents come before it
-        op, params, ins, avals = parts[k]
+    template: list[Node] = []
+    for k, (op, params, ins, avals) in enumerate(parts):  # a record's parents come before it
         entries = []
         for i, inp in enumerate(ins):
             if inp[0] == "c":
@@ -155,14 +178,13 @@ def build(key, records: list, leaves: list, heads: list) -> Compiled:
                 entries.append(Entry(leaf_vars[inp[1]]))
             else:
                 entries.append(Entry(template[inp[1]], inp[2]))
-        template[k] = Node(op, tuple(entries), dict(params), avals, source=records[k].node.source)
-    out_entries = [Entry(template[o[1]], o[2]) if o[0] == "r" else Entry(leaf_vars[o[1]]) for o in outs_key]
-    head_vars = [None if a is None else var_node(f"__head{i}", a) for i, a in enumerate(head_avals)]
-    grads = gradient(out_entries, [None if v is None else Entry(v) for v in head_vars],
-                     [Entry(v) for v in leaf_vars])
-    grads = [g if g is not None else apply_node(registry.get("zeros_like"), Entry(v))
-             for g, v in zip(grads, leaf_vars)]
-    # The template's op nodes are the forward pass: the outputs the backward reads become inputs.
+        template.append(Node(op, tuple(entries), dict(params), avals, source=records[k].node.source))
+    return template, const_vars
+
+
+def _cut_forward(grads: list[Entry], template: list[Node]) -> tuple[list[Entry], list[Node], list]:
+    """The gradient graph with the forward values it reads (outputs of ``template``'s nodes) made
+    variables ``__saved{k}``: ``(outputs, the saved variables, ("saved", record, output) each)``."""
     fwd = {id(n): k for k, n in enumerate(template)}
     saved: dict[tuple[int, int], Node] = {}
     reads: list = []
@@ -181,17 +203,13 @@ def build(key, records: list, leaves: list, heads: list) -> Compiled:
     for node in topo_order(grads, stop=lambda n: id(n) in fwd):
         if id(node) in fwd or node.op is None:
             continue
-        env[id(node)] = Node(node.op, tuple(cut(e) for e in node.inputs), node.params, node.avals,
-                             name=node.name, source=node.source)
+        env[id(node)] = copy_node(node, [cut(e) for e in node.inputs])
     outs = inline_calls([cut(g) for g in grads])
-    used = {id(n) for n in topo_order(outs)}  # only what the backward reads is fed (and version-checked)
-    inputs = list(saved.values())
-    for what, nodes in (("const", const_vars), ("leaf", leaf_vars), ("head", head_vars)):
-        for k, v in enumerate(nodes):
-            if v is not None and id(v) in used:
-                inputs.append(v)
-                reads.append((what, k, None))
-    compiled = Compiled(compile_program(outs, inputs, input_orders=_saved_orders(reads, template)), reads)
+    return outs, list(saved.values()), reads
+
+
+def _remember(key, compiled: Compiled) -> None:
+    """Keep ``compiled`` under ``key``, the least recently used beyond the cache's size dropped."""
     with _LOCK:
         if _LAST[1] is not None and _LAST[0] in _CACHE:
             _CACHE.move_to_end(_LAST[0])  # (hits through _LAST skip the LRU update)
@@ -200,7 +218,6 @@ def build(key, records: list, leaves: list, heads: list) -> Compiled:
             _, gone = _CACHE.popitem(last=False)
             if gone is _LAST[1]:
                 _LAST[:] = [None, None]
-    return compiled
 
 
 def _saved_orders(reads: list, template: list) -> dict:
@@ -250,8 +267,7 @@ def _copy_inlined(outputs: list[Entry], given: dict) -> list[Entry]:
                 for e, v in zip(ins, sub.inputs)):
             env[id(node)] = _copy_inlined(list(sub.sym.outputs), {id(v): e for v, e in zip(sub.inputs, ins)})
         elif any(a is not b for a, b in zip(ins, node.inputs)):
-            new = Node(node.op, tuple(ins), node.params, node.avals, name=node.name, source=node.source,
-                       block=node.block)
+            new = copy_node(node, ins)
             env[id(node)] = [Entry(new, i) for i in range(len(node.avals))]
     return [entry(e) for e in outputs]
 

@@ -56,6 +56,11 @@ class NDArray(ArrayBase):
     # NumPy functions onto the op functions (a floor above this one)
     __hash__ = None  # like NumPy: == is elementwise, so arrays are not hashable
 
+    @staticmethod
+    def _make(value, entry, device) -> NDArray:
+        # the constructor layers below the array type are handed (la.autograd.backward finds it on its heads)
+        return make_array(value, entry, device)
+
     # -- attributes ------------------------------------------------------------
     @property
     def shape(self) -> tuple:

@@ -33,10 +33,6 @@ arch_report = _load_report_module()
 
 # (importing module, imported module), relative to lazyarray. Upward imports left today:
 UPWARD_BASELINE = {
-    # la.autograd.backward(heads) takes NDArrays and converts head_grads with la.array: the array
-    # type and creation sit above autograd (imported inside backward, see FUNCTION_BASELINE)
-    ("autograd", "creation"),
-    ("autograd", "ndarray"),
     # kernels that still live in ops/ and use the thread/BLAS runtime or numba (threads.py, jit.py:
     # the kernels/ floor in DESIGN.md); they leave ops/ when kernels/ is created
     ("ops.blas_threads", "threads"),
@@ -58,11 +54,8 @@ UPWARD_BASELINE = {
     ("ops.winograd4", "threads"),
 }
 
-# (module, package module it imports inside a function). Each one with its reason:
-FUNCTION_BASELINE = {
-    ("autograd", "creation"),  # backward(): the array type and la.array sit above autograd
-    ("autograd", "ndarray"),  # (same)
-}
+# (module, package module it imports inside a function), each with its reason: none left
+FUNCTION_BASELINE: set = set()
 
 # Module-level mutable state outside the op registry, the tuning table and the named caches
 # (``arch_report.STATE_ALLOWED``; a ``caches.NamedCache`` is never counted): (module, name) left today.
@@ -93,8 +86,8 @@ STATE_BASELINE = {
 }
 
 # cross-module imports of _private names: ops.conv's geometry helpers (6, conv_grad.py), distributed.run (1),
-# executor.program._fresh, onnx import_ops._softplus, mxnet operators._erf
-PRIVATE_IMPORTS = 10
+# onnx import_ops._softplus, mxnet operators._erf
+PRIVATE_IMPORTS = 9
 
 
 @pytest.fixture(scope="module")

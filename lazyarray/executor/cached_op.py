@@ -440,32 +440,8 @@ def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int], fused: bool
         sym = Symbol(fwd_outs)
     fwd_ids = {id(n) for n in sym.topo()}
     live = [g for g in grads if g is not None]
-    # Entries of the forward graph that the backward graph reads.
-    saved: list[Entry] = []
-    seen: set = set()
-    for node in topo_order(live, stop=lambda n: id(n) in fwd_ids):
-        reads = list(node.inputs) if id(node) not in fwd_ids else []
-        for e in reads:
-            if id(e.node) in fwd_ids and e.node.op is not None and (id(e.node), e.index) not in seen:
-                seen.add((id(e.node), e.index))
-                saved.append(e)
-    for g in live:
-        if id(g.node) in fwd_ids and g.node.op is not None and (id(g.node), g.index) not in seen:
-            seen.add((id(g.node), g.index))
-            saved.append(g)
-    saved_vars = {(id(e.node), e.index): var_node(f"__saved{k}", e.aval) for k, e in enumerate(saved)}
-
-    def cut(node: Node, ins):
-        if id(node) in fwd_ids:
-            if node.op is None:
-                return node
-            return tuple(Entry(saved_vars[(id(node), i)]) if (id(node), i) in saved_vars else Entry(node, i)
-                         for i in range(len(node.avals)))
-        return None
-
-    bwd = rewrite(Symbol(live), cut) if live else None
-    if bwd is not None:
-        bwd = dce(cse(simplify(constant_fold(cse(bwd)))))
+    saved = _saved_entries(live, fwd_ids)
+    bwd = _backward_symbol(live, saved, fwd_ids)
     bwd_inputs_by_name = {n.name: n for n in bwd.input_nodes()} if bwd is not None else {}
     input_names = [n.name for n in inputs]
     saved_in = [i for i, nm in enumerate(input_names) if nm in bwd_inputs_by_name]
@@ -483,20 +459,53 @@ def _split_backward(sym: Symbol, inputs: list[Node], wrt: list[int], fused: bool
     bwd_prog = compile_program(list(bwd.outputs), [bwd_inputs_by_name.get(nm) or var_node(nm, Aval((), None, None))
                                                    for nm in order], names=bwd.names(),
                                input_orders=saved_orders) if bwd is not None else None
-    out_devices = [e.aval.device for e in fwd_outs]
-    c = _Compiled(sym, fwd_prog, out_devices)
+    c = _Compiled(sym, fwd_prog, [e.aval.device for e in fwd_outs])
     grad_pos = [i for i, g in zip(wrt, grads) if g is not None]
     n_out, n_saved = len(fwd_outs), len(saved)
-
-    all_avals = [e.aval for e in fwd_outs + saved]
     bwd_graph = SubGraph(bwd, order, bwd_prog) if bwd is not None else None
     c.call = call_params(SubGraph(Symbol(fwd_all), input_names, fwd_prog), backward=bwd_graph,
                          saved=tuple(range(n_out, n_out + n_saved)), inputs_read=tuple(saved_in),
                          heads_read=tuple(head_used), grad_pos=tuple(grad_pos))
-    c.devices_all = [a.device for a in all_avals]
+    c.devices_all = [e.aval.device for e in fwd_outs + saved]
     c.backward = (bwd_prog, saved_in, grad_pos)
     c.joint = (fwd_outs + live, inputs + heads)
     return c
+
+
+def _saved_entries(live: list[Entry], fwd_ids: set) -> list[Entry]:
+    """The entries of the forward graph (nodes ``fwd_ids``) that the gradients ``live`` read, in
+    the order the backward graph meets them, then the gradients that are forward values."""
+    saved: list[Entry] = []
+    seen: set = set()
+    for node in topo_order(live, stop=lambda n: id(n) in fwd_ids):
+        reads = list(node.inputs) if id(node) not in fwd_ids else []
+        for e in reads:
+            if id(e.node) in fwd_ids and e.node.op is not None and (id(e.node), e.index) not in seen:
+                seen.add((id(e.node), e.index))
+                saved.append(e)
+    for g in live:
+        if id(g.node) in fwd_ids and g.node.op is not None and (id(g.node), g.index) not in seen:
+            seen.add((id(g.node), g.index))
+            saved.append(g)
+    return saved
+
+
+def _backward_symbol(live: list[Entry], saved: list[Entry], fwd_ids: set) -> Symbol | None:
+    """The gradients as a graph of their own: each saved forward entry becomes the variable
+    ``__saved{k}``, simplified; None when no gradient is left."""
+    if not live:
+        return None
+    saved_vars = {(id(e.node), e.index): var_node(f"__saved{k}", e.aval) for k, e in enumerate(saved)}
+
+    def cut(node: Node, ins):
+        if id(node) in fwd_ids:
+            if node.op is None:
+                return node
+            return tuple(Entry(saved_vars[(id(node), i)]) if (id(node), i) in saved_vars else Entry(node, i)
+                         for i in range(len(node.avals)))
+        return None
+
+    return dce(cse(simplify(constant_fold(cse(rewrite(Symbol(live), cut))))))
 
 
 def _given_text(given: dict[str, Aval]) -> str:

@@ -4,8 +4,9 @@
 ``la.profile()`` (so the choices shown are the ones really made, for these arrays) and turn the
 profile into an ``Explanation``: for each compiled program that ran, one row per step with the
 node, ``op[implementation, notes]``, its input and output shapes, where its output lives (a
-planned buffer ``#b@offset``, handed to the caller, or allocated by the kernel) and its workspace,
-then the memory plan's totals. Eager kernel calls (a block that is not hybridized) are listed
+planned buffer ``#b@offset``, handed to the caller, or allocated by the kernel) and its workspace
+(the scratch bytes its op declares, and the planned buffer that holds them while it runs), then the
+memory plan's totals. Eager kernel calls (a block that is not hybridized) are listed
 as they ran.
 
     >>> import lazyarray as la
@@ -19,13 +20,11 @@ as they ran.
 """
 from __future__ import annotations
 
-import math
 from html import escape
-
-import numpy as np
 
 from ..errors import fmt_shape
 from ..kernels.profile import Profile
+from ..ops.scratch import workspace_bytes
 from .program import Program
 
 _HEAD = ("step", "node", "op[implementation]", "inputs", "output", "memory", "workspace")
@@ -96,6 +95,7 @@ def step_rows(prog: Program, impls: dict) -> list[dict]:
     plan = prog.plan
     handed = set(prog.out_slots)
     rows = []
+    k = 0  # the plan's step of each program step's first spec (a merged step runs two)
     for i, specs in enumerate(prog.step_specs):
         sp = specs[0]
         node = sp.node
@@ -106,7 +106,8 @@ def step_rows(prog: Program, impls: dict) -> list[dict]:
         rows.append({"step": i, "node": sp.name, "op[implementation]": f"{ops}[{impls.get(i, 'reference')}]",
                      "inputs": ", ".join(fmt_shape(e.aval.shape) for e in node.inputs),
                      "output": outs, "memory": _where(plan, specs[-1].outs[0] if specs[-1].outs else None, handed),
-                     "workspace": _bytes(_workspace(node))})
+                     "workspace": _workspace(plan, k, node)})
+        k += len(specs)
     return rows
 
 
@@ -121,13 +122,15 @@ def _where(plan, slot, handed) -> str:
     return f"#{b}@{at:,}{tag}" if at else f"#{b}{tag}"
 
 
-def _workspace(node) -> int:
-    """Scratch bytes the node's op declares (``OpDef.workspace``) for its input avals."""
-    op = node.op
-    avals = [e.aval for e in node.inputs]
-    if op.workspace is None or any(a.shape is None or None in a.shape for a in avals):
-        return 0
-    return sum(math.prod(shape) * np.dtype(dtype).itemsize for _, shape, dtype in op.workspace(avals, **node.params))
+def _workspace(plan, k: int, node) -> str:
+    """The scratch bytes the node's op declares (``OpDef.workspace``) and, in a compiled program,
+    the planned buffer that holds them while the step runs (``#b@offset``)."""
+    n = workspace_bytes(node.op, [e.aval for e in node.inputs], node.params)
+    w = plan.workspace_of.get(k)
+    if w is None or not n:
+        return _bytes(n)
+    at = plan.offset_of[w]
+    return f"{_bytes(n)} #{plan.buffer_of[w]}@{at:,}" if at else f"{_bytes(n)} #{plan.buffer_of[w]}"
 
 
 def _bytes(n: int) -> str:

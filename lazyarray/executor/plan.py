@@ -67,6 +67,7 @@ class Step:
     outputs: tuple[int, ...]
     inplace: tuple[tuple[int, int], ...] = ()
     name: str = ""
+    workspace: int = 0  # scratch bytes the step's kernel uses while it runs (``ops/scratch.py``)
 
 
 @dataclass
@@ -92,6 +93,7 @@ class MemoryPlan:
     naive_bytes: int = 0
     offset_of: list[int | None] = field(default_factory=list)  # byte offset of each value in its buffer
     align: int = 1  # offsets are multiples of this
+    workspace_of: dict[int, int] = field(default_factory=dict)  # step -> the value of its workspace
 
     @property
     def peak_bytes(self) -> int:
@@ -211,6 +213,33 @@ def plan_memory(values: list[Value], steps: list[Step], align: int = ALIGN) -> M
     >>> p.buffer_of, p.peak_bytes, p.lower_bound_bytes, p.naive_bytes
     ([None, 0, 0, 1], 32, 32, 48)
     """
+    values, steps, workspace_of = _with_workspace(values, steps)
+    n, last = len(values), len(steps)
+    base, start, end = _lifetimes(values, steps)
+    escaping_bases = {base[v] for v, val in enumerate(values) if val.escapes}
+    inplace = _inplace_pairs(values, steps, base, end, escaping_bases)
+    # In-place chains share one offset: each chain is placed as one interval of steps.
+    root = list(range(n))
+    for _, u, o in inplace:
+        root[o] = root[u]
+    span = _chain_spans(values, base, start, end, root, escaping_bases)
+    outside = {root[w] for w in workspace_of.values()}  # (kept out of the caller's buffers: see _place)
+    buffer_of, offset_of, sizes, devices, escaping_buffers = _buffers(values, span, last, align, outside)
+    for v in range(n):  # in-place chains share their first value's memory, views their base's
+        if base[v] == v and root[v] != v:
+            buffer_of[v], offset_of[v] = buffer_of[root[v]], offset_of[root[v]]
+    for v in range(n):
+        if base[v] != v:
+            buffer_of[v], offset_of[v] = buffer_of[base[v]], offset_of[base[v]]
+    lower = _lower_bound(values, steps, base, start, end)
+    naive = sum(val.nbytes for v, val in enumerate(values) if base[v] == v and not val.external)
+    return MemoryPlan(values, steps, base, start, end, buffer_of, sizes, devices,
+                      frozenset(escaping_buffers), inplace, lower, naive, offset_of, align, workspace_of)
+
+
+def _lifetimes(values: list[Value], steps: list[Step]) -> tuple[list, list, list]:
+    """``(base, start, end)`` per value: the value whose memory it is (views: their base's), the
+    step that writes it and the last step its memory must survive (handed out: the end)."""
     n, last = len(values), len(steps)
     base = list(range(n))
     for v, val in enumerate(values):
@@ -231,14 +260,13 @@ def plan_memory(values: list[Value], steps: list[Step], align: int = ALIGN) -> M
     for v in range(n):  # a view must keep its base alive as long as the view itself is alive
         if base[v] != v and end[v] > end[base[v]]:
             end[base[v]] = end[v]
-    escaping_bases = {base[v] for v, val in enumerate(values) if val.escapes}
-    inplace = _inplace_pairs(values, steps, base, end, escaping_bases)
-    # In-place chains share one offset: each chain is placed as one interval of steps.
-    root = list(range(n))
-    for _, u, o in inplace:
-        root[o] = root[u]
-    span: dict[int, list] = {}  # chain root -> [first step, last step, escapes]
-    for v in range(n):
+    return base, start, end
+
+
+def _chain_spans(values, base, start, end, root, escaping_bases) -> dict[int, list]:
+    """Chain root -> ``[first step, last step, escapes]`` of every planned in-place chain."""
+    span: dict[int, list] = {}
+    for v in range(len(values)):
         if base[v] != v or values[v].external or start[v] < 0:
             continue
         sp = span.get(root[v])
@@ -247,6 +275,13 @@ def plan_memory(values: list[Value], steps: list[Step], align: int = ALIGN) -> M
             span[root[v]] = [start[v], e, v in escaping_bases]
         else:
             sp[0], sp[1], sp[2] = min(sp[0], start[v]), max(sp[1], e), sp[2] or v in escaping_bases
+    return span
+
+
+def _buffers(values, span: dict, last: int, align: int, outside: set):
+    """Place the chains on each device's line of memory and cut the lines into buffers:
+    ``(buffer_of, offset_of, sizes, devices, escaping_buffers)`` (per chain root)."""
+    n = len(values)
     by_device: dict[object, list[int]] = {}
     for r in span:
         by_device.setdefault(values[r].device, []).append(r)
@@ -257,23 +292,8 @@ def plan_memory(values: list[Value], steps: list[Step], align: int = ALIGN) -> M
     escaping_buffers: set[int] = set()
     for dev, roots in by_device.items():
         items = [(values[r].nbytes, span[r][0], span[r][1], span[r][2]) for r in roots]
-        at = _place(items, last, align)
-        # Buffers: each escaping chain's block (exact size, owned by the caller), and the merged
-        # stretches of the line the other chains cover outside those blocks (pooled).
-        blocks = sorted((at[k], at[k] + items[k][0], items[k][3], k) for k in range(len(items)))
-        esc = [(a, b) for a, b, e, _ in blocks if e]
-        runs: list[list[int]] = []
-        j = 0  # blocks and esc are both sorted by offset; esc ranges are disjoint
-        for a, b, e, _ in blocks:
-            while j < len(esc) and esc[j][1] <= a:
-                j += 1
-            if e or j < len(esc) and esc[j][0] <= a and b <= esc[j][1]:
-                continue
-            if runs and a <= runs[-1][1]:
-                runs[-1][1] = max(runs[-1][1], b)
-            else:
-                runs.append([a, b])
-        spans = sorted([(a, b, True) for a, b in esc] + [(a, b, False) for a, b in runs])
+        at = _place(items, last, align, {k for k, r in enumerate(roots) if r in outside})
+        spans = _cut(items, at)
         first = len(sizes)
         for a, b, e in spans:
             if e:
@@ -282,29 +302,60 @@ def plan_memory(values: list[Value], steps: list[Step], align: int = ALIGN) -> M
             devices.append(dev)
         starts = [a for a, _, _ in spans]
         for k, r in enumerate(roots):
-            a, b = at[k], at[k] + items[k][0]
-            j = bisect.bisect_right(starts, a) - 1  # spans are disjoint: a block is inside exactly one
-            buffer_of[r], offset_of[r] = first + j, a - spans[j][0]
-    for v in range(n):  # in-place chains share their first value's memory, views their base's
-        if base[v] == v and root[v] != v:
-            buffer_of[v], offset_of[v] = buffer_of[root[v]], offset_of[root[v]]
-    for v in range(n):
-        if base[v] != v:
-            buffer_of[v], offset_of[v] = buffer_of[base[v]], offset_of[base[v]]
+            j = bisect.bisect_right(starts, at[k]) - 1  # spans are disjoint: a block is inside exactly one
+            buffer_of[r], offset_of[r] = first + j, at[k] - spans[j][0]
+    return buffer_of, offset_of, sizes, devices, escaping_buffers
+
+
+def _cut(items: list, at: list[int]) -> list[tuple[int, int, bool]]:
+    """A line's buffers, ``(start, end, escapes)`` sorted: each escaping chain's block (exact size,
+    owned by the caller), and the merged stretches the other chains cover outside those blocks."""
+    blocks = sorted((at[k], at[k] + items[k][0], items[k][3], k) for k in range(len(items)))
+    esc = [(a, b) for a, b, e, _ in blocks if e]
+    runs: list[list[int]] = []
+    j = 0  # blocks and esc are both sorted by offset; esc ranges are disjoint
+    for a, b, e, _ in blocks:
+        while j < len(esc) and esc[j][1] <= a:
+            j += 1
+        if e or j < len(esc) and esc[j][0] <= a and b <= esc[j][1]:
+            continue
+        if runs and a <= runs[-1][1]:
+            runs[-1][1] = max(runs[-1][1], b)
+        else:
+            runs.append([a, b])
+    return sorted([(a, b, True) for a, b in esc] + [(a, b, False) for a, b in runs])
+
+
+def _lower_bound(values, steps, base, start, end) -> int:
+    """A true lower bound of any plan under the steps' in-place rules: the largest live set, less
+    at each step what an output may share with an input dying there (declared pair, same size and
+    device)."""
+    last = len(steps)
     delta = [0] * (last + 2)  # sweep: +bytes where a value starts, -bytes after it ends
-    for v in range(n):
+    for v in range(len(values)):
         if base[v] == v and not values[v].external and start[v] >= 0:
             delta[start[v]] += values[v].nbytes
             delta[max(end[v], start[v]) + 1] -= values[v].nbytes
-    # A true lower bound of any plan under the steps' in-place rules: at each step, an output that
-    # may take the buffer of an input dying there (declared pair, same size and device) shares it.
     lower = live = 0
     for i in range(last):
         live += delta[i]
         lower = max(lower, live - _shareable_bytes(values, base, end, steps[i], i))
-    naive = sum(val.nbytes for v, val in enumerate(values) if base[v] == v and not val.external)
-    return MemoryPlan(values, steps, base, start, end, buffer_of, sizes, devices,
-                      frozenset(escaping_buffers), inplace, lower, naive, offset_of, align)
+    return lower
+
+
+def _with_workspace(values: list[Value], steps: list[Step]) -> tuple[list, list, dict]:
+    """Each step's workspace as one more value, written by the step and read by nobody: it lives
+    at that step only, on the device of the step's first output, and is placed like any value."""
+    workspace_of: dict[int, int] = {}
+    more_values, more_steps = list(values), list(steps)
+    for i, st in enumerate(steps):
+        on = st.outputs[:1] or st.inputs[:1]
+        if st.workspace <= 0 or not on:
+            continue
+        workspace_of[i] = len(more_values)
+        more_values.append(Value(st.workspace, values[on[0]].device, name=f"{st.name or f's{i}'} workspace"))
+        more_steps[i] = Step(st.inputs, st.outputs + (workspace_of[i],), st.inplace, st.name, st.workspace)
+    return more_values, more_steps, workspace_of
 
 
 def _shareable_bytes(values, base, end, st: Step, i: int) -> int:
@@ -360,14 +411,16 @@ def _inplace_pairs(values, steps, base, end, escaping_bases) -> list[tuple[int, 
 _BUCKET = 32  # steps per bucket of the lifetime index
 
 
-def _place(items: list[tuple[int, int, int, bool]], last: int, align: int) -> list[int]:
+def _place(items: list[tuple[int, int, int, bool]], last: int, align: int, outside=frozenset()) -> list[int]:
     """Offsets on one line of memory for ``items`` = ``(nbytes, first step, last step, escapes)``.
 
     Greedy by size: largest first, each at the lowest aligned offset where it collides with no
     placed item alive at an overlapping step. An escaping item becomes a buffer of its own, so
     no item may straddle its edges: an earlier (larger) item may only coincide with it exactly,
     and a later one must fit inside it or stay out of it. Placed items are indexed by buckets of
-    steps, so each placement looks only at items alive near its own lifetime.
+    steps, so each placement looks only at items alive near its own lifetime. Items in ``outside``
+    (steps' workspaces) stay out of escaping items' blocks: memory handed to the caller is taken back
+    only when nothing else holds it, and a kernel's arena holds its workspace.
     """
     order = sorted(range(len(items)), key=lambda k: (-items[k][0], items[k][1], k))
     nb = last // _BUCKET + 2
@@ -385,7 +438,7 @@ def _place(items: list[tuple[int, int, int, bool]], last: int, align: int) -> li
         if esc:
             ivs += [(a, b, _EXACT if b - a == size else _TAKEN) for a, b, s2, e2 in placed if e < s2 or e2 < s]
         ivs.sort()
-        off = _lowest(ivs, size, align, () if esc else blocks)
+        off = _lowest(ivs, size, align, () if esc else blocks, k in outside)
         at[k] = off
         item = (off, off + size, s, e)
         starts[q0].append(item)
@@ -400,9 +453,10 @@ def _place(items: list[tuple[int, int, int, bool]], last: int, align: int) -> li
 _TAKEN, _EXACT = 0, 1  # byte range in use; byte range free to coincide with exactly
 
 
-def _lowest(ivs: list[tuple[int, int, int]], size: int, align: int, blocks=()) -> int:
+def _lowest(ivs: list[tuple[int, int, int]], size: int, align: int, blocks=(), outside: bool = False) -> int:
     """The lowest offset (a multiple of ``align``) where ``size`` bytes meet the rules of ``ivs``
-    (sorted) and lie wholly inside or wholly outside each of the disjoint, sorted ``blocks``."""
+    (sorted) and lie wholly inside (unless ``outside``) or wholly outside each of the disjoint,
+    sorted ``blocks``."""
     off, moved = 0, True
     while moved:
         moved = skipped = False
@@ -421,9 +475,9 @@ def _lowest(ivs: list[tuple[int, int, int]], size: int, align: int, blocks=()) -
             for a, b in blocks[max(j, 0):]:
                 if a >= off + size:
                     break
-                if b <= off or a <= off and off + size <= b:
+                if b <= off or a <= off and off + size <= b and not outside:
                     continue
-                off = a if a > off and size <= b - a else -(-b // align) * align
+                off = a if a > off and size <= b - a and not outside else -(-b // align) * align
                 moved = True
                 break
     return off

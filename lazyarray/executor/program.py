@@ -32,20 +32,19 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..buffer import root
 from ..device import on_device
 from ..error_context import from_node
 from ..errors import DeferredComputeError, LazyArrayError, OutOfMemoryError
 from ..graph.node import Entry, Node, check_capture
 from ..graph.traverse import topo_order
 from ..kernels.profile import current as current_profile
-from ..kernels.profile import timed
 from ..mode import MODE, PROFILING
 from ..ops import registry
+from ..ops.scratch import bind_workspace, planned_workspace_bytes
 from ..storage import copy_value
 from .batch_last import batch_last_slots
 from .epilogue import dense_relu_pairs, dense_relu_step
-from .interpret import kernel_error, run_kernel
+from .interpret import fresh, interpret, kernel_error, run_kernel
 from .plan import Step, Value, plan_memory
 from .schedule import reductions_early
 from .units_major import units_major_slots
@@ -405,24 +404,7 @@ def _unaliasing(fn):
 
 def _aliases(r, args) -> bool:
     """True when ``r`` is one of ``args`` or shares its memory (a view of it, or of its base)."""
-    return not _fresh([r], args)[0]
-
-
-def _fresh(outs, args) -> list[bool]:
-    """Per output: True when it shares no memory with ``args`` (the roots of ``args`` are found once)."""
-    arg_ids = {id(a) for a in args}
-    arg_roots = None
-    result = []
-    for r in outs:
-        if id(r) in arg_ids:
-            result.append(False)
-        elif getattr(r, "base", None) is None:  # owns its memory and is none of the inputs
-            result.append(True)
-        else:
-            if arg_roots is None:
-                arg_roots = {id(root(a)) for a in args if a is not None}
-            result.append(id(root(r)) not in arg_roots)
-    return result
+    return not fresh([r], args)[0]
 
 
 def _interpreted(node: Node):
@@ -462,7 +444,8 @@ def _plan(g: _Graph, specs: list[_Spec], out_slots: set[int], names: dict, order
                           and node.inputs[ip].aval.shape == node.avals[op_].shape
                           and node.inputs[ip].aval.dtype == node.avals[op_].dtype
                           and orders.get(ins[ip]) == orders.get(outs[op_]))  # same memory order
-        steps.append(Step(ins, outs, pairs, names.get(id(node), node.label())))
+        ws = planned_workspace_bytes(node.op, [e.aval for e in node.inputs], node.params) if sp.kind in _PLANNED else 0
+        steps.append(Step(ins, outs, pairs, names.get(id(node), node.label()), ws))
     for node in g.order:
         nm = names.get(id(node), node.label())
         k = sum(1 for i in range(len(node.avals) or 1) if (id(node), i) in g.slot_of)
@@ -483,6 +466,10 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
             for o, a in zip(sp.outs, sp.node.avals):
                 views_by_buffer.setdefault(plan.buffer_of[o], []).append((o, a.dtype, a.shape, a.nbytes,
                                                                           plan.offset_of[o], orders.get(o)))
+    for w in plan.workspace_of.values():  # each step's workspace: a slot past the values' (``ops/scratch.py``)
+        g.template.extend([None] * (w + 1 - len(g.template)))
+        views_by_buffer.setdefault(plan.buffer_of[w], []).append((w, np.uint8, (plan.values[w].nbytes,),
+                                                                  plan.values[w].nbytes, plan.offset_of[w], None))
     pooled, per_run = [], []
     for b, views in views_by_buffer.items():
         layouts: dict = {}
@@ -513,6 +500,8 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
             made_of.append((sp, specs[i + 1]))
         else:
             steps.append(_step_closure(sp, tuple(frees_at[i])))
+            if i in plan.workspace_of:
+                steps[-1] = bind_workspace(steps[-1], plan.workspace_of[i])
             made_of.append((sp,))
     return steps, made_of, pooled, per_run
 
@@ -696,8 +685,8 @@ def evaluate(outputs: list[Entry], known=None) -> list:
     todo = [n for n in topo_order(list(outputs), stop=lambda n: n.op is None or (known is not None and
                                                                                  known(n) is not None))
             if n.op is not None and (known is None or known(n) is None)]
-    if len(todo) <= SMALL_GRAPH:
-        return _run_in_order(outputs, todo, known)
+    if len(todo) <= SMALL_GRAPH:  # a few kernels: planning would cost more than it saves
+        return interpret(outputs, known, owned=True)
     return compile_program(outputs, (), known=known).run([])
 
 
@@ -713,45 +702,6 @@ def _once(known):
         return v
 
     return ask
-
-
-def _run_in_order(outputs: list[Entry], todo: list[Node], known) -> list:
-    """A few kernels: planning would cost more than it saves. Same ownership rule as a program."""
-    temp: dict[int, list] = {}
-    fresh: set[int] = set()
-
-    def value(e: Entry):
-        vals = temp.get(id(e.node))
-        if vals is None:
-            node = e.node
-            vals = known(node) if known is not None else None
-            if vals is None:
-                check_capture(node)
-                vals = [node.value]
-            temp[id(node)] = vals
-        return vals[e.index]
-
-    profiled = MODE.get() & PROFILING
-    for node in todo:
-        args = [value(e) for e in node.inputs]
-        if profiled:
-            outs = timed(node.op, lambda *a, node=node: run_kernel(node, list(a)), "interpreted")(*args)
-        else:
-            outs = run_kernel(node, args)
-        if node.op.owns_outputs:
-            fresh.update(map(id, outs))
-        elif not node.op.view:
-            fresh.update(id(o) for o, ok in zip(outs, _fresh(outs, args)) if ok)
-        temp[id(node)] = outs
-    result = []
-    handed: set[int] = set()
-    for e in outputs:
-        v = value(e)
-        if id(v) not in fresh or id(v) in handed:
-            v = copy_value(v)
-        handed.add(id(v))
-        result.append(v)
-    return result
 
 
 def _copy_kernel(x, **_):

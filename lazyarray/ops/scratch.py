@@ -1,8 +1,19 @@
-"""Per-thread scratch buffers for kernels' temporaries (im2col columns, padded copies, Winograd tiles).
+"""Kernels' scratch memory (im2col columns, padded copies, Winograd tiles): from the memory plan in a
+compiled program, from a bounded per-thread arena in an eager call.
 
-A kernel asks ``scratch(xp, slot, shape, dtype)`` for an uninitialized array; the slot's buffer is
-kept by the thread and reused call after call, grown when a larger one is asked for. Memory the
-plan does not see (``OpDef.workspace`` states its size for the allocation check and ``explain()``).
+A kernel asks ``scratch(xp, slot, shape, dtype)`` for an uninitialized array; temporaries alive at
+the same time use different slots. Where it comes from is the *arena* bound to the calling thread:
+
+* a compiled step on the CPU whose op declares a ``workspace`` (``OpDef.workspace``) gets a planned buffer of
+  that many bytes, reused like any planned buffer (``executor/plan.py``: it counts in
+  ``peak_bytes``); the runner binds it (``bind_workspace``) while the kernel runs, and each slot is
+  carved from it once and kept, run after run;
+* anywhere else (an eager call, a worker thread of a split kernel) the thread's own arena in
+  ``ARENAS``: one buffer per slot, grown to the largest request up to ``SCRATCH_MAX_BYTES`` and
+  reused call after call; ``ARENAS.clear()`` drops them all.
+
+A request that does not fit (a planned workspace smaller than what the implementation the kernel
+chose uses, or an eager one over the limit) is an ordinary allocation, freed with its array.
 """
 from __future__ import annotations
 
@@ -11,47 +22,168 @@ import threading
 
 import numpy as np
 
-# im2col columns and padded copies up to this size come from a per-thread scratch buffer, reused
-# call after call: a fresh allocation this large is new memory from the OS each time, and its page
-# faults cost as much as the copy into it (the demo CNN's second conv at batch 64: 663 KB of
-# columns, 230 us per call with fresh memory, about 110 us reusing it). Larger ones are allocated.
+# im2col columns and padded copies up to this size come from a thread's arena, reused call after
+# call: a fresh allocation this large is new memory from the OS each time, and its page faults cost
+# as much as the copy into it (the demo CNN's second conv at batch 64: 663 KB of columns, 230 us
+# per call with fresh memory, about 110 us reusing it). Larger ones are allocated.
 SCRATCH_MAX_BYTES = 4 << 20
-_SCRATCH = threading.local()
 # Slots 0-1: im2col's padded copy and columns; 2-5: Winograd's tiles (``winograd.py``,
 # ``winograd4.py``). Kernels split over threads (``threads.split``) need them more: page faults
 # take a process-wide lock, so threads that allocate as they go wait on each other (Winograd chunks
 # on 2 threads ran no faster than on 1 until their temporaries came from here).
 SCRATCH_SLOTS = 6
+_ALIGN = 64  # slots carved from a planned workspace start at multiples of this
+
+
+class Arena:
+    """One set of scratch slots and the memos of views into them (``thread_memo``).
+
+    ``raw``: a planned workspace (a 1-D uint8 array) the slots are carved from, or None for a
+    thread's own arena, whose slots are separate buffers."""
+
+    __slots__ = ("raw", "bufs", "memos", "top", "dropped", "used")
+
+    def __init__(self, raw=None):
+        self.raw = raw
+        self.dropped = False  # a thread's own arena after ``ARENAS.clear()``: the thread makes a new one
+        self.bufs: list = [None] * SCRATCH_SLOTS
+        self.memos: dict = {}
+        self.top = 0  # bytes of ``raw`` carved so far
+        self.used = False  # some slot has a buffer
+
+    def take(self, xp, slot: int, nbytes: int):
+        """Slot ``slot``'s buffer with at least ``nbytes`` bytes (uint8), or None: allocate."""
+        buf = self.bufs[slot]
+        if buf is not None and buf.nbytes >= nbytes:
+            return buf
+        if self.raw is None:
+            if xp is not np or nbytes > SCRATCH_MAX_BYTES:
+                return None
+            buf = np.empty(max(nbytes, 64 << 10), dtype=np.uint8)
+        else:
+            at = -(-self.top // _ALIGN) * _ALIGN
+            if at + nbytes > self.raw.nbytes or type(self.raw) is not np.ndarray or xp is not np:
+                return None
+            # its own array object (not a view of ``raw``): views of it have it as their ``base``,
+            # which is how conv's memo of views knows they are still this slot's
+            buf = np.frombuffer(memoryview(self.raw[at:at + nbytes]), dtype=np.uint8)
+            self.top = at + nbytes
+        self.bufs[slot] = buf
+        self.used = True
+        return buf
+
+
+class ThreadArenas:
+    """The per-thread arenas of eager calls: at most ``limit`` threads' (each bounded by
+    ``SCRATCH_SLOTS`` x ``SCRATCH_MAX_BYTES``), and the arena bound to each thread now."""
+
+    def __init__(self, local: threading.local, limit: int = 64):
+        self.limit = limit
+        self._own: dict[int, Arena] = {}  # thread ident -> its own arena, made since the last clear()
+        self._local = local
+
+    def current(self) -> Arena:
+        """The arena of the calling thread: the planned workspace bound to it, else its own."""
+        arena = getattr(self._local, "arena", None)
+        if arena is not None and not arena.dropped:
+            return arena
+        if len(self._own) >= self.limit:
+            self.clear()  # (threads come and go: the arenas of finished ones are never asked again)
+        arena = self._local.arena = self._own[threading.get_ident()] = Arena()
+        return arena
+
+    def bind(self, arena: Arena | None) -> Arena | None:
+        """Make ``arena`` the calling thread's (None: its own again); returns the one it replaces."""
+        loc = self._local
+        prev = getattr(loc, "arena", None)
+        loc.arena = arena
+        return prev
+
+    def clear(self) -> None:
+        """Drop every thread's own arena (each is made again, empty, on its thread's next request)."""
+        for arena in list(self._own.values()):
+            arena.dropped = True
+        self._own.clear()
+
+    def __len__(self) -> int:
+        return len(self._own)
+
+
+_LOCAL = threading.local()  # .arena: the arena the thread's kernels take scratch from now
+ARENAS = ThreadArenas(_LOCAL)
 
 
 def scratch(xp, slot: int, shape, dtype):
-    """An uninitialized array of ``shape`` in this thread's scratch buffer number ``slot`` (a
-    kernel's temporaries that are alive at the same time use different slots; nothing a kernel
-    returns may be one)."""
+    """An uninitialized array of ``shape`` in scratch buffer number ``slot`` of the calling thread's
+    arena (a kernel's temporaries that are alive at the same time use different slots; nothing a
+    kernel returns may be one)."""
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
-    if xp is not np or nbytes > SCRATCH_MAX_BYTES:
+    arena = getattr(_LOCAL, "arena", None)  # (``ARENAS.current()``'s fast path, inline: kernels ask several times per call)
+    if arena is None or arena.dropped:
+        arena = ARENAS.current()
+    buf = arena.take(xp, slot, nbytes)
+    if buf is None:
         return xp.empty(shape, dtype=dtype)
-    bufs = getattr(_SCRATCH, "bufs", None)
-    if bufs is None:
-        bufs = _SCRATCH.bufs = [None] * SCRATCH_SLOTS
-    buf = bufs[slot]
-    if buf is None or buf.nbytes < nbytes:
-        buf = bufs[slot] = np.empty(max(nbytes, 64 << 10), dtype=np.uint8)
     return buf[:nbytes].view(dtype).reshape(shape)
 
 
 def slot_buffers() -> list | None:
-    """This thread's scratch buffers by slot (None before its first ``scratch``): a memo of views
+    """The current arena's buffers by slot (None before its first ``scratch``): a memo of views
     into them is valid while they are the same objects."""
-    return getattr(_SCRATCH, "bufs", None)
+    arena = getattr(_LOCAL, "arena", None)
+    if arena is None or arena.dropped:
+        arena = ARENAS.current()
+    return arena.bufs if arena.used else None
 
 
 def thread_memo(name: str) -> dict:
-    """A dict this thread keeps under ``name`` (views into its scratch buffers, made once per
+    """A dict the current arena keeps under ``name`` (views into its scratch buffers, made once per
     geometry; the caller bounds it)."""
-    memo = getattr(_SCRATCH, name, None)
+    arena = getattr(_LOCAL, "arena", None)
+    if arena is None or arena.dropped:
+        arena = ARENAS.current()
+    memos = arena.memos
+    memo = memos.get(name)
     if memo is None:
-        memo = {}
-        setattr(_SCRATCH, name, memo)
+        memo = memos[name] = {}
     return memo
+
+
+def workspace_bytes(op, in_avals, params) -> int:
+    """Scratch bytes ``op`` declares (``OpDef.workspace``) for inputs of ``in_avals``; 0 when it
+    declares none or a size is unknown."""
+    if op.workspace is None or any(a.shape is None or None in a.shape for a in in_avals):
+        return 0
+    return sum(math.prod(shape) * np.dtype(dtype).itemsize for _, shape, dtype in op.workspace(in_avals, **params))
+
+
+def planned_workspace_bytes(op, in_avals, params) -> int:
+    """The bytes a compiled step's workspace takes from the plan: what ``op`` declares, on the CPU.
+    On a GPU kernels allocate their temporaries from CuPy's pool (``scratch`` carves NumPy
+    memory only), so no planned buffer would be used: 0."""
+    if any(a.device is not None and a.device.kind != "cpu" for a in in_avals):
+        return 0
+    return workspace_bytes(op, in_avals, params)
+
+
+def bind_workspace(step, slot: int):
+    """``step(slots)`` with ``slots[slot]`` (its planned workspace) as the calling thread's arena
+    while it runs. One arena per workspace buffer (a program keeps one set of buffers per thread
+    running it at once), so the slots carved from it and the memos of views stay valid run after run."""
+    arenas: dict[int, Arena] = {}
+
+    def run(s):
+        raw = s[slot]
+        arena = arenas.get(id(raw))
+        if arena is None or arena.raw is not raw:
+            if len(arenas) >= 16:
+                arenas.clear()
+            arena = arenas[id(raw)] = Arena(raw)
+        prev = ARENAS.bind(arena)
+        try:
+            step(s)
+        finally:
+            ARENAS.bind(prev)
+
+    return run

@@ -131,6 +131,27 @@ _BY_FWD = {id(r.fwd): r for r in _RULES}
 _BY_BWD = {id(r.bwd): r for r in _RULES}
 
 
+def _matches(forward: list[Entry], live: list[Entry]) -> dict[int, Node]:
+    """``id(backward node) -> its forward partner``: the pairs some rule rewrites together."""
+    fwd_nodes = topo_order(list(forward))
+    fwd_ids = {id(n) for n in fwd_nodes}
+    candidates: dict[tuple, Node] = {}  # (rule, key) -> the forward node
+    for n in fwd_nodes:
+        r = _BY_FWD.get(id(n.op)) if n.op is not None else None
+        if r is not None and r.dtypes_ok(n):
+            candidates.setdefault((id(r), r.fwd_key(n)), n)
+    match: dict[int, Node] = {}
+    if candidates and live:
+        for n in topo_order(live, stop=lambda n: id(n) in fwd_ids):
+            r = _BY_BWD.get(id(n.op)) if n.op is not None and id(n) not in fwd_ids else None
+            if r is not None and r.dtypes_ok(n):
+                k = r.bwd_key(n)
+                partner = candidates.get((id(r), k)) if k is not None else None
+                if partner is not None:
+                    match[id(n)] = partner
+    return match
+
+
 def forward_saves(forward: list[Entry], backward: list[Entry | None]) -> tuple[list[Entry], list[Entry | None]]:
     """``(forward, backward)`` outputs with each matching pair rewritten (see the module doc);
     ``None`` entries of ``backward`` stay ``None``.
@@ -145,22 +166,7 @@ def forward_saves(forward: list[Entry], backward: list[Entry | None]) -> tuple[l
     ('gelu_with_grad', 'multiply')
     """
     live = [e for e in backward if e is not None]
-    fwd_nodes = topo_order(list(forward))
-    fwd_ids = {id(n) for n in fwd_nodes}
-    candidates: dict[tuple, Node] = {}  # (rule, key) -> the forward node
-    for n in fwd_nodes:
-        r = _BY_FWD.get(id(n.op)) if n.op is not None else None
-        if r is not None and r.dtypes_ok(n):
-            candidates.setdefault((id(r), r.fwd_key(n)), n)
-    match: dict[int, Node] = {}  # backward node -> its forward partner
-    if candidates and live:
-        for n in topo_order(live, stop=lambda n: id(n) in fwd_ids):
-            r = _BY_BWD.get(id(n.op)) if n.op is not None and id(n) not in fwd_ids else None
-            if r is not None and r.dtypes_ok(n):
-                k = r.bwd_key(n)
-                partner = candidates.get((id(r), k)) if k is not None else None
-                if partner is not None:
-                    match[id(n)] = partner
+    match = _matches(forward, live)
     if not match:
         return list(forward), list(backward)
     paired = {id(p) for p in match.values()}
