@@ -45,6 +45,8 @@ CHUNK_BYTES = 2 << 20
 # Smaller groups run as they are: a fused pair saved nothing measurable against its per-chunk
 # Python overhead (benchmarks/mlp_step.py, hybridized step: 1.12x NumPy fused vs 1.04x unfused)
 MIN_GROUP = 3
+# NumPy 2.4 deprecates a positional ``out`` for these two (a third input is ambiguous there).
+_NO_POSITIONAL_OUT = frozenset({np.maximum, np.minimum})
 
 
 def fusion_enabled(flag: bool | None) -> bool:
@@ -177,6 +179,7 @@ class _Steps:
         self.registers: list = []  # dtype of each register
         reg_of: dict[int, int] = {}
         self.steps = []
+        self.whole: list = []  # the steps for ``_run_whole``
         for k, n in enumerate(order):
             for e in n.inputs:  # inputs read for the last time here free their register first
                 r = reg_of.get(id(e.node))
@@ -193,7 +196,13 @@ class _Steps:
             reg_of[id(n)] = reg
             slot[id(n)] = len(slot)
             fn = n.op.np_ufunc if n.op.np_ufunc is not None else n.op.bind(np)
-            self.steps.append((fn, tuple(slot[id(e.node)] for e in n.inputs), slot[id(n)], reg, dict(n.params)))
+            ins = tuple(slot[id(e.node)] for e in n.inputs)
+            self.steps.append((fn, ins, slot[id(n)], reg, dict(n.params)))
+            # the whole-array loop's form: a ufunc of 1 or 2 inputs takes ``out`` positionally
+            positional = not n.params and getattr(fn, "nout", 0) == 1 and getattr(fn, "nin", 0) == len(ins) \
+                and len(ins) in (1, 2) and fn not in _NO_POSITIONAL_OUT
+            self.whole.append((fn, ins[0] if ins else 0, ins[1] if len(ins) > 1 else 0, slot[id(n)], reg,
+                               len(ins) if positional else 0, ins, dict(n.params)))
         self.n_slots = len(slot)
 
     def scratch(self, chunk_shape) -> list:
@@ -234,6 +243,22 @@ def _steps_of(sub: SubGraph) -> _Steps:
     return s
 
 
+def _run_whole(steps: _Steps, args, out) -> None:
+    """The group over whole arrays (an output that fits one chunk): no slicing per op, ufuncs
+    called with ``out`` positionally (the fixed cost per op is what small arrays pay)."""
+    regs = steps.scratch(out.shape)
+    s = list(args) + [None] * (steps.n_slots - len(args))
+    for fn, a, b, o, reg, form, ins, params in steps.whole:
+        buf = out if reg < 0 else regs[reg]
+        if form == 2:
+            fn(s[a], s[b], buf)
+        elif form == 1:
+            fn(s[a], buf)
+        else:
+            fn(*[s[i] for i in ins], out=buf, **params)
+        s[o] = buf
+
+
 def _run_chunks(steps: _Steps, args, bounds, out, rows_total, per):
     regs = steps.scratch((min(per, rows_total),) + out.shape[1:])
     cut = [a.ndim == out.ndim and a.shape[0] == rows_total and rows_total > 1 for a in args]
@@ -261,13 +286,16 @@ def _kernel(xp, *arrays, graph, out=None):
     if out is None:
         out = np.empty(shape, dtype)
     if not shape:
-        _run_chunks(steps, [np.asarray(a).reshape(1) for a in arrays], [(0, 1)], out.reshape(1), 1, 1)
+        _run_whole(steps, [np.asarray(a).reshape(1) for a in arrays], out.reshape(1))
         return out
     args = [a if a.ndim == len(shape) else a.reshape((1,) * (len(shape) - a.ndim) + a.shape)
             for a in (np.asarray(a) for a in arrays)]
     rows = shape[0]
     row_bytes = max(1, out.nbytes // max(rows, 1))
     per = max(1, CHUNK_BYTES // row_bytes)
+    if per >= rows:  # one chunk
+        _run_whole(steps, args, out)
+        return out
     chunked(rows, per, out.nbytes, lambda bounds: _run_chunks(steps, args, bounds, out, rows, per))
     return out
 
