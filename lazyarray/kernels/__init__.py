@@ -9,16 +9,17 @@ call" for any op; ``la.profile()`` (``profile.py``) records what ran and how lon
 from __future__ import annotations
 
 from ..ops import registry
-from . import conv2d, dense
+from . import conv2d, dense, fused
 from .impl import Choice, Impl
 from .profile import Event, Profile, profile, reference_label
 
 __all__ = ["IMPLS", "Choice", "Event", "Impl", "Profile", "choose", "install", "profile", "reference"]
 
 # op name -> (its implementations, best first; the function that picks one for a call's arrays)
-IMPLS = {"conv2d": conv2d.IMPLS, "dense": dense.IMPLS}
+IMPLS = {"conv2d": conv2d.IMPLS, "dense": dense.IMPLS, "fused": fused.IMPLS}
 _RUNNERS = {"conv2d": conv2d.run_conv2d, "dense": dense.run_dense}
-_CHOOSERS = {"conv2d": conv2d.choose_for_call, "dense": dense.choose_for_call}
+# (fused: the op is registered above this layer, by executor/fusion.py, whose kernel calls fused.run_fused)
+_CHOOSERS = {"conv2d": conv2d.choose_for_call, "dense": dense.choose_for_call, "fused": fused.choose_for_call}
 
 
 def reference(op) -> Choice:
