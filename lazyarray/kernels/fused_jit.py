@@ -21,8 +21,10 @@ import numpy as np
 
 TILE = 512  # values per tile: a few registers of 2-4 KB stay in L1
 
-# op codes (the ``code`` column of a table): LOAD reads input ``a`` into register ``dest``; the
-# binary ops come first (``binary``), then the unary ones (``unary``)
+# op codes (the ``code`` column of a table): LOAD reads array input ``a`` into register ``dest``,
+# LOAD_SCALAR fills it with scalar input ``a``; the binary ops come next (``binary``), then the
+# unary ones (``unary``, ``rounding``)
+LOAD_SCALAR = -1
 LOAD, ADD, SUBTRACT, MULTIPLY, DIVIDE, MAXIMUM, MINIMUM, NEGATIVE, POSITIVE, ABS, RELU, SQUARE, SQRT, \
     FLOOR, CEIL, TRUNC, RECIPROCAL = range(17)
 
@@ -32,11 +34,11 @@ def make_loop(compiled):
     ``binary``, ``unary`` and ``rounding`` (numba inlines compiled functions a compiled closure names)."""
     load_tile, binary_op, unary_op, rounding_op = compiled(load), compiled(binary), compiled(unary), compiled(rounding)
 
-    def run_table(table, ins, strides, out, cols, first, last, nregs, zero, one):
-        """Tiles ``first`` to ``last`` (exclusive) of the group ``table`` over the inputs ``ins`` (a
-        tuple of flat arrays; ``strides[k]``: input k's (row, column) strides in values, 0 where it
-        broadcasts) into the flat output ``out`` of ``cols`` values per row. The last row's register
-        is the result. ``zero`` / ``one``: 0 and 1 in the dtype."""
+    def run_table(table, ins, strides, scalars, out, cols, first, last, nregs, zero, one):
+        """Tiles ``first`` to ``last`` (exclusive) of the group ``table`` over the array inputs ``ins``
+        (a tuple of flat arrays; ``strides[k]``: input k's (row, column) strides in values, 0 where
+        it broadcasts) and the ``scalars`` into the flat output ``out`` of ``cols`` values per row.
+        The last row's register is the result. ``zero`` / ``one``: 0 and 1 in the dtype."""
         regs = np.empty((nregs, TILE), out.dtype)
         per_row = (cols + TILE - 1) // TILE
         res = table[table.shape[0] - 1, 1]
@@ -46,7 +48,11 @@ def make_loop(compiled):
             m = min(TILE, cols - c0)
             for k in range(table.shape[0]):
                 code, d, a, b = table[k, 0], table[k, 1], table[k, 2], table[k, 3]
-                if code == LOAD:
+                if code == LOAD_SCALAR:
+                    v = scalars[a]
+                    for j in range(m):
+                        regs[d, j] = v
+                elif code == LOAD:
                     load_tile(ins[a], strides[a, 0], strides[a, 1], regs, d, r, c0, m)
                 elif code <= MINIMUM:
                     binary_op(code, regs, d, a, b, m)

@@ -57,10 +57,9 @@ def unfused(sym, arrays: dict):
 
 
 def run_numba(graph, args, out=None):
-    """``fused[numba]`` directly (tier reached), asserting it ran rather than declined."""
-    with la.tuning(fused_jit_after=0):
-        assert kernels.choose("fused", np, *args, graph=graph).impl.name == "numba"
-        y = kfused.NUMBA.run(np, *args, graph=graph, out=out)
+    """``fused[numba]`` directly (whatever the chooser's cost model says of so short a group),
+    asserting it ran rather than declined."""
+    y = kfused.NUMBA.run(np, *args, graph=graph, out=out)
     assert y is not None
     return y
 
@@ -158,7 +157,7 @@ def test_large_groups_split_over_threads_equal_the_unfused_ops():
 def _chain_op():
     x = la.sym.var("x", shape=(4, 4), dtype="float32")
     y = x
-    for _ in range(10):
+    for _ in range(20):  # (40 ops on 16 values: the compiled loop pays, fused.pays)
         y = y * 0.999
         y = y + 0.001
     return la.CachedOp(y)
@@ -196,6 +195,31 @@ def test_numba_off_runs_chunked():
     jit.set_enabled(False)
     with la.tuning(fused_jit_after=0):
         assert kernels.choose("fused", np, np.ones(8), graph=graph).impl.name == "chunked"
+
+
+def test_the_chooser_takes_the_compiled_loop_where_it_pays():
+    assert kfused.pays(1000, (4, 4)) and kfused.pays(40, (4, 4))
+    assert not kfused.pays(3, (4, 4)) and not kfused.pays(16, (64, 64)) and not kfused.pays(3, (4096, 4096))
+    x = la.sym.var("x", shape=(4, 4), dtype="float64")
+    short, _ = fused_graph((x * x + x) * x)
+    with la.tuning(fused_jit_after=0):
+        assert kernels.choose("fused", np, np.ones((4, 4)), graph=short).impl.name == "chunked"
+    y = x
+    for _ in range(20):
+        y = y * x + x
+    long, _ = fused_graph(y)
+    with la.tuning(fused_jit_after=0):
+        assert kernels.choose("fused", np, np.ones((4, 4)), graph=long).impl.name == "numba"
+
+
+def test_groups_with_scalar_and_array_operands_get_tables_of_their_own():
+    rng = np.random.default_rng(6)
+    for bshape in ((), (5, 7), (7,)):
+        arrays = {"a": rng.standard_normal((5, 7)), "b": rng.standard_normal(bshape)}
+        syms = {n: la.sym.var(n, shape=v.shape, dtype="float64") for n, v in arrays.items()}
+        sym = (syms["a"] - syms["b"]) * syms["b"] + syms["a"]
+        graph, order = fused_graph(sym)
+        assert_same_bits(run_numba(graph, [arrays[n] for n in order]), unfused(sym, arrays))
 
 
 def test_tables_are_shared_by_structure_and_bounded():

@@ -29,8 +29,10 @@ def cse(sym: Symbol) -> Symbol:
         prev = seen.get(key)
         if prev is not None:
             return prev
-        new = node if unchanged(node, ins) else copy_node(node, ins)
-        seen[key] = new
+        if unchanged(node, ins):  # kept as it is (the rewrite shares it)
+            seen[key] = node
+            return None
+        new = seen[key] = copy_node(node, ins)
         return new
 
     return rewrite(sym, visit, share=True)
