@@ -9,20 +9,24 @@ or ``fused[chunked]``.
   ops all have an exact compiled form (``OPS``: arithmetic, ``maximum``/``minimum``/``relu``
   with NumPy's NaN and signed-zero rules, ``sqrt``, rounding): the values are then NumPy's bit
   for bit, in float32 as in float64. (NumPy's ``exp``, ``tanh``, ``log`` ... are its own SIMD
-  code, up to 3 ulp from the C library's that numba calls: groups with them stay chunked.)
+  code, up to 3 ulp from the C library's that numba calls: groups with them stay chunked.) And
+  it takes them where it pays (``pays``: many ops on a small output, where the chunked path's
+  fixed cost per op decides; NumPy's vectorized loops and the threads win on large outputs).
 
 **Tiers.** A group's first ``fused_jit_after`` calls (the tuning table; 2 by default) run
 chunked; the call after builds its table and runs compiled. The compiled loop is one function
-for every group (the group is data), compiled once per process per dtype (2-9 s on the
-development machine, by its load): a graph run once or twice (``evaluate``, a first call,
-``explain``) never waits for it, and a program called again is one that is replayed. The count,
-rather than a background thread, keeps which path ran a function of the calls made (tests and
-``explain()`` can name it), and the table is microseconds to build.
+for every group (the group is data), compiled once per process per dtype and tuple length
+(``ARRAY_SLOTS``; 2-9 s each on the development machine, by its load): a graph run once or
+twice (``evaluate``, a first call, ``explain``) never waits for it, and a program called again
+is one that is replayed. The count, rather than a background thread, keeps which path ran a
+function of the calls made (tests and ``explain()`` can name it), and the table is
+microseconds to build.
 
-**Caches.** ``TABLES`` holds the tables by group structure and dtype (bounded, ``clear()``), so
-programs with the same group share one. The compiled loop lives in ``jit.compiled``'s table for
-the process; it is not written to disk (``jit.compiled`` compiles with ``cache=False``, and the
-one loop for all groups makes a disk cache worth only its one compile per process).
+**Caches.** ``TABLES`` holds the tables by group structure, dtype and which operands are
+scalars (bounded, ``clear()``), so programs with the same group share one. The compiled loop
+lives in ``jit.compiled``'s table for the process; it is not written to disk: ``jit.compiled``
+compiles with ``cache=False`` (``jit.py`` reads nothing from files by design), and with the
+group as data a disk cache would save only the few compiles per process, not one per group.
 """
 from __future__ import annotations
 
