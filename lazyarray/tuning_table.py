@@ -65,6 +65,8 @@ class Tuning:
     # -- the executor
     fuse: bool = _doc(True, "elementwise groups of a compiled graph run as fused chunked kernels "
                       "(a CachedOp's fuse= overrides)", "LAZYARRAY_FUSE")
+    fused_jit_after: int = _doc(2, "calls of a fused group that run chunked before its compiled loop "
+                                "(fused[numba], numba installed) runs it")
     # -- saying what runs
     log_kernels: bool = _doc(False, "log each new choice of implementation (op, shapes, implementation) to the "
                              "'lazyarray.kernels' logger", "LAZYARRAY_LOG=kernels")

@@ -1,12 +1,13 @@
-"""Elementwise fusion: groups of elementwise ops run as one node, chunk by chunk.
+"""Elementwise fusion: groups of elementwise ops run as one node.
 
 A compiled graph runs one kernel per node, and every elementwise kernel streams its whole
 operands through memory: ``0.5 * x * (1 + tanh(c * (x + 0.044715 * x*x*x)))`` on 16M floats
-reads and writes 64 MB about ten times. A ``fused`` node runs such a group **chunk by chunk**
-along axis 0 instead: each chunk (sized to stay in the L2 cache) goes through every op of the
-group in small scratch buffers before the next chunk starts, so memory sees the inputs once and
-the output once. Chunks are spread over ``la.set_num_threads(n)`` threads (NumPy ufuncs release
-the GIL; see ``threads.py``).
+reads and writes 64 MB about ten times, and on small arrays each kernel call is mostly fixed
+cost. A ``fused`` node runs such a group as one kernel instead, chosen in the kernels layer
+(``kernels/fused.py``): ``fused[numba]``, one compiled loop over tiles of the output with every
+intermediate in a register, or ``fused[chunked]``, NumPy's ufuncs op by op over cache-sized
+chunks spread over ``la.set_num_threads(n)`` threads. On a GPU a group is one CUDA kernel
+(``fusion_gpu.py``).
 
 * **The pass** (``fuse``): on a compiled graph (concrete shapes), a group grows from a root
   elementwise node backwards into producers that are fusible elementwise ops of the root's
@@ -23,25 +24,20 @@ backward program are fused separately afterwards. ``la.CachedOp(sym, fuse=False)
 """
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from ..graph.node import Entry, Node, var_node
 from ..graph.passes.gradient import gradient
 from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
+from ..kernels.fused import run_fused
 from ..ops.params import Param
 from ..ops.registry import OpDef, register
-from ..threads import chunked
 from ..tuning_table import current
 from . import fusion_gpu
 from .call import SUBGRAPH, SubGraph
 from .fusion_gpu import gpu_form
 
-# Per operand and chunk. Measured (GELU, 16M float32, 2 cores): 128 KB chunks 31 ms on 1 thread and
-# 34 ms on 2; 2 MB chunks 22 ms and 12 ms: the per-chunk Python overhead outweighs the cache misses.
-CHUNK_BYTES = 2 << 20
 # Smaller groups run as they are: a fused pair saved nothing measurable against its per-chunk
 # Python overhead (benchmarks/mlp_step.py, hybridized step: 1.12x NumPy fused vs 1.04x unfused)
 MIN_GROUP = 3
@@ -157,119 +153,10 @@ def _fused_node(members: list[Node], entry) -> Node:
 
 
 # -- the kernel ------------------------------------------------------------------------------------
-class _Steps:
-    """A fused group as flat steps over slots: ``(fn, input slots, output slot, (dtype, params))``.
-
-    Intermediates live in a few scratch *registers* (one chunk each), assigned by liveness: a
-    register is free again after the last step that reads it, so a chain of ten ops needs two.
-    """
-
-    def __init__(self, sub: SubGraph):
-        order = [n for n in sub.sym.topo() if n.op is not None]  # (the group's operands are inputs)
-        slot = {id(n): i for i, n in enumerate(sub.inputs)}
-        self.n_in = len(sub.inputs)
-        root = sub.sym.outputs[0].node
-        last_use: dict[int, int] = {}
-        for k, n in enumerate(order):
-            for e in n.inputs:
-                last_use[id(e.node)] = k
-        free: dict = {}  # dtype -> free register numbers
-        self.registers: list = []  # dtype of each register
-        reg_of: dict[int, int] = {}
-        self.steps = []
-        for k, n in enumerate(order):
-            for e in n.inputs:  # inputs read for the last time here free their register first
-                r = reg_of.get(id(e.node))
-                if r is not None and last_use[id(e.node)] == k and r not in free.get(self.registers[r], ()):
-                    free.setdefault(self.registers[r], []).append(r)
-            dtype = n.avals[0].dtype
-            if n is root:
-                reg = -1  # the output chunk itself
-            elif free.get(dtype):
-                reg = free[dtype].pop()
-            else:
-                reg = len(self.registers)
-                self.registers.append(dtype)
-            reg_of[id(n)] = reg
-            slot[id(n)] = len(slot)
-            fn = n.op.np_ufunc if n.op.np_ufunc is not None else n.op.bind(np)
-            self.steps.append((fn, tuple(slot[id(e.node)] for e in n.inputs), slot[id(n)], reg, dict(n.params)))
-        self.n_slots = len(slot)
-
-    def scratch(self, chunk_shape) -> list:
-        """Registers for chunks of ``chunk_shape``: views of this thread's pooled buffers."""
-        return _registers(self.registers, chunk_shape)
-
-
-_POOL = threading.local()  # per worker thread: raw buffers every fused kernel's registers borrow
-
-
-def _registers(dtypes: list, chunk_shape) -> list:
-    """One array of ``chunk_shape`` per dtype in ``dtypes``, from this thread's pool when they are
-    chunk-sized (the pool holds as many buffers as the largest group needs: a few chunks per
-    thread, shared by every fused kernel), fresh otherwise (an unchunked huge row)."""
-    n = 1
-    for d in chunk_shape:
-        n *= d
-    sizes = [n * d.itemsize for d in dtypes]
-    if not sizes or max(sizes) > 2 * CHUNK_BYTES:
-        return [np.empty(chunk_shape, d) for d in dtypes]
-    pool = getattr(_POOL, "raw", None)
-    if pool is None:
-        pool = _POOL.raw = []
-    while len(pool) < len(dtypes):
-        pool.append(np.empty(0, np.uint8))
-    out = []
-    for k, (d, nb) in enumerate(zip(dtypes, sizes)):
-        if pool[k].nbytes < nb:
-            pool[k] = np.empty(2 * CHUNK_BYTES, np.uint8)
-        out.append(pool[k][:nb].view(d).reshape(chunk_shape))
-    return out
-
-
-def _steps_of(sub: SubGraph) -> _Steps:
-    s = getattr(sub, "_fused_steps", None)
-    if s is None:
-        s = sub._fused_steps = _Steps(sub)
-    return s
-
-
-def _run_chunks(steps: _Steps, args, bounds, out, rows_total, per):
-    regs = steps.scratch((min(per, rows_total),) + out.shape[1:])
-    cut = [a.ndim == out.ndim and a.shape[0] == rows_total and rows_total > 1 for a in args]
-    slots = [None] * steps.n_slots
-    for lo, hi in bounds:
-        # operands spanning the output's axis 0 are cut to the chunk; broadcast ones are used whole
-        for i, a in enumerate(args):
-            slots[i] = a[lo:hi] if cut[i] else a
-        target = out[lo:hi]
-        m = hi - lo
-        for fn, ins, o, reg, params in steps.steps:
-            buf = target if reg < 0 else regs[reg][:m]
-            if params:
-                fn(*[slots[i] for i in ins], out=buf, **params)
-            else:
-                fn(*[slots[i] for i in ins], out=buf)
-            slots[o] = buf
-
-
 def _kernel(xp, *arrays, graph, out=None):
     if xp is not np:  # a GPU group: one CUDA kernel (fusion_gpu.py)
         return fusion_gpu.run(xp, graph, arrays, out)
-    steps = _steps_of(graph)
-    shape, dtype = graph.avals[0].shape, graph.avals[0].dtype
-    if out is None:
-        out = np.empty(shape, dtype)
-    if not shape:
-        _run_chunks(steps, [np.asarray(a).reshape(1) for a in arrays], [(0, 1)], out.reshape(1), 1, 1)
-        return out
-    args = [a if a.ndim == len(shape) else a.reshape((1,) * (len(shape) - a.ndim) + a.shape)
-            for a in (np.asarray(a) for a in arrays)]
-    rows = shape[0]
-    row_bytes = max(1, out.nbytes // max(rows, 1))
-    per = max(1, CHUNK_BYTES // row_bytes)
-    chunked(rows, per, out.nbytes, lambda bounds: _run_chunks(steps, args, bounds, out, rows, per))
-    return out
+    return run_fused(xp, *arrays, graph=graph, out=out)  # (kernels/fused.py chooses how)
 
 
 def _grad(F, ins, out, g, graph):

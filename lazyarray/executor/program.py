@@ -507,107 +507,10 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
 
 
 def _step_closure(sp: _Spec, frees: tuple):
-    """The step as a closure over its slots. A failure is re-raised naming the op, the input avals
-    and the user's source line (Python 3.11's try costs nothing until something raises)."""
-    fn, ins, node, kw = sp.fn, sp.ins, sp.node, dict(sp.node.params)
-    kind = sp.kind
-    if kind is StepKind.OUT and not kw and getattr(fn, "nin", None) == len(ins) in (1, 2) \
-            and getattr(fn, "nout", None) == 1 and fn not in _NO_POSITIONAL_OUT:
-        kind = StepKind.UFUNC1 if len(ins) == 1 else StepKind.UFUNC2  # ``out`` positionally, nothing else
-    o = sp.outs[0]
-    a = ins[0] if ins else None
-    b = ins[1] if len(ins) > 1 else None
-
-    if kind is StepKind.UFUNC2:
-        def step(s):
-            try:
-                fn(s[a], s[b], s[o])
-            except Exception as exc:
-                raise _step_error(node, exc) from exc
-    elif kind is StepKind.UFUNC1:
-        def step(s):
-            try:
-                fn(s[a], s[o])
-            except Exception as exc:
-                raise _step_error(node, exc) from exc
-    elif kind is StepKind.OUT and not kw and len(ins) == 1:  # (``relu``: one input, no parameters)
-        def step(s):
-            try:
-                fn(s[a], out=s[o])
-            except Exception as exc:
-                raise _step_error(node, exc) from exc
-    elif kind is StepKind.OUT and len(ins) == 1:  # (pooling)
-        def step(s):
-            try:
-                fn(s[a], out=s[o], **kw)
-            except Exception as exc:
-                raise _step_error(node, exc) from exc
-    elif kind is StepKind.OUT and kw and len(ins) == 3:  # (``conv2d`` with its bias)
-        c = ins[2]
-
-        def step(s):
-            try:
-                fn(s[a], s[b], s[c], out=s[o], **kw)
-            except Exception as exc:
-                raise _step_error(node, exc) from exc
-    elif kind is StepKind.OUT and not kw and len(ins) == 2:  # no argument list built per run
-        def step(s):
-            try:
-                fn(s[a], s[b], out=s[o])
-            except Exception as exc:
-                raise _step_error(node, exc) from exc
-    elif kind is StepKind.OUT and not kw and len(ins) == 3:  # (``dense`` with its bias)
-        c = ins[2]
-
-        def step(s):
-            try:
-                fn(s[a], s[b], s[c], out=s[o])
-            except Exception as exc:
-                raise _step_error(node, exc) from exc
-    elif kind is StepKind.OUT:
-        def step(s):
-            try:
-                fn(*[s[i] for i in ins], out=s[o], **kw)
-            except Exception as exc:
-                raise _step_error(node, exc) from exc
-    elif kind is StepKind.OUTS:
-        outs = sp.outs
-
-        def step(s):
-            try:
-                fn(*[s[i] for i in ins], out=tuple([s[k] for k in outs]), **kw)
-            except Exception as exc:
-                raise _step_error(node, exc) from exc
-    elif kind is StepKind.FRESH and node.avals[0].shape != () and len(ins) == 1:  # (``flatten``, reshapes)
-        def step(s):
-            try:
-                s[o] = fn(s[a], **kw)
-            except Exception as exc:
-                raise _step_error(node, exc) from exc
-    elif kind is StepKind.FRESH and node.avals[0].shape != ():
-        def step(s):
-            try:
-                s[o] = fn(*[s[i] for i in ins], **kw)
-            except Exception as exc:
-                raise _step_error(node, exc) from exc
-    elif kind is StepKind.FRESH:  # NumPy returns scalars for 0-d results; keep arrays
-        def step(s):
-            try:
-                r = fn(*[s[i] for i in ins], **kw)
-            except Exception as exc:
-                raise _step_error(node, exc) from exc
-            s[o] = np.asarray(r) if isinstance(r, np.generic) else r
-    else:
-        outs = sp.outs
-
-        def step(s):
-            try:
-                res = fn(*[s[i] for i in ins], **kw)
-            except Exception as exc:
-                raise _step_error(node, exc) from exc
-            for k, r in zip(outs, res):
-                s[k] = np.asarray(r) if isinstance(r, np.generic) else r
-
+    """The step as a closure over its slots: the maker of its form (``_FORMS``) binds the kernel,
+    its slots and parameters; a failure is re-raised naming the op, the input avals and the
+    user's source line (Python 3.11's try costs nothing until something raises)."""
+    step = _FORMS[_form(sp)](sp.fn, sp.ins, sp.outs, dict(sp.node.params), sp.node)
     if not frees:
         return step
 
@@ -617,6 +520,140 @@ def _step_closure(sp: _Spec, frees: tuple):
             s[k] = None
 
     return step_and_free
+
+
+def _form(sp: _Spec) -> str:
+    """Which closure runs the step: the kind (``StepKind``) refined by arity and parameters, so
+    the common cases build no argument list per run."""
+    fn, n, kind, kw = sp.fn, len(sp.ins), sp.kind, bool(sp.node.params)
+    if kind is StepKind.OUT:
+        if not kw and getattr(fn, "nin", None) == n in (1, 2) and getattr(fn, "nout", None) == 1 \
+                and fn not in _NO_POSITIONAL_OUT:
+            return f"ufunc{n}"  # ``out`` positionally, nothing else
+        # (relu; binary kernels; dense with its bias; the rest: pooling, conv2d, ... whose kernels
+        # cost far more than the argument list built per run)
+        return f"out{n}" if n in (1, 2, 3) and not kw else "out_any"
+    if kind is StepKind.OUTS:
+        return "outs"
+    if kind is StepKind.FRESH:
+        if sp.node.avals[0].shape == ():
+            return "fresh_scalar"  # NumPy returns scalars for 0-d results; keep arrays
+        return "fresh1" if n == 1 else "fresh_any"  # (``flatten``, reshapes)
+    return "multi"
+
+
+def _guarded(run, node: Node):
+    """``run`` with a failure re-raised as the step's error."""
+    def step(s):
+        try:
+            run(s)
+        except Exception as exc:
+            raise _step_error(node, exc) from exc
+
+    return step
+
+
+def _ufunc1(fn, ins, outs, kw, node):
+    a, o = ins[0], outs[0]
+
+    def step(s):
+        try:
+            fn(s[a], s[o])
+        except Exception as exc:
+            raise _step_error(node, exc) from exc
+
+    return step
+
+
+def _ufunc2(fn, ins, outs, kw, node):
+    a, b, o = ins[0], ins[1], outs[0]
+
+    def step(s):
+        try:
+            fn(s[a], s[b], s[o])
+        except Exception as exc:
+            raise _step_error(node, exc) from exc
+
+    return step
+
+
+def _out1(fn, ins, outs, kw, node):
+    a, o = ins[0], outs[0]
+
+    def step(s):
+        try:
+            fn(s[a], out=s[o])
+        except Exception as exc:
+            raise _step_error(node, exc) from exc
+
+    return step
+
+
+def _out2(fn, ins, outs, kw, node):
+    a, b, o = ins[0], ins[1], outs[0]
+
+    def step(s):
+        try:
+            fn(s[a], s[b], out=s[o])
+        except Exception as exc:
+            raise _step_error(node, exc) from exc
+
+    return step
+
+
+def _out3(fn, ins, outs, kw, node):
+    a, b, c, o = ins[0], ins[1], ins[2], outs[0]
+
+    def step(s):
+        try:
+            fn(s[a], s[b], s[c], out=s[o])
+        except Exception as exc:
+            raise _step_error(node, exc) from exc
+
+    return step
+
+
+def _out_any(fn, ins, outs, kw, node):
+    o = outs[0]
+    return _guarded(lambda s: fn(*[s[i] for i in ins], out=s[o], **kw), node)
+
+
+def _outs(fn, ins, outs, kw, node):
+    return _guarded(lambda s: fn(*[s[i] for i in ins], out=tuple([s[k] for k in outs]), **kw), node)
+
+
+def _fresh1(fn, ins, outs, kw, node):
+    a, o = ins[0], outs[0]
+    return _guarded(lambda s: s.__setitem__(o, fn(s[a], **kw)), node)
+
+
+def _fresh_any(fn, ins, outs, kw, node):
+    o = outs[0]
+    return _guarded(lambda s: s.__setitem__(o, fn(*[s[i] for i in ins], **kw)), node)
+
+
+def _fresh_scalar(fn, ins, outs, kw, node):
+    o = outs[0]
+
+    def run(s):
+        r = fn(*[s[i] for i in ins], **kw)
+        s[o] = np.asarray(r) if isinstance(r, np.generic) else r
+
+    return _guarded(run, node)
+
+
+def _multi(fn, ins, outs, kw, node):
+    def run(s):
+        res = fn(*[s[i] for i in ins], **kw)
+        for k, r in zip(outs, res):
+            s[k] = np.asarray(r) if isinstance(r, np.generic) else r
+
+    return _guarded(run, node)
+
+
+# the step forms (``_form``) and the makers of their closures
+_FORMS = {"ufunc1": _ufunc1, "ufunc2": _ufunc2, "out1": _out1, "out2": _out2, "out3": _out3, "out_any": _out_any, "outs": _outs, "fresh1": _fresh1,
+          "fresh_any": _fresh_any, "fresh_scalar": _fresh_scalar, "multi": _multi}
 
 
 def _step_error(node: Node, exc: Exception) -> Exception:
@@ -707,7 +744,3 @@ def _once(known):
 def _copy_kernel(x, **_):
     return copy_value(x)
 
-
-def _copy_sparse(v):
-    parts = {k: getattr(v, k).copy() for k in ("data", "indices", "indptr") if hasattr(v, k)}
-    return type(v)(**parts, shape=v.shape)

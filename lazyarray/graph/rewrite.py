@@ -34,13 +34,18 @@ def copy_node(node: Node, inputs, avals=None) -> Node:
                 block=node.block)
 
 
-def rewrite(sym: GraphT, visit: Callable[[Node, list], Node | tuple | None], stop=None) -> GraphT:
+def rewrite(sym: GraphT, visit: Callable[[Node, list], Node | tuple | None], stop=None,
+            share: bool = False) -> GraphT:
     """A new symbol where each node is replaced by ``visit(node, new_inputs)``.
 
     ``visit`` returns a new ``Node`` (its outputs replace the old ones), a tuple of entries
     (one per output of the old node), or ``None`` to keep a plain copy. ``stop(node)``: nodes
     whose inputs are not visited (``visit`` must replace them). This is the one place graphs
     are copied: passes, ``la.get_symbol`` and ``CachedOp`` inlining all go through it.
+    ``share=True``: a node ``visit`` keeps whose inputs are unchanged is kept itself, not copied
+    (a pass that changes a few nodes of a large graph allocates only those and what reads them;
+    nodes are never mutated, so the result may share them with ``sym``; where nothing changed the
+    result is ``sym`` itself).
 
     >>> import lazyarray as la
     >>> x = la.sym.var("x", shape=(2,))
@@ -48,21 +53,49 @@ def rewrite(sym: GraphT, visit: Callable[[Node, list], Node | tuple | None], sto
     >>> print(y.list_inputs(), len(y.topo()))
     ['x'] 2
     """
-    env: dict[tuple[int, int], Entry] = {}
+    env: dict[int, Node | tuple] = {}  # id(old node) -> its new node, or the entries replacing its outputs
     order = sym.topo() if stop is None else topo_order(list(sym.outputs), stop=stop)
+    kept = 0
     for node in order:
-        ins = [] if stop is not None and stop(node) else [env[(id(e.node), e.index)] for e in node.inputs]
+        ins = []
+        same = True  # every input is the node's own (nothing upstream changed)
+        if stop is None or not stop(node):
+            for e in node.inputs:
+                r = env[id(e.node)]
+                if r is e.node:
+                    ins.append(e)
+                else:
+                    ins.append(r[e.index] if r.__class__ is tuple else Entry(r, e.index))
+                    same = False
         new = visit(node, ins)
         if new is None:
-            new = copy_node(node, ins)
-        if isinstance(new, Node):
-            k = len(node.avals) or 1
-            for i in range(k):
-                env[(id(node), i)] = Entry(new, i)
-        else:
-            for i, e in enumerate(new):
-                env[(id(node), i)] = e
-    return type(sym)([env[(id(e.node), e.index)] for e in sym.outputs])
+            if share and same:
+                new = node
+                kept += 1
+            else:
+                new = copy_node(node, ins)
+        env[id(node)] = new if isinstance(new, Node) else tuple(new)
+    if kept == len(order):  # (share: nothing changed; the symbol, and the order it knows, as they are)
+        return sym
+    outs = []
+    for e in sym.outputs:
+        r = env[id(e.node)]
+        outs.append(e if r is e.node else r[e.index] if r.__class__ is tuple else Entry(r, e.index))
+    return type(sym)(outs)
+
+
+def unchanged(node: Node, ins) -> bool:
+    """True when ``ins`` are ``node``'s own input entries (same nodes, same outputs)."""
+    for a, e in zip(ins, node.inputs):
+        if a.node is not e.node or a.index != e.index:
+            return False
+    return True
+
+
+def has_op(sym, *names: str) -> bool:
+    """True when a node of ``sym`` runs one of the ops ``names`` (a pass with nothing to rewrite
+    returns its symbol as it is, without a copy)."""
+    return any(n.op is not None and n.op.name in names for n in sym.topo())
 
 
 def use_counts(sym) -> dict[int, int]:

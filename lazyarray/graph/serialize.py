@@ -53,52 +53,82 @@ def _gc_paused():
 
 
 # -- writing -----------------------------------------------------------------------------
+_ENCODE = {True: json.JSONEncoder(allow_nan=True).encode, False: json.JSONEncoder(allow_nan=False).encode}
+
+
 def to_dict(sym) -> dict:
-    """The JSON-ready dict of ``sym`` (see docs/graph-format.md)."""
-    order = sym.topo()
-    ids = {id(n): i for i, n in enumerate(order)}
-    names = sym.names()
-    nodes = []
-    needs = 1
-    for node in order:
-        d: dict = {"id": ids[id(node)], "name": names[id(node)]}
-        if node.op is None:
-            d["op"] = None
-            d["kind"] = node.kind
-            if node.params.get(PINNED):
-                d[PINNED] = True
-        else:
-            d["op"] = node.op.name
-            d["inputs"] = [[ids[id(e.node)], e.index] for e in node.inputs]
-            pm = node.op._param_map
-            d["attrs"] = {k: _attr_to_json(pm[k].type, v) for k, v in node.params.items()}
-            if any(pm[k].type.name == "graph" for k in node.params):
-                needs = _NESTED_GRAPHS
-        d["avals"] = [_aval_to_json(a) for a in node.avals]
-        if needs < _SYMBOLIC_DIMS and (node.params.get(PINNED) if node.op is None else has_symbols(
-                tuple(node.params.values())) or any(has_symbols(a.shape) for a in node.avals)):
-            needs = _SYMBOLIC_DIMS
-        if node.op is None and node.kind == "const":
-            d["value"] = _value_to_json(node.value)
-        if node.source:
-            d["source"] = [os.path.basename(node.source[0]), node.source[1]]
-        if node.sbp is not None:  # optional: only graphs annotated by ``infer_sbp`` carry it
-            d["sbp"] = [str(s) for s in node.sbp]
-        if node.block:  # optional: nodes recorded inside a block's forward
-            d["block"] = [[name, kind] for name, kind in node.block]
-        nodes.append(d)
-    return {
-        "format": FORMAT,
-        "version": needs,  # the oldest version that describes this graph: older readers still load it
-        "nodes": nodes,
-        "outputs": [[ids[id(e.node)], e.index] for e in sym.outputs],
-    }
+    """The JSON-ready dict of ``sym`` (see docs/graph-format.md): its JSON text read back."""
+    with _gc_paused():
+        return json.loads(_graph_text(sym, allow_nan=True))
 
 
 def to_json(sym, indent: int | None = None) -> str:
-    """``sym`` as JSON text (keys in a fixed order, so equal graphs give equal text)."""
+    """``sym`` as JSON text (keys in a fixed order, so equal graphs give equal text), written in one
+    pass over the nodes (``_graph_text``); ``indent`` re-formats it."""
     with _gc_paused():
-        return json.dumps(to_dict(sym), indent=indent, sort_keys=False, allow_nan=False)
+        text = _graph_text(sym, allow_nan=False)
+        return text if indent is None else json.dumps(json.loads(text), indent=indent)
+
+
+def _graph_text(sym, allow_nan: bool) -> str:
+    """The graph's JSON text, as ``json.dumps`` of its dict writes it (default separators), node by
+    node: what many nodes share (their avals, source files) is encoded once."""
+    enc = _ENCODE[allow_nan]
+    order = sym.topo()
+    ids = {id(n): i for i, n in enumerate(order)}
+    names = sym.names()
+    memo: dict = {}
+    needs = 1
+    parts = []
+    for i, node in enumerate(order):
+        text, need = _node_text(node, i, ids, names[id(node)], memo, enc)
+        parts.append(text)
+        needs = max(needs, need)
+    outs = ", ".join([f"[{ids[id(e.node)]}, {e.index}]" for e in sym.outputs])
+    # (``needs``: the oldest version that describes this graph: older readers still load it)
+    return f'{{"format": {enc(FORMAT)}, "version": {needs}, "nodes": [{", ".join(parts)}], "outputs": [{outs}]}}'
+
+
+def _node_text(node, i: int, ids: dict, name: str, memo: dict, enc) -> tuple[str, int]:
+    """One node's JSON object, and the format version it needs."""
+    f = [f'"id": {i}, "name": {enc(name)}']
+    needs = 1
+    if node.op is None:
+        f.append(f'"op": null, "kind": {enc(node.kind)}')
+        if node.params.get(PINNED):
+            f.append(f"{enc(PINNED)}: true")
+    else:
+        f.append(f'"op": {enc(node.op.name)}, "inputs": [' + ", ".join(
+            [f"[{ids[id(e.node)]}, {e.index}]" for e in node.inputs]) + "]")
+        pm = node.op._param_map
+        f.append('"attrs": ' + (enc({k: _attr_to_json(pm[k].type, v) for k, v in node.params.items()})
+                                if node.params else "{}"))
+        if any(pm[k].type.name == "graph" for k in node.params):
+            needs = _NESTED_GRAPHS
+    try:
+        avals = memo.get(node.avals)
+    except TypeError:  # (an aval holding something unhashable: encoded for this node alone)
+        avals = None
+    if avals is None:
+        avals = (enc([_aval_to_json(a) for a in node.avals]), any(has_symbols(a.shape) for a in node.avals))
+        with contextlib.suppress(TypeError):
+            memo[node.avals] = avals
+    f.append('"avals": ' + avals[0])
+    if needs < _SYMBOLIC_DIMS and (node.params.get(PINNED) if node.op is None else
+                                   avals[1] or (node.params and has_symbols(tuple(node.params.values())))):
+        needs = _SYMBOLIC_DIMS
+    if node.op is None and node.kind == "const":
+        f.append('"value": ' + enc(_value_to_json(node.value)))
+    if node.source:
+        src = memo.get(node.source[0])
+        if src is None:
+            src = memo[node.source[0]] = enc(os.path.basename(node.source[0]))
+        f.append(f'"source": [{src}, {node.source[1]}]')
+    if node.sbp is not None:  # optional: only graphs annotated by ``infer_sbp`` carry it
+        f.append('"sbp": ' + enc([str(s) for s in node.sbp]))
+    if node.block:  # optional: nodes recorded inside a block's forward
+        f.append('"block": ' + enc([[nm, kind] for nm, kind in node.block]))
+    return "{" + ", ".join(f) + "}", needs
 
 
 def save(sym, path: str) -> None:

@@ -9,18 +9,20 @@ call" for any op; ``la.profile()`` (``profile.py``) records what ran and how lon
 from __future__ import annotations
 
 from ..ops import registry
-from . import conv2d, dense, foreach, matmul
+from . import conv2d, dense, foreach, fused, matmul
 from .impl import Choice, Impl
 from .profile import Event, Profile, profile, reference_label
 
 __all__ = ["IMPLS", "Choice", "Event", "Impl", "Profile", "choose", "install", "profile", "reference"]
 
 # op name -> (its implementations, best first; the function that picks one for a call's arrays)
-IMPLS = {"conv2d": conv2d.IMPLS, "dense": dense.IMPLS, "foreach": foreach.IMPLS, "matmul": matmul.IMPLS}
+IMPLS = {"conv2d": conv2d.IMPLS, "dense": dense.IMPLS, "foreach": foreach.IMPLS, "fused": fused.IMPLS,
+         "matmul": matmul.IMPLS}
+# (fused: the op is registered above this layer, by executor/fusion.py, whose kernel calls fused.run_fused)
 _RUNNERS = {"conv2d": conv2d.run_conv2d, "dense": dense.run_dense, "foreach": foreach.run_foreach,
             "matmul": matmul.run_matmul}
 _CHOOSERS = {"conv2d": conv2d.choose_for_call, "dense": dense.choose_for_call, "foreach": foreach.choose_foreach,
-             "matmul": matmul.choose_matmul}
+             "fused": fused.choose_for_call, "matmul": matmul.choose_matmul}
 
 
 def reference(op) -> Choice:

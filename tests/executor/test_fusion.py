@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 import lazyarray as la
 from lazyarray import threads
-from lazyarray.executor import fusion
 from lazyarray.executor.fusion import fuse
+from lazyarray.kernels import fused_chunked
 
 RNG = np.random.default_rng(0)
 
@@ -86,7 +86,7 @@ def test_broadcast_operands_inside_a_group(xshape, bshape):
 
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
 def test_chunks_spread_over_threads_give_the_same_result(n_threads, monkeypatch):
-    monkeypatch.setattr(fusion, "CHUNK_BYTES", 4096)  # many chunks
+    monkeypatch.setattr(fused_chunked, "CHUNK_BYTES", 4096)  # many chunks
     monkeypatch.setattr(threads, "MIN_PARALLEL_BYTES", 0)
     la.set_num_threads(n_threads)
     try:

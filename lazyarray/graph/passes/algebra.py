@@ -51,7 +51,7 @@ def simplify(sym: Symbol) -> Symbol:
             return None  # a rewrite never changes what the node gives
         return (out,)
 
-    return rewrite(sym, visit)
+    return rewrite(sym, visit, share=True)
 
 
 # -- helpers ---------------------------------------------------------------------------------------

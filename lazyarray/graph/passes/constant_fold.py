@@ -55,4 +55,4 @@ def constant_fold(sym: Symbol) -> Symbol:
             entries.append(Entry(c, 0))
         return tuple(entries)
 
-    return rewrite(sym, visit)
+    return rewrite(sym, visit, share=True)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..node import Node
-from ..rewrite import copy_node, rewrite
+from ..rewrite import copy_node, rewrite, unchanged
 from ..symbol import Symbol
 
 # Constants up to this many elements are compared by value (scalars from ``x * 2`` etc.).
@@ -29,11 +29,13 @@ def cse(sym: Symbol) -> Symbol:
         prev = seen.get(key)
         if prev is not None:
             return prev
-        new = copy_node(node, ins)
-        seen[key] = new
+        if unchanged(node, ins):  # kept as it is (the rewrite shares it)
+            seen[key] = node
+            return None
+        new = seen[key] = copy_node(node, ins)
         return new
 
-    return rewrite(sym, visit)
+    return rewrite(sym, visit, share=True)
 
 
 def _key(node: Node, ins) -> tuple | None:

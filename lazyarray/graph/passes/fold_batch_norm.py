@@ -19,7 +19,7 @@ import math
 from ...ops import registry
 from ..build import record_node, scalar_const
 from ..node import Entry, Node
-from ..rewrite import rewrite, use_counts
+from ..rewrite import has_op, rewrite, use_counts
 from ..symbol import Symbol
 
 
@@ -34,6 +34,8 @@ def fold_batch_norm(sym: Symbol) -> Symbol:
     >>> [n.op.name for n in fold_batch_norm(y).topo() if n.op is not None][-1]
     'conv2d'
     """
+    if not has_op(sym, "batch_norm"):
+        return sym
     uses = use_counts(sym)
     foldable = {id(n) for n in sym.topo() if _foldable(n, uses)}
 
@@ -43,7 +45,7 @@ def fold_batch_norm(sym: Symbol) -> Symbol:
         layer = ins[0].node
         return (_folded(layer, ins[1:], node),)
 
-    return rewrite(sym, visit)
+    return rewrite(sym, visit, share=True)
 
 
 def _foldable(node: Node, uses: dict) -> bool:

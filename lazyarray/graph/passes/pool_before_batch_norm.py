@@ -13,7 +13,7 @@ from __future__ import annotations
 from ...ops import registry
 from ..build import record_node
 from ..node import Node
-from ..rewrite import rewrite, use_counts
+from ..rewrite import has_op, rewrite, use_counts
 from ..symbol import Symbol
 
 
@@ -28,6 +28,8 @@ def pool_before_batch_norm(sym: Symbol) -> Symbol:
     >>> [(n.op.name, n.params.get("relu")) for n in pool_before_batch_norm(y).topo() if n.op is not None]
     [('batch_norm_max_pool2d', True)]
     """
+    if not has_op(sym, "max_pool2d"):
+        return sym
     uses = use_counts(sym)
     fused_op = registry.get("batch_norm_max_pool2d")
 
@@ -49,4 +51,4 @@ def pool_before_batch_norm(sym: Symbol) -> Symbol:
         params = dict(node.params, eps=bn.params.get("eps", 1e-5), relu=relu)
         return (record_node(fused_op, [x, *bn_new.inputs[1:]], params, source=node.source),)
 
-    return rewrite(sym, visit)
+    return rewrite(sym, visit, share=True)

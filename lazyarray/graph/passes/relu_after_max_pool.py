@@ -13,7 +13,7 @@ from __future__ import annotations
 from ...ops import registry
 from ..build import record_node
 from ..node import Node
-from ..rewrite import rewrite, use_counts
+from ..rewrite import has_op, rewrite, use_counts
 from ..symbol import Symbol
 
 
@@ -26,6 +26,8 @@ def relu_after_max_pool(sym: Symbol) -> Symbol:
     >>> [n.op.name for n in relu_after_max_pool(y).topo() if n.op is not None]
     ['max_pool2d', 'relu']
     """
+    if not has_op(sym, "max_pool2d"):
+        return sym
     uses = use_counts(sym)
     pool_op, relu_op = registry.get("max_pool2d"), registry.get("relu")
 
@@ -39,4 +41,4 @@ def relu_after_max_pool(sym: Symbol) -> Symbol:
         pooled = record_node(pool_op, [r.inputs[0]], dict(node.params), source=node.source)
         return (record_node(relu_op, [pooled], {}, source=old.source),)
 
-    return rewrite(sym, visit)
+    return rewrite(sym, visit, share=True)
