@@ -68,9 +68,9 @@ STATE_BASELINE = {
     ("ops.conv_parallel", "_KERNELS"), ("ops.conv_parallel", "_LOCK"), ("ops.conv_parallel", "_PLANS"),
     ("ops.dense_parallel", "_KERNEL"), ("ops.dense_parallel", "_LOCK"), ("ops.dense_parallel", "_PLANS"),
     ("ops.elementwise", "_ZERO_ROWS"), ("ops.winograd4", "_CONSTANTS"),
-    ("executor.fusion", "_POOL"),
+    ("kernels.fused_chunked", "_POOL"),
     # per-thread kernel scratch (to come from the memory plan) and numba's parallel-region probe
-    ("ops.scratch", "_SCRATCH"), ("jit", "_PARALLEL"), ("jit", "_REGION"),
+    ("ops.scratch", "_LOCAL"), ("jit", "_PARALLEL"), ("jit", "_REGION"),
     # the thread pool and its count (la.set_num_threads)
     ("threads", "_IN_POOL"), ("threads", "_LOCK"), ("threads", "_POOL"), ("threads", "_THREADS"),
     # the random state (la.random.seed) and buffer versions

@@ -14,10 +14,9 @@ this machine, longer than all the rest of the model's first call.
 """
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
+from ..caches import NamedCache
 from ..mode import MODE, PROFILING
 from ..ops import registry
 from .impl import Choice, Impl
@@ -28,8 +27,7 @@ from .profile import current as current_profile
 OPS = frozenset({"add", "subtract", "multiply", "divide", "negative", "maximum", "minimum", "where", "exp",
                  "sigmoid", "tanh", "relu", "matmul", "getitem"})
 _MAX = 64  # bodies kept
-_BODIES: dict = {}  # id(body) -> (body, its loop or None): looked up once per body
-_LOCK = threading.Lock()
+BODIES = NamedCache("foreach loops", _MAX)  # id(body) -> (body, its signature, its loop or None)
 
 
 def sigmoid_small(x):
@@ -145,7 +143,7 @@ def loop_source(body, n_data: int, n_states: int, save_states: bool):
 
 def plan(body, n_data: int, n_states: int, save_states: bool):
     """The compiled ``scan`` function of this body, made once per body; None: ``steps`` runs it."""
-    hit = _BODIES.get(id(body))
+    hit = BODIES.get(id(body))
     if hit is not None and hit[0] is body and hit[1] == (n_data, n_states, save_states):
         return hit[2]
     got = loop_source(body, n_data, n_states, save_states) if n_data > 0 else None
@@ -154,17 +152,13 @@ def plan(body, n_data: int, n_states: int, save_states: bool):
         src, scope = got
         exec(compile(src, "<lazyarray foreach loop>", "exec"), scope)  # noqa: S102  (written above from the body)
         fn = scope["scan"]
-    with _LOCK:
-        if len(_BODIES) >= _MAX:
-            _BODIES.clear()
-        _BODIES[id(body)] = (body, (n_data, n_states, save_states), fn)
+    BODIES.put(id(body), (body, (n_data, n_states, save_states), fn))
     return fn
 
 
 def clear() -> None:
     """Forget every body's loop."""
-    with _LOCK:
-        _BODIES.clear()
+    BODIES.clear()
 
 
 def choose_foreach(xp, *arrays, body, n_data, n_states, save_states, out=None) -> Choice:
