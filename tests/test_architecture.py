@@ -37,25 +37,6 @@ UPWARD_BASELINE = {
     # type and creation sit above autograd (imported inside backward, see FUNCTION_BASELINE)
     ("autograd", "creation"),
     ("autograd", "ndarray"),
-    # kernels that still live in ops/ and use the thread/BLAS runtime or numba (threads.py, jit.py:
-    # the kernels/ floor in DESIGN.md); they leave ops/ when kernels/ is created
-    ("ops.blas_threads", "threads"),
-    ("ops.conv", "threads"),
-    ("ops.conv_jit", "jit"),
-    ("ops.conv_parallel", "jit"),
-    ("ops.conv_parallel", "threads"),
-    ("ops.dense_parallel", "jit"),
-    ("ops.dense_parallel", "threads"),
-    ("ops.elementwise", "jit"),
-    ("ops.elementwise", "threads"),
-    ("ops.nn", "jit"),
-    ("ops.nn", "threads"),
-    ("ops.norm", "threads"),
-    ("ops.pool", "jit"),
-    ("ops.pool_jit", "jit"),
-    ("ops.pool_norm", "jit"),
-    ("ops.winograd", "threads"),
-    ("ops.winograd4", "threads"),
 }
 
 # (module, package module it imports inside a function). Each one with its reason:
@@ -64,9 +45,9 @@ FUNCTION_BASELINE = {
     ("autograd", "ndarray"),  # (same)
 }
 
-# cross-module imports of _private names: ops.conv's geometry helpers (6, conv_grad.py), distributed.run (3),
-# executor.program._fresh, onnx import_ops._softplus, mxnet operators._erf
-PRIVATE_IMPORTS = 12
+# cross-module imports of _private names: distributed.run (3), executor.program._fresh, onnx
+# import_ops._softplus, mxnet operators._erf
+PRIVATE_IMPORTS = 6
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ its tap views). Chosen per compiled signature for values that are
 
 * made by ``conv2d``, ``relu``, ``batch_norm``, the 2-D pools or ``batch_norm_max_pool2d`` (the ops whose kernels gain),
   written into their planned buffer, and read only by those ops or ``flatten``; a ``conv2d``
-  among them must have im2col columns that fit its scratch buffer (``conv.SCRATCH_MAX_BYTES``);
+  among them must have im2col columns that fit its scratch buffer (``scratch.SCRATCH_MAX_BYTES``);
 * 4-D float arrays on the CPU of at least ``batch_last_min_batch`` images of at most
   ``batch_last_max_pixels`` pixels and fewer than ``winograd_min_channels`` channels (the tuning
   table; deep layers take Winograd, which reads NCHW);
@@ -26,7 +26,7 @@ An in-place pair of values whose orders differ is not planned (``program._plan``
 """
 from __future__ import annotations
 
-from ..ops.conv import SCRATCH_MAX_BYTES
+from ..ops.scratch import SCRATCH_MAX_BYTES
 from ..tuning_table import current
 
 # (C, H, W, N): the axes of an NCHW value in the order its memory holds them.

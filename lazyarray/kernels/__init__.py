@@ -9,16 +9,21 @@ call" for any op; ``la.profile()`` (``profile.py``) records what ran and how lon
 from __future__ import annotations
 
 from ..ops import registry
-from . import conv2d, dense
+from . import conv2d, conv2d_grad, dense, elementwise, gelu, pool, softmax
 from .impl import Choice, Impl
 from .profile import Event, Profile, profile, reference_label
 
 __all__ = ["IMPLS", "Choice", "Event", "Impl", "Profile", "choose", "install", "profile", "reference"]
 
-# op name -> (its implementations, best first; the function that picks one for a call's arrays)
+# op name -> its implementations, best first; its runner; the function that picks one for a call's
+# arrays (None where the op's reference kernel runs)
 IMPLS = {"conv2d": conv2d.IMPLS, "dense": dense.IMPLS}
 _RUNNERS = {"conv2d": conv2d.run_conv2d, "dense": dense.run_dense}
 _CHOOSERS = {"conv2d": conv2d.choose_for_call, "dense": dense.choose_for_call}
+for _family in (conv2d_grad, elementwise, gelu, pool, softmax):
+    IMPLS.update(_family.IMPLS)
+    _RUNNERS.update(_family.RUNNERS)
+    _CHOOSERS.update(_family.CHOOSERS)
 
 
 def reference(op) -> Choice:
@@ -37,9 +42,8 @@ def choose(op, xp, *arrays, out=None, **params) -> Choice:
     """
     op = registry.get(op) if isinstance(op, str) else op
     chooser = _CHOOSERS.get(op.name)
-    if chooser is None:
-        return reference(op)
-    return chooser(xp, *arrays, out=out, **op.make_params(params))
+    choice = None if chooser is None else chooser(xp, *arrays, out=out, **op.make_params(params))
+    return reference(op) if choice is None else choice
 
 
 def install() -> None:

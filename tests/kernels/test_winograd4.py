@@ -1,4 +1,4 @@
-"""Winograd F(4x4, 3x3) convolution (lazyarray/ops/winograd4.py): transforms derived exactly from
+"""Winograd F(4x4, 3x3) convolution (lazyarray/kernels/winograd4.py): transforms derived exactly from
 their points, values equal to the direct convolution (the loop reference of tests/ops/cases.py)
 at every output size (cropped tiles), padding, bias, dtype, chunking and thread split, float32
 error within a bound of im2col's on ResNet-18's layers, and chosen where it measured fastest."""
@@ -9,12 +9,12 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from ops.cases import _conv2d_ref
 
 import lazyarray as la
 from lazyarray import threads
+from lazyarray.kernels import winograd2, winograd4
 from lazyarray.kernels.conv2d import run_conv2d
-from lazyarray.ops import conv, winograd4
-from ops.cases import _conv2d_ref
 
 
 def _exact_correlation(points, m, r, rng):
@@ -124,7 +124,7 @@ def _direct64(x, w):
 def test_float32_error_on_resnet_layers_is_a_small_multiple_of_im2col(monkeypatch, n, c, hw):
     """ResNet-18's 3x3 layers, random normal inputs, He-initialized weights, float32: F(4, 3)'s
     largest error relative to max |y| measured 2.7e-6 - 5.3e-6, 6-11x im2col's (~5e-7; the table
-    of ``benchmarks/winograd.py``). Its products sum values that the input and kernel transforms
+    of ``benchmarks/winograd2.py``). Its products sum values that the input and kernel transforms
     scaled up (entries up to 2.5 per axis) and the output transform cancels (up to 8 per axis), so
     their float32 rounding weighs more than in a direct sum. The bound: 20x im2col's error on the
     same data and 1e-5 of max |y|; float64 agrees to 1e-12."""
@@ -141,7 +141,7 @@ def test_float32_error_on_resnet_layers_is_a_small_multiple_of_im2col(monkeypatc
     assert np.abs(f64 - want).max() <= 1e-12 * scale
 
 
-# What benchmarks/winograd.py measured (batch 64 and 1, 1 and 2 threads): F(4, 3) from 64 to 256
+# What benchmarks/winograd2.py measured (batch 64 and 1, 1 and 2 threads): F(4, 3) from 64 to 256
 # channels with 1024+ output pixels in the batch, F(2, 3) at 512 channels, im2col below
 @pytest.mark.parametrize("x,k,params,expected", [
     ((64, 64, 32, 32), (64, 64, 3, 3), {}, 4),
@@ -192,9 +192,9 @@ def test_conv2d_runs_the_chosen_tile_and_writes_out(monkeypatch):
     """conv2d calls F(4, 3) where ``winograd_tile`` says 4 (into planned and strided ``out``,
     eagerly and in a graph), and F(2, 3) under ``LAZYARRAY_WINOGRAD=2``."""
     calls = []
-    for name in ("winograd4_conv2d", "winograd_conv2d"):
-        real = getattr(conv, name)
-        monkeypatch.setattr(conv, name, lambda *a, real=real, name=name, **kw: calls.append(name) or real(*a, **kw))
+    for mod, name in ((winograd4, "winograd4_conv2d"), (winograd2, "winograd_conv2d")):
+        real = getattr(mod, name)
+        monkeypatch.setattr(mod, name, lambda *a, real=real, name=name, **kw: calls.append(name) or real(*a, **kw))
     monkeypatch.setattr(la.config, "winograd4_min_channels", 1)
     monkeypatch.setattr(la.config, "winograd4_min_pixels", 1)
     monkeypatch.setattr(la.config, "winograd4_cached_min_pixels", 1)
@@ -242,8 +242,8 @@ def test_resnet18_on_winograd4_equals_onnxruntime_at_the_onnx_tests_tolerance(mo
     ort = pytest.importorskip("onnxruntime")
     monkeypatch.setattr(la.config, "winograd_max_tile", 4)
     calls = []
-    real = conv.winograd4_conv2d
-    monkeypatch.setattr(conv, "winograd4_conv2d", lambda *a, **kw: calls.append(a[1].shape) or real(*a, **kw))
+    real = winograd4.winograd4_conv2d
+    monkeypatch.setattr(winograd4, "winograd4_conv2d", lambda *a, **kw: calls.append(a[1].shape) or real(*a, **kw))
     net = la.blocks.models.resnet18(classes=10, thumbnail=True)
     net.initialize()
     net.hybridize()
