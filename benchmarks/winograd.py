@@ -15,8 +15,8 @@ Two tables:
 
 The machine is shared: compare the ratios, not the times.
 
-    python benchmarks/winograd2.py            # run WITHOUT OMP_NUM_THREADS=1 in the environment
-    python benchmarks/winograd2.py --quick    # batch 8 and 1, few rounds
+    python benchmarks/winograd.py            # run WITHOUT OMP_NUM_THREADS=1 in the environment
+    python benchmarks/winograd.py --quick    # batch 8 and 1, few rounds
 """
 from __future__ import annotations
 

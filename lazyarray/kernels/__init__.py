@@ -9,11 +9,12 @@ call" for any op; ``la.profile()`` (``profile.py``) records what ran and how lon
 from __future__ import annotations
 
 from ..ops import registry
-from . import conv2d, conv2d_grad, dense, elementwise, gelu, pool, softmax
-from .impl import Choice, Impl
+from . import conv2d, conv2d_grad, conv_batch_last, dense, elementwise, gelu, pool, softmax
+from .impl import ANY_ORDER, BATCH_LAST, Choice, Impl
 from .profile import Event, Profile, profile, reference_label
 
-__all__ = ["IMPLS", "Choice", "Event", "Impl", "Profile", "choose", "install", "profile", "reference"]
+__all__ = ["IMPLS", "Choice", "Event", "Impl", "Profile", "choose", "install", "profile", "reference",
+           "takes_batch_last"]
 
 # op name -> its implementations, best first; its runner; the function that picks one for a call's
 # arrays (None where the op's reference kernel runs)
@@ -24,6 +25,27 @@ for _family in (conv2d_grad, elementwise, gelu, pool, softmax):
     IMPLS.update(_family.IMPLS)
     _RUNNERS.update(_family.RUNNERS)
     _CHOOSERS.update(_family.CHOOSERS)
+
+
+# Ops with no faster implementation whose reference kernel walks its arrays in any memory order
+# (elementwise or per-channel NumPy code; flatten's reshape makes one small copy): they take values
+# stored batch last as they are.
+REFERENCE_LAYOUTS = {"batch_norm": ANY_ORDER, "avg_pool2d": ANY_ORDER, "flatten": ANY_ORDER}
+# What an implementation that takes batch-last values needs beyond its layout, by op
+_LAYOUT_CONDITIONS = {"conv2d": conv_batch_last.columns_fit}
+
+
+def takes_batch_last(op: str, avals, out) -> bool:
+    """Whether a call of ``op`` on values of these avals (``out``: its first output's) may be handed
+    values stored batch last, (C, H, W, N), and gain: one of its implementations (or its reference
+    kernel) declares that layout and that implementation's conditions hold. The executor's
+    layout pass (``executor/batch_last.py``) asks this instead of naming ops."""
+    if REFERENCE_LAYOUTS.get(op) in (BATCH_LAST, ANY_ORDER):
+        return True
+    if not any(impl.layout in (BATCH_LAST, ANY_ORDER) for impl in IMPLS.get(op, ())):
+        return False
+    fits = _LAYOUT_CONDITIONS.get(op)
+    return fits is None or fits(avals, out)
 
 
 def reference(op) -> Choice:

@@ -81,7 +81,8 @@ def _input_col2im(xp, g, weight, like, stride, padding, dilation, groups):
 
 
 INPUT_BATCH_LAST = Impl("conv2d_input_grad", "batch_last", _input_batch_last,
-                        "groups == 1 on NumPy: W.T @ g columns added tap by tap in runs of N values", layout="batch last")
+                        "groups == 1 on NumPy: W.T @ g columns added tap by tap in runs of N values (a (C, H, W, N) "
+                        "buffer of its own)")
 INPUT_COL2IM = Impl("conv2d_input_grad", "col2im", _input_col2im,
                     "otherwise: col2im with the compiled adds, small products on one BLAS thread")
 _INPUT = {impl: Choice(impl) for impl in (INPUT_BATCH_LAST, INPUT_COL2IM)}
@@ -107,8 +108,7 @@ def _weight_batch_last(xp, g, x, kernel, stride, padding, dilation, groups):
 
 
 WEIGHT_BATCH_LAST = Impl("conv2d_weight_grad", "batch_last", _weight_batch_last,
-                         "groups == 1 on NumPy: g @ columns.T, the columns by the forward's batch-last im2col",
-                         layout="batch last")
+                         "groups == 1 on NumPy: g @ columns.T, the columns by the forward's batch-last im2col")
 _WEIGHT_BATCH_LAST = Choice(WEIGHT_BATCH_LAST)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from .. import jit, threads
 from ..ops.elementwise import memory_order, relu_grad_kernel
 from .elementwise_jit import RELU, RELU_GRAD, relu_4d
-from .impl import Choice, Impl
+from .impl import ANY_ORDER, Choice, Impl
 from .runner import run_choice
 
 # NumPy (2.x) runs ``maximum`` of an array and a scalar 2-3x slower than of two contiguous arrays
@@ -133,9 +133,10 @@ MAXIMUM = Impl("relu", "maximum", _maximum, "small, integer or non-NumPy arrays,
                "NumPy's maximum (the reference)")
 ZERO_ROWS = Impl("relu", "zero_rows", _relu_zero_rows, "a large float array of one memory order: maximum against "
                  "a zero row (NumPy's SIMD loop), rows over the threads from threads.MIN_PARALLEL_BYTES",
-                 threads=True, fallback=MAXIMUM)
+                 threads=True, layout=ANY_ORDER, fallback=MAXIMUM)
 COMPILED = Impl("relu", "compiled", _relu_compiled, "zero_rows' case in float32 / float64 on one thread or under "
-                "threads.MIN_PARALLEL_BYTES, numba installed: one compiled loop", fallback=ZERO_ROWS)
+                "threads.MIN_PARALLEL_BYTES, numba installed: one compiled loop", layout=ANY_ORDER,
+                fallback=ZERO_ROWS)
 RELU_IMPLS = (COMPILED, ZERO_ROWS, MAXIMUM)
 GRAD_TWO_PASSES = Impl("relu_grad", "two_passes", relu_grad_kernel, "g * (y > 0) as two NumPy passes (the reference)")
 GRAD_COMPILED = Impl("relu_grad", "compiled", _relu_grad_compiled, "large float32 / float64 arrays of one memory "
@@ -145,8 +146,9 @@ _CHOICES = {impl: Choice(impl) for impl in RELU_IMPLS + GRAD_IMPLS}
 
 
 def _one_region(a) -> bool:
-    """One compiled loop rather than rows over threads: one thread set, or too few bytes to split."""
-    return threads.num_threads() == 1 or a.nbytes < threads.MIN_PARALLEL_BYTES
+    """One compiled loop (numba on) rather than rows over threads: one thread set, or too few bytes
+    to split."""
+    return jit.enabled() and (threads.num_threads() == 1 or a.nbytes < threads.MIN_PARALLEL_BYTES)
 
 
 def choose_relu(xp, x, out=None) -> Choice:

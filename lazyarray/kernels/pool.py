@@ -14,7 +14,7 @@ from ..ops.pool import jit_geometry, max_pool2d_grad_kernel, max_pool2d_kernel, 
 from ..ops.pool_norm import pooled_batch_norm
 from . import pool_jit
 from .elementwise import run_relu
-from .impl import Choice, Impl
+from .impl import ANY_ORDER, Choice, Impl
 from .runner import run_choice
 
 
@@ -46,16 +46,17 @@ def _pooled_norm_compiled(xp, x, gamma, beta, mean, var, eps, relu, kernel, stri
 
 
 FOLDS = Impl("max_pool2d", "folds", _max_pool_folds, "an elementwise maximum over the kh * kw shifted views "
-             "(two flat passes where windows tile x): the reference")
+             "(two flat passes where windows tile x): the reference", layout=ANY_ORDER)
 COMPILED = Impl("max_pool2d", "compiled", _max_pool_compiled, "a float array on NumPy, numba installed: one "
-                "compiled pass in x's memory order", fallback=FOLDS)
+                "compiled pass in x's memory order", layout=ANY_ORDER, fallback=FOLDS)
 GRAD_WINDOWS = Impl("max_pool2d_grad", "windows", _grad_windows, "g added where each window's argmax is: the reference")
 GRAD_COMPILED = Impl("max_pool2d_grad", "compiled", _grad_compiled, "NumPy, numba installed: one compiled pass",
                      fallback=GRAD_WINDOWS)
 NORM_POOL_FIRST = Impl("batch_norm_max_pool2d", "pool_first", _pooled_norm, "pooled, then relu and the batch norm "
-                       "on a quarter of the values (the recorded order where a scale is negative)")
+                       "on a quarter of the values (the recorded order where a scale is negative)",
+                       layout=ANY_ORDER)
 NORM_COMPILED = Impl("batch_norm_max_pool2d", "compiled", _pooled_norm_compiled, "NumPy, numba installed: "
-                     "pool, relu and batch norm in one compiled pass", fallback=NORM_POOL_FIRST)
+                     "pool, relu and batch norm in one compiled pass", layout=ANY_ORDER, fallback=NORM_POOL_FIRST)
 _CHOICES = {impl: Choice(impl) for impl in (FOLDS, COMPILED, GRAD_WINDOWS, GRAD_COMPILED, NORM_POOL_FIRST,
                                             NORM_COMPILED)}
 
@@ -76,12 +77,12 @@ def run_max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mod
 def choose_max_pool2d_grad(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False,
                            out=None) -> Choice:
     """What runs max_pool2d_grad."""
-    return _CHOICES[GRAD_COMPILED if xp is np else GRAD_WINDOWS]
+    return _CHOICES[GRAD_COMPILED if xp is np and jit.enabled() else GRAD_WINDOWS]
 
 
 def run_max_pool2d_grad(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None):
     """max_pool2d_grad by the implementation ``choose_max_pool2d_grad`` picks."""
-    choice = _CHOICES[GRAD_COMPILED if xp is np else GRAD_WINDOWS]
+    choice = choose_max_pool2d_grad(xp, g, x)
     return run_choice(choice, _CHOICES, (xp, g, x, kernel, stride, padding, ceil_mode, out), {}, (g, x))
 
 

@@ -217,7 +217,7 @@ def into(xp, out, shape, dtype):
 
 def gemm_conv(xp, win, weight, bias, out):
     """conv2d with groups == 1 from its windows (N, C, Ho, Wo, kh, kw): im2col + one matmul per
-    image (a batch of small images takes ``_batch_last_conv`` instead).
+    image (a batch of small images takes the kernels layer's ``batch_last`` instead).
 
     The im2col copy keeps each window row's ``Wo`` taps contiguous (reading a tap's output row is
     one strided run; an (N*Ho*Wo, C*kh*kw) column matrix instead gathers runs of ``kw`` values,

@@ -124,7 +124,7 @@ def _direct64(x, w):
 def test_float32_error_on_resnet_layers_is_a_small_multiple_of_im2col(monkeypatch, n, c, hw):
     """ResNet-18's 3x3 layers, random normal inputs, He-initialized weights, float32: F(4, 3)'s
     largest error relative to max |y| measured 2.7e-6 - 5.3e-6, 6-11x im2col's (~5e-7; the table
-    of ``benchmarks/winograd2.py``). Its products sum values that the input and kernel transforms
+    of ``benchmarks/winograd.py``). Its products sum values that the input and kernel transforms
     scaled up (entries up to 2.5 per axis) and the output transform cancels (up to 8 per axis), so
     their float32 rounding weighs more than in a direct sum. The bound: 20x im2col's error on the
     same data and 1e-5 of max |y|; float64 agrees to 1e-12."""
@@ -141,7 +141,7 @@ def test_float32_error_on_resnet_layers_is_a_small_multiple_of_im2col(monkeypatc
     assert np.abs(f64 - want).max() <= 1e-12 * scale
 
 
-# What benchmarks/winograd2.py measured (batch 64 and 1, 1 and 2 threads): F(4, 3) from 64 to 256
+# What benchmarks/winograd.py measured (batch 64 and 1, 1 and 2 threads): F(4, 3) from 64 to 256
 # channels with 1024+ output pixels in the batch, F(2, 3) at 512 channels, im2col below
 @pytest.mark.parametrize("x,k,params,expected", [
     ((64, 64, 32, 32), (64, 64, 3, 3), {}, 4),
