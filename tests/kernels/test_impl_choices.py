@@ -134,3 +134,12 @@ def test_the_layout_pass_asks_the_kernels_layer():
     assert kernels.takes_batch_last("conv2d", [x, w], x)
     huge = aval(4096, 8, 6, 6)  # im2col columns over the scratch buffer
     assert not kernels.takes_batch_last("conv2d", [huge, w], huge)
+
+
+def test_a_runner_inside_a_fused_group_does_not_name_the_group():
+    """relu's runner notes its choice inside a fused group's kernel; the group's step still says
+    what ran for it: the fused kernel (``fused[reference]``), not relu's implementation."""
+    x = la.sym.var("x", shape=(64, 800))
+    with la.tuning(fuse=True):
+        exp = la.CachedOp(la.sym.relu(x * 2) + 1).explain(la.ones((64, 800)))
+    assert [s["op[implementation]"] for s in exp.steps] == ["fused[reference]"]
