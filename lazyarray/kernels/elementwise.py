@@ -14,7 +14,7 @@ from .. import jit, threads
 from ..ops.elementwise import memory_order, relu_grad_kernel
 from .elementwise_jit import RELU, RELU_GRAD, relu_4d
 from .impl import ANY_ORDER, Choice, Impl
-from .runner import run_choice
+from .runner import ran
 
 # NumPy (2.x) runs ``maximum`` of an array and a scalar 2-3x slower than of two contiguous arrays
 # (only the latter take its SIMD loop): relu of a contiguous float array compares against a
@@ -162,7 +162,8 @@ def choose_relu(xp, x, out=None) -> Choice:
 
 def run_relu(xp, x, out=None):
     """relu by the implementation ``choose_relu`` picks (the op's kernel in every call)."""
-    return run_choice(choose_relu(xp, x, out), _CHOICES, (xp, x, out), {}, (x,))
+    choice = choose_relu(xp, x, out)
+    return ran(choice, choice.impl.run(xp, x, out), _CHOICES, (xp, x, out), (x,))
 
 
 def choose_relu_grad(xp, y, g, out=None) -> Choice:
@@ -176,7 +177,8 @@ def choose_relu_grad(xp, y, g, out=None) -> Choice:
 
 def run_relu_grad(xp, y, g, out=None):
     """relu_grad by the implementation ``choose_relu_grad`` picks."""
-    return run_choice(choose_relu_grad(xp, y, g, out), _CHOICES, (xp, y, g, out), {}, (y, g))
+    choice = choose_relu_grad(xp, y, g, out)
+    return ran(choice, choice.impl.run(xp, y, g, out), _CHOICES, (xp, y, g, out), (y, g))
 
 
 # op name -> its implementations, runner, and chooser for a call's arguments (``kernels.choose``)

@@ -15,7 +15,7 @@ from ..ops.pool_norm import pooled_batch_norm
 from . import pool_jit
 from .elementwise import run_relu
 from .impl import ANY_ORDER, Choice, Impl
-from .runner import run_choice
+from .runner import ran
 
 
 def _max_pool_compiled(xp, x, kernel, stride, padding, ceil_mode, out):
@@ -71,7 +71,8 @@ def choose_max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_
 def run_max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None):
     """max_pool2d by the implementation ``choose_max_pool2d`` picks (the op's kernel in every call)."""
     choice = choose_max_pool2d(xp, x)
-    return run_choice(choice, _CHOICES, (xp, x, kernel, stride, padding, ceil_mode, out), {}, (x,))
+    args = (xp, x, kernel, stride, padding, ceil_mode, out)
+    return ran(choice, choice.impl.run(*args), _CHOICES, args, (x,))
 
 
 def choose_max_pool2d_grad(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False,
@@ -83,7 +84,8 @@ def choose_max_pool2d_grad(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0
 def run_max_pool2d_grad(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None):
     """max_pool2d_grad by the implementation ``choose_max_pool2d_grad`` picks."""
     choice = choose_max_pool2d_grad(xp, g, x)
-    return run_choice(choice, _CHOICES, (xp, g, x, kernel, stride, padding, ceil_mode, out), {}, (g, x))
+    args = (xp, g, x, kernel, stride, padding, ceil_mode, out)
+    return ran(choice, choice.impl.run(*args), _CHOICES, args, (g, x))
 
 
 def choose_norm(xp, x, *stats, **params) -> Choice:
@@ -97,7 +99,8 @@ def run_norm(xp, x, gamma, beta, mean, var, eps=1e-5, relu=False, kernel=(2, 2),
              ceil_mode=False, out=None):
     """batch_norm_max_pool2d by the implementation ``choose_norm`` picks."""
     args = (xp, x, gamma, beta, mean, var, eps, relu, kernel, stride, padding, ceil_mode, out)
-    return run_choice(choose_norm(xp, x), _CHOICES, args, {}, (x,))
+    choice = choose_norm(xp, x)
+    return ran(choice, choice.impl.run(*args), _CHOICES, args, (x,))
 
 
 # op name -> its implementations, runner, and chooser for a call's arguments (``kernels.choose``)

@@ -19,6 +19,16 @@ def noted(choice: Choice, *arrays) -> None:
         log_choice(choice, *arrays)
 
 
+def ran(choice: Choice, y, fallbacks: dict, args: tuple, arrays: tuple):
+    """``y``, the result of ``choice.impl.run(*args)``, with what ran noted; where ``y`` is None (the
+    implementation declined), ``run_choice`` of its fallback. (A runner's lean tail: its common
+    case pays one call here.)"""
+    if y is None:
+        return run_choice(fallbacks[choice.impl.fallback], fallbacks, args, {}, arrays)
+    noted(choice, *arrays)
+    return y
+
+
 def run_choice(choice: Choice, fallbacks: dict, args: tuple, params: dict, arrays: tuple):
     """``choice.impl.run(*args, **params)``; where it returns None (declined at run time), the run of
     its fallback's choice in ``fallbacks`` (impl -> Choice), and so on down the chain. ``arrays``:
