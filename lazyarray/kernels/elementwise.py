@@ -11,10 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from .. import jit, threads
+from ..mode import MODE, PROFILING
 from ..ops.elementwise import memory_order, relu_grad_kernel
+from ..tuning_table import current
 from .elementwise_jit import RELU, RELU_GRAD, relu_4d
 from .impl import ANY_ORDER, Choice, Impl
-from .runner import ran
+from .runner import noted, ran
 
 # NumPy (2.x) runs ``maximum`` of an array and a scalar 2-3x slower than of two contiguous arrays
 # (only the latter take its SIMD loop): relu of a contiguous float array compares against a
@@ -151,18 +153,30 @@ def _one_region(a) -> bool:
     return jit.enabled() and (threads.num_threads() == 1 or a.nbytes < threads.MIN_PARALLEL_BYTES)
 
 
-def choose_relu(xp, x, out=None) -> Choice:
-    """What runs relu of ``x`` (into ``out``)."""
-    if x.size < _ZERO_ROW // 2 or xp is not np or x.dtype.kind != "f" or (out is not None and out.dtype != x.dtype):
-        return _CHOICES[MAXIMUM]  # (a batch-1 layer: tested first, one test)
+def _small(xp, x, out) -> bool:
+    """NumPy's maximum: small, integer or non-NumPy arrays, or an ``out`` of another dtype."""
+    return x.size < _ZERO_ROW // 2 or xp is not np or x.dtype.kind != "f" or (out is not None and out.dtype != x.dtype)
+
+
+def _large(x) -> Choice:
     if x.__class__ is np.ndarray and x.dtype in JIT_FLOATS and _one_region(x):
         return _CHOICES[COMPILED]
     return _CHOICES[ZERO_ROWS]
 
 
+def choose_relu(xp, x, out=None) -> Choice:
+    """What runs relu of ``x`` (into ``out``)."""
+    return _CHOICES[MAXIMUM] if _small(xp, x, out) else _large(x)
+
+
 def run_relu(xp, x, out=None):
     """relu by the implementation ``choose_relu`` picks (the op's kernel in every call)."""
-    choice = choose_relu(xp, x, out)
+    if _small(xp, x, out):  # (a batch-1 layer: one test, one ufunc call and the note's two reads)
+        y = xp.maximum(x, 0, out=out)
+        if MODE.get() & PROFILING or current().log_kernels:
+            noted(_CHOICES[MAXIMUM], x)
+        return y
+    choice = _large(x)
     return ran(choice, choice.impl.run(xp, x, out), _CHOICES, (xp, x, out), (x,))
 
 

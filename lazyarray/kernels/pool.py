@@ -10,12 +10,14 @@ from __future__ import annotations
 import numpy as np
 
 from .. import jit
+from ..mode import MODE, PROFILING
 from ..ops.pool import jit_geometry, max_pool2d_grad_kernel, max_pool2d_kernel, window_layout
 from ..ops.pool_norm import pooled_batch_norm
+from ..tuning_table import current
 from . import pool_jit
 from .elementwise import run_relu
 from .impl import ANY_ORDER, Choice, Impl
-from .runner import ran
+from .runner import noted, ran
 
 
 def _max_pool_compiled(xp, x, kernel, stride, padding, ceil_mode, out):
@@ -61,18 +63,24 @@ _CHOICES = {impl: Choice(impl) for impl in (FOLDS, COMPILED, GRAD_WINDOWS, GRAD_
                                             NORM_COMPILED)}
 
 
+def _compiles(xp, x) -> bool:
+    return xp is np and x.__class__ is np.ndarray and x.dtype.kind == "f" and jit.enabled()
+
+
 def choose_max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None) -> Choice:
     """What runs max_pool2d of ``x``."""
-    if xp is np and x.__class__ is np.ndarray and x.dtype.kind == "f" and jit.enabled():
-        return _CHOICES[COMPILED]
-    return _CHOICES[FOLDS]
+    return _CHOICES[COMPILED if _compiles(xp, x) else FOLDS]
 
 
 def run_max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None):
     """max_pool2d by the implementation ``choose_max_pool2d`` picks (the op's kernel in every call)."""
-    choice = choose_max_pool2d(xp, x)
-    args = (xp, x, kernel, stride, padding, ceil_mode, out)
-    return ran(choice, choice.impl.run(*args), _CHOICES, args, (x,))
+    y = _max_pool_compiled(xp, x, kernel, stride, padding, ceil_mode, out) if _compiles(xp, x) else None
+    choice = _CHOICES[COMPILED]
+    if y is None:  # (not compiled, or declined: the folds)
+        y, choice = max_pool2d_kernel(xp, x, kernel, stride, padding, ceil_mode, out=out), _CHOICES[FOLDS]
+    if MODE.get() & PROFILING or current().log_kernels:
+        noted(choice, x)
+    return y
 
 
 def choose_max_pool2d_grad(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False,

@@ -25,7 +25,8 @@ def ran(choice: Choice, y, fallbacks: dict, args: tuple, arrays: tuple):
     case pays one call here.)"""
     if y is None:
         return run_choice(fallbacks[choice.impl.fallback], fallbacks, args, {}, arrays)
-    noted(choice, *arrays)
+    if MODE.get() & PROFILING or current().log_kernels:
+        noted(choice, *arrays)
     return y
 
 
