@@ -5,6 +5,8 @@ declares them as ``Impl`` objects (``IMPLS``) and a runner that asks its chooser
 choice; ``install()`` routes the op's kernel through that runner, so eager calls and compiled
 steps take the same path. ``choose(op, xp, *arrays, **params)`` answers "what runs for this
 call" for any op; ``la.profile()`` (``profile.py``) records what ran and how long.
+``takes_batch_last(op, avals, out)`` answers the executor's layout pass from the implementations'
+declared ``layout``.
 """
 from __future__ import annotations
 
@@ -18,13 +20,12 @@ __all__ = ["IMPLS", "Choice", "Event", "Impl", "Profile", "choose", "install", "
 
 # op name -> its implementations, best first; its runner; the function that picks one for a call's
 # arrays (None where the op's reference kernel runs)
-IMPLS = {"conv2d": conv2d.IMPLS, "dense": dense.IMPLS}
-_RUNNERS = {"conv2d": conv2d.run_conv2d, "dense": dense.run_dense}
-_CHOOSERS = {"conv2d": conv2d.choose_for_call, "dense": dense.choose_for_call}
-for _family in (conv2d_grad, elementwise, gelu, pool, softmax):
-    IMPLS.update(_family.IMPLS)
-    _RUNNERS.update(_family.RUNNERS)
-    _CHOOSERS.update(_family.CHOOSERS)
+_FAMILIES = (conv2d_grad, elementwise, gelu, pool, softmax)  # (modules declaring IMPLS, RUNNERS, CHOOSERS)
+IMPLS = {"conv2d": conv2d.IMPLS, "dense": dense.IMPLS, **{k: v for f in _FAMILIES for k, v in f.IMPLS.items()}}
+_RUNNERS = {"conv2d": conv2d.run_conv2d, "dense": dense.run_dense,
+            **{k: v for f in _FAMILIES for k, v in f.RUNNERS.items()}}
+_CHOOSERS = {"conv2d": conv2d.choose_for_call, "dense": dense.choose_for_call,
+             **{k: v for f in _FAMILIES for k, v in f.CHOOSERS.items()}}
 
 
 # Ops with no faster implementation whose reference kernel walks its arrays in any memory order
