@@ -96,19 +96,26 @@ def run_max_pool2d_grad(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), 
     return ran(choice, choice.impl.run(*args), _CHOICES, args, (g, x))
 
 
+def _norm_compiles(xp, x) -> bool:
+    return xp is np and x.__class__ is np.ndarray and jit.enabled()
+
+
 def choose_norm(xp, x, *stats, **params) -> Choice:
     """What runs batch_norm_max_pool2d of ``x``."""
-    if xp is np and x.__class__ is np.ndarray and jit.enabled():
-        return _CHOICES[NORM_COMPILED]
-    return _CHOICES[NORM_POOL_FIRST]
+    return _CHOICES[NORM_COMPILED if _norm_compiles(xp, x) else NORM_POOL_FIRST]
 
 
 def run_norm(xp, x, gamma, beta, mean, var, eps=1e-5, relu=False, kernel=(2, 2), stride=(0, 0), padding=(0, 0),
              ceil_mode=False, out=None):
     """batch_norm_max_pool2d by the implementation ``choose_norm`` picks."""
     args = (xp, x, gamma, beta, mean, var, eps, relu, kernel, stride, padding, ceil_mode, out)
-    choice = choose_norm(xp, x)
-    return ran(choice, choice.impl.run(*args), _CHOICES, args, (x,))
+    y = _pooled_norm_compiled(*args) if _norm_compiles(xp, x) else None
+    choice = _CHOICES[NORM_COMPILED]
+    if y is None:  # (not compiled, or declined: pooled first by the runners of max_pool2d and relu)
+        y, choice = _pooled_norm(*args), _CHOICES[NORM_POOL_FIRST]
+    if MODE.get() & PROFILING or current().log_kernels:
+        noted(choice, x)
+    return y
 
 
 # op name -> its implementations, runner, and chooser for a call's arguments (``kernels.choose``)
