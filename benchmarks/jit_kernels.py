@@ -5,7 +5,7 @@ on and off (``jit.set_enabled``), alternating rounds, medians, the ratio in the 
 demo CNN itself (``lazyarray demo``'s model): hybridized inference at batch 64 and a Gluon-style
 training step (``record``, loss, ``backward``, ``trainer.step``), on and off. Both paths give
 equal values (the tests check that bit for bit; to rounding where a convolution runs as one
-parallel region, ``ops/conv_parallel.py``); this script checks it again before timing.
+parallel region, ``ops/conv_regions.py``); this script checks it again before timing.
 
     OMP_NUM_THREADS=1 python benchmarks/jit_kernels.py     # (needs numba: pip install -e ".[jit]")
     python benchmarks/jit_kernels.py --quick                # one short round each: a smoke run
@@ -24,8 +24,8 @@ import lazyarray as la
 from lazyarray import blocks as B
 from lazyarray import jit
 from lazyarray.cli import build_model
+from lazyarray.kernels import conv2d_grad, elementwise, pool
 from lazyarray.kernels.conv2d import run_conv2d  # noqa: E402
-from lazyarray.ops import conv_grad, elementwise, pool, pool_norm
 
 # (``_util`` loaded from its file: importing this script, as its smoke test does, leaves sys.path alone)
 _spec = importlib.util.spec_from_file_location("_bench_util", Path(__file__).resolve().parent / "_util.py")
@@ -57,7 +57,7 @@ def alternating(fn, rounds=None, budget=0.05):
 
 def same_values(fn, exact=True):
     """Equal values on both paths: bit for bit, or (``exact=False``: where a convolution runs as the
-    parallel region, ``ops/conv_parallel.py``, whose products are blocked differently) to rounding."""
+    parallel region, ``ops/conv_regions.py``, whose products are blocked differently) to rounding."""
     jit.set_enabled(False)
     want = fn()
     jit.set_enabled(True)
@@ -89,18 +89,18 @@ def kernel_rows():
     h = rng.standard_normal((1024, 512)).astype(np.float32)
     gh = rng.standard_normal((1024, 512)).astype(np.float32)
     cases = [
-        ("max_pool2d 2x2, (64,16,6,6) batch last", lambda: pool.max_pool2d_kernel(np, x2)),
-        ("batch_norm_max_pool2d + relu, (64,8,12,12)", lambda: pool_norm._bn_max_pool2d(np, x1, *stats, 1e-5, True)),
-        ("relu (64,16,6,6) batch last", lambda: elementwise.relu_kernel(np, x2)),
-        ("relu (1024,512)", lambda: elementwise.relu_kernel(np, h)),
-        ("relu_grad (1024,512)", lambda: elementwise._relu_grad_kernel(np, h, gh)),
+        ("max_pool2d 2x2, (64,16,6,6) batch last", lambda: pool.run_max_pool2d(np, x2)),
+        ("batch_norm_max_pool2d + relu, (64,8,12,12)", lambda: pool.run_norm(np, x1, *stats, 1e-5, True)),
+        ("relu (64,16,6,6) batch last", lambda: elementwise.run_relu(np, x2)),
+        ("relu (1024,512)", lambda: elementwise.run_relu(np, h)),
+        ("relu_grad (1024,512)", lambda: elementwise.run_relu_grad(np, h, gh)),
         ("conv2d 8->16 3x3, (64,8,6,6) batch last", lambda: run_conv2d(np, batch_last(c2), w2, None, padding=(1, 1))),
         ("  the same into a batch-last out (parallel region)",
          lambda: run_conv2d(np, batch_last(c2), w2, None, padding=(1, 1), out=out2)),
-        ("conv2d_weight_grad 1->8, (64,1,12,12)", lambda: conv_grad._conv2d_weight_grad(np, g1, xin, (3, 3), padding=(1, 1))),
-        ("conv2d_weight_grad 8->16, (64,8,6,6)", lambda: conv_grad._conv2d_weight_grad(np, g2, c2, (3, 3), padding=(1, 1))),
-        ("conv2d_input_grad 8->16, (64,8,6,6)", lambda: conv_grad._conv2d_input_grad(np, g2, w2, c2, padding=(1, 1))),
-        ("max_pool2d_grad 2x2, (64,8,12,12)", lambda: pool._max_pool2d_grad(np, gp, c1)),
+        ("conv2d_weight_grad 1->8, (64,1,12,12)", lambda: conv2d_grad.run_weight_grad(np, g1, xin, (3, 3), padding=(1, 1))),
+        ("conv2d_weight_grad 8->16, (64,8,6,6)", lambda: conv2d_grad.run_weight_grad(np, g2, c2, (3, 3), padding=(1, 1))),
+        ("conv2d_input_grad 8->16, (64,8,6,6)", lambda: conv2d_grad.run_input_grad(np, g2, w2, c2, padding=(1, 1))),
+        ("max_pool2d_grad 2x2, (64,8,12,12)", lambda: pool.run_max_pool2d_grad(np, gp, c1)),
     ]
     rows = []
     for name, fn in cases:

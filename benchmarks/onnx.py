@@ -22,7 +22,7 @@ onnxruntime runs one C++ kernel per (fused) node: the demo CNN's 11 steps cost 3
 demo CNN's 12 x 12 and 6 x 6 images made NumPy loop over rows of 12 or 6 values in every op;
 its planned buffers are now stored batch last (``executor/batch_last.py``), which took it from
 2.2-2.6x to about 1.5x (1 thread) and 2.0x (2 threads). Then: its small products run on one BLAS
-thread (``ops/blas_threads.py``: OpenBLAS split them over both cores, which cost more than it
+thread (``kernels/blas_threads.py``: OpenBLAS split them over both cores, which cost more than it
 saved, and spun when another process held the second core: 4-15x onnxruntime's time on a busy
 machine), the second conv's product runs in column blocks that take OpenBLAS's small-matrix
 kernel, im2col is one copy, and a relu after a max pool runs on the pooled values: its steps

@@ -11,7 +11,7 @@ Two tables:
   (``la.set_num_threads``), rounds alternating the algorithms, each keeping its median; the
   ratios are taken in the same run, and the last columns are what ``conv2d`` chooses
   (``winograd4.winograd_tile``); each Winograd tile twice: its kernels transformed at every call
-  (training) and kept from the weight's second call (inference, ``winograd.kernels``).
+  (training) and kept from the weight's second call (inference, ``winograd2.kernels``).
 
 The machine is shared: compare the ratios, not the times.
 
@@ -34,8 +34,8 @@ _util = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_util)
 
 import lazyarray as la  # noqa: E402
+from lazyarray.kernels import winograd2, winograd4  # noqa: E402
 from lazyarray.kernels.conv2d import run_conv2d  # noqa: E402
-from lazyarray.ops import winograd, winograd4  # noqa: E402
 
 # (name, channels, image size): ResNet-18 CIFAR's 3x3 stride-1 convolutions, padding 1
 LAYERS = [("64 x 32x32", 64, 32), ("128 x 16x16", 128, 16), ("256 x 8x8", 256, 8), ("512 x 4x4", 512, 4)]
@@ -47,7 +47,7 @@ def im2col(x, w, out):
 
 
 def f23(x, w, out):
-    return winograd.winograd_conv2d(np, x, w, (1, 1), out=out)
+    return winograd2.winograd_conv2d(np, x, w, (1, 1), out=out)
 
 
 def f43(x, w, out):
@@ -66,7 +66,7 @@ def transforming(fn):
 
 
 # speed: the Winograd kernels transformed at every call (training), and kept (inference: the weight
-# unchanged since its last call, ``winograd.kernels``)
+# unchanged since its last call, ``winograd2.kernels``)
 SPEED = {"im2col": im2col, "F(2,3)": transforming(f23), "F(4,3)": transforming(f43),
          "F(2,3) kept": f23, "F(4,3) kept": f43}
 NAMES = {0: "im2col", 2: "F(2,3)", 4: "F(4,3)"}

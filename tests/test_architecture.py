@@ -31,28 +31,8 @@ def _load_report_module():
 
 arch_report = _load_report_module()
 
-# (importing module, imported module), relative to lazyarray. Upward imports left today:
-UPWARD_BASELINE = {
-    # kernels that still live in ops/ and use the thread/BLAS runtime or numba (threads.py, jit.py:
-    # the kernels/ floor in DESIGN.md); they leave ops/ when kernels/ is created
-    ("ops.blas_threads", "threads"),
-    ("ops.conv", "threads"),
-    ("ops.conv_jit", "jit"),
-    ("ops.conv_parallel", "jit"),
-    ("ops.conv_parallel", "threads"),
-    ("ops.dense_parallel", "jit"),
-    ("ops.dense_parallel", "threads"),
-    ("ops.elementwise", "jit"),
-    ("ops.elementwise", "threads"),
-    ("ops.nn", "jit"),
-    ("ops.nn", "threads"),
-    ("ops.norm", "threads"),
-    ("ops.pool", "jit"),
-    ("ops.pool_jit", "jit"),
-    ("ops.pool_norm", "jit"),
-    ("ops.winograd", "threads"),
-    ("ops.winograd4", "threads"),
-}
+# (importing module, imported module), relative to lazyarray. Upward imports left today: none
+UPWARD_BASELINE: set = set()
 
 # (module, package module it imports inside a function), each with its reason: none left
 FUNCTION_BASELINE: set = set()
@@ -62,12 +42,12 @@ FUNCTION_BASELINE: set = set()
 # A new one fails: make it a NamedCache, a tuning field, a ContextVar, or a constant (tuple,
 # frozenset, MappingProxyType).
 STATE_BASELINE = {
-    # kernels' compiled plans, probes and constants in files moving to kernels/ (their helper's)
-    ("ops.blas_gemm", "_FOUND"), ("ops.blas_gemm", "_LOCK"),
-    ("ops.blas_threads", "_PROBE"), ("ops.blas_threads", "_PROBE_LOCK"),
-    ("ops.conv_parallel", "_KERNELS"), ("ops.conv_parallel", "_LOCK"), ("ops.conv_parallel", "_PLANS"),
-    ("ops.dense_parallel", "_KERNEL"), ("ops.dense_parallel", "_LOCK"), ("ops.dense_parallel", "_PLANS"),
-    ("ops.elementwise", "_ZERO_ROWS"), ("ops.winograd4", "_CONSTANTS"),
+    # kernels' compiled plans, probes and constants (kernels/)
+    ("kernels.blas_gemm", "_FOUND"), ("kernels.blas_gemm", "_LOCK"),
+    ("kernels.blas_threads", "_PROBE"), ("kernels.blas_threads", "_PROBE_LOCK"),
+    ("kernels.conv_regions", "_KERNELS"), ("kernels.conv_regions", "_LOCK"), ("kernels.conv_regions", "_PLANS"),
+    ("kernels.dense_regions", "_KERNEL"), ("kernels.dense_regions", "_LOCK"), ("kernels.dense_regions", "_PLANS"),
+    ("kernels.elementwise", "_ZERO_ROWS"), ("kernels.winograd4", "_CONSTANTS"),
     ("kernels.fused_chunked", "_POOL"),
     # per-thread kernel scratch (to come from the memory plan) and numba's parallel-region probe
     ("ops.scratch", "_LOCAL"), ("jit", "_PARALLEL"), ("jit", "_REGION"),
@@ -85,9 +65,8 @@ STATE_BASELINE = {
     ("fileio", "_UMASK_LOCK"),
 }
 
-# cross-module imports of _private names: ops.conv's geometry helpers (6, conv_grad.py), distributed.run (1),
-# onnx import_ops._softplus, mxnet operators._erf
-PRIVATE_IMPORTS = 9
+# cross-module imports of _private names: distributed.run (1), onnx import_ops._softplus, mxnet operators._erf
+PRIVATE_IMPORTS = 3
 
 
 @pytest.fixture(scope="module")

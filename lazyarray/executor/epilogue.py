@@ -3,7 +3,7 @@
 ``relu(dense(x, w, b))`` is three passes over the layer's values in a compiled program: the product
 writes them, ``dense`` adds the bias (``y += b``), and ``relu`` reads and writes them again. Where
 the memory plan puts the relu in place on the dense value's buffer, and nothing else reads that value,
-the two steps run as one closure calling ``ops.nn.dense_relu`` with the two ops' registered kernels:
+the two steps run as one closure calling ``kernels.dense.dense_relu`` with the two ops' registered kernels:
 ``dense`` writes the product without its bias, then one compiled pass adds the bias and applies relu
 (numba; without it, the two kernels as before). The graph, the
 memory plan and the values are unchanged: the relu's step is the next step, and it writes the memory
@@ -12,7 +12,7 @@ context): its two relus' 26-32 us a call went, and the dense steps took as long 
 """
 from __future__ import annotations
 
-from ..ops.nn import dense_relu
+from ..kernels.dense import dense_relu
 
 
 def dense_relu_pairs(specs, plan, out_slots: set[int], out_kind) -> dict[int, int]:

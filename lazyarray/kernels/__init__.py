@@ -5,24 +5,51 @@ declares them as ``Impl`` objects (``IMPLS``) and a runner that asks its chooser
 choice; ``install()`` routes the op's kernel through that runner, so eager calls and compiled
 steps take the same path. ``choose(op, xp, *arrays, **params)`` answers "what runs for this
 call" for any op; ``la.profile()`` (``profile.py``) records what ran and how long.
+``takes_batch_last(op, avals, out)`` answers the executor's layout pass from the implementations'
+declared ``layout``.
 """
 from __future__ import annotations
 
 from ..ops import registry
-from . import conv2d, dense, foreach, fused, matmul
-from .impl import Choice, Impl
+from . import conv2d, conv2d_grad, conv_batch_last, dense, elementwise, foreach, fused, gelu, matmul, pool, softmax
+from .impl import ANY_ORDER, BATCH_LAST, Choice, Impl
 from .profile import Event, Profile, profile, reference_label
 
-__all__ = ["IMPLS", "Choice", "Event", "Impl", "Profile", "choose", "install", "profile", "reference"]
+__all__ = ["IMPLS", "Choice", "Event", "Impl", "Profile", "choose", "install", "profile", "reference",
+           "takes_batch_last"]
 
-# op name -> (its implementations, best first; the function that picks one for a call's arrays)
+# op name -> its implementations, best first; its runner; the function that picks one for a call's
+# arrays (None where the op's reference kernel runs)
+_FAMILIES = (conv2d_grad, elementwise, gelu, pool, softmax)  # (modules declaring IMPLS, RUNNERS, CHOOSERS)
 IMPLS = {"conv2d": conv2d.IMPLS, "dense": dense.IMPLS, "foreach": foreach.IMPLS, "fused": fused.IMPLS,
-         "matmul": matmul.IMPLS}
+         "matmul": matmul.IMPLS, **{k: v for f in _FAMILIES for k, v in f.IMPLS.items()}}
 # (fused: the op is registered above this layer, by executor/fusion.py, whose kernel calls fused.run_fused)
 _RUNNERS = {"conv2d": conv2d.run_conv2d, "dense": dense.run_dense, "foreach": foreach.run_foreach,
-            "matmul": matmul.run_matmul}
+            "matmul": matmul.run_matmul, **{k: v for f in _FAMILIES for k, v in f.RUNNERS.items()}}
 _CHOOSERS = {"conv2d": conv2d.choose_for_call, "dense": dense.choose_for_call, "foreach": foreach.choose_foreach,
-             "fused": fused.choose_for_call, "matmul": matmul.choose_matmul}
+             "fused": fused.choose_for_call, "matmul": matmul.choose_matmul,
+             **{k: v for f in _FAMILIES for k, v in f.CHOOSERS.items()}}
+
+
+# Ops with no faster implementation whose reference kernel walks its arrays in any memory order
+# (elementwise or per-channel NumPy code; flatten's reshape makes one small copy): they take values
+# stored batch last as they are.
+REFERENCE_LAYOUTS = {"batch_norm": ANY_ORDER, "avg_pool2d": ANY_ORDER, "flatten": ANY_ORDER}
+# What an implementation that takes batch-last values needs beyond its layout, by op
+_LAYOUT_CONDITIONS = {"conv2d": conv_batch_last.columns_fit}
+
+
+def takes_batch_last(op: str, avals, out) -> bool:
+    """Whether a call of ``op`` on values of these avals (``out``: its first output's) may be handed
+    values stored batch last, (C, H, W, N), and gain: one of its implementations (or its reference
+    kernel) declares that layout and that implementation's conditions hold. The executor's
+    layout pass (``executor/batch_last.py``) asks this instead of naming ops."""
+    if REFERENCE_LAYOUTS.get(op) in (BATCH_LAST, ANY_ORDER):
+        return True
+    if not any(impl.layout in (BATCH_LAST, ANY_ORDER) for impl in IMPLS.get(op, ())):
+        return False
+    fits = _LAYOUT_CONDITIONS.get(op)
+    return fits is None or fits(avals, out)
 
 
 def reference(op) -> Choice:
@@ -41,9 +68,8 @@ def choose(op, xp, *arrays, out=None, **params) -> Choice:
     """
     op = registry.get(op) if isinstance(op, str) else op
     chooser = _CHOOSERS.get(op.name)
-    if chooser is None:
-        return reference(op)
-    return chooser(xp, *arrays, out=out, **op.make_params(params))
+    choice = None if chooser is None else chooser(xp, *arrays, out=out, **op.make_params(params))
+    return reference(op) if choice is None else choice
 
 
 def install() -> None:

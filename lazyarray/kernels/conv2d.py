@@ -14,31 +14,33 @@ import numpy as np
 from ..mode import MODE, PROFILING, RECORDING
 from ..ops import conv
 from ..ops.derived import keeps
-from ..ops.winograd4 import winograd_tile
 from ..threads import num_threads, split_threads
 from ..tuning_table import current
 from . import depthwise
+from .conv_batch_last import conv2d_batch_last, conv2d_region, region_fits
+from .conv_split import conv2d_split
 from .impl import Choice, Impl
 from .log import log_choice
 from .profile import current as current_profile
+from .winograd4 import conv2d_winograd, winograd_tile
 
 IM2COL = Impl("conv2d", "im2col", conv.conv2d_im2col,
               "groups == 1: one im2col copy and one product per image (the reference)")
 DEPTHWISE = depthwise.DEPTHWISE  # (compiled; depthwise.TAPS, the per-tap NumPy path, where it cannot run)
 GROUPED = Impl("conv2d", "grouped", conv.conv2d_grouped, "groups > 1: one batched product over the groups")
-BATCH_LAST = Impl("conv2d", "batch_last", conv.conv2d_batch_last,
+BATCH_LAST = Impl("conv2d", "batch_last", conv2d_batch_last,
                   "groups == 1, a batch of images under per_image_min_pixels output pixels, or stored batch "
                   "last: one product for the whole batch, im2col in runs of N values", layout="batch last")
-REGION = Impl("conv2d", "region", conv.conv2d_region,
+REGION = Impl("conv2d", "region", conv2d_region,
               "batch_last's case with a batch-last output and numba: one compiled parallel region",
               threads=True, layout="batch last", fallback=BATCH_LAST)
-SPLIT = Impl("conv2d", "split", conv.conv2d_split,
+SPLIT = Impl("conv2d", "split", conv2d_split,
              "groups == 1, several threads set and min_split_macs multiply-adds: chunks of images over the threads",
              threads=True)
-WINOGRAD2 = Impl("conv2d", "winograd2", conv.conv2d_winograd(2),
+WINOGRAD2 = Impl("conv2d", "winograd2", conv2d_winograd(2),
                  "3x3, stride 1, winograd_min_channels input channels, winograd_min_pixels output pixels: "
                  "Winograd F(2x2, 3x3)", threads=True)
-WINOGRAD4 = Impl("conv2d", "winograd4", conv.conv2d_winograd(4),
+WINOGRAD4 = Impl("conv2d", "winograd4", conv2d_winograd(4),
                  "winograd2's case with winograd4_min_channels..winograd4_max_channels channels and "
                  "winograd4_min_pixels output pixels: Winograd F(4x4, 3x3)", threads=True)
 IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, IM2COL, DEPTHWISE, depthwise.TAPS, GROUPED)
@@ -79,7 +81,7 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
             if threads > 1:
                 return _on_threads(SPLIT, threads)
         if ho * wo < t.per_image_min_pixels or x_last or out_last:
-            if numpy and conv.region_fits(x, out, x_last, out_last, t):
+            if numpy and region_fits(x, out, x_last, out_last, t):
                 return _on_threads(REGION, num_threads())
             return _CHOICES[BATCH_LAST]
     if groups == 1:

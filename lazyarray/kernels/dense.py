@@ -6,13 +6,13 @@ the same values faster for the layouts and sizes a compiled program hands them:
 * ``gemv``: one row written into its planned buffer (batch-1 inference): BLAS's matrix-vector
   product through the transposed view, as fast as a packed copy and on one BLAS thread as on two;
 * ``region``: the same with a weight of ``dense_region_min_weight_bytes`` or more and several
-  threads: one compiled parallel region by blocks of units (``ops/dense_parallel.py``), each core
+  threads: one compiled parallel region by blocks of units (``dense_regions.py``), each core
   keeping its share of the weight in its cache; without numba it declines and ``gemv`` runs;
 * ``units_major``: several rows into a units-major planned buffer (``executor/units_major.py``):
   one BLAS call computes ``w @ x.T`` into it;
 * ``rows``: an input of more than two dims: one product over all its rows (``nn.rows_matmul``);
 * ``gemm``: rows times the transposed weight (a packed copy where it pays, ``ops/weight_pack.py``),
-  small products on one BLAS thread (``ops/blas_threads.py``).
+  small products on one BLAS thread (``blas_threads.py``).
 """
 from __future__ import annotations
 
@@ -20,12 +20,16 @@ import math
 
 import numpy as np
 
+from .. import jit, threads
 from ..mode import MODE, PROFILING
-from ..ops import dense_parallel, registry
-from ..ops.blas_threads import SERIAL_ANYWAY_FLOPS, UNCHANGED, one_thread
+from ..ops import registry
 from ..ops.nn import rows_matmul
 from ..ops.weight_pack import transposed
 from ..tuning_table import current
+from . import dense_regions
+from .blas_threads import SERIAL_ANYWAY_FLOPS, UNCHANGED, one_thread
+from .elementwise import JIT_FLOATS, UNITS
+from .elementwise_jit import add_relu_cols_in_place, add_relu_rows_in_place
 from .impl import Choice, Impl
 from .log import log_choice
 from .profile import current as current_profile
@@ -45,7 +49,7 @@ def _gemv(xp, x, weight, bias, out):
 
 
 def _region(xp, x, weight, bias, out):
-    if not dense_parallel.dense_row(x, weight, out):
+    if not dense_regions.dense_row(x, weight, out):
         return None  # (declined: gemv runs)
     return _biased(out, bias)
 
@@ -123,6 +127,30 @@ def run_dense(xp, x, weight, bias=None, out=None):
 def choose_for_call(xp, x, weight, bias=None, out=None) -> Choice:
     """``choose_dense`` for a call's arguments as the op takes them (``kernels.choose``)."""
     return choose_dense(xp, x, weight, out, current())
+
+
+def dense_relu(dense, relu, x, weight, bias, out):
+    """``relu(dense(x, weight, bias))`` written into ``out`` in place (NumPy arrays), with ``dense``
+    and ``relu`` the registry's kernels bound to NumPy: the executor's step for a dense layer whose
+    relu works in place on its planned buffer (``executor/epilogue.py``). Where numba is installed,
+    ``dense`` writes the product without the bias, then one compiled pass adds the bias and applies
+    relu while each value is in a register (``elementwise_jit.add_relu_*_in_place``, the values of
+    the two ops bit for bit): one pass over the layer's values instead of two. Elsewhere, and for
+    layouts or sizes it does not take, it runs the two kernels."""
+    kern = None
+    if bias is not None and bias.__class__ is np.ndarray and out.__class__ is np.ndarray and out.ndim == 2 \
+            and out.dtype in JIT_FLOATS and bias.dtype == out.dtype and bias.ndim == 1 \
+            and (threads.num_threads() == 1 or out.nbytes < threads.MIN_PARALLEL_BYTES):
+        if out.flags.c_contiguous:
+            kern, mem = jit.compiled(add_relu_cols_in_place), out
+        elif out.T.flags.c_contiguous:  # (a units-major value: memory (units, rows))
+            kern, mem = jit.compiled(add_relu_rows_in_place), out.T
+    if kern is None:
+        dense(x, weight, bias, out=out)
+        return relu(out, out=out)
+    dense(x, weight, None, out=out)
+    kern(mem, bias, *UNITS[out.dtype])
+    return out
 
 
 assert registry.get("dense").writes_out  # (the runner honours out= as the reference does)

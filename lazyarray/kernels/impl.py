@@ -12,6 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+# ``Impl.layout`` values: made for values stored batch last, (C, H, W, N) in memory (the executor's
+# ``batch_last.py`` plans them), or walking its arrays in whatever memory order they have
+BATCH_LAST = "batch last"
+ANY_ORDER = "any order"
 
 @dataclass(frozen=True, eq=False)
 class Impl:
@@ -21,7 +25,8 @@ class Impl:
     reference kernel honours it), or returns None where something only the run can see rules it
     out (numba missing): ``fallback`` then runs. ``when``: the conditions, in words.
     ``threads``: it spreads over ``la.set_num_threads`` threads. ``layout``: the memory order of
-    its inputs and outputs it is made for (``"batch last"``: (C, H, W, N)). ``workspace(*arrays,
+    its inputs and outputs it is made for (``BATCH_LAST``: (C, H, W, N); ``ANY_ORDER``: whatever
+    order they are stored in, batch last included). ``workspace(*arrays,
     **params)``: scratch bytes it uses beyond its outputs (from the per-thread arena).
     """
 

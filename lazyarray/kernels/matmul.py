@@ -18,8 +18,8 @@ import numpy as np
 
 from ..mode import MODE, PROFILING
 from ..ops import registry
-from ..ops.blas_threads import MIN_PARALLEL_FLOPS, SERIAL_ANYWAY_FLOPS, one_thread
 from ..threads import num_threads
+from .blas_threads import MIN_PARALLEL_FLOPS, SERIAL_ANYWAY_FLOPS, one_thread
 from .impl import Choice, Impl
 from .profile import current as current_profile
 

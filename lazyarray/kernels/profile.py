@@ -77,6 +77,15 @@ class Profile:
         c, self._choice = self._choice, None
         return default if c is None else c.label()
 
+    def _label_for(self, op) -> str:
+        """``take_choice`` for a call of ``op``: a choice noted by another op's runner inside it (a
+        fused group's relu) is not ``op``'s, which then ran its own kernel."""
+        c = self._choice
+        name = op.rsplit(".", 1)[-1] if isinstance(op, str) else op.name
+        if c is not None and c.impl.op != name:
+            self._choice = None
+        return self.take_choice(reference_label(op))
+
     def saw(self, program) -> None:
         """Note a compiled program whose steps are being timed (``Event.program`` is its id)."""
         self.programs[id(program)] = program
@@ -86,7 +95,7 @@ class Profile:
         """Record a kernel call of ``op`` (an ``OpDef``, or a name) that started at ``start_ns``."""
         end = time.perf_counter_ns()
         name = op if isinstance(op, str) else op.qualname
-        e = Event(name, self.take_choice(reference_label(op)), shapes, start_ns, end - start_ns, threading.get_native_id(), where, step,
+        e = Event(name, self._label_for(op), shapes, start_ns, end - start_ns, threading.get_native_id(), where, step,
                   node, program)
         with self._lock:
             self.events.append(e)

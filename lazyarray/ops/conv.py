@@ -9,27 +9,22 @@ input's shape from a ``like`` input, so graphs stay generic over the batch size.
 and ``conv2d_weight_grad`` with image and output gradient swapped (weight).
 
 Groups (``groups > 1``) run as one batched matmul over a leading group axis; ``groups == 1``
-is im2col + matmul (``_gemm_conv`` per image), and depthwise kernels (one filter per channel) are
-kh * kw strided multiply-adds over all channels at once: the reference kernel. The faster ways
-below (``conv2d_*``: one batch-last product for a batch of small images, images split over
-threads, a compiled parallel region, Winograd F(2x2, 3x3) and F(4x4, 3x3) for deep 3x3 stride-1
-layers in ``winograd.py``, ``winograd4.py``) are the kernels layer's named implementations:
-``kernels/conv2d.py`` declares them and chooses one per call.
+is im2col + matmul (``gemm_conv`` per image), and depthwise kernels (one filter per channel) are
+kh * kw strided multiply-adds over all channels at once: the reference kernel (``conv2d_im2col``,
+``conv2d_depthwise``, ``conv2d_grouped``). The faster ways (one batch-last product for a batch of
+small images, images split over threads, a compiled parallel region, Winograd) live in the kernels
+layer: ``kernels/conv2d.py`` declares them and chooses one per call.
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
-from .. import threads as thread_pool  # (the module, looked up at each call: tests replace its functions)
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
-from ..tuning_table import current
-from . import conv_jit, conv_parallel
-from .blas_threads import SMALL_PRODUCT, one_thread
 from .params import INT, INTS, Param
 from .registry import OpDef, register
-from .scratch import SCRATCH_MAX_BYTES, scratch, slot_buffers, thread_memo
-from .winograd import winograd_conv2d
-from .winograd4 import winograd4_conv2d
+from .scratch import scratch
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -59,7 +54,7 @@ def _span(k, d):
     return (k - 1) * d + 1
 
 
-def _out_dim(size, k, s, p, d=1):
+def out_dim(size, k, s, p, d=1):
     if size is None or k is None:
         return None
     return (size + 2 * p - _span(k, d)) // s + 1
@@ -99,10 +94,8 @@ def conv_windows(xp, x, kernel, stride, padding, fill=0.0, dilation=(1, 1), extr
 
 def scatter_windows(dx, parts, kernel, stride, dilation=(1, 1)):
     """Add ``parts[..., i, j]`` (N, C, Ho, Wo, kh, kw) into tap (i, j)'s strided view of ``dx``
-    (the padded input gradient): the adjoint of ``conv_windows``, one strided add per tap (or one
-    compiled loop adding in the same order: ``conv_jit.scatter_windows``)."""
-    if conv_jit.scatter_windows(dx, parts, stride, dilation):
-        return
+    (the padded input gradient): the adjoint of ``conv_windows``, one strided add per tap (the
+    kernels layer's compiled loop, ``kernels/conv_jit.py``, adds in the same order)."""
     (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
     ho, wo = parts.shape[2], parts.shape[3]
     for i in range(kh):
@@ -128,23 +121,24 @@ def padded_shape(x, padding, extra=(0, 0)):
     return (n, c, None if h is None else h + 2 * ph + eh, None if w is None else w + 2 * pw + ew)
 
 
-def _geometry(stride, padding, dilation, op=""):
+def geometry(stride, padding, dilation, op="conv2d"):
+    """conv2d's ``(stride, padding, dilation)`` as pairs, checked (errors name ``op``)."""
     return (pair_param(stride, "stride", op, 1), pair_param(padding, "padding", op, 0),
             pair_param(dilation, "dilation", op, 1))
 
 
-def _conv_workspace(x_at, kernel_of):
+def conv_workspace(x_at, kernel_of):
     """conv2d-family temporaries: the zero-padded input and the im2col columns
     (N * Ho * Wo, C * kh * kw). ``x_at``: which input is the NCHW image; ``kernel_of(avals, params)``."""
     def workspace(avals, stride=(1, 1), padding=(0, 0), dilation=(1, 1), **params):
         x = avals[x_at]
         if len(x.shape) != 4:
             return []
-        (sh, sw), (ph, pw), (dh, dw) = _geometry(stride, padding, dilation)
+        (sh, sw), (ph, pw), (dh, dw) = geometry(stride, padding, dilation, "")
         kh, kw = kernel_of(avals, params)
         out = [("padded input", padded_shape(x.shape, (ph, pw)), x.dtype)] if ph or pw else []
         n, c, h, w = x.shape
-        ho, wo = _out_dim(h, kh, sh, ph, dh), _out_dim(w, kw, sw, pw, dw)
+        ho, wo = out_dim(h, kh, sh, ph, dh), out_dim(w, kw, sw, pw, dw)
         if None not in (n, c, ho, wo, kh, kw) and ho > 0 and wo > 0:
             out.append(("im2col columns", (n * ho * wo, c * kh * kw), x.dtype))
         return out
@@ -157,12 +151,12 @@ def check_nchw(shape, what, op):
                          "add dims with expand_dims or reshape")
 
 
-def _divides(groups, n):
+def divides(groups, n):
     return n is None or n % groups == 0
 
 
 # -- conv2d --------------------------------------------------------------------------------------
-_CONV_PARAMS = (Param("stride", INTS, (1, 1), check=check_pair_param(1)),
+CONV_PARAMS = (Param("stride", INTS, (1, 1), check=check_pair_param(1)),
                 Param("padding", INTS, (0, 0), check=check_pair_param(0)),
                 Param("dilation", INTS, (1, 1), check=check_pair_param(1),
                       doc="spacing between kernel taps (1 = dense kernel)"),
@@ -171,7 +165,7 @@ _CONV_PARAMS = (Param("stride", INTS, (1, 1), check=check_pair_param(1)),
                           "convolutions (in_channels = depthwise)"))
 
 
-def _im2col_groups(win, groups):
+def im2col_groups(win, groups):
     """Grouped im2col: windows (N, C, Ho, Wo, kh, kw) -> (G, N * Ho * Wo, C/G * kh * kw), one copy."""
     n, c, ho, wo, kh, kw = win.shape
     cg = c // groups
@@ -179,7 +173,7 @@ def _im2col_groups(win, groups):
         .reshape(groups, n * ho * wo, cg * kh * kw)
 
 
-def _is_depthwise(groups, in_channels, weight_shape):
+def depthwise_shape(groups, in_channels, weight_shape):
     """One filter per channel (groups == channels == out_channels): per-tap multiply-adds over
     all channels at once beat a batched matmul of 1-wide matrices (about 3x, measured)."""
     return groups > 1 and groups == in_channels and weight_shape[0] == groups and weight_shape[1] == 1
@@ -214,16 +208,16 @@ def _depthwise(xp, win, weight, out=None):
 # demo CNN (benchmarks/onnx.py) per image wins from 8 x 8 up, even for its 8-filter first layer.
 
 
-def _into(xp, out, shape, dtype):
+def into(xp, out, shape, dtype):
     """``out`` when a result of ``shape`` can be written straight into it, else None."""
     if out is not None and out.shape == shape and out.dtype == dtype and out.flags.c_contiguous:
         return out
     return None
 
 
-def _gemm_conv(xp, win, weight, bias, out):
+def gemm_conv(xp, win, weight, bias, out):
     """conv2d with groups == 1 from its windows (N, C, Ho, Wo, kh, kw): im2col + one matmul per
-    image (a batch of small images takes ``_batch_last_conv`` instead).
+    image (a batch of small images takes the kernels layer's ``batch_last`` instead).
 
     The im2col copy keeps each window row's ``Wo`` taps contiguous (reading a tap's output row is
     one strided run; an (N*Ho*Wo, C*kh*kw) column matrix instead gathers runs of ``kw`` values,
@@ -237,7 +231,7 @@ def _gemm_conv(xp, win, weight, bias, out):
     wmat = weight.reshape(o, k)
     dtype = xp.result_type(win.dtype, weight.dtype)
     shape = (n, o, ho, wo)
-    target = _into(xp, out, shape, dtype)
+    target = into(xp, out, shape, dtype)
     s = win.strides
     if kh == kw == 1 and s[2] == s[3] * wo and s[3] == win.itemsize and s[1] == s[2] * ho:
         cols = win.reshape(n, c, ho * wo)  # the image itself: no copy
@@ -257,209 +251,11 @@ def _gemm_conv(xp, win, weight, bias, out):
     return y
 
 
-# Under ``la.set_num_threads(n > 1)`` a batch of at least ``threads.MIN_SPLIT_MACS`` multiply-adds
-# runs as chunks of images spread over the threads (``_split_conv``): each pads and im2cols its own
-# images and multiplies them on one BLAS thread, where otherwise only the products would use the
-# threads and the padding and im2col copies would run on one (and a product left on BLAS's threads
-# stalls when another process holds a core: OpenBLAS's threads spin).
-# Columns per chunk: a few images' worth, so the copy and the product meet in cache.
-SPLIT_CHUNK_BYTES = 1 << 20
-
-
-def _balanced_chunks(n: int, per_image: int, limit: int, threads: int) -> int:
-    """Images per chunk: chunks of at most ``limit`` bytes (at least one image each), their count
-    a multiple of ``threads`` where the batch allows, so every thread gets the same share."""
-    count = max(1, -(-n * per_image // max(1, limit)))
-    count = min(n, -(-count // threads) * threads)
-    return -(-n // count)
-
-
-def _split_conv(xp, x, weight, bias, stride, padding, dilation, out, threads):
-    """conv2d with groups == 1 of a batch of images as chunks of images over ``threads`` threads
-    (``threads.split``), each written into its slice of the output with the one-thread kernel:
-    images of at least ``per_image_min_pixels`` output pixels im2col + per-image products
-    (``_gemm_conv``), each chunk padded in its thread's scratch (no padded copy of the whole
-    batch); smaller ones ``_batch_last_conv`` per chunk, in as few chunks as keep its columns in
-    scratch. Values equal the one-thread path's: every image is the same product."""
-    n, c, h, w = x.shape
-    o, _, kh, kw = weight.shape
-    (ph, pw) = padding
-    ho, wo = (_out_dim((h, w)[a], (kh, kw)[a], stride[a], padding[a], dilation[a]) for a in (0, 1))
-    dtype = xp.result_type(x.dtype, weight.dtype)
-    y = _into(xp, out, (n, o, ho, wo), dtype)
-    y = xp.empty((n, o, ho, wo), dtype=dtype) if y is None else y
-    cols = c * kh * kw * ho * wo * x.itemsize  # one image's im2col columns
-    small = ho * wo < current().per_image_min_pixels
-    per = _balanced_chunks(n, cols, SCRATCH_MAX_BYTES if small else SPLIT_CHUNK_BYTES, threads)
-
-    def work(lo):
-        hi = min(lo + per, n)
-        if small:
-            _batch_last_conv(xp, x[lo:hi], weight, bias, stride, padding, dilation, y[lo:hi])
-            return
-        xc = x[lo:hi]
-        if ph or pw:  # padded in this thread's scratch: zero border, the images inside
-            xc = scratch(xp, 0, (hi - lo, c, h + 2 * ph, w + 2 * pw), x.dtype)
-            xc[:, :, :ph] = 0
-            xc[:, :, ph + h:] = 0
-            xc[:, :, ph:ph + h, :pw] = 0
-            xc[:, :, ph:ph + h, pw + w:] = 0
-            xc[:, :, ph:ph + h, pw:pw + w] = x[lo:hi]
-        _gemm_conv(xp, conv_windows(xp, xc, (kh, kw), stride, (0, 0), dilation=dilation), weight, bias, y[lo:hi])
-
-    thread_pool.split(list(range(0, n, per)), work)
-    if out is not None and y is not out:
-        out[...] = y
-        return out
-    return y
-
-
 def is_batch_last(a) -> bool:
     """True for an NCHW array of several images stored batch last, (C, H, W, N) in memory (the
     planned buffers of ``executor/batch_last.py``)."""
     return a is not None and a.ndim == 4 and a.shape[0] > 1 and a.strides[0] == a.itemsize \
         and a.transpose(1, 2, 3, 0).flags.c_contiguous
-
-
-def _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out):
-    """conv2d with groups == 1 of a batch of small images (fewer than ``per_image_min_pixels``
-    output pixels): one matmul ``W (O, C*kh*kw) @ cols (C*kh*kw, Ho*Wo*N)`` for the whole batch.
-
-    The padded input is laid out (C, H, W, N) once, so each tap's im2col rows are copied in runs
-    of ``Wo * N`` contiguous values; windows of the NCHW image would copy runs of ``Wo`` (a 6 x 6
-    image: 6 values), 2.5x slower on the demo CNN's second conv (benchmarks/onnx.py). All taps are
-    one strided view of that copy, so im2col is a single copy (a copy per tap cost about 1 us of
-    Python each), and the views come from ``im2col_views`` (made once per geometry). The product
-    is small: it runs on one BLAS thread (``blas_threads``), in column blocks that take OpenBLAS's
-    unpacked kernel (``_column_blocks_matmul``). It comes out (O, Ho, Wo, N): straight into a
-    batch-last ``out``, else one transposing copy into NCHW, with the bias added before it.
-    """
-    n = x.shape[0]
-    o = weight.shape[0]
-    padded, interior, taps, cols = im2col_views(xp, x.shape, x.dtype, weight.shape[2], weight.shape[3],
-                                                 stride, padding, dilation)
-    if xp is not np or not conv_jit.im2col(x, cols, stride, padding, dilation):  # (one compiled pass)
-        if padded is not None:
-            padded[...] = 0
-        interior[...] = x.transpose(1, 2, 3, 0)
-        cols[...] = taps
-    k, m = cols.shape[0] * cols.shape[1] * cols.shape[2], cols.shape[3] * cols.shape[4] * n
-    wmat = weight.reshape(o, k)
-    cols = cols.reshape(k, m)
-    with one_thread(2.0 * o * k * m, _largest_block(xp, wmat, cols)):
-        if out is not None and out.dtype == x.dtype == weight.dtype and is_batch_last(out):  # the product is out
-            t = _column_blocks_matmul(xp, wmat, cols, out.transpose(1, 2, 3, 0).reshape(o, m))
-            if bias is not None:
-                t += bias.reshape(o, 1)
-            return out
-        t = _column_blocks_matmul(xp, wmat, cols, xp.empty((o, m), xp.result_type(wmat.dtype, cols.dtype)))
-    if bias is not None:
-        t += bias.reshape(o, 1)
-    ho, wo = taps.shape[3], taps.shape[4]
-    y = xp.empty((n, o, ho, wo), dtype=t.dtype) if out is None else out
-    y[...] = t.reshape(o, ho, wo, n).transpose(3, 0, 1, 2)
-    return y
-
-
-def region_fits(x, out, x_last=None, out_last=None, t=None) -> bool:
-    """Whether ``conv2d_region`` may run: a batch-last ``out``, an input stored batch last or
-    C-ordered, regions on in the tuning table ``t`` (the one in force when None), and not already
-    on one of the pool's threads. ``x_last`` / ``out_last``: the layouts when the caller read them
-    already (each read makes a view)."""
-    out_last = out is not None and is_batch_last(out) if out_last is None else out_last
-    if not out_last or not (current() if t is None else t).conv_region or thread_pool.in_pool():
-        return False
-    return (is_batch_last(x) if x_last is None else x_last) or x.flags.c_contiguous
-
-
-def conv2d_region(xp, x, weight, bias, stride, padding, dilation, groups, out):
-    """``_batch_last_conv`` as one compiled parallel region (``conv_parallel.py``) where
-    ``region_fits``: ``out``, or None where the compiled kernel declined (numba missing, another
-    dtype): the caller then runs ``conv2d_batch_last``."""
-    threads = thread_pool.num_threads()
-    n, c, h, w = x.shape
-    o, _, kh, kw = weight.shape
-    ho, wo = out.shape[2], out.shape[3]
-    mem = None if is_batch_last(x) else scratch(np, 0, (c, h, w, n), x.dtype)
-    cols = scratch(np, 1, (c * kh * kw, ho * wo * n), x.dtype)
-    return out if conv_parallel.conv2d(x, weight, bias, stride, padding, dilation, out, cols, mem, threads) else None
-
-
-_MAX_VIEW_SETS = 64  # geometries whose views a thread keeps (a model has a few)
-
-
-def im2col_views(xp, shape, dtype, kh, kw, stride, padding, dilation):
-    """``(padded, interior, taps, cols)`` for ``_batch_last_conv`` of an NCHW input of ``shape``:
-    the zero-padded (C, H, W, N) copy in scratch slot 0 (None without padding: nothing to zero),
-    its interior where the image goes, every tap of it as one strided (C, kh, kw, Ho, Wo, N) view,
-    and the im2col columns of that shape in scratch slot 1. Made once per geometry and thread and
-    kept while the scratch buffers stay the same: building them cost more Python than the copies
-    of a small batch (about 6 us of a 12 us call)."""
-    key = (shape, dtype, kh, kw, tuple(stride), tuple(padding), tuple(dilation))
-    memo = thread_memo("im2col")
-    bufs = slot_buffers()
-    hit = memo.get(key)
-    if hit is not None and bufs is not None and hit[0] is bufs[0] and hit[1] is bufs[1]:
-        return hit[2]
-    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
-    n, c, h, w = shape
-    ho, wo = _out_dim(h, kh, sh, ph, dh), _out_dim(w, kw, sw, pw, dw)
-    xt = scratch(xp, 0, (c, h + 2 * ph, w + 2 * pw, n), dtype)
-    s0, s1, s2, s3 = xt.strides
-    tap_shape, tap_strides = (c, kh, kw, ho, wo, n), (s0, s1 * dh, s2 * dw, s1 * sh, s2 * sw, s3)
-    if xp is np:
-        taps = np.ndarray(tap_shape, xt.dtype, buffer=xt, strides=tap_strides)
-    else:
-        taps = xp.lib.stride_tricks.as_strided(xt, tap_shape, tap_strides)
-    views = (xt if ph or pw else None, xt[:, ph:ph + h, pw:pw + w], taps, scratch(xp, 1, tap_shape, dtype))
-    bufs = slot_buffers()
-    if xp is np and bufs is not None and xt.base is bufs[0] and views[3].base is bufs[1]:  # (not fresh arrays)
-        if len(memo) >= _MAX_VIEW_SETS:
-            memo.clear()
-        memo[key] = (bufs[0], bufs[1], views)
-    return views
-
-
-# OpenBLAS multiplies a product of at most SMALL_PRODUCT (100**3, blas_threads.py) multiply-adds
-# (m * n * k) with a kernel that skips packing its operands (its "small matrix" path); larger ones
-# are packed in blocks. For the
-# thin, wide products of batch-last convolutions (few filters, a whole batch of columns) the
-# small kernel is faster, so they run as column blocks under that size. Measured (1 thread):
-# (16 x 72) @ (72 x 2304), the demo CNN's second conv, 0.73x the time of one call; (8 x 27) @
-# (27 x 9216) 0.45x; (32 x 72) @ (72 x 2304) 0.88x; a product already under the size: unchanged.
-# That kernel runs on one thread, so such blocks need no switch of BLAS's threads (one_thread).
-MIN_BLOCK_COLUMNS = 64  # narrower blocks cost more in calls than the kernel saves
-
-
-def _block_columns(xp, a, b) -> int | None:
-    """Columns per block of ``_column_blocks_matmul(a, b)``, None where it makes one call."""
-    m, k = a.shape
-    step = SMALL_PRODUCT // max(m * k, 1)
-    if xp is not np or step >= b.shape[1] or step < MIN_BLOCK_COLUMNS or a.dtype != np.float32 \
-            or b.dtype != np.float32:
-        return None
-    return step
-
-
-def _column_blocks_matmul(xp, a, b, out):
-    """``a @ b`` into the 2-D ``out``, as blocks of ``b``'s columns of at most ``SMALL_PRODUCT``
-    multiply-adds each when that leaves blocks of ``MIN_BLOCK_COLUMNS`` columns or more (float32,
-    the measured case; other dtypes take one call)."""
-    step = _block_columns(xp, a, b)
-    if step is None:
-        return xp.matmul(a, b, out=out)
-    for lo in range(0, b.shape[1], step):
-        xp.matmul(a, b[:, lo:lo + step], out=out[:, lo:lo + step])
-    return out
-
-
-def _largest_block(xp, a, b) -> float | None:
-    """Multiply-adds of the largest float32 BLAS call ``_column_blocks_matmul(a, b)`` makes (for
-    ``one_thread``: OpenBLAS runs small ones on one thread anyway), None for other dtypes."""
-    if xp is not np or a.dtype != np.float32 or b.dtype != np.float32:
-        return None
-    step = _block_columns(xp, a, b)
-    return float(a.shape[0] * a.shape[1] * (b.shape[1] if step is None else step))
 
 
 def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):
@@ -468,10 +264,10 @@ def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1
     in float32. The kernels layer (``kernels/conv2d.py``) chooses faster ways where they apply."""
     if x.dtype == np.float16 and weight.dtype == np.float16:
         return half_via_float32(_conv2d, xp, x, weight, bias, stride, padding, dilation, groups, out)
-    stride, padding, dilation = _geometry(stride, padding, dilation, "conv2d")
+    stride, padding, dilation = geometry(stride, padding, dilation)
     if groups == 1:
         return conv2d_im2col(xp, x, weight, bias, stride, padding, dilation, groups, out)
-    if _is_depthwise(groups, x.shape[1], weight.shape):
+    if depthwise_shape(groups, x.shape[1], weight.shape):
         return conv2d_depthwise(xp, x, weight, bias, stride, padding, dilation, groups, out)
     return conv2d_grouped(xp, x, weight, bias, stride, padding, dilation, groups, out)
 
@@ -486,27 +282,22 @@ def half_via_float32(run, xp, x, weight, bias, stride, padding, dilation, groups
     return out
 
 
-def geometry(stride, padding, dilation):
-    """conv2d's ``(stride, padding, dilation)`` as pairs, checked."""
-    return _geometry(stride, padding, dilation, "conv2d")
-
-
 def is_depthwise(x, weight, groups) -> bool:
     """One filter per input channel (``_depthwise``'s multiply-adds beat a batched product)."""
-    return _is_depthwise(groups, x.shape[1], weight.shape)
+    return depthwise_shape(groups, x.shape[1], weight.shape)
 
 
 def conv2d_im2col(xp, x, weight, bias, stride, padding, dilation, groups, out):
-    """``groups == 1``: im2col and one product per image (``_gemm_conv``)."""
+    """``groups == 1``: im2col and one product per image (``gemm_conv``)."""
     win = conv_windows(xp, x, weight.shape[2:], stride, padding, dilation=dilation)
-    return _gemm_conv(xp, win, weight, bias, out)
+    return gemm_conv(xp, win, weight, bias, out)
 
 
 def conv2d_depthwise(xp, x, weight, bias, stride, padding, dilation, groups, out):
     """One filter per channel: a multiply-add per tap over all channels at once."""
     win = conv_windows(xp, x, weight.shape[2:], stride, padding, dilation=dilation)
     n, o, ho, wo = x.shape[0], weight.shape[0], win.shape[2], win.shape[3]
-    y = _depthwise(xp, win, weight, _into(xp, out, (n, o, ho, wo), xp.result_type(x.dtype, weight.dtype)))
+    y = _depthwise(xp, win, weight, into(xp, out, (n, o, ho, wo), xp.result_type(x.dtype, weight.dtype)))
     return _biased(y, bias, out)
 
 
@@ -516,8 +307,8 @@ def conv2d_grouped(xp, x, weight, bias, stride, padding, dilation, groups, out):
     n, o, ho, wo = x.shape[0], weight.shape[0], win.shape[2], win.shape[3]
     o, cg, kh, kw = weight.shape
     og = o // groups
-    t = _im2col_groups(win, groups) @ weight.reshape(groups, og, cg * kh * kw).transpose(0, 2, 1)
-    y = _into(xp, out, (n, o, ho, wo), t.dtype)
+    t = im2col_groups(win, groups) @ weight.reshape(groups, og, cg * kh * kw).transpose(0, 2, 1)
+    y = into(xp, out, (n, o, ho, wo), t.dtype)
     y = xp.empty((n, o, ho, wo), dtype=t.dtype) if y is None else y
     y.reshape(n, groups, og, ho, wo)[...] = t.reshape(groups, n, ho, wo, og).transpose(1, 0, 4, 2, 3)
     return _biased(y, bias, out)
@@ -532,32 +323,6 @@ def _biased(y, bias, out):
     return y
 
 
-def conv2d_batch_last(xp, x, weight, bias, stride, padding, dilation, groups, out):
-    """A batch of small images as one product for the whole batch (``_batch_last_conv``)."""
-    return _batch_last_conv(xp, x, weight, bias, stride, padding, dilation, out)
-
-
-def conv2d_split(xp, x, weight, bias, stride, padding, dilation, groups, out):
-    """Chunks of images over ``la.set_num_threads``'s threads (``_split_conv``)."""
-    return _split_conv(xp, x, weight, bias, stride, padding, dilation, out, thread_pool.num_threads())
-
-
-def conv2d_winograd(tile: int):
-    """The kernel running Winograd F(tile x tile, 3x3) (3x3 kernels at stride 1, groups == 1)."""
-    def winograd(xp, x, weight, bias, stride, padding, dilation, groups, out):
-        run = winograd4_conv2d if tile == 4 else winograd_conv2d  # (looked up per call: tests spy on them)
-        dtype = np.result_type(x.dtype, weight.dtype)
-        shape = (x.shape[0], weight.shape[0]) + tuple(_out_dim(x.shape[2 + i], 3, 1, padding[i]) for i in range(2))
-        target = _into(xp, out, shape, dtype)
-        y = run(xp, x, weight, padding, target, bias=None if bias is None else bias.astype(dtype, copy=False))
-        if out is not None and target is None:
-            out[...] = y
-            return out
-        return y
-
-    return winograd
-
-
 def out_size(x, weight, stride, padding, dilation) -> tuple:
     """conv2d's output (Ho, Wo) for checked pairs of geometry (concrete arrays: written out, no
     generator, since the chooser asks on every call)."""
@@ -570,10 +335,10 @@ def _check_conv_channels(x, w, groups, op, what="input"):
     """x (N, C, ...) against a conv weight (O, C/groups, kh, kw)."""
     if len(w) != 4:
         raise ShapeError(f"weight must be 4-D (out_channels, in_channels/groups, kh, kw), got {fmt_shape(w)}")
-    if not _divides(groups, x[1]):
+    if not divides(groups, x[1]):
         raise ShapeError(f"{what} {fmt_shape(x)} has {x[1]} channels, not divisible by groups={groups}; "
                          "use a groups value that divides the channel count")
-    if not _divides(groups, w[0]):
+    if not divides(groups, w[0]):
         raise ShapeError(f"weight {fmt_shape(w)} has {w[0]} output channels, not divisible by "
                          f"groups={groups}; use a channel count that is a multiple of groups")
     if None not in (x[1], w[1]) and x[1] != w[1] * groups:
@@ -596,8 +361,8 @@ def _conv2d_shape(shapes, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups
     check_nchw(x, "input", "conv2d")
     _check_conv_channels(x, w, groups, "conv2d")
     out_channels = _check_bias(shapes, w[0], w)
-    (sh, sw), (ph, pw), (dh, dw) = _geometry(stride, padding, dilation, "conv2d")
-    ho, wo = _out_dim(x[2], w[2], sh, ph, dh), _out_dim(x[3], w[3], sw, pw, dw)
+    (sh, sw), (ph, pw), (dh, dw) = geometry(stride, padding, dilation)
+    ho, wo = out_dim(x[2], w[2], sh, ph, dh), out_dim(x[3], w[3], sw, pw, dw)
     if (ho is not None and ho < 1) or (wo is not None and wo < 1):
         dil = "" if (dh, dw) == (1, 1) else f" dilated by {(dh, dw)}"
         raise ShapeError(f"kernel {w[2]}x{w[3]}{dil} does not fit input {fmt_shape(x)} with padding "
@@ -618,21 +383,28 @@ def _weight_kernel(avals, p):
     return tuple(avals[1].shape[2:4]) if len(avals[1].shape) == 4 else (None, None)
 
 
-register(OpDef("conv2d", ("x", "weight", "bias?"), _conv2d, params=_CONV_PARAMS, shape=_conv2d_shape,
+register(OpDef("conv2d", ("x", "weight", "bias?"), _conv2d, params=CONV_PARAMS, shape=_conv2d_shape,
                dtype=float_inputs_rule("conv2d"), grad=_conv2d_grad, namespace="nn", writes_out=True,
-               workspace=_conv_workspace(0, _weight_kernel),
+               workspace=conv_workspace(0, _weight_kernel),
                doc="2-D convolution (cross-correlation) of NCHW input with (O, C/groups, kh, kw) weight"))
 
 
-def col2im(xp, g, weight, out_shape, stride, padding, dilation, groups):
+def no_switch(flops):
+    """``col2im``'s ``serial`` by default: BLAS's threads left as they are."""
+    return contextlib.nullcontext()
+
+
+def col2im(xp, g, weight, out_shape, stride, padding, dilation, groups, scatter=scatter_windows, serial=no_switch):
     """The adjoint of conv2d in its input: every window's share of ``g @ W`` added back to the
-    input pixels it read, for an input of ``out_shape`` (N, C, H, W)."""
+    input pixels it read, for an input of ``out_shape`` (N, C, H, W). The kernels layer passes its
+    compiled ``scatter`` (the same adds in the same order) and ``serial(flops)``, a context that
+    runs a small product on one BLAS thread (``kernels/conv2d_grad.py``)."""
     (ph, pw) = padding
     n, c, h, w = out_shape
     o, cg, kh, kw = weight.shape
     ho, wo = g.shape[2], g.shape[3]
     dx = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=xp.result_type(g, weight))
-    if _is_depthwise(groups, c, weight.shape):  # each tap's weighted g, added where the tap read
+    if depthwise_shape(groups, c, weight.shape):  # each tap's weighted g, added where the tap read
         (sh, sw), (dh, dw), taps = stride, dilation, _tap_weights(weight)
         for i in range(kh):
             for j in range(kw):
@@ -640,7 +412,7 @@ def col2im(xp, g, weight, out_shape, stride, padding, dilation, groups):
                 dx[:, :, r:r + sh * (ho - 1) + 1:sh, q:q + sw * (wo - 1) + 1:sw] += g * taps[i][j]
         return xp.ascontiguousarray(dx[:, :, ph:ph + h, pw:pw + w])
     if groups == 1:
-        with one_thread(2.0 * n * ho * wo * o * c * kh * kw):  # (small products: blas_threads.py)
+        with serial(2.0 * n * ho * wo * o * c * kh * kw):
             dcols = g.transpose(0, 2, 3, 1).reshape(-1, o) @ weight.reshape(o, -1)
         dcols = dcols.reshape(n, ho, wo, c, kh, kw)
         dcols = dcols.transpose(0, 3, 1, 2, 4, 5)  # (N, C, Ho, Wo, kh, kw)
@@ -649,15 +421,15 @@ def col2im(xp, g, weight, out_shape, stride, padding, dilation, groups):
         gg = g.reshape(n, groups, og, ho, wo).transpose(1, 0, 3, 4, 2).reshape(groups, n * ho * wo, og)
         dcols = (gg @ weight.reshape(groups, og, cg * kh * kw)).reshape(groups, n, ho, wo, cg, kh, kw)
         dcols = dcols.transpose(1, 0, 4, 2, 3, 5, 6).reshape(n, c, ho, wo, kh, kw)
-    scatter_windows(dx, dcols, (kh, kw), stride, dilation)
+    scatter(dx, dcols, (kh, kw), stride, dilation)
     return xp.ascontiguousarray(dx[:, :, ph:ph + h, pw:pw + w])
 
 
 # -- conv2d_transpose ----------------------------------------------------------------------------
-_TRANSPOSE_PARAMS = _CONV_PARAMS[:2] + (
+_TRANSPOSE_PARAMS = CONV_PARAMS[:2] + (
     Param("output_padding", INTS, (0, 0), check=check_pair_param(0),
           doc="rows / columns added at the bottom / right of the output (< stride): picks one of the "
-              "input sizes a strided conv2d maps to the same output size"),) + _CONV_PARAMS[2:]
+              "input sizes a strided conv2d maps to the same output size"),) + CONV_PARAMS[2:]
 
 
 def _transpose_out_dim(size, k, s, p, op_, d):
@@ -667,17 +439,26 @@ def _transpose_out_dim(size, k, s, p, op_, d):
 
 
 def _conv2d_transpose_geometry(stride, padding, output_padding, dilation):
-    s, p, d = _geometry(stride, padding, dilation, "conv2d_transpose")
+    s, p, d = geometry(stride, padding, dilation, "conv2d_transpose")
     return s, p, pair_param(output_padding, "output_padding", "conv2d_transpose", 0), d
 
 
 def _conv2d_transpose(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), output_padding=(0, 0),
                       dilation=(1, 1), groups=1, out=None):
+    """The reference kernel: ``transpose_col2im`` with NumPy's adds (``kernels/conv2d_grad.py``
+    passes its compiled ones)."""
+    return transpose_col2im(xp, x, weight, bias, stride, padding, output_padding, dilation, groups)
+
+
+def transpose_col2im(xp, x, weight, bias, stride, padding, output_padding, dilation, groups, scatter=scatter_windows,
+                     serial=no_switch):
+    """conv2d_transpose as ``col2im`` of ``x`` into the computed output size (``scatter``,
+    ``serial``: as ``col2im`` takes them), plus the bias."""
     (sh, sw), (ph, pw), (oh, ow), (dh, dw) = _conv2d_transpose_geometry(stride, padding, output_padding, dilation)
     n, _, h, w = x.shape
     _, cog, kh, kw = weight.shape
     shape = (n, cog * groups, _transpose_out_dim(h, kh, sh, ph, oh, dh), _transpose_out_dim(w, kw, sw, pw, ow, dw))
-    y = col2im(xp, x, weight, shape, (sh, sw), (ph, pw), (dh, dw), groups)
+    y = col2im(xp, x, weight, shape, (sh, sw), (ph, pw), (dh, dw), groups, scatter, serial)
     if bias is not None:
         y += bias.reshape(1, -1, 1, 1)
     return y
@@ -689,7 +470,7 @@ def _conv2d_transpose_shape(shapes, stride=(1, 1), padding=(0, 0), output_paddin
     check_nchw(x, "input", "conv2d_transpose")
     if len(w) != 4:
         raise ShapeError(f"weight must be 4-D (in_channels, out_channels/groups, kh, kw), got {fmt_shape(w)}")
-    if not _divides(groups, x[1]):
+    if not divides(groups, x[1]):
         raise ShapeError(f"input {fmt_shape(x)} has {x[1]} channels, not divisible by groups={groups}")
     if None not in (x[1], w[0]) and x[1] != w[0]:
         raise ShapeError(f"input {fmt_shape(x)} has {x[1]} channels but weight {fmt_shape(w)} expects "

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import jit, threads
 from ..errors import ParamValueError, ShapeError, fmt_shape
 from . import sparse_kernels as sk
-from .elementwise_jit import RELU, RELU_GRAD, relu_4d
 from .params import FLOAT, Param
 from .registry import OpDef, register
 
@@ -115,26 +113,6 @@ _unary("sigmoid", _sigmoid,
        dtype=_like_exp)
 
 
-# NumPy (2.x) runs ``maximum`` of an array and a scalar 2-3x slower than of two contiguous arrays
-# (only the latter take its SIMD loop): relu of a contiguous float array compares against a
-# zero row of this many elements, the array read as rows of that length (plus a shorter tail).
-# Below half a row the plain call costs less than the dispatch (the zero row's or the compiled loop's:
-# about 2.5 us of Python around a loop of 1 us, against 1.8 us for ``maximum`` of 2048 float32).
-_ZERO_ROW = 8192
-_ZERO_ROWS: dict = {}
-JIT_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the dtypes relu compiles for
-UNITS = {d: (d.type(0), d.type(1)) for d in JIT_FLOATS}  # (0, 1) in each: the compiled loops' constants
-
-
-def _zero_row(dtype):
-    row = _ZERO_ROWS.get(dtype)
-    if row is None:
-        row = np.zeros(_ZERO_ROW, dtype)
-        row.flags.writeable = False
-        row = _ZERO_ROWS.setdefault(dtype, row)
-    return row
-
-
 def memory_order(a):
     """The axes of ``a`` from the largest stride to the smallest when ``a`` is contiguous in that
     order (C order: 0, 1, ...; a batch-last NCHW buffer: 1, 2, 3, 0), else None."""
@@ -147,67 +125,15 @@ def memory_order(a):
 
 
 def relu_kernel(xp, x, out=None):
-    if x.size < _ZERO_ROW // 2 or xp is not np or x.dtype.kind != "f" or (out is not None and out.dtype != x.dtype):
-        return xp.maximum(x, 0, out=out)  # (a batch-1 layer: tested first, one test)
-    if x.__class__ is np.ndarray and x.dtype in JIT_FLOATS \
-            and (threads.num_threads() == 1 or x.nbytes < threads.MIN_PARALLEL_BYTES):
-        res = _compiled_elementwise(RELU, (x,), out)  # one compiled loop where numba is installed
-        if res is not None:
-            return res
-        kern = jit.compiled(relu_4d) if x.ndim == 4 and out is not None else None  # (two layouts: blocked)
-        if kern is not None and out.shape == x.shape and out.__class__ is np.ndarray \
-                and not np.may_share_memory(out, x):
-            kern(x, out, UNITS[x.dtype][0])
-            return out
-    order = memory_order(x)
-    if order is None or (out is not None and (out.shape != x.shape or memory_order(out) != order)):
-        return xp.maximum(x, 0, out=out)
-    res = np.empty_like(x) if out is None else out  # (empty_like keeps x's memory order)
-    zeros, n = _zero_row(x.dtype), x.size
-    flat, dst = x.transpose(order).reshape(-1), res.transpose(order).reshape(-1)
-    rows = -(-n // _ZERO_ROW)
-    if n % rows == 0:  # rows of equal length up to the zero row's cover x in one call
-        width = n // rows
-        _relu_rows(flat.reshape(rows, width), zeros[:width], dst.reshape(rows, width))
-        return res
-    whole = n - n % _ZERO_ROW
-    if whole:
-        _relu_rows(flat[:whole].reshape(-1, _ZERO_ROW), zeros, dst[:whole].reshape(-1, _ZERO_ROW))
-    if whole < n:
-        np.maximum(flat[whole:], zeros[:n - whole], out=dst[whole:])
-    return res
+    """The reference kernel: ``maximum(x, 0)`` (the kernels layer's ``elementwise.py`` runs faster
+    ways for large float arrays: a compiled loop, a zero row, rows over threads)."""
+    return xp.maximum(x, 0, out=out)
 
 
-# Rows per chunk when relu's rows are spread over threads (2 MB of float32): a large activation
-# (ResNet-18's first stage at batch 64: 16 MB) is a pass over memory that two cores share.
-_RELU_CHUNK_ROWS = 64
-
-
-def _relu_rows(src, zeros, dst):
-    """``maximum(src, zeros)`` row by row into ``dst``: one call, or under ``la.set_num_threads(n > 1)``
-    and at least ``threads.MIN_PARALLEL_BYTES`` chunks of rows over the threads (``threads.chunked``)."""
-    if threads.num_threads() == 1 or dst.nbytes < threads.MIN_PARALLEL_BYTES:
-        np.maximum(src, zeros, out=dst)
-        return
-
-    def work(bounds):
-        for lo, hi in bounds:
-            np.maximum(src[lo:hi], zeros, out=dst[lo:hi])
-
-    threads.chunked(src.shape[0], _RELU_CHUNK_ROWS, dst.nbytes, work)
-
-
-def _relu_grad_kernel(xp, y, g, out=None):
-    """``g * (y > 0)`` in two passes over one buffer: the comparison written as 1.0 / 0.0 in g's
-    dtype, then the product (no boolean mask array, no mixed bool-float product); one compiled
-    pass where numba is installed (elementwise_jit.py)."""
-    if xp is np and g.size >= _ZERO_ROW // 2 and g.__class__ is np.ndarray and y.__class__ is np.ndarray \
-            and g.dtype in JIT_FLOATS \
-            and y.dtype == g.dtype and (out is None or out.dtype == g.dtype) \
-            and (threads.num_threads() == 1 or g.nbytes < threads.MIN_PARALLEL_BYTES):
-        res = _compiled_elementwise(RELU_GRAD, (y, g), out)
-        if res is not None:
-            return res
+def relu_grad_kernel(xp, y, g, out=None):
+    """The reference kernel: ``g * (y > 0)`` in two passes over one buffer: the comparison written
+    as 1.0 / 0.0 in g's dtype, then the product (no boolean mask array, no mixed bool-float
+    product); the kernels layer runs one compiled pass where numba is installed."""
     if out is None:
         out = xp.empty(g.shape, g.dtype)
     elif xp.may_share_memory(out, g):  # (a fused group's register: g's buffer reused for the result)
@@ -216,47 +142,13 @@ def _relu_grad_kernel(xp, y, g, out=None):
     return xp.multiply(g, out, out=out)
 
 
-def _compiled_elementwise(kernels, inputs, out):
-    """A compiled loop (``elementwise_jit.py``) over arrays of one shape and memory order (C order
-    or the executor's batch last): ``kernels[0](*flat inputs, flat result, 0, 1)`` into ``out``
-    or a new array stored like the first input, ``kernels[1 + k](*flat inputs, 0, 1)`` when
-    ``out`` is input k itself. None where that does not apply (numba absent or off, layouts that
-    differ, an ``out`` sharing memory with an input without being that input: NumPy's ufuncs
-    buffer such operands), and the caller runs its NumPy path."""
-    kern = jit.compiled(kernels[0])
-    if kern is None:
-        return None
-    first = inputs[0]
-    shape = first.shape
-    if out is not None and (out.shape != shape or out.__class__ is not np.ndarray):
-        return None
-    order = None if first.flags.c_contiguous else memory_order(first)
-    if order is None and not first.flags.c_contiguous:  # (stored in no order a flat view can walk)
-        return None
-    for a in inputs[1:] if out is None else inputs[1:] + (out,):  # (loops: cheaper than any() here)
-        if a.shape != shape or ((not a.flags.c_contiguous) if order is None else memory_order(a) != order):
-            return None
-    flats = [a.reshape(-1) if order is None else a.transpose(order).reshape(-1) for a in inputs]
-    if out is None:
-        out = np.empty_like(first)  # (keeps first's memory order)
-    else:
-        for k, a in enumerate(inputs):
-            if out is a:  # in place: the loop that writes that input's buffer
-                jit.compiled(kernels[1 + k])(*flats, *UNITS[first.dtype])
-                return out
-            if np.may_share_memory(out, a):
-                return None
-    kern(*flats, out.reshape(-1) if order is None else out.transpose(order).reshape(-1), *UNITS[first.dtype])
-    return out
-
-
 def _relu_grad_shape(shapes):
     if tuple(shapes[0]) != tuple(shapes[1]):
         raise ShapeError(f"relu_grad: y {fmt_shape(shapes[0])} and g {fmt_shape(shapes[1])} must have one shape")
     return tuple(shapes[1])
 
 
-register(OpDef("relu_grad", ("y", "g"), _relu_grad_kernel, shape=_relu_grad_shape, dtype=lambda dtypes: dtypes[1],
+register(OpDef("relu_grad", ("y", "g"), relu_grad_kernel, shape=_relu_grad_shape, dtype=lambda dtypes: dtypes[1],
                writes_out=True, elementwise=True, inplace=((1, 0), (0, 0)),  # (g's buffer first: a temporary)
                grad=lambda F, ins, out, gg: [None, F.relu_grad(ins[0], gg)],
                doc="relu's gradient from its output: g where y > 0, else 0 (g * (y > 0), bit for bit)"))

@@ -11,13 +11,10 @@ import math
 
 import numpy as np
 
-from .. import jit, threads
 from ..device import Device
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from ..rng import generator
 from . import sparse_kernels
-from .elementwise import JIT_FLOATS, UNITS
-from .elementwise_jit import add_relu_cols_in_place, add_relu_rows_in_place
 from .params import BOOL, DTYPE, FLOAT, INT, OPT_BOOL, Param
 from .reduce import element_count
 from .registry import OpDef, broadcast_shapes, normalize_axis, register
@@ -218,30 +215,6 @@ def _dense(xp, x, weight, bias=None, out=None):
     return y
 
 
-def dense_relu(dense, relu, x, weight, bias, out):
-    """``relu(dense(x, weight, bias))`` written into ``out`` in place (NumPy arrays), with ``dense``
-    and ``relu`` the registry's kernels bound to NumPy: the executor's step for a dense layer whose
-    relu works in place on its planned buffer (``executor/epilogue.py``). Where numba is installed,
-    ``dense`` writes the product without the bias, then one compiled pass adds the bias and applies
-    relu while each value is in a register (``elementwise_jit.add_relu_*_in_place``, the values of
-    the two ops bit for bit): one pass over the layer's values instead of two. Elsewhere, and for
-    layouts or sizes it does not take, it runs the two kernels."""
-    kern = None
-    if bias is not None and bias.__class__ is np.ndarray and out.__class__ is np.ndarray and out.ndim == 2 \
-            and out.dtype in JIT_FLOATS and bias.dtype == out.dtype and bias.ndim == 1 \
-            and (threads.num_threads() == 1 or out.nbytes < threads.MIN_PARALLEL_BYTES):
-        if out.flags.c_contiguous:
-            kern, mem = jit.compiled(add_relu_cols_in_place), out
-        elif out.T.flags.c_contiguous:  # (a units-major value: memory (units, rows))
-            kern, mem = jit.compiled(add_relu_rows_in_place), out.T
-    if kern is None:
-        dense(x, weight, bias, out=out)
-        return relu(out, out=out)
-    dense(x, weight, None, out=out)
-    kern(mem, bias, *UNITS[out.dtype])
-    return out
-
-
 def _dense_rule(shapes):
     x, w = shapes[0], shapes[1]
     if len(w) != 2:
@@ -307,65 +280,22 @@ def _float_only(op):
     return rule
 
 
-ROW_CHUNK_BYTES = 256 << 10  # rows per chunk of a row-wise kernel: a chunk and its result stay in L2
-
-
 def _softmax(xp, x, axis=-1, out=None):
+    """The reference kernel (the kernels layer's ``softmax.py`` runs large arrays by rows)."""
     if x.size == 0:  # (max has no identity for an empty axis; an empty result has nothing to compute)
         return xp.empty(x.shape, x.dtype)
-    if _by_rows(xp, x, axis):
-        return _rows_chunked(x, _softmax_rows)
     e = xp.exp(x - x.max(axis=axis, keepdims=True))
     e /= e.sum(axis=axis, keepdims=True)
     return e
 
 
 def _log_softmax(xp, x, axis=-1, out=None):
+    """The reference kernel (as softmax)."""
     if x.size == 0:  # (as softmax)
         return xp.empty(x.shape, x.dtype)
-    if _by_rows(xp, x, axis):
-        return _rows_chunked(x, _log_softmax_rows)
     s = x - x.max(axis=axis, keepdims=True)
     s -= xp.log(xp.exp(s).sum(axis=axis, keepdims=True))
     return s
-
-
-def _by_rows(xp, x, axis) -> bool:
-    """Large NumPy arrays normalized along the last axis run row-chunk by row-chunk: each chunk
-    goes through max, exp, sum and divide while it is in cache (one pass over memory instead of
-    five), over ``la.set_num_threads`` threads."""
-    return xp is np and x.ndim >= 1 and axis in (-1, x.ndim - 1) and x.nbytes >= (1 << 20) and x.shape[-1] > 0
-
-
-def _rows_chunked(x, rows_fn):
-    x2 = x.reshape(-1, x.shape[-1])
-    out = np.empty(x2.shape, x.dtype)
-    per = max(1, ROW_CHUNK_BYTES // max(1, x2.shape[1] * x.itemsize))
-
-    def work(bounds):
-        col = np.empty((min(per, x2.shape[0]), 1), x.dtype)
-        for lo, hi in bounds:
-            rows_fn(x2[lo:hi], out[lo:hi], col[:hi - lo])
-
-    threads.chunked(x2.shape[0], per, x.nbytes, work)
-    return out.reshape(x.shape)
-
-
-def _softmax_rows(x, o, col):
-    np.max(x, axis=1, keepdims=True, out=col)
-    np.subtract(x, col, out=o)
-    np.exp(o, out=o)
-    np.sum(o, axis=1, keepdims=True, out=col)
-    np.divide(o, col, out=o)
-
-
-def _log_softmax_rows(x, o, col):
-    np.max(x, axis=1, keepdims=True, out=col)
-    np.subtract(x, col, out=o)
-    e = np.exp(o)
-    np.sum(e, axis=1, keepdims=True, out=col)
-    np.log(col, out=col)
-    np.subtract(o, col, out=o)
 
 
 register(OpDef(
@@ -421,8 +351,14 @@ def check_label_values(labels, classes: int, loss: str = "SoftmaxCrossEntropyLos
 
 
 def _sce(xp, logits, labels, out=None):
+    """The reference kernel: ``sce_of`` with the reference log_softmax."""
+    return sce_of(xp, logits, labels, _log_softmax)
+
+
+def sce_of(xp, logits, labels, log_softmax):
+    """The mean of ``-log_softmax(xp, logits, -1)`` at the labels (``log_softmax``: a kernel of that op)."""
     check_label_values(labels, logits.shape[-1])
-    logp = _log_softmax(xp, logits, -1)
+    logp = log_softmax(xp, logits, -1)
     picked = xp.take_along_axis(logp, labels[..., None].astype(np.int64), axis=-1)
     return -picked.mean(dtype=logits.dtype).astype(logits.dtype)
 

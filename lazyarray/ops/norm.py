@@ -9,8 +9,8 @@ output and the planner frees nothing extra for it.
 
 ``gelu`` (exact: ``x * Phi(x)`` with ``erf``; ``"tanh"``: the tanh approximation) and its
 gradient are elementwise kernels that honour ``out=``, so the fusion pass of a compiled graph
-can put them in a group; large NumPy operands run chunk by chunk (each chunk through every pass
-while in cache). ``erf``: on NumPy float32 a rational approximation (absolute error < 5e-7, so
+can put them in a group; the kernels layer (``kernels/gelu.py``) runs large NumPy operands chunk
+by chunk (each chunk through every pass while in cache). ``erf``: on NumPy float32 a rational approximation (absolute error < 5e-7, so
 float32 GELU is within 1.5e-6 of the true value; 6x faster than scipy's float32 erf); otherwise
 ``scipy.special.erf`` (a dependency, imported on first use) or ``cupyx.scipy.special.erf``.
 
@@ -30,7 +30,6 @@ import math
 import numpy as np
 
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
-from ..threads import chunked
 from .conv import float_inputs_rule as _named_float_inputs
 from .params import FLOAT, INT, Param, choice
 from .registry import OpDef, broadcast_shapes, normalize_axis, register
@@ -265,37 +264,15 @@ def erf(xp, x):
     return p
 
 
-# Elementwise kernels of many passes run chunk by chunk: temporaries stay in cache. Measured (GELU
-# on 1M float32, one thread): 16K-element chunks 3.8 ms, 64K 2.9 ms, 128K 2.75 ms (the per-call
-# overhead of a few dozen ufunc calls per chunk dominates small chunks).
-CHUNK_ELEMENTS = 1 << 16
-
-
-def _chunks(kernel):
-    """``kernel(xp, *arrays, approximation, out)`` run over contiguous chunks of equally shaped NumPy
-    operands (each chunk through every pass while it is in cache, chunks over ``la.set_num_threads``
-    threads); other calls (broadcasting, CuPy, small arrays) run it whole. 0-d operands run as
-    1-element arrays (NumPy makes 0-d results scalars, which cannot be written in place)."""
+def zero_d(kernel):
+    """``kernel(xp, *arrays, approximation, out)`` with 0-d operands run as 1-element arrays (NumPy
+    makes 0-d results scalars, which cannot be written in place): the registered kernel."""
     def run(xp, *arrays, approximation="none", out=None):
-        shape = arrays[-1].shape
-        if not shape:
+        if not arrays[-1].shape:
             flat = [a.reshape(-1) for a in arrays]
             res = kernel(xp, *flat, approximation=approximation, out=None if out is None else out.reshape(-1))
             return res.reshape(xp.broadcast_shapes(*(a.shape for a in arrays)))
-        n = arrays[-1].size
-        if (xp is not np or n < 4 * CHUNK_ELEMENTS or any(a.shape != shape for a in arrays)
-                or (out is not None and not out.flags.c_contiguous)):
-            return kernel(xp, *arrays, approximation=approximation, out=out)
-        flat = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
-        res = np.empty(shape, np.result_type(*arrays)) if out is None else out
-        dest = res.reshape(-1)
-
-        def work(bounds):
-            for lo, hi in bounds:
-                kernel(xp, *[f[lo:hi] for f in flat], approximation=approximation, out=dest[lo:hi])
-
-        chunked(n, CHUNK_ELEMENTS, res.nbytes, work)
-        return res
+        return kernel(xp, *arrays, approximation=approximation, out=out)
 
     return run
 
@@ -314,8 +291,7 @@ def _tanh_inner(x):
     return u
 
 
-@_chunks
-def _gelu(xp, x, approximation="none", out=None):
+def gelu_values(xp, x, approximation="none", out=None):
     # ``out`` may be x itself (a fused group reuses registers): x is read in full before out is written
     _need_float(x, "gelu")
     if approximation == "tanh":
@@ -328,15 +304,14 @@ def _gelu(xp, x, approximation="none", out=None):
     return xp.multiply(t, x.dtype.type(0.5), out=out)
 
 
-@_chunks
-def _gelu_grad(xp, g, x, approximation="none", out=None):
+def gelu_grad_values(xp, g, x, approximation="none", out=None):
     _need_float(x, "gelu_grad")
-    return xp.multiply(_gelu_slope(xp, x, approximation), g, out=out)
+    return xp.multiply(gelu_slope(xp, x, approximation), g, out=out)
 
 
-def _gelu_slope(xp, x, approximation, y=None, out=None):
+def gelu_slope(xp, x, approximation, y=None, out=None):
     """d gelu(x) / dx (into ``out``, or a fresh array); with ``y``, gelu(x) is written there on the
-    way (from the same erf / tanh, the same operations as ``_gelu``: equal values)."""
+    way (from the same erf / tanh, the same operations as ``gelu_values``: equal values)."""
     one = x.dtype.type(1)
     half = x.dtype.type(0.5)
     if approximation == "tanh":
@@ -373,39 +348,29 @@ def _gelu_slope(xp, x, approximation, y=None, out=None):
 
 
 def _gelu_with_grad(xp, x, approximation="none", out=None):
-    """``(gelu(x), d gelu(x) / dx)`` from one erf (or tanh) pass, chunk by chunk for large NumPy
-    arrays (each chunk's temporaries stay in cache); written into ``out`` (two C-contiguous buffers
-    of x's shape) when given."""
+    """``(gelu(x), d gelu(x) / dx)`` from one erf (or tanh) pass, written into ``out`` (two
+    C-contiguous buffers of x's shape) when given: the reference kernel (the kernels layer's
+    ``gelu.py`` runs large NumPy arrays chunk by chunk)."""
     _need_float(x, "gelu_with_grad")
     if x.ndim == 0:  # (NumPy makes 0-d results scalars, which cannot be written in place)
         y, d = _gelu_with_grad(xp, x.reshape(1), approximation,
                                None if out is None else tuple(o.reshape(1) for o in out))
         return y.reshape(()), d.reshape(())
-    # (C order, not empty_like's: the chunks below write through reshape(-1), which must be a view)
+    # (C order, not empty_like's: the kernels layer's chunks write through reshape(-1), a view)
     y, d = (xp.empty(x.shape, x.dtype), xp.empty(x.shape, x.dtype)) if out is None else out
-    if xp is not np or x.size < 4 * CHUNK_ELEMENTS:
-        _gelu_slope(xp, x, approximation, y, d)
-        return y, d
-
-    flat, fy, fd = np.ascontiguousarray(x).reshape(-1), y.reshape(-1), d.reshape(-1)
-
-    def work(bounds):
-        for lo, hi in bounds:
-            _gelu_slope(np, flat[lo:hi], approximation, fy[lo:hi], fd[lo:hi])
-
-    chunked(flat.size, CHUNK_ELEMENTS, 2 * y.nbytes, work)
+    gelu_slope(xp, x, approximation, y, d)
     return y, d
 
 
 _GELU_PARAM = (Param("approximation", _APPROX, "none",
                      doc="'none': x * Phi(x) with erf; 'tanh': 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))"),)
 
-register(OpDef("gelu", ("x",), _gelu, params=_GELU_PARAM, dtype=_float_inputs, elementwise=True, writes_out=True,
+register(OpDef("gelu", ("x",), zero_d(gelu_values), params=_GELU_PARAM, dtype=_float_inputs, elementwise=True, writes_out=True,
                grad=lambda F, ins, y, g, approximation="none": [F.gelu_grad(g, ins[0], approximation=approximation)],
                namespace="nn",
                doc="Gaussian error linear unit x * Phi(x) (Phi: the standard normal CDF), exact or with the "
                    "tanh approximation"))
-register(OpDef("gelu_grad", ("g", "x"), _gelu_grad, params=_GELU_PARAM, dtype=_float_inputs, elementwise=True,
+register(OpDef("gelu_grad", ("g", "x"), zero_d(gelu_grad_values), params=_GELU_PARAM, dtype=_float_inputs, elementwise=True,
                writes_out=True, namespace="nn",
                doc="gelu's gradient: g * d gelu(x) / dx (no gradient of its own)"))
 register(OpDef("gelu_with_grad", ("x",), _gelu_with_grad, params=_GELU_PARAM, num_outputs=2,

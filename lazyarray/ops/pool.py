@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import jit
 from ..errors import ShapeError, fmt_shape
-from . import pool_jit
 from .conv import (
     check_nchw,
     check_pair_param,
@@ -57,7 +55,7 @@ def _extra(size, k, s, p, out):
     return max(0, (out - 1) * s + k - (size + 2 * p))
 
 
-def _layout(shape, kernel, stride, padding, ceil_mode):
+def window_layout(shape, kernel, stride, padding, ceil_mode):
     """(kernel, stride, padding, (Ho, Wo), extra) for an NCHW input of ``shape``."""
     k, s, p = _pool_geometry(kernel, stride, padding)
     out = tuple(_pool_dim(shape[2 + a], k[a], s[a], p[a], ceil_mode) for a in (0, 1))
@@ -92,7 +90,7 @@ def pool_workspace(x, dtype=None, kernel=(2, 2), stride=(0, 0), padding=(0, 0), 
     """The padded copy of the pooled input (or of its gradient)."""
     if len(x.shape) != 4 or None in x.shape[2:]:
         return []
-    _, _, pad, _, extra = _layout(x.shape, kernel, stride, padding, ceil_mode)
+    _, _, pad, _, extra = window_layout(x.shape, kernel, stride, padding, ceil_mode)
     if pad == (0, 0) and extra == (0, 0):
         return []
     return [("padded input", padded_shape(x.shape, pad, extra), x.dtype if dtype is None else dtype)]
@@ -174,14 +172,11 @@ def _fold_batch_last_tiles(xp, ufunc, x, kernel, out):
 def max_pool2d_kernel(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None):
     """An elementwise maximum over the kh * kw shifted, strided views of x: for small kernels
     this beats a reduction over a windows view several times. Windows that tile x exactly take
-    two flat passes (``_fold_tiles``). Compiled, one pass (``pool_jit.py``) where numba is installed."""
-    if xp is np and x.__class__ is np.ndarray and x.dtype.kind == "f" and jit.enabled():
-        res = pool_jit.max_pool(x, out, *jit_geometry(x, kernel, stride, padding, ceil_mode))
-        if res is not None:
-            return res
+    two flat passes (``_fold_tiles``): the reference kernel (the kernels layer's ``pool.py`` runs
+    one compiled pass where numba is installed)."""
     if _plain_tiles(x, kernel, stride, padding, ceil_mode):
         return _fold_tiles(xp, xp.maximum, x, kernel, out)
-    k, s, p, shape, extra = _layout(x.shape, kernel, stride, padding, ceil_mode)
+    k, s, p, shape, extra = window_layout(x.shape, kernel, stride, padding, ceil_mode)
     if _tiles(x, k, s, p, extra):
         return _fold_tiles(xp, xp.maximum, x, k, out)
     x = pad_nchw(xp, x, p, extra, _fill_min(x.dtype))
@@ -189,12 +184,12 @@ def max_pool2d_kernel(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_
 
 
 def jit_geometry(x, kernel, stride, padding, ceil_mode):
-    """(kernel, stride, leading padding, (Ho, Wo)) of a max pool for ``pool_jit.max_pool``: a 2 x 2
-    pool tiling x read off the parameters, anything else through ``_layout``."""
+    """(kernel, stride, leading padding, (Ho, Wo)) of a max pool for the compiled max pools (``kernels/pool_jit.py``): a 2 x 2
+    pool tiling x read off the parameters, anything else through ``window_layout``."""
     if not ceil_mode and padding == (0, 0) and kernel == (2, 2) and stride in ((0, 0), (2, 2)) \
             and x.shape[2] % 2 == 0 and x.shape[3] % 2 == 0:
         return (2, 2), (2, 2), (0, 0), (x.shape[2] // 2, x.shape[3] // 2)
-    k, s, p, shape, _ = _layout(x.shape, kernel, stride, padding, ceil_mode)
+    k, s, p, shape, _ = window_layout(x.shape, kernel, stride, padding, ceil_mode)
     return k, s, p, shape
 
 
@@ -219,13 +214,10 @@ register(OpDef("max_pool2d", ("x",), max_pool2d_kernel, params=POOL_PARAMS, shap
                doc="maximum over kh x kw windows of NCHW input (stride 0 = kernel size)"))
 
 
-def _max_pool2d_grad(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None):
-    """g routed to the first maximum of each window (ties go to the first, like argmax)."""
-    k, s, p, shape, extra = _layout(x.shape, kernel, stride, padding, ceil_mode)
-    if xp is np:
-        dx = pool_jit.max_pool_grad(g, x, k, s, p, out)  # (compiled, where numba is installed)
-        if dx is not None:
-            return dx
+def max_pool2d_grad_kernel(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None):
+    """g routed to the first maximum of each window (ties go to the first, like argmax): the
+    reference kernel (the kernels layer's ``pool.py`` runs one compiled pass where numba is installed)."""
+    k, s, p, shape, extra = window_layout(x.shape, kernel, stride, padding, ceil_mode)
     (kh, kw), (ph, pw) = k, p
     n, c, h, w = x.shape
     win = conv_windows(xp, x, k, s, p, _fill_min(x.dtype), extra=extra)
@@ -239,7 +231,7 @@ def _max_pool2d_grad(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), cei
     return xp.ascontiguousarray(dx[:, :, ph:ph + h, pw:pw + w])
 
 
-register(OpDef("max_pool2d_grad", ("g", "x"), _max_pool2d_grad, params=POOL_PARAMS, writes_out=True,
+register(OpDef("max_pool2d_grad", ("g", "x"), max_pool2d_grad_kernel, params=POOL_PARAMS, writes_out=True,
                shape=lambda shapes, **p: shapes[1], dtype=lambda dtypes, **p: dtypes[0], namespace="nn",
                workspace=lambda avals, **p: pool_workspace(avals[1], avals[0].dtype, **p),
                doc="max_pool2d's gradient: g scattered to each window's (first) maximum of x"))
@@ -265,7 +257,7 @@ def _divisor(xp, shape, k, s, p, out, extra, include_pad, dtype):
 
 def _avg_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, count_include_pad=True,
                 out=None):
-    k, s, p, shape, extra = _layout(x.shape, kernel, stride, padding, ceil_mode)
+    k, s, p, shape, extra = window_layout(x.shape, kernel, stride, padding, ceil_mode)
     scale = _divisor(xp, x.shape, k, s, p, shape, extra, count_include_pad, x.dtype)
     if _tiles(x, k, s, p, extra):
         res = _fold_tiles(xp, xp.add, x, k, out)
@@ -286,7 +278,7 @@ register(OpDef("avg_pool2d", ("x",), _avg_pool2d, params=_AVG_PARAMS, shape=pool
 def _avg_pool2d_grad(xp, g, like, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False,
                      count_include_pad=True, out=None):
     """g / window size spread evenly over each window's pixels."""
-    k, s, p, shape, extra = _layout(like.shape, kernel, stride, padding, ceil_mode)
+    k, s, p, shape, extra = window_layout(like.shape, kernel, stride, padding, ceil_mode)
     (ph, pw) = p
     n, c, h, w = like.shape
     scale = _divisor(xp, like.shape, k, s, p, shape, extra, count_include_pad, g.dtype)

@@ -18,32 +18,34 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import jit
 from ..errors import DTypeError
-from . import pool_jit
 from .elementwise import memory_order, relu_kernel
 from .norm import batch_norm_kernel, batch_norm_shape, bn_view, check_eps
 from .params import BOOL, FLOAT, Param
-from .pool import POOL_PARAMS, jit_geometry, max_pool2d_kernel, pool_shape, pool_workspace
+from .pool import POOL_PARAMS, max_pool2d_kernel, pool_shape, pool_workspace
 from .registry import OpDef, register
 
 
 def _bn_max_pool2d(xp, x, gamma, beta, mean, var, eps=1e-5, relu=False, kernel=(2, 2), stride=(0, 0),
                    padding=(0, 0), ceil_mode=False, out=None):
+    """The reference kernel: ``pooled_batch_norm`` with the reference pool and relu (the kernels
+    layer's ``pool.py`` runs one compiled pass where numba is installed)."""
     pool = {"kernel": kernel, "stride": stride, "padding": padding, "ceil_mode": ceil_mode}
-    if xp is np and x.__class__ is np.ndarray and jit.enabled():  # one compiled pass (pool_jit.py)
-        y = pool_jit.max_pool_norm(x, out, gamma, beta, mean, var, eps, relu,
-                                   *jit_geometry(x, kernel, stride, padding, ceil_mode))
-        if y is not None:
-            return y
+    return pooled_batch_norm(xp, x, gamma, beta, mean, var, eps, relu, pool, out)
+
+
+def pooled_batch_norm(xp, x, gamma, beta, mean, var, eps, relu, pool, out, max_pool=max_pool2d_kernel,
+                      relu_of=relu_kernel):
+    """Pooled first where every scale is >= 0, else the recorded order (see the module), with the
+    kernels ``max_pool(xp, x, out=, **pool)`` and ``relu_of(xp, x, out=)``."""
     scale = gamma / xp.sqrt(var + x.dtype.type(eps))  # (as ``batch_norm`` computes them)
     if not bool((scale >= 0).all()):  # (a NaN scale is not >= 0 either): the recorded order
         y = xp.maximum(x, 0) if relu else x
-        return max_pool2d_kernel(xp, batch_norm_kernel(xp, y, gamma, beta, mean, var, eps, axis=1), out=out, **pool)
+        return max_pool(xp, batch_norm_kernel(xp, y, gamma, beta, mean, var, eps, axis=1), out=out, **pool)
     shift = beta - mean * scale
-    y = max_pool2d_kernel(xp, x, out=out, **pool)
+    y = max_pool(xp, x, out=out, **pool)
     if relu:
-        relu_kernel(xp, y, out=y)
+        relu_of(xp, y, out=y)
     order = memory_order(y) if xp is np else None  # (walked in memory order: a batch-last buffer's
     m, axis = (y, 1) if order is None else (y.transpose(order), order.index(1))  # channels are long runs)
     m *= bn_view(scale.astype(y.dtype, copy=False), 4, axis)

@@ -9,7 +9,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray.executor.program import compile_program
-from lazyarray.ops.nn import dense_relu
+from lazyarray.kernels.dense import dense_relu
 from lazyarray.ops.registry import get
 
 S = la.sym

@@ -8,7 +8,8 @@ import pytest
 import lazyarray as la
 from lazyarray import jit, kernels, threads
 from lazyarray.kernels import dense as kdense
-from lazyarray.ops import dense_parallel, registry
+from lazyarray.kernels import dense_regions
+from lazyarray.ops import registry
 
 REFERENCE = registry.get("dense").kernel  # ops/nn.py: x @ weight.T + bias as one matmul
 RNG = np.random.default_rng(0)
@@ -40,7 +41,7 @@ def test_a_large_one_row_layer_takes_the_region_or_names_its_fallback():
     before = threads.num_threads()
     la.set_num_threads(2)
     try:
-        # (a shape no other test uses: dense_parallel keeps a plan per weight shape and thread count)
+        # (a shape no other test uses: dense_regions keeps a plan per weight shape and thread count)
         x, w, b = _f32(1, 776), _f32(520, 776), _f32(520)
         out = np.empty((1, 520), np.float32)
         assert kernels.choose("dense", np, x, w, b, out=out).impl.name == "region"
@@ -50,7 +51,7 @@ def test_a_large_one_row_layer_takes_the_region_or_names_its_fallback():
         # the region where it runs (numba, a thread-safe layer, BLAS's small calls serial), else
         # its fallback, and the label says which: the region itself declines exactly when gemv ran
         assert ran in ("region", "gemv")
-        assert dense_parallel.dense_row(x, w, np.empty_like(out)) is (ran == "region")
+        assert dense_regions.dense_row(x, w, np.empty_like(out)) is (ran == "region")
         if not jit.parallel_ready():
             assert ran == "gemv"
         np.testing.assert_allclose(y, REFERENCE(np, x, w, b), rtol=1e-5, atol=1e-4)

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 import lazyarray as la
+from lazyarray.kernels import conv_batch_last
 from lazyarray.kernels.conv2d import run_conv2d
-from lazyarray.ops import conv
+from lazyarray.ops import conv, scratch
 from ops.cases import _conv2d_ref
 
 
@@ -61,8 +62,8 @@ def test_small_images_of_a_batch_take_the_batch_last_layout(monkeypatch):
     im2col product; single images and larger outputs run per image. Both equal the reference,
     also for a non-contiguous input and mixed dtypes."""
     calls = []
-    real = conv._batch_last_conv
-    monkeypatch.setattr(conv, "_batch_last_conv", lambda *a: calls.append(a[1].shape) or real(*a))
+    real = conv_batch_last.batch_last_conv
+    monkeypatch.setattr(conv_batch_last, "batch_last_conv", lambda *a: calls.append(a[1].shape) or real(*a))
     rng = np.random.default_rng(4)
     for xs, expect in (((3, 4, 6, 6), True), ((1, 4, 6, 6), False), ((3, 4, 20, 20), False)):
         calls.clear()
@@ -147,7 +148,7 @@ def test_scratch_columns_never_leak_into_results():
         t.join()
     assert not errors
     assert conv.scratch(np, 0, (2, 3), np.float64).shape == (2, 3)
-    big = conv.scratch(np, 0, (conv.SCRATCH_MAX_BYTES // 4 + 1,), np.float32)  # over the limit: its own
+    big = scratch.scratch(np, 0, (scratch.SCRATCH_MAX_BYTES // 4 + 1,), np.float32)  # over the limit: its own
     assert big.base is None
 
 
@@ -179,14 +180,14 @@ def test_column_blocks_matmul_equals_one_product(m, k, n, blocks, monkeypatch):
     monkeypatch.setattr(np, "matmul", lambda *args, **kw: calls.append(args[1].shape) or real(*args, **kw))
     wide = np.full((m, n + 5), np.nan, np.float32)
     out = wide[:, 2:2 + n]  # rows strided: blocks write into a view of a larger buffer
-    assert conv._column_blocks_matmul(np, a, b, out) is out
+    assert conv_batch_last._column_blocks_matmul(np, a, b, out) is out
     assert len(calls) == blocks and sum(c[1] for c in calls) == n
-    assert all(c[1] * m * k <= conv.SMALL_PRODUCT for c in calls) or blocks == 1
+    assert all(c[1] * m * k <= conv_batch_last.SMALL_PRODUCT for c in calls) or blocks == 1
     np.testing.assert_allclose(out, real(a, b), rtol=1e-5, atol=1e-4)
     assert np.isnan(wide[:, :2]).all() and np.isnan(wide[:, 2 + n:]).all()
     calls.clear()
     out64 = np.empty((m, n))
-    conv._column_blocks_matmul(np, a.astype(np.float64), b.astype(np.float64), out64)
+    conv_batch_last._column_blocks_matmul(np, a.astype(np.float64), b.astype(np.float64), out64)
     assert len(calls) == 1  # other dtypes: one call
     np.testing.assert_allclose(out64, out, rtol=1e-5, atol=1e-4)
 
@@ -205,11 +206,11 @@ def test_batch_last_views_follow_their_scratch_buffers():
             for xs, ks, p in cases]
     refs = [_conv2d_ref(x, k, **p) for x, k, p in data]
     seen = []
-    real = conv.im2col_views
+    real = conv_batch_last.im2col_views
     for _ in range(3):
         for (x, k, p), ref in zip(data, refs):
             with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(conv, "im2col_views", lambda *a: seen.append(a[1]) or real(*a))
+                mp.setattr(conv_batch_last, "im2col_views", lambda *a: seen.append(a[1]) or real(*a))
                 got = run_conv2d(np, _stored_batch_last(x), k, **p)
             np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
     assert len(seen) == 3 * len(cases)  # every call took the batch-last path

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
+from lazyarray.kernels import gelu as kgelu
 from lazyarray.ops import norm as norm_ops
 from lazyarray.ops.norm import erf, erf_fn
 
@@ -131,22 +132,22 @@ def test_large_gelu_kernels_run_by_chunks_with_the_same_values(approximation, mo
     also into a given out= buffer that is one of the inputs (as in a fused group)."""
     x = np.random.default_rng(4).standard_normal((300, 1000)).astype(np.float32) * 3
     g = np.random.default_rng(5).standard_normal((300, 1000)).astype(np.float32)
-    assert x.size > 4 * norm_ops.CHUNK_ELEMENTS
-    y = norm_ops._gelu(np, x, approximation=approximation)
+    assert x.size > 4 * kgelu.CHUNK_ELEMENTS
+    y = kgelu.run_gelu(np, x, approximation=approximation)
     np.testing.assert_allclose(y, gelu_ref(x.astype(np.float64), approximation), rtol=2e-6, atol=3e-6)
-    d = norm_ops._gelu_grad(np, g, x, approximation=approximation)
-    both = norm_ops._gelu_with_grad(np, x, approximation=approximation)
+    d = kgelu.run_gelu_grad(np, g, x, approximation=approximation)
+    both = kgelu.run_with_grad(np, x, approximation=approximation)
     # the value and slope from one pass are those of gelu and gelu_grad (the same operations)
     np.testing.assert_array_equal(both[0], y)
     np.testing.assert_array_equal(both[1] * g, d)
-    monkeypatch.setattr(norm_ops, "CHUNK_ELEMENTS", 10 ** 9)  # the whole-array path, for reference
-    np.testing.assert_allclose(d, norm_ops._gelu_grad(np, g, x, approximation=approximation), rtol=1e-6, atol=1e-7)
-    whole = norm_ops._gelu_with_grad(np, x, approximation=approximation)
+    monkeypatch.setattr(kgelu, "CHUNK_ELEMENTS", 10 ** 9)  # the whole-array path, for reference
+    np.testing.assert_allclose(d, kgelu.run_gelu_grad(np, g, x, approximation=approximation), rtol=1e-6, atol=1e-7)
+    whole = kgelu.run_with_grad(np, x, approximation=approximation)
     np.testing.assert_allclose(both[0], whole[0], rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(both[1], whole[1], rtol=1e-6, atol=1e-7)
     monkeypatch.undo()
     x2 = x.copy()
-    norm_ops._gelu(np, x2, approximation=approximation, out=x2)
+    kgelu.run_gelu(np, x2, approximation=approximation, out=x2)
     np.testing.assert_array_equal(x2, y)
 
 

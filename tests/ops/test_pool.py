@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lazyarray.kernels.pool import run_max_pool2d
 from lazyarray.ops import pool
 
 # every test twice: the NumPy kernels and the compiled max pools (pool_jit.py)
@@ -12,9 +13,9 @@ pytestmark = pytest.mark.usefixtures("kernel_path")
 
 
 @pytest.mark.parametrize("kernel,params", [
-    (pool.max_pool2d_kernel, {"kernel": (2, 2)}),
-    (pool.max_pool2d_kernel, {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1), "ceil_mode": True}),
-    (pool.max_pool2d_kernel, {"kernel": (1, 1)}),  # one tap: a copy
+    (run_max_pool2d, {"kernel": (2, 2)}),
+    (run_max_pool2d, {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1), "ceil_mode": True}),
+    (run_max_pool2d, {"kernel": (1, 1)}),  # one tap: a copy
     (pool._avg_pool2d, {"kernel": (2, 2)}),
     (pool._avg_pool2d, {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1), "count_include_pad": False}),
 ], ids=["max2", "max3-s2-p1-ceil", "max1", "avg2", "avg3-exclude-pad"])
@@ -41,7 +42,7 @@ def test_tiling_windows_match_the_reference(which, kernel, shape, dtype):
     x = np.random.default_rng(1).standard_normal(shape).astype(dtype)
     params = {"kernel": kernel, "stride": kernel}
     assert pool._tiles(x, kernel, kernel, (0, 0), (0, 0))
-    fn, ref = (pool.max_pool2d_kernel, _max_pool2d_ref) if which == "max" else (pool._avg_pool2d, _avg_pool2d_ref)
+    fn, ref = (run_max_pool2d, _max_pool2d_ref) if which == "max" else (pool._avg_pool2d, _avg_pool2d_ref)
     expected = ref(x, **params)
     got = fn(np, x, **params)
     assert got.shape == expected.shape and got.dtype == x.dtype
@@ -59,15 +60,15 @@ def test_tiling_max_pool_of_integers_and_of_a_view():
     from ops.cases import _max_pool2d_ref
     rng = np.random.default_rng(2)
     xi = rng.integers(-50, 50, (2, 3, 6, 4)).astype(np.int32)
-    got = pool.max_pool2d_kernel(np, xi)
+    got = run_max_pool2d(np, xi)
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, _max_pool2d_ref(xi.astype(np.float64)))
     view = rng.standard_normal((2, 6, 4, 3)).astype(np.float32).transpose(0, 3, 1, 2)  # NCHW, not contiguous
     assert not pool._tiles(view, (2, 2), (2, 2), (0, 0), (0, 0))  # the tap views instead
-    np.testing.assert_array_equal(pool.max_pool2d_kernel(np, view), _max_pool2d_ref(view))
+    np.testing.assert_array_equal(run_max_pool2d(np, view), _max_pool2d_ref(view))
     remainder = rng.standard_normal((1, 2, 5, 4)).astype(np.float32)  # a row left over: not a tiling
     assert not pool._tiles(remainder, (2, 2), (2, 2), (0, 0), (0, 0))
-    np.testing.assert_array_equal(pool.max_pool2d_kernel(np, remainder), _max_pool2d_ref(remainder))
+    np.testing.assert_array_equal(run_max_pool2d(np, remainder), _max_pool2d_ref(remainder))
 
 
 def _stored_batch_last(a):
@@ -86,7 +87,7 @@ def test_tiling_windows_of_batch_last_arrays(which, where, kernel, shape):
     x = np.random.default_rng(3).standard_normal((max(shape[0], 2),) + shape[1:]).astype("float32")
     xb = _stored_batch_last(x)
     assert _batch_last(xb) and pool._tiles(xb, kernel, kernel, (0, 0), (0, 0))
-    fn, ref = (pool.max_pool2d_kernel, _max_pool2d_ref) if which == "max" else (pool._avg_pool2d, _avg_pool2d_ref)
+    fn, ref = (run_max_pool2d, _max_pool2d_ref) if which == "max" else (pool._avg_pool2d, _avg_pool2d_ref)
     params = {"kernel": kernel, "stride": kernel}
     expected = ref(x, **params)
     np.testing.assert_allclose(fn(np, xb, **params), expected, rtol=1e-6, atol=1e-6)

@@ -11,7 +11,7 @@ from lazyarray import blocks as B
 from lazyarray.graph.passes.pool_before_batch_norm import pool_before_batch_norm
 
 RNG = np.random.default_rng(0)
-# every test twice: the NumPy kernels and the compiled one pass (ops/pool_jit.py)
+# every test twice: the NumPy kernels and the compiled one pass (kernels/pool_jit.py)
 pytestmark = pytest.mark.usefixtures("kernel_path")
 
 

@@ -1,4 +1,4 @@
-"""Winograd F(4x4, 3x3) convolution (lazyarray/ops/winograd4.py): transforms derived exactly from
+"""Winograd F(4x4, 3x3) convolution (lazyarray/kernels/winograd4.py): transforms derived exactly from
 their points, values equal to the direct convolution (the loop reference of tests/ops/cases.py)
 at every output size (cropped tiles), padding, bias, dtype, chunking and thread split, float32
 error within a bound of im2col's on ResNet-18's layers, and chosen where it measured fastest."""
@@ -9,12 +9,12 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from ops.cases import _conv2d_ref
 
 import lazyarray as la
 from lazyarray import threads
+from lazyarray.kernels import winograd2, winograd4
 from lazyarray.kernels.conv2d import run_conv2d
-from lazyarray.ops import conv, winograd4
-from ops.cases import _conv2d_ref
 
 
 def _exact_correlation(points, m, r, rng):
@@ -192,9 +192,9 @@ def test_conv2d_runs_the_chosen_tile_and_writes_out(monkeypatch):
     """conv2d calls F(4, 3) where ``winograd_tile`` says 4 (into planned and strided ``out``,
     eagerly and in a graph), and F(2, 3) under ``LAZYARRAY_WINOGRAD=2``."""
     calls = []
-    for name in ("winograd4_conv2d", "winograd_conv2d"):
-        real = getattr(conv, name)
-        monkeypatch.setattr(conv, name, lambda *a, real=real, name=name, **kw: calls.append(name) or real(*a, **kw))
+    for mod, name in ((winograd4, "winograd4_conv2d"), (winograd2, "winograd_conv2d")):
+        real = getattr(mod, name)
+        monkeypatch.setattr(mod, name, lambda *a, real=real, name=name, **kw: calls.append(name) or real(*a, **kw))
     monkeypatch.setattr(la.config, "winograd4_min_channels", 1)
     monkeypatch.setattr(la.config, "winograd4_min_pixels", 1)
     monkeypatch.setattr(la.config, "winograd4_cached_min_pixels", 1)
@@ -242,8 +242,8 @@ def test_resnet18_on_winograd4_equals_onnxruntime_at_the_onnx_tests_tolerance(mo
     ort = pytest.importorskip("onnxruntime")
     monkeypatch.setattr(la.config, "winograd_max_tile", 4)
     calls = []
-    real = conv.winograd4_conv2d
-    monkeypatch.setattr(conv, "winograd4_conv2d", lambda *a, **kw: calls.append(a[1].shape) or real(*a, **kw))
+    real = winograd4.winograd4_conv2d
+    monkeypatch.setattr(winograd4, "winograd4_conv2d", lambda *a, **kw: calls.append(a[1].shape) or real(*a, **kw))
     net = la.blocks.models.resnet18(classes=10, thumbnail=True)
     net.initialize()
     net.hybridize()

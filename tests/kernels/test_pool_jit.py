@@ -1,4 +1,4 @@
-"""ops/pool_jit.py: the compiled max pools return the NumPy path's values for every layout, window
+"""kernels/pool_jit.py: the compiled max pools return the NumPy path's values for every layout, window
 geometry and special value, and decline (None) what they do not cover."""
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.ops import pool_jit
-from lazyarray.ops.pool import max_pool2d_kernel
-from lazyarray.ops.pool_norm import _bn_max_pool2d
+from lazyarray.kernels import pool_jit
+from lazyarray.kernels.pool import run_max_pool2d, run_max_pool2d_grad, run_norm
 
 pytest.importorskip("numba")
 
@@ -43,7 +42,7 @@ def test_max_pool_equals_the_numpy_path(both_paths, geometry, layout, dtype):
     kernel, stride, padding, ceil = geometry
     for shape in [(3, 4, 8, 10), (2, 3, 7, 9)]:
         x = _stored(_special(np.random.default_rng(0).standard_normal(shape).astype(dtype)), layout)
-        got, want = both_paths(lambda x=x: max_pool2d_kernel(np, x, kernel, stride, padding, ceil))
+        got, want = both_paths(lambda x=x: run_max_pool2d(np, x, kernel, stride, padding, ceil))
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got, want)
         if layout == "batch-last":  # a result stored like its input, as the NumPy path's
@@ -55,10 +54,10 @@ def test_max_pool_equals_the_numpy_path(both_paths, geometry, layout, dtype):
 def test_max_pool_writes_into_a_planned_buffer_of_any_layout(monkeypatch, in_layout, out_layout):
     x = _stored(_special(np.random.default_rng(1).standard_normal((4, 3, 6, 8)).astype("float32")), in_layout)
     monkeypatch.setattr(la.config, "jit", False)
-    want = max_pool2d_kernel(np, x)
+    want = run_max_pool2d(np, x)
     monkeypatch.setattr(la.config, "jit", True)
     out = _stored(np.full(want.shape, 7.0, np.float32), out_layout)
-    assert max_pool2d_kernel(np, x, out=out) is out
+    assert run_max_pool2d(np, x, out=out) is out
     np.testing.assert_array_equal(out, want)
 
 
@@ -73,7 +72,7 @@ def test_pooled_batch_norm_equals_the_numpy_path(both_paths, geometry, layout, r
     gamma = np.array([0.5, 0.0, 2.0, 1e-3], dtype)  # a zero scale: still >= 0
     beta, mean = rng.standard_normal(4).astype(dtype), rng.standard_normal(4).astype(dtype)
     var = (rng.random(4) + 0.1).astype(dtype)
-    got, want = both_paths(lambda: _bn_max_pool2d(np, x, gamma, beta, mean, var, 1e-3, relu,
+    got, want = both_paths(lambda: run_norm(np, x, gamma, beta, mean, var, 1e-3, relu,
                                                              kernel, stride, padding, ceil))
     np.testing.assert_array_equal(got, want)
     assert pool_jit.max_pool_norm(x, None, gamma, beta, mean, var, 1e-3, relu, kernel, stride, padding,
@@ -87,7 +86,7 @@ def test_a_scale_not_at_least_zero_declines_and_the_numpy_path_runs_the_recorded
     stats = [np.asarray(gamma, "float32")] + [rng.random(3).astype("float32") + 0.1 for _ in range(3)]
     monkeypatch.setattr(la.config, "jit", True)
     assert pool_jit.max_pool_norm(x, None, *stats, 1e-5, True, (2, 2), (2, 2), (0, 0), (3, 3)) is None
-    got, want = both_paths(lambda: _bn_max_pool2d(np, x, *stats, 1e-5, True))
+    got, want = both_paths(lambda: run_norm(np, x, *stats, 1e-5, True))
     np.testing.assert_array_equal(got, want)
 
 
@@ -107,7 +106,7 @@ def test_what_the_compiled_pools_do_not_cover_is_declined(monkeypatch):
 
 def test_integer_pools_keep_the_numpy_path(both_paths):
     x = np.random.default_rng(4).integers(-9, 9, (2, 3, 6, 6)).astype("int32")
-    got, want = both_paths(lambda: max_pool2d_kernel(np, x))
+    got, want = both_paths(lambda: run_max_pool2d(np, x))
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, want)
 
@@ -120,7 +119,7 @@ def test_every_window_of_random_geometries(both_paths):
             continue
         for ceil in (False, True):
             x = _special(rng.standard_normal((2, 2, 7, 8)).astype("float32"))
-            got, want = both_paths(lambda x=x, k=k, s=s, p=p, ceil=ceil: max_pool2d_kernel(np, x, k, s, p, ceil))
+            got, want = both_paths(lambda x=x, k=k, s=s, p=p, ceil=ceil: run_max_pool2d(np, x, k, s, p, ceil))
             np.testing.assert_array_equal(got, want)
 
 
@@ -129,16 +128,15 @@ def test_every_window_of_random_geometries(both_paths):
 def test_max_pool_gradient_equals_the_numpy_path_bit_for_bit(both_paths, monkeypatch, geometry, dtype):
     """Each window's first maximum (a NaN first, ties to the first tap, a window of -inf onto its
     padding) and the same sums for overlapping windows: equal bits."""
-    from lazyarray.ops.pool import _max_pool2d_grad
     kernel, stride, padding, ceil = geometry
     rng = np.random.default_rng(6)
     x = _special(rng.standard_normal((3, 4, 8, 10)).astype(dtype))
     x[1, 1, :, :3] = 0.5  # ties
     x[2, 2] = np.round(x[2, 2])  # more ties
     monkeypatch.setattr(la.config, "jit", False)
-    y = max_pool2d_kernel(np, x, kernel, stride, padding, ceil)
+    y = run_max_pool2d(np, x, kernel, stride, padding, ceil)
     g = rng.standard_normal(y.shape).astype(dtype)
-    got, want = both_paths(lambda: _max_pool2d_grad(np, g, x, kernel, stride, padding, ceil))
+    got, want = both_paths(lambda: run_max_pool2d_grad(np, g, x, kernel, stride, padding, ceil))
     assert got.dtype == want.dtype and got.shape == x.shape
     np.testing.assert_array_equal(got, want)
     assert pool_jit.max_pool_grad(g, x, kernel, stride if stride != (0, 0) else kernel, padding) is not None
@@ -147,17 +145,16 @@ def test_max_pool_gradient_equals_the_numpy_path_bit_for_bit(both_paths, monkeyp
 
 @pytest.mark.parametrize("geometry", [GEOMETRIES[0], GEOMETRIES[2]], ids=["tiles", "k3-s2-p1-ceil"])
 def test_max_pool_gradient_writes_the_planned_buffer_on_both_paths(monkeypatch, geometry):
-    from lazyarray.ops.pool import _max_pool2d_grad
     kernel, stride, padding, ceil = geometry
     rng = np.random.default_rng(8)
     x = _special(rng.standard_normal((3, 4, 8, 10)).astype("float32"))
     monkeypatch.setattr(la.config, "jit", False)
-    g = rng.standard_normal(max_pool2d_kernel(np, x, kernel, stride, padding, ceil).shape).astype("float32")
-    want = _max_pool2d_grad(np, g, x, kernel, stride, padding, ceil)
+    g = rng.standard_normal(run_max_pool2d(np, x, kernel, stride, padding, ceil).shape).astype("float32")
+    want = run_max_pool2d_grad(np, g, x, kernel, stride, padding, ceil)
     for on in (False, True):
         monkeypatch.setattr(la.config, "jit", on)
         out = np.full(x.shape, 7.0, np.float32)  # (stale values: every one must be written)
-        assert _max_pool2d_grad(np, g, x, kernel, stride, padding, ceil, out=out) is out
+        assert run_max_pool2d_grad(np, g, x, kernel, stride, padding, ceil, out=out) is out
         np.testing.assert_array_equal(out, want)
     monkeypatch.setattr(la.config, "jit", True)
     assert pool_jit.max_pool_grad(g, x, kernel, stride if stride != (0, 0) else kernel, padding, out=x) is None

@@ -1,6 +1,6 @@
 """Compiled window copies for convolutions (``jit.compiled``): the copies around their products.
 
-* ``im2col`` (``conv._batch_last_conv`` and ``conv2d_weight_grad``): NumPy builds a small batch's columns in three copies:
+* ``im2col`` (``conv_batch_last.batch_last_conv`` and ``conv2d_weight_grad``): NumPy builds a small batch's columns in three copies:
   zero a padded (C, H + 2p, W + 2p, N) scratch, copy the image into its interior, then copy
   every tap's strided view into the (C, kh, kw, Ho, Wo, N) columns. One loop writes each column
   row straight from the image, zeros where a tap falls in the padding.
@@ -23,7 +23,7 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 def _im2col_batch_last(mem, cols, sh, sw, ph, pw, dh, dw, zero, p0, p1):
     """mem (C, H, W, N) -> cols (C, kh, kw, Ho, Wo, N) for the output pixels p0 <= i * Wo + j < p1:
     cols[c, a, b, i, j] = mem[c, r, q] with r = i * sh - ph + a * dh and q = j * sw - pw + b * dw,
-    zero outside the image (``conv_parallel`` fills its blocks of pixels with it)."""
+    zero outside the image (``conv_regions`` fills its blocks of pixels with it)."""
     c_n, h_n, w_n, n_n = mem.shape
     kh, kw, wo_n = cols.shape[1], cols.shape[2], cols.shape[4]
     for c in range(c_n):

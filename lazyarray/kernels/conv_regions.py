@@ -1,4 +1,4 @@
-"""A batch of small images convolved in one compiled parallel region (``conv._parallel_conv``).
+"""A batch of small images convolved in one compiled parallel region (``conv_batch_last.conv2d_region``).
 
 The demo CNN at batch 64 is two convolutions of about 0.7 and 2.7 M multiply-adds, 20-60 us
 of products each. Splitting one over a Python thread pool costs more than it saves: waking a

@@ -1,4 +1,5 @@
-"""The row-chunked (threaded) softmax / log_softmax kernels for large arrays equal the plain ones."""
+"""The row-chunked (threaded) softmax / log_softmax kernels for large arrays (lazyarray/kernels/softmax.py)
+equal the plain ones."""
 from __future__ import annotations
 
 import os
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.ops import nn as nn_ops
+from lazyarray.kernels import softmax as ksoftmax
 
 
 def _ref_softmax(x):
@@ -21,7 +22,7 @@ def _ref_softmax(x):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_large_softmax_runs_by_rows_and_equals_numpy(shape, dtype, n_threads):
     x = (np.random.default_rng(0).standard_normal(shape) * 4).astype(dtype)
-    assert nn_ops._by_rows(np, x, -1)
+    assert ksoftmax.by_rows(np, x, -1)
     la.set_num_threads(n_threads)
     try:
         got = la.nn.softmax(la.array(x)).asnumpy()
@@ -35,8 +36,8 @@ def test_large_softmax_runs_by_rows_and_equals_numpy(shape, dtype, n_threads):
 
 
 def test_small_or_other_axis_takes_the_plain_kernel():
-    assert not nn_ops._by_rows(np, np.zeros((10, 10), "float32"), -1)
-    assert not nn_ops._by_rows(np, np.zeros((1000, 1000), "float32"), 0)
+    assert not ksoftmax.by_rows(np, np.zeros((10, 10), "float32"), -1)
+    assert not ksoftmax.by_rows(np, np.zeros((1000, 1000), "float32"), 0)
     x = np.random.default_rng(1).standard_normal((1000, 600)).astype("float32")
     got = la.nn.softmax(la.array(x), axis=0).asnumpy()
     np.testing.assert_allclose(got, _ref_softmax(x.T).T, rtol=1e-5, atol=1e-8)

@@ -45,7 +45,7 @@ SERIAL_ANYWAY_FLOPS = 2 * 65536 * 4
 # OpenBLAS multiplies float32 products of at most this many multiply-adds (m * n * k) with its
 # "small matrix" kernels (no packing, one thread) on the cores that have them (SkylakeX and later).
 SMALL_PRODUCT = 100 ** 3
-# A compiled parallel region's product (conv_parallel.py, dense_parallel.py) is cut into at least
+# A compiled parallel region's product (conv_regions.py, dense_regions.py) is cut into at least
 # this many blocks per thread (a thread's operands then stay in its cache: the demo CNN's first conv
 # on 2 threads took 23 us in 4 blocks, 33-43 in 2)
 BLOCKS_PER_THREAD = 2
@@ -120,7 +120,7 @@ def small_calls_serial() -> bool:
 
 # The probe multiplies for at least this long: Linux adds another running thread's CPU time to the
 # process clock at its scheduler ticks (4-10 ms), so over the 0.85 ms of 20 products a thread hashing
-# without the GIL the whole time added nothing (tests/ops/test_blas_threads.py)
+# without the GIL the whole time added nothing (tests/kernels/test_blas_threads.py)
 PROBE_SECONDS = 0.03
 
 

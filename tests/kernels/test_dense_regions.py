@@ -1,4 +1,4 @@
-"""ops/dense_parallel.py: a one-row dense layer split over threads by output units gives the serial
+"""kernels/dense_regions.py: a one-row dense layer split over threads by output units gives the serial
 product's values (to rounding) for any unit count, covers the layers it promises, and declines the
 rest (which the serial product then computes)."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 import lazyarray as la
 from lazyarray import blocks as B
 from lazyarray import threads
+from lazyarray.kernels import blas_threads, dense_regions
 from lazyarray.kernels.dense import run_dense as _dense
-from lazyarray.ops import blas_threads, dense_parallel
 
 pytest.importorskip("numba")
 pytest.importorskip("threadpoolctl")
@@ -25,8 +25,8 @@ def _restore():
 @pytest.fixture
 def spy(monkeypatch):
     calls = []
-    real = dense_parallel.dense_row
-    monkeypatch.setattr(dense_parallel, "dense_row", lambda *a: calls.append(a[1].shape) or real(*a))
+    real = dense_regions.dense_row
+    monkeypatch.setattr(dense_regions, "dense_row", lambda *a: calls.append(a[1].shape) or real(*a))
     return calls
 
 
@@ -74,18 +74,18 @@ def test_declines_what_it_does_not_cover(monkeypatch, case):
     if case == "pool thread":
         monkeypatch.setattr(threads, "in_pool", lambda: True)
     if case == "big blocks":
-        monkeypatch.setattr(dense_parallel, "SMALL_PRODUCT", k // 2)  # (no block of one unit is small)
+        monkeypatch.setattr(dense_regions, "SMALL_PRODUCT", k // 2)  # (no block of one unit is small)
     if case == "probe says no":
-        monkeypatch.setattr(dense_parallel, "small_calls_serial", lambda: False)
+        monkeypatch.setattr(dense_regions, "small_calls_serial", lambda: False)
     if case == "switched off":
         monkeypatch.setattr(la.config, "dense_region", False)
-    monkeypatch.setattr(dense_parallel, "_PLANS", {})
+    monkeypatch.setattr(dense_regions, "_PLANS", {})
     out = np.empty((1, units), x.dtype)
     if case != "small weight":
-        assert not dense_parallel.dense_row(x, w, out)
+        assert not dense_regions.dense_row(x, w, out)
     calls = []
-    real = dense_parallel.dense_row
-    monkeypatch.setattr(dense_parallel, "dense_row", lambda *a: calls.append(real(*a)) or calls[-1])
+    real = dense_regions.dense_row
+    monkeypatch.setattr(dense_regions, "dense_row", lambda *a: calls.append(real(*a)) or calls[-1])
     got = _dense(np, x, w, b, out=out)
     # (a small weight: the caller does not even ask; the others: asked, and declined)
     assert calls == ([] if case == "small weight" else [False])

@@ -1,17 +1,18 @@
-"""Winograd F(2x2, 3x3) convolution (lazyarray/ops/winograd.py): equal to the direct convolution
+"""Winograd F(2x2, 3x3) convolution (lazyarray/kernels/winograd2.py): equal to the direct convolution
 (the loop reference of tests/ops/cases.py) wherever conv2d chooses it, and chosen only where it
 applies (3x3, stride 1, even output, enough channels and pixels)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from ops.cases import _conv2d_ref
 
 import lazyarray as la
 from lazyarray import blocks as B
 from lazyarray.kernels import conv2d as kernels_conv2d
+from lazyarray.kernels import winograd2, winograd4
 from lazyarray.kernels.conv2d import run_conv2d
-from lazyarray.ops import conv, derived, winograd, winograd4
-from ops.cases import _conv2d_ref
+from lazyarray.ops import derived
 
 
 @pytest.fixture
@@ -29,7 +30,7 @@ def test_winograd_equals_the_direct_convolution(n, c, h, w, o, pad, dtype):
     rng = np.random.default_rng(n * 100 + c * 10 + h)
     x = rng.standard_normal((n, c, h, w)).astype(dtype)
     k = rng.standard_normal((o, c, 3, 3)).astype(dtype)
-    got = winograd.winograd_conv2d(np, x, k, (pad, pad))
+    got = winograd2.winograd_conv2d(np, x, k, (pad, pad))
     assert got.dtype == dtype and got.shape == (n, o, h + 2 * pad - 2, w + 2 * pad - 2)
     tol = 1e-5 if dtype == "float32" else 1e-12
     np.testing.assert_allclose(got, _conv2d_ref(x, k, padding=(pad, pad)), rtol=tol, atol=tol)
@@ -37,8 +38,8 @@ def test_winograd_equals_the_direct_convolution(n, c, h, w, o, pad, dtype):
 
 def test_conv2d_uses_winograd_where_chosen_and_writes_out(always, monkeypatch):
     calls = []
-    real = winograd.winograd_conv2d
-    monkeypatch.setattr(conv, "winograd_conv2d", lambda *a, **kw: calls.append(a[1].shape) or real(*a, **kw))
+    real = winograd2.winograd_conv2d
+    monkeypatch.setattr(winograd2, "winograd_conv2d", lambda *a, **kw: calls.append(a[1].shape) or real(*a, **kw))
     rng = np.random.default_rng(0)
     x, k, b = (rng.standard_normal(s).astype("float32") for s in ((2, 3, 6, 6), (4, 3, 3, 3), (4,)))
     out = np.full((2, 4, 6, 6), np.nan, np.float32)
@@ -75,7 +76,7 @@ def test_winograd_is_chosen_only_where_it_applies_and_pays(x, k, params, expecte
     (sh, sw), (ph, pw), (dh, dw) = p["stride"], p["padding"], p["dilation"]
     ho = (x[2] + 2 * ph - (k[2] - 1) * dh - 1) // sh + 1
     wo = (x[3] + 2 * pw - (k[3] - 1) * dw - 1) // sw + 1
-    assert winograd.use_winograd(x, k, p["stride"], p["padding"], p["dilation"], p["groups"], ho, wo) is expected
+    assert winograd2.use_winograd(x, k, p["stride"], p["padding"], p["dilation"], p["groups"], ho, wo) is expected
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 3, 5, None])
@@ -87,7 +88,7 @@ def test_chunks_of_images_give_the_same_result(chunk):
     k = rng.standard_normal((4, 3, 3, 3)).astype("float32")
     out = np.full((5, 4, 6, 4), np.nan, np.float32)
     b = rng.standard_normal(4).astype("float32")
-    got = winograd.winograd_conv2d(np, x, k, (1, 1), out=out, chunk=chunk, bias=b)
+    got = winograd2.winograd_conv2d(np, x, k, (1, 1), out=out, chunk=chunk, bias=b)
     assert got is out
     np.testing.assert_allclose(out, _conv2d_ref(x, k, b, padding=(1, 1)), rtol=1e-5, atol=1e-5)
 
@@ -101,15 +102,15 @@ def test_chunks_of_images_give_the_same_result(chunk):
     ((8, 4096, 64, 64), 1024, 1),  # one image larger than a chunk: one at a time
 ])
 def test_chunk_size_keeps_the_input_in_cache_yet_the_products_tall(shape, tiles, expected):
-    assert winograd.chunk_images(*shape, tiles) == expected
+    assert winograd2.chunk_images(*shape, tiles) == expected
 
 
 def test_large_batch_is_chosen_and_chunked_by_conv2d(monkeypatch):
     """ResNet's first stage at batch 64 takes Winograd, in chunks, and matches the reference."""
     sizes = []
-    real = winograd._chunk
-    monkeypatch.setattr(winograd, "_chunk", lambda xp, x, *a: sizes.append(x.shape[0]) or real(xp, x, *a))
-    monkeypatch.setattr(winograd, "CHUNK_BYTES", 2 * 64 * 8 * 8 * 4)  # two images per chunk
+    real = winograd2._chunk
+    monkeypatch.setattr(winograd2, "_chunk", lambda xp, x, *a: sizes.append(x.shape[0]) or real(xp, x, *a))
+    monkeypatch.setattr(winograd2, "CHUNK_BYTES", 2 * 64 * 8 * 8 * 4)  # two images per chunk
     monkeypatch.setattr(la.config, "winograd_max_tile", 2)  # (F(2, 3) at the second call too, its kernels kept)
     rng = np.random.default_rng(1)
     x = rng.standard_normal((5, 64, 8, 8)).astype("float32")
@@ -117,7 +118,7 @@ def test_large_batch_is_chosen_and_chunked_by_conv2d(monkeypatch):
     b = rng.standard_normal(64).astype("float32")
     y = run_conv2d(np, x, k, b, padding=(1, 1))
     assert sizes == [5]  # 16 tiles per image: MIN_CHUNK_TILES wants all five
-    monkeypatch.setattr(winograd, "MIN_CHUNK_TILES", 1)
+    monkeypatch.setattr(winograd2, "MIN_CHUNK_TILES", 1)
     sizes.clear()
     y2 = run_conv2d(np, x, k, b, padding=(1, 1))
     assert sizes == [2, 2, 1]
@@ -133,14 +134,14 @@ def test_large_planes_are_copied_in_channel_blocks_with_the_same_result(shape, d
     time (a last, shorter block when the channels do not divide)."""
     rng = np.random.default_rng(shape[1])
     x = rng.standard_normal(shape).astype(dtype)
-    assert shape[2] * shape[3] * x.itemsize >= winograd.ALIASING_BYTES  # (the blocked copy)
+    assert shape[2] * shape[3] * x.itemsize >= winograd2.ALIASING_BYTES  # (the blocked copy)
     k = rng.standard_normal((4, shape[1], 3, 3)).astype(dtype)
-    got = winograd.winograd_conv2d(np, x, k, (pad, pad))
+    got = winograd2.winograd_conv2d(np, x, k, (pad, pad))
     tol = 1e-4 if dtype == "float32" else 1e-11
     np.testing.assert_allclose(got, _conv2d_ref(x, k, padding=(pad, pad)), rtol=tol, atol=tol)
 
 
-# -- the transformed kernels kept while the weight is unchanged (winograd.kernels, ops/derived.py) --------
+# -- the transformed kernels kept while the weight is unchanged (winograd2.kernels, ops/derived.py) --------
 @pytest.fixture
 def tile_of(monkeypatch):
     """conv2d takes F(tile, 3) for every 3x3 stride-1 layer with an even output; the kept kernels
@@ -155,7 +156,7 @@ def tile_of(monkeypatch):
             monkeypatch.setattr(la.config, "winograd_max_tile", 2)
         else:
             monkeypatch.setattr(la.config, "winograd_max_tile", 4)
-        return winograd.kernels_name(tile)
+        return winograd2.kernels_name(tile)
 
     yield choose
     derived.clear()
@@ -164,7 +165,7 @@ def tile_of(monkeypatch):
 @pytest.mark.parametrize("tile", [2, 4])
 def test_kernels_are_transformed_once_the_weight_holds_still(tile_of, monkeypatch, tile):
     name = tile_of(tile)
-    mod = winograd if tile == 2 else winograd4
+    mod = winograd2 if tile == 2 else winograd4
     made = []
     real = mod._kernel_tiles
     monkeypatch.setattr(mod, "_kernel_tiles", lambda *a: made.append(1) or real(*a))

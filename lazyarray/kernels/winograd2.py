@@ -22,9 +22,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import threads as thread_pool  # (the module, looked up at each call: tests replace its functions)
+from ..ops.derived import derived
+from ..ops.scratch import scratch
 from ..tuning_table import current
-from .derived import derived
-from .scratch import scratch
 
 # G (4 x 3): the kernel transform of F(2, 3); kron(G, G) maps a flattened 3x3 kernel to its 16
 # transformed values in one product over all (O, C) pairs.

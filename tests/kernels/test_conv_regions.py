@@ -1,4 +1,4 @@
-"""ops/conv_parallel.py: a small batch-last convolution in one compiled parallel region gives the
+"""kernels/conv_regions.py: a small batch-last convolution in one compiled parallel region gives the
 serial kernel's values (to rounding) for every geometry, layout, dtype and thread count, cuts its
 pixels into the blocks it promises, and declines what it does not cover."""
 from __future__ import annotations
@@ -10,8 +10,9 @@ import pytest
 
 import lazyarray as la
 from lazyarray import jit
+from lazyarray.kernels import blas_gemm, blas_threads, conv_batch_last, conv_regions
 from lazyarray.kernels.conv2d import run_conv2d
-from lazyarray.ops import blas_gemm, blas_threads, conv, conv_parallel
+from lazyarray.ops import conv
 
 pytest.importorskip("numba")
 pytest.importorskip("threadpoolctl")
@@ -71,8 +72,8 @@ def test_parallel_region_equals_serial_kernel_and_definition(monkeypatch, geomet
     w = rng.standard_normal((5, 3, *kernel)).astype(dtype)
     b = rng.standard_normal(5).astype(dtype)
     calls = []
-    real = conv_parallel.conv2d
-    monkeypatch.setattr(conv_parallel, "conv2d", lambda *a: calls.append(a[-1]) or real(*a))
+    real = conv_regions.conv2d
+    monkeypatch.setattr(conv_regions, "conv2d", lambda *a: calls.append(a[-1]) or real(*a))
     got = _run(x, w, b, geometry, True, monkeypatch)
     assert calls == [threads]  # (the region ran, on the threads set)
     want = _run(x, w, b, geometry, False, monkeypatch)
@@ -124,17 +125,17 @@ def test_large_blocks_and_float64_put_blas_on_one_thread(monkeypatch):
     one-thread switch (two threads of the region each calling a threaded BLAS fought: 9 ms for a
     60 us product); small float32 blocks skip it where the probe says they stay serial."""
     monkeypatch.setattr(blas_threads, "_PROBE", [True])
-    monkeypatch.setattr(conv_parallel, "_PLANS", {})
+    monkeypatch.setattr(conv_regions, "_PLANS", {})
     x32 = np.zeros((64, 8, 6, 6), np.float32)
-    small = conv_parallel._plan(x32, np.zeros((16, 8, 3, 3), np.float32), None, x32[:, :16], 2)
+    small = conv_regions._plan(x32, np.zeros((16, 8, 3, 3), np.float32), None, x32[:, :16], 2)
     assert small[3] is None
-    big = conv_parallel._plan(np.zeros((64, 63, 6, 6), np.float32), np.zeros((63, 63, 3, 3), np.float32), None,
+    big = conv_regions._plan(np.zeros((64, 63, 6, 6), np.float32), np.zeros((63, 63, 3, 3), np.float32), None,
                               np.zeros((64, 63, 6, 6), np.float32), 2)
     assert big[3] is not None and big[2] == 1  # (a one-pixel block is still over the small size)
     x64 = x32.astype(np.float64)
-    assert conv_parallel._plan(x64, np.zeros((16, 8, 3, 3)), None, x64[:, :16], 2)[3] is not None
+    assert conv_regions._plan(x64, np.zeros((16, 8, 3, 3)), None, x64[:, :16], 2)[3] is not None
     monkeypatch.setattr(blas_threads, "_PROBE", [False])
-    assert conv_parallel._plan(x32, np.zeros((16, 8, 3, 3), np.float32), None, x32[:, :16], 2)[3] is not None
+    assert conv_regions._plan(x32, np.zeros((16, 8, 3, 3), np.float32), None, x32[:, :16], 2)[3] is not None
 
 
 def test_large_blocks_on_two_threads_are_right(monkeypatch):
@@ -144,8 +145,8 @@ def test_large_blocks_on_two_threads_are_right(monkeypatch):
     w = rng.standard_normal((48, 40, 3, 3)).astype("float32")
     geometry = ((3, 3), (1, 1), (1, 1), (1, 1))
     ran = []
-    real = conv_parallel.conv2d
-    monkeypatch.setattr(conv_parallel, "conv2d", lambda *a: ran.append(real(*a)) or ran[-1])
+    real = conv_regions.conv2d
+    monkeypatch.setattr(conv_regions, "conv2d", lambda *a: ran.append(real(*a)) or ran[-1])
     got = _run(x, w, None, geometry, True, monkeypatch)
     assert ran == [True]  # (the region ran, its one-pixel blocks under the one-thread switch)
     np.testing.assert_allclose(got, _reference(x, w, None, *geometry[1:]), rtol=1e-4, atol=1e-4)
@@ -159,15 +160,15 @@ def test_declines_what_it_does_not_cover(monkeypatch, case):
     w = rng.standard_normal((3, 2, 3, 3)).astype("float64" if case == "mixed dtypes" else dtype)
     out = np.zeros((8, 3, 5, 5), np.result_type(x, w))
     out = out if case == "C-ordered out" else _batch_last(out)
-    monkeypatch.setattr(conv_parallel, "_PLANS", {})
+    monkeypatch.setattr(conv_regions, "_PLANS", {})
     if case == "jit off":
         monkeypatch.setattr(la.config, "jit", False)
     if case == "no gemm":
-        monkeypatch.setattr(conv_parallel, "gemm", lambda dtype: None)
+        monkeypatch.setattr(conv_regions, "gemm", lambda dtype: None)
     if case == "pool thread":
         from lazyarray import threads
         monkeypatch.setattr(threads, "in_pool", lambda: True)
-    assert not (conv.region_fits(x, out) and conv.conv2d_region(np, x, w, None, (1, 1), (1, 1), (1, 1), 1, out) is not None)
+    assert not (conv_batch_last.region_fits(x, out) and conv_batch_last.conv2d_region(np, x, w, None, (1, 1), (1, 1), (1, 1), 1, out) is not None)
     # and the serial kernels still compute it
     y = run_conv2d(np, x, w, None, padding=(1, 1), out=out)
     np.testing.assert_allclose(y, _reference(x.astype(np.float64), w.astype(np.float64), None, (1, 1), (1, 1), (1, 1)),
@@ -210,8 +211,8 @@ def test_demo_cnn_takes_the_region_and_equals_the_serial_kernels(monkeypatch):
     net.hybridize()
     x = la.array(np.random.default_rng(5).standard_normal((64, 1, 12, 12)).astype("float32"))
     calls = []
-    real = conv_parallel.conv2d
-    monkeypatch.setattr(conv_parallel, "conv2d", lambda *a: calls.append(a[1].shape) or real(*a))
+    real = conv_regions.conv2d
+    monkeypatch.setattr(conv_regions, "conv2d", lambda *a: calls.append(a[1].shape) or real(*a))
     got = net(x).asnumpy()
     assert sorted(calls) == [(8, 1, 3, 3), (16, 8, 3, 3)]  # both convolutions
     monkeypatch.setattr(la.config, "conv_region", False)
@@ -237,8 +238,8 @@ def test_regions_from_two_python_threads_at_once(monkeypatch):
             barrier.wait()
             for _ in range(30):
                 out = _batch_last(np.full((32, w.shape[0], 6, 6), np.nan, np.float32))
-                assert conv.region_fits(x, out)
-                assert conv.conv2d_region(np, x, w, None, (1, 1), (1, 1), (1, 1), 1, out) is out
+                assert conv_batch_last.region_fits(x, out)
+                assert conv_batch_last.conv2d_region(np, x, w, None, (1, 1), (1, 1), (1, 1), 1, out) is out
                 np.testing.assert_allclose(out, want[k], rtol=1e-5, atol=1e-5)
         except BaseException as exc:  # (reported on the main thread)
             errors.append(exc)

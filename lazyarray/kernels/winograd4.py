@@ -1,7 +1,7 @@
 """Winograd's minimal filtering F(4x4, 3x3) for ``conv2d``: 3x3 kernels at stride 1.
 
 Each 4 x 4 output tile comes from a 6 x 6 input tile with 36 multiplies per (input, output)
-channel pair where the direct convolution does 144 and F(2x2, 3x3) (``winograd.py``) does 64 per
+channel pair where the direct convolution does 144 and F(2x2, 3x3) (``winograd2.py``) does 64 per
 16 outputs: the products, which dominate a deep layer, shrink by 1.78x against F(2, 3). The price
 is a larger kernel transform (36 values per kernel instead of 16) and more float32 rounding (see
 below). Output sizes that 4 does not divide run on padded tiles whose extra rows and columns are
@@ -20,7 +20,7 @@ layers 3-9% of F(4, 3)'s float32 outputs fall outside rtol 1e-5 / atol 1e-6 of t
 within that.
 
 All three transforms are BLAS products with a 6 x 6 (or 4 x 6) constant matrix over strided
-views of whole tile rows, in the (H, W, N, C) layout of ``winograd.padded_hwnc``: one product per
+views of whole tile rows, in the (H, W, N, C) layout of ``winograd2.padded_hwnc``: one product per
 tile row along the rows, one per tile along the columns (each a (6, 6) @ (6, N * C) product), so
 no transform costs more than one pass over its values whatever its constants. The bias is added
 to the products at the position of the points (1, 1), whose output-transform column is all ones:
@@ -39,9 +39,10 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .. import threads as thread_pool  # (the module, looked up at each call: tests replace its functions)
+from ..ops import conv
+from ..ops.scratch import scratch
 from ..tuning_table import current
-from . import winograd
-from .scratch import scratch
+from . import winograd2
 
 POINTS = (0, 1, -1, Fraction(1, 2), -2, None)  # None: the point at infinity
 
@@ -96,11 +97,11 @@ _CONSTANTS: dict = {}
 # transform alone took 10 ms at batch 64, a third of the layer).
 # (The tuning table's ``winograd4_min_channels`` 64, ``winograd4_min_pixels`` 1024 output pixels in
 # the batch (N * Ho * Wo), ``winograd4_max_channels`` 256.)
-# With the transformed kernels kept (inference: ``winograd.kernels``), measured the same way
+# With the transformed kernels kept (inference: ``winograd2.kernels``), measured the same way
 # (F(2, 3) kept / F(4, 3) kept, 1 and 2 threads): 512 x 4x4 at batch 64 1.43x / 1.38x (im2col /
 # F(4, 3) kept 2.7x / 2.2x), at batch 16 (256 pixels) 1.27x / 1.17x; 256 x 8x8 at batch 4 (256
 # pixels) 1.41x / 1.96x; 128 x 16x16 at batch 1 (256 pixels) 1.85x / 1.67x, im2col / F(4, 3) kept
-# 2.06x / 1.50x. So every layer ``winograd.use_winograd`` takes (256+ pixels) runs F(4, 3), up to
+# 2.06x / 1.50x. So every layer ``winograd2.use_winograd`` takes (256+ pixels) runs F(4, 3), up to
 # the 512 channels measured. (Below 256 pixels im2col stays: 256 x 8x8 at batch 1 was 1.19x / 0.88x
 # im2col's time, 512 x 4x4 at batch 4 0.81x / 0.57x.)
 # (``winograd4_cached_min_pixels`` 256, ``winograd4_cached_max_channels`` 512.)
@@ -128,12 +129,12 @@ def _constant(mat, dtype):
 
 def winograd_tile(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo, cached=False, t=None) -> int:
     """The Winograd output tile conv2d of these shapes runs fastest with: 4 (F(4x4, 3x3)), 2
-    (F(2x2, 3x3), ``winograd.use_winograd``) or 0 (neither: im2col), by the tuning table ``t`` (the
-    one in force when None). ``cached``: the transformed kernels are kept (``winograd.kernels``: the
+    (F(2x2, 3x3), ``winograd2.use_winograd``) or 0 (neither: im2col), by the tuning table ``t`` (the
+    one in force when None). ``cached``: the transformed kernels are kept (``winograd2.kernels``: the
     weight unchanged since its last call, inference), so their transform costs nothing.
     ``winograd_max_tile=2`` (``LAZYARRAY_WINOGRAD=2``) rules out 4."""
     t = current() if t is None else t
-    if not winograd.use_winograd(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo, cached, t):
+    if not winograd2.use_winograd(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo, cached, t):
         return 0
     n, c, o = x_shape[0], x_shape[1], weight_shape[0]
     min_pixels, max_channels = (t.winograd4_cached_min_pixels, t.winograd4_cached_max_channels) if cached \
@@ -147,8 +148,8 @@ def winograd_tile(x_shape, weight_shape, stride, padding, dilation, groups, ho, 
 def winograd4_conv2d(xp, x, weight, padding, out=None, chunk=None, bias=None):
     """conv2d of x (N, C, H, W) with a (O, C, 3, 3) kernel at stride 1 as F(4x4, 3x3): the result
     (N, O, Ho, Wo), written into ``out`` when given (C-contiguous, that shape), ``bias`` (O,)
-    added to the products. Chunks of images and threads as ``winograd.winograd_conv2d``."""
-    return winograd.run_tiled(xp, x, weight, padding, out, chunk, bias, 4, _kernel_tiles, _chunk, chunk_images)
+    added to the products. Chunks of images and threads as ``winograd2.winograd_conv2d``."""
+    return winograd2.run_tiled(xp, x, weight, padding, out, chunk, bias, 4, _kernel_tiles, _chunk, chunk_images)
 
 
 def chunk_images(n, c, o, h, w, tiles, itemsize=4) -> int:
@@ -156,7 +157,7 @@ def chunk_images(n, c, o, h, w, tiles, itemsize=4) -> int:
     ``MIN_CHUNK_TILES`` tile rows when the transformed kernels are over ``KERNEL_CACHE_BYTES``
     (see the measurements above)."""
     rows = MIN_CHUNK_TILES if 36 * c * o * itemsize > KERNEL_CACHE_BYTES else 1
-    k = winograd.chunk_images(n, c, h, w, tiles, itemsize, min_tiles=rows, chunk_bytes=CHUNK_BYTES)
+    k = winograd2.chunk_images(n, c, h, w, tiles, itemsize, min_tiles=rows, chunk_bytes=CHUNK_BYTES)
     return min(n, max(k, MIN_CHUNK_IMAGES))
 
 
@@ -184,7 +185,7 @@ def _input_tiles(xp, x, padding, th, tw):
     """The transformed input tiles ``B^T d B``: (36, th * tw * N, C), in this thread's scratch
     (slots 2-4). Tile row i reads padded rows 4i .. 4i + 5 (a window view, no copy)."""
     n, c = x.shape[:2]
-    xs = winograd.padded_hwnc(xp, x, padding, 4 * th + 2, 4 * tw + 2)  # (hp, wp, N, C)
+    xs = winograd2.padded_hwnc(xp, x, padding, 4 * th + 2, 4 * tw + 2)  # (hp, wp, N, C)
     hp, wp = xs.shape[:2]
     bt = _constant(_BT, x.dtype)
     rows = sliding_window_view(xs.reshape(hp, wp * n * c), 6, axis=0)[::4]  # (th, wp * N * C, 6)
@@ -216,3 +217,21 @@ def _chunk(xp, x, u, padding, th, tw, y, bias=None):
     for a in range(4):
         for b in range(4):
             y[:, :, a::4, b::4] = r[a, b, :(ho - a + 3) // 4, :(wo - b + 3) // 4].transpose(2, 3, 0, 1)
+
+
+def conv2d_winograd(tile: int):
+    """conv2d's kernel running Winograd F(tile x tile, 3x3) (3x3 kernels at stride 1, groups == 1):
+    ``kernels/conv2d.py``'s ``winograd2`` and ``winograd4``."""
+    def winograd(xp, x, weight, bias, stride, padding, dilation, groups, out):
+        # (looked up per call: tests spy on them)
+        run = winograd4_conv2d if tile == 4 else winograd2.winograd_conv2d
+        dtype = np.result_type(x.dtype, weight.dtype)
+        shape = (x.shape[0], weight.shape[0]) + tuple(conv.out_dim(x.shape[2 + i], 3, 1, padding[i]) for i in range(2))
+        target = conv.into(xp, out, shape, dtype)
+        y = run(xp, x, weight, padding, target, bias=None if bias is None else bias.astype(dtype, copy=False))
+        if out is not None and target is None:
+            out[...] = y
+            return out
+        return y
+
+    return winograd

@@ -1,4 +1,4 @@
-"""conv2d's thread splits (lazyarray/ops/conv.py ``_split_conv``, lazyarray/ops/winograd.py):
+"""conv2d's thread splits (lazyarray/kernels/conv_split.py, lazyarray/kernels/winograd2.py):
 under ``la.set_num_threads(n > 1)`` a large batch runs as chunks of images over the threads, and the
 values equal the one-thread result and the loop reference at odd batch sizes, strides, padding,
 dilation, 1x1 kernels, small outputs (batch-last chunks), with and without bias, into planned or
@@ -10,12 +10,12 @@ import threading
 
 import numpy as np
 import pytest
+from ops.cases import _conv2d_ref
 
 import lazyarray as la
 from lazyarray import threads
+from lazyarray.kernels import conv_split, winograd2
 from lazyarray.kernels.conv2d import run_conv2d
-from lazyarray.ops import conv, winograd
-from ops.cases import _conv2d_ref
 
 
 @pytest.fixture(params=[2, 3])
@@ -69,7 +69,7 @@ def test_im2col_split_equals_one_thread_and_the_reference(split_everything, monk
     b = rng.standard_normal(ws[0]).astype("float32") if bias else None
     ref = _conv2d_ref(x, w, b, **params)
     per_image = int(np.prod(ws[1:])) * ref.shape[2] * ref.shape[3] * 4  # im2col bytes of one image
-    monkeypatch.setattr(conv, "SPLIT_CHUNK_BYTES", per_image * max(1, xs[0] // 3))  # several chunks
+    monkeypatch.setattr(conv_split, "SPLIT_CHUNK_BYTES", per_image * max(1, xs[0] // 3))  # several chunks
     got = run_conv2d(np, x, w, b, **params)
     _check_split(split_everything, xs[0])
     one = _one_thread(lambda: run_conv2d(np, x, w, b, **params))
@@ -95,7 +95,7 @@ def test_small_outputs_split_in_batch_last_chunks(split_everything, monkeypatch,
     assert ref.shape[2] * ref.shape[3] < la.config.per_image_min_pixels
     if per_chunk:
         cols = int(np.prod(ws[1:])) * ref.shape[2] * ref.shape[3] * 4
-        monkeypatch.setattr(conv, "SCRATCH_MAX_BYTES", cols * per_chunk)
+        monkeypatch.setattr(conv_split, "SCRATCH_MAX_BYTES", cols * per_chunk)
     got = run_conv2d(np, x, w, b, **params)
     _check_split(split_everything, xs[0])
     one = _one_thread(lambda: run_conv2d(np, x, w, b, **params))
@@ -112,7 +112,7 @@ def test_small_outputs_split_in_batch_last_chunks(split_everything, monkeypatch,
     (7, 100, 250, 3, 3),  # 3 chunks by bytes, a multiple of 3: 3 + 3 + 1 images
 ])
 def test_balanced_chunks(n, per_image, limit, threads, expected):
-    assert conv._balanced_chunks(n, per_image, limit, threads) == expected
+    assert conv_split.balanced_chunks(n, per_image, limit, threads) == expected
 
 
 @pytest.mark.parametrize("n,c,h,w,o,pad", [(5, 3, 6, 8, 4, 1), (7, 2, 4, 4, 3, 0), (3, 4, 10, 6, 5, 2),
@@ -126,9 +126,9 @@ def test_winograd_split_equals_one_thread_and_the_reference(split_everything, mo
     rng = np.random.default_rng(n * 100 + c * 10 + h)
     x, k = rng.standard_normal((n, c, h, w)).astype("float32"), rng.standard_normal((o, c, 3, 3)).astype("float32")
     b = rng.standard_normal(o).astype("float32")
-    got = winograd.winograd_conv2d(np, x, k, (pad, pad), chunk=chunk, bias=b)
+    got = winograd2.winograd_conv2d(np, x, k, (pad, pad), chunk=chunk, bias=b)
     _check_split(split_everything, n)  # (even one chunk of all images is cut in as many as threads)
-    one = _one_thread(lambda: winograd.winograd_conv2d(np, x, k, (pad, pad), chunk=chunk, bias=b))
+    one = _one_thread(lambda: winograd2.winograd_conv2d(np, x, k, (pad, pad), chunk=chunk, bias=b))
     np.testing.assert_allclose(got, one, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(got, _conv2d_ref(x, k, b, padding=(pad, pad)), rtol=1e-5, atol=1e-5)
 

@@ -1,4 +1,4 @@
-"""BLAS threads by work size (lazyarray/ops/blas_threads.py): small products run on one BLAS
+"""BLAS threads by work size (lazyarray/kernels/blas_threads.py): small products run on one BLAS
 thread and the count comes back after; large ones and the kernels' values are left alone."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lazyarray import threads
-from lazyarray.ops import blas_threads, conv
+from lazyarray.kernels import blas_threads, conv_batch_last
 from lazyarray.threads import blas_changed, blas_thread_counts
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
@@ -77,9 +77,9 @@ def _conv_blas_threads(monkeypatch, x, w):
         seen.append(max(_blas_threads()))
         return real(*a, **kw)
 
-    expected = conv._batch_last_conv(np, x, w, None, (1, 1), (1, 1), (1, 1), None)
+    expected = conv_batch_last.batch_last_conv(np, x, w, None, (1, 1), (1, 1), (1, 1), None)
     monkeypatch.setattr(np, "matmul", spy)
-    got = conv._batch_last_conv(np, x, w, None, (1, 1), (1, 1), (1, 1), None)
+    got = conv_batch_last.batch_last_conv(np, x, w, None, (1, 1), (1, 1), (1, 1), None)
     monkeypatch.setattr(np, "matmul", real)
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
     return seen

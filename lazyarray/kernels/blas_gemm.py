@@ -1,5 +1,5 @@
-"""NumPy's own BLAS ``gemm`` as a C function compiled kernels can call (``conv_parallel.py``,
-``dense_parallel.py``).
+"""NumPy's own BLAS ``gemm`` as a C function compiled kernels can call (``conv_regions.py``,
+``dense_regions.py``).
 
 A compiled kernel that spreads a product over threads (one numba parallel region) needs
 each thread to multiply its block of columns itself: calling back into Python for ``matmul``

@@ -1,14 +1,14 @@
-"""ops/conv_jit.py: the compiled im2col writes the columns NumPy's three copies write, bit for bit,
+"""kernels/conv_jit.py: the compiled im2col writes the columns NumPy's three copies write, bit for bit,
 for every geometry, and declines what it does not cover."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from ops.test_conv_grad import GRAD_GEOMETRIES
 
 import lazyarray as la
+from lazyarray.kernels import conv2d_grad, conv_batch_last, conv_jit
 from lazyarray.kernels.conv2d import run_conv2d
-from lazyarray.ops import conv, conv_grad, conv_jit
-from ops.test_conv_grad import GRAD_GEOMETRIES
 
 pytest.importorskip("numba")
 
@@ -21,7 +21,7 @@ def _batch_last(a):
 
 
 def _numpy_columns(x, kernel, stride, padding, dilation):
-    padded, interior, taps, cols = conv.im2col_views(np, x.shape, x.dtype, *kernel, stride, padding, dilation)
+    padded, interior, taps, cols = conv_batch_last.im2col_views(np, x.shape, x.dtype, *kernel, stride, padding, dilation)
     if padded is not None:
         padded[...] = 0
     interior[...] = x.transpose(1, 2, 3, 0)
@@ -72,8 +72,8 @@ def test_conv_gradients_equal_the_numpy_path_bit_for_bit(both_paths, geometry, s
     w = rng.standard_normal((4, shape[1]) + kernel).astype(dtype)
     y = run_conv2d(np, x, w, None, stride, padding, dilation)
     g = rng.standard_normal(y.shape).astype(dtype)
-    for fn in (lambda: conv_grad._conv2d_weight_grad(np, g, x, kernel, stride, padding, dilation),
-               lambda: conv_grad._conv2d_input_grad(np, g, w, x, stride, padding, dilation)):
+    for fn in (lambda: conv2d_grad.run_weight_grad(np, g, x, kernel, stride, padding, dilation),
+               lambda: conv2d_grad.run_input_grad(np, g, w, x, stride, padding, dilation)):
         got, want = both_paths(fn)
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got, want)

@@ -1,0 +1,126 @@
+"""max_pool2d, its gradient and the pooled batch norm: their implementations and choosers.
+
+``ops/pool.py`` and ``ops/pool_norm.py`` hold the reference kernels (folds of shifted, strided
+views; the gradient routed through a windows view). Where numba is installed, float arrays on
+NumPy run one compiled pass each (``pool_jit.py``: any memory order, batch-last buffers included),
+with the same values: a maximum is exact, and ties go to the first maximum as in ``argmax``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import jit
+from ..mode import MODE, PROFILING
+from ..ops.pool import jit_geometry, max_pool2d_grad_kernel, max_pool2d_kernel, window_layout
+from ..ops.pool_norm import pooled_batch_norm
+from ..tuning_table import current
+from . import pool_jit
+from .elementwise import run_relu
+from .impl import ANY_ORDER, Choice, Impl
+from .runner import noted, ran
+
+
+def _max_pool_compiled(xp, x, kernel, stride, padding, ceil_mode, out):
+    return pool_jit.max_pool(x, out, *jit_geometry(x, kernel, stride, padding, ceil_mode))  # (None: declined)
+
+
+def _max_pool_folds(xp, x, kernel, stride, padding, ceil_mode, out):
+    return max_pool2d_kernel(xp, x, kernel, stride, padding, ceil_mode, out=out)
+
+
+def _grad_compiled(xp, g, x, kernel, stride, padding, ceil_mode, out):
+    k, s, p, _, _ = window_layout(x.shape, kernel, stride, padding, ceil_mode)
+    return pool_jit.max_pool_grad(g, x, k, s, p, out)  # (None: declined)
+
+
+def _grad_windows(xp, g, x, kernel, stride, padding, ceil_mode, out):
+    return max_pool2d_grad_kernel(xp, g, x, kernel, stride, padding, ceil_mode, out=out)
+
+
+def _pooled_norm(xp, x, gamma, beta, mean, var, eps, relu, kernel, stride, padding, ceil_mode, out):
+    pool = {"kernel": kernel, "stride": stride, "padding": padding, "ceil_mode": ceil_mode}
+    return pooled_batch_norm(xp, x, gamma, beta, mean, var, eps, relu, pool, out, run_max_pool2d, run_relu)
+
+
+def _pooled_norm_compiled(xp, x, gamma, beta, mean, var, eps, relu, kernel, stride, padding, ceil_mode, out):
+    return pool_jit.max_pool_norm(x, out, gamma, beta, mean, var, eps, relu,
+                                  *jit_geometry(x, kernel, stride, padding, ceil_mode))  # (None: declined)
+
+
+FOLDS = Impl("max_pool2d", "folds", _max_pool_folds, "an elementwise maximum over the kh * kw shifted views "
+             "(two flat passes where windows tile x): the reference", layout=ANY_ORDER)
+COMPILED = Impl("max_pool2d", "compiled", _max_pool_compiled, "a float array on NumPy, numba installed: one "
+                "compiled pass in x's memory order", layout=ANY_ORDER, fallback=FOLDS)
+GRAD_WINDOWS = Impl("max_pool2d_grad", "windows", _grad_windows, "g added where each window's argmax is: the reference")
+GRAD_COMPILED = Impl("max_pool2d_grad", "compiled", _grad_compiled, "NumPy, numba installed: one compiled pass",
+                     fallback=GRAD_WINDOWS)
+NORM_POOL_FIRST = Impl("batch_norm_max_pool2d", "pool_first", _pooled_norm, "pooled, then relu and the batch norm "
+                       "on a quarter of the values (the recorded order where a scale is negative)",
+                       layout=ANY_ORDER)
+NORM_COMPILED = Impl("batch_norm_max_pool2d", "compiled", _pooled_norm_compiled, "NumPy, numba installed: "
+                     "pool, relu and batch norm in one compiled pass", layout=ANY_ORDER, fallback=NORM_POOL_FIRST)
+_CHOICES = {impl: Choice(impl) for impl in (FOLDS, COMPILED, GRAD_WINDOWS, GRAD_COMPILED, NORM_POOL_FIRST,
+                                            NORM_COMPILED)}
+
+
+def _compiles(xp, x) -> bool:
+    return xp is np and x.__class__ is np.ndarray and x.dtype.kind == "f" and jit.enabled()
+
+
+def choose_max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None) -> Choice:
+    """What runs max_pool2d of ``x``."""
+    return _CHOICES[COMPILED if _compiles(xp, x) else FOLDS]
+
+
+def run_max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None):
+    """max_pool2d by the implementation ``choose_max_pool2d`` picks (the op's kernel in every call)."""
+    y = _max_pool_compiled(xp, x, kernel, stride, padding, ceil_mode, out) if _compiles(xp, x) else None
+    choice = _CHOICES[COMPILED]
+    if y is None:  # (not compiled, or declined: the folds)
+        y, choice = max_pool2d_kernel(xp, x, kernel, stride, padding, ceil_mode, out=out), _CHOICES[FOLDS]
+    if MODE.get() & PROFILING or current().log_kernels:
+        noted(choice, x)
+    return y
+
+
+def choose_max_pool2d_grad(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False,
+                           out=None) -> Choice:
+    """What runs max_pool2d_grad."""
+    return _CHOICES[GRAD_COMPILED if xp is np and jit.enabled() else GRAD_WINDOWS]
+
+
+def run_max_pool2d_grad(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None):
+    """max_pool2d_grad by the implementation ``choose_max_pool2d_grad`` picks."""
+    choice = choose_max_pool2d_grad(xp, g, x)
+    args = (xp, g, x, kernel, stride, padding, ceil_mode, out)
+    return ran(choice, choice.impl.run(*args), _CHOICES, args, (g, x))
+
+
+def _norm_compiles(xp, x) -> bool:
+    return xp is np and x.__class__ is np.ndarray and jit.enabled()
+
+
+def choose_norm(xp, x, *stats, **params) -> Choice:
+    """What runs batch_norm_max_pool2d of ``x``."""
+    return _CHOICES[NORM_COMPILED if _norm_compiles(xp, x) else NORM_POOL_FIRST]
+
+
+def run_norm(xp, x, gamma, beta, mean, var, eps=1e-5, relu=False, kernel=(2, 2), stride=(0, 0), padding=(0, 0),
+             ceil_mode=False, out=None):
+    """batch_norm_max_pool2d by the implementation ``choose_norm`` picks."""
+    args = (xp, x, gamma, beta, mean, var, eps, relu, kernel, stride, padding, ceil_mode, out)
+    y = _pooled_norm_compiled(*args) if _norm_compiles(xp, x) else None
+    choice = _CHOICES[NORM_COMPILED]
+    if y is None:  # (not compiled, or declined: pooled first by the runners of max_pool2d and relu)
+        y, choice = _pooled_norm(*args), _CHOICES[NORM_POOL_FIRST]
+    if MODE.get() & PROFILING or current().log_kernels:
+        noted(choice, x)
+    return y
+
+
+# op name -> its implementations, runner, and chooser for a call's arguments (``kernels.choose``)
+IMPLS = {"max_pool2d": (COMPILED, FOLDS), "max_pool2d_grad": (GRAD_COMPILED, GRAD_WINDOWS),
+         "batch_norm_max_pool2d": (NORM_COMPILED, NORM_POOL_FIRST)}
+RUNNERS = {"max_pool2d": run_max_pool2d, "max_pool2d_grad": run_max_pool2d_grad, "batch_norm_max_pool2d": run_norm}
+CHOOSERS = {"max_pool2d": choose_max_pool2d, "max_pool2d_grad": choose_max_pool2d_grad,
+            "batch_norm_max_pool2d": choose_norm}
