@@ -138,9 +138,11 @@ class BoundedCall:
     def who_has(self, collection) -> dict:
         """Key -> the workers holding it, for the persisted pieces of ``collection`` (others: absent)."""
         client = self.client
-        if not client.futures_of(collection):
+        keys = [f.key for f in client.futures_of(collection)]
+        if not keys:
             return {}
-        return self._sync(lambda: client.who_has(collection, asynchronous=True), "asking where the pieces are")
+        found = self._sync(lambda: client.scheduler.who_has(keys=keys), "asking where the pieces are")
+        return {(tuple(k) if isinstance(k, list) else k): ws for k, ws in found.items()}
 
     def scheduler_address(self) -> str:
         return self._address()
