@@ -34,7 +34,7 @@ def content_hash(value: np.ndarray) -> str:
     """The content hash of ``value``: its dtype, shape and bytes (blake2b, 128 bits)."""
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{value.dtype.str}{value.shape}".encode())
-    h.update(memoryview(np.ascontiguousarray(value)).cast("B"))
+    h.update(np.ascontiguousarray(value).reshape(-1).view(np.uint8))  # (any fixed-size dtype, 0-d too)
     return h.hexdigest()
 
 

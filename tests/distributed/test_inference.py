@@ -87,6 +87,9 @@ def test_the_tables_are_bounded_and_clear():
     assert params.content_hash(a) != params.content_hash(b)  # same bytes, another shape
     assert params.content_hash(a) == params.content_hash(a.copy()) != params.content_hash(a.astype("float32"))
     assert params.content_hash(a.T) == params.content_hash(np.ascontiguousarray(a.T))
+    assert params.content_hash(np.array(True)) != params.content_hash(np.array(1, "uint8"))
+    assert params.content_hash(np.array(2.0)) != params.content_hash(np.array([2.0]))  # 0-d vs 1-d
+    assert params.content_hash(np.arange(3).astype("datetime64[s]")) != params.content_hash(np.arange(3))
     params.keep("k", a)
     assert params.held(["k", "other"]) == ["k"] and params.take("k") is not None
     params.clear()
