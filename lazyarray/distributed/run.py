@@ -14,8 +14,13 @@ Plan of one call:
 4. Dask tasks: one per region and piece (``worker.run_region``: the region's JSON, scattered
    once to every worker, compiled into a ``CachedOp`` once per worker and piece shape), and
    per boxing node the concatenations / reductions / slices of ``pieces.py``. Broadcast NumPy
-   inputs and parameters are scattered once to every worker (``broadcast=True``), split ones
-   piece by piece.
+   inputs and parameters are resident on the workers by content hash (``params.py``: sent once
+   per model, not per call), split ones scattered piece by piece, each to its piece's worker;
+5. each piece has a worker (``_owners``: the one holding its chunk of a persisted dask input,
+   else the workers in turn); with ``compute=True`` every task of the piece carries the strict
+   Dask annotation ``workers=[it], allow_other_workers=False`` (never stolen; the graph is then
+   computed unoptimized, as fusion drops annotations), and a pinned worker lost with nothing
+   scattered on it plans the call again, once.
 
 Dask is imported only when ``run`` is called.
 """
