@@ -103,7 +103,10 @@ def test_a_killed_worker_with_a_scattered_piece_names_the_input_piece_and_the_fi
 def test_a_killed_worker_with_a_dask_piece_recomputes_it(client, monkeypatch):
     killed = []
 
+    computes = []
+
     def kill_one(call):  # (once: the call plans again over the workers left, and computes again)
+        computes.append(call)
         if not killed:
             addr = sorted(client.scheduler_info(n_workers=-1)["workers"])[0]
             os.kill(client.run(os.getpid)[addr], signal.SIGKILL)
@@ -112,6 +115,7 @@ def test_a_killed_worker_with_a_dask_piece_recomputes_it(client, monkeypatch):
     with _before_compute(monkeypatch, kill_one):
         out = la.distributed.run(_graph(), client=client, x=da.from_array(X, chunks=(4, 4)), compute=True, timeout=30)
     np.testing.assert_allclose(out.asnumpy(), np.exp(X) * 2.0)
+    assert len(computes) == 2  # the pieces were pinned to the killed worker: planned again, once
 
 
 @contextmanager
