@@ -19,10 +19,17 @@
    submitted; median step time (A/B rounds alternating with the single-process step of the same
    model, measured in the same run).
 
+5. Inference of an exported ResNet-18 (``--resnet``): the zoo's ``resnet18(thumbnail=True)`` exported,
+   loaded as a ``SymbolBlock`` and run by ``la.distributed.run`` over a persisted dask array (one
+   chunk of the batch on each of 2 worker processes) against the same block in one process: time per
+   call (A/B rounds alternating, medians), tasks per call, bytes the client sent per call (the
+   parameters go on the first call only), bytes the workers sent.
+
 The machine this runs on has 2 cores (shared), so 2 workers is the most that can show a speedup.
 
     python benchmarks/distributed.py [--rows 200000] [--chunk 25000] [--bandwidth 1.25]
     python benchmarks/distributed.py --scaling [--param-mb 1.6] [--steps 7]
+    python benchmarks/distributed.py --resnet [--resnet-batch 32] [--resnet-rounds 5]
 """
 from __future__ import annotations
 
@@ -42,7 +49,7 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 try:
     import dask.array as da
-    from dask.distributed import Client, LocalCluster
+    from dask.distributed import Client, LocalCluster, SchedulerPlugin
 except ImportError:
     sys.exit("benchmarks/distributed.py needs the distributed extra: pip install 'lazyarray[distributed]'")
 sys.path.append(str(_HERE))
@@ -249,6 +256,87 @@ def scaling(args):
           "batch pieces the client scattered; control: the pickled task arguments (keys, step, seeds)")
 
 
+def exported_resnet18(folder: str):
+    """The zoo's ResNet-18 (thumbnail stem, 10 classes) exported and loaded back as a ``SymbolBlock``."""
+    la.random.seed(0)
+    net = B.models.resnet18(classes=10, thumbnail=True)
+    net.initialize()
+    net.hybridize()
+    net(la.ones((1, 3, 32, 32)))
+    sym_file, param_file = net.export(str(Path(folder) / "resnet18"))
+    loaded = B.SymbolBlock.imports(sym_file, ["data"], param_file)
+    loaded.hybridize()
+    return loaded
+
+
+class CallMeter:
+    """Tasks the scheduler ran (each transition to ``processing``) and bytes the client scattered."""
+
+    def __init__(self, client):
+        self.tasks = self.scattered = 0
+        meter, real = self, client.scatter
+
+        def scatter(data, **kw):
+            meter.scattered += sum(getattr(v, "nbytes", 0) for v in (data if isinstance(data, list) else [data]))
+            return real(data, **kw)
+
+        client.scatter = scatter
+        scheduler = client.cluster.scheduler  # (LocalCluster: the scheduler runs in this process)
+
+        class Count(SchedulerPlugin):
+            def transition(self, key, start, finish, *a, **kw):
+                meter.tasks += finish == "processing"
+
+        scheduler.add_plugin(Count(), name="benchmark-task-count")
+
+
+def resnet_inference(args):
+    """Section 5: exported ResNet-18 over a persisted dask array, batch split over 2 workers, against
+    one process; A/B rounds alternating, medians; bytes and tasks per call."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        net = exported_resnet18(folder)
+    params = sum(p.data().size * p.data().dtype.itemsize for p in net.collect_params().values())
+    n = args.resnet_batch
+    x = np.random.default_rng(0).standard_normal((n, 3, 32, 32)).astype("float32")
+    xa = la.array(x)
+    want = net(xa).asnumpy()
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cl, \
+            Client(cl) as client:
+        workers = sorted(client.scheduler_info()["workers"])
+        halves = [client.persist(da.from_array(x[i * n // 2:(i + 1) * n // 2], chunks=-1), workers=[w])
+                  for i, w in enumerate(workers)]
+        dx = da.concatenate(halves)  # (one chunk of the batch on each worker)
+        meter = CallMeter(client)
+        first = meter.scattered
+        got = la.distributed.run(net, client=client, data=dx, compute=True).asnumpy()  # (parameters sent)
+        first = meter.scattered - first
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        t_one, t_dist, tasks, scattered, moved = [], [], [], [], []
+        for _ in range(args.resnet_rounds):
+            t0 = time.perf_counter()
+            net(xa).asnumpy()
+            t_one.append(time.perf_counter() - t0)
+            tasks0, sc0, sent0 = meter.tasks, meter.scattered, transfer_bytes(client)
+            t0 = time.perf_counter()
+            la.distributed.run(net, client=client, data=dx, compute=True)
+            t_dist.append(time.perf_counter() - t0)
+            tasks.append(meter.tasks - tasks0)
+            scattered.append(meter.scattered - sc0)
+            moved.append(transfer_bytes(client) - sent0)
+    one, dist = statistics.median(t_one) * 1e3, statistics.median(t_dist) * 1e3
+    print(f"Exported ResNet-18 (thumbnail, 10 classes; P = {params / 1e6:.2f} MB of parameters), batch {n} of 3x32x32 "
+          f"over a persisted dask array (one chunk per worker); medians of {args.resnet_rounds} A/B rounds")
+    print(table(["run", "ms/call", "speedup", "tasks/call", "sent by client/call", "sent by workers/call"],
+                [["single process (SymbolBlock)", one, 1.0, "-", "-", "-"],
+                 ["la.distributed.run, 2 workers", dist, one / dist, statistics.median(tasks),
+                  f"{statistics.median(scattered) / 1e3:.1f} KB", f"{statistics.median(moved) / 1e3:.1f} KB"]]))
+    print(f"first call: {first / 1e6:.2f} MB of parameters sent from the client (once; later calls find them on "
+          "the workers by content hash); sent by workers: Dask's transfer_outgoing_bytes_total, the results "
+          f"to the client ({n * 10 * 4 / 1e3:.1f} KB) included")
+
+
 def cost_model(args, compute_s, overhead_s):
     params = sum(p.data().size * 4 for p in mlp().collect_params().values())
     bw = args.bandwidth * 1e9
@@ -275,7 +363,13 @@ def main(argv=None):
     ap.add_argument("--param-mb", type=float, default=1.6, help="section 4: parameter megabytes of each model")
     ap.add_argument("--batch", type=int, default=64, help="section 4: rows per step")
     ap.add_argument("--steps", type=int, default=7, help="section 4: measured steps (A/B rounds)")
+    ap.add_argument("--resnet", action="store_true", help="only section 5: exported ResNet-18 inference, 2 workers")
+    ap.add_argument("--resnet-batch", type=int, default=32, help="section 5: images per call")
+    ap.add_argument("--resnet-rounds", type=int, default=5, help="section 5: A/B rounds")
     args = ap.parse_args(argv)
+    if args.resnet:
+        resnet_inference(args)
+        return
     if args.scaling:
         scaling(args)
         return

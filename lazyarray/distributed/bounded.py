@@ -64,14 +64,17 @@ class BoundedCall:
     """One call's dealings with ``client``, each ending by the deadline ``timeout`` seconds from now.
 
     ``caller`` starts every message (``"la.distributed.run"``); ``again`` says how to scatter
-    lost NumPy pieces again (``"call la.distributed.run again"``).
+    lost NumPy pieces again (``"call la.distributed.run again"``). ``replans``: the caller plans
+    the call again when a watched worker leaves with nothing scattered (``lost_pinned``), so a lost
+    scattered piece is what names the error.
     """
 
-    def __init__(self, client, timeout, caller: str, again: str):
-        self.client, self.caller, self.again = client, caller, again
+    def __init__(self, client, timeout, caller: str, again: str, *, replans: bool = False):
+        self.client, self.caller, self.again, self.replans = client, caller, again, replans
         self.timeout = check_timeout(timeout, caller)
         self._deadline = time.monotonic() + self.timeout
         self._scattered: list[tuple[object, str]] = []  # (future, what it holds)
+        self.lost_pinned = False  # a watched worker left, and no scattered data with it
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (``None``: no bound)."""
@@ -126,6 +129,24 @@ class BoundedCall:
                             for f, name in zip(out, what)]
         return out
 
+    def run_on_workers(self, fn, arg, workers: list[str]) -> dict:
+        """``client.run(fn, arg)`` on ``workers`` by the deadline: worker address -> its answer."""
+        client = self.client
+        return self._sync(lambda: client.run(fn, arg, workers=workers, asynchronous=True),
+                          f"asking {len(workers)} worker(s) what they hold")
+
+    def who_has(self, collection) -> dict:
+        """Key -> the workers holding it, for the persisted pieces of ``collection`` (others: absent)."""
+        client = self.client
+        keys = [f.key for f in client.futures_of(collection)]
+        if not keys:
+            return {}
+        found = self._sync(lambda: client.scheduler.who_has(keys=keys), "asking where the pieces are")
+        return {(tuple(k) if isinstance(k, list) else k): ws for k, ws in found.items()}
+
+    def scheduler_address(self) -> str:
+        return self._address()
+
     def submit(self, fn, *args, key: str, worker: str):
         """``fn(*args)`` as the task ``key``, pinned to ``worker`` (never stolen: it reads state that
         lives there); a future. Futures among ``args`` (nested too) are its inputs."""
@@ -160,10 +181,16 @@ class BoundedCall:
 
         return self._guarded(fetched, "gathering the results")
 
-    def compute(self, outs: list) -> list:
-        """The values of the Dask collections ``outs``, computed on the cluster by the deadline."""
+    def compute(self, outs: list, watch: dict | None = None) -> list:
+        """The values of the Dask collections ``outs``, computed on the cluster by the deadline.
+
+        ``watch`` (worker -> what is pinned to it): the graph's tasks carry worker pins (Dask
+        annotations), so it is computed unoptimized (Dask's fusion drops annotations), and a
+        watched worker that leaves ends the wait at once (``lost_pinned`` is then set)."""
         self._check_scheduler()
-        return self.gather(self.client.compute(outs))
+        if watch is None:
+            return self.gather(self.client.compute(outs))
+        return self.gather(self.client.compute(outs, optimize_graph=False), watch)
 
     def _wait_watching(self, futures: list, watch: dict) -> None:
         """``distributed.wait(futures)`` in slices of ``_WATCH`` seconds, asking between them whether the
@@ -187,6 +214,9 @@ class BoundedCall:
         gone = [w for w in watch if w not in present]
         if gone:
             lost = [what for f, what in self._scattered if f.cancelled()]
+            self.lost_pinned = not lost  # (nothing else lost: the caller may plan the call again)
+            if lost and self.replans:  # (what cannot be made again names the error)
+                raise DistributedError(self._lost(exc)) from exc
             raise DistributedError(
                 f"{self.caller}: lost {_listing([f'{watch[w]} on worker {w}' for w in gone])}"
                 + (f" (and {_listing(lost)})" if lost else "")

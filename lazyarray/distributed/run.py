@@ -14,25 +14,32 @@ Plan of one call:
 4. Dask tasks: one per region and piece (``worker.run_region``: the region's JSON, scattered
    once to every worker, compiled into a ``CachedOp`` once per worker and piece shape), and
    per boxing node the concatenations / reductions / slices of ``pieces.py``. Broadcast NumPy
-   inputs and parameters are scattered once to every worker (``broadcast=True``), split ones
-   piece by piece.
+   inputs and parameters are resident on the workers by content hash (``params.py``: sent once
+   per model, not per call), split ones scattered piece by piece, each to its piece's worker;
+5. each piece has a worker (``_owners``: the one holding its chunk of a persisted dask input,
+   else the workers in turn); with ``compute=True`` every task of the piece carries the strict
+   Dask annotation ``workers=[it], allow_other_workers=False`` (never stolen; the graph is then
+   computed unoptimized, as fusion drops annotations), and a pinned worker lost with nothing
+   scattered on it plans the call again, once.
 
 Dask is imported only when ``run`` is called.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
 
 from ..aval import Aval
 from ..device import cpu
-from ..errors import GraphError
+from ..errors import DistributedError, GraphError
 from ..graph.passes.bind_dims import bind_dims
 from ..graph.passes.placement import placement
 from ..graph.symbol import Symbol
 from ..ndarray import NDArray, array_from
 from ..sbp import SBP, SBPError, broadcast, parse, split, split_sizes
+from . import params as params_on_workers
 from . import pieces as P
 from .bounded import BoundedCall, check_timeout, dask_modules
 from .worker import run_region
@@ -77,18 +84,34 @@ def run(sym_or_block, *, client=None, sbp: dict | None = None, compute: bool = F
     if missing:
         raise GraphError(f"run: missing inputs {missing}; the graph's inputs are {names}")
     data_names = set(inputs) if not isinstance(sym_or_block, Symbol) else set()
+    plan = (sym, names, values, data_names, sbp or {})
     if client is None:
         dd = dask_modules()[2]
         with dd.LocalCluster(processes=True, dashboard_address=":0") as cluster, dd.Client(cluster) as own:
-            call = BoundedCall(own, timeout, "la.distributed.run", _AGAIN)
-            outs = _run(sym, names, values, data_names, sbp or {}, call)
-            results = call.compute(outs)
+            outs, results = _computed(BoundedCall(own, timeout, "la.distributed.run", _AGAIN, replans=True), plan)
         return _finish(results, outs, compute)
-    call = BoundedCall(client, timeout, "la.distributed.run", _AGAIN)
-    outs = _run(sym, names, values, data_names, sbp or {}, call)
     if compute:
-        return _finish(call.compute(outs), outs, True)
+        outs, results = _computed(BoundedCall(client, timeout, "la.distributed.run", _AGAIN, replans=True), plan)
+        return _finish(results, outs, True)
+    outs, _ = _run(*plan, BoundedCall(client, timeout, "la.distributed.run", _AGAIN), pin=False)
     return outs[0] if len(outs) == 1 else outs
+
+
+def _computed(call: BoundedCall, plan: tuple) -> tuple[list, list]:
+    """The call's outputs (Dask arrays) and their values, each piece's tasks pinned to its worker.
+
+    A pinned worker that leaves the cluster with nothing scattered on it (dask-array inputs, the
+    parameters' copies on the other workers) ends the wait at once; the call is then planned again
+    over the workers present, once, within the same deadline (Dask recomputes the lost pieces)."""
+    for attempt in range(2):
+        outs, pins = _run(*plan, call, pin=True)
+        try:
+            return outs, call.compute(outs, watch=pins)
+        except DistributedError:
+            if not call.lost_pinned or attempt:
+                raise
+            call.lost_pinned = False
+    raise AssertionError("unreachable")
 
 
 _AGAIN = "call la.distributed.run again"
@@ -166,7 +189,14 @@ def _pieces_count(names, values, sbps, workers: int) -> int:
     return 1
 
 
-def dask_pieces(what: str, v, s: SBP, n: int) -> list:
+def wanted_chunks(v, s: SBP, n: int) -> tuple:
+    """The chunks the dask array ``v`` must have under ``s`` over ``n`` pieces (the chunking rule)."""
+    if s.is_split:
+        return tuple(tuple(split_sizes(d, n)) if k == s.axis else (d,) for k, d in enumerate(v.shape))
+    return tuple((d,) for d in v.shape)
+
+
+def dask_pieces(what: str, v, s: SBP, n: int, at=None) -> list:
     """The ``n`` pieces (Dask delayed values) of the dask array ``v`` under ``s``: the chunking rule
     (``what`` names ``v`` in the error, ``"input 'x'"``).
 
@@ -175,10 +205,7 @@ def dask_pieces(what: str, v, s: SBP, n: int) -> list:
     one chunk, the whole array (``P(sum)``: on piece 0, zeros elsewhere). The chunks are checked
     after rechunking, so a piece is never a part of what the SBP says it holds.
     """
-    if s.is_split:
-        want = tuple(tuple(split_sizes(d, n)) if k == s.axis else (d,) for k, d in enumerate(v.shape))
-    else:
-        want = tuple((d,) for d in v.shape)
+    want = wanted_chunks(v, s, n)
     got = v if v.chunks == want else v.rechunk(want)
     blocks = list(got.to_delayed().ravel())
     if got.chunks != want or len(blocks) != (n if s.is_split else 1):
@@ -187,7 +214,11 @@ def dask_pieces(what: str, v, s: SBP, n: int) -> list:
     if s.is_split:
         return blocks
     if s.is_partial and s.reduce == "sum":
-        return blocks + [_delayed(np.zeros_like)(blocks[0]) for _ in range(n - 1)]
+        zeros = []
+        for i in range(1, n):
+            with at(i) if at is not None else contextlib.nullcontext():
+                zeros.append(_delayed(np.zeros_like)(blocks[0]))
+        return blocks + zeros
     return blocks * n
 
 
@@ -203,8 +234,9 @@ def _chunks_note(v) -> str:
     return f" (chunks {_chunks_text(v)})" if _is_dask(v) else ""
 
 
-def _run(sym, names, values, data_names, given, call: BoundedCall) -> list:
-    dask, da, _ = dask_modules()
+def _run(sym, names, values, data_names, given, call: BoundedCall, *, pin: bool) -> tuple[list, dict]:
+    """The call's output arrays and ``{worker: what is pinned to it}``. ``pin``: each piece's tasks
+    carry a Dask annotation ``workers=[its worker], allow_other_workers=False`` (not stolen)."""
     values = {k: (v.asnumpy() if isinstance(v, NDArray) else v) for k, v in values.items()}
     values = {k: (v if _is_dask(v) else np.asarray(v)) for k, v in values.items()}
     sbps = input_sbps(names, values, data_names, given)
@@ -215,43 +247,107 @@ def _run(sym, names, values, data_names, given, call: BoundedCall) -> list:
     # the global sizes bound first (symbolic sizes, pinned inputs checked), as a CachedOp would
     ann = placement(bind_dims(sym, avals, "la.distributed.run"), avals).infer_sbp(pieces=n, **sbps)
     _check_random(ann, n)
-    delayed = dask.delayed
+    at = _Pins(_owners(values, sbps, n, workers, call), pin)
+    whole = {k: v for k, v in values.items() if not _is_dask(v) and _replicated(sbps[k])}
+    copies = params_on_workers.resident(call, whole, sorted(set(at.owners))) if whole else {}
     env: dict[tuple[int, int], list] = {}
     for node in ann.input_nodes():
-        env[(id(node), 0)] = _input_pieces(f"input {node.name!r}", values[node.name], sbps[node.name], n, call)
+        if node.name in copies:
+            env[(id(node), 0)] = [copies[node.name][w] for w in at.owners]
+        else:
+            env[(id(node), 0)] = _input_pieces(f"input {node.name!r}", values[node.name], sbps[node.name], n, call, at)
     boxed = {id(e.node) for b in ann.topo() if b.op is not None and b.op.name == "boxing" for e in b.inputs}
     for node in ann.constant_nodes():  # (regions carry their constants; these are for boxing nodes)
         if id(node) in boxed:
-            env[(id(node), 0)] = _input_pieces(f"constant {node.name!r}", np.asarray(node.value), B, n, call)
+            env[(id(node), 0)] = _input_pieces(f"constant {node.name!r}", np.asarray(node.value), B, n, call, at)
     for kind, item in P.regions(ann):
         if kind == "region":
-            text = call.scatter(item.symbol.to_json(), "a region's graph", broadcast=True)
-            nout = len(item.outputs)
-            names_in = tuple(f"in{i}" for i in range(len(item.inputs)))
-            for e in item.inputs:
-                if (id(e.node), e.index) not in env:
-                    raise GraphError(f"run: no pieces for {e.node.label()!r}")  # (regions come in order)
-            per_piece = []
-            for i in range(n):
-                args = [env[(id(e.node), e.index)][i] for e in item.inputs]
-                per_piece.append(delayed(run_region, nout=nout, pure=False)(text, names_in, *args))
-            for j, e in enumerate(item.outputs):
-                env[(id(e.node), e.index)] = [per_piece[i][j] for i in range(n)]
+            _region_tasks(item, env, n, call, at)
         else:
             src = item.inputs[0]
-            env[(id(item), 0)] = _box(env[(id(src.node), src.index)], item.params["src"], item.params["dst"])
+            env[(id(item), 0)] = _box(env[(id(src.node), src.index)], item.params["src"], item.params["dst"], at)
+    return _outputs(ann, env, n, at), at.listing()
+
+
+def _replicated(s: SBP) -> bool:
+    return s.is_broadcast or (s.is_partial and s.reduce != "sum")
+
+
+def _region_tasks(item, env: dict, n: int, call: BoundedCall, at) -> None:
+    """One ``run_region`` task per piece (on the piece's worker); the region's outputs' pieces into ``env``."""
+    delayed = dask_modules()[0].delayed
+    text = call.scatter(item.symbol.to_json(), "a region's graph", broadcast=True)
+    nout = len(item.outputs)
+    names_in = tuple(f"in{i}" for i in range(len(item.inputs)))
+    for e in item.inputs:
+        if (id(e.node), e.index) not in env:
+            raise GraphError(f"run: no pieces for {e.node.label()!r}")  # (regions come in order)
+    per_piece = []
+    for i in range(n):
+        args = [env[(id(e.node), e.index)][i] for e in item.inputs]
+        with at(i):
+            per_piece.append(delayed(run_region, nout=nout, pure=False)(text, names_in, *args))
+    for j, e in enumerate(item.outputs):
+        env[(id(e.node), e.index)] = [per_piece[i][j] for i in range(n)]
+
+
+def _outputs(ann: Symbol, env: dict, n: int, at) -> list:
+    """The graph's outputs as Dask arrays: split ones concatenated (lazy), partial ones reduced by
+    a tree among the pieces' workers, broadcast ones piece 0."""
+    da = dask_modules()[1]
     outs = []
     for e in ann.outputs:
         pieces, s, a = env[(id(e.node), e.index)], e.node.sbp[e.index], e.aval
         if s.is_split:
-            parts = [da.from_delayed(_as_delayed(p), shape=P.physical_shape(a.shape, s, i, n), dtype=a.dtype)
-                     for i, p in enumerate(pieces)]
+            parts = []
+            for i, p in enumerate(pieces):
+                with at(i):
+                    parts.append(da.from_delayed(_as_delayed(p), shape=P.physical_shape(a.shape, s, i, n),
+                                                 dtype=a.dtype))
             outs.append(da.concatenate(parts, axis=s.axis))
         elif s.is_partial:
-            outs.append(da.from_delayed(_tree_reduce(pieces, s.reduce), shape=a.shape, dtype=a.dtype))
+            with at(0):
+                outs.append(da.from_delayed(_tree_reduce(pieces, s.reduce, at), shape=a.shape, dtype=a.dtype))
         else:
-            outs.append(da.from_delayed(_as_delayed(pieces[0]), shape=a.shape, dtype=a.dtype))
+            with at(0):
+                outs.append(da.from_delayed(_as_delayed(pieces[0]), shape=a.shape, dtype=a.dtype))
     return outs
+
+
+class _Pins:
+    """Which worker runs piece ``i`` (``owners[i]``); ``at(i)``: a context in which the Dask tasks
+    made carry that worker as a strict restriction (``pin``; else no annotation)."""
+
+    def __init__(self, owners: list[str], pin: bool):
+        self.owners, self.pin = owners, pin
+
+    def __call__(self, i: int):
+        if not self.pin:
+            return contextlib.nullcontext()
+        return dask_modules()[0].annotate(workers=[self.owners[i]], allow_other_workers=False)
+
+    def listing(self) -> dict:
+        out: dict[str, list[int]] = {}
+        for i, w in enumerate(self.owners):
+            out.setdefault(w, []).append(i)
+        return {w: f"the tasks of piece(s) {', '.join(map(str, ix))} (pinned to it)" for w, ix in out.items()}
+
+
+def _owners(values: dict, sbps: dict, n: int, workers: list[str], call: BoundedCall) -> list[str]:
+    """The worker of each piece: where a persisted split dask input already holds it (its chunks
+    agree with its SBP, so the piece is that chunk), else the workers in turn."""
+    workers = sorted(workers)
+    owners = [workers[i % len(workers)] for i in range(n)]
+    for k, v in values.items():
+        s = sbps[k]
+        if not (_is_dask(v) and s.is_split and v.chunks == wanted_chunks(v, s, n)):
+            continue
+        where = call.who_has(v)
+        keys = [key for key in dask_modules()[0].core.flatten(v.__dask_keys__())]
+        found = [(where.get(key) or [None])[0] for key in keys]
+        if all(w in workers for w in found):
+            return found
+    return owners
 
 
 def _check_random(ann: Symbol, n: int) -> None:
@@ -274,12 +370,12 @@ def _identity(x):
     return x
 
 
-def _input_pieces(what: str, v, s: SBP, n: int, call: BoundedCall) -> list:
+def _input_pieces(what: str, v, s: SBP, n: int, call: BoundedCall, at) -> list:
     if _is_dask(v):
-        return dask_pieces(what, v, s, n)
-    if s.is_broadcast or (s.is_partial and s.reduce != "sum"):
+        return dask_pieces(what, v, s, n, at)
+    if _replicated(s):
         return [call.scatter(v, what, broadcast=True)] * n
-    return call.scatter(P.split_value(v, s, n), [f"{what} piece {i} of {n}" for i in range(n)])
+    return call.scatter_each(P.split_value(v, s, n), [f"{what} piece {i} of {n}" for i in range(n)], at.owners)
 
 
 def _delayed(f):
@@ -287,32 +383,45 @@ def _delayed(f):
     return dask.delayed(f, pure=True)
 
 
-def _tree_reduce(pieces: list, how: str):
-    """Pairwise reduction: log2(n) rounds of tasks instead of one task reading every piece."""
-    level = list(pieces)
+def _tree_reduce(pieces: list, how: str, at):
+    """Pairwise reduction among the pieces' workers (pair ``(i, j)`` on piece ``i``'s worker): log2(n)
+    rounds of tasks instead of one task reading every piece; the client receives only the sum."""
+    level = list(enumerate(pieces))
     while len(level) > 1:
-        nxt = [_delayed(P.reduce)([level[i], level[i + 1]], how) for i in range(0, len(level) - 1, 2)]
+        nxt = []
+        for k in range(0, len(level) - 1, 2):
+            (i, a), (_, b) = level[k], level[k + 1]
+            with at(i):
+                nxt.append((i, _delayed(P.reduce)([a, b], how)))
         if len(level) % 2:
             nxt.append(level[-1])
         level = nxt
-    return _as_delayed(level[0])
+    return _as_delayed(level[0][1])
 
 
-def _box(pieces: list, src: SBP, dst: SBP) -> list:
-    """The Dask tasks of one boxing node (``pieces.box`` is the NumPy reference)."""
+def _box(pieces: list, src: SBP, dst: SBP, at) -> list:
+    """The Dask tasks of one boxing node (``pieces.box`` is the NumPy reference), each on the worker
+    of the piece it makes (a slice: on the worker of the piece it cuts), never through the client."""
     n = len(pieces)
     d = _delayed
+
+    def on(i, f, *args):
+        with at(i):
+            return d(f)(*args)
+
     if src.is_broadcast:
         if dst.is_split:
-            return [d(P.piece_slice)(p, dst.axis, i, n) for i, p in enumerate(pieces)]
+            return [on(i, P.piece_slice, p, dst.axis, i, n) for i, p in enumerate(pieces)]
         if dst.reduce == "sum":  # B -> P(sum): the value stays on piece 0, zeros elsewhere
-            return [pieces[0]] + [d(np.zeros_like)(p) for p in pieces[1:]]
+            return [pieces[0]] + [on(i, np.zeros_like, p) for i, p in enumerate(pieces) if i]
         return list(pieces)
     if src.is_split and dst.is_split:  # all-to-all
-        return [d(P.concat)([d(P.piece_slice)(p, dst.axis, i, n) for p in pieces], src.axis) for i in range(n)]
+        return [on(i, P.concat, [on(j, P.piece_slice, p, dst.axis, i, n) for j, p in enumerate(pieces)], src.axis)
+                for i in range(n)]
     if src.is_partial and dst.is_split:  # reduce-scatter: piece i reduces slice i of every piece
-        return [d(P.reduce)([d(P.piece_slice)(p, dst.axis, i, n) for p in pieces], src.reduce) for i in range(n)]
+        return [on(i, P.reduce, [on(j, P.piece_slice, p, dst.axis, i, n) for j, p in enumerate(pieces)], src.reduce)
+                for i in range(n)]
     if dst.is_broadcast:  # all-gather / all-reduce (a pairwise tree)
-        full = d(P.concat)(pieces, src.axis) if src.is_split else _tree_reduce(pieces, src.reduce)
+        full = on(0, P.concat, pieces, src.axis) if src.is_split else _tree_reduce(pieces, src.reduce, at)
         return [full] * n
     raise SBPError(f"no boxing from {src} to {dst}")

@@ -52,9 +52,9 @@ def _before_compute(monkeypatch, action):
     """Run ``action(call)`` between the scatters and the computation of every ``BoundedCall``."""
     real = bounded.BoundedCall.compute
 
-    def compute(self, outs):
+    def compute(self, outs, watch=None):
         action(self)
-        return real(self, outs)
+        return real(self, outs, watch)
 
     monkeypatch.setattr(bounded.BoundedCall, "compute", compute)
     yield
@@ -81,7 +81,16 @@ def test_a_killed_worker_with_a_scattered_piece_names_the_input_piece_and_the_fi
             pieces.extend(out)
         return out
 
+    real_each = bounded.BoundedCall.scatter_each
+
+    def scatter_each(self, items, what, workers):
+        out = real_each(self, items, what, workers)
+        if what[0].startswith("input 'x'"):
+            pieces.extend(out)
+        return out
+
     monkeypatch.setattr(bounded.BoundedCall, "scatter", scatter)
+    monkeypatch.setattr(bounded.BoundedCall, "scatter_each", scatter_each)
     with _before_compute(monkeypatch, lambda call: _kill_worker_holding(client, pieces)):
         start = time.monotonic()
         with pytest.raises(la.DistributedError, match=r"lost input 'x' piece 0 of 2 \(a NumPy piece scattered to one "
@@ -92,13 +101,21 @@ def test_a_killed_worker_with_a_scattered_piece_names_the_input_piece_and_the_fi
 
 
 def test_a_killed_worker_with_a_dask_piece_recomputes_it(client, monkeypatch):
-    def kill_one(call):
-        addr = sorted(client.scheduler_info(n_workers=-1)["workers"])[0]
-        os.kill(client.run(os.getpid)[addr], signal.SIGKILL)
+    killed = []
+
+    computes = []
+
+    def kill_one(call):  # (once: the call plans again over the workers left, and computes again)
+        computes.append(call)
+        if not killed:
+            addr = sorted(client.scheduler_info(n_workers=-1)["workers"])[0]
+            os.kill(client.run(os.getpid)[addr], signal.SIGKILL)
+            killed.append(addr)
 
     with _before_compute(monkeypatch, kill_one):
         out = la.distributed.run(_graph(), client=client, x=da.from_array(X, chunks=(4, 4)), compute=True, timeout=30)
     np.testing.assert_allclose(out.asnumpy(), np.exp(X) * 2.0)
+    assert len(computes) == 2  # the pieces were pinned to the killed worker: planned again, once
 
 
 @contextmanager
