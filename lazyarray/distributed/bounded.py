@@ -24,7 +24,6 @@ Dask itself is imported only when a function here is called (``dask_modules``).
 """
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from concurrent.futures import CancelledError
@@ -120,6 +119,8 @@ class BoundedCall:
         client, left = self.client, self.remaining()
 
         async def send():
+            import asyncio  # (here, with dask: asyncio imports ssl, which `import lazyarray` must not pay for)
+
             sent = [client.scatter([v], workers=[w], hash=False, asynchronous=True,
                                    timeout=left if left is not None else 1e9) for v, w in zip(items, workers)]
             return [f for fs in await asyncio.gather(*sent) for f in fs]

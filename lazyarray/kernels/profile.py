@@ -2,13 +2,13 @@
 
     >>> import lazyarray as la
     >>> with la.profile() as prof:
-    ...     y = la.relu(la.ones((64, 64)) @ la.ones((64, 64)))
+    ...     y = la.tanh(la.ones((64, 64)) @ la.ones((64, 64)))
     >>> [e.key for e in prof.events]
-    ['matmul[reference]', 'relu[reference]']
+    ['matmul[blas]', 'tanh[tanh]']
     >>> print(prof.table())                                          # doctest: +SKIP
     op[implementation]  calls   total ms    mean us  % time
-    matmul[reference]       1      0.031       31.0    61.2
-    relu[reference]         1      0.020       19.6    38.8
+    matmul[blas]            1      0.031       31.0    61.2
+    tanh[tanh]              1      0.020       19.6    38.8
 
 Each event is one kernel call: eager calls from the dispatcher, compiled ones from the
 program's run loop (one per step, named after the graph node). The op's chosen implementation
