@@ -96,12 +96,16 @@ def cache_dir() -> str:
 def clear_disk_cache(path: str | None = None) -> int:
     """Delete the cached kernels under ``path`` (default ``cache_dir()``): each compiles again in the
     next process. Returns the number of files deleted."""
-    return _prune(path or cache_dir(), 0)
+    return prune_disk_cache(0, path)
 
 
-def _prune(root: str, cap: int) -> int:
-    """Delete the least recently written cache files under ``root`` until the rest take at most
-    ``cap`` bytes (3/4 of it once past it, so that pruning is rare). Returns the files deleted."""
+def prune_disk_cache(cap: int = CACHE_CAP_BYTES, path: str | None = None) -> int:
+    """Delete the least recently written cache files under ``path`` (default ``cache_dir()``) until
+    the rest take at most ``cap`` bytes (3/4 of it once past it, so that pruning is rare); done once
+    per process and directory, before the first kernel compiles. Returns the files deleted."""
+    root = path or cache_dir()
+    if not root:
+        return 0
     files = []
     for dirpath, _, names in os.walk(root):
         for name in names:
@@ -142,7 +146,7 @@ def _usable_dir(root: str) -> str:
                       f"la.config.jit_cache_dir to a writable directory, or to 0 to turn this off)",
                       RuntimeWarning, stacklevel=4)
         return ""
-    _prune(root, CACHE_CAP_BYTES)
+    prune_disk_cache(CACHE_CAP_BYTES, root)
     return root
 
 
@@ -234,8 +238,12 @@ def _disk_cache_class():
         def save_overload(self, sig, data):
             try:
                 super().save_overload(sig, data)
-            except Exception as exc:  # (disk full, directory gone): the kernel runs, uncached
-                _LOG.debug("lazyarray.jit: %s not saved to the cache (%s)", self._name, exc)
+            except Exception:  # (a corrupt index: start it again, once)
+                try:
+                    self._cache_file.flush()
+                    super().save_overload(sig, data)
+                except Exception as exc:  # (disk full, directory gone): the kernel runs, uncached
+                    _LOG.debug("lazyarray.jit: %s not saved to the cache (%s)", self._name, exc)
 
         def _index_key(self, sig, codegen):
             # (numba's key, but captured compiled functions as their code, see _code_key)

@@ -136,6 +136,9 @@ class Tuning:
                 raise ParamValueError(f"tuning: {f.name} must be >= 0, got {v}")
         if self.winograd_max_tile not in (2, 4):
             raise ParamValueError(f"tuning: winograd_max_tile is 2 or 4, got {self.winograd_max_tile}")
+        if self.jit_cache_dir and not os.path.isabs(self.jit_cache_dir):
+            raise ParamValueError(f"tuning: jit_cache_dir is an absolute path ('': no disk cache), got "
+                                  f"{self.jit_cache_dir!r}")
         if self.cache_size < 1:
             raise ParamValueError(f"tuning: cache_size must be >= 1 (signatures kept compiled), got {self.cache_size}")
 
