@@ -177,6 +177,15 @@ def compiled(fn):
     return k
 
 
+def cache_stats() -> tuple[int, int]:
+    """``(compiled, loaded)``: how many kernel signatures this process compiled and how many it loaded
+    from the disk cache, over the kernels ``compiled`` gave."""
+    with _LOCK:
+        kernels = list(_COMPILED.values())
+    loaded = sum(sum(k.stats.cache_hits.values()) for k in kernels)
+    return sum(len(k.overloads) for k in kernels) - loaded, loaded
+
+
 def _cache_on_disk(kernel, fn) -> None:
     """Give the numba dispatcher ``kernel`` a disk cache in ``cache_dir()`` (where it is usable)."""
     root = _usable_dir(cache_dir())

@@ -124,9 +124,13 @@ with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     import cache_kernels
     from lazyarray import jit
+    before = jit.cache_stats()
     k, c = jit.compiled(cache_kernels.total), cache_kernels.make_twice()
     a = np.arange(1.0, 5.0)
     got = [float(k(a)), float(c(a))]
+    compiled, loaded = jit.cache_stats()
+    assert (compiled - before[0]) + (loaded - before[1]) == 2, (before, compiled, loaded)
+    assert loaded - before[1] == sum(sum(s.cache_hits.values()) for s in (k.stats, c.stats))
 stats = [sum(s.cache_hits.values()) for s in (k.stats, c.stats)], [sum(s.cache_misses.values()) for s in (k.stats, c.stats)]
 print(json.dumps({"values": got, "hits": stats[0], "misses": stats[1], "dir": jit.cache_dir(),
                   "warnings": [str(w.message) for w in caught if "cache" in str(w.message)]}))
