@@ -177,6 +177,19 @@ def compiled(fn):
     return k
 
 
+def _one(x):
+    return x + 1.0
+
+
+def warm_up() -> bool:
+    """Pay numba's one-time start now (its import and its typing and target registries, about a
+    second on the development machine, 0.4 s of it numba importing SciPy's BLAS) rather than in the
+    first call that runs a compiled kernel: call it at program start, or in a background thread.
+    Loads (or compiles and caches) one tiny kernel; True when compiled kernels are on."""
+    k = compiled(_one)
+    return k is not None and k(1.0) == 2.0
+
+
 def cache_stats() -> tuple[int, int]:
     """``(compiled, loaded)``: how many kernel signatures this process compiled and how many it loaded
     from the disk cache, over the kernels ``compiled`` gave."""
