@@ -41,6 +41,7 @@ import marshal
 import os
 import tempfile
 import threading
+import time
 import warnings
 
 from .tuning_table import config, current, from_environment_only
@@ -173,8 +174,45 @@ def compiled(fn):
             if k is None:
                 k = _numba().njit(nogil=True)(fn)
                 _cache_on_disk(k, fn)
+                _compile_listener()
                 _COMPILED[fn] = k
     return k
+
+
+def compile_ns_within(start_ns: int, end_ns: int) -> int:
+    """Nanoseconds this thread spent in numba compiling (or loading from the disk cache) kernels
+    between ``start_ns`` and ``end_ns`` (``time.perf_counter_ns``): ``la.profile()`` counts that
+    apart from the kernel call that paid it (``op[numba compile]``)."""
+    spans = getattr(_REGION, "compiles", None)
+    if not spans or spans[-1][1] <= start_ns:
+        return 0
+    return sum(max(0, min(e, end_ns) - max(s, start_ns)) for s, e in spans)
+
+
+@functools.lru_cache(maxsize=1)  # (installed once per process: numba keeps its listeners)
+def _compile_listener() -> None:
+    """Note each outermost hold of numba's compiler lock (loading a kernel from the disk cache or
+    compiling it) on this thread as a (start, end) span in
+    ``_REGION.compiles`` (the last 32), for ``compile_ns_within``."""
+    event = importlib.import_module("numba.core.event")
+
+    class Spans(event.Listener):
+        def on_start(self, ev):
+            depth = getattr(_REGION, "compiling", 0)
+            if depth == 0:
+                _REGION.compile_start = time.perf_counter_ns()
+            _REGION.compiling = depth + 1
+
+        def on_end(self, ev):
+            _REGION.compiling = depth = getattr(_REGION, "compiling", 1) - 1
+            if depth == 0:
+                spans = getattr(_REGION, "compiles", None)
+                if spans is None:
+                    spans = _REGION.compiles = []
+                spans.append((_REGION.compile_start, time.perf_counter_ns()))
+                del spans[:-32]
+
+    event.register("numba:compiler_lock", Spans())  # (held while a kernel loads from the cache or compiles)
 
 
 def _one(x):
@@ -278,7 +316,7 @@ def _disk_cache_class():
 
 
 _PARALLEL: list = []  # [pid, ready] once asked
-_REGION = threading.local()  # .threads: what this thread last gave numba.set_num_threads
+_REGION = threading.local()  # .threads: what this thread last gave numba.set_num_threads; .compiles: compile spans
 # numba's threading layers by name -> the pools that provide them (``numba.np.ufunc.<pool>``); the
 # default tries TBB, then OpenMP, then workqueue (not thread-safe: never used here)
 _LAYERS = {"default": ("tbbpool", "omppool"), "threadsafe": ("tbbpool", "omppool"),

@@ -235,3 +235,26 @@ def test_relative_cache_directories_are_refused():
     with pytest.raises(la.ParamValueError, match="absolute path"):
         with la.tuning(jit_cache_dir="cache/here"):
             pass
+
+
+def test_compile_time_is_its_own_row_in_a_profile_not_the_kernels_run_time():
+    pytest.importorskip("numba")
+    x = la.array(np.random.default_rng(0).standard_normal((8, 4, 12, 12)).astype(np.float32))
+    jit.clear()  # (every kernel compiles again on its next use; no disk cache: it compiles, not loads)
+    try:
+        with la.tuning(jit=True, jit_cache_dir=""):
+            with la.profile() as prof:
+                y = la.nn.max_pool2d(x).asnumpy()
+            with la.profile() as again:
+                la.nn.max_pool2d(x).asnumpy()
+    finally:
+        jit.clear()
+    compiles = [e for e in prof.events if e.impl == "numba compile"]
+    assert compiles and all(e.name == "nn.max_pool2d" for e in compiles), [e.key for e in prof.events]
+    run = next(e for e in prof.events if e.name == "nn.max_pool2d" and e.impl != "numba compile")
+    assert run.start_ns == compiles[0].start_ns + compiles[0].dur_ns  # the run follows its compile
+    assert compiles[0].dur_ns > run.dur_ns  # (a compilation takes far longer than the pool it compiled for)
+    assert not any(e.impl == "numba compile" for e in again.events)  # compiled once
+    assert "nn.max_pool2d[numba compile]" in prof.table()
+    want = x.asnumpy().reshape(8, 4, 6, 2, 6, 2).max(axis=(3, 5))
+    np.testing.assert_array_equal(y, want)
