@@ -41,6 +41,7 @@ First calls include numba compiling the kernels a model is the first to use (sec
     python benchmarks/real_models.py --busy          # busy / quiet ratios
     python benchmarks/real_models.py --ab --only lstm  # new kernels / the paths they replaced
     python benchmarks/real_models.py --profile mobilenetv3_mini   # la.profile() table of one model
+    python benchmarks/real_models.py --first-call --only resnet,bert,zoo   # first calls, cold / warm kernel cache
 """
 from __future__ import annotations
 
@@ -424,11 +425,16 @@ def print_first_calls(rows) -> None:
     print(f"warm/session: geometric mean {geomean([r[-1] for r in rows]):.1f}x, worst {worst[0]} {worst[-1]:.1f}x")
 
 
+def _picked(name: str, only: str) -> bool:
+    """``--only``: the models whose name contains one of its comma-separated texts."""
+    return any(part.strip().lower() in name.lower() for part in only.split(","))
+
+
 def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help=f"{', '.join(QUICK)} only, few rounds (a smoke run)")
     ap.add_argument("--busy", action="store_true", help="busy / quiet ratios beside a process burning one core")
-    ap.add_argument("--only", default="", help="models whose name contains this text")
+    ap.add_argument("--only", default="", help="models whose name contains this text (or one of these, a,b,c)")
     ap.add_argument("--rounds", type=int, default=None, help="alternating rounds per comparison (median)")
     ap.add_argument("--budget", type=float, default=None, help="seconds of calls per timed round")
     ap.add_argument("--ab", action="store_true",
@@ -452,14 +458,14 @@ def main(argv=None) -> int:
         print(json.dumps(first_call_child(args.first_call_child)))
         return 0
     if args.first_call:
-        names = [m["name"] for m in manifest() if args.only.lower() in m["name"].lower()
-                 and (not args.quick or m["name"] in QUICK)] + ([ZOO] if args.only.lower() in ZOO else [])
+        names = [n for n in [m["name"] for m in manifest()] + [ZOO] if _picked(n, args.only)
+                 and (not args.quick or n in QUICK + (ZOO,))]
         print_first_calls(first_call_rows(names, args.rounds or (1 if args.quick else 3)))
         return 0
     rounds = args.rounds or (1 if args.quick else 5)
     budget = args.budget or (0.01 if args.quick else 0.15)
     threads = (1, 2)
-    models = [m for m in manifest() if args.only.lower() in m["name"].lower()
+    models = [m for m in manifest() if _picked(m["name"], args.only)
               and (not args.quick or m["name"] in QUICK)]
     before = num_threads()
     rows, firsts = [], {}
