@@ -41,6 +41,7 @@ First calls include numba compiling the kernels a model is the first to use (sec
     python benchmarks/real_models.py --busy          # busy / quiet ratios
     python benchmarks/real_models.py --ab --only lstm  # new kernels / the paths they replaced
     python benchmarks/real_models.py --profile mobilenetv3_mini   # la.profile() table of one model
+    python benchmarks/real_models.py --first-call --only resnet,bert,zoo   # first calls, cold / warm kernel cache
 """
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ _spec.loader.exec_module(_util)
 table = _util.table
 
 import lazyarray as la  # noqa: E402
-from lazyarray import kernels  # noqa: E402
+from lazyarray import jit, kernels  # noqa: E402
 from lazyarray.kernels import depthwise  # noqa: E402
 from lazyarray.ops import registry  # noqa: E402
 from lazyarray.threads import num_threads  # noqa: E402
@@ -153,6 +154,7 @@ class Model:
         la.set_num_threads(1)
         t0 = time.perf_counter()
         self.net = la.blocks.SymbolBlock.imports(self.path, m["inputs"])
+        self.import_s = time.perf_counter() - t0
         self.net.hybridize()
         self.feeds = feeds(m)
         self.la_run(self.feeds[0][1])
@@ -338,17 +340,118 @@ def profile(name: str, batch: int, calls: int = 20) -> None:
     print(model.net.explain(*[la.array(ins[k]) for k in model.m["inputs"]]))
 
 
+ZOO = "zoo_resnet18_train"  # --first-call's extra row: the zoo's ResNet-18, first hybridized training step
+ZOO_SESSION = "resnet_mini"  # ... against the InferenceSession creation of this fixture
+
+
+def _zoo_first_step() -> tuple[float, float]:
+    """Seconds of the zoo's ResNet-18 (CIFAR, batch 32) first hybridized training step (benchmarks/models.py's),
+    and of its second."""
+    spec = importlib.util.spec_from_file_location("_bench_models", _HERE / "models.py")
+    models = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(models)
+    run = models.Run("resnet18", True, 32, False)
+    t0 = time.perf_counter()
+    run.step()
+    t1 = time.perf_counter()
+    run.step()
+    return t1 - t0, time.perf_counter() - t1
+
+
+def first_call_child(name: str) -> dict:
+    """In this (fresh) process: the process's first uses paid first (imports, numba, a model without
+    kernels both ways), then ``name``'s first call (import, trace, compile, run; one thread) and the
+    creation of onnxruntime's session for the same file. Kernels compile or load from the disk cache
+    (``LAZYARRAY_JIT_CACHE_DIR`` says which: the parent gives an empty or a filled one)."""
+    import onnx  # noqa: F401
+    import onnxruntime  # noqa: F401
+    t0 = time.perf_counter()
+    jit.warm_up()  # numba's one-time start, timed apart: every process pays it once, whatever its model
+    start = time.perf_counter() - t0
+    Model(next(m for m in manifest() if m["name"] == WARM_UP), (1,)).check()
+    before = jit.cache_stats()
+    if name == ZOO:
+        (first, second), load = _zoo_first_step(), 0.0
+    else:
+        model = Model(next(m for m in manifest() if m["name"] == name), (1,))
+        first, load = model.first_call, model.import_s
+        t0 = time.perf_counter()
+        model.la_run(model.feeds[0][1])
+        second = time.perf_counter() - t0
+    compiled, loaded = (a - b for a, b in zip(jit.cache_stats(), before))
+    t0 = time.perf_counter()
+    ort_session(str(FIXTURES / ((ZOO_SESSION if name == ZOO else name) + ".onnx")), 1)
+    return {"first": first, "import": load, "session": time.perf_counter() - t0,
+            "compiled": compiled, "loaded": loaded, "numba_start": start, "second": second}
+
+
+def _child(name: str, cache: str) -> dict:
+    import os
+    import subprocess
+    env = {**os.environ, "LAZYARRAY_JIT_CACHE_DIR": cache}
+    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--first-call-child", name], env=env,
+                         capture_output=True, text=True, timeout=600)
+    if out.returncode:
+        raise RuntimeError(f"{name}: the first-call process failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def first_call_rows(names, rounds: int) -> list:
+    """Per model: medians over ``rounds`` of fresh processes with an empty disk cache (cold) and then
+    with the one it filled (warm), as ratios to onnxruntime's session creation in the same process."""
+    import tempfile
+    rows = []
+    for name in names:
+        got = {"cold": [], "warm": []}
+        for _ in range(rounds):
+            with tempfile.TemporaryDirectory() as cache:
+                got["cold"].append(_child(name, cache))
+                got["warm"].append(_child(name, cache))
+            print(".", end="", file=sys.stderr, flush=True)
+        med = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in got.items()}
+        ratio = {k: statistics.median(r["first"] / r["session"] for r in v) for k, v in got.items()}
+        imp = statistics.median(r["import"] / r["session"] for r in got["warm"])
+        rows.append([name, f"{med['cold']['numba_start'] * 1e3:.0f}/{med['warm']['numba_start'] * 1e3:.0f}",
+                     f"{med['cold']['first'] * 1e3:.0f}", f"{med['warm']['first'] * 1e3:.0f}",
+                     f"{med['warm']['second'] * 1e3:.1f}",
+                     f"{med['warm']['import'] * 1e3:.1f}", f"{med['warm']['session'] * 1e3:.1f}",
+                     f"{ratio['cold']:.1f}x", f"{ratio['warm']:.1f}x", f"{imp:.1f}x" if imp else "-",
+                     f"{med['cold']['compiled']:.0f}", f"{med['warm']['loaded']:.0f}/{med['warm']['compiled']:.0f}",
+                     ratio["warm"]])
+    return rows
+
+
+def print_first_calls(rows) -> None:
+    print("first call (import + trace + compile + first run, one thread; fresh process each, numba's one-time "
+          "start paid before it: 'numba ms', cold/warm) / onnxruntime InferenceSession creation in the same "
+          "process; cold: empty kernel cache, warm: the one the cold process filled; 2nd call: the next call "
+          "(warm); median of rounds")
+    heads = ["model", "numba ms", "cold ms", "warm ms", "2nd call ms", "import ms", "session ms", "cold/session", "warm/session",
+             "import/session", "compiled cold", "loaded/compiled warm"]
+    print(table(heads, [r[:-1] for r in rows]))
+    worst = max(rows, key=lambda r: r[-1])
+    print(f"warm/session: geometric mean {geomean([r[-1] for r in rows]):.1f}x, worst {worst[0]} {worst[-1]:.1f}x")
+
+
+def _picked(name: str, only: str) -> bool:
+    """``--only``: the models whose name contains one of its comma-separated texts."""
+    return any(part.strip().lower() in name.lower() for part in only.split(","))
+
+
 def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help=f"{', '.join(QUICK)} only, few rounds (a smoke run)")
     ap.add_argument("--busy", action="store_true", help="busy / quiet ratios beside a process burning one core")
-    ap.add_argument("--only", default="", help="models whose name contains this text")
+    ap.add_argument("--only", default="", help="models whose name contains this text (or one of these, a,b,c)")
     ap.add_argument("--rounds", type=int, default=None, help="alternating rounds per comparison (median)")
     ap.add_argument("--budget", type=float, default=None, help="seconds of calls per timed round")
     ap.add_argument("--ab", action="store_true",
                     help="la with the kernels added for these models / la with the paths they replace")
     ap.add_argument("--profile", default="", help="print la.profile() and explain() of this model instead")
     ap.add_argument("--batch", type=int, default=1, help=f"with --profile: 1 or {BIG_BATCH}")
+    ap.add_argument("--first-call", action="store_true",
+                    help="first-call time in fresh processes, cold and warm kernel cache, / ort session creation")
+    ap.add_argument("--first-call-child", default="", help=argparse.SUPPRESS)
     return ap.parse_args(argv)
 
 
@@ -359,10 +462,18 @@ def main(argv=None) -> int:
     if args.profile:
         profile(args.profile, args.batch)
         return 0
+    if args.first_call_child:
+        print(json.dumps(first_call_child(args.first_call_child)))
+        return 0
+    if args.first_call:
+        names = [n for n in [m["name"] for m in manifest()] + [ZOO] if _picked(n, args.only)
+                 and (not args.quick or n in QUICK + (ZOO,))]
+        print_first_calls(first_call_rows(names, args.rounds or (1 if args.quick else 3)))
+        return 0
     rounds = args.rounds or (1 if args.quick else 5)
     budget = args.budget or (0.01 if args.quick else 0.15)
     threads = (1, 2)
-    models = [m for m in manifest() if args.only.lower() in m["name"].lower()
+    models = [m for m in manifest() if _picked(m["name"], args.only)
               and (not args.quick or m["name"] in QUICK)]
     before = num_threads()
     rows, firsts = [], {}

@@ -14,8 +14,13 @@ installed or the tuning table's ``jit`` is off (``LAZYARRAY_JIT=0`` at import, `
 ``la.config.jit = False``); ``set_enabled`` switches the process-wide default at run time (the tests
 compare both paths). The environment is read once, by the tuning table, because a relu of a small
 activation takes about a microsecond: reading the environment at each call cost twice that.
-Kernels compile on first use per argument types (a fraction of a second, once per process) and
-are not cached on disk: nothing is loaded from a file. ``import lazyarray`` never imports numba.
+Kernels compile on first use per argument types (a fraction of a second each; a model's first
+call compiles a dozen) and are cached on disk, in the tuning table's ``jit_cache_dir`` (the user's
+cache directory + ``lazyarray/numba``; ``LAZYARRAY_JIT_CACHE_DIR``, ``0``: no disk cache): the next
+process loads them (numba's cache, its index keyed on numba's version, the kernel's source file and
+the CPU). The directory is capped (``CACHE_CAP_BYTES``: past it, the oldest files go when a process
+first compiles) and ``clear_disk_cache()`` empties it; an unwritable directory means no disk cache
+(one warning), an unreadable or corrupt entry compiles again. ``import lazyarray`` never imports numba.
 
 ``parallel_ready()`` says whether a kernel may open a numba parallel region (``ops/conv_parallel.py``,
 ``ops/dense_parallel.py``):
@@ -29,14 +34,22 @@ asked (GNU OpenMP does not survive ``fork``: a forked child takes the serial ker
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
+import logging
+import marshal
 import os
+import tempfile
 import threading
+import time
+import warnings
 
 from .tuning_table import config, current, from_environment_only
 
 _COMPILED: dict = {}
 _LOCK = threading.Lock()
+CACHE_CAP_BYTES = 256 << 20  # the disk cache's size: a model zoo's kernels take a few MiB
+_LOG = logging.getLogger("lazyarray.jit")
 
 
 def enabled() -> bool:
@@ -68,15 +81,79 @@ def _numba():
 
 
 def clear() -> None:
-    """Forget the compiled kernels (each compiles again on its next use) and the numba lookup."""
+    """Forget the compiled kernels (each compiles again on its next use, or loads from the disk
+    cache), the numba lookup and the disk cache's checks."""
     with _LOCK:
         _COMPILED.clear()
     _numba.cache_clear()
+    _usable_dir.cache_clear()
+
+
+def cache_dir() -> str:
+    """The directory compiled kernels are cached in (``la.config.jit_cache_dir``); '' when off."""
+    return current().jit_cache_dir
+
+
+def clear_disk_cache(path: str | None = None) -> int:
+    """Delete the cached kernels under ``path`` (default ``cache_dir()``): each compiles again in the
+    next process. Returns the number of files deleted."""
+    return prune_disk_cache(0, path)
+
+
+def prune_disk_cache(cap: int = CACHE_CAP_BYTES, path: str | None = None) -> int:
+    """Delete the least recently written cache files under ``path`` (default ``cache_dir()``) until
+    the rest take at most ``cap`` bytes (3/4 of it once past it, so that pruning is rare); done once
+    per process and directory, before the first kernel compiles. Returns the files deleted."""
+    root = path or cache_dir()
+    if not root:
+        return 0
+    files = []
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            if name.endswith((".nbi", ".nbc")) or ".tmp." in name:
+                path = os.path.join(dirpath, name)
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue
+                files.append((st.st_mtime, st.st_size, path))
+    total = sum(size for _, size, _ in files)
+    if total <= cap:
+        return 0
+    deleted, target = 0, cap * 3 // 4
+    for _, size, path in sorted(files):
+        if total <= target:
+            break
+        try:
+            os.remove(path)
+        except OSError:
+            continue
+        total -= size
+        deleted += 1
+    return deleted
+
+
+@functools.lru_cache(maxsize=8)  # (once per directory and process: made, checked writable, pruned to the cap)
+def _usable_dir(root: str) -> str:
+    """``root`` when kernels can be cached there (made and pruned), else '' after one warning."""
+    if not root:
+        return ""
+    try:
+        os.makedirs(root, exist_ok=True)
+        tempfile.TemporaryFile(dir=root).close()
+    except OSError as exc:
+        warnings.warn(f"lazyarray: the compiled-kernel cache directory {root!r} is not writable ({exc}); "
+                      f"kernels compile in every process (set LAZYARRAY_JIT_CACHE_DIR or "
+                      f"la.config.jit_cache_dir to a writable directory, or to 0 to turn this off)",
+                      RuntimeWarning, stacklevel=4)
+        return ""
+    prune_disk_cache(CACHE_CAP_BYTES, root)
+    return root
 
 
 def compiled(fn):
-    """``fn`` compiled for the CPU (``numba.njit(nogil=True)``), or None where compiled kernels
-    are off (``enabled()``): the caller then runs its NumPy path.
+    """``fn`` compiled for the CPU (``numba.njit(nogil=True)``, cached on disk in ``cache_dir()``),
+    or None where compiled kernels are off (``enabled()``): the caller then runs its NumPy path.
 
     >>> import numpy as np
     >>> def total(a):
@@ -95,12 +172,151 @@ def compiled(fn):
         with _LOCK:
             k = _COMPILED.get(fn)
             if k is None:
-                k = _COMPILED[fn] = _numba().njit(nogil=True, cache=False)(fn)
+                k = _numba().njit(nogil=True)(fn)
+                _cache_on_disk(k, fn)
+                _compile_listener()
+                _COMPILED[fn] = k
     return k
 
 
+def compile_ns_within(start_ns: int, end_ns: int) -> int:
+    """Nanoseconds this thread spent in numba compiling (or loading from the disk cache) kernels
+    between ``start_ns`` and ``end_ns`` (``time.perf_counter_ns``): ``la.profile()`` counts that
+    apart from the kernel call that paid it (``op[numba compile]``)."""
+    spans = getattr(_REGION, "compiles", None)
+    if not spans or spans[-1][1] <= start_ns:
+        return 0
+    return sum(max(0, min(e, end_ns) - max(s, start_ns)) for s, e in spans)
+
+
+@functools.lru_cache(maxsize=1)  # (installed once per process: numba keeps its listeners)
+def _compile_listener() -> None:
+    """Note each outermost hold of numba's compiler lock (loading a kernel from the disk cache or
+    compiling it) on this thread as a (start, end) span in
+    ``_REGION.compiles`` (the last 32), for ``compile_ns_within``."""
+    event = importlib.import_module("numba.core.event")
+
+    class Spans(event.Listener):
+        def on_start(self, ev):
+            depth = getattr(_REGION, "compiling", 0)
+            if depth == 0:
+                _REGION.compile_start = time.perf_counter_ns()
+            _REGION.compiling = depth + 1
+
+        def on_end(self, ev):
+            _REGION.compiling = depth = getattr(_REGION, "compiling", 1) - 1
+            if depth == 0:
+                spans = getattr(_REGION, "compiles", None)
+                if spans is None:
+                    spans = _REGION.compiles = []
+                spans.append((_REGION.compile_start, time.perf_counter_ns()))
+                del spans[:-32]
+
+    event.register("numba:compiler_lock", Spans())  # (held while a kernel loads from the cache or compiles)
+
+
+def _one(x):
+    return x + 1.0
+
+
+def warm_up() -> bool:
+    """Pay numba's one-time start now (its import and its typing and target registries, about a
+    second on the development machine, 0.4 s of it numba importing SciPy's BLAS) rather than in the
+    first call that runs a compiled kernel: call it at program start, or in a background thread.
+    Loads (or compiles and caches) one tiny kernel; True when compiled kernels are on."""
+    k = compiled(_one)
+    return k is not None and k(1.0) == 2.0
+
+
+def cache_stats() -> tuple[int, int]:
+    """``(compiled, loaded)``: how many kernel signatures this process compiled and how many it loaded
+    from the disk cache, over the kernels ``compiled`` gave."""
+    with _LOCK:
+        kernels = list(_COMPILED.values())
+    loaded = sum(sum(k.stats.cache_hits.values()) for k in kernels)
+    return sum(len(k.overloads) for k in kernels) - loaded, loaded
+
+
+def _cache_on_disk(kernel, fn) -> None:
+    """Give the numba dispatcher ``kernel`` a disk cache in ``cache_dir()`` (where it is usable)."""
+    root = _usable_dir(cache_dir())
+    if not root:
+        return
+    try:
+        kernel._cache = _disk_cache_class()(fn, root)  # (numba's enable_caching(), with our directory)
+    except Exception as exc:  # (no source file, e.g. a function made by exec): compiled in each process
+        _LOG.debug("lazyarray.jit: %s not cached on disk (%s)", getattr(fn, "__qualname__", fn), exc)
+
+
+def _code_key(value):
+    """What identifies a closure's captured value across processes: a compiled function by its
+    Python code (numba pickles a dispatcher with a per-process id), anything else as it is."""
+    py_func = getattr(value, "py_func", None)
+    if py_func is None:
+        return value
+    return (py_func.__module__, py_func.__qualname__, marshal.dumps(py_func.__code__))
+
+
+@functools.lru_cache(maxsize=1)  # (one class, made once numba is imported)
+def _disk_cache_class():
+    """numba's ``FunctionCache`` kept under a directory we name, keyed across processes for closures
+    over compiled functions, and never failing a call: a bad entry compiles again, a failed write
+    leaves the kernel uncached."""
+    caching = importlib.import_module("numba.core.caching")
+    serialize = importlib.import_module("numba.core.serialize")
+
+    class Locator(caching.UserProvidedCacheLocator):
+        def __init__(self, py_func, py_file, root):
+            self._py_file = py_file
+            self._lineno = py_func.__code__.co_firstlineno
+            self._cache_path = os.path.join(root, self.get_suitable_cache_subpath(py_file))
+
+    class Rooted:  # (stands where numba lists locator classes: it asks each ``from_function``)
+        def __init__(self, root):
+            self.root = root
+
+        def from_function(self, py_func, py_file):
+            return Locator(py_func, py_file, self.root) if os.path.isfile(py_file) else None
+
+    class Impl(caching.CompileResultCacheImpl):
+        def __init__(self, py_func, root):
+            self._locator_classes = [Rooted(root)]
+            super().__init__(py_func)
+
+    class DiskCache(caching.FunctionCache):
+        def __init__(self, py_func, root):
+            self._impl_class = functools.partial(Impl, root=root)
+            super().__init__(py_func)
+
+        def load_overload(self, sig, target_context):
+            try:
+                return super().load_overload(sig, target_context)
+            except Exception as exc:  # (a corrupt or foreign entry: compile again)
+                _LOG.debug("lazyarray.jit: cache entry of %s unreadable (%s)", self._name, exc)
+                return None
+
+        def save_overload(self, sig, data):
+            try:
+                super().save_overload(sig, data)
+            except Exception:  # (a corrupt index: start it again, once)
+                try:
+                    self._cache_file.flush()
+                    super().save_overload(sig, data)
+                except Exception as exc:  # (disk full, directory gone): the kernel runs, uncached
+                    _LOG.debug("lazyarray.jit: %s not saved to the cache (%s)", self._name, exc)
+
+        def _index_key(self, sig, codegen):
+            # (numba's key, but captured compiled functions as their code, see _code_key)
+            cells = self._py_func.__closure__ or ()
+            captured = serialize.dumps(tuple(_code_key(c.cell_contents) for c in cells)) if cells else b""
+            code = self._py_func.__code__.co_code
+            return sig, codegen.magic_tuple(), (hashlib.sha256(code).hexdigest(), hashlib.sha256(captured).hexdigest())
+
+    return DiskCache
+
+
 _PARALLEL: list = []  # [pid, ready] once asked
-_REGION = threading.local()  # .threads: what this thread last gave numba.set_num_threads
+_REGION = threading.local()  # .threads: what this thread last gave numba.set_num_threads; .compiles: compile spans
 # numba's threading layers by name -> the pools that provide them (``numba.np.ufunc.<pool>``); the
 # default tries TBB, then OpenMP, then workqueue (not thread-safe: never used here)
 _LAYERS = {"default": ("tbbpool", "omppool"), "threadsafe": ("tbbpool", "omppool"),

@@ -22,9 +22,23 @@ import contextvars
 import dataclasses
 import difflib
 import os
+import sys
 from dataclasses import dataclass, field, fields
 
 from .errors import ParamError, ParamValueError, UnknownSettingError
+
+
+def _user_cache_dir(environ) -> str:
+    """The platform's per-user cache directory (``%LOCALAPPDATA%``, ``~/Library/Caches``, ``$XDG_CACHE_HOME``
+    or ``~/.cache``), read once, at import."""
+    if sys.platform == "win32":
+        return environ.get("LOCALAPPDATA") or os.path.join(os.path.expanduser("~"), "AppData", "Local")
+    if sys.platform == "darwin":
+        return os.path.join(os.path.expanduser("~"), "Library", "Caches")
+    return environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+
+
+JIT_CACHE_DIR = os.path.join(_user_cache_dir(os.environ), "lazyarray", "numba")
 
 
 def _doc(default, text: str, env: str = ""):
@@ -79,6 +93,9 @@ class Tuning:
     # -- compiled kernels and threads (jit.py, threads.py)
     jit: bool = _doc(True, "compiled CPU kernels (numba, where installed; off: NumPy's kernels only)",
                      "LAZYARRAY_JIT")
+    jit_cache_dir: str = _doc(JIT_CACHE_DIR, "directory compiled kernels are cached in between processes (jit.py: "
+                              "capped, jit.clear_disk_cache() empties it); '': compile in every process",
+                              "LAZYARRAY_JIT_CACHE_DIR (a path; 0 or off: no disk cache)")
     default_threads: int = _doc(0, "threads before any la.set_num_threads; 0: the cores this process may run on",
                                 "OMP_NUM_THREADS (a positive int; anything else: 0)")
     # -- memory and caches (aval.py, executor/)
@@ -107,7 +124,9 @@ class Tuning:
             v = getattr(self, f.name)
             if v is None and DEFAULTS[f.name] is None:  # (an int setting whose default is "none set")
                 continue
-            want = bool if isinstance(DEFAULTS[f.name], bool) else int
+            want = bool if isinstance(DEFAULTS[f.name], bool) else str if isinstance(DEFAULTS[f.name], str) else int
+            if want is str and not isinstance(v, str):
+                raise ParamError(f"tuning: {f.name} takes a str (a path; '': off), got {v!r} ({type(v).__name__})")
             if want is int and (isinstance(v, bool) or not isinstance(v, int)):
                 also = " or None" if DEFAULTS[f.name] is None else ""
                 raise ParamError(f"tuning: {f.name} takes an int{also}, got {v!r} ({type(v).__name__})")
@@ -117,6 +136,9 @@ class Tuning:
                 raise ParamValueError(f"tuning: {f.name} must be >= 0, got {v}")
         if self.winograd_max_tile not in (2, 4):
             raise ParamValueError(f"tuning: winograd_max_tile is 2 or 4, got {self.winograd_max_tile}")
+        if self.jit_cache_dir and not os.path.isabs(self.jit_cache_dir):
+            raise ParamValueError(f"tuning: jit_cache_dir is an absolute path ('': no disk cache), got "
+                                  f"{self.jit_cache_dir!r}")
         if self.cache_size < 1:
             raise ParamValueError(f"tuning: cache_size must be >= 1 (signatures kept compiled), got {self.cache_size}")
 
@@ -136,6 +158,8 @@ ENVIRONMENT = {f.metadata["env"].split()[0]: f.name for f in fields(Tuning)
 
 def _parse(name: str, raw: str, default):
     """An environment variable's text as its setting's type; a named error for anything else."""
+    if isinstance(default, str):  # (a path; 0 / off: none)
+        return "" if raw.lower() in ("0", "off", "false", "no", "none") else os.path.expanduser(raw)
     if isinstance(default, bool):
         if raw.lower() in ("0", "false", "off", "no"):
             return False

@@ -1,6 +1,11 @@
 """lazyarray/jit.py: compiled kernels where numba is installed, switched off by LAZYARRAY_JIT=0."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -86,3 +91,170 @@ def test_a_numba_that_cannot_load_turns_compiled_kernels_off_with_a_warning(monk
     finally:
         monkeypatch.undo()
         jit._numba.cache_clear()
+
+
+# -- the disk cache: a kernel compiled in one process is loaded by the next ---------------------------------
+KERNELS = '''
+import numpy as np
+from lazyarray import jit
+
+
+def total(a):
+    s = a[0] * 0
+    for v in a:
+        s += v
+    return s
+
+
+def make_twice():
+    inner = jit.compiled(total)
+
+    def twice(a):  # a closure over a compiled function (as kernels/fused_jit.py's loop)
+        return inner(a) * 2
+    return jit.compiled(twice)
+'''
+
+RUN = '''
+import json, sys, warnings
+import numpy as np
+import lazyarray as la
+sys.path.insert(0, sys.argv[1])
+la.config.jit_cache_dir = sys.argv[2]
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import cache_kernels
+    from lazyarray import jit
+    before = jit.cache_stats()
+    k, c = jit.compiled(cache_kernels.total), cache_kernels.make_twice()
+    a = np.arange(1.0, 5.0)
+    got = [float(k(a)), float(c(a))]
+    compiled, loaded = jit.cache_stats()
+    assert (compiled - before[0]) + (loaded - before[1]) == 2, (before, compiled, loaded)
+    assert loaded - before[1] == sum(sum(s.cache_hits.values()) for s in (k.stats, c.stats))
+stats = [sum(s.cache_hits.values()) for s in (k.stats, c.stats)], [sum(s.cache_misses.values()) for s in (k.stats, c.stats)]
+print(json.dumps({"values": got, "hits": stats[0], "misses": stats[1], "dir": jit.cache_dir(),
+                  "warnings": [str(w.message) for w in caught if "cache" in str(w.message)]}))
+'''
+
+
+def _run_kernels(tmp_path, cache, n=1):
+    """``n`` fresh processes at once compiling (or loading) two kernels with ``cache`` as the cache."""
+    src = tmp_path / "src"
+    src.mkdir(exist_ok=True)
+    (src / "cache_kernels.py").write_text(KERNELS)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # (this checkout's lazyarray)
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    procs = [subprocess.Popen([sys.executable, "-c", RUN, str(src), str(cache)], env=env, cwd=root,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(n)]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        outs.append(json.loads(out))
+        assert outs[-1]["values"] == [10.0, 20.0]  # (sum of 1..4, and twice that)
+    return outs
+
+
+def _cache_files(cache):
+    return sorted(p.name for p in cache.rglob("*") if p.suffix in (".nbi", ".nbc"))
+
+
+def test_a_second_process_loads_the_kernels_the_first_compiled(tmp_path):
+    pytest.importorskip("numba")
+    cache = tmp_path / "cache"
+    first, = _run_kernels(tmp_path, cache)
+    assert first["misses"] == [1, 1] and first["hits"] == [0, 0] and first["dir"] == str(cache)
+    files = _cache_files(cache)
+    assert any(f.startswith("cache_kernels.total-") and f.endswith(".nbc") for f in files), files
+    assert any(".make_twice.locals.twice-" in f for f in files), files
+    second, = _run_kernels(tmp_path, cache)
+    assert second["hits"] == [1, 1] and second["misses"] == [0, 0]  # nothing compiled: loaded from the cache
+    assert _cache_files(cache) == files  # (and nothing added: a closure's key is the same in every process)
+
+
+def test_two_processes_compiling_at_once_share_the_cache(tmp_path):
+    pytest.importorskip("numba")
+    cache = tmp_path / "cache"
+    _run_kernels(tmp_path, cache, n=2)
+    after, = _run_kernels(tmp_path, cache)
+    assert after["hits"] == [1, 1] and after["misses"] == [0, 0]
+
+
+def test_a_corrupt_cache_compiles_again(tmp_path):
+    pytest.importorskip("numba")
+    cache = tmp_path / "cache"
+    _run_kernels(tmp_path, cache)
+    for path in cache.rglob("*.nbc"):
+        path.write_bytes(b"not a pickle")
+    again, = _run_kernels(tmp_path, cache)
+    assert again["misses"] == [1, 1] and again["hits"] == [0, 0]
+    for path in cache.rglob("*.nbi"):
+        path.write_bytes(b"\x80\x04garbage")
+    again, = _run_kernels(tmp_path, cache)
+    assert again["misses"] == [1, 1]
+    healed, = _run_kernels(tmp_path, cache)  # (the compiled kernels were written back)
+    assert healed["hits"] == [1, 1]
+
+
+def test_an_unwritable_directory_means_no_disk_cache_and_one_warning(tmp_path):
+    pytest.importorskip("numba")
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    out, = _run_kernels(tmp_path, blocker / "cache")  # (a directory under a file cannot be made)
+    assert out["misses"] == [1, 1] and len(out["warnings"]) == 1
+    assert "not writable" in out["warnings"][0] and "LAZYARRAY_JIT_CACHE_DIR" in out["warnings"][0]
+
+
+def test_the_cache_is_off_with_an_empty_directory(monkeypatch):
+    pytest.importorskip("numba")
+    jit.clear()
+    try:
+        with la.tuning(jit=True, jit_cache_dir=""):
+            k = jit.compiled(_cumulative)
+            assert jit.cache_dir() == "" and k.stats.cache_path is None
+    finally:
+        jit.clear()
+
+
+def test_the_cache_is_capped_and_cleared(tmp_path):
+    sub = tmp_path / "kernels_x"
+    sub.mkdir()
+    for i in range(8):  # 8 files of 1000 bytes, file 0 the oldest
+        path = sub / f"k.f-{i}.py311.1.nbc"
+        path.write_bytes(b"x" * 1000)
+        os.utime(path, (1000 + i, 1000 + i))
+    (sub / "notes.txt").write_text("not ours")
+    assert jit.prune_disk_cache(10_000, str(tmp_path)) == 0  # under the cap: nothing goes
+    assert jit.prune_disk_cache(6000, str(tmp_path)) == 4  # past it: the oldest, down to 3/4 of the cap
+    assert _cache_files(tmp_path) == [f"k.f-{i}.py311.1.nbc" for i in range(4, 8)]
+    assert jit.clear_disk_cache(str(tmp_path)) == 4 and _cache_files(tmp_path) == []
+    assert (sub / "notes.txt").exists()  # (only the cache's own files are deleted)
+
+
+def test_relative_cache_directories_are_refused():
+    with pytest.raises(la.ParamValueError, match="absolute path"):
+        with la.tuning(jit_cache_dir="cache/here"):
+            pass
+
+
+def test_compile_time_is_its_own_row_in_a_profile_not_the_kernels_run_time():
+    pytest.importorskip("numba")
+    x = la.array(np.random.default_rng(0).standard_normal((8, 4, 12, 12)).astype(np.float32))
+    jit.clear()  # (every kernel compiles again on its next use; no disk cache: it compiles, not loads)
+    try:
+        with la.tuning(jit=True, jit_cache_dir=""):
+            with la.profile() as prof:
+                y = la.nn.max_pool2d(x).asnumpy()
+            with la.profile() as again:
+                la.nn.max_pool2d(x).asnumpy()
+    finally:
+        jit.clear()
+    compiles = [e for e in prof.events if e.impl == "numba compile"]
+    assert compiles and all(e.name == "nn.max_pool2d" for e in compiles), [e.key for e in prof.events]
+    run = next(e for e in prof.events if e.name == "nn.max_pool2d" and e.impl != "numba compile")
+    assert run.start_ns == compiles[0].start_ns + compiles[0].dur_ns  # the run follows its compile
+    assert compiles[0].dur_ns > run.dur_ns  # (a compilation takes far longer than the pool it compiled for)
+    assert not any(e.impl == "numba compile" for e in again.events)  # compiled once
+    assert "nn.max_pool2d[numba compile]" in prof.table()
+    want = x.asnumpy().reshape(8, 4, 6, 2, 6, 2).max(axis=(3, 5))
+    np.testing.assert_array_equal(y, want)

@@ -68,3 +68,11 @@ def test_ab_mode_times_the_new_kernels_against_the_paths_they_replaced(capsys):
     from lazyarray.kernels import foreach, matmul
     from lazyarray.ops import registry
     assert registry.get("foreach").runner is foreach.run_foreach and registry.get("matmul").runner is matmul.run_matmul
+
+
+def test_first_call_mode_times_fresh_processes_with_a_cold_and_a_warm_kernel_cache(capsys):
+    assert bench.main(["--first-call", "--only", "gru_time_major", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    row = next(ln.split() for ln in out.splitlines() if ln.strip().startswith("gru_time_major "))
+    assert len(row) == 12 and re.fullmatch(r"\d+\.\dx", row[7]) and re.fullmatch(r"\d+\.\dx", row[8]), row
+    assert re.search(r"warm/session: geometric mean \d+\.\dx, worst gru_time_major", out)

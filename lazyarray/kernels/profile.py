@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 
 from ..fileio import write_atomic
+from ..jit import compile_ns_within
 from ..mode import MODE, PROFILING, set_mode_bit
 from .impl import Choice
 
@@ -95,9 +96,14 @@ class Profile:
         """Record a kernel call of ``op`` (an ``OpDef``, or a name) that started at ``start_ns``."""
         end = time.perf_counter_ns()
         name = op if isinstance(op, str) else op.qualname
-        e = Event(name, self._label_for(op), shapes, start_ns, end - start_ns, threading.get_native_id(), where, step,
-                  node, program)
+        compiling = compile_ns_within(start_ns, end)  # (numba compiling a kernel on its first call: its own row)
+        tid = threading.get_native_id()
+        e = Event(name, self._label_for(op), shapes, start_ns + compiling, end - start_ns - compiling, tid, where,
+                  step, node, program)
         with self._lock:
+            if compiling:
+                self.events.append(Event(name, "numba compile", shapes, start_ns, compiling, tid, where, step, node,
+                                         program))
             self.events.append(e)
 
     # -- reading ---------------------------------------------------------------------------------------

@@ -86,8 +86,45 @@ def _node_tensors(nd, k: int, prefix: str) -> Iterator[tuple[str, object]]:
             yield from _graph_tensors(g, f"{where} body {g.name!r}: ")
 
 
+def _bare_tensors(graph) -> Iterator[object]:
+    """Every TensorProto of ``graph`` (as ``_graph_tensors``, sub-graphs included), without naming
+    them: naming each node costs more than looking at it, and a model rarely has an external tensor."""
+    yield from graph.initializer
+    for st in graph.sparse_initializer:
+        yield st.values
+        yield st.indices
+    for nd in graph.node:
+        for a in nd.attribute:
+            if a.HasField("t"):
+                yield a.t
+            yield from a.tensors
+            for st in ([a.sparse_tensor] if a.HasField("sparse_tensor") else []) + list(a.sparse_tensors):
+                yield st.values
+                yield st.indices
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                yield from _bare_tensors(g)
+
+
+def has_external(model) -> bool:
+    """True when a tensor of ``model`` (graph, sub-graphs, functions) keeps its data in an external file."""
+    external = _tensor_proto().EXTERNAL
+    graphs = [model.graph] + [_FunctionAsGraph(f) for f in model.functions]
+    return any(t.data_location == external for g in graphs for t in _bare_tensors(g))
+
+
+class _FunctionAsGraph:
+    """A FunctionProto seen as a graph without initializers (its nodes are where its tensors are)."""
+
+    initializer = sparse_initializer = ()
+
+    def __init__(self, f):
+        self.node = f.node
+
+
 def external_tensors(model) -> list[tuple[str, object]]:
     """The tensors of ``model`` whose data is in external files."""
+    if not has_external(model):
+        return []
     external = _tensor_proto().EXTERNAL
     return [(where, t) for where, t in all_tensors(model) if t.data_location == external]
 

@@ -225,3 +225,29 @@ def test_write_model_with_a_tiny_threshold_reloads_from_another_directory(tmp_pa
     export_module.write_model(model, str(tmp_path / "m" / "w.onnx"), external_threshold=1)
     monkeypatch.chdir(tmp_path)
     np.testing.assert_array_equal(_run(str(tmp_path / "m" / "w.onnx")), GOOD)
+
+
+def _function_model(path, location="secret.bin") -> str:
+    """The external tensor in a Constant of a model-local function's body."""
+    ins, outs = _io()
+    body = [helper.make_node("Constant", [], ["fw"], value=_external("fw", location)),
+            helper.make_node("Add", ["a", "fw"], ["b"])]
+    fn = helper.make_function("local", "addw", ["a"], ["b"], body, [helper.make_opsetid("", 17)])
+    g = helper.make_graph([helper.make_node("addw", ["x"], ["y"], domain="local")], "g", ins, outs)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)],
+                              functions=[fn])
+    path.write_bytes(model.SerializeToString())
+    return str(path)
+
+
+@pytest.mark.parametrize("build", [_initializer_model, _constant_model, _if_model, _function_model],
+                         ids=["initializer", "Constant", "If branch initializer", "function body"])
+def test_the_quick_scan_finds_every_external_tensor_the_named_scan_finds(tmp_path, build):
+    external_data = importlib.import_module("lazyarray.onnx.external_data")
+    model = onnx.load_model_from_string(open(build(tmp_path / "m.onnx"), "rb").read())
+    named = [w for w, t in external_data.all_tensors(model) if t.data_location == TensorProto.EXTERNAL]
+    assert len(named) == 1 and external_data.has_external(model)
+    assert [w for w, _ in external_data.external_tensors(model)] == named
+    for _, t in external_data.all_tensors(model):  # the same model with its data inside
+        t.data_location = TensorProto.DEFAULT
+    assert not external_data.has_external(model) and external_data.external_tensors(model) == []
