@@ -153,6 +153,18 @@ def _pool_rows(x, out, kh, kw, sh, sw, ph, pw, fill, relu, affine, scale, shift,
                         o[j] = u
 
 
+def overlap(a, b) -> bool:
+    """Whether ``a`` and ``b`` may share bytes: False for two values the planner placed side by side
+    in one buffer (``np.may_share_memory`` alone says True for those: same buffer, crossing bounds);
+    True where exactness would cost more than a quick check (``TooHardError``)."""
+    if not np.may_share_memory(a, b):
+        return False
+    try:
+        return np.shares_memory(a, b, max_work=1000)
+    except np.exceptions.TooHardError:
+        return True
+
+
 def max_pool(x, out, kernel, stride, padding, shape, relu=False, scale=None, shift=None):
     """``max_pool2d`` of NCHW ``x`` into ``out`` (allocated in x's layout when None), then where
     asked a relu and ``* scale + shift`` per channel (axis 1), by a compiled kernel; None where
@@ -161,7 +173,7 @@ def max_pool(x, out, kernel, stride, padding, shape, relu=False, scale=None, shi
     (trailing pads and ``ceil_mode``'s extra are windows that run past the input)."""
     if x.__class__ is not np.ndarray or x.ndim != 4 or x.dtype not in _FLOATS:
         return None
-    if out is not None and (out.__class__ is not np.ndarray or out.dtype != x.dtype or np.may_share_memory(out, x)):
+    if out is not None and (out.__class__ is not np.ndarray or out.dtype != x.dtype or overlap(out, x)):
         return None  # (an out overlapping x: NumPy's ufuncs buffer such operands)
     affine = scale is not None
     if affine and (scale.dtype != x.dtype or shift.dtype != x.dtype):
@@ -307,7 +319,7 @@ def max_pool_grad(g, x, kernel, stride, padding, out=None):
             or g.dtype != x.dtype or x.ndim != 4:
         return None
     if out is not None and (out.__class__ is not np.ndarray or out.dtype != g.dtype or out.shape != x.shape
-                            or np.may_share_memory(out, x) or np.may_share_memory(out, g)):
+                            or overlap(out, x) or overlap(out, g)):
         return None
     t = x.dtype.type
     if tuple(kernel) == (2, 2) and tuple(stride) == (2, 2) and tuple(padding) == (0, 0) \

@@ -100,6 +100,8 @@ def test_what_the_compiled_pools_do_not_cover_is_declined(monkeypatch):
         assert pool_jit.max_pool(x, out, *geo) is None
     stats = [np.ones(2, np.float64)] * 4  # statistics of another dtype
     assert pool_jit.max_pool_norm(f32, None, *stats, 1e-5, False, *geo) is None
+    buf = np.zeros(64, np.float32)  # an out overlapping its input's bytes: declined (NumPy's path buffers it)
+    assert pool_jit.max_pool(buf[:32].reshape(1, 2, 4, 4), buf[24:32].reshape(1, 2, 2, 2), *geo) is None
     monkeypatch.setattr(la.config, "jit", False)
     assert pool_jit.max_pool(f32, None, *geo) is None
 
@@ -158,3 +160,15 @@ def test_max_pool_gradient_writes_the_planned_buffer_on_both_paths(monkeypatch, 
         np.testing.assert_array_equal(out, want)
     monkeypatch.setattr(la.config, "jit", True)
     assert pool_jit.max_pool_grad(g, x, kernel, stride if stride != (0, 0) else kernel, padding, out=x) is None
+
+
+def test_an_out_beside_its_input_in_one_buffer_takes_the_compiled_pool(monkeypatch):
+    """A pool's output interleaved with its input in one buffer (their bounds cross, no byte is
+    shared): the compiled kernel runs (``np.may_share_memory`` alone would decline it)."""
+    monkeypatch.setattr(la.config, "jit", True)
+    buf = np.random.default_rng(2).standard_normal(64).astype(np.float32)
+    x, out = buf[0::2].reshape(1, 2, 4, 4), buf[1::2][:8].reshape(1, 2, 2, 2)
+    want = x.reshape(1, 2, 2, 2, 2, 2).max(axis=(3, 5))
+    assert np.may_share_memory(out, x)
+    assert pool_jit.max_pool(x, out, (2, 2), (2, 2), (0, 0), (2, 2)) is not None
+    np.testing.assert_array_equal(out, want)
