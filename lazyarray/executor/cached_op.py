@@ -54,7 +54,7 @@ from ..graph.passes.placement import placement
 from ..graph.passes.pool_before_batch_norm import pool_before_batch_norm
 from ..graph.passes.relu_after_max_pool import relu_after_max_pool
 from ..graph.passes.sink_slices import sink_slices
-from ..graph.rewrite import rewrite
+from ..graph.rewrite import gc_paused, rewrite
 from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
 from ..kernels.profile import profile
@@ -307,7 +307,8 @@ class CachedOp:
                 return c
             given = {nm: Aval(tuple(v.shape), v.dtype, a._device, stype_of(v))
                      for nm, v, a in zip(self._names, vals, arrays)}
-            c = self._build(given, mask)
+            with gc_paused():  # (passes build thousands of short-lived nodes)
+                c = self._build(given, mask)
             self._signatures.add(key, c, self._describe, held_bytes(c))
             self._last_key = key
             return c

@@ -11,7 +11,6 @@ import base64
 import contextlib
 import contextvars
 import functools
-import gc
 import json
 import math
 import os
@@ -29,27 +28,12 @@ from ..ops import registry
 from ..ops.params import dim_from_json, dim_to_json
 from ..sbp import parse as sbp_parse
 from .node import PINNED, Entry, Node, const_node
+from .rewrite import gc_paused
 
 FORMAT = "lazyarray.symbol"
 VERSION = 3  # 2: op attributes may hold sub-graphs (call, cond, while_loop, foreach, fused); 3: symbolic dims
 _NESTED_GRAPHS = 2  # the first version whose files may nest graphs in attributes
 _SYMBOLIC_DIMS = 3  # the first version whose shapes and size attributes may be la.Dim expressions
-
-
-@contextlib.contextmanager
-def _gc_paused():
-    """Pause the cyclic GC while building many small containers (JSON dicts, nodes).
-
-    Its generation-2 scans grow with the heap, which made a 10,000-node round trip
-    superlinear; nothing built here forms a reference cycle that needs collecting meanwhile.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 # -- writing -----------------------------------------------------------------------------
@@ -60,14 +44,14 @@ _string = json.encoder.encode_basestring_ascii
 
 def to_dict(sym) -> dict:
     """The JSON-ready dict of ``sym`` (see docs/graph-format.md): its JSON text read back."""
-    with _gc_paused():
+    with gc_paused():
         return json.loads(_graph_text(sym, allow_nan=True))
 
 
 def to_json(sym, indent: int | None = None) -> str:
     """``sym`` as JSON text (keys in a fixed order, so equal graphs give equal text), written in one
     pass over the nodes (``_graph_text``); ``indent`` re-formats it."""
-    with _gc_paused():
+    with gc_paused():
         text = _graph_text(sym, allow_nan=False)
         return text if indent is None else json.dumps(json.loads(text), indent=indent)
 
@@ -359,7 +343,7 @@ _REMAP: contextvars.ContextVar = contextvars.ContextVar("lazyarray_load_remap", 
 
 def _load_text(text, what: str, device_map) -> list[Entry]:
     remap = _device_mapper(device_map)
-    with _gc_paused():
+    with gc_paused():
         doc = parse_json(text, what)
         token = _REMAP.set(remap)
         try:
