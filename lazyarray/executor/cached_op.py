@@ -418,7 +418,11 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
                                      f"{_given_text(given)}; give every graph input a shape")
     if inference:
         placed = relu_after_max_pool(pool_before_batch_norm(fold_batch_norm(placed)))
-    return dce(cse(sink_slices(simplify(constant_fold(cse(dce(placed)))))))
+    merged = cse(dce(placed))
+    simpler = sink_slices(simplify(constant_fold(merged)))
+    # cse and dce again only where a pass changed something (each returns its symbol as it is when
+    # it has nothing to do, and a second cse of a merged graph finds nothing)
+    return merged if simpler is merged else dce(cse(simpler))
 
 
 def _input_nodes(sym: Symbol, names: list[str]) -> list[Node]:
