@@ -8,7 +8,9 @@ Three workloads on tiny arrays, each timed as NumPy eager, lazyarray eager and a
 * **MLP**: batch-1 inference of a 784-512-512-10 ReLU MLP, float32;
 * **LSTM cell**: one step of an LSTM cell (batch 1, 64 inputs, 128 units), float32.
 
-Then the one-off costs on the chain: ``CachedOp`` build + first call, and ``symbol.to_json()``.
+Then the one-off costs on the chain: ``CachedOp`` build + first call, and ``symbol.to_json()``; and
+on the model zoo's resnet18 and transformer encoder (batch 1): build + first call, a later call
+(what of the first call is the run), and ``to_json``.
 
 Every row's columns are measured in the same run, in alternating rounds (column A, B, C, A,
 B, C, ...), and the medians are reported with their ratio to NumPy eager (or to jax.jit).
@@ -193,6 +195,44 @@ def build_rows(sym, rounds: int, budget: float) -> list:
     return [["CachedOp build + first call", f"{t_build * 1e3:.3f}"], ["symbol.to_json()", f"{t_json * 1e3:.3f}"]]
 
 
+def zoo_cases() -> list:
+    """``(name, symbol, its input arrays in order)`` of the zoo's resnet18 (3x32x32) and transformer
+    encoder (64 tokens), batch 1: the inference graph ``export`` writes."""
+    rng = np.random.default_rng(3)
+    M = la.blocks.models
+    nets = [("resnet18", M.resnet18(classes=10, thumbnail=True), rng.standard_normal((1, 3, 32, 32)).astype("float32")),
+            ("transformer", M.transformer_encoder(1000, classes=2, units=128, num_layers=2, num_heads=2,
+                                                  max_length=128), rng.integers(0, 1000, (1, 64)))]
+    cases = []
+    for name, net, xn in nets:
+        la.random.seed(0)
+        net.initialize()
+        x = la.array(xn)
+        net.hybridize()
+        net(x)
+        sym, params = net.export_graph()
+        cases.append((name, sym, [params[n].data() if n in params else x for n in sym.list_inputs()]))
+    return cases
+
+
+def zoo_rows(rounds: int) -> list:
+    """Per zoo model: CachedOp build + first call, a later call (the first call's run part), and
+    ``to_json`` (alternating rounds)."""
+    rows = []
+    for name, sym, args in zoo_cases():
+        op = la.CachedOp(sym)
+        op(*args)
+
+        def build(sym=sym, args=args):
+            la.CachedOp(sym)(*args)
+
+        t_build, t_call, t_json = alternating([build, lambda op=op, args=args: op(*args), sym.to_json], rounds, 0.0)
+        rows.append([f"{name}: CachedOp build + first call", f"{t_build * 1e3:.3f}"])
+        rows.append([f"{name}: a later call", f"{t_call * 1e3:.3f}"])
+        rows.append([f"{name}: symbol.to_json() ({len(sym.topo())} nodes)", f"{t_json * 1e3:.3f}"])
+    return rows
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="one short round per row (a smoke run)")
@@ -214,6 +254,9 @@ def main(argv=None) -> None:
     print()
     print("One-off costs on the chain (ms)")
     print(table(["what", "ms"], build_rows(sym, rounds, budget if not args.quick else 0.0)))
+    print()
+    print("One-off costs on the model zoo, batch 1 (ms)")
+    print(table(["what", "ms"], zoo_rows(1 if args.quick else 5)))
 
 
 if __name__ == "__main__":

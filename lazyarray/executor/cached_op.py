@@ -54,7 +54,7 @@ from ..graph.passes.placement import placement
 from ..graph.passes.pool_before_batch_norm import pool_before_batch_norm
 from ..graph.passes.relu_after_max_pool import relu_after_max_pool
 from ..graph.passes.sink_slices import sink_slices
-from ..graph.rewrite import rewrite
+from ..graph.rewrite import gc_paused, rewrite
 from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
 from ..kernels.profile import profile
@@ -307,7 +307,8 @@ class CachedOp:
                 return c
             given = {nm: Aval(tuple(v.shape), v.dtype, a._device, stype_of(v))
                      for nm, v, a in zip(self._names, vals, arrays)}
-            c = self._build(given, mask)
+            with gc_paused():  # (passes build thousands of short-lived nodes)
+                c = self._build(given, mask)
             self._signatures.add(key, c, self._describe, held_bytes(c))
             self._last_key = key
             return c
@@ -417,7 +418,11 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
                                      f"{_given_text(given)}; give every graph input a shape")
     if inference:
         placed = relu_after_max_pool(pool_before_batch_norm(fold_batch_norm(placed)))
-    return dce(cse(sink_slices(simplify(constant_fold(cse(dce(placed)))))))
+    merged = cse(dce(placed))
+    simpler = sink_slices(simplify(constant_fold(merged)))
+    # cse and dce again only where a pass changed something (each returns its symbol as it is when
+    # it has nothing to do, and a second cse of a merged graph finds nothing)
+    return merged if simpler is merged else dce(cse(simpler))
 
 
 def _input_nodes(sym: Symbol, names: list[str]) -> list[Node]:

@@ -23,6 +23,7 @@ from ..graph.node import Entry, Node, var_node
 from ..graph.passes.bind_dims import bind_dims
 from ..graph.passes.infer import infer_avals
 from ..graph.passes.placement import placement
+from ..graph.rewrite import gc_paused
 from ..graph.serialize import from_dict, to_dict
 from ..graph.symbol import Symbol
 from ..ops.params import INTS, Param, ParamType
@@ -96,8 +97,9 @@ class SubGraph:
             with self._lock:
                 prog = self._programs.items.get(key)
                 if prog is None:
-                    prog = self._seed if self._seed is not None and self._matches(arrays) else \
-                        self._compile(arrays)
+                    with gc_paused():
+                        prog = self._seed if self._seed is not None and self._matches(arrays) else \
+                            self._compile(arrays)
                     self._seed = None
                     self._programs.add(key, _Used(prog), lambda a, b: ([], ""))
                     prog = self._programs.items[key]

@@ -11,7 +11,6 @@ import base64
 import contextlib
 import contextvars
 import functools
-import gc
 import json
 import math
 import os
@@ -29,6 +28,7 @@ from ..ops import registry
 from ..ops.params import dim_from_json, dim_to_json
 from ..sbp import parse as sbp_parse
 from .node import PINNED, Entry, Node, const_node
+from .rewrite import gc_paused
 
 FORMAT = "lazyarray.symbol"
 VERSION = 3  # 2: op attributes may hold sub-graphs (call, cond, while_loop, foreach, fused); 3: symbolic dims
@@ -36,99 +36,95 @@ _NESTED_GRAPHS = 2  # the first version whose files may nest graphs in attribute
 _SYMBOLIC_DIMS = 3  # the first version whose shapes and size attributes may be la.Dim expressions
 
 
-@contextlib.contextmanager
-def _gc_paused():
-    """Pause the cyclic GC while building many small containers (JSON dicts, nodes).
-
-    Its generation-2 scans grow with the heap, which made a 10,000-node round trip
-    superlinear; nothing built here forms a reference cycle that needs collecting meanwhile.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 # -- writing -----------------------------------------------------------------------------
 _ENCODE = {True: json.JSONEncoder(allow_nan=True).encode, False: json.JSONEncoder(allow_nan=False).encode}
+# A string as JSON text, as ``JSONEncoder().encode`` writes it (ensure_ascii), without its per-call checks.
+_string = json.encoder.encode_basestring_ascii
 
 
 def to_dict(sym) -> dict:
     """The JSON-ready dict of ``sym`` (see docs/graph-format.md): its JSON text read back."""
-    with _gc_paused():
+    with gc_paused():
         return json.loads(_graph_text(sym, allow_nan=True))
 
 
 def to_json(sym, indent: int | None = None) -> str:
     """``sym`` as JSON text (keys in a fixed order, so equal graphs give equal text), written in one
     pass over the nodes (``_graph_text``); ``indent`` re-formats it."""
-    with _gc_paused():
+    with gc_paused():
         text = _graph_text(sym, allow_nan=False)
         return text if indent is None else json.dumps(json.loads(text), indent=indent)
 
 
 def _graph_text(sym, allow_nan: bool) -> str:
     """The graph's JSON text, as ``json.dumps`` of its dict writes it (default separators), node by
-    node: what many nodes share (their avals, source files) is encoded once."""
+    node: what many nodes share (their avals, op names, source files) is encoded once."""
     enc = _ENCODE[allow_nan]
     order = sym.topo()
-    ids = {id(n): i for i, n in enumerate(order)}
+    refs = {id(n): f"[{i}, " for i, n in enumerate(order)}  # the start of a reference to node i
     names = sym.names()
     memo: dict = {}
     needs = 1
     parts = []
     for i, node in enumerate(order):
-        text, need = _node_text(node, i, ids, names[id(node)], memo, enc)
+        text, need = _node_text(node, i, refs, names[id(node)], memo, enc)
         parts.append(text)
-        needs = max(needs, need)
-    outs = ", ".join([f"[{ids[id(e.node)]}, {e.index}]" for e in sym.outputs])
+        if need > needs:
+            needs = need
+    outs = ", ".join([f"{refs[id(e.node)]}{e.index}]" for e in sym.outputs])
     # (``needs``: the oldest version that describes this graph: older readers still load it)
     return f'{{"format": {enc(FORMAT)}, "version": {needs}, "nodes": [{", ".join(parts)}], "outputs": [{outs}]}}'
 
 
-def _node_text(node, i: int, ids: dict, name: str, memo: dict, enc) -> tuple[str, int]:
+def _node_text(node, i: int, refs: dict, name: str, memo: dict, enc) -> tuple[str, int]:
     """One node's JSON object, and the format version it needs."""
-    f = [f'"id": {i}, "name": {enc(name)}']
     needs = 1
+    params = node.params
     if node.op is None:
-        f.append(f'"op": null, "kind": {enc(node.kind)}')
-        if node.params.get(PINNED):
-            f.append(f"{enc(PINNED)}: true")
+        head = f'"op": null, "kind": {_string(node.kind)}' + (f", {_string(PINNED)}: true" if params.get(PINNED) else "")
     else:
-        f.append(f'"op": {enc(node.op.name)}, "inputs": [' + ", ".join(
-            [f"[{ids[id(e.node)]}, {e.index}]" for e in node.inputs]) + "]")
-        pm = node.op._param_map
-        f.append('"attrs": ' + (enc({k: _attr_to_json(pm[k].type, v) for k, v in node.params.items()})
-                                if node.params else "{}"))
-        if any(pm[k].type.name == "graph" for k in node.params):
+        op = memo.get(node.op)
+        if op is None:  # the op's name, encoded once
+            op = memo[node.op] = f'"op": {_string(node.op.name)}, "inputs": ['
+        ins = ", ".join([f"{refs[id(e.node)]}{e.index}]" for e in node.inputs])
+        head = f'{op}{ins}], "attrs": {_attrs_text(node, enc) if params else "{}"}'
+        if params and any(node.op._param_map[k].type.name == "graph" for k in params):
             needs = _NESTED_GRAPHS
-    try:
-        avals = memo.get(node.avals)
-    except TypeError:  # (an aval holding something unhashable: encoded for this node alone)
-        avals = None
-    if avals is None:
-        avals = (enc([_aval_to_json(a) for a in node.avals]), any(has_symbols(a.shape) for a in node.avals))
-        with contextlib.suppress(TypeError):
-            memo[node.avals] = avals
-    f.append('"avals": ' + avals[0])
-    if needs < _SYMBOLIC_DIMS and (node.params.get(PINNED) if node.op is None else
-                                   avals[1] or (node.params and has_symbols(tuple(node.params.values())))):
+    avals = _avals_text(node.avals, memo, enc)
+    f = [f'{{"id": {i}, "name": {_string(name)}, {head}, "avals": {avals[0]}']
+    if needs < _SYMBOLIC_DIMS and (params.get(PINNED) if node.op is None else
+                                   avals[1] or (params and has_symbols(tuple(params.values())))):
         needs = _SYMBOLIC_DIMS
     if node.op is None and node.kind == "const":
         f.append('"value": ' + enc(_value_to_json(node.value)))
     if node.source:
         src = memo.get(node.source[0])
         if src is None:
-            src = memo[node.source[0]] = enc(os.path.basename(node.source[0]))
+            src = memo[node.source[0]] = _string(os.path.basename(node.source[0]))
         f.append(f'"source": [{src}, {node.source[1]}]')
     if node.sbp is not None:  # optional: only graphs annotated by ``infer_sbp`` carry it
         f.append('"sbp": ' + enc([str(s) for s in node.sbp]))
     if node.block:  # optional: nodes recorded inside a block's forward
         f.append('"block": ' + enc([[nm, kind] for nm, kind in node.block]))
-    return "{" + ", ".join(f) + "}", needs
+    return ", ".join(f) + "}", needs
+
+
+def _attrs_text(node, enc) -> str:
+    pm = node.op._param_map
+    return enc({k: _attr_to_json(pm[k].type, v) for k, v in node.params.items()})
+
+
+def _avals_text(avals: tuple, memo: dict, enc) -> tuple[str, bool]:
+    """A node's avals as JSON text, and whether a shape is symbolic (encoded once per distinct avals)."""
+    try:
+        got = memo.get(avals)
+    except TypeError:  # (an aval holding something unhashable: encoded for this node alone)
+        got = None
+    if got is None:
+        got = (enc([_aval_to_json(a) for a in avals]), any(has_symbols(a.shape) for a in avals))
+        with contextlib.suppress(TypeError):
+            memo[avals] = got
+    return got
 
 
 def save(sym, path: str) -> None:
@@ -347,7 +343,7 @@ _REMAP: contextvars.ContextVar = contextvars.ContextVar("lazyarray_load_remap", 
 
 def _load_text(text, what: str, device_map) -> list[Entry]:
     remap = _device_mapper(device_map)
-    with _gc_paused():
+    with gc_paused():
         doc = parse_json(text, what)
         token = _REMAP.set(remap)
         try:

@@ -2,18 +2,20 @@
 gives the text ``json.dumps`` gives of the graph's dict."""
 from __future__ import annotations
 
+import gc
 import json
 
 import numpy as np
 
 import lazyarray as la
+from lazyarray.executor import cached_op
 from lazyarray.graph import serialize
 from lazyarray.graph.passes.algebra import simplify
 from lazyarray.graph.passes.constant_fold import constant_fold
 from lazyarray.graph.passes.cse import cse
 from lazyarray.graph.passes.fold_batch_norm import fold_batch_norm
 from lazyarray.graph.passes.relu_after_max_pool import relu_after_max_pool
-from lazyarray.graph.rewrite import rewrite
+from lazyarray.graph.rewrite import gc_paused, rewrite
 
 
 def _chain():
@@ -60,3 +62,53 @@ def test_one_pass_json_equals_json_dumps_of_the_dict():
         assert text == json.dumps(serialize.to_dict(sym), allow_nan=False)
         assert serialize.to_json(sym, indent=1) == json.dumps(serialize.to_dict(sym), indent=1)
         assert la.Symbol.from_json(text).to_json() == text
+
+
+def test_the_json_writer_escapes_names_and_encodes_each_op_once_as_json_dumps_does():
+    x = la.sym.var("x\u00e9\"q", shape=(2,))
+    y = la.sym.exp(x) + la.sym.exp(x * 2.0)
+    sym = la.Symbol([y.outputs[0], la.sym.sin(x).outputs[0]])
+    assert serialize.to_json(sym) == json.dumps(serialize.to_dict(sym), allow_nan=False)
+    assert '"x\\u00e9\\"q"' in sym.to_json()
+    assert la.Symbol.from_json(sym.to_json()).list_inputs() == [x.list_inputs()[0]]
+
+
+def test_gc_paused_turns_the_collector_back_on_only_when_it_was_on():
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # (the inner pause found it off: it leaves it off)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # a user's gc.disable() stands
+    finally:
+        gc.enable()
+
+
+def test_a_compile_runs_with_the_collector_paused_and_leaves_it_on():
+    seen = []
+    real = cse
+
+    def spy(sym):
+        seen.append(gc.isenabled())
+        return real(sym)
+
+    cached_op.cse, saved = spy, cached_op.cse
+    try:
+        v = np.ones((4, 4), np.float32)
+        la.CachedOp(_chain())(la.array(v))
+    finally:
+        cached_op.cse = saved
+    assert seen and not any(seen)
+    assert gc.isenabled()
+
+
+def test_constant_fold_with_nothing_to_fold_returns_the_symbol_itself():
+    x = la.sym.var("x", shape=(3,))
+    sym = la.sym.exp(x) * 2.0  # a constant operand, but also a variable one: nothing folds
+    assert constant_fold(sym) is sym

@@ -28,10 +28,11 @@ def constant_fold(sym: Symbol) -> Symbol:
     ['const']
     """
 
+    if not any(_on_constants(node, node.inputs) for node in sym.topo()):
+        return sym  # nothing to fold: no walk that copies or keeps each node
+
     def visit(node: Node, ins):
-        if node.op is None or node.op.random or node.op.compose is not None:
-            return None
-        if not ins or not all(e.node.op is None and e.node.kind == "const" for e in ins):
+        if not _on_constants(node, ins):
             return None
         avals = node.avals
         if any(a.shape is None or a.stype != "default" for a in avals):
@@ -56,3 +57,13 @@ def constant_fold(sym: Symbol) -> Symbol:
         return tuple(entries)
 
     return rewrite(sym, visit, share=True)
+
+
+def _on_constants(node: Node, ins) -> bool:
+    """An op node (neither random nor composite) whose inputs ``ins`` are all constants."""
+    if node.op is None or not ins or node.op.random or node.op.compose is not None:
+        return False
+    for e in ins:
+        if e.node.op is not None or e.node.kind != "const":
+            return False
+    return True

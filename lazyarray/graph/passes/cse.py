@@ -50,4 +50,5 @@ def _key(node: Node, ins) -> tuple | None:
     if node.op.random:
         return None
     inputs = tuple((id(e.node), e.index) for e in ins)
-    return (node.op.name, id(node.op), inputs, repr(sorted(node.params.items(), key=lambda kv: kv[0])))
+    params = node.params
+    return (node.op.name, id(node.op), inputs, repr(sorted(params.items(), key=lambda kv: kv[0])) if params else "")

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from ..node import Entry
-from ..rewrite import rewrite
 from ..symbol import Symbol
 
 
@@ -22,6 +21,10 @@ def dce(sym: Symbol, keep=None) -> Symbol:
         names = sym.list_outputs()
         idx = [names.index(k) if isinstance(k, str) else k for k in keep]
         outs = [outs[i] for i in idx]
-    # A Symbol only reaches what its outputs read, so restricting the outputs is the pass;
-    # the copy makes the result independent of the nodes of ``sym``.
-    return rewrite(Symbol([Entry(e.node, e.index) for e in outs]), lambda node, ins: None)
+    # A Symbol only reaches what its outputs read, so restricting the outputs is the pass. Nodes
+    # are never mutated (graph/rewrite.py), so the result shares them with ``sym``: no copy, and
+    # ``sym`` itself (its order and names known) when every node is kept.
+    kept = Symbol([Entry(e.node, e.index) for e in outs])
+    if keep is None and len(kept.topo()) == len(sym.topo()):
+        return sym
+    return kept

@@ -37,7 +37,7 @@ def placement(sym: Symbol, given: dict[str, Aval] | None = None,
     given = given or {}
     pins = pins or {}
     copy_op = registry.get("copy_to")
-    names = sym.names()
+    names = sym.names() if pins else None  # (display names: only pins need them)
     copies: dict[tuple[int, int, Device], Entry] = {}
 
     def moved(e: Entry, device: Device) -> Entry:
@@ -57,9 +57,8 @@ def placement(sym: Symbol, given: dict[str, Aval] | None = None,
             if node.kind == "var" and node.name in given:
                 return var_node(node.name, given[node.name])
             return None
-        name = names[id(node)]
-        if name in pins:
-            device = pins[name]
+        if names is not None and names[id(node)] in pins:
+            device = pins[names[id(node)]]
         elif node.op.device is not None:
             device = None  # the op places itself (copy_to: its target)
         else:
@@ -67,7 +66,7 @@ def placement(sym: Symbol, given: dict[str, Aval] | None = None,
         if device is not None:
             ins = [moved(e, device) for e in ins]
         avals = _infer(node, ins)
-        if device is not None and node.op.device is None:
+        if device is not None and node.op.device is None and any(a.device is not device for a in avals):
             avals = tuple(Aval(a.shape, a.dtype, device, a.stype) for a in avals)
         return copy_node(node, ins, avals)
 

@@ -26,7 +26,6 @@ from ..build import apply_node
 from ..node import Entry, Node
 from ..rewrite import rewrite
 from ..symbol import Symbol
-from .dce import dce
 
 _GETITEM = registry.get("getitem")
 _DENSE = registry.get("dense")
@@ -125,7 +124,9 @@ def _one_round(sym: Symbol) -> Symbol | None:
             return (made[id(y)],)
         return None
 
-    return dce(rewrite(sym, visit))
+    # only what reads a moved slice is copied; the result reaches only what its outputs read (no
+    # dead nodes: no dce needed)
+    return rewrite(sym, visit, share=True)
 
 
 def _moved(y: Node, y_new: Node, key) -> Entry:

@@ -38,4 +38,16 @@ def test_dce_does_not_touch_the_input_symbol():
     before = str(sym)
     out = dce(sym, keep=[1])
     assert str(sym) == before
-    assert not ({id(n) for n in out.topo()} & {id(n) for n in sym.topo()})
+    # nodes are never mutated, so the result shares the nodes it keeps (no copy)...
+    assert {id(n) for n in out.topo()} < {id(n) for n in sym.topo()}
+    assert str(out) == str(la.Symbol([sym.outputs[1]]))
+    # ...and with nothing to drop the result is the symbol itself
+    assert dce(sym) is sym
+
+
+def test_dce_drops_declared_inputs_nothing_reads():
+    x = la.sym.var("x", shape=(3,))
+    unused = la.sym.var("u", shape=(3,))
+    sym = la.Symbol([la.sym.exp(x).outputs[0]], unused_inputs=tuple(n for n in unused.topo()))
+    assert sym.list_inputs() == ["x", "u"]
+    assert dce(sym).list_inputs() == ["x"]

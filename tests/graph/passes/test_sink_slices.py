@@ -124,3 +124,15 @@ def test_a_row_of_a_2d_dense_and_its_gradients_equal_eager():
         grads.append([out.asnumpy()] + [a.grad.asnumpy() for a in arrays])
     for got, want in zip(*grads):  # (a product over one row rounds a little differently than over five)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_round_keeps_the_nodes_above_the_moved_slice_as_they_are():
+    x = la.sym.var("x", shape=(3, 5, 4))
+    w = la.sym.var("w", shape=(4, 4))
+    stop = la.sym.softmax(la.sym.exp(x), axis=1)  # mixes positions: the slice stops below it
+    y = la.sym.getitem(la.sym.tanh(la.sym.nn.dense(stop, w)) * 2.0, key=FIRST)
+    out = sink_slices(y)
+    old = {n.op.name: n for n in y.topo() if n.op is not None}
+    new = {n.op.name: n for n in out.topo() if n.op is not None}
+    assert new["exp"] is old["exp"] and new["softmax"] is old["softmax"]  # shared, not copied
+    assert new["getitem"].avals[0].shape == (3, 4) and new["multiply"] is not old["multiply"]
