@@ -16,7 +16,7 @@ as they ran.
     program: 2 steps, peak 24 bytes in 1 buffer (lower bound 24)
     step  node       op[implementation]  inputs     output  memory          workspace
        0  multiply0  multiply[multiply]  [2,3], []  [2,3]   #0 (to caller)  -
-       1  relu0      relu[reference]     [2,3]      [2,3]   #0 (to caller)  -
+       1  relu0      relu[maximum]       [2,3]      [2,3]   #0 (to caller)  -
 """
 from __future__ import annotations
 
