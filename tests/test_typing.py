@@ -14,6 +14,7 @@ import lazyarray as la
 
 ROOT = Path(la.__file__).resolve().parent.parent
 NDARRAY = "lazyarray.ndarray.NDArray"
+SYMBOL = "lazyarray.graph.symbol.Symbol"
 
 # (expression, the type mypy must reveal for it)
 REVEALS = [
@@ -42,6 +43,10 @@ REVEALS = [
     ("trainer.step(4)", "None"),
     ("iter(loader)", "typing.Iterator[Any]"),
     ("la.blocks.SymbolBlock.imports", None),  # only that it resolves
+    ("op(x)", "Any"),  # one array or a list of them: the symbol decides at run time
+    ("la.sym.relu(la.sym.var('x'))", SYMBOL),  # la.sym's functions are made at import: sym.pyi
+    ("la.sym.nn.softmax(la.sym.var('x'), axis=1)", SYMBOL),
+    ("la.sym.linalg.inv(la.sym.var('x'))", SYMBOL),
 ]
 
 PRELUDE = """
@@ -64,6 +69,9 @@ PRELUDE = """
     mine = Two()
     trainer = Trainer(dense.collect_params(), "sgd", {"learning_rate": 0.1})
     loader = DataLoader(ArrayDataset(np.ones((8, 3)), np.ones((8,))), batch_size=4)
+    with la.deferred():
+        lazy = la.relu(x)
+    op = la.CachedOp(la.get_symbol(lazy, inputs={"x": x}))
 """
 
 # (line of the snippet, the error mypy must report there)
@@ -74,6 +82,9 @@ WRONG = [
     ("s: tuple[str, ...] = x.shape", 'Incompatible types in assignment (expression has type "tuple[int, ...]"'),
     ("x + 'a'", 'Argument 1 has incompatible type "str"; expected "NDArray | complex'),
     ("y: la.NDArray = mine(x)", "Incompatible types in assignment"),
+    ("op('x')", 'Argument 1 to "__call__" of "CachedOp" has incompatible type "str"'),
+    ("la.sym.relu(la.sym.var('x'), 3)", 'Too many arguments for "relu"'),
+    ("la.sym.nn.not_an_op", '"_NnNamespace" has no attribute "not_an_op"'),
     ("trainer.step('4')", 'Argument 1 to "step" of "Trainer" has incompatible type "str"; expected "int"'),
 ]
 
