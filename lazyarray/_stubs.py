@@ -42,9 +42,9 @@ class _Text:
         return self.text
 
 
-def _annotation(a, rename) -> object:
-    if a is inspect.Parameter.empty:
-        return a
+def _annotation(a, rename, missing=inspect.Parameter.empty) -> object:
+    if a is inspect.Parameter.empty:  # (a parameter without one: Any, so the stub passes mypy --strict)
+        return missing
     text = a if isinstance(a, str) else inspect.formatannotation(a)
     return _Text(rename(text))
 
@@ -65,7 +65,7 @@ def _literal(d) -> bool:
 def stub_def(name: str, f, rename=lambda t: t) -> str:
     """``def name(...) -> ...: ...`` from ``f``'s signature (defaults that are not plain literals: ``...``)."""
     sig = inspect.signature(f)
-    params = [p.replace(annotation=_annotation(p.annotation, rename), default=_default(p.default))
+    params = [p.replace(annotation=_annotation(p.annotation, rename, _Text("Any")), default=_default(p.default))
               for p in sig.parameters.values()]
     sig = sig.replace(parameters=params, return_annotation=_annotation(sig.return_annotation, rename))
     return f"def {name}{sig}: ...\n"

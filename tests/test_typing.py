@@ -89,14 +89,22 @@ WRONG = [
 ]
 
 
-def _run(tmp_path, body: str) -> tuple[str, int]:
+def _run(tmp_path, body: str, prelude: str | None = PRELUDE) -> tuple[str, int]:
     api = pytest.importorskip("mypy.api", reason="mypy is in the test extra: pip install -e .[test]")
     (tmp_path / "mypy.ini").write_text(f"[mypy]\nmypy_path = {ROOT}\nfollow_imports = silent\n"
-                                       f"cache_dir = {tmp_path / 'cache'}\nstrict = True\n")
+                                       f"cache_dir = {tmp_path / 'cache'}\n")
     script = tmp_path / "user.py"
-    script.write_text(textwrap.dedent(PRELUDE) + body)
-    stdout, stderr, status = api.run(["--config-file", str(tmp_path / "mypy.ini"), str(script)])
+    script.write_text(body if prelude is None else textwrap.dedent(prelude) + body)
+    stdout, stderr, status = api.run(["--strict", "--config-file", str(tmp_path / "mypy.ini"), str(script)])
     return stdout + stderr, status
+
+
+def test_the_readmes_training_example_type_checks_strictly(tmp_path):
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    example = next(b for b in blocks if "nn.Trainer(" in b and "SymbolBlock.imports" in b)
+    out, status = _run(tmp_path, example, prelude=None)
+    assert status == 0, out
 
 
 def test_mypy_reveals_precise_types_for_a_users_script(tmp_path):
