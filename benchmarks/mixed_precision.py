@@ -15,6 +15,7 @@ Columns: ``step ms`` the median of the timed steps (the first, which compiles, e
     python benchmarks/mixed_precision.py            # narrowed ResNet-18 widths, ~a few minutes
     python benchmarks/mixed_precision.py --quick    # a smoke run (tests/test_mixed_precision_benchmark.py)
     python benchmarks/mixed_precision.py --full     # the paper's ResNet-18 widths (slow on a CPU)
+    python benchmarks/mixed_precision.py --init-scale 256   # no steps skipped while the scale backs off
 """
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ def _transformer(size: str):
 MODELS = {"resnet18": _resnet, "transformer": _transformer}
 
 
-def run(make, x, y, dtype: str, steps: int, lr: float) -> dict:
+def run(make, x, y, dtype: str, steps: int, lr: float, init_scale: float = 2.0**16) -> dict:
     """Train ``make()`` for ``steps`` updates on one batch; timings, memory and the final loss."""
     la.random.seed(0)
     net = make()
@@ -70,7 +71,8 @@ def run(make, x, y, dtype: str, steps: int, lr: float) -> dict:
         la.amp.convert_block(net, dtype)
     net.hybridize()
     trainer = B.Trainer(net.collect_params(), "adam", {"learning_rate": lr, "multi_precision": True})
-    scaler = la.amp.init_trainer(trainer, net, target_dtype=dtype) if dtype != "float32" else None
+    scaler = (la.amp.init_trainer(trainer, net, target_dtype=dtype, scaler=la.amp.LossScaler(init_scale=init_scale))
+              if dtype != "float32" else None)
     loss_fn = B.SoftmaxCrossEntropyLoss()
     X, Y = la.array(x), la.array(y)
 
@@ -106,19 +108,22 @@ def main(argv=None) -> int:
     size.add_argument("--full", action="store_true", help="the paper's ResNet-18 widths")
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--models", default="resnet18,transformer")
+    ap.add_argument("--init-scale", type=float, default=2.0**16,
+                    help="the loss scaler's first scale (2**16 skips the first steps while it backs off)")
     args = ap.parse_args(argv)
     kind = "quick" if args.quick else "full" if args.full else "default"
     steps = args.steps or (6 if args.quick else 40)
     rows = []
     for name in args.models.split(","):
         make, x, y = MODELS[name](kind)
-        results = {dt: run(make, x, y, dt, steps, lr=1e-3) for dt in DTYPES}
+        results = {dt: run(make, x, y, dt, steps, lr=1e-3, init_scale=args.init_scale) for dt in DTYPES}
         ref = results["float32"]
         for dt, r in results.items():
             rows.append([name, dt, f"{r['ms']:.1f}", f"{r['ms'] / ref['ms']:.2f}x", f"{r['param']:.2f}",
                          f"{r['peak']:.1f}", f"{r['peak'] / ref['peak']:.2f}x", f"{r['loss']:.4f}",
                          f"{(r['loss'] - ref['loss']) / ref['loss']:+.2%}", str(r["skipped"])])
-    print(f"mixed precision, {kind} sizes, {steps} Adam steps on one synthetic batch, seed 0")
+    print(f"mixed precision, {kind} sizes, {steps} Adam steps on one synthetic batch, seed 0, "
+          f"initial loss scale {args.init_scale:g}")
     print(_util.table(["model", "dtype", "step ms", "time", "param MiB", "peak MiB", "memory", "final loss",
                        "vs float32", "skipped"], rows))
     return 0

@@ -1,6 +1,6 @@
-"""Write the type stubs ``__init__.pyi``, ``nn.pyi``, ``linalg.pyi`` and ``fft.pyi`` from the registry.
+"""Write the type stubs ``__init__.pyi``, ``nn.pyi``, ``linalg.pyi``, ``fft.pyi`` and ``sym.pyi`` from the registry.
 
-``la.<op>``, ``la.nn.<op>`` and ``la.linalg.<op>`` are made at import time from registry entries
+``la.<op>``, ``la.nn.<op>``, ``la.linalg.<op>`` and ``la.sym.<op>`` are made at import time from registry entries
 (``functions.py``), so a type checker reading the source sees none of them. The stubs spell out
 what import time makes: one ``def`` per generated function, from the same ``inspect.Signature``
 the function carries (``ops/signature.py``), and a re-export of everything else the module
@@ -42,9 +42,9 @@ class _Text:
         return self.text
 
 
-def _annotation(a, rename) -> object:
-    if a is inspect.Parameter.empty:
-        return a
+def _annotation(a, rename, missing=inspect.Parameter.empty) -> object:
+    if a is inspect.Parameter.empty:  # (a parameter without one: Any, so the stub passes mypy --strict)
+        return missing
     text = a if isinstance(a, str) else inspect.formatannotation(a)
     return _Text(rename(text))
 
@@ -65,7 +65,7 @@ def _literal(d) -> bool:
 def stub_def(name: str, f, rename=lambda t: t) -> str:
     """``def name(...) -> ...: ...`` from ``f``'s signature (defaults that are not plain literals: ``...``)."""
     sig = inspect.signature(f)
-    params = [p.replace(annotation=_annotation(p.annotation, rename), default=_default(p.default))
+    params = [p.replace(annotation=_annotation(p.annotation, rename, _Text("Any")), default=_default(p.default))
               for p in sig.parameters.values()]
     sig = sig.replace(parameters=params, return_annotation=_annotation(sig.return_annotation, rename))
     return f"def {name}{sig}: ...\n"
@@ -91,9 +91,18 @@ def _relative(module: str, package: str) -> str:
     return "." + module[len(package) + 1:] if module.startswith(package + ".") else module
 
 
-def module_stub(mod, names: list[str], package: str = "lazyarray") -> str:
+def _namespace_class(name: str, ns, rename) -> str:
+    """An object whose attributes are generated functions (``la.sym.nn``): a class of static methods."""
+    fns = sorted(n for n, v in vars(ns).items() if not n.startswith("_") and callable(v))
+    body = "".join(f"    @staticmethod\n    {stub_def(n, getattr(ns, n), rename)}" for n in fns)
+    cls = f"_{name.capitalize()}Namespace"
+    return f"class {cls}:\n" + (body or "    ...\n") + f"\n{name}: {cls}\n\n"
+
+
+def module_stub(mod, names: list[str], package: str = "lazyarray", namespaces: tuple[str, ...] = ()) -> str:
     """The stub of ``mod`` binding ``names``: generated functions as ``def``, objects defined in ``mod``
-    itself written out, everything else re-exported from where it is defined."""
+    itself written out, everything else re-exported from where it is defined; ``namespaces``: the
+    names of objects holding generated functions (``la.sym.nn``), written as classes."""
     shadowed = {n for n in names if n in ("bool", "int", "float", "complex", "str", "tuple")}
 
     def rename(text: str) -> str:  # ``la.bool`` is a dtype: the builtin is ``builtins.bool`` there
@@ -124,6 +133,7 @@ def module_stub(mod, names: list[str], package: str = "lazyarray") -> str:
             values.append(f"{name}: {t.__name__}\n")
         else:
             values.append(f"{name}: {type(v).__name__}\n")
+    body += [_namespace_class(name, getattr(mod, name), rename) for name in namespaces]
     code = "".join(values) + "\n" + "".join(body)
     reexported = {line.split(" as ")[-1].strip() for line in imports}
     used = [line + "\n" for name, line in _IMPORTS.items()
@@ -145,7 +155,16 @@ def stubs() -> dict[Path, str]:
         _PKG / "nn.pyi": module_stub(la.nn, list(la.nn.__all__)),
         _PKG / "linalg.pyi": module_stub(la.linalg, sorted(linalg_extra) + list(la.linalg.__all__)),
         _PKG / "fft.pyi": module_stub(la.fft, list(la.fft.__all__)),
+        _PKG / "sym.pyi": module_stub(la.sym, _sym_names(), namespaces=("nn", "linalg", "fft")),
     }
+
+
+def _sym_names() -> list[str]:
+    """``la.sym``'s API: ``var``, one function per op (made at import), and the ``Symbol`` type."""
+    own = [n for n, v in vars(la.sym).items()
+           if not n.startswith("_") and callable(v) and getattr(v, "__module__", None) == la.sym.__name__
+           and not inspect.isclass(v)]
+    return sorted(own) + ["Symbol"]
 
 
 def main(argv: list[str]) -> int:

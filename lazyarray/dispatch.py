@@ -13,8 +13,10 @@ module needs only the fields it reads (``ArrayBase``), not the array type itself
 """
 from __future__ import annotations
 
+import contextvars
 import numbers
 import weakref
+from collections.abc import Callable
 from sys import _getframe
 
 import numpy as np
@@ -57,7 +59,7 @@ from .graph.node import (
 )
 from .graph.traverse import topo_order
 from .kernels.profile import timed
-from .mode import PROFILING
+from .mode import AUTOCAST, PROFILING
 from .ops import registry
 from .ops.registry import OpDef, OpNamespace
 from .storage import SPARSE_TYPES, densify, stype_of
@@ -142,8 +144,15 @@ def _operators(op: OpDef, make) -> tuple:
 _OPERATORS: dict[str, tuple] = {}
 
 
+# la.amp.autocast's policy while the mode's AUTOCAST bit is on: (op, args) -> args cast as the op wants them
+AUTOCAST_POLICY: contextvars.ContextVar[Callable | None] = contextvars.ContextVar("lazyarray_autocast", default=None)
+
+
 def _apply_general(op: OpDef, args: tuple, params: dict, make):
     """``apply`` past the ufunc hot path: validate params, then record or run."""
+    mode = MODE.get()
+    if mode & AUTOCAST:  # (never on the plain float32 path: the mode is 0 there)
+        args = AUTOCAST_POLICY.get()(op, args)
     if op.params:
         params = op.make_params(params)  # a fresh dict: validated, defaults filled
         if op.uses_training and params["training"] is None:
@@ -152,7 +161,7 @@ def _apply_general(op: OpDef, args: tuple, params: dict, make):
         op.make_params(params)  # raises the unknown-parameter error
     else:
         params = {}  # never share the caller's (or a module-level) dict with a recorded node
-    if MODE.get() & DEFERRED:
+    if mode & DEFERRED:
         return _record(op, args, params, make)
     if op.compose is not None:  # a composite runs as the ops it expands to
         return op.compose(OpNamespace(lambda o, *a, **p: apply(o, a, p, make)), *args, **params)

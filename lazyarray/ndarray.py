@@ -8,6 +8,8 @@ by an op outside deferred compute).
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
@@ -42,6 +44,20 @@ def _make_late(value, entry, device):
     return make_array(value, entry, device)
 
 
+if TYPE_CHECKING:
+    # What an operator takes on its other side: an array, a Python or NumPy number, a NumPy array.
+    Operand: TypeAlias = "NDArray | complex | np.generic | np.ndarray[Any, Any]"
+
+
+def _operator(op, reverse: bool = False) -> Callable[[NDArray, Operand], NDArray]:
+    """``operator_method`` with its type spelled out (an array in, an array out) for type checkers."""
+    return operator_method(op, _make_late, reverse)
+
+
+def _unary(op) -> Callable[[NDArray], NDArray]:
+    return operator_method(op, _make_late)
+
+
 class NDArray(ArrayBase):
     """An n-dimensional array on a device; lazy while deferred compute records it.
 
@@ -63,7 +79,7 @@ class NDArray(ArrayBase):
 
     # -- attributes ------------------------------------------------------------
     @property
-    def shape(self) -> tuple:
+    def shape(self) -> tuple[int, ...]:
         """The shape; computes a lazy array whose static shape has unknown dims."""
         v = self._value
         if v is not None:
@@ -253,7 +269,7 @@ class NDArray(ArrayBase):
             raise TypeError("len() of a 0-d array")
         return s[0]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[NDArray]:
         for i in range(len(self)):
             yield self[i]
 
@@ -332,47 +348,47 @@ class NDArray(ArrayBase):
         autograd.backward_arrays([self], heads, make_array, retain_graph)
 
     # -- arithmetic (the dispatcher builds these: its hot path is inlined in them) ----
-    __add__ = operator_method(_ADD, _make_late)
-    __radd__ = operator_method(_ADD, _make_late, reverse=True)
-    __sub__ = operator_method(_SUB, _make_late)
-    __rsub__ = operator_method(_SUB, _make_late, reverse=True)
-    __mul__ = operator_method(_MUL, _make_late)
-    __rmul__ = operator_method(_MUL, _make_late, reverse=True)
-    __truediv__ = operator_method(_DIV, _make_late)
-    __rtruediv__ = operator_method(_DIV, _make_late, reverse=True)
-    __pow__ = operator_method(_POW, _make_late)
-    __rpow__ = operator_method(_POW, _make_late, reverse=True)
-    __matmul__ = operator_method(_MATMUL, _make_late)
-    __rmatmul__ = operator_method(_MATMUL, _make_late, reverse=True)
-    __neg__ = operator_method(_NEG, _make_late)
-    __floordiv__ = operator_method(_FLOORDIV, _make_late)
-    __rfloordiv__ = operator_method(_FLOORDIV, _make_late, reverse=True)
-    __mod__ = operator_method(_MOD, _make_late)
-    __rmod__ = operator_method(_MOD, _make_late, reverse=True)
-    __and__ = operator_method(_AND, _make_late)
-    __rand__ = operator_method(_AND, _make_late, reverse=True)
-    __or__ = operator_method(_OR, _make_late)
-    __ror__ = operator_method(_OR, _make_late, reverse=True)
-    __xor__ = operator_method(_XOR, _make_late)
-    __rxor__ = operator_method(_XOR, _make_late, reverse=True)
-    __lshift__ = operator_method(_LSHIFT, _make_late)
-    __rlshift__ = operator_method(_LSHIFT, _make_late, reverse=True)
-    __rshift__ = operator_method(_RSHIFT, _make_late)
-    __rrshift__ = operator_method(_RSHIFT, _make_late, reverse=True)
-    __invert__ = operator_method(_INV, _make_late)
+    __add__ = _operator(_ADD)
+    __radd__ = _operator(_ADD, reverse=True)
+    __sub__ = _operator(_SUB)
+    __rsub__ = _operator(_SUB, reverse=True)
+    __mul__ = _operator(_MUL)
+    __rmul__ = _operator(_MUL, reverse=True)
+    __truediv__ = _operator(_DIV)
+    __rtruediv__ = _operator(_DIV, reverse=True)
+    __pow__ = _operator(_POW)
+    __rpow__ = _operator(_POW, reverse=True)
+    __matmul__ = _operator(_MATMUL)
+    __rmatmul__ = _operator(_MATMUL, reverse=True)
+    __neg__ = _unary(_NEG)
+    __floordiv__ = _operator(_FLOORDIV)
+    __rfloordiv__ = _operator(_FLOORDIV, reverse=True)
+    __mod__ = _operator(_MOD)
+    __rmod__ = _operator(_MOD, reverse=True)
+    __and__ = _operator(_AND)
+    __rand__ = _operator(_AND, reverse=True)
+    __or__ = _operator(_OR)
+    __ror__ = _operator(_OR, reverse=True)
+    __xor__ = _operator(_XOR)
+    __rxor__ = _operator(_XOR, reverse=True)
+    __lshift__ = _operator(_LSHIFT)
+    __rlshift__ = _operator(_LSHIFT, reverse=True)
+    __rshift__ = _operator(_RSHIFT)
+    __rrshift__ = _operator(_RSHIFT, reverse=True)
+    __invert__ = _unary(_INV)
 
-    def __pos__(self):
+    def __pos__(self) -> NDArray:
         return self  # (la.positive(x) makes a copy)
 
-    def __abs__(self):
+    def __abs__(self) -> NDArray:
         return apply(_op("abs"), (self,), _EMPTY, make_array)
 
-    __eq__ = operator_method(_EQ, _make_late)
-    __ne__ = operator_method(_NE, _make_late)
-    __lt__ = operator_method(_LT, _make_late)
-    __le__ = operator_method(_LE, _make_late)
-    __gt__ = operator_method(_GT, _make_late)
-    __ge__ = operator_method(_GE, _make_late)
+    __eq__ = _operator(_EQ)
+    __ne__ = _operator(_NE)
+    __lt__ = _operator(_LT)
+    __le__ = _operator(_LE)
+    __gt__ = _operator(_GT)
+    __ge__ = _operator(_GE)
 
     # -- in place (normal arrays only) ------------------------------------------
     def _inplace(self, sym: str, other) -> NDArray:
@@ -404,40 +420,40 @@ class NDArray(ArrayBase):
             ) from None
         return self
 
-    def __iadd__(self, other):
+    def __iadd__(self, other: Operand) -> NDArray:
         return self._inplace("+=", other)
 
-    def __isub__(self, other):
+    def __isub__(self, other: Operand) -> NDArray:
         return self._inplace("-=", other)
 
-    def __imul__(self, other):
+    def __imul__(self, other: Operand) -> NDArray:
         return self._inplace("*=", other)
 
-    def __itruediv__(self, other):
+    def __itruediv__(self, other: Operand) -> NDArray:
         return self._inplace("/=", other)
 
-    def __ipow__(self, other):
+    def __ipow__(self, other: Operand) -> NDArray:
         return self._inplace("**=", other)
 
-    def __ifloordiv__(self, other):
+    def __ifloordiv__(self, other: Operand) -> NDArray:
         return self._inplace("//=", other)
 
-    def __imod__(self, other):
+    def __imod__(self, other: Operand) -> NDArray:
         return self._inplace("%=", other)
 
-    def __iand__(self, other):
+    def __iand__(self, other: Operand) -> NDArray:
         return self._inplace("&=", other)
 
-    def __ior__(self, other):
+    def __ior__(self, other: Operand) -> NDArray:
         return self._inplace("|=", other)
 
-    def __ixor__(self, other):
+    def __ixor__(self, other: Operand) -> NDArray:
         return self._inplace("^=", other)
 
-    def __ilshift__(self, other):
+    def __ilshift__(self, other: Operand) -> NDArray:
         return self._inplace("<<=", other)
 
-    def __irshift__(self, other):
+    def __irshift__(self, other: Operand) -> NDArray:
         return self._inplace(">>=", other)
 
     def _check_writable(self, what: str, instead: str) -> None:
@@ -457,7 +473,7 @@ class NDArray(ArrayBase):
                 f"write `{instead}` instead, or take a copy first: y = x.copy()")
 
     # -- indexing --------------------------------------------------------------
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> NDArray:
         if isinstance(key, NDArray) and key.dtype == np.bool_:
             return apply(_op("boolean_mask"), (self, key), _EMPTY, make_array)
         if isinstance(key, NDArray) or isinstance(key, (list, np.ndarray)):
@@ -466,7 +482,7 @@ class NDArray(ArrayBase):
             return _advanced_index(self, key)
         return apply(_op("getitem"), (self,), {"key": key}, make_array)
 
-    def __setitem__(self, key, value) -> None:
+    def __setitem__(self, key: Any, value: Any) -> None:
         self._check_writable("x[key] = v", "x = la.where(mask, v, x) or build a new array")
         if isinstance(key, NDArray):
             key = key._materialize()
@@ -515,11 +531,11 @@ class NDArray(ArrayBase):
         """The array with its dims reversed (``x.transpose()``)."""
         return apply(_op("transpose"), (self,), {"axes": None}, make_array)
 
-    def expand(self, *sizes):
+    def expand(self, *sizes: int | tuple[int, ...]) -> NDArray:
         """PyTorch ``Tensor.expand``: -1 keeps a dim, size-1 dims stretch without copying."""
         return apply(_op("expand"), (self,), {"sizes": _sizes(sizes)}, make_array)
 
-    def repeat(self, *sizes):
+    def repeat(self, *sizes: int | tuple[int, ...]) -> NDArray:
         """PyTorch ``Tensor.repeat``: tile the array ``sizes`` times per dim (new dims in front)."""
         return apply(_op("repeat"), (self,), {"sizes": _sizes(sizes)}, make_array)
 

@@ -279,3 +279,122 @@ def test_no_policy_and_no_dtype_is_a_named_error():
     amp._POLICY[0] = None
     with pytest.raises(la.ParamValueError, match=r"amp\.convert_block: no target dtype: pass target_dtype"):
         amp.convert_block(mlp())
+
+
+# -- the per-op policy (autocast) ----------------------------------------------------------------------
+def _softmax(a):
+    e = np.exp(a - a.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def test_autocast_float16_runs_the_fp32_list_in_float32_and_the_multiplies_in_float16():
+    rng = np.random.default_rng(0)
+    h = rng.standard_normal((3, 4)).astype(np.float16)
+    w = rng.standard_normal((5, 4)).astype(np.float32)
+    x, wx = la.array(h), la.array(w)
+    ref32 = h.astype(np.float32)
+    with amp.autocast("float16"):
+        cases = {"softmax": (la.nn.softmax(x), _softmax(ref32)), "exp": (la.exp(x), np.exp(ref32)),
+                 "log": (la.log(abs(x)), np.log(np.abs(ref32))), "sum": (x.sum(axis=1), ref32.sum(1)),
+                 "mean": (la.mean(x), ref32.mean()),
+                 "layer_norm": (la.nn.layer_norm(x, la.ones((4,)), la.zeros((4,))),
+                                (ref32 - ref32.mean(-1, keepdims=True)) / np.sqrt(ref32.var(-1, keepdims=True) + 1e-5))}
+        for name, (got, want) in cases.items():
+            assert got.dtype == np.float32, name
+            np.testing.assert_allclose(got.asnumpy(), want, rtol=1e-5, atol=1e-5, err_msg=name)
+        d = la.nn.dense(la.array(ref32), wx)  # float32 in: computed in float16
+        m = la.matmul(la.array(ref32), la.array(w.T))
+    want16 = h @ w.astype(np.float16).T
+    for got in (d, m):
+        assert got.dtype == np.float16
+        np.testing.assert_allclose(got.asnumpy().astype(np.float32), want16.astype(np.float32), rtol=2e-3, atol=2e-3)
+    assert la.nn.softmax(x).dtype == np.float16 and la.matmul(la.array(ref32), la.array(w.T)).dtype == np.float32
+
+
+def test_autocast_bfloat16_rounds_the_multiplies_inputs():
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal((8, 3)).astype(np.float32)
+    with amp.autocast("bfloat16"):
+        got = la.matmul(la.array(a), la.array(b))
+        s = la.nn.softmax(la.array(a))
+    bf = ml_dtypes.bfloat16
+    assert got.dtype == np.float32 and s.dtype == np.float32
+    np.testing.assert_allclose(got.asnumpy(), a.astype(bf).astype(np.float32) @ b.astype(bf).astype(np.float32),
+                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(s.asnumpy(), _softmax(a), rtol=1e-6)  # not rounded: an fp32-list op
+
+
+def test_autocast_ends_with_its_block_even_on_errors():
+    x = la.ones((2, 2), dtype="float16")
+    with pytest.raises(RuntimeError), amp.autocast("float16"):
+        raise RuntimeError("inside")
+    assert la.nn.softmax(x).dtype == np.float16
+    with pytest.raises(la.ParamValueError, match=r"amp\.autocast: target_dtype must be 'float16' or 'bfloat16'"):
+        with amp.autocast("float8"):
+            pass
+
+
+def test_converted_hybridized_transformer_records_the_per_op_policy():
+    la.random.seed(0)
+    net = la.blocks.models.transformer_encoder(50, 4, units=16, num_layers=1, num_heads=2, max_length=8)
+    net.initialize(la.init.Xavier())
+    tokens = la.array(np.random.default_rng(0).integers(0, 50, (2, 8)))
+    net(tokens)
+    amp.convert_block(net, "float16")
+    amp.convert_block(net, "float16")  # converting twice wraps the forward once
+    assert type(net).__name__ == "TransformerEncoder" and type(net).__bases__[0].__name__ == "TransformerEncoder"
+    net.hybridize()
+    out = net(tokens)
+    assert out.dtype == np.float32 and np.isfinite(out.asnumpy()).all()
+    sym, _ = net.export_graph()
+    lines = str(sym).splitlines()
+    soft = [ln for ln in lines if "softmax(" in ln]
+    mm = [ln for ln in lines if " matmul(" in ln]
+    assert soft and all(": float32[" in ln for ln in soft), soft
+    assert mm and all(": float16[" in ln for ln in mm), mm
+
+
+def _zoo(kind):
+    rng = np.random.default_rng(0)
+    if kind == "resnet18":
+        x, y = rng.standard_normal((8, 3, 32, 32)).astype("float32"), rng.integers(0, 10, 8)
+        return (lambda: la.blocks.models.resnet18(10, channels=(8, 8, 16, 16, 32))), x, y
+    x, y = rng.integers(0, 100, (8, 8)), rng.integers(0, 4, 8)
+    return (lambda: la.blocks.models.transformer_encoder(100, 4, units=16, num_layers=2, num_heads=2,
+                                                         max_length=8)), x, y
+
+
+def train_zoo(kind, dtype, steps=40):
+    make, x, y = _zoo(kind)
+    la.random.seed(0)
+    net = make()
+    net.initialize(la.init.Xavier())
+    net(la.array(x[:1]))
+    if dtype != "float32":
+        amp.convert_block(net, dtype)
+    net.hybridize()
+    trainer = Trainer(net.collect_params(), "adam", {"learning_rate": 1e-3, "multi_precision": True})
+    scaler = None if dtype == "float32" else amp.init_trainer(
+        trainer, net, target_dtype=dtype, scaler=amp.LossScaler(init_scale=2.0**8))
+    loss_fn, X, Y = B.SoftmaxCrossEntropyLoss(), la.array(x), la.array(y)
+    for _ in range(steps):
+        with la.autograd.record():
+            loss = loss_fn(net(X), Y)
+            if scaler is None:
+                loss.backward()
+            else:
+                with amp.scale_loss(loss, trainer) as scaled:
+                    scaled.backward()
+        trainer.step(len(y))
+    return float(loss_fn(net(X), Y).mean().asnumpy()), scaler
+
+
+@pytest.mark.parametrize("kind", ["transformer", pytest.param("resnet18", marks=pytest.mark.slow)])
+def test_zoo_models_train_in_low_precision_within_2_percent_of_float32(kind):
+    ref, _ = train_zoo(kind, "float32")
+    first, _ = train_zoo(kind, "float32", steps=0)
+    assert ref < 0.2 * first
+    for dtype in ("float16", "bfloat16"):
+        loss, scaler = train_zoo(kind, dtype)
+        assert scaler.skipped == 0, dtype
+        assert abs(loss - ref) <= 0.02 * ref, (kind, dtype, loss, ref)

@@ -16,6 +16,7 @@ import json
 import re
 from collections import OrderedDict
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
@@ -42,6 +43,15 @@ from .parameter import INIT_LOCK, MULTI_DEVICE, Constant, DeferredInitialization
 from .parameter_dict import ParameterDict
 from .summary import summary_table
 
+_P = ParamSpec("_P")
+_R_co = TypeVar("_R_co", covariant=True)
+
+
+class _Forward(Protocol[_P, _R_co]):
+    """For type checkers: a block's ``forward``, whose arguments and result ``block(...)`` has."""
+
+    def forward(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
+
 
 class Block:
     """Base class of layers and models: override ``forward(self, *args)``.
@@ -54,7 +64,7 @@ class Block:
     array([2., 4.], dtype=float32)
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         object.__setattr__(self, "_children", OrderedDict())
         object.__setattr__(self, "_params", OrderedDict())
         object.__setattr__(self, "_containers", {})  # list/tuple/dict attribute -> child names it holds
@@ -340,13 +350,16 @@ class Block:
         self.collect_params().load(path, device, allow_missing, ignore_extra)
 
     # -- calling -----------------------------------------------------------------------------
-    def __call__(self, *args):
-        try:
-            if self._forward_pre_hooks or self._forward_hooks:
-                return self._call_with_hooks(self.run_forward, args)
-            return self.run_forward(*args)
-        except LazyArrayError as exc:  # named once (its innermost block), its traceback ending at the user's line
-            raise leaving_block(exc, self, child_name)  # noqa: B904 (the same error, raised again)
+    if TYPE_CHECKING:  # ``net(x)`` takes what ``net.forward`` takes and gives what it returns
+        def __call__(self: _Forward[_P, _R_co], *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
+    else:
+        def __call__(self, *args):
+            try:
+                if self._forward_pre_hooks or self._forward_hooks:
+                    return self._call_with_hooks(self.run_forward, args)
+                return self.run_forward(*args)
+            except LazyArrayError as exc:  # named once (its innermost block), its traceback ending at the user's line
+                raise leaving_block(exc, self, child_name)  # noqa: B904 (the same error, raised again)
 
     def run_forward(self, *args):
         """``forward`` after filling unknown parameter dims (at the first call) from ``args``.
@@ -397,7 +410,7 @@ class Block:
         parent, path = scope
         return path + ((child_name(parent, self), type(self).__name__),)
 
-    def forward(self, *args):
+    def forward(self, *args: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must define forward(self, x)")
 
     def infer_shape(self, *args) -> None:
@@ -498,7 +511,7 @@ class HybridBlock(Block):
     (2, 3)
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         object.__setattr__(self, "_active", False)
         object.__setattr__(self, "_static_shape", False)
@@ -579,13 +592,16 @@ class HybridBlock(Block):
         compiled = self._by_sig.get((training, sig)) or self._by_sig.get((not training, sig))
         return compiled.run if compiled is not None else None
 
-    def __call__(self, *args):
-        try:
-            if self._forward_pre_hooks or self._forward_hooks:
-                return self._call_with_hooks(self._call, args)
-            return self._call(*args)
-        except LazyArrayError as exc:  # named once (its innermost block), its traceback ending at the user's line
-            raise leaving_block(exc, self, child_name)  # noqa: B904 (the same error, raised again)
+    if TYPE_CHECKING:
+        def __call__(self: _Forward[_P, _R_co], *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
+    else:
+        def __call__(self, *args):
+            try:
+                if self._forward_pre_hooks or self._forward_hooks:
+                    return self._call_with_hooks(self._call, args)
+                return self._call(*args)
+            except LazyArrayError as exc:  # named once (its innermost block), its traceback ending at the user's line
+                raise leaving_block(exc, self, child_name)  # noqa: B904 (the same error, raised again)
 
     def _call(self, *args):
         if not self._active or MODE.get() & DEFERRED:  # imperative, or inlined into an enclosing trace

@@ -2,15 +2,19 @@
 ``Concatenate`` / ``HybridConcatenate`` (every child on the input, outputs joined)."""
 from __future__ import annotations
 
+from typing import TypeVar
+
 from ..errors import BlockError
 from .block import Block, HybridBlock
 from .nn import F
+
+_B = TypeVar("_B", bound=Block)  # add returns the container it was called on (HybridSequential too)
 
 
 class Sequential(Block):
     """Children run one after the other: ``Sequential().add(a, b)(x) == b(a(x))``."""
 
-    def add(self, *blocks: Block) -> Sequential:
+    def add(self: _B, *blocks: Block) -> _B:
         for b in blocks:
             self.register_child(b)
         return self

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..args import int_arg
 from ..errors import ParamError, ParamValueError
+from ..ndarray import NDArray
 from .block import HybridBlock
 from .nn import F, activation_fn
 from .parameter import Parameter
@@ -157,7 +158,7 @@ class Conv2D(ConvLayer):
         super().__init__(channels, kernel_size, strides, padding, dilation, groups, activation, use_bias,
                          in_channels, layout, dtype, weight_initializer, bias_initializer)
 
-    def forward(self, x):
+    def forward(self, x: NDArray) -> NDArray:
         args = self._args(x)
         if self.layout == "NHWC":
             args = (F.transpose(x, axes=TO_NCHW), F.transpose(args[1], axes=TO_NCHW)) + args[2:]
@@ -188,7 +189,7 @@ class Conv2DTranspose(ConvLayer):
                          in_channels, layout, dtype, weight_initializer, bias_initializer, layouts=("NCHW",))
         self.output_padding = int_tuple(output_padding, 2, "output_padding", "Conv2DTranspose")
 
-    def forward(self, x):
+    def forward(self, x: NDArray) -> NDArray:
         return self._activate(F.conv2d_transpose(*self._args(x), stride=self.strides, padding=self.padding,
                                                  output_padding=self.output_padding, dilation=self.dilation,
                                                  groups=self.groups))
@@ -241,7 +242,7 @@ class MaxPool2D(PoolLayer):
     def __init__(self, pool_size=(2, 2), strides=None, padding=0, ceil_mode: bool = False, layout: str = "NCHW"):
         super().__init__(pool_size, strides, padding, ceil_mode, layout)
 
-    def forward(self, x):
+    def forward(self, x: NDArray) -> NDArray:
         return self._pool(x, F.max_pool2d)
 
 
@@ -263,7 +264,7 @@ class AvgPool2D(PoolLayer):
         super().__init__(pool_size, strides, padding, ceil_mode, layout)
         self.count_include_pad = flag(count_include_pad, "count_include_pad", "AvgPool2D")
 
-    def forward(self, x):
+    def forward(self, x: NDArray) -> NDArray:
         return self._pool(x, F.avg_pool2d, count_include_pad=self.count_include_pad)
 
 
@@ -296,7 +297,7 @@ class GlobalAvgPool2D(GlobalPoolLayer):
     def __init__(self, layout: str = "NCHW"):
         super().__init__(layout)
 
-    def forward(self, x):
+    def forward(self, x: NDArray) -> NDArray:
         return F.mean(x, axis=self._axes(), keepdims=True)
 
 
@@ -312,5 +313,5 @@ class GlobalMaxPool2D(GlobalPoolLayer):
     def __init__(self, layout: str = "NCHW"):
         super().__init__(layout)
 
-    def forward(self, x):
+    def forward(self, x: NDArray) -> NDArray:
         return F.max(x, axis=self._axes(), keepdims=True)

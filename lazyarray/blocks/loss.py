@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from typing import TYPE_CHECKING
 
 from ..args import choice_arg, int_arg, number_arg
 from ..errors import ParamError, ShapeError, fmt_shape
@@ -52,15 +53,18 @@ class Loss(HybridBlock):
         super()._clear_cache(cache_size, cache_bytes)
         self._traces.warn_at = float("inf")
 
-    def __call__(self, *args, **kwargs):
-        if kwargs:  # (a block's call is positional: keywords go to their places, None where not given)
-            try:
-                bound = inspect.signature(self.forward).bind(*args, **kwargs)
-            except TypeError as e:
-                raise ParamError(f"{type(self).__name__}: {e}") from None
-            bound.apply_defaults()
-            args = tuple(bound.arguments.values())
-        return super().__call__(*args)
+    if TYPE_CHECKING:  # typed as Block.__call__: what forward takes (keywords too) and returns
+        __call__ = HybridBlock.__call__
+    else:
+        def __call__(self, *args, **kwargs):
+            if kwargs:  # (a block's call is positional: keywords go to their places, None where not given)
+                try:
+                    bound = inspect.signature(self.forward).bind(*args, **kwargs)
+                except TypeError as e:
+                    raise ParamError(f"{type(self).__name__}: {e}") from None
+                bound.apply_defaults()
+                args = tuple(bound.arguments.values())
+            return super().__call__(*args)
 
     def _finish(self, loss: NDArray, sample_weight: NDArray | None = None) -> NDArray:
         """Gluon's ``_apply_weighting`` and mean over every axis but the batch axis."""
@@ -111,7 +115,7 @@ class SoftmaxCrossEntropyLoss(Loss):
         self.sparse_label = _flag(sparse_label, "SoftmaxCrossEntropyLoss", "sparse_label")
         self.from_logits = _flag(from_logits, "SoftmaxCrossEntropyLoss", "from_logits")
 
-    def forward(self, pred, label, sample_weight=None):
+    def forward(self, pred, label, sample_weight=None) -> NDArray:
         axis = self.axis % pred.ndim
         if self.sparse_label:
             label = self._sparse(pred, label, axis)
@@ -167,14 +171,14 @@ def _move_last(ndim: int, axis: int) -> tuple:
 class L2Loss(Loss):
     """``0.5 * (pred - label) ** 2``, averaged per sample (Gluon's ``L2Loss``)."""
 
-    def forward(self, pred, label, sample_weight=None):
+    def forward(self, pred, label, sample_weight=None) -> NDArray:
         return self._finish(F.square(pred - _like(label, pred)) * 0.5, sample_weight)
 
 
 class L1Loss(Loss):
     """``|pred - label|``, averaged per sample."""
 
-    def forward(self, pred, label, sample_weight=None):
+    def forward(self, pred, label, sample_weight=None) -> NDArray:
         return self._finish(F.abs(pred - _like(label, pred)), sample_weight)
 
 
@@ -197,7 +201,7 @@ class SigmoidBinaryCrossEntropyLoss(Loss):
         super().__init__(weight, batch_axis)
         self.from_sigmoid = _flag(from_sigmoid, "SigmoidBinaryCrossEntropyLoss", "from_sigmoid")
 
-    def forward(self, pred, label, sample_weight=None, pos_weight=None):
+    def forward(self, pred, label, sample_weight=None, pos_weight=None) -> NDArray:
         label = _like(label, pred)
         if not self.from_sigmoid:
             if pos_weight is None:
@@ -220,7 +224,7 @@ class HuberLoss(Loss):
         super().__init__(weight, batch_axis)
         self.rho = number_arg(rho, "HuberLoss", "rho", lo=0.0, lo_open=True)
 
-    def forward(self, pred, label, sample_weight=None):
+    def forward(self, pred, label, sample_weight=None) -> NDArray:
         d = F.abs(pred - _like(label, pred))
         loss = F.where(d > self.rho, d - 0.5 * self.rho, F.square(d) * (0.5 / self.rho))
         return self._finish(loss, sample_weight)
@@ -235,7 +239,7 @@ class KLDivLoss(Loss):
         self.from_logits = _flag(from_logits, "KLDivLoss", "from_logits")
         self.axis = int_arg(axis, "KLDivLoss", "axis", lo=-32, hi=31)
 
-    def forward(self, pred, label, sample_weight=None):
+    def forward(self, pred, label, sample_weight=None) -> NDArray:
         if not self.from_logits:
             pred = F.log_softmax(pred, axis=self.axis % pred.ndim)
         return self._finish(label * (F.log(label + 1e-12) - pred), sample_weight)
@@ -248,14 +252,14 @@ class HingeLoss(Loss):
         super().__init__(weight, batch_axis)
         self.margin = number_arg(margin, type(self).__name__, "margin")
 
-    def forward(self, pred, label, sample_weight=None):
+    def forward(self, pred, label, sample_weight=None) -> NDArray:
         return self._finish(F.relu(self.margin - pred * _like(label, pred)), sample_weight)
 
 
 class SquaredHingeLoss(HingeLoss):
     """``max(0, margin - pred * label) ** 2`` for labels -1 / 1."""
 
-    def forward(self, pred, label, sample_weight=None):
+    def forward(self, pred, label, sample_weight=None) -> NDArray:
         return self._finish(F.square(F.relu(self.margin - pred * _like(label, pred))), sample_weight)
 
 
@@ -267,7 +271,7 @@ class LogisticLoss(Loss):
         super().__init__(weight, batch_axis)
         self.label_format = choice_arg(label_format, "LogisticLoss", "label_format", ("signed", "binary"))
 
-    def forward(self, pred, label, sample_weight=None):
+    def forward(self, pred, label, sample_weight=None) -> NDArray:
         label = _like(label, pred)
         if self.label_format == "signed":
             label = (label + 1.0) * 0.5  # -1 / 1 -> 0 / 1
@@ -283,7 +287,7 @@ class CosineEmbeddingLoss(Loss):
         super().__init__(weight, batch_axis)
         self.margin = number_arg(margin, "CosineEmbeddingLoss", "margin", lo=-1.0, hi=1.0)
 
-    def forward(self, input1, input2, label, sample_weight=None):
+    def forward(self, input1, input2, label, sample_weight=None) -> NDArray:
         input1 = _like(input1, input2)
         dot = (input1 * input2).sum(axis=-1, keepdims=True)
         norms = F.sqrt(F.square(input1).sum(axis=-1, keepdims=True) * F.square(input2).sum(axis=-1, keepdims=True))
@@ -301,7 +305,7 @@ class TripletLoss(Loss):
         super().__init__(weight, batch_axis)
         self.margin = number_arg(margin, "TripletLoss", "margin")
 
-    def forward(self, pred, positive, negative, sample_weight=None):
+    def forward(self, pred, positive, negative, sample_weight=None) -> NDArray:
         diff = F.square(pred - _like(positive, pred)) - F.square(pred - _like(negative, pred))
         axes = tuple(i for i in range(diff.ndim) if i != self.batch_axis % max(diff.ndim, 1))
         loss = F.relu((diff.sum(axis=axes) if axes else diff) + self.margin)
@@ -322,7 +326,7 @@ class PoissonNLLLoss(Loss):
         self.compute_full = _flag(compute_full, "PoissonNLLLoss", "compute_full")
         self.epsilon = number_arg(epsilon, "PoissonNLLLoss", "epsilon", lo=0.0)
 
-    def forward(self, pred, target, sample_weight=None):
+    def forward(self, pred, target, sample_weight=None) -> NDArray:
         target = _like(target, pred)
         if self.from_logits:
             loss = F.exp(pred) - target * pred
@@ -352,7 +356,7 @@ class CTCLoss(Loss):
         self.layout = choice_arg(layout, "CTCLoss", "layout", ("NTC", "TNC"))
         self.label_layout = label_layout
 
-    def forward(self, pred, label, pred_lengths=None, label_lengths=None, sample_weight=None):
+    def forward(self, pred, label, pred_lengths=None, label_lengths=None, sample_weight=None) -> NDArray:
         if self.layout == "NTC":
             pred = F.transpose(pred, (1, 0, 2))
         if self.label_layout == "TN":

@@ -86,7 +86,7 @@ class Dense(HybridBlock):
         n = int(np.prod(shape[1:])) if self.flatten else shape[-1]
         self.weight.shape = (self.units, n)
 
-    def forward(self, x):
+    def forward(self, x: NDArray) -> NDArray:
         _check_input(x)
         if self.flatten and x.ndim > 2:
             x = F.flatten(x)
@@ -107,7 +107,7 @@ class Activation(HybridBlock):
         self.act_name = activation
         self._act = activation_fn(activation)
 
-    def forward(self, x):
+    def forward(self, x: NDArray) -> NDArray:
         return self._act(x)
 
     def __repr__(self) -> str:
@@ -123,7 +123,7 @@ class Dropout(HybridBlock):
         rate = number_arg(rate, "Dropout", "rate", lo=0, hi=1, hi_open=True)
         self.rate = rate
 
-    def forward(self, x):
+    def forward(self, x: NDArray) -> NDArray:
         return F.dropout(x, p=self.rate)
 
     def __repr__(self) -> str:
@@ -157,7 +157,7 @@ class BatchNorm(HybridBlock):
         for p in (self.gamma, self.beta, self.running_mean, self.running_var):
             p.shape = (c,)
 
-    def forward(self, x):
+    def forward(self, x: NDArray) -> NDArray:
         gamma, beta = self.gamma.data(), self.beta.data()
         if not autograd.is_training():
             return F.batch_norm(x, gamma, beta, self.running_mean.data(), self.running_var.data(),
@@ -193,7 +193,7 @@ class Embedding(HybridBlock):
         self.weight = Parameter("weight", shape=(input_dim, output_dim), dtype=dtype,
                                 init=weight_initializer, grad_stype="row_sparse" if sparse_grad else "default")
 
-    def forward(self, x: NDArray):
+    def forward(self, x: NDArray) -> NDArray:
         if x.dtype.kind not in "iu":
             x = x.astype("int64")  # Gluon feeds float indices; take needs integers
         return F.take(self.weight.data(), x, axis=0, sparse_grad=self.sparse_grad)
@@ -205,7 +205,7 @@ class Embedding(HybridBlock):
 class Flatten(HybridBlock):
     """``(batch, d1, d2, ...)`` -> ``(batch, d1 * d2 * ...)``, generic over the batch size."""
 
-    def forward(self, x):
+    def forward(self, x: NDArray) -> NDArray:
         return F.flatten(x)
 
     def __repr__(self) -> str:

@@ -7,6 +7,8 @@ exported, imported and re-exported model gives identical files.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..args import dict_arg, seq_arg, type_arg
 from ..device import Device
 from ..errors import GraphFormatError, LazyArrayError, ParamError, ShapeError
@@ -16,6 +18,7 @@ from ..graph.passes.bind_dims import bind_dims
 from ..graph.symbol import Symbol, load_symbol
 from ..mxnet import load_arrays as load_mxnet_arrays
 from ..mxnet import sniff as is_mxnet_file
+from ..ndarray import NDArray
 from ..onnx.load import load_arrays as load_onnx_arrays
 from ..onnx.load import sniff as is_onnx_file
 from .block import HybridBlock
@@ -115,7 +118,7 @@ class SymbolBlock(HybridBlock):
     def symbol(self) -> Symbol:
         return self._symbol
 
-    def forward(self, *args):
+    def forward(self, *args: NDArray) -> Any:
         if len(args) != len(self._input_names):
             raise LazyArrayError(f"SymbolBlock takes {len(self._input_names)} inputs "
                                  f"({', '.join(self._input_names)}), got {len(args)}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -100,7 +101,7 @@ class SimpleDataset(Dataset):
     5
     """
 
-    def __init__(self, data):
+    def __init__(self, data: Any) -> None:
         if not hasattr(data, "__getitem__") or not hasattr(data, "__len__"):
             raise ParamError(f"SimpleDataset: data must be a sequence (with len and []), got "
                              f"{type(data).__name__}; pass a list or an array")
@@ -121,7 +122,7 @@ class ArrayDataset(Dataset):
     When every field is a NumPy array, a batch is read with one fancy index per field (``gather``).
     """
 
-    def __init__(self, *args):
+    def __init__(self, *args: Any) -> None:
         if not args:
             raise ParamError("ArrayDataset: needs at least one array; pass ArrayDataset(data, labels, ...)")
         fields = []

@@ -30,6 +30,7 @@ import time
 import traceback
 import weakref
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from ..device import Device
 from ..errors import DataLoaderError, ParamError, ParamValueError
@@ -248,7 +249,7 @@ class DataLoader:
     def __len__(self) -> int:
         return len(self._batch_sampler)
 
-    def __iter__(self) -> Iterator:
+    def __iter__(self) -> Iterator[Any]:  # NDArray, or tuples / dicts of them: batchify_fn decides
         epoch = next(self._epoch)
         if self._num_workers == 0:
             return self._iter_here(epoch)

@@ -28,6 +28,7 @@ sees through it and compiles everything as one graph).
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -132,7 +133,7 @@ class CachedOp:
         return self._signatures.epoch
 
     # -- calling --------------------------------------------------------------------------------
-    def __call__(self, *args, **named):
+    def __call__(self, *args: NDArray | np.ndarray, **named: NDArray | np.ndarray) -> Any:  # an NDArray, or a list
         if named:
             args = self._order(args, named)
         if len(args) != len(self._names):
