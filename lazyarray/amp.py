@@ -2,7 +2,7 @@
 
 >>> import lazyarray as la
 >>> _ = la.amp.init("float16")
->>> net = la.blocks.Dense(2, in_units=3); net.initialize()
+>>> net = la.blocks.Dense(2, in_units=3); net.initialize(la.init.One())  # outputs 3: gradients 3 * 2**16 overflow float16
 >>> net = la.amp.convert_block(net)
 >>> trainer = la.blocks.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "multi_precision": True})
 >>> scaler = la.amp.init_trainer(trainer)
