@@ -16,6 +16,20 @@ def best_of(fn, repeat: int = 5, number: int = 1) -> float:
     return statistics.median(times)
 
 
+def timed(fn, budget: float, settle: float = 0.0) -> float:
+    """Seconds per call of ``fn``, called enough times to fill about ``budget`` seconds, after
+    ``settle`` seconds of rest (another runtime's spinning threads go idle first)."""
+    time.sleep(settle)
+    t0 = time.perf_counter()
+    fn()
+    once = time.perf_counter() - t0
+    number = max(1, int(budget / max(once, 1e-7)))
+    t0 = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return (time.perf_counter() - t0) / number
+
+
 def table(headers: list[str], rows: list[list]) -> str:
     """A plain-text table with right-aligned columns."""
     cells = [[str(h) for h in headers]] + [[c if isinstance(c, str) else f"{c:.3g}" if isinstance(c, float) else str(c)

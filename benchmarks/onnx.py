@@ -127,16 +127,8 @@ SETTLE = 0.2
 
 
 def timed(fn, budget: float) -> float:
-    """Seconds per call of ``fn``, calling it enough times to fill about ``budget`` seconds."""
-    time.sleep(SETTLE)
-    t0 = time.perf_counter()
-    fn()
-    once = time.perf_counter() - t0
-    number = max(1, int(budget / max(once, 1e-7)))
-    t0 = time.perf_counter()
-    for _ in range(number):
-        fn()
-    return (time.perf_counter() - t0) / number
+    """Seconds per call of ``fn`` over about ``budget`` seconds, after ``SETTLE`` seconds of rest."""
+    return _util.timed(fn, budget, SETTLE)
 
 
 def compare(la_fn, ort_fn, rounds: int, budget: float) -> tuple[float, float]:

@@ -28,8 +28,7 @@ def op_function(op: OpDef) -> Callable:
     vararg = VARARG_PARAMS.get(op.name)
     input_names = [n.strip("*?") for n in op.inputs]
     by_name = frozenset(n for n in input_names if n not in pnames)  # inputs that may be passed by name
-    # an op with no array inputs (random sampling) makes its result on the current device by default
-    fill_device = not op.inputs and "device" in pnames
+    fill_device = op.makes_arrays  # (its result on the current device by default)
 
     def f(*args, out=None, **kwargs):
         inputs, rest = args[:n_in], args[n_in:]

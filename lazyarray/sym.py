@@ -66,8 +66,7 @@ def _entries(res) -> bool:
 
 def _sym_function(op: OpDef) -> Callable:
     # (no builtins such as ``any`` in here: this module's globals are la.sym's op functions)
-    # ops that make arrays from nothing (fill, iota, random draws) take the default device, as la.sym.var does
-    fill_device = not op.inputs and any(p.name == "device" for p in op.params)
+    fill_device = op.makes_arrays  # (the default device, as la.sym.var takes it)
 
     def f(*args, **params):
         if params:

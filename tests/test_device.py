@@ -261,3 +261,16 @@ def test_gpu_ops_match_cpu():
     c, g = la.array(x), la.array(x, device=la.gpu(0))
     for f in (lambda a: la.exp(a).sum(axis=1), lambda a: la.nn.softmax(a), lambda a: a @ a.T):
         np.testing.assert_allclose(f(g).asnumpy(), f(c).asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_arrays_made_from_nothing_take_the_default_device():
+    """Parameters and la.sym's creation ops follow ``with la.cpu(1):`` (Gluon's
+    ``current_context()``), as la.zeros and la.sym.var do."""
+    with la.cpu(1):
+        net = la.blocks.Dense(2, in_units=3)
+        net.initialize()
+        assert net.weight.data().device == la.cpu(1) and net.bias.data().device == la.cpu(1)
+        for sym in (la.sym.fill(shape=(2,), value=1.0, dtype="float32"), la.sym.iota(bounds=(0, 3, 1))):
+            assert str(sym).splitlines()[-2].endswith("@cpu(1)"), str(sym)
+    assert "@cpu(0)" in str(la.sym.iota(bounds=(0, 3, 1)))
+    assert la.ops.registry.get("iota").makes_arrays and not la.ops.registry.get("add").makes_arrays

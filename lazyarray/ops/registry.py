@@ -180,6 +180,12 @@ class OpDef:
     def differentiable(self) -> bool:
         return self.grad is not None
 
+    @property
+    def makes_arrays(self) -> bool:
+        """An op with no array inputs and a ``device`` param (fill, iota, random draws): its public
+        functions (``la.<op>``, ``la.sym.<op>``) put the result on the default device when not told."""
+        return not self.inputs and any(p.name == "device" for p in self.params)
+
     def __repr__(self) -> str:
         return f"<op {self.qualname}>"
 
