@@ -60,7 +60,10 @@ def run(sym_or_block, *, client=None, sbp: dict | None = None, compute: bool = F
     bounds the call: the wait for workers, the scatters and, with ``compute=True`` (or without
     ``client``), the computation. Past it, or when a worker dies with the only copy of a scattered
     NumPy piece, or the scheduler is lost, ``la.DistributedError`` names what and the fix. Arrays
-    returned with ``compute=False`` are computed by the caller (``.compute()``), outside the bound.
+    returned with ``compute=False`` are computed by the caller (``.compute()``), outside the bound,
+    and do not survive a worker's death: they read the parameters resident on the workers, and Dask
+    cancels them (``FutureCancelledError``) when a worker holding one is lost. A call with
+    ``compute=True`` survives it: it plans itself again over the workers present, once.
 
     >>> import numpy as np, lazyarray as la, pytest
     >>> _ = pytest.importorskip("dask.distributed")  # (the doctest skips without the distributed extra)

@@ -131,10 +131,36 @@ async def _exit_soon():
     asyncio.get_running_loop().call_later(0.05, os._exit, 1)
 
 
-def test_a_worker_that_dies_mid_run_is_replaced_and_the_run_completes():
-    """Dask re-runs the tasks of a dead worker: inputs made by a Dask graph are recomputed, broadcast
-    inputs (parameters, the regions' JSON) survive on the other worker's replica."""
+def _gated(block):
+    """Hold each input chunk until the test opens the gate: the run cannot finish before the kill."""
+    from dask.distributed import Event
+
+    if not Event("lazyarray-test-gate").wait(timeout=60):
+        raise TimeoutError("the test never opened the gate")
+    return block
+
+
+def _kill_one_worker_then_open_the_gate(c, gate) -> None:
+    """While every input chunk waits at the gate: kill one worker, wait until the scheduler has
+    removed it, then let the run go on."""
     import time
+
+    victim = sorted(c.scheduler_info()["workers"])[0]
+    c.run(_exit_soon, workers=[victim])
+    deadline = time.monotonic() + 30
+    while victim in c.scheduler_info()["workers"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    gate.set()
+
+
+def test_a_worker_that_dies_mid_run_is_replaced_and_the_run_completes():
+    """With ``compute=True`` the call survives a worker's death: Dask re-runs the lost tasks (inputs
+    made by a Dask graph are recomputed) and the call plans itself again over the workers present
+    (parameters and the regions' JSON are made resident on the replacement worker). The kill is
+    made certain to land mid-run by a gate every input chunk waits at."""
+    import threading
+
+    from dask.distributed import Event
 
     x, w = la.sym.var("x", shape=(4000, 256)), la.sym.var("w", shape=(256, 256))
     h = x
@@ -144,13 +170,15 @@ def test_a_worker_that_dies_mid_run_is_replaced_and_the_run_completes():
     data = da.random.RandomState(0).random_sample((4000, 256), chunks=(250, 256)).astype("float32")
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             Client(cluster) as c:
-        out = la.distributed.run(h, client=c, x=data, w=wv)
-        fut = c.compute(out)
-        time.sleep(0.5)
-        assert fut.status == "pending"  # the kill lands mid-run
-        victim = sorted(c.scheduler_info()["workers"])[0]
-        c.run(_exit_soon, workers=[victim])
-        got = fut.result(timeout=120)
+        gate = Event("lazyarray-test-gate", client=c)
+        killer = threading.Timer(1.0, _kill_one_worker_then_open_the_gate, (c, gate))
+        killer.start()
+        try:
+            got = la.distributed.run(h, client=c, x=data.map_blocks(_gated, dtype="float32"), w=wv,
+                                     compute=True, timeout=120).asnumpy()
+        finally:
+            killer.join()
+        assert gate.is_set()  # (the run waited at the gate: it cannot have finished before the kill)
     want = la.CachedOp(h)(x=data.compute(), w=wv).asnumpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
