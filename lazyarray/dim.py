@@ -90,11 +90,12 @@ class SymAtom:
 class OpAtom:
     """An operation a polynomial does not express exactly: ``floordiv``, ``mod``, ``max``, ``min``."""
 
-    __slots__ = ("kind", "args", "_hash")
+    __slots__ = ("kind", "args", "_hash", "_bounds")
 
     def __init__(self, kind: str, args: tuple):
         self.kind, self.args = kind, args
         self._hash = hash((kind, args))
+        self._bounds = None  # (the atom is immutable: its bounds are computed once, on first use)
 
     def __eq__(self, other) -> bool:
         return other.__class__ is OpAtom and other.kind == self.kind and other.args == self.args
@@ -109,6 +110,11 @@ class OpAtom:
         return f"{_paren(a)}{'//' if self.kind == 'floordiv' else '%'}{_paren(b)}"
 
     def bounds(self) -> tuple:
+        if self._bounds is None:
+            self._bounds = self._compute_bounds()
+        return self._bounds
+
+    def _compute_bounds(self) -> tuple:
         (alo, ahi), (blo, bhi) = bounds(self.args[0]), bounds(self.args[1])
         if self.kind == "max":
             return max(alo, blo), max(ahi, bhi)
@@ -158,7 +164,9 @@ def _env_text(env: dict) -> str:
 class DimExpr:
     """An integer expression of symbolic dims (see the module docstring). Immutable and hashable."""
 
-    __slots__ = ("_terms", "_hash")
+    # ``_bounds`` and ``_text`` are filled on first use: an expression never changes, and import and
+    # recording ask the same shapes' bounds (every shape check) and text (rule messages) many times.
+    __slots__ = ("_terms", "_hash", "_bounds", "_text")
 
     def __init__(self, terms: dict):
         # monomial (a sorted tuple of atoms, repeated for powers) -> nonzero int coefficient
@@ -168,6 +176,7 @@ class DimExpr:
                              "arithmetic on it (2 * la.Dim('seq') + 1)")
         self._terms = terms
         self._hash = hash(frozenset(terms.items()))
+        self._bounds = self._text = None
 
     # -- arithmetic -----------------------------------------------------------------------
     def __add__(self, other):
@@ -238,16 +247,16 @@ class DimExpr:
         return self._hash
 
     def __lt__(self, other) -> bool:
-        return _decide(other - self, "positive", f"{self} < {other}")
+        return _decide(other - self, "positive", self, "<", other)
 
     def __le__(self, other) -> bool:
-        return _decide(other - self, "nonnegative", f"{self} <= {other}")
+        return _decide(other - self, "nonnegative", self, "<=", other)
 
     def __gt__(self, other) -> bool:
-        return _decide(self - other, "positive", f"{self} > {other}")
+        return _decide(self - other, "positive", self, ">", other)
 
     def __ge__(self, other) -> bool:
-        return _decide(self - other, "nonnegative", f"{self} >= {other}")
+        return _decide(self - other, "nonnegative", self, ">=", other)
 
     def __bool__(self) -> bool:
         lo, hi = self.bounds()
@@ -266,6 +275,11 @@ class DimExpr:
     # -- queries --------------------------------------------------------------------------
     def bounds(self) -> tuple:
         """``(lo, hi)``: the least and largest values the symbols' bounds allow (``hi`` may be inf)."""
+        if self._bounds is None:
+            self._bounds = self._compute_bounds()
+        return self._bounds
+
+    def _compute_bounds(self) -> tuple:
         lo = hi = 0
         for m, c in self._terms.items():
             mlo, mhi = 1, 1
@@ -319,6 +333,11 @@ class DimExpr:
         return (a, _make(rest)) if a else None
 
     def __str__(self) -> str:
+        if self._text is None:
+            self._text = self._write_text()
+        return self._text
+
+    def _write_text(self) -> str:
         parts = []
         for m, c in sorted(self._terms.items(), key=lambda mc: (len(mc[0]) == 0, [_akey(a) for a in mc[0]])):
             body = "*".join(_paren(a) if a.__class__ is OpAtom and a.kind not in ("max", "min") and len(m) > 1
@@ -494,7 +513,9 @@ def decided_eq(a, b, fix: str = "give concrete input shapes") -> bool:
     raise SymbolicDimError(f"whether {a} == {b} depends on the sizes' values; {fix}")
 
 
-def _decide(diff, want: str, text: str) -> bool:
+def _decide(diff, want: str, a, op: str, b) -> bool:
+    """Whether ``a op b`` (``diff`` is the side that must be positive / nonnegative), from the bounds;
+    the message's text is written only when it is raised."""
     lo, hi = bounds(diff)
     if want == "positive":
         if lo > 0:
@@ -508,7 +529,7 @@ def _decide(diff, want: str, text: str) -> bool:
             return False
     if _LENIENT.get():
         return False
-    raise SymbolicDimError(f"whether {text} depends on the sizes' values; give concrete input shapes, or "
+    raise SymbolicDimError(f"whether {a} {op} {b} depends on the sizes' values; give concrete input shapes, or "
                            "bound the dims (la.Dim(name, min=..., max=...)) so that it is decided")
 
 

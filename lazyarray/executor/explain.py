@@ -47,7 +47,8 @@ class Explanation:
         parts = []
         for prog, rows in self.programs:
             plan = prog.plan
-            parts.append(f"program: {len(rows)} steps, peak {plan.peak_bytes:,} bytes in {plan.num_buffers} "
+            once = f" (and {len(prog.made_once)} views made once)" if prog.made_once else ""
+            parts.append(f"program: {len(prog.steps)} steps{once}, peak {plan.peak_bytes:,} bytes in {plan.num_buffers} "
                          f"buffer{'s' if plan.num_buffers != 1 else ''} (lower bound {plan.lower_bound_bytes:,})")
             parts.append(_table([_HEAD] + [tuple(str(r[k]) for k in _HEAD) for r in rows]))
         if self.eager:
@@ -97,6 +98,7 @@ def step_rows(prog: Program, impls: dict) -> list[dict]:
     rows = []
     k = 0  # the plan's step of each program step's first spec (a merged step runs two)
     for i, specs in enumerate(prog.step_specs):
+        k = _made_once_rows(prog, k, rows, handed)
         sp = specs[0]
         node = sp.node
         ops = "+".join(s.node.op.qualname for s in specs)
@@ -108,7 +110,21 @@ def step_rows(prog: Program, impls: dict) -> list[dict]:
                      "output": outs, "memory": _where(plan, specs[-1].outs[0] if specs[-1].outs else None, handed),
                      "workspace": _workspace(plan, k, node)})
         k += len(specs)
+    _made_once_rows(prog, k, rows, handed)
     return rows
+
+
+def _made_once_rows(prog: Program, k: int, rows: list, handed) -> int:
+    """Rows (step ``-``) for the views made with each buffer set from plan step ``k`` on
+    (``executor/set_views.py``); the plan step after them."""
+    while k in prog.made_once:
+        sp = prog.made_once[k]
+        rows.append({"step": "-", "node": sp.name, "op[implementation]": f"{sp.node.op.qualname}[view made once]",
+                     "inputs": ", ".join(fmt_shape(e.aval.shape) for e in sp.node.inputs),
+                     "output": fmt_shape(sp.node.avals[0].shape), "memory": _where(prog.plan, sp.outs[0], handed),
+                     "workspace": "-"})
+        k += 1
+    return k
 
 
 def _where(plan, slot, handed) -> str:

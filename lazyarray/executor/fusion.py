@@ -123,8 +123,13 @@ def _grow(root: Node, consumers: dict, taken: set) -> list[Node]:
             if uses[id(p)] == consumers[id(p)]:  # every consumer is in the group now
                 members[id(p)] = p
                 stack.append(p)
-    # A producer counted before all its uses were seen is still out; keep members in graph order.
-    return [n for n in topo_order([Entry(root, 0)], stop=lambda n: id(n) not in members) if id(n) in members]
+    # A producer counted before all its uses were seen is still out; keep members in graph order
+    # (members are op nodes, which graph order lists by creation: by serial, no second walk needed).
+    return sorted(members.values(), key=_serial)
+
+
+def _serial(node: Node) -> int:
+    return node.serial
 
 
 def _fused_node(members: list[Node], entry) -> Node:

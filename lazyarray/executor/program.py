@@ -10,7 +10,8 @@
    a kernel that allocates its results);
 4. ``_plan``: the memory plan over the schedule (``plan.py``);
 5. ``_lay_out``: each step becomes a small precompiled closure over slot numbers, so the
-   run loop is ``for step in steps: step(slots)``.
+   run loop is ``for step in steps: step(slots)``; views of pooled buffers are made once per
+   buffer set instead (``set_views.py``).
 
 **Ownership.** Planned internal buffers are never visible to the caller. Every output of
 a run is a fresh, exact-size buffer the caller owns: an output that would be a graph
@@ -47,6 +48,7 @@ from .epilogue import dense_relu_pairs, dense_relu_step
 from .interpret import fresh, interpret, kernel_error, run_kernel
 from .plan import Step, Value, plan_memory
 from .schedule import reductions_early
+from .set_views import made_once, make_views
 from .units_major import units_major_slots
 
 # Materializing at most this many kernels runs them in order without compiling a program.
@@ -90,8 +92,9 @@ class Program:
     [array([0., 5.], dtype=float32)]
     """
 
-    def __init__(self, steps, in_slots, out_slots, template, pooled, per_run, captures, plan, nodes):
+    def __init__(self, steps, in_slots, out_slots, template, pooled, per_run, captures, plan, nodes, once=()):
         self.steps = steps  # one closure per step: step(slots)
+        self._once = once  # views of pooled buffers, made with each buffer set (set_views.py)
         self.in_slots = in_slots
         self.out_slots = out_slots
         self._template = template
@@ -111,11 +114,14 @@ class Program:
         self.nodes = nodes
         self.out_orders: list = [None] * len(out_slots)  # each output's memory order if not C (free outputs)
         self.step_specs: list = []  # per step, what it runs (``StepSpec``s): for explain() and the profiler
+        self.made_once: dict = {}  # plan step -> ``StepSpec`` of the views made with each buffer set
 
     def _new_set(self) -> list:
         slots = list(self._template)
         for dev, size, views in self._pooled:
             _fill_views(slots, _alloc(dev, size), views)
+        if self._once:
+            make_views(slots, self._once)
         return slots
 
     def run(self, args) -> list:
@@ -471,12 +477,16 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
         views_by_buffer.setdefault(plan.buffer_of[w], []).append((w, np.uint8, (plan.values[w].nbytes,),
                                                                   plan.values[w].nbytes, plan.offset_of[w], None))
     pooled, per_run = [], []
+    pooled_c = set()  # slots of values in pooled buffers, C order (views of them may be made once)
     for b, views in views_by_buffer.items():
         layouts: dict = {}
         for slot, dtype, shape, nbytes, off, order in views:
             layouts.setdefault((dtype, shape, nbytes, off, order), []).append(slot)
         spec = (plan.buffer_device[b], plan.buffer_size[b], tuple(k + (tuple(v),) for k, v in layouts.items()))
         (per_run if b in plan.escaping_buffers else pooled).append(spec)  # outputs: new memory each run
+        if b not in plan.escaping_buffers:
+            pooled_c.update(slot for slot, *_, order in views if order is None)
+    once = made_once(specs, pooled_c, out_slots, StepKind.FRESH, g.copies)  # (set_views.py)
     # When to drop temporaries the kernels allocated (planned slots need no dropping).
     last_read = [-1] * len(g.avals)
     for i, sp in enumerate(specs):
@@ -484,7 +494,7 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
             last_read[sl] = i
     frees_at: list[list[int]] = [[] for _ in specs]
     for i, sp in enumerate(specs):
-        if sp.kind in _PLANNED:
+        if sp.kind in _PLANNED or i in once:
             continue
         for o in sp.outs:
             if o not in out_slots:
@@ -492,8 +502,8 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
     merged = dense_relu_pairs(specs, plan, out_slots, StepKind.OUT)  # (epilogue.py: dense + in-place relu)
     steps, made_of = [], []
     for i, sp in enumerate(specs):
-        if i - 1 in merged:
-            continue  # (run by the dense step before it)
+        if i - 1 in merged or i in once:
+            continue  # (run by the dense step before it; made with the buffer set)
         if i in merged:
             steps.append(dense_relu_step(sp, specs[i + 1], tuple(frees_at[i]) + tuple(frees_at[i + 1]),
                                          _step_error))
@@ -503,14 +513,17 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
             if i in plan.workspace_of:
                 steps[-1] = bind_workspace(steps[-1], plan.workspace_of[i])
             made_of.append((sp,))
-    return steps, made_of, pooled, per_run
+    return steps, made_of, pooled, per_run, once
 
 
 def _step_closure(sp: _Spec, frees: tuple):
     """The step as a closure over its slots: the maker of its form (``_FORMS``) binds the kernel,
     its slots and parameters; a failure is re-raised naming the op, the input avals and the
     user's source line (Python 3.11's try costs nothing until something raises)."""
-    step = _FORMS[_form(sp)](sp.fn, sp.ins, sp.outs, dict(sp.node.params), sp.node)
+    form = _form(sp)
+    if form in _FREEING:  # (these forms drop the slots themselves: no second closure per step)
+        return _FREEING[form](sp.fn, sp.ins, sp.outs, dict(sp.node.params), sp.node, frees)
+    step = _FORMS[form](sp.fn, sp.ins, sp.outs, dict(sp.node.params), sp.node)
     if not frees:
         return step
 
@@ -622,14 +635,32 @@ def _outs(fn, ins, outs, kw, node):
     return _guarded(lambda s: fn(*[s[i] for i in ins], out=tuple([s[k] for k in outs]), **kw), node)
 
 
-def _fresh1(fn, ins, outs, kw, node):
+def _fresh1(fn, ins, outs, kw, node, frees=()):
     a, o = ins[0], outs[0]
-    return _guarded(lambda s: s.__setitem__(o, fn(s[a], **kw)), node)
+
+    def step(s):
+        try:
+            s[o] = fn(s[a], **kw)
+        except Exception as exc:
+            raise _step_error(node, exc) from exc
+        for k in frees:
+            s[k] = None
+
+    return step
 
 
-def _fresh_any(fn, ins, outs, kw, node):
+def _fresh_any(fn, ins, outs, kw, node, frees=()):
     o = outs[0]
-    return _guarded(lambda s: s.__setitem__(o, fn(*[s[i] for i in ins], **kw)), node)
+
+    def step(s):
+        try:
+            s[o] = fn(*[s[i] for i in ins], **kw)
+        except Exception as exc:
+            raise _step_error(node, exc) from exc
+        for k in frees:
+            s[k] = None
+
+    return step
 
 
 def _fresh_scalar(fn, ins, outs, kw, node):
@@ -651,9 +682,11 @@ def _multi(fn, ins, outs, kw, node):
     return _guarded(run, node)
 
 
-# the step forms (``_form``) and the makers of their closures
+# the step forms (``_form``) and the makers of their closures (``_FREEING``: those that also drop
+# the slots whose last reader the step is)
 _FORMS = {"ufunc1": _ufunc1, "ufunc2": _ufunc2, "out1": _out1, "out2": _out2, "out3": _out3, "out_any": _out_any, "outs": _outs, "fresh1": _fresh1,
           "fresh_any": _fresh_any, "fresh_scalar": _fresh_scalar, "multi": _multi}
+_FREEING = {"fresh1": _fresh1, "fresh_any": _fresh_any}
 
 
 def _step_error(node: Node, exc: Exception) -> Exception:
@@ -691,16 +724,21 @@ def compile_program(outputs: list[Entry], inputs=(), *, known=None, names: dict 
     # (2-D values; batch-last ones are 4-D)
     orders.update(units_major_slots(g, specs, out_slots, _PLANNED, free=free, input_orders=in_orders))
     plan = _plan(g, specs, out_slots, names or {}, orders)
-    steps, made_of, pooled, per_run = _lay_out(g, specs, plan, out_slots, orders)
+    steps, made_of, pooled, per_run, once = _lay_out(g, specs, plan, out_slots, orders)
     n = len(g.template)
     # An input nothing reads is bound to a scratch slot at the end.
     in_slots = [g.slot_of.get((id(v), 0), n) for v in inputs]
     g.template.append(None)
-    prog = Program(steps, in_slots, out_list, g.template, pooled, per_run, g.captures, plan, g.order)
+    prog = Program(steps, in_slots, out_list, g.template, pooled, per_run, g.captures, plan, g.order,
+                   tuple(once.values()))
     prog.out_orders = [orders.get(s) for s in out_list]
-    prog.step_specs = [tuple(StepSpec(sp.node, names.get(id(sp.node), sp.node.label()) if names else sp.node.label(),
-                                      sp.kind, sp.ins, sp.outs, orders.get(sp.outs[0]) if sp.outs else None)
-                             for sp in group) for group in made_of]
+
+    def spec_of(sp):
+        return StepSpec(sp.node, names.get(id(sp.node), sp.node.label()) if names else sp.node.label(),
+                        sp.kind, sp.ins, sp.outs, orders.get(sp.outs[0]) if sp.outs else None)
+
+    prog.step_specs = [tuple(spec_of(sp) for sp in group) for group in made_of]
+    prog.made_once = {k: spec_of(specs[k]) for k in once}
     return prog
 
 

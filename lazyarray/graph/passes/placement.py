@@ -15,7 +15,7 @@ from ...device import Device
 from ...errors import LazyArrayError
 from ...ops import registry
 from ..node import Entry, Node, var_node
-from ..rewrite import copy_node, rewrite
+from ..rewrite import copy_node, rewrite, unchanged
 from ..symbol import Symbol
 
 
@@ -54,7 +54,7 @@ def placement(sym: Symbol, given: dict[str, Aval] | None = None,
 
     def visit(node: Node, ins: list[Entry]):
         if node.op is None:
-            if node.kind == "var" and node.name in given:
+            if node.kind == "var" and node.name in given and node.avals[0] != given[node.name]:
                 return var_node(node.name, given[node.name])
             return None
         if names is not None and names[id(node)] in pins:
@@ -68,9 +68,11 @@ def placement(sym: Symbol, given: dict[str, Aval] | None = None,
         avals = _infer(node, ins)
         if device is not None and node.op.device is None and any(a.device is not device for a in avals):
             avals = tuple(Aval(a.shape, a.dtype, device, a.stype) for a in avals)
-        return copy_node(node, ins, avals)
+        # (a node whose inputs and avals are its own is kept: a graph traced at the call's signature
+        # comes back as itself, its order already known)
+        return None if avals == node.avals and unchanged(node, ins) else copy_node(node, ins, avals)
 
-    return rewrite(sym, visit)
+    return rewrite(sym, visit, share=True)
 
 
 def _home(ins: list[Entry], node: Node) -> Device | None:
