@@ -110,3 +110,21 @@ def test_a_traced_size_answers_only_what_the_bounds_decide():
     y = la.sym.reshape(la.sym.var("x", shape=(b, 6)), shape=(n, -1))
     assert type(y.outputs[0].node.params["shape"][0]) is la.Dim.__mro__[1]
     assert hash(n) == hash(b)
+
+
+def test_bounds_and_text_are_kept_once_computed_and_equal_a_fresh_computation():
+    e = dim_max((s - 2) // 2 + 1, b) * 3 + mod(s, 4)
+    first = e.bounds()
+    assert e.bounds() is first  # (the expression is immutable: kept, not recomputed)
+    assert first == e._compute_bounds()
+    assert str(e) is str(e) and str(e) == e._write_text()
+    atom = next(a for m in e._terms for a in m if a.__class__.__name__ == "OpAtom")
+    assert atom.bounds() is atom.bounds() and atom.bounds() == atom._compute_bounds()
+
+
+def test_a_decided_comparison_writes_no_text():
+    e, f = la.Dim("q") + 5, la.Dim("r") * 2
+    assert e > 0 and e >= 6 and not e < 0 and not f <= 0 and f > e - la.Dim("q") - 6
+    assert e._text is None and f._text is None  # (decided by the bounds: no message was written)
+    with pytest.raises(SymbolicDimError, match=r"whether q \+ 5 >= 10 depends"):
+        e >= 10  # noqa: B015

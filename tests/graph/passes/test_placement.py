@@ -57,3 +57,11 @@ def test_recorded_copy_nodes_are_kept():
     sym = la.get_symbol(y, inputs={"x": x})
     moved = placement(sym).check()
     assert str(moved).count("copy_to(") == 2
+
+
+def test_a_graph_already_at_the_given_signature_comes_back_as_itself():
+    sym, x = _sym()
+    given = {"x": sym.input_nodes()[0].avals[0]}
+    assert placement(sym, given) is sym  # (nothing to move or re-infer: no copy of any node)
+    other = placement(sym, {"x": la.Aval((2, 3), np.dtype("float64"), la.cpu(0))}).check()
+    assert other is not sym and all(n.avals[0].dtype == np.float64 for n in other.topo() if n.op is not None)
