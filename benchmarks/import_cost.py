@@ -1,18 +1,30 @@
-"""Import cost: peak RSS of a fresh interpreter after ``import numpy`` vs after ``import lazyarray``.
+"""Import cost: peak RSS of a fresh interpreter after ``import numpy`` vs after ``import lazyarray``;
+and, with ``--onnx``, the time to import ONNX models (``SymbolBlock.imports``).
 
 Heavy dependencies (scipy, safetensors, networkx, tqdm) are imported on first use, so the
 package itself is all that ``import lazyarray`` adds. Target: ``import lazyarray`` adds at most
 ~10 MiB over ``import numpy`` alone. ``tests/test_import_cost.py`` checks which modules get
 imported; this script measures what that costs.
 
+``--onnx``: per model of ``tests/data/onnx_dynamic`` (hf_bert, lstm_bidir, convnext_mini by default),
+in fresh interpreters: the CPU time of the process's first ``SymbolBlock.imports`` of the file (after
+one small model was imported, so the process's first uses are paid apart), and the median of five more
+imports in the same process. ``--against PATH`` alternates those processes with ones that import the
+lazyarray of another checkout (``PATH`` holds its ``lazyarray/``) and prints the ratio this / that,
+per process pair (the machine is shared: compare ratios).
+
     python benchmarks/import_cost.py
+    python benchmarks/import_cost.py --onnx [--models hf_bert,lstm_bidir] [--against /path/to/other/checkout]
 """
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _util import table  # noqa: E402
@@ -41,7 +53,76 @@ def measure(module: str) -> tuple[float, float]:
     return statistics.median(r for r, _ in runs), statistics.median(t for _, t in runs)
 
 
-def main() -> None:
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "data" / "onnx_dynamic"
+MODELS = ("hf_bert", "lstm_bidir", "convnext_mini")
+ROUNDS = 5
+
+# Prints {"first": s, "again": s} of CPU time: the first import of the model in this process (after one
+# small model), then the median of five more.
+ONNX_PROBE = """
+import json, statistics, sys, time
+import lazyarray as la
+man = {{m["name"]: m for m in json.load(open({manifest!r}))}}
+def imp(name):
+    t0 = time.process_time()
+    la.blocks.SymbolBlock.imports({fixtures!r} + "/" + name + ".onnx", man[name]["inputs"])
+    return time.process_time() - t0
+imp("arange_gather")
+first = imp({model!r})
+again = statistics.median(imp({model!r}) for _ in range(5))
+print(json.dumps({{"first": first, "again": again, "file": la.__file__}}))
+"""
+
+
+def onnx_import(model: str, root: Path) -> dict:
+    """One fresh interpreter importing ``model`` with the lazyarray under ``root``."""
+    code = ONNX_PROBE.format(manifest=str(FIXTURES / "manifest.json"), fixtures=str(FIXTURES), model=model)
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
+                         cwd=str(root))
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    if not got["file"].startswith(str(root)):
+        raise RuntimeError(f"the probe imported {got['file']}, not the lazyarray under {root}")
+    return got
+
+
+def onnx_rows(models, against: Path | None, rounds: int = ROUNDS) -> list:
+    """Per model: medians over ``rounds`` fresh processes (alternating with ``against`` when given)."""
+    rows = []
+    for model in models:
+        this, that = [], []
+        for _ in range(rounds):
+            this.append(onnx_import(model, ROOT))
+            if against is not None:
+                that.append(onnx_import(model, against))
+        row = [model] + [f"{statistics.median(r[k] for r in this) * 1e3:.1f}" for k in ("first", "again")]
+        if against is not None:
+            row += [f"{statistics.median(r[k] for r in that) * 1e3:.1f}" for k in ("first", "again")]
+            row += [f"{statistics.median(a[k] / b[k] for a, b in zip(this, that)):.2f}" for k in ("first", "again")]
+        rows.append(row)
+    return rows
+
+
+def print_onnx(models, against: Path | None, rounds: int = ROUNDS) -> None:
+    head = ["model", "first import (ms)", "again (ms)"]
+    if against is not None:
+        head += ["other: first", "other: again", "ratio first", "ratio again"]
+    print(f"ONNX import, CPU ms, medians of {rounds} fresh processes" + (
+        f" alternating with {against} (ratio: this / other, per process pair)" if against is not None else ""))
+    print(table(head, onnx_rows(models, against, rounds)))
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--onnx", action="store_true", help="time ONNX model imports instead")
+    ap.add_argument("--models", default=",".join(MODELS), help="with --onnx: fixture names, comma-separated")
+    ap.add_argument("--against", default="", help="with --onnx: another checkout to alternate with")
+    ap.add_argument("--rounds", type=int, default=ROUNDS, help="with --onnx: fresh processes per model")
+    args = ap.parse_args(argv)
+    if args.onnx:
+        print_onnx(args.models.split(","), Path(args.against).resolve() if args.against else None, args.rounds)
+        return
     rss_np, t_np = measure("numpy")
     rss_la, t_la = measure("lazyarray")
     rows = [["import numpy", f"{rss_np:.1f}", f"{t_np * 1e3:.0f}", "", ""],

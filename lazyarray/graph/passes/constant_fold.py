@@ -4,12 +4,17 @@ from __future__ import annotations
 import numpy as np
 
 from ...aval import Aval
+from ...dim import has_symbols
 from ..node import Entry, Node, const_node
 from ..rewrite import rewrite
 from ..symbol import Symbol
 
 # Folding stores the result with the program; above this size it is cheaper to recompute.
 MAX_FOLD_BYTES = 64 << 20
+# An op with no inputs (``iota``, ``fill``, ``dim_values``: a mask's positions, a sequence's ids) is
+# folded up to this size: a step per run saved, where a large creation costs little next to the
+# memory a program would hold for it.
+MAX_FOLD_CREATION_BYTES = 64 << 10
 
 
 def constant_fold(sym: Symbol) -> Symbol:
@@ -18,6 +23,8 @@ def constant_fold(sym: Symbol) -> Symbol:
     Random ops are not folded (each run draws anew), nor ops with sparse values or results
     larger than ``MAX_FOLD_BYTES``, nor an op whose kernel fails: it is left to run, so the
     executor raises its error as a named one (``OpIndexError``, ...) naming the op and the line.
+    An op without inputs (``iota``, ``fill``) is folded when its sizes are concrete ints and its
+    result holds at most ``MAX_FOLD_CREATION_BYTES``.
 
     >>> import lazyarray as la
     >>> c = la.array([1.0, 2.0])
@@ -37,8 +44,10 @@ def constant_fold(sym: Symbol) -> Symbol:
         avals = node.avals
         if any(a.shape is None or a.stype != "default" for a in avals):
             return None
-        if sum(a.nbytes or 0 for a in avals) > MAX_FOLD_BYTES:
+        if sum(a.nbytes or 0 for a in avals) > (MAX_FOLD_BYTES if ins else MAX_FOLD_CREATION_BYTES):
             return None
+        if not ins and (not all(a.known for a in avals) or has_symbols(tuple(node.params.values()))):
+            return None  # (a symbolic size or bound: made per call, from the call's sizes)
         if any(e.aval.stype != "default" for e in ins):
             return None
         xp = avals[0].device.xp
@@ -60,8 +69,9 @@ def constant_fold(sym: Symbol) -> Symbol:
 
 
 def _on_constants(node: Node, ins) -> bool:
-    """An op node (neither random nor composite) whose inputs ``ins`` are all constants."""
-    if node.op is None or not ins or node.op.random or node.op.compose is not None:
+    """An op node (neither random nor composite) whose inputs ``ins`` are all constants (or that
+    has none)."""
+    if node.op is None or node.op.random or node.op.compose is not None:
         return False
     for e in ins:
         if e.node.op is not None or e.node.kind != "const":

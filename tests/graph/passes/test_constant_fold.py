@@ -45,3 +45,20 @@ def test_a_kernel_that_fails_is_left_to_run_and_raises_a_named_error():
     assert [n.op.name for n in constant_fold(sym).topo() if n.op is not None] == ["one_hot"]
     with pytest.raises(la.OpIndexError, match=r"one_hot failed in a compiled graph on inputs \[int64\[1\]\]"):
         la.CachedOp(sym)()
+
+
+def test_small_creations_fold_and_large_or_symbolic_ones_are_made_per_call(run_symbol):
+    from lazyarray.graph.passes.constant_fold import MAX_FOLD_CREATION_BYTES
+    x = la.sym.var("x", shape=(7,), dtype="int64")
+    pos = la.sym.iota(bounds=(0, 7, 1))  # a sequence's positions: no inputs
+    big = la.sym.fill(shape=(MAX_FOLD_CREATION_BYTES // 4 + 1,), value=1.0, dtype="float32")
+    sym = la.Symbol([(x + la.sym.expand_dims(pos, axis=0)).outputs[0], la.sym.sum(big).outputs[0]])
+    out = constant_fold(sym).check()
+    ops = sorted(n.op.name for n in out.topo() if n.op)
+    assert ops == ["add", "fill", "sum"]  # iota and its expand_dims folded; the large fill stays a step
+    xv = np.arange(7)
+    for got, want in zip(run_symbol(out, x=xv), run_symbol(sym, x=xv)):
+        np.testing.assert_array_equal(got, want)
+    n = la.Dim("n")
+    sym_n = la.sym.iota(bounds=(0, n, 1)) + la.sym.var("y", shape=(n,), dtype="int64")
+    assert "iota" in [node.op.name for node in constant_fold(sym_n).topo() if node.op]
