@@ -70,7 +70,7 @@ def placement(sym: Symbol, given: dict[str, Aval] | None = None,
             avals = tuple(Aval(a.shape, a.dtype, device, a.stype) for a in avals)
         # (a node whose inputs and avals are its own is kept: a graph traced at the call's signature
         # comes back as itself, its order already known)
-        return None if avals == node.avals and unchanged(node, ins) else copy_node(node, ins, avals)
+        return None if unchanged(node, ins) and avals == node.avals else copy_node(node, ins, avals)
 
     return rewrite(sym, visit, share=True)
 
