@@ -81,6 +81,10 @@ class Tuning:
                       "(a CachedOp's fuse= overrides)", "LAZYARRAY_FUSE")
     fused_jit_after: int = _doc(2, "calls of a fused group that run chunked before its compiled loop "
                                 "(fused[numba], numba installed) runs it")
+    foreach_jit_after: int = _doc(2, "calls of a recurrent cell's foreach that run inline_loop before its compiled "
+                                  "time loop (foreach[compiled_cell], numba installed) runs it")
+    foreach_cell_max_macs: int = _doc(1 << 17, "largest product h @ R per step (multiply-adds, all the cell's products) "
+                                      "foreach[compiled_cell] takes (larger: BLAS per step in inline_loop wins)")
     # -- saying what runs
     log_kernels: bool = _doc(False, "log each new choice of implementation (op, shapes, implementation) to the "
                              "'lazyarray.kernels' logger", "LAZYARRAY_LOG=kernels")
