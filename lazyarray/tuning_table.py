@@ -68,6 +68,8 @@ class Tuning:
     per_image_min_pixels: int = _doc(64, "output pixels per image from which a batch runs one product per image "
                                      "(smaller images: one batch-last product for the whole batch)")
     conv_region: bool = _doc(True, "batch-last convolutions as one compiled parallel region (numba)")
+    conv_direct_max_macs: int = _doc(1 << 15, "largest convolution (multiply-adds) conv2d[direct] takes: one compiled "
+                                     "loop, no copies (past it the products' BLAS wins)")
     min_split_macs: int = _doc(1 << 24, "multiply-adds from which a convolution's images are split over the threads")
     batch_last_min_batch: int = _doc(16, "smallest batch the executor stores batch last (C, H, W, N)")
     batch_last_max_pixels: int = _doc(256, "largest image (H * W) the executor stores batch last")
