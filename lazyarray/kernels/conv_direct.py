@@ -7,7 +7,8 @@ development machine however small the layer. A 1-D audio net exported from torch
 ``direct`` reads the input where it lies (the taps that fall in the padding skipped by bounds, as
 ``depthwise`` does), and per output channel adds each tap's weight times a shifted input row to
 every output row it reaches: a few microseconds for such a layer. It takes float32/float64 NumPy
-arrays, numba on, ``groups`` that are not depthwise (``depthwise`` has its own pass; a grouped
+arrays, numba on, one image or ``groups`` > 1 (a batch of images without groups has ``batch_last``'s
+one product for the batch, as fast on the development machine), ``groups`` that are not depthwise (``depthwise`` has its own pass; a grouped
 layer is one loop here, not a batched product over window copies), and layers of at most
 ``conv_direct_max_macs`` multiply-adds (the tuning table): past that the products' BLAS wins.
 
@@ -66,8 +67,10 @@ def _direct(x, wt, b, y, sh, sw, ph, pw, dh, dw):  # pragma: no cover  (compiled
 
 
 def applies(xp, x, weight, bias, out, groups, macs: int, max_macs: int) -> bool:
-    """The compiled loop runs this call: NumPy float32/float64 arrays, numba on, not depthwise, small."""
-    if xp is not np or macs > max_macs or x.dtype not in FLOATS or weight.dtype != x.dtype:
+    """The compiled loop runs this call: NumPy float32/float64 arrays, numba on, not depthwise, small,
+    one image or grouped (a batch without groups: ``batch_last``'s one product for the batch is as fast)."""
+    if xp is not np or macs > max_macs or x.dtype not in FLOATS or weight.dtype != x.dtype \
+            or (x.shape[0] != 1 and groups == 1):
         return False
     if (bias is not None and bias.dtype != x.dtype) or (out is not None and out.dtype != x.dtype):
         return False
@@ -94,5 +97,6 @@ def conv2d_direct(xp, x, weight, bias, stride, padding, dilation, groups, out):
 
 
 DIRECT = Impl("conv2d", "direct", conv2d_direct,
-              "float32/float64, numba, not depthwise (groups >= 1), at most conv_direct_max_macs multiply-adds: "
+              "float32/float64, numba, one image or groups > 1, not depthwise, at most conv_direct_max_macs "
+              "multiply-adds: "
               "one compiled loop over the input where it lies (no window or padded copies)", fallback=GROUPED)
