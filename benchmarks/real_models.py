@@ -21,7 +21,8 @@ the process's first uses). The geometric mean of each ratio column and the worst
 burns while an event is set, so busy and quiet rounds alternate too) and prints, per runtime,
 busy / quiet one-thread time and busy two-thread / quiet one-thread time. ``--ab`` times lazyarray
 against itself with the kernels added for the real models switched back to the paths they
-replaced (conv2d's ``depthwise_taps``, foreach's ``steps``, matmul's ``blas``), in the same run.
+replaced (conv2d's ``depthwise_taps`` and products, foreach's ``steps``, matmul's ``blas``,
+``numpy.pad``), in the same run.
 
 Where the time went (profiles with ``--profile NAME``; 2-core machine shared with other work, so
 read ratios only): MobileNetV3 and ConvNeXt spent their depthwise convolutions in a multiply-add
@@ -249,14 +250,17 @@ def row_busy(model: Model, batch: int, ins: dict, burner: Burner, rounds: int, b
 @contextlib.contextmanager
 def reference_paths():
     """The kernels added for the real models switched back to the paths they replace: conv2d's
-    ``depthwise_taps`` for ``depthwise``, foreach's ``steps`` for ``inline_loop``, matmul's ``blas``
-    for ``one_blas_thread`` (a program compiled inside binds the reference kernels of the last two)."""
+    ``depthwise_taps`` for ``depthwise`` and its products for ``direct`` (``conv_direct_max_macs``
+    0), foreach's ``steps`` for ``compiled_cell`` and ``inline_loop``, matmul's ``blas`` for
+    ``one_blas_thread``, ``numpy.pad`` for pad's ``fill_copy`` (a program compiled inside binds the
+    reference kernels of foreach, matmul and pad)."""
     choose = depthwise.choose_impl
     depthwise.choose_impl = lambda *args: depthwise.TAPS
-    for name in ("foreach", "matmul"):
+    for name in ("foreach", "matmul", "pad"):
         registry.get(name).set_runner(None)
     try:
-        yield
+        with la.tuning(conv_direct_max_macs=0):
+            yield
     finally:
         depthwise.choose_impl = choose
         kernels.install()
@@ -491,7 +495,8 @@ def main(argv=None) -> int:
         la.set_num_threads(before)
     print(file=sys.stderr)
     if args.ab:
-        print("la with depthwise, inline_loop, one_blas_thread / la with depthwise_taps, steps, blas (same run)")
+        print("la with depthwise, direct, compiled_cell / inline_loop, one_blas_thread, fill_copy / la with "
+              "depthwise_taps, im2col / batch_last, steps, blas, numpy.pad (same run)")
         print(table(["model", "batch"] + [f"new/replaced {t}t" for t in threads], [_fmt(r, {2, 3}) for r in rows]))
     else:
         (print_busy(rows) if args.busy else print_quiet(rows, firsts, threads))

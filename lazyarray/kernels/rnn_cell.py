@@ -80,6 +80,7 @@ class CellTable:
         self.states_array = np.array(self.states, np.int64)
         self.outs_array = np.array(self.outs, np.int64)
         self._rows = np.array(self.rows, bool)
+        self.width, self.one = max(self.cols), self.dtype.type(1)
         self.const_values = {id(n): np.asarray(n.value, n.avals[0].dtype) for n in self.consts}
         self.free_used = [(k, n) for k, n in enumerate(self.body_inputs) if id(n) in self.fixed]
         self.fixed_at = BoundedDict(4)  # batch -> (register, offset) rows
@@ -279,14 +280,14 @@ def scan(e: Entry, arrays, ys, finals) -> bool:
     got = _pack(t, arrays, batch)
     if got is None:
         return False
-    regs = np.empty((len(t.rows), batch, max(t.cols)), t.dtype)
+    regs = np.empty((len(t.rows), batch, t.width), t.dtype)
     for s, k in zip(states, t.states):
         regs[k, :, :t.cols[k]] = s
     n_y = len(t.outs) - len(t.states)
     one_y = n_y == 1 and ys[0].shape == (steps, batch, t.cols[t.outs[0]])
     y = ys[0] if one_y else np.empty((steps, batch, sum(t.cols[k] for k in t.outs[:n_y])), t.dtype)
     _loop()(t.table_array, t.rows_array(batch), t.cols_array, regs, got[0], got[1], xs, t.states_array,
-            t.outs_array, y, t.dtype.type(1))
+            t.outs_array, y, t.one)
     at = 0
     for k, out in zip(t.outs[:n_y], ys if not one_y else ()):
         out[...] = y[:, :, at:at + t.cols[k]]
