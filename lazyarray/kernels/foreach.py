@@ -9,8 +9,14 @@ kernels, so the same values), the nodes that depend only on the free inputs and 
 weights' slices) hoisted out of the loop, step outputs and final states written into the planned
 buffers. It takes bodies made only of the ops in ``OPS`` (elementwise arithmetic and
 activations, ``matmul``, ``getitem``) and constants; anything else keeps ``steps``. A compiled
-(numba) loop was tried first: it ran the GRU fixture about as fast but took 20 s to compile on
+(numba) loop per body was tried first: it ran the GRU fixture about as fast but took 20 s to compile on
 this machine, longer than all the rest of the model's first call.
+
+``compiled_cell`` (``rnn_cell.py``) is the compiled loop that pays: the body is data (a table of
+ops over registers) for one function compiled once per dtype (about 2 s cold, 30 ms from the disk
+cache), so no body compiles; it runs a cell's calls after its first ``foreach_jit_after``
+(``inline_loop`` runs those), 0.34-0.52x of ``inline_loop``'s call time on the LSTM / GRU fixtures
+(``benchmarks/rnn_conv_ab.py``).
 """
 from __future__ import annotations
 
