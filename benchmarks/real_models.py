@@ -33,7 +33,16 @@ written-out function, 0.69-0.82x); a Swin block's 2 MFLOP products collapsed on 
 (35 ms each; now ``one_blas_thread``: 0.08x at batch 8 on 2 threads). The small transformers pay
 per step, not per call: a one-step hybridized block costs about 5 us a call, BERT's 117 steps
 about 16-24 us each (both measured under load). conv1d_net's max pools take the NumPy path because their planned output
-shares a buffer with their input (``pool_jit.max_pool`` declines any ``np.may_share_memory``).
+shares a buffer with their input (``pool_jit.max_pool`` declines any ``np.may_share_memory``). Issue #35 item 2 (one thread, shared machine):
+an LSTM direction under ``inline_loop`` cost 25-35 us per time step at hidden 16, batch 1 (one
+(1, 16) x (16, 64) product of 1-2 us; the rest some fifteen NumPy calls on 16-64 values and the
+loop's Python; the arithmetic itself well under 1 us), now ``compiled_cell``: under 1 us a step
+plus 15-20 us per call (packing the loop-invariant values, the output buffers): 0.16-0.26x of the
+LSTM / GRU rows' call in ``--ab``; what is left of them is the parent program's ~60 steps of weight
+slices, transposes, stacks and reshapes (1.5-5 us each). conv1d_net (28 steps for 4 layers) spent
+its batch-1 call in ``numpy.pad`` (two avg-pool pads, 10-35 us each; now ``pad[fill_copy]``), the
+im2col path's fixed cost on 4-8K multiply-adds (now ``conv2d[direct]``), then expand_dims / squeeze
+around every 1-D layer and the fused avg-pool group: 0.57-0.70x in ``--ab``.
 First calls include numba compiling the kernels a model is the first to use (seconds).
 
     python benchmarks/real_models.py                 # the table (several minutes)
