@@ -31,7 +31,7 @@ OPS = {"add": sj.ADD, "subtract": sj.SUBTRACT, "multiply": sj.MULTIPLY, "divide"
        "maximum": sj.MAXIMUM, "minimum": sj.MINIMUM, "sigmoid": sj.SIGMOID, "tanh": sj.TANH, "exp": sj.EXP,
        "relu": sj.RELU, "negative": sj.NEGATIVE, "getitem": sj.SLICE, "matmul": sj.MATMUL}
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-TABLES = NamedCache("foreach compiled cells", 64)  # id(body) -> Entry
+TABLES = NamedCache("foreach compiled cells", 64)  # (id(body), (n_data, n_states, save_states)) -> Entry
 LOOP = NamedCache("foreach compiled cell loop", 1)  # "scan" -> the compiled run_scan
 
 
@@ -211,10 +211,10 @@ class Entry:
 def entry(body, n_data: int, n_states: int, save_states: bool) -> Entry:
     """The body's entry, its table built on first sight."""
     key = (n_data, n_states, save_states)
-    e = TABLES.get(id(body))
-    if e is None or e.body is not body or e.key != key:
+    e = TABLES.get((id(body), key))
+    if e is None or e.body is not body:
         e = Entry(body, key, build(body, n_states) if n_data == 1 and not save_states else None)
-        TABLES.put(id(body), e)
+        TABLES.put((id(body), key), e)
     return e
 
 
