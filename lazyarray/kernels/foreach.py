@@ -164,8 +164,9 @@ def plan(body, n_data: int, n_states: int, save_states: bool):
 
 
 def clear() -> None:
-    """Forget every body's loop."""
+    """Forget every body's loop and compiled cell table."""
     BODIES.clear()
+    rnn_cell.TABLES.clear()
 
 
 def choose_foreach(xp, *arrays, body, n_data, n_states, save_states, out=None) -> Choice:
