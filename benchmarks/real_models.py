@@ -21,7 +21,8 @@ the process's first uses). The geometric mean of each ratio column and the worst
 burns while an event is set, so busy and quiet rounds alternate too) and prints, per runtime,
 busy / quiet one-thread time and busy two-thread / quiet one-thread time. ``--ab`` times lazyarray
 against itself with the kernels added for the real models switched back to the paths they
-replaced (conv2d's ``depthwise_taps``, foreach's ``steps``, matmul's ``blas``), in the same run.
+replaced (conv2d's ``depthwise_taps`` and products, foreach's ``steps``, matmul's ``blas``,
+``numpy.pad``), in the same run.
 
 Where the time went (profiles with ``--profile NAME``; 2-core machine shared with other work, so
 read ratios only): MobileNetV3 and ConvNeXt spent their depthwise convolutions in a multiply-add
@@ -32,7 +33,16 @@ written-out function, 0.69-0.82x); a Swin block's 2 MFLOP products collapsed on 
 (35 ms each; now ``one_blas_thread``: 0.08x at batch 8 on 2 threads). The small transformers pay
 per step, not per call: a one-step hybridized block costs about 5 us a call, BERT's 117 steps
 about 16-24 us each (both measured under load). conv1d_net's max pools take the NumPy path because their planned output
-shares a buffer with their input (``pool_jit.max_pool`` declines any ``np.may_share_memory``).
+shares a buffer with their input (``pool_jit.max_pool`` declines any ``np.may_share_memory``). Issue #35 item 2 (one thread, shared machine):
+an LSTM direction under ``inline_loop`` cost 25-35 us per time step at hidden 16, batch 1 (one
+(1, 16) x (16, 64) product of 1-2 us; the rest some fifteen NumPy calls on 16-64 values and the
+loop's Python; the arithmetic itself well under 1 us), now ``compiled_cell``: under 1 us a step
+plus 15-20 us per call (packing the loop-invariant values, the output buffers): 0.16-0.26x of the
+LSTM / GRU rows' call in ``--ab``; what is left of them is the parent program's ~60 steps of weight
+slices, transposes, stacks and reshapes (1.5-5 us each). conv1d_net (28 steps for 4 layers) spent
+its batch-1 call in ``numpy.pad`` (two avg-pool pads, 10-35 us each; now ``pad[fill_copy]``), the
+im2col path's fixed cost on 4-8K multiply-adds (now ``conv2d[direct]``), then expand_dims / squeeze
+around every 1-D layer and the fused avg-pool group: 0.57-0.70x in ``--ab``.
 First calls include numba compiling the kernels a model is the first to use (seconds).
 
     python benchmarks/real_models.py                 # the table (several minutes)
@@ -249,14 +259,17 @@ def row_busy(model: Model, batch: int, ins: dict, burner: Burner, rounds: int, b
 @contextlib.contextmanager
 def reference_paths():
     """The kernels added for the real models switched back to the paths they replace: conv2d's
-    ``depthwise_taps`` for ``depthwise``, foreach's ``steps`` for ``inline_loop``, matmul's ``blas``
-    for ``one_blas_thread`` (a program compiled inside binds the reference kernels of the last two)."""
+    ``depthwise_taps`` for ``depthwise`` and its products for ``direct`` (``conv_direct_max_macs``
+    0), foreach's ``steps`` for ``compiled_cell`` and ``inline_loop``, matmul's ``blas`` for
+    ``one_blas_thread``, ``numpy.pad`` for pad's ``fill_copy`` (a program compiled inside binds the
+    reference kernels of foreach, matmul and pad)."""
     choose = depthwise.choose_impl
     depthwise.choose_impl = lambda *args: depthwise.TAPS
-    for name in ("foreach", "matmul"):
+    for name in ("foreach", "matmul", "pad"):
         registry.get(name).set_runner(None)
     try:
-        yield
+        with la.tuning(conv_direct_max_macs=0):
+            yield
     finally:
         depthwise.choose_impl = choose
         kernels.install()
@@ -491,7 +504,8 @@ def main(argv=None) -> int:
         la.set_num_threads(before)
     print(file=sys.stderr)
     if args.ab:
-        print("la with depthwise, inline_loop, one_blas_thread / la with depthwise_taps, steps, blas (same run)")
+        print("la with depthwise, direct, compiled_cell / inline_loop, one_blas_thread, fill_copy / la with "
+              "depthwise_taps, im2col / batch_last, steps, blas, numpy.pad (same run)")
         print(table(["model", "batch"] + [f"new/replaced {t}t" for t in threads], [_fmt(r, {2, 3}) for r in rows]))
     else:
         (print_busy(rows) if args.busy else print_quiet(rows, firsts, threads))

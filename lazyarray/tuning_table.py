@@ -68,6 +68,8 @@ class Tuning:
     per_image_min_pixels: int = _doc(64, "output pixels per image from which a batch runs one product per image "
                                      "(smaller images: one batch-last product for the whole batch)")
     conv_region: bool = _doc(True, "batch-last convolutions as one compiled parallel region (numba)")
+    conv_direct_max_macs: int = _doc(1 << 15, "largest convolution (multiply-adds) conv2d[direct] takes: one compiled "
+                                     "loop, no copies (past it the products' BLAS wins)")
     min_split_macs: int = _doc(1 << 24, "multiply-adds from which a convolution's images are split over the threads")
     batch_last_min_batch: int = _doc(16, "smallest batch the executor stores batch last (C, H, W, N)")
     batch_last_max_pixels: int = _doc(256, "largest image (H * W) the executor stores batch last")
@@ -81,6 +83,11 @@ class Tuning:
                       "(a CachedOp's fuse= overrides)", "LAZYARRAY_FUSE")
     fused_jit_after: int = _doc(2, "calls of a fused group that run chunked before its compiled loop "
                                 "(fused[numba], numba installed) runs it")
+    foreach_jit_after: int = _doc(2, "calls of a recurrent cell's foreach that run inline_loop before its compiled "
+                                  "time loop (foreach[compiled_cell], numba installed) runs it")
+    foreach_cell_max_macs: int = _doc(1 << 15, "most multiply-adds per step (all the cell's products, all rows) "
+                                      "foreach[compiled_cell] takes (benchmarks/rnn_conv_ab.py --cell-sizes: 0.17x "
+                                      "inline_loop at 2K, 0.45x at 16K, 0.9-1.7x at 64K: past it BLAS per step wins)")
     # -- saying what runs
     log_kernels: bool = _doc(False, "log each new choice of implementation (op, shapes, implementation) to the "
                              "'lazyarray.kernels' logger", "LAZYARRAY_LOG=kernels")

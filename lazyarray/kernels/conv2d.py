@@ -16,7 +16,7 @@ from ..ops import conv
 from ..ops.derived import keeps
 from ..threads import num_threads, split_threads
 from ..tuning_table import current
-from . import depthwise
+from . import conv_direct, depthwise
 from .conv_batch_last import conv2d_batch_last, conv2d_region, region_fits
 from .conv_split import conv2d_split
 from .impl import Choice, Impl
@@ -27,7 +27,8 @@ from .winograd4 import conv2d_winograd, winograd_tile
 IM2COL = Impl("conv2d", "im2col", conv.conv2d_im2col,
               "groups == 1: one im2col copy and one product per image (the reference)")
 DEPTHWISE = depthwise.DEPTHWISE  # (compiled; depthwise.TAPS, the per-tap NumPy path, where it cannot run)
-GROUPED = Impl("conv2d", "grouped", conv.conv2d_grouped, "groups > 1: one batched product over the groups")
+GROUPED = conv_direct.GROUPED
+DIRECT = conv_direct.DIRECT
 BATCH_LAST = Impl("conv2d", "batch_last", conv2d_batch_last,
                   "groups == 1, a batch of images under per_image_min_pixels output pixels, or stored batch "
                   "last: one product for the whole batch, im2col in runs of N values", layout="batch last")
@@ -43,7 +44,7 @@ WINOGRAD2 = Impl("conv2d", "winograd2", conv2d_winograd(2),
 WINOGRAD4 = Impl("conv2d", "winograd4", conv2d_winograd(4),
                  "winograd2's case with winograd4_min_channels..winograd4_max_channels channels and "
                  "winograd4_min_pixels output pixels: Winograd F(4x4, 3x3)", threads=True)
-IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, IM2COL, DEPTHWISE, depthwise.TAPS, GROUPED)
+IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, IM2COL, DIRECT, DEPTHWISE, depthwise.TAPS, GROUPED)
 
 _KEPT = ("kernel kept",)
 _CHOICES = {impl: Choice(impl) for impl in IMPLS}
@@ -73,6 +74,9 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
         tile = winograd_tile(x.shape, weight.shape, stride, padding, dilation, groups, ho, wo, kept, t)
         if tile:
             return _WINOGRAD[tile, kept]
+    if conv_direct.applies(xp, x, weight, None, out, groups, n * o * (c // groups) * kh * kw * ho * wo,
+                           t.conv_direct_max_macs):
+        return _CHOICES[DIRECT]
     if groups == 1 and n > 1:
         x_last = conv.is_batch_last(x)
         out_last = out is not None and conv.is_batch_last(out)

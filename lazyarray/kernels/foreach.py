@@ -9,8 +9,14 @@ kernels, so the same values), the nodes that depend only on the free inputs and 
 weights' slices) hoisted out of the loop, step outputs and final states written into the planned
 buffers. It takes bodies made only of the ops in ``OPS`` (elementwise arithmetic and
 activations, ``matmul``, ``getitem``) and constants; anything else keeps ``steps``. A compiled
-(numba) loop was tried first: it ran the GRU fixture about as fast but took 20 s to compile on
+(numba) loop per body was tried first: it ran the GRU fixture about as fast but took 20 s to compile on
 this machine, longer than all the rest of the model's first call.
+
+``compiled_cell`` (``rnn_cell.py``) is the compiled loop that pays: the body is data (a table of
+ops over registers) for one function compiled once per dtype (about 2 s cold, 30 ms from the disk
+cache), so no body compiles; it runs a cell's calls after its first ``foreach_jit_after``
+(``inline_loop`` runs those), 0.34-0.52x of ``inline_loop``'s call time on the LSTM / GRU fixtures
+(``benchmarks/rnn_conv_ab.py``).
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ import numpy as np
 from ..caches import NamedCache
 from ..mode import MODE, PROFILING
 from ..ops import registry
+from . import rnn_cell
 from .impl import Choice, Impl
 from .profile import current as current_profile
 
@@ -157,23 +164,38 @@ def plan(body, n_data: int, n_states: int, save_states: bool):
 
 
 def clear() -> None:
-    """Forget every body's loop."""
+    """Forget every body's loop and compiled cell table."""
     BODIES.clear()
+    rnn_cell.TABLES.clear()
 
 
 def choose_foreach(xp, *arrays, body, n_data, n_states, save_states, out=None) -> Choice:
-    """``inline_loop`` where the body's ops allow it (NumPy arrays), else ``steps``."""
+    """``compiled_cell`` where the body is a cell its table takes and this is not one of the body's
+    first calls (``rnn_cell.takes``), else ``inline_loop`` where the body's ops allow it (NumPy
+    arrays), else ``steps``."""
     if xp is not np or plan(body, n_data, n_states, save_states) is None:
         return _CHOICES[STEPS]
+    if rnn_cell.takes(rnn_cell.entry(body, n_data, n_states, save_states), arrays):
+        return _CHOICES[CELL]
     return _CHOICES[LOOP]
 
 
-def _outputs(op, arrays, params: dict, out) -> tuple[list, list]:
+def _outputs(arrays, e, out) -> tuple[list, list]:
     """(the arrays the loop writes: step outputs, final states, saved states; the planned ones) with
-    each planned buffer used where it has the shape and dtype and is C-ordered."""
-    shapes = op.shape([a.shape for a in arrays], **params)
-    dtypes = op.dtype([a.dtype for a in arrays], **params)
-    shapes, dtypes = (shapes, dtypes) if isinstance(shapes, list) else ([shapes], [dtypes])
+    each planned buffer used where it has the shape and dtype and is C-ordered. The op's shape and
+    dtype rules (inferring the body) run once per body and input signature (``e.out_avals``)."""
+    sig = tuple((a.shape, a.dtype) for a in arrays)
+    got = e.out_avals.get(sig)
+    if got is None:
+        op = registry.get("foreach")
+        params = {"body": e.body, "n_data": e.key[0], "n_states": e.key[1], "save_states": e.key[2]}
+        shapes = op.shape([a.shape for a in arrays], **params)
+        dtypes = op.dtype([a.dtype for a in arrays], **params)
+        got = (shapes, dtypes) if isinstance(shapes, list) else ([shapes], [dtypes])
+        if len(e.out_avals) >= 8:  # (a few signatures per body; bounded)
+            e.out_avals.clear()
+        e.out_avals[sig] = got
+    shapes, dtypes = got
     given = list(out) if isinstance(out, tuple) else [out] if out is not None else [None] * len(shapes)
     bufs = [o if o is not None and o.flags.c_contiguous and o.dtype == d and o.shape == tuple(s)
             else np.empty(tuple(s), d) for o, s, d in zip(given, shapes, dtypes)]
@@ -185,9 +207,25 @@ def run_inline_loop(xp, *arrays, body, n_data, n_states, save_states, out=None):
     fn = plan(body, n_data, n_states, save_states) if xp is np else None
     if fn is None:
         return None
-    params = {"body": body, "n_data": n_data, "n_states": n_states, "save_states": save_states}
-    bufs, given = _outputs(registry.get("foreach"), arrays, params, out)
+    bufs, given = _outputs(arrays, rnn_cell.entry(body, n_data, n_states, save_states), out)
     fn(*arrays, *bufs)
+    return _handed(bufs, given)
+
+
+def run_compiled_cell(xp, *arrays, body, n_data, n_states, save_states, out=None):
+    """foreach by the cell's compiled time loop (None where this call does not fit: ``inline_loop`` runs)."""
+    e = rnn_cell.entry(body, n_data, n_states, save_states) if xp is np else None
+    if e is None or not rnn_cell.takes(e, arrays):
+        return None
+    bufs, given = _outputs(arrays, e, out)
+    n_y = len(bufs) - n_states
+    if not rnn_cell.scan(e, arrays, bufs[:n_y], bufs[n_y:]):
+        return None
+    return _handed(bufs, given)
+
+
+def _handed(bufs, given):
+    """The outputs written, each into its planned buffer where one was given."""
     res = []
     for b, o in zip(bufs, given):
         if o is not None and o is not b:
@@ -198,12 +236,15 @@ def run_inline_loop(xp, *arrays, body, n_data, n_states, save_states, out=None):
 
 
 def run_foreach(xp, *arrays, body, n_data, n_states, save_states, out=None):
-    """foreach by the implementation ``choose_foreach`` picks (the op's runner)."""
+    """foreach by the implementation ``choose_foreach`` picks (the op's runner); a cell's call counts
+    toward its compiled tier."""
     choice = choose_foreach(xp, *arrays, body=body, n_data=n_data, n_states=n_states, save_states=save_states)
+    if xp is np and choice.impl is not STEPS:
+        rnn_cell.entry(body, n_data, n_states, save_states).calls += 1
     params = {"body": body, "n_data": n_data, "n_states": n_states, "save_states": save_states, "out": out}
     y = choice.impl.run(xp, *arrays, **params)
-    if y is None:
-        choice = _CHOICES[STEPS]
+    while y is None and choice.impl.fallback is not None:
+        choice = _CHOICES[choice.impl.fallback]
         y = choice.impl.run(xp, *arrays, **params)
     if MODE.get() & PROFILING:
         current_profile().chose(choice)
@@ -219,5 +260,9 @@ LOOP = Impl("foreach", "inline_loop", run_inline_loop,
             "a body of elementwise arithmetic and activations, matmul and getitem (NumPy): the whole scan as "
             "one written-out function calling the op kernels, loop-invariant work (weight slices) once per call",
             fallback=STEPS)
-IMPLS = (LOOP, STEPS)
+CELL = Impl("foreach", "compiled_cell", run_compiled_cell,
+            "a recurrent cell (one data input; column slices, products by loop-invariant matrices, elementwise "
+            "arithmetic, sigmoid, tanh; at most 2-D values; no saved states) after its first foreach_jit_after "
+            "calls, numba installed: every step in one compiled call (kernels/rnn_cell.py)", fallback=LOOP)
+IMPLS = (CELL, LOOP, STEPS)
 _CHOICES = {impl: Choice(impl) for impl in IMPLS}

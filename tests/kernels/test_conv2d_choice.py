@@ -38,13 +38,16 @@ CASES = [
     ("batch_last", (8, 3, 12, 12), (4, 3, 3, 3), {"padding": (1, 1)}, {"per_image_min_pixels": 1 << 30}),
     ("depthwise", (2, 6, 8, 8), (6, 1, 3, 3), {"groups": 6, "padding": (1, 1)}, {}),
     ("grouped", (2, 6, 8, 8), (4, 3, 3, 3), {"groups": 2}, {}),
+    ("direct", (1, 8, 9, 9), (4, 8, 3, 3), {"stride": (2, 2)}, {"conv_direct_max_macs": 1 << 15}),
+    ("direct", (2, 6, 8, 8), (4, 3, 3, 3), {"groups": 2}, {"conv_direct_max_macs": 1 << 15}),
+    ("direct", (1, 4, 1, 23), (16, 4, 1, 3), {"padding": (0, 1)}, {"conv_direct_max_macs": 1 << 15}),
 ]
 
 
 @pytest.mark.parametrize("name,xs,ws,params,settings", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_the_chooser_names_the_path_and_it_equals_the_reference(name, xs, ws, params, settings):
     x, w = _arrays(xs, ws)
-    with la.tuning(min_split_macs=1 << 62, **settings):
+    with la.tuning(min_split_macs=1 << 62, **{"conv_direct_max_macs": 0, **settings}):  # (direct: its own cases)
         choice = kernels.choose("conv2d", np, x, w, **params)
         assert choice.impl.name == name
         assert choice.impl in kconv.IMPLS and choice.impl.op == "conv2d"

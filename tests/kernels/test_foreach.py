@@ -141,12 +141,13 @@ def test_imported_rnns_run_the_loop_equal_torch_and_explain_names_it(name):
     data = np.load(os.path.join(FIXTURES, name + ".npz"))
     x, want = data["b3_s7/in/x"], data["b3_s7/out/0"]
     op = la.CachedOp(la.onnx.load(os.path.join(FIXTURES, name + ".onnx")))
-    got = op(x=la.array(x))
-    got = got[0] if isinstance(got, (list, tuple)) else got
-    np.testing.assert_allclose(got.asnumpy(), want, rtol=1e-3, atol=1e-4)
-    assert "foreach[inline_loop]" in str(op.explain(x=la.array(x)))
-    with la.profile() as prof:
-        op(x=la.array(x))
+    with la.tuning(foreach_jit_after=1 << 30):  # (the compiled cell's tier never comes: tests/kernels/test_rnn_cell.py)
+        got = op(x=la.array(x))
+        got = got[0] if isinstance(got, (list, tuple)) else got
+        np.testing.assert_allclose(got.asnumpy(), want, rtol=1e-3, atol=1e-4)
+        assert "foreach[inline_loop]" in str(op.explain(x=la.array(x)))
+        with la.profile() as prof:
+            op(x=la.array(x))
     assert {e.impl for e in prof.events if e.name.endswith("foreach")} == {"inline_loop"}
 
 

@@ -1,0 +1,81 @@
+"""conv2d's ``direct`` (``kernels/conv_direct.py``): a small convolution as one compiled loop. It
+equals the reference kernel within float rounding (rtol 1e-5 float32, 1e-12 float64) over 1-D
+(unit height) and 2-D layers, stride, padding, dilation, groups (1 and grouped, not depthwise),
+with and without bias, strided views, an empty batch and planned buffers; the chooser takes it for
+layers of at most ``conv_direct_max_macs`` multiply-adds and keeps the others' implementations."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray import kernels
+from lazyarray.kernels import conv2d as kconv
+from lazyarray.kernels import conv_direct
+from lazyarray.ops import registry
+
+pytest.importorskip("numba")
+
+CONV = registry.get("conv2d")
+RNG = np.random.default_rng(5)
+TOL = {np.dtype(np.float32): {"rtol": 1e-5, "atol": 1e-5}, np.dtype(np.float64): {"rtol": 1e-12, "atol": 1e-12}}
+
+CASES = [  # x shape, weight shape, stride, padding, dilation, groups
+    ((1, 4, 1, 23), (16, 4, 1, 3), (1, 1), (0, 1), (1, 1), 1),  # conv1d_net's first layer
+    ((2, 16, 1, 11), (16, 16, 1, 3), (1, 1), (0, 1), (1, 1), 1),
+    ((2, 3, 7, 9), (5, 3, 3, 3), (2, 1), (1, 2), (1, 1), 1),
+    ((1, 4, 9, 8), (6, 4, 3, 2), (1, 3), (2, 0), (2, 2), 1),
+    ((2, 8, 5, 5), (6, 4, 3, 3), (1, 1), (1, 1), (1, 1), 2),  # grouped
+    ((1, 12, 6, 7), (8, 3, 1, 3), (1, 2), (0, 1), (1, 1), 4),
+    ((0, 4, 5, 5), (6, 4, 3, 3), (1, 1), (1, 1), (1, 1), 1),  # an empty batch
+]
+
+
+def _check(x, w, b, stride, padding, dilation, groups, out=None):
+    want = CONV.kernel(np, x, w, b, stride=stride, padding=padding, dilation=dilation, groups=groups)
+    got = conv_direct.conv2d_direct(np, x, w, b, stride, padding, dilation, groups, out)
+    assert got is not None and got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, **TOL[want.dtype])
+    return got
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}x{c[1]}g{c[5]}" for c in CASES])
+@pytest.mark.parametrize("bias", [True, False])
+def test_direct_equals_the_reference(dtype, case, bias):
+    xs, ws, stride, padding, dilation, groups = case
+    x, w = RNG.standard_normal(xs).astype(dtype), RNG.standard_normal(ws).astype(dtype)
+    b = RNG.standard_normal(ws[0]).astype(dtype) if bias else None
+    _check(x, w, b, stride, padding, dilation, groups)
+
+
+def test_views_and_planned_buffers():
+    x = RNG.standard_normal((2, 8, 6, 14)).astype(np.float32)[:, ::2, :, ::2]  # a strided view
+    w, b = RNG.standard_normal((5, 4, 3, 3)).astype(np.float32), RNG.standard_normal(5).astype(np.float32)
+    out = np.full((2, 5, 6, 7), np.nan, np.float32)
+    assert _check(x, w, b, (1, 1), (1, 1), (1, 1), 1, out) is out  # C-ordered: written into
+    other = np.full((5, 2, 6, 7), np.nan, np.float32).transpose(1, 0, 2, 3)  # not C-ordered: copied in
+    assert _check(x, w, b, (1, 1), (1, 1), (1, 1), 1, other) is other
+
+
+def test_the_chooser_takes_it_for_small_layers_only():
+    x, w = np.ones((1, 4, 1, 23), np.float32), np.ones((16, 4, 1, 3), np.float32)
+    assert kernels.choose(CONV, np, x, w, padding=(0, 1)).impl is kconv.DIRECT
+    with la.tuning(conv_direct_max_macs=1000):  # past the bound: the products
+        assert kernels.choose(CONV, np, x, w, padding=(0, 1)).impl is kconv.IM2COL
+    with la.tuning(jit=False):
+        assert kernels.choose(CONV, np, x, w, padding=(0, 1)).impl is kconv.IM2COL
+    dw = np.ones((4, 1, 3, 3), np.float32)  # depthwise keeps its own pass
+    assert kernels.choose(CONV, np, np.ones((1, 4, 5, 5), np.float32), dw, groups=4).impl is kconv.DEPTHWISE
+    assert conv_direct.conv2d_direct(np, np.ones((1, 4, 5, 5), np.float32), dw, None, (1, 1), (0, 0), (1, 1), 4,
+                                     None) is None
+    big = np.ones((8, 64, 16, 16), np.float32), np.ones((64, 64, 3, 3), np.float32)
+    assert kernels.choose(CONV, np, *big, padding=(1, 1)).impl is not kconv.DIRECT
+
+
+def test_an_eager_call_runs_it():
+    x, w = RNG.standard_normal((1, 4, 1, 23)).astype(np.float32), RNG.standard_normal((16, 4, 1, 3)).astype(np.float32)
+    with la.profile() as prof:
+        y = la.nn.conv2d(la.array(x), la.array(w), padding=(0, 1))
+    np.testing.assert_allclose(y.asnumpy(), CONV.kernel(np, x, w, padding=(0, 1)), rtol=1e-5, atol=1e-5)
+    assert {e.impl for e in prof.events if e.name.endswith("conv2d")} == {"direct"}

@@ -1,0 +1,156 @@
+"""foreach's ``compiled_cell`` (``kernels/rnn_cell.py``, ``kernels/scan_jit.py``): a recurrent cell's
+whole time loop in one compiled call. It equals the reference kernel (``steps``) within the
+documented tolerance (rtol 1e-5 float32, 1e-12 float64) on written LSTM cells and on the imported
+LSTM / GRU fixtures, with an empty time axis, a batch of one, a strided data input and planned
+buffers, and on every op its table takes; bodies it does not take, saved states, products past
+``foreach_cell_max_macs`` and a body's first ``foreach_jit_after`` calls keep ``inline_loop``;
+``explain()`` and ``la.profile()`` name it."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray import kernels
+from lazyarray.kernels import foreach as kforeach
+from lazyarray.kernels import rnn_cell
+from lazyarray.ops import registry
+
+pytest.importorskip("numba")
+
+FOREACH = registry.get("foreach")
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "onnx_dynamic")
+RNG = np.random.default_rng(1)
+TOL = {np.dtype(np.float32): {"rtol": 1e-5, "atol": 1e-6}, np.dtype(np.float64): {"rtol": 1e-12, "atol": 1e-13}}
+
+
+def _lstm(xt, states, w, u, b):
+    h, c = states
+    z = la.matmul(xt, w) + la.matmul(h, u) + b
+    n = h.shape[-1]
+    i, f, g, o = (z[..., k * n:(k + 1) * n] for k in range(4))
+    c2 = la.sigmoid(f) * c + la.sigmoid(i) * la.tanh(g)
+    h2 = la.sigmoid(o) * la.tanh(c2) - 0.5 * (1.0 - la.sigmoid(o))
+    return h2, [h2, c2]
+
+
+def _others(xt, states, w, u, b):
+    """Every other op of the table: divide, maximum, minimum, exp, relu, negative, a 1-column value."""
+    h, = states
+    z = la.matmul(xt, w) + la.matmul(h, u)
+    a = la.maximum(z, b) / (1.0 + la.exp(-la.relu(z)))
+    h2 = la.minimum(-a, la.tanh(h)) + z[:, 0:1]
+    return h2, [h2]
+
+
+def _node(cell, dtype, n_states, steps=5, batch=3, feat=4, hidden=6, gates=4):
+    """(the recorded foreach node, its operand values in the node's order)."""
+    shapes = [(steps, batch, feat)] + [(batch, hidden)] * n_states + \
+        [(feat, gates * hidden), (hidden, gates * hidden), (gates * hidden,)]
+    arrays = [RNG.standard_normal(s).astype(dtype) for s in shapes]
+    la_arrays = [la.array(a) for a in arrays]
+    w, u, b = la_arrays[-3:]
+    with la.deferred():
+        ys, _ = la.foreach(lambda xt, s: cell(xt, s, w, u, b), la_arrays[0], la_arrays[1:1 + n_states])
+    node = next(n for n in la.get_symbol(ys).topo() if n.kind == "op" and n.op.name == "foreach")
+    by_shape = {a.shape: a for a in arrays[1 + n_states:]}
+    return node, arrays[:1 + n_states] + [by_shape[e.aval.shape] for e in node.inputs[1 + n_states:]]
+
+
+def _compare(node, values, out=None):
+    params = {**node.params, "save_states": False}  # (a recorded foreach saves its states for the gradient)
+    want = FOREACH.kernel(np, *values, **params)
+    with la.tuning(foreach_jit_after=0):
+        got = kforeach.run_compiled_cell(np, *values, out=out, **params)
+    assert got is not None
+    want, got = (list(v) if isinstance(v, tuple) else [v] for v in (want, got))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, **TOL[w.dtype])
+    return got
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("steps,batch", [(5, 3), (7, 1), (0, 2), (1, 8)])
+def test_a_written_lstm_cell_equals_the_steps_kernel(dtype, steps, batch):
+    node, values = _node(_lstm, dtype, 2, steps=steps, batch=batch)
+    ys, h, c = _compare(node, values)
+    if steps == 0:
+        np.testing.assert_array_equal(h, values[1])  # no step: the final states are the initial ones
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_every_op_of_the_table_equals_the_steps_kernel(dtype):
+    node, values = _node(_others, dtype, 1, gates=1)
+    _compare(node, values)
+    values[0] = values[0].copy()
+    values[0][1, 0, 0] = np.nan  # NaN through maximum, minimum and relu as NumPy carries it
+    _compare(node, values)
+
+
+def test_a_strided_data_input_and_planned_buffers():
+    node, values = _node(_lstm, "float32", 2, steps=6)
+    values[0] = np.ascontiguousarray(np.concatenate([values[0]] * 2, axis=2))[:, :, ::2][::-1]  # a view
+    assert not values[0].flags.c_contiguous
+    shapes = FOREACH.shape([a.shape for a in values], **{**node.params, "save_states": False})
+    outs = (np.full(shapes[0], np.nan, np.float32), np.full(shapes[1], np.nan, np.float32),
+            np.full(shapes[2][::-1], np.nan, np.float32).T)  # the last planned buffer is not C-ordered
+    got = _compare(node, values, out=outs)
+    assert all(g is o for g, o in zip(got, outs))
+
+
+def test_what_keeps_inline_loop():
+    node, values = _node(_lstm, "float32", 2)
+    params = {**node.params, "save_states": False}
+    e = rnn_cell.entry(params["body"], 1, 2, False)
+    assert e.table is not None
+    with la.tuning(foreach_jit_after=3):  # a body's first calls
+        e.calls = 2
+        assert kernels.choose(FOREACH, np, *values, **params).impl is kforeach.LOOP
+        e.calls = 3
+        assert kernels.choose(FOREACH, np, *values, **params).impl is kforeach.CELL
+        with la.tuning(foreach_cell_max_macs=10):  # products past the bound: BLAS per step
+            assert kernels.choose(FOREACH, np, *values, **params).impl is kforeach.LOOP
+        with la.tuning(jit=False):
+            assert kernels.choose(FOREACH, np, *values, **params).impl is kforeach.LOOP
+    assert rnn_cell.entry(params["body"], 1, 2, True).table is None  # saved states (a gradient's)
+    with la.tuning(foreach_jit_after=0):
+        assert kforeach.run_compiled_cell(np, *values, **{**params, "save_states": True}) is None
+
+
+def test_a_body_the_table_does_not_take():
+    x = la.array(RNG.standard_normal((4, 2, 3)).astype(np.float32))
+    s0 = la.array(np.zeros((2, 3), np.float32))
+    with la.deferred():  # (a product of two step values, a 3-D value, a sum: none are table ops)
+        ys, _ = la.foreach(lambda xt, s: (la.matmul(xt, la.transpose(s)), s + xt), x, s0)
+    node = next(n for n in la.get_symbol(ys).topo() if n.kind == "op" and n.op.name == "foreach")
+    assert rnn_cell.build(node.params["body"], 1) is None
+    with la.tuning(foreach_jit_after=0):
+        assert kforeach.run_compiled_cell(np, x.asnumpy(), s0.asnumpy(),
+                                          **{**node.params, "save_states": False}) is None
+
+
+def test_a_batch_the_call_does_not_fit_declines_before_writing():
+    node, values = _node(_lstm, "float32", 2)
+    e = rnn_cell.entry(node.params["body"], 1, 2, False)
+    bad = [values[0], values[1][:1], values[2]] + values[3:]  # states of another batch than the data's
+    assert not rnn_cell.scan(e, bad, [np.empty((5, 3, 6), np.float32)], [np.empty((3, 6), np.float32)] * 2)
+
+
+@pytest.mark.parametrize("name", ["gru_time_major", "lstm_bidir", "lstm_bidir_dynamo"])
+def test_imported_rnns_equal_torch_after_their_first_calls_and_explain_names_it(name):
+    pytest.importorskip("onnx")
+    data = np.load(os.path.join(FIXTURES, name + ".npz"))
+    op = la.CachedOp(la.onnx.load(os.path.join(FIXTURES, name + ".onnx")))
+    with la.tuning(foreach_jit_after=1):
+        for case in ("b1_s7", "b3_s5", "b3_s7", "b2_s7"):
+            x, want = data[f"{case}/in/x"], data[f"{case}/out/0"]
+            with la.profile() as prof:
+                got = op(x=la.array(x))
+            got = got[0] if isinstance(got, (list, tuple)) else got
+            np.testing.assert_allclose(got.asnumpy(), want, rtol=1e-3, atol=1e-4)
+        assert {e.impl for e in prof.events if e.name.endswith("foreach")} == {"compiled_cell"}
+        assert "foreach[compiled_cell]" in str(op.explain(x=la.array(x)))
