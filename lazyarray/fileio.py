@@ -27,6 +27,7 @@ import stat
 
 from .errors import GraphFormatError
 
+
 def write_atomic(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (a crash never leaves a half-written file)."""
     directory = os.path.dirname(os.path.abspath(path))

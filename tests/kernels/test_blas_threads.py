@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from lazyarray import threads
-from lazyarray.kernels import blas_threads, conv_batch_last
 from lazyarray.caches import NamedCache
+from lazyarray.kernels import blas_threads, conv_batch_last
 from lazyarray.threads import blas_changed, blas_thread_counts
 
 threadpoolctl = pytest.importorskip("threadpoolctl")

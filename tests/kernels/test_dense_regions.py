@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.caches import NamedCache
 from lazyarray import blocks as B
 from lazyarray import threads
+from lazyarray.caches import NamedCache
 from lazyarray.kernels import blas_threads, dense_regions
 from lazyarray.kernels.dense import run_dense as _dense
 
