@@ -330,7 +330,7 @@ def parallel_ready() -> bool:
     """True when compiled kernels are on and may open numba parallel regions in this process."""
     if not enabled():
         return False
-    pid, ready = PARALLEL.get_or_make(None, _first_ask)
+    pid, ready = PARALLEL.peek(None) or PARALLEL.get_or_make(None, _first_ask)
     return ready and pid == os.getpid()
 
 

@@ -29,7 +29,8 @@ def generator(device: Device):
         own = _OVERRIDE.get()
         if own is not None:
             return own
-    return GENERATORS.get_or_make(device, _new_generator, device)
+    g = GENERATORS.peek(device)
+    return g if g is not None else GENERATORS.get_or_make(device, _new_generator, device)
 
 
 def _new_generator(device: Device):

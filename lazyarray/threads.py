@@ -88,7 +88,8 @@ def num_threads() -> int:
 
 
 def _current_pool() -> _Pool:
-    return POOL.get_or_make(None, _default_pool)
+    pool = POOL.peek(None)
+    return pool if pool is not None else POOL.get_or_make(None, _default_pool)
 
 
 def _default_pool() -> _Pool:

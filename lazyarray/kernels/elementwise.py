@@ -31,7 +31,8 @@ UNITS = {d: (d.type(0), d.type(1)) for d in JIT_FLOATS}  # (0, 1) in each: the c
 
 
 def _zero_row(dtype):
-    return ZERO_ROW_ARRAYS.get_or_make(dtype, _new_zero_row, dtype)
+    row = ZERO_ROW_ARRAYS.peek(dtype)
+    return row if row is not None else ZERO_ROW_ARRAYS.get_or_make(dtype, _new_zero_row, dtype)
 
 
 def _new_zero_row(dtype):

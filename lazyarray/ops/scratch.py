@@ -88,9 +88,11 @@ _ident = threading.get_ident
 def current_arena() -> Arena:
     """The arena of the calling thread: the planned workspace lent to it, else its own."""
     arena = _BOUND.get()
-    if arena is not None and arena.thread == _ident():
+    ident = _ident()
+    if arena is not None and arena.thread == ident:
         return arena
-    return ARENAS.get_or_make(_ident(), Arena)
+    own = ARENAS.peek(ident)
+    return own if own is not None else ARENAS.get_or_make(ident, Arena)
 
 
 def scratch(xp, slot: int, shape, dtype):
