@@ -119,6 +119,11 @@ class NamedCache:
             for v in values:
                 self.drop(v)
 
+    def values(self) -> list:
+        """The values held now (a copy: least recently used first)."""
+        with self._lock:
+            return list(self._items.values())
+
     def __contains__(self, key) -> bool:
         return key in self._items
 

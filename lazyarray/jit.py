@@ -41,15 +41,15 @@ import logging
 import marshal
 import os
 import tempfile
-import threading
 import time
 import warnings
 
 from .caches import NamedCache
 from .tuning_table import config, current, from_environment_only
 
-_COMPILED: dict = {}
-_LOCK = threading.Lock()
+# kernel function -> its numba dispatcher (one per kernel function of the package; an evicted one
+# loads again from the disk cache)
+COMPILED = NamedCache("compiled kernels", 1024)
 CACHE_CAP_BYTES = 256 << 20  # the disk cache's size: a model zoo's kernels take a few MiB
 _LOG = logging.getLogger("lazyarray.jit")
 
@@ -85,8 +85,7 @@ def _numba():
 def clear() -> None:
     """Forget the compiled kernels (each compiles again on its next use, or loads from the disk
     cache), the numba lookup and the disk cache's checks."""
-    with _LOCK:
-        _COMPILED.clear()
+    COMPILED.clear()
     _numba.cache_clear()
     _usable_dir.cache_clear()
 
@@ -169,15 +168,14 @@ def compiled(fn):
     """
     if not current().jit or _numba() is None:  # (``enabled()`` inline: this runs once per kernel call)
         return None
-    k = _COMPILED.get(fn)
-    if k is None:
-        with _LOCK:
-            k = _COMPILED.get(fn)
-            if k is None:
-                k = _numba().njit(nogil=True)(fn)
-                _cache_on_disk(k, fn)
-                _compile_listener()
-                _COMPILED[fn] = k
+    k = COMPILED.peek(fn)
+    return k if k is not None else COMPILED.get_or_make(fn, _njit, fn)
+
+
+def _njit(fn):
+    k = _numba().njit(nogil=True)(fn)
+    _cache_on_disk(k, fn)
+    _compile_listener()
     return k
 
 
@@ -229,8 +227,7 @@ def warm_up() -> bool:
 def cache_stats() -> tuple[int, int]:
     """``(compiled, loaded)``: how many kernel signatures this process compiled and how many it loaded
     from the disk cache, over the kernels ``compiled`` gave."""
-    with _LOCK:
-        kernels = list(_COMPILED.values())
+    kernels = COMPILED.values()
     loaded = sum(sum(k.stats.cache_hits.values()) for k in kernels)
     return sum(len(k.overloads) for k in kernels) - loaded, loaded
 

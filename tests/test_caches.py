@@ -123,6 +123,16 @@ def test_peek_leaves_the_order_and_get_moves_to_the_end():
     assert "c" not in c and "b" in c
 
 
+def test_values_are_a_copy_oldest_first():
+    c = NamedCache("v", size=3)
+    for k in "abc":
+        c.put(k, k.upper())
+    c.get("a")
+    vals = c.values()
+    c.clear()
+    assert vals == ["B", "C", "A"] and c.values() == []
+
+
 def test_drop_is_called_with_every_value_let_go():
     dropped = []
     c = NamedCache("owned", size=2, drop=dropped.append)

@@ -328,8 +328,6 @@ STATE_ALLOWED = {
     ("executor.recorded", "_LOCK"): "cache: guards the two above",
     ("executor.recorded", "_BYTES"): "cache: bytes the programs hold",
     ("executor.recorded", "_STATS"): "cache: hit and compile counters (stats())",
-    ("jit", "_COMPILED"): "cache: compiled kernels, one per kernel function of the package (clear())",
-    ("jit", "_LOCK"): "cache: guards the one above",
     ("backward_cache", "_CACHE"): "cache: compiled backward programs (cache_size)",
     ("backward_cache", "_LAST"): "cache: the last hit of the one above",
     ("backward_cache", "_LOCK"): "cache: guards the two above",

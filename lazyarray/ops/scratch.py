@@ -9,8 +9,8 @@ the same time use different slots. Where it comes from is the *arena* bound to t
   ``peak_bytes``); the runner binds it (``bind_workspace``) while the kernel runs, and each slot is
   carved from it once and kept, run after run;
 * anywhere else (an eager call, a worker thread of a split kernel) the thread's own arena in
-  ``ARENAS`` (a named cache by thread): one buffer per slot, grown to the largest request up to ``SCRATCH_MAX_BYTES`` and
-  reused call after call; ``ARENAS.clear()`` drops them all.
+  ``ARENAS`` (a named cache by thread): one buffer per slot, grown to the largest request up to
+  ``SCRATCH_MAX_BYTES`` and reused call after call; ``ARENAS.clear()`` drops them all.
 
 A request that does not fit (a planned workspace smaller than what the implementation the kernel
 chose uses, or an eager one over the limit) is an ordinary allocation, freed with its array.
