@@ -49,12 +49,14 @@ when any gradient holds inf or NaN, skips the update (parameters, optimizer stat
 count unchanged) and halves the scale. With ``multi_precision=True`` the optimizer keeps float32
 master weights (float16 parameters: the optimizer's own; bfloat16: this module's ``TrainerAmp``).
 
-Module state: the one mutable piece is ``_POLICY``, the policy ``init`` set (None before), read by
-``convert_block`` and ``init_trainer`` when they are not given a dtype.
+Module state: the one mutable piece is ``_POLICY``, the policy ``init`` set for this thread / task
+(a ``ContextVar``, as ``autocast``'s op policy is; None before), read by ``convert_block`` and
+``init_trainer`` when they are not given a dtype.
 """
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import math
 from dataclasses import dataclass
 
@@ -90,27 +92,29 @@ class Policy:
     target_dtype: str
 
 
-_POLICY: list[Policy | None] = [None]  # the policy init() set: the module's one piece of mutable state
+# the policy init() set in this thread / task: the module's one piece of mutable state
+_POLICY: contextvars.ContextVar[Policy | None] = contextvars.ContextVar("lazyarray_amp_policy", default=None)
 
 
 def init(target_dtype: str = "float16") -> Policy:
     """Choose the low-precision dtype, ``"float16"`` or ``"bfloat16"``, for the ``convert_block`` and
     ``init_trainer`` calls that follow (MXNet's ``amp.init``). Returns the policy."""
-    _POLICY[0] = Policy(_target("amp.init", target_dtype))
-    return _POLICY[0]
+    chosen = Policy(_target("amp.init", target_dtype))
+    _POLICY.set(chosen)
+    return chosen
 
 
 def policy() -> Policy | None:
-    """The policy ``init`` set, or None."""
-    return _POLICY[0]
+    """The policy ``init`` set (in this thread / task), or None."""
+    return _POLICY.get()
 
 
 def _target(where: str, target_dtype) -> str:
     if target_dtype is None:
-        if _POLICY[0] is None:
+        if _POLICY.get() is None:
             raise ParamValueError(f"{where}: no target dtype: pass target_dtype='float16' or 'bfloat16', or call "
                                   "la.amp.init(target_dtype) first")
-        return _POLICY[0].target_dtype
+        return _POLICY.get().target_dtype
     if not isinstance(target_dtype, str):
         raise ParamError(f"{where}: target_dtype must be a string, 'float16' or 'bfloat16', got "
                          f"{type(target_dtype).__name__} {target_dtype!r}"[:300])

@@ -6,8 +6,9 @@ renames it over ``path``, so a reader sees the old file or the new one, never ha
 * The temporary is named after its target and the writing process
   (``.<name>.tmp-<pid>-<random>``); a write that was killed leaves one behind, and the next
   write of the same file removes those whose process is gone.
-* The file gets the mode ``open()`` would give it under the current umask (``mkstemp``
-  alone would make it 0600).
+* The file gets the mode ``open()`` would give it under the current umask: it is created with
+  0o666 and the system applies the umask (``mkstemp`` would make it 0600, and reading the umask
+  back means setting it, process-wide).
 * Writers of several files (``la.onnx.export`` with external data) stage them in a temporary
   folder named the same way; ``remove_stale_temporaries`` removes those folders too.
 
@@ -20,14 +21,11 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import secrets
 import shutil
 import stat
-import tempfile
-import threading
 
 from .errors import GraphFormatError
-
-_UMASK_LOCK = threading.Lock()
 
 
 def write_atomic(path: str, data: bytes) -> None:
@@ -35,13 +33,12 @@ def write_atomic(path: str, data: bytes) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     base = os.path.basename(path)
     remove_stale_temporaries(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{base}.tmp-{os.getpid()}-", dir=directory)
+    fd, tmp = _new_temporary(directory, base)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -132,8 +129,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _umask() -> int:
-    with _UMASK_LOCK:  # os.umask can only be read by setting it
-        mask = os.umask(0o022)
-        os.umask(mask)
-    return mask
+def _new_temporary(directory: str, base: str) -> tuple[int, str]:
+    """``(fd, path)`` of a new file ``.<base>.tmp-<pid>-<random>`` in ``directory``, open for writing.
+    Created with mode 0o666 as ``open()`` creates files, so the system applies the umask (and a
+    directory's default ACL) itself: ``mkstemp``'s 0600 would need the umask read back, which
+    ``os.umask`` can only do by setting it, process-wide."""
+    prefix = os.path.join(directory, f".{base}.tmp-{os.getpid()}-")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = prefix + secrets.token_hex(4)
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:  # (another writer drew the same name)
+            continue
+    raise FileExistsError(f"write_atomic: no free temporary name beside {os.path.join(directory, base)}")

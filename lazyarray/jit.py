@@ -33,6 +33,7 @@ asked (GNU OpenMP does not survive ``fork``: a forked child takes the serial ker
 """
 from __future__ import annotations
 
+import contextvars
 import functools
 import hashlib
 import importlib
@@ -40,14 +41,15 @@ import logging
 import marshal
 import os
 import tempfile
-import threading
 import time
 import warnings
 
+from .caches import NamedCache
 from .tuning_table import config, current, from_environment_only
 
-_COMPILED: dict = {}
-_LOCK = threading.Lock()
+# kernel function -> its numba dispatcher (one per kernel function of the package; an evicted one
+# loads again from the disk cache)
+COMPILED = NamedCache("compiled kernels", 1024)
 CACHE_CAP_BYTES = 256 << 20  # the disk cache's size: a model zoo's kernels take a few MiB
 _LOG = logging.getLogger("lazyarray.jit")
 
@@ -83,8 +85,7 @@ def _numba():
 def clear() -> None:
     """Forget the compiled kernels (each compiles again on its next use, or loads from the disk
     cache), the numba lookup and the disk cache's checks."""
-    with _LOCK:
-        _COMPILED.clear()
+    COMPILED.clear()
     _numba.cache_clear()
     _usable_dir.cache_clear()
 
@@ -167,15 +168,14 @@ def compiled(fn):
     """
     if not current().jit or _numba() is None:  # (``enabled()`` inline: this runs once per kernel call)
         return None
-    k = _COMPILED.get(fn)
-    if k is None:
-        with _LOCK:
-            k = _COMPILED.get(fn)
-            if k is None:
-                k = _numba().njit(nogil=True)(fn)
-                _cache_on_disk(k, fn)
-                _compile_listener()
-                _COMPILED[fn] = k
+    k = COMPILED.peek(fn)
+    return k if k is not None else COMPILED.get_or_make(fn, _njit, fn)
+
+
+def _njit(fn):
+    k = _numba().njit(nogil=True)(fn)
+    _cache_on_disk(k, fn)
+    _compile_listener()
     return k
 
 
@@ -183,7 +183,7 @@ def compile_ns_within(start_ns: int, end_ns: int) -> int:
     """Nanoseconds this thread spent in numba compiling (or loading from the disk cache) kernels
     between ``start_ns`` and ``end_ns`` (``time.perf_counter_ns``): ``la.profile()`` counts that
     apart from the kernel call that paid it (``op[numba compile]``)."""
-    spans = getattr(_REGION, "compiles", None)
+    spans = _COMPILES.get()[2]
     if not spans or spans[-1][1] <= start_ns:
         return 0
     return sum(max(0, min(e, end_ns) - max(s, start_ns)) for s, e in spans)
@@ -193,24 +193,20 @@ def compile_ns_within(start_ns: int, end_ns: int) -> int:
 def _compile_listener() -> None:
     """Note each outermost hold of numba's compiler lock (loading a kernel from the disk cache or
     compiling it) on this thread as a (start, end) span in
-    ``_REGION.compiles`` (the last 32), for ``compile_ns_within``."""
+    ``_COMPILES`` (the last 32), for ``compile_ns_within``."""
     event = importlib.import_module("numba.core.event")
 
     class Spans(event.Listener):
         def on_start(self, ev):
-            depth = getattr(_REGION, "compiling", 0)
-            if depth == 0:
-                _REGION.compile_start = time.perf_counter_ns()
-            _REGION.compiling = depth + 1
+            depth, start, spans = _COMPILES.get()
+            _COMPILES.set((depth + 1, time.perf_counter_ns() if depth == 0 else start, spans))
 
         def on_end(self, ev):
-            _REGION.compiling = depth = getattr(_REGION, "compiling", 1) - 1
+            depth, start, spans = _COMPILES.get()
+            depth = max(depth - 1, 0)
             if depth == 0:
-                spans = getattr(_REGION, "compiles", None)
-                if spans is None:
-                    spans = _REGION.compiles = []
-                spans.append((_REGION.compile_start, time.perf_counter_ns()))
-                del spans[:-32]
+                spans = (*spans[-31:], (start, time.perf_counter_ns()))
+            _COMPILES.set((depth, start, spans))
 
     event.register("numba:compiler_lock", Spans())  # (held while a kernel loads from the cache or compiles)
 
@@ -231,8 +227,7 @@ def warm_up() -> bool:
 def cache_stats() -> tuple[int, int]:
     """``(compiled, loaded)``: how many kernel signatures this process compiled and how many it loaded
     from the disk cache, over the kernels ``compiled`` gave."""
-    with _LOCK:
-        kernels = list(_COMPILED.values())
+    kernels = COMPILED.values()
     loaded = sum(sum(k.stats.cache_hits.values()) for k in kernels)
     return sum(len(k.overloads) for k in kernels) - loaded, loaded
 
@@ -315,8 +310,13 @@ def _disk_cache_class():
     return DiskCache
 
 
-_PARALLEL: list = []  # [pid, ready] once asked
-_REGION = threading.local()  # .threads: what this thread last gave numba.set_num_threads; .compiles: compile spans
+# None -> (the pid of the process that first asked, whether its threading layer is thread-safe): asked
+# once; another process (a forked child) gets False
+PARALLEL = NamedCache("numba parallel layer", 1)
+# What this thread / task last gave numba.set_num_threads (numba keeps it per thread; None: nothing yet)
+_REGION_THREADS: contextvars.ContextVar[int | None] = contextvars.ContextVar("lazyarray_numba_threads", default=None)
+# This thread's numba compiles: (nesting depth, start of the outermost, the last 32 (start, end) spans)
+_COMPILES: contextvars.ContextVar[tuple] = contextvars.ContextVar("lazyarray_numba_compiles", default=(0, 0, ()))
 # numba's threading layers by name -> the pools that provide them (``numba.np.ufunc.<pool>``); the
 # default tries TBB, then OpenMP, then workqueue (not thread-safe: never used here)
 _LAYERS = {"default": ("tbbpool", "omppool"), "threadsafe": ("tbbpool", "omppool"),
@@ -327,27 +327,24 @@ def parallel_ready() -> bool:
     """True when compiled kernels are on and may open numba parallel regions in this process."""
     if not enabled():
         return False
-    state = _PARALLEL
-    if state:
-        return state[1] and state[0] == os.getpid()
-    with _LOCK:
-        if not _PARALLEL:
-            numba = _numba()
-            ready = False
-            for pool in _LAYERS.get(str(numba.config.THREADING_LAYER).lower(), ()):
-                try:
-                    importlib.import_module(f"numba.np.ufunc.{pool}")
-                except Exception:  # (ImportError, or a library that fails to load)
-                    continue
-                ready = True
-                break
-            _PARALLEL[:] = [os.getpid(), ready]
-    return parallel_ready()
+    pid, ready = PARALLEL.peek(None) or PARALLEL.get_or_make(None, _first_ask)
+    return ready and pid == os.getpid()
+
+
+def _first_ask() -> tuple[int, bool]:
+    """(this process, whether numba's threading layer lets two threads launch regions at once)."""
+    for pool in _LAYERS.get(str(_numba().config.THREADING_LAYER).lower(), ()):
+        try:
+            importlib.import_module(f"numba.np.ufunc.{pool}")
+        except Exception:  # (ImportError, or a library that fails to load)
+            continue
+        return os.getpid(), True
+    return os.getpid(), False
 
 
 def use_threads(n: int) -> None:
     """This thread's numba parallel regions run on ``n`` threads (at most numba's pool size)."""
-    if getattr(_REGION, "threads", None) != n:
+    if _REGION_THREADS.get() != n:
         numba = _numba()
         numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
-        _REGION.threads = n
+        _REGION_THREADS.set(n)

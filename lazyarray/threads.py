@@ -11,11 +11,13 @@ would otherwise share each product while the copies and transforms around it ran
 """
 from __future__ import annotations
 
+import contextvars
 import numbers
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from .caches import NamedCache
 from .errors import ParamError, ParamValueError
 from .tuning_table import current
 
@@ -41,10 +43,24 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
-_THREADS = [default_threads()]
-_POOL: list = [None]
-_LOCK = threading.Lock()
-_IN_POOL = threading.local()  # .active: this thread is one of the pool's (its work runs inline)
+class _Pool:
+    """The thread count and the executor of that many threads (its threads start at its first task)."""
+
+    __slots__ = ("threads", "executor")
+
+    def __init__(self, n: int):
+        self.threads = n
+        self.executor = ThreadPoolExecutor(n, thread_name_prefix="lazyarray", initializer=_mark_pool_thread)
+
+    def shut_down(self) -> None:
+        self.executor.shutdown(wait=False)
+
+
+# The one pool: None -> the _Pool of ``la.set_num_threads``' count. Setting a count replaces it and
+# shuts the old one down; ``POOL.clear()`` shuts it down and goes back to ``default_threads()``.
+POOL = NamedCache("thread pool", 1, drop=_Pool.shut_down)
+# True on the pool's threads and on a thread working on its share of a ``split`` (its work runs inline)
+_IN_POOL: contextvars.ContextVar[bool] = contextvars.ContextVar("lazyarray_in_pool", default=False)
 
 
 def set_num_threads(n: int) -> None:
@@ -56,11 +72,7 @@ def set_num_threads(n: int) -> None:
     if n < 1:
         raise ParamValueError(f"set_num_threads: n must be >= 1 (1 runs kernels on the calling thread only), "
                               f"got {n}")
-    with _LOCK:
-        _THREADS[0] = n
-        if _POOL[0] is not None:
-            _POOL[0].shutdown(wait=False)
-            _POOL[0] = None
+    POOL.put(None, _Pool(n))  # (the pool of the old count is shut down: its running tasks finish)
     try:  # BLAS honours the same count when threadpoolctl is available (an optional extra)
         from threadpoolctl import threadpool_limits
     except ImportError:
@@ -70,25 +82,32 @@ def set_num_threads(n: int) -> None:
 
 
 def num_threads() -> int:
-    return _THREADS[0]
+    """The threads of ``la.set_num_threads`` (before any: ``default_threads()``)."""
+    pool = POOL.peek(None)
+    return (pool if pool is not None else _current_pool()).threads
+
+
+def _current_pool() -> _Pool:
+    pool = POOL.peek(None)
+    return pool if pool is not None else POOL.get_or_make(None, _default_pool)
+
+
+def _default_pool() -> _Pool:
+    return _Pool(default_threads())
 
 
 def _pool() -> ThreadPoolExecutor:
-    with _LOCK:
-        if _POOL[0] is None:
-            _POOL[0] = ThreadPoolExecutor(_THREADS[0], thread_name_prefix="lazyarray",
-                                          initializer=_mark_pool_thread)
-        return _POOL[0]
+    return _current_pool().executor
 
 
 def _mark_pool_thread() -> None:
-    _IN_POOL.active = True
+    _IN_POOL.set(True)
 
 
 def in_pool() -> bool:
     """True on one of the pool's threads, and on a thread while it works on its share of a ``split``:
     work started there runs inline (no nested hand-offs)."""
-    return getattr(_IN_POOL, "active", False)
+    return _IN_POOL.get()
 
 
 def chunked(rows: int, per: int, nbytes: int, work) -> None:
@@ -96,9 +115,10 @@ def chunked(rows: int, per: int, nbytes: int, work) -> None:
     call per worker thread (each gets every n-th chunk, and may keep scratch buffers across its
     chunks), or one call on this thread when the array is small or one thread is set."""
     bounds = [(lo, min(lo + per, rows)) for lo in range(0, rows, per)]
-    n = min(_THREADS[0], len(bounds))
+    pool = _current_pool()
+    n = min(pool.threads, len(bounds))
     if n > 1 and nbytes >= MIN_PARALLEL_BYTES and not in_pool():
-        list(_pool().map(work, [bounds[k::n] for k in range(n)]))
+        list(pool.executor.map(work, [bounds[k::n] for k in range(n)]))
     else:
         work(bounds)
 
@@ -190,7 +210,7 @@ def split_threads(macs: int, pieces: int) -> int:
     pieces over (a convolution's images); 1: run it whole, its products on BLAS's threads. With
     fewer pieces than threads a split would leave cores idle that BLAS's threads would use.
     Below the tuning table's ``min_split_macs`` the hand-offs would cost more than they save."""
-    n = _THREADS[0]
+    n = num_threads()
     return n if macs >= current().min_split_macs and pieces >= n else 1
 
 
@@ -202,7 +222,8 @@ def split(parts: list, work) -> None:
     the OS holds back (another process on its core) leaves more of the parts to the others. After
     an error no thread starts another part; the first error is re-raised here once every thread
     has stopped."""
-    n = min(_THREADS[0], len(parts))
+    pool = _current_pool()
+    n = min(pool.threads, len(parts))
     if n <= 1 or in_pool():
         for p in parts:
             work(p)
@@ -224,12 +245,12 @@ def split(parts: list, work) -> None:
                 raise
 
     with _BLAS:
-        futures = [_pool().submit(share) for _ in range(1, n)]
-        _IN_POOL.active = True  # (this thread's parts run their own work inline, as the pool's do)
+        futures = [pool.executor.submit(share) for _ in range(1, n)]
+        token = _IN_POOL.set(True)  # (this thread's parts run their own work inline, as the pool's do)
         try:
             share()
         finally:
-            _IN_POOL.active = False
+            _IN_POOL.reset(token)
             for f in futures:  # wait for every share before BLAS gets its threads back
                 f.exception()
         for f in futures:
@@ -237,3 +258,6 @@ def split(parts: list, work) -> None:
 
 
 _DONE = object()
+
+
+POOL.put(None, _default_pool())  # (the count at import, as the environment gave it)

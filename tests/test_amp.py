@@ -19,9 +19,9 @@ B = la.blocks
 
 @pytest.fixture(autouse=True)
 def _policy():
-    before = amp.policy()
+    token = amp._POLICY.set(amp.policy())
     yield
-    amp._POLICY[0] = before
+    amp._POLICY.reset(token)
 
 
 def mlp():
@@ -276,9 +276,20 @@ def test_bad_arguments_are_named_errors():
 
 
 def test_no_policy_and_no_dtype_is_a_named_error():
-    amp._POLICY[0] = None
+    amp._POLICY.set(None)
     with pytest.raises(la.ParamValueError, match=r"amp\.convert_block: no target dtype: pass target_dtype"):
         amp.convert_block(mlp())
+
+
+def test_init_sets_the_policy_of_this_thread_only():
+    import threading
+
+    amp.init("bfloat16")
+    seen = []
+    t = threading.Thread(target=lambda: seen.append((amp.init("float16").target_dtype, amp.policy().target_dtype)))
+    t.start()
+    t.join()
+    assert seen == [("float16", "float16")] and amp.policy().target_dtype == "bfloat16"
 
 
 # -- the per-op policy (autocast) ----------------------------------------------------------------------

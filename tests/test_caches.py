@@ -82,3 +82,68 @@ def test_the_distributed_worker_keeps_its_programs_in_named_caches():
     assert len(worker.PROGRAMS) == 1  # the same signature: the same program
     worker.clear()
     assert len(worker.PROGRAMS) == len(worker.PARSED) == 0
+
+
+def test_get_or_make_makes_once_while_other_threads_wait():
+    c = NamedCache("made", size=4)
+    made, started = [], threading.Event()
+
+    def make(k):
+        started.set()
+        made.append(k)
+        threading.Event().wait(0.05)  # (the others arrive while this one makes)
+        return k * 10
+
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(c.get_or_make("k", make, 7))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert made == [7] and got == [70] * 4 and c.peek("k") == 70
+
+
+def test_get_or_make_stores_nothing_when_make_fails_and_may_fill_other_keys():
+    c = NamedCache("made", size=4)
+    with pytest.raises(ZeroDivisionError):
+        c.get_or_make("bad", lambda: 1 / 0)
+    assert "bad" not in c
+    # (one make may fill another key of the same cache: the make lock is re-entrant)
+    assert c.get_or_make("outer", lambda: c.get_or_make("inner", lambda: 1) + 1) == 2 and c.peek("inner") == 1
+
+
+def test_peek_leaves_the_order_and_get_moves_to_the_end():
+    c = NamedCache("order", size=2)
+    c.put("a", 1)
+    c.put("b", 2)
+    assert c.peek("a") == 1 and c.peek("zz", "none") == "none"
+    c.put("c", 3)  # ("a" was only peeked: still the oldest)
+    assert "a" not in c and c.get("b") == 2
+    c.put("d", 4)
+    assert "c" not in c and "b" in c
+
+
+def test_values_are_a_copy_oldest_first():
+    c = NamedCache("v", size=3)
+    for k in "abc":
+        c.put(k, k.upper())
+    c.get("a")
+    vals = c.values()
+    c.clear()
+    assert vals == ["B", "C", "A"] and c.values() == []
+
+
+def test_drop_is_called_with_every_value_let_go():
+    dropped = []
+    c = NamedCache("owned", size=2, drop=dropped.append)
+    c.put("a", 1)
+    c.put("b", 2)
+    c.put("a", 3)  # replaced
+    c.put("c", 4)  # evicts "b"
+    c.discard("c")
+    c.once("x")  # evicts nothing (2 entries: "a", "x")
+    c.once("y")  # evicts "a"
+    assert dropped == [1, 2, 4, 3]
+    c.put("x", 5)  # replaces once's True
+    c.clear()
+    assert dropped == [1, 2, 4, 3, True, True, 5] and len(c) == 0

@@ -253,4 +253,4 @@ def test_drawing_from_overrides_this_threads_cpu_draws_only():
         t.join()
     np.testing.assert_array_equal(inside, np.random.default_rng(11).uniform(size=(4,)).astype(inside.dtype))
     assert other[0] is rng.generator(la.cpu(0))  # the other thread kept the process generator
-    assert rng.generator(la.cpu(0)) is not None and getattr(rng._OVERRIDE, "generator", None) is None
+    assert rng.generator(la.cpu(0)) is not None and rng._OVERRIDE.get() is None

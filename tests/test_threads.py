@@ -197,3 +197,38 @@ def test_the_default_is_read_at_import():
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "1"
+
+
+def test_the_pool_is_one_named_cache_entry_shut_down_when_replaced_or_cleared():
+    """``la.set_num_threads`` replaces the pool (the old executor shut down, taking no more work);
+    ``threads.POOL.clear()`` shuts it down and the count goes back to ``default_threads()``."""
+    before = threads.num_threads()
+    try:
+        la.set_num_threads(2)
+        old = threads.POOL.get(None)
+        assert old.threads == threads.num_threads() == 2
+        threads.chunked(4, 1, threads.MIN_PARALLEL_BYTES, lambda bounds: None)  # (its threads at work)
+        la.set_num_threads(3)
+        assert threads.num_threads() == 3 and threads.POOL.get(None) is not old and len(threads.POOL) == 1
+        with pytest.raises(RuntimeError, match="shutdown"):
+            old.executor.submit(lambda: None)
+        now = threads.POOL.get(None)
+        threads.POOL.clear()
+        with pytest.raises(RuntimeError, match="shutdown"):
+            now.executor.submit(lambda: None)
+        assert threads.num_threads() == threads.default_threads()
+        seen = []
+        threads.chunked(4, 1, threads.MIN_PARALLEL_BYTES, lambda bounds: seen.extend(bounds))
+        assert sorted(seen) == [(0, 1), (1, 2), (2, 3), (3, 4)]  # (a new pool runs the work)
+    finally:
+        la.set_num_threads(before)
+
+
+def test_in_pool_is_per_thread():
+    """The pool's threads say ``in_pool()``; the caller of a split only while it works on its share."""
+    la.set_num_threads(2)
+    try:
+        inside = threads.POOL.get(None).executor.submit(threads.in_pool).result()
+        assert inside and not threads.in_pool()
+    finally:
+        la.set_num_threads(os.cpu_count() or 1)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 import numpy as np
 
 from ..autograd import TRAINING
+from ..caches import NamedCache
 from ..creation import zeros
 from ..deferred import DEFERRED, MODE
 from ..device import Device
@@ -77,13 +78,13 @@ class Block:
             raise BlockError(f"{type(self).__name__}.__init__ must call super().__init__() before "
                                  f"assigning attributes (got {name!r})")
         if name in self._children or name in self._params or isinstance(value, (Block, Parameter)):
-            _STRUCTURE[0] += 1  # children or parameters change: traces made before are checked again
+            STRUCTURE.put(None, object())  # children or parameters change: traces made before are checked again
         self._children.pop(name, None)
         self._params.pop(name, None)
         if name in self._containers:
             for key in self._containers.pop(name):
                 self._children.pop(key, None)
-            _STRUCTURE[0] += 1
+            STRUCTURE.put(None, object())
         if isinstance(value, (list, tuple, dict)) and not name.startswith("_"):
             # blocks held in a list or dict are children "name.0", "name.key" (PyTorch's ModuleList /
             # ModuleDict); the container is read again whenever the children are listed
@@ -103,7 +104,7 @@ class Block:
         """Add ``block`` as a child (``name`` defaults to its position: ``"0"``, ``"1"``, ...)."""
         name = str(len(self._children)) if name is None else name
         self._children[name] = block
-        _STRUCTURE[0] += 1
+        STRUCTURE.put(None, object())
         return block
 
     def children(self) -> Iterator[tuple[str, Block]]:
@@ -125,7 +126,7 @@ class Block:
             for key, b in now:
                 self._children[key] = b
             self._containers[name] = tuple(k for k, _ in now)
-            _STRUCTURE[0] += 1
+            STRUCTURE.put(None, object())
 
     def apply(self, fn) -> Block:
         """Call ``fn(block)`` on every child block (recursively), then on this block; returns self.
@@ -269,7 +270,7 @@ class Block:
             child.cast(dtype)
         for p in self._params.values():
             p.cast(dtype)
-        _STRUCTURE[0] += 1  # compiled graphs hold the old dtypes
+        STRUCTURE.put(None, object())  # compiled graphs hold the old dtypes
         return self
 
     def save(self, prefix: str) -> tuple[str, str]:
@@ -528,7 +529,7 @@ class HybridBlock(Block):
         if now != self.__dict__.get("_traced_structure"):
             self._clear_cache(self._traces.size, self._traces.max_bytes)
             object.__setattr__(self, "_traced_structure", now)
-        object.__setattr__(self, "_structure_epoch", _STRUCTURE[0])
+        object.__setattr__(self, "_structure_epoch", STRUCTURE.peek(None))
 
     def guards(self) -> str:
         """The shape guards of this block's traces, one per line with the line that created it:
@@ -606,7 +607,7 @@ class HybridBlock(Block):
     def _call(self, *args):
         if not self._active or MODE.get() & DEFERRED:  # imperative, or inlined into an enclosing trace
             return self.run_forward(*args)
-        if self.__dict__.get("_structure_epoch") != _STRUCTURE[0]:
+        if self.__dict__.get("_structure_epoch", _NEVER) is not STRUCTURE.peek(None):
             self._check_structure()
         # The hot path of a hybridized call: one signature, one dict lookup, then the cached op.
         try:  # (a computed array's value has its shape and dtype; a lazy one's is None: below)
@@ -736,7 +737,10 @@ class HybridBlock(Block):
                 if n.name in shapes}
 
 
-_STRUCTURE = [0]  # bumped whenever any block's children or parameters change
+# None -> a token replaced whenever any block's children or parameters change: a hybridized block
+# checks its structure again when the token is not the one it saw (clear(): every block checks again)
+STRUCTURE = NamedCache("block structure epoch", 1)
+_NEVER = object()  # (the token a block that never checked saw)
 GENERIC_TRACES = 8  # traces per mode kept to serve new signatures without tracing again
 
 

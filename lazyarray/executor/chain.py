@@ -24,13 +24,15 @@ read: ``describe``'s job). It numbers the slots by position (op ``i`` from the e
 ``i``; the leaves follow, one slot per leaf *read*, so the key needs no sharing pattern) and
 gives a ``Described`` that ``run_recorded`` runs like any other.
 
-Tables are bounded: past ``MAX_KEYS`` keys made, the roots are forgotten and new recordings
-start new keys (a cache miss, never a wrong hit).
+Tables are bounded: the roots live in one generation (``KEYS``, a one-entry named cache); past
+``MAX_KEYS`` keys made in it, a new generation starts with no roots and new recordings start new keys
+(a cache miss, never a wrong hit). ``KEYS.clear()`` starts one now.
 """
 from __future__ import annotations
 
 import weakref
 
+from ..caches import NamedCache
 from ..graph.node import Node
 from ..ops import registry
 from .program import SMALL_GRAPH
@@ -38,8 +40,20 @@ from .structure import Described
 
 MAX_KEYS = 1 << 16
 _REF = weakref.ref
-_ROOTS: dict = {}  # (op, input avals) -> ChainKey
-_MADE = [0]
+
+
+class _Generation:
+    """The chain keys made since the last fresh start: the first ops' keys by ``(op, input avals)``,
+    and how many keys (first ops and successors) were made, at most ``MAX_KEYS``."""
+
+    __slots__ = ("roots", "made")
+
+    def __init__(self):
+        self.roots: dict = {}  # (op, input avals) -> ChainKey
+        self.made = 0
+
+
+KEYS = NamedCache("chain keys", 1)  # None -> the current _Generation
 
 
 class ChainKey:
@@ -81,12 +95,11 @@ def _chainable(op) -> bool:
     return not op.random and registry.is_registered(op)
 
 
-def _count_made() -> None:
-    """Count a key made; past ``MAX_KEYS``, forget the roots (new recordings start new keys)."""
-    _MADE[0] += 1
-    if _MADE[0] > MAX_KEYS:
-        _MADE[0] = 0
-        _ROOTS.clear()
+def _count_made(gen: _Generation) -> None:
+    """Count a key made; past ``MAX_KEYS``, a new generation (new recordings start new keys)."""
+    gen.made += 1
+    if gen.made > MAX_KEYS:
+        KEYS.put(None, _Generation())
 
 
 def root(op, entries: tuple, avals: tuple):
@@ -96,12 +109,13 @@ def root(op, entries: tuple, avals: tuple):
             return None
     ins = tuple([e.node.avals[e.index] for e in entries])
     at = (op, ins)
-    k = _ROOTS.get(at)
+    gen = KEYS.peek(None) or KEYS.get_or_make(None, _Generation)
+    k = gen.roots.get(at)
     if k is None or k.avals is not avals:
         if not _chainable(op):
             return None
-        k = _ROOTS[at] = ChainKey(None, op, avals, None, ins)
-        _count_made()
+        k = gen.roots[at] = ChainKey(None, op, avals, None, ins)
+        _count_made(gen)
     return k
 
 
@@ -119,7 +133,7 @@ def grow(prev: ChainKey, op, avals: tuple, pos: int, leaf):
         return None
     k = ChainKey(prev, op, avals, pos, leaf)
     prev._add(k)
-    _count_made()
+    _count_made(KEYS.get_or_make(None, _Generation))
     return k
 
 

@@ -17,14 +17,15 @@ symbol missing): callers then take their NumPy path. Looked up once per process.
 from __future__ import annotations
 
 import ctypes
-import threading
 
 import numpy as np
 
+from ..caches import NamedCache
+
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # CBLAS enum values
 
-_FOUND: dict = {}
-_LOCK = threading.Lock()
+# the one look-up: None -> {dtype: function} (clear(): looked up again on the next call)
+FOUND = NamedCache("NumPy's BLAS gemm functions", 1)
 
 
 def gemm(dtype):
@@ -33,15 +34,11 @@ def gemm(dtype):
     dtype = np.dtype(dtype)
     if dtype not in (np.float32, np.float64):
         return None
-    if not _FOUND:
-        with _LOCK:
-            if not _FOUND:
-                _FOUND.update(_lookup())
-    return _FOUND.get(dtype)
+    return FOUND.get_or_make(None, _lookup).get(dtype)
 
 
 def _lookup() -> dict:
-    found: dict = {"looked": True}
+    found: dict = {}
     try:
         from threadpoolctl import ThreadpoolController
     except ImportError:

@@ -28,11 +28,11 @@ time during a few small products, so a busy machine does not fool it).
 """
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
 
+from ..caches import NamedCache
 from ..threads import blas_one_thread
 
 # Below this many floating-point operations (2 * m * n * k) a product runs on one BLAS thread.
@@ -100,8 +100,7 @@ def region_blocks(macs_per_item: int, items: int, threads: int) -> int:
     return max(1, min(blocks, items))
 
 
-_PROBE: list = []  # [True/False] once probed
-_PROBE_LOCK = threading.Lock()
+PROBE = NamedCache("BLAS small-product probe", 1)  # None -> True/False once probed (clear(): probe again)
 
 
 def small_calls_serial() -> bool:
@@ -110,12 +109,8 @@ def small_calls_serial() -> bool:
     CPU time other threads spend while this thread runs such products (a column block of a
     batch-last convolution and a dense layer's ``x @ w.T``). False if any other thread worked
     meanwhile."""
-    if _PROBE:
-        return _PROBE[0]
-    with _PROBE_LOCK:
-        if not _PROBE:
-            _PROBE.append(_probe())
-    return _PROBE[0]
+    found = PROBE.peek(None)
+    return found if found is not None else PROBE.get_or_make(None, _probe)
 
 
 # The probe multiplies for at least this long: Linux adds another running thread's CPU time to the

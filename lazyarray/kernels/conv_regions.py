@@ -32,21 +32,18 @@ as onnxruntime's and OpenBLAS's spinning pools do.
 """
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from .. import jit
+from ..caches import NamedCache
 from ..threads import blas_one_thread
 from . import conv_jit
 from .blas_gemm import NO_TRANS, ROW_MAJOR, gemm
 from .blas_threads import SMALL_PRODUCT, region_blocks, small_calls_serial
 
-_KERNELS: dict = {}
-_PLANS: dict = {}  # (shapes, dtypes, geometry, threads) -> _plan(...)
-_MAX_PLANS = 256
+KERNELS = NamedCache("conv2d parallel-region kernels", 2)  # dtype -> the compiled region
+PLANS = NamedCache("conv2d parallel-region plans", 256)  # (shapes, dtypes, geometry, threads) -> _plan(...)
 _NO_BIAS = {np.dtype(np.float32): np.zeros(0, np.float32), np.dtype(np.float64): np.zeros(0, np.float64)}
-_LOCK = threading.Lock()
 
 
 def conv2d(x, weight, bias, stride, padding, dilation, out, cols, mem, threads: int) -> bool:
@@ -58,12 +55,9 @@ def conv2d(x, weight, bias, stride, padding, dilation, out, cols, mem, threads: 
         return False
     key = (x.shape, weight.shape, x.dtype, weight.dtype, out.dtype, None if bias is None else bias.dtype,
            *stride, *padding, *dilation, threads)
-    plan = _PLANS.get(key)
+    plan = PLANS.peek(key)
     if plan is None:
-        plan = _plan(x, weight, bias, out, threads)
-        if len(_PLANS) >= _MAX_PLANS:
-            _PLANS.clear()
-        _PLANS[key] = plan
+        plan = PLANS.get_or_make(key, _plan, x, weight, bias, out, threads)
     if plan is False:
         return False
     kern, blocks, per, serial = plan
@@ -109,13 +103,7 @@ def _plan(x, weight, bias, out, threads):
 
 
 def _kernel(dtype, fn):
-    kern = _KERNELS.get(dtype)
-    if kern is None:
-        with _LOCK:
-            kern = _KERNELS.get(dtype)
-            if kern is None:
-                kern = _KERNELS[dtype] = _build(dtype, fn)
-    return kern
+    return KERNELS.get_or_make(dtype, _build, dtype, fn)
 
 
 def _build(dtype, fn):

@@ -19,11 +19,10 @@ C-ordered operands, take it; everything else runs the caller's ``x.dot(w.T)``.
 """
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from .. import jit, threads
+from ..caches import NamedCache
 from ..tuning_table import current
 from .blas_gemm import NO_TRANS, ROW_MAJOR, TRANS, gemm
 from .blas_threads import SMALL_PRODUCT, region_blocks, small_calls_serial
@@ -33,10 +32,8 @@ from .blas_threads import SMALL_PRODUCT, region_blocks, small_calls_serial
 # (the tests and benchmarks compare both paths).
 
 _F32 = np.dtype(np.float32)
-_PLANS: dict = {}  # (weight shape, threads) -> (kernel, blocks, units per block) or False
-_MAX_PLANS = 256
-_KERNEL: list = []
-_LOCK = threading.Lock()
+PLANS = NamedCache("dense parallel-region plans", 256)  # (weight shape, threads) -> (kernel, blocks, per) or False
+KERNEL = NamedCache("dense parallel-region kernel", 1)  # None -> the compiled region
 
 
 def dense_row(x, weight, out) -> bool:
@@ -50,12 +47,9 @@ def dense_row(x, weight, out) -> bool:
             or threads.in_pool() or not jit.parallel_ready():
         return False
     key = (weight.shape, n)
-    plan = _PLANS.get(key)
+    plan = PLANS.peek(key)
     if plan is None:
-        plan = _plan(weight.shape, n)
-        if len(_PLANS) >= _MAX_PLANS:
-            _PLANS.clear()
-        _PLANS[key] = plan
+        plan = PLANS.get_or_make(key, _plan, weight.shape, n)
     if plan is False:
         return False
     kern, blocks, per = plan
@@ -74,11 +68,7 @@ def _plan(shape, threads):
     # batch-1 layer)
     if fn is None or k * per > SMALL_PRODUCT or not small_calls_serial():
         return False
-    if not _KERNEL:
-        with _LOCK:
-            if not _KERNEL:
-                _KERNEL.append(_build(fn))
-    return _KERNEL[0], blocks, per
+    return KERNEL.get_or_make(None, _build, fn), blocks, per
 
 
 def _build(fn):

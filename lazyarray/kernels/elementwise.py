@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import jit, threads
+from ..caches import NamedCache
 from ..mode import MODE, PROFILING
 from ..ops.elementwise import memory_order, relu_grad_kernel
 from ..tuning_table import current
@@ -24,17 +25,19 @@ from .runner import noted, ran
 # Below half a row the plain call costs less than the dispatch (the zero row's or the compiled loop's:
 # about 2.5 us of Python around a loop of 1 us, against 1.8 us for ``maximum`` of 2048 float32).
 _ZERO_ROW = 8192
-_ZERO_ROWS: dict = {}
+ZERO_ROW_ARRAYS = NamedCache("relu zero rows", 8)  # dtype -> a read-only row of _ZERO_ROW zeros
 JIT_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))  # the dtypes relu compiles for
 UNITS = {d: (d.type(0), d.type(1)) for d in JIT_FLOATS}  # (0, 1) in each: the compiled loops' constants
 
 
 def _zero_row(dtype):
-    row = _ZERO_ROWS.get(dtype)
-    if row is None:
-        row = np.zeros(_ZERO_ROW, dtype)
-        row.flags.writeable = False
-        row = _ZERO_ROWS.setdefault(dtype, row)
+    row = ZERO_ROW_ARRAYS.peek(dtype)
+    return row if row is not None else ZERO_ROW_ARRAYS.get_or_make(dtype, _new_zero_row, dtype)
+
+
+def _new_zero_row(dtype):
+    row = np.zeros(_ZERO_ROW, dtype)
+    row.flags.writeable = False
     return row
 
 

@@ -39,6 +39,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .. import threads as thread_pool  # (the module, looked up at each call: tests replace its functions)
+from ..caches import NamedCache
 from ..ops import conv
 from ..ops.scratch import scratch
 from ..tuning_table import current
@@ -86,7 +87,7 @@ _GG = np.kron(_G, _G)  # (36, 9): a flattened 3x3 kernel to its 36 transformed v
 # The product position whose output-transform column is all ones (the points (1, 1)): a value
 # added there reaches each of the tile's 16 outputs once.
 BIAS_POSITION = 6 * POINTS.index(1) + POINTS.index(1)
-_CONSTANTS: dict = {}
+CONSTANTS = NamedCache("F(4, 3) transform matrices", 16)  # (id(matrix), dtype) -> the matrix in that dtype
 
 # Where F(4, 3) measured faster than F(2, 3) and im2col (``benchmarks/winograd.py``, ResNet-18's
 # layers at batch 64 and 1, 1 and 2 threads; F(2, 3) / F(4, 3) time at batch 64, 1 thread: 64
@@ -120,11 +121,8 @@ MIN_CHUNK_TILES = 256
 
 def _constant(mat, dtype):
     """A transform matrix in ``dtype`` (cached: converting it costs more than a small product)."""
-    key = (id(mat), np.dtype(dtype))
-    c = _CONSTANTS.get(key)
-    if c is None:
-        c = _CONSTANTS[key] = np.ascontiguousarray(mat, dtype=dtype)
-    return c
+    dtype = np.dtype(dtype)
+    return CONSTANTS.get_or_make((id(mat), dtype), np.ascontiguousarray, mat, dtype)
 
 
 def winograd_tile(x_shape, weight_shape, stride, padding, dilation, groups, ho, wo, cached=False, t=None) -> int:

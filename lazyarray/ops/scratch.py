@@ -9,18 +9,21 @@ the same time use different slots. Where it comes from is the *arena* bound to t
   ``peak_bytes``); the runner binds it (``bind_workspace``) while the kernel runs, and each slot is
   carved from it once and kept, run after run;
 * anywhere else (an eager call, a worker thread of a split kernel) the thread's own arena in
-  ``ARENAS``: one buffer per slot, grown to the largest request up to ``SCRATCH_MAX_BYTES`` and
-  reused call after call; ``ARENAS.clear()`` drops them all.
+  ``ARENAS`` (a named cache by thread): one buffer per slot, grown to the largest request up to
+  ``SCRATCH_MAX_BYTES`` and reused call after call; ``ARENAS.clear()`` drops them all.
 
 A request that does not fit (a planned workspace smaller than what the implementation the kernel
 chose uses, or an eager one over the limit) is an ordinary allocation, freed with its array.
 """
 from __future__ import annotations
 
+import contextvars
 import math
 import threading
 
 import numpy as np
+
+from ..caches import NamedCache
 
 # im2col columns and padded copies up to this size come from a thread's arena, reused call after
 # call: a fresh allocation this large is new memory from the OS each time, and its page faults cost
@@ -41,11 +44,11 @@ class Arena:
     ``raw``: a planned workspace (a 1-D uint8 array) the slots are carved from, or None for a
     thread's own arena, whose slots are separate buffers."""
 
-    __slots__ = ("raw", "bufs", "memos", "top", "dropped", "used")
+    __slots__ = ("raw", "bufs", "memos", "top", "thread", "used")
 
     def __init__(self, raw=None):
         self.raw = raw
-        self.dropped = False  # a thread's own arena after ``ARENAS.clear()``: the thread makes a new one
+        self.thread = None  # a planned workspace's: the thread it is lent to now
         self.bufs: list = [None] * SCRATCH_SLOTS
         self.memos: dict = {}
         self.top = 0  # bytes of ``raw`` carved so far
@@ -73,44 +76,23 @@ class Arena:
         return buf
 
 
-class ThreadArenas:
-    """The per-thread arenas of eager calls: at most ``limit`` threads' (each bounded by
-    ``SCRATCH_SLOTS`` x ``SCRATCH_MAX_BYTES``), and the arena bound to each thread now."""
+# thread ident -> the thread's own arena (eager calls, a split's workers): at most 64 threads' (threads
+# come and go: a finished one's arena is never asked again); ``ARENAS.clear()`` drops them all
+ARENAS = NamedCache("scratch arenas of threads", 64)
+# The planned workspace the running compiled step lent to this thread (``bind_workspace``), or None.
+# (The arena also names the thread it was lent to: a context copied into another thread never shares it.)
+_BOUND: contextvars.ContextVar[Arena | None] = contextvars.ContextVar("lazyarray_scratch_bound", default=None)
+_ident = threading.get_ident
 
-    def __init__(self, local: threading.local, limit: int = 64):
-        self.limit = limit
-        self._own: dict[int, Arena] = {}  # thread ident -> its own arena, made since the last clear()
-        self._local = local
 
-    def current(self) -> Arena:
-        """The arena of the calling thread: the planned workspace bound to it, else its own."""
-        arena = getattr(self._local, "arena", None)
-        if arena is not None and not arena.dropped:
-            return arena
-        if len(self._own) >= self.limit:
-            self.clear()  # (threads come and go: the arenas of finished ones are never asked again)
-        arena = self._local.arena = self._own[threading.get_ident()] = Arena()
+def current_arena() -> Arena:
+    """The arena of the calling thread: the planned workspace lent to it, else its own."""
+    arena = _BOUND.get()
+    ident = _ident()
+    if arena is not None and arena.thread == ident:
         return arena
-
-    def bind(self, arena: Arena | None) -> Arena | None:
-        """Make ``arena`` the calling thread's (None: its own again); returns the one it replaces."""
-        loc = self._local
-        prev = getattr(loc, "arena", None)
-        loc.arena = arena
-        return prev
-
-    def clear(self) -> None:
-        """Drop every thread's own arena (each is made again, empty, on its thread's next request)."""
-        for arena in list(self._own.values()):
-            arena.dropped = True
-        self._own.clear()
-
-    def __len__(self) -> int:
-        return len(self._own)
-
-
-_LOCAL = threading.local()  # .arena: the arena the thread's kernels take scratch from now
-ARENAS = ThreadArenas(_LOCAL)
+    own = ARENAS.peek(ident)
+    return own if own is not None else ARENAS.get_or_make(ident, Arena)
 
 
 def scratch(xp, slot: int, shape, dtype):
@@ -119,9 +101,7 @@ def scratch(xp, slot: int, shape, dtype):
     kernel returns may be one)."""
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
-    arena = getattr(_LOCAL, "arena", None)  # (``ARENAS.current()``'s fast path, inline: kernels ask several times per call)
-    if arena is None or arena.dropped:
-        arena = ARENAS.current()
+    arena = current_arena()
     buf = arena.take(xp, slot, nbytes)
     if buf is None:
         return xp.empty(shape, dtype=dtype)
@@ -131,19 +111,14 @@ def scratch(xp, slot: int, shape, dtype):
 def slot_buffers() -> list | None:
     """The current arena's buffers by slot (None before its first ``scratch``): a memo of views
     into them is valid while they are the same objects."""
-    arena = getattr(_LOCAL, "arena", None)
-    if arena is None or arena.dropped:
-        arena = ARENAS.current()
+    arena = current_arena()
     return arena.bufs if arena.used else None
 
 
 def thread_memo(name: str) -> dict:
     """A dict the current arena keeps under ``name`` (views into its scratch buffers, made once per
     geometry; the caller bounds it)."""
-    arena = getattr(_LOCAL, "arena", None)
-    if arena is None or arena.dropped:
-        arena = ARENAS.current()
-    memos = arena.memos
+    memos = current_arena().memos
     memo = memos.get(name)
     if memo is None:
         memo = memos[name] = {}
@@ -180,10 +155,11 @@ def bind_workspace(step, slot: int):
             if len(arenas) >= 16:
                 arenas.clear()
             arena = arenas[id(raw)] = Arena(raw)
-        prev = ARENAS.bind(arena)
+        arena.thread = _ident()
+        token = _BOUND.set(arena)
         try:
             step(s)
         finally:
-            ARENAS.bind(prev)
+            _BOUND.reset(token)
 
     return run

@@ -202,6 +202,30 @@ def test_changing_children_invalidates_the_trace():
     assert net(x).shape == (2, 2)
 
 
+def test_the_structure_is_checked_again_only_after_a_change_or_a_clear(monkeypatch):
+    from lazyarray.blocks import block
+
+    net = nn.HybridSequential()
+    net.add(nn.Dense(4, in_units=3))
+    net.initialize()
+    net.hybridize()
+    x = _x(2)
+    net(x)
+    checks = []
+    real = block.HybridBlock._check_structure
+    monkeypatch.setattr(block.HybridBlock, "_check_structure", lambda self: checks.append(1) or real(self))
+    net(x)
+    assert checks == []  # (nothing changed: the token is the one it saw)
+    block.STRUCTURE.clear()
+    want = net(x).asnumpy()
+    assert checks == [1] and net.trace_count == 1  # (checked again, found unchanged: the trace kept)
+    net.add(nn.Dense(2, in_units=4))
+    net[1].initialize()
+    got = net(x)
+    assert checks == [1, 1] and got.shape == (2, 2)
+    np.testing.assert_allclose(got.asnumpy(), net[1](la.array(want)).asnumpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_swapping_a_head_invalidates_the_trace():
     class Model(nn.HybridBlock):
         def __init__(self):

@@ -221,8 +221,7 @@ def test_ops_that_draw_or_are_not_registered_get_no_key():
 
 def test_the_key_tables_are_bounded(monkeypatch):
     monkeypatch.setattr(chain, "MAX_KEYS", 8)
-    monkeypatch.setattr(chain, "_ROOTS", {})
-    monkeypatch.setattr(chain, "_MADE", [0])
+    chain.KEYS.clear()
     spec = (((3,), "float32"), [("unary", "tanh", None, False), ("scalar", "add", 1.5, False)] * 5)
     keys = []
     for _ in range(4):
@@ -230,8 +229,20 @@ def test_the_key_tables_are_bounded(monkeypatch):
         y = _record(spec, xn, leaves)
         keys.append(y._entry.node.chain)
         np.testing.assert_allclose(y.asnumpy(), _run(spec, xn, leaves, np), rtol=1e-6)
-        assert len(chain._ROOTS) <= 8
+        gen = chain.KEYS.get(None)
+        assert len(gen.roots) <= gen.made <= 8 and len(chain.KEYS) == 1
     assert keys[0] is not keys[1]  # (past the bound: new keys, a miss, never a wrong hit)
+
+
+def test_clearing_the_keys_starts_new_ones():
+    spec = (((3,), "float32"), [("unary", "tanh", None, False), ("scalar", "add", 1.5, False)] * 3)
+    first, again = (_record(spec, *_inputs(spec))._entry.node.chain for _ in range(2))
+    assert first is again is not None  # (the same structure: the same key)
+    chain.KEYS.clear()
+    xn, leaves = _inputs(spec)
+    fresh = _record(spec, xn, leaves)
+    assert fresh._entry.node.chain is not first
+    np.testing.assert_allclose(fresh.asnumpy(), _run(spec, xn, leaves, np), rtol=1e-6)
 
 
 def test_with_the_cache_off_chains_run_node_by_node(monkeypatch):

@@ -171,3 +171,24 @@ def test_only_cpu_steps_take_their_workspace_from_the_plan():
         declared = scratch.workspace_bytes(conv, avals, params)
         assert declared == (2 * 3 * 10 * 10 + 2 * 8 * 8 * 3 * 9) * 4  # padded input + im2col columns
         assert scratch.planned_workspace_bytes(conv, avals, params) == (declared if planned else 0)
+
+
+def test_a_context_copied_into_another_thread_never_shares_the_bound_workspace():
+    """The workspace lent to a step names its thread: another thread running a copy of the step's
+    context (``asyncio.to_thread``, a thread that inherits its starter's context) takes its own arena."""
+    import contextvars
+
+    raw = np.zeros(4096, np.uint8)
+    got = []
+
+    def step(s):
+        mine = scratch.scratch(np, 0, (16,), np.float32)
+        ctx = contextvars.copy_context()
+        t = threading.Thread(target=lambda: got.append(ctx.run(scratch.scratch, np, 0, (16,), np.float32)))
+        t.start()
+        t.join()
+        got.append(mine)
+
+    scratch.bind_workspace(step, 0)([raw])
+    theirs, mine = got
+    assert np.shares_memory(mine, raw) and not np.shares_memory(theirs, raw)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from lazyarray import threads
+from lazyarray.caches import NamedCache
 from lazyarray.kernels import blas_threads, conv_batch_last
 from lazyarray.threads import blas_changed, blas_thread_counts
 
@@ -62,10 +63,17 @@ def test_the_count_comes_back_after_an_error(two_blas_threads):
     assert _blas_threads() == before
 
 
+def probed(answer: bool) -> NamedCache:
+    """A probe cache that already holds ``answer``."""
+    cache = NamedCache("test probe", 1)
+    cache.put(None, answer)
+    return cache
+
+
 @pytest.fixture(params=[True, False], ids=["small-calls-serial", "small-calls-threaded"])
 def probe(request, monkeypatch):
     """What ``small_calls_serial`` found (set here: both answers are exercised on any machine)."""
-    monkeypatch.setattr(blas_threads, "_PROBE", [request.param])
+    monkeypatch.setattr(blas_threads, "PROBE", probed(request.param))
     return request.param
 
 
@@ -113,7 +121,7 @@ def test_the_probe_counts_other_threads_work(monkeypatch):
     GIL, and on a busy machine sometimes not at all), and its answer is kept."""
     import hashlib
     import threading
-    monkeypatch.setattr(blas_threads, "_PROBE", [])
+    monkeypatch.setattr(blas_threads, "PROBE", NamedCache("test probe", 1))
     stop, started = threading.Event(), threading.Event()
     data = bytes(1 << 24)
 
@@ -129,7 +137,7 @@ def test_the_probe_counts_other_threads_work(monkeypatch):
     finally:
         stop.set()
         t.join()
-    assert blas_threads._PROBE == [False]
+    assert blas_threads.PROBE.get(None) is False
     assert blas_threads.small_calls_serial() is False  # (kept: not probed again)
 
 

@@ -10,6 +10,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray import jit
+from lazyarray.caches import NamedCache
 from lazyarray.kernels import blas_gemm, blas_threads, conv_batch_last, conv_regions
 from lazyarray.kernels.conv2d import run_conv2d
 from lazyarray.ops import conv
@@ -20,6 +21,13 @@ pytest.importorskip("threadpoolctl")
 GEOMETRIES = [((3, 3), (1, 1), (1, 1), (1, 1)), ((1, 1), (1, 1), (0, 0), (1, 1)), ((3, 2), (2, 1), (0, 0), (1, 1)),
               ((2, 2), (3, 3), (1, 0), (1, 1)), ((3, 3), (1, 1), (2, 1), (2, 1)), ((3, 3), (2, 2), (1, 1), (1, 1))]
 TOL = {"float32": dict(rtol=1e-5, atol=1e-5), "float64": dict(rtol=1e-12, atol=1e-12)}
+
+
+def probed(answer: bool) -> NamedCache:
+    """A BLAS probe cache that already holds ``answer``."""
+    cache = NamedCache("test probe", 1)
+    cache.put(None, answer)
+    return cache
 
 
 @pytest.fixture(autouse=True)
@@ -124,8 +132,8 @@ def test_large_blocks_and_float64_put_blas_on_one_thread(monkeypatch):
     """Blocks OpenBLAS would split over its own threads, and every float64 block, run inside the
     one-thread switch (two threads of the region each calling a threaded BLAS fought: 9 ms for a
     60 us product); small float32 blocks skip it where the probe says they stay serial."""
-    monkeypatch.setattr(blas_threads, "_PROBE", [True])
-    monkeypatch.setattr(conv_regions, "_PLANS", {})
+    monkeypatch.setattr(blas_threads, "PROBE", probed(True))
+    monkeypatch.setattr(conv_regions, "PLANS", NamedCache("test plans", 8))
     x32 = np.zeros((64, 8, 6, 6), np.float32)
     small = conv_regions._plan(x32, np.zeros((16, 8, 3, 3), np.float32), None, x32[:, :16], 2)
     assert small[3] is None
@@ -134,7 +142,7 @@ def test_large_blocks_and_float64_put_blas_on_one_thread(monkeypatch):
     assert big[3] is not None and big[2] == 1  # (a one-pixel block is still over the small size)
     x64 = x32.astype(np.float64)
     assert conv_regions._plan(x64, np.zeros((16, 8, 3, 3)), None, x64[:, :16], 2)[3] is not None
-    monkeypatch.setattr(blas_threads, "_PROBE", [False])
+    monkeypatch.setattr(blas_threads, "PROBE", probed(False))
     assert conv_regions._plan(x32, np.zeros((16, 8, 3, 3), np.float32), None, x32[:, :16], 2)[3] is not None
 
 
@@ -160,7 +168,7 @@ def test_declines_what_it_does_not_cover(monkeypatch, case):
     w = rng.standard_normal((3, 2, 3, 3)).astype("float64" if case == "mixed dtypes" else dtype)
     out = np.zeros((8, 3, 5, 5), np.result_type(x, w))
     out = out if case == "C-ordered out" else _batch_last(out)
-    monkeypatch.setattr(conv_regions, "_PLANS", {})
+    monkeypatch.setattr(conv_regions, "PLANS", NamedCache("test plans", 8))
     if case == "jit off":
         monkeypatch.setattr(la.config, "jit", False)
     if case == "no gemm":
@@ -191,14 +199,16 @@ def test_gemm_is_numpys_openblas_and_multiplies():
 
 def test_parallel_regions_only_in_the_process_that_asked_and_with_a_thread_safe_layer(monkeypatch):
     monkeypatch.setattr(la.config, "jit", True)
-    monkeypatch.setattr(jit, "_PARALLEL", [os.getpid() + 1, True])  # (as a forked child sees its parent's answer)
+    parent = NamedCache("test parallel", 1)
+    parent.put(None, (os.getpid() + 1, True))  # (as a forked child sees its parent's answer)
+    monkeypatch.setattr(jit, "PARALLEL", parent)
     assert not jit.parallel_ready()
     numba = pytest.importorskip("numba")
     monkeypatch.setattr(numba.config, "THREADING_LAYER", "workqueue")
-    monkeypatch.setattr(jit, "_PARALLEL", [])
+    monkeypatch.setattr(jit, "PARALLEL", NamedCache("test parallel", 1))
     assert not jit.parallel_ready()
     monkeypatch.setattr(numba.config, "THREADING_LAYER", "default")
-    monkeypatch.setattr(jit, "_PARALLEL", [])
+    monkeypatch.setattr(jit, "PARALLEL", NamedCache("test parallel", 1))
     monkeypatch.setitem(jit._LAYERS, "default", ("no_such_pool",))
     assert not jit.parallel_ready()
 

@@ -9,6 +9,7 @@ import pytest
 import lazyarray as la
 from lazyarray import blocks as B
 from lazyarray import threads
+from lazyarray.caches import NamedCache
 from lazyarray.kernels import blas_threads, dense_regions
 from lazyarray.kernels.dense import run_dense as _dense
 
@@ -79,7 +80,7 @@ def test_declines_what_it_does_not_cover(monkeypatch, case):
         monkeypatch.setattr(dense_regions, "small_calls_serial", lambda: False)
     if case == "switched off":
         monkeypatch.setattr(la.config, "dense_region", False)
-    monkeypatch.setattr(dense_regions, "_PLANS", {})
+    monkeypatch.setattr(dense_regions, "PLANS", NamedCache("test plans", 8))
     out = np.empty((1, units), x.dtype)
     if case != "small weight":
         assert not dense_regions.dense_row(x, w, out)

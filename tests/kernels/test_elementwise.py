@@ -218,12 +218,12 @@ def test_the_compiled_relu_loops_run_where_they_apply(kernel_path):
 
     from lazyarray import jit
     if compiled:
-        jit._COMPILED[elementwise_jit.relu_in_place] = spy
+        jit.COMPILED.put(elementwise_jit.relu_in_place, spy)
     try:
         y = x.copy()
         assert relu_kernel(np, y, out=y) is y
         relu_kernel(np, x[:10].copy(), out=None)  # 800 values: NumPy's maximum
     finally:
-        jit._COMPILED.pop(elementwise_jit.relu_in_place, None)
+        jit.COMPILED.discard(elementwise_jit.relu_in_place)
     np.testing.assert_array_equal(y, np.maximum(x, 0))
     assert calls == ([x.size] if compiled else [])
