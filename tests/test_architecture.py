@@ -48,7 +48,6 @@ STATE_BASELINE = {
     ("kernels.conv_regions", "_KERNELS"), ("kernels.conv_regions", "_LOCK"), ("kernels.conv_regions", "_PLANS"),
     ("kernels.dense_regions", "_KERNEL"), ("kernels.dense_regions", "_LOCK"), ("kernels.dense_regions", "_PLANS"),
     ("kernels.elementwise", "_ZERO_ROWS"), ("kernels.winograd4", "_CONSTANTS"),
-    ("kernels.fused_chunked", "_POOL"),
     # per-thread kernel scratch (to come from the memory plan) and numba's parallel-region probe
     ("ops.scratch", "_LOCAL"), ("jit", "_PARALLEL"), ("jit", "_REGION"),
     # the thread pool and its count (la.set_num_threads)

@@ -49,11 +49,14 @@ from .profile import current as current_profile
 OPS = {"add": J.ADD, "subtract": J.SUBTRACT, "multiply": J.MULTIPLY, "divide": J.DIVIDE, "negative": J.NEGATIVE,
        "positive": J.POSITIVE, "abs": J.ABS, "maximum": J.MAXIMUM, "minimum": J.MINIMUM, "relu": J.RELU,
        "square": J.SQUARE, "sqrt": J.SQRT, "floor": J.FLOOR, "ceil": J.CEIL, "trunc": J.TRUNC,
-       "reciprocal": J.RECIPROCAL}
+       "reciprocal": J.RECIPROCAL, "sign": J.SIGN}
 FLOATS = (np.dtype("float32"), np.dtype("float64"))
 # array inputs the compiled loop takes: one loop for groups of up to 4, one for up to 16 (a tuple
 # of arrays is typed by its length; each length is a compile). A group with more runs chunked.
 ARRAY_SLOTS = (4, 16)
+# outputs the compiled loop writes (STORE rows): a group's root, or up to this many values of a
+# segment of a mixed group (``fused_mixed.py``) read after it; one tuple length, one compile
+OUT_SLOTS = 4
 
 
 class TableCache:
@@ -139,18 +142,22 @@ def table_of(graph):
                                                for n in order))
     table = TABLES.get(key)
     if table is None:
-        table = _build(graph.inputs, order, dtype)
+        table = build(graph.inputs, order, dtype, [order[-1]])
         TABLES.put(key, table)
     return table
 
 
-def _build(inputs, order, dtype) -> Table:
-    """Loads, then one row per op; registers reused once their value's last reader has run."""
-    values = list(inputs) + order
+def build(inputs, order, dtype, exports) -> Table:
+    """The table of the ops ``order`` (in graph order) over the values ``inputs`` (loaded: a
+    group's operands, or values a mixed group computed before): loads, then one row per op, each
+    value of ``exports`` stored (to output ``exports.index(v)``) right after it is computed;
+    registers reused once their value's last reader has run."""
+    values = list(inputs) + list(order)
     arrays = [k for k, v in enumerate(inputs) if not _scalar(v)]
     scalars = [k for k, v in enumerate(inputs) if _scalar(v)]
     slots = {k: i for i, k in enumerate(arrays)}
     slots.update({k: i for i, k in enumerate(scalars)})
+    store = {id(v): i for i, v in enumerate(exports)}
     last: dict[int, int] = {}
     for k, n in enumerate(order):
         for e in n.inputs:
@@ -176,6 +183,8 @@ def _build(inputs, order, dtype) -> Table:
         else:
             ins = [reg[id(e.node)] for e in v.inputs]
             rows.append((OPS[v.op.name], r, ins[0], ins[1] if len(ins) > 1 else ins[0]))
+        if id(v) in store:
+            rows.append((J.STORE, r, store[id(v)], 0))
     return Table(np.array(rows, np.int64).reshape(-1, 4), nregs, dtype, arrays, scalars)
 
 
@@ -266,6 +275,15 @@ def _run_numba(xp, *arrays, graph, out=None):
             return None
     if out.size == 0:
         return out
+    run_table(table, arrays, (out,), shape, state)
+    return out
+
+
+def run_table(table: Table, arrays, outs, shape, state) -> None:
+    """The compiled loop of ``table`` over its inputs ``arrays`` (NumPy arrays of its dtype; those
+    at ``table.arrays`` read as arrays, those at ``table.scalars`` as one value each) into ``outs``
+    (C-ordered arrays of ``shape``, at most ``OUT_SLOTS``), its tiles spread over the threads.
+    ``state.layout`` keeps the loop's strides for the inputs' strides and shapes of the last call."""
     ins = [arrays[k] for k in table.arrays]
     key = tuple([a.strides for a in ins]) + tuple([a.shape for a in ins])
     lay = state.layout
@@ -278,22 +296,18 @@ def _run_numba(xp, *arrays, graph, out=None):
              for k, a in enumerate(ins)]
     flats += [_DUMMY[table.dtype]] * (table.slots - len(flats))
     scalars = np.fromiter([arrays[k].item() for k in table.scalars], table.dtype, len(table.scalars))
-    _loop(table, tuple(flats), st, scalars, out, cols)
-    return out
-
-
-def _loop(table, ins, st, scalars, out, cols) -> None:
-    """The compiled loop over every tile of ``out``, the tiles spread over the threads."""
+    flat_outs = tuple([o.reshape(-1) for o in outs]) + (_DUMMY_OUT[table.dtype],) * (OUT_SLOTS - len(outs))
     loop = LOOP.get()
-    flat = out.reshape(-1)
-    tiles = (out.size // cols) * -(-cols // J.TILE)
+    size = flat_outs[0].size
+    tiles = (size // cols) * -(-cols // J.TILE)
     zero, one = table.units
 
     def work(bounds):
         for lo, hi in bounds:
-            loop(table.rows, ins, st, scalars, flat, cols, lo, hi, table.nregs, zero, one)
+            loop(table.rows, tuple(flats), st, scalars, flat_outs, cols, lo, hi, table.nregs, zero, one)
 
-    chunked(tiles, max(1, CHUNK_BYTES // (J.TILE * out.itemsize)), out.nbytes, work)  # (numba releases the GIL)
+    # (numba releases the GIL)
+    chunked(tiles, max(1, CHUNK_BYTES // (J.TILE * outs[0].itemsize)), size * outs[0].itemsize * len(outs), work)
 
 
 def _read_only(a):
@@ -306,6 +320,7 @@ def _read_only(a):
 
 
 _DUMMY = {d: _read_only(np.zeros(1, d)) for d in FLOATS}  # (fills the array slots a group leaves empty)
+_DUMMY_OUT = {d: np.zeros(1, d) for d in FLOATS}  # (fills the output slots: no STORE row writes them)
 
 
 NUMBA = Impl("fused", "numba", _run_numba, "a group's calls after its first fused_jit_after, numba installed and "
