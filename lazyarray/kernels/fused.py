@@ -166,44 +166,39 @@ def admission(graph) -> tuple:
     shape = graph.avals[0].shape
     table = table_of(graph)
     if table:
-        n_ops = sum(1 for row in table.rows if row[0] > J.LOAD)
-        return ("numba" if pays(n_ops, shape) else "chunked"), table, False
+        return ("numba" if pays(_n_ops(table), shape) else "chunked"), table, False
     plan = plan_of(graph)
     return ("mixed" if plan and mixed_pays(plan, shape) else "chunked"), False, plan
 
 
-# What each path costs on the development machine (2 cores, float32, medians): the chunked path
-# about 0.4 us per op plus ~0.15 ns per value; the compiled loop about 6 us per call plus ~1 ns per
-# value and op (its tile loops are not vectorized as NumPy's are). It pays on small outputs of long
-# groups: the 1,000-op chain on 4x4 (16 values) 0.3 ms against 2 ms chunked; 8 ops on 4x4 or 16
-# ops on 64x64 run faster chunked.
-CHUNKED_US_PER_OP, LOOP_US_PER_CALL, LOOP_NS_PER_VALUE = 0.4, 6.0, 1.0
+# What each path costs on the development machine (2 cores, float32, process time, medians of 7
+# alternating rounds; a chain of multiply-adds around one exp, /tmp scripts now in
+# benchmarks/fusion.py's "fused[mixed]" rows): the chunked path about 0.4 us per op plus ~0.07 ns
+# per value and op; a call of the compiled loop about 7 us (Python's share: layouts, views, the
+# dispatch of numba's arguments) plus ~0.3 ns per value and op (its tile loops run near scalar
+# speed: NumPy's SIMD loops are 4x faster per value). It pays on small outputs of long groups:
+# 101 ops on 4x4 0.46x the chunked time, 401 ops 0.15x; 21 ops on 4x4 1.3x, 101 ops on 64x64 1.7x.
+CHUNKED_US_PER_OP, LOOP_US_PER_CALL, LOOP_NS_PER_VALUE = 0.4, 7.0, 0.3
 
 
-def pays(n_ops: int, shape) -> bool:
-    """True when the compiled loop is expected to beat the chunked path for ``n_ops`` ops over an
-    output of ``shape`` (the cost model above)."""
+def pays(n_ops: int, shape, calls: int = 1) -> bool:
+    """True when ``calls`` calls of the compiled loop running ``n_ops`` exact ops over an output of
+    ``shape`` are expected to beat the chunked path's call per op (the cost model above)."""
     size = 1
     for d in shape:
         size *= d
-    return n_ops * (CHUNKED_US_PER_OP - LOOP_NS_PER_VALUE * size / 1000) > LOOP_US_PER_CALL
-
-
-# fused[mixed] (development machine, float32; benchmarks/fusion.py's mixed rows): a call of the
-# compiled loop on a small output about MIXED_US_PER_CALL, plus MIXED_NS_PER_VALUE per value and
-# exact op (its tile loops vectorized); its NumPy ops cost what they cost in the chunked path.
-MIXED_US_PER_CALL, MIXED_NS_PER_VALUE = 3.0, 0.15
+    return n_ops * (CHUNKED_US_PER_OP - LOOP_NS_PER_VALUE * size / 1000) > LOOP_US_PER_CALL * calls
 
 
 def mixed_pays(plan, shape) -> bool:
-    """True when ``plan``'s calls are expected to beat the chunked path's one call per op over an
-    output of ``shape``: the exact ops' NumPy calls saved against the compiled loop's calls."""
-    size = 1
-    for d in shape:
-        size *= d
+    """``pays`` for a ``fused_mixed`` plan: its exact ops against its calls of the compiled loop
+    (its other ops cost the same on both paths)."""
     tables = [st.table for st in plan.steps if st.table is not None]
-    exact = sum(1 for t in tables for row in t.rows if row[0] > J.LOAD)
-    return len(tables) * MIXED_US_PER_CALL + exact * size * MIXED_NS_PER_VALUE / 1000 < exact * CHUNKED_US_PER_OP
+    return pays(sum(_n_ops(t) for t in tables), shape, len(tables))
+
+
+def _n_ops(table) -> int:
+    return int((table.rows[:, 0] > J.LOAD).sum())
 
 
 def run_fused(xp, *arrays, graph, out=None):

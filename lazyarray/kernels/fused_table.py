@@ -175,14 +175,21 @@ def layout(arrays, shape) -> tuple:
     over it flat: ``(strides, cols, copied)``. Inputs of the output's shape, and scalars, walk the
     whole output as one row; a broadcast row (a bias) or column needs the split before its
     broadcast axes; any other input (a strided view, a broadcast in the middle) is copied broadcast
-    to the output's shape first (``copied``: their positions; one pass, as a chunked step reads it)."""
+    to the output's shape first (``copied``: their positions; one pass, as a chunked step reads it).
+    So is a broadcast row shorter than a tile (a bias of 64 values): every op pays a fixed cost per
+    tile, and tiles of 64 values made the loop 4x slower than the copy costs."""
     n = len(shape)
     full = [a.shape if a.ndim == n else (1,) * (n - a.ndim) + a.shape for a in arrays]
     contiguous = [a.flags.c_contiguous for a in arrays]
+    size = 1
+    for d in shape:
+        size *= d
     for p in range(n + 1):
         got = _split(full, contiguous, shape, p)
         if got is not None:
-            return got + ((),)
+            if got[1] >= min(J.TILE, size):
+                return got + ((),)
+            break
     copied = tuple(k for k, (s, c) in enumerate(zip(full, contiguous)) if not (c and s == shape))
     strides, cols = _split([shape] * len(arrays), [True] * len(arrays), shape, 0)
     return strides, cols, copied
