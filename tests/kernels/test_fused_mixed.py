@@ -246,3 +246,11 @@ def test_the_chunked_scratch_pool_is_a_named_cache_that_clears():
         fused_chunked.POOL.clear()
         assert len(fused_chunked.POOL) == 0
         assert_same_bits(op(la.array(v)).asnumpy(), want)
+
+
+def test_bias_rows_shorter_than_a_tile_are_copied_and_long_ones_walked():
+    x, short = np.zeros((1, 64, 64), np.float32), np.zeros(64, np.float32)
+    assert fused_table.layout([x, short], x.shape)[2] == (1,)  # (copied: tiles of 64 values cost every op)
+    y, long_row = np.zeros((3, 700), np.float32), np.zeros(700, np.float32)
+    strides, cols, copied = fused_table.layout([y, long_row], y.shape)
+    assert (cols, copied, strides[1]) == (700, (), (0, 1))
