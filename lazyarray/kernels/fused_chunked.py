@@ -81,7 +81,7 @@ class Steps:
 
     def scratch(self, chunk_shape) -> list:
         """Registers for chunks of ``chunk_shape``: views of this thread's pooled buffers."""
-        return _registers(self.registers, chunk_shape)
+        return scratch_registers(self.registers, chunk_shape)
 
 
 # per thread (by its id): the raw buffers every fused kernel's registers borrow; a named cache (bounded,
@@ -90,7 +90,7 @@ class Steps:
 POOL = NamedCache("fused kernel scratch per thread", size=64)
 
 
-def _registers(dtypes: list, chunk_shape) -> list:
+def scratch_registers(dtypes: list, chunk_shape) -> list:
     """One array of ``chunk_shape`` per dtype in ``dtypes``, from this thread's pool when they are
     chunk-sized (the pool holds as many buffers as the largest group needs: a few chunks per
     thread, shared by every fused kernel), fresh otherwise (an unchunked huge row)."""

@@ -18,14 +18,14 @@ exact ops, each run reading at most ``fused.ARRAY_SLOTS[-1]`` arrays and leaving
 small outputs where the chunked path's fixed cost per op is what a call costs); ``plan_of``
 says whether a group qualifies (``fused.admission`` asks it, and ``fused.mixed_pays``
 whether it is expected to run faster). Values that cross from one call to the next live in the chunked path's pooled
-per-thread scratch (``fused_chunked._registers``), reused by liveness.
+per-thread scratch (``fused_chunked.scratch_registers``), reused by liveness.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from . import fused_table as F
-from .fused_chunked import CHUNK_BYTES, _registers
+from .fused_chunked import CHUNK_BYTES, scratch_registers
 
 MIN_RUN = 2  # (a run of one exact op is one NumPy call either way)
 
@@ -143,7 +143,7 @@ def _registers_by_liveness(steps, n_slots, root):
 
 def run_mixed(plan: Plan, arrays, out) -> None:
     """The group's steps over whole arrays into ``out`` (C order, the plan's dtype)."""
-    regs = _registers([plan.dtype] * plan.registers, out.shape)
+    regs = scratch_registers([plan.dtype] * plan.registers, out.shape)
     s = list(arrays) + [None] * (plan.n_slots - len(arrays))
     buffer = plan.buffer
     for step in plan.steps:
