@@ -11,15 +11,16 @@
   ``sign``): the values are then NumPy's bit for bit, in float32 as in float64.
 * ``fused[mixed]`` (``fused_mixed.py``): a group with other ops too (``exp``, ``tanh``, ``log``,
   ``sigmoid``, ops with parameters): each run of exact ops is one call of the compiled loop, every
-  other op its NumPy kernel; bit for bit NumPy's values as well. (NumPy's float32 ``exp`` and
-  ``log`` are its own SIMD code, 2-4 ulp from the correctly rounded values numba's C library
-  calls give, and those calls are 4-10x slower than NumPy's loops: they are not compiled.) Only
+  other op its NumPy kernel; bit for bit NumPy's values as well. (Numba's ``exp``, ``log``,
+  ``tanh`` are the C library's, one value at a time, 4-10x slower than NumPy's SIMD loops, and
+  not NumPy's values: float32 computed in float64 and rounded is up to 2 ulp (exp) and 3 (log)
+  from NumPy's, float64 1-3 ulp, ``benchmarks/fusion.py --ulp``; so they are not compiled.) Only
   for outputs that fit one chunk (small outputs: a call's fixed cost is what decides there).
 
 Each compiled path takes a group where it pays (``pays``, ``mixed_pays``: the cost model below):
 many ops on a small output, where the chunked path's fixed cost per op decides; NumPy's
-vectorized loops and the threads win on large outputs. ``admission`` says for a group which
-compiled path may take it and why not.
+vectorized loops and the threads win on large outputs. ``admission`` holds every condition of
+both compiled paths: it says which path takes a group.
 
 **Tiers.** A group's first ``fused_jit_after`` calls (the tuning table; 2 by default) run
 chunked; the call after builds its table or plan and runs compiled. The compiled loop is one
