@@ -40,7 +40,9 @@ def make_loop(compiled):
         it broadcasts) and the ``scalars`` into the flat outputs ``outs`` (a tuple of arrays of the
         output's size, ``cols`` values per row; STORE rows say which register goes to which).
         ``zero`` / ``one``: 0 and 1 in the dtype. Registers are read through row views (``regs[d]``):
-        loops over a 2-d index do not vectorize."""
+        compiled alone, an add over a 2-d index ran at 1.2 ns a value, over row views 0.065 (its loop
+        vectorized); inside this loop the ops still run near scalar speed (about 0.24 ns a value
+        and op, float32, process time, tile size 512 or 2048 alike), which ``fused.pays`` counts."""
         regs = np.empty((nregs, TILE), outs[0].dtype)
         per_row = (cols + TILE - 1) // TILE
         for t in range(first, last):
