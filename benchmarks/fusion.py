@@ -13,7 +13,11 @@ GELU (tanh form) written as users write it, with ``x**3``, on 16M float32, measu
 * a 1000-op elementwise chain recorded under ``la.deferred()`` then ``asnumpy()`` (µs per op,
   against the same chain run eagerly);
 * optional peers of the GELU, each only when importable: ``jax.jit``, ``numexpr`` and ``numba``
-  (``parallel=True``, no fastmath) on 1 and every thread.
+  (``parallel=True``, no fastmath) on 1 and every thread;
+* ``fused[mixed]`` against ``fused[chunked]`` (``--mixed``, or ``--only-mixed``): groups with one
+  ``exp`` among exact ops (a multiply-add chain, GELU with erf spelled as ONNX exports it) on
+  small and medium outputs, each path forced, one thread, process time, median of alternating
+  rounds; the last column says which path the chooser takes (``kernels/fused.py``'s cost model).
 
 Target: hybridized GELU at most 0.5x NumPy by hand in place (1.0x jax.jit when jax is installed).
 
@@ -33,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _util import table
 
 import lazyarray as la
+from lazyarray.kernels import fused as kfused
 
 C = 0.7978845608
 
@@ -237,10 +242,147 @@ def chain_rows(n_ops=1000):
     return [["eager", f"{t_eager / n_ops * 1e6:.2f}"], ["record + asnumpy()", f"{t_lazy / n_ops * 1e6:.2f}"]]
 
 
+def _erf_poly_gelu(x, b):
+    """GELU of ``x + b`` with erf as ONNX exports spell it (Abramowitz-Stegun 7.1.26: one exp)."""
+    v = x + b
+    z = v / 1.4142135
+    az = la.sym.abs(z)
+    t = 1.0 / (1.0 + 0.3275911 * az)
+    p = ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t
+    return v * 0.5 * (1.0 + la.sym.sign(z) * (1.0 - p * la.sym.exp(la.sym.negative(az * az))))
+
+
+def _exp_chain(x, b, n):
+    y = x + b
+    for _ in range(n):
+        y = y * 0.999 + 0.001
+    y = la.sym.exp(y)
+    for _ in range(n):
+        y = y * 0.999 + 0.001
+    return y
+
+
+def _ulps(a, b):
+    """Distance in units in the last place between float arrays ``a`` and ``b`` (0 where both are NaN)."""
+    ints = np.int32 if a.dtype == np.float32 else np.int64
+    ia, ib = (v.view(ints).astype(np.int64) for v in (a, b))
+    sign = np.int64(np.iinfo(ints).min)
+    ia = np.where(ia < 0, sign - ia, ia)  # (ordered: -0.0 and 0.0 one apart... and negatives below)
+    ib = np.where(ib < 0, sign - ib, ib)
+    d = np.abs(ia - ib)
+    d[np.isnan(a) & np.isnan(b)] = 0
+    return d
+
+
+def ulp_rows(step=97):
+    """How far numba's compiled exp, log and tanh (the C library's) are from NumPy's: float32 (computed
+    in float64 and rounded, the most accurate a compiled float32 op can be) over every ``step``-th
+    float32, and float64 over a million random values; why ``fused[mixed]`` leaves them to NumPy."""
+    import math
+
+    import numba
+
+    @numba.njit
+    def libm(x, out, which):
+        for i in range(x.size):
+            v = np.float64(x[i])
+            out[i] = math.exp(v) if which == 0 else math.log(v) if which == 1 else math.tanh(v)
+
+    rows = []
+    rng = np.random.default_rng(0)
+    x64 = np.concatenate([rng.standard_normal(500_000) * 30, rng.uniform(0, 700, 500_000)])
+    for which, name, fn in ((0, "exp", np.exp), (1, "log", np.log), (2, "tanh", np.tanh)):
+        worst, over, count = 0, 0, 0
+        for start in range(0, 2**32, 2**28):
+            x = np.arange(start, start + 2**28, step, dtype=np.uint64).astype(np.uint32).view(np.float32)
+            mine = np.empty(x.size, np.float64)
+            libm(x, mine, which)
+            with np.errstate(all="ignore"):
+                d = _ulps(mine.astype(np.float32), fn(x))
+            worst, over, count = max(worst, int(d.max())), over + int((d > 1).sum()), count + x.size
+        x = np.abs(x64) if name == "log" else x64
+        mine = np.empty(x.size)
+        libm(x, mine, which)
+        d = _ulps(mine, fn(x))
+        rows.append([name, worst, f"{over / count:.2e}", int(d.max()), f"{(d > 0).mean():.2e}"])
+    return rows
+
+
+def _forced(path):
+    """The chooser made to take ``path`` for every group it admits (a benchmark's A/B only)."""
+    real = kfused.admission
+
+    def admission(graph):
+        _, table, plan = real(graph)
+        return (path if plan else "chunked"), table, plan
+
+    return admission
+
+
+def mixed_rows(rounds=7):
+    """Per group and shape: us per call of fused[mixed] and fused[chunked], their ratio, the chooser's pick."""
+    rows = []
+    cases = [("exp chain, 101 ops", lambda x, b: _exp_chain(x, b, 25), [(4, 4), (16, 64), (64, 64)]),
+             ("exp chain, 401 ops", lambda x, b: _exp_chain(x, b, 100), [(4, 4), (64, 64)]),
+             ("GELU, erf as ONNX spells it (25 ops)", _erf_poly_gelu, [(1, 32), (16, 64), (64, 64), (8, 8, 8, 64)])]
+    la.set_num_threads(1)
+    real = kfused.admission
+    try:
+        for label, build, shapes in cases:
+            for shape in shapes:
+                rng = np.random.default_rng(0)
+                x, b = rng.standard_normal(shape).astype("float32"), rng.standard_normal(shape[-1]).astype("float32")
+                xa, ba = la.array(x), la.array(b)
+                xs, bs = la.sym.var("x", shape=shape, dtype="float32"), la.sym.var("b", shape=b.shape, dtype="float32")
+                ops, outs = {}, {}
+                for path in ("mixed", "chunked", "chosen"):
+                    kfused.admission = real if path == "chosen" else _forced(path)
+                    ops[path] = la.CachedOp(build(xs, bs))
+                    with la.tuning(fused_jit_after=0):
+                        for _ in range(3):
+                            outs[path] = ops[path](xa, ba).asnumpy()
+                        text = str(ops[path].explain(xa, ba))
+                    if path == "chosen":
+                        pick = "mixed" if "fused[mixed]" in text else "chunked"
+                kfused.admission = real
+                assert np.array_equal(outs["mixed"], outs["chunked"])  # (bit for bit)
+                reps = max(5, int(2e5 // x.size))
+                got = {"mixed": [], "chunked": []}
+                with la.tuning(fused_jit_after=0):
+                    for _ in range(rounds):
+                        for path in got:
+                            t = time.process_time()
+                            for _ in range(reps):
+                                ops[path](xa, ba)
+                            got[path].append((time.process_time() - t) / reps * 1e6)
+                med = {k: float(np.median(v)) for k, v in got.items()}
+                rows.append([label, "x".join(map(str, shape)), f"{med['mixed']:.1f}", f"{med['chunked']:.1f}",
+                             f"{med['mixed'] / med['chunked']:.2f}", pick])
+    finally:
+        kfused.admission = real
+        la.set_num_threads(os.cpu_count() or 1)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", type=int, default=1 << 24)
+    ap.add_argument("--mixed", action="store_true", help="also fused[mixed] / fused[chunked] rows")
+    ap.add_argument("--only-mixed", action="store_true", help="only the fused[mixed] / fused[chunked] rows")
+    ap.add_argument("--ulp", action="store_true", help="only: numba's exp/log/tanh against NumPy's, in ulps")
     args = ap.parse_args()
+    if args.ulp:
+        print("numba's (the C library's) exp, log, tanh against NumPy's: float32 over every 97th float32 (computed "
+              "in float64, rounded), float64 over 1M random values")
+        print(table(["op", "f32 max ulp", "f32 share > 1 ulp", "f64 max ulp", "f64 share differing"], ulp_rows()))
+        return
+    if args.mixed or args.only_mixed:
+        print("fused[mixed] / fused[chunked], float32, 1 thread, us per call (process time, median of 7 "
+              "alternating rounds; values checked bit for bit); chosen: the chooser's pick")
+        print(table(["group", "shape", "mixed us", "chunked us", "mixed/chunked", "chosen"], mixed_rows()))
+        print()
+        if args.only_mixed:
+            return
     rows, with_jax = gelu_rows(args.size)
     target = "<= 1.0x jax.jit" if with_jax else "<= 0.5x NumPy by hand"
     print(f"GELU (tanh form, x**3) on {args.size:,} float32 (target: hybridized {target})")

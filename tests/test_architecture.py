@@ -42,10 +42,7 @@ FUNCTION_BASELINE: set = set()
 # (module, name) left today.
 # A new one fails: make it a NamedCache, a tuning field, a ContextVar, or a constant (tuple,
 # frozenset, MappingProxyType).
-STATE_BASELINE = {
-    # per worker thread: raw buffers the fused kernels' registers borrow (left to the fused kernels' own work)
-    ("kernels.fused_chunked", "_POOL"),
-}
+STATE_BASELINE: set = set()
 
 # cross-module imports of _private names: distributed.run (1), onnx import_ops._softplus, mxnet operators._erf
 PRIVATE_IMPORTS = 3

@@ -5,7 +5,8 @@ operands through memory: ``0.5 * x * (1 + tanh(c * (x + 0.044715 * x*x*x)))`` on
 reads and writes 64 MB about ten times, and on small arrays each kernel call is mostly fixed
 cost. A ``fused`` node runs such a group as one kernel instead, chosen in the kernels layer
 (``kernels/fused.py``): ``fused[numba]``, one compiled loop over tiles of the output with every
-intermediate in a register, or ``fused[chunked]``, NumPy's ufuncs op by op over cache-sized
+intermediate in a register, ``fused[mixed]``, runs of exact ops compiled and the other ops
+(exp, tanh, ...) NumPy's, or ``fused[chunked]``, NumPy's ufuncs op by op over cache-sized
 chunks spread over ``la.set_num_threads(n)`` threads. On a GPU a group is one CUDA kernel
 (``fusion_gpu.py``).
 

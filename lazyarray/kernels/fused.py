@@ -1,118 +1,70 @@
-"""How a fused elementwise group (``executor/fusion.py``'s ``fused`` op) runs: ``fused[numba]``
-or ``fused[chunked]``.
+"""How a fused elementwise group (``executor/fusion.py``'s ``fused`` op) runs: ``fused[numba]``,
+``fused[mixed]`` or ``fused[chunked]``; ``choose_fused`` picks one per call.
 
 * ``fused[chunked]`` (``fused_chunked.py``): the group op by op with NumPy's ufuncs, chunk by
   chunk; every group, any dtype, with or without numba.
-* ``fused[numba]`` (``fused_jit.py``): the group as a table of ops run by one compiled loop over
-  tiles of the output, every intermediate in a tile-sized register: one pass, no Python per op.
-  It takes groups whose values (inputs, intermediates, output) all have one float dtype and whose
-  ops all have an exact compiled form (``OPS``: arithmetic, ``maximum``/``minimum``/``relu``
-  with NumPy's NaN and signed-zero rules, ``sqrt``, rounding): the values are then NumPy's bit
-  for bit, in float32 as in float64. (NumPy's ``exp``, ``tanh``, ``log`` ... are its own SIMD
-  code, up to 3 ulp from the C library's that numba calls: groups with them stay chunked.) And
-  it takes them where it pays (``pays``: many ops on a small output, where the chunked path's
-  fixed cost per op decides; NumPy's vectorized loops and the threads win on large outputs).
+* ``fused[numba]`` (``fused_table.py``, ``fused_jit.py``): the group as a table of ops run by one
+  compiled loop over tiles of the output, every intermediate in a tile-sized register: one pass,
+  no Python per op. It takes groups whose values (inputs, intermediates, output) all have one
+  float dtype and whose ops all have an exact compiled form (``OPS``: arithmetic,
+  ``maximum``/``minimum``/``relu`` with NumPy's NaN and signed-zero rules, ``sqrt``, rounding,
+  ``sign``): the values are then NumPy's bit for bit, in float32 as in float64.
+* ``fused[mixed]`` (``fused_mixed.py``): a group with other ops too (``exp``, ``tanh``, ``log``,
+  ``sigmoid``, ops with parameters): each run of exact ops is one call of the compiled loop, every
+  other op its NumPy kernel; bit for bit NumPy's values as well. (Numba's ``exp``, ``log``,
+  ``tanh`` are the C library's, one value at a time, 4-10x slower than NumPy's SIMD loops, and
+  not NumPy's values: float32 computed in float64 and rounded is up to 2 ulp (exp) and 3 (log)
+  from NumPy's, float64 1-3 ulp, ``benchmarks/fusion.py --ulp``; so they are not compiled.) Only
+  for outputs that fit one chunk (small outputs: a call's fixed cost is what decides there).
+
+Each compiled path takes a group where it pays (``pays``, ``mixed_pays``: the cost model below):
+many ops on a small output, where the chunked path's fixed cost per op decides; NumPy's
+vectorized loops and the threads win on large outputs. ``admission`` holds every condition of
+both compiled paths: it says which path takes a group.
 
 **Tiers.** A group's first ``fused_jit_after`` calls (the tuning table; 2 by default) run
-chunked; the call after builds its table and runs compiled. The compiled loop is one function
-for every group (the group is data), compiled once per process per dtype and tuple length
-(``ARRAY_SLOTS``; 2-9 s each on the development machine, by its load): a graph run once or
-twice (``evaluate``, a first call, ``explain``) never waits for it, and a program called again
-is one that is replayed. The count, rather than a background thread, keeps which path ran a
-function of the calls made (tests and ``explain()`` can name it), and the table is
-microseconds to build.
+chunked; the call after builds its table or plan and runs compiled. The compiled loop is one
+function for every group (the group is data), compiled once per process per dtype and tuple
+length (``ARRAY_SLOTS``; seconds each on the development machine, by its load) and cached on
+disk (``jit.compiled``; a later process loads it): a graph run once or twice (``evaluate``, a
+first call, ``explain``) never waits for it, and a program called again is one that is replayed.
+The count, rather than a background thread, keeps which path ran a function of the calls made
+(tests and ``explain()`` can name it), and the table is microseconds to build.
 
 **Caches.** ``TABLES`` holds the tables by group structure, dtype and which operands are
-scalars (bounded, ``clear()``), so programs with the same group share one. The compiled loop
-lives in ``jit.compiled``'s table for the process; it is not written to disk: ``jit.compiled``
-compiles with ``cache=False`` (``jit.py`` reads nothing from files by design), and with the
-group as data a disk cache would save only the few compiles per process, not one per group.
+scalars (bounded, ``clear()``), so programs with the same group share one.
 """
 from __future__ import annotations
-
-import threading
-from collections import OrderedDict
 
 import numpy as np
 
 from .. import jit
 from ..mode import MODE, PROFILING
-from ..threads import chunked
 from ..tuning_table import current
 from . import fused_jit as J
-from .fused_chunked import CHUNK_BYTES, run_chunked
+from .fused_chunked import run_chunked
+from .fused_mixed import plan_of, run_mixed
+from .fused_table import ARRAY_SLOTS, FLOATS, OPS, TABLES, TableCache, run_table, table_of
 from .impl import Choice, Impl
 from .log import log_choice
 from .profile import current as current_profile
 
-# op name -> table code; every op here is exact in float32 and float64 (fused_jit.py)
-OPS = {"add": J.ADD, "subtract": J.SUBTRACT, "multiply": J.MULTIPLY, "divide": J.DIVIDE, "negative": J.NEGATIVE,
-       "positive": J.POSITIVE, "abs": J.ABS, "maximum": J.MAXIMUM, "minimum": J.MINIMUM, "relu": J.RELU,
-       "square": J.SQUARE, "sqrt": J.SQRT, "floor": J.FLOOR, "ceil": J.CEIL, "trunc": J.TRUNC,
-       "reciprocal": J.RECIPROCAL}
-FLOATS = (np.dtype("float32"), np.dtype("float64"))
-# array inputs the compiled loop takes: one loop for groups of up to 4, one for up to 16 (a tuple
-# of arrays is typed by its length; each length is a compile). A group with more runs chunked.
-ARRAY_SLOTS = (4, 16)
-
-
-class TableCache:
-    """Tables of fused groups by structure and dtype, at most ``size`` (least recently used go)."""
-
-    def __init__(self, size: int = 512):
-        self.size = size
-        self._items: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key):
-        with self._lock:
-            t = self._items.get(key)
-            if t is not None:
-                self._items.move_to_end(key)
-            return t
-
-    def put(self, key, table) -> None:
-        with self._lock:
-            self._items[key] = table
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-
-
-TABLES = TableCache()
-
-
-class Table:
-    """A group as the compiled loop's data: ``rows`` (one ``(code, dest, a, b)`` per op, loads
-    first), ``nregs`` registers, its ``dtype``; ``arrays`` / ``scalars``: the positions of the
-    inputs read as arrays and of those of one value (passed as one array of values); ``slots``:
-    how many array inputs the compiled loop it runs on takes."""
-
-    __slots__ = ("arrays", "dtype", "nregs", "rows", "scalars", "slots", "units")
-
-    def __init__(self, rows, nregs, dtype, arrays, scalars):
-        self.rows, self.nregs, self.dtype = rows, nregs, dtype
-        self.arrays, self.scalars = tuple(arrays), tuple(scalars)
-        self.slots = ARRAY_SLOTS[0] if len(arrays) <= ARRAY_SLOTS[0] else ARRAY_SLOTS[1]
-        self.units = (dtype.type(0), dtype.type(1))
+__all__ = ["ARRAY_SLOTS", "FLOATS", "IMPLS", "J", "OPS", "TABLES", "TableCache", "admission", "choose_fused",
+           "mixed_pays", "pays", "run_fused", "table_of"]
 
 
 class _State:
-    """Per fused group: calls so far, its table (None: not built yet; False: not eligible), whether
-    the compiled loop pays for it, and the layout of its last call."""
+    """Per fused group: calls so far, its table and mixed plan (None: not built yet; False: not
+    eligible), the compiled path that takes it (``path``: "numba", "mixed" or "chunked", None
+    before it is decided), and the layout of its last call."""
 
-    __slots__ = ("calls", "layout", "pays", "table")
+    __slots__ = ("calls", "layout", "path", "plan", "table")
 
     def __init__(self):
         self.calls = 0
         self.table = None
-        self.pays = False  # (the compiled loop takes the group: it has a table and pays)
+        self.plan = None
+        self.path = None
         self.layout = None  # (the array inputs' strides and shapes, the loop's strides, cols, copied)
 
 
@@ -123,198 +75,71 @@ def _state(graph) -> _State:
     return s
 
 
-def table_of(graph):
-    """The group's ``Table``, or False when ``fused[numba]`` does not take it (an op without an
-    exact compiled form, parameters, more than one dtype, too many inputs)."""
-    order = [n for n in graph.sym.topo() if n.op is not None]
-    dtype = graph.avals[0].dtype
-    if dtype not in FLOATS or sum(not _scalar(v) for v in graph.inputs) > ARRAY_SLOTS[1] or any(
-            n.op.name not in OPS or n.params or n.avals[0].dtype != dtype for n in order) \
-            or any(v.avals[0].dtype != dtype for v in graph.inputs):
-        return False
-    ref = {id(v): i for i, v in enumerate(graph.inputs)}
-    for n in order:
-        ref[id(n)] = len(ref)
-    key = (dtype.str, tuple(_scalar(v) for v in graph.inputs), tuple((n.op.name,) + tuple(ref[id(e.node)] for e in n.inputs)
-                                               for n in order))
-    table = TABLES.get(key)
-    if table is None:
-        table = _build(graph.inputs, order, dtype)
-        TABLES.put(key, table)
-    return table
-
-
-def _build(inputs, order, dtype) -> Table:
-    """Loads, then one row per op; registers reused once their value's last reader has run."""
-    values = list(inputs) + order
-    arrays = [k for k, v in enumerate(inputs) if not _scalar(v)]
-    scalars = [k for k, v in enumerate(inputs) if _scalar(v)]
-    slots = {k: i for i, k in enumerate(arrays)}
-    slots.update({k: i for i, k in enumerate(scalars)})
-    last: dict[int, int] = {}
-    for k, n in enumerate(order):
-        for e in n.inputs:
-            last[id(e.node)] = k + len(inputs)
-    free: list[int] = []
-    reg: dict[int, int] = {}
-    rows = []
-    nregs = 0
-    for k, v in enumerate(values):
-        if k >= len(inputs):
-            for e in v.inputs:  # registers read for the last time here are free for this op's result
-                r = reg[id(e.node)]
-                if last[id(e.node)] == k and r not in free:
-                    free.append(r)
-        if free:
-            r = free.pop()
-        else:
-            r, nregs = nregs, nregs + 1
-        reg[id(v)] = r
-        if k < len(inputs):  # (array inputs and scalars numbered apart: ``Table.arrays``)
-            scalar = _scalar(v)
-            rows.append((J.LOAD_SCALAR if scalar else J.LOAD, r, slots[k], 0))
-        else:
-            ins = [reg[id(e.node)] for e in v.inputs]
-            rows.append((OPS[v.op.name], r, ins[0], ins[1] if len(ins) > 1 else ins[0]))
-    return Table(np.array(rows, np.int64).reshape(-1, 4), nregs, dtype, arrays, scalars)
-
-
-def _scalar(v) -> bool:
-    return all(d == 1 for d in v.avals[0].shape)
-
-
-# -- the compiled path -----------------------------------------------------------------------------
-class _Loop:
-    """The compiled loop, made on first use (``clear()`` forgets it; ``jit.compiled`` keeps numba's
-    compiled code for the process)."""
-
-    def __init__(self):
-        self._made: list = []
-        self._lock = threading.Lock()
-
-    def get(self):
-        if not self._made:
-            with self._lock:
-                if not self._made:
-                    self._made.append(J.make_loop(jit.compiled))
-        return self._made[0]
-
-    def clear(self) -> None:
-        self._made.clear()
-
-
-LOOP = _Loop()
-
-
-def layout(arrays, shape) -> tuple:
-    """The output of ``shape`` as ``rows x cols`` and each input's (row, column) strides in values
-    over it flat: ``(strides, cols, copied)``. Inputs of the output's shape, and scalars, walk the
-    whole output as one row; a broadcast row (a bias) or column needs the split before its
-    broadcast axes; any other input (a strided view, a broadcast in the middle) is copied broadcast
-    to the output's shape first (``copied``: their positions; one pass, as a chunked step reads it)."""
-    n = len(shape)
-    full = [a.shape if a.ndim == n else (1,) * (n - a.ndim) + a.shape for a in arrays]
-    contiguous = [a.flags.c_contiguous for a in arrays]
-    for p in range(n + 1):
-        got = _split(full, contiguous, shape, p)
-        if got is not None:
-            return got + ((),)
-    copied = tuple(k for k, (s, c) in enumerate(zip(full, contiguous)) if not (c and s == shape))
-    strides, cols = _split([shape] * len(arrays), [True] * len(arrays), shape, 0)
-    return strides, cols, copied
-
-
-def _split(shapes, contiguous, shape, p):
-    cols = 1
-    for d in shape[p:]:
-        cols *= d
-    strides = []
-    for s, c in zip(shapes, contiguous):
-        if not c:
-            return None
-        if s == shape:
-            strides.append((cols, 1))
-        elif s[p:] == shape[p:] and all(d == 1 for d in s[:p]):
-            strides.append((0, 1))
-        elif s[:p] == shape[:p] and all(d == 1 for d in s[p:]):
-            strides.append((1, 0))
-        else:
-            return None
-    return strides, cols
-
-
 def _run_numba(xp, *arrays, graph, out=None):
     """``fused[numba]``: the group's table by the compiled loop; None where the group or this call's
     arrays do not suit it (no table: ``table_of``; not NumPy arrays of the table's dtype, an output
     not in C order)."""
     state = _state(graph)
-    if state.table is None:
+    if state.path is None:
         _prepare(state, graph)
     table, shape = state.table, graph.avals[0].shape
     if not table:
         return None
+    got = _numpy_args(arrays, out, shape, table.dtype)
+    if got is None:
+        return None
+    arrays, out = got
+    if out.size:
+        run_table(table, arrays, (out,), shape, state)
+    return out
+
+
+def _run_mixed(xp, *arrays, graph, out=None):
+    """``fused[mixed]``: the group's plan (``fused_mixed.py``); None where the group or this call's
+    arrays do not suit it (no plan: ``plan_of``; as ``fused[numba]``)."""
+    state = _state(graph)
+    if state.path is None:
+        _prepare(state, graph)
+    plan, shape = state.plan, graph.avals[0].shape
+    if not plan:
+        return None
+    got = _numpy_args(arrays, out, shape, plan.dtype)
+    if got is None:
+        return None
+    arrays, out = got
+    if out.size:
+        run_mixed(plan, arrays, out)
+    return out
+
+
+def _numpy_args(arrays, out, shape, dtype):
+    """``(arrays, out)`` when the call's operands are NumPy arrays (or NumPy scalars, made 0-d
+    arrays) of ``dtype`` and ``out`` is None (then made) or a C-ordered array of it; else None."""
     if out is None:
-        out = np.empty(shape, table.dtype)
-    elif out.__class__ is not np.ndarray or not out.flags.c_contiguous or out.dtype != table.dtype:
+        out = np.empty(shape, dtype)
+    elif out.__class__ is not np.ndarray or not out.flags.c_contiguous or out.dtype != dtype:
         return None
     for a in arrays:
         if a.__class__ is not np.ndarray:
             if not isinstance(a, np.generic):
                 return None
             arrays = tuple(np.asarray(v) for v in arrays)  # (a NumPy scalar: a 0-d array)
-        if a.dtype != table.dtype:
+        if a.dtype != dtype:
             return None
-    if out.size == 0:
-        return out
-    ins = [arrays[k] for k in table.arrays]
-    key = tuple([a.strides for a in ins]) + tuple([a.shape for a in ins])
-    lay = state.layout
-    if lay is None or lay[0] != key:  # (a program's calls see one layout: planned once)
-        strides, cols, copied = layout(ins, shape)
-        strides += [(0, 0)] * (table.slots - len(strides))
-        lay = state.layout = (key, np.array(strides, np.int64), cols, copied)
-    _, st, cols, copied = lay
-    flats = [_read_only(np.ascontiguousarray(np.broadcast_to(a, shape)) if k in copied else a).reshape(-1)
-             for k, a in enumerate(ins)]
-    flats += [_DUMMY[table.dtype]] * (table.slots - len(flats))
-    scalars = np.fromiter([arrays[k].item() for k in table.scalars], table.dtype, len(table.scalars))
-    _loop(table, tuple(flats), st, scalars, out, cols)
-    return out
-
-
-def _loop(table, ins, st, scalars, out, cols) -> None:
-    """The compiled loop over every tile of ``out``, the tiles spread over the threads."""
-    loop = LOOP.get()
-    flat = out.reshape(-1)
-    tiles = (out.size // cols) * -(-cols // J.TILE)
-    zero, one = table.units
-
-    def work(bounds):
-        for lo, hi in bounds:
-            loop(table.rows, ins, st, scalars, flat, cols, lo, hi, table.nregs, zero, one)
-
-    chunked(tiles, max(1, CHUNK_BYTES // (J.TILE * out.itemsize)), out.nbytes, work)  # (numba releases the GIL)
-
-
-def _read_only(a):
-    """``a`` as a read-only view: numba types read-only arrays apart, and a tuple of inputs indexed
-    at run time must be of one type (a graph's captured constants are read-only)."""
-    if a.flags.writeable:
-        a = a.view()
-        a.flags.writeable = False
-    return a
-
-
-_DUMMY = {d: _read_only(np.zeros(1, d)) for d in FLOATS}  # (fills the array slots a group leaves empty)
+    return arrays, out
 
 
 NUMBA = Impl("fused", "numba", _run_numba, "a group's calls after its first fused_jit_after, numba installed and "
              "on, one float dtype throughout, every op exact when compiled (fused.OPS), many ops on a small "
              "output (fused.pays), NumPy arrays, output in C order: one compiled loop over tiles of the output",
              threads=True, fallback="chunked")
+MIXED = Impl("fused", "mixed", _run_mixed, "a group's calls after its first fused_jit_after, numba installed and "
+             "on, one float dtype throughout, ops without an exact compiled form among runs of exact ones "
+             "(fused_mixed.plan_of), an output that fits one chunk, where it pays (fused.mixed_pays): each run "
+             "of exact ops one compiled loop, every other op its NumPy kernel", threads=True, fallback="chunked")
 CHUNKED = Impl("fused", "chunked", run_chunked, "any group: NumPy ufuncs op by op, chunk by chunk along axis 0 "
                "(whole arrays when the output fits one chunk)", threads=True)
-IMPLS = (NUMBA, CHUNKED)
+IMPLS = (NUMBA, MIXED, CHUNKED)
 _CHOICES = {impl.name: Choice(impl) for impl in IMPLS}
 
 
@@ -324,31 +149,57 @@ def choose_fused(xp, graph, t) -> Choice:
     state = _state(graph)
     if xp is not np or state.calls < t.fused_jit_after or not jit.enabled():
         return _CHOICES["chunked"]
-    if state.table is None:
+    if state.path is None:
         _prepare(state, graph)
-    return _CHOICES["numba" if state.pays else "chunked"]
+    return _CHOICES[state.path]
 
 
 def _prepare(state: _State, graph) -> None:
-    table = state.table = table_of(graph)
-    state.pays = bool(table) and pays(len(table.rows) - len(graph.inputs), graph.avals[0].shape)
+    state.path, state.table, state.plan = admission(graph)
 
 
-# What each path costs on the development machine (2 cores, float32, medians): the chunked path
-# about 0.4 us per op plus ~0.15 ns per value; the compiled loop about 6 us per call plus ~1 ns per
-# value and op (its tile loops are not vectorized as NumPy's are). It pays on small outputs of long
-# groups: the 1,000-op chain on 4x4 (16 values) 0.3 ms against 2 ms chunked; 8 ops on 4x4 or 16
-# ops on 64x64 run faster chunked.
-CHUNKED_US_PER_OP, LOOP_US_PER_CALL, LOOP_NS_PER_VALUE = 0.4, 6.0, 1.0
+def admission(graph) -> tuple:
+    """Which compiled path takes the group ``graph`` (every condition of both in one place):
+    ``(path, table, plan)``, ``path`` "numba" (every op exact: ``table_of``, and it ``pays``),
+    "mixed" (a ``fused_mixed.plan_of`` plan, where ``mixed_pays``) or "chunked"; ``table`` and
+    ``plan`` False where the group has none. (Numba being on, the call count and NumPy arrays
+    are the chooser's and the runners' part.)"""
+    shape = graph.avals[0].shape
+    table = table_of(graph)
+    if table:
+        return ("numba" if pays(_n_ops(table), shape) else "chunked"), table, False
+    plan = plan_of(graph)
+    return ("mixed" if plan and mixed_pays(plan, shape) else "chunked"), False, plan
 
 
-def pays(n_ops: int, shape) -> bool:
-    """True when the compiled loop is expected to beat the chunked path for ``n_ops`` ops over an
-    output of ``shape`` (the cost model above)."""
+# What each path costs on the development machine (2 cores, float32, process time, medians of 7
+# alternating rounds; a chain of multiply-adds around one exp, /tmp scripts now in
+# benchmarks/fusion.py's "fused[mixed]" rows): the chunked path about 0.4 us per op plus ~0.07 ns
+# per value and op; a call of the compiled loop about 7 us (Python's share: layouts, views, the
+# dispatch of numba's arguments) plus ~0.3 ns per value and op (its tile loops run near scalar
+# speed: NumPy's SIMD loops are 4x faster per value). It pays on small outputs of long groups:
+# 101 ops on 4x4 0.46x the chunked time, 401 ops 0.15x; 21 ops on 4x4 1.3x, 101 ops on 64x64 1.7x.
+CHUNKED_US_PER_OP, LOOP_US_PER_CALL, LOOP_NS_PER_VALUE = 0.4, 7.0, 0.3
+
+
+def pays(n_ops: int, shape, calls: int = 1) -> bool:
+    """True when ``calls`` calls of the compiled loop running ``n_ops`` exact ops over an output of
+    ``shape`` are expected to beat the chunked path's call per op (the cost model above)."""
     size = 1
     for d in shape:
         size *= d
-    return n_ops * (CHUNKED_US_PER_OP - LOOP_NS_PER_VALUE * size / 1000) > LOOP_US_PER_CALL
+    return n_ops * (CHUNKED_US_PER_OP - LOOP_NS_PER_VALUE * size / 1000) > LOOP_US_PER_CALL * calls
+
+
+def mixed_pays(plan, shape) -> bool:
+    """``pays`` for a ``fused_mixed`` plan: its exact ops against its calls of the compiled loop
+    (its other ops cost the same on both paths)."""
+    tables = [st.table for st in plan.steps if st.table is not None]
+    return pays(sum(_n_ops(t) for t in tables), shape, len(tables))
+
+
+def _n_ops(table) -> int:
+    return int((table.rows[:, 0] > J.LOAD).sum())
 
 
 def run_fused(xp, *arrays, graph, out=None):

@@ -16,6 +16,7 @@ import threading
 
 import numpy as np
 
+from ..caches import NamedCache
 from ..threads import chunked
 
 # Per operand and chunk. Measured (GELU, 16M float32, 2 cores): 128 KB chunks 31 ms on 1 thread and
@@ -80,13 +81,16 @@ class Steps:
 
     def scratch(self, chunk_shape) -> list:
         """Registers for chunks of ``chunk_shape``: views of this thread's pooled buffers."""
-        return _registers(self.registers, chunk_shape)
+        return scratch_registers(self.registers, chunk_shape)
 
 
-_POOL = threading.local()  # per worker thread: raw buffers every fused kernel's registers borrow
+# per thread (by its id): the raw buffers every fused kernel's registers borrow; a named cache (bounded,
+# ``clear()``) rather than a thread-local, so it is counted and can be emptied (a thread id that is
+# used again finds buffers it may reuse: no two live threads share an id)
+POOL = NamedCache("fused kernel scratch per thread", size=64)
 
 
-def _registers(dtypes: list, chunk_shape) -> list:
+def scratch_registers(dtypes: list, chunk_shape) -> list:
     """One array of ``chunk_shape`` per dtype in ``dtypes``, from this thread's pool when they are
     chunk-sized (the pool holds as many buffers as the largest group needs: a few chunks per
     thread, shared by every fused kernel), fresh otherwise (an unchunked huge row)."""
@@ -96,9 +100,11 @@ def _registers(dtypes: list, chunk_shape) -> list:
     sizes = [n * d.itemsize for d in dtypes]
     if not sizes or max(sizes) > 2 * CHUNK_BYTES:
         return [np.empty(chunk_shape, d) for d in dtypes]
-    pool = getattr(_POOL, "raw", None)
+    key = threading.get_ident()
+    pool = POOL.get(key)
     if pool is None:
-        pool = _POOL.raw = []
+        pool = []
+        POOL.put(key, pool)
     while len(pool) < len(dtypes):
         pool.append(np.empty(0, np.uint8))
     out = []
