@@ -9,6 +9,11 @@ hash of its bytes, dtype and shape (``content_hash``). Two bounded tables keep i
   the array, made on that worker by ``keep`` or ``take``; at most ``SENT_ENTRIES``). The client keeps
   no array: only the futures, which hold the workers' copies alive while the entry lives.
 
+The client hashes an array once per buffer version (``hash_of``: ``HASHES``, keyed by the array's
+identity and ``buffer.version``, as ``ops/derived.py`` keys a weight's derived copies), so a call
+whose parameters did not change since the last pays no hashing; an in-place update (``set_data``,
+``Trainer.step``, ``x[...] = v``) bumps the version and the next call hashes (and sends) anew.
+
 ``resident(call, arrays, workers)`` gives, for each array, its future on every worker: from ``SENT``
 when every worker still has its future (no message at all), else it asks the workers which hashes
 they already hold (one ``client.run``), sends the others once (one broadcast scatter to the
@@ -19,15 +24,20 @@ between workers, and none moves from the client after the first call.
 from __future__ import annotations
 
 import hashlib
+import weakref
 
 import numpy as np
 
+from ..buffer import exposed, version
 from ..caches import NamedCache
 
 HELD_ENTRIES = 512  # arrays a worker process keeps (ResNet-18: 62 arrays, so several models)
 SENT_ENTRIES = 512  # (scheduler, hash) entries the client keeps
 HELD = NamedCache("distributed run parameters held on this worker", HELD_ENTRIES)  # hash -> np.ndarray
 SENT = NamedCache("distributed run parameter futures", SENT_ENTRIES)  # (scheduler, hash) -> {worker: future}
+HASH_ENTRIES = 2048  # arrays whose hash the client keeps (a few models' parameters)
+# id(array) -> (weak reference to it, its buffer version, its content hash)
+HASHES = NamedCache("distributed run parameter hashes by array and buffer version", HASH_ENTRIES)
 
 
 def content_hash(value: np.ndarray) -> str:
@@ -36,6 +46,22 @@ def content_hash(value: np.ndarray) -> str:
     h.update(f"{value.dtype.str}{value.shape}".encode())
     h.update(np.ascontiguousarray(value).reshape(-1).view(np.uint8))  # (any fixed-size dtype, 0-d too)
     return h.hexdigest()
+
+
+def hash_of(value: np.ndarray) -> str:
+    """``content_hash(value)``, kept per array and buffer version where that is sound: ``value`` owns its
+    memory (a view's owner may be written unseen; a compiled program rewrites the buffers it hands
+    out without bumping a version) and was never handed out writable (``buffer.exposed``: writes
+    through ``np.asarray(x)`` bump no version). Any other array is hashed at every call."""
+    if value.__class__ is not np.ndarray or value.base is not None or exposed(value):
+        return content_hash(value)
+    key, now = id(value), version(value)  # (the version before hashing: a write meanwhile makes it stale)
+    entry = HASHES.get(key)
+    if entry is not None and entry[0]() is value and entry[1] == now:
+        return entry[2]
+    h = content_hash(value)
+    HASHES.put(key, (weakref.ref(value), now, h))  # (a dead array's entry: its reference says so)
+    return h
 
 
 # -- on a worker -------------------------------------------------------------------------------------------
@@ -77,7 +103,7 @@ def resident(call, arrays: dict[str, np.ndarray], workers: list[str]) -> dict[st
     ``call`` is the ``bounded.BoundedCall`` of the run: every message is bounded by its deadline.
     """
     scheduler = call.scheduler_address()
-    hashes = {name: content_hash(v) for name, v in arrays.items()}
+    hashes = {name: hash_of(v) for name, v in arrays.items()}
     out, missing = {}, {}
     for name, h in hashes.items():
         entry = SENT.get((scheduler, h))
@@ -90,7 +116,9 @@ def resident(call, arrays: dict[str, np.ndarray], workers: list[str]) -> dict[st
     have = call.run_on_workers(held, list(missing), workers)  # worker -> hashes it holds
     for h, name in missing.items():
         lacking = [w for w in workers if h not in have.get(w, ())]
-        sent = call.scatter(arrays[name], f"parameter {name!r}", broadcast=True, workers=lacking) if lacking else None
+        # (a copy: an in-process worker would hold the caller's own buffer, and keep() freezes what it holds)
+        sent = call.scatter(np.array(arrays[name], copy=True), f"parameter {name!r}", broadcast=True,
+                            workers=lacking) if lacking else None
         entry = {}
         for w in workers:
             if w in lacking:

@@ -125,7 +125,7 @@ def _graph(obj) -> tuple[Symbol, dict]:
         return obj, {}
     if hasattr(obj, "export_graph"):
         sym, params = obj.export_graph()
-        return sym, {k: p.data().asnumpy() for k, p in params.items()}
+        return sym, {k: p.data() for k, p in params.items()}  # (not copied: see _host)
     raise TypeError(f"run: expected a Symbol or a hybridized block, got {type(obj).__name__}")
 
 
@@ -240,9 +240,8 @@ def _chunks_note(v) -> str:
 def _run(sym, names, values, data_names, given, call: BoundedCall, *, pin: bool) -> tuple[list, dict]:
     """The call's output arrays and ``{worker: what is pinned to it}``. ``pin``: each piece's tasks
     carry a Dask annotation ``workers=[its worker], allow_other_workers=False`` (not stolen)."""
-    values = {k: (v.asnumpy() if isinstance(v, NDArray) else v) for k, v in values.items()}
-    values = {k: (v if _is_dask(v) else np.asarray(v)) for k, v in values.items()}
-    sbps = input_sbps(names, values, data_names, given)
+    sbps = input_sbps(names, values, data_names, given)  # (from shapes only)
+    values = {k: _host(v, _replicated(sbps[k])) for k, v in values.items()}
     check_inputs(values, sbps)
     workers = call.workers()  # (none: a DistributedError by the deadline, before anything is scattered)
     n = _pieces_count(names, values, sbps, len(workers))
@@ -270,6 +269,17 @@ def _run(sym, names, values, data_names, given, call: BoundedCall, *, pin: bool)
             src = item.inputs[0]
             env[(id(item), 0)] = _box(env[(id(src.node), src.index)], item.params["src"], item.params["dst"], at)
     return _outputs(ann, env, n, at), at.listing()
+
+
+def _host(v, whole: bool):
+    """``v`` as a NumPy array (a dask array as it is). A whole (replicated) lazyarray value on the CPU is
+    its own buffer, not a copy: ``params.resident`` only hashes it (by buffer version) and copies it when
+    it must be sent; anything else that is scattered is a copy the caller cannot write meanwhile."""
+    if isinstance(v, NDArray):
+        if whole and not v.is_lazy and v._value.__class__ is np.ndarray:
+            return v._value
+        return v.asnumpy()
+    return v if _is_dask(v) else np.asarray(v)
 
 
 def _replicated(s: SBP) -> bool:
