@@ -84,6 +84,15 @@ def transfer_bytes(client) -> int:
     return sum(client.run(lambda dask_worker: dask_worker.transfer_outgoing_bytes_total).values())
 
 
+def _process_cpu() -> float:
+    return time.process_time()
+
+
+def worker_cpu(client) -> float:
+    """CPU seconds the worker processes have used, summed (each answers ``time.process_time()``)."""
+    return sum(client.run(_process_cpu).values())
+
+
 def task_overhead(client, n=400) -> float:
     """Seconds per no-op task through this cluster's scheduler (submitted together)."""
     def noop(i):
@@ -224,14 +233,18 @@ def scaling_case(workers, arrays, args, loss_fn):
         meter = Meter()
         restore = meter.install()
         sent0 = client.run(lambda dask_worker: dask_worker.transfer_outgoing_bytes_total)
-        t_dist, t_single = [], []
+        t_dist, t_single, c_dist, c_single, c_workers = [], [], [], [], []
         for _ in range(args.steps):  # A/B rounds
-            t0 = time.perf_counter()
+            w0 = worker_cpu(client)
+            t0, c0 = time.perf_counter(), time.process_time()
             dp.step(x, y)
             t_dist.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
+            c_dist.append(time.process_time() - c0)
+            c_workers.append(worker_cpu(client) - w0)
+            t0, c0 = time.perf_counter(), time.process_time()
             single()
             t_single.append(time.perf_counter() - t0)
+            c_single.append(time.process_time() - c0)
         restore()
         sent1 = client.run(lambda dask_worker: dask_worker.transfer_outgoing_bytes_total)
         dp.close()
@@ -239,10 +252,11 @@ def scaling_case(workers, arrays, args, loss_fn):
     bound = 2 * (workers - 1) / workers * P
     single_ms, dist_ms = statistics.median(t_single) * 1e3, statistics.median(t_dist) * 1e3
     control = meter.args / args.steps
+    cpu = [statistics.median(c) * 1e3 for c in (c_single, c_dist, c_workers)]
     return [workers, arrays, f"{P / 1e6:.2f}", f"{per_worker / 1e6:.3f}", f"{bound / 1e6:.3f}",
             f"{per_worker / bound:.2f}", f"{meter.scattered / args.steps / 1e3:.1f}",
             f"{control / 1e3:.2f} ({control / P * 100:.2f}%)", meter.tasks // args.steps, single_ms, dist_ms,
-            dist_ms - single_ms]
+            dist_ms - single_ms, cpu[0], cpu[1], cpu[2], cpu[2] / workers - cpu[0]]
 
 
 def scaling(args):
@@ -251,9 +265,13 @@ def scaling(args):
     print(f"DataParallel step with resident replicas, batch {args.batch}, SGD, softmax cross-entropy; medians of "
           f"{args.steps} A/B rounds (distributed step, then the single-process step of the same model)")
     print(table(["N", "arrays", "P MB", "sent/worker MB", "2(N-1)/N*P MB", "ratio", "batch KB", "control KB (of P)",
-                 "tasks/step", "single ms", "DataParallel ms", "overhead ms"], rows))
+                 "tasks/step", "single ms", "DataParallel ms", "overhead ms", "single CPU ms", "client CPU ms",
+                 "workers CPU ms", "worker-single CPU ms"], rows))
     print("sent/worker: bytes a worker sent to the other workers per step (max over workers); batch: the NumPy "
-          "batch pieces the client scattered; control: the pickled task arguments (keys, step, seeds)")
+          "batch pieces the client scattered; control: the pickled task arguments (keys, step, seeds); times are "
+          "wall medians; CPU: time.process_time() medians of the single-process step, of the client process "
+          "over a DataParallel step (the LocalCluster's scheduler runs in it), and summed over the worker "
+          "processes; worker-single: the mean worker's CPU per step minus the single-process step's")
 
 
 def exported_resnet18(folder: str):

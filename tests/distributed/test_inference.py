@@ -11,7 +11,7 @@ import pytest
 import lazyarray as la
 from lazyarray import blocks as nn
 from lazyarray.buffer import version
-from lazyarray.distributed import params
+from lazyarray.distributed import bounded, params
 
 pytest.importorskip("dask.distributed")
 import dask.array as da  # noqa: E402
@@ -43,18 +43,19 @@ def _named(task: dict, prefix: str) -> bool:
     return str(key[0] if isinstance(key, tuple) else key).startswith(prefix)
 
 
-def _param_scatters(client, monkeypatch, net) -> list:
-    """Record the broadcast scatters of ``net``'s parameter arrays (by shape) through ``client``."""
+def _param_sends(monkeypatch, net) -> list:
+    """Record the shapes of ``net``'s parameter arrays sent from the client (each the argument of one
+    source task: ``params.source``)."""
     shapes = {p.shape for p in net.collect_params().values()}
     calls = []
-    real = client.scatter
+    real = bounded.BoundedCall.submit
 
-    def scatter(data, **kw):
-        if isinstance(data, np.ndarray) and data.shape in shapes:
-            calls.append((data.shape, kw.get("broadcast"), tuple(kw.get("workers") or ())))
-        return real(data, **kw)
+    def submit(self, fn, *args, **kw):
+        if fn is params.source and args[0].shape in shapes:
+            calls.append(args[0].shape)
+        return real(self, fn, *args, **kw)
 
-    monkeypatch.setattr(client, "scatter", scatter)
+    monkeypatch.setattr(bounded.BoundedCall, "submit", submit)
     return calls
 
 
@@ -62,12 +63,14 @@ def test_parameters_travel_once_per_model_and_stay_on_the_workers_by_content_has
     net = _mlp(0)
     x = np.random.default_rng(0).standard_normal((10, 8)).astype("float32")
     want = net(la.array(x)).asnumpy()
-    calls = _param_scatters(client, monkeypatch, net)
+    calls = _param_sends(monkeypatch, net)
     n_params = len(net.collect_params())
     for _ in range(3):
         out = la.distributed.run(net, client=client, data=x, compute=True)
         np.testing.assert_allclose(out.asnumpy(), want, rtol=1e-5, atol=1e-6)
-    assert len(calls) == n_params and all(bc for _, bc, _ in calls)  # the first call only, one broadcast each
+    assert len(calls) == n_params  # the first call only, once each (not once per worker)
+    np.testing.assert_allclose(la.distributed.run(net, client=client, data=x).compute(), want, rtol=1e-5, atol=1e-6)
+    assert len(calls) == n_params  # compute=False: the same copies (made from their sources)
     # the client forgets its futures (a new client, or its table's bound): the workers still hold them
     params.SENT.clear()
     la.distributed.run(net, client=client, data=x, compute=True)
