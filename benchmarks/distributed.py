@@ -196,10 +196,10 @@ class Meter:
             meter.scattered += sum(getattr(v, "nbytes", 0) for v in items)
             return each(call, items, what, workers)
 
-        def counted_submit(call, fn, *a, key, worker):
+        def counted_submit(call, fn, *a, **kw):
             meter.tasks += 1
             meter.args += len(pickle.dumps([x for x in a if type(x).__name__ != "Future"]))
-            return submit(call, fn, *a, key=key, worker=worker)
+            return submit(call, fn, *a, **kw)
 
         bounded.BoundedCall.scatter_each, bounded.BoundedCall.submit = scatter_each, counted_submit
         return lambda: (setattr(bounded.BoundedCall, "scatter_each", each),
@@ -288,8 +288,9 @@ def exported_resnet18(folder: str):
 
 
 class CallMeter:
-    """Tasks the scheduler ran (each transition to ``processing``), bytes the client scattered and the
-    client's CPU seconds spent hashing parameters (``params.content_hash``)."""
+    """Tasks the scheduler ran (each transition to ``processing``), bytes the client sent (scattered, or
+    carried by a parameter's source task) and the client's CPU seconds spent hashing parameters
+    (``params.content_hash``)."""
 
     def __init__(self, client):
         self.tasks = self.scattered = 0
@@ -305,6 +306,14 @@ class CallMeter:
                 meter.hashing += time.process_time() - t0
 
         params.content_hash = content_hash
+        real_submit = bounded.BoundedCall.submit
+
+        def submit(call, fn, *a, **kw):  # (parameters go as the argument of one source task each)
+            if kw.get("carries_data"):
+                meter.scattered += sum(getattr(v, "nbytes", 0) for v in a)
+            return real_submit(call, fn, *a, **kw)
+
+        bounded.BoundedCall.submit = submit
 
         def scatter(data, **kw):
             meter.scattered += sum(getattr(v, "nbytes", 0) for v in (data if isinstance(data, list) else [data]))

@@ -107,10 +107,10 @@ def _spied_step(monkeypatch, dp, x, y):
         scattered.extend((w, len(pickle.dumps(v))) for v, w in zip(items, what))
         return real_each(self, items, what, workers)
 
-    def submit(self, fn, *args, key, worker):
+    def submit(self, fn, *args, key, worker, **kw):
         plain = [a for a in args if not isinstance(a, Future)]
         submitted.append((fn.__name__, len(pickle.dumps(plain))))
-        return real_submit(self, fn, *args, key=key, worker=worker)
+        return real_submit(self, fn, *args, key=key, worker=worker, **kw)
 
     monkeypatch.setattr(bounded.BoundedCall, "scatter", scatter)
     monkeypatch.setattr(bounded.BoundedCall, "scatter_each", scatter_each)
