@@ -239,27 +239,32 @@ def test_more_pieces_than_workers_run_in_order_on_their_replicas(client):
     dp.close()
 
 
-def _amp_net(seed=0):
+AMP_SCALES = {"float16": 2.0 ** 14, "bfloat16": 2.0 ** 122}  # (bfloat16 gradients are float32: overflow at 3e38)
+
+
+def _amp_net(dtype: str, seed=0):
     la.random.seed(seed)
     net = nn.HybridSequential()
     net.add(nn.Dense(16, activation="relu", in_units=8), nn.Dense(4, in_units=16))
     net.initialize(la.init.Xavier())
-    la.amp.convert_block(net, "float16")
+    la.amp.convert_block(net, dtype)
     trainer = nn.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.05, "momentum": 0.9, "multi_precision": True})
-    scaler = la.amp.init_trainer(trainer, net, target_dtype="float16",
-                                 scaler=la.amp.LossScaler(init_scale=2.0 ** 14, growth_interval=2))
+    scaler = la.amp.init_trainer(trainer, net, target_dtype=dtype,
+                                 scaler=la.amp.LossScaler(init_scale=AMP_SCALES[dtype], growth_interval=2))
     return net, trainer, scaler
 
 
-def test_amp_loss_scaling_skips_the_same_steps_as_one_process_and_keeps_the_replicas_bit_identical(client):
-    """A float16 network with dynamic loss scaling: the replicas scale the loss by their scaler's scale,
-    skip the steps whose reduced gradients overflow and move the scale as one process does (the same
-    skipped steps, the same scale after every step), and stay equal bit for bit."""
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_amp_loss_scaling_skips_the_same_steps_as_one_process_and_keeps_the_replicas_bit_identical(client, dtype):
+    """A float16 (bfloat16: float32 storage, float32 master weights) network with dynamic loss scaling:
+    the replicas scale the loss by their scaler's scale, skip the steps whose reduced gradients overflow
+    and move the scale as one process does (the same skipped steps, the same scale after every step),
+    and stay equal bit for bit."""
     rng = np.random.default_rng(0)
     batches = [((rng.standard_normal((16, 8)) * 30).astype("float32"), rng.integers(0, 4, 16).astype("int32"))
                for _ in range(10)]
     loss_fn = nn.SoftmaxCrossEntropyLoss()
-    ref, ref_tr, ref_scaler = _amp_net()
+    ref, ref_tr, ref_scaler = _amp_net(dtype)
     want, want_losses = [], []
     for x, y in batches:
         with la.autograd.record():
@@ -270,7 +275,7 @@ def test_amp_loss_scaling_skips_the_same_steps_as_one_process_and_keeps_the_repl
         want.append((ref_scaler.scale, ref_scaler.skipped))
         want_losses.append(float(loss.asnumpy().mean()))
     assert 0 < ref_scaler.skipped < len(batches) and max(s for s, _ in want) > want[-1][0] / 2  # skips, then growth
-    net, trainer, scaler = _amp_net()
+    net, trainer, scaler = _amp_net(dtype)
     dp = la.distributed.DataParallel(net, loss_fn, trainer, client=client)
     got, losses = [], []
     for x, y in batches:
@@ -282,8 +287,9 @@ def test_amp_loss_scaling_skips_the_same_steps_as_one_process_and_keeps_the_repl
     np.testing.assert_allclose(losses, want_losses, rtol=1e-3)
     first, second = _replica_values(client, dp)
     for k in first:
-        assert first[k].dtype == np.float16 and first[k].tobytes() == second[k].tobytes(), k
-    assert scaler.scale == 2.0 ** 14 and scaler.skipped == 0  # the client's copy moves only when asked
+        assert first[k].dtype == np.dtype(dtype if dtype == "float16" else "float32"), k
+        assert first[k].tobytes() == second[k].tobytes(), k
+    assert scaler.scale == AMP_SCALES[dtype] and scaler.skipped == 0  # the client's copy moves only when asked
     dp.sync_to_client()
     assert (scaler.scale, scaler.skipped, scaler.good_steps) == (ref_scaler.scale, ref_scaler.skipped,
                                                                  ref_scaler.good_steps)
