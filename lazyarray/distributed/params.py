@@ -46,7 +46,7 @@ from ..caches import NamedCache
 HELD_ENTRIES = 512  # arrays a worker process keeps (ResNet-18: 62 arrays, so several models)
 SENT_ENTRIES = 512  # (scheduler, hash) entries the client keeps
 HELD = NamedCache("distributed run parameters held on this worker", HELD_ENTRIES)  # hash -> np.ndarray
-SENT = NamedCache("distributed run parameter futures", SENT_ENTRIES)  # (scheduler, hash) -> {worker: future}
+SENT = NamedCache("distributed run parameter futures", SENT_ENTRIES)  # (scheduler, hash) -> _Copies
 HASH_ENTRIES = 2048  # arrays whose hash the client keeps (a few models' parameters)
 # id(array) -> (weak reference to it, its buffer version, its content hash)
 HASHES = NamedCache("distributed run parameter hashes by array and buffer version", HASH_ENTRIES)

@@ -102,8 +102,8 @@ class StepPlan:
 class Replica:
     """One worker's copy of the model's parameters (``params``: structural name -> ``Parameter``)
     and the ``Trainer`` over the trained ones (``trained``, the client trainer's order), with
-    ``steps`` updates applied. ``amp``: the client trainer's loss scaling (``TrainerAmp.portable``),
-    or None: the replica's trainer scales, unscales and skips as the client's would."""
+    ``steps`` updates applied. ``amp``: the client trainer's loss scaling (``TrainerAmp.portable``;
+    None: none), so the replica's trainer scales, unscales and skips steps as the client's would."""
 
     def __init__(self, params: dict, trained: list[str], optimizer, states: bytes, steps: int, plan: StepPlan,
                  amp: tuple | None = None):
