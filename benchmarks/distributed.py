@@ -57,7 +57,7 @@ from _util import table  # noqa: E402
 
 import lazyarray as la  # noqa: E402
 from lazyarray import blocks as B  # noqa: E402
-from lazyarray.distributed import bounded  # noqa: E402
+from lazyarray.distributed import bounded, params  # noqa: E402
 
 
 def mlp(seed=0):
@@ -82,6 +82,15 @@ def timed(fn, repeat):
 
 def transfer_bytes(client) -> int:
     return sum(client.run(lambda dask_worker: dask_worker.transfer_outgoing_bytes_total).values())
+
+
+def _process_cpu() -> float:
+    return time.process_time()
+
+
+def worker_cpu(client) -> float:
+    """CPU seconds the worker processes have used, summed (each answers ``time.process_time()``)."""
+    return sum(client.run(_process_cpu).values())
 
 
 def task_overhead(client, n=400) -> float:
@@ -187,10 +196,10 @@ class Meter:
             meter.scattered += sum(getattr(v, "nbytes", 0) for v in items)
             return each(call, items, what, workers)
 
-        def counted_submit(call, fn, *a, key, worker):
+        def counted_submit(call, fn, *a, **kw):
             meter.tasks += 1
             meter.args += len(pickle.dumps([x for x in a if type(x).__name__ != "Future"]))
-            return submit(call, fn, *a, key=key, worker=worker)
+            return submit(call, fn, *a, **kw)
 
         bounded.BoundedCall.scatter_each, bounded.BoundedCall.submit = scatter_each, counted_submit
         return lambda: (setattr(bounded.BoundedCall, "scatter_each", each),
@@ -224,14 +233,18 @@ def scaling_case(workers, arrays, args, loss_fn):
         meter = Meter()
         restore = meter.install()
         sent0 = client.run(lambda dask_worker: dask_worker.transfer_outgoing_bytes_total)
-        t_dist, t_single = [], []
+        t_dist, t_single, c_dist, c_single, c_workers = [], [], [], [], []
         for _ in range(args.steps):  # A/B rounds
-            t0 = time.perf_counter()
+            w0 = worker_cpu(client)
+            t0, c0 = time.perf_counter(), time.process_time()
             dp.step(x, y)
             t_dist.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
+            c_dist.append(time.process_time() - c0)
+            c_workers.append(worker_cpu(client) - w0)
+            t0, c0 = time.perf_counter(), time.process_time()
             single()
             t_single.append(time.perf_counter() - t0)
+            c_single.append(time.process_time() - c0)
         restore()
         sent1 = client.run(lambda dask_worker: dask_worker.transfer_outgoing_bytes_total)
         dp.close()
@@ -239,10 +252,11 @@ def scaling_case(workers, arrays, args, loss_fn):
     bound = 2 * (workers - 1) / workers * P
     single_ms, dist_ms = statistics.median(t_single) * 1e3, statistics.median(t_dist) * 1e3
     control = meter.args / args.steps
+    cpu = [statistics.median(c) * 1e3 for c in (c_single, c_dist, c_workers)]
     return [workers, arrays, f"{P / 1e6:.2f}", f"{per_worker / 1e6:.3f}", f"{bound / 1e6:.3f}",
             f"{per_worker / bound:.2f}", f"{meter.scattered / args.steps / 1e3:.1f}",
             f"{control / 1e3:.2f} ({control / P * 100:.2f}%)", meter.tasks // args.steps, single_ms, dist_ms,
-            dist_ms - single_ms]
+            dist_ms - single_ms, cpu[0], cpu[1], cpu[2], cpu[2] / workers - cpu[0]]
 
 
 def scaling(args):
@@ -251,9 +265,13 @@ def scaling(args):
     print(f"DataParallel step with resident replicas, batch {args.batch}, SGD, softmax cross-entropy; medians of "
           f"{args.steps} A/B rounds (distributed step, then the single-process step of the same model)")
     print(table(["N", "arrays", "P MB", "sent/worker MB", "2(N-1)/N*P MB", "ratio", "batch KB", "control KB (of P)",
-                 "tasks/step", "single ms", "DataParallel ms", "overhead ms"], rows))
+                 "tasks/step", "single ms", "DataParallel ms", "overhead ms", "single CPU ms", "client CPU ms",
+                 "workers CPU ms", "worker-single CPU ms"], rows))
     print("sent/worker: bytes a worker sent to the other workers per step (max over workers); batch: the NumPy "
-          "batch pieces the client scattered; control: the pickled task arguments (keys, step, seeds)")
+          "batch pieces the client scattered; control: the pickled task arguments (keys, step, seeds); times are "
+          "wall medians; CPU: time.process_time() medians of the single-process step, of the client process "
+          "over a DataParallel step (the LocalCluster's scheduler runs in it), and summed over the worker "
+          "processes; worker-single: the mean worker's CPU per step minus the single-process step's")
 
 
 def exported_resnet18(folder: str):
@@ -270,11 +288,32 @@ def exported_resnet18(folder: str):
 
 
 class CallMeter:
-    """Tasks the scheduler ran (each transition to ``processing``) and bytes the client scattered."""
+    """Tasks the scheduler ran (each transition to ``processing``), bytes the client sent (scattered, or
+    carried by a parameter's source task) and the client's CPU seconds spent hashing parameters
+    (``params.content_hash``)."""
 
     def __init__(self, client):
         self.tasks = self.scattered = 0
+        self.hashing = 0.0
         meter, real = self, client.scatter
+        real_hash = params.content_hash
+
+        def content_hash(value):
+            t0 = time.process_time()
+            try:
+                return real_hash(value)
+            finally:
+                meter.hashing += time.process_time() - t0
+
+        params.content_hash = content_hash
+        real_submit = bounded.BoundedCall.submit
+
+        def submit(call, fn, *a, **kw):  # (parameters go as the argument of one source task each)
+            if kw.get("carries_data"):
+                meter.scattered += sum(getattr(v, "nbytes", 0) for v in a)
+            return real_submit(call, fn, *a, **kw)
+
+        bounded.BoundedCall.submit = submit
 
         def scatter(data, **kw):
             meter.scattered += sum(getattr(v, "nbytes", 0) for v in (data if isinstance(data, list) else [data]))
@@ -313,25 +352,32 @@ def resnet_inference(args):
         got = la.distributed.run(net, client=client, data=dx, compute=True).asnumpy()  # (parameters sent)
         first = meter.scattered - first
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-        t_one, t_dist, tasks, scattered, moved = [], [], [], [], []
+        t_one, t_dist, tasks, scattered, moved, cpu, hashing = [], [], [], [], [], [], []
         for _ in range(args.resnet_rounds):
             t0 = time.perf_counter()
             net(xa).asnumpy()
             t_one.append(time.perf_counter() - t0)
-            tasks0, sc0, sent0 = meter.tasks, meter.scattered, transfer_bytes(client)
-            t0 = time.perf_counter()
+            tasks0, sc0, sent0, h0 = meter.tasks, meter.scattered, transfer_bytes(client), meter.hashing
+            t0, c0 = time.perf_counter(), time.process_time()
             la.distributed.run(net, client=client, data=dx, compute=True)
             t_dist.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+            hashing.append(meter.hashing - h0)
             tasks.append(meter.tasks - tasks0)
             scattered.append(meter.scattered - sc0)
             moved.append(transfer_bytes(client) - sent0)
     one, dist = statistics.median(t_one) * 1e3, statistics.median(t_dist) * 1e3
+    client_cpu, hash_cpu = statistics.median(cpu) * 1e3, statistics.median(hashing) * 1e3
     print(f"Exported ResNet-18 (thumbnail, 10 classes; P = {params / 1e6:.2f} MB of parameters), batch {n} of 3x32x32 "
           f"over a persisted dask array (one chunk per worker); medians of {args.resnet_rounds} A/B rounds")
-    print(table(["run", "ms/call", "speedup", "tasks/call", "sent by client/call", "sent by workers/call"],
-                [["single process (SymbolBlock)", one, 1.0, "-", "-", "-"],
-                 ["la.distributed.run, 2 workers", dist, one / dist, statistics.median(tasks),
+    print(table(["run", "ms/call", "speedup", "client CPU ms/call", "hashing ms/call", "tasks/call",
+                 "sent by client/call", "sent by workers/call"],
+                [["single process (SymbolBlock)", one, 1.0, "-", "-", "-", "-", "-"],
+                 ["la.distributed.run, 2 workers", dist, one / dist, client_cpu, hash_cpu, statistics.median(tasks),
                   f"{statistics.median(scattered) / 1e3:.1f} KB", f"{statistics.median(moved) / 1e3:.1f} KB"]]))
+    print("client CPU: time.process_time() of the client process over the call (the LocalCluster's scheduler "
+          "runs in it too); hashing: the part spent in params.content_hash (the parameters' hashes are kept "
+          "per array and buffer version, so an unchanged model hashes nothing)")
     print(f"first call: {first / 1e6:.2f} MB of parameters sent from the client (once; later calls find them on "
           "the workers by content hash); sent by workers: Dask's transfer_outgoing_bytes_total, the results "
           f"to the client ({n * 10 * 4 / 1e3:.1f} KB) included")

@@ -355,6 +355,29 @@ class TrainerAmp:
         self._low = {id(p) for p in low_params}  # parameters holding bfloat16 values in float32 arrays
         self._masters: dict[int, np.ndarray] | None = {} if masters else None
 
+    def portable(self, params: list) -> tuple:
+        """This object's state with parameters named by their place in ``params`` (a trainer's
+        ``params``), to rebuild it over copies of them (``rebuilt``: ``DataParallel``'s replicas)."""
+        where = {id(p): i for i, p in enumerate(params)}
+        masters = None if self._masters is None else \
+            {where[k]: np.array(v) for k, v in self._masters.items() if k in where}
+        return dict(vars(self.scaler)), self.target_dtype, sorted(where[k] for k in self._low if k in where), masters
+
+    @classmethod
+    def rebuilt(cls, state: tuple, params: list) -> TrainerAmp:
+        """A ``TrainerAmp`` over ``params`` (in the order ``portable`` was given) with ``state``."""
+        scaler, target, low, masters = state
+        out = cls(LossScaler(), target, [params[i] for i in low], masters is not None)
+        out.restore(state, params)
+        return out
+
+    def restore(self, state: tuple, params: list) -> None:
+        """Take the scaler's state and the master weights of ``portable``'s ``state`` (same ``params`` order)."""
+        scaler, _, _, masters = state
+        vars(self.scaler).update(scaler)
+        if masters is not None and self._masters is not None:
+            self._masters = {id(params[i]): np.array(v, np.float32) for i, v in masters.items()}
+
     def before_update(self, params: list, grads: list, rescale: float) -> float | None:
         if self.scaler.has_overflow(grads):
             return None

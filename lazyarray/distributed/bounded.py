@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from concurrent.futures import CancelledError
 
 from ..errors import DistributedError, ParamValueError
@@ -148,10 +149,18 @@ class BoundedCall:
     def scheduler_address(self) -> str:
         return self._address()
 
-    def submit(self, fn, *args, key: str, worker: str):
-        """``fn(*args)`` as the task ``key``, pinned to ``worker`` (never stolen: it reads state that
-        lives there); a future. Futures among ``args`` (nested too) are its inputs."""
-        return self.client.submit(fn, *args, key=key, workers=[worker], allow_other_workers=False, pure=False)
+    def submit(self, fn, *args, key: str, worker: str | None, loose: bool = False, carries_data: bool = False):
+        """``fn(*args)`` as the task ``key`` on ``worker``: pinned (never stolen: it reads state that
+        lives there), or with ``loose`` preferred only (Dask may run it elsewhere, as when ``worker``
+        is gone); ``worker=None``: anywhere. A future; futures among ``args`` (nested too) are its
+        inputs. ``carries_data``: ``args`` hold arrays on purpose (the task carries them so that Dask
+        can run it again), so Dask's warning about sending a large graph is not given."""
+        where = {} if worker is None else {"workers": [worker], "allow_other_workers": loose}
+        if not carries_data:
+            return self.client.submit(fn, *args, key=key, pure=False, **where)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
+            return self.client.submit(fn, *args, key=key, pure=False, **where)
 
     def gather(self, futures: list, watch: dict | None = None) -> list:
         """The values of ``futures`` by the deadline. ``watch``: worker address -> what it holds that

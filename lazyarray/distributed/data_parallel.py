@@ -49,13 +49,14 @@ import uuid
 
 import numpy as np
 
+from ..aval import Aval
 from ..blocks import hybrid
 from ..blocks.block import HybridBlock
 from ..creation import array, zeros
 from ..device import Device
 from ..errors import DistributedError, ParamError, ParamValueError
 from ..graph.build import apply_node
-from ..graph.node import Entry
+from ..graph.node import Entry, var_node
 from ..graph.passes.gradient import gradient
 from ..graph.symbol import Symbol
 from ..ndarray import NDArray
@@ -187,11 +188,11 @@ class DataParallel:
         updated = [by_param[id(p)] for p in traced.updates]
         total = apply_node(registry.get("sum"), loss)
         wrt = [Entry(nodes[n], 0) for n in names]
-        grads = gradient([total], [None], wrt)
+        grads = gradient([_scaled(total, loss) if self.trainer.amp is not None else total], [None], wrt)
         zeros_like = registry.get("zeros_like")
         outs = [total] + [g if g is not None else apply_node(zeros_like, w) for g, w in zip(grads, wrt)] + updates
         graph = Symbol(outs)
-        return graph.to_json(), graph.list_inputs(), params, names, updated
+        return graph.to_json(), graph.list_inputs(), params, names, updated, total.aval.dtype
 
     def step(self, data, label, timeout=None) -> float:
         """One training step on the batch ``(data, label)``; returns the batch's mean loss.
@@ -294,21 +295,22 @@ class DataParallel:
             raise ParamError(f"DataParallel: the trainer updates parameters {missing} that are not the model's or "
                              "the loss's; make the Trainer over net.collect_params()")
         trained = [struct[id(p)] for p in self.trainer.params]
-        _, order, graph_params, names, updated = self._graphs[min(self._graphs)]
-        plan = R.StepPlan(self._layout(graph_params, names, updated),
+        _, order, graph_params, names, updated, loss_dtype = self._graphs[min(self._graphs)]
+        plan = R.StepPlan(self._layout(graph_params, names, updated, loss_dtype),
                           {k: struct[id(p)] for k, p in graph_params.items()},
                           tuple(struct[id(graph_params[k])] for k in names),
                           tuple(struct[id(graph_params[k])] for k in updated))
         self._plan = plan
-        return pickle.dumps((params, trained, self.trainer.optimizer, R.states_bytes(self.trainer), self.steps, plan))
+        amp = self.trainer.amp
+        return pickle.dumps((params, trained, self.trainer.optimizer, R.states_bytes(self.trainer), self.steps, plan,
+                             None if amp is None else amp.portable(self.trainer.params)))
 
-    def _layout(self, graph_params, names, updated) -> R.FlatLayout:
+    def _layout(self, graph_params, names, updated, loss_dtype) -> R.FlatLayout:
         bucket = current().dp_bucket_bytes
         if bucket <= 0:
             raise ParamValueError(f"DataParallel: la.config.dp_bucket_bytes must be positive, got {bucket}")
         arrays = [graph_params[k] for k in names] + [graph_params[k] for k in updated]
-        loss_dtype = np.dtype(arrays[0].dtype) if arrays else np.dtype("float32")
-        return R.FlatLayout([()] + [tuple(p.shape) for p in arrays], [loss_dtype] + [p.dtype for p in arrays],
+        return R.FlatLayout([()] + [tuple(p.shape) for p in arrays], [np.dtype(loss_dtype)] + [p.dtype for p in arrays],
                             bucket)
 
     # -- the client's copy ----------------------------------------------------------------------------
@@ -319,13 +321,15 @@ class DataParallel:
             return
         call = BoundedCall(self.client, self.timeout if timeout is None else timeout, "DataParallel.sync_to_client",
                            "call sync_to_client again")
-        values, states = call.gather([call.submit(R.state, self._rkey(self._holders[0]), key=f"{self._key}-state-{uuid.uuid4().hex[:6]}",
+        values, states, amp = call.gather([call.submit(R.state, self._rkey(self._holders[0]), key=f"{self._key}-state-{uuid.uuid4().hex[:6]}",
                                                   worker=self._holders[0])])[0]
         params = dict(self.net.collect_params())
         for k, v in values.items():
             if k in params:
                 params[k].set_data(array(v))
         R.load_states_bytes(self.trainer, states)
+        if amp is not None and self.trainer.amp is not None:
+            self.trainer.amp.restore(amp, self.trainer.params)
 
     def save_parameters(self, path: str, timeout=None) -> str:
         """Write the model's parameters to ``path`` (``Block.save_parameters``'s file) from the first
@@ -339,6 +343,15 @@ class DataParallel:
         names = list(self.net.collect_params())
         return call.gather([call.submit(R.save, self._rkey(self._holders[0]), str(path), names,
                                         key=f"{self._key}-save-{uuid.uuid4().hex[:6]}", worker=self._holders[0])])[0]
+
+
+def _scaled(total: Entry, loss: Entry) -> Entry:
+    """The head the gradients of a step with loss scaling (``la.amp``) are taken of: the sum of the
+    float32 losses times the scale (the graph input ``replica.LOSS_SCALE``), as ``amp.scale_loss`` makes it."""
+    f32 = np.dtype("float32")
+    scale = Entry(var_node(R.LOSS_SCALE, Aval((), f32, loss.aval.device)))
+    losses = loss if loss.aval.dtype == f32 else apply_node(registry.get("cast"), loss, dtype=f32)
+    return apply_node(registry.get("sum"), apply_node(registry.get("multiply"), losses, scale))
 
 
 def _first_rows(v):

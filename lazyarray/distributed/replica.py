@@ -26,6 +26,7 @@ Every function here runs on a worker, pinned there by ``DataParallel`` (``worker
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import tempfile
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import autograd
+from ..amp import TrainerAmp
 from ..blocks.param_file import save_arrays
 from ..blocks.trainer import Trainer
 from ..creation import array
@@ -82,6 +84,9 @@ class FlatLayout:
         return out
 
 
+LOSS_SCALE = "la_dp_loss_scale"  # the training graph's input that takes the loss scale (la.amp), if any
+
+
 @dataclass(frozen=True)
 class StepPlan:
     """What every step of one trainer shares: the bucket layout of ``[loss sum] + gradients +
@@ -97,20 +102,28 @@ class StepPlan:
 class Replica:
     """One worker's copy of the model's parameters (``params``: structural name -> ``Parameter``)
     and the ``Trainer`` over the trained ones (``trained``, the client trainer's order), with
-    ``steps`` updates applied."""
+    ``steps`` updates applied. ``amp``: the client trainer's loss scaling (``TrainerAmp.portable``;
+    None: none), so the replica's trainer scales, unscales and skips steps as the client's would."""
 
-    def __init__(self, params: dict, trained: list[str], optimizer, states: bytes, steps: int, plan: StepPlan):
+    def __init__(self, params: dict, trained: list[str], optimizer, states: bytes, steps: int, plan: StepPlan,
+                 amp: tuple | None = None):
         self.params, self.trained, self.plan = params, list(trained), plan
         self.trainer = Trainer([params[k] for k in trained], optimizer)
         if states:
             load_states_bytes(self.trainer, states)
+        if amp is not None:
+            self.trainer.amp = TrainerAmp.rebuilt(amp, self.trainer.params)
         self.steps = steps
         self.losses: dict[int, float] = {}  # step -> loss sum, for an apply that runs again
+
+    def amp_state(self) -> tuple | None:
+        amp = self.trainer.amp
+        return None if amp is None else amp.portable(self.trainer.params)
 
     def export(self) -> bytes:
         """This replica as ``install`` takes it."""
         return pickle.dumps((self.params, self.trained, self.trainer.optimizer, states_bytes(self.trainer),
-                             self.steps, self.plan))
+                             self.steps, self.plan, self.amp_state()))
 
 
 class _Table:
@@ -181,12 +194,14 @@ def local_step(key: str, step: int, n_shards: int, pieces: tuple, *arrays) -> li
         raise DistributedError(f"DataParallel: replica {key!r} has applied {replica.steps} steps, asked for step "
                                f"{step}: the trainer re-syncs its replicas at its next step")
     plan, n_grads = replica.plan, len(replica.plan.grads)
+    scale = None if replica.trainer.amp is None else np.float32(replica.trainer.amp.scaler.scale)
     total = None
     for i, (seed, weight) in enumerate(pieces):
         (text, order), data, label = arrays[3 * i:3 * i + 3]
-        args = [data if k == "data0" else label if k == "data1" else replica.params[plan.names[k]].data().asnumpy()
-                for k in order]
-        outs = run_region_seeded(text, tuple(order), seed, *args)
+        args = [data if k == "data0" else label if k == "data1" else scale if k == LOSS_SCALE else
+                replica.params[plan.names[k]].data().asnumpy() for k in order]
+        with np.errstate(over="ignore", invalid="ignore") if scale is not None else contextlib.nullcontext():
+            outs = run_region_seeded(text, tuple(order), seed, *args)  # (amp: overflow skips the step, unwarned)
         outs = list(outs[:1 + n_grads]) + [o * o.dtype.type(weight) for o in outs[1 + n_grads:]]
         total = outs if total is None else [t + o for t, o in zip(total, outs)]
     return [np.array_split(b, n_shards) for b in plan.layout.pack(total)]
@@ -199,8 +214,9 @@ def shard(out: list, bucket: int, j: int) -> np.ndarray:
 def reduce_shard(*shards) -> np.ndarray:
     """The sum of one shard over the workers, in worker order (the same order on every worker)."""
     total = np.array(shards[0], copy=True)
-    for s in shards[1:]:
-        total += s
+    with np.errstate(over="ignore", invalid="ignore"):  # (scaled gradients may overflow: la.amp then skips the step)
+        for s in shards[1:]:
+            total += s
     return total
 
 
@@ -225,11 +241,11 @@ def apply(key: str, step: int, batch: int, *reduced) -> float:
     return replica.losses[step]
 
 
-def state(key: str) -> tuple[dict, bytes]:
-    """The replica's parameter values (structural name -> NumPy array) and optimizer states
-    (``Trainer.save_states`` bytes), for ``sync_to_client``."""
+def state(key: str) -> tuple[dict, bytes, tuple | None]:
+    """The replica's parameter values (structural name -> NumPy array), optimizer states
+    (``Trainer.save_states`` bytes) and loss scaling state (``TrainerAmp.portable``), for ``sync_to_client``."""
     r = REPLICAS.get(key)
-    return {k: p.data().asnumpy() for k, p in r.params.items()}, states_bytes(r.trainer)
+    return {k: p.data().asnumpy() for k, p in r.params.items()}, states_bytes(r.trainer), r.amp_state()
 
 
 def save(key: str, path: str, names: list[str]) -> str:

@@ -15,7 +15,11 @@ Plan of one call:
    once to every worker, compiled into a ``CachedOp`` once per worker and piece shape), and
    per boxing node the concatenations / reductions / slices of ``pieces.py``. Broadcast NumPy
    inputs and parameters are resident on the workers by content hash (``params.py``: sent once
-   per model, not per call), split ones scattered piece by piece, each to its piece's worker;
+   per model, not per call), split ones scattered piece by piece, each to its piece's worker.
+   With ``compute=False`` nothing is scattered: the region's JSON and the NumPy pieces are carried
+   by the returned graph (``_carried``) and every parameter copy is made from its source task
+   (``params.resident(durable=True)``), so the caller's later ``.compute()`` survives a worker's
+   death (Dask makes again what the worker held);
 5. each piece has a worker (``_owners``: the one holding its chunk of a persisted dask input,
    else the workers in turn); with ``compute=True`` every task of the piece carries the strict
    Dask annotation ``workers=[it], allow_other_workers=False`` (never stolen; the graph is then
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import uuid
 
 import numpy as np
 
@@ -59,11 +64,13 @@ def run(sym_or_block, *, client=None, sbp: dict | None = None, compute: bool = F
     ``timeout`` (seconds; ``None``: ``bounded.DEFAULT_TIMEOUT``, 300 s; ``math.inf``: no bound)
     bounds the call: the wait for workers, the scatters and, with ``compute=True`` (or without
     ``client``), the computation. Past it, or when a worker dies with the only copy of a scattered
-    NumPy piece, or the scheduler is lost, ``la.DistributedError`` names what and the fix. Arrays
-    returned with ``compute=False`` are computed by the caller (``.compute()``), outside the bound,
-    and do not survive a worker's death: they read the parameters resident on the workers, and Dask
-    cancels them (``FutureCancelledError``) when a worker holding one is lost. A call with
-    ``compute=True`` survives it: it plans itself again over the workers present, once.
+    NumPy piece, or the scheduler is lost, ``la.DistributedError`` names what and the fix. A call
+    with ``compute=True`` survives a worker's death: it plans itself again over the workers
+    present, once. Arrays returned with ``compute=False`` are computed by the caller (``.compute()``),
+    outside the bound, and survive it too: nothing they read is scattered (NumPy inputs are carried
+    by their graph, as ``da.from_array`` does; the parameters' copies on the workers are made from
+    a source task the scheduler can run again, ``params.resident(durable=True)``), so Dask makes
+    what a lost worker held again elsewhere.
 
     >>> import numpy as np, lazyarray as la, pytest
     >>> _ = pytest.importorskip("dask.distributed")  # (the doctest skips without the distributed extra)
@@ -125,7 +132,7 @@ def _graph(obj) -> tuple[Symbol, dict]:
         return obj, {}
     if hasattr(obj, "export_graph"):
         sym, params = obj.export_graph()
-        return sym, {k: p.data().asnumpy() for k, p in params.items()}
+        return sym, {k: p.data() for k, p in params.items()}  # (not copied: see _host)
     raise TypeError(f"run: expected a Symbol or a hybridized block, got {type(obj).__name__}")
 
 
@@ -240,9 +247,8 @@ def _chunks_note(v) -> str:
 def _run(sym, names, values, data_names, given, call: BoundedCall, *, pin: bool) -> tuple[list, dict]:
     """The call's output arrays and ``{worker: what is pinned to it}``. ``pin``: each piece's tasks
     carry a Dask annotation ``workers=[its worker], allow_other_workers=False`` (not stolen)."""
-    values = {k: (v.asnumpy() if isinstance(v, NDArray) else v) for k, v in values.items()}
-    values = {k: (v if _is_dask(v) else np.asarray(v)) for k, v in values.items()}
-    sbps = input_sbps(names, values, data_names, given)
+    sbps = input_sbps(names, values, data_names, given)  # (from shapes only)
+    values = {k: _host(v, _replicated(sbps[k])) for k, v in values.items()}
     check_inputs(values, sbps)
     workers = call.workers()  # (none: a DistributedError by the deadline, before anything is scattered)
     n = _pieces_count(names, values, sbps, len(workers))
@@ -252,7 +258,7 @@ def _run(sym, names, values, data_names, given, call: BoundedCall, *, pin: bool)
     _check_random(ann, n)
     at = _Pins(_owners(values, sbps, n, workers, call), pin)
     whole = {k: v for k, v in values.items() if not _is_dask(v) and _replicated(sbps[k])}
-    copies = params_on_workers.resident(call, whole, sorted(set(at.owners))) if whole else {}
+    copies = params_on_workers.resident(call, whole, sorted(set(at.owners)), durable=not pin) if whole else {}
     env: dict[tuple[int, int], list] = {}
     for node in ann.input_nodes():
         if node.name in copies:
@@ -272,6 +278,17 @@ def _run(sym, names, values, data_names, given, call: BoundedCall, *, pin: bool)
     return _outputs(ann, env, n, at), at.listing()
 
 
+def _host(v, whole: bool):
+    """``v`` as a NumPy array (a dask array as it is). A whole (replicated) lazyarray value on the CPU is
+    its own buffer, not a copy: ``params.resident`` only hashes it (by buffer version) and copies it when
+    it must be sent; anything else that is scattered is a copy the caller cannot write meanwhile."""
+    if isinstance(v, NDArray):
+        if whole and not v.is_lazy and v._value.__class__ is np.ndarray:
+            return v._value
+        return v.asnumpy()
+    return v if _is_dask(v) else np.asarray(v)
+
+
 def _replicated(s: SBP) -> bool:
     return s.is_broadcast or (s.is_partial and s.reduce != "sum")
 
@@ -279,7 +296,8 @@ def _replicated(s: SBP) -> bool:
 def _region_tasks(item, env: dict, n: int, call: BoundedCall, at) -> None:
     """One ``run_region`` task per piece (on the piece's worker); the region's outputs' pieces into ``env``."""
     delayed = dask_modules()[0].delayed
-    text = call.scatter(item.symbol.to_json(), "a region's graph", broadcast=True)
+    text = _carried(item.symbol.to_json()) if not at.pin else \
+        call.scatter(item.symbol.to_json(), "a region's graph", broadcast=True)
     nout = len(item.outputs)
     names_in = tuple(f"in{i}" for i in range(len(item.inputs)))
     for e in item.inputs:
@@ -376,9 +394,21 @@ def _identity(x):
 def _input_pieces(what: str, v, s: SBP, n: int, call: BoundedCall, at) -> list:
     if _is_dask(v):
         return dask_pieces(what, v, s, n, at)
+    if not at.pin:  # (compute=False: pieces the graph carries, which Dask can make again after a worker's death)
+        if _replicated(s):
+            return [_carried(v)] * n
+        return [_carried(p) for p in P.split_value(v, s, n)]
     if _replicated(s):
         return [call.scatter(v, what, broadcast=True)] * n
     return call.scatter_each(P.split_value(v, s, n), [f"{what} piece {i} of {n}" for i in range(n)], at.owners)
+
+
+def _carried(value):
+    """``value`` (a NumPy array, a graph's text) carried by the Dask graph itself, as ``da.from_array``
+    does: a key whose data the graph holds, so Dask can make it again on any worker (a scattered key
+    lost with its worker cannot be). A copy of an array: the caller may write theirs before computing."""
+    data = np.array(value, copy=True) if isinstance(value, np.ndarray) else value
+    return dask_modules()[0].delayed(data, name=f"la-data-{uuid.uuid4().hex}")
 
 
 def _delayed(f):

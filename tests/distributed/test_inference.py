@@ -3,12 +3,15 @@ workers by content hash, each piece run on the worker that holds it, ``P(sum)`` 
 workers (the client receives only the final arrays), every chunking equal to one process."""
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pytest
 
 import lazyarray as la
 from lazyarray import blocks as nn
-from lazyarray.distributed import params
+from lazyarray.buffer import version
+from lazyarray.distributed import bounded, params
 
 pytest.importorskip("dask.distributed")
 import dask.array as da  # noqa: E402
@@ -40,18 +43,19 @@ def _named(task: dict, prefix: str) -> bool:
     return str(key[0] if isinstance(key, tuple) else key).startswith(prefix)
 
 
-def _param_scatters(client, monkeypatch, net) -> list:
-    """Record the broadcast scatters of ``net``'s parameter arrays (by shape) through ``client``."""
+def _param_sends(monkeypatch, net) -> list:
+    """Record the shapes of ``net``'s parameter arrays sent from the client (each the argument of one
+    source task: ``params.source``)."""
     shapes = {p.shape for p in net.collect_params().values()}
     calls = []
-    real = client.scatter
+    real = bounded.BoundedCall.submit
 
-    def scatter(data, **kw):
-        if isinstance(data, np.ndarray) and data.shape in shapes:
-            calls.append((data.shape, kw.get("broadcast"), tuple(kw.get("workers") or ())))
-        return real(data, **kw)
+    def submit(self, fn, *args, **kw):
+        if fn is params.source and args[0].shape in shapes:
+            calls.append(args[0].shape)
+        return real(self, fn, *args, **kw)
 
-    monkeypatch.setattr(client, "scatter", scatter)
+    monkeypatch.setattr(bounded.BoundedCall, "submit", submit)
     return calls
 
 
@@ -59,12 +63,14 @@ def test_parameters_travel_once_per_model_and_stay_on_the_workers_by_content_has
     net = _mlp(0)
     x = np.random.default_rng(0).standard_normal((10, 8)).astype("float32")
     want = net(la.array(x)).asnumpy()
-    calls = _param_scatters(client, monkeypatch, net)
+    calls = _param_sends(monkeypatch, net)
     n_params = len(net.collect_params())
     for _ in range(3):
         out = la.distributed.run(net, client=client, data=x, compute=True)
         np.testing.assert_allclose(out.asnumpy(), want, rtol=1e-5, atol=1e-6)
-    assert len(calls) == n_params and all(bc for _, bc, _ in calls)  # the first call only, one broadcast each
+    assert len(calls) == n_params  # the first call only, once each (not once per worker)
+    np.testing.assert_allclose(la.distributed.run(net, client=client, data=x).compute(), want, rtol=1e-5, atol=1e-6)
+    assert len(calls) == n_params  # compute=False: the same copies (made from their sources)
     # the client forgets its futures (a new client, or its table's bound): the workers still hold them
     params.SENT.clear()
     la.distributed.run(net, client=client, data=x, compute=True)
@@ -81,8 +87,65 @@ def test_parameters_travel_once_per_model_and_stay_on_the_workers_by_content_has
     assert len(calls) == 2 * n_params + 1
 
 
+def test_a_parameter_updated_in_place_is_sent_anew_and_an_unchanged_one_is_not_hashed_again(client, monkeypatch):
+    """The client keeps each parameter's hash per buffer version: an unchanged model hashes nothing at
+    the next call, and every way of writing a parameter in place (set_data, an optimizer step, an
+    index assignment, a write through np.asarray's alias) makes the next call send the new values."""
+    net = _mlp(5)
+    x = np.random.default_rng(5).standard_normal((10, 8)).astype("float32")
+    hashed = []
+    real = params.content_hash
+    monkeypatch.setattr(params, "content_hash", lambda v: hashed.append(v.shape) or real(v))
+    la.distributed.run(net, client=client, data=x, compute=True)
+    assert len(hashed) == len(net.collect_params())
+    hashed.clear()
+    np.testing.assert_allclose(la.distributed.run(net, client=client, data=x, compute=True).asnumpy(),
+                               net(la.array(x)).asnumpy(), rtol=1e-5, atol=1e-6)
+    assert hashed == []  # unchanged: no parameter hashed again
+    w = net[0].weight
+    trainer = nn.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5})
+    with la.autograd.record():
+        loss = net(la.array(x)).sum()
+    loss.backward()
+
+    def index_write():
+        w.data()[0] = 3.0
+
+    def alias_write():
+        np.asarray(w.data())[1] *= -2.0  # (a write lazyarray cannot see: the array is never cached again)
+
+    for update in (lambda: w.set_data(w.data() * 2), lambda: trainer.step(1), index_write, alias_write, alias_write):
+        update()
+        hashed.clear()
+        got = la.distributed.run(net, client=client, data=x, compute=True).asnumpy()
+        np.testing.assert_allclose(got, net(la.array(x)).asnumpy(), rtol=1e-5, atol=1e-6)
+        assert hashed  # the changed parameters were hashed again
+
+
+def test_hashes_are_kept_only_for_arrays_whose_writes_are_seen():
+    a = np.arange(12.0).reshape(3, 4).copy()
+    h = params.hash_of(a)
+    assert params.HASHES.get(id(a))[2] == h == params.content_hash(a)
+    assert params.hash_of(a) == h
+    arr = la.array(a)
+    buf = arr._value  # (the array's own buffer: lazyarray's writes bump its version)
+    params.hash_of(buf)
+    arr[0, 0] = 100.0
+    assert params.hash_of(buf) == params.content_hash(buf) != params.content_hash(a)
+    view = a[1:]
+    params.hash_of(view)
+    assert params.HASHES.get(id(view)) is None  # a view: its owner may be written unseen
+    gone = np.ones(3)
+    dead = weakref.ref(gone)
+    del gone
+    b = np.zeros((3, 4))  # an entry left by a dead array at b's id never answers for b
+    params.HASHES.put(id(b), (dead, version(b), "stale"))
+    assert params.hash_of(b) == params.content_hash(b)
+
+
 def test_the_tables_are_bounded_and_clear():
     assert params.HELD.size == params.HELD_ENTRIES and params.SENT.size == params.SENT_ENTRIES
+    assert params.HASHES.size == params.HASH_ENTRIES
     a, b = np.arange(6.0).reshape(2, 3), np.arange(6.0).reshape(3, 2)
     assert params.content_hash(a) != params.content_hash(b)  # same bytes, another shape
     assert params.content_hash(a) == params.content_hash(a.copy()) != params.content_hash(a.astype("float32"))

@@ -107,10 +107,10 @@ def _spied_step(monkeypatch, dp, x, y):
         scattered.extend((w, len(pickle.dumps(v))) for v, w in zip(items, what))
         return real_each(self, items, what, workers)
 
-    def submit(self, fn, *args, key, worker):
+    def submit(self, fn, *args, key, worker, **kw):
         plain = [a for a in args if not isinstance(a, Future)]
         submitted.append((fn.__name__, len(pickle.dumps(plain))))
-        return real_submit(self, fn, *args, key=key, worker=worker)
+        return real_submit(self, fn, *args, key=key, worker=worker, **kw)
 
     monkeypatch.setattr(bounded.BoundedCall, "scatter", scatter)
     monkeypatch.setattr(bounded.BoundedCall, "scatter_each", scatter_each)
@@ -236,4 +236,64 @@ def test_more_pieces_than_workers_run_in_order_on_their_replicas(client):
     for k, p in net.collect_params().items():
         np.testing.assert_allclose(p.data().asnumpy(), want[k], rtol=1e-5, atol=2e-6, err_msg=k)
     assert np.isfinite(loss)
+    dp.close()
+
+
+AMP_SCALES = {"float16": 2.0 ** 14, "bfloat16": 2.0 ** 122}  # (bfloat16 gradients are float32: overflow at 3e38)
+
+
+def _amp_net(dtype: str, seed=0):
+    la.random.seed(seed)
+    net = nn.HybridSequential()
+    net.add(nn.Dense(16, activation="relu", in_units=8), nn.Dense(4, in_units=16))
+    net.initialize(la.init.Xavier())
+    la.amp.convert_block(net, dtype)
+    trainer = nn.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.05, "momentum": 0.9, "multi_precision": True})
+    scaler = la.amp.init_trainer(trainer, net, target_dtype=dtype,
+                                 scaler=la.amp.LossScaler(init_scale=AMP_SCALES[dtype], growth_interval=2))
+    return net, trainer, scaler
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_amp_loss_scaling_skips_the_same_steps_as_one_process_and_keeps_the_replicas_bit_identical(client, dtype):
+    """A float16 (bfloat16: float32 storage, float32 master weights) network with dynamic loss scaling:
+    the replicas scale the loss by their scaler's scale, skip the steps whose reduced gradients overflow
+    and move the scale as one process does (the same skipped steps, the same scale after every step),
+    and stay equal bit for bit."""
+    rng = np.random.default_rng(0)
+    batches = [((rng.standard_normal((16, 8)) * 30).astype("float32"), rng.integers(0, 4, 16).astype("int32"))
+               for _ in range(10)]
+    loss_fn = nn.SoftmaxCrossEntropyLoss()
+    ref, ref_tr, ref_scaler = _amp_net(dtype)
+    want, want_losses = [], []
+    for x, y in batches:
+        with la.autograd.record():
+            loss = loss_fn(ref(la.array(x)), la.array(y))
+            with la.amp.scale_loss(loss, ref_tr) as scaled:
+                scaled.backward()
+        ref_tr.step(len(x))
+        want.append((ref_scaler.scale, ref_scaler.skipped))
+        want_losses.append(float(loss.asnumpy().mean()))
+    assert 0 < ref_scaler.skipped < len(batches) and max(s for s, _ in want) > want[-1][0] / 2  # skips, then growth
+    net, trainer, scaler = _amp_net(dtype)
+    dp = la.distributed.DataParallel(net, loss_fn, trainer, client=client)
+    got, losses = [], []
+    for x, y in batches:
+        losses.append(dp.step(x, y))
+        scalers = [client.run(lambda key: R.state(key)[2][0], dp._rkey(w), workers=[w])[w] for w in dp._holders]
+        assert scalers[0] == scalers[1]
+        got.append((scalers[0]["scale"], scalers[0]["skipped"]))
+    assert got == want
+    np.testing.assert_allclose(losses, want_losses, rtol=1e-3)
+    first, second = _replica_values(client, dp)
+    for k in first:
+        assert first[k].dtype == np.dtype(dtype if dtype == "float16" else "float32"), k
+        assert first[k].tobytes() == second[k].tobytes(), k
+    assert scaler.scale == AMP_SCALES[dtype] and scaler.skipped == 0  # the client's copy moves only when asked
+    dp.sync_to_client()
+    assert (scaler.scale, scaler.skipped, scaler.good_steps) == (ref_scaler.scale, ref_scaler.skipped,
+                                                                 ref_scaler.good_steps)
+    for (k, p), q in zip(ref.collect_params().items(), net.collect_params().values()):
+        np.testing.assert_allclose(q.data().asnumpy().astype("float32"), p.data().asnumpy().astype("float32"),
+                                   rtol=2e-3, atol=1e-3, err_msg=k)
     dp.close()

@@ -6,6 +6,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray import blocks as nn
+from lazyarray.distributed import bounded, params
 
 pytest.importorskip("dask.distributed")
 import dask.array as da  # noqa: E402
@@ -140,17 +141,27 @@ def _gated(block):
     return block
 
 
-def _kill_one_worker_then_open_the_gate(c, gate) -> None:
-    """While every input chunk waits at the gate: kill one worker, wait until the scheduler has
-    removed it, then let the run go on."""
+def _kill_one_worker_then_open_the_gate(c, gate, victim=None) -> None:
+    """While every input chunk waits at the gate: kill one worker (``victim``, else the first), wait
+    until the scheduler has removed it, then let the run go on."""
     import time
 
-    victim = sorted(c.scheduler_info()["workers"])[0]
+    victim = victim or sorted(c.scheduler_info()["workers"])[0]
     c.run(_exit_soon, workers=[victim])
     deadline = time.monotonic() + 30
     while victim in c.scheduler_info()["workers"] and time.monotonic() < deadline:
         time.sleep(0.1)
     gate.set()
+
+
+def _tanh_chain():
+    x, w = la.sym.var("x", shape=(4000, 256)), la.sym.var("w", shape=(256, 256))
+    h = x
+    for _ in range(30):
+        h = la.sym.tanh(h @ w)
+    wv = (np.random.default_rng(0).standard_normal((256, 256)) / 16).astype("float32")
+    data = da.random.RandomState(0).random_sample((4000, 256), chunks=(250, 256)).astype("float32")
+    return h, wv, data
 
 
 def test_a_worker_that_dies_mid_run_is_replaced_and_the_run_completes():
@@ -162,12 +173,7 @@ def test_a_worker_that_dies_mid_run_is_replaced_and_the_run_completes():
 
     from dask.distributed import Event
 
-    x, w = la.sym.var("x", shape=(4000, 256)), la.sym.var("w", shape=(256, 256))
-    h = x
-    for _ in range(30):
-        h = la.sym.tanh(h @ w)
-    wv = (np.random.default_rng(0).standard_normal((256, 256)) / 16).astype("float32")
-    data = da.random.RandomState(0).random_sample((4000, 256), chunks=(250, 256)).astype("float32")
+    h, wv, data = _tanh_chain()
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             Client(cluster) as c:
         gate = Event("lazyarray-test-gate", client=c)
@@ -180,6 +186,44 @@ def test_a_worker_that_dies_mid_run_is_replaced_and_the_run_completes():
             killer.join()
         assert gate.is_set()  # (the run waited at the gate: it cannot have finished before the kill)
     want = la.CachedOp(h)(x=data.compute(), w=wv).asnumpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_arrays_of_compute_false_survive_the_death_of_the_worker_holding_a_parameter_copy():
+    """The arrays ``run(compute=False)`` returns are computed by the caller, later, and survive a worker's
+    death: the lost worker's parameter copy is made again from its source task (the NumPy weight ``w``,
+    carried by a task the scheduler holds) and the graph carries the regions' JSON. The victim is the
+    only holder of the copy piece 0 reads (lost with it: nothing scattered could make it again), and
+    the kill lands mid-compute (every input chunk waits at a gate until the victim is gone)."""
+    import threading
+    import time
+
+    from dask.distributed import Event
+
+    h, wv, data = _tanh_chain()
+    want = la.CachedOp(h)(x=data.compute(), w=wv).asnumpy()
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            Client(cluster) as c:
+        gate = Event("lazyarray-test-gate", client=c)
+        gate.set()
+        out = la.distributed.run(h, client=c, x=data.map_blocks(_gated, dtype="float32"), w=wv)
+        entry = params.SENT.get((c.scheduler.address, params.content_hash(wv)))
+        wv[...] = 0  # (the caller's array is theirs to write: the copies are of what it was)
+        np.testing.assert_allclose(c.compute(out).result(timeout=120), want, rtol=1e-4, atol=1e-5)
+        first = sorted(c.scheduler_info()["workers"])[0]
+        copy = entry.futures[first]  # (the weight's copy that piece 0 reads)
+        deadline = time.monotonic() + 30
+        while len(holders := c.who_has([copy])[copy.key]) > 1 and time.monotonic() < deadline:
+            time.sleep(0.2)  # (a region task that read it elsewhere left a replica: Dask's memory manager drops it)
+        assert len(holders) == 1
+        gate.clear()
+        killer = threading.Timer(0.5, _kill_one_worker_then_open_the_gate, (c, gate, holders[0]))
+        killer.start()
+        try:
+            got = c.compute(out).result(timeout=120)
+        finally:
+            killer.join()
+        assert holders[0] not in c.scheduler_info()["workers"]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
@@ -272,21 +316,30 @@ def test_block_inputs_are_named_data0_to_n_and_parameters_travel_once_per_worker
     a = la.array(np.random.default_rng(11).standard_normal((9, 4)).astype("float32"))
     b = la.array(np.random.default_rng(12).standard_normal((9, 3)).astype("float32"))
     want = net(a, b).asnumpy()
-    calls = []
-    real = client.scatter
+    calls, sources = [], []
+    real, real_submit = client.scatter, bounded.BoundedCall.submit
 
     def scatter(data, **kw):
         calls.append((data, kw.get("broadcast", False)))
         return real(data, **kw)
 
+    def submit(self, fn, *args, **kw):
+        if fn is params.source:
+            sources.append(args[0].shape)
+        return real_submit(self, fn, *args, **kw)
+
     monkeypatch.setattr(client, "scatter", scatter)
-    out = la.distributed.run(net, client=client, data0=a, data1=b)  # la arrays, both split by rows
-    np.testing.assert_allclose(out.compute(), want, rtol=1e-5, atol=1e-6)
+    monkeypatch.setattr(bounded.BoundedCall, "submit", submit)
+    out = la.distributed.run(net, client=client, data0=a, data1=b, compute=True)  # la arrays, both split by rows
+    np.testing.assert_allclose(out.asnumpy(), want, rtol=1e-5, atol=1e-6)
     weight = net.dense.weight.data().asnumpy()
-    sent = [bc for d, bc in calls if isinstance(d, np.ndarray) and d.shape == weight.shape]
-    assert sent == [True]  # one broadcast scatter for the weight, not one copy per task
+    assert sources.count(weight.shape) == 1  # sent once (one source task), not one copy per worker or task
     pieces = [p.shape for d, bc in calls if isinstance(d, list) for p in d]  # (each to its piece's worker)
     assert pieces == [(5, 4), (4, 4), (5, 3), (4, 3)]
+    calls.clear()
+    out = la.distributed.run(net, client=client, data0=a, data1=b)  # compute=False: the graph carries the pieces
+    np.testing.assert_allclose(out.compute(), want, rtol=1e-5, atol=1e-6)
+    assert calls == [] and sources.count(weight.shape) == 1
 
 
 @pytest.mark.filterwarnings("ignore::lazyarray.ops.sbp_rules.SBPFallbackWarning")
