@@ -1,8 +1,13 @@
 """Shared helpers for the benchmark scripts: timing and table printing."""
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 
 def best_of(fn, repeat: int = 5, number: int = 1) -> float:
@@ -41,3 +46,15 @@ def table(headers: list[str], rows: list[list]) -> str:
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def probe_in(root: Path, code: str) -> dict:
+    """Run ``code`` in a fresh interpreter that imports the lazyarray under ``root``; its last line of
+    output is a JSON object with a ``file`` key (``la.__file__``), checked to lie under ``root``."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
+                         cwd=str(root))
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    if not got["file"].startswith(str(root)):
+        raise RuntimeError(f"the probe imported {got['file']}, not the lazyarray under {root}")
+    return got

@@ -20,10 +20,8 @@ the ratio per call, this / that (the machine is shared: read ratios).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from _util import best_of, table  # noqa: E402
+from _util import best_of, probe_in, table  # noqa: E402
 
 import lazyarray as la  # noqa: E402
 
@@ -140,13 +138,7 @@ print(json.dumps({{"us": statistics.median(ts) * 1e6, "steps": sum(len(p.steps) 
 
 def model_call(model: str, root: Path) -> dict:
     code = MODEL_PROBE.format(manifest=str(FIXTURES / "manifest.json"), fixtures=str(FIXTURES), model=model)
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
-                         cwd=str(root))
-    got = json.loads(out.stdout.strip().splitlines()[-1])
-    if not got["file"].startswith(str(root)):
-        raise RuntimeError(f"the probe imported {got['file']}, not the lazyarray under {root}")
-    return got
+    return probe_in(root, code)
 
 
 def model_rows(models, against: Path | None, rounds: int) -> list:

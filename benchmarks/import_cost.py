@@ -19,7 +19,6 @@ per process pair (the machine is shared: compare ratios).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -27,7 +26,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _util import table  # noqa: E402
+from _util import probe_in, table  # noqa: E402
 
 TARGET_MIB = 10.0
 REPEAT = 5
@@ -78,13 +77,7 @@ print(json.dumps({{"first": first, "again": again, "file": la.__file__}}))
 def onnx_import(model: str, root: Path) -> dict:
     """One fresh interpreter importing ``model`` with the lazyarray under ``root``."""
     code = ONNX_PROBE.format(manifest=str(FIXTURES / "manifest.json"), fixtures=str(FIXTURES), model=model)
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
-                         cwd=str(root))
-    got = json.loads(out.stdout.strip().splitlines()[-1])
-    if not got["file"].startswith(str(root)):
-        raise RuntimeError(f"the probe imported {got['file']}, not the lazyarray under {root}")
-    return got
+    return probe_in(root, code)
 
 
 def onnx_rows(models, against: Path | None, rounds: int = ROUNDS) -> list:
