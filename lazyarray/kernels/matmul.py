@@ -8,7 +8,13 @@ process holds the second core the waiting thread spins: measured on the shared 2
 that product took 35 ms on two BLAS threads against 0.3 ms on one, and the Swin model's batch-8
 call ran 24x onnxruntime's time on 2 threads against 3.5x on 1 (``benchmarks/real_models.py``).
 ``one_blas_thread`` is the reference's call with BLAS held at one thread (``blas_threads.py``'s
-size policy, as dense and conv2d use it) for products of fewer than ``MIN_PARALLEL_FLOPS``.
+size policy, as dense and conv2d use it) for products of fewer than ``MAX_FLOPS``.
+
+Products of ``MAX_FLOPS`` or more share BLAS's threads as before that change (``blas``): the MLP's
+backward at batch 1024 has two of 10.5 MFLOP, (1024, 10) @ (10, 512) and (10, 1024) @ (1024, 512),
+which took 121 and 153 us on two threads against 209 and 232 us held at one (medians of 1500 calls,
+alternating, 2-core machine); products of 7.9-12.8 MFLOP of other shapes gained as much
+(``blas_threads.MIN_PARALLEL_FLOPS``, 16 MFLOP, stays the bound for dense and conv2d).
 
 A product BLAS runs on one thread whatever its setting (``blas_threads.serial_anyway``: OpenBLAS's
 small-matrix kernels take float32 calls of at most ``SMALL_PRODUCT`` multiply-adds on one thread)
@@ -25,7 +31,7 @@ import numpy as np
 from ..mode import MODE, PROFILING
 from ..ops import registry
 from ..threads import num_threads
-from .blas_threads import MIN_PARALLEL_FLOPS, SERIAL_ANYWAY_FLOPS, one_thread, serial_anyway
+from .blas_threads import SERIAL_ANYWAY_FLOPS, one_thread, serial_anyway
 from .impl import Choice, Impl
 from .profile import current as current_profile
 
@@ -46,6 +52,8 @@ def products(a, b) -> tuple[float, float]:
     return flops, flops / 2 if len(sb) == 2 and a.flags.c_contiguous else one
 
 
+# one_blas_thread below this many floating-point operations (above: both threads pay, see the module)
+MAX_FLOPS = 8e6
 _reference = registry.get("matmul").kernel  # (ops/nn.py's, registered before this layer loads)
 
 
@@ -63,7 +71,7 @@ def _one_blas_thread(xp, a, b, out=None):
 
 BLAS = Impl("matmul", "blas", _reference, "NumPy's matmul (the reference), BLAS on every thread set")
 ONE_BLAS_THREAD = Impl("matmul", "one_blas_thread", _one_blas_thread,
-                       "several threads set and a floating product of fewer than MIN_PARALLEL_FLOPS that "
+                       "several threads set and a floating product of fewer than MAX_FLOPS that "
                        "BLAS would share (not blas_threads.serial_anyway): the reference with BLAS held at "
                        "one thread")
 IMPLS = (ONE_BLAS_THREAD, BLAS)
@@ -75,7 +83,7 @@ def choose_matmul(xp, a, b, out=None) -> Choice:
     if num_threads() == 1 or xp is not np or a.dtype.kind != "f" or b.dtype.kind != "f":
         return _BLAS
     flops, largest = products(a, b)
-    if not SERIAL_ANYWAY_FLOPS < flops < MIN_PARALLEL_FLOPS or serial_anyway(flops, _largest_float32(a, b, largest)):
+    if not SERIAL_ANYWAY_FLOPS < flops < MAX_FLOPS or serial_anyway(flops, _largest_float32(a, b, largest)):
         return _BLAS
     return _ONE
 

@@ -112,6 +112,15 @@ def test_a_product_blas_runs_on_one_thread_anyway_is_left_alone(two_threads, pro
     assert kernels.choose("matmul", np, *big).impl is kmatmul.ONE_BLAS_THREAD
 
 
+@pytest.mark.parametrize("sa,sb", [((1024, 10), (10, 512)), ((10, 1024), (1024, 512)), ((64, 784), (784, 128))])
+def test_products_of_max_flops_and_more_share_blas_threads(two_threads, sa, sb):
+    """The MLP backward's 10.5 MFLOP products at batch 1024 (and a 12.8 MFLOP dense-like one) run on
+    both threads, as before ``one_blas_thread`` existed: they took about 0.6x their one-thread time."""
+    a, b = _pair(sa, sb, np.float32)
+    assert 2 * sa[0] * sa[1] * sb[1] >= kmatmul.MAX_FLOPS
+    assert kernels.choose("matmul", np, a, b).impl is kmatmul.BLAS
+
+
 def _mlp_training_step(batch):
     """benchmarks/training_loop.py's step: a hybridized MLP, the loss, backward, the trainer."""
     B = la.blocks
@@ -134,19 +143,22 @@ def _mlp_training_step(batch):
     return step
 
 
-def test_the_mlp_training_step_runs_what_it_should(two_threads, probe):
-    """The paths of the MLP training step at batch 64 (issue #34: the step was 8% slower than at
-    b166d05): both dense + relu layers of the forward run ``units_major`` (their values stored
+@pytest.mark.parametrize("batch", [64, 1024])
+def test_the_mlp_training_step_runs_what_it_should(two_threads, probe, batch):
+    """The paths of the MLP training step (issue #34: the step was 8% slower than at b166d05): at
+    batch 64 both dense + relu layers of the forward run ``units_major`` (their values stored
     (units, rows)), and the backward's two small products run ``blas`` where small float32 calls
-    stay on one thread (no switch of BLAS's threads), the large ones ``blas``."""
-    step = _mlp_training_step(64)
+    stay on one thread (no switch of BLAS's threads); at batch 1024 they are 10.5 MFLOP and share
+    both threads; the large products run ``blas``."""
+    step = _mlp_training_step(batch)
     step()
     with la.profile() as prof:
         step()
     compiled = [e for e in prof.events if e.where == "compiled"]
-    assert [e.impl for e in compiled if e.name == "nn.dense+relu"] == ["units_major"] * 2
-    small = {((64, 10), (10, 512)), ((10, 64), (64, 512))}
+    dense = "units_major" if batch == 64 else "gemm"
+    assert [e.impl for e in compiled if e.name == "nn.dense+relu"] == [dense] * 2
+    small = {((batch, 10), (10, 512)), ((10, batch), (batch, 512))}
     products = {e.shapes: e.impl for e in compiled if e.name == "matmul"}
     assert set(products) >= small and len(products) == 5
     for shapes, impl in products.items():
-        assert impl == ("one_blas_thread" if shapes in small and not probe else "blas"), shapes
+        assert impl == ("one_blas_thread" if shapes in small and batch == 64 and not probe else "blas"), shapes
