@@ -21,7 +21,11 @@ run (interleaved rounds, fastest round of each):
 Targets (issue #16): batch 64 at most 1.1x NumPy by hand; batch 1024 at most 1.0x; inference
 (``net(x)``) at batch 1 at most 1.2x NumPy by hand.
 
-    python benchmarks/training_loop.py [--clock cpu]
+    python benchmarks/training_loop.py [--clock cpu] [--profile BATCH]
+
+``--profile 64`` prints instead the ``la.profile()`` table of 20 Gluon-style steps at that batch (per
+kernel and implementation: calls, total and mean time; issue #34's regression was found by comparing
+it between two commits) and the forward program's ``explain()``.
 """
 from __future__ import annotations
 
@@ -262,11 +266,32 @@ def inference_rows():
             for n, t in zip(names, times)]
 
 
+def profile_rows(batch: int) -> None:
+    """``--profile``: the per-kernel table of 20 steps (after 5 untimed) and the forward's explain()."""
+    rng = np.random.default_rng(0)
+    step, x, _ = gluon_setup(batch, rng, init_params(rng))
+    for _ in range(5):
+        step()
+    with la.profile() as prof:
+        for _ in range(20):
+            step()
+    print(f"la.profile() of 20 Gluon-style steps at batch {batch}")
+    print(prof.table())
+    print()
+    net = step.__closure__[step.__code__.co_freevars.index("net")].cell_contents
+    print(net.explain(x))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
-    if ap.parse_args().clock == "cpu":
+    ap.add_argument("--profile", type=int, metavar="BATCH", help="print la.profile() of 20 steps at BATCH")
+    args = ap.parse_args()
+    if args.clock == "cpu":
         CLOCK[0] = time.process_time
+    if args.profile:
+        profile_rows(args.profile)
+        return
     rows = []
     for batch in (64, 1024):
         rows += bench(batch)

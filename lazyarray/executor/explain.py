@@ -26,6 +26,7 @@ from ..errors import fmt_shape
 from ..kernels.profile import Profile
 from ..ops.scratch import workspace_bytes
 from .program import Program
+from .units_major import UNITS_MAJOR
 
 _HEAD = ("step", "node", "op[implementation]", "inputs", "output", "memory", "workspace")
 
@@ -103,8 +104,8 @@ def step_rows(prog: Program, impls: dict) -> list[dict]:
         node = sp.node
         ops = "+".join(s.node.op.qualname for s in specs)
         outs = ", ".join(fmt_shape(a.shape) for a in specs[-1].node.avals)
-        if sp.order is not None:
-            outs += " batch last"
+        if sp.order is not None:  # (a planned memory order: executor/batch_last.py, units_major.py)
+            outs += " units major" if tuple(sp.order) == UNITS_MAJOR else " batch last"
         rows.append({"step": i, "node": sp.name, "op[implementation]": f"{ops}[{impls.get(i, 'reference')}]",
                      "inputs": ", ".join(fmt_shape(e.aval.shape) for e in node.inputs),
                      "output": outs, "memory": _where(plan, specs[-1].outs[0] if specs[-1].outs else None, handed),

@@ -82,11 +82,20 @@ def one_thread(flops: float, largest_call: float | None = None):
     """
     if SERIAL_ANYWAY_FLOPS < flops < MIN_PARALLEL_FLOPS:
         ctx = blas_one_thread()
-        if not ctx.serial:  # (BLAS already on one thread: nothing to switch)
-            if largest_call is not None and largest_call <= SMALL_PRODUCT and small_calls_serial():
-                return UNCHANGED
+        # (BLAS already on one thread: nothing to switch, nothing to probe)
+        if not ctx.serial and not serial_anyway(flops, largest_call):
             return ctx
     return UNCHANGED
+
+
+def serial_anyway(flops: float, largest_call: float | None = None) -> bool:
+    """Whether BLAS runs a product of ``flops`` on one thread whatever its setting: at most
+    ``SERIAL_ANYWAY_FLOPS``, or, where the caller gives ``largest_call`` (the multiply-adds of its
+    largest single float32 call), that call of at most ``SMALL_PRODUCT`` where ``small_calls_serial()``.
+    Switching BLAS to one thread for such a product only costs (two library calls and the switch
+    back, 10-15 us a product in the MLP's backward: ``kernels/matmul.py``)."""
+    return flops <= SERIAL_ANYWAY_FLOPS or (largest_call is not None and largest_call <= SMALL_PRODUCT
+                                            and small_calls_serial())
 
 
 def region_blocks(macs_per_item: int, items: int, threads: int) -> int:
@@ -105,10 +114,11 @@ PROBE = NamedCache("BLAS small-product probe", 1)  # None -> True/False once pro
 
 def small_calls_serial() -> bool:
     """Whether this process's BLAS runs float32 products of at most ``SMALL_PRODUCT``
-    multiply-adds on one thread whatever its thread setting: probed once (``PROBE_SECONDS``), by the
-    CPU time other threads spend while this thread runs such products (a column block of a
-    batch-last convolution and a dense layer's ``x @ w.T``). False if any other thread worked
-    meanwhile."""
+    multiply-adds on one thread whatever its thread setting: probed once, by the CPU time other
+    threads spend while this thread runs such products (a column block of a batch-last convolution
+    and a dense layer's ``x @ w.T``) for ``PROBE_SECONDS``. False if some other thread worked in
+    every such window for ``PROBE_MAX_SECONDS`` (BLAS's own workers spin for a while after a shared
+    product: a window after that tells)."""
     found = PROBE.peek(None)
     return found if found is not None else PROBE.get_or_make(None, _probe)
 
@@ -117,6 +127,12 @@ def small_calls_serial() -> bool:
 # process clock at its scheduler ticks (4-10 ms), so over the 0.85 ms of 20 products a thread hashing
 # without the GIL the whole time added nothing (tests/kernels/test_blas_threads.py)
 PROBE_SECONDS = 0.03
+# ... and tries again, window after window, for up to this long before it says no: after a product
+# BLAS shared, OpenBLAS's worker threads spin waiting for more work for about 0.1 s (measured here:
+# 110 ms; its THREAD_TIMEOUT, 2^28 cycles) and that CPU time looks like a small product's share. A
+# probe started inside a training step, just after the layers' large products, saw that and said no,
+# so every small product of the step paid the switch (benchmarks/training_loop.py at batch 64).
+PROBE_MAX_SECONDS = 0.25
 
 
 def _probe() -> bool:
@@ -125,10 +141,15 @@ def _probe() -> bool:
     x = np.ones((64, 144), np.float32)
     w = np.ones((32, 144), np.float32)
     a @ b, x @ w.T  # (BLAS's threads started before counting)
-    own, total, start = time.thread_time(), time.process_time(), time.perf_counter()
-    while time.perf_counter() - start < PROBE_SECONDS:
-        for _ in range(10):
-            a @ b
-            x @ w.T
-    own, total = time.thread_time() - own, time.process_time() - total
-    return total - own <= 0.1 * own
+    end = time.perf_counter() + PROBE_MAX_SECONDS
+    while True:
+        own, total, start = time.thread_time(), time.process_time(), time.perf_counter()
+        while time.perf_counter() - start < PROBE_SECONDS:
+            for _ in range(10):
+                a @ b
+                x @ w.T
+        own, total = time.thread_time() - own, time.process_time() - total
+        if total - own <= 0.1 * own:  # (no other thread worked: these products ran on this one)
+            return True
+        if time.perf_counter() >= end:
+            return False

@@ -7,8 +7,20 @@ block's (512, 32) @ (32, 64), 2 MFLOP) the split costs more than it saves, and w
 process holds the second core the waiting thread spins: measured on the shared 2-core machine,
 that product took 35 ms on two BLAS threads against 0.3 ms on one, and the Swin model's batch-8
 call ran 24x onnxruntime's time on 2 threads against 3.5x on 1 (``benchmarks/real_models.py``).
-``one_blas_thread`` is the reference's call with BLAS held at one thread (``ops/blas_threads.py``'s
-size policy, as dense and conv2d use it) for products of fewer than ``MIN_PARALLEL_FLOPS``.
+``one_blas_thread`` is the reference's call with BLAS held at one thread (``blas_threads.py``'s
+size policy, as dense and conv2d use it) for products of fewer than ``MAX_FLOPS``.
+
+Products of ``MAX_FLOPS`` or more share BLAS's threads as before that change (``blas``): the MLP's
+backward at batch 1024 has two of 10.5 MFLOP, (1024, 10) @ (10, 512) and (10, 1024) @ (1024, 512),
+which took 121 and 153 us on two threads against 209 and 232 us held at one (medians of 1500 calls,
+alternating, 2-core machine); products of 7.9-12.8 MFLOP of other shapes gained as much
+(``blas_threads.MIN_PARALLEL_FLOPS``, 16 MFLOP, stays the bound for dense and conv2d).
+
+A product BLAS runs on one thread whatever its setting (``blas_threads.serial_anyway``: OpenBLAS's
+small-matrix kernels take float32 calls of at most ``SMALL_PRODUCT`` multiply-adds on one thread)
+is ``blas``: the switch would only cost. The MLP's backward at batch 64 has two such products,
+(64, 10) @ (10, 512) and (10, 64) @ (64, 512); held at one thread they took 37 and 23 us in the
+training step against 22 and 15 us left alone (``benchmarks/training_loop.py``, ``la.profile()``).
 """
 from __future__ import annotations
 
@@ -19,7 +31,7 @@ import numpy as np
 from ..mode import MODE, PROFILING
 from ..ops import registry
 from ..threads import num_threads
-from .blas_threads import MIN_PARALLEL_FLOPS, SERIAL_ANYWAY_FLOPS, one_thread
+from .blas_threads import SERIAL_ANYWAY_FLOPS, one_thread, serial_anyway
 from .impl import Choice, Impl
 from .profile import current as current_profile
 
@@ -40,19 +52,28 @@ def products(a, b) -> tuple[float, float]:
     return flops, flops / 2 if len(sb) == 2 and a.flags.c_contiguous else one
 
 
+# one_blas_thread below this many floating-point operations (above: both threads pay, see the module)
+MAX_FLOPS = 8e6
 _reference = registry.get("matmul").kernel  # (ops/nn.py's, registered before this layer loads)
+
+
+def _largest_float32(a, b, largest: float) -> float | None:
+    """``largest`` (the multiply-adds of the product's largest BLAS call) where both are float32
+    (the calls OpenBLAS's small-matrix kernels take), else None."""
+    return largest if a.dtype == np.float32 == b.dtype else None
 
 
 def _one_blas_thread(xp, a, b, out=None):
     flops, largest = products(a, b)
-    with one_thread(flops, largest if a.dtype == np.float32 == b.dtype else None):
+    with one_thread(flops, _largest_float32(a, b, largest)):
         return _reference(xp, a, b, out=out)
 
 
 BLAS = Impl("matmul", "blas", _reference, "NumPy's matmul (the reference), BLAS on every thread set")
 ONE_BLAS_THREAD = Impl("matmul", "one_blas_thread", _one_blas_thread,
-                       "several threads set and a floating product of fewer than MIN_PARALLEL_FLOPS (more "
-                       "than BLAS runs serially anyway): the reference with BLAS held at one thread")
+                       "several threads set and a floating product of fewer than MAX_FLOPS that "
+                       "BLAS would share (not blas_threads.serial_anyway): the reference with BLAS held at "
+                       "one thread")
 IMPLS = (ONE_BLAS_THREAD, BLAS)
 _BLAS, _ONE = Choice(BLAS), Choice(ONE_BLAS_THREAD)
 
@@ -61,7 +82,10 @@ def choose_matmul(xp, a, b, out=None) -> Choice:
     """What runs ``matmul`` of these arrays."""
     if num_threads() == 1 or xp is not np or a.dtype.kind != "f" or b.dtype.kind != "f":
         return _BLAS
-    return _ONE if SERIAL_ANYWAY_FLOPS < products(a, b)[0] < MIN_PARALLEL_FLOPS else _BLAS
+    flops, largest = products(a, b)
+    if not SERIAL_ANYWAY_FLOPS < flops < MAX_FLOPS or serial_anyway(flops, _largest_float32(a, b, largest)):
+        return _BLAS
+    return _ONE
 
 
 def run_matmul(xp, a, b, out=None):

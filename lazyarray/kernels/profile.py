@@ -80,10 +80,11 @@ class Profile:
 
     def _label_for(self, op) -> str:
         """``take_choice`` for a call of ``op``: a choice noted by another op's runner inside it (a
-        fused group's relu) is not ``op``'s, which then ran its own kernel."""
+        fused group's relu) is not ``op``'s, which then ran its own kernel. A program step that runs
+        several ops (``nn.dense+relu``, ``executor/epilogue.py``) takes the choice of any of them."""
         c = self._choice
-        name = op.rsplit(".", 1)[-1] if isinstance(op, str) else op.name
-        if c is not None and c.impl.op != name:
+        names = [q.rsplit(".", 1)[-1] for q in op.split("+")] if isinstance(op, str) else (op.name,)
+        if c is not None and c.impl.op not in names:
             self._choice = None
         return self.take_choice(reference_label(op))
 

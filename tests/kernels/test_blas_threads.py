@@ -141,6 +141,44 @@ def test_the_probe_counts_other_threads_work(monkeypatch):
     assert blas_threads.small_calls_serial() is False  # (kept: not probed again)
 
 
+def test_the_probe_waits_out_a_thread_that_stops(monkeypatch):
+    """Other threads that work only for a while (OpenBLAS's workers spin for about 0.1 s after a
+    product they shared: a probe started inside a training step saw them and said no) do not decide
+    the answer: the probe tries window after window, and answers as it does in a quiet process."""
+    import hashlib
+    import threading
+    import time
+    monkeypatch.setattr(blas_threads, "PROBE_MAX_SECONDS", 2.0)  # (room on a busy machine)
+    quiet = blas_threads._probe()
+    started = threading.Event()
+    data = bytes(1 << 22)
+
+    def busy_for_a_while():
+        end = time.perf_counter() + 0.08
+        while time.perf_counter() < end:
+            hashlib.sha256(data).digest()
+            started.set()
+    t = threading.Thread(target=busy_for_a_while)
+    t.start()
+    try:
+        assert started.wait(30)
+        assert blas_threads._probe() is quiet
+    finally:
+        t.join()
+
+
+def test_the_probe_after_a_shared_product_answers_as_in_a_quiet_process(two_blas_threads, monkeypatch):
+    """The case it failed: a product BLAS shared over two threads just before the probe (its worker
+    still spinning)."""
+    import time
+    monkeypatch.setattr(blas_threads, "PROBE_MAX_SECONDS", 2.0)
+    a = np.ones((512, 512), np.float32)
+    time.sleep(0.3)  # (BLAS's workers asleep)
+    quiet = blas_threads._probe()
+    a @ a
+    assert blas_threads._probe() is quiet
+
+
 def test_a_small_dense_layer_multiplies_on_one_thread(two_blas_threads):
     """``dense`` of a few rows: one BLAS thread during the product (float64 rows against a float32
     weight take the ``xp.matmul`` branch, spied on here), the values of ``x @ w.T + b``."""

@@ -8,6 +8,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray import kernels, threads
+from lazyarray.kernels import blas_threads
 from lazyarray.kernels import matmul as kmatmul
 from lazyarray.ops import registry
 
@@ -89,3 +90,75 @@ def test_explain_and_profile_name_it(two_threads):
     with la.profile() as prof:
         net(xa, wa)
     assert [e.impl for e in prof.events if e.name.endswith("matmul")] == ["one_blas_thread"]
+
+
+@pytest.fixture(params=[True, False], ids=["small-calls-serial", "small-calls-threaded"])
+def probe(request, monkeypatch):
+    """What ``blas_threads.small_calls_serial`` found (set here: both answers on any machine)."""
+    monkeypatch.setattr(blas_threads, "_PROBE", [request.param])
+    return request.param
+
+
+def test_a_product_blas_runs_on_one_thread_anyway_is_left_alone(two_threads, probe):
+    """The MLP backward's (64, 10) @ (10, 512) (0.66 MFLOP, 0.33 M multiply-adds in one call): in
+    float32 OpenBLAS's small-matrix kernels run it on one thread whatever the setting, so where the
+    probe saw that, ``blas`` runs it with no switch; float64, or where small calls were seen shared,
+    it is held at one thread."""
+    a, b = _pair((64, 10), (10, 512), np.float32)
+    assert kernels.choose("matmul", np, a, b).impl is (kmatmul.BLAS if probe else kmatmul.ONE_BLAS_THREAD)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    assert kernels.choose("matmul", np, a64, b64).impl is kmatmul.ONE_BLAS_THREAD
+    big = _pair((64, 100), (100, 200), np.float32)  # 1.28 M multiply-adds: over SMALL_PRODUCT
+    assert kernels.choose("matmul", np, *big).impl is kmatmul.ONE_BLAS_THREAD
+
+
+@pytest.mark.parametrize("sa,sb", [((1024, 10), (10, 512)), ((10, 1024), (1024, 512)), ((64, 784), (784, 128))])
+def test_products_of_max_flops_and_more_share_blas_threads(two_threads, sa, sb):
+    """The MLP backward's 10.5 MFLOP products at batch 1024 (and a 12.8 MFLOP dense-like one) run on
+    both threads, as before ``one_blas_thread`` existed: they took about 0.6x their one-thread time."""
+    a, b = _pair(sa, sb, np.float32)
+    assert 2 * sa[0] * sa[1] * sb[1] >= kmatmul.MAX_FLOPS
+    assert kernels.choose("matmul", np, a, b).impl is kmatmul.BLAS
+
+
+def _mlp_training_step(batch):
+    """benchmarks/training_loop.py's step: a hybridized MLP, the loss, backward, the trainer."""
+    B = la.blocks
+    net = B.HybridSequential()
+    net.add(B.Dense(512, activation="relu", in_units=784), B.Dense(512, activation="relu", in_units=512),
+            B.Dense(10, in_units=512))
+    net.initialize()
+    net.hybridize()
+    loss_fn = B.SoftmaxCrossEntropyLoss()
+    trainer = B.Trainer(net.collect_params(), B.SGD(learning_rate=0.01))
+    x = la.array(RNG.standard_normal((batch, 784)).astype("float32"))
+    y = la.array(RNG.integers(0, 10, batch))
+
+    def step():
+        with la.autograd.record():
+            loss = loss_fn(net(x), y)
+        loss.backward()
+        trainer.step(batch)
+
+    return step
+
+
+@pytest.mark.parametrize("batch", [64, 1024])
+def test_the_mlp_training_step_runs_what_it_should(two_threads, probe, batch):
+    """The paths of the MLP training step (issue #34: the step was 8% slower than at b166d05): at
+    batch 64 both dense + relu layers of the forward run ``units_major`` (their values stored
+    (units, rows)), and the backward's two small products run ``blas`` where small float32 calls
+    stay on one thread (no switch of BLAS's threads); at batch 1024 they are 10.5 MFLOP and share
+    both threads; the large products run ``blas``."""
+    step = _mlp_training_step(batch)
+    step()
+    with la.profile() as prof:
+        step()
+    compiled = [e for e in prof.events if e.where == "compiled"]
+    dense = "units_major" if batch == 64 else "gemm"
+    assert [e.impl for e in compiled if e.name == "nn.dense+relu"] == [dense] * 2
+    small = {((batch, 10), (10, 512)), ((10, batch), (batch, 512))}
+    products = {e.shapes: e.impl for e in compiled if e.name == "matmul"}
+    assert set(products) >= small and len(products) == 5
+    for shapes, impl in products.items():
+        assert impl == ("one_blas_thread" if shapes in small and batch == 64 and not probe else "blas"), shapes

@@ -133,3 +133,21 @@ def test_deferred_code_records_nodes_and_times_nothing_until_it_runs():
         assert prof.events == []
         y.asnumpy()
     assert prof.events  # the recorded graph ran when it was needed
+
+
+@pytest.mark.parametrize("rows,impl", [(16, "units_major"), (256, "gemm")])
+def test_a_step_of_two_ops_is_labelled_with_the_choice_its_dense_made(rows, impl):
+    """A dense layer and its in-place relu run as one step (``executor/epilogue.py``), timed as
+    ``nn.dense+relu``: the implementation its dense chose names it (not ``reference``), and
+    ``explain()`` says the same, with the value's memory order."""
+    net = la.blocks.HybridSequential()
+    net.add(la.blocks.Dense(256, activation="relu", in_units=64), la.blocks.Dense(4, in_units=256))
+    net.initialize()
+    net.hybridize()
+    x = la.array(np.random.default_rng(0).standard_normal((rows, 64)).astype(np.float32))
+    net(x)
+    with la.profile() as prof:
+        net(x)
+    assert [e.key for e in prof.events if e.where == "compiled"][0] == f"nn.dense+relu[{impl}]"
+    row = str(net.explain(x)).splitlines()[2]
+    assert f"nn.dense+relu[{impl}]" in row and ("units major" in row) == (impl == "units_major")
