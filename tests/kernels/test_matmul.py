@@ -8,6 +8,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray import kernels, threads
+from lazyarray.caches import NamedCache
 from lazyarray.kernels import blas_threads
 from lazyarray.kernels import matmul as kmatmul
 from lazyarray.ops import registry
@@ -95,7 +96,9 @@ def test_explain_and_profile_name_it(two_threads):
 @pytest.fixture(params=[True, False], ids=["small-calls-serial", "small-calls-threaded"])
 def probe(request, monkeypatch):
     """What ``blas_threads.small_calls_serial`` found (set here: both answers on any machine)."""
-    monkeypatch.setattr(blas_threads, "_PROBE", [request.param])
+    answer = NamedCache("test probe", 1)
+    answer.put(None, request.param)
+    monkeypatch.setattr(blas_threads, "PROBE", answer)
     return request.param
 
 
