@@ -53,11 +53,13 @@ _is = operator.is_
 
 
 def _deterministic(node: Node) -> bool:
-    """A node whose outputs follow from its inputs alone, of known size and dense storage."""
+    """A node whose outputs follow from its inputs alone, of known size and dense storage, in host memory
+    (only NumPy values are kept: on a GPU the head would run every call, as a second program)."""
     if node.op.random or any(isinstance(v, SubGraph) for v in node.params.values()):
         return False
     return all(a.shape is not None and None not in a.shape and a.dtype is not None and a.stype == "default"
-               and all(isinstance(d, int) for d in a.shape) for a in node.avals)
+               and all(isinstance(d, int) for d in a.shape) and getattr(a.device, "kind", "cpu") == "cpu"
+               for a in node.avals)
 
 
 def _hoisted(order: list[Node], params: set[int]) -> set[int]:
