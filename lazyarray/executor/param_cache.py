@@ -30,6 +30,20 @@ gradient) use this; a training signature runs every step, so gradients are today
 
 ``explain()`` lists the head's steps before the body's as ``op[computed once: parameters]`` and
 counts them in the program's header (``Program.kept``).
+
+    >>> import lazyarray as la
+    >>> x, w = la.sym.var("x", shape=(2, 3)), la.sym.var("w", shape=(3, 3))
+    >>> op = la.CachedOp(la.sym.dot(x, la.sym.transpose(w) * 2.0), parameters=["w"])
+    >>> args = la.ones((2, 3)), la.ones((3, 3))
+    >>> _ = op(*args); print(op(*args).asnumpy())  # the second call at w's version keeps w.T * 2
+    [[6. 6. 6.]
+     [6. 6. 6.]]
+    >>> print(op.explain(*args))  # doctest: +NORMALIZE_WHITESPACE
+    program: 1 steps (and 2 steps computed once: parameters), peak 24 bytes in 1 buffer (lower bound 24)
+    step  node        op[implementation]                    inputs        output  memory          workspace
+       -  transpose0  transpose[computed once: parameters]  [3,3]         [3,3]   kept            -
+       -  multiply0   multiply[computed once: parameters]   [3,3], []     [3,3]   kept            -
+       0  dot0        dot[reference]                        [2,3], [3,3]  [2,3]   #0 (to caller)  -
 """
 from __future__ import annotations
 
@@ -39,7 +53,7 @@ import weakref
 import numpy as np
 
 from ..buffer import exposed, version
-from ..graph.node import Entry, Node, var_node
+from ..graph.node import Entry, Node, unique_names, var_node
 from ..graph.rewrite import rewrite
 from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
@@ -132,7 +146,8 @@ def hoisted_program(outputs: list[Entry], inputs: list[Node], parameters, fused:
     body_outs = list(rewrite(Symbol(list(outputs)), cut, share=True).outputs)
     if fused:
         body_outs = fuse(body_outs)
-    body = compile_program(body_outs, list(inputs) + list(kept_vars.values()), names=names)
+    body = compile_program(body_outs, list(inputs) + list(kept_vars.values()),
+                           names=unique_names(topo_order(body_outs), names))  # (copied nodes named too)
     body.kept = tuple(head.step_specs)
     return ParamCache(head, body, [params[id(n)] for n in head_ins], sum(e.aval.nbytes for e in kept))
 
