@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from .. import guards
+from ..args import seq_arg
 from ..autograd import TRAINING, record_result
 from ..aval import Aval
 from ..deferred import DEFERRED, MODE, RECORDING, show
@@ -129,7 +130,10 @@ class CachedOp:
         self._lock = threading.Lock()
         self._last_key = None
         # inputs that are parameters: plain calls compute what depends on them only once (param_cache.py)
-        self.parameters = frozenset(parameters)
+        self.parameters = frozenset(seq_arg(parameters, "CachedOp", "parameters", "a list of input names, e.g. ['w']"))
+        unknown = sorted(str(n) for n in self.parameters if n not in self._pos)
+        if unknown:
+            raise ParamError(f"CachedOp: parameters {unknown} are not inputs of the symbol; its inputs are {self._names}")
 
     @property
     def num_compiles(self) -> int:

@@ -276,3 +276,11 @@ def test_imported_models_equal_the_uncached_program(name):
         np.testing.assert_allclose(got[0].asnumpy(), data[f"{case}/out/0"], rtol=1e-3, atol=1e-4)
     assert caches(net) and all(pc.kept is not None for pc in caches(net))
     assert not caches(ref)
+
+
+def test_parameters_must_be_input_names():
+    x = la.sym.var("x", shape=(2, 3))
+    with pytest.raises(la.errors.ParamError, match="not inputs of the symbol"):
+        la.CachedOp(la.sym.relu(x), parameters=["w"])
+    with pytest.raises(la.errors.ParamError, match="a list of input names"):
+        la.CachedOp(la.sym.relu(x), parameters="x")
