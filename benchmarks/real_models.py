@@ -50,6 +50,9 @@ First calls include numba compiling the kernels a model is the first to use (sec
     python benchmarks/real_models.py --only bert     # models whose name contains "bert"
     python benchmarks/real_models.py --busy          # busy / quiet ratios
     python benchmarks/real_models.py --ab --only lstm  # new kernels / the paths they replaced
+    python benchmarks/real_models.py --hoist-ab --only lstm_bidir,gru_time_major,hf_bert,convnext_mini
+        # parameter-only steps computed once / every call (CPU time, one thread): lstm_bidir 0.92-0.94x,
+        # lstm_bidir_dynamo 0.91x, gru_time_major 0.99-1.00x, hf_bert 1.00-1.01x, convnext_mini 0.99x
     python benchmarks/real_models.py --profile mobilenetv3_mini   # la.profile() table of one model
     python benchmarks/real_models.py --first-call --only resnet,bert,zoo   # first calls, cold / warm kernel cache
 """
