@@ -50,6 +50,9 @@ First calls include numba compiling the kernels a model is the first to use (sec
     python benchmarks/real_models.py --only bert     # models whose name contains "bert"
     python benchmarks/real_models.py --busy          # busy / quiet ratios
     python benchmarks/real_models.py --ab --only lstm  # new kernels / the paths they replaced
+    python benchmarks/real_models.py --hoist-ab --only lstm_bidir,gru_time_major,hf_bert,convnext_mini
+        # parameter-only steps computed once / every call (CPU time, one thread): lstm_bidir 0.92-0.94x,
+        # lstm_bidir_dynamo 0.91x, gru_time_major 0.99-1.00x, hf_bert 1.00-1.01x, convnext_mini 0.99x
     python benchmarks/real_models.py --profile mobilenetv3_mini   # la.profile() table of one model
     python benchmarks/real_models.py --first-call --only resnet,bert,zoo   # first calls, cold / warm kernel cache
 """
@@ -296,6 +299,43 @@ def row_ab(model: Model, batch: int, ins: dict, threads, rounds: int, budget: fl
     return row
 
 
+def cpu_timed(fn, budget: float) -> float:
+    """CPU seconds per call of ``fn`` (``time.process_time``: another process's load on the shared machine
+    does not count) over about ``budget`` seconds, after ``SETTLE`` seconds of rest."""
+    time.sleep(SETTLE)
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    number = max(1, int(budget / max(time.perf_counter() - t0, 1e-6)))
+    c0 = time.process_time()
+    for _ in range(number):
+        fn()
+    return (time.process_time() - c0) / number
+
+
+def row_hoist(model: Model, batch: int, ins: dict, rounds: int, budget: float) -> list:
+    """One thread: la with parameter-only steps computed once (executor/param_cache.py) against la
+    compiled with ``param_cache_max_bytes=0`` (every step every call), CPU time, rounds alternating
+    (the order turns each round), medians; and how many steps are kept."""
+    xs = [la.array(ins[k]) for k in model.m["inputs"]]
+    with la.tuning(param_cache_max_bytes=0):  # (decided when a signature compiles)
+        ref_net = la.blocks.SymbolBlock.imports(model.path, model.m["inputs"])
+        ref_net.hybridize()
+        want = [y.asnumpy() for y in _listed(ref_net(*xs))]
+    for a, b in zip(model.la_run(ins), want):
+        np.testing.assert_allclose(a, b, **TOL, err_msg=f"{model.name}: kept and per-call parameter steps differ")
+    fns = [_on_threads(1, model.la_fn(ins)), _on_threads(1, lambda: [y.asnumpy() for y in _listed(ref_net(*xs))])]
+    times = [[], []]
+    for r in range(rounds):
+        for i in ((0, 1) if r % 2 == 0 else (1, 0)):
+            times[i].append(cpu_timed(fns[i], budget))
+    new_s, ref_s = (statistics.median(t) for t in times)
+    programs = [p for p, _ in model.net.explain(*xs).programs]
+    kept = sum(len(p.kept) for p in programs)
+    steps = sum(len(p.step_specs) for p in programs)
+    return [model.name, batch, f"{ref_s * 1e6:.0f}", f"{new_s * 1e6:.0f}", new_s / ref_s, f"{steps}+{kept}"]
+
+
 def geomean(xs) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
@@ -452,6 +492,8 @@ def parse(argv):
     ap.add_argument("--budget", type=float, default=None, help="seconds of calls per timed round")
     ap.add_argument("--ab", action="store_true",
                     help="la with the kernels added for these models / la with the paths they replace")
+    ap.add_argument("--hoist-ab", action="store_true",
+                    help="la with parameter-only steps computed once / every call (param_cache_max_bytes=0)")
     ap.add_argument("--profile", default="", help="print la.profile() and explain() of this model instead")
     ap.add_argument("--batch", type=int, default=1, help=f"with --profile: 1 or {BIG_BATCH}")
     ap.add_argument("--first-call", action="store_true",
@@ -491,7 +533,9 @@ def main(argv=None) -> int:
             firsts[model.name] = (model.first_call, model.session_s)
             model.check()
             for batch, ins, _ in model.feeds:
-                if args.ab:
+                if args.hoist_ab:
+                    rows.append(row_hoist(model, batch, ins, rounds, budget))
+                elif args.ab:
                     rows.append(row_ab(model, batch, ins, threads, rounds, budget))
                 elif args.busy:
                     rows.append(row_busy(model, batch, ins, burner, rounds, budget))
@@ -503,7 +547,14 @@ def main(argv=None) -> int:
             burner.__exit__(None, None, None)
         la.set_num_threads(before)
     print(file=sys.stderr)
-    if args.ab:
+    if args.hoist_ab:
+        print("one thread, CPU us per call (median of alternating rounds): every step every call "
+              "(param_cache_max_bytes=0) / parameter-only steps computed once (executor/param_cache.py); "
+              "steps: per call + kept")
+        print(table(["model", "batch", "per-call us", "kept us", "kept/per-call", "steps"],
+                    [_fmt(r, {4}) for r in rows]))
+        print(f"kept/per-call: geometric mean {geomean([r[4] for r in rows]):.2f}")
+    elif args.ab:
         print("la with depthwise, direct, compiled_cell / inline_loop, one_blas_thread, fill_copy / la with "
               "depthwise_taps, im2col / batch_last, steps, blas, numpy.pad (same run)")
         print(table(["model", "batch"] + [f"new/replaced {t}t" for t in threads], [_fmt(r, {2, 3}) for r in rows]))

@@ -88,6 +88,8 @@ class Tuning:
     foreach_cell_max_macs: int = _doc(1 << 15, "most multiply-adds per step (all the cell's products, all rows) "
                                       "foreach[compiled_cell] takes (benchmarks/rnn_conv_ab.py --cell-sizes: 0.17x "
                                       "inline_loop at 2K, 0.45x at 16K, 0.9-1.7x at 64K: past it BLAS per step wins)")
+    param_cache_max_bytes: int = _doc(64 << 20, "bytes the kept values of one compiled program's parameter-only "
+                                      "steps may hold (executor/param_cache.py; larger ones run every call; 0: none kept)")
     # -- saying what runs
     log_kernels: bool = _doc(False, "log each new choice of implementation (op, shapes, implementation) to the "
                              "'lazyarray.kernels' logger", "LAZYARRAY_LOG=kernels")

@@ -642,7 +642,8 @@ class HybridBlock(Block):
             compiled = generic  # same graph: the cached op compiles a plan for the new shapes
         else:
             compiled = self._trace_new(args, training)
-            compiled.run = hybrid.compile_symbol(compiled.symbol, self._traces.size, self._traces.max_bytes)
+            compiled.run = hybrid.compile_symbol(compiled.symbol, self._traces.size, self._traces.max_bytes,
+                                                 compiled.sources)
             object.__setattr__(self, "trace_count", self.trace_count + 1)
             if compiled.generic:
                 self._generic[key] = [compiled] + self._generic.get(key, [])[:GENERIC_TRACES - 1]

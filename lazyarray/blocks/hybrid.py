@@ -376,10 +376,13 @@ def is_shape_generic(sym: Symbol) -> bool:
     return True
 
 
-def compile_symbol(sym: Symbol, cache_size: int | None = None, cache_bytes: int | None = None) -> CachedOp:
+def compile_symbol(sym: Symbol, cache_size: int | None = None, cache_bytes: int | None = None,
+                   sources=()) -> CachedOp:
     """Step 4: the cached op that runs ``sym`` (it compiles one program per input signature, keeping
     at most ``cache_size`` holding at most ``cache_bytes`` together). The block warns about recompiles
-    itself, so the op stays quiet."""
-    op = CachedOp(sym, cache_size, cache_bytes=cache_bytes)
+    itself, so the op stays quiet. ``sources``: where each input comes from; the parameters' inputs
+    are named to the op (what reads only them is computed once: ``executor/param_cache.py``)."""
+    params = [n for n, s in zip(sym.list_inputs(), sources) if isinstance(s, (Parameter, CopyOf))]
+    op = CachedOp(sym, cache_size, cache_bytes=cache_bytes, parameters=params)
     op._signatures.warn_at = float("inf")
     return op

@@ -45,7 +45,7 @@ class SymbolBlock(HybridBlock):
             raise LazyArrayError(f"SymbolBlock: {unknown} are not inputs of the graph; its inputs are {names}")
         object.__setattr__(self, "_symbol", outputs)
         object.__setattr__(self, "_input_names", list(inputs))
-        object.__setattr__(self, "_op", CachedOp(outputs))
+        object.__setattr__(self, "_op", CachedOp(outputs, parameters=[n for n in names if n not in inputs]))
         avals = {n.name: n.avals[0] for n in outputs.input_nodes()}
         for name in names:
             if name in inputs:

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from .. import guards
+from ..args import seq_arg
 from ..autograd import TRAINING, record_result
 from ..aval import Aval
 from ..deferred import DEFERRED, MODE, RECORDING, show
@@ -65,6 +66,7 @@ from . import plan_view
 from .call import SubGraph, call_node, call_params
 from .explain import Explanation, explain_profile
 from .fusion import fuse, fusion_enabled
+from .param_cache import hoisted_program
 from .plan import MemoryPlan
 from .program import compile_program
 from .signature_cache import SignatureCache, causes_text, describe_change
@@ -92,7 +94,8 @@ def held_bytes(c: _Compiled) -> int:
     """The bytes a compiled signature holds between runs: the buffers of its memory plans (forward,
     and backward for a training signature), which its programs keep for the next run."""
     progs = (c.program, c.backward[0] if c.backward is not None else None)
-    return sum(p.plan.peak_bytes for p in progs if getattr(p, "plan", None) is not None)
+    return sum(p.plan.peak_bytes for p in progs if getattr(p, "plan", None) is not None) \
+        + getattr(c.program, "kept_bytes", 0)
 
 
 class CachedOp:
@@ -112,7 +115,7 @@ class CachedOp:
     """
 
     def __init__(self, sym: Symbol, cache_size: int | None = None, fuse: bool | None = None,
-                 cache_bytes: int | None = None):
+                 cache_bytes: int | None = None, parameters=()):
         if not isinstance(sym, Symbol):
             raise ParamError(f"CachedOp takes a Symbol, got {type(sym).__name__}; "
                              "make one with la.get_symbol(outputs, inputs={...}) or la.load_symbol(path)")
@@ -126,6 +129,11 @@ class CachedOp:
         self._cache = self._signatures.items  # (the hot path reads the dict directly)
         self._lock = threading.Lock()
         self._last_key = None
+        # inputs that are parameters: plain calls compute what depends on them only once (param_cache.py)
+        self.parameters = frozenset(seq_arg(parameters, "CachedOp", "parameters", "a list of input names, e.g. ['w']"))
+        unknown = sorted(str(n) for n in self.parameters if n not in self._pos)
+        if unknown:
+            raise ParamError(f"CachedOp: parameters {unknown} are not inputs of the symbol; its inputs are {self._names}")
 
     @property
     def num_compiles(self) -> int:
@@ -325,6 +333,10 @@ class CachedOp:
         sym = _specialize(self.sym, given, inference=mask is None)
         inputs = _input_nodes(sym, self._names)
         if mask is None:
+            prog = hoisted_program(list(sym.outputs), inputs, self.parameters, self.fuse, sym.names()) \
+                if self.parameters else None
+            if prog is not None:  # (its steps on parameters only run once, in their own program)
+                return _Compiled(sym, prog, [e.aval.device for e in sym.outputs])
             outs = fuse(list(sym.outputs)) if self.fuse else list(sym.outputs)
             prog = compile_program(outs, inputs, names=sym.names())
             return _Compiled(Symbol(outs), prog, [e.aval.device for e in sym.outputs])

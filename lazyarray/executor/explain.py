@@ -25,6 +25,7 @@ from html import escape
 from ..errors import fmt_shape
 from ..kernels.profile import Profile
 from ..ops.scratch import workspace_bytes
+from .param_cache import KEPT
 from .program import Program
 from .units_major import UNITS_MAJOR
 
@@ -49,6 +50,8 @@ class Explanation:
         for prog, rows in self.programs:
             plan = prog.plan
             once = f" (and {len(prog.made_once)} views made once)" if prog.made_once else ""
+            if prog.kept:
+                once += f" (and {len(prog.kept)} steps computed once: parameters)"
             parts.append(f"program: {len(prog.steps)} steps{once}, peak {plan.peak_bytes:,} bytes in {plan.num_buffers} "
                          f"buffer{'s' if plan.num_buffers != 1 else ''} (lower bound {plan.lower_bound_bytes:,})")
             parts.append(_table([_HEAD] + [tuple(str(r[k]) for k in _HEAD) for r in rows]))
@@ -96,7 +99,7 @@ def step_rows(prog: Program, impls: dict) -> list[dict]:
     """One row per step of ``prog``; ``impls``: step index -> the implementation label it ran."""
     plan = prog.plan
     handed = set(prog.out_slots)
-    rows = []
+    rows = [_kept_row(specs) for specs in prog.kept]  # (param_cache.py: computed before, not by this run)
     k = 0  # the plan's step of each program step's first spec (a merged step runs two)
     for i, specs in enumerate(prog.step_specs):
         k = _made_once_rows(prog, k, rows, handed)
@@ -113,6 +116,15 @@ def step_rows(prog: Program, impls: dict) -> list[dict]:
         k += len(specs)
     _made_once_rows(prog, k, rows, handed)
     return rows
+
+
+def _kept_row(specs) -> dict:
+    """The row (step ``-``) of a step computed once from parameters only (``executor/param_cache.py``)."""
+    node = specs[0].node
+    return {"step": "-", "node": specs[0].name,
+            "op[implementation]": f"{'+'.join(s.node.op.qualname for s in specs)}[{KEPT}]",
+            "inputs": ", ".join(fmt_shape(e.aval.shape) for e in node.inputs),
+            "output": ", ".join(fmt_shape(a.shape) for a in specs[-1].node.avals), "memory": "kept", "workspace": "-"}
 
 
 def _made_once_rows(prog: Program, k: int, rows: list, handed) -> int:

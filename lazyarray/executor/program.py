@@ -115,6 +115,7 @@ class Program:
         self.out_orders: list = [None] * len(out_slots)  # each output's memory order if not C (free outputs)
         self.step_specs: list = []  # per step, what it runs (``StepSpec``s): for explain() and the profiler
         self.made_once: dict = {}  # plan step -> ``StepSpec`` of the views made with each buffer set
+        self.kept: tuple = ()  # ``step_specs`` of the steps computed once that feed this one (param_cache.py)
 
     def _new_set(self) -> list:
         slots = list(self._template)
