@@ -259,10 +259,10 @@ def _onnx_call(name: str):
 def first_call_child(name: str) -> dict:
     """In a fresh process that first pays what real_models.py --first-call's children pay (onnx and
     onnxruntime imported, numba started, a small model imported and run): ``name``'s first call and
-    its second, CPU seconds by phase (the trace, the
-    compiles and the GC's collections are timed by wrapping ``hybrid.trace``, ``CachedOp._compile``,
-    ``backward_cache.build`` and a ``gc.callbacks`` hook; numba's compiles and cache loads as
-    ``jit.compile_ns_within`` reports them, wall time)."""
+    its second, CPU seconds by phase (the import, the trace, the compiles and the GC's collections are
+    timed by wrapping ``SymbolBlock.imports``, ``hybrid.trace``, ``CachedOp._compile``,
+    ``backward_cache.build`` and a ``gc.callbacks`` hook, for good: run it in a child process; numba's
+    compiles and cache loads as ``jit.compile_ns_within`` reports them, wall time)."""
     from lazyarray import backward_cache, jit
     from lazyarray.blocks import hybrid
     from lazyarray.executor.cached_op import CachedOp

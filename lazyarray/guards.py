@@ -81,18 +81,18 @@ class Trace:
             if key in self._seen:
                 continue
             self._seen.add(key)
-            for i, d in self._sources_of(entry, k):
+            for i, d in self._sources_of(entry, k, concrete=True):
                 value = self.input_nodes[i].avals[0].shape[d]
-                if is_symbolic(value):  # a symbolic batch: the trace computes with it, nothing is baked
-                    continue
                 if any(g.input == i and g.dim == d for g in self.guards):
                     continue
                 if source is None:
                     source = user_source()
                 self.guards.append(Guard(i, d, value, source))
 
-    def _sources_of(self, entry: Entry, k: int) -> list[tuple[int, int]]:
-        """The (input, dim) pairs dim ``k`` of ``entry`` changes with (shape rules re-run).
+    def _sources_of(self, entry: Entry, k: int, concrete: bool = False) -> list[tuple[int, int]]:
+        """The (input, dim) pairs dim ``k`` of ``entry`` changes with (shape rules re-run);
+        ``concrete``: only input dims of concrete size (a symbolic batch is computed with, never
+        baked in, so a read of it needs no guard and its dims are not tried).
 
         Nodes are immutable and a trace only adds nodes, so what a walk learns stays true for the
         rest of the trace: the inputs each node reads (``_inputs_below``) and each node's avals
@@ -103,6 +103,8 @@ class Trace:
         for n in self._inputs_below(entry.node):
             shape = n.avals[0].shape
             for d in range(len(shape)):
+                if concrete and is_symbolic(shape[d]):
+                    continue
                 changed = self._bumped(entry.node, n, d)
                 if changed is _REFUSED:
                     found.append((self.inputs[id(n)], d))  # the rules refuse another size: guard it
