@@ -7,13 +7,26 @@ Per model and batch size (1 and 64), measured in the same run with interleaved r
   ``trainer.step(batch)`` (SGD with momentum);
 * first call of a freshly hybridized block: trace + compile + run, inference and training.
 
+``--first-call`` instead: the first hybridized call of the zoo's models (transformer, 2 and 12
+layers; ResNet-18, inference and a training step with the Trainer) and of imported ONNX fixtures, each
+in a fresh process (one thread), as CPU time split into the trace, the compile (passes, planning,
+choosing: ``CachedOp`` compiles and the backward cache's), an ONNX file's import, the cyclic GC's collections, numba's
+compiles or cache loads (wall), and the rest (the run's compute); beside the second call. ``--against
+DIR`` runs the same children on the lazyarray checkout under DIR too, alternating, for a before/after
+table (medians of ``--rounds``).
+
 Targets: hybridized inference at batch 1 at least 2x faster than imperative; hybridized
 training step no slower than imperative at batch 64.
 
     python benchmarks/hybridize.py [--quick]
+    python benchmarks/hybridize.py --first-call [--against /path/to/other/checkout] [--rounds 3]
 """
 from __future__ import annotations
 
+import argparse
+import gc
+import importlib
+import importlib.util
 import statistics
 import sys
 import time
@@ -23,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _util import table
+from _util import probe_in, table
 
 import lazyarray as la
 from lazyarray import blocks as B
@@ -196,8 +209,143 @@ def _timed(fn, n: int) -> float:
     return (time.perf_counter() - t0) / n
 
 
-if __name__ == "__main__":
-    if "--guards" in sys.argv:
-        guards_table()
+# -- first calls, split by phase ----------------------------------------------------------------------
+HERE = Path(__file__).resolve().parent
+FIRST_CALLS = ("transformer2 infer", "transformer12 infer", "transformer2 train", "resnet18 infer",
+               "resnet18 train", "onnx hf_bert", "onnx convnext_mini")
+PHASES = ("first", "import", "trace", "compile", "gc", "numba", "rest", "second")
+
+
+def _bench_module(name: str):
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}", HERE / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _zoo_call(name: str):
+    """The first-call workload ``name`` (see FIRST_CALLS), ready to run: one call per ``fn()``."""
+    model, mode = name.split()
+    if model.startswith("transformer"):
+        net = B.models.transformer_encoder(1000, classes=2, units=128, num_layers=int(model[11:]), num_heads=2,
+                                           max_length=128)
+        rng = np.random.default_rng(0)
+        x, y = la.array(rng.integers(0, 1000, (32, 64))), la.array(rng.integers(0, 2, 32))
+        net.initialize()
+        net(x)  # (deferred parameters take their shapes imperatively first, as benchmarks/models.py does)
+        net.hybridize()
+        trainer, loss_fn = B.Trainer(net.collect_params(), "adam", {"learning_rate": 1e-3}), B.SoftmaxCrossEntropyLoss()
     else:
-        main(quick="--quick" in sys.argv)
+        run = _bench_module("models").Run(model, True, 32, False)
+        net, x, y, trainer, loss_fn = run.net, run.x, run.y, run.trainer, run.loss_fn
+    infer, train = workloads(net, x, y, trainer, loss_fn, 32)
+    return infer if mode == "infer" else train
+
+
+def _onnx_call(name: str):
+    rm = _bench_module("real_models")
+    m = next(m for m in rm.manifest() if m["name"] == name)
+    ins = rm.feeds(m)[0][1]
+    held = []
+
+    def fn():  # the first call imports the file and hybridizes (as real_models.py --first-call times it)
+        if not held:
+            held.append(la.blocks.SymbolBlock.imports(str(rm.FIXTURES / (name + ".onnx")), m["inputs"]))
+            held[0].hybridize()
+        return [y.asnumpy() for y in rm._listed(held[0](*[la.array(ins[k]) for k in m["inputs"]]))]
+    return fn
+
+
+def first_call_child(name: str) -> dict:
+    """In a fresh process that first pays what real_models.py --first-call's children pay (onnx and
+    onnxruntime imported, numba started, a small model imported and run): ``name``'s first call and
+    its second, CPU seconds by phase (the import, the trace, the compiles and the GC's collections are
+    timed by wrapping ``SymbolBlock.imports``, ``hybrid.trace``, ``CachedOp._compile``,
+    ``backward_cache.build`` and a ``gc.callbacks`` hook, for good: run it in a child process; numba's
+    compiles and cache loads as ``jit.compile_ns_within`` reports them, wall time)."""
+    from lazyarray import backward_cache, jit
+    from lazyarray.blocks import hybrid
+    from lazyarray.executor.cached_op import CachedOp
+
+    la.set_num_threads(1)
+    jit.warm_up()
+    if importlib.util.find_spec("onnxruntime") is not None:  # the process real_models.py --first-call times in
+        importlib.import_module("onnxruntime")
+        rm = _bench_module("real_models")
+        rm.Model(next(m for m in rm.manifest() if m["name"] == rm.WARM_UP), (1,)).check()
+    fn = _onnx_call(name.split()[1]) if name.startswith("onnx") else _zoo_call(name)
+    spent = dict.fromkeys(("import", "trace", "compile", "gc"), 0.0)
+    depth = [0]
+
+    def timed_as(what, f):
+        def wrapped(*a, **k):
+            depth[0] += 1
+            t0, g0 = time.process_time(), spent["gc"]
+            try:
+                return f(*a, **k)
+            finally:
+                depth[0] -= 1
+                if depth[0] == 0:  # (a compile inside a trace counts once, as the trace; a collection, as gc)
+                    spent[what] += time.process_time() - t0 - (spent["gc"] - g0)
+        return wrapped
+
+    hybrid.trace = timed_as("trace", hybrid.trace)
+    CachedOp._compile = timed_as("compile", CachedOp._compile)
+    backward_cache.build = timed_as("compile", backward_cache.build)
+    B.SymbolBlock.imports = staticmethod(timed_as("import", B.SymbolBlock.imports))
+    started = [0.0]
+    gc.callbacks.append(lambda phase, info: started.__setitem__(0, time.process_time()) if phase == "start"
+                        else spent.__setitem__("gc", spent["gc"] + time.process_time() - started[0]))
+    w0, c0 = time.perf_counter_ns(), time.process_time()
+    fn()
+    first, w1 = time.process_time() - c0, time.perf_counter_ns()
+    numba = jit.compile_ns_within(w0, w1) / 1e9
+    c0 = time.process_time()
+    fn()
+    second = time.process_time() - c0
+    rest = first - sum(spent.values()) - numba
+    return {"first": first, **spent, "numba": numba, "rest": rest, "second": second, "file": la.__file__}
+
+
+def first_call_table(names, rounds: int, against: Path | None) -> None:
+    trees = {"this": HERE.parent} | ({"other": against.resolve()} if against else {})
+    # (the onnx package is imported before this folder, which holds an onnx.py, is on the path)
+    code = ("import sys, json, importlib.util as u; u.find_spec('onnx') and __import__('onnx'); "
+            "sys.path.append({here!r}); import hybridize; "
+            "print(json.dumps(hybridize.first_call_child({name!r})))")
+    got = {(n, t): [] for n in names for t in trees}
+    for r in range(rounds):
+        for n in names:
+            for t in (list(trees) if r % 2 == 0 else list(trees)[::-1]):  # alternating
+                got[(n, t)].append(probe_in(trees[t], code.format(here=str(HERE), name=n)))
+        print(".", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    rows = []
+    for n in names:
+        for t in trees:
+            med = {k: statistics.median(d[k] for d in got[(n, t)]) * 1e3 for k in PHASES}
+            rows.append([n, "" if against is None else ("after" if t == "this" else "before")]
+                        + [f"{med[k]:.1f}" for k in PHASES])
+    print(f"first hybridized call, CPU ms by phase (fresh process each, one thread; medians of {rounds}; "
+          "numba: wall ms of its compiles and cache loads; rest: the run's compute and all else)")
+    print(table(["workload", "tree", "first call", "onnx import", "trace", "compile", "gc", "numba", "rest",
+                 "second call"],
+                rows))
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--guards", action="store_true")
+    ap.add_argument("--first-call", action="store_true", help="first hybridized calls by phase (fresh processes)")
+    ap.add_argument("--only", default="", help="comma-separated workloads of --first-call")
+    ap.add_argument("--against", type=Path, default=None, help="another lazyarray checkout: before/after")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    if args.guards:
+        guards_table()
+    elif args.first_call:
+        first_call_table([n for n in FIRST_CALLS if not args.only or n.split()[-1] in args.only.split(",")
+                          or n in args.only.split(",")], args.rounds, args.against)
+    else:
+        main(quick=args.quick)

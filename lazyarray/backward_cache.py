@@ -30,7 +30,7 @@ from .executor.signature_cache import default_size
 from .graph.build import apply_node
 from .graph.node import Entry, Node, var_node
 from .graph.passes.gradient import gradient
-from .graph.rewrite import copy_node
+from .graph.rewrite import copy_node, gc_paused
 from .graph.traverse import topo_order
 from .ops import registry
 from .tape import Leaf, captured_input_written, saved_value_written
@@ -135,7 +135,14 @@ def cacheable(key) -> bool:
 
 
 def build(key, records: list, leaves: list, heads: list) -> Compiled:
-    """Compile the backward program of a tape of this structure (see the module docstring)."""
+    """Compile the backward program of a tape of this structure (see the module docstring), with the
+    cyclic GC paused as for any compile (``gc_paused``: the many nodes and steps made here form no
+    cycle to collect)."""
+    with gc_paused():
+        return _build(key, records)
+
+
+def _build(key, records: list) -> Compiled:
     parts, outs_key, head_avals, leaf_avals = key
     leaf_vars = [var_node(f"__leaf{j}", a) for j, a in enumerate(leaf_avals)]
     template, const_vars = _forward_graph(parts, records, leaf_vars)

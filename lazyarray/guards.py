@@ -26,7 +26,6 @@ import contextlib
 import contextvars
 import dataclasses
 
-from .aval import Aval
 from .dim import TracedSize, has_symbols, is_symbolic
 from .errors import LazyArrayError, TraceError
 from .graph.node import Entry, Node, source_text, user_source
@@ -68,6 +67,10 @@ class Trace:
         self._seen: set = set()
         self.params_read: dict[int, object] = {}  # id(Parameter) -> Parameter
         self.draws: list[Entry] = []  # random draws recorded, used or not (each advances the generator)
+        # what shape reads learned of the graph (see _sources_of): id(node) -> (node, inputs it reads),
+        # and per (id(input), dim): id(node) -> (node, its avals with that dim bumped)
+        self._below: dict[int, tuple] = {}
+        self._bumps: dict[tuple, dict[int, tuple]] = {}
 
     # -- shape reads ------------------------------------------------------------------------------
     def read_dims(self, entry: Entry, dims) -> None:
@@ -78,33 +81,59 @@ class Trace:
             if key in self._seen:
                 continue
             self._seen.add(key)
-            for i, d in self._sources_of(entry, k):
+            for i, d in self._sources_of(entry, k, concrete=True):
                 value = self.input_nodes[i].avals[0].shape[d]
-                if is_symbolic(value):  # a symbolic batch: the trace computes with it, nothing is baked
-                    continue
                 if any(g.input == i and g.dim == d for g in self.guards):
                     continue
                 if source is None:
                     source = user_source()
                 self.guards.append(Guard(i, d, value, source))
 
-    def _sources_of(self, entry: Entry, k: int) -> list[tuple[int, int]]:
-        """The (input, dim) pairs dim ``k`` of ``entry`` changes with (shape rules re-run)."""
-        order = topo_order([entry])
-        ins = [n for n in order if id(n) in self.inputs]
+    def _sources_of(self, entry: Entry, k: int, concrete: bool = False) -> list[tuple[int, int]]:
+        """The (input, dim) pairs dim ``k`` of ``entry`` changes with (shape rules re-run);
+        ``concrete``: only input dims of concrete size (a symbolic batch is computed with, never
+        baked in, so a read of it needs no guard and its dims are not tried).
+
+        Nodes are immutable and a trace only adds nodes, so what a walk learns stays true for the
+        rest of the trace: the inputs each node reads (``_inputs_below``) and each node's avals
+        with one input dim bumped (``_bumped``) are kept, and a read walks only the nodes no earlier
+        read reached (a model's reads then cost one walk per input dim, not one per read)."""
         base = entry.aval.shape[k]
         found = []
-        for n in ins:
+        for n in self._inputs_below(entry.node):
             shape = n.avals[0].shape
             for d in range(len(shape)):
-                try:
-                    changed = _reinfer(order, entry, {id(n): n.avals[0]._replace(shape=_bump(shape, d))})
-                except LazyArrayError:
+                if concrete and is_symbolic(shape[d]):
+                    continue
+                changed = self._bumped(entry.node, n, d)
+                if changed is _REFUSED:
                     found.append((self.inputs[id(n)], d))  # the rules refuse another size: guard it
                     continue
-                if changed is None or changed.shape is None or changed.shape[k] != base:
+                a = changed[entry.index]
+                if a is None or a.shape is None or a.shape[k] != base:
                     found.append((self.inputs[id(n)], d))
         return found
+
+    def _inputs_below(self, root: Node) -> tuple[Node, ...]:
+        """The trace's input nodes ``root`` reads, in the order a depth-first walk meets them."""
+        memo = self._below
+        for node in _unvisited_post_order(root, memo):
+            if id(node) in self.inputs:
+                got: tuple = (node,)
+            else:
+                got = ()
+                for e in node.inputs:
+                    got += tuple(v for v in memo[id(e.node)][1] if v not in got)
+            memo[id(node)] = (node, got)  # (the node is held: its id is not reused while the trace runs)
+        return memo[id(root)][1]
+
+    def _bumped(self, root: Node, var: Node, d: int):
+        """``root``'s avals when dim ``d`` of input ``var`` grows (its shape rules re-run), or
+        ``_REFUSED`` when a rule on the way refuses that size."""
+        memo = self._bumps.setdefault((id(var), d), {})
+        for node in _unvisited_post_order(root, memo):
+            memo[id(node)] = (node, _bumped_avals(node, var, d, memo))
+        return memo[id(root)][1]
 
     # -- value reads ------------------------------------------------------------------------------
     def check_value_read(self, entries: list[Entry]) -> None:
@@ -138,20 +167,45 @@ def _bump(shape: tuple, d: int) -> tuple:
     return tuple(s + 7 if i == d else s for i, s in enumerate(shape))
 
 
-def _reinfer(order: list[Node], entry: Entry, changed: dict[int, Aval]) -> Aval | None:
-    """``entry``'s aval when some variables' avals change (the graph's shape rules re-run)."""
-    avals: dict[int, tuple] = {}
-    for node in order:
-        if id(node) in changed:
-            avals[id(node)] = (changed[id(node)],)
-        elif node.op is None:
-            avals[id(node)] = node.avals
-        elif any(id(e.node) in avals and avals[id(e.node)] is not e.node.avals for e in node.inputs):
-            ins = [avals[id(e.node)][e.index] for e in node.inputs]
-            avals[id(node)] = registry.infer(node.op, ins, node.params)
+_REFUSED = object()  # a shape rule refused the bumped size
+
+
+def _bumped_avals(node: Node, var: Node, d: int, memo: dict):
+    """``node``'s avals given its inputs' bumped avals in ``memo`` (unchanged inputs: its own)."""
+    if node is var:
+        return (node.avals[0]._replace(shape=_bump(node.avals[0].shape, d)),)
+    if node.op is None:
+        return node.avals
+    ins = [memo[id(e.node)][1] for e in node.inputs]
+    if any(a is _REFUSED for a in ins):
+        return _REFUSED
+    if all(a is e.node.avals for a, e in zip(ins, node.inputs)):
+        return node.avals
+    try:
+        return registry.infer(node.op, [a[e.index] for a, e in zip(ins, node.inputs)], node.params)
+    except LazyArrayError:
+        return _REFUSED
+
+
+def _unvisited_post_order(root: Node, memo: dict) -> list[Node]:
+    """The nodes ``root`` reads that ``memo`` has no entry for, each after its inputs."""
+    if id(root) in memo:
+        return []
+    order: list[Node] = []
+    seen = {id(root)}
+    stack = [(root, iter(root.inputs))]
+    while stack:
+        node, it = stack[-1]
+        for e in it:
+            child = e.node
+            if id(child) not in seen and id(child) not in memo:
+                seen.add(id(child))
+                stack.append((child, iter(child.inputs)))
+                break
         else:
-            avals[id(node)] = node.avals
-    return avals[id(entry.node)][entry.index]
+            stack.pop()
+            order.append(node)
+    return order
 
 
 class GuardedShape(tuple):

@@ -2,6 +2,8 @@
 backward program; a tape of any other structure never gets it; version checks still hold."""
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -291,3 +293,23 @@ def test_a_tape_with_an_unhashable_param_takes_the_general_path():
         y.backward()
         np.testing.assert_allclose(x.grad.asnumpy(), expected, rtol=1e-12)
         assert backward_cache.size() == 0
+
+
+def test_the_backward_program_compiles_with_the_cyclic_gc_paused(monkeypatch):
+    seen = []
+    compile_program = backward_cache.compile_program
+
+    def recorded(*a, **k):
+        seen.append(gc.isenabled())
+        return compile_program(*a, **k)
+
+    monkeypatch.setattr(backward_cache, "compile_program", recorded)
+    x = la.array(RNG.standard_normal((3, 4)).astype(np.float32))
+    x.attach_grad()
+    with la.autograd.record():
+        y = (la.tanh(x) * x).sum()
+    assert gc.isenabled()
+    y.backward()
+    assert seen == [False] and gc.isenabled()  # paused while compiling, on again after
+    np.testing.assert_allclose(x.grad.asnumpy(), (lambda v: np.tanh(v) + v * (1 - np.tanh(v) ** 2))(x.asnumpy()),
+                               rtol=1e-5)

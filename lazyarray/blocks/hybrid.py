@@ -36,7 +36,7 @@ from ..executor.cached_op import CachedOp
 from ..executor.call import SubGraph
 from ..graph.node import BLOCK_SCOPE, Entry, const_node, var_node
 from ..graph.passes.bind_dims import unbound_symbols
-from ..graph.rewrite import rewrite
+from ..graph.rewrite import gc_paused, rewrite
 from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
 from ..ndarray import NDArray, make_array
@@ -271,7 +271,16 @@ def trace(block, args: tuple, params: dict[str, Parameter], training: bool, shap
     outputs depend on the inputs and nothing of their values: Python shape reads become guards,
     value reads raise ``TraceError`` (``lazyarray/guards.py``). Parameters ``forward`` reads that
     are not the block's own (tied weights held by reference) become inputs too.
+
+    The cyclic GC is paused meanwhile, as for a compile (``gc_paused``): a trace makes thousands of
+    nodes that outlive it, which made a process's first trace pay a full collection of its whole
+    heap (50-110 ms beside numba and onnx; more than the rest of an imported BERT's first call).
     """
+    with gc_paused():
+        return _trace(block, args, params, training, shapes)
+
+
+def _trace(block, args: tuple, params: dict[str, Parameter], training: bool, shapes: tuple | None) -> Compiled:
     positions = [i for i, a in enumerate(args) if a is not None]  # None arguments stay None in the trace
     arrays = [args[i] for i in positions]
     names = input_names(len(arrays))

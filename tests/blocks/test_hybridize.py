@@ -2,6 +2,8 @@
 block's for every layer and for nested models; modes, signatures and inlining."""
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -393,3 +395,27 @@ def test_a_symbolic_trace_exports_one_graph_for_every_batch(tmp_path):
         x = la.array(arr(n, 4, 2))
         np.testing.assert_allclose(back(x).asnumpy(), net(x).asnumpy(), rtol=1e-6, atol=1e-6)
     assert net.trace_count == 1
+
+
+class _GcSeen(B.HybridBlock):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def forward(self, x):
+        self.seen.append(gc.isenabled())
+        return x * 2
+
+
+def test_a_trace_runs_with_the_cyclic_gc_paused_and_turns_it_on_again():
+    net = _GcSeen()
+    net.hybridize()
+    x = arr(2, 3)
+    np.testing.assert_allclose(net(x).asnumpy(), x.asnumpy() * 2)
+    assert net.seen and not any(net.seen) and gc.isenabled()
+    gc.disable()  # a caller that turned it off keeps it off
+    try:
+        net(arr(5, 3, 2))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
