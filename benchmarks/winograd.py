@@ -83,15 +83,14 @@ def direct64(x, w):
 def usual_points_f43(x, w):
     """F(4, 3) with the usual points (0, 1, -1, 2, -2, inf), for the accuracy table only."""
     at, g, bt = (np.array(m, dtype=np.float64) for m in winograd4.toom_cook((0, 1, -1, 2, -2, None), 4, 3))
-    saved = winograd4._AT, winograd4._G, winograd4._BT, winograd4._GG, dict(winograd4._CONSTANTS)
+    saved = winograd4._AT, winograd4._G, winograd4._BT, winograd4._GG
     winograd4._AT, winograd4._G, winograd4._BT, winograd4._GG = at, g, bt, np.kron(g, g)
-    winograd4._CONSTANTS.clear()
+    winograd4.CONSTANTS.clear()  # (the matrices' cast copies: made again from the swapped ones)
     try:
         return f43(x, w, None)
     finally:
-        winograd4._AT, winograd4._G, winograd4._BT, winograd4._GG = saved[:4]
-        winograd4._CONSTANTS.clear()
-        winograd4._CONSTANTS.update(saved[4])
+        winograd4._AT, winograd4._G, winograd4._BT, winograd4._GG = saved
+        winograd4.CONSTANTS.clear()
 
 
 def layer_inputs(rng, n, c, hw):
