@@ -8,8 +8,6 @@ from pathlib import Path
 
 import numpy as np
 
-from lazyarray.kernels import winograd4
-
 
 def test_usual_points_f43_runs_and_restores_the_kernel(monkeypatch):
     monkeypatch.setattr(sys, "path", list(sys.path))  # (the script puts benchmarks/ first on sys.path)
