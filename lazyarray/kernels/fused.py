@@ -75,38 +75,37 @@ def _state(graph) -> _State:
     return s
 
 
-def _run_numba(xp, *arrays, graph, out=None):
-    """``fused[numba]``: the group's table by the compiled loop; None where the group or this call's
-    arrays do not suit it (no table: ``table_of``; not NumPy arrays of the table's dtype, an output
-    not in C order)."""
+def _prepared(graph, arrays, out, which: str):
+    """The group's prepared table or plan (``which``) with this call's arrays and output as the
+    compiled paths take them, or None where the group or the arrays do not suit it (no table /
+    plan; not NumPy arrays of its dtype; an output not in C order)."""
     state = _state(graph)
     if state.path is None:
         _prepare(state, graph)
-    table, shape = state.table, graph.avals[0].shape
-    if not table:
+    made = getattr(state, which)
+    if not made:
         return None
-    got = _numpy_args(arrays, out, shape, table.dtype)
+    got = _numpy_args(arrays, out, graph.avals[0].shape, made.dtype)
+    return None if got is None else (state, made, *got)
+
+
+def _run_numba(xp, *arrays, graph, out=None):
+    """``fused[numba]``: the group's table by the compiled loop (None: ``_prepared`` declined)."""
+    got = _prepared(graph, arrays, out, "table")
     if got is None:
         return None
-    arrays, out = got
+    state, table, arrays, out = got
     if out.size:
-        run_table(table, arrays, (out,), shape, state)
+        run_table(table, arrays, (out,), graph.avals[0].shape, state)
     return out
 
 
 def _run_mixed(xp, *arrays, graph, out=None):
-    """``fused[mixed]``: the group's plan (``fused_mixed.py``); None where the group or this call's
-    arrays do not suit it (no plan: ``plan_of``; as ``fused[numba]``)."""
-    state = _state(graph)
-    if state.path is None:
-        _prepare(state, graph)
-    plan, shape = state.plan, graph.avals[0].shape
-    if not plan:
-        return None
-    got = _numpy_args(arrays, out, shape, plan.dtype)
+    """``fused[mixed]``: the group's plan (``fused_mixed.py``; None: ``_prepared`` declined)."""
+    got = _prepared(graph, arrays, out, "plan")
     if got is None:
         return None
-    arrays, out = got
+    _, plan, arrays, out = got
     if out.size:
         run_mixed(plan, arrays, out)
     return out
