@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray import jit, kernels, threads
+from lazyarray import jit, kernels
 from lazyarray.kernels import conv2d as kconv
 from lazyarray.ops import derived, registry
 
@@ -18,14 +18,6 @@ def _arrays(x_shape, w_shape, dtype=np.float32):
     x = RNG.standard_normal(x_shape).astype(dtype)
     w = (RNG.standard_normal(w_shape) / np.sqrt(np.prod(w_shape[1:]))).astype(dtype)
     return x, w
-
-
-@pytest.fixture
-def two_threads():
-    before = threads.num_threads()
-    la.set_num_threads(2)
-    yield
-    la.set_num_threads(before)
 
 
 # (x shape, w shape, params, tuning, the implementation chosen)

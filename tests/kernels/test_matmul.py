@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray import kernels, threads
+from lazyarray import kernels
 from lazyarray.caches import NamedCache
 from lazyarray.kernels import blas_threads
 from lazyarray.kernels import matmul as kmatmul
@@ -20,14 +20,6 @@ REFERENCE = registry.get("matmul").kernel
 SHAPES = [((8, 64, 32), (32, 64)), ((512, 32), (32, 64)), ((4, 2, 65, 16), (4, 2, 16, 65)),
           ((2, 300, 40), (1, 40, 50)), ((64,), (64, 300)), ((300, 64), (64,)), ((0, 64, 32), (32, 64)),
           ((8, 64, 0), (0, 64))]
-
-
-@pytest.fixture
-def two_threads():
-    before = threads.num_threads()
-    la.set_num_threads(2)
-    yield
-    la.set_num_threads(before)
 
 
 def _pair(sa, sb, dtype):
