@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import weakref
 
+import numpy as np
+
 _VERSIONS: dict[int, list] = {}  # id(root) -> [version, weakref to the root]
 
 
@@ -98,4 +100,13 @@ def exposed(value) -> bool:
     r = root(value)
     ref = _EXPOSED.get(id(r))
     return ref is not None and ref() is r
+
+
+def versioned(value) -> bool:
+    """Whether ``value``'s version tells every write to it, so that what is derived from it (a
+    transformed weight, a content hash, a parameter-only step's result) may be kept until the
+    version changes: a NumPy array that owns its memory (a view's owner may be written through
+    another view; a compiled program rewrites the buffers it hands out without bumping a version)
+    and was never handed out writable (writes through ``np.asarray(x)`` bump no version)."""
+    return value.__class__ is np.ndarray and value.base is None and not exposed(value)
 

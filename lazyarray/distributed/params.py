@@ -40,7 +40,7 @@ import weakref
 
 import numpy as np
 
-from ..buffer import exposed, version
+from ..buffer import version, versioned
 from ..caches import NamedCache
 
 HELD_ENTRIES = 512  # arrays a worker process keeps (ResNet-18: 62 arrays, so several models)
@@ -62,10 +62,9 @@ def content_hash(value: np.ndarray) -> str:
 
 def hash_of(value: np.ndarray) -> str:
     """``content_hash(value)``, kept per array and buffer version where that is sound: ``value`` owns its
-    memory (a view's owner may be written unseen; a compiled program rewrites the buffers it hands
-    out without bumping a version) and was never handed out writable (``buffer.exposed``: writes
-    through ``np.asarray(x)`` bump no version). Any other array is hashed at every call."""
-    if value.__class__ is not np.ndarray or value.base is not None or exposed(value):
+    memory and was never handed out writable (``buffer.versioned``). Any other array is hashed at
+    every call."""
+    if not versioned(value):
         return content_hash(value)
     key, now = id(value), version(value)  # (the version before hashing: a write meanwhile makes it stale)
     entry = HASHES.get(key)

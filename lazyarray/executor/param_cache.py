@@ -52,7 +52,7 @@ import weakref
 
 import numpy as np
 
-from ..buffer import exposed, version
+from ..buffer import exposed, version, versioned
 from ..graph.node import Entry, Node, unique_names, var_node
 from ..graph.rewrite import rewrite
 from ..graph.symbol import Symbol
@@ -192,8 +192,7 @@ class ParamCache:
             if e[2] is not None:
                 return e[2]
             vals = self.head.run(params)
-            if all(p.__class__ is np.ndarray and p.base is None for p in params) \
-                    and all(v.__class__ is np.ndarray for v in vals):  # second call at these versions: keep
+            if all(map(versioned, params)) and all(v.__class__ is np.ndarray for v in vals):  # second call at these versions: keep
                 vals = tuple(_frozen(v) for v in vals)
                 if [version(p) for p in params] == now:  # (a write that ended meanwhile: keep nothing)
                     self._entry = (e[0], now, vals)

@@ -35,7 +35,7 @@ import weakref
 
 import numpy as np
 
-from ..buffer import exposed, version
+from ..buffer import version, versioned
 from ..tuning_table import current
 
 _HELD = [0]  # bytes they hold now (changed under _lock)
@@ -77,7 +77,7 @@ def _replace(key: int, old: tuple, new: tuple) -> bool:
 def cacheable(w) -> bool:
     """Whether copies derived from ``w`` may be kept at all (a NumPy array owning its memory, never
     handed out writable, caching on)."""
-    return w.__class__ is np.ndarray and w.base is None and current().keep_weights and not exposed(w)
+    return current().keep_weights and versioned(w)
 
 
 def keeps(w, nbytes: int = 0) -> bool:
