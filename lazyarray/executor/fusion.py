@@ -15,6 +15,12 @@ chunks spread over ``la.set_num_threads(n)`` threads. On a GPU a group is one CU
   shape whose every consumer is already in the group. Operands from outside (arrays that
   broadcast, such as a bias row, scalar constants, inputs) stay inputs of the fused node.
   Groups of ``MIN_GROUP`` (3) or more ops become one ``fused`` node named ``fused[op,op,...]``.
+* **Groups that end in a reduction**: a ``sum``, ``mean``, ``max`` or ``min`` over the last axis
+  (keepdims or not; float32/float64, at least 2-D, ``ends_group``) is a root too: its group grows
+  from its input, at the input's shape, and the reduction is the group's last op (counted in
+  ``MIN_GROUP``), so ``sum((x - m) ** 2, axis=-1)`` never writes its full-size intermediate. The
+  elementwise result it reduces has no other consumer (``_grow``'s rule). The kernel reduces each
+  block of rows as the unfused op reduces the whole (``kernels/fused_chunked.py``).
 * **The op** (``fused``): a registered op whose ``graph`` parameter (a ``SUBGRAPH``) is the
   group as a symbol, so ``print``, drawings, the JSON format and the memory plan see it like
   any other node; its kernel writes into the planned output buffer (``out=``).
@@ -31,8 +37,9 @@ from ..graph.node import Entry, Node, var_node
 from ..graph.passes.gradient import gradient
 from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
-from ..kernels.fused import run_fused
+from ..kernels.fused import REDUCTIONS, run_fused
 from ..ops.params import Param
+from ..ops.reduce import reduce_axes
 from ..ops.registry import OpDef, register
 from ..tuning_table import current
 from . import fusion_gpu
@@ -68,6 +75,29 @@ def fusible(node: Node) -> bool:
     return a.device.kind == "cpu" and (op.np_ufunc is not None or op.writes_out)
 
 
+def ends_group(node: Node) -> bool:
+    """A reduction that may end a CPU group (``REDUCTIONS``: sum, mean, max, min) over the last
+    axis of a dense float32/float64 value of 2 or more concrete dims, keeping its dtype, whose
+    input is a fusible op's output. Not max/min over an empty axis (the unfused op's error stays)."""
+    op = node.op
+    if op is None or op.name not in REDUCTIONS or len(node.inputs) != 1 or len(node.avals) != 1:
+        return False
+    e = node.inputs[0]
+    x, a = e.aval, node.avals[0]
+    if not (x.stype == "default" and a.stype == "default" and x.shape is not None and None not in x.shape
+            and len(x.shape) >= 2 and x.device is not None and x.device.kind == "cpu"
+            and x.dtype in _REDUCED_DTYPES and a.dtype == x.dtype):
+        return False
+    if reduce_axes(node.params.get("axis"), len(x.shape), op.name) != (len(x.shape) - 1,):
+        return False
+    if op.name in ("max", "min") and x.shape[-1] == 0:
+        return False
+    return e.index == 0 and fusible(e.node)
+
+
+_REDUCED_DTYPES = (np.dtype("float32"), np.dtype("float64"))
+
+
 def fuse(outputs: list[Entry]) -> list[Entry]:
     """The graph of ``outputs`` with fusible elementwise groups replaced by ``fused`` nodes.
 
@@ -83,9 +113,14 @@ def fuse(outputs: list[Entry]) -> list[Entry]:
     group_of: dict[int, list[Node]] = {}
     taken: set[int] = set()
     for root in reversed(order):  # roots first: each group grows from its last node
-        if id(root) in taken or not fusible(root):
+        if id(root) in taken:
             continue
-        members = _grow(root, consumers, taken)
+        if fusible(root):
+            members = _grow(root, root.avals[0].shape, consumers, taken)
+        elif ends_group(root):  # (the group's ops run at the shape of the value it reduces)
+            members = _grow(root, root.inputs[0].aval.shape, consumers, taken)
+        else:
+            continue
         if len(members) >= MIN_GROUP:
             group_of[id(root)] = members
             taken.update(id(n) for n in members)
@@ -108,9 +143,9 @@ def fuse(outputs: list[Entry]) -> list[Entry]:
     return [entry(e) for e in outputs]
 
 
-def _grow(root: Node, consumers: dict, taken: set) -> list[Node]:
-    """The group rooted at ``root``: producers pulled in while all their consumers are members."""
-    shape = root.avals[0].shape
+def _grow(root: Node, shape, consumers: dict, taken: set) -> list[Node]:
+    """The group rooted at ``root``: producers of ``shape`` pulled in while all their consumers
+    are members."""
     members = {id(root): root}
     uses: dict[int, int] = {}
     stack = [root]
@@ -188,7 +223,9 @@ FUSED = register(OpDef(
     device=lambda avals, graph, **_: graph.avals[0].device,
     writes_out=True, grad=_grad,
     # the output may take the buffer of an operand that dies here (the planner checks the size):
-    # each chunk of an operand is read before the same chunk of the output is written
+    # each chunk of an operand is read before the same chunk of the output is written (a group
+    # ending in a reduction whose output shares an operand's memory reduces into a copy when
+    # chunked: kernels/fused_chunked.run_chunked)
     inplace=tuple((i, 0) for i in range(64)),
-    doc="a group of elementwise ops (its `graph`) run as one kernel, chunk by chunk along axis 0 "
-        "(made by the fusion pass of a compiled graph)"))
+    doc="a group of elementwise ops (its `graph`), maybe ending in a reduction over the last axis, run "
+        "as one kernel, chunk by chunk along axis 0 (made by the fusion pass of a compiled graph)"))

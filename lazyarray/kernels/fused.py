@@ -31,10 +31,19 @@ first call, ``explain``) never waits for it, and a program called again is one t
 The count, rather than a background thread, keeps which path ran a function of the calls made
 (tests and ``explain()`` can name it), and the table is microseconds to build.
 
+**Groups that end in a reduction** (``sum``/``mean``/``max``/``min`` over the last axis,
+``fused_chunked.REDUCTIONS``) run chunked, shown as ``fused[chunked, ends in sum]``: each block
+of rows is computed into scratch and reduced by NumPy's own reduction, so the values are the
+unfused ops' bit for bit. The compiled paths do not take them: their sums would not be NumPy's
+pairwise ones, and at the sizes where such groups run (rows of a transformer's hidden size)
+``pays`` says the compiled loop loses to NumPy's SIMD loops anyway.
+
 **Caches.** ``TABLES`` holds the tables by group structure, dtype and which operands are
 scalars (bounded, ``clear()``), so programs with the same group share one.
 """
 from __future__ import annotations
+
+from types import MappingProxyType
 
 import numpy as np
 
@@ -42,15 +51,15 @@ from .. import jit
 from ..mode import MODE, PROFILING
 from ..tuning_table import current
 from . import fused_jit as J
-from .fused_chunked import run_chunked
+from .fused_chunked import REDUCTIONS, run_chunked, steps_of
 from .fused_mixed import plan_of, run_mixed
 from .fused_table import ARRAY_SLOTS, FLOATS, OPS, TABLES, TableCache, run_table, table_of
 from .impl import Choice, Impl
 from .log import log_choice
 from .profile import current as current_profile
 
-__all__ = ["ARRAY_SLOTS", "FLOATS", "IMPLS", "J", "OPS", "TABLES", "TableCache", "admission", "choose_fused",
-           "mixed_pays", "pays", "run_fused", "table_of"]
+__all__ = ["ARRAY_SLOTS", "FLOATS", "IMPLS", "J", "OPS", "REDUCTIONS", "TABLES", "TableCache", "admission",
+           "choose_fused", "mixed_pays", "pays", "run_fused", "table_of"]
 
 
 class _State:
@@ -140,12 +149,16 @@ CHUNKED = Impl("fused", "chunked", run_chunked, "any group: NumPy ufuncs op by o
                "(whole arrays when the output fits one chunk)", threads=True)
 IMPLS = (NUMBA, MIXED, CHUNKED)
 _CHOICES = {impl.name: Choice(impl) for impl in IMPLS}
+_ENDS_IN = MappingProxyType({name: Choice(CHUNKED, (f"ends in {name}",)) for name in REDUCTIONS})
 
 
 def choose_fused(xp, graph, t) -> Choice:
     """What runs a call of the group ``graph`` under the tuning table ``t`` (its table is built on
     the first call that may take the compiled path)."""
     state = _state(graph)
+    ends = steps_of(graph).ends
+    if ends:  # (the compiled paths take no reduction: see "Groups that end in a reduction")
+        return _ENDS_IN[ends]
     if xp is not np or state.calls < t.fused_jit_after or not jit.enabled():
         return _CHOICES["chunked"]
     if state.path is None:
@@ -163,6 +176,8 @@ def admission(graph) -> tuple:
     "mixed" (a ``fused_mixed.plan_of`` plan, where ``mixed_pays``) or "chunked"; ``table`` and
     ``plan`` False where the group has none. (Numba being on, the call count and NumPy arrays
     are the chooser's and the runners' part.)"""
+    if steps_of(graph).ends:
+        return "chunked", False, False
     shape = graph.avals[0].shape
     table = table_of(graph)
     if table:

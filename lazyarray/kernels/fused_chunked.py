@@ -9,10 +9,17 @@ over whole arrays (``run_whole``): no slicing per op, ufuncs called with ``out``
 since on small arrays the fixed cost per op is all there is. This is the path without numba, the
 path of a group's first calls (``kernels/fused.py``'s tiers), and that of groups the compiled
 kernel does not take (other dtypes, ops without an exact compiled form).
+
+A group may end in a reduction over the last axis (``REDUCTIONS``; ``executor/fusion.py``'s
+``ends_group``): its elementwise part then runs at the shape of the value reduced (``Steps.grid``)
+into a scratch register, block of rows by block of rows, and each block is reduced into its rows of
+the output. NumPy reduces each row of a C-ordered block on its own (the pairwise sum of one row's
+values), so a block's sums are the whole array's bit for bit, in float32 as in float64.
 """
 from __future__ import annotations
 
 import threading
+from types import MappingProxyType
 
 import numpy as np
 
@@ -27,6 +34,11 @@ CHUNK_BYTES = 2 << 20
 # about 25 us per op once (Python's compiler), the written function saves about 0.5 us per op and call:
 # it pays for itself after about 50 calls; a group that ran this many times is taken to be a hot one.
 WRITE_AFTER = 32
+# The reductions a group may end in, each called as the unfused op calls it (``ops/reduce.py``:
+# ``np.sum`` is ``np.add.reduce``; ``np.mean`` divides the sum by the count in float64 and rounds,
+# so it is called itself), with ``axis=-1, keepdims=...`` and the block of the output as ``out``.
+REDUCTIONS = MappingProxyType({"sum": np.add.reduce, "mean": np.mean, "max": np.maximum.reduce,
+                               "min": np.minimum.reduce})
 # NumPy 2.4 deprecates a positional ``out`` for these two (a third input is ambiguous there).
 _NO_POSITIONAL_OUT = frozenset({np.maximum, np.minimum})
 
@@ -36,6 +48,8 @@ class Steps:
 
     Intermediates live in a few scratch *registers* (one chunk each), assigned by liveness: a
     register is free again after the last step that reads it, so a chain of ten ops needs two.
+    ``ends``: the reduction the group ends in (a ``REDUCTIONS`` name) or None; ``grid``: the shape
+    its elementwise part runs at (the reduced value's; the output's when it ends in none).
     """
 
     def __init__(self, sub):
@@ -43,6 +57,8 @@ class Steps:
         slot = {id(n): i for i, n in enumerate(sub.inputs)}
         self.n_in = len(sub.inputs)
         root = sub.sym.outputs[0].node
+        self.ends = root.op.name if root.op.name in REDUCTIONS and not root.op.elementwise else None
+        self.grid = root.inputs[0].aval.shape if self.ends else root.avals[0].shape
         last_use: dict[int, int] = {}
         for k, n in enumerate(order):
             for e in n.inputs:
@@ -68,13 +84,16 @@ class Steps:
             reg_of[id(n)] = reg
             slot[id(n)] = len(slot)
             fn = n.op.np_ufunc if n.op.np_ufunc is not None else n.op.bind(np)
+            params = dict(n.params)
+            if n is root and self.ends:
+                fn, params = REDUCTIONS[self.ends], {"axis": -1, "keepdims": bool(params.get("keepdims"))}
             ins = tuple(slot[id(e.node)] for e in n.inputs)
-            self.steps.append((fn, ins, slot[id(n)], reg, dict(n.params)))
+            self.steps.append((fn, ins, slot[id(n)], reg, params))
             # the whole-array loop's form: a ufunc of 1 or 2 inputs takes ``out`` positionally
-            positional = not n.params and getattr(fn, "nout", 0) == 1 and getattr(fn, "nin", 0) == len(ins) \
+            positional = not params and getattr(fn, "nout", 0) == 1 and getattr(fn, "nin", 0) == len(ins) \
                 and len(ins) in (1, 2) and fn not in _NO_POSITIONAL_OUT
             self.whole.append((fn, ins[0] if ins else 0, ins[1] if len(ins) > 1 else 0, slot[id(n)], reg,
-                               len(ins) if positional else 0, ins, dict(n.params)))
+                               len(ins) if positional else 0, ins, params))
         self.n_slots = len(slot)
         self.calls = 0  # calls over whole arrays so far (``run_whole``)
         self.written = None  # the steps written out as one function, once ``WRITE_AFTER`` calls ran
@@ -134,11 +153,11 @@ def run_whole(steps: Steps, args, out) -> None:
             _run_loop(steps, args, out)
             return
         fn = steps.written = _written(steps)
-    fn(*args, out, steps.scratch(out.shape))
+    fn(*args, out, steps.scratch(steps.grid if steps.ends else out.shape))
 
 
 def _run_loop(steps: Steps, args, out) -> None:
-    regs = steps.scratch(out.shape)
+    regs = steps.scratch(steps.grid if steps.ends else out.shape)
     s = list(args) + [None] * (steps.n_slots - len(args))
     for fn, a, b, o, reg, form, ins, params in steps.whole:
         buf = out if reg < 0 else regs[reg]
@@ -174,8 +193,9 @@ def _written(steps: Steps):
 
 
 def _run_chunks(steps: Steps, args, bounds, out, rows_total, per):
-    regs = steps.scratch((min(per, rows_total),) + out.shape[1:])
-    cut = [a.ndim == out.ndim and a.shape[0] == rows_total and rows_total > 1 for a in args]
+    grid = steps.grid
+    regs = steps.scratch((min(per, rows_total),) + tuple(grid[1:]))
+    cut = [a.ndim == len(grid) and a.shape[0] == rows_total and rows_total > 1 for a in args]
     slots = [None] * steps.n_slots
     for lo, hi in bounds:
         # operands spanning the output's axis 0 are cut to the chunk; broadcast ones are used whole
@@ -195,21 +215,36 @@ def _run_chunks(steps: Steps, args, bounds, out, rows_total, per):
 def run_chunked(xp, *arrays, graph, out=None):
     """The group ``graph`` (a fused node's ``SubGraph``) on NumPy arrays, into ``out`` (or a new
     array): chunk by chunk along axis 0 over ``la.set_num_threads`` threads, or over whole arrays
-    when the output fits one chunk."""
+    when the output fits one chunk (for a group ending in a reduction: chunks and sizes of the
+    value it reduces, ``steps.grid``)."""
     steps = steps_of(graph)
     shape, dtype = graph.avals[0].shape, graph.avals[0].dtype
     if out is None:
         out = np.empty(shape, dtype)
-    if not shape:
+    grid = steps.grid
+    if not grid:
         run_whole(steps, [np.asarray(a).reshape(1) for a in arrays], out.reshape(1))
         return out
-    args = [a if a.ndim == len(shape) else a.reshape((1,) * (len(shape) - a.ndim) + a.shape)
+    args = [a if a.ndim == len(grid) else a.reshape((1,) * (len(grid) - a.ndim) + a.shape)
             for a in (np.asarray(a) for a in arrays)]
-    rows = shape[0]
-    row_bytes = max(1, out.nbytes // max(rows, 1))
-    per = max(1, CHUNK_BYTES // row_bytes)
+    rows = grid[0]
+    nbytes = out.nbytes if not steps.ends else _size(grid) * dtype.itemsize
+    per = max(1, CHUNK_BYTES // max(1, nbytes // max(rows, 1)))
     if per >= rows:  # one chunk
         run_whole(steps, args, out)
         return out
-    chunked(rows, per, out.nbytes, lambda bounds: _run_chunks(steps, args, bounds, out, rows, per))
+    # A block's reduction is written before the next blocks are read: an output taking the memory
+    # of an operand (the planner's in-place pairs) that is not cut row by row with it would be
+    # read after it is written, so such a group reduces into a copy.
+    target = out if not steps.ends or not any(np.may_share_memory(a, out) for a in args) else np.empty_like(out)
+    chunked(rows, per, nbytes, lambda bounds: _run_chunks(steps, args, bounds, target, rows, per))
+    if target is not out:
+        out[...] = target
     return out
+
+
+def _size(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
