@@ -18,6 +18,11 @@ GELU (tanh form) written as users write it, with ``x**3``, on 16M float32, measu
   ``exp`` among exact ops (a multiply-add chain, GELU with erf spelled as ONNX exports it) on
   small and medium outputs, each path forced, one thread, process time, median of alternating
   rounds; the last column says which path the chooser takes (``kernels/fused.py``'s cost model).
+* groups that end in a reduction over the last axis (``--reduce``, or ``--only-reduce``): row
+  groups of a transformer's hidden size, (64, 768) and (8*128, 768) float32, compiled with and
+  without fusion, one thread, process time, median of alternating rounds (values checked bit for
+  bit); the last column lists the fused groups the pass made (a reduction whose input is needed
+  elsewhere, as in a full layer norm or softmax, stays out of the group).
 
 Target: hybridized GELU at most 0.5x NumPy by hand in place (1.0x jax.jit when jax is installed).
 
@@ -364,11 +369,75 @@ def mixed_rows(rounds=7):
     return rows
 
 
+def _reduce_cases():
+    """(label, build(x, g) -> Symbol) for the row groups of ``reduce_rows``."""
+    s = la.sym
+
+    def variance(x, g):  # a layer norm's variance as users write it: the centred values used once
+        return s.mean(s.square(x - s.mean(x, axis=-1, keepdims=True)), axis=-1, keepdims=True)
+
+    def rms(x, g):  # RMSNorm's mean square, scaled rows
+        return s.mean(s.square(x * g), axis=-1, keepdims=True)
+
+    def logsumexp(x, g):  # a softmax's denominator (cross-entropy's log-sum-exp)
+        return s.sum(s.exp(x - s.max(x, axis=-1, keepdims=True)), axis=-1, keepdims=True)
+
+    def row_max(x, g):
+        return s.max(s.abs(x * g - 1.0), axis=-1)
+
+    def layer_norm(x, g):  # every piece: (x - m) is read by the variance and the output
+        d = x - s.mean(x, axis=-1, keepdims=True)
+        return d / s.sqrt(s.mean(d * d, axis=-1, keepdims=True) + 1e-5) * g
+
+    def softmax(x, g):  # exp(x - max) is read by the sum and the division
+        e = s.exp(x - s.max(x, axis=-1, keepdims=True))
+        return e / s.sum(e, axis=-1, keepdims=True)
+
+    return [("layer-norm variance: mean((x - mean x)^2)", variance), ("RMS: mean((x * g)^2)", rms),
+            ("softmax denominator: sum(exp(x - max x))", logsumexp), ("max |x * g - 1|", row_max),
+            ("layer norm, whole", layer_norm), ("softmax, whole", softmax)]
+
+
+def reduce_rows(rounds=7):
+    """Per row group and shape: us per call compiled with and without fusion, their ratio, the groups."""
+    rows = []
+    la.set_num_threads(1)
+    try:
+        for label, build in _reduce_cases():
+            for shape in [(64, 768), (8 * 128, 768)]:
+                rng = np.random.default_rng(0)
+                x, g = rng.standard_normal(shape).astype("float32"), rng.standard_normal(shape[-1]).astype("float32")
+                xa, ga = la.array(x), la.array(g)
+                sym = build(la.sym.var("x", shape=shape, dtype="float32"), la.sym.var("g", shape=g.shape,
+                                                                                        dtype="float32"))
+                ops = {"fused": la.CachedOp(sym), "unfused": la.CachedOp(sym, fuse=False)}
+                names = [n.name for n in ops["fused"].compiled().topo() if n.op is not None and n.op.name == "fused"]
+                inputs = [a for k, a in (("x", xa), ("g", ga)) if k in sym.list_inputs()]
+                outs = {k: op(*inputs).asnumpy() for k, op in ops.items()}
+                assert np.array_equal(outs["fused"], outs["unfused"])  # (bit for bit)
+                reps = max(5, int(2e6 // x.size))
+                got = {k: [] for k in ops}
+                for _ in range(rounds):
+                    for k, op in ops.items():
+                        t = time.process_time()
+                        for _ in range(reps):
+                            op(*inputs)
+                        got[k].append((time.process_time() - t) / reps * 1e6)
+                med = {k: float(np.median(v)) for k, v in got.items()}
+                rows.append([label, "x".join(map(str, shape)), f"{med['fused']:.1f}", f"{med['unfused']:.1f}",
+                             f"{med['fused'] / med['unfused']:.2f}", " ".join(names) or "-"])
+    finally:
+        la.set_num_threads(os.cpu_count() or 1)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--size", type=int, default=1 << 24)
     ap.add_argument("--mixed", action="store_true", help="also fused[mixed] / fused[chunked] rows")
     ap.add_argument("--only-mixed", action="store_true", help="only the fused[mixed] / fused[chunked] rows")
+    ap.add_argument("--reduce", action="store_true", help="also groups that end in a reduction")
+    ap.add_argument("--only-reduce", action="store_true", help="only the groups that end in a reduction")
     ap.add_argument("--ulp", action="store_true", help="only: numba's exp/log/tanh against NumPy's, in ulps")
     args = ap.parse_args()
     if args.ulp:
@@ -376,6 +445,14 @@ def main() -> None:
               "in float64, rounded), float64 over 1M random values")
         print(table(["op", "f32 max ulp", "f32 share > 1 ulp", "f64 max ulp", "f64 share differing"], ulp_rows()))
         return
+    if args.reduce or args.only_reduce:
+        print("row groups ending in a reduction over the last axis, float32, 1 thread, us per call compiled with "
+              "and without fusion (process time, median of 7 alternating rounds; values checked bit for bit)")
+        print(table(["row group", "shape", "fused us", "unfused us", "fused/unfused", "fused groups"],
+                    reduce_rows()))
+        print()
+        if args.only_reduce:
+            return
     if args.mixed or args.only_mixed:
         print("fused[mixed] / fused[chunked], float32, 1 thread, us per call (process time, median of 7 "
               "alternating rounds; values checked bit for bit); chosen: the chooser's pick")
