@@ -109,28 +109,52 @@ class Steps:
 POOL = NamedCache("fused kernel scratch per thread", size=64)
 
 
-def scratch_registers(dtypes: list, chunk_shape) -> list:
+class _Scratch:
+    """A thread's raw buffers (``bufs``) and the register views made of them, by dtypes and chunk
+    shape (``views``: a hot group's call finds its views instead of slicing per register; dropped
+    when a buffer is replaced by a larger one, and when ``VIEWS_KEPT`` shapes are held)."""
+
+    __slots__ = ("bufs", "views")
+
+    def __init__(self):
+        self.bufs: list = []
+        self.views: dict = {}
+
+
+VIEWS_KEPT = 64
+
+
+def scratch_registers(dtypes, chunk_shape) -> list:
     """One array of ``chunk_shape`` per dtype in ``dtypes``, from this thread's pool when they are
     chunk-sized (the pool holds as many buffers as the largest group needs: a few chunks per
     thread, shared by every fused kernel), fresh otherwise (an unchunked huge row)."""
+    key = threading.get_ident()
+    pool = POOL.get(key)
+    if pool is None:
+        pool = _Scratch()
+        POOL.put(key, pool)
+    vkey = (tuple(dtypes), tuple(chunk_shape))
+    got = pool.views.get(vkey)
+    if got is not None:
+        return got
     n = 1
     for d in chunk_shape:
         n *= d
     sizes = [n * d.itemsize for d in dtypes]
     if not sizes or max(sizes) > 2 * CHUNK_BYTES:
         return [np.empty(chunk_shape, d) for d in dtypes]
-    key = threading.get_ident()
-    pool = POOL.get(key)
-    if pool is None:
-        pool = []
-        POOL.put(key, pool)
-    while len(pool) < len(dtypes):
-        pool.append(np.empty(0, np.uint8))
+    bufs = pool.bufs
+    while len(bufs) < len(dtypes):
+        bufs.append(np.empty(0, np.uint8))
     out = []
     for k, (d, nb) in enumerate(zip(dtypes, sizes)):
-        if pool[k].nbytes < nb:
-            pool[k] = np.empty(2 * CHUNK_BYTES, np.uint8)
-        out.append(pool[k][:nb].view(d).reshape(chunk_shape))
+        if bufs[k].nbytes < nb:
+            bufs[k] = np.empty(2 * CHUNK_BYTES, np.uint8)
+            pool.views.clear()  # (views of the old buffer would hold it alive)
+        out.append(bufs[k][:nb].view(d).reshape(chunk_shape))
+    if len(pool.views) >= VIEWS_KEPT:
+        pool.views.clear()
+    pool.views[vkey] = out
     return out
 
 
@@ -225,8 +249,8 @@ def run_chunked(xp, *arrays, graph, out=None):
     if not grid:
         run_whole(steps, [np.asarray(a).reshape(1) for a in arrays], out.reshape(1))
         return out
-    args = [a if a.ndim == len(grid) else a.reshape((1,) * (len(grid) - a.ndim) + a.shape)
-            for a in (np.asarray(a) for a in arrays)]
+    nd = len(grid)
+    args = [a if a.__class__ is np.ndarray and a.ndim == nd else _lifted(a, nd) for a in arrays]
     rows = grid[0]
     nbytes = out.nbytes if not steps.ends else _size(grid) * dtype.itemsize
     per = max(1, CHUNK_BYTES // max(1, nbytes // max(rows, 1)))
@@ -241,6 +265,12 @@ def run_chunked(xp, *arrays, graph, out=None):
     if target is not out:
         out[...] = target
     return out
+
+
+def _lifted(a, nd: int):
+    """``a`` as a NumPy array of ``nd`` dims (leading 1s)."""
+    a = np.asarray(a)
+    return a if a.ndim == nd else a.reshape((1,) * (nd - a.ndim) + a.shape)
 
 
 def _size(shape) -> int:
