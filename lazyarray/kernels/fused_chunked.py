@@ -149,13 +149,22 @@ def scratch_registers(dtypes, chunk_shape) -> list:
     out = []
     for k, (d, nb) in enumerate(zip(dtypes, sizes)):
         if bufs[k].nbytes < nb:
-            bufs[k] = np.empty(2 * CHUNK_BYTES, np.uint8)
+            bufs[k] = _aligned(2 * CHUNK_BYTES)
             pool.views.clear()  # (views of the old buffer would hold it alive)
         out.append(bufs[k][:nb].view(d).reshape(chunk_shape))
     if len(pool.views) >= VIEWS_KEPT:
         pool.views.clear()
     pool.views[vkey] = out
     return out
+
+
+def _aligned(nbytes: int):
+    """``nbytes`` of memory starting on a cache line (NumPy's large arrays start 16 bytes into a
+    page: SIMD stores then straddle lines; measured 12.0 against 13.5 us for a (64, 768) float32
+    multiply into such a buffer, loaded 2-core machine)."""
+    raw = np.empty(nbytes + 64, np.uint8)
+    at = -raw.ctypes.data % 64
+    return raw[at:at + nbytes]
 
 
 def steps_of(sub) -> Steps:
