@@ -59,6 +59,11 @@ class Steps:
         root = sub.sym.outputs[0].node
         self.ends = root.op.name if root.op.name in REDUCTIONS and not root.op.elementwise else None
         self.grid = root.inputs[0].aval.shape if self.ends else root.avals[0].shape
+        size = 1
+        for d in self.grid:
+            size *= d
+        # bytes of one row (along axis 0) of the values the group runs over
+        self.row_bytes = max(1, size * root.avals[0].dtype.itemsize // max(self.grid[0], 1)) if self.grid else 1
         last_use: dict[int, int] = {}
         for k, n in enumerate(order):
             for e in n.inputs:
@@ -251,21 +256,20 @@ def run_chunked(xp, *arrays, graph, out=None):
     when the output fits one chunk (for a group ending in a reduction: chunks and sizes of the
     value it reduces, ``steps.grid``)."""
     steps = steps_of(graph)
-    shape, dtype = graph.avals[0].shape, graph.avals[0].dtype
     if out is None:
-        out = np.empty(shape, dtype)
+        out = np.empty(graph.avals[0].shape, graph.avals[0].dtype)
     grid = steps.grid
     if not grid:
         run_whole(steps, [np.asarray(a).reshape(1) for a in arrays], out.reshape(1))
         return out
+    rows = grid[0]
+    per = max(1, CHUNK_BYTES // steps.row_bytes)
+    if per >= rows:  # one chunk: the operands as the unfused ops take them (the ufuncs broadcast)
+        run_whole(steps, arrays, out)
+        return out
     nd = len(grid)
     args = [a if a.__class__ is np.ndarray and a.ndim == nd else _lifted(a, nd) for a in arrays]
-    rows = grid[0]
-    nbytes = out.nbytes if not steps.ends else _size(grid) * dtype.itemsize
-    per = max(1, CHUNK_BYTES // max(1, nbytes // max(rows, 1)))
-    if per >= rows:  # one chunk
-        run_whole(steps, args, out)
-        return out
+    nbytes = steps.row_bytes * rows
     # A block's reduction is written before the next blocks are read: an output taking the memory
     # of an operand (the planner's in-place pairs) that is not cut row by row with it would be
     # read after it is written, so such a group reduces into a copy.
@@ -281,9 +285,3 @@ def _lifted(a, nd: int):
     a = np.asarray(a)
     return a if a.ndim == nd else a.reshape((1,) * (nd - a.ndim) + a.shape)
 
-
-def _size(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
