@@ -12,7 +12,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray import kernels, threads
-from lazyarray.executor.fusion import fusible, fuse
+from lazyarray.executor.fusion import fuse, fusible
 from lazyarray.kernels import fused as kfused
 from lazyarray.kernels import fused_chunked as fc
 from lazyarray.ops.registry import all_ops
