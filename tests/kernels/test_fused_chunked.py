@@ -52,3 +52,18 @@ def test_a_compiled_program_runs_the_written_function_with_the_same_values():
     want = _unfused(sym, xs, ys)
     for _ in range(fc.WRITE_AFTER + 1):
         np.testing.assert_array_equal(op(x=la.array(xs), y=la.array(ys)).asnumpy(), want)
+
+
+def test_pooled_registers_start_on_a_cache_line_and_are_kept_per_shape():
+    fc.POOL.clear()
+    f32, f64 = np.dtype("float32"), np.dtype("float64")
+    regs = fc.scratch_registers([f32, f64], (64, 768))
+    assert [r.shape for r in regs] == [(64, 768)] * 2 and [r.dtype for r in regs] == [f32, f64]
+    assert all(r.ctypes.data % 64 == 0 for r in regs)
+    assert fc.scratch_registers([f32, f64], (64, 768)) is regs  # (the views, kept)
+    other = fc.scratch_registers([f32], (3, 5))
+    assert other[0].shape == (3, 5) and other[0].ctypes.data == regs[0].ctypes.data  # (one pool per thread)
+    big = fc.scratch_registers([f64], (fc.CHUNK_BYTES,))  # larger than a pool buffer: fresh, not kept
+    assert big[0].size == fc.CHUNK_BYTES and fc.scratch_registers([f64], (fc.CHUNK_BYTES,)) is not big
+    fc.POOL.clear()
+    assert fc.scratch_registers([f32, f64], (64, 768)) is not regs
