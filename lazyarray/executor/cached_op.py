@@ -44,6 +44,7 @@ from ..graph import svg as S
 from ..graph.build import record_node
 from ..graph.node import Entry, Node, unique_names, user_source, var_node
 from ..graph.passes.algebra import simplify
+from ..graph.passes.attention import fuse_attention
 from ..graph.passes.bind_dims import bind_dims, dims_in
 from ..graph.passes.constant_fold import constant_fold
 from ..graph.passes.cse import cse
@@ -435,7 +436,8 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
     simpler = sink_slices(simplify(constant_fold(merged)))
     # cse and dce again only where a pass changed something (each returns its symbol as it is when
     # it has nothing to do, and a second cse of a merged graph finds nothing)
-    return merged if simpler is merged else dce(cse(simpler))
+    simple = merged if simpler is merged else dce(cse(simpler))
+    return fuse_attention(simple) if inference else simple
 
 
 def _input_nodes(sym: Symbol, names: list[str]) -> list[Node]:

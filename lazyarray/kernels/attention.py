@@ -1,0 +1,94 @@
+"""``nn.fused_attention``'s implementation ``batched_blas`` and its chooser.
+
+``ops/attention.py`` holds the reference kernel: the replaced ops' kernels one after the other, each
+making a fresh array. ``batched_blas`` makes the same calls into one buffer: the scores' product
+(``matmul``'s kernel, one BLAS product per batch and head) written where the softmax will be, the
+score chain's ufuncs in place (``where`` as a ``copyto`` of the fill under the mask: a selection,
+no arithmetic), the softmax in place with the row maxima and sums in one small column (max,
+subtract, exp, sum, divide: the reference's operations in its order), then the product with ``v``
+into the output. Equal values to the reference (and so to the graph it replaced), one program step
+instead of five to eight, two buffers instead of several. The scores live in the step's planned
+workspace (``OpDef.workspace``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ops import registry
+from ..ops.attention import apply_chain, decode
+from ..ops.scratch import scratch
+from .impl import Choice, Impl
+from .runner import noted
+
+_OP = registry.get("fused_attention")
+_MATMUL = registry.get("matmul").kernel  # (the reference's product: the same call, the same values)
+
+
+def _fits(xp, q, k, v) -> bool:
+    """NumPy arrays of one float32 / float64 dtype."""
+    return xp is np and q.dtype == k.dtype == v.dtype and q.dtype in (np.float32, np.float64)
+
+
+def _score_chain(s, codes, extras) -> None:
+    """The score chain's ops on ``s``, in place (each result has ``s``'s shape and dtype: the pass
+    checked it)."""
+    for c in codes:
+        name, pos, _ = decode(c)
+        if name == "where":
+            mask, other = next(extras), next(extras)
+            # where(mask, fill, s): s takes fill where mask holds; where(mask, s, fill): where it does not
+            np.copyto(s, other, where=mask if pos == 2 else np.logical_not(mask))
+        else:
+            other = next(extras)
+            getattr(np, name)(*((s, other) if pos == 0 else (other, s)), out=s)
+
+
+def _softmax_in_place(s) -> None:
+    """``s`` replaced by its softmax along the last axis: the reference's max, subtract, exp, sum,
+    divide, in its order (the same values), the row statistics in one column."""
+    if s.size == 0:
+        return
+    col = scratch(np, 1, s.shape[:-1] + (1,), s.dtype)  # (slot 1: after the scores' slot 0)
+    np.max(s, axis=-1, keepdims=True, out=col)
+    np.subtract(s, col, out=s)
+    np.exp(s, out=s)
+    np.add.reduce(s, axis=-1, keepdims=True, out=col)
+    np.divide(s, col, out=s)
+
+
+def _batched_blas(xp, q, k, v, *extras, q_ops=(), k_ops=(), score_ops=(), out=None):
+    it = iter(extras)
+    q = apply_chain(np, q, q_ops, it)
+    k = apply_chain(np, k, k_ops, it)
+    s = scratch(np, 0, np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-1]), q.dtype)
+    _MATMUL(np, q, k, out=s)
+    _score_chain(s, score_ops, it)
+    _softmax_in_place(s)
+    return _MATMUL(np, s, v, out=out)
+
+
+BATCHED_BLAS = Impl("fused_attention", "batched_blas", _batched_blas,
+                    "NumPy, q, k and v of one float32 / float64 dtype: the scores in one buffer (the planned "
+                    "workspace), their chain and the softmax in place, two products")
+_CHOICE = Choice(BATCHED_BLAS)
+_REFERENCE = _OP.kernel
+
+
+def choose_attention(xp, q, k, v, *extras, out=None, **params) -> Choice | None:
+    """``batched_blas`` where it applies, else None (the reference)."""
+    return _CHOICE if _fits(xp, q, k, v) else None
+
+
+def run_attention(xp, q, k, v, *extras, out=None, **params):
+    """fused_attention by ``batched_blas`` where it applies, else the reference kernel."""
+    if not _fits(xp, q, k, v):
+        return _REFERENCE(xp, q, k, v, *extras, out=out, **params)
+    y = _batched_blas(xp, q, k, v, *extras, out=out, **params)
+    noted(_CHOICE, q, k, v)
+    return y
+
+
+# op name -> its implementations, runner, and chooser for a call's arguments (``kernels.choose``)
+IMPLS = {"fused_attention": (BATCHED_BLAS,)}
+RUNNERS = {"fused_attention": run_attention}
+CHOOSERS = {"fused_attention": choose_attention}
