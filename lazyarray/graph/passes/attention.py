@@ -27,29 +27,20 @@ from ..build import record_node
 from ..node import Entry, Node
 from ..rewrite import has_op, rewrite, use_counts
 from ..symbol import Symbol
+from .walk import Walk
+from .walk import op_name as _op
 
 _SCORE_OPS = ("multiply", "divide", "add", "subtract", "where")
 _OPERAND_OPS = ("multiply", "divide")
 _MAX_CHAIN = 8  # ops walked back from the softmax (the models seen have 1 or 2)
 
 
-def _op(e: Entry) -> str | None:
-    return None if e.node.op is None else e.node.op.name
-
-
-class _Match:
-    """The walk of one candidate: the old graph (use counts, avals) beside the rewritten one (its
-    entries, the new inputs), each step following the same input on both."""
+class _Match(Walk):
+    """The walk of one candidate (``walk.py``): the old graph beside the rewritten one."""
 
     def __init__(self, uses: dict[int, int], dtype):
-        self.uses, self.dtype = uses, dtype
-
-    def private(self, old: Entry) -> bool:
-        """``old`` is an op's only output, read once (by the pattern's next op)."""
-        return old.node.op is not None and len(old.node.avals) == 1 and self.uses.get(id(old.node), 0) == 1
-
-    def same(self, old: Entry, new: Entry) -> bool:
-        return new.node.op is old.node.op and len(new.node.inputs) == len(old.node.inputs)
+        super().__init__(uses)
+        self.dtype = dtype
 
     def scores(self, old: Entry, new: Entry, shape, depth: int = 0):
         """``(codes, extras, old product, new product)`` of the chain ending at ``old``, else None."""

@@ -1,0 +1,150 @@
+"""Inference rewrite: a layer norm written out in ops (ONNX ``LayerNormalization`` as the importer
+expands it, or the same ops traced) as one ``nn.layer_norm`` node::
+
+    m = mean(x, axis=-1, keepdims=True);  c = x - m
+    inv = 1 / sqrt(mean(square(c), axis=-1, keepdims=True) + eps)
+    y = c * inv * gamma + beta
+
+``gamma`` and ``beta`` are vectors along the last axis; ``eps`` and the ``1`` are 0-d constants of
+x's dtype; every value in between is read by the pattern alone (``c`` twice: square and product),
+x, gamma and beta share one float dtype. Products and the final sum may have their operands in
+either order (both are commutative in IEEE arithmetic: equal values). ``kernels/layer_norm.py``'s
+``in_place`` runs these operations in this order (the same values, bit for bit); ``nn.layer_norm``'s
+reference kernel (other runtimes, other dtypes) differs only by rounding (its sum of squares is an
+``einsum``).
+
+``CachedOp`` runs this on inference graphs only (a training graph keeps the recorded ops; the op's
+gradient exists, but the recorded ops' backward is what such a graph was built for).
+``la.config.fuse_layer_norm = False`` turns it off (``benchmarks/real_models.py --ab``).
+"""
+from __future__ import annotations
+
+from ...ops import registry
+from ...tuning_table import current
+from ..build import record_node
+from ..node import Entry, Node
+from ..rewrite import has_op, rewrite, use_counts
+from ..symbol import Symbol
+from .walk import Walk
+
+
+def _const(e: Entry, dtype) -> float | None:
+    """The value of a 0-d constant of ``dtype``, else None."""
+    n = e.node
+    if n.kind != "const" or n.value is None or e.aval.shape != () or e.aval.dtype != dtype:
+        return None
+    return float(n.value)
+
+
+class _Match(Walk):
+    def __init__(self, uses, shape, dtype):
+        super().__init__(uses)
+        self.shape, self.dtype = shape, dtype
+
+    def vector(self, e: Entry) -> bool:
+        """A (C,) vector of the dtype, C the last dim."""
+        return e.aval.shape == (self.shape[-1],) and e.aval.dtype == self.dtype
+
+    def row_mean(self, old: Entry, new: Entry) -> bool:
+        """``old`` is a private mean over the last axis, dims kept."""
+        if not self.step(old, new, "mean") or not old.node.params.get("keepdims"):
+            return False
+        axis = old.node.params.get("axis")
+        axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+        nd = len(self.shape)
+        return len(axes) == 1 and axes[0] is not None and axes[0] % nd == nd - 1
+
+    def product(self, old: Entry, new: Entry, other) -> tuple | None:
+        """``(pos, kept)``: ``old`` is a private multiply whose input ``1 - pos`` passes ``other``;
+        ``kept`` its input at ``pos`` (old, new)."""
+        if not self.step(old, new, "multiply"):
+            return None
+        for pos in (0, 1):
+            if other(old.node.inputs[1 - pos], new.node.inputs[1 - pos]):
+                return pos, (old.node.inputs[pos], new.node.inputs[pos])
+        return None
+
+    def inverse_std(self, old: Entry, new: Entry, centered: Entry) -> float | None:
+        """eps where ``old`` is ``1 / sqrt(mean(square(centered)) + eps)``, else None."""
+        if not self.step(old, new, "divide") or _const(old.node.inputs[0], self.dtype) != 1.0:
+            return None
+        s_old, s_new = old.node.inputs[1], new.node.inputs[1]
+        if not self.step(s_old, s_new, "sqrt"):
+            return None
+        a_old, a_new = s_old.node.inputs[0], s_new.node.inputs[0]
+        if not self.step(a_old, a_new, "add"):
+            return None
+        for pos in (0, 1):
+            eps = _const(a_old.node.inputs[1 - pos], self.dtype)
+            v_old, v_new = a_old.node.inputs[pos], a_new.node.inputs[pos]
+            if eps is None or eps <= 0 or not self.row_mean(v_old, v_new):
+                continue
+            sq = v_old.node.inputs[0]
+            if self.step(sq, v_new.node.inputs[0], "square") and sq.node.inputs[0] == centered:
+                return eps
+        return None
+
+
+def _normalized(m: _Match, z_old: Entry, z_new: Entry):
+    """``(x new entry, eps)`` where ``z`` is ``(x - mean(x)) * inv``, else None."""
+    if not m.step(z_old, z_new, "multiply"):
+        return None
+    for pos in (0, 1):
+        c_old, c_new = z_old.node.inputs[pos], z_new.node.inputs[pos]
+        if not m.step(c_old, c_new, "subtract", readers=2) or c_old.aval.shape != m.shape:
+            continue
+        eps = m.inverse_std(z_old.node.inputs[1 - pos], z_new.node.inputs[1 - pos], c_old)
+        x_old, mean_old = c_old.node.inputs
+        if eps is None or x_old.aval.shape != m.shape or x_old.aval.dtype != m.dtype \
+                or not m.row_mean(mean_old, c_new.node.inputs[1]) or mean_old.node.inputs[0] != x_old:
+            continue
+        return c_new.node.inputs[0], eps
+    return None
+
+
+def _match(node: Node, ins, uses, op):
+    """The ``layer_norm`` node replacing the final sum ``node`` (new inputs ``ins``), or None."""
+    a = node.avals[0]
+    if a.shape is None or not a.shape or None in a.shape or a.dtype is None or a.dtype.kind != "f":
+        return None
+    m = _Match(uses, a.shape, a.dtype)
+    for pos in (0, 1):
+        b_old = node.inputs[1 - pos]
+        if not m.vector(b_old):
+            continue
+        scaled = m.product(node.inputs[pos], ins[pos], lambda o, n: m.vector(o))
+        if scaled is None:
+            continue
+        spos, (z_old, z_new) = scaled
+        got = _normalized(m, z_old, z_new)
+        if got is not None:
+            x, eps = got
+            gamma = ins[pos].node.inputs[1 - spos]
+            return record_node(op, [x, gamma, ins[1 - pos]], {"axis": -1, "eps": eps}, source=node.source)
+    return None
+
+
+def fuse_layer_norm(sym: Symbol) -> Symbol:
+    """``sym`` with each layer norm written out in ops made one ``nn.layer_norm`` node.
+
+    >>> import lazyarray as la
+    >>> x, g, b = la.sym.var("x", shape=(2, 5, 8)), la.sym.var("g", shape=(8,)), la.sym.var("b", shape=(8,))
+    >>> c = x - la.sym.mean(x, axis=-1, keepdims=True)
+    >>> one, eps = la.sym.full((), 1.0), la.sym.full((), 1e-5)
+    >>> inv = la.sym.divide(one, la.sym.sqrt(la.sym.mean(la.sym.square(c), axis=-1, keepdims=True) + eps))
+    >>> y = c * inv * g + b
+    >>> [n.op.name for n in fuse_layer_norm(y).topo() if n.op is not None]
+    ['layer_norm']
+    """
+    if not current().fuse_layer_norm or not has_op(sym, "sqrt"):
+        return sym
+    uses = use_counts(sym)
+    op = registry.get("layer_norm")
+
+    def visit(node: Node, ins):
+        if node.op is None or node.op.name != "add":
+            return None
+        fused = _match(node, ins, uses, op)
+        return None if fused is None else (fused,)
+
+    return rewrite(sym, visit, share=True)
