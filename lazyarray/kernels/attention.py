@@ -7,10 +7,12 @@ score chain's ufuncs in place (``where`` as a ``copyto`` of the fill under the m
 no arithmetic), the softmax in place with the row maxima and sums in one small column (max,
 subtract, exp, sum, divide: the reference's operations in its order), then the product with ``v``
 into the output. Equal values to the reference (and so to the graph it replaced), one program step
-instead of five to eight, two buffers instead of several. The scores live in the step's planned
-workspace (``OpDef.workspace``).
+instead of five to eight, two buffers instead of several. The scores of 64 KiB or more live in the thread's
+scratch (``ops/scratch.py``), smaller ones in a plain allocation.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -20,6 +22,7 @@ from ..ops.scratch import scratch
 from .impl import Choice, Impl
 from .runner import noted
 
+SCRATCH_FROM_BYTES = 64 << 10
 _OP = registry.get("fused_attention")
 _MATMUL = registry.get("matmul").kernel  # (the reference's product: the same call, the same values)
 
@@ -48,19 +51,30 @@ def _softmax_in_place(s) -> None:
     divide, in its order (the same values), the row statistics in one column."""
     if s.size == 0:
         return
-    col = scratch(np, 1, s.shape[:-1] + (1,), s.dtype)  # (slot 1: after the scores' slot 0)
-    np.max(s, axis=-1, keepdims=True, out=col)
+    col = np.empty(s.shape[:-1] + (1,), s.dtype)
+    np.maximum.reduce(s, axis=-1, keepdims=True, out=col)
     np.subtract(s, col, out=s)
     np.exp(s, out=s)
     np.add.reduce(s, axis=-1, keepdims=True, out=col)
     np.divide(s, col, out=s)
 
 
+def _scores_buffer(q, k):
+    """An uninitialized array for ``q @ k``: the thread's scratch from ``SCRATCH_FROM_BYTES`` on
+    (reused call after call: no fresh pages), a plain allocation below (cheaper than the arena's
+    look-up at a small transformer's sizes)."""
+    batch = q.shape[:-2] if q.shape[:-2] == k.shape[:-2] else np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    shape = batch + (q.shape[-2], k.shape[-1])
+    if q.itemsize * math.prod(shape) < SCRATCH_FROM_BYTES:
+        return np.empty(shape, q.dtype)
+    return scratch(np, 0, shape, q.dtype)
+
+
 def _batched_blas(xp, q, k, v, *extras, q_ops=(), k_ops=(), score_ops=(), out=None):
     it = iter(extras)
     q = apply_chain(np, q, q_ops, it)
     k = apply_chain(np, k, k_ops, it)
-    s = scratch(np, 0, np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-1]), q.dtype)
+    s = _scores_buffer(q, k)
     _MATMUL(np, q, k, out=s)
     _score_chain(s, score_ops, it)
     _softmax_in_place(s)
@@ -68,8 +82,8 @@ def _batched_blas(xp, q, k, v, *extras, q_ops=(), k_ops=(), score_ops=(), out=No
 
 
 BATCHED_BLAS = Impl("fused_attention", "batched_blas", _batched_blas,
-                    "NumPy, q, k and v of one float32 / float64 dtype: the scores in one buffer (the planned "
-                    "workspace), their chain and the softmax in place, two products")
+                    "NumPy, q, k and v of one float32 / float64 dtype: the scores in one buffer, their chain and "
+                    "the softmax in place, two products")
 _CHOICE = Choice(BATCHED_BLAS)
 _REFERENCE = _OP.kernel
 

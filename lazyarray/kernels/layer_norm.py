@@ -6,7 +6,7 @@ them), in their order: the row means (``np.mean``'s sum and division), ``x - mea
 output, the mean of its squares, ``+ eps``, ``sqrt``, ``1 / s``, then ``* inv``, ``* gamma``, ``+ beta``
 in place. The same values as those ops bit for bit (and as the reference up to rounding: its sum
 of squares is an ``einsum``), in twelve NumPy calls on preallocated memory: the output, one column
-of row statistics and the squares (scratch), where the written-out form ran six to nine program
+of row statistics and the squares (the thread's scratch from 64 KiB on), where the written-out form ran six to nine program
 steps, each with its own buffer. For the last axis of NumPy float32 / float64 values whose
 parameters share their dtype, up to ``layer_norm_in_place_max_bytes`` (larger ones: the
 reference, which makes no squared copy).
@@ -21,6 +21,7 @@ from ..tuning_table import current
 from .impl import Choice, Impl
 from .runner import noted
 
+SCRATCH_FROM_BYTES = 64 << 10  # (as kernels/attention.py: smaller squares are a plain allocation)
 _REFERENCE = registry.get("layer_norm").kernel
 
 
@@ -33,8 +34,8 @@ def _fits(xp, x, gamma, beta, axis) -> bool:
 def _in_place(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     n = np.intp(x.shape[-1])  # (np.mean divides by the count as an intp: the same operation)
     y = np.empty(x.shape, x.dtype) if out is None else out
-    col = scratch(np, 0, x.shape[:-1] + (1,), x.dtype)
-    sq = scratch(np, 1, x.shape, x.dtype)
+    col = np.empty(x.shape[:-1] + (1,), x.dtype)
+    sq = np.empty(x.shape, x.dtype) if x.nbytes < SCRATCH_FROM_BYTES else scratch(np, 0, x.shape, x.dtype)
     np.add.reduce(x, axis=-1, keepdims=True, out=col)
     np.true_divide(col, n, out=col, casting="unsafe")
     np.subtract(x, col, out=y)

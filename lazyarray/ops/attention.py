@@ -18,8 +18,6 @@ so the same values). The op has no gradient: the pass runs on inference graphs o
 """
 from __future__ import annotations
 
-import math
-
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from . import nn  # noqa: F401  (matmul and softmax are registered first)
 from .params import INTS, Param
@@ -67,7 +65,7 @@ def _chain_shape(shape, codes, extras, what):
     return shape
 
 
-def _shape(shapes, q_ops=(), k_ops=(), score_ops=(), of_scores=False):
+def _shape(shapes, q_ops=(), k_ops=(), score_ops=()):
     q, k, v, *rest = shapes
     want = chain_extras(q_ops) + chain_extras(k_ops) + chain_extras(score_ops)
     if len(rest) != want:
@@ -79,8 +77,7 @@ def _shape(shapes, q_ops=(), k_ops=(), score_ops=(), of_scores=False):
         raise ShapeError(f"fused_attention: q, k and v must have 2 or more dims, got {fmt_shape(q)}, "
                          f"{fmt_shape(k)}, {fmt_shape(v)}")
     scores = _chain_shape(_MATMUL.shape((q, k)), score_ops, extras, "the scores")
-    out = _MATMUL.shape((scores, v))
-    return scores if of_scores else out
+    return _MATMUL.shape((scores, v))
 
 
 def _dtype(dtypes, q_ops=(), k_ops=(), score_ops=()):
@@ -109,19 +106,12 @@ def _attention(xp, q, k, v, *extras, q_ops=(), k_ops=(), score_ops=(), out=None)
     return _MATMUL.kernel(xp, p, v, out=out)
 
 
-def _workspace(avals, q_ops=(), k_ops=(), score_ops=()):
-    """The scores and one column of row statistics (``kernels/attention.py``; 64 bytes more: slots
-    start at multiples of 64)."""
-    scores, dtype = _shape([a.shape for a in avals], q_ops, k_ops, score_ops, True), avals[0].dtype
-    return [("scores", scores, dtype), ("row statistics", (math.prod(scores[:-1]) + 64 // dtype.itemsize,), dtype)]
-
-
 _CHAIN_DOC = "codes 10 * op + position (ops/attention.py)"
 register(OpDef(
     "fused_attention", ("q", "k", "v", "*extras"), _attention,
     params=(Param("q_ops", INTS, (), check=_check_codes, doc="ops on q, " + _CHAIN_DOC),
             Param("k_ops", INTS, (), check=_check_codes, doc="ops on k (the (..., d, keys) operand), " + _CHAIN_DOC),
             Param("score_ops", INTS, (), check=_check_codes, doc="ops on the scores, " + _CHAIN_DOC)),
-    shape=_shape, dtype=_dtype, namespace="nn", writes_out=True, workspace=_workspace,
+    shape=_shape, dtype=_dtype, namespace="nn", writes_out=True,
     doc="softmax(score_ops(q_ops(q) @ k_ops(k)), axis=-1) @ v: the ops of a scaled dot-product "
         "attention as one op (made by graph/passes/attention.py); no gradient"))

@@ -130,8 +130,7 @@ def fuse_layer_norm(sym: Symbol) -> Symbol:
     >>> import lazyarray as la
     >>> x, g, b = la.sym.var("x", shape=(2, 5, 8)), la.sym.var("g", shape=(8,)), la.sym.var("b", shape=(8,))
     >>> c = x - la.sym.mean(x, axis=-1, keepdims=True)
-    >>> one, eps = la.sym.full((), 1.0), la.sym.full((), 1e-5)
-    >>> inv = la.sym.divide(one, la.sym.sqrt(la.sym.mean(la.sym.square(c), axis=-1, keepdims=True) + eps))
+    >>> inv = la.sym.divide(1.0, la.sym.sqrt(la.sym.mean(la.sym.square(c), axis=-1, keepdims=True) + 1e-5))
     >>> y = c * inv * g + b
     >>> [n.op.name for n in fuse_layer_norm(y).topo() if n.op is not None]
     ['layer_norm']
