@@ -54,15 +54,14 @@ class _Match(Walk):
         nd = len(self.shape)
         return len(axes) == 1 and axes[0] is not None and axes[0] % nd == nd - 1
 
-    def product(self, old: Entry, new: Entry, other) -> tuple | None:
-        """``(pos, kept)``: ``old`` is a private multiply whose input ``1 - pos`` passes ``other``;
-        ``kept`` its input at ``pos`` (old, new)."""
+    def products(self, old: Entry, new: Entry, other):
+        """``(pos, kept)`` for each way ``old``, a private multiply, reads ``other`` at input ``1 - pos``
+        (``other(old entry)`` true there); ``kept``: its input at ``pos`` (old, new)."""
         if not self.step(old, new, "multiply"):
-            return None
+            return
         for pos in (0, 1):
-            if other(old.node.inputs[1 - pos], new.node.inputs[1 - pos]):
-                return pos, (old.node.inputs[pos], new.node.inputs[pos])
-        return None
+            if other(old.node.inputs[1 - pos]):
+                yield pos, (old.node.inputs[pos], new.node.inputs[pos])
 
     def inverse_std(self, old: Entry, new: Entry, centered: Entry) -> float | None:
         """eps where ``old`` is ``1 / sqrt(mean(square(centered)) + eps)``, else None."""
@@ -109,18 +108,14 @@ def _match(node: Node, ins, uses, op):
         return None
     m = _Match(uses, a.shape, a.dtype)
     for pos in (0, 1):
-        b_old = node.inputs[1 - pos]
-        if not m.vector(b_old):
+        if not m.vector(node.inputs[1 - pos]):
             continue
-        scaled = m.product(node.inputs[pos], ins[pos], lambda o, n: m.vector(o))
-        if scaled is None:
-            continue
-        spos, (z_old, z_new) = scaled
-        got = _normalized(m, z_old, z_new)
-        if got is not None:
-            x, eps = got
-            gamma = ins[pos].node.inputs[1 - spos]
-            return record_node(op, [x, gamma, ins[1 - pos]], {"axis": -1, "eps": eps}, source=node.source)
+        for spos, (z_old, z_new) in m.products(node.inputs[pos], ins[pos], m.vector):
+            got = _normalized(m, z_old, z_new)
+            if got is not None:
+                x, eps = got
+                gamma = ins[pos].node.inputs[1 - spos]
+                return record_node(op, [x, gamma, ins[1 - pos]], {"axis": -1, "eps": eps}, source=node.source)
     return None
 
 
