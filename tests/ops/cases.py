@@ -1798,6 +1798,37 @@ def _gelu_with_grad_ref(x, approximation="none"):
 CASES["gelu_with_grad"] = Case("norm", _gelu_with_grad_samples, _gelu_with_grad_ref, FLOATS)
 
 
+# -- nn.fused_attention (lazyarray/ops/attention.py): chain codes 10 * op + position of the scores
+def _fused_attention_samples(rng, dtype, small):
+    q, k, v = rand(rng, (2, 3, 4, 5), dtype), rand(rng, (2, 3, 5, 6), dtype), rand(rng, (2, 3, 6, 2), dtype)
+    scale, mask = np.asarray(0.4, dtype), rand(rng, (2, 1, 1, 6), dtype)
+    causal, fill = np.triu(np.ones((4, 6), bool), 1), np.asarray(-np.inf, dtype)
+    return [Sample((q, k, v, []), {}, "bare"),
+            Sample((q, k, v, [scale, mask]), {"score_ops": (0, 20)}, "scale-mask"),
+            Sample((q, k, v, [scale, scale, causal, fill]), {"q_ops": (0,), "k_ops": (1,), "score_ops": (42,)},
+                   "split-scale-causal"),
+            Sample((q[0, 0], k[0], v[:1], []), {}, "broadcast-batch")]
+
+
+def _fused_attention_ref(q, k, v, extras, q_ops=(), k_ops=(), score_ops=()):
+    names, it = ("multiply", "divide", "add", "subtract", "where"), iter(extras)
+
+    def chain(x, codes):
+        for c in codes:
+            args = [next(it) for _ in range(2 if c // 10 == 4 else 1)]
+            args.insert(c % 10, x)
+            x = getattr(np, names[c // 10])(*args)
+        return x
+
+    q64, k64 = chain(q.astype(np.float64), q_ops), chain(k.astype(np.float64), k_ops)
+    s = chain(q64 @ k64, score_ops)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return ((e / e.sum(-1, keepdims=True)) @ v).astype(q.dtype)
+
+
+CASES["fused_attention"] = Case("norm", _fused_attention_samples, _fused_attention_ref, FLOATS, rtol32=1e-4)
+
+
 def _ln_stats64(x, axis, eps):
     x64 = x.astype(np.float64)
     mean = x64.mean(axis=axis, keepdims=True)
