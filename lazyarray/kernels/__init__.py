@@ -11,8 +11,22 @@ declared ``layout``.
 from __future__ import annotations
 
 from ..ops import registry
-from . import (attention, conv2d, conv2d_grad, conv_batch_last, dense, elementwise, foreach, fused, gelu, layer_norm,
-               matmul, pad, pool, softmax)
+from . import (
+    attention,
+    conv2d,
+    conv2d_grad,
+    conv_batch_last,
+    dense,
+    elementwise,
+    foreach,
+    fused,
+    gelu,
+    layer_norm,
+    matmul,
+    pad,
+    pool,
+    softmax,
+)
 from .impl import ANY_ORDER, BATCH_LAST, Choice, Impl
 from .profile import Event, Profile, profile, reference_label
 
