@@ -79,19 +79,19 @@ def _normalized(xp, x, ax, eps, out=None, rstd_out=None):
     """``(x - mean) / sqrt(var + eps)`` along ``ax`` and ``1 / sqrt(var + eps)`` (kept dims), written
     into ``out`` / ``rstd_out`` when given, else fresh arrays.
 
-    Two passes (mean, then the centered sum of squares) rather than ``E[x^2] - E[x]^2`` in one:
-    the one-pass formula loses every digit when the mean is large against the spread. The sum of
-    squares is an ``einsum`` over the last axis, so it makes no squared temporary."""
-    n = x.shape[ax]
+    Two passes (mean, then the mean of the centered squares) rather than ``E[x^2] - E[x]^2`` in one:
+    the one-pass formula loses every digit when the mean is large against the spread. The operations
+    are those of ONNX's ``LayerNormalization`` written out (mean, subtract, square, mean, add,
+    sqrt, divide), in that order, so a written-out graph, this op and the kernels layer's
+    implementations (``kernels/layer_norm.py``) give the same values bit for bit."""
     xc = xp.subtract(x, x.mean(axis=ax, keepdims=True), out=out)
-    if ax == x.ndim - 1:
-        ss = xp.einsum("...i,...i->...", xc, xc)[..., None]
-    else:
-        ss = (xc * xc).sum(axis=ax, keepdims=True)
-    rstd = xp.multiply(ss, x.dtype.type(1.0 / n) if n else x.dtype.type(0), out=ss if rstd_out is None else rstd_out)
-    rstd += x.dtype.type(eps)
+    if x.shape[ax]:
+        var = xp.mean(xp.square(xc), axis=ax, keepdims=True)
+    else:  # (no values: variance 0, as the mean of nothing is not)
+        var = xp.zeros(xc.shape[:ax] + (1,) + xc.shape[ax + 1:], x.dtype)
+    rstd = xp.add(var, x.dtype.type(eps), out=var if rstd_out is None else rstd_out)
     xp.sqrt(rstd, out=rstd)
-    xp.reciprocal(rstd, out=rstd)
+    xp.divide(x.dtype.type(1), rstd, out=rstd)
     xc *= rstd
     return xc, rstd
 

@@ -8,10 +8,8 @@ expands it, or the same ops traced) as one ``nn.layer_norm`` node::
 ``gamma`` and ``beta`` are vectors along the last axis; ``eps`` and the ``1`` are 0-d constants of
 x's dtype; every value in between is read by the pattern alone (``c`` twice: square and product),
 x, gamma and beta share one float dtype. Products and the final sum may have their operands in
-either order (both are commutative in IEEE arithmetic: equal values). ``kernels/layer_norm.py``'s
-``in_place`` runs these operations in this order (the same values, bit for bit); ``nn.layer_norm``'s
-reference kernel (other runtimes, other dtypes) differs only by rounding (its sum of squares is an
-``einsum``).
+either order (both are commutative in IEEE arithmetic: equal values). ``nn.layer_norm`` runs these operations in this order (its reference kernel in ``ops/norm.py`` and
+``kernels/layer_norm.py``'s ``compiled`` and ``in_place``): the same values, bit for bit.
 
 ``CachedOp`` runs this on inference graphs only (a training graph keeps the recorded ops; the op's
 gradient exists, but the recorded ops' backward is what such a graph was built for).
