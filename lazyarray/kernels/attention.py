@@ -63,14 +63,13 @@ def _scores_buffer(q, k):
     """An uninitialized array for ``q @ k``: the thread's scratch from ``SCRATCH_FROM_BYTES`` on
     (reused call after call: no fresh pages), a plain allocation below (cheaper than the arena's
     look-up at a small transformer's sizes)."""
-    batch = q.shape[:-2] if q.shape[:-2] == k.shape[:-2] else np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-    shape = batch + (q.shape[-2], k.shape[-1])
+    shape = _product_shape(q, k)
     if q.itemsize * math.prod(shape) < SCRATCH_FROM_BYTES:
         return np.empty(shape, q.dtype)
     return scratch(np, 0, shape, q.dtype)
 
 
-def _batched_blas(xp, q, k, v, *extras, q_ops=(), k_ops=(), score_ops=(), out=None):
+def _batched_blas(xp, q, k, v, *extras, q_ops=(), k_ops=(), score_ops=(), out_axes=(), out_shape=(), out=None):
     it = iter(extras)
     q = apply_chain(np, q, q_ops, it)
     k = apply_chain(np, k, k_ops, it)
@@ -78,7 +77,22 @@ def _batched_blas(xp, q, k, v, *extras, q_ops=(), k_ops=(), score_ops=(), out=No
     _MATMUL(np, q, k, out=s)
     _score_chain(s, score_ops, it)
     _softmax_in_place(s)
-    return _MATMUL(np, s, v, out=out)
+    if not out_axes:
+        return _MATMUL(np, s, v, out=out)
+    y = np.empty(out_shape, s.dtype) if out is None else out
+    shape = _product_shape(s, v)
+    if out_axes[-1] != len(shape) - 1:  # (features not last: no row stride BLAS takes; a copy)
+        y[...] = _MATMUL(np, s, v).transpose(out_axes).reshape(out_shape)
+        return y
+    # the product written through a view of ``y`` in the product's axes: each (queries, features)
+    # matrix is rows of y (a row stride BLAS takes), so the same product runs into its place
+    _MATMUL(np, s, v, out=y.reshape([shape[a] for a in out_axes]).transpose(np.argsort(out_axes)))
+    return y
+
+
+def _product_shape(a, b) -> tuple:
+    batch = a.shape[:-2] if a.shape[:-2] == b.shape[:-2] else np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return batch + (a.shape[-2], b.shape[-1])
 
 
 BATCHED_BLAS = Impl("fused_attention", "batched_blas", _batched_blas,

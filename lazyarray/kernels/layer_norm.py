@@ -138,7 +138,7 @@ IN_PLACE = Impl("layer_norm", "in_place", _in_place,
                 "NumPy float32 / float64, the last axis, parameters of x's dtype, up to "
                 "layer_norm_in_place_max_bytes: the written-out ops' NumPy calls on preallocated memory")
 COMPILED = Impl("layer_norm", "compiled", _compiled,
-                "as in_place, rows of at most BLOCK values, numba on: in_place's operations row by row in "
+                "as in_place, rows of at most BLOCK adjacent values, numba on: in_place's operations row by row in "
                 "one compiled call (each sum NumPy's, bit for bit)", fallback=IN_PLACE)
 _IN_PLACE, _COMPILED = Choice(IN_PLACE), Choice(COMPILED)
 
@@ -146,7 +146,10 @@ _IN_PLACE, _COMPILED = Choice(IN_PLACE), Choice(COMPILED)
 def _choice(xp, x, gamma, beta, axis) -> Choice | None:
     if not _fits(xp, x, gamma, beta, axis):
         return None
-    return _COMPILED if x.shape[-1] <= BLOCK and jit.enabled() else _IN_PLACE
+    # NumPy sums rows pairwise where they are its innermost loop: their values adjacent (a
+    # transposed view's rows it sums across, one value of each row at a time: not this order)
+    rows = x.shape[-1] <= BLOCK and (x.strides[-1] == x.itemsize or x.shape[-1] == 1)
+    return _COMPILED if rows and jit.enabled() else _IN_PLACE
 
 
 def choose_layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None) -> Choice | None:

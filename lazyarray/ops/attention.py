@@ -9,7 +9,9 @@ product with ``v``. Each chain entry is one code, ``10 * op + position``: ``op``
 ``position`` is where the running value sits among that op's inputs (``where(mask, fill, scores)``
 is ``10 * 4 + 2``); the op's other inputs are the next ``extras``, in order (``q_ops``'s first,
 then ``k_ops``'s, then ``score_ops``'s). An extra broadcasts against the running value without
-growing it.
+growing it. ``out_axes`` and ``out_shape`` (both or neither) write the result as
+``transpose(y, out_axes).reshape(out_shape)`` (the heads merged back into features: the copy the
+graph made after the product becomes the layout the product writes).
 
 The reference kernel here is the replaced ops' kernels called one after the other (``matmul``'s,
 the elementwise ufuncs, ``softmax``'s): equal values by construction. ``kernels/attention.py``
@@ -17,6 +19,8 @@ runs it with the scores in one buffer, the chain and the softmax in place (the s
 so the same values). The op has no gradient: the pass runs on inference graphs only.
 """
 from __future__ import annotations
+
+import math
 
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
 from . import nn  # noqa: F401  (matmul and softmax are registered first)
@@ -65,7 +69,19 @@ def _chain_shape(shape, codes, extras, what):
     return shape
 
 
-def _shape(shapes, q_ops=(), k_ops=(), score_ops=()):
+def _laid_out(shape, out_axes, out_shape):
+    """The result's shape once transposed by ``out_axes`` and reshaped to ``out_shape`` (when given)."""
+    if not out_axes and not out_shape:
+        return shape
+    if sorted(out_axes) != list(range(len(shape))) or math.prod(out_shape) != math.prod(shape) \
+            or any(d < 0 for d in out_shape):
+        raise ShapeError(f"fused_attention: out_axes {tuple(out_axes)} and out_shape {tuple(out_shape)} do not "
+                         f"lay out a result of shape {fmt_shape(shape)} (a permutation of its axes, then a "
+                         "shape of as many values)")
+    return tuple(out_shape)
+
+
+def _shape(shapes, q_ops=(), k_ops=(), score_ops=(), out_axes=(), out_shape=()):
     q, k, v, *rest = shapes
     want = chain_extras(q_ops) + chain_extras(k_ops) + chain_extras(score_ops)
     if len(rest) != want:
@@ -77,10 +93,11 @@ def _shape(shapes, q_ops=(), k_ops=(), score_ops=()):
         raise ShapeError(f"fused_attention: q, k and v must have 2 or more dims, got {fmt_shape(q)}, "
                          f"{fmt_shape(k)}, {fmt_shape(v)}")
     scores = _chain_shape(_MATMUL.shape((q, k)), score_ops, extras, "the scores")
-    return _MATMUL.shape((scores, v))
+    out = _MATMUL.shape((scores, v))
+    return out if None in out else _laid_out(out, out_axes, out_shape)
 
 
-def _dtype(dtypes, q_ops=(), k_ops=(), score_ops=()):
+def _dtype(dtypes, q_ops=(), k_ops=(), score_ops=(), out_axes=(), out_shape=()):
     q, k, v = dtypes[:3]
     if not (q == k == v) or q.kind != "f":
         raise DTypeError(f"fused_attention: q, k and v must share one floating dtype, got {q}, {k}, {v}")
@@ -98,12 +115,18 @@ def apply_chain(xp, x, codes, extras):
     return x
 
 
-def _attention(xp, q, k, v, *extras, q_ops=(), k_ops=(), score_ops=(), out=None):
+def _attention(xp, q, k, v, *extras, q_ops=(), k_ops=(), score_ops=(), out_axes=(), out_shape=(), out=None):
     it = iter(extras)
     q = apply_chain(xp, q, q_ops, it)
     k = apply_chain(xp, k, k_ops, it)
     p = _SOFTMAX.kernel(xp, apply_chain(xp, _MATMUL.kernel(xp, q, k), score_ops, it))
-    return _MATMUL.kernel(xp, p, v, out=out)
+    if not out_axes:
+        return _MATMUL.kernel(xp, p, v, out=out)
+    y = xp.reshape(xp.transpose(_MATMUL.kernel(xp, p, v), out_axes), out_shape)
+    if out is None:
+        return y
+    out[...] = y
+    return out
 
 
 _CHAIN_DOC = "codes 10 * op + position (ops/attention.py)"
@@ -111,7 +134,9 @@ register(OpDef(
     "fused_attention", ("q", "k", "v", "*extras"), _attention,
     params=(Param("q_ops", INTS, (), check=_check_codes, doc="ops on q, " + _CHAIN_DOC),
             Param("k_ops", INTS, (), check=_check_codes, doc="ops on k (the (..., d, keys) operand), " + _CHAIN_DOC),
-            Param("score_ops", INTS, (), check=_check_codes, doc="ops on the scores, " + _CHAIN_DOC)),
+            Param("score_ops", INTS, (), check=_check_codes, doc="ops on the scores, " + _CHAIN_DOC),
+            Param("out_axes", INTS, (), doc="the result transposed by these axes, then ..."),
+            Param("out_shape", INTS, (), doc="... reshaped to this shape (C order)")),
     shape=_shape, dtype=_dtype, namespace="nn", writes_out=True,
     doc="softmax(score_ops(q_ops(q) @ k_ops(k)), axis=-1) @ v: the ops of a scaled dot-product "
         "attention as one op (made by graph/passes/attention.py); no gradient"))

@@ -84,7 +84,9 @@ def _normalized(xp, x, ax, eps, out=None, rstd_out=None):
     are those of ONNX's ``LayerNormalization`` written out (mean, subtract, square, mean, add,
     sqrt, divide), in that order, so a written-out graph, this op and the kernels layer's
     implementations (``kernels/layer_norm.py``) give the same values bit for bit."""
-    xc = xp.subtract(x, x.mean(axis=ax, keepdims=True), out=out)
+    # (C-ordered when made here, as a planned buffer is: NumPy sums a C-ordered row pairwise, a
+    # transposed one value by value)
+    xc = xp.subtract(x, x.mean(axis=ax, keepdims=True), out=xp.empty(x.shape, x.dtype) if out is None else out)
     if x.shape[ax]:
         var = xp.mean(xp.square(xc), axis=ax, keepdims=True)
     else:  # (no values: variance 0, as the mean of nothing is not)

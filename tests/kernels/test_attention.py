@@ -96,3 +96,16 @@ def test_the_profile_names_it():
     with la.profile() as prof:
         la.nn.fused_attention(q, k, v, [])
     assert [e.key for e in prof.events] == ["nn.fused_attention[batched_blas]"]
+
+
+@pytest.mark.parametrize("axes,shape", [((0, 2, 1, 3), (2, 7, 12)), ((2, 0, 1, 3), (7, 2, 12)), ((0, 2, 3, 1), (2, 7, 12))],
+                         ids=["heads-merged", "sequence-first", "features-not-last"])
+def test_the_result_laid_out_as_transpose_then_reshape(axes, shape):
+    q, k, v = _qkv("float32", (2, 3), 7, 5, 8, 4)
+    want = REFERENCE(np, q, k, v).transpose(axes).reshape(shape)
+    lay = {"out_axes": axes, "out_shape": shape}
+    np.testing.assert_array_equal(REFERENCE(np, q, k, v, **lay), want)
+    np.testing.assert_array_equal(A.run_attention(np, q, k, v, **lay), want)
+    out = np.empty(shape, "float32")
+    assert A.run_attention(np, q, k, v, out=out, **lay) is out
+    np.testing.assert_array_equal(out, want)

@@ -16,8 +16,10 @@ REFERENCE = registry.get("layer_norm").kernel
 
 
 def _written_out(x, g, b, eps):
-    c = np.subtract(x, np.mean(x, axis=-1, keepdims=True))
-    inv = np.divide(x.dtype.type(1), np.sqrt(np.add(np.mean(np.square(c), axis=-1, keepdims=True), x.dtype.type(eps))))
+    """The ops one by one, each value C-ordered (as a compiled program's planned buffers hold them)."""
+    c = np.ascontiguousarray(np.subtract(x, np.mean(x, axis=-1, keepdims=True)))
+    var = np.mean(np.ascontiguousarray(np.square(c)), axis=-1, keepdims=True)
+    inv = np.divide(x.dtype.type(1), np.sqrt(np.add(var, x.dtype.type(eps))))
     return np.add(np.multiply(np.multiply(c, inv), g), b)
 
 
@@ -88,6 +90,11 @@ def test_the_choice_by_row_length_and_jit(kernel_path):
     assert str(kernels.choose("layer_norm", np, x, g, b)) == want
     long = _args((2, L.BLOCK + 1), "float32")
     assert str(kernels.choose("layer_norm", np, *long)) == "layer_norm[in_place]"
+    # a transposed view: NumPy sums its rows across, value by value; in_place does the same
+    t = (RNG.standard_normal((1, 32, 64)) * 3 + 7).astype("float32").transpose(0, 2, 1)
+    tg, tb = RNG.standard_normal(32).astype("float32"), RNG.standard_normal(32).astype("float32")
+    assert str(kernels.choose("layer_norm", np, t, tg, tb)) == "layer_norm[in_place]"
+    np.testing.assert_array_equal(L.run_layer_norm(np, t, tg, tb), _written_out(t, tg, tb, 1e-5))
     with la.profile() as prof:
         la.nn.layer_norm(x, g, b)
     assert [e.key for e in prof.events if e.impl != "numba compile"] == ["nn." + want]

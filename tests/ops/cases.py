@@ -1807,10 +1807,11 @@ def _fused_attention_samples(rng, dtype, small):
             Sample((q, k, v, [scale, mask]), {"score_ops": (0, 20)}, "scale-mask"),
             Sample((q, k, v, [scale, scale, causal, fill]), {"q_ops": (0,), "k_ops": (1,), "score_ops": (42,)},
                    "split-scale-causal"),
-            Sample((q[0, 0], k[0], v[:1], []), {}, "broadcast-batch")]
+            Sample((q[0, 0], k[0], v[:1], []), {}, "broadcast-batch"),
+            Sample((q, k, v, []), {"out_axes": (0, 2, 1, 3), "out_shape": (2, 4, 6)}, "heads-merged")]
 
 
-def _fused_attention_ref(q, k, v, extras, q_ops=(), k_ops=(), score_ops=()):
+def _fused_attention_ref(q, k, v, extras, q_ops=(), k_ops=(), score_ops=(), out_axes=(), out_shape=()):
     names, it = ("multiply", "divide", "add", "subtract", "where"), iter(extras)
 
     def chain(x, codes):
@@ -1823,7 +1824,8 @@ def _fused_attention_ref(q, k, v, extras, q_ops=(), k_ops=(), score_ops=()):
     q64, k64 = chain(q.astype(np.float64), q_ops), chain(k.astype(np.float64), k_ops)
     s = chain(q64 @ k64, score_ops)
     e = np.exp(s - s.max(-1, keepdims=True))
-    return ((e / e.sum(-1, keepdims=True)) @ v).astype(q.dtype)
+    y = ((e / e.sum(-1, keepdims=True)) @ v).astype(q.dtype)
+    return y.transpose(out_axes).reshape(out_shape) if out_axes else y
 
 
 CASES["fused_attention"] = Case("norm", _fused_attention_samples, _fused_attention_ref, FLOATS, rtol32=1e-4)

@@ -61,3 +61,13 @@ def test_no_gradient():
         x.attach_grad()
     with pytest.raises(la.errors.LazyArrayError), la.autograd.record():
         la.nn.fused_attention(q, k, v, []).backward()
+
+
+def test_out_axes_and_shape_lay_out_the_result():
+    q, k, v = (la.sym.var(n, shape=s) for n, s in [("q", (2, 3, 7, 8)), ("k", (2, 3, 8, 5)), ("v", (2, 3, 5, 4))])
+    y = la.sym.nn.fused_attention(q, k, v, [], out_axes=(0, 2, 1, 3), out_shape=(2, 7, 12))
+    assert y.outputs[0].aval.shape == (2, 7, 12)
+    with pytest.raises(ShapeError, match="do not lay out"):
+        la.sym.nn.fused_attention(q, k, v, [], out_axes=(0, 2, 1, 3), out_shape=(2, 7, 13))
+    with pytest.raises(ShapeError, match="do not lay out"):
+        la.sym.nn.fused_attention(q, k, v, [], out_axes=(0, 1, 1, 3), out_shape=(2, 7, 12))

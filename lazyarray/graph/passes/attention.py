@@ -6,7 +6,9 @@ additive mask, a position bias, ``where(mask, -inf, scores)``), with ``cast`` to
 allowed between the softmax and the product (HF ViT's exporter writes two), and ``multiply`` /
 ``divide`` ops on ``a`` and ``b`` (torch's ``scaled_dot_product_attention`` scales q and k by
 ``sqrt(scale)`` each), and replaces the final product by one node that runs all of it
-(``ops/attention.py``; ``kernels/attention.py`` runs it in one buffer).
+(``ops/attention.py``; ``kernels/attention.py`` runs it in one buffer). A ``transpose`` then
+``reshape`` of its result (the heads merged back into features), read by nothing else, become the
+layout the node writes (its ``out_axes``, ``out_shape``): one copy step less.
 
 Equal values: the op runs the same operations on the same operands in the same order (the same
 kernels, in place), so it fires only where that holds: every replaced value is read by the next op
@@ -125,6 +127,26 @@ def _match(node: Node, ins, uses, op):
     return fused if fused.aval.shape == node.avals[0].shape and fused.aval.dtype == dtype else None
 
 
+def _laid_out(node: Node, ins, uses, op):
+    """``reshape(transpose(fused_attention(...)))`` (``ins``: the reshape's new input), the two
+    private, as one ``fused_attention`` writing that layout (``out_axes``, ``out_shape``), else None."""
+    t_old, t_new = node.inputs[0], ins[0]
+    w = Walk(uses)
+    if not w.step(t_old, t_new, "transpose") or _op(t_new.node.inputs[0]) != "fused_attention":
+        return None
+    f_new, f_old = t_new.node.inputs[0], t_old.node.inputs[0]
+    nd = len(f_new.aval.shape)
+    axes = t_old.node.params.get("axes")
+    axes = tuple(range(nd - 1, -1, -1)) if axes is None else tuple(a % nd for a in axes)
+    shape = node.avals[0].shape
+    if not w.private(f_old) or f_new.node.params.get("out_axes") or shape is None \
+            or not all(isinstance(d, int) for d in shape):
+        return None
+    params = dict(f_new.node.params, out_axes=axes, out_shape=tuple(shape))
+    fused = record_node(op, list(f_new.node.inputs), params, source=f_new.node.source)
+    return fused if fused.aval.shape == shape else None
+
+
 def fuse_attention(sym: Symbol) -> Symbol:
     """``sym`` with each attention's product, scores ops and softmax made one ``fused_attention``.
 
@@ -141,9 +163,13 @@ def fuse_attention(sym: Symbol) -> Symbol:
     op = registry.get("fused_attention")
 
     def visit(node: Node, ins):
-        if node.op is None or node.op.name != "matmul" or len(node.inputs) != 2:
+        name = None if node.op is None else node.op.name
+        if name == "matmul" and len(node.inputs) == 2:
+            fused = _match(node, ins, uses, op)
+        elif name == "reshape":
+            fused = _laid_out(node, ins, uses, op)
+        else:
             return None
-        fused = _match(node, ins, uses, op)
         return None if fused is None else (fused,)
 
     return rewrite(sym, visit, share=True)

@@ -119,6 +119,25 @@ def test_one_node_and_values_equal_bit_for_bit(pattern, shape, dtype, run_symbol
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_heads_merged_after_it_become_its_layout(dtype, run_symbol):
+    sym, extra, _ = _scaled_additive(dtype, 2, 3, 7, 7, 8)
+    merged = S.reshape(S.transpose(sym, axes=(0, 2, 1, 3)), shape=(2, 7, 33))
+    out = fuse_attention(merged).check()
+    assert _ops(out) == ["transpose", "fused_attention"]  # (k's transpose stays: a view)
+    node = out.outputs[0].node
+    assert node.params["out_axes"] == (0, 2, 1, 3) and node.params["out_shape"] == (2, 7, 33)
+    values = _values(dtype, 2, 3, 7, 7, 8, **extra)
+    np.testing.assert_array_equal(run_symbol(out, **values)[0], run_symbol(merged, **values)[0])
+
+
+def test_a_transpose_read_elsewhere_stays_a_step():
+    sym, _, _ = _bare("float32", 1, 2, 5, 5, 4)
+    t = S.transpose(sym, axes=(0, 2, 1, 3))
+    out = fuse_attention(_group(S.reshape(t, shape=(1, 5, 14)), S.sum(t)))
+    assert "reshape" in _ops(out) and _ops(out).count("fused_attention") == 1
+
+
 def test_split_scale_takes_the_operands_ops(run_symbol):
     sym, _, _ = _split_scale("float32", 1, 2, 7, 7, 16)
     node = next(n for n in fuse_attention(sym).topo() if n.op is not None and n.op.name == "fused_attention")
