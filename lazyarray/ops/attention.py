@@ -94,7 +94,9 @@ def _shape(shapes, q_ops=(), k_ops=(), score_ops=(), out_axes=(), out_shape=()):
                          f"{fmt_shape(k)}, {fmt_shape(v)}")
     scores = _chain_shape(_MATMUL.shape((q, k)), score_ops, extras, "the scores")
     out = _MATMUL.shape((scores, v))
-    return out if None in out else _laid_out(out, out_axes, out_shape)
+    if None in out or not all(isinstance(d, int) for d in out):  # (symbolic: out_shape, when given, is the answer)
+        return tuple(out_shape) if out_shape else out
+    return _laid_out(out, out_axes, out_shape)
 
 
 def _dtype(dtypes, q_ops=(), k_ops=(), score_ops=(), out_axes=(), out_shape=()):
