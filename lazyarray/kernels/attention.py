@@ -19,6 +19,7 @@ import numpy as np
 from ..ops import registry
 from ..ops.attention import apply_chain, decode
 from ..ops.scratch import scratch
+from . import softmax
 from .impl import Choice, Impl
 from .runner import noted
 
@@ -48,8 +49,9 @@ def _score_chain(s, codes, extras) -> None:
 
 def _softmax_in_place(s) -> None:
     """``s`` replaced by its softmax along the last axis: the reference's max, subtract, exp, sum,
-    divide, in its order (the same values), the row statistics in one column."""
-    if s.size == 0:
+    divide, in its order (the same values): ``softmax.in_place`` (compiled passes) where it
+    applies, else NumPy's with the row statistics in one column."""
+    if s.size == 0 or softmax.in_place(s):
         return
     col = np.empty(s.shape[:-1] + (1,), s.dtype)
     np.maximum.reduce(s, axis=-1, keepdims=True, out=col)
