@@ -1,4 +1,5 @@
-"""``nn.layer_norm``'s implementations ``compiled`` and ``in_place`` and their chooser.
+"""``nn.layer_norm``'s implementations ``compiled`` and ``in_place``, ``nn.rms_norm``'s ``compiled``, and
+their choosers.
 
 ``ops/norm.py`` holds the reference kernel. ``in_place`` is the layer norm as ONNX's
 ``LayerNormalization`` is written out in ops (``graph/passes/layer_norm.py`` makes the op from
@@ -17,6 +18,9 @@ of its pairwise summation, written out), the rest one IEEE operation each, so it
 ``in_place``'s bit for bit (``tests/kernels/test_layer_norm.py`` checks every row length). Measured
 on a (1, 7, 32) float32 input (one thread, CPU time, shared machine): 2.3-2.4 us a call against
 ``in_place``'s 9.7-10.1 us and the reference's 11.9-12.7 us.
+
+``nn.rms_norm``'s ``compiled`` is its reference's operations the same way (the squares' row sums
+written out), for rows of at most ``BLOCK`` values.
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ from .runner import noted
 
 SCRATCH_FROM_BYTES = 64 << 10  # (as kernels/attention.py: smaller squares are a plain allocation)
 _REFERENCE = registry.get("layer_norm").kernel
+_RMS_REFERENCE = registry.get("rms_norm").kernel
 
 
 def _fits(xp, x, gamma, beta, axis) -> bool:
@@ -170,7 +175,82 @@ def run_layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     return y
 
 
+def _rms_rows(x, gamma, out, stat, eps, zero, one):
+    """``nn.rms_norm``'s reference row by row for a 2-D ``x`` of rows of at most ``BLOCK`` values
+    into ``out``: the sum of each row's squares as NumPy's ``add.reduce`` makes it of a C-ordered
+    row (``_rows``' sum), the division by the count in float64 stored in ``stat``, every other
+    operation one rounding in x's dtype, in the reference's order."""
+    n = x.shape[1]
+    m = n - n % 8
+    for r in range(x.shape[0]):
+        xr, yr = x[r], out[r]
+        if n < 8:
+            s = -zero
+            for i in range(n):
+                s += xr[i] * xr[i]
+        else:
+            r0, r1, r2, r3 = xr[0] * xr[0], xr[1] * xr[1], xr[2] * xr[2], xr[3] * xr[3]
+            r4, r5, r6, r7 = xr[4] * xr[4], xr[5] * xr[5], xr[6] * xr[6], xr[7] * xr[7]
+            for i in range(8, m, 8):
+                r0 += xr[i] * xr[i]
+                r1 += xr[i + 1] * xr[i + 1]
+                r2 += xr[i + 2] * xr[i + 2]
+                r3 += xr[i + 3] * xr[i + 3]
+                r4 += xr[i + 4] * xr[i + 4]
+                r5 += xr[i + 5] * xr[i + 5]
+                r6 += xr[i + 6] * xr[i + 6]
+                r7 += xr[i + 7] * xr[i + 7]
+            s = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+            for i in range(m, n):
+                s += xr[i] * xr[i]
+        stat[0] = zero + s
+        stat[0] = stat[0] / np.float64(n)
+        stat[0] = stat[0] + eps
+        stat[0] = np.sqrt(stat[0])
+        inv = one / stat[0]
+        for i in range(n):
+            yr[i] = gamma[i] * (xr[i] * inv)
+
+
+def _rms_compiled(xp, x, gamma, eps=1e-6, out=None):
+    """``_rms_rows`` over ``x`` seen as (rows, n), or None where compiled kernels are off or ``out`` is
+    not C-ordered."""
+    kern = jit.compiled(_rms_rows)
+    if kern is None or (out is not None and not out.flags.c_contiguous):
+        return None
+    n = x.shape[-1]
+    y = np.empty(x.shape, x.dtype) if out is None else out
+    t = x.dtype.type
+    kern(x.reshape(-1, n), gamma, y.reshape(-1, n), np.empty(1, x.dtype), t(eps), t(0), t(1))
+    return y
+
+
+RMS_COMPILED = Impl("rms_norm", "compiled", _rms_compiled,
+                    "NumPy float32 / float64 x and gamma, rows of 1 to BLOCK values, numba on: the reference's "
+                    "operations row by row in one compiled call (its values bit for bit)")
+_RMS = Choice(RMS_COMPILED)
+
+
+def _rms_fits(xp, x, gamma) -> bool:
+    return (xp is np and x.ndim > 0 and 0 < x.shape[-1] <= BLOCK and x.dtype in (np.float32, np.float64)
+            and gamma.dtype == x.dtype and jit.enabled())
+
+
+def choose_rms_norm(xp, x, gamma, eps=1e-6, out=None) -> Choice | None:
+    """``compiled`` where it applies, else None (the reference)."""
+    return _RMS if _rms_fits(xp, x, gamma) else None
+
+
+def run_rms_norm(xp, x, gamma, eps=1e-6, out=None):
+    """rms_norm by ``compiled`` where it applies, else the reference kernel."""
+    y = _rms_compiled(xp, x, gamma, eps, out) if _rms_fits(xp, x, gamma) else None
+    if y is None:
+        return _RMS_REFERENCE(xp, x, gamma, eps=eps, out=out)
+    noted(_RMS, x)
+    return y
+
+
 # op name -> its implementations, runner, and chooser for a call's arguments (``kernels.choose``)
-IMPLS = {"layer_norm": (COMPILED, IN_PLACE)}
-RUNNERS = {"layer_norm": run_layer_norm}
-CHOOSERS = {"layer_norm": choose_layer_norm}
+IMPLS = {"layer_norm": (COMPILED, IN_PLACE), "rms_norm": (RMS_COMPILED,)}
+RUNNERS = {"layer_norm": run_layer_norm, "rms_norm": run_rms_norm}
+CHOOSERS = {"layer_norm": choose_layer_norm, "rms_norm": choose_rms_norm}

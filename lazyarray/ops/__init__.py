@@ -22,6 +22,7 @@ from . import (  # noqa: F401  (registration side effect)
     reduce,
     repeat_elements,
     reshape_codes,
+    rms_norm,
     sampling,
     sbp_rules,
     scatter,

@@ -99,3 +99,37 @@ def test_the_choice_by_row_length_and_jit(kernel_path):
         la.nn.layer_norm(x, g, b)
     assert [e.key for e in prof.events if e.impl != "numba compile"] == ["nn." + want]
     np.testing.assert_array_equal(L.run_layer_norm(np, x, g, b), _written_out(x, g, b, 1e-5))
+
+
+RMS_REFERENCE = registry.get("rms_norm").kernel
+
+
+def _rms_written_out(x, g, eps):
+    """T5's ops one by one, the squares C-ordered (a planned buffer)."""
+    sq = np.ascontiguousarray(np.multiply(x, x))
+    inv = np.divide(x.dtype.type(1), np.sqrt(np.add(np.mean(sq, axis=-1, keepdims=True), x.dtype.type(eps))))
+    return np.multiply(g, np.multiply(x, inv))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_rms_norm_compiled_is_the_reference_and_the_written_out_ops_bit_for_bit(dtype):
+    pytest.importorskip("numba")
+    for n in range(1, L.BLOCK + 1):
+        x, g, _ = _args((3, n), dtype)
+        want = _rms_written_out(x, g, 1e-6)
+        np.testing.assert_array_equal(RMS_REFERENCE(np, x, g, eps=1e-6), want)
+        np.testing.assert_array_equal(L._rms_compiled(np, x, g, eps=1e-6), want, err_msg=f"row length {n}")
+    x, g, _ = _args((2, 32, 16), dtype)
+    t = x.transpose(0, 2, 1)  # (any layout: the squares are summed C-ordered either way)
+    np.testing.assert_array_equal(L.run_rms_norm(np, t, g[:16].repeat(2)), _rms_written_out(t, g[:16].repeat(2), 1e-6))
+
+
+def test_rms_norm_choice(kernel_path):
+    x, g, _ = _args((4, 8), "float32")
+    want = "rms_norm[compiled]" if kernel_path == "compiled" else "rms_norm[reference]"
+    assert str(kernels.choose("rms_norm", np, x, g)) == want
+    assert kernels.choose("rms_norm", np, *_args((2, L.BLOCK + 1), "float32")[:2]).impl.name == "reference"
+    np.testing.assert_array_equal(L.run_rms_norm(np, x, g), _rms_written_out(x, g, 1e-6))
+    out = np.empty((4, 8), "float32")
+    assert L.run_rms_norm(np, x, g, out=out) is out
+    np.testing.assert_array_equal(out, _rms_written_out(x, g, 1e-6))

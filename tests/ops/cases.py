@@ -1831,6 +1831,20 @@ def _fused_attention_ref(q, k, v, extras, q_ops=(), k_ops=(), score_ops=(), out_
 CASES["fused_attention"] = Case("norm", _fused_attention_samples, _fused_attention_ref, FLOATS, rtol32=1e-4)
 
 
+def _rms_norm_samples(rng, dtype, small):
+    return [Sample((rand(rng, (3, 5), dtype), rand(rng, (5,), dtype)), {}, "2d"),
+            Sample((rand(rng, (2, 4, 33), dtype) + 3, rand(rng, (33,), dtype)), {"eps": 1e-3}, "3d-offset"),
+            Sample((rand(rng, (7,), dtype), rand(rng, (7,), dtype)), {}, "1d")]
+
+
+def _rms_norm_ref(x, gamma, eps=1e-6):
+    x64 = x.astype(np.float64)
+    return (gamma * x64 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + eps)).astype(x.dtype)
+
+
+CASES["rms_norm"] = Case("norm", _rms_norm_samples, _rms_norm_ref, FLOATS, rtol32=1e-4)
+
+
 def _ln_stats64(x, axis, eps):
     x64 = x.astype(np.float64)
     mean = x64.mean(axis=axis, keepdims=True)

@@ -1,5 +1,7 @@
 """Inference rewrite: a layer norm written out in ops (ONNX ``LayerNormalization`` as the importer
-expands it, or the same ops traced) as one ``nn.layer_norm`` node::
+expands it, or the same ops traced) as one ``nn.layer_norm`` node, and T5's RMS norm as one
+``nn.rms_norm`` (``gamma * (c * (1 / sqrt(mean(c * c) + eps)))``, ``c`` the input or its cast to the
+same dtype, ``c * c`` or ``square(c)``; ``ops/rms_norm.py``)::
 
     m = mean(x, axis=-1, keepdims=True);  c = x - m
     inv = 1 / sqrt(mean(square(c), axis=-1, keepdims=True) + eps)
@@ -38,6 +40,7 @@ class _Match(Walk):
     def __init__(self, uses, shape, dtype):
         super().__init__(uses)
         self.shape, self.dtype = shape, dtype
+        self.reads = 0  # (``squares``: how many times the squares read their operand)
 
     def vector(self, e: Entry) -> bool:
         """A (C,) vector of the dtype, C the last dim."""
@@ -76,10 +79,17 @@ class _Match(Walk):
             v_old, v_new = a_old.node.inputs[pos], a_new.node.inputs[pos]
             if eps is None or eps <= 0 or not self.row_mean(v_old, v_new):
                 continue
-            sq = v_old.node.inputs[0]
-            if self.step(sq, v_new.node.inputs[0], "square") and sq.node.inputs[0] == centered:
+            if self.squares(v_old.node.inputs[0], v_new.node.inputs[0], centered):
                 return eps
         return None
+
+    def squares(self, old: Entry, new: Entry, of: Entry) -> bool:
+        """``old`` is a private ``square(of)`` or ``multiply(of, of)`` (``reads``: how many times it reads ``of``)."""
+        if self.step(old, new, "square"):
+            self.reads = 1
+            return old.node.inputs[0] == of
+        self.reads = 2
+        return self.step(old, new, "multiply") and old.node.inputs[0] == of == old.node.inputs[1]
 
 
 def _normalized(m: _Match, z_old: Entry, z_new: Entry):
@@ -117,6 +127,31 @@ def _match(node: Node, ins, uses, op):
     return None
 
 
+def _rms_match(node: Node, ins, uses, op):
+    """The ``rms_norm`` node replacing ``node``, ``gamma * (c * inv)`` with ``inv`` the inverse root of
+    ``mean(c * c) + eps`` and ``c`` the input (or its cast to the same dtype, read by the pattern
+    alone), operands in either order; else None."""
+    a = node.avals[0]
+    if a.shape is None or not a.shape or None in a.shape or a.dtype is None or a.dtype.kind != "f":
+        return None
+    m = _Match(uses, a.shape, a.dtype)
+    for gpos in (0, 1):
+        if not m.vector(node.inputs[gpos]):
+            continue
+        for pos, (c_old, c_new) in m.products(node.inputs[1 - gpos], ins[1 - gpos], lambda e: True):
+            if c_old.aval.shape != a.shape or c_old.aval.dtype != a.dtype:
+                continue
+            h_old, h_new = node.inputs[1 - gpos], ins[1 - gpos]
+            eps = m.inverse_std(h_old.node.inputs[1 - pos], h_new.node.inputs[1 - pos], c_old)
+            if eps is None:
+                continue
+            x = c_new
+            if m.step(c_old, c_new, "cast", readers=1 + m.reads) and c_old.node.inputs[0].aval.dtype == a.dtype:
+                x = c_new.node.inputs[0]  # (a cast to its own dtype: a copy)
+            return record_node(op, [x, ins[gpos]], {"eps": eps}, source=node.source)
+    return None
+
+
 def fuse_layer_norm(sym: Symbol) -> Symbol:
     """``sym`` with each layer norm written out in ops made one ``nn.layer_norm`` node.
 
@@ -130,13 +165,21 @@ def fuse_layer_norm(sym: Symbol) -> Symbol:
     """
     if not current().fuse_layer_norm or not has_op(sym, "sqrt"):
         return sym
+    # layer norms first: their ``(c * inv) * gamma`` would pass for an RMS norm of the centered c
+    sym = _rewrite_at(sym, "add", _match, registry.get("layer_norm"))
+    return _rewrite_at(sym, "multiply", _rms_match, registry.get("rms_norm"))
+
+
+def _rewrite_at(sym, name, match, op):
+    """``sym`` with each node of op ``name`` that ``match`` replaces, replaced."""
+    if not has_op(sym, "sqrt"):
+        return sym
     uses = use_counts(sym)
-    op = registry.get("layer_norm")
 
     def visit(node: Node, ins):
-        if node.op is None or node.op.name != "add":
+        if node.op is None or node.op.name != name:
             return None
-        fused = _match(node, ins, uses, op)
+        fused = match(node, ins, uses, op)
         return None if fused is None else (fused,)
 
     return rewrite(sym, visit, share=True)

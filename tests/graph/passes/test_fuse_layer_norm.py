@@ -134,3 +134,43 @@ def test_an_imported_layer_normalization_runs_as_one_op(tmp_path):
     mean = x.mean(-1, keepdims=True)
     expect = (x - mean) / np.sqrt(((x - mean) ** 2).mean(-1, keepdims=True) + 1e-6) * g + b
     np.testing.assert_allclose(want, expect, rtol=1e-5, atol=1e-5)
+
+
+def _t5_norm(x, g, eps=1e-6, cast=True, square=False, swap=False):
+    """T5's layer norm as exported: a cast to the same dtype, pow 2 (x * x once simplified), mean,
+    add, sqrt, 1 / s, times the input, the weight first."""
+    c = S.cast(x, dtype=x.outputs[0].aval.dtype) if cast else x
+    sq = S.square(c) if square else S.multiply(c, c)
+    inv = S.divide(1.0, S.sqrt(S.add(S.mean(sq, axis=-1, keepdims=True), eps)))
+    h = S.multiply(inv, c) if swap else S.multiply(c, inv)
+    return S.multiply(h, g) if swap else S.multiply(g, h)
+
+
+@pytest.mark.parametrize("variant", [{}, {"cast": False}, {"square": True}, {"swap": True}],
+                         ids=["t5", "no-cast", "square", "swapped"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_an_rms_norm_is_one_node_bit_for_bit(variant, dtype, run_symbol):
+    x, g, _ = _vars((2, 7, 32), dtype)
+    sym = _t5_norm(x, g, **variant)
+    out = fuse_layer_norm(sym).check()
+    assert _ops(out) == ["rms_norm"]
+    values = _values((2, 7, 32), dtype)
+    np.testing.assert_array_equal(run_symbol(out, **values)[0], run_symbol(sym, **values)[0])
+
+
+def test_a_layer_norm_is_not_taken_for_an_rms_norm():
+    sym = _written_out(*_vars((2, 8), "float32"))
+    assert _ops(fuse_layer_norm(sym)) == ["layer_norm"]
+    x, g, b = _vars((2, 8), "float32")
+    c = S.subtract(x, S.mean(x, axis=-1, keepdims=True))  # no bias: gamma * (c * inv) is an RMS norm of c
+    inv = S.divide(1.0, S.sqrt(S.add(S.mean(S.square(c), axis=-1, keepdims=True), 1e-5)))
+    assert _ops(fuse_layer_norm(S.multiply(S.multiply(c, inv), g))) == ["mean", "subtract", "rms_norm"]
+
+
+def test_a_cast_read_elsewhere_stays():
+    x, g, _ = _vars((2, 8), "float32")
+    c = S.cast(x, dtype="float32")
+    inv = S.divide(1.0, S.sqrt(S.add(S.mean(S.multiply(c, c), axis=-1, keepdims=True), 1e-6)))
+    y = S.multiply(g, S.multiply(c, inv))
+    out = fuse_layer_norm(Symbol([y.outputs[0], S.sum(c).outputs[0]]))
+    assert "rms_norm" in _ops(out) and "cast" in _ops(out)
