@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from ..ops import registry
-from ..ops.attention import apply_chain, decode
+from ..ops.attention import OPS, WHERE, apply_chain
 from ..ops.scratch import scratch
 from . import softmax
 from .impl import Choice, Impl
@@ -33,18 +33,22 @@ def _fits(xp, q, k, v) -> bool:
     return xp is np and q.dtype == k.dtype == v.dtype and q.dtype in (np.float32, np.float64)
 
 
+_UFUNCS = tuple(getattr(np, name) if name != "where" else None for name in OPS)
+
+
 def _score_chain(s, codes, extras) -> None:
     """The score chain's ops on ``s``, in place (each result has ``s``'s shape and dtype: the pass
     checked it)."""
     for c in codes:
-        name, pos, _ = decode(c)
-        if name == "where":
+        op, pos = divmod(c, 10)
+        if op == WHERE:
             mask, other = next(extras), next(extras)
             # where(mask, fill, s): s takes fill where mask holds; where(mask, s, fill): where it does not
             np.copyto(s, other, where=mask if pos == 2 else np.logical_not(mask))
+        elif pos == 0:
+            _UFUNCS[op](s, next(extras), out=s)
         else:
-            other = next(extras)
-            getattr(np, name)(*((s, other) if pos == 0 else (other, s)), out=s)
+            _UFUNCS[op](next(extras), s, out=s)
 
 
 def _softmax_in_place(s) -> None:
@@ -88,7 +92,10 @@ def _batched_blas(xp, q, k, v, *extras, q_ops=(), k_ops=(), score_ops=(), out_ax
         return y
     # the product written through a view of ``y`` in the product's axes: each (queries, features)
     # matrix is rows of y (a row stride BLAS takes), so the same product runs into its place
-    _MATMUL(np, s, v, out=y.reshape([shape[a] for a in out_axes]).transpose(np.argsort(out_axes)))
+    back = [0] * len(out_axes)
+    for i, a in enumerate(out_axes):
+        back[a] = i
+    _MATMUL(np, s, v, out=y.reshape(tuple([shape[a] for a in out_axes])).transpose(back))
     return y
 
 
