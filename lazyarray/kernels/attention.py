@@ -4,11 +4,17 @@
 making a fresh array. ``batched_blas`` makes the same calls into one buffer: the scores' product
 (``matmul``'s kernel, one BLAS product per batch and head) written where the softmax will be, the
 score chain's ufuncs in place (``where`` as a ``copyto`` of the fill under the mask: a selection,
-no arithmetic), the softmax in place with the row maxima and sums in one small column (max,
-subtract, exp, sum, divide: the reference's operations in its order), then the product with ``v``
-into the output. Equal values to the reference (and so to the graph it replaced), one program step
-instead of five to eight, two buffers instead of several. The scores of 64 KiB or more live in the thread's
-scratch (``ops/scratch.py``), smaller ones in a plain allocation.
+no arithmetic), the softmax in place (``softmax.in_place``: max / subtract and sum / divide as two
+compiled passes around NumPy's ``exp``; NumPy's calls where it does not apply), then the product
+with ``v`` into the output, through a view in the merged layout when ``out_axes`` asks for one.
+The reference's operations in its order: its values bit for bit (and so the replaced graph's),
+one program step instead of five to nine. Scores of ``SCRATCH_FROM_BYTES`` or more live in the
+thread's scratch (``ops/scratch.py``), smaller ones in a plain allocation.
+
+Measured on BERT-mini's (1, 2, 7, 16) heads (one thread, CPU time per call, the shared machine
+under load, alternating): 16.5-16.9 us against the reference kernel's 17.4-18.1 us, and with the
+merged layout 22.0-22.5 us against 22.5-23.1 us (where the graph ran the five to nine steps it
+replaces, each with its own buffer and step cost).
 """
 from __future__ import annotations
 
