@@ -44,6 +44,17 @@ its batch-1 call in ``numpy.pad`` (two avg-pool pads, 10-35 us each; now ``pad[f
 im2col path's fixed cost on 4-8K multiply-adds (now ``conv2d[direct]``), then expand_dims / squeeze
 around every 1-D layer and the fused avg-pool group: 0.57-0.70x in ``--ab``.
 First calls include numba compiling the kernels a model is the first to use (seconds).
+The small transformers (issue #35, one thread, shared machine): each attention ran five to nine
+steps (product, scale, mask, softmax, casts, product, the heads' reshape copy) and each layer norm
+six to nine (T5's RMS norm five plus a cast); now one ``nn.fused_attention``, ``nn.layer_norm`` or
+``nn.rms_norm`` step each (``--fuse-ab``: 68-93 steps -> 37-58, 0.55-0.83x of the call on one
+thread, outputs equal bit for bit). What is left of hf_bert's batch-1 call: the two GELU groups
+(``fused[chunked]``, the importer's 25-op erf), thirteen ``matmul`` steps (about 2 us of Python
+around each 1 us product), the bias and residual ``add`` steps, the embedding ``take`` steps.
+causal_decoder and hf_gpt2 spend most of their batch-8 call in ``x ** 3`` of their GELU-tanh
+groups: the exponent is an initializer (a parameter, which ``algebra.simplify`` cannot read), and
+NumPy's float32 ``power`` of negative values takes about 50 ns a value (350 us for (8, 7, 128),
+against 7 us for positive ones).
 
     python benchmarks/real_models.py                 # the table (several minutes)
     python benchmarks/real_models.py --quick         # three models, few rounds: a smoke run
