@@ -88,7 +88,7 @@ def _normalized(xp, x, ax, eps, out=None, rstd_out=None):
     # transposed one value by value)
     xc = xp.subtract(x, x.mean(axis=ax, keepdims=True), out=xp.empty(x.shape, x.dtype) if out is None else out)
     if x.shape[ax]:
-        var = xp.mean(xp.square(xc), axis=ax, keepdims=True)
+        var = _mean_of_squares(xp, xc, ax)
     else:  # (no values: variance 0, as the mean of nothing is not)
         var = xp.zeros(xc.shape[:ax] + (1,) + xc.shape[ax + 1:], x.dtype)
     rstd = xp.add(var, x.dtype.type(eps), out=var if rstd_out is None else rstd_out)
@@ -96,6 +96,28 @@ def _normalized(xp, x, ax, eps, out=None, rstd_out=None):
     xp.divide(x.dtype.type(1), rstd, out=rstd)
     xc *= rstd
     return xc, rstd
+
+
+SQUARES_CHUNK_BYTES = 64 << 10  # the squares of this many bytes of rows at a time: no full-size temporary
+
+
+def _mean_of_squares(xp, xc, ax):
+    """``mean(square(xc), axis=ax)`` (dims kept) as a written-out graph computes it: NumPy rows of the
+    last axis a chunk at a time (the squares of a chunk C-ordered, so each row is summed pairwise as
+    a whole C-ordered array's would be), never a squared copy of all of ``xc``."""
+    n = xc.shape[ax]
+    if xp is not np or ax != xc.ndim - 1 or not xc.flags.c_contiguous:
+        return xp.mean(xp.square(xc), axis=ax, keepdims=True)
+    rows = xc.reshape(-1, n)
+    var = np.empty((rows.shape[0], 1), xc.dtype)
+    per = max(1, SQUARES_CHUNK_BYTES // (n * xc.itemsize))
+    tmp = np.empty((min(per, rows.shape[0]), n), xc.dtype)
+    for lo in range(0, rows.shape[0], per):
+        part = tmp[:min(per, rows.shape[0] - lo)]
+        np.square(rows[lo:lo + len(part)], out=part)
+        np.add.reduce(part, axis=-1, keepdims=True, out=var[lo:lo + len(part)])
+    np.true_divide(var, np.intp(n), out=var, casting="unsafe")  # (np.mean's division: by the count as an intp)
+    return var.reshape(xc.shape[:-1] + (1,))
 
 
 def _layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
