@@ -44,12 +44,24 @@ its batch-1 call in ``numpy.pad`` (two avg-pool pads, 10-35 us each; now ``pad[f
 im2col path's fixed cost on 4-8K multiply-adds (now ``conv2d[direct]``), then expand_dims / squeeze
 around every 1-D layer and the fused avg-pool group: 0.57-0.70x in ``--ab``.
 First calls include numba compiling the kernels a model is the first to use (seconds).
+The small transformers (issue #35, one thread, shared machine): each attention ran five to nine
+steps (product, scale, mask, softmax, casts, product, the heads' reshape copy) and each layer norm
+six to nine (T5's RMS norm five plus a cast); now one ``nn.fused_attention``, ``nn.layer_norm`` or
+``nn.rms_norm`` step each (``--fuse-ab``: 68-93 steps -> 37-58, 0.55-0.83x of the call on one
+thread, outputs equal bit for bit). What is left of hf_bert's batch-1 call: the two GELU groups
+(``fused[chunked]``, the importer's 25-op erf), thirteen ``matmul`` steps (about 2 us of Python
+around each 1 us product), the bias and residual ``add`` steps, the embedding ``take`` steps.
+causal_decoder and hf_gpt2 spend most of their batch-8 call in ``x ** 3`` of their GELU-tanh
+groups: the exponent is an initializer (a parameter, which ``algebra.simplify`` cannot read), and
+NumPy's float32 ``power`` of negative values takes about 50 ns a value (350 us for (8, 7, 128),
+against 7 us for positive ones).
 
     python benchmarks/real_models.py                 # the table (several minutes)
     python benchmarks/real_models.py --quick         # three models, few rounds: a smoke run
     python benchmarks/real_models.py --only bert     # models whose name contains "bert"
     python benchmarks/real_models.py --busy          # busy / quiet ratios
     python benchmarks/real_models.py --ab --only lstm  # new kernels / the paths they replaced
+    python benchmarks/real_models.py --fuse-ab --only bert  # attention and layer norm fused / written out
     python benchmarks/real_models.py --hoist-ab --only lstm_bidir,gru_time_major,hf_bert,convnext_mini
         # parameter-only steps computed once / every call (CPU time, one thread): lstm_bidir 0.92-0.94x,
         # lstm_bidir_dynamo 0.91x, gru_time_major 0.99-1.00x, hf_bert 1.00-1.01x, convnext_mini 0.99x
@@ -299,6 +311,30 @@ def row_ab(model: Model, batch: int, ins: dict, threads, rounds: int, budget: fl
     return row
 
 
+FUSE_OFF = {"fuse_attention": False, "fuse_layer_norm": False}  # (decided when a signature compiles)
+
+
+def row_fuse(model: Model, batch: int, ins: dict, threads, rounds: int, budget: float) -> list:
+    """la with each attention one ``nn.fused_attention`` step and each layer norm one ``nn.layer_norm``
+    (graph/passes/attention.py, layer_norm.py) / la compiled without those rewrites (``FUSE_OFF``),
+    per thread count, rounds alternating, medians; outputs checked equal bit for bit first; and how
+    many steps each program has."""
+    xs = [la.array(ins[k]) for k in model.m["inputs"]]
+    with la.tuning(**FUSE_OFF):
+        ref_net = la.blocks.SymbolBlock.imports(model.path, model.m["inputs"])
+        ref_net.hybridize()
+        want = [y.asnumpy() for y in _listed(ref_net(*xs))]
+    for a, b in zip(model.la_run(ins), want):
+        np.testing.assert_array_equal(a, b, err_msg=f"{model.name}: fused and unfused graphs differ")
+    ref = lambda: [y.asnumpy() for y in _listed(ref_net(*xs))]  # noqa: E731
+    row = [model.name, batch]
+    for t in threads:
+        new_s, ref_s = compare([_on_threads(t, model.la_fn(ins)), _on_threads(t, ref)], rounds, budget)
+        row.append(new_s / ref_s)
+    steps = [sum(len(p.step_specs) for p, _ in net.explain(*xs).programs) for net in (ref_net, model.net)]
+    return row + [f"{steps[0]} -> {steps[1]}"]
+
+
 def cpu_timed(fn, budget: float) -> float:
     """CPU seconds per call of ``fn`` (``time.process_time``: another process's load on the shared machine
     does not count) over about ``budget`` seconds, after ``SETTLE`` seconds of rest."""
@@ -492,6 +528,8 @@ def parse(argv):
     ap.add_argument("--budget", type=float, default=None, help="seconds of calls per timed round")
     ap.add_argument("--ab", action="store_true",
                     help="la with the kernels added for these models / la with the paths they replace")
+    ap.add_argument("--fuse-ab", action="store_true",
+                    help="la with attention and layer norm fused (fuse_attention, fuse_layer_norm) / without")
     ap.add_argument("--hoist-ab", action="store_true",
                     help="la with parameter-only steps computed once / every call (param_cache_max_bytes=0)")
     ap.add_argument("--profile", default="", help="print la.profile() and explain() of this model instead")
@@ -535,6 +573,8 @@ def main(argv=None) -> int:
             for batch, ins, _ in model.feeds:
                 if args.hoist_ab:
                     rows.append(row_hoist(model, batch, ins, rounds, budget))
+                elif args.fuse_ab:
+                    rows.append(row_fuse(model, batch, ins, threads, rounds, budget))
                 elif args.ab:
                     rows.append(row_ab(model, batch, ins, threads, rounds, budget))
                 elif args.busy:
@@ -554,6 +594,13 @@ def main(argv=None) -> int:
         print(table(["model", "batch", "per-call us", "kept us", "kept/per-call", "steps"],
                     [_fmt(r, {4}) for r in rows]))
         print(f"kept/per-call: geometric mean {geomean([r[4] for r in rows]):.2f}")
+    elif args.fuse_ab:
+        print("la with attention and layer norm fused / la without those rewrites (FUSE_OFF), wall time, median "
+              "of alternating rounds (outputs equal bit for bit); steps per call: unfused -> fused")
+        print(table(["model", "batch"] + [f"fused/unfused {t}t" for t in threads] + ["steps"],
+                    [_fmt(r, {2, 3}) for r in rows]))
+        print("geometric mean: " + ", ".join(f"{t}t {geomean([r[2 + i] for r in rows]):.2f}x"
+                                             for i, t in enumerate(threads)))
     elif args.ab:
         print("la with depthwise, direct, compiled_cell / inline_loop, one_blas_thread, fill_copy / la with "
               "depthwise_taps, im2col / batch_last, steps, blas, numpy.pad (same run)")

@@ -128,6 +128,11 @@ class Tuning:
     # of this size (PyTorch DDP's 25 MB): the tasks of a step grow with the bytes, not with the arrays
     dp_bucket_bytes: int = _doc(25 << 20, "bytes of one gradient bucket DataParallel reduces among its workers")
 
+    # -- transformer inference rewrites (graph/passes/attention.py, layer_norm.py; benchmarks/real_models.py --ab)
+    fuse_attention: bool = _doc(True, "inference graphs: matmul, score ops, softmax, matmul as one nn.fused_attention")
+    fuse_layer_norm: bool = _doc(True, "inference graphs: a layer norm written out in ops as one nn.layer_norm")
+    layer_norm_in_place_max_bytes: int = _doc(1 << 20, "largest input layer_norm's in_place runs (kernels/layer_norm.py)")
+
     def __post_init__(self):
         for f in fields(self):
             v = getattr(self, f.name)

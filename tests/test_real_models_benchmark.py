@@ -70,6 +70,18 @@ def test_ab_mode_times_the_new_kernels_against_the_paths_they_replaced(capsys):
     assert registry.get("foreach").runner is foreach.run_foreach and registry.get("matmul").runner is matmul.run_matmul
 
 
+def test_fuse_ab_mode_times_fused_attention_and_layer_norm_against_the_written_out_ops(capsys):
+    import lazyarray as la
+
+    assert bench.main(["--quick", "--fuse-ab", "--only", "hf_bert"]) == 0
+    out = capsys.readouterr().out
+    rows = [ln.split() for ln in out.splitlines() if ln.startswith("hf_bert")]
+    assert [r[1] for r in rows] == ["1", str(bench.BIG_BATCH)] and all(c.endswith("x") for r in rows for c in r[2:4])
+    before, _, after = rows[0][4:7]
+    assert int(after) < int(before), rows  # steps: unfused -> fused
+    assert la.config.fuse_attention and la.config.fuse_layer_norm  # the switches are given back
+
+
 def test_first_call_mode_times_fresh_processes_with_a_cold_and_a_warm_kernel_cache(capsys):
     assert bench.main(["--first-call", "--only", "gru_time_major", "--rounds", "1"]) == 0
     out = capsys.readouterr().out

@@ -480,6 +480,8 @@ _NO_RULE = {
     "diagonal": "kept without a rule as the example of the broadcast fallback (its batch axes could pass)",
     "trace": "as diagonal (its batch axes could pass; not written yet)",
     "batch_norm_max_pool2d": "an inference fusion, not a gradient kernel: batch_norm's rule would do, not written yet",
+    "fused_attention": "an inference fusion (graph/passes/attention.py): a batch split would pass, not written yet",
+    "rms_norm": "an inference fusion (graph/passes/layer_norm.py): layer_norm's rule would do, not written yet",
 }
 
 

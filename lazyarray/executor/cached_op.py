@@ -44,6 +44,7 @@ from ..graph import svg as S
 from ..graph.build import record_node
 from ..graph.node import Entry, Node, unique_names, user_source, var_node
 from ..graph.passes.algebra import simplify
+from ..graph.passes.attention import fuse_attention
 from ..graph.passes.bind_dims import bind_dims, dims_in
 from ..graph.passes.constant_fold import constant_fold
 from ..graph.passes.cse import cse
@@ -52,6 +53,7 @@ from ..graph.passes.fold_batch_norm import fold_batch_norm
 from ..graph.passes.forward_saves import forward_saves
 from ..graph.passes.gradient import gradient
 from ..graph.passes.infer import inline_env
+from ..graph.passes.layer_norm import fuse_layer_norm
 from ..graph.passes.placement import placement
 from ..graph.passes.pool_before_batch_norm import pool_before_batch_norm
 from ..graph.passes.relu_after_max_pool import relu_after_max_pool
@@ -435,7 +437,8 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
     simpler = sink_slices(simplify(constant_fold(merged)))
     # cse and dce again only where a pass changed something (each returns its symbol as it is when
     # it has nothing to do, and a second cse of a merged graph finds nothing)
-    return merged if simpler is merged else dce(cse(simpler))
+    simple = merged if simpler is merged else dce(cse(simpler))
+    return fuse_attention(fuse_layer_norm(simple)) if inference else simple
 
 
 def _input_nodes(sym: Symbol, names: list[str]) -> list[Node]:

@@ -4,12 +4,18 @@
 NumPy arrays normalized along their last axis run here chunk of rows by chunk (``rows``): each
 chunk goes through every pass while it is in cache, chunks over ``la.set_num_threads`` threads.
 Every row is the same operations on the same values: the same bits.
+
+``in_place`` (for ``kernels/attention.py``'s scores) is the reference's operations on a C-ordered
+array's rows of at most ``BLOCK`` values in place: the row maxima and the subtraction in one
+compiled pass, NumPy's ``exp`` (numba's is not NumPy's, see ``fused_mixed.py``), the row sums
+(NumPy's ``add.reduce`` of such a row written out: one block of its pairwise summation) and the
+division in another: the same bits as the reference, three calls instead of five NumPy ones.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .. import threads
+from .. import jit, threads
 from ..ops import registry
 from ..ops.nn import sce_of
 from .impl import Choice, Impl
@@ -62,6 +68,71 @@ def _softmax_by_rows(xp, x, axis=-1):
 
 def _log_softmax_by_rows(xp, x, axis=-1):
     return _rows_chunked(x, _log_softmax_rows)
+
+
+BLOCK = 128  # NumPy sums a row of up to this many values as one block of its pairwise sum
+
+
+def _max_subtract(s, zero):
+    """s[r] -= max(s[r]) for each row of a 2-D ``s``: ``np.maximum.reduce``'s maximum (a NaN wins,
+    a tie keeps the first), then one subtraction per value."""
+    for r in range(s.shape[0]):
+        row = s[r]
+        m = row[0]
+        for i in range(1, row.shape[0]):
+            v = row[i]
+            if v > m or v != v:
+                if m == m:
+                    m = v
+        for i in range(row.shape[0]):
+            row[i] = row[i] - m
+
+
+def _divide_by_sums(s, zero):
+    """s[r] /= sum(s[r]) for each row of a 2-D ``s`` of at most ``BLOCK`` columns, each sum as
+    NumPy's ``add.reduce`` makes it (``0 +`` one block of its pairwise sum: below 8 values one by
+    one from ``-0.0``, else eight running sums combined as a tree, then the rest)."""
+    n = s.shape[1]
+    m8 = n - n % 8
+    for r in range(s.shape[0]):
+        row = s[r]
+        if n < 8:
+            t = -zero
+            for i in range(n):
+                t += row[i]
+        else:
+            r0, r1, r2, r3, r4, r5, r6, r7 = row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7]
+            for i in range(8, m8, 8):
+                r0 += row[i]
+                r1 += row[i + 1]
+                r2 += row[i + 2]
+                r3 += row[i + 3]
+                r4 += row[i + 4]
+                r5 += row[i + 5]
+                r6 += row[i + 6]
+                r7 += row[i + 7]
+            t = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+            for i in range(m8, n):
+                t += row[i]
+        t = zero + t
+        for i in range(n):
+            row[i] = row[i] / t
+
+
+def in_place(s) -> bool:
+    """``s`` (C-ordered, NumPy float32 / float64, rows of 1 to ``BLOCK`` values along its last axis)
+    replaced by its softmax along the last axis, the reference's values bit for bit; False (``s``
+    untouched) where it does not apply or compiled kernels are off."""
+    if not (0 < s.shape[-1] <= BLOCK and s.flags.c_contiguous and s.dtype in (np.float32, np.float64)):
+        return False
+    sub, div = jit.compiled(_max_subtract), jit.compiled(_divide_by_sums)
+    if sub is None or div is None:
+        return False
+    rows, zero = s.reshape(-1, s.shape[-1]), s.dtype.type(0)
+    sub(rows, zero)
+    np.exp(s, out=s)
+    div(rows, zero)
+    return True
 
 
 SOFTMAX_ROWS = Impl("softmax", "rows", _softmax_by_rows, "NumPy, the last axis, 1 MiB or more: chunks of rows "

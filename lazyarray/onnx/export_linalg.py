@@ -37,6 +37,8 @@ NO_ONNX_FORM = {
     **{op: _DECOMP for op in ("cholesky", "eigh", "eigvalsh", "qr", "svd", "svdvals", "solve", "inv", "pinv",
                               "slogdet", "matrix_rank")},
     "nextafter": "ONNX has no operator stepping to the next representable float",
+    **{op: "made by an inference rewrite of a compiled graph from ops that export (graph/passes/); export the "
+           "recorded graph (a block's or symbol's own ops)" for op in ("fused_attention", "rms_norm")},
 }
 _SIGN_BIT = "ONNX reads a float's sign bit (of -0.0 and -nan) only with BitCast, from opset 26: export with opset=26"
 

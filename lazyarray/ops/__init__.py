@@ -1,6 +1,7 @@
 """The op registry and the op library, one file per family; importing this registers them all."""
 from . import (  # noqa: F401  (registration side effect)
     advanced_index,
+    attention,
     bitcast,
     conv,
     conv_grad,
@@ -21,6 +22,7 @@ from . import (  # noqa: F401  (registration side effect)
     reduce,
     repeat_elements,
     reshape_codes,
+    rms_norm,
     sampling,
     sbp_rules,
     scatter,

@@ -79,21 +79,45 @@ def _normalized(xp, x, ax, eps, out=None, rstd_out=None):
     """``(x - mean) / sqrt(var + eps)`` along ``ax`` and ``1 / sqrt(var + eps)`` (kept dims), written
     into ``out`` / ``rstd_out`` when given, else fresh arrays.
 
-    Two passes (mean, then the centered sum of squares) rather than ``E[x^2] - E[x]^2`` in one:
-    the one-pass formula loses every digit when the mean is large against the spread. The sum of
-    squares is an ``einsum`` over the last axis, so it makes no squared temporary."""
-    n = x.shape[ax]
-    xc = xp.subtract(x, x.mean(axis=ax, keepdims=True), out=out)
-    if ax == x.ndim - 1:
-        ss = xp.einsum("...i,...i->...", xc, xc)[..., None]
-    else:
-        ss = (xc * xc).sum(axis=ax, keepdims=True)
-    rstd = xp.multiply(ss, x.dtype.type(1.0 / n) if n else x.dtype.type(0), out=ss if rstd_out is None else rstd_out)
-    rstd += x.dtype.type(eps)
+    Two passes (mean, then the mean of the centered squares) rather than ``E[x^2] - E[x]^2`` in one:
+    the one-pass formula loses every digit when the mean is large against the spread. The operations
+    are those of ONNX's ``LayerNormalization`` written out (mean, subtract, square, mean, add,
+    sqrt, divide), in that order, so a written-out graph, this op and the kernels layer's
+    implementations (``kernels/layer_norm.py``) give the same values bit for bit."""
+    # (C-ordered when made here, as a planned buffer is: NumPy sums a C-ordered row pairwise, a
+    # transposed one value by value)
+    xc = xp.subtract(x, x.mean(axis=ax, keepdims=True), out=xp.empty(x.shape, x.dtype) if out is None else out)
+    if x.shape[ax]:
+        var = _mean_of_squares(xp, xc, ax)
+    else:  # (no values: variance 0, as the mean of nothing is not)
+        var = xp.zeros(xc.shape[:ax] + (1,) + xc.shape[ax + 1:], x.dtype)
+    rstd = xp.add(var, x.dtype.type(eps), out=var if rstd_out is None else rstd_out)
     xp.sqrt(rstd, out=rstd)
-    xp.reciprocal(rstd, out=rstd)
+    xp.divide(x.dtype.type(1), rstd, out=rstd)
     xc *= rstd
     return xc, rstd
+
+
+SQUARES_CHUNK_BYTES = 64 << 10  # the squares of this many bytes of rows at a time: no full-size temporary
+
+
+def _mean_of_squares(xp, xc, ax):
+    """``mean(square(xc), axis=ax)`` (dims kept) as a written-out graph computes it: NumPy rows of the
+    last axis a chunk at a time (the squares of a chunk C-ordered, so each row is summed pairwise as
+    a whole C-ordered array's would be), never a squared copy of all of ``xc``."""
+    n = xc.shape[ax]
+    if xp is not np or ax != xc.ndim - 1 or not xc.flags.c_contiguous:
+        return xp.mean(xp.square(xc), axis=ax, keepdims=True)
+    rows = xc.reshape(-1, n)
+    var = np.empty((rows.shape[0], 1), xc.dtype)
+    per = max(1, SQUARES_CHUNK_BYTES // (n * xc.itemsize))
+    tmp = np.empty((min(per, rows.shape[0]), n), xc.dtype)
+    for lo in range(0, rows.shape[0], per):
+        part = tmp[:min(per, rows.shape[0] - lo)]
+        np.square(rows[lo:lo + len(part)], out=part)
+        np.add.reduce(part, axis=-1, keepdims=True, out=var[lo:lo + len(part)])
+    np.true_divide(var, np.intp(n), out=var, casting="unsafe")  # (np.mean's division: by the count as an intp)
+    return var.reshape(xc.shape[:-1] + (1,))
 
 
 def _layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):

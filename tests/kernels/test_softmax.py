@@ -41,3 +41,35 @@ def test_small_or_other_axis_takes_the_plain_kernel():
     x = np.random.default_rng(1).standard_normal((1000, 600)).astype("float32")
     got = la.nn.softmax(la.array(x), axis=0).asnumpy()
     np.testing.assert_allclose(got, _ref_softmax(x.T).T, rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_in_place_is_the_reference_bit_for_bit_for_every_row_length(dtype):
+    pytest.importorskip("numba")
+    from lazyarray.kernels import softmax as sm
+    from lazyarray.ops import registry
+
+    ref = registry.get("softmax").kernel
+    rng = np.random.default_rng(7)
+    for n in range(1, sm.BLOCK + 1):
+        x = (rng.standard_normal((4, 2, n)) * 5).astype(dtype)
+        x[0, 0, :1] = -np.inf  # one masked score
+        x[0, 1] = -np.inf  # a fully masked row: NaN, as the reference gives
+        x[1, 0, n // 2] = np.nan
+        x[2, 1] = -0.0
+        want = ref(np, x)
+        got = x.copy()
+        assert sm.in_place(got)
+        np.testing.assert_array_equal(got, want, err_msg=f"row length {n}")
+
+
+def test_in_place_declines_what_it_does_not_take(monkeypatch):
+    from lazyarray.kernels import softmax as sm
+
+    for x in (np.ones((2, sm.BLOCK + 1), "float32"), np.ones((4, 3), "float32").T, np.ones((2, 3), "float16"),
+              np.ones((2, 0), "float32")):
+        before = x.copy()
+        assert not sm.in_place(x)
+        np.testing.assert_array_equal(x, before)
+    monkeypatch.setattr(la.config, "jit", False)
+    assert not sm.in_place(np.ones((2, 3), "float32"))

@@ -1798,6 +1798,53 @@ def _gelu_with_grad_ref(x, approximation="none"):
 CASES["gelu_with_grad"] = Case("norm", _gelu_with_grad_samples, _gelu_with_grad_ref, FLOATS)
 
 
+# -- nn.fused_attention (lazyarray/ops/attention.py): chain codes 10 * op + position of the scores
+def _fused_attention_samples(rng, dtype, small):
+    q, k, v = rand(rng, (2, 3, 4, 5), dtype), rand(rng, (2, 3, 5, 6), dtype), rand(rng, (2, 3, 6, 2), dtype)
+    scale, mask = np.asarray(0.4, dtype), rand(rng, (2, 1, 1, 6), dtype)
+    causal, fill = np.triu(np.ones((4, 6), bool), 1), np.asarray(-np.inf, dtype)
+    return [Sample((q, k, v, []), {}, "bare"),
+            Sample((q, k, v, [scale, mask]), {"score_ops": (0, 20)}, "scale-mask"),
+            Sample((q, k, v, [scale, scale, causal, fill]), {"q_ops": (0,), "k_ops": (1,), "score_ops": (42,)},
+                   "split-scale-causal"),
+            Sample((q[0, 0], k[0], v[:1], []), {}, "broadcast-batch"),
+            Sample((q, k, v, []), {"out_axes": (0, 2, 1, 3), "out_shape": (2, 4, 6)}, "heads-merged")]
+
+
+def _fused_attention_ref(q, k, v, extras, q_ops=(), k_ops=(), score_ops=(), out_axes=(), out_shape=()):
+    names, it = ("multiply", "divide", "add", "subtract", "where"), iter(extras)
+
+    def chain(x, codes):
+        for c in codes:
+            args = [next(it) for _ in range(2 if c // 10 == 4 else 1)]
+            args.insert(c % 10, x)
+            x = getattr(np, names[c // 10])(*args)
+        return x
+
+    q64, k64 = chain(q.astype(np.float64), q_ops), chain(k.astype(np.float64), k_ops)
+    s = chain(q64 @ k64, score_ops)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    y = ((e / e.sum(-1, keepdims=True)) @ v).astype(q.dtype)
+    return y.transpose(out_axes).reshape(out_shape) if out_axes else y
+
+
+CASES["fused_attention"] = Case("norm", _fused_attention_samples, _fused_attention_ref, FLOATS, rtol32=1e-4)
+
+
+def _rms_norm_samples(rng, dtype, small):
+    return [Sample((rand(rng, (3, 5), dtype), rand(rng, (5,), dtype)), {}, "2d"),
+            Sample((rand(rng, (2, 4, 33), dtype) + 3, rand(rng, (33,), dtype)), {"eps": 1e-3}, "3d-offset"),
+            Sample((rand(rng, (7,), dtype), rand(rng, (7,), dtype)), {}, "1d")]
+
+
+def _rms_norm_ref(x, gamma, eps=1e-6):
+    x64 = x.astype(np.float64)
+    return (gamma * x64 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + eps)).astype(x.dtype)
+
+
+CASES["rms_norm"] = Case("norm", _rms_norm_samples, _rms_norm_ref, FLOATS, rtol32=1e-4)
+
+
 def _ln_stats64(x, axis, eps):
     x64 = x.astype(np.float64)
     mean = x64.mean(axis=axis, keepdims=True)

@@ -1,0 +1,256 @@
+"""``nn.layer_norm``'s implementations ``compiled`` and ``in_place``, ``nn.rms_norm``'s ``compiled``, and
+their choosers.
+
+``ops/norm.py`` holds the reference kernel. ``in_place`` is the layer norm as ONNX's
+``LayerNormalization`` is written out in ops (``graph/passes/layer_norm.py`` makes the op from
+them), in their order: the row means (``np.mean``'s sum and division), ``x - mean`` into the
+output, the mean of its squares, ``+ eps``, ``sqrt``, ``1 / s``, then ``* inv``, ``* gamma``, ``+ beta``
+in place. The same values as those ops and as the reference bit for bit (``ops/norm.py`` computes
+the statistics in this order too), in twelve NumPy calls on preallocated memory: the output, one column
+of row statistics and the squares (the thread's scratch from 64 KiB on), where the written-out form ran six to nine program
+steps, each with its own buffer. For the last axis of NumPy float32 / float64 values whose
+parameters share their dtype, up to ``layer_norm_in_place_max_bytes`` (larger ones: the
+reference, which makes no squared copy).
+
+``compiled`` runs the same operations row by row in one numba call, for rows of at most ``BLOCK``
+values (a small transformer's): each row sum is NumPy's ``add.reduce`` of such a row (one block
+of its pairwise summation, written out), the rest one IEEE operation each, so its values are
+``in_place``'s bit for bit (``tests/kernels/test_layer_norm.py`` checks every row length). Measured
+on a (1, 7, 32) float32 input (one thread, CPU time, shared machine): 2.3-2.4 us a call against
+``in_place``'s 9.7-10.1 us and the reference's 11.9-12.7 us.
+
+``nn.rms_norm``'s ``compiled`` is its reference's operations the same way (the squares' row sums
+written out), for rows of at most ``BLOCK`` values.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import jit
+from ..ops import registry
+from ..ops.scratch import scratch
+from ..tuning_table import current
+from .impl import Choice, Impl
+from .runner import noted
+
+SCRATCH_FROM_BYTES = 64 << 10  # (as kernels/attention.py: smaller squares are a plain allocation)
+_REFERENCE = registry.get("layer_norm").kernel
+_RMS_REFERENCE = registry.get("rms_norm").kernel
+
+
+def _fits(xp, x, gamma, beta, axis) -> bool:
+    return (xp is np and x.ndim > 0 and x.size > 0 and axis % x.ndim == x.ndim - 1
+            and x.dtype in (np.float32, np.float64) and gamma.dtype == x.dtype == beta.dtype
+            and x.nbytes <= current().layer_norm_in_place_max_bytes)
+
+
+def _in_place(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
+    n = np.intp(x.shape[-1])  # (np.mean divides by the count as an intp: the same operation)
+    y = np.empty(x.shape, x.dtype) if out is None else out
+    col = np.empty(x.shape[:-1] + (1,), x.dtype)
+    sq = np.empty(x.shape, x.dtype) if x.nbytes < SCRATCH_FROM_BYTES else scratch(np, 0, x.shape, x.dtype)
+    np.add.reduce(x, axis=-1, keepdims=True, out=col)
+    np.true_divide(col, n, out=col, casting="unsafe")
+    np.subtract(x, col, out=y)
+    np.square(y, out=sq)
+    np.add.reduce(sq, axis=-1, keepdims=True, out=col)
+    np.true_divide(col, n, out=col, casting="unsafe")
+    np.add(col, x.dtype.type(eps), out=col)
+    np.sqrt(col, out=col)
+    np.divide(x.dtype.type(1), col, out=col)
+    np.multiply(y, col, out=y)
+    np.multiply(y, gamma, out=y)
+    np.add(y, beta, out=y)
+    return y
+
+
+# NumPy sums a row of up to this many values as one block of its pairwise sum (eight running sums,
+# then the rest one by one); ``compiled`` does the same, so it applies to such rows only
+BLOCK = 128
+
+
+def _rows(x, gamma, beta, out, stat, eps, zero, one):
+    """``in_place``'s operations row by row for a 2-D ``x`` of rows of at most ``BLOCK`` values
+    into ``out``: each sum as NumPy's ``add.reduce`` makes it (``0 +`` one block of its pairwise
+    sum: below 8 values one by one from ``-0.0``, else eight running sums combined as a tree, then
+    the rest), each division by the count in float64 stored in ``stat`` (x's dtype), every other
+    operation one rounding in x's dtype, in ``in_place``'s order: the same values bit for bit."""
+    n = x.shape[1]
+    m = n - n % 8
+    for r in range(x.shape[0]):
+        xr, yr = x[r], out[r]
+        for k in range(2):
+            src = xr if k == 0 else yr  # (k = 1: the squares of the centered row, squared as read)
+            if n < 8:
+                s = -zero
+                for i in range(n):
+                    s += src[i] if k == 0 else src[i] * src[i]
+            else:
+                if k == 0:
+                    r0, r1, r2, r3, r4, r5, r6, r7 = src[0], src[1], src[2], src[3], src[4], src[5], src[6], src[7]
+                else:
+                    r0, r1, r2, r3 = src[0] * src[0], src[1] * src[1], src[2] * src[2], src[3] * src[3]
+                    r4, r5, r6, r7 = src[4] * src[4], src[5] * src[5], src[6] * src[6], src[7] * src[7]
+                for i in range(8, m, 8):
+                    if k == 0:
+                        r0 += src[i]
+                        r1 += src[i + 1]
+                        r2 += src[i + 2]
+                        r3 += src[i + 3]
+                        r4 += src[i + 4]
+                        r5 += src[i + 5]
+                        r6 += src[i + 6]
+                        r7 += src[i + 7]
+                    else:
+                        r0 += src[i] * src[i]
+                        r1 += src[i + 1] * src[i + 1]
+                        r2 += src[i + 2] * src[i + 2]
+                        r3 += src[i + 3] * src[i + 3]
+                        r4 += src[i + 4] * src[i + 4]
+                        r5 += src[i + 5] * src[i + 5]
+                        r6 += src[i + 6] * src[i + 6]
+                        r7 += src[i + 7] * src[i + 7]
+                s = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+                for i in range(m, n):
+                    s += src[i] if k == 0 else src[i] * src[i]
+            stat[k] = zero + s
+            stat[k] = stat[k] / np.float64(n)
+            if k == 0:
+                mean = stat[0]
+                for i in range(n):
+                    yr[i] = xr[i] - mean
+        stat[1] = stat[1] + eps
+        stat[1] = np.sqrt(stat[1])
+        inv = one / stat[1]
+        for i in range(n):
+            yr[i] = yr[i] * inv * gamma[i] + beta[i]
+
+
+def _compiled(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
+    """``_rows`` over ``x`` seen as (rows, n), or None where compiled kernels are off or ``out`` is not
+    C-ordered (it is written through a (rows, n) view)."""
+    kern = jit.compiled(_rows)
+    if kern is None or (out is not None and not out.flags.c_contiguous):
+        return None
+    n = x.shape[-1]
+    y = np.empty(x.shape, x.dtype) if out is None else out
+    t = x.dtype.type
+    kern(x.reshape(-1, n), gamma, beta, y.reshape(-1, n), np.empty(2, x.dtype), t(eps), t(0), t(1))
+    return y
+
+
+IN_PLACE = Impl("layer_norm", "in_place", _in_place,
+                "NumPy float32 / float64, the last axis, parameters of x's dtype, up to "
+                "layer_norm_in_place_max_bytes: the written-out ops' NumPy calls on preallocated memory")
+COMPILED = Impl("layer_norm", "compiled", _compiled,
+                "as in_place, rows of at most BLOCK adjacent values, numba on: in_place's operations row by row in "
+                "one compiled call (each sum NumPy's, bit for bit)", fallback=IN_PLACE)
+_IN_PLACE, _COMPILED = Choice(IN_PLACE), Choice(COMPILED)
+
+
+def _choice(xp, x, gamma, beta, axis) -> Choice | None:
+    if not _fits(xp, x, gamma, beta, axis):
+        return None
+    # NumPy sums rows pairwise where they are its innermost loop: their values adjacent (a
+    # transposed view's rows it sums across, one value of each row at a time: not this order)
+    rows = x.shape[-1] <= BLOCK and (x.strides[-1] == x.itemsize or x.shape[-1] == 1)
+    return _COMPILED if rows and jit.enabled() else _IN_PLACE
+
+
+def choose_layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None) -> Choice | None:
+    """``compiled`` or ``in_place`` where they apply, else None (the reference)."""
+    return _choice(xp, x, gamma, beta, axis)
+
+
+def run_layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
+    """layer_norm by the choice of ``choose_layer_norm``, else the reference kernel."""
+    choice = _choice(xp, x, gamma, beta, axis)
+    if choice is None:
+        return _REFERENCE(xp, x, gamma, beta, axis=axis, eps=eps, out=out)
+    y = _compiled(xp, x, gamma, beta, axis, eps, out) if choice is _COMPILED else None
+    if y is None:
+        choice = _IN_PLACE
+        y = _in_place(xp, x, gamma, beta, axis, eps, out)
+    noted(choice, x)
+    return y
+
+
+def _rms_rows(x, gamma, out, stat, eps, zero, one):
+    """``nn.rms_norm``'s reference row by row for a 2-D ``x`` of rows of at most ``BLOCK`` values
+    into ``out``: the sum of each row's squares as NumPy's ``add.reduce`` makes it of a C-ordered
+    row (``_rows``' sum), the division by the count in float64 stored in ``stat``, every other
+    operation one rounding in x's dtype, in the reference's order."""
+    n = x.shape[1]
+    m = n - n % 8
+    for r in range(x.shape[0]):
+        xr, yr = x[r], out[r]
+        if n < 8:
+            s = -zero
+            for i in range(n):
+                s += xr[i] * xr[i]
+        else:
+            r0, r1, r2, r3 = xr[0] * xr[0], xr[1] * xr[1], xr[2] * xr[2], xr[3] * xr[3]
+            r4, r5, r6, r7 = xr[4] * xr[4], xr[5] * xr[5], xr[6] * xr[6], xr[7] * xr[7]
+            for i in range(8, m, 8):
+                r0 += xr[i] * xr[i]
+                r1 += xr[i + 1] * xr[i + 1]
+                r2 += xr[i + 2] * xr[i + 2]
+                r3 += xr[i + 3] * xr[i + 3]
+                r4 += xr[i + 4] * xr[i + 4]
+                r5 += xr[i + 5] * xr[i + 5]
+                r6 += xr[i + 6] * xr[i + 6]
+                r7 += xr[i + 7] * xr[i + 7]
+            s = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+            for i in range(m, n):
+                s += xr[i] * xr[i]
+        stat[0] = zero + s
+        stat[0] = stat[0] / np.float64(n)
+        stat[0] = stat[0] + eps
+        stat[0] = np.sqrt(stat[0])
+        inv = one / stat[0]
+        for i in range(n):
+            yr[i] = gamma[i] * (xr[i] * inv)
+
+
+def _rms_compiled(xp, x, gamma, eps=1e-6, out=None):
+    """``_rms_rows`` over ``x`` seen as (rows, n), or None where compiled kernels are off or ``out`` is
+    not C-ordered."""
+    kern = jit.compiled(_rms_rows)
+    if kern is None or (out is not None and not out.flags.c_contiguous):
+        return None
+    n = x.shape[-1]
+    y = np.empty(x.shape, x.dtype) if out is None else out
+    t = x.dtype.type
+    kern(x.reshape(-1, n), gamma, y.reshape(-1, n), np.empty(1, x.dtype), t(eps), t(0), t(1))
+    return y
+
+
+RMS_COMPILED = Impl("rms_norm", "compiled", _rms_compiled,
+                    "NumPy float32 / float64 x and gamma, rows of 1 to BLOCK values, numba on: the reference's "
+                    "operations row by row in one compiled call (its values bit for bit)")
+_RMS = Choice(RMS_COMPILED)
+
+
+def _rms_fits(xp, x, gamma) -> bool:
+    return (xp is np and x.ndim > 0 and 0 < x.shape[-1] <= BLOCK and x.dtype in (np.float32, np.float64)
+            and gamma.dtype == x.dtype and jit.enabled())
+
+
+def choose_rms_norm(xp, x, gamma, eps=1e-6, out=None) -> Choice | None:
+    """``compiled`` where it applies, else None (the reference)."""
+    return _RMS if _rms_fits(xp, x, gamma) else None
+
+
+def run_rms_norm(xp, x, gamma, eps=1e-6, out=None):
+    """rms_norm by ``compiled`` where it applies, else the reference kernel."""
+    y = _rms_compiled(xp, x, gamma, eps, out) if _rms_fits(xp, x, gamma) else None
+    if y is None:
+        return _RMS_REFERENCE(xp, x, gamma, eps=eps, out=out)
+    noted(_RMS, x)
+    return y
+
+
+# op name -> its implementations, runner, and chooser for a call's arguments (``kernels.choose``)
+IMPLS = {"layer_norm": (COMPILED, IN_PLACE), "rms_norm": (RMS_COMPILED,)}
+RUNNERS = {"layer_norm": run_layer_norm, "rms_norm": run_rms_norm}
+CHOOSERS = {"layer_norm": choose_layer_norm, "rms_norm": choose_rms_norm}
