@@ -128,6 +128,10 @@ class Tuning:
     # of this size (PyTorch DDP's 25 MB): the tasks of a step grow with the bytes, not with the arrays
     dp_bucket_bytes: int = _doc(25 << 20, "bytes of one gradient bucket DataParallel reduces among its workers")
 
+    # -- small CNN layers (benchmarks/real_models.py --ab-cnn): a 1x1 convolution as one product per call
+    conv_pointwise: bool = _doc(True, "1x1 convolutions (stride 1, no padding, no groups) as one product "
+                                "(weight (O, C) @ image (C, H*W)) written into the output: conv2d[pointwise]")
+
     def __post_init__(self):
         for f in fields(self):
             v = getattr(self, f.name)
