@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import jit
 from ..ops import conv
+from ..threads import split_threads
 from .depthwise import FLOATS
 from .impl import Impl
 
@@ -37,13 +38,18 @@ GROUPED = Impl("conv2d", "grouped", conv.conv2d_grouped, "groups > 1: one batche
 
 def pointwise_applies(xp, x, weight, bias, out, stride, padding, groups) -> bool:
     """``pointwise`` runs this call: NumPy float32/float64 arrays of one dtype, a 1x1 kernel, stride 1,
-    no padding, no groups, the input C-ordered (its images are then (C, H*W) views)."""
+    no padding, no groups, the input C-ordered (its images are then (C, H*W) views) and so the output
+    when given (a planned batch-last output is left to the implementations made for it), and not a
+    batch ``split`` would spread over the threads."""
     if xp is not np or groups != 1 or weight.shape[2] != 1 or weight.shape[3] != 1 or stride != (1, 1) \
             or padding != (0, 0) or x.dtype not in FLOATS or weight.dtype != x.dtype:
         return False
     if (bias is not None and bias.dtype != x.dtype) or (out is not None and out.dtype != x.dtype):
         return False
-    return x.flags.c_contiguous
+    if not x.flags.c_contiguous or (out is not None and not out.flags.c_contiguous):  # (batch last: region's)
+        return False
+    n, c, h, w = x.shape
+    return split_threads(n * weight.shape[0] * c * h * w, n) <= 1  # (a batch split over the threads: split's)
 
 
 def conv2d_pointwise(xp, x, weight, bias, stride, padding, dilation, groups, out):
@@ -64,7 +70,8 @@ def conv2d_pointwise(xp, x, weight, bias, stride, padding, dilation, groups, out
 
 
 POINTWISE = Impl("conv2d", "pointwise", conv2d_pointwise,
-                 "1x1 kernel, stride 1, no padding, groups == 1, float32/float64, a C-ordered input, "
+                 "1x1 kernel, stride 1, no padding, groups == 1, float32/float64, a C-ordered input and output, "
+                 "not split over the threads, "
                  "conv_pointwise on: one product weight (O, C) @ image (C, H*W) over the batch, into the output")
 
 

@@ -1,8 +1,8 @@
 """conv2d's ``pointwise`` (``kernels/conv_direct.py``): a 1x1 convolution (stride 1, no padding, no
 groups) as one product per call. It equals the reference kernel within float rounding over the conv
 case table's inputs with 1x1 weights, the real models' 1x1 layers, with and without bias, float32 and
-float64, an empty batch, empty channels and pixels, C-ordered and other planned outputs; it declines
-(the chooser goes on) for views, strides, padding, groups, other dtypes, and with ``conv_pointwise`` off;
+float64, an empty batch, empty channels and pixels, C-ordered and other planned outputs (copied into); it
+declines (the chooser goes on) for planned outputs not C-ordered, views, strides, padding, groups, other dtypes, and with ``conv_pointwise`` off;
 ``explain()`` and ``la.profile()`` name it."""
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ SHAPES = [  # x shape, output channels: the real models' 1x1 layers (batch 1 and
 
 def _check(x, w, b, out=None):
     want = CONV.kernel(np, x, w, b)
-    assert conv_direct.pointwise_applies(np, x, w, b, out, *ONE[:2], 1)
+    assert conv_direct.pointwise_applies(np, x, w, b, out, *ONE[:2], 1) == (out is None or out.flags.c_contiguous)
     got = conv_direct.conv2d_pointwise(np, x, w, b, *ONE, out)
     assert got.shape == want.shape and got.dtype == want.dtype
     np.testing.assert_allclose(got, want, **TOL[want.dtype])
