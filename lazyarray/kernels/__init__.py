@@ -11,7 +11,7 @@ declared ``layout``.
 from __future__ import annotations
 
 from ..ops import registry
-from . import conv2d, conv2d_grad, conv_batch_last, dense, elementwise, foreach, fused, gelu, matmul, pad, pool, softmax
+from . import conv2d, conv2d_grad, conv_act, conv_batch_last, dense, elementwise, foreach, fused, gelu, matmul, pad, pool, softmax
 from .impl import ANY_ORDER, BATCH_LAST, Choice, Impl
 from .profile import Event, Profile, profile, reference_label
 
@@ -20,7 +20,7 @@ __all__ = ["IMPLS", "Choice", "Event", "Impl", "Profile", "choose", "install", "
 
 # op name -> its implementations, best first; its runner; the function that picks one for a call's
 # arrays (None where the op's reference kernel runs)
-_FAMILIES = (conv2d_grad, elementwise, gelu, pad, pool, softmax)  # (modules declaring IMPLS, RUNNERS, CHOOSERS)
+_FAMILIES = (conv2d_grad, conv_act, elementwise, gelu, pad, pool, softmax)  # (modules declaring IMPLS, RUNNERS, CHOOSERS)
 IMPLS = {"conv2d": conv2d.IMPLS, "dense": dense.IMPLS, "foreach": foreach.IMPLS, "fused": fused.IMPLS,
          "matmul": matmul.IMPLS, **{k: v for f in _FAMILIES for k, v in f.IMPLS.items()}}
 # (fused: the op is registered above this layer, by executor/fusion.py, whose kernel calls fused.run_fused)

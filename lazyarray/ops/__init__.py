@@ -3,6 +3,7 @@ from . import (  # noqa: F401  (registration side effect)
     advanced_index,
     bitcast,
     conv,
+    conv_act,
     conv_grad,
     core,
     ctc,
