@@ -11,7 +11,21 @@ declared ``layout``.
 from __future__ import annotations
 
 from ..ops import registry
-from . import conv2d, conv2d_grad, conv_act, conv_batch_last, dense, elementwise, foreach, fused, gelu, matmul, pad, pool, softmax
+from . import (
+    conv2d,
+    conv2d_grad,
+    conv_act,
+    conv_batch_last,
+    dense,
+    elementwise,
+    foreach,
+    fused,
+    gelu,
+    matmul,
+    pad,
+    pool,
+    softmax,
+)
 from .impl import ANY_ORDER, BATCH_LAST, Choice, Impl
 from .profile import Event, Profile, profile, reference_label
 
