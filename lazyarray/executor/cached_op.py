@@ -53,7 +53,6 @@ from ..graph.passes.fold_batch_norm import fold_batch_norm
 from ..graph.passes.forward_saves import forward_saves
 from ..graph.passes.gradient import gradient
 from ..graph.passes.infer import inline_env
-from ..graph.passes.layer_norm_ops import layer_norm_ops
 from ..graph.passes.placement import placement
 from ..graph.passes.pool_before_batch_norm import pool_before_batch_norm
 from ..graph.passes.relu_after_max_pool import relu_after_max_pool
@@ -424,8 +423,7 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
     """Placement for the signature, then simplification (and, for graphs no gradient runs
     through, batch norms folded into the convolution or dense layer before them, max pools of
     the other batch norms pooled first where the norm's scales allow, relus moved after the
-    max pools that read them, convolutions' activations made one step with them, and layer norms
-    written out as ops made one ``nn.layer_norm``)."""
+    max pools that read them, and convolutions' activations made one step with them)."""
     placed = placement(bind_dims(sym, given), given)
     for node in placed.topo():
         for a in node.avals:
@@ -433,7 +431,7 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
                 raise GraphError(f"CachedOp: cannot infer the aval of {node.label()!r} from the inputs "
                                      f"{_given_text(given)}; give every graph input a shape")
     if inference:
-        placed = layer_norm_ops(conv_activation(relu_after_max_pool(pool_before_batch_norm(fold_batch_norm(placed)))))
+        placed = conv_activation(relu_after_max_pool(pool_before_batch_norm(fold_batch_norm(placed))))
     merged = cse(dce(placed))
     simpler = sink_slices(simplify(constant_fold(merged)))
     # cse and dce again only where a pass changed something (each returns its symbol as it is when
