@@ -50,6 +50,8 @@ First calls include numba compiling the kernels a model is the first to use (sec
     python benchmarks/real_models.py --only bert     # models whose name contains "bert"
     python benchmarks/real_models.py --busy          # busy / quiet ratios
     python benchmarks/real_models.py --ab --only lstm  # new kernels / the paths they replaced
+    python benchmarks/real_models.py --ab-cnn --only mobilenet,squeeze,shuffle,dense,resnet,convnext
+        # conv2d[pointwise] and conv2d_act (issue #35) / both switched off
     python benchmarks/real_models.py --hoist-ab --only lstm_bidir,gru_time_major,hf_bert,convnext_mini
         # parameter-only steps computed once / every call (CPU time, one thread): lstm_bidir 0.92-0.94x,
         # lstm_bidir_dynamo 0.91x, gru_time_major 0.99-1.00x, hf_bert 1.00-1.01x, convnext_mini 0.99x
@@ -299,6 +301,41 @@ def row_ab(model: Model, batch: int, ins: dict, threads, rounds: int, budget: fl
     return row
 
 
+CNN_OFF = {"conv_pointwise": False, "conv_activation": False}  # (--ab-cnn: issue #35's CNN switches off)
+
+
+def row_ab_cnn(model: Model, batch: int, ins: dict, threads, rounds: int, budget: float) -> list:
+    """la / la with ``conv2d[pointwise]`` and the ``conv2d_act`` pass switched off (``CNN_OFF``; the pass
+    decides at compile time, so the reference is a block compiled under the switches), per thread
+    count, same run; and the steps per call of both."""
+    xs = [la.array(ins[k]) for k in model.m["inputs"]]
+    with la.tuning(**CNN_OFF):
+        ref_net = la.blocks.SymbolBlock.imports(model.path, model.m["inputs"])
+        ref_net.hybridize()
+        want = [y.asnumpy() for y in _listed(ref_net(*xs))]
+    for a, b in zip(model.la_run(ins), want):
+        np.testing.assert_allclose(a, b, **TOL, err_msg=f"{model.name}: new and switched-off paths differ")
+
+    def ref():
+        with la.tuning(**CNN_OFF):
+            return [y.asnumpy() for y in _listed(ref_net(*xs))]
+
+    run = model.la_fn(ins)
+
+    def new():  # (entering la.tuning costs both sides the same, about 25 us on the development machine)
+        with la.tuning():
+            return run()
+
+    row = [model.name, batch]
+    for t in threads:
+        new_s, ref_s = compare([_on_threads(t, new), _on_threads(t, ref)], rounds, budget)
+        row.append(new_s / ref_s)
+    with la.tuning(**CNN_OFF):
+        off = sum(len(p.step_specs) for p, _ in ref_net.explain(*xs).programs)
+    on = sum(len(p.step_specs) for p, _ in model.net.explain(*xs).programs)
+    return row + [f"{on} / {off}"]
+
+
 def cpu_timed(fn, budget: float) -> float:
     """CPU seconds per call of ``fn`` (``time.process_time``: another process's load on the shared machine
     does not count) over about ``budget`` seconds, after ``SETTLE`` seconds of rest."""
@@ -492,6 +529,8 @@ def parse(argv):
     ap.add_argument("--budget", type=float, default=None, help="seconds of calls per timed round")
     ap.add_argument("--ab", action="store_true",
                     help="la with the kernels added for these models / la with the paths they replace")
+    ap.add_argument("--ab-cnn", action="store_true",
+                    help="la / la with conv2d[pointwise] and the conv2d_act pass off (conv_pointwise, conv_activation)")
     ap.add_argument("--hoist-ab", action="store_true",
                     help="la with parameter-only steps computed once / every call (param_cache_max_bytes=0)")
     ap.add_argument("--profile", default="", help="print la.profile() and explain() of this model instead")
@@ -535,6 +574,8 @@ def main(argv=None) -> int:
             for batch, ins, _ in model.feeds:
                 if args.hoist_ab:
                     rows.append(row_hoist(model, batch, ins, rounds, budget))
+                elif args.ab_cnn:
+                    rows.append(row_ab_cnn(model, batch, ins, threads, rounds, budget))
                 elif args.ab:
                     rows.append(row_ab(model, batch, ins, threads, rounds, budget))
                 elif args.busy:
@@ -554,6 +595,13 @@ def main(argv=None) -> int:
         print(table(["model", "batch", "per-call us", "kept us", "kept/per-call", "steps"],
                     [_fmt(r, {4}) for r in rows]))
         print(f"kept/per-call: geometric mean {geomean([r[4] for r in rows]):.2f}")
+    elif args.ab_cnn:
+        print("la / la with conv_pointwise and conv_activation off (same run, median of alternating rounds); "
+              "steps per call: with / without")
+        print(table(["model", "batch"] + [f"new/off {t}t" for t in threads] + ["steps"],
+                    [_fmt(r, {2, 3}) for r in rows]))
+        print("geometric mean: " + ", ".join(f"{t}t {geomean([r[2 + i] for r in rows]):.2f}x"
+                                             for i, t in enumerate(threads)))
     elif args.ab:
         print("la with depthwise, direct, compiled_cell / inline_loop, one_blas_thread, fill_copy / la with "
               "depthwise_taps, im2col / batch_last, steps, blas, numpy.pad (same run)")

@@ -12,13 +12,15 @@ where ``c`` is a ``conv2d``'s output that nothing else reads (not a graph output
 c's float dtype. ``ops/conv_act.py`` computes the same ops in the same order, so the values are
 equal bit for bit; the graph loses one step per activation (five for a hard-swish's fused group).
 ``CachedOp`` runs it on inference graphs after ``relu_after_max_pool``; graphs that train keep the
-ops recorded (``conv2d_act`` has no gradient).
+ops recorded (``conv2d_act`` has no gradient). ``la.config.conv_activation = False`` turns it off
+(``benchmarks/real_models.py --ab-cnn``).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ...ops import registry
+from ...tuning_table import current
 from ..build import record_node
 from ..node import Node
 from ..rewrite import has_op, rewrite, use_counts
@@ -100,7 +102,7 @@ def conv_activation(sym: Symbol) -> Symbol:
     >>> [(n.op.name, n.params["act"]) for n in conv_activation(y).topo() if n.op is not None]
     [('conv2d_act', 'relu')]
     """
-    if not has_op(sym, "conv2d"):
+    if not current().conv_activation or not has_op(sym, "conv2d"):
         return sym
     uses = use_counts(sym)
     fused_op = registry.get("conv2d_act")

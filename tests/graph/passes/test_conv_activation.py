@@ -123,3 +123,10 @@ def test_training_graphs_keep_the_recorded_ops():
     op = next(iter(net._by_sig.values())).run
     compiled = [c for c in op._cache.values() if c.backward is not None]
     assert compiled and all("conv2d_act" not in _ops(c.sym) for c in compiled)
+
+
+def test_the_tuning_switch_turns_it_off():
+    sym = _graph("relu")
+    with la.tuning(conv_activation=False):
+        assert conv_activation(sym) is sym
+    assert _ops(conv_activation(sym)) == ["conv2d_act"]
