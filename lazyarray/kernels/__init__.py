@@ -50,7 +50,7 @@ _CHOOSERS = {"conv2d": conv2d.choose_for_call, "dense": dense.choose_for_call, "
 # stored batch last as they are.
 REFERENCE_LAYOUTS = {"batch_norm": ANY_ORDER, "avg_pool2d": ANY_ORDER, "flatten": ANY_ORDER}
 # What an implementation that takes batch-last values needs beyond its layout, by op
-_LAYOUT_CONDITIONS = {"conv2d": conv_batch_last.columns_fit}
+_LAYOUT_CONDITIONS = {"conv2d": conv_batch_last.columns_fit, "conv2d_act": conv_batch_last.columns_fit}
 
 
 def takes_batch_last(op: str, avals, out) -> bool:

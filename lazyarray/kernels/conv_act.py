@@ -7,7 +7,9 @@ output: ``compiled``, one numba pass over the output's memory (float32/float64 N
 on, an output stored C-ordered, channels last or batch last), rounding op by op as the recorded ops
 (``relu``; ``hardsigmoid``: multiply, add, ``minimum(t, 1)``, ``maximum(t, 0)`` with NumPy's NaN and
 signed-zero rules; ``hardswish``: times the input), so the values are the recorded graph's bit for
-bit; ``ufuncs``, the reference's NumPy calls (``ops/conv_act.activate``), elsewhere.
+bit; ``ufuncs``, the reference's NumPy calls (``ops/conv_act.activate``), elsewhere. Both take values
+stored in any order (``ANY_ORDER``): the executor stores them batch last where it would conv2d's
+(``kernels.takes_batch_last``, with conv2d's condition ``conv_batch_last.columns_fit``).
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from ..ops.conv_act import ACTIVATIONS, activate
 from ..tuning_table import current
 from .conv2d import choose_conv2d, run_conv2d
 from .depthwise import FLOATS
-from .impl import Choice, Impl
+from .impl import ANY_ORDER, Choice, Impl
 from .log import log_choice
 from .profile import current as current_profile
 
@@ -77,11 +79,12 @@ def _ufuncs(xp, y, act, alpha, beta):
 
 
 UFUNCS = Impl("conv2d_act", "ufuncs", _ufuncs,
-              "any: the convolution by conv2d's choice, then the activation's NumPy calls in place (the reference's)")
+              "any: the convolution by conv2d's choice, then the activation's NumPy calls in place (the reference's)",
+              layout=ANY_ORDER)
 COMPILED = Impl("conv2d_act", "compiled", _compiled,
                 "float32/float64 NumPy output stored C-ordered, channels last or batch last, numba on: the "
                 "convolution by conv2d's choice, then one compiled pass of the activation in place",
-                fallback=UFUNCS)
+                layout=ANY_ORDER, fallback=UFUNCS)
 
 
 @functools.lru_cache(maxsize=256)

@@ -104,14 +104,21 @@ def test_the_chooser_takes_it_and_explain_and_profile_name_it():
 
     class Net(la.blocks.HybridBlock):
         def forward(self, a, k):
+            return la.nn.conv2d(a, k)
+
+    class ActNet(la.blocks.HybridBlock):
+        def forward(self, a, k):
             return la.relu(la.nn.conv2d(a, k))
 
-    net = Net()
+    net, act = Net(), ActNet()
     net.hybridize()
+    act.hybridize()
     xa, wa = la.array(x), la.array(w)
-    want = np.maximum(CONV.kernel(np, x, w), 0)
+    want = CONV.kernel(np, x, w)
     np.testing.assert_allclose(net(xa, wa).asnumpy(), want, rtol=1e-5, atol=1e-5)
-    assert "conv2d[pointwise]" in str(net.explain(xa, wa))
+    assert "nn.conv2d[pointwise]" in str(net.explain(xa, wa))
+    np.testing.assert_allclose(act(xa, wa).asnumpy(), np.maximum(want, 0), rtol=1e-5, atol=1e-5)
+    assert "nn.conv2d_act[compiled, pointwise]" in str(act.explain(xa, wa))  # (the relu in the step)
     with la.profile() as prof:
         y = net(xa, wa)
     np.testing.assert_allclose(y.asnumpy(), want, rtol=1e-5, atol=1e-5)
