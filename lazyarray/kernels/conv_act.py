@@ -64,13 +64,19 @@ def flat_view(y):
     return None
 
 
+@functools.lru_cache(maxsize=64)
+def _scalars(dtype, act: str, alpha: float, beta: float) -> tuple:
+    """The compiled pass's arguments after the array, in ``dtype`` (made once per activation and dtype)."""
+    d = dtype.type
+    return ACTIVATIONS.index(act), d(alpha), d(beta), d(0), d(1)
+
+
 def _compiled(xp, y, act, alpha, beta):
-    flat = flat_view(y) if xp is np and y.dtype in FLOATS else None
+    flat = flat_view(y) if xp is np and y.dtype.char in "fd" else None
     kern = None if flat is None else jit.compiled(_act_in_place)
     if kern is None:
         return None
-    d = y.dtype.type
-    kern(flat, ACTIVATIONS.index(act), d(alpha), d(beta), d(0), d(1))
+    kern(flat, *_scalars(y.dtype, act, alpha, beta))
     return y
 
 
