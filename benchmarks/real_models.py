@@ -43,6 +43,11 @@ slices, transposes, stacks and reshapes (1.5-5 us each). conv1d_net (28 steps fo
 its batch-1 call in ``numpy.pad`` (two avg-pool pads, 10-35 us each; now ``pad[fill_copy]``), the
 im2col path's fixed cost on 4-8K multiply-adds (now ``conv2d[direct]``), then expand_dims / squeeze
 around every 1-D layer and the fused avg-pool group: 0.57-0.70x in ``--ab``.
+Issue #35's CNN rows (one thread, CPU time la / ort, alternating, medians of 7): MobileNetV3 spent a
+step per hard-swish (a fused group of five ops, 15-17 us each at batch 1) and per relu after a
+convolution, and its 1x1 layers in ``direct``'s loop; now ``conv2d_act`` (the activation in the
+convolution's step) and ``conv2d[pointwise]`` (one product): batch 1 15.2x -> 8.9x, batch 8 8.0x -> 5.4x
+(``--ab-cnn``: 39 -> 27 steps). ConvNeXt's remaining cost is its written-out layer norms and GELU.
 First calls include numba compiling the kernels a model is the first to use (seconds).
 
     python benchmarks/real_models.py                 # the table (several minutes)
