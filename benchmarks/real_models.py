@@ -46,8 +46,8 @@ around every 1-D layer and the fused avg-pool group: 0.57-0.70x in ``--ab``.
 Issue #35's CNN rows (one thread, CPU time la / ort, alternating, medians of 7): MobileNetV3 spent a
 step per hard-swish (a fused group of five ops, 15-17 us each at batch 1) and per relu after a
 convolution, and its 1x1 layers in ``direct``'s loop; now ``conv2d_act`` (the activation in the
-convolution's step) and ``conv2d[pointwise]`` (one product): batch 1 15.2x -> 8.9x, batch 8 8.0x -> 5.4x
-(``--ab-cnn``: 39 -> 27 steps). ConvNeXt's remaining cost is its written-out layer norms and GELU.
+convolution's step) and ``conv2d[pointwise]`` (one product): batch 1 14.8x -> 8.9x, batch 8 7.7x -> 5.2x
+(``--ab-cnn``: 39 -> 27 steps; the six CNN rows' geometric mean 6.5x -> 5.8x). ConvNeXt's remaining cost is its written-out layer norms and GELU.
 First calls include numba compiling the kernels a model is the first to use (seconds).
 
     python benchmarks/real_models.py                 # the table (several minutes)
