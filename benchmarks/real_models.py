@@ -43,6 +43,11 @@ slices, transposes, stacks and reshapes (1.5-5 us each). conv1d_net (28 steps fo
 its batch-1 call in ``numpy.pad`` (two avg-pool pads, 10-35 us each; now ``pad[fill_copy]``), the
 im2col path's fixed cost on 4-8K multiply-adds (now ``conv2d[direct]``), then expand_dims / squeeze
 around every 1-D layer and the fused avg-pool group: 0.57-0.70x in ``--ab``.
+Issue #35's CNN rows (one thread, CPU time la / ort, alternating, medians of 7): MobileNetV3 spent a
+step per hard-swish (a fused group of five ops, 15-17 us each at batch 1) and per relu after a
+convolution, and its 1x1 layers in ``direct``'s loop; now ``conv2d_act`` (the activation in the
+convolution's step) and ``conv2d[pointwise]`` (one product): batch 1 14.8x -> 8.9x, batch 8 7.7x -> 5.2x
+(``--ab-cnn``: 39 -> 27 steps; the six CNN rows' geometric mean 6.5x -> 5.8x). ConvNeXt's remaining cost is its written-out layer norms and GELU.
 First calls include numba compiling the kernels a model is the first to use (seconds).
 The small transformers (issue #35, one thread, shared machine): each attention ran five to nine
 steps (product, scale, mask, softmax, casts, product, the heads' reshape copy) and each layer norm
@@ -62,6 +67,8 @@ against 7 us for positive ones).
     python benchmarks/real_models.py --busy          # busy / quiet ratios
     python benchmarks/real_models.py --ab --only lstm  # new kernels / the paths they replaced
     python benchmarks/real_models.py --fuse-ab --only bert  # attention and layer norm fused / written out
+    python benchmarks/real_models.py --ab-cnn --only mobilenet,squeeze,shuffle,dense,resnet,convnext
+        # conv2d[pointwise] and conv2d_act (issue #35) / both switched off
     python benchmarks/real_models.py --hoist-ab --only lstm_bidir,gru_time_major,hf_bert,convnext_mini
         # parameter-only steps computed once / every call (CPU time, one thread): lstm_bidir 0.92-0.94x,
         # lstm_bidir_dynamo 0.91x, gru_time_major 0.99-1.00x, hf_bert 1.00-1.01x, convnext_mini 0.99x
@@ -335,6 +342,41 @@ def row_fuse(model: Model, batch: int, ins: dict, threads, rounds: int, budget: 
     return row + [f"{steps[0]} -> {steps[1]}"]
 
 
+CNN_OFF = {"conv_pointwise": False, "conv_activation": False}  # (--ab-cnn: issue #35's CNN switches off)
+
+
+def row_ab_cnn(model: Model, batch: int, ins: dict, threads, rounds: int, budget: float) -> list:
+    """la / la with ``conv2d[pointwise]`` and the ``conv2d_act`` pass switched off (``CNN_OFF``; the pass
+    decides at compile time, so the reference is a block compiled under the switches), per thread
+    count, same run; and the steps per call of both."""
+    xs = [la.array(ins[k]) for k in model.m["inputs"]]
+    with la.tuning(**CNN_OFF):
+        ref_net = la.blocks.SymbolBlock.imports(model.path, model.m["inputs"])
+        ref_net.hybridize()
+        want = [y.asnumpy() for y in _listed(ref_net(*xs))]
+    for a, b in zip(model.la_run(ins), want):
+        np.testing.assert_allclose(a, b, **TOL, err_msg=f"{model.name}: new and switched-off paths differ")
+
+    def ref():
+        with la.tuning(**CNN_OFF):
+            return [y.asnumpy() for y in _listed(ref_net(*xs))]
+
+    run = model.la_fn(ins)
+
+    def new():  # (entering la.tuning costs both sides the same, about 25 us on the development machine)
+        with la.tuning():
+            return run()
+
+    row = [model.name, batch]
+    for t in threads:
+        new_s, ref_s = compare([_on_threads(t, new), _on_threads(t, ref)], rounds, budget)
+        row.append(new_s / ref_s)
+    with la.tuning(**CNN_OFF):
+        off = sum(len(p.step_specs) for p, _ in ref_net.explain(*xs).programs)
+    on = sum(len(p.step_specs) for p, _ in model.net.explain(*xs).programs)
+    return row + [f"{on} / {off}"]
+
+
 def cpu_timed(fn, budget: float) -> float:
     """CPU seconds per call of ``fn`` (``time.process_time``: another process's load on the shared machine
     does not count) over about ``budget`` seconds, after ``SETTLE`` seconds of rest."""
@@ -530,6 +572,8 @@ def parse(argv):
                     help="la with the kernels added for these models / la with the paths they replace")
     ap.add_argument("--fuse-ab", action="store_true",
                     help="la with attention and layer norm fused (fuse_attention, fuse_layer_norm) / without")
+    ap.add_argument("--ab-cnn", action="store_true",
+                    help="la / la with conv2d[pointwise] and the conv2d_act pass off (conv_pointwise, conv_activation)")
     ap.add_argument("--hoist-ab", action="store_true",
                     help="la with parameter-only steps computed once / every call (param_cache_max_bytes=0)")
     ap.add_argument("--profile", default="", help="print la.profile() and explain() of this model instead")
@@ -575,6 +619,8 @@ def main(argv=None) -> int:
                     rows.append(row_hoist(model, batch, ins, rounds, budget))
                 elif args.fuse_ab:
                     rows.append(row_fuse(model, batch, ins, threads, rounds, budget))
+                elif args.ab_cnn:
+                    rows.append(row_ab_cnn(model, batch, ins, threads, rounds, budget))
                 elif args.ab:
                     rows.append(row_ab(model, batch, ins, threads, rounds, budget))
                 elif args.busy:
@@ -594,6 +640,13 @@ def main(argv=None) -> int:
         print(table(["model", "batch", "per-call us", "kept us", "kept/per-call", "steps"],
                     [_fmt(r, {4}) for r in rows]))
         print(f"kept/per-call: geometric mean {geomean([r[4] for r in rows]):.2f}")
+    elif args.ab_cnn:
+        print("la / la with conv_pointwise and conv_activation off (same run, median of alternating rounds); "
+              "steps per call: with / without")
+        print(table(["model", "batch"] + [f"new/off {t}t" for t in threads] + ["steps"],
+                    [_fmt(r, {2, 3}) for r in rows]))
+        print("geometric mean: " + ", ".join(f"{t}t {geomean([r[2 + i] for r in rows]):.2f}x"
+                                             for i, t in enumerate(threads)))
     elif args.fuse_ab:
         print("la with attention and layer norm fused / la without those rewrites (FUSE_OFF), wall time, median "
               "of alternating rounds (outputs equal bit for bit); steps per call: unfused -> fused")

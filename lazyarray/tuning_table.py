@@ -133,6 +133,12 @@ class Tuning:
     fuse_layer_norm: bool = _doc(True, "inference graphs: a layer norm written out in ops as one nn.layer_norm")
     layer_norm_in_place_max_bytes: int = _doc(1 << 20, "largest input layer_norm's in_place runs (kernels/layer_norm.py)")
 
+    # -- small CNN layers (benchmarks/real_models.py --ab-cnn): a 1x1 convolution as one product per call
+    conv_pointwise: bool = _doc(True, "1x1 convolutions (stride 1, no padding, no groups) as one product "
+                                "(weight (O, C) @ image (C, H*W)) written into the output: conv2d[pointwise]")
+    conv_activation: bool = _doc(True, "inference graphs: a convolution's relu, hardsigmoid or hardswish "
+                                 "made one step with it (nn.conv2d_act; graph/passes/conv_activation.py)")
+
     def __post_init__(self):
         for f in fields(self):
             v = getattr(self, f.name)

@@ -82,6 +82,18 @@ def test_fuse_ab_mode_times_fused_attention_and_layer_norm_against_the_written_o
     assert la.config.fuse_attention and la.config.fuse_layer_norm  # the switches are given back
 
 
+def test_ab_cnn_mode_times_the_cnn_paths_against_them_switched_off(capsys):
+    import lazyarray as la
+
+    assert bench.main(["--quick", "--ab-cnn", "--only", "resnet"]) == 0
+    out = capsys.readouterr().out
+    rows = [ln.split() for ln in out.splitlines() if ln.startswith("resnet_mini")]
+    assert [r[1] for r in rows] == ["1", str(bench.BIG_BATCH)] and all(c.endswith("x") for r in rows for c in r[2:4])
+    on, off = (int(v) for v in " ".join(rows[0][4:]).split(" / "))
+    assert on < off  # (conv2d_act: a relu less per fused convolution)
+    assert la.config.conv_pointwise and la.config.conv_activation  # (the switches are given back)
+
+
 def test_first_call_mode_times_fresh_processes_with_a_cold_and_a_warm_kernel_cache(capsys):
     assert bench.main(["--first-call", "--only", "gru_time_major", "--rounds", "1"]) == 0
     out = capsys.readouterr().out

@@ -47,6 +47,7 @@ from ..graph.passes.algebra import simplify
 from ..graph.passes.attention import fuse_attention
 from ..graph.passes.bind_dims import bind_dims, dims_in
 from ..graph.passes.constant_fold import constant_fold
+from ..graph.passes.conv_activation import conv_activation
 from ..graph.passes.cse import cse
 from ..graph.passes.dce import dce
 from ..graph.passes.fold_batch_norm import fold_batch_norm
@@ -423,8 +424,8 @@ class CachedOp:
 def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) -> Symbol:
     """Placement for the signature, then simplification (and, for graphs no gradient runs
     through, batch norms folded into the convolution or dense layer before them, max pools of
-    the other batch norms pooled first where the norm's scales allow, and relus moved after the
-    max pools that read them)."""
+    the other batch norms pooled first where the norm's scales allow, relus moved after the
+    max pools that read them, and convolutions' activations made one step with them)."""
     placed = placement(bind_dims(sym, given), given)
     for node in placed.topo():
         for a in node.avals:
@@ -432,7 +433,7 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
                 raise GraphError(f"CachedOp: cannot infer the aval of {node.label()!r} from the inputs "
                                      f"{_given_text(given)}; give every graph input a shape")
     if inference:
-        placed = relu_after_max_pool(pool_before_batch_norm(fold_batch_norm(placed)))
+        placed = conv_activation(relu_after_max_pool(pool_before_batch_norm(fold_batch_norm(placed))))
     merged = cse(dce(placed))
     simpler = sink_slices(simplify(constant_fold(merged)))
     # cse and dce again only where a pass changed something (each returns its symbol as it is when

@@ -15,6 +15,7 @@ from . import (
     attention,
     conv2d,
     conv2d_grad,
+    conv_act,
     conv_batch_last,
     dense,
     elementwise,
@@ -35,7 +36,8 @@ __all__ = ["IMPLS", "Choice", "Event", "Impl", "Profile", "choose", "install", "
 
 # op name -> its implementations, best first; its runner; the function that picks one for a call's
 # arrays (None where the op's reference kernel runs)
-_FAMILIES = (attention, conv2d_grad, elementwise, gelu, layer_norm, pad, pool, softmax)  # (modules declaring IMPLS, RUNNERS, CHOOSERS)
+_FAMILIES = (attention, conv2d_grad, conv_act, elementwise, gelu, layer_norm, pad, pool,
+             softmax)  # (modules declaring IMPLS, RUNNERS, CHOOSERS)
 IMPLS = {"conv2d": conv2d.IMPLS, "dense": dense.IMPLS, "foreach": foreach.IMPLS, "fused": fused.IMPLS,
          "matmul": matmul.IMPLS, **{k: v for f in _FAMILIES for k, v in f.IMPLS.items()}}
 # (fused: the op is registered above this layer, by executor/fusion.py, whose kernel calls fused.run_fused)
@@ -51,7 +53,7 @@ _CHOOSERS = {"conv2d": conv2d.choose_for_call, "dense": dense.choose_for_call, "
 # stored batch last as they are.
 REFERENCE_LAYOUTS = {"batch_norm": ANY_ORDER, "avg_pool2d": ANY_ORDER, "flatten": ANY_ORDER}
 # What an implementation that takes batch-last values needs beyond its layout, by op
-_LAYOUT_CONDITIONS = {"conv2d": conv_batch_last.columns_fit}
+_LAYOUT_CONDITIONS = {"conv2d": conv_batch_last.columns_fit, "conv2d_act": conv_batch_last.columns_fit}
 
 
 def takes_batch_last(op: str, avals, out) -> bool:

@@ -29,6 +29,7 @@ IM2COL = Impl("conv2d", "im2col", conv.conv2d_im2col,
 DEPTHWISE = depthwise.DEPTHWISE  # (compiled; depthwise.TAPS, the per-tap NumPy path, where it cannot run)
 GROUPED = conv_direct.GROUPED
 DIRECT = conv_direct.DIRECT
+POINTWISE = conv_direct.POINTWISE
 BATCH_LAST = Impl("conv2d", "batch_last", conv2d_batch_last,
                   "groups == 1, a batch of images under per_image_min_pixels output pixels, or stored batch "
                   "last: one product for the whole batch, im2col in runs of N values", layout="batch last")
@@ -44,7 +45,8 @@ WINOGRAD2 = Impl("conv2d", "winograd2", conv2d_winograd(2),
 WINOGRAD4 = Impl("conv2d", "winograd4", conv2d_winograd(4),
                  "winograd2's case with winograd4_min_channels..winograd4_max_channels channels and "
                  "winograd4_min_pixels output pixels: Winograd F(4x4, 3x3)", threads=True)
-IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, IM2COL, DIRECT, DEPTHWISE, depthwise.TAPS, GROUPED)
+IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, IM2COL, DIRECT, DEPTHWISE, depthwise.TAPS, GROUPED,
+         POINTWISE)
 
 _KEPT = ("kernel kept",)
 _CHOICES = {impl: Choice(impl) for impl in IMPLS}
@@ -74,6 +76,8 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
         tile = winograd_tile(x.shape, weight.shape, stride, padding, dilation, groups, ho, wo, kept, t)
         if tile:
             return _WINOGRAD[tile, kept]
+    if t.conv_pointwise and conv_direct.pointwise_applies(xp, x, weight, None, out, stride, padding, groups):
+        return _CHOICES[POINTWISE]
     if conv_direct.applies(xp, x, weight, None, out, groups, n * o * (c // groups) * kh * kw * ho * wo,
                            t.conv_direct_max_macs):
         return _CHOICES[DIRECT]

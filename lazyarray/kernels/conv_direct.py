@@ -1,4 +1,5 @@
-"""conv2d ``direct``: a small convolution (any groups but depthwise) as one compiled loop, no copies.
+"""conv2d ``direct``: a small convolution (any groups but depthwise) as one compiled loop, no copies;
+and ``pointwise``: a 1x1 convolution as one product.
 
 The products behind ``im2col``, ``batch_last`` and ``grouped`` pay a fixed cost per call (window
 views, the im2col copy, a padded copy, the product's dispatch, the bias add): 20-35 us on the
@@ -15,6 +16,12 @@ layer is one loop here, not a batched product over window copies), and layers of
 Values: sums in another order than BLAS's (channel, then row of taps, then tap): they agree with
 the reference within float rounding (rtol 1e-5 float32, 1e-12 float64), not bit for bit; the bias
 is added last, as the reference adds it.
+
+``pointwise`` (issue #35: MobileNet's, SqueezeNet's and ShuffleNet's 1x1 layers at batch 1 spent
+9-27 us each in ``direct``'s loop or ``im2col``'s fixed cost): a 1x1 convolution with stride 1, no
+padding and no groups is ``weight (O, C) @ image (C, H*W)`` per image, one ``numpy.matmul`` over
+the batch written into the output where it is C-ordered, then the bias: no window view, no copy of
+a C-ordered input. Values as the reference's product within float rounding (BLAS's order).
 """
 from __future__ import annotations
 
@@ -22,10 +29,50 @@ import numpy as np
 
 from .. import jit
 from ..ops import conv
+from ..threads import split_threads
 from .depthwise import FLOATS
 from .impl import Impl
 
 GROUPED = Impl("conv2d", "grouped", conv.conv2d_grouped, "groups > 1: one batched product over the groups")
+
+
+def pointwise_applies(xp, x, weight, bias, out, stride, padding, groups) -> bool:
+    """``pointwise`` runs this call: NumPy float32/float64 arrays of one dtype, a 1x1 kernel, stride 1,
+    no padding, no groups, the input C-ordered (its images are then (C, H*W) views) and so the output
+    when given (a planned batch-last output is left to the implementations made for it), and not a
+    batch ``split`` would spread over the threads."""
+    if xp is not np or groups != 1 or weight.shape[2] != 1 or weight.shape[3] != 1 or stride != (1, 1) \
+            or padding != (0, 0) or x.dtype not in FLOATS or weight.dtype != x.dtype:
+        return False
+    if (bias is not None and bias.dtype != x.dtype) or (out is not None and out.dtype != x.dtype):
+        return False
+    if not x.flags.c_contiguous or (out is not None and not out.flags.c_contiguous):  # (batch last: region's)
+        return False
+    n, c, h, w = x.shape
+    return split_threads(n * weight.shape[0] * c * h * w, n) <= 1  # (a batch split over the threads: split's)
+
+
+def conv2d_pointwise(xp, x, weight, bias, stride, padding, dilation, groups, out):
+    """A 1x1 convolution as ``weight (O, C) @ x (N, C, H*W)`` into the output (C-ordered ``out``, or a
+    new array copied into another ``out``), plus the bias."""
+    n, c, h, w = x.shape
+    o = weight.shape[0]
+    shape = (n, o, h, w)
+    into = out is not None and out.shape == shape and out.flags.c_contiguous
+    y = out if into else np.empty(shape, x.dtype)
+    np.matmul(weight.reshape(o, c), x.reshape(n, c, h * w), out=y.reshape(n, o, h * w))
+    if bias is not None:
+        y += bias.reshape(1, o, 1, 1)
+    if out is None or into:
+        return y
+    out[...] = y
+    return out
+
+
+POINTWISE = Impl("conv2d", "pointwise", conv2d_pointwise,
+                 "1x1 kernel, stride 1, no padding, groups == 1, float32/float64, a C-ordered input and output, "
+                 "not split over the threads, "
+                 "conv_pointwise on: one product weight (O, C) @ image (C, H*W) over the batch, into the output")
 
 
 def _direct(x, wt, b, y, sh, sw, ph, pw, dh, dw):  # pragma: no cover  (compiled by numba)

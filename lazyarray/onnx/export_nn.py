@@ -181,6 +181,18 @@ def _bn_max_pool2d(g, node, ins):
     return [g.op("MaxPool", [bn], **_pool_attrs(node))]
 
 
+def _conv2d_act(g, node, ins):
+    """Conv, then Relu / HardSigmoid / HardSwish (ONNX's hard ones compute the same ops, alpha 1/6 for HardSwish)."""
+    y = _conv2d(g, node, ins)[0]
+    act, p = node.params.get("act", "relu"), node.params
+    if act == "relu":
+        return [g.op("Relu", [y])]
+    if act == "hardswish" and p.get("alpha", 0.2) == float(out_dtype(node).type(1 / 6)) and p.get("beta", 0.5) == 0.5:
+        return [g.op("HardSwish", [y])]
+    h = g.op("HardSigmoid", [y], alpha=float(p.get("alpha", 0.2)), beta=float(p.get("beta", 0.5)))
+    return [h] if act == "hardsigmoid" else [g.op("Mul", [y, h])]
+
+
 def _layer_norm(g, node, ins):
     rank = input_rank(g, node)
     ax = node.params.get("axis", -1) % rank
@@ -217,5 +229,5 @@ CONVERTERS = {
     "class_labels": _class_labels,
     "dropout": _dropout, "conv2d": _conv2d, "conv2d_transpose": _conv2d_transpose, "max_pool2d": _max_pool2d,
     "avg_pool2d": _avg_pool2d, "batch_norm": _batch_norm, "layer_norm": _layer_norm, "gelu": _gelu,
-    "batch_norm_max_pool2d": _bn_max_pool2d,
+    "batch_norm_max_pool2d": _bn_max_pool2d, "conv2d_act": _conv2d_act,
 }

@@ -4,6 +4,7 @@ from . import (  # noqa: F401  (registration side effect)
     attention,
     bitcast,
     conv,
+    conv_act,
     conv_grad,
     core,
     ctc,

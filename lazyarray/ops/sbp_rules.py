@@ -673,6 +673,7 @@ RULES: dict[str, Rule] = {
     "stop_gradient": Rule(elementwise("stop_gradient")),
     "concatenate": Rule(_concatenate),
     "conv2d": Rule(_batch_only(0)),
+    "conv2d_act": Rule(_batch_only(0)),  # (an activation per value: the batch split as conv2d)
     "conv2d_transpose": Rule(_batch_only(0)),
     "batch_norm": Rule(_batch_only(0)),
     "max_pool2d": Rule(_batch_only(0, 1)),

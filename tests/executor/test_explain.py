@@ -26,8 +26,9 @@ def test_explain_names_the_path_the_tuning_forces():
             exp = net.explain(x)
             np.testing.assert_allclose(net(x).asnumpy(), want, rtol=1e-3, atol=1e-3)
         first = exp.steps[0]
-        assert first["op[implementation]"].startswith(f"nn.conv2d[{name}"), exp
-        assert first["node"] == "conv2d0" and first["inputs"] == "[4,64,16,16], [64,64,3,3], [64]"
+        # (the relu after it runs in the same step: nn.conv2d_act, graph/passes/conv_activation.py)
+        assert first["op[implementation]"].startswith(f"nn.conv2d_act[compiled, {name}"), exp
+        assert first["node"] == "conv2d_act0" and first["inputs"] == "[4,64,16,16], [64,64,3,3], [64]"
         rows[name] = exp
     assert "nn.conv2d[depthwise]" in str(rows["im2col"])
     assert str(rows["winograd4"]).startswith("program: ")

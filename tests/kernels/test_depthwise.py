@@ -149,3 +149,17 @@ def test_without_compiled_kernels_the_per_tap_path_runs_and_is_named():
         jit.set_enabled(before)
     np.testing.assert_allclose(y, _conv2d_ref(x, w, groups=4), rtol=1e-12)
     assert kernels.choose("conv2d", np, x.astype(np.int64), w.astype(np.int64), groups=4).impl is depthwise.TAPS
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("xs,k,p", GEOMETRY, ids=IDS)
+def test_nchw_values_are_the_references_bit_for_bit(xs, k, p, dtype):
+    """The NCHW loops (stride 1: one flat pass per tap over the zero-padded plane; other strides: row by
+    row) add the taps in the reference's order, zero-padded values included, and the bias last."""
+    rng = np.random.default_rng(8)
+    x, w, b = _arrays(rng, xs, k, dtype)
+    params = _params(p, xs[1])
+    got = depthwise.conv2d_depthwise_compiled(np, x, w, b, params["stride"], params["padding"],
+                                              params["dilation"], params["groups"], None)
+    np.testing.assert_array_equal(got, REFERENCE(np, x, w, b, **params))

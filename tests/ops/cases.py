@@ -1254,6 +1254,19 @@ def _bn_max_pool2d_ref(x, gamma, beta, mean, var, eps=1e-5, relu=False, **pool):
     return _max_pool2d_ref(_batch_norm_ref(np.maximum(x, 0) if relu else x, gamma, beta, mean, var, eps), **pool)
 
 
+def _conv2d_act_samples(rng, dtype, small):
+    """conv2d's samples under each activation (hard ones at MobileNetV3's 1/6, 0.5 and ONNX's 0.2, 0.5)."""
+    acts = [{"act": "relu"}, {"act": "hardswish", "alpha": 1 / 6, "beta": 0.5}, {"act": "hardsigmoid"}]
+    return [Sample(s.args, dict(s.params, **a), f"{s.name}-{a['act']}")
+            for s in _conv2d_samples(rng, dtype, small) for a in acts]
+
+
+def _conv2d_act_ref(x, w, b=None, act="relu", alpha=0.2, beta=0.5, **conv):
+    y = _conv2d_ref(x, w, b, **conv)
+    h = np.clip(y * alpha + beta, 0, 1)
+    return np.maximum(y, 0) if act == "relu" else h if act == "hardsigmoid" else y * h
+
+
 def _flatten_samples(rng, dtype, small):
     return [Sample((rand(rng, s, dtype),), {}, f"{s}") for s in [(2, 3, 4), (3, 2, 1, 2), (4, 5), (3,)]]
 
@@ -1271,6 +1284,7 @@ CASES.update({
     "batch_norm": Case("conv", _batch_norm_samples, _batch_norm_ref, FLOATS, grad=(0, 1, 2, 3, 4), rtol32=1e-4),
     "flatten": Case("conv", _flatten_samples, lambda x: x.reshape(x.shape[0], -1), FLOATS, grad=(0,)),
     "batch_norm_max_pool2d": Case("conv", _bn_max_pool2d_samples, _bn_max_pool2d_ref, FLOATS, rtol32=1e-4),
+    "conv2d_act": Case("conv", _conv2d_act_samples, _conv2d_act_ref, FLOATS, rtol32=1e-4),
 })
 
 

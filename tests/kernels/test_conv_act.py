@@ -1,0 +1,114 @@
+"""nn.conv2d_act's implementations (``kernels/conv_act.py``): the runner equals the op's reference kernel
+over the op's case table (float32, float64; within conv2d's implementations' rounding), the compiled
+activation pass equals the reference's NumPy calls bit for bit on the same convolution values (NaN,
++-inf, -0.0, values clipped both ways), over C-ordered, channels-last and batch-last outputs, views,
+empty dims; ``ufuncs`` where numba is off or the output's order has no flat view; the label names the
+convolution's implementation too (``explain()``, ``la.profile()``)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ops.cases import CASES
+
+import lazyarray as la
+from lazyarray import jit, kernels
+from lazyarray.kernels import conv_act
+from lazyarray.ops import registry
+from lazyarray.ops.conv_act import ACTIVATIONS, activate
+
+OP = registry.get("conv2d_act")
+DTYPES = ("float32", "float64")
+TOL = {"float32": {"rtol": 1e-4, "atol": 1e-5}, "float64": {"rtol": 1e-12, "atol": 1e-12}}
+HARD = {"relu": {}, "hardsigmoid": {"alpha": 0.2, "beta": 0.5}, "hardswish": {"alpha": 1 / 6, "beta": 0.5}}
+needs_numba = pytest.mark.skipif(not jit.enabled(), reason="compiled kernels off (numba missing or LAZYARRAY_JIT=0)")
+
+
+def _special(rng, shape, dtype):
+    v = (rng.standard_normal(shape) * 6).astype(dtype)
+    flat = v.reshape(-1)
+    if flat.size >= 6:
+        flat[:6] = [np.nan, np.inf, -np.inf, -0.0, 0.0, -3.0]
+    return v
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_runner_equals_the_reference_over_the_case_table(dtype):
+    rng = np.random.default_rng(0)
+    samples = CASES["conv2d_act"].samples(rng, dtype, False)
+    assert {s.params["act"] for s in samples} == set(ACTIVATIONS)
+    for s in samples:
+        want = OP.kernel(np, *s.args, **s.params)
+        got = conv_act.run_conv2d_act(np, *s.args, **s.params)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, **TOL[dtype], err_msg=s.name)
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_the_compiled_pass_is_the_references_calls_bit_for_bit(act, dtype):
+    rng = np.random.default_rng(1)
+    base = _special(rng, (2, 5, 4, 3), dtype)
+    p = HARD[act]
+    alpha, beta = p.get("alpha", 0.2), p.get("beta", 0.5)
+    want = activate(np, base.copy(), act, alpha, beta)
+    layouts = [base.copy(),  # C-ordered
+               np.ascontiguousarray(base.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2),  # channels last
+               np.ascontiguousarray(base.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)]  # batch last
+    for y in layouts:
+        assert conv_act.flat_view(y) is not None
+        assert conv_act._compiled(np, y, act, alpha, beta) is y
+        np.testing.assert_array_equal(y, want)
+    odd = np.full((2, 5, 4, 6), np.nan, dtype)[..., ::2]  # a strided view: no flat view of it
+    odd[...] = base
+    assert conv_act.flat_view(odd) is None and conv_act._compiled(np, odd, act, alpha, beta) is None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_views_planned_outputs_and_empty_dims(dtype):
+    rng = np.random.default_rng(2)
+    big = rng.standard_normal((2, 8, 9, 11)).astype(dtype)
+    x = big[:, ::2, 1:, ::2]  # a strided view
+    w, b = rng.standard_normal((6, 4, 3, 3)).astype(dtype), rng.standard_normal(6).astype(dtype)
+    params = {"padding": (1, 1), "act": "hardswish", "alpha": 1 / 6, "beta": 0.5}
+    want = OP.kernel(np, x, w, b, **params)
+    for out in (np.full(want.shape, np.nan, dtype),
+                np.full(want.shape[:1] + want.shape[2:] + want.shape[1:2], np.nan, dtype).transpose(0, 3, 1, 2),
+                np.full(want.shape[::-1], np.nan, dtype).T):
+        got = conv_act.run_conv2d_act(np, x, w, b, out=out, **params)
+        assert got is out
+        np.testing.assert_allclose(got, want, **TOL[dtype])
+    for xs in ((0, 4, 5, 5), (2, 4, 0, 5), (2, 0, 5, 5)):  # empty batch, rows, channels
+        xe = np.ones(xs, dtype)
+        we = np.ones((6, xs[1], 1, 1), dtype)
+        got = conv_act.run_conv2d_act(np, xe, we, b, act="relu")
+        np.testing.assert_array_equal(got, OP.kernel(np, xe, we, b, act="relu"))
+
+
+def test_the_chooser_and_the_labels_name_both():
+    x, w = np.ones((1, 8, 6, 6), np.float32), np.ones((16, 8, 1, 1), np.float32)
+    choice = kernels.choose(OP, np, x, w, act="relu")
+    assert choice.impl is (conv_act.COMPILED if jit.enabled() else conv_act.UFUNCS)
+    assert repr(choice) == f"conv2d_act[{choice.impl.name}, pointwise]"
+    assert kernels.choose(OP, np, x.astype(np.float16), w.astype(np.float16)).impl is conv_act.UFUNCS
+    assert conv_act.COMPILED in kernels.IMPLS["conv2d_act"] and conv_act.UFUNCS in kernels.IMPLS["conv2d_act"]
+    with la.profile() as prof:
+        y = la.nn.conv2d_act(la.array(x), la.array(w), act="hardsigmoid")
+    np.testing.assert_allclose(y.asnumpy(), np.clip(8 * 0.2 + 0.5, 0, 1))
+    assert [e.impl for e in prof.events if e.name.endswith("conv2d_act")] == [choice.label()]
+
+
+def test_without_compiled_kernels_the_ufuncs_run():
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((1, 3, 5, 5)), rng.standard_normal((4, 3, 3, 3))
+    before = jit.enabled()
+    jit.set_enabled(False)
+    try:
+        assert kernels.choose(OP, np, x, w, act="hardswish").impl is conv_act.UFUNCS
+        y = conv_act.run_conv2d_act(np, x, w, act="hardswish", alpha=1 / 6, beta=0.5)
+    finally:
+        jit.set_enabled(before)
+    np.testing.assert_array_equal(y, OP.kernel(np, x, w, act="hardswish", alpha=1 / 6, beta=0.5))
+    h = conv_act.run_conv2d_act(np, x.astype(np.float16), w.astype(np.float16), act="relu")  # conv2d's half path
+    assert h.dtype == np.float16
+    np.testing.assert_allclose(h, np.maximum(OP.kernel(np, x, w), 0), rtol=2e-2, atol=2e-2)

@@ -1,0 +1,127 @@
+"""conv2d's ``pointwise`` (``kernels/conv_direct.py``): a 1x1 convolution (stride 1, no padding, no
+groups) as one product per call. It equals the reference kernel within float rounding over the conv
+case table's inputs with 1x1 weights, the real models' 1x1 layers, with and without bias, float32 and
+float64, an empty batch, empty channels and pixels, C-ordered and other planned outputs (copied into); it
+declines (the chooser goes on) for planned outputs not C-ordered, views, strides, padding, groups, other dtypes, and with ``conv_pointwise`` off;
+``explain()`` and ``la.profile()`` name it."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ops.cases import CASES
+
+import lazyarray as la
+from lazyarray import kernels
+from lazyarray.kernels import conv2d as kconv
+from lazyarray.kernels import conv_direct
+from lazyarray.ops import registry
+
+CONV = registry.get("conv2d")
+DTYPES = ("float32", "float64")
+TOL = {np.dtype(np.float32): {"rtol": 1e-5, "atol": 1e-5}, np.dtype(np.float64): {"rtol": 1e-12, "atol": 1e-12}}
+ONE = ((1, 1), (0, 0), (1, 1), 1)  # stride, padding, dilation, groups
+
+SHAPES = [  # x shape, output channels: the real models' 1x1 layers (batch 1 and 8), squeeze-excitation's, empties
+    ((1, 8, 16, 16), 16), ((1, 16, 1, 1), 4), ((1, 4, 1, 1), 16), ((8, 16, 8, 8), 32), ((1, 64, 8, 8), 16),
+    ((0, 4, 5, 5), 6), ((2, 0, 3, 3), 5), ((2, 3, 0, 4), 2), ((2, 3, 4, 4), 0),
+]
+
+
+def _check(x, w, b, out=None):
+    want = CONV.kernel(np, x, w, b)
+    assert conv_direct.pointwise_applies(np, x, w, b, out, *ONE[:2], 1) == (out is None or out.flags.c_contiguous)
+    got = conv_direct.conv2d_pointwise(np, x, w, b, *ONE, out)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, **TOL[want.dtype])
+    return got
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_equals_the_reference_over_the_conv_case_tables_inputs(dtype):
+    rng = np.random.default_rng(0)
+    samples = [s for s in CASES["conv2d"].samples(rng, dtype, False) if s.params.get("groups", 1) == 1]
+    assert samples
+    for s in samples:
+        x, w, *b = s.args
+        _check(np.ascontiguousarray(x), np.ascontiguousarray(w[:, :, :1, :1]), b[0] if b else None)
+        if any(s.params.get(k, d) != d for k, d in (("stride", (1, 1)), ("padding", (0, 0)))):
+            p = {"stride": (1, 1), "padding": (0, 0), **s.params}
+            assert not conv_direct.pointwise_applies(np, x, w[:, :, :1, :1], None, None, tuple(p["stride"]),
+                                                     tuple(p["padding"]), 1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("xs,o", SHAPES, ids=[f"{xs}-o{o}" for xs, o in SHAPES])
+def test_equals_the_reference(xs, o, bias, dtype):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(xs).astype(dtype)
+    w = rng.standard_normal((o, xs[1], 1, 1)).astype(dtype)
+    b = rng.standard_normal(o).astype(dtype) if bias else None
+    y = _check(x, w, b)
+    assert y.flags.c_contiguous
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_planned_outputs_and_weight_views(dtype):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 6, 5, 7)).astype(dtype)
+    big = rng.standard_normal((8, 12, 1, 1)).astype(dtype)
+    w, b = big[::2, ::2], rng.standard_normal(4).astype(dtype)  # a strided weight view
+    shape = (2, 4, 5, 7)
+    out = np.full(shape, np.nan, dtype)
+    assert _check(x, w, b, out) is out  # C-ordered: written in place
+    last = np.full((2, 5, 7, 4), np.nan, dtype).transpose(0, 3, 1, 2)  # channels last: computed, copied in
+    assert _check(x, w, b, last) is last
+    batch_last = np.full(shape[::-1], np.nan, dtype).T
+    assert _check(x, w, b, batch_last) is batch_last
+
+
+def test_declines_what_it_does_not_take():
+    x, w = np.ones((1, 4, 5, 5), np.float32), np.ones((6, 4, 1, 1), np.float32)
+    assert conv_direct.pointwise_applies(np, x, w, None, None, (1, 1), (0, 0), 1)
+    view = np.ones((1, 8, 5, 5), np.float32)[:, ::2]
+    assert not conv_direct.pointwise_applies(np, view, w, None, None, (1, 1), (0, 0), 1)  # not C-ordered
+    assert not conv_direct.pointwise_applies(np, x, w, None, None, (2, 2), (0, 0), 1)
+    assert not conv_direct.pointwise_applies(np, x, w, None, None, (1, 1), (1, 0), 1)
+    assert not conv_direct.pointwise_applies(np, x, np.ones((6, 2, 1, 1), np.float32), None, None, (1, 1), (0, 0), 2)
+    assert not conv_direct.pointwise_applies(np, x, np.ones((6, 4, 3, 3), np.float32), None, None, (1, 1), (0, 0), 1)
+    assert not conv_direct.pointwise_applies(np, x.astype(np.float16), w.astype(np.float16), None, None, (1, 1),
+                                             (0, 0), 1)
+    assert not conv_direct.pointwise_applies(np, x, w.astype(np.float64), None, None, (1, 1), (0, 0), 1)
+    assert not conv_direct.pointwise_applies(np, x, w, np.ones(6, np.float64), None, (1, 1), (0, 0), 1)
+
+
+def test_the_chooser_takes_it_and_explain_and_profile_name_it():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 8, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((16, 8, 1, 1)).astype(np.float32)
+    assert kernels.choose(CONV, np, x, w).impl is kconv.POINTWISE
+    assert kconv.POINTWISE in kconv.IMPLS
+    with la.tuning(conv_pointwise=False):
+        assert kernels.choose(CONV, np, x, w).impl is not kconv.POINTWISE
+    assert kernels.choose(CONV, np, x, w, padding=(1, 1)).impl is not kconv.POINTWISE
+
+    class Net(la.blocks.HybridBlock):
+        def forward(self, a, k):
+            return la.nn.conv2d(a, k)
+
+    class ActNet(la.blocks.HybridBlock):
+        def forward(self, a, k):
+            return la.relu(la.nn.conv2d(a, k))
+
+    net, act = Net(), ActNet()
+    net.hybridize()
+    act.hybridize()
+    xa, wa = la.array(x), la.array(w)
+    want = CONV.kernel(np, x, w)
+    np.testing.assert_allclose(net(xa, wa).asnumpy(), want, rtol=1e-5, atol=1e-5)
+    assert "nn.conv2d[pointwise]" in str(net.explain(xa, wa))
+    np.testing.assert_allclose(act(xa, wa).asnumpy(), np.maximum(want, 0), rtol=1e-5, atol=1e-5)
+    assert "nn.conv2d_act[compiled, pointwise]" in str(act.explain(xa, wa))  # (the relu in the step)
+    with la.profile() as prof:
+        y = net(xa, wa)
+    np.testing.assert_allclose(y.asnumpy(), want, rtol=1e-5, atol=1e-5)
+    assert [e.impl for e in prof.events if e.name.endswith("conv2d")] == ["pointwise"]
+    with la.tuning(conv_pointwise=False):  # (chosen per call: the same program runs another implementation)
+        np.testing.assert_allclose(net(xa, wa).asnumpy(), want, rtol=1e-5, atol=1e-5)
