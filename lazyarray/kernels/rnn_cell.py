@@ -83,14 +83,6 @@ class CellTable:
         self.width, self.one = max(self.cols), self.dtype.type(1)
         self.const_values = {id(n): np.asarray(n.value, n.avals[0].dtype) for n in self.consts}
         self.free_used = [(k, n) for k, n in enumerate(self.body_inputs) if id(n) in self.fixed]
-        self.fixed_at = BoundedDict(4)  # batch -> (register, offset) rows
-        self.rows_at = BoundedDict(4)  # batch -> each register's rows
-    def rows_array(self, batch: int):
-        """Each register's rows at this batch size."""
-        got = self.rows_at.get(batch)
-        if got is None:
-            got = self.rows_at[batch] = np.where(self._rows, batch, 1).astype(np.int64)
-        return got
 
     def add(self, node, geometry) -> int:
         k = self.regs[id(node)] = len(self.rows)
@@ -198,14 +190,15 @@ def build(body, n_states: int) -> CellTable | None:
 
 
 class Entry:
-    """A body's table (None: the compiled loop does not take it), its calls so far and its output avals
-    per input signature."""
+    """A body's table (None: the compiled loop does not take it), its calls so far, its output avals
+    per input signature and its ``Frame`` per input signature."""
 
-    __slots__ = ("body", "key", "table", "calls", "out_avals")
+    __slots__ = ("body", "key", "table", "calls", "out_avals", "frames")
 
     def __init__(self, body, key, table):
         self.body, self.key, self.table, self.calls = body, key, table, 0
         self.out_avals: dict = {}  # input signature -> the op's output (shapes, dtypes), see foreach._outputs
+        self.frames = BoundedDict(8)  # input signature -> Frame, or None where the call does not fit
 
 
 def entry(body, n_data: int, n_states: int, save_states: bool) -> Entry:
@@ -242,56 +235,86 @@ def _flat(v, rows: int, cols: int):
     return np.broadcast_to(v, (rows, cols)).ravel()
 
 
-def _pack(t: CellTable, arrays, batch: int):
-    """The loop-invariant values packed (products' matrices first) and the (register, offset) of each
-    value loaded as a register; None where a value does not fit its register at this batch size."""
+class Frame:
+    """A table's call at one input signature, worked out once (``frame``): each register's rows
+    (``rows``), the (register, offset) of every value loaded before the loop from the packed array
+    (``fixed``: loop-invariant values after the products' matrices, then the initial states),
+    each packed part's size (``sizes``), the registers' shape and whether the one step output is
+    written straight into its buffer (``one_y``) or through ``y_shape``."""
+
+    __slots__ = ("rows", "fixed", "sizes", "regs_shape", "one_y", "y_shape")
+
+
+def frame(e: Entry, sig: tuple, out_shapes) -> Frame | None:
+    """The ``Frame`` of a call whose arrays have the shapes and dtypes ``sig`` (data, states, free
+    inputs) and whose outputs have ``out_shapes``; None where the call does not fit the table (a
+    data or state size other than the table's, a batch the body's values were not traced to span)."""
+    if sig in e.frames:
+        return e.frames[sig]
+    t, fr = e.table, None
+    (x_shape, _), states = sig[0], sig[1:1 + len(t.states)]
+    steps, batch, n = x_shape
+    if n == t.cols[0] and (batch == 1 or t.rows[0]) and \
+            all(shape == (batch, t.cols[k]) for (shape, _), k in zip(states, t.states)):
+        fr = Frame()
+        fr.rows = np.where(t._rows, batch, 1).astype(np.int64)
+        fr.sizes = [int(np.prod(m.avals[0].shape)) for m in t.matrices] + \
+            [int(fr.rows[k]) * t.cols[k] for k, _ in t.loads] + [batch * t.cols[k] for k in t.states]
+        at = np.cumsum([0] + fr.sizes)[len(t.matrices):-1]
+        fr.fixed = np.array(list(zip([k for k, _ in t.loads] + t.states, at)), np.int64).reshape(-1, 2)
+        fr.regs_shape = (len(t.rows), batch, t.width)
+        n_y = len(t.outs) - len(t.states)
+        fr.y_shape = (steps, batch, sum(t.cols[k] for k in t.outs[:n_y]))
+        fr.one_y = n_y == 1 and tuple(out_shapes[0]) == fr.y_shape
+    e.frames[sig] = fr
+    return fr
+
+
+def _pack(t: CellTable, fr: Frame, arrays):
+    """The loop-invariant values (products' matrices first) and the initial states packed as ``fr``
+    lays them out; None where a value does not fit its register at this call's sizes."""
     env = dict(t.const_values)
     for k, n in t.free_used:
         env[id(n)] = arrays[k]
     for n in t.hoisted:
         env[id(n)] = n.op.bind(np)(*[env[id(e.node)] for e in n.inputs], **n.params)
     parts = [np.ravel(env[id(m)]) for m in t.matrices]
-    fixed = t.fixed_at.get(batch)
     for k, n in t.loads:
         try:
-            parts.append(_flat(env[id(n)], batch if t.rows[k] else 1, t.cols[k]))
+            parts.append(_flat(env[id(n)], int(fr.rows[k]), t.cols[k]))
         except ValueError:
             return None
-    if fixed is None:  # (offsets per batch size: made once)
-        fixed = np.empty((len(t.loads), 2), np.int64)
-        at = np.cumsum([0] + [p.size for p in parts])
-        for i, (k, _) in enumerate(t.loads):
-            fixed[i] = k, at[len(t.matrices) + i]
-        t.fixed_at[batch] = fixed
-    pack = np.concatenate(parts) if parts else np.zeros(1, t.dtype)
-    return (pack if pack.dtype == t.dtype else pack.astype(t.dtype)), fixed
+    parts += [np.ravel(s) for s in arrays[1:1 + len(t.states)]]
+    if any(p.size != size for p, size in zip(parts, fr.sizes)):
+        return None
+    pack = np.concatenate(parts)
+    return pack if pack.dtype == t.dtype else pack.astype(t.dtype)
 
 
-def scan(e: Entry, arrays, ys, finals) -> bool:
+def run(t: CellTable, fr: Frame, arrays, ys, finals) -> bool:
     """Run the body's steps over ``arrays`` (data, states, free inputs) in one compiled call, writing
     the step outputs into ``ys`` and the final states into ``finals`` (C-ordered arrays of the
-    op's output shapes); False (nothing written) where this call does not fit the table."""
-    t = e.table
+    op's output shapes); False (nothing written) where a value does not fit the table."""
+    pack = _pack(t, fr, arrays)
+    if pack is None:
+        return False
     xs = arrays[0] if arrays[0].flags.c_contiguous else np.ascontiguousarray(arrays[0])
-    steps, batch, n = xs.shape
-    states = arrays[1:1 + len(t.states)]
-    if n != t.cols[0] or any(s.shape != (batch, t.cols[k]) for s, k in zip(states, t.states)):
-        return False
-    got = _pack(t, arrays, batch)
-    if got is None:
-        return False
-    regs = np.empty((len(t.rows), batch, t.width), t.dtype)
-    for s, k in zip(states, t.states):
-        regs[k, :, :t.cols[k]] = s
-    n_y = len(t.outs) - len(t.states)
-    one_y = n_y == 1 and ys[0].shape == (steps, batch, t.cols[t.outs[0]])
-    y = ys[0] if one_y else np.empty((steps, batch, sum(t.cols[k] for k in t.outs[:n_y])), t.dtype)
-    _loop()(t.table_array, t.rows_array(batch), t.cols_array, regs, got[0], got[1], xs, t.states_array,
+    regs = np.empty(fr.regs_shape, t.dtype)
+    y = ys[0] if fr.one_y else np.empty(fr.y_shape, t.dtype)
+    _loop()(t.table_array, fr.rows, t.cols_array, regs, pack, fr.fixed, xs, t.states_array,
             t.outs_array, y, t.one)
-    at = 0
-    for k, out in zip(t.outs[:n_y], ys if not one_y else ()):
-        out[...] = y[:, :, at:at + t.cols[k]]
-        at += t.cols[k]
+    if not fr.one_y:
+        at = 0
+        for k, out in zip(t.outs, ys):
+            out[...] = y[:, :, at:at + t.cols[k]]
+            at += t.cols[k]
     for k, out in zip(t.states, finals):
         out[...] = regs[k, :, :t.cols[k]]
     return True
+
+
+def scan(e: Entry, arrays, ys, finals) -> bool:
+    """``run`` with the call's ``Frame`` (the step outputs' shapes read from ``ys``); False (nothing
+    written) where this call does not fit the table."""
+    fr = frame(e, tuple((a.shape, a.dtype) for a in arrays), [y.shape for y in ys])
+    return fr is not None and run(e.table, fr, arrays, ys, finals)
