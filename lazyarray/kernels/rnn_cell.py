@@ -75,14 +75,24 @@ class CellTable:
 
     def freeze(self) -> None:
         """The table as the arrays the compiled loop reads."""
-        self.table_array = np.array(self.ops, np.int64).reshape(-1, 5)
         self.cols_array = np.array(self.cols, np.int64)
         self.states_array = np.array(self.states, np.int64)
         self.outs_array = np.array(self.outs, np.int64)
         self._rows = np.array(self.rows, bool)
         self.width, self.one = max(self.cols), self.dtype.type(1)
         self.const_values = {id(n): np.asarray(n.value, n.avals[0].dtype) for n in self.consts}
-        self.free_used = [(k, n) for k, n in enumerate(self.body_inputs) if id(n) in self.fixed]
+        self.free_used = [(k, id(n)) for k, n in enumerate(self.body_inputs) if id(n) in self.fixed]
+        # the loop-invariant ops' kernels, bound once (each call runs them on the call's free inputs)
+        self.hoisted_calls = [(id(n), n.op.bind(np), tuple(id(e.node) for e in n.inputs), dict(n.params))
+                              for n in self.hoisted]
+        self.direct = _direct_layout(self)
+        ops, m = [], 0
+        for row in self.ops:  # (a product's matrix: its offset in the pack and its row length)
+            if row[0] == sj.MATMUL:
+                at, ld = self.direct[1][m] if self.direct else (self.matrix_at[m], self.cols[row[1]])
+                row, m = (row[0], row[1], row[2], at, ld), m + 1
+            ops.append(row)
+        self.table_array = np.array(ops, np.int64).reshape(-1, 5)
 
     def add(self, node, geometry) -> int:
         k = self.regs[id(node)] = len(self.rows)
@@ -99,6 +109,64 @@ class CellTable:
                 k = self.add(node, g)
                 self.loads.append((k, node))
         return k
+
+
+def _source(t: CellTable, n):
+    """(the free input or constant ``n`` is, or whose columns ``lo..`` it slices with step 1; ``lo``),
+    or None where ``n`` is another loop-invariant op's value."""
+    if id(n) not in t.hoisted_ids:
+        return n, 0
+    if n.op.name != "getitem" or id(n.inputs[0].node) in t.hoisted_ids:
+        return None
+    src = n.inputs[0].node
+    shape = tuple(src.avals[0].shape)
+    if not 1 <= len(shape) <= 2 or not all(isinstance(d, int) for d in shape):
+        return None
+    lo = _slice_of(n, shape[-1])
+    return None if lo is None else (src, lo)
+
+
+def _direct_layout(t: CellTable):
+    """Where every product's matrix and every loaded value is a free input or constant of the body, or
+    a column slice of one (an imported GRU slices its recurrent weights and biases per gate): the pack
+    is those inputs and constants as they are, each read in place. ``(sources: ("in", k) / ("const",
+    id) with their sizes, per matrix (offset, row length), per load (register, offset))``; None
+    (the loop-invariant ops run per call, their values packed) otherwise."""
+    t.hoisted_ids = {id(n) for n in t.hoisted}
+    inputs = {id(n): k for k, n in enumerate(t.body_inputs)}
+    sources, at = {}, [0]
+
+    def offset(src) -> int | None:
+        shape = tuple(src.avals[0].shape)
+        if np.dtype(src.avals[0].dtype) != t.dtype or not all(isinstance(d, int) for d in shape):
+            return None
+        if id(src) not in sources:
+            kind = ("in", inputs[id(src)]) if id(src) in inputs else ("const", id(src))
+            sources[id(src)] = (kind, int(np.prod(shape)), at[0])
+            at[0] += int(np.prod(shape))
+        return sources[id(src)][2]
+
+    matrices, loads = [], []
+    for m in t.matrices:
+        got = _source(t, m)
+        off = offset(got[0]) if got is not None and len(got[0].avals[0].shape) == 2 else None
+        if off is None:
+            return None
+        matrices.append((off + got[1], got[0].avals[0].shape[1]))
+    for k, n in t.loads:
+        got = _source(t, n)
+        if got is None or t.rows[k]:
+            return None  # (a value with the batch's rows: packed per call)
+        src, lo = got
+        if src is n and int(np.prod(n.avals[0].shape)) != t.cols[k]:
+            return None  # (a value broadcast over its register's columns: packed by _flat)
+        if src is not n and len(src.avals[0].shape) == 2 and src.avals[0].shape[0] != 1:
+            return None  # (columns of several rows: not one run of the source)
+        off = offset(src)
+        if off is None:
+            return None
+        loads.append((k, off + lo))
+    return [(kind, size) for kind, size, _ in sources.values()], matrices, loads
 
 
 def _geometry(aval, dtype):
@@ -258,10 +326,7 @@ def frame(e: Entry, sig: tuple, out_shapes) -> Frame | None:
             all(shape == (batch, t.cols[k]) for (shape, _), k in zip(states, t.states)):
         fr = Frame()
         fr.rows = np.where(t._rows, batch, 1).astype(np.int64)
-        fr.sizes = [int(np.prod(m.avals[0].shape)) for m in t.matrices] + \
-            [int(fr.rows[k]) * t.cols[k] for k, _ in t.loads] + [batch * t.cols[k] for k in t.states]
-        at = np.cumsum([0] + fr.sizes)[len(t.matrices):-1]
-        fr.fixed = np.array(list(zip([k for k, _ in t.loads] + t.states, at)), np.int64).reshape(-1, 2)
+        _lay_out(t, fr, batch)
         fr.regs_shape = (len(t.rows), batch, t.width)
         n_y = len(t.outs) - len(t.states)
         fr.y_shape = (steps, batch, sum(t.cols[k] for k in t.outs[:n_y]))
@@ -270,25 +335,55 @@ def frame(e: Entry, sig: tuple, out_shapes) -> Frame | None:
     return fr
 
 
+def _lay_out(t: CellTable, fr: Frame, batch: int) -> None:
+    """``fr.sizes`` (each packed part's) and ``fr.fixed`` (the (register, offset) of each value loaded
+    before the loop): the table's direct sources, else its matrices and loaded values, then the states."""
+    states = [batch * t.cols[k] for k in t.states]
+    if t.direct:
+        sources, _, loads = t.direct
+        fr.sizes = [size for _, size in sources] + states
+        at = np.cumsum([sum(size for _, size in sources)] + states)[:-1]
+        fixed = list(loads) + list(zip(t.states, at))
+    else:
+        fr.sizes = [int(np.prod(m.avals[0].shape)) for m in t.matrices] + \
+            [int(fr.rows[k]) * t.cols[k] for k, _ in t.loads] + states
+        at = np.cumsum([0] + fr.sizes)[len(t.matrices):-1]
+        fixed = list(zip([k for k, _ in t.loads] + t.states, at))
+    fr.fixed = np.array(fixed, np.int64).reshape(-1, 2)
+
+
 def _pack(t: CellTable, fr: Frame, arrays):
-    """The loop-invariant values (products' matrices first) and the initial states packed as ``fr``
-    lays them out; None where a value does not fit its register at this call's sizes."""
+    """The loop-invariant values (the direct sources as they are, else the products' matrices and
+    the loaded values) and the initial states packed as ``fr`` lays them out; None where a value
+    does not fit its register at this call's sizes."""
+    if t.direct:
+        parts = [arrays[key].ravel() if kind == "in" else t.const_values[key].ravel() for (kind, key), _ in t.direct[0]]
+    else:
+        parts = _invariants(t, fr, arrays)
+        if parts is None:
+            return None
+    parts += [s.ravel() for s in arrays[1:1 + len(t.states)]]
+    if any(p.size != size for p, size in zip(parts, fr.sizes)):
+        return None
+    pack = np.concatenate(parts)
+    return pack if pack.dtype == t.dtype else pack.astype(t.dtype)
+
+
+def _invariants(t: CellTable, fr: Frame, arrays):
+    """The loop-invariant ops run on this call's free inputs: the products' matrices and the loaded
+    values, flat; None where a value does not fit its register."""
     env = dict(t.const_values)
-    for k, n in t.free_used:
-        env[id(n)] = arrays[k]
-    for n in t.hoisted:
-        env[id(n)] = n.op.bind(np)(*[env[id(e.node)] for e in n.inputs], **n.params)
+    for k, key in t.free_used:
+        env[key] = arrays[k]
+    for key, kernel, ins, params in t.hoisted_calls:
+        env[key] = kernel(*[env[i] for i in ins], **params)
     parts = [np.ravel(env[id(m)]) for m in t.matrices]
     for k, n in t.loads:
         try:
             parts.append(_flat(env[id(n)], int(fr.rows[k]), t.cols[k]))
         except ValueError:
             return None
-    parts += [np.ravel(s) for s in arrays[1:1 + len(t.states)]]
-    if any(p.size != size for p, size in zip(parts, fr.sizes)):
-        return None
-    pack = np.concatenate(parts)
-    return pack if pack.dtype == t.dtype else pack.astype(t.dtype)
+    return parts
 
 
 def run(t: CellTable, fr: Frame, arrays, ys, finals) -> bool:

@@ -2,7 +2,8 @@
 body as a table of ops run by one compiled function over every time step.
 
 ``make_scan`` gives ``run_scan``, one function compiled by ``jit.compiled`` once per dtype (float32,
-float64); the body itself is data (``table``: one row ``(code, dest, a, b, lo)`` per op), so a new
+float64); the body itself is data (``table``: one row ``(code, dest, a, b, lo)`` per op; a product's row: ``(MATMUL, dest, a, offset of
+its matrix, the matrix's row length)``), so a new
 cell costs no compilation and no source text is generated. Every value of the body is a register
 ``regs[k]`` of ``rows[k]`` x ``cols[k]`` values (``rows`` 1: the value broadcasts over the batch,
 ``cols`` 1: over the columns). Registers of values that depend only on the loop's free inputs
@@ -55,7 +56,7 @@ def make_scan(compiled):
                         for j in range(cols[d]):
                             regs[d, i, j] = regs[a, i if ra else 0, lo + j]
                 elif code == MATMUL:
-                    matmul_op(regs, d, a, pack, src, rows[d], cols[a], cols[d], rows[a] > 1)
+                    matmul_op(regs, d, a, pack, src, lo, rows[d], cols[a], cols[d], rows[a] > 1)
                 elif code <= MINIMUM:
                     binary_op(code, regs, d, a, src, rows, cols)
                 else:
@@ -88,15 +89,16 @@ def load(pack, off, regs, d, nrows, ncols):
             regs[d, i, j] = pack[off + i * ncols + j]
 
 
-def matmul(regs, d, a, pack, off, nrows, k_in, n_out, a_rows):
-    """Register ``d`` = register ``a`` ([rows, k_in]) @ the [k_in, n_out] matrix of ``pack`` at ``off``."""
+def matmul(regs, d, a, pack, off, ld, nrows, k_in, n_out, a_rows):
+    """Register ``d`` = register ``a`` ([rows, k_in]) @ the [k_in, n_out] matrix of ``pack`` at ``off``
+    whose rows are ``ld`` apart (a column slice of a wider matrix read in place)."""
     for i in range(nrows):
         ia = i if a_rows else 0
         for j in range(n_out):
             regs[d, i, j] = 0
         for k in range(k_in):
             w = regs[a, ia, k]
-            base = off + k * n_out
+            base = off + k * ld
             for j in range(n_out):
                 regs[d, i, j] += w * pack[base + j]
 
