@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from ... import jit
 from ...caches import NamedCache
-from ...executor.call import SubGraph
 from ...ops import registry
 from ...tuning_table import current as tuning
 from ..build import record_node
@@ -77,7 +76,7 @@ def _projection(data: Entry, uses) -> tuple | None:
     return mm, add, b_at, flipped
 
 
-def _cell_macs(body: SubGraph) -> int:
+def _cell_macs(body) -> int:
     """Multiply-adds per batch row and step of the body's products by 2-D matrices."""
     total = 0
     for n in body.sym.topo():
@@ -87,7 +86,7 @@ def _cell_macs(body: SubGraph) -> int:
     return total
 
 
-def _fresh(body: SubGraph, stem: str) -> str:
+def _fresh(body, stem: str) -> str:
     name, k = stem, 0
     while name in body.names:
         k += 1
@@ -95,7 +94,7 @@ def _fresh(body: SubGraph, stem: str) -> str:
     return name
 
 
-def _new_body(body: SubGraph, x: Entry, w: Entry, b: Entry | None) -> SubGraph | None:
+def _new_body(body, x: Entry, w: Entry, b: Entry | None):
     """The body reading ``x_t`` (one step of ``x``) and computing its projection by ``w`` (+ ``b``),
     made once per body and projection (``BODIES``); None where the projection's step does not have
     the aval of the body's data input."""
@@ -108,7 +107,7 @@ def _new_body(body: SubGraph, x: Entry, w: Entry, b: Entry | None) -> SubGraph |
     return new
 
 
-def _projected(body: SubGraph, x: Entry, w: Entry, b: Entry | None) -> SubGraph | None:
+def _projected(body, x: Entry, w: Entry, b: Entry | None):
     old = body.inputs[0]
     rows = old.avals[0].shape[0]
     x_in = var_node(_fresh(body, "proj_x"), x.aval._replace(shape=(rows, x.aval.shape[2])))
@@ -122,7 +121,8 @@ def _projected(body: SubGraph, x: Entry, w: Entry, b: Entry | None) -> SubGraph 
     if step.aval.shape != old.avals[0].shape or step.aval.dtype != old.avals[0].dtype:
         return None
     sym = rewrite(body.sym, lambda n, ins: (step,) if n is old else None)
-    return SubGraph(sym, [x_in.name] + body.names[1:] + [n.name for n in extra])
+    # (the body's own class, the executor's SubGraph: this floor reads graphs and does not import it)
+    return type(body)(sym, [x_in.name] + body.names[1:] + [n.name for n in extra])
 
 
 def scan_projection(sym: Symbol) -> Symbol:
