@@ -128,9 +128,10 @@ class Tuning:
     # of this size (PyTorch DDP's 25 MB): the tasks of a step grow with the bytes, not with the arrays
     dp_bucket_bytes: int = _doc(25 << 20, "bytes of one gradient bucket DataParallel reduces among its workers")
     # -- recurrent layers (graph/passes/scan_projection.py)
-    foreach_fold_projection: bool = _doc(True, "inference graphs: a recurrent layer's input projection "
-                                         "(matmul and bias add before its foreach) computed by the loop's body "
-                                         "step by step, where a compiled cell runs it (numba installed)")
+    foreach_projection_max_macs: int = _doc(8192, "inference graphs: most multiply-adds per step (all rows) of a "
+                                            "recurrent layer's input projection (matmul and bias add before its "
+                                            "foreach) computed by the loop's body step by step where a compiled cell "
+                                            "runs it (numba installed; 0: none; benchmarks/rnn_conv_ab.py)")
 
     def __post_init__(self):
         for f in fields(self):

@@ -11,10 +11,11 @@ the projected step. The reverse direction scans ``getitem(x, ::-1)`` (a view). V
 product is the same product of ``x[t]`` by ``W`` (summed in another order than one BLAS call over
 every step: equal within rounding).
 
-Applied only where a compiled cell will run the body (numba on, ``foreach_fold_projection`` in the
-tuning table), the body has one data input and saves no states, the projection and its bias add
-are read by this loop only, ``x`` is [time, batch, features] and ``W`` 2-D, ``b`` one row; the
-products per step stay within ``foreach_cell_max_macs`` at the traced batch.
+Applied only where a compiled cell will run the body (numba on), the body has one data input and
+saves no states, the projection and its bias add are read by this loop only, ``x`` is [time, batch,
+features] and ``W`` 2-D, ``b`` one row; the projection's multiply-adds per step stay within the tuning
+table's ``foreach_projection_max_macs`` (past it one BLAS product over every step wins) and the
+body's within ``foreach_cell_max_macs``, at the traced batch.
 """
 from __future__ import annotations
 
@@ -140,7 +141,7 @@ def scan_projection(sym: Symbol) -> Symbol:
     >>> scan_projection(sym) is sym  # (an imported LSTM's inference graph: tests/graph/passes/test_scan_projection.py)
     True
     """
-    if not has_op(sym, "foreach") or not jit.enabled() or not tuning().foreach_fold_projection:
+    if not has_op(sym, "foreach") or not jit.enabled() or tuning().foreach_projection_max_macs <= 0:
         return sym
     uses = use_counts(sym)
     foreach = registry.get("foreach")
@@ -177,7 +178,10 @@ def scan_projection(sym: Symbol) -> Symbol:
 
 
 def _fits(node: Node, mm: Node) -> bool:
-    """Whether the body's products per step, the projection's included, stay within the compiled
-    cell's bound at the traced batch."""
+    """Whether the projection's products per step stay within ``foreach_projection_max_macs`` (past it one
+    BLAS product over every step is cheaper than the compiled loop's) and the body's, the projection's
+    included, within the compiled cell's bound, at the traced batch."""
     (_, batch, feats), units = mm.inputs[0].aval.shape, mm.inputs[1].aval.shape[1]
-    return batch * (feats * units + _cell_macs(node.params["body"])) <= tuning().foreach_cell_max_macs
+    tune = tuning()
+    return batch * feats * units <= tune.foreach_projection_max_macs and \
+        batch * (feats * units + _cell_macs(node.params["body"])) <= tune.foreach_cell_max_macs

@@ -2,7 +2,7 @@
 after the add or not) computed by its body step by step, in inference graphs where a compiled cell runs
 it; values equal the graph as written (within rounding: another summation order) and torch's on the
 imported LSTM / GRU fixtures; a projection read elsewhere, a loop that saves its states, products past
-foreach_cell_max_macs, numba off or the tuning field off leave the graph as it is."""
+foreach_cell_max_macs, numba off or a projection past foreach_projection_max_macs leave the graph as it is."""
 from __future__ import annotations
 
 import os
@@ -78,12 +78,16 @@ def test_what_leaves_the_graph_as_it_is():
     for sym in (_graph((5, 2, 3), save_states=True), _graph((5, 2, 3), extra_use=True)):
         assert scan_projection(sym) is sym
     sym = _graph((5, 2, 3))
-    with la.tuning(foreach_fold_projection=False):
+    with la.tuning(foreach_projection_max_macs=0):
         assert scan_projection(sym) is sym
     with la.tuning(jit=False):
         assert scan_projection(sym) is sym
     with la.tuning(foreach_cell_max_macs=10):
         assert scan_projection(sym) is sym
+    with la.tuning(foreach_projection_max_macs=2 * 3 * 4 - 1):  # (the projection: 2 rows x 3 x 4 per step)
+        assert scan_projection(sym) is sym
+    with la.tuning(foreach_projection_max_macs=2 * 3 * 4):
+        assert scan_projection(sym) is not sym
 
 
 def test_one_body_per_layer_for_every_signature():
@@ -103,7 +107,7 @@ def test_imported_rnns_equal_torch_and_the_graph_as_written(name):
     pytest.importorskip("numba")
     data = np.load(os.path.join(FIXTURES, name + ".npz"))
     sym = la.onnx.load(os.path.join(FIXTURES, name + ".onnx"))
-    with la.tuning(foreach_fold_projection=False):
+    with la.tuning(foreach_projection_max_macs=0):
         plain = la.CachedOp(sym)
         plain_ops = _ops(plain.compiled(x=data["b1_s7/in/x"].shape))
     op = la.CachedOp(sym)
@@ -113,7 +117,7 @@ def test_imported_rnns_equal_torch_and_the_graph_as_written(name):
             got = op(x=la.array(x))
         got = got[0] if isinstance(got, (list, tuple)) else got
         np.testing.assert_allclose(got.asnumpy(), want, rtol=1e-3, atol=1e-4)
-        with la.tuning(foreach_fold_projection=False):
+        with la.tuning(foreach_projection_max_macs=0):
             ref = plain(x=la.array(x))
         ref = ref[0] if isinstance(ref, (list, tuple)) else ref
         np.testing.assert_allclose(got.asnumpy(), ref.asnumpy(), rtol=1e-5, atol=1e-6)
