@@ -233,9 +233,12 @@ def _cell(e, arrays, out):
     """The compiled loop's call for an entry ``rnn_cell.takes`` accepted (None where the call's sizes
     do not fit its table): what is fixed per input signature (output avals, the ``rnn_cell.Frame``)
     looked up once."""
-    sig = tuple((a.shape, a.dtype) for a in arrays)
-    got = _out_avals(e, sig, arrays)
-    fr = rnn_cell.frame(e, sig, got[0])
+    sig = tuple([(a.shape, a.dtype) for a in arrays])
+    hit = e.at.get(sig)
+    if hit is None:
+        got = _out_avals(e, sig, arrays)
+        hit = e.at[sig] = (got, rnn_cell.frame(e, sig, got[0]))
+    got, fr = hit
     if fr is None:
         return None
     bufs, given = _buffers(got, out)

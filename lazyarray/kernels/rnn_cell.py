@@ -86,6 +86,9 @@ class CellTable:
         self.hoisted_calls = [(id(n), n.op.bind(np), tuple(id(e.node) for e in n.inputs), dict(n.params))
                               for n in self.hoisted]
         self.direct = _direct_layout(self)
+        # per direct source: (the call's array index, None) or (None, the constant's values, flat)
+        self.direct_parts = [(key, None) if kind == "in" else (None, self.const_values[key].ravel())
+                             for (kind, key), _ in (self.direct[0] if self.direct else ())]
         ops, m = [], 0
         for row in self.ops:  # (a product's matrix: its offset in the pack and its row length)
             if row[0] == sj.MATMUL:
@@ -261,18 +264,19 @@ class Entry:
     """A body's table (None: the compiled loop does not take it), its calls so far, its output avals
     per input signature and its ``Frame`` per input signature."""
 
-    __slots__ = ("body", "key", "table", "calls", "out_avals", "frames")
+    __slots__ = ("body", "key", "table", "calls", "out_avals", "at")
 
     def __init__(self, body, key, table):
         self.body, self.key, self.table, self.calls = body, key, table, 0
         self.out_avals: dict = {}  # input signature -> the op's output (shapes, dtypes), see foreach._outputs
-        self.frames = BoundedDict(8)  # input signature -> Frame, or None where the call does not fit
+        # input signature -> (the op's output (shapes, dtypes), the Frame or None): a compiled call's one look-up
+        self.at = BoundedDict(8)
 
 
 def entry(body, n_data: int, n_states: int, save_states: bool) -> Entry:
     """The body's entry, its table built on first sight."""
     key = (n_data, n_states, save_states)
-    e = TABLES.get((id(body), key))
+    e = TABLES.peek((id(body), key))
     if e is None or e.body is not body:
         e = Entry(body, key, build(body, n_states) if n_data == 1 and not save_states else None)
         TABLES.put((id(body), key), e)
@@ -289,7 +293,7 @@ def takes(e: Entry, arrays) -> bool:
 
 
 def _loop():
-    got = LOOP.get("scan")
+    got = LOOP.peek("scan")
     if got is None:
         got = sj.make_scan(jit.compiled)
         LOOP.put("scan", got)
@@ -316,14 +320,15 @@ class Frame:
 def frame(e: Entry, sig: tuple, out_shapes) -> Frame | None:
     """The ``Frame`` of a call whose arrays have the shapes and dtypes ``sig`` (data, states, free
     inputs) and whose outputs have ``out_shapes``; None where the call does not fit the table (a
-    data or state size other than the table's, a batch the body's values were not traced to span)."""
-    if sig in e.frames:
-        return e.frames[sig]
+    data, state or directly read free input size other than the table's, a batch the body's values
+    were not traced to span)."""
     t, fr = e.table, None
     (x_shape, _), states = sig[0], sig[1:1 + len(t.states)]
     steps, batch, n = x_shape
+    direct = t.direct[0] if t.direct else ()
     if n == t.cols[0] and (batch == 1 or t.rows[0]) and \
-            all(shape == (batch, t.cols[k]) for (shape, _), k in zip(states, t.states)):
+            all(shape == (batch, t.cols[k]) for (shape, _), k in zip(states, t.states)) and \
+            all(int(np.prod(sig[key][0])) == size for (kind, key), size in direct if kind == "in"):
         fr = Frame()
         fr.rows = np.where(t._rows, batch, 1).astype(np.int64)
         _lay_out(t, fr, batch)
@@ -331,7 +336,6 @@ def frame(e: Entry, sig: tuple, out_shapes) -> Frame | None:
         n_y = len(t.outs) - len(t.states)
         fr.y_shape = (steps, batch, sum(t.cols[k] for k in t.outs[:n_y]))
         fr.one_y = n_y == 1 and tuple(out_shapes[0]) == fr.y_shape
-    e.frames[sig] = fr
     return fr
 
 
@@ -356,15 +360,16 @@ def _pack(t: CellTable, fr: Frame, arrays):
     """The loop-invariant values (the direct sources as they are, else the products' matrices and
     the loaded values) and the initial states packed as ``fr`` lays them out; None where a value
     does not fit its register at this call's sizes."""
-    if t.direct:
-        parts = [arrays[key].ravel() if kind == "in" else t.const_values[key].ravel() for (kind, key), _ in t.direct[0]]
+    if t.direct:  # (every size checked by ``frame``)
+        parts = [arrays[k].ravel() if k is not None else c for k, c in t.direct_parts]
+        parts += [s.ravel() for s in arrays[1:1 + len(t.states)]]
     else:
         parts = _invariants(t, fr, arrays)
         if parts is None:
             return None
-    parts += [s.ravel() for s in arrays[1:1 + len(t.states)]]
-    if any(p.size != size for p, size in zip(parts, fr.sizes)):
-        return None
+        parts += [s.ravel() for s in arrays[1:1 + len(t.states)]]
+        if any(p.size != size for p, size in zip(parts, fr.sizes)):
+            return None
     pack = np.concatenate(parts)
     return pack if pack.dtype == t.dtype else pack.astype(t.dtype)
 
@@ -411,5 +416,5 @@ def run(t: CellTable, fr: Frame, arrays, ys, finals) -> bool:
 def scan(e: Entry, arrays, ys, finals) -> bool:
     """``run`` with the call's ``Frame`` (the step outputs' shapes read from ``ys``); False (nothing
     written) where this call does not fit the table."""
-    fr = frame(e, tuple((a.shape, a.dtype) for a in arrays), [y.shape for y in ys])
+    fr = frame(e, tuple([(a.shape, a.dtype) for a in arrays]), [y.shape for y in ys])
     return fr is not None and run(e.table, fr, arrays, ys, finals)
