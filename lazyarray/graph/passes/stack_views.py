@@ -12,7 +12,9 @@ copies. This pass writes the same values with fewer steps:
 * ``concatenate(stack(a.., k), stack(b.., k), axis=k)``: ``stack(a.., b.., k)``;
 * ``stack([x], k)``: ``expand_dims(x, k)`` (a view);
 * a ``reshape`` / ``squeeze`` / ``expand_dims`` of one of those (or of a one-input stack):
-  one ``reshape`` of the first value (nothing at all where the shapes are equal).
+  one ``reshape`` of the first value (nothing at all where the shapes are equal);
+* a ``getitem`` whose slices select every element (an imported pool's crop to the size it has):
+  its input.
 
 Only a value nobody else reads is folded into the next (else both would run), only concrete
 dense shapes; the values are equal bit for bit (the same elements moved, no arithmetic).
@@ -108,6 +110,25 @@ def _as_one_reshape(node: Node, ins, uses) -> tuple | None:
     return (record_node(registry.get("reshape"), [base], {"shape": shape}, source=node.source),)
 
 
+def _selects_all(node: Node) -> bool:
+    """Whether a ``getitem``'s key is slices (or an Ellipsis) that keep every element in order."""
+    key, shape = node.params.get("key"), tuple(node.inputs[0].aval.shape)
+    key = key if isinstance(key, tuple) else (key,)
+    if tuple(node.avals[0].shape) != shape or not _concrete(shape) or sum(k is Ellipsis for k in key) > 1:
+        return False
+    if any(k is not Ellipsis and not isinstance(k, slice) for k in key) or len(key) - (Ellipsis in key) > len(shape):
+        return False
+    at = 0
+    for k in key:
+        if k is Ellipsis:
+            at += len(shape) - (len(key) - 1)
+            continue
+        if k.indices(shape[at]) != (0, shape[at], 1):
+            return False
+        at += 1
+    return True
+
+
 def stack_views(sym: Symbol) -> Symbol:
     """``sym`` with stacks that only rearrange values written as one concatenate, stack or view.
 
@@ -117,7 +138,7 @@ def stack_views(sym: Symbol) -> Symbol:
     >>> [n.op.name for n in stack_views(y).topo() if n.op is not None]
     ['concatenate']
     """
-    if not has_op(sym, "stack"):
+    if not has_op(sym, "stack", "getitem"):
         return sym
     uses = use_counts(sym)
 
@@ -131,6 +152,8 @@ def stack_views(sym: Symbol) -> Symbol:
             return _as_one_reshape(node, ins, uses)
         if name == "concatenate":
             return _as_one_stack(node, ins, uses)
+        if name == "getitem" and _selects_all(node):
+            return (ins[0],)
         if name == "stack" and len(ins) == 1:
             return (record_node(registry.get("expand_dims"), list(ins), {"axis": _axis(node)}, source=node.source),)
         return None

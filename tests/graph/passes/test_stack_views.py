@@ -86,6 +86,16 @@ def test_a_one_input_stack_is_a_view_and_chains_of_views_are_one(run_symbol):
            x=(7, 1, 16))
 
 
+def test_a_getitem_that_keeps_every_element_is_its_input(run_symbol):
+    x = S.var("x", shape=(1, 16, 1, 6))
+    for key in [(slice(None), slice(None), slice(0, 1), slice(0, 6)), (Ellipsis, slice(0, 99)), (slice(0, 1, 1),),
+                (Ellipsis,)]:
+        _check(S.exp(S.getitem(x, key=key)), ["exp"], run_symbol, x=(1, 16, 1, 6))
+    for key in [(Ellipsis, slice(0, 5)), (slice(None), slice(None, None, -1)), (Ellipsis, slice(1, 6)), (0,)]:
+        y = S.exp(S.getitem(x, key=key))
+        _check(y, _ops(y), run_symbol, x=(1, 16, 1, 6))
+
+
 def test_symbolic_shapes_are_left_for_the_specialized_graph():
     a, b = S.var("a", shape=(la.Dim("t"), 2, 16)), S.var("b", shape=(la.Dim("t"), 2, 16))
     y = S.concatenate([S.stack([a, b], axis=1), S.stack([a, b], axis=1)], axis=1)
