@@ -5,9 +5,12 @@ small cell: the recurrent product ``h @ R``, column slices per gate, bias adds, 
 the state update. ``inline_loop`` (``foreach.py``) runs it as written-out Python: some fifteen NumPy
 calls per step, 25-35 us a step at a hidden size of 16, where the arithmetic is well under one.
 Here the body is translated once into a table of ops over 2-D registers (``CellTable``), and
-``scan_jit.run_scan`` runs every step of it in one compiled call; the values that depend only on
-the free inputs (weight slices, biases, constants) are computed by their op kernels once per call
-and packed into one array the loop reads.
+``scan_jit.run_scan`` runs every step of it in one compiled call. The values that depend only on
+the free inputs are read from one packed array: where each is a free input or constant, or a
+column slice of one (an imported GRU's per-gate weights and biases), the free inputs are packed as
+they are and read in place (``_direct_layout``); otherwise the loop-invariant ops run by their
+kernels once per call and their values are packed. What a call needs per input signature (each
+register's rows, the offsets of the loaded values and initial states) is worked out once (``Frame``).
 
 It takes bodies of one data input (``x_t``, [batch, n]) whose values are all at most 2-D, of the
 data's float dtype, with a known number of columns, made of ``OPS`` (a ``getitem`` only as a column
@@ -89,6 +92,7 @@ class CellTable:
         # per direct source: (the call's array index, None) or (None, the constant's values, flat)
         self.direct_parts = [(key, None) if kind == "in" else (None, self.const_values[key].ravel())
                              for (kind, key), _ in (self.direct[0] if self.direct else ())]
+        self.direct_shapes = {k: tuple(self.body_inputs[k].avals[0].shape) for k, n in self.direct_parts if n is None}
         ops, m = [], 0
         for row in self.ops:  # (a product's matrix: its offset in the pack and its row length)
             if row[0] == sj.MATMUL:
@@ -125,6 +129,10 @@ def _source(t: CellTable, n):
     shape = tuple(src.avals[0].shape)
     if not 1 <= len(shape) <= 2 or not all(isinstance(d, int) for d in shape):
         return None
+    key = n.params.get("key")
+    if len(shape) == 1 and isinstance(key, tuple) and len(key) == 1 and isinstance(key[0], slice):
+        lo, _, step = key[0].indices(shape[0])  # (a 1-D bias sliced without an Ellipsis)
+        return (src, lo) if step == 1 else None
     lo = _slice_of(n, shape[-1])
     return None if lo is None else (src, lo)
 
@@ -328,7 +336,7 @@ def frame(e: Entry, sig: tuple, out_shapes) -> Frame | None:
     direct = t.direct[0] if t.direct else ()
     if n == t.cols[0] and (batch == 1 or t.rows[0]) and \
             all(shape == (batch, t.cols[k]) for (shape, _), k in zip(states, t.states)) and \
-            all(int(np.prod(sig[key][0])) == size for (kind, key), size in direct if kind == "in"):
+            all(sig[key][0] == t.direct_shapes[key] for (kind, key), _ in direct if kind == "in"):
         fr = Frame()
         fr.rows = np.where(t._rows, batch, 1).astype(np.int64)
         _lay_out(t, fr, batch)
