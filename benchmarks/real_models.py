@@ -43,6 +43,12 @@ slices, transposes, stacks and reshapes (1.5-5 us each). conv1d_net (28 steps fo
 its batch-1 call in ``numpy.pad`` (two avg-pool pads, 10-35 us each; now ``pad[fill_copy]``), the
 im2col path's fixed cost on 4-8K multiply-adds (now ``conv2d[direct]``), then expand_dims / squeeze
 around every 1-D layer and the fused avg-pool group: 0.57-0.70x in ``--ab``.
+Later (issue #35, RNN and 1-D conv rows): the RNN rows' parent programs lost their glue (an RNN
+layer's input projection now computed inside its compiled cell, `graph/passes/scan_projection.py`;
+the directions' stack / transpose / reshape one concatenate, `stack_views.py`; lstm_bidir 29 -> 15
+steps), foreach's per-call Python halved and its compiled loop vectorized, conv1d_net's average-pool
+counts folded (`shape_fills.py`): 0.47-0.79x the CPU time per call of these rows
+(`benchmarks/rnn_conv_ab.py --cpu` times the passes one by one).
 First calls include numba compiling the kernels a model is the first to use (seconds).
 
     python benchmarks/real_models.py                 # the table (several minutes)
