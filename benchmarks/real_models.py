@@ -48,6 +48,13 @@ step per hard-swish (a fused group of five ops, 15-17 us each at batch 1) and pe
 convolution, and its 1x1 layers in ``direct``'s loop; now ``conv2d_act`` (the activation in the
 convolution's step) and ``conv2d[pointwise]`` (one product): batch 1 14.8x -> 8.9x, batch 8 7.7x -> 5.2x
 (``--ab-cnn``: 39 -> 27 steps; the six CNN rows' geometric mean 6.5x -> 5.8x). ConvNeXt's remaining cost is its written-out layer norms and GELU.
+
+Later (issue #35, RNN and 1-D conv rows): the RNN rows' parent programs lost their glue (an RNN
+layer's input projection now computed inside its compiled cell, `graph/passes/scan_projection.py`;
+the directions' stack / transpose / reshape one concatenate, `stack_views.py`; lstm_bidir 29 -> 15
+steps), foreach's per-call Python halved and its compiled loop vectorized, conv1d_net's average-pool
+counts folded (`shape_fills.py`): 0.47-0.79x the CPU time per call of these rows
+(`benchmarks/rnn_conv_ab.py --cpu` times the passes one by one).
 First calls include numba compiling the kernels a model is the first to use (seconds).
 The small transformers (issue #35, one thread, shared machine): each attention ran five to nine
 steps (product, scale, mask, softmax, casts, product, the heads' reshape copy) and each layer norm

@@ -6,7 +6,15 @@ rounds in the same process (median of rounds; the machine is shared: read the ra
 * ``compiled_cell``: foreach's compiled time loop vs ``inline_loop`` (``foreach_jit_after`` never
   reached) on the LSTM / GRU fixtures;
 * ``direct``: conv2d's compiled small convolution vs the products (``conv_direct_max_macs`` 0);
-* ``fill_copy``: pad's fill and copy vs ``numpy.pad`` (pad's runner off).
+* ``fill_copy``: pad's fill and copy vs ``numpy.pad`` (pad's runner off);
+* ``scan_projection``: an RNN layer's input projection computed by its foreach body vs before the
+  loop (``foreach_projection_max_macs`` 0; graph/passes/scan_projection.py);
+* ``view_passes``: ``stack_views`` and ``shape_fills`` (an RNN's stack / transpose / reshape glue as one
+  concatenate, an average pool's window counts folded) vs the graph as imported (both passes skipped
+  when the off model compiles).
+
+``--cpu``: CPU time per call (``time.process_time``: another process's load does not count) instead
+of wall time, rounds alternating the same way.
 
 ``--cell-sizes``: ``compiled_cell`` / ``inline_loop`` on a written LSTM cell (10 steps) over batch and
 hidden sizes, by multiply-adds per step: where ``foreach_cell_max_macs`` (the tuning table) comes from
@@ -37,6 +45,7 @@ _spec.loader.exec_module(rm)
 
 import lazyarray as la  # noqa: E402
 from lazyarray import kernels  # noqa: E402
+from lazyarray.executor import cached_op  # noqa: E402
 from lazyarray.kernels import foreach as kforeach  # noqa: E402
 from lazyarray.kernels import rnn_cell  # noqa: E402
 from lazyarray.ops import registry  # noqa: E402
@@ -51,12 +60,26 @@ def _pad_off():
         kernels.install()
 
 
+@contextlib.contextmanager
+def _view_passes_off():
+    """stack_views and shape_fills skipped in CachedOp._specialize (the graph as imported)."""
+    saved = cached_op.stack_views, cached_op.shape_fills
+    cached_op.stack_views = cached_op.shape_fills = lambda sym: sym
+    try:
+        yield
+    finally:
+        cached_op.stack_views, cached_op.shape_fills = saved
+
+
+RNNS = ("lstm_bidir", "lstm_bidir_dynamo", "gru_time_major")
 # (implementation, models, the context that switches it off)
 ROWS = [
     ("compiled_cell", ("lstm_bidir", "lstm_bidir_dynamo", "gru_time_major"),
      lambda: la.tuning(foreach_jit_after=1 << 62)),
     ("direct", ("conv1d_net",), lambda: la.tuning(conv_direct_max_macs=0)),
     ("fill_copy", ("conv1d_net",), _pad_off),
+    ("scan_projection", RNNS, lambda: la.tuning(foreach_projection_max_macs=0)),
+    ("view_passes", RNNS + ("conv1d_net",), _view_passes_off),
 ]
 
 
@@ -65,6 +88,15 @@ def _off(net, xs, ctx):
         with ctx():
             return [y.asnumpy() for y in rm._listed(net(*xs))]
     return run
+
+
+def _cpu_compare(fns, rounds: int, budget: float) -> list[float]:
+    """Median CPU seconds per call of each of ``fns``, rounds alternating (the order turns each round)."""
+    times = [[] for _ in fns]
+    for r in range(rounds):
+        for i in (range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))):
+            times[i].append(rm.cpu_timed(fns[i], budget))
+    return [sorted(t)[len(t) // 2] for t in times]
 
 
 def _lstm(xt, states, w, u, b):
@@ -119,6 +151,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--budget", type=float, default=0.15)
     ap.add_argument("--cell-sizes", action="store_true", help="compiled_cell / inline_loop by multiply-adds per step")
+    ap.add_argument("--only", default="", help="rows whose implementation contains this text (or one of a,b)")
+    ap.add_argument("--cpu", action="store_true", help="CPU time per call instead of wall time")
     args = ap.parse_args(argv)
     if args.cell_sizes:
         la.set_num_threads(1)
@@ -129,6 +163,8 @@ def main(argv=None) -> int:
     by_name = {m["name"]: m for m in rm.manifest()}
     rows = []
     for impl, names, ctx in ROWS:
+        if args.only and not rm._picked(impl, args.only):
+            continue
         for name in names:
             model = rm.Model(by_name[name], (1,))
             for batch, ins, _ in model.feeds:
@@ -138,11 +174,12 @@ def main(argv=None) -> int:
                 on_fn, off_fn = model.la_fn(ins), _off(off, xs, ctx)
                 for _ in range(3):  # (past the compiled tiers' first calls)
                     on_fn(), off_fn()
-                on_s, off_s = rm.compare([on_fn, off_fn], args.rounds, args.budget)
+                on_s, off_s = (_cpu_compare if args.cpu else rm.compare)([on_fn, off_fn], args.rounds, args.budget)
                 rows.append([impl, name, batch, f"{on_s * 1e6:.0f}", f"{off_s * 1e6:.0f}", f"{on_s / off_s:.2f}x"])
                 print(".", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
-    print("one implementation on / off (the path it replaces), one thread, median of alternating rounds")
+    print(f"one implementation on / off (the path it replaces), one thread, {'CPU' if args.cpu else 'wall'} time, "
+          "median of alternating rounds")
     print(rm.table(["implementation", "model", "batch", "on us", "off us", "on/off"], rows))
     return 0
 

@@ -58,7 +58,10 @@ from ..graph.passes.layer_norm import fuse_layer_norm
 from ..graph.passes.placement import placement
 from ..graph.passes.pool_before_batch_norm import pool_before_batch_norm
 from ..graph.passes.relu_after_max_pool import relu_after_max_pool
+from ..graph.passes.scan_projection import scan_projection
+from ..graph.passes.shape_fills import shape_fills
 from ..graph.passes.sink_slices import sink_slices
+from ..graph.passes.stack_views import stack_views
 from ..graph.rewrite import gc_paused, rewrite
 from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
@@ -433,9 +436,9 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
                 raise GraphError(f"CachedOp: cannot infer the aval of {node.label()!r} from the inputs "
                                      f"{_given_text(given)}; give every graph input a shape")
     if inference:
-        placed = conv_activation(relu_after_max_pool(pool_before_batch_norm(fold_batch_norm(placed))))
+        placed = scan_projection(conv_activation(relu_after_max_pool(pool_before_batch_norm(fold_batch_norm(placed)))))
     merged = cse(dce(placed))
-    simpler = sink_slices(simplify(constant_fold(merged)))
+    simpler = sink_slices(simplify(constant_fold(shape_fills(stack_views(merged)))))
     # cse and dce again only where a pass changed something (each returns its symbol as it is when
     # it has nothing to do, and a second cse of a merged graph finds nothing)
     simple = merged if simpler is merged else dce(cse(simpler))

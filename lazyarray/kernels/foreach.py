@@ -180,11 +180,9 @@ def choose_foreach(xp, *arrays, body, n_data, n_states, save_states, out=None) -
     return _CHOICES[LOOP]
 
 
-def _outputs(arrays, e, out) -> tuple[list, list]:
-    """(the arrays the loop writes: step outputs, final states, saved states; the planned ones) with
-    each planned buffer used where it has the shape and dtype and is C-ordered. The op's shape and
-    dtype rules (inferring the body) run once per body and input signature (``e.out_avals``)."""
-    sig = tuple((a.shape, a.dtype) for a in arrays)
+def _out_avals(e, sig: tuple, arrays):
+    """The op's output (shapes, dtypes) for input signature ``sig``: its shape and dtype rules
+    (inferring the body) run once per body and input signature (``e.out_avals``)."""
     got = e.out_avals.get(sig)
     if got is None:
         op = registry.get("foreach")
@@ -195,11 +193,22 @@ def _outputs(arrays, e, out) -> tuple[list, list]:
         if len(e.out_avals) >= 8:  # (a few signatures per body; bounded)
             e.out_avals.clear()
         e.out_avals[sig] = got
+    return got
+
+
+def _buffers(got, out) -> tuple[list, list]:
+    """(the arrays the loop writes: step outputs, final states, saved states; the planned ones) with
+    each planned buffer used where it has the shape and dtype and is C-ordered."""
     shapes, dtypes = got
     given = list(out) if isinstance(out, tuple) else [out] if out is not None else [None] * len(shapes)
     bufs = [o if o is not None and o.flags.c_contiguous and o.dtype == d and o.shape == tuple(s)
             else np.empty(tuple(s), d) for o, s, d in zip(given, shapes, dtypes)]
     return bufs, given
+
+
+def _outputs(arrays, e, out) -> tuple[list, list]:
+    """``_buffers`` of this call's output avals."""
+    return _buffers(_out_avals(e, tuple((a.shape, a.dtype) for a in arrays), arrays), out)
 
 
 def run_inline_loop(xp, *arrays, body, n_data, n_states, save_states, out=None):
@@ -217,9 +226,24 @@ def run_compiled_cell(xp, *arrays, body, n_data, n_states, save_states, out=None
     e = rnn_cell.entry(body, n_data, n_states, save_states) if xp is np else None
     if e is None or not rnn_cell.takes(e, arrays):
         return None
-    bufs, given = _outputs(arrays, e, out)
-    n_y = len(bufs) - n_states
-    if not rnn_cell.scan(e, arrays, bufs[:n_y], bufs[n_y:]):
+    return _cell(e, arrays, out)
+
+
+def _cell(e, arrays, out):
+    """The compiled loop's call for an entry ``rnn_cell.takes`` accepted (None where the call's sizes
+    do not fit its table): what is fixed per input signature (output avals, the ``rnn_cell.Frame``)
+    looked up once."""
+    sig = tuple([(a.shape, a.dtype) for a in arrays])
+    hit = e.at.get(sig)
+    if hit is None:
+        got = _out_avals(e, sig, arrays)
+        hit = e.at[sig] = (got, rnn_cell.frame(e, sig, got[0]))
+    got, fr = hit
+    if fr is None:
+        return None
+    bufs, given = _buffers(got, out)
+    n_y = len(bufs) - e.key[1]
+    if not rnn_cell.run(e.table, fr, arrays, bufs[:n_y], bufs[n_y:]):
         return None
     return _handed(bufs, given)
 
@@ -237,10 +261,23 @@ def _handed(bufs, given):
 
 def run_foreach(xp, *arrays, body, n_data, n_states, save_states, out=None):
     """foreach by the implementation ``choose_foreach`` picks (the op's runner); a cell's call counts
-    toward its compiled tier."""
-    choice = choose_foreach(xp, *arrays, body=body, n_data=n_data, n_states=n_states, save_states=save_states)
-    if xp is np and choice.impl is not STEPS:
-        rnn_cell.entry(body, n_data, n_states, save_states).calls += 1
+    toward its compiled tier. A call ``compiled_cell`` takes (the common one of a model's recurrent
+    layer) goes straight to it: the body's entry looked up once."""
+    choice = None
+    if xp is np:
+        e = rnn_cell.entry(body, n_data, n_states, save_states)
+        if rnn_cell.takes(e, arrays):  # (what choose_foreach answers CELL for)
+            e.calls += 1
+            y = _cell(e, arrays, out)
+            if y is not None:
+                if MODE.get() & PROFILING:
+                    current_profile().chose(_CHOICES[CELL])
+                return y
+            choice = _CHOICES[CELL.fallback]
+    if choice is None:
+        choice = choose_foreach(xp, *arrays, body=body, n_data=n_data, n_states=n_states, save_states=save_states)
+        if xp is np and choice.impl is not STEPS:
+            rnn_cell.entry(body, n_data, n_states, save_states).calls += 1
     params = {"body": body, "n_data": n_data, "n_states": n_states, "save_states": save_states, "out": out}
     y = choice.impl.run(xp, *arrays, **params)
     while y is None and choice.impl.fallback is not None:

@@ -5,9 +5,12 @@ small cell: the recurrent product ``h @ R``, column slices per gate, bias adds, 
 the state update. ``inline_loop`` (``foreach.py``) runs it as written-out Python: some fifteen NumPy
 calls per step, 25-35 us a step at a hidden size of 16, where the arithmetic is well under one.
 Here the body is translated once into a table of ops over 2-D registers (``CellTable``), and
-``scan_jit.run_scan`` runs every step of it in one compiled call; the values that depend only on
-the free inputs (weight slices, biases, constants) are computed by their op kernels once per call
-and packed into one array the loop reads.
+``scan_jit.run_scan`` runs every step of it in one compiled call. The values that depend only on
+the free inputs are read from one packed array: where each is a free input or constant, or a
+column slice of one (an imported GRU's per-gate weights and biases), the free inputs are packed as
+they are and read in place (``_direct_layout``); otherwise the loop-invariant ops run by their
+kernels once per call and their values are packed. What a call needs per input signature (each
+register's rows, the offsets of the loaded values and initial states) is worked out once (``Frame``).
 
 It takes bodies of one data input (``x_t``, [batch, n]) whose values are all at most 2-D, of the
 data's float dtype, with a known number of columns, made of ``OPS`` (a ``getitem`` only as a column
@@ -75,22 +78,28 @@ class CellTable:
 
     def freeze(self) -> None:
         """The table as the arrays the compiled loop reads."""
-        self.table_array = np.array(self.ops, np.int64).reshape(-1, 5)
         self.cols_array = np.array(self.cols, np.int64)
         self.states_array = np.array(self.states, np.int64)
         self.outs_array = np.array(self.outs, np.int64)
         self._rows = np.array(self.rows, bool)
         self.width, self.one = max(self.cols), self.dtype.type(1)
         self.const_values = {id(n): np.asarray(n.value, n.avals[0].dtype) for n in self.consts}
-        self.free_used = [(k, n) for k, n in enumerate(self.body_inputs) if id(n) in self.fixed]
-        self.fixed_at = BoundedDict(4)  # batch -> (register, offset) rows
-        self.rows_at = BoundedDict(4)  # batch -> each register's rows
-    def rows_array(self, batch: int):
-        """Each register's rows at this batch size."""
-        got = self.rows_at.get(batch)
-        if got is None:
-            got = self.rows_at[batch] = np.where(self._rows, batch, 1).astype(np.int64)
-        return got
+        self.free_used = [(k, id(n)) for k, n in enumerate(self.body_inputs) if id(n) in self.fixed]
+        # the loop-invariant ops' kernels, bound once (each call runs them on the call's free inputs)
+        self.hoisted_calls = [(id(n), n.op.bind(np), tuple(id(e.node) for e in n.inputs), dict(n.params))
+                              for n in self.hoisted]
+        self.direct = _direct_layout(self)
+        # per direct source: (the call's array index, None) or (None, the constant's values, flat)
+        self.direct_parts = [(key, None) if kind == "in" else (None, self.const_values[key].ravel())
+                             for (kind, key), _ in (self.direct[0] if self.direct else ())]
+        self.direct_shapes = {k: tuple(self.body_inputs[k].avals[0].shape) for k, n in self.direct_parts if n is None}
+        ops, m = [], 0
+        for row in self.ops:  # (a product's matrix: its offset in the pack and its row length)
+            if row[0] == sj.MATMUL:
+                at, ld = self.direct[1][m] if self.direct else (self.matrix_at[m], self.cols[row[1]])
+                row, m = (row[0], row[1], row[2], at, ld), m + 1
+            ops.append(row)
+        self.table_array = np.array(ops, np.int64).reshape(-1, 5)
 
     def add(self, node, geometry) -> int:
         k = self.regs[id(node)] = len(self.rows)
@@ -107,6 +116,68 @@ class CellTable:
                 k = self.add(node, g)
                 self.loads.append((k, node))
         return k
+
+
+def _source(t: CellTable, n):
+    """(the free input or constant ``n`` is, or whose columns ``lo..`` it slices with step 1; ``lo``),
+    or None where ``n`` is another loop-invariant op's value."""
+    if id(n) not in t.hoisted_ids:
+        return n, 0
+    if n.op.name != "getitem" or id(n.inputs[0].node) in t.hoisted_ids:
+        return None
+    src = n.inputs[0].node
+    shape = tuple(src.avals[0].shape)
+    if not 1 <= len(shape) <= 2 or not all(isinstance(d, int) for d in shape):
+        return None
+    key = n.params.get("key")
+    if len(shape) == 1 and isinstance(key, tuple) and len(key) == 1 and isinstance(key[0], slice):
+        lo, _, step = key[0].indices(shape[0])  # (a 1-D bias sliced without an Ellipsis)
+        return (src, lo) if step == 1 else None
+    lo = _slice_of(n, shape[-1])
+    return None if lo is None else (src, lo)
+
+
+def _direct_layout(t: CellTable):
+    """Where every product's matrix and every loaded value is a free input or constant of the body, or
+    a column slice of one (an imported GRU slices its recurrent weights and biases per gate): the pack
+    is those inputs and constants as they are, each read in place. ``(sources: ("in", k) / ("const",
+    id) with their sizes, per matrix (offset, row length), per load (register, offset))``; None
+    (the loop-invariant ops run per call, their values packed) otherwise."""
+    t.hoisted_ids = {id(n) for n in t.hoisted}
+    inputs = {id(n): k for k, n in enumerate(t.body_inputs)}
+    sources, at = {}, [0]
+
+    def offset(src) -> int | None:
+        shape = tuple(src.avals[0].shape)
+        if np.dtype(src.avals[0].dtype) != t.dtype or not all(isinstance(d, int) for d in shape):
+            return None
+        if id(src) not in sources:
+            kind = ("in", inputs[id(src)]) if id(src) in inputs else ("const", id(src))
+            sources[id(src)] = (kind, int(np.prod(shape)), at[0])
+            at[0] += int(np.prod(shape))
+        return sources[id(src)][2]
+
+    matrices, loads = [], []
+    for m in t.matrices:
+        got = _source(t, m)
+        off = offset(got[0]) if got is not None and len(got[0].avals[0].shape) == 2 else None
+        if off is None:
+            return None
+        matrices.append((off + got[1], got[0].avals[0].shape[1]))
+    for k, n in t.loads:
+        got = _source(t, n)
+        if got is None or t.rows[k]:
+            return None  # (a value with the batch's rows: packed per call)
+        src, lo = got
+        if src is n and int(np.prod(n.avals[0].shape)) != t.cols[k]:
+            return None  # (a value broadcast over its register's columns: packed by _flat)
+        if src is not n and len(src.avals[0].shape) == 2 and src.avals[0].shape[0] != 1:
+            return None  # (columns of several rows: not one run of the source)
+        off = offset(src)
+        if off is None:
+            return None
+        loads.append((k, off + lo))
+    return [(kind, size) for kind, size, _ in sources.values()], matrices, loads
 
 
 def _geometry(aval, dtype):
@@ -198,20 +269,22 @@ def build(body, n_states: int) -> CellTable | None:
 
 
 class Entry:
-    """A body's table (None: the compiled loop does not take it), its calls so far and its output avals
-    per input signature."""
+    """A body's table (None: the compiled loop does not take it), its calls so far, its output avals
+    per input signature and its ``Frame`` per input signature."""
 
-    __slots__ = ("body", "key", "table", "calls", "out_avals")
+    __slots__ = ("body", "key", "table", "calls", "out_avals", "at")
 
     def __init__(self, body, key, table):
         self.body, self.key, self.table, self.calls = body, key, table, 0
         self.out_avals: dict = {}  # input signature -> the op's output (shapes, dtypes), see foreach._outputs
+        # input signature -> (the op's output (shapes, dtypes), the Frame or None): a compiled call's one look-up
+        self.at = BoundedDict(8)
 
 
 def entry(body, n_data: int, n_states: int, save_states: bool) -> Entry:
     """The body's entry, its table built on first sight."""
     key = (n_data, n_states, save_states)
-    e = TABLES.get((id(body), key))
+    e = TABLES.peek((id(body), key))
     if e is None or e.body is not body:
         e = Entry(body, key, build(body, n_states) if n_data == 1 and not save_states else None)
         TABLES.put((id(body), key), e)
@@ -228,7 +301,7 @@ def takes(e: Entry, arrays) -> bool:
 
 
 def _loop():
-    got = LOOP.get("scan")
+    got = LOOP.peek("scan")
     if got is None:
         got = sj.make_scan(jit.compiled)
         LOOP.put("scan", got)
@@ -242,56 +315,114 @@ def _flat(v, rows: int, cols: int):
     return np.broadcast_to(v, (rows, cols)).ravel()
 
 
-def _pack(t: CellTable, arrays, batch: int):
-    """The loop-invariant values packed (products' matrices first) and the (register, offset) of each
-    value loaded as a register; None where a value does not fit its register at this batch size."""
+class Frame:
+    """A table's call at one input signature, worked out once (``frame``): each register's rows
+    (``rows``), the (register, offset) of every value loaded before the loop from the packed array
+    (``fixed``: loop-invariant values after the products' matrices, then the initial states),
+    each packed part's size (``sizes``), the registers' shape and whether the one step output is
+    written straight into its buffer (``one_y``) or through ``y_shape``."""
+
+    __slots__ = ("rows", "fixed", "sizes", "regs_shape", "one_y", "y_shape")
+
+
+def frame(e: Entry, sig: tuple, out_shapes) -> Frame | None:
+    """The ``Frame`` of a call whose arrays have the shapes and dtypes ``sig`` (data, states, free
+    inputs) and whose outputs have ``out_shapes``; None where the call does not fit the table (a
+    data, state or directly read free input size other than the table's, a batch the body's values
+    were not traced to span)."""
+    t, fr = e.table, None
+    (x_shape, _), states = sig[0], sig[1:1 + len(t.states)]
+    steps, batch, n = x_shape
+    direct = t.direct[0] if t.direct else ()
+    if n == t.cols[0] and (batch == 1 or t.rows[0]) and \
+            all(shape == (batch, t.cols[k]) for (shape, _), k in zip(states, t.states)) and \
+            all(sig[key][0] == t.direct_shapes[key] for (kind, key), _ in direct if kind == "in"):
+        fr = Frame()
+        fr.rows = np.where(t._rows, batch, 1).astype(np.int64)
+        _lay_out(t, fr, batch)
+        fr.regs_shape = (len(t.rows), batch, t.width)
+        n_y = len(t.outs) - len(t.states)
+        fr.y_shape = (steps, batch, sum(t.cols[k] for k in t.outs[:n_y]))
+        fr.one_y = n_y == 1 and tuple(out_shapes[0]) == fr.y_shape
+    return fr
+
+
+def _lay_out(t: CellTable, fr: Frame, batch: int) -> None:
+    """``fr.sizes`` (each packed part's) and ``fr.fixed`` (the (register, offset) of each value loaded
+    before the loop): the table's direct sources, else its matrices and loaded values, then the states."""
+    states = [batch * t.cols[k] for k in t.states]
+    if t.direct:
+        sources, _, loads = t.direct
+        fr.sizes = [size for _, size in sources] + states
+        at = np.cumsum([sum(size for _, size in sources)] + states)[:-1]
+        fixed = list(loads) + list(zip(t.states, at))
+    else:
+        fr.sizes = [int(np.prod(m.avals[0].shape)) for m in t.matrices] + \
+            [int(fr.rows[k]) * t.cols[k] for k, _ in t.loads] + states
+        at = np.cumsum([0] + fr.sizes)[len(t.matrices):-1]
+        fixed = list(zip([k for k, _ in t.loads] + t.states, at))
+    fr.fixed = np.array(fixed, np.int64).reshape(-1, 2)
+
+
+def _pack(t: CellTable, fr: Frame, arrays):
+    """The loop-invariant values (the direct sources as they are, else the products' matrices and
+    the loaded values) and the initial states packed as ``fr`` lays them out; None where a value
+    does not fit its register at this call's sizes."""
+    if t.direct:  # (every size checked by ``frame``)
+        parts = [arrays[k].ravel() if k is not None else c for k, c in t.direct_parts]
+        parts += [s.ravel() for s in arrays[1:1 + len(t.states)]]
+    else:
+        parts = _invariants(t, fr, arrays)
+        if parts is None:
+            return None
+        parts += [s.ravel() for s in arrays[1:1 + len(t.states)]]
+        if any(p.size != size for p, size in zip(parts, fr.sizes)):
+            return None
+    pack = np.concatenate(parts)
+    return pack if pack.dtype == t.dtype else pack.astype(t.dtype)
+
+
+def _invariants(t: CellTable, fr: Frame, arrays):
+    """The loop-invariant ops run on this call's free inputs: the products' matrices and the loaded
+    values, flat; None where a value does not fit its register."""
     env = dict(t.const_values)
-    for k, n in t.free_used:
-        env[id(n)] = arrays[k]
-    for n in t.hoisted:
-        env[id(n)] = n.op.bind(np)(*[env[id(e.node)] for e in n.inputs], **n.params)
+    for k, key in t.free_used:
+        env[key] = arrays[k]
+    for key, kernel, ins, params in t.hoisted_calls:
+        env[key] = kernel(*[env[i] for i in ins], **params)
     parts = [np.ravel(env[id(m)]) for m in t.matrices]
-    fixed = t.fixed_at.get(batch)
     for k, n in t.loads:
         try:
-            parts.append(_flat(env[id(n)], batch if t.rows[k] else 1, t.cols[k]))
+            parts.append(_flat(env[id(n)], int(fr.rows[k]), t.cols[k]))
         except ValueError:
             return None
-    if fixed is None:  # (offsets per batch size: made once)
-        fixed = np.empty((len(t.loads), 2), np.int64)
-        at = np.cumsum([0] + [p.size for p in parts])
-        for i, (k, _) in enumerate(t.loads):
-            fixed[i] = k, at[len(t.matrices) + i]
-        t.fixed_at[batch] = fixed
-    pack = np.concatenate(parts) if parts else np.zeros(1, t.dtype)
-    return (pack if pack.dtype == t.dtype else pack.astype(t.dtype)), fixed
+    return parts
 
 
-def scan(e: Entry, arrays, ys, finals) -> bool:
+def run(t: CellTable, fr: Frame, arrays, ys, finals) -> bool:
     """Run the body's steps over ``arrays`` (data, states, free inputs) in one compiled call, writing
     the step outputs into ``ys`` and the final states into ``finals`` (C-ordered arrays of the
-    op's output shapes); False (nothing written) where this call does not fit the table."""
-    t = e.table
+    op's output shapes); False (nothing written) where a value does not fit the table."""
+    pack = _pack(t, fr, arrays)
+    if pack is None:
+        return False
     xs = arrays[0] if arrays[0].flags.c_contiguous else np.ascontiguousarray(arrays[0])
-    steps, batch, n = xs.shape
-    states = arrays[1:1 + len(t.states)]
-    if n != t.cols[0] or any(s.shape != (batch, t.cols[k]) for s, k in zip(states, t.states)):
-        return False
-    got = _pack(t, arrays, batch)
-    if got is None:
-        return False
-    regs = np.empty((len(t.rows), batch, t.width), t.dtype)
-    for s, k in zip(states, t.states):
-        regs[k, :, :t.cols[k]] = s
-    n_y = len(t.outs) - len(t.states)
-    one_y = n_y == 1 and ys[0].shape == (steps, batch, t.cols[t.outs[0]])
-    y = ys[0] if one_y else np.empty((steps, batch, sum(t.cols[k] for k in t.outs[:n_y])), t.dtype)
-    _loop()(t.table_array, t.rows_array(batch), t.cols_array, regs, got[0], got[1], xs, t.states_array,
+    regs = np.empty(fr.regs_shape, t.dtype)
+    y = ys[0] if fr.one_y else np.empty(fr.y_shape, t.dtype)
+    _loop()(t.table_array, fr.rows, t.cols_array, regs, pack, fr.fixed, xs, t.states_array,
             t.outs_array, y, t.one)
-    at = 0
-    for k, out in zip(t.outs[:n_y], ys if not one_y else ()):
-        out[...] = y[:, :, at:at + t.cols[k]]
-        at += t.cols[k]
+    if not fr.one_y:
+        at = 0
+        for k, out in zip(t.outs, ys):
+            out[...] = y[:, :, at:at + t.cols[k]]
+            at += t.cols[k]
     for k, out in zip(t.states, finals):
         out[...] = regs[k, :, :t.cols[k]]
     return True
+
+
+def scan(e: Entry, arrays, ys, finals) -> bool:
+    """``run`` with the call's ``Frame`` (the step outputs' shapes read from ``ys``); False (nothing
+    written) where this call does not fit the table."""
+    fr = frame(e, tuple([(a.shape, a.dtype) for a in arrays]), [y.shape for y in ys])
+    return fr is not None and run(e.table, fr, arrays, ys, finals)

@@ -2,7 +2,8 @@
 body as a table of ops run by one compiled function over every time step.
 
 ``make_scan`` gives ``run_scan``, one function compiled by ``jit.compiled`` once per dtype (float32,
-float64); the body itself is data (``table``: one row ``(code, dest, a, b, lo)`` per op), so a new
+float64); the body itself is data (``table``: one row ``(code, dest, a, b, lo)`` per op; a product's row: ``(MATMUL, dest, a, offset of
+its matrix, the matrix's row length)``), so a new
 cell costs no compilation and no source text is generated. Every value of the body is a register
 ``regs[k]`` of ``rows[k]`` x ``cols[k]`` values (``rows`` 1: the value broadcasts over the batch,
 ``cols`` 1: over the columns). Registers of values that depend only on the loop's free inputs
@@ -55,7 +56,7 @@ def make_scan(compiled):
                         for j in range(cols[d]):
                             regs[d, i, j] = regs[a, i if ra else 0, lo + j]
                 elif code == MATMUL:
-                    matmul_op(regs, d, a, pack, src, rows[d], cols[a], cols[d], rows[a] > 1)
+                    matmul_op(regs, d, a, pack, src, lo, rows[d], cols[a], cols[d], rows[a] > 1)
                 elif code <= MINIMUM:
                     binary_op(code, regs, d, a, src, rows, cols)
                 else:
@@ -88,39 +89,55 @@ def load(pack, off, regs, d, nrows, ncols):
             regs[d, i, j] = pack[off + i * ncols + j]
 
 
-def matmul(regs, d, a, pack, off, nrows, k_in, n_out, a_rows):
-    """Register ``d`` = register ``a`` ([rows, k_in]) @ the [k_in, n_out] matrix of ``pack`` at ``off``."""
+def matmul(regs, d, a, pack, off, ld, nrows, k_in, n_out, a_rows):
+    """Register ``d`` = register ``a`` ([rows, k_in]) @ the [k_in, n_out] matrix of ``pack`` at ``off``
+    whose rows are ``ld`` apart (a column slice of a wider matrix read in place). Rows are read
+    through 1-D views: the inner loop then vectorizes (about 3x the 3-D indexing's speed), the sums
+    taken in the same order."""
     for i in range(nrows):
-        ia = i if a_rows else 0
+        out, src = regs[d, i], regs[a, i if a_rows else 0]
         for j in range(n_out):
-            regs[d, i, j] = 0
+            out[j] = 0
         for k in range(k_in):
-            w = regs[a, ia, k]
-            base = off + k * n_out
+            w = src[k]
+            row = pack[off + k * ld:off + k * ld + n_out]
             for j in range(n_out):
-                regs[d, i, j] += w * pack[base + j]
+                out[j] += w * row[j]
 
 
 def binary(code, regs, d, a, b, rows, cols):
-    """Register ``d`` = op(register ``a``, register ``b``), each broadcast where its rows or columns are 1."""
+    """Register ``d`` = op(register ``a``, register ``b``), each broadcast where its rows or columns are 1.
+    Rows are read through 1-D views, and add, subtract and multiply of whole rows (a cell's gate
+    arithmetic) run as loops of their own, which vectorize."""
     ra, ca, rb, cb = rows[a] > 1, cols[a] > 1, rows[b] > 1, cols[b] > 1
+    n = cols[d]
     for i in range(rows[d]):
-        ia, ib = i if ra else 0, i if rb else 0
-        for j in range(cols[d]):
-            u, w = regs[a, ia, j if ca else 0], regs[b, ib, j if cb else 0]
-            if code == ADD:
-                v = u + w
-            elif code == SUBTRACT:
-                v = u - w
-            elif code == MULTIPLY:
-                v = u * w
-            elif code == DIVIDE:
-                v = np.true_divide(u, w)
-            elif code == MAXIMUM:
-                v = u if (u > w) | (u != u) else w
-            else:  # MINIMUM
-                v = u if (u < w) | (u != u) else w
-            regs[d, i, j] = v
+        out, x, y = regs[d, i], regs[a, i if ra else 0], regs[b, i if rb else 0]
+        if ca and cb and code == ADD:
+            for j in range(n):
+                out[j] = x[j] + y[j]
+        elif ca and cb and code == SUBTRACT:
+            for j in range(n):
+                out[j] = x[j] - y[j]
+        elif ca and cb and code == MULTIPLY:
+            for j in range(n):
+                out[j] = x[j] * y[j]
+        else:
+            for j in range(n):
+                u, w = x[j if ca else 0], y[j if cb else 0]
+                if code == ADD:
+                    v = u + w
+                elif code == SUBTRACT:
+                    v = u - w
+                elif code == MULTIPLY:
+                    v = u * w
+                elif code == DIVIDE:
+                    v = np.true_divide(u, w)
+                elif code == MAXIMUM:
+                    v = u if (u > w) | (u != u) else w
+                else:  # MINIMUM
+                    v = u if (u < w) | (u != u) else w
+                out[j] = v
 
 
 def unary(code, regs, d, a, rows, cols, one):

@@ -91,6 +91,35 @@ def test_every_op_of_the_table_equals_the_steps_kernel(dtype):
     _compare(node, values)
 
 
+def _gru_gates(xt, states, w, u, b):
+    """Per-gate column slices of the free weights and bias (an imported GRU's body): read in place."""
+    h, = states
+    n = h.shape[-1]
+    gate = [la.matmul(xt, w[:, k * n:(k + 1) * n]) + la.matmul(h, u[:, k * n:(k + 1) * n]) + b[k * n:(k + 1) * n]
+            for k in range(3)]
+    z, r = la.sigmoid(gate[0]), la.sigmoid(gate[1])
+    h2 = (1.0 - z) * la.tanh(gate[2] * r) + z * h
+    return h2, [h2]
+
+
+def _transposed(xt, states, w, u, b):
+    """A free weight transposed in the body: a loop-invariant op run once per call, its value packed."""
+    h, = states
+    z = la.matmul(xt, w) + la.matmul(h, la.transpose(u @ la.transpose(u))[:, :h.shape[-1]] @ u) + b
+    h2 = la.tanh(z[:, :h.shape[-1]])
+    return h2, [h2]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("cell,direct", [(_gru_gates, True), (_transposed, False)], ids=["slices", "transpose"])
+def test_free_inputs_read_in_place_or_computed_per_call(cell, direct, dtype):
+    node, values = _node(cell, dtype, 1, gates=3 if direct else 1)
+    e = rnn_cell.entry({**node.params}["body"], 1, 1, False)
+    assert e.table is not None and (e.table.direct is not None) == direct
+    _compare(node, values)
+    _compare(node, values)  # (the signature's Frame, made by the first call)
+
+
 def test_a_strided_data_input_and_planned_buffers():
     node, values = _node(_lstm, "float32", 2, steps=6)
     values[0] = np.ascontiguousarray(np.concatenate([values[0]] * 2, axis=2))[:, :, ::2][::-1]  # a view
