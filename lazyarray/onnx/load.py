@@ -9,7 +9,11 @@ operator set at version 13 and later; an older model (opset 7-12) is brought to 
 Nodes are converted one by one in the file's (topological) order by ``CONVERTERS``; every
 operator the table lacks is named in one error before anything is built. Initializers become
 named constants (``load``) or named graph inputs with their values beside (``load_arrays``, what
-``SymbolBlock.imports`` binds as parameters). Graph inputs that are not initializers are the
+``SymbolBlock.imports`` binds as parameters), except a scalar (0-d) initializer the file does not
+list among its graph inputs: ONNX says such an initializer is a constant, torch's exporter writes every
+Python number of the model's code that way (a GELU's 1/sqrt(2), an exponent 3, a mask's -inf), and as
+a constant of the graph it is what the graph passes read (``x ** 3 -> x * x * x``, GELU recognised)
+rather than a parameter they cannot. Graph inputs that are not initializers are the
 symbol's inputs, shaped from the file or from ``input_shapes``. A dynamic dim of the file is a
 symbolic dim (``la.Dim``) named by its ``dim_param`` (``batch``), or ``<input>_<axis>`` where the
 file names none; shape computations on such dims (``Shape``, ``Gather``, ``Concat``, arithmetic)
@@ -207,6 +211,12 @@ def to_symbol(model, what: str = "ONNX model", input_shapes: dict | None = None,
     return conv.symbol, conv.arrays
 
 
+def _fixed_scalar(arr: np.ndarray, name: str, graph_inputs: set) -> bool:
+    """Whether the initializer ``name`` is a constant of the graph, not a parameter: a scalar (0-d)
+    the file does not also list as a graph input (an input overridable at run time, ONNX's rule)."""
+    return arr.ndim == 0 and name not in graph_inputs
+
+
 class Conversion:
     """One conversion of a ``ModelProto``: ``symbol``, ``arrays`` (the initializers bound as graph
     inputs when ``params``) and ``read_inputs``.
@@ -247,6 +257,7 @@ class Conversion:
         self._check_ops(self.graph, self.what)
         for t in self.graph.initializer:
             self.inits[t.name] = self.consts[t.name] = self._initializer(t, self.what)
+        self.graph_inputs = {vi.name for vi in self.graph.input}
         for vi in self.graph.input:
             if vi.name not in self.inits:
                 self.env[vi.name] = self._input(vi)
@@ -359,7 +370,7 @@ class Conversion:
             return s
         if name in self.inits:
             arr = self.inits[name]
-            if self.params:
+            if self.params and not _fixed_scalar(arr, name, self.graph_inputs):
                 s = S.var(name, shape=arr.shape, dtype=arr.dtype)
                 self.used_params[name] = arr
             else:

@@ -351,6 +351,32 @@ def test_symbol_block_imports_onnx_with_named_parameters(tmp_path):
         la.blocks.SymbolBlock.imports(path, ["data"], "x.params")
 
 
+def _cubed_gelu_like(listed_as_input: bool):
+    """y = (x ** p) / d * w: p and d 0-d initializers (torch's exporter writes a model's Python
+    numbers so), w a (3,) weight; ``listed_as_input``: p and d also graph inputs (overridable)."""
+    nodes = [helper.make_node("Pow", ["x", "p"], ["c"]), helper.make_node("Div", ["c", "d"], ["q"]),
+             helper.make_node("Mul", ["q", "w"], ["y"])]
+    inputs = [("x", F32, [2, 3])] + ([("p", F32, []), ("d", F32, [])] if listed_as_input else [])
+    inits = {"p": np.float32(3), "d": np.float32(1.4142135), "w": x32(3)}
+    return model(nodes, inputs, [("y", F32, [2, 3])], inits)
+
+
+def test_scalar_initializers_are_graph_constants_that_passes_read(tmp_path):
+    m = _cubed_gelu_like(listed_as_input=False)
+    block = la.blocks.SymbolBlock.imports(save(m, tmp_path), ["x"])
+    assert set(block.collect_params()) == {"w"}  # (the 0-d ones are constants of the graph, as ONNX says)
+    block.hybridize()
+    x = x32(2, 3) - 0.5
+    np.testing.assert_allclose(block(la.array(x)).asnumpy(), reference(m, {"x": x})[0], rtol=1e-5, atol=1e-6)
+    text = str(block.explain(la.array(x)))
+    assert "multiply" in text and "power" not in text, text  # x ** 3 became x * x * x (algebra.simplify)
+
+
+def test_scalar_initializers_listed_as_graph_inputs_stay_parameters(tmp_path):
+    block = la.blocks.SymbolBlock.imports(save(_cubed_gelu_like(listed_as_input=True), tmp_path), ["x"])
+    assert set(block.collect_params()) == {"p", "d", "w"}
+
+
 def test_backend_prepares_and_runs_a_model():
     from lazyarray.onnx.backend import LazyArrayBackend
     assert LazyArrayBackend.supports_device("CPU") and not LazyArrayBackend.supports_device("CUDA")
