@@ -38,12 +38,16 @@ from ..error_context import from_node
 from ..errors import DeferredComputeError, LazyArrayError, OutOfMemoryError
 from ..graph.node import Entry, Node, check_capture
 from ..graph.traverse import topo_order
+from ..kernels import binds
 from ..kernels.profile import current as current_profile
 from ..mode import MODE, PROFILING
 from ..ops import registry
 from ..ops.scratch import bind_workspace, planned_workspace_bytes
 from ..storage import copy_value
+from ..threads import num_threads
+from ..tuning_table import current
 from .batch_last import batch_last_slots
+from .binding import Bindings, maker
 from .epilogue import dense_relu_pairs, dense_relu_step
 from .interpret import fresh, interpret, kernel_error, run_kernel
 from .plan import Step, Value, plan_memory
@@ -116,6 +120,7 @@ class Program:
         self.step_specs: list = []  # per step, what it runs (``StepSpec``s): for explain() and the profiler
         self.made_once: dict = {}  # plan step -> ``StepSpec`` of the views made with each buffer set
         self.kept: tuple = ()  # ``step_specs`` of the steps computed once that feed this one (param_cache.py)
+        self.bindings: Bindings | None = None  # ``steps`` with the kernels' choices bound in (binding.py)
 
     def _new_set(self) -> list:
         slots = list(self._template)
@@ -159,10 +164,16 @@ class Program:
         else:
             for slot, v in zip(self.in_slots, args):
                 s[slot] = v
+        b = self.bindings
         if MODE.get() & PROFILING:
-            self._run_timed(s)
-        else:
+            self._run_timed(s)  # (the runners' steps: they note what they choose)
+        elif b is None:
             for step in self.steps:
+                step(s)
+        else:
+            t, n = current(), num_threads()
+            table, threads, steps, _ = b.current
+            for step in steps if table is t and threads == n else b.steps_for(t, n):
                 step(s)
         outs = [s[k] for k in self.out_slots]
         pool.append(base)
@@ -346,10 +357,11 @@ class StepSpec(NamedTuple):
 class _Spec:
     """One step before layout: the node, how it runs, its slots."""
 
-    __slots__ = ("node", "kind", "fn", "ins", "outs", "planned")
+    __slots__ = ("node", "kind", "fn", "ins", "outs", "planned", "params")
 
-    def __init__(self, node, kind, fn, ins, outs, planned):
+    def __init__(self, node, kind, fn, ins, outs, planned, params=True):
         self.node, self.kind, self.fn, self.ins, self.outs, self.planned = node, kind, fn, ins, outs, planned
+        self.params = params  # ``fn`` takes the node's parameters (False: a bound choice, ``binding.py``)
 
 
 def _choose_steps(g: _Graph, out_slots: set[int]) -> list[_Spec]:
@@ -501,20 +513,35 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
             if o not in out_slots:
                 frees_at[max(last_read[o], i)].append(o)
     merged = dense_relu_pairs(specs, plan, out_slots, StepKind.OUT)  # (epilogue.py: dense + in-place relu)
-    steps, made_of = [], []
+    steps, made_of, makers = [], [], {}
     for i, sp in enumerate(specs):
         if i - 1 in merged or i in once:
             continue  # (run by the dense step before it; made with the buffer set)
-        if i in merged:
-            steps.append(dense_relu_step(sp, specs[i + 1], tuple(frees_at[i]) + tuple(frees_at[i + 1]),
-                                         _step_error))
-            made_of.append((sp, specs[i + 1]))
-        else:
-            steps.append(_step_closure(sp, tuple(frees_at[i])))
-            if i in plan.workspace_of:
-                steps[-1] = bind_workspace(steps[-1], plan.workspace_of[i])
-            made_of.append((sp,))
-    return steps, made_of, pooled, per_run, once
+        group = (sp, specs[i + 1]) if i in merged else (sp,)
+        make = _make_step(tuple(frees_at[i]) + (tuple(frees_at[i + 1]) if i in merged else ()), plan.workspace_of.get(i))
+        steps.append(make(group))
+        if all(_bindable(g) for g in group):  # (binding.py: the kernels' choices bound in at the first run)
+            makers[len(steps) - 1] = maker(group, make, steps[-1])
+        made_of.append(group)
+    return steps, made_of, pooled, per_run, once, makers
+
+
+def _make_step(frees: tuple, workspace):
+    """The maker of a step's closure from its specs (their ``fn`` the runners' or bound choices')."""
+    def make(group):
+        if len(group) == 2:
+            return dense_relu_step(group[0], group[1], frees, _step_error)
+        step = _step_closure(group[0], frees)
+        return step if workspace is None else bind_workspace(step, workspace)
+
+    return make
+
+
+def _bindable(sp: _Spec) -> bool:
+    """A step that calls its op's runner as it is and whose op has a binder (``kernels.bind``)."""
+    op = sp.node.op
+    return sp.kind in (StepKind.OUT, StepKind.FRESH) and len(sp.outs) == 1 and op.runner is not None \
+        and sp.fn is op.bind(sp.node.avals[0].device.xp) and binds(op)
 
 
 def _step_closure(sp: _Spec, frees: tuple):
@@ -522,9 +549,10 @@ def _step_closure(sp: _Spec, frees: tuple):
     its slots and parameters; a failure is re-raised naming the op, the input avals and the
     user's source line (Python 3.11's try costs nothing until something raises)."""
     form = _form(sp)
+    kw = dict(sp.node.params) if sp.params else {}  # (a bound choice has its parameters bound in)
     if form in _FREEING:  # (these forms drop the slots themselves: no second closure per step)
-        return _FREEING[form](sp.fn, sp.ins, sp.outs, dict(sp.node.params), sp.node, frees)
-    step = _FORMS[form](sp.fn, sp.ins, sp.outs, dict(sp.node.params), sp.node)
+        return _FREEING[form](sp.fn, sp.ins, sp.outs, kw, sp.node, frees)
+    step = _FORMS[form](sp.fn, sp.ins, sp.outs, kw, sp.node)
     if not frees:
         return step
 
@@ -539,7 +567,7 @@ def _step_closure(sp: _Spec, frees: tuple):
 def _form(sp: _Spec) -> str:
     """Which closure runs the step: the kind (``StepKind``) refined by arity and parameters, so
     the common cases build no argument list per run."""
-    fn, n, kind, kw = sp.fn, len(sp.ins), sp.kind, bool(sp.node.params)
+    fn, n, kind, kw = sp.fn, len(sp.ins), sp.kind, sp.params and bool(sp.node.params)
     if kind is StepKind.OUT:
         if not kw and getattr(fn, "nin", None) == n in (1, 2) and getattr(fn, "nout", None) == 1 \
                 and fn not in _NO_POSITIONAL_OUT:
@@ -725,7 +753,7 @@ def compile_program(outputs: list[Entry], inputs=(), *, known=None, names: dict 
     # (2-D values; batch-last ones are 4-D)
     orders.update(units_major_slots(g, specs, out_slots, _PLANNED, free=free, input_orders=in_orders))
     plan = _plan(g, specs, out_slots, names or {}, orders)
-    steps, made_of, pooled, per_run, once = _lay_out(g, specs, plan, out_slots, orders)
+    steps, made_of, pooled, per_run, once, makers = _lay_out(g, specs, plan, out_slots, orders)
     n = len(g.template)
     # An input nothing reads is bound to a scratch slot at the end.
     in_slots = [g.slot_of.get((id(v), 0), n) for v in inputs]
@@ -733,6 +761,7 @@ def compile_program(outputs: list[Entry], inputs=(), *, known=None, names: dict 
     prog = Program(steps, in_slots, out_list, g.template, pooled, per_run, g.captures, plan, g.order,
                    tuple(once.values()))
     prog.out_orders = [orders.get(s) for s in out_list]
+    prog.bindings = Bindings(steps, makers) if makers else None
 
     def spec_of(sp):
         return StepSpec(sp.node, names.get(id(sp.node), sp.node.label()) if names else sp.node.label(),
