@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..kernels import bind
+from ..kernels import bind, binds
 from ..tuning_table import Tuning
 
 # what a maker returns: the step's closure with its choice bound in, and the ``Bound`` (None: the
@@ -65,15 +65,24 @@ def _binding_at_first_run(steps: list, chosen: dict, i: int, make: Maker):
     return step
 
 
-def maker(group: tuple, make: Callable, plain_step) -> Maker:
+def bindable(sp, kinds) -> bool:
+    """A step spec (``program._Spec``) of one of ``kinds`` that calls its op's runner as it is, and
+    whose op has a binder (``kernels.bind``)."""
+    op = sp.node.op
+    return sp.kind in kinds and len(sp.outs) == 1 and op.runner is not None \
+        and sp.fn is op.bind(sp.node.avals[0].device.xp) and binds(op)
+
+
+def maker(group: tuple, make: Callable, plain_step, out_kind) -> Maker:
     """The maker of a step's bound closure: each spec of ``group`` (one, or a dense layer and its
-    relu) bound by ``kernels.bind`` on the run's arrays, then ``make(specs)`` (the closure the
-    program makes of specs); where a binder declines, the plain step (its runners)."""
+    relu) bound by ``kernels.bind`` on the run's arrays (its planned output buffer where its kind is
+    ``out_kind``), then ``make(specs)`` (the closure the program makes of specs); where a binder
+    declines, the plain step (its runners)."""
     def bound_step(s):
         specs, bounds = [], []
         for sp in group:
             node = sp.node
-            out = s[sp.outs[0]] if sp.planned and sp.kind.name == "OUT" else None
+            out = s[sp.outs[0]] if sp.kind is out_kind else None
             b = bind(node.op, node.avals[0].device.xp, *[s[k] for k in sp.ins], out=out, **node.params)
             if b is None:
                 return plain_step, None

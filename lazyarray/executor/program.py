@@ -27,6 +27,7 @@ This module works on ``Node`` / ``Entry`` and backend arrays only, never ``NDArr
 from __future__ import annotations
 
 import enum
+import functools
 import sys
 import time
 from typing import NamedTuple
@@ -38,7 +39,6 @@ from ..error_context import from_node
 from ..errors import DeferredComputeError, LazyArrayError, OutOfMemoryError
 from ..graph.node import Entry, Node, check_capture
 from ..graph.traverse import topo_order
-from ..kernels import binds
 from ..kernels.profile import current as current_profile
 from ..mode import MODE, PROFILING
 from ..ops import registry
@@ -47,7 +47,7 @@ from ..storage import copy_value
 from ..threads import num_threads
 from ..tuning_table import current
 from .batch_last import batch_last_slots
-from .binding import Bindings, maker
+from .binding import Bindings, bindable, maker
 from .epilogue import dense_relu_pairs, dense_relu_step
 from .interpret import fresh, interpret, kernel_error, run_kernel
 from .plan import Step, Value, plan_memory
@@ -75,6 +75,7 @@ class StepKind(enum.Enum):
 
 
 _PLANNED = frozenset({StepKind.OUT, StepKind.OUTS})  # kinds whose outputs live in planned buffers
+_BINDABLE = frozenset({StepKind.OUT, StepKind.FRESH})  # kinds whose op's choice may be bound (binding.py)
 
 
 def honours_out(op, xp) -> bool:
@@ -202,18 +203,11 @@ def _fill_views(slots: list, raw, views) -> tuple:
         if order is None:
             v = v.reshape(shape)
         else:  # stored in ``order`` (batch_last.py, units_major.py): the logical shape as a view with permuted strides
-            v = v.reshape(tuple(shape[i] for i in order)).transpose(_inverse(order))
+            v = v.reshape(tuple(shape[i] for i in order)).transpose(tuple(np.argsort(order).tolist()))
         made.append(v)
         for slot in at:
             slots[slot] = v
     return tuple(made)
-
-
-def _inverse(order: tuple) -> tuple:
-    inv = [0] * len(order)
-    for i, k in enumerate(order):
-        inv[k] = i
-    return tuple(inv)
 
 
 def _unheld(last) -> bool:
@@ -518,30 +512,21 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
         if i - 1 in merged or i in once:
             continue  # (run by the dense step before it; made with the buffer set)
         group = (sp, specs[i + 1]) if i in merged else (sp,)
-        make = _make_step(tuple(frees_at[i]) + (tuple(frees_at[i + 1]) if i in merged else ()), plan.workspace_of.get(i))
+        make = functools.partial(_closure_of, tuple(frees_at[i]) + (tuple(frees_at[i + 1]) if i in merged else ()),
+                                 plan.workspace_of.get(i))
         steps.append(make(group))
-        if all(_bindable(g) for g in group):  # (binding.py: the kernels' choices bound in at the first run)
-            makers[len(steps) - 1] = maker(group, make, steps[-1])
+        if all(bindable(g, _BINDABLE) for g in group):  # (binding.py: the kernels' choices bound in at the first run)
+            makers[len(steps) - 1] = maker(group, make, steps[-1], StepKind.OUT)
         made_of.append(group)
     return steps, made_of, pooled, per_run, once, makers
 
 
-def _make_step(frees: tuple, workspace):
-    """The maker of a step's closure from its specs (their ``fn`` the runners' or bound choices')."""
-    def make(group):
-        if len(group) == 2:
-            return dense_relu_step(group[0], group[1], frees, _step_error)
-        step = _step_closure(group[0], frees)
-        return step if workspace is None else bind_workspace(step, workspace)
-
-    return make
-
-
-def _bindable(sp: _Spec) -> bool:
-    """A step that calls its op's runner as it is and whose op has a binder (``kernels.bind``)."""
-    op = sp.node.op
-    return sp.kind in (StepKind.OUT, StepKind.FRESH) and len(sp.outs) == 1 and op.runner is not None \
-        and sp.fn is op.bind(sp.node.avals[0].device.xp) and binds(op)
+def _closure_of(frees: tuple, workspace, group: tuple):
+    """A step's closure from its specs (their ``fn`` the runners' or the bound choices')."""
+    if len(group) == 2:
+        return dense_relu_step(group[0], group[1], frees, _step_error)
+    step = _step_closure(group[0], frees)
+    return step if workspace is None else bind_workspace(step, workspace)
 
 
 def _step_closure(sp: _Spec, frees: tuple):

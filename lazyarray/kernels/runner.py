@@ -9,7 +9,7 @@ implementation's function bound to the step's parameters (``direct``), so a repl
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from ..mode import MODE, PROFILING
 from ..tuning_table import current
@@ -49,7 +49,8 @@ def run_choice(choice: Choice, fallbacks: dict, args: tuple, params: dict, array
     return y
 
 
-class Bound(NamedTuple):
+@dataclass(frozen=True, eq=False)
+class Bound:
     """What a compiled step runs for one op's call, chosen once (``kernels.bind``): the ``choice`` the
     chooser made for the step's arrays, and ``fn(*arrays, out=None)`` which runs it directly (its
     parameters, the array module and any fallback bound in), so a replay asks no chooser."""
@@ -108,11 +109,12 @@ def fixed_binder(chooser: Callable, fallbacks: dict, names: tuple = ()) -> Calla
     return bind
 
 
-def by_facts(facts: Callable, bind: Callable) -> Callable:
+def by_facts(facts: Callable, bind: Callable, seen: dict) -> Callable:
     """``fn(*arrays, out=None)`` for an op whose choice also hangs on facts only a call shows (a weight
     kept by its version, a program input's memory order): ``facts(*arrays, out)`` per call (a
-    hashable), and ``bind(arrays, out)`` (a ``Bound``) the first time each answer is seen."""
-    memo: dict = {}
+    hashable), and ``bind(arrays, out)`` (a ``Bound``) the first time each answer is seen; ``seen``:
+    the answers bound already (the binding call's)."""
+    memo = dict(seen)
 
     def fn(*arrays, out=None):
         k = facts(*arrays, out)
