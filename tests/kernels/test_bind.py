@@ -14,8 +14,7 @@ from lazyarray import kernels
 from lazyarray.kernels import conv2d as kconv
 from lazyarray.kernels import dense as kdense
 from lazyarray.kernels import matmul as kmatmul
-from lazyarray.ops import derived, registry
-
+from lazyarray.ops import derived
 from tests.kernels.test_conv2d_choice import CASES as CONV_CASES
 from tests.kernels.test_matmul import SHAPES as MATMUL_SHAPES
 
