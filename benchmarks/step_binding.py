@@ -1,0 +1,121 @@
+"""The fixed cost of a compiled program's replay, where each step calls its bound choice
+(``kernels.bind``, ``executor/binding.py``) instead of its op's runner and chooser.
+
+Per workload, CPU microseconds per call (``time.process_time`` over many calls, the best of
+``--rounds`` rounds):
+
+* demo CNN, batch 1, hybridized (``lazyarray.cli.build_model("cnn")``, x (1, 1, 12, 12)): the row of
+  issue #34 ("every benchmark within 3% of b166d05");
+* the MLP 784-512-512-10, batch 1, hybridized;
+* the 1,000-op chain's cached replay (``small_graphs.py``'s ``CachedOp`` column; #40's target 0.1 ms).
+
+``--against DIR [DIR ...]`` runs the same measurement in fresh processes for this checkout and each
+other lazyarray source tree, alternating (every tree sees the same machine load), and prints the
+medians of ``--runs`` runs with each tree's ratio to this one.
+
+    python benchmarks/step_binding.py
+    python benchmarks/step_binding.py --against /work/wt-base166 /work/main --runs 5
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _util import table
+
+import lazyarray as la
+
+
+def _cnn():
+    from lazyarray.cli import build_model
+    la.random.seed(0)
+    net = build_model("cnn")
+    net.initialize()
+    net.hybridize()
+    x = la.array(np.random.default_rng(0).random((1, 1, 12, 12)).astype("float32"))
+    return lambda: net(x)
+
+
+def _mlp():
+    net = la.blocks.HybridSequential()
+    net.add(la.blocks.Dense(512, activation="relu"), la.blocks.Dense(512, activation="relu"), la.blocks.Dense(10))
+    net.initialize()
+    net.hybridize()
+    x = la.array(np.random.default_rng(1).random((1, 784)).astype("float32"))
+    return lambda: net(x)
+
+
+def _chain():
+    x = la.sym.var("x", shape=(4, 4), dtype="float32")
+    y = x
+    for _ in range(500):
+        y = y * 0.999
+        y = y + 0.001
+    op = la.CachedOp(y)
+    xa = la.array(np.random.default_rng(2).random((4, 4)).astype("float32"))
+    return lambda: op(xa)
+
+
+WORKLOADS = (("demo CNN b1 hybridized call", _cnn, 3000), ("MLP 784-512-512-10 b1 hybridized call", _mlp, 2000),
+             ("chain of 1000 ops, cached replay", _chain, 3000))
+
+
+def per_call_us(fn, number: int, rounds: int) -> float:
+    for _ in range(200):
+        fn()
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.process_time()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.process_time() - start) / number * 1e6)
+    return best
+
+
+def measure(rounds: int) -> dict:
+    return {name: per_call_us(make(), number, rounds) for name, make, number in WORKLOADS}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--against", nargs="+", help="other lazyarray source trees: alternate runs, print medians")
+    ap.add_argument("--runs", type=int, default=3, help="alternating runs per tree (with --against)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object (used by --against)")
+    args = ap.parse_args(argv)
+    if args.json:
+        print(json.dumps(measure(args.rounds)))
+        return 0
+    if not args.against:
+        print(table(["workload", "CPU us / call"], [[k, f"{v:.2f}"] for k, v in measure(args.rounds).items()]))
+        return 0
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    trees = {"this": here, **{os.path.basename(os.path.abspath(d)): os.path.abspath(d) for d in args.against}}
+    got: dict = {k: [] for k in trees}
+    for _ in range(args.runs):
+        for label, tree in trees.items():  # (alternating: every tree sees the same machine load)
+            env = dict(os.environ, PYTHONPATH=tree)
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--json", "--rounds", str(args.rounds)],
+                                 env=env, capture_output=True, text=True, check=True, cwd=tree).stdout
+            got[label].append(json.loads(out.strip().splitlines()[-1]))
+    head = ["workload"] + [f"{k} (us)" for k in trees] + [f"this / {k}" for k in trees if k != "this"]
+    rows = []
+    for name in got["this"][0]:
+        med = {k: statistics.median(r[name] for r in runs) for k, runs in got.items()}
+        rows.append([name] + [f"{med[k]:.2f}" for k in trees] + [f"{med['this'] / med[k]:.3f}x" for k in trees
+                                                                  if k != "this"])
+    print(f"medians of {args.runs} alternating fresh-process runs, each the best of {args.rounds} rounds (CPU us / call)")
+    print(table(head, rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
