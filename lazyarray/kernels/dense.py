@@ -135,7 +135,7 @@ def bind_dense(xp, x, weight, bias=None, out=None) -> Bound:
     its output's planned layout and the tuning table fix, run directly (``gemv`` where ``region``
     declines)."""
     choice = choose_dense(xp, x, weight, out, current())
-    return Bound(choice, direct(choice, _CHOICES, xp, (None,) if bias is None else ()))
+    return Bound(choice, direct(choice, _CHOICES, xp, (None,) if bias is None else (), arity=3))
 
 
 BINDERS = {"dense": bind_dense}

@@ -96,7 +96,7 @@ def bind_matmul(xp, a, b, out=None) -> Bound | None:
     if a.ndim > 2 and b.ndim == 2:
         return None
     choice = choose_matmul(xp, a, b)
-    return Bound(choice, direct(choice, {}, xp))
+    return Bound(choice, direct(choice, {}, xp, arity=2))
 
 
 def run_matmul(xp, a, b, out=None):

@@ -59,11 +59,13 @@ class Bound:
     fn: Callable
 
 
-def direct(choice: Choice, fallbacks: dict, xp, params: tuple = (), keywords: dict | None = None) -> Callable:
+def direct(choice: Choice, fallbacks: dict, xp, params: tuple = (), keywords: dict | None = None,
+           arity: int = 0) -> Callable:
     """``fn(*arrays, out=None)``: ``choice.impl.run(xp, *arrays, *params, out)`` (``keywords``: its
     parameters by name instead, ``out=`` too), and where the implementation declines at run time
     (returns None: numba missing, a layout it does not take), its fallback's run from ``fallbacks``
-    (impl -> Choice), and so on down the chain, as the per-call runners do."""
+    (impl -> Choice), and so on down the chain, as the per-call runners do. ``arity``: the number of
+    arrays, where known (a function of that many, lighter to call)."""
     chain = [choice.impl.run]
     impl = choice.impl
     while impl.fallback is not None:
@@ -83,7 +85,7 @@ def direct(choice: Choice, fallbacks: dict, xp, params: tuple = (), keywords: di
 
         return by_name
     if len(chain) == 1:
-        return lambda *arrays, out=None: run(xp, *arrays, *params, out)
+        return _called(run, xp, params, arity)
 
     def first_that_runs(*arrays, out=None):
         y = run(xp, *arrays, *params, out)
@@ -97,6 +99,18 @@ def direct(choice: Choice, fallbacks: dict, xp, params: tuple = (), keywords: di
     return first_that_runs
 
 
+def _called(run, xp, params: tuple, arity: int) -> Callable:
+    """``run(xp, *arrays, *params, out)`` as a function of the arrays (and ``out=``): without parameters
+    and of 1-3 arrays, one that builds no argument tuples (a batch-1 layer's call is a microsecond)."""
+    if params or not 1 <= arity <= 3:
+        return lambda *arrays, out=None: run(xp, *arrays, *params, out)
+    if arity == 1:
+        return lambda a, out=None: run(xp, a, out)
+    if arity == 2:
+        return lambda a, b, out=None: run(xp, a, b, out)
+    return lambda a, b, c, out=None: run(xp, a, b, c, out)
+
+
 def fixed_binder(chooser: Callable, fallbacks: dict, names: tuple = ()) -> Callable:
     """The binder of an op whose chooser's answer is fixed once a compiled step's avals, memory orders,
     tuning table and thread count are (the executor binds again when the last two change): it asks
@@ -104,7 +118,7 @@ def fixed_binder(chooser: Callable, fallbacks: dict, names: tuple = ()) -> Calla
     passed positionally after the arrays in that order."""
     def bind(xp, *arrays, out=None, **params) -> Bound:
         choice = chooser(xp, *arrays, out=out, **params)
-        return Bound(choice, direct(choice, fallbacks, xp, tuple(params[k] for k in names)))
+        return Bound(choice, direct(choice, fallbacks, xp, tuple(params[k] for k in names), arity=len(arrays)))
 
     return bind
 
