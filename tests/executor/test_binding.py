@@ -150,3 +150,20 @@ def test_a_binder_that_declines_leaves_the_runner_in_the_step():
     prog = _program(op, [la.array(xn), la.array(wn)])
     op(la.array(xn), la.array(wn))
     assert [v.choice.impl.op for v in prog.bindings.chosen().values()] == ["relu"]
+
+
+def test_a_new_process_wide_setting_binds_again():
+    op, args = _cnn_op(1)
+    want = op(*args).asnumpy()
+    prog = _program(op, args)
+    op(*args)
+    dense_steps = [i for i, b in prog.bindings.chosen().items() if isinstance(b, tuple) or b.choice.impl.op == "dense"]
+    try:
+        la.config.dense_region_min_weight_bytes = 0  # (la.config: a new default table)
+        got = op(*args).asnumpy()
+        assert all(_impl(prog, i) is kdense.REGION for i in dense_steps)
+    finally:
+        la.config.reset()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    op(*args)
+    assert all(_impl(prog, i) is kdense.GEMV for i in dense_steps)
