@@ -7,7 +7,8 @@ Per workload, CPU microseconds per call (``time.process_time`` over many calls, 
 * demo CNN, batch 1, hybridized (``lazyarray.cli.build_model("cnn")``, x (1, 1, 12, 12)): the row of
   issue #34 ("every benchmark within 3% of b166d05");
 * the MLP 784-512-512-10, batch 1, hybridized;
-* the 1,000-op chain's cached replay (``small_graphs.py``'s ``CachedOp`` column; #40's target 0.1 ms).
+* the 1,000-op chain's cached replay (``small_graphs.py``'s ``CachedOp`` column; #40's target 0.1 ms);
+* the MLP's Gluon-style training step at batch 64 (``training_loop.py``'s ``gluon_setup``).
 
 ``--against DIR [DIR ...]`` runs the same measurement in fresh processes for this checkout and each
 other lazyarray source tree, alternating (every tree sees the same machine load), and prints the
@@ -64,8 +65,17 @@ def _chain():
     return lambda: op(xa)
 
 
+def _training_step():
+    import training_loop
+    from mlp_step import init_params
+    rng = np.random.default_rng(0)
+    step, _, _ = training_loop.gluon_setup(64, rng, init_params(rng))
+    return step
+
+
 WORKLOADS = (("demo CNN b1 hybridized call", _cnn, 3000), ("MLP 784-512-512-10 b1 hybridized call", _mlp, 2000),
-             ("chain of 1000 ops, cached replay", _chain, 3000))
+             ("chain of 1000 ops, cached replay", _chain, 3000),
+             ("MLP training step b64 (training_loop.py's Gluon style)", _training_step, 100))
 
 
 def per_call_us(fn, number: int, rounds: int) -> float:

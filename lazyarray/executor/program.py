@@ -351,11 +351,11 @@ class StepSpec(NamedTuple):
 class _Spec:
     """One step before layout: the node, how it runs, its slots."""
 
-    __slots__ = ("node", "kind", "fn", "ins", "outs", "planned", "params")
+    __slots__ = ("node", "kind", "fn", "ins", "outs", "planned", "takes_params")
 
-    def __init__(self, node, kind, fn, ins, outs, planned, params=True):
+    def __init__(self, node, kind, fn, ins, outs, planned, takes_params=True):
         self.node, self.kind, self.fn, self.ins, self.outs, self.planned = node, kind, fn, ins, outs, planned
-        self.params = params  # ``fn`` takes the node's parameters (False: a bound choice, ``binding.py``)
+        self.takes_params = takes_params  # ``fn`` takes the node's parameters (False: a bound choice, ``binding.py``)
 
 
 def _choose_steps(g: _Graph, out_slots: set[int]) -> list[_Spec]:
@@ -534,7 +534,7 @@ def _step_closure(sp: _Spec, frees: tuple):
     its slots and parameters; a failure is re-raised naming the op, the input avals and the
     user's source line (Python 3.11's try costs nothing until something raises)."""
     form = _form(sp)
-    kw = dict(sp.node.params) if sp.params else {}  # (a bound choice has its parameters bound in)
+    kw = dict(sp.node.params) if sp.takes_params else {}  # (a bound choice has its parameters bound in)
     if form in _FREEING:  # (these forms drop the slots themselves: no second closure per step)
         return _FREEING[form](sp.fn, sp.ins, sp.outs, kw, sp.node, frees)
     step = _FORMS[form](sp.fn, sp.ins, sp.outs, kw, sp.node)
@@ -552,7 +552,7 @@ def _step_closure(sp: _Spec, frees: tuple):
 def _form(sp: _Spec) -> str:
     """Which closure runs the step: the kind (``StepKind``) refined by arity and parameters, so
     the common cases build no argument list per run."""
-    fn, n, kind, kw = sp.fn, len(sp.ins), sp.kind, sp.params and bool(sp.node.params)
+    fn, n, kind, kw = sp.fn, len(sp.ins), sp.kind, sp.takes_params and bool(sp.node.params)
     if kind is StepKind.OUT:
         if not kw and getattr(fn, "nin", None) == n in (1, 2) and getattr(fn, "nout", None) == 1 \
                 and fn not in _NO_POSITIONAL_OUT:
