@@ -16,6 +16,7 @@ medians of ``--runs`` runs with each tree's ratio to this one.
 
     python benchmarks/step_binding.py
     python benchmarks/step_binding.py --against /work/wt-base166 /work/main --runs 5
+    python benchmarks/step_binding.py --against /work/main --only CNN,chain --threads 1
 """
 from __future__ import annotations
 
@@ -73,13 +74,13 @@ def _training_step():
     return step
 
 
-WORKLOADS = (("demo CNN b1 hybridized call", _cnn, 3000), ("MLP 784-512-512-10 b1 hybridized call", _mlp, 2000),
-             ("chain of 1000 ops, cached replay", _chain, 3000),
-             ("MLP training step b64 (training_loop.py's Gluon style)", _training_step, 100))
+WORKLOADS = (("demo CNN b1 hybridized call", _cnn, 1500), ("MLP 784-512-512-10 b1 hybridized call", _mlp, 500),
+             ("chain of 1000 ops, cached replay", _chain, 1500),
+             ("MLP training step b64 (training_loop.py's Gluon style)", _training_step, 40))
 
 
 def per_call_us(fn, number: int, rounds: int) -> float:
-    for _ in range(200):
+    for _ in range(min(200, number)):
         fn()
     best = float("inf")
     for _ in range(rounds):
@@ -90,8 +91,9 @@ def per_call_us(fn, number: int, rounds: int) -> float:
     return best
 
 
-def measure(rounds: int) -> dict:
-    return {name: per_call_us(make(), number, rounds) for name, make, number in WORKLOADS}
+def measure(rounds: int, only: str = "") -> dict:
+    return {name: per_call_us(make(), number, rounds) for name, make, number in WORKLOADS
+            if not only or any(w in name for w in only.split(","))}
 
 
 def main(argv=None) -> int:
@@ -100,29 +102,36 @@ def main(argv=None) -> int:
     ap.add_argument("--against", nargs="+", help="other lazyarray source trees: alternate runs, print medians")
     ap.add_argument("--runs", type=int, default=3, help="alternating runs per tree (with --against)")
     ap.add_argument("--json", action="store_true", help="print one JSON object (used by --against)")
+    ap.add_argument("--only", default="", help="workloads whose name contains one of these words (comma-separated)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="with --against: OMP_NUM_THREADS for the children (1: no BLAS threads spinning on a busy machine)")
     args = ap.parse_args(argv)
     if args.json:
-        print(json.dumps(measure(args.rounds)))
+        print(json.dumps(measure(args.rounds, args.only)))
         return 0
     if not args.against:
-        print(table(["workload", "CPU us / call"], [[k, f"{v:.2f}"] for k, v in measure(args.rounds).items()]))
+        print(table(["workload", "CPU us / call"], [[k, f"{v:.2f}"] for k, v in measure(args.rounds, args.only).items()]))
         return 0
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     trees = {"this": here, **{os.path.basename(os.path.abspath(d)): os.path.abspath(d) for d in args.against}}
     got: dict = {k: [] for k in trees}
     for _ in range(args.runs):
         for label, tree in trees.items():  # (alternating: every tree sees the same machine load)
-            env = dict(os.environ, PYTHONPATH=tree)
-            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--json", "--rounds", str(args.rounds)],
+            env = dict(os.environ, PYTHONPATH=tree, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {}))
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--json", "--rounds", str(args.rounds),
+                                  "--only", args.only],
                                  env=env, capture_output=True, text=True, check=True, cwd=tree).stdout
             got[label].append(json.loads(out.strip().splitlines()[-1]))
+            print(label, got[label][-1], file=sys.stderr, flush=True)  # (progress, for long runs)
     head = ["workload"] + [f"{k} (us)" for k in trees] + [f"this / {k}" for k in trees if k != "this"]
     rows = []
     for name in got["this"][0]:
         med = {k: statistics.median(r[name] for r in runs) for k, runs in got.items()}
         rows.append([name] + [f"{med[k]:.2f}" for k in trees] + [f"{med['this'] / med[k]:.3f}x" for k in trees
                                                                   if k != "this"])
-    print(f"medians of {args.runs} alternating fresh-process runs, each the best of {args.rounds} rounds (CPU us / call)")
+    threads = f", OMP_NUM_THREADS={args.threads}" if args.threads else ""
+    print(f"medians of {args.runs} alternating fresh-process runs, each the best of {args.rounds} rounds "
+          f"(CPU us / call{threads})")
     print(table(head, rows))
     return 0
 
