@@ -27,6 +27,7 @@ This module works on ``Node`` / ``Entry`` and backend arrays only, never ``NDArr
 from __future__ import annotations
 
 import enum
+import functools
 import sys
 import time
 from typing import NamedTuple
@@ -43,7 +44,10 @@ from ..mode import MODE, PROFILING
 from ..ops import registry
 from ..ops.scratch import bind_workspace, planned_workspace_bytes
 from ..storage import copy_value
+from ..threads import num_threads
+from ..tuning_table import current
 from .batch_last import batch_last_slots
+from .binding import Bindings, bindable, maker
 from .epilogue import dense_relu_pairs, dense_relu_step
 from .interpret import fresh, interpret, kernel_error, run_kernel
 from .plan import Step, Value, plan_memory
@@ -71,6 +75,7 @@ class StepKind(enum.Enum):
 
 
 _PLANNED = frozenset({StepKind.OUT, StepKind.OUTS})  # kinds whose outputs live in planned buffers
+_BINDABLE = frozenset({StepKind.OUT, StepKind.FRESH})  # kinds whose op's choice may be bound (binding.py)
 
 
 def honours_out(op, xp) -> bool:
@@ -116,6 +121,7 @@ class Program:
         self.step_specs: list = []  # per step, what it runs (``StepSpec``s): for explain() and the profiler
         self.made_once: dict = {}  # plan step -> ``StepSpec`` of the views made with each buffer set
         self.kept: tuple = ()  # ``step_specs`` of the steps computed once that feed this one (param_cache.py)
+        self.bindings: Bindings | None = None  # ``steps`` with the kernels' choices bound in (binding.py)
 
     def _new_set(self) -> list:
         slots = list(self._template)
@@ -159,10 +165,16 @@ class Program:
         else:
             for slot, v in zip(self.in_slots, args):
                 s[slot] = v
+        b = self.bindings
         if MODE.get() & PROFILING:
-            self._run_timed(s)
-        else:
+            self._run_timed(s)  # (the runners' steps: they note what they choose)
+        elif b is None:
             for step in self.steps:
+                step(s)
+        else:
+            t, n = current(), num_threads()
+            table, threads, steps, _ = b.current
+            for step in steps if table is t and threads == n else b.steps_for(t, n):
                 step(s)
         outs = [s[k] for k in self.out_slots]
         pool.append(base)
@@ -191,18 +203,11 @@ def _fill_views(slots: list, raw, views) -> tuple:
         if order is None:
             v = v.reshape(shape)
         else:  # stored in ``order`` (batch_last.py, units_major.py): the logical shape as a view with permuted strides
-            v = v.reshape(tuple(shape[i] for i in order)).transpose(_inverse(order))
+            v = v.reshape(tuple(shape[i] for i in order)).transpose(tuple(np.argsort(order).tolist()))
         made.append(v)
         for slot in at:
             slots[slot] = v
     return tuple(made)
-
-
-def _inverse(order: tuple) -> tuple:
-    inv = [0] * len(order)
-    for i, k in enumerate(order):
-        inv[k] = i
-    return tuple(inv)
 
 
 def _unheld(last) -> bool:
@@ -346,10 +351,11 @@ class StepSpec(NamedTuple):
 class _Spec:
     """One step before layout: the node, how it runs, its slots."""
 
-    __slots__ = ("node", "kind", "fn", "ins", "outs", "planned")
+    __slots__ = ("node", "kind", "fn", "ins", "outs", "planned", "takes_params")
 
-    def __init__(self, node, kind, fn, ins, outs, planned):
+    def __init__(self, node, kind, fn, ins, outs, planned, takes_params=True):
         self.node, self.kind, self.fn, self.ins, self.outs, self.planned = node, kind, fn, ins, outs, planned
+        self.takes_params = takes_params  # ``fn`` takes the node's parameters (False: a bound choice, ``binding.py``)
 
 
 def _choose_steps(g: _Graph, out_slots: set[int]) -> list[_Spec]:
@@ -501,20 +507,26 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
             if o not in out_slots:
                 frees_at[max(last_read[o], i)].append(o)
     merged = dense_relu_pairs(specs, plan, out_slots, StepKind.OUT)  # (epilogue.py: dense + in-place relu)
-    steps, made_of = [], []
+    steps, made_of, makers = [], [], {}
     for i, sp in enumerate(specs):
         if i - 1 in merged or i in once:
             continue  # (run by the dense step before it; made with the buffer set)
-        if i in merged:
-            steps.append(dense_relu_step(sp, specs[i + 1], tuple(frees_at[i]) + tuple(frees_at[i + 1]),
-                                         _step_error))
-            made_of.append((sp, specs[i + 1]))
-        else:
-            steps.append(_step_closure(sp, tuple(frees_at[i])))
-            if i in plan.workspace_of:
-                steps[-1] = bind_workspace(steps[-1], plan.workspace_of[i])
-            made_of.append((sp,))
-    return steps, made_of, pooled, per_run, once
+        group = (sp, specs[i + 1]) if i in merged else (sp,)
+        make = functools.partial(_closure_of, tuple(frees_at[i]) + (tuple(frees_at[i + 1]) if i in merged else ()),
+                                 plan.workspace_of.get(i))
+        steps.append(make(group))
+        if all(bindable(g, _BINDABLE) for g in group):  # (binding.py: the kernels' choices bound in at the first run)
+            makers[len(steps) - 1] = maker(group, make, steps[-1], StepKind.OUT)
+        made_of.append(group)
+    return steps, made_of, pooled, per_run, once, makers
+
+
+def _closure_of(frees: tuple, workspace, group: tuple):
+    """A step's closure from its specs (their ``fn`` the runners' or the bound choices')."""
+    if len(group) == 2:
+        return dense_relu_step(group[0], group[1], frees, _step_error)
+    step = _step_closure(group[0], frees)
+    return step if workspace is None else bind_workspace(step, workspace)
 
 
 def _step_closure(sp: _Spec, frees: tuple):
@@ -522,9 +534,10 @@ def _step_closure(sp: _Spec, frees: tuple):
     its slots and parameters; a failure is re-raised naming the op, the input avals and the
     user's source line (Python 3.11's try costs nothing until something raises)."""
     form = _form(sp)
+    kw = dict(sp.node.params) if sp.takes_params else {}  # (a bound choice has its parameters bound in)
     if form in _FREEING:  # (these forms drop the slots themselves: no second closure per step)
-        return _FREEING[form](sp.fn, sp.ins, sp.outs, dict(sp.node.params), sp.node, frees)
-    step = _FORMS[form](sp.fn, sp.ins, sp.outs, dict(sp.node.params), sp.node)
+        return _FREEING[form](sp.fn, sp.ins, sp.outs, kw, sp.node, frees)
+    step = _FORMS[form](sp.fn, sp.ins, sp.outs, kw, sp.node)
     if not frees:
         return step
 
@@ -539,7 +552,7 @@ def _step_closure(sp: _Spec, frees: tuple):
 def _form(sp: _Spec) -> str:
     """Which closure runs the step: the kind (``StepKind``) refined by arity and parameters, so
     the common cases build no argument list per run."""
-    fn, n, kind, kw = sp.fn, len(sp.ins), sp.kind, bool(sp.node.params)
+    fn, n, kind, kw = sp.fn, len(sp.ins), sp.kind, sp.takes_params and bool(sp.node.params)
     if kind is StepKind.OUT:
         if not kw and getattr(fn, "nin", None) == n in (1, 2) and getattr(fn, "nout", None) == 1 \
                 and fn not in _NO_POSITIONAL_OUT:
@@ -725,7 +738,7 @@ def compile_program(outputs: list[Entry], inputs=(), *, known=None, names: dict 
     # (2-D values; batch-last ones are 4-D)
     orders.update(units_major_slots(g, specs, out_slots, _PLANNED, free=free, input_orders=in_orders))
     plan = _plan(g, specs, out_slots, names or {}, orders)
-    steps, made_of, pooled, per_run, once = _lay_out(g, specs, plan, out_slots, orders)
+    steps, made_of, pooled, per_run, once, makers = _lay_out(g, specs, plan, out_slots, orders)
     n = len(g.template)
     # An input nothing reads is bound to a scratch slot at the end.
     in_slots = [g.slot_of.get((id(v), 0), n) for v in inputs]
@@ -733,6 +746,7 @@ def compile_program(outputs: list[Entry], inputs=(), *, known=None, names: dict 
     prog = Program(steps, in_slots, out_list, g.template, pooled, per_run, g.captures, plan, g.order,
                    tuple(once.values()))
     prog.out_orders = [orders.get(s) for s in out_list]
+    prog.bindings = Bindings(steps, makers) if makers else None
 
     def spec_of(sp):
         return StepSpec(sp.node, names.get(id(sp.node), sp.node.label()) if names else sp.node.label(),

@@ -6,7 +6,8 @@ choice; ``install()`` routes the op's kernel through that runner, so eager calls
 steps take the same path. ``choose(op, xp, *arrays, **params)`` answers "what runs for this
 call" for any op; ``la.profile()`` (``profile.py``) records what ran and how long.
 ``takes_batch_last(op, avals, out)`` answers the executor's layout pass from the implementations'
-declared ``layout``.
+declared ``layout``. ``bind(op, xp, *arrays, out=None, **params)``: the choice for a compiled step,
+made once by the same chooser, with a function that runs it directly (``runner.Bound``).
 """
 from __future__ import annotations
 
@@ -30,9 +31,10 @@ from . import (
 )
 from .impl import ANY_ORDER, BATCH_LAST, Choice, Impl
 from .profile import Event, Profile, profile, reference_label
+from .runner import Bound
 
-__all__ = ["IMPLS", "Choice", "Event", "Impl", "Profile", "choose", "install", "profile", "reference",
-           "takes_batch_last"]
+__all__ = ["IMPLS", "Bound", "Choice", "Event", "Impl", "Profile", "bind", "binds", "choose", "install", "profile",
+           "reference", "takes_batch_last"]
 
 # op name -> its implementations, best first; its runner; the function that picks one for a call's
 # arrays (None where the op's reference kernel runs)
@@ -46,6 +48,9 @@ _RUNNERS = {"conv2d": conv2d.run_conv2d, "dense": dense.run_dense, "foreach": fo
 _CHOOSERS = {"conv2d": conv2d.choose_for_call, "dense": dense.choose_for_call, "foreach": foreach.choose_foreach,
              "fused": fused.choose_for_call, "matmul": matmul.choose_matmul,
              **{k: v for f in _FAMILIES for k, v in f.CHOOSERS.items()}}
+# op name -> its binder (``bind``): ``binder(xp, *arrays, out=None, **params) -> Bound | None``; a module
+# without ``BINDERS`` leaves its ops' compiled steps calling their runners
+_BINDERS = {k: v for f in (conv2d, dense, matmul) + _FAMILIES for k, v in getattr(f, "BINDERS", {}).items()}
 
 
 # Ops with no faster implementation whose reference kernel walks its arrays in any memory order
@@ -87,6 +92,31 @@ def choose(op, xp, *arrays, out=None, **params) -> Choice:
     chooser = _CHOOSERS.get(op.name)
     choice = None if chooser is None else chooser(xp, *arrays, out=out, **op.make_params(params))
     return reference(op) if choice is None else choice
+
+
+def binds(op) -> bool:
+    """Whether ``bind`` has a binder for ``op`` (an ``OpDef`` or its name) whose runner is installed."""
+    name = op if isinstance(op, str) else op.name
+    return name in _BINDERS and registry.get(name).runner is _RUNNERS.get(name)
+
+
+def bind(op, xp, *arrays, out=None, **params) -> Bound | None:
+    """The choice ``choose`` makes for ``op`` called on these backend arrays (into ``out``), made once
+    for a compiled step: a ``Bound(choice, fn)`` whose ``fn(*arrays, out=None)`` runs that choice
+    directly. It stays right while the step's avals, its values' memory orders, the tuning table and
+    the thread count do (a compiled program binds again when the table or thread count changes);
+    facts only a call shows (a weight kept by its version) are checked by ``fn`` where they count.
+    None where the op has no binder or its binder declines: the step calls the op's runner.
+
+    >>> import numpy as np
+    >>> x, w = np.ones((1, 144), np.float32), np.ones((32, 144), np.float32)
+    >>> b = bind("dense", np, x, w, out=np.empty((1, 32), np.float32))
+    >>> b.choice, float(b.fn(x, w, out=np.empty((1, 32), np.float32))[0, 0])
+    (dense[gemv], 144.0)
+    """
+    op = registry.get(op) if isinstance(op, str) else op
+    binder = _BINDERS.get(op.name)
+    return None if binder is None else binder(xp, *arrays, out=out, **op.make_params(params))
 
 
 def install() -> None:

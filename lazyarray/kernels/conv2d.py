@@ -4,6 +4,8 @@
 grouped); the kernels below compute the same values faster where their ``when`` holds. Each
 call (eager, or a compiled program's step) runs ``run_conv2d``, which asks ``choose_conv2d``
 and runs its choice; ``explain()`` and ``la.profile()`` show it as ``conv2d[name, notes]``.
+A compiled step binds the choice once instead (``bind_conv2d``), checking per call only the facts a
+call alone shows where they could change it.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import numpy as np
 from ..mode import MODE, PROFILING, RECORDING
 from ..ops import conv
 from ..ops.derived import keeps
-from ..threads import num_threads, split_threads
+from ..threads import in_pool, num_threads, split_threads
 from ..tuning_table import current
 from . import conv_direct, depthwise
 from .conv_batch_last import conv2d_batch_last, conv2d_region, region_fits
@@ -22,6 +24,7 @@ from .conv_split import conv2d_split
 from .impl import Choice, Impl
 from .log import log_choice
 from .profile import current as current_profile
+from .runner import Bound, by_facts, direct
 from .winograd4 import conv2d_winograd, winograd_tile
 
 IM2COL = Impl("conv2d", "im2col", conv.conv2d_im2col,
@@ -117,9 +120,42 @@ def run_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation
     return y
 
 
+def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):
+    """A compiled step's ``Bound`` (``kernels.bind``): ``choose_conv2d``'s choice for these arrays with its
+    implementation's run bound to the geometry. Where a call could change the choice (a weight kept
+    by its version, under autograd or not, for Winograd; the input's memory order and the pool's
+    threads for a batch), the bound function reads just those facts per call and binds once per
+    answer; None for half precision (the runner converts)."""
+    if x.dtype == np.float16 and weight.dtype == np.float16:
+        return None
+    geometry = conv.geometry(stride, padding, dilation) + (groups,)
+    params = ((None,) if bias is None else ()) + geometry  # (no bias: the step passes two arrays)
+    choice = choose_conv2d(xp, x, weight, out, *geometry)
+    fixed = direct(choice, _CHOICES, xp, params)
+    t = current()
+    kept_counts = xp is np and t.winograd and x.shape[1] >= t.winograd_min_channels and weight.shape[2:] == (3, 3)
+    layout_counts = groups == 1 and x.shape[0] > 1
+    if not (kept_counts or layout_counts):
+        return Bound(choice, fixed)
+    nbytes = 36 * weight.size // 9 * weight.itemsize
+
+    def facts(x, weight, *_):
+        kept = kept_counts and keeps(weight, nbytes) and not MODE.get() & RECORDING
+        return (kept, conv.is_batch_last(x), x.flags.c_contiguous, in_pool()) if layout_counts else kept
+
+    def rebind(arrays, out):
+        c = choose_conv2d(xp, arrays[0], arrays[1], out, *geometry)
+        return Bound(c, direct(c, _CHOICES, xp, params))
+
+    return Bound(choice, by_facts(facts, rebind, {facts(x, weight): Bound(choice, fixed)}))
+
+
 def choose_for_call(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):
     """``choose_conv2d`` for a call's arguments as the op takes them (``kernels.choose``)."""
     if x.dtype == np.float16 and weight.dtype == np.float16:
         x, weight = x.astype(np.float32), weight.astype(np.float32)
     stride, padding, dilation = conv.geometry(stride, padding, dilation)
     return choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups)
+
+
+BINDERS = {"conv2d": bind_conv2d}

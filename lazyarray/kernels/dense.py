@@ -33,6 +33,7 @@ from .elementwise_jit import add_relu_cols_in_place, add_relu_rows_in_place
 from .impl import Choice, Impl
 from .log import log_choice
 from .profile import current as current_profile
+from .runner import Bound, direct
 
 
 def _biased(y, bias):
@@ -127,6 +128,17 @@ def run_dense(xp, x, weight, bias=None, out=None):
 def choose_for_call(xp, x, weight, bias=None, out=None) -> Choice:
     """``choose_dense`` for a call's arguments as the op takes them (``kernels.choose``)."""
     return choose_dense(xp, x, weight, out, current())
+
+
+def bind_dense(xp, x, weight, bias=None, out=None) -> Bound:
+    """A compiled step's ``Bound`` (``kernels.bind``): ``choose_dense``'s choice, which the step's avals,
+    its output's planned layout and the tuning table fix, run directly (``gemv`` where ``region``
+    declines)."""
+    choice = choose_dense(xp, x, weight, out, current())
+    return Bound(choice, direct(choice, _CHOICES, xp, (None,) if bias is None else (), arity=3))
+
+
+BINDERS = {"dense": bind_dense}
 
 
 def dense_relu(dense, relu, x, weight, bias, out):

@@ -17,7 +17,7 @@ from ..ops.elementwise import memory_order, relu_grad_kernel
 from ..tuning_table import current
 from .elementwise_jit import RELU, RELU_GRAD, relu_4d
 from .impl import ANY_ORDER, Choice, Impl
-from .runner import noted, ran
+from .runner import fixed_binder, noted, ran
 
 # NumPy (2.x) runs ``maximum`` of an array and a scalar 2-3x slower than of two contiguous arrays
 # (only the latter take its SIMD loop): relu of a contiguous float array compares against a
@@ -202,3 +202,5 @@ def run_relu_grad(xp, y, g, out=None):
 IMPLS = {"relu": RELU_IMPLS, "relu_grad": GRAD_IMPLS}
 RUNNERS = {"relu": run_relu, "relu_grad": run_relu_grad}
 CHOOSERS = {"relu": choose_relu, "relu_grad": choose_relu_grad}
+# (their choices are fixed by a compiled step's avals, layouts, tuning table and threads)
+BINDERS = {"relu": fixed_binder(choose_relu, _CHOICES), "relu_grad": fixed_binder(choose_relu_grad, _CHOICES)}

@@ -34,6 +34,7 @@ from ..threads import num_threads
 from .blas_threads import SERIAL_ANYWAY_FLOPS, one_thread, serial_anyway
 from .impl import Choice, Impl
 from .profile import current as current_profile
+from .runner import Bound, direct
 
 
 def products(a, b) -> tuple[float, float]:
@@ -88,6 +89,16 @@ def choose_matmul(xp, a, b, out=None) -> Choice:
     return _ONE
 
 
+def bind_matmul(xp, a, b, out=None) -> Bound | None:
+    """A compiled step's ``Bound`` (``kernels.bind``): ``choose_matmul``'s choice, fixed by the avals, the
+    thread count and the tuning table, run directly; None (the per-call runner) for a stack times a
+    matrix, whose choice hangs on the stack's memory order (``products``)."""
+    if a.ndim > 2 and b.ndim == 2:
+        return None
+    choice = choose_matmul(xp, a, b)
+    return Bound(choice, direct(choice, {}, xp, arity=2))
+
+
 def run_matmul(xp, a, b, out=None):
     """matmul by the implementation ``choose_matmul`` picks (the op's runner)."""
     choice = choose_matmul(xp, a, b)
@@ -95,3 +106,6 @@ def run_matmul(xp, a, b, out=None):
     if MODE.get() & PROFILING:
         current_profile().chose(choice)
     return y
+
+
+BINDERS = {"matmul": bind_matmul}

@@ -15,7 +15,7 @@ import numpy as np
 from ..ops import registry
 from ..ops.shape import pad_pairs
 from .impl import Choice, Impl
-from .runner import ran
+from .runner import fixed_binder, ran
 
 
 def _reference(xp, x, pad_width, mode="constant", constant_values=0.0, out=None):
@@ -60,3 +60,4 @@ def run_pad(xp, x, pad_width, mode="constant", constant_values=0.0, out=None):
 IMPLS = {"pad": (FILL_COPY, REFERENCE)}
 RUNNERS = {"pad": run_pad}
 CHOOSERS = {"pad": choose_pad}
+BINDERS = {"pad": fixed_binder(choose_pad, _CHOICES, ("pad_width", "mode", "constant_values"))}

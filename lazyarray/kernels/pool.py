@@ -17,7 +17,7 @@ from ..tuning_table import current
 from . import pool_jit
 from .elementwise import run_relu
 from .impl import ANY_ORDER, Choice, Impl
-from .runner import noted, ran
+from .runner import fixed_binder, noted, ran
 
 
 def _max_pool_compiled(xp, x, kernel, stride, padding, ceil_mode, out):
@@ -124,3 +124,7 @@ IMPLS = {"max_pool2d": (COMPILED, FOLDS), "max_pool2d_grad": (GRAD_COMPILED, GRA
 RUNNERS = {"max_pool2d": run_max_pool2d, "max_pool2d_grad": run_max_pool2d_grad, "batch_norm_max_pool2d": run_norm}
 CHOOSERS = {"max_pool2d": choose_max_pool2d, "max_pool2d_grad": choose_max_pool2d_grad,
             "batch_norm_max_pool2d": choose_norm}
+_WINDOW = ("kernel", "stride", "padding", "ceil_mode")  # (the implementations' parameters, in order)
+BINDERS = {"max_pool2d": fixed_binder(choose_max_pool2d, _CHOICES, _WINDOW),
+           "max_pool2d_grad": fixed_binder(choose_max_pool2d_grad, _CHOICES, _WINDOW),
+           "batch_norm_max_pool2d": fixed_binder(choose_norm, _CHOICES, ("eps", "relu") + _WINDOW)}

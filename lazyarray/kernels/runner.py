@@ -1,8 +1,15 @@
 """What every op runner of the kernels layer does after its chooser: run the choice (its fallback
 where it declines at run time), and say what ran: to ``la.profile()`` while one records, and to the
 ``lazyarray.kernels`` log when ``log_kernels`` is on.
+
+And what a compiled program runs instead (``Bound``): the choice made once for a step, with its
+implementation's function bound to the step's parameters (``direct``), so a replay calls it directly
+(``kernels.bind``; an op's module declares its binder in ``BINDERS``).
 """
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..mode import MODE, PROFILING
 from ..tuning_table import current
@@ -40,3 +47,96 @@ def run_choice(choice: Choice, fallbacks: dict, args: tuple, params: dict, array
         y = choice.impl.run(*args, **params)
     noted(choice, *arrays)
     return y
+
+
+@dataclass(frozen=True, eq=False)
+class Bound:
+    """What a compiled step runs for one op's call, chosen once (``kernels.bind``): the ``choice`` the
+    chooser made for the step's arrays, and ``fn(*arrays, out=None)`` which runs it directly (its
+    parameters, the array module and any fallback bound in), so a replay asks no chooser."""
+
+    choice: Choice
+    fn: Callable
+
+
+def direct(choice: Choice, fallbacks: dict, xp, params: tuple = (), keywords: dict | None = None,
+           arity: int = 0) -> Callable:
+    """``fn(*arrays, out=None)``: ``choice.impl.run(xp, *arrays, *params, out)`` (``keywords``: its
+    parameters by name instead, ``out=`` too), and where the implementation declines at run time
+    (returns None: numba missing, a layout it does not take), its fallback's run from ``fallbacks``
+    (impl -> Choice), and so on down the chain, as the per-call runners do. ``arity``: the number of
+    arrays, where known (a function of that many, lighter to call)."""
+    chain = [choice.impl.run]
+    impl = choice.impl
+    while impl.fallback is not None:
+        impl = fallbacks[impl.fallback].impl
+        chain.append(impl.run)
+    run = chain[0]
+    if keywords is not None:
+        if len(chain) == 1:
+            return lambda *arrays, out=None: run(xp, *arrays, out=out, **keywords)
+
+        def by_name(*arrays, out=None):
+            for r in chain:
+                y = r(xp, *arrays, out=out, **keywords)
+                if y is not None:
+                    return y
+            return y
+
+        return by_name
+    if len(chain) == 1:
+        return _called(run, xp, params, arity)
+
+    def first_that_runs(*arrays, out=None):
+        y = run(xp, *arrays, *params, out)
+        if y is None:  # (declined at run time: the fallbacks in turn)
+            for r in chain[1:]:
+                y = r(xp, *arrays, *params, out)
+                if y is not None:
+                    break
+        return y
+
+    return first_that_runs
+
+
+def _called(run, xp, params: tuple, arity: int) -> Callable:
+    """``run(xp, *arrays, *params, out)`` as a function of the arrays (and ``out=``): without parameters
+    and of 1-3 arrays, one that builds no argument tuples (a batch-1 layer's call is a microsecond)."""
+    if params or not 1 <= arity <= 3:
+        return lambda *arrays, out=None: run(xp, *arrays, *params, out)
+    if arity == 1:
+        return lambda a, out=None: run(xp, a, out)
+    if arity == 2:
+        return lambda a, b, out=None: run(xp, a, b, out)
+    return lambda a, b, c, out=None: run(xp, a, b, c, out)
+
+
+def fixed_binder(chooser: Callable, fallbacks: dict, names: tuple = ()) -> Callable:
+    """The binder of an op whose chooser's answer is fixed once a compiled step's avals, memory orders,
+    tuning table and thread count are (the executor binds again when the last two change): it asks
+    ``chooser(xp, *arrays, out=out, **params)`` once and binds its choice, the parameters ``names``
+    passed positionally after the arrays in that order."""
+    def bind(xp, *arrays, out=None, **params) -> Bound:
+        choice = chooser(xp, *arrays, out=out, **params)
+        return Bound(choice, direct(choice, fallbacks, xp, tuple(params[k] for k in names), arity=len(arrays)))
+
+    return bind
+
+
+def by_facts(facts: Callable, bind: Callable, seen: dict) -> Callable:
+    """``fn(*arrays, out=None)`` for an op whose choice also hangs on facts only a call shows (a weight
+    kept by its version, a program input's memory order): ``facts(*arrays, out)`` per call (a
+    hashable), and ``bind(arrays, out)`` (a ``Bound``) the first time each answer is seen; ``seen``:
+    the answers bound already (the binding call's)."""
+    memo = dict(seen)
+
+    def fn(*arrays, out=None):
+        k = facts(*arrays, out)
+        b = memo.get(k)
+        if b is None:
+            if len(memo) >= 8:
+                memo.clear()
+            b = memo[k] = bind(arrays, out)
+        return b.fn(*arrays, out=out)
+
+    return fn

@@ -273,7 +273,7 @@ def test_training_keeps_no_kernels_and_todays_choice(tile_of, monkeypatch):
     seen.clear()
     for _ in range(3):  # inference: kept from the second call, chosen so from the first (one rounding)
         net(la.array(x))
-    assert seen == [True, True, True]
+    assert seen and all(seen)  # (a compiled step asks once per answer of its per-call facts: kernels.bind)
 
 
 def test_without_room_in_the_budget_kernels_are_transformed_every_call_and_the_chooser_knows(tile_of, monkeypatch):

@@ -1,0 +1,93 @@
+"""A compiled program's steps with the kernels layer's choices bound in: each step of an op that has a
+binder (``kernels.bind``) calls its chosen implementation directly instead of the op's runner, which
+would ask the chooser, the tuning table and the mode on every call.
+
+What a choice hangs on is fixed by the program (the step's avals, the memory order the planner gave
+each value, whether its output goes to a planned buffer) except the tuning table in force and the
+thread count (``la.tuning``, ``la.config``, ``la.set_num_threads``): a program keeps its steps bound
+for one pair (``Bindings.current``) and binds again when a run finds another. A step binds at its
+first run under that pair, by the same chooser its runner asks, on the run's own arrays; facts that
+only a call shows (a weight kept by its version) stay checked per call inside the bound function
+(``kernels/conv2d.py``). Runs under ``la.profile()`` and with the kernels log on (``log_kernels``)
+take the runners' steps, which say what they chose (the same choices: ``tests/executor/test_binding.py``).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..kernels import bind, binds
+from ..tuning_table import Tuning
+
+# what a maker returns: the step's closure with its choice bound in, and the ``Bound`` (None: the
+# op's binder declined and the closure calls its runner)
+Maker = Callable  # maker(slots) -> (step, Bound | None)
+
+
+class Bindings:
+    """The steps of a program as bound for one tuning table and thread count.
+
+    ``plain``: the program's steps calling the runners; ``makers``: step index -> the maker of that
+    step's bound closure. ``current``: (table, threads, steps, chosen), replaced as a whole so that
+    a run on another thread reads one consistent binding; ``chosen``: step index -> ``Bound``."""
+
+    __slots__ = ("plain", "makers", "current")
+
+    def __init__(self, plain: list, makers: dict[int, Maker]):
+        self.plain = plain
+        self.makers = makers
+        self.current = (None, 0, plain, {})
+
+    def steps_for(self, table: Tuning, threads: int) -> list:
+        """The steps to run under ``table`` and ``threads`` (a run's slow path: the pair changed).
+        Each bindable step binds at its first run; the kernels log wants the runners' notes."""
+        if table.log_kernels:
+            steps, chosen = self.plain, {}
+        else:
+            steps, chosen = list(self.plain), {}
+            for i, make in self.makers.items():
+                steps[i] = _binding_at_first_run(steps, chosen, i, make)
+        self.current = (table, threads, steps, chosen)
+        return steps
+
+    def chosen(self) -> dict:
+        """Step index -> the ``Bound`` of each step bound so far under the last pair."""
+        return dict(self.current[3])
+
+
+def _binding_at_first_run(steps: list, chosen: dict, i: int, make: Maker):
+    def step(s):
+        made, bound = make(s)
+        steps[i] = made  # (runs after this one call the bound closure)
+        if bound is not None:
+            chosen[i] = bound
+        made(s)
+
+    return step
+
+
+def bindable(sp, kinds) -> bool:
+    """A step spec (``program._Spec``) of one of ``kinds`` that calls its op's runner as it is, and
+    whose op has a binder (``kernels.bind``)."""
+    op = sp.node.op
+    return sp.kind in kinds and len(sp.outs) == 1 and op.runner is not None \
+        and sp.fn is op.bind(sp.node.avals[0].device.xp) and binds(op)
+
+
+def maker(group: tuple, make: Callable, plain_step, out_kind) -> Maker:
+    """The maker of a step's bound closure: each spec of ``group`` (one, or a dense layer and its
+    relu) bound by ``kernels.bind`` on the run's arrays (its planned output buffer where its kind is
+    ``out_kind``), then ``make(specs)`` (the closure the program makes of specs); where a binder
+    declines, the plain step (its runners)."""
+    def bound_step(s):
+        specs, bounds = [], []
+        for sp in group:
+            node = sp.node
+            out = s[sp.outs[0]] if sp.kind is out_kind else None
+            b = bind(node.op, node.avals[0].device.xp, *[s[k] for k in sp.ins], out=out, **node.params)
+            if b is None:
+                return plain_step, None
+            specs.append(type(sp)(node, sp.kind, b.fn, sp.ins, sp.outs, sp.planned, False))
+            bounds.append(b)
+        return make(tuple(specs)), bounds[0] if len(bounds) == 1 else tuple(bounds)
+
+    return bound_step
