@@ -33,6 +33,7 @@ asked (GNU OpenMP does not survive ``fork``: a forked child takes the serial ker
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import hashlib
@@ -45,6 +46,7 @@ import time
 import warnings
 
 from .caches import NamedCache
+from .mode import MODE, PROFILING
 from .tuning_table import config, current, from_environment_only
 
 # kernel function -> its numba dispatcher (one per kernel function of the package; an evicted one
@@ -52,12 +54,46 @@ from .tuning_table import config, current, from_environment_only
 COMPILED = NamedCache("compiled kernels", 1024)
 CACHE_CAP_BYTES = 256 << 20  # the disk cache's size: a model zoo's kernels take a few MiB
 _LOG = logging.getLogger("lazyarray.jit")
+# True while a compiled program's first run takes the NumPy kernels (``first_run``)
+_FIRST_RUN: contextvars.ContextVar[bool] = contextvars.ContextVar("lazyarray_jit_first_run", default=False)
 
 
 def enabled() -> bool:
-    """True when compiled kernels run: numba is importable and the tuning table's ``jit`` is on
-    (``LAZYARRAY_JIT`` at import, ``la.tuning(jit=...)``, ``set_enabled``)."""
-    return current().jit and _numba() is not None
+    """True when compiled kernels run: numba is importable, the tuning table's ``jit`` is on
+    (``LAZYARRAY_JIT`` at import, ``la.tuning(jit=...)``, ``set_enabled``) and this is not a
+    program's first run (``first_run``)."""
+    return current().jit and not _FIRST_RUN.get() and _numba() is not None
+
+
+@contextlib.contextmanager
+def first_run():
+    """The code inside is a compiled program's first run (``CachedOp``, per input signature): unless
+    the tuning table's ``jit_first_run`` is on or a profile records (``la.profile()``, ``explain()``:
+    they show what later calls run), compiled kernels are off inside (``enabled()`` is False,
+    ``compiled`` gives None; every caller runs its NumPy path) and they load from the disk cache or
+    compile at the program's second run. A program run once (``evaluate``, a first call, a script)
+    then never waits for numba: loading a cached kernel took 5-15 ms each on the development machine
+    (a small CNN's first call loads three), compiling one seconds. (Pool threads do not see it: a
+    kernel a thread split runs there may still load.)
+
+    >>> import numpy as np
+    >>> with first_run():
+    ...     compiled(_one) is None
+    True
+    """
+    if current().jit_first_run or MODE.get() & PROFILING:
+        yield
+        return
+    token = _FIRST_RUN.set(True)
+    try:
+        yield
+    finally:
+        _FIRST_RUN.reset(token)
+
+
+def in_first_run() -> bool:
+    """Whether this thread / task runs a program's first run with compiled kernels off (``first_run``)."""
+    return _FIRST_RUN.get()
 
 
 def set_enabled(on: bool | None) -> None:
@@ -166,7 +202,7 @@ def compiled(fn):
     >>> float((k or total)(np.arange(4.0)))
     6.0
     """
-    if not current().jit or _numba() is None:  # (``enabled()`` inline: this runs once per kernel call)
+    if not current().jit or _FIRST_RUN.get() or _numba() is None:  # (``enabled()`` inline: once per kernel call)
         return None
     k = COMPILED.peek(fn)
     return k if k is not None else COMPILED.get_or_make(fn, _njit, fn)

@@ -31,6 +31,7 @@ from ..dim import Dim, has_symbols
 from ..errors import GraphFormatError, LazyArrayError
 from ..executor.interpret import interpret
 from ..fileio import read_regular
+from ..graph.rewrite import gc_paused
 from ..graph.symbol import Symbol
 from . import external_data
 from .image import IMAGE_CONVERTERS
@@ -202,8 +203,12 @@ def load_arrays(path, input_shapes: dict | None = None) -> tuple[Symbol, dict[st
 
 def to_symbol(model, what: str = "ONNX model", input_shapes: dict | None = None, params: bool = False
               ) -> tuple[Symbol, dict[str, np.ndarray]]:
-    """Convert a checked ``ModelProto``; see ``load`` and ``load_arrays``."""
-    conv = Conversion(model, what, input_shapes, params)
+    """Convert a checked ``ModelProto``; see ``load`` and ``load_arrays``. The cyclic GC is paused
+    meanwhile, as for a compile (``gc_paused``: a conversion makes thousands of nodes, entries and
+    expressions and no cycle to collect; a full collection that fell in it, over a heap holding onnx,
+    onnxruntime and numba, cost 10-60 ms of a 20-70 ms import on the development machine)."""
+    with gc_paused():
+        conv = Conversion(model, what, input_shapes, params)
     return conv.symbol, conv.arrays
 
 
