@@ -59,26 +59,36 @@ _FIRST_RUN: contextvars.ContextVar[bool] = contextvars.ContextVar("lazyarray_jit
 
 
 def enabled() -> bool:
-    """True when compiled kernels run: numba is importable, the tuning table's ``jit`` is on
-    (``LAZYARRAY_JIT`` at import, ``la.tuning(jit=...)``, ``set_enabled``) and this is not a
-    program's first run (``first_run``)."""
-    return current().jit and not _FIRST_RUN.get() and _numba() is not None
+    """True when compiled kernels run: numba is importable and the tuning table's ``jit`` is on
+    (``LAZYARRAY_JIT`` at import, ``la.tuning(jit=...)``, ``set_enabled``)."""
+    return current().jit and _numba() is not None
+
+
+def tiered(fn):
+    """Mark the kernel ``fn`` as one whose callers' NumPy path gives its values bit for bit: in a
+    compiled program's first run (``first_run``) ``compiled(fn)`` is None and that path runs, so the
+    run neither loads ``fn`` from the disk cache nor compiles it. Returns ``fn``."""
+    fn.lazyarray_tiered = True
+    return fn
 
 
 @contextlib.contextmanager
 def first_run():
-    """The code inside is a compiled program's first run (``CachedOp``, per input signature): unless
-    the tuning table's ``jit_first_run`` is on or a profile records (``la.profile()``, ``explain()``:
-    they show what later calls run), compiled kernels are off inside (``enabled()`` is False,
-    ``compiled`` gives None; every caller runs its NumPy path) and they load from the disk cache or
-    compile at the program's second run. A program run once (``evaluate``, a first call, a script)
-    then never waits for numba: loading a cached kernel took 5-15 ms each on the development machine
-    (a small CNN's first call loads three), compiling one seconds. (Pool threads do not see it: a
-    kernel a thread split runs there may still load.)
+    """The code inside is a compiled program's first run (``CachedOp``, per input signature; a cached
+    backward's): the kernels marked ``tiered`` are not loaded or compiled there (``compiled`` gives
+    None; their callers run the NumPy path, which gives the same values) but at the program's second
+    run, unless the tuning table's ``jit_first_run`` is on or a profile records (``la.profile()``,
+    ``explain()``: they show what later calls run). A program run once (a first call, ``evaluate``,
+    a script) then does not wait for numba: loading a cached kernel took 5-15 ms on the development
+    machine (a small CNN's first call loaded two or three), compiling one seconds. Kernels whose
+    values differ from their fallback's (``conv2d[direct]``'s sums in another order) and those with
+    tiers of their own (``fused``, ``foreach``) are not marked. (Threads of the pool do not see it:
+    a kernel run in a thread split may still load.)
 
     >>> import numpy as np
+    >>> k = tiered(lambda a: a + 1.0)
     >>> with first_run():
-    ...     compiled(_one) is None
+    ...     compiled(k) is None
     True
     """
     if current().jit_first_run or MODE.get() & PROFILING:
@@ -92,7 +102,7 @@ def first_run():
 
 
 def in_first_run() -> bool:
-    """Whether this thread / task runs a program's first run with compiled kernels off (``first_run``)."""
+    """Whether this thread / task runs a program's first run with the tiered kernels off (``first_run``)."""
     return _FIRST_RUN.get()
 
 
@@ -188,9 +198,11 @@ def _usable_dir(root: str) -> str:
     return root
 
 
-def compiled(fn):
+def compiled(fn, always: bool = False):
     """``fn`` compiled for the CPU (``numba.njit(nogil=True)``, cached on disk in ``cache_dir()``),
-    or None where compiled kernels are off (``enabled()``): the caller then runs its NumPy path.
+    or None where compiled kernels are off (``enabled()``), or ``fn`` is ``tiered`` and this is a
+    program's first run (``first_run``): the caller then runs its NumPy path. ``always``: the kernel
+    even there (one compiled into another, ``conv_regions``).
 
     >>> import numpy as np
     >>> def total(a):
@@ -202,7 +214,9 @@ def compiled(fn):
     >>> float((k or total)(np.arange(4.0)))
     6.0
     """
-    if not current().jit or _FIRST_RUN.get() or _numba() is None:  # (``enabled()`` inline: once per kernel call)
+    if not current().jit or _numba() is None:  # (``enabled()`` inline: this runs once per kernel call)
+        return None
+    if _FIRST_RUN.get() and not always and getattr(fn, "lazyarray_tiered", False):  # (``first_run``)
         return None
     k = COMPILED.peek(fn)
     return k if k is not None else COMPILED.get_or_make(fn, _njit, fn)
