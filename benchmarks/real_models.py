@@ -505,21 +505,25 @@ def _child(name: str, cache: str, tree: Path) -> dict:
     return got
 
 
-def first_call_rows(names, rounds: int, against: Path | None = None) -> list:
+def first_call_rows(names, rounds: int, against: Path | None = None, cold_rounds: int | None = None) -> list:
     """Per model (and tree: this checkout, and ``against``'s lazyarray, alternating which goes first):
     medians over ``rounds`` of fresh processes with an empty disk cache (cold) and then with the one it
-    filled (warm), as ratios to onnxruntime's session creation in the same process. Each row ends with
-    the warm processes' medians (a dict: CPU seconds by phase and the rest) and the warm ratio."""
+    filled (warm), as ratios to onnxruntime's session creation in the same process (``cold_rounds``,
+    fewer: the rounds after them reuse the last filled cache, warm only). Each row ends with the warm
+    processes' medians (a dict: CPU seconds by phase and the rest) and the warm ratio."""
     import tempfile
     trees = {"": _HERE.parent} if against is None else {"after": _HERE.parent, "before": against.resolve()}
     got = {(n, t): {"cold": [], "warm": []} for n in names for t in trees}
-    for r in range(rounds):
-        for name in names:
-            for t in (list(trees) if r % 2 == 0 else list(trees)[::-1]):
-                with tempfile.TemporaryDirectory() as cache:
-                    got[(name, t)]["cold"].append(_child(name, cache, trees[t]))
+    cold_rounds = rounds if cold_rounds is None else max(1, min(cold_rounds, rounds))
+    with tempfile.TemporaryDirectory() as caches:
+        for r in range(rounds):
+            for name in names:
+                for t in (list(trees) if r % 2 == 0 else list(trees)[::-1]):
+                    cache = str(Path(caches) / f"{name}-{t or 'this'}-{min(r, cold_rounds - 1)}")
+                    if r < cold_rounds:
+                        got[(name, t)]["cold"].append(_child(name, cache, trees[t]))
                     got[(name, t)]["warm"].append(_child(name, cache, trees[t]))
-            print(".", end="", file=sys.stderr, flush=True)
+                print(".", end="", file=sys.stderr, flush=True)
     rows = []
     for (name, t), runs in got.items():
         med = {k: {f: statistics.median(r[f] for r in v) for f in v[0] if f != "file"} for k, v in runs.items()}
@@ -588,6 +592,9 @@ def parse(argv):
     ap.add_argument("--first-call", action="store_true",
                     help="first-call time in fresh processes, cold and warm kernel cache, / ort session creation")
     ap.add_argument("--first-call-child", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--cold-rounds", type=int, default=None,
+                    help="with --first-call: rounds with an empty kernel cache (default: every round); the "
+                         "later rounds are warm only")
     ap.add_argument("--tree", default="", help=argparse.SUPPRESS)  # (read before the imports: see the top)
     ap.add_argument("--against", type=Path, default=None,
                     help="with --first-call: also the lazyarray of this checkout (DIR/lazyarray), alternating: "
@@ -608,8 +615,8 @@ def main(argv=None) -> int:
     if args.first_call:
         names = [n for n in [m["name"] for m in manifest()] + [ZOO] if _picked(n, args.only)
                  and (not args.quick or n in QUICK + (ZOO,))]
-        print_first_calls(first_call_rows(names, args.rounds or (1 if args.quick else 3), args.against),
-                          args.against is not None)
+        print_first_calls(first_call_rows(names, args.rounds or (1 if args.quick else 3), args.against,
+                                          args.cold_rounds), args.against is not None)
         return 0
     rounds = args.rounds or (1 if args.quick else 5)
     budget = args.budget or (0.01 if args.quick else 0.15)
