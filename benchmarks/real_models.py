@@ -55,6 +55,8 @@ First calls include numba compiling the kernels a model is the first to use (sec
         # lstm_bidir_dynamo 0.91x, gru_time_major 0.99-1.00x, hf_bert 1.00-1.01x, convnext_mini 0.99x
     python benchmarks/real_models.py --profile mobilenetv3_mini   # la.profile() table of one model
     python benchmarks/real_models.py --first-call --only resnet,bert,zoo   # first calls, cold / warm kernel cache
+    python benchmarks/real_models.py --first-call --rounds 3 --cold-rounds 1 --against /path/to/other/checkout
+        # ... before/after, alternating; with the warm first call by phase (CPU ms)
 """
 from __future__ import annotations
 
