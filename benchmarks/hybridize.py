@@ -24,7 +24,6 @@ training step no slower than imperative at batch 64.
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import importlib.util
 import statistics
@@ -213,7 +212,7 @@ def _timed(fn, n: int) -> float:
 HERE = Path(__file__).resolve().parent
 FIRST_CALLS = ("transformer2 infer", "transformer12 infer", "transformer2 train", "resnet18 infer",
                "resnet18 train", "onnx hf_bert", "onnx convnext_mini")
-PHASES = ("first", "import", "trace", "compile", "gc", "numba", "rest", "second")
+PHASES = ("first", "parse", "import", "trace", "compile", "gc", "numba", "rest", "second", "wall")
 
 
 def _bench_module(name: str):
@@ -259,43 +258,20 @@ def _onnx_call(name: str):
 def first_call_child(name: str) -> dict:
     """In a fresh process that first pays what real_models.py --first-call's children pay (onnx and
     onnxruntime imported, numba started, a small model imported and run): ``name``'s first call and
-    its second, CPU seconds by phase (the import, the trace, the compiles and the GC's collections are
-    timed by wrapping ``SymbolBlock.imports``, ``hybrid.trace``, ``CachedOp._compile``,
-    ``backward_cache.build`` and a ``gc.callbacks`` hook, for good: run it in a child process; numba's
-    compiles and cache loads as ``jit.compile_ns_within`` reports them, wall time)."""
-    from lazyarray import backward_cache, jit
-    from lazyarray.blocks import hybrid
-    from lazyarray.executor.cached_op import CachedOp
+    its second, CPU seconds by phase (real_models.py's ``phase_timers``: the ONNX parse, the rest of the
+    import, the trace, the compiles and the GC's collections, each without the phases inside it, by
+    wrapping functions for good: run it in a child process; numba's compiles and cache loads as
+    ``jit.compile_ns_within`` reports them, wall time), and the first call's wall time."""
+    from lazyarray import jit
 
     la.set_num_threads(1)
     jit.warm_up()
+    rm = _bench_module("real_models")
     if importlib.util.find_spec("onnxruntime") is not None:  # the process real_models.py --first-call times in
         importlib.import_module("onnxruntime")
-        rm = _bench_module("real_models")
         rm.Model(next(m for m in rm.manifest() if m["name"] == rm.WARM_UP), (1,)).check()
     fn = _onnx_call(name.split()[1]) if name.startswith("onnx") else _zoo_call(name)
-    spent = dict.fromkeys(("import", "trace", "compile", "gc"), 0.0)
-    depth = [0]
-
-    def timed_as(what, f):
-        def wrapped(*a, **k):
-            depth[0] += 1
-            t0, g0 = time.process_time(), spent["gc"]
-            try:
-                return f(*a, **k)
-            finally:
-                depth[0] -= 1
-                if depth[0] == 0:  # (a compile inside a trace counts once, as the trace; a collection, as gc)
-                    spent[what] += time.process_time() - t0 - (spent["gc"] - g0)
-        return wrapped
-
-    hybrid.trace = timed_as("trace", hybrid.trace)
-    CachedOp._compile = timed_as("compile", CachedOp._compile)
-    backward_cache.build = timed_as("compile", backward_cache.build)
-    B.SymbolBlock.imports = staticmethod(timed_as("import", B.SymbolBlock.imports))
-    started = [0.0]
-    gc.callbacks.append(lambda phase, info: started.__setitem__(0, time.process_time()) if phase == "start"
-                        else spent.__setitem__("gc", spent["gc"] + time.process_time() - started[0]))
+    spent = rm.phase_timers()
     w0, c0 = time.perf_counter_ns(), time.process_time()
     fn()
     first, w1 = time.process_time() - c0, time.perf_counter_ns()
@@ -303,8 +279,9 @@ def first_call_child(name: str) -> dict:
     c0 = time.process_time()
     fn()
     second = time.process_time() - c0
-    rest = first - sum(spent.values()) - numba
-    return {"first": first, **spent, "numba": numba, "rest": rest, "second": second, "file": la.__file__}
+    phases = {k: spent[k] for k in rm.PHASES}
+    return {"first": first, **phases, "numba": numba, "rest": first - sum(phases.values()) - numba,
+            "second": second, "wall": (w1 - w0) / 1e9, "file": la.__file__}
 
 
 def first_call_table(names, rounds: int, against: Path | None) -> None:
@@ -327,9 +304,11 @@ def first_call_table(names, rounds: int, against: Path | None) -> None:
             rows.append([n, "" if against is None else ("after" if t == "this" else "before")]
                         + [f"{med[k]:.1f}" for k in PHASES])
     print(f"first hybridized call, CPU ms by phase (fresh process each, one thread; medians of {rounds}; "
-          "numba: wall ms of its compiles and cache loads; rest: the run's compute and all else)")
-    print(table(["workload", "tree", "first call", "onnx import", "trace", "compile", "gc", "numba", "rest",
-                 "second call"],
+          "onnx parse: the file read and checked; onnx import: its conversion to a graph; compile: passes, "
+          "guards, planning, choices; numba: wall ms of its compiles and cache loads; rest: the run's compute "
+          "and all else), the second call (CPU) and the first call's wall ms")
+    print(table(["workload", "tree", "first call", "onnx parse", "onnx import", "trace", "compile", "gc", "numba",
+                 "rest", "second call", "first wall"],
                 rows))
 
 

@@ -15,6 +15,7 @@ per process pair (the machine is shared: compare ratios).
 
     python benchmarks/import_cost.py
     python benchmarks/import_cost.py --onnx [--models hf_bert,lstm_bidir] [--against /path/to/other/checkout]
+    python benchmarks/import_cost.py --against /path/to/other/checkout [--rounds 11]   # import lazyarray, A/B
 """
 from __future__ import annotations
 
@@ -31,25 +32,43 @@ from _util import probe_in, table  # noqa: E402
 TARGET_MIB = 10.0
 REPEAT = 5
 
-# Prints peak RSS in MiB (ru_maxrss is bytes on macOS, KiB elsewhere) and the import's seconds.
+# Prints peak RSS in MiB (ru_maxrss is bytes on macOS, KiB elsewhere) and the import's seconds, wall and CPU.
 PROBE = """
 import resource, sys, time
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 import {module}
-dt = time.perf_counter() - t0
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1 << 10), dt)
+dt, dc = time.perf_counter() - t0, time.process_time() - c0
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1 << 10), dt, dc)
 """
 
 
-def measure(module: str) -> tuple[float, float]:
-    """Median peak RSS (MiB) and import time (s) of ``import module`` in fresh interpreters."""
-    runs = []
-    for _ in range(REPEAT):
-        out = subprocess.run([sys.executable, "-c", PROBE.format(module=module)], capture_output=True, text=True,
-                             check=True)
-        rss, dt = map(float, out.stdout.split())
-        runs.append((rss, dt))
-    return statistics.median(r for r, _ in runs), statistics.median(t for _, t in runs)
+def _probe(module: str, root: Path | None) -> tuple[float, float]:
+    env = None if root is None else {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, "-c", PROBE.format(module=module)], capture_output=True, text=True,
+                         check=True, env=env)
+    rss, dt, dc = map(float, out.stdout.split())
+    return rss, dt, dc
+
+
+def measure(module: str, root: Path | None = None) -> tuple[float, float]:
+    """Median peak RSS (MiB) and import time (s) of ``import module`` in fresh interpreters (the
+    lazyarray under ``root`` first on the path, when given)."""
+    runs = [_probe(module, root) for _ in range(REPEAT)]
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+
+
+def measure_against(other: Path, rounds: int) -> list:
+    """``import lazyarray`` from this checkout and from ``other``, alternating: rows of median peak RSS,
+    wall and CPU time, and the ratios this / other of the times per process pair."""
+    this, that = [], []
+    for r in range(rounds):
+        pair = [(this, ROOT), (that, other)]
+        for runs, root in (pair if r % 2 == 0 else pair[::-1]):
+            runs.append(_probe("lazyarray", root))
+    rows = [[name] + [f"{statistics.median(x[k] for x in runs) * (1e3 if k else 1):.{0 if k else 1}f}" for k in range(3)]
+            for name, runs in (("import lazyarray (this)", this), (f"import lazyarray ({other})", that))]
+    return rows + [["this / other", ""] + [f"{statistics.median(a[k] / b[k] for a, b in zip(this, that)):.2f}"
+                                          for k in (1, 2)]]
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,14 +129,20 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--onnx", action="store_true", help="time ONNX model imports instead")
     ap.add_argument("--models", default=",".join(MODELS), help="with --onnx: fixture names, comma-separated")
-    ap.add_argument("--against", default="", help="with --onnx: another checkout to alternate with")
+    ap.add_argument("--against", default="", help="another checkout to alternate with (ONNX imports with --onnx, "
+                                                  "else import lazyarray)")
     ap.add_argument("--rounds", type=int, default=ROUNDS, help="with --onnx: fresh processes per model")
     args = ap.parse_args(argv)
     if args.onnx:
         print_onnx(args.models.split(","), Path(args.against).resolve() if args.against else None, args.rounds)
         return
+    if args.against:
+        print(f"import lazyarray, medians of {args.rounds} fresh interpreters each, alternating")
+        print(table(["", "peak RSS (MiB)", "wall (ms)", "CPU (ms)"], measure_against(Path(args.against).resolve(),
+                                                                                    args.rounds)))
+        return
     rss_np, t_np = measure("numpy")
-    rss_la, t_la = measure("lazyarray")
+    rss_la, t_la = measure("lazyarray", ROOT)
     rows = [["import numpy", f"{rss_np:.1f}", f"{t_np * 1e3:.0f}", "", ""],
             ["import lazyarray", f"{rss_la:.1f}", f"{t_la * 1e3:.0f}", f"{rss_la - rss_np:+.1f}",
              f"{rss_la / rss_np:.2f}"]]

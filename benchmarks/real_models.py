@@ -81,6 +81,8 @@ against 7 us for positive ones).
         # lstm_bidir_dynamo 0.91x, gru_time_major 0.99-1.00x, hf_bert 1.00-1.01x, convnext_mini 0.99x
     python benchmarks/real_models.py --profile mobilenetv3_mini   # la.profile() table of one model
     python benchmarks/real_models.py --first-call --only resnet,bert,zoo   # first calls, cold / warm kernel cache
+    python benchmarks/real_models.py --first-call --rounds 3 --cold-rounds 1 --against /path/to/other/checkout
+        # ... before/after, alternating; with the warm first call by phase (CPU ms)
 """
 from __future__ import annotations
 
@@ -101,7 +103,8 @@ _HERE = Path(__file__).resolve().parent
 # benchmarks/ holds onnx.py, which would shadow the onnx package when this runs as a script.
 if __name__ == "__main__":
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-    sys.path.insert(0, str(_HERE.parent))  # this checkout's lazyarray
+    # this checkout's lazyarray, or the one under --tree DIR (--first-call --against's other children)
+    sys.path.insert(0, sys.argv[sys.argv.index("--tree") + 1] if "--tree" in sys.argv else str(_HERE.parent))
 _spec = importlib.util.spec_from_file_location("_bench_util", _HERE / "_util.py")
 _util = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_util)
@@ -183,11 +186,11 @@ class Model:
         self.m, self.name = m, m["name"]
         self.path = str(FIXTURES / (self.name + ".onnx"))
         la.set_num_threads(1)
+        self.feeds = feeds(m)  # (read before the clock starts: the first call is lazyarray's work only)
         t0 = time.perf_counter()
         self.net = la.blocks.SymbolBlock.imports(self.path, m["inputs"])
         self.import_s = time.perf_counter() - t0
         self.net.hybridize()
-        self.feeds = feeds(m)
         self.la_run(self.feeds[0][1])
         self.first_call = time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -474,18 +477,69 @@ ZOO = "zoo_resnet18_train"  # --first-call's extra row: the zoo's ResNet-18, fir
 ZOO_SESSION = "resnet_mini"  # ... against the InferenceSession creation of this fixture
 
 
-def _zoo_first_step() -> tuple[float, float]:
+def _zoo_first_step() -> tuple[float, float, float]:
     """Seconds of the zoo's ResNet-18 (CIFAR, batch 32) first hybridized training step (benchmarks/models.py's),
-    and of its second."""
+    and of its second (wall, CPU)."""
     spec = importlib.util.spec_from_file_location("_bench_models", _HERE / "models.py")
     models = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(models)
     run = models.Run("resnet18", True, 32, False)
     t0 = time.perf_counter()
     run.step()
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     run.step()
-    return t1 - t0, time.perf_counter() - t1
+    return t1 - t0, time.perf_counter() - t1, time.process_time() - c1
+
+
+PHASES = ("parse", "import", "trace", "compile", "gc")
+
+
+def phase_timers() -> dict:
+    """Wrap, for good (call it in a child process), what a first call goes through, each timed in CPU
+    seconds without the phases inside it: the ONNX file's parse and check (``onnx.load.read_model``),
+    the rest of ``SymbolBlock.imports`` (the conversion to a graph: converters, shape rules, symbolic
+    sizes), ``hybrid.trace``, the compiles (``CachedOp._compile``, ``backward_cache.build``: passes,
+    specialization and guards, planning, choosing kernels) and the cyclic GC's collections (a
+    ``gc.callbacks`` hook). Returns the dict (phase -> seconds) they add to."""
+    import gc
+
+    from lazyarray import backward_cache
+    from lazyarray.blocks import hybrid
+    from lazyarray.executor.cached_op import CachedOp
+    onnx_load = importlib.import_module("lazyarray.onnx.load")  # (la.onnx.load is the function)
+    spent = dict.fromkeys(PHASES, 0.0)
+    inner = []  # per open phase: the CPU seconds of the phases (and collections) inside it
+
+    def timed_as(what, f):
+        def wrapped(*a, **k):
+            inner.append(0.0)
+            t0 = time.process_time()
+            try:
+                return f(*a, **k)
+            finally:
+                took = time.process_time() - t0
+                spent[what] += took - inner.pop()
+                if inner:
+                    inner[-1] += took
+        return wrapped
+
+    onnx_load.read_model = timed_as("parse", onnx_load.read_model)
+    la.blocks.SymbolBlock.imports = staticmethod(timed_as("import", la.blocks.SymbolBlock.imports))
+    hybrid.trace = timed_as("trace", hybrid.trace)
+    CachedOp._compile = timed_as("compile", CachedOp._compile)
+    backward_cache.build = timed_as("compile", backward_cache.build)
+    started = [0.0]
+
+    def collected(phase, info):
+        if phase == "start":
+            started[0] = time.process_time()
+            return
+        took = time.process_time() - started[0]
+        spent["gc"] += took
+        if inner:
+            inner[-1] += took
+    gc.callbacks.append(collected)
+    return spent
 
 
 def first_call_child(name: str) -> dict:
@@ -500,67 +554,108 @@ def first_call_child(name: str) -> dict:
     start = time.perf_counter() - t0
     Model(next(m for m in manifest() if m["name"] == WARM_UP), (1,)).check()
     before = jit.cache_stats()
+    spent = phase_timers()
+    c0, w0 = time.process_time(), time.perf_counter_ns()
     if name == ZOO:
-        (first, second), load = _zoo_first_step(), 0.0
+        (first, second, second_cpu), load = _zoo_first_step(), 0.0
     else:
         model = Model(next(m for m in manifest() if m["name"] == name), (1,))
         first, load = model.first_call, model.import_s
-        t0 = time.perf_counter()
+    first_cpu, w1 = time.process_time() - c0, time.perf_counter_ns()
+    numba = jit.compile_ns_within(w0, w1) / 1e9
+    if name != ZOO:
+        t0, c0 = time.perf_counter(), time.process_time()
         model.la_run(model.feeds[0][1])
-        second = time.perf_counter() - t0
+        second, second_cpu = time.perf_counter() - t0, time.process_time() - c0
     compiled, loaded = (a - b for a, b in zip(jit.cache_stats(), before))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     ort_session(str(FIXTURES / ((ZOO_SESSION if name == ZOO else name) + ".onnx")), 1)
-    return {"first": first, "import": load, "session": time.perf_counter() - t0,
-            "compiled": compiled, "loaded": loaded, "numba_start": start, "second": second}
+    session, session_cpu = time.perf_counter() - t0, time.process_time() - c0
+    phases = {k: spent[k] for k in PHASES}  # (CPU; numba: wall, its compiles and cache loads in the first call)
+    return {"first": first, "import": load, "session": session, "compiled": compiled, "loaded": loaded,
+            "numba_start": start, "second": second, "first_cpu": first_cpu, "second_cpu": second_cpu,
+            "session_cpu": session_cpu, **phases, "numba": numba,
+            "run": first_cpu - sum(phases.values()) - numba, "file": la.__file__}
 
 
-def _child(name: str, cache: str) -> dict:
+def _child(name: str, cache: str, tree: Path) -> dict:
     import os
     import subprocess
     env = {**os.environ, "LAZYARRAY_JIT_CACHE_DIR": cache}
-    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--first-call-child", name], env=env,
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--first-call-child", name, "--tree", str(tree)],
+                         env=env, capture_output=True, text=True, timeout=600)
     if out.returncode:
         raise RuntimeError(f"{name}: the first-call process failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    if not got["file"].startswith(str(tree)):
+        raise RuntimeError(f"{name}: the child imported {got['file']}, not the lazyarray under {tree}")
+    return got
 
 
-def first_call_rows(names, rounds: int) -> list:
-    """Per model: medians over ``rounds`` of fresh processes with an empty disk cache (cold) and then
-    with the one it filled (warm), as ratios to onnxruntime's session creation in the same process."""
+def first_call_rows(names, rounds: int, against: Path | None = None, cold_rounds: int | None = None) -> list:
+    """Per model (and tree: this checkout, and ``against``'s lazyarray, alternating which goes first):
+    medians over ``rounds`` of fresh processes with an empty disk cache (cold) and then with the one it
+    filled (warm), as ratios to onnxruntime's session creation in the same process (``cold_rounds``,
+    fewer: the rounds after them reuse the last filled cache, warm only). Each row ends with the warm
+    processes' medians (a dict: CPU seconds by phase and the rest) and the warm ratio."""
     import tempfile
+    trees = {"": _HERE.parent} if against is None else {"after": _HERE.parent, "before": against.resolve()}
+    got = {(n, t): {"cold": [], "warm": []} for n in names for t in trees}
+    cold_rounds = rounds if cold_rounds is None else max(1, min(cold_rounds, rounds))
+    with tempfile.TemporaryDirectory() as caches:
+        for r in range(rounds):
+            for name in names:
+                for t in (list(trees) if r % 2 == 0 else list(trees)[::-1]):
+                    cache = str(Path(caches) / f"{name}-{t or 'this'}-{min(r, cold_rounds - 1)}")
+                    if r < cold_rounds:
+                        got[(name, t)]["cold"].append(_child(name, cache, trees[t]))
+                    got[(name, t)]["warm"].append(_child(name, cache, trees[t]))
+                print(".", end="", file=sys.stderr, flush=True)
     rows = []
-    for name in names:
-        got = {"cold": [], "warm": []}
-        for _ in range(rounds):
-            with tempfile.TemporaryDirectory() as cache:
-                got["cold"].append(_child(name, cache))
-                got["warm"].append(_child(name, cache))
-            print(".", end="", file=sys.stderr, flush=True)
-        med = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in got.items()}
-        ratio = {k: statistics.median(r["first"] / r["session"] for r in v) for k, v in got.items()}
-        imp = statistics.median(r["import"] / r["session"] for r in got["warm"])
-        rows.append([name, f"{med['cold']['numba_start'] * 1e3:.0f}/{med['warm']['numba_start'] * 1e3:.0f}",
-                     f"{med['cold']['first'] * 1e3:.0f}", f"{med['warm']['first'] * 1e3:.0f}",
-                     f"{med['warm']['second'] * 1e3:.1f}",
-                     f"{med['warm']['import'] * 1e3:.1f}", f"{med['warm']['session'] * 1e3:.1f}",
-                     f"{ratio['cold']:.1f}x", f"{ratio['warm']:.1f}x", f"{imp:.1f}x" if imp else "-",
-                     f"{med['cold']['compiled']:.0f}", f"{med['warm']['loaded']:.0f}/{med['warm']['compiled']:.0f}",
-                     ratio["warm"]])
+    for (name, t), runs in got.items():
+        med = {k: {f: statistics.median(r[f] for r in v) for f in v[0] if f != "file"} for k, v in runs.items()}
+        ratio = {k: statistics.median(r["first"] / r["session"] for r in v) for k, v in runs.items()}
+        imp = statistics.median(r["import"] / r["session"] for r in runs["warm"])
+        cpu = statistics.median(r["first_cpu"] / r["session_cpu"] for r in runs["warm"] if r["session_cpu"] > 0) \
+            if any(r["session_cpu"] > 0 for r in runs["warm"]) else math.inf
+        rows.append([name] + ([t] if against is not None else [])
+                    + [f"{med['cold']['numba_start'] * 1e3:.0f}/{med['warm']['numba_start'] * 1e3:.0f}",
+                       f"{med['cold']['first'] * 1e3:.0f}", f"{med['warm']['first'] * 1e3:.0f}",
+                       f"{med['warm']['second'] * 1e3:.1f}",
+                       f"{med['warm']['import'] * 1e3:.1f}", f"{med['warm']['session'] * 1e3:.1f}",
+                       f"{ratio['cold']:.1f}x", f"{ratio['warm']:.1f}x", f"{imp:.1f}x" if imp else "-",
+                       f"{med['cold']['compiled']:.0f}", f"{med['warm']['loaded']:.0f}/{med['warm']['compiled']:.0f}",
+                       {**med["warm"], "cpu_ratio": cpu, "second_cold": med["cold"]["second"]}, ratio["warm"]])
     return rows
 
 
-def print_first_calls(rows) -> None:
+def print_first_calls(rows, against: bool = False) -> None:
     print("first call (import + trace + compile + first run, one thread; fresh process each, numba's one-time "
           "start paid before it: 'numba ms', cold/warm) / onnxruntime InferenceSession creation in the same "
           "process; cold: empty kernel cache, warm: the one the cold process filled; 2nd call: the next call "
           "(warm); median of rounds")
-    heads = ["model", "numba ms", "cold ms", "warm ms", "2nd call ms", "import ms", "session ms", "cold/session", "warm/session",
-             "import/session", "compiled cold", "loaded/compiled warm"]
-    print(table(heads, [r[:-1] for r in rows]))
-    worst = max(rows, key=lambda r: r[-1])
-    print(f"warm/session: geometric mean {geomean([r[-1] for r in rows]):.1f}x, worst {worst[0]} {worst[-1]:.1f}x")
+    lead = ["model"] + (["tree"] if against else [])
+    heads = lead + ["numba ms", "cold ms", "warm ms", "2nd call ms", "import ms", "session ms", "cold/session",
+                    "warm/session", "import/session", "compiled cold", "loaded/compiled warm"]
+    print(table(heads, [r[:-2] for r in rows]))
+    for tree in sorted({r[1] for r in rows}) if against else [None]:
+        mine = [r for r in rows if tree is None or r[1] == tree]
+        worst = max(mine, key=lambda r: r[-1])
+        print(f"{tree + ': ' if tree else ''}warm/session: geometric mean {geomean([r[-1] for r in mine]):.1f}x, "
+              f"worst {worst[0]} {worst[-1]:.1f}x")
+    print("\nwarm first call by phase, CPU ms (parse: the ONNX file read and checked; import: its conversion to a "
+          "graph; trace; compile: passes, guards, planning, choices; gc: the cyclic GC's collections; numba: wall ms "
+          "of its compiles and cache loads; run: the rest, the first run's compute), beside the wall ms, the second "
+          "call (CPU; wall with a cold cache) and the session's CPU ms; first/session in CPU time")
+    heads = lead + ["first cpu", "wall", "parse", "import", "trace", "compile", "gc", "numba", "run", "2nd cpu",
+                    "2nd cold wall", "session cpu", "first/session cpu"]
+    out = []
+    for r in rows:
+        m = r[-2]
+        out.append(r[:len(lead)] + [f"{m[k] * 1e3:.1f}" for k in ("first_cpu", "first", *PHASES, "numba", "run",
+                                                                    "second_cpu", "second_cold", "session_cpu")]
+                   + [f"{m['cpu_ratio']:.1f}x"])
+    print(table(heads, out))
 
 
 def _picked(name: str, only: str) -> bool:
@@ -588,6 +683,13 @@ def parse(argv):
     ap.add_argument("--first-call", action="store_true",
                     help="first-call time in fresh processes, cold and warm kernel cache, / ort session creation")
     ap.add_argument("--first-call-child", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--cold-rounds", type=int, default=None,
+                    help="with --first-call: rounds with an empty kernel cache (default: every round); the "
+                         "later rounds are warm only")
+    ap.add_argument("--tree", default="", help=argparse.SUPPRESS)  # (read before the imports: see the top)
+    ap.add_argument("--against", type=Path, default=None,
+                    help="with --first-call: also the lazyarray of this checkout (DIR/lazyarray), alternating: "
+                         "before/after rows")
     return ap.parse_args(argv)
 
 
@@ -604,7 +706,8 @@ def main(argv=None) -> int:
     if args.first_call:
         names = [n for n in [m["name"] for m in manifest()] + [ZOO] if _picked(n, args.only)
                  and (not args.quick or n in QUICK + (ZOO,))]
-        print_first_calls(first_call_rows(names, args.rounds or (1 if args.quick else 3)))
+        print_first_calls(first_call_rows(names, args.rounds or (1 if args.quick else 3), args.against,
+                                          args.cold_rounds), args.against is not None)
         return 0
     rounds = args.rounds or (1 if args.quick else 5)
     budget = args.budget or (0.01 if args.quick else 0.15)

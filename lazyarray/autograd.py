@@ -14,7 +14,7 @@ import contextvars
 
 import numpy as np
 
-from . import backward_cache
+from . import backward_cache, jit
 from .aval import Aval
 from .buffer import bump, version
 from .deferred import MODE, RECORDING, fix_values, is_deferred, known_values, set_mode_bit, show
@@ -327,7 +327,10 @@ def _cached_backward(records, leaves, outputs, heads, make, retain_graph) -> boo
         if not backward_cache.cacheable(key):
             return False
         compiled = backward_cache.build(key, records, leaf_list, heads)
-    values = backward_cache.run(compiled, records, leaf_list, consts, heads)
+        with jit.first_run():  # (NumPy kernels: compiled ones load or compile from the second run)
+            values = backward_cache.run(compiled, records, leaf_list, consts, heads)
+    else:
+        values = backward_cache.run(compiled, records, leaf_list, consts, heads)
     for (leaf, entries), v in zip(leaf_list, values):
         _store_grad(leaf, v, make, next(iter(entries.values())).aval.device)
     if not retain_graph:

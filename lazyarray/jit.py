@@ -33,6 +33,7 @@ asked (GNU OpenMP does not survive ``fork``: a forked child takes the serial ker
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import hashlib
@@ -45,6 +46,7 @@ import time
 import warnings
 
 from .caches import NamedCache
+from .mode import MODE, PROFILING
 from .tuning_table import config, current, from_environment_only
 
 # kernel function -> its numba dispatcher (one per kernel function of the package; an evicted one
@@ -52,12 +54,56 @@ from .tuning_table import config, current, from_environment_only
 COMPILED = NamedCache("compiled kernels", 1024)
 CACHE_CAP_BYTES = 256 << 20  # the disk cache's size: a model zoo's kernels take a few MiB
 _LOG = logging.getLogger("lazyarray.jit")
+# True while a compiled program's first run takes the NumPy kernels (``first_run``)
+_FIRST_RUN: contextvars.ContextVar[bool] = contextvars.ContextVar("lazyarray_jit_first_run", default=False)
 
 
 def enabled() -> bool:
     """True when compiled kernels run: numba is importable and the tuning table's ``jit`` is on
     (``LAZYARRAY_JIT`` at import, ``la.tuning(jit=...)``, ``set_enabled``)."""
     return current().jit and _numba() is not None
+
+
+def tiered(fn):
+    """Mark the kernel ``fn`` as one whose callers' NumPy path gives its values bit for bit: in a
+    compiled program's first run (``first_run``) ``compiled(fn)`` is None and that path runs, so the
+    run neither loads ``fn`` from the disk cache nor compiles it. Returns ``fn``."""
+    fn.lazyarray_tiered = True
+    return fn
+
+
+@contextlib.contextmanager
+def first_run():
+    """The code inside is a compiled program's first run (``CachedOp``, per input signature; a cached
+    backward's): the kernels marked ``tiered`` are not loaded or compiled there (``compiled`` gives
+    None; their callers run the NumPy path, which gives the same values) but at the program's second
+    run, unless the tuning table's ``jit_first_run`` is on or a profile records (``la.profile()``,
+    ``explain()``: they show what later calls run). A program run once (a first call, ``evaluate``,
+    a script) then does not wait for numba: loading a cached kernel took 5-15 ms on the development
+    machine (a small CNN's first call loaded two or three), compiling one seconds. Kernels whose
+    values differ from their fallback's (``conv2d[direct]``'s sums in another order) and those with
+    tiers of their own (``fused``, ``foreach``) are not marked. (Threads of the pool do not see it:
+    a kernel run in a thread split may still load.)
+
+    >>> import numpy as np
+    >>> k = tiered(lambda a: a + 1.0)
+    >>> with first_run():
+    ...     compiled(k) is None
+    True
+    """
+    if current().jit_first_run or MODE.get() & PROFILING:
+        yield
+        return
+    token = _FIRST_RUN.set(True)
+    try:
+        yield
+    finally:
+        _FIRST_RUN.reset(token)
+
+
+def in_first_run() -> bool:
+    """Whether this thread / task runs a program's first run with the tiered kernels off (``first_run``)."""
+    return _FIRST_RUN.get()
 
 
 def set_enabled(on: bool | None) -> None:
@@ -152,9 +198,11 @@ def _usable_dir(root: str) -> str:
     return root
 
 
-def compiled(fn):
+def compiled(fn, always: bool = False):
     """``fn`` compiled for the CPU (``numba.njit(nogil=True)``, cached on disk in ``cache_dir()``),
-    or None where compiled kernels are off (``enabled()``): the caller then runs its NumPy path.
+    or None where compiled kernels are off (``enabled()``), or ``fn`` is ``tiered`` and this is a
+    program's first run (``first_run``): the caller then runs its NumPy path. ``always``: the kernel
+    even there (one compiled into another, ``conv_regions``).
 
     >>> import numpy as np
     >>> def total(a):
@@ -167,6 +215,8 @@ def compiled(fn):
     6.0
     """
     if not current().jit or _numba() is None:  # (``enabled()`` inline: this runs once per kernel call)
+        return None
+    if _FIRST_RUN.get() and not always and getattr(fn, "lazyarray_tiered", False):  # (``first_run``)
         return None
     k = COMPILED.peek(fn)
     return k if k is not None else COMPILED.get_or_make(fn, _njit, fn)

@@ -102,6 +102,9 @@ class Tuning:
     # -- compiled kernels and threads (jit.py, threads.py)
     jit: bool = _doc(True, "compiled CPU kernels (numba, where installed; off: NumPy's kernels only)",
                      "LAZYARRAY_JIT")
+    jit_first_run: bool = _doc(False, "compiled kernels (numba) in a compiled program's first run per input "
+                               "signature; off: that run takes the NumPy kernels and they load or compile from its "
+                               "second run (jit.first_run; a run under la.profile() / explain() takes them either way)")
     jit_cache_dir: str = _doc(JIT_CACHE_DIR, "directory compiled kernels are cached in between processes (jit.py: "
                               "capped, jit.clear_disk_cache() empties it); '': compile in every process",
                               "LAZYARRAY_JIT_CACHE_DIR (a path; 0 or off: no disk cache)")

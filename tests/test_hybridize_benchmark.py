@@ -21,7 +21,17 @@ def test_first_call_mode_prints_the_phases_of_a_fresh_process_first_call(capsys)
     bench.first_call_table(["transformer2 infer"], 1, None)
     out = capsys.readouterr().out
     row = next(ln.split() for ln in out.splitlines() if ln.strip().startswith("transformer2 infer"))
-    assert len(row) == 2 + 8, row  # (the tree column is empty without --against)
-    first, onnx_import, trace, compiled, collected, numba, rest, _ = map(float, row[2:])
-    assert onnx_import == 0 and trace > 0 and compiled > 0  # (not an ONNX file)
-    assert onnx_import + trace + compiled + collected + numba + rest == pytest.approx(first, abs=0.5)
+    assert len(row) == 2 + 10, row  # (the tree column is empty without --against)
+    first, parse, onnx_import, trace, compiled, collected, numba, rest, _, wall = map(float, row[2:])
+    assert parse == onnx_import == 0 and trace > 0 and compiled > 0 and wall > 0  # (not an ONNX file)
+    assert parse + onnx_import + trace + compiled + collected + numba + rest == pytest.approx(first, abs=0.5)
+
+
+def test_an_onnx_first_calls_parse_and_import_are_phases_of_their_own(capsys):
+    pytest.importorskip("onnx")
+    bench.first_call_table(["onnx convnext_mini"], 1, None)
+    out = capsys.readouterr().out
+    row = next(ln.split() for ln in out.splitlines() if ln.strip().startswith("onnx convnext_mini"))
+    first, parse, onnx_import, trace, compiled, collected, numba, rest, _, _ = map(float, row[2:])
+    assert parse > 0 and onnx_import > 0 and trace > 0 and compiled > 0
+    assert parse + onnx_import + trace + compiled + collected + numba + rest == pytest.approx(first, abs=0.5)

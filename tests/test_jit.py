@@ -258,3 +258,81 @@ def test_compile_time_is_its_own_row_in_a_profile_not_the_kernels_run_time():
     assert "nn.max_pool2d[numba compile]" in prof.table()
     want = x.asnumpy().reshape(8, 4, 6, 2, 6, 2).max(axis=(3, 5))
     np.testing.assert_array_equal(y, want)
+
+
+# -- a compiled program's first run (jit.first_run, jit.tiered) ----------------------------------------
+def _plus_one(a):
+    return a + 1.0
+
+
+_tiered_plus_one = jit.tiered(lambda a: a + 1.0)
+
+
+def test_a_first_run_leaves_out_tiered_kernels_only():
+    pytest.importorskip("numba")
+    with la.tuning(jit=True):
+        with jit.first_run():
+            assert jit.in_first_run()
+            assert jit.compiled(_tiered_plus_one) is None  # (its caller's NumPy path gives the same values)
+            assert jit.compiled(_plus_one) is not None  # (not marked: compiled as ever)
+            assert jit.compiled(_tiered_plus_one, always=True) is not None  # (built into another kernel)
+            assert jit.enabled()  # (choosers still see numba: a tiered kernel's caller declines at run time)
+        assert not jit.in_first_run() and jit.compiled(_tiered_plus_one) is not None
+
+
+def test_jit_first_run_and_a_profile_keep_the_kernels_in_a_first_run():
+    with la.tuning(jit_first_run=True), jit.first_run():
+        assert not jit.in_first_run()
+    with la.profile(), jit.first_run():  # (explain() shows what later calls run)
+        assert not jit.in_first_run()
+
+
+def _pool_op():
+    x = la.sym.var("x", shape=(2, 3, 8, 8), dtype="float32")
+    return la.CachedOp(la.sym.nn.max_pool2d(la.sym.relu(x), kernel=(2, 2)))
+
+
+def test_a_compiled_programs_first_call_loads_no_tiered_kernel_and_its_second_does():
+    """The first call per signature runs max_pool2d and relu on NumPy (no load, no compile: the
+    kernels are not even asked for); the second loads or compiles them; the values are the same bits."""
+    pytest.importorskip("numba")
+    from lazyarray.kernels import elementwise_jit, pool_jit
+    x = la.array(np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32))
+    op = _pool_op()
+    jit.clear()
+    try:
+        with la.tuning(jit=True):
+            first = op(x).asnumpy()
+            assert jit.COMPILED.peek(pool_jit._pool_tiles_rows) is None
+            assert jit.COMPILED.peek(elementwise_jit.relu_flat) is None
+            second = op(x).asnumpy()
+            assert jit.COMPILED.peek(pool_jit._pool_tiles_rows) is not None
+            with la.tuning(jit_first_run=True):
+                jit.clear()
+                _pool_op()(x).asnumpy()  # (a new program: its first run takes them with the switch on)
+                assert jit.COMPILED.peek(pool_jit._pool_tiles_rows) is not None
+    finally:
+        jit.clear()
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_array_equal(first, np.maximum(x.asnumpy(), 0).reshape(2, 3, 4, 2, 4, 2).max(axis=(3, 5)))
+
+
+def test_a_cached_backwards_first_run_loads_no_tiered_kernel():
+    pytest.importorskip("numba")
+    from lazyarray.kernels import pool_jit
+    x = la.array(np.random.default_rng(1).standard_normal((2, 3, 8, 8)).astype(np.float32))
+    grads = []
+    jit.clear()
+    try:
+        with la.tuning(jit=True):
+            for k in range(2):
+                x.attach_grad()
+                with la.autograd.record():
+                    y = la.nn.max_pool2d(x * 2, kernel=(2, 2)).sum()
+                y.backward()
+                grads.append(x.grad.asnumpy())
+                loaded = jit.COMPILED.peek(pool_jit._max_pool_grad_tiles) is not None
+                assert loaded == (k == 1)  # (the second backward of that tape structure loads it)
+    finally:
+        jit.clear()
+    np.testing.assert_array_equal(grads[0], grads[1])

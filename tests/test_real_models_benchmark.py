@@ -100,3 +100,20 @@ def test_first_call_mode_times_fresh_processes_with_a_cold_and_a_warm_kernel_cac
     row = next(ln.split() for ln in out.splitlines() if ln.strip().startswith("gru_time_major "))
     assert len(row) == 12 and re.fullmatch(r"\d+\.\dx", row[7]) and re.fullmatch(r"\d+\.\dx", row[8]), row
     assert re.search(r"warm/session: geometric mean \d+\.\dx, worst gru_time_major", out)
+    # the warm first call by phase, CPU ms: they and the run add up to the first call's CPU time
+    phases = next(ln.split() for ln in out.splitlines()[out.splitlines().index(
+        next(ln for ln in out.splitlines() if ln.startswith("warm first call by phase"))):] if ln.strip().startswith("gru_time_major "))
+    assert len(phases) == 14 and re.fullmatch(r"\d+\.\dx", phases[-1]), phases
+    first, _, parse, imported, trace, compiled, collected, numba, run = map(float, phases[1:10])
+    assert parse > 0 and imported > 0 and compiled > 0 and run > 0
+    assert parse + imported + trace + compiled + collected + numba + run == pytest.approx(first, abs=0.3)
+
+
+@pytest.mark.slow
+def test_first_call_against_another_checkout_gives_before_and_after_rows(capsys):
+    root = bench._HERE.parent
+    assert bench.main(["--first-call", "--only", "arange_gather", "--rounds", "1", "--against", str(root)]) == 0
+    out = capsys.readouterr().out
+    trees = [ln.split()[1] for ln in out.splitlines() if ln.strip().startswith("arange_gather ")]
+    assert trees == ["after", "before", "after", "before"], out  # (both tables)
+    assert re.search(r"before: warm/session: geometric mean \d+\.\dx", out)

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import guards
+from .. import guards, jit
 from ..args import seq_arg
 from ..autograd import TRAINING, record_result
 from ..aval import Aval
@@ -177,8 +177,9 @@ class CachedOp:
         c = self._cache.get(key)
         if c is None:
             c = self._compile(key, vals, arrays, mask)
-        else:
-            c.used = self._signatures.epoch
+            with jit.first_run():  # (NumPy kernels: compiled ones load or compile from the second run)
+                return self._record(c, arrays, vals) if mask is not None else _wrap(c, c.program.run(vals))
+        c.used = self._signatures.epoch
         if mask is not None:
             return self._record(c, arrays, vals)
         return _wrap(c, c.program.run(vals))

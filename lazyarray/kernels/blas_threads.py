@@ -32,6 +32,7 @@ import time
 
 import numpy as np
 
+from .. import jit
 from ..caches import NamedCache
 from ..threads import blas_one_thread
 
@@ -118,9 +119,14 @@ def small_calls_serial() -> bool:
     threads spend while this thread runs such products (a column block of a batch-last convolution
     and a dense layer's ``x @ w.T``) for ``PROBE_SECONDS``. False if some other thread worked in
     every such window for ``PROBE_MAX_SECONDS`` (BLAS's own workers spin for a while after a shared
-    product: a window after that tells)."""
+    product: a window after that tells). Not probed in a compiled program's first run
+    (``jit.first_run``): False there, unremembered (the switch to one thread, which is right either
+    way, costs microseconds a product; the probe 30-250 ms), and the first later run that asks probes.
+    A probe in a background thread would not do: it counts every other thread's CPU time as BLAS's."""
     found = PROBE.peek(None)
-    return found if found is not None else PROBE.get_or_make(None, _probe)
+    if found is not None:
+        return found
+    return False if jit.in_first_run() else PROBE.get_or_make(None, _probe)
 
 
 # The probe multiplies for at least this long: Linux adds another running thread's CPU time to the

@@ -20,6 +20,7 @@ from .. import jit
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+@jit.tiered
 def _im2col_batch_last(mem, cols, sh, sw, ph, pw, dh, dw, zero, p0, p1):
     """mem (C, H, W, N) -> cols (C, kh, kw, Ho, Wo, N) for the output pixels p0 <= i * Wo + j < p1:
     cols[c, a, b, i, j] = mem[c, r, q] with r = i * sh - ph + a * dh and q = j * sw - pw + b * dw,
@@ -61,6 +62,7 @@ def im2col(x, cols, stride, padding, dilation) -> bool:
     return True
 
 
+@jit.tiered
 def _scatter_windows(dx, parts, sh, sw, dh, dw):
     """dx (N, C, H, W) += each tap's share: parts[n, c, i, j, a, b] added at
     dx[n, c, i * sh + a * dh, j * sw + b * dw], tap by tap in (a, b) order like NumPy's strided adds
@@ -89,6 +91,7 @@ def scatter_windows(dx, parts, stride, dilation) -> bool:
     return True
 
 
+@jit.tiered
 def _add_columns(padded, cols, sh, sw, dh, dw):
     """padded (C, Hp, Wp, N) += cols (C, kh, kw, Ho, Wo, N) where each tap read, tap by tap in
     (a, b) order like NumPy's strided adds (the same terms in the same order: the same sums)."""

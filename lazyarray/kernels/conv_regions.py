@@ -113,7 +113,7 @@ def _build(dtype, fn):
     one, zero = dtype.type(1), dtype.type(0)
     size = dtype.itemsize
 
-    im2col = jit.compiled(conv_jit._im2col_batch_last)
+    im2col = jit.compiled(conv_jit._im2col_batch_last, always=True)  # (built in: never None here)
 
     def block(mem, wmat, bias, cols, out, p0, p1, ho, wo, kh, kw, sh, sw, ph, pw, dh, dw, has_bias):
         # the im2col columns of pixels [p0, p1), then their product and bias

@@ -27,6 +27,7 @@ from .impl import Impl
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+@jit.tiered
 def _dw_nchw(x, w, b, y, sh, sw, ph, pw, dh, dw):  # pragma: no cover  (compiled by numba)
     """y (N, C, Ho, Wo) = depthwise conv of x (N, C, H, W) by w (C, kh, kw), stride 1 (``sh``, ``sw``
     are 1), plus b (C,) if b has C values.
@@ -103,6 +104,7 @@ def _dw_nchw_strided(x, w, b, y, sh, sw, ph, pw, dh, dw):  # pragma: no cover  (
                 ys += b[ch]
 
 
+@jit.tiered
 def _dw_nhwc(x, w, b, y, sh, sw, ph, pw, dh, dw):  # pragma: no cover  (compiled by numba)
     """y (N, Ho, Wo, C) = depthwise conv of x (N, H, W, C) by w (kh, kw, C), plus b (C,) if b has C values."""
     n, h, wd, c = x.shape

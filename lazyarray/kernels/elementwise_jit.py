@@ -10,7 +10,10 @@ a loop per destination (``RELU``, ``RELU_GRAD``): a new array, or the buffer of 
 """
 from __future__ import annotations
 
+from .. import jit
 
+
+@jit.tiered
 def relu_flat(src, dst, zero, one):
     """dst[i] = np.maximum(src[i], 0) for flat ``src`` and ``dst`` (``zero``: 0 in their dtype)."""
     for i in range(src.shape[0]):
@@ -18,6 +21,7 @@ def relu_flat(src, dst, zero, one):
         dst[i] = u if (u > zero) | (u != u) else zero
 
 
+@jit.tiered
 def relu_in_place(a, zero, one):
     """``relu_flat`` of ``a`` into ``a``. (A loop whose source and destination may be one array
     runs unvectorized when they are: 4x slower, so in-place writes have their own loop.)"""
@@ -26,6 +30,7 @@ def relu_in_place(a, zero, one):
         a[i] = u if (u > zero) | (u != u) else zero
 
 
+@jit.tiered
 def relu_grad_flat(y, g, dst, zero, one):
     """dst[i] = g[i] * (y[i] > 0), the comparison as 1 or 0 in g's dtype: ``relu_grad``'s values
     bit for bit (a NaN or infinite gradient where y <= 0 gives NaN, a negative one -0.0)."""
@@ -33,18 +38,21 @@ def relu_grad_flat(y, g, dst, zero, one):
         dst[i] = g[i] * (one if y[i] > zero else zero)
 
 
+@jit.tiered
 def relu_grad_into_g(y, g, zero, one):
     """``relu_grad_flat`` into ``g``'s own buffer."""
     for i in range(g.shape[0]):
         g[i] = g[i] * (one if y[i] > zero else zero)
 
 
+@jit.tiered
 def relu_grad_into_y(y, g, zero, one):
     """``relu_grad_flat`` into ``y``'s own buffer."""
     for i in range(g.shape[0]):
         y[i] = g[i] * (one if y[i] > zero else zero)
 
 
+@jit.tiered
 def add_relu_cols_in_place(a, b, zero, one):
     """a[i, j] = relu(a[i, j] + b[j]) for a C-ordered 2-D ``a`` (a dense layer's rows): the bias add
     and ``relu_flat``'s comparison in one pass, the values of ``a += b`` then ``relu`` bit for bit
@@ -55,6 +63,7 @@ def add_relu_cols_in_place(a, b, zero, one):
             a[i, j] = u if (u > zero) | (u != u) else zero
 
 
+@jit.tiered
 def add_relu_rows_in_place(a, b, zero, one):
     """a[i, j] = relu(a[i, j] + b[i]): the same over a units-major dense value's memory (units, rows)."""
     for i in range(a.shape[0]):
@@ -68,6 +77,7 @@ RELU = (relu_flat, relu_in_place)  # (into another array, into input 0)
 RELU_GRAD = (relu_grad_flat, relu_grad_into_y, relu_grad_into_g)  # (..., into input 0 (y), into input 1 (g))
 
 
+@jit.tiered
 def relu_4d(x, out, zero):
     """``relu_flat`` between 4-D arrays stored in different orders (a convolution's batch-last
     result into an NCHW buffer): walked (C, H) block by block, each block's (N, W) values read

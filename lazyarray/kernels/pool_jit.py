@@ -23,6 +23,7 @@ from .. import jit
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+@jit.tiered
 def _pool_batch_last(mem, out, kh, kw, sh, sw, ph, pw, fill, relu, affine, scale, shift, zero):
     """mem (C, H, W, N) -> out (C, Ho, Wo, N): window maxima of every image, then the epilogue."""
     c_n, h_n, w_n, n_n = mem.shape
@@ -59,6 +60,7 @@ def _pool_batch_last(mem, out, kh, kw, sh, sw, ph, pw, fill, relu, affine, scale
                         o[n] = u
 
 
+@jit.tiered
 def _pool_tiles_batch_last(mem, out, relu, affine, scale, shift, zero):
     """``_pool_batch_last`` for 2 x 2 tiles (stride 2, no padding): the four taps folded in
     registers, the epilogue before the one store (about twice as fast as the general loop)."""
@@ -90,6 +92,7 @@ def _pool_tiles_batch_last(mem, out, relu, affine, scale, shift, zero):
                     o[n] = u
 
 
+@jit.tiered
 def _pool_tiles_rows(x, out, relu, affine, scale, shift, zero):
     """``_pool_rows`` for 2 x 2 tiles (stride 2, no padding)."""
     n_n, c_n = x.shape[0], x.shape[1]
@@ -118,6 +121,7 @@ def _pool_tiles_rows(x, out, relu, affine, scale, shift, zero):
                     o[j] = u
 
 
+@jit.tiered
 def _pool_rows(x, out, kh, kw, sh, sw, ph, pw, fill, relu, affine, scale, shift, zero):
     """x (N, C, H, W) -> out (N, C, Ho, Wo), one output row at a time."""
     n_n, c_n, h_n, w_n = x.shape
@@ -204,6 +208,7 @@ def max_pool(x, out, kernel, stride, padding, shape, relu=False, scale=None, shi
     return out
 
 
+@jit.tiered
 def _norm_scales(gamma, beta, mean, var, eps, scale, shift):
     """An inference batch norm's ``scale = gamma / sqrt(var + eps)`` and ``shift = beta - mean *
     scale`` per channel, rounded as ``batch_norm`` computes them; False when a scale is not >= 0
@@ -237,6 +242,7 @@ def max_pool_norm(x, out, gamma, beta, mean, var, eps, relu, kernel, stride, pad
     return max_pool(x, out, kernel, stride, padding, shape, relu, scale, shift)
 
 
+@jit.tiered
 def _max_pool_grad(x, g, dx, first, kh, kw, sh, sw, ph, pw, zero, one, fill):
     """``max_pool2d_grad`` in two passes: each window's ``np.argmax`` over its taps in (a, b)
     order (padding reads as -inf; the first NaN wins, else the first maximum), then tap by tap
@@ -276,6 +282,7 @@ def _max_pool_grad(x, g, dx, first, kh, kw, sh, sw, ph, pw, zero, one, fill):
                                 dx[n, c, r, q] += g[n, c, i, j] * (one if first[n, c, i, j] == t else zero)
 
 
+@jit.tiered
 def _max_pool_grad_tiles(x, g, dx, zero, one):
     """``_max_pool_grad`` for 2 x 2 tiles (stride 2, no padding): each input value is read by one
     window, so each gradient value is that window's one term, ``0 + g * (first == tap)``, written

@@ -35,7 +35,9 @@ from ..dim import Dim, has_symbols
 from ..errors import GraphFormatError, LazyArrayError
 from ..executor.interpret import interpret
 from ..fileio import read_regular
+from ..graph.rewrite import gc_paused
 from ..graph.symbol import Symbol
+from ..graph.traverse import topo_order
 from . import external_data
 from .image import IMAGE_CONVERTERS
 from .import_bitcast import BITCAST_CONVERTERS
@@ -170,9 +172,7 @@ def check_model(model, what: str = "ONNX model") -> None:
         raise GraphFormatError(f"{what}: the ONNX checker rejects the model: {exc}") from None
 
 
-def _symbolic_sizes(s: Symbol) -> bool:
-    """True when a node of ``s`` has a symbolic size parameter (its value depends on the call)."""
-    return any(n.op is not None and has_symbols(tuple(n.params.values())) for n in s.topo())
+_NONE: frozenset = frozenset()
 
 
 def load(path, input_shapes: dict | None = None) -> Symbol:
@@ -206,8 +206,12 @@ def load_arrays(path, input_shapes: dict | None = None) -> tuple[Symbol, dict[st
 
 def to_symbol(model, what: str = "ONNX model", input_shapes: dict | None = None, params: bool = False
               ) -> tuple[Symbol, dict[str, np.ndarray]]:
-    """Convert a checked ``ModelProto``; see ``load`` and ``load_arrays``."""
-    conv = Conversion(model, what, input_shapes, params)
+    """Convert a checked ``ModelProto``; see ``load`` and ``load_arrays``. The cyclic GC is paused
+    meanwhile, as for a compile (``gc_paused``: a conversion makes thousands of nodes, entries and
+    expressions and no cycle to collect; a full collection that fell in it, over a heap holding onnx,
+    onnxruntime and numba, cost 10-60 ms of a 20-70 ms import on the development machine)."""
+    with gc_paused():
+        conv = Conversion(model, what, input_shapes, params)
     return conv.symbol, conv.arrays
 
 
@@ -251,7 +255,11 @@ class Conversion:
         self.scope: _Scope | None = None  # inside a control-flow body: how to read the enclosing graph
         # ONNX element types of the values, when the model has narrow formats (narrow.py)
         self.types: dict[str, int] = value_types(model) if has_narrow(model) else {}
+        # id(node) -> (node, the graph inputs it reads that are not initializers, whether it or a node
+        # before it has a symbolic size parameter): each node walked once (``_reads``)
+        self.reads: dict[int, tuple] = {}
         self.symbol, self.arrays = self._run()
+        self.reads = {}  # (what it held is needed no more: the nodes live on in the symbol)
 
     def _run(self) -> tuple[Symbol, dict[str, np.ndarray]]:
         self._check_ops(self.graph, self.what)
@@ -396,16 +404,17 @@ class Conversion:
         graph inputs given values), else a ``GraphFormatError`` starting with ``what``."""
         if not isinstance(s, Symbol):
             raise GraphFormatError(f"{what} must be a tensor, not a sequence or optional value")
-        free = [n for n in s.input_nodes() if n.name not in self.inits and n.name not in self.input_values]
-        if not free and _symbolic_sizes(s):
+        reads, symbolic = self._reads(s)
+        free = sorted(name for name in reads if name not in self.input_values)
+        if not free and symbolic:
             raise NotKnownWhenLoading(f"{what} must be known when the model is loaded, but it depends on the "
                                       "dynamic sizes of the inputs; lazyarray needs it as a fixed value")
         if free:
             raise NotKnownWhenLoading(
                 f"{what} must be known when the "
                 f"model is loaded (an initializer, a Constant or computed from them), but it depends on the graph "
-                f"input(s) {[n.name for n in free]}; lazyarray needs it as a fixed value")
-        given = {n.name for n in s.input_nodes() if n.name not in self.inits}
+                f"input(s) {free}; lazyarray needs it as a fixed value")
+        given = set(reads)
         check_fold(s, what)  # (what it computes now is bounded: MAX_FOLD_BYTES)
         self.read_inputs |= given
         values = {**self.inits, **{k: self.input_values[k] for k in given}}
@@ -413,6 +422,30 @@ class Conversion:
                          if node.kind == "var" else None)
         v = vals[0]
         return np.asarray(v.get() if hasattr(v, "get") and not isinstance(v, np.ndarray) else v)
+
+    def _reads(self, s: Symbol) -> tuple[frozenset, bool]:
+        """``(names, symbolic)``: the graph inputs other than initializers that ``s`` reads, and whether
+        a node of it has a symbolic size parameter (its value depends on the call). Kept per node for
+        the whole conversion, so asking of value after value walks each node once, not the graph
+        above each (an import of a transformer asked it of some 100 values)."""
+        memo = self.reads
+        for node in topo_order(list(s.outputs), stop=lambda n: id(n) in memo):
+            if id(node) in memo:
+                continue
+            if node.op is None:
+                names = frozenset((node.name,)) if node.kind == "var" and node.name not in self.inits else _NONE
+                memo[id(node)] = (node, names, False)
+                continue
+            names, symbolic = _NONE, has_symbols(tuple(node.params.values()))
+            for e in node.inputs:
+                _, more, sym = memo[id(e.node)]
+                names, symbolic = names | more if more else names, symbolic or sym
+            memo[id(node)] = (node, names, symbolic)
+        names, symbolic = _NONE, False
+        for e in s.outputs:
+            _, more, sym = memo[id(e.node)]
+            names, symbolic = names | more, symbolic or sym
+        return names, symbolic
 
     def _attrs(self, nd, where: str) -> dict:
         helper, nh = self.onnx.helper, self.onnx.numpy_helper
@@ -563,8 +596,7 @@ class Conversion:
                 values.append(self.consts[name])
             else:
                 x = self.env.get(name)
-                if (not isinstance(x, Symbol) or any(n.name not in self.inits for n in x.input_nodes())
-                        or _symbolic_sizes(x)):
+                if not isinstance(x, Symbol) or any(self._reads(x)):
                     return False  # (reads a value known only when the graph runs)
                 values.append(self._const_of(nd, list(nd.input).index(name), "a size"))
         attrs = self._attrs(nd, f"{self.what}: node {nd.name!r} ({nd.op_type})")

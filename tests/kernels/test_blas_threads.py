@@ -274,3 +274,20 @@ def test_a_small_float32_dense_layer_leaves_blas_alone_where_small_calls_are_ser
     y = dense.run_dense(np, x, w, b)
     assert len(got) == 1 and (got[0] is blas_threads.UNCHANGED) == probe
     np.testing.assert_allclose(y, x @ w.T + b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_programs_first_run_does_not_probe_and_a_later_run_does(monkeypatch):
+    """Inside ``jit.first_run`` an unprobed BLAS answers False (BLAS is switched to one thread, right
+    either way) without probing or remembering; the first question outside probes."""
+    from lazyarray import jit
+    monkeypatch.setattr(blas_threads, "PROBE", NamedCache("test probe", 1))
+    calls = []
+    monkeypatch.setattr(blas_threads, "_probe", lambda: calls.append(1) or True)
+    with jit.first_run():
+        assert jit.in_first_run()
+        assert blas_threads.small_calls_serial() is False
+        assert not blas_threads.serial_anyway(2 * 100 ** 3, 100 ** 3)  # (a product the probe would have said runs serial)
+    assert calls == [] and blas_threads.PROBE.peek(None) is None
+    assert blas_threads.small_calls_serial() is True and calls == [1]
+    with jit.first_run():
+        assert blas_threads.small_calls_serial() is True  # (once probed, the answer holds everywhere)

@@ -2,6 +2,8 @@
 onnxruntime on the same model, malformed files, unsupported operators, opsets."""
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 
@@ -505,3 +507,48 @@ def test_blocked_dequantize_matches_onnxruntime(tmp_path):
               {"s": np.array([[0.5, 2.0, 1.0], [0.1, 0.2, 0.3]], np.float32),
                "z": np.array([[1, 2, 3], [4, 5, 6]], np.uint8)}, opset=21)
     check(m, tmp_path, {"x": RNG.integers(0, 255, (2, 5)).astype(np.uint8)})
+
+
+# -- the conversion's own costs ---------------------------------------------------------------------
+def _size_chain(n: int):
+    """``n`` times: relu, then a Reshape of it to its own Shape (a size value of the symbolic batch
+    applied to a data tensor: ``Conversion._sizes_of`` asks what the tensor reads)."""
+    nodes, x = [], "x"
+    for k in range(n):
+        nodes += [helper.make_node("Relu", [x], [f"r{k}"]), helper.make_node("Shape", [f"r{k}"], [f"s{k}"]),
+                  helper.make_node("Reshape", [f"r{k}", f"s{k}"], [f"y{k}"])]
+        x = f"y{k}"
+    return model(nodes, [("x", F32, ("N", 4))], [(x, F32, None)])
+
+
+def test_the_conversion_walks_each_node_once_not_the_graph_above_each_value(tmp_path, monkeypatch):
+    from lazyarray.graph import symbol as symbol_module
+    from lazyarray.graph import traverse
+    load_module = importlib.import_module("lazyarray.onnx.load")  # (la.onnx.load is the function)
+    listed = []
+
+    def counted(outputs, stop=None):
+        order = traverse.topo_order(outputs, stop)
+        listed.append(len(order))
+        return order
+    monkeypatch.setattr(symbol_module, "topo_order", counted)
+    monkeypatch.setattr(load_module, "topo_order", counted, raising=False)
+    path = save(_size_chain(60), tmp_path)
+    sym = la.onnx.load(path)
+    monkeypatch.undo()
+    nodes = len(sym.topo())
+    assert sum(listed) < 6 * nodes, (sum(listed), nodes)  # (walking the graph above each value: ~60x)
+    x = x32(3, 4)
+    np.testing.assert_array_equal(la.CachedOp(sym)(la.array(x)).asnumpy(), np.maximum(x, 0))
+
+
+def test_the_cyclic_gc_is_paused_while_converting_and_given_back(tmp_path, monkeypatch):
+    import gc
+
+    load_module = importlib.import_module("lazyarray.onnx.load")  # (la.onnx.load is the function)
+    seen = []
+    relu = load_module.CONVERTERS["Relu"]
+    monkeypatch.setitem(load_module.CONVERTERS, "Relu", lambda n: seen.append(gc.isenabled()) or relu(n))
+    assert gc.isenabled()
+    la.onnx.load(save(_size_chain(1), tmp_path))
+    assert seen == [False] and gc.isenabled()
