@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import pickle
 import uuid
+from concurrent.futures import CancelledError
 
 import numpy as np
 
@@ -64,6 +65,7 @@ from ..ops import registry
 from ..rng import generator
 from ..sbp import split, split_sizes
 from ..tuning_table import current
+from . import exchange as X
 from . import pieces as P
 from . import replica as R
 from .bounded import BoundedCall, check_timeout, dask_modules
@@ -126,7 +128,8 @@ class DataParallel:
         self._holders: list[str] = []  # the workers holding a replica at self.steps, in shard order
         self._suspect = False  # a step failed: the replicas may differ in their step count
         self._plan = None  # replica.StepPlan, made at the first broadcast
-        self._scattered = {}  # piece rows -> future of (graph text, input order) on every worker
+        self._sent: set = set()  # (worker, piece rows): the graphs each worker's replica holds
+        self._attempts = 0  # steps tried: the second half of a step's tag (exchange.py)
 
     def piece_seed(self, step: int, piece: int) -> int:
         """The seed of the random draws (dropout masks) of ``piece`` at ``step`` (0-based)."""
@@ -200,7 +203,7 @@ class DataParallel:
         call = BoundedCall(self.client, self.timeout if timeout is None else timeout, "DataParallel.step",
                            "call step again with the same batch (it first copies the most advanced surviving "
                            "replica to the workers without one; with no survivor, load the last checkpoint)")
-        batch = data.shape[0]
+        batch, workers, tag = data.shape[0], [], None
         try:
             workers = sorted(call.workers())
             n = len(data.chunks[0]) if _is_dask(data) else len(workers)
@@ -210,43 +213,67 @@ class DataParallel:
                     self._graphs[r] = self._trace(data, label, r)
             workers = self._replicas(call, workers)
             owner = [workers[i % len(workers)] for i in range(n)]
-            xs, ys = _batch_pieces(data, label, owner, call)
-            texts = self._texts(call, rows)
-            futures = self._submit(call, workers, owner, rows, xs, ys, texts, batch)
-            loss = call.gather(futures, watch={w: f"replica {i} of the model" for i, w in enumerate(workers)})[0]
-        except BaseException:
+            tag, self._attempts = (self.steps, self._attempts), self._attempts + 1
+            if _is_dask(data) or _is_dask(label):
+                loss = self._task_step(call, workers, owner, rows, data, label, tag)
+            else:
+                loss = self._direct_step(call, workers, owner, rows, data, label, tag)
+        except BaseException as exc:
             self._suspect = True  # (some replicas may have applied the step: compare them at the next step)
+            self._sent = set()
+            if tag is not None:  # (the workers still waiting for their peers stop now)
+                call.post_each(X.ABORT, {w: {"key": self._rkey(w), "tag": list(tag),
+                                             "why": f"DataParallel.step: the client gave up on step {tag[0]}: {exc}"}
+                                         for w in workers})
             raise
+        self._sent |= {(w, r) for w in workers for r in set(rows)}
         self.steps += 1
         return loss / batch
 
-    def _submit(self, call, workers, owner, rows, xs, ys, texts, batch) -> list:
-        """The tasks of one step: a local step per worker, the reduce-scatter of every bucket (shard ``j``
-        summed on worker ``j``) and the all-gather into every worker's ``apply``; the ``apply`` futures."""
-        n_w, t, tag = len(workers), self.steps, f"{self._key}-{self.steps}"
-        outs = []
-        for w, addr in enumerate(workers):
+    def _messages(self, workers, owner, rows, tag, timeout) -> list[tuple[dict, list[int]]]:
+        """Per worker: the arguments of its ``replica.run_step`` but the pieces, and the indices of its pieces."""
+        t, batch = self.steps, sum(rows)
+        peers = [(w, self._rkey(w)) for w in workers]
+        out = []
+        for j, addr in enumerate(workers):
             mine = [i for i in range(len(owner)) if owner[i] == addr]
-            meta = tuple((self.piece_seed(t, i), rows[i] / batch) for i in mine)
-            args = [a for i in mine for a in (texts[rows[i]], xs[i], ys[i])]
-            outs.append(call.submit(R.local_step, self._rkey(addr), t, n_w, meta, *args, key=f"{tag}-local-{w}", worker=addr))
-        reduced = []
-        for b in range(len(self._plan.layout.buckets)):
-            for j, dst in enumerate(workers):
-                parts = [call.submit(R.shard, out, b, j, key=f"{tag}-shard-{b}-{i}-{j}", worker=workers[i])
-                         for i, out in enumerate(outs)]
-                reduced.append(call.submit(R.reduce_shard, *parts, key=f"{tag}-reduce-{b}-{j}", worker=dst))
-        return [call.submit(R.apply, self._rkey(addr), t, batch, *reduced, key=f"{tag}-apply-{w}", worker=addr)
-                for w, addr in enumerate(workers)]
+            graphs = {r: self._graphs[r][:2] for r in sorted({rows[i] for i in mine}) if (addr, r) not in self._sent}
+            meta = [(self.piece_seed(t, i), rows[i] / batch, rows[i]) for i in mine]
+            out.append((dict(key=self._rkey(addr), tag=tag, peers=peers, index=j, graphs=graphs, batch=batch,
+                             timeout=timeout), meta, mine))
+        return out
 
-    def _texts(self, call, rows) -> dict:
-        """The training graph of each piece size, ``(JSON text, input order)``, scattered to every worker once."""
-        for r in sorted(set(rows)):
-            if r not in self._scattered:
-                text, order = self._graphs[r][:2]
-                self._scattered[r] = call.scatter([(text, tuple(order))], [f"the training graph of {r}-row pieces"],
-                                                  broadcast=True)[0]  # (in a list: one key, not one per item)
-        return self._scattered
+    def _direct_step(self, call, workers, owner, rows, data, label, tag) -> float:
+        """A NumPy batch: one message per worker straight from the client (``exchange.py``), its pieces in it."""
+        xs, ys = (P.split_value(v.asnumpy() if isinstance(v, NDArray) else np.asarray(v), split(0), len(owner))
+                  for v in (data, label))
+        messages = {}
+        for (m, meta, mine), addr in zip(self._messages(workers, owner, rows, tag, call.remaining()), workers):
+            m["pieces"] = [(s, w, r, xs[i], ys[i]) for (s, w, r), i in zip(meta, mine)]
+            messages[addr] = m
+        answers = call.message_each(X.STEP, messages, f"computing step {tag[0]} on {len(workers)} workers")
+        failed = {w: a for w, a in zip(workers, answers) if isinstance(a, BaseException)}
+        if not failed:
+            return answers[0]
+        gone = set(workers) - set(call.workers())
+        lost = [w for w in workers if w in gone or isinstance(failed.get(w), OSError)]
+        if lost:
+            raise DistributedError(
+                f"DataParallel.step: lost {', '.join(f'replica {workers.index(w)} of the model on worker {w}' for w in lost)}"
+                f": the worker left the cluster or its connection closed (died, killed, or retired) during the step; "
+                f"{call.again}") from failed.get(lost[0])
+        raise next(e for e in failed.values() if not isinstance(e, CancelledError))
+
+    def _task_step(self, call, workers, owner, rows, data, label, tag) -> float:
+        """A dask-array batch: one task per worker (``replica.step_task``), so that Dask brings the chunks."""
+        xs, ys = _batch_pieces(data, label, owner, call)
+        futures = []
+        for j, ((m, meta, mine), addr) in enumerate(zip(self._messages(workers, owner, rows, tag, call.remaining()),
+                                                        workers)):
+            arrays = [a for i in mine for a in (xs[i], ys[i])]
+            futures.append(call.submit(R.step_task, m["key"], tag, m["peers"], j, meta, m["graphs"], m["batch"],
+                                       m["timeout"], *arrays, key=f"{self._key}-{tag[0]}-{tag[1]}-{j}", worker=addr))
+        return call.gather(futures, watch={w: f"replica {i} of the model" for i, w in enumerate(workers)})[0]
 
     # -- the replicas ----------------------------------------------------------------------------------
     def _rkey(self, worker: str) -> str:
@@ -279,7 +306,7 @@ class DataParallel:
             call.gather([call.submit(R.install, self._rkey(w), blob, key=f"{tag}-install-{w}", worker=w)
                          for w, h in zip(workers, have) if h != best])
             self.steps = best
-            self._scattered = {}  # (the graphs scattered anew: a lost worker may have taken scattered keys along)
+            self._sent = set()  # (an installed replica has no graphs: they are sent anew)
         self._holders, self._suspect = list(workers), False
         return workers
 
