@@ -149,8 +149,8 @@ class BoundedCall:
             finally:
                 for t in sent:
                     t.cancel()  # (no-op for the finished ones)
-            return [t.exception() or t.result() if not t.cancelled() else CancelledError(f"{op}: not answered")
-                    for t in sent]
+            return [CancelledError(f"{op}: not answered") if not t.done() or t.cancelled() else
+                    t.exception() or t.result() for t in sent]
 
         return self._sync(send, doing)
 

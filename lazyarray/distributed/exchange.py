@@ -50,11 +50,19 @@ class Mailbox:
         self._cond = threading.Condition()
         self._items: dict = {}  # (tag, phase) -> {sender index: list of arrays}
         self._ended: dict = {}  # tag -> why the attempt ended
+        self._latest: tuple = (-1, -1)  # the latest attempt begun here: an older one still waiting ends
         self.sent_bytes = 0  # array bytes this replica sent to its peers (benchmarks/distributed.py reads it)
 
     def put(self, tag: tuple, phase: str, sender: int, arrays: list) -> None:
         with self._cond:
             self._items.setdefault((tag, phase), {})[sender] = arrays
+            self._cond.notify_all()
+
+    def begin(self, tag: tuple) -> None:
+        """The attempt ``tag`` begins here: the older attempts that wait (a step the client gave up on, whose
+        message was late, as from a worker that was stopped) end now."""
+        with self._cond:
+            self._latest = max(self._latest, tag)
             self._cond.notify_all()
 
     def end(self, tag: tuple, why: str) -> None:
@@ -73,6 +81,9 @@ class Mailbox:
                     return {s: got[s] for s in senders}
                 if tag in self._ended:
                     raise DistributedError(self._ended[tag])
+                if tag < self._latest:
+                    raise DistributedError(f"{caller}: step {tag[0]} (attempt {tag[1]}) was given up for a later "
+                                           f"attempt (step {self._latest[0]}, attempt {self._latest[1]})")
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     missing = [f"replica {s} on {senders[s]}" for s in senders if s not in got]

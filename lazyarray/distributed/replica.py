@@ -118,6 +118,7 @@ class Replica:
         self.losses: dict[int, float] = {}  # step -> loss sum, for a step that runs again
         self.graphs: dict[int, tuple] = {}  # piece rows -> (training graph text, its input order)
         self.mailbox = X.Mailbox()  # what the peers sent (exchange.py)
+        self.lock = threading.Lock()  # one step at a time (a late message of an attempt given up may still run)
 
     def graph(self, rows: int) -> tuple:
         found = self.graphs.get(rows)
@@ -252,13 +253,21 @@ def run_step(worker, key: str, tag: tuple, peers: list, index: int, pieces: list
     channel, the optimizer; the batch's loss sum. ``graphs``: rows -> ``(graph text, input order)``
     the replica did not have. ``timeout``: seconds to wait for the peers (None: no bound)."""
     replica = REPLICAS.get(key)
-    tag, step = tuple(tag), int(tag[0])
-    if replica.steps == step + 1 and step in replica.losses:  # (applied already: the task ran again)
-        return replica.losses[step]
-    replica.graphs.update(graphs)
-    deadline = None if timeout is None else time.monotonic() + timeout
+    tag = (int(tag[0]), int(tag[1]))
+    replica.mailbox.begin(tag)
+    with replica.lock:
+        if replica.steps == tag[0] + 1 and tag[0] in replica.losses:  # (applied already: the task ran again)
+            return replica.losses[tag[0]]
+        replica.graphs.update(graphs)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        return _exchange(worker, replica, tag, peers, index, local(replica, tag[0], len(peers), pieces), batch,
+                         deadline)
+
+
+def _exchange(worker, replica: Replica, tag: tuple, peers: list, index: int, shards: list, batch: int,
+              deadline: float | None) -> float:
+    """Reduce-scatter and all-gather ``shards`` (``local``'s) among ``peers``, then ``apply_reduced``."""
     caller, box, n = f"DataParallel.step (replica {index} on {peers[index][0]})", replica.mailbox, len(peers)
-    shards = local(replica, step, n, pieces)
     others = {i: peers[i][0] for i in range(n) if i != index}
     for i in others:
         X.send(worker, peers[i][0], peers[i][1], tag, "rs", index, [b[i] for b in shards], box, caller)
@@ -268,8 +277,8 @@ def run_step(worker, key: str, tag: tuple, peers: list, index: int, pieces: list
         X.send(worker, peers[i][0], peers[i][1], tag, "ag", index, mine, box, caller)
     got = box.take(tag, "ag", others, deadline, caller)
     reduced = [mine[k] if i == index else got[i][k] for k in range(len(shards)) for i in range(n)]
-    loss = apply_reduced(replica, step, batch, reduced)
-    box.finish(step)
+    loss = apply_reduced(replica, tag[0], batch, reduced)
+    box.finish(tag[0])
     return loss
 
 
