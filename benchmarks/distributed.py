@@ -57,7 +57,7 @@ from _util import table  # noqa: E402
 
 import lazyarray as la  # noqa: E402
 from lazyarray import blocks as B  # noqa: E402
-from lazyarray.distributed import bounded, params  # noqa: E402
+from lazyarray.distributed import bounded, params, replica  # noqa: E402
 
 
 def mlp(seed=0):
@@ -183,13 +183,15 @@ def deep_mlp(arrays: int, param_bytes: float, seed=0):
 
 
 class Meter:
-    """Counts what the client sends in ``DataParallel`` steps: scattered bytes, pickled task arguments, tasks."""
+    """Counts what the client sends in ``DataParallel`` steps: scattered bytes, task arguments and tasks,
+    and the messages sent straight to the workers (their batch pieces, the rest of them)."""
 
     def __init__(self):
-        self.scattered = self.args = self.tasks = 0
+        self.scattered = self.args = self.tasks = self.messages = 0
 
     def install(self):
-        each, submit = bounded.BoundedCall.scatter_each, bounded.BoundedCall.submit
+        each, submit, message = (bounded.BoundedCall.scatter_each, bounded.BoundedCall.submit,
+                                 bounded.BoundedCall.message_each)
         meter = self
 
         def scatter_each(call, items, what, workers):
@@ -201,9 +203,32 @@ class Meter:
             meter.args += len(pickle.dumps([x for x in a if type(x).__name__ != "Future"]))
             return submit(call, fn, *a, **kw)
 
+        def counted_message(call, op, msgs, doing):
+            for m in msgs.values():
+                meter.messages += 1
+                steps = m.get("steps", ())
+                meter.scattered += sum(d.nbytes + y.nbytes for _, pieces in steps for *_, d, y in pieces)
+                meter.args += len(pickle.dumps(({k: v for k, v in m.items() if k != "steps"},
+                                                [(r, [p[:3] for p in pieces]) for r, pieces in steps])))
+            return message(call, op, msgs, doing)
+
         bounded.BoundedCall.scatter_each, bounded.BoundedCall.submit = scatter_each, counted_submit
+        bounded.BoundedCall.message_each = counted_message
         return lambda: (setattr(bounded.BoundedCall, "scatter_each", each),
-                        setattr(bounded.BoundedCall, "submit", submit))
+                        setattr(bounded.BoundedCall, "submit", submit),
+                        setattr(bounded.BoundedCall, "message_each", message))
+
+
+def sent_bytes(client, prefix: str) -> dict:
+    """Bytes each worker has sent to the others: Dask's transfers plus the peer channel's (exchange.py)."""
+    def sent(prefix, dask_worker=None):
+        try:
+            peer = replica.REPLICAS.get(f"{prefix}@{dask_worker.address}").mailbox.sent_bytes
+        except la.DistributedError:
+            peer = 0
+        return dask_worker.transfer_outgoing_bytes_total + peer
+
+    return client.run(sent, prefix)
 
 
 def scaling_case(workers, arrays, args, loss_fn):
@@ -232,7 +257,7 @@ def scaling_case(workers, arrays, args, loss_fn):
             single()
         meter = Meter()
         restore = meter.install()
-        sent0 = client.run(lambda dask_worker: dask_worker.transfer_outgoing_bytes_total)
+        sent0 = sent_bytes(client, dp._key)
         t_dist, t_single, c_dist, c_single, c_workers = [], [], [], [], []
         for _ in range(args.steps):  # A/B rounds
             w0 = worker_cpu(client)
@@ -246,7 +271,7 @@ def scaling_case(workers, arrays, args, loss_fn):
             t_single.append(time.perf_counter() - t0)
             c_single.append(time.process_time() - c0)
         restore()
-        sent1 = client.run(lambda dask_worker: dask_worker.transfer_outgoing_bytes_total)
+        sent1 = sent_bytes(client, dp._key)
         dp.close()
     per_worker = max(sent1[w] - sent0[w] for w in sent1) / args.steps
     bound = 2 * (workers - 1) / workers * P
@@ -255,7 +280,7 @@ def scaling_case(workers, arrays, args, loss_fn):
     cpu = [statistics.median(c) * 1e3 for c in (c_single, c_dist, c_workers)]
     return [workers, arrays, f"{P / 1e6:.2f}", f"{per_worker / 1e6:.3f}", f"{bound / 1e6:.3f}",
             f"{per_worker / bound:.2f}", f"{meter.scattered / args.steps / 1e3:.1f}",
-            f"{control / 1e3:.2f} ({control / P * 100:.2f}%)", meter.tasks // args.steps, single_ms, dist_ms,
+            f"{control / 1e3:.2f} ({control / P * 100:.2f}%)", f"{meter.tasks / args.steps:g} + {meter.messages / args.steps:g}", single_ms, dist_ms,
             dist_ms - single_ms, cpu[0], cpu[1], cpu[2], cpu[2] / workers - cpu[0]]
 
 
@@ -265,10 +290,12 @@ def scaling(args):
     print(f"DataParallel step with resident replicas, batch {args.batch}, SGD, softmax cross-entropy; medians of "
           f"{args.steps} A/B rounds (distributed step, then the single-process step of the same model)")
     print(table(["N", "arrays", "P MB", "sent/worker MB", "2(N-1)/N*P MB", "ratio", "batch KB", "control KB (of P)",
-                 "tasks/step", "single ms", "DataParallel ms", "overhead ms", "single CPU ms", "client CPU ms",
+                 "tasks+msgs/step", "single ms", "DataParallel ms", "overhead ms", "single CPU ms", "client CPU ms",
                  "workers CPU ms", "worker-single CPU ms"], rows))
     print("sent/worker: bytes a worker sent to the other workers per step (max over workers); batch: the NumPy "
-          "batch pieces the client scattered; control: the pickled task arguments (keys, step, seeds); times are "
+          "batch pieces the client sent (scattered, or in its messages); control: the pickled task arguments and "
+          "messages but the pieces (keys, step tag, peers, seeds); tasks+msgs: Dask tasks and direct messages to "
+          "workers per step; times are "
           "wall medians; CPU: time.process_time() medians of the single-process step, of the client process "
           "over a DataParallel step (the LocalCluster's scheduler runs in it), and summed over the worker "
           "processes; worker-single: the mean worker's CPU per step minus the single-process step's")

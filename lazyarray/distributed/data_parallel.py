@@ -200,58 +200,78 @@ class DataParallel:
     def step(self, data, label, timeout=None) -> float:
         """One training step on the batch ``(data, label)``; returns the batch's mean loss.
         ``timeout``: this step's bound in seconds (``None``: the ``DataParallel``'s)."""
-        call = BoundedCall(self.client, self.timeout if timeout is None else timeout, "DataParallel.step",
-                           "call step again with the same batch (it first copies the most advanced surviving "
+        return self._steps([(data, label)], timeout, "DataParallel.step")[0]
+
+    def step_many(self, batches, timeout=None) -> list[float]:
+        """``step`` on each ``(data, label)`` of ``batches`` in turn, sent in one message per worker: the
+        workers run the steps one after the other, reducing among themselves, and the client waits once.
+        The mean loss of each batch. The result equals as many ``step`` calls (bit for bit: the same
+        seeds, the same sums). ``timeout`` bounds them all. NumPy (or ``NDArray``) batches of any sizes;
+        dask-array batches are taken by ``step``, one by one. A failure raises ``la.DistributedError``
+        like ``step``'s; the replicas may then have applied some of the steps (``steps`` says how many
+        after the next call, which re-syncs them to the most advanced)."""
+        batches = list(batches)
+        if any(_is_dask(d) or _is_dask(lab) for d, lab in batches):
+            return [self.step(d, lab, timeout) for d, lab in batches]
+        return self._steps(batches, timeout, "DataParallel.step_many") if batches else []
+
+    def _steps(self, batches: list, timeout, caller: str) -> list[float]:
+        call = BoundedCall(self.client, self.timeout if timeout is None else timeout, caller,
+                           "call it again with the same batch (it first copies the most advanced surviving "
                            "replica to the workers without one; with no survivor, load the last checkpoint)")
-        batch, workers, tag = data.shape[0], [], None
+        workers, tag = [], None
         try:
             workers = sorted(call.workers())
-            n = len(data.chunks[0]) if _is_dask(data) else len(workers)
-            rows = split_sizes(batch, n)
-            for r in sorted(set(rows)):
-                if r not in self._graphs:
-                    self._graphs[r] = self._trace(data, label, r)
+            n = len(batches[0][0].chunks[0]) if _is_dask(batches[0][0]) else len(workers)
+            rows = [split_sizes(d.shape[0], n) for d, _ in batches]
+            for (d, lab), rs in zip(batches, rows):
+                for r in sorted(set(rs) - set(self._graphs)):
+                    self._graphs[r] = self._trace(d, lab, r)
             workers = self._replicas(call, workers)
             owner = [workers[i % len(workers)] for i in range(n)]
             tag, self._attempts = (self.steps, self._attempts), self._attempts + 1
-            if _is_dask(data) or _is_dask(label):
-                loss = self._task_step(call, workers, owner, rows, data, label, tag)
+            if _is_dask(batches[0][0]) or _is_dask(batches[0][1]):
+                sums = [self._task_step(call, workers, owner, rows[0], *batches[0], tag)]
             else:
-                loss = self._direct_step(call, workers, owner, rows, data, label, tag)
+                sums = self._direct_steps(call, workers, owner, rows, batches, tag)
         except BaseException as exc:
             self._suspect = True  # (some replicas may have applied the step: compare them at the next step)
             self._sent = set()
             if tag is not None:  # (the workers still waiting for their peers stop now)
-                call.post_each(X.ABORT, {w: {"key": self._rkey(w), "tag": list(tag),
-                                             "why": f"DataParallel.step: the client gave up on step {tag[0]}: {exc}"}
-                                         for w in workers})
+                why = f"{caller}: the client gave up on step {tag[0]}: {exc}"
+                call.post_each(X.ABORT, {w: {"key": self._rkey(w), "tag": list(tag), "count": len(batches),
+                                             "why": why} for w in workers})
             raise
-        self._sent |= {(w, r) for w in workers for r in set(rows)}
-        self.steps += 1
-        return loss / batch
+        self._sent |= {(w, r) for w in workers for rs in rows for r in rs}
+        self.steps += len(batches)
+        return [total / d.shape[0] for total, (d, _) in zip(sums, batches)]
 
-    def _messages(self, workers, owner, rows, tag, timeout) -> list[tuple[dict, list[int]]]:
-        """Per worker: the arguments of its ``replica.run_step`` but the pieces, and the indices of its pieces."""
-        t, batch = self.steps, sum(rows)
+    def _messages(self, workers, owner, rows: list, tag, timeout) -> list[tuple[dict, list, list[int]]]:
+        """Per worker: the arguments of its ``replica.run_step`` but the pieces, ``(seed, weight, rows)``
+        of its pieces in each step, and the indices of its pieces."""
         peers = [(w, self._rkey(w)) for w in workers]
         out = []
         for j, addr in enumerate(workers):
             mine = [i for i in range(len(owner)) if owner[i] == addr]
-            graphs = {r: self._graphs[r][:2] for r in sorted({rows[i] for i in mine}) if (addr, r) not in self._sent}
-            meta = [(self.piece_seed(t, i), rows[i] / batch, rows[i]) for i in mine]
-            out.append((dict(key=self._rkey(addr), tag=tag, peers=peers, index=j, graphs=graphs, batch=batch,
-                             timeout=timeout), meta, mine))
+            sizes = sorted({rs[i] for rs in rows for i in mine})
+            graphs = {r: self._graphs[r][:2] for r in sizes if (addr, r) not in self._sent}
+            meta = [[(self.piece_seed(tag[0] + k, i), rs[i] / sum(rs), rs[i]) for i in mine] for k, rs in enumerate(rows)]
+            out.append((dict(key=self._rkey(addr), tag=tag, peers=peers, index=j, graphs=graphs, timeout=timeout),
+                        meta, mine))
         return out
 
-    def _direct_step(self, call, workers, owner, rows, data, label, tag) -> float:
-        """A NumPy batch: one message per worker straight from the client (``exchange.py``), its pieces in it."""
-        xs, ys = (P.split_value(v.asnumpy() if isinstance(v, NDArray) else np.asarray(v), split(0), len(owner))
-                  for v in (data, label))
+    def _direct_steps(self, call, workers, owner, rows, batches, tag) -> list[float]:
+        """NumPy batches: one message per worker straight from the client (``exchange.py``), its pieces in it."""
+        cut = [[P.split_value(v.asnumpy() if isinstance(v, NDArray) else np.asarray(v), split(0), len(owner))
+                for v in batch] for batch in batches]
         messages = {}
         for (m, meta, mine), addr in zip(self._messages(workers, owner, rows, tag, call.remaining()), workers):
-            m["pieces"] = [(s, w, r, xs[i], ys[i]) for (s, w, r), i in zip(meta, mine)]
+            m["steps"] = [(sum(rs), [(s, w, r, xs[i], ys[i]) for (s, w, r), i in zip(step, mine)])
+                          for rs, step, (xs, ys) in zip(rows, meta, cut)]
             messages[addr] = m
-        answers = call.message_each(X.STEP, messages, f"computing step {tag[0]} on {len(workers)} workers")
+        answers = call.message_each(X.STEP, messages, f"computing step {tag[0]}"
+                                    + (f" and the {len(batches) - 1} after it" if len(batches) > 1 else "")
+                                    + f" on {len(workers)} workers")
         failed = {w: a for w, a in zip(workers, answers) if isinstance(a, BaseException)}
         if not failed:
             return answers[0]
@@ -259,7 +279,7 @@ class DataParallel:
         lost = [w for w in workers if w in gone or isinstance(failed.get(w), OSError)]
         if lost:
             raise DistributedError(
-                f"DataParallel.step: lost {', '.join(f'replica {workers.index(w)} of the model on worker {w}' for w in lost)}"
+                f"{call.caller}: lost {', '.join(f'replica {workers.index(w)} of the model on worker {w}' for w in lost)}"
                 f": the worker left the cluster or its connection closed (died, killed, or retired) during the step; "
                 f"{call.again}") from failed.get(lost[0])
         raise next(e for e in failed.values() if not isinstance(e, CancelledError))
@@ -268,10 +288,10 @@ class DataParallel:
         """A dask-array batch: one task per worker (``replica.step_task``), so that Dask brings the chunks."""
         xs, ys = _batch_pieces(data, label, owner, call)
         futures = []
-        for j, ((m, meta, mine), addr) in enumerate(zip(self._messages(workers, owner, rows, tag, call.remaining()),
+        for j, ((m, meta, mine), addr) in enumerate(zip(self._messages(workers, owner, [rows], tag, call.remaining()),
                                                         workers)):
             arrays = [a for i in mine for a in (xs[i], ys[i])]
-            futures.append(call.submit(R.step_task, m["key"], tag, m["peers"], j, meta, m["graphs"], m["batch"],
+            futures.append(call.submit(R.step_task, m["key"], tag, m["peers"], j, meta[0], m["graphs"], sum(rows),
                                        m["timeout"], *arrays, key=f"{self._key}-{tag[0]}-{tag[1]}-{j}", worker=addr))
         return call.gather(futures, watch={w: f"replica {i} of the model" for i, w in enumerate(workers)})[0]
 

@@ -123,7 +123,7 @@ def send(worker, peer: str, rkey: str, tag: tuple, phase: str, sender: int, arra
 
 def serve(worker, replicas, run_step) -> None:
     """Add the handlers of the peer channel to ``worker`` (once): ``la_dp_step`` runs ``run_step`` in a
-    thread, ``la_dp_put`` files a peer's arrays in the replica's mailbox, ``la_dp_abort`` ends an attempt."""
+    thread, ``la_dp_put`` files a peer's arrays in the replica's mailbox, ``la_dp_abort`` ends the ``count`` steps of an attempt."""
     if STEP in worker.handlers:
         return
     asyncio = _asyncio()
@@ -135,9 +135,10 @@ def serve(worker, replicas, run_step) -> None:
         replicas.get(key).mailbox.put(tuple(tag), phase, sender, arrays)
         return "OK"
 
-    def abort(key: str, tag: list, why: str) -> str:
+    def abort(key: str, tag: list, count: int, why: str) -> str:
         try:
-            replicas.get(key).mailbox.end(tuple(tag), why)
+            for k in range(count):
+                replicas.get(key).mailbox.end((tag[0] + k, tag[1]), why)
         except DistributedError:  # (no replica here any more: nothing waits)
             pass
         return "OK"

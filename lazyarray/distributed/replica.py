@@ -245,23 +245,29 @@ def apply_reduced(replica: Replica, step: int, batch: int, reduced: list) -> flo
     return replica.losses[step]
 
 
-def run_step(worker, key: str, tag: tuple, peers: list, index: int, pieces: list, graphs: dict, batch: int,
-             timeout: float | None) -> float:
-    """One step of the replica ``key`` on ``worker`` (``exchange``'s module docs): forward and backward
-    of ``pieces`` (``(seed, weight, rows, data, label)`` each), the reduce among ``peers`` (``(worker
-    address, replica key)`` per replica, in shard order; this one is ``peers[index]``) over the peer
-    channel, the optimizer; the batch's loss sum. ``graphs``: rows -> ``(graph text, input order)``
-    the replica did not have. ``timeout``: seconds to wait for the peers (None: no bound)."""
+def run_step(worker, key: str, tag: tuple, peers: list, index: int, steps: list, graphs: dict,
+             timeout: float | None) -> list[float]:
+    """Steps of the replica ``key`` on ``worker`` (``exchange``'s module docs), one after the other: for
+    each ``(batch rows, pieces)`` of ``steps``, forward and backward of ``pieces`` (``(seed, weight,
+    rows, data, label)`` each), the reduce among ``peers`` (``(worker address, replica key)`` per
+    replica, in shard order; this one is ``peers[index]``) over the peer channel, the optimizer; each
+    step's batch loss sum. Step ``k`` has the tag ``(tag[0] + k, tag[1])``. ``graphs``: rows ->
+    ``(graph text, input order)`` the replica did not have. ``timeout``: seconds for them all (None:
+    no bound)."""
     replica = REPLICAS.get(key)
-    tag = (int(tag[0]), int(tag[1]))
-    replica.mailbox.begin(tag)
-    with replica.lock:
-        if replica.steps == tag[0] + 1 and tag[0] in replica.losses:  # (applied already: the task ran again)
-            return replica.losses[tag[0]]
-        replica.graphs.update(graphs)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        return _exchange(worker, replica, tag, peers, index, local(replica, tag[0], len(peers), pieces), batch,
-                         deadline)
+    replica.graphs.update(graphs)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    out = []
+    for k, (batch, pieces) in enumerate(steps):
+        now = (int(tag[0]) + k, int(tag[1]))
+        replica.mailbox.begin(now)
+        with replica.lock:
+            if replica.steps == now[0] + 1 and now[0] in replica.losses:  # (applied already: the task ran again)
+                out.append(replica.losses[now[0]])
+                continue
+            shards = local(replica, now[0], len(peers), pieces)
+            out.append(_exchange(worker, replica, now, peers, index, shards, batch, deadline))
+    return out
 
 
 def _exchange(worker, replica: Replica, tag: tuple, peers: list, index: int, shards: list, batch: int,
@@ -287,7 +293,7 @@ def step_task(key: str, tag: tuple, peers: list, index: int, meta: list, graphs:
     """``run_step`` as a Dask task (a dask-array batch: Dask brings the chunks here); ``meta``:
     ``(seed, weight, rows)`` per piece, each taking two of ``arrays`` (data, label)."""
     pieces = [(s, w, r, arrays[2 * i], arrays[2 * i + 1]) for i, (s, w, r) in enumerate(meta)]
-    return run_step(dask_modules()[2].get_worker(), key, tag, peers, index, pieces, graphs, batch, timeout)
+    return run_step(dask_modules()[2].get_worker(), key, tag, peers, index, [(batch, pieces)], graphs, timeout)[0]
 
 
 def state(key: str) -> tuple[dict, bytes, tuple | None]:

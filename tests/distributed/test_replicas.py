@@ -116,9 +116,9 @@ def _spied_step(monkeypatch, dp, x, y):
 
     def message_each(self, op, msgs, doing):
         for m in msgs.values():
-            rest = {k: v for k, v in m.items() if k != "pieces"}
-            control = [(s, w, r) for s, w, r, _, _ in m["pieces"]]
-            batch = sum(d.nbytes + lab.nbytes for _, _, _, d, lab in m["pieces"])
+            rest = {k: v for k, v in m.items() if k != "steps"}
+            control = [(rows, [p[:3] for p in pieces]) for rows, pieces in m["steps"]]
+            batch = sum(d.nbytes + lab.nbytes for _, pieces in m["steps"] for _, _, _, d, lab in pieces)
             messages.append((op, len(pickle.dumps((rest, control))), batch))
         return real_message(self, op, msgs, doing)
 
@@ -317,3 +317,35 @@ def test_amp_loss_scaling_skips_the_same_steps_as_one_process_and_keeps_the_repl
         np.testing.assert_allclose(q.data().asnumpy().astype("float32"), p.data().asnumpy().astype("float32"),
                                    rtol=2e-3, atol=1e-3, err_msg=k)
     dp.close()
+
+
+def test_step_many_takes_k_steps_in_one_message_per_worker_equal_to_k_steps(client, monkeypatch):
+    batches = [_batch(0), _batch(1, rows=21), _batch(2), _batch(3, rows=9)]  # (new piece sizes on the way)
+    trainers = []
+    for _ in range(2):
+        net = _net(2)
+        trainers.append(la.distributed.DataParallel(net, nn.SoftmaxCrossEntropyLoss(), nn.Trainer(
+            net.collect_params(), "adam", {"learning_rate": 0.01}), client=client, seed=5))
+    many, one = trainers
+    one_losses = [one.step(x, y) for x, y in batches]
+    sent = []
+    real = bounded.BoundedCall.message_each
+
+    def message_each(self, op, msgs, doing):
+        sent.extend((op, len(m["steps"])) for m in msgs.values())
+        return real(self, op, msgs, doing)
+
+    monkeypatch.setattr(bounded.BoundedCall, "message_each", message_each)
+    many_losses = many.step_many(batches)
+    monkeypatch.undo()
+    assert sent == [("la_dp_step", len(batches))] * len(many._holders)
+    assert many_losses == one_losses and many.steps == one.steps == len(batches)
+    mine, theirs = _replica_values(client, many), _replica_values(client, one)
+    for k in mine[0]:
+        assert mine[0][k].tobytes() == mine[1][k].tobytes() == theirs[0][k].tobytes(), k
+    assert many.step_many([]) == [] and many.steps == len(batches)
+    many.step(*_batch(4))  # (a step after step_many continues from it)
+    one.step(*_batch(4))
+    assert _replica_values(client, many)[0]["0.weight"].tobytes() == _replica_values(client, one)[0]["0.weight"].tobytes()
+    for dp in trainers:
+        dp.close()
