@@ -13,11 +13,12 @@
    measured compute time, the scheduler overhead, the parameter bytes and ``--bandwidth`` (GB/s).
 4. Scaling of a ``DataParallel`` step with resident replicas (``--scaling``): 2 and 4 worker
    processes, MLPs of 10/40/80/160 parameter arrays holding about the same bytes P (``--param-mb``).
-   Per step: bytes each worker sent to the others (Dask's ``transfer_outgoing_bytes_total``, max
-   over the workers) against the ring all-reduce bound 2(N-1)/N * P; bytes from the client (the
-   scattered batch pieces and the pickled task arguments, counted where they are sent); tasks
-   submitted; median step time (A/B rounds alternating with the single-process step of the same
-   model, measured in the same run).
+   Per step: bytes each worker sent to the others (Dask's ``transfer_outgoing_bytes_total`` plus the
+   peer channel's, ``exchange.py``; max over the workers) against the ring all-reduce bound
+   2(N-1)/N * P; bytes from the client (the batch pieces and the pickled task arguments and
+   messages, counted where they are sent); tasks submitted and messages sent to workers; median
+   step time (A/B rounds alternating with the single-process step of the same model, measured in
+   the same run), CPU of the client and of the workers; and ``step_many`` of ``--many`` steps.
 
 5. Inference of an exported ResNet-18 (``--resnet``): the zoo's ``resnet18(thumbnail=True)`` exported,
    loaded as a ``SymbolBlock`` and run by ``la.distributed.run`` over a persisted dask array (one
@@ -28,7 +29,7 @@
 The machine this runs on has 2 cores (shared), so 2 workers is the most that can show a speedup.
 
     python benchmarks/distributed.py [--rows 200000] [--chunk 25000] [--bandwidth 1.25]
-    python benchmarks/distributed.py --scaling [--param-mb 1.6] [--steps 7]
+    python benchmarks/distributed.py --scaling [--param-mb 1.6] [--steps 7] [--many 8]
     python benchmarks/distributed.py --resnet [--resnet-batch 32] [--resnet-rounds 5]
 """
 from __future__ import annotations
@@ -272,6 +273,15 @@ def scaling_case(workers, arrays, args, loss_fn):
             c_single.append(time.process_time() - c0)
         restore()
         sent1 = sent_bytes(client, dp._key)
+        t_many, c_many = [], []
+        if hasattr(dp, "step_many"):  # (K steps per message: --many)
+            for _ in range(args.steps):  # A/B rounds again: step_many of K steps, then K single steps
+                t0, c0 = time.perf_counter(), time.process_time()
+                dp.step_many([(x, y)] * args.many)
+                t_many.append((time.perf_counter() - t0) / args.many)
+                c_many.append((time.process_time() - c0) / args.many)
+                for _ in range(args.many):
+                    single()
         dp.close()
     per_worker = max(sent1[w] - sent0[w] for w in sent1) / args.steps
     bound = 2 * (workers - 1) / workers * P
@@ -280,8 +290,10 @@ def scaling_case(workers, arrays, args, loss_fn):
     cpu = [statistics.median(c) * 1e3 for c in (c_single, c_dist, c_workers)]
     return [workers, arrays, f"{P / 1e6:.2f}", f"{per_worker / 1e6:.3f}", f"{bound / 1e6:.3f}",
             f"{per_worker / bound:.2f}", f"{meter.scattered / args.steps / 1e3:.1f}",
-            f"{control / 1e3:.2f} ({control / P * 100:.2f}%)", f"{meter.tasks / args.steps:g} + {meter.messages / args.steps:g}", single_ms, dist_ms,
-            dist_ms - single_ms, cpu[0], cpu[1], cpu[2], cpu[2] / workers - cpu[0]]
+            f"{control / 1e3:.2f} ({control / P * 100:.2f}%)", f"{meter.tasks / args.steps:g} + {meter.messages / args.steps:g}",
+            single_ms, dist_ms,
+            dist_ms - single_ms, cpu[0], cpu[1], cpu[2], cpu[2] / workers - cpu[0],
+            statistics.median(t_many) * 1e3 if t_many else "-", statistics.median(c_many) * 1e3 if c_many else "-"]
 
 
 def scaling(args):
@@ -291,14 +303,18 @@ def scaling(args):
           f"{args.steps} A/B rounds (distributed step, then the single-process step of the same model)")
     print(table(["N", "arrays", "P MB", "sent/worker MB", "2(N-1)/N*P MB", "ratio", "batch KB", "control KB (of P)",
                  "tasks+msgs/step", "single ms", "DataParallel ms", "overhead ms", "single CPU ms", "client CPU ms",
-                 "workers CPU ms", "worker-single CPU ms"], rows))
+                 "workers CPU ms", "worker-single CPU ms", f"step_many({args.many}) ms/step",
+                 f"step_many({args.many}) client CPU ms/step"], rows))
     print("sent/worker: bytes a worker sent to the other workers per step (max over workers); batch: the NumPy "
           "batch pieces the client sent (scattered, or in its messages); control: the pickled task arguments and "
           "messages but the pieces (keys, step tag, peers, seeds); tasks+msgs: Dask tasks and direct messages to "
           "workers per step; times are "
           "wall medians; CPU: time.process_time() medians of the single-process step, of the client process "
           "over a DataParallel step (the LocalCluster's scheduler runs in it), and summed over the worker "
-          "processes; worker-single: the mean worker's CPU per step minus the single-process step's")
+          "processes; worker-single: the mean worker's CPU per step minus the single-process step's; "
+          f"step_many({args.many}): DataParallel.step_many of {args.many} batches per call (one message per "
+          "worker), wall and client CPU per step, medians of as many rounds, each followed by as many "
+          "single-process steps")
 
 
 def exported_resnet18(folder: str):
@@ -436,6 +452,7 @@ def main(argv=None):
     ap.add_argument("--param-mb", type=float, default=1.6, help="section 4: parameter megabytes of each model")
     ap.add_argument("--batch", type=int, default=64, help="section 4: rows per step")
     ap.add_argument("--steps", type=int, default=7, help="section 4: measured steps (A/B rounds)")
+    ap.add_argument("--many", type=int, default=8, help="section 4: steps per DataParallel.step_many call")
     ap.add_argument("--resnet", action="store_true", help="only section 5: exported ResNet-18 inference, 2 workers")
     ap.add_argument("--resnet-batch", type=int, default=32, help="section 5: images per call")
     ap.add_argument("--resnet-rounds", type=int, default=5, help="section 5: A/B rounds")
