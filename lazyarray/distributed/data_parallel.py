@@ -44,6 +44,7 @@ The loss must return one value per sample (Gluon's losses do).
 """
 from __future__ import annotations
 
+import os
 import pickle
 import uuid
 from concurrent.futures import CancelledError
@@ -65,6 +66,7 @@ from ..ops import registry
 from ..rng import generator
 from ..sbp import split, split_sizes
 from ..tuning_table import current
+from . import checkpoint as C
 from . import exchange as X
 from . import pieces as P
 from . import replica as R
@@ -149,12 +151,7 @@ class DataParallel:
 
     def close(self) -> None:
         """Drop the replicas from the workers (best effort) and stop the cluster this object started."""
-        if self._holders and self._client is not None and self._client.status == "running":
-            dd = dask_modules()[2]
-            for w in self._holders:  # (not waited for: a worker that is gone took its replica with it)
-                dd.fire_and_forget(self._client.submit(R.drop, self._rkey(w), key=f"{self._key}-drop-{w}", workers=[w],
-                                                       pure=False))
-            self._holders = []
+        self.close_replicas()
         if self._own is not None:
             cluster, client = self._own
             client.close()
@@ -330,18 +327,24 @@ class DataParallel:
         self._holders, self._suspect = list(workers), False
         return workers
 
-    def _first_blob(self) -> bytes:
-        """The client's parameters, optimizer (with its states) and step plan, pickled once for every worker."""
+    def _named(self) -> tuple[dict, list[str]]:
+        """The model's parameters (and the loss's own, ``loss_fn.*``) by structural name, and the names of
+        the trainer's parameters in its order."""
         params = dict(self.net.collect_params())
-        for k, p in self._block.collect_params().items():  # (a loss with parameters of its own)
-            if all(p is not q for q in params.values()):
+        for k, p in (self._block.collect_params() if self._block is not None else {}).items():
+            if all(p is not q for q in params.values()):  # (a loss with parameters of its own)
                 params[f"loss_fn.{k}"] = p
         struct = {id(p): k for k, p in params.items()}
         missing = [p.name for p in self.trainer.params if id(p) not in struct]
         if missing:
             raise ParamError(f"DataParallel: the trainer updates parameters {missing} that are not the model's or "
                              "the loss's; make the Trainer over net.collect_params()")
-        trained = [struct[id(p)] for p in self.trainer.params]
+        return params, [struct[id(p)] for p in self.trainer.params]
+
+    def _first_blob(self) -> bytes:
+        """The client's parameters, optimizer (with its states) and step plan, pickled once for every worker."""
+        params, trained = self._named()
+        struct = {id(p): k for k, p in params.items()}
         _, order, graph_params, names, updated, loss_dtype = self._graphs[min(self._graphs)]
         plan = R.StepPlan(self._layout(graph_params, names, updated, loss_dtype),
                           {k: struct[id(p)] for k, p in graph_params.items()},
@@ -390,6 +393,59 @@ class DataParallel:
         names = list(self.net.collect_params())
         return call.gather([call.submit(R.save, self._rkey(self._holders[0]), str(path), names,
                                         key=f"{self._key}-save-{uuid.uuid4().hex[:6]}", worker=self._holders[0])])[0]
+
+    # -- sharded checkpoints ---------------------------------------------------------------------------
+    def save_checkpoint(self, folder, timeout=None) -> str:
+        """Write a sharded checkpoint of the model and its optimizer states into ``folder`` (made if
+        missing; ``checkpoint.py``): each worker writes its part (about ``1/N`` of the bytes) from
+        its replica, then the client writes the manifest that makes it the folder's checkpoint (the
+        previous one stays whole until then). ``folder`` is on the workers' file system too (a
+        local cluster shares the client's). Before the first step the client's values are written,
+        as one shard. Returns ``folder``. ``load_checkpoint`` (or ``la.distributed.load_checkpoint``
+        without a cluster) reads it back on any number of workers."""
+        folder = os.path.abspath(os.fspath(folder))
+        os.makedirs(folder, exist_ok=True)
+        ckpt = uuid.uuid4().hex
+        params, trained = self._named()
+        if not self._holders:
+            written = [C.write_shard(folder, ckpt, 0, 1, list(params), params, trained, self.trainer, self.steps)]
+            C.write_manifest(folder, ckpt, self.steps, [(written[0][0], written[0][1], list(params))])
+            return folder
+        call = BoundedCall(self.client, self.timeout if timeout is None else timeout, "DataParallel.save_checkpoint",
+                           "call save_checkpoint again (the folder's previous checkpoint is still whole)")
+        workers = self._replicas(call, sorted(call.workers()))
+        parts = C.partition({k: int(p.data().size) * np.dtype(p.dtype).itemsize for k, p in params.items()},
+                            len(workers))
+        written = call.gather([call.submit(C.save_shard, self._rkey(w), folder, ckpt, j, len(workers), parts[j],
+                                           key=f"{self._key}-ckpt-{ckpt}-{j}", worker=w) for j, w in enumerate(workers)],
+                              watch={w: f"replica {j} of the model" for j, w in enumerate(workers)})
+        steps = {s for _, _, s in written}
+        if len(steps) != 1:  # (a step failed half way since the check: the next step re-syncs them)
+            self._suspect = True
+            raise DistributedError(f"DataParallel.save_checkpoint: the replicas are at different steps {sorted(steps)}; "
+                                   "call step (it re-syncs them) and save again")
+        C.write_manifest(folder, ckpt, steps.pop(), [(f, h, part) for (f, h, _), part in zip(written, parts)])
+        return folder
+
+    def load_checkpoint(self, folder) -> int:
+        """Load the checkpoint in ``folder`` (``save_checkpoint``'s, saved on any number of workers) into
+        ``net`` and ``trainer``; the replicas are dropped and the next step broadcasts the loaded values
+        to the workers (any number). ``steps`` becomes the checkpoint's step (so the dropout seeds
+        continue where it was saved, given the same ``seed``). Returns that step."""
+        step = C.load_into(folder, self.net, self.trainer)
+        self.close_replicas()
+        self.steps, self._suspect, self._sent = step, False, set()
+        return step
+
+    def close_replicas(self) -> None:
+        """Drop the replicas from the workers (best effort); the next step broadcasts the client's values."""
+        if self._holders and self._client is not None and self._client.status == "running":
+            dd = dask_modules()[2]
+            for w in self._holders:  # (not waited for: a worker that is gone took its replica with it)
+                dd.fire_and_forget(self._client.submit(R.drop, self._rkey(w), key=f"{self._key}-drop-{w}", workers=[w],
+                                                       pure=False))
+        self._holders = []
+        self._key = f"la-dp-{uuid.uuid4().hex[:12]}"  # (new replicas get new keys: a late drop never meets them)
 
 
 def _scaled(total: Entry, loss: Entry) -> Entry:
