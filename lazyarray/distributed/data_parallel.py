@@ -2,28 +2,35 @@
 
 Each worker holds a replica of the model and its optimizer for the life of the trainer
 (``replica.py``: worker-held state addressed by a key, and why not Dask actors). The client's
-parameters are broadcast once, at the first step; after it a step sends the batch pieces (a
-NumPy batch is scattered piece by piece to the workers that run them; a ``dask.array`` keeps its
-chunks and Dask moves them) and a step number, and gets back one float per worker. The client's
-``net`` and ``trainer`` are not updated: ``sync_to_client()`` copies a replica into them when
-asked, ``save_parameters(path)`` writes a checkpoint from a worker.
+parameters are broadcast once, at the first step; after it a step is one message per worker,
+sent straight from the client to the worker (``exchange.py``: a Dask comm handler, no scheduler
+task), holding the worker's batch pieces and the step tag; the answer is the loss. A
+``dask.array`` batch keeps its chunks: its step is one Dask task per worker, which Dask feeds
+with them. ``step_many(batches)`` sends K steps in one message per worker. The client's ``net``
+and ``trainer`` are not updated: ``sync_to_client()`` copies a replica into them when asked,
+``save_parameters(path)`` writes the parameters from a worker, ``save_checkpoint(folder)`` a
+sharded checkpoint (``checkpoint.py``: each worker writes its part) that ``load_checkpoint``
+reads back on any number of workers.
 
 One step: every piece runs forward and backward on its worker through one compiled graph (the
 model, the loss summed over the piece, and the gradient of that sum with respect to every
 parameter: ``graph/passes/gradient.py``). Each worker packs its gradients (with the loss sum and
 the updated statistics) into flat buckets of ``la.config.dp_bucket_bytes`` (25 MB) and cuts each
 into one shard per worker; shard ``j`` is summed on worker ``j`` (reduce-scatter) and every
-worker gathers all the sums (all-gather) and applies the optimizer to its replica. Each worker
-sends and receives ``2 (N - 1) / N`` of the gradient bytes, the bound of a ring all-reduce, in
-two rounds instead of a ring's ``2 (N - 1)``, and the tasks of a step (``2N + buckets * (N^2 + N)``)
-do not grow with the number of parameter arrays. Every sum is taken in worker order on one
-worker and copied to the others, so the replicas stay equal bit for bit. The result equals
-``loss.backward(); trainer.step(batch)`` in one process, up to float rounding of the summation order.
+worker gathers all the sums (all-gather), by direct messages between the workers, and applies
+the optimizer to its replica. Each worker sends and receives ``2 (N - 1) / N`` of the gradient
+bytes, the bound of a ring all-reduce, in two rounds instead of a ring's ``2 (N - 1)``, and a
+step is N messages from the client and ``2 N (N - 1)`` between workers whatever the number of
+parameter arrays. Every sum is taken in worker order on one worker and copied to the others, so
+the replicas stay equal bit for bit. The result equals ``loss.backward(); trainer.step(batch)``
+in one process, up to float rounding of the summation order.
 
-A lost worker: the step raises ``la.DistributedError``; the next step finds the workers changed
-and copies the most advanced surviving replica (worker to worker) to every worker without one
-(a new worker the nanny started, or one whose replica is behind); with no survivor it names the
-fix (load the last checkpoint). A step that failed after some replicas applied it counts as taken.
+A lost worker: the step raises ``la.DistributedError`` at once (its connection closes; its peers,
+waiting for its gradients, are told to stop); a frozen one at the step's timeout. The next step
+finds the workers changed and copies the most advanced surviving replica (worker to worker) to
+every worker without one (a new worker the nanny started, or one whose replica is behind); with
+no survivor it names the fix (load the last checkpoint). A step that failed after some replicas
+applied it counts as taken.
 
 The graph is traced in training mode, so models whose training mode differs run as they train:
 
@@ -95,7 +102,8 @@ class DataParallel:
 
     The model trains on the workers: ``net`` and ``trainer`` on the client keep the values of the
     first step until ``sync_to_client()`` copies a replica (parameters and optimizer states) into
-    them; ``save_parameters(path)`` writes a checkpoint from a worker.
+    them; ``save_parameters(path)`` writes the parameters from a worker, ``save_checkpoint(folder)``
+    a sharded checkpoint (parameters and optimizer states, a part from each worker).
 
     ``timeout`` (seconds; ``None``: ``bounded.DEFAULT_TIMEOUT``, 300 s; ``math.inf``: no bound)
     bounds every step (``step(..., timeout=)`` overrides it for one step): past it, or when a
@@ -269,7 +277,9 @@ class DataParallel:
         answers = call.message_each(X.STEP, messages, f"computing step {tag[0]}"
                                     + (f" and the {len(batches) - 1} after it" if len(batches) > 1 else "")
                                     + f" on {len(workers)} workers")
-        failed = {w: a for w, a in zip(workers, answers) if isinstance(a, BaseException)}
+        failed = {w: a if isinstance(a, BaseException) else DistributedError(
+            f"{call.caller}: worker {w} answered {a!r} to its step, not the losses (it has no {X.STEP} handler: "
+            f"restarted without its replica?); {call.again}") for w, a in zip(workers, answers) if not isinstance(a, list)}
         if not failed:
             return answers[0]
         gone = set(workers) - set(call.workers())
