@@ -279,9 +279,9 @@ class DataParallel:
                                     + f" on {len(workers)} workers")
         failed = {w: a if isinstance(a, BaseException) else DistributedError(
             f"{call.caller}: worker {w} answered {a!r} to its step, not the losses (it has no {X.STEP} handler: "
-            f"restarted without its replica?); {call.again}") for w, a in zip(workers, answers) if not isinstance(a, list)}
+            f"restarted without its replica?); {call.again}") for w, a in zip(workers, answers) if not isinstance(a, (list, tuple))}
         if not failed:
-            return answers[0]
+            return list(answers[0])
         gone = set(workers) - set(call.workers())
         lost = [w for w in workers if w in gone or isinstance(failed.get(w), OSError)]
         if lost:
