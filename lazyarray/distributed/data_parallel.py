@@ -138,7 +138,7 @@ class DataParallel:
         self._holders: list[str] = []  # the workers holding a replica at self.steps, in shard order
         self._suspect = False  # a step failed: the replicas may differ in their step count
         self._plan = None  # replica.StepPlan, made at the first broadcast
-        self._sent: set = set()  # (worker, piece rows): the graphs each worker's replica holds
+        self._sent: set = set()  # (worker, piece rows): the graphs sent to each worker's replica
         self._attempts = 0  # steps tried: the second half of a step's tag (exchange.py)
 
     def piece_seed(self, step: int, piece: int) -> int:
@@ -247,7 +247,6 @@ class DataParallel:
                 call.post_each(X.ABORT, {w: {"key": self._rkey(w), "tag": list(tag), "count": len(batches),
                                              "why": why} for w in workers})
             raise
-        self._sent |= {(w, r) for w in workers for rs in rows for r in rs}
         self.steps += len(batches)
         return [total / d.shape[0] for total, (d, _) in zip(sums, batches)]
 
@@ -260,6 +259,7 @@ class DataParallel:
             mine = [i for i in range(len(owner)) if owner[i] == addr]
             sizes = sorted({rs[i] for rs in rows for i in mine})
             graphs = {r: self._graphs[r][:2] for r in sizes if (addr, r) not in self._sent}
+            self._sent |= {(addr, r) for r in sizes}  # (a failed call forgets them all: sent again)
             meta = [[(self.piece_seed(tag[0] + k, i), rs[i] / sum(rs), rs[i]) for i in mine] for k, rs in enumerate(rows)]
             out.append((dict(key=self._rkey(addr), tag=tag, peers=peers, index=j, graphs=graphs, timeout=timeout),
                         meta, mine))

@@ -349,3 +349,20 @@ def test_step_many_takes_k_steps_in_one_message_per_worker_equal_to_k_steps(clie
     assert _replica_values(client, many)[0]["0.weight"].tobytes() == _replica_values(client, one)[0]["0.weight"].tobytes()
     for dp in trainers:
         dp.close()
+
+
+def test_each_worker_gets_the_graph_of_each_piece_size_it_runs(client):
+    """21 rows: pieces of 11 and 10 rows; 19 rows: 10 and 9 (the first worker now runs 10 rows: its graph
+    is sent to it then, though the other worker had it); the result equals one process."""
+    batches = [_batch(0, rows=21), _batch(1, rows=19), _batch(2, rows=21)]
+    net = _net(1)
+    dp = la.distributed.DataParallel(net, nn.SoftmaxCrossEntropyLoss(),
+                                     nn.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5}), client=client)
+    for x, y in batches:
+        dp.step(x, y)
+    want = _single_process(1, batches, "sgd", {"learning_rate": 0.5})
+    first, second = _replica_values(client, dp)
+    for k in first:
+        assert first[k].tobytes() == second[k].tobytes(), k
+        np.testing.assert_allclose(first[k], want[k], rtol=1e-5, atol=1e-6, err_msg=k)
+    dp.close()
