@@ -36,7 +36,7 @@ import numpy as np
 
 from ..blocks.param_file import load_arrays, write_arrays
 from ..creation import array
-from ..errors import GraphFormatError, ParamError
+from ..errors import GraphFormatError, ParamError, ParamValueError
 from ..fileio import read_regular, write_atomic
 from ..graph.serialize import parse_json
 from . import replica as R
@@ -114,6 +114,9 @@ def write_manifest(folder: str, ckpt: str, step: int, shards: list[tuple[str, st
 
 def read(folder: str) -> tuple[int, dict[str, np.ndarray], dict[str, np.ndarray], dict]:
     """``(step, parameters by name, optimizer state arrays, trainer record)`` of the checkpoint in ``folder``."""
+    if not isinstance(folder, (str, os.PathLike)):
+        raise ParamValueError(f"load_checkpoint: folder must be the path of a checkpoint folder (a str or "
+                              f"os.PathLike), got {type(folder).__name__}")
     folder = os.fspath(folder)
     where = f"checkpoint {folder!r}"
     man = _manifest(folder, where)

@@ -187,6 +187,8 @@ def test_damaged_or_escaping_checkpoints_are_refused_before_anything_changes(cli
     os.unlink(man_path)
     with pytest.raises(la.GraphFormatError, match="no readable checkpoint.json"):
         la.distributed.load_checkpoint(folder, net)
+    with pytest.raises(la.ParamValueError, match="folder must be the path of a checkpoint folder"):
+        la.distributed.load_checkpoint(None, net)
     for k, p in net.collect_params().items():
         np.testing.assert_array_equal(p.data().asnumpy(), before[k])
 
