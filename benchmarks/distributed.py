@@ -13,11 +13,12 @@
    measured compute time, the scheduler overhead, the parameter bytes and ``--bandwidth`` (GB/s).
 4. Scaling of a ``DataParallel`` step with resident replicas (``--scaling``): 2 and 4 worker
    processes, MLPs of 10/40/80/160 parameter arrays holding about the same bytes P (``--param-mb``).
-   Per step: bytes each worker sent to the others (Dask's ``transfer_outgoing_bytes_total``, max
-   over the workers) against the ring all-reduce bound 2(N-1)/N * P; bytes from the client (the
-   scattered batch pieces and the pickled task arguments, counted where they are sent); tasks
-   submitted; median step time (A/B rounds alternating with the single-process step of the same
-   model, measured in the same run).
+   Per step: bytes each worker sent to the others (Dask's ``transfer_outgoing_bytes_total`` plus the
+   peer channel's, ``exchange.py``; max over the workers) against the ring all-reduce bound
+   2(N-1)/N * P; bytes from the client (the batch pieces and the pickled task arguments and
+   messages, counted where they are sent); tasks submitted and messages sent to workers; median
+   step time (A/B rounds alternating with the single-process step of the same model, measured in
+   the same run), CPU of the client and of the workers; and ``step_many`` of ``--many`` steps.
 
 5. Inference of an exported ResNet-18 (``--resnet``): the zoo's ``resnet18(thumbnail=True)`` exported,
    loaded as a ``SymbolBlock`` and run by ``la.distributed.run`` over a persisted dask array (one
@@ -28,7 +29,7 @@
 The machine this runs on has 2 cores (shared), so 2 workers is the most that can show a speedup.
 
     python benchmarks/distributed.py [--rows 200000] [--chunk 25000] [--bandwidth 1.25]
-    python benchmarks/distributed.py --scaling [--param-mb 1.6] [--steps 7]
+    python benchmarks/distributed.py --scaling [--param-mb 1.6] [--steps 7] [--many 8]
     python benchmarks/distributed.py --resnet [--resnet-batch 32] [--resnet-rounds 5]
 """
 from __future__ import annotations
@@ -57,7 +58,7 @@ from _util import table  # noqa: E402
 
 import lazyarray as la  # noqa: E402
 from lazyarray import blocks as B  # noqa: E402
-from lazyarray.distributed import bounded, params  # noqa: E402
+from lazyarray.distributed import bounded, params, replica  # noqa: E402
 
 
 def mlp(seed=0):
@@ -183,13 +184,15 @@ def deep_mlp(arrays: int, param_bytes: float, seed=0):
 
 
 class Meter:
-    """Counts what the client sends in ``DataParallel`` steps: scattered bytes, pickled task arguments, tasks."""
+    """Counts what the client sends in ``DataParallel`` steps: scattered bytes, task arguments and tasks,
+    and the messages sent straight to the workers (their batch pieces, the rest of them)."""
 
     def __init__(self):
-        self.scattered = self.args = self.tasks = 0
+        self.scattered = self.args = self.tasks = self.messages = 0
 
     def install(self):
-        each, submit = bounded.BoundedCall.scatter_each, bounded.BoundedCall.submit
+        each, submit, message = (bounded.BoundedCall.scatter_each, bounded.BoundedCall.submit,
+                                 bounded.BoundedCall.message_each)
         meter = self
 
         def scatter_each(call, items, what, workers):
@@ -201,9 +204,32 @@ class Meter:
             meter.args += len(pickle.dumps([x for x in a if type(x).__name__ != "Future"]))
             return submit(call, fn, *a, **kw)
 
+        def counted_message(call, op, msgs, doing):
+            for m in msgs.values():
+                meter.messages += 1
+                steps = m.get("steps", ())
+                meter.scattered += sum(d.nbytes + y.nbytes for _, pieces in steps for *_, d, y in pieces)
+                meter.args += len(pickle.dumps(({k: v for k, v in m.items() if k != "steps"},
+                                                [(r, [p[:3] for p in pieces]) for r, pieces in steps])))
+            return message(call, op, msgs, doing)
+
         bounded.BoundedCall.scatter_each, bounded.BoundedCall.submit = scatter_each, counted_submit
+        bounded.BoundedCall.message_each = counted_message
         return lambda: (setattr(bounded.BoundedCall, "scatter_each", each),
-                        setattr(bounded.BoundedCall, "submit", submit))
+                        setattr(bounded.BoundedCall, "submit", submit),
+                        setattr(bounded.BoundedCall, "message_each", message))
+
+
+def sent_bytes(client, prefix: str) -> dict:
+    """Bytes each worker has sent to the others: Dask's transfers plus the peer channel's (exchange.py)."""
+    def sent(prefix, dask_worker=None):
+        try:
+            peer = replica.REPLICAS.get(f"{prefix}@{dask_worker.address}").mailbox.sent_bytes
+        except la.DistributedError:
+            peer = 0
+        return dask_worker.transfer_outgoing_bytes_total + peer
+
+    return client.run(sent, prefix)
 
 
 def scaling_case(workers, arrays, args, loss_fn):
@@ -232,7 +258,7 @@ def scaling_case(workers, arrays, args, loss_fn):
             single()
         meter = Meter()
         restore = meter.install()
-        sent0 = client.run(lambda dask_worker: dask_worker.transfer_outgoing_bytes_total)
+        sent0 = sent_bytes(client, dp._key)
         t_dist, t_single, c_dist, c_single, c_workers = [], [], [], [], []
         for _ in range(args.steps):  # A/B rounds
             w0 = worker_cpu(client)
@@ -246,7 +272,16 @@ def scaling_case(workers, arrays, args, loss_fn):
             t_single.append(time.perf_counter() - t0)
             c_single.append(time.process_time() - c0)
         restore()
-        sent1 = client.run(lambda dask_worker: dask_worker.transfer_outgoing_bytes_total)
+        sent1 = sent_bytes(client, dp._key)
+        t_many, c_many = [], []
+        if hasattr(dp, "step_many"):  # (K steps per message: --many)
+            for _ in range(args.steps):  # A/B rounds again: step_many of K steps, then K single steps
+                t0, c0 = time.perf_counter(), time.process_time()
+                dp.step_many([(x, y)] * args.many)
+                t_many.append((time.perf_counter() - t0) / args.many)
+                c_many.append((time.process_time() - c0) / args.many)
+                for _ in range(args.many):
+                    single()
         dp.close()
     per_worker = max(sent1[w] - sent0[w] for w in sent1) / args.steps
     bound = 2 * (workers - 1) / workers * P
@@ -255,8 +290,10 @@ def scaling_case(workers, arrays, args, loss_fn):
     cpu = [statistics.median(c) * 1e3 for c in (c_single, c_dist, c_workers)]
     return [workers, arrays, f"{P / 1e6:.2f}", f"{per_worker / 1e6:.3f}", f"{bound / 1e6:.3f}",
             f"{per_worker / bound:.2f}", f"{meter.scattered / args.steps / 1e3:.1f}",
-            f"{control / 1e3:.2f} ({control / P * 100:.2f}%)", meter.tasks // args.steps, single_ms, dist_ms,
-            dist_ms - single_ms, cpu[0], cpu[1], cpu[2], cpu[2] / workers - cpu[0]]
+            f"{control / 1e3:.2f} ({control / P * 100:.2f}%)", f"{meter.tasks / args.steps:g} + {meter.messages / args.steps:g}",
+            single_ms, dist_ms,
+            dist_ms - single_ms, cpu[0], cpu[1], cpu[2], cpu[2] / workers - cpu[0],
+            statistics.median(t_many) * 1e3 if t_many else "-", statistics.median(c_many) * 1e3 if c_many else "-"]
 
 
 def scaling(args):
@@ -265,13 +302,19 @@ def scaling(args):
     print(f"DataParallel step with resident replicas, batch {args.batch}, SGD, softmax cross-entropy; medians of "
           f"{args.steps} A/B rounds (distributed step, then the single-process step of the same model)")
     print(table(["N", "arrays", "P MB", "sent/worker MB", "2(N-1)/N*P MB", "ratio", "batch KB", "control KB (of P)",
-                 "tasks/step", "single ms", "DataParallel ms", "overhead ms", "single CPU ms", "client CPU ms",
-                 "workers CPU ms", "worker-single CPU ms"], rows))
+                 "tasks+msgs/step", "single ms", "DataParallel ms", "overhead ms", "single CPU ms", "client CPU ms",
+                 "workers CPU ms", "worker-single CPU ms", f"step_many({args.many}) ms/step",
+                 f"step_many({args.many}) client CPU ms/step"], rows))
     print("sent/worker: bytes a worker sent to the other workers per step (max over workers); batch: the NumPy "
-          "batch pieces the client scattered; control: the pickled task arguments (keys, step, seeds); times are "
+          "batch pieces the client sent (scattered, or in its messages); control: the pickled task arguments and "
+          "messages but the pieces (keys, step tag, peers, seeds); tasks+msgs: Dask tasks and direct messages to "
+          "workers per step; times are "
           "wall medians; CPU: time.process_time() medians of the single-process step, of the client process "
           "over a DataParallel step (the LocalCluster's scheduler runs in it), and summed over the worker "
-          "processes; worker-single: the mean worker's CPU per step minus the single-process step's")
+          "processes; worker-single: the mean worker's CPU per step minus the single-process step's; "
+          f"step_many({args.many}): DataParallel.step_many of {args.many} batches per call (one message per "
+          "worker), wall and client CPU per step, medians of as many rounds, each followed by as many "
+          "single-process steps")
 
 
 def exported_resnet18(folder: str):
@@ -409,6 +452,7 @@ def main(argv=None):
     ap.add_argument("--param-mb", type=float, default=1.6, help="section 4: parameter megabytes of each model")
     ap.add_argument("--batch", type=int, default=64, help="section 4: rows per step")
     ap.add_argument("--steps", type=int, default=7, help="section 4: measured steps (A/B rounds)")
+    ap.add_argument("--many", type=int, default=8, help="section 4: steps per DataParallel.step_many call")
     ap.add_argument("--resnet", action="store_true", help="only section 5: exported ResNet-18 inference, 2 workers")
     ap.add_argument("--resnet-batch", type=int, default=32, help="section 5: images per call")
     ap.add_argument("--resnet-rounds", type=int, default=5, help="section 5: A/B rounds")

@@ -131,6 +131,45 @@ class BoundedCall:
                             for f, name in zip(out, what)]
         return out
 
+    def message_each(self, op: str, messages: dict, doing: str) -> list:
+        """Each ``messages[w]`` (any picklable value) sent to worker ``w``'s handler ``op`` as ``payload``,
+        straight from the client (no scheduler, no task), all at once; each worker's answer, or the
+        exception its message raised (a closed connection: ``OSError``), in the order of ``messages``,
+        by the deadline (``doing`` names the wait in the timeout's message). The first exception ends
+        the wait: the messages still unanswered then give ``CancelledError``."""
+        client, serialize = self.client, dask_modules()[2].protocol.to_serialize
+
+        async def send():
+            import asyncio  # (here, with dask: asyncio imports ssl, which `import lazyarray` must not pay for)
+
+            sent = [asyncio.ensure_future(getattr(client.rpc(w), op)(payload=serialize(m)))
+                    for w, m in messages.items()]
+            try:
+                await asyncio.wait(sent, return_when=asyncio.FIRST_EXCEPTION)
+            finally:
+                for t in sent:
+                    t.cancel()  # (no-op for the finished ones)
+            return [CancelledError(f"{op}: not answered") if not t.done() or t.cancelled() else
+                    t.exception() or t.result() for t in sent]
+
+        return self._sync(send, doing)
+
+    def post_each(self, op: str, messages: dict, wait: float = _ASK_TIMEOUT) -> None:
+        """Each ``messages[w]`` (a dict of keyword arguments) sent to worker ``w``'s handler ``op`` without
+        waiting for it: best effort, each given up after ``wait`` seconds (a worker that is gone or frozen)."""
+        client = self.client
+
+        async def post(w, m):
+            import asyncio
+
+            try:
+                await asyncio.wait_for(getattr(client.rpc(w), op)(**m), wait)
+            except Exception:  # (best effort: the worker is gone, frozen, or has nothing to end)
+                pass
+
+        for w, m in messages.items():
+            client.loop.add_callback(post, w, m)
+
     def run_on_workers(self, fn, arg, workers: list[str]) -> dict:
         """``client.run(fn, arg)`` on ``workers`` by the deadline: worker address -> its answer."""
         client = self.client

@@ -2,28 +2,35 @@
 
 Each worker holds a replica of the model and its optimizer for the life of the trainer
 (``replica.py``: worker-held state addressed by a key, and why not Dask actors). The client's
-parameters are broadcast once, at the first step; after it a step sends the batch pieces (a
-NumPy batch is scattered piece by piece to the workers that run them; a ``dask.array`` keeps its
-chunks and Dask moves them) and a step number, and gets back one float per worker. The client's
-``net`` and ``trainer`` are not updated: ``sync_to_client()`` copies a replica into them when
-asked, ``save_parameters(path)`` writes a checkpoint from a worker.
+parameters are broadcast once, at the first step; after it a step is one message per worker,
+sent straight from the client to the worker (``exchange.py``: a Dask comm handler, no scheduler
+task), holding the worker's batch pieces and the step tag; the answer is the loss. A
+``dask.array`` batch keeps its chunks: its step is one Dask task per worker, which Dask feeds
+with them. ``step_many(batches)`` sends K steps in one message per worker. The client's ``net``
+and ``trainer`` are not updated: ``sync_to_client()`` copies a replica into them when asked,
+``save_parameters(path)`` writes the parameters from a worker, ``save_checkpoint(folder)`` a
+sharded checkpoint (``checkpoint.py``: each worker writes its part) that ``load_checkpoint``
+reads back on any number of workers.
 
 One step: every piece runs forward and backward on its worker through one compiled graph (the
 model, the loss summed over the piece, and the gradient of that sum with respect to every
 parameter: ``graph/passes/gradient.py``). Each worker packs its gradients (with the loss sum and
 the updated statistics) into flat buckets of ``la.config.dp_bucket_bytes`` (25 MB) and cuts each
 into one shard per worker; shard ``j`` is summed on worker ``j`` (reduce-scatter) and every
-worker gathers all the sums (all-gather) and applies the optimizer to its replica. Each worker
-sends and receives ``2 (N - 1) / N`` of the gradient bytes, the bound of a ring all-reduce, in
-two rounds instead of a ring's ``2 (N - 1)``, and the tasks of a step (``2N + buckets * (N^2 + N)``)
-do not grow with the number of parameter arrays. Every sum is taken in worker order on one
-worker and copied to the others, so the replicas stay equal bit for bit. The result equals
-``loss.backward(); trainer.step(batch)`` in one process, up to float rounding of the summation order.
+worker gathers all the sums (all-gather), by direct messages between the workers, and applies
+the optimizer to its replica. Each worker sends and receives ``2 (N - 1) / N`` of the gradient
+bytes, the bound of a ring all-reduce, in two rounds instead of a ring's ``2 (N - 1)``, and a
+step is N messages from the client and ``2 N (N - 1)`` between workers whatever the number of
+parameter arrays. Every sum is taken in worker order on one worker and copied to the others, so
+the replicas stay equal bit for bit. The result equals ``loss.backward(); trainer.step(batch)``
+in one process, up to float rounding of the summation order.
 
-A lost worker: the step raises ``la.DistributedError``; the next step finds the workers changed
-and copies the most advanced surviving replica (worker to worker) to every worker without one
-(a new worker the nanny started, or one whose replica is behind); with no survivor it names the
-fix (load the last checkpoint). A step that failed after some replicas applied it counts as taken.
+A lost worker: the step raises ``la.DistributedError`` at once (its connection closes; its peers,
+waiting for its gradients, are told to stop); a frozen one at the step's timeout. The next step
+finds the workers changed and copies the most advanced surviving replica (worker to worker) to
+every worker without one (a new worker the nanny started, or one whose replica is behind); with
+no survivor it names the fix (load the last checkpoint). A step that failed after some replicas
+applied it counts as taken.
 
 The graph is traced in training mode, so models whose training mode differs run as they train:
 
@@ -44,8 +51,10 @@ The loss must return one value per sample (Gluon's losses do).
 """
 from __future__ import annotations
 
+import os
 import pickle
 import uuid
+from concurrent.futures import CancelledError
 
 import numpy as np
 
@@ -64,6 +73,8 @@ from ..ops import registry
 from ..rng import generator
 from ..sbp import split, split_sizes
 from ..tuning_table import current
+from . import checkpoint as C
+from . import exchange as X
 from . import pieces as P
 from . import replica as R
 from .bounded import BoundedCall, check_timeout, dask_modules
@@ -91,7 +102,8 @@ class DataParallel:
 
     The model trains on the workers: ``net`` and ``trainer`` on the client keep the values of the
     first step until ``sync_to_client()`` copies a replica (parameters and optimizer states) into
-    them; ``save_parameters(path)`` writes a checkpoint from a worker.
+    them; ``save_parameters(path)`` writes the parameters from a worker, ``save_checkpoint(folder)``
+    a sharded checkpoint (parameters and optimizer states, a part from each worker).
 
     ``timeout`` (seconds; ``None``: ``bounded.DEFAULT_TIMEOUT``, 300 s; ``math.inf``: no bound)
     bounds every step (``step(..., timeout=)`` overrides it for one step): past it, or when a
@@ -126,7 +138,8 @@ class DataParallel:
         self._holders: list[str] = []  # the workers holding a replica at self.steps, in shard order
         self._suspect = False  # a step failed: the replicas may differ in their step count
         self._plan = None  # replica.StepPlan, made at the first broadcast
-        self._scattered = {}  # piece rows -> future of (graph text, input order) on every worker
+        self._sent: set = set()  # (worker, piece rows): the graphs sent to each worker's replica
+        self._attempts = 0  # steps tried: the second half of a step's tag (exchange.py)
 
     def piece_seed(self, step: int, piece: int) -> int:
         """The seed of the random draws (dropout masks) of ``piece`` at ``step`` (0-based)."""
@@ -146,12 +159,7 @@ class DataParallel:
 
     def close(self) -> None:
         """Drop the replicas from the workers (best effort) and stop the cluster this object started."""
-        if self._holders and self._client is not None and self._client.status == "running":
-            dd = dask_modules()[2]
-            for w in self._holders:  # (not waited for: a worker that is gone took its replica with it)
-                dd.fire_and_forget(self._client.submit(R.drop, self._rkey(w), key=f"{self._key}-drop-{w}", workers=[w],
-                                                       pure=False))
-            self._holders = []
+        self.close_replicas()
         if self._own is not None:
             cluster, client = self._own
             client.close()
@@ -197,56 +205,102 @@ class DataParallel:
     def step(self, data, label, timeout=None) -> float:
         """One training step on the batch ``(data, label)``; returns the batch's mean loss.
         ``timeout``: this step's bound in seconds (``None``: the ``DataParallel``'s)."""
-        call = BoundedCall(self.client, self.timeout if timeout is None else timeout, "DataParallel.step",
-                           "call step again with the same batch (it first copies the most advanced surviving "
+        return self._steps([(data, label)], timeout, "DataParallel.step")[0]
+
+    def step_many(self, batches, timeout=None) -> list[float]:
+        """``step`` on each ``(data, label)`` of ``batches`` in turn, sent in one message per worker: the
+        workers run the steps one after the other, reducing among themselves, and the client waits once.
+        The mean loss of each batch. The result equals as many ``step`` calls (bit for bit: the same
+        seeds, the same sums). ``timeout`` bounds them all. NumPy (or ``NDArray``) batches of any sizes;
+        dask-array batches are taken by ``step``, one by one. A failure raises ``la.DistributedError``
+        like ``step``'s; the replicas may then have applied some of the steps (``steps`` says how many
+        after the next call, which re-syncs them to the most advanced)."""
+        batches = list(batches)
+        if any(_is_dask(d) or _is_dask(lab) for d, lab in batches):
+            return [self.step(d, lab, timeout) for d, lab in batches]
+        return self._steps(batches, timeout, "DataParallel.step_many") if batches else []
+
+    def _steps(self, batches: list, timeout, caller: str) -> list[float]:
+        call = BoundedCall(self.client, self.timeout if timeout is None else timeout, caller,
+                           "call it again with the same batch (it first copies the most advanced surviving "
                            "replica to the workers without one; with no survivor, load the last checkpoint)")
-        batch = data.shape[0]
+        workers, tag = [], None
         try:
             workers = sorted(call.workers())
-            n = len(data.chunks[0]) if _is_dask(data) else len(workers)
-            rows = split_sizes(batch, n)
-            for r in sorted(set(rows)):
-                if r not in self._graphs:
-                    self._graphs[r] = self._trace(data, label, r)
+            n = len(batches[0][0].chunks[0]) if _is_dask(batches[0][0]) else len(workers)
+            rows = [split_sizes(d.shape[0], n) for d, _ in batches]
+            for (d, lab), rs in zip(batches, rows):
+                for r in sorted(set(rs) - set(self._graphs)):
+                    self._graphs[r] = self._trace(d, lab, r)
             workers = self._replicas(call, workers)
             owner = [workers[i % len(workers)] for i in range(n)]
-            xs, ys = _batch_pieces(data, label, owner, call)
-            texts = self._texts(call, rows)
-            futures = self._submit(call, workers, owner, rows, xs, ys, texts, batch)
-            loss = call.gather(futures, watch={w: f"replica {i} of the model" for i, w in enumerate(workers)})[0]
-        except BaseException:
+            tag, self._attempts = (self.steps, self._attempts), self._attempts + 1
+            if _is_dask(batches[0][0]) or _is_dask(batches[0][1]):
+                sums = [self._task_step(call, workers, owner, rows[0], *batches[0], tag)]
+            else:
+                sums = self._direct_steps(call, workers, owner, rows, batches, tag)
+        except BaseException as exc:
             self._suspect = True  # (some replicas may have applied the step: compare them at the next step)
+            self._sent = set()
+            if tag is not None:  # (the workers still waiting for their peers stop now)
+                why = f"{caller}: the client gave up on step {tag[0]}: {exc}"
+                call.post_each(X.ABORT, {w: {"key": self._rkey(w), "tag": list(tag), "count": len(batches),
+                                             "why": why} for w in workers})
             raise
-        self.steps += 1
-        return loss / batch
+        self.steps += len(batches)
+        return [total / d.shape[0] for total, (d, _) in zip(sums, batches)]
 
-    def _submit(self, call, workers, owner, rows, xs, ys, texts, batch) -> list:
-        """The tasks of one step: a local step per worker, the reduce-scatter of every bucket (shard ``j``
-        summed on worker ``j``) and the all-gather into every worker's ``apply``; the ``apply`` futures."""
-        n_w, t, tag = len(workers), self.steps, f"{self._key}-{self.steps}"
-        outs = []
-        for w, addr in enumerate(workers):
+    def _messages(self, workers, owner, rows: list, tag, timeout) -> list[tuple[dict, list, list[int]]]:
+        """Per worker: the arguments of its ``replica.run_step`` but the pieces, ``(seed, weight, rows)``
+        of its pieces in each step, and the indices of its pieces."""
+        peers = [(w, self._rkey(w)) for w in workers]
+        out = []
+        for j, addr in enumerate(workers):
             mine = [i for i in range(len(owner)) if owner[i] == addr]
-            meta = tuple((self.piece_seed(t, i), rows[i] / batch) for i in mine)
-            args = [a for i in mine for a in (texts[rows[i]], xs[i], ys[i])]
-            outs.append(call.submit(R.local_step, self._rkey(addr), t, n_w, meta, *args, key=f"{tag}-local-{w}", worker=addr))
-        reduced = []
-        for b in range(len(self._plan.layout.buckets)):
-            for j, dst in enumerate(workers):
-                parts = [call.submit(R.shard, out, b, j, key=f"{tag}-shard-{b}-{i}-{j}", worker=workers[i])
-                         for i, out in enumerate(outs)]
-                reduced.append(call.submit(R.reduce_shard, *parts, key=f"{tag}-reduce-{b}-{j}", worker=dst))
-        return [call.submit(R.apply, self._rkey(addr), t, batch, *reduced, key=f"{tag}-apply-{w}", worker=addr)
-                for w, addr in enumerate(workers)]
+            sizes = sorted({rs[i] for rs in rows for i in mine})
+            graphs = {r: self._graphs[r][:2] for r in sizes if (addr, r) not in self._sent}
+            self._sent |= {(addr, r) for r in sizes}  # (a failed call forgets them all: sent again)
+            meta = [[(self.piece_seed(tag[0] + k, i), rs[i] / sum(rs), rs[i]) for i in mine] for k, rs in enumerate(rows)]
+            out.append((dict(key=self._rkey(addr), tag=tag, peers=peers, index=j, graphs=graphs, timeout=timeout),
+                        meta, mine))
+        return out
 
-    def _texts(self, call, rows) -> dict:
-        """The training graph of each piece size, ``(JSON text, input order)``, scattered to every worker once."""
-        for r in sorted(set(rows)):
-            if r not in self._scattered:
-                text, order = self._graphs[r][:2]
-                self._scattered[r] = call.scatter([(text, tuple(order))], [f"the training graph of {r}-row pieces"],
-                                                  broadcast=True)[0]  # (in a list: one key, not one per item)
-        return self._scattered
+    def _direct_steps(self, call, workers, owner, rows, batches, tag) -> list[float]:
+        """NumPy batches: one message per worker straight from the client (``exchange.py``), its pieces in it."""
+        cut = [[P.split_value(v.asnumpy() if isinstance(v, NDArray) else np.asarray(v), split(0), len(owner))
+                for v in batch] for batch in batches]
+        messages = {}
+        for (m, meta, mine), addr in zip(self._messages(workers, owner, rows, tag, call.remaining()), workers):
+            m["steps"] = [(sum(rs), [(s, w, r, xs[i], ys[i]) for (s, w, r), i in zip(step, mine)])
+                          for rs, step, (xs, ys) in zip(rows, meta, cut)]
+            messages[addr] = m
+        answers = call.message_each(X.STEP, messages, f"computing step {tag[0]}"
+                                    + (f" and the {len(batches) - 1} after it" if len(batches) > 1 else "")
+                                    + f" on {len(workers)} workers")
+        failed = {w: a if isinstance(a, BaseException) else DistributedError(
+            f"{call.caller}: worker {w} answered {a!r} to its step, not the losses (it has no {X.STEP} handler: "
+            f"restarted without its replica?); {call.again}") for w, a in zip(workers, answers) if not isinstance(a, (list, tuple))}
+        if not failed:
+            return list(answers[0])
+        gone = set(workers) - set(call.workers())
+        lost = [w for w in workers if w in gone or isinstance(failed.get(w), OSError)]
+        if lost:
+            raise DistributedError(
+                f"{call.caller}: lost {', '.join(f'replica {workers.index(w)} of the model on worker {w}' for w in lost)}"
+                f": the worker left the cluster or its connection closed (died, killed, or retired) during the step; "
+                f"{call.again}") from failed.get(lost[0])
+        raise next(e for e in failed.values() if not isinstance(e, CancelledError))
+
+    def _task_step(self, call, workers, owner, rows, data, label, tag) -> float:
+        """A dask-array batch: one task per worker (``replica.step_task``), so that Dask brings the chunks."""
+        xs, ys = _batch_pieces(data, label, owner, call)
+        futures = []
+        for j, ((m, meta, mine), addr) in enumerate(zip(self._messages(workers, owner, [rows], tag, call.remaining()),
+                                                        workers)):
+            arrays = [a for i in mine for a in (xs[i], ys[i])]
+            futures.append(call.submit(R.step_task, m["key"], tag, m["peers"], j, meta[0], m["graphs"], sum(rows),
+                                       m["timeout"], *arrays, key=f"{self._key}-{tag[0]}-{tag[1]}-{j}", worker=addr))
+        return call.gather(futures, watch={w: f"replica {i} of the model" for i, w in enumerate(workers)})[0]
 
     # -- the replicas ----------------------------------------------------------------------------------
     def _rkey(self, worker: str) -> str:
@@ -279,22 +333,28 @@ class DataParallel:
             call.gather([call.submit(R.install, self._rkey(w), blob, key=f"{tag}-install-{w}", worker=w)
                          for w, h in zip(workers, have) if h != best])
             self.steps = best
-            self._scattered = {}  # (the graphs scattered anew: a lost worker may have taken scattered keys along)
+            self._sent = set()  # (an installed replica has no graphs: they are sent anew)
         self._holders, self._suspect = list(workers), False
         return workers
 
-    def _first_blob(self) -> bytes:
-        """The client's parameters, optimizer (with its states) and step plan, pickled once for every worker."""
+    def _named(self) -> tuple[dict, list[str]]:
+        """The model's parameters (and the loss's own, ``loss_fn.*``) by structural name, and the names of
+        the trainer's parameters in its order."""
         params = dict(self.net.collect_params())
-        for k, p in self._block.collect_params().items():  # (a loss with parameters of its own)
-            if all(p is not q for q in params.values()):
+        for k, p in (self._block.collect_params() if self._block is not None else {}).items():
+            if all(p is not q for q in params.values()):  # (a loss with parameters of its own)
                 params[f"loss_fn.{k}"] = p
         struct = {id(p): k for k, p in params.items()}
         missing = [p.name for p in self.trainer.params if id(p) not in struct]
         if missing:
             raise ParamError(f"DataParallel: the trainer updates parameters {missing} that are not the model's or "
                              "the loss's; make the Trainer over net.collect_params()")
-        trained = [struct[id(p)] for p in self.trainer.params]
+        return params, [struct[id(p)] for p in self.trainer.params]
+
+    def _first_blob(self) -> bytes:
+        """The client's parameters, optimizer (with its states) and step plan, pickled once for every worker."""
+        params, trained = self._named()
+        struct = {id(p): k for k, p in params.items()}
         _, order, graph_params, names, updated, loss_dtype = self._graphs[min(self._graphs)]
         plan = R.StepPlan(self._layout(graph_params, names, updated, loss_dtype),
                           {k: struct[id(p)] for k, p in graph_params.items()},
@@ -343,6 +403,59 @@ class DataParallel:
         names = list(self.net.collect_params())
         return call.gather([call.submit(R.save, self._rkey(self._holders[0]), str(path), names,
                                         key=f"{self._key}-save-{uuid.uuid4().hex[:6]}", worker=self._holders[0])])[0]
+
+    # -- sharded checkpoints ---------------------------------------------------------------------------
+    def save_checkpoint(self, folder, timeout=None) -> str:
+        """Write a sharded checkpoint of the model and its optimizer states into ``folder`` (made if
+        missing; ``checkpoint.py``): each worker writes its part (about ``1/N`` of the bytes) from
+        its replica, then the client writes the manifest that makes it the folder's checkpoint (the
+        previous one stays whole until then). ``folder`` is on the workers' file system too (a
+        local cluster shares the client's). Before the first step the client's values are written,
+        as one shard. Returns ``folder``. ``load_checkpoint`` (or ``la.distributed.load_checkpoint``
+        without a cluster) reads it back on any number of workers."""
+        folder = os.path.abspath(os.fspath(folder))
+        os.makedirs(folder, exist_ok=True)
+        ckpt = uuid.uuid4().hex
+        params, trained = self._named()
+        if not self._holders:
+            written = [C.write_shard(folder, ckpt, 0, 1, list(params), params, trained, self.trainer, self.steps)]
+            C.write_manifest(folder, ckpt, self.steps, [(written[0][0], written[0][1], list(params))])
+            return folder
+        call = BoundedCall(self.client, self.timeout if timeout is None else timeout, "DataParallel.save_checkpoint",
+                           "call save_checkpoint again (the folder's previous checkpoint is still whole)")
+        workers = self._replicas(call, sorted(call.workers()))
+        parts = C.partition({k: int(p.data().size) * np.dtype(p.dtype).itemsize for k, p in params.items()},
+                            len(workers))
+        written = call.gather([call.submit(C.save_shard, self._rkey(w), folder, ckpt, j, len(workers), parts[j],
+                                           key=f"{self._key}-ckpt-{ckpt}-{j}", worker=w) for j, w in enumerate(workers)],
+                              watch={w: f"replica {j} of the model" for j, w in enumerate(workers)})
+        steps = {s for _, _, s in written}
+        if len(steps) != 1:  # (a step failed half way since the check: the next step re-syncs them)
+            self._suspect = True
+            raise DistributedError(f"DataParallel.save_checkpoint: the replicas are at different steps {sorted(steps)}; "
+                                   "call step (it re-syncs them) and save again")
+        C.write_manifest(folder, ckpt, steps.pop(), [(f, h, part) for (f, h, _), part in zip(written, parts)])
+        return folder
+
+    def load_checkpoint(self, folder) -> int:
+        """Load the checkpoint in ``folder`` (``save_checkpoint``'s, saved on any number of workers) into
+        ``net`` and ``trainer``; the replicas are dropped and the next step broadcasts the loaded values
+        to the workers (any number). ``steps`` becomes the checkpoint's step (so the dropout seeds
+        continue where it was saved, given the same ``seed``). Returns that step."""
+        step = C.load_into(folder, self.net, self.trainer)
+        self.close_replicas()
+        self.steps, self._suspect, self._sent = step, False, set()
+        return step
+
+    def close_replicas(self) -> None:
+        """Drop the replicas from the workers (best effort); the next step broadcasts the client's values."""
+        if self._holders and self._client is not None and self._client.status == "running":
+            dd = dask_modules()[2]
+            for w in self._holders:  # (not waited for: a worker that is gone took its replica with it)
+                dd.fire_and_forget(self._client.submit(R.drop, self._rkey(w), key=f"{self._key}-drop-{w}", workers=[w],
+                                                       pure=False))
+        self._holders = []
+        self._key = f"la-dp-{uuid.uuid4().hex[:12]}"  # (new replicas get new keys: a late drop never meets them)
 
 
 def _scaled(total: Entry, loss: Entry) -> Entry:

@@ -1,28 +1,26 @@
 """What a ``DataParallel`` keeps on each Dask worker: a model replica and its optimizer, addressed by key.
 
-Why worker-held state addressed by a key, rather than Dask actors: the gradient exchange is made
-of ordinary Dask tasks (``shard`` on the worker that computed a bucket, ``reduce_shard`` on the
-worker that owns a shard), so the scheduler moves the bytes worker to worker, Dask's transfer
-metrics count them, and the bounded waits of ``bounded.py`` cover them like any other task. An
-actor's methods run on one thread and call each other outside the task graph: a ring of actors
-waiting on their neighbours would need its own transport, deadlock guards and timeouts. A
-replica is not a Dask result either (a result may be spilled to disk, copied to another worker
-or recomputed, and a replica is updated in place); it lives in ``REPLICAS`` in the worker's
-process, under the trainer's key, until ``drop`` (``DataParallel.close``) or until the table's
-bound pushes it out.
+Why worker-held state addressed by a key, rather than Dask actors: a replica is updated in place
+by a step that also talks to the other replicas (``exchange.py``: one message per worker from the
+client, the gradients reduced by direct worker-to-worker messages), and an actor's methods run
+on one thread with every call through the scheduler. A replica is not a Dask result either (a
+result may be spilled to disk, copied to another worker or recomputed); it lives in ``REPLICAS``
+in the worker's process, under the trainer's key, until ``drop`` (``DataParallel.close``) or
+until the table's bound pushes it out.
 
-Every function here runs on a worker, pinned there by ``DataParallel`` (``workers=[address]``):
+What runs on a worker:
 
-* ``install(key, blob)``: the first broadcast (the client's parameters, optimizer and its states,
-  pickled once), or a copy of a surviving replica (``export``) after a worker was lost;
-* ``local_step``: forward and backward of the worker's batch pieces, the gradients (with the loss
-  sum and the row-weighted updated statistics) packed into flat buckets (``FlatLayout``), each
-  cut into one shard per worker;
-* ``shard`` / ``reduce_shard``: shard ``j`` of every worker's bucket is summed on worker ``j``
-  in worker order (reduce-scatter), the same order everywhere, so the sums are bit-identical;
-* ``apply``: every worker takes all the reduced shards (all-gather), writes the gradients and
-  runs the optimizer on its replica: the same update of the same values, so the replicas stay
-  equal bit for bit. ``apply`` of a step already applied changes nothing (Dask may run a task again).
+* ``install(key, blob)`` (a task pinned to the worker): the first broadcast (the client's
+  parameters, optimizer and its states, pickled once), or a copy of a surviving replica
+  (``export``) after a worker was lost; it adds the peer channel's handlers to the worker;
+* ``run_step`` (the ``la_dp_step`` handler, or ``step_task`` for a dask-array batch): ``local``,
+  forward and backward of the worker's batch pieces, the gradients (with the loss sum and the
+  row-weighted updated statistics) packed into flat buckets (``FlatLayout``), each cut into one
+  shard per worker; shard ``j`` of every worker's bucket summed on worker ``j`` in worker order
+  (``reduce_shard``, reduce-scatter), the sums sent to every worker (all-gather), and
+  ``apply_reduced``: the gradients written and the optimizer run on the replica. The same
+  update of the same values everywhere, so the replicas stay equal bit for bit; a step already
+  applied changes nothing (Dask may run a task again).
 """
 from __future__ import annotations
 
@@ -31,6 +29,7 @@ import os
 import pickle
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -42,6 +41,8 @@ from ..blocks.param_file import save_arrays
 from ..blocks.trainer import Trainer
 from ..creation import array
 from ..errors import DistributedError
+from . import exchange as X
+from .bounded import dask_modules
 from .worker import run_region_seeded
 
 
@@ -114,7 +115,17 @@ class Replica:
         if amp is not None:
             self.trainer.amp = TrainerAmp.rebuilt(amp, self.trainer.params)
         self.steps = steps
-        self.losses: dict[int, float] = {}  # step -> loss sum, for an apply that runs again
+        self.losses: dict[int, float] = {}  # step -> loss sum, for a step that runs again
+        self.graphs: dict[int, tuple] = {}  # piece rows -> (training graph text, its input order)
+        self.mailbox = X.Mailbox()  # what the peers sent (exchange.py)
+        self.lock = threading.Lock()  # one step at a time (a late message of an attempt given up may still run)
+
+    def graph(self, rows: int) -> tuple:
+        found = self.graphs.get(rows)
+        if found is None:
+            raise DistributedError(f"DataParallel: this replica has no training graph for {rows}-row pieces (the "
+                                   "replica was installed anew): call step again (it sends the graphs anew)")
+        return found
 
     def amp_state(self) -> tuple | None:
         amp = self.trainer.amp
@@ -164,6 +175,7 @@ def install(key: str, blob: bytes) -> int:
     """Make this worker's replica ``key`` from ``blob`` (``pickle`` of ``Replica``'s arguments); its step count."""
     replica = Replica(*pickle.loads(blob))
     REPLICAS.put(key, replica)
+    X.serve(dask_modules()[2].get_worker(), REPLICAS, run_step)
     return replica.steps
 
 
@@ -183,21 +195,20 @@ def drop(key: str) -> None:
     REPLICAS.pop(key)
 
 
-def local_step(key: str, step: int, n_shards: int, pieces: tuple, *arrays) -> list:
+def local(replica: Replica, step: int, n_shards: int, pieces: list) -> list:
     """Forward and backward of this worker's pieces; ``[[shard j of bucket b] for j] for b]``.
 
-    ``pieces``: ``(seed, weight)`` per piece, each taking three of ``arrays``: ``(graph text, graph
-    input order)`` (scattered once per piece size), data, label. The pieces' outputs are summed in order.
+    ``pieces``: ``(seed, weight, rows, data, label)`` per piece, run by the replica's graph of
+    ``rows``-row pieces (``Replica.graphs``). The pieces' outputs are summed in order.
     """
-    replica = REPLICAS.get(key)
     if replica.steps != step:
-        raise DistributedError(f"DataParallel: replica {key!r} has applied {replica.steps} steps, asked for step "
+        raise DistributedError(f"DataParallel: the replica has applied {replica.steps} steps, asked for step "
                                f"{step}: the trainer re-syncs its replicas at its next step")
     plan, n_grads = replica.plan, len(replica.plan.grads)
     scale = None if replica.trainer.amp is None else np.float32(replica.trainer.amp.scaler.scale)
     total = None
-    for i, (seed, weight) in enumerate(pieces):
-        (text, order), data, label = arrays[3 * i:3 * i + 3]
+    for seed, weight, rows, data, label in pieces:
+        text, order = replica.graph(rows)
         args = [data if k == "data0" else label if k == "data1" else scale if k == LOSS_SCALE else
                 replica.params[plan.names[k]].data().asnumpy() for k in order]
         with np.errstate(over="ignore", invalid="ignore") if scale is not None else contextlib.nullcontext():
@@ -205,10 +216,6 @@ def local_step(key: str, step: int, n_shards: int, pieces: tuple, *arrays) -> li
         outs = list(outs[:1 + n_grads]) + [o * o.dtype.type(weight) for o in outs[1 + n_grads:]]
         total = outs if total is None else [t + o for t, o in zip(total, outs)]
     return [np.array_split(b, n_shards) for b in plan.layout.pack(total)]
-
-
-def shard(out: list, bucket: int, j: int) -> np.ndarray:
-    return out[bucket][j]
 
 
 def reduce_shard(*shards) -> np.ndarray:
@@ -220,12 +227,9 @@ def reduce_shard(*shards) -> np.ndarray:
     return total
 
 
-def apply(key: str, step: int, batch: int, *reduced) -> float:
+def apply_reduced(replica: Replica, step: int, batch: int, reduced: list) -> float:
     """Write the reduced gradients, step the replica's optimizer, write the updated parameters;
     the batch's loss sum. ``reduced``: the reduced shards, bucket by bucket, shard by shard."""
-    replica = REPLICAS.get(key)
-    if replica.steps == step + 1 and step in replica.losses:  # (applied already: Dask ran it again)
-        return replica.losses[step]
     plan = replica.plan
     n_buckets = len(plan.layout.buckets)
     per = len(reduced) // n_buckets
@@ -239,6 +243,57 @@ def apply(key: str, step: int, batch: int, *reduced) -> float:
     replica.steps = step + 1
     replica.losses = {step: float(values[0])}
     return replica.losses[step]
+
+
+def run_step(worker, key: str, tag: tuple, peers: list, index: int, steps: list, graphs: dict,
+             timeout: float | None) -> list[float]:
+    """Steps of the replica ``key`` on ``worker`` (``exchange``'s module docs), one after the other: for
+    each ``(batch rows, pieces)`` of ``steps``, forward and backward of ``pieces`` (``(seed, weight,
+    rows, data, label)`` each), the reduce among ``peers`` (``(worker address, replica key)`` per
+    replica, in shard order; this one is ``peers[index]``) over the peer channel, the optimizer; each
+    step's batch loss sum. Step ``k`` has the tag ``(tag[0] + k, tag[1])``. ``graphs``: rows ->
+    ``(graph text, input order)`` the replica did not have. ``timeout``: seconds for them all (None:
+    no bound)."""
+    replica = REPLICAS.get(key)
+    replica.graphs.update(graphs)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    out = []
+    for k, (batch, pieces) in enumerate(steps):
+        now = (int(tag[0]) + k, int(tag[1]))
+        replica.mailbox.begin(now)
+        with replica.lock:
+            if replica.steps == now[0] + 1 and now[0] in replica.losses:  # (applied already: the task ran again)
+                out.append(replica.losses[now[0]])
+                continue
+            shards = local(replica, now[0], len(peers), pieces)
+            out.append(_exchange(worker, replica, now, peers, index, shards, batch, deadline))
+    return out
+
+
+def _exchange(worker, replica: Replica, tag: tuple, peers: list, index: int, shards: list, batch: int,
+              deadline: float | None) -> float:
+    """Reduce-scatter and all-gather ``shards`` (``local``'s) among ``peers``, then ``apply_reduced``."""
+    caller, box, n = f"DataParallel.step (replica {index} on {peers[index][0]})", replica.mailbox, len(peers)
+    others = {i: peers[i][0] for i in range(n) if i != index}
+    for i in others:
+        X.send(worker, peers[i][0], peers[i][1], tag, "rs", index, [b[i] for b in shards], box, caller)
+    got = box.take(tag, "rs", others, deadline, caller)
+    mine = [reduce_shard(*[b[index] if i == index else got[i][k] for i in range(n)]) for k, b in enumerate(shards)]
+    for i in others:
+        X.send(worker, peers[i][0], peers[i][1], tag, "ag", index, mine, box, caller)
+    got = box.take(tag, "ag", others, deadline, caller)
+    reduced = [mine[k] if i == index else got[i][k] for k in range(len(shards)) for i in range(n)]
+    loss = apply_reduced(replica, tag[0], batch, reduced)
+    box.finish(tag[0])
+    return loss
+
+
+def step_task(key: str, tag: tuple, peers: list, index: int, meta: list, graphs: dict, batch: int,
+              timeout: float | None, *arrays) -> float:
+    """``run_step`` as a Dask task (a dask-array batch: Dask brings the chunks here); ``meta``:
+    ``(seed, weight, rows)`` per piece, each taking two of ``arrays`` (data, label)."""
+    pieces = [(s, w, r, arrays[2 * i], arrays[2 * i + 1]) for i, (s, w, r) in enumerate(meta)]
+    return run_step(dask_modules()[2].get_worker(), key, tag, peers, index, [(batch, pieces)], graphs, timeout)[0]
 
 
 def state(key: str) -> tuple[dict, bytes, tuple | None]:

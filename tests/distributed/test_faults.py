@@ -16,6 +16,7 @@ import pytest
 import lazyarray as la
 from lazyarray import blocks as nn
 from lazyarray.distributed import bounded
+from lazyarray.distributed import replica as R
 
 pytest.importorskip("dask.distributed")
 import dask.array as da  # noqa: E402
@@ -187,6 +188,22 @@ def test_data_parallel_step_with_a_frozen_worker_ends_at_its_timeout_and_leaves_
         assert time.monotonic() - start < 2 + SLACK
     for k, p in net.collect_params().items():
         np.testing.assert_array_equal(p.data().asnumpy(), before[k])
+    # resumed: the step given up is not applied anywhere (the worker that waited for its frozen peer was told
+    # to stop; the resumed one's late attempt gives way), and the next steps run on both replicas
+    for _ in range(2):
+        dp.step(x, y)
+    assert dp.steps == 3
+    first, second = [client.run(lambda key: R.state(key)[0], dp._rkey(w), workers=[w])[w] for w in dp._holders]
+    want = net.collect_params()
+    for _ in range(3):
+        with la.autograd.record():
+            loss = nn.SoftmaxCrossEntropyLoss()(net(la.array(x)), la.array(y))
+        loss.backward()
+        dp.trainer.step(len(x))
+    for k in first:
+        assert first[k].tobytes() == second[k].tobytes(), k
+        np.testing.assert_allclose(first[k], want[k].data().asnumpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+    dp.close()
 
 
 def test_no_workers_is_named_within_the_timeout():

@@ -93,11 +93,13 @@ def test_ten_adam_steps_leave_bit_identical_replicas_equal_to_one_process(client
 
 
 def _spied_step(monkeypatch, dp, x, y):
-    """One step; what it scattered (names, bytes) and what it submitted (task kind, bytes of its
-    arguments other than futures)."""
-    scattered, submitted = [], []
-    real_scatter, real_each, real_submit = (bounded.BoundedCall.scatter, bounded.BoundedCall.scatter_each,
-                                            bounded.BoundedCall.submit)
+    """One step; what it scattered (names, bytes), what it submitted (task kind, bytes of its
+    arguments other than futures) and the messages it sent to the workers (handler, bytes of the
+    message but the batch pieces, bytes of the batch pieces)."""
+    scattered, submitted, messages = [], [], []
+    real_scatter, real_each, real_submit, real_message = (
+        bounded.BoundedCall.scatter, bounded.BoundedCall.scatter_each, bounded.BoundedCall.submit,
+        bounded.BoundedCall.message_each)
 
     def scatter(self, data, what, **kw):
         scattered.append((what, len(pickle.dumps(data))))
@@ -112,31 +114,38 @@ def _spied_step(monkeypatch, dp, x, y):
         submitted.append((fn.__name__, len(pickle.dumps(plain))))
         return real_submit(self, fn, *args, key=key, worker=worker, **kw)
 
+    def message_each(self, op, msgs, doing):
+        for m in msgs.values():
+            rest = {k: v for k, v in m.items() if k != "steps"}
+            control = [(rows, [p[:3] for p in pieces]) for rows, pieces in m["steps"]]
+            batch = sum(d.nbytes + lab.nbytes for _, pieces in m["steps"] for _, _, _, d, lab in pieces)
+            messages.append((op, len(pickle.dumps((rest, control))), batch))
+        return real_message(self, op, msgs, doing)
+
     monkeypatch.setattr(bounded.BoundedCall, "scatter", scatter)
     monkeypatch.setattr(bounded.BoundedCall, "scatter_each", scatter_each)
     monkeypatch.setattr(bounded.BoundedCall, "submit", submit)
+    monkeypatch.setattr(bounded.BoundedCall, "message_each", message_each)
     dp.step(x, y)
     monkeypatch.undo()
-    return scattered, submitted
+    return scattered, submitted, messages
 
 
 @pytest.mark.parametrize("layers", [1, 6])
-def test_a_step_sends_only_the_batch_and_its_tasks_do_not_grow_with_the_arrays(client, monkeypatch, layers):
+def test_a_step_is_one_message_per_worker_holding_only_the_batch_whatever_the_arrays(client, monkeypatch, layers):
     net = _net(layers)
     dp = la.distributed.DataParallel(net, nn.SoftmaxCrossEntropyLoss(),
                                      nn.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}), client=client)
     x, y = _batch()
-    first, _ = _spied_step(monkeypatch, dp, x, y)
+    first, _, sent = _spied_step(monkeypatch, dp, x, y)
     assert any("replica" in str(w) for w, _ in first)  # the one broadcast of the model
-    scattered, submitted = _spied_step(monkeypatch, dp, x, y)
-    assert all(str(w).startswith(("data piece", "label piece")) for w, _ in scattered), scattered
-    assert sum(b for _, b in scattered) < x.nbytes + y.nbytes + 4 * 200  # the batch and pickle's framing
-    assert max(b for _, b in submitted) < 600  # keys, step numbers, seeds: no parameter, no graph
+    assert all(size > 1000 for _, size, _ in sent)  # (the first step's messages carry the training graph)
+    scattered, submitted, sent = _spied_step(monkeypatch, dp, x, y)
     n = len(dp._holders)
-    kinds = [k for k, _ in submitted]
-    # a local step and an apply per worker, per bucket n * n shards and n reductions: 2 layers or 7 alike
-    assert len(dp._plan.layout.buckets) == 1
-    assert sorted(kinds) == sorted(["local_step"] * n + ["apply"] * n + ["shard"] * n * n + ["reduce_shard"] * n)
+    assert scattered == [] and submitted == []  # no scattered key, no task: 1 layer or 6 alike
+    assert [op for op, _, _ in sent] == ["la_dp_step"] * n
+    assert sum(b for _, _, b in sent) == x.nbytes + y.nbytes  # the batch, each row once
+    assert max(size for _, size, _ in sent) < 600  # keys, step tag, peers, seeds: no parameter, no graph
     dp.close()
 
 
@@ -183,29 +192,40 @@ def _kill(client, addr):
         time.sleep(0.05)
 
 
+def _die_in_step():
+    """On a worker (``client.run``): the next step there kills this worker process once it has its message."""
+    def local(*args):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    R.local = local  # (this process dies with the patch)
+
+
 @pytest.mark.slow
-def test_a_worker_killed_mid_step_is_named_and_the_next_step_resyncs_from_the_survivor(client, monkeypatch):
+@pytest.mark.parametrize("when", ["before", "in"])
+def test_a_worker_killed_mid_step_is_named_and_the_next_step_resyncs_from_the_survivor(client, monkeypatch, when):
+    """The first replica's worker is killed (SIGKILL) before the step's message reaches it, or once it has it
+    (its peer then waits for its gradients: the client ends that wait when the connection closes)."""
+    client.wait_for_workers(2, timeout=60)  # (a worker killed by an earlier test is back)
     net = _net(1)
     dp = la.distributed.DataParallel(net, nn.SoftmaxCrossEntropyLoss(),
                                      nn.Trainer(net.collect_params(), "adam", {"learning_rate": 0.01}), client=client,
                                      timeout=60)
     dp.step(*_batch(0))
     dead = dp._holders[0]
-    real = bounded.BoundedCall.gather
+    if when == "in":
+        client.run(_die_in_step, workers=[dead])
+    else:
+        real, pid = bounded.BoundedCall.message_each, client.run(os.getpid)[dead]
 
-    def gather(self, futures, watch=None):
-        if watch:  # (the step's tasks are submitted: its first replica's worker dies now)
-            monkeypatch.setattr(bounded.BoundedCall, "gather", real)
-            _kill(client, dead)
-        return real(self, futures, watch)
+        def message_each(self, op, msgs, doing):  # (the step has its workers: the scheduler may not know yet)
+            monkeypatch.setattr(bounded.BoundedCall, "message_each", real)
+            os.kill(pid, signal.SIGKILL)
+            return real(self, op, msgs, doing)
 
-    monkeypatch.setattr(bounded.BoundedCall, "gather", gather)
+        monkeypatch.setattr(bounded.BoundedCall, "message_each", message_each)
     start = time.monotonic()
-    # the replica and the batch pieces it held are named (rarely Dask's cancellation of the lost pieces is
-    # seen while the scheduler still lists the worker: then the pieces alone are named)
-    with pytest.raises(la.DistributedError, match=r"DataParallel.step: lost (replica 0 of the model on worker "
-                                                  r"tcp://\S+ \(and data piece 0 of 2.*\): the worker left the "
-                                                  r"cluster.*surviving replica|data piece 0 of 2)"):
+    with pytest.raises(la.DistributedError, match=r"DataParallel.step: lost replica 0 of the model on worker "
+                                                  r"tcp://\S+: the worker left the cluster.*surviving replica"):
         dp.step(*_batch(1))
     assert time.monotonic() - start < 30  # (named at once, not at the 60 s timeout)
     client.wait_for_workers(2, timeout=60)  # (the nanny starts a new worker process)
@@ -296,4 +316,53 @@ def test_amp_loss_scaling_skips_the_same_steps_as_one_process_and_keeps_the_repl
     for (k, p), q in zip(ref.collect_params().items(), net.collect_params().values()):
         np.testing.assert_allclose(q.data().asnumpy().astype("float32"), p.data().asnumpy().astype("float32"),
                                    rtol=2e-3, atol=1e-3, err_msg=k)
+    dp.close()
+
+
+def test_step_many_takes_k_steps_in_one_message_per_worker_equal_to_k_steps(client, monkeypatch):
+    batches = [_batch(0), _batch(1, rows=21), _batch(2), _batch(3, rows=9)]  # (new piece sizes on the way)
+    trainers = []
+    for _ in range(2):
+        net = _net(2)
+        trainers.append(la.distributed.DataParallel(net, nn.SoftmaxCrossEntropyLoss(), nn.Trainer(
+            net.collect_params(), "adam", {"learning_rate": 0.01}), client=client, seed=5))
+    many, one = trainers
+    one_losses = [one.step(x, y) for x, y in batches]
+    sent = []
+    real = bounded.BoundedCall.message_each
+
+    def message_each(self, op, msgs, doing):
+        sent.extend((op, len(m["steps"])) for m in msgs.values())
+        return real(self, op, msgs, doing)
+
+    monkeypatch.setattr(bounded.BoundedCall, "message_each", message_each)
+    many_losses = many.step_many(batches)
+    monkeypatch.undo()
+    assert sent == [("la_dp_step", len(batches))] * len(many._holders)
+    assert many_losses == one_losses and many.steps == one.steps == len(batches)
+    mine, theirs = _replica_values(client, many), _replica_values(client, one)
+    for k in mine[0]:
+        assert mine[0][k].tobytes() == mine[1][k].tobytes() == theirs[0][k].tobytes(), k
+    assert many.step_many([]) == [] and many.steps == len(batches)
+    many.step(*_batch(4))  # (a step after step_many continues from it)
+    one.step(*_batch(4))
+    assert _replica_values(client, many)[0]["0.weight"].tobytes() == _replica_values(client, one)[0]["0.weight"].tobytes()
+    for dp in trainers:
+        dp.close()
+
+
+def test_each_worker_gets_the_graph_of_each_piece_size_it_runs(client):
+    """21 rows: pieces of 11 and 10 rows; 19 rows: 10 and 9 (the first worker now runs 10 rows: its graph
+    is sent to it then, though the other worker had it); the result equals one process."""
+    batches = [_batch(0, rows=21), _batch(1, rows=19), _batch(2, rows=21)]
+    net = _net(1)
+    dp = la.distributed.DataParallel(net, nn.SoftmaxCrossEntropyLoss(),
+                                     nn.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5}), client=client)
+    for x, y in batches:
+        dp.step(x, y)
+    want = _single_process(1, batches, "sgd", {"learning_rate": 0.5})
+    first, second = _replica_values(client, dp)
+    for k in first:
+        assert first[k].tobytes() == second[k].tobytes(), k
+        np.testing.assert_allclose(first[k], want[k], rtol=1e-5, atol=1e-6, err_msg=k)
     dp.close()
