@@ -13,7 +13,8 @@ So each threaded kernel times its own region (two ``time.perf_counter`` calls) a
 guard (``region_done``, ``split``), which compares the time with what the region should cost:
 
 * a numba region: the fastest time seen for the same plan (its shapes and threads), kept in
-  ``QUIET_TIMES``; the first call of a plan (numba compiles it) only sets it;
+  ``QUIET_TIMES``, first set by the plan's region run on one thread (``calibrate``: a machine busy
+  from the start would otherwise only ever show stalled times);
 * a split over the pool: its parts' CPU time (``time.thread_time``: what a thread the OS held back
   did not spend) shared among its threads, measured in the same call.
 
@@ -80,6 +81,20 @@ def contended() -> bool:
 def now() -> float:
     """The guard's clock (``time.perf_counter`` unless a test replaced it)."""
     return guard().clock()
+
+
+def calibrate(key, one_thread) -> None:
+    """Where plan ``key`` has no expected time yet (and the guard is on): its time on one thread,
+    ``one_thread()`` (the region run on the calling thread alone, no team to wait for), called
+    twice (the first call may compile) and the second timed. A region run on more threads should
+    cost less; on a machine that is contended from the start the fastest threaded time seen would
+    be a stalled one, and no stall would ever show."""
+    if QUIET_TIMES.peek(key) is not None or not current().contention_guard:
+        return
+    one_thread()
+    start = now()
+    one_thread()
+    QUIET_TIMES.put(key, now() - start)
 
 
 def region_done(key, start: float) -> None:

@@ -222,3 +222,23 @@ def test_a_split_that_waits_on_a_held_back_thread_is_a_stall(clock, monkeypatch)
     done = []
     contention.split(list(range(4)), done.append)  # (contended: in order, here)
     assert done == [0, 1, 2, 3]
+
+
+def test_calibration_sets_the_one_thread_time_so_a_machine_busy_from_the_start_shows_stalls(clock):
+    runs = []
+
+    def one_thread():  # (the first call compiles: 1 s; the second is timed)
+        runs.append(1)
+        clock.t += 1.0 if len(runs) == 1 else 50e-6
+
+    contention.calibrate("r", one_thread)
+    contention.calibrate("r", one_thread)  # (known now: not run again)
+    assert len(runs) == 2 and contention.QUIET_TIMES.peek("r") == pytest.approx(50e-6)
+    _region(clock, 0.016, key="r")  # the first threaded call already stalls against it
+    assert contention.contended()
+
+
+def test_calibration_needs_the_guard(clock, monkeypatch):
+    monkeypatch.setattr(la.config, "contention_guard", False)
+    contention.calibrate("r", lambda: pytest.fail("calibrated with the guard off"))
+    assert contention.QUIET_TIMES.peek("r") is None
