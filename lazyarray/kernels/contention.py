@@ -15,8 +15,10 @@ guard (``region_done``, ``split``), which compares the time with what the region
 * a numba region: the fastest time seen for the same plan (its shapes and threads), kept in
   ``QUIET_TIMES``, first set by the plan's region run on one thread (``calibrate``: a machine busy
   from the start would otherwise only ever show stalled times);
-* a split over the pool: its parts' CPU time (``time.thread_time``: what a thread the OS held back
-  did not spend) shared among its threads, measured in the same call.
+* a split over the pool (``split``; its threads take the next part as they finish, so a thread held
+  back leaves more parts to the others, but the caller still waits for the part it holds): the
+  time the calling thread spent waiting for the others against the time of one of its own parts,
+  measured in the same call.
 
 A region that took more than ``contention_stall_ratio`` times that, and at least
 ``contention_min_stall_us`` more, stalled: the process is *contended* for a back-off window of
@@ -34,6 +36,7 @@ entry; the tests replace its ``clock`` to drive it without timing anything.
 """
 from __future__ import annotations
 
+import threading
 import time
 
 from .. import threads as thread_pool  # (the module, looked up at each call: tests replace its functions)
@@ -47,11 +50,10 @@ class Guard:
     """The process's contention state: contended until ``until`` (seconds on ``clock``), the
     current back-off ``window`` (0: none yet), and the count of ``stalls`` seen."""
 
-    __slots__ = ("clock", "cpu", "until", "window", "stalls")
+    __slots__ = ("clock", "until", "window", "stalls")
 
-    def __init__(self, clock=time.perf_counter, cpu=time.thread_time):
-        self.clock = clock  # wall time
-        self.cpu = cpu  # this thread's CPU time
+    def __init__(self, clock=time.perf_counter):
+        self.clock = clock
         self.until = float("-inf")
         self.window = 0.0
         self.stalls = 0
@@ -148,20 +150,24 @@ def split(parts: list, work) -> None:
             for p in parts:
                 work(p)
         return
-    if not current().contention_guard or len(parts) < 2 or thread_pool.num_threads() < 2:
+    if not current().contention_guard or len(parts) < 2 or thread_pool.num_threads() < 2 \
+            or thread_pool.in_pool():
         thread_pool.split(parts, work)
         return
-    times = []
-    g = guard()
-    clock, cpu = g.clock, g.cpu
+    mine = []  # the wall time of each part this thread ran
+    me = threading.get_ident()
+    clock = guard().clock
 
     def timed(p):
-        t0 = cpu()
+        if threading.get_ident() != me:
+            work(p)
+            return
+        t0 = clock()
         work(p)
-        times.append(cpu() - t0)
+        mine.append(clock() - t0)
 
     start = clock()
     thread_pool.split(parts, timed)
-    elapsed = clock() - start
-    if len(times) == len(parts) and not thread_pool.in_pool():
-        _judge(elapsed, sum(times) / min(len(parts), thread_pool.num_threads()), current())
+    waited = clock() - start - sum(mine)  # (handing out parts, then waiting for the other threads)
+    if mine:
+        _judge(waited, sum(mine) / len(mine), current())

@@ -33,10 +33,8 @@ def clock(monkeypatch):
     """The guard on, fresh, on a fake wall clock (``.cpu``: its fake CPU clock)."""
     monkeypatch.setattr(la.config, "contention_guard", True)
     contention.reset()
-    wall, cpu = Clock(), Clock()
-    g = contention.guard()
-    g.clock, g.cpu = wall, cpu
-    wall.cpu = cpu
+    wall = Clock()
+    contention.guard().clock = wall
     yield wall
     contention.reset()
     la.set_num_threads(os.cpu_count() or 1)
@@ -207,17 +205,25 @@ def test_splits_run_on_the_calling_thread_while_contended_with_the_same_values(c
 
 def test_a_split_that_waits_on_a_held_back_thread_is_a_stall(clock, monkeypatch):
     la.set_num_threads(2)
-    monkeypatch.setattr(threads, "split", lambda parts, work: [work(p) for p in parts])  # (in order: the clocks)
-    held = []
+    held = [0.0]
 
-    def work(p):  # each part: 1 ms of CPU and wall time; a held-back thread adds wall time only
-        clock.cpu.t += 1e-3
-        clock.t += 1e-3 + (0.02 if p in held else 0)
+    def fake_split(parts, work):  # the last part on another thread, then waiting ``held`` for it
+        for p in parts[:-1]:
+            work(p)
+        t = threading.Thread(target=work, args=(parts[-1],))
+        t.start()
+        t.join()
+        clock.t += held[0]
 
-    contention.split(list(range(4)), work)  # 4 ms over 2 threads: 2 ms expected, 4 ms here (in order)
+    monkeypatch.setattr(threads, "split", fake_split)
+
+    def work(p):  # each part: 1 ms
+        clock.t += 1e-3
+
+    contention.split(list(range(4)), work)  # waited 1 ms (the other thread's part): one part's time
     assert contention.quiet()
-    held.append(3)
-    contention.split(list(range(4)), work)
+    held[0] = 0.02
+    contention.split(list(range(4)), work)  # waited 21 ms: 21 of this thread's parts
     assert contention.contended()
     done = []
     contention.split(list(range(4)), done.append)  # (contended: in order, here)
