@@ -12,11 +12,12 @@ threaded kernel:
 * **winograd**: a 64->64 3x3 conv of (16, 64, 32, 32) (``conv2d[winograd4]``, split over the pool).
 
 Per row, rounds alternate the burner (quiet, busy, busy, quiet, ...) and within each the variants
-(one thread; two threads, guard on; two threads, guard off); each keeps its median (wall time, a
+(one thread; two threads, guard as by default; two threads, guard off; two threads, the guard with
+``contention_splits`` on, so the splits step aside too); each keeps its median (wall time, a
 budget of calls per round). The guard is reset when the burner switches (a window opened while busy
 would otherwise run the next quiet round's first calls on one thread). Columns: the quiet
 one-thread time, then each variant's time over it ("busy 2t on" is the issue's target: at most
-1.3x), and the stalls the guard saw. The machine may be shared: other processes load the quiet
+1.3x), and the stalls the guard saw while busy. The machine may be shared: other processes load the quiet
 columns too; the ratios come from the same run.
 
     python benchmarks/busy_kernels.py            # 5 rounds
@@ -94,7 +95,10 @@ def workloads() -> dict:
     }
 
 
-VARIANTS = (("1t", 1, True), ("2t on", 2, True), ("2t off", 2, False))
+# (name, threads, tuning): one thread; two, the guard as it is by default; two, guard off; two, the guard
+# with contention_splits on (the splits step aside too)
+VARIANTS = (("1t", 1, {}), ("2t on", 2, {}), ("2t off", 2, {"contention_guard": False}),
+            ("2t splits", 2, {"contention_splits": True}))
 
 
 def row(name, fn, burner, rounds, budget) -> list:
@@ -104,18 +108,18 @@ def row(name, fn, burner, rounds, budget) -> list:
         for busy in ((False, True) if r % 2 == 0 else (True, False)):
             burner.busy(busy)
             contention.reset()
-            for v, n, guard in VARIANTS:
+            for v, n, settings in VARIANTS:
                 la.set_num_threads(n)
-                with la.tuning(contention_guard=guard):
+                with la.tuning(**settings):
                     fn()
                     before = contention.guard().stalls
                     times[busy, v].append(_util.timed(fn, budget))
-                    stalls += (contention.guard().stalls - before) if busy and guard else 0
+                    stalls += (contention.guard().stalls - before) if busy and v != "2t off" else 0
     burner.busy(False)
     med = {k: statistics.median(v) for k, v in times.items()}
     base = med[False, "1t"]
     return [name, f"{base * 1e3:.3f}", med[False, "2t on"] / base, med[True, "1t"] / base,
-            med[True, "2t on"] / base, med[True, "2t off"] / base, stalls]
+            med[True, "2t on"] / base, med[True, "2t off"] / base, med[True, "2t splits"] / base, stalls]
 
 
 def main(argv=None) -> None:
@@ -133,7 +137,7 @@ def main(argv=None) -> None:
             if args.only in name:
                 rows.append(row(name, fn, burner, rounds, budget))
     print("beside a process burning one core: time / quiet one-thread time (median of alternating rounds)")
-    print(_util.table(["row", "quiet 1t ms", "quiet 2t", "busy 1t", "busy 2t on", "busy 2t off", "stalls"], rows))
+    print(_util.table(["row", "quiet 1t ms", "quiet 2t", "busy 1t", "busy 2t on", "busy 2t off", "busy 2t splits", "stalls"], rows))
 
 
 if __name__ == "__main__":

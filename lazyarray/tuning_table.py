@@ -139,6 +139,11 @@ class Tuning:
     contention_backoff_ms: int = _doc(100, "milliseconds the threaded kernels step aside after a stall (doubled "
                                       "while stalls follow the windows)")
     contention_max_backoff_ms: int = _doc(1600, "longest back-off window (milliseconds)")
+    # (splits over the pool take parts as their threads free up, so a thread held back costs one part's wait:
+    # beside a busy core conv2d[split] and Winograd ran 1.1-1.6x their quiet one-thread time, stepping aside
+    # after their stalls 1.1-2.1x, one thread alone 1.8-2.2x: benchmarks/busy_kernels.py)
+    contention_splits: bool = _doc(False, "splits over the pool (conv2d[split], Winograd) also time their waits and "
+                                   "run on the calling thread while contended")
 
     def __post_init__(self):
         for f in fields(self):

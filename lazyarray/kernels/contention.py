@@ -26,8 +26,9 @@ A region that took more than ``contention_stall_ratio`` times that, and at least
 ``contention_max_backoff_ms``), back to the first length once a region after a window runs
 quietly. While contended (``quiet()`` is False), the threaded kernels decline at run time: a
 numba region returns None and its ``Impl.fallback`` runs (``explain()`` and ``la.profile()`` then
-name the fallback, ``nn.dense[gemv]``, ``conv2d[batch_last]``), and a split runs its parts in
-order on the calling thread with BLAS on one thread (``split``). Both compute the same values as
+name the fallback, ``nn.dense[gemv]``, ``conv2d[batch_last]``), and, with ``contention_splits`` on
+(off by default), a split runs its parts in order on the calling thread with BLAS on one thread
+(``split``). Both compute the same values as
 the threaded path (the tests check). After the window the next region probes again. The tuning
 table's ``contention_guard`` turns it off.
 
@@ -144,14 +145,20 @@ def reset() -> None:
 def split(parts: list, work) -> None:
     """``threads.split(parts, work)`` while quiet, its stalls told to the guard; while contended,
     every part in order on this thread, BLAS on one thread (the values are the same: each part
-    computes what it computes on any thread)."""
+    computes what it computes on any thread). Only with the tuning table's ``contention_splits``
+    (off by default: a split's threads take the next part as they finish, so beside a busy core it
+    stayed faster than one thread, and stepping aside after its stalls measured slower: see
+    ``benchmarks/busy_kernels.py``)."""
+    t = current()
+    if not (t.contention_guard and t.contention_splits):
+        thread_pool.split(parts, work)
+        return
     if not quiet():
         with thread_pool.blas_one_thread():
             for p in parts:
                 work(p)
         return
-    if not current().contention_guard or len(parts) < 2 or thread_pool.num_threads() < 2 \
-            or thread_pool.in_pool():
+    if len(parts) < 2 or thread_pool.num_threads() < 2 or thread_pool.in_pool():
         thread_pool.split(parts, work)
         return
     mine = []  # the wall time of each part this thread ran
@@ -170,4 +177,4 @@ def split(parts: list, work) -> None:
     thread_pool.split(parts, timed)
     waited = clock() - start - sum(mine)  # (handing out parts, then waiting for the other threads)
     if mine:
-        _judge(waited, sum(mine) / len(mine), current())
+        _judge(waited, sum(mine) / len(mine), t)

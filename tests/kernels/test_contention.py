@@ -171,6 +171,7 @@ def test_conv_region_declines_while_contended_and_resumes_after(clock, monkeypat
 
 @pytest.mark.parametrize("case", ["im2col split", "winograd"])
 def test_splits_run_on_the_calling_thread_while_contended_with_the_same_values(clock, monkeypatch, case):
+    monkeypatch.setattr(la.config, "contention_splits", True)
     monkeypatch.setattr(la.config, "min_split_macs", 0)
     la.set_num_threads(2)
     rng = np.random.default_rng(1)
@@ -204,6 +205,7 @@ def test_splits_run_on_the_calling_thread_while_contended_with_the_same_values(c
 
 
 def test_a_split_that_waits_on_a_held_back_thread_is_a_stall(clock, monkeypatch):
+    monkeypatch.setattr(la.config, "contention_splits", True)
     la.set_num_threads(2)
     held = [0.0]
 
@@ -248,3 +250,12 @@ def test_calibration_needs_the_guard(clock, monkeypatch):
     monkeypatch.setattr(la.config, "contention_guard", False)
     contention.calibrate("r", lambda: pytest.fail("calibrated with the guard off"))
     assert contention.QUIET_TIMES.peek("r") is None
+
+
+def test_splits_ignore_the_guard_unless_asked(clock, monkeypatch):
+    la.set_num_threads(2)
+    calls = []
+    monkeypatch.setattr(threads, "split", lambda parts, work: calls.append(len(parts)))
+    contention.stalled()
+    contention.split([0, 1, 2], lambda p: pytest.fail("ran on the calling thread"))
+    assert calls == [3]
