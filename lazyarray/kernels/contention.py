@@ -4,7 +4,7 @@ A numba parallel region (``dense_regions.py``, ``conv_regions.py``) ends at a ba
 for every thread of its team, and a ``threads.split`` waits for every part it handed out. When
 another process keeps a core busy, the OS holds one of those threads back for a time slice
 (milliseconds), and a region that takes 28 us quiet took 16 ms: the batch-1 MLP ran 95x slower
-than NumPy beside a busy core (issue #35, item 3). The threads of GNU OpenMP (numba's ``omp``
+than NumPy beside a busy core. The threads of GNU OpenMP (numba's ``omp``
 layer) already spin briefly and then sleep (``GOMP_SPINCOUNT``, 300k spins by default, far fewer
 when the process has more threads than free cores; lazyarray sets no ``OMP_WAIT_POLICY``): the
 waiting is not the cost, the thread the OS does not run is.
