@@ -147,6 +147,23 @@ class Tuning:
     conv_activation: bool = _doc(True, "inference graphs: a convolution's relu, hardsigmoid or hardswish "
                                  "made one step with it (nn.conv2d_act; graph/passes/conv_activation.py)")
 
+    # -- the contention guard (kernels/contention.py): a parallel region that stalls (another process
+    # holds a core, the OS holds one of its threads back) sends the threaded kernels to their one-thread
+    # fallbacks for a back-off window (benchmarks/real_models.py --busy, benchmarks/small_graphs.py --busy)
+    contention_guard: bool = _doc(True, "threaded kernels (numba regions, splits over the pool) run their one-thread "
+                                  "fallback for a while after one of their regions stalls")
+    contention_stall_ratio: int = _doc(3, "a region stalled when it took more than this many times its expected "
+                                       "time (the fastest seen for its plan; a split's CPU time per thread) ...")
+    contention_min_stall_us: int = _doc(100, "... and at least this many microseconds more")
+    contention_backoff_ms: int = _doc(100, "milliseconds the threaded kernels step aside after a stall (doubled "
+                                      "while stalls follow the windows)")
+    contention_max_backoff_ms: int = _doc(1600, "longest back-off window (milliseconds)")
+    # (splits over the pool take parts as their threads free up, so a thread held back costs one part's wait:
+    # beside a busy core conv2d[split] and Winograd ran 1.1-1.6x their quiet one-thread time, stepping aside
+    # after their stalls 1.1-2.1x, one thread alone 1.8-2.2x: benchmarks/busy_kernels.py)
+    contention_splits: bool = _doc(False, "splits over the pool (conv2d[split], Winograd) also time their waits and "
+                                   "run on the calling thread while contended")
+
     def __post_init__(self):
         for f in fields(self):
             v = getattr(self, f.name)
@@ -167,6 +184,8 @@ class Tuning:
         if self.jit_cache_dir and not os.path.isabs(self.jit_cache_dir):
             raise ParamValueError(f"tuning: jit_cache_dir is an absolute path ('': no disk cache), got "
                                   f"{self.jit_cache_dir!r}")
+        if self.contention_stall_ratio < 1:
+            raise ParamValueError(f"tuning: contention_stall_ratio must be >= 1, got {self.contention_stall_ratio}")
         if self.cache_size < 1:
             raise ParamValueError(f"tuning: cache_size must be >= 1 (signatures kept compiled), got {self.cache_size}")
 

@@ -17,6 +17,14 @@ from lazyarray.ops.registry import OpDef
 collect_ignore = ["third_party"]
 
 
+@pytest.fixture(autouse=True)
+def _no_contention_guard(monkeypatch):
+    """The contention guard off (``kernels/contention.py``): a stall on a loaded test machine would
+    send the threaded kernels to their fallbacks in the middle of a test that checks what ran
+    (tests/kernels/test_contention.py turns it on)."""
+    monkeypatch.setattr(la.config, "contention_guard", False)
+
+
 @pytest.fixture
 def kernel_calls(monkeypatch):
     """A list that receives the op name of every kernel call made while the test runs."""

@@ -7,6 +7,7 @@ from .. import threads as thread_pool  # (the module, looked up at each call: te
 from ..ops import conv
 from ..ops.scratch import SCRATCH_MAX_BYTES, scratch
 from ..tuning_table import current
+from . import contention
 from .conv_batch_last import batch_last_conv
 
 # Under ``la.set_num_threads(n > 1)`` a batch of at least ``threads.MIN_SPLIT_MACS`` multiply-adds
@@ -59,7 +60,7 @@ def split_conv(xp, x, weight, bias, stride, padding, dilation, out, threads):
             xc[:, :, ph:ph + h, pw:pw + w] = x[lo:hi]
         conv.gemm_conv(xp, conv.conv_windows(xp, xc, (kh, kw), stride, (0, 0), dilation=dilation), weight, bias, y[lo:hi])
 
-    thread_pool.split(list(range(0, n, per)), work)
+    contention.split(list(range(0, n, per)), work)
     if out is not None and y is not out:
         out[...] = y
         return out

@@ -24,6 +24,7 @@ import numpy as np
 from .. import jit, threads
 from ..caches import NamedCache
 from ..tuning_table import current
+from . import contention
 from .blas_gemm import NO_TRANS, ROW_MAJOR, TRANS, gemm
 from .blas_threads import SMALL_PRODUCT, region_blocks, small_calls_serial
 
@@ -39,13 +40,14 @@ KERNEL = NamedCache("dense parallel-region kernel", 1)  # None -> the compiled r
 def dense_row(x, weight, out) -> bool:
     """``out (1, units) := x (1, k) @ weight.T`` over ``la.set_num_threads``'s threads; False
     (nothing written) where this does not apply: one thread set, called from one of the pool's
-    threads (no nested hand-offs), other dtypes or layouts. The caller skips weights under
+    threads (no nested hand-offs), other dtypes or layouts, or while the contention guard says
+    another process holds a core (``contention.py``; the region is timed for it). The caller skips weights under
     ``dense_region_min_weight_bytes`` before calling (a batch-1 layer's Python stays lean)."""
     n = threads.num_threads()
     if n < 2 or not current().dense_region or x.dtype != _F32 or weight.dtype != _F32 or out.dtype != _F32 \
             or not (weight.flags.c_contiguous and x.flags.c_contiguous and out.flags.c_contiguous) \
-            or threads.in_pool() or not jit.parallel_ready():
-        return False
+            or threads.in_pool() or not jit.parallel_ready() or not contention.quiet():
+        return False  # (contended: another process holds a core, see contention.py)
     key = (weight.shape, n)
     plan = PLANS.peek(key)
     if plan is None:
@@ -53,9 +55,18 @@ def dense_row(x, weight, out) -> bool:
     if plan is False:
         return False
     kern, blocks, per = plan
+    if contention.QUIET_TIMES.peek(key) is None:  # (its first call: the one-thread time, see contention.py)
+        contention.calibrate(key, lambda: _one_thread(kern, x, weight, out, per, blocks))
     jit.use_threads(n)
+    start = contention.now()
     kern(x, weight, out, per, blocks)
+    contention.region_done(key, start)
     return True
+
+
+def _one_thread(kern, *args):
+    jit.use_threads(1)
+    kern(*args)
 
 
 def _plan(shape, threads):

@@ -25,6 +25,7 @@ from .. import threads as thread_pool  # (the module, looked up at each call: te
 from ..ops.derived import derived
 from ..ops.scratch import scratch
 from ..tuning_table import current
+from . import contention
 
 # G (4 x 3): the kernel transform of F(2, 3); kron(G, G) maps a flattened 3x3 kernel to its 16
 # transformed values in one product over all (O, C) pairs.
@@ -117,7 +118,7 @@ def _kernel_tiles(xp, weight, threads=1):
         xp.matmul(gg, weight[lo:lo + per].reshape(-1, 9).T, out=u[:, lo:lo + per].reshape(16, -1))
 
     if threads > 1:
-        thread_pool.split(list(range(0, o, per)), block)
+        contention.split(list(range(0, o, per)), block)
     else:
         block(0)
     return u.transpose(0, 2, 1)
@@ -176,7 +177,7 @@ def run_tiled(xp, x, weight, padding, out, chunk, bias, size, kernel_tiles, chun
         # the kernel transform too (a 512-channel layer's is 4-7 ms, and a product left on BLAS's
         # threads stalls when another process holds a core)
         u = kernels(xp, weight, size, kernel_tiles, threads)
-        thread_pool.split(list(range(0, n, k)), lambda i: chunk_fn(xp, x[i:i + k], u, padding, th, tw, y[i:i + k], bias))
+        contention.split(list(range(0, n, k)), lambda i: chunk_fn(xp, x[i:i + k], u, padding, th, tw, y[i:i + k], bias))
     return y
 
 

@@ -38,12 +38,11 @@ from fractions import Fraction
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .. import threads as thread_pool  # (the module, looked up at each call: tests replace its functions)
 from ..caches import NamedCache
 from ..ops import conv
 from ..ops.scratch import scratch
 from ..tuning_table import current
-from . import winograd2
+from . import contention, winograd2
 
 POINTS = (0, 1, -1, Fraction(1, 2), -2, None)  # None: the point at infinity
 
@@ -173,7 +172,7 @@ def _kernel_tiles(xp, weight, threads=1):
         xp.matmul(gg, taps.T, out=u[:, lo:lo + per].reshape(36, -1))
 
     if threads > 1:
-        thread_pool.split(list(range(0, c, per)), block)
+        contention.split(list(range(0, c, per)), block)
     else:
         block(0)
     return u
