@@ -34,6 +34,7 @@ from _util import table
 import lazyarray as la
 
 CHAIN = 1000  # ops in the chain (500 multiplies, 500 adds)
+WARM_CALLS = 5  # calls of each function before timing: past every tier (compiled kernels from the third)
 MLP = (784, 512, 512, 10)
 LSTM_IN, LSTM_UNITS = 64, 128
 
@@ -90,13 +91,15 @@ def lstm_la(x, h, c, wx, wh, b):
 def alternating(fns: list, rounds: int, budget: float) -> list[float]:
     """Median seconds per call of each of ``fns``, timed in alternating rounds (each round runs
     every function ``number`` times, ``number`` sized so a round takes about ``budget`` s)."""
-    for fn in fns:  # warm-up (compiles, caches)
-        fn()
+    for fn in fns:  # warm-up past the tiers (a fused group compiles at its third call: fused_jit_after)
+        for _ in range(WARM_CALLS):
+            fn()
     numbers = []
-    for fn in fns:
+    for fn in fns:  # (sized on calls after the warm-up: one timed call during a tier-up made a round one call)
         t0 = time.perf_counter()
-        fn()
-        one = max(time.perf_counter() - t0, 1e-7)
+        for _ in range(WARM_CALLS):
+            fn()
+        one = max((time.perf_counter() - t0) / WARM_CALLS, 1e-7)
         numbers.append(max(1, int(budget / one)))
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(rounds):
