@@ -6,7 +6,8 @@ What a choice hangs on is fixed by the program (the step's avals, the memory ord
 each value, whether its output goes to a planned buffer) except the tuning table in force and the
 thread count (``la.tuning``, ``la.config``, ``la.set_num_threads``): a program keeps its steps bound
 for one pair (``Bindings.current``) and binds again when a run finds another. A step binds at its
-first run under that pair, by the same chooser its runner asks, on the run's own arrays; facts that
+first run under that pair (not in the program's very first run, ``jit.first_run``, whose BLAS probe
+answers provisionally), by the same chooser its runner asks, on the run's own arrays; facts that
 only a call shows (a weight kept by its version) stay checked per call inside the bound function
 (``kernels/conv2d.py``). Runs under ``la.profile()`` and with the kernels log on (``log_kernels``)
 take the runners' steps, which say what they chose (the same choices: ``tests/executor/test_binding.py``).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..jit import in_first_run
 from ..kernels import bind, binds
 from ..tuning_table import Tuning
 
@@ -45,7 +47,7 @@ class Bindings:
         else:
             steps, chosen = list(self.plain), {}
             for i, make in self.makers.items():
-                steps[i] = _binding_at_first_run(steps, chosen, i, make)
+                steps[i] = _binding_at_first_run(steps, chosen, i, make, self.plain[i])
         self.current = (table, threads, steps, chosen)
         return steps
 
@@ -54,8 +56,11 @@ class Bindings:
         return dict(self.current[3])
 
 
-def _binding_at_first_run(steps: list, chosen: dict, i: int, make: Maker):
+def _binding_at_first_run(steps: list, chosen: dict, i: int, make: Maker, plain):
     def step(s):
+        if in_first_run():  # (a program's first run answers some facts provisionally: bind at the next)
+            plain(s)
+            return
         made, bound = make(s)
         steps[i] = made  # (runs after this one call the bound closure)
         if bound is not None:

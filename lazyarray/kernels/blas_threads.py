@@ -129,6 +129,12 @@ def small_calls_serial() -> bool:
     return False if jit.in_first_run() else PROBE.get_or_make(None, _probe)
 
 
+def probed() -> bool:
+    """Whether ``small_calls_serial`` has its answer: a plan that keeps an answer must not keep the
+    first run's unremembered False (``jit.first_run``)."""
+    return PROBE.peek(None) is not None
+
+
 # The probe multiplies for at least this long: Linux adds another running thread's CPU time to the
 # process clock at its scheduler ticks (4-10 ms), so over the 0.85 ms of 20 products a thread hashing
 # without the GIL the whole time added nothing (tests/kernels/test_blas_threads.py)

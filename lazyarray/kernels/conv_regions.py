@@ -39,7 +39,7 @@ from ..caches import NamedCache
 from ..threads import blas_one_thread
 from . import contention, conv_jit
 from .blas_gemm import NO_TRANS, ROW_MAJOR, gemm
-from .blas_threads import SMALL_PRODUCT, region_blocks, small_calls_serial
+from .blas_threads import SMALL_PRODUCT, probed, region_blocks, small_calls_serial
 
 KERNELS = NamedCache("conv2d parallel-region kernels", 2)  # dtype -> the compiled region
 PLANS = NamedCache("conv2d parallel-region plans", 256)  # (shapes, dtypes, geometry, threads) -> _plan(...)
@@ -51,13 +51,17 @@ def conv2d(x, weight, bias, stride, padding, dilation, out, cols, mem, threads: 
     region on ``threads`` threads; ``cols``: scratch of (C*kh*kw, Ho*Wo*N) values; ``mem``: scratch
     of x's (C, H, W, N) values, used when x is C-ordered NCHW (None when x is batch last). False
     (nothing written) where the compiled kernel does not apply, or while the contention guard says
-    another process holds a core (``contention.py``; the region is timed for it)."""
-    if not jit.parallel_ready() or not contention.quiet():  # (contended: see contention.py)
+    another process holds a core (``contention.py``; the region is timed for it where it runs on
+    several threads: one thread has no team to wait for, and judging its noise would only turn it off)."""
+    guarded = threads > 1
+    if not jit.parallel_ready() or (guarded and not contention.quiet()):  # (contended: see contention.py)
         return False
     key = (x.shape, weight.shape, x.dtype, weight.dtype, out.dtype, None if bias is None else bias.dtype,
            *stride, *padding, *dilation, threads)
     plan = PLANS.peek(key)
-    if plan is None:
+    if plan is None and jit.in_first_run() and not probed():  # (BLAS not probed yet: a plan not kept)
+        plan = _plan(x, weight, bias, out, threads)
+    elif plan is None:
         plan = PLANS.get_or_make(key, _plan, x, weight, bias, out, threads)
     if plan is False:
         return False
@@ -72,6 +76,9 @@ def conv2d(x, weight, bias, stride, padding, dilation, out, cols, mem, threads: 
     args = (mem, np.ascontiguousarray(weight.reshape(o, k)), _NO_BIAS[x.dtype] if bias is None else bias,
             cols.reshape(k, m), out.transpose(1, 2, 3, 0).reshape(o, m), out.shape[2], out.shape[3], kh, kw,
             stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], bias is not None, per, blocks)
+    if not guarded:
+        _run(kern, args, serial, threads)
+        return True
     if contention.QUIET_TIMES.peek(key) is None:  # (its first call: the one-thread time, see contention.py)
         contention.calibrate(key, lambda: _run(kern, args, serial, 1))
     start = contention.now()

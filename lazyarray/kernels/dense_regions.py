@@ -26,7 +26,7 @@ from ..caches import NamedCache
 from ..tuning_table import current
 from . import contention
 from .blas_gemm import NO_TRANS, ROW_MAJOR, TRANS, gemm
-from .blas_threads import SMALL_PRODUCT, region_blocks, small_calls_serial
+from .blas_threads import SMALL_PRODUCT, probed, region_blocks, small_calls_serial
 
 # Smaller weights gain less than a region costs (a (512, 512) float32 weight, 1 MiB, gains 1-2 us):
 # the tuning table's ``dense_region_min_weight_bytes``; ``dense_region=False`` turns regions off
@@ -51,6 +51,8 @@ def dense_row(x, weight, out) -> bool:
     key = (weight.shape, n)
     plan = PLANS.peek(key)
     if plan is None:
+        if jit.in_first_run() and not probed():  # (no region before the BLAS probe: a later run plans)
+            return False
         plan = PLANS.get_or_make(key, _plan, weight.shape, n)
     if plan is False:
         return False

@@ -173,3 +173,16 @@ def test_a_new_process_wide_setting_binds_again():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     op(*args)
     assert all(_impl(prog, i) is kdense.GEMV for i in dense_steps)
+
+
+def test_a_programs_first_run_binds_nothing_and_the_next_run_binds():
+    """A CachedOp's first run for a signature (``jit.first_run``) answers some facts provisionally
+    (the BLAS probe waits for a later run): its steps call their runners, and the binding is made at
+    the next run, so no choice is kept from the first run's answers."""
+    op, args = _cnn_op(2)
+    want = op(*args).asnumpy()  # (the signature's first run)
+    prog = _program(op, args)
+    assert not prog.bindings.chosen()
+    got = op(*args).asnumpy()
+    assert prog.bindings.chosen()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

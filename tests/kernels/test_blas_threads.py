@@ -291,3 +291,30 @@ def test_a_programs_first_run_does_not_probe_and_a_later_run_does(monkeypatch):
     assert blas_threads.small_calls_serial() is True and calls == [1]
     with jit.first_run():
         assert blas_threads.small_calls_serial() is True  # (once probed, the answer holds everywhere)
+
+
+def test_a_region_plan_is_not_kept_from_a_first_run_before_the_probe(monkeypatch):
+    """A one-row dense layer's region needs the probe's answer; a program's first run, which does not
+    probe, must not keep its provisional False in the region's plans: the next run plans again and
+    takes the region (it once never did after a hybridized MLP's first call)."""
+    from lazyarray import jit
+    from lazyarray.kernels import dense_regions
+
+    pytest.importorskip("numba")
+    if not jit.parallel_ready():
+        pytest.skip("no thread-safe numba threading layer")
+    monkeypatch.setattr(blas_threads, "PROBE", NamedCache("test probe", 1))
+    monkeypatch.setattr(blas_threads, "_probe", lambda: True)
+    monkeypatch.setattr(dense_regions, "PLANS", NamedCache("test dense plans", 8))
+    before = threads.num_threads()
+    threads.set_num_threads(2)
+    try:
+        x, w = np.ones((1, 784), np.float32), np.ones((512, 784), np.float32)
+        out = np.empty((1, 512), np.float32)
+        with jit.first_run():
+            assert dense_regions.dense_row(x, w, out) is False
+        assert not dense_regions.PLANS.values()
+        assert dense_regions.dense_row(x, w, out) is True
+        np.testing.assert_array_equal(out, x @ w.T)
+    finally:
+        threads.set_num_threads(before)

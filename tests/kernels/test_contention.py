@@ -169,6 +169,32 @@ def test_conv_region_declines_while_contended_and_resumes_after(clock, monkeypat
     np.testing.assert_array_equal(again, quiet)
 
 
+def test_a_conv_region_on_one_thread_is_never_guarded(clock, monkeypatch):
+    """One thread has no team to wait for: the region runs through a window and is never timed
+    (judging its noise once turned the demo CNN's batch-64 region off for 100 ms windows)."""
+    _needs_regions()
+    from lazyarray.cli import build_model
+
+    la.set_num_threads(1)
+    calls = []
+    real = conv_regions.conv2d
+    monkeypatch.setattr(conv_regions, "conv2d", lambda *a: calls.append(real(*a)) or calls[-1])
+    net = build_model("cnn")
+    net.initialize()
+    net.hybridize()
+    x = la.array(np.random.default_rng(5).standard_normal((64, 1, 12, 12)).astype("float32"))
+    net(x)
+    calls.clear()
+    quiet, impls = _profiled(net, x)
+    assert calls == [True, True] and "region" in impls
+    assert not contention.QUIET_TIMES.values()  # (never calibrated nor timed)
+    contention.stalled()
+    calls.clear()
+    busy, impls = _profiled(net, x)
+    assert calls == [True, True] and "region" in impls
+    np.testing.assert_array_equal(busy, quiet)
+
+
 @pytest.mark.parametrize("case", ["im2col split", "winograd"])
 def test_splits_run_on_the_calling_thread_while_contended_with_the_same_values(clock, monkeypatch, case):
     monkeypatch.setattr(la.config, "contention_splits", True)
