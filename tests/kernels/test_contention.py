@@ -141,11 +141,13 @@ def test_dense_region_declines_while_contended_and_resumes_after(clock, monkeypa
     np.testing.assert_array_equal(again, quiet)
 
 
-def test_conv_region_declines_while_contended_and_resumes_after(clock, monkeypatch):
+def _demo_cnn_b64(monkeypatch, threads: int):
+    """The demo CNN hybridized on ``threads`` threads, called once at batch 64, and the list that
+    records what each ``conv_regions.conv2d`` call returned (True: the region ran)."""
     _needs_regions()
     from lazyarray.cli import build_model
 
-    la.set_num_threads(2)
+    la.set_num_threads(threads)
     calls = []
     real = conv_regions.conv2d
     monkeypatch.setattr(conv_regions, "conv2d", lambda *a: calls.append(real(*a)) or calls[-1])
@@ -155,6 +157,11 @@ def test_conv_region_declines_while_contended_and_resumes_after(clock, monkeypat
     x = la.array(np.random.default_rng(5).standard_normal((64, 1, 12, 12)).astype("float32"))
     net(x)
     calls.clear()
+    return net, x, calls
+
+
+def test_conv_region_declines_while_contended_and_resumes_after(clock, monkeypatch):
+    net, x, calls = _demo_cnn_b64(monkeypatch, threads=2)
     quiet, impls = _profiled(net, x)
     assert calls == [True, True] and "region" in impls
     contention.stalled()
@@ -172,19 +179,7 @@ def test_conv_region_declines_while_contended_and_resumes_after(clock, monkeypat
 def test_a_conv_region_on_one_thread_is_never_guarded(clock, monkeypatch):
     """One thread has no team to wait for: the region runs through a window and is never timed
     (judging its noise once turned the demo CNN's batch-64 region off for 100 ms windows)."""
-    _needs_regions()
-    from lazyarray.cli import build_model
-
-    la.set_num_threads(1)
-    calls = []
-    real = conv_regions.conv2d
-    monkeypatch.setattr(conv_regions, "conv2d", lambda *a: calls.append(real(*a)) or calls[-1])
-    net = build_model("cnn")
-    net.initialize()
-    net.hybridize()
-    x = la.array(np.random.default_rng(5).standard_normal((64, 1, 12, 12)).astype("float32"))
-    net(x)
-    calls.clear()
+    net, x, calls = _demo_cnn_b64(monkeypatch, threads=1)
     quiet, impls = _profiled(net, x)
     assert calls == [True, True] and "region" in impls
     assert not contention.QUIET_TIMES.values()  # (never calibrated nor timed)
