@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -58,3 +59,24 @@ def probe_in(root: Path, code: str) -> dict:
     if not got["file"].startswith(str(root)):
         raise RuntimeError(f"the probe imported {got['file']}, not the lazyarray under {root}")
     return got
+
+
+class Burner:
+    """A process that keeps one core busy while ``busy(True)`` holds (``with Burner() as b: b.busy(True)``).
+
+    A plain ``python -c`` spin loop, paused with SIGSTOP and resumed with SIGCONT: nothing is pickled
+    or imported into the child, so any script can use it (``multiprocessing``'s spawn could not
+    import this file by name)."""
+
+    def __enter__(self):
+        self.proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        self.proc.send_signal(signal.SIGSTOP)
+        return self
+
+    def busy(self, on: bool) -> None:
+        self.proc.send_signal(signal.SIGCONT if on else signal.SIGSTOP)
+        time.sleep(0.05)
+
+    def __exit__(self, *exc):
+        self.proc.kill()
+        self.proc.wait(5)

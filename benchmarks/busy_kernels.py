@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import multiprocessing
 import statistics
-import time
 from pathlib import Path
 
 import numpy as np
@@ -43,35 +41,6 @@ from lazyarray import blocks as B  # noqa: E402
 from lazyarray.cli import build_model  # noqa: E402
 from lazyarray.kernels import contention  # noqa: E402
 from lazyarray.kernels.conv2d import run_conv2d  # noqa: E402
-
-
-def _burn(on, stop) -> None:
-    """Keep one core busy while ``on`` is set, until ``stop`` is (as real_models.py's burner)."""
-    x = 0
-    while not stop.is_set():
-        if on.wait(0.05):
-            for _ in range(20000):
-                x = (x * 1103515245 + 12345) & 0xFFFFFFFF
-
-
-class Burner:
-    def __enter__(self):
-        ctx = multiprocessing.get_context("spawn")
-        self.on, self.stop = ctx.Event(), ctx.Event()
-        self.proc = ctx.Process(target=_burn, args=(self.on, self.stop), daemon=True)
-        self.proc.start()
-        return self
-
-    def busy(self, on: bool) -> None:
-        (self.on.set if on else self.on.clear)()
-        time.sleep(0.05)
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.on.set()
-        self.proc.join(5)
-        if self.proc.is_alive():
-            self.proc.terminate()
 
 
 def workloads() -> dict:
@@ -132,7 +101,7 @@ def main(argv=None) -> None:
     rounds = args.rounds or (2 if args.quick else 5)
     budget = args.budget or (0.1 if args.quick else 0.3)
     rows = []
-    with Burner() as burner:
+    with _util.Burner() as burner:
         for name, fn in workloads().items():
             if args.only in name:
                 rows.append(row(name, fn, burner, rounds, budget))

@@ -17,8 +17,8 @@ tracing, compiling and running once, on one thread) against the creation of onnx
 ``InferenceSession`` (one model is loaded both ways before any is measured, so that no row pays
 the process's first uses). The geometric mean of each ratio column and the worst row come last.
 
-``--busy`` times every row beside a process that keeps one core busy (``multiprocessing``; it
-burns while an event is set, so busy and quiet rounds alternate too) and prints, per runtime,
+``--busy`` times every row beside a process that keeps one core busy (``_util.Burner``: a spin
+loop resumed and paused by signals, so busy and quiet rounds alternate too) and prints, per runtime,
 busy / quiet one-thread time and busy two-thread / quiet one-thread time. ``--ab`` times lazyarray
 against itself with the kernels added for the real models switched back to the paths they
 replaced (conv2d's ``depthwise_taps`` and products, foreach's ``steps``, matmul's ``blas``,
@@ -91,7 +91,6 @@ import contextlib
 import importlib.util
 import json
 import math
-import multiprocessing
 import statistics
 import sys
 import time
@@ -223,35 +222,6 @@ class Model:
                                                                     f"lazyarray and {who} differ")
 
 
-def _burn(on, stop) -> None:
-    """Keep one core busy while ``on`` is set, until ``stop`` is."""
-    x = 0
-    while not stop.is_set():
-        if on.wait(0.05):
-            for _ in range(20000):
-                x = (x * 1103515245 + 12345) & 0xFFFFFFFF
-
-
-class Burner:
-    """A process that burns one core while ``busy`` is on (``with Burner() as b: b.busy(True)``)."""
-
-    def __enter__(self):
-        ctx = multiprocessing.get_context("spawn")
-        self.on, self.stop = ctx.Event(), ctx.Event()
-        self.proc = ctx.Process(target=_burn, args=(self.on, self.stop), daemon=True)
-        self.proc.start()
-        return self
-
-    def busy(self, on: bool) -> None:
-        (self.on.set if on else self.on.clear)()
-        time.sleep(0.05)
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.on.set()
-        self.proc.join(5)
-        if self.proc.is_alive():
-            self.proc.terminate()
 
 
 def _on_threads(t: int, fn):
@@ -270,7 +240,7 @@ def row_quiet(model: Model, batch: int, ins: dict, threads, rounds: int, budget:
     return row
 
 
-def row_busy(model: Model, batch: int, ins: dict, burner: Burner, rounds: int, budget: float) -> list:
+def row_busy(model: Model, batch: int, ins: dict, burner: _util.Burner, rounds: int, budget: float) -> list:
     """busy 1t / quiet 1t and busy 2t / quiet 1t, for lazyarray then onnxruntime."""
     fns = {}
     for who in ("la", "ort"):
@@ -719,7 +689,7 @@ def main(argv=None) -> int:
     warm = next(m for m in manifest() if m["name"] == WARM_UP)
     Model(warm, (1,)).check()  # process-wide first uses (imports, ort's runtime) are paid by no row
     try:
-        burner = Burner().__enter__() if args.busy else None
+        burner = _util.Burner().__enter__() if args.busy else None
         for m in models:
             model = Model(m, threads)
             firsts[model.name] = (model.first_call, model.session_s)
