@@ -340,10 +340,7 @@ class DataParallel:
     def _named(self) -> tuple[dict, list[str]]:
         """The model's parameters (and the loss's own, ``loss_fn.*``) by structural name, and the names of
         the trainer's parameters in its order."""
-        params = dict(self.net.collect_params())
-        for k, p in (self._block.collect_params() if self._block is not None else {}).items():
-            if all(p is not q for q in params.values()):  # (a loss with parameters of its own)
-                params[f"loss_fn.{k}"] = p
+        params = C.named_params(self.net, self.loss_fn)
         struct = {id(p): k for k, p in params.items()}
         missing = [p.name for p in self.trainer.params if id(p) not in struct]
         if missing:
@@ -383,7 +380,7 @@ class DataParallel:
                            "call sync_to_client again")
         values, states, amp = call.gather([call.submit(R.state, self._rkey(self._holders[0]), key=f"{self._key}-state-{uuid.uuid4().hex[:6]}",
                                                   worker=self._holders[0])])[0]
-        params = dict(self.net.collect_params())
+        params = C.named_params(self.net, self.loss_fn)
         for k, v in values.items():
             if k in params:
                 params[k].set_data(array(v))
@@ -439,10 +436,11 @@ class DataParallel:
 
     def load_checkpoint(self, folder) -> int:
         """Load the checkpoint in ``folder`` (``save_checkpoint``'s, saved on any number of workers) into
-        ``net`` and ``trainer``; the replicas are dropped and the next step broadcasts the loaded values
+        ``net``, the loss's own parameters (a ``Block`` loss with parameters) and ``trainer`` (its optimizer
+        states and, with ``la.amp``, its loss scaler and float32 master weights); the replicas are dropped and the next step broadcasts the loaded values
         to the workers (any number). ``steps`` becomes the checkpoint's step (so the dropout seeds
         continue where it was saved, given the same ``seed``). Returns that step."""
-        step = C.load_into(folder, self.net, self.trainer)
+        step = C.load_into(folder, self.net, self.trainer, self.loss_fn)
         self.close_replicas()
         self.steps, self._suspect, self._sent = step, False, set()
         return step
