@@ -6,7 +6,8 @@ parameters are broadcast once, at the first step; after it a step is one message
 sent straight from the client to the worker (``exchange.py``: a Dask comm handler, no scheduler
 task), holding the worker's batch pieces and the step tag; the answer is the loss. A
 ``dask.array`` batch keeps its chunks: its step is one Dask task per worker, which Dask feeds
-with them. ``step_many(batches)`` sends K steps in one message per worker. The client's ``net``
+with them. ``step_many(batches)`` sends K steps in one message per worker (dask-array batches: one
+task per worker for the K steps; a persisted batch's pieces run where they are, ``_owners``). The client's ``net``
 and ``trainer`` are not updated: ``sync_to_client()`` copies a replica into them when asked,
 ``save_parameters(path)`` writes the parameters from a worker, ``save_checkpoint(folder)`` a
 sharded checkpoint (``checkpoint.py``: each worker writes its part) that ``load_checkpoint``
