@@ -313,7 +313,8 @@ class LossScaler:
             got = sorted(state) if isinstance(state, dict) else type(state).__name__
             raise ParamValueError(f"{where}: a loss scaler's state has the fields {list(_SCALER_FIELDS)}, got {got}")
         try:
-            probe = LossScaler(state["scale"], state["growth_factor"], state["backoff_factor"], state["growth_interval"])
+            probe = LossScaler(state["scale"], state["growth_factor"], state["backoff_factor"],
+                               state["growth_interval"])
         except (ParamError, ParamValueError) as exc:
             raise type(exc)(f"{where}: {str(exc).removeprefix('LossScaler: ')}") from None
         for k in ("good_steps", "skipped"):

@@ -240,7 +240,8 @@ def load_into(folder: str, net, trainer=None, loss_fn=None) -> int:
     missing, extra = sorted(set(mine) - set(wanted)), sorted(set(wanted) - set(mine))
     if missing or extra:
         raise ParamError(f"{where}: its parameters do not match the model's (missing {missing}, not in the model "
-                         f"{extra}); load it into the model (and loss_fn=, for its loss's parameters) it was saved from")
+                         f"{extra}); load it into the model (and loss_fn=, for its loss's parameters) it was "
+                         "saved from")
     for k, v in wanted.items():
         if tuple(v.shape) != tuple(mine[k].shape):
             raise ParamError(f"{where}: parameter {k!r} has shape {v.shape}, the model's {mine[k].shape}")

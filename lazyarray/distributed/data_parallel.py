@@ -6,9 +6,9 @@ parameters are broadcast once, at the first step; after it a step is one message
 sent straight from the client to the worker (``exchange.py``: a Dask comm handler, no scheduler
 task), holding the worker's batch pieces and the step tag; the answer is the loss. A
 ``dask.array`` batch keeps its chunks: its step is one Dask task per worker, which Dask feeds
-with them. ``step_many(batches)`` sends K steps in one message per worker (dask-array batches: one
-task per worker for the K steps; a persisted batch's pieces run where they are, ``_owners``). The client's ``net``
-and ``trainer`` are not updated: ``sync_to_client()`` copies a replica into them when asked,
+with them. ``step_many(batches)`` sends K steps in one message per worker (dask-array batches:
+one task per worker for the K steps; a persisted batch's pieces run where they are, ``_owners``).
+The client's ``net`` and ``trainer`` are not updated: ``sync_to_client()`` copies a replica into them when asked,
 ``save_parameters(path)`` writes the parameters from a worker, ``save_checkpoint(folder)`` a
 sharded checkpoint (``checkpoint.py``: each worker writes its part) that ``load_checkpoint``
 reads back on any number of workers.
@@ -212,11 +212,11 @@ class DataParallel:
         """``step`` on each ``(data, label)`` of ``batches`` in turn, sent in one message per worker: the
         workers run the steps one after the other, reducing among themselves, and the client waits once.
         The mean loss of each batch. The result equals as many ``step`` calls (bit for bit: the same
-        seeds, the same sums). ``timeout`` bounds them all. NumPy (or ``NDArray``) batches of any sizes, or
-        dask-array batches: then one Dask task per worker runs all the steps, fed by Dask with the pieces
-        (a persisted batch's pieces run on the workers holding them: ``_owners``). A failure raises ``la.DistributedError``
-        like ``step``'s; the replicas may then have applied some of the steps (``steps`` says how many
-        after the next call, which re-syncs them to the most advanced)."""
+        seeds, the same sums). ``timeout`` bounds them all. NumPy (or ``NDArray``) batches of any sizes,
+        or dask-array batches: then one Dask task per worker runs all the steps, fed by Dask with the
+        pieces (a persisted batch's pieces run on the workers holding them: ``_owners``). A failure
+        raises ``la.DistributedError`` like ``step``'s; the replicas may then have applied some of the
+        steps (``steps`` says how many after the next call, which re-syncs them to the most advanced)."""
         batches = list(batches)
         return self._steps(batches, timeout, "DataParallel.step_many") if batches else []
 
@@ -440,9 +440,9 @@ class DataParallel:
 
     def load_checkpoint(self, folder) -> int:
         """Load the checkpoint in ``folder`` (``save_checkpoint``'s, saved on any number of workers) into
-        ``net``, the loss's own parameters (a ``Block`` loss with parameters) and ``trainer`` (its optimizer
-        states and, with ``la.amp``, its loss scaler and float32 master weights); the replicas are dropped and the next step broadcasts the loaded values
-        to the workers (any number). ``steps`` becomes the checkpoint's step (so the dropout seeds
+        ``net``, the loss's own parameters (a ``Block`` loss with parameters) and ``trainer`` (its
+        optimizer states and, with ``la.amp``, its loss scaler and float32 master weights); the replicas
+        are dropped and the next step broadcasts the loaded values to the workers (any number). ``steps`` becomes the checkpoint's step (so the dropout seeds
         continue where it was saved, given the same ``seed``). Returns that step."""
         step = C.load_into(folder, self.net, self.trainer, self.loss_fn)
         self.close_replicas()

@@ -297,7 +297,8 @@ def step_task(key: str, tag: tuple, peers: list, index: int, meta: list, graphs:
     ``batches``: the rows of each step's batch. Each step's loss sum."""
     steps, at = [], 0
     for batch, step in zip(batches, meta):
-        steps.append((batch, [(s, w, r, arrays[at + 2 * i], arrays[at + 2 * i + 1]) for i, (s, w, r) in enumerate(step)]))
+        steps.append((batch, [(s, w, r, arrays[at + 2 * i], arrays[at + 2 * i + 1])
+                              for i, (s, w, r) in enumerate(step)]))
         at += 2 * len(step)
     return run_step(dask_modules()[2].get_worker(), key, tag, peers, index, steps, graphs, timeout)
 
