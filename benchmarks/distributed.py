@@ -333,18 +333,19 @@ def scaling_case(workers, arrays, args, loss_fn):
             f"{control / 1e3:.2f} ({control / P * 100:.2f}%)", f"{meter.tasks / args.steps:g} + {meter.messages / args.steps:g}",
             single_ms, dist_ms, f"{bandwidth / 1e9:.2f}", transfer_ms, overhead_ms,
             "yes" if overhead_ms <= 20 else "NO", cpu[0], cpu[1], cpu[2], cpu[2] / workers - cpu[0],
+            (cpu[2] - cpu[0]) / workers,
             statistics.median(t_many) * 1e3 if t_many else "-", statistics.median(c_many) * 1e3 if c_many else "-"]
 
 
 def scaling(args):
     loss_fn = B.SoftmaxCrossEntropyLoss()
-    rows = [scaling_case(workers, arrays, args, loss_fn) for workers in (2, 4) for arrays in (10, 40, 80, 160)]
+    rows = [scaling_case(workers, arrays, args, loss_fn) for workers in args.workers for arrays in args.arrays]
     print(f"DataParallel step with resident replicas, batch {args.batch}, SGD, softmax cross-entropy; medians of "
           f"{args.steps} A/B rounds (distributed step, then the single-process step of the same model)")
     print(table(["N", "arrays", "P MB", "sent/worker MB", "2(N-1)/N*P MB", "ratio", "batch KB", "control KB (of P)",
                  "tasks+msgs/step", "single ms", "DataParallel ms", "loopback GB/s", "transfer ms",
                  "overhead ms", "<= 20 ms", "single CPU ms", "client CPU ms",
-                 "workers CPU ms", "worker-single CPU ms", f"step_many({args.many}) ms/step",
+                 "workers CPU ms", "worker-single CPU ms", "CPU overhead/worker ms", f"step_many({args.many}) ms/step",
                  f"step_many({args.many}) client CPU ms/step"], rows))
     print("sent/worker: bytes a worker sent to the other workers per step (max over workers); batch: the NumPy "
           "batch pieces the client sent (scattered, or in its messages); control: the pickled task arguments and "
@@ -354,7 +355,10 @@ def scaling(args):
           "5, measured after the case's rounds); transfer: (sent/worker + batch) / loopback; overhead: "
           "DataParallel - single - transfer (the issue's target: <= 20 ms); CPU: time.process_time() medians of the single-process step, of the client process "
           "over a DataParallel step (the LocalCluster's scheduler runs in it), and summed over the worker "
-          "processes; worker-single: the mean worker's CPU per step minus the single-process step's; "
+          "processes; worker-single: the mean worker's CPU per step minus the single-process step's; CPU "
+          "overhead/worker: (workers CPU - single CPU) / N, the CPU a worker spends beyond its share of the "
+          "single-process step (on an idle machine with a core per process, the wall overhead is about this "
+          "plus the latency of 3 message rounds); "
           f"step_many({args.many}): DataParallel.step_many of {args.many} batches per call (one message per "
           f"worker), wall and client CPU per step, medians of {args.many_rounds} rounds, each followed by "
           f"{args.many} single-process steps")
@@ -497,6 +501,9 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=7, help="section 4: measured steps (A/B rounds)")
     ap.add_argument("--many", type=int, default=8, help="section 4: steps per DataParallel.step_many call")
     ap.add_argument("--many-rounds", type=int, default=3, help="section 4: step_many rounds (0: none)")
+    ap.add_argument("--workers", type=int, nargs="+", default=[2, 4], help="section 4: worker processes per case")
+    ap.add_argument("--arrays", type=int, nargs="+", default=[10, 40, 80, 160],
+                    help="section 4: parameter arrays per case")
     ap.add_argument("--resnet", action="store_true", help="only section 5: exported ResNet-18 inference, 2 workers")
     ap.add_argument("--resnet-batch", type=int, default=32, help="section 5: images per call")
     ap.add_argument("--resnet-rounds", type=int, default=5, help="section 5: A/B rounds")
