@@ -18,7 +18,10 @@
    2(N-1)/N * P; bytes from the client (the batch pieces and the pickled task arguments and
    messages, counted where they are sent); tasks submitted and messages sent to workers; median
    step time (A/B rounds alternating with the single-process step of the same model, measured in
-   the same run), CPU of the client and of the workers; and ``step_many`` of ``--many`` steps.
+   the same run), CPU of the client and of the workers; and ``step_many`` of ``--many`` steps. The
+   issue's target: the overhead, step - single - transfer, at most 20 ms, where transfer is the bytes
+   a worker sends per step (plus the batch from the client) at the TCP loopback bandwidth measured in
+   the same run (``loopback_bandwidth``: 16 MB from this process to a child process on 127.0.0.1).
 
 5. Inference of an exported ResNet-18 (``--resnet``): the zoo's ``resnet18(thumbnail=True)`` exported,
    loaded as a ``SymbolBlock`` and run by ``la.distributed.run`` over a persisted dask array (one
@@ -29,7 +32,7 @@
 The machine this runs on has 2 cores (shared), so 2 workers is the most that can show a speedup.
 
     python benchmarks/distributed.py [--rows 200000] [--chunk 25000] [--bandwidth 1.25]
-    python benchmarks/distributed.py --scaling [--param-mb 1.6] [--steps 7] [--many 8]
+    python benchmarks/distributed.py --scaling [--param-mb 1.6] [--steps 7] [--many 8] [--many-rounds 3]
     python benchmarks/distributed.py --resnet [--resnet-batch 32] [--resnet-rounds 5]
 """
 from __future__ import annotations
@@ -37,7 +40,9 @@ from __future__ import annotations
 import argparse
 import math
 import pickle
+import socket
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -232,6 +237,38 @@ def sent_bytes(client, prefix: str) -> dict:
     return client.run(sent, prefix)
 
 
+_SINK = """
+import socket, sys
+port, size, rounds = map(int, sys.argv[1:])
+s = socket.create_connection(("127.0.0.1", port))
+buf = bytearray(1 << 20)
+for _ in range(rounds):
+    left = size
+    while left:
+        left -= s.recv_into(buf, min(left, len(buf)))
+    s.sendall(b"k")
+"""
+
+
+def loopback_bandwidth(size=16 << 20, rounds=5) -> float:
+    """Bytes per second through a TCP connection on 127.0.0.1 from this process to a child process:
+    ``size`` bytes sent, then a one-byte answer awaited; the median of ``rounds``."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        child = subprocess.Popen([sys.executable, "-c", _SINK, str(srv.getsockname()[1]), str(size), str(rounds)])
+        conn, _ = srv.accept()
+        data, took = bytes(size), []
+        with conn:
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                conn.sendall(data)
+                conn.recv(1)
+                took.append(time.perf_counter() - t0)
+        child.wait(60)
+    return size / statistics.median(took)
+
+
 def scaling_case(workers, arrays, args, loss_fn):
     net, width = deep_mlp(arrays, args.param_mb * 1e6)
     P = sum(p.data().size * 4 for p in net.collect_params().values())
@@ -275,7 +312,7 @@ def scaling_case(workers, arrays, args, loss_fn):
         sent1 = sent_bytes(client, dp._key)
         t_many, c_many = [], []
         if hasattr(dp, "step_many"):  # (K steps per message: --many)
-            for _ in range(args.steps):  # A/B rounds again: step_many of K steps, then K single steps
+            for _ in range(args.many_rounds):  # A/B rounds again: step_many of K steps, then K single steps
                 t0, c0 = time.perf_counter(), time.process_time()
                 dp.step_many([(x, y)] * args.many)
                 t_many.append((time.perf_counter() - t0) / args.many)
@@ -283,38 +320,48 @@ def scaling_case(workers, arrays, args, loss_fn):
                 for _ in range(args.many):
                     single()
         dp.close()
+        bandwidth = loopback_bandwidth()  # (in the same run, with the cluster up: the machine as the steps saw it)
     per_worker = max(sent1[w] - sent0[w] for w in sent1) / args.steps
     bound = 2 * (workers - 1) / workers * P
     single_ms, dist_ms = statistics.median(t_single) * 1e3, statistics.median(t_dist) * 1e3
+    transfer_ms = (per_worker + meter.scattered / args.steps) / bandwidth * 1e3
+    overhead_ms = dist_ms - single_ms - transfer_ms
     control = meter.args / args.steps
     cpu = [statistics.median(c) * 1e3 for c in (c_single, c_dist, c_workers)]
     return [workers, arrays, f"{P / 1e6:.2f}", f"{per_worker / 1e6:.3f}", f"{bound / 1e6:.3f}",
             f"{per_worker / bound:.2f}", f"{meter.scattered / args.steps / 1e3:.1f}",
             f"{control / 1e3:.2f} ({control / P * 100:.2f}%)", f"{meter.tasks / args.steps:g} + {meter.messages / args.steps:g}",
-            single_ms, dist_ms,
-            dist_ms - single_ms, cpu[0], cpu[1], cpu[2], cpu[2] / workers - cpu[0],
+            single_ms, dist_ms, f"{bandwidth / 1e9:.2f}", transfer_ms, overhead_ms,
+            "yes" if overhead_ms <= 20 else "NO", cpu[0], cpu[1], cpu[2], cpu[2] / workers - cpu[0],
+            (cpu[2] - cpu[0]) / workers,
             statistics.median(t_many) * 1e3 if t_many else "-", statistics.median(c_many) * 1e3 if c_many else "-"]
 
 
 def scaling(args):
     loss_fn = B.SoftmaxCrossEntropyLoss()
-    rows = [scaling_case(workers, arrays, args, loss_fn) for workers in (2, 4) for arrays in (10, 40, 80, 160)]
+    rows = [scaling_case(workers, arrays, args, loss_fn) for workers in args.workers for arrays in args.arrays]
     print(f"DataParallel step with resident replicas, batch {args.batch}, SGD, softmax cross-entropy; medians of "
           f"{args.steps} A/B rounds (distributed step, then the single-process step of the same model)")
     print(table(["N", "arrays", "P MB", "sent/worker MB", "2(N-1)/N*P MB", "ratio", "batch KB", "control KB (of P)",
-                 "tasks+msgs/step", "single ms", "DataParallel ms", "overhead ms", "single CPU ms", "client CPU ms",
-                 "workers CPU ms", "worker-single CPU ms", f"step_many({args.many}) ms/step",
+                 "tasks+msgs/step", "single ms", "DataParallel ms", "loopback GB/s", "transfer ms",
+                 "overhead ms", "<= 20 ms", "single CPU ms", "client CPU ms",
+                 "workers CPU ms", "worker-single CPU ms", "CPU overhead/worker ms", f"step_many({args.many}) ms/step",
                  f"step_many({args.many}) client CPU ms/step"], rows))
     print("sent/worker: bytes a worker sent to the other workers per step (max over workers); batch: the NumPy "
           "batch pieces the client sent (scattered, or in its messages); control: the pickled task arguments and "
           "messages but the pieces (keys, step tag, peers, seeds); tasks+msgs: Dask tasks and direct messages to "
           "workers per step; times are "
-          "wall medians; CPU: time.process_time() medians of the single-process step, of the client process "
+          "wall medians; loopback: TCP bandwidth 127.0.0.1 from the client to a child process (16 MB, median of "
+          "5, measured after the case's rounds); transfer: (sent/worker + batch) / loopback; overhead: "
+          "DataParallel - single - transfer (the issue's target: <= 20 ms); CPU: time.process_time() medians of the single-process step, of the client process "
           "over a DataParallel step (the LocalCluster's scheduler runs in it), and summed over the worker "
-          "processes; worker-single: the mean worker's CPU per step minus the single-process step's; "
+          "processes; worker-single: the mean worker's CPU per step minus the single-process step's; CPU "
+          "overhead/worker: (workers CPU - single CPU) / N, the CPU a worker spends beyond its share of the "
+          "single-process step (on an idle machine with a core per process, the wall overhead is about this "
+          "plus the latency of 3 message rounds); "
           f"step_many({args.many}): DataParallel.step_many of {args.many} batches per call (one message per "
-          "worker), wall and client CPU per step, medians of as many rounds, each followed by as many "
-          "single-process steps")
+          f"worker), wall and client CPU per step, medians of {args.many_rounds} rounds, each followed by "
+          f"{args.many} single-process steps")
 
 
 def exported_resnet18(folder: str):
@@ -453,6 +500,10 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=64, help="section 4: rows per step")
     ap.add_argument("--steps", type=int, default=7, help="section 4: measured steps (A/B rounds)")
     ap.add_argument("--many", type=int, default=8, help="section 4: steps per DataParallel.step_many call")
+    ap.add_argument("--many-rounds", type=int, default=3, help="section 4: step_many rounds (0: none)")
+    ap.add_argument("--workers", type=int, nargs="+", default=[2, 4], help="section 4: worker processes per case")
+    ap.add_argument("--arrays", type=int, nargs="+", default=[10, 40, 80, 160],
+                    help="section 4: parameter arrays per case")
     ap.add_argument("--resnet", action="store_true", help="only section 5: exported ResNet-18 inference, 2 workers")
     ap.add_argument("--resnet-batch", type=int, default=32, help="section 5: images per call")
     ap.add_argument("--resnet-rounds", type=int, default=5, help="section 5: A/B rounds")

@@ -270,6 +270,9 @@ def _autocast_class(cls: type, target: str) -> type:
 
 
 # -- loss scaling -------------------------------------------------------------------------------------
+_SCALER_FIELDS = ("scale", "growth_factor", "backoff_factor", "growth_interval", "good_steps", "skipped")
+
+
 class LossScaler:
     """Dynamic loss scaling, as ``torch.cuda.amp.GradScaler`` and MXNet's ``amp``: the loss is
     multiplied by ``scale`` before ``backward``; after a step whose gradients held inf or NaN (skipped)
@@ -298,6 +301,27 @@ class LossScaler:
         self.growth_interval = growth_interval
         self.good_steps = 0  # finite steps since the scale last changed
         self.skipped = 0  # steps skipped for inf / NaN gradients, in all
+
+    def state_dict(self) -> dict:
+        """The scaler's state (plain numbers: a checkpoint's JSON record keeps it); ``load_state_dict`` takes it."""
+        return {k: getattr(self, k) for k in _SCALER_FIELDS}
+
+    def load_state_dict(self, state: dict, where: str = "LossScaler.load_state_dict") -> None:
+        """Take ``state_dict``'s state, every field checked (the same checks as the constructor's)
+        before any changes: a ``ParamError`` / ``ParamValueError`` naming ``where`` and the field."""
+        if not isinstance(state, dict) or set(state) != set(_SCALER_FIELDS):
+            got = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise ParamValueError(f"{where}: a loss scaler's state has the fields {list(_SCALER_FIELDS)}, got {got}")
+        try:
+            probe = LossScaler(state["scale"], state["growth_factor"], state["backoff_factor"],
+                               state["growth_interval"])
+        except (ParamError, ParamValueError) as exc:
+            raise type(exc)(f"{where}: {str(exc).removeprefix('LossScaler: ')}") from None
+        for k in ("good_steps", "skipped"):
+            v = state[k]
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 2 ** 63:
+                raise ParamValueError(f"{where}: the loss scaler's {k} must be an int >= 0, got {v!r}"[:300])
+        vars(self).update(vars(probe), good_steps=state["good_steps"], skipped=state["skipped"])
 
     def unscale_factor(self) -> float:
         """What the gradients are multiplied by to undo the scale."""

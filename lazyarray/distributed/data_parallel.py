@@ -6,8 +6,9 @@ parameters are broadcast once, at the first step; after it a step is one message
 sent straight from the client to the worker (``exchange.py``: a Dask comm handler, no scheduler
 task), holding the worker's batch pieces and the step tag; the answer is the loss. A
 ``dask.array`` batch keeps its chunks: its step is one Dask task per worker, which Dask feeds
-with them. ``step_many(batches)`` sends K steps in one message per worker. The client's ``net``
-and ``trainer`` are not updated: ``sync_to_client()`` copies a replica into them when asked,
+with them. ``step_many(batches)`` sends K steps in one message per worker (dask-array batches:
+one task per worker for the K steps; a persisted batch's pieces run where they are, ``_owners``).
+The client's ``net`` and ``trainer`` are not updated: ``sync_to_client()`` copies a replica into them when asked,
 ``save_parameters(path)`` writes the parameters from a worker, ``save_checkpoint(folder)`` a
 sharded checkpoint (``checkpoint.py``: each worker writes its part) that ``load_checkpoint``
 reads back on any number of workers.
@@ -211,13 +212,12 @@ class DataParallel:
         """``step`` on each ``(data, label)`` of ``batches`` in turn, sent in one message per worker: the
         workers run the steps one after the other, reducing among themselves, and the client waits once.
         The mean loss of each batch. The result equals as many ``step`` calls (bit for bit: the same
-        seeds, the same sums). ``timeout`` bounds them all. NumPy (or ``NDArray``) batches of any sizes;
-        dask-array batches are taken by ``step``, one by one. A failure raises ``la.DistributedError``
-        like ``step``'s; the replicas may then have applied some of the steps (``steps`` says how many
-        after the next call, which re-syncs them to the most advanced)."""
+        seeds, the same sums). ``timeout`` bounds them all. NumPy (or ``NDArray``) batches of any sizes,
+        or dask-array batches: then one Dask task per worker runs all the steps, fed by Dask with the
+        pieces (a persisted batch's pieces run on the workers holding them: ``_owners``). A failure
+        raises ``la.DistributedError`` like ``step``'s; the replicas may then have applied some of the
+        steps (``steps`` says how many after the next call, which re-syncs them to the most advanced)."""
         batches = list(batches)
-        if any(_is_dask(d) or _is_dask(lab) for d, lab in batches):
-            return [self.step(d, lab, timeout) for d, lab in batches]
         return self._steps(batches, timeout, "DataParallel.step_many") if batches else []
 
     def _steps(self, batches: list, timeout, caller: str) -> list[float]:
@@ -227,18 +227,18 @@ class DataParallel:
         workers, tag = [], None
         try:
             workers = sorted(call.workers())
-            n = len(batches[0][0].chunks[0]) if _is_dask(batches[0][0]) else len(workers)
-            rows = [split_sizes(d.shape[0], n) for d, _ in batches]
+            dask = any(_is_dask(d) or _is_dask(lab) for d, lab in batches)
+            rows = [split_sizes(d.shape[0], len(d.chunks[0]) if _is_dask(d) else len(workers)) for d, _ in batches]
             for (d, lab), rs in zip(batches, rows):
                 for r in sorted(set(rs) - set(self._graphs)):
                     self._graphs[r] = self._trace(d, lab, r)
             workers = self._replicas(call, workers)
-            owner = [workers[i % len(workers)] for i in range(n)]
+            owners = _owners(call, workers, batches, rows) if dask else [workers] * len(batches)
             tag, self._attempts = (self.steps, self._attempts), self._attempts + 1
-            if _is_dask(batches[0][0]) or _is_dask(batches[0][1]):
-                sums = [self._task_step(call, workers, owner, rows[0], *batches[0], tag)]
+            if dask:
+                sums = self._task_steps(call, workers, owners, rows, batches, tag)
             else:
-                sums = self._direct_steps(call, workers, owner, rows, batches, tag)
+                sums = self._direct_steps(call, workers, owners, rows, batches, tag)
         except BaseException as exc:
             self._suspect = True  # (some replicas may have applied the step: compare them at the next step)
             self._sent = set()
@@ -250,29 +250,31 @@ class DataParallel:
         self.steps += len(batches)
         return [total / d.shape[0] for total, (d, _) in zip(sums, batches)]
 
-    def _messages(self, workers, owner, rows: list, tag, timeout) -> list[tuple[dict, list, list[int]]]:
+    def _messages(self, workers, owners: list, rows: list, tag, timeout) -> list[tuple[dict, list, list]]:
         """Per worker: the arguments of its ``replica.run_step`` but the pieces, ``(seed, weight, rows)``
-        of its pieces in each step, and the indices of its pieces."""
+        of its pieces in each step, and the indices of its pieces in each step (``owners[k][i]``: the
+        worker of piece ``i`` of step ``k``)."""
         peers = [(w, self._rkey(w)) for w in workers]
         out = []
         for j, addr in enumerate(workers):
-            mine = [i for i in range(len(owner)) if owner[i] == addr]
-            sizes = sorted({rs[i] for rs in rows for i in mine})
+            mine = [[i for i, w in enumerate(owner) if w == addr] for owner in owners]
+            sizes = sorted({rs[i] for rs, ix in zip(rows, mine) for i in ix})
             graphs = {r: self._graphs[r][:2] for r in sizes if (addr, r) not in self._sent}
             self._sent |= {(addr, r) for r in sizes}  # (a failed call forgets them all: sent again)
-            meta = [[(self.piece_seed(tag[0] + k, i), rs[i] / sum(rs), rs[i]) for i in mine] for k, rs in enumerate(rows)]
+            meta = [[(self.piece_seed(tag[0] + k, i), rs[i] / sum(rs), rs[i]) for i in ix]
+                    for k, (rs, ix) in enumerate(zip(rows, mine))]
             out.append((dict(key=self._rkey(addr), tag=tag, peers=peers, index=j, graphs=graphs, timeout=timeout),
                         meta, mine))
         return out
 
-    def _direct_steps(self, call, workers, owner, rows, batches, tag) -> list[float]:
+    def _direct_steps(self, call, workers, owners, rows, batches, tag) -> list[float]:
         """NumPy batches: one message per worker straight from the client (``exchange.py``), its pieces in it."""
-        cut = [[P.split_value(v.asnumpy() if isinstance(v, NDArray) else np.asarray(v), split(0), len(owner))
+        cut = [[P.split_value(v.asnumpy() if isinstance(v, NDArray) else np.asarray(v), split(0), len(workers))
                 for v in batch] for batch in batches]
         messages = {}
-        for (m, meta, mine), addr in zip(self._messages(workers, owner, rows, tag, call.remaining()), workers):
-            m["steps"] = [(sum(rs), [(s, w, r, xs[i], ys[i]) for (s, w, r), i in zip(step, mine)])
-                          for rs, step, (xs, ys) in zip(rows, meta, cut)]
+        for (m, meta, mine), addr in zip(self._messages(workers, owners, rows, tag, call.remaining()), workers):
+            m["steps"] = [(sum(rs), [(s, w, r, xs[i], ys[i]) for (s, w, r), i in zip(step, ix)])
+                          for rs, step, ix, (xs, ys) in zip(rows, meta, mine, cut)]
             messages[addr] = m
         answers = call.message_each(X.STEP, messages, f"computing step {tag[0]}"
                                     + (f" and the {len(batches) - 1} after it" if len(batches) > 1 else "")
@@ -291,15 +293,17 @@ class DataParallel:
                 f"{call.again}") from failed.get(lost[0])
         raise next(e for e in failed.values() if not isinstance(e, CancelledError))
 
-    def _task_step(self, call, workers, owner, rows, data, label, tag) -> float:
-        """A dask-array batch: one task per worker (``replica.step_task``), so that Dask brings the chunks."""
-        xs, ys = _batch_pieces(data, label, owner, call)
+    def _task_steps(self, call, workers, owners, rows, batches, tag) -> list[float]:
+        """Dask-array batches: one task per worker (``replica.step_task``) running every step, so that Dask
+        brings the pieces (computed where Dask computes them; a persisted piece stays where it is)."""
+        cut = [_batch_pieces(d, lab, owner, call) for (d, lab), owner in zip(batches, owners)]
         futures = []
-        for j, ((m, meta, mine), addr) in enumerate(zip(self._messages(workers, owner, [rows], tag, call.remaining()),
+        for j, ((m, meta, mine), addr) in enumerate(zip(self._messages(workers, owners, rows, tag, call.remaining()),
                                                         workers)):
-            arrays = [a for i in mine for a in (xs[i], ys[i])]
-            futures.append(call.submit(R.step_task, m["key"], tag, m["peers"], j, meta[0], m["graphs"], sum(rows),
-                                       m["timeout"], *arrays, key=f"{self._key}-{tag[0]}-{tag[1]}-{j}", worker=addr))
+            arrays = [a for (xs, ys), ix in zip(cut, mine) for i in ix for a in (xs[i], ys[i])]
+            futures.append(call.submit(R.step_task, m["key"], tag, m["peers"], j, meta, m["graphs"],
+                                       [sum(rs) for rs in rows], m["timeout"], *arrays,
+                                       key=f"{self._key}-{tag[0]}-{tag[1]}-{j}", worker=addr))
         return call.gather(futures, watch={w: f"replica {i} of the model" for i, w in enumerate(workers)})[0]
 
     # -- the replicas ----------------------------------------------------------------------------------
@@ -340,10 +344,7 @@ class DataParallel:
     def _named(self) -> tuple[dict, list[str]]:
         """The model's parameters (and the loss's own, ``loss_fn.*``) by structural name, and the names of
         the trainer's parameters in its order."""
-        params = dict(self.net.collect_params())
-        for k, p in (self._block.collect_params() if self._block is not None else {}).items():
-            if all(p is not q for q in params.values()):  # (a loss with parameters of its own)
-                params[f"loss_fn.{k}"] = p
+        params = C.named_params(self.net, self.loss_fn)
         struct = {id(p): k for k, p in params.items()}
         missing = [p.name for p in self.trainer.params if id(p) not in struct]
         if missing:
@@ -383,7 +384,7 @@ class DataParallel:
                            "call sync_to_client again")
         values, states, amp = call.gather([call.submit(R.state, self._rkey(self._holders[0]), key=f"{self._key}-state-{uuid.uuid4().hex[:6]}",
                                                   worker=self._holders[0])])[0]
-        params = dict(self.net.collect_params())
+        params = C.named_params(self.net, self.loss_fn)
         for k, v in values.items():
             if k in params:
                 params[k].set_data(array(v))
@@ -439,10 +440,11 @@ class DataParallel:
 
     def load_checkpoint(self, folder) -> int:
         """Load the checkpoint in ``folder`` (``save_checkpoint``'s, saved on any number of workers) into
-        ``net`` and ``trainer``; the replicas are dropped and the next step broadcasts the loaded values
-        to the workers (any number). ``steps`` becomes the checkpoint's step (so the dropout seeds
+        ``net``, the loss's own parameters (a ``Block`` loss with parameters) and ``trainer`` (its
+        optimizer states and, with ``la.amp``, its loss scaler and float32 master weights); the replicas
+        are dropped and the next step broadcasts the loaded values to the workers (any number). ``steps`` becomes the checkpoint's step (so the dropout seeds
         continue where it was saved, given the same ``seed``). Returns that step."""
-        step = C.load_into(folder, self.net, self.trainer)
+        step = C.load_into(folder, self.net, self.trainer, self.loss_fn)
         self.close_replicas()
         self.steps, self._suspect, self._sent = step, False, set()
         return step
@@ -465,6 +467,27 @@ def _scaled(total: Entry, loss: Entry) -> Entry:
     scale = Entry(var_node(R.LOSS_SCALE, Aval((), f32, loss.aval.device)))
     losses = loss if loss.aval.dtype == f32 else apply_node(registry.get("cast"), loss, dtype=f32)
     return apply_node(registry.get("sum"), apply_node(registry.get("multiply"), losses, scale))
+
+
+def _owners(call: BoundedCall, workers: list[str], batches: list, rows: list) -> list[list[str]]:
+    """The worker of each piece of each batch: where a persisted dask-array batch already holds the
+    piece (its row chunks are the pieces), as long as no worker gets more than its share of a step's
+    pieces (``ceil(pieces / workers)``); else the least loaded worker, the workers in turn."""
+    where = call.who_has([d for d, _ in batches if _is_dask(d)])  # (one question for every batch)
+    keys = dask_modules()[0].core.flatten
+    out = []
+    for (d, _), rs in zip(batches, rows):
+        found = [None] * len(rs)
+        if _is_dask(d) and d.chunks == tuple([tuple(rs)] + [(k,) for k in d.shape[1:]]):
+            found = [(where.get(k) or [None])[0] for k in keys(d.__dask_keys__())]
+        cap, load, owner = -(-len(rs) // len(workers)), dict.fromkeys(workers, 0), []
+        for i, w in enumerate(found):
+            if w not in load or load[w] >= cap:
+                w = min(workers, key=lambda v: (load[v], (workers.index(v) - i) % len(workers)))
+            load[w] += 1
+            owner.append(w)
+        out.append(owner)
+    return out
 
 
 def _first_rows(v):

@@ -215,6 +215,8 @@ def local(replica: Replica, step: int, n_shards: int, pieces: list) -> list:
             outs = run_region_seeded(text, tuple(order), seed, *args)  # (amp: overflow skips the step, unwarned)
         outs = list(outs[:1 + n_grads]) + [o * o.dtype.type(weight) for o in outs[1 + n_grads:]]
         total = outs if total is None else [t + o for t, o in zip(total, outs)]
+    if total is None:  # (no piece here this step: more workers than pieces) adds nothing to the sums
+        total = [np.zeros(s, d) for s, d in zip(plan.layout.shapes, plan.layout.dtypes)]
     return [np.array_split(b, n_shards) for b in plan.layout.pack(total)]
 
 
@@ -288,12 +290,17 @@ def _exchange(worker, replica: Replica, tag: tuple, peers: list, index: int, sha
     return loss
 
 
-def step_task(key: str, tag: tuple, peers: list, index: int, meta: list, graphs: dict, batch: int,
-              timeout: float | None, *arrays) -> float:
-    """``run_step`` as a Dask task (a dask-array batch: Dask brings the chunks here); ``meta``:
-    ``(seed, weight, rows)`` per piece, each taking two of ``arrays`` (data, label)."""
-    pieces = [(s, w, r, arrays[2 * i], arrays[2 * i + 1]) for i, (s, w, r) in enumerate(meta)]
-    return run_step(dask_modules()[2].get_worker(), key, tag, peers, index, [(batch, pieces)], graphs, timeout)[0]
+def step_task(key: str, tag: tuple, peers: list, index: int, meta: list, graphs: dict, batches: list,
+              timeout: float | None, *arrays) -> list[float]:
+    """``run_step`` as a Dask task (dask-array batches: Dask brings their pieces here); ``meta``: per
+    step, ``(seed, weight, rows)`` per piece, each taking the next two of ``arrays`` (data, label);
+    ``batches``: the rows of each step's batch. Each step's loss sum."""
+    steps, at = [], 0
+    for batch, step in zip(batches, meta):
+        steps.append((batch, [(s, w, r, arrays[at + 2 * i], arrays[at + 2 * i + 1])
+                              for i, (s, w, r) in enumerate(step)]))
+        at += 2 * len(step)
+    return run_step(dask_modules()[2].get_worker(), key, tag, peers, index, steps, graphs, timeout)
 
 
 def state(key: str) -> tuple[dict, bytes, tuple | None]:

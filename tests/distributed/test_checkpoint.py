@@ -3,6 +3,7 @@ manifest; loaded back on 1 process (no cluster) and on 4 workers with equal valu
 damaged or pointing outside the folder."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
@@ -11,6 +12,8 @@ import pytest
 
 import lazyarray as la
 from lazyarray import blocks as nn
+from lazyarray.blocks.param_file import load_arrays, write_arrays
+from lazyarray.blocks.parameter import Parameter
 from lazyarray.distributed import checkpoint as C
 from lazyarray.distributed import replica as R
 
@@ -199,3 +202,129 @@ def test_parts_balance_bytes():
     assert sorted(sum(parts, [])) == sorted(sizes) and [sum(sizes[k] for k in p) for p in parts] == [110, 110]
     assert C.partition(sizes, 1) == [list(sizes)]
     assert C.partition({"a": 4}, 3) == [["a"], [], []]
+
+
+# -- the loss's own parameters and la.amp's loss scaling -------------------------------------------------
+class _TemperedLoss(nn.HybridBlock):
+    """Softmax cross-entropy of ``pred * temp``: a loss with a trained parameter of its own."""
+
+    def __init__(self):
+        super().__init__()
+        self.temp = Parameter("temp", shape=(1,), init=la.init.Constant(0.5))
+        self.ce = nn.SoftmaxCrossEntropyLoss()
+
+    def forward(self, pred, label):
+        return self.ce(pred * self.temp.data(), label)
+
+
+def _tempered(seed=0):
+    net, loss = _net(seed), _TemperedLoss()
+    loss.initialize()
+    trainer = nn.Trainer(list(net.collect_params().values()) + list(loss.collect_params().values()), "adam",
+                         {"learning_rate": 0.05})
+    return net, loss, trainer, None
+
+
+def _amp(dtype, seed=0):
+    la.random.seed(seed)
+    net = nn.HybridSequential()
+    net.add(nn.Dense(16, activation="relu", in_units=5), nn.Dense(3, in_units=16))
+    net.initialize(la.init.Xavier())
+    la.amp.convert_block(net, dtype)
+    trainer = nn.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.05, "momentum": 0.9, "multi_precision": True})
+    scaler = la.amp.init_trainer(trainer, net, target_dtype=dtype,
+                                 scaler=la.amp.LossScaler(init_scale=2.0 ** (14 if dtype == "float16" else 122),
+                                                          growth_interval=2))
+    return net, nn.SoftmaxCrossEntropyLoss(), trainer, scaler
+
+
+def _loud_batch(i):
+    x, y = _batch(i)
+    return x * 40, y  # (large enough that the first scales overflow: steps are skipped, the scale moves)
+
+
+@pytest.mark.parametrize("kind", ["loss_params", "float16", "bfloat16"])
+def test_resuming_from_a_checkpoint_equals_uninterrupted_training_bit_for_bit(client, tmp_path, kind):
+    """A loss with a trained parameter of its own, and la.amp's loss scaler (with bfloat16's float32 master
+    weights): 2 steps, a checkpoint, 2 more steps on a new trainer loaded from it give the parameters, the
+    loss's parameter, the optimizer states and the scaler of 4 uninterrupted steps, bit for bit."""
+    make = _tempered if kind == "loss_params" else lambda seed=0: _amp(kind, seed)
+    batches = [_loud_batch(i) for i in range(4)]
+
+    def states(dp):
+        dp.sync_to_client()
+        values = {k: p.data().asnumpy().tobytes() for k, p in C.named_params(dp.net, dp.loss_fn).items()}
+        scaler = dp.trainer.amp and dp.trainer.amp.portable(dp.trainer.params)
+        return values, R.states_bytes(dp.trainer), scaler and (scaler[0], {i: v.tobytes() for i, v in
+                                                                             (scaler[3] or {}).items()})
+
+    net, loss, trainer, _ = make()
+    whole = la.distributed.DataParallel(net, loss, trainer, client=client, seed=3)
+    for x, y in batches:
+        whole.step(x, y)
+    want = states(whole)
+    whole.close()
+    net, loss, trainer, _ = make()
+    first = la.distributed.DataParallel(net, loss, trainer, client=client, seed=3)
+    first.step_many(batches[:2])
+    folder = first.save_checkpoint(tmp_path / "ckpt")
+    first.close()
+    net, loss, trainer, scaler = make(seed=11)  # (other initial values: all of them come from the checkpoint)
+    resumed = la.distributed.DataParallel(net, loss, trainer, client=client, seed=3)
+    assert resumed.load_checkpoint(folder) == 2
+    for x, y in batches[2:]:
+        resumed.step(x, y)
+    got = states(resumed)
+    assert got[0].keys() == want[0].keys() and (kind != "loss_params" or "loss_fn.temp" in got[0])
+    assert got == want
+    if scaler is not None:
+        assert scaler.skipped > 0 and got[2][0]["skipped"] == scaler.skipped  # (the scaler moved, and resumed)
+    resumed.close()
+
+
+def test_loss_scaling_checkpoints_are_refused_by_a_trainer_without_it_and_checked_when_damaged(client, tmp_path):
+    net, loss, trainer, _ = _amp("bfloat16")
+    dp = la.distributed.DataParallel(net, loss, trainer, client=client)
+    dp.step(*_loud_batch(0))
+    folder = dp.save_checkpoint(tmp_path / "ckpt")
+    dp.close()
+    plain_net = nn.HybridSequential()
+    plain_net.add(nn.Dense(16, activation="relu", in_units=5), nn.Dense(3, in_units=16))
+    plain_net.initialize()
+    before = {k: p.data().asnumpy().copy() for k, p in plain_net.collect_params().items()}
+    plain_trainer = nn.Trainer(plain_net.collect_params(), "sgd", {"learning_rate": 0.05, "momentum": 0.9,
+                                                                  "multi_precision": True})
+    with pytest.raises(la.ParamValueError, match="saved with loss scaling .* this trainer has none"):
+        la.distributed.load_checkpoint(folder, plain_net, plain_trainer)
+    for k, p in plain_net.collect_params().items():  # (refused before anything changed)
+        np.testing.assert_array_equal(p.data().asnumpy(), before[k])
+    fp16_net, _, fp16_trainer, _ = _amp("float16")
+    with pytest.raises(la.ParamValueError, match="saved with loss scaling for bfloat16"):
+        la.distributed.load_checkpoint(folder, fp16_net, fp16_trainer)
+    # a damaged scaler record (the digests made to match): refused as a format error naming the field
+    man_path = tmp_path / "ckpt" / C.MANIFEST
+    man = json.loads(man_path.read_text())
+    for entry in man["shards"]:
+        shard = os.path.join(folder, entry["file"])
+        arrays, meta = load_arrays(shard)
+        meta["amp"]["scaler"]["scale"] = -1.0
+        write_arrays(shard, arrays, meta)
+        entry["sha256"] = hashlib.sha256(open(shard, "rb").read()).hexdigest()
+    man_path.write_text(json.dumps(man))
+    with pytest.raises(la.GraphFormatError, match="loss scaler: init_scale must be"):
+        C.read(folder)
+
+
+def test_loss_scaler_state_dict_round_trips_and_is_checked():
+    s = la.amp.LossScaler(init_scale=8.0, growth_interval=3)
+    s.update(overflow=True)
+    t = la.amp.LossScaler()
+    t.load_state_dict(s.state_dict())
+    assert vars(t) == vars(s)
+    with pytest.raises(la.ParamValueError, match="has the fields"):
+        t.load_state_dict({"scale": 1.0})
+    with pytest.raises(la.ParamValueError, match="good_steps must be an int >= 0"):
+        t.load_state_dict(dict(s.state_dict(), good_steps=-1))
+    with pytest.raises(la.ParamValueError, match="backoff_factor"):
+        t.load_state_dict(dict(s.state_dict(), backoff_factor=2.0))
+    assert vars(t) == vars(s)  # (refused before anything changed)

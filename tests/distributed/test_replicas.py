@@ -13,6 +13,7 @@ import pytest
 import lazyarray as la
 from lazyarray import blocks as nn
 from lazyarray.distributed import bounded
+from lazyarray.distributed import data_parallel as DP
 from lazyarray.distributed import replica as R
 
 pytest.importorskip("dask.distributed")
@@ -349,6 +350,75 @@ def test_step_many_takes_k_steps_in_one_message_per_worker_equal_to_k_steps(clie
     assert _replica_values(client, many)[0]["0.weight"].tobytes() == _replica_values(client, one)[0]["0.weight"].tobytes()
     for dp in trainers:
         dp.close()
+
+
+def test_step_many_of_dask_batches_is_one_task_per_worker_equal_to_k_steps(client, monkeypatch):
+    """Dask-array batches (2, 3 and 1 row chunks; one persisted on the workers): step_many submits one step
+    task per worker for all of them (no client round trip per step); the persisted batch's pieces run on
+    the workers holding them; the losses and replicas equal K single steps bit for bit; a step with fewer
+    pieces than workers leaves the worker without a piece adding nothing."""
+    xs = [_batch(i) for i in range(4)]
+    persisted = client.persist([da.from_array(xs[1][0], chunks=(12, 5)), da.from_array(xs[1][1], chunks=12)])
+    batches = [(da.from_array(xs[0][0], chunks=(12, 5)), da.from_array(xs[0][1], chunks=12)), tuple(persisted),
+               (da.from_array(xs[2][0], chunks=(8, 5)), da.from_array(xs[2][1], chunks=8)),
+               (da.from_array(xs[3][0], chunks=(24, 5)), da.from_array(xs[3][1], chunks=24))]
+    trainers = []
+    for _ in range(2):
+        net = _net(2)
+        trainers.append(la.distributed.DataParallel(net, nn.SoftmaxCrossEntropyLoss(), nn.Trainer(
+            net.collect_params(), "adam", {"learning_rate": 0.01}), client=client, seed=5))
+    many, one = trainers
+    one_losses = [one.step(x, y) for x, y in batches]
+    submitted, owners = [], []
+    real_submit, real_owners = bounded.BoundedCall.submit, DP._owners
+
+    def submit(self, fn, *args, **kw):
+        submitted.append(fn.__name__)
+        return real_submit(self, fn, *args, **kw)
+
+    def spy(call, workers, bs, rows):
+        owners.append(real_owners(call, workers, bs, rows))
+        return owners[-1]
+
+    monkeypatch.setattr(bounded.BoundedCall, "submit", submit)
+    monkeypatch.setattr(DP, "_owners", spy)
+    many_losses = many.step_many(batches)
+    monkeypatch.undo()
+    assert submitted.count("step_task") == len(many._holders) == 2
+    holders = client.who_has(persisted[0])
+    assert owners[0][1] == [holders[k][0] for k in da.core.flatten(persisted[0].__dask_keys__())]
+    assert many_losses == one_losses and many.steps == one.steps == len(batches)
+    mine, theirs = _replica_values(client, many), _replica_values(client, one)
+    for k in mine[0]:
+        assert mine[0][k].tobytes() == mine[1][k].tobytes() == theirs[0][k].tobytes(), k
+    want = _single_process(2, xs, "adam", {"learning_rate": 0.01})
+    for k in want:
+        np.testing.assert_allclose(mine[0][k], want[k], rtol=1e-5, atol=2e-6, err_msg=k)
+    for dp in trainers:
+        dp.close()
+
+
+def test_owners_keep_persisted_pieces_where_they_are_within_a_fair_share():
+    """``_owners``: a persisted batch's pieces go to the workers holding them, but no worker takes more than
+    ``ceil(pieces / workers)`` of a step; pieces nobody holds go to the least loaded worker, in turn."""
+
+    class Call:
+        def __init__(self, where):
+            self.where = where
+
+        def who_has(self, _):
+            return self.where
+
+    x = da.from_array(np.zeros((6, 2), "float32"), chunks=(2, 2))
+    keys = list(da.core.flatten(x.__dask_keys__()))
+    ws = ["a", "b", "c"]
+    assert DP._owners(Call({}), ws, [(x, None)], [[2, 2, 2]]) == [["a", "b", "c"]]
+    assert DP._owners(Call({k: ["c"] for k in keys}), ws, [(x, None)], [[2, 2, 2]]) == [["c", "b", "a"]]
+    assert DP._owners(Call(dict(zip(keys, [["b"], ["a"], ["gone"]]))), ws, [(x, None)], [[2, 2, 2]]) == \
+        [["b", "a", "c"]]
+    y = da.from_array(np.zeros((6, 2), "float32"), chunks=(4, 2))  # (rechunked to pieces: no holder applies)
+    assert DP._owners(Call({k: ["c"] for k in da.core.flatten(y.__dask_keys__())}), ws, [(y, None)], [[2, 2, 2]]) \
+        == [["a", "b", "c"]]
 
 
 def test_each_worker_gets_the_graph_of_each_piece_size_it_runs(client):
