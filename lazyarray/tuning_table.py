@@ -139,6 +139,8 @@ class Tuning:
     # -- transformer inference rewrites (graph/passes/attention.py, layer_norm.py; benchmarks/real_models.py --ab)
     fuse_attention: bool = _doc(True, "inference graphs: matmul, score ops, softmax, matmul as one nn.fused_attention")
     fuse_layer_norm: bool = _doc(True, "inference graphs: a layer norm written out in ops as one nn.layer_norm")
+    fuse_gelu: bool = _doc(True, "inference graphs: the exact GELU with erf written out (ONNX Erf as the importer "
+                           "expands it) as one nn.gelu (graph/passes/gelu.py)")
     layer_norm_in_place_max_bytes: int = _doc(1 << 20, "largest input layer_norm's in_place runs (kernels/layer_norm.py)")
 
     # -- small CNN layers (benchmarks/real_models.py --ab-cnn): a 1x1 convolution as one product per call

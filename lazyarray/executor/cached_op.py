@@ -52,6 +52,7 @@ from ..graph.passes.cse import cse
 from ..graph.passes.dce import dce
 from ..graph.passes.fold_batch_norm import fold_batch_norm
 from ..graph.passes.forward_saves import forward_saves
+from ..graph.passes.gelu import fuse_gelu
 from ..graph.passes.gradient import gradient
 from ..graph.passes.infer import inline_env
 from ..graph.passes.layer_norm import fuse_layer_norm
@@ -443,7 +444,7 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
     # cse and dce again only where a pass changed something (each returns its symbol as it is when
     # it has nothing to do, and a second cse of a merged graph finds nothing)
     simple = merged if simpler is merged else dce(cse(simpler))
-    return fuse_attention(fuse_layer_norm(simple)) if inference else simple
+    return fuse_attention(fuse_layer_norm(fuse_gelu(simple))) if inference else simple
 
 
 def _input_nodes(sym: Symbol, names: list[str]) -> list[Node]:
