@@ -40,10 +40,9 @@ _TANH_SERIES = 0.1  # tanh of |x| under this by its odd series (no cancellation 
 
 
 def make_scan(compiled):
-    """The compiled ``run_scan`` (``compiled``: ``jit.compiled``), calling the compiled ``binary``,
-    ``unary``, ``matmul``, ``step_outputs`` (numba inlines compiled functions a compiled closure names)."""
-    binary_op, matmul_op, outputs_op = compiled(binary), compiled(matmul), compiled(step_outputs)
-    unary_op = compiled(unary(compiled))
+    """The compiled ``run_scan`` (``compiled``: ``jit.compiled``), calling the compiled ``step`` (one
+    call per time step) and ``step_outputs``."""
+    step_op, outputs_op = compiled(step(compiled)), compiled(step_outputs)
 
     def run_scan(table, rows, cols, regs, pack, fixed, xs, states, outs, ys, one, fast):
         """Every step ``t`` of ``xs`` ([T, B * N], each step's rows flat): the table's ops in order,
@@ -59,29 +58,57 @@ def make_scan(compiled):
         scratch = np.empty((2, regs.shape[1]), np.float64)  # (unary_fast's values and scales)
         nxt = np.empty((states.shape[0], regs.shape[1]), regs.dtype)  # (step_outputs' next states)
         for t in range(xs.shape[0]):
-            for k in range(table.shape[0]):
-                code, d, a, src, lo = table[k, 0], table[k, 1], table[k, 2], table[k, 3], table[k, 4]
-                dst, x = regs[d], regs[a]
-                if code == LOAD_X:
-                    xt = xs[t]
-                    for j in range(xt.shape[0]):
-                        dst[j] = xt[j]
-                elif code == SLICE:
-                    c, ca, ra = cols[d], cols[a], rows[a] > 1
-                    for i in range(rows[d]):
-                        at = (i if ra else 0) * ca + lo
-                        o, v = dst[i * c:i * c + c], x[at:at + c]  # (row views: the loop vectorizes)
-                        for j in range(c):
-                            o[j] = v[j]
-                elif code == MATMUL:
-                    matmul_op(dst, x, pack, src, lo, rows[d], cols[a], cols[d], rows[a] > 1)
-                elif code <= MINIMUM:
-                    binary_op(code, dst, x, regs[src], rows[d], cols[d], rows[a], cols[a], rows[src], cols[src])
-                else:
-                    unary_op(code, dst, x, rows[d], cols[d], rows[a], cols[a], one, fast, scratch)
+            step_op(table, rows, cols, regs, pack, xs, t, one, fast, scratch)
             outputs_op(regs, rows, cols, states, outs, ys[t], nxt)
 
     return compiled(run_scan)
+
+
+def step(compiled):
+    """The compiled ``step`` (``compiled``: ``jit.compiled``), calling the compiled ``binary``,
+    ``unary`` and ``matmul`` where it does not run an op itself."""
+    binary_op, matmul_op, unary_op = compiled(binary), compiled(matmul), compiled(unary(compiled))
+
+    def step_ops(table, rows, cols, regs, pack, xs, t, one, fast, scratch):
+        """Time step ``t``: the table's ops in order over the registers (``xs[t]``: the step's data, flat).
+        The data's load, column slices, and add, subtract, multiply and negative of operands of the
+        output's shape run here, each one loop (a call into another compiled function costs more
+        than such an op of a small cell); products and the rest through ``matmul``, ``binary``, ``unary``
+        (given the whole ``regs``: a view made to pass costs more than one made inside)."""
+        for k in range(table.shape[0]):  # (2-D indexing, no views: a view kept across a call costs its counts)
+            code, d, a, src, lo = table[k, 0], table[k, 1], table[k, 2], table[k, 3], table[k, 4]
+            n = rows[d] * cols[d]
+            same = rows[a] == rows[d] and cols[a] == cols[d]
+            if code == LOAD_X:
+                for j in range(xs.shape[1]):
+                    regs[d, j] = xs[t, j]
+            elif code == SLICE:
+                c, ca, ra = cols[d], cols[a], rows[a] > 1
+                for i in range(rows[d]):
+                    at = (i if ra else 0) * ca + lo
+                    for j in range(c):
+                        regs[d, i * c + j] = regs[a, at + j]
+            elif code == MATMUL:
+                matmul_op(regs, d, a, pack, src, lo, rows[d], cols[a], cols[d], rows[a] > 1)
+            elif code <= MULTIPLY and same and rows[src] == rows[d] and cols[src] == cols[d]:
+                if code == ADD:
+                    for j in range(n):
+                        regs[d, j] = regs[a, j] + regs[src, j]
+                elif code == SUBTRACT:
+                    for j in range(n):
+                        regs[d, j] = regs[a, j] - regs[src, j]
+                else:
+                    for j in range(n):
+                        regs[d, j] = regs[a, j] * regs[src, j]
+            elif code <= MINIMUM:
+                binary_op(code, regs, d, a, src, rows[d], cols[d], rows[a], cols[a], rows[src], cols[src])
+            elif code == NEGATIVE and same:
+                for j in range(n):
+                    regs[d, j] = -regs[a, j]
+            else:
+                unary_op(code, regs, d, a, rows[d], cols[d], rows[a], cols[a], one, fast, scratch)
+
+    return step_ops
 
 
 def step_outputs(regs, rows, cols, states, outs, y, nxt):
@@ -109,10 +136,11 @@ def step_outputs(regs, rows, cols, states, outs, y, nxt):
             dst[j] = src[j]
 
 
-def matmul(dst, x, pack, off, ld, nrows, k_in, n_out, a_rows):
-    """``dst`` = ``x`` ([rows, k_in]) @ the [k_in, n_out] matrix of ``pack`` at ``off`` whose rows are
+def matmul(regs, d, a, pack, off, ld, nrows, k_in, n_out, a_rows):
+    """Register ``d`` = register ``a`` ([rows, k_in]) @ the [k_in, n_out] matrix of ``pack`` at ``off`` whose rows are
     ``ld`` apart (a column slice of a wider matrix read in place); the inner loop over a matrix row
     vectorizes, the sums taken in index order."""
+    dst, x = regs[d], regs[a]
     for i in range(nrows):
         s = (i if a_rows else 0) * k_in
         o, v = dst[i * n_out:i * n_out + n_out], x[s:s + k_in]  # (row views: the loop vectorizes)
@@ -125,11 +153,11 @@ def matmul(dst, x, pack, off, ld, nrows, k_in, n_out, a_rows):
                 o[j] += w * row[j]
 
 
-def binary(code, dst, x, y, rows, cols, rx, cx, ry, cy):
-    """``dst`` (``rows`` x ``cols``) = op(``x``, ``y``), each broadcast where its rows or columns are 1.
+def binary(code, regs, d, a, b, rows, cols, rx, cx, ry, cy):
+    """Register ``d`` (``rows`` x ``cols``) = op(register ``a``, register ``b``), each broadcast where its rows or columns are 1.
     Add, subtract and multiply of operands of the output's shape are one loop over every value; of a
     row and a whole-width row vector (a bias), one loop per row; both vectorize."""
-    n = rows * cols
+    n, dst, x, y = rows * cols, regs[d], regs[a], regs[b]
     if code <= MULTIPLY and cx == cols and cy == cols and (rx == rows or ry == rows):
         flat = rx == rows and ry == rows
         w = n if flat else cols
@@ -165,12 +193,13 @@ def binary(code, dst, x, y, rows, cols, rx, cx, ry, cy):
             dst[i * cols + j] = v
 
 
-def unary_fast(code, out, x, n, scratch):
-    """float32 ``sigmoid`` / ``tanh`` of ``x[:n]`` into ``out`` (``code``) in float64, so each value is
-    within one rounding of the exact one: first ``e`` = e^(-|x|) (sigmoid) or e^(-2|x|) (tanh) of every
-    value in loops that vectorize (no call into the C library per value; a NaN gives e^-110 there and
-    is kept as it is at the end): ``scratch[0]`` the polynomial's values, ``scratch[1]`` the scales 2^k."""
-    vals, scales = scratch[0], scratch[1]
+def unary_fast(code, regs, d, a, n, scratch):
+    """float32 ``sigmoid`` / ``tanh`` (``code``) of register ``a``'s first ``n`` values into register
+    ``d``, in float64, so each value is within one rounding of the exact one: first ``e`` = e^(-|x|)
+    (sigmoid) or e^(-2|x|) (tanh) of every value in loops that vectorize (no call into the C library
+    per value; a NaN gives e^-110 there and is kept as it is at the end): ``scratch[0]`` the
+    polynomial's values, ``scratch[1]`` the scales 2^k."""
+    out, x, vals, scales = regs[d], regs[a], scratch[0], scratch[1]
     bits = scales.view(np.int64)
     scale = 1.0 if code == SIGMOID else 2.0
     for j in range(n):
@@ -200,38 +229,39 @@ def unary_fast(code, out, x, n, scratch):
 
 
 def unary(compiled):
-    """The compiled unary step (``compiled``: ``jit.compiled``): ``dst`` (``rows`` x ``cols``) = op(``x``,
-    ``rx`` x ``cx``). Over an operand of the output's shape each op is one loop of its own over every
-    value (no branch on the op per value); float32's sigmoid and tanh through ``unary_fast`` where ``fast``."""
+    """The compiled unary step (``compiled``: ``jit.compiled``): register ``d`` (``rows`` x ``cols``) =
+    op(register ``a``, ``rx`` x ``cx``; a broadcast operand is first spread into ``d``). Each op is one
+    loop of its own over every value (no branch on the op per value); float32's sigmoid and tanh
+    through ``unary_fast`` where ``fast``."""
     fast_op = compiled(unary_fast)
 
-    def unary_step(code, dst, x, rows, cols, rx, cx, one, fast, scratch):
+    def unary_step(code, regs, d, a, rows, cols, rx, cx, one, fast, scratch):
         zero, n = one - one, rows * cols
-        if rx != rows or cx != cols:  # (a broadcast operand: its values spread into the output's first)
+        if rx != rows or cx != cols:
             for i in range(rows):
                 for j in range(cols):
-                    dst[i * cols + j] = x[(i if rx > 1 else 0) * cx + (j if cx > 1 else 0)]
-            x = dst
+                    regs[d, i * cols + j] = regs[a, (i if rx > 1 else 0) * cx + (j if cx > 1 else 0)]
+            a = d
         if fast and (code == SIGMOID or code == TANH):
-            fast_op(code, dst, x, n, scratch)
+            fast_op(code, regs, d, a, n, scratch)
         elif code == SIGMOID:
             for j in range(n):
-                u = x[j]
+                u = regs[a, j]
                 e = np.exp(-abs(u))
                 p = one / (one + e)
-                dst[j] = p if u >= 0 else e * p
+                regs[d, j] = p if u >= 0 else e * p
         elif code == TANH:
             for j in range(n):
-                dst[j] = np.tanh(x[j])
+                regs[d, j] = np.tanh(regs[a, j])
         elif code == EXP:
             for j in range(n):
-                dst[j] = np.exp(x[j])
+                regs[d, j] = np.exp(regs[a, j])
         elif code == RELU:
             for j in range(n):
-                u = x[j]
-                dst[j] = u if (u > zero) | (u != u) else zero
+                u = regs[a, j]
+                regs[d, j] = u if (u > zero) | (u != u) else zero
         else:  # NEGATIVE
             for j in range(n):
-                dst[j] = -x[j]
+                regs[d, j] = -regs[a, j]
 
     return unary_step
