@@ -411,14 +411,15 @@ def run(t: CellTable, fr: Frame, arrays, ys, finals) -> bool:
     xs = (x if x.flags.c_contiguous else np.ascontiguousarray(x)).reshape(x.shape[0], x.shape[1] * x.shape[2])
     regs = np.empty(fr.regs_shape, t.dtype)
     y = ys[0] if fr.one_y else np.empty(fr.y_shape, t.dtype)
+    f = (list(finals[:2]) + [finals[0]])[:2] if finals else [np.empty((0, 0), t.dtype)] * 2  # (the loop's two)
     _loop()(t.table_array, fr.rows, t.cols_array, regs, pack, fr.fixed, xs, t.states_array,
-            t.outs_array, y, t.one, t.dtype == _F32 and tuning().foreach_cell_fast_exp)
+            t.outs_array, y, f[0], f[1], t.one, t.dtype == _F32 and tuning().foreach_cell_fast_exp)
     if not fr.one_y:
         at = 0
         for k, out in zip(t.outs, ys):
             out[...] = y[:, :, at:at + t.cols[k]]
             at += t.cols[k]
-    for k, out in zip(t.states, finals):
+    for k, out in zip(t.states[2:], finals[2:]):
         out[...] = regs[k, :out.size].reshape(out.shape)
     return True
 

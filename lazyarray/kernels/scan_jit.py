@@ -44,12 +44,13 @@ def make_scan(compiled):
     call per time step) and ``step_outputs``."""
     step_op, outputs_op = compiled(step(compiled)), compiled(step_outputs)
 
-    def run_scan(table, rows, cols, regs, pack, fixed, xs, states, outs, ys, one, fast):
+    def run_scan(table, rows, cols, regs, pack, fixed, xs, states, outs, ys, f0, f1, one, fast):
         """Every step ``t`` of ``xs`` ([T, B * N], each step's rows flat): the table's ops in order,
         then the step outputs (registers ``outs[:n_y]``) into ``ys[t]`` ([B, sum of their columns])
-        and the next states (registers ``outs[n_y:]``) into the state registers ``states``. ``fixed``
-        rows ``(dest, offset)``: registers loaded from ``pack`` once, before the loop. ``one``: 1 in
-        the dtype; ``fast``: float32's sigmoid and tanh through ``unary_fast``."""
+        and the next states (registers ``outs[n_y:]``) into the state registers ``states``; at the
+        end the first two states into ``f0`` and ``f1`` ([B, their columns]). ``fixed`` rows
+        ``(dest, offset)``: registers loaded from ``pack`` once, before the loop. ``one``: 1 in the
+        dtype; ``fast``: float32's sigmoid and tanh through ``unary_fast``."""
         for k in range(fixed.shape[0]):
             d, off = fixed[k, 0], fixed[k, 1]
             dst = regs[d]
@@ -59,7 +60,12 @@ def make_scan(compiled):
         nxt = np.empty((states.shape[0], regs.shape[1]), regs.dtype)  # (step_outputs' next states)
         for t in range(xs.shape[0]):
             step_op(table, rows, cols, regs, pack, xs, t, one, fast, scratch)
-            outputs_op(regs, rows, cols, states, outs, ys[t], nxt)
+            outputs_op(regs, rows, cols, states, outs, ys, t, nxt)
+        for s in range(min(states.shape[0], 2)):
+            f = f0 if s == 0 else f1
+            for i in range(f.shape[0]):
+                for j in range(f.shape[1]):
+                    f[i, j] = regs[states[s], i * f.shape[1] + j]
 
     return compiled(run_scan)
 
@@ -111,13 +117,13 @@ def step(compiled):
     return step_ops
 
 
-def step_outputs(regs, rows, cols, states, outs, y, nxt):
-    """The step outputs (registers ``outs[:n_y]``) into ``y`` ([B, their columns side by side]), then
+def step_outputs(regs, rows, cols, states, outs, ys, t, nxt):
+    """The step outputs (registers ``outs[:n_y]``) into ``ys[t]`` ([B, their columns side by side]), then
     the next states (``outs[n_y:]``) into the state registers, through ``nxt`` where there are several
     (all read before any is written: a body may hand one state's value to another)."""
     n_s = states.shape[0]
     n_y = outs.shape[0] - n_s
-    at = 0
+    at, y = 0, ys[t]
     for k in range(n_y):
         r = regs[outs[k]]
         c, rr = cols[outs[k]], rows[outs[k]] > 1

@@ -93,3 +93,41 @@ def test_a_cell_with_fast_exp_equals_the_reference_and_the_loop_without_it(dtype
     if dtype == "float64":  # (float64 never takes the fast path: the same loop both times)
         for a, b in zip(got[True], got[False]):
             np.testing.assert_array_equal(a, b)
+
+
+def _trading(xt, states, w):
+    """Three states handed among each other (the first two written by the loop, the third after it)."""
+    a, b, c = states
+    z = la.tanh(la.matmul(xt, w))
+    return z * a, [b + z, la.sigmoid(c), a - z]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n_states", [0, 1, 3])
+def test_zero_one_and_three_states_equal_the_reference(dtype, n_states):
+    arrays = [RNG.standard_normal(s).astype(dtype) for s in [(4, 3, 5)] + [(3, 6)] * 3 + [(5, 6)]]
+    w = la.array(arrays[-1])
+    if n_states == 3:
+        def cell(xt, s):
+            return _trading(xt, s, w)
+    elif n_states == 1:
+        def cell(xt, s):
+            h2 = la.tanh(la.matmul(xt, w)) + s[0]
+            return h2, [h2]
+    else:
+        def cell(xt, s):
+            return la.sigmoid(la.matmul(xt, w)), []
+    with la.deferred():
+        ys, _ = la.foreach(cell, la.array(arrays[0]), [la.array(a) for a in arrays[1:1 + n_states]])
+    node = next(n for n in la.get_symbol(ys).topo() if n.kind == "op" and n.op.name == "foreach")
+    values = arrays[:1 + n_states] + [arrays[-1]] * (len(node.inputs) - 1 - n_states)
+    params = {**node.params, "save_states": False}
+    want = registry.get("foreach").kernel(np, *values, **params)
+    with la.tuning(foreach_jit_after=0):
+        got = kforeach.run_compiled_cell(np, *values, **params)
+    assert got is not None
+    want, got = (list(v) if isinstance(v, tuple) else [v] for v in (want, got))
+    assert len(got) == len(want) == 1 + n_states
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == "float32" else {"rtol": 1e-12, "atol": 1e-13}
+    for g, ref in zip(got, want):
+        np.testing.assert_allclose(g, ref, **tol)
