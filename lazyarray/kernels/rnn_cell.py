@@ -18,8 +18,9 @@ slice, a ``matmul`` only by a loop-invariant matrix), without ``save_states`` (t
 ``inline_loop``), whose products per step stay under ``foreach_cell_max_macs`` (the tuning table;
 past it BLAS per step wins). A body's first ``foreach_jit_after`` calls run ``inline_loop``, so a
 graph run once never waits for numba (the loop compiles once per dtype, then loads from the disk
-cache). Values: see ``scan_jit`` (exp / tanh of the C library, products summed in index order:
-rtol 1e-5 in float32, 1e-12 in float64 against the reference).
+cache). Values: see ``scan_jit`` (float64's exp / tanh of the C library, float32's sigmoid / tanh
+within one rounding of the exact values where ``foreach_cell_fast_exp``, products summed in index
+order: rtol 1e-5 in float32, 1e-12 in float64 against the reference).
 """
 from __future__ import annotations
 
