@@ -74,12 +74,14 @@ def step(compiled):
     """The compiled ``step`` (``compiled``: ``jit.compiled``), calling the compiled ``binary``,
     ``unary`` and ``matmul`` where it does not run an op itself."""
     binary_op, matmul_op, unary_op = compiled(binary), compiled(matmul), compiled(unary(compiled))
+    fast_op = compiled(unary_fast)
 
     def step_ops(table, rows, cols, regs, pack, xs, t, one, fast, scratch):
         """Time step ``t``: the table's ops in order over the registers (``xs[t]``: the step's data, flat).
-        The data's load, column slices, and add, subtract, multiply and negative of operands of the
-        output's shape run here, each one loop (a call into another compiled function costs more
-        than such an op of a small cell); products and the rest through ``matmul``, ``binary``, ``unary``
+        The data's load, column slices, add, subtract and multiply of operands of the output's
+        columns, negative, and float32's sigmoid and tanh (``unary_fast``) are run or called here (a
+        call into another compiled function costs more than such an op of a small cell); products
+        and the rest through ``matmul``, ``binary``, ``unary``
         (given the whole ``regs``: a view made to pass costs more than one made inside)."""
         for k in range(table.shape[0]):  # (2-D indexing, no views: a view kept across a call costs its counts)
             code, d, a, src, lo = table[k, 0], table[k, 1], table[k, 2], table[k, 3], table[k, 4]
@@ -106,11 +108,19 @@ def step(compiled):
                 else:
                     for j in range(n):
                         regs[d, j] = regs[a, j] * regs[src, j]
+            elif code <= MULTIPLY and cols[a] == cols[d] and cols[src] == cols[d]:  # (a row broadcast: a bias)
+                c, pa, pb = cols[d], (cols[d] if rows[a] > 1 else 0), (cols[d] if rows[src] > 1 else 0)
+                for i in range(rows[d]):
+                    for j in range(c):
+                        u, v = regs[a, i * pa + j], regs[src, i * pb + j]
+                        regs[d, i * c + j] = u + v if code == ADD else (u - v if code == SUBTRACT else u * v)
             elif code <= MINIMUM:
                 binary_op(code, regs, d, a, src, rows[d], cols[d], rows[a], cols[a], rows[src], cols[src])
             elif code == NEGATIVE and same:
                 for j in range(n):
                     regs[d, j] = -regs[a, j]
+            elif fast and same and (code == SIGMOID or code == TANH):
+                fast_op(code, regs, d, a, n, scratch)
             else:
                 unary_op(code, regs, d, a, rows[d], cols[d], rows[a], cols[a], one, fast, scratch)
 
