@@ -131,3 +131,32 @@ def test_zero_one_and_three_states_equal_the_reference(dtype, n_states):
     tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == "float32" else {"rtol": 1e-12, "atol": 1e-13}
     for g, ref in zip(got, want):
         np.testing.assert_allclose(g, ref, **tol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("batch", [1, 4])
+def test_row_broadcasts_on_either_side_equal_the_reference(dtype, batch):
+    """A bias row on the left and on the right of add, subtract and multiply (run in the step), a
+    one-column value and a scalar (through ``binary``), and a negative of a bias row (``unary``)."""
+    arrays = [RNG.standard_normal(s).astype(dtype) for s in [(5, batch, 3), (batch, 6), (3, 6), (6,)]]
+    w, b = la.array(arrays[2]), la.array(arrays[3])
+
+    def cell(xt, s):
+        h, = s
+        z = la.matmul(xt, w)
+        h2 = la.tanh((b - z) * h + (z * b - (-b)) - h[:, 0:1] * 0.5 + (b + h) * (z - b))
+        return h2, [h2]
+
+    with la.deferred():
+        ys, _ = la.foreach(cell, la.array(arrays[0]), [la.array(arrays[1])])
+    node = next(n for n in la.get_symbol(ys).topo() if n.kind == "op" and n.op.name == "foreach")
+    by_shape = {a.shape: a for a in arrays[2:]}
+    values = arrays[:2] + [by_shape[e.aval.shape] for e in node.inputs[2:]]
+    params = {**node.params, "save_states": False}
+    want = registry.get("foreach").kernel(np, *values, **params)
+    with la.tuning(foreach_jit_after=0):
+        got = kforeach.run_compiled_cell(np, *values, **params)
+    assert got is not None
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == "float32" else {"rtol": 1e-12, "atol": 1e-13}
+    for g, ref in zip(got, want):
+        np.testing.assert_allclose(g, ref, **tol)
