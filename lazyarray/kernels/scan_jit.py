@@ -81,8 +81,8 @@ def step(compiled):
         The data's load, column slices, add, subtract and multiply of operands of the output's
         columns, negative, and float32's sigmoid and tanh (``unary_fast``) are run or called here (a
         call into another compiled function costs more than such an op of a small cell); products
-        and the rest through ``matmul``, ``binary``, ``unary``
-        (given the whole ``regs``: a view made to pass costs more than one made inside)."""
+        and the rest through ``matmul``, ``binary``, ``unary``, each given the whole ``regs`` (a view
+        made to be passed costs its reference counts, one made inside a function nothing)."""
         for k in range(table.shape[0]):  # (2-D indexing, no views: a view kept across a call costs its counts)
             code, d, a, src, lo = table[k, 0], table[k, 1], table[k, 2], table[k, 3], table[k, 4]
             n = rows[d] * cols[d]
