@@ -88,6 +88,9 @@ class Tuning:
     foreach_cell_max_macs: int = _doc(1 << 15, "most multiply-adds per step (all the cell's products, all rows) "
                                       "foreach[compiled_cell] takes (benchmarks/rnn_conv_ab.py --cell-sizes: 0.17x "
                                       "inline_loop at 2K, 0.45x at 16K, 0.9-1.7x at 64K: past it BLAS per step wins)")
+    foreach_cell_fast_exp: bool = _doc(True, "foreach[compiled_cell] in float32: sigmoid and tanh through a vectorized "
+                                       "float64 exp (kernels/scan_jit.py exp_rows; within one rounding of the exact "
+                                       "values) instead of the C library's per value")
     param_cache_max_bytes: int = _doc(64 << 20, "bytes the kept values of one compiled program's parameter-only "
                                       "steps may hold (executor/param_cache.py; larger ones run every call; 0: none kept)")
     # -- saying what runs

@@ -13,8 +13,8 @@ activations, ``matmul``, ``getitem``) and constants; anything else keeps ``steps
 this machine, longer than all the rest of the model's first call.
 
 ``compiled_cell`` (``rnn_cell.py``) is the compiled loop that pays: the body is data (a table of
-ops over registers) for one function compiled once per dtype (about 2 s cold, 30 ms from the disk
-cache), so no body compiles; it runs a cell's calls after its first ``foreach_jit_after``
+ops over registers) for one function compiled once per dtype (about 6 s of CPU cold, 30 ms from
+the disk cache), so no body compiles; it runs a cell's calls after its first ``foreach_jit_after``
 (``inline_loop`` runs those), 0.34-0.52x of ``inline_loop``'s call time on the LSTM / GRU fixtures
 (``benchmarks/rnn_conv_ab.py``).
 """

@@ -18,8 +18,9 @@ slice, a ``matmul`` only by a loop-invariant matrix), without ``save_states`` (t
 ``inline_loop``), whose products per step stay under ``foreach_cell_max_macs`` (the tuning table;
 past it BLAS per step wins). A body's first ``foreach_jit_after`` calls run ``inline_loop``, so a
 graph run once never waits for numba (the loop compiles once per dtype, then loads from the disk
-cache). Values: see ``scan_jit`` (exp / tanh of the C library, products summed in index order:
-rtol 1e-5 in float32, 1e-12 in float64 against the reference).
+cache). Values: see ``scan_jit`` (float64's exp / tanh of the C library, float32's sigmoid / tanh
+within one rounding of the exact values where ``foreach_cell_fast_exp``, products summed in index
+order: rtol 1e-5 in float32, 1e-12 in float64 against the reference).
 """
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ from . import scan_jit as sj
 OPS = {"add": sj.ADD, "subtract": sj.SUBTRACT, "multiply": sj.MULTIPLY, "divide": sj.DIVIDE,
        "maximum": sj.MAXIMUM, "minimum": sj.MINIMUM, "sigmoid": sj.SIGMOID, "tanh": sj.TANH, "exp": sj.EXP,
        "relu": sj.RELU, "negative": sj.NEGATIVE, "getitem": sj.SLICE, "matmul": sj.MATMUL}
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_F32 = np.dtype(np.float32)
+_FLOATS = (_F32, np.dtype(np.float64))
 TABLES = NamedCache("foreach compiled cells", 64)  # (id(body), (n_data, n_states, save_states)) -> Entry
 LOOP = NamedCache("foreach compiled cell loop", 1)  # "scan" -> the compiled run_scan
 
@@ -340,7 +342,7 @@ def frame(e: Entry, sig: tuple, out_shapes) -> Frame | None:
         fr = Frame()
         fr.rows = np.where(t._rows, batch, 1).astype(np.int64)
         _lay_out(t, fr, batch)
-        fr.regs_shape = (len(t.rows), batch, t.width)
+        fr.regs_shape = (len(t.rows), batch * t.width)
         n_y = len(t.outs) - len(t.states)
         fr.y_shape = (steps, batch, sum(t.cols[k] for k in t.outs[:n_y]))
         fr.one_y = n_y == 1 and tuple(out_shapes[0]) == fr.y_shape
@@ -406,18 +408,20 @@ def run(t: CellTable, fr: Frame, arrays, ys, finals) -> bool:
     pack = _pack(t, fr, arrays)
     if pack is None:
         return False
-    xs = arrays[0] if arrays[0].flags.c_contiguous else np.ascontiguousarray(arrays[0])
+    x = arrays[0]
+    xs = (x if x.flags.c_contiguous else np.ascontiguousarray(x)).reshape(x.shape[0], x.shape[1] * x.shape[2])
     regs = np.empty(fr.regs_shape, t.dtype)
     y = ys[0] if fr.one_y else np.empty(fr.y_shape, t.dtype)
+    f = (list(finals[:2]) + [finals[0]])[:2] if finals else [np.empty((0, 0), t.dtype)] * 2  # (the loop's two)
     _loop()(t.table_array, fr.rows, t.cols_array, regs, pack, fr.fixed, xs, t.states_array,
-            t.outs_array, y, t.one)
+            t.outs_array, y, f[0], f[1], t.one, t.dtype == _F32 and tuning().foreach_cell_fast_exp)
     if not fr.one_y:
         at = 0
         for k, out in zip(t.outs, ys):
             out[...] = y[:, :, at:at + t.cols[k]]
             at += t.cols[k]
-    for k, out in zip(t.states, finals):
-        out[...] = regs[k, :, :t.cols[k]]
+    for k, out in zip(t.states[2:], finals[2:]):
+        out[...] = regs[k, :out.size].reshape(out.shape)
     return True
 
 

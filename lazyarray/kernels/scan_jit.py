@@ -2,20 +2,24 @@
 body as a table of ops run by one compiled function over every time step.
 
 ``make_scan`` gives ``run_scan``, one function compiled by ``jit.compiled`` once per dtype (float32,
-float64); the body itself is data (``table``: one row ``(code, dest, a, b, lo)`` per op; a product's row: ``(MATMUL, dest, a, offset of
-its matrix, the matrix's row length)``), so a new
-cell costs no compilation and no source text is generated. Every value of the body is a register
-``regs[k]`` of ``rows[k]`` x ``cols[k]`` values (``rows`` 1: the value broadcasts over the batch,
-``cols`` 1: over the columns). Registers of values that depend only on the loop's free inputs
-(weights, biases, constants) are filled once before the loop; the step's ops run in order, each
-over its whole register, so a step of an LSTM or GRU cell with a small hidden size is a few
-microseconds with no Python in it.
+float64); the body itself is data (``table``: one row ``(code, dest, a, b, lo)`` per op; a product's
+row: ``(MATMUL, dest, a, offset of its matrix, the matrix's row length)``), so a new cell costs no
+compilation and no source text is generated. Every value of the body is a register: ``regs[k]``
+holds its ``rows[k]`` x ``cols[k]`` values flat, row-major (``rows`` 1: the value broadcasts over
+the batch, ``cols`` 1: over the columns), so an op over operands of its own shape (most of a cell's
+gate arithmetic) is one loop over every row, which vectorizes. Registers of values that depend only
+on the loop's free inputs (weights, biases, constants) are filled once before the loop; the step's
+ops run in order, each over its whole register: a step of an LSTM or GRU cell with a small hidden
+size is a few microseconds with no Python in it.
 
 Values: arithmetic rounds as NumPy's ufuncs do (``maximum`` / ``minimum`` with NumPy's NaN rule,
 division through ``np.true_divide``); ``sigmoid`` is the op's own formula (``1 / (1 + e^-|x|)``,
 times ``e^-|x|`` where x < 0); ``exp`` and ``tanh`` are the C library's (NumPy's SIMD versions can
-differ by a few ulp) and the product ``h @ R`` sums in index order where BLAS blocks and fuses:
-results agree with the reference to ``rtol`` 1e-5 (float32) / 1e-12 (float64), not bit for bit.
+differ by a few ulp), except float32's sigmoid and tanh where ``fast`` (the tuning table's
+``foreach_cell_fast_exp``): computed in float64 from an exp of loops that vectorize (``unary_fast``:
+relative error under 1e-9 before the rounding to float32); the product ``h @ R`` sums in index order
+where BLAS blocks and fuses: results agree with the reference to ``rtol`` 1e-5 (float32) / 1e-12
+(float64), not bit for bit.
 """
 from __future__ import annotations
 
@@ -27,137 +31,253 @@ LOAD_X, SLICE, MATMUL, ADD, SUBTRACT, MULTIPLY, DIVIDE, MAXIMUM, MINIMUM, \
 BINARY = (ADD, SUBTRACT, MULTIPLY, DIVIDE, MAXIMUM, MINIMUM)
 UNARY = (SIGMOID, TANH, EXP, RELU, NEGATIVE)
 
+# unary_fast's exp: e^x = 2^k e^r, k = round(x / ln 2) (``_ROUND``: adding and taking away 1.5 * 2^52
+# rounds a float64 to an integer), |r| <= ln 2 / 2, e^r by its Taylor series to r^8 / 8! (relative
+# error under 3e-10), 2^k from its bits
+_LOG2E, _LN2, _ROUND = 1.4426950408889634, 0.6931471805599453, 6755399441055744.0
+_EXP_MAX = 110.0  # (e^-110 is 0 in float32, as the unclamped value rounds)
+_TANH_SERIES = 0.1  # tanh of |x| under this by its odd series (no cancellation in 1 - e)
+
 
 def make_scan(compiled):
-    """The compiled ``run_scan`` (``compiled``: ``jit.compiled``), calling the compiled ``binary``,
-    ``unary``, ``matmul`` and ``load`` (numba inlines compiled functions a compiled closure names)."""
-    binary_op, unary_op, matmul_op, load_op = compiled(binary), compiled(unary), compiled(matmul), compiled(load)
+    """The compiled ``run_scan`` (``compiled``: ``jit.compiled``), calling the compiled ``step`` (one
+    call per time step) and ``step_outputs``."""
+    step_op, outputs_op = compiled(step(compiled)), compiled(step_outputs)
 
-    def run_scan(table, rows, cols, regs, pack, fixed, xs, states, outs, ys, one):
-        """Every step ``t`` of ``xs`` ([T, B, N]): the table's ops in order, then the step outputs
-        (registers ``outs[:n_y]``) into ``ys[t]`` (their columns side by side) and the next states
-        (registers ``outs[n_y:]``) into the state registers ``states``. ``fixed`` rows ``(dest, offset)``:
-        registers loaded from ``pack`` once, before the loop. ``one``: 1 in the dtype."""
-        b = xs.shape[1]
+    def run_scan(table, rows, cols, regs, pack, fixed, xs, states, outs, ys, f0, f1, one, fast):
+        """Every step ``t`` of ``xs`` ([T, B * N], each step's rows flat): the table's ops in order,
+        then the step outputs (registers ``outs[:n_y]``) into ``ys[t]`` ([B, sum of their columns])
+        and the next states (registers ``outs[n_y:]``) into the state registers ``states``; at the
+        end the first two states into ``f0`` and ``f1`` ([B, their columns]). ``fixed`` rows
+        ``(dest, offset)``: registers loaded from ``pack`` once, before the loop. ``one``: 1 in the
+        dtype; ``fast``: float32's sigmoid and tanh through ``unary_fast``."""
         for k in range(fixed.shape[0]):
-            load_op(pack, fixed[k, 1], regs, fixed[k, 0], rows[fixed[k, 0]], cols[fixed[k, 0]])
-        n_y = outs.shape[0] - states.shape[0]
-        nxt = np.empty((states.shape[0], regs.shape[1], regs.shape[2]), regs.dtype)
+            d, off = fixed[k, 0], fixed[k, 1]
+            dst = regs[d]
+            for j in range(rows[d] * cols[d]):
+                dst[j] = pack[off + j]
+        scratch = np.empty((2, regs.shape[1]), np.float64)  # (unary_fast's values and scales)
+        nxt = np.empty((states.shape[0], regs.shape[1]), regs.dtype)  # (step_outputs' next states)
         for t in range(xs.shape[0]):
-            for k in range(table.shape[0]):
-                code, d, a, src, lo = table[k, 0], table[k, 1], table[k, 2], table[k, 3], table[k, 4]
-                if code == LOAD_X:
-                    for i in range(b):
-                        for j in range(cols[d]):
-                            regs[d, i, j] = xs[t, i, j]
-                elif code == SLICE:
-                    ra = rows[a] > 1
-                    for i in range(rows[d]):
-                        for j in range(cols[d]):
-                            regs[d, i, j] = regs[a, i if ra else 0, lo + j]
-                elif code == MATMUL:
-                    matmul_op(regs, d, a, pack, src, lo, rows[d], cols[a], cols[d], rows[a] > 1)
-                elif code <= MINIMUM:
-                    binary_op(code, regs, d, a, src, rows, cols)
-                else:
-                    unary_op(code, regs, d, a, rows, cols, one)
-            at = 0
-            for k in range(outs.shape[0]):
-                r = outs[k]
-                for i in range(b):
-                    ii = i if rows[r] > 1 else 0
-                    if k < n_y:
-                        for j in range(cols[r]):
-                            ys[t, i, at + j] = regs[r, ii, 0 if cols[r] == 1 else j]
-                    else:
-                        for j in range(regs.shape[2]):
-                            nxt[k - n_y, i, j] = regs[r, ii, j]
-                if k < n_y:
-                    at += cols[r]
-            for s in range(states.shape[0]):
-                for i in range(b):
-                    for j in range(regs.shape[2]):
-                        regs[states[s], i, j] = nxt[s, i, j]
+            step_op(table, rows, cols, regs, pack, xs, t, one, fast, scratch)
+            outputs_op(regs, rows, cols, states, outs, ys, t, nxt)
+        for s in range(min(states.shape[0], 2)):
+            f = f0 if s == 0 else f1
+            for i in range(f.shape[0]):
+                for j in range(f.shape[1]):
+                    f[i, j] = regs[states[s], i * f.shape[1] + j]
 
     return compiled(run_scan)
 
 
-def load(pack, off, regs, d, nrows, ncols):
-    """Register ``d`` = ``nrows`` x ``ncols`` values of ``pack`` from ``off`` (row-major)."""
-    for i in range(nrows):
-        for j in range(ncols):
-            regs[d, i, j] = pack[off + i * ncols + j]
+def step(compiled):
+    """The compiled ``step`` (``compiled``: ``jit.compiled``), calling the compiled ``binary``,
+    ``unary`` and ``matmul`` where it does not run an op itself."""
+    binary_op, matmul_op, unary_op = compiled(binary), compiled(matmul), compiled(unary(compiled))
+    fast_op = compiled(unary_fast)
+
+    def step_ops(table, rows, cols, regs, pack, xs, t, one, fast, scratch):
+        """Time step ``t``: the table's ops in order over the registers (``xs[t]``: the step's data, flat).
+        The data's load, column slices, add, subtract and multiply of operands of the output's
+        columns, negative, and float32's sigmoid and tanh (``unary_fast``) are run or called here (a
+        call into another compiled function costs more than such an op of a small cell); products
+        and the rest through ``matmul``, ``binary``, ``unary``, each given the whole ``regs`` (a view
+        made to be passed costs its reference counts, one made inside a function nothing)."""
+        for k in range(table.shape[0]):  # (2-D indexing, no views: a view kept across a call costs its counts)
+            code, d, a, src, lo = table[k, 0], table[k, 1], table[k, 2], table[k, 3], table[k, 4]
+            n = rows[d] * cols[d]
+            same = rows[a] == rows[d] and cols[a] == cols[d]
+            if code == LOAD_X:
+                for j in range(xs.shape[1]):
+                    regs[d, j] = xs[t, j]
+            elif code == SLICE:
+                c, ca, ra = cols[d], cols[a], rows[a] > 1
+                for i in range(rows[d]):
+                    at = (i if ra else 0) * ca + lo
+                    for j in range(c):
+                        regs[d, i * c + j] = regs[a, at + j]
+            elif code == MATMUL:
+                matmul_op(regs, d, a, pack, src, lo, rows[d], cols[a], cols[d], rows[a] > 1)
+            elif code <= MULTIPLY and same and rows[src] == rows[d] and cols[src] == cols[d]:
+                if code == ADD:
+                    for j in range(n):
+                        regs[d, j] = regs[a, j] + regs[src, j]
+                elif code == SUBTRACT:
+                    for j in range(n):
+                        regs[d, j] = regs[a, j] - regs[src, j]
+                else:
+                    for j in range(n):
+                        regs[d, j] = regs[a, j] * regs[src, j]
+            elif code <= MULTIPLY and cols[a] == cols[d] and cols[src] == cols[d]:  # (a row broadcast: a bias)
+                c, pa, pb = cols[d], (cols[d] if rows[a] > 1 else 0), (cols[d] if rows[src] > 1 else 0)
+                for i in range(rows[d]):
+                    for j in range(c):
+                        u, v = regs[a, i * pa + j], regs[src, i * pb + j]
+                        regs[d, i * c + j] = u + v if code == ADD else (u - v if code == SUBTRACT else u * v)
+            elif code <= MINIMUM:
+                binary_op(code, regs, d, a, src, rows[d], cols[d], rows[a], cols[a], rows[src], cols[src])
+            elif code == NEGATIVE and same:
+                for j in range(n):
+                    regs[d, j] = -regs[a, j]
+            elif fast and same and (code == SIGMOID or code == TANH):
+                fast_op(code, regs, d, a, n, scratch)
+            else:
+                unary_op(code, regs, d, a, rows[d], cols[d], rows[a], cols[a], one, fast, scratch)
+
+    return step_ops
+
+
+def step_outputs(regs, rows, cols, states, outs, ys, t, nxt):
+    """The step outputs (registers ``outs[:n_y]``) into ``ys[t]`` ([B, their columns side by side]), then
+    the next states (``outs[n_y:]``) into the state registers, through ``nxt`` where there are several
+    (all read before any is written: a body may hand one state's value to another)."""
+    n_s = states.shape[0]
+    n_y = outs.shape[0] - n_s
+    at, y = 0, ys[t]
+    for k in range(n_y):
+        r = regs[outs[k]]
+        c, rr = cols[outs[k]], rows[outs[k]] > 1
+        for i in range(y.shape[0]):
+            o, v = y[i, at:at + c], r[(i if rr else 0) * c:(i if rr else 0) * c + c]
+            for j in range(c):
+                o[j] = v[j]
+        at += c
+    for s in range(n_s if n_s > 1 else 0):
+        src, dst = regs[outs[n_y + s]], nxt[s]
+        for j in range(rows[states[s]] * cols[states[s]]):
+            dst[j] = src[j]
+    for s in range(n_s):
+        src, dst = nxt[s] if n_s > 1 else regs[outs[n_y + s]], regs[states[s]]
+        for j in range(rows[states[s]] * cols[states[s]]):
+            dst[j] = src[j]
 
 
 def matmul(regs, d, a, pack, off, ld, nrows, k_in, n_out, a_rows):
-    """Register ``d`` = register ``a`` ([rows, k_in]) @ the [k_in, n_out] matrix of ``pack`` at ``off``
-    whose rows are ``ld`` apart (a column slice of a wider matrix read in place). Rows are read
-    through 1-D views: the inner loop then vectorizes (about 3x the 3-D indexing's speed), the sums
-    taken in the same order."""
+    """Register ``d`` = register ``a`` ([rows, k_in]) @ the [k_in, n_out] matrix of ``pack`` at ``off`` whose rows are
+    ``ld`` apart (a column slice of a wider matrix read in place); the inner loop over a matrix row
+    vectorizes, the sums taken in index order."""
+    dst, x = regs[d], regs[a]
     for i in range(nrows):
-        out, src = regs[d, i], regs[a, i if a_rows else 0]
+        s = (i if a_rows else 0) * k_in
+        o, v = dst[i * n_out:i * n_out + n_out], x[s:s + k_in]  # (row views: the loop vectorizes)
         for j in range(n_out):
-            out[j] = 0
+            o[j] = 0
         for k in range(k_in):
-            w = src[k]
+            w = v[k]
             row = pack[off + k * ld:off + k * ld + n_out]
             for j in range(n_out):
-                out[j] += w * row[j]
+                o[j] += w * row[j]
 
 
-def binary(code, regs, d, a, b, rows, cols):
-    """Register ``d`` = op(register ``a``, register ``b``), each broadcast where its rows or columns are 1.
-    Rows are read through 1-D views, and add, subtract and multiply of whole rows (a cell's gate
-    arithmetic) run as loops of their own, which vectorize."""
-    ra, ca, rb, cb = rows[a] > 1, cols[a] > 1, rows[b] > 1, cols[b] > 1
-    n = cols[d]
-    for i in range(rows[d]):
-        out, x, y = regs[d, i], regs[a, i if ra else 0], regs[b, i if rb else 0]
-        if ca and cb and code == ADD:
-            for j in range(n):
-                out[j] = x[j] + y[j]
-        elif ca and cb and code == SUBTRACT:
-            for j in range(n):
-                out[j] = x[j] - y[j]
-        elif ca and cb and code == MULTIPLY:
-            for j in range(n):
-                out[j] = x[j] * y[j]
-        else:
-            for j in range(n):
-                u, w = x[j if ca else 0], y[j if cb else 0]
-                if code == ADD:
-                    v = u + w
-                elif code == SUBTRACT:
-                    v = u - w
-                elif code == MULTIPLY:
-                    v = u * w
-                elif code == DIVIDE:
-                    v = np.true_divide(u, w)
-                elif code == MAXIMUM:
-                    v = u if (u > w) | (u != u) else w
-                else:  # MINIMUM
-                    v = u if (u < w) | (u != u) else w
-                out[j] = v
+def binary(code, regs, d, a, b, rows, cols, rx, cx, ry, cy):
+    """Register ``d`` (``rows`` x ``cols``) = op(register ``a``, register ``b``), each broadcast where its rows or columns are 1.
+    Add, subtract and multiply of operands of the output's shape are one loop over every value; of a
+    row and a whole-width row vector (a bias), one loop per row; both vectorize."""
+    n, dst, x, y = rows * cols, regs[d], regs[a], regs[b]
+    if code <= MULTIPLY and cx == cols and cy == cols and (rx == rows or ry == rows):
+        flat = rx == rows and ry == rows
+        w = n if flat else cols
+        for i in range(1 if flat else rows):
+            p, q = (i * cols if rx > 1 else 0), (i * cols if ry > 1 else 0)
+            o, u, v = dst[i * cols:i * cols + w], x[p:p + w], y[q:q + w]  # (views: the loops vectorize)
+            if code == ADD:
+                for j in range(w):
+                    o[j] = u[j] + v[j]
+            elif code == SUBTRACT:
+                for j in range(w):
+                    o[j] = u[j] - v[j]
+            else:
+                for j in range(w):
+                    o[j] = u[j] * v[j]
+        return
+    for i in range(rows):
+        p, q = (i * cx if rx > 1 else 0), (i * cy if ry > 1 else 0)
+        for j in range(cols):
+            u, w = x[p + (j if cx > 1 else 0)], y[q + (j if cy > 1 else 0)]
+            if code == ADD:
+                v = u + w
+            elif code == SUBTRACT:
+                v = u - w
+            elif code == MULTIPLY:
+                v = u * w
+            elif code == DIVIDE:
+                v = np.true_divide(u, w)
+            elif code == MAXIMUM:
+                v = u if (u > w) | (u != u) else w
+            else:  # MINIMUM
+                v = u if (u < w) | (u != u) else w
+            dst[i * cols + j] = v
 
 
-def unary(code, regs, d, a, rows, cols, one):
-    """Register ``d`` = op(register ``a``); ``one``: 1 in the registers' dtype."""
-    ra, ca = rows[a] > 1, cols[a] > 1
-    zero = one - one
-    for i in range(rows[d]):
-        ia = i if ra else 0
-        for j in range(cols[d]):
-            u = regs[a, ia, j if ca else 0]
-            if code == SIGMOID:
+def unary_fast(code, regs, d, a, n, scratch):
+    """float32 ``sigmoid`` / ``tanh`` (``code``) of register ``a``'s first ``n`` values into register
+    ``d``, in float64, so each value is within one rounding of the exact one: first ``e`` = e^(-|x|)
+    (sigmoid) or e^(-2|x|) (tanh) of every value in loops that vectorize (no call into the C library
+    per value; a NaN gives e^-110 there and is kept as it is at the end): ``scratch[0]`` the
+    polynomial's values, ``scratch[1]`` the scales 2^k."""
+    out, x, vals, scales = regs[d], regs[a], scratch[0], scratch[1]
+    bits = scales.view(np.int64)
+    scale = 1.0 if code == SIGMOID else 2.0
+    for j in range(n):
+        v = abs(np.float64(x[j])) * scale
+        v = v if v < _EXP_MAX else _EXP_MAX
+        k = (_ROUND - v * _LOG2E) - _ROUND
+        r = -v - k * _LN2
+        vals[j] = 1.0 + r * (1.0 + r * (0.5 + r * (1 / 6 + r * (1 / 24 + r * (1 / 120 + r * (
+            1 / 720 + r * (1 / 5040 + r * (1 / 40320))))))))
+        bits[j] = (np.int64(k) + 1023) << 52
+    if code == SIGMOID:
+        for j in range(n):
+            u = np.float64(x[j])
+            e = vals[j] * scales[j]
+            p = 1.0 / (1.0 + e)
+            v = p if u >= 0 else e * p
+            out[j] = v if u == u else u
+    else:
+        for j in range(n):
+            u = np.float64(x[j])
+            e = vals[j] * scales[j]
+            a2 = u * u
+            w = (1.0 - e) / (1.0 + e)
+            v = u * (1.0 + a2 * (-1 / 3 + a2 * (2 / 15 + a2 * (-17 / 315 + a2 * (62 / 2835))))) \
+                if abs(u) < _TANH_SERIES else (w if u >= 0 else -w)  # (the series keeps -0's sign)
+            out[j] = v if u == u else u
+
+
+def unary(compiled):
+    """The compiled unary step (``compiled``: ``jit.compiled``): register ``d`` (``rows`` x ``cols``) =
+    op(register ``a``, ``rx`` x ``cx``; a broadcast operand is first spread into ``d``). Each op is one
+    loop of its own over every value (no branch on the op per value); float32's sigmoid and tanh
+    through ``unary_fast`` where ``fast``."""
+    fast_op = compiled(unary_fast)
+
+    def unary_step(code, regs, d, a, rows, cols, rx, cx, one, fast, scratch):
+        zero, n = one - one, rows * cols
+        if rx != rows or cx != cols:
+            for i in range(rows):
+                for j in range(cols):
+                    regs[d, i * cols + j] = regs[a, (i if rx > 1 else 0) * cx + (j if cx > 1 else 0)]
+            a = d
+        if fast and (code == SIGMOID or code == TANH):
+            fast_op(code, regs, d, a, n, scratch)
+        elif code == SIGMOID:
+            for j in range(n):
+                u = regs[a, j]
                 e = np.exp(-abs(u))
                 p = one / (one + e)
-                v = p if u >= 0 else e * p
-            elif code == TANH:
-                v = np.tanh(u)
-            elif code == EXP:
-                v = np.exp(u)
-            elif code == RELU:
-                v = u if (u > zero) | (u != u) else zero
-            else:  # NEGATIVE
-                v = -u
-            regs[d, i, j] = v
+                regs[d, j] = p if u >= 0 else e * p
+        elif code == TANH:
+            for j in range(n):
+                regs[d, j] = np.tanh(regs[a, j])
+        elif code == EXP:
+            for j in range(n):
+                regs[d, j] = np.exp(regs[a, j])
+        elif code == RELU:
+            for j in range(n):
+                u = regs[a, j]
+                regs[d, j] = u if (u > zero) | (u != u) else zero
+        else:  # NEGATIVE
+            for j in range(n):
+                regs[d, j] = -regs[a, j]
+
+    return unary_step

@@ -1,0 +1,162 @@
+"""``kernels/scan_jit.py``: the compiled time loop's float32 sigmoid and tanh (``unary_fast``, a
+float64 exp of loops that vectorize) are within one float32 rounding of the exact values over the
+whole range (zero, tiny, the series' edge, large, infinite values, NaN kept), and a written LSTM
+cell run with them equals the reference kernel, and equals the loop with them switched off
+(``foreach_cell_fast_exp``) within the float32 tolerance; float64 never takes them."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray import jit
+from lazyarray.kernels import foreach as kforeach
+from lazyarray.kernels import scan_jit as sj
+from lazyarray.ops import registry
+
+pytest.importorskip("numba")
+
+RNG = np.random.default_rng(7)
+
+
+def _values():
+    edges = [0.0, -0.0, 1e-30, -1e-30, 1e-7, 0.0999999, 0.1, 0.1000001, -0.1, 0.5, 1.0, -1.0, 8.0, 9.5, 20.0,
+             -20.0, 54.9, 55.1, 87.0, -87.0, 103.0, -103.0, 104.0, -104.0, 109.9, -110.5, 500.0, -500.0,
+             3.4e38, -3.4e38, np.inf, -np.inf]
+    spread = np.concatenate([RNG.standard_normal(2000) * s for s in (0.05, 1.0, 6.0, 40.0)])
+    return np.concatenate([np.array(edges), spread]).astype(np.float32)
+
+
+def _exact(code, x):
+    x = x.astype(np.float64)
+    if code == sj.TANH:
+        return np.tanh(x)
+    with np.errstate(over="ignore"):
+        return np.where(x >= 0, 1 / (1 + np.exp(-np.abs(x))), np.exp(-np.abs(x)) / (1 + np.exp(-np.abs(x))))
+
+
+@pytest.mark.parametrize("code", [sj.SIGMOID, sj.TANH], ids=["sigmoid", "tanh"])
+def test_fast_sigmoid_and_tanh_are_within_one_float32_rounding(code):
+    fn = jit.compiled(sj.unary_fast)
+    if fn is None:
+        pytest.skip("numba is off")
+    x = _values()
+    out = np.full_like(x, np.nan)
+    regs = np.stack([x, out])
+    fn(code, regs, 1, 0, x.size, np.empty((2, x.size)))
+    out = regs[1]
+    exact = _exact(code, x)
+    # within one rounding: the float32 neighbours of the exact value bound the result
+    lo = np.nextafter(exact.astype(np.float32), np.float32(-np.inf))
+    hi = np.nextafter(exact.astype(np.float32), np.float32(np.inf))
+    assert np.all((out >= lo) & (out <= hi)), x[(out < lo) | (out > hi)]
+    assert np.array_equal(np.signbit(out[:2]), np.signbit(x[:2])) or code == sj.SIGMOID  # (tanh(-0) is -0)
+    nan = np.array([np.nan, -np.nan, 1.0], np.float32)
+    regs = np.stack([nan, nan])
+    fn(code, regs, 1, 0, 3, np.empty((2, 3)))
+    out = regs[1]
+    assert np.isnan(out[:2]).all() and not np.isnan(out[2])
+
+
+def _lstm(xt, states, w, u, b):
+    h, c = states
+    z = la.matmul(xt, w) + la.matmul(h, u) + b
+    n = h.shape[-1]
+    i, f, g, o = (z[..., k * n:(k + 1) * n] for k in range(4))
+    c2 = la.sigmoid(f) * c + la.sigmoid(i) * la.tanh(g)
+    return la.sigmoid(o) * la.tanh(c2), [la.sigmoid(o) * la.tanh(c2), c2]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("steps,batch", [(6, 4), (3, 1), (1, 5), (0, 3)])
+def test_a_cell_with_fast_exp_equals_the_reference_and_the_loop_without_it(dtype, steps, batch):
+    shapes = [(steps, batch, 5), (batch, 7), (batch, 7), (5, 28), (7, 28), (28,)]
+    arrays = [(RNG.standard_normal(s) * 4).astype(dtype) for s in shapes]
+    w, u, b = (la.array(a) for a in arrays[3:])
+    with la.deferred():
+        ys, _ = la.foreach(lambda xt, s: _lstm(xt, s, w, u, b), la.array(arrays[0]),
+                           [la.array(a) for a in arrays[1:3]])
+    node = next(n for n in la.get_symbol(ys).topo() if n.kind == "op" and n.op.name == "foreach")
+    by_shape = {a.shape: a for a in arrays[3:]}
+    values = arrays[:3] + [by_shape[e.aval.shape] for e in node.inputs[3:]]
+    params = {**node.params, "save_states": False}
+    want = registry.get("foreach").kernel(np, *values, **params)
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == "float32" else {"rtol": 1e-12, "atol": 1e-13}
+    got = {}
+    for fast in (True, False):
+        with la.tuning(foreach_jit_after=0, foreach_cell_fast_exp=fast):
+            got[fast] = kforeach.run_compiled_cell(np, *values, **params)
+        assert got[fast] is not None
+        for g, ref in zip(got[fast], want):
+            assert g.shape == ref.shape and g.dtype == ref.dtype
+            np.testing.assert_allclose(g, ref, **tol)
+    if dtype == "float64":  # (float64 never takes the fast path: the same loop both times)
+        for a, b in zip(got[True], got[False]):
+            np.testing.assert_array_equal(a, b)
+
+
+def _trading(xt, states, w):
+    """Three states handed among each other (the first two written by the loop, the third after it)."""
+    a, b, c = states
+    z = la.tanh(la.matmul(xt, w))
+    return z * a, [b + z, la.sigmoid(c), a - z]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n_states", [0, 1, 3])
+def test_zero_one_and_three_states_equal_the_reference(dtype, n_states):
+    arrays = [RNG.standard_normal(s).astype(dtype) for s in [(4, 3, 5)] + [(3, 6)] * 3 + [(5, 6)]]
+    w = la.array(arrays[-1])
+    if n_states == 3:
+        def cell(xt, s):
+            return _trading(xt, s, w)
+    elif n_states == 1:
+        def cell(xt, s):
+            h2 = la.tanh(la.matmul(xt, w)) + s[0]
+            return h2, [h2]
+    else:
+        def cell(xt, s):
+            return la.sigmoid(la.matmul(xt, w)), []
+    with la.deferred():
+        ys, _ = la.foreach(cell, la.array(arrays[0]), [la.array(a) for a in arrays[1:1 + n_states]])
+    node = next(n for n in la.get_symbol(ys).topo() if n.kind == "op" and n.op.name == "foreach")
+    values = arrays[:1 + n_states] + [arrays[-1]] * (len(node.inputs) - 1 - n_states)
+    params = {**node.params, "save_states": False}
+    want = registry.get("foreach").kernel(np, *values, **params)
+    with la.tuning(foreach_jit_after=0):
+        got = kforeach.run_compiled_cell(np, *values, **params)
+    assert got is not None
+    want, got = (list(v) if isinstance(v, tuple) else [v] for v in (want, got))
+    assert len(got) == len(want) == 1 + n_states
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == "float32" else {"rtol": 1e-12, "atol": 1e-13}
+    for g, ref in zip(got, want):
+        np.testing.assert_allclose(g, ref, **tol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("batch", [1, 4])
+def test_row_broadcasts_on_either_side_equal_the_reference(dtype, batch):
+    """A bias row on the left and on the right of add, subtract and multiply (run in the step), a
+    one-column value and a scalar (through ``binary``), and a negative of a bias row (``unary``)."""
+    arrays = [RNG.standard_normal(s).astype(dtype) for s in [(5, batch, 3), (batch, 6), (3, 6), (6,)]]
+    w, b = la.array(arrays[2]), la.array(arrays[3])
+
+    def cell(xt, s):
+        h, = s
+        z = la.matmul(xt, w)
+        h2 = la.tanh((b - z) * h + (z * b - (-b)) - h[:, 0:1] * 0.5 + (b + h) * (z - b))
+        return h2, [h2]
+
+    with la.deferred():
+        ys, _ = la.foreach(cell, la.array(arrays[0]), [la.array(arrays[1])])
+    node = next(n for n in la.get_symbol(ys).topo() if n.kind == "op" and n.op.name == "foreach")
+    by_shape = {a.shape: a for a in arrays[2:]}
+    values = arrays[:2] + [by_shape[e.aval.shape] for e in node.inputs[2:]]
+    params = {**node.params, "save_states": False}
+    want = registry.get("foreach").kernel(np, *values, **params)
+    with la.tuning(foreach_jit_after=0):
+        got = kforeach.run_compiled_cell(np, *values, **params)
+    assert got is not None
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == "float32" else {"rtol": 1e-12, "atol": 1e-13}
+    for g, ref in zip(got, want):
+        np.testing.assert_allclose(g, ref, **tol)
