@@ -81,6 +81,8 @@ class Tuning:
     # -- the executor
     fuse: bool = _doc(True, "elementwise groups of a compiled graph run as fused chunked kernels "
                       "(a CachedOp's fuse= overrides)", "LAZYARRAY_FUSE")
+    concat_in_place: bool = _doc(True, "a concatenation whose parts are contiguous stretches of its result (one "
+                                 "image's channels) is written in place by its parts' steps (executor/concat_in_place.py)")
     fused_jit_after: int = _doc(2, "calls of a fused group that run chunked before its compiled loop "
                                 "(fused[numba], numba installed) runs it")
     foreach_jit_after: int = _doc(2, "calls of a recurrent cell's foreach that run inline_loop before its compiled "
