@@ -308,12 +308,16 @@ def _lp_pool(n: OnnxNode, w: _Window):
 
 def _average_pool(n: OnnxNode, w: _Window):
     """The window's sum over its count: the whole kernel with ``count_include_pad`` (ceil mode's
-    extra padding never counts), else the input elements it covers."""
+    extra padding never counts), else the input elements it covers. ``nn.avg_pool2d`` where its
+    window is the same (``_avg_pool_fits``), else a sum over the window's taps."""
+    none = (0,) * len(w.kernel)
+    if _avg_pool_fits(n, w):
+        return S.nn.avg_pool2d(w.x, kernel=w.kernel, stride=w.strides, padding=tuple(w.begin), ceil_mode=w.extra != none,
+                               count_include_pad=bool(n.attr("count_include_pad", 0)))
     xp = _pad_hw(w.x, w.begin, w.ends())
     total = None
     for _, win in _taps(xp, w.kernel, w.strides, w.dil):
         total = win if total is None else S.add(total, win)
-    none = (0,) * len(w.kernel)
     if n.attr("count_include_pad", 0) or not (any(w.begin) or any(w.end)):
         if w.extra == none:
             return S.multiply(total, 1.0 / math.prod(w.kernel))
@@ -322,6 +326,22 @@ def _average_pool(n: OnnxNode, w: _Window):
     else:
         count = _window_sum(_pad_hw(S.ones_like(w.x), w.begin, w.ends()), w.kernel, w.strides, w.dil)
     return S.divide(total, count)
+
+
+def _avg_pool_fits(n: OnnxNode, w: _Window) -> bool:
+    """True when ``nn.avg_pool2d`` pools ``w``'s windows with ONNX's divisors: a 1-D or 2-D window,
+    no dilation, symmetric pads within half the kernel, and in ceil mode (known sizes) no window
+    that ONNX drops for starting in the end padding (avg_pool2d's ceil mode keeps none such)."""
+    if len(w.kernel) != 2 or w.dil != (1, 1) or w.begin != w.end or w.keep is not None \
+            or any(2 * p > k for p, k in zip(w.begin, w.kernel)):
+        return False
+    if w.extra == (0, 0):
+        return True
+    hw = (1,) + tuple(n.shape(0)[2:]) if w.one else tuple(n.shape(0)[2:])
+    for size, k, s, p in zip(hw, w.kernel, w.strides, w.begin):
+        if not isinstance(size, int) or (-(-(size + 2 * p - k) // s)) * s >= size + p:
+            return False
+    return True
 
 
 # The most taps (kernel elements) a pooling window may have: each tap is a strided slice in the

@@ -62,3 +62,47 @@ def test_padded_maxpool_indices_never_point_into_the_padding():
     x = np.full((1, 1, 3, 3), -np.inf, np.float32)
     _, i = LazyArrayBackend.prepare(maxpool_model(x.shape, {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]})).run([x])
     assert (i >= 0).all() and (i < x.size).all()
+
+
+AVG_CASES = [  # input shape, AveragePool attributes, imported as nn.avg_pool2d
+    ((2, 3, 9), {"kernel_shape": [3], "strides": [2]}, True),
+    ((2, 3, 9), {"kernel_shape": [3], "pads": [1, 1], "count_include_pad": 1}, True),
+    ((2, 3, 9), {"kernel_shape": [3], "pads": [1, 1], "count_include_pad": 0}, True),
+    ((2, 3, 10), {"kernel_shape": [3], "strides": [2], "pads": [1, 1], "ceil_mode": 1, "count_include_pad": 1}, True),
+    ((2, 3, 10), {"kernel_shape": [3], "strides": [2], "pads": [1, 1], "ceil_mode": 1, "count_include_pad": 0}, True),
+    ((1, 2, 8, 8), {"kernel_shape": [2, 2], "strides": [2, 2]}, True),
+    ((1, 2, 7, 6), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 0}, True),
+    ((1, 2, 7, 6), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1}, True),
+    ((1, 2, 7, 6), {"kernel_shape": [3, 2], "strides": [2, 2], "ceil_mode": 1}, True),
+    ((2, 1, 7, 7), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1,
+                    "count_include_pad": 1}, True),
+    # ceil mode's last window would start in the end padding: ONNX drops it, leaving floor mode's windows
+    ((1, 1, 5), {"kernel_shape": [2], "strides": [3], "pads": [1, 1], "ceil_mode": 1}, True),
+    ((1, 2, 7, 6), {"kernel_shape": [2, 2], "pads": [1, 0, 0, 1]}, False),  # asymmetric pads
+    ((1, 2, 8, 8), {"kernel_shape": [2, 2], "dilations": [2, 2]}, False),
+    ((1, 2, 4, 5, 6), {"kernel_shape": [2, 2, 3], "strides": [2, 1, 2]}, False),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,attrs,fits", AVG_CASES)
+def test_average_pool_matches_onnxruntime_and_is_avg_pool2d_where_it_fits(shape, attrs, fits, dtype):
+    from lazyarray.graph.traverse import topo_order
+
+    elem = TensorProto.FLOAT if dtype == np.float32 else TensorProto.DOUBLE
+    node = helper.make_node("AveragePool", ["x"], ["y"], **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", elem, shape)],
+                          [helper.make_tensor_value_info("y", elem, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    x = np.random.default_rng(len(shape)).standard_normal(shape).astype(dtype)
+    rep = LazyArrayBackend.prepare(model)
+    (y,) = rep.run([x])
+    if dtype == np.float32:
+        (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    else:  # (onnxruntime has no double AveragePool)
+        (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    assert y.dtype == dtype and y.shape == want.shape
+    np.testing.assert_allclose(y, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-6)
+    (op, _, _), = rep._compiled.values()
+    names = {n.op.name for n in topo_order(list(op.sym.outputs)) if n.op is not None}
+    assert ("avg_pool2d" in names) == fits
