@@ -233,6 +233,8 @@ def _pool(kind: str):
         w = _pool_window(n, kind)
         if kind == "MaxPool" and n.n_outputs > 1:
             return _kept(w.keep, _max_pool_indices(n, w), w.one)
+        if kind == "AveragePool" and _avg_pool_fits(n, w):  # (its windows are ONNX's: none to cut)
+            return _out([_avg_pool2d(n, w)], w.one)
         return _kept(w.keep, [pool(n, w)], w.one)
     return convert
 
@@ -308,12 +310,9 @@ def _lp_pool(n: OnnxNode, w: _Window):
 
 def _average_pool(n: OnnxNode, w: _Window):
     """The window's sum over its count: the whole kernel with ``count_include_pad`` (ceil mode's
-    extra padding never counts), else the input elements it covers. ``nn.avg_pool2d`` where its
-    window is the same (``_avg_pool_fits``), else a sum over the window's taps."""
+    extra padding never counts), else the input elements it covers: a sum over the window's taps
+    (``nn.avg_pool2d`` where its windows are the same: ``_avg_pool_fits``)."""
     none = (0,) * len(w.kernel)
-    if _avg_pool_fits(n, w):
-        return S.nn.avg_pool2d(w.x, kernel=w.kernel, stride=w.strides, padding=tuple(w.begin), ceil_mode=w.extra != none,
-                               count_include_pad=bool(n.attr("count_include_pad", 0)))
     xp = _pad_hw(w.x, w.begin, w.ends())
     total = None
     for _, win in _taps(xp, w.kernel, w.strides, w.dil):
@@ -328,14 +327,22 @@ def _average_pool(n: OnnxNode, w: _Window):
     return S.divide(total, count)
 
 
+def _avg_pool2d(n: OnnxNode, w: _Window):
+    """AveragePool as ``nn.avg_pool2d`` (ceil mode where ONNX's windows pass the input's end)."""
+    return S.nn.avg_pool2d(w.x, kernel=w.kernel, stride=w.strides, padding=tuple(w.begin),
+                           ceil_mode=w.keep is not None or w.extra != (0, 0),
+                           count_include_pad=bool(n.attr("count_include_pad", 0)))
+
+
 def _avg_pool_fits(n: OnnxNode, w: _Window) -> bool:
     """True when ``nn.avg_pool2d`` pools ``w``'s windows with ONNX's divisors: a 1-D or 2-D window,
-    no dilation, symmetric pads within half the kernel, and in ceil mode (known sizes) no window
-    that ONNX drops for starting in the end padding (avg_pool2d's ceil mode keeps none such)."""
-    if len(w.kernel) != 2 or w.dil != (1, 1) or w.begin != w.end or w.keep is not None \
+    no dilation, symmetric pads within half the kernel, and in ceil mode no window that ONNX drops
+    for starting in the end padding (avg_pool2d's ceil mode keeps every window): never where
+    pad + stride <= kernel on each axis (any size), else checked on the known sizes."""
+    if len(w.kernel) != 2 or w.dil != (1, 1) or w.begin != w.end \
             or any(2 * p > k for p, k in zip(w.begin, w.kernel)):
         return False
-    if w.extra == (0, 0):
+    if (w.extra == (0, 0) and w.keep is None) or all(p + s <= k for p, s, k in zip(w.begin, w.strides, w.kernel)):
         return True
     hw = (1,) + tuple(n.shape(0)[2:]) if w.one else tuple(n.shape(0)[2:])
     for size, k, s, p in zip(hw, w.kernel, w.strides, w.begin):

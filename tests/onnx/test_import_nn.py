@@ -106,3 +106,31 @@ def test_average_pool_matches_onnxruntime_and_is_avg_pool2d_where_it_fits(shape,
     (op, _, _), = rep._compiled.values()
     names = {n.op.name for n in topo_order(list(op.sym.outputs)) if n.op is not None}
     assert ("avg_pool2d" in names) == fits
+
+
+@pytest.mark.parametrize("attrs,fits", [
+    ({"kernel_shape": [2], "strides": [2], "ceil_mode": 1, "count_include_pad": 1}, True),
+    ({"kernel_shape": [3], "strides": [2], "pads": [1, 1], "ceil_mode": 1, "count_include_pad": 0}, True),
+    ({"kernel_shape": [2], "strides": [3], "pads": [1, 1], "ceil_mode": 1}, False),  # may drop a window
+])
+def test_average_pool_over_a_dynamic_length_in_ceil_mode(tmp_path, attrs, fits):
+    import lazyarray as la
+    from lazyarray.graph.traverse import topo_order
+    from lazyarray.onnx.load import load
+
+    node = helper.make_node("AveragePool", ["x"], ["y"], **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, "seq"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    sym = load(str(tmp_path / "m.onnx"))  # (the length stays symbolic)
+    names = {n.op.name for n in topo_order(list(sym.outputs)) if n.op is not None}
+    assert ("avg_pool2d" in names) == fits
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    op = la.CachedOp(sym)
+    for length in (5, 6, 7, 10, 11):
+        x = np.random.default_rng(length).standard_normal((2, 3, length)).astype(np.float32)
+        (want,) = sess.run(None, {"x": x})
+        y = op(x=la.array(x)).asnumpy()
+        assert y.shape == want.shape
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
