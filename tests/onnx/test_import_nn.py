@@ -1,5 +1,6 @@
-"""ONNX pooling imported with MaxPool's second output, Indices (``lazyarray/onnx/import_nn.py``),
-checked against onnxruntime and ``onnx.reference`` on shapes and attributes beyond ONNX's node cases."""
+"""ONNX pooling imported with MaxPool's second output, Indices, and AveragePool as ``nn.avg_pool2d``
+(``lazyarray/onnx/import_nn.py``), checked against onnxruntime and ``onnx.reference`` on shapes and
+attributes beyond ONNX's node cases."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +12,10 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
+import lazyarray as la  # noqa: E402
+from lazyarray.graph.traverse import topo_order  # noqa: E402
 from lazyarray.onnx.backend import LazyArrayBackend  # noqa: E402
+from lazyarray.onnx.load import load  # noqa: E402
 
 CASES = [  # input shape, MaxPool attributes
     ((2, 3, 9), {"kernel_shape": [3], "strides": [2]}),
@@ -87,8 +91,6 @@ AVG_CASES = [  # input shape, AveragePool attributes, imported as nn.avg_pool2d
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape,attrs,fits", AVG_CASES)
 def test_average_pool_matches_onnxruntime_and_is_avg_pool2d_where_it_fits(shape, attrs, fits, dtype):
-    from lazyarray.graph.traverse import topo_order
-
     elem = TensorProto.FLOAT if dtype == np.float32 else TensorProto.DOUBLE
     node = helper.make_node("AveragePool", ["x"], ["y"], **attrs)
     g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", elem, shape)],
@@ -114,10 +116,6 @@ def test_average_pool_matches_onnxruntime_and_is_avg_pool2d_where_it_fits(shape,
     ({"kernel_shape": [2], "strides": [3], "pads": [1, 1], "ceil_mode": 1}, False),  # may drop a window
 ])
 def test_average_pool_over_a_dynamic_length_in_ceil_mode(tmp_path, attrs, fits):
-    import lazyarray as la
-    from lazyarray.graph.traverse import topo_order
-    from lazyarray.onnx.load import load
-
     node = helper.make_node("AveragePool", ["x"], ["y"], **attrs)
     g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, "seq"])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
