@@ -141,6 +141,8 @@ class MemoryPlan:
             f"naive_bytes       {self.naive_bytes:>14,}  (one buffer per value)",
             f"num_buffers       {self.num_buffers:>14}  ({len(self.inplace)} in-place writes)",
         ]
+        if self.concats_in_place:
+            lines.append(f"concats_in_place  {len(self.concats_in_place):>14}  (parts written in place: views of the result)")
         return "\n".join(lines)
 
     __str__ = table

@@ -193,6 +193,7 @@ def test_a_block_equals_the_copying_program(dtype):
     assert len(prog.steps) + len(prog.made_once) == len(prog.plan.steps)
     np.testing.assert_allclose(got[0], _np_block(xn), rtol=1e-5 if dtype == "float32" else 1e-12)
     prog.plan.check()
+    assert "concats_in_place" in str(prog.plan) and "concats_in_place" in prog.plan._repr_html_()
 
 
 def test_explain_lists_the_concatenations_written_in_place():
