@@ -49,7 +49,8 @@ def _pooled_norm_compiled(xp, x, gamma, beta, mean, var, eps, relu, kernel, stri
 
 def _avg_compiled(xp, x, kernel, stride, padding, ceil_mode, count_include_pad, out):
     k, s, p, shape, extra = window_layout(x.shape, kernel, stride, padding, ceil_mode)
-    return pool_jit.avg_pool(x, out, k, s, p, shape, extra, count_include_pad)  # (None: declined)
+    return pool_jit.avg_pool(x, out, k, s, p, shape, extra, count_include_pad,
+                             current().avg_pool_compiled_max_taps)  # (None: declined)
 
 
 def _avg_reference(xp, x, kernel, stride, padding, ceil_mode, count_include_pad, out):

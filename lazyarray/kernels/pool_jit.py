@@ -375,6 +375,21 @@ def _avg_tiles(x, out, kh, kw, scale):
 
 
 @jit.tiered
+def _avg_tiles_2x2(x, out, scale):
+    """``_avg_tiles`` for 2 x 2 tiles, the taps at constant offsets (the loop vectorizes)."""
+    n_n, c_n = x.shape[0], x.shape[1]
+    ho_n, wo_n = out.shape[2], out.shape[3]
+    for n in range(n_n):
+        for c in range(c_n):
+            for i in range(ho_n):
+                r0 = x[n, c, 2 * i]
+                r1 = x[n, c, 2 * i + 1]
+                o = out[n, c, i]
+                for j in range(wo_n):
+                    o[j] = ((r0[2 * j] + r1[2 * j]) + (r0[2 * j + 1] + r1[2 * j + 1])) * scale
+
+
+@jit.tiered
 def _avg_taps(x, out, kh, kw, sh, sw, ph, pw, include_pad, h_pad, w_pad, uniform, scale, zero, one, cnt):
     """``avg_pool2d`` over the taps in (a, b) order, padding read as zeros (``_fold_taps`` order),
     times ``scale`` or, unless ``uniform``, one over the window's count computed in x's dtype as the
@@ -402,11 +417,13 @@ def _avg_taps(x, out, kh, kw, sh, sw, ph, pw, include_pad, h_pad, w_pad, uniform
                         out[n, c, i, j] = acc * (one / (cnt[0] * cnt[1]))
 
 
-def avg_pool(x, out, kernel, stride, padding, shape, extra, include_pad):
+def avg_pool(x, out, kernel, stride, padding, shape, extra, include_pad, max_taps=1 << 62):
     """``avg_pool2d`` of C-ordered NCHW ``x`` into ``out`` (a new array when None) by a compiled
     kernel; None where none applies (numba absent or off, not float32/float64 NumPy, x not
-    C-ordered (batch last), an out of another dtype or overlapping x): the caller's NumPy path runs.
-    ``shape``: the output's (Ho, Wo); ``extra``: ceil mode's rows and columns past the padded input."""
+    C-ordered (batch last), an out of another dtype or overlapping x, windows other than 2 x 2
+    tiles with more than ``max_taps`` reads (outputs times kernel taps): the NumPy path's strided
+    sums are faster there): the caller's NumPy path runs. ``shape``: the output's (Ho, Wo); ``extra``:
+    ceil mode's rows and columns past the padded input."""
     if x.__class__ is not np.ndarray or x.ndim != 4 or x.dtype not in _FLOATS or not x.flags.c_contiguous:
         return None
     if out is not None and (out.__class__ is not np.ndarray or out.dtype != x.dtype or overlap(out, x)):
@@ -415,7 +432,10 @@ def avg_pool(x, out, kernel, stride, padding, shape, extra, include_pad):
     t = x.dtype.type
     tiles = kh == sh and kw == sw and ph == pw == 0 and tuple(extra) == (0, 0) and x.shape[2] % kh == 0 \
         and x.shape[3] % kw == 0
-    kern = jit.compiled(_avg_tiles if tiles else _avg_taps)
+    two = tiles and kh == kw == 2
+    if not two and x.shape[0] * x.shape[1] * shape[0] * shape[1] * kh * kw > max_taps:
+        return None
+    kern = jit.compiled(_avg_tiles_2x2 if two else _avg_tiles if tiles else _avg_taps)
     if kern is None:
         return None
     if out is None:
@@ -423,7 +443,9 @@ def avg_pool(x, out, kernel, stride, padding, shape, extra, include_pad):
     uniform = include_pad and tuple(extra) == (0, 0)
     # (NumPy's path: the Python float 1 / (kh * kw), weak, cast to x's dtype; else one over counts in it)
     scale = t(1.0 / (kh * kw)) if uniform else t(1) / (t(kh) * t(kw))
-    if tiles:
+    if two:
+        kern(x, out, scale)
+    elif tiles:
         kern(x, out, int(kh), int(kw), scale)
     else:
         kern(x, out, int(kh), int(kw), int(sh), int(sw), int(ph), int(pw), bool(include_pad),

@@ -201,6 +201,13 @@ def test_avg_pool_choice_and_what_it_declines(monkeypatch):
     for xx, out in [(x.astype("float16"), None), (x, np.empty((1, 2, 2, 2))), (x[0], None),
                     (_stored(x, "strided"), None)]:
         assert pool_jit.avg_pool(xx, out, *geo) is None
+    taps = ((3, 3), (2, 2), (1, 1), (2, 2), (0, 0), False)  # 1 * 2 * 2 * 2 outputs, 9 taps each: 72 reads
+    assert pool_jit.avg_pool(x, None, *taps, max_taps=72) is not None
+    assert pool_jit.avg_pool(x, None, *taps, max_taps=71) is None
+    assert pool_jit.avg_pool(x, None, *geo, max_taps=0) is not None  # (2 x 2 tiles: always)
+    with la.tuning(avg_pool_compiled_max_taps=0):  # declined: the sums run
+        y = run_avg_pool2d(np, x, (3, 3), (2, 2), (1, 1), False, False)
+    np.testing.assert_array_equal(y, run_avg_pool2d(np, x, (3, 3), (2, 2), (1, 1), False, False))
     monkeypatch.setattr(la.config, "jit", False)
     assert pool_jit.avg_pool(x, None, *geo) is None
     assert choose_avg_pool2d(np, x).impl.name == "sums"
