@@ -328,10 +328,15 @@ def _average_pool(n: OnnxNode, w: _Window):
 
 
 def _avg_pool2d(n: OnnxNode, w: _Window):
-    """AveragePool as ``nn.avg_pool2d`` (ceil mode where ONNX's windows pass the input's end)."""
-    return S.nn.avg_pool2d(w.x, kernel=w.kernel, stride=w.strides, padding=tuple(w.begin),
-                           ceil_mode=w.keep is not None or w.extra != (0, 0),
-                           count_include_pad=bool(n.attr("count_include_pad", 0)))
+    """AveragePool as ``nn.avg_pool2d`` (ceil mode where ONNX's windows pass the input's end). In
+    ceil mode a count that includes the pads is the count of the explicitly padded input's
+    elements (the same divisors, ceil mode's extra never counted): so written, the graph exports
+    back to ONNX (``export_nn`` refuses ceil mode with ``count_include_pad``)."""
+    ceil = w.keep is not None or w.extra != (0, 0)
+    x, pad, include = w.x, tuple(w.begin), bool(n.attr("count_include_pad", 0))
+    if ceil and include:
+        x, pad, include = _pad_hw(x, pad, pad), (0, 0), False
+    return S.nn.avg_pool2d(x, kernel=w.kernel, stride=w.strides, padding=pad, ceil_mode=ceil, count_include_pad=include)
 
 
 def _avg_pool_fits(n: OnnxNode, w: _Window) -> bool:

@@ -132,3 +132,28 @@ def test_average_pool_over_a_dynamic_length_in_ceil_mode(tmp_path, attrs, fits):
         y = op(x=la.array(x)).asnumpy()
         assert y.shape == want.shape
         np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape,attrs", [
+    ((2, 3, 10), {"kernel_shape": [3], "strides": [2], "pads": [1, 1], "ceil_mode": 1, "count_include_pad": 1}),
+    ((2, 3, 10), {"kernel_shape": [2], "strides": [2], "ceil_mode": 1, "count_include_pad": 1}),
+    ((2, 1, 7, 7), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1,
+                    "count_include_pad": 1}),
+])
+def test_an_imported_ceil_mode_average_pool_exports_back(tmp_path, shape, attrs):
+    """Ceil mode counting the pads imports as the padded input's average (export_nn refuses avg_pool2d
+    with both): the imported block exports, and onnxruntime runs the file to the source's values."""
+    node = helper.make_node("AveragePool", ["x"], ["y"], **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    net = la.blocks.SymbolBlock.imports(str(tmp_path / "m.onnx"), ["x"])
+    net.hybridize()
+    np.testing.assert_allclose(net(la.array(x)).asnumpy(), want, rtol=1e-5, atol=1e-6)
+    la.onnx.export(net, str(tmp_path / "back.onnx"))
+    sess = ort.InferenceSession(str(tmp_path / "back.onnx"), providers=["CPUExecutionProvider"])
+    (got,) = sess.run(None, {sess.get_inputs()[0].name: x})
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
