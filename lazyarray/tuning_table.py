@@ -81,6 +81,12 @@ class Tuning:
     # -- the executor
     fuse: bool = _doc(True, "elementwise groups of a compiled graph run as fused chunked kernels "
                       "(a CachedOp's fuse= overrides)", "LAZYARRAY_FUSE")
+    # avg_pool2d[compiled]'s loop over taps (windows that do not tile x) against the NumPy path's strided sums
+    # (measured, 1 thread, process time: 3 x 3 stride 2 pools of 18K reads 29.5 against 36.4 us, 37K 55.6 against 46.4)
+    avg_pool_compiled_max_taps: int = _doc(24576, "most reads (outputs times kernel taps) avg_pool2d[compiled] "
+                                           "takes where its windows do not tile the input (kernels/pool_jit.py)")
+    concat_in_place: bool = _doc(True, "a concatenation whose parts are contiguous stretches of its result (one "
+                                 "image's channels) is written in place by its parts' steps (executor/concat_in_place.py)")
     fused_jit_after: int = _doc(2, "calls of a fused group that run chunked before its compiled loop "
                                 "(fused[numba], numba installed) runs it")
     foreach_jit_after: int = _doc(2, "calls of a recurrent cell's foreach that run inline_loop before its compiled "

@@ -25,6 +25,7 @@ from html import escape
 from ..errors import fmt_shape
 from ..kernels.profile import Profile
 from ..ops.scratch import workspace_bytes
+from .concat_in_place import IN_PLACE
 from .param_cache import KEPT
 from .program import Program
 from .units_major import UNITS_MAJOR
@@ -49,7 +50,11 @@ class Explanation:
         parts = []
         for prog, rows in self.programs:
             plan = prog.plan
-            once = f" (and {len(prog.made_once)} views made once)" if prog.made_once else ""
+            n_cat = len(plan.concats_in_place)
+            n_views = len(prog.made_once) - n_cat
+            once = f" (and {n_views} views made once)" if n_views else ""
+            if n_cat:
+                once += f" (and {n_cat} concatenations written in place)"
             if prog.kept:
                 once += f" (and {len(prog.kept)} steps computed once: parameters)"
             parts.append(f"program: {len(prog.steps)} steps{once}, peak {plan.peak_bytes:,} bytes in {plan.num_buffers} "
@@ -129,10 +134,12 @@ def _kept_row(specs) -> dict:
 
 def _made_once_rows(prog: Program, k: int, rows: list, handed) -> int:
     """Rows (step ``-``) for the views made with each buffer set from plan step ``k`` on
-    (``executor/set_views.py``); the plan step after them."""
+    (``executor/set_views.py``) and the concatenations written in place (``concat_in_place.py``);
+    the plan step after them."""
     while k in prog.made_once:
         sp = prog.made_once[k]
-        rows.append({"step": "-", "node": sp.name, "op[implementation]": f"{sp.node.op.qualname}[view made once]",
+        how = IN_PLACE if k in prog.plan.concats_in_place else "view made once"
+        rows.append({"step": "-", "node": sp.name, "op[implementation]": f"{sp.node.op.qualname}[{how}]",
                      "inputs": ", ".join(fmt_shape(e.aval.shape) for e in sp.node.inputs),
                      "output": fmt_shape(sp.node.avals[0].shape), "memory": _where(prog.plan, sp.outs[0], handed),
                      "workspace": "-"})

@@ -43,7 +43,9 @@ class Value:
     """One value of the schedule: ``nbytes`` on ``device``.
 
     ``external``: given from outside (input, parameter, constant): no buffer, never written.
-    ``view_of``: index of the value whose memory this one aliases (reshape, transpose, ...).
+    ``view_of``: index of the value whose memory this one aliases (reshape, transpose, ...), at
+    byte ``view_at`` of it: a part of a concatenation its producer writes in place
+    (``concat_in_place.py``) may alias a value written later, so ``view_of`` may point forward.
     ``escapes``: handed out after the run (an output): lives to the end of the schedule.
     """
 
@@ -54,6 +56,7 @@ class Value:
     escapes: bool = False
     name: str = ""
     runtime: str = ""  # why a step's output is allocated by its kernel at run time (e.g. "csr"), if so
+    view_at: int = 0  # byte offset of this view in the memory of ``view_of``
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ class MemoryPlan:
     offset_of: list[int | None] = field(default_factory=list)  # byte offset of each value in its buffer
     align: int = 1  # offsets are multiples of this
     workspace_of: dict[int, int] = field(default_factory=dict)  # step -> the value of its workspace
+    concats_in_place: frozenset = frozenset()  # concatenate steps their parts' steps write (concat_in_place.py)
 
     @property
     def peak_bytes(self) -> int:
@@ -137,6 +141,8 @@ class MemoryPlan:
             f"naive_bytes       {self.naive_bytes:>14,}  (one buffer per value)",
             f"num_buffers       {self.num_buffers:>14}  ({len(self.inplace)} in-place writes)",
         ]
+        if self.concats_in_place:
+            lines.append(f"concats_in_place  {len(self.concats_in_place):>14}  (parts written in place: views of the result)")
         return "\n".join(lines)
 
     __str__ = table
@@ -165,6 +171,10 @@ class MemoryPlan:
                 assert self.buffer_of[v] is None, f"external value {v} has a buffer"
                 continue
             if self.base[v] != v:
+                if val.view_at:  # a part written in place lies inside its base's memory
+                    lo, hi = self._offset(self.base[v]), self._offset(v) + val.nbytes
+                    assert lo < self._offset(v) and hi <= lo + self.values[self.base[v]].nbytes, \
+                        f"view {v} outside its base {self.base[v]}"
                 continue
             b = self.buffer_of[v]
             assert b is not None, f"value {v} has no buffer"
@@ -228,9 +238,11 @@ def plan_memory(values: list[Value], steps: list[Step], align: int = ALIGN) -> M
     for v in range(n):  # in-place chains share their first value's memory, views their base's
         if base[v] == v and root[v] != v:
             buffer_of[v], offset_of[v] = buffer_of[root[v]], offset_of[root[v]]
+    _, view_at = view_bases(values)
     for v in range(n):
         if base[v] != v:
-            buffer_of[v], offset_of[v] = buffer_of[base[v]], offset_of[base[v]]
+            b_off = offset_of[base[v]]
+            buffer_of[v], offset_of[v] = buffer_of[base[v]], None if b_off is None else b_off + view_at[v]
     lower = _lower_bound(values, steps, base, start, end)
     naive = sum(val.nbytes for v, val in enumerate(values) if base[v] == v and not val.external)
     return MemoryPlan(values, steps, base, start, end, buffer_of, sizes, devices,
@@ -241,14 +253,14 @@ def _lifetimes(values: list[Value], steps: list[Step]) -> tuple[list, list, list
     """``(base, start, end)`` per value: the value whose memory it is (views: their base's), the
     step that writes it and the last step its memory must survive (handed out: the end)."""
     n, last = len(values), len(steps)
-    base = list(range(n))
-    for v, val in enumerate(values):
-        if val.view_of is not None:
-            base[v] = base[val.view_of]
+    base, _ = view_bases(values)
     start = [-1] * n
     for i, st in enumerate(steps):
         for o in st.outputs:
             start[o] = i
+    for v in range(n):  # a base written after a view of it (a concatenation's part): alive from the view
+        if base[v] != v and start[v] >= 0 and (start[base[v]] < 0 or start[v] < start[base[v]]):
+            start[base[v]] = start[v]
     end = list(start)
     for i, st in enumerate(steps):
         for u in st.inputs:
@@ -261,6 +273,27 @@ def _lifetimes(values: list[Value], steps: list[Step]) -> tuple[list, list, list
         if base[v] != v and end[v] > end[base[v]]:
             end[base[v]] = end[v]
     return base, start, end
+
+
+def view_bases(values: list[Value]) -> tuple[list[int], list[int]]:
+    """``(base, at)`` per value: the value whose memory it is and its byte offset there (views
+    of views follow the chain, which may point forward; a value that is no view: itself, 0)."""
+    n = len(values)
+    base, at = list(range(n)), [0] * n
+    done = [False] * n
+    for v in range(n):
+        path = []
+        u = v
+        while not done[u] and values[u].view_of is not None:
+            path.append(u)
+            u = values[u].view_of
+            assert len(path) <= n, "a cycle of views"
+        b, off = (base[u], at[u]) if done[u] or values[u].view_of is None else (u, 0)
+        for w in reversed(path):
+            off += values[w].view_at
+            base[w], at[w], done[w] = b, off, True
+        done[u] = True
+    return base, at
 
 
 def _chain_spans(values, base, start, end, root, escaping_bases) -> dict[int, list]:

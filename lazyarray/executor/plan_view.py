@@ -127,7 +127,8 @@ def numbers(plan: MemoryPlan) -> list[tuple[str, str, str]]:
          f"{fmt_bytes(plan.naive_bytes)}: one buffer per value (reuse saves {saved:.0%})"),
         ("num_buffers", f"{plan.num_buffers}", (f"{len(plan.inplace)} in-place writes, {len(plan.steps)} "
                                                 f"steps, {len(plan.runtime_values)} allocated at run time")),
-    ]
+    ] + ([("concats_in_place", f"{len(plan.concats_in_place)}", "concatenations whose parts' steps write "
+           "their result's memory (concat_in_place.py): the parts are views of it")] if plan.concats_in_place else [])
 
 
 # -- the timeline ---------------------------------------------------------------------------------

@@ -28,15 +28,13 @@ from __future__ import annotations
 
 import enum
 import functools
-import sys
 import time
 from typing import NamedTuple
 
 import numpy as np
 
-from ..device import on_device
 from ..error_context import from_node
-from ..errors import DeferredComputeError, LazyArrayError, OutOfMemoryError
+from ..errors import DeferredComputeError, LazyArrayError
 from ..graph.node import Entry, Node, check_capture
 from ..graph.traverse import topo_order
 from ..kernels.profile import current as current_profile
@@ -46,8 +44,10 @@ from ..ops.scratch import bind_workspace, planned_workspace_bytes
 from ..storage import copy_value
 from ..threads import num_threads
 from ..tuning_table import current
-from .batch_last import batch_last_slots
+from .batch_last import batch_last_slots, handed_slots
 from .binding import Bindings, bindable, maker
+from .buffer_set import alloc, fill_views, unheld
+from .concat_in_place import candidates, place
 from .epilogue import dense_relu_pairs, dense_relu_step
 from .interpret import fresh, interpret, kernel_error, run_kernel
 from .plan import Step, Value, plan_memory
@@ -119,14 +119,15 @@ class Program:
         self.nodes = nodes
         self.out_orders: list = [None] * len(out_slots)  # each output's memory order if not C (free outputs)
         self.step_specs: list = []  # per step, what it runs (``StepSpec``s): for explain() and the profiler
-        self.made_once: dict = {}  # plan step -> ``StepSpec`` of the views made with each buffer set
+        self.made_once: dict = {}  # plan step -> ``StepSpec`` of the views made with each buffer set (and of
+        # the concatenations written in place, ``plan.concats_in_place``): steps outside the run loop
         self.kept: tuple = ()  # ``step_specs`` of the steps computed once that feed this one (param_cache.py)
         self.bindings: Bindings | None = None  # ``steps`` with the kernels' choices bound in (binding.py)
 
     def _new_set(self) -> list:
         slots = list(self._template)
         for dev, size, views in self._pooled:
-            _fill_views(slots, _alloc(dev, size), views)
+            fill_views(slots, alloc(dev, size), views)
         if self._once:
             make_views(slots, self._once)
         return slots
@@ -149,14 +150,14 @@ class Program:
                     last = back.pop()
                 except IndexError:  # another thread took it between the test and the pop
                     pass
-            if last is not None and _unheld(last):
+            if last is not None and unheld(last):
                 raw, made = last
                 for v, at in zip(made, ats):
                     for slot in at:
                         s[slot] = v
             else:
-                raw = _alloc(dev, size)
-                made = _fill_views(s, raw, views)
+                raw = alloc(dev, size)
+                made = fill_views(s, raw, views)
             if back is not None:
                 back.append((raw, made))
         n = self._in_prefix
@@ -196,50 +197,6 @@ class Program:
         return f"<Program {len(self.steps)} steps, {self.plan!r}>"
 
 
-def _fill_views(slots: list, raw, views) -> tuple:
-    made = []
-    for dtype, shape, nbytes, off, order, at in views:  # one view per layout, shared by the slots that use it
-        v = raw[off:off + nbytes].view(dtype)
-        if order is None:
-            v = v.reshape(shape)
-        else:  # stored in ``order`` (batch_last.py, units_major.py): the logical shape as a view with permuted strides
-            v = v.reshape(tuple(shape[i] for i in order)).transpose(tuple(np.argsort(order).tolist()))
-        made.append(v)
-        for slot in at:
-            slots[slot] = v
-    return tuple(made)
-
-
-def _unheld(last) -> bool:
-    """True when nothing outside this program references the memory a run handed out: not the
-    arrays it returned, nor any view of them (a NumPy view's ``base`` is the memory's owner, so
-    every view anyone made counts on ``raw``), and nobody froze it. Then the next run may
-    write its outputs there instead of allocating (and faulting in) fresh pages."""
-    raw, made = last
-    # raw: our tuple, the name ``raw``, each of our views' base, getrefcount's argument; a view:
-    # our tuple, the loop's variable, getrefcount's argument (a loop, not all(...): no generator
-    # per output and run)
-    if sys.getrefcount(raw) != 3 + len(made):
-        return False
-    for v in made:
-        if sys.getrefcount(v) != 3 or not v.flags.writeable:
-            return False
-    return True
-
-
-def _alloc(device, nbytes: int):
-    try:
-        if device.kind != "gpu":
-            return np.empty(nbytes, dtype=np.uint8)
-        with on_device(device):
-            return device.xp.empty(nbytes, dtype=np.uint8)
-    except MemoryError as exc:
-        raise OutOfMemoryError(
-            f"a compiled graph's planned buffer of {nbytes:,} bytes on {device} could not be allocated: {exc}; "
-            "use smaller inputs (e.g. a smaller batch), or free memory held elsewhere") from exc
-
-
-# -- 1. collect ------------------------------------------------------------------------------------
 class _Graph:
     """What ``compile_program`` works on: nodes in order, their slots, what is given."""
 
@@ -467,15 +424,21 @@ def _plan(g: _Graph, specs: list[_Spec], out_slots: set[int], names: dict, order
             v = values[sl]
             values[sl] = Value(v.nbytes, v.device, v.external, v.view_of, v.escapes,
                                nm if k == 1 else f"{nm}.{i}", v.runtime)
-    return plan_memory(values, steps)
+    in_place = frozenset()
+    if current().concat_in_place:  # (concat_in_place.py: parts written into the concatenation's memory)
+        values, in_place = place(values, steps, *candidates(specs, orders, handed_slots(specs, out_slots), _PLANNED))
+    plan = plan_memory(values, steps)
+    plan.concats_in_place = in_place
+    return plan
 
 
 # -- 5. layout -------------------------------------------------------------------------------------
 def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: dict):
     """Buffers (pooled or per run) and one closure per step."""
     views_by_buffer: dict[int, list] = {}
-    for sp in specs:
-        if sp.kind in _PLANNED:
+    skip = plan.concats_in_place  # (their results: views of the memory their parts' steps write)
+    for i, sp in enumerate(specs):
+        if sp.kind in _PLANNED or i in skip:
             for o, a in zip(sp.outs, sp.node.avals):
                 views_by_buffer.setdefault(plan.buffer_of[o], []).append((o, a.dtype, a.shape, a.nbytes,
                                                                           plan.offset_of[o], orders.get(o)))
@@ -501,7 +464,7 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
             last_read[sl] = i
     frees_at: list[list[int]] = [[] for _ in specs]
     for i, sp in enumerate(specs):
-        if sp.kind in _PLANNED or i in once:
+        if sp.kind in _PLANNED or i in once or i in skip:
             continue
         for o in sp.outs:
             if o not in out_slots:
@@ -509,7 +472,7 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
     merged = dense_relu_pairs(specs, plan, out_slots, StepKind.OUT)  # (epilogue.py: dense + in-place relu)
     steps, made_of, makers = [], [], {}
     for i, sp in enumerate(specs):
-        if i - 1 in merged or i in once:
+        if i - 1 in merged or i in once or i in skip:
             continue  # (run by the dense step before it; made with the buffer set)
         group = (sp, specs[i + 1]) if i in merged else (sp,)
         make = functools.partial(_closure_of, tuple(frees_at[i]) + (tuple(frees_at[i + 1]) if i in merged else ()),
@@ -753,7 +716,7 @@ def compile_program(outputs: list[Entry], inputs=(), *, known=None, names: dict 
                         sp.kind, sp.ins, sp.outs, orders.get(sp.outs[0]) if sp.outs else None)
 
     prog.step_specs = [tuple(spec_of(sp) for sp in group) for group in made_of]
-    prog.made_once = {k: spec_of(specs[k]) for k in once}
+    prog.made_once = {k: spec_of(specs[k]) for k in sorted(set(once) | plan.concats_in_place)}
     return prog
 
 

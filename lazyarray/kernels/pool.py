@@ -1,4 +1,4 @@
-"""max_pool2d, its gradient and the pooled batch norm: their implementations and choosers.
+"""max_pool2d, its gradient, the pooled batch norm and avg_pool2d: their implementations and choosers.
 
 ``ops/pool.py`` and ``ops/pool_norm.py`` hold the reference kernels (folds of shifted, strided
 views; the gradient routed through a windows view). Where numba is installed, float arrays on
@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import jit
 from ..mode import MODE, PROFILING
-from ..ops.pool import jit_geometry, max_pool2d_grad_kernel, max_pool2d_kernel, window_layout
+from ..ops.pool import avg_pool2d_kernel, jit_geometry, max_pool2d_grad_kernel, max_pool2d_kernel, window_layout
 from ..ops.pool_norm import pooled_batch_norm
 from ..tuning_table import current
 from . import pool_jit
@@ -47,6 +47,16 @@ def _pooled_norm_compiled(xp, x, gamma, beta, mean, var, eps, relu, kernel, stri
                                   *jit_geometry(x, kernel, stride, padding, ceil_mode))  # (None: declined)
 
 
+def _avg_compiled(xp, x, kernel, stride, padding, ceil_mode, count_include_pad, out):
+    k, s, p, shape, extra = window_layout(x.shape, kernel, stride, padding, ceil_mode)
+    return pool_jit.avg_pool(x, out, k, s, p, shape, extra, count_include_pad,
+                             current().avg_pool_compiled_max_taps)  # (None: declined)
+
+
+def _avg_reference(xp, x, kernel, stride, padding, ceil_mode, count_include_pad, out):
+    return avg_pool2d_kernel(xp, x, kernel, stride, padding, ceil_mode, count_include_pad, out=out)
+
+
 FOLDS = Impl("max_pool2d", "folds", _max_pool_folds, "an elementwise maximum over the kh * kw shifted views "
              "(two flat passes where windows tile x): the reference", layout=ANY_ORDER)
 COMPILED = Impl("max_pool2d", "compiled", _max_pool_compiled, "a float array on NumPy, numba installed: one "
@@ -59,8 +69,13 @@ NORM_POOL_FIRST = Impl("batch_norm_max_pool2d", "pool_first", _pooled_norm, "poo
                        layout=ANY_ORDER)
 NORM_COMPILED = Impl("batch_norm_max_pool2d", "compiled", _pooled_norm_compiled, "NumPy, numba installed: "
                      "pool, relu and batch norm in one compiled pass", layout=ANY_ORDER, fallback=NORM_POOL_FIRST)
+AVG_REFERENCE = Impl("avg_pool2d", "sums", _avg_reference, "a sum over the kh * kw shifted views (two flat "
+                     "passes where windows tile x), times one over each window's count: the reference",
+                     layout=ANY_ORDER)
+AVG_COMPILED = Impl("avg_pool2d", "compiled", _avg_compiled, "a C-ordered float array on NumPy, numba installed: "
+                    "one compiled pass, the reference's sums in its order", fallback=AVG_REFERENCE)
 _CHOICES = {impl: Choice(impl) for impl in (FOLDS, COMPILED, GRAD_WINDOWS, GRAD_COMPILED, NORM_POOL_FIRST,
-                                            NORM_COMPILED)}
+                                            NORM_COMPILED, AVG_REFERENCE, AVG_COMPILED)}
 
 
 def _compiles(xp, x) -> bool:
@@ -118,13 +133,29 @@ def run_norm(xp, x, gamma, beta, mean, var, eps=1e-5, relu=False, kernel=(2, 2),
     return y
 
 
+def choose_avg_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, count_include_pad=True,
+                      out=None) -> Choice:
+    """What runs avg_pool2d of ``x``."""
+    return _CHOICES[AVG_COMPILED if _compiles(xp, x) and x.flags.c_contiguous else AVG_REFERENCE]
+
+
+def run_avg_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, count_include_pad=True,
+                   out=None):
+    """avg_pool2d by the implementation ``choose_avg_pool2d`` picks."""
+    choice = choose_avg_pool2d(xp, x)
+    args = (xp, x, kernel, stride, padding, ceil_mode, count_include_pad, out)
+    return ran(choice, choice.impl.run(*args), _CHOICES, args, (x,))
+
+
 # op name -> its implementations, runner, and chooser for a call's arguments (``kernels.choose``)
 IMPLS = {"max_pool2d": (COMPILED, FOLDS), "max_pool2d_grad": (GRAD_COMPILED, GRAD_WINDOWS),
-         "batch_norm_max_pool2d": (NORM_COMPILED, NORM_POOL_FIRST)}
-RUNNERS = {"max_pool2d": run_max_pool2d, "max_pool2d_grad": run_max_pool2d_grad, "batch_norm_max_pool2d": run_norm}
+         "batch_norm_max_pool2d": (NORM_COMPILED, NORM_POOL_FIRST), "avg_pool2d": (AVG_COMPILED, AVG_REFERENCE)}
+RUNNERS = {"max_pool2d": run_max_pool2d, "max_pool2d_grad": run_max_pool2d_grad, "batch_norm_max_pool2d": run_norm,
+           "avg_pool2d": run_avg_pool2d}
 CHOOSERS = {"max_pool2d": choose_max_pool2d, "max_pool2d_grad": choose_max_pool2d_grad,
-            "batch_norm_max_pool2d": choose_norm}
+            "batch_norm_max_pool2d": choose_norm, "avg_pool2d": choose_avg_pool2d}
 _WINDOW = ("kernel", "stride", "padding", "ceil_mode")  # (the implementations' parameters, in order)
 BINDERS = {"max_pool2d": fixed_binder(choose_max_pool2d, _CHOICES, _WINDOW),
            "max_pool2d_grad": fixed_binder(choose_max_pool2d_grad, _CHOICES, _WINDOW),
-           "batch_norm_max_pool2d": fixed_binder(choose_norm, _CHOICES, ("eps", "relu") + _WINDOW)}
+           "batch_norm_max_pool2d": fixed_binder(choose_norm, _CHOICES, ("eps", "relu") + _WINDOW),
+           "avg_pool2d": fixed_binder(choose_avg_pool2d, _CHOICES, _WINDOW + ("count_include_pad",))}

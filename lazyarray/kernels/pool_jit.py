@@ -1,5 +1,6 @@
-"""Compiled max pooling (``jit.compiled``): one pass over the input for ``max_pool2d`` and for
-``batch_norm_max_pool2d``'s pool, relu and per-channel scale and shift.
+"""Compiled pooling (``jit.compiled``): one pass over the input for ``max_pool2d``, for
+``batch_norm_max_pool2d``'s pool, relu and per-channel scale and shift, and for ``avg_pool2d``
+(``avg_pool``: its sums in the NumPy path's order, so its values are the same bit for bit).
 
 The NumPy path (``pool.py``) folds the window's taps with one ``maximum`` call each, then the
 pooled norm adds a relu, a multiply and an add: 4-6 passes and as many calls. Here each output
@@ -349,3 +350,105 @@ def max_pool_grad(g, x, kernel, stride, padding, out=None):
     kern(x, g, dx, first, int(kernel[0]), int(kernel[1]), int(stride[0]), int(stride[1]), int(padding[0]),
          int(padding[1]), t(0), t(1), t(-np.inf))
     return dx
+
+
+@jit.tiered
+def _avg_tiles(x, out, kh, kw, scale):
+    """``avg_pool2d`` of windows tiling C-ordered x: per window the kh rows of each column summed
+    first, then the columns, times ``scale`` (``ops/pool.py``'s ``_fold_tiles`` order)."""
+    n_n, c_n = x.shape[0], x.shape[1]
+    ho_n, wo_n = out.shape[2], out.shape[3]
+    for n in range(n_n):
+        for c in range(c_n):
+            for i in range(ho_n):
+                o = out[n, c, i]
+                for j in range(wo_n):
+                    acc = x[n, c, i * kh, j * kw]
+                    for a in range(1, kh):
+                        acc = acc + x[n, c, i * kh + a, j * kw]
+                    for b in range(1, kw):
+                        col = x[n, c, i * kh, j * kw + b]
+                        for a in range(1, kh):
+                            col = col + x[n, c, i * kh + a, j * kw + b]
+                        acc = acc + col
+                    o[j] = acc * scale
+
+
+@jit.tiered
+def _avg_tiles_2x2(x, out, scale):
+    """``_avg_tiles`` for 2 x 2 tiles, the taps at constant offsets (the loop vectorizes)."""
+    n_n, c_n = x.shape[0], x.shape[1]
+    ho_n, wo_n = out.shape[2], out.shape[3]
+    for n in range(n_n):
+        for c in range(c_n):
+            for i in range(ho_n):
+                r0 = x[n, c, 2 * i]
+                r1 = x[n, c, 2 * i + 1]
+                o = out[n, c, i]
+                for j in range(wo_n):
+                    o[j] = ((r0[2 * j] + r1[2 * j]) + (r0[2 * j + 1] + r1[2 * j + 1])) * scale
+
+
+@jit.tiered
+def _avg_taps(x, out, kh, kw, sh, sw, ph, pw, include_pad, h_pad, w_pad, uniform, scale, zero, one, cnt):
+    """``avg_pool2d`` over the taps in (a, b) order, padding read as zeros (``_fold_taps`` order),
+    times ``scale`` or, unless ``uniform``, one over the window's count computed in x's dtype as the
+    NumPy path's ``_divisor`` does (clipped to the padded input, ``h_pad`` x ``w_pad``, or to x)."""
+    n_n, c_n, h_n, w_n = x.shape
+    ho_n, wo_n = out.shape[2], out.shape[3]
+    for n in range(n_n):
+        for c in range(c_n):
+            for i in range(ho_n):
+                for j in range(wo_n):
+                    acc = zero
+                    for a in range(kh):
+                        r = i * sh - ph + a
+                        for b in range(kw):
+                            q = j * sw - pw + b
+                            v = x[n, c, r, q] if r >= 0 and r < h_n and q >= 0 and q < w_n else zero
+                            acc = v if a == 0 and b == 0 else acc + v
+                    if uniform:
+                        out[n, c, i, j] = acc * scale
+                    else:
+                        lo_h, hi_h = (0, h_pad) if include_pad else (ph, ph + h_n)
+                        lo_w, hi_w = (0, w_pad) if include_pad else (pw, pw + w_n)
+                        cnt[0] = min(i * sh + kh, hi_h) - max(i * sh, lo_h)  # (stored in x's dtype: the
+                        cnt[1] = min(j * sw + kw, hi_w) - max(j * sw, lo_w)  # arithmetic stays in it)
+                        out[n, c, i, j] = acc * (one / (cnt[0] * cnt[1]))
+
+
+def avg_pool(x, out, kernel, stride, padding, shape, extra, include_pad, max_taps=1 << 62):
+    """``avg_pool2d`` of C-ordered NCHW ``x`` into ``out`` (a new array when None) by a compiled
+    kernel; None where none applies (numba absent or off, not float32/float64 NumPy, x not
+    C-ordered (batch last), an out of another dtype or overlapping x, windows other than 2 x 2
+    tiles with more than ``max_taps`` reads (outputs times kernel taps): the NumPy path's strided
+    sums are faster there): the caller's NumPy path runs. ``shape``: the output's (Ho, Wo); ``extra``:
+    ceil mode's rows and columns past the padded input."""
+    if x.__class__ is not np.ndarray or x.ndim != 4 or x.dtype not in _FLOATS or not x.flags.c_contiguous:
+        return None
+    if out is not None and (out.__class__ is not np.ndarray or out.dtype != x.dtype or overlap(out, x)):
+        return None
+    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
+    t = x.dtype.type
+    tiles = kh == sh and kw == sw and ph == pw == 0 and tuple(extra) == (0, 0) and x.shape[2] % kh == 0 \
+        and x.shape[3] % kw == 0
+    two = tiles and kh == kw == 2
+    if not two and x.shape[0] * x.shape[1] * shape[0] * shape[1] * kh * kw > max_taps:
+        return None
+    kern = jit.compiled(_avg_tiles_2x2 if two else _avg_tiles if tiles else _avg_taps)
+    if kern is None:
+        return None
+    if out is None:
+        out = np.empty((x.shape[0], x.shape[1]) + tuple(shape), x.dtype)
+    uniform = include_pad and tuple(extra) == (0, 0)
+    # (NumPy's path: the Python float 1 / (kh * kw), weak, cast to x's dtype; else one over counts in it)
+    scale = t(1.0 / (kh * kw)) if uniform else t(1) / (t(kh) * t(kw))
+    if two:
+        kern(x, out, scale)
+    elif tiles:
+        kern(x, out, int(kh), int(kw), scale)
+    else:
+        kern(x, out, int(kh), int(kw), int(sh), int(sw), int(ph), int(pw), bool(include_pad),
+             int(x.shape[2] + 2 * ph), int(x.shape[3] + 2 * pw), bool(uniform), scale, t(0), t(1),
+             np.empty(2, x.dtype))
+    return out

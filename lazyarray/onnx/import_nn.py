@@ -233,6 +233,8 @@ def _pool(kind: str):
         w = _pool_window(n, kind)
         if kind == "MaxPool" and n.n_outputs > 1:
             return _kept(w.keep, _max_pool_indices(n, w), w.one)
+        if kind == "AveragePool" and _avg_pool_fits(n, w):  # (its windows are ONNX's: none to cut)
+            return _out([_avg_pool2d(n, w)], w.one)
         return _kept(w.keep, [pool(n, w)], w.one)
     return convert
 
@@ -308,12 +310,13 @@ def _lp_pool(n: OnnxNode, w: _Window):
 
 def _average_pool(n: OnnxNode, w: _Window):
     """The window's sum over its count: the whole kernel with ``count_include_pad`` (ceil mode's
-    extra padding never counts), else the input elements it covers."""
+    extra padding never counts), else the input elements it covers: a sum over the window's taps
+    (``nn.avg_pool2d`` where its windows are the same: ``_avg_pool_fits``)."""
+    none = (0,) * len(w.kernel)
     xp = _pad_hw(w.x, w.begin, w.ends())
     total = None
     for _, win in _taps(xp, w.kernel, w.strides, w.dil):
         total = win if total is None else S.add(total, win)
-    none = (0,) * len(w.kernel)
     if n.attr("count_include_pad", 0) or not (any(w.begin) or any(w.end)):
         if w.extra == none:
             return S.multiply(total, 1.0 / math.prod(w.kernel))
@@ -322,6 +325,35 @@ def _average_pool(n: OnnxNode, w: _Window):
     else:
         count = _window_sum(_pad_hw(S.ones_like(w.x), w.begin, w.ends()), w.kernel, w.strides, w.dil)
     return S.divide(total, count)
+
+
+def _avg_pool2d(n: OnnxNode, w: _Window):
+    """AveragePool as ``nn.avg_pool2d`` (ceil mode where ONNX's windows pass the input's end). In
+    ceil mode a count that includes the pads is the count of the explicitly padded input's
+    elements (the same divisors, ceil mode's extra never counted): so written, the graph exports
+    back to ONNX (``export_nn`` refuses ceil mode with ``count_include_pad``)."""
+    ceil = w.keep is not None or w.extra != (0, 0)
+    x, pad, include = w.x, tuple(w.begin), bool(n.attr("count_include_pad", 0))
+    if ceil and include:
+        x, pad, include = _pad_hw(x, pad, pad), (0, 0), False
+    return S.nn.avg_pool2d(x, kernel=w.kernel, stride=w.strides, padding=pad, ceil_mode=ceil, count_include_pad=include)
+
+
+def _avg_pool_fits(n: OnnxNode, w: _Window) -> bool:
+    """True when ``nn.avg_pool2d`` pools ``w``'s windows with ONNX's divisors: a 1-D or 2-D window,
+    no dilation, symmetric pads within half the kernel, and in ceil mode no window that ONNX drops
+    for starting in the end padding (avg_pool2d's ceil mode keeps every window): never where
+    pad + stride <= kernel on each axis (any size), else checked on the known sizes."""
+    if len(w.kernel) != 2 or w.dil != (1, 1) or w.begin != w.end \
+            or any(2 * p > k for p, k in zip(w.begin, w.kernel)):
+        return False
+    if (w.extra == (0, 0) and w.keep is None) or all(p + s <= k for p, s, k in zip(w.begin, w.strides, w.kernel)):
+        return True
+    hw = (1,) + tuple(n.shape(0)[2:]) if w.one else tuple(n.shape(0)[2:])
+    for size, k, s, p in zip(hw, w.kernel, w.strides, w.begin):
+        if not isinstance(size, int) or (-(-(size + 2 * p - k) // s)) * s >= size + p:
+            return False
+    return True
 
 
 # The most taps (kernel elements) a pooling window may have: each tap is a strided slice in the

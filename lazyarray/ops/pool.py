@@ -255,7 +255,7 @@ def _divisor(xp, shape, k, s, p, out, extra, include_pad, dtype):
     return 1.0 / (ch[:, None] * cw[None, :])
 
 
-def _avg_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, count_include_pad=True,
+def avg_pool2d_kernel(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, count_include_pad=True,
                 out=None):
     k, s, p, shape, extra = window_layout(x.shape, kernel, stride, padding, ceil_mode)
     scale = _divisor(xp, x.shape, k, s, p, shape, extra, count_include_pad, x.dtype)
@@ -267,7 +267,7 @@ def _avg_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=F
     return res
 
 
-register(OpDef("avg_pool2d", ("x",), _avg_pool2d, params=_AVG_PARAMS, shape=pool_shape("avg_pool2d"), writes_out=True,
+register(OpDef("avg_pool2d", ("x",), avg_pool2d_kernel, params=_AVG_PARAMS, shape=pool_shape("avg_pool2d"), writes_out=True,
                dtype=float_inputs_rule("avg_pool2d"),
                grad=lambda F, ins, y, g, **p: [F.avg_pool2d_grad(g, ins[0], **p)], namespace="nn",
                workspace=lambda avals, **p: pool_workspace(avals[0], **p),

@@ -1,5 +1,5 @@
-"""kernels/pool_jit.py: the compiled max pools return the NumPy path's values for every layout, window
-geometry and special value, and decline (None) what they do not cover."""
+"""kernels/pool_jit.py: the compiled max and average pools return the NumPy path's values for every
+layout, window geometry and special value, and decline (None) what they do not cover."""
 from __future__ import annotations
 
 import itertools
@@ -9,7 +9,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray.kernels import pool_jit
-from lazyarray.kernels.pool import run_max_pool2d, run_max_pool2d_grad, run_norm
+from lazyarray.kernels.pool import choose_avg_pool2d, run_avg_pool2d, run_max_pool2d, run_max_pool2d_grad, run_norm
 
 pytest.importorskip("numba")
 
@@ -172,3 +172,42 @@ def test_an_out_beside_its_input_in_one_buffer_takes_the_compiled_pool(monkeypat
     assert np.may_share_memory(out, x)
     assert pool_jit.max_pool(x, out, (2, 2), (2, 2), (0, 0), (2, 2)) is not None
     np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: f"k{g[0]}-s{g[1]}-p{g[2]}-{'ceil' if g[3] else 'floor'}")
+@pytest.mark.parametrize("include_pad", [True, False])
+@pytest.mark.parametrize("layout", ["nchw", "batch-last", "strided"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_avg_pool_equals_the_numpy_path_bit_for_bit(both_paths, geometry, include_pad, layout, dtype):
+    kernel, stride, padding, ceil = geometry
+    for shape in [(3, 4, 8, 10), (2, 3, 7, 9), (1, 0, 4, 4)]:
+        x = _stored(_special(np.random.default_rng(0).standard_normal(shape).astype(dtype)) if shape[1] else
+                    np.zeros(shape, dtype), layout)
+        got, want = both_paths(lambda x=x: run_avg_pool2d(np, x, kernel, stride, padding, ceil, include_pad))
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    out = np.full(want.shape, 7, dtype)  # into a planned buffer
+    assert run_avg_pool2d(np, x, kernel, stride, padding, ceil, include_pad, out=out) is out
+    np.testing.assert_array_equal(out, want)
+
+
+def test_avg_pool_choice_and_what_it_declines(monkeypatch):
+    monkeypatch.setattr(la.config, "jit", True)
+    x = np.ones((1, 2, 4, 4), np.float32)
+    assert choose_avg_pool2d(np, x).impl.name == "compiled"
+    assert choose_avg_pool2d(np, _stored(np.ones((2, 2, 4, 4), np.float32), "batch-last")).impl.name == "sums"
+    geo = ((2, 2), (2, 2), (0, 0), (2, 2), (0, 0), True)
+    assert pool_jit.avg_pool(x, None, *geo) is not None
+    for xx, out in [(x.astype("float16"), None), (x, np.empty((1, 2, 2, 2))), (x[0], None),
+                    (_stored(x, "strided"), None)]:
+        assert pool_jit.avg_pool(xx, out, *geo) is None
+    taps = ((3, 3), (2, 2), (1, 1), (2, 2), (0, 0), False)  # 1 * 2 * 2 * 2 outputs, 9 taps each: 72 reads
+    assert pool_jit.avg_pool(x, None, *taps, max_taps=72) is not None
+    assert pool_jit.avg_pool(x, None, *taps, max_taps=71) is None
+    assert pool_jit.avg_pool(x, None, *geo, max_taps=0) is not None  # (2 x 2 tiles: always)
+    with la.tuning(avg_pool_compiled_max_taps=0):  # declined: the sums run
+        y = run_avg_pool2d(np, x, (3, 3), (2, 2), (1, 1), False, False)
+    np.testing.assert_array_equal(y, run_avg_pool2d(np, x, (3, 3), (2, 2), (1, 1), False, False))
+    monkeypatch.setattr(la.config, "jit", False)
+    assert pool_jit.avg_pool(x, None, *geo) is None
+    assert choose_avg_pool2d(np, x).impl.name == "sums"

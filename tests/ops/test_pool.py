@@ -16,8 +16,8 @@ pytestmark = pytest.mark.usefixtures("kernel_path")
     (run_max_pool2d, {"kernel": (2, 2)}),
     (run_max_pool2d, {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1), "ceil_mode": True}),
     (run_max_pool2d, {"kernel": (1, 1)}),  # one tap: a copy
-    (pool._avg_pool2d, {"kernel": (2, 2)}),
-    (pool._avg_pool2d, {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1), "count_include_pad": False}),
+    (pool.avg_pool2d_kernel, {"kernel": (2, 2)}),
+    (pool.avg_pool2d_kernel, {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1), "count_include_pad": False}),
 ], ids=["max2", "max3-s2-p1-ceil", "max1", "avg2", "avg3-exclude-pad"])
 def test_pooling_writes_into_out(kernel, params):
     x = np.random.default_rng(0).standard_normal((2, 3, 7, 6)).astype("float32")
@@ -42,7 +42,7 @@ def test_tiling_windows_match_the_reference(which, kernel, shape, dtype):
     x = np.random.default_rng(1).standard_normal(shape).astype(dtype)
     params = {"kernel": kernel, "stride": kernel}
     assert pool._tiles(x, kernel, kernel, (0, 0), (0, 0))
-    fn, ref = (run_max_pool2d, _max_pool2d_ref) if which == "max" else (pool._avg_pool2d, _avg_pool2d_ref)
+    fn, ref = (run_max_pool2d, _max_pool2d_ref) if which == "max" else (pool.avg_pool2d_kernel, _avg_pool2d_ref)
     expected = ref(x, **params)
     got = fn(np, x, **params)
     assert got.shape == expected.shape and got.dtype == x.dtype
@@ -87,7 +87,7 @@ def test_tiling_windows_of_batch_last_arrays(which, where, kernel, shape):
     x = np.random.default_rng(3).standard_normal((max(shape[0], 2),) + shape[1:]).astype("float32")
     xb = _stored_batch_last(x)
     assert _batch_last(xb) and pool._tiles(xb, kernel, kernel, (0, 0), (0, 0))
-    fn, ref = (run_max_pool2d, _max_pool2d_ref) if which == "max" else (pool._avg_pool2d, _avg_pool2d_ref)
+    fn, ref = (run_max_pool2d, _max_pool2d_ref) if which == "max" else (pool.avg_pool2d_kernel, _avg_pool2d_ref)
     params = {"kernel": kernel, "stride": kernel}
     expected = ref(x, **params)
     np.testing.assert_allclose(fn(np, xb, **params), expected, rtol=1e-6, atol=1e-6)

@@ -1,0 +1,58 @@
+"""A compiled program's buffers: allocating them and cutting them into the views its slots hold.
+
+``Program`` (``program.py``) allocates each planned buffer as raw bytes and fills its slots with
+views at the plan's offsets (``fill_views``); the memory it hands out is taken back for the next
+run only when nobody holds it any more (``unheld``).
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from ..device import on_device
+from ..errors import OutOfMemoryError
+
+
+def fill_views(slots: list, raw, views) -> tuple:
+    made = []
+    for dtype, shape, nbytes, off, order, at in views:  # one view per layout, shared by the slots that use it
+        v = raw[off:off + nbytes].view(dtype)
+        if order is None:
+            v = v.reshape(shape)
+        else:  # stored in ``order`` (batch_last.py, units_major.py): the logical shape as a view with permuted strides
+            v = v.reshape(tuple(shape[i] for i in order)).transpose(tuple(np.argsort(order).tolist()))
+        made.append(v)
+        for slot in at:
+            slots[slot] = v
+    return tuple(made)
+
+
+def unheld(last) -> bool:
+    """True when nothing outside this program references the memory a run handed out: not the
+    arrays it returned, nor any view of them (a NumPy view's ``base`` is the memory's owner, so
+    every view anyone made counts on ``raw``), and nobody froze it. Then the next run may
+    write its outputs there instead of allocating (and faulting in) fresh pages."""
+    raw, made = last
+    # raw: our tuple, the name ``raw``, each of our views' base, getrefcount's argument; a view:
+    # our tuple, the loop's variable, getrefcount's argument (a loop, not all(...): no generator
+    # per output and run)
+    if sys.getrefcount(raw) != 3 + len(made):
+        return False
+    for v in made:
+        if sys.getrefcount(v) != 3 or not v.flags.writeable:
+            return False
+    return True
+
+
+def alloc(device, nbytes: int):
+    try:
+        if device.kind != "gpu":
+            return np.empty(nbytes, dtype=np.uint8)
+        with on_device(device):
+            return device.xp.empty(nbytes, dtype=np.uint8)
+    except MemoryError as exc:
+        raise OutOfMemoryError(
+            f"a compiled graph's planned buffer of {nbytes:,} bytes on {device} could not be allocated: {exc}; "
+            "use smaller inputs (e.g. a smaller batch), or free memory held elsewhere") from exc
+
