@@ -27,6 +27,9 @@ GEOMETRY = [
     ((1, 8, 14, 14), (7, 7), {"padding": (3, 3)}),
     ((3, 3, 6, 5), (1, 1), {}),
     ((1, 4, 4, 4), (3, 3), {"padding": (4, 1), "stride": (1, 2)}),  # rows wholly in the padding
+    ((2, 3, 13, 11), (3, 5), {"stride": (3, 2), "padding": (1, 2), "dilation": (2, 1)}),  # phases of rows and columns
+    ((1, 4, 10, 9), (5, 5), {"stride": (2, 2), "padding": (2, 2)}),  # MobileNetV3's 5x5 at stride 2, odd width
+    ((1, 2, 7, 8), (3, 3), {"stride": (4, 3), "padding": (0, 1)}),  # a stride past the kernel: phases never read
 ]
 IDS = [f"{xs}-k{k}-{'-'.join(f'{a}{v}' for a, v in p.items())}" for xs, k, p in GEOMETRY]
 
@@ -155,8 +158,8 @@ def test_without_compiled_kernels_the_per_tap_path_runs_and_is_named():
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("xs,k,p", GEOMETRY, ids=IDS)
 def test_nchw_values_are_the_references_bit_for_bit(xs, k, p, dtype):
-    """The NCHW loops (stride 1: one flat pass per tap over the zero-padded plane; other strides: row by
-    row) add the taps in the reference's order, zero-padded values included, and the bias last."""
+    """The NCHW loop (one flat pass per tap over a zero-padded phase plane, any stride) adds the taps in
+    the reference's order, zero-padded values included, and the bias last."""
     rng = np.random.default_rng(8)
     x, w, b = _arrays(rng, xs, k, dtype)
     params = _params(p, xs[1])
