@@ -7,9 +7,14 @@ output: ``compiled``, one numba pass over the output's memory (float32/float64 N
 on, an output stored C-ordered, channels last or batch last), rounding op by op as the recorded ops
 (``relu``; ``hardsigmoid``: multiply, add, ``minimum(t, 1)``, ``maximum(t, 0)`` with NumPy's NaN and
 signed-zero rules; ``hardswish``: times the input), so the values are the recorded graph's bit for
-bit; ``ufuncs``, the reference's NumPy calls (``ops/conv_act.activate``), elsewhere. Both take values
-stored in any order (``ANY_ORDER``): the executor stores them batch last where it would conv2d's
-(``kernels.takes_batch_last``, with conv2d's condition ``conv_batch_last.columns_fit``).
+bit; ``ufuncs``, the reference's NumPy calls (``ops/conv_act.activate``), elsewhere. ``fused``
+(issue #35), where conv2d's choice is ``pointwise`` with a bias: its product without the bias, then
+one compiled pass adding the bias and activating (``_bias_act``, rounding as ``y += bias`` then
+the activation's ops do): one pass and one call fewer a layer. A compiled step binds the choice
+once (``bind_conv2d_act``: conv2d's binding, then the pass), asking no chooser per call.
+``compiled`` and ``ufuncs`` take values stored in any order (``ANY_ORDER``): the executor stores
+them batch last where it would conv2d's (``kernels.takes_batch_last``, with conv2d's condition
+``conv_batch_last.columns_fit``); ``fused`` runs only on C-ordered ones, as ``pointwise`` does.
 """
 from __future__ import annotations
 
