@@ -19,6 +19,8 @@ instead.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import jit
@@ -28,9 +30,26 @@ from .impl import Impl
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+@functools.lru_cache(maxsize=256)
+def phase_tables(h: int, wd: int, kh: int, kw: int, stride, padding, dilation) -> tuple:
+    """``(cols, taps, hq, wq)`` for an (H, W) plane's zero-padded phase planes (``_dw_nchw``;
+    ``conv_direct``'s ``_direct``): per phase column t, (first input column, columns, first plane
+    column); per tap (i, j), where its slice starts in the plane's phases; each phase plane's (Hq, Wq).
+    (Read-only arrays, made once per geometry: no division in the compiled loops.)"""
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    hq, wq = (h + 2 * ph + sh - 1) // sh, (wd + 2 * pw + sw - 1) // sw
+    q0 = [(t - pw) % sw for t in range(sw)]
+    cols = np.array([(q, (wd - q + sw - 1) // sw, (q + pw) // sw) for q in q0], np.int64).reshape(sw, 3)
+    taps = np.array([(((i * dh) % sh) * sw + (j * dw) % sw) * hq * wq + (i * dh) // sh * wq + (j * dw) // sw
+                     for i in range(kh) for j in range(kw)], np.int64)
+    cols.flags.writeable = taps.flags.writeable = False
+    return cols, taps, hq, wq
+
+
 @jit.tiered
-def _dw_nchw(x, w, b, y, sh, sw, ph, pw, dh, dw):  # pragma: no cover  (compiled by numba)
-    """y (N, C, Ho, Wo) = depthwise conv of x (N, C, H, W) by w (C, kh, kw), plus b (C,) if b has C values.
+def _dw_nchw(x, w, b, y, cols, taps, sh, ph, hq, wq):  # pragma: no cover  (compiled by numba)
+    """y (N, C, Ho, Wo) = depthwise conv of x (N, C, H, W) by w (C, kh * kw), plus b (C,) if b has C
+    values; ``cols``, ``taps``, (``hq``, ``wq``): ``phase_tables``.
 
     Per image plane: the plane copied into zero-padded phase planes (sh * sw of them, flat: padded
     pixel (r, q) goes to phase (r % sh, q % sw) at (r // sh, q // sw) of a (Hq, Wq) plane; stride 1 is
@@ -38,55 +57,33 @@ def _dw_nchw(x, w, b, y, sh, sw, ph, pw, dh, dw):  # pragma: no cover  (compiled
     row-padded result, and tap (i, j) reads phase ((i * dh) % sh, (j * dw) % sw) at p + (i * dh) // sh
     * Wq + (j * dw) // sw: each tap one multiply-add of the whole flat result by a slice of one phase
     plane, a long loop without bounds tests, which vectorizes (the Wq - Wo columns between rows are
-    computed and dropped). Taps in the reference's order, each adding its weight times the padded
-    value (zero in the padding, as the reference's padded windows); the valid columns copied out,
-    the bias added last."""
-    n, c, h, wd = x.shape
-    ho, wo = y.shape[2], y.shape[3]
-    kh, kw = w.shape[1], w.shape[2]
+    computed and dropped). Taps in the reference's order (zero in the padding, as the reference's
+    padded windows); the valid columns copied out, the bias added last."""
+    n, c, h = x.shape[0], x.shape[1], x.shape[2]
+    ho, wo, sw = y.shape[2], y.shape[3], cols.shape[0]
     if n * c * ho * wo == 0:
         return
-    hq, wq = (h + 2 * ph + sh - 1) // sh, (wd + 2 * pw + sw - 1) // sw
-    plane = hq * wq
+    plane, length = hq * wq, (ho - 1) * wq + wo
     pad = np.zeros(sh * sw * plane, y.dtype)
-    length = (ho - 1) * wq + wo
     acc = np.empty(length, y.dtype)
-    cols = np.empty((sw, 3), np.int64)  # per phase column: first input column, count, first plane column
-    for t in range(sw):
-        q0 = (t - pw) % sw
-        cols[t, 0], cols[t, 1], cols[t, 2] = q0, (wd - q0 + sw - 1) // sw, (q0 + pw) // sw
-    taps = np.empty(kh * kw, np.int64)  # per tap: where its slice starts in ``pad`` (no division in the loops)
-    for i in range(kh):
-        for j in range(kw):
-            a, e = i * dh, j * dw
-            taps[i * kw + j] = ((a % sh) * sw + e % sw) * plane + (a // sh) * wq + e // sw
     for img in range(n):
         for ch in range(c):
             xs, ys = x[img, ch], y[img, ch]
             rm, rd = ph % sh, ph // sh  # (padded row r + ph: phase row rm, row rd of its plane)
             for r in range(h):
-                xr = xs[r]
                 for t in range(sw):
-                    q0, m = cols[t, 0], cols[t, 1]
                     d0 = (rm * sw + t) * plane + rd * wq + cols[t, 2]
-                    dst = pad[d0:d0 + m]
-                    if sw == 1:
-                        for k in range(m):
-                            dst[k] = xr[k]
-                    else:
-                        src = xr[q0::sw]  # (a strided slice: no index wraps)
-                        for k in range(m):
-                            dst[k] = src[k]
+                    dst, src = pad[d0:d0 + cols[t, 1]], xs[r, cols[t, 0]::sw]  # (slices: no index wraps)
+                    for k in range(dst.shape[0]):
+                        dst[k] = src[k]
                 rm += 1
                 if rm == sh:
                     rm, rd = 0, rd + 1
             acc[:] = 0
-            for i in range(kh):
-                for j in range(kw):
-                    wv, off = w[ch, i, j], taps[i * kw + j]
-                    src = pad[off:off + length]  # (a slice: no index wraps)
-                    for q in range(length):
-                        acc[q] += src[q] * wv
+            for tap in range(taps.shape[0]):
+                wv, src = w[ch, tap], pad[taps[tap]:taps[tap] + length]
+                for q in range(length):
+                    acc[q] += src[q] * wv
             for oh in range(ho):
                 yr, ar = ys[oh], acc[oh * wq:oh * wq + wo]
                 for ow in range(wo):
@@ -167,8 +164,9 @@ def conv2d_depthwise_compiled(xp, x, weight, bias, stride, padding, dilation, gr
              *stride, *padding, *dilation)
         y = y.transpose(0, 3, 1, 2)
     else:
-        kern(np.ascontiguousarray(x), np.ascontiguousarray(weight.reshape(c, kh, kw)), b, y,
-             *stride, *padding, *dilation)
+        cols, taps, hq, wq = phase_tables(x.shape[2], x.shape[3], kh, kw, stride, padding, dilation)
+        kern(np.ascontiguousarray(x), np.ascontiguousarray(weight.reshape(c, kh * kw)), b, y, cols, taps,
+             stride[0], padding[0], hq, wq)
     if out is None or into_out:
         return out if into_out else y
     out[...] = y
