@@ -153,7 +153,7 @@ def conv2d_depthwise_compiled(xp, x, weight, bias, stride, padding, dilation, gr
     kern = jit.compiled(_dw_nhwc if last else _dw_nchw)
     if kern is None:
         return None
-    dtype = np.result_type(x.dtype, weight.dtype)  # (the bias is added in place, as the reference adds it)
+    dtype = x.dtype if x.dtype == weight.dtype else np.result_type(x.dtype, weight.dtype)  # (bias: added in place)
     ho, wo = conv.out_size(x, weight, stride, padding, dilation)
     shape = (x.shape[0], weight.shape[0], ho, wo)
     c, _, kh, kw = weight.shape
