@@ -173,6 +173,33 @@ def conv2d_depthwise_compiled(xp, x, weight, bias, stride, padding, dilation, gr
     return out
 
 
+def bound_nchw(x, weight, bias, stride, padding, dilation, out):
+    """A compiled step's call of the NCHW loop (``conv2d.bind_conv2d``) with what the step's arrays fix
+    made once (the kernel, the phase tables, the output's shape and dtype): ``fn(x, weight[, bias],
+    out=)`` writes into the planned C-ordered ``out`` and takes any other call (another memory order,
+    no planned output) to ``conv2d_depthwise_compiled``. None where this call would not run the loop
+    into ``out`` (issue #35: ShuffleNet's six depthwise layers at batch 1 paid 3 us a call of checks)."""
+    if not applies(np, x, weight, bias, out) or not x.flags.c_contiguous or out is None \
+            or not out.flags.c_contiguous or x.dtype != weight.dtype or out.dtype != x.dtype:
+        return None
+    kern = jit.compiled(_dw_nchw)
+    c, _, kh, kw = weight.shape
+    ho, wo = conv.out_size(x, weight, stride, padding, dilation)
+    if kern is None or out.shape != (x.shape[0], c, ho, wo):
+        return None
+    cols, taps, hq, wq = phase_tables(x.shape[2], x.shape[3], kh, kw, stride, padding, dilation)
+    no_bias = np.zeros(0, x.dtype)
+
+    def fn(x, weight, bias=None, out=None):
+        if out is None or not (x.flags.c_contiguous and weight.flags.c_contiguous and out.flags.c_contiguous):
+            return conv2d_depthwise_compiled(np, x, weight, bias, stride, padding, dilation, c, out)
+        kern(x, weight.reshape(c, kh * kw), no_bias if bias is None else bias.reshape(-1), out, cols, taps,
+             stride[0], padding[0], hq, wq)
+        return out
+
+    return fn
+
+
 TAPS = Impl("conv2d", "depthwise_taps", conv.conv2d_depthwise,
             "one filter per channel: a multiply-add per tap over all channels (NumPy, any dtype)")
 DEPTHWISE = Impl("conv2d", "depthwise", conv2d_depthwise_compiled,

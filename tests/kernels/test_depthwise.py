@@ -166,3 +166,30 @@ def test_nchw_values_are_the_references_bit_for_bit(xs, k, p, dtype):
     got = depthwise.conv2d_depthwise_compiled(np, x, w, b, params["stride"], params["padding"],
                                               params["dilation"], params["groups"], None)
     np.testing.assert_array_equal(got, REFERENCE(np, x, w, b, **params))
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("xs,k,p", GEOMETRY, ids=IDS)
+def test_a_compiled_steps_binding_is_the_references_bit_for_bit(xs, k, p, dtype):
+    """``bind_conv2d``'s depthwise step (``bound_nchw``: the loop with its tables made once) into the
+    planned output, with and without a bias, and calls it did not bind for (a view, no output) taken
+    to the full path."""
+    rng = np.random.default_rng(9)
+    params = _params(p, xs[1])
+    for bias in (True, False):
+        x, w, b = _arrays(rng, xs, k, dtype, bias)
+        want = REFERENCE(np, x, w, b, **params)
+        out = np.full(want.shape, np.nan, dtype)
+        arrays = (x, w) if b is None else (x, w, b)
+        bound = kernels.bind("conv2d", np, *arrays, out=out, **params)
+        assert bound.choice.impl is depthwise.DEPTHWISE and "bound_nchw" in bound.fn.__qualname__
+        assert bound.fn(*arrays, out=out) is out
+        np.testing.assert_array_equal(out, want)
+        np.testing.assert_array_equal(bound.fn(*arrays), want)
+        view = np.repeat(x, 2, axis=3)[..., ::2]
+        np.testing.assert_array_equal(bound.fn(view, *arrays[1:], out=np.empty_like(out)), want)
+    empty = np.ones((0,) + xs[1:], dtype)
+    e_out = np.empty((0,) + want.shape[1:], dtype)
+    np.testing.assert_array_equal(kernels.bind("conv2d", np, empty, w, out=e_out, **params).fn(empty, w, out=e_out),
+                                  REFERENCE(np, empty, w, **params))
