@@ -215,12 +215,17 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
     kern = jit.compiled(_act_in_place) if choice.impl is not UFUNCS else None
     scalars = _scalars(np.result_type(x.dtype, weight.dtype), act, alpha, beta)
 
+    code, a, b, zero, one = scalars
+    dtype = a.dtype
+
     def fn(*arrays, out=None):
         y = conv_fn(*arrays, out=out)
-        flat = flat_view(y) if kern is not None and y.dtype == scalars[1].dtype else None
+        if kern is None or y.dtype != dtype:
+            return activate(xp, y, act, alpha, beta)
+        flat = y.reshape(-1) if y.flags.c_contiguous else flat_view(y)
         if flat is None:
             return activate(xp, y, act, alpha, beta)
-        kern(flat, *scalars)
+        kern(flat, code, a, b, zero, one)
         return y
 
     if choice.impl is FUSED and x.shape[0] == 1 and jit.compiled(_bias_act) is not None:
