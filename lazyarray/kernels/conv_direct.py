@@ -9,7 +9,8 @@ development machine however small the layer. A 1-D audio net exported from torch
 ``depthwise``'s loop does) and per output channel adds each input channel's taps as one flat
 multiply-add over a slice of a phase plane, a long loop that vectorizes (issue #35: SqueezeNet's
 (1, 4, 7, 7) 3x3 layer 9.3 -> 5.3 us); output planes under ``PLANE_MIN_PIXELS`` pixels, whose flat
-loops would be a few values long, keep the row loop (``_direct_rows``: the input read where it lies,
+loops would be a few values long, and of one row (a 1-D net's: conv1d_net measured 1.3 us slower on
+the flat loops) keep the row loop (``_direct_rows``: the input read where it lies,
 the taps in the padding skipped by bounds, each tap's weights of all output channels added to a
 row's accumulator): a few microseconds for such a layer. It takes float32/float64 NumPy
 arrays, numba on, one image or ``groups`` > 1 (a batch of images without groups has ``batch_last``'s
@@ -37,7 +38,7 @@ from ..threads import split_threads
 from .depthwise import FLOATS, phase_tables
 from .impl import Impl
 
-PLANE_MIN_PIXELS = 16  # (output planes this size and up: ``_direct``'s flat loops; smaller: ``_direct_rows``)
+PLANE_MIN_PIXELS = 16  # (output planes this size and up, of 2 rows or more: ``_direct``'s flat loops)
 GROUPED = Impl("conv2d", "grouped", conv.conv2d_grouped, "groups > 1: one batched product over the groups")
 
 
@@ -188,7 +189,7 @@ def conv2d_direct(xp, x, weight, bias, stride, padding, dilation, groups, out):
     y = out if into else np.empty(shape, x.dtype)
     b = np.zeros(0, x.dtype) if bias is None else np.ascontiguousarray(bias.reshape(-1))
     o, cg, kh, kw = weight.shape
-    if ho * wo < PLANE_MIN_PIXELS:
+    if ho * wo < PLANE_MIN_PIXELS or ho == 1:  # (one output row: no rows to run together)
         wt = np.ascontiguousarray(weight.reshape(groups, o // groups, cg, kh, kw).transpose(0, 2, 3, 4, 1))
         jit.compiled(_direct_rows)(np.ascontiguousarray(x), wt, b, y, *stride, *padding, *dilation)
     else:
