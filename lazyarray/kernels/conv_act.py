@@ -7,9 +7,14 @@ output: ``compiled``, one numba pass over the output's memory (float32/float64 N
 on, an output stored C-ordered, channels last or batch last), rounding op by op as the recorded ops
 (``relu``; ``hardsigmoid``: multiply, add, ``minimum(t, 1)``, ``maximum(t, 0)`` with NumPy's NaN and
 signed-zero rules; ``hardswish``: times the input), so the values are the recorded graph's bit for
-bit; ``ufuncs``, the reference's NumPy calls (``ops/conv_act.activate``), elsewhere. Both take values
-stored in any order (``ANY_ORDER``): the executor stores them batch last where it would conv2d's
-(``kernels.takes_batch_last``, with conv2d's condition ``conv_batch_last.columns_fit``).
+bit; ``ufuncs``, the reference's NumPy calls (``ops/conv_act.activate``), elsewhere. ``fused``
+(issue #35), where conv2d's choice is ``pointwise`` with a bias: its product without the bias, then
+one compiled pass adding the bias and activating (``_bias_act``, rounding as ``y += bias`` then
+the activation's ops do): one pass and one call fewer a layer. A compiled step binds the choice
+once (``bind_conv2d_act``: conv2d's binding, then the pass), asking no chooser per call.
+``compiled`` and ``ufuncs`` take values stored in any order (``ANY_ORDER``): the executor stores
+them batch last where it would conv2d's (``kernels.takes_batch_last``, with conv2d's condition
+``conv_batch_last.columns_fit``); ``fused`` runs only on C-ordered ones, as ``pointwise`` does.
 """
 from __future__ import annotations
 
@@ -22,11 +27,12 @@ from ..mode import MODE, PROFILING
 from ..ops import conv
 from ..ops.conv_act import ACTIVATIONS, activate
 from ..tuning_table import current
-from .conv2d import choose_conv2d, run_conv2d
+from .conv2d import POINTWISE, bind_conv2d, choose_conv2d, run_conv2d
 from .depthwise import FLOATS
 from .impl import ANY_ORDER, Choice, Impl
 from .log import log_choice
 from .profile import current as current_profile
+from .runner import Bound
 
 
 def _act_in_place(a, code, alpha, beta, zero, one):  # pragma: no cover  (compiled by numba)
@@ -50,6 +56,33 @@ def _act_in_place(a, code, alpha, beta, zero, one):  # pragma: no cover  (compil
             t = one if t > one else t
             t = zero if t < zero else t
             a[i] = u * t
+
+
+def _bias_act(y, b, code, alpha, beta, zero, one):  # pragma: no cover  (compiled by numba)
+    """``y`` (N, O, P) plus ``b`` (O,) per channel, then activated, in place: the bias add and
+    ``_act_in_place``'s activation rounded as they round, in one pass (code 0 relu, 1 hardsigmoid,
+    2 hardswish)."""
+    for img in range(y.shape[0]):
+        for oc in range(y.shape[1]):
+            row, bo = y[img, oc], b[oc]
+            if code == 0:
+                for q in range(row.shape[0]):
+                    u = row[q] + bo
+                    row[q] = u if (u > zero) | (u != u) else zero
+            elif code == 1:
+                for q in range(row.shape[0]):
+                    t = (row[q] + bo) * alpha
+                    t = t + beta
+                    t = one if t > one else t
+                    row[q] = zero if t < zero else t
+            else:
+                for q in range(row.shape[0]):
+                    u = row[q] + bo
+                    t = u * alpha
+                    t = t + beta
+                    t = one if t > one else t
+                    t = zero if t < zero else t
+                    row[q] = u * t
 
 
 def flat_view(y):
@@ -84,6 +117,22 @@ def _ufuncs(xp, y, act, alpha, beta):
     return activate(xp, y, act, alpha, beta)
 
 
+def pointwise_fused(xp, x, weight, bias, act, alpha, beta, out):
+    """conv2d ``pointwise``'s product without its bias, into the output (C-ordered ``out``, or a new
+    array), then the bias and the activation in one compiled pass (``_bias_act``); None where that
+    kernel is off or the memory orders are not C's (the caller runs the convolution, then ``compiled``)."""
+    kern = jit.compiled(_bias_act)
+    if kern is None or not x.flags.c_contiguous or (out is not None and not out.flags.c_contiguous):
+        return None
+    n, c, h, w = x.shape
+    o = weight.shape[0]
+    y = out if out is not None else np.empty((n, o, h, w), x.dtype)
+    rows = y.reshape(n, o, h * w)
+    np.matmul(weight.reshape(o, c), x.reshape(n, c, h * w), out=rows)
+    kern(rows, np.ascontiguousarray(bias.reshape(-1)), *_scalars(y.dtype, act, alpha, beta))
+    return y
+
+
 UFUNCS = Impl("conv2d_act", "ufuncs", _ufuncs,
               "any: the convolution by conv2d's choice, then the activation's NumPy calls in place (the reference's)",
               layout=ANY_ORDER)
@@ -91,11 +140,22 @@ COMPILED = Impl("conv2d_act", "compiled", _compiled,
                 "float32/float64 NumPy output stored C-ordered, channels last or batch last, numba on: the "
                 "convolution by conv2d's choice, then one compiled pass of the activation in place",
                 layout=ANY_ORDER, fallback=UFUNCS)
+FUSED = Impl("conv2d_act", "fused", pointwise_fused,
+             "conv2d's choice pointwise with a bias, numba on: its product without the bias, then one compiled "
+             "pass of the bias and the activation (issue #35: one pass and one call fewer a layer)",
+             fallback=COMPILED)
 
 
 @functools.lru_cache(maxsize=256)
 def _choice(impl: Impl, conv_choice: Choice) -> Choice:
     return Choice(impl, (conv_choice.label(),))
+
+
+def _pick(xp, x, weight, bias, conv_choice: Choice) -> Impl:
+    """The activation's implementation given the convolution's choice."""
+    if not (xp is np and np.result_type(x.dtype, weight.dtype) in FLOATS and jit.enabled()):
+        return UFUNCS
+    return FUSED if conv_choice.impl is POINTWISE and bias is not None and bias.dtype == x.dtype else COMPILED
 
 
 def choose_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
@@ -104,30 +164,37 @@ def choose_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), d
     with the convolution's choice."""
     if x.dtype == np.float16 and weight.dtype == np.float16:
         return Choice(UFUNCS, ("float16 via float32",))
-    geo = conv.geometry(stride, padding, dilation)
-    conv_choice = choose_conv2d(xp, x, weight, out, *geo, groups)
-    fits = xp is np and np.result_type(x.dtype, weight.dtype) in FLOATS and jit.enabled()
-    return _choice(COMPILED if fits else UFUNCS, conv_choice)
+    conv_choice = choose_conv2d(xp, x, weight, out, *conv.geometry(stride, padding, dilation), groups)
+    return _choice(_pick(xp, x, weight, bias, conv_choice), conv_choice)
+
+
+def _activated(xp, y, act, alpha, beta) -> Impl:
+    """``y`` activated in place by ``compiled`` (``ufuncs`` where it declines); which one ran."""
+    if _compiled(xp, y, act, alpha, beta) is None:
+        activate(xp, y, act, alpha, beta)
+        return UFUNCS
+    return COMPILED
 
 
 def run_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
                    act="relu", alpha=0.2, beta=0.5, out=None):
-    """conv2d_act: the convolution by ``choose_conv2d``'s choice (its fallback where it declines), then
-    the activation by ``compiled`` (``ufuncs`` where it declines); the op's kernel in every call."""
+    """conv2d_act: ``fused`` where it is chosen and runs; else the convolution by ``choose_conv2d``'s
+    choice (its fallback where it declines), then the activation by ``compiled`` (``ufuncs`` where it
+    declines); the op's kernel in every call."""
     if x.dtype == np.float16 and weight.dtype == np.float16:  # (conv2d's half path, then the reference's)
         y = run_conv2d(xp, x, weight, bias, stride, padding, dilation, groups, out)
         return activate(xp, y, act, alpha, beta)
     geo = conv.geometry(stride, padding, dilation)
     t = current()
     conv_choice = choose_conv2d(xp, x, weight, out, *geo, groups, t)
-    y = conv_choice.impl.run(xp, x, weight, bias, *geo, groups, out)
-    if y is None:  # (declined at run time: its fallback runs)
-        conv_choice = Choice(conv_choice.impl.fallback)
+    impl = _pick(xp, x, weight, bias, conv_choice)
+    y = pointwise_fused(xp, x, weight, bias, act, alpha, beta, out) if impl is FUSED else None
+    if y is None:
         y = conv_choice.impl.run(xp, x, weight, bias, *geo, groups, out)
-    impl = COMPILED
-    if _compiled(xp, y, act, alpha, beta) is None:
-        impl = UFUNCS
-        activate(xp, y, act, alpha, beta)
+        if y is None:  # (declined at run time: its fallback runs)
+            conv_choice = Choice(conv_choice.impl.fallback)
+            y = conv_choice.impl.run(xp, x, weight, bias, *geo, groups, out)
+        impl = _activated(xp, y, act, alpha, beta)
     if MODE.get() & PROFILING:
         current_profile().chose(_choice(impl, conv_choice))
     if t.log_kernels:
@@ -135,6 +202,42 @@ def run_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dila
     return y
 
 
-IMPLS = {"conv2d_act": (COMPILED, UFUNCS)}
+def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
+                    act="relu", alpha=0.2, beta=0.5, out=None) -> Bound | None:
+    """A compiled step's ``Bound`` (``kernels.bind``): ``choose_conv2d_act``'s choice with the convolution
+    bound as ``bind_conv2d`` binds it (reading per call the facts that could change its choice) and the
+    activation's pass after it; ``fused`` bound where the convolution's choice is fixed (one image: no
+    facts count for ``pointwise``). None for half precision (the runner converts)."""
+    if x.dtype == np.float16 and weight.dtype == np.float16:
+        return None
+    choice = choose_conv2d_act(xp, x, weight, bias, stride, padding, dilation, groups, act, alpha, beta, out)
+    conv_fn = bind_conv2d(xp, x, weight, bias, stride, padding, dilation, groups, out=out).fn
+    kern = jit.compiled(_act_in_place) if choice.impl is not UFUNCS else None
+    scalars = _scalars(np.result_type(x.dtype, weight.dtype), act, alpha, beta)
+
+    code, a, b, zero, one = scalars
+    dtype = a.dtype
+
+    def fn(*arrays, out=None):
+        y = conv_fn(*arrays, out=out)
+        if kern is None or y.dtype != dtype:
+            return activate(xp, y, act, alpha, beta)
+        flat = y.reshape(-1) if y.flags.c_contiguous else flat_view(y)
+        if flat is None:
+            return activate(xp, y, act, alpha, beta)
+        kern(flat, code, a, b, zero, one)
+        return y
+
+    if choice.impl is FUSED and x.shape[0] == 1 and jit.compiled(_bias_act) is not None:
+        def fused(x, w, b, out=None):
+            y = pointwise_fused(xp, x, w, b, act, alpha, beta, out)
+            return y if y is not None else fn(x, w, b, out=out)  # (memory orders the binding did not see)
+
+        return Bound(choice, fused)
+    return Bound(choice if choice.impl is not FUSED else _choice(COMPILED, Choice(POINTWISE)), fn)
+
+
+IMPLS = {"conv2d_act": (FUSED, COMPILED, UFUNCS)}
 RUNNERS = {"conv2d_act": run_conv2d_act}
 CHOOSERS = {"conv2d_act": choose_conv2d_act}
+BINDERS = {"conv2d_act": bind_conv2d_act}

@@ -5,15 +5,20 @@ The products behind ``im2col``, ``batch_last`` and ``grouped`` pay a fixed cost 
 views, the im2col copy, a padded copy, the product's dispatch, the bias add): 20-35 us on the
 development machine however small the layer. A 1-D audio net exported from torch (``conv1d_net``:
 (1, 4, 1, 23) by (16, 4, 1, 3)) spends its convolutions there on a few thousand multiply-adds.
-``direct`` reads the input where it lies (the taps that fall in the padding skipped by bounds, as
-``depthwise`` does), and per output channel adds each tap's weight times a shifted input row to
-every output row it reaches: a few microseconds for such a layer. It takes float32/float64 NumPy
+``direct`` copies each input plane into zero-padded phase planes (``depthwise.phase_tables``, as
+``depthwise``'s loop does) and per output channel adds each input channel's taps as one flat
+multiply-add over a slice of a phase plane, a long loop that vectorizes (issue #35: SqueezeNet's
+(1, 4, 7, 7) 3x3 layer 9.3 -> 5.3 us); output planes under ``PLANE_MIN_PIXELS`` pixels, whose flat
+loops would be a few values long, and of one row (a 1-D net's: conv1d_net measured 1.3 us slower on
+the flat loops) keep the row loop (``_direct_rows``: the input read where it lies,
+the taps in the padding skipped by bounds, each tap's weights of all output channels added to a
+row's accumulator): a few microseconds for such a layer. It takes float32/float64 NumPy
 arrays, numba on, one image or ``groups`` > 1 (a batch of images without groups has ``batch_last``'s
 one product for the batch, as fast on the development machine), ``groups`` that are not depthwise (``depthwise`` has its own pass; a grouped
 layer is one loop here, not a batched product over window copies), and layers of at most
 ``conv_direct_max_macs`` multiply-adds (the tuning table): past that the products' BLAS wins.
 
-Values: sums in another order than BLAS's (channel, then row of taps, then tap): they agree with
+Values: sums in another order than BLAS's (channel, then row of taps, then tap; both loops): they agree with
 the reference within float rounding (rtol 1e-5 float32, 1e-12 float64), not bit for bit; the bias
 is added last, as the reference adds it.
 
@@ -30,9 +35,10 @@ import numpy as np
 from .. import jit
 from ..ops import conv
 from ..threads import split_threads
-from .depthwise import FLOATS
+from .depthwise import FLOATS, phase_tables
 from .impl import Impl
 
+PLANE_MIN_PIXELS = 16  # (output planes this size and up, of 2 rows or more: ``_direct``'s flat loops)
 GROUPED = Impl("conv2d", "grouped", conv.conv2d_grouped, "groups > 1: one batched product over the groups")
 
 
@@ -75,9 +81,57 @@ POINTWISE = Impl("conv2d", "pointwise", conv2d_pointwise,
                  "conv_pointwise on: one product weight (O, C) @ image (C, H*W) over the batch, into the output")
 
 
-def _direct(x, wt, b, y, sh, sw, ph, pw, dh, dw):  # pragma: no cover  (compiled by numba)
-    """y (N, O, Ho, Wo) = conv of x (N, C, H, W) by wt (groups, C/groups, kh, kw, O/groups) (the
-    weight with its output channels innermost), plus b (O,) if b has O values.
+def _direct(x, w, b, y, cols, taps, sh, ph, hq, wq):  # pragma: no cover  (compiled by numba)
+    """y (N, O, Ho, Wo) = conv of x (N, C, H, W) by w (O, C/groups, kh * kw), plus b (O,) if b has O
+    values; ``cols``, ``taps``, (``hq``, ``wq``): ``depthwise.phase_tables`` (the groups: C / w's C).
+
+    Per image: each input plane copied into zero-padded phase planes (as ``depthwise``'s loop does);
+    per output channel, each of its group's input channels' taps one multiply-add of the whole flat
+    (row-padded) output plane by a slice of one phase plane, a long loop without bounds tests that
+    vectorizes; the valid columns copied out, the bias added last."""
+    n, c, h = x.shape[0], x.shape[1], x.shape[2]
+    o, cg = w.shape[0], w.shape[1]
+    ho, wo, sw = y.shape[2], y.shape[3], cols.shape[0]
+    if n * o * ho * wo == 0:
+        return
+    og = o // (c // cg) if cg > 0 else o
+    plane, length = hq * wq, (ho - 1) * wq + wo
+    pad = np.zeros((c, sh * sw * plane), y.dtype)
+    acc = np.empty(length, y.dtype)
+    for img in range(n):
+        for ch in range(c):
+            xs, pc = x[img, ch], pad[ch]
+            rm, rd = ph % sh, ph // sh  # (padded row r + ph: phase row rm, row rd of its plane)
+            for r in range(h):
+                for t in range(sw):
+                    d0 = (rm * sw + t) * plane + rd * wq + cols[t, 2]
+                    dst, src = pc[d0:d0 + cols[t, 1]], xs[r, cols[t, 0]::sw]  # (slices: no index wraps)
+                    for k in range(dst.shape[0]):
+                        dst[k] = src[k]
+                rm += 1
+                if rm == sh:
+                    rm, rd = 0, rd + 1
+        for oc in range(o):
+            acc[:] = 0
+            for ci in range(cg):
+                pc = pad[(oc // og) * cg + ci]
+                for tap in range(taps.shape[0]):
+                    wv, src = w[oc, ci, tap], pc[taps[tap]:taps[tap] + length]
+                    for q in range(length):
+                        acc[q] += src[q] * wv
+            ys = y[img, oc]
+            for oh in range(ho):
+                yr, ar = ys[oh], acc[oh * wq:oh * wq + wo]
+                for ow in range(wo):
+                    yr[ow] = ar[ow]
+            if b.shape[0] == o:
+                ys += b[oc]
+
+
+def _direct_rows(x, wt, b, y, sh, sw, ph, pw, dh, dw):  # pragma: no cover  (compiled by numba)
+    """``_direct`` for output planes under ``PLANE_MIN_PIXELS`` pixels (a plane's flat loops would be a
+    few values long): y (N, O, Ho, Wo) = conv of x (N, C, H, W) by wt (groups, C/groups, kh, kw, O/groups)
+    (the weight with its output channels innermost), plus b (O,) if b has O values.
 
     Per image, group and output row: each input channel's taps add their input value times the
     tap's weights of all the group's output channels to the row's accumulator (Wo, O/groups), a
@@ -135,8 +189,13 @@ def conv2d_direct(xp, x, weight, bias, stride, padding, dilation, groups, out):
     y = out if into else np.empty(shape, x.dtype)
     b = np.zeros(0, x.dtype) if bias is None else np.ascontiguousarray(bias.reshape(-1))
     o, cg, kh, kw = weight.shape
-    wt = np.ascontiguousarray(weight.reshape(groups, o // groups, cg, kh, kw).transpose(0, 2, 3, 4, 1))
-    kern(np.ascontiguousarray(x), wt, b, y, *stride, *padding, *dilation)
+    if ho * wo < PLANE_MIN_PIXELS or ho == 1:  # (one output row: no rows to run together)
+        wt = np.ascontiguousarray(weight.reshape(groups, o // groups, cg, kh, kw).transpose(0, 2, 3, 4, 1))
+        jit.compiled(_direct_rows)(np.ascontiguousarray(x), wt, b, y, *stride, *padding, *dilation)
+    else:
+        cols, taps, hq, wq = phase_tables(x.shape[2], x.shape[3], kh, kw, stride, padding, dilation)
+        kern(np.ascontiguousarray(x), np.ascontiguousarray(weight.reshape(o, cg, kh * kw)), b, y, cols, taps,
+             stride[0], padding[0], hq, wq)
     if out is None or into:
         return y
     out[...] = y

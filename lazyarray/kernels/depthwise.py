@@ -4,19 +4,22 @@ The reference kernel (``ops/conv.py``'s ``conv2d_depthwise``, here the ``depthwi
 implementation) makes a multiply-add over the whole batch for each of the kernel's taps: nine
 passes over a strided window view for a 3x3, 49 for ConvNeXt's 7x7, each with a temporary. The
 ``depthwise`` implementation is a numba loop (``jit.compiled``). NCHW input: each image plane is
-copied into a zero-padded plane (one plane of scratch per call), and each tap is one multiply-add
-of the whole (row-padded) output plane by the padded plane shifted to the tap, a long loop without
-bounds tests that vectorizes (stride 1: issue #35 measured it 1.4-1.7x faster than the loop it
-replaced, which walked rows of 4-16 pixels per tap with bounds tests, at MobileNetV3's 3x3 and 5x5
-layers, batch 1 and 8; other strides keep that loop, tap by tap over the output rows, the columns a
-tap reaches computed once). Channels-last input (NHWC memory): per output pixel, the taps in bounds each add over the channels (innermost). Both sum the taps in the
-reference's order (row by row, then along the row; padded taps add zero as the reference's padded
-windows do) with the reference's dtypes, and add the bias last, so the values are the reference's.
+copied into zero-padded phase planes (``stride`` rows by columns of them; stride 1: one, the padded
+plane), and each tap is one multiply-add of the whole (row-padded) output plane by a slice of one
+phase plane, a long loop without bounds tests that vectorizes. (Issue #35: every loop indexes
+slices, so no index can wrap: numba's negative-index test on ``a[q + off]`` kept LLVM from
+vectorizing, and the loop it replaced, 18 us a call at MobileNetV3's (1, 16, 16, 16) 3x3 layer,
+runs in 4-5 us; stride 2, which walked output rows tap by tap, runs as fast as that loop did
+once it indexed slices too, in one kernel for every stride.) Channels-last input (NHWC memory): per output pixel, the taps
+in bounds each add over the channels (innermost). Both sum the taps in the reference's order (row by row, then along the row; padded taps add zero as the
+reference's padded windows do) with the reference's dtypes, and add the bias last, so the values are the reference's.
 The output is written in the input's order (into the planned buffer when it has that order). Where
 numba is missing or switched off, or the dtypes are not float32/float64, ``depthwise_taps`` runs
 instead.
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -27,79 +30,64 @@ from .impl import Impl
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-@jit.tiered
-def _dw_nchw(x, w, b, y, sh, sw, ph, pw, dh, dw):  # pragma: no cover  (compiled by numba)
-    """y (N, C, Ho, Wo) = depthwise conv of x (N, C, H, W) by w (C, kh, kw), stride 1 (``sh``, ``sw``
-    are 1), plus b (C,) if b has C values.
+@functools.lru_cache(maxsize=256)
+def phase_tables(h: int, wd: int, kh: int, kw: int, stride, padding, dilation) -> tuple:
+    """``(cols, taps, hq, wq)`` for an (H, W) plane's zero-padded phase planes (``_dw_nchw``;
+    ``conv_direct``'s ``_direct``): per phase column t, (first input column, columns, first plane
+    column); per tap (i, j), where its slice starts in the plane's phases; each phase plane's (Hq, Wq).
+    (Read-only arrays, made once per geometry: no division in the compiled loops.)"""
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    hq, wq = (h + 2 * ph + sh - 1) // sh, (wd + 2 * pw + sw - 1) // sw
+    q0 = [(t - pw) % sw for t in range(sw)]
+    cols = np.array([(q, (wd - q + sw - 1) // sw, (q + pw) // sw) for q in q0], np.int64).reshape(sw, 3)
+    taps = np.array([(((i * dh) % sh) * sw + (j * dw) % sw) * hq * wq + (i * dh) // sh * wq + (j * dw) // sw
+                     for i in range(kh) for j in range(kw)], np.int64)
+    cols.flags.writeable = taps.flags.writeable = False
+    return cols, taps, hq, wq
 
-    Per image plane: the plane copied into a zero-padded one, flat (Hp * Wp values); output pixel
-    (oh, ow) is then flat position q = oh * Wp + ow of a row-padded result, and each tap (i, j) one
-    multiply-add of the whole flat result by the padded plane shifted by i * dh * Wp + j * dw: a long
-    loop without bounds tests, which vectorizes (the Wp - Wo columns between rows are computed and
-    dropped). Taps in the reference's order, each adding its weight times the padded value (zero in
-    the padding, as the reference's padded windows); the valid columns copied out, the bias added last."""
-    n, c, h, wd = x.shape
-    ho, wo = y.shape[2], y.shape[3]
-    kh, kw = w.shape[1], w.shape[2]
+
+@jit.tiered
+def _dw_nchw(x, w, b, y, cols, taps, sh, ph, hq, wq):  # pragma: no cover  (compiled by numba)
+    """y (N, C, Ho, Wo) = depthwise conv of x (N, C, H, W) by w (C, kh * kw), plus b (C,) if b has C
+    values; ``cols``, ``taps``, (``hq``, ``wq``): ``phase_tables``.
+
+    Per image plane: the plane copied into zero-padded phase planes (sh * sw of them, flat: padded
+    pixel (r, q) goes to phase (r % sh, q % sw) at (r // sh, q // sw) of a (Hq, Wq) plane; stride 1 is
+    one phase, the padded plane). Output pixel (oh, ow) is flat position p = oh * Wq + ow of a
+    row-padded result, and tap (i, j) reads phase ((i * dh) % sh, (j * dw) % sw) at p + (i * dh) // sh
+    * Wq + (j * dw) // sw: each tap one multiply-add of the whole flat result by a slice of one phase
+    plane, a long loop without bounds tests, which vectorizes (the Wq - Wo columns between rows are
+    computed and dropped). Taps in the reference's order (zero in the padding, as the reference's
+    padded windows); the valid columns copied out, the bias added last."""
+    n, c, h = x.shape[0], x.shape[1], x.shape[2]
+    ho, wo, sw = y.shape[2], y.shape[3], cols.shape[0]
     if n * c * ho * wo == 0:
         return
-    hp, wp = h + 2 * ph, wd + 2 * pw
-    pad = np.zeros(hp * wp, y.dtype)
-    length = (ho - 1) * wp + wo
+    plane, length = hq * wq, (ho - 1) * wq + wo
+    pad = np.zeros(sh * sw * plane, y.dtype)
     acc = np.empty(length, y.dtype)
     for img in range(n):
         for ch in range(c):
             xs, ys = x[img, ch], y[img, ch]
+            rm, rd = ph % sh, ph // sh  # (padded row r + ph: phase row rm, row rd of its plane)
             for r in range(h):
-                base = (r + ph) * wp + pw
-                for q in range(wd):
-                    pad[base + q] = xs[r, q]
-            for q in range(length):
-                acc[q] = 0
-            for i in range(kh):
-                for j in range(kw):
-                    wv = w[ch, i, j]
-                    off = i * dh * wp + j * dw
-                    for q in range(length):
-                        acc[q] += pad[q + off] * wv
+                for t in range(sw):
+                    d0 = (rm * sw + t) * plane + rd * wq + cols[t, 2]
+                    dst, src = pad[d0:d0 + cols[t, 1]], xs[r, cols[t, 0]::sw]  # (slices: no index wraps)
+                    for k in range(dst.shape[0]):
+                        dst[k] = src[k]
+                rm += 1
+                if rm == sh:
+                    rm, rd = 0, rd + 1
+            acc[:] = 0
+            for tap in range(taps.shape[0]):
+                wv, src = w[ch, tap], pad[taps[tap]:taps[tap] + length]
+                for q in range(length):
+                    acc[q] += src[q] * wv
             for oh in range(ho):
+                yr, ar = ys[oh], acc[oh * wq:oh * wq + wo]
                 for ow in range(wo):
-                    ys[oh, ow] = acc[oh * wp + ow]
-            if b.shape[0] == c:
-                ys += b[ch]
-
-
-def _dw_nchw_strided(x, w, b, y, sh, sw, ph, pw, dh, dw):  # pragma: no cover  (compiled by numba)
-    """``_dw_nchw`` for other strides: y (N, C, Ho, Wo) = depthwise conv of x (N, C, H, W) by w (C, kh, kw),
-    plus b (C,) if b has C values. (A padded plane and strided runs per output row measured 1.1x slower
-    than this at MobileNetV3's stride-2 layers, batch 1 and 8: the plane's copy is not paid back.)
-
-    Per image plane, tap by tap: each tap adds its weight times a shifted input row to every output
-    row it reaches (the columns it reaches computed once per tap, so no bounds test in the row loop;
-    stride 1 has its own row loop, which vectorizes)."""
-    n, c, h, wd = x.shape
-    ho, wo = y.shape[2], y.shape[3]
-    kh, kw = w.shape[1], w.shape[2]
-    for img in range(n):
-        for ch in range(c):
-            xs, ys = x[img, ch], y[img, ch]
-            ys[:, :] = 0
-            for i in range(kh):
-                for j in range(kw):
-                    wv = w[ch, i, j]
-                    off = j * dw - pw
-                    lo = 0 if off >= 0 else (sw - 1 - off) // sw
-                    hi = min(wo, (wd - 1 - off) // sw + 1)
-                    for oh in range(ho):
-                        ih = oh * sh - ph + i * dh
-                        if ih < 0 or ih >= h:
-                            continue
-                        if sw == 1:
-                            for ow in range(lo, hi):
-                                ys[oh, ow] += xs[ih, ow + off] * wv
-                        else:
-                            for ow in range(lo, hi):
-                                ys[oh, ow] += xs[ih, ow * sw + off] * wv
+                    yr[ow] = ar[ow]
             if b.shape[0] == c:
                 ys += b[ch]
 
@@ -162,10 +150,10 @@ def conv2d_depthwise_compiled(xp, x, weight, bias, stride, padding, dilation, gr
     if not applies(xp, x, weight, bias, out):
         return None
     last = _channels_last(x)
-    kern = jit.compiled(_dw_nhwc if last else _dw_nchw if stride == (1, 1) else _dw_nchw_strided)
+    kern = jit.compiled(_dw_nhwc if last else _dw_nchw)
     if kern is None:
         return None
-    dtype = np.result_type(x.dtype, weight.dtype)  # (the bias is added in place, as the reference adds it)
+    dtype = x.dtype if x.dtype == weight.dtype else np.result_type(x.dtype, weight.dtype)  # (bias: added in place)
     ho, wo = conv.out_size(x, weight, stride, padding, dilation)
     shape = (x.shape[0], weight.shape[0], ho, wo)
     c, _, kh, kw = weight.shape
@@ -176,12 +164,40 @@ def conv2d_depthwise_compiled(xp, x, weight, bias, stride, padding, dilation, gr
              *stride, *padding, *dilation)
         y = y.transpose(0, 3, 1, 2)
     else:
-        kern(np.ascontiguousarray(x), np.ascontiguousarray(weight.reshape(c, kh, kw)), b, y,
-             *stride, *padding, *dilation)
+        cols, taps, hq, wq = phase_tables(x.shape[2], x.shape[3], kh, kw, stride, padding, dilation)
+        kern(np.ascontiguousarray(x), np.ascontiguousarray(weight.reshape(c, kh * kw)), b, y, cols, taps,
+             stride[0], padding[0], hq, wq)
     if out is None or into_out:
         return out if into_out else y
     out[...] = y
     return out
+
+
+def bound_nchw(x, weight, bias, stride, padding, dilation, out):
+    """A compiled step's call of the NCHW loop (``conv2d.bind_conv2d``) with what the step's arrays fix
+    made once (the kernel, the phase tables, the output's shape and dtype): ``fn(x, weight[, bias],
+    out=)`` writes into the planned C-ordered ``out`` and takes any other call (another memory order,
+    no planned output) to ``conv2d_depthwise_compiled``. None where this call would not run the loop
+    into ``out`` (issue #35: ShuffleNet's six depthwise layers at batch 1 paid 3 us a call of checks)."""
+    if not applies(np, x, weight, bias, out) or not x.flags.c_contiguous or out is None \
+            or not out.flags.c_contiguous or x.dtype != weight.dtype or out.dtype != x.dtype:
+        return None
+    kern = jit.compiled(_dw_nchw)
+    c, _, kh, kw = weight.shape
+    ho, wo = conv.out_size(x, weight, stride, padding, dilation)
+    if kern is None or out.shape != (x.shape[0], c, ho, wo):
+        return None
+    cols, taps, hq, wq = phase_tables(x.shape[2], x.shape[3], kh, kw, stride, padding, dilation)
+    no_bias = np.zeros(0, x.dtype)
+
+    def fn(x, weight, bias=None, out=None):
+        if out is None or not (x.flags.c_contiguous and weight.flags.c_contiguous and out.flags.c_contiguous):
+            return conv2d_depthwise_compiled(np, x, weight, bias, stride, padding, dilation, c, out)
+        kern(x, weight.reshape(c, kh * kw), no_bias if bias is None else bias.reshape(-1), out, cols, taps,
+             stride[0], padding[0], hq, wq)
+        return out
+
+    return fn
 
 
 TAPS = Impl("conv2d", "depthwise_taps", conv.conv2d_depthwise,

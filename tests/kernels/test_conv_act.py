@@ -112,3 +112,60 @@ def test_without_compiled_kernels_the_ufuncs_run():
     h = conv_act.run_conv2d_act(np, x.astype(np.float16), w.astype(np.float16), act="relu")  # conv2d's half path
     assert h.dtype == np.float16
     np.testing.assert_allclose(h, np.maximum(OP.kernel(np, x, w), 0), rtol=2e-2, atol=2e-2)
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_the_fused_bias_pass_is_the_references_calls_bit_for_bit(act, dtype):
+    """``fused``'s one pass (``_bias_act``) rounds the bias add and the activation as the reference's
+    ``y += bias`` then the activation's calls do, on the same product values (NaN, +-inf, -0.0)."""
+    rng = np.random.default_rng(4)
+    p = HARD[act]
+    alpha, beta = p.get("alpha", 0.2), p.get("beta", 0.5)
+    y, b = _special(rng, (2, 5, 12), dtype), _special(rng, (5,), dtype)
+    b[1] = -0.0
+    want = activate(np, y + b.reshape(1, 5, 1), act, alpha, beta)
+    jit.compiled(conv_act._bias_act)(y, b, *conv_act._scalars(y.dtype, act, alpha, beta))
+    np.testing.assert_array_equal(y, want)
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fused_runs_a_pointwise_layer_with_a_bias(dtype):
+    rng = np.random.default_rng(5)
+    x, w, b = (rng.standard_normal(s).astype(dtype) for s in ((1, 8, 5, 6), (12, 8, 1, 1), (12,)))
+    for act, p in HARD.items():
+        choice = kernels.choose(OP, np, x, w, b, act=act, **p)
+        assert repr(choice) == "conv2d_act[fused, pointwise]"
+        want = OP.kernel(np, x, w, b, act=act, **p)
+        for out in (None, np.full(want.shape, np.nan, dtype)):
+            got = conv_act.run_conv2d_act(np, x, w, b, act=act, out=out, **p)
+            assert out is None or got is out
+            np.testing.assert_allclose(got, want, **TOL[dtype])
+    assert kernels.choose(OP, np, x, w, act="relu").impl is conv_act.COMPILED  # (no bias: conv2d's own)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_binder_equals_the_runner_over_the_case_table(dtype):
+    """A compiled step's binding (``bind_conv2d_act``) runs what the runner runs, into a planned output
+    and a new one, and on inputs in memory orders the binding did not see (a view, channels last)."""
+    rng = np.random.default_rng(6)
+    samples = CASES["conv2d_act"].samples(rng, dtype, False)
+    for s in samples:
+        want = OP.kernel(np, *s.args, **s.params)
+        bound = kernels.bind(OP, np, *s.args, **s.params)
+        # (fused is bound for one image; a batch binds conv2d's binding and the compiled pass)
+        assert bound.choice.impl in (kernels.choose(OP, np, *s.args, **s.params).impl, conv_act.COMPILED)
+        for out in (None, np.full(want.shape, np.nan, want.dtype)):
+            got = bound.fn(*s.args, out=out)
+            assert out is None or got is out
+            np.testing.assert_allclose(got, want, **TOL[dtype], err_msg=s.name)
+    x, w, b = (rng.standard_normal(sh).astype(dtype) for sh in ((1, 6, 4, 5), (7, 6, 1, 1), (7,)))
+    bound = kernels.bind(OP, np, x, w, b, act="hardswish", alpha=1 / 6, beta=0.5)
+    want = OP.kernel(np, x, w, b, act="hardswish", alpha=1 / 6, beta=0.5)
+    for other in (np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2),
+                  np.repeat(x, 2, axis=3)[..., ::2]):
+        np.testing.assert_allclose(bound.fn(other, w, b, out=None), want, **TOL[dtype])
+    empty = np.ones((1, 6, 0, 5), dtype)
+    np.testing.assert_array_equal(kernels.bind(OP, np, empty, w, b).fn(empty, w, b), OP.kernel(np, empty, w, b))

@@ -28,6 +28,12 @@ CASES = [  # x shape, weight shape, stride, padding, dilation, groups
     ((2, 8, 5, 5), (6, 4, 3, 3), (1, 1), (1, 1), (1, 1), 2),  # grouped
     ((1, 12, 6, 7), (8, 3, 1, 3), (1, 2), (0, 1), (1, 1), 4),
     ((0, 4, 5, 5), (6, 4, 3, 3), (1, 1), (1, 1), (1, 1), 1),  # an empty batch
+    ((1, 3, 32, 32), (8, 3, 3, 3), (2, 2), (1, 1), (1, 1), 1),  # a stem at stride 2: phase planes
+    ((2, 6, 13, 11), (6, 2, 3, 5), (3, 2), (1, 2), (2, 1), 3),  # grouped, strides 3x2, dilated rows
+    ((1, 4, 7, 7), (8, 4, 3, 3), (1, 1), (1, 1), (1, 1), 1),  # SqueezeNet's expand 3x3
+    ((1, 8, 3, 3), (16, 8, 3, 3), (1, 1), (1, 1), (1, 1), 1),  # under PLANE_MIN_PIXELS: the row loop
+    ((1, 5, 2, 2), (6, 5, 3, 3), (1, 1), (4, 4), (1, 1), 1),  # rows and columns wholly in the padding
+    ((1, 0, 6, 6), (3, 0, 3, 3), (1, 1), (1, 1), (1, 1), 1),  # no input channels: the bias alone
 ]
 
 

@@ -27,6 +27,9 @@ GEOMETRY = [
     ((1, 8, 14, 14), (7, 7), {"padding": (3, 3)}),
     ((3, 3, 6, 5), (1, 1), {}),
     ((1, 4, 4, 4), (3, 3), {"padding": (4, 1), "stride": (1, 2)}),  # rows wholly in the padding
+    ((2, 3, 13, 11), (3, 5), {"stride": (3, 2), "padding": (1, 2), "dilation": (2, 1)}),  # phases of rows and columns
+    ((1, 4, 10, 9), (5, 5), {"stride": (2, 2), "padding": (2, 2)}),  # MobileNetV3's 5x5 at stride 2, odd width
+    ((1, 2, 7, 8), (3, 3), {"stride": (4, 3), "padding": (0, 1)}),  # a stride past the kernel: phases never read
 ]
 IDS = [f"{xs}-k{k}-{'-'.join(f'{a}{v}' for a, v in p.items())}" for xs, k, p in GEOMETRY]
 
@@ -155,11 +158,38 @@ def test_without_compiled_kernels_the_per_tap_path_runs_and_is_named():
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("xs,k,p", GEOMETRY, ids=IDS)
 def test_nchw_values_are_the_references_bit_for_bit(xs, k, p, dtype):
-    """The NCHW loops (stride 1: one flat pass per tap over the zero-padded plane; other strides: row by
-    row) add the taps in the reference's order, zero-padded values included, and the bias last."""
+    """The NCHW loop (one flat pass per tap over a zero-padded phase plane, any stride) adds the taps in
+    the reference's order, zero-padded values included, and the bias last."""
     rng = np.random.default_rng(8)
     x, w, b = _arrays(rng, xs, k, dtype)
     params = _params(p, xs[1])
     got = depthwise.conv2d_depthwise_compiled(np, x, w, b, params["stride"], params["padding"],
                                               params["dilation"], params["groups"], None)
     np.testing.assert_array_equal(got, REFERENCE(np, x, w, b, **params))
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("xs,k,p", GEOMETRY, ids=IDS)
+def test_a_compiled_steps_binding_is_the_references_bit_for_bit(xs, k, p, dtype):
+    """``bind_conv2d``'s depthwise step (``bound_nchw``: the loop with its tables made once) into the
+    planned output, with and without a bias, and calls it did not bind for (a view, no output) taken
+    to the full path."""
+    rng = np.random.default_rng(9)
+    params = _params(p, xs[1])
+    for bias in (True, False):
+        x, w, b = _arrays(rng, xs, k, dtype, bias)
+        want = REFERENCE(np, x, w, b, **params)
+        out = np.full(want.shape, np.nan, dtype)
+        arrays = (x, w) if b is None else (x, w, b)
+        bound = kernels.bind("conv2d", np, *arrays, out=out, **params)
+        assert bound.choice.impl is depthwise.DEPTHWISE and "bound_nchw" in bound.fn.__qualname__
+        assert bound.fn(*arrays, out=out) is out
+        np.testing.assert_array_equal(out, want)
+        np.testing.assert_array_equal(bound.fn(*arrays), want)
+        view = np.repeat(x, 2, axis=3)[..., ::2]
+        np.testing.assert_array_equal(bound.fn(view, *arrays[1:], out=np.empty_like(out)), want)
+    empty = np.ones((0,) + xs[1:], dtype)
+    e_out = np.empty((0,) + want.shape[1:], dtype)
+    np.testing.assert_array_equal(kernels.bind("conv2d", np, empty, w, out=e_out, **params).fn(empty, w, out=e_out),
+                                  REFERENCE(np, empty, w, **params))

@@ -3,7 +3,9 @@
 Three activations, as graphs record them (ONNX's ``Relu``, ``HardSigmoid`` and ``HardSwish`` import as
 these; torch's MobileNetV3 exports all three after convolutions):
 
-* ``relu(c)``;
+* ``relu(c)``, or ``relu(v)`` with ``v`` a ``reshape``, ``squeeze`` or ``expand_dims`` of c that
+  nothing else reads (a 1-D net's ``squeeze`` between its convolution and its relu: issue #35): then
+  the reshape of the ``conv2d_act``, relu applying to each value wherever it lies;
 * hardsigmoid ``maximum(minimum(add(multiply(c, alpha), beta), 1), 0)`` (either operand order of each
   op), ``alpha`` and ``beta`` 0-d constants of c's dtype;
 * hardswish ``multiply(c, hardsigmoid(c))`` (c read by exactly these two).
@@ -25,6 +27,8 @@ from ..build import record_node
 from ..node import Node
 from ..rewrite import has_op, rewrite, use_counts
 from ..symbol import Symbol
+
+VIEWS = ("reshape", "squeeze", "expand_dims")  # (ops that only regroup the values: relu commutes with them)
 
 
 def _const(node: Node, dtype) -> float | None:
@@ -74,11 +78,13 @@ def _match(node: Node, uses: dict):
         return None
     dtype, name = node.avals[0].dtype, node.op.name
     if name == "relu":
-        c = node.inputs[0].node
+        c, path = node.inputs[0].node, [0]
+        if c.op is not None and c.op.name in VIEWS and len(c.inputs) == 1 and uses.get(id(c), 0) == 1:
+            c, path = c.inputs[0].node, [0, 0]  # (relu of a reshaped convolution: the reshape of its relu)
         if node.params or c.op is None or c.op.name != "conv2d" or c.avals[0].dtype != dtype \
                 or uses.get(id(c), 0) != 1:
             return None
-        return [0], c, {"act": "relu"}
+        return path, c, {"act": "relu"}
     if name == "maximum":
         got = _hard_sigmoid(node, uses, dtype)
         if got is None or uses.get(id(got[1]), 0) != 1:
@@ -113,6 +119,9 @@ def conv_activation(sym: Symbol) -> Symbol:
             return None
         path, conv, act = got
         new = ins[path[0]].node
+        if new.op is not None and new.op.name in VIEWS and act["act"] == "relu":  # (relu of a reshape)
+            fused = record_node(fused_op, list(new.inputs[0].node.inputs), {**conv.params, **act}, source=conv.source)
+            return (record_node(new.op, [fused], new.params, source=new.source),)
         for i in path[1:]:
             new = new.inputs[i].node  # (the rewritten chain down to the convolution, as the old one)
         return (record_node(fused_op, list(new.inputs), {**conv.params, **act}, source=conv.source),)

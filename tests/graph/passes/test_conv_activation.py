@@ -4,6 +4,8 @@ the convolution (and each op of the chain) feeds nothing else, the constants are
 dtypes agree; training graphs keep the recorded ops."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -66,6 +68,29 @@ def test_one_node_and_values_equal_bit_for_bit(act, dtype, swap, run_symbol):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("view", ["squeeze", "reshape", "expand_dims"])
+def test_relu_of_a_reshaped_convolution_is_the_reshape_of_one_node(view, dtype, run_symbol):
+    """A 1-D net's squeeze between its convolution and its relu (conv1d_net): the reshape moves after
+    one conv2d_act; read elsewhere, the reshape (or the convolution) keeps the recorded ops."""
+    x = S.var("x", shape=(2, 3, 1, 9), dtype=dtype)
+    w, b = S.var("w", shape=(5, 3, 1, 3), dtype=dtype), S.var("b", shape=(5,), dtype=dtype)
+    c = S.nn.conv2d(x, w, b, padding=(0, 1))
+    v = {"squeeze": lambda: S.squeeze(c, axis=2), "reshape": lambda: S.reshape(c, shape=(2, 45)),
+         "expand_dims": lambda: S.expand_dims(c, axis=0)}[view]()
+    sym = S.relu(v)
+    out = conv_activation(sym).check()
+    assert _ops(out) == ["conv2d_act", view]
+    values = {"x": (RNG.standard_normal((2, 3, 1, 9)) * 3).astype(dtype),
+              "w": RNG.standard_normal((5, 3, 1, 3)).astype(dtype), "b": RNG.standard_normal(5).astype(dtype)}
+    values["x"][0, 0, 0, 0] = np.nan
+    got, want = run_symbol(out, **values)[0], run_symbol(sym, **values)[0]
+    assert got.shape == want.shape and (want == 0).any()
+    np.testing.assert_array_equal(got, want)
+    assert _ops(conv_activation(_group([sym, v]))) == ["conv2d", view, "relu"]  # the reshape is read elsewhere
+    assert _ops(conv_activation(_group([sym, c]))) == ["conv2d", view, "relu"]  # the convolution is
+
+
 def test_what_it_leaves_alone():
     x, w = S.var("x", shape=(1, 2, 5, 5)), S.var("w", shape=(3, 2, 3, 3))
     c = S.nn.conv2d(x, w)
@@ -107,7 +132,8 @@ def test_hybridized_inference_fuses_and_equals_the_imperative_block(batch):
     net.hybridize()
     np.testing.assert_allclose(net(x).asnumpy(), want, rtol=1e-5, atol=1e-6)
     text = str(net.explain(x))
-    assert text.count("conv2d_act[compiled") == 2 and "relu[" not in text and "fused[" not in text
+    assert text.count("conv2d_act[") == 2 and "relu[" not in text and "fused[" not in text
+    assert text.count("conv2d_act[fused, pointwise]") == (batch == 1)  # (c2: 1x1 with a bias, one image)
     ops = _ops(next(iter(net._by_sig.values())).run.compiled(data=(batch, 3, 8, 8)))
     assert ops.count("conv2d_act") == 2 and "relu" not in ops and "maximum" not in ops
 
@@ -130,3 +156,40 @@ def test_the_tuning_switch_turns_it_off():
     with la.tuning(conv_activation=False):
         assert conv_activation(sym) is sym
     assert _ops(conv_activation(sym)) == ["conv2d_act"]
+
+
+def _listed(y):
+    return list(y) if isinstance(y, (list, tuple)) else [y]
+
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "data", "onnx_dynamic")
+
+
+@pytest.mark.parametrize("name", ["conv1d_net", "mobilenetv3_mini", "squeezenet_mini", "shufflenet_mini"])
+def test_the_real_cnns_equal_the_pass_switched_off_and_onnxruntime(name):
+    """The fixture CNNs (issue #35) at every size: with the pass, fewer steps (conv1d_net's relus after
+    a squeeze included) and the values of the recorded ops within the convolutions' rounding, and
+    onnxruntime's."""
+    ort = pytest.importorskip("onnxruntime")
+    path = os.path.join(FIXTURES, name + ".onnx")
+    data = np.load(os.path.join(FIXTURES, name + ".npz"))
+    sym = la.onnx.load(path)
+    ops = {True: la.CachedOp(sym), False: la.CachedOp(sym)}
+    sess = ort.InferenceSession(path)
+    names = sorted({k.split("/")[0] for k in data.files})
+    for case in names:
+        ins = {k.split("/")[-1]: data[k] for k in data.files if k.startswith(case + "/in/")}
+        with la.tuning(conv_activation=False):
+            off = _listed(ops[False](**{k: la.array(v) for k, v in ins.items()}))
+        on = _listed(ops[True](**{k: la.array(v) for k, v in ins.items()}))
+        refs = sess.run(None, ins)
+        assert len(on) == len(off) == len(refs)
+        for a, b, r in zip(on, off, refs):
+            np.testing.assert_allclose(a.asnumpy(), b.asnumpy(), rtol=1e-5, atol=1e-6, err_msg=case)
+            np.testing.assert_allclose(a.asnumpy(), r, rtol=1e-3, atol=1e-4, err_msg=case)
+    shape = {k.split("/")[-1]: data[k].shape for k in data.files if k.startswith(names[0] + "/in/")}
+    with la.tuning(conv_activation=False):
+        off = _ops(ops[False].compiled(**shape))
+    on = _ops(ops[True].compiled(**shape))
+    assert len(on) < len(off) and on.count("relu") < off.count("relu"), (on, off)
+    assert name != "conv1d_net" or "relu" not in on  # (its relus read a squeeze of the convolution)
