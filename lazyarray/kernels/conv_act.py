@@ -29,6 +29,7 @@ from .log import log_choice
 from .profile import current as current_profile
 
 
+@jit.tiered
 def _act_in_place(a, code, alpha, beta, zero, one):  # pragma: no cover  (compiled by numba)
     """``a`` (flat) activated in place: code 0 relu, 1 hardsigmoid, 2 hardswish (one loop each, so
     each vectorizes)."""

@@ -69,6 +69,7 @@ def _dw_nchw(x, w, b, y, sh, sw, ph, pw, dh, dw):  # pragma: no cover  (compiled
                 ys += b[ch]
 
 
+@jit.tiered
 def _dw_nchw_strided(x, w, b, y, sh, sw, ph, pw, dh, dw):  # pragma: no cover  (compiled by numba)
     """``_dw_nchw`` for other strides: y (N, C, Ho, Wo) = depthwise conv of x (N, C, H, W) by w (C, kh, kw),
     plus b (C,) if b has C values. (A padded plane and strided runs per output row measured 1.1x slower
