@@ -71,9 +71,11 @@ def enabled() -> bool:
 
 
 def _installed() -> bool:
+    if not _findable():
+        return False
     if "numba" in sys.modules or _numba.cache_info().currsize:  # (imported, or its import tried: as it went)
         return _numba() is not None
-    return _findable()
+    return True
 
 
 @functools.lru_cache(maxsize=1)  # (looked for once per process; ``clear()`` looks again)
@@ -407,7 +409,10 @@ def parallel_ready() -> bool:
 
 def _first_ask() -> tuple[int, bool]:
     """(this process, whether numba's threading layer lets two threads launch regions at once)."""
-    for pool in _LAYERS.get(str(_numba().config.THREADING_LAYER).lower(), ()):
+    numba = _numba()
+    if numba is None:  # (``enabled()`` said yes before numba's import was tried, and it failed)
+        return os.getpid(), False
+    for pool in _LAYERS.get(str(numba.config.THREADING_LAYER).lower(), ()):
         try:
             importlib.import_module(f"numba.np.ufunc.{pool}")
         except Exception:  # (ImportError, or a library that fails to load)

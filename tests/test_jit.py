@@ -46,6 +46,7 @@ def test_a_compiled_kernel_computes_what_its_python_does():
 
 def test_without_numba_nothing_is_compiled(monkeypatch):
     monkeypatch.setattr(jit, "_numba", lambda: None)  # as if numba were not installed
+    monkeypatch.setattr(jit, "_findable", lambda: False)
     monkeypatch.setattr(la.config, "jit", True)
     assert not jit.enabled()
     assert jit.compiled(_cumulative) is None
@@ -85,9 +86,10 @@ def test_a_numba_that_cannot_load_turns_compiled_kernels_off_with_a_warning(monk
     jit._numba.cache_clear()  # (the probe looks again, and again after the test)
     monkeypatch.setattr(la.config, "jit", True)
     try:
+        # (enabled() may answer from the package being found; the first kernel tries the import)
         with pytest.warns(RuntimeWarning, match="numba failed to import.*SystemError"):
-            assert not jit.enabled()
-        assert jit.compiled(_cumulative) is None
+            assert jit.compiled(_cumulative) is None
+        assert not jit.enabled() and not jit.parallel_ready()
     finally:
         monkeypatch.undo()
         jit._numba.cache_clear()
@@ -441,3 +443,31 @@ def test_a_transformer_fixtures_first_call_loads_no_kernel_and_equals_its_second
     assert loaded_first == 0 and loaded_second > 0
     for a, b in zip(first, second):
         np.testing.assert_array_equal(a, b)
+
+
+FIRST_RUN_ONLY = '''
+import sys
+import numpy as np
+import lazyarray as la
+x = la.sym.var("x", shape=(2, 3, 8, 8), dtype="float32")
+op = la.CachedOp(la.sym.nn.max_pool2d(la.sym.relu(x), kernel=(2, 2)))
+a = la.array(np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32))
+with la.tuning(jit=True):
+    first = op(a).asnumpy()
+    print("numba" in sys.modules)
+    second = op(a).asnumpy()
+    print("numba" in sys.modules, np.array_equal(first, second))
+'''
+
+
+def test_a_fresh_processs_first_run_of_tiered_kernels_only_imports_no_numba(tmp_path):
+    """relu and max_pool2d are tiered: the program's first call runs NumPy and does not even import numba
+    (its choosers ask ``enabled()``, which finds the package without importing it); the second imports it."""
+    pytest.importorskip("numba")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "LAZYARRAY_JIT_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", FIRST_RUN_ONLY], env=env, cwd=root, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True", "True"]
