@@ -38,9 +38,11 @@ import contextvars
 import functools
 import hashlib
 import importlib
+import importlib.util
 import logging
 import marshal
 import os
+import sys
 import tempfile
 import time
 import warnings
@@ -59,9 +61,30 @@ _FIRST_RUN: contextvars.ContextVar[bool] = contextvars.ContextVar("lazyarray_jit
 
 
 def enabled() -> bool:
-    """True when compiled kernels run: numba is importable and the tuning table's ``jit`` is on
-    (``LAZYARRAY_JIT`` at import, ``la.tuning(jit=...)``, ``set_enabled``)."""
-    return current().jit and _numba() is not None
+    """True when compiled kernels run: numba is installed and the tuning table's ``jit`` is on
+    (``LAZYARRAY_JIT`` at import, ``la.tuning(jit=...)``, ``set_enabled``). Until numba is imported
+    (by the first kernel ``compiled`` gives) its package being found answers, so a chooser asking does
+    not import it (0.17 s of CPU on the development machine: a program's first run of tiered kernels
+    only, ``first_run``, never pays it); one that then fails to import answers False from there (its
+    kernels' callers run their NumPy paths, as they do where compiled kernels are off)."""
+    return current().jit and _installed()
+
+
+def _installed() -> bool:
+    if not _findable():
+        return False
+    if "numba" in sys.modules or _numba.cache_info().currsize:  # (imported, or its import tried: as it went)
+        return _numba() is not None
+    return True
+
+
+@functools.lru_cache(maxsize=1)  # (looked for once per process; ``clear()`` looks again)
+def _findable() -> bool:
+    """Whether the numba package is there to import (found, not imported)."""
+    try:
+        return importlib.util.find_spec("numba") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def tiered(fn):
@@ -133,6 +156,7 @@ def clear() -> None:
     cache), the numba lookup and the disk cache's checks."""
     COMPILED.clear()
     _numba.cache_clear()
+    _findable.cache_clear()
     _usable_dir.cache_clear()
 
 
@@ -214,9 +238,11 @@ def compiled(fn, always: bool = False):
     >>> float((k or total)(np.arange(4.0)))
     6.0
     """
-    if not current().jit or _numba() is None:  # (``enabled()`` inline: this runs once per kernel call)
+    if not current().jit:
         return None
     if _FIRST_RUN.get() and not always and getattr(fn, "lazyarray_tiered", False):  # (``first_run``)
+        return None  # (before numba is looked up: a first run of tiered kernels only does not import it)
+    if _numba() is None:  # (``enabled()`` inline: this runs once per kernel call)
         return None
     k = COMPILED.peek(fn)
     return k if k is not None else COMPILED.get_or_make(fn, _njit, fn)
@@ -383,7 +409,10 @@ def parallel_ready() -> bool:
 
 def _first_ask() -> tuple[int, bool]:
     """(this process, whether numba's threading layer lets two threads launch regions at once)."""
-    for pool in _LAYERS.get(str(_numba().config.THREADING_LAYER).lower(), ()):
+    numba = _numba()
+    if numba is None:  # (``enabled()`` said yes before numba's import was tried, and it failed)
+        return os.getpid(), False
+    for pool in _LAYERS.get(str(numba.config.THREADING_LAYER).lower(), ()):
         try:
             importlib.import_module(f"numba.np.ufunc.{pool}")
         except Exception:  # (ImportError, or a library that fails to load)

@@ -46,6 +46,7 @@ def test_a_compiled_kernel_computes_what_its_python_does():
 
 def test_without_numba_nothing_is_compiled(monkeypatch):
     monkeypatch.setattr(jit, "_numba", lambda: None)  # as if numba were not installed
+    monkeypatch.setattr(jit, "_findable", lambda: False)
     monkeypatch.setattr(la.config, "jit", True)
     assert not jit.enabled()
     assert jit.compiled(_cumulative) is None
@@ -85,9 +86,10 @@ def test_a_numba_that_cannot_load_turns_compiled_kernels_off_with_a_warning(monk
     jit._numba.cache_clear()  # (the probe looks again, and again after the test)
     monkeypatch.setattr(la.config, "jit", True)
     try:
+        # (enabled() may answer from the package being found; the first kernel tries the import)
         with pytest.warns(RuntimeWarning, match="numba failed to import.*SystemError"):
-            assert not jit.enabled()
-        assert jit.compiled(_cumulative) is None
+            assert jit.compiled(_cumulative) is None
+        assert not jit.enabled() and not jit.parallel_ready()
     finally:
         monkeypatch.undo()
         jit._numba.cache_clear()
@@ -336,3 +338,136 @@ def test_a_cached_backwards_first_run_loads_no_tiered_kernel():
     finally:
         jit.clear()
     np.testing.assert_array_equal(grads[0], grads[1])
+
+
+# -- the kernels marked tiered whose callers run NumPy in a first run: the same bits either way ----------
+def _first_and_later(run, kernel, loads: bool = True):
+    """``run()``'s result inside a program's first run (``kernel`` neither loaded nor compiled there) and
+    outside it (``kernel`` compiled, where ``loads``: an empty input needs no kernel)."""
+    jit.clear()
+    try:
+        with la.tuning(jit=True):
+            with jit.first_run():
+                first = np.array(run(), copy=True)
+            assert jit.COMPILED.peek(kernel) is None  # (the first run did not even ask for it)
+            later = run()
+            assert (jit.COMPILED.peek(kernel) is not None) == loads
+    finally:
+        jit.clear()
+    return first, later
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 64, 128])
+def test_attention_softmax_in_a_first_run_is_its_compiled_softmax_bit_for_bit(dtype, n):
+    pytest.importorskip("numba")
+    from lazyarray.kernels import attention, softmax
+    s = np.random.default_rng(n).standard_normal((2, 3, 5, n)).astype(dtype) * 4
+    s[0, 0, 0, 0] = np.nan if n > 1 else s[0, 0, 0, 0]
+
+    def run():
+        t = s.copy()
+        attention._softmax_in_place(t)
+        return t
+    for kernel in (softmax._max_subtract, softmax._divide_by_sums):
+        first, later = _first_and_later(run, kernel)
+        np.testing.assert_array_equal(first, later)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 7, 32), (3, 1), (2, 5, 128), (0, 16)])
+def test_layer_norm_in_a_first_run_is_its_compiled_rows_bit_for_bit(dtype, shape):
+    pytest.importorskip("numba")
+    from lazyarray.kernels import layer_norm
+    rng = np.random.default_rng(len(shape))
+    x = rng.standard_normal(shape).astype(dtype)
+    gamma, beta = rng.standard_normal(shape[-1]).astype(dtype), rng.standard_normal(shape[-1]).astype(dtype)
+    first, later = _first_and_later(lambda: layer_norm.run_layer_norm(np, x, gamma, beta), layer_norm._rows,
+                                    loads=x.size > 0)
+    np.testing.assert_array_equal(first, later)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("act", ["relu", "hardsigmoid", "hardswish"])
+def test_conv2d_act_in_a_first_run_is_its_compiled_activation_bit_for_bit(dtype, act):
+    pytest.importorskip("numba")
+    from lazyarray.kernels import conv_act
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((1, 4, 9, 9)).astype(dtype), rng.standard_normal((6, 4, 3, 3)).astype(dtype)
+    b = rng.standard_normal(6).astype(dtype)
+    first, later = _first_and_later(
+        lambda: conv_act.run_conv2d_act(np, x, w, b, (1, 1), (1, 1), act=act, alpha=0.2, beta=0.5),
+        conv_act._act_in_place)
+    np.testing.assert_array_equal(first, later)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("stride", [(2, 2), (2, 1)])
+def test_a_strided_depthwise_conv_in_a_first_run_is_its_compiled_loop_bit_for_bit(dtype, stride):
+    pytest.importorskip("numba")
+    from lazyarray.kernels import depthwise
+    from lazyarray.kernels.conv2d import run_conv2d
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((2, 5, 11, 10)).astype(dtype), rng.standard_normal((5, 1, 3, 3)).astype(dtype)
+    b = rng.standard_normal(5).astype(dtype)
+    first, later = _first_and_later(lambda: run_conv2d(np, x, w, b, stride, (1, 1), (1, 1), 5),
+                                    depthwise._dw_nchw)
+    np.testing.assert_array_equal(first, later)
+
+
+def _listed(y) -> list:
+    return list(y) if isinstance(y, (list, tuple)) else [y]
+
+
+def test_a_transformer_fixtures_first_call_loads_no_kernel_and_equals_its_second():
+    """torch_encoder (tests/data/onnx_dynamic): its layer norms and attention softmaxes are tiered, so
+    the first call runs NumPy only; the second loads them; the outputs are the same bits."""
+    pytest.importorskip("numba")
+    pytest.importorskip("onnx")
+    from lazyarray import blocks as B
+    fixtures = os.path.join(os.path.dirname(__file__), "data", "onnx_dynamic")
+    m = next(m for m in json.load(open(os.path.join(fixtures, "manifest.json"))) if m["name"] == "torch_encoder")
+    data = np.load(os.path.join(fixtures, "torch_encoder.npz"))
+    xs = [la.array(data[f"{m['cases'][0]}/in/{k}"]) for k in m["inputs"]]
+    jit.clear()
+    try:
+        with la.tuning(jit=True):
+            net = B.SymbolBlock.imports(os.path.join(fixtures, "torch_encoder.onnx"), m["inputs"])
+            net.hybridize()
+            first = [y.asnumpy() for y in _listed(net(*xs))]
+            loaded_first = len(jit.COMPILED.values())
+            second = [y.asnumpy() for y in _listed(net(*xs))]
+            loaded_second = len(jit.COMPILED.values())
+    finally:
+        jit.clear()
+    assert loaded_first == 0 and loaded_second > 0
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+
+
+FIRST_RUN_ONLY = '''
+import sys
+import numpy as np
+import lazyarray as la
+x = la.sym.var("x", shape=(2, 3, 8, 8), dtype="float32")
+op = la.CachedOp(la.sym.nn.max_pool2d(la.sym.relu(x), kernel=(2, 2)))
+a = la.array(np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32))
+with la.tuning(jit=True):
+    first = op(a).asnumpy()
+    print("numba" in sys.modules)
+    second = op(a).asnumpy()
+    print("numba" in sys.modules, np.array_equal(first, second))
+'''
+
+
+def test_a_fresh_processs_first_run_of_tiered_kernels_only_imports_no_numba(tmp_path):
+    """relu and max_pool2d are tiered: the program's first call runs NumPy and does not even import numba
+    (its choosers ask ``enabled()``, which finds the package without importing it); the second imports it."""
+    pytest.importorskip("numba")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "LAZYARRAY_JIT_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", FIRST_RUN_ONLY], env=env, cwd=root, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True", "True"]

@@ -35,6 +35,7 @@ from .profile import current as current_profile
 from .runner import Bound
 
 
+@jit.tiered
 def _act_in_place(a, code, alpha, beta, zero, one):  # pragma: no cover  (compiled by numba)
     """``a`` (flat) activated in place: code 0 relu, 1 hardsigmoid, 2 hardswish (one loop each, so
     each vectorizes)."""

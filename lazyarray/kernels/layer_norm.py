@@ -69,6 +69,7 @@ def _in_place(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
 BLOCK = 128
 
 
+@jit.tiered
 def _rows(x, gamma, beta, out, stat, eps, zero, one):
     """``in_place``'s operations row by row for a 2-D ``x`` of rows of at most ``BLOCK`` values
     into ``out``: each sum as NumPy's ``add.reduce`` makes it (``0 +`` one block of its pairwise

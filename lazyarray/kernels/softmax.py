@@ -73,6 +73,7 @@ def _log_softmax_by_rows(xp, x, axis=-1):
 BLOCK = 128  # NumPy sums a row of up to this many values as one block of its pairwise sum
 
 
+@jit.tiered
 def _max_subtract(s, zero):
     """s[r] -= max(s[r]) for each row of a 2-D ``s``: ``np.maximum.reduce``'s maximum (a NaN wins,
     a tie keeps the first), then one subtraction per value."""
@@ -88,6 +89,7 @@ def _max_subtract(s, zero):
             row[i] = row[i] - m
 
 
+@jit.tiered
 def _divide_by_sums(s, zero):
     """s[r] /= sum(s[r]) for each row of a 2-D ``s`` of at most ``BLOCK`` columns, each sum as
     NumPy's ``add.reduce`` makes it (``0 +`` one block of its pairwise sum: below 8 values one by
