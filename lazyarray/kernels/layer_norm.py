@@ -31,7 +31,7 @@ from ..ops import registry
 from ..ops.scratch import scratch
 from ..tuning_table import current
 from .impl import Choice, Impl
-from .runner import noted
+from .runner import Bound, keyword_binder, noted
 
 SCRATCH_FROM_BYTES = 64 << 10  # (as kernels/attention.py: smaller squares are a plain allocation)
 _REFERENCE = registry.get("layer_norm").kernel
@@ -146,6 +146,9 @@ COMPILED = Impl("layer_norm", "compiled", _compiled,
                 "as in_place, rows of at most BLOCK adjacent values, numba on: in_place's operations row by row in "
                 "one compiled call (each sum NumPy's, bit for bit)", fallback=IN_PLACE)
 _IN_PLACE, _COMPILED = Choice(IN_PLACE), Choice(COMPILED)
+# (the binder's other cases: ``in_place`` or the reference kernel, run directly)
+_BIND_OTHERWISE = keyword_binder(lambda xp, x, gamma, beta, out, axis, eps: _choice(xp, x, gamma, beta, axis),
+                                 {}, "layer_norm", _REFERENCE)
 
 
 def _choice(xp, x, gamma, beta, axis) -> Choice | None:
@@ -173,6 +176,31 @@ def run_layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
         y = _in_place(xp, x, gamma, beta, axis, eps, out)
     noted(choice, x)
     return y
+
+
+def bind_layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None) -> Bound:
+    """A compiled step's ``Bound`` (``kernels.bind``): ``choose_layer_norm``'s choice, which the step's
+    avals, its planned output and the tuning table fix, run directly: ``compiled`` with its kernel and
+    constants found once (``in_place`` where it declines); the reference where neither applies. The
+    one fact a call shows, whether its rows are adjacent values (a program's input may arrive in
+    another memory order), is read per call: otherwise the runner decides."""
+    choice = _choice(xp, x, gamma, beta, axis)
+    if choice is not _COMPILED:
+        return _BIND_OTHERWISE(xp, x, gamma, beta, out=out, axis=axis, eps=eps)
+    kern = jit.compiled(_rows)
+    if kern is None or (out is not None and not out.flags.c_contiguous):
+        return Bound(choice, lambda x, gamma, beta, out=None: _in_place(xp, x, gamma, beta, axis, eps, out))
+    n, dtype, t = x.shape[-1], x.dtype, x.dtype.type
+    consts = (t(eps), t(0), t(1))
+
+    def run(x, gamma, beta, out=None):
+        if x.strides[-1] != x.itemsize and n != 1:
+            return run_layer_norm(xp, x, gamma, beta, axis, eps, out)
+        y = np.empty(x.shape, dtype) if out is None else out
+        kern(x.reshape(-1, n), gamma, beta, y.reshape(-1, n), np.empty(2, dtype), *consts)
+        return y
+
+    return Bound(choice, run)
 
 
 def _rms_rows(x, gamma, out, stat, eps, zero, one):
@@ -229,6 +257,7 @@ RMS_COMPILED = Impl("rms_norm", "compiled", _rms_compiled,
                     "NumPy float32 / float64 x and gamma, rows of 1 to BLOCK values, numba on: the reference's "
                     "operations row by row in one compiled call (its values bit for bit)")
 _RMS = Choice(RMS_COMPILED)
+_BIND_RMS_OTHERWISE = keyword_binder(lambda xp, x, gamma, out, eps: None, {}, "rms_norm", _RMS_REFERENCE)
 
 
 def _rms_fits(xp, x, gamma) -> bool:
@@ -250,7 +279,26 @@ def run_rms_norm(xp, x, gamma, eps=1e-6, out=None):
     return y
 
 
+def bind_rms_norm(xp, x, gamma, eps=1e-6, out=None) -> Bound:
+    """A compiled step's ``Bound`` (``kernels.bind``): ``compiled`` with its kernel and constants found
+    once where it applies (``choose_rms_norm``: the avals and the tuning table decide), else the
+    reference kernel."""
+    kern = jit.compiled(_rms_rows) if _rms_fits(xp, x, gamma) else None
+    if kern is None or (out is not None and not out.flags.c_contiguous):
+        return _BIND_RMS_OTHERWISE(xp, x, gamma, out=out, eps=eps)
+    n, dtype, t = x.shape[-1], x.dtype, x.dtype.type
+    consts = (t(eps), t(0), t(1))
+
+    def run(x, gamma, out=None):
+        y = np.empty(x.shape, dtype) if out is None else out
+        kern(x.reshape(-1, n), gamma, y.reshape(-1, n), np.empty(1, dtype), *consts)
+        return y
+
+    return Bound(_RMS, run)
+
+
 # op name -> its implementations, runner, and chooser for a call's arguments (``kernels.choose``)
 IMPLS = {"layer_norm": (COMPILED, IN_PLACE), "rms_norm": (RMS_COMPILED,)}
 RUNNERS = {"layer_norm": run_layer_norm, "rms_norm": run_rms_norm}
 CHOOSERS = {"layer_norm": choose_layer_norm, "rms_norm": choose_rms_norm}
+BINDERS = {"layer_norm": bind_layer_norm, "rms_norm": bind_rms_norm}

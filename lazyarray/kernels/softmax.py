@@ -19,7 +19,7 @@ from .. import jit, threads
 from ..ops import registry
 from ..ops.nn import sce_of
 from .impl import Choice, Impl
-from .runner import noted
+from .runner import keyword_binder, noted
 
 ROW_CHUNK_BYTES = 256 << 10  # rows per chunk of a row-wise kernel: a chunk and its result stay in L2
 
@@ -62,11 +62,11 @@ def _log_softmax_rows(x, o, col):
     np.subtract(o, col, out=o)
 
 
-def _softmax_by_rows(xp, x, axis=-1):
+def _softmax_by_rows(xp, x, axis=-1, out=None):
     return _rows_chunked(x, _softmax_rows)
 
 
-def _log_softmax_by_rows(xp, x, axis=-1):
+def _log_softmax_by_rows(xp, x, axis=-1, out=None):
     return _rows_chunked(x, _log_softmax_rows)
 
 
@@ -138,7 +138,7 @@ def in_place(s) -> bool:
 SOFTMAX_ROWS = Impl("softmax", "rows", _softmax_by_rows, "NumPy, the last axis, 1 MiB or more: chunks of rows "
                     "through every pass while in cache, over the threads", threads=True)
 LOG_SOFTMAX_ROWS = Impl("log_softmax", "rows", _log_softmax_by_rows, "as softmax's rows", threads=True)
-SCE_ROWS = Impl("softmax_cross_entropy", "rows", lambda xp, logits, labels: sce_of(xp, logits, labels, run_log_softmax),
+SCE_ROWS = Impl("softmax_cross_entropy", "rows", lambda xp, logits, labels, out=None: sce_of(xp, logits, labels, run_log_softmax),
                 "its log_softmax by rows where that applies", threads=True)
 _SOFTMAX, _LOG_SOFTMAX, _SCE = Choice(SOFTMAX_ROWS), Choice(LOG_SOFTMAX_ROWS), Choice(SCE_ROWS)
 _REFERENCE = {name: registry.get(name).kernel for name in ("softmax", "log_softmax", "softmax_cross_entropy")}
@@ -190,3 +190,5 @@ def run_sce(xp, logits, labels, out=None):
 IMPLS = {"softmax": (SOFTMAX_ROWS,), "log_softmax": (LOG_SOFTMAX_ROWS,), "softmax_cross_entropy": (SCE_ROWS,)}
 RUNNERS = {"softmax": run_softmax, "log_softmax": run_log_softmax, "softmax_cross_entropy": run_sce}
 CHOOSERS = {"softmax": choose_softmax, "log_softmax": choose_log_softmax, "softmax_cross_entropy": choose_sce}
+# (their choices are fixed by a compiled step's avals: the reference kernel bound where none applies)
+BINDERS = {name: keyword_binder(CHOOSERS[name], {}, name, _REFERENCE[name]) for name in CHOOSERS}
