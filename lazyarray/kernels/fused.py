@@ -249,11 +249,12 @@ def bind_fused(xp, *arrays, graph, out=None) -> Bound | None:
         return None
     t, state = current(), _state(graph)
     after = t.fused_jit_after
+    tiered = state.calls < after and jit.enabled() and not steps_of(graph).ends  # (else the count decides nothing)
 
     def bound(arrays, out) -> Bound:
         choice = choose_fused(xp, graph, t)
         run = direct(choice, _CHOICES, xp, keywords={"graph": graph})
-        if state.calls >= after:
+        if not tiered or state.calls >= after:
             return Bound(choice, run)
 
         def counted(*arrays, out=None):
@@ -263,9 +264,7 @@ def bind_fused(xp, *arrays, graph, out=None) -> Bound | None:
         return Bound(choice, counted)
 
     first = bound(arrays, out)
-    if state.calls >= after or first.choice is not _CHOICES["chunked"] or not jit.enabled():
-        return first  # (the count decides nothing more)
-    return Bound(first.choice, by_facts(lambda *_: state.calls >= after, bound, {False: first}))
+    return Bound(first.choice, by_facts(lambda *_: state.calls >= after, bound, {False: first})) if tiered else first
 
 
 BINDERS = {"fused": bind_fused}
