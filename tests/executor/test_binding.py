@@ -242,6 +242,7 @@ def test_a_fused_group_bound_before_its_tier_rebinds_after_it(kernel_path):
     run, its step counts calls as the runner does and binds the compiled path when the count passes;
     every run's values are the unfused program's."""
     op, plain = _chain_op()
+    assert kernels.binds("fused")  # (the op has no runner: its kernel asks kernels/fused.py, and binds)
     xn, yn = RNG.standard_normal((4, 4)).astype(np.float32), RNG.standard_normal((4, 4)).astype(np.float32)
     want = plain(la.array(xn), la.array(yn)).asnumpy()
     for _ in range(5):
