@@ -95,6 +95,20 @@ def tiered(fn):
     return fn
 
 
+def declined(fn) -> bool:
+    """Whether ``fn`` is ``tiered`` and this is a program's first run: ``compiled(fn)`` gives None
+    there (and so does ``kernels/pairwise_sum.with_row_sum`` for a tiered maker of kernels)."""
+    return _FIRST_RUN.get() and getattr(fn, "lazyarray_tiered", False)
+
+
+def inlined(fn):
+    """Mark ``fn`` as a helper that ``compiled`` compiles to be inlined into every compiled kernel
+    that calls it (numba's ``inline="always"``: a call per row of a short row costs its arguments'
+    reference counting, 1.5x a kernel's time, ``kernels/pairwise_sum.py``). Returns ``fn``."""
+    fn.lazyarray_inlined = True
+    return fn
+
+
 @contextlib.contextmanager
 def first_run():
     """The code inside is a compiled program's first run (``CachedOp``, per input signature; a cached
@@ -240,7 +254,7 @@ def compiled(fn, always: bool = False):
     """
     if not current().jit:
         return None
-    if _FIRST_RUN.get() and not always and getattr(fn, "lazyarray_tiered", False):  # (``first_run``)
+    if not always and declined(fn):  # (``first_run``)
         return None  # (before numba is looked up: a first run of tiered kernels only does not import it)
     if _numba() is None:  # (``enabled()`` inline: this runs once per kernel call)
         return None
@@ -249,7 +263,7 @@ def compiled(fn, always: bool = False):
 
 
 def _njit(fn):
-    k = _numba().njit(nogil=True)(fn)
+    k = _numba().njit(nogil=True, inline="always" if getattr(fn, "lazyarray_inlined", False) else "never")(fn)
     _cache_on_disk(k, fn)
     _compile_listener()
     return k
@@ -321,11 +335,14 @@ def _cache_on_disk(kernel, fn) -> None:
 
 def _code_key(value):
     """What identifies a closure's captured value across processes: a compiled function by its
-    Python code (numba pickles a dispatcher with a per-process id), anything else as it is."""
+    Python code, its own captured values and whether it is ``inlined`` (numba pickles a dispatcher
+    with a per-process id), anything else as it is."""
     py_func = getattr(value, "py_func", None)
     if py_func is None:
         return value
-    return (py_func.__module__, py_func.__qualname__, marshal.dumps(py_func.__code__))
+    cells = tuple(_code_key(c.cell_contents) for c in py_func.__closure__ or ())  # (a closure's constants)
+    return (py_func.__module__, py_func.__qualname__, marshal.dumps(py_func.__code__), cells,
+            getattr(py_func, "lazyarray_inlined", False))
 
 
 @functools.lru_cache(maxsize=1)  # (one class, made once numba is imported)

@@ -71,11 +71,11 @@ def _binding_at_first_run(steps: list, chosen: dict, i: int, make: Maker, plain)
 
 
 def bindable(sp, kinds) -> bool:
-    """A step spec (``program._Spec``) of one of ``kinds`` that calls its op's runner as it is, and
-    whose op has a binder (``kernels.bind``)."""
+    """A step spec (``program._Spec``) of one of ``kinds`` that calls its op's kernel as it is (its
+    runner, or a ``fused`` group's kernel, which asks ``kernels/fused.py``), and whose op has a binder
+    (``kernels.bind``: its runner installed)."""
     op = sp.node.op
-    return sp.kind in kinds and len(sp.outs) == 1 and op.runner is not None \
-        and sp.fn is op.bind(sp.node.avals[0].device.xp) and binds(op)
+    return sp.kind in kinds and len(sp.outs) == 1 and sp.fn is op.bind(sp.node.avals[0].device.xp) and binds(op)
 
 
 def maker(group: tuple, make: Callable, plain_step, out_kind) -> Maker:

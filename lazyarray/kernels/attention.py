@@ -27,7 +27,7 @@ from ..ops.attention import OPS, WHERE, apply_chain
 from ..ops.scratch import scratch
 from . import softmax
 from .impl import Choice, Impl
-from .runner import noted
+from .runner import keyword_binder, noted
 
 SCRATCH_FROM_BYTES = 64 << 10
 _OP = registry.get("fused_attention")
@@ -135,3 +135,5 @@ def run_attention(xp, q, k, v, *extras, out=None, **params):
 IMPLS = {"fused_attention": (BATCHED_BLAS,)}
 RUNNERS = {"fused_attention": run_attention}
 CHOOSERS = {"fused_attention": choose_attention}
+# (its choice is fixed by a compiled step's dtypes: the reference bound where it does not apply)
+BINDERS = {"fused_attention": keyword_binder(choose_attention, {}, "fused_attention", _REFERENCE)}

@@ -57,9 +57,10 @@ from .fused_table import ARRAY_SLOTS, FLOATS, OPS, TABLES, TableCache, run_table
 from .impl import Choice, Impl
 from .log import log_choice
 from .profile import current as current_profile
+from .runner import Bound, by_facts, direct
 
 __all__ = ["ARRAY_SLOTS", "FLOATS", "IMPLS", "J", "OPS", "REDUCTIONS", "TABLES", "TableCache", "admission",
-           "choose_fused", "mixed_pays", "pays", "run_fused", "table_of"]
+           "bind_fused", "choose_fused", "mixed_pays", "pays", "run_fused", "table_of"]
 
 
 class _State:
@@ -235,3 +236,35 @@ def run_fused(xp, *arrays, graph, out=None):
 def choose_for_call(xp, *arrays, graph, out=None) -> Choice:
     """``choose_fused`` for a call's arguments as the op takes them (``kernels.choose``)."""
     return choose_fused(xp, graph, current())
+
+
+def bind_fused(xp, *arrays, graph, out=None) -> Bound | None:
+    """A compiled step's ``Bound`` (``kernels.bind``): ``choose_fused``'s choice for the group, run
+    directly (the group's table or plan and the call's layout still checked per call by the
+    implementation; the chunked path where it declines). The choice is fixed by the group, the
+    tuning table and numba but for the tiers: while the group has run fewer than ``fused_jit_after``
+    calls, the bound function counts each (as ``run_fused``) and binds again when the count
+    passes. None for a GPU group (the op's kernel runs ``fusion_gpu``)."""
+    if xp is not np:
+        return None
+    t, state = current(), _state(graph)
+    after = t.fused_jit_after
+    tiered = state.calls < after and jit.enabled() and not steps_of(graph).ends  # (else the count decides nothing)
+
+    def bound(arrays, out) -> Bound:
+        choice = choose_fused(xp, graph, t)
+        run = direct(choice, _CHOICES, xp, keywords={"graph": graph})
+        if not tiered or state.calls >= after:
+            return Bound(choice, run)
+
+        def counted(*arrays, out=None):
+            state.calls += 1
+            return run(*arrays, out=out)
+
+        return Bound(choice, counted)
+
+    first = bound(arrays, out)
+    return Bound(first.choice, by_facts(lambda *_: state.calls >= after, bound, {False: first})) if tiered else first
+
+
+BINDERS = {"fused": bind_fused}

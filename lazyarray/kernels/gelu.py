@@ -15,7 +15,7 @@ from ..ops import registry
 from ..ops.norm import gelu_grad_values, gelu_slope, gelu_values
 from ..threads import chunked
 from .impl import Choice, Impl
-from .runner import noted
+from .runner import keyword_binder, noted
 
 # Measured (GELU on 1M float32, one thread): 16K-element chunks 3.8 ms, 64K 2.9 ms, 128K 2.75 ms
 # (the per-call overhead of a few dozen ufunc calls per chunk dominates small chunks).
@@ -193,3 +193,5 @@ def run_gelu_compiled(xp, x, approximation="none", out=None):
 IMPLS = {"gelu": (COMPILED, GELU), "gelu_grad": (GELU_GRAD,), "gelu_with_grad": (WITH_GRAD,)}
 RUNNERS = {"gelu": run_gelu_compiled, "gelu_grad": run_gelu_grad, "gelu_with_grad": run_with_grad}
 CHOOSERS = {"gelu": choose_gelu_compiled, "gelu_grad": choose_gelu_grad, "gelu_with_grad": choose_with_grad}
+# (their choices are fixed by a compiled step's avals and planned output: the reference bound where none applies)
+BINDERS = {name: keyword_binder(CHOOSERS[name], {}, name, _REFERENCE[name]) for name in CHOOSERS}

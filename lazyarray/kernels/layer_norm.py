@@ -14,13 +14,13 @@ reference, which makes no squared copy).
 
 ``compiled`` runs the same operations row by row in one numba call, for rows of at most ``BLOCK``
 values (a small transformer's): each row sum is NumPy's ``add.reduce`` of such a row (one block
-of its pairwise summation, written out), the rest one IEEE operation each, so its values are
+of its pairwise summation, ``pairwise_sum.py``), the rest one IEEE operation each, so its values are
 ``in_place``'s bit for bit (``tests/kernels/test_layer_norm.py`` checks every row length). Measured
 on a (1, 7, 32) float32 input (one thread, CPU time, shared machine): 2.3-2.4 us a call against
 ``in_place``'s 9.7-10.1 us and the reference's 11.9-12.7 us.
 
-``nn.rms_norm``'s ``compiled`` is its reference's operations the same way (the squares' row sums
-written out), for rows of at most ``BLOCK`` values.
+``nn.rms_norm``'s ``compiled`` is its reference's operations the same way (the squares' row sums by
+``pairwise_sum.py``), for rows of at most ``BLOCK`` values.
 """
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ from ..ops import registry
 from ..ops.scratch import scratch
 from ..tuning_table import current
 from .impl import Choice, Impl
-from .runner import noted
+from .pairwise_sum import BLOCK, with_row_sum
+from .runner import Bound, keyword_binder, noted
 
 SCRATCH_FROM_BYTES = 64 << 10  # (as kernels/attention.py: smaller squares are a plain allocation)
 _REFERENCE = registry.get("layer_norm").kernel
@@ -64,73 +65,37 @@ def _in_place(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     return y
 
 
-# NumPy sums a row of up to this many values as one block of its pairwise sum (eight running sums,
-# then the rest one by one); ``compiled`` does the same, so it applies to such rows only
-BLOCK = 128
-
-
 @jit.tiered
-def _rows(x, gamma, beta, out, stat, eps, zero, one):
-    """``in_place``'s operations row by row for a 2-D ``x`` of rows of at most ``BLOCK`` values
-    into ``out``: each sum as NumPy's ``add.reduce`` makes it (``0 +`` one block of its pairwise
-    sum: below 8 values one by one from ``-0.0``, else eight running sums combined as a tree, then
-    the rest), each division by the count in float64 stored in ``stat`` (x's dtype), every other
-    operation one rounding in x's dtype, in ``in_place``'s order: the same values bit for bit."""
-    n = x.shape[1]
-    m = n - n % 8
-    for r in range(x.shape[0]):
-        xr, yr = x[r], out[r]
-        for k in range(2):
-            src = xr if k == 0 else yr  # (k = 1: the squares of the centered row, squared as read)
-            if n < 8:
-                s = -zero
-                for i in range(n):
-                    s += src[i] if k == 0 else src[i] * src[i]
-            else:
-                if k == 0:
-                    r0, r1, r2, r3, r4, r5, r6, r7 = src[0], src[1], src[2], src[3], src[4], src[5], src[6], src[7]
-                else:
-                    r0, r1, r2, r3 = src[0] * src[0], src[1] * src[1], src[2] * src[2], src[3] * src[3]
-                    r4, r5, r6, r7 = src[4] * src[4], src[5] * src[5], src[6] * src[6], src[7] * src[7]
-                for i in range(8, m, 8):
-                    if k == 0:
-                        r0 += src[i]
-                        r1 += src[i + 1]
-                        r2 += src[i + 2]
-                        r3 += src[i + 3]
-                        r4 += src[i + 4]
-                        r5 += src[i + 5]
-                        r6 += src[i + 6]
-                        r7 += src[i + 7]
-                    else:
-                        r0 += src[i] * src[i]
-                        r1 += src[i + 1] * src[i + 1]
-                        r2 += src[i + 2] * src[i + 2]
-                        r3 += src[i + 3] * src[i + 3]
-                        r4 += src[i + 4] * src[i + 4]
-                        r5 += src[i + 5] * src[i + 5]
-                        r6 += src[i + 6] * src[i + 6]
-                        r7 += src[i + 7] * src[i + 7]
-                s = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-                for i in range(m, n):
-                    s += src[i] if k == 0 else src[i] * src[i]
-            stat[k] = zero + s
-            stat[k] = stat[k] / np.float64(n)
-            if k == 0:
-                mean = stat[0]
-                for i in range(n):
-                    yr[i] = xr[i] - mean
-        stat[1] = stat[1] + eps
-        stat[1] = np.sqrt(stat[1])
-        inv = one / stat[1]
-        for i in range(n):
-            yr[i] = yr[i] * inv * gamma[i] + beta[i]
+def _rows_with(row_sum, squares_sum):
+    """The kernel of ``compiled`` calling the compiled row sums (``pairwise_sum.py``)."""
+    def rows(x, gamma, beta, out, stat, eps, zero, one):
+        """``in_place``'s operations row by row for a 2-D ``x`` of rows of at most ``BLOCK`` values
+        into ``out``: each sum NumPy's (``row_sum``), each division by the count in float64 stored
+        in ``stat`` (x's dtype), every other operation one rounding in x's dtype, in ``in_place``'s
+        order: the same values bit for bit."""
+        n = x.shape[1]
+        for r in range(x.shape[0]):
+            xr, yr = x[r], out[r]
+            stat[0] = row_sum(xr, zero)
+            stat[0] = stat[0] / np.float64(n)
+            mean = stat[0]
+            for i in range(n):
+                yr[i] = xr[i] - mean
+            stat[1] = squares_sum(yr, zero)  # (the squares of the centered row, squared as read)
+            stat[1] = stat[1] / np.float64(n)
+            stat[1] = stat[1] + eps
+            stat[1] = np.sqrt(stat[1])
+            inv = one / stat[1]
+            for i in range(n):
+                yr[i] = yr[i] * inv * gamma[i] + beta[i]
+
+    return rows
 
 
 def _compiled(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
-    """``_rows`` over ``x`` seen as (rows, n), or None where compiled kernels are off or ``out`` is not
+    """``_rows_with``'s kernel over ``x`` seen as (rows, n), or None where compiled kernels are off or ``out`` is not
     C-ordered (it is written through a (rows, n) view)."""
-    kern = jit.compiled(_rows)
+    kern = with_row_sum(_rows_with)
     if kern is None or (out is not None and not out.flags.c_contiguous):
         return None
     n = x.shape[-1]
@@ -147,6 +112,9 @@ COMPILED = Impl("layer_norm", "compiled", _compiled,
                 "as in_place, rows of at most BLOCK adjacent values, numba on: in_place's operations row by row in "
                 "one compiled call (each sum NumPy's, bit for bit)", fallback=IN_PLACE)
 _IN_PLACE, _COMPILED = Choice(IN_PLACE), Choice(COMPILED)
+# (the binder's other cases: ``in_place`` or the reference kernel, run directly)
+_BIND_OTHERWISE = keyword_binder(lambda xp, x, gamma, beta, out, axis, eps: _choice(xp, x, gamma, beta, axis),
+                                 {}, "layer_norm", _REFERENCE)
 
 
 def _choice(xp, x, gamma, beta, axis) -> Choice | None:
@@ -176,47 +144,56 @@ def run_layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     return y
 
 
-def _rms_rows(x, gamma, out, stat, eps, zero, one):
-    """``nn.rms_norm``'s reference row by row for a 2-D ``x`` of rows of at most ``BLOCK`` values
-    into ``out``: the sum of each row's squares as NumPy's ``add.reduce`` makes it of a C-ordered
-    row (``_rows``' sum), the division by the count in float64 stored in ``stat``, every other
-    operation one rounding in x's dtype, in the reference's order."""
-    n = x.shape[1]
-    m = n - n % 8
-    for r in range(x.shape[0]):
-        xr, yr = x[r], out[r]
-        if n < 8:
-            s = -zero
+def bind_layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None) -> Bound:
+    """A compiled step's ``Bound`` (``kernels.bind``): ``choose_layer_norm``'s choice, which the step's
+    avals, its planned output and the tuning table fix, run directly: ``compiled`` with its kernel and
+    constants found once (``in_place`` where it declines); the reference where neither applies. The
+    one fact a call shows, whether its rows are adjacent values (a program's input may arrive in
+    another memory order), is read per call: otherwise the runner decides."""
+    choice = _choice(xp, x, gamma, beta, axis)
+    if choice is not _COMPILED:
+        return _BIND_OTHERWISE(xp, x, gamma, beta, out=out, axis=axis, eps=eps)
+    kern = with_row_sum(_rows_with)
+    if kern is None or (out is not None and not out.flags.c_contiguous):
+        return Bound(choice, lambda x, gamma, beta, out=None: _in_place(xp, x, gamma, beta, axis, eps, out))
+    n, dtype, t = x.shape[-1], x.dtype, x.dtype.type
+    consts = (t(eps), t(0), t(1))
+
+    def run(x, gamma, beta, out=None):
+        if x.strides[-1] != x.itemsize and n != 1:
+            return run_layer_norm(xp, x, gamma, beta, axis, eps, out)
+        y = np.empty(x.shape, dtype) if out is None else out
+        kern(x.reshape(-1, n), gamma, beta, y.reshape(-1, n), np.empty(2, dtype), *consts)
+        return y
+
+    return Bound(choice, run)
+
+
+def _rms_rows_with(row_sum, squares_sum):
+    """The kernel of rms_norm's ``compiled`` calling the compiled row sums (``pairwise_sum.py``)."""
+    def rms_rows(x, gamma, out, stat, eps, zero, one):
+        """``nn.rms_norm``'s reference row by row for a 2-D ``x`` of rows of at most ``BLOCK`` values
+        into ``out``: the sum of each row's squares NumPy's (``squares_sum``), the division by the count
+        in float64 stored in ``stat``, every other operation one rounding in x's dtype, in the
+        reference's order."""
+        n = x.shape[1]
+        for r in range(x.shape[0]):
+            xr, yr = x[r], out[r]
+            stat[0] = squares_sum(xr, zero)
+            stat[0] = stat[0] / np.float64(n)
+            stat[0] = stat[0] + eps
+            stat[0] = np.sqrt(stat[0])
+            inv = one / stat[0]
             for i in range(n):
-                s += xr[i] * xr[i]
-        else:
-            r0, r1, r2, r3 = xr[0] * xr[0], xr[1] * xr[1], xr[2] * xr[2], xr[3] * xr[3]
-            r4, r5, r6, r7 = xr[4] * xr[4], xr[5] * xr[5], xr[6] * xr[6], xr[7] * xr[7]
-            for i in range(8, m, 8):
-                r0 += xr[i] * xr[i]
-                r1 += xr[i + 1] * xr[i + 1]
-                r2 += xr[i + 2] * xr[i + 2]
-                r3 += xr[i + 3] * xr[i + 3]
-                r4 += xr[i + 4] * xr[i + 4]
-                r5 += xr[i + 5] * xr[i + 5]
-                r6 += xr[i + 6] * xr[i + 6]
-                r7 += xr[i + 7] * xr[i + 7]
-            s = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-            for i in range(m, n):
-                s += xr[i] * xr[i]
-        stat[0] = zero + s
-        stat[0] = stat[0] / np.float64(n)
-        stat[0] = stat[0] + eps
-        stat[0] = np.sqrt(stat[0])
-        inv = one / stat[0]
-        for i in range(n):
-            yr[i] = gamma[i] * (xr[i] * inv)
+                yr[i] = gamma[i] * (xr[i] * inv)
+
+    return rms_rows
 
 
 def _rms_compiled(xp, x, gamma, eps=1e-6, out=None):
-    """``_rms_rows`` over ``x`` seen as (rows, n), or None where compiled kernels are off or ``out`` is
+    """``_rms_rows_with``'s kernel over ``x`` seen as (rows, n), or None where compiled kernels are off or ``out`` is
     not C-ordered."""
-    kern = jit.compiled(_rms_rows)
+    kern = with_row_sum(_rms_rows_with)
     if kern is None or (out is not None and not out.flags.c_contiguous):
         return None
     n = x.shape[-1]
@@ -230,6 +207,7 @@ RMS_COMPILED = Impl("rms_norm", "compiled", _rms_compiled,
                     "NumPy float32 / float64 x and gamma, rows of 1 to BLOCK values, numba on: the reference's "
                     "operations row by row in one compiled call (its values bit for bit)")
 _RMS = Choice(RMS_COMPILED)
+_BIND_RMS_OTHERWISE = keyword_binder(lambda xp, x, gamma, out, eps: None, {}, "rms_norm", _RMS_REFERENCE)
 
 
 def _rms_fits(xp, x, gamma) -> bool:
@@ -251,7 +229,26 @@ def run_rms_norm(xp, x, gamma, eps=1e-6, out=None):
     return y
 
 
+def bind_rms_norm(xp, x, gamma, eps=1e-6, out=None) -> Bound:
+    """A compiled step's ``Bound`` (``kernels.bind``): ``compiled`` with its kernel and constants found
+    once where it applies (``choose_rms_norm``: the avals and the tuning table decide), else the
+    reference kernel."""
+    kern = with_row_sum(_rms_rows_with) if _rms_fits(xp, x, gamma) else None
+    if kern is None or (out is not None and not out.flags.c_contiguous):
+        return _BIND_RMS_OTHERWISE(xp, x, gamma, out=out, eps=eps)
+    n, dtype, t = x.shape[-1], x.dtype, x.dtype.type
+    consts = (t(eps), t(0), t(1))
+
+    def run(x, gamma, out=None):
+        y = np.empty(x.shape, dtype) if out is None else out
+        kern(x.reshape(-1, n), gamma, y.reshape(-1, n), np.empty(1, dtype), *consts)
+        return y
+
+    return Bound(_RMS, run)
+
+
 # op name -> its implementations, runner, and chooser for a call's arguments (``kernels.choose``)
 IMPLS = {"layer_norm": (COMPILED, IN_PLACE), "rms_norm": (RMS_COMPILED,)}
 RUNNERS = {"layer_norm": run_layer_norm, "rms_norm": run_rms_norm}
 CHOOSERS = {"layer_norm": choose_layer_norm, "rms_norm": choose_rms_norm}
+BINDERS = {"layer_norm": bind_layer_norm, "rms_norm": bind_rms_norm}

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..mode import MODE, PROFILING
 from ..tuning_table import current
-from .impl import Choice
+from .impl import Choice, Impl
 from .log import log_choice
 from .profile import current as current_profile
 
@@ -119,6 +119,22 @@ def fixed_binder(chooser: Callable, fallbacks: dict, names: tuple = ()) -> Calla
     def bind(xp, *arrays, out=None, **params) -> Bound:
         choice = chooser(xp, *arrays, out=out, **params)
         return Bound(choice, direct(choice, fallbacks, xp, tuple(params[k] for k in names), arity=len(arrays)))
+
+    return bind
+
+
+def keyword_binder(chooser: Callable, fallbacks: dict, op: str, reference: Callable) -> Callable:
+    """The binder of an op whose chooser's answer is fixed as ``fixed_binder``'s, whose implementations
+    take its parameters by name, and whose runner runs ``reference(xp, *arrays, out=out, **params)``
+    (the op's reference kernel) where the chooser answers None: that choice bound too (named
+    ``op[reference]``, as ``explain()`` names a step without a choice), so no such step asks again."""
+    ref = Choice(Impl(op, "reference", reference, "the op's one kernel"))
+
+    def bind(xp, *arrays, out=None, **params) -> Bound:
+        choice = chooser(xp, *arrays, out=out, **params)
+        if choice is None:
+            return Bound(ref, lambda *a, out=None: reference(xp, *a, out=out, **params))
+        return Bound(choice, direct(choice, fallbacks, xp, keywords=params))
 
     return bind
 

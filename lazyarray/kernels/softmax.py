@@ -19,7 +19,8 @@ from .. import jit, threads
 from ..ops import registry
 from ..ops.nn import sce_of
 from .impl import Choice, Impl
-from .runner import noted
+from .pairwise_sum import BLOCK, with_row_sum
+from .runner import keyword_binder, noted
 
 ROW_CHUNK_BYTES = 256 << 10  # rows per chunk of a row-wise kernel: a chunk and its result stay in L2
 
@@ -62,15 +63,13 @@ def _log_softmax_rows(x, o, col):
     np.subtract(o, col, out=o)
 
 
-def _softmax_by_rows(xp, x, axis=-1):
+def _softmax_by_rows(xp, x, axis=-1, out=None):
     return _rows_chunked(x, _softmax_rows)
 
 
-def _log_softmax_by_rows(xp, x, axis=-1):
+def _log_softmax_by_rows(xp, x, axis=-1, out=None):
     return _rows_chunked(x, _log_softmax_rows)
 
-
-BLOCK = 128  # NumPy sums a row of up to this many values as one block of its pairwise sum
 
 
 @jit.tiered
@@ -90,35 +89,18 @@ def _max_subtract(s, zero):
 
 
 @jit.tiered
-def _divide_by_sums(s, zero):
-    """s[r] /= sum(s[r]) for each row of a 2-D ``s`` of at most ``BLOCK`` columns, each sum as
-    NumPy's ``add.reduce`` makes it (``0 +`` one block of its pairwise sum: below 8 values one by
-    one from ``-0.0``, else eight running sums combined as a tree, then the rest)."""
-    n = s.shape[1]
-    m8 = n - n % 8
-    for r in range(s.shape[0]):
-        row = s[r]
-        if n < 8:
-            t = -zero
-            for i in range(n):
-                t += row[i]
-        else:
-            r0, r1, r2, r3, r4, r5, r6, r7 = row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7]
-            for i in range(8, m8, 8):
-                r0 += row[i]
-                r1 += row[i + 1]
-                r2 += row[i + 2]
-                r3 += row[i + 3]
-                r4 += row[i + 4]
-                r5 += row[i + 5]
-                r6 += row[i + 6]
-                r7 += row[i + 7]
-            t = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-            for i in range(m8, n):
-                t += row[i]
-        t = zero + t
-        for i in range(n):
-            row[i] = row[i] / t
+def _divide_by_sums_with(row_sum, squares_sum):
+    """The second pass of ``in_place`` calling the compiled ``row_sum`` (``pairwise_sum.py``)."""
+    def divide_by_sums(s, zero):
+        """s[r] /= sum(s[r]) for each row of a 2-D ``s`` of at most ``BLOCK`` columns, each sum as
+        NumPy's ``add.reduce`` makes it (``row_sum``)."""
+        for r in range(s.shape[0]):
+            row = s[r]
+            t = row_sum(row, zero)
+            for i in range(row.shape[0]):
+                row[i] = row[i] / t
+
+    return divide_by_sums
 
 
 def in_place(s) -> bool:
@@ -127,7 +109,7 @@ def in_place(s) -> bool:
     untouched) where it does not apply or compiled kernels are off."""
     if not (0 < s.shape[-1] <= BLOCK and s.flags.c_contiguous and s.dtype in (np.float32, np.float64)):
         return False
-    sub, div = jit.compiled(_max_subtract), jit.compiled(_divide_by_sums)
+    sub, div = jit.compiled(_max_subtract), with_row_sum(_divide_by_sums_with)
     if sub is None or div is None:
         return False
     rows, zero = s.reshape(-1, s.shape[-1]), s.dtype.type(0)
@@ -140,7 +122,7 @@ def in_place(s) -> bool:
 SOFTMAX_ROWS = Impl("softmax", "rows", _softmax_by_rows, "NumPy, the last axis, 1 MiB or more: chunks of rows "
                     "through every pass while in cache, over the threads", threads=True)
 LOG_SOFTMAX_ROWS = Impl("log_softmax", "rows", _log_softmax_by_rows, "as softmax's rows", threads=True)
-SCE_ROWS = Impl("softmax_cross_entropy", "rows", lambda xp, logits, labels: sce_of(xp, logits, labels, run_log_softmax),
+SCE_ROWS = Impl("softmax_cross_entropy", "rows", lambda xp, logits, labels, out=None: sce_of(xp, logits, labels, run_log_softmax),
                 "its log_softmax by rows where that applies", threads=True)
 _SOFTMAX, _LOG_SOFTMAX, _SCE = Choice(SOFTMAX_ROWS), Choice(LOG_SOFTMAX_ROWS), Choice(SCE_ROWS)
 _REFERENCE = {name: registry.get(name).kernel for name in ("softmax", "log_softmax", "softmax_cross_entropy")}
@@ -192,3 +174,5 @@ def run_sce(xp, logits, labels, out=None):
 IMPLS = {"softmax": (SOFTMAX_ROWS,), "log_softmax": (LOG_SOFTMAX_ROWS,), "softmax_cross_entropy": (SCE_ROWS,)}
 RUNNERS = {"softmax": run_softmax, "log_softmax": run_log_softmax, "softmax_cross_entropy": run_sce}
 CHOOSERS = {"softmax": choose_softmax, "log_softmax": choose_log_softmax, "softmax_cross_entropy": choose_sce}
+# (their choices are fixed by a compiled step's avals: the reference kernel bound where none applies)
+BINDERS = {name: keyword_binder(CHOOSERS[name], {}, name, _REFERENCE[name]) for name in CHOOSERS}

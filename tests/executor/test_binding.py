@@ -4,7 +4,9 @@ an op with a binder runs what its runner would choose for the same call (``kerne
 the kernels log and ``la.profile()`` still name every choice."""
 from __future__ import annotations
 
+import json
 import logging
+import os
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from lazyarray.kernels import dense as kdense
 from lazyarray.kernels import log as klog
 
 RNG = np.random.default_rng(0)
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "onnx_dynamic")
 
 
 def _cnn_op(batch=1, dtype="float32"):
@@ -186,3 +189,69 @@ def test_a_programs_first_run_binds_nothing_and_the_next_run_binds():
     got = op(*args).asnumpy()
     assert prog.bindings.chosen()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name,ops", [("hf_bert", {"nn.layer_norm", "nn.fused_attention", "fused"}),
+                                      ("hf_t5_encoder", {"nn.rms_norm", "nn.fused_attention"}),
+                                      ("hf_gpt2", {"nn.layer_norm", "nn.fused_attention", "fused"})])
+def test_a_small_transformers_norms_attention_and_fused_groups_are_bound_as_explain_names_them(name, ops):
+    """The imported transformers' layer / RMS norms, fused attention and fused elementwise groups are
+    bound (issue #35); each bound step runs what its runner chose under ``la.profile()`` (explain's
+    names, after the fused groups' tiers), with the same values bit for bit."""
+    pytest.importorskip("onnx")
+    m = next(m for m in json.load(open(os.path.join(FIXTURES, "manifest.json"))) if m["name"] == name)
+    data = np.load(os.path.join(FIXTURES, name + ".npz"))
+    case = [c for c in m["cases"] if c.startswith("b1")][-1]
+    xs = [la.array(data[f"{case}/in/{k}"]) for k in m["inputs"]]
+    with la.tuning(param_cache_max_bytes=0):  # (the program itself, not a parameter cache around it)
+        net = la.blocks.SymbolBlock.imports(os.path.join(FIXTURES, name + ".onnx"), m["inputs"])
+        net.hybridize()
+        for _ in range(4):  # (past the fused groups' tiers: the bound steps rebind once there)
+            net(*xs)
+        explained = net.explain(*xs)
+        with la.profile():
+            want = _first(net(*xs))
+        got = _first(net(*xs))
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, data[f"{case}/out/0"], rtol=1e-3, atol=1e-4)
+    prog, rows = explained.programs[0]
+    rows = {r["step"]: r for r in rows if r["step"] != "-"}  # (by step: views made once have rows too)
+    bound = _bound_names(prog)
+    assert ops <= {rows[i]["op[implementation]"].split("[", 1)[0] for i in bound}
+    for i, impl in bound.items():
+        if not rows[i]["op[implementation]"].startswith("fused["):  # (a tiered group: its first binding's)
+            assert rows[i]["op[implementation]"].split("[", 1)[1].rstrip("]") == impl, rows[i]
+
+
+def _first(y):
+    return (y[0] if isinstance(y, (list, tuple)) else y).asnumpy()
+
+
+def _chain_op(n=40):
+    """A long elementwise chain on a small output (one fused group: ``fused[numba]`` once past its
+    tier, where numba is on) and its unfused form."""
+    x, y = la.sym.var("x", shape=(4, 4)), la.sym.var("y", shape=(4, 4))
+    h = x
+    for i in range(n):
+        h = h * y + x if i % 2 else la.sym.maximum(h - y, x)
+    return la.CachedOp(h), la.CachedOp(h, fuse=False)
+
+
+def test_a_fused_group_bound_before_its_tier_rebinds_after_it(kernel_path):
+    """A fused group's first ``fused_jit_after`` calls run chunked: bound at the program's second
+    run, its step counts calls as the runner does and binds the compiled path when the count passes;
+    every run's values are the unfused program's."""
+    op, plain = _chain_op()
+    assert kernels.binds("fused")  # (the op has no runner: its kernel asks kernels/fused.py, and binds)
+    xn, yn = RNG.standard_normal((4, 4)).astype(np.float32), RNG.standard_normal((4, 4)).astype(np.float32)
+    want = plain(la.array(xn), la.array(yn)).asnumpy()
+    for _ in range(5):
+        np.testing.assert_array_equal(op(la.array(xn), la.array(yn)).asnumpy(), want)
+    prog = _program(op, [la.array(xn), la.array(yn)])
+    fused = [b for b in prog.bindings.chosen().values() if b.choice.impl.op == "fused"]
+    assert len(fused) == 1 and fused[0].choice.impl.name == "chunked"  # (bound at the second run: tier 1)
+    graph = [s[0].node.params["graph"] for s in prog.step_specs if s[0].node.op.name == "fused"][0]
+    state = graph.derived["fused"]
+    assert state.calls >= la.tuning_table.current().fused_jit_after  # (counted as the runner counts)
+    # the compiled loop ran (its layout kept) in the runs after the tier, bound: no runner asked
+    assert (state.layout is not None) == (kernel_path == "compiled")

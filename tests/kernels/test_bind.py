@@ -1,6 +1,7 @@
 """``kernels.bind``: the choice a compiled step binds once is the one ``kernels.choose`` makes per call
 (the same chooser underneath), and the bound function computes the runner's values, over the
-conv2d / dense / matmul cases of this folder's tests; facts only a call shows (a weight kept by its
+conv2d / dense / matmul cases of this folder's tests and the row-wise and attention ops' cases (each
+implementation and the reference kernel, bound where nothing applies); facts only a call shows (a weight kept by its
 version, autograd recording, a program input's memory order) still decide per call."""
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ import lazyarray as la
 from lazyarray import kernels
 from lazyarray.kernels import conv2d as kconv
 from lazyarray.kernels import dense as kdense
+from lazyarray.kernels import layer_norm as kln
 from lazyarray.kernels import matmul as kmatmul
-from lazyarray.ops import derived
+from lazyarray.ops import derived, registry
+from lazyarray.ops.attention import code
 from tests.kernels.test_conv2d_choice import CASES as CONV_CASES
 from tests.kernels.test_matmul import SHAPES as MATMUL_SHAPES
 
@@ -137,3 +140,74 @@ def test_ops_without_binders_bind_nothing():
     assert not kernels.binds("tanh") and kernels.binds("conv2d") and kernels.binds("relu")
     half = np.ones((1, 2, 4, 4), np.float16), np.ones((2, 2, 3, 3), np.float16)
     assert kernels.bind("conv2d", np, *half) is None  # (half precision: the runner converts)
+
+
+# -- the row-wise and attention ops (issue #35): the reference kernel is bound where nothing applies ---------
+
+def _rows(dtype, *shape):
+    return (RNG.standard_normal(shape) * 3 + 1).astype(dtype)
+
+
+def _row_cases(dtype):
+    """(op, arrays, params, writes into ``out``): each op's implementations and its reference, views
+    and empty dims among them."""
+    x, big = _rows(dtype, 1, 7, 32), _rows(dtype, 600, 512)  # (big: 1 MiB or more, by rows)
+    g, b, wide = _rows(dtype, 32), _rows(dtype, 32), _rows(dtype, 2, 3, 200)
+    t = _rows(dtype, 1, 32, 7).transpose(0, 2, 1)  # (rows across: layer_norm's in_place)
+    labels = RNG.integers(0, 512, 600)
+    q, k, v = _rows(dtype, 1, 2, 7, 16), _rows(dtype, 1, 2, 16, 7), _rows(dtype, 1, 2, 7, 16)
+    mask = np.where(RNG.random((1, 1, 1, 7)) > 0.3, 0, -1e9).astype(dtype)
+    scores = {"score_ops": (code("multiply", 0), code("add", 0))}
+    return [("softmax", (x,), {}, False), ("softmax", (big,), {}, False), ("softmax", (big,), {"axis": 0}, False),
+            ("softmax", (_rows(dtype, 0, 5),), {}, False), ("log_softmax", (big,), {}, False),
+            ("log_softmax", (x[0].T,), {"axis": 1}, False), ("softmax_cross_entropy", (big, labels), {}, False),
+            ("gelu", (x,), {}, True), ("gelu", (big,), {"approximation": "tanh"}, True),
+            ("gelu_grad", (big, big), {}, True), ("gelu_grad", (x, x), {"approximation": "tanh"}, True),
+            ("layer_norm", (x, g, b), {}, True), ("layer_norm", (x, g, b), {"eps": 1e-3}, False),
+            ("layer_norm", (wide, wide[0, 0], wide[0, 1]), {}, True), ("layer_norm", (t, g, b), {}, True),
+            ("layer_norm", (_rows(dtype, 0, 32), g, b), {}, True), ("rms_norm", (x, g), {}, True),
+            ("rms_norm", (wide, wide[0, 0]), {"eps": 1e-5}, True), ("rms_norm", (t, g), {}, False),
+            ("fused_attention", (q, k, v, np.array(0.25, dtype), mask), scores, True),
+            ("fused_attention", (q.astype("float16"), k.astype("float16"), v.astype("float16")), {}, True)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_row_ops_bind_what_choose_picks_with_the_runners_values(dtype, kernel_path):
+    for name, arrays, params, into in _row_cases(dtype):
+        op = registry.get(name)
+        want = op.runner(np, *arrays, **op.make_params(params))
+        out = np.empty_like(want) if into else None
+        bound = kernels.bind(name, np, *arrays, out=out, **params)
+        chosen = kernels.choose(name, np, *arrays, out=out, **params)
+        what = f"{name}{[a.shape for a in arrays]} {params}"
+        assert bound.choice.label() == chosen.label(), what
+        assert bound.choice == chosen or chosen.impl.name == "reference", what  # (choose makes a fresh reference)
+        for _ in range(2):
+            got = bound.fn(*arrays, out=None if out is None else np.empty_like(out))
+            np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+def test_a_bound_compiled_layer_norm_hands_rows_across_to_the_runner(kernel_path, monkeypatch):
+    """A program's input may arrive in another memory order: layer_norm's compiled choice reads per
+    call whether the rows are adjacent values, and where not the runner decides (in_place)."""
+    x, g, b = _rows("float32", 1, 7, 32), _rows("float32", 32), _rows("float32", 32)
+    t = np.ascontiguousarray(x.transpose(0, 2, 1)).transpose(0, 2, 1)
+    want, want_x = kln.run_layer_norm(np, t, g, b), kln.run_layer_norm(np, x, g, b)
+    bound = kernels.bind("layer_norm", np, x, g, b, out=np.empty_like(x))
+    assert bound.choice.impl.name == ("compiled" if kernel_path == "compiled" else "in_place")
+    runner, asked = kln.run_layer_norm, []
+    monkeypatch.setattr(kln, "run_layer_norm", lambda *a: asked.append(kernels.choose("layer_norm", *a[:4])) or runner(*a))
+    np.testing.assert_array_equal(bound.fn(t, g, b, out=np.empty_like(x)), want)
+    np.testing.assert_array_equal(bound.fn(x, g, b, out=np.empty_like(x)), want_x)
+    assert [c.impl.name for c in asked] == (["in_place"] if kernel_path == "compiled" else [])
+
+
+def test_bound_row_ops_note_nothing_and_the_runners_still_do():
+    """A bound function runs its choice directly (a compiled program's steps under ``la.profile()``
+    take the runners, which name what they chose: ``tests/executor/test_binding.py``)."""
+    x = _rows("float32", 600, 512)
+    bound = kernels.bind("softmax", np, x)
+    with la.profile() as prof:
+        bound.fn(x)
+        la.nn.softmax(x)
+    assert [e.key for e in prof.events] == ["nn.softmax[rows]"]
