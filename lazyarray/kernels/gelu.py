@@ -194,4 +194,5 @@ IMPLS = {"gelu": (COMPILED, GELU), "gelu_grad": (GELU_GRAD,), "gelu_with_grad": 
 RUNNERS = {"gelu": run_gelu_compiled, "gelu_grad": run_gelu_grad, "gelu_with_grad": run_with_grad}
 CHOOSERS = {"gelu": choose_gelu_compiled, "gelu_grad": choose_gelu_grad, "gelu_with_grad": choose_with_grad}
 # (their choices are fixed by a compiled step's avals and planned output: the reference bound where none applies)
-BINDERS = {name: keyword_binder(CHOOSERS[name], {}, name, _REFERENCE[name]) for name in CHOOSERS}
+# (``compiled`` declines where numba does not run: its fallback, ``chunks``, then runs)
+BINDERS = {name: keyword_binder(CHOOSERS[name], {GELU: _CHOICES["gelu"]}, name, _REFERENCE[name]) for name in CHOOSERS}
