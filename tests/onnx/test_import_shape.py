@@ -8,7 +8,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
 
 import lazyarray as la  # noqa: E402
 
