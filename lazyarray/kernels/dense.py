@@ -13,7 +13,8 @@ the same values faster for the layouts and sizes a compiled program hands them:
 * ``stack``: an input of more than two dims into a C-ordered planned buffer, one dtype: one
   ``ndarray.dot`` over all its rows into the buffer's (rows, units) view, then the bias added in
   place (``add(matmul(x, w), b)`` of an imported transformer's projections, made one ``dense`` by
-  ``graph/passes/matmul_bias.py``): half the calls and checks of ``rows``;
+  ``graph/passes/matmul_bias.py``): half the calls and checks of ``rows``; small products on one
+  BLAS thread, as ``gemm``'s;
 * ``rows``: an input of more than two dims: one product over all its rows (``nn.rows_matmul``);
 * ``gemm``: rows times the transposed weight (a packed copy where it pays, ``ops/weight_pack.py``),
   small products on one BLAS thread (``blas_threads.py``).
@@ -67,8 +68,12 @@ def _stack(xp, x, weight, bias, out):
     k = x.shape[-1]
     rows = x.size // k if k else math.prod(x.shape[:-1])
     y = out.reshape(rows, weight.shape[0])  # (a view: out is C-ordered)
-    # (a non-contiguous x: reshape copies it, the product is the same)
-    x.reshape(rows, k).dot(transposed(weight, rows), out=y)
+    flops = 2.0 * rows * weight.shape[0] * k  # (small products on one BLAS thread, as gemm's)
+    if rows > 1 and flops > SERIAL_ANYWAY_FLOPS:
+        with one_thread(flops, flops / 2 if x.dtype == np.float32 else None):
+            x.reshape(rows, k).dot(transposed(weight, rows), out=y)
+    else:  # (a non-contiguous x: reshape copies it, the product is the same)
+        x.reshape(rows, k).dot(transposed(weight, rows), out=y)
     if bias is not None:
         np.add(y, bias, out=y)
     return out
