@@ -40,8 +40,11 @@ def _stand_in(aval):
 
 
 def _basic(key) -> bool:
+    """True for a key NumPy answers with a view: ints, slices, None and ``...`` (not a bool: NumPy
+    indexes with a boolean scalar as a mask, a copy)."""
     parts = key if isinstance(key, tuple) else (key,)
-    return all(p is None or p is Ellipsis or isinstance(p, (int, slice)) for p in parts)
+    return all(p is None or p is Ellipsis or isinstance(p, slice) or (isinstance(p, int) and not isinstance(p, bool))
+               for p in parts)
 
 
 def _view(name: str, a, node):
