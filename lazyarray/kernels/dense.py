@@ -69,11 +69,13 @@ def _stack(xp, x, weight, bias, out):
     rows = x.size // k if k else math.prod(x.shape[:-1])
     y = out.reshape(rows, weight.shape[0])  # (a view: out is C-ordered)
     flops = 2.0 * rows * weight.shape[0] * k  # (small products on one BLAS thread, as gemm's)
-    if rows > 1 and flops > SERIAL_ANYWAY_FLOPS:
-        with one_thread(flops, flops / 2 if x.dtype == np.float32 else None):
-            x.reshape(rows, k).dot(transposed(weight, rows), out=y)
-    else:  # (a non-contiguous x: reshape copies it, the product is the same)
+    serial = one_thread(flops, flops / 2 if x.dtype == np.float32 else None) \
+        if rows > 1 and flops > SERIAL_ANYWAY_FLOPS else UNCHANGED
+    if serial is UNCHANGED:  # (a non-contiguous x: reshape copies it, the product is the same)
         x.reshape(rows, k).dot(transposed(weight, rows), out=y)
+    else:
+        with serial:
+            x.reshape(rows, k).dot(transposed(weight, rows), out=y)
     if bias is not None:
         np.add(y, bias, out=y)
     return out
