@@ -107,6 +107,8 @@ class Tuning:
                                  "LAZYARRAY_FULL_TRACEBACK")
     # -- dense
     dense_region: bool = _doc(True, "one-row dense layers with large weights as one compiled parallel region")
+    dense_stack: bool = _doc(True, "dense of an input of more than 2 dims into a C-ordered planned buffer as "
+                             "one ndarray.dot into it, the bias added in place (kernels/dense.py: stack)")
     dense_region_min_weight_bytes: int = _doc(1 << 20, "smallest weight (bytes) a dense parallel region takes")
     # -- compiled kernels and threads (jit.py, threads.py)
     jit: bool = _doc(True, "compiled CPU kernels (numba, where installed; off: NumPy's kernels only)",
@@ -157,6 +159,8 @@ class Tuning:
                                 "(weight (O, C) @ image (C, H*W)) written into the output: conv2d[pointwise]")
     conv_activation: bool = _doc(True, "inference graphs: a convolution's relu, hardsigmoid or hardswish "
                                  "made one step with it (nn.conv2d_act; graph/passes/conv_activation.py)")
+    matmul_bias: bool = _doc(True, "inference graphs: a product by a matrix and the bias added to it as one "
+                             "nn.dense (graph/passes/matmul_bias.py)")
 
     # -- the contention guard (kernels/contention.py): a parallel region that stalls (another process
     # holds a core, the OS holds one of its threads back) sends the threaded kernels to their one-thread

@@ -56,6 +56,7 @@ from ..graph.passes.gelu import fuse_gelu
 from ..graph.passes.gradient import gradient
 from ..graph.passes.infer import inline_env
 from ..graph.passes.layer_norm import fuse_layer_norm
+from ..graph.passes.matmul_bias import matmul_bias
 from ..graph.passes.placement import placement
 from ..graph.passes.pool_before_batch_norm import pool_before_batch_norm
 from ..graph.passes.relu_after_max_pool import relu_after_max_pool
@@ -444,7 +445,7 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
     # cse and dce again only where a pass changed something (each returns its symbol as it is when
     # it has nothing to do, and a second cse of a merged graph finds nothing)
     simple = merged if simpler is merged else dce(cse(simpler))
-    return fuse_attention(fuse_layer_norm(fuse_gelu(simple))) if inference else simple
+    return matmul_bias(fuse_attention(fuse_layer_norm(fuse_gelu(simple)))) if inference else simple
 
 
 def _input_nodes(sym: Symbol, names: list[str]) -> list[Node]:

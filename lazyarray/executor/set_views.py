@@ -2,25 +2,68 @@
 
 A compiled program's pooled buffers are allocated once per buffer set (``Program._new_set``) and
 reused run after run at the same addresses, so a view of one (``reshape``, ``transpose``,
-``expand_dims``, ``squeeze``, ``broadcast_to``: NumPy returns an alias, no data is read) is the same
-array object every run. Such a step is made when the set is made, and the run loop no longer
-calls it: a transformer's head split (``reshape`` then ``transpose``), its mask's ``expand_dims``
-chains. The memory plan is unchanged (it already counts a view as living in its base's buffer,
-keeping the base alive while the view is read), and so are the values: the view shows whatever
-the steps write into the buffer, when they write it.
+``expand_dims``, ``squeeze``, ``broadcast_to``, a basic-index ``getitem``: NumPy returns an alias, no
+data is read) is the same array object every run. Such a step is made when the set is made, and the
+run loop no longer calls it: a transformer's head split (``reshape`` then ``transpose``), a packed
+q/k/v's parts (``getitem``, then the split of each), its mask's ``expand_dims`` chains. The memory
+plan is unchanged (it already counts a view as living in its base's buffer, keeping the base alive
+while the view is read), and so are the values: the view shows whatever the steps write into the
+buffer, when they write it.
 
 Which steps qualify: a one-input view op of the list below on the CPU, its input a value written
 into a pooled (not handed-out) planned buffer in C order, or a view made once itself; its output
-not handed to the caller. ``reshape``, ``expand_dims`` and ``squeeze`` of C-ordered memory are
-C-ordered views; ``reshape`` is taken only of such memory (of anything else NumPy may copy, and a
-copy made once would not follow the buffer's later contents). ``explain()`` lists these steps with
-the implementation ``view made once``.
+not handed to the caller, and an array (not a 0-d ``getitem``: NumPy returns a scalar). Each value's
+strides are followed from its buffer's C order on a stand-in array (``_stand_in``: the shape and
+strides, no memory of that size), so a ``reshape`` is taken only where NumPy can make it a view of
+those strides (of anything else it copies, and a copy made once would not follow the buffer's later
+contents). ``explain()`` lists these steps with the implementation ``view made once``.
 """
 from __future__ import annotations
 
-# op -> whether its view of C-ordered memory is C-ordered too (NumPy returns views for every one of
-# them on C-ordered input; only ``reshape`` needs C-ordered input to return a view)
-MADE_ONCE_OPS = {"reshape": True, "expand_dims": True, "squeeze": True, "transpose": False, "broadcast_to": False}
+import numpy as np
+
+MADE_ONCE_OPS = ("reshape", "expand_dims", "squeeze", "transpose", "broadcast_to", "getitem")
+
+
+def _stand_in(aval):
+    """An array of ``aval``'s shape and dtype in C order that owns no memory of that size (one element
+    whose strides claim the rest): its views' shapes and strides are the real value's, and nothing
+    here ever reads it. None for a shape that is not all ints."""
+    shape = tuple(aval.shape)
+    if not all(isinstance(d, (int, np.integer)) for d in shape):
+        return None
+    strides, step = [], aval.dtype.itemsize
+    for d in reversed(shape):
+        strides.append(step)
+        step *= max(int(d), 1)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, aval.dtype), shape, tuple(reversed(strides)))
+
+
+def _basic(key) -> bool:
+    """True for a key NumPy answers with a view: ints, slices, None and ``...`` (not a bool: NumPy
+    indexes with a boolean scalar as a mask, a copy)."""
+    parts = key if isinstance(key, tuple) else (key,)
+    return all(p is None or p is Ellipsis or isinstance(p, slice) or (isinstance(p, int) and not isinstance(p, bool))
+               for p in parts)
+
+
+def _view(name: str, a, node):
+    """The view ``node`` makes of ``a`` (a stand-in), or None where NumPy would copy (a ``reshape`` the
+    strides do not allow: the shape assignment refuses without reading) or not return an array."""
+    shape = tuple(node.avals[0].shape)
+    if name == "getitem":
+        key = node.params.get("key")
+        return a[key] if _basic(key) and shape else None  # (a 0-d index: a NumPy scalar)
+    if name == "transpose":
+        return a.transpose(node.params.get("axes"))
+    if name == "broadcast_to":
+        return np.broadcast_to(a, shape)
+    v = a.view()  # reshape, expand_dims, squeeze: the same elements in a new shape
+    try:
+        v.shape = shape
+    except (AttributeError, ValueError):
+        return None
+    return v
 
 
 def made_once(specs, pooled_c: set[int], out_slots: set[int], fresh_kind, copies: set[int]) -> dict[int, tuple]:
@@ -28,19 +71,22 @@ def made_once(specs, pooled_c: set[int], out_slots: set[int], fresh_kind, copies
     set, in schedule order. ``pooled_c``: slots of values in pooled planned buffers in C order;
     ``fresh_kind``: the step kind of kernels that return their result; ``copies``: ids of the
     ownership copy nodes (never made once)."""
-    contiguous = {s: True for s in pooled_c}  # slot -> whether that memory is in C order
+    layouts: dict = {}  # slot -> a stand-in with that value's shape and strides (``_stand_in``)
     out = {}
     for k, sp in enumerate(specs):
         node = sp.node
-        c_out = MADE_ONCE_OPS.get(node.op.name)
-        if c_out is None or sp.kind is not fresh_kind or len(sp.ins) != 1 or len(sp.outs) != 1 \
+        name = node.op.name
+        if name not in MADE_ONCE_OPS or sp.kind is not fresh_kind or len(sp.ins) != 1 or len(sp.outs) != 1 \
                 or id(node) in copies or sp.outs[0] in out_slots or node.avals[0].device.kind != "cpu":
             continue
         src = sp.ins[0]
-        c_in = contiguous.get(src)
-        if c_in is None or (node.op.name == "reshape" and not c_in):
+        a = layouts.get(src)
+        if a is None and src in pooled_c:
+            a = layouts[src] = _stand_in(node.inputs[0].aval)
+        v = None if a is None else _view(name, a, node)
+        if v is None:
             continue
-        contiguous[sp.outs[0]] = c_in and c_out
+        layouts[sp.outs[0]] = v
         out[k] = (sp.fn, src, sp.outs[0], dict(node.params))
     return out
 

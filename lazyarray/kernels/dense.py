@@ -10,6 +10,11 @@ the same values faster for the layouts and sizes a compiled program hands them:
   keeping its share of the weight in its cache; without numba it declines and ``gemv`` runs;
 * ``units_major``: several rows into a units-major planned buffer (``executor/units_major.py``):
   one BLAS call computes ``w @ x.T`` into it;
+* ``stack``: an input of more than two dims into a C-ordered planned buffer, one dtype: one
+  ``ndarray.dot`` over all its rows into the buffer's (rows, units) view, then the bias added in
+  place (``add(matmul(x, w), b)`` of an imported transformer's projections, made one ``dense`` by
+  ``graph/passes/matmul_bias.py``): half the calls and checks of ``rows``; small products on one
+  BLAS thread, as ``gemm``'s;
 * ``rows``: an input of more than two dims: one product over all its rows (``nn.rows_matmul``);
 * ``gemm``: rows times the transposed weight (a packed copy where it pays, ``ops/weight_pack.py``),
   small products on one BLAS thread (``blas_threads.py``).
@@ -59,6 +64,23 @@ def _units_major(xp, x, weight, bias, out):
     return _biased(xp.matmul(x, weight.T, out=out), bias)
 
 
+def _stack(xp, x, weight, bias, out):
+    k = x.shape[-1]
+    rows = x.size // k if k else math.prod(x.shape[:-1])
+    y = out.reshape(rows, weight.shape[0])  # (a view: out is C-ordered)
+    flops = 2.0 * rows * weight.shape[0] * k  # (small products on one BLAS thread, as gemm's)
+    serial = one_thread(flops, flops / 2 if x.dtype == np.float32 else None) \
+        if rows > 1 and flops > SERIAL_ANYWAY_FLOPS else UNCHANGED
+    if serial is UNCHANGED:  # (a non-contiguous x: reshape copies it, the product is the same)
+        x.reshape(rows, k).dot(transposed(weight, rows), out=y)
+    else:
+        with serial:
+            x.reshape(rows, k).dot(transposed(weight, rows), out=y)
+    if bias is not None:
+        np.add(y, bias, out=y)
+    return out
+
+
 def _rows(xp, x, weight, bias, out):
     return _biased(rows_matmul(xp, x, transposed(weight, math.prod(x.shape[:-1])), out), bias)
 
@@ -89,10 +111,12 @@ REGION = Impl("dense", "region", _region, "gemv's case with a weight of dense_re
               "and several threads: one compiled parallel region by blocks of units", threads=True, fallback=GEMV)
 UNITS_MAJOR = Impl("dense", "units_major", _units_major, "several rows into a units-major planned buffer: "
                    "w @ x.T in one BLAS call", layout="units major")
+STACK = Impl("dense", "stack", _stack, "an input of more than 2 dims into a C-ordered planned buffer: one "
+              "ndarray.dot over all its rows into the buffer, the bias added in place")
 ROWS = Impl("dense", "rows", _rows, "an input of more than 2 dims: one product over all its rows")
 GEMM = Impl("dense", "gemm", _gemm, "rows times the transposed weight (packed where it pays), small products "
             "on one BLAS thread")
-IMPLS = (REGION, GEMV, UNITS_MAJOR, ROWS, GEMM)
+IMPLS = (REGION, GEMV, UNITS_MAJOR, STACK, ROWS, GEMM)
 _CHOICES = {impl: Choice(impl) for impl in IMPLS}
 
 
@@ -103,6 +127,10 @@ def choose_dense(xp, x, weight, out, t) -> Choice:
             and x.dtype == weight.dtype == out.dtype and out.flags.carray:  # (what ndarray.dot accepts)
         return _CHOICES[REGION if weight.nbytes >= t.dense_region_min_weight_bytes else GEMV]
     if x.ndim > 2:
+        if out is not None and x.__class__ is np.ndarray and weight.__class__ is np.ndarray \
+                and out.__class__ is np.ndarray and x.dtype == weight.dtype == out.dtype and out.flags.carray \
+                and t.dense_stack:
+            return _CHOICES[STACK]
         return _CHOICES[ROWS]
     if x.ndim == 2 and x.shape[0] > 1 and out is not None and not out.flags.c_contiguous \
             and out.T.flags.c_contiguous:  # (one row is both C- and F-ordered: a batch-1 call skips this)

@@ -92,8 +92,9 @@ def choose_matmul(xp, a, b, out=None) -> Choice:
 def bind_matmul(xp, a, b, out=None) -> Bound | None:
     """A compiled step's ``Bound`` (``kernels.bind``): ``choose_matmul``'s choice, fixed by the avals, the
     thread count and the tuning table, run directly; None (the per-call runner) for a stack times a
-    matrix, whose choice hangs on the stack's memory order (``products``)."""
-    if a.ndim > 2 and b.ndim == 2:
+    matrix with several threads set, whose choice hangs on the stack's memory order (``products``;
+    on one thread it is ``blas`` whatever the order: T5's bias-free projections)."""
+    if a.ndim > 2 and b.ndim == 2 and num_threads() != 1:
         return None
     choice = choose_matmul(xp, a, b)
     return Bound(choice, direct(choice, {}, xp, arity=2))

@@ -150,10 +150,26 @@ def slice_op(n: OnnxNode) -> list:
     return [S.getitem(x, key=tuple(key))]
 
 
+def _const_index(s) -> int | None:
+    """The value of a 0-d integer constant, else None."""
+    node = s.outputs[0].node
+    v = node.value if node.op is None and node.kind == "const" else None
+    if v is None or getattr(v, "shape", None) != () or v.dtype.kind not in "iu":
+        return None
+    return int(v)
+
+
 def gather(n: OnnxNode) -> list:
     n.arity(2)
     x, idx = n.inputs
     axis = int(n.attr("axis", 0))
+    i, shape = _const_index(idx), n.shape(0)
+    if i is not None and shape is not None and -len(shape) <= axis < len(shape):
+        d = shape[axis]
+        if isinstance(d, (int, np.integer)) and -d <= i < d:
+            # one constant index (a transformer's class token, a packed q/k/v's part): a basic index, a
+            # view of x instead of a gather (an index out of range keeps the gather, which raises)
+            return [S.getitem(x, key=axis_key(axis, i % d, len(shape)))]
     return [S.take(x, S.cast(idx, dtype="int64") if dtype_of(idx) != np.int64 else idx, axis=axis)]
 
 

@@ -110,3 +110,44 @@ def test_concurrent_runs_use_separate_views(threads):
         got = list(pool.map(lambda c: prog.run(list(c))[0], cases))
     for (xn, wn), y in zip(cases, got):
         np.testing.assert_allclose(y, _heads_np(xn, wn), rtol=1e-5, atol=1e-6)
+
+
+def test_a_packed_qkv_split_by_getitem_is_made_once_through_its_strides():
+    """A packed q/k/v (torch's MultiheadAttention as exported): reshape, transpose, then ``getitem``
+    of each part and the head split of each: every view follows the strides of the transposed
+    buffer, so all of them are made once; the values follow the buffer run after run."""
+    x = la.sym.var("x", shape=(7, 1, 8))
+    w = la.sym.var("w", shape=(8, 24))
+    qkv = la.sym.transpose(la.sym.reshape(la.sym.matmul(x, w), shape=(7, 1, 3, 8)), axes=(2, 0, 1, 3))
+    q = la.sym.reshape(la.sym.getitem(qkv, key=(0,)), shape=(7, 2, 4))
+    k = la.sym.reshape(la.sym.getitem(qkv, key=(1,)), shape=(7, 2, 4))
+    y = la.sym.matmul(la.sym.transpose(q, axes=(1, 0, 2)), la.sym.transpose(k, axes=(1, 2, 0))) * 0.5
+    prog = _program(y)
+    names = sorted(sp.node.op.name for sp in prog.made_once.values())
+    assert names == ["getitem"] * 2 + ["reshape"] * 3 + ["transpose"] * 3
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        xn = rng.standard_normal((7, 1, 8)).astype("float32")
+        wn = rng.standard_normal((8, 24)).astype("float32")
+        t = (xn @ wn).reshape(7, 1, 3, 8).transpose(2, 0, 1, 3)
+        qn, kn = t[0].reshape(7, 2, 4), t[1].reshape(7, 2, 4)
+        want = (qn.transpose(1, 0, 2) @ kn.transpose(1, 2, 0)) * np.float32(0.5)
+        np.testing.assert_allclose(prog.run([xn, wn])[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_getitem_that_is_not_a_view_or_a_reshape_that_would_copy_stays_a_step():
+    x = la.sym.var("x", shape=(4, 6))
+    e = la.sym.exp(x)
+    last = la.sym.getitem(e, key=(1, 2)) + 1.0  # (a 0-d index: NumPy returns a scalar)
+    cols = la.sym.reshape(la.sym.getitem(e, key=(slice(None), slice(0, 4))), shape=(16,)) + 1.0  # (a copy)
+    rows = la.sym.getitem(e, key=(slice(1, 3),)) * 2.0  # (a view: made once)
+    prog = _program(la.Symbol([last.outputs[0], cols.outputs[0], rows.outputs[0]]))
+    once = {sp.node.op.name: sp for sp in prog.made_once.values()}
+    assert list(once) == ["getitem"] and once["getitem"].node.params["key"] == (slice(1, 3),)
+    xn = np.random.default_rng(3).standard_normal((4, 6)).astype("float32")
+    for k in range(2):
+        a, b, c = prog.run([xn + k])
+        ex = np.exp(xn + k)
+        np.testing.assert_allclose(a, ex[1, 2] + 1, rtol=1e-6)
+        np.testing.assert_allclose(b, ex[:, :4].reshape(16) + 1, rtol=1e-6)
+        np.testing.assert_allclose(c, ex[1:3] * 2, rtol=1e-6)

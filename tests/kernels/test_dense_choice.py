@@ -70,3 +70,29 @@ def test_explain_names_the_dense_path_of_a_hybridized_mlp():
     many = [r["op[implementation]"] for r in net.explain(la.ones((16, 4))).steps]
     assert one[-1] == "nn.dense[gemv]" and many[-1].startswith("nn.dense[")
     assert all(r.startswith("nn.dense[") for r in one + many)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", ["plain", "no bias", "strided input", "empty rows", "empty features",
+                                  "weight transposed view"])
+def test_stack_writes_a_stacked_input_into_its_planned_buffer(dtype, case):
+    """``stack``: an input of more than 2 dims into a C-ordered planned buffer (the layers
+    graph/passes/matmul_bias.py makes): one product into the buffer's rows, the bias added in
+    place; the reference's values (views, empty dims, a weight that is a transposed view)."""
+    shape = {"empty rows": (2, 0, 16), "empty features": (2, 5, 0)}.get(case, (3, 5, 16))
+    x = RNG.standard_normal(shape).astype(dtype)
+    if case == "strided input":
+        x = RNG.standard_normal((5, 3, 16)).astype(dtype).transpose(1, 0, 2)
+    w = RNG.standard_normal((4, shape[-1])).astype(dtype)
+    if case == "weight transposed view":
+        w = np.ascontiguousarray(w.T).T
+    b = None if case == "no bias" else RNG.standard_normal(4).astype(dtype)
+    out = np.full(x.shape[:-1] + (4,), np.nan, dtype)
+    assert kernels.choose("dense", np, x, w, b, out=out).impl.name == "stack"
+    y = kdense.run_dense(np, x, w, b, out=out)
+    assert y is out
+    np.testing.assert_allclose(y, REFERENCE(np, x, w, b), rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
+    with la.tuning(dense_stack=False):
+        assert kernels.choose("dense", np, x, w, b, out=out).impl.name == "rows"
+    assert kernels.choose("dense", np, x, w, b).impl.name == "rows"  # (no planned buffer)
+    assert kernels.choose("dense", np, x, w.astype(np.float16), b, out=out).impl.name == "rows"

@@ -171,3 +171,22 @@ def test_the_mlp_training_step_runs_what_it_should(two_threads, probe, batch):
     assert set(products) >= small and len(products) == 5
     for shapes, impl in products.items():
         assert impl == ("one_blas_thread" if shapes in small and batch == 64 and not probe else "blas"), shapes
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_stack_times_a_matrix_binds_blas_on_one_thread_only(dtype):
+    """On one thread a stack times a matrix is ``blas`` whatever the stack's memory order: its step
+    binds that choice (``bind_matmul``); with several threads set it keeps the per-call runner. The
+    bound call's values are the reference's (C-ordered and strided stacks, an empty stack)."""
+    la.set_num_threads(1)
+    for a in (_pair((2, 5, 8), (8, 3), dtype)[0], _pair((5, 2, 8), (8, 3), dtype)[0].transpose(1, 0, 2),
+              np.zeros((2, 0, 8), dtype)):
+        b = _pair((2, 5, 8), (8, 3), dtype)[1]
+        bound = kmatmul.bind_matmul(np, a, b)
+        assert bound is not None and bound.choice.impl.name == "blas"
+        np.testing.assert_array_equal(bound.fn(a, b), REFERENCE(np, a, b))
+    try:
+        la.set_num_threads(2)
+        assert kmatmul.bind_matmul(np, a, b) is None
+    finally:
+        la.set_num_threads(1)
