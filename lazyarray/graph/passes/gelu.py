@@ -19,7 +19,7 @@ rounded to it; products and sums may have their operands in either order.
 **Values.** Not the same bits: ``nn.gelu`` computes erf its own way (``ops/norm.py``: in float32 a
 rational approximation within 5e-7 of erf, in float64 SciPy's erf), where the polynomial is within
 1.5e-7. Measured over 200,001 float32 values in [-8, 8] against the exact GELU (math.erf in
-float64; ``tests/graph/passes/test_gelu.py``): the rewritten GELU within 1.4e-6 (the rational erf
+float64; ``tests/graph/passes/test_fuse_gelu.py``): the rewritten GELU within 1.4e-6 (the rational erf
 is 4e-7 under 1 near x / sqrt(2) = 3.9, and x / 2 scales that), the polynomial within 4.7e-7,
 onnxruntime's Erf within 4.5e-7; the rewritten values are within 1.5e-6 of onnxruntime's and of
 the polynomial's (about 3 float32 ulp of values near 5). In float64 the rewrite is exact to 1e-15
