@@ -30,7 +30,8 @@ def _reference_as(impl, a, b):
     """The reference's values as ``impl`` computes them: ``one_blas_thread`` is the reference's call
     with BLAS held at one thread, and some BLAS builds round a product differently on one thread and
     on several (OpenBLAS 0.3.31's Haswell kernels on an AMD EPYC split the sums of (512, 32) @ (32, 64)
-    in float32 by thread), so its values are the reference's at one BLAS thread."""
+    in float32 by thread), so its values are the reference's at one BLAS thread (``small_calls_threaded``
+    pins the probe that decides whether it switches at all)."""
     if impl is not kmatmul.ONE_BLAS_THREAD:
         return REFERENCE(np, a, b)
     threadpoolctl = pytest.importorskip("threadpoolctl")
@@ -38,9 +39,18 @@ def _reference_as(impl, a, b):
         return REFERENCE(np, a, b)
 
 
+@pytest.fixture
+def small_calls_threaded(monkeypatch):
+    """``blas_threads.small_calls_serial`` answering False (as the probe finds on a quiet machine here),
+    so ``one_blas_thread`` holds every product it takes at one thread, whatever the probe saw under load."""
+    answer = NamedCache("test probe", 1)
+    answer.put(None, False)
+    monkeypatch.setattr(blas_threads, "PROBE", answer)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("sa,sb", SHAPES, ids=[f"{a}@{b}" for a, b in SHAPES])
-def test_every_implementation_equals_the_reference(sa, sb, dtype, two_threads):
+def test_every_implementation_equals_the_reference(sa, sb, dtype, two_threads, small_calls_threaded):
     a, b = _pair(sa, sb, dtype)
     for impl in kmatmul.IMPLS:
         np.testing.assert_array_equal(impl.run(np, a, b), _reference_as(impl, a, b))
@@ -82,7 +92,7 @@ def test_the_product_runs_with_blas_on_one_thread(two_threads):
     assert seen == [2]
 
 
-def test_explain_and_profile_name_it(two_threads):
+def test_explain_and_profile_name_it(two_threads, small_calls_threaded):
     class Net(la.blocks.HybridBlock):
         def forward(self, x, w):
             return la.matmul(x, w)

@@ -212,5 +212,6 @@ def test_batch_last_views_follow_their_scratch_buffers():
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr(conv_batch_last, "im2col_views", lambda *a: seen.append(a[1]) or real(*a))
                 got = run_conv2d(np, _stored_batch_last(x), k, **p)
-            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+            # (float32 sums of 144 products near 10: 1.4e-5 seen; a stale view is off by whole values)
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
     assert len(seen) == 3 * len(cases)  # every call took the batch-last path
