@@ -153,6 +153,8 @@ class Tuning:
     fuse_gelu: bool = _doc(True, "inference graphs: the exact GELU with erf written out (ONNX Erf as the importer "
                            "expands it) as one nn.gelu (graph/passes/gelu.py)")
     layer_norm_in_place_max_bytes: int = _doc(1 << 20, "largest input layer_norm's in_place runs (kernels/layer_norm.py)")
+    layer_norm_strided_rows: bool = _doc(True, "layer_norm's strided_rows: a channels-last view's rows (ConvNeXt) in one "
+                                         "compiled call (kernels/layer_norm.py)")
 
     # -- small CNN layers (benchmarks/real_models.py --ab-cnn): a 1x1 convolution as one product per call
     conv_pointwise: bool = _doc(True, "1x1 convolutions (stride 1, no padding, no groups) as one product "

@@ -189,7 +189,8 @@ def test_row_ops_bind_what_choose_picks_with_the_runners_values(dtype, kernel_pa
 
 def test_a_bound_compiled_layer_norm_hands_rows_across_to_the_runner(kernel_path, monkeypatch):
     """A program's input may arrive in another memory order: layer_norm's compiled choice reads per
-    call whether the rows are adjacent values, and where not the runner decides (in_place)."""
+    call whether the rows are adjacent values, and where not the runner decides (strided_rows for this
+    channels-last view; in_place where compiled kernels are off)."""
     x, g, b = _rows("float32", 1, 7, 32), _rows("float32", 32), _rows("float32", 32)
     t = np.ascontiguousarray(x.transpose(0, 2, 1)).transpose(0, 2, 1)
     want, want_x = kln.run_layer_norm(np, t, g, b), kln.run_layer_norm(np, x, g, b)
@@ -199,7 +200,7 @@ def test_a_bound_compiled_layer_norm_hands_rows_across_to_the_runner(kernel_path
     monkeypatch.setattr(kln, "run_layer_norm", lambda *a: asked.append(kernels.choose("layer_norm", *a[:4])) or runner(*a))
     np.testing.assert_array_equal(bound.fn(t, g, b, out=np.empty_like(x)), want)
     np.testing.assert_array_equal(bound.fn(x, g, b, out=np.empty_like(x)), want_x)
-    assert [c.impl.name for c in asked] == (["in_place"] if kernel_path == "compiled" else [])
+    assert [c.impl.name for c in asked] == (["strided_rows"] if kernel_path == "compiled" else [])
 
 
 def test_bound_row_ops_note_nothing_and_the_runners_still_do():
