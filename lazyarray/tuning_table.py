@@ -157,6 +157,9 @@ class Tuning:
                                 "(weight (O, C) @ image (C, H*W)) written into the output: conv2d[pointwise]")
     conv_activation: bool = _doc(True, "inference graphs: a convolution's relu, hardsigmoid or hardswish "
                                  "made one step with it (nn.conv2d_act; graph/passes/conv_activation.py)")
+    fuse_batch_norm_relu: bool = _doc(True, "inference graphs: a batch norm and the relu that alone reads it (DenseNet's "
+                                      "pre-activation) made one step (nn.batch_norm_relu; "
+                                      "graph/passes/batch_norm_relu.py)")
 
     # -- the contention guard (kernels/contention.py): a parallel region that stalls (another process
     # holds a core, the OS holds one of its threads back) sends the threaded kernels to their one-thread
