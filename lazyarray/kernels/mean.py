@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..mode import MODE, PROFILING
-from ..tuning_table import current
+from .. import jit
 from .impl import Choice, Impl
-from .runner import fixed_binder, noted
+from .pairwise_sum import BLOCK, with_row_sum
+from .runner import fixed_binder, ran
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -25,9 +25,7 @@ def _ufuncs(xp, x, axis, keepdims, out):
     """``np.mean``'s sum and division without its wrapper; None where they would not give an array."""
     if xp is not np or x.__class__ is not np.ndarray or x.dtype not in FLOATS:
         return None
-    n = x.ndim
-    axes = tuple(range(n)) if axis is None else tuple(a % n for a in axis) if isinstance(axis, (tuple, list)) \
-        else (axis % n,)
+    axes = _axes(axis, x.ndim)
     if not keepdims and len(axes) == x.ndim:
         return None  # (a 0-d result: np.mean's scalar branch)
     count = 1
@@ -39,6 +37,48 @@ def _ufuncs(xp, x, axis, keepdims, out):
     return np.true_divide(s, np.intp(count), out=s, casting="unsafe")
 
 
+@jit.tiered
+def _row_means_with(row_sum, squares_sum):
+    """The compiled pass of ``compiled``, calling the compiled ``row_sum`` (``pairwise_sum.py``)."""
+    def row_means(rows, out, count, zero):
+        """out[r] = sum(rows[r]) / count for each row of a 2-D ``rows`` of at most ``BLOCK`` columns: the
+        sum as NumPy's ``add.reduce`` makes it, divided in float64 (``count`` a float64, as np.mean's
+        ``intp`` count makes NumPy divide) and rounded once into out's dtype."""
+        for r in range(rows.shape[0]):
+            out[r] = row_sum(rows[r], zero) / count
+
+    return row_means
+
+
+def _axes(axis, n: int) -> tuple:
+    return tuple(range(n)) if axis is None else tuple(a % n for a in axis) if isinstance(axis, (tuple, list)) \
+        else (axis % n,)
+
+
+def _compiled(xp, x, axis, keepdims, out):
+    """Rows of the trailing axes (1 to ``BLOCK`` values each, C-ordered) in one compiled pass; None
+    where that does not apply (the caller runs ``ufuncs``)."""
+    if xp is not np or x.__class__ is not np.ndarray or x.dtype not in FLOATS or not x.flags.c_contiguous:
+        return None
+    n = x.ndim
+    axes = _axes(axis, n)
+    k = n - len(axes)
+    if sorted(axes) != list(range(k, n)) or (not keepdims and k == 0):
+        return None  # (not the trailing axes; a 0-d result)
+    count = 1
+    for a in axes:
+        count *= x.shape[a]
+    if not 0 < count <= BLOCK:
+        return None
+    kern = with_row_sum(_row_means_with)
+    if kern is None:
+        return None
+    lead = x.shape[:k]
+    y = np.empty(lead + (1,) * len(axes) if keepdims else lead, x.dtype)
+    kern(x.reshape(-1, count), y.reshape(-1), np.float64(count), x.dtype.type(0))
+    return y
+
+
 def _reference(xp, x, axis, keepdims, out):
     return xp.mean(x, axis=axis, keepdims=keepdims)
 
@@ -46,30 +86,43 @@ def _reference(xp, x, axis, keepdims, out):
 REFERENCE = Impl("mean", "reference", _reference, "any: np.mean (the op's kernel)")
 UFUNCS = Impl("mean", "ufuncs", _ufuncs, "float32/float64 NumPy array, an array result: np.mean's sum and "
               "division as two calls, without its Python wrapper", fallback=REFERENCE)
-_CHOICES = {impl: Choice(impl) for impl in (UFUNCS, REFERENCE)}
+COMPILED = Impl("mean", "compiled", _compiled, "a C-ordered float32/float64 NumPy array over its trailing axes, "
+               "1 to 128 values a row (a global average pool of up to 8 x 8 ... 11 x 11), numba on: each row's "
+               "pairwise sum as NumPy's and the division in one compiled pass", fallback=UFUNCS)
+_CHOICES = {impl: Choice(impl) for impl in (COMPILED, UFUNCS, REFERENCE)}
 
 
 def _fits(xp, x) -> bool:
     return xp is np and x.__class__ is np.ndarray and x.dtype in FLOATS
 
 
+def _rows_fit(x, axis) -> bool:
+    """Whether ``compiled`` may run: x C-ordered, the trailing axes reduced, 1 to BLOCK values a row."""
+    if not x.flags.c_contiguous or not jit.enabled():
+        return False
+    n = x.ndim
+    axes = _axes(axis, n)
+    count = 1
+    for a in axes:
+        count *= x.shape[a]
+    return sorted(axes) == list(range(n - len(axes), n)) and 0 < count <= BLOCK
+
+
 def choose_mean(xp, x, axis=None, keepdims=False, out=None) -> Choice:
     """What runs mean of ``x``."""
-    return _CHOICES[UFUNCS if _fits(xp, x) else REFERENCE]
+    if not _fits(xp, x):
+        return _CHOICES[REFERENCE]
+    return _CHOICES[COMPILED if _rows_fit(x, axis) and (keepdims or len(_axes(axis, x.ndim)) < x.ndim) else UFUNCS]
 
 
 def run_mean(xp, x, axis=None, keepdims=False, out=None):
-    """mean by the implementation ``choose_mean`` picks (the reference where ``ufuncs`` declines)."""
-    y = _ufuncs(xp, x, axis, keepdims, out) if _fits(xp, x) else None
-    choice = _CHOICES[UFUNCS]
-    if y is None:
-        y, choice = _reference(xp, x, axis, keepdims, out), _CHOICES[REFERENCE]
-    if MODE.get() & PROFILING or current().log_kernels:
-        noted(choice, x)
-    return y
+    """mean by the implementation ``choose_mean`` picks (its fallbacks where it declines)."""
+    choice = choose_mean(xp, x, axis, keepdims)
+    args = (xp, x, axis, keepdims, out)
+    return ran(choice, choice.impl.run(*args), _CHOICES, args, (x,))
 
 
-IMPLS = {"mean": (UFUNCS, REFERENCE)}
+IMPLS = {"mean": (COMPILED, UFUNCS, REFERENCE)}
 RUNNERS = {"mean": run_mean}
 CHOOSERS = {"mean": choose_mean}
 BINDERS = {"mean": fixed_binder(choose_mean, _CHOICES, ("axis", "keepdims"))}

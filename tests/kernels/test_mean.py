@@ -1,14 +1,15 @@
-"""kernels/mean.py: ``ufuncs`` (np.mean's sum and division as two calls) equals np.mean bit for bit in
-float32 and float64 over the axes a global average pool and others reduce, views and empty dims, and
-declines (the reference runs) where np.mean would not give an array of x's dtype; the chooser and the
-binder name what runs, and a compiled program's mean step runs it."""
+"""kernels/mean.py: ``compiled`` (rows of the trailing axes, NumPy's pairwise sums) and ``ufuncs`` (np.mean's
+sum and division as two calls) equal np.mean bit for bit in float32 and float64 over the axes a global
+average pool and others reduce, views, NaN / inf and empty dims, and decline (the next one runs) where
+they do not apply; the chooser and the binder name what runs, and a compiled program's mean step
+runs it."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray import kernels
+from lazyarray import jit, kernels
 from lazyarray.kernels import mean as M
 
 RNG = np.random.default_rng(5)
@@ -30,6 +31,32 @@ def test_ufuncs_equal_np_mean_bit_for_bit(axis, keepdims, dtype, view):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("shape,axis,keepdims", [((1, 16, 8, 8), (2, 3), True), ((2, 32, 7, 7), (3, 2), True),
+                                                  ((3, 5, 11, 11), (2, 3), False), ((4, 9, 1, 1), (2, 3), True),
+                                                  ((5, 128), 1, False), ((5, 100), -1, True), ((3, 4, 2, 3), (1, 2, 3), True),
+                                                  ((6,), 0, True), ((0, 4, 3, 3), (2, 3), True)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_equals_np_mean_bit_for_bit(shape, axis, keepdims, dtype):
+    pytest.importorskip("numba")
+    for scale in (1.0, 1e3, 1e-3):
+        x = (RNG.standard_normal(shape) * scale).astype(dtype)
+        if x.size > 4:
+            x.reshape(-1)[:3] = (np.nan, np.inf, -0.0)
+        got = M._compiled(np, x, axis, keepdims, None)
+        want = np.mean(x, axis=axis, keepdims=keepdims)
+        assert got is not None and got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_compiled_declines_what_it_does_not_take():
+    x = RNG.standard_normal((2, 3, 12, 12)).astype(np.float32)
+    assert M._compiled(np, x, (2, 3), True, None) is None  # (144 values a row: over one pairwise block)
+    assert M._compiled(np, x[:, :, :8, :8], (2, 3), True, None) is None  # (not C-ordered)
+    assert M._compiled(np, x, (1, 2), True, None) is None  # (not the trailing axes)
+    assert M._compiled(np, x[0, 0, 0, :5], None, False, None) is None  # (a 0-d result)
+    assert M._compiled(np, x.astype(np.float16), (2, 3), True, None) is None
+
+
 def test_what_it_declines_runs_np_mean():
     x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
     assert M._ufuncs(np, x, None, False, None) is None  # (a 0-d result)
@@ -44,7 +71,9 @@ def test_what_it_declines_runs_np_mean():
 
 def test_choose_bind_and_a_program_step_run_ufuncs():
     x = RNG.standard_normal((1, 16, 8, 8)).astype(np.float32)
-    assert str(kernels.choose("mean", np, x, axis=(2, 3), keepdims=True)) == "mean[ufuncs]"
+    want = "mean[compiled]" if jit.enabled() else "mean[ufuncs]"
+    assert str(kernels.choose("mean", np, x, axis=(2, 3), keepdims=True)) == want
+    assert str(kernels.choose("mean", np, x[:, :, ::2], axis=(2, 3), keepdims=True)) == "mean[ufuncs]"
     assert str(kernels.choose("mean", np, x.astype(np.float16), axis=(2, 3))) == "mean[reference]"
     b = kernels.bind("mean", np, x, axis=(2, 3), keepdims=True)
     np.testing.assert_array_equal(b.fn(x), np.mean(x, axis=(2, 3), keepdims=True))
