@@ -11,6 +11,9 @@ float64), a 0-d result, an empty reduction (NumPy's warning).
 """
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 
 from .. import jit
@@ -55,27 +58,34 @@ def _axes(axis, n: int) -> tuple:
         else (axis % n,)
 
 
+@functools.lru_cache(maxsize=256)
+def _rows_plan(shape: tuple, axis, keepdims: bool, dtype):
+    """``(rows, columns, result shape, count as float64, 0 in dtype)`` for ``compiled`` over an array of
+    ``shape`` and ``dtype``;
+    None where the reduced axes are not the trailing ones, a row is not 1 to ``BLOCK`` values, or the
+    result is 0-d."""
+    n = len(shape)
+    axes = _axes(axis, n)
+    k = n - len(axes)
+    count = math.prod(shape[k:])
+    if sorted(axes) != list(range(k, n)) or (not keepdims and k == 0) or not 0 < count <= BLOCK:
+        return None
+    lead = shape[:k]
+    return math.prod(lead), count, lead + (1,) * len(axes) if keepdims else lead, np.float64(count), dtype.type(0)
+
+
 def _compiled(xp, x, axis, keepdims, out):
     """Rows of the trailing axes (1 to ``BLOCK`` values each, C-ordered) in one compiled pass; None
     where that does not apply (the caller runs ``ufuncs``)."""
     if xp is not np or x.__class__ is not np.ndarray or x.dtype not in FLOATS or not x.flags.c_contiguous:
         return None
-    n = x.ndim
-    axes = _axes(axis, n)
-    k = n - len(axes)
-    if sorted(axes) != list(range(k, n)) or (not keepdims and k == 0):
-        return None  # (not the trailing axes; a 0-d result)
-    count = 1
-    for a in axes:
-        count *= x.shape[a]
-    if not 0 < count <= BLOCK:
-        return None
-    kern = with_row_sum(_row_means_with)
+    plan = _rows_plan(x.shape, tuple(axis) if isinstance(axis, list) else axis, keepdims, x.dtype)
+    kern = None if plan is None else with_row_sum(_row_means_with)
     if kern is None:
         return None
-    lead = x.shape[:k]
-    y = np.empty(lead + (1,) * len(axes) if keepdims else lead, x.dtype)
-    kern(x.reshape(-1, count), y.reshape(-1), np.float64(count), x.dtype.type(0))
+    rows, count, shape, divisor, zero = plan
+    y = np.empty(shape, x.dtype)
+    kern(x.reshape(rows, count), y.reshape(-1), divisor, zero)
     return y
 
 
@@ -96,23 +106,17 @@ def _fits(xp, x) -> bool:
     return xp is np and x.__class__ is np.ndarray and x.dtype in FLOATS
 
 
-def _rows_fit(x, axis) -> bool:
+def _rows_fit(x, axis, keepdims) -> bool:
     """Whether ``compiled`` may run: x C-ordered, the trailing axes reduced, 1 to BLOCK values a row."""
-    if not x.flags.c_contiguous or not jit.enabled():
-        return False
-    n = x.ndim
-    axes = _axes(axis, n)
-    count = 1
-    for a in axes:
-        count *= x.shape[a]
-    return sorted(axes) == list(range(n - len(axes), n)) and 0 < count <= BLOCK
+    axis = tuple(axis) if isinstance(axis, list) else axis
+    return x.flags.c_contiguous and jit.enabled() and _rows_plan(x.shape, axis, keepdims, x.dtype) is not None
 
 
 def choose_mean(xp, x, axis=None, keepdims=False, out=None) -> Choice:
     """What runs mean of ``x``."""
     if not _fits(xp, x):
         return _CHOICES[REFERENCE]
-    return _CHOICES[COMPILED if _rows_fit(x, axis) and (keepdims or len(_axes(axis, x.ndim)) < x.ndim) else UFUNCS]
+    return _CHOICES[COMPILED if _rows_fit(x, axis, keepdims) else UFUNCS]
 
 
 def run_mean(xp, x, axis=None, keepdims=False, out=None):
