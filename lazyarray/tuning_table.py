@@ -163,6 +163,9 @@ class Tuning:
                                  "made one step with it (nn.conv2d_act; graph/passes/conv_activation.py)")
     matmul_bias: bool = _doc(True, "inference graphs: a product by a matrix and the bias added to it as one "
                              "nn.dense (graph/passes/matmul_bias.py)")
+    fuse_batch_norm_relu: bool = _doc(True, "inference graphs: a batch norm and the relu that alone reads it (DenseNet's "
+                                      "pre-activation) made one step (nn.batch_norm_relu; "
+                                      "graph/passes/batch_norm_relu.py)")
 
     # -- the contention guard (kernels/contention.py): a parallel region that stalls (another process
     # holds a core, the OS holds one of its threads back) sends the threaded kernels to their one-thread

@@ -45,6 +45,7 @@ from ..graph.build import record_node
 from ..graph.node import Entry, Node, unique_names, user_source, var_node
 from ..graph.passes.algebra import simplify
 from ..graph.passes.attention import fuse_attention
+from ..graph.passes.batch_norm_relu import batch_norm_relu
 from ..graph.passes.bind_dims import bind_dims, dims_in
 from ..graph.passes.constant_fold import constant_fold
 from ..graph.passes.conv_activation import conv_activation
@@ -431,7 +432,8 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
     """Placement for the signature, then simplification (and, for graphs no gradient runs
     through, batch norms folded into the convolution or dense layer before them, max pools of
     the other batch norms pooled first where the norm's scales allow, relus moved after the
-    max pools that read them, and convolutions' activations made one step with them)."""
+    max pools that read them, the other batch norms' relus and convolutions' activations made one step
+    with them)."""
     placed = placement(bind_dims(sym, given), given)
     for node in placed.topo():
         for a in node.avals:
@@ -439,7 +441,8 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
                 raise GraphError(f"CachedOp: cannot infer the aval of {node.label()!r} from the inputs "
                                      f"{_given_text(given)}; give every graph input a shape")
     if inference:
-        placed = scan_projection(conv_activation(relu_after_max_pool(pool_before_batch_norm(fold_batch_norm(placed)))))
+        placed = relu_after_max_pool(pool_before_batch_norm(fold_batch_norm(placed)))
+        placed = scan_projection(conv_activation(batch_norm_relu(placed)))
     merged = cse(dce(placed))
     simpler = sink_slices(simplify(constant_fold(shape_fills(stack_views(merged)))))
     # cse and dce again only where a pass changed something (each returns its symbol as it is when

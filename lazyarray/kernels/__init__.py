@@ -14,6 +14,7 @@ from __future__ import annotations
 from ..ops import registry
 from . import (
     attention,
+    batch_norm_relu,
     conv2d,
     conv2d_grad,
     conv_act,
@@ -25,6 +26,7 @@ from . import (
     gelu,
     layer_norm,
     matmul,
+    mean,
     pad,
     pool,
     softmax,
@@ -38,7 +40,7 @@ __all__ = ["IMPLS", "Bound", "Choice", "Event", "Impl", "Profile", "bind", "bind
 
 # op name -> its implementations, best first; its runner; the function that picks one for a call's
 # arrays (None where the op's reference kernel runs)
-_FAMILIES = (attention, conv2d_grad, conv_act, elementwise, gelu, layer_norm, pad, pool,
+_FAMILIES = (attention, batch_norm_relu, conv2d_grad, conv_act, elementwise, gelu, layer_norm, mean, pad, pool,
              softmax)  # (modules declaring IMPLS, RUNNERS, CHOOSERS)
 IMPLS = {"conv2d": conv2d.IMPLS, "dense": dense.IMPLS, "foreach": foreach.IMPLS, "fused": fused.IMPLS,
          "matmul": matmul.IMPLS, **{k: v for f in _FAMILIES for k, v in f.IMPLS.items()}}

@@ -174,6 +174,11 @@ def _batch_norm(g, node, ins):
     return [g.op("Add", [g.op("Mul", [y, gamma]), beta])]
 
 
+def _batch_norm_relu(g, node, ins):
+    """The batch norm as ``batch_norm`` exports it, then Relu."""
+    return [g.op("Relu", _batch_norm(g, node, ins))]
+
+
 def _bn_max_pool2d(g, node, ins):
     """The recorded order (the op's kernel may pool first: equal values), one dtype throughout."""
     x = g.op("Relu", [ins[0]]) if node.params.get("relu", False) else ins[0]
@@ -229,5 +234,5 @@ CONVERTERS = {
     "class_labels": _class_labels,
     "dropout": _dropout, "conv2d": _conv2d, "conv2d_transpose": _conv2d_transpose, "max_pool2d": _max_pool2d,
     "avg_pool2d": _avg_pool2d, "batch_norm": _batch_norm, "layer_norm": _layer_norm, "gelu": _gelu,
-    "batch_norm_max_pool2d": _bn_max_pool2d, "conv2d_act": _conv2d_act,
+    "batch_norm_max_pool2d": _bn_max_pool2d, "conv2d_act": _conv2d_act, "batch_norm_relu": _batch_norm_relu,
 }

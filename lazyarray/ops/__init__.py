@@ -2,6 +2,7 @@
 from . import (  # noqa: F401  (registration side effect)
     advanced_index,
     attention,
+    batch_norm_relu,
     bitcast,
     conv,
     conv_act,

@@ -1,5 +1,5 @@
 """Every implementation of the ops whose fast paths live in kernels/ (relu, relu_grad, the max pools,
-the pooled batch norm, softmax, log_softmax, the softmax cross entropy, gelu and its gradients,
+the pooled batch norm, batch_norm_relu, mean, softmax, log_softmax, the softmax cross entropy, gelu and its gradients,
 conv2d's gradients, conv2d_transpose): the input's shape (and whether numba runs, ``kernel_path``)
 forces it, ``explain()`` names it, ``kernels.choose`` names the same, and its values equal the
 op's reference kernel in float32 and float64, for a view input and an empty dim where the op allows."""
@@ -37,6 +37,9 @@ def _cases(dtype):
         ("max_pool2d", [x4], {"kernel": (2, 2)}, ("compiled", "folds")),
         ("max_pool2d_grad", [g4, x4], {"kernel": (2, 2)}, ("compiled", "windows")),
         ("batch_norm_max_pool2d", [x4] + _pool_stats(3, dtype), {"relu": True}, ("compiled", "pool_first")),
+        ("batch_norm_relu", [x4] + _pool_stats(3, dtype), {}, ("compiled", "ufuncs")),
+        ("mean", [x4], {"axis": (2, 3), "keepdims": True}, ("compiled", "ufuncs")),
+        ("mean", [_x(8, 3, 12, 12, dtype=dtype)], {"axis": (2, 3)}, ("ufuncs", "ufuncs")),
         ("softmax", [_x(*big, dtype=dtype)], {}, ("rows", "rows")),
         ("log_softmax", [_x(*big, dtype=dtype)], {}, ("rows", "rows")),
         ("softmax_cross_entropy", [_x(*big, dtype=dtype), labels], {}, ("rows", "rows")),

@@ -1238,6 +1238,22 @@ def _batch_norm_ref(x, gamma, beta, mean, var, eps=1e-5, axis=1):
     return ((x - r[2]) / np.sqrt(r[3] + eps) * r[0] + r[1]).astype(x.dtype)
 
 
+def _batch_norm_relu_samples(rng, dtype, small):
+    """batch_norm's samples, a batch-last view, an empty batch, and NaN / inf / -0.0 values."""
+    out = _batch_norm_samples(rng, dtype, small)
+    stats = tuple(rand(rng, (3,), dtype) for _ in range(3)) + (rand(rng, (3,), dtype, 0.5, 1.5),)
+    x = rand(rng, (3, 4, 5, 2), dtype).transpose(3, 0, 1, 2)  # (2, 3, 4, 5) stored batch last
+    special = rand(rng, (2, 3, 4, 5), dtype)
+    special.reshape(-1)[:4] = (np.nan, np.inf, -np.inf, -0.0)
+    return out + [Sample((x,) + stats, {}, "batch-last-view"), Sample((special,) + stats, {}, "special"),
+                  Sample((rand(rng, (0, 3, 4, 5), dtype),) + stats, {}, "empty")]
+
+
+def _batch_norm_relu_ref(x, gamma, beta, mean, var, eps=1e-5, axis=1):
+    with np.errstate(invalid="ignore"):
+        return np.maximum(_batch_norm_ref(x, gamma, beta, mean, var, eps, axis), 0)
+
+
 def _bn_max_pool2d_samples(rng, dtype, small):
     """Scales all positive (pooled first), one negative (the recorded order), with and without relu."""
     out = []
@@ -1285,6 +1301,7 @@ CASES.update({
     "flatten": Case("conv", _flatten_samples, lambda x: x.reshape(x.shape[0], -1), FLOATS, grad=(0,)),
     "batch_norm_max_pool2d": Case("conv", _bn_max_pool2d_samples, _bn_max_pool2d_ref, FLOATS, rtol32=1e-4),
     "conv2d_act": Case("conv", _conv2d_act_samples, _conv2d_act_ref, FLOATS, rtol32=1e-4),
+    "batch_norm_relu": Case("conv", _batch_norm_relu_samples, _batch_norm_relu_ref, FLOATS, rtol32=1e-4),
 })
 
 
