@@ -58,12 +58,20 @@ def _view(name: str, a, node):
         return a.transpose(node.params.get("axes"))
     if name == "broadcast_to":
         return np.broadcast_to(a, shape)
-    v = a.view()  # reshape, expand_dims, squeeze: the same elements in a new shape
+    return _reshaped(a, shape)  # reshape, expand_dims, squeeze: the same elements in a new shape
+
+
+def _reshaped(a, shape):
+    """``a`` (a stand-in) reshaped as a view, or None where NumPy would copy. Never a copy: a stand-in's
+    memory is one element, and copying it reads what its strides claim (the shape setter copies first,
+    then refuses: a segmentation fault on a large value). NumPy < 2.1 has no ``copy=`` in ``reshape``:
+    there only C-ordered values are reshaped."""
+    if a.flags.c_contiguous:
+        return a.reshape(shape)
     try:
-        v.shape = shape
-    except (AttributeError, ValueError):
+        return np.reshape(a, shape, copy=False)
+    except (TypeError, ValueError):  # (a copy needed, or no ``copy=``)
         return None
-    return v
 
 
 def made_once(specs, pooled_c: set[int], out_slots: set[int], fresh_kind, copies: set[int]) -> dict[int, tuple]:

@@ -63,6 +63,17 @@ def test_a_reshape_of_a_transposed_buffer_stays_a_step():
         np.testing.assert_allclose(prog.run([xn + k])[0], np.exp(xn + k).T.reshape(24) + 1, rtol=1e-6)
 
 
+def test_deciding_a_large_transposed_buffers_reshape_reads_no_memory():
+    """The layouts are worked out on stand-ins that own one element: a reshape NumPy cannot make a view
+    of must be refused without a copy (the shape setter copied the 64 MiB its strides claimed, then
+    refused: a segmentation fault while compiling ``tests/onnx/test_light_models.py``'s models)."""
+    x = la.sym.var("x", shape=(4096, 4096))
+    y = la.sym.reshape(la.sym.transpose(la.sym.exp(x)), shape=(4096 * 4096,)) + 1.0
+    prog = _program(y)  # (compiling is the test: it read 64 MiB past a one-element buffer)
+    assert "reshape" not in [sp.node.op.name for sp in prog.made_once.values()]
+    assert "transpose" in [sp.node.op.name for sp in prog.made_once.values()]
+
+
 def test_a_view_handed_to_the_caller_is_not_made_once():
     x = la.sym.var("x", shape=(2, 3))
     y = la.sym.reshape(la.sym.exp(x), shape=(3, 2))
