@@ -18,7 +18,7 @@ from ..ops import conv
 from ..ops.derived import keeps
 from ..threads import in_pool, num_threads, split_threads
 from ..tuning_table import current
-from . import conv_direct, depthwise
+from . import conv1d, conv_direct, depthwise
 from .conv_batch_last import conv2d_batch_last, conv2d_region, region_fits
 from .conv_split import conv2d_split
 from .impl import Choice, Impl
@@ -48,8 +48,9 @@ WINOGRAD2 = Impl("conv2d", "winograd2", conv2d_winograd(2),
 WINOGRAD4 = Impl("conv2d", "winograd4", conv2d_winograd(4),
                  "winograd2's case with winograd4_min_channels..winograd4_max_channels channels and "
                  "winograd4_min_pixels output pixels: Winograd F(4x4, 3x3)", threads=True)
+CONV1D = conv1d.CONV1D
 IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, IM2COL, DIRECT, DEPTHWISE, depthwise.TAPS, GROUPED,
-         POINTWISE)
+         POINTWISE, CONV1D)
 
 _KEPT = ("kernel kept",)
 _CHOICES = {impl: Choice(impl) for impl in IMPLS}
@@ -81,6 +82,8 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
             return _WINOGRAD[tile, kept]
     if t.conv_pointwise and conv_direct.pointwise_applies(xp, x, weight, None, out, stride, padding, groups):
         return _CHOICES[POINTWISE]
+    if conv1d.applies(xp, x, weight, None, out, stride, padding, dilation, groups, t):
+        return _CHOICES[CONV1D]
     if conv_direct.applies(xp, x, weight, None, out, groups, n * o * (c // groups) * kh * kw * ho * wo,
                            t.conv_direct_max_macs):
         return _CHOICES[DIRECT]
@@ -131,6 +134,8 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
     geometry = conv.geometry(stride, padding, dilation) + (groups,)
     params = ((None,) if bias is None else ()) + geometry  # (no bias: the step passes two arrays)
     choice = choose_conv2d(xp, x, weight, out, *geometry)
+    if choice.impl is CONV1D:  # (its facts are the step's avals and memory orders: bound once)
+        return conv1d.bound_step(choice, x, weight, bias, *geometry[:3])
     fixed = (depthwise.bound_nchw(x, weight, bias, *geometry[:3], out) if choice.impl is DEPTHWISE else None) \
         or direct(choice, _CHOICES, xp, params)
     t = current()

@@ -27,7 +27,8 @@ from ..mode import MODE, PROFILING
 from ..ops import conv
 from ..ops.conv_act import ACTIVATIONS, activate
 from ..tuning_table import current
-from .conv2d import POINTWISE, bind_conv2d, choose_conv2d, run_conv2d
+from . import conv1d
+from .conv2d import CONV1D, POINTWISE, bind_conv2d, choose_conv2d, run_conv2d
 from .depthwise import FLOATS
 from .impl import ANY_ORDER, Choice, Impl
 from .log import log_choice
@@ -166,6 +167,8 @@ def choose_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), d
     if x.dtype == np.float16 and weight.dtype == np.float16:
         return Choice(UFUNCS, ("float16 via float32",))
     conv_choice = choose_conv2d(xp, x, weight, out, *conv.geometry(stride, padding, dilation), groups)
+    if conv_choice.impl is CONV1D:  # (the activation in the convolution's loop)
+        return conv1d.ACT_CHOICE
     return _choice(_pick(xp, x, weight, bias, conv_choice), conv_choice)
 
 
@@ -190,16 +193,21 @@ def run_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dila
     conv_choice = choose_conv2d(xp, x, weight, out, *geo, groups, t)
     impl = _pick(xp, x, weight, bias, conv_choice)
     y = pointwise_fused(xp, x, weight, bias, act, alpha, beta, out) if impl is FUSED else None
+    if conv_choice.impl is CONV1D:
+        y = conv1d.run_conv1d_act(xp, x, weight, bias, *geo, groups, act, alpha, beta, out)
+        if y is not None:
+            conv_choice, impl = Choice(conv1d.CONV1D_ACT), None
     if y is None:
         y = conv_choice.impl.run(xp, x, weight, bias, *geo, groups, out)
         if y is None:  # (declined at run time: its fallback runs)
             conv_choice = Choice(conv_choice.impl.fallback)
             y = conv_choice.impl.run(xp, x, weight, bias, *geo, groups, out)
         impl = _activated(xp, y, act, alpha, beta)
+    label = conv_choice if impl is None else _choice(impl, conv_choice)
     if MODE.get() & PROFILING:
-        current_profile().chose(_choice(impl, conv_choice))
+        current_profile().chose(label)
     if t.log_kernels:
-        log_choice(_choice(impl, conv_choice), x, weight)
+        log_choice(label, x, weight)
     return y
 
 
@@ -212,6 +220,8 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
     if x.dtype == np.float16 and weight.dtype == np.float16:
         return None
     choice = choose_conv2d_act(xp, x, weight, bias, stride, padding, dilation, groups, act, alpha, beta, out)
+    if choice.impl is conv1d.CONV1D_ACT:
+        return conv1d.bound_step(choice, x, weight, bias, *conv.geometry(stride, padding, dilation), act, alpha, beta)
     conv_fn = bind_conv2d(xp, x, weight, bias, stride, padding, dilation, groups, out=out).fn
     kern = jit.compiled(_act_in_place) if choice.impl is not UFUNCS else None
     scalars = _scalars(np.result_type(x.dtype, weight.dtype), act, alpha, beta)
@@ -238,7 +248,7 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
     return Bound(choice if choice.impl is not FUSED else _choice(COMPILED, Choice(POINTWISE)), fn)
 
 
-IMPLS = {"conv2d_act": (FUSED, COMPILED, UFUNCS)}
+IMPLS = {"conv2d_act": (conv1d.CONV1D_ACT, FUSED, COMPILED, UFUNCS)}
 RUNNERS = {"conv2d_act": run_conv2d_act}
 CHOOSERS = {"conv2d_act": choose_conv2d_act}
 BINDERS = {"conv2d_act": bind_conv2d_act}

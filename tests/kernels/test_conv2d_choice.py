@@ -32,7 +32,9 @@ CASES = [
     ("grouped", (2, 6, 8, 8), (4, 3, 3, 3), {"groups": 2}, {}),
     ("direct", (1, 8, 9, 9), (4, 8, 3, 3), {"stride": (2, 2)}, {"conv_direct_max_macs": 1 << 15}),
     ("direct", (2, 6, 8, 8), (4, 3, 3, 3), {"groups": 2}, {"conv_direct_max_macs": 1 << 15}),
-    ("direct", (1, 4, 1, 23), (16, 4, 1, 3), {"padding": (0, 1)}, {"conv_direct_max_macs": 1 << 15}),
+    ("direct", (1, 4, 1, 23), (16, 4, 1, 3), {"padding": (0, 1)}, {"conv_direct_max_macs": 1 << 15, "conv1d": False}),
+    ("conv1d", (1, 4, 1, 23), (16, 4, 1, 3), {"padding": (0, 1)}, {}),
+    ("conv1d", (8, 16, 1, 11), (16, 8, 1, 3), {"padding": (0, 2), "dilation": (1, 2), "groups": 2}, {}),
 ]
 
 

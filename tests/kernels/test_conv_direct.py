@@ -65,7 +65,7 @@ def test_views_and_planned_buffers():
 
 
 def test_the_chooser_takes_it_for_small_layers_only():
-    x, w = np.ones((1, 4, 1, 23), np.float32), np.ones((16, 4, 1, 3), np.float32)
+    x, w = np.ones((1, 4, 2, 23), np.float32), np.ones((16, 4, 1, 3), np.float32)
     assert kernels.choose(CONV, np, x, w, padding=(0, 1)).impl is kconv.DIRECT
     with la.tuning(conv_direct_max_macs=1000):  # past the bound: the products
         assert kernels.choose(CONV, np, x, w, padding=(0, 1)).impl is kconv.IM2COL
@@ -80,7 +80,7 @@ def test_the_chooser_takes_it_for_small_layers_only():
 
 
 def test_an_eager_call_runs_it():
-    x, w = RNG.standard_normal((1, 4, 1, 23)).astype(np.float32), RNG.standard_normal((16, 4, 1, 3)).astype(np.float32)
+    x, w = RNG.standard_normal((1, 4, 2, 23)).astype(np.float32), RNG.standard_normal((16, 4, 1, 3)).astype(np.float32)
     with la.profile() as prof:
         y = la.nn.conv2d(la.array(x), la.array(w), padding=(0, 1))
     np.testing.assert_allclose(y.asnumpy(), CONV.kernel(np, x, w, padding=(0, 1)), rtol=1e-5, atol=1e-5)
