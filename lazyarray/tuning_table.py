@@ -164,6 +164,10 @@ class Tuning:
                                 "(weight (O, C) @ image (C, H*W)) written into the output: conv2d[pointwise]")
     conv_activation: bool = _doc(True, "inference graphs: a convolution's relu, hardsigmoid or hardswish "
                                  "made one step with it (nn.conv2d_act; graph/passes/conv_activation.py)")
+    shape_views: bool = _doc(True, "expand_dims and squeeze of NumPy arrays as one reshape to the output's shape, "
+                             "computed once per compiled step (kernels/shape_views.py)")
+    extremum_ufunc: bool = _doc(True, "max and min of NumPy arrays as np.maximum.reduce / np.minimum.reduce, the axes "
+                                "normalized once per compiled step (kernels/extrema.py)")
     matmul_bias: bool = _doc(True, "inference graphs: a product by a matrix and the bias added to it as one "
                              "nn.dense (graph/passes/matmul_bias.py)")
     fuse_batch_norm_relu: bool = _doc(True, "inference graphs: a batch norm and the relu that alone reads it (DenseNet's "
