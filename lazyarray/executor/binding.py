@@ -70,24 +70,34 @@ def _binding_at_first_run(steps: list, chosen: dict, i: int, make: Maker, plain)
     return step
 
 
-def bindable(sp, kinds) -> bool:
+def bindable(sp, kinds, several=frozenset()) -> bool:
     """A step spec (``program._Spec``) of one of ``kinds`` that calls its op's kernel as it is (its
     runner, or a ``fused`` group's kernel, which asks ``kernels/fused.py``), and whose op has a binder
-    (``kernels.bind``: its runner installed)."""
+    (``kernels.bind``: its runner installed); one output, or several where its kind is one of
+    ``several`` (each written into its planned buffer: ``foreach``'s step outputs and final states)."""
     op = sp.node.op
-    return sp.kind in kinds and len(sp.outs) == 1 and sp.fn is op.bind(sp.node.avals[0].device.xp) and binds(op)
+    return sp.kind in kinds and (len(sp.outs) == 1 or sp.kind in several) \
+        and sp.fn is op.bind(sp.node.avals[0].device.xp) and binds(op)
 
 
-def maker(group: tuple, make: Callable, plain_step, out_kind) -> Maker:
+def _out(sp, s, out_kinds):
+    """What the step's kernel is handed as ``out``: its planned buffer, a tuple of them where the step
+    writes several (``kernels.bind`` binds on the same), None where the kernel allocates."""
+    if sp.kind not in out_kinds:
+        return None
+    return s[sp.outs[0]] if len(sp.outs) == 1 else tuple([s[k] for k in sp.outs])
+
+
+def maker(group: tuple, make: Callable, plain_step, out_kinds) -> Maker:
     """The maker of a step's bound closure: each spec of ``group`` (one, or a dense layer and its
-    relu) bound by ``kernels.bind`` on the run's arrays (its planned output buffer where its kind is
-    ``out_kind``), then ``make(specs)`` (the closure the program makes of specs); where a binder
-    declines, the plain step (its runners)."""
+    relu) bound by ``kernels.bind`` on the run's arrays (its planned output buffers where its kind is
+    one of ``out_kinds``), then ``make(specs)`` (the closure the program makes of specs); where a
+    binder declines, the plain step (its runners)."""
     def bound_step(s):
         specs, bounds = [], []
         for sp in group:
             node = sp.node
-            out = s[sp.outs[0]] if sp.kind is out_kind else None
+            out = _out(sp, s, out_kinds)
             b = bind(node.op, node.avals[0].device.xp, *[s[k] for k in sp.ins], out=out, **node.params)
             if b is None:
                 return plain_step, None

@@ -75,7 +75,7 @@ class StepKind(enum.Enum):
 
 
 _PLANNED = frozenset({StepKind.OUT, StepKind.OUTS})  # kinds whose outputs live in planned buffers
-_BINDABLE = frozenset({StepKind.OUT, StepKind.FRESH})  # kinds whose op's choice may be bound (binding.py)
+_BINDABLE = frozenset({StepKind.OUT, StepKind.OUTS, StepKind.FRESH})  # kinds whose op's choice may be bound (binding.py)
 
 
 def honours_out(op, xp) -> bool:
@@ -478,8 +478,8 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
         make = functools.partial(_closure_of, tuple(frees_at[i]) + (tuple(frees_at[i + 1]) if i in merged else ()),
                                  plan.workspace_of.get(i))
         steps.append(make(group))
-        if all(bindable(g, _BINDABLE) for g in group):  # (binding.py: the kernels' choices bound in at the first run)
-            makers[len(steps) - 1] = maker(group, make, steps[-1], StepKind.OUT)
+        if all(bindable(g, _BINDABLE, _PLANNED) for g in group):  # (binding.py: choices bound in at the first run)
+            makers[len(steps) - 1] = maker(group, make, steps[-1], _PLANNED)
         made_of.append(group)
     return steps, made_of, pooled, per_run, once, makers
 

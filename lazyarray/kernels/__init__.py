@@ -54,7 +54,7 @@ _CHOOSERS = {"conv2d": conv2d.choose_for_call, "dense": dense.choose_for_call, "
              **{k: v for f in _FAMILIES for k, v in f.CHOOSERS.items()}}
 # op name -> its binder (``bind``): ``binder(xp, *arrays, out=None, **params) -> Bound | None``; a module
 # without ``BINDERS`` leaves its ops' compiled steps calling their runners
-_BINDERS = {k: v for f in (conv2d, dense, fused, matmul) + _FAMILIES for k, v in getattr(f, "BINDERS", {}).items()}
+_BINDERS = {k: v for f in (conv2d, dense, foreach, fused, matmul) + _FAMILIES for k, v in getattr(f, "BINDERS", {}).items()}
 
 
 # Ops with no faster implementation whose reference kernel walks its arrays in any memory order

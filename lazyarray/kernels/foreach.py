@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import jit
 from ..caches import NamedCache
 from ..mode import MODE, PROFILING
 from ..ops import registry
+from ..tuning_table import current as tuning
 from . import rnn_cell
 from .impl import Choice, Impl
 from .profile import current as current_profile
+from .runner import Bound, by_facts, direct
 
 # ops whose kernels the loop calls as they are: elementwise arithmetic and activations, products,
 # static indexing (each has one output and no state, so calling it per step is what the body means)
@@ -233,12 +236,7 @@ def _cell(e, arrays, out):
     """The compiled loop's call for an entry ``rnn_cell.takes`` accepted (None where the call's sizes
     do not fit its table): what is fixed per input signature (output avals, the ``rnn_cell.Frame``)
     looked up once."""
-    sig = tuple([(a.shape, a.dtype) for a in arrays])
-    hit = e.at.get(sig)
-    if hit is None:
-        got = _out_avals(e, sig, arrays)
-        hit = e.at[sig] = (got, rnn_cell.frame(e, sig, got[0]))
-    got, fr = hit
+    got, fr = _at(e, arrays)
     if fr is None:
         return None
     bufs, given = _buffers(got, out)
@@ -246,6 +244,17 @@ def _cell(e, arrays, out):
     if not rnn_cell.run(e.table, fr, arrays, bufs[:n_y], bufs[n_y:]):
         return None
     return _handed(bufs, given)
+
+
+def _at(e, arrays) -> tuple:
+    """(the op's output (shapes, dtypes), the ``rnn_cell.Frame`` or None) of a call on ``arrays``, worked
+    out once per input signature."""
+    sig = tuple([(a.shape, a.dtype) for a in arrays])
+    hit = e.at.get(sig)
+    if hit is None:
+        got = _out_avals(e, sig, arrays)
+        hit = e.at[sig] = (got, rnn_cell.frame(e, sig, got[0]))
+    return hit
 
 
 def _handed(bufs, given):
@@ -288,6 +297,58 @@ def run_foreach(xp, *arrays, body, n_data, n_states, save_states, out=None):
     return y
 
 
+def bind_foreach(xp, *arrays, body, n_data, n_states, save_states, out=None) -> Bound | None:
+    """A compiled step's ``Bound`` (``kernels.bind``): ``choose_foreach``'s choice run directly. The
+    choice is fixed by the body, the step's avals, the tuning table and numba but for the tier: while
+    the body's cell has run fewer than ``foreach_jit_after`` calls, the bound function counts each (as
+    ``run_foreach``) and binds again when the count passes. A ``compiled_cell`` call into the step's
+    planned buffers goes straight to the compiled loop (``rnn_cell.caller``: the body's entry, its
+    ``Frame`` and the loop looked up once). None for a GPU step (the runner runs ``steps``)."""
+    if xp is not np:
+        return None
+    e = rnn_cell.entry(body, n_data, n_states, save_states)
+    after = tuning().foreach_jit_after
+    tiered = e.table is not None and e.calls < after and jit.enabled()
+    params = {"body": body, "n_data": n_data, "n_states": n_states, "save_states": save_states}
+
+    def bound(arrays, out) -> Bound:
+        choice = choose_foreach(xp, *arrays, **params)
+        run = direct(choice, _CHOICES, xp, keywords=params)
+        if choice.impl is CELL:
+            run = _bound_cell(e, arrays, out, run) or run
+        if not tiered or e.calls >= after:
+            return Bound(choice, run)
+
+        def counted(*arrays, out=None):
+            e.calls += 1
+            return run(*arrays, out=out)
+
+        return Bound(choice, counted)
+
+    first = bound(arrays, out)
+    return Bound(first.choice, by_facts(lambda *_: e.calls >= after, bound, {False: first})) if tiered else first
+
+
+def _bound_cell(e, arrays, out, fallback):
+    """The compiled loop's call for this step (None where its arrays or planned buffers do not fit
+    it as they are: the runner's path, ``fallback``, is bound): ``rnn_cell.caller`` where it writes,
+    else ``fallback``'s (``compiled_cell`` and the implementations after it)."""
+    (shapes, dtypes), fr = _at(e, arrays)
+    if fr is None or not isinstance(out, tuple):
+        return None
+    if len(out) != len(shapes) or not all(o.flags.c_contiguous and o.dtype == d and o.shape == tuple(s)
+                                          for o, s, d in zip(out, shapes, dtypes)):
+        return None
+    go = rnn_cell.caller(e.table, fr, len(shapes) - e.key[1], len(arrays))
+
+    def cell(*arrays, out=None):
+        if go(arrays, out):
+            return out
+        return fallback(*arrays, out=out)
+
+    return cell
+
+
 def _reference(xp, *arrays, **params):
     return registry.get("foreach").kernel(xp, *arrays, **params)
 
@@ -303,3 +364,4 @@ CELL = Impl("foreach", "compiled_cell", run_compiled_cell,
             "calls, numba installed: every step in one compiled call (kernels/rnn_cell.py)", fallback=LOOP)
 IMPLS = (CELL, LOOP, STEPS)
 _CHOICES = {impl: Choice(impl) for impl in IMPLS}
+BINDERS = {"foreach": bind_foreach}

@@ -24,6 +24,8 @@ order: rtol 1e-5 in float32, 1e-12 in float64 against the reference).
 """
 from __future__ import annotations
 
+from operator import is_, itemgetter
+
 import numpy as np
 
 from .. import jit
@@ -399,6 +401,70 @@ def _invariants(t: CellTable, fr: Frame, arrays):
         except ValueError:
             return None
     return parts
+
+
+def caller(t: CellTable, fr: Frame, n_y: int, n_args: int):
+    """``go(arrays, out) -> bool``: ``run`` for a compiled step whose arrays have the shapes ``fr`` was
+    made for and whose ``out`` (the step outputs, then the final states) are C-ordered buffers of the
+    op's output shapes (``foreach.bind_foreach`` checks both once): what ``run`` looks up per call (the
+    compiled loop, the tuning table's ``foreach_cell_fast_exp``, which arrays are packed, the final
+    states' buffers) found once. The same values as ``run``; False (nothing written) where it declines."""
+    loop, fast = _loop(), t.dtype == _F32 and tuning().foreach_cell_fast_exp
+    n_s = len(t.states)
+    if not t.direct or not fr.one_y or n_s > 2 or n_args < 1 + n_s:
+        return lambda arrays, out: run(t, fr, arrays, out[:n_y], out[n_y:])
+    parts = _parts(t, n_s)
+    empty = np.empty((0, 0), t.dtype)
+    f0_at, f1_at = (n_y, n_y + n_s - 1) if n_s else (None, None)
+    table, rows, cols, fixed, states, outs, regs_shape, dtype, one = \
+        t.table_array, fr.rows, t.cols_array, fr.fixed, t.states_array, t.outs_array, fr.regs_shape, t.dtype, t.one
+
+    memo: list = [None]  # (the parts of the last pack, when none can change; that pack)
+
+    def go(arrays, out) -> bool:
+        cur, last = parts(arrays), memo[0]
+        if last is not None and all(map(is_, cur, last[0])):
+            pack = last[1]
+        else:
+            pack = np.concatenate(cur, axis=None)  # (each part flattened: ``_pack``'s values)
+            if pack.dtype != dtype:
+                pack = pack.astype(dtype)
+            memo[0] = (cur, pack) if all(map(_frozen, cur)) else None
+        x = arrays[0]
+        xs = (x if x.flags.c_contiguous else np.ascontiguousarray(x)).reshape(x.shape[0], x.shape[1] * x.shape[2])
+        f0, f1 = (out[f0_at], out[f1_at]) if f0_at is not None else (empty, empty)
+        loop(table, rows, cols, np.empty(regs_shape, dtype), pack, fixed, xs, states, outs, out[0], f0, f1, one, fast)
+        return True
+
+    return go
+
+
+def _frozen(a) -> bool:
+    """Whether ``a``'s values cannot change under a pack made of them: a read-only array whose memory
+    is a read-only array's own (the kept values of a program's parameter-only steps and views of them,
+    ``executor/param_cache.py``: replaced by new arrays when a parameter changes; the body's constants,
+    ``_frozen_copy``). A view of writeable memory is not (its base may be written)."""
+    while isinstance(a, np.ndarray) and not a.flags.writeable:
+        if a.base is None:
+            return True
+        a = a.base
+    return False
+
+
+def _frozen_copy(c):
+    c = np.array(c)
+    c.flags.writeable = False
+    return c
+
+
+def _parts(t: CellTable, n_s: int):
+    """``parts(arrays)``: what ``_pack`` packs for a direct layout, in its order (the free inputs read
+    directly and the constants, then the initial states), as one ``itemgetter`` call where no constant
+    is among them."""
+    fixed = [k if k is not None else _frozen_copy(c) for k, c in t.direct_parts] + list(range(1, 1 + n_s))
+    if len(fixed) > 1 and all(isinstance(p, int) for p in fixed):
+        return itemgetter(*fixed)
+    return lambda arrays: [arrays[p] if isinstance(p, int) else p for p in fixed]
 
 
 def run(t: CellTable, fr: Frame, arrays, ys, finals) -> bool:

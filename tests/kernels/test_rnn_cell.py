@@ -14,6 +14,8 @@ import pytest
 
 import lazyarray as la
 from lazyarray import kernels
+from lazyarray.executor.call import SubGraph
+from lazyarray.graph.symbol import Symbol
 from lazyarray.kernels import foreach as kforeach
 from lazyarray.kernels import rnn_cell
 from lazyarray.ops import registry
@@ -183,3 +185,104 @@ def test_imported_rnns_equal_torch_after_their_first_calls_and_explain_names_it(
             np.testing.assert_allclose(got.asnumpy(), want, rtol=1e-3, atol=1e-4)
         assert {e.impl for e in prof.events if e.name.endswith("foreach")} == {"compiled_cell"}
         assert "foreach[compiled_cell]" in str(op.explain(x=la.array(x)))
+
+
+
+def _scan_op(dtype, feat=4, hidden=6):
+    """A CachedOp of ``foreach`` over an LSTM cell written with the symbol API (no saved states, as an
+    imported LSTM's): inputs x, h, c, w, u, b; and its body."""
+    S = la.sym
+    xt, h, c = S.var("xt", shape=(None, feat), dtype=dtype), S.var("h", shape=(None, hidden), dtype=dtype), \
+        S.var("c", shape=(None, hidden), dtype=dtype)
+    w, u, b = (S.var(n, shape=s, dtype=dtype) for n, s in
+               (("w", (feat, 4 * hidden)), ("u", (hidden, 4 * hidden)), ("b", (4 * hidden,))))
+    z = S.add(S.add(S.matmul(xt, w), S.matmul(h, u)), b)
+    i, f, g, o = (S.getitem(z, key=(Ellipsis, slice(k * hidden, (k + 1) * hidden))) for k in range(4))
+    c2 = S.add(S.multiply(S.sigmoid(f), c), S.multiply(S.sigmoid(i), S.tanh(g)))
+    h2 = S.multiply(S.sigmoid(o), S.tanh(c2))
+    body = SubGraph(Symbol([h2.outputs[0], h2.outputs[0], c2.outputs[0]]), ["xt", "h", "c", "w", "u", "b"])
+    xs, h0, c0 = S.var("x", shape=(None, None, feat), dtype=dtype), S.var("h0", shape=(None, hidden), dtype=dtype), \
+        S.var("c0", shape=(None, hidden), dtype=dtype)
+    ws = [S.var(n, shape=s, dtype=dtype) for n, s in (("W", (feat, 4 * hidden)), ("U", (hidden, 4 * hidden)),
+                                                     ("B", (4 * hidden,)))]
+    res = S.foreach([xs, h0, c0, *ws], body=body, n_data=1, n_states=2, save_states=False)
+    return la.CachedOp(res), body
+
+
+def _bound_foreach(prog) -> list:
+    """The implementations bound at the foreach steps of a compiled program."""
+    return [b.choice.label() for b in prog.bindings.chosen().values()
+            if not isinstance(b, tuple) and b.choice.impl.op == "foreach"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("steps,batch,view", [(5, 3, False), (7, 1, True), (6, 0, False)],
+                         ids=["b3", "b1-strided", "empty-batch"])
+def test_a_compiled_step_binds_the_cell_with_the_runners_values(dtype, steps, batch, view):
+    """A compiled program binds its foreach step (``foreach.bind_foreach``: several outputs, each
+    written into its planned buffer): while the body's first calls run ``inline_loop`` the bound step
+    counts them and binds again; past them it runs the compiled cell with the runner's values bit for
+    bit (``la.profile()`` runs the runners), on a strided data input too; an empty batch keeps
+    ``inline_loop``. Weights that are the program's inputs (writeable) are packed every call: new
+    values in the same arrays give new outputs."""
+    op, body = _scan_op(dtype)
+    x = RNG.standard_normal((steps, batch, 8 if view else 4)).astype(dtype)
+    x = x[:, :, ::2] if view else x  # (a strided data input: the loop reads a C-ordered copy)
+    shapes = [(batch, 6), (batch, 6), (4, 24), (6, 24), (24,)]
+    arrays = [x] + [RNG.standard_normal(s).astype(dtype) for s in shapes]
+
+    def both():
+        with la.profile():
+            want = [y.asnumpy() for y in op(*[la.array(a) for a in arrays])]
+        for _ in range(2):
+            got = [y.asnumpy() for y in op(*[la.array(a) for a in arrays])]
+        for g, w in zip(got, want):
+            assert g.dtype == np.dtype(dtype) and g.shape == w.shape
+            np.testing.assert_array_equal(g, w)
+        return got
+
+    with la.tuning(foreach_jit_after=2):
+        tiers = [op(*[la.array(a) for a in arrays])[0].asnumpy() for _ in range(4)]  # (bound, counting, bound again)
+        np.testing.assert_allclose(tiers[-1], tiers[0], **TOL[np.dtype(dtype)])
+        first = both()
+    with la.tuning(foreach_jit_after=2, foreach_cell_max_macs=1 << 15):  # (another table: bound again, past the tier)
+        first = both()
+        prog = op.explain(*[la.array(a) for a in arrays]).programs[0][0]
+        assert _bound_foreach(prog) == (["compiled_cell"] if batch else ["inline_loop"])
+        arrays[4] *= 0.5  # (the recurrent weights: the same array, new values)
+        second = both()
+    ref = FOREACH.kernel(np, *arrays, body=body,
+                         n_data=1, n_states=2, save_states=False)
+    for g, w in zip(second, ref):
+        np.testing.assert_allclose(g, w, **TOL[np.dtype(dtype)])
+    assert batch == 0 or not np.array_equal(first[0], second[0])
+
+
+def test_kept_weights_packed_once_and_anew_when_a_parameter_changes():
+    """An imported LSTM's weights are kept read-only values of its program (``executor/param_cache.py``):
+    the bound compiled cell packs them once (``rnn_cell._frozen``) and packs again when a parameter is
+    set anew (new kept arrays), with the runner's values bit for bit both times."""
+    pytest.importorskip("onnx")
+    data = np.load(os.path.join(FIXTURES, "lstm_bidir.npz"))
+    net = la.blocks.SymbolBlock.imports(os.path.join(FIXTURES, "lstm_bidir.onnx"), ["x"])
+    net.hybridize()
+    x = la.array(data["b1_s7/in/x"])
+
+    def both():
+        with la.profile():
+            want = net(x)[0].asnumpy()
+        for _ in range(2):
+            got = net(x)[0].asnumpy()
+        np.testing.assert_array_equal(got, want)
+        return got
+
+    with la.tuning(foreach_jit_after=1):
+        for _ in range(3):
+            net(x)
+        first = both()
+        np.testing.assert_allclose(first, data["b1_s7/out/0"], rtol=1e-3, atol=1e-4)
+        name, p = next((k, v) for k, v in net.collect_params().items() if v.shape and len(v.shape) == 3)
+        p.set_data(la.array(p.data().asnumpy() * 0.5))
+        for _ in range(2):
+            second = both()
+    assert not np.array_equal(first, second), name
