@@ -18,14 +18,7 @@ from lazyarray.distributed import replica as R
 
 pytest.importorskip("dask.distributed")
 import dask.array as da  # noqa: E402
-from dask.distributed import Client, Future, LocalCluster  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def client():
-    with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cl, \
-            Client(cl) as c:
-        yield c
+from dask.distributed import Future  # noqa: E402
 
 
 def _net(layers: int, seed: int = 0):
