@@ -9,7 +9,7 @@ to receive) and replies with the batch's loss sum:
 1. forward and backward of its pieces, the gradients packed into buckets, each cut into one shard
    per worker (``replica.local``);
 2. **reduce-scatter**: it sends shard ``i`` of every bucket to worker ``i`` (``la_dp_put``, a
-   direct worker-to-worker message) and sums its own shard over the workers in worker order
+   direct worker-to-worker message, one-way: ``send``) and sums its own shard over the workers in worker order
    once the others' have arrived (``Mailbox.take``);
 3. **all-gather**: it sends its summed shard to every other worker and takes theirs;
 4. it applies the optimizer to its replica (``replica.apply_reduced``).
