@@ -400,3 +400,20 @@ def _store_grad(leaf: Leaf, value, make, device) -> None:
     else:
         leaf.grad = make(value, None, device)
     leaf.fresh = True
+
+
+def write_grads(arrays: list, values: list) -> None:
+    """Make each backend array of ``values`` the gradient of the tracked array (``attach_grad``) at its
+    place in ``arrays``, as ``backward`` writes a gradient: adopted as it is (``grad_req="write"``; the
+    caller hands over a buffer nobody else writes) or added in (``"add"``), and fresh for the optimizer.
+    For gradients computed elsewhere (``la.distributed``'s reduced gradients), without a backward."""
+    if len(arrays) != len(values):
+        raise ParamError(f"write_grads: {len(arrays)} arrays but {len(values)} gradients")
+    for a, v in zip(arrays, values):
+        leaf = a._ag
+        if not isinstance(leaf, Leaf):
+            raise AutogradError("write_grads: the array does not track a gradient; call attach_grad() first")
+        if tuple(v.shape) != tuple(a.shape):
+            raise ShapeError(f"write_grads: gradient of shape {fmt_shape(v.shape)} for an array of shape "
+                             f"{fmt_shape(a.shape)}")
+        _store_grad(leaf, v, type(a)._make, a.device)

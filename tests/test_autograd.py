@@ -196,3 +196,27 @@ def test_gradients_of_two_leaves_never_share_memory_or_alias_the_head_gradient()
     assert not np.shares_memory(ga, og._value) and not np.shares_memory(gb, og._value)
     a.grad[...] = 7
     np.testing.assert_array_equal(b.grad.asnumpy(), [1.0, 1.0])
+
+
+def test_write_grads_stores_gradients_as_backward_does():
+    """``write_grads`` (gradients computed elsewhere, as la.distributed's reduced ones): adopted for
+    grad_req='write', added for 'add', fresh for the optimizer; the same values a backward would give."""
+    w, v = la.array(np.ones(3, "float32")), la.array(np.ones(2, "float32"))
+    w.attach_grad()
+    v.attach_grad(grad_req="add")
+    g_w, g_v = np.array([1.0, 2.0, 3.0], "float32"), np.array([0.5, 0.5], "float32")
+    la.autograd.write_grads([w, v], [g_w.copy(), g_v.copy()])  # (handed over: adopted as they are)
+    la.autograd.write_grads([w, v], [g_w * 2, g_v.copy()])
+    np.testing.assert_array_equal(w.grad.asnumpy(), g_w * 2)
+    np.testing.assert_array_equal(v.grad.asnumpy(), g_v * 2)
+    assert w._ag.fresh and v._ag.fresh
+    with la.autograd.record():
+        y = (w * la.array(g_w)).sum()
+    y.backward()
+    np.testing.assert_array_equal(w.grad.asnumpy(), g_w)
+    with pytest.raises(la.ShapeError, match="shape"):
+        la.autograd.write_grads([w], [np.zeros(2, "float32")])
+    with pytest.raises(la.AutogradError, match="attach_grad"):
+        la.autograd.write_grads([la.array(np.ones(3, "float32"))], [g_w])
+    with pytest.raises(la.ParamError, match="1 arrays but 2"):
+        la.autograd.write_grads([w], [g_w, g_w])

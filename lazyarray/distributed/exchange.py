@@ -9,7 +9,7 @@ to receive) and replies with the batch's loss sum:
 1. forward and backward of its pieces, the gradients packed into buckets, each cut into one shard
    per worker (``replica.local``);
 2. **reduce-scatter**: it sends shard ``i`` of every bucket to worker ``i`` (``la_dp_put``, a
-   direct worker-to-worker message) and sums its own shard over the workers in worker order
+   direct worker-to-worker message, one-way: ``send``) and sums its own shard over the workers in worker order
    once the others' have arrived (``Mailbox.take``);
 3. **all-gather**: it sends its summed shard to every other worker and takes theirs;
 4. it applies the optimizer to its replica (``replica.apply_reduced``).
@@ -103,18 +103,21 @@ class Mailbox:
 def send(worker, peer: str, rkey: str, tag: tuple, phase: str, sender: int, arrays: list, mailbox: Mailbox,
          caller: str):
     """Send ``arrays`` to the replica ``rkey`` on worker ``peer``, from a thread of ``worker`` (without
-    waiting); a failed send ends the attempt ``tag`` in ``mailbox``, naming the peer."""
+    waiting); a failed send ends the attempt ``tag`` in ``mailbox``, naming the peer.
+
+    One-way (``reply=False``): the peer answers nothing, so a put costs one message, not two. A peer
+    that cannot file it (no replica there) fails its own step too: the client then ends the others'."""
     asyncio, serialize = _asyncio(), dask_modules()[2].protocol.to_serialize
 
     async def go():
         await worker.rpc(peer).la_dp_put(key=rkey, tag=list(tag), phase=phase, sender=sender,
-                                         arrays=serialize(arrays))
+                                         arrays=serialize(arrays), reply=False)
 
     def done(fut):
         exc = None if fut.cancelled() else fut.exception()
         if fut.cancelled() or exc is not None:
             mailbox.end(tag, f"{caller}: could not send the gradients of step {tag[0]} to replica {rkey!r} on "
-                             f"{peer} ({type(exc).__name__}: {exc}): that worker died or lost its replica; call "
+                             f"{peer} ({type(exc).__name__}: {exc}): that worker died or closed the connection; call "
                              "step again (it re-syncs the replicas)")
 
     mailbox.sent_bytes += sum(a.nbytes for a in arrays)
@@ -131,9 +134,8 @@ def serve(worker, replicas, run_step) -> None:
     async def step(**msg):
         return await asyncio.to_thread(run_step, worker, **msg["payload"])
 
-    def put(key: str, tag: list, phase: str, sender: int, arrays) -> str:
+    def put(key: str, tag: list, phase: str, sender: int, arrays) -> None:
         replicas.get(key).mailbox.put(tuple(tag), phase, sender, arrays)
-        return "OK"
 
     def abort(key: str, tag: list, count: int, why: str) -> str:
         try:

@@ -25,6 +25,7 @@ What runs on a worker:
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import pickle
 import tempfile
@@ -56,12 +57,13 @@ class FlatLayout:
     def __init__(self, shapes: list[tuple], dtypes: list, bucket_bytes: int):
         self.shapes = [tuple(s) for s in shapes]
         self.dtypes = [np.dtype(d) for d in dtypes]
+        self.sizes = [math.prod(s) for s in self.shapes]  # (kept: unpack runs every step)
         self.groups: dict[np.dtype, list[int]] = {}
         for i, d in enumerate(self.dtypes):
             self.groups.setdefault(d, []).append(i)
         self.buckets: list[tuple[np.dtype, int, int]] = []  # (dtype, start, stop) in the dtype's vector
         for d, members in self.groups.items():
-            size = sum(int(np.prod(self.shapes[i], dtype=np.int64)) for i in members)
+            size = sum(self.sizes[i] for i in members)
             per = max(1, bucket_bytes // d.itemsize)
             count = max(1, -(-size // per))
             edges = np.linspace(0, size, count + 1).astype(np.int64)
@@ -73,15 +75,16 @@ class FlatLayout:
         return [flat[d][a:b] for d, a, b in self.buckets]
 
     def unpack(self, buckets: list) -> list[np.ndarray]:
-        flat = {d: np.concatenate([b for (bd, _, _), b in zip(self.buckets, buckets) if bd == d])
-                for d in self.groups}
+        """The arrays of ``buckets`` (per bucket: its values, or a list of consecutive pieces of them, such
+        as the shards of a reduce), as views of one new flat array per dtype."""
         out: list = [None] * len(self.shapes)
         for d, members in self.groups.items():
-            at = 0
+            parts = [p for (bd, _, _), b in zip(self.buckets, buckets) if bd == d
+                     for p in (b if isinstance(b, list) else [b])]
+            flat, at = np.concatenate(parts), 0  # (a copy: the arrays are written in place later)
             for i in members:
-                n = int(np.prod(self.shapes[i], dtype=np.int64))
-                out[i] = flat[d][at:at + n].reshape(self.shapes[i])
-                at += n
+                out[i] = flat[at:at + self.sizes[i]].reshape(self.shapes[i])
+                at += self.sizes[i]
         return out
 
 
@@ -235,8 +238,7 @@ def apply_reduced(replica: Replica, step: int, batch: int, reduced: list) -> flo
     plan = replica.plan
     n_buckets = len(plan.layout.buckets)
     per = len(reduced) // n_buckets
-    buckets = [np.concatenate(reduced[b * per:(b + 1) * per]) for b in range(n_buckets)]
-    values = plan.layout.unpack(buckets)
+    values = plan.layout.unpack([list(reduced[b * per:(b + 1) * per]) for b in range(n_buckets)])
     _write_grads([replica.params[k] for k in plan.grads], values[1:1 + len(plan.grads)])
     replica.trainer.step(batch)
     for k, v in zip(plan.updates, values[1 + len(plan.grads):]):
@@ -319,10 +321,9 @@ def save(key: str, path: str, names: list[str]) -> str:
 
 
 def _write_grads(params: list, grads: list) -> None:
-    """Make ``grads`` the parameters' fresh gradients: a backward whose heads are the parameters
-    themselves, with ``grads`` as the head gradients (adopted as they are: exact)."""
-    if params:
-        autograd.backward([p.data() for p in params], [array(np.asarray(g, dtype=p.dtype)) for p, g in zip(params, grads)])
+    """Make ``grads`` the parameters' fresh gradients, as a backward writes them (``autograd.write_grads``:
+    adopted, or added for ``grad_req="add"``)."""
+    autograd.write_grads([p.data() for p in params], [np.asarray(g, dtype=p.dtype) for p, g in zip(params, grads)])
 
 
 def states_bytes(trainer: Trainer) -> bytes:

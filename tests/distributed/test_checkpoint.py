@@ -21,13 +21,6 @@ pytest.importorskip("dask.distributed")
 from dask.distributed import Client, LocalCluster  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def client():
-    with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cl, \
-            Client(cl) as c:
-        yield c
-
-
 def _net(seed=0):
     la.random.seed(seed)
     net = nn.HybridSequential()

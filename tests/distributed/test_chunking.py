@@ -11,7 +11,6 @@ from lazyarray import blocks as nn
 
 pytest.importorskip("dask.distributed")
 import dask.array as da  # noqa: E402
-from dask.distributed import Client, LocalCluster  # noqa: E402
 
 X = np.random.default_rng(0).standard_normal((10, 6))
 CHUNKINGS = {
@@ -35,10 +34,8 @@ SBPS = {
 
 
 @pytest.fixture(scope="module")
-def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
-            Client(cluster) as c:
-        yield c
+def client(threaded_client):  # (conftest.py: workers as threads of this process)
+    return threaded_client
 
 
 @pytest.fixture(scope="module")

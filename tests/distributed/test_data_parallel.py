@@ -11,16 +11,13 @@ from lazyarray.blocks.block import HybridBlock
 
 pytest.importorskip("dask.distributed")
 import dask.array as da  # noqa: E402
-from dask.distributed import Client, LocalCluster  # noqa: E402
 
 CPU0 = la.Device("cpu", 0)
 
 
 @pytest.fixture(scope="module")
-def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
-            Client(cluster) as c:
-        yield c
+def client(threaded_client):  # (conftest.py: workers as threads of this process)
+    return threaded_client
 
 
 class SumLoss(HybridBlock):

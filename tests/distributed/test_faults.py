@@ -26,18 +26,11 @@ S = la.sbp.split
 SLACK = 4.0  # seconds past the timeout that a call may take to give up (a loaded 2-core machine)
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cl, \
-            Client(cl) as c:
-        yield c
-
-
 @pytest.fixture
-def client(cluster):
-    cluster.wait_for_workers(2, timeout=60)  # (a killed worker's nanny starts a new one)
-    yield cluster
-    cluster.wait_for_workers(2, timeout=60)
+def client(client):  # (conftest.py's module cluster of 2 worker processes)
+    client.wait_for_workers(2, timeout=60)  # (a killed worker's nanny starts a new one)
+    yield client
+    client.wait_for_workers(2, timeout=60)
 
 
 def _graph():

@@ -15,16 +15,9 @@ from lazyarray.distributed import bounded, params
 
 pytest.importorskip("dask.distributed")
 import dask.array as da  # noqa: E402
-from dask.distributed import Client, LocalCluster, SchedulerPlugin, get_task_stream  # noqa: E402
+from dask.distributed import SchedulerPlugin, get_task_stream  # noqa: E402
 
 S = la.sbp.split
-
-
-@pytest.fixture(scope="module")
-def client():
-    with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cl, \
-            Client(cl) as c:
-        yield c
 
 
 def _mlp(seed: int):

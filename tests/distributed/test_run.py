@@ -16,10 +16,8 @@ S, B = la.sbp.split, la.sbp.broadcast()
 
 
 @pytest.fixture(scope="module")
-def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
-            Client(cluster) as c:
-        yield c
+def client(threaded_client):  # (conftest.py: workers as threads of this process)
+    return threaded_client
 
 
 @pytest.fixture(scope="module")
