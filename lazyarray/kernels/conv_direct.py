@@ -5,7 +5,7 @@ The products behind ``im2col``, ``batch_last`` and ``grouped`` pay a fixed cost 
 views, the im2col copy, a padded copy, the product's dispatch, the bias add): 20-35 us on the
 development machine however small the layer. A 1-D audio net exported from torch (``conv1d_net``:
 (1, 4, 1, 23) by (16, 4, 1, 3)) spends its convolutions there on a few thousand multiply-adds.
-``direct`` copies each input plane into zero-padded phase planes (``depthwise.phase_tables``, as
+``direct`` copies each input plane into zero-padded phase planes (``phase_planes.phase_tables``, as
 ``depthwise``'s loop does) and per output channel adds each input channel's taps as one flat
 multiply-add over a slice of a phase plane, a long loop that vectorizes (issue #35: SqueezeNet's
 (1, 4, 7, 7) 3x3 layer 9.3 -> 5.3 us); output planes under ``PLANE_MIN_PIXELS`` pixels, whose flat
@@ -35,8 +35,9 @@ import numpy as np
 from .. import jit
 from ..ops import conv
 from ..threads import split_threads
-from .depthwise import FLOATS, phase_tables
+from .depthwise import FLOATS
 from .impl import Impl
+from .phase_planes import phase_tables, with_fill
 
 PLANE_MIN_PIXELS = 16  # (output planes this size and up, of 2 rows or more: ``_direct``'s flat loops)
 GROUPED = Impl("conv2d", "grouped", conv.conv2d_grouped, "groups > 1: one batched product over the groups")
@@ -81,51 +82,45 @@ POINTWISE = Impl("conv2d", "pointwise", conv2d_pointwise,
                  "conv_pointwise on: one product weight (O, C) @ image (C, H*W) over the batch, into the output")
 
 
-def _direct(x, w, b, y, cols, taps, sh, ph, hq, wq):  # pragma: no cover  (compiled by numba)
-    """y (N, O, Ho, Wo) = conv of x (N, C, H, W) by w (O, C/groups, kh * kw), plus b (O,) if b has O
-    values; ``cols``, ``taps``, (``hq``, ``wq``): ``depthwise.phase_tables`` (the groups: C / w's C).
+def _direct(fill):
+    """The flat-loop kernel, ``fill`` (``phase_planes.FILL``) compiled into it (``phase_planes.with_fill``)."""
+    def direct(x, w, b, y, cols, taps, sh, ph, hq, wq):  # pragma: no cover  (compiled by numba)
+        """y (N, O, Ho, Wo) = conv of x (N, C, H, W) by w (O, C/groups, kh * kw), plus b (O,) if b has O
+        values; ``cols``, ``taps``, (``hq``, ``wq``): ``phase_planes.phase_tables`` (the groups: C / w's C).
 
-    Per image: each input plane copied into zero-padded phase planes (as ``depthwise``'s loop does);
-    per output channel, each of its group's input channels' taps one multiply-add of the whole flat
-    (row-padded) output plane by a slice of one phase plane, a long loop without bounds tests that
-    vectorizes; the valid columns copied out, the bias added last."""
-    n, c, h = x.shape[0], x.shape[1], x.shape[2]
-    o, cg = w.shape[0], w.shape[1]
-    ho, wo, sw = y.shape[2], y.shape[3], cols.shape[0]
-    if n * o * ho * wo == 0:
-        return
-    og = o // (c // cg) if cg > 0 else o
-    plane, length = hq * wq, (ho - 1) * wq + wo
-    pad = np.zeros((c, sh * sw * plane), y.dtype)
-    acc = np.empty(length, y.dtype)
-    for img in range(n):
-        for ch in range(c):
-            xs, pc = x[img, ch], pad[ch]
-            rm, rd = ph % sh, ph // sh  # (padded row r + ph: phase row rm, row rd of its plane)
-            for r in range(h):
-                for t in range(sw):
-                    d0 = (rm * sw + t) * plane + rd * wq + cols[t, 2]
-                    dst, src = pc[d0:d0 + cols[t, 1]], xs[r, cols[t, 0]::sw]  # (slices: no index wraps)
-                    for k in range(dst.shape[0]):
-                        dst[k] = src[k]
-                rm += 1
-                if rm == sh:
-                    rm, rd = 0, rd + 1
-        for oc in range(o):
-            acc[:] = 0
-            for ci in range(cg):
-                pc = pad[(oc // og) * cg + ci]
-                for tap in range(taps.shape[0]):
-                    wv, src = w[oc, ci, tap], pc[taps[tap]:taps[tap] + length]
-                    for q in range(length):
-                        acc[q] += src[q] * wv
-            ys = y[img, oc]
-            for oh in range(ho):
-                yr, ar = ys[oh], acc[oh * wq:oh * wq + wo]
-                for ow in range(wo):
-                    yr[ow] = ar[ow]
-            if b.shape[0] == o:
-                ys += b[oc]
+        Per image: each input plane copied into zero-padded phase planes (``fill``, as ``depthwise``'s
+        loop does); per output channel, each of its group's input channels' taps one multiply-add of
+        the whole flat (row-padded) output plane by a slice of one phase plane, a long loop without
+        bounds tests that vectorizes; the valid columns copied out, the bias added last."""
+        n, c = x.shape[0], x.shape[1]
+        o, cg = w.shape[0], w.shape[1]
+        ho, wo, sw = y.shape[2], y.shape[3], cols.shape[0]
+        if n * o * ho * wo == 0:
+            return
+        og = o // (c // cg) if cg > 0 else o
+        length = (ho - 1) * wq + wo
+        pad = np.zeros((c, sh * sw * hq * wq), y.dtype)
+        acc = np.empty(length, y.dtype)
+        for img in range(n):
+            for ch in range(c):
+                fill(pad[ch], x[img, ch], cols, sh, ph, wq)
+            for oc in range(o):
+                acc[:] = 0
+                for ci in range(cg):
+                    pc = pad[(oc // og) * cg + ci]
+                    for tap in range(taps.shape[0]):
+                        wv, src = w[oc, ci, tap], pc[taps[tap]:taps[tap] + length]
+                        for q in range(length):
+                            acc[q] += src[q] * wv
+                ys = y[img, oc]
+                for oh in range(ho):
+                    yr, ar = ys[oh], acc[oh * wq:oh * wq + wo]
+                    for ow in range(wo):
+                        yr[ow] = ar[ow]
+                if b.shape[0] == o:
+                    ys += b[oc]
+
+    return direct
 
 
 def _direct_rows(x, wt, b, y, sh, sw, ph, pw, dh, dw):  # pragma: no cover  (compiled by numba)
@@ -180,7 +175,7 @@ def applies(xp, x, weight, bias, out, groups, macs: int, max_macs: int) -> bool:
 
 def conv2d_direct(xp, x, weight, bias, stride, padding, dilation, groups, out):
     """conv2d by the compiled direct loop (None where it does not apply: the chooser's next choice runs)."""
-    kern = jit.compiled(_direct) if xp is np and x.dtype in FLOATS and weight.dtype == x.dtype else None
+    kern = with_fill(_direct) if xp is np and x.dtype in FLOATS and weight.dtype == x.dtype else None
     if kern is None or (bias is not None and bias.dtype != x.dtype) or conv.is_depthwise(x, weight, groups):
         return None
     ho, wo = conv.out_size(x, weight, stride, padding, dilation)
