@@ -16,7 +16,8 @@ row's accumulator): a few microseconds for such a layer. It takes float32/float6
 arrays, numba on, one image or ``groups`` > 1 (a batch of images without groups has ``batch_last``'s
 one product for the batch, as fast on the development machine), ``groups`` that are not depthwise (``depthwise`` has its own pass; a grouped
 layer is one loop here, not a batched product over window copies), and layers of at most
-``conv_direct_max_macs`` multiply-adds (the tuning table): past that the products' BLAS wins.
+``conv_direct_max_macs`` multiply-adds (the tuning table; ``WIDE_MACS`` times that for output planes
+of ``WIDE_PIXELS`` pixels and up, whose flat loops are long): past that the products' BLAS wins.
 
 Values: sums in another order than BLAS's (channel, then row of taps, then tap; both loops): they agree with
 the reference within float rounding (rtol 1e-5 float32, 1e-12 float64), not bit for bit; the bias
@@ -40,6 +41,11 @@ from .impl import Impl
 from .phase_planes import phase_tables, with_fill
 
 PLANE_MIN_PIXELS = 16  # (output planes this size and up, of 2 rows or more: ``_direct``'s flat loops)
+# Output planes of WIDE_PIXELS pixels and up take ``direct`` up to WIDE_MACS times ``conv_direct_max_macs``
+# (issue #35, one thread: the CNN stems' (1, 3, 32, 32) 3x3 layers (55-221K multiply-adds) and ResNet's
+# 8-16 channel 3x3 layers (147K) ran 0.5-0.8x im2col's CPU time there; planes of 4x4 and 8x8 with
+# 16-32 channels and 290K+ multiply-adds ran 1.3-1.5x it: their flat loops are short)
+WIDE_PIXELS, WIDE_MACS = 64, 8
 GROUPED = Impl("conv2d", "grouped", conv.conv2d_grouped, "groups > 1: one batched product over the groups")
 
 
@@ -162,10 +168,12 @@ def _direct_rows(x, wt, b, y, sh, sw, ph, pw, dh, dw):  # pragma: no cover  (com
                 y[img, oc] += b[oc]
 
 
-def applies(xp, x, weight, bias, out, groups, macs: int, max_macs: int) -> bool:
-    """The compiled loop runs this call: NumPy float32/float64 arrays, numba on, not depthwise, small,
-    one image or grouped (a batch without groups: ``batch_last``'s one product for the batch is as fast)."""
-    if xp is not np or macs > max_macs or x.dtype not in FLOATS or weight.dtype != x.dtype \
+def applies(xp, x, weight, bias, out, groups, macs: int, max_macs: int, pixels: int = 0) -> bool:
+    """The compiled loop runs this call: NumPy float32/float64 arrays, numba on, not depthwise, small
+    (``max_macs``, ``WIDE_MACS`` times that for output planes of ``pixels`` >= ``WIDE_PIXELS``), one
+    image or grouped (a batch without groups: ``batch_last``'s one product for the batch is as fast)."""
+    limit = max_macs * WIDE_MACS if pixels >= WIDE_PIXELS else max_macs
+    if xp is not np or macs > limit or x.dtype not in FLOATS or weight.dtype != x.dtype \
             or (x.shape[0] != 1 and groups == 1):
         return False
     if (bias is not None and bias.dtype != x.dtype) or (out is not None and out.dtype != x.dtype):
@@ -199,5 +207,5 @@ def conv2d_direct(xp, x, weight, bias, stride, padding, dilation, groups, out):
 
 DIRECT = Impl("conv2d", "direct", conv2d_direct,
               "float32/float64, numba, one image or groups > 1, not depthwise, at most conv_direct_max_macs "
-              "multiply-adds: "
+              "multiply-adds (8x that for output planes of 64 pixels and up): "
               "one compiled loop over the input where it lies (no window or padded copies)", fallback=GROUPED)
