@@ -131,8 +131,10 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
     geometry = conv.geometry(stride, padding, dilation) + (groups,)
     params = ((None,) if bias is None else ()) + geometry  # (no bias: the step passes two arrays)
     choice = choose_conv2d(xp, x, weight, out, *geometry)
-    fixed = (depthwise.bound_nchw(x, weight, bias, *geometry[:3], out) if choice.impl is DEPTHWISE else None) \
-        or direct(choice, _CHOICES, xp, params)
+    generic = direct(choice, _CHOICES, xp, params)
+    fixed = (depthwise.bound_nchw(x, weight, bias, *geometry[:3], out) if choice.impl is DEPTHWISE else
+             conv_direct.bound_flat(x, weight, bias, *geometry, out, generic) if choice.impl is DIRECT else None) \
+        or generic
     t = current()
     kept_counts = xp is np and t.winograd and x.shape[1] >= t.winograd_min_channels and weight.shape[2:] == (3, 3)
     layout_counts = groups == 1 and x.shape[0] > 1

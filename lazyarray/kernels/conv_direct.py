@@ -205,6 +205,36 @@ def conv2d_direct(xp, x, weight, bias, stride, padding, dilation, groups, out):
     return out
 
 
+def bound_flat(x, weight, bias, stride, padding, dilation, groups, out, other):
+    """A compiled step's call of ``_direct``'s flat loop (``conv2d.bind_conv2d``) with what the step's
+    arrays fix made once (the kernel, the phase tables, the weight's shape): ``fn(x, weight[, bias],
+    out=)`` writes into the planned C-ordered ``out`` and takes any other call (another memory order,
+    no planned output) to ``other`` (the step's generic binding). None where this call would not run
+    the flat loop into ``out`` (issue #35: ``conv2d_direct``'s checks and copies cost about as much
+    as a small layer's loop)."""
+    if out is None or not (x.flags.c_contiguous and out.flags.c_contiguous) or x.dtype not in FLOATS \
+            or weight.dtype != x.dtype or out.dtype != x.dtype or (bias is not None and bias.dtype != x.dtype):
+        return None
+    kern = with_fill(_direct)
+    o, cg, kh, kw = weight.shape
+    ho, wo = conv.out_size(x, weight, stride, padding, dilation)
+    if kern is None or out.shape != (x.shape[0], o, ho, wo) or ho * wo < PLANE_MIN_PIXELS or ho == 1 \
+            or conv.is_depthwise(x, weight, groups):
+        return None
+    cols, taps, hq, wq = phase_tables(x.shape[2], x.shape[3], kh, kw, stride, padding, dilation)
+    no_bias = np.zeros(0, x.dtype)
+
+    def fn(*arrays, out=None):  # (x, weight[, bias]: as the step passes them)
+        x, weight = arrays[0], arrays[1]
+        if out is None or not (x.flags.c_contiguous and weight.flags.c_contiguous and out.flags.c_contiguous):
+            return other(*arrays, out=out)
+        b = arrays[2].reshape(-1) if len(arrays) > 2 and arrays[2] is not None else no_bias
+        kern(x, weight.reshape(o, cg, kh * kw), b, out, cols, taps, stride[0], padding[0], hq, wq)
+        return out
+
+    return fn
+
+
 DIRECT = Impl("conv2d", "direct", conv2d_direct,
               "float32/float64, numba, one image or groups > 1, not depthwise, at most conv_direct_max_macs "
               "multiply-adds (8x that for output planes of 64 pixels and up): "

@@ -12,8 +12,12 @@ window ties ``-0.0`` with ``0.0``: the NumPy path's own two tap orders differ th
 Two loops: for an input stored batch last (``executor/batch_last.py``, memory ``(C, H, W, N)``)
 the innermost loop runs over the N images of one position, contiguous in memory; otherwise over
 the output columns of one row. Both take arrays of any strides, so the result goes straight
-into the planned buffer whatever its layout. Only float32 and float64 NumPy arrays come here;
-others run the NumPy path.
+into the planned buffer whatever its layout. A plain max pool whose windows lie inside the padded
+input, not stored batch last and not 2 x 2 tiles, runs a third (``_pool_phases``, issue #35): each
+plane copied into ``-inf``-padded phase planes (``phase_planes.py``, as the depthwise convolution's
+loop), each tap one vectorized maximum over a flat slice, in the row loop's tap order (its values);
+``bound_max_pool`` makes its tables once for a compiled step. Only float32 and float64 NumPy
+arrays come here; others run the NumPy path.
 """
 from __future__ import annotations
 

@@ -102,3 +102,30 @@ def test_wide_output_planes_take_it_up_to_wide_macs_times_the_bound():
     assert kernels.choose(CONV, np, *wide, padding=(1, 1)).impl is not kconv.DIRECT
     with la.tuning(conv_direct_max_macs=0):  # (off: no plane takes it)
         assert kernels.choose(CONV, np, *stem, padding=(1, 1)).impl is not kconv.DIRECT
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_bound_direct_layer_is_its_loop_bit_for_bit(dtype, bias):
+    """``bind`` (a compiled step) of a ``direct`` layer: the flat loop with its tables made once, into
+    the planned buffer, every bit as ``conv2d_direct``; views and no planned output go to the generic
+    binding, an empty batch returns at once; the row loop's planes keep the generic binding."""
+    for xs, ws, stride, padding, groups in [((1, 3, 32, 32), (8, 3, 3, 3), (2, 2), (1, 1), 1),
+                                            ((1, 4, 7, 7), (8, 4, 3, 3), (1, 1), (1, 1), 1),
+                                            ((2, 6, 9, 8), (4, 3, 3, 3), (1, 1), (1, 1), 2)]:
+        x, w = RNG.standard_normal(xs).astype(dtype), RNG.standard_normal(ws).astype(dtype)
+        b = RNG.standard_normal(ws[0]).astype(dtype) if bias else None
+        want = conv_direct.conv2d_direct(np, x, w, b, stride, padding, (1, 1), groups, None)
+        out = np.full(want.shape, np.nan, dtype)
+        arrays = (x, w, b) if bias else (x, w)
+        bound = kernels.bind(CONV, np, *arrays, out=out, stride=stride, padding=padding, groups=groups)
+        assert bound.choice.impl is kconv.DIRECT
+        assert bound.fn(*arrays, out=out) is out and out.tobytes() == want.tobytes()
+        assert bound.fn(*arrays).tobytes() == want.tobytes()  # (no planned output: the generic binding)
+        view = np.repeat(x, 2, axis=3)[..., ::2]  # (not C-ordered: the generic binding)
+        got = bound.fn(view, *arrays[1:], out=np.full(want.shape, np.nan, dtype))
+        assert got.tobytes() == want.tobytes()
+    x, w, out = np.ones((0, 4, 7, 7), dtype), np.ones((8, 4, 3, 3), dtype), np.empty((0, 8, 7, 7), dtype)  # empty
+    assert conv_direct.bound_flat(x, w, None, (1, 1), (1, 1), (1, 1), 1, out, None)(x, w, out=out) is out
+    rows = np.ones((1, 8, 3, 3), dtype), np.ones((16, 8, 3, 3), dtype)  # under PLANE_MIN_PIXELS: no flat loop
+    assert conv_direct.bound_flat(*rows, None, (1, 1), (1, 1), (1, 1), 1, np.empty((1, 16, 3, 3), dtype), None) is None
