@@ -85,7 +85,7 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
     if conv1d.applies(xp, x, weight, None, out, stride, padding, dilation, groups, t):
         return _CHOICES[CONV1D]
     if conv_direct.applies(xp, x, weight, None, out, groups, n * o * (c // groups) * kh * kw * ho * wo,
-                           t.conv_direct_max_macs):
+                           t.conv_direct_max_macs, ho * wo):
         return _CHOICES[DIRECT]
     if groups == 1 and n > 1:
         x_last = conv.is_batch_last(x)
@@ -136,8 +136,10 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
     choice = choose_conv2d(xp, x, weight, out, *geometry)
     if choice.impl is CONV1D:  # (its facts are the step's avals and memory orders: bound once)
         return conv1d.bound_step(choice, x, weight, bias, *geometry[:3])
-    fixed = (depthwise.bound_nchw(x, weight, bias, *geometry[:3], out) if choice.impl is DEPTHWISE else None) \
-        or direct(choice, _CHOICES, xp, params)
+    generic = direct(choice, _CHOICES, xp, params)
+    fixed = (depthwise.bound_nchw(x, weight, bias, *geometry[:3], out) if choice.impl is DEPTHWISE else
+             conv_direct.bound_flat(x, weight, bias, *geometry, out, generic) if choice.impl is DIRECT else None) \
+        or generic
     t = current()
     kept_counts = xp is np and t.winograd and x.shape[1] >= t.winograd_min_channels and weight.shape[2:] == (3, 3)
     layout_counts = groups == 1 and x.shape[0] > 1

@@ -19,77 +19,54 @@ instead.
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from .. import jit
 from ..ops import conv
 from .impl import Impl
+from .phase_planes import phase_tables, with_fill
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-@functools.lru_cache(maxsize=256)
-def phase_tables(h: int, wd: int, kh: int, kw: int, stride, padding, dilation) -> tuple:
-    """``(cols, taps, hq, wq)`` for an (H, W) plane's zero-padded phase planes (``_dw_nchw``;
-    ``conv_direct``'s ``_direct``): per phase column t, (first input column, columns, first plane
-    column); per tap (i, j), where its slice starts in the plane's phases; each phase plane's (Hq, Wq).
-    (Read-only arrays, made once per geometry: no division in the compiled loops.)"""
-    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
-    hq, wq = (h + 2 * ph + sh - 1) // sh, (wd + 2 * pw + sw - 1) // sw
-    q0 = [(t - pw) % sw for t in range(sw)]
-    cols = np.array([(q, (wd - q + sw - 1) // sw, (q + pw) // sw) for q in q0], np.int64).reshape(sw, 3)
-    taps = np.array([(((i * dh) % sh) * sw + (j * dw) % sw) * hq * wq + (i * dh) // sh * wq + (j * dw) // sw
-                     for i in range(kh) for j in range(kw)], np.int64)
-    cols.flags.writeable = taps.flags.writeable = False
-    return cols, taps, hq, wq
-
-
 @jit.tiered
-def _dw_nchw(x, w, b, y, cols, taps, sh, ph, hq, wq):  # pragma: no cover  (compiled by numba)
-    """y (N, C, Ho, Wo) = depthwise conv of x (N, C, H, W) by w (C, kh * kw), plus b (C,) if b has C
-    values; ``cols``, ``taps``, (``hq``, ``wq``): ``phase_tables``.
+def _dw_nchw(fill):
+    """The NCHW kernel, ``fill`` (``phase_planes.FILL``) compiled into it (``phase_planes.with_fill``)."""
+    def dw_nchw(x, w, b, y, cols, taps, sh, ph, hq, wq):  # pragma: no cover  (compiled by numba)
+        """y (N, C, Ho, Wo) = depthwise conv of x (N, C, H, W) by w (C, kh * kw), plus b (C,) if b has C
+        values; ``cols``, ``taps``, (``hq``, ``wq``): ``phase_tables``.
 
-    Per image plane: the plane copied into zero-padded phase planes (sh * sw of them, flat: padded
-    pixel (r, q) goes to phase (r % sh, q % sw) at (r // sh, q // sw) of a (Hq, Wq) plane; stride 1 is
-    one phase, the padded plane). Output pixel (oh, ow) is flat position p = oh * Wq + ow of a
-    row-padded result, and tap (i, j) reads phase ((i * dh) % sh, (j * dw) % sw) at p + (i * dh) // sh
-    * Wq + (j * dw) // sw: each tap one multiply-add of the whole flat result by a slice of one phase
-    plane, a long loop without bounds tests, which vectorizes (the Wq - Wo columns between rows are
-    computed and dropped). Taps in the reference's order (zero in the padding, as the reference's
-    padded windows); the valid columns copied out, the bias added last."""
-    n, c, h = x.shape[0], x.shape[1], x.shape[2]
-    ho, wo, sw = y.shape[2], y.shape[3], cols.shape[0]
-    if n * c * ho * wo == 0:
-        return
-    plane, length = hq * wq, (ho - 1) * wq + wo
-    pad = np.zeros(sh * sw * plane, y.dtype)
-    acc = np.empty(length, y.dtype)
-    for img in range(n):
-        for ch in range(c):
-            xs, ys = x[img, ch], y[img, ch]
-            rm, rd = ph % sh, ph // sh  # (padded row r + ph: phase row rm, row rd of its plane)
-            for r in range(h):
-                for t in range(sw):
-                    d0 = (rm * sw + t) * plane + rd * wq + cols[t, 2]
-                    dst, src = pad[d0:d0 + cols[t, 1]], xs[r, cols[t, 0]::sw]  # (slices: no index wraps)
-                    for k in range(dst.shape[0]):
-                        dst[k] = src[k]
-                rm += 1
-                if rm == sh:
-                    rm, rd = 0, rd + 1
-            acc[:] = 0
-            for tap in range(taps.shape[0]):
-                wv, src = w[ch, tap], pad[taps[tap]:taps[tap] + length]
-                for q in range(length):
-                    acc[q] += src[q] * wv
-            for oh in range(ho):
-                yr, ar = ys[oh], acc[oh * wq:oh * wq + wo]
-                for ow in range(wo):
-                    yr[ow] = ar[ow]
-            if b.shape[0] == c:
-                ys += b[ch]
+        Per image plane: the plane copied into zero-padded phase planes (``fill``). Output pixel
+        (oh, ow) is flat position p = oh * Wq + ow of a row-padded result, and tap (i, j) reads phase
+        ((i * dh) % sh, (j * dw) % sw) at p + (i * dh) // sh * Wq + (j * dw) // sw: each tap one
+        multiply-add of the whole flat result by a slice of one phase plane, a long loop without
+        bounds tests, which vectorizes (the Wq - Wo columns between rows are computed and dropped).
+        Taps in the reference's order (zero in the padding, as the reference's padded windows); the
+        valid columns copied out, the bias added last."""
+        n, c = x.shape[0], x.shape[1]
+        ho, wo, sw = y.shape[2], y.shape[3], cols.shape[0]
+        if n * c * ho * wo == 0:
+            return
+        length = (ho - 1) * wq + wo
+        pad = np.zeros(sh * sw * hq * wq, y.dtype)
+        acc = np.empty(length, y.dtype)
+        for img in range(n):
+            for ch in range(c):
+                ys = y[img, ch]
+                fill(pad, x[img, ch], cols, sh, ph, wq)
+                acc[:] = 0
+                for tap in range(taps.shape[0]):
+                    wv, src = w[ch, tap], pad[taps[tap]:taps[tap] + length]
+                    for q in range(length):
+                        acc[q] += src[q] * wv
+                for oh in range(ho):
+                    yr, ar = ys[oh], acc[oh * wq:oh * wq + wo]
+                    for ow in range(wo):
+                        yr[ow] = ar[ow]
+                if b.shape[0] == c:
+                    ys += b[ch]
+
+    return dw_nchw
 
 
 @jit.tiered
@@ -150,7 +127,7 @@ def conv2d_depthwise_compiled(xp, x, weight, bias, stride, padding, dilation, gr
     if not applies(xp, x, weight, bias, out):
         return None
     last = _channels_last(x)
-    kern = jit.compiled(_dw_nhwc if last else _dw_nchw)
+    kern = jit.compiled(_dw_nhwc) if last else with_fill(_dw_nchw)
     if kern is None:
         return None
     dtype = x.dtype if x.dtype == weight.dtype else np.result_type(x.dtype, weight.dtype)  # (bias: added in place)
@@ -182,7 +159,7 @@ def bound_nchw(x, weight, bias, stride, padding, dilation, out):
     if not applies(np, x, weight, bias, out) or not x.flags.c_contiguous or out is None \
             or not out.flags.c_contiguous or x.dtype != weight.dtype or out.dtype != x.dtype:
         return None
-    kern = jit.compiled(_dw_nchw)
+    kern = with_fill(_dw_nchw)
     c, _, kh, kw = weight.shape
     ho, wo = conv.out_size(x, weight, stride, padding, dilation)
     if kern is None or out.shape != (x.shape[0], c, ho, wo):

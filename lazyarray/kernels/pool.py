@@ -17,7 +17,7 @@ from ..tuning_table import current
 from . import pool_jit
 from .elementwise import run_relu
 from .impl import ANY_ORDER, Choice, Impl
-from .runner import fixed_binder, noted, ran
+from .runner import Bound, direct, fixed_binder, noted, ran
 
 
 def _max_pool_compiled(xp, x, kernel, stride, padding, ceil_mode, out):
@@ -98,6 +98,19 @@ def run_max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mod
     return y
 
 
+def bind_max_pool2d(xp, x, out=None, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False) -> Bound:
+    """A compiled step's ``Bound`` (``kernels.bind``): ``compiled`` with its geometry, phase tables and
+    kernel made once (``pool_jit.bound_max_pool``) where it runs the phase-plane pool, else the
+    chosen implementation's run bound to the window (``fixed_binder``'s)."""
+    choice = choose_max_pool2d(xp, x, out=out)
+    fn = direct(choice, _CHOICES, xp, (kernel, stride, padding, ceil_mode), arity=1)
+    if choice.impl is COMPILED:
+        fixed = pool_jit.bound_max_pool(x, out, *jit_geometry(x, kernel, stride, padding, ceil_mode), fn)
+        if fixed is not None:
+            return Bound(choice, fixed)
+    return Bound(choice, fn)
+
+
 def choose_max_pool2d_grad(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False,
                            out=None) -> Choice:
     """What runs max_pool2d_grad."""
@@ -155,7 +168,7 @@ RUNNERS = {"max_pool2d": run_max_pool2d, "max_pool2d_grad": run_max_pool2d_grad,
 CHOOSERS = {"max_pool2d": choose_max_pool2d, "max_pool2d_grad": choose_max_pool2d_grad,
             "batch_norm_max_pool2d": choose_norm, "avg_pool2d": choose_avg_pool2d}
 _WINDOW = ("kernel", "stride", "padding", "ceil_mode")  # (the implementations' parameters, in order)
-BINDERS = {"max_pool2d": fixed_binder(choose_max_pool2d, _CHOICES, _WINDOW),
+BINDERS = {"max_pool2d": bind_max_pool2d,
            "max_pool2d_grad": fixed_binder(choose_max_pool2d_grad, _CHOICES, _WINDOW),
            "batch_norm_max_pool2d": fixed_binder(choose_norm, _CHOICES, ("eps", "relu") + _WINDOW),
            "avg_pool2d": fixed_binder(choose_avg_pool2d, _CHOICES, _WINDOW + ("count_include_pad",))}

@@ -12,14 +12,19 @@ window ties ``-0.0`` with ``0.0``: the NumPy path's own two tap orders differ th
 Two loops: for an input stored batch last (``executor/batch_last.py``, memory ``(C, H, W, N)``)
 the innermost loop runs over the N images of one position, contiguous in memory; otherwise over
 the output columns of one row. Both take arrays of any strides, so the result goes straight
-into the planned buffer whatever its layout. Only float32 and float64 NumPy arrays come here;
-others run the NumPy path.
+into the planned buffer whatever its layout. A plain max pool whose windows lie inside the padded
+input, not stored batch last and not 2 x 2 tiles, runs a third (``_pool_phases``, issue #35): each
+plane copied into ``-inf``-padded phase planes (``phase_planes.py``, as the depthwise convolution's
+loop), each tap one vectorized maximum over a flat slice, in the row loop's tap order (its values);
+``bound_max_pool`` makes its tables once for a compiled step. Only float32 and float64 NumPy
+arrays come here; others run the NumPy path.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import jit
+from .phase_planes import phase_tables, with_fill
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -158,6 +163,91 @@ def _pool_rows(x, out, kh, kw, sh, sw, ph, pw, fill, relu, affine, scale, shift,
                         o[j] = u
 
 
+@jit.tiered
+def _pool_phases(fill):
+    """The phase-plane max pool, ``fill`` (``phase_planes.FILL``) compiled into it (``phase_planes.with_fill``)."""
+    def pool_phases(x, out, cols, taps, sh, ph, hq, wq, lo):  # pragma: no cover  (compiled by numba)
+        """out (N, C, Ho, Wo) = window maxima of x (N, C, H, W), windows inside the padded input: per
+        plane, the plane copied into phase planes padded with ``lo`` (-inf), then each tap one
+        ``maximum`` of the whole flat (row-padded) result by a slice of one phase plane (as
+        ``depthwise``'s taps: a long loop without bounds tests, which vectorizes), taps in
+        ``_pool_rows``' order from ``lo``: its values (a padding tap reads -inf, which never wins)."""
+        n_n, c_n = x.shape[0], x.shape[1]
+        ho_n, wo_n, sw = out.shape[2], out.shape[3], cols.shape[0]
+        if n_n * c_n * ho_n * wo_n == 0:
+            return
+        length = (ho_n - 1) * wq + wo_n
+        pad = np.full(sh * sw * hq * wq, lo, out.dtype)
+        acc = np.empty(length, out.dtype)
+        for n in range(n_n):
+            for c in range(c_n):
+                fill(pad, x[n, c], cols, sh, ph, wq)
+                acc[:] = lo
+                for tap in range(taps.shape[0]):
+                    src = pad[taps[tap]:taps[tap] + length]
+                    for q in range(length):
+                        u = acc[q]
+                        v = src[q]
+                        acc[q] = u if (u > v) | (u != u) else v  # np.maximum(u, v)
+                o = out[n, c]
+                for i in range(ho_n):
+                    row, ar = o[i], acc[i * wq:i * wq + wo_n]
+                    for j in range(wo_n):
+                        row[j] = ar[j]
+
+    return pool_phases
+
+
+def _phases_fit(x, kernel, stride, padding, shape) -> bool:
+    """Whether every window lies inside the input padded on both sides (not ``ceil_mode``'s windows
+    past it): ``_pool_phases``' planes hold it."""
+    return all((shape[a] - 1) * stride[a] + kernel[a] <= x.shape[2 + a] + 2 * padding[a] for a in (0, 1))
+
+
+def _phases(x, out, kernel, stride, padding, shape):
+    """``_pool_phases`` of ``x`` into ``out`` (a new C-ordered array when None); None where its kernel is off."""
+    kern = with_fill(_pool_phases)
+    if kern is None:
+        return None
+    if out is None:
+        out = np.empty((x.shape[0], x.shape[1]) + tuple(shape), x.dtype)
+    cols, taps, hq, wq = phase_tables(x.shape[2], x.shape[3], *kernel, tuple(stride), tuple(padding), (1, 1))
+    kern(x, out, cols, taps, int(stride[0]), int(padding[0]), hq, wq, x.dtype.type(-np.inf))
+    return out
+
+
+def bound_max_pool(x, out, kernel, stride, padding, shape, other):
+    """A compiled step's call of ``_pool_phases`` with what the step's arrays fix made once (the
+    kernel, the phase tables, the scalars): ``fn(x, out=)`` checks per call only what a planned
+    buffer could change (an out given, of x's dtype, not overlapping x) and takes any other call to
+    ``other(x, out=out)`` (the step's generic binding: ``max_pool``, else the NumPy path). None where this pool would not run it (issue #35: a 3 x 3 / 2 stem pool at batch 1
+    paid about 12 us of argument handling around its kernel)."""
+    kernel, stride, padding = tuple(map(int, kernel)), tuple(map(int, stride)), tuple(map(int, padding))
+    tiles = kernel == (2, 2) and stride == (2, 2) and padding == (0, 0) and tuple(shape) == (x.shape[2] // 2,
+                                                                                              x.shape[3] // 2)
+    if x.__class__ is not np.ndarray or x.ndim != 4 or x.dtype not in _FLOATS or tiles or _batch_last(x) \
+            or not _phases_fit(x, kernel, stride, padding, shape) or out is None or out.dtype != x.dtype:
+        return None
+    kern = with_fill(_pool_phases)
+    if kern is None:
+        return None
+    cols, taps, hq, wq = phase_tables(x.shape[2], x.shape[3], *kernel, stride, padding, (1, 1))
+    dtype, lo = x.dtype, x.dtype.type(-np.inf)
+
+    def fn(x, out=None):
+        if out is None or out.dtype != dtype or x.dtype != dtype or overlap(out, x):
+            return other(x, out=out)
+        kern(x, out, cols, taps, stride[0], padding[0], hq, wq, lo)
+        return out
+
+    return fn
+
+
+def _batch_last(x) -> bool:
+    """x (N, C, H, W) of several images stored batch last (memory (C, H, W, N))."""
+    return x.shape[0] > 1 and x.strides[0] == x.itemsize and x.transpose(1, 2, 3, 0).flags.c_contiguous
+
+
 def overlap(a, b) -> bool:
     """Whether ``a`` and ``b`` may share bytes: False for two values the planner placed side by side
     in one buffer (``np.may_share_memory`` alone says True for those: same buffer, crossing bounds);
@@ -183,9 +273,13 @@ def max_pool(x, out, kernel, stride, padding, shape, relu=False, scale=None, shi
     affine = scale is not None
     if affine and (scale.dtype != x.dtype or shift.dtype != x.dtype):
         return None
-    batch_last = x.shape[0] > 1 and x.strides[0] == x.itemsize and x.transpose(1, 2, 3, 0).flags.c_contiguous
+    batch_last = _batch_last(x)
     tiles = tuple(kernel) == (2, 2) and tuple(stride) == (2, 2) and tuple(padding) == (0, 0) \
         and tuple(shape) == (x.shape[2] // 2, x.shape[3] // 2)
+    if not (tiles or batch_last or affine or relu) and _phases_fit(x, kernel, stride, padding, shape):
+        y = _phases(x, out, kernel, stride, padding, shape)
+        if y is not None:
+            return y
     if tiles:
         kern = jit.compiled(_pool_tiles_batch_last if batch_last else _pool_tiles_rows)
     else:

@@ -2,7 +2,8 @@
 equals the reference kernel within float rounding (rtol 1e-5 float32, 1e-12 float64) over 1-D
 (unit height) and 2-D layers, stride, padding, dilation, groups (1 and grouped, not depthwise),
 with and without bias, strided views, an empty batch and planned buffers; the chooser takes it for
-layers of at most ``conv_direct_max_macs`` multiply-adds and keeps the others' implementations."""
+layers of at most ``conv_direct_max_macs`` multiply-adds (``WIDE_MACS`` times that for output planes of
+``WIDE_PIXELS`` pixels and up) and keeps the others' implementations."""
 from __future__ import annotations
 
 import numpy as np
@@ -34,6 +35,8 @@ CASES = [  # x shape, weight shape, stride, padding, dilation, groups
     ((1, 8, 3, 3), (16, 8, 3, 3), (1, 1), (1, 1), (1, 1), 1),  # under PLANE_MIN_PIXELS: the row loop
     ((1, 5, 2, 2), (6, 5, 3, 3), (1, 1), (4, 4), (1, 1), 1),  # rows and columns wholly in the padding
     ((1, 0, 6, 6), (3, 0, 3, 3), (1, 1), (1, 1), (1, 1), 1),  # no input channels: the bias alone
+    ((1, 3, 32, 32), (8, 3, 3, 3), (1, 1), (1, 1), (1, 1), 1),  # ResNet's stem (221K: a wide plane's bound)
+    ((1, 16, 8, 8), (16, 16, 3, 3), (1, 1), (1, 1), (1, 1), 1),  # ResNet's 16-channel 3x3 (147K)
 ]
 
 
@@ -85,3 +88,44 @@ def test_an_eager_call_runs_it():
         y = la.nn.conv2d(la.array(x), la.array(w), padding=(0, 1))
     np.testing.assert_allclose(y.asnumpy(), CONV.kernel(np, x, w, padding=(0, 1)), rtol=1e-5, atol=1e-5)
     assert {e.impl for e in prof.events if e.name.endswith("conv2d")} == {"direct"}
+
+
+def test_wide_output_planes_take_it_up_to_wide_macs_times_the_bound():
+    """Planes of ``WIDE_PIXELS`` pixels and up: ``direct`` up to ``WIDE_MACS`` times ``conv_direct_max_macs``
+    (issue #35: the CNN stems and ResNet's 3x3 layers at batch 1); smaller planes keep the bound."""
+    bound = la.tuning_table.current().conv_direct_max_macs
+    stem = np.ones((1, 3, 32, 32), np.float32), np.ones((8, 3, 3, 3), np.float32)  # 221K, 1024 pixels
+    assert 221184 > bound and kernels.choose(CONV, np, *stem, padding=(1, 1)).impl is kconv.DIRECT
+    small = np.ones((1, 32, 4, 4), np.float32), np.ones((32, 32, 3, 3), np.float32)  # 147K, 16 pixels
+    assert kernels.choose(CONV, np, *small, padding=(1, 1)).impl is not kconv.DIRECT
+    wide = np.ones((1, 16, 8, 8), np.float32), np.ones((32, 16, 3, 3), np.float32)  # 295K: past 8 x 32K
+    assert kernels.choose(CONV, np, *wide, padding=(1, 1)).impl is not kconv.DIRECT
+    with la.tuning(conv_direct_max_macs=0):  # (off: no plane takes it)
+        assert kernels.choose(CONV, np, *stem, padding=(1, 1)).impl is not kconv.DIRECT
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_bound_direct_layer_is_its_loop_bit_for_bit(dtype, bias):
+    """``bind`` (a compiled step) of a ``direct`` layer: the flat loop with its tables made once, into
+    the planned buffer, every bit as ``conv2d_direct``; views and no planned output go to the generic
+    binding, an empty batch returns at once; the row loop's planes keep the generic binding."""
+    for xs, ws, stride, padding, groups in [((1, 3, 32, 32), (8, 3, 3, 3), (2, 2), (1, 1), 1),
+                                            ((1, 4, 7, 7), (8, 4, 3, 3), (1, 1), (1, 1), 1),
+                                            ((2, 6, 9, 8), (4, 3, 3, 3), (1, 1), (1, 1), 2)]:
+        x, w = RNG.standard_normal(xs).astype(dtype), RNG.standard_normal(ws).astype(dtype)
+        b = RNG.standard_normal(ws[0]).astype(dtype) if bias else None
+        want = conv_direct.conv2d_direct(np, x, w, b, stride, padding, (1, 1), groups, None)
+        out = np.full(want.shape, np.nan, dtype)
+        arrays = (x, w, b) if bias else (x, w)
+        bound = kernels.bind(CONV, np, *arrays, out=out, stride=stride, padding=padding, groups=groups)
+        assert bound.choice.impl is kconv.DIRECT
+        assert bound.fn(*arrays, out=out) is out and out.tobytes() == want.tobytes()
+        assert bound.fn(*arrays).tobytes() == want.tobytes()  # (no planned output: the generic binding)
+        view = np.repeat(x, 2, axis=3)[..., ::2]  # (not C-ordered: the generic binding)
+        got = bound.fn(view, *arrays[1:], out=np.full(want.shape, np.nan, dtype))
+        assert got.tobytes() == want.tobytes()
+    x, w, out = np.ones((0, 4, 7, 7), dtype), np.ones((8, 4, 3, 3), dtype), np.empty((0, 8, 7, 7), dtype)  # empty
+    assert conv_direct.bound_flat(x, w, None, (1, 1), (1, 1), (1, 1), 1, out, None)(x, w, out=out) is out
+    rows = np.ones((1, 8, 3, 3), dtype), np.ones((16, 8, 3, 3), dtype)  # under PLANE_MIN_PIXELS: no flat loop
+    assert conv_direct.bound_flat(*rows, None, (1, 1), (1, 1), (1, 1), 1, np.empty((1, 16, 3, 3), dtype), None) is None

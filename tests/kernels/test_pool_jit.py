@@ -211,3 +211,61 @@ def test_avg_pool_choice_and_what_it_declines(monkeypatch):
     monkeypatch.setattr(la.config, "jit", False)
     assert pool_jit.avg_pool(x, None, *geo) is None
     assert choose_avg_pool2d(np, x).impl.name == "sums"
+
+
+PHASE_GEOMETRIES = [((3, 3), (2, 2), (1, 1)), ((3, 3), (2, 2), (0, 0)), ((2, 3), (1, 2), (1, 1)), ((3, 1), (3, 1), (1, 0)),
+                    ((2, 2), (1, 1), (0, 0))]
+
+
+@pytest.mark.parametrize("geometry", PHASE_GEOMETRIES, ids=lambda g: f"k{g[0]}-s{g[1]}-p{g[2]}")
+@pytest.mark.parametrize("layout", ["nchw", "strided"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_phase_plane_pool_is_the_row_loop_bit_for_bit(monkeypatch, geometry, layout, dtype):
+    """``_pool_phases`` (windows inside the padded input, not batch last, no epilogue) against the row
+    loop it replaced there (the same taps in the same order: every bit, signed zeros and NaNs too),
+    views and an empty batch included; the NumPy path agrees up to signed zeros (``test_max_pool_equals_the_numpy_path``)."""
+    monkeypatch.setattr(la.config, "jit", True)
+    kernel, stride, padding = geometry
+    rows = la.jit.compiled(pool_jit._pool_rows)
+    for shape in [(1, 8, 32, 32), (2, 3, 7, 9), (0, 3, 7, 9), (1, 2, 3, 3)]:
+        x = _stored(np.random.default_rng(6).standard_normal(shape).astype(dtype), layout)
+        if x.size:
+            x[0, 0, 0, :3] = [np.nan, -0.0, 0.0]
+            x[0, -1, 1, :] = -0.0
+        ho, wo = ((shape[2 + a] + 2 * padding[a] - kernel[a]) // stride[a] + 1 for a in (0, 1))
+        assert pool_jit._phases_fit(x, kernel, stride, padding, (ho, wo))
+        got = pool_jit.max_pool(x, None, kernel, stride, padding, (ho, wo))
+        want = np.full(got.shape, 7.0, dtype)
+        empty = np.empty(0, dtype)
+        rows(x, want, *kernel, *stride, *padding, x.dtype.type(-np.inf), False, False, empty, empty, x.dtype.type(0))
+        assert got.tobytes() == want.tobytes()
+
+
+def test_a_bound_max_pool_runs_the_phase_planes_and_declines_the_rest(monkeypatch):
+    """``bind`` (a compiled step): the phase-plane pool with its tables made once, into the planned
+    buffer; an out overlapping x or no out go through ``max_pool``; tiles, batch-last inputs and
+    ``ceil_mode``'s windows past the input keep the generic binding."""
+    from lazyarray import kernels
+    monkeypatch.setattr(la.config, "jit", True)
+    x = np.random.default_rng(7).standard_normal((1, 8, 32, 32)).astype(np.float32)
+    out = np.full((1, 8, 16, 16), 7.0, np.float32)
+    geo = ((3, 3), (2, 2), (1, 1), (16, 16))
+    want = run_max_pool2d(np, x, (3, 3), (2, 2), (1, 1))
+    fn = pool_jit.bound_max_pool(x, out, *geo, lambda x, out=None: run_max_pool2d(np, x, (3, 3), (2, 2), (1, 1), out=out))
+    assert fn(x, out=out) is out
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(fn(x), want)  # (no out: the generic binding's new array)
+    buf = np.zeros(x.size + out.size, np.float32)
+    xb, ob = buf[:x.size].reshape(x.shape), buf[x.size - 16:x.size - 16 + out.size].reshape(out.shape)
+    xb[...] = x
+    assert fn(xb, out=ob) is ob  # (overlapping: the generic binding, whose NumPy path buffers it)
+    np.testing.assert_array_equal(ob, want)
+    bound = kernels.bind("max_pool2d", np, x, out=out, kernel=(3, 3), stride=(2, 2), padding=(1, 1))
+    assert str(bound.choice) == "max_pool2d[compiled]"
+    np.testing.assert_array_equal(bound.fn(x, out=np.empty_like(out)), want)
+    assert pool_jit.bound_max_pool(x, out, (2, 2), (2, 2), (0, 0), (16, 16), None) is None  # tiles
+    assert pool_jit.bound_max_pool(x, out, (3, 3), (2, 2), (1, 1), (17, 17), None) is None  # past the input (ceil)
+    last = _stored(np.ones((2, 3, 6, 6), np.float32), "batch-last")
+    assert pool_jit.bound_max_pool(last, np.empty((2, 3, 3, 3), np.float32), (3, 3), (2, 2), (1, 1), (3, 3), None) is None
+    monkeypatch.setattr(la.config, "jit", False)
+    assert pool_jit.bound_max_pool(x, out, *geo, None) is None

@@ -1,0 +1,81 @@
+"""Zero-padded phase planes: the input layout of the compiled NCHW depthwise and direct convolutions.
+
+``depthwise``'s ``_dw_nchw`` and ``conv_direct``'s ``_direct`` copy each input plane into ``stride``
+rows by columns of zero-padded phase planes (padded pixel (r, q) goes to phase (r % sh, q % sw) at
+(r // sh, q // sw) of an (Hq, Wq) plane; stride 1 is one phase, the padded plane), so that each
+tap of a convolution is one multiply-add of the whole flat (row-padded) output plane by a slice of
+one phase plane. ``phase_tables`` gives, per geometry, where each phase column's values go and
+where each tap's slice starts; ``FILL`` is the copy of one plane into its phases, written once
+and compiled inlined (``jit.inlined``) into both kernels: ``with_fill(make)`` compiles the kernel
+``make(fill)`` with it (as ``pairwise_sum.with_row_sum`` does for its row sums). The copy moves
+values only, so the kernels' values are what they were with their own copies, bit for bit.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import numpy as np
+
+from .. import jit
+from ..caches import NamedCache
+
+# a kernel maker (``with_fill``) -> the kernel function it made with the compiled ``FILL`` (the
+# function ``jit.compiled`` compiles and keeps; the disk cache keys it by the code it captures)
+MADE = NamedCache("kernels made with the phase-plane fill", 8)
+
+
+@functools.lru_cache(maxsize=256)
+def phase_tables(h: int, wd: int, kh: int, kw: int, stride, padding, dilation) -> tuple:
+    """``(cols, taps, hq, wq)`` for an (H, W) plane's zero-padded phase planes (``depthwise._dw_nchw``;
+    ``conv_direct``'s ``_direct``): per phase column t, (first input column, columns, first plane
+    column); per tap (i, j), where its slice starts in the plane's phases; each phase plane's (Hq, Wq).
+    (Read-only arrays, made once per geometry: no division in the compiled loops.)"""
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    hq, wq = (h + 2 * ph + sh - 1) // sh, (wd + 2 * pw + sw - 1) // sw
+    q0 = [(t - pw) % sw for t in range(sw)]
+    cols = np.array([(q, (wd - q + sw - 1) // sw, (q + pw) // sw) for q in q0], np.int64).reshape(sw, 3)
+    taps = np.array([(((i * dh) % sh) * sw + (j * dw) % sw) * hq * wq + (i * dh) // sh * wq + (j * dw) // sw
+                     for i in range(kh) for j in range(kw)], np.int64)
+    cols.flags.writeable = taps.flags.writeable = False
+    return cols, taps, hq, wq
+
+
+def _fill(pad, xs, cols, sh, ph, wq):  # pragma: no cover  (compiled by numba, inlined into its callers)
+    """The (H, W) plane ``xs`` copied into the flat phase planes ``pad`` (sh * sw planes of Hq x Wq
+    values, ``cols``: ``phase_tables``'), its padding left as it is (zeros: every plane of a kernel
+    writes the same positions). Every loop indexes slices, so no index can wrap (numba's
+    negative-index test kept LLVM from vectorizing, issue #35)."""
+    sw = cols.shape[0]
+    plane = pad.shape[0] // (sh * sw)
+    rm, rd = ph % sh, ph // sh  # (padded row r + ph: phase row rm, row rd of its plane)
+    for r in range(xs.shape[0]):
+        for t in range(sw):
+            d0 = (rm * sw + t) * plane + rd * wq + cols[t, 2]
+            dst, src = pad[d0:d0 + cols[t, 1]], xs[r, cols[t, 0]::sw]
+            for k in range(dst.shape[0]):
+                dst[k] = src[k]
+        rm += 1
+        if rm == sh:
+            rm, rd = 0, rd + 1
+
+
+FILL = jit.inlined(_fill)
+
+
+def with_fill(make: Callable):
+    """``make(fill)`` compiled (``jit.compiled``), the compiled ``FILL`` inlined in it, made once per
+    ``make``; None where compiled kernels are off, or ``make`` is ``jit.tiered`` and this is a
+    program's first run."""
+    if jit.declined(make):  # (``make`` tiered, in a program's first run: numba not looked up)
+        return None
+    fn = MADE.peek(make)
+    if fn is None:
+        if not jit.enabled():
+            return None
+        fn = MADE.get_or_make(make, _made, make)
+    return jit.compiled(fn)
+
+
+def _made(make: Callable):
+    return make(jit.compiled(FILL, always=True))
