@@ -131,6 +131,11 @@ def op_node(op, inputs: tuple, params: dict, avals: tuple, source, block) -> Nod
 # variable: per thread and asyncio task, like the deferred-compute flag).
 BLOCK_SCOPE: ContextVar = ContextVar("lazyarray_block_scope", default=None)
 
+# The user's ``(file, line)`` for the nodes built meanwhile where one line made them all: an importer
+# converting a file (``onnx/load.py``) sets the line that called it, once, instead of each node's
+# ``user_source`` walking the same thirty frames of the package up to it. None: walk the stack.
+RECORD_SOURCE: ContextVar = ContextVar("lazyarray_record_source", default=None)
+
 
 def current_block():
     """The ``Node.block`` path for nodes recorded now (None outside a block's forward)."""

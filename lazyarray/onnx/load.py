@@ -35,6 +35,7 @@ from ..dim import Dim, has_symbols
 from ..errors import GraphFormatError, LazyArrayError
 from ..executor.interpret import interpret
 from ..fileio import read_regular
+from ..graph.node import RECORD_SOURCE, user_source
 from ..graph.rewrite import gc_paused
 from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
@@ -258,7 +259,12 @@ class Conversion:
         # id(node) -> (node, the graph inputs it reads that are not initializers, whether it or a node
         # before it has a symbolic size parameter): each node walked once (``_reads``)
         self.reads: dict[int, tuple] = {}
-        self.symbol, self.arrays = self._run()
+        # every node converted is the caller's line (no converter is user code): found once
+        token = RECORD_SOURCE.set(RECORD_SOURCE.get() or user_source())
+        try:
+            self.symbol, self.arrays = self._run()
+        finally:
+            RECORD_SOURCE.reset(token)
         self.reads = {}  # (what it held is needed no more: the nodes live on in the symbol)
 
     def _run(self) -> tuple[Symbol, dict[str, np.ndarray]]:
