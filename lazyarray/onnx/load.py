@@ -145,16 +145,19 @@ def parse_model(data: bytes, what: str = "ONNX model", folder: str | None = None
         raise GraphFormatError(f"{what}: not an ONNX model (ir_version {model.ir_version}, "
                                f"{len(model.opset_import)} opset imports, {len(model.graph.output)} graph outputs); "
                                "the file may be truncated or of another format")
-    check_model(model, what)  # (external tensors: checked as placeholders, before any file is read)
-    external_data.resolve(model, folder, what)
+    # (one walk over every tensor of the model serves the check and the reading of external data)
+    found = external_data.external_tensors(model)
+    check_model(model, what, found)  # (external tensors: checked as placeholders, before any file is read)
+    external_data.resolve(model, folder, what, found)
     return model
 
 
-def check_model(model, what: str = "ONNX model") -> None:
-    """``onnx.checker`` on ``model``; its complaint becomes a ``GraphFormatError``."""
+def check_model(model, what: str = "ONNX model", external: list | None = None) -> None:
+    """``onnx.checker`` on ``model``; its complaint becomes a ``GraphFormatError``. ``external``: the
+    model's ``external_data.external_tensors`` when the caller has them."""
     onnx = _onnx()
     checked = model
-    if external_data.external_tensors(model):
+    if external_data.external_tensors(model) if external is None else external:
         # the checker would look for external files relative to the current directory: check a copy
         # without them (read_model reads them from the model's folder, with its own checks)
         checked = external_data.placeholder_copy(model)
