@@ -126,6 +126,7 @@ def op_node(op, inputs: tuple, params: dict, avals: tuple, source, block) -> Nod
         source, None, None, next(SERIAL), None, block, None, None
     return n
 
+
 def copied_node(node: Node, inputs: tuple, avals: tuple) -> Node:
     """A copy of ``node`` reading ``inputs`` with ``avals`` (a new serial, no bookkeeping), built as
     ``op_node`` builds: the passes' copies (``rewrite.copy_node``) without parsing keywords."""
@@ -134,6 +135,7 @@ def copied_node(node: Node, inputs: tuple, avals: tuple) -> Node:
     n.source, n.value, n.version, n.serial, n.sbp, n.block, n.shown, n.chain = \
         node.source, node.value, node.version, next(SERIAL), node.sbp, node.block, None, None
     return n
+
 
 # The block whose forward is running while a graph is recorded: ``(block, path)`` where ``path`` is
 # the ``Node.block`` tuple given to the nodes made meanwhile. Set by ``blocks/block.py`` (a context
