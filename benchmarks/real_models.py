@@ -448,18 +448,23 @@ ZOO = "zoo_resnet18_train"  # --first-call's extra row: the zoo's ResNet-18, fir
 # against the InferenceSession creation of the same network exported to ONNX (``la.onnx.export``, after the clock)
 
 
-def _zoo_first_step() -> tuple[float, float, float, object]:
-    """Seconds of the zoo's ResNet-18 (CIFAR, batch 32) first hybridized training step (benchmarks/models.py's),
-    and of its second (wall, CPU); and the network."""
+def _zoo_first_step(spent: dict) -> dict:
+    """The zoo's ResNet-18 (CIFAR, batch 32) first hybridized training step (benchmarks/models.py's): its wall
+    and CPU seconds (``first``, ``first_cpu``; the network's construction and its imperative first call are
+    left out), what ``spent`` (``phase_timers``) gained meanwhile (``phases``), its wall span in ns
+    (``window``), the second step's wall and CPU seconds, and the network."""
     spec = importlib.util.spec_from_file_location("_bench_models", _HERE / "models.py")
     models = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(models)
     run = models.Run("resnet18", True, 32, False)
-    t0 = time.perf_counter()
+    base = dict(spent)
+    t0, c0, w0 = time.perf_counter(), time.process_time(), time.perf_counter_ns()
     run.step()
-    t1, c1 = time.perf_counter(), time.process_time()
+    t1, c1, w1 = time.perf_counter(), time.process_time(), time.perf_counter_ns()
+    phases = {k: spent[k] - base[k] for k in spent}
     run.step()
-    return t1 - t0, time.perf_counter() - t1, time.process_time() - c1, run.net
+    return {"first": t1 - t0, "first_cpu": c1 - c0, "phases": phases, "window": (w0, w1),
+            "second": time.perf_counter() - t1, "second_cpu": time.process_time() - c1, "net": run.net}
 
 
 PHASES = ("parse", "import", "trace", "compile", "gc")
@@ -527,12 +532,15 @@ def first_call_child(name: str) -> dict:
     before = jit.cache_stats()
     spent = phase_timers()
     c0, w0 = time.process_time(), time.perf_counter_ns()
-    if name == ZOO:
-        (first, second, second_cpu, net), load = _zoo_first_step(), 0.0
+    if name == ZOO:  # (the step alone: not the network's construction, nor the second step)
+        z, load = _zoo_first_step(spent), 0.0
+        first, first_cpu, second, second_cpu, net, spent = (z[k] for k in ("first", "first_cpu", "second",
+                                                                          "second_cpu", "net", "phases"))
+        w0, w1 = z["window"]
     else:
         model = Model(next(m for m in manifest() if m["name"] == name), (1,))
         first, load = model.first_call, model.import_s
-    first_cpu, w1 = time.process_time() - c0, time.perf_counter_ns()
+        first_cpu, w1 = time.process_time() - c0, time.perf_counter_ns()
     numba = jit.compile_ns_within(w0, w1) / 1e9
     if name != ZOO:
         t0, c0 = time.perf_counter(), time.process_time()
