@@ -199,23 +199,25 @@ def load(path, input_shapes: dict | None = None) -> Symbol:
     >>> la.CachedOp(sym)(la.array(np.array([-1.0, 2.0], np.float32))).asnumpy()
     array([0., 2.], dtype=float32)
     """
-    return to_symbol(read_model(path), f"ONNX file {os.path.basename(str(path))!r}", input_shapes)[0]
+    return to_symbol(read_model(path), f"ONNX file {os.path.basename(str(path))!r}", input_shapes, resolved=True)[0]
 
 
 def load_arrays(path, input_shapes: dict | None = None) -> tuple[Symbol, dict[str, np.ndarray]]:
     """``(Symbol, name -> NumPy array)``: initializers are named graph inputs with their values beside
     (only those the graph reads as tensors), as ``SymbolBlock.imports`` binds them."""
-    return to_symbol(read_model(path), f"ONNX file {os.path.basename(str(path))!r}", input_shapes, params=True)
+    return to_symbol(read_model(path), f"ONNX file {os.path.basename(str(path))!r}", input_shapes, params=True,
+                     resolved=True)
 
 
-def to_symbol(model, what: str = "ONNX model", input_shapes: dict | None = None, params: bool = False
-              ) -> tuple[Symbol, dict[str, np.ndarray]]:
-    """Convert a checked ``ModelProto``; see ``load`` and ``load_arrays``. The cyclic GC is paused
+def to_symbol(model, what: str = "ONNX model", input_shapes: dict | None = None, params: bool = False,
+              resolved: bool = False) -> tuple[Symbol, dict[str, np.ndarray]]:
+    """Convert a checked ``ModelProto``; see ``load`` and ``load_arrays``. ``resolved``: ``read_model``
+    made it just now (its external tensors are read in: not looked for again). The cyclic GC is paused
     meanwhile, as for a compile (``gc_paused``: a conversion makes thousands of nodes, entries and
     expressions and no cycle to collect; a full collection that fell in it, over a heap holding onnx,
     onnxruntime and numba, cost 10-60 ms of a 20-70 ms import on the development machine)."""
     with gc_paused():
-        conv = Conversion(model, what, input_shapes, params)
+        conv = Conversion(model, what, input_shapes, params, resolved=resolved)
     return conv.symbol, conv.arrays
 
 
@@ -236,9 +238,10 @@ class Conversion:
     """
 
     def __init__(self, model, what: str, input_shapes: dict | None, params: bool = False,
-                 input_values: dict | None = None):
+                 input_values: dict | None = None, resolved: bool = False):
         self.onnx = _onnx()
-        external_data.refuse_external(model, what)  # (onnx would read them relative to the current directory)
+        if not resolved:  # (``read_model``'s models have none left)
+            external_data.refuse_external(model, what)  # (onnx would read them relative to the current directory)
         model = upgrade(model, what, lambda m: check_model(m, what))  # opset 7-12 -> 13 (opset_upgrade.py)
         self.model, self.what, self.params = model, what, params
         self.graph = model.graph

@@ -277,3 +277,22 @@ def test_the_quick_scan_reads_every_kind_of_tensor_attribute(kind):
     for _, t in external_data.all_tensors(model):
         t.data_location = TensorProto.DEFAULT
     assert not external_data.has_external(model)
+
+
+def test_loading_a_file_walks_its_tensors_once(tmp_path, monkeypatch):
+    # (parse_model's one walk serves the checker and the reader; the conversion of what read_model
+    # returns does not look again: its external tensors are read in)
+    external_data = importlib.import_module("lazyarray.onnx.external_data")
+    ins, outs = _io()
+    g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g", ins, outs,
+                          [numpy_helper.from_array(GOOD, "w")])
+    path = _save(g, tmp_path / "m.onnx")
+    walks = []
+    real = external_data.has_external
+    monkeypatch.setattr(external_data, "has_external", lambda m: walks.append(1) or real(m))
+    sym = la.onnx.load(path)
+    assert len(walks) == 1
+    np.testing.assert_array_equal(la.CachedOp(sym)(la.array(GOOD)).asnumpy(), GOOD + GOOD)
+    walks.clear()
+    load_module.to_symbol(onnx.load_model_from_string(open(path, "rb").read()))  # a model given as is: looked at
+    assert len(walks) == 1
