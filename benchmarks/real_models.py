@@ -93,6 +93,7 @@ import json
 import math
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -443,22 +444,27 @@ def profile(name: str, batch: int, calls: int = 20) -> None:
     print(model.net.explain(*[la.array(ins[k]) for k in model.m["inputs"]]))
 
 
-ZOO = "zoo_resnet18_train"  # --first-call's extra row: the zoo's ResNet-18, first hybridized training step
-ZOO_SESSION = "resnet_mini"  # ... against the InferenceSession creation of this fixture
+ZOO = "zoo_resnet18_train"  # --first-call's extra row: the zoo's ResNet-18, first hybridized training step,
+# against the InferenceSession creation of the same network exported to ONNX (``la.onnx.export``, after the clock)
 
 
-def _zoo_first_step() -> tuple[float, float, float]:
-    """Seconds of the zoo's ResNet-18 (CIFAR, batch 32) first hybridized training step (benchmarks/models.py's),
-    and of its second (wall, CPU)."""
+def _zoo_first_step(spent: dict) -> dict:
+    """The zoo's ResNet-18 (CIFAR, batch 32) first hybridized training step (benchmarks/models.py's): its wall
+    and CPU seconds (``first``, ``first_cpu``; the network's construction and its imperative first call are
+    left out), what ``spent`` (``phase_timers``) gained meanwhile (``phases``), its wall span in ns
+    (``window``), the second step's wall and CPU seconds, and the network."""
     spec = importlib.util.spec_from_file_location("_bench_models", _HERE / "models.py")
     models = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(models)
     run = models.Run("resnet18", True, 32, False)
-    t0 = time.perf_counter()
+    base = dict(spent)
+    t0, c0, w0 = time.perf_counter(), time.process_time(), time.perf_counter_ns()
     run.step()
-    t1, c1 = time.perf_counter(), time.process_time()
+    t1, c1, w1 = time.perf_counter(), time.process_time(), time.perf_counter_ns()
+    phases = {k: spent[k] - base[k] for k in spent}
     run.step()
-    return t1 - t0, time.perf_counter() - t1, time.process_time() - c1
+    return {"first": t1 - t0, "first_cpu": c1 - c0, "phases": phases, "window": (w0, w1),
+            "second": time.perf_counter() - t1, "second_cpu": time.process_time() - c1, "net": run.net}
 
 
 PHASES = ("parse", "import", "trace", "compile", "gc")
@@ -526,22 +532,29 @@ def first_call_child(name: str) -> dict:
     before = jit.cache_stats()
     spent = phase_timers()
     c0, w0 = time.process_time(), time.perf_counter_ns()
-    if name == ZOO:
-        (first, second, second_cpu), load = _zoo_first_step(), 0.0
+    if name == ZOO:  # (the step alone: not the network's construction, nor the second step)
+        z, load = _zoo_first_step(spent), 0.0
+        first, first_cpu, second, second_cpu, net, spent = (z[k] for k in ("first", "first_cpu", "second",
+                                                                          "second_cpu", "net", "phases"))
+        w0, w1 = z["window"]
     else:
         model = Model(next(m for m in manifest() if m["name"] == name), (1,))
         first, load = model.first_call, model.import_s
-    first_cpu, w1 = time.process_time() - c0, time.perf_counter_ns()
+        first_cpu, w1 = time.process_time() - c0, time.perf_counter_ns()
     numba = jit.compile_ns_within(w0, w1) / 1e9
     if name != ZOO:
         t0, c0 = time.perf_counter(), time.process_time()
         model.la_run(model.feeds[0][1])
         second, second_cpu = time.perf_counter() - t0, time.process_time() - c0
     compiled, loaded = (a - b for a, b in zip(jit.cache_stats(), before))
-    t0, c0 = time.perf_counter(), time.process_time()
-    ort_session(str(FIXTURES / ((ZOO_SESSION if name == ZOO else name) + ".onnx")), 1)
-    session, session_cpu = time.perf_counter() - t0, time.process_time() - c0
     phases = {k: spent[k] for k in PHASES}  # (CPU; numba: wall, its compiles and cache loads in the first call)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(FIXTURES / (name + ".onnx"))
+        if name == ZOO:  # the same network as an ONNX file, written before the session's clock starts
+            path = la.onnx.export(net, str(Path(tmp) / "zoo_resnet18.onnx"), input_shapes=(32, 3, 32, 32))
+        t0, c0 = time.perf_counter(), time.process_time()
+        ort_session(path, 1)
+        session, session_cpu = time.perf_counter() - t0, time.process_time() - c0
     return {"first": first, "import": load, "session": session, "compiled": compiled, "loaded": loaded,
             "numba_start": start, "second": second, "first_cpu": first_cpu, "second_cpu": second_cpu,
             "session_cpu": session_cpu, **phases, "numba": numba,
@@ -568,7 +581,6 @@ def first_call_rows(names, rounds: int, against: Path | None = None, cold_rounds
     filled (warm), as ratios to onnxruntime's session creation in the same process (``cold_rounds``,
     fewer: the rounds after them reuse the last filled cache, warm only). Each row ends with the warm
     processes' medians (a dict: CPU seconds by phase and the rest) and the warm ratio."""
-    import tempfile
     trees = {"": _HERE.parent} if against is None else {"after": _HERE.parent, "before": against.resolve()}
     got = {(n, t): {"cold": [], "warm": []} for n in names for t in trees}
     cold_rounds = rounds if cold_rounds is None else max(1, min(cold_rounds, rounds))

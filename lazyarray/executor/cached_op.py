@@ -434,7 +434,7 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
     the other batch norms pooled first where the norm's scales allow, relus moved after the
     max pools that read them, the other batch norms' relus and convolutions' activations made one step
     with them)."""
-    placed = placement(bind_dims(sym, given), given)
+    placed = placement(bind_dims(sym, given, avals=False), given)  # (placement infers every op's avals)
     for node in placed.topo():
         for a in node.avals:
             if a.shape is None or a.dtype is None:

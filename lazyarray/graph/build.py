@@ -18,7 +18,7 @@ from ..device import current_device
 from ..errors import OpOverflowError, ParamError
 from ..ops import registry
 from ..ops.registry import OpDef, OpNamespace
-from .node import BLOCK_SCOPE, IN_PACKAGE, Entry, const_node, op_node, user_source
+from .node import BLOCK_SCOPE, IN_PACKAGE, RECORD_SOURCE, Entry, const_node, op_node, user_source
 
 _SCALAR_DTYPES: dict = {}
 _SCALAR_NODES: dict = {}  # (type, value, dtype, device) -> Entry: constants are immutable, share them
@@ -110,6 +110,8 @@ def record_node(op: OpDef, entries: list[Entry], params: dict, source=None, skip
         avals = None
     if avals is None:
         avals = _infer_avals(op, in_avals, params)
+    if source is None:
+        source = RECORD_SOURCE.get()
     if source is None:
         frame = _getframe(skip)  # (user_source, inlined: the caller's frames are the package's)
         flag = IN_PACKAGE.get(frame.f_code)

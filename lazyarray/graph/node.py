@@ -126,10 +126,26 @@ def op_node(op, inputs: tuple, params: dict, avals: tuple, source, block) -> Nod
         source, None, None, next(SERIAL), None, block, None, None
     return n
 
+
+def copied_node(node: Node, inputs: tuple, avals: tuple) -> Node:
+    """A copy of ``node`` reading ``inputs`` with ``avals`` (a new serial, no bookkeeping), built as
+    ``op_node`` builds: the passes' copies (``rewrite.copy_node``) without parsing keywords."""
+    n = _new(Node)
+    n.op, n.inputs, n.params, n.name, n.kind, n.avals = node.op, inputs, dict(node.params), node.name, node.kind, avals
+    n.source, n.value, n.version, n.serial, n.sbp, n.block, n.shown, n.chain = \
+        node.source, node.value, node.version, next(SERIAL), node.sbp, node.block, None, None
+    return n
+
+
 # The block whose forward is running while a graph is recorded: ``(block, path)`` where ``path`` is
 # the ``Node.block`` tuple given to the nodes made meanwhile. Set by ``blocks/block.py`` (a context
 # variable: per thread and asyncio task, like the deferred-compute flag).
 BLOCK_SCOPE: ContextVar = ContextVar("lazyarray_block_scope", default=None)
+
+# The user's ``(file, line)`` for the nodes built meanwhile where one line made them all: an importer
+# converting a file (``onnx/load.py``) sets the line that called it, once, instead of each node's
+# ``user_source`` walking the same thirty frames of the package up to it. None: walk the stack.
+RECORD_SOURCE: ContextVar = ContextVar("lazyarray_record_source", default=None)
 
 
 def current_block():

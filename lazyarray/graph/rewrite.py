@@ -10,7 +10,7 @@ import gc
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, TypeVar
 
-from .node import Entry, Node
+from .node import Entry, Node, copied_node
 from .traverse import topo_order
 
 
@@ -49,10 +49,7 @@ def gc_paused() -> Iterator[None]:
 
 def copy_node(node: Node, inputs, avals=None) -> Node:
     """A copy of ``node`` reading ``inputs`` (and with ``avals`` when given)."""
-    return Node(node.op, tuple(inputs), dict(node.params), node.avals if avals is None else avals,
-                name=node.name, kind=node.kind,
-                value=node.value, version=node.version, source=node.source, sbp=node.sbp,
-                block=node.block)
+    return copied_node(node, tuple(inputs), node.avals if avals is None else avals)
 
 
 def rewrite(sym: GraphT, visit: Callable[[Node, list], Node | tuple | None], stop=None,

@@ -35,6 +35,7 @@ from ..dim import Dim, has_symbols
 from ..errors import GraphFormatError, LazyArrayError
 from ..executor.interpret import interpret
 from ..fileio import read_regular
+from ..graph.node import RECORD_SOURCE, user_source
 from ..graph.rewrite import gc_paused
 from ..graph.symbol import Symbol
 from ..graph.traverse import topo_order
@@ -144,16 +145,19 @@ def parse_model(data: bytes, what: str = "ONNX model", folder: str | None = None
         raise GraphFormatError(f"{what}: not an ONNX model (ir_version {model.ir_version}, "
                                f"{len(model.opset_import)} opset imports, {len(model.graph.output)} graph outputs); "
                                "the file may be truncated or of another format")
-    check_model(model, what)  # (external tensors: checked as placeholders, before any file is read)
-    external_data.resolve(model, folder, what)
+    # (one walk over every tensor of the model serves the check and the reading of external data)
+    found = external_data.external_tensors(model)
+    check_model(model, what, found)  # (external tensors: checked as placeholders, before any file is read)
+    external_data.resolve(model, folder, what, found)
     return model
 
 
-def check_model(model, what: str = "ONNX model") -> None:
-    """``onnx.checker`` on ``model``; its complaint becomes a ``GraphFormatError``."""
+def check_model(model, what: str = "ONNX model", external: list | None = None) -> None:
+    """``onnx.checker`` on ``model``; its complaint becomes a ``GraphFormatError``. ``external``: the
+    model's ``external_data.external_tensors`` when the caller has them."""
     onnx = _onnx()
     checked = model
-    if external_data.external_tensors(model):
+    if external_data.external_tensors(model) if external is None else external:
         # the checker would look for external files relative to the current directory: check a copy
         # without them (read_model reads them from the model's folder, with its own checks)
         checked = external_data.placeholder_copy(model)
@@ -195,23 +199,25 @@ def load(path, input_shapes: dict | None = None) -> Symbol:
     >>> la.CachedOp(sym)(la.array(np.array([-1.0, 2.0], np.float32))).asnumpy()
     array([0., 2.], dtype=float32)
     """
-    return to_symbol(read_model(path), f"ONNX file {os.path.basename(str(path))!r}", input_shapes)[0]
+    return to_symbol(read_model(path), f"ONNX file {os.path.basename(str(path))!r}", input_shapes, resolved=True)[0]
 
 
 def load_arrays(path, input_shapes: dict | None = None) -> tuple[Symbol, dict[str, np.ndarray]]:
     """``(Symbol, name -> NumPy array)``: initializers are named graph inputs with their values beside
     (only those the graph reads as tensors), as ``SymbolBlock.imports`` binds them."""
-    return to_symbol(read_model(path), f"ONNX file {os.path.basename(str(path))!r}", input_shapes, params=True)
+    return to_symbol(read_model(path), f"ONNX file {os.path.basename(str(path))!r}", input_shapes, params=True,
+                     resolved=True)
 
 
-def to_symbol(model, what: str = "ONNX model", input_shapes: dict | None = None, params: bool = False
-              ) -> tuple[Symbol, dict[str, np.ndarray]]:
-    """Convert a checked ``ModelProto``; see ``load`` and ``load_arrays``. The cyclic GC is paused
+def to_symbol(model, what: str = "ONNX model", input_shapes: dict | None = None, params: bool = False,
+              resolved: bool = False) -> tuple[Symbol, dict[str, np.ndarray]]:
+    """Convert a checked ``ModelProto``; see ``load`` and ``load_arrays``. ``resolved``: ``read_model``
+    made it just now (its external tensors are read in: not looked for again). The cyclic GC is paused
     meanwhile, as for a compile (``gc_paused``: a conversion makes thousands of nodes, entries and
     expressions and no cycle to collect; a full collection that fell in it, over a heap holding onnx,
     onnxruntime and numba, cost 10-60 ms of a 20-70 ms import on the development machine)."""
     with gc_paused():
-        conv = Conversion(model, what, input_shapes, params)
+        conv = Conversion(model, what, input_shapes, params, resolved=resolved)
     return conv.symbol, conv.arrays
 
 
@@ -232,9 +238,10 @@ class Conversion:
     """
 
     def __init__(self, model, what: str, input_shapes: dict | None, params: bool = False,
-                 input_values: dict | None = None):
+                 input_values: dict | None = None, resolved: bool = False):
         self.onnx = _onnx()
-        external_data.refuse_external(model, what)  # (onnx would read them relative to the current directory)
+        if not resolved:  # (``read_model``'s models have none left)
+            external_data.refuse_external(model, what)  # (onnx would read them relative to the current directory)
         model = upgrade(model, what, lambda m: check_model(m, what))  # opset 7-12 -> 13 (opset_upgrade.py)
         self.model, self.what, self.params = model, what, params
         self.graph = model.graph
@@ -258,7 +265,12 @@ class Conversion:
         # id(node) -> (node, the graph inputs it reads that are not initializers, whether it or a node
         # before it has a symbolic size parameter): each node walked once (``_reads``)
         self.reads: dict[int, tuple] = {}
-        self.symbol, self.arrays = self._run()
+        # every node converted is the caller's line (no converter is user code): found once
+        token = RECORD_SOURCE.set(RECORD_SOURCE.get() or user_source())
+        try:
+            self.symbol, self.arrays = self._run()
+        finally:
+            RECORD_SOURCE.reset(token)
         self.reads = {}  # (what it held is needed no more: the nodes live on in the symbol)
 
     def _run(self) -> tuple[Symbol, dict[str, np.ndarray]]:

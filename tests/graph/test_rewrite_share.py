@@ -112,3 +112,20 @@ def test_constant_fold_with_nothing_to_fold_returns_the_symbol_itself():
     x = la.sym.var("x", shape=(3,))
     sym = la.sym.exp(x) * 2.0  # a constant operand, but also a variable one: nothing folds
     assert constant_fold(sym) is sym
+
+
+def test_copy_node_keeps_every_field_of_the_syntax_and_takes_a_new_serial():
+    from lazyarray.graph.node import Node
+    from lazyarray.graph.rewrite import copy_node
+    x = la.sym.var("x", shape=(2, 3))
+    node = la.sym.sum(la.sym.exp(x), axis=1).outputs[0].node
+    node.shown = ["bookkeeping"]  # (not syntax: a copy starts without it)
+    other = (la.sym.var("z", shape=(2, 3)).outputs[0],)
+    c = copy_node(node, list(other))
+    assert type(c) is Node and c.inputs == other and c.serial > node.serial and c.shown is None and c.chain is None
+    for f in ("op", "params", "name", "kind", "avals", "source", "value", "version", "sbp", "block"):
+        assert getattr(c, f) == getattr(node, f), f
+    assert c.params is not node.params  # (its own dict)
+    avals = (la.Aval((2,), node.avals[0].dtype, la.cpu()),)
+    assert copy_node(node, list(other), avals).avals == avals
+    node.shown = None

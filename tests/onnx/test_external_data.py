@@ -251,3 +251,48 @@ def test_the_quick_scan_finds_every_external_tensor_the_named_scan_finds(tmp_pat
     for _, t in external_data.all_tensors(model):  # the same model with its data inside
         t.data_location = TensorProto.DEFAULT
     assert not external_data.has_external(model) and external_data.external_tensors(model) == []
+
+
+@pytest.mark.parametrize("kind", ["tensors", "sparse_tensor", "sparse_tensors", "graphs"])
+def test_the_quick_scan_reads_every_kind_of_tensor_attribute(kind):
+    # (has_external reads the fields an attribute sets in one call: each kind of value it can hold)
+    external_data = importlib.import_module("lazyarray.onnx.external_data")
+    a = onnx.AttributeProto(name="v")
+    ext, plain = _external("e", "secret.bin"), numpy_helper.from_array(GOOD, "p")
+    if kind == "tensors":
+        a.tensors.extend([plain, ext])
+    elif kind in ("sparse_tensor", "sparse_tensors"):
+        st = onnx.SparseTensorProto(values=ext, indices=numpy_helper.from_array(np.arange(4, dtype=np.int64), "i"))
+        st.dims.extend([4])
+        (a.sparse_tensor.CopyFrom(st) if kind == "sparse_tensor" else a.sparse_tensors.extend([st]))
+    else:
+        ins, outs = _io()
+        inner = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "inner", ins, outs, [ext])
+        a.graphs.extend([helper.make_graph([], "empty", [], []), inner])
+    node = helper.make_node("Custom", [], ["y"], name="n")
+    node.attribute.append(a)
+    model = helper.make_model(helper.make_graph([node], "g", [], []))
+    named = [w for w, t in external_data.all_tensors(model) if t.data_location == TensorProto.EXTERNAL]
+    assert len(named) == 1 and external_data.has_external(model)
+    for _, t in external_data.all_tensors(model):
+        t.data_location = TensorProto.DEFAULT
+    assert not external_data.has_external(model)
+
+
+def test_loading_a_file_walks_its_tensors_once(tmp_path, monkeypatch):
+    # (parse_model's one walk serves the checker and the reader; the conversion of what read_model
+    # returns does not look again: its external tensors are read in)
+    external_data = importlib.import_module("lazyarray.onnx.external_data")
+    ins, outs = _io()
+    g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g", ins, outs,
+                          [numpy_helper.from_array(GOOD, "w")])
+    path = _save(g, tmp_path / "m.onnx")
+    walks = []
+    real = external_data.has_external
+    monkeypatch.setattr(external_data, "has_external", lambda m: walks.append(1) or real(m))
+    sym = la.onnx.load(path)
+    assert len(walks) == 1
+    np.testing.assert_array_equal(la.CachedOp(sym)(la.array(GOOD)).asnumpy(), GOOD + GOOD)
+    walks.clear()
+    load_module.to_symbol(onnx.load_model_from_string(open(path, "rb").read()))  # a model given as is: looked at
+    assert len(walks) == 1

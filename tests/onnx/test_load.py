@@ -3,6 +3,7 @@ onnxruntime on the same model, malformed files, unsupported operators, opsets.""
 from __future__ import annotations
 
 import importlib
+import sys
 
 import numpy as np
 import pytest
@@ -552,3 +553,17 @@ def test_the_cyclic_gc_is_paused_while_converting_and_given_back(tmp_path, monke
     assert gc.isenabled()
     la.onnx.load(save(_size_chain(1), tmp_path))
     assert seen == [False] and gc.isenabled()
+
+
+def test_imported_nodes_carry_the_callers_line_found_once(tmp_path, monkeypatch):
+    from lazyarray.graph import build
+    from lazyarray.graph import node as node_module
+    path = save(_size_chain(4), tmp_path)
+    walks = []
+    real = build.user_source
+    monkeypatch.setattr(build, "user_source", lambda skip=1: walks.append(skip) or real(skip + 1))
+    sym = la.onnx.load(path); line = sys._getframe().f_lineno  # noqa: E702
+    monkeypatch.undo()
+    ops = [n for n in sym.topo() if n.op is not None]
+    assert ops and all(n.source == (__file__, line) for n in ops), {n.source for n in ops}
+    assert walks == [] and node_module.RECORD_SOURCE.get() is None  # (no walk per node; the line is unset after)

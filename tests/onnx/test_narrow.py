@@ -122,3 +122,13 @@ def test_exporting_a_format_below_its_opset_names_the_opset(tmp_path):
     y = la.sym.round_to_format(x, format="float8_e4m3fn")
     with pytest.raises(la.GraphError, match="opset 19"):
         la.onnx.export(y, str(tmp_path / "f8.onnx"), opset=18)
+
+
+def test_widen_turns_every_narrow_format_wide_and_leaves_numpy_dtypes_as_they_are():
+    from lazyarray.ops.narrow_format import FORMATS
+    for name, wide in FORMATS.items():
+        v = np.zeros(3, np.float32).astype(getattr(ml_dtypes, name))
+        assert N.widen(v).dtype == wide, name
+    for dt in ("float32", "float64", "int8", "uint8", "bool", ">f4", "<U3", "O"):
+        a = np.zeros(2, dt)
+        assert N.widen(a) is a, dt

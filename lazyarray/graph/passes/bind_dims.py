@@ -46,10 +46,15 @@ def dims_in(v):
         yield from dims_in((v.start, v.stop, v.step))
 
 
-def bind_dims(sym: Symbol, given: dict[str, Aval], what: str = "CachedOp") -> Symbol:
+def bind_dims(sym: Symbol, given: dict[str, Aval], what: str = "CachedOp", avals: bool = True) -> Symbol:
     """``sym`` with its symbolic sizes (inputs' shapes, every aval, size parameters) evaluated at the
     sizes ``given`` (name -> aval); a ``ShapeError`` naming the input, the axis and both sizes when a
     call does not fit the graph (a pinned input's concrete dims included).
+
+    ``avals=False``: for a caller that infers every op node's avals again right after (``placement``,
+    as the executor's compile does): op nodes are copied only where a size parameter is symbolic, their
+    avals left to that inference (a transformer with a symbolic batch and length: every node's avals
+    substituted, then inferred again, was a tenth of its compile).
 
     >>> import lazyarray as la, numpy as np
     >>> b = la.Dim("b")
@@ -59,16 +64,20 @@ def bind_dims(sym: Symbol, given: dict[str, Aval], what: str = "CachedOp") -> Sy
     (4, 2, 3)
     """
     env = bind_env(sym.input_nodes(), given, what)
-    return substitute_dims(sym, env) if env else sym
+    return substitute_dims(sym, env, avals) if env else sym
 
 
-def substitute_dims(sym: Symbol, env: dict) -> Symbol:
+def substitute_dims(sym: Symbol, env: dict, avals: bool = True) -> Symbol:
     """``sym`` with every symbol of ``env`` replaced by its value (an int, or an expression: a symbol
-    renamed) in the inputs' shapes, every aval and every size parameter; other symbols stay."""
+    renamed) in the inputs' shapes, every aval and every size parameter; other symbols stay.
+    ``avals=False``: op nodes' avals only where a size parameter is symbolic (``bind_dims``)."""
 
     def visit(node: Node, ins):
-        symbolic_avals = any(has_symbols(a.shape) for a in node.avals)
-        if not symbolic_avals and (node.op is None or not has_symbols(tuple(node.params.values()))):
+        if node.op is not None and not avals:
+            if not has_symbols(tuple(node.params.values())):
+                return None
+        elif not any(has_symbols(a.shape) for a in node.avals) and \
+                (node.op is None or not has_symbols(tuple(node.params.values()))):
             return None
         new = copy_node(node, ins, tuple(a._replace(shape=substitute(a.shape, env, True)) if has_symbols(a.shape) else a
                                          for a in node.avals))

@@ -69,3 +69,21 @@ def test_symbolic_shapes_and_bounds_survive_json():
     assert la.CachedOp(again)(la.zeros((5, 10))).shape == (4, 10)
     with pytest.raises(la.ShapeError, match="outside its declared range"):
         la.CachedOp(again)(la.zeros((65, 130)))
+
+
+def test_op_avals_left_to_placement_give_the_same_graph():
+    # avals=False (the executor's compile): op nodes are copied only for their size parameters, and
+    # placement infers their avals again; the placed graph is the one of the full substitution.
+    from lazyarray.graph.passes.placement import placement
+    b, s = la.Dim("b"), la.Dim("s")
+    x = la.sym.var("x", shape=(b, s, 4))
+    y = la.sym.exp(la.sym.reshape(x * 2.0, shape=(b * s, 4)))
+    z = la.sym.sum(la.sym.getitem(y, key=(slice(0, b),)), axis=1)
+    given = {"x": _aval((3, 5, 4))}
+    lean = bind_dims(z, given, avals=False)
+    kept = [n for n in lean.topo() if n.op is not None and n.op.name in ("multiply", "exp", "sum")]
+    assert kept and all(n.avals[0].shape != (15, 4) for n in kept if n.op.name == "exp")  # (not substituted)
+    full, placed = placement(bind_dims(z, given), given), placement(lean, given)
+    assert [(n.op.name if n.op else n.kind, n.avals, n.params) for n in full.topo()] == \
+        [(n.op.name if n.op else n.kind, n.avals, n.params) for n in placed.topo()]
+    assert placed.check() is not None and placed.outputs[0].aval.shape == (3,)
