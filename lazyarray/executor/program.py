@@ -48,7 +48,7 @@ from .batch_last import batch_last_slots, handed_slots
 from .binding import Bindings, bindable, maker
 from .buffer_set import alloc, fill_views, unheld
 from .concat_in_place import candidates, place
-from .epilogue import dense_relu_pairs, dense_relu_step
+from .epilogue import epilogue_pairs, pair_step
 from .interpret import fresh, interpret, kernel_error, run_kernel
 from .plan import Step, Value, plan_memory
 from .schedule import reductions_early
@@ -469,7 +469,7 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
         for o in sp.outs:
             if o not in out_slots:
                 frees_at[max(last_read[o], i)].append(o)
-    merged = dense_relu_pairs(specs, plan, out_slots, StepKind.OUT)  # (epilogue.py: dense + in-place relu)
+    merged = epilogue_pairs(specs, plan, out_slots, StepKind.OUT)  # (epilogue.py: dense + in-place relu / residual)
     steps, made_of, makers = [], [], {}
     for i, sp in enumerate(specs):
         if i - 1 in merged or i in once or i in skip:
@@ -487,7 +487,7 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
 def _closure_of(frees: tuple, workspace, group: tuple):
     """A step's closure from its specs (their ``fn`` the runners' or the bound choices')."""
     if len(group) == 2:
-        return dense_relu_step(group[0], group[1], frees, _step_error)
+        return pair_step(group[0], group[1], frees, _step_error)
     step = _step_closure(group[0], frees)
     return step if workspace is None else bind_workspace(step, workspace)
 
