@@ -14,12 +14,14 @@ The same for a residual connection: ``add(dense(x, w, b), r)`` of a transformer'
 where the plan puts the add in place on the dense value (its only reader) and ``r`` has the value's
 shape and dtype: one step calling ``kernels.dense.dense_residual`` with the two steps' kernels (bound or
 not), in the same order on the same memory, so the values are the two steps' bit for bit; what goes is
-a step's dispatch and its slot bookkeeping (``explain()``: ``nn.dense+add[residual]``; tuning
+a step's dispatch and its slot bookkeeping (``explain()``: ``nn.dense+add[stack, residual]``; tuning
 ``dense_residual``, read when a program compiles).
 """
 from __future__ import annotations
 
-from ..kernels.dense import dense_relu, dense_residual
+from ..kernels.dense import RESIDUAL, dense_relu, dense_residual
+from ..kernels.impl import Choice
+from ..kernels.runner import Bound
 from ..tuning_table import current
 
 
@@ -127,3 +129,13 @@ def dense_residual_step(dense_spec, add_spec, frees: tuple, error):
             s[k] = None
 
     return step
+
+
+def residual_maker(make):
+    """A merged residual step's maker (``binding.maker`` of its dense spec alone: ``add`` has no binder and
+    keeps its ufunc) whose ``Bound`` carries the note ``residual``, as ``explain()`` names the step."""
+    def bound_step(s):
+        step, b = make(s)
+        return step, (b if b is None else Bound(Choice(b.choice.impl, b.choice.notes + (RESIDUAL,)), b.fn))
+
+    return bound_step

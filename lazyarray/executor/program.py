@@ -48,7 +48,7 @@ from .batch_last import batch_last_slots, handed_slots
 from .binding import Bindings, bindable, maker
 from .buffer_set import alloc, fill_views, unheld
 from .concat_in_place import candidates, place
-from .epilogue import epilogue_pairs, pair_step
+from .epilogue import epilogue_pairs, pair_step, residual_maker
 from .interpret import fresh, interpret, kernel_error, run_kernel
 from .plan import Step, Value, plan_memory
 from .schedule import reductions_early
@@ -480,8 +480,15 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
         steps.append(make(group))
         if all(bindable(g, _BINDABLE) for g in group):  # (binding.py: the kernels' choices bound in at the first run)
             makers[len(steps) - 1] = maker(group, make, steps[-1], StepKind.OUT)
+        elif len(group) == 2 and bindable(sp, _BINDABLE):  # (a residual add: no binder, its ufunc as it is)
+            makers[len(steps) - 1] = residual_maker(maker((sp,), _with_rest(make, group[1:]), steps[-1], StepKind.OUT))
         made_of.append(group)
     return steps, made_of, pooled, per_run, once, makers
+
+
+def _with_rest(make, rest: tuple):
+    """``make`` of a merged step whose first spec alone binds: the bound spec, then ``rest`` as they are."""
+    return lambda specs: make(tuple(specs) + rest)
 
 
 def _closure_of(frees: tuple, workspace, group: tuple):

@@ -117,26 +117,8 @@ ROWS = Impl("dense", "rows", _rows, "an input of more than 2 dims: one product o
 GEMM = Impl("dense", "gemm", _gemm, "rows times the transposed weight (packed where it pays), small products "
             "on one BLAS thread")
 
-
-def dense_residual(dense, add, dense_ins: tuple, add_ins: tuple, out):
-    """``add(dense(x, weight, bias), r)`` (either operand order) into ``out``, the dense value's planned
-    buffer that the add works in place on, with ``dense`` and ``add`` the steps' own kernels (the
-    registry's runners or their bound choices): the executor's step for a dense layer whose residual
-    add it merges (``executor/epilogue.py``). The two kernels run as the two steps ran them, in the same
-    order on the same memory: the values bit for bit; one step instead of two."""
-    dense(*dense_ins, out=out)
-    add(*add_ins, out=out)
-    if MODE.get() & PROFILING:
-        current_profile().chose(_RESIDUAL)
-    return out
-
-
-RESIDUAL = Impl("dense", "residual", dense_residual, "a dense layer's planned value and the add of a residual "
-                "(same shape) that works in place on it, its only reader: one step running the two kernels "
-                "(executor/epilogue.py; tuning dense_residual)")
-IMPLS = (REGION, GEMV, UNITS_MAJOR, STACK, ROWS, GEMM, RESIDUAL)
+IMPLS = (REGION, GEMV, UNITS_MAJOR, STACK, ROWS, GEMM)
 _CHOICES = {impl: Choice(impl) for impl in IMPLS}
-_RESIDUAL = _CHOICES[RESIDUAL]
 
 
 def choose_dense(xp, x, weight, out, t) -> Choice:
@@ -213,3 +195,22 @@ def dense_relu(dense, relu, x, weight, bias, out):
 
 
 assert registry.get("dense").writes_out  # (the runner honours out= as the reference does)
+
+
+RESIDUAL = "residual"  # the note of a dense step that runs its residual add too: ``dense[stack, residual]``
+
+
+def dense_residual(dense, add, dense_ins: tuple, add_ins: tuple, out):
+    """``add(dense(x, weight, bias), r)`` (either operand order) into ``out``, the dense value's planned
+    buffer that the add works in place on, with ``dense`` and ``add`` the steps' own kernels (the
+    registry's runners or the dense layer's bound choice): the executor's step for a dense layer whose
+    residual add it merges (``executor/epilogue.py``). The two kernels run as the two steps ran them, in
+    the same order on the same memory: the values bit for bit, one step instead of two. ``explain()``
+    names the dense layer's choice with the note ``residual``."""
+    dense(*dense_ins, out=out)
+    add(*add_ins, out=out)
+    if MODE.get() & PROFILING:
+        c = choose_dense(np, dense_ins[0], dense_ins[1], out, current())
+        current_profile().chose(Choice(c.impl, c.notes + (RESIDUAL,)))
+    return out
+
