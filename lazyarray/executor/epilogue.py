@@ -11,10 +11,10 @@ it would have written. Measured on the MLP 784-512-512-10 at batch 64 (one threa
 context): its two relus' 26-32 us a call went, and the dense steps took as long as before.
 
 The same for a residual connection: ``add(dense(x, w, b), r)`` of a transformer's output projections,
-where the plan puts the add in place on the dense value (its only reader) and ``r`` has the value's
-shape and dtype: one step calling ``kernels.dense.dense_residual`` with the two steps' kernels (bound or
-not), in the same order on the same memory, so the values are the two steps' bit for bit; what goes is
-a step's dispatch and its slot bookkeeping (``explain()``: ``nn.dense+add[stack, residual]``; tuning
+the add the step after the dense layer's and ``r`` of the value's shape and dtype: one step calling
+``kernels.dense.dense_residual`` with the two steps' kernels (the dense layer's bound choice, the add's
+ufunc), in the same order into the same buffers, so the values are the two steps' bit for bit whatever
+buffers the plan gave them; what goes is a step's dispatch and its slot bookkeeping (``explain()``: ``nn.dense+add[stack, residual]``; tuning
 ``dense_residual``, read when a program compiles).
 """
 from __future__ import annotations
@@ -30,40 +30,28 @@ def epilogue_pairs(specs, plan, out_slots: set[int], out_kind) -> dict[int, int]
     ``dense_residual_pairs`` among the dense steps left."""
     pairs = dense_relu_pairs(specs, plan, out_slots, out_kind)
     if current().dense_residual:
-        for k, r in dense_residual_pairs(specs, plan, out_slots, out_kind).items():
+        for k, r in dense_residual_pairs(specs, out_kind).items():
             pairs.setdefault(k, r)
     return pairs
 
 
-def _readers(specs) -> dict[int, int]:
-    readers: dict[int, int] = {}
-    for sp in specs:
-        for i in sp.ins:
-            readers[i] = readers.get(i, 0) + 1
-    return readers
-
-
-def dense_residual_pairs(specs, plan, out_slots: set[int], out_kind) -> dict[int, int]:
-    """``{dense step: add step}`` for each ``dense`` step (no params, its planned buffer) followed by an
-    ``add`` of its value and another value of the same shape and dtype (no broadcasting) that is the
-    value's only reader and that the plan puts in place on it, the value not handed out."""
-    readers = _readers(specs)
-    in_place = {(k, i, o) for k, i, o in plan.inplace}
+def dense_residual_pairs(specs, out_kind) -> dict[int, int]:
+    """``{dense step: add step}`` for each ``dense`` step (no params, its planned buffer) followed by a
+    planned ``add`` of its value and another value of the same shape and dtype (no broadcasting: a
+    residual connection). Running the two closures' kernels back to back is what the two steps did, so
+    nothing else is asked: the add may write either operand's buffer or a buffer of its own, and the
+    dense value may have other readers or go to the caller."""
     pairs = {}
     for k in range(len(specs) - 1):
         d, r = specs[k], specs[k + 1]
         if d.node.op.name != "dense" or r.node.op.name != "add" or d.kind is not out_kind \
                 or r.kind is not out_kind or d.node.params or r.node.params or len(r.ins) != 2:
             continue
-        o = d.outs[0]
+        o, a = d.outs[0], d.node.avals[0]
         other = [e for e, sl in zip(r.node.inputs, r.ins) if sl != o]
-        if o not in r.ins or len(other) != 1 or other[0].aval.shape != d.node.avals[0].shape \
-                or other[0].aval.dtype != d.node.avals[0].dtype or r.node.avals[0] != d.node.avals[0]:
-            continue
-        if readers.get(o) != 1 or o in out_slots or (k + 1, o, r.outs[0]) not in in_place \
-                or d.node.avals[0].device.kind != "cpu":
-            continue
-        pairs[k] = k + 1
+        if o in r.ins and len(other) == 1 and other[0].aval.shape == a.shape and other[0].aval.dtype == a.dtype \
+                and r.node.avals[0] == a and a.device.kind == "cpu":
+            pairs[k] = k + 1
     return pairs
 
 
@@ -71,7 +59,10 @@ def dense_relu_pairs(specs, plan, out_slots: set[int], out_kind) -> dict[int, in
     """``{dense step: relu step}`` for each ``dense`` step (bias, no params, its planned buffer)
     followed by a ``relu`` that is the only reader of its value and that the plan puts in place
     on it (same buffer, same offset), the value not handed out."""
-    readers = _readers(specs)
+    readers: dict[int, int] = {}
+    for sp in specs:
+        for i in sp.ins:
+            readers[i] = readers.get(i, 0) + 1
     in_place = {(k, i, o) for k, i, o in plan.inplace}
     pairs = {}
     for k in range(len(specs) - 1):
@@ -114,15 +105,15 @@ def pair_step(dense_spec, other_spec, frees: tuple, error):
 
 
 def dense_residual_step(dense_spec, add_spec, frees: tuple, error):
-    """The closure of a dense step and its residual add: ``dense_residual`` into the dense value's buffer
-    (the add's, in place), then the slots both steps would have freed."""
-    d_ins, a_ins, o = dense_spec.ins, add_spec.ins, dense_spec.outs[0]
+    """The closure of a dense step and its residual add: ``dense_residual`` (each kernel into its own
+    step's output), then the slots both steps would have freed."""
+    d_ins, a_ins, o, ao = dense_spec.ins, add_spec.ins, dense_spec.outs[0], add_spec.outs[0]
     node = dense_spec.node
-    dense, add = dense_spec.fn, add_spec.fn  # (the runners, or the choices bound in: binding.py)
+    dense, add = dense_spec.fn, add_spec.fn  # (the runner, or the dense layer's bound choice: binding.py)
 
     def step(s):
         try:
-            dense_residual(dense, add, tuple([s[i] for i in d_ins]), (s[a_ins[0]], s[a_ins[1]]), s[o])
+            dense_residual(dense, add, tuple([s[i] for i in d_ins]), s[o], (s[a_ins[0]], s[a_ins[1]]), s[ao])
         except Exception as exc:
             raise error(node, exc) from exc
         for k in frees:

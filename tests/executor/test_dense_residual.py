@@ -1,7 +1,7 @@
-"""A dense layer and the residual add working in place on its value run as one step
-(lazyarray/executor/epilogue.py, kernels/dense.py: dense_residual): the two kernels in one closure,
-the values of the two steps bit for bit (float32, float64, views, empty dims, either operand order);
-nothing merges where the residual broadcasts, another op reads the dense value, or the switch is off."""
+"""A dense layer and the residual add after it run as one step (lazyarray/executor/epilogue.py,
+kernels/dense.py: dense_residual): the two kernels in one closure, the values of the two steps bit for
+bit (float32, float64, views, empty dims, either operand order, whichever buffer the add writes);
+nothing merges where the residual broadcasts or the switch is off."""
 from __future__ import annotations
 
 import numpy as np
@@ -75,18 +75,37 @@ def test_what_is_not_merged():
     ins, out = _graph((2, 5, 8), 8, "float32", residual_shape=(8,))
     merged, plain = _both(ins, out)
     assert len(merged.steps) == len(plain.steps)
-    # the dense value read by another op too
+    # the dense value read by another op too: still merged (the two kernels into their own buffers)
     x, w, b, r = (S.var("x", shape=(1, 4, 8)), S.var("w", shape=(8, 8)), S.var("b", shape=(8,)),
                   S.var("r", shape=(1, 4, 8)))
     d = S.nn.dense(x, w, b)
     outs = [S.tanh(d + r).outputs[0], S.sum(d).outputs[0]]
     prog = compile_program(outs, [v.outputs[0].node for v in (x, w, b, r)])
-    assert len(prog.steps) == len(prog.plan.steps)
+    assert len(prog.steps) == len(prog.plan.steps) - 1
     rng = np.random.default_rng(4)
     xv, wv, bv, rv = (rng.standard_normal(s).astype("float32") for s in ((1, 4, 8), (8, 8), (8,), (1, 4, 8)))
-    t, s = prog.run([xv, wv, bv, rv])
+    for _ in range(3):
+        t, s = prog.run([xv, wv, bv, rv])
     np.testing.assert_allclose(t, np.tanh(xv @ wv.T + bv + rv), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(s, (xv @ wv.T + bv).sum(), rtol=1e-4, atol=1e-4)
+
+
+def test_the_sum_handed_to_the_caller_or_written_over_the_residual():
+    """The add's output a graph output (its own buffer), and the add in place on the residual (a value
+    the plan frees there, as a pre-norm block's residual stream): merged, the two steps' values."""
+    x, w, b = S.var("x", shape=(2, 3, 8)), S.var("w", shape=(8, 8)), S.var("b", shape=(8,))
+    h = S.tanh(x)  # (a planned value that dies at the add: the add may write over it)
+    y = S.nn.dense(x, w, b) + h
+    for out in (y, S.tanh(y)):
+        ins = [v.outputs[0].node for v in (x, w, b)]
+        merged = compile_program([out.outputs[0]], ins)
+        with la.tuning(dense_residual=False):
+            plain = compile_program([out.outputs[0]], ins)
+        assert len(merged.steps) == len(plain.steps) - 1
+        rng = np.random.default_rng(6)
+        vals = [rng.standard_normal(s).astype("float32") for s in ((2, 3, 8), (8, 8), (8,))]
+        for _ in range(3):
+            np.testing.assert_array_equal(merged.run(vals)[0], plain.run(vals)[0])
 
 
 def test_explain_names_it():
