@@ -113,6 +113,11 @@ class Tuning:
     dense_stack: bool = _doc(True, "dense of an input of more than 2 dims into a C-ordered planned buffer as "
                              "one ndarray.dot into it, the bias added in place (kernels/dense.py: stack)")
     dense_region_min_weight_bytes: int = _doc(1 << 20, "smallest weight (bytes) a dense parallel region takes")
+    dense_residual: bool = _doc(True, "a dense layer and the residual add of its value in the step after it as one "
+                                "step (executor/epilogue.py: nn.dense+add[stack, residual])")
+    # -- take (kernels/take.py)
+    take_gather: bool = _doc(True, "take of NumPy arrays by numpy.take's own bounds check, a 0-d index as a basic "
+                             "index and a copy (kernels/take.py: take[gather]); off: the reference's reductions")
     # -- compiled kernels and threads (jit.py, threads.py)
     jit: bool = _doc(True, "compiled CPU kernels (numba, where installed; off: NumPy's kernels only)",
                      "LAZYARRAY_JIT")

@@ -9,10 +9,50 @@ the two steps run as one closure calling ``kernels.dense.dense_relu`` with the t
 memory plan and the values are unchanged: the relu's step is the next step, and it writes the memory
 it would have written. Measured on the MLP 784-512-512-10 at batch 64 (one thread, steps timed in
 context): its two relus' 26-32 us a call went, and the dense steps took as long as before.
+
+The same for a residual connection: ``add(dense(x, w, b), r)`` of a transformer's output projections,
+the add the step after the dense layer's and ``r`` of the value's shape and dtype: one step calling
+``kernels.dense.dense_residual`` with the two steps' kernels (the dense layer's bound choice, the add's
+ufunc), in the same order into the same buffers, so the values are the two steps' bit for bit whatever
+buffers the plan gave them; what goes is a step's dispatch and its slot bookkeeping (``explain()``: ``nn.dense+add[stack, residual]``; tuning
+``dense_residual``, read when a program compiles).
 """
 from __future__ import annotations
 
-from ..kernels.dense import dense_relu
+from ..kernels.dense import RESIDUAL, dense_relu, dense_residual
+from ..kernels.impl import Choice
+from ..kernels.runner import Bound
+from ..tuning_table import current
+
+
+def epilogue_pairs(specs, plan, out_slots: set[int], out_kind) -> dict[int, int]:
+    """``{dense step: the step merged into it}``: ``dense_relu_pairs``, then (tuning ``dense_residual``)
+    ``dense_residual_pairs`` among the dense steps left."""
+    pairs = dense_relu_pairs(specs, plan, out_slots, out_kind)
+    if current().dense_residual:
+        for k, r in dense_residual_pairs(specs, out_kind).items():
+            pairs.setdefault(k, r)
+    return pairs
+
+
+def dense_residual_pairs(specs, out_kind) -> dict[int, int]:
+    """``{dense step: add step}`` for each ``dense`` step (no params, its planned buffer) followed by a
+    planned ``add`` of its value and another value of the same shape and dtype (no broadcasting: a
+    residual connection). Running the two closures' kernels back to back is what the two steps did, so
+    nothing else is asked: the add may write either operand's buffer or a buffer of its own, and the
+    dense value may have other readers or go to the caller."""
+    pairs = {}
+    for k in range(len(specs) - 1):
+        d, r = specs[k], specs[k + 1]
+        if d.node.op.name != "dense" or r.node.op.name != "add" or d.kind is not out_kind \
+                or r.kind is not out_kind or d.node.params or r.node.params or len(r.ins) != 2:
+            continue
+        o, a = d.outs[0], d.node.avals[0]
+        other = [e for e, sl in zip(r.node.inputs, r.ins) if sl != o]
+        if o in r.ins and len(other) == 1 and other[0].aval.shape == a.shape and other[0].aval.dtype == a.dtype \
+                and r.node.avals[0] == a and a.device.kind == "cpu":
+            pairs[k] = k + 1
+    return pairs
 
 
 def dense_relu_pairs(specs, plan, out_slots: set[int], out_kind) -> dict[int, int]:
@@ -55,3 +95,50 @@ def dense_relu_step(dense_spec, relu_spec, frees: tuple, error):
             s[k] = None
 
     return step
+
+
+def pair_step(dense_spec, other_spec, frees: tuple, error):
+    """The closure of a merged pair (``epilogue_pairs``): ``dense_relu_step`` or ``dense_residual_step``."""
+    if other_spec.node.op.name == "relu":
+        return dense_relu_step(dense_spec, other_spec, frees, error)
+    return dense_residual_step(dense_spec, other_spec, frees, error)
+
+
+def dense_residual_step(dense_spec, add_spec, frees: tuple, error):
+    """The closure of a dense step and its residual add, then the slots both steps would have freed: with
+    the runners (the plain steps, which ``la.profile()`` runs), ``dense_residual``, which says what ran;
+    with the dense layer's choice bound in, the two calls themselves (as lean as the two steps' closures)."""
+    d_ins, a_ins, o, ao = dense_spec.ins, add_spec.ins, dense_spec.outs[0], add_spec.outs[0]
+    node = dense_spec.node
+    dense, add = dense_spec.fn, add_spec.fn  # (the runner, or the dense layer's bound choice: binding.py)
+    p, q = a_ins
+    if dense_spec.takes_params or len(d_ins) != 3 or frees:
+        def step(s):
+            try:
+                dense_residual(dense, add, tuple([s[i] for i in d_ins]), s[o], (s[p], s[q]), s[ao])
+            except Exception as exc:
+                raise error(node, exc) from exc
+            for k in frees:
+                s[k] = None
+
+        return step
+    a, b, c = d_ins
+
+    def bound_step(s):
+        try:
+            dense(s[a], s[b], s[c], out=s[o])
+            add(s[p], s[q], out=s[ao])
+        except Exception as exc:
+            raise error(node, exc) from exc
+
+    return bound_step
+
+
+def residual_maker(make):
+    """A merged residual step's maker (``binding.maker`` of its dense spec alone: ``add`` has no binder and
+    keeps its ufunc) whose ``Bound`` carries the note ``residual``, as ``explain()`` names the step."""
+    def bound_step(s):
+        step, b = make(s)
+        return step, (b if b is None else Bound(Choice(b.choice.impl, b.choice.notes + (RESIDUAL,)), b.fn))
+
+    return bound_step

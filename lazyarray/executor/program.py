@@ -48,7 +48,7 @@ from .batch_last import batch_last_slots, handed_slots
 from .binding import Bindings, bindable, maker
 from .buffer_set import alloc, fill_views, unheld
 from .concat_in_place import candidates, place
-from .epilogue import dense_relu_pairs, dense_relu_step
+from .epilogue import epilogue_pairs, pair_step, residual_maker
 from .interpret import fresh, interpret, kernel_error, run_kernel
 from .plan import Step, Value, plan_memory
 from .schedule import reductions_early
@@ -469,7 +469,7 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
         for o in sp.outs:
             if o not in out_slots:
                 frees_at[max(last_read[o], i)].append(o)
-    merged = dense_relu_pairs(specs, plan, out_slots, StepKind.OUT)  # (epilogue.py: dense + in-place relu)
+    merged = epilogue_pairs(specs, plan, out_slots, StepKind.OUT)  # (epilogue.py: dense + in-place relu / residual)
     steps, made_of, makers = [], [], {}
     for i, sp in enumerate(specs):
         if i - 1 in merged or i in once or i in skip:
@@ -480,14 +480,21 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
         steps.append(make(group))
         if all(bindable(g, _BINDABLE, _PLANNED) for g in group):  # (binding.py: choices bound in at the first run)
             makers[len(steps) - 1] = maker(group, make, steps[-1], _PLANNED)
+        elif len(group) == 2 and bindable(sp, _BINDABLE, _PLANNED):  # (a residual add: no binder, its ufunc as it is)
+            makers[len(steps) - 1] = residual_maker(maker((sp,), _with_rest(make, group[1:]), steps[-1], _PLANNED))
         made_of.append(group)
     return steps, made_of, pooled, per_run, once, makers
+
+
+def _with_rest(make, rest: tuple):
+    """``make`` of a merged step whose first spec alone binds: the bound spec, then ``rest`` as they are."""
+    return lambda specs: make(tuple(specs) + rest)
 
 
 def _closure_of(frees: tuple, workspace, group: tuple):
     """A step's closure from its specs (their ``fn`` the runners' or the bound choices')."""
     if len(group) == 2:
-        return dense_relu_step(group[0], group[1], frees, _step_error)
+        return pair_step(group[0], group[1], frees, _step_error)
     step = _step_closure(group[0], frees)
     return step if workspace is None else bind_workspace(step, workspace)
 

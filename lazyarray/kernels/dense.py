@@ -116,6 +116,7 @@ STACK = Impl("dense", "stack", _stack, "an input of more than 2 dims into a C-or
 ROWS = Impl("dense", "rows", _rows, "an input of more than 2 dims: one product over all its rows")
 GEMM = Impl("dense", "gemm", _gemm, "rows times the transposed weight (packed where it pays), small products "
             "on one BLAS thread")
+
 IMPLS = (REGION, GEMV, UNITS_MAJOR, STACK, ROWS, GEMM)
 _CHOICES = {impl: Choice(impl) for impl in IMPLS}
 
@@ -194,3 +195,22 @@ def dense_relu(dense, relu, x, weight, bias, out):
 
 
 assert registry.get("dense").writes_out  # (the runner honours out= as the reference does)
+
+
+RESIDUAL = "residual"  # the note of a dense step that runs its residual add too: ``dense[stack, residual]``
+
+
+def dense_residual(dense, add, dense_ins: tuple, dense_out, add_ins: tuple, add_out):
+    """``dense(x, weight, bias)`` into ``dense_out``, then ``add`` of that value and a residual (either
+    operand order) into ``add_out`` (the dense value's buffer, the residual's or one of its own), with
+    ``dense`` and ``add`` the steps' own kernels (the registry's runners or the dense layer's bound
+    choice): the executor's step for a dense layer and the residual add after it
+    (``executor/epilogue.py``). The two kernels run as the two steps ran them, in the same order into
+    the same memory: the values bit for bit, one step instead of two. ``explain()`` names the dense
+    layer's choice with the note ``residual``."""
+    dense(*dense_ins, out=dense_out)
+    add(*add_ins, out=add_out)
+    if MODE.get() & PROFILING:
+        c = choose_dense(np, dense_ins[0], dense_ins[1], dense_out, current())
+        current_profile().chose(Choice(c.impl, c.notes + (RESIDUAL,)))
+    return add_out
