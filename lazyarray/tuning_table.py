@@ -166,6 +166,9 @@ class Tuning:
     fuse_batch_norm_relu: bool = _doc(True, "inference graphs: a batch norm and the relu that alone reads it (DenseNet's "
                                       "pre-activation) made one step (nn.batch_norm_relu; "
                                       "graph/passes/batch_norm_relu.py)")
+    squeeze_excite: bool = _doc(True, "inference graphs: a squeeze-excitation block (global mean, 1x1 conv + relu, "
+                                "1x1 conv + hardsigmoid, product with the input: MobileNetV3's) made one step "
+                                "(nn.squeeze_excite; graph/passes/squeeze_excite.py)")
 
     # -- the contention guard (kernels/contention.py): a parallel region that stalls (another process
     # holds a core, the OS holds one of its threads back) sends the threaded kernels to their one-thread

@@ -64,6 +64,7 @@ from ..graph.passes.relu_after_max_pool import relu_after_max_pool
 from ..graph.passes.scan_projection import scan_projection
 from ..graph.passes.shape_fills import shape_fills
 from ..graph.passes.sink_slices import sink_slices
+from ..graph.passes.squeeze_excite import squeeze_excite
 from ..graph.passes.stack_views import stack_views
 from ..graph.rewrite import gc_paused, rewrite
 from ..graph.symbol import Symbol
@@ -442,7 +443,7 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
                                      f"{_given_text(given)}; give every graph input a shape")
     if inference:
         placed = relu_after_max_pool(pool_before_batch_norm(fold_batch_norm(placed)))
-        placed = scan_projection(conv_activation(batch_norm_relu(placed)))
+        placed = scan_projection(squeeze_excite(conv_activation(batch_norm_relu(placed))))
     merged = cse(dce(placed))
     simpler = sink_slices(simplify(constant_fold(shape_fills(stack_views(merged)))))
     # cse and dce again only where a pass changed something (each returns its symbol as it is when

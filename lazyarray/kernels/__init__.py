@@ -30,6 +30,7 @@ from . import (
     pad,
     pool,
     softmax,
+    squeeze_excite,
 )
 from .impl import ANY_ORDER, BATCH_LAST, Choice, Impl
 from .profile import Event, Profile, profile, reference_label
@@ -41,7 +42,7 @@ __all__ = ["IMPLS", "Bound", "Choice", "Event", "Impl", "Profile", "bind", "bind
 # op name -> its implementations, best first; its runner; the function that picks one for a call's
 # arrays (None where the op's reference kernel runs)
 _FAMILIES = (attention, batch_norm_relu, conv2d_grad, conv_act, elementwise, gelu, layer_norm, mean, pad, pool,
-             softmax)  # (modules declaring IMPLS, RUNNERS, CHOOSERS)
+             softmax, squeeze_excite)  # (modules declaring IMPLS, RUNNERS, CHOOSERS)
 IMPLS = {"conv2d": conv2d.IMPLS, "dense": dense.IMPLS, "foreach": foreach.IMPLS, "fused": fused.IMPLS,
          "matmul": matmul.IMPLS, **{k: v for f in _FAMILIES for k, v in f.IMPLS.items()}}
 # (fused: the op is registered above this layer, by executor/fusion.py, whose kernel calls fused.run_fused)

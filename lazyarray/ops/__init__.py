@@ -27,6 +27,7 @@ from . import (  # noqa: F401  (registration side effect)
     rms_norm,
     sampling,
     sbp_rules,
+    squeeze_excite,
     scatter,
     shape,
     sized,
