@@ -44,6 +44,7 @@ def softmax_cross_entropy_rows(logits: NDArray | float, labels: NDArray | float,
 def softmax_cross_entropy_rows_grad(logits: NDArray | float, labels: NDArray | float, g: NDArray | float, *, out: NDArray | None = None) -> NDArray: ...
 def softmax_cross_entropy_rows_grad_saved(probs: NDArray | float, labels: NDArray | float, g: NDArray | float, *, out: NDArray | None = None) -> NDArray: ...
 def softmax_cross_entropy_rows_with_probs(logits: NDArray | float, labels: NDArray | float) -> tuple[NDArray, NDArray]: ...
+def squeeze_excite(x: NDArray | float, w1: NDArray | float, b1: NDArray | float, w2: NDArray | float, b2: NDArray | float, alpha: float = 0.2, beta: float = 0.5, *, out: NDArray | None = None) -> NDArray: ...
 
 __all__ = [
     'avg_pool2d',
@@ -84,4 +85,5 @@ __all__ = [
     'softmax_cross_entropy_rows_grad',
     'softmax_cross_entropy_rows_grad_saved',
     'softmax_cross_entropy_rows_with_probs',
+    'squeeze_excite',
 ]

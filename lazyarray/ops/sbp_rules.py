@@ -677,6 +677,7 @@ RULES: dict[str, Rule] = {
     "conv2d_transpose": Rule(_batch_only(0)),
     "batch_norm": Rule(_batch_only(0)),
     "batch_norm_relu": Rule(_batch_only(0)),  # (a relu per value: the batch split as batch_norm)
+    "squeeze_excite": Rule(_batch_only(0)),  # (each image's gate from its own means: the batch split)
     "max_pool2d": Rule(_batch_only(0, 1)),
     "avg_pool2d": Rule(_batch_only(0, 1)),
     "layer_norm": Rule(_layer_norm),
