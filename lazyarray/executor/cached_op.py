@@ -47,6 +47,7 @@ from ..graph.passes.algebra import simplify
 from ..graph.passes.attention import fuse_attention
 from ..graph.passes.batch_norm_relu import batch_norm_relu
 from ..graph.passes.bind_dims import bind_dims, dims_in
+from ..graph.passes.channel_shuffle import channel_shuffle
 from ..graph.passes.constant_fold import constant_fold
 from ..graph.passes.conv_activation import conv_activation
 from ..graph.passes.cse import cse
@@ -449,7 +450,7 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
     # cse and dce again only where a pass changed something (each returns its symbol as it is when
     # it has nothing to do, and a second cse of a merged graph finds nothing)
     simple = merged if simpler is merged else dce(cse(simpler))
-    return matmul_bias(fuse_attention(fuse_layer_norm(fuse_gelu(simple)))) if inference else simple
+    return channel_shuffle(matmul_bias(fuse_attention(fuse_layer_norm(fuse_gelu(simple))))) if inference else simple
 
 
 def _input_nodes(sym: Symbol, names: list[str]) -> list[Node]:
