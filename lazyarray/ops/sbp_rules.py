@@ -326,6 +326,12 @@ def _concatenate(sbps, shapes, out_shapes, params):
     return None
 
 
+def _channel_shuffle(sbps, shapes, out_shapes, params):
+    """A concatenation along the channels, whose channels then move: concatenate's rule along axis 1 (a
+    split of another axis, or a partial sum, taken by every input passes through)."""
+    return _concatenate(sbps, shapes, out_shapes, {"axis": 1})
+
+
 # -- layers of real models: batch split (data parallel) and, where the op allows, channel split ------------------
 def _batch_only(*axes):
     """An op over NCHW-like data whose first input may be split along ``axes`` (batch; channels for
@@ -678,6 +684,7 @@ RULES: dict[str, Rule] = {
     "batch_norm": Rule(_batch_only(0)),
     "batch_norm_relu": Rule(_batch_only(0)),  # (a relu per value: the batch split as batch_norm)
     "squeeze_excite": Rule(_batch_only(0)),  # (each image's gate from its own means: the batch split)
+    "channel_shuffle": Rule(_channel_shuffle),
     "max_pool2d": Rule(_batch_only(0, 1)),
     "avg_pool2d": Rule(_batch_only(0, 1)),
     "layer_norm": Rule(_layer_norm),

@@ -1304,6 +1304,27 @@ def _squeeze_excite_ref(x, w1, b1, w2, b2, alpha=0.2, beta=0.5):
     return (x * g[:, :, None, None]).astype(x.dtype)
 
 
+def _channel_shuffle_samples(rng, dtype, small):
+    """ShuffleNet's two halves in two groups; one input in three groups; three inputs across group bounds;
+    a strided view; (N, C, L); an empty batch."""
+    def r(*shape):
+        return rand(rng, shape, dtype)
+
+    view = r(2, 8, 3, 6)[:, :, :, ::2]
+    return [Sample(([r(2, 4, 3, 3), r(2, 4, 3, 3)],), {"groups": 2}, "halves"),
+            Sample(([r(2, 6, 2, 2)],), {"groups": 3}, "one-input"),
+            Sample(([r(1, 2, 2, 3), r(1, 4, 2, 3), r(1, 6, 2, 3)],), {"groups": 3}, "across-groups"),
+            Sample(([view, r(2, 4, 3, 3)],), {"groups": 4}, "view"),
+            Sample(([r(2, 4, 5), r(2, 2, 5)],), {"groups": 2}, "ncl"),
+            Sample(([r(0, 4, 2, 2), r(0, 4, 2, 2)],), {"groups": 2}, "empty")]
+
+
+def _channel_shuffle_ref(seq, groups=2):
+    x = np.concatenate(seq, axis=1)
+    n, c = x.shape[:2]
+    return np.swapaxes(x.reshape((n, groups, c // groups) + x.shape[2:]), 1, 2).reshape(x.shape)
+
+
 def _flatten_samples(rng, dtype, small):
     return [Sample((rand(rng, s, dtype),), {}, f"{s}") for s in [(2, 3, 4), (3, 2, 1, 2), (4, 5), (3,)]]
 
@@ -1324,6 +1345,7 @@ CASES.update({
     "conv2d_act": Case("conv", _conv2d_act_samples, _conv2d_act_ref, FLOATS, rtol32=1e-4),
     "batch_norm_relu": Case("conv", _batch_norm_relu_samples, _batch_norm_relu_ref, FLOATS, rtol32=1e-4),
     "squeeze_excite": Case("conv", _squeeze_excite_samples, _squeeze_excite_ref, FLOATS, rtol32=1e-4),
+    "channel_shuffle": Case("conv", _channel_shuffle_samples, _channel_shuffle_ref, FLOATS),
 })
 
 
