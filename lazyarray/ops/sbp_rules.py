@@ -317,19 +317,12 @@ def _cast_rule(sbps, shapes, out_shapes, params):
 def _concatenate(sbps, shapes, out_shapes, params):
     if _all_b(sbps):
         return [B]
-    axis = normalize_axis(params["axis"], len(out_shapes[0]), "concatenate")
+    axis = normalize_axis(params.get("axis", 1), len(out_shapes[0]), "concatenate")  # (channel_shuffle's: 1)
     first = sbps[0]
-    if first.is_split and first.axis != axis and all(s == first for s in sbps):
-        return [first]
-    if first.is_partial and first.reduce == "sum" and all(s == first for s in sbps):
+    if (first.is_split and first.axis != axis or first.is_partial and first.reduce == "sum") \
+            and all(s == first for s in sbps):
         return [first]
     return None
-
-
-def _channel_shuffle(sbps, shapes, out_shapes, params):
-    """A concatenation along the channels, whose channels then move: concatenate's rule along axis 1 (a
-    split of another axis, or a partial sum, taken by every input passes through)."""
-    return _concatenate(sbps, shapes, out_shapes, {"axis": 1})
 
 
 # -- layers of real models: batch split (data parallel) and, where the op allows, channel split ------------------
@@ -683,8 +676,7 @@ RULES: dict[str, Rule] = {
     "conv2d_transpose": Rule(_batch_only(0)),
     "batch_norm": Rule(_batch_only(0)),
     "batch_norm_relu": Rule(_batch_only(0)),  # (a relu per value: the batch split as batch_norm)
-    "squeeze_excite": Rule(_batch_only(0)),  # (each image's gate from its own means: the batch split)
-    "channel_shuffle": Rule(_channel_shuffle),
+    "squeeze_excite": Rule(_batch_only(0)), "channel_shuffle": Rule(_concatenate),  # (its concatenation's rule)
     "max_pool2d": Rule(_batch_only(0, 1)),
     "avg_pool2d": Rule(_batch_only(0, 1)),
     "layer_norm": Rule(_layer_norm),
