@@ -28,10 +28,10 @@ from . import (  # noqa: F401  (registration side effect)
     rms_norm,
     sampling,
     sbp_rules,
-    squeeze_excite,
     scatter,
     shape,
     sized,
     sorting,
+    squeeze_excite,
 )
 from .registry import OpDef, all_ops, get, register  # noqa: F401
