@@ -10,10 +10,12 @@ rounded once); the bias add, relu, hardsigmoid and the product with x round op b
 ops do. The two 1 x 1 convolutions are dot products summed in channel order, where the recorded
 graph's ``conv2d[pointwise]`` sums in BLAS's order: the gate agrees with the reference within float
 rounding (about ``(C + R) * eps`` relative to the sums of the products' magnitudes; tested rtol 1e-5
-float32, 1e-12 float64), not bit for bit. So it is not ``jit.tiered``: a program's first run
-compiles (or loads) it too, and every call gives the same values. Written into the planned buffer,
-x's own included (each image's means are taken before its values are scaled). ``reference``, the
-op's kernel (the recorded ops' kernels in turn), elsewhere and where ``compiled`` declines.
+float32, 1e-12 float64), not bit for bit. ``ordered`` gives ``compiled``'s values bit for bit with NumPy
+calls (the terms of each dot product added in channel order, over the batch at once): it runs where
+``compiled`` declines at run time, so the kernel is ``jit.tiered`` (a program's first run neither loads
+nor compiles it, and every call gives the same values). Written into the planned buffer, x's own
+included (each image's means are taken before its values are scaled). ``reference``, the op's kernel
+(the recorded ops' kernels in turn), elsewhere (numba off, other arrays).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from .runner import fixed_binder, ran
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+@jit.tiered
 def _squeeze_excite_with(row_sum, squares_sum):
     """The compiled pass of ``compiled``, calling the compiled ``row_sum`` (``pairwise_sum.py``)."""
     def squeeze_excite(x, w1, b1, w2, b2, out, split, divisor, alpha, beta, zero, one):
@@ -106,17 +109,45 @@ def _compiled(xp, x, w1, b1, w2, b2, alpha, beta, out):
     return out
 
 
+def _ordered(xp, x, w1, b1, w2, b2, alpha, beta, out):
+    """``compiled``'s values bit for bit with NumPy calls (a compiled program's first run, where the tiered
+    kernel is not loaded: ``jit.tiered``): ``np.mean``, then each dot product's terms added in channel order
+    over the batch, the bias, relu and hardsigmoid as the compiled pass rounds them, the product. None where
+    the arrays do not fit (the caller runs ``reference``)."""
+    if xp is not np or not _arrays_fit(x, w1, b1, w2, b2) or x.shape[2] * x.shape[3] == 0:
+        return None
+    t = x.dtype.type
+    zero, one, alpha, beta = t(0), t(1), t(alpha), t(beta)
+    s = np.mean(x, axis=(2, 3))
+    acc = np.zeros((x.shape[0], w1.shape[0]), x.dtype)
+    for c in range(x.shape[1]):
+        acc = acc + w1[:, c, 0, 0] * s[:, c:c + 1]
+    u = acc + b1
+    h = np.where((u > zero) | (u != u), u, zero)
+    acc = np.zeros(s.shape, x.dtype)
+    for r in range(w1.shape[0]):
+        acc = acc + w2[:, r, 0, 0] * h[:, r:r + 1]
+    g = (acc + b2) * alpha
+    g = g + beta
+    g = np.where(g > one, one, g)
+    g = np.where(g < zero, zero, g)
+    return np.multiply(x, g[:, :, None, None], out=out)
+
+
 def _reference(xp, x, w1, b1, w2, b2, alpha, beta, out):
     return squeeze_excite_kernel(xp, x, w1, b1, w2, b2, alpha, beta, out=out)
 
 
 REFERENCE = Impl("squeeze_excite", "reference", _reference, "any: the recorded ops' kernels in turn (np.mean, "
                  "two 1x1 convolutions with their relu and hardsigmoid, multiply)")
+ORDERED = Impl("squeeze_excite", "ordered", _ordered, "compiled's case where its kernel is not loaded (a program's "
+               "first run): its values bit for bit by NumPy calls, the dot products' terms added in channel order",
+               fallback=REFERENCE)
 COMPILED = Impl("squeeze_excite", "compiled", _compiled, "float32/float64 NumPy arrays of one dtype, x C-ordered, "
                 "H * W up to two pairwise blocks (256 values), numba on: means, both 1x1 layers and the product "
                 "in one compiled pass per image (the gate within float rounding of the reference)",
-                fallback=REFERENCE)
-_CHOICES = {impl: Choice(impl) for impl in (COMPILED, REFERENCE)}
+                fallback=ORDERED)
+_CHOICES = {impl: Choice(impl) for impl in (COMPILED, ORDERED, REFERENCE)}
 
 
 def choose_squeeze_excite(xp, x, w1, b1, w2, b2, alpha=0.2, beta=0.5, out=None) -> Choice:
@@ -135,7 +166,7 @@ def run_squeeze_excite(xp, x, w1, b1, w2, b2, alpha=0.2, beta=0.5, out=None):
 
 
 # op name -> its implementations, runner, chooser and binder (``kernels.choose``, ``kernels.bind``)
-IMPLS = {"squeeze_excite": (COMPILED, REFERENCE)}
+IMPLS = {"squeeze_excite": (COMPILED, ORDERED, REFERENCE)}
 RUNNERS = {"squeeze_excite": run_squeeze_excite}
 CHOOSERS = {"squeeze_excite": choose_squeeze_excite}
 BINDERS = {"squeeze_excite": fixed_binder(choose_squeeze_excite, _CHOICES, ("alpha", "beta"))}

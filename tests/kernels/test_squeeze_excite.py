@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lazyarray import kernels
+import lazyarray as la
+from lazyarray import jit, kernels
 from lazyarray.kernels import squeeze_excite as K
 from lazyarray.ops.squeeze_excite import squeeze_excite_kernel
 
@@ -40,6 +41,41 @@ def test_compiled_equals_the_reference_within_rounding(name, dtype, into):
     assert got is not None and (out is None or got is out)
     assert got.shape == want.shape and got.dtype == want.dtype
     np.testing.assert_allclose(got, want, **TOL[dtype])
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ordered_is_compiled_bit_for_bit(name, dtype):
+    """``ordered`` (NumPy calls: where the tiered kernel is not loaded) gives the compiled pass's values,
+    NaN, saturated gates and -0.0 included, into x itself too."""
+    shape, r = SHAPES[name]
+    x, *params = _arrays(shape, r, dtype)
+    if x.size:
+        x[0, 0, 0, 0], x[-1, -1, -1, -1] = np.nan, -0.0
+        params[3][0] = 50.0
+    want = K._compiled(np, x, *params, ALPHA, BETA, None)
+    got = K._ordered(np, x, *params, ALPHA, BETA, None)
+    np.testing.assert_array_equal(got, want)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+    assert K._ordered(np, x, *params, ALPHA, BETA, x) is x
+    np.testing.assert_array_equal(x, want)
+
+
+def test_a_first_run_gives_the_later_runs_values():
+    """In a compiled program's first run the tiered kernel is neither loaded nor compiled: ``ordered`` runs,
+    and the values are those every later call gives."""
+    x, *params = _arrays((2, 16, 8, 8), 4, np.float32)
+    run = lambda: K.run_squeeze_excite(np, x, *params, ALPHA, BETA)  # noqa: E731
+    jit.clear()
+    try:
+        with la.tuning(jit=True):
+            with jit.first_run():
+                assert K.with_row_sum(K._squeeze_excite_with) is None
+                first = run()
+            later = run()
+    finally:
+        jit.clear()
+    np.testing.assert_array_equal(first, later)
 
 
 def test_the_gate_saturates_and_nan_stays():
