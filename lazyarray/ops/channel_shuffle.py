@@ -17,8 +17,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from .params import INT, Param
-from .registry import OpDef, register
-from .shape import _concat_rule
+from .registry import OpDef, get, register
 
 
 def grouped(y, groups: int):
@@ -42,7 +41,7 @@ def channel_shuffle_kernel(xp, *xs, groups=2, out=None):
 
 def channel_shuffle_shape(shapes, groups=2):
     """The concatenation's shape, its channels checked to split into ``groups`` equal groups."""
-    shape = _concat_rule(shapes, axis=1)
+    shape = get("concatenate").shape(shapes, axis=1)
     if len(shape) < 2 or groups < 1 or (isinstance(shape[1], int) and shape[1] % groups):
         raise ShapeError(f"channel_shuffle: the concatenation {shape} of the inputs needs (N, C, ...) with C a "
                          f"multiple of groups = {groups}")
