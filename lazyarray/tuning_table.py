@@ -178,6 +178,12 @@ class Tuning:
     fuse_batch_norm_relu: bool = _doc(True, "inference graphs: a batch norm and the relu that alone reads it (DenseNet's "
                                       "pre-activation) made one step (nn.batch_norm_relu; "
                                       "graph/passes/batch_norm_relu.py)")
+    squeeze_excite: bool = _doc(True, "inference graphs: a squeeze-excitation block (global mean, 1x1 conv + relu, "
+                                "1x1 conv + hardsigmoid, product with the input: MobileNetV3's) made one step "
+                                "(nn.squeeze_excite; graph/passes/squeeze_excite.py)")
+    channel_shuffle: bool = _doc(True, "inference graphs: a channel shuffle (reshape, transpose, reshape: ShuffleNet's) "
+                                 "of a value or of a concatenation made one step, each input copied once "
+                                 "(nn.channel_shuffle; graph/passes/channel_shuffle.py)")
 
     # -- the contention guard (kernels/contention.py): a parallel region that stalls (another process
     # holds a core, the OS holds one of its threads back) sends the threaded kernels to their one-thread

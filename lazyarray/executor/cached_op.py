@@ -47,6 +47,7 @@ from ..graph.passes.algebra import simplify
 from ..graph.passes.attention import fuse_attention
 from ..graph.passes.batch_norm_relu import batch_norm_relu
 from ..graph.passes.bind_dims import bind_dims, dims_in
+from ..graph.passes.channel_shuffle import channel_shuffle
 from ..graph.passes.constant_fold import constant_fold
 from ..graph.passes.conv_activation import conv_activation
 from ..graph.passes.cse import cse
@@ -64,6 +65,7 @@ from ..graph.passes.relu_after_max_pool import relu_after_max_pool
 from ..graph.passes.scan_projection import scan_projection
 from ..graph.passes.shape_fills import shape_fills
 from ..graph.passes.sink_slices import sink_slices
+from ..graph.passes.squeeze_excite import squeeze_excite
 from ..graph.passes.stack_views import stack_views
 from ..graph.rewrite import gc_paused, rewrite
 from ..graph.symbol import Symbol
@@ -442,13 +444,13 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
                                      f"{_given_text(given)}; give every graph input a shape")
     if inference:
         placed = relu_after_max_pool(pool_before_batch_norm(fold_batch_norm(placed)))
-        placed = scan_projection(conv_activation(batch_norm_relu(placed)))
+        placed = scan_projection(squeeze_excite(conv_activation(batch_norm_relu(placed))))
     merged = cse(dce(placed))
     simpler = sink_slices(simplify(constant_fold(shape_fills(stack_views(merged)))))
     # cse and dce again only where a pass changed something (each returns its symbol as it is when
     # it has nothing to do, and a second cse of a merged graph finds nothing)
     simple = merged if simpler is merged else dce(cse(simpler))
-    return matmul_bias(fuse_attention(fuse_layer_norm(fuse_gelu(simple)))) if inference else simple
+    return channel_shuffle(matmul_bias(fuse_attention(fuse_layer_norm(fuse_gelu(simple))))) if inference else simple
 
 
 def _input_nodes(sym: Symbol, names: list[str]) -> list[Node]:

@@ -15,6 +15,7 @@ from ..ops import registry
 from . import (
     attention,
     batch_norm_relu,
+    channel_shuffle,
     conv2d,
     conv2d_grad,
     conv_act,
@@ -32,6 +33,7 @@ from . import (
     pool,
     shape_views,
     softmax,
+    squeeze_excite,
     take,
 )
 from .impl import ANY_ORDER, BATCH_LAST, Choice, Impl
@@ -43,8 +45,8 @@ __all__ = ["IMPLS", "Bound", "Choice", "Event", "Impl", "Profile", "bind", "bind
 
 # op name -> its implementations, best first; its runner; the function that picks one for a call's
 # arrays (None where the op's reference kernel runs)
-_FAMILIES = (attention, batch_norm_relu, conv2d_grad, conv_act, elementwise, extrema, gelu, layer_norm, mean, pad, pool,
-             shape_views, softmax, take)  # (modules declaring IMPLS, RUNNERS, CHOOSERS)
+_FAMILIES = (attention, batch_norm_relu, channel_shuffle, conv2d_grad, conv_act, elementwise, extrema, gelu, layer_norm,
+             mean, pad, pool, shape_views, softmax, squeeze_excite, take)  # (modules declaring IMPLS, RUNNERS, CHOOSERS)
 IMPLS = {"conv2d": conv2d.IMPLS, "dense": dense.IMPLS, "foreach": foreach.IMPLS, "fused": fused.IMPLS,
          "matmul": matmul.IMPLS, **{k: v for f in _FAMILIES for k, v in f.IMPLS.items()}}
 # (fused: the op is registered above this layer, by executor/fusion.py, whose kernel calls fused.run_fused)

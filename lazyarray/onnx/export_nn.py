@@ -198,6 +198,30 @@ def _conv2d_act(g, node, ins):
     return [h] if act == "hardsigmoid" else [g.op("Mul", [y, h])]
 
 
+def _squeeze_excite(g, node, ins):
+    """The recorded pattern: GlobalAveragePool, Conv, Relu, Conv, HardSigmoid, then Mul with x."""
+    x, w1, b1, w2, b2 = compute(g, node, ins)
+    h = g.op("Relu", [g.op("Conv", [g.op("GlobalAveragePool", [x]), w1, b1])])
+    p = node.params
+    gate = g.op("HardSigmoid", [g.op("Conv", [h, w2, b2])], alpha=float(p.get("alpha", 0.2)),
+                beta=float(p.get("beta", 0.5)))
+    return [g.op("Mul", [x, gate])]
+
+
+def _channel_shuffle(g, node, ins):
+    """The recorded pattern: Concat along axis 1 (of several inputs), Reshape (N, g, C / g, ...), Transpose
+    of the two group axes, Reshape back to the concatenation's shape (the batch and trailing sizes read from
+    it when the model runs: a dynamic batch, or an empty one, stays right)."""
+    xs = compute(g, node, ins)
+    x = g.op("Concat", xs, axis=1) if len(xs) > 1 else xs[0]
+    shape, groups = node.avals[0].shape, int(node.params.get("groups", 2))
+    sizes = g.op("Shape", [x])
+    split = g.op("Concat", [g.op("Slice", [sizes, g.ints([0]), g.ints([1])]), g.ints([groups, int(shape[1]) // groups]),
+                            g.op("Slice", [sizes, g.ints([2]), g.ints([len(shape)])])], axis=0)
+    t = g.op("Transpose", [g.op("Reshape", [x, split])], perm=[0, 2, 1] + list(range(3, len(shape) + 1)))
+    return [g.op("Reshape", [t, sizes])]
+
+
 def _layer_norm(g, node, ins):
     rank = input_rank(g, node)
     ax = node.params.get("axis", -1) % rank
@@ -235,4 +259,5 @@ CONVERTERS = {
     "dropout": _dropout, "conv2d": _conv2d, "conv2d_transpose": _conv2d_transpose, "max_pool2d": _max_pool2d,
     "avg_pool2d": _avg_pool2d, "batch_norm": _batch_norm, "layer_norm": _layer_norm, "gelu": _gelu,
     "batch_norm_max_pool2d": _bn_max_pool2d, "conv2d_act": _conv2d_act, "batch_norm_relu": _batch_norm_relu,
+    "squeeze_excite": _squeeze_excite, "channel_shuffle": _channel_shuffle,
 }

@@ -4,6 +4,7 @@ from . import (  # noqa: F401  (registration side effect)
     attention,
     batch_norm_relu,
     bitcast,
+    channel_shuffle,
     conv,
     conv_act,
     conv_grad,
@@ -31,5 +32,6 @@ from . import (  # noqa: F401  (registration side effect)
     shape,
     sized,
     sorting,
+    squeeze_excite,
 )
 from .registry import OpDef, all_ops, get, register  # noqa: F401

@@ -317,11 +317,10 @@ def _cast_rule(sbps, shapes, out_shapes, params):
 def _concatenate(sbps, shapes, out_shapes, params):
     if _all_b(sbps):
         return [B]
-    axis = normalize_axis(params["axis"], len(out_shapes[0]), "concatenate")
+    axis = normalize_axis(params.get("axis", 1), len(out_shapes[0]), "concatenate")  # (channel_shuffle's: 1)
     first = sbps[0]
-    if first.is_split and first.axis != axis and all(s == first for s in sbps):
-        return [first]
-    if first.is_partial and first.reduce == "sum" and all(s == first for s in sbps):
+    if (first.is_split and first.axis != axis or first.is_partial and first.reduce == "sum") \
+            and all(s == first for s in sbps):
         return [first]
     return None
 
@@ -677,6 +676,7 @@ RULES: dict[str, Rule] = {
     "conv2d_transpose": Rule(_batch_only(0)),
     "batch_norm": Rule(_batch_only(0)),
     "batch_norm_relu": Rule(_batch_only(0)),  # (a relu per value: the batch split as batch_norm)
+    "squeeze_excite": Rule(_batch_only(0)), "channel_shuffle": Rule(_concatenate),  # (its concatenation's rule)
     "max_pool2d": Rule(_batch_only(0, 1)),
     "avg_pool2d": Rule(_batch_only(0, 1)),
     "layer_norm": Rule(_layer_norm),

@@ -1283,6 +1283,48 @@ def _conv2d_act_ref(x, w, b=None, act="relu", alpha=0.2, beta=0.5, **conv):
     return np.maximum(y, 0) if act == "relu" else h if act == "hardsigmoid" else y * h
 
 
+def _squeeze_excite_samples(rng, dtype, small):
+    """MobileNetV3's gate (1/6, 0.5) and ONNX's default (0.2, 0.5), one and two pairwise blocks a row
+    (8 x 8, 16 x 16), a non-contiguous view, an empty batch."""
+    def weights(c, r):
+        return (rand(rng, (r, c, 1, 1), dtype), rand(rng, (r,), dtype), rand(rng, (c, r, 1, 1), dtype),
+                rand(rng, (c,), dtype))
+
+    view = rand(rng, (2, 6, 5, 5), dtype)[:, ::2]
+    return [Sample((rand(rng, (2, 8, 8, 8), dtype),) + weights(8, 2), {"alpha": 1 / 6, "beta": 0.5}, "8x8"),
+            Sample((rand(rng, (1, 4, 16, 16), dtype),) + weights(4, 3), {}, "16x16"),
+            Sample((view,) + weights(3, 2), {"alpha": 1 / 6, "beta": 0.5}, "view"),
+            Sample((rand(rng, (0, 4, 3, 3), dtype),) + weights(4, 2), {}, "empty")]
+
+
+def _squeeze_excite_ref(x, w1, b1, w2, b2, alpha=0.2, beta=0.5):
+    s = x.mean(axis=(2, 3))
+    h = np.maximum(s @ w1[:, :, 0, 0].T + b1, 0)
+    g = np.clip((h @ w2[:, :, 0, 0].T + b2) * alpha + beta, 0, 1)
+    return (x * g[:, :, None, None]).astype(x.dtype)
+
+
+def _channel_shuffle_samples(rng, dtype, small):
+    """ShuffleNet's two halves in two groups; one input in three groups; three inputs across group bounds;
+    a strided view; (N, C, L); an empty batch."""
+    def r(*shape):
+        return rand(rng, shape, dtype)
+
+    view = r(2, 8, 3, 6)[:, :, :, ::2]
+    return [Sample(([r(2, 4, 3, 3), r(2, 4, 3, 3)],), {"groups": 2}, "halves"),
+            Sample(([r(2, 6, 2, 2)],), {"groups": 3}, "one-input"),
+            Sample(([r(1, 2, 2, 3), r(1, 4, 2, 3), r(1, 6, 2, 3)],), {"groups": 3}, "across-groups"),
+            Sample(([view, r(2, 4, 3, 3)],), {"groups": 4}, "view"),
+            Sample(([r(2, 4, 5), r(2, 2, 5)],), {"groups": 2}, "ncl"),
+            Sample(([r(0, 4, 2, 2), r(0, 4, 2, 2)],), {"groups": 2}, "empty")]
+
+
+def _channel_shuffle_ref(seq, groups=2):
+    x = np.concatenate(seq, axis=1)
+    n, c = x.shape[:2]
+    return np.swapaxes(x.reshape((n, groups, c // groups) + x.shape[2:]), 1, 2).reshape(x.shape)
+
+
 def _flatten_samples(rng, dtype, small):
     return [Sample((rand(rng, s, dtype),), {}, f"{s}") for s in [(2, 3, 4), (3, 2, 1, 2), (4, 5), (3,)]]
 
@@ -1302,6 +1344,8 @@ CASES.update({
     "batch_norm_max_pool2d": Case("conv", _bn_max_pool2d_samples, _bn_max_pool2d_ref, FLOATS, rtol32=1e-4),
     "conv2d_act": Case("conv", _conv2d_act_samples, _conv2d_act_ref, FLOATS, rtol32=1e-4),
     "batch_norm_relu": Case("conv", _batch_norm_relu_samples, _batch_norm_relu_ref, FLOATS, rtol32=1e-4),
+    "squeeze_excite": Case("conv", _squeeze_excite_samples, _squeeze_excite_ref, FLOATS, rtol32=1e-4),
+    "channel_shuffle": Case("conv", _channel_shuffle_samples, _channel_shuffle_ref, FLOATS),
 })
 
 
