@@ -36,6 +36,7 @@ UNARY = (SIGMOID, TANH, EXP, RELU, NEGATIVE)
 # error under 3e-10), 2^k from its bits
 _LOG2E, _LN2, _ROUND = 1.4426950408889634, 0.6931471805599453, 6755399441055744.0
 _EXP_MAX = 110.0  # (e^-110 is 0 in float32, as the unclamped value rounds)
+_SHIFT, _ONE_BITS = np.uint64(52), np.uint64(1023 << 52)  # (2^k's bits: the low 12 of t's, shifted, plus 1.0's)
 _TANH_SERIES = 0.1  # tanh of |x| under this by its odd series (no cancellation in 1 - e)
 
 
@@ -214,23 +215,31 @@ def unary_fast(code, regs, d, a, n, scratch):
     ``d``, in float64, so each value is within one rounding of the exact one: first ``e`` = e^(-|x|)
     (sigmoid) or e^(-2|x|) (tanh) of every value in loops that vectorize (no call into the C library
     per value; a NaN gives e^-110 there and is kept as it is at the end): ``scratch[0]`` the
-    polynomial's values, ``scratch[1]`` the scales 2^k."""
+    polynomial's values (Estrin's scheme), ``scratch[1]`` the scales 2^k, made from the bits of
+    ``_ROUND - v / ln 2`` by an integer shift and add (a float-to-int64 conversion has no vector
+    instruction in AVX2: it kept the loop scalar); the divisions are ``np.true_divide`` (``/`` checks
+    for zero, a branch that kept the loop scalar)."""
     out, x, vals, scales = regs[d], regs[a], scratch[0], scratch[1]
-    bits = scales.view(np.int64)
+    bits = scales.view(np.uint64)
     scale = 1.0 if code == SIGMOID else 2.0
     for j in range(n):
         v = abs(np.float64(x[j])) * scale
         v = v if v < _EXP_MAX else _EXP_MAX
-        k = (_ROUND - v * _LOG2E) - _ROUND
+        t = _ROUND - v * _LOG2E  # (k in its low bits)
+        k = t - _ROUND
         r = -v - k * _LN2
-        vals[j] = 1.0 + r * (1.0 + r * (0.5 + r * (1 / 6 + r * (1 / 24 + r * (1 / 120 + r * (
-            1 / 720 + r * (1 / 5040 + r * (1 / 40320))))))))
-        bits[j] = (np.int64(k) + 1023) << 52
+        r2 = r * r
+        r4 = r2 * r2  # (Estrin's scheme: a short chain of dependent operations)
+        vals[j] = ((1.0 + r) + r2 * (0.5 + r * (1 / 6))) + r4 * (((1 / 24) + r * (1 / 120)) + r2 * (
+            (1 / 720 + r * (1 / 5040)) + r2 * (1 / 40320)))
+        scales[j] = t
+    for j in range(n):  # (2^k from t's bits in integer ops that vectorize: no float-to-int conversion)
+        bits[j] = (bits[j] << _SHIFT) + _ONE_BITS
     if code == SIGMOID:
         for j in range(n):
             u = np.float64(x[j])
             e = vals[j] * scales[j]
-            p = 1.0 / (1.0 + e)
+            p = np.true_divide(1.0, 1.0 + e)  # (not /: its zero check keeps the loop from vectorizing)
             v = p if u >= 0 else e * p
             out[j] = v if u == u else u
     else:
@@ -238,7 +247,7 @@ def unary_fast(code, regs, d, a, n, scratch):
             u = np.float64(x[j])
             e = vals[j] * scales[j]
             a2 = u * u
-            w = (1.0 - e) / (1.0 + e)
+            w = np.true_divide(1.0 - e, 1.0 + e)
             v = u * (1.0 + a2 * (-1 / 3 + a2 * (2 / 15 + a2 * (-17 / 315 + a2 * (62 / 2835))))) \
                 if abs(u) < _TANH_SERIES else (w if u >= 0 else -w)  # (the series keeps -0's sign)
             out[j] = v if u == u else u
