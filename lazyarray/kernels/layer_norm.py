@@ -45,9 +45,21 @@ _RMS_REFERENCE = registry.get("rms_norm").kernel
 
 
 def _fits(xp, x, gamma, beta, axis) -> bool:
+    """The implementations' common ground (the compiled ones take any size: they make no squared copy)."""
     return (xp is np and x.ndim > 0 and x.size > 0 and axis % x.ndim == x.ndim - 1
-            and x.dtype in (np.float32, np.float64) and gamma.dtype == x.dtype == beta.dtype
-            and x.nbytes <= current().layer_norm_in_place_max_bytes)
+            and x.dtype in (np.float32, np.float64) and gamma.dtype == x.dtype == beta.dtype)
+
+
+def _small(x) -> bool:
+    """Whether ``in_place`` takes ``x``: up to ``layer_norm_in_place_max_bytes`` (larger: the reference)."""
+    return x.nbytes <= current().layer_norm_in_place_max_bytes
+
+
+def _declined(xp, x, gamma, beta, axis, eps, out):
+    """Where a compiled implementation declines: ``in_place`` (``_small``), else the reference."""
+    if _small(x):
+        return _in_place(xp, x, gamma, beta, axis, eps, out)
+    return _REFERENCE(xp, x, gamma, beta, axis=axis, eps=eps, out=out)
 
 
 def _in_place(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
@@ -70,29 +82,46 @@ def _in_place(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     return y
 
 
+def _normalizing(squares_sum):
+    """``normalize(xr, yr, gamma, beta, stat, s, eps, zero, one)``: the rest of ``in_place``'s operations for
+    one row ``xr`` whose sum is ``s``, into ``yr`` (C-ordered): the mean (the division by the count in
+    float64 stored in ``stat``, x's dtype), ``yr = xr - mean``, the sum of its squares (``squares_sum``,
+    squared as read), then ``/ n``, ``+ eps``, ``sqrt`` and ``1 / s`` the same way, and ``yr * inv * gamma
+    + beta``: every other operation one rounding in x's dtype, in ``in_place``'s order. Shared by
+    ``compiled``'s and ``strided_rows``' kernels (inlined into them: ``_normalizer``)."""
+    def normalize(xr, yr, gamma, beta, stat, s, eps, zero, one):
+        n = xr.shape[0]
+        stat[0] = s
+        stat[0] = stat[0] / np.float64(n)
+        mean = stat[0]
+        for i in range(n):
+            yr[i] = xr[i] - mean
+        stat[1] = squares_sum(yr, zero)  # (the squares of the centered row, squared as read)
+        stat[1] = stat[1] / np.float64(n)
+        stat[1] = stat[1] + eps
+        stat[1] = np.sqrt(stat[1])
+        inv = one / stat[1]
+        for i in range(n):
+            yr[i] = yr[i] * inv * gamma[i] + beta[i]
+
+    return normalize
+
+
+def _normalizer(squares_sum):
+    """``_normalizing(squares_sum)`` compiled to be inlined (``jit.inlined``) into the kernel that calls it."""
+    return jit.compiled(jit.inlined(_normalizing(squares_sum)), always=True)
+
+
 @jit.tiered
 def _rows_with(row_sum, squares_sum):
     """The kernel of ``compiled`` calling the compiled row sums (``pairwise_sum.py``)."""
+    normalize = _normalizer(squares_sum)
+
     def rows(x, gamma, beta, out, stat, eps, zero, one):
-        """``in_place``'s operations row by row for a 2-D ``x`` of rows of at most ``BLOCK`` values
-        into ``out``: each sum NumPy's (``row_sum``), each division by the count in float64 stored
-        in ``stat`` (x's dtype), every other operation one rounding in x's dtype, in ``in_place``'s
-        order: the same values bit for bit."""
-        n = x.shape[1]
+        """``in_place``'s operations row by row for a 2-D ``x`` into ``out``: each sum NumPy's
+        (``row_sum``: pairwise, of any length), the rest ``normalize``'s: the same values bit for bit."""
         for r in range(x.shape[0]):
-            xr, yr = x[r], out[r]
-            stat[0] = row_sum(xr, zero)
-            stat[0] = stat[0] / np.float64(n)
-            mean = stat[0]
-            for i in range(n):
-                yr[i] = xr[i] - mean
-            stat[1] = squares_sum(yr, zero)  # (the squares of the centered row, squared as read)
-            stat[1] = stat[1] / np.float64(n)
-            stat[1] = stat[1] + eps
-            stat[1] = np.sqrt(stat[1])
-            inv = one / stat[1]
-            for i in range(n):
-                yr[i] = yr[i] * inv * gamma[i] + beta[i]
+            normalize(x[r], out[r], gamma, beta, stat, row_sum(x[r], zero), eps, zero, one)
 
     return rows
 
@@ -143,31 +172,21 @@ def channels_last(x) -> tuple[int, int] | None:
 @jit.tiered
 def _strided_with(row_sum, squares_sum):
     """The kernel of ``strided_rows`` calling the compiled squares' row sum (``pairwise_sum.py``)."""
+    normalize = _normalizer(squares_sum)
+
     def strided_rows(x, gamma, beta, out, stat, eps, zero, one):
         """``in_place``'s operations row by row for ``x`` of shape (outer, inner, n) with rows along its
         last axis (``channels_last``) into the C-ordered (outer * inner, n) ``out``: each row's sum
-        ``+0.0`` then its values added in order (NumPy's sum of such a row), the squares' sum that of
-        the C-ordered centered row (``squares_sum``), each division by the count in float64 stored in
-        ``stat`` (x's dtype), every other operation one rounding in x's dtype: ``in_place``'s values."""
+        ``+0.0`` then its values added in order (NumPy's sum of such a row, of any length), the rest
+        ``normalize``'s (the squares' sum that of the C-ordered centered row): ``in_place``'s values."""
         n, inner = x.shape[2], x.shape[1]
         for o in range(x.shape[0]):
             for p in range(inner):
-                xr, yr = x[o, p], out[o * inner + p]
+                xr = x[o, p]
                 s = zero
                 for i in range(n):
                     s += xr[i]
-                stat[0] = s
-                stat[0] = stat[0] / np.float64(n)
-                mean = stat[0]
-                for i in range(n):
-                    yr[i] = xr[i] - mean
-                stat[1] = squares_sum(yr, zero)
-                stat[1] = stat[1] / np.float64(n)
-                stat[1] = stat[1] + eps
-                stat[1] = np.sqrt(stat[1])
-                inv = one / stat[1]
-                for i in range(n):
-                    yr[i] = yr[i] * inv * gamma[i] + beta[i]
+                normalize(xr, out[o * inner + p], gamma, beta, stat, s, eps, zero, one)
 
     return strided_rows
 
@@ -208,12 +227,12 @@ def _choice(xp, x, gamma, beta, axis) -> Choice | None:
         return None
     # NumPy sums rows pairwise where they are its innermost loop: their values adjacent (a
     # transposed view's rows it sums across, one value of each row at a time: not this order)
-    short = x.shape[-1] <= BLOCK and jit.enabled()
-    if short and (x.strides[-1] == x.itemsize or x.shape[-1] == 1):
+    jitted = jit.enabled()
+    if jitted and (x.strides[-1] == x.itemsize or x.shape[-1] == 1):
         return _COMPILED
     # (a channels-last view's rows NumPy sums value by value: ``strided_rows`` does the same)
-    strided = short and current().layer_norm_strided_rows and channels_last(x) is not None
-    return _STRIDED if strided else _IN_PLACE
+    strided = jitted and current().layer_norm_strided_rows and channels_last(x) is not None
+    return _STRIDED if strided else _IN_PLACE if _small(x) else None
 
 
 def choose_layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None) -> Choice | None:
@@ -229,6 +248,8 @@ def run_layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     run = _compiled if choice is _COMPILED else _strided if choice is _STRIDED else None
     y = None if run is None else run(xp, x, gamma, beta, axis, eps, out)
     if y is None:
+        if not _small(x):
+            return _REFERENCE(xp, x, gamma, beta, axis=axis, eps=eps, out=out)
         choice = _IN_PLACE
         y = _in_place(xp, x, gamma, beta, axis, eps, out)
     noted(choice, x)
@@ -249,7 +270,7 @@ def bind_layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None) -> Bound:
         return _BIND_OTHERWISE(xp, x, gamma, beta, out=out, axis=axis, eps=eps)
     kern = with_row_sum(_rows_with)
     if kern is None or (out is not None and not out.flags.c_contiguous):
-        return Bound(choice, lambda x, gamma, beta, out=None: _in_place(xp, x, gamma, beta, axis, eps, out))
+        return Bound(choice, lambda x, gamma, beta, out=None: _declined(xp, x, gamma, beta, axis, eps, out))
     n, dtype, t = x.shape[-1], x.dtype, x.dtype.type
     consts = (t(eps), t(0), t(1))
 
@@ -269,7 +290,7 @@ def _bind_strided(xp, x, gamma, beta, axis, eps, out) -> Bound:
     ``x`` has other strides than the bound one's goes to the runner."""
     kern = with_row_sum(_strided_with)
     if kern is None or (out is not None and not out.flags.c_contiguous):
-        return Bound(_IN_PLACE, lambda x, gamma, beta, out=None: _in_place(xp, x, gamma, beta, axis, eps, out))
+        return Bound(_IN_PLACE, lambda x, gamma, beta, out=None: _declined(xp, x, gamma, beta, axis, eps, out))
     shape, strides, dtype, t = x.shape, x.strides, x.dtype, x.dtype.type
     view, consts = channels_last(x) + (shape[-1],), (t(eps), t(0), t(1))
 

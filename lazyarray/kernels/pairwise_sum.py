@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from .. import jit
 from ..caches import NamedCache
 
@@ -24,24 +26,24 @@ BLOCK = 128  # NumPy sums a row of up to this many values as one block of its pa
 MADE = NamedCache("kernels made with the pairwise row sum", 16)
 
 
-def _summing(square: bool):
-    """``row_sum(row, zero)``: ``zero + `` the pairwise block sum of the 1-D ``row`` (of at most
-    ``BLOCK`` values), or of their squares where ``square`` (a constant where numba compiles it: no
-    test in the loop), ``np.add.reduce``'s value of such a row (see the module's docstring).
-    ``zero``: 0 in the row's dtype."""
-    def row_sum(row, zero):
-        n = row.shape[0]
+def _block_summing(square: bool):
+    """``block(row, lo, n, zero)``: the pairwise block sum of ``row[lo:lo + n]`` (``n`` at most
+    ``BLOCK``), or of their squares where ``square`` (a constant where numba compiles it: no test in
+    the loop): NumPy's ``pairwise_sum`` of such a block (see the module's docstring). ``zero``: 0 in
+    the row's dtype."""
+    def block(row, lo, n, zero):
         if n < 8:
             s = -zero
-            for i in range(n):
+            for i in range(lo, lo + n):
                 v = row[i]
                 s += v * v if square else v
-            return zero + s
-        r0, r1, r2, r3, r4, r5, r6, r7 = row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7]
+            return s
+        r0, r1, r2, r3 = row[lo], row[lo + 1], row[lo + 2], row[lo + 3]
+        r4, r5, r6, r7 = row[lo + 4], row[lo + 5], row[lo + 6], row[lo + 7]
         if square:
             r0, r1, r2, r3, r4, r5, r6, r7 = r0 * r0, r1 * r1, r2 * r2, r3 * r3, r4 * r4, r5 * r5, r6 * r6, r7 * r7
-        m = n - n % 8
-        for i in range(8, m, 8):
+        m = lo + n - n % 8
+        for i in range(lo + 8, m, 8):
             v0, v1, v2, v3 = row[i], row[i + 1], row[i + 2], row[i + 3]
             v4, v5, v6, v7 = row[i + 4], row[i + 5], row[i + 6], row[i + 7]
             if square:
@@ -55,15 +57,63 @@ def _summing(square: bool):
             r6 += v6
             r7 += v7
         s = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        for i in range(m, n):
+        for i in range(m, lo + n):
             v = row[i]
             s += v * v if square else v
-        return zero + s
+        return s
+
+    return block
+
+
+def _halving(block):
+    """``halves_sum(row, zero)``: NumPy's pairwise sum of the 1-D ``row`` of more than ``BLOCK`` values, as its
+    ``pairwise_sum`` recurses (each half ``n // 2`` rounded down to a multiple of 8, the rest the other), the
+    blocks summed by the compiled ``block``. Walked without recursion: down the left halves to a block, the
+    sum of each left half held (``held``, by depth) until its right half's is known, then the two added,
+    left first, as NumPy adds them."""
+    def halves_sum(row, zero):
+        n = row.shape[0]
+        held = np.empty(64, row.dtype)
+        path, depth, lo, m = 0, 0, 0, n  # (the node: its path's bits from the row, 1 a right half)
+        while True:
+            while m > BLOCK:  # (down the left halves)
+                h = m // 2
+                m = h - h % 8
+                path, depth = path << 1, depth + 1
+            s = block(row, lo, m, zero)
+            while path & 1:  # (up from right halves: the left half's sum plus theirs)
+                path, depth = path >> 1, depth - 1
+                s = held[depth] + s
+            if depth == 0:
+                return s
+            held[depth - 1] = s
+            path |= 1
+            lo, m = 0, n  # (the right half: its place found from the row down)
+            for k in range(depth - 1, -1, -1):
+                h = m // 2
+                h -= h % 8
+                if (path >> k) & 1:
+                    lo, m = lo + h, m - h
+                else:
+                    m = h
+
+    return halves_sum
+
+
+def _summing(block, halves_sum):
+    """``row_sum(row, zero)``: ``zero + `` NumPy's pairwise sum of the 1-D ``row`` (of any length): up to
+    ``BLOCK`` values one ``block`` (inlined), longer rows ``halves_sum`` (``_halving``: called, not inlined,
+    which keeps the kernels that inline ``row_sum`` quick to compile)."""
+    def row_sum(row, zero):
+        n = row.shape[0]
+        if n <= BLOCK:
+            return zero + block(row, 0, n, zero)
+        return zero + halves_sum(row, zero)
 
     return row_sum
 
 
-ROW_SUM, SQUARES_SUM = jit.inlined(_summing(False)), jit.inlined(_summing(True))
+BLOCK_SUM, BLOCK_SQUARES_SUM = jit.inlined(_block_summing(False)), jit.inlined(_block_summing(True))
 
 
 def with_row_sum(make: Callable):
@@ -81,4 +131,17 @@ def with_row_sum(make: Callable):
 
 
 def _made(make: Callable):
-    return make(jit.compiled(ROW_SUM, always=True), jit.compiled(SQUARES_SUM, always=True))
+    return make(_row_sum(BLOCK_SUM), _row_sum(BLOCK_SQUARES_SUM))
+
+
+def _row_sum(block: Callable):
+    """``_summing``'s ``row_sum`` over ``block`` compiled (to be inlined), made once per ``block``."""
+    fn = MADE.peek(block)
+    if fn is None:
+        fn = MADE.get_or_make(block, _summing_made, block)
+    return jit.compiled(fn, always=True)
+
+
+def _summing_made(block: Callable):
+    inline = jit.compiled(block, always=True)
+    return jit.inlined(_summing(inline, jit.compiled(_halving(inline), always=True)))

@@ -255,37 +255,59 @@ def _math_erf(x):
     return np.asarray(np.frompyfunc(math.erf, 1, 1)(x), dtype=x.dtype)
 
 
-# erf(x) ~= x P(x^2) / Q(x^2) on [-4, 4] (erf is +-1 in float32 beyond): the rational approximation of
-# Eigen and XLA for float32. Its error against math.erf is below 5e-7 (tests/ops/test_norm.py measures
-# it); scipy's float32 erf computes in double, one element at a time, about 25x slower than this
-# (which is a dozen vectorized multiply-adds).
-_ERF32_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
-            -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
-_ERF32_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
-            -1.42647390514189e-02)
+# erf(x) ~= x P(x^2) / Q(x^2) on [-c, c], c = 3.832506856900711 (erf(c) rounds to 1 in float32; beyond, the
+# clamped value's): the rational approximation of Eigen and XLA for float32 (their ``kErfInvOneMinusHalfULP``
+# and coefficients), evaluated here in float64 and rounded once, so a float32 GELU computed through it in float64
+# is within 2.9e-7 of the exact one over [-8, 8] (tests/ops/test_norm.py; float32 evaluation: 1.1e-6). scipy's
+# float32 erf computes in double, one element at a time, several times slower than these vectorized operations.
+ERF32_CLAMP = 3.832506856900711
+SQRT_HALF64 = 2 ** -0.5  # (the double nearest 1 / sqrt(2); ``_SQRT_HALF`` is one below it, the same in float32)
+ERF32_P = (0.00022905065861350646, 0.0034082910107109506, 0.050955695062380861, 0.18520832239976145,
+           1.128379143519084)
+ERF32_Q = (-1.1791602954361697e-7, 0.000023547966471313185, 0.0010179625278914885, 0.014070470171167667,
+           0.11098505178285362, 0.49746925110067538, 1.0)
+
+
+def erf_rational(c):
+    """``erf`` of the float64 array ``c`` by the float32 rational approximation (``ERF32_P`` / ``ERF32_Q``), as a
+    fresh float64 array: ``e``, ``c`` clipped to +-``ERF32_CLAMP`` (NaN kept), ``x2 = e * e``, the two Horner
+    chains (``p = x2 * P[0] + P[1]``, then ``p * x2 + P[k]``), ``p * e / q``, then exactly +-1 from the clamp
+    on (as Eigen: the rational's value there is not quite 1, which a GELU of a large negative x would multiply
+    by x): every operation one float64 rounding, the order ``kernels/gelu.py``'s compiled loop follows."""
+    shape, c = c.shape, c.reshape(-1)  # (1-D: NumPy makes a 0-d array's results scalars)
+    e = np.clip(c, -ERF32_CLAMP, ERF32_CLAMP)
+    x2 = e * e
+    p = x2 * ERF32_P[0]
+    p += ERF32_P[1]
+    for k in ERF32_P[2:]:
+        p *= x2
+        p += k
+    q = x2 * ERF32_Q[0]
+    q += ERF32_Q[1]
+    for k in ERF32_Q[2:]:
+        q *= x2
+        q += k
+    p *= e
+    p /= q
+    p[c >= ERF32_CLAMP] = 1.0
+    p[c <= -ERF32_CLAMP] = -1.0
+    return p.reshape(shape)
 
 
 def erf(xp, x):
-    """``erf(x)`` as a fresh array: the float32 rational approximation on NumPy float32 values (abs.
-    error < 5e-7), the library's erf otherwise (scipy's / CuPy's, full precision)."""
+    """``erf(x)`` as a fresh array: on NumPy float32 values the rational approximation (``erf_rational``, in
+    float64, rounded once: abs. error < 2.5e-7), the library's erf otherwise (scipy's / CuPy's, full precision)."""
     if xp is not np or x.dtype != np.float32:
         return erf_fn(xp)(x)
-    f = np.float32
-    c = np.clip(x, f(-4), f(4))
-    x2 = c * c
-    p = x2 * f(_ERF32_P[0])
-    p += f(_ERF32_P[1])
-    for k in _ERF32_P[2:]:
-        p *= x2
-        p += f(k)
-    q = x2 * f(_ERF32_Q[0])
-    q += f(_ERF32_Q[1])
-    for k in _ERF32_Q[2:]:
-        q *= x2
-        q += f(k)
-    p *= c
-    p /= q
-    return p
+    return erf_rational(x.astype(np.float64)).astype(np.float32)
+
+
+def _one_plus_erf32(x):
+    """``1 + erf(x / sqrt(2))`` of NumPy float32 ``x`` as a float64 array (``erf_rational`` of ``x * SQRT_HALF64``,
+    all in float64): the exact GELU's ``(1 + erf) * x * 0.5`` then rounds once to float32 (``gelu_values``)."""
+    t = erf_rational(x.astype(np.float64) * SQRT_HALF64)
+    t += 1.0
+    return t
 
 
 def zero_d(kernel):
@@ -321,6 +343,10 @@ def gelu_values(xp, x, approximation="none", out=None):
     if approximation == "tanh":
         t = _tanh_inner(x)
         xp.tanh(t, out=t)
+    elif xp is np and x.dtype == np.float32:  # (in float64, one rounding: ``_one_plus_erf32``)
+        t = _one_plus_erf32(x)
+        t *= x
+        return np.multiply(t, 0.5, out=out if out is not None else np.empty(x.shape, x.dtype), casting="same_kind")
     else:
         t = erf(xp, x * x.dtype.type(_SQRT_HALF))
     t += 1
@@ -357,11 +383,17 @@ def gelu_slope(xp, x, approximation, y=None, out=None):
         return xp.multiply(t, half, out=out)
     else:
         # Phi(x) + x phi(x)
-        t = erf(xp, x * x.dtype.type(_SQRT_HALF))
-        t += one
-        if y is not None:
-            xp.multiply(t, x, out=y)
-            y *= half
+        if xp is np and x.dtype == np.float32:  # (``gelu_values``' float64 operations: y its values)
+            t64 = _one_plus_erf32(x)
+            if y is not None:
+                np.multiply(np.multiply(t64, x), 0.5, out=y, casting="same_kind")
+            t = t64.astype(x.dtype)
+        else:
+            t = erf(xp, x * x.dtype.type(_SQRT_HALF))
+            t += one
+            if y is not None:
+                xp.multiply(t, x, out=y)
+                y *= half
         t *= half
         p = x * x
         p *= x.dtype.type(-0.5)
