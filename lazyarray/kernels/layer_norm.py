@@ -82,48 +82,48 @@ def _in_place(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     return y
 
 
-def _normalizing(squares_sum):
-    """``normalize(xr, yr, gamma, beta, stat, s, eps, zero, one)``: the rest of ``in_place``'s operations for
-    one row ``xr`` whose sum is ``s``, into ``yr`` (C-ordered): the mean (the division by the count in
-    float64 stored in ``stat``, x's dtype), ``yr = xr - mean``, the sum of its squares (``squares_sum``,
-    squared as read), then ``/ n``, ``+ eps``, ``sqrt`` and ``1 / s`` the same way, and ``yr * inv * gamma
-    + beta``: every other operation one rounding in x's dtype, in ``in_place``'s order. Shared by
-    ``compiled``'s and ``strided_rows``' kernels (inlined into them: ``_normalizer``)."""
-    def normalize(xr, yr, gamma, beta, stat, s, eps, zero, one):
-        n = xr.shape[0]
-        stat[0] = s
-        stat[0] = stat[0] / np.float64(n)
-        mean = stat[0]
-        for i in range(n):
-            yr[i] = xr[i] - mean
-        stat[1] = squares_sum(yr, zero)  # (the squares of the centered row, squared as read)
-        stat[1] = stat[1] / np.float64(n)
-        stat[1] = stat[1] + eps
-        stat[1] = np.sqrt(stat[1])
-        inv = one / stat[1]
-        for i in range(n):
-            yr[i] = yr[i] * inv * gamma[i] + beta[i]
+def _rows_making(strided: bool):
+    """The maker of ``compiled``'s kernel (``strided`` False) or ``strided_rows``' (True), calling the compiled row
+    sums (``pairwise_sum.py``): one body, ``strided`` a constant where numba compiles it (no test in the loop; an
+    inlined helper holding the shared rest cost 5-12% in reference counting of its array arguments per row)."""
+    @jit.tiered
+    def make(row_sum, squares_sum):
+        def rows(x, gamma, beta, out, stat, eps, zero, one):
+            """``in_place``'s operations row by row for ``x`` of shape (outer, inner, n), rows along its last axis,
+            into the C-ordered (outer * inner, n) ``out``: each row's sum NumPy's (adjacent values, ``inner`` 1:
+            ``row_sum``, pairwise; ``strided`` (``channels_last``): ``+0.0`` then its values added in order), each
+            division by the count in float64 stored in ``stat`` (x's dtype), the sum of the centered row's squares
+            ``squares_sum``'s (squared as read), every other operation one rounding in x's dtype, in ``in_place``'s
+            order: the same values bit for bit, at any row length."""
+            n, inner = x.shape[2], x.shape[1]
+            for o in range(x.shape[0]):
+                for p in range(inner):
+                    xr, yr = x[o, p], out[o * inner + p]
+                    if strided:
+                        s = zero
+                        for i in range(n):
+                            s += xr[i]
+                        stat[0] = s
+                    else:
+                        stat[0] = row_sum(xr, zero)
+                    stat[0] = stat[0] / np.float64(n)
+                    mean = stat[0]
+                    for i in range(n):
+                        yr[i] = xr[i] - mean
+                    stat[1] = squares_sum(yr, zero)
+                    stat[1] = stat[1] / np.float64(n)
+                    stat[1] = stat[1] + eps
+                    stat[1] = np.sqrt(stat[1])
+                    inv = one / stat[1]
+                    for i in range(n):
+                        yr[i] = yr[i] * inv * gamma[i] + beta[i]
 
-    return normalize
+        return rows
+
+    return make
 
 
-def _normalizer(squares_sum):
-    """``_normalizing(squares_sum)`` compiled to be inlined (``jit.inlined``) into the kernel that calls it."""
-    return jit.compiled(jit.inlined(_normalizing(squares_sum)), always=True)
-
-
-@jit.tiered
-def _rows_with(row_sum, squares_sum):
-    """The kernel of ``compiled`` calling the compiled row sums (``pairwise_sum.py``)."""
-    normalize = _normalizer(squares_sum)
-
-    def rows(x, gamma, beta, out, stat, eps, zero, one):
-        """``in_place``'s operations row by row for a 2-D ``x`` into ``out``: each sum NumPy's
-        (``row_sum``: pairwise, of any length), the rest ``normalize``'s: the same values bit for bit."""
-        for r in range(x.shape[0]):
-            normalize(x[r], out[r], gamma, beta, stat, row_sum(x[r], zero), eps, zero, one)
-
-    return rows
+_rows_with = _rows_making(False)  # (``compiled``: x seen as (rows, 1, n))
 
 
 def _compiled(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
@@ -135,7 +135,7 @@ def _compiled(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     n = x.shape[-1]
     y = np.empty(x.shape, x.dtype) if out is None else out
     t = x.dtype.type
-    kern(x.reshape(-1, n), gamma, beta, y.reshape(-1, n), np.empty(2, x.dtype), t(eps), t(0), t(1))
+    kern(x.reshape(-1, 1, n), gamma, beta, y.reshape(-1, n), np.empty(2, x.dtype), t(eps), t(0), t(1))
     return y
 
 
@@ -169,26 +169,7 @@ def channels_last(x) -> tuple[int, int] | None:
     return None if dims else (outer, inner)
 
 
-@jit.tiered
-def _strided_with(row_sum, squares_sum):
-    """The kernel of ``strided_rows`` calling the compiled squares' row sum (``pairwise_sum.py``)."""
-    normalize = _normalizer(squares_sum)
-
-    def strided_rows(x, gamma, beta, out, stat, eps, zero, one):
-        """``in_place``'s operations row by row for ``x`` of shape (outer, inner, n) with rows along its
-        last axis (``channels_last``) into the C-ordered (outer * inner, n) ``out``: each row's sum
-        ``+0.0`` then its values added in order (NumPy's sum of such a row, of any length), the rest
-        ``normalize``'s (the squares' sum that of the C-ordered centered row): ``in_place``'s values."""
-        n, inner = x.shape[2], x.shape[1]
-        for o in range(x.shape[0]):
-            for p in range(inner):
-                xr = x[o, p]
-                s = zero
-                for i in range(n):
-                    s += xr[i]
-                normalize(xr, out[o * inner + p], gamma, beta, stat, s, eps, zero, one)
-
-    return strided_rows
+_strided_with = _rows_making(True)  # (``strided_rows``: x seen as (outer, inner, n), ``channels_last``)
 
 
 def _strided(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
@@ -278,7 +259,7 @@ def bind_layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None) -> Bound:
         if x.strides[-1] != x.itemsize and n != 1:
             return run_layer_norm(xp, x, gamma, beta, axis, eps, out)
         y = np.empty(x.shape, dtype) if out is None else out
-        kern(x.reshape(-1, n), gamma, beta, y.reshape(-1, n), np.empty(2, dtype), *consts)
+        kern(x.reshape(-1, 1, n), gamma, beta, y.reshape(-1, n), np.empty(2, dtype), *consts)
         return y
 
     return Bound(choice, run)

@@ -30,6 +30,7 @@ import math
 import numpy as np
 
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
+from ..tuning_table import current
 from .conv import float_inputs_rule as _named_float_inputs
 from .params import FLOAT, INT, Param, choice
 from .registry import OpDef, broadcast_shapes, normalize_axis, register
@@ -255,11 +256,11 @@ def _math_erf(x):
     return np.asarray(np.frompyfunc(math.erf, 1, 1)(x), dtype=x.dtype)
 
 
-# erf(x) ~= x P(x^2) / Q(x^2) on [-c, c], c = 3.832506856900711 (erf(c) rounds to 1 in float32; beyond, the
-# clamped value's): the rational approximation of Eigen and XLA for float32 (their ``kErfInvOneMinusHalfULP``
-# and coefficients), evaluated here in float64 and rounded once, so a float32 GELU computed through it in float64
-# is within 2.9e-7 of the exact one over [-8, 8] (tests/ops/test_norm.py; float32 evaluation: 1.1e-6). scipy's
-# float32 erf computes in double, one element at a time, several times slower than these vectorized operations.
+# erf(x) ~= x P(x^2) / Q(x^2) on [-c, c], c = 3.832506856900711 (erf(c) rounds to 1 in float32; from c on, +-1):
+# the rational approximation of Eigen and XLA for float32 (their ``kErfInvOneMinusHalfULP`` and coefficients). A
+# float32 GELU through it is within 1.1e-6 of the exact one over [-8, 8] evaluated in float32, 2.9e-7 evaluated in
+# float64 and rounded once (the tuning table's ``gelu_erf_float64``: about twice the time; tests/ops/test_norm.py).
+# scipy's float32 erf computes in double, one element at a time, several times slower than these vectorized ops.
 ERF32_CLAMP = 3.832506856900711
 SQRT_HALF64 = 2 ** -0.5  # (the double nearest 1 / sqrt(2); ``_SQRT_HALF`` is one below it, the same in float32)
 ERF32_P = (0.00022905065861350646, 0.0034082910107109506, 0.050955695062380861, 0.18520832239976145,
@@ -269,44 +270,52 @@ ERF32_Q = (-1.1791602954361697e-7, 0.000023547966471313185, 0.001017962527891488
 
 
 def erf_rational(c):
-    """``erf`` of the float64 array ``c`` by the float32 rational approximation (``ERF32_P`` / ``ERF32_Q``), as a
-    fresh float64 array: ``e``, ``c`` clipped to +-``ERF32_CLAMP`` (NaN kept), ``x2 = e * e``, the two Horner
-    chains (``p = x2 * P[0] + P[1]``, then ``p * x2 + P[k]``), ``p * e / q``, then exactly +-1 from the clamp
-    on (as Eigen: the rational's value there is not quite 1, which a GELU of a large negative x would multiply
-    by x): every operation one float64 rounding, the order ``kernels/gelu.py``'s compiled loop follows."""
+    """``erf`` of the float32 or float64 array ``c`` by the float32 rational approximation (``ERF32_P`` /
+    ``ERF32_Q``, in c's dtype), as a fresh array: ``e``, ``c`` clipped to +-``ERF32_CLAMP`` (NaN kept), ``x2 = e *
+    e``, the two Horner chains (``p = x2 * P[0] + P[1]``, then ``p * x2 + P[k]``), ``p * e / q``, then exactly +-1
+    from the clamp on (as Eigen: the rational's value there is not quite 1, which a GELU of a large negative x
+    would multiply by x): every operation one rounding in c's dtype, the order ``kernels/gelu.py``'s compiled
+    loop follows."""
+    t = c.dtype.type
     shape, c = c.shape, c.reshape(-1)  # (1-D: NumPy makes a 0-d array's results scalars)
-    e = np.clip(c, -ERF32_CLAMP, ERF32_CLAMP)
+    e = np.clip(c, t(-ERF32_CLAMP), t(ERF32_CLAMP))
     x2 = e * e
-    p = x2 * ERF32_P[0]
-    p += ERF32_P[1]
+    p = x2 * t(ERF32_P[0])
+    p += t(ERF32_P[1])
     for k in ERF32_P[2:]:
         p *= x2
-        p += k
-    q = x2 * ERF32_Q[0]
-    q += ERF32_Q[1]
+        p += t(k)
+    q = x2 * t(ERF32_Q[0])
+    q += t(ERF32_Q[1])
     for k in ERF32_Q[2:]:
         q *= x2
-        q += k
+        q += t(k)
     p *= e
     p /= q
-    p[c >= ERF32_CLAMP] = 1.0
-    p[c <= -ERF32_CLAMP] = -1.0
+    p[c >= t(ERF32_CLAMP)] = 1
+    p[c <= t(-ERF32_CLAMP)] = -1
     return p.reshape(shape)
+
+
+def erf_dtype():
+    """The dtype float32 GELUs and erfs compute in: float64 where the tuning table's ``gelu_erf_float64``."""
+    return np.dtype(np.float64) if current().gelu_erf_float64 else np.dtype(np.float32)
 
 
 def erf(xp, x):
     """``erf(x)`` as a fresh array: on NumPy float32 values the rational approximation (``erf_rational``, in
-    float64, rounded once: abs. error < 2.5e-7), the library's erf otherwise (scipy's / CuPy's, full precision)."""
+    ``erf_dtype()``, rounded to float32), the library's erf otherwise (scipy's / CuPy's, full precision)."""
     if xp is not np or x.dtype != np.float32:
         return erf_fn(xp)(x)
-    return erf_rational(x.astype(np.float64)).astype(np.float32)
+    return erf_rational(x.astype(erf_dtype())).astype(np.float32, copy=False)
 
 
 def _one_plus_erf32(x):
-    """``1 + erf(x / sqrt(2))`` of NumPy float32 ``x`` as a float64 array (``erf_rational`` of ``x * SQRT_HALF64``,
-    all in float64): the exact GELU's ``(1 + erf) * x * 0.5`` then rounds once to float32 (``gelu_values``)."""
-    t = erf_rational(x.astype(np.float64) * SQRT_HALF64)
-    t += 1.0
+    """``1 + erf(x / sqrt(2))`` of NumPy float32 ``x`` in ``erf_dtype()`` (``erf_rational`` of ``x * SQRT_HALF64``,
+    the constant in that dtype): the exact GELU's ``(1 + erf) * x * 0.5`` then rounds once to float32."""
+    w = erf_dtype().type
+    t = erf_rational(x.astype(w) * w(SQRT_HALF64))
+    t += w(1)
     return t
 
 
@@ -343,10 +352,11 @@ def gelu_values(xp, x, approximation="none", out=None):
     if approximation == "tanh":
         t = _tanh_inner(x)
         xp.tanh(t, out=t)
-    elif xp is np and x.dtype == np.float32:  # (in float64, one rounding: ``_one_plus_erf32``)
+    elif xp is np and x.dtype == np.float32:  # (in ``erf_dtype()``, rounded once: ``_one_plus_erf32``)
         t = _one_plus_erf32(x)
         t *= x
-        return np.multiply(t, 0.5, out=out if out is not None else np.empty(x.shape, x.dtype), casting="same_kind")
+        y = np.empty(x.shape, x.dtype) if out is None else out
+        return np.multiply(t, t.dtype.type(0.5), out=y, casting="same_kind")
     else:
         t = erf(xp, x * x.dtype.type(_SQRT_HALF))
     t += 1
@@ -383,11 +393,11 @@ def gelu_slope(xp, x, approximation, y=None, out=None):
         return xp.multiply(t, half, out=out)
     else:
         # Phi(x) + x phi(x)
-        if xp is np and x.dtype == np.float32:  # (``gelu_values``' float64 operations: y its values)
-            t64 = _one_plus_erf32(x)
+        if xp is np and x.dtype == np.float32:  # (``gelu_values``' operations: y its values)
+            t = _one_plus_erf32(x)
             if y is not None:
-                np.multiply(np.multiply(t64, x), 0.5, out=y, casting="same_kind")
-            t = t64.astype(x.dtype)
+                np.multiply(np.multiply(t, x), t.dtype.type(0.5), out=y, casting="same_kind")
+            t = t.astype(x.dtype, copy=False)
         else:
             t = erf(xp, x * x.dtype.type(_SQRT_HALF))
             t += one
