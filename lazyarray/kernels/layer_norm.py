@@ -10,18 +10,24 @@ the statistics in this order too), in twelve NumPy calls on preallocated memory:
 of row statistics and the squares (the thread's scratch from 64 KiB on), where the written-out form ran six to nine program
 steps, each with its own buffer. For the last axis of NumPy float32 / float64 values whose
 parameters share their dtype, up to ``layer_norm_in_place_max_bytes`` (larger ones: the
-reference, which makes no squared copy).
+reference, which makes no squared copy; the compiled implementations make none either and take any size).
 
-``compiled`` runs the same operations row by row in one numba call, for rows of at most ``BLOCK``
-values (a small transformer's): each row sum is NumPy's ``add.reduce`` of such a row (one block
-of its pairwise summation, ``pairwise_sum.py``), the rest one IEEE operation each, so its values are
-``in_place``'s bit for bit (``tests/kernels/test_layer_norm.py`` checks every row length). Measured
+``compiled`` runs the same operations row by row in one numba call, for rows of adjacent values of any
+length: each row sum is NumPy's ``add.reduce`` of such a row (its pairwise summation: one block up to
+``BLOCK`` values, halves recursively past that, ``pairwise_sum.py``), the rest one IEEE operation each, so its
+values are ``in_place``'s bit for bit (``tests/kernels/test_layer_norm.py`` checks every row length to 272 and
+some to 4100). Rows past ``BLOCK`` values take a kernel of their own (``with_row_sum(..., long=True)``): the
+short rows' kernel keeps no call it never makes. A (1, 197, 768) float32 input: 382 -> 325 us, (8, 197, 768)
+4.5 -> 2.8 ms (one thread, CPU time, shared machine). Measured
 on a (1, 7, 32) float32 input (one thread, CPU time, shared machine): 2.3-2.4 us a call against
 ``in_place``'s 9.7-10.1 us and the reference's 11.9-12.7 us.
 
 ``strided_rows`` is ``compiled`` for the rows of a channels-last view (``channels_last``: NCHW seen as NHWC,
 ConvNeXt's layer norm), which NumPy sums value by value from ``+0.0`` rather than pairwise: so does its
-kernel (``tests/kernels/test_layer_norm_strided.py``). convnext_mini, one thread, CPU time per call: 216 -> 157
+kernel (``tests/kernels/test_layer_norm_strided.py``, row lengths 1 to 1100): at any row length, as NumPy's
+reduction order does not change with it (the squares' sums: ``pairwise_sum.py``'s past ``BLOCK``). ConvNeXt-T's
+widths, float32: (1, 768, 7, 7) 205 -> 141 us, (8, 384, 14, 14) 2.7 -> 2.0 ms against ``in_place``.
+convnext_mini, one thread, CPU time per call: 216 -> 157
 us at batch 1, 595 -> 487 us at batch 8 (the five layer norms' twelve NumPy calls each become one call).
 
 ``nn.rms_norm``'s ``compiled`` is its reference's operations the same way (the squares' row sums by
@@ -129,7 +135,7 @@ _rows_with = _rows_making(False)  # (``compiled``: x seen as (rows, 1, n))
 def _compiled(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     """``_rows_with``'s kernel over ``x`` seen as (rows, n), or None where compiled kernels are off or ``out`` is not
     C-ordered (it is written through a (rows, n) view)."""
-    kern = with_row_sum(_rows_with)
+    kern = with_row_sum(_rows_with, x.shape[-1] > BLOCK)
     if kern is None or (out is not None and not out.flags.c_contiguous):
         return None
     n = x.shape[-1]
@@ -176,7 +182,7 @@ def _strided(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     """``_strided_with``'s kernel over ``x`` seen as (outer, inner, n) (``channels_last``), or None where
     compiled kernels are off (or this is a program's first run), ``x`` is not so laid out or ``out`` is
     not C-ordered."""
-    kern = with_row_sum(_strided_with)
+    kern = with_row_sum(_strided_with, x.shape[-1] > BLOCK)
     oi = channels_last(x)
     if kern is None or oi is None or (out is not None and not out.flags.c_contiguous):
         return None
@@ -191,12 +197,13 @@ IN_PLACE = Impl("layer_norm", "in_place", _in_place,
                 "NumPy float32 / float64, the last axis, parameters of x's dtype, up to "
                 "layer_norm_in_place_max_bytes: the written-out ops' NumPy calls on preallocated memory")
 COMPILED = Impl("layer_norm", "compiled", _compiled,
-                "as in_place, rows of at most BLOCK adjacent values, numba on: in_place's operations row by row in "
+                "as in_place (any size), rows of adjacent values, numba on: in_place's operations row by row in "
                 "one compiled call (each sum NumPy's, bit for bit)", fallback=IN_PLACE)
 STRIDED_ROWS = Impl("layer_norm", "strided_rows", _strided,
-                    "as in_place, rows of 2 to BLOCK values along the last axis of a C-ordered array's view that "
-                    "moved it last (NCHW as NHWC: channels_last), numba on, layer_norm_strided_rows: in_place's "
-                    "operations row by row in one compiled call (NumPy's sums, bit for bit)", fallback=IN_PLACE)
+                    "as in_place (any size), rows of 2 or more values along the last axis of a C-ordered array's "
+                    "view that moved it last (NCHW as NHWC: channels_last), numba on, layer_norm_strided_rows: "
+                    "in_place's operations row by row in one compiled call (NumPy's sums, bit for bit)",
+                    fallback=IN_PLACE)
 _IN_PLACE, _COMPILED, _STRIDED = Choice(IN_PLACE), Choice(COMPILED), Choice(STRIDED_ROWS)
 # (the binder's other cases: ``in_place`` or the reference kernel, run directly)
 _BIND_OTHERWISE = keyword_binder(lambda xp, x, gamma, beta, out, axis, eps: _choice(xp, x, gamma, beta, axis),
@@ -249,7 +256,7 @@ def bind_layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None) -> Bound:
         return _bind_strided(xp, x, gamma, beta, axis, eps, out)
     if choice is not _COMPILED:
         return _BIND_OTHERWISE(xp, x, gamma, beta, out=out, axis=axis, eps=eps)
-    kern = with_row_sum(_rows_with)
+    kern = with_row_sum(_rows_with, x.shape[-1] > BLOCK)
     if kern is None or (out is not None and not out.flags.c_contiguous):
         return Bound(choice, lambda x, gamma, beta, out=None: _declined(xp, x, gamma, beta, axis, eps, out))
     n, dtype, t = x.shape[-1], x.dtype, x.dtype.type
@@ -269,7 +276,7 @@ def _bind_strided(xp, x, gamma, beta, axis, eps, out) -> Bound:
     """``bind_layer_norm``'s ``strided_rows``: its kernel, constants and view shape found once (``in_place``
     where it declines: compiled kernels off, a program's first run, ``out`` not C-ordered); a call whose
     ``x`` has other strides than the bound one's goes to the runner."""
-    kern = with_row_sum(_strided_with)
+    kern = with_row_sum(_strided_with, x.shape[-1] > BLOCK)
     if kern is None or (out is not None and not out.flags.c_contiguous):
         return Bound(_IN_PLACE, lambda x, gamma, beta, out=None: _declined(xp, x, gamma, beta, axis, eps, out))
     shape, strides, dtype, t = x.shape, x.strides, x.dtype, x.dtype.type

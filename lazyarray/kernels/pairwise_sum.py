@@ -1,15 +1,19 @@
-"""NumPy's sum of a short row, written out once for the compiled kernels that must give its values.
+"""NumPy's sum of a row, written out once for the compiled kernels that must give its values.
 
 NumPy's ``add.reduce`` of up to ``BLOCK`` adjacent values is one block of its pairwise summation:
 below 8 values one by one from ``-0.0``; else eight running sums (values 0-7, then each next 8
 values added to them in turn), combined as a tree ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 +
 r7))``, then the remaining values one by one; the reduction then adds that to its start, ``0``.
-``ROW_SUM`` is that, every operation one rounding in the row's dtype (numba without ``fastmath``):
-the same value bit for bit, of the row or of its squares (each square rounded first, as
-``np.multiply(x, x)`` stores it: ``SQUARES_SUM``). ``layer_norm.py`` (layer and RMS norms) and ``softmax.py``
-(the in-place softmax) compile them into their kernels: ``with_row_sum(make)`` compiles
-``make(row_sum, squares_sum)``, both compiled inlined into it (``jit.inlined``; ``tests/kernels/test_layer_norm.py``,
-``test_softmax.py`` and ``test_attention.py`` check the callers' values bit for bit).
+Longer rows it splits in two (the first ``n // 2`` rounded down to a multiple of 8 values, the rest),
+each summed the same way, recursively, then adds the two sums (numpy's ``loops_utils.h.src``,
+``pairwise_sum``; ``PW_BLOCKSIZE``). ``BLOCK_SUM`` is one block, every operation one rounding in the
+row's dtype (numba without ``fastmath``), and ``_summing``'s ``row_sum`` the whole: the same value bit for
+bit, of the row or of its squares (each square rounded first, as ``np.multiply(x, x)`` stores it:
+``BLOCK_SQUARES_SUM``). ``layer_norm.py`` (layer and RMS norms), ``mean.py`` and ``softmax.py`` (the in-place
+softmax) compile them into their kernels: ``with_row_sum(make, long)`` compiles ``make(row_sum,
+squares_sum)``, both compiled inlined into it (``jit.inlined``), rows of any length where ``long``
+(``tests/kernels/test_layer_norm.py`` checks lengths to 4100; ``test_layer_norm.py``, ``test_softmax.py`` and
+``test_attention.py`` check the callers' values bit for bit).
 """
 from __future__ import annotations
 
@@ -101,12 +105,14 @@ def _halving(block):
 
 
 def _summing(block, halves_sum):
-    """``row_sum(row, zero)``: ``zero + `` NumPy's pairwise sum of the 1-D ``row`` (of any length): up to
-    ``BLOCK`` values one ``block`` (inlined), longer rows ``halves_sum`` (``_halving``: called, not inlined,
-    which keeps the kernels that inline ``row_sum`` quick to compile)."""
+    """``row_sum(row, zero)``: ``zero + `` NumPy's pairwise sum of the 1-D ``row``: up to ``BLOCK`` values one
+    ``block`` (inlined); where ``halves_sum`` is given (``_halving``: called, not inlined, which keeps the kernels
+    that inline ``row_sum`` quick to compile), longer rows by it. Without it (None, a constant where numba
+    compiles it: no test), rows of at most ``BLOCK`` values only: the kernel then pays no reference counting
+    for a call it never makes (5% of a short rows' layer norm)."""
     def row_sum(row, zero):
         n = row.shape[0]
-        if n <= BLOCK:
+        if halves_sum is None or n <= BLOCK:
             return zero + block(row, 0, n, zero)
         return zero + halves_sum(row, zero)
 
@@ -116,32 +122,33 @@ def _summing(block, halves_sum):
 BLOCK_SUM, BLOCK_SQUARES_SUM = jit.inlined(_block_summing(False)), jit.inlined(_block_summing(True))
 
 
-def with_row_sum(make: Callable):
-    """``make(row_sum, squares_sum)`` compiled (``jit.compiled``), the compiled ``ROW_SUM`` and
-    ``SQUARES_SUM`` in it, made once per ``make``; None where compiled kernels are off, or ``make`` is
-    ``jit.tiered`` and this is a program's first run."""
+def with_row_sum(make: Callable, long: bool = False):
+    """``make(row_sum, squares_sum)`` compiled (``jit.compiled``), the compiled row sums (``_summing``) in it,
+    made once per ``make`` and ``long``: rows of any length where ``long``, else of at most ``BLOCK`` values.
+    None where compiled kernels are off, or ``make`` is ``jit.tiered`` and this is a program's first run."""
     if jit.declined(make):  # (``make`` tiered, in a program's first run: numba not looked up)
         return None
-    fn = MADE.peek(make)
+    key = (make, long) if long else make
+    fn = MADE.peek(key)
     if fn is None:
         if not jit.enabled():
             return None
-        fn = MADE.get_or_make(make, _made, make)
+        fn = MADE.get_or_make(key, _made, make, long)
     return jit.compiled(fn)
 
 
-def _made(make: Callable):
-    return make(_row_sum(BLOCK_SUM), _row_sum(BLOCK_SQUARES_SUM))
+def _made(make: Callable, long: bool):
+    return make(_row_sum(BLOCK_SUM, long), _row_sum(BLOCK_SQUARES_SUM, long))
 
 
-def _row_sum(block: Callable):
-    """``_summing``'s ``row_sum`` over ``block`` compiled (to be inlined), made once per ``block``."""
-    fn = MADE.peek(block)
+def _row_sum(block: Callable, long: bool):
+    """``_summing``'s ``row_sum`` over ``block`` compiled (to be inlined), made once per ``block`` and ``long``."""
+    fn = MADE.peek((block, long))
     if fn is None:
-        fn = MADE.get_or_make(block, _summing_made, block)
+        fn = MADE.get_or_make((block, long), _summing_made, block, long)
     return jit.compiled(fn, always=True)
 
 
-def _summing_made(block: Callable):
+def _summing_made(block: Callable, long: bool):
     inline = jit.compiled(block, always=True)
-    return jit.inlined(_summing(inline, jit.compiled(_halving(inline), always=True)))
+    return jit.inlined(_summing(inline, jit.compiled(_halving(inline), always=True) if long else None))

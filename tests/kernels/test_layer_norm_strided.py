@@ -1,7 +1,8 @@
 """layer_norm[strided_rows]: a channels-last view's rows (NCHW seen as NHWC, ConvNeXt's layer norm) bit for
 bit ``in_place``'s and the reference's values, float32 and float64, row lengths 1 to 1100, one-value spatial
 axes, NaN / inf / -0.0 rows, empty dims, ``out`` given or not; the layouts it takes (``channels_last``) and
-declines; its binder; the convnext_mini fixture as onnxruntime and as the impl switched off."""
+declines; its binder; the convnext_mini fixture and a wider block (192, 768 channels) as onnxruntime and as the
+impl switched off."""
 from __future__ import annotations
 
 import json
@@ -178,3 +179,39 @@ def test_convnext_mini_as_onnxruntime_and_as_switched_off():
         for got, off in zip(outs[True], outs[False]):
             _same(got, off, case)
             np.testing.assert_allclose(got, theirs, rtol=1e-3, atol=1e-4)
+
+
+def _wide_block(path, c):
+    """A ConvNeXt-like block of ``c`` channels written with onnx.helper (the fixtures' widths stop at 128):
+    NCHW seen as NHWC, LayerNormalization over the channels, back to NCHW."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    params = [numpy_helper.from_array(RNG.standard_normal(c).astype(np.float32), name) for name in ("g", "b")]
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
+             helper.make_node("LayerNormalization", ["t", "g", "b"], ["n"], axis=-1, epsilon=1e-6),
+             helper.make_node("Transpose", ["n"], ["y"], perm=[0, 3, 1, 2])]
+    graph = helper.make_graph(nodes, "wide", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, 7, 7])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", c, 7, 7])], params)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+@pytest.mark.parametrize("c", [192, 768])
+def test_a_wide_convnext_like_block_runs_strided_rows_past_128_channels(tmp_path, c):
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("numba")
+    path = tmp_path / "wide.onnx"
+    _wide_block(path, c)
+    x = (RNG.standard_normal((2, c, 7, 7)) * 3 + 1).astype(np.float32)
+    outs = {}
+    for on in (True, False):
+        with la.tuning(layer_norm_strided_rows=on):
+            net = la.blocks.SymbolBlock.imports(str(path), ["x"])
+            net.hybridize()
+            outs[on] = [np.asarray(net(la.array(x)).asnumpy()) for _ in range(3)]  # (the first run, then bound)
+            assert ("nn.layer_norm[strided_rows]" in str(net.explain(la.array(x)))) == on
+    for got, off in zip(outs[True], outs[False]):
+        _same(got, off, str(c))
+    theirs = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(outs[True][-1], theirs, rtol=1e-4, atol=1e-5)
