@@ -99,3 +99,15 @@ def test_the_error_against_the_exact_gelu(erf_dtype):
     assert err < (3e-7 if erf_dtype else 1.15e-6), err
     big = np.array([-1e30, -1e6, -12.0, 12.0, 1e6], np.float32)
     np.testing.assert_array_equal(G._compiled(np, big), [0.0, 0.0, 0.0, 12.0, 1e6])
+
+
+def test_with_grad_gives_gelus_values(erf_dtype):
+    """``gelu_with_grad`` (reference and chunks) computes its gelu as ``gelu_values`` does, in the same dtype."""
+    x = (RNG.standard_normal((300, 1000)) * 4).astype(np.float32)
+    want = norm.gelu_values(np, x)
+    y, d = norm._gelu_with_grad(np, x)
+    _bits_equal(y, want)
+    y2, d2 = G.with_grad_in_chunks(np, x)
+    _bits_equal(y2, want)
+    _bits_equal(d2, d)
+    assert d.dtype == np.float32 and np.all(np.abs(d - 0.5) <= 0.65)
