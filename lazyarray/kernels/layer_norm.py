@@ -31,7 +31,7 @@ convnext_mini, one thread, CPU time per call: 216 -> 157
 us at batch 1, 595 -> 487 us at batch 8 (the five layer norms' twelve NumPy calls each become one call).
 
 ``nn.rms_norm``'s ``compiled`` is its reference's operations the same way (the squares' row sums by
-``pairwise_sum.py``), for rows of at most ``BLOCK`` values.
+``pairwise_sum.py``), for rows of any length.
 """
 from __future__ import annotations
 
@@ -295,7 +295,7 @@ def _bind_strided(xp, x, gamma, beta, axis, eps, out) -> Bound:
 def _rms_rows_with(row_sum, squares_sum):
     """The kernel of rms_norm's ``compiled`` calling the compiled row sums (``pairwise_sum.py``)."""
     def rms_rows(x, gamma, out, stat, eps, zero, one):
-        """``nn.rms_norm``'s reference row by row for a 2-D ``x`` of rows of at most ``BLOCK`` values
+        """``nn.rms_norm``'s reference row by row for a 2-D ``x`` of rows of any length
         into ``out``: the sum of each row's squares NumPy's (``squares_sum``), the division by the count
         in float64 stored in ``stat``, every other operation one rounding in x's dtype, in the
         reference's order."""
@@ -316,7 +316,7 @@ def _rms_rows_with(row_sum, squares_sum):
 def _rms_compiled(xp, x, gamma, eps=1e-6, out=None):
     """``_rms_rows_with``'s kernel over ``x`` seen as (rows, n), or None where compiled kernels are off or ``out`` is
     not C-ordered."""
-    kern = with_row_sum(_rms_rows_with)
+    kern = with_row_sum(_rms_rows_with, x.shape[-1] > BLOCK)
     if kern is None or (out is not None and not out.flags.c_contiguous):
         return None
     n = x.shape[-1]
@@ -327,14 +327,14 @@ def _rms_compiled(xp, x, gamma, eps=1e-6, out=None):
 
 
 RMS_COMPILED = Impl("rms_norm", "compiled", _rms_compiled,
-                    "NumPy float32 / float64 x and gamma, rows of 1 to BLOCK values, numba on: the reference's "
+                    "NumPy float32 / float64 x and gamma, rows of 1 or more values, numba on: the reference's "
                     "operations row by row in one compiled call (its values bit for bit)")
 _RMS = Choice(RMS_COMPILED)
 _BIND_RMS_OTHERWISE = keyword_binder(lambda xp, x, gamma, out, eps: None, {}, "rms_norm", _RMS_REFERENCE)
 
 
 def _rms_fits(xp, x, gamma) -> bool:
-    return (xp is np and x.ndim > 0 and 0 < x.shape[-1] <= BLOCK and x.dtype in (np.float32, np.float64)
+    return (xp is np and x.ndim > 0 and 0 < x.shape[-1] and x.dtype in (np.float32, np.float64)
             and gamma.dtype == x.dtype and jit.enabled())
 
 
@@ -356,7 +356,7 @@ def bind_rms_norm(xp, x, gamma, eps=1e-6, out=None) -> Bound:
     """A compiled step's ``Bound`` (``kernels.bind``): ``compiled`` with its kernel and constants found
     once where it applies (``choose_rms_norm``: the avals and the tuning table decide), else the
     reference kernel."""
-    kern = with_row_sum(_rms_rows_with) if _rms_fits(xp, x, gamma) else None
+    kern = with_row_sum(_rms_rows_with, x.shape[-1] > BLOCK) if _rms_fits(xp, x, gamma) else None
     if kern is None or (out is not None and not out.flags.c_contiguous):
         return _BIND_RMS_OTHERWISE(xp, x, gamma, out=out, eps=eps)
     n, dtype, t = x.shape[-1], x.dtype, x.dtype.type

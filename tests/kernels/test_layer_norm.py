@@ -121,7 +121,7 @@ def _rms_written_out(x, g, eps):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_rms_norm_compiled_is_the_reference_and_the_written_out_ops_bit_for_bit(dtype):
     pytest.importorskip("numba")
-    for n in range(1, L.BLOCK + 1):
+    for n in (*range(1, 2 * L.BLOCK + 17), 511, 512, 513, 768, 1100):
         x, g, _ = _args((3, n), dtype)
         want = _rms_written_out(x, g, 1e-6)
         np.testing.assert_array_equal(RMS_REFERENCE(np, x, g, eps=1e-6), want)
@@ -135,7 +135,9 @@ def test_rms_norm_choice(kernel_path):
     x, g, _ = _args((4, 8), "float32")
     want = "rms_norm[compiled]" if kernel_path == "compiled" else "rms_norm[reference]"
     assert str(kernels.choose("rms_norm", np, x, g)) == want
-    assert kernels.choose("rms_norm", np, *_args((2, L.BLOCK + 1), "float32")[:2]).impl.name == "reference"
+    long = _args((2, 512), "float32")[:2]  # (rows of any length: NumPy's pairwise sum past one block too)
+    assert str(kernels.choose("rms_norm", np, *long)) == want
+    np.testing.assert_array_equal(L.run_rms_norm(np, *long), _rms_written_out(*long, 1e-6))
     np.testing.assert_array_equal(L.run_rms_norm(np, x, g), _rms_written_out(x, g, 1e-6))
     out = np.empty((4, 8), "float32")
     assert L.run_rms_norm(np, x, g, out=out) is out
