@@ -14,8 +14,9 @@ import numpy as np
 
 from .. import jit
 from ..ops import registry
-from ..ops.norm import ERF32_CLAMP, ERF32_P, ERF32_Q, SQRT_HALF64, erf_dtype, gelu_grad_values, gelu_slope, gelu_values
+from ..ops.norm import ERF32_CLAMP, ERF32_P, ERF32_Q, SQRT_HALF64, gelu_grad_values, gelu_slope, gelu_values
 from ..threads import chunked
+from ..tuning_table import current
 from .impl import Choice, Impl
 from .runner import keyword_binder, noted
 
@@ -151,7 +152,7 @@ def _compiled(xp, x, approximation="none", out=None):
     if kern is None:
         return None
     y = np.empty(x.shape, x.dtype) if out is None else out
-    k = COEFFS64 if erf_dtype() == np.float64 else COEFFS32
+    k = COEFFS64 if current().gelu_erf_float64 else COEFFS32  # (``erf_dtype()``, cheaper)
     flat, dest = x.reshape(-1), y.reshape(-1)
     if flat.size < 4 * CHUNK_ELEMENTS:
         kern(flat, dest, k)
