@@ -160,6 +160,9 @@ class Tuning:
     fuse_layer_norm: bool = _doc(True, "inference graphs: a layer norm written out in ops as one nn.layer_norm")
     fuse_gelu: bool = _doc(True, "inference graphs: the exact GELU with erf written out (ONNX Erf as the importer "
                            "expands it) as one nn.gelu (graph/passes/gelu.py)")
+    gelu_erf_float64: bool = _doc(False, "nn.gelu's erf form on float32 values computed in float64 and rounded once: "
+                                  "within 2.9e-7 of the exact GELU over [-8, 8] (float32: 1.1e-6), about twice the "
+                                  "time (ops/norm.py, kernels/gelu.py)")
     layer_norm_in_place_max_bytes: int = _doc(1 << 20, "largest input layer_norm's in_place runs (kernels/layer_norm.py)")
     layer_norm_strided_rows: bool = _doc(True, "layer_norm's strided_rows: a channels-last view's rows (ConvNeXt) in one "
                                          "compiled call (kernels/layer_norm.py)")

@@ -3,8 +3,10 @@
 ``ops/norm.py`` holds the reference kernels (every pass over the whole array). Elementwise kernels
 of many passes run here chunk by chunk (``chunks``): each chunk's temporaries stay in cache, chunks
 over ``la.set_num_threads`` threads. Each value is the same operations either way: the same bits.
-``compiled`` (gelu's erf form, NumPy float32, numba on) runs the reference's float32 operations
-value by value in one loop LLVM vectorizes: the same bits again (4096 values 26 -> 3.4 us).
+``compiled`` (gelu's erf form, NumPy float32, numba on) runs the reference's operations value by value in one
+loop LLVM vectorizes, in float32 (4096 values 26 -> 3.4 us against the reference) or, where the tuning table's
+``gelu_erf_float64``, in float64 rounded once (within 2.9e-7 of the exact GELU over [-8, 8], against 1.1e-6;
+about twice the time): the same bits again.
 """
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ import numpy as np
 
 from .. import jit
 from ..ops import registry
-from ..ops.norm import gelu_grad_values, gelu_slope, gelu_values
+from ..ops.norm import ERF32_CLAMP, ERF32_P, ERF32_Q, SQRT_HALF64, gelu_grad_values, gelu_slope, gelu_values
 from ..threads import chunked
+from ..tuning_table import current
 from .impl import Choice, Impl
 from .runner import keyword_binder, noted
 
@@ -96,47 +99,50 @@ run_with_grad, choose_with_grad = _runner("gelu_with_grad", lambda xp, arrays, o
 
 
 # -- gelu[compiled]: the exact (erf) GELU of float32 values in one compiled loop -------------------
-# ``ops/norm.py``'s float32 erf (``erf``: x P(x^2) / Q(x^2) on [-4, 4], Eigen's and XLA's), its
-# coefficients as written there (the tests check the two kernels agree bit for bit on every tested value)
-ERF32_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
-           -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
-ERF32_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
-           -1.42647390514189e-02)
-# [1 / sqrt(2), 4, 0.5, 1, P..., Q...] in float32: the loop's constants (numba would compute in
-# float64 with Python float literals)
-COEFFS = np.array((2 ** -0.5, 4.0, 0.5, 1.0) + ERF32_P + ERF32_Q, np.float32)
-COEFFS.flags.writeable = False
+# ``ops/norm.py``'s erf (``erf_rational``: x P(x^2) / Q(x^2), +-1 from +-ERF32_CLAMP on, Eigen's and XLA's float32
+# rational) and GELU in its ``erf_dtype()``: [1 / sqrt(2), the clamp, 0.5, 1, P..., Q...] in float32 and in float64,
+# the loop's constants (numba would compute in float64 with Python float literals): their dtype is the loop's
+def _coeffs(dtype):
+    k = np.array((SQRT_HALF64, ERF32_CLAMP, 0.5, 1.0) + ERF32_P + ERF32_Q, dtype)
+    k.flags.writeable = False
+    return k
+
+
+COEFFS32, COEFFS64 = _coeffs(np.float32), _coeffs(np.float64)
 
 
 @jit.tiered
 def _gelu_erf_loop(x, out, k):
-    """``gelu_values(np, x)`` of a flat float32 ``x`` into ``out``: the same float32 operations in the
-    same order per value (x * k[0], clipped to +-k[1] with NaN kept, the two Horner chains, p * c / q,
-    + 1, * x, * 0.5), each rounded once as NumPy's ufuncs round it: equal values, bit for bit. (The
-    constants are read into locals first, and the division is ``np.true_divide``, not ``/``, whose
-    zero check under numba's Python error model keeps LLVM from vectorizing the loop.)"""
+    """``gelu_values(np, x)`` of a flat float32 ``x`` into ``out``: the same operations in the same order per
+    value, in the dtype of the constants ``k`` (``erf_dtype()``: x times k[0] is of it): x * k[0], clipped to
+    +-k[1] with NaN kept, the two Horner chains, p * c / q, +-1 from the clamp on, + 1, * x, * 0.5, rounded to
+    float32 once where float64, each rounded as NumPy's ufuncs round it: equal values, bit for bit. (The
+    constants are read into locals first, and the division is ``np.true_divide``, not ``/``, whose zero check
+    under numba's Python error model keeps LLVM from vectorizing the loop.)"""
     s, hi, half, one = k[0], k[1], k[2], k[3]
-    p0, p1, p2, p3, p4, p5, p6 = k[4], k[5], k[6], k[7], k[8], k[9], k[10]
-    q0, q1, q2, q3, q4 = k[11], k[12], k[13], k[14], k[15]
+    p0, p1, p2, p3, p4 = k[4], k[5], k[6], k[7], k[8]
+    q0, q1, q2, q3, q4, q5, q6 = k[9], k[10], k[11], k[12], k[13], k[14], k[15]
     lo = -hi
     for i in range(x.shape[0]):
         v = x[i]
         c = v * s
-        c = hi if c > hi else c
-        c = lo if c < lo else c
-        c2 = c * c
+        e = hi if c > hi else c
+        e = lo if e < lo else e
+        c2 = e * e
         p = c2 * p0 + p1
         p = p * c2 + p2
         p = p * c2 + p3
         p = p * c2 + p4
-        p = p * c2 + p5
-        p = p * c2 + p6
         q = c2 * q0 + q1
         q = q * c2 + q2
         q = q * c2 + q3
         q = q * c2 + q4
-        t = np.true_divide(p * c, q) + one
-        out[i] = t * v * half
+        q = q * c2 + q5
+        q = q * c2 + q6
+        t = np.true_divide(p * e, q)
+        t = one if c >= hi else t
+        t = -one if c <= lo else t
+        out[i] = (t + one) * v * half
 
 
 def _compiled(xp, x, approximation="none", out=None):
@@ -146,21 +152,22 @@ def _compiled(xp, x, approximation="none", out=None):
     if kern is None:
         return None
     y = np.empty(x.shape, x.dtype) if out is None else out
+    k = COEFFS64 if current().gelu_erf_float64 else COEFFS32  # (``erf_dtype()``, cheaper)
     flat, dest = x.reshape(-1), y.reshape(-1)
     if flat.size < 4 * CHUNK_ELEMENTS:
-        kern(flat, dest, COEFFS)
+        kern(flat, dest, k)
         return y
 
     def work(bounds):
         for lo, hi in bounds:
-            kern(flat[lo:hi], dest[lo:hi], COEFFS)
+            kern(flat[lo:hi], dest[lo:hi], k)
 
     chunked(flat.size, CHUNK_ELEMENTS, y.nbytes, work)
     return y
 
 
 COMPILED = Impl("gelu", "compiled", _compiled,
-                "approximation='none', NumPy float32, x and out C-ordered, numba on: the reference's float32 "
+                "approximation='none', NumPy float32, x and out C-ordered, numba on: the reference's "
                 "operations value by value in one compiled loop (chunks over the threads when large), bit for bit",
                 threads=True, fallback=GELU)
 _COMPILED = Choice(COMPILED)

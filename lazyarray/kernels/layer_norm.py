@@ -10,22 +10,28 @@ the statistics in this order too), in twelve NumPy calls on preallocated memory:
 of row statistics and the squares (the thread's scratch from 64 KiB on), where the written-out form ran six to nine program
 steps, each with its own buffer. For the last axis of NumPy float32 / float64 values whose
 parameters share their dtype, up to ``layer_norm_in_place_max_bytes`` (larger ones: the
-reference, which makes no squared copy).
+reference, which makes no squared copy; the compiled implementations make none either and take any size).
 
-``compiled`` runs the same operations row by row in one numba call, for rows of at most ``BLOCK``
-values (a small transformer's): each row sum is NumPy's ``add.reduce`` of such a row (one block
-of its pairwise summation, ``pairwise_sum.py``), the rest one IEEE operation each, so its values are
-``in_place``'s bit for bit (``tests/kernels/test_layer_norm.py`` checks every row length). Measured
+``compiled`` runs the same operations row by row in one numba call, for rows of adjacent values of any
+length: each row sum is NumPy's ``add.reduce`` of such a row (its pairwise summation: one block up to
+``BLOCK`` values, halves recursively past that, ``pairwise_sum.py``), the rest one IEEE operation each, so its
+values are ``in_place``'s bit for bit (``tests/kernels/test_layer_norm.py`` checks every row length to 272 and
+some to 4100). Rows past ``BLOCK`` values take a kernel of their own (``with_row_sum(..., long=True)``): the
+short rows' kernel keeps no call it never makes. A (1, 197, 768) float32 input: 382 -> 325 us, (8, 197, 768)
+4.5 -> 2.8 ms (one thread, CPU time, shared machine). Measured
 on a (1, 7, 32) float32 input (one thread, CPU time, shared machine): 2.3-2.4 us a call against
 ``in_place``'s 9.7-10.1 us and the reference's 11.9-12.7 us.
 
 ``strided_rows`` is ``compiled`` for the rows of a channels-last view (``channels_last``: NCHW seen as NHWC,
 ConvNeXt's layer norm), which NumPy sums value by value from ``+0.0`` rather than pairwise: so does its
-kernel (``tests/kernels/test_layer_norm_strided.py``). convnext_mini, one thread, CPU time per call: 216 -> 157
+kernel (``tests/kernels/test_layer_norm_strided.py``, row lengths 1 to 1100): at any row length, as NumPy's
+reduction order does not change with it (the squares' sums: ``pairwise_sum.py``'s past ``BLOCK``). ConvNeXt-T's
+widths, float32: (1, 768, 7, 7) 205 -> 141 us, (8, 384, 14, 14) 2.7 -> 2.0 ms against ``in_place``.
+convnext_mini, one thread, CPU time per call: 216 -> 157
 us at batch 1, 595 -> 487 us at batch 8 (the five layer norms' twelve NumPy calls each become one call).
 
 ``nn.rms_norm``'s ``compiled`` is its reference's operations the same way (the squares' row sums by
-``pairwise_sum.py``), for rows of at most ``BLOCK`` values.
+``pairwise_sum.py``), for rows of any length.
 """
 from __future__ import annotations
 
@@ -45,9 +51,21 @@ _RMS_REFERENCE = registry.get("rms_norm").kernel
 
 
 def _fits(xp, x, gamma, beta, axis) -> bool:
+    """The implementations' common ground (the compiled ones take any size: they make no squared copy)."""
     return (xp is np and x.ndim > 0 and x.size > 0 and axis % x.ndim == x.ndim - 1
-            and x.dtype in (np.float32, np.float64) and gamma.dtype == x.dtype == beta.dtype
-            and x.nbytes <= current().layer_norm_in_place_max_bytes)
+            and x.dtype in (np.float32, np.float64) and gamma.dtype == x.dtype == beta.dtype)
+
+
+def _small(x) -> bool:
+    """Whether ``in_place`` takes ``x``: up to ``layer_norm_in_place_max_bytes`` (larger: the reference)."""
+    return x.nbytes <= current().layer_norm_in_place_max_bytes
+
+
+def _declined(xp, x, gamma, beta, axis, eps, out):
+    """Where a compiled implementation declines: ``in_place`` (``_small``), else the reference."""
+    if _small(x):
+        return _in_place(xp, x, gamma, beta, axis, eps, out)
+    return _REFERENCE(xp, x, gamma, beta, axis=axis, eps=eps, out=out)
 
 
 def _in_place(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
@@ -70,43 +88,60 @@ def _in_place(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     return y
 
 
-@jit.tiered
-def _rows_with(row_sum, squares_sum):
-    """The kernel of ``compiled`` calling the compiled row sums (``pairwise_sum.py``)."""
-    def rows(x, gamma, beta, out, stat, eps, zero, one):
-        """``in_place``'s operations row by row for a 2-D ``x`` of rows of at most ``BLOCK`` values
-        into ``out``: each sum NumPy's (``row_sum``), each division by the count in float64 stored
-        in ``stat`` (x's dtype), every other operation one rounding in x's dtype, in ``in_place``'s
-        order: the same values bit for bit."""
-        n = x.shape[1]
-        for r in range(x.shape[0]):
-            xr, yr = x[r], out[r]
-            stat[0] = row_sum(xr, zero)
-            stat[0] = stat[0] / np.float64(n)
-            mean = stat[0]
-            for i in range(n):
-                yr[i] = xr[i] - mean
-            stat[1] = squares_sum(yr, zero)  # (the squares of the centered row, squared as read)
-            stat[1] = stat[1] / np.float64(n)
-            stat[1] = stat[1] + eps
-            stat[1] = np.sqrt(stat[1])
-            inv = one / stat[1]
-            for i in range(n):
-                yr[i] = yr[i] * inv * gamma[i] + beta[i]
+def _rows_making(strided: bool):
+    """The maker of ``compiled``'s kernel (``strided`` False) or ``strided_rows``' (True), calling the compiled row
+    sums (``pairwise_sum.py``): one body, ``strided`` a constant where numba compiles it (no test in the loop; an
+    inlined helper holding the shared rest cost 5-12% in reference counting of its array arguments per row)."""
+    @jit.tiered
+    def make(row_sum, squares_sum):
+        def rows(x, gamma, beta, out, stat, eps, zero, one):
+            """``in_place``'s operations row by row for ``x`` of shape (outer, inner, n), rows along its last axis,
+            into the C-ordered (outer * inner, n) ``out``: each row's sum NumPy's (adjacent values, ``inner`` 1:
+            ``row_sum``, pairwise; ``strided`` (``channels_last``): ``+0.0`` then its values added in order), each
+            division by the count in float64 stored in ``stat`` (x's dtype), the sum of the centered row's squares
+            ``squares_sum``'s (squared as read), every other operation one rounding in x's dtype, in ``in_place``'s
+            order: the same values bit for bit, at any row length."""
+            n, inner = x.shape[2], x.shape[1]
+            for o in range(x.shape[0]):
+                for p in range(inner):
+                    xr, yr = x[o, p], out[o * inner + p]
+                    if strided:
+                        s = zero
+                        for i in range(n):
+                            s += xr[i]
+                        stat[0] = s
+                    else:
+                        stat[0] = row_sum(xr, zero)
+                    stat[0] = stat[0] / np.float64(n)
+                    mean = stat[0]
+                    for i in range(n):
+                        yr[i] = xr[i] - mean
+                    stat[1] = squares_sum(yr, zero)
+                    stat[1] = stat[1] / np.float64(n)
+                    stat[1] = stat[1] + eps
+                    stat[1] = np.sqrt(stat[1])
+                    inv = one / stat[1]
+                    for i in range(n):
+                        yr[i] = yr[i] * inv * gamma[i] + beta[i]
 
-    return rows
+        return rows
+
+    return make
+
+
+_rows_with = _rows_making(False)  # (``compiled``: x seen as (rows, 1, n))
 
 
 def _compiled(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     """``_rows_with``'s kernel over ``x`` seen as (rows, n), or None where compiled kernels are off or ``out`` is not
     C-ordered (it is written through a (rows, n) view)."""
-    kern = with_row_sum(_rows_with)
+    kern = with_row_sum(_rows_with, x.shape[-1] > BLOCK)
     if kern is None or (out is not None and not out.flags.c_contiguous):
         return None
     n = x.shape[-1]
     y = np.empty(x.shape, x.dtype) if out is None else out
     t = x.dtype.type
-    kern(x.reshape(-1, n), gamma, beta, y.reshape(-1, n), np.empty(2, x.dtype), t(eps), t(0), t(1))
+    kern(x.reshape(-1, 1, n), gamma, beta, y.reshape(-1, n), np.empty(2, x.dtype), t(eps), t(0), t(1))
     return y
 
 
@@ -140,43 +175,14 @@ def channels_last(x) -> tuple[int, int] | None:
     return None if dims else (outer, inner)
 
 
-@jit.tiered
-def _strided_with(row_sum, squares_sum):
-    """The kernel of ``strided_rows`` calling the compiled squares' row sum (``pairwise_sum.py``)."""
-    def strided_rows(x, gamma, beta, out, stat, eps, zero, one):
-        """``in_place``'s operations row by row for ``x`` of shape (outer, inner, n) with rows along its
-        last axis (``channels_last``) into the C-ordered (outer * inner, n) ``out``: each row's sum
-        ``+0.0`` then its values added in order (NumPy's sum of such a row), the squares' sum that of
-        the C-ordered centered row (``squares_sum``), each division by the count in float64 stored in
-        ``stat`` (x's dtype), every other operation one rounding in x's dtype: ``in_place``'s values."""
-        n, inner = x.shape[2], x.shape[1]
-        for o in range(x.shape[0]):
-            for p in range(inner):
-                xr, yr = x[o, p], out[o * inner + p]
-                s = zero
-                for i in range(n):
-                    s += xr[i]
-                stat[0] = s
-                stat[0] = stat[0] / np.float64(n)
-                mean = stat[0]
-                for i in range(n):
-                    yr[i] = xr[i] - mean
-                stat[1] = squares_sum(yr, zero)
-                stat[1] = stat[1] / np.float64(n)
-                stat[1] = stat[1] + eps
-                stat[1] = np.sqrt(stat[1])
-                inv = one / stat[1]
-                for i in range(n):
-                    yr[i] = yr[i] * inv * gamma[i] + beta[i]
-
-    return strided_rows
+_strided_with = _rows_making(True)  # (``strided_rows``: x seen as (outer, inner, n), ``channels_last``)
 
 
 def _strided(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     """``_strided_with``'s kernel over ``x`` seen as (outer, inner, n) (``channels_last``), or None where
     compiled kernels are off (or this is a program's first run), ``x`` is not so laid out or ``out`` is
     not C-ordered."""
-    kern = with_row_sum(_strided_with)
+    kern = with_row_sum(_strided_with, x.shape[-1] > BLOCK)
     oi = channels_last(x)
     if kern is None or oi is None or (out is not None and not out.flags.c_contiguous):
         return None
@@ -191,12 +197,13 @@ IN_PLACE = Impl("layer_norm", "in_place", _in_place,
                 "NumPy float32 / float64, the last axis, parameters of x's dtype, up to "
                 "layer_norm_in_place_max_bytes: the written-out ops' NumPy calls on preallocated memory")
 COMPILED = Impl("layer_norm", "compiled", _compiled,
-                "as in_place, rows of at most BLOCK adjacent values, numba on: in_place's operations row by row in "
+                "as in_place (any size), rows of adjacent values, numba on: in_place's operations row by row in "
                 "one compiled call (each sum NumPy's, bit for bit)", fallback=IN_PLACE)
 STRIDED_ROWS = Impl("layer_norm", "strided_rows", _strided,
-                    "as in_place, rows of 2 to BLOCK values along the last axis of a C-ordered array's view that "
-                    "moved it last (NCHW as NHWC: channels_last), numba on, layer_norm_strided_rows: in_place's "
-                    "operations row by row in one compiled call (NumPy's sums, bit for bit)", fallback=IN_PLACE)
+                    "as in_place (any size), rows of 2 or more values along the last axis of a C-ordered array's "
+                    "view that moved it last (NCHW as NHWC: channels_last), numba on, layer_norm_strided_rows: "
+                    "in_place's operations row by row in one compiled call (NumPy's sums, bit for bit)",
+                    fallback=IN_PLACE)
 _IN_PLACE, _COMPILED, _STRIDED = Choice(IN_PLACE), Choice(COMPILED), Choice(STRIDED_ROWS)
 # (the binder's other cases: ``in_place`` or the reference kernel, run directly)
 _BIND_OTHERWISE = keyword_binder(lambda xp, x, gamma, beta, out, axis, eps: _choice(xp, x, gamma, beta, axis),
@@ -208,12 +215,12 @@ def _choice(xp, x, gamma, beta, axis) -> Choice | None:
         return None
     # NumPy sums rows pairwise where they are its innermost loop: their values adjacent (a
     # transposed view's rows it sums across, one value of each row at a time: not this order)
-    short = x.shape[-1] <= BLOCK and jit.enabled()
-    if short and (x.strides[-1] == x.itemsize or x.shape[-1] == 1):
+    jitted = jit.enabled()
+    if jitted and (x.strides[-1] == x.itemsize or x.shape[-1] == 1):
         return _COMPILED
     # (a channels-last view's rows NumPy sums value by value: ``strided_rows`` does the same)
-    strided = short and current().layer_norm_strided_rows and channels_last(x) is not None
-    return _STRIDED if strided else _IN_PLACE
+    strided = jitted and current().layer_norm_strided_rows and channels_last(x) is not None
+    return _STRIDED if strided else _IN_PLACE if _small(x) else None
 
 
 def choose_layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None) -> Choice | None:
@@ -229,6 +236,8 @@ def run_layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     run = _compiled if choice is _COMPILED else _strided if choice is _STRIDED else None
     y = None if run is None else run(xp, x, gamma, beta, axis, eps, out)
     if y is None:
+        if not _small(x):
+            return _REFERENCE(xp, x, gamma, beta, axis=axis, eps=eps, out=out)
         choice = _IN_PLACE
         y = _in_place(xp, x, gamma, beta, axis, eps, out)
     noted(choice, x)
@@ -247,9 +256,9 @@ def bind_layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None) -> Bound:
         return _bind_strided(xp, x, gamma, beta, axis, eps, out)
     if choice is not _COMPILED:
         return _BIND_OTHERWISE(xp, x, gamma, beta, out=out, axis=axis, eps=eps)
-    kern = with_row_sum(_rows_with)
+    kern = with_row_sum(_rows_with, x.shape[-1] > BLOCK)
     if kern is None or (out is not None and not out.flags.c_contiguous):
-        return Bound(choice, lambda x, gamma, beta, out=None: _in_place(xp, x, gamma, beta, axis, eps, out))
+        return Bound(choice, lambda x, gamma, beta, out=None: _declined(xp, x, gamma, beta, axis, eps, out))
     n, dtype, t = x.shape[-1], x.dtype, x.dtype.type
     consts = (t(eps), t(0), t(1))
 
@@ -257,7 +266,7 @@ def bind_layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None) -> Bound:
         if x.strides[-1] != x.itemsize and n != 1:
             return run_layer_norm(xp, x, gamma, beta, axis, eps, out)
         y = np.empty(x.shape, dtype) if out is None else out
-        kern(x.reshape(-1, n), gamma, beta, y.reshape(-1, n), np.empty(2, dtype), *consts)
+        kern(x.reshape(-1, 1, n), gamma, beta, y.reshape(-1, n), np.empty(2, dtype), *consts)
         return y
 
     return Bound(choice, run)
@@ -267,9 +276,9 @@ def _bind_strided(xp, x, gamma, beta, axis, eps, out) -> Bound:
     """``bind_layer_norm``'s ``strided_rows``: its kernel, constants and view shape found once (``in_place``
     where it declines: compiled kernels off, a program's first run, ``out`` not C-ordered); a call whose
     ``x`` has other strides than the bound one's goes to the runner."""
-    kern = with_row_sum(_strided_with)
+    kern = with_row_sum(_strided_with, x.shape[-1] > BLOCK)
     if kern is None or (out is not None and not out.flags.c_contiguous):
-        return Bound(_IN_PLACE, lambda x, gamma, beta, out=None: _in_place(xp, x, gamma, beta, axis, eps, out))
+        return Bound(_IN_PLACE, lambda x, gamma, beta, out=None: _declined(xp, x, gamma, beta, axis, eps, out))
     shape, strides, dtype, t = x.shape, x.strides, x.dtype, x.dtype.type
     view, consts = channels_last(x) + (shape[-1],), (t(eps), t(0), t(1))
 
@@ -286,7 +295,7 @@ def _bind_strided(xp, x, gamma, beta, axis, eps, out) -> Bound:
 def _rms_rows_with(row_sum, squares_sum):
     """The kernel of rms_norm's ``compiled`` calling the compiled row sums (``pairwise_sum.py``)."""
     def rms_rows(x, gamma, out, stat, eps, zero, one):
-        """``nn.rms_norm``'s reference row by row for a 2-D ``x`` of rows of at most ``BLOCK`` values
+        """``nn.rms_norm``'s reference row by row for a 2-D ``x`` of rows of any length
         into ``out``: the sum of each row's squares NumPy's (``squares_sum``), the division by the count
         in float64 stored in ``stat``, every other operation one rounding in x's dtype, in the
         reference's order."""
@@ -307,7 +316,7 @@ def _rms_rows_with(row_sum, squares_sum):
 def _rms_compiled(xp, x, gamma, eps=1e-6, out=None):
     """``_rms_rows_with``'s kernel over ``x`` seen as (rows, n), or None where compiled kernels are off or ``out`` is
     not C-ordered."""
-    kern = with_row_sum(_rms_rows_with)
+    kern = with_row_sum(_rms_rows_with, x.shape[-1] > BLOCK)
     if kern is None or (out is not None and not out.flags.c_contiguous):
         return None
     n = x.shape[-1]
@@ -318,14 +327,14 @@ def _rms_compiled(xp, x, gamma, eps=1e-6, out=None):
 
 
 RMS_COMPILED = Impl("rms_norm", "compiled", _rms_compiled,
-                    "NumPy float32 / float64 x and gamma, rows of 1 to BLOCK values, numba on: the reference's "
+                    "NumPy float32 / float64 x and gamma, rows of 1 or more values, numba on: the reference's "
                     "operations row by row in one compiled call (its values bit for bit)")
 _RMS = Choice(RMS_COMPILED)
 _BIND_RMS_OTHERWISE = keyword_binder(lambda xp, x, gamma, out, eps: None, {}, "rms_norm", _RMS_REFERENCE)
 
 
 def _rms_fits(xp, x, gamma) -> bool:
-    return (xp is np and x.ndim > 0 and 0 < x.shape[-1] <= BLOCK and x.dtype in (np.float32, np.float64)
+    return (xp is np and x.ndim > 0 and 0 < x.shape[-1] and x.dtype in (np.float32, np.float64)
             and gamma.dtype == x.dtype and jit.enabled())
 
 
@@ -347,7 +356,7 @@ def bind_rms_norm(xp, x, gamma, eps=1e-6, out=None) -> Bound:
     """A compiled step's ``Bound`` (``kernels.bind``): ``compiled`` with its kernel and constants found
     once where it applies (``choose_rms_norm``: the avals and the tuning table decide), else the
     reference kernel."""
-    kern = with_row_sum(_rms_rows_with) if _rms_fits(xp, x, gamma) else None
+    kern = with_row_sum(_rms_rows_with, x.shape[-1] > BLOCK) if _rms_fits(xp, x, gamma) else None
     if kern is None or (out is not None and not out.flags.c_contiguous):
         return _BIND_RMS_OTHERWISE(xp, x, gamma, out=out, eps=eps)
     n, dtype, t = x.shape[-1], x.dtype, x.dtype.type

@@ -30,6 +30,7 @@ import math
 import numpy as np
 
 from ..errors import DTypeError, ParamValueError, ShapeError, fmt_shape
+from ..tuning_table import current
 from .conv import float_inputs_rule as _named_float_inputs
 from .params import FLOAT, INT, Param, choice
 from .registry import OpDef, broadcast_shapes, normalize_axis, register
@@ -255,37 +256,67 @@ def _math_erf(x):
     return np.asarray(np.frompyfunc(math.erf, 1, 1)(x), dtype=x.dtype)
 
 
-# erf(x) ~= x P(x^2) / Q(x^2) on [-4, 4] (erf is +-1 in float32 beyond): the rational approximation of
-# Eigen and XLA for float32. Its error against math.erf is below 5e-7 (tests/ops/test_norm.py measures
-# it); scipy's float32 erf computes in double, one element at a time, about 25x slower than this
-# (which is a dozen vectorized multiply-adds).
-_ERF32_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
-            -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
-_ERF32_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
-            -1.42647390514189e-02)
+# erf(x) ~= x P(x^2) / Q(x^2) on [-c, c], c = 3.832506856900711 (erf(c) rounds to 1 in float32; from c on, +-1):
+# the rational approximation of Eigen and XLA for float32 (their ``kErfInvOneMinusHalfULP`` and coefficients). A
+# float32 GELU through it is within 1.1e-6 of the exact one over [-8, 8] evaluated in float32, 2.9e-7 evaluated in
+# float64 and rounded once (the tuning table's ``gelu_erf_float64``: about twice the time; tests/ops/test_norm.py).
+# scipy's float32 erf computes in double, one element at a time, several times slower than these vectorized ops.
+ERF32_CLAMP = 3.832506856900711
+SQRT_HALF64 = 2 ** -0.5  # (the double nearest 1 / sqrt(2); ``_SQRT_HALF`` is one below it, the same in float32)
+ERF32_P = (0.00022905065861350646, 0.0034082910107109506, 0.050955695062380861, 0.18520832239976145,
+           1.128379143519084)
+ERF32_Q = (-1.1791602954361697e-7, 0.000023547966471313185, 0.0010179625278914885, 0.014070470171167667,
+           0.11098505178285362, 0.49746925110067538, 1.0)
+
+
+def erf_rational(c):
+    """``erf`` of the float32 or float64 array ``c`` by the float32 rational approximation (``ERF32_P`` /
+    ``ERF32_Q``, in c's dtype), as a fresh array: ``e``, ``c`` clipped to +-``ERF32_CLAMP`` (NaN kept), ``x2 = e *
+    e``, the two Horner chains (``p = x2 * P[0] + P[1]``, then ``p * x2 + P[k]``), ``p * e / q``, then exactly +-1
+    from the clamp on (as Eigen: the rational's value there is not quite 1, which a GELU of a large negative x
+    would multiply by x): every operation one rounding in c's dtype, the order ``kernels/gelu.py``'s compiled
+    loop follows."""
+    t = c.dtype.type
+    shape, c = c.shape, c.reshape(-1)  # (1-D: NumPy makes a 0-d array's results scalars)
+    e = np.clip(c, t(-ERF32_CLAMP), t(ERF32_CLAMP))
+    x2 = e * e
+    p = x2 * t(ERF32_P[0])
+    p += t(ERF32_P[1])
+    for k in ERF32_P[2:]:
+        p *= x2
+        p += t(k)
+    q = x2 * t(ERF32_Q[0])
+    q += t(ERF32_Q[1])
+    for k in ERF32_Q[2:]:
+        q *= x2
+        q += t(k)
+    p *= e
+    p /= q
+    p[c >= t(ERF32_CLAMP)] = 1
+    p[c <= t(-ERF32_CLAMP)] = -1
+    return p.reshape(shape)
+
+
+def erf_dtype():
+    """The dtype float32 GELUs and erfs compute in: float64 where the tuning table's ``gelu_erf_float64``."""
+    return np.dtype(np.float64) if current().gelu_erf_float64 else np.dtype(np.float32)
 
 
 def erf(xp, x):
-    """``erf(x)`` as a fresh array: the float32 rational approximation on NumPy float32 values (abs.
-    error < 5e-7), the library's erf otherwise (scipy's / CuPy's, full precision)."""
+    """``erf(x)`` as a fresh array: on NumPy float32 values the rational approximation (``erf_rational``, in
+    ``erf_dtype()``, rounded to float32), the library's erf otherwise (scipy's / CuPy's, full precision)."""
     if xp is not np or x.dtype != np.float32:
         return erf_fn(xp)(x)
-    f = np.float32
-    c = np.clip(x, f(-4), f(4))
-    x2 = c * c
-    p = x2 * f(_ERF32_P[0])
-    p += f(_ERF32_P[1])
-    for k in _ERF32_P[2:]:
-        p *= x2
-        p += f(k)
-    q = x2 * f(_ERF32_Q[0])
-    q += f(_ERF32_Q[1])
-    for k in _ERF32_Q[2:]:
-        q *= x2
-        q += f(k)
-    p *= c
-    p /= q
-    return p
+    return erf_rational(x.astype(erf_dtype())).astype(np.float32, copy=False)
+
+
+def _one_plus_erf32(x):
+    """``1 + erf(x / sqrt(2))`` of NumPy float32 ``x`` in ``erf_dtype()`` (``erf_rational`` of ``x * SQRT_HALF64``,
+    the constant in that dtype): the exact GELU's ``(1 + erf) * x * 0.5`` then rounds once to float32."""
+    w = erf_dtype().type
+    t = erf_rational(x.astype(w) * w(SQRT_HALF64))
+    t += w(1)
+    return t
 
 
 def zero_d(kernel):
@@ -321,6 +352,11 @@ def gelu_values(xp, x, approximation="none", out=None):
     if approximation == "tanh":
         t = _tanh_inner(x)
         xp.tanh(t, out=t)
+    elif xp is np and x.dtype == np.float32:  # (in ``erf_dtype()``, rounded once: ``_one_plus_erf32``)
+        t = _one_plus_erf32(x)
+        t *= x
+        y = np.empty(x.shape, x.dtype) if out is None else out
+        return np.multiply(t, t.dtype.type(0.5), out=y, casting="same_kind")
     else:
         t = erf(xp, x * x.dtype.type(_SQRT_HALF))
     t += 1
@@ -357,11 +393,17 @@ def gelu_slope(xp, x, approximation, y=None, out=None):
         return xp.multiply(t, half, out=out)
     else:
         # Phi(x) + x phi(x)
-        t = erf(xp, x * x.dtype.type(_SQRT_HALF))
-        t += one
-        if y is not None:
-            xp.multiply(t, x, out=y)
-            y *= half
+        if xp is np and x.dtype == np.float32:  # (``gelu_values``' operations: y its values)
+            t = _one_plus_erf32(x)
+            if y is not None:
+                np.multiply(np.multiply(t, x), t.dtype.type(0.5), out=y, casting="same_kind")
+            t = t.astype(x.dtype, copy=False)
+        else:
+            t = erf(xp, x * x.dtype.type(_SQRT_HALF))
+            t += one
+            if y is not None:
+                xp.multiply(t, x, out=y)
+                y *= half
         t *= half
         p = x * x
         p *= x.dtype.type(-0.5)

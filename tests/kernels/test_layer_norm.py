@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray import kernels
+from lazyarray import jit, kernels
 from lazyarray.kernels import layer_norm as L
 from lazyarray.ops import registry
 
@@ -59,15 +59,19 @@ def test_where_it_applies():
     assert kernels.choose("layer_norm", np, x.astype("float16"), g.astype("float16"), b.astype("float16")) \
         .impl.name == "reference"
     assert kernels.choose("layer_norm", np, x[:0], g, b).impl.name == "reference"
-    with la.tuning(layer_norm_in_place_max_bytes=64):
-        assert kernels.choose("layer_norm", np, x, g, b).impl.name == "reference"
+    with la.tuning(layer_norm_in_place_max_bytes=64):  # (in_place's cap; the compiled kernels copy nothing)
+        assert kernels.choose("layer_norm", np, x, g, b).impl.name == ("compiled" if jit.enabled() else "reference")
+        with la.tuning(jit=False):
+            assert kernels.choose("layer_norm", np, x, g, b).impl.name == "reference"
     np.testing.assert_array_equal(L.run_layer_norm(np, x[:0], g, b), REFERENCE(np, x[:0], g, b))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_compiled_equals_in_place_bit_for_bit_for_every_row_length(dtype):
+    """Every length to two blocks and a few past (NumPy's pairwise sum splits rows of more than ``BLOCK``
+    values in halves, recursively: ``pairwise_sum.py``)."""
     pytest.importorskip("numba")
-    for n in range(1, L.BLOCK + 1):
+    for n in (*range(1, 2 * L.BLOCK + 17), 383, 384, 385, 511, 512, 513, 640, 768, 1000, 1024, 1100, 4100):
         for rows in (1, 5):
             x, g, b = _args((rows, n), dtype)
             x[0, :1] *= -1e3 if n % 3 else 0.0
@@ -88,8 +92,9 @@ def test_the_choice_by_row_length_and_jit(kernel_path):
     x, g, b = _args((4, 8), "float32")
     want = "layer_norm[compiled]" if kernel_path == "compiled" else "layer_norm[in_place]"
     assert str(kernels.choose("layer_norm", np, x, g, b)) == want
-    long = _args((2, L.BLOCK + 1), "float32")
-    assert str(kernels.choose("layer_norm", np, *long)) == "layer_norm[in_place]"
+    long = _args((2, 768), "float32")  # (rows of any length: NumPy's pairwise sum past one block too)
+    assert str(kernels.choose("layer_norm", np, *long)) == want
+    np.testing.assert_array_equal(L.run_layer_norm(np, *long), _written_out(*long, 1e-5))
     # a transposed view: NumPy sums its rows across, value by value; in_place and strided_rows do the same
     # (tests/kernels/test_layer_norm_strided.py)
     t = (RNG.standard_normal((1, 32, 64)) * 3 + 7).astype("float32").transpose(0, 2, 1)
@@ -116,7 +121,7 @@ def _rms_written_out(x, g, eps):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_rms_norm_compiled_is_the_reference_and_the_written_out_ops_bit_for_bit(dtype):
     pytest.importorskip("numba")
-    for n in range(1, L.BLOCK + 1):
+    for n in (*range(1, 2 * L.BLOCK + 17), 511, 512, 513, 768, 1100):
         x, g, _ = _args((3, n), dtype)
         want = _rms_written_out(x, g, 1e-6)
         np.testing.assert_array_equal(RMS_REFERENCE(np, x, g, eps=1e-6), want)
@@ -130,7 +135,9 @@ def test_rms_norm_choice(kernel_path):
     x, g, _ = _args((4, 8), "float32")
     want = "rms_norm[compiled]" if kernel_path == "compiled" else "rms_norm[reference]"
     assert str(kernels.choose("rms_norm", np, x, g)) == want
-    assert kernels.choose("rms_norm", np, *_args((2, L.BLOCK + 1), "float32")[:2]).impl.name == "reference"
+    long = _args((2, 512), "float32")[:2]  # (rows of any length: NumPy's pairwise sum past one block too)
+    assert str(kernels.choose("rms_norm", np, *long)) == want
+    np.testing.assert_array_equal(L.run_rms_norm(np, *long), _rms_written_out(*long, 1e-6))
     np.testing.assert_array_equal(L.run_rms_norm(np, x, g), _rms_written_out(x, g, 1e-6))
     out = np.empty((4, 8), "float32")
     assert L.run_rms_norm(np, x, g, out=out) is out

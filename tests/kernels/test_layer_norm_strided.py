@@ -1,7 +1,8 @@
 """layer_norm[strided_rows]: a channels-last view's rows (NCHW seen as NHWC, ConvNeXt's layer norm) bit for
-bit ``in_place``'s and the reference's values, float32 and float64, row lengths 1 to 130, one-value spatial
+bit ``in_place``'s and the reference's values, float32 and float64, row lengths 1 to 1100, one-value spatial
 axes, NaN / inf / -0.0 rows, empty dims, ``out`` given or not; the layouts it takes (``channels_last``) and
-declines; its binder; the convnext_mini fixture as onnxruntime and as the impl switched off."""
+declines; its binder; the convnext_mini fixture and a wider block (192, 768 channels) as onnxruntime and as the
+impl switched off."""
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ from lazyarray.tuning_table import current
 RNG = np.random.default_rng(35)
 REFERENCE = registry.get("layer_norm").kernel
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "onnx_dynamic"
-LENGTHS = (1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 64, 96, 127, 128, 129, 130)
+LENGTHS = (1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 64, 96, 127, 128, 129, 130, 192, 257, 384, 768, 1024, 1100)
 SPATIAL = ((1, 1), (1, 2), (2, 1), (3, 5), (7, 7))
 
 
@@ -48,9 +49,9 @@ def test_transposed_views_bit_for_bit(dtype, batch):
             msg = f"{batch, c, h, w}"
             want = L._in_place(np, v, g, b, eps=1e-6)
             _same(want, REFERENCE(np, v, g, b, eps=1e-6), msg)
-            applies = 2 <= c <= L.BLOCK and h * w > 1
-            assert (L.channels_last(v) is not None) == (c >= 2 and h * w > 1), msg
-            name = "strided_rows" if applies else "compiled" if c <= L.BLOCK else "in_place"
+            applies = c >= 2 and h * w > 1
+            assert (L.channels_last(v) is not None) == applies, msg
+            name = "strided_rows" if applies else "compiled"
             assert kernels.choose("layer_norm", np, v, g, b, eps=1e-6).impl.name == name, msg
             got = L.run_layer_norm(np, v, g, b, eps=1e-6)
             _same(got, want, msg)
@@ -63,9 +64,23 @@ def test_transposed_views_bit_for_bit(dtype, batch):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_every_row_length_to_1100(dtype):
+    """Each row length 1 to 1100 (the spatial layouts in turn): past ``BLOCK`` values NumPy's pairwise sum of the
+    centered row's squares splits in halves, recursively (``pairwise_sum.py``); the mean's sum stays value by value."""
+    pytest.importorskip("numba")
+    for c in range(1, 1101):
+        h, w = SPATIAL[c % len(SPATIAL)]
+        v, g, b = _nhwc(2, c, h, w, dtype)
+        want = L._in_place(np, v, g, b, eps=1e-6)
+        _same(L.run_layer_norm(np, v, g, b, eps=1e-6), want, f"{c, h, w}")
+        if L.channels_last(v) is not None:
+            _same(L._strided(np, v, g, b, eps=1e-6), want, f"{c, h, w}")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_nan_inf_zero_and_constant_rows(dtype):
     pytest.importorskip("numba")
-    for c in (3, 8, 24, 130):
+    for c in (3, 8, 24, 130, 300, 1100):
         v, g, b = _nhwc(2, c, 3, 4, dtype)
         x = v.transpose(0, 3, 1, 2)  # (the NCHW array the view shows)
         x[0, :, 0, 0] = -0.0  # a row of -0.0: sums from +0.0
@@ -77,8 +92,7 @@ def test_nan_inf_zero_and_constant_rows(dtype):
         want = L._in_place(np, v, g, b)
         _same(want, REFERENCE(np, v, g, b))
         _same(L.run_layer_norm(np, v, g, b), want, str(c))
-        if c <= L.BLOCK:
-            _same(L._strided(np, v, g, b), want, str(c))
+        _same(L._strided(np, v, g, b), want, str(c))
 
 
 def test_empty_dims_and_out_not_c_ordered():
@@ -165,3 +179,39 @@ def test_convnext_mini_as_onnxruntime_and_as_switched_off():
         for got, off in zip(outs[True], outs[False]):
             _same(got, off, case)
             np.testing.assert_allclose(got, theirs, rtol=1e-3, atol=1e-4)
+
+
+def _wide_block(path, c):
+    """A ConvNeXt-like block of ``c`` channels written with onnx.helper (the fixtures' widths stop at 128):
+    NCHW seen as NHWC, LayerNormalization over the channels, back to NCHW."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    params = [numpy_helper.from_array(RNG.standard_normal(c).astype(np.float32), name) for name in ("g", "b")]
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
+             helper.make_node("LayerNormalization", ["t", "g", "b"], ["n"], axis=-1, epsilon=1e-6),
+             helper.make_node("Transpose", ["n"], ["y"], perm=[0, 3, 1, 2])]
+    graph = helper.make_graph(nodes, "wide", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, 7, 7])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", c, 7, 7])], params)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+@pytest.mark.parametrize("c", [192, 768])
+def test_a_wide_convnext_like_block_runs_strided_rows_past_128_channels(tmp_path, c):
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("numba")
+    path = tmp_path / "wide.onnx"
+    _wide_block(path, c)
+    x = (RNG.standard_normal((2, c, 7, 7)) * 3 + 1).astype(np.float32)
+    outs = {}
+    for on in (True, False):
+        with la.tuning(layer_norm_strided_rows=on):
+            net = la.blocks.SymbolBlock.imports(str(path), ["x"])
+            net.hybridize()
+            outs[on] = [np.asarray(net(la.array(x)).asnumpy()) for _ in range(3)]  # (the first run, then bound)
+            assert ("nn.layer_norm[strided_rows]" in str(net.explain(la.array(x)))) == on
+    for got, off in zip(outs[True], outs[False]):
+        _same(got, off, str(c))
+    theirs = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(outs[True][-1], theirs, rtol=1e-4, atol=1e-5)
