@@ -9,8 +9,8 @@ import pytest
 
 import lazyarray as la
 from lazyarray.kernels import pool_jit
-from lazyarray.ops.pool import avg_pool2d_kernel, max_pool2d_kernel
 from lazyarray.kernels.pool import choose_avg_pool2d, run_avg_pool2d, run_max_pool2d, run_max_pool2d_grad, run_norm
+from lazyarray.ops.pool import avg_pool2d_kernel, max_pool2d_kernel
 
 pytest.importorskip("numba")
 
