@@ -152,6 +152,22 @@ def choose_avg_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_
     return _CHOICES[AVG_COMPILED if _compiles(xp, x) and x.flags.c_contiguous else AVG_REFERENCE]
 
 
+def bind_avg_pool2d(xp, x, out=None, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False,
+                    count_include_pad=True) -> Bound:
+    """A compiled step's ``Bound`` (``kernels.bind``): ``compiled`` with its window layout, kernel and
+    scalars made once (``pool_jit.bound_avg_pool``) where a kernel runs for the step's arrays, else
+    the chosen implementation's run bound to the window (``fixed_binder``'s)."""
+    choice = choose_avg_pool2d(xp, x, out=out)
+    fn = direct(choice, _CHOICES, xp, (kernel, stride, padding, ceil_mode, count_include_pad), arity=1)
+    if choice.impl is AVG_COMPILED:
+        k, s, p, shape, extra = window_layout(x.shape, kernel, stride, padding, ceil_mode)
+        fixed = pool_jit.bound_avg_pool(x, out, k, s, p, shape, extra, count_include_pad,
+                                        current().avg_pool_compiled_max_taps, fn)
+        if fixed is not None:
+            return Bound(choice, fixed)
+    return Bound(choice, fn)
+
+
 def run_avg_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, count_include_pad=True,
                    out=None):
     """avg_pool2d by the implementation ``choose_avg_pool2d`` picks."""
@@ -171,4 +187,4 @@ _WINDOW = ("kernel", "stride", "padding", "ceil_mode")  # (the implementations' 
 BINDERS = {"max_pool2d": bind_max_pool2d,
            "max_pool2d_grad": fixed_binder(choose_max_pool2d_grad, _CHOICES, _WINDOW),
            "batch_norm_max_pool2d": fixed_binder(choose_norm, _CHOICES, ("eps", "relu") + _WINDOW),
-           "avg_pool2d": fixed_binder(choose_avg_pool2d, _CHOICES, _WINDOW + ("count_include_pad",))}
+           "avg_pool2d": bind_avg_pool2d}

@@ -511,16 +511,11 @@ def _avg_taps(x, out, kh, kw, sh, sw, ph, pw, include_pad, h_pad, w_pad, uniform
                         out[n, c, i, j] = acc * (one / (cnt[0] * cnt[1]))
 
 
-def avg_pool(x, out, kernel, stride, padding, shape, extra, include_pad, max_taps=1 << 62):
-    """``avg_pool2d`` of C-ordered NCHW ``x`` into ``out`` (a new array when None) by a compiled
-    kernel; None where none applies (numba absent or off, not float32/float64 NumPy, x not
-    C-ordered (batch last), an out of another dtype or overlapping x, windows other than 2 x 2
-    tiles with more than ``max_taps`` reads (outputs times kernel taps): the NumPy path's strided
-    sums are faster there): the caller's NumPy path runs. ``shape``: the output's (Ho, Wo); ``extra``:
-    ceil mode's rows and columns past the padded input."""
+def _avg_plan(x, kernel, stride, padding, shape, extra, include_pad, max_taps):
+    """``(kern, args, taps)``: the compiled kernel ``avg_pool`` runs for ``x`` and its arguments after
+    ``(x, out)`` (``taps``: ``_avg_taps``, which also takes a 2-value scratch array in x's dtype); None
+    where none applies (``avg_pool``'s cases, ``out`` aside)."""
     if x.__class__ is not np.ndarray or x.ndim != 4 or x.dtype not in _FLOATS or not x.flags.c_contiguous:
-        return None
-    if out is not None and (out.__class__ is not np.ndarray or out.dtype != x.dtype or overlap(out, x)):
         return None
     (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
     t = x.dtype.type
@@ -532,17 +527,63 @@ def avg_pool(x, out, kernel, stride, padding, shape, extra, include_pad, max_tap
     kern = jit.compiled(_avg_tiles_2x2 if two else _avg_tiles if tiles else _avg_taps)
     if kern is None:
         return None
-    if out is None:
-        out = np.empty((x.shape[0], x.shape[1]) + tuple(shape), x.dtype)
     uniform = include_pad and tuple(extra) == (0, 0)
     # (NumPy's path: the Python float 1 / (kh * kw), weak, cast to x's dtype; else one over counts in it)
     scale = t(1.0 / (kh * kw)) if uniform else t(1) / (t(kh) * t(kw))
     if two:
-        kern(x, out, scale)
-    elif tiles:
-        kern(x, out, int(kh), int(kw), scale)
+        return kern, (scale,), False
+    if tiles:
+        return kern, (int(kh), int(kw), scale), False
+    return kern, (int(kh), int(kw), int(sh), int(sw), int(ph), int(pw), bool(include_pad), int(x.shape[2] + 2 * ph),
+                  int(x.shape[3] + 2 * pw), bool(uniform), scale, t(0), t(1)), True
+
+
+def avg_pool(x, out, kernel, stride, padding, shape, extra, include_pad, max_taps=1 << 62):
+    """``avg_pool2d`` of C-ordered NCHW ``x`` into ``out`` (a new array when None) by a compiled
+    kernel; None where none applies (numba absent or off, not float32/float64 NumPy, x not
+    C-ordered (batch last), an out of another dtype or overlapping x, windows other than 2 x 2
+    tiles with more than ``max_taps`` reads (outputs times kernel taps): the NumPy path's strided
+    sums are faster there): the caller's NumPy path runs. ``shape``: the output's (Ho, Wo); ``extra``:
+    ceil mode's rows and columns past the padded input."""
+    if out is not None and (out.__class__ is not np.ndarray or out.dtype != x.dtype or overlap(out, x)):
+        return None
+    plan = _avg_plan(x, kernel, stride, padding, shape, extra, include_pad, max_taps)
+    if plan is None:
+        return None
+    kern, args, taps = plan
+    if out is None:
+        out = np.empty((x.shape[0], x.shape[1]) + tuple(shape), x.dtype)
+    if taps:
+        kern(x, out, *args, np.empty(2, x.dtype))
     else:
-        kern(x, out, int(kh), int(kw), int(sh), int(sw), int(ph), int(pw), bool(include_pad),
-             int(x.shape[2] + 2 * ph), int(x.shape[3] + 2 * pw), bool(uniform), scale, t(0), t(1),
-             np.empty(2, x.dtype))
+        kern(x, out, *args)
     return out
+
+
+def bound_avg_pool(x, out, kernel, stride, padding, shape, extra, include_pad, max_taps, other):
+    """A compiled step's call of ``avg_pool``'s kernel with what the step's arrays fix made once (the
+    window layout, the kernel, its scalars): ``fn(x, out=)`` checks per call only x's shape, dtype and
+    order and what a planned buffer could change (an out given, of x's dtype and the output's
+    shape, not overlapping x), and takes any other call to ``other(x, out=out)`` (the step's generic
+    binding: ``avg_pool``, else the NumPy path). None where ``avg_pool`` would not run a kernel for
+    these arrays (issue #35: conv1d_net's (1, 16, 1, 11) pool spent about 25 of its 33 us a call
+    working out its windows and arguments around a 5 us kernel)."""
+    if out is None or out.__class__ is not np.ndarray or out.dtype != x.dtype:
+        return None
+    plan = _avg_plan(x, kernel, stride, padding, shape, extra, include_pad, max_taps)
+    if plan is None:
+        return None
+    kern, args, taps = plan
+    dtype, x_shape, out_shape = x.dtype, x.shape, (x.shape[0], x.shape[1]) + tuple(shape)
+
+    def fn(x, out=None):
+        if out is None or out.dtype != dtype or x.dtype != dtype or x.shape != x_shape or out.shape != out_shape \
+                or not x.flags.c_contiguous or overlap(out, x):
+            return other(x, out=out)
+        if taps:  # (a scratch array per call: a step may run in two threads at once)
+            kern(x, out, *args, np.empty(2, dtype))
+        else:
+            kern(x, out, *args)
+        return out
+
+    return fn

@@ -10,6 +10,7 @@ import pytest
 import lazyarray as la
 from lazyarray.kernels import pool_jit
 from lazyarray.kernels.pool import choose_avg_pool2d, run_avg_pool2d, run_max_pool2d, run_max_pool2d_grad, run_norm
+from lazyarray.ops.pool import avg_pool2d_kernel, max_pool2d_kernel
 
 pytest.importorskip("numba")
 
@@ -269,3 +270,82 @@ def test_a_bound_max_pool_runs_the_phase_planes_and_declines_the_rest(monkeypatc
     assert pool_jit.bound_max_pool(last, np.empty((2, 3, 3, 3), np.float32), (3, 3), (2, 2), (1, 1), (3, 3), None) is None
     monkeypatch.setattr(la.config, "jit", False)
     assert pool_jit.bound_max_pool(x, out, *geo, None) is None
+
+
+def _ref_avg(x, kernel, stride, padding, ceil, include_pad):
+    return avg_pool2d_kernel(np, np.ascontiguousarray(x), kernel, stride, padding, ceil, include_pad)
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES + [((1, 2), (1, 2), (0, 0), True), ((1, 3), (1, 2), (0, 1), False)],
+                         ids=lambda g: f"k{g[0]}-s{g[1]}-p{g[2]}-{'ceil' if g[3] else 'floor'}")
+@pytest.mark.parametrize("include_pad", [True, False])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_bound_avg_pool_equals_the_reference_bit_for_bit(monkeypatch, geometry, include_pad, dtype):
+    """``bind`` (a compiled step): avg_pool2d's kernel with its layout and scalars made once, into
+    the planned buffer, equal to the op's reference kernel (the NumPy sums) bit for bit, unit-height
+    1-D pools (conv1d_net's) and empty dims included; a call it cannot take (no out, a strided
+    view, another shape) goes to the generic binding, with the same values."""
+    from lazyarray import kernels
+    monkeypatch.setattr(la.config, "jit", True)
+    kernel, stride, padding, ceil = geometry
+    window = {"kernel": kernel, "stride": stride, "padding": padding, "ceil_mode": ceil, "count_include_pad": include_pad}
+    for shape in [(1, 16, 1, 11), (3, 4, 8, 10), (2, 3, 7, 9), (1, 0, 4, 4)]:
+        if shape[2] + 2 * padding[0] < kernel[0]:
+            continue
+        x = _special(np.random.default_rng(8).standard_normal(shape).astype(dtype)) if shape[1] else np.zeros(shape, dtype)
+        want = _ref_avg(x, kernel, stride, padding, ceil, include_pad)
+        out = np.full(want.shape, 7, dtype)
+        bound = kernels.bind("avg_pool2d", np, x, out=out, **window)
+        assert str(bound.choice) == "avg_pool2d[compiled]"
+        assert bound.fn(x, out=out) is out
+        assert out.tobytes() == want.tobytes()
+        assert bound.fn(x).tobytes() == want.tobytes()  # (no out: the generic binding's new array)
+        if shape[1]:
+            view = _stored(x, "strided")  # (not C-ordered: the generic binding, the sums on the view)
+            assert bound.fn(view, out=out) is out
+            assert out.tobytes() == avg_pool2d_kernel(np, view, kernel, stride, padding, ceil, include_pad).tobytes()
+
+
+def test_a_bound_avg_pool_makes_its_kernel_once_and_declines_what_avg_pool_does(monkeypatch):
+    monkeypatch.setattr(la.config, "jit", True)
+    x = np.random.default_rng(9).standard_normal((1, 16, 1, 11)).astype(np.float32)
+    out = np.empty((1, 16, 1, 6), np.float32)
+    geo = ((1, 2), (1, 2), (0, 0), (1, 6), (0, 1), False)
+    calls = []
+    fn = pool_jit.bound_avg_pool(x, out, *geo, 1 << 62, lambda x, out=None: calls.append(x))
+    assert fn is not None
+    monkeypatch.setattr(la.jit, "compiled", lambda *a, **k: pytest.fail("looked up per call"))
+    assert fn(x, out=out) is out and not calls
+    np.testing.assert_array_equal(out, _ref_avg(x, (1, 2), (1, 2), (0, 0), True, False))
+    fn(x[:, :8], out=out[:, :8])  # (another shape: the generic binding)
+    assert len(calls) == 1
+    monkeypatch.undo()
+    monkeypatch.setattr(la.config, "jit", True)
+    assert pool_jit.bound_avg_pool(x, None, *geo, 1 << 62, None) is None  # no planned buffer
+    assert pool_jit.bound_avg_pool(x, out, *geo, 0, None) is None  # more reads than the table allows
+    assert pool_jit.bound_avg_pool(x.astype(np.float16), out, *geo, 1 << 62, None) is None
+    monkeypatch.setattr(la.config, "jit", False)
+    assert pool_jit.bound_avg_pool(x, out, *geo, 1 << 62, None) is None
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_one_dimensional_max_pool_binds_the_phase_planes(monkeypatch, dtype):
+    """conv1d_net's max pool, a unit-height (1, 2) / (1, 2) window: ``bind`` makes the phase-plane
+    pool once; its values are the row loop's bit for bit and the folds' (the reference) up to signed zeros."""
+    from lazyarray import kernels
+    monkeypatch.setattr(la.config, "jit", True)
+    for shape in [(1, 16, 1, 23), (4, 16, 1, 23), (0, 16, 1, 23)]:
+        x = np.random.default_rng(10).standard_normal(shape).astype(dtype)
+        if x.size:
+            x[0, 0, 0, :3] = [np.nan, 1.0, 2.0]
+        out = np.full(shape[:3] + (11,), 7, dtype)
+        assert pool_jit.bound_max_pool(x, out, (1, 2), (1, 2), (0, 0), (1, 11), None) is not None
+        bound = kernels.bind("max_pool2d", np, x, out=out, kernel=(1, 2), stride=(1, 2))
+        assert str(bound.choice) == "max_pool2d[compiled]"
+        assert bound.fn(x, out=out) is out
+        want = np.full(out.shape, 5, dtype)
+        empty = np.empty(0, dtype)
+        la.jit.compiled(pool_jit._pool_rows)(x, want, 1, 2, 1, 2, 0, 0, x.dtype.type(-np.inf), False, False, empty,
+                                             empty, x.dtype.type(0))
+        assert out.tobytes() == want.tobytes()
+        np.testing.assert_array_equal(out, max_pool2d_kernel(np, x, (1, 2), (1, 2), (0, 0), False))
