@@ -12,7 +12,18 @@ pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
 from benchmarks import real_models as bench  # noqa: E402
-from lazyarray.threads import num_threads  # noqa: E402
+from lazyarray.threads import num_threads, set_num_threads  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _threads_given_back():
+    """``bench.Model`` runs lazyarray at one thread (``la.set_num_threads(1)``), as the benchmark
+    does; a test that builds one must not leave the process there. Later tests would run other
+    kernels (BLAS at one thread): SqueezeNet's ill-conditioned softmax (`tests/onnx/test_light_models.py`,
+    logits of 1e10 equal in exact arithmetic) then differs by whole ulps of its logits."""
+    before = num_threads()
+    yield
+    set_num_threads(before)
 
 
 def test_quick_mode_checks_and_compares_every_quick_model(capsys):
