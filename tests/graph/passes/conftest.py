@@ -1,9 +1,14 @@
-"""Shared helper for the pass tests: run a symbol node by node with the reference interpreter."""
+"""Shared helpers for the pass tests: run a symbol node by node with the reference interpreter; run a
+fixture model with a pass switched on and off."""
 from __future__ import annotations
+
+import os
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
+import lazyarray as la
 from lazyarray.executor.interpret import interpret as evaluate
 from lazyarray.graph.node import const_node
 from lazyarray.graph.rewrite import rewrite
@@ -43,3 +48,56 @@ def _train_tiny_transformer(hybrid: bool, x, y):
 def train_tiny_transformer():
     """``train_tiny_transformer(hybrid, x, y)`` -> (net, logits, {param name: gradient})."""
     return _train_tiny_transformer
+
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "data", "onnx_dynamic")
+
+
+@dataclass
+class OnOff:
+    """A fixture model run case by case by two programs, the second with a pass's tuning switch off."""
+    cases: list  # (case name, outputs with the pass, without it, onnxruntime's): NumPy arrays
+    on_ops: list  # op names of the program compiled for the first case's shapes, with the pass
+    off_ops: list  # the same without it
+    program: object  # the la.CachedOp with the pass
+    first: dict  # the first case's inputs, by name
+
+
+def _listed(y):
+    return list(y) if isinstance(y, (list, tuple)) else [y]
+
+
+def _op_names(sym):
+    return [n.op.name for n in sym.topo() if n.op is not None]
+
+
+def _on_off(name: str, switch: str, runs: int = 1) -> OnOff:
+    ort = pytest.importorskip("onnxruntime")
+    path = os.path.join(FIXTURES, name + ".onnx")
+    data = np.load(os.path.join(FIXTURES, name + ".npz"))
+    sym = la.onnx.load(path)
+    ops = {True: la.CachedOp(sym), False: la.CachedOp(sym)}
+    sess = ort.InferenceSession(path)
+    names = sorted({k.split("/")[0] for k in data.files})
+    cases = []
+    for case in names:
+        ins = {k.split("/")[-1]: data[k] for k in data.files if k.startswith(case + "/in/")}
+        for _ in range(runs):  # (a compiled program's first run, and later ones)
+            with la.tuning(**{switch: False}):
+                off = _listed(ops[False](**{k: la.array(v) for k, v in ins.items()}))
+            on = _listed(ops[True](**{k: la.array(v) for k, v in ins.items()}))
+        refs = sess.run(None, ins)
+        assert len(on) == len(off) == len(refs)
+        cases.append((case, [a.asnumpy() for a in on], [b.asnumpy() for b in off], refs))
+    first = {k.split("/")[-1]: data[k] for k in data.files if k.startswith(names[0] + "/in/")}
+    shape = {k: v.shape for k, v in first.items()}
+    with la.tuning(**{switch: False}):
+        off_ops = _op_names(ops[False].compiled(**shape))
+    return OnOff(cases, _op_names(ops[True].compiled(**shape)), off_ops, ops[True], first)
+
+
+@pytest.fixture
+def pass_on_off():
+    """``pass_on_off(fixture name, tuning switch, runs=1)`` -> ``OnOff``: the torch-exported fixture
+    (tests/data/onnx_dynamic) at each of its sizes with the pass and without, and onnxruntime's values."""
+    return _on_off

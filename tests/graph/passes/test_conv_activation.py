@@ -4,8 +4,6 @@ the convolution (and each op of the chain) feeds nothing else, the constants are
 dtypes agree; training graphs keep the recorded ops."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
@@ -158,38 +156,16 @@ def test_the_tuning_switch_turns_it_off():
     assert _ops(conv_activation(sym)) == ["conv2d_act"]
 
 
-def _listed(y):
-    return list(y) if isinstance(y, (list, tuple)) else [y]
-
-
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "data", "onnx_dynamic")
-
-
 @pytest.mark.parametrize("name", ["conv1d_net", "mobilenetv3_mini", "squeezenet_mini", "shufflenet_mini"])
-def test_the_real_cnns_equal_the_pass_switched_off_and_onnxruntime(name):
+def test_the_real_cnns_equal_the_pass_switched_off_and_onnxruntime(name, pass_on_off):
     """The fixture CNNs (issue #35) at every size: with the pass, fewer steps (conv1d_net's relus after
     a squeeze included) and the values of the recorded ops within the convolutions' rounding, and
     onnxruntime's."""
-    ort = pytest.importorskip("onnxruntime")
-    path = os.path.join(FIXTURES, name + ".onnx")
-    data = np.load(os.path.join(FIXTURES, name + ".npz"))
-    sym = la.onnx.load(path)
-    ops = {True: la.CachedOp(sym), False: la.CachedOp(sym)}
-    sess = ort.InferenceSession(path)
-    names = sorted({k.split("/")[0] for k in data.files})
-    for case in names:
-        ins = {k.split("/")[-1]: data[k] for k in data.files if k.startswith(case + "/in/")}
-        with la.tuning(conv_activation=False):
-            off = _listed(ops[False](**{k: la.array(v) for k, v in ins.items()}))
-        on = _listed(ops[True](**{k: la.array(v) for k, v in ins.items()}))
-        refs = sess.run(None, ins)
-        assert len(on) == len(off) == len(refs)
+    run = pass_on_off(name, "conv_activation")
+    for case, on, off, refs in run.cases:
         for a, b, r in zip(on, off, refs):
-            np.testing.assert_allclose(a.asnumpy(), b.asnumpy(), rtol=1e-5, atol=1e-6, err_msg=case)
-            np.testing.assert_allclose(a.asnumpy(), r, rtol=1e-3, atol=1e-4, err_msg=case)
-    shape = {k.split("/")[-1]: data[k].shape for k in data.files if k.startswith(names[0] + "/in/")}
-    with la.tuning(conv_activation=False):
-        off = _ops(ops[False].compiled(**shape))
-    on = _ops(ops[True].compiled(**shape))
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=case)
+            np.testing.assert_allclose(a, r, rtol=1e-3, atol=1e-4, err_msg=case)
+    on, off = run.on_ops, run.off_ops
     assert len(on) < len(off) and on.count("relu") < off.count("relu"), (on, off)
     assert name != "conv1d_net" or "relu" not in on  # (its relus read a squeeze of the convolution)

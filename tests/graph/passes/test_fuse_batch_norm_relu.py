@@ -4,8 +4,6 @@ norm feeds nothing but the relu, never in graphs that train; and DenseNet's fixt
 switched off and to onnxruntime."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
@@ -121,37 +119,15 @@ def test_training_graphs_keep_the_recorded_ops():
     assert compiled and all("batch_norm_relu" not in _ops(c.sym) for c in compiled)
 
 
-def _listed(y):
-    return list(y) if isinstance(y, (list, tuple)) else [y]
-
-
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "data", "onnx_dynamic")
-
-
-def test_densenet_equals_the_pass_switched_off_bit_for_bit_and_onnxruntime():
+def test_densenet_equals_the_pass_switched_off_bit_for_bit_and_onnxruntime(pass_on_off):
     """The fixture DenseNet (issue #35) at every size: its eight pre-activation norms made one step each,
-    the values the pass-off program's bit for bit, and onnxruntime's within the convolutions' rounding."""
-    ort = pytest.importorskip("onnxruntime")
-    path = os.path.join(FIXTURES, "densenet_mini.onnx")
-    data = np.load(os.path.join(FIXTURES, "densenet_mini.npz"))
-    sym = la.onnx.load(path)
-    ops = {True: la.CachedOp(sym), False: la.CachedOp(sym)}
-    sess = ort.InferenceSession(path)
-    names = sorted({k.split("/")[0] for k in data.files})
-    for case in names:
-        ins = {k.split("/")[-1]: data[k] for k in data.files if k.startswith(case + "/in/")}
-        for _ in range(2):  # (a compiled program's first run and a later one)
-            with la.tuning(fuse_batch_norm_relu=False):
-                off = _listed(ops[False](**{k: la.array(v) for k, v in ins.items()}))
-            on = _listed(ops[True](**{k: la.array(v) for k, v in ins.items()}))
-        refs = sess.run(None, ins)
-        assert len(on) == len(off) == len(refs)
+    the values the pass-off program's bit for bit (a compiled program's first run and a later one), and
+    onnxruntime's within the convolutions' rounding."""
+    run = pass_on_off("densenet_mini", "fuse_batch_norm_relu", runs=2)
+    for case, on, off, refs in run.cases:
         for a, b, r in zip(on, off, refs):
-            np.testing.assert_array_equal(a.asnumpy(), b.asnumpy(), err_msg=case)
-            np.testing.assert_allclose(a.asnumpy(), r, rtol=1e-3, atol=1e-4, err_msg=case)
-    shape = {k.split("/")[-1]: data[k].shape for k in data.files if k.startswith(names[0] + "/in/")}
-    with la.tuning(fuse_batch_norm_relu=False):
-        off = _ops(ops[False].compiled(**shape))
-    on = _ops(ops[True].compiled(**shape))
+            np.testing.assert_array_equal(a, b, err_msg=case)
+            np.testing.assert_allclose(a, r, rtol=1e-3, atol=1e-4, err_msg=case)
+    on, off = run.on_ops, run.off_ops
     assert on.count("batch_norm_relu") == off.count("batch_norm") > 0 and "batch_norm" not in on
     assert len(off) - len(on) == on.count("batch_norm_relu")

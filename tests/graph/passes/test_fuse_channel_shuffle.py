@@ -4,8 +4,6 @@ batches), only where the chain's inner values feed nothing but the next op; Shuf
 the pass switched off and to onnxruntime, its split views made once; graphs that train keep the ops."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
@@ -15,7 +13,6 @@ from lazyarray.graph.symbol import Symbol
 
 RNG = np.random.default_rng(2)
 pytestmark = pytest.mark.usefixtures("kernel_path")
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "data", "onnx_dynamic")
 S = la.sym
 
 
@@ -75,36 +72,19 @@ def test_the_tuning_switch_turns_it_off():
     assert _ops(channel_shuffle(sym)) == ["channel_shuffle"]
 
 
-def _listed(y):
-    return list(y) if isinstance(y, (list, tuple)) else [y]
-
-
-def test_shufflenet_equals_the_pass_switched_off_and_onnxruntime():
+def test_shufflenet_equals_the_pass_switched_off_and_onnxruntime(pass_on_off):
     """The fixture (issue #35) at every size: each unit's concatenation and shuffle one node (four before),
     the split after it views made once, the values bit for bit those of the recorded ops, and
     onnxruntime's."""
-    ort = pytest.importorskip("onnxruntime")
-    path = os.path.join(FIXTURES, "shufflenet_mini.onnx")
-    data = np.load(os.path.join(FIXTURES, "shufflenet_mini.npz"))
-    sym = la.onnx.load(path)
-    ops = {True: la.CachedOp(sym), False: la.CachedOp(sym)}
-    sess = ort.InferenceSession(path)
-    names = sorted({k.split("/")[0] for k in data.files})
-    for case in names:
-        ins = {k.split("/")[-1]: data[k] for k in data.files if k.startswith(case + "/in/")}
-        with la.tuning(channel_shuffle=False):
-            off = _listed(ops[False](**{k: la.array(v) for k, v in ins.items()}))
-        on = _listed(ops[True](**{k: la.array(v) for k, v in ins.items()}))
-        for a, b, r in zip(on, off, sess.run(None, ins)):
-            np.testing.assert_array_equal(a.asnumpy(), b.asnumpy(), err_msg=case)
-            np.testing.assert_allclose(a.asnumpy(), r, rtol=1e-3, atol=1e-4, err_msg=case)
-    shape = {k.split("/")[-1]: data[k].shape for k in data.files if k.startswith(names[0] + "/in/")}
-    with la.tuning(channel_shuffle=False):
-        off = _ops(ops[False].compiled(**shape))
-    on = _ops(ops[True].compiled(**shape))
+    run = pass_on_off("shufflenet_mini", "channel_shuffle")
+    for case, on, off, refs in run.cases:
+        for a, b, r in zip(on, off, refs):
+            np.testing.assert_array_equal(a, b, err_msg=case)
+            np.testing.assert_allclose(a, r, rtol=1e-3, atol=1e-4, err_msg=case)
+    on = run.on_ops
     assert on.count("channel_shuffle") == 4 and "transpose" not in on and "concatenate" not in on, on
-    assert len(on) == len(off) - 4 * 3, (on, off)  # (concatenate, reshape, transpose, reshape -> one, four times)
-    text = str(ops[True].explain(**{k: la.array(data[names[0] + "/in/" + k]) for k in shape}))
+    assert len(on) == len(run.off_ops) - 4 * 3, (on, run.off_ops)  # (concatenate, reshape, transpose, reshape -> one, four times)
+    text = str(run.program.explain(**{k: la.array(v) for k, v in run.first.items()}))
     assert text.count("getitem[view made once]") == 4, text
 
 

@@ -4,8 +4,6 @@ either operand order, empty batches), only where every inner value feeds nothing
 never in graphs that train; and MobileNetV3's fixture equal to the pass switched off and to onnxruntime."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
@@ -18,7 +16,6 @@ RNG = np.random.default_rng(1)
 # every test twice: the NumPy kernels and the compiled one pass (kernels/squeeze_excite.py)
 pytestmark = pytest.mark.usefixtures("kernel_path")
 TOL = {"float32": {"rtol": 1e-5, "atol": 1e-6}, "float64": {"rtol": 1e-12, "atol": 1e-14}}
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "data", "onnx_dynamic")
 
 
 def _ops(sym):
@@ -98,33 +95,15 @@ def test_the_tuning_switch_turns_it_off():
     assert _ops(squeeze_excite(sym)) == ["squeeze_excite"]
 
 
-def _listed(y):
-    return list(y) if isinstance(y, (list, tuple)) else [y]
-
-
-def test_mobilenetv3_equals_the_pass_switched_off_and_onnxruntime():
+def test_mobilenetv3_equals_the_pass_switched_off_and_onnxruntime(pass_on_off):
     """The fixture (issue #35) at every size: its two gates one step each (three steps fewer each), the
     values of the recorded ops within the gate's rounding, and onnxruntime's."""
-    ort = pytest.importorskip("onnxruntime")
-    path = os.path.join(FIXTURES, "mobilenetv3_mini.onnx")
-    data = np.load(os.path.join(FIXTURES, "mobilenetv3_mini.npz"))
-    sym = la.onnx.load(path)
-    ops = {True: la.CachedOp(sym), False: la.CachedOp(sym)}
-    sess = ort.InferenceSession(path)
-    names = sorted({k.split("/")[0] for k in data.files})
-    for case in names:
-        ins = {k.split("/")[-1]: data[k] for k in data.files if k.startswith(case + "/in/")}
-        with la.tuning(squeeze_excite=False):
-            off = _listed(ops[False](**{k: la.array(v) for k, v in ins.items()}))
-        on = _listed(ops[True](**{k: la.array(v) for k, v in ins.items()}))
-        refs = sess.run(None, ins)
+    run = pass_on_off("mobilenetv3_mini", "squeeze_excite")
+    for case, on, off, refs in run.cases:
         for a, b, r in zip(on, off, refs):
-            np.testing.assert_allclose(a.asnumpy(), b.asnumpy(), rtol=1e-5, atol=1e-6, err_msg=case)
-            np.testing.assert_allclose(a.asnumpy(), r, rtol=1e-3, atol=1e-4, err_msg=case)
-    shape = {k.split("/")[-1]: data[k].shape for k in data.files if k.startswith(names[0] + "/in/")}
-    with la.tuning(squeeze_excite=False):
-        off = _ops(ops[False].compiled(**shape))
-    on = _ops(ops[True].compiled(**shape))
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=case)
+            np.testing.assert_allclose(a, r, rtol=1e-3, atol=1e-4, err_msg=case)
+    on, off = run.on_ops, run.off_ops
     assert on.count("squeeze_excite") == 2 and len(on) == len(off) - 6, (on, off)
 
 
