@@ -14,7 +14,7 @@ from ..mode import MODE, PROFILING
 from ..ops.pool import avg_pool2d_kernel, jit_geometry, max_pool2d_grad_kernel, max_pool2d_kernel, window_layout
 from ..ops.pool_norm import pooled_batch_norm
 from ..tuning_table import current
-from . import pool_jit
+from . import pool_jit, pool_windows
 from .elementwise import run_relu
 from .impl import ANY_ORDER, Choice, Impl
 from .runner import Bound, direct, fixed_binder, noted, ran
@@ -22,6 +22,10 @@ from .runner import Bound, direct, fixed_binder, noted, ran
 
 def _max_pool_compiled(xp, x, kernel, stride, padding, ceil_mode, out):
     return pool_jit.max_pool(x, out, *jit_geometry(x, kernel, stride, padding, ceil_mode))  # (None: declined)
+
+
+def _max_pool_windows(xp, x, kernel, stride, padding, ceil_mode, out):
+    return pool_windows.max_pool(x, out, *jit_geometry(x, kernel, stride, padding, ceil_mode))  # (None: declined)
 
 
 def _max_pool_folds(xp, x, kernel, stride, padding, ceil_mode, out):
@@ -61,6 +65,10 @@ FOLDS = Impl("max_pool2d", "folds", _max_pool_folds, "an elementwise maximum ove
              "(two flat passes where windows tile x): the reference", layout=ANY_ORDER)
 COMPILED = Impl("max_pool2d", "compiled", _max_pool_compiled, "a float array on NumPy, numba installed: one "
                 "compiled pass in x's memory order", layout=ANY_ORDER, fallback=FOLDS)
+WINDOWS = Impl("max_pool2d", "windows", _max_pool_windows, "a float32/float64 NumPy array not stored batch last, "
+               "no padding, every window inside x, not 2 x 2 tiles, numba installed: each output's window folded "
+               "in registers in compiled's tap order (its values; issue #35: small planes)", layout=ANY_ORDER,
+               fallback=COMPILED)
 GRAD_WINDOWS = Impl("max_pool2d_grad", "windows", _grad_windows, "g added where each window's argmax is: the reference")
 GRAD_COMPILED = Impl("max_pool2d_grad", "compiled", _grad_compiled, "NumPy, numba installed: one compiled pass",
                      fallback=GRAD_WINDOWS)
@@ -74,7 +82,7 @@ AVG_REFERENCE = Impl("avg_pool2d", "sums", _avg_reference, "a sum over the kh * 
                      layout=ANY_ORDER)
 AVG_COMPILED = Impl("avg_pool2d", "compiled", _avg_compiled, "a C-ordered float array on NumPy, numba installed: "
                     "one compiled pass, the reference's sums in its order", fallback=AVG_REFERENCE)
-_CHOICES = {impl: Choice(impl) for impl in (FOLDS, COMPILED, GRAD_WINDOWS, GRAD_COMPILED, NORM_POOL_FIRST,
+_CHOICES = {impl: Choice(impl) for impl in (FOLDS, COMPILED, WINDOWS, GRAD_WINDOWS, GRAD_COMPILED, NORM_POOL_FIRST,
                                             NORM_COMPILED, AVG_REFERENCE, AVG_COMPILED)}
 
 
@@ -84,13 +92,20 @@ def _compiles(xp, x) -> bool:
 
 def choose_max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None) -> Choice:
     """What runs max_pool2d of ``x``."""
-    return _CHOICES[COMPILED if _compiles(xp, x) else FOLDS]
+    if not _compiles(xp, x):
+        return _CHOICES[FOLDS]
+    if current().max_pool_windows and x.ndim == 4 \
+            and pool_windows.applies(x, *jit_geometry(x, kernel, stride, padding, ceil_mode)):
+        return _CHOICES[WINDOWS]
+    return _CHOICES[COMPILED]
 
 
 def run_max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None):
     """max_pool2d by the implementation ``choose_max_pool2d`` picks (the op's kernel in every call)."""
-    y = _max_pool_compiled(xp, x, kernel, stride, padding, ceil_mode, out) if _compiles(xp, x) else None
-    choice = _CHOICES[COMPILED]
+    choice = choose_max_pool2d(xp, x, kernel, stride, padding, ceil_mode, out)
+    y = choice.impl.run(xp, x, kernel, stride, padding, ceil_mode, out) if choice.impl is not FOLDS else None
+    if y is None and choice.impl is WINDOWS:  # (declined at run time: its fallback)
+        y, choice = _max_pool_compiled(xp, x, kernel, stride, padding, ceil_mode, out), _CHOICES[COMPILED]
     if y is None:  # (not compiled, or declined: the folds)
         y, choice = max_pool2d_kernel(xp, x, kernel, stride, padding, ceil_mode, out=out), _CHOICES[FOLDS]
     if MODE.get() & PROFILING or current().log_kernels:
@@ -102,8 +117,12 @@ def bind_max_pool2d(xp, x, out=None, kernel=(2, 2), stride=(0, 0), padding=(0, 0
     """A compiled step's ``Bound`` (``kernels.bind``): ``compiled`` with its geometry, phase tables and
     kernel made once (``pool_jit.bound_max_pool``) where it runs the phase-plane pool, else the
     chosen implementation's run bound to the window (``fixed_binder``'s)."""
-    choice = choose_max_pool2d(xp, x, out=out)
+    choice = choose_max_pool2d(xp, x, kernel, stride, padding, ceil_mode, out)
     fn = direct(choice, _CHOICES, xp, (kernel, stride, padding, ceil_mode), arity=1)
+    if choice.impl is WINDOWS:
+        fixed = pool_windows.bound(x, out, *jit_geometry(x, kernel, stride, padding, ceil_mode), fn)
+        if fixed is not None:
+            return Bound(choice, fixed)
     if choice.impl is COMPILED:
         fixed = pool_jit.bound_max_pool(x, out, *jit_geometry(x, kernel, stride, padding, ceil_mode), fn)
         if fixed is not None:
@@ -177,7 +196,7 @@ def run_avg_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mod
 
 
 # op name -> its implementations, runner, and chooser for a call's arguments (``kernels.choose``)
-IMPLS = {"max_pool2d": (COMPILED, FOLDS), "max_pool2d_grad": (GRAD_COMPILED, GRAD_WINDOWS),
+IMPLS = {"max_pool2d": (WINDOWS, COMPILED, FOLDS), "max_pool2d_grad": (GRAD_COMPILED, GRAD_WINDOWS),
          "batch_norm_max_pool2d": (NORM_COMPILED, NORM_POOL_FIRST), "avg_pool2d": (AVG_COMPILED, AVG_REFERENCE)}
 RUNNERS = {"max_pool2d": run_max_pool2d, "max_pool2d_grad": run_max_pool2d_grad, "batch_norm_max_pool2d": run_norm,
            "avg_pool2d": run_avg_pool2d}
