@@ -66,7 +66,7 @@ FOLDS = Impl("max_pool2d", "folds", _max_pool_folds, "an elementwise maximum ove
 COMPILED = Impl("max_pool2d", "compiled", _max_pool_compiled, "a float array on NumPy, numba installed: one "
                 "compiled pass in x's memory order", layout=ANY_ORDER, fallback=FOLDS)
 WINDOWS = Impl("max_pool2d", "windows", _max_pool_windows, "a float32/float64 NumPy array not stored batch last, "
-               "no padding, every window inside x, not 2 x 2 tiles, numba installed: each output's window folded "
+               "no padding, every window inside x, a stride over 1, not 2 x 2 tiles, numba installed: each output's window folded "
                "in registers in compiled's tap order (its values; issue #35: small planes)", layout=ANY_ORDER,
                fallback=COMPILED)
 GRAD_WINDOWS = Impl("max_pool2d_grad", "windows", _grad_windows, "g added where each window's argmax is: the reference")

@@ -1,6 +1,6 @@
 """``max_pool2d[windows]`` (issue #35): each output's window folded in registers, for pools whose
-windows all lie inside the input (no padding, no ``ceil_mode`` window past it), not stored batch last
-and not 2 x 2 tiles (those have their own loops, ``pool_jit.py``).
+windows all lie inside the input (no padding, no ``ceil_mode`` window past it), with a stride over 1
+on some axis, not stored batch last and not 2 x 2 tiles (those have their own loops, ``pool_jit.py``).
 
 ``pool_jit``'s phase-plane pool copies every plane into padded phase planes and folds each tap over
 a short flat slice: for the small planes of a small CNN (SqueezeNet's 15 x 15 and 7 x 7 planes,
@@ -69,12 +69,13 @@ def _pool_windows(x, out, kh, kw, sh, sw, fill):  # pragma: no cover  (compiled 
 def applies(x, kernel, stride, padding, shape) -> bool:
     """Whether ``windows`` takes this pool (``pool_jit.jit_geometry``'s kernel, stride, padding and
     output shape): a 4-D float32/float64 NumPy array not stored batch last, no padding, every window
-    inside x, not 2 x 2 tiles."""
+    inside x, not 2 x 2 tiles, not stride 1."""
     if x.__class__ is not np.ndarray or x.ndim != 4 or x.dtype not in _FLOATS or tuple(padding) != (0, 0) \
             or _batch_last(x):
         return False
-    if tuple(kernel) == (2, 2) and tuple(stride) == (2, 2) and tuple(shape) == (x.shape[2] // 2, x.shape[3] // 2):
-        return False
+    if tuple(stride) == (1, 1) or tuple(kernel) == (2, 2) and tuple(stride) == (2, 2) \
+            and tuple(shape) == (x.shape[2] // 2, x.shape[3] // 2):
+        return False  # (stride 1: the phase planes' long flat loops vectorize, 16 x 16 planes 14 us against 16)
     return all(shape[a] >= 1 and (shape[a] - 1) * stride[a] + kernel[a] <= x.shape[2 + a] for a in (0, 1))
 
 

@@ -1,0 +1,105 @@
+"""kernels/pool_windows.py: max_pool2d[windows] gives the compiled row loop's values bit for bit (and
+the folds', the reference, up to signed zeros' ties), takes views and empty dims, is chosen only where
+it applies, falls back otherwise and is switched off by the tuning table."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray import kernels
+from lazyarray.kernels import pool_jit, pool_windows
+from lazyarray.kernels.pool import WINDOWS, choose_max_pool2d, run_max_pool2d
+from lazyarray.ops.pool import max_pool2d_kernel
+
+pytest.importorskip("numba")
+
+# (kernel, stride, output) of pools without padding whose windows lie inside a 15 x 13 input
+GEOMETRIES = [((3, 3), (2, 2), (7, 6)), ((2, 3), (2, 1), (7, 11)), ((1, 2), (1, 2), (15, 6)), ((3, 3), (3, 3), (5, 4)),
+              ((4, 2), (2, 3), (6, 4))]
+
+
+def _rows(x, kernel, stride, shape):
+    """The compiled row loop (``max_pool2d[compiled]``'s reference order) of ``x``."""
+    want = np.full(x.shape[:2] + shape, 5, x.dtype)
+    empty = np.empty(0, x.dtype)
+    la.jit.compiled(pool_jit._pool_rows)(x, want, *kernel, *stride, 0, 0, x.dtype.type(-np.inf), False, False,
+                                         empty, empty, x.dtype.type(0))
+    return want
+
+
+def _inputs(dtype):
+    x = np.random.default_rng(3).standard_normal((3, 4, 15, 13)).astype(dtype)
+    x[0, 0, 0, :4] = [np.nan, -np.inf, np.inf, 1.0]
+    x[1, 2, 4:7, 2:5] = -np.inf
+    yield "c-order", x
+    big = np.zeros((3, 8, 15, 26), dtype)
+    big[:, ::2, :, ::2] = x
+    yield "strided view", big[:, ::2, :, ::2]
+    yield "channels last", np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    yield "empty batch", x[:0]
+    yield "empty channels", x[:, :0]
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: f"k{g[0]}-s{g[1]}")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_windows_equal_the_row_loop_bit_for_bit_and_the_folds(monkeypatch, geometry, dtype):
+    monkeypatch.setattr(la.config, "jit", True)
+    kernel, stride, shape = geometry
+    for what, x in _inputs(dtype):
+        assert choose_max_pool2d(np, x, kernel, stride).impl is WINDOWS, what
+        got = run_max_pool2d(np, x, kernel, stride)
+        assert got.shape == x.shape[:2] + shape and got.dtype == x.dtype, what
+        assert got.tobytes() == _rows(x, kernel, stride, shape).tobytes(), what
+        np.testing.assert_array_equal(got, max_pool2d_kernel(np, np.ascontiguousarray(x), kernel, stride), what)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_bound_step_writes_its_planned_buffer_and_falls_back(monkeypatch, dtype):
+    monkeypatch.setattr(la.config, "jit", True)
+    x = np.random.default_rng(5).standard_normal((8, 16, 15, 15)).astype(dtype)
+    want = _rows(x, (3, 3), (2, 2), (7, 7))
+    out = np.full((8, 16, 7, 7), 7, dtype)
+    bound = kernels.bind("max_pool2d", np, x, out=out, kernel=(3, 3), stride=(2, 2))
+    assert str(bound.choice) == "max_pool2d[windows]"
+    assert bound.fn(x, out=out) is out and out.tobytes() == want.tobytes()
+    strided = np.zeros((8, 16, 7, 14), dtype)[..., ::2]  # (a planned view with strides)
+    assert bound.fn(x, out=strided) is strided and np.array_equal(strided, want)
+    calls = []
+    fn = pool_windows.bound(x, out, (3, 3), (2, 2), (0, 0), (7, 7), lambda x, out=None: calls.append(out) or "other")
+    buf = np.zeros(x.size + out.size, dtype)  # an out overlapping x, or none: the step's generic binding
+    ob = buf[x.size - 16:x.size - 16 + out.size].reshape(out.shape)
+    assert fn(buf[:x.size].reshape(x.shape), out=ob) == "other" and fn(x) == "other" and len(calls) == 2
+    assert fn(x.astype(np.float16), out=out) == "other" and fn(x[:, :, 1:], out=out) == "other"
+    np.testing.assert_array_equal(bound.fn(x), want)  # (no out: a new array)
+
+
+def test_what_windows_does_not_take_keeps_compiled(monkeypatch):
+    monkeypatch.setattr(la.config, "jit", True)
+    x = np.ones((2, 3, 8, 8), np.float32)
+    assert choose_max_pool2d(np, x, (3, 3), (2, 2)).impl.name == "windows"
+    assert choose_max_pool2d(np, x, (3, 3), (2, 2), (1, 1)).impl.name == "compiled"  # padding
+    assert choose_max_pool2d(np, x, (2, 2), (2, 2)).impl.name == "compiled"  # 2 x 2 tiles
+    assert choose_max_pool2d(np, x, (2, 2), (1, 1)).impl.name == "compiled"  # stride 1
+    assert choose_max_pool2d(np, x, (3, 3), (2, 2), (0, 0), True).impl.name == "compiled"  # a window past x (ceil)
+    last = np.ascontiguousarray(x.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)
+    assert choose_max_pool2d(np, last, (3, 3), (2, 2)).impl.name == "compiled"  # batch last
+    assert choose_max_pool2d(np, x.astype(np.int32), (3, 3), (2, 2)).impl.name == "folds"  # (as before)
+    assert pool_windows.max_pool(x, np.empty((2, 3, 3, 3), np.float64), (3, 3), (2, 2), (0, 0), (3, 3)) is None
+    with la.tuning(max_pool_windows=False):
+        assert choose_max_pool2d(np, x, (3, 3), (2, 2)).impl.name == "compiled"
+    monkeypatch.setattr(la.config, "jit", False)
+    assert choose_max_pool2d(np, x, (3, 3), (2, 2)).impl.name == "folds"
+    assert pool_windows.bound(x, np.empty((2, 3, 3, 3), np.float32), (3, 3), (2, 2), (0, 0), (3, 3), None) is None
+
+
+def test_explain_shows_windows_in_a_hybridized_pool(monkeypatch):
+    monkeypatch.setattr(la.config, "jit", True)
+    net = la.blocks.MaxPool2D(3, 2)
+    net.hybridize()
+    x = la.array(np.random.default_rng(6).standard_normal((2, 4, 15, 15)).astype(np.float32))
+    for _ in range(3):
+        y = net(x)
+    want = _rows(x.asnumpy(), (3, 3), (2, 2), (7, 7))
+    assert y.asnumpy().tobytes() == want.tobytes()
+    assert "max_pool2d[windows]" in str(net.explain(x))
