@@ -14,7 +14,8 @@ the activation's ops do): one pass and one call fewer a layer. A compiled step b
 once (``bind_conv2d_act``: conv2d's binding, then the pass), asking no chooser per call.
 ``compiled`` and ``ufuncs`` take values stored in any order (``ANY_ORDER``): the executor stores
 them batch last where it would conv2d's (``kernels.takes_batch_last``, with conv2d's condition
-``conv_batch_last.columns_fit``); ``fused`` runs only on C-ordered ones, as ``pointwise`` does.
+``conv_batch_last.columns_fit``); ``fused`` runs only on C-ordered ones, as ``pointwise`` does (an input whose images are
+C-ordered blocks at any batch stride counts, as for ``pointwise``).
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from ..ops.conv_act import ACTIVATIONS, activate
 from ..tuning_table import current
 from . import conv1d
 from .conv2d import CONV1D, POINTWISE, bind_conv2d, choose_conv2d, run_conv2d
+from .conv_direct import images_c_ordered
 from .depthwise import FLOATS
 from .impl import ANY_ORDER, Choice, Impl
 from .log import log_choice
@@ -122,9 +124,11 @@ def _ufuncs(xp, y, act, alpha, beta):
 def pointwise_fused(xp, x, weight, bias, act, alpha, beta, out):
     """conv2d ``pointwise``'s product without its bias, into the output (C-ordered ``out``, or a new
     array), then the bias and the activation in one compiled pass (``_bias_act``); None where that
-    kernel is off or the memory orders are not C's (the caller runs the convolution, then ``compiled``)."""
+    kernel is off or the memory orders are not C's (the input's images C-ordered blocks at any batch
+    stride, ``conv_direct.images_c_ordered``, as ``pointwise`` takes; the caller runs the convolution,
+    then ``compiled``)."""
     kern = jit.compiled(_bias_act)
-    if kern is None or not x.flags.c_contiguous or (out is not None and not out.flags.c_contiguous):
+    if kern is None or not images_c_ordered(x) or (out is not None and not out.flags.c_contiguous):
         return None
     n, c, h, w = x.shape
     o = weight.shape[0]

@@ -27,7 +27,10 @@ is added last, as the reference adds it.
 9-27 us each in ``direct``'s loop or ``im2col``'s fixed cost): a 1x1 convolution with stride 1, no
 padding and no groups is ``weight (O, C) @ image (C, H*W)`` per image, one ``numpy.matmul`` over
 the batch written into the output where it is C-ordered, then the bias: no window view, no copy of
-a C-ordered input. Values as the reference's product within float rounding (BLAS's order).
+a C-ordered input. Values as the reference's product within float rounding (BLAS's order). The
+input's images need only be C-ordered blocks, at any batch stride (``images_c_ordered``; issue #35:
+ShuffleNet's split halves after ``channel_shuffle`` at batch 8 took ``im2col`` / ``batch_last``):
+the product reads them in place, the values a C-ordered copy would give bit for bit.
 """
 from __future__ import annotations
 
@@ -49,17 +52,25 @@ WIDE_PIXELS, WIDE_MACS = 64, 8
 GROUPED = Impl("conv2d", "grouped", conv.conv2d_grouped, "groups > 1: one batched product over the groups")
 
 
+def images_c_ordered(x) -> bool:
+    """Every image of the 4-D ``x`` is one C-ordered (C, H, W) block, at any batch stride: a C-ordered
+    array, or a batch of such blocks further apart (issue #35: a ``split``'s half after
+    ``channel_shuffle``, a view made once, its images (C, H*W) apart by 2C*H*W). ``x.reshape(N, C,
+    H*W)`` is then a view whose images are C-ordered (C, H*W) matrices, as a C-ordered input's are."""
+    return x.flags.c_contiguous or x[0].flags.c_contiguous  # (an empty batch is C-ordered)
+
+
 def pointwise_applies(xp, x, weight, bias, out, stride, padding, groups) -> bool:
     """``pointwise`` runs this call: NumPy float32/float64 arrays of one dtype, a 1x1 kernel, stride 1,
-    no padding, no groups, the input C-ordered (its images are then (C, H*W) views) and so the output
-    when given (a planned batch-last output is left to the implementations made for it), and not a
-    batch ``split`` would spread over the threads."""
+    no padding, no groups, each input image a C-ordered block (``images_c_ordered``: its images are
+    then (C, H*W) views) and the output C-ordered when given (a planned batch-last output is left to
+    the implementations made for it), and not a batch ``split`` would spread over the threads."""
     if xp is not np or groups != 1 or weight.shape[2] != 1 or weight.shape[3] != 1 or stride != (1, 1) \
             or padding != (0, 0) or x.dtype not in FLOATS or weight.dtype != x.dtype:
         return False
     if (bias is not None and bias.dtype != x.dtype) or (out is not None and out.dtype != x.dtype):
         return False
-    if not x.flags.c_contiguous or (out is not None and not out.flags.c_contiguous):  # (batch last: region's)
+    if not images_c_ordered(x) or (out is not None and not out.flags.c_contiguous):  # (batch last: region's)
         return False
     n, c, h, w = x.shape
     return split_threads(n * weight.shape[0] * c * h * w, n) <= 1  # (a batch split over the threads: split's)
@@ -67,7 +78,9 @@ def pointwise_applies(xp, x, weight, bias, out, stride, padding, groups) -> bool
 
 def conv2d_pointwise(xp, x, weight, bias, stride, padding, dilation, groups, out):
     """A 1x1 convolution as ``weight (O, C) @ x (N, C, H*W)`` into the output (C-ordered ``out``, or a
-    new array copied into another ``out``), plus the bias."""
+    new array copied into another ``out``), plus the bias; ``x``'s images C-ordered blocks at any batch
+    stride (``images_c_ordered``: the (N, C, H*W) view reads them where they lie, one (C, H*W) matrix
+    an image as a C-ordered input gives, so the same values bit for bit)."""
     n, c, h, w = x.shape
     o = weight.shape[0]
     shape = (n, o, h, w)
@@ -83,7 +96,8 @@ def conv2d_pointwise(xp, x, weight, bias, stride, padding, dilation, groups, out
 
 
 POINTWISE = Impl("conv2d", "pointwise", conv2d_pointwise,
-                 "1x1 kernel, stride 1, no padding, groups == 1, float32/float64, a C-ordered input and output, "
+                 "1x1 kernel, stride 1, no padding, groups == 1, float32/float64, C-ordered input images (at any "
+                 "batch stride) and output, "
                  "not split over the threads, "
                  "conv_pointwise on: one product weight (O, C) @ image (C, H*W) over the batch, into the output")
 

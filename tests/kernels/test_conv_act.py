@@ -169,3 +169,52 @@ def test_the_binder_equals_the_runner_over_the_case_table(dtype):
         np.testing.assert_allclose(bound.fn(other, w, b, out=None), want, **TOL[dtype])
     empty = np.ones((1, 6, 0, 5), dtype)
     np.testing.assert_array_equal(kernels.bind(OP, np, empty, w, b).fn(empty, w, b), OP.kernel(np, empty, w, b))
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [8, 1, 0])
+def test_fused_takes_images_apart_by_any_batch_stride_bit_for_bit(n, dtype):
+    """A split's half after ``channel_shuffle`` (C-ordered images, a batch stride twice C*H*W): ``fused``
+    runs it, eager and bound, with the values of the C-ordered copy bit for bit; a view whose channels
+    are strided is not ``pointwise``'s."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((n, 16, 4, 4)).astype(dtype)[:, 8:]
+    w, b = rng.standard_normal((8, 8, 1, 1)).astype(dtype), rng.standard_normal(8).astype(dtype)
+    dense = np.ascontiguousarray(x)
+    for act, p in HARD.items():
+        assert repr(kernels.choose(OP, np, x, w, b, act=act, **p)) == "conv2d_act[fused, pointwise]"
+        want = conv_act.run_conv2d_act(np, dense, w, b, act=act, **p)
+        np.testing.assert_allclose(want, OP.kernel(np, dense, w, b, act=act, **p), **TOL[dtype])
+        assert conv_act.pointwise_fused(np, x, w, b, act, p.get("alpha", 0.2), p.get("beta", 0.5), None) is not None
+        np.testing.assert_array_equal(conv_act.run_conv2d_act(np, x, w, b, act=act, **p), want)
+        out = np.full(want.shape, np.nan, dtype)
+        assert conv_act.run_conv2d_act(np, x, w, b, act=act, out=out, **p) is out
+        np.testing.assert_array_equal(out, want)
+        np.testing.assert_array_equal(kernels.bind(OP, np, x, w, b, act=act, **p).fn(x, w, b), want)
+    strided = rng.standard_normal((max(n, 1), 16, 4, 4)).astype(dtype)[:, ::2]
+    assert kernels.choose(OP, np, strided, w, b).impl is not conv_act.FUSED
+    assert conv_act.pointwise_fused(np, strided, w, b, "relu", 0.2, 0.5, None) is None
+
+
+@needs_numba
+def test_a_programs_conv_after_a_channel_slice_is_pointwise():
+    """A compiled program's 1x1 convolution of a channel slice of its input (images apart by twice their
+    size): ``pointwise`` (it took ``batch_last`` before), the reference's values."""
+    class Net(la.blocks.HybridBlock):
+        def forward(self, a, k, b):
+            return la.relu(la.nn.conv2d(a[:, 4:], k, b))
+
+    rng = np.random.default_rng(8)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((8, 8, 5, 5), (6, 4, 1, 1), (6,)))
+    net = Net()
+    net.hybridize()
+    args = [la.array(v) for v in (x, w, b)]
+    want = OP.kernel(np, np.ascontiguousarray(x[:, 4:]), w, b)
+    np.testing.assert_allclose(net(*args).asnumpy(), want, **TOL["float32"])
+    assert "pointwise]" in str(net.explain(*args))
+    with la.profile() as prof:
+        y = net(*args)
+    np.testing.assert_allclose(y.asnumpy(), want, **TOL["float32"])
+    assert [e.impl for e in prof.events if e.name.endswith("conv2d_act")] in (["fused, pointwise"],
+                                                                              ["compiled, pointwise"])

@@ -3,7 +3,10 @@ groups) as one product per call. It equals the reference kernel within float rou
 case table's inputs with 1x1 weights, the real models' 1x1 layers, with and without bias, float32 and
 float64, an empty batch, empty channels and pixels, C-ordered and other planned outputs (copied into); it
 declines (the chooser goes on) for planned outputs not C-ordered, views, strides, padding, groups, other dtypes, and with ``conv_pointwise`` off;
-``explain()`` and ``la.profile()`` name it."""
+``explain()`` and ``la.profile()`` name it. Inputs whose images are C-ordered blocks at any batch stride
+(a split's half after ``channel_shuffle``) run it too, giving a C-ordered copy's values bit for bit
+(batch 1, an empty batch, a reversed batch); views whose images are not C-ordered (channels or columns
+strided, images transposed, channels last, rows cropped) are still declined."""
 from __future__ import annotations
 
 import numpy as np
@@ -125,3 +128,59 @@ def test_the_chooser_takes_it_and_explain_and_profile_name_it():
     assert [e.impl for e in prof.events if e.name.endswith("conv2d")] == ["pointwise"]
     with la.tuning(conv_pointwise=False):  # (chosen per call: the same program runs another implementation)
         np.testing.assert_allclose(net(xa, wa).asnumpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def _spaced(rng, shape, dtype, skip=2):
+    """A batch of C-ordered (C, H, W) images ``skip`` times as far apart as a C-ordered batch's: the
+    second half of a split along the channels."""
+    n, c, h, w = shape
+    return rng.standard_normal((n, skip * c, h, w)).astype(dtype)[:, c:2 * c]
+
+
+SPACED = [((8, 8, 8, 8), 8), ((8, 16, 4, 4), 16), ((1, 8, 5, 5), 6), ((3, 5, 1, 7), 4), ((0, 4, 5, 5), 6),
+          ((2, 0, 3, 3), 5), ((2, 3, 0, 4), 2)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("xs,o", SPACED, ids=[f"{xs}-o{o}" for xs, o in SPACED])
+def test_images_apart_by_any_batch_stride_run_it_bit_for_bit(xs, o, bias, dtype):
+    """Images that are C-ordered blocks at a wider (or reversed) batch stride: ``pointwise`` takes them,
+    reading them in place, and gives what the C-ordered copy gives bit for bit (the same BLAS calls)."""
+    rng = np.random.default_rng(4)
+    spaced = _spaced(rng, xs, dtype)
+    w = rng.standard_normal((o, xs[1], 1, 1)).astype(dtype)
+    b = rng.standard_normal(o).astype(dtype) if bias else None
+    for x in (spaced, np.ascontiguousarray(spaced)[::-1]):
+        assert conv_direct.images_c_ordered(x)
+        assert x.flags.c_contiguous == (x.shape[0] <= 1 or x.size == 0)
+        if x.size:
+            assert np.shares_memory(x.reshape(xs[0], xs[1], -1), x)  # (a view: no copy of the input)
+        want = conv_direct.conv2d_pointwise(np, np.ascontiguousarray(x), w, b, *ONE, None)
+        np.testing.assert_array_equal(_check(x, w, b), want)
+        out = np.full(want.shape, np.nan, dtype)
+        assert _check(x, w, b, out) is out
+        np.testing.assert_array_equal(out, want)
+        assert kernels.choose(CONV, np, x, w, b).impl is kconv.POINTWISE
+        np.testing.assert_array_equal(kconv.run_conv2d(np, x, w, b), want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_views_whose_images_are_not_c_ordered_are_declined(dtype):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 6, 5, 7)).astype(dtype)
+    w, b = rng.standard_normal((3, 6, 1, 1)).astype(dtype), rng.standard_normal(3).astype(dtype)
+    views = {
+        "channels strided": np.repeat(x, 2, axis=1)[:, ::2],
+        "columns strided": np.repeat(x, 2, axis=3)[..., ::2],
+        "rows cropped": np.concatenate([x, x], axis=2)[:, :, 5:],
+        "images transposed": np.ascontiguousarray(x.transpose(0, 1, 3, 2)).transpose(0, 1, 3, 2),
+        "channels last": np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2),
+        "batch last": np.ascontiguousarray(x.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2),
+    }
+    for name, v in views.items():
+        assert not conv_direct.images_c_ordered(v), name
+        assert not conv_direct.pointwise_applies(np, v, w, b, None, (1, 1), (0, 0), 1), name
+        assert kernels.choose(CONV, np, v, w, b).impl is not kconv.POINTWISE, name
+        np.testing.assert_allclose(kconv.run_conv2d(np, v, w, b), CONV.kernel(np, x, w, b), **TOL[np.dtype(dtype)],
+                                   err_msg=name)
