@@ -11,7 +11,8 @@ bit; ``ufuncs``, the reference's NumPy calls (``ops/conv_act.activate``), elsewh
 (issue #35), where conv2d's choice is ``pointwise`` with a bias: its product without the bias, then
 one compiled pass adding the bias and activating (``_bias_act``, rounding as ``y += bias`` then
 the activation's ops do): one pass and one call fewer a layer. A compiled step binds the choice
-once (``bind_conv2d_act``: conv2d's binding, then the pass), asking no chooser per call.
+once (``bind_conv2d_act``: conv2d's binding, then the pass; ``fused`` itself at any batch), asking no
+chooser per call.
 ``compiled`` and ``ufuncs`` take values stored in any order (``ANY_ORDER``): the executor stores
 them batch last where it would conv2d's (``kernels.takes_batch_last``, with conv2d's condition
 ``conv_batch_last.columns_fit``); ``fused`` runs only on C-ordered ones, as ``pointwise`` does (an input whose images are
@@ -128,14 +129,23 @@ def pointwise_fused(xp, x, weight, bias, act, alpha, beta, out):
     stride, ``conv_direct.images_c_ordered``, as ``pointwise`` takes; the caller runs the convolution,
     then ``compiled``)."""
     kern = jit.compiled(_bias_act)
-    if kern is None or not images_c_ordered(x) or (out is not None and not out.flags.c_contiguous):
+    if kern is None:
+        return None
+    return _fused_call(kern, _scalars(x.dtype, act, alpha, beta), x, weight, bias, out)
+
+
+def _fused_call(kern, scalars, x, weight, bias, out):
+    """``pointwise_fused``'s work with its compiled pass and scalars given (a bound step fetches them
+    once); None where the memory orders are not ``pointwise``'s (the only facts of a call that change
+    ``pointwise``'s choice at a step's shapes, dtypes, tuning table and threads)."""
+    if not images_c_ordered(x) or (out is not None and not out.flags.c_contiguous) or x.dtype != scalars[1].dtype:
         return None
     n, c, h, w = x.shape
     o = weight.shape[0]
     y = out if out is not None else np.empty((n, o, h, w), x.dtype)
     rows = y.reshape(n, o, h * w)
     np.matmul(weight.reshape(o, c), x.reshape(n, c, h * w), out=rows)
-    kern(rows, np.ascontiguousarray(bias.reshape(-1)), *_scalars(y.dtype, act, alpha, beta))
+    kern(rows, np.ascontiguousarray(bias.reshape(-1)), *scalars)
     return y
 
 
@@ -192,8 +202,18 @@ def run_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dila
     if x.dtype == np.float16 and weight.dtype == np.float16:  # (conv2d's half path, then the reference's)
         y = run_conv2d(xp, x, weight, bias, stride, padding, dilation, groups, out)
         return activate(xp, y, act, alpha, beta)
-    geo = conv.geometry(stride, padding, dilation)
     t = current()
+    y, label = _run(xp, x, weight, bias, conv.geometry(stride, padding, dilation), groups, act, alpha, beta, out, t)
+    if MODE.get() & PROFILING:
+        current_profile().chose(label)
+    if t.log_kernels:
+        log_choice(label, x, weight)
+    return y
+
+
+def _run(xp, x, weight, bias, geo, groups, act, alpha, beta, out, t):
+    """``run_conv2d_act``'s work (float32/float64), choosing as it runs: the output and the choice
+    that ran."""
     conv_choice = choose_conv2d(xp, x, weight, out, *geo, groups, t)
     impl = _pick(xp, x, weight, bias, conv_choice)
     y = pointwise_fused(xp, x, weight, bias, act, alpha, beta, out) if impl is FUSED else None
@@ -207,20 +227,16 @@ def run_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dila
             conv_choice = Choice(conv_choice.impl.fallback)
             y = conv_choice.impl.run(xp, x, weight, bias, *geo, groups, out)
         impl = _activated(xp, y, act, alpha, beta)
-    label = conv_choice if impl is None else _choice(impl, conv_choice)
-    if MODE.get() & PROFILING:
-        current_profile().chose(label)
-    if t.log_kernels:
-        log_choice(label, x, weight)
-    return y
+    return y, (conv_choice if impl is None else _choice(impl, conv_choice))
 
 
 def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
                     act="relu", alpha=0.2, beta=0.5, out=None) -> Bound | None:
     """A compiled step's ``Bound`` (``kernels.bind``): ``choose_conv2d_act``'s choice with the convolution
     bound as ``bind_conv2d`` binds it (reading per call the facts that could change its choice) and the
-    activation's pass after it; ``fused`` bound where the convolution's choice is fixed (one image: no
-    facts count for ``pointwise``). None for half precision (the runner converts)."""
+    activation's pass after it; ``fused`` bound as chosen, at any batch (issue #35: at a step's shapes,
+    dtypes, tuning table and threads only the memory orders ``_fused_call`` checks per call change
+    ``pointwise``'s choice; where they are not its, the call chooses and runs as the runner does). None for half precision (the runner converts)."""
     if x.dtype == np.float16 and weight.dtype == np.float16:
         return None
     choice = choose_conv2d_act(xp, x, weight, bias, stride, padding, dilation, groups, act, alpha, beta, out)
@@ -243,10 +259,15 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
         kern(flat, code, a, b, zero, one)
         return y
 
-    if choice.impl is FUSED and x.shape[0] == 1 and jit.compiled(_bias_act) is not None:
+    fused_kern = jit.compiled(_bias_act) if choice.impl is FUSED else None
+    if fused_kern is not None:  # (any batch: issue #35)
+        geo = conv.geometry(stride, padding, dilation)
+
         def fused(x, w, b, out=None):
-            y = pointwise_fused(xp, x, w, b, act, alpha, beta, out)
-            return y if y is not None else fn(x, w, b, out=out)  # (memory orders the binding did not see)
+            y = _fused_call(fused_kern, scalars, x, w, b, out)
+            if y is None:  # (memory orders that are not pointwise's: chosen as the runner chooses)
+                y = _run(xp, x, w, b, geo, groups, act, alpha, beta, out, current())[0]
+            return y
 
         return Bound(choice, fused)
     return Bound(choice if choice.impl is not FUSED else _choice(COMPILED, Choice(POINTWISE)), fn)

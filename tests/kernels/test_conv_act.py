@@ -155,8 +155,7 @@ def test_the_binder_equals_the_runner_over_the_case_table(dtype):
     for s in samples:
         want = OP.kernel(np, *s.args, **s.params)
         bound = kernels.bind(OP, np, *s.args, **s.params)
-        # (fused is bound for one image; a batch binds conv2d's binding and the compiled pass)
-        assert bound.choice.impl in (kernels.choose(OP, np, *s.args, **s.params).impl, conv_act.COMPILED)
+        assert bound.choice == kernels.choose(OP, np, *s.args, **s.params)  # (fused too, at any batch)
         for out in (None, np.full(want.shape, np.nan, want.dtype)):
             got = bound.fn(*s.args, out=out)
             assert out is None or got is out
@@ -191,7 +190,12 @@ def test_fused_takes_images_apart_by_any_batch_stride_bit_for_bit(n, dtype):
         out = np.full(want.shape, np.nan, dtype)
         assert conv_act.run_conv2d_act(np, x, w, b, act=act, out=out, **p) is out
         np.testing.assert_array_equal(out, want)
-        np.testing.assert_array_equal(kernels.bind(OP, np, x, w, b, act=act, **p).fn(x, w, b), want)
+        bound = kernels.bind(OP, np, x, w, b, act=act, **p)
+        assert repr(bound.choice) == "conv2d_act[fused, pointwise]"  # (any batch: issue #35)
+        np.testing.assert_array_equal(bound.fn(x, w, b), want)
+        out = np.full(want.shape, np.nan, dtype)
+        assert bound.fn(x, w, b, out=out) is out
+        np.testing.assert_array_equal(out, want)
     strided = rng.standard_normal((max(n, 1), 16, 4, 4)).astype(dtype)[:, ::2]
     assert kernels.choose(OP, np, strided, w, b).impl is not conv_act.FUSED
     assert conv_act.pointwise_fused(np, strided, w, b, "relu", 0.2, 0.5, None) is None
@@ -218,3 +222,62 @@ def test_a_programs_conv_after_a_channel_slice_is_pointwise():
     np.testing.assert_allclose(y.asnumpy(), want, **TOL["float32"])
     assert [e.impl for e in prof.events if e.name.endswith("conv2d_act")] in (["fused, pointwise"],
                                                                               ["compiled, pointwise"])
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [8, 1, 0])
+def test_a_bound_fused_step_runs_fused_at_any_batch_as_the_runner_does(n, dtype):
+    """Issue #35: the binding runs ``fused`` at every batch the chooser picks it (it was bound for one
+    image only, conv2d's binding and a separate pass running under ``fused``'s name): the pass runs
+    (a spy on it), with the eager runner's values bit for bit, on the binding's arrays, a strided-batch
+    view of C-ordered images, and memory orders that are not ``pointwise``'s (then chosen as the
+    runner chooses)."""
+    rng = np.random.default_rng(9)
+    base = _special(rng, (n, 16, 4, 3), dtype)
+    w, b = rng.standard_normal((6, 8, 1, 1)).astype(dtype), rng.standard_normal(6).astype(dtype)
+    view, dense = base[:, 8:], np.ascontiguousarray(base[:, 8:])
+    channels_last = np.ascontiguousarray(dense.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    for act, p in HARD.items():
+        for x in (dense, view):
+            bound = kernels.bind(OP, np, x, w, b, act=act, **p)
+            assert bound.choice == kernels.choose(OP, np, x, w, b, act=act, **p)
+            assert repr(bound.choice) == "conv2d_act[fused, pointwise]"
+            for y in (dense, view, channels_last):
+                want = conv_act.run_conv2d_act(np, y, w, b, act=act, **p)
+                np.testing.assert_array_equal(bound.fn(y, w, b), want)
+                out = np.full(want.shape, np.nan, dtype)
+                assert bound.fn(y, w, b, out=out) is out
+                np.testing.assert_array_equal(out, want)
+                np.testing.assert_allclose(want, OP.kernel(np, dense, w, b, act=act, **p), **TOL[dtype])
+    assert n == 0 or kernels.choose(OP, np, channels_last, w, b).impl is not conv_act.FUSED
+
+
+@needs_numba
+def test_a_programs_fused_step_at_batch_8_is_bound_as_explain_names_it(monkeypatch):
+    """A compiled program's 1x1 convolution with a bias and its relu at batch 8 (an
+    ``nn.conv2d_act`` step): ``explain()`` names ``fused, pointwise``, the step is bound to that choice
+    and runs the fused pass (a spy on it), with the eager runner's values bit for bit."""
+    S = la.sym
+    x, k, bias = S.var("x", shape=(8, 8, 4, 4)), S.var("k", shape=(6, 8, 1, 1)), S.var("b", shape=(6,))
+    y = S.relu(S.nn.conv2d(x, k, bias))
+    op = la.CachedOp(y)
+    rng = np.random.default_rng(10)
+    arrays = {"x": (8, 8, 4, 4), "k": (6, 8, 1, 1), "b": (6,)}
+    values = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in arrays.items()}
+    args = [la.array(values[name]) for name in y.list_inputs()]
+    want = conv_act.run_conv2d_act(np, values["x"], values["k"], values["b"])
+    op(*args)
+    explained = op.explain(*args)
+    prog, rows = explained.programs[0]
+    op(*args)
+    bound = {i: b.choice.label() for i, b in prog.bindings.chosen().items() if b.choice.impl.op == "conv2d_act"}
+    assert list(bound.values()) == ["fused, pointwise"]
+    for i, name in bound.items():
+        assert rows[i]["op[implementation]"].split("[", 1)[1].rstrip("]") == name
+    calls = []
+    real = conv_act._fused_call
+    monkeypatch.setattr(conv_act, "_fused_call", lambda *a: calls.append(1) or real(*a))
+    for _ in range(3):
+        np.testing.assert_array_equal(op(*args).asnumpy(), want)
+    assert len(calls) == 3
