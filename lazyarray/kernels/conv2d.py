@@ -149,7 +149,8 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
 
     def facts(x, weight, *_):
         kept = kept_counts and keeps(weight, nbytes) and not MODE.get() & RECORDING
-        return (kept, conv.is_batch_last(x), x.flags.c_contiguous, in_pool()) if layout_counts else kept
+        return (kept, conv.is_batch_last(x), x.flags.c_contiguous, conv_direct.images_c_ordered(x), in_pool()) \
+            if layout_counts else kept  # (images C-ordered: pointwise's own condition, a strided batch included)
 
     def rebind(arrays, out):
         c = choose_conv2d(xp, arrays[0], arrays[1], out, *geometry)

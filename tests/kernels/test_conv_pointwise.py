@@ -184,3 +184,21 @@ def test_views_whose_images_are_not_c_ordered_are_declined(dtype):
         assert kernels.choose(CONV, np, v, w, b).impl is not kconv.POINTWISE, name
         np.testing.assert_allclose(kconv.run_conv2d(np, v, w, b), CONV.kernel(np, x, w, b), **TOL[np.dtype(dtype)],
                                    err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_binding_made_on_a_strided_batch_rebinds_for_channels_last_images(dtype):
+    """A compiled step bound on a split's half (``pointwise``, images C-ordered, the whole not) and then
+    handed channels-last images, which are not C-ordered either: the binding's facts tell the two apart
+    (``images_c_ordered``), so it chooses again and gives the runner's values bit for bit."""
+    rng = np.random.default_rng(6)
+    spaced = _spaced(rng, (8, 8, 4, 4), dtype)
+    w, b = rng.standard_normal((6, 8, 1, 1)).astype(dtype), rng.standard_normal(6).astype(dtype)
+    out = np.empty((8, 6, 4, 4), dtype)
+    bound = kernels.bind("conv2d", np, spaced, w, b, out=out)
+    assert bound.choice.impl is kconv.POINTWISE
+    last = np.ascontiguousarray(spaced.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    assert not last.flags.c_contiguous and not conv_direct.images_c_ordered(last)
+    assert kernels.choose(CONV, np, last, w, b).impl is not kconv.POINTWISE
+    for x in (spaced, last, spaced):
+        np.testing.assert_array_equal(bound.fn(x, w, b, out=np.empty_like(out)), kconv.run_conv2d(np, x, w, b))
