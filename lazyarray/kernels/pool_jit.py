@@ -225,7 +225,7 @@ def bound_max_pool(x, out, kernel, stride, padding, shape, other):
     kernel, stride, padding = tuple(map(int, kernel)), tuple(map(int, stride)), tuple(map(int, padding))
     tiles = kernel == (2, 2) and stride == (2, 2) and padding == (0, 0) and tuple(shape) == (x.shape[2] // 2,
                                                                                               x.shape[3] // 2)
-    if x.__class__ is not np.ndarray or x.ndim != 4 or x.dtype not in _FLOATS or tiles or _batch_last(x) \
+    if x.__class__ is not np.ndarray or x.ndim != 4 or x.dtype not in _FLOATS or tiles or stored_batch_last(x) \
             or not _phases_fit(x, kernel, stride, padding, shape) or out is None or out.dtype != x.dtype:
         return None
     kern = with_fill(_pool_phases)
@@ -243,7 +243,7 @@ def bound_max_pool(x, out, kernel, stride, padding, shape, other):
     return fn
 
 
-def _batch_last(x) -> bool:
+def stored_batch_last(x) -> bool:
     """x (N, C, H, W) of several images stored batch last (memory (C, H, W, N))."""
     return x.shape[0] > 1 and x.strides[0] == x.itemsize and x.transpose(1, 2, 3, 0).flags.c_contiguous
 
@@ -273,7 +273,7 @@ def max_pool(x, out, kernel, stride, padding, shape, relu=False, scale=None, shi
     affine = scale is not None
     if affine and (scale.dtype != x.dtype or shift.dtype != x.dtype):
         return None
-    batch_last = _batch_last(x)
+    batch_last = stored_batch_last(x)
     tiles = tuple(kernel) == (2, 2) and tuple(stride) == (2, 2) and tuple(padding) == (0, 0) \
         and tuple(shape) == (x.shape[2] // 2, x.shape[3] // 2)
     if not (tiles or batch_last or affine or relu) and _phases_fit(x, kernel, stride, padding, shape):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import jit
-from .pool_jit import _batch_last, overlap
+from .pool_jit import overlap, stored_batch_last
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -71,7 +71,7 @@ def applies(x, kernel, stride, padding, shape) -> bool:
     output shape): a 4-D float32/float64 NumPy array not stored batch last, no padding, every window
     inside x, not 2 x 2 tiles, not stride 1."""
     if x.__class__ is not np.ndarray or x.ndim != 4 or x.dtype not in _FLOATS or tuple(padding) != (0, 0) \
-            or _batch_last(x):
+            or stored_batch_last(x):
         return False
     if tuple(stride) == (1, 1) or tuple(kernel) == (2, 2) and tuple(stride) == (2, 2) \
             and tuple(shape) == (x.shape[2] // 2, x.shape[3] // 2):
@@ -110,7 +110,7 @@ def bound(x, out, kernel, stride, padding, shape, other):
 
     def fn(x, out=None):
         if out is None or out.dtype != dtype or x.dtype != dtype or x.shape != x_shape or out.shape != out_shape \
-                or _batch_last(x) or overlap(out, x):
+                or stored_batch_last(x) or overlap(out, x):
             return other(x, out=out)
         kern(x, out, *args)
         return out
