@@ -50,6 +50,24 @@ def train_tiny_transformer():
     return _train_tiny_transformer
 
 
+def _training_graph_ops(net, x) -> list:
+    """Hybridize ``net``, record one forward and backward on ``x``; the op names of each compiled
+    program that trains (has a backward), one list per program."""
+    net.hybridize()
+    with la.autograd.record():
+        loss = net(x).sum()
+    loss.backward()
+    op = next(iter(net._by_sig.values())).run
+    return [_op_names(c.sym) for c in op._cache.values() if c.backward is not None]
+
+
+@pytest.fixture
+def training_graph_ops():
+    """``training_graph_ops(net, x)`` -> [op names of each compiled training program]: for the check
+    that a pass leaves graphs that train as recorded."""
+    return _training_graph_ops
+
+
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "data", "onnx_dynamic")
 
 
