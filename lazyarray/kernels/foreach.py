@@ -30,7 +30,7 @@ from ..tuning_table import current as tuning
 from . import rnn_cell
 from .impl import Choice, Impl
 from .profile import current as current_profile
-from .runner import Bound, by_facts, direct
+from .runner import Bound, counted_until, direct
 
 # ops whose kernels the loop calls as they are: elementwise arithmetic and activations, products,
 # static indexing (each has one output and no state, so calling it per step is what the body means)
@@ -311,22 +311,14 @@ def bind_foreach(xp, *arrays, body, n_data, n_states, save_states, out=None) -> 
     tiered = e.table is not None and e.calls < after and jit.enabled()
     params = {"body": body, "n_data": n_data, "n_states": n_states, "save_states": save_states}
 
-    def bound(arrays, out) -> Bound:
+    def make(arrays, out) -> Bound:
         choice = choose_foreach(xp, *arrays, **params)
         run = direct(choice, _CHOICES, xp, keywords=params)
         if choice.impl is CELL:
             run = _bound_cell(e, arrays, out, run) or run
-        if not tiered or e.calls >= after:
-            return Bound(choice, run)
+        return Bound(choice, run)
 
-        def counted(*arrays, out=None):
-            e.calls += 1
-            return run(*arrays, out=out)
-
-        return Bound(choice, counted)
-
-    first = bound(arrays, out)
-    return Bound(first.choice, by_facts(lambda *_: e.calls >= after, bound, {False: first})) if tiered else first
+    return counted_until(e, after, tiered, make, arrays, out)
 
 
 def _bound_cell(e, arrays, out, fallback):

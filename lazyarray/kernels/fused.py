@@ -57,7 +57,7 @@ from .fused_table import ARRAY_SLOTS, FLOATS, OPS, TABLES, TableCache, run_table
 from .impl import Choice, Impl
 from .log import log_choice
 from .profile import current as current_profile
-from .runner import Bound, by_facts, direct
+from .runner import Bound, counted_until, direct
 
 __all__ = ["ARRAY_SLOTS", "FLOATS", "IMPLS", "J", "OPS", "REDUCTIONS", "TABLES", "TableCache", "admission",
            "bind_fused", "choose_fused", "mixed_pays", "pays", "run_fused", "table_of"]
@@ -251,20 +251,11 @@ def bind_fused(xp, *arrays, graph, out=None) -> Bound | None:
     after = t.fused_jit_after
     tiered = state.calls < after and jit.enabled() and not steps_of(graph).ends  # (else the count decides nothing)
 
-    def bound(arrays, out) -> Bound:
+    def make(arrays, out) -> Bound:
         choice = choose_fused(xp, graph, t)
-        run = direct(choice, _CHOICES, xp, keywords={"graph": graph})
-        if not tiered or state.calls >= after:
-            return Bound(choice, run)
+        return Bound(choice, direct(choice, _CHOICES, xp, keywords={"graph": graph}))
 
-        def counted(*arrays, out=None):
-            state.calls += 1
-            return run(*arrays, out=out)
-
-        return Bound(choice, counted)
-
-    first = bound(arrays, out)
-    return Bound(first.choice, by_facts(lambda *_: state.calls >= after, bound, {False: first})) if tiered else first
+    return counted_until(state, after, tiered, make, arrays, out)
 
 
 BINDERS = {"fused": bind_fused}

@@ -156,3 +156,27 @@ def by_facts(facts: Callable, bind: Callable, seen: dict) -> Callable:
         return b.fn(*arrays, out=out)
 
     return fn
+
+
+def counted_until(state, after: int, tiered: bool, make: Callable, arrays: tuple, out) -> Bound:
+    """A compiled step's ``Bound`` for an op whose kernels tier by calls (``jit.tiered``):
+    ``make(arrays, out)`` (a ``Bound``: the choice and its run) as it is where ``tiered`` is false;
+    else, while ``state.calls`` is below ``after``, a run that counts each call (as the op's runner
+    counts) and binds ``make`` again once the count passes."""
+    if not tiered:
+        return make(arrays, out)
+
+    def bound(arrays, out) -> Bound:
+        b = make(arrays, out)
+        if state.calls >= after:
+            return b
+        run = b.fn
+
+        def counted(*arrays, out=None):
+            state.calls += 1
+            return run(*arrays, out=out)
+
+        return Bound(b.choice, counted)
+
+    first = bound(arrays, out)
+    return Bound(first.choice, by_facts(lambda *_: state.calls >= after, bound, {False: first}))
