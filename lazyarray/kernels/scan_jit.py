@@ -40,33 +40,60 @@ _SHIFT, _ONE_BITS = np.uint64(52), np.uint64(1023 << 52)  # (2^k's bits: the low
 _TANH_SERIES = 0.1  # tanh of |x| under this by its odd series (no cancellation in 1 - e)
 
 
+HEADER = 6  # ``meta``'s first values: the sizes of its parts (``meta_of``)
+
+
+def meta_of(table, rows, cols, fixed, states, outs, width: int):
+    """The int64 arrays ``run_scan`` reads as one (``[len(table), len(rows), len(fixed), len(states),
+    len(outs), width]``, then each flat, in that order): one argument where there were six (a compiled
+    call's dispatch costs about 0.1 us an argument)."""
+    head = [len(table), len(rows), len(fixed), len(states), len(outs), width]
+    parts = [np.array(head, np.int64)] + [np.ravel(np.asarray(a, np.int64)) for a in (table, rows, cols, fixed, states, outs)]
+    return np.concatenate(parts)
+
+
 def make_scan(compiled):
     """The compiled ``run_scan`` (``compiled``: ``jit.compiled``), calling the compiled ``step`` (one
     call per time step) and ``step_outputs``."""
     step_op, outputs_op = compiled(step(compiled)), compiled(step_outputs)
 
-    def run_scan(table, rows, cols, regs, pack, fixed, xs, states, outs, ys, f0, f1, one, fast):
+    def run_scan(meta, pack, xs, ys, f0, f1, rest, fast):
         """Every step ``t`` of ``xs`` ([T, B * N], each step's rows flat): the table's ops in order,
         then the step outputs (registers ``outs[:n_y]``) into ``ys[t]`` ([B, sum of their columns])
         and the next states (registers ``outs[n_y:]``) into the state registers ``states``; at the
-        end the first two states into ``f0`` and ``f1`` ([B, their columns]). ``fixed`` rows
-        ``(dest, offset)``: registers loaded from ``pack`` once, before the loop. ``one``: 1 in the
-        dtype; ``fast``: float32's sigmoid and tanh through ``unary_fast``."""
-        for k in range(fixed.shape[0]):
+        end the first two states into ``f0`` and ``f1`` ([B, their columns]), the others into the rows
+        of ``rest`` (flat). ``meta`` (``meta_of``): the table, each register's rows and columns,
+        ``fixed`` rows ``(dest, offset)`` (registers loaded from ``pack`` once, before the loop), the
+        state and output registers, the registers' width. ``fast``: float32's sigmoid and tanh through
+        ``unary_fast``. The registers are made here (no array made per call in Python)."""
+        n_t, n_r, n_f, n_s, n_o = meta[0], meta[1], meta[2], meta[3], meta[4]
+        at = HEADER + n_t * 5
+        table = meta[HEADER:at].reshape((n_t, 5))
+        rows, cols = meta[at:at + n_r], meta[at + n_r:at + 2 * n_r]
+        at += 2 * n_r
+        fixed = meta[at:at + 2 * n_f].reshape((n_f, 2))
+        states, outs = meta[at + 2 * n_f:at + 2 * n_f + n_s], meta[at + 2 * n_f + n_s:at + 2 * n_f + n_s + n_o]
+        regs = np.empty((n_r, meta[5]), pack.dtype)
+        one = pack.dtype.type(1)
+        for k in range(n_f):
             d, off = fixed[k, 0], fixed[k, 1]
             dst = regs[d]
             for j in range(rows[d] * cols[d]):
                 dst[j] = pack[off + j]
         scratch = np.empty((2, regs.shape[1]), np.float64)  # (unary_fast's values and scales)
-        nxt = np.empty((states.shape[0], regs.shape[1]), regs.dtype)  # (step_outputs' next states)
+        nxt = np.empty((n_s, regs.shape[1]), regs.dtype)  # (step_outputs' next states)
         for t in range(xs.shape[0]):
             step_op(table, rows, cols, regs, pack, xs, t, one, fast, scratch)
             outputs_op(regs, rows, cols, states, outs, ys, t, nxt)
-        for s in range(min(states.shape[0], 2)):
+        for s in range(min(n_s, 2)):
             f = f0 if s == 0 else f1
             for i in range(f.shape[0]):
                 for j in range(f.shape[1]):
                     f[i, j] = regs[states[s], i * f.shape[1] + j]
+        for s in range(2, n_s):
+            r = rest[s - 2]
+            for j in range(r.shape[0]):
+                r[j] = regs[states[s], j]
 
     return compiled(run_scan)
 
