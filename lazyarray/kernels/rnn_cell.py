@@ -419,7 +419,7 @@ def caller(t: CellTable, fr: Frame, n_y: int, n_args: int, fallback, early=None)
     written). ``early``: ``(entry, after, first)``: while the entry has run fewer than ``after`` calls,
     ``first`` runs the call (and counts it): the body's tier checked here, in the one function the step
     calls (no layer of Python per call between the step and the compiled loop)."""
-    loop, fast = _loop(), t.dtype == _F32 and tuning().foreach_cell_fast_exp
+    loop, fast = _loop(), sj.FAST if t.dtype == _F32 and tuning().foreach_cell_fast_exp else 0
     e, after, first = early if early is not None else (None, 0, None)
     n_s = len(t.states)
     if not t.direct or not fr.one_y or n_s > 2 or n_args < 1 + n_s:
@@ -447,15 +447,26 @@ def caller(t: CellTable, fr: Frame, n_y: int, n_args: int, fallback, early=None)
             if pack.dtype != dtype:
                 pack = pack.astype(dtype)
             memo[0] = (cur, pack) if all(map(_frozen, cur)) else None
-        x = arrays[0]
-        xs = (x if x.flags.c_contiguous else np.ascontiguousarray(x)).reshape(x.shape[0], x.shape[1] * x.shape[2])
+        x, flags = arrays[0], fast
+        if not x.flags.c_contiguous:
+            x, flags = data(x, fast)
         if f0_at is None:
-            loop(meta, pack, xs, out[0], empty, empty, empty, fast)
+            loop(meta, pack, x, out[0], empty, empty, empty, flags)
         else:
-            loop(meta, pack, xs, out[0], out[f0_at], out[f1_at], empty, fast)
+            loop(meta, pack, x, out[0], out[f0_at], out[f1_at], empty, flags)
         return out
 
     return go
+
+
+def data(x, flags: int) -> tuple:
+    """(what the compiled loop reads for the data ``x``, which is not C-ordered: the C-ordered array
+    whose time-reversed view ``x`` is (a backward direction's ``x[::-1]``, read back to front: no
+    copy), else a C-ordered copy; ``flags`` with ``scan_jit.REVERSED`` where the former)."""
+    back = x[::-1]
+    if x.shape[0] > 1 and back.flags.c_contiguous:
+        return back, flags | sj.REVERSED
+    return np.ascontiguousarray(x), flags
 
 
 def _frozen(a) -> bool:
@@ -493,12 +504,12 @@ def run(t: CellTable, fr: Frame, arrays, ys, finals) -> bool:
     pack = _pack(t, fr, arrays)
     if pack is None:
         return False
-    x = arrays[0]
-    xs = (x if x.flags.c_contiguous else np.ascontiguousarray(x)).reshape(x.shape[0], x.shape[1] * x.shape[2])
+    fast = sj.FAST if t.dtype == _F32 and tuning().foreach_cell_fast_exp else 0
+    x, flags = (arrays[0], fast) if arrays[0].flags.c_contiguous else data(arrays[0], fast)
     rest = np.empty((max(len(t.states) - 2, 0), fr.regs_shape[1]), t.dtype)  # (the states after two, flat)
     y = ys[0] if fr.one_y else np.empty(fr.y_shape, t.dtype)
     f = (list(finals[:2]) + [finals[0]])[:2] if finals else [np.empty((0, 0), t.dtype)] * 2  # (the loop's two)
-    _loop()(fr.meta, pack, xs, y, f[0], f[1], rest, t.dtype == _F32 and tuning().foreach_cell_fast_exp)
+    _loop()(fr.meta, pack, x, y, f[0], f[1], rest, flags)
     if not fr.one_y:
         at = 0
         for k, out in zip(t.outs, ys):

@@ -41,6 +41,7 @@ _TANH_SERIES = 0.1  # tanh of |x| under this by its odd series (no cancellation 
 
 
 HEADER = 6  # ``meta``'s first values: the sizes of its parts (``meta_of``)
+FAST, REVERSED = 1, 2  # ``run_scan``'s flags: float32's fast sigmoid and tanh; the data read back to front
 
 
 def meta_of(table, rows, cols, fixed, states, outs, width: int):
@@ -57,15 +58,16 @@ def make_scan(compiled):
     call per time step) and ``step_outputs``."""
     step_op, outputs_op = compiled(step(compiled)), compiled(step_outputs)
 
-    def run_scan(meta, pack, xs, ys, f0, f1, rest, fast):
-        """Every step ``t`` of ``xs`` ([T, B * N], each step's rows flat): the table's ops in order,
+    def run_scan(meta, pack, x, ys, f0, f1, rest, flags):
+        """Every step ``t`` of ``x`` ([T, B, N], C-ordered; read from its last step back where ``flags``
+        has ``REVERSED``: ``x`` is then the time-reversed view of the op's data): the table's ops in order,
         then the step outputs (registers ``outs[:n_y]``) into ``ys[t]`` ([B, sum of their columns])
         and the next states (registers ``outs[n_y:]``) into the state registers ``states``; at the
         end the first two states into ``f0`` and ``f1`` ([B, their columns]), the others into the rows
         of ``rest`` (flat). ``meta`` (``meta_of``): the table, each register's rows and columns,
         ``fixed`` rows ``(dest, offset)`` (registers loaded from ``pack`` once, before the loop), the
-        state and output registers, the registers' width. ``fast``: float32's sigmoid and tanh through
-        ``unary_fast``. The registers are made here (no array made per call in Python)."""
+        state and output registers, the registers' width. ``flags`` with ``FAST``: float32's sigmoid and
+        tanh through ``unary_fast``. The registers are made here (no array made per call in Python)."""
         n_t, n_r, n_f, n_s, n_o = meta[0], meta[1], meta[2], meta[3], meta[4]
         at = HEADER + n_t * 5
         table = meta[HEADER:at].reshape((n_t, 5))
@@ -82,8 +84,9 @@ def make_scan(compiled):
                 dst[j] = pack[off + j]
         scratch = np.empty((2, regs.shape[1]), np.float64)  # (unary_fast's values and scales)
         nxt = np.empty((n_s, regs.shape[1]), regs.dtype)  # (step_outputs' next states)
+        xs, fast, last = x.reshape((x.shape[0], x.shape[1] * x.shape[2])), (flags & FAST) != 0, x.shape[0] - 1
         for t in range(xs.shape[0]):
-            step_op(table, rows, cols, regs, pack, xs, t, one, fast, scratch)
+            step_op(table, rows, cols, regs, pack, xs, last - t if flags & REVERSED else t, one, fast, scratch)
             outputs_op(regs, rows, cols, states, outs, ys, t, nxt)
         for s in range(min(n_s, 2)):
             f = f0 if s == 0 else f1
@@ -105,7 +108,7 @@ def step(compiled):
     fast_op = compiled(unary_fast)
 
     def step_ops(table, rows, cols, regs, pack, xs, t, one, fast, scratch):
-        """Time step ``t``: the table's ops in order over the registers (``xs[t]``: the step's data, flat).
+        """A time step: the table's ops in order over the registers (``xs[t]``: the step's data, flat).
         The data's load, column slices, add, subtract and multiply of operands of the output's
         columns, negative, and float32's sigmoid and tanh (``unary_fast``) are run or called here (a
         call into another compiled function costs more than such an op of a small cell); products
