@@ -49,7 +49,8 @@ def meta_of(table, rows, cols, fixed, states, outs, width: int):
     len(outs), width]``, then each flat, in that order): one argument where there were six (a compiled
     call's dispatch costs about 0.1 us an argument)."""
     head = [len(table), len(rows), len(fixed), len(states), len(outs), width]
-    parts = [np.array(head, np.int64)] + [np.ravel(np.asarray(a, np.int64)) for a in (table, rows, cols, fixed, states, outs)]
+    parts = [np.array(head, np.int64)] + \
+        [np.ravel(np.asarray(a, np.int64)) for a in (table, rows, cols, fixed, states, outs)]
     return np.concatenate(parts)
 
 

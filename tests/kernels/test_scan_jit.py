@@ -59,8 +59,8 @@ def test_fast_sigmoid_and_tanh_are_within_one_float32_rounding(code):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("rows,k_in,n_out,a_rows", [(1, 32, 64, True), (3, 5, 13, True), (2, 7, 8, False),
-                                                     (2, 3, 5, True), (1, 1, 4, True), (2, 0, 4, True), (0, 4, 4, True)])
+@pytest.mark.parametrize("rows,k_in,n_out,a_rows", [(1, 32, 64, True), (3, 5, 13, True), (2, 7, 8, False), (2, 3, 5, True),
+                                                     (1, 1, 4, True), (2, 0, 4, True), (0, 4, 4, True)])
 def test_a_product_four_rows_a_pass_sums_in_index_order(dtype, rows, k_in, n_out, a_rows):
     """``matmul`` (four matrix rows per pass over the output row, then the rest one by one) equals the
     product summed one term at a time in index order bit for bit (NumPy's rounding of each product and

@@ -15,10 +15,10 @@ copies. This pass writes the same values with fewer steps:
   one ``reshape`` of the first value (nothing at all where the shapes are equal);
 * a ``getitem`` whose slices select every element (an imported pool's crop to the size it has):
   its input;
-* what is left, a ``stack`` of two to ``MAX_STACKED`` values along axis ``k``: ``concatenate([expand_dims(x, k) ...], k)`` (``np.stack``'s own values: it is
-  written so, in Python, with a check of the shapes per call: 12 us for an exported LSTM's four
-  final states, where the executor makes the views of planned buffers once and the concatenate
-  step costs 5 us).
+* what is left, a ``stack`` of two to ``MAX_STACKED`` values along axis ``k``:
+  ``concatenate([expand_dims(x, k) ...], k)`` (``np.stack``'s own values: it is written so, in
+  Python, with a check of the shapes per call: 12 us for an exported LSTM's four final states,
+  where the executor makes the views of planned buffers once and the concatenate step costs 5 us).
 
 Only a value nobody else reads is folded into the next (else both would run), only concrete
 dense shapes; the values are equal bit for bit (the same elements moved, no arithmetic).
