@@ -162,6 +162,34 @@ def test_a_time_reversed_data_input_is_read_back_to_front(dtype, steps, batch):
         assert flags == rnn_cell.sj.REVERSED and back.flags.c_contiguous and np.shares_memory(back, base)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_step_bound_in_the_first_calls_counts_them_then_calls_the_compiled_loop(dtype):
+    """``bind_foreach`` during a body's first ``foreach_jit_after`` calls, where the call will be
+    ``compiled_cell``'s into planned buffers (``foreach._early_cell``): one bound function (named
+    ``inline_loop``, as those calls run) counts them with ``inline_loop``'s values, then runs the compiled
+    loop into the same buffers (not counted) with ``run_compiled_cell``'s values bit for bit."""
+    node, values = _node(_lstm, dtype, 2, steps=5, batch=2)
+    params = {**node.params, "save_states": False}
+    e = rnn_cell.entry(node.params["body"], 1, 2, False)
+    e.calls = 0
+    outs = tuple(np.full(sh, np.nan, dtype) for sh in FOREACH.shape([a.shape for a in values], **params))
+    with la.tuning(foreach_jit_after=2):
+        bound = kforeach.bind_foreach(np, *values, out=outs, **params)
+        assert bound.choice.impl is kforeach.LOOP
+        firsts = [[o.copy() for o in bound.fn(*values, out=outs)] for _ in range(2)]
+        assert e.calls == 2
+        got = bound.fn(*values, out=outs)
+        assert e.calls == 2 and all(g is o for g, o in zip(got, outs))
+    loop = kforeach.run_inline_loop(np, *values, **params)
+    with la.tuning(foreach_jit_after=0):
+        cell = kforeach.run_compiled_cell(np, *values, **params)
+    for first in firsts:
+        for f, w in zip(first, loop):
+            np.testing.assert_array_equal(f, w)
+    for g, w in zip(got, cell):
+        np.testing.assert_array_equal(g, w)
+
+
 def test_what_keeps_inline_loop():
     node, values = _node(_lstm, "float32", 2)
     params = {**node.params, "save_states": False}
