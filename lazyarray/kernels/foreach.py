@@ -301,9 +301,11 @@ def bind_foreach(xp, *arrays, body, n_data, n_states, save_states, out=None) -> 
     """A compiled step's ``Bound`` (``kernels.bind``): ``choose_foreach``'s choice run directly. The
     choice is fixed by the body, the step's avals, the tuning table and numba but for the tier: while
     the body's cell has run fewer than ``foreach_jit_after`` calls, the bound function counts each (as
-    ``run_foreach``) and binds again when the count passes. A ``compiled_cell`` call into the step's
-    planned buffers goes straight to the compiled loop (``rnn_cell.caller``: the body's entry, its
-    ``Frame`` and the loop looked up once). None for a GPU step (the runner runs ``steps``)."""
+    ``run_foreach``) and binds again when the count passes; where the call will be a ``compiled_cell``
+    one into the step's planned buffers once it does, the one bound function counts the first calls
+    (``inline_loop``) and then goes straight to the compiled loop (``rnn_cell.caller``: the body's
+    entry, its ``Frame`` and the loop looked up once; no rebinding). None for a GPU step (the runner
+    runs ``steps``)."""
     if xp is not np:
         return None
     e = rnn_cell.entry(body, n_data, n_states, save_states)
@@ -318,27 +320,36 @@ def bind_foreach(xp, *arrays, body, n_data, n_states, save_states, out=None) -> 
             run = _bound_cell(e, arrays, out, run) or run
         return Bound(choice, run)
 
+    if tiered:
+        early = _early_cell(e, after, arrays, out, params)
+        if early is not None:
+            return early
     return counted_until(e, after, tiered, make, arrays, out)
 
 
-def _bound_cell(e, arrays, out, fallback):
+def _early_cell(e, after: int, arrays, out, params) -> Bound | None:
+    """A tiered step's ``Bound`` (``inline_loop`` named, as the first calls run) whose function runs
+    ``inline_loop`` for the body's calls before ``after`` and the compiled loop from then on, where
+    the call will be ``compiled_cell``'s (``rnn_cell.fits``) into planned buffers ``_bound_cell`` takes;
+    else None (``by_facts`` binds again when the count passes)."""
+    if plan(e.body, *e.key) is None or not rnn_cell.fits(e, arrays):
+        return None
+    first = direct(_CHOICES[LOOP], _CHOICES, np, keywords=params)
+    go = _bound_cell(e, arrays, out, direct(_CHOICES[CELL], _CHOICES, np, keywords=params), (e, after, first))
+    return None if go is None else Bound(_CHOICES[LOOP], go)
+
+
+def _bound_cell(e, arrays, out, fallback, early=None):
     """The compiled loop's call for this step (None where its arrays or planned buffers do not fit
     it as they are: the runner's path, ``fallback``, is bound): ``rnn_cell.caller`` where it writes,
-    else ``fallback``'s (``compiled_cell`` and the implementations after it)."""
+    else ``fallback``'s (``compiled_cell`` and the implementations after it); ``early``: see ``caller``."""
     (shapes, dtypes), fr = _at(e, arrays)
     if fr is None or not isinstance(out, tuple):
         return None
     if len(out) != len(shapes) or not all(o.flags.c_contiguous and o.dtype == d and o.shape == tuple(s)
                                           for o, s, d in zip(out, shapes, dtypes)):
         return None
-    go = rnn_cell.caller(e.table, fr, len(shapes) - e.key[1], len(arrays))
-
-    def cell(*arrays, out=None):
-        if go(arrays, out):
-            return out
-        return fallback(*arrays, out=out)
-
-    return cell
+    return rnn_cell.caller(e.table, fr, len(shapes) - e.key[1], len(arrays), fallback, early)
 
 
 def _reference(xp, *arrays, **params):

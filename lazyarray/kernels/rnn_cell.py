@@ -297,11 +297,15 @@ def entry(body, n_data: int, n_states: int, save_states: bool) -> Entry:
 
 def takes(e: Entry, arrays) -> bool:
     """Whether this call runs compiled: a table, numba on, past the first calls, products small enough."""
+    return e.calls >= tuning().foreach_jit_after and fits(e, arrays)
+
+
+def fits(e: Entry, arrays) -> bool:
+    """``takes`` but for the body's first calls: whether such a call runs compiled once they are past."""
     t, x = e.table, arrays[0]
     if t is None or not jit.enabled() or x.ndim != 3 or x.dtype != t.dtype or x.shape[1] == 0:
         return False
-    tune = tuning()
-    return e.calls >= tune.foreach_jit_after and t.macs * x.shape[1] <= tune.foreach_cell_max_macs
+    return t.macs * x.shape[1] <= tuning().foreach_cell_max_macs
 
 
 def _loop():
@@ -323,10 +327,11 @@ class Frame:
     """A table's call at one input signature, worked out once (``frame``): each register's rows
     (``rows``), the (register, offset) of every value loaded before the loop from the packed array
     (``fixed``: loop-invariant values after the products' matrices, then the initial states),
-    each packed part's size (``sizes``), the registers' shape and whether the one step output is
-    written straight into its buffer (``one_y``) or through ``y_shape``."""
+    each packed part's size (``sizes``), the registers' shape, whether the one step output is
+    written straight into its buffer (``one_y``) or through ``y_shape``, and the int64 arrays the
+    compiled loop reads as one (``meta``, ``scan_jit.meta_of``)."""
 
-    __slots__ = ("rows", "fixed", "sizes", "regs_shape", "one_y", "y_shape")
+    __slots__ = ("rows", "fixed", "sizes", "regs_shape", "one_y", "y_shape", "meta")
 
 
 def frame(e: Entry, sig: tuple, out_shapes) -> Frame | None:
@@ -348,6 +353,8 @@ def frame(e: Entry, sig: tuple, out_shapes) -> Frame | None:
         n_y = len(t.outs) - len(t.states)
         fr.y_shape = (steps, batch, sum(t.cols[k] for k in t.outs[:n_y]))
         fr.one_y = n_y == 1 and tuple(out_shapes[0]) == fr.y_shape
+        fr.meta = sj.meta_of(t.table_array, fr.rows, t.cols_array, fr.fixed, t.states_array, t.outs_array,
+                             fr.regs_shape[1])
     return fr
 
 
@@ -403,25 +410,35 @@ def _invariants(t: CellTable, fr: Frame, arrays):
     return parts
 
 
-def caller(t: CellTable, fr: Frame, n_y: int, n_args: int):
-    """``go(arrays, out) -> bool``: ``run`` for a compiled step whose arrays have the shapes ``fr`` was
-    made for and whose ``out`` (the step outputs, then the final states) are C-ordered buffers of the
-    op's output shapes (``foreach.bind_foreach`` checks both once): what ``run`` looks up per call (the
-    compiled loop, the tuning table's ``foreach_cell_fast_exp``, which arrays are packed, the final
-    states' buffers) found once. The same values as ``run``; False (nothing written) where it declines."""
-    loop, fast = _loop(), t.dtype == _F32 and tuning().foreach_cell_fast_exp
+def caller(t: CellTable, fr: Frame, n_y: int, n_args: int, fallback, early=None):
+    """``fn(*arrays, out=None)``, the bound function of a compiled step whose arrays have the shapes ``fr``
+    was made for and whose ``out`` (the step outputs, then the final states) are C-ordered buffers of
+    the op's output shapes (``foreach.bind_foreach`` checks both once): ``run`` with what it looks up
+    per call (the compiled loop, the tuning table's ``foreach_cell_fast_exp``, which arrays are packed,
+    the final states' buffers) found once, ``fallback(*arrays, out=out)`` where it declines (nothing
+    written). ``early``: ``(entry, after, first)``: while the entry has run fewer than ``after`` calls,
+    ``first`` runs the call (and counts it): the body's tier checked here, in the one function the step
+    calls (no layer of Python per call between the step and the compiled loop)."""
+    loop, fast = _loop(), sj.FAST if t.dtype == _F32 and tuning().foreach_cell_fast_exp else 0
+    e, after, first = early if early is not None else (None, 0, None)
     n_s = len(t.states)
     if not t.direct or not fr.one_y or n_s > 2 or n_args < 1 + n_s:
-        return lambda arrays, out: run(t, fr, arrays, out[:n_y], out[n_y:])
-    parts = _parts(t, n_s)
-    empty = np.empty((0, 0), t.dtype)
+        def slow(*arrays, out=None):
+            if e is not None and e.calls < after:
+                e.calls += 1
+                return first(*arrays, out=out)
+            return out if run(t, fr, arrays, out[:n_y], out[n_y:]) else fallback(*arrays, out=out)
+
+        return slow
+    parts, empty, meta, dtype = _parts(t, n_s), np.empty((0, 0), t.dtype), fr.meta, t.dtype
     f0_at, f1_at = (n_y, n_y + n_s - 1) if n_s else (None, None)
-    table, rows, cols, fixed, states, outs, regs_shape, dtype, one = \
-        t.table_array, fr.rows, t.cols_array, fr.fixed, t.states_array, t.outs_array, fr.regs_shape, t.dtype, t.one
-
     memo: list = [None]  # (the parts of the last pack, when none can change; that pack)
+    counted = e if e is not None else Entry(None, None, None)  # (``calls`` 0: never under ``after`` 0)
 
-    def go(arrays, out) -> bool:
+    def go(*arrays, out=None):
+        if counted.calls < after:
+            counted.calls += 1
+            return first(*arrays, out=out)
         cur, last = parts(arrays), memo[0]
         if last is not None and all(map(is_, cur, last[0])):
             pack = last[1]
@@ -430,13 +447,26 @@ def caller(t: CellTable, fr: Frame, n_y: int, n_args: int):
             if pack.dtype != dtype:
                 pack = pack.astype(dtype)
             memo[0] = (cur, pack) if all(map(_frozen, cur)) else None
-        x = arrays[0]
-        xs = (x if x.flags.c_contiguous else np.ascontiguousarray(x)).reshape(x.shape[0], x.shape[1] * x.shape[2])
-        f0, f1 = (out[f0_at], out[f1_at]) if f0_at is not None else (empty, empty)
-        loop(table, rows, cols, np.empty(regs_shape, dtype), pack, fixed, xs, states, outs, out[0], f0, f1, one, fast)
-        return True
+        x, flags = arrays[0], fast
+        if not x.flags.c_contiguous:
+            x, flags = data(x, fast)
+        if f0_at is None:
+            loop(meta, pack, x, out[0], empty, empty, empty, flags)
+        else:
+            loop(meta, pack, x, out[0], out[f0_at], out[f1_at], empty, flags)
+        return out
 
     return go
+
+
+def data(x, flags: int) -> tuple:
+    """(what the compiled loop reads for the data ``x``, which is not C-ordered: the C-ordered array
+    whose time-reversed view ``x`` is (a backward direction's ``x[::-1]``, read back to front: no
+    copy), else a C-ordered copy; ``flags`` with ``scan_jit.REVERSED`` where the former)."""
+    back = x[::-1]
+    if x.shape[0] > 1 and back.flags.c_contiguous:
+        return back, flags | sj.REVERSED
+    return np.ascontiguousarray(x), flags
 
 
 def _frozen(a) -> bool:
@@ -474,20 +504,19 @@ def run(t: CellTable, fr: Frame, arrays, ys, finals) -> bool:
     pack = _pack(t, fr, arrays)
     if pack is None:
         return False
-    x = arrays[0]
-    xs = (x if x.flags.c_contiguous else np.ascontiguousarray(x)).reshape(x.shape[0], x.shape[1] * x.shape[2])
-    regs = np.empty(fr.regs_shape, t.dtype)
+    fast = sj.FAST if t.dtype == _F32 and tuning().foreach_cell_fast_exp else 0
+    x, flags = (arrays[0], fast) if arrays[0].flags.c_contiguous else data(arrays[0], fast)
+    rest = np.empty((max(len(t.states) - 2, 0), fr.regs_shape[1]), t.dtype)  # (the states after two, flat)
     y = ys[0] if fr.one_y else np.empty(fr.y_shape, t.dtype)
     f = (list(finals[:2]) + [finals[0]])[:2] if finals else [np.empty((0, 0), t.dtype)] * 2  # (the loop's two)
-    _loop()(t.table_array, fr.rows, t.cols_array, regs, pack, fr.fixed, xs, t.states_array,
-            t.outs_array, y, f[0], f[1], t.one, t.dtype == _F32 and tuning().foreach_cell_fast_exp)
+    _loop()(fr.meta, pack, x, y, f[0], f[1], rest, flags)
     if not fr.one_y:
         at = 0
         for k, out in zip(t.outs, ys):
             out[...] = y[:, :, at:at + t.cols[k]]
             at += t.cols[k]
-    for k, out in zip(t.states[2:], finals[2:]):
-        out[...] = regs[k, :out.size].reshape(out.shape)
+    for r, out in zip(rest, finals[2:]):
+        out[...] = r[:out.size].reshape(out.shape)
     return True
 
 

@@ -133,6 +133,63 @@ def test_a_strided_data_input_and_planned_buffers():
     assert all(g is o for g, o in zip(got, outs))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("steps,batch", [(6, 3), (7, 1), (1, 2), (0, 2)])
+def test_a_time_reversed_data_input_is_read_back_to_front(dtype, steps, batch):
+    """A backward direction's data, ``x[::-1]`` of a C-ordered array, is read in place back to front
+    (``rnn_cell.data``: no copy): the same values bit for bit as the call on a C-ordered copy, through
+    the runner's path and a bound step's (``rnn_cell.caller``) into planned buffers; a reversed view
+    that is strided too is copied."""
+    node, values = _node(_lstm, dtype, 2, steps=steps, batch=batch)
+    params = {**node.params, "save_states": False}
+    base = np.ascontiguousarray(values[0])
+    for x in (base[::-1], np.repeat(base, 2, axis=2)[::-1, :, ::2]):
+        assert x.shape == base.shape and (steps < 2 or not x.flags.c_contiguous)
+        copy = _compare(node, [np.ascontiguousarray(x)] + values[1:])
+        got = _compare(node, [x] + values[1:])
+        shapes = FOREACH.shape([a.shape for a in values], **params)
+        outs = tuple(np.full(sh, np.nan, dtype) for sh in shapes)
+        with la.tuning(foreach_jit_after=0):
+            bound = kforeach.bind_foreach(np, x, *values[1:], out=outs, **params)
+            assert bound.choice.impl is kforeach.CELL
+            in_place = bound.fn(x, *values[1:], out=outs)
+        assert all(o is b for o, b in zip(in_place, outs))
+        for g, b, c in zip(got, in_place, copy):
+            np.testing.assert_array_equal(g, c)
+            np.testing.assert_array_equal(b, c)
+    if steps > 1:  # (the array itself, read back to front)
+        back, flags = rnn_cell.data(base[::-1], 0)
+        assert flags == rnn_cell.sj.REVERSED and back.flags.c_contiguous and np.shares_memory(back, base)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_step_bound_in_the_first_calls_counts_them_then_calls_the_compiled_loop(dtype):
+    """``bind_foreach`` during a body's first ``foreach_jit_after`` calls, where the call will be
+    ``compiled_cell``'s into planned buffers (``foreach._early_cell``): one bound function (named
+    ``inline_loop``, as those calls run) counts them with ``inline_loop``'s values, then runs the compiled
+    loop into the same buffers (not counted) with ``run_compiled_cell``'s values bit for bit."""
+    node, values = _node(_lstm, dtype, 2, steps=5, batch=2)
+    params = {**node.params, "save_states": False}
+    e = rnn_cell.entry(node.params["body"], 1, 2, False)
+    e.calls = 0
+    outs = tuple(np.full(sh, np.nan, dtype) for sh in FOREACH.shape([a.shape for a in values], **params))
+    with la.tuning(foreach_jit_after=2):
+        bound = kforeach.bind_foreach(np, *values, out=outs, **params)
+        assert bound.choice.impl is kforeach.LOOP
+        firsts = [[o.copy() for o in bound.fn(*values, out=outs)] for _ in range(2)]
+        assert e.calls == 2
+        got = bound.fn(*values, out=outs)
+        assert e.calls == 2 and all(g is o for g, o in zip(got, outs))
+    loop = kforeach.run_inline_loop(np, *values, **params)
+    with la.tuning(foreach_jit_after=0):
+        cell = kforeach.run_compiled_cell(np, *values, **params)
+    for first in firsts:
+        for f, w in zip(first, loop):
+            np.testing.assert_array_equal(f, w)
+    for g, w in zip(got, cell):
+        np.testing.assert_array_equal(g, w)
+
+
 def test_what_keeps_inline_loop():
     node, values = _node(_lstm, "float32", 2)
     params = {**node.params, "save_states": False}

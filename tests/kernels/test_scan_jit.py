@@ -58,6 +58,30 @@ def test_fast_sigmoid_and_tanh_are_within_one_float32_rounding(code):
     assert np.isnan(out[:2]).all() and not np.isnan(out[2])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("rows,k_in,n_out,a_rows", [(1, 32, 64, True), (3, 5, 13, True), (2, 7, 8, False), (2, 3, 5, True),
+                                                     (1, 1, 4, True), (2, 0, 4, True), (0, 4, 4, True)])
+def test_a_product_four_rows_a_pass_sums_in_index_order(dtype, rows, k_in, n_out, a_rows):
+    """``matmul`` (four matrix rows per pass over the output row, then the rest one by one) equals the
+    product summed one term at a time in index order bit for bit (NumPy's rounding of each product and
+    sum), from a column slice of a wider matrix (rows ``ld`` apart), an operand broadcast over the rows
+    or not, and with no rows or an empty inner size."""
+    fn = jit.compiled(sj.matmul)
+    if fn is None:
+        pytest.skip("numba is off")
+    ld, off = n_out + 3, 2
+    pack = RNG.standard_normal(off + max(k_in, 1) * ld).astype(dtype)
+    x = RNG.standard_normal((rows if a_rows else 1, k_in)).astype(dtype)
+    regs = np.full((2, max(rows * max(n_out, k_in), 1)), np.nan, dtype)
+    regs[0, :x.size] = x.ravel()
+    fn(regs, 1, 0, pack, off, ld, rows, k_in, n_out, a_rows)
+    want = np.zeros((rows, n_out), dtype)
+    mat = pack[off:off + k_in * ld].reshape(k_in, ld)[:, :n_out] if k_in else np.zeros((0, n_out), dtype)
+    for k in range(k_in):
+        want = want + x[:, k:k + 1] * mat[k]
+    np.testing.assert_array_equal(regs[1, :rows * n_out].reshape(rows, n_out), want)
+
+
 def _lstm(xt, states, w, u, b):
     h, c = states
     z = la.matmul(xt, w) + la.matmul(h, u) + b

@@ -14,7 +14,11 @@ copies. This pass writes the same values with fewer steps:
 * a ``reshape`` / ``squeeze`` / ``expand_dims`` of one of those (or of a one-input stack):
   one ``reshape`` of the first value (nothing at all where the shapes are equal);
 * a ``getitem`` whose slices select every element (an imported pool's crop to the size it has):
-  its input.
+  its input;
+* what is left, a ``stack`` of two to ``MAX_STACKED`` values along axis ``k``:
+  ``concatenate([expand_dims(x, k) ...], k)`` (``np.stack``'s own values: it is written so, in
+  Python, with a check of the shapes per call: 12 us for an exported LSTM's four final states,
+  where the executor makes the views of planned buffers once and the concatenate step costs 5 us).
 
 Only a value nobody else reads is folded into the next (else both would run), only concrete
 dense shapes; the values are equal bit for bit (the same elements moved, no arithmetic).
@@ -29,6 +33,9 @@ from ..rewrite import has_op, rewrite, use_counts
 from ..symbol import Symbol
 
 RESHAPES = ("reshape", "squeeze", "expand_dims")  # one input, the same elements in the same order
+# most values of a stack written as a concatenate of views (a view of a value that is not a planned
+# buffer is a step of its own, about as dear as np.stack's Python per value)
+MAX_STACKED = 8
 
 
 def _concrete(shape) -> bool:
@@ -157,5 +164,29 @@ def stack_views(sym: Symbol) -> Symbol:
         if name == "stack" and len(ins) == 1:
             return (record_node(registry.get("expand_dims"), list(ins), {"axis": _axis(node)}, source=node.source),)
         return None
+
+    return stacks_as_concatenates(rewrite(sym, visit, share=True))
+
+
+def stacks_as_concatenates(sym: Symbol) -> Symbol:
+    """The stacks the rules above left, each of two or more values, written as
+    a ``concatenate`` along it of each value's ``expand_dims`` (views; after those rules: they read
+    the stacks).
+
+    >>> import lazyarray as la
+    >>> a, b = la.sym.var("a", shape=(1, 16)), la.sym.var("b", shape=(1, 16))
+    >>> [n.op.name for n in stacks_as_concatenates(la.sym.stack([a, b], axis=0)).topo() if n.op is not None]
+    ['expand_dims', 'expand_dims', 'concatenate']
+    """
+    if not has_op(sym, "stack"):
+        return sym
+
+    def visit(node: Node, ins):
+        if not _is(node, "stack") or not 2 <= len(ins) <= MAX_STACKED or node.avals[0].stype != "default" \
+                or not _concrete(node.avals[0].shape):
+            return None
+        k, expand = _axis(node), registry.get("expand_dims")
+        xs = [record_node(expand, [x], {"axis": k}, source=node.source) for x in ins]
+        return (record_node(registry.get("concatenate"), xs, {"axis": k}, source=node.source),)
 
     return rewrite(sym, visit, share=True)

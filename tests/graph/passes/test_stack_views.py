@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.graph.passes.stack_views import stack_views
+from lazyarray.graph.passes.stack_views import stack_views, stacks_as_concatenates
 
 RNG = np.random.default_rng(0)
 S = la.sym
@@ -60,22 +60,23 @@ def test_rearrangements_that_are_not_a_concatenate_stay(run_symbol):
     for y in (S.reshape(S.transpose(st, axes=(0, 2, 1, 3)), shape=(3, 8, 5)),  # merges the stack with the axis before
               S.reshape(S.transpose(st, axes=(0, 3, 2, 1)), shape=(3, 5, 8)),  # reorders the input axes
               S.reshape(st, shape=(6, 4, 5))):  # merges two other axes
-        _check(y, _ops(y), run_symbol, a=(3, 4, 5), b=(3, 4, 5))
+        _check(y, _ops(stacks_as_concatenates(y)), run_symbol, a=(3, 4, 5), b=(3, 4, 5))
 
 
 def test_a_stack_read_elsewhere_stays(run_symbol):
     a, b = S.var("a", shape=(3, 4)), S.var("b", shape=(3, 4))
     st = S.stack([a, b], axis=1)
     y = S.add(S.sum(S.reshape(st, shape=(3, 8))), S.sum(st))
-    _check(y, _ops(y), run_symbol, a=(3, 4), b=(3, 4))
+    _check(y, _ops(stacks_as_concatenates(y)), run_symbol, a=(3, 4), b=(3, 4))
 
 
 def test_concatenated_stacks_are_one_stack(run_symbol):
     a, b, c, d = (S.var(k, shape=(1, 16)) for k in "abcd")
     y = S.concatenate([S.stack([a, b], axis=0), S.stack([c, d], axis=0)], axis=0)
-    _check(y, ["stack"], run_symbol, a=(1, 16), b=(1, 16), c=(1, 16), d=(1, 16))
+    out = _check(y, ["expand_dims"] * 4 + ["concatenate"], run_symbol, a=(1, 16), b=(1, 16), c=(1, 16), d=(1, 16))
+    assert [e.node.inputs[0].node.name for e in out.outputs[0].node.inputs] == list("abcd")  # (one stack of four)
     other = S.concatenate([S.stack([a, b], axis=0), S.stack([c, d], axis=0)], axis=1)  # not the stacked axis
-    _check(other, _ops(other), run_symbol, a=(1, 16), b=(1, 16), c=(1, 16), d=(1, 16))
+    _check(other, _ops(stacks_as_concatenates(other)), run_symbol, a=(1, 16), b=(1, 16), c=(1, 16), d=(1, 16))
 
 
 def test_a_one_input_stack_is_a_view_and_chains_of_views_are_one(run_symbol):
@@ -114,3 +115,15 @@ def test_imported_rnns_compile_without_the_glue_and_equal_torch(name):
     ops = _ops(op.compiled(x=x.shape))
     assert "squeeze" not in ops and "reshape" not in ops
     assert sum(o == "stack" for o in ops) <= 1
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("axis,shape", [(0, (1, 16)), (1, (3, 4)), (-2, (3, 4)), (2, (3, 4)), (1, (3, 0)),
+                                         (0, (0, 4))],
+                         ids=["states", "middle", "negative", "last", "empty-columns", "empty-rows"])
+def test_a_stack_left_is_a_concatenate_of_views(axis, shape, dtype, run_symbol):
+    a, b, c = (S.var(k, shape=shape, dtype=dtype) for k in "abc")
+    y = S.stack([a, b, c], axis=axis)
+    out = _check(y, ["expand_dims"] * 3 + ["concatenate"], run_symbol, dtype, a=shape, b=shape, c=shape)
+    assert tuple(out.outputs[0].node.avals[0].shape) == tuple(y.outputs[0].node.avals[0].shape)
+
