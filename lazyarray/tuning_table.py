@@ -186,6 +186,10 @@ class Tuning:
     squeeze_excite: bool = _doc(True, "inference graphs: a squeeze-excitation block (global mean, 1x1 conv + relu, "
                                 "1x1 conv + hardsigmoid, product with the input: MobileNetV3's) made one step "
                                 "(nn.squeeze_excite; graph/passes/squeeze_excite.py)")
+    pool_relu: bool = _doc(True, "inference graphs: a max pool and the relu that alone reads it made one step "
+                           "(nn.max_pool2d_relu; graph/passes/pool_relu.py)")
+    drop_kept_dims: bool = _doc(True, "inference graphs: a reshape that only drops a mean's kept unit axes made "
+                                "the mean without keepdims (graph/passes/drop_kept_dims.py)")
     channel_shuffle: bool = _doc(True, "inference graphs: a channel shuffle (reshape, transpose, reshape: ShuffleNet's) "
                                  "of a value or of a concatenation made one step, each input copied once "
                                  "(nn.channel_shuffle; graph/passes/channel_shuffle.py)")
