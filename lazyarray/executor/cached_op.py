@@ -61,6 +61,7 @@ from ..graph.passes.layer_norm import fuse_layer_norm
 from ..graph.passes.matmul_bias import matmul_bias
 from ..graph.passes.placement import placement
 from ..graph.passes.pool_before_batch_norm import pool_before_batch_norm
+from ..graph.passes.drop_kept_dims import drop_kept_dims
 from ..graph.passes.pool_relu import pool_relu
 from ..graph.passes.relu_after_max_pool import relu_after_max_pool
 from ..graph.passes.scan_projection import scan_projection
@@ -445,7 +446,7 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
                                      f"{_given_text(given)}; give every graph input a shape")
     if inference:
         placed = pool_relu(relu_after_max_pool(pool_before_batch_norm(fold_batch_norm(placed))))
-        placed = scan_projection(squeeze_excite(conv_activation(batch_norm_relu(placed))))
+        placed = drop_kept_dims(scan_projection(squeeze_excite(conv_activation(batch_norm_relu(placed)))))
     merged = cse(dce(placed))
     simpler = sink_slices(simplify(constant_fold(shape_fills(stack_views(merged)))))
     # cse and dce again only where a pass changed something (each returns its symbol as it is when
