@@ -52,6 +52,7 @@ from ..graph.passes.constant_fold import constant_fold
 from ..graph.passes.conv_activation import conv_activation
 from ..graph.passes.cse import cse
 from ..graph.passes.dce import dce
+from ..graph.passes.drop_kept_dims import drop_kept_dims
 from ..graph.passes.fold_batch_norm import fold_batch_norm
 from ..graph.passes.forward_saves import forward_saves
 from ..graph.passes.gelu import fuse_gelu
@@ -61,7 +62,6 @@ from ..graph.passes.layer_norm import fuse_layer_norm
 from ..graph.passes.matmul_bias import matmul_bias
 from ..graph.passes.placement import placement
 from ..graph.passes.pool_before_batch_norm import pool_before_batch_norm
-from ..graph.passes.drop_kept_dims import drop_kept_dims
 from ..graph.passes.pool_relu import pool_relu
 from ..graph.passes.relu_after_max_pool import relu_after_max_pool
 from ..graph.passes.scan_projection import scan_projection
