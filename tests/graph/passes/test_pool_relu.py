@@ -62,3 +62,14 @@ def test_hybridized_inference_fuses_explains_and_equals_the_imperative_block():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     text = str(net.explain(x))
     assert "max_pool2d_relu[" in text and "relu[" not in text.replace("max_pool2d_relu[", "")
+
+
+def test_the_fused_op_exports_to_onnx_as_maxpool_then_relu(tmp_path, run_symbol):
+    ort = pytest.importorskip("onnxruntime")
+    x = la.sym.var("x", shape=(1, 3, 9, 9))
+    sym = la.sym.nn.max_pool2d_relu(x, kernel=(3, 3), stride=(2, 2), padding=(1, 1))
+    path = tmp_path / "pool_relu.onnx"
+    la.onnx.export(sym, str(path))
+    v = RNG.standard_normal((1, 3, 9, 9)).astype("float32")
+    got = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": v})[0]
+    np.testing.assert_array_equal(got, run_symbol(sym, x=v)[0])
