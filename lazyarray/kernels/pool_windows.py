@@ -11,7 +11,7 @@ a short flat slice: for the small planes of a small CNN (SqueezeNet's 15 x 15 an
 3 x 3 windows, stride 2) the copies and the short loops cost more than the maxima (8 x 16 planes of
 15 x 15 took about 110 us a call against about 45 here). Here each output value starts at ``-inf``
 and takes its window's taps in ``_pool_rows``' order (row by row, left to right) with the same
-``maximum`` rule (a NaN stays, a tie keeps the earlier value), so the values are ``compiled``'s bit
+``maximum`` rule (a NaN stays, a tie takes the later value), so the values are ``compiled``'s bit
 for bit; 3 x 3 windows run an unrolled loop. Any strides: the result goes straight into the
 planned buffer. Float32 and float64 NumPy arrays only.
 """
