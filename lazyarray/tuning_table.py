@@ -84,8 +84,8 @@ class Tuning:
     # -- the executor
     fuse: bool = _doc(True, "elementwise groups of a compiled graph run as fused chunked kernels "
                       "(a CachedOp's fuse= overrides)", "LAZYARRAY_FUSE")
-    max_pool_windows: bool = _doc(True, "max_pool2d[windows]: pools without padding whose windows lie inside x, "
-                                  "each window folded in registers (kernels/pool_windows.py)")
+    max_pool_windows: bool = _doc(True, "max_pool2d[windows] and max_pool2d_relu[windows]: pools with a stride over "
+                                  "1 (padded too), each window folded in registers (kernels/pool_windows.py)")
     # avg_pool2d[compiled]'s loop over taps (windows that do not tile x) against the NumPy path's strided sums
     # (measured, 1 thread, process time: 3 x 3 stride 2 pools of 18K reads 29.5 against 36.4 us, 37K 55.6 against 46.4)
     avg_pool_compiled_max_taps: int = _doc(24576, "most reads (outputs times kernel taps) avg_pool2d[compiled] "
@@ -186,6 +186,10 @@ class Tuning:
     squeeze_excite: bool = _doc(True, "inference graphs: a squeeze-excitation block (global mean, 1x1 conv + relu, "
                                 "1x1 conv + hardsigmoid, product with the input: MobileNetV3's) made one step "
                                 "(nn.squeeze_excite; graph/passes/squeeze_excite.py)")
+    pool_relu: bool = _doc(True, "inference graphs: a max pool and the relu that alone reads it made one step "
+                           "(nn.max_pool2d_relu; graph/passes/pool_relu.py)")
+    drop_kept_dims: bool = _doc(True, "inference graphs: a reshape that only drops a mean's kept unit axes made "
+                                "the mean without keepdims (graph/passes/drop_kept_dims.py)")
     channel_shuffle: bool = _doc(True, "inference graphs: a channel shuffle (reshape, transpose, reshape: ShuffleNet's) "
                                  "of a value or of a concatenation made one step, each input copied once "
                                  "(nn.channel_shuffle; graph/passes/channel_shuffle.py)")

@@ -52,6 +52,7 @@ from ..graph.passes.constant_fold import constant_fold
 from ..graph.passes.conv_activation import conv_activation
 from ..graph.passes.cse import cse
 from ..graph.passes.dce import dce
+from ..graph.passes.drop_kept_dims import drop_kept_dims
 from ..graph.passes.fold_batch_norm import fold_batch_norm
 from ..graph.passes.forward_saves import forward_saves
 from ..graph.passes.gelu import fuse_gelu
@@ -61,6 +62,7 @@ from ..graph.passes.layer_norm import fuse_layer_norm
 from ..graph.passes.matmul_bias import matmul_bias
 from ..graph.passes.placement import placement
 from ..graph.passes.pool_before_batch_norm import pool_before_batch_norm
+from ..graph.passes.pool_relu import pool_relu
 from ..graph.passes.relu_after_max_pool import relu_after_max_pool
 from ..graph.passes.scan_projection import scan_projection
 from ..graph.passes.shape_fills import shape_fills
@@ -443,8 +445,8 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
                 raise GraphError(f"CachedOp: cannot infer the aval of {node.label()!r} from the inputs "
                                      f"{_given_text(given)}; give every graph input a shape")
     if inference:
-        placed = relu_after_max_pool(pool_before_batch_norm(fold_batch_norm(placed)))
-        placed = scan_projection(squeeze_excite(conv_activation(batch_norm_relu(placed))))
+        placed = pool_relu(relu_after_max_pool(pool_before_batch_norm(fold_batch_norm(placed))))
+        placed = drop_kept_dims(scan_projection(squeeze_excite(conv_activation(batch_norm_relu(placed)))))
     merged = cse(dce(placed))
     simpler = sink_slices(simplify(constant_fold(shape_fills(stack_views(merged)))))
     # cse and dce again only where a pass changed something (each returns its symbol as it is when

@@ -32,6 +32,19 @@ def _max_pool_folds(xp, x, kernel, stride, padding, ceil_mode, out):
     return max_pool2d_kernel(xp, x, kernel, stride, padding, ceil_mode, out=out)
 
 
+def _relu_windows(xp, x, kernel, stride, padding, ceil_mode, out):
+    return pool_windows.max_pool(x, out, *jit_geometry(x, kernel, stride, padding, ceil_mode), relu=True)
+
+
+def _relu_compiled(xp, x, kernel, stride, padding, ceil_mode, out):
+    return pool_jit.max_pool(x, out, *jit_geometry(x, kernel, stride, padding, ceil_mode), relu=True)
+
+
+def _relu_after(xp, x, kernel, stride, padding, ceil_mode, out):
+    y = run_max_pool2d(xp, x, kernel, stride, padding, ceil_mode, out)
+    return run_relu(xp, y, out=y)
+
+
 def _grad_compiled(xp, g, x, kernel, stride, padding, ceil_mode, out):
     k, s, p, _, _ = window_layout(x.shape, kernel, stride, padding, ceil_mode)
     return pool_jit.max_pool_grad(g, x, k, s, p, out)  # (None: declined)
@@ -66,9 +79,16 @@ FOLDS = Impl("max_pool2d", "folds", _max_pool_folds, "an elementwise maximum ove
 COMPILED = Impl("max_pool2d", "compiled", _max_pool_compiled, "a float array on NumPy, numba installed: one "
                 "compiled pass in x's memory order", layout=ANY_ORDER, fallback=FOLDS)
 WINDOWS = Impl("max_pool2d", "windows", _max_pool_windows, "a float32/float64 NumPy array not stored batch last, "
-               "no padding, every window inside x, a stride over 1, not 2 x 2 tiles, numba installed: each output's window folded "
-               "in registers in compiled's tap order (its values; issue #35: small planes)", layout=ANY_ORDER,
+               "a stride over 1, not 2 x 2 tiles, numba installed: each output's window folded in registers in "
+               "compiled's tap order, taps in padding skipped (its values; issue #35: small planes)", layout=ANY_ORDER,
                fallback=COMPILED)
+RELU_AFTER = Impl("max_pool2d_relu", "pool, then relu", _relu_after, "max_pool2d's runner, then relu's in place "
+                  "on its output: the two recorded ops", layout=ANY_ORDER)
+RELU_COMPILED = Impl("max_pool2d_relu", "compiled", _relu_compiled, "max_pool2d[compiled]'s cases: its row or "
+                     "batch-last loop, the relu before each store", layout=ANY_ORDER, fallback=RELU_AFTER)
+RELU_WINDOWS = Impl("max_pool2d_relu", "windows", _relu_windows, "max_pool2d[windows]'s cases: its loop, the relu "
+                    "before each store (issue #35: SqueezeNet's pool and relu one step)", layout=ANY_ORDER,
+                    fallback=RELU_COMPILED)
 GRAD_WINDOWS = Impl("max_pool2d_grad", "windows", _grad_windows, "g added where each window's argmax is: the reference")
 GRAD_COMPILED = Impl("max_pool2d_grad", "compiled", _grad_compiled, "NumPy, numba installed: one compiled pass",
                      fallback=GRAD_WINDOWS)
@@ -82,7 +102,7 @@ AVG_REFERENCE = Impl("avg_pool2d", "sums", _avg_reference, "a sum over the kh * 
                      layout=ANY_ORDER)
 AVG_COMPILED = Impl("avg_pool2d", "compiled", _avg_compiled, "a C-ordered float array on NumPy, numba installed: "
                     "one compiled pass, the reference's sums in its order", fallback=AVG_REFERENCE)
-_CHOICES = {impl: Choice(impl) for impl in (FOLDS, COMPILED, WINDOWS, GRAD_WINDOWS, GRAD_COMPILED, NORM_POOL_FIRST,
+_CHOICES = {impl: Choice(impl) for impl in (FOLDS, COMPILED, WINDOWS, RELU_AFTER, RELU_COMPILED, RELU_WINDOWS, GRAD_WINDOWS, GRAD_COMPILED, NORM_POOL_FIRST,
                                             NORM_COMPILED, AVG_REFERENCE, AVG_COMPILED)}
 
 
@@ -125,6 +145,33 @@ def bind_max_pool2d(xp, x, out=None, kernel=(2, 2), stride=(0, 0), padding=(0, 0
             return Bound(choice, fixed)
     if choice.impl is COMPILED:
         fixed = pool_jit.bound_max_pool(x, out, *jit_geometry(x, kernel, stride, padding, ceil_mode), fn)
+        if fixed is not None:
+            return Bound(choice, fixed)
+    return Bound(choice, fn)
+
+
+_WITH_RELU = {FOLDS: RELU_AFTER, COMPILED: RELU_COMPILED, WINDOWS: RELU_WINDOWS}
+
+
+def choose_max_pool2d_relu(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None) -> Choice:
+    """What runs max_pool2d_relu of ``x``: max_pool2d's choice, with the relu in its loop."""
+    return _CHOICES[_WITH_RELU[choose_max_pool2d(xp, x, kernel, stride, padding, ceil_mode, out).impl]]
+
+
+def run_max_pool2d_relu(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False, out=None):
+    """max_pool2d_relu by the implementation ``choose_max_pool2d_relu`` picks (its fallbacks where it declines)."""
+    choice = choose_max_pool2d_relu(xp, x, kernel, stride, padding, ceil_mode, out)
+    args = (xp, x, kernel, stride, padding, ceil_mode, out)
+    return ran(choice, choice.impl.run(*args), _CHOICES, args, (x,))
+
+
+def bind_max_pool2d_relu(xp, x, out=None, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False) -> Bound:
+    """A compiled step's ``Bound``: ``windows`` with its kernel and scalars made once
+    (``pool_windows.bound``), else the chosen implementation's run bound to the window."""
+    choice = choose_max_pool2d_relu(xp, x, kernel, stride, padding, ceil_mode, out)
+    fn = direct(choice, _CHOICES, xp, (kernel, stride, padding, ceil_mode), arity=1)
+    if choice.impl is RELU_WINDOWS:
+        fixed = pool_windows.bound(x, out, *jit_geometry(x, kernel, stride, padding, ceil_mode), fn, relu=True)
         if fixed is not None:
             return Bound(choice, fixed)
     return Bound(choice, fn)
@@ -196,14 +243,16 @@ def run_avg_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mod
 
 
 # op name -> its implementations, runner, and chooser for a call's arguments (``kernels.choose``)
-IMPLS = {"max_pool2d": (WINDOWS, COMPILED, FOLDS), "max_pool2d_grad": (GRAD_COMPILED, GRAD_WINDOWS),
+IMPLS = {"max_pool2d": (WINDOWS, COMPILED, FOLDS), "max_pool2d_relu": (RELU_WINDOWS, RELU_COMPILED, RELU_AFTER),
+         "max_pool2d_grad": (GRAD_COMPILED, GRAD_WINDOWS),
          "batch_norm_max_pool2d": (NORM_COMPILED, NORM_POOL_FIRST), "avg_pool2d": (AVG_COMPILED, AVG_REFERENCE)}
-RUNNERS = {"max_pool2d": run_max_pool2d, "max_pool2d_grad": run_max_pool2d_grad, "batch_norm_max_pool2d": run_norm,
+RUNNERS = {"max_pool2d": run_max_pool2d, "max_pool2d_relu": run_max_pool2d_relu, "max_pool2d_grad": run_max_pool2d_grad, "batch_norm_max_pool2d": run_norm,
            "avg_pool2d": run_avg_pool2d}
-CHOOSERS = {"max_pool2d": choose_max_pool2d, "max_pool2d_grad": choose_max_pool2d_grad,
+CHOOSERS = {"max_pool2d": choose_max_pool2d, "max_pool2d_relu": choose_max_pool2d_relu,
+            "max_pool2d_grad": choose_max_pool2d_grad,
             "batch_norm_max_pool2d": choose_norm, "avg_pool2d": choose_avg_pool2d}
 _WINDOW = ("kernel", "stride", "padding", "ceil_mode")  # (the implementations' parameters, in order)
-BINDERS = {"max_pool2d": bind_max_pool2d,
+BINDERS = {"max_pool2d": bind_max_pool2d, "max_pool2d_relu": bind_max_pool2d_relu,
            "max_pool2d_grad": fixed_binder(choose_max_pool2d_grad, _CHOICES, _WINDOW),
            "batch_norm_max_pool2d": fixed_binder(choose_norm, _CHOICES, ("eps", "relu") + _WINDOW),
            "avg_pool2d": bind_avg_pool2d}

@@ -1,13 +1,17 @@
-"""``max_pool2d[windows]`` (issue #35): each output's window folded in registers, for pools whose
-windows all lie inside the input (no padding, no ``ceil_mode`` window past it), with a stride over 1
-on some axis, not stored batch last and not 2 x 2 tiles (those have their own loops, ``pool_jit.py``).
+"""``max_pool2d[windows]`` and ``max_pool2d_relu[windows]`` (issue #35): each output's window folded
+in registers, for pools with a stride over 1 on some axis, not stored batch last and not 2 x 2 tiles
+(those have their own loops, ``pool_jit.py``). Windows inside the input run ``_pool_windows``; a padded
+pool (ResNet's 3 x 3 / 2 stem pool, padding 1) or ``ceil_mode``'s windows past the input run
+``_pool_windows_padded``, whose windows fold only their taps inside x (a padding tap reads -inf,
+which never changes a fold: the same values). ``relu``: ``maximum(u, 0)`` of each maximum before
+its store (``nn.max_pool2d_relu``, one step for SqueezeNet's pool and relu), the relu's values.
 
 ``pool_jit``'s phase-plane pool copies every plane into padded phase planes and folds each tap over
 a short flat slice: for the small planes of a small CNN (SqueezeNet's 15 x 15 and 7 x 7 planes,
 3 x 3 windows, stride 2) the copies and the short loops cost more than the maxima (8 x 16 planes of
 15 x 15 took about 110 us a call against about 45 here). Here each output value starts at ``-inf``
 and takes its window's taps in ``_pool_rows``' order (row by row, left to right) with the same
-``maximum`` rule (a NaN stays, a tie keeps the earlier value), so the values are ``compiled``'s bit
+``maximum`` rule (a NaN stays, a tie takes the later value), so the values are ``compiled``'s bit
 for bit; 3 x 3 windows run an unrolled loop. Any strides: the result goes straight into the
 planned buffer. Float32 and float64 NumPy arrays only.
 """
@@ -22,9 +26,10 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 @jit.tiered
-def _pool_windows(x, out, kh, kw, sh, sw, fill):  # pragma: no cover  (compiled by numba)
-    """out (N, C, Ho, Wo) = window maxima of x (N, C, H, W), every window inside x: taps from ``fill``
-    in (row, column) order, ``np.maximum``'s rule (NaN wins, a tie keeps the earlier)."""
+def _pool_windows(x, out, kh, kw, sh, sw, ph, pw, fill, relu, zero):  # pragma: no cover  (compiled by numba)
+    """out (N, C, Ho, Wo) = window maxima of x (N, C, H, W), every window inside x (``ph``, ``pw``: 0,
+    the padded kernel's signature), then where ``relu`` ``maximum(u, 0)`` before the store: taps from
+    ``fill`` in (row, column) order, ``np.maximum``'s rule (NaN wins, a tie takes the later)."""
     n_n, c_n = x.shape[0], x.shape[1]
     ho_n, wo_n = out.shape[2], out.shape[3]
     for n in range(n_n):
@@ -54,7 +59,10 @@ def _pool_windows(x, out, kh, kw, sh, sw, fill):  # pragma: no cover  (compiled 
                         v = r2[q + 1]
                         u = u if (u > v) | (u != u) else v
                         v = r2[q + 2]
-                        o[j] = u if (u > v) | (u != u) else v
+                        u = u if (u > v) | (u != u) else v
+                        if relu:
+                            u = u if (u > zero) | (u != u) else zero  # np.maximum(u, 0)
+                        o[j] = u
                 else:
                     for j in range(wo_n):
                         u = fill
@@ -63,50 +71,123 @@ def _pool_windows(x, out, kh, kw, sh, sw, fill):  # pragma: no cover  (compiled 
                             for b in range(kw):
                                 v = row[j * sw + b]
                                 u = u if (u > v) | (u != u) else v
+                        if relu:
+                            u = u if (u > zero) | (u != u) else zero
                         o[j] = u
 
 
+@jit.tiered
+def _pool_windows_padded(x, out, kh, kw, sh, sw, ph, pw, fill, relu, zero):  # pragma: no cover  (numba)
+    """``_pool_windows`` of x padded by (ph, pw) (-inf), or with ``ceil_mode``'s windows past it: a
+    padding tap reads -inf, which never changes the fold, so each window folds its taps inside x in
+    the same order; 3 x 3 windows inside x (rows ``i0`` to ``i0 + 2``, columns ``j_lo`` to ``j_hi``)
+    run unrolled on rows sliced to start at column ``j_lo``'s first tap."""
+    n_n, c_n, h_n, w_n = x.shape
+    ho_n, wo_n = out.shape[2], out.shape[3]
+    j_lo = min((pw + sw - 1) // sw, wo_n)
+    j_hi = max(min((w_n - kw + pw) // sw + 1, wo_n), j_lo)
+    q_lo = j_lo * sw - pw
+    for n in range(n_n):
+        for c in range(c_n):
+            p = x[n, c]
+            for i in range(ho_n):
+                o = out[n, c, i]
+                i0 = i * sh - ph
+                three = kh == 3 and kw == 3 and i0 >= 0 and i0 + 3 <= h_n
+                if three:
+                    r0, r1, r2, oo = p[i0, q_lo:], p[i0 + 1, q_lo:], p[i0 + 2, q_lo:], o[j_lo:]
+                    for j in range(j_hi - j_lo):
+                        q = j * sw
+                        u = r0[q]
+                        v = r0[q + 1]
+                        u = u if (u > v) | (u != u) else v
+                        v = r0[q + 2]
+                        u = u if (u > v) | (u != u) else v
+                        v = r1[q]
+                        u = u if (u > v) | (u != u) else v
+                        v = r1[q + 1]
+                        u = u if (u > v) | (u != u) else v
+                        v = r1[q + 2]
+                        u = u if (u > v) | (u != u) else v
+                        v = r2[q]
+                        u = u if (u > v) | (u != u) else v
+                        v = r2[q + 1]
+                        u = u if (u > v) | (u != u) else v
+                        v = r2[q + 2]
+                        u = u if (u > v) | (u != u) else v
+                        if relu:
+                            u = u if (u > zero) | (u != u) else zero  # np.maximum(u, 0)
+                        oo[j] = u
+                for j in range(wo_n):
+                    if three and j_lo <= j < j_hi:
+                        continue
+                    q = j * sw - pw
+                    u = fill
+                    for a in range(max(0, -i0), min(kh, h_n - i0)):
+                        row = p[i0 + a]
+                        for b in range(max(0, -q), min(kw, w_n - q)):
+                            v = row[q + b]
+                            u = u if (u > v) | (u != u) else v
+                    if relu:
+                        u = u if (u > zero) | (u != u) else zero
+                    o[j] = u
+
+
 def applies(x, kernel, stride, padding, shape) -> bool:
-    """Whether ``windows`` takes this pool (``pool_jit.jit_geometry``'s kernel, stride, padding and
-    output shape): a 4-D float32/float64 NumPy array not stored batch last, no padding, every window
-    inside x, not 2 x 2 tiles, not stride 1."""
-    if x.__class__ is not np.ndarray or x.ndim != 4 or x.dtype not in _FLOATS or tuple(padding) != (0, 0) \
-            or stored_batch_last(x):
+    """Whether ``windows`` takes this pool (``pool_jit.jit_geometry``'s kernel, stride, leading
+    padding and output shape): a 4-D float32/float64 NumPy array not stored batch last, every window
+    over some of x (shape inference refuses others), not 2 x 2 tiles, not stride 1. Padding and
+    ``ceil_mode``'s windows past x are taken: their taps outside x are skipped."""
+    if x.__class__ is not np.ndarray or x.ndim != 4 or x.dtype not in _FLOATS or stored_batch_last(x):
         return False
     if tuple(stride) == (1, 1) or tuple(kernel) == (2, 2) and tuple(stride) == (2, 2) \
             and tuple(shape) == (x.shape[2] // 2, x.shape[3] // 2):
         return False  # (stride 1: the phase planes' long flat loops vectorize, 16 x 16 planes 14 us against 16)
-    return all(shape[a] >= 1 and (shape[a] - 1) * stride[a] + kernel[a] <= x.shape[2 + a] for a in (0, 1))
+    return all(shape[a] >= 1 and 0 <= padding[a] < kernel[a] and (shape[a] - 1) * stride[a] - padding[a] < x.shape[2 + a]
+               for a in (0, 1))
 
 
-def max_pool(x, out, kernel, stride, padding, shape):
-    """max_pool2d of ``x`` by ``_pool_windows`` into ``out`` (a new C-ordered array when None); None
-    where it does not apply (``applies``, an ``out`` of another dtype or overlapping x, kernels off)."""
+def _inside(x, kernel, stride, padding, shape) -> bool:
+    """No padding and every window inside x: ``_pool_windows`` (else ``_pool_windows_padded``)."""
+    return tuple(padding) == (0, 0) and all((shape[a] - 1) * stride[a] + kernel[a] <= x.shape[2 + a] for a in (0, 1))
+
+
+def _scalars(x, kernel, stride, padding, relu):
+    """The kernels' arguments after ``(x, out)``."""
+    return (int(kernel[0]), int(kernel[1]), int(stride[0]), int(stride[1]), int(padding[0]), int(padding[1]),
+            x.dtype.type(-np.inf), bool(relu), x.dtype.type(0))
+
+
+def max_pool(x, out, kernel, stride, padding, shape, relu=False):
+    """max_pool2d of ``x`` by ``_pool_windows`` (``_pool_windows_padded`` where x is padded or a
+    window runs past it) into ``out`` (a new C-ordered array when None), then where ``relu``
+    ``maximum(y, 0)``; None where it does not apply (``applies``, an ``out`` of another dtype or
+    overlapping x, kernels off)."""
     if not applies(x, kernel, stride, padding, shape):
         return None
     if out is not None and (out.__class__ is not np.ndarray or out.dtype != x.dtype or overlap(out, x)):
         return None
-    kern = jit.compiled(_pool_windows)
+    kern = jit.compiled(_pool_windows if _inside(x, kernel, stride, padding, shape) else _pool_windows_padded)
     if kern is None:
         return None
     if out is None:
         out = np.empty((x.shape[0], x.shape[1]) + tuple(shape), x.dtype)
-    kern(x, out, int(kernel[0]), int(kernel[1]), int(stride[0]), int(stride[1]), x.dtype.type(-np.inf))
+    kern(x, out, *_scalars(x, kernel, stride, padding, relu))
     return out
 
 
-def bound(x, out, kernel, stride, padding, shape, other):
-    """A compiled step's call of ``_pool_windows`` with the kernel and its scalars made once:
+def bound(x, out, kernel, stride, padding, shape, other, relu=False):
+    """A compiled step's call of ``max_pool``'s kernel with the kernel and its scalars made once:
     ``fn(x, out=)`` checks per call what a planned buffer or another input could change (x's dtype,
     shape and layout; an out given, of x's dtype, not overlapping x) and takes any other call to
     ``other(x, out=out)`` (the step's generic binding). None where ``windows`` would not run."""
     if not applies(x, kernel, stride, padding, shape) or out is None or out.dtype != x.dtype:
         return None
-    kern = jit.compiled(_pool_windows)
+    kern = jit.compiled(_pool_windows if _inside(x, kernel, stride, padding, shape) else _pool_windows_padded)
     if kern is None:
         return None
     dtype, x_shape, out_shape = x.dtype, x.shape, (x.shape[0], x.shape[1]) + tuple(shape)
-    args = (int(kernel[0]), int(kernel[1]), int(stride[0]), int(stride[1]), x.dtype.type(-np.inf))
+    args = _scalars(x, kernel, stride, padding, relu)
 
     def fn(x, out=None):
         if out is None or out.dtype != dtype or x.dtype != dtype or x.shape != x_shape or out.shape != out_shape \

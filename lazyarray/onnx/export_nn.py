@@ -142,6 +142,11 @@ def _max_pool2d(g, node, ins):
     return [g.op("MaxPool", ins, **_pool_attrs(node))]
 
 
+def _max_pool2d_relu(g, node, ins):
+    """MaxPool, then Relu (the recorded ops)."""
+    return [g.op("Relu", _max_pool2d(g, node, ins))]
+
+
 def _avg_pool2d(g, node, ins):
     attrs = _pool_attrs(node)
     include = bool(node.params.get("count_include_pad", True))
@@ -259,5 +264,6 @@ CONVERTERS = {
     "dropout": _dropout, "conv2d": _conv2d, "conv2d_transpose": _conv2d_transpose, "max_pool2d": _max_pool2d,
     "avg_pool2d": _avg_pool2d, "batch_norm": _batch_norm, "layer_norm": _layer_norm, "gelu": _gelu,
     "batch_norm_max_pool2d": _bn_max_pool2d, "conv2d_act": _conv2d_act, "batch_norm_relu": _batch_norm_relu,
+    "max_pool2d_relu": _max_pool2d_relu,
     "squeeze_excite": _squeeze_excite, "channel_shuffle": _channel_shuffle,
 }

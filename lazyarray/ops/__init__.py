@@ -22,6 +22,7 @@ from . import (  # noqa: F401  (registration side effect)
     norm,
     pool,
     pool_norm,
+    pool_relu,
     reduce,
     repeat_elements,
     reshape_codes,

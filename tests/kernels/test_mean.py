@@ -82,3 +82,23 @@ def test_choose_bind_and_a_program_step_run_ufuncs():
     for _ in range(2):  # (a compiled program's first run and a later one)
         got = op(x=la.array(x)).asnumpy()
         np.testing.assert_array_equal(got, np.mean(np.maximum(x, 0), axis=(2, 3), keepdims=True) * np.float32(2.0))
+
+
+@pytest.mark.parametrize("shape,axis,keepdims", [((1, 10, 3, 3), (2, 3), False), ((4, 16, 8, 8), (2, 3), True),
+                                                  ((0, 4, 3, 3), (-2, -1), False), ((5, 100), -1, True)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_bound_compiled_step_equals_np_mean_and_hands_other_arrays_on(monkeypatch, shape, axis, keepdims, dtype):
+    pytest.importorskip("numba")
+    monkeypatch.setattr(la.config, "jit", True)
+    x = RNG.standard_normal(shape).astype(dtype)
+    if x.size > 4:
+        x.reshape(-1)[:3] = (np.nan, np.inf, -0.0)
+    b = kernels.bind("mean", np, x, axis=axis, keepdims=keepdims)
+    assert str(b.choice) == "mean[compiled]"
+    want = np.mean(x, axis=axis, keepdims=keepdims)
+    got = b.fn(x)
+    assert got.shape == want.shape and got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    wide = np.zeros(shape[:-1] + (2 * shape[-1],), dtype)  # (a strided view, another dtype: the generic binding)
+    wide[..., ::2] = x
+    assert b.fn(wide[..., ::2]).tobytes() == want.tobytes()
+    assert b.fn(x.astype(np.float16)).dtype == np.float16

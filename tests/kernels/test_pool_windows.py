@@ -10,7 +10,7 @@ import lazyarray as la
 from lazyarray import kernels
 from lazyarray.kernels import pool_jit, pool_windows
 from lazyarray.kernels.pool import WINDOWS, choose_max_pool2d, run_max_pool2d
-from lazyarray.ops.pool import max_pool2d_kernel
+from lazyarray.ops.pool import jit_geometry, max_pool2d_kernel
 
 pytest.importorskip("numba")
 
@@ -78,10 +78,10 @@ def test_what_windows_does_not_take_keeps_compiled(monkeypatch):
     monkeypatch.setattr(la.config, "jit", True)
     x = np.ones((2, 3, 8, 8), np.float32)
     assert choose_max_pool2d(np, x, (3, 3), (2, 2)).impl.name == "windows"
-    assert choose_max_pool2d(np, x, (3, 3), (2, 2), (1, 1)).impl.name == "compiled"  # padding
+    assert choose_max_pool2d(np, x, (3, 3), (2, 2), (1, 1)).impl.name == "windows"  # padding: the padded loop
     assert choose_max_pool2d(np, x, (2, 2), (2, 2)).impl.name == "compiled"  # 2 x 2 tiles
     assert choose_max_pool2d(np, x, (2, 2), (1, 1)).impl.name == "compiled"  # stride 1
-    assert choose_max_pool2d(np, x, (3, 3), (2, 2), (0, 0), True).impl.name == "compiled"  # a window past x (ceil)
+    assert choose_max_pool2d(np, x, (3, 3), (2, 2), (0, 0), True).impl.name == "windows"  # a window past x (ceil)
     last = np.ascontiguousarray(x.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)
     assert choose_max_pool2d(np, last, (3, 3), (2, 2)).impl.name == "compiled"  # batch last
     assert choose_max_pool2d(np, x.astype(np.int32), (3, 3), (2, 2)).impl.name == "folds"  # (as before)
@@ -103,3 +103,27 @@ def test_explain_shows_windows_in_a_hybridized_pool(monkeypatch):
     want = _rows(x.asnumpy(), (3, 3), (2, 2), (7, 7))
     assert y.asnumpy().tobytes() == want.tobytes()
     assert "max_pool2d[windows]" in str(net.explain(x))
+
+
+# (kernel, stride, padding, ceil_mode) of pools the padded loop runs on a 15 x 13 input: padding, windows past x
+PADDED = [((3, 3), (2, 2), (1, 1), False), ((3, 3), (2, 2), (1, 0), True), ((2, 3), (3, 2), (1, 1), False),
+          ((3, 3), (2, 2), (0, 0), True), ((5, 4), (2, 3), (2, 1), True)]
+
+
+@pytest.mark.parametrize("pool", PADDED, ids=lambda g: f"k{g[0]}-s{g[1]}-p{g[2]}-c{int(g[3])}")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_padded_windows_equal_the_compiled_loops_bit_for_bit_and_the_folds(monkeypatch, pool, dtype):
+    monkeypatch.setattr(la.config, "jit", True)
+    kernel, stride, padding, ceil = pool
+    for what, x in _inputs(dtype):
+        assert choose_max_pool2d(np, x, kernel, stride, padding, ceil).impl is WINDOWS, what
+        got = run_max_pool2d(np, x, kernel, stride, padding, ceil)
+        k, s, p, shape = jit_geometry(x, kernel, stride, padding, ceil)
+        want = pool_jit.max_pool(np.ascontiguousarray(x), None, k, s, p, shape)  # (the phase planes or the rows)
+        assert got.shape == want.shape and got.tobytes() == want.tobytes(), what
+        np.testing.assert_array_equal(got, max_pool2d_kernel(np, np.ascontiguousarray(x), kernel, stride, padding,
+                                                             ceil), what)
+        bound = kernels.bind("max_pool2d", np, x, out=np.empty_like(want), kernel=kernel, stride=stride,
+                             padding=padding, ceil_mode=ceil)
+        assert str(bound.choice) == "max_pool2d[windows]", what
+        assert bound.fn(x, out=np.full_like(want, 9)).tobytes() == want.tobytes(), what

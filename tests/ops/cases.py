@@ -1336,6 +1336,7 @@ CASES.update({
     "conv2d_transpose": Case("conv", _conv2d_transpose_samples, _conv2d_transpose_ref, FLOATS, grad=(0, 1, 2),
                              rtol32=1e-4),
     "max_pool2d": Case("conv", _max_pool2d_samples, _max_pool2d_ref, FLOATS, grad=(0,)),
+    "max_pool2d_relu": Case("conv", _max_pool2d_samples, lambda x, **p: np.maximum(_max_pool2d_ref(x, **p), 0), FLOATS),
     "max_pool2d_grad": Case("conv", _max_pool2d_grad_samples, _max_pool2d_grad_ref, FLOATS),
     "avg_pool2d": Case("conv", _avg_pool2d_samples, _avg_pool2d_ref, FLOATS, grad=(0,)),
     "avg_pool2d_grad": Case("conv", _avg_pool2d_grad_samples, _avg_pool2d_grad_ref, FLOATS),

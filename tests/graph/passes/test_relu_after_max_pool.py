@@ -64,5 +64,11 @@ def test_hybridized_inference_swaps_and_equals_the_imperative_block():
     net.hybridize()
     np.testing.assert_allclose(net(x).asnumpy(), want, rtol=1e-5, atol=1e-6)
     ops = _ops(next(iter(net._by_sig.values())).run.compiled(data=(20, 1, 8, 8)))
+    assert "max_pool2d_relu" in ops and "relu" not in ops  # (moved after the pool, then its epilogue: pool_relu)
+    with la.tuning(pool_relu=False):
+        net = _cnn()
+        net.hybridize()
+        net(x)
+        ops = _ops(next(iter(net._by_sig.values())).run.compiled(data=(20, 1, 8, 8)))
     assert ops.index("relu") > ops.index("max_pool2d")
 
