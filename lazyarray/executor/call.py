@@ -13,7 +13,6 @@ can be handed the program already compiled for the signature it was made for.
 """
 from __future__ import annotations
 
-import json
 import threading
 
 from ..aval import Aval
@@ -24,6 +23,7 @@ from ..graph.passes.bind_dims import bind_dims
 from ..graph.passes.infer import infer_avals
 from ..graph.passes.placement import placement
 from ..graph.rewrite import gc_paused
+from ..graph.same_graph import graph_key
 from ..graph.serialize import from_dict, to_dict
 from ..graph.symbol import Symbol
 from ..ops.params import INTS, Param, ParamType
@@ -47,7 +47,7 @@ class SubGraph:
         self._programs.warn_at = float("inf")
         self._lock = threading.Lock()
         self._seed = program
-        self._json = None
+        self._key = None
         self._call_params = None  # the params of a plain call of this graph, made once
         self.derived: dict = {}  # graphs made from this one (control-flow gradients), made once per key
 
@@ -57,14 +57,21 @@ class SubGraph:
         orders = getattr(self._seed, "out_orders", None)
         return orders[index] if orders is not None and index < len(orders) else None
 
-    def _text(self) -> str:
-        if self._json is None:
-            self._json = json.dumps(to_dict(self.sym), sort_keys=True)
-        return self._json
+    def key(self) -> tuple:
+        """The graph's structural key (``graph_key``), made once: what equality compares."""
+        if self._key is None:
+            self._key = graph_key(self.sym)
+        return self._key
 
     def __eq__(self, other) -> bool:  # the same graph with the same inputs (compiled programs aside)
-        return self is other or (isinstance(other, SubGraph) and self.names == other.names
-                                 and self.avals == other.avals and self._text() == other._text())
+        if self is other:
+            return True
+        if not isinstance(other, SubGraph) or self.names != other.names or self.avals != other.avals:
+            return False
+        try:
+            return self.key() == other.key()
+        except (TypeError, ValueError):  # (a value in the graph whose == is no bool: not known to be equal)
+            return False
 
     def __hash__(self) -> int:
         return hash((tuple(self.names), self.avals))

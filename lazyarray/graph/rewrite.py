@@ -113,6 +113,9 @@ def unchanged(node: Node, ins) -> bool:
 def has_op(sym, *names: str) -> bool:
     """True when a node of ``sym`` runs one of the ops ``names`` (a pass with nothing to rewrite
     returns its symbol as it is, without a copy)."""
+    ops = getattr(sym, "op_names", None)  # (a Symbol knows them once; another graph is walked)
+    if ops is not None:
+        return not ops().isdisjoint(names)
     return any(n.op is not None and n.op.name in names for n in sym.topo())
 
 

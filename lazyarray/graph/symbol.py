@@ -33,7 +33,7 @@ class Symbol:
     (['x'], [(4, 3)])
     """
 
-    __slots__ = ("_outputs", "_order", "_names", "_unused")
+    __slots__ = ("_outputs", "_order", "_names", "_ops", "_unused")
 
     def __init__(self, outputs: list[Entry], unused_inputs: tuple[Node, ...] = ()):
         if not isinstance(outputs, (list, tuple)) or not all(isinstance(e, Entry) for e in outputs):
@@ -43,6 +43,7 @@ class Symbol:
         self._outputs = tuple(outputs)
         self._order = None
         self._names = None
+        self._ops = None
         # input nodes declared (``la.get_symbol(inputs=...)``) that no output reads: still inputs
         # (a CachedOp takes them), listed after the others. Passes build their results from the
         # outputs, so a rewritten graph has the inputs its outputs read.
@@ -68,6 +69,13 @@ class Symbol:
         if self._names is None:
             self._names = unique_names(self.topo())
         return self._names
+
+    def op_names(self) -> frozenset:
+        """The names of the ops the graph's nodes run (found once: every pass of a compile asks
+        whether it has anything to rewrite before walking the graph)."""
+        if self._ops is None:
+            self._ops = frozenset({n.op.name for n in self.topo() if n.op is not None})
+        return self._ops
 
     def name_of(self, node: Node) -> str:
         return self.names()[id(node)]

@@ -369,6 +369,11 @@ class Conversion:
         return Opt(got) if t.HasField("optional_type") else got
 
     def _value(self, name: str, where: str) -> Symbol:
+        s = self._raw(name, where)
+        return s.symbol() if s.__class__ is _Sizes else s
+
+    def _raw(self, name: str, where: str):
+        """``_value``, but a size known at load time as it is (``_Sizes``: no graph node made yet)."""
         s = self.env.get(name)
         if isinstance(s, _Missing):
             s.fail()
@@ -547,7 +552,7 @@ class Conversion:
         # (each protobuf field read once: reading one builds a new Python object each time)
         op_type, in_names, default_domain = nd.op_type, list(nd.input), nd.domain in _DEFAULT_DOMAINS
         where = f"{what or self.what}: node {nd.name or '#' + str(k)!r} ({op_type})"
-        inputs = [None if not name else self._value(name, where) for name in in_names]
+        inputs = [None if not name else self._raw(name, where) for name in in_names]
         if op_type not in TAKES_STRUCTURED or not default_domain:
             for name, x in zip(in_names, inputs):
                 if isinstance(x, STRUCTURED):
@@ -557,6 +562,7 @@ class Conversion:
             inputs.pop()
         if default_domain and self._sizes_of(nd, inputs):
             return
+        inputs = [x.symbol() if x.__class__ is _Sizes else x for x in inputs]
         types = self.types
         node = OnnxNode(op_type, nd.name, inputs, self._attrs(nd, where), self.opset, where, len(nd.output),
                         in_types=tuple(types.get(name, 0) for name in in_names) if types else (0,) * len(in_names),
@@ -582,8 +588,8 @@ class Conversion:
     def _sizes_of(self, nd, inputs: list) -> bool:
         """Evaluate ``nd`` when loading if it computes sizes from symbolic dims (``Shape`` of an input
         with a dynamic batch axis, arithmetic on such sizes); True when it did."""
-        if nd.op_type in ("Shape", "Size") and len(inputs) == 1 and isinstance(inputs[0], Symbol):
-            shape = inputs[0].outputs[0].aval.shape
+        if nd.op_type in ("Shape", "Size") and len(inputs) == 1 and isinstance(inputs[0], (Symbol, _Sizes)):
+            shape = inputs[0].value.shape if inputs[0].__class__ is _Sizes else inputs[0].outputs[0].aval.shape
             if shape is None or None in shape or all(isinstance(d, int) for d in shape):
                 return False  # (concrete: the converter folds it; unknown: it explains)
             if nd.op_type == "Size":
@@ -620,8 +626,7 @@ class Conversion:
             value = normalized(np.asarray(value) if not isinstance(value, np.ndarray) else value)
             if is_symbolic_array(value):
                 self.sizes[name] = value
-                self.env[name] = S.dim_values(values=tuple(value.reshape(-1)), shape=value.shape,
-                                              device=self.device)
+                self.env[name] = _Sizes(value, self.device)  # (a node only where a converter reads it)
             else:
                 arr = np.asarray(value)
                 arr = arr.astype(np.int64) if arr.dtype == object else arr
@@ -665,6 +670,25 @@ class _Scope:
             return conv._value(name, where)
         finally:
             conv.env, conv.scope = saved
+
+
+class _Sizes:
+    """A value computed from the symbolic dims at load time (``Shape`` of a dynamic input, arithmetic
+    on it): most are read only as sizes (``_const_of``: a ``Reshape``'s shape), so the graph node that
+    computes it when the model runs (``dim_values``) is made only when a converter reads it as a tensor,
+    once (a transformer's import made some 60 such nodes, recording each through its rules, for the
+    few its graph keeps)."""
+
+    __slots__ = ("device", "made", "value")
+
+    def __init__(self, value: np.ndarray, device):
+        self.value, self.device, self.made = value, device, None
+
+    def symbol(self) -> Symbol:
+        if self.made is None:
+            v = self.value
+            self.made = S.dim_values(values=tuple(v.reshape(-1)), shape=v.shape, device=self.device)
+        return self.made
 
 
 class _Missing:

@@ -59,6 +59,7 @@ def narrow(arr: np.ndarray, elem_type: int) -> np.ndarray:
 
 
 _TYPE_ATTRS = ("to", "output_dtype", "dtype", "output_datatype")
+_INT, _TENSOR, _GRAPH, _GRAPHS = 2, 4, 5, 10  # (onnx.AttributeProto's INT, TENSOR, GRAPH, GRAPHS)
 
 
 def has_narrow(model) -> bool:
@@ -70,10 +71,18 @@ def has_narrow(model) -> bool:
         if any(t.data_type in NARROW for t in graph.initializer):
             return True
         for nd in graph.node:
-            for a in nd.attribute:
-                if (a.name in _TYPE_ATTRS and a.i in NARROW) or (a.HasField("t") and a.t.data_type in NARROW):
-                    return True
-                if (a.HasField("g") and graph_has(a.g)) or any(graph_has(g) for g in a.graphs):
+            for a in nd.attribute:  # (by its declared type: each protobuf field read makes a Python object)
+                t = a.type
+                if t == _INT:
+                    if a.i in NARROW and a.name in _TYPE_ATTRS:
+                        return True
+                elif t == _TENSOR:
+                    if a.t.data_type in NARROW:
+                        return True
+                elif t == _GRAPH:
+                    if graph_has(a.g):
+                        return True
+                elif t == _GRAPHS and any(graph_has(g) for g in a.graphs):
                     return True
         return False
     return graph_has(model.graph)

@@ -22,16 +22,18 @@ def unbound_symbols(sym: Symbol) -> set[str]:
         for d in n.avals[0].shape or ():
             if is_symbolic(d):
                 declared |= set(d.symbols())
-    used: set = set()
+    dims: set = set()  # (each distinct symbolic size once: a graph's avals repeat a few sizes many times)
     for n in sym.topo():
         for a in n.avals:
             for d in a.shape or ():
-                if is_symbolic(d):
-                    used |= set(d.symbols())
-        if n.op is not None:
+                if d.__class__ is not int and is_symbolic(d):
+                    dims.add(d)
+        if n.op is not None and n.params:
             for v in n.params.values():
-                for d in dims_in(v):
-                    used |= set(d.symbols())
+                dims.update(dims_in(v))
+    used: set = set()
+    for d in dims:
+        used.update(d.symbols())
     return used - declared
 
 

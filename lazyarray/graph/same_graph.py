@@ -1,0 +1,66 @@
+"""Whether two symbols are the same graph, node for node: a structural key per graph, compared
+without writing either down.
+
+A ``SubGraph`` parameter (a loop body, a called graph) is compared whenever the node holding it is
+looked up by its parameters (the rule memo of ``registry.infer``, ``cse``'s keys): comparing their
+JSON text wrote every body out (constants as JSON numbers, then read back and written again sorted)
+and was a tenth of an imported bidirectional LSTM's first call. ``graph_key`` holds the same facts
+as plain tuples, built once per graph (``SubGraph`` keeps it), and two keys compare at C speed.
+
+Two keys are equal only where the JSON text would be (ops, wiring, parameters, avals, constants'
+values bit for bit, names, source lines, block paths, SBP): never more graphs match than before, so
+nothing is merged or reused that was not. A value it does not know compares by its own ``==``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def graph_key(sym) -> tuple:
+    """A tuple that equals another symbol's key exactly when the two graphs hold the same nodes in
+    the same order, reading the same inputs, with the same parameters, avals, constant values (bit
+    for bit), names, source lines, block paths and SBP.
+
+    >>> import lazyarray as la
+    >>> x = la.sym.var("x", shape=(2,))
+    >>> graph_key(la.sym.exp(x) * 2) == graph_key(la.sym.exp(x) * 2)
+    True
+    >>> graph_key(la.sym.exp(x) * 2) == graph_key(la.sym.exp(x) * -2)
+    False
+    """
+    order = sym.topo()
+    pos = {id(n): i for i, n in enumerate(order)}
+    names = sym.names()
+    nodes = tuple((n.op, n.kind, names[id(n)], tuple([(pos[id(e.node)], e.index) for e in n.inputs]),
+                   _key(n.avals), n.source, _key(n.block), _key(n.sbp), _key(n.params), _key(n.value))
+                  for n in order)
+    return nodes, tuple([(pos[id(e.node)], e.index) for e in sym.outputs])
+
+
+def same_graph(a, b) -> bool:
+    """``graph_key(a) == graph_key(b)`` (False where a value's ``==`` cannot say)."""
+    if a is b:
+        return True
+    try:
+        return graph_key(a) == graph_key(b)
+    except (TypeError, ValueError):  # (a value whose == is no bool: not known to be the same)
+        return False
+
+
+def _key(v):
+    """``v`` as a tuple of its class and contents: floats by ``repr`` (-0.0 and 0.0 differ, NaNs are
+    alike: their JSON text), arrays by dtype, shape and bytes, anything else as itself."""
+    cls = v.__class__
+    if v is None or cls is int or cls is str or cls is bool:
+        return cls, v
+    if isinstance(v, float):
+        return cls, repr(v)
+    if isinstance(v, (tuple, list)):
+        return cls, tuple([_key(x) for x in v])
+    if isinstance(v, dict):
+        return cls, tuple([(k, _key(x)) for k, x in v.items()])
+    if isinstance(v, (np.ndarray, np.generic)):
+        return cls, v.dtype.str, v.shape, v.tobytes()
+    if isinstance(v, slice):
+        return cls, _key(v.start), _key(v.stop), _key(v.step)
+    return cls, v

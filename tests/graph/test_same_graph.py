@@ -1,0 +1,105 @@
+"""``graph_key`` / ``same_graph`` (structural graph equality) agree with what the JSON text of the
+graphs says wherever the text says "different", and ``SubGraph`` equality (loop bodies, called graphs)
+uses them."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+import lazyarray as la
+from lazyarray.executor.call import SubGraph
+from lazyarray.graph.node import const_node
+from lazyarray.graph.same_graph import graph_key, same_graph
+from lazyarray.graph.serialize import to_dict
+from lazyarray.graph.symbol import Symbol
+
+
+def _text(sym) -> str:  # (what SubGraph equality compared before: the sorted JSON text)
+    return json.dumps(to_dict(sym), sort_keys=True)
+
+
+def _body(scale, weights, name="x", op=la.sym.tanh, source=None):
+    x = la.sym.var(name, shape=(2, 3), dtype="float32")
+    w = Symbol([la.sym.var("w", shape=(3, 3), dtype="float32").outputs[0]])
+    if weights is not None:
+        aval = la.Aval((3, 3), np.dtype("float32"), la.cpu())
+        w = Symbol([la.graph.node.Entry(const_node(np.asarray(weights, dtype=np.float32), aval))])
+    return op(la.sym.dot(x, w) * scale)
+
+
+def _pairs():
+    w = np.arange(9.0).reshape(3, 3)
+    w2 = w.copy()
+    w2[1, 1] = -w2[1, 1]
+    z = np.zeros((3, 3))
+    return [
+        (_body(2.0, w), _body(2.0, w.copy()), True),  # rebuilt: equal
+        (_body(2.0, w), _body(3.0, w), False),  # a parameter
+        (_body(0.0, w), _body(-0.0, w), False),  # -0.0 is not 0.0 (their JSON text differs)
+        (_body(2.0, w), _body(2.0, w2), False),  # a constant's value
+        (_body(2.0, z), _body(2.0, -z), False),  # a constant's zeros' signs (bit for bit)
+        (_body(2.0, w), _body(2.0, w, name="y"), False),  # an input's name
+        (_body(2.0, w), _body(2.0, w, op=la.sym.sigmoid), False),  # an op
+        (_body(2.0, None), _body(2.0, None), True),  # no constants
+    ]
+
+
+def test_graph_key_agrees_with_the_json_text():
+    for a, b, same in _pairs():
+        assert same_graph(a, b) is same
+        assert (graph_key(a) == graph_key(b)) is same
+        assert (_text(a) == _text(b)) is same  # (the fixtures differ where the JSON differs)
+        assert same_graph(a, a)
+
+
+def test_wiring_and_output_order_count():
+    x = la.sym.var("x", shape=(3,), dtype="float32")
+    y = la.sym.var("y", shape=(3,), dtype="float32")
+    a, b = la.sym.exp(x), la.sym.exp(y)
+    assert not same_graph(Symbol([(a - b).outputs[0]]), Symbol([(b - a).outputs[0]]))
+    assert not same_graph(Symbol([a.outputs[0], b.outputs[0]]), Symbol([b.outputs[0], a.outputs[0]]))
+    assert same_graph(Symbol([(a - b).outputs[0]]), Symbol([(a - b).outputs[0]]))
+
+
+def test_subgraph_equality_and_hash():
+    w = np.arange(9.0).reshape(3, 3)
+    g1, g2 = SubGraph(_body(2.0, w)), SubGraph(_body(2.0, w.copy()))
+    g3 = SubGraph(_body(2.0, -w))
+    assert g1 == g2 and hash(g1) == hash(g2)
+    assert g1 != g3 and g1 != "not a graph"
+    assert {g1: 1}.get(g2) == 1 and {g1: 1}.get(g3) is None
+    # nested: graphs whose parameter is a sub-graph (a loop body) compare through it
+    syms = [_loop(1.0), _loop(1.0), _loop(2.0)]
+    assert same_graph(syms[0], syms[1]) and _text(syms[0]) == _text(syms[1])
+    assert not same_graph(syms[0], syms[2]) and _text(syms[0]) != _text(syms[2])
+
+
+def _loop(scale: float):
+    xs, h = la.ones((4, 3)), la.zeros((3,))
+    with la.deferred():
+        outs, final = la.foreach(lambda x, s: (la.tanh(x + s * scale), la.tanh(x + s * scale)), xs, h)
+    return la.get_symbol(final, inputs={"xs": xs, "h": h})
+
+
+def test_a_value_without_a_plain_equality_is_not_the_same():
+    class Odd:
+        def __eq__(self, other):
+            raise TypeError("no")
+
+        __hash__ = object.__hash__
+
+    a, b = Odd(), Odd()
+    assert not same_graph(_Fake(a), _Fake(b))
+
+
+class _Fake:  # a symbol-shaped graph of one node holding an odd value
+    def __init__(self, value):
+        self.node = la.graph.node.Node(None, (), {}, (), kind="const", value=value)
+        self.outputs = (la.graph.node.Entry(self.node, 0),)
+
+    def topo(self):
+        return [self.node]
+
+    def names(self):
+        return {id(self.node): "c"}
