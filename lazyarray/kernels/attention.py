@@ -138,10 +138,13 @@ BATCHED_BLAS = Impl("fused_attention", "batched_blas", _batched_blas,
 
 
 # the compiled pass's arguments where no extra goes: a float and a mask that broadcast against any scores
-_DUMMIES = {t: (np.zeros((1, 1, 1, 1), t), np.zeros((1, 1, 1, 1), np.bool_)) for t in (np.float32, np.float64)}
-for _pair in _DUMMIES.values():
-    for _a in _pair:
-        _a.flags.writeable = False
+def _read_only(a):
+    a.flags.writeable = False
+    return a
+
+
+_DUMMIES = {t: (_read_only(np.zeros((1, 1, 1, 1), t)), _read_only(np.zeros((1, 1, 1, 1), np.bool_)))
+            for t in (np.float32, np.float64)}
 
 
 class _Plan:
