@@ -179,3 +179,18 @@ def test_compiled_is_switched_off_in_the_tuning_table(kernel_path):
         assert A._plan(*arrays[:3], arrays[3:], (), (), params["score_ops"], (), ()) is None
     assert bound.choice.impl.name == "batched_blas"
     np.testing.assert_array_equal(bound.fn(*arrays), REFERENCE(np, *arrays, **params))
+
+
+def test_a_bound_step_with_q_and_k_ops_and_the_sequence_first_layout(kernel_path):
+    """torch's MultiheadAttention export: q and k each scaled by a (1,) extra, an additive mask, the
+    heads merged sequence first (``out_axes`` (2, 0, 1, 3))."""
+    q, k, v = _qkv("float32", (2, 2), 7, 7, 16, 16)
+    r = np.array([0.5], "float32")
+    mask = RNG.standard_normal((2, 2, 1, 7)).astype("float32")
+    params = {"q_ops": (code("multiply", 0),), "k_ops": (code("multiply", 0),), "score_ops": (code("add", 0),),
+              "out_axes": (2, 0, 1, 3), "out_shape": (14, 32)}
+    want = REFERENCE(np, q, k, v, r, r, mask, **params)
+    bound = kernels.bind("fused_attention", np, q, k, v, r, r, mask, out=np.empty((14, 32), "float32"), **params)
+    assert bound.choice.impl.name == ("compiled" if kernel_path == "compiled" else "batched_blas")
+    for _ in range(2):
+        np.testing.assert_array_equal(bound.fn(q, k, v, r, r, mask, out=np.empty((14, 32), "float32")), want)
