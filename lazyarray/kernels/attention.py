@@ -15,6 +15,15 @@ Measured on BERT-mini's (1, 2, 7, 16) heads (one thread, CPU time per call, the 
 under load, alternating): 16.5-16.9 us against the reference kernel's 17.4-18.1 us, and with the
 merged layout 22.0-22.5 us against 22.5-23.1 us (where the graph ran the five to nine steps it
 replaces, each with its own buffer and step cost).
+
+``compiled`` (numba on; issue #35: the attention was a quarter of hf_bert's step time at batch 1)
+makes the same calls but the score chain's ufuncs and the softmax's first pass (row maxima
+subtracted), which it runs as one compiled pass over the scores' rows (``attention_jit.py``: the
+same operations in the same order), and a compiled step finds its parameters once (the scores'
+shape, the chain's extras sorted into the pass's slots, the result's view, the compiled kernels):
+the same values bit for bit as ``batched_blas``. Measured on BERT-mini's (1, 2, 7, 16) heads (one
+thread, CPU time per call, the shared machine under load, same process): 22 us against
+``batched_blas``'s 56 us. A program's first run takes ``batched_blas`` (``jit.tiered``).
 """
 from __future__ import annotations
 
@@ -22,12 +31,15 @@ import math
 
 import numpy as np
 
+from .. import jit
 from ..ops import registry
-from ..ops.attention import OPS, WHERE, apply_chain
+from ..ops.attention import OPS, WHERE, apply_chain, chain_extras
 from ..ops.scratch import scratch
-from . import softmax
+from ..tuning_table import current
+from . import attention_jit, softmax
 from .impl import Choice, Impl
-from .runner import keyword_binder, noted
+from .pairwise_sum import BLOCK
+from .runner import Bound, keyword_binder, noted
 
 SCRATCH_FROM_BYTES = 64 << 10
 _OP = registry.get("fused_attention")
@@ -89,6 +101,12 @@ def _batched_blas(xp, q, k, v, *extras, q_ops=(), k_ops=(), score_ops=(), out_ax
     _MATMUL(np, q, k, out=s)
     _score_chain(s, score_ops, it)
     _softmax_in_place(s)
+    return _weighted_sum(s, v, out_axes, out_shape, out)
+
+
+def _weighted_sum(s, v, out_axes, out_shape, out):
+    """``s @ v`` (the softmax's rows times ``v``) into ``out`` (or a new array), laid out by ``out_axes``
+    and ``out_shape`` where given."""
     if not out_axes:
         return _MATMUL(np, s, v, out=out)
     y = np.empty(out_shape, s.dtype) if out is None else out
@@ -106,34 +124,171 @@ def _batched_blas(xp, q, k, v, *extras, q_ops=(), k_ops=(), score_ops=(), out_ax
 
 
 def _product_shape(a, b) -> tuple:
-    batch = a.shape[:-2] if a.shape[:-2] == b.shape[:-2] else np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    return batch + (a.shape[-2], b.shape[-1])
+    return _shapes_product(a.shape, b.shape)
+
+
+def _shapes_product(a: tuple, b: tuple) -> tuple:
+    batch = a[:-2] if a[:-2] == b[:-2] else np.broadcast_shapes(a[:-2], b[:-2])
+    return batch + (a[-2], b[-1])
 
 
 BATCHED_BLAS = Impl("fused_attention", "batched_blas", _batched_blas,
                     "NumPy, q, k and v of one float32 / float64 dtype: the scores in one buffer, their chain and "
                     "the softmax in place, two products")
+
+
+# the compiled pass's arguments where no extra goes: a float and a mask that broadcast against any scores
+def _read_only(a):
+    a.flags.writeable = False
+    return a
+
+
+_DUMMIES = {t: (_read_only(np.zeros((1, 1, 1, 1), t)), _read_only(np.zeros((1, 1, 1, 1), np.bool_)))
+            for t in (np.float32, np.float64)}
+
+
+class _Plan:
+    """What ``compiled`` finds once for a call's shapes and dtypes: the scores' shape (and its 4-D view),
+    where each extra goes (``slots``: per pass slot, the extra's index and the 4-D shape it is viewed
+    as, or None where it is 4-D already), the result's view, the compiled kernels and their constants."""
+
+    __slots__ = ("qk", "q_ops", "k_ops", "shape", "shape4", "scratch", "codes", "args", "takes", "view", "scores",
+                 "divide", "zero")
+
+    def __init__(self, qk, q_ops, k_ops, shape, dtype, codes, slots, view, scores, divide):
+        self.qk, self.q_ops, self.k_ops, self.shape, self.codes = qk, q_ops, k_ops, shape, codes
+        self.shape4 = (1,) * (4 - len(shape)) + shape
+        self.scratch = dtype.itemsize * math.prod(shape) >= SCRATCH_FROM_BYTES
+        fill, no_mask = _DUMMIES[dtype.type]
+        # the pass's arguments after the codes: the dummies where no extra goes, and per extra
+        # (its argument's position, its index among the extras, the 4-D shape it is viewed as or None)
+        self.args = [fill if j < attention_jit.CHAIN_FLOATS else no_mask for j in range(len(slots))]
+        self.takes = tuple((j,) + slot for j, slot in enumerate(slots) if slot is not None)
+        self.view, self.scores, self.divide, self.zero = view, scores, divide, dtype.type(0)
+
+
+def _slots(s_ndim, extras, score_ops, dtype) -> list | None:
+    """Per slot of the compiled pass (``attention_jit``: the float extras, then the masks), ``(index of
+    the extra, the 4-D shape it is viewed as or None)``; None where the chain does not fit the pass
+    (a float extra of another dtype, a mask not boolean, more extras than slots)."""
+    floats, masks, i = [], [], len(extras) - chain_extras(score_ops)
+    for c in score_ops:
+        for is_mask in ((True, False) if c // 10 == WHERE else (False,)):
+            e = extras[i]
+            if e.__class__ is not np.ndarray or e.ndim > s_ndim or e.dtype != (np.bool_ if is_mask else dtype):
+                return None
+            (masks if is_mask else floats).append((i, None if e.ndim == 4 else (1,) * (4 - e.ndim) + e.shape))
+            i += 1
+    if len(floats) > attention_jit.CHAIN_FLOATS or len(masks) > attention_jit.CHAIN_MASKS:
+        return None
+    return floats + [None] * (attention_jit.CHAIN_FLOATS - len(floats)) + masks \
+        + [None] * (attention_jit.CHAIN_MASKS - len(masks))
+
+
+def _plan(q, k, v, extras, q_ops, k_ops, score_ops, out_axes, out_shape) -> _Plan | None:
+    """``compiled``'s plan for these arrays and parameters, or None where it does not apply (see the
+    module; the caller has checked ``_fits``)."""
+    shape = _product_shape(q, k)
+    if not 2 <= len(shape) <= 4 or not 0 < shape[-1] <= BLOCK or not current().attention_compiled:
+        return None
+    slots = _slots(len(shape), extras, score_ops, q.dtype)
+    scores, divide = (attention_jit.scores_kernel(), softmax.divide_kernel()) if slots is not None else (None, None)
+    if scores is None or divide is None:
+        return None
+    view = None
+    if out_axes and out_axes[-1] == len(out_axes) - 1:  # (batched_blas's product through a view of the result)
+        prod = _shapes_product(shape, v.shape)
+        back = [0] * len(out_axes)
+        for i, a in enumerate(out_axes):
+            back[a] = i
+        view = (tuple([prod[a] for a in out_axes]), tuple(back))
+    qk = chain_extras(q_ops) + chain_extras(k_ops)
+    return _Plan(qk, q_ops, k_ops, shape, q.dtype, np.array(score_ops, np.int64), slots, view, scores, divide)
+
+
+def _run_planned(p: _Plan, q, k, v, extras, out_axes, out_shape, out):
+    """``batched_blas``'s calls with the score chain and the row maxima as the compiled pass."""
+    if p.qk:
+        it = iter(extras)
+        q = apply_chain(np, q, p.q_ops, it)
+        k = apply_chain(np, k, p.k_ops, it)
+    s = scratch(np, 0, p.shape, q.dtype) if p.scratch else np.empty(p.shape, q.dtype)
+    _MATMUL(np, q, k, out=s)
+    args = list(p.args)
+    for j, i, shape in p.takes:
+        args[j] = extras[i] if shape is None else extras[i].reshape(shape)
+    p.scores(s if len(p.shape) == 4 else s.reshape(p.shape4), p.codes, *args)
+    np.exp(s, out=s)
+    p.divide(s.reshape(-1, p.shape[-1]), p.zero)
+    if p.view is None:
+        return _weighted_sum(s, v, out_axes, out_shape, out)
+    y = np.empty(out_shape, s.dtype) if out is None else out
+    _MATMUL(np, s, v, out=y.reshape(p.view[0]).transpose(p.view[1]))
+    return y
+
+
+def _compiled(xp, q, k, v, *extras, q_ops=(), k_ops=(), score_ops=(), out_axes=(), out_shape=(), out=None):
+    p = _plan(q, k, v, extras, q_ops, k_ops, score_ops, out_axes, out_shape)
+    if p is None:
+        return None  # (declined: batched_blas runs)
+    return _run_planned(p, q, k, v, extras, out_axes, out_shape, out)
+
+
+COMPILED = Impl("fused_attention", "compiled", _compiled,
+                "batched_blas's case with numba on, scores of 2-4 dims and rows of 1 to 128 values, a score chain "
+                "of float extras of their dtype and boolean masks (4 and 2 at most): the chain and the softmax's "
+                "row maxima in one compiled pass (the same values bit for bit)", fallback=BATCHED_BLAS)
 _CHOICE = Choice(BATCHED_BLAS)
+_COMPILED = Choice(COMPILED)
+_FALLBACKS = {BATCHED_BLAS: _CHOICE}
 _REFERENCE = _OP.kernel
 
 
+def _compiled_fits(q) -> bool:
+    return current().attention_compiled and jit.enabled() and q.ndim <= 4
+
+
 def choose_attention(xp, q, k, v, *extras, out=None, **params) -> Choice | None:
-    """``batched_blas`` where it applies, else None (the reference)."""
-    return _CHOICE if _fits(xp, q, k, v) else None
+    """``compiled`` or ``batched_blas`` where they apply, else None (the reference)."""
+    if not _fits(xp, q, k, v):
+        return None
+    return _COMPILED if _compiled_fits(q) else _CHOICE
 
 
 def run_attention(xp, q, k, v, *extras, out=None, **params):
-    """fused_attention by ``batched_blas`` where it applies, else the reference kernel."""
+    """fused_attention by ``compiled`` or ``batched_blas`` where they apply, else the reference kernel."""
     if not _fits(xp, q, k, v):
         return _REFERENCE(xp, q, k, v, *extras, out=out, **params)
+    y = _compiled(xp, q, k, v, *extras, out=out, **params) if _compiled_fits(q) else None
+    if y is not None:
+        noted(_COMPILED, q, k, v)
+        return y
     y = _batched_blas(xp, q, k, v, *extras, out=out, **params)
     noted(_CHOICE, q, k, v)
     return y
 
 
+_BIND_OTHERWISE = keyword_binder(choose_attention, _FALLBACKS, "fused_attention", _REFERENCE)
+
+
+def bind_attention(xp, q, k, v, *extras, out=None, **params) -> Bound:
+    """A compiled step's ``Bound`` (``kernels.bind``): ``compiled`` with its plan made once (the step's
+    avals and the tuning table fix it) where it applies, ``batched_blas`` where it declines, else as
+    chosen (the reference where nothing applies)."""
+    if choose_attention(xp, q, k, v, *extras, out=out, **params) is not _COMPILED:
+        return _BIND_OTHERWISE(xp, q, k, v, *extras, out=out, **params)
+    p = _plan(q, k, v, extras, params.get("q_ops", ()), params.get("k_ops", ()), params.get("score_ops", ()),
+              params.get("out_axes", ()), params.get("out_shape", ()))
+    if p is None:
+        return Bound(_CHOICE, lambda *a, out=None: _batched_blas(xp, *a, out=out, **params))
+    out_axes, out_shape = params.get("out_axes", ()), params.get("out_shape", ())
+    return Bound(_COMPILED, lambda q, k, v, *extras, out=None: _run_planned(p, q, k, v, extras, out_axes, out_shape,
+                                                                            out))
+
+
 # op name -> its implementations, runner, and chooser for a call's arguments (``kernels.choose``)
-IMPLS = {"fused_attention": (BATCHED_BLAS,)}
+IMPLS = {"fused_attention": (COMPILED, BATCHED_BLAS)}
 RUNNERS = {"fused_attention": run_attention}
 CHOOSERS = {"fused_attention": choose_attention}
-# (its choice is fixed by a compiled step's dtypes: the reference bound where it does not apply)
-BINDERS = {"fused_attention": keyword_binder(choose_attention, {}, "fused_attention", _REFERENCE)}
+# (its choice is fixed by a compiled step's avals and the tuning table: the reference bound where nothing applies)
+BINDERS = {"fused_attention": bind_attention}

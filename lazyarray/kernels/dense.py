@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import jit, threads
 from ..mode import MODE, PROFILING
-from ..ops import registry
+from ..ops import registry, weight_pack
 from ..ops.nn import rows_matmul
 from ..ops.weight_pack import transposed
 from ..tuning_table import current
@@ -162,9 +162,35 @@ def choose_for_call(xp, x, weight, bias=None, out=None) -> Choice:
 def bind_dense(xp, x, weight, bias=None, out=None) -> Bound:
     """A compiled step's ``Bound`` (``kernels.bind``): ``choose_dense``'s choice, which the step's avals,
     its output's planned layout and the tuning table fix, run directly (``gemv`` where ``region``
-    declines)."""
+    declines); ``stack`` with its sizes found once (``_bound_stack``)."""
     choice = choose_dense(xp, x, weight, out, current())
+    if choice.impl is STACK and bias is not None:
+        return Bound(choice, _bound_stack(x, weight))
     return Bound(choice, direct(choice, _CHOICES, xp, (None,) if bias is None else (), arity=3))
+
+
+def _bound_stack(x, weight):
+    """``_stack`` for a step's shapes, with what they fix found once (issue #35: a small transformer's
+    projections are a few microseconds of arithmetic each): the rows, the product's view of the output,
+    whether BLAS is left alone (a product below ``SERIAL_ANYWAY_FLOPS``) and whether the weight's
+    transpose can be a packed copy at all (``weight_pack``'s size rules; where not, its view). The same
+    calls on the same operands as ``_stack``: its values bit for bit. Another product than the bound
+    one's (a serial switch to find per call) runs ``_stack`` itself."""
+    k, units = x.shape[-1], weight.shape[0]
+    rows = math.prod(x.shape[:-1])
+    lean = not (rows > 1 and 2.0 * rows * units * k > SERIAL_ANYWAY_FLOPS)
+    view = rows < weight_pack.MIN_ROWS or weight.ndim != 2 or units < weight_pack.MIN_UNITS \
+        or weight.size < weight_pack.MIN_ELEMENTS  # (``transposed`` would give the view)
+    if not lean:
+        return lambda x, weight, bias, out=None: _stack(np, x, weight, bias, out)
+
+    def run(x, weight, bias, out=None):
+        y = out.reshape(rows, units)  # (a view: out is C-ordered)
+        x.reshape(rows, k).dot(weight.T if view else transposed(weight, rows), out=y)
+        np.add(y, bias, out=y)
+        return out
+
+    return run
 
 
 BINDERS = {"dense": bind_dense}

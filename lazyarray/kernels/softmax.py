@@ -103,6 +103,13 @@ def _divide_by_sums_with(row_sum, squares_sum):
     return divide_by_sums
 
 
+def divide_kernel():
+    """``in_place``'s second pass compiled (each row of a 2-D array of at most ``BLOCK`` columns divided
+    by its sum as NumPy's ``add.reduce`` makes it), or None where compiled kernels are off or this is
+    a program's first run (``kernels/attention.py``'s ``compiled`` finds it once per step)."""
+    return with_row_sum(_divide_by_sums_with)
+
+
 def in_place(s) -> bool:
     """``s`` (C-ordered, NumPy float32 / float64, rows of 1 to ``BLOCK`` values along its last axis)
     replaced by its softmax along the last axis, the reference's values bit for bit; False (``s``

@@ -96,3 +96,25 @@ def test_stack_writes_a_stacked_input_into_its_planned_buffer(dtype, case):
         assert kernels.choose("dense", np, x, w, b, out=out).impl.name == "rows"
     assert kernels.choose("dense", np, x, w, b).impl.name == "rows"  # (no planned buffer)
     assert kernels.choose("dense", np, x, w.astype(np.float16), b, out=out).impl.name == "rows"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", ["plain", "strided input", "empty rows", "empty features", "packed weight",
+                                  "large product"])
+def test_a_bound_stack_gives_the_runners_values_bit_for_bit(dtype, case):
+    """``stack`` bound for a step's shapes (its sizes found once): ``run_dense``'s values bit for bit,
+    call after call (a weight whose transpose is packed from its second call; a product large enough to
+    find its BLAS threads per call runs ``_stack`` itself), views and empty dims among them."""
+    shape, units = {"empty rows": ((2, 0, 16), 4), "empty features": ((2, 5, 0), 4), "packed weight": ((1, 7, 32), 128),
+                    "large product": ((4, 64, 128), 256)}.get(case, ((3, 5, 16), 4))
+    x = RNG.standard_normal(shape).astype(dtype)
+    if case == "strided input":
+        x = RNG.standard_normal((5, 3, 16)).astype(dtype).transpose(1, 0, 2)
+    w, b = RNG.standard_normal((units, shape[-1])).astype(dtype), RNG.standard_normal(units).astype(dtype)
+    out = np.full(x.shape[:-1] + (units,), np.nan, dtype)
+    bound = kernels.bind("dense", np, x, w, b, out=out)
+    assert bound.choice.impl is kdense.STACK
+    for _ in range(3):
+        want = kdense.run_dense(np, x, w, b, out=np.empty_like(out))
+        assert bound.fn(x, w, b, out=out) is out
+        np.testing.assert_array_equal(out, want)
