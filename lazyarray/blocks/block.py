@@ -605,17 +605,15 @@ class HybridBlock(Block):
                 raise leaving_block(exc, self, child_name)  # noqa: B904 (the same error, raised again)
 
     def _call(self, *args):
-        mode = MODE.get()
-        if not self._active or mode & DEFERRED:  # imperative, or inlined into an enclosing trace
+        if not self._active or (mode := MODE.get()) & DEFERRED:  # imperative, or inlined into an enclosing trace
             return self.run_forward(*args)
         if self.__dict__.get("_structure_epoch", _NEVER) is not STRUCTURE.peek(None):
             self._check_structure()
         # The hot path of a hybridized call: one signature, one dict lookup, then the cached op.
         try:  # (a computed array's value has its shape and dtype; a lazy one's is None: below)
             if len(args) == 1:  # (the usual call: no comprehension's frame)
-                a = args[0]
-                v = a._value
-                sig = ((v.shape, v.dtype, a._device),)
+                v = args[0]._value
+                sig = ((v.shape, v.dtype, args[0]._device),)
             else:
                 sig = tuple([(v.shape, v.dtype, a._device) for a in args for v in (a._value,)])
         except AttributeError:
@@ -637,8 +635,7 @@ class HybridBlock(Block):
 
     def _compile_for(self, args, sig, training) -> hybrid.Compiled:
         with INIT_LOCK:  # one thread traces a new signature; the others then find it
-            compiled = self._by_sig.get((training, sig))
-            return compiled if compiled is not None else self._trace_for(args, sig, training)
+            return self._by_sig.get((training, sig)) or self._trace_for(args, sig, training)
 
     def _trace_for(self, args, sig, training) -> hybrid.Compiled:
         key = (training, tuple(a is None for a in sig))  # one shape-generic graph per mode and None places
