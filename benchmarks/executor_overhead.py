@@ -10,12 +10,16 @@
    batch 1, one thread), hybridized: CPU microseconds per call, the program's steps (and views
    made once per buffer set, ``executor/set_views.py``), and microseconds per step.
 
+4. ``--call``: a one-step hybridized block (relu; Dense(4)) at batch 1: CPU microseconds per call,
+   what a call costs beyond its one kernel (np.maximum's time beside it).
+
 Rows 1-2 are measured in the same run, in alternating rounds, medians. ``--against PATH``
 (with ``--models``) alternates fresh processes of this checkout and of another one and prints
 the ratio per call, this / that (the machine is shared: read ratios).
 
     python benchmarks/executor_overhead.py
     python benchmarks/executor_overhead.py --models [--against /path/to/other/checkout]
+    python benchmarks/executor_overhead.py --call [--against /path/to/other/checkout]
 """
 from __future__ import annotations
 
@@ -169,13 +173,68 @@ def print_models(models, against: Path | None, rounds: int) -> None:
     print(table(head, model_rows(models, against, rounds)))
 
 
+# -- 4. a call's fixed cost ----------------------------------------------------------------------
+# Prints {"relu", "dense", "numpy": CPU us per call (best of 7 rounds of 20000, after 500)}: a hybridized
+# block of one step without parameters (relu) and with two (Dense(4, in_units=4)), batch 1, one thread;
+# "numpy": np.maximum on the same array (the kernel alone).
+CALL_PROBE = """
+import json, time
+import numpy as np
+import lazyarray as la
+la.set_num_threads(1)
+class Relu(la.blocks.HybridBlock):
+    def forward(self, x):
+        return la.relu(x)
+x = la.array(np.ones((1, 4), "float32"))
+def best(fn):
+    for _ in range(500):
+        fn()
+    ts = []
+    for _ in range(7):
+        t0 = time.process_time()
+        for _ in range(20000):
+            fn()
+        ts.append((time.process_time() - t0) / 20000 * 1e6)
+    return min(ts)
+out = {"file": la.__file__, "numpy": best(lambda: np.maximum(x._value, 0))}
+for name, net in (("relu", Relu()), ("dense", la.blocks.Dense(4, in_units=4))):
+    net.initialize()
+    net.hybridize()
+    out[name] = best(lambda: net(x))
+print(json.dumps(out))
+"""
+
+
+def print_calls(against: Path | None, rounds: int) -> None:
+    """A one-step hybridized block's microseconds per call (what a call costs beyond its kernel)."""
+    this, that = [], []
+    for _ in range(rounds):
+        this.append(probe_in(ROOT, CALL_PROBE))
+        if against is not None:
+            that.append(probe_in(against, CALL_PROBE))
+    rows = []
+    for k in ("relu", "dense", "numpy"):
+        row = [k, f"{statistics.median(r[k] for r in this):.2f}"]
+        if against is not None:
+            row += [f"{statistics.median(r[k] for r in that):.2f}",
+                    f"{statistics.median(a[k] / b[k] for a, b in zip(this, that)):.2f}"]
+        rows.append(row)
+    print(f"One-step hybridized block, batch 1, one thread: CPU us per call, medians of {rounds} fresh processes"
+          + (f" alternating with {against} (ratio: this / other)" if against else ""))
+    print(table(["block", "us / call"] + (["other: us / call", "ratio"] if against else []), rows))
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", action="store_true", help="the small transformers' cost per call and per step")
     ap.add_argument("--only", default=",".join(MODELS), help="with --models: fixture names, comma-separated")
-    ap.add_argument("--against", default="", help="with --models: another checkout to alternate with")
-    ap.add_argument("--rounds", type=int, default=3, help="with --models: fresh processes per model")
+    ap.add_argument("--against", default="", help="with --models / --call: another checkout to alternate with")
+    ap.add_argument("--rounds", type=int, default=3, help="with --models / --call: fresh processes per model")
+    ap.add_argument("--call", action="store_true", help="a one-step hybridized block's cost per call")
     args = ap.parse_args(argv)
+    if args.call:
+        print_calls(Path(args.against).resolve() if args.against else None, args.rounds)
+        return
     if args.models:
         print_models(args.only.split(","), Path(args.against).resolve() if args.against else None, args.rounds)
         return

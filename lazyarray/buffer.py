@@ -59,6 +59,31 @@ def bump(value) -> None:
     _VERSIONS[key] = [1, ref]
 
 
+def cells(values) -> list:
+    """The version records of ``values`` (arrays that own their memory: their own roots), made where
+    missing: ``cell[0]`` is ``version(value)``, counted up in place by every ``bump`` while the array
+    lives, so a keeper that holds the arrays reads all their versions in one pass (``param_cache.py``)
+    instead of a ``version`` call each."""
+    out = []
+    for v in values:
+        key = id(v)
+        rec = _VERSIONS.get(key)
+        if rec is None or rec[1]() is not v:
+            try:
+                rec = [0, weakref.ref(v, lambda _, key=key: _VERSIONS.pop(key, None))]
+            except TypeError:  # (no weak references: a cell nobody counts; the caller keeps nothing)
+                return []
+            _VERSIONS[key] = rec
+        out.append(rec)
+    return out
+
+
+def any_exposed(values) -> bool:
+    """Whether any of ``values`` (arrays that own their memory) was handed out writable (``exposed``);
+    one test while no memory at all is (the usual case)."""
+    return bool(_EXPOSED) and any(map(exposed, values))
+
+
 def freeze(value):
     """Make ``value`` read-only (a constant): later writes raise instead of changing it."""
     flags = getattr(value, "flags", None)

@@ -605,13 +605,17 @@ class HybridBlock(Block):
                 raise leaving_block(exc, self, child_name)  # noqa: B904 (the same error, raised again)
 
     def _call(self, *args):
-        if not self._active or MODE.get() & DEFERRED:  # imperative, or inlined into an enclosing trace
+        if not self._active or (mode := MODE.get()) & DEFERRED:  # imperative, or inlined into an enclosing trace
             return self.run_forward(*args)
         if self.__dict__.get("_structure_epoch", _NEVER) is not STRUCTURE.peek(None):
             self._check_structure()
         # The hot path of a hybridized call: one signature, one dict lookup, then the cached op.
         try:  # (a computed array's value has its shape and dtype; a lazy one's is None: below)
-            sig = tuple([(v.shape, v.dtype, a._device) for a in args for v in (a._value,)])
+            if len(args) == 1:  # (the usual call: no comprehension's frame)
+                v = args[0]._value
+                sig = ((v.shape, v.dtype, args[0]._device),)
+            else:
+                sig = tuple([(v.shape, v.dtype, a._device) for a in args for v in (a._value,)])
         except AttributeError:
             bad = [a for a in args if a is not None and not isinstance(a, NDArray)]
             if bad:
@@ -620,19 +624,18 @@ class HybridBlock(Block):
             # None arguments: traced with None in that place, the trace serves calls with None there
             # (and lazy arguments: their recorded shapes and dtypes)
             sig = tuple([None if a is None else (a.shape, a.dtype, a._device) for a in args])
-        training = TRAINING.get()
-        compiled = self._by_sig.get((training, sig))
+        key = (TRAINING.get(), sig)
+        compiled = self._by_sig.get(key)
         if compiled is None:
-            compiled = self._compile_for(args, sig, training)
+            compiled = self._compile_for(args, sig, key[0])
         else:
             compiled.used = self._traces.epoch
         self.__dict__["_last_sig"] = sig
-        return compiled(args, (training, sig))
+        return compiled(args, None if mode else key)  # (the key: a plain call's only, see Compiled)
 
     def _compile_for(self, args, sig, training) -> hybrid.Compiled:
         with INIT_LOCK:  # one thread traces a new signature; the others then find it
-            compiled = self._by_sig.get((training, sig))
-            return compiled if compiled is not None else self._trace_for(args, sig, training)
+            return self._by_sig.get((training, sig)) or self._trace_for(args, sig, training)
 
     def _trace_for(self, args, sig, training) -> hybrid.Compiled:
         key = (training, tuple(a is None for a in sig))  # one shape-generic graph per mode and None places

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from .. import autograd, guards
 from ..aval import Aval
-from ..deferred import MODE, deferred
+from ..deferred import deferred
 from ..dim import Dim, SymbolicDimError, bind, has_symbols
 from ..errors import BlockError, LazyArrayError
 from ..executor.cached_op import CachedOp
@@ -76,6 +76,7 @@ class Compiled:
     signatures: set = field(default_factory=set)
     memo: dict = field(default_factory=dict, repr=False)  # (training, block signature) -> _Memo
     evictions_seen: int = 0  # the cached op's evictions when the memo last dropped evicted programs
+    last: tuple | None = field(default=None, repr=False)  # (key, _Memo) of the memo's last hit, None when it changed
 
     def accepts(self, sig: tuple) -> bool:
         """Can this graph serve ``sig`` by recompiling (no retrace)? Its guards must hold."""
@@ -107,10 +108,12 @@ class Compiled:
         return True
 
     def __call__(self, args: tuple, key=None):
-        """Run on the call's arguments; ``key``: the block's (training, signature) of them, which
-        lets a plain call (nothing recorded) skip the cached op's signature (``_Memo``)."""
-        if key is not None and not MODE.get():
-            m = self.memo.get(key)
+        """Run on the call's arguments; ``key``: the block's (training, signature) of them, given for
+        a plain call only (no mode of ``MODE`` on: nothing recorded, deferred or profiled), which lets
+        it skip the cached op's signature (``_Memo``)."""
+        if key is not None:
+            last = self.last  # (the memo of the last plain call: compared, not hashed)
+            m = last[1] if last is not None and last[0] == key else self._memo_of(key)
             vals = m.values_if_held(args) if m is not None else None
             out = self.run.run_program(m.program, vals) if vals is not None else self._run_plain(self._arrays(args), key)
         else:
@@ -124,6 +127,12 @@ class Compiled:
             return outs[0]
         return self.structure.regroup(outs[:self.num_outputs])
 
+    def _memo_of(self, key):
+        m = self.memo.get(key)
+        if m is not None:
+            self.last = (key, m)
+        return m
+
     def _arrays(self, args: tuple) -> list:
         """The graph's input arrays for a call: its arguments and the parameters' arrays, in order."""
         return [args[s] if s.__class__ is int else s._data for s in self.sources]
@@ -134,6 +143,7 @@ class Compiled:
         out = self.run(*arrays)
         c = self.run.program_for(arrays)
         if c is not None:
+            self.last = None  # (the memo changes: looked up again)
             if len(memo) >= _MEMO_SIGNATURES and key not in memo:
                 memo.clear()
             cache = self.run._signatures

@@ -52,7 +52,7 @@ import weakref
 
 import numpy as np
 
-from ..buffer import exposed, version, versioned
+from ..buffer import any_exposed, cells, exposed, version, versioned
 from ..graph.node import Entry, Node, unique_names, var_node
 from ..graph.rewrite import rewrite
 from ..graph.symbol import Symbol
@@ -64,6 +64,8 @@ from .program import Program, compile_program
 
 KEPT = "computed once: parameters"  # explain()'s label of a head step
 _is = operator.is_
+_DEREF = weakref.ref.__call__  # (a weak reference's target, mapped in C)
+_COUNT = operator.itemgetter(0)  # (a version cell's count: buffer.cells)
 
 
 def _deterministic(node: Node) -> bool:
@@ -164,8 +166,9 @@ class ParamCache:
         self.body = body
         self.param_at = param_at
         self.kept_bytes = kept_bytes  # the most the kept values hold (the budget was checked at compile time)
-        # (weak references to the parameter arrays, their versions, the kept values or None): replaced
-        # whole, never changed, so a thread reading it sees one consistent entry
+        # (weak references to the parameter arrays, their versions, the kept values or None, the arrays'
+        # version cells while values are kept): replaced whole, never changed, so a thread reading it
+        # sees one consistent entry
         self._entry: tuple | None = None
 
     @property
@@ -185,20 +188,31 @@ class ParamCache:
         return self.body.run([*args, *self._values(params)])
 
     def _values(self, params: list) -> list | tuple:
+        e = self._entry
+        # The kept values' check, in C: the same arrays (alive: their version cells are theirs), at the
+        # versions the values were computed from, none handed out writable since.
+        if e is not None and e[2] is not None and all(map(_is, map(_DEREF, e[0]), params)) \
+                and list(map(_COUNT, e[3])) == e[1] and not any_exposed(params):
+            return e[2]
+        return self._checked_values(params)
+
+    def _checked_values(self, params: list) -> list | tuple:
+        """The head's values where nothing is kept for these arrays at these versions (yet)."""
         now = [version(p) for p in params]
         e = self._entry
-        if e is not None and e[1] == now and all(map(_is, [r() for r in e[0]], params)) \
+        if e is not None and e[1] == now and all(map(_is, map(_DEREF, e[0]), params)) \
                 and not any(map(exposed, params)):
             if e[2] is not None:
                 return e[2]
             vals = self.head.run(params)
             if all(map(versioned, params)) and all(v.__class__ is np.ndarray for v in vals):  # second call at these versions: keep
                 vals = tuple(_frozen(v) for v in vals)
-                if [version(p) for p in params] == now:  # (a write that ended meanwhile: keep nothing)
-                    self._entry = (e[0], now, vals)
+                held = cells(params)
+                if len(held) == len(params) and list(map(_COUNT, held)) == now:  # (a write that ended meanwhile: keep nothing)
+                    self._entry = (e[0], now, vals, held)
             return vals
         try:
-            self._entry = (tuple(weakref.ref(p) for p in params), now, None)
+            self._entry = (tuple(weakref.ref(p) for p in params), now, None, None)
         except TypeError:  # (an array type without weak references: never kept)
             self._entry = None
         return self.head.run(params)

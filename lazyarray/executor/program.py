@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import operator
 import time
 from typing import NamedTuple
 
@@ -61,6 +62,10 @@ SMALL_GRAPH = 4
 # NumPy 2.4 deprecates a positional ``out`` for these two (a third input is ambiguous there).
 _NO_POSITIONAL_OUT = frozenset({np.maximum, np.minimum})
 _COPY = registry.get("copy")
+
+
+def _no_outputs(slots) -> tuple:
+    return ()
 
 
 class StepKind(enum.Enum):
@@ -115,6 +120,9 @@ class Program:
                         for (dev, size, views), back in zip(per_run, self._returned)]
         # inputs bound by one slice assignment when their slots are 0..n-1 (the usual layout)
         self._in_prefix = len(in_slots) if list(in_slots) == list(range(len(in_slots))) else -1
+        # the outputs' values, read in C (``itemgetter`` of one slot gives the value, of several a tuple)
+        self._outs = operator.itemgetter(*out_slots) if out_slots else _no_outputs
+        self._one_out = len(out_slots) == 1
         self.plan = plan
         self.nodes = nodes
         self.out_orders: list = [None] * len(out_slots)  # each output's memory order if not C (free outputs)
@@ -151,15 +159,14 @@ class Program:
                 except IndexError:  # another thread took it between the test and the pop
                     pass
             if last is not None and unheld(last):
-                raw, made = last
-                for v, at in zip(made, ats):
+                for v, at in zip(last[1], ats):
                     for slot in at:
                         s[slot] = v
             else:
                 raw = alloc(dev, size)
-                made = fill_views(s, raw, views)
+                last = (raw, fill_views(s, raw, views))
             if back is not None:
-                back.append((raw, made))
+                back.append(last)
         n = self._in_prefix
         if n >= 0 and len(args) == n:
             s[:n] = args
@@ -177,9 +184,9 @@ class Program:
             table, threads, steps, _ = b.current
             for step in steps if table is t and threads == n else b.steps_for(t, n):
                 step(s)
-        outs = [s[k] for k in self.out_slots]
+        outs = self._outs(s)
         pool.append(base)
-        return outs
+        return [outs] if self._one_out else list(outs)
 
     def _run_timed(self, s) -> None:
         """The steps, each timed into the profile being recorded (``la.profile()``)."""

@@ -2,6 +2,7 @@
 only while the parameters are the same arrays with the same values and the arguments' values
 are of the same class."""
 import numpy as np
+import pytest
 
 import lazyarray as la
 from lazyarray import blocks as B
@@ -114,3 +115,38 @@ def test_training_mode_is_part_of_the_memo_key():
     assert (drop == 0).sum() > (ref == 0).sum()
     np.testing.assert_array_equal(net(x).asnumpy(), ref)
 
+
+
+def test_the_last_memo_is_compared_per_call_and_modes_take_their_paths():
+    """The memo of the last plain call is found by comparing keys (no hash): a call of another
+    shape, a recorded call and a profiled call between plain ones each take their own path, and
+    the plain calls after them still see parameter writes."""
+    net = _net()
+    x4, x2 = _x(4), _x(2, seed=1)
+    for x in (x4, x2, x4):
+        np.testing.assert_allclose(net(la.array(x)).asnumpy(), _by_hand(net, x), rtol=1e-5, atol=1e-5)
+    (c,) = {id(c): c for c in net._by_sig.values()}.values()
+    assert c.last is not None and c.last[0][1][0][0] == (4, 8)  # (training, ((shape, dtype, device),))
+    xa = la.array(x4)
+    xa.attach_grad()
+    with la.autograd.record():
+        y = net(xa)
+    y.backward()
+    w1 = net[0].weight.data().asnumpy()
+    assert xa.grad is not None and xa.grad.shape == (4, 8)
+    with la.profile() as prof:
+        net(la.array(x4))
+    assert prof.programs  # (the profiled call ran the cached op's program under the profiler)
+    net[0].weight.data()[:] = net[0].weight.data() * -2.0  # an in-place write after the mode calls
+    np.testing.assert_allclose(net[0].weight.data().asnumpy(), w1 * -2.0)
+    np.testing.assert_allclose(net(la.array(x4)).asnumpy(), _by_hand(net, x4), rtol=1e-5, atol=1e-5)
+
+
+def test_a_wrong_shape_still_raises_after_memo_hits():
+    net = _net()
+    x = _x()
+    for _ in range(3):
+        net(la.array(x))
+    with pytest.raises(la.ShapeError, match="5 features"):
+        net(la.array(np.ones((4, 5), "float32")))  # Dense(16) was traced for 8 input features
+    np.testing.assert_allclose(net(la.array(x)).asnumpy(), _by_hand(net, x), rtol=1e-5, atol=1e-5)

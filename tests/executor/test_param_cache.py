@@ -9,6 +9,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray import blocks as B
+from lazyarray.buffer import cells, version
 from lazyarray.executor.param_cache import KEPT, ParamCache
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "onnx_dynamic")
@@ -284,3 +285,26 @@ def test_parameters_must_be_input_names():
         la.CachedOp(la.sym.relu(x), parameters=["w"])
     with pytest.raises(la.errors.ParamError, match="a list of input names"):
         la.CachedOp(la.sym.relu(x), parameters="x")
+
+
+def test_kept_values_follow_the_arrays_given_not_the_last_ones():
+    """A CachedOp called with another weight array (same shape, version 0 like the first) runs the
+    parameter-only steps on it: the kept values' one-pass check compares the arrays themselves."""
+    x, w = la.sym.var("x", shape=(2, 3)), la.sym.var("w", shape=(3, 3))
+    op = la.CachedOp(la.sym.dot(x, la.sym.transpose(w) * 2.0), parameters=["w"])
+    xs = la.array(np.arange(6, dtype=np.float32).reshape(2, 3))
+    w1, w2 = la.array(np.eye(3, dtype=np.float32)), la.array(np.full((3, 3), 0.5, np.float32))
+    for w_ in (w1, w1, w1, w2, w2, w1, w1):  # (kept for w1 at the last call)
+        np.testing.assert_allclose(op(xs, w_).asnumpy(), xs.asnumpy() @ (w_.asnumpy().T * 2.0))
+    w1[0, 0] = 5.0  # an in-place write after the values were kept for w1: seen by its version cell
+    np.testing.assert_allclose(op(xs, w1).asnumpy(), xs.asnumpy() @ (w1.asnumpy().T * 2.0))
+
+
+def test_version_cells_count_every_write():
+    a = la.array(np.zeros(4, np.float32))
+    (cell,) = cells([a._value])
+    assert cell[0] == version(a._value) == 0
+    a[1] = 2.0
+    a[2] = 3.0
+    assert cell[0] == version(a._value) == 2
+    assert cells([a._value])[0] is cell  # (one cell per live array)
