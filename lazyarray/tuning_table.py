@@ -68,6 +68,8 @@ class Tuning:
     per_image_min_pixels: int = _doc(64, "output pixels per image from which a batch runs one product per image "
                                      "(smaller images: one batch-last product for the whole batch)")
     conv_region: bool = _doc(True, "batch-last convolutions as one compiled parallel region (numba)")
+    conv_im2col_compiled: bool = _doc(True, "im2col's columns (kernels larger than 1x1) written by one compiled pass "
+                                      "from the image, no padded copy: conv2d[im2col_compiled] (numba)")
     conv_direct_max_macs: int = _doc(1 << 15, "largest convolution (multiply-adds) conv2d[direct] takes: one compiled "
                                      "loop, no copies (past it the products' BLAS wins)")
     conv1d: bool = _doc(True, "1-D convolutions (a unit-height image and kernel) as one compiled loop with their bias "

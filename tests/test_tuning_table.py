@@ -95,7 +95,9 @@ def test_settings_steer_the_chooser():
     with la.tuning(winograd_max_tile=2):
         assert kernels.choose("conv2d", np, x, w, padding=(1, 1)).impl.name == "winograd2"
     with la.tuning(winograd_min_channels=65, min_split_macs=1 << 62):
-        assert kernels.choose("conv2d", np, x, w, padding=(1, 1)).impl.name == "im2col"
+        assert kernels.choose("conv2d", np, x, w, padding=(1, 1)).impl.name == "im2col_compiled"
+        with la.tuning(conv_im2col_compiled=False):
+            assert kernels.choose("conv2d", np, x, w, padding=(1, 1)).impl.name == "im2col"
 
 
 def test_an_unknown_setting_is_an_attribute_error_too():

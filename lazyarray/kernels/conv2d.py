@@ -18,7 +18,7 @@ from ..ops import conv
 from ..ops.derived import keeps
 from ..threads import in_pool, num_threads, split_threads
 from ..tuning_table import current
-from . import conv1d, conv_direct, depthwise
+from . import conv1d, conv_direct, conv_im2col, depthwise
 from .conv_batch_last import conv2d_batch_last, conv2d_region, region_fits
 from .conv_split import conv2d_split
 from .impl import Choice, Impl
@@ -48,8 +48,12 @@ WINOGRAD2 = Impl("conv2d", "winograd2", conv2d_winograd(2),
 WINOGRAD4 = Impl("conv2d", "winograd4", conv2d_winograd(4),
                  "winograd2's case with winograd4_min_channels..winograd4_max_channels channels and "
                  "winograd4_min_pixels output pixels: Winograd F(4x4, 3x3)", threads=True)
+IM2COL_COMPILED = Impl("conv2d", "im2col_compiled", conv_im2col.conv2d_im2col_compiled,
+                       "im2col's case, a kernel larger than 1x1, float32/float64, conv_im2col_compiled on, numba: "
+                       "the columns written by one compiled pass from the image (no padded copy), the same products",
+                       fallback=IM2COL)
 CONV1D = conv1d.CONV1D
-IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, IM2COL, DIRECT, DEPTHWISE, depthwise.TAPS, GROUPED,
+IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, IM2COL_COMPILED, IM2COL, DIRECT, DEPTHWISE, depthwise.TAPS, GROUPED,
          POINTWISE, CONV1D)
 
 _KEPT = ("kernel kept",)
@@ -99,7 +103,8 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
                 return _on_threads(REGION, num_threads())
             return _CHOICES[BATCH_LAST]
     if groups == 1:
-        return _CHOICES[IM2COL]
+        return _CHOICES[IM2COL_COMPILED if t.conv_im2col_compiled and kh * kw > 1
+                        and conv_im2col.applies(xp, x, weight, None, out, groups) else IM2COL]
     if conv.is_depthwise(x, weight, groups):
         return _CHOICES[depthwise.choose_impl(xp, x, weight, out)]
     return _CHOICES[GROUPED]

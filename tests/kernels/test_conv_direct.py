@@ -71,7 +71,7 @@ def test_the_chooser_takes_it_for_small_layers_only():
     x, w = np.ones((1, 4, 2, 23), np.float32), np.ones((16, 4, 1, 3), np.float32)
     assert kernels.choose(CONV, np, x, w, padding=(0, 1)).impl is kconv.DIRECT
     with la.tuning(conv_direct_max_macs=1000):  # past the bound: the products
-        assert kernels.choose(CONV, np, x, w, padding=(0, 1)).impl is kconv.IM2COL
+        assert kernels.choose(CONV, np, x, w, padding=(0, 1)).impl is kconv.IM2COL_COMPILED
     with la.tuning(jit=False):
         assert kernels.choose(CONV, np, x, w, padding=(0, 1)).impl is kconv.IM2COL
     dw = np.ones((4, 1, 3, 3), np.float32)  # depthwise keeps its own pass
