@@ -40,7 +40,7 @@ from ..graph.traverse import topo_order
 from ..kernels.profile import current as current_profile
 from ..mode import MODE, PROFILING
 from ..ops import registry
-from ..ops.scratch import bind_workspace, planned_workspace_bytes
+from ..ops.scratch import bind_workspace, planned_workspace_bytes, workspace_arena
 from ..storage import copy_value
 from ..threads import num_threads
 from ..tuning_table import current
@@ -97,9 +97,11 @@ class Program:
     [array([0., 5.], dtype=float32)]
     """
 
-    def __init__(self, steps, in_slots, out_slots, template, pooled, per_run, captures, plan, nodes, once=()):
+    def __init__(self, steps, in_slots, out_slots, template, pooled, per_run, captures, plan, nodes, once=(),
+                 workspaces=()):
         self.steps = steps  # one closure per step: step(slots)
         self._once = once  # views of pooled buffers, made with each buffer set (set_views.py)
+        self._workspaces = workspaces  # slots of the steps' workspaces: an arena each, made with each buffer set
         self.in_slots = in_slots
         self.out_slots = out_slots
         self._template = template
@@ -130,6 +132,8 @@ class Program:
             fill_views(slots, alloc(dev, size), views)
         if self._once:
             make_views(slots, self._once)
+        for w in self._workspaces:  # (the steps lend them as their kernels' scratch: ops/scratch.py)
+            slots[w] = workspace_arena(slots[w])
         return slots
 
     def run(self, args) -> list:
@@ -714,7 +718,7 @@ def compile_program(outputs: list[Entry], inputs=(), *, known=None, names: dict 
     in_slots = [g.slot_of.get((id(v), 0), n) for v in inputs]
     g.template.append(None)
     prog = Program(steps, in_slots, out_list, g.template, pooled, per_run, g.captures, plan, g.order,
-                   tuple(once.values()))
+                   tuple(once.values()), tuple(plan.workspace_of.values()))
     prog.out_orders = [orders.get(s) for s in out_list]
     prog.bindings = Bindings(steps, makers) if makers else None
 
