@@ -9,9 +9,11 @@
 3. ``--models``: the small transformers of ``tests/data/onnx_dynamic`` (hf_bert, torch_encoder;
    batch 1, one thread), hybridized: CPU microseconds per call, the program's steps (and views
    made once per buffer set, ``executor/set_views.py``), and microseconds per step.
-
 4. ``--call``: a one-step hybridized block (relu; Dense(4)) at batch 1: CPU microseconds per call,
    what a call costs beyond its one kernel (np.maximum's time beside it).
+5. ``--steps``: what a step's closure costs around its kernel (``executor/step_forms.py``, and a
+   workspace lent as the kernel's scratch, ``ops/scratch.bind_workspace``): CPU nanoseconds per
+   call of each form over a kernel that does nothing, and of that kernel called directly.
 
 Rows 1-2 are measured in the same run, in alternating rounds, medians. ``--against PATH``
 (with ``--models``) alternates fresh processes of this checkout and of another one and prints
@@ -20,6 +22,7 @@ the ratio per call, this / that (the machine is shared: read ratios).
     python benchmarks/executor_overhead.py
     python benchmarks/executor_overhead.py --models [--against /path/to/other/checkout]
     python benchmarks/executor_overhead.py --call [--against /path/to/other/checkout]
+    python benchmarks/executor_overhead.py --steps
 """
 from __future__ import annotations
 
@@ -37,6 +40,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _util import best_of, probe_in, table  # noqa: E402
 
 import lazyarray as la  # noqa: E402
+from lazyarray.executor.step_forms import FORMS  # noqa: E402
+from lazyarray.ops.scratch import bind_workspace, workspace_arena  # noqa: E402
 
 NODES = 200
 OPS = ("add", "multiply", "tanh", "subtract", "maximum")
@@ -99,6 +104,37 @@ def unfusible_rows(rounds: int = 15) -> list:
         once = len(getattr(prog, "made_once", ()))  # (another checkout's programs may have none)
         rows.append([name, f"{len(prog.steps)} (+{once})", f"{t_np * us:.3f}", f"{t_eager * us:.3f}",
                      f"{t_op * us:.3f}", f"{t_op / t_np:.2f}", f"{t_op / t_eager:.2f}"])
+    return rows
+
+
+# -- 4. a step's closure around its kernel ---------------------------------------------------------
+def _noop(*arrays, out=None, **params):
+    return out if out is not None else arrays[0] if arrays else None
+
+
+def step_rows(number: int = 100_000, repeat: int = 7) -> list:
+    """CPU ns per call of each step form over ``_noop`` (3 inputs, parameters where the form takes
+    them), and the same with a workspace lent; the kernel called directly is the baseline."""
+    def ns(fn) -> float:
+        best = float("inf")
+        for _ in range(repeat):
+            t0 = time.process_time()
+            for _ in range(number):
+                fn()
+            best = min(best, (time.process_time() - t0) / number * 1e9)
+        return best
+
+    slots = [np.zeros(4, np.float32) for _ in range(6)] + [workspace_arena(np.zeros(64, np.uint8))]
+    node = (la.sym.var("x", shape=(4,)) * 2).outputs[0].node
+    rows = [["the kernel called directly", "", f"{ns(lambda: _noop(slots[0], slots[1], slots[2], out=slots[4])):.0f}", ""]]
+    cases = (("ufunc2", (0, 1), (4,), {}), ("out3", (0, 1, 2), (4,), {}), ("out_any", (0, 1, 2), (4,), {"axis": 1}),
+             ("outs", (0, 1, 2), (4, 5), {"axis": 1}), ("fresh1", (0,), (3,), {"axis": 1}),
+             ("fresh_any", (0, 1, 2), (3,), {"axis": 1}))
+    for form, ins, outs, kw in cases:
+        step = FORMS[form](_noop, ins, outs, kw, node)
+        lent = bind_workspace(step, 6)
+        rows.append([form, f"{len(ins)} in, {len(kw)} param", f"{ns(lambda f=step: f(slots)):.0f}",
+                     f"{ns(lambda f=lent: f(slots)):.0f}"])
     return rows
 
 
@@ -231,9 +267,14 @@ def main(argv=None) -> None:
     ap.add_argument("--against", default="", help="with --models / --call: another checkout to alternate with")
     ap.add_argument("--rounds", type=int, default=3, help="with --models / --call: fresh processes per model")
     ap.add_argument("--call", action="store_true", help="a one-step hybridized block's cost per call")
+    ap.add_argument("--steps", action="store_true", help="a step's closure around a kernel that does nothing")
     args = ap.parse_args(argv)
     if args.call:
         print_calls(Path(args.against).resolve() if args.against else None, args.rounds)
+        return
+    if args.steps:
+        print("A step's closure around a kernel that does nothing: CPU ns per call, best of 7 rounds")
+        print(table(["form", "arguments", "ns / call", "with a workspace lent"], step_rows()))
         return
     if args.models:
         print_models(args.only.split(","), Path(args.against).resolve() if args.against else None, args.rounds)

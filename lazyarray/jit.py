@@ -254,12 +254,14 @@ def compiled(fn, always: bool = False):
     """
     if not current().jit:
         return None
-    if not always and declined(fn):  # (``first_run``)
-        return None  # (before numba is looked up: a first run of tiered kernels only does not import it)
-    if _numba() is None:  # (``enabled()`` inline: this runs once per kernel call)
+    # (``declined`` inline, before numba is looked up: a first run of tiered kernels only does not import
+    # it; this runs once per kernel call, and a bound step's kernels ask it on every call)
+    if not always and _FIRST_RUN.get() and getattr(fn, "lazyarray_tiered", False):
         return None
     k = COMPILED.peek(fn)
-    return k if k is not None else COMPILED.get_or_make(fn, _njit, fn)
+    if k is not None:
+        return k if _numba() is not None else None  # (``enabled()`` inline)
+    return None if _numba() is None else COMPILED.get_or_make(fn, _njit, fn)
 
 
 def _njit(fn):

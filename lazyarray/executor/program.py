@@ -34,14 +34,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..error_context import from_node
-from ..errors import DeferredComputeError, LazyArrayError
+from ..errors import DeferredComputeError
 from ..graph.node import Entry, Node, check_capture
 from ..graph.traverse import topo_order
 from ..kernels.profile import current as current_profile
 from ..mode import MODE, PROFILING
 from ..ops import registry
-from ..ops.scratch import bind_workspace, planned_workspace_bytes
+from ..ops.scratch import bind_workspace, planned_workspace_bytes, workspace_arena
 from ..storage import copy_value
 from ..threads import num_threads
 from ..tuning_table import current
@@ -50,10 +49,11 @@ from .binding import Bindings, bindable, maker
 from .buffer_set import alloc, fill_views, unheld
 from .concat_in_place import candidates, place
 from .epilogue import epilogue_pairs, pair_step, residual_maker
-from .interpret import fresh, interpret, kernel_error, run_kernel
+from .interpret import fresh, interpret, run_kernel
 from .plan import Step, Value, plan_memory
 from .schedule import reductions_early
 from .set_views import made_once, make_views
+from .step_forms import FORMS, FREEING, step_error
 from .units_major import units_major_slots
 
 # Materializing at most this many kernels runs them in order without compiling a program.
@@ -102,9 +102,11 @@ class Program:
     [array([0., 5.], dtype=float32)]
     """
 
-    def __init__(self, steps, in_slots, out_slots, template, pooled, per_run, captures, plan, nodes, once=()):
+    def __init__(self, steps, in_slots, out_slots, template, pooled, per_run, captures, plan, nodes, once=(),
+                 workspaces=()):
         self.steps = steps  # one closure per step: step(slots)
         self._once = once  # views of pooled buffers, made with each buffer set (set_views.py)
+        self._workspaces = workspaces  # slots of the steps' workspaces: an arena each, made with each buffer set
         self.in_slots = in_slots
         self.out_slots = out_slots
         self._template = template
@@ -138,6 +140,8 @@ class Program:
             fill_views(slots, alloc(dev, size), views)
         if self._once:
             make_views(slots, self._once)
+        for w in self._workspaces:  # (the steps lend them as their kernels' scratch: ops/scratch.py)
+            slots[w] = workspace_arena(slots[w])
         return slots
 
     def run(self, args) -> list:
@@ -501,20 +505,20 @@ def _with_rest(make, rest: tuple):
 def _closure_of(frees: tuple, workspace, group: tuple):
     """A step's closure from its specs (their ``fn`` the runners' or the bound choices')."""
     if len(group) == 2:
-        return pair_step(group[0], group[1], frees, _step_error)
+        return pair_step(group[0], group[1], frees, step_error)
     step = _step_closure(group[0], frees)
     return step if workspace is None else bind_workspace(step, workspace)
 
 
 def _step_closure(sp: _Spec, frees: tuple):
-    """The step as a closure over its slots: the maker of its form (``_FORMS``) binds the kernel,
+    """The step as a closure over its slots: the maker of its form (``step_forms.FORMS``) binds the kernel,
     its slots and parameters; a failure is re-raised naming the op, the input avals and the
     user's source line (Python 3.11's try costs nothing until something raises)."""
     form = _form(sp)
     kw = dict(sp.node.params) if sp.takes_params else {}  # (a bound choice has its parameters bound in)
-    if form in _FREEING:  # (these forms drop the slots themselves: no second closure per step)
-        return _FREEING[form](sp.fn, sp.ins, sp.outs, kw, sp.node, frees)
-    step = _FORMS[form](sp.fn, sp.ins, sp.outs, kw, sp.node)
+    if form in FREEING:  # (these forms drop the slots themselves: no second closure per step)
+        return FREEING[form](sp.fn, sp.ins, sp.outs, kw, sp.node, frees)
+    step = FORMS[form](sp.fn, sp.ins, sp.outs, kw, sp.node)
     if not frees:
         return step
 
@@ -544,146 +548,6 @@ def _form(sp: _Spec) -> str:
             return "fresh_scalar"  # NumPy returns scalars for 0-d results; keep arrays
         return "fresh1" if n == 1 else "fresh_any"  # (``flatten``, reshapes)
     return "multi"
-
-
-def _guarded(run, node: Node):
-    """``run`` with a failure re-raised as the step's error."""
-    def step(s):
-        try:
-            run(s)
-        except Exception as exc:
-            raise _step_error(node, exc) from exc
-
-    return step
-
-
-def _ufunc1(fn, ins, outs, kw, node):
-    a, o = ins[0], outs[0]
-
-    def step(s):
-        try:
-            fn(s[a], s[o])
-        except Exception as exc:
-            raise _step_error(node, exc) from exc
-
-    return step
-
-
-def _ufunc2(fn, ins, outs, kw, node):
-    a, b, o = ins[0], ins[1], outs[0]
-
-    def step(s):
-        try:
-            fn(s[a], s[b], s[o])
-        except Exception as exc:
-            raise _step_error(node, exc) from exc
-
-    return step
-
-
-def _out1(fn, ins, outs, kw, node):
-    a, o = ins[0], outs[0]
-
-    def step(s):
-        try:
-            fn(s[a], out=s[o])
-        except Exception as exc:
-            raise _step_error(node, exc) from exc
-
-    return step
-
-
-def _out2(fn, ins, outs, kw, node):
-    a, b, o = ins[0], ins[1], outs[0]
-
-    def step(s):
-        try:
-            fn(s[a], s[b], out=s[o])
-        except Exception as exc:
-            raise _step_error(node, exc) from exc
-
-    return step
-
-
-def _out3(fn, ins, outs, kw, node):
-    a, b, c, o = ins[0], ins[1], ins[2], outs[0]
-
-    def step(s):
-        try:
-            fn(s[a], s[b], s[c], out=s[o])
-        except Exception as exc:
-            raise _step_error(node, exc) from exc
-
-    return step
-
-
-def _out_any(fn, ins, outs, kw, node):
-    o = outs[0]
-    return _guarded(lambda s: fn(*[s[i] for i in ins], out=s[o], **kw), node)
-
-
-def _outs(fn, ins, outs, kw, node):
-    return _guarded(lambda s: fn(*[s[i] for i in ins], out=tuple([s[k] for k in outs]), **kw), node)
-
-
-def _fresh1(fn, ins, outs, kw, node, frees=()):
-    a, o = ins[0], outs[0]
-
-    def step(s):
-        try:
-            s[o] = fn(s[a], **kw)
-        except Exception as exc:
-            raise _step_error(node, exc) from exc
-        for k in frees:
-            s[k] = None
-
-    return step
-
-
-def _fresh_any(fn, ins, outs, kw, node, frees=()):
-    o = outs[0]
-
-    def step(s):
-        try:
-            s[o] = fn(*[s[i] for i in ins], **kw)
-        except Exception as exc:
-            raise _step_error(node, exc) from exc
-        for k in frees:
-            s[k] = None
-
-    return step
-
-
-def _fresh_scalar(fn, ins, outs, kw, node):
-    o = outs[0]
-
-    def run(s):
-        r = fn(*[s[i] for i in ins], **kw)
-        s[o] = np.asarray(r) if isinstance(r, np.generic) else r
-
-    return _guarded(run, node)
-
-
-def _multi(fn, ins, outs, kw, node):
-    def run(s):
-        res = fn(*[s[i] for i in ins], **kw)
-        for k, r in zip(outs, res):
-            s[k] = np.asarray(r) if isinstance(r, np.generic) else r
-
-    return _guarded(run, node)
-
-
-# the step forms (``_form``) and the makers of their closures (``_FREEING``: those that also drop
-# the slots whose last reader the step is)
-_FORMS = {"ufunc1": _ufunc1, "ufunc2": _ufunc2, "out1": _out1, "out2": _out2, "out3": _out3, "out_any": _out_any, "outs": _outs, "fresh1": _fresh1,
-          "fresh_any": _fresh_any, "fresh_scalar": _fresh_scalar, "multi": _multi}
-_FREEING = {"fresh1": _fresh1, "fresh_any": _fresh_any}
-
-
-def _step_error(node: Node, exc: Exception) -> Exception:
-    if isinstance(exc, LazyArrayError):
-        return from_node(exc, node.block)
-    return kernel_error(node, [e.aval for e in node.inputs], exc, where="in a compiled graph")
 
 
 def compile_program(outputs: list[Entry], inputs=(), *, known=None, names: dict | None = None,
@@ -721,7 +585,7 @@ def compile_program(outputs: list[Entry], inputs=(), *, known=None, names: dict 
     in_slots = [g.slot_of.get((id(v), 0), n) for v in inputs]
     g.template.append(None)
     prog = Program(steps, in_slots, out_list, g.template, pooled, per_run, g.captures, plan, g.order,
-                   tuple(once.values()))
+                   tuple(once.values()), tuple(plan.workspace_of.values()))
     prog.out_orders = [orders.get(s) for s in out_list]
     prog.bindings = Bindings(steps, makers) if makers else None
 

@@ -6,8 +6,9 @@ the same time use different slots. Where it comes from is the *arena* bound to t
 
 * a compiled step on the CPU whose op declares a ``workspace`` (``OpDef.workspace``) gets a planned buffer of
   that many bytes, reused like any planned buffer (``executor/plan.py``: it counts in
-  ``peak_bytes``); the runner binds it (``bind_workspace``) while the kernel runs, and each slot is
-  carved from it once and kept, run after run;
+  ``peak_bytes``); its ``Arena`` is made with the program's buffer set and lives in the workspace's
+  slot (``workspace_arena``), the step lends it to its thread while the kernel runs
+  (``bind_workspace``), and each slot is carved from it once and kept, run after run;
 * anywhere else (an eager call, a worker thread of a split kernel) the thread's own arena in
   ``ARENAS`` (a named cache by thread): one buffer per slot, grown to the largest request up to
   ``SCRATCH_MAX_BYTES`` and reused call after call; ``ARENAS.clear()`` drops them all.
@@ -44,11 +45,10 @@ class Arena:
     ``raw``: a planned workspace (a 1-D uint8 array) the slots are carved from, or None for a
     thread's own arena, whose slots are separate buffers."""
 
-    __slots__ = ("raw", "bufs", "memos", "top", "thread", "used")
+    __slots__ = ("raw", "bufs", "memos", "top", "used")
 
     def __init__(self, raw=None):
         self.raw = raw
-        self.thread = None  # a planned workspace's: the thread it is lent to now
         self.bufs: list = [None] * SCRATCH_SLOTS
         self.memos: dict = {}
         self.top = 0  # bytes of ``raw`` carved so far
@@ -79,18 +79,31 @@ class Arena:
 # thread ident -> the thread's own arena (eager calls, a split's workers): at most 64 threads' (threads
 # come and go: a finished one's arena is never asked again); ``ARENAS.clear()`` drops them all
 ARENAS = NamedCache("scratch arenas of threads", 64)
-# The planned workspace the running compiled step lent to this thread (``bind_workspace``), or None.
-# (The arena also names the thread it was lent to: a context copied into another thread never shares it.)
-_BOUND: contextvars.ContextVar[Arena | None] = contextvars.ContextVar("lazyarray_scratch_bound", default=None)
+class Lent:
+    """What compiled steps lend the thread named ``thread``: the running step's workspace ``arena``
+    (None between such steps). One per context and thread (``_LENT``), made at the first step with a
+    workspace that runs there and kept: a step lends its arena by two attribute stores instead of a
+    ContextVar set and reset (about 0.5 us a step on the development machine)."""
+
+    __slots__ = ("thread", "arena")
+
+    def __init__(self, thread: int):
+        self.thread = thread
+        self.arena: Arena | None = None
+
+
+# What compiled steps lend this context's thread (``Lent``), or None before the first. (It names its
+# thread: a context copied into another thread never shares the lent workspace, that thread lends its own.)
+_LENT: contextvars.ContextVar[Lent | None] = contextvars.ContextVar("lazyarray_scratch_lent", default=None)
 _ident = threading.get_ident
 
 
 def current_arena() -> Arena:
     """The arena of the calling thread: the planned workspace lent to it, else its own."""
-    arena = _BOUND.get()
+    lent = _LENT.get()
     ident = _ident()
-    if arena is not None and arena.thread == ident:
-        return arena
+    if lent is not None and lent.arena is not None and lent.thread == ident:
+        return lent.arena
     own = ARENAS.peek(ident)
     return own if own is not None else ARENAS.get_or_make(ident, Arena)
 
@@ -142,24 +155,27 @@ def planned_workspace_bytes(op, in_avals, params) -> int:
     return workspace_bytes(op, in_avals, params)
 
 
-def bind_workspace(step, slot: int):
-    """``step(slots)`` with ``slots[slot]`` (its planned workspace) as the calling thread's arena
-    while it runs. One arena per workspace buffer (a program keeps one set of buffers per thread
-    running it at once), so the slots carved from it and the memos of views stay valid run after run."""
-    arenas: dict[int, Arena] = {}
+def workspace_arena(raw) -> Arena:
+    """The arena of a planned workspace ``raw`` (a 1-D uint8 view of a pooled buffer), made once per
+    buffer set (``Program``): the slots carved from it and the memos of views into them stay valid
+    run after run, for as long as the set lives."""
+    return Arena(raw)
 
+
+def bind_workspace(step, slot: int):
+    """``step(slots)`` with ``slots[slot]`` (its workspace's ``Arena``, ``workspace_arena``) lent to
+    the calling thread as its scratch while it runs; what was lent before (a step of an enclosing
+    program running this one) is lent again after."""
     def run(s):
-        raw = s[slot]
-        arena = arenas.get(id(raw))
-        if arena is None or arena.raw is not raw:
-            if len(arenas) >= 16:
-                arenas.clear()
-            arena = arenas[id(raw)] = Arena(raw)
-        arena.thread = _ident()
-        token = _BOUND.set(arena)
+        lent = _LENT.get()
+        if lent is None or lent.thread != _ident():  # (first here, or a context copied from another thread)
+            lent = Lent(_ident())
+            _LENT.set(lent)
+        before = lent.arena
+        lent.arena = s[slot]
         try:
             step(s)
         finally:
-            _BOUND.reset(token)
+            lent.arena = before
 
     return run

@@ -124,8 +124,9 @@ def test_the_bound_workspace_is_the_kernels_scratch_and_its_slots_stay():
         seen.append((a, b, scratch.slot_buffers()[1], scratch.thread_memo("t")))
 
     run = scratch.bind_workspace(step, 0)
-    run([raw])
-    run([raw])
+    arena = scratch.workspace_arena(raw)
+    run([arena])
+    run([arena])
     (a1, b1, s1, m1), (a2, b2, s2, m2) = seen
     for arr in (a1, b1):
         assert np.shares_memory(arr, raw)
@@ -138,7 +139,8 @@ def test_the_bound_workspace_is_the_kernels_scratch_and_its_slots_stay():
 def test_a_request_the_workspace_cannot_hold_is_allocated():
     raw = np.zeros(128, np.uint8)
     got = []
-    scratch.bind_workspace(lambda s: got.append(scratch.scratch(np, 0, (1000,), np.float32)), 0)([raw])
+    arena = scratch.workspace_arena(raw)
+    scratch.bind_workspace(lambda s: got.append(scratch.scratch(np, 0, (1000,), np.float32)), 0)([arena])
     assert got[0].shape == (1000,) and not np.shares_memory(got[0], raw)
 
 
@@ -189,6 +191,81 @@ def test_a_context_copied_into_another_thread_never_shares_the_bound_workspace()
         t.join()
         got.append(mine)
 
-    scratch.bind_workspace(step, 0)([raw])
+    scratch.bind_workspace(step, 0)([scratch.workspace_arena(raw)])
     theirs, mine = got
     assert np.shares_memory(mine, raw) and not np.shares_memory(theirs, raw)
+
+
+def test_a_step_run_inside_another_lends_its_workspace_then_the_outer_one_again():
+    """A program run inside a step (a control-flow body) lends its steps' workspaces and gives the
+    enclosing step's back; a step that raises gives it back too; after both, the thread's own arena."""
+    outer_raw, inner_raw = np.zeros(4096, np.uint8), np.zeros(4096, np.uint8)
+    got = {}
+
+    def failing(s):
+        got["failing"] = scratch.scratch(np, 0, (16,), np.float32)
+        raise ValueError("kernel failed")
+
+    def inner(s):
+        got["inner"] = scratch.scratch(np, 0, (16,), np.float32)
+
+    inner_run = scratch.bind_workspace(inner, 0)
+    failing_run = scratch.bind_workspace(failing, 0)
+    inner_slots = [scratch.workspace_arena(inner_raw)]
+
+    def outer(s):
+        inner_run(inner_slots)
+        with pytest.raises(ValueError):
+            failing_run(inner_slots)
+        got["outer"] = scratch.scratch(np, 1, (16,), np.float32)
+
+    scratch.bind_workspace(outer, 0)([scratch.workspace_arena(outer_raw)])
+    assert np.shares_memory(got["inner"], inner_raw) and np.shares_memory(got["failing"], inner_raw)
+    assert np.shares_memory(got["outer"], outer_raw)
+    own = scratch.scratch(np, 0, (16,), np.float32)
+    assert not np.shares_memory(own, outer_raw) and not np.shares_memory(own, inner_raw)
+
+
+def test_a_thread_running_a_copied_context_lends_its_own_workspace_and_leaves_the_starters():
+    """A thread running a copy of a step's context runs a step with a workspace of its own: it lends
+    that one (not the starter's), and the starter's step still has its own when the thread is done."""
+    import contextvars
+
+    mine_raw, theirs_raw = np.zeros(4096, np.uint8), np.zeros(4096, np.uint8)
+    got = {}
+
+    def theirs(s):
+        got["theirs"] = scratch.scratch(np, 0, (16,), np.float32)
+
+    def step(s):
+        ctx = contextvars.copy_context()
+        run = scratch.bind_workspace(theirs, 0)
+        t = threading.Thread(target=lambda: ctx.run(run, [scratch.workspace_arena(theirs_raw)]))
+        t.start()
+        t.join()
+        got["mine"] = scratch.scratch(np, 0, (16,), np.float32)
+
+    scratch.bind_workspace(step, 0)([scratch.workspace_arena(mine_raw)])
+    assert np.shares_memory(got["theirs"], theirs_raw) and np.shares_memory(got["mine"], mine_raw)
+
+
+def test_each_buffer_set_has_its_own_workspace_arenas():
+    """A program's workspace slots hold an arena each, made with the buffer set: two sets (two threads
+    running the program at once) never share one, and a set's arena is the same run after run."""
+    sym, x, ref = _conv_net(2)
+    op = la.CachedOp(sym)
+    with la.tuning(**NO_SPLIT):
+        for _ in range(3):
+            np.testing.assert_allclose(op(x).asnumpy(), ref, rtol=1e-3, atol=1e-3)
+    prog = next(iter(op._cache.values())).program
+    assert prog.plan.workspace_of
+    first, second = prog._new_set(), prog._new_set()
+    for w in prog.plan.workspace_of.values():
+        a, b = first[w], second[w]
+        assert isinstance(a, scratch.Arena) and isinstance(b, scratch.Arena)
+        assert not np.shares_memory(a.raw, b.raw)
+    pooled = prog._pool[0]
+    arenas = [pooled[w] for w in prog.plan.workspace_of.values()]
+    with la.tuning(**NO_SPLIT):
+        op(x)
+    assert [prog._pool[0][w] for w in prog.plan.workspace_of.values()] == arenas
