@@ -138,7 +138,7 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
         return conv1d.bound_step(choice, x, weight, bias, *geometry[:3])
     generic = direct(choice, _CHOICES, xp, params)
     fixed = (depthwise.bound_nchw(x, weight, bias, *geometry[:3], out) if choice.impl is DEPTHWISE else
-             conv_direct.bound_flat(x, weight, bias, *geometry, out, generic) if choice.impl is DIRECT else None) \
+             conv_direct.bound_direct(x, weight, bias, *geometry, out, generic) if choice.impl is DIRECT else None) \
         or generic
     t = current()
     kept_counts = xp is np and t.winograd and x.shape[1] >= t.winograd_min_channels and weight.shape[2:] == (3, 3)

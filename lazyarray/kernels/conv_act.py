@@ -30,8 +30,8 @@ from ..ops import conv
 from ..ops.conv_act import ACTIVATIONS, activate
 from ..tuning_table import current
 from . import conv1d, pointwise_loop
-from .conv2d import CONV1D, POINTWISE, bind_conv2d, choose_conv2d, run_conv2d
-from .conv_direct import images_c_ordered
+from .conv2d import CONV1D, DIRECT, POINTWISE, bind_conv2d, choose_conv2d, run_conv2d
+from .conv_direct import bound_direct, conv2d_direct, images_c_ordered
 from .depthwise import FLOATS
 from .impl import ANY_ORDER, Choice, Impl
 from .log import log_choice
@@ -186,11 +186,16 @@ def choose_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), d
     with the convolution's choice."""
     if x.dtype == np.float16 and weight.dtype == np.float16:
         return Choice(UFUNCS, ("float16 via float32",))
+    return _choices(xp, x, weight, bias, conv.geometry(stride, padding, dilation), groups, out)[0]
+
+
+def _choices(xp, x, weight, bias, geo, groups, out) -> tuple[Choice, Choice]:
+    """``choose_conv2d_act``'s choice and the convolution's (float32/float64)."""
     t = current()
-    conv_choice = choose_conv2d(xp, x, weight, out, *conv.geometry(stride, padding, dilation), groups, t)
+    conv_choice = choose_conv2d(xp, x, weight, out, *geo, groups, t)
     if conv_choice.impl is CONV1D:  # (the activation in the convolution's loop)
-        return conv1d.ACT_CHOICE
-    return _choice(_pick(xp, x, weight, bias, conv_choice, t), conv_choice)
+        return conv1d.ACT_CHOICE, conv_choice
+    return _choice(_pick(xp, x, weight, bias, conv_choice, t), conv_choice), conv_choice
 
 
 def _activated(xp, y, act, alpha, beta) -> Impl:
@@ -223,21 +228,35 @@ def _run(xp, x, weight, bias, geo, groups, act, alpha, beta, out, t):
     that ran."""
     conv_choice = choose_conv2d(xp, x, weight, out, *geo, groups, t)
     impl = _pick(xp, x, weight, bias, conv_choice, t)
-    y = pointwise_loop.run_loop(xp, x, weight, bias, act, alpha, beta, out) if impl is LOOP else None
-    if impl is LOOP and y is None:
+    y, ran = _in_one_pass(impl, conv_choice, xp, x, weight, bias, geo, groups, act, alpha, beta, out)
+    if y is not None:
+        return y, ran
+    y = conv_choice.impl.run(xp, x, weight, bias, *geo, groups, out)
+    if y is None:  # (declined at run time: its fallback runs)
+        conv_choice = Choice(conv_choice.impl.fallback)
+        y = conv_choice.impl.run(xp, x, weight, bias, *geo, groups, out)
+    return y, _choice(_activated(xp, y, act, alpha, beta), conv_choice)
+
+
+def _in_one_pass(impl, conv_choice, xp, x, weight, bias, geo, groups, act, alpha, beta, out):
+    """``(y, the choice that ran)`` where the chosen implementations compute the convolution and the
+    activation in one loop (``loop``; ``fused``; ``conv1d``; ``direct`` with the activation in its
+    loop, as ``compiled`` rounds it); ``(None, None)`` where none runs (declined, or not chosen)."""
+    if impl is LOOP:
+        y = pointwise_loop.run_loop(xp, x, weight, bias, act, alpha, beta, out)
+        if y is not None:
+            return y, _choice(LOOP, conv_choice)
         impl = FUSED
-    y = pointwise_fused(xp, x, weight, bias, act, alpha, beta, out) if impl is FUSED else y
+    if impl is FUSED:
+        y = pointwise_fused(xp, x, weight, bias, act, alpha, beta, out)
+        return y, (None if y is None else _choice(FUSED, conv_choice))
     if conv_choice.impl is CONV1D:
         y = conv1d.run_conv1d_act(xp, x, weight, bias, *geo, groups, act, alpha, beta, out)
-        if y is not None:
-            conv_choice, impl = Choice(conv1d.CONV1D_ACT), None
-    if y is None:
-        y = conv_choice.impl.run(xp, x, weight, bias, *geo, groups, out)
-        if y is None:  # (declined at run time: its fallback runs)
-            conv_choice = Choice(conv_choice.impl.fallback)
-            y = conv_choice.impl.run(xp, x, weight, bias, *geo, groups, out)
-        impl = _activated(xp, y, act, alpha, beta)
-    return y, (conv_choice if impl is None else _choice(impl, conv_choice))
+        return y, (None if y is None else conv1d.ACT_CHOICE)
+    if conv_choice.impl is DIRECT and impl is COMPILED:
+        y = conv2d_direct(xp, x, weight, bias, *geo, groups, out, act, alpha, beta)
+        return y, (None if y is None else _choice(COMPILED, conv_choice))
+    return None, None
 
 
 def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
@@ -248,8 +267,8 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
     None for half precision (the runner converts)."""
     if x.dtype == np.float16 and weight.dtype == np.float16:
         return None
-    choice = choose_conv2d_act(xp, x, weight, bias, stride, padding, dilation, groups, act, alpha, beta, out)
     geo = conv.geometry(stride, padding, dilation)
+    choice, conv_choice = _choices(xp, x, weight, bias, geo, groups, out)
     if choice.impl is conv1d.CONV1D_ACT:
         return conv1d.bound_step(choice, x, weight, bias, *geo, act, alpha, beta)
     if choice.impl in (LOOP, FUSED):
@@ -272,7 +291,9 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
         kern(flat, code, a, b, zero, one)
         return y
 
-    return Bound(choice, fn)
+    lean = bound_direct(x, weight, bias, *geo, groups, out, fn, act, alpha, beta) \
+        if conv_choice.impl is DIRECT and choice.impl is COMPILED else None  # (the activation in direct's loop)
+    return Bound(choice, lean or fn)
 
 
 def _bound_pointwise(choice, xp, x, weight, bias, geo, groups, act, alpha, beta, out) -> Bound | None:

@@ -12,7 +12,7 @@ from ops.cases import CASES
 
 import lazyarray as la
 from lazyarray import jit, kernels
-from lazyarray.kernels import conv_act
+from lazyarray.kernels import conv_act, conv_direct
 from lazyarray.ops import registry
 from lazyarray.ops.conv_act import ACTIVATIONS, activate
 
@@ -294,3 +294,35 @@ def test_a_programs_fused_step_at_batch_8_is_bound_as_explain_names_it(monkeypat
     for _ in range(3):
         np.testing.assert_array_equal(op(*args).asnumpy(), want)
     assert calls == []
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_direct_runs_the_activation_in_its_loop_as_the_pass_rounds(act, dtype):
+    """``conv2d_act[compiled, direct]`` (runner and binding): the activation applied in ``direct``'s loops
+    (the flat one, the row one, with and without a bias, grouped) is ``conv2d[direct]`` then the
+    reference's NumPy calls bit for bit (NaN, +-inf among the inputs); other memory orders and new
+    outputs too."""
+    rng = np.random.default_rng(11)
+    p = HARD[act]
+    alpha, beta = p.get("alpha", 0.2), p.get("beta", 0.5)
+    for xs, ws, padding, groups, bias in [((1, 4, 7, 7), (8, 4, 3, 3), (1, 1), 1, True),
+                                          ((1, 8, 3, 3), (16, 8, 3, 3), (1, 1), 1, True),
+                                          ((1, 4, 5, 5), (6, 4, 3, 3), (0, 0), 1, False),
+                                          ((2, 6, 9, 8), (4, 3, 3, 3), (1, 1), 2, True)]:
+        x = _special(rng, xs, dtype)
+        w, b = rng.standard_normal(ws).astype(dtype), rng.standard_normal(ws[0]).astype(dtype) if bias else None
+        arrays = (x, w, b) if bias else (x, w)
+        plain = conv_direct.conv2d_direct(np, x, w, b, (1, 1), padding, (1, 1), groups, None)
+        want = activate(np, plain.copy(), act, alpha, beta)
+        assert repr(kernels.choose(OP, np, x, w, b, padding=padding, groups=groups, act=act, **p)) == \
+            "conv2d_act[compiled, direct]"
+        got = conv_act.run_conv2d_act(np, x, w, b, padding=padding, groups=groups, act=act, **p)
+        assert got.tobytes() == want.tobytes()
+        out = np.full(want.shape, np.nan, dtype)
+        bound = kernels.bind(OP, np, *arrays, padding=padding, groups=groups, act=act, out=out, **p)
+        assert bound.fn(*arrays, out=out) is out and out.tobytes() == want.tobytes()
+        assert bound.fn(*arrays).tobytes() == want.tobytes()
+        view = np.repeat(x, 2, axis=3)[..., ::2]
+        assert bound.fn(view, *arrays[1:], out=np.empty_like(out)).tobytes() == want.tobytes()
