@@ -98,6 +98,36 @@ def conv2d_pointwise(xp, x, weight, bias, stride, padding, dilation, groups, out
     return out
 
 
+def bound_pointwise(x, weight, out, other):
+    """A compiled step's call of ``conv2d_pointwise`` (``conv2d.bind_conv2d``) with what the step fixes
+    made once (the shapes, the planned output's (N, O, H*W) view): ``fn(x, weight[, bias], out=)``
+    writes into a C-ordered ``out`` the values ``conv2d_pointwise`` writes, bit for bit (the same product
+    and bias add), and takes any other call (images not C-ordered blocks, no output) to ``other`` (the
+    step's generic binding). None without a C-ordered planned output (issue #35: MobileNet's 1x1 layers
+    without an activation paid the generic call's checks and views per call)."""
+    if out is None or not out.flags.c_contiguous:
+        return None
+    n, c, h, wd = x.shape
+    o, hw = weight.shape[0], h * wd
+    planned, rows = out, out.reshape(n, o, hw)
+
+    def fn(x, w, b=None, out=None):  # (x, weight[, bias]: as the step passes them)
+        if out is planned:
+            r = rows
+        elif out is not None and out.flags.c_contiguous:  # (a program's output: new memory each run)
+            r = out.reshape(n, o, hw)
+        else:
+            r = None
+        if r is None or not (x.flags.c_contiguous or x[0].flags.c_contiguous):
+            return other(x, w, b, out=out) if b is not None else other(x, w, out=out)
+        np.matmul(w.reshape(o, c), x.reshape(n, c, hw), out=r)
+        if b is not None:
+            np.add(r, b.reshape(o, 1), out=r)
+        return out
+
+    return fn
+
+
 POINTWISE = Impl("conv2d", "pointwise", conv2d_pointwise,
                  "1x1 kernel, stride 1, no padding, groups == 1, float32/float64, C-ordered input images (at any "
                  "batch stride) and output, "
