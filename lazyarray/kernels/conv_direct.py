@@ -159,6 +159,8 @@ def _direct(fill):
         alpha, beta, zero, one = p[0], p[1], p[2], p[3]
         og = o // (c // cg) if cg > 0 else o
         length = (ho - 1) * wq + wo
+        nt = taps.shape[0]
+        nt4 = nt - nt % 4
         pad = np.zeros((c, sh * sw * hq * wq), y.dtype)
         acc = np.empty(length, y.dtype)
         for img in range(n):
@@ -167,9 +169,19 @@ def _direct(fill):
             for oc in range(o):
                 acc[:] = 0
                 for ci in range(cg):
-                    pc = pad[(oc // og) * cg + ci]
-                    for tap in range(taps.shape[0]):
-                        wv, src = w[oc, ci, tap], pc[taps[tap]:taps[tap] + length]
+                    pc, wr = pad[(oc // og) * cg + ci], w[oc, ci]
+                    for tap in range(0, nt4, 4):  # (four taps a pass over acc, added in tap order)
+                        t0, t1, t2, t3 = taps[tap], taps[tap + 1], taps[tap + 2], taps[tap + 3]
+                        s0, s1 = pc[t0:t0 + length], pc[t1:t1 + length]
+                        s2, s3 = pc[t2:t2 + length], pc[t3:t3 + length]
+                        w0, w1, w2, w3 = wr[tap], wr[tap + 1], wr[tap + 2], wr[tap + 3]
+                        for q in range(length):
+                            u = acc[q] + s0[q] * w0
+                            u = u + s1[q] * w1
+                            u = u + s2[q] * w2
+                            acc[q] = u + s3[q] * w3
+                    for tap in range(nt4, nt):
+                        wv, src = wr[tap], pc[taps[tap]:taps[tap] + length]
                         for q in range(length):
                             acc[q] += src[q] * wv
                 ys = y[img, oc]
