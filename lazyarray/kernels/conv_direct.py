@@ -21,7 +21,8 @@ of ``WIDE_PIXELS`` pixels and up, whose flat loops are long): past that the prod
 
 Values: sums in another order than BLAS's (channel, then row of taps, then tap; both loops): they agree with
 the reference within float rounding (rtol 1e-5 float32, 1e-12 float64), not bit for bit; the bias
-is added last, as the reference adds it.
+is added last, as the reference adds it, and ``nn.conv2d_act``'s activation, when given, as the value
+is written (``activation_jit.activate_value``: its compiled pass's values bit for bit, one pass fewer).
 
 ``pointwise`` (issue #35: MobileNet's, SqueezeNet's and ShuffleNet's 1x1 layers at batch 1 spent
 9-27 us each in ``direct``'s loop or ``im2col``'s fixed cost): a 1x1 convolution with stride 1, no
