@@ -176,6 +176,10 @@ class Tuning:
     # -- small CNN layers (benchmarks/real_models.py --ab-cnn): a 1x1 convolution as one product per call
     conv_pointwise: bool = _doc(True, "1x1 convolutions (stride 1, no padding, no groups) as one product "
                                 "(weight (O, C) @ image (C, H*W)) written into the output: conv2d[pointwise]")
+    conv_pointwise_loop: bool = _doc(True, "small 1x1 convolutions with a bias and an activation (conv2d[pointwise]'s "
+                                     "case) as one compiled loop: nn.conv2d_act[loop] (kernels/pointwise_loop.py)")
+    conv_pointwise_loop_max_macs: int = _doc(1 << 15, "largest nn.conv2d_act[loop] (multiply-adds, the batch's): past "
+                                             "it BLAS's product and one compiled pass (fused) win")
     conv_activation: bool = _doc(True, "inference graphs: a convolution's relu, hardsigmoid or hardswish "
                                  "made one step with it (nn.conv2d_act; graph/passes/conv_activation.py)")
     shape_views: bool = _doc(True, "expand_dims and squeeze of NumPy arrays as one reshape to the output's shape, "

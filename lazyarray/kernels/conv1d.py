@@ -30,28 +30,11 @@ import numpy as np
 
 from .. import jit
 from ..ops import conv
-from ..ops.conv_act import ACTIVATIONS
+from .activation_jit import act_code, activate_value
 from .conv_direct import GROUPED
 from .depthwise import FLOATS
 from .impl import Choice, Impl
 from .runner import Bound
-
-NO_ACT = -1  # ``_conv1d``'s activation code for a plain convolution (else the index in ACTIVATIONS)
-
-
-@jit.inlined
-def _activate(u, code, alpha, beta, zero, one):  # pragma: no cover  (compiled by numba)
-    """``u`` activated as ``conv_act._act_in_place`` rounds it (code -1: none, 0 relu, 1 hardsigmoid,
-    2 hardswish)."""
-    if code == 0:
-        return u if (u > zero) | (u != u) else zero
-    if code < 0:
-        return u
-    t = u * alpha
-    t = t + beta
-    t = one if t > one else t
-    t = zero if t < zero else t
-    return t if code == 1 else u * t
 
 
 def _make(activate):
@@ -95,8 +78,8 @@ def _make(activate):
 
 @functools.lru_cache(maxsize=1)
 def _kernel_fn():
-    """The kernel function with the compiled ``_activate`` inlined in it (made once)."""
-    return _make(jit.compiled(_activate, always=True))
+    """The kernel function with the compiled ``activation_jit.activate_value`` inlined in it (made once)."""
+    return _make(jit.compiled(activate_value, always=True))
 
 
 def kernel():
@@ -132,8 +115,7 @@ def bound(x, weight, bias, stride, padding, dilation, act=None, alpha=0.2, beta=
         return None
     lo = conv.out_size(x, weight, stride, padding, dilation)[1]
     shape, dtype = (x.shape[0], weight.shape[0], 1, lo), x.dtype
-    args = (stride[1], padding[1], dilation[1]) + scalars(dtype, NO_ACT if act is None else ACTIVATIONS.index(act),
-                                                          alpha, beta)
+    args = (stride[1], padding[1], dilation[1]) + scalars(dtype, act_code(act), alpha, beta)
     none = np.zeros(0, dtype)
 
     def fn(x, w, b=None, out=None):

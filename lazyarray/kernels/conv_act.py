@@ -10,7 +10,11 @@ signed-zero rules; ``hardswish``: times the input), so the values are the record
 bit; ``ufuncs``, the reference's NumPy calls (``ops/conv_act.activate``), elsewhere. ``fused``
 (issue #35), where conv2d's choice is ``pointwise`` with a bias: its product without the bias, then
 one compiled pass adding the bias and activating (``_bias_act``, rounding as ``y += bias`` then
-the activation's ops do): one pass and one call fewer a layer. A compiled step binds the choice
+the activation's ops do): one pass and one call fewer a layer; ``loop`` (``pointwise_loop.py``), where
+that layer is small (``conv_pointwise_loop_max_macs``): product, bias and activation in one compiled
+loop, one call a layer (within float rounding of ``fused``, not bit for bit). Where conv2d's choice is
+``direct``, ``compiled``'s activation runs in direct's loop (``conv_direct``: bit for bit the pass's
+values), eager and bound. A compiled step binds the choice
 once (``bind_conv2d_act``: conv2d's binding, then the pass; ``fused`` itself at any batch), asking no
 chooser per call.
 ``compiled`` and ``ufuncs`` take values stored in any order (``ANY_ORDER``): the executor stores
@@ -29,9 +33,9 @@ from ..mode import MODE, PROFILING
 from ..ops import conv
 from ..ops.conv_act import ACTIVATIONS, activate
 from ..tuning_table import current
-from . import conv1d
-from .conv2d import CONV1D, POINTWISE, bind_conv2d, choose_conv2d, run_conv2d
-from .conv_direct import images_c_ordered
+from . import conv1d, pointwise_loop
+from .conv2d import CONV1D, DIRECT, POINTWISE, bind_conv2d, choose_conv2d, run_conv2d
+from .conv_direct import bound_direct, conv2d_direct, images_c_ordered
 from .depthwise import FLOATS
 from .impl import ANY_ORDER, Choice, Impl
 from .log import log_choice
@@ -160,6 +164,10 @@ FUSED = Impl("conv2d_act", "fused", pointwise_fused,
              "conv2d's choice pointwise with a bias, numba on: its product without the bias, then one compiled "
              "pass of the bias and the activation (issue #35: one pass and one call fewer a layer)",
              fallback=COMPILED)
+LOOP = Impl("conv2d_act", "loop", pointwise_loop.run_loop,
+            "fused's case with at most conv_pointwise_loop_max_macs multiply-adds, conv_pointwise_loop on: the "
+            "product, the bias and the activation in one compiled loop (issue #35: one call a layer where BLAS's "
+            "fixed cost was most of it)", fallback=FUSED)
 
 
 @functools.lru_cache(maxsize=256)
@@ -167,11 +175,13 @@ def _choice(impl: Impl, conv_choice: Choice) -> Choice:
     return Choice(impl, (conv_choice.label(),))
 
 
-def _pick(xp, x, weight, bias, conv_choice: Choice) -> Impl:
-    """The activation's implementation given the convolution's choice."""
+def _pick(xp, x, weight, bias, conv_choice: Choice, t) -> Impl:
+    """The activation's implementation given the convolution's choice (``t``: the tuning table)."""
     if not (xp is np and np.result_type(x.dtype, weight.dtype) in FLOATS and jit.enabled()):
         return UFUNCS
-    return FUSED if conv_choice.impl is POINTWISE and bias is not None and bias.dtype == x.dtype else COMPILED
+    if conv_choice.impl is not POINTWISE or bias is None or bias.dtype != x.dtype:
+        return COMPILED
+    return LOOP if pointwise_loop.applies(x, weight, bias, t) else FUSED
 
 
 def choose_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
@@ -180,10 +190,16 @@ def choose_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), d
     with the convolution's choice."""
     if x.dtype == np.float16 and weight.dtype == np.float16:
         return Choice(UFUNCS, ("float16 via float32",))
-    conv_choice = choose_conv2d(xp, x, weight, out, *conv.geometry(stride, padding, dilation), groups)
+    return _choices(xp, x, weight, bias, conv.geometry(stride, padding, dilation), groups, out)[0]
+
+
+def _choices(xp, x, weight, bias, geo, groups, out) -> tuple[Choice, Choice]:
+    """``choose_conv2d_act``'s choice and the convolution's (float32/float64)."""
+    t = current()
+    conv_choice = choose_conv2d(xp, x, weight, out, *geo, groups, t)
     if conv_choice.impl is CONV1D:  # (the activation in the convolution's loop)
-        return conv1d.ACT_CHOICE
-    return _choice(_pick(xp, x, weight, bias, conv_choice), conv_choice)
+        return conv1d.ACT_CHOICE, conv_choice
+    return _choice(_pick(xp, x, weight, bias, conv_choice, t), conv_choice), conv_choice
 
 
 def _activated(xp, y, act, alpha, beta) -> Impl:
@@ -215,38 +231,58 @@ def _run(xp, x, weight, bias, geo, groups, act, alpha, beta, out, t):
     """``run_conv2d_act``'s work (float32/float64), choosing as it runs: the output and the choice
     that ran."""
     conv_choice = choose_conv2d(xp, x, weight, out, *geo, groups, t)
-    impl = _pick(xp, x, weight, bias, conv_choice)
-    y = pointwise_fused(xp, x, weight, bias, act, alpha, beta, out) if impl is FUSED else None
+    impl = _pick(xp, x, weight, bias, conv_choice, t)
+    y, ran = _in_one_pass(impl, conv_choice, xp, x, weight, bias, geo, groups, act, alpha, beta, out)
+    if y is not None:
+        return y, ran
+    y = conv_choice.impl.run(xp, x, weight, bias, *geo, groups, out)
+    if y is None:  # (declined at run time: its fallback runs)
+        conv_choice = Choice(conv_choice.impl.fallback)
+        y = conv_choice.impl.run(xp, x, weight, bias, *geo, groups, out)
+    return y, _choice(_activated(xp, y, act, alpha, beta), conv_choice)
+
+
+def _in_one_pass(impl, conv_choice, xp, x, weight, bias, geo, groups, act, alpha, beta, out):
+    """``(y, the choice that ran)`` where the chosen implementations compute the convolution and the
+    activation in one loop (``loop``; ``fused``; ``conv1d``; ``direct`` with the activation in its
+    loop, as ``compiled`` rounds it); ``(None, None)`` where none runs (declined, or not chosen)."""
+    if impl is LOOP:
+        y = pointwise_loop.run_loop(xp, x, weight, bias, act, alpha, beta, out)
+        if y is not None:
+            return y, _choice(LOOP, conv_choice)
+        impl = FUSED
+    if impl is FUSED:
+        y = pointwise_fused(xp, x, weight, bias, act, alpha, beta, out)
+        return y, (None if y is None else _choice(FUSED, conv_choice))
     if conv_choice.impl is CONV1D:
         y = conv1d.run_conv1d_act(xp, x, weight, bias, *geo, groups, act, alpha, beta, out)
-        if y is not None:
-            conv_choice, impl = Choice(conv1d.CONV1D_ACT), None
-    if y is None:
-        y = conv_choice.impl.run(xp, x, weight, bias, *geo, groups, out)
-        if y is None:  # (declined at run time: its fallback runs)
-            conv_choice = Choice(conv_choice.impl.fallback)
-            y = conv_choice.impl.run(xp, x, weight, bias, *geo, groups, out)
-        impl = _activated(xp, y, act, alpha, beta)
-    return y, (conv_choice if impl is None else _choice(impl, conv_choice))
+        return y, (None if y is None else conv1d.ACT_CHOICE)
+    if conv_choice.impl is DIRECT and impl is COMPILED:
+        y = conv2d_direct(xp, x, weight, bias, *geo, groups, out, act, alpha, beta)
+        return y, (None if y is None else _choice(COMPILED, conv_choice))
+    return None, None
 
 
 def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
                     act="relu", alpha=0.2, beta=0.5, out=None) -> Bound | None:
     """A compiled step's ``Bound`` (``kernels.bind``): ``choose_conv2d_act``'s choice with the convolution
     bound as ``bind_conv2d`` binds it (reading per call the facts that could change its choice) and the
-    activation's pass after it; ``fused`` bound as chosen, at any batch (issue #35: at a step's shapes,
-    dtypes, tuning table and threads only the memory orders ``_fused_call`` checks per call change
-    ``pointwise``'s choice; where they are not its, the call chooses and runs as the runner does). None for half precision (the runner converts)."""
+    activation's pass after it; ``loop`` and ``fused`` bound as chosen, at any batch (``_bound_pointwise``).
+    None for half precision (the runner converts)."""
     if x.dtype == np.float16 and weight.dtype == np.float16:
         return None
-    choice = choose_conv2d_act(xp, x, weight, bias, stride, padding, dilation, groups, act, alpha, beta, out)
+    geo = conv.geometry(stride, padding, dilation)
+    choice, conv_choice = _choices(xp, x, weight, bias, geo, groups, out)
     if choice.impl is conv1d.CONV1D_ACT:
-        return conv1d.bound_step(choice, x, weight, bias, *conv.geometry(stride, padding, dilation), act, alpha, beta)
+        return conv1d.bound_step(choice, x, weight, bias, *geo, act, alpha, beta)
+    if choice.impl in (LOOP, FUSED):
+        bound = _bound_pointwise(choice, xp, x, weight, bias, geo, groups, act, alpha, beta, out)
+        if bound is not None:
+            return bound
+        choice = _choice(COMPILED, Choice(POINTWISE))  # (its kernels off: conv2d's binding, then the pass)
     conv_fn = bind_conv2d(xp, x, weight, bias, stride, padding, dilation, groups, out=out).fn
     kern = jit.compiled(_act_in_place) if choice.impl is not UFUNCS else None
-    scalars = _scalars(np.result_type(x.dtype, weight.dtype), act, alpha, beta)
-
-    code, a, b, zero, one = scalars
+    code, a, b, zero, one = _scalars(np.result_type(x.dtype, weight.dtype), act, alpha, beta)
     dtype = a.dtype
 
     def fn(*arrays, out=None):
@@ -259,21 +295,53 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
         kern(flat, code, a, b, zero, one)
         return y
 
-    fused_kern = jit.compiled(_bias_act) if choice.impl is FUSED else None
-    if fused_kern is not None:  # (any batch: issue #35)
-        geo = conv.geometry(stride, padding, dilation)
-
-        def fused(x, w, b, out=None):
-            y = _fused_call(fused_kern, scalars, x, w, b, out)
-            if y is None:  # (memory orders that are not pointwise's: chosen as the runner chooses)
-                y = _run(xp, x, w, b, geo, groups, act, alpha, beta, out, current())[0]
-            return y
-
-        return Bound(choice, fused)
-    return Bound(choice if choice.impl is not FUSED else _choice(COMPILED, Choice(POINTWISE)), fn)
+    lean = bound_direct(x, weight, bias, *geo, groups, out, fn, act, alpha, beta) \
+        if conv_choice.impl is DIRECT and choice.impl is COMPILED else None  # (the activation in direct's loop)
+    return Bound(choice, lean or fn)
 
 
-IMPLS = {"conv2d_act": (conv1d.CONV1D_ACT, FUSED, COMPILED, UFUNCS)}
+def _bound_pointwise(choice, xp, x, weight, bias, geo, groups, act, alpha, beta, out) -> Bound | None:
+    """``loop`` or ``fused`` bound for a step (issue #35: at a step's shapes, dtypes, tuning table and
+    threads, only the memory orders a call checks change ``pointwise``'s choice, so these run at any
+    batch with everything else fixed once: the kernel, the scalars, the planned output's view); a call
+    with other memory orders (or no planned output) chooses and runs as the runner does. None where
+    its kernel is off."""
+    def chosen(x, w, b, out=None):
+        return _run(xp, x, w, b, geo, groups, act, alpha, beta, out, current())[0]
+
+    if choice.impl is LOOP:
+        fn = pointwise_loop.bound_loop(x, weight, bias, act, alpha, beta, out, chosen)
+        return None if fn is None else Bound(choice, fn)
+    kern = jit.compiled(_bias_act)
+    if kern is None:
+        return None
+    code, al, be, zero, one = scalars = _scalars(x.dtype, act, alpha, beta)
+    n, c, h, wd = x.shape
+    o, hw = weight.shape[0], h * wd
+    planned = out if out is not None and out.flags.c_contiguous else None
+    rows = None if planned is None else planned.reshape(n, o, hw)
+
+    def other(x, w, b, out=None):  # (another output: as ``pointwise_fused``, else as the runner)
+        y = _fused_call(kern, scalars, x, w, b, out)
+        return chosen(x, w, b, out) if y is None else y
+
+    def fused(x, w, b, out=None):
+        if out is planned and out is not None:
+            r = rows
+        elif out is not None and out.flags.c_contiguous:  # (a program's output: new memory each run)
+            r = out.reshape(n, o, hw)
+        else:
+            return other(x, w, b, out)
+        if not (x.flags.c_contiguous or x[0].flags.c_contiguous):
+            return other(x, w, b, out)
+        np.matmul(w.reshape(o, c), x.reshape(n, c, hw), out=r)
+        kern(r, b, code, al, be, zero, one)
+        return out
+
+    return Bound(choice, fused)
+
+
+IMPLS = {"conv2d_act": (conv1d.CONV1D_ACT, LOOP, FUSED, COMPILED, UFUNCS)}
 RUNNERS = {"conv2d_act": run_conv2d_act}
 CHOOSERS = {"conv2d_act": choose_conv2d_act}
 BINDERS = {"conv2d_act": bind_conv2d_act}

@@ -12,7 +12,7 @@ from ops.cases import CASES
 
 import lazyarray as la
 from lazyarray import jit, kernels
-from lazyarray.kernels import conv_act
+from lazyarray.kernels import conv_act, conv_direct
 from lazyarray.ops import registry
 from lazyarray.ops.conv_act import ACTIVATIONS, activate
 
@@ -21,6 +21,13 @@ DTYPES = ("float32", "float64")
 TOL = {"float32": {"rtol": 1e-4, "atol": 1e-5}, "float64": {"rtol": 1e-12, "atol": 1e-12}}
 HARD = {"relu": {}, "hardsigmoid": {"alpha": 0.2, "beta": 0.5}, "hardswish": {"alpha": 1 / 6, "beta": 0.5}}
 needs_numba = pytest.mark.skipif(not jit.enabled(), reason="compiled kernels off (numba missing or LAZYARRAY_JIT=0)")
+
+
+@pytest.fixture
+def no_loop():
+    """``fused`` where ``loop`` would take these small layers (``conv_pointwise_loop`` off)."""
+    with la.tuning(conv_pointwise_loop=False):
+        yield
 
 
 def _special(rng, shape, dtype):
@@ -132,6 +139,7 @@ def test_the_fused_bias_pass_is_the_references_calls_bit_for_bit(act, dtype):
 
 @needs_numba
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.usefixtures("no_loop")
 def test_fused_runs_a_pointwise_layer_with_a_bias(dtype):
     rng = np.random.default_rng(5)
     x, w, b = (rng.standard_normal(s).astype(dtype) for s in ((1, 8, 5, 6), (12, 8, 1, 1), (12,)))
@@ -173,6 +181,7 @@ def test_the_binder_equals_the_runner_over_the_case_table(dtype):
 @needs_numba
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", [8, 1, 0])
+@pytest.mark.usefixtures("no_loop")
 def test_fused_takes_images_apart_by_any_batch_stride_bit_for_bit(n, dtype):
     """A split's half after ``channel_shuffle`` (C-ordered images, a batch stride twice C*H*W): ``fused``
     runs it, eager and bound, with the values of the C-ordered copy bit for bit; a view whose channels
@@ -220,13 +229,15 @@ def test_a_programs_conv_after_a_channel_slice_is_pointwise():
     with la.profile() as prof:
         y = net(*args)
     np.testing.assert_allclose(y.asnumpy(), want, **TOL["float32"])
-    assert [e.impl for e in prof.events if e.name.endswith("conv2d_act")] in (["fused, pointwise"],
+    assert [e.impl for e in prof.events if e.name.endswith("conv2d_act")] in (["loop, pointwise"],
+                                                                              ["fused, pointwise"],
                                                                               ["compiled, pointwise"])
 
 
 @needs_numba
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", [8, 1, 0])
+@pytest.mark.usefixtures("no_loop")
 def test_a_bound_fused_step_runs_fused_at_any_batch_as_the_runner_does(n, dtype):
     """Issue #35: the binding runs ``fused`` at every batch the chooser picks it (it was bound for one
     image only, conv2d's binding and a separate pass running under ``fused``'s name): the pass runs
@@ -254,6 +265,7 @@ def test_a_bound_fused_step_runs_fused_at_any_batch_as_the_runner_does(n, dtype)
 
 
 @needs_numba
+@pytest.mark.usefixtures("no_loop")
 def test_a_programs_fused_step_at_batch_8_is_bound_as_explain_names_it(monkeypatch):
     """A compiled program's 1x1 convolution with a bias and its relu at batch 8 (an
     ``nn.conv2d_act`` step): ``explain()`` names ``fused, pointwise``, the step is bound to that choice
@@ -275,9 +287,42 @@ def test_a_programs_fused_step_at_batch_8_is_bound_as_explain_names_it(monkeypat
     assert list(bound.values()) == ["fused, pointwise"]
     for i, name in bound.items():
         assert rows[i]["op[implementation]"].split("[", 1)[1].rstrip("]") == name
+    assert [prog.bindings.chosen()[i].fn.__name__ for i in bound] == ["fused"]  # (the lean call, planned output)
     calls = []
-    real = conv_act._fused_call
-    monkeypatch.setattr(conv_act, "_fused_call", lambda *a: calls.append(1) or real(*a))
+    for name in ("_fused_call", "_run", "bind_conv2d"):  # (none of the slower paths runs)
+        monkeypatch.setattr(conv_act, name, lambda *a, name=name, **k: calls.append(name))
     for _ in range(3):
         np.testing.assert_array_equal(op(*args).asnumpy(), want)
-    assert len(calls) == 3
+    assert calls == []
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_direct_runs_the_activation_in_its_loop_as_the_pass_rounds(act, dtype):
+    """``conv2d_act[compiled, direct]`` (runner and binding): the activation applied in ``direct``'s loops
+    (the flat one, the row one, with and without a bias, grouped) is ``conv2d[direct]`` then the
+    reference's NumPy calls bit for bit (NaN, +-inf among the inputs); other memory orders and new
+    outputs too."""
+    rng = np.random.default_rng(11)
+    p = HARD[act]
+    alpha, beta = p.get("alpha", 0.2), p.get("beta", 0.5)
+    for xs, ws, padding, groups, bias in [((1, 4, 7, 7), (8, 4, 3, 3), (1, 1), 1, True),
+                                          ((1, 8, 3, 3), (16, 8, 3, 3), (1, 1), 1, True),
+                                          ((1, 4, 5, 5), (6, 4, 3, 3), (0, 0), 1, False),
+                                          ((2, 6, 9, 8), (4, 3, 3, 3), (1, 1), 2, True)]:
+        x = _special(rng, xs, dtype)
+        w, b = rng.standard_normal(ws).astype(dtype), rng.standard_normal(ws[0]).astype(dtype) if bias else None
+        arrays = (x, w, b) if bias else (x, w)
+        plain = conv_direct.conv2d_direct(np, x, w, b, (1, 1), padding, (1, 1), groups, None)
+        want = activate(np, plain.copy(), act, alpha, beta)
+        assert repr(kernels.choose(OP, np, x, w, b, padding=padding, groups=groups, act=act, **p)) == \
+            "conv2d_act[compiled, direct]"
+        got = conv_act.run_conv2d_act(np, x, w, b, padding=padding, groups=groups, act=act, **p)
+        assert got.tobytes() == want.tobytes()
+        out = np.full(want.shape, np.nan, dtype)
+        bound = kernels.bind(OP, np, *arrays, padding=padding, groups=groups, act=act, out=out, **p)
+        assert bound.fn(*arrays, out=out) is out and out.tobytes() == want.tobytes()
+        assert bound.fn(*arrays).tobytes() == want.tobytes()
+        view = np.repeat(x, 2, axis=3)[..., ::2]
+        assert bound.fn(view, *arrays[1:], out=np.empty_like(out)).tobytes() == want.tobytes()

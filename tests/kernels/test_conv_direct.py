@@ -109,7 +109,8 @@ def test_wide_output_planes_take_it_up_to_wide_macs_times_the_bound():
 def test_a_bound_direct_layer_is_its_loop_bit_for_bit(dtype, bias):
     """``bind`` (a compiled step) of a ``direct`` layer: the flat loop with its tables made once, into
     the planned buffer, every bit as ``conv2d_direct``; views and no planned output go to the generic
-    binding, an empty batch returns at once; the row loop's planes keep the generic binding."""
+    binding, an empty batch returns at once; the row loop's planes are bound too (its weight's copy
+    made in the loop)."""
     for xs, ws, stride, padding, groups in [((1, 3, 32, 32), (8, 3, 3, 3), (2, 2), (1, 1), 1),
                                             ((1, 4, 7, 7), (8, 4, 3, 3), (1, 1), (1, 1), 1),
                                             ((2, 6, 9, 8), (4, 3, 3, 3), (1, 1), (1, 1), 2)]:
@@ -126,6 +127,11 @@ def test_a_bound_direct_layer_is_its_loop_bit_for_bit(dtype, bias):
         got = bound.fn(view, *arrays[1:], out=np.full(want.shape, np.nan, dtype))
         assert got.tobytes() == want.tobytes()
     x, w, out = np.ones((0, 4, 7, 7), dtype), np.ones((8, 4, 3, 3), dtype), np.empty((0, 8, 7, 7), dtype)  # empty
-    assert conv_direct.bound_flat(x, w, None, (1, 1), (1, 1), (1, 1), 1, out, None)(x, w, out=out) is out
-    rows = np.ones((1, 8, 3, 3), dtype), np.ones((16, 8, 3, 3), dtype)  # under PLANE_MIN_PIXELS: no flat loop
-    assert conv_direct.bound_flat(*rows, None, (1, 1), (1, 1), (1, 1), 1, np.empty((1, 16, 3, 3), dtype), None) is None
+    assert conv_direct.bound_direct(x, w, None, (1, 1), (1, 1), (1, 1), 1, out, None)(x, w, out=out) is out
+    x, w = RNG.standard_normal((1, 8, 3, 3)).astype(dtype), RNG.standard_normal((16, 8, 3, 3)).astype(dtype)
+    b = RNG.standard_normal(16).astype(dtype) if bias else None  # (under PLANE_MIN_PIXELS: the row loop, bound too)
+    want = conv_direct.conv2d_direct(np, x, w, b, (1, 1), (1, 1), (1, 1), 1, None)
+    np.testing.assert_allclose(want, CONV.kernel(np, x, w, b, padding=(1, 1)), **TOL[np.dtype(dtype)])
+    out = np.full(want.shape, np.nan, dtype)
+    fn = conv_direct.bound_direct(x, w, b, (1, 1), (1, 1), (1, 1), 1, out, None)
+    assert fn(x, w, b, out=out) is out and out.tobytes() == want.tobytes()

@@ -202,3 +202,30 @@ def test_a_binding_made_on_a_strided_batch_rebinds_for_channels_last_images(dtyp
     assert kernels.choose(CONV, np, last, w, b).impl is not kconv.POINTWISE
     for x in (spaced, last, spaced):
         np.testing.assert_array_equal(bound.fn(x, w, b, out=np.empty_like(out)), kconv.run_conv2d(np, x, w, b))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_bound_pointwise_layer_is_conv2d_pointwise_bit_for_bit(bias, dtype):
+    """``bind`` (a compiled step) of a ``pointwise`` layer (``conv_direct.bound_pointwise``): into the
+    planned output, another C-ordered output and a new one, on a strided batch of C-ordered images, the
+    values of ``conv2d_pointwise`` bit for bit; channels-last images go to the generic binding; empties."""
+    rng = np.random.default_rng(12)
+    for xs, o in SHAPES:
+        base = rng.standard_normal((xs[0], 2 * xs[1]) + xs[2:]).astype(dtype)
+        x, half = np.ascontiguousarray(base[:, xs[1]:]), base[:, xs[1]:]
+        w = rng.standard_normal((o, xs[1], 1, 1)).astype(dtype)
+        b = rng.standard_normal(o).astype(dtype) if bias else None
+        arrays = (x, w, b) if bias else (x, w)
+        want = conv_direct.conv2d_pointwise(np, x, w, b, *ONE, None)
+        out = np.full(want.shape, np.nan, dtype)
+        bound = kernels.bind("conv2d", np, *arrays, out=out)
+        assert bound.choice.impl is kconv.POINTWISE
+        assert bound.fn(*arrays, out=out) is out and out.tobytes() == want.tobytes()
+        other = np.full(want.shape, np.nan, dtype)
+        assert bound.fn(half, *arrays[1:], out=other) is other and other.tobytes() == want.tobytes()
+        assert bound.fn(*arrays).tobytes() == want.tobytes()
+        if x.size and xs[0] == 1:
+            last = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+            got = bound.fn(last, *arrays[1:], out=np.full(want.shape, np.nan, dtype))
+            np.testing.assert_allclose(got, want, **TOL[want.dtype])

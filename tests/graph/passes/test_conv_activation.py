@@ -131,7 +131,7 @@ def test_hybridized_inference_fuses_and_equals_the_imperative_block(batch):
     np.testing.assert_allclose(net(x).asnumpy(), want, rtol=1e-5, atol=1e-6)
     text = str(net.explain(x))
     assert text.count("conv2d_act[") == 2 and "relu[" not in text and "fused[" not in text
-    assert text.count("conv2d_act[fused, pointwise]") == (batch == 1)  # (c2: 1x1 with a bias, one image)
+    assert text.count("conv2d_act[loop, pointwise]") == (batch == 1)  # (c2: 1x1 with a bias, one small image)
     ops = _ops(next(iter(net._by_sig.values())).run.compiled(data=(batch, 3, 8, 8)))
     assert ops.count("conv2d_act") == 2 and "relu" not in ops and "maximum" not in ops
 

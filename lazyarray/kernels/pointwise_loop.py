@@ -1,0 +1,119 @@
+"""``nn.conv2d_act[loop]``: a small 1x1 convolution with its bias and activation as one compiled loop.
+
+Issue #35: SqueezeNet's, ShuffleNet's and MobileNet's 1x1 layers at batch 1 have a few thousand
+multiply-adds ((1, 4, 7, 7) by (8, 4, 1, 1): 1,568). ``conv2d_act[fused, pointwise]`` runs them as
+one BLAS product (``numpy.matmul``) and one compiled pass for the bias and the activation: two calls
+with fixed costs of a microsecond or more each, and the Python between them (views of the input,
+the weight and the output), for well under a microsecond of arithmetic. ``_pointwise`` does the layer
+in one call: per image and output channel, each input channel's plane times its weight added to a
+row accumulator (one flat loop over the pixels, which vectorizes), then ``act(acc + bias)`` written
+into the output row (``activation_jit.activate_value``: the activation's ops rounded as the recorded
+ops round them). It reads the input where it lies (an image stored C-ordered is a (C, H*W) view;
+another order, one copy of the image), the weight and the bias at any strides.
+
+Values: the sums run channel by channel from zero, not in BLAS's order, so they agree with the
+reference (and ``fused``) within float rounding (rtol 1e-5 float32, 1e-12 float64, as
+``conv2d[direct]``'s), not bit for bit; the bias is added last, as the reference adds it, and the
+activation rounds as the reference's calls. The step's binding and the runner run the same loop, so
+a program and an eager call give the same values bit for bit.
+
+Applies (``applies``): conv2d's choice ``pointwise`` with a bias of the input's dtype (so float32/
+float64 NumPy arrays, a C-ordered output), numba on, the tuning table's ``conv_pointwise_loop`` on and
+at most ``conv_pointwise_loop_max_macs`` multiply-adds (the batch's; past that BLAS's product wins:
+at (1, 16, 8, 8) by (32, 16, 1, 1), 32K multiply-adds, the two ran even on the development machine).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .. import jit
+from .activation_jit import act_code, act_params, activate_value
+
+
+def _make(activate):
+    def _pointwise(x, w, b, y, code, p):  # pragma: no cover  (compiled by numba)
+        """y (N, O, H, W) = act(w (O, C, 1, 1) . x (N, C, H, W) + b (O,)) (``y`` C-ordered; ``p``:
+        ``activation_jit.act_params``). Per output channel the input channels' planes are added four
+        at a time into each accumulator value (the order of one channel at a time: the same sums)."""
+        n, c = x.shape[0], x.shape[1]
+        o, hw = y.shape[1], y.shape[2] * y.shape[3]
+        alpha, beta, zero, one = p[0], p[1], p[2], p[3]
+        acc = np.empty(hw, y.dtype)
+        c4 = c - c % 4
+        for img in range(n):
+            xs = np.ascontiguousarray(x[img]).reshape(c, hw)  # (a view where the image is C-ordered)
+            ys = y[img].reshape(o, hw)
+            for oc in range(o):
+                wr = w[oc, :, 0, 0]
+                acc[:] = zero
+                for ci in range(0, c4, 4):
+                    w0, w1, w2, w3 = wr[ci], wr[ci + 1], wr[ci + 2], wr[ci + 3]
+                    x0, x1, x2, x3 = xs[ci], xs[ci + 1], xs[ci + 2], xs[ci + 3]
+                    for q in range(hw):
+                        s = acc[q] + x0[q] * w0
+                        s = s + x1[q] * w1
+                        s = s + x2[q] * w2
+                        acc[q] = s + x3[q] * w3
+                for ci in range(c4, c):
+                    wv, xr = wr[ci], xs[ci]
+                    for q in range(hw):
+                        acc[q] += xr[q] * wv
+                yr, bo = ys[oc], b[oc]
+                for q in range(hw):
+                    yr[q] = activate(acc[q] + bo, code, alpha, beta, zero, one)
+
+    return _pointwise
+
+
+@functools.lru_cache(maxsize=1)
+def _kernel_fn():
+    """The kernel function with the compiled ``activate_value`` inlined in it (made once)."""
+    return _make(jit.compiled(activate_value, always=True))
+
+
+def kernel():
+    """The compiled ``_pointwise``, or None where compiled kernels are off."""
+    return jit.compiled(_kernel_fn()) if jit.enabled() else None
+
+
+def applies(x, weight, bias, t) -> bool:
+    """The loop runs a call that conv2d's ``pointwise`` runs (the caller's condition) with a bias of the
+    input's dtype, by the tuning table ``t``: see the module."""
+    n, c, h, w = x.shape
+    return bias is not None and bias.dtype == x.dtype and t.conv_pointwise_loop \
+        and n * weight.shape[0] * c * h * w <= t.conv_pointwise_loop_max_macs and jit.enabled()
+
+
+def run_loop(xp, x, weight, bias, act, alpha, beta, out):
+    """conv2d_act of a 1x1 layer (``pointwise``'s case, with a bias) by the loop, into the C-ordered
+    ``out`` or a new array; None where the kernel is off or ``out`` is not C-ordered (the caller's
+    next choice runs)."""
+    kern = kernel()
+    if kern is None or (out is not None and not out.flags.c_contiguous):
+        return None
+    n, _, h, w = x.shape
+    y = np.empty((n, weight.shape[0], h, w), x.dtype) if out is None else out
+    kern(x, weight, bias, y, act_code(act), act_params(x.dtype, alpha, beta))
+    return y
+
+
+def bound_loop(x, weight, bias, act, alpha, beta, out, other):
+    """A compiled step's call of the loop with what the step fixes made once (the kernel, the
+    activation's code and scalars): ``fn(x, weight, bias, out=)`` writes into a C-ordered ``out``
+    (the planned buffer: checked by identity) and takes any other call to ``other`` (the runner's
+    path); None where the kernel is off."""
+    kern = kernel()
+    if kern is None:
+        return None
+    code, p = act_code(act), act_params(x.dtype, alpha, beta)
+    planned = out if out is not None and out.flags.c_contiguous else None
+
+    def fn(x, w, b, out=None):
+        if out is None or (out is not planned and not out.flags.c_contiguous):
+            return other(x, w, b, out=out)
+        kern(x, w, b, out, code, p)
+        return out
+
+    return fn
