@@ -36,7 +36,7 @@ from ..tuning_table import current
 from . import conv1d, pointwise_loop
 from .conv2d import CONV1D, DIRECT, POINTWISE, bind_conv2d, choose_conv2d, run_conv2d
 from .conv_direct import bound_direct, conv2d_direct, images_c_ordered
-from .depthwise import FLOATS
+from .depthwise import DEPTHWISE, FLOATS, bound_nchw, conv2d_depthwise_compiled
 from .impl import ANY_ORDER, Choice, Impl
 from .log import log_choice
 from .profile import current as current_profile
@@ -257,8 +257,9 @@ def _in_one_pass(impl, conv_choice, xp, x, weight, bias, geo, groups, act, alpha
     if conv_choice.impl is CONV1D:
         y = conv1d.run_conv1d_act(xp, x, weight, bias, *geo, groups, act, alpha, beta, out)
         return y, (None if y is None else conv1d.ACT_CHOICE)
-    if conv_choice.impl is DIRECT and impl is COMPILED:
-        y = conv2d_direct(xp, x, weight, bias, *geo, groups, out, act, alpha, beta)
+    if conv_choice.impl in (DIRECT, DEPTHWISE) and impl is COMPILED:
+        run = conv2d_direct if conv_choice.impl is DIRECT else conv2d_depthwise_compiled
+        y = run(xp, x, weight, bias, *geo, groups, out, act, alpha, beta)
         return y, (None if y is None else _choice(COMPILED, conv_choice))
     return None, None
 
@@ -295,8 +296,11 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
         kern(flat, code, a, b, zero, one)
         return y
 
-    lean = bound_direct(x, weight, bias, *geo, groups, out, fn, act, alpha, beta) \
-        if conv_choice.impl is DIRECT and choice.impl is COMPILED else None  # (the activation in direct's loop)
+    lean = None
+    if choice.impl is COMPILED and conv_choice.impl is DIRECT:  # (the activation in direct's loop)
+        lean = bound_direct(x, weight, bias, *geo, groups, out, fn, act, alpha, beta)
+    elif choice.impl is COMPILED and conv_choice.impl is DEPTHWISE:  # (in depthwise's NCHW loop)
+        lean = bound_nchw(x, weight, bias, *geo, out, act, alpha, beta, fn)
     return Bound(choice, lean or fn)
 
 

@@ -19,10 +19,13 @@ instead.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import jit
 from ..ops import conv
+from .activation_jit import act_code, act_params, activate_value
 from .impl import Impl
 from .phase_planes import phase_tables, with_fill
 
@@ -31,40 +34,61 @@ FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 @jit.tiered
 def _dw_nchw(fill):
-    """The NCHW kernel, ``fill`` (``phase_planes.FILL``) compiled into it (``phase_planes.with_fill``)."""
-    def dw_nchw(x, w, b, y, cols, taps, sh, ph, hq, wq):  # pragma: no cover  (compiled by numba)
-        """y (N, C, Ho, Wo) = depthwise conv of x (N, C, H, W) by w (C, kh * kw), plus b (C,) if b has C
-        values; ``cols``, ``taps``, (``hq``, ``wq``): ``phase_tables``.
+    """The NCHW kernel, ``fill`` (``phase_planes.FILL``) and ``activation_jit.activate_value`` compiled
+    into it (``phase_planes.with_fill``)."""
+    activate = jit.compiled(activate_value, always=True)
+
+    def dw_nchw(x, w, b, y, cols, taps, g, p):  # pragma: no cover  (compiled by numba)
+        """y (N, C, Ho, Wo) = act(depthwise conv of x (N, C, H, W) by w (C, kh * kw), plus b (C,) if b
+        has C values); ``cols``, ``taps``, (``hq``, ``wq``): ``phase_tables``; ``g``: (sh, ph, hq, wq,
+        activation code), ``p``: ``activation_jit.act_params``.
 
         Per image plane: the plane copied into zero-padded phase planes (``fill``). Output pixel
         (oh, ow) is flat position p = oh * Wq + ow of a row-padded result, and tap (i, j) reads phase
-        ((i * dh) % sh, (j * dw) % sw) at p + (i * dh) // sh * Wq + (j * dw) // sw: each tap one
-        multiply-add of the whole flat result by a slice of one phase plane, a long loop without
-        bounds tests, which vectorizes (the Wq - Wo columns between rows are computed and dropped).
-        Taps in the reference's order (zero in the padding, as the reference's padded windows); the
-        valid columns copied out, the bias added last."""
+        ((i * dh) % sh, (j * dw) % sw) at p + (i * dh) // sh * Wq + (j * dw) // sw: four taps at a
+        time one pass of multiply-adds over the whole flat result by slices of the phase planes
+        (added in tap order, so the sums are one tap at a time's), a long loop without bounds tests,
+        which vectorizes (the Wq - Wo columns between rows are computed and dropped). Taps in the
+        reference's order (zero in the padding, as the reference's padded windows); the valid
+        columns written out with the bias added last and the activation (``activate_value``: as
+        ``conv_act``'s separate pass rounds, bit for bit; code -1: none)."""
         n, c = x.shape[0], x.shape[1]
         ho, wo, sw = y.shape[2], y.shape[3], cols.shape[0]
         if n * c * ho * wo == 0:
             return
+        sh, ph, hq, wq, code = g[0], g[1], g[2], g[3], g[4]
+        alpha, beta, zero, one = p[0], p[1], p[2], p[3]
         length = (ho - 1) * wq + wo
+        nt = taps.shape[0]
+        nt4 = nt - nt % 4
         pad = np.zeros(sh * sw * hq * wq, y.dtype)
         acc = np.empty(length, y.dtype)
+        biased = b.shape[0] == c
         for img in range(n):
             for ch in range(c):
-                ys = y[img, ch]
                 fill(pad, x[img, ch], cols, sh, ph, wq)
                 acc[:] = 0
-                for tap in range(taps.shape[0]):
-                    wv, src = w[ch, tap], pad[taps[tap]:taps[tap] + length]
+                wr = w[ch]
+                for tap in range(0, nt4, 4):  # (four taps a pass over acc, added in tap order)
+                    t0, t1, t2, t3 = taps[tap], taps[tap + 1], taps[tap + 2], taps[tap + 3]
+                    s0, s1 = pad[t0:t0 + length], pad[t1:t1 + length]
+                    s2, s3 = pad[t2:t2 + length], pad[t3:t3 + length]
+                    w0, w1, w2, w3 = wr[tap], wr[tap + 1], wr[tap + 2], wr[tap + 3]
+                    for q in range(length):
+                        u = acc[q] + s0[q] * w0
+                        u = u + s1[q] * w1
+                        u = u + s2[q] * w2
+                        acc[q] = u + s3[q] * w3
+                for tap in range(nt4, nt):
+                    wv, src = wr[tap], pad[taps[tap]:taps[tap] + length]
                     for q in range(length):
                         acc[q] += src[q] * wv
+                ys = y[img, ch]
+                bo = b[ch] if biased else zero
                 for oh in range(ho):
                     yr, ar = ys[oh], acc[oh * wq:oh * wq + wo]
                     for ow in range(wo):
-                        yr[ow] = ar[ow]
-                if b.shape[0] == c:
-                    ys += b[ch]
+                        yr[ow] = activate(ar[ow] + bo if biased else ar[ow], code, alpha, beta, zero, one)
 
     return dw_nchw
 
@@ -122,11 +146,27 @@ def _target(out, shape, dtype, last: bool):
     return np.empty((n, h, w, c) if last else shape, dtype), False
 
 
-def conv2d_depthwise_compiled(xp, x, weight, bias, stride, padding, dilation, groups, out):
-    """Depthwise conv2d by the compiled loops (None where they do not apply: ``depthwise_taps`` runs)."""
+@functools.lru_cache(maxsize=256)
+def _nchw_args(h: int, wd: int, kh: int, kw: int, stride, padding, dilation, dtype, act, alpha, beta) -> tuple:
+    """The NCHW kernel's arguments after the output, made once per geometry and activation:
+    ``phase_tables``' ``cols`` and ``taps``, ``(sh, ph, hq, wq, activation code)`` as one read-only
+    array (one argument where five scalars cost a compiled call five unboxings), ``act_params``."""
+    cols, taps, hq, wq = phase_tables(h, wd, kh, kw, stride, padding, dilation)
+    g = np.array((stride[0], padding[0], hq, wq, act_code(act)), np.int64)
+    g.flags.writeable = False
+    return cols, taps, g, act_params(dtype, alpha, beta)
+
+
+def conv2d_depthwise_compiled(xp, x, weight, bias, stride, padding, dilation, groups, out, act=None, alpha=0.2,
+                              beta=0.5):
+    """Depthwise conv2d by the compiled loops (None where they do not apply: ``depthwise_taps`` runs);
+    ``act``: ``nn.conv2d_act``'s activation applied in the NCHW loop (as its compiled pass rounds;
+    None, not run, for a channels-last input: the caller runs the convolution, then the pass)."""
     if not applies(xp, x, weight, bias, out):
         return None
     last = _channels_last(x)
+    if last and act is not None:
+        return None
     kern = jit.compiled(_dw_nhwc) if last else with_fill(_dw_nchw)
     if kern is None:
         return None
@@ -141,21 +181,21 @@ def conv2d_depthwise_compiled(xp, x, weight, bias, stride, padding, dilation, gr
              *stride, *padding, *dilation)
         y = y.transpose(0, 3, 1, 2)
     else:
-        cols, taps, hq, wq = phase_tables(x.shape[2], x.shape[3], kh, kw, stride, padding, dilation)
-        kern(np.ascontiguousarray(x), np.ascontiguousarray(weight.reshape(c, kh * kw)), b, y, cols, taps,
-             stride[0], padding[0], hq, wq)
+        args = _nchw_args(*x.shape[2:], kh, kw, stride, padding, dilation, dtype, act, alpha, beta)
+        kern(np.ascontiguousarray(x), np.ascontiguousarray(weight.reshape(c, kh * kw)), b, y, *args)
     if out is None or into_out:
         return out if into_out else y
     out[...] = y
     return out
 
 
-def bound_nchw(x, weight, bias, stride, padding, dilation, out):
-    """A compiled step's call of the NCHW loop (``conv2d.bind_conv2d``) with what the step's arrays fix
-    made once (the kernel, the phase tables, the output's shape and dtype): ``fn(x, weight[, bias],
-    out=)`` writes into the planned C-ordered ``out`` and takes any other call (another memory order,
-    no planned output) to ``conv2d_depthwise_compiled``. None where this call would not run the loop
-    into ``out`` (issue #35: ShuffleNet's six depthwise layers at batch 1 paid 3 us a call of checks)."""
+def bound_nchw(x, weight, bias, stride, padding, dilation, out, act=None, alpha=0.2, beta=0.5, other=None):
+    """A compiled step's call of the NCHW loop (``conv2d.bind_conv2d``; ``conv_act``'s binding with its
+    ``act``) with what the step's arrays fix made once (the kernel, the phase tables, the output's shape
+    and dtype): ``fn(x, weight[, bias], out=)`` writes into the planned C-ordered ``out`` and takes any
+    other call (another memory order, no planned output) to ``other`` (``conv_act``'s generic binding),
+    else to ``conv2d_depthwise_compiled``. None where this call would not run the loop into ``out``
+    (issue #35: ShuffleNet's six depthwise layers at batch 1 paid 3 us a call of checks)."""
     if not applies(np, x, weight, bias, out) or not x.flags.c_contiguous or out is None \
             or not out.flags.c_contiguous or x.dtype != weight.dtype or out.dtype != x.dtype:
         return None
@@ -164,14 +204,15 @@ def bound_nchw(x, weight, bias, stride, padding, dilation, out):
     ho, wo = conv.out_size(x, weight, stride, padding, dilation)
     if kern is None or out.shape != (x.shape[0], c, ho, wo):
         return None
-    cols, taps, hq, wq = phase_tables(x.shape[2], x.shape[3], kh, kw, stride, padding, dilation)
+    args = _nchw_args(*x.shape[2:], kh, kw, stride, padding, dilation, x.dtype, act, alpha, beta)
     no_bias = np.zeros(0, x.dtype)
 
     def fn(x, weight, bias=None, out=None):
         if out is None or not (x.flags.c_contiguous and weight.flags.c_contiguous and out.flags.c_contiguous):
+            if other is not None:
+                return other(x, weight, bias, out=out) if bias is not None else other(x, weight, out=out)
             return conv2d_depthwise_compiled(np, x, weight, bias, stride, padding, dilation, c, out)
-        kern(x, weight.reshape(c, kh * kw), no_bias if bias is None else bias.reshape(-1), out, cols, taps,
-             stride[0], padding[0], hq, wq)
+        kern(x, weight.reshape(c, kh * kw), no_bias if bias is None else bias.reshape(-1), out, *args)
         return out
 
     return fn

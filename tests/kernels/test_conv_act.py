@@ -326,3 +326,57 @@ def test_direct_runs_the_activation_in_its_loop_as_the_pass_rounds(act, dtype):
         assert bound.fn(*arrays).tobytes() == want.tobytes()
         view = np.repeat(x, 2, axis=3)[..., ::2]
         assert bound.fn(view, *arrays[1:], out=np.empty_like(out)).tobytes() == want.tobytes()
+
+
+@needs_numba
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("act", ACTIVATIONS)
+def test_depthwise_runs_the_activation_in_its_loop_as_the_pass_rounds(act, dtype):
+    """``conv2d_act[compiled, depthwise]`` (runner and binding): the activation applied in depthwise's NCHW
+    loop (four taps a pass and the rest one at a time: 3x3, 5x5, 1x3 and 2x2 kernels; strides 1 and 2;
+    with and without a bias) is conv2d's reference then the reference's NumPy calls bit for bit (NaN,
+    +-inf among the inputs), with no separate pass; views, channels-last inputs, new outputs and empty
+    batches too."""
+    rng = np.random.default_rng(12)
+    p = HARD[act]
+    alpha, beta = p.get("alpha", 0.2), p.get("beta", 0.5)
+    conv2d = registry.get("conv2d").kernel
+    for xs, k, stride, padding, bias in [((1, 16, 16, 16), (3, 3), (1, 1), (1, 1), True),
+                                         ((2, 6, 9, 8), (5, 5), (2, 2), (2, 2), True),
+                                         ((1, 5, 7, 6), (1, 3), (1, 2), (0, 1), False),
+                                         ((3, 4, 6, 6), (2, 2), (1, 1), (0, 0), True)]:
+        x = _special(rng, xs, dtype)
+        w = rng.standard_normal((xs[1], 1) + k).astype(dtype)
+        b = rng.standard_normal(xs[1]).astype(dtype) if bias else None
+        arrays = (x, w, b) if bias else (x, w)
+        kw = dict(stride=stride, padding=padding, groups=xs[1], act=act, **p)
+        want = activate(np, conv2d(np, x, w, b, stride=stride, padding=padding, groups=xs[1]), act, alpha, beta)
+        assert repr(kernels.choose(OP, np, *arrays, **kw)) == "conv2d_act[compiled, depthwise]"
+        assert conv_act.run_conv2d_act(np, *arrays, **kw).tobytes() == want.tobytes()
+        out = np.full(want.shape, np.nan, dtype)
+        bound = kernels.bind(OP, np, *arrays, out=out, **kw)
+        assert "bound_nchw" in bound.fn.__qualname__
+        assert bound.fn(*arrays, out=out) is out and out.tobytes() == want.tobytes()
+        assert bound.fn(*arrays).tobytes() == want.tobytes()
+        view = np.repeat(x, 2, axis=3)[..., ::2]
+        assert bound.fn(view, *arrays[1:], out=np.empty_like(out)).tobytes() == want.tobytes()
+        last = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+        assert np.array_equal(conv_act.run_conv2d_act(np, last, *arrays[1:], **kw), want, equal_nan=True)
+        empty = np.ones((0,) + xs[1:], dtype)
+        assert conv_act.run_conv2d_act(np, empty, *arrays[1:], **kw).shape == (0,) + want.shape[1:]
+
+
+@needs_numba
+def test_depthwise_with_its_activation_runs_no_separate_pass(monkeypatch):
+    """The eager runner's and the bound step's depthwise call with an activation run the loop only: the
+    separate pass (``_act_in_place``'s compiled kernel) is not looked up."""
+    rng = np.random.default_rng(13)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((1, 8, 10, 10), (8, 1, 3, 3), (8,)))
+    kw = dict(padding=(1, 1), groups=8, act="hardswish", alpha=1 / 6, beta=0.5)
+    want = conv_act.run_conv2d_act(np, x, w, b, **kw)
+    out = np.empty_like(want)
+    bound = kernels.bind(OP, np, x, w, b, out=out, **kw)
+    monkeypatch.setattr(conv_act, "_compiled", lambda *a: pytest.fail("the separate pass ran"))
+    monkeypatch.setattr(conv_act, "activate", lambda *a: pytest.fail("the NumPy activation ran"))
+    assert conv_act.run_conv2d_act(np, x, w, b, **kw).tobytes() == want.tobytes()
+    assert bound.fn(x, w, b, out=out) is out and out.tobytes() == want.tobytes()
