@@ -13,8 +13,8 @@ one compiled pass adding the bias and activating (``_bias_act``, rounding as ``y
 the activation's ops do): one pass and one call fewer a layer; ``loop`` (``pointwise_loop.py``), where
 that layer is small (``conv_pointwise_loop_max_macs``): product, bias and activation in one compiled
 loop, one call a layer (within float rounding of ``fused``, not bit for bit). Where conv2d's choice is
-``direct``, ``compiled``'s activation runs in direct's loop (``conv_direct``: bit for bit the pass's
-values), eager and bound. A compiled step binds the choice
+``direct`` or ``depthwise`` (its NCHW loop), ``compiled``'s activation runs in that loop
+(``conv_direct``, ``depthwise``: bit for bit the pass's values), eager and bound. A compiled step binds the choice
 once (``bind_conv2d_act``: conv2d's binding, then the pass; ``fused`` itself at any batch), asking no
 chooser per call.
 ``compiled`` and ``ufuncs`` take values stored in any order (``ANY_ORDER``): the executor stores

@@ -13,6 +13,10 @@ runs in 4-5 us; stride 2, which walked output rows tap by tap, runs as fast as t
 once it indexed slices too, in one kernel for every stride.) Channels-last input (NHWC memory): per output pixel, the taps
 in bounds each add over the channels (innermost). Both sum the taps in the reference's order (row by row, then along the row; padded taps add zero as the
 reference's padded windows do) with the reference's dtypes, and add the bias last, so the values are the reference's.
+The NCHW loop adds four taps a pass over its accumulator, in tap order (the same sums), and applies
+``nn.conv2d_act``'s activation as it writes each value (``activation_jit.activate_value``: the
+separate pass's values bit for bit; ``conv_act`` runs ``conv2d_act[compiled, depthwise]`` so, eager
+and bound, one call and one pass a layer).
 The output is written in the input's order (into the planned buffer when it has that order). Where
 numba is missing or switched off, or the dtypes are not float32/float64, ``depthwise_taps`` runs
 instead.
