@@ -91,8 +91,8 @@ def _out(sp, s, out_kinds):
 def maker(group: tuple, make: Callable, plain_step, out_kinds) -> Maker:
     """The maker of a step's bound closure: each spec of ``group`` (one, or a dense layer and its
     relu) bound by ``kernels.bind`` on the run's arrays (its planned output buffers where its kind is
-    one of ``out_kinds``), then ``make(specs)`` (the closure the program makes of specs); where a
-    binder declines, the plain step (its runners)."""
+    one of ``out_kinds``), then ``make(specs)`` (the closure the program makes of specs; ``lends=False``
+    where no ``Bound`` reads scratch, ``Bound.scratch``); where a binder declines, the plain step (its runners)."""
     def bound_step(s):
         specs, bounds = [], []
         for sp in group:
@@ -103,6 +103,8 @@ def maker(group: tuple, make: Callable, plain_step, out_kinds) -> Maker:
                 return plain_step, None
             specs.append(type(sp)(node, sp.kind, b.fn, sp.ins, sp.outs, sp.planned, False))
             bounds.append(b)
-        return make(tuple(specs)), bounds[0] if len(bounds) == 1 else tuple(bounds)
+        lends = any(b.scratch for b in bounds)  # (else the step lends no workspace: none is read)
+        return make(tuple(specs)) if lends else make(tuple(specs), lends=False), \
+            bounds[0] if len(bounds) == 1 else tuple(bounds)
 
     return bound_step

@@ -519,15 +519,17 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
 
 def _with_rest(make, rest: tuple):
     """``make`` of a merged step whose first spec alone binds: the bound spec, then ``rest`` as they are."""
-    return lambda specs: make(tuple(specs) + rest)
+    return lambda specs, **kw: make(tuple(specs) + rest, **kw)
 
 
-def _closure_of(frees: tuple, workspace, group: tuple):
-    """A step's closure from its specs (their ``fn`` the runners' or the bound choices')."""
+def _closure_of(frees: tuple, workspace, group: tuple, lends: bool = True):
+    """A step's closure from its specs (their ``fn`` the runners' or the bound choices'), lending its
+    workspace to the thread while it runs where it has one and ``lends`` (False: a bound kernel that
+    never takes scratch, ``Bound.scratch``; its planned workspace stays, unread)."""
     if len(group) == 2:
         return pair_step(group[0], group[1], frees, step_error)
     step = _step_closure(group[0], frees)
-    return step if workspace is None else bind_workspace(step, workspace)
+    return step if workspace is None or not lends else bind_workspace(step, workspace)
 
 
 def _step_closure(sp: _Spec, frees: tuple):

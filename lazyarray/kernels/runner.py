@@ -53,10 +53,14 @@ def run_choice(choice: Choice, fallbacks: dict, args: tuple, params: dict, array
 class Bound:
     """What a compiled step runs for one op's call, chosen once (``kernels.bind``): the ``choice`` the
     chooser made for the step's arrays, and ``fn(*arrays, out=None)`` which runs it directly (its
-    parameters, the array module and any fallback bound in), so a replay asks no chooser."""
+    parameters, the array module and any fallback bound in), so a replay asks no chooser. ``scratch``:
+    ``fn`` may take scratch from the calling thread's arena (``ops/scratch.py``); False where its kernel
+    never does (a rare fallback of it takes the thread's own arena: the same values), and the compiled
+    step then runs without lending it its planned workspace (``bind_workspace``'s wrapper)."""
 
     choice: Choice
     fn: Callable
+    scratch: bool = True
 
 
 def direct(choice: Choice, fallbacks: dict, xp, params: tuple = (), keywords: dict | None = None,
