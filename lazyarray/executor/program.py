@@ -202,10 +202,13 @@ class Program:
         where = id(self)
         steps, chosen = self._steps_now()
         for i, (step, specs) in enumerate(zip(steps, self.step_specs)):
+            bound = chosen.get(i)
+            if bound is not None:  # (before: a fallback the bound function runs notes itself, ``runner.direct``)
+                prof.chose((bound[0] if isinstance(bound, tuple) else bound).choice)
             start = time.perf_counter_ns()
             step(s)
-            bound = chosen.get(i)  # (after the step: its first run under this table binds it)
-            if bound is not None:
+            if bound is None and i in chosen:  # (bound by this run, its first under this table)
+                bound = chosen[i]
                 prof.chose((bound[0] if isinstance(bound, tuple) else bound).choice)
             prof.add(specs[0].node.op if len(specs) == 1 else "+".join(sp.node.op.qualname for sp in specs),
                      tuple(e.aval.shape for e in specs[0].node.inputs), start, "compiled", step=i,
