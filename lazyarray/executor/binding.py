@@ -9,8 +9,9 @@ for one pair (``Bindings.current``) and binds again when a run finds another. A 
 first run under that pair (not in the program's very first run, ``jit.first_run``, whose BLAS probe
 answers provisionally), by the same chooser its runner asks, on the run's own arrays; facts that
 only a call shows (a weight kept by its version) stay checked per call inside the bound function
-(``kernels/conv2d.py``). Runs under ``la.profile()`` and with the kernels log on (``log_kernels``)
-take the runners' steps, which say what they chose (the same choices: ``tests/executor/test_binding.py``).
+(``kernels/conv2d.py``). Runs with the kernels log on (``log_kernels``) take the runners' steps, which
+say what they chose (the same choices: ``tests/executor/test_binding.py``); runs under ``la.profile()``
+time the bound steps, each named by its ``Bound.choice`` (``Program._run_timed``).
 """
 from __future__ import annotations
 
@@ -91,8 +92,8 @@ def _out(sp, s, out_kinds):
 def maker(group: tuple, make: Callable, plain_step, out_kinds) -> Maker:
     """The maker of a step's bound closure: each spec of ``group`` (one, or a dense layer and its
     relu) bound by ``kernels.bind`` on the run's arrays (its planned output buffers where its kind is
-    one of ``out_kinds``), then ``make(specs)`` (the closure the program makes of specs); where a
-    binder declines, the plain step (its runners)."""
+    one of ``out_kinds``), then ``make(specs)`` (the closure the program makes of specs; ``lends=False``
+    where no ``Bound`` reads scratch, ``Bound.scratch``); where a binder declines, the plain step (its runners)."""
     def bound_step(s):
         specs, bounds = [], []
         for sp in group:
@@ -103,6 +104,8 @@ def maker(group: tuple, make: Callable, plain_step, out_kinds) -> Maker:
                 return plain_step, None
             specs.append(type(sp)(node, sp.kind, b.fn, sp.ins, sp.outs, sp.planned, False))
             bounds.append(b)
-        return make(tuple(specs)), bounds[0] if len(bounds) == 1 else tuple(bounds)
+        lends = any(b.scratch for b in bounds)  # (else the step lends no workspace: none is read)
+        return make(tuple(specs)) if lends else make(tuple(specs), lends=False), \
+            bounds[0] if len(bounds) == 1 else tuple(bounds)
 
     return bound_step

@@ -33,6 +33,8 @@ DEPTHWISE = depthwise.DEPTHWISE  # (compiled; depthwise.TAPS, the per-tap NumPy 
 GROUPED = conv_direct.GROUPED
 DIRECT = conv_direct.DIRECT
 POINTWISE = conv_direct.POINTWISE
+# the implementations whose runs take no scratch from the arena (their loops read the arrays as they are)
+_NO_SCRATCH = (DIRECT, POINTWISE, DEPTHWISE)
 BATCH_LAST = Impl("conv2d", "batch_last", conv2d_batch_last,
                   "groups == 1, a batch of images under per_image_min_pixels output pixels, or stored batch "
                   "last: one product for the whole batch, im2col in runs of N values", layout="batch last")
@@ -148,8 +150,8 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
     t = current()
     kept_counts = xp is np and t.winograd and x.shape[1] >= t.winograd_min_channels and weight.shape[2:] == (3, 3)
     layout_counts = groups == 1 and x.shape[0] > 1
-    if not (kept_counts or layout_counts):
-        return Bound(choice, fixed)
+    if not (kept_counts or layout_counts):  # (direct loops read no scratch: the step lends no workspace)
+        return Bound(choice, fixed, scratch=choice.impl not in _NO_SCRATCH)
     nbytes = 36 * weight.size // 9 * weight.itemsize
 
     def facts(x, weight, *_):

@@ -281,7 +281,8 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
         if bound is not None:
             return bound
         choice = _choice(COMPILED, Choice(POINTWISE))  # (its kernels off: conv2d's binding, then the pass)
-    conv_fn = bind_conv2d(xp, x, weight, bias, stride, padding, dilation, groups, out=out).fn
+    conv_bound = bind_conv2d(xp, x, weight, bias, stride, padding, dilation, groups, out=out)
+    conv_fn = conv_bound.fn
     kern = jit.compiled(_act_in_place) if choice.impl is not UFUNCS else None
     code, a, b, zero, one = _scalars(np.result_type(x.dtype, weight.dtype), act, alpha, beta)
     dtype = a.dtype
@@ -301,7 +302,7 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
         lean = bound_direct(x, weight, bias, *geo, groups, out, fn, act, alpha, beta)
     elif choice.impl is COMPILED and conv_choice.impl is DEPTHWISE:  # (in depthwise's NCHW loop)
         lean = bound_nchw(x, weight, bias, *geo, out, act, alpha, beta, fn)
-    return Bound(choice, lean or fn)
+    return Bound(choice, lean or fn, scratch=lean is None and conv_bound.scratch)  # (the loops read none)
 
 
 def _bound_pointwise(choice, xp, x, weight, bias, geo, groups, act, alpha, beta, out) -> Bound | None:
@@ -315,7 +316,7 @@ def _bound_pointwise(choice, xp, x, weight, bias, geo, groups, act, alpha, beta,
 
     if choice.impl is LOOP:
         fn = pointwise_loop.bound_loop(x, weight, bias, act, alpha, beta, out, chosen)
-        return None if fn is None else Bound(choice, fn)
+        return None if fn is None else Bound(choice, fn, scratch=False)  # (its loop reads no scratch)
     kern = jit.compiled(_bias_act)
     if kern is None:
         return None
@@ -342,7 +343,7 @@ def _bound_pointwise(choice, xp, x, weight, bias, geo, groups, act, alpha, beta,
         kern(r, b, code, al, be, zero, one)
         return out
 
-    return Bound(choice, fused)
+    return Bound(choice, fused, scratch=False)  # (a matmul into the output, then its loop)
 
 
 IMPLS = {"conv2d_act": (conv1d.CONV1D_ACT, LOOP, FUSED, COMPILED, UFUNCS)}

@@ -136,18 +136,19 @@ def run_max_pool2d(xp, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mod
 def bind_max_pool2d(xp, x, out=None, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False) -> Bound:
     """A compiled step's ``Bound`` (``kernels.bind``): ``compiled`` with its geometry, phase tables and
     kernel made once (``pool_jit.bound_max_pool``) where it runs the phase-plane pool, else the
-    chosen implementation's run bound to the window (``fixed_binder``'s)."""
+    chosen implementation's run bound to the window (``fixed_binder``'s). No max pool kernel takes
+    scratch (its padded values are read in place): the step lends no workspace (``Bound.scratch``)."""
     choice = choose_max_pool2d(xp, x, kernel, stride, padding, ceil_mode, out)
     fn = direct(choice, _CHOICES, xp, (kernel, stride, padding, ceil_mode), arity=1)
     if choice.impl is WINDOWS:
         fixed = pool_windows.bound(x, out, *jit_geometry(x, kernel, stride, padding, ceil_mode), fn)
         if fixed is not None:
-            return Bound(choice, fixed)
+            return Bound(choice, fixed, scratch=False)
     if choice.impl is COMPILED:
         fixed = pool_jit.bound_max_pool(x, out, *jit_geometry(x, kernel, stride, padding, ceil_mode), fn)
         if fixed is not None:
-            return Bound(choice, fixed)
-    return Bound(choice, fn)
+            return Bound(choice, fixed, scratch=False)
+    return Bound(choice, fn, scratch=False)
 
 
 _WITH_RELU = {FOLDS: RELU_AFTER, COMPILED: RELU_COMPILED, WINDOWS: RELU_WINDOWS}
@@ -173,8 +174,8 @@ def bind_max_pool2d_relu(xp, x, out=None, kernel=(2, 2), stride=(0, 0), padding=
     if choice.impl is RELU_WINDOWS:
         fixed = pool_windows.bound(x, out, *jit_geometry(x, kernel, stride, padding, ceil_mode), fn, relu=True)
         if fixed is not None:
-            return Bound(choice, fixed)
-    return Bound(choice, fn)
+            return Bound(choice, fixed, scratch=False)
+    return Bound(choice, fn, scratch=False)
 
 
 def choose_max_pool2d_grad(xp, g, x, kernel=(2, 2), stride=(0, 0), padding=(0, 0), ceil_mode=False,

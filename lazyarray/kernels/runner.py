@@ -53,10 +53,14 @@ def run_choice(choice: Choice, fallbacks: dict, args: tuple, params: dict, array
 class Bound:
     """What a compiled step runs for one op's call, chosen once (``kernels.bind``): the ``choice`` the
     chooser made for the step's arrays, and ``fn(*arrays, out=None)`` which runs it directly (its
-    parameters, the array module and any fallback bound in), so a replay asks no chooser."""
+    parameters, the array module and any fallback bound in), so a replay asks no chooser. ``scratch``:
+    ``fn`` may take scratch from the calling thread's arena (``ops/scratch.py``); False where its kernel
+    never does (a rare fallback of it takes the thread's own arena: the same values), and the compiled
+    step then runs without lending it its planned workspace (``bind_workspace``'s wrapper)."""
 
     choice: Choice
     fn: Callable
+    scratch: bool = True
 
 
 def direct(choice: Choice, fallbacks: dict, xp, params: tuple = (), keywords: dict | None = None,
@@ -66,10 +70,11 @@ def direct(choice: Choice, fallbacks: dict, xp, params: tuple = (), keywords: di
     (returns None: numba missing, a layout it does not take), its fallback's run from ``fallbacks``
     (impl -> Choice), and so on down the chain, as the per-call runners do. ``arity``: the number of
     arrays, where known (a function of that many, lighter to call)."""
-    chain = [choice.impl.run]
+    chain, choices = [choice.impl.run], [choice]
     impl = choice.impl
     while impl.fallback is not None:
-        impl = fallbacks[impl.fallback].impl
+        choices.append(fallbacks[impl.fallback])
+        impl = choices[-1].impl
         chain.append(impl.run)
     run = chain[0]
     if keywords is not None:
@@ -77,9 +82,11 @@ def direct(choice: Choice, fallbacks: dict, xp, params: tuple = (), keywords: di
             return lambda *arrays, out=None: run(xp, *arrays, out=out, **keywords)
 
         def by_name(*arrays, out=None):
-            for r in chain:
+            for k, r in enumerate(chain):
                 y = r(xp, *arrays, out=out, **keywords)
                 if y is not None:
+                    if k and MODE.get() & PROFILING:  # (a fallback ran: the profile names it)
+                        current_profile().chose(choices[k])
                     return y
             return y
 
@@ -89,10 +96,12 @@ def direct(choice: Choice, fallbacks: dict, xp, params: tuple = (), keywords: di
 
     def first_that_runs(*arrays, out=None):
         y = run(xp, *arrays, *params, out)
-        if y is None:  # (declined at run time: the fallbacks in turn)
-            for r in chain[1:]:
+        if y is None:  # (declined at run time: the fallbacks in turn; the profile names the one that ran)
+            for k, r in enumerate(chain[1:], 1):
                 y = r(xp, *arrays, *params, out)
                 if y is not None:
+                    if MODE.get() & PROFILING:
+                        current_profile().chose(choices[k])
                     break
         return y
 
