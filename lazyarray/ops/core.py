@@ -31,12 +31,15 @@ register(OpDef("full_like", ("x",), _full_like,
 
 
 def _cast(xp, x, dtype, out=None):
+    if out is not None:  # (a compiled step's planned buffer: the values astype gives, no allocation)
+        xp.copyto(out, x, casting="unsafe")
+        return out
     return x.astype(dtype) if hasattr(x, "astype") else xp.asarray(x, dtype=dtype)  # (a Python scalar operand)
 
 
 register(OpDef(
     "cast", ("x",), _cast, params=(Param("dtype", DTYPE),),
-    dtype=lambda dtypes, dtype: dtype,
+    dtype=lambda dtypes, dtype: dtype, writes_out=True,
     storage=sparse_kernels.zero_preserving_storage, sparse_kernel=sparse_kernels.unary(_cast),
     grad=lambda F, ins, y, g, dtype: [F.cast(g, dtype=ins[0].aval.dtype)] if ins[0].aval.dtype.kind == "f" else [None],
     doc="x converted to dtype (a copy)",

@@ -8,8 +8,12 @@ node by node on the specialized graph (concrete shapes and dtypes):
   ``x**-1 -> 1/x``, ``x**1 -> x``;
 * identities: ``x*1``, ``1*x``, ``x+0``, ``0+x``, ``x-0``, ``x/1``, ``-(-x)``;
 * chains: ``transpose(transpose(x))`` becomes one transpose (or none),
-  ``reshape(reshape(x))`` one reshape (or none), and scalar constants along a chain of the
-  same operation fold: ``(x * 2) * 3 -> x * 6``, ``(x + 1) + 2 -> x + 3``.
+  ``reshape(reshape(x))`` one reshape (or none), as ``broadcast_to(broadcast_to(x))``, and scalar constants along a chain of the
+  same operation fold: ``(x * 2) * 3 -> x * 6``, ``(x + 1) + 2 -> x + 3``;
+* copies that move nothing (the attention-mask chains exporters write): ``cast`` to the dtype the
+  input has is the input, ``take`` along an axis by a constant index that is ``0, 1, ..., n-1`` in
+  order (the whole axis) is a ``reshape`` (a view), ``logical_and`` with an all-true constant is the
+  other operand (broadcast to the result's shape: a view).
 
 A rewrite applies only where the result keeps the node's dtype and shape (``int_array / 1``
 stays a division: it gives floats; ``x * ones`` that broadcasts stays). Integer rewrites are
@@ -178,16 +182,66 @@ def _transpose(node, ins):
 
 def _reshape(node, ins):
     (x,) = ins
+    return _reshaped(node, x, "reshape")
+
+
+def _reshaped(node, x: Entry, op: str):
+    """``x`` given ``node``'s shape by one ``op`` (reshape, broadcast_to) whose input is not one
+    more of the same; None where that would be ``node`` as it is."""
     inner = x.node
-    src = inner.inputs[0] if inner.op is not None and inner.op.name == "reshape" else x
+    src = inner.inputs[0] if inner.op is not None and inner.op.name == op else x
     if src.aval.shape == node.avals[0].shape:
         return src
-    if src is x:
+    if src is x and node.op.name == op:
         return None
-    return _apply("reshape", node, src, shape=node.avals[0].shape)
+    return _apply(op, node, src, shape=node.avals[0].shape)
+
+
+def _broadcast_to(node, ins):
+    (x,) = ins
+    return _reshaped(node, x, "broadcast_to")
+
+
+def _const_array(e: Entry):
+    """The value of a constant that cannot change (not a captured user array), else None."""
+    n = e.node
+    if n.op is not None or n.kind != "const" or n.value is None or n.version is not None:
+        return None
+    return n.value
+
+
+def _cast(node, ins):
+    (x,) = ins
+    return x if _same(x, node) else None
+
+
+def _take(node, ins):
+    """``take(x, [0..n-1] shaped s, axis)`` takes every row in order: ``x`` with ``axis`` split into ``s``."""
+    x, idx = ins
+    value = _const_array(idx)
+    if value is None or node.params.get("sparse_grad") or x.aval.shape is None or value.dtype.kind not in "iu":
+        return None
+    axis = node.params.get("axis", 0) % max(len(x.aval.shape), 1)
+    if len(x.aval.shape) == 0 or value.size != x.aval.shape[axis] or value.size == 0:
+        return None
+    if not np.array_equal(np.asarray(value).reshape(-1), np.arange(value.size)):
+        return None
+    return _reshaped(node, x, "reshape")
+
+
+def _logical_and(node, ins):
+    """``x & True`` (a constant all true, any shape) is ``x`` broadcast to the result's shape."""
+    a, b = ins
+    for c, x in ((a, b), (b, a)):
+        value = _const_array(c)
+        if value is None or c.aval.dtype != np.bool_ or x.aval.dtype != np.bool_ or not np.all(value):
+            continue
+        return _reshaped(node, x, "broadcast_to")
+    return None
 
 
 _RULES = {
     "power": _power, "multiply": _multiply, "add": _add, "subtract": _subtract, "divide": _divide,
     "negative": _negative, "transpose": _transpose, "reshape": _reshape,
+    "cast": _cast, "take": _take, "logical_and": _logical_and, "broadcast_to": _broadcast_to,
 }
