@@ -13,6 +13,8 @@ nothing is merged or reused that was not. A value it does not know compares by i
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 
@@ -32,7 +34,7 @@ def graph_key(sym) -> tuple:
     pos = {id(n): i for i, n in enumerate(order)}
     names = sym.names()
     nodes = tuple((n.op, n.kind, names[id(n)], tuple([(pos[id(e.node)], e.index) for e in n.inputs]),
-                   _key(n.avals), n.source, _key(n.block), _key(n.sbp), _key(n.params), _key(n.value))
+                   _key(n.avals), _source(n.source), _key(n.block), _key(n.sbp), _key(n.params), _key(n.value))
                   for n in order)
     return nodes, tuple([(pos[id(e.node)], e.index) for e in sym.outputs])
 
@@ -45,6 +47,12 @@ def same_graph(a, b) -> bool:
         return graph_key(a) == graph_key(b)
     except (TypeError, ValueError):  # (a value whose == is no bool: not known to be the same)
         return False
+
+
+def _source(source):
+    """A node's source as its JSON text holds it: the file's base name and the line (a graph read
+    back from JSON keeps only the base name)."""
+    return None if not source else (os.path.basename(source[0]), int(source[1]))
 
 
 def _key(v):
