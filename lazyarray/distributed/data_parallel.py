@@ -216,7 +216,8 @@ class DataParallel:
         or dask-array batches: then one Dask task per worker runs all the steps, fed by Dask with the
         pieces (a persisted batch's pieces run on the workers holding them: ``_owners``). A failure
         raises ``la.DistributedError`` like ``step``'s; the replicas may then have applied some of the
-        steps (``steps`` says how many after the next call, which re-syncs them to the most advanced)."""
+        steps (``steps`` says how many after the next call, which re-syncs them: to the steps the client
+        counted where a replica still holds them, else to the most advanced)."""
         batches = list(batches)
         return self._steps(batches, timeout, "DataParallel.step_many") if batches else []
 
@@ -313,8 +314,9 @@ class DataParallel:
 
     def _replicas(self, call, workers: list[str]) -> list[str]:
         """Make sure every worker holds a replica at ``self.steps``: the first time by a broadcast from
-        the client, after a change of workers (or a failed step) by copies of the most advanced
-        surviving replica, made worker to worker. The workers, in the order of their shards."""
+        the client, after a change of workers (or a failed step) by copies of a surviving replica at the
+        client's step count (a replica that finished a step the client gave up is set back), else of the
+        most advanced one, made worker to worker. The workers, in the order of their shards."""
         if self._holders == workers and not self._suspect:
             return workers
         if not self._holders:
@@ -325,7 +327,7 @@ class DataParallel:
         else:
             tag = f"{self._key}-check-{self.steps}-{uuid.uuid4().hex[:6]}"
             have = call.gather([call.submit(R.steps_of, self._rkey(w), key=f"{tag}-{w}", worker=w) for w in workers])
-            best = max(have)
+            best = self.steps if self.steps in have else max(have)  # (a step the client gave up is undone)
             if best < 0:
                 raise DistributedError(
                     f"DataParallel.step: every worker holding a replica of the model is gone (had "

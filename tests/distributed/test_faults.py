@@ -254,3 +254,29 @@ def test_a_killed_scheduler_is_named(tmp_path):
             if p is not None and p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def _run_ahead(key: str) -> int:
+    """On a worker: its replica as if it had finished one more step than the client counted."""
+    replica = R.REPLICAS.get(key)
+    replica.steps += 1
+    return replica.steps
+
+
+def test_a_replica_that_finished_a_step_the_client_gave_up_is_set_back(client):
+    """A frozen worker that resumes with its peers' shards in hand may finish the step the client gave
+    up; the next step copies a replica at the client's count to it, so that step is applied nowhere
+    (re-running the same batch, as the error advises, does not apply it twice)."""
+    net = _mlp()
+    dp = la.distributed.DataParallel(net, nn.SoftmaxCrossEntropyLoss(),
+                                     nn.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}),
+                                     client=client, timeout=60)
+    x, y = np.ones((8, 4), "float32"), np.zeros(8, "int32")
+    dp.step(x, y)
+    ahead = dp._holders[0]
+    assert client.run(_run_ahead, dp._rkey(ahead), workers=[ahead])[ahead] == 2
+    dp._suspect = True  # (as after a step that raised)
+    dp.step(x, y)
+    assert dp.steps == 2
+    have = [client.run(R.steps_of, dp._rkey(w), workers=[w])[w] for w in dp._holders]
+    assert have == [2, 2]
