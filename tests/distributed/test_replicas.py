@@ -384,7 +384,9 @@ def test_step_many_of_dask_batches_is_one_task_per_worker_equal_to_k_steps(clien
     monkeypatch.undo()
     assert submitted.count("step_task") == len(many._holders) == 2
     holders = client.who_has(persisted[0])
-    assert owners[0][1] == [holders[k][0] for k in da.core.flatten(persisted[0].__dask_keys__())]
+    keys = list(da.core.flatten(persisted[0].__dask_keys__()))
+    # (each piece on a worker holding it: an earlier step may have copied a piece, so a key can have two holders)
+    assert len(owners[0][1]) == len(keys) and all(w in holders[k] for w, k in zip(owners[0][1], keys))
     assert many_losses == one_losses and many.steps == one.steps == len(batches)
     mine, theirs = _replica_values(client, many), _replica_values(client, one)
     for k in mine[0]:
