@@ -677,8 +677,7 @@ RULES: dict[str, Rule] = {
     "batch_norm": Rule(_batch_only(0)),
     "batch_norm_relu": Rule(_batch_only(0)),  # (a relu per value: the batch split as batch_norm)
     "squeeze_excite": Rule(_batch_only(0)), "channel_shuffle": Rule(_concatenate),  # (its concatenation's rule)
-    "max_pool2d": Rule(_batch_only(0, 1)),
-    "max_pool2d_relu": Rule(_batch_only(0, 1)),  # (max_pool2d then relu: the pool's rule; the relu is per value)
+    "max_pool2d": Rule(_batch_only(0, 1)), "max_pool2d_relu": Rule(_batch_only(0, 1)),  # (the pool's; relu per value)
     "avg_pool2d": Rule(_batch_only(0, 1)),
     "layer_norm": Rule(_layer_norm),
     "masked_softmax": Rule(_masked_softmax),

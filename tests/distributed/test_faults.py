@@ -166,12 +166,17 @@ def _mlp():
     return net
 
 
-def test_data_parallel_step_with_a_frozen_worker_ends_at_its_timeout_and_leaves_the_parameters(client):
+def _trainer(client):
+    """A small SGD ``DataParallel`` on ``client`` (timeout 60 s) and a batch for it: (net, dp, x, y)."""
     net = _mlp()
     dp = la.distributed.DataParallel(net, nn.SoftmaxCrossEntropyLoss(),
                                      nn.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}),
                                      client=client, timeout=60)
-    x, y = np.ones((8, 4), "float32"), np.zeros(8, "int32")
+    return net, dp, np.ones((8, 4), "float32"), np.zeros(8, "int32")
+
+
+def test_data_parallel_step_with_a_frozen_worker_ends_at_its_timeout_and_leaves_the_parameters(client):
+    net, dp, x, y = _trainer(client)
     dp.step(x, y)
     before = {k: p.data().asnumpy().copy() for k, p in net.collect_params().items()}
     with _stopped(client):
@@ -267,11 +272,7 @@ def test_a_replica_that_finished_a_step_the_client_gave_up_is_set_back(client):
     """A frozen worker that resumes with its peers' shards in hand may finish the step the client gave
     up; the next step copies a replica at the client's count to it, so that step is applied nowhere
     (re-running the same batch, as the error advises, does not apply it twice)."""
-    net = _mlp()
-    dp = la.distributed.DataParallel(net, nn.SoftmaxCrossEntropyLoss(),
-                                     nn.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1}),
-                                     client=client, timeout=60)
-    x, y = np.ones((8, 4), "float32"), np.zeros(8, "int32")
+    net, dp, x, y = _trainer(client)
     dp.step(x, y)
     ahead = dp._holders[0]
     assert client.run(_run_ahead, dp._rkey(ahead), workers=[ahead])[ahead] == 2
