@@ -4,6 +4,7 @@ from . import (  # noqa: F401  (registration side effect)
     attention,
     batch_norm_relu,
     bitcast,
+    boxing,
     channel_shuffle,
     conv,
     conv_act,

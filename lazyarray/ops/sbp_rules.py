@@ -1,4 +1,4 @@
-"""SBP rules: which input/output SBP signatures each op supports, and the ``boxing`` op.
+"""SBP rules: which input/output SBP signatures each op supports (the ``boxing`` op: ``ops/boxing.py``).
 
 A rule is ``rule(sbps, shapes, out_shapes, params) -> [SBP per output] | None``: given one SBP
 per input (logical ``shapes`` and the op's logical ``out_shapes``), the output SBPs when the
@@ -26,11 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..caches import NamedCache
-from ..sbp import SBP, SBPError, broadcast, parse, split
+from ..sbp import SBP, broadcast, parse, split
 from ..tuning_table import current
 from ..user_frames import warn
-from .params import ParamType
-from .registry import OpDef, Param, normalize_axis, register
+from .registry import OpDef, normalize_axis
 
 B = broadcast()
 SBP_FALLBACK_WARNED = NamedCache("SBP fallback warnings given", 4096)  # op names
@@ -769,32 +768,3 @@ def warn_fallback(op: OpDef) -> None:
     warn(f"{op.name}: no SBP rule; its inputs are gathered to broadcast (whole) arrays on every "
          "piece, which moves data and repeats the work. Add a rule in lazyarray/ops/sbp_rules.py "
          "or set LAZYARRAY_SBP_FALLBACK_WARN=0.", SBPFallbackWarning)
-
-
-# -- the boxing op ------------------------------------------------------------------------------------------
-class _SBPType(ParamType):
-    """An SBP signature attribute, ``"S(0)"`` / ``"B"`` / ``"P(sum)"`` in JSON."""
-
-    name = "sbp"
-
-    def convert(self, value, op, param):
-        try:
-            return parse(value)
-        except SBPError as exc:
-            raise self._bad(value, op, param, "an SBP such as 'S(0)', 'B' or 'P(sum)'") from exc
-
-    def to_json(self, value):
-        return str(value)
-
-
-SBP_PARAM = _SBPType()
-
-register(OpDef(
-    # a copy, not a view: on a cluster the collective delivers a new array, so the node holds a
-    # buffer of its own in the memory plan (as copy_to does) and shows there by its name
-    "boxing", ("x",), lambda xp, x, src, dst, out=None: x.copy(),
-    params=(Param("src", SBP_PARAM), Param("dst", SBP_PARAM)),
-    grad=lambda F, ins, y, g, src, dst: [g],
-    doc="x converted from SBP src to SBP dst: the explicit communication node of a global graph "
-        "(the logical value does not change, so on one process it is x itself)",
-))
