@@ -154,10 +154,14 @@ class Tuning:
     # of this size (PyTorch DDP's 25 MB): the tasks of a step grow with the bytes, not with the arrays
     dp_bucket_bytes: int = _doc(25 << 20, "bytes of one gradient bucket DataParallel reduces among its workers")
     # -- recurrent layers (graph/passes/scan_projection.py)
-    foreach_projection_max_macs: int = _doc(8192, "inference graphs: most multiply-adds per step (all rows) of a "
+    foreach_projection_max_macs: int = _doc(1 << 15, "inference graphs: most multiply-adds per step (all rows) of a "
                                             "recurrent layer's input projection (matmul and bias add before its "
                                             "foreach) computed by the loop's body step by step where a compiled cell "
                                             "runs it (numba installed; 0: none; benchmarks/rnn_conv_ab.py)")
+    foreach_projection_max_call_macs: int = _doc(1 << 17, "inference graphs: most multiply-adds over every step "
+                                                 "(length x rows x features x units) of such a projection computed "
+                                                 "by the loop's body (past it one BLAS product before the loop wins; "
+                                                 "lstm_bidir b8's second layer: 7 x 16K in the loop, 0.92x CPU time)")
 
     # -- transformer inference rewrites (graph/passes/attention.py, layer_norm.py; benchmarks/real_models.py --ab)
     fuse_attention: bool = _doc(True, "inference graphs: matmul, score ops, softmax, matmul as one nn.fused_attention")

@@ -14,8 +14,11 @@ every step: equal within rounding).
 Applied only where a compiled cell will run the body (numba on), the body has one data input and
 saves no states, the projection and its bias add are read by this loop only, ``x`` is [time, batch,
 features] and ``W`` 2-D, ``b`` one row; the projection's multiply-adds per step stay within the tuning
-table's ``foreach_projection_max_macs`` (past it one BLAS product over every step wins) and the
-body's within ``foreach_cell_max_macs``, at the traced batch.
+table's ``foreach_projection_max_macs``, over all the steps (the traced length times the rows, features
+and units) within its ``foreach_projection_max_call_macs`` (past either one BLAS product over every
+step wins: the loop's products cost about the same per multiply-add at any length, the hoisted
+product a fixed two program steps and less per multiply-add), and the body's within
+``foreach_cell_max_macs``, at the traced batch.
 """
 from __future__ import annotations
 
@@ -178,10 +181,12 @@ def scan_projection(sym: Symbol) -> Symbol:
 
 
 def _fits(node: Node, mm: Node) -> bool:
-    """Whether the projection's products per step stay within ``foreach_projection_max_macs`` (past it one
-    BLAS product over every step is cheaper than the compiled loop's) and the body's, the projection's
-    included, within the compiled cell's bound, at the traced batch."""
-    (_, batch, feats), units = mm.inputs[0].aval.shape, mm.inputs[1].aval.shape[1]
-    tune = tuning()
-    return batch * feats * units <= tune.foreach_projection_max_macs and \
-        batch * (feats * units + _cell_macs(node.params["body"])) <= tune.foreach_cell_max_macs
+    """Whether the projection's products stay within ``foreach_projection_max_macs`` per step and
+    ``foreach_projection_max_call_macs`` over every step (the loop's products cost about the same per
+    multiply-add whatever the length, where one BLAS product over every step costs two program steps and
+    then less per multiply-add: past the bound, it wins) and the body's, the projection's included,
+    within the compiled cell's bound, at the traced batch and length."""
+    (steps, batch, feats), units = mm.inputs[0].aval.shape, mm.inputs[1].aval.shape[1]
+    tune, per_step = tuning(), batch * feats * units
+    return per_step <= tune.foreach_projection_max_macs and steps * per_step <= tune.foreach_projection_max_call_macs \
+        and batch * (feats * units + _cell_macs(node.params["body"])) <= tune.foreach_cell_max_macs

@@ -2,7 +2,8 @@
 after the add or not) computed by its body step by step, in inference graphs where a compiled cell runs
 it; values equal the graph as written (within rounding: another summation order) and torch's on the
 imported LSTM / GRU fixtures; a projection read elsewhere, a loop that saves its states, products past
-foreach_cell_max_macs, numba off or a projection past foreach_projection_max_macs leave the graph as it is."""
+foreach_cell_max_macs, numba off or a projection past foreach_projection_max_macs (per step) or
+foreach_projection_max_call_macs (over every step: the length counts) leave the graph as it is."""
 from __future__ import annotations
 
 import os
@@ -89,6 +90,18 @@ def test_what_leaves_the_graph_as_it_is():
     with la.tuning(foreach_projection_max_macs=2 * 3 * 4):
         assert scan_projection(sym) is not sym
 
+
+
+def test_the_bound_over_every_step_reads_the_length():
+    """``foreach_projection_max_call_macs`` bounds length x rows x features x units: the same layer's
+    projection moves into the body at a short length, stays one product before the loop at a long one."""
+    with la.tuning(foreach_projection_max_call_macs=5 * 2 * 3 * 4):  # (5 steps of 2 rows x 3 x 4)
+        assert "matmul" not in _ops(scan_projection(_graph((5, 2, 3))).check())
+        long = _graph((6, 2, 3))
+        assert scan_projection(long) is long
+    with la.tuning(foreach_projection_max_call_macs=5 * 2 * 3 * 4 - 1):
+        sym = _graph((5, 2, 3))
+        assert scan_projection(sym) is sym
 
 def test_one_body_per_layer_for_every_signature():
     sym = _graph((5, 2, 3))
