@@ -14,8 +14,8 @@ once it indexed slices too, in one kernel for every stride.) Channels-last input
 in bounds each add over the channels (innermost). Both sum the taps in the reference's order (row by row, then along the row; padded taps add zero as the
 reference's padded windows do) with the reference's dtypes, and add the bias last, so the values are the reference's.
 The NCHW loop adds four taps a pass over its accumulator, in tap order (the same sums), and applies
-``nn.conv2d_act``'s activation as it writes each value (``activation_jit.activate_value``: the
-separate pass's values bit for bit; ``conv_act`` runs ``conv2d_act[compiled, depthwise]`` so, eager
+``nn.conv2d_act``'s activation as it writes each row (``activation_jit.activate_row``: the
+separate pass's values bit for bit, one vectorized loop per activation; ``conv_act`` runs ``conv2d_act[compiled, depthwise]`` so, eager
 and bound, one call and one pass a layer).
 The output is written in the input's order (into the planned buffer when it has that order). Where
 numba is missing or switched off, or the dtypes are not float32/float64, ``depthwise_taps`` runs
@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import jit
 from ..ops import conv
-from .activation_jit import act_code, act_params, activate_value
+from .activation_jit import act_code, act_params, activate_row
 from .impl import Impl
 from .phase_planes import phase_tables, with_fill
 
@@ -38,9 +38,9 @@ FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 @jit.tiered
 def _dw_nchw(fill):
-    """The NCHW kernel, ``fill`` (``phase_planes.FILL``) and ``activation_jit.activate_value`` compiled
+    """The NCHW kernel, ``fill`` (``phase_planes.FILL``) and ``activation_jit.activate_row`` compiled
     into it (``phase_planes.with_fill``)."""
-    activate = jit.compiled(activate_value, always=True)
+    activate = jit.compiled(activate_row, always=True)
 
     def dw_nchw(x, w, b, y, cols, taps, g, p):  # pragma: no cover  (compiled by numba)
         """y (N, C, Ho, Wo) = act(depthwise conv of x (N, C, H, W) by w (C, kh * kw), plus b (C,) if b
@@ -54,8 +54,9 @@ def _dw_nchw(fill):
         (added in tap order, so the sums are one tap at a time's), a long loop without bounds tests,
         which vectorizes (the Wq - Wo columns between rows are computed and dropped). Taps in the
         reference's order (zero in the padding, as the reference's padded windows); the valid
-        columns written out with the bias added last and the activation (``activate_value``: as
-        ``conv_act``'s separate pass rounds, bit for bit; code -1: none)."""
+        columns written out row by row with the bias added last (-0.0 where there is none) and the
+        activation (``activate_row``: as ``conv_act``'s separate pass rounds, bit for bit; code -1:
+        none)."""
         n, c = x.shape[0], x.shape[1]
         ho, wo, sw = y.shape[2], y.shape[3], cols.shape[0]
         if n * c * ho * wo == 0:
@@ -88,11 +89,9 @@ def _dw_nchw(fill):
                     for q in range(length):
                         acc[q] += src[q] * wv
                 ys = y[img, ch]
-                bo = b[ch] if biased else zero
+                bo = b[ch] if biased else -zero  # (-0.0: adding it changes no value)
                 for oh in range(ho):
-                    yr, ar = ys[oh], acc[oh * wq:oh * wq + wo]
-                    for ow in range(wo):
-                        yr[ow] = activate(ar[ow] + bo if biased else ar[ow], code, alpha, beta, zero, one)
+                    activate(ys[oh], acc[oh * wq:oh * wq + wo], bo, code, alpha, beta, zero, one)
 
     return dw_nchw
 

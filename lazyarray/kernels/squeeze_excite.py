@@ -27,7 +27,7 @@ from .. import jit
 from ..ops.squeeze_excite import squeeze_excite_kernel
 from .impl import Choice, Impl
 from .pairwise_sum import BLOCK, with_row_sum
-from .runner import fixed_binder, ran
+from .runner import Bound, direct, ran
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -165,8 +165,40 @@ def run_squeeze_excite(xp, x, w1, b1, w2, b2, alpha=0.2, beta=0.5, out=None):
     return ran(choice, choice.impl.run(*args), _CHOICES, args, (x,))
 
 
+def _bound_in_place(x, alpha, beta, generic):
+    """A compiled step's call of ``compiled``'s pass into x itself (the planned buffer MobileNetV3's
+    blocks get) with what the step's avals fix fetched once (the kernel, the plan, the flat shape):
+    ``fn(x, w1, b1, w2, b2, out=)`` checks only that ``out`` is x and x a C-ordered NumPy array, and
+    takes any other call to ``generic`` (issue #35: at batch 1 the per-call checks cost four times the
+    pass). None where the pass does not run (its plan None, numba off, a program's first run)."""
+    n, c, hh, ww = x.shape
+    plan = _plan(hh * ww, x.dtype, alpha, beta)
+    kern = None if plan is None else with_row_sum(_squeeze_excite_with)
+    if kern is None:
+        return None
+    flat = (n, c, hh * ww)
+
+    def fn(x, w1, b1, w2, b2, out=None):
+        if out is not x or x.__class__ is not np.ndarray or not x.flags.c_contiguous:
+            return generic(x, w1, b1, w2, b2, out=out)
+        rows = x.reshape(flat)
+        kern(rows, w1, b1, w2, b2, rows, *plan)
+        return out
+
+    return fn
+
+
+def bind_squeeze_excite(xp, x, w1, b1, w2, b2, out=None, alpha=0.2, beta=0.5) -> Bound:
+    """A compiled step's ``Bound``: ``choose_squeeze_excite``'s choice (fixed by the step's avals, memory
+    orders and tuning table) with its run bound; ``compiled`` into x itself by ``_bound_in_place``."""
+    choice = choose_squeeze_excite(xp, x, w1, b1, w2, b2, alpha, beta, out)
+    generic = direct(choice, _CHOICES, xp, (alpha, beta), arity=5)
+    fast = _bound_in_place(x, alpha, beta, generic) if choice.impl is COMPILED else None
+    return Bound(choice, fast or generic)
+
+
 # op name -> its implementations, runner, chooser and binder (``kernels.choose``, ``kernels.bind``)
 IMPLS = {"squeeze_excite": (COMPILED, ORDERED, REFERENCE)}
 RUNNERS = {"squeeze_excite": run_squeeze_excite}
 CHOOSERS = {"squeeze_excite": choose_squeeze_excite}
-BINDERS = {"squeeze_excite": fixed_binder(choose_squeeze_excite, _CHOICES, ("alpha", "beta"))}
+BINDERS = {"squeeze_excite": bind_squeeze_excite}

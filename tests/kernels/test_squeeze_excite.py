@@ -130,3 +130,21 @@ def test_the_chooser_and_the_binder_name_the_compiled_pass():
     assert bound.choice.impl is K.COMPILED
     assert bound.fn(x, *params, out=out) is out
     np.testing.assert_allclose(out, squeeze_excite_kernel(np, x, *params, ALPHA, BETA), **TOL[np.float64])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_compiled_steps_binding_runs_the_pass_into_x_as_compiled_does(dtype):
+    """``bind_squeeze_excite``'s step into x itself (``_bound_in_place``: the kernel and plan fetched once)
+    gives ``compiled``'s values bit for bit; calls into another buffer, without one, or of a strided view
+    go to the generic binding, with the same values; an empty batch too."""
+    for shape, r in (((2, 16, 16, 16), 4), ((3, 32, 8, 8), 8), ((0, 8, 4, 4), 2)):
+        x, *params = _arrays(shape, r, dtype)
+        want = K._compiled(np, x, *params, ALPHA, BETA, None)
+        bound = kernels.bind("squeeze_excite", np, x, *params, out=x, alpha=ALPHA, beta=BETA)
+        assert bound.choice.impl is K.COMPILED and "_bound_in_place" in bound.fn.__qualname__
+        for out in (np.full_like(x, np.nan), None):
+            got = bound.fn(x, *params, out=out)
+            assert (out is None or got is out) and got.tobytes() == want.tobytes()
+        view = np.repeat(x, 2, axis=3)[..., ::2]
+        np.testing.assert_allclose(bound.fn(view, *params, out=None), want, **TOL[dtype])
+        assert bound.fn(x, *params, out=x) is x and x.tobytes() == want.tobytes()
