@@ -154,7 +154,9 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
     generic = direct(choice, _CHOICES, xp, params)
     fixed = (depthwise.bound_nchw(x, weight, bias, *geometry[:3], out) if choice.impl is DEPTHWISE else
              conv_direct.bound_direct(x, weight, bias, *geometry, out, generic) if choice.impl is DIRECT else
-             conv_direct.bound_pointwise(x, weight, out, generic) if choice.impl is POINTWISE else None) or generic
+             conv_direct.bound_pointwise(x, weight, out, generic) if choice.impl is POINTWISE else
+             conv_blocked.bound_blocked(x, weight, bias, *geometry[:3], out, generic) if choice.impl is BLOCKED
+             else None) or generic
     t = current()
     kept_counts = xp is np and t.winograd and x.shape[1] >= t.winograd_min_channels and weight.shape[2:] == (3, 3)
     layout_counts = groups == 1 and x.shape[0] > 1

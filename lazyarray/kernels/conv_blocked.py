@@ -38,13 +38,13 @@ from .phase_planes import phase_tables, with_fill
 ROUND = 32  # (the flat loop's length a multiple of this: 4 vectors of 8 float32 values, unrolled 4 times)
 
 
-def _pass3(a0, a1, a2, a3, s0, s1, s2, wb, tap):  # pragma: no cover  (compiled by numba, inlined)
-    """Four accumulator rows ``a0..a3`` += three tap slices ``s0..s2`` times the weights
-    ``wb[k, tap:tap + 3]`` of output channel k (the block's (4, taps) weights of one input channel)."""
-    w00, w01, w02 = wb[0, tap], wb[0, tap + 1], wb[0, tap + 2]
-    w10, w11, w12 = wb[1, tap], wb[1, tap + 1], wb[1, tap + 2]
-    w20, w21, w22 = wb[2, tap], wb[2, tap + 1], wb[2, tap + 2]
-    w30, w31, w32 = wb[3, tap], wb[3, tap + 1], wb[3, tap + 2]
+def _pass3(a0, a1, a2, a3, s0, s1, s2, u0, u1, u2, u3, tap):  # pragma: no cover  (compiled by numba, inlined)
+    """Four accumulator rows ``a0..a3`` += three tap slices ``s0..s2`` times the weights ``uk[tap:tap + 3]``
+    (``uk``: output channel k's taps of one input channel)."""
+    w00, w01, w02 = u0[tap], u0[tap + 1], u0[tap + 2]
+    w10, w11, w12 = u1[tap], u1[tap + 1], u1[tap + 2]
+    w20, w21, w22 = u2[tap], u2[tap + 1], u2[tap + 2]
+    w30, w31, w32 = u3[tap], u3[tap + 1], u3[tap + 2]
     for q in range(a0.shape[0]):
         x0, x1, x2 = s0[q], s1[q], s2[q]
         a0[q] = a0[q] + x0 * w00 + x1 * w01 + x2 * w02
@@ -67,8 +67,8 @@ def _blocked(fill):
     pass3, pass1 = jit.compiled(PASS3, always=True), jit.compiled(PASS1, always=True)
 
     def blocked(x, w, b, y, cols, taps, g):  # pragma: no cover  (compiled by numba)
-        """y (N, O, Ho, Wo) = conv of x (N, C, H, W) by w (O4, C, 4, kh * kw) (the weight in blocks of
-        four output channels, zeros past O), plus b (O,) if b has O values; ``cols``, ``taps``:
+        """y (N, O, Ho, Wo) = conv of x (N, C, H, W) by w (O, C, kh * kw), plus b (O,) if b has O values
+        (a last block of fewer than four channels computes its last one again, not written out); ``cols``, ``taps``:
         ``phase_tables``'; ``g``: (sh, ph, hq, wq). Per image: its planes copied into phase planes
         (``fill``); per block of four output channels, per input channel, the taps three at a time
         (``pass3``; the last ones one at a time, ``pass1``) over the flat output plane rounded up to
@@ -86,20 +86,22 @@ def _blocked(fill):
         for img in range(n):
             for ch in range(c):
                 fill(pad[ch, :plane], x[img, ch], cols, sh, ph, wq)
-            for ob in range(w.shape[0]):
+            for ob in range(0, o, 4):
                 acc[:, :] = 0
                 a0, a1, a2, a3 = acc[0], acc[1], acc[2], acc[3]
+                o1, o2, o3 = min(ob + 1, o - 1), min(ob + 2, o - 1), min(ob + 3, o - 1)
                 for ci in range(c):
-                    pc, wb = pad[ci], w[ob, ci]
+                    pc, u0, u1, u2, u3 = pad[ci], w[ob, ci], w[o1, ci], w[o2, ci], w[o3, ci]
                     for tap in range(0, nt3, 3):
                         t0, t1, t2 = taps[tap], taps[tap + 1], taps[tap + 2]
-                        pass3(a0, a1, a2, a3, pc[t0:t0 + length], pc[t1:t1 + length], pc[t2:t2 + length], wb, tap)
+                        pass3(a0, a1, a2, a3, pc[t0:t0 + length], pc[t1:t1 + length], pc[t2:t2 + length],
+                              u0, u1, u2, u3, tap)
                     for tap in range(nt3, nt):
                         src = pc[taps[tap]:taps[tap] + length]
                         for k in range(4):
-                            pass1(acc[k], src, wb[k, tap])
-                for k in range(min(4, o - 4 * ob)):
-                    oc = 4 * ob + k
+                            pass1(acc[k], src, w[min(ob + k, o - 1), ci, tap])
+                for k in range(min(4, o - ob)):
+                    oc = ob + k
                     ys, ak = y[img, oc], acc[k]
                     for oh in range(ho):
                         yr, ar = ys[oh], ak[oh * wq:oh * wq + wo]
@@ -137,16 +139,6 @@ def _geometry(h: int, wd: int, kh: int, kw: int, stride, padding, dilation) -> t
     return cols, taps, g
 
 
-def blocks(weight) -> np.ndarray:
-    """The weight (O, C, kh, kw) as (ceil(O / 4), C, 4, kh * kw): blocks of four output channels, zeros
-    past O (a copy of O * C * kh * kw values a call)."""
-    o, c, kh, kw = weight.shape
-    o4 = (o + 3) // 4
-    wb = np.zeros((o4 * 4, c, kh * kw), weight.dtype)
-    wb[:o] = weight.reshape(o, c, kh * kw)
-    return wb.reshape(o4, 4, c, kh * kw).transpose(0, 2, 1, 3).copy()
-
-
 def conv2d_blocked(xp, x, weight, bias, stride, padding, dilation, groups, out):
     """conv2d by the compiled blocked loop (None where it does not apply: ``im2col_compiled`` runs)."""
     if not applies(xp, x, weight, bias, out, groups, weight.shape[0]):
@@ -159,9 +151,35 @@ def conv2d_blocked(xp, x, weight, bias, stride, padding, dilation, groups, out):
     into = out is not None and out.shape == shape and out.flags.c_contiguous
     y = out if into else np.empty(shape, x.dtype)
     b = np.zeros(0, x.dtype) if bias is None else np.ascontiguousarray(bias.reshape(-1))
-    kern(np.ascontiguousarray(x), blocks(weight), b, y, *_geometry(*x.shape[2:], *weight.shape[2:], stride, padding,
-                                                                   dilation))
+    o, c, kh, kw = weight.shape
+    kern(np.ascontiguousarray(x), np.ascontiguousarray(weight).reshape(o, c, kh * kw), b, y,
+         *_geometry(*x.shape[2:], kh, kw, stride, padding, dilation))
     if out is None or into:
         return y
     out[...] = y
     return out
+
+
+def bound_blocked(x, weight, bias, stride, padding, dilation, out, other):
+    """A compiled step's call of the blocked loop (``conv2d.bind_conv2d``) with what the step's arrays fix
+    made once (the kernel, the phase tables, the weight's (O, C, kh * kw) shape): ``fn(x, weight[, bias],
+    out=)`` writes into a C-ordered ``out`` the values ``conv2d_blocked`` writes (the same loop) and takes
+    any other call (another memory order, no output) to ``other`` (the step's generic binding). None where
+    this call would not run the loop into ``out``."""
+    if out is None or not (x.flags.c_contiguous and out.flags.c_contiguous) \
+            or not applies(np, x, weight, bias, out, 1, weight.shape[0]):
+        return None
+    ho, wo = conv.out_size(x, weight, stride, padding, dilation)
+    kern = with_fill(_blocked) if plane_fits(ho, wo) else None
+    if kern is None or out.shape != (x.shape[0], weight.shape[0], ho, wo):
+        return None
+    o, c, kh, kw = weight.shape
+    wshape, args, no_bias = (o, c, kh * kw), _geometry(*x.shape[2:], kh, kw, stride, padding, dilation), np.zeros(0, x.dtype)
+
+    def fn(x, w, b=None, out=None):  # (x, weight[, bias]: as the step passes them)
+        if out is None or not (out.flags.c_contiguous and x.flags.c_contiguous and w.flags.c_contiguous):
+            return other(x, w, b, out=out) if b is not None else other(x, w, out=out)
+        kern(x, w.reshape(wshape), no_bias if b is None else b, out, *args)
+        return out
+
+    return fn
