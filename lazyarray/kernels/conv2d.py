@@ -18,7 +18,7 @@ from ..ops import conv
 from ..ops.derived import keeps
 from ..threads import in_pool, num_threads, split_threads
 from ..tuning_table import current
-from . import conv1d, conv_direct, conv_im2col, depthwise
+from . import conv1d, conv_blocked, conv_direct, conv_im2col, depthwise
 from .conv_batch_last import conv2d_batch_last, conv2d_region, region_fits
 from .conv_split import conv2d_split
 from .impl import Choice, Impl
@@ -33,8 +33,6 @@ DEPTHWISE = depthwise.DEPTHWISE  # (compiled; depthwise.TAPS, the per-tap NumPy 
 GROUPED = conv_direct.GROUPED
 DIRECT = conv_direct.DIRECT
 POINTWISE = conv_direct.POINTWISE
-# the implementations whose runs take no scratch from the arena (their loops read the arrays as they are)
-_NO_SCRATCH = (DIRECT, POINTWISE, DEPTHWISE)
 BATCH_LAST = Impl("conv2d", "batch_last", conv2d_batch_last,
                   "groups == 1, a batch of images under per_image_min_pixels output pixels, or stored batch "
                   "last: one product for the whole batch, im2col in runs of N values", layout="batch last")
@@ -54,8 +52,15 @@ IM2COL_COMPILED = Impl("conv2d", "im2col_compiled", conv_im2col.conv2d_im2col_co
                        "im2col's case, a kernel larger than 1x1, float32/float64, conv_im2col_compiled on, numba: "
                        "the columns written by one compiled pass from the image (no padded copy), the same products",
                        fallback=IM2COL)
+BLOCKED = Impl("conv2d", "blocked", conv_blocked.conv2d_blocked,
+               "groups == 1, a kernel larger than 1x1, at most conv_blocked_max_filters filters, output planes of "
+               "16 pixels and 2 rows up (per_image_min_pixels for a batch), not batch last, float32/float64, "
+               "conv_blocked on, numba: one compiled loop per image, 4 output channels by 3 taps a pass",
+               fallback=IM2COL_COMPILED)
 CONV1D = conv1d.CONV1D
-IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, IM2COL_COMPILED, IM2COL, DIRECT, DEPTHWISE, depthwise.TAPS, GROUPED,
+# the implementations whose runs take no scratch from the arena (their loops read the arrays as they are)
+_NO_SCRATCH = (DIRECT, POINTWISE, DEPTHWISE, BLOCKED)
+IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, BLOCKED, IM2COL_COMPILED, IM2COL, DIRECT, DEPTHWISE, depthwise.TAPS, GROUPED,
          POINTWISE, CONV1D)
 
 _KEPT = ("kernel kept",)
@@ -104,6 +109,9 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
             if numpy and region_fits(x, out, x_last, out_last, t):
                 return _on_threads(REGION, num_threads())
             return _CHOICES[BATCH_LAST]
+    if t.conv_blocked and conv_blocked.plane_fits(ho, wo) \
+            and conv_blocked.applies(xp, x, weight, None, out, groups, t.conv_blocked_max_filters):
+        return _CHOICES[BLOCKED]
     if groups == 1:
         return _CHOICES[IM2COL_COMPILED if t.conv_im2col_compiled and kh * kw > 1
                         and conv_im2col.applies(xp, x, weight, None, out, groups) else IM2COL]
@@ -146,7 +154,9 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
     generic = direct(choice, _CHOICES, xp, params)
     fixed = (depthwise.bound_nchw(x, weight, bias, *geometry[:3], out) if choice.impl is DEPTHWISE else
              conv_direct.bound_direct(x, weight, bias, *geometry, out, generic) if choice.impl is DIRECT else
-             conv_direct.bound_pointwise(x, weight, out, generic) if choice.impl is POINTWISE else None) or generic
+             conv_direct.bound_pointwise(x, weight, out, generic) if choice.impl is POINTWISE else
+             conv_blocked.bound_blocked(x, weight, bias, *geometry[:3], out, generic) if choice.impl is BLOCKED
+             else None) or generic
     t = current()
     kept_counts = xp is np and t.winograd and x.shape[1] >= t.winograd_min_channels and weight.shape[2:] == (3, 3)
     layout_counts = groups == 1 and x.shape[0] > 1

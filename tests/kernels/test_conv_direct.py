@@ -70,7 +70,7 @@ def test_views_and_planned_buffers():
 def test_the_chooser_takes_it_for_small_layers_only():
     x, w = np.ones((1, 4, 2, 23), np.float32), np.ones((16, 4, 1, 3), np.float32)
     assert kernels.choose(CONV, np, x, w, padding=(0, 1)).impl is kconv.DIRECT
-    with la.tuning(conv_direct_max_macs=1000):  # past the bound: the products
+    with la.tuning(conv_direct_max_macs=1000, conv_blocked=False):  # past the bound: the products
         assert kernels.choose(CONV, np, x, w, padding=(0, 1)).impl is kconv.IM2COL_COMPILED
     with la.tuning(jit=False):
         assert kernels.choose(CONV, np, x, w, padding=(0, 1)).impl is kconv.IM2COL

@@ -34,6 +34,13 @@ GEOMETRY = [  # x shape, weight shape, stride, padding, dilation: the real CNNs'
 ]
 
 
+@pytest.fixture(autouse=True)
+def _without_blocked():
+    """conv2d[blocked] off: these layers of few filters are its case (tests/kernels/test_conv_blocked.py)."""
+    with la.tuning(conv_blocked=False):
+        yield
+
+
 def _arrays(rng, xs, ws, dtype, bias=True):
     x = rng.standard_normal(xs).astype(dtype)
     w = rng.standard_normal(ws).astype(dtype)
