@@ -179,7 +179,7 @@ class Program:
                 s[slot] = v
         b = self.bindings
         if MODE.get() & PROFILING:
-            self._run_timed(s)  # (the runners' steps: they note what they choose)
+            self._run_timed(s)  # (the same steps, timed)
         elif b is None:
             for step in self.steps:
                 step(s)
@@ -193,19 +193,38 @@ class Program:
         return [outs] if self._one_out else list(outs)
 
     def _run_timed(self, s) -> None:
-        """The steps, each timed into the profile being recorded (``la.profile()``): the runners' steps,
-        which note what they choose while they run (a bound step's choice is fixed at its binding,
-        while a tiered kernel's later tier or a choice made per call is not: ``explain()`` reads
-        these rows)."""
+        """The steps a plain run runs (the bound ones where the program binds, ``binding.py``), each
+        timed into the profile being recorded (``la.profile()``). A bound step's row names the choice
+        it ran: one its function noted while it ran (a fallback, ``runner.direct``; an early tier),
+        else its ``Bound``'s ``choice`` read after the step (a step that binds again inside sets it,
+        ``runner.by_facts``; a dense layer's step with its relu: the dense's); the others' runners
+        note what they choose while they run."""
         prof = current_profile()
         prof.saw(self)
         where = id(self)
-        for i, (step, specs) in enumerate(zip(self.steps, self.step_specs)):
+        steps, chosen = self._steps_now()
+        for i, (step, specs) in enumerate(zip(steps, self.step_specs)):
+            prof.take_choice()  # (nothing noted before this step names it)
             start = time.perf_counter_ns()
             step(s)
+            bound = chosen.get(i)  # (after the step: bound by this run, or its choice set by this call)
             prof.add(specs[0].node.op if len(specs) == 1 else "+".join(sp.node.op.qualname for sp in specs),
                      tuple(e.aval.shape for e in specs[0].node.inputs), start, "compiled", step=i,
-                     node=specs[0].name, program=where)
+                     node=specs[0].name, program=where,
+                     bound=None if bound is None else (bound[0] if isinstance(bound, tuple) else bound).choice)
+
+    def _steps_now(self) -> tuple:
+        """The steps a run under the tuning table and thread count in force runs, and the ``Bound`` of
+        each step bound there (step index -> Bound; a dict that fills as steps bind at their first run)."""
+        b = self.bindings
+        if b is None:
+            return self.steps, {}
+        t, n = current(), num_threads()
+        table, threads, steps, chosen = b.current
+        if table is not t or threads != n:
+            steps = b.steps_for(t, n)
+            chosen = b.current[3]
+        return steps, chosen
 
     def __repr__(self) -> str:
         return f"<Program {len(self.steps)} steps, {self.plan!r}>"

@@ -163,7 +163,7 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
         c = choose_conv2d(xp, arrays[0], arrays[1], out, *geometry)
         return Bound(c, direct(c, _CHOICES, xp, params))
 
-    return Bound(choice, by_facts(facts, rebind, {facts(x, weight): Bound(choice, fixed)}))
+    return by_facts(facts, rebind, {facts(x, weight): Bound(choice, fixed)}, choice)
 
 
 def choose_for_call(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):
