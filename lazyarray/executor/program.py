@@ -38,6 +38,7 @@ from ..errors import DeferredComputeError
 from ..graph.node import Entry, Node, check_capture
 from ..graph.traverse import topo_order
 from ..kernels.profile import current as current_profile
+from ..kernels.scratch_free import reads_no_scratch
 from ..mode import MODE, PROFILING
 from ..ops import registry
 from ..ops.scratch import bind_workspace, planned_workspace_bytes, workspace_arena
@@ -448,6 +449,8 @@ def _plan(g: _Graph, specs: list[_Spec], out_slots: set[int], names: dict, order
                           and node.inputs[ip].aval.dtype == node.avals[op_].dtype
                           and orders.get(ins[ip]) == orders.get(outs[op_]))  # same memory order
         ws = planned_workspace_bytes(node.op, [e.aval for e in node.inputs], node.params) if sp.kind in _PLANNED else 0
+        if ws and _binds_without_scratch(sp, orders):  # (its bound kernel reads none: no workspace planned)
+            ws = 0
         steps.append(Step(ins, outs, pairs, names.get(id(node), node.label()), ws))
     for node in g.order:
         nm = names.get(id(node), node.label())
@@ -463,6 +466,20 @@ def _plan(g: _Graph, specs: list[_Spec], out_slots: set[int], names: dict, order
     plan = plan_memory(values, steps)
     plan.concats_in_place = in_place
     return plan
+
+
+def _binds_without_scratch(sp: _Spec, orders: dict) -> bool:
+    """Whether the step binds (``binding.py``) a kernel that never takes scratch for arrays of its avals
+    as planned (``kernels/scratch_free.py``, asked on stand-ins: NumPy, C-ordered; a step reading or
+    writing a value in a planned memory order is not asked). Its runner's steps (a first run, the
+    kernels log) then take the thread's own arena where they take scratch: the same values."""
+    node = sp.node
+    if any(orders.get(k) is not None for k in sp.ins + sp.outs) or node.avals[0].device.xp is not np \
+            or not bindable(sp, _BINDABLE, _PLANNED):
+        return False
+    arrays = [np.empty(e.aval.shape, e.aval.dtype) for e in node.inputs]
+    out = np.empty(node.avals[0].shape, node.avals[0].dtype) if len(sp.outs) == 1 else None
+    return reads_no_scratch(node.op, np, *arrays, out=out, **node.params)
 
 
 # -- 5. layout -------------------------------------------------------------------------------------

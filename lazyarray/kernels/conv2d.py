@@ -34,7 +34,7 @@ GROUPED = conv_direct.GROUPED
 DIRECT = conv_direct.DIRECT
 POINTWISE = conv_direct.POINTWISE
 # the implementations whose runs take no scratch from the arena (their loops read the arrays as they are)
-_NO_SCRATCH = (DIRECT, POINTWISE, DEPTHWISE)
+NO_SCRATCH = (DIRECT, POINTWISE, DEPTHWISE)
 BATCH_LAST = Impl("conv2d", "batch_last", conv2d_batch_last,
                   "groups == 1, a batch of images under per_image_min_pixels output pixels, or stored batch "
                   "last: one product for the whole batch, im2col in runs of N values", layout="batch last")
@@ -147,11 +147,9 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
     fixed = (depthwise.bound_nchw(x, weight, bias, *geometry[:3], out) if choice.impl is DEPTHWISE else
              conv_direct.bound_direct(x, weight, bias, *geometry, out, generic) if choice.impl is DIRECT else
              conv_direct.bound_pointwise(x, weight, out, generic) if choice.impl is POINTWISE else None) or generic
-    t = current()
-    kept_counts = xp is np and t.winograd and x.shape[1] >= t.winograd_min_channels and weight.shape[2:] == (3, 3)
-    layout_counts = groups == 1 and x.shape[0] > 1
+    kept_counts, layout_counts = per_call_facts(xp, x, weight, groups, current())
     if not (kept_counts or layout_counts):  # (direct loops read no scratch: the step lends no workspace)
-        return Bound(choice, fixed, scratch=choice.impl not in _NO_SCRATCH)
+        return Bound(choice, fixed, scratch=choice.impl not in NO_SCRATCH)
     nbytes = 36 * weight.size // 9 * weight.itemsize
 
     def facts(x, weight, *_):
@@ -164,6 +162,14 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
         return Bound(c, direct(c, _CHOICES, xp, params))
 
     return by_facts(facts, rebind, {facts(x, weight): Bound(choice, fixed)}, choice)
+
+
+def per_call_facts(xp, x, weight, groups: int, t) -> tuple[bool, bool]:
+    """What ``bind_conv2d`` checks per call for arrays like these under the tuning table ``t``: whether
+    the weight being kept can choose Winograd, and whether the input's memory order and the pool's
+    threads can change the choice (a batch); neither: the choice is bound once."""
+    kept_counts = xp is np and t.winograd and x.shape[1] >= t.winograd_min_channels and weight.shape[2:] == (3, 3)
+    return kept_counts, groups == 1 and x.shape[0] > 1
 
 
 def choose_for_call(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):
