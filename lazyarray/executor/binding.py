@@ -9,8 +9,9 @@ for one pair (``Bindings.current``) and binds again when a run finds another. A 
 first run under that pair (not in the program's very first run, ``jit.first_run``, whose BLAS probe
 answers provisionally), by the same chooser its runner asks, on the run's own arrays; facts that
 only a call shows (a weight kept by its version) stay checked per call inside the bound function
-(``kernels/conv2d.py``). Runs under ``la.profile()`` and with the kernels log on (``log_kernels``)
-take the runners' steps, which say what they chose (the same choices: ``tests/executor/test_binding.py``).
+(``kernels/conv2d.py``). Runs with the kernels log on (``log_kernels``) take the runners' steps, which
+say what they chose (the same choices: ``tests/executor/test_binding.py``); runs under ``la.profile()``
+time the bound steps, each named by the choice it ran (``Bound.choice``, ``Program._run_timed``).
 """
 from __future__ import annotations
 

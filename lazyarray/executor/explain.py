@@ -24,7 +24,7 @@ from html import escape
 
 from ..errors import fmt_shape
 from ..kernels.profile import Profile
-from ..ops.scratch import workspace_bytes
+from ..ops.scratch import planned_workspace_bytes, workspace_bytes
 from .concat_in_place import IN_PLACE
 from .param_cache import KEPT
 from .program import Program
@@ -160,9 +160,13 @@ def _where(plan, slot, handed) -> str:
 
 def _workspace(plan, k: int, node) -> str:
     """The scratch bytes the node's op declares (``OpDef.workspace``) and, in a compiled program,
-    the planned buffer that holds them while the step runs (``#b@offset``)."""
-    n = workspace_bytes(node.op, [e.aval for e in node.inputs], node.params)
+    the planned buffer that holds them while the step runs (``#b@offset``); ``- (reads none)`` where
+    the plan gave a CPU step none, its bound kernel reading no scratch (``program._binds_without_scratch``)."""
+    avals = [e.aval for e in node.inputs]
+    n = workspace_bytes(node.op, avals, node.params)
     w = plan.workspace_of.get(k)
+    if w is None and n and planned_workspace_bytes(node.op, avals, node.params):
+        return "- (reads none)"
     if w is None or not n:
         return _bytes(n)
     at = plan.offset_of[w]

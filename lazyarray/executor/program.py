@@ -38,6 +38,7 @@ from ..errors import DeferredComputeError
 from ..graph.node import Entry, Node, check_capture
 from ..graph.traverse import topo_order
 from ..kernels.profile import current as current_profile
+from ..kernels.scratch_free import reads_no_scratch
 from ..mode import MODE, PROFILING
 from ..ops import registry
 from ..ops.scratch import bind_workspace, planned_workspace_bytes, workspace_arena
@@ -179,7 +180,7 @@ class Program:
                 s[slot] = v
         b = self.bindings
         if MODE.get() & PROFILING:
-            self._run_timed(s)  # (the runners' steps: they note what they choose)
+            self._run_timed(s)  # (the same steps, timed)
         elif b is None:
             for step in self.steps:
                 step(s)
@@ -193,19 +194,38 @@ class Program:
         return [outs] if self._one_out else list(outs)
 
     def _run_timed(self, s) -> None:
-        """The steps, each timed into the profile being recorded (``la.profile()``): the runners' steps,
-        which note what they choose while they run (a bound step's choice is fixed at its binding,
-        while a tiered kernel's later tier or a choice made per call is not: ``explain()`` reads
-        these rows)."""
+        """The steps a plain run runs (the bound ones where the program binds, ``binding.py``), each
+        timed into the profile being recorded (``la.profile()``). A bound step's row names the choice
+        it ran: one its function noted while it ran (a fallback, ``runner.direct``; an early tier),
+        else its ``Bound``'s ``choice`` read after the step (a step that binds again inside sets it,
+        ``runner.by_facts``; a dense layer's step with its relu: the dense's); the others' runners
+        note what they choose while they run."""
         prof = current_profile()
         prof.saw(self)
         where = id(self)
-        for i, (step, specs) in enumerate(zip(self.steps, self.step_specs)):
+        steps, chosen = self._steps_now()
+        for i, (step, specs) in enumerate(zip(steps, self.step_specs)):
+            prof.take_choice()  # (nothing noted before this step names it)
             start = time.perf_counter_ns()
             step(s)
+            bound = chosen.get(i)  # (after the step: bound by this run, or its choice set by this call)
             prof.add(specs[0].node.op if len(specs) == 1 else "+".join(sp.node.op.qualname for sp in specs),
                      tuple(e.aval.shape for e in specs[0].node.inputs), start, "compiled", step=i,
-                     node=specs[0].name, program=where)
+                     node=specs[0].name, program=where,
+                     bound=None if bound is None else (bound[0] if isinstance(bound, tuple) else bound).choice)
+
+    def _steps_now(self) -> tuple:
+        """The steps a run under the tuning table and thread count in force runs, and the ``Bound`` of
+        each step bound there (step index -> Bound; a dict that fills as steps bind at their first run)."""
+        b = self.bindings
+        if b is None:
+            return self.steps, {}
+        t, n = current(), num_threads()
+        table, threads, steps, chosen = b.current
+        if table is not t or threads != n:
+            steps = b.steps_for(t, n)
+            chosen = b.current[3]
+        return steps, chosen
 
     def __repr__(self) -> str:
         return f"<Program {len(self.steps)} steps, {self.plan!r}>"
@@ -429,6 +449,8 @@ def _plan(g: _Graph, specs: list[_Spec], out_slots: set[int], names: dict, order
                           and node.inputs[ip].aval.dtype == node.avals[op_].dtype
                           and orders.get(ins[ip]) == orders.get(outs[op_]))  # same memory order
         ws = planned_workspace_bytes(node.op, [e.aval for e in node.inputs], node.params) if sp.kind in _PLANNED else 0
+        if ws and _binds_without_scratch(sp, orders):  # (its bound kernel reads none: no workspace planned)
+            ws = 0
         steps.append(Step(ins, outs, pairs, names.get(id(node), node.label()), ws))
     for node in g.order:
         nm = names.get(id(node), node.label())
@@ -444,6 +466,20 @@ def _plan(g: _Graph, specs: list[_Spec], out_slots: set[int], names: dict, order
     plan = plan_memory(values, steps)
     plan.concats_in_place = in_place
     return plan
+
+
+def _binds_without_scratch(sp: _Spec, orders: dict) -> bool:
+    """Whether the step binds (``binding.py``) a kernel that never takes scratch for arrays of its avals
+    as planned (``kernels/scratch_free.py``, asked on stand-ins: NumPy, C-ordered; a step reading or
+    writing a value in a planned memory order is not asked). Its runner's steps (a first run, the
+    kernels log) then take the thread's own arena where they take scratch: the same values."""
+    node = sp.node
+    if any(orders.get(k) is not None for k in sp.ins + sp.outs) or node.avals[0].device.xp is not np \
+            or not bindable(sp, _BINDABLE, _PLANNED):
+        return False
+    arrays = [np.empty(e.aval.shape, e.aval.dtype) for e in node.inputs]
+    out = np.empty(node.avals[0].shape, node.avals[0].dtype) if len(sp.outs) == 1 else None
+    return reads_no_scratch(node.op, np, *arrays, out=out, **node.params)
 
 
 # -- 5. layout -------------------------------------------------------------------------------------

@@ -59,7 +59,8 @@ BLOCKED = Impl("conv2d", "blocked", conv_blocked.conv2d_blocked,
                fallback=IM2COL_COMPILED)
 CONV1D = conv1d.CONV1D
 # the implementations whose runs take no scratch from the arena (their loops read the arrays as they are)
-_NO_SCRATCH = (DIRECT, POINTWISE, DEPTHWISE, BLOCKED)
+# the implementations whose runs take no scratch from the arena (their loops read the arrays as they are)
+NO_SCRATCH = (DIRECT, POINTWISE, DEPTHWISE, BLOCKED)
 IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, BLOCKED, IM2COL_COMPILED, IM2COL, DIRECT, DEPTHWISE, depthwise.TAPS, GROUPED,
          POINTWISE, CONV1D)
 
@@ -157,11 +158,9 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
              conv_direct.bound_pointwise(x, weight, out, generic) if choice.impl is POINTWISE else
              conv_blocked.bound_blocked(x, weight, bias, *geometry[:3], out, generic) if choice.impl is BLOCKED
              else None) or generic
-    t = current()
-    kept_counts = xp is np and t.winograd and x.shape[1] >= t.winograd_min_channels and weight.shape[2:] == (3, 3)
-    layout_counts = groups == 1 and x.shape[0] > 1
+    kept_counts, layout_counts = per_call_facts(xp, x, weight, groups, current())
     if not (kept_counts or layout_counts):  # (direct loops read no scratch: the step lends no workspace)
-        return Bound(choice, fixed, scratch=choice.impl not in _NO_SCRATCH)
+        return Bound(choice, fixed, scratch=choice.impl not in NO_SCRATCH)
     nbytes = 36 * weight.size // 9 * weight.itemsize
 
     def facts(x, weight, *_):
@@ -173,7 +172,15 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
         c = choose_conv2d(xp, arrays[0], arrays[1], out, *geometry)
         return Bound(c, direct(c, _CHOICES, xp, params))
 
-    return Bound(choice, by_facts(facts, rebind, {facts(x, weight): Bound(choice, fixed)}))
+    return by_facts(facts, rebind, {facts(x, weight): Bound(choice, fixed)}, choice)
+
+
+def per_call_facts(xp, x, weight, groups: int, t) -> tuple[bool, bool]:
+    """What ``bind_conv2d`` checks per call for arrays like these under the tuning table ``t``: whether
+    the weight being kept can choose Winograd, and whether the input's memory order and the pool's
+    threads can change the choice (a batch); neither: the choice is bound once."""
+    kept_counts = xp is np and t.winograd and x.shape[1] >= t.winograd_min_channels and weight.shape[2:] == (3, 3)
+    return kept_counts, groups == 1 and x.shape[0] > 1
 
 
 def choose_for_call(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):

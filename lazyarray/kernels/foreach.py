@@ -334,9 +334,17 @@ def _early_cell(e, after: int, arrays, out, params) -> Bound | None:
     else None (``by_facts`` binds again when the count passes)."""
     if plan(e.body, *e.key) is None or not rnn_cell.fits(e, arrays):
         return None
-    first = direct(_CHOICES[LOOP], _CHOICES, np, keywords=params)
-    go = _bound_cell(e, arrays, out, direct(_CHOICES[CELL], _CHOICES, np, keywords=params), (e, after, first))
-    return None if go is None else Bound(_CHOICES[LOOP], go)
+    loop, held = direct(_CHOICES[LOOP], _CHOICES, np, keywords=params), Bound(_CHOICES[LOOP], None)
+
+    def first(*arrays, out=None):  # (an early call: it names itself; the ``Bound`` names the next call's tier)
+        if MODE.get() & PROFILING:
+            current_profile().chose(_CHOICES[LOOP])
+        y = loop(*arrays, out=out)
+        held.choice = _CHOICES[CELL if e.calls >= after else LOOP]
+        return y
+
+    held.fn = _bound_cell(e, arrays, out, direct(_CHOICES[CELL], _CHOICES, np, keywords=params), (e, after, first))
+    return None if held.fn is None else held
 
 
 def _bound_cell(e, arrays, out, fallback, early=None):

@@ -78,14 +78,17 @@ class Profile:
         c, self._choice = self._choice, None
         return default if c is None else c.label()
 
-    def _label_for(self, op) -> str:
+    def _label_for(self, op, bound: Choice | None = None) -> str:
         """``take_choice`` for a call of ``op``: a choice noted by another op's runner inside it (a
-        fused group's relu) is not ``op``'s, which then ran its own kernel. A program step that runs
-        several ops (``nn.dense+relu``, ``executor/epilogue.py``) takes the choice of any of them."""
+        fused group's relu) is not ``op``'s, which then ran ``bound`` (a compiled step's bound choice)
+        or its own kernel. A program step that runs several ops (``nn.dense+relu``,
+        ``executor/epilogue.py``) takes the choice of any of them."""
         c = self._choice
         names = [q.rsplit(".", 1)[-1] for q in op.split("+")] if isinstance(op, str) else (op.name,)
         if c is not None and c.impl.op not in names:
-            self._choice = None
+            self._choice = c = None
+        if c is None and bound is not None:
+            return bound.label()
         return self.take_choice(reference_label(op))
 
     def saw(self, program) -> None:
@@ -93,13 +96,14 @@ class Profile:
         self.programs[id(program)] = program
 
     def add(self, op, shapes: tuple, start_ns: int, where: str, step=None, node: str = "",
-            program=None) -> None:
-        """Record a kernel call of ``op`` (an ``OpDef``, or a name) that started at ``start_ns``."""
+            program=None, bound: Choice | None = None) -> None:
+        """Record a kernel call of ``op`` (an ``OpDef``, or a name) that started at ``start_ns``;
+        ``bound``: the choice a compiled step's ``Bound`` ran, where nothing noted another."""
         end = time.perf_counter_ns()
         name = op if isinstance(op, str) else op.qualname
         compiling = compile_ns_within(start_ns, end)  # (numba compiling a kernel on its first call: its own row)
         tid = threading.get_native_id()
-        e = Event(name, self._label_for(op), shapes, start_ns + compiling, end - start_ns - compiling, tid, where,
+        e = Event(name, self._label_for(op, bound), shapes, start_ns + compiling, end - start_ns - compiling, tid, where,
                   step, node, program)
         with self._lock:
             if compiling:

@@ -49,14 +49,19 @@ def run_choice(choice: Choice, fallbacks: dict, args: tuple, params: dict, array
     return y
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class Bound:
     """What a compiled step runs for one op's call, chosen once (``kernels.bind``): the ``choice`` the
     chooser made for the step's arrays, and ``fn(*arrays, out=None)`` which runs it directly (its
     parameters, the array module and any fallback bound in), so a replay asks no chooser. ``scratch``:
     ``fn`` may take scratch from the calling thread's arena (``ops/scratch.py``); False where its kernel
     never does (a rare fallback of it takes the thread's own arena: the same values), and the compiled
-    step then runs without lending it its planned workspace (``bind_workspace``'s wrapper)."""
+    step then runs without lending it its planned workspace (``bind_workspace``'s wrapper).
+
+    ``choice`` is the one the step runs now: a ``Bound`` whose function binds again inside by facts a
+    call shows (``by_facts``: a tiered kernel's later tier, a weight kept) sets it to the choice each
+    call runs, and ``la.profile()`` / ``explain()`` of a compiled program read it after the step
+    (``executor/program.py``'s ``_run_timed``)."""
 
     choice: Choice
     fn: Callable
@@ -148,12 +153,15 @@ def keyword_binder(chooser: Callable, fallbacks: dict, op: str, reference: Calla
     return bind
 
 
-def by_facts(facts: Callable, bind: Callable, seen: dict) -> Callable:
-    """``fn(*arrays, out=None)`` for an op whose choice also hangs on facts only a call shows (a weight
-    kept by its version, a program input's memory order): ``facts(*arrays, out)`` per call (a
-    hashable), and ``bind(arrays, out)`` (a ``Bound``) the first time each answer is seen; ``seen``:
-    the answers bound already (the binding call's)."""
+def by_facts(facts: Callable, bind: Callable, seen: dict, first: Choice) -> Bound:
+    """The ``Bound`` of an op whose choice also hangs on facts only a call shows (a weight kept by its
+    version, a program input's memory order, a tiered kernel's count): its ``fn(*arrays, out=None)``
+    asks ``facts(*arrays, out)`` per call (a hashable) and ``bind(arrays, out)`` (a ``Bound``) the
+    first time each answer is seen, and runs that; ``seen``: the answers bound already (the binding
+    call's), ``first`` the choice they bound (the ``Bound``'s until a call runs). Each call sets the
+    ``Bound``'s ``choice`` to the one it runs (what ``explain()`` names)."""
     memo = dict(seen)
+    held = Bound(first, None)
 
     def fn(*arrays, out=None):
         k = facts(*arrays, out)
@@ -162,16 +170,19 @@ def by_facts(facts: Callable, bind: Callable, seen: dict) -> Callable:
             if len(memo) >= 8:
                 memo.clear()
             b = memo[k] = bind(arrays, out)
+        held.choice = b.choice
         return b.fn(*arrays, out=out)
 
-    return fn
+    held.fn = fn
+    return held
 
 
 def counted_until(state, after: int, tiered: bool, make: Callable, arrays: tuple, out) -> Bound:
     """A compiled step's ``Bound`` for an op whose kernels tier by calls (``jit.tiered``):
     ``make(arrays, out)`` (a ``Bound``: the choice and its run) as it is where ``tiered`` is false;
     else, while ``state.calls`` is below ``after``, a run that counts each call (as the op's runner
-    counts) and binds ``make`` again once the count passes."""
+    counts) and binds ``make`` again once the count passes (the ``Bound``'s ``choice`` then the later
+    tier's, ``by_facts``)."""
     if not tiered:
         return make(arrays, out)
 
@@ -188,4 +199,4 @@ def counted_until(state, after: int, tiered: bool, make: Callable, arrays: tuple
         return Bound(b.choice, counted)
 
     first = bound(arrays, out)
-    return Bound(first.choice, by_facts(lambda *_: state.calls >= after, bound, {False: first}))
+    return by_facts(lambda *_: state.calls >= after, bound, {False: first}, first.choice)

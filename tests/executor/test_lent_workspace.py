@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
+from lazyarray.executor import program
 from lazyarray.ops import scratch
 
 RNG = np.random.default_rng(5)
@@ -70,3 +71,57 @@ def test_a_step_that_lends_no_workspace_leaves_what_an_enclosing_step_lent():
     lent = scratch._LENT.get()
     assert lent is None or lent.arena is None
     assert scratch.current_arena() is scratch.ARENAS.peek(scratch._ident())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_steps_whose_bound_kernel_reads_no_scratch_are_planned_none(batch, dtype, kernel_path, monkeypatch):
+    """The plan gives no workspace to a step whose binding reads no scratch (``kernels/scratch_free.py``,
+    asked at compile time): each such bound step has ``Bound.scratch`` False, the planned peak is lower
+    than with every declared workspace planned, ``explain()`` says so, and the values are the runners'
+    (which take the thread's own arena there) and the unfused program's."""
+    op, plain, args = _squeeze_op(batch, dtype)
+    want = plain(*args).asnumpy()
+    with la.tuning(log_kernels=True):
+        runners = op(*args).asnumpy()
+    for _ in range(3):
+        got = op(*args).asnumpy()
+    np.testing.assert_array_equal(got, runners)
+    np.testing.assert_allclose(got, want, rtol=1e-4 if dtype == "float32" else 1e-10, atol=1e-5)
+    prog = op.program_for(args).program
+    rows = {r["step"]: r for r in op.explain(*args).programs[0][1] if r["step"] != "-"}
+    none = [i for i, r in rows.items() if r["workspace"] == "- (reads none)"]
+    chosen = prog.bindings.chosen()
+    for i in none:
+        assert i in chosen and not chosen[i].scratch, rows[i]
+    planned = [i for i, r in rows.items() if r["workspace"] not in ("-", "- (reads none)")]
+    assert planned, "the im2col-sized convolution keeps its workspace"
+    assert none, "no step was planned without its workspace"  # (the max pool's, at least)
+    monkeypatch.setattr(program, "reads_no_scratch", lambda *a, **k: False)  # (every declared workspace planned)
+    every = la.CachedOp(op.sym)
+    np.testing.assert_array_equal(every(*args).asnumpy(), runners)
+    full = every.program_for(args).program.plan
+    assert len(prog.plan.workspace_of) == len(full.workspace_of) - len(none)
+    assert prog.plan.naive_bytes < full.naive_bytes and prog.plan.peak_bytes <= full.peak_bytes
+
+
+def test_a_batch_one_cnn_plans_a_lower_peak():
+    """A batch-1 CNN whose convolutions run the direct loops and whose pool reads in place: no
+    workspace planned at all, the peak its values' alone (``explain()``'s totals)."""
+    S = la.sym
+    x = S.var("x", shape=(1, 16, 12, 12))
+    w1, b1 = S.var("w1", shape=(8, 16, 3, 3)), S.var("b1", shape=(8,))
+    y = S.nn.max_pool2d(S.relu(S.nn.conv2d(x, w1, b1, padding=(1, 1))), kernel=(3, 3), stride=(2, 2), padding=(1, 1))
+    op = la.CachedOp(y)
+    args = [la.array(RNG.standard_normal(s).astype(np.float32)) for s in ((1, 16, 12, 12), (8, 16, 3, 3), (8,))]
+    want = la.CachedOp(y, fuse=False)(*args).asnumpy()
+    for _ in range(3):
+        got = op(*args).asnumpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    prog = op.program_for(args).program
+    rows = [r for r in op.explain(*args).programs[0][1] if r["step"] != "-"]
+    if all(r["workspace"] == "- (reads none)" for r in rows if r["workspace"] != "-"):
+        assert not prog.plan.workspace_of
+        assert prog.plan.peak_bytes == prog.plan.lower_bound_bytes
+    else:  # (numba off: im2col's columns, planned)
+        assert prog.plan.workspace_of
