@@ -48,6 +48,7 @@ import time
 import warnings
 
 from .caches import NamedCache
+from .gc_scope import collected_after
 from .mode import MODE, PROFILING
 from .tuning_table import config, current, from_environment_only
 
@@ -160,7 +161,8 @@ def set_enabled(on: bool | None) -> None:
 @functools.lru_cache(maxsize=1)  # (the probe: numba looked up once; ``_numba.cache_clear()`` looks again)
 def _numba():
     try:
-        import numba
+        with collected_after():  # (its ~90,000 objects pay the full collection they make due: gc_scope.py)
+            import numba
     except ImportError:
         numba = None
     except Exception as exc:  # an installed numba that cannot load (built for another NumPy): NumPy kernels

@@ -84,6 +84,8 @@ LAYERS = {
     "user_frames": GROUND,
     # error_context.py: the note naming the block an error happened in, added once as it leaves blocks
     "error_context": GROUND,
+    # gc_scope.py: when the package pauses CPython's cyclic GC (stdlib only; graph code and jit's numba import use it)
+    "gc_scope": GROUND,
     # ops/: registry, typed params, rules, reference kernels over xp
     "ops": OPS,
     # kernels/ (being created): implementations, chooser, tuning, and the thread/BLAS runtime, whose

@@ -72,6 +72,8 @@ class Compiled:
     guards: list = field(default_factory=list)  # guards.Guard: the Python shape reads of the trace
     # traced with a symbolic batch that op parameters hold: serves every batch, the other sizes as traced
     symbolic: bool = False
+    # a graph made for every signature, not a trace (an imported model's: ``SymbolBlock._trace_new``)
+    whole: bool = False
     run: object = None
     signatures: set = field(default_factory=set)
     memo: dict = field(default_factory=dict, repr=False)  # (training, block signature) -> _Memo
@@ -80,6 +82,8 @@ class Compiled:
 
     def accepts(self, sig: tuple) -> bool:
         """Can this graph serve ``sig`` by recompiling (no retrace)? Its guards must hold."""
+        if self.whole:  # (its cached op binds each signature's sizes, and raises where they do not fit)
+            return True
         if not self.generic or not self.signatures:
             return False
         ref = next(iter(self.signatures))

@@ -18,10 +18,12 @@ from ..graph.passes.bind_dims import bind_dims
 from ..graph.symbol import Symbol, load_symbol
 from ..mxnet import load_arrays as load_mxnet_arrays
 from ..mxnet import sniff as is_mxnet_file
-from ..ndarray import NDArray
+from ..ndarray import NDArray, make_array
 from ..onnx.load import load_arrays as load_onnx_arrays
 from ..onnx.load import sniff as is_onnx_file
 from .block import HybridBlock
+from .hybrid import Compiled
+from .output_structure import flatten
 from .param_file import check_device, check_param_file, load_arrays, write_export
 from .parameter import Parameter
 
@@ -125,6 +127,24 @@ class SymbolBlock(HybridBlock):
         bound = dict(zip(self._input_names, args))
         arrays = [bound[n] if n in bound else self._params[n].data() for n in self._op.sym.list_inputs()]
         return self._op(*arrays)
+
+    def _trace_new(self, args, training) -> Compiled:
+        """No trace: ``forward`` calls the cached op of ``symbol``, so a trace would record that graph's
+        nodes again (inferring every node's avals once more: a tenth of an imported model's first call).
+        Hybridize compiles the graph as it is, one for every signature (the cached op binds each one's
+        sizes and raises where they do not fit the graph). A subclass's own ``forward``, missing
+        arguments, uninitialized parameters or parameters copied on several devices are traced."""
+        params = self._params
+        if type(self).forward is not SymbolBlock.forward or len(args) != len(self._input_names) \
+                or any(a is None for a in args) or not all(p.initialized and not p._copies for p in params.values()):
+            return super()._trace_new(args, training)
+        sym = self._symbol
+        at = {n: i for i, n in enumerate(self._input_names)}
+        sources = [at[n] if n in at else params[n] for n in sym.list_inputs()]
+        structure = None  # (one output: the array itself, as forward returns it; several: a list)
+        if len(sym.outputs) > 1:
+            structure = flatten([make_array(None, e, e.aval.device) for e in sym.outputs], type(self).__name__)[1]
+        return Compiled(sym, len(sym.outputs), structure, sources, [], generic=True, training=training, whole=True)
 
     def export_graph(self, specialize: bool = False) -> tuple[Symbol, dict[str, Parameter]]:
         """The graph this block was made from and its parameters (see ``HybridBlock.export_graph``;

@@ -5,11 +5,10 @@ and other arrays may still show those nodes); they copy what they keep.
 """
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
+from ..gc_scope import gc_paused as gc_paused  # (where graph code has imported it from)
 from .node import Entry, Node, copied_node
 from .traverse import topo_order
 
@@ -26,25 +25,6 @@ class Graph(Protocol):
 
 
 GraphT = TypeVar("GraphT", bound=Graph)
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC while building many small objects (nodes, entries, JSON text):
-    compiling a graph, writing or reading its JSON.
-
-    Its generation-2 scans grow with the heap, which made a 10,000-node round trip superlinear and
-    took a quarter of a 1,000-op CachedOp's compile; nothing built there forms a reference cycle that
-    needs collecting meanwhile (and what dies is freed by reference counts). Only the call that paused
-    it turns it back on, and only when it was on.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def copy_node(node: Node, inputs, avals=None) -> Node:
