@@ -72,6 +72,8 @@ class Tuning:
                                       "from the image, no padded copy: conv2d[im2col_compiled] (numba)")
     conv_direct_max_macs: int = _doc(1 << 15, "largest convolution (multiply-adds) conv2d[direct] takes: one compiled "
                                      "loop, no copies (past it the products' BLAS wins)")
+    conv_direct_batch: bool = _doc(True, "batches of C-ordered images without groups take conv2d[direct] where an "
+                                   "image is within conv_direct_max_macs (kernels/direct_batch.py)")
     conv1d: bool = _doc(True, "1-D convolutions (a unit-height image and kernel) as one compiled loop with their bias "
                         "and activation: conv2d[conv1d], nn.conv2d_act[conv1d] (kernels/conv1d.py)")
     conv1d_max_macs: int = _doc(1 << 18, "largest 1-D convolution (multiply-adds, the batch's) conv1d takes")

@@ -18,7 +18,7 @@ from ..ops import conv
 from ..ops.derived import keeps
 from ..threads import in_pool, num_threads, split_threads
 from ..tuning_table import current
-from . import conv1d, conv_direct, conv_im2col, depthwise
+from . import conv1d, conv_direct, conv_im2col, depthwise, direct_batch
 from .conv_batch_last import conv2d_batch_last, conv2d_region, region_fits
 from .conv_split import conv2d_split
 from .impl import Choice, Impl
@@ -60,6 +60,7 @@ IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, IM2COL_COMPILED, IM2CO
 
 _KEPT = ("kernel kept",)
 _CHOICES = {impl: Choice(impl) for impl in IMPLS}
+_DIRECT_BATCH = direct_batch.choice(DIRECT)
 _WINOGRAD = {(4, False): Choice(WINOGRAD4), (4, True): Choice(WINOGRAD4, _KEPT),
              (2, False): Choice(WINOGRAD2), (2, True): Choice(WINOGRAD2, _KEPT)}
 
@@ -100,6 +101,8 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
             threads = split_threads(n * o * c * kh * kw * ho * wo, n)
             if threads > 1:
                 return _on_threads(SPLIT, threads)
+        if not (x_last or out_last) and direct_batch.applies(xp, x, weight, out, ho * wo, t):
+            return _DIRECT_BATCH
         if ho * wo < t.per_image_min_pixels or x_last or out_last:
             if numpy and region_fits(x, out, x_last, out_last, t):
                 return _on_threads(REGION, num_threads())

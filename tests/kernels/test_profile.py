@@ -52,7 +52,8 @@ def _net():
 def test_eager_calls_are_timed_with_their_implementation():
     x = la.array(np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32))
     w = la.ones((4, 3, 3, 3))
-    with la.profile() as prof, la.tuning(conv_im2col_compiled=False):  # (no numba compile among the events)
+    # (no numba compile among the events: neither im2col's compiled columns nor direct's loop at a batch)
+    with la.profile() as prof, la.tuning(conv_im2col_compiled=False, conv_direct_batch=False):
         y = la.relu(la.nn.conv2d(x, w, padding=(1, 1)))
         y = y + 1
     names = [e.key for e in prof.events]
@@ -74,7 +75,7 @@ def test_compiled_steps_are_timed_per_step_and_named_after_their_nodes():
     steps = {e.step for e in compiled}
     assert len(compiled) == 2 * len(steps) and steps == set(range(len(steps)))
     # (the relu after the convolution runs in its step: nn.conv2d_act, graph/passes/conv_activation.py)
-    assert compiled[0].key == "nn.conv2d_act[compiled, im2col_compiled]" and compiled[0].node == "conv2d_act0"
+    assert compiled[0].key == "nn.conv2d_act[compiled, direct, batch]" and compiled[0].node == "conv2d_act0"
     assert len(prof.programs) == 1
 
 
