@@ -14,11 +14,14 @@ NumPy float32/float64, ``groups == 1``, a kernel larger than 1x1 (a strided 1x1 
 slower in the loop: the products win), the input and the planned output C-ordered (a batch-last
 or strided input ran 1.8x slower: the loop reads C-ordered planes; batch-last values have
 ``region``), at most ``conv_direct_max_macs`` multiply-adds an image (16-filter layers of 74-147K
-an image ran 1.2-1.3x slower than the products), ``WIDE_MACS`` times that for a stem (at most
-``STEM_CHANNELS`` input channels) of ``WIDE_PIXELS`` output pixels and up, as ``direct`` takes one
-image (SqueezeNet's (8, 3, 32, 32) by (16, 3, 3, 3) stride-2 stem 217 -> 171 us in the program;
-ResNet's and MobileNet's stems 0.8x, ConvNeXt's 4x4 patchify 0.97x im2col_compiled's CPU time in
-isolation), ``conv_direct_batch`` on. The
+an image ran 1.2-1.3x slower than the products), ``WIDE_MACS`` times that for output planes of
+``WIDE_PIXELS`` pixels and up (long flat loops) of a stem (at most ``STEM_CHANNELS`` input channels)
+or of at most ``FEW_FILTERS`` output channels: SqueezeNet's (8, 3, 32, 32) by (16, 3, 3, 3)
+stride-2 stem 217 -> 171 us in the program; ResNet's and MobileNet's stems 0.8x, ConvNeXt's 4x4
+patchify 0.97x im2col_compiled's CPU time in isolation; with the few filters' layers (ResNet's
+(8, 8, 16, 16) by (8, 8, 3, 3), DenseNet's 4-filter 3x3 layers) resnet_mini's batch 8 1903 ->
+1750 us and densenet_mini's 2101 -> 1794 us a call (same process, alternating, best of 4 rounds
+of 400 calls), ``conv_direct_batch`` on. The
 values are ``direct``'s (its sums, within float rounding of the reference's products); the chooser
 notes the choice ``direct, batch``.
 """
@@ -32,6 +35,7 @@ from .depthwise import FLOATS
 from .impl import Choice
 
 STEM_CHANNELS = 4  # input channels up to which a layer is a stem (an image's colour planes): the wide limit
+FEW_FILTERS = 8  # output channels up to which a layer's wide planes take the wide limit too
 BATCH_NOTE = "batch"  # the note explain() shows: conv2d[direct, batch]
 
 
@@ -47,7 +51,8 @@ def applies(xp, x, weight, out, pixels: int, t) -> bool:
     if not t.conv_direct_batch or xp is not np or x.dtype not in FLOATS or weight.dtype != x.dtype:
         return False
     o, c, kh, kw = weight.shape
-    limit = t.conv_direct_max_macs * (WIDE_MACS if c <= STEM_CHANNELS and pixels >= WIDE_PIXELS else 1)
+    wide = pixels >= WIDE_PIXELS and (c <= STEM_CHANNELS or o <= FEW_FILTERS)
+    limit = t.conv_direct_max_macs * (WIDE_MACS if wide else 1)
     if kh * kw == 1 or o * c * kh * kw * pixels > limit or not x.flags.c_contiguous:
         return False
     if out is not None and (out.dtype != x.dtype or not out.flags.c_contiguous):
