@@ -76,6 +76,8 @@ class Tuning:
                               "loop per image, 4 output channels by 3 taps a pass: conv2d[blocked] (kernels/conv_blocked.py)")
     conv_blocked_max_filters: int = _doc(32, "most filters (output channels) conv2d[blocked] takes: past it the "
                                          "products' BLAS (im2col_compiled) is as fast")
+    conv_direct_batch: bool = _doc(True, "batches of C-ordered images without groups take conv2d[direct] where an "
+                                   "image is within conv_direct_max_macs (kernels/direct_batch.py)")
     conv1d: bool = _doc(True, "1-D convolutions (a unit-height image and kernel) as one compiled loop with their bias "
                         "and activation: conv2d[conv1d], nn.conv2d_act[conv1d] (kernels/conv1d.py)")
     conv1d_max_macs: int = _doc(1 << 18, "largest 1-D convolution (multiply-adds, the batch's) conv1d takes")

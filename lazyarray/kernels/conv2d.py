@@ -18,7 +18,7 @@ from ..ops import conv
 from ..ops.derived import keeps
 from ..threads import in_pool, num_threads, split_threads
 from ..tuning_table import current
-from . import conv1d, conv_blocked, conv_direct, conv_im2col, depthwise
+from . import conv1d, conv_blocked, conv_direct, conv_im2col, depthwise, direct_batch
 from .conv_batch_last import conv2d_batch_last, conv2d_region, region_fits
 from .conv_split import conv2d_split
 from .impl import Choice, Impl
@@ -66,6 +66,7 @@ IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, BLOCKED, IM2COL_COMPIL
 
 _KEPT = ("kernel kept",)
 _CHOICES = {impl: Choice(impl) for impl in IMPLS}
+_DIRECT_BATCH = direct_batch.choice(DIRECT)
 _WINOGRAD = {(4, False): Choice(WINOGRAD4), (4, True): Choice(WINOGRAD4, _KEPT),
              (2, False): Choice(WINOGRAD2), (2, True): Choice(WINOGRAD2, _KEPT)}
 
@@ -106,12 +107,14 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
             threads = split_threads(n * o * c * kh * kw * ho * wo, n)
             if threads > 1:
                 return _on_threads(SPLIT, threads)
+        if not (x_last or out_last) and direct_batch.applies(xp, x, weight, out, ho * wo, t):
+            # a layer blocked takes runs faster there
+            return _CHOICES[BLOCKED] if _blocked(xp, x, weight, out, groups, ho, wo, t) else _DIRECT_BATCH
         if ho * wo < t.per_image_min_pixels or x_last or out_last:
             if numpy and region_fits(x, out, x_last, out_last, t):
                 return _on_threads(REGION, num_threads())
             return _CHOICES[BATCH_LAST]
-    if t.conv_blocked and conv_blocked.plane_fits(ho, wo) \
-            and conv_blocked.applies(xp, x, weight, None, out, groups, t.conv_blocked_max_filters):
+    if _blocked(xp, x, weight, out, groups, ho, wo, t):
         return _CHOICES[BLOCKED]
     if groups == 1:
         return _CHOICES[IM2COL_COMPILED if t.conv_im2col_compiled and kh * kw > 1
@@ -119,6 +122,12 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
     if conv.is_depthwise(x, weight, groups):
         return _CHOICES[depthwise.choose_impl(xp, x, weight, out)]
     return _CHOICES[GROUPED]
+
+
+def _blocked(xp, x, weight, out, groups, ho, wo, t) -> bool:
+    """Whether ``conv2d[blocked]`` takes this layer (switched on, its plane and filters fit)."""
+    return t.conv_blocked and conv_blocked.plane_fits(ho, wo) \
+        and conv_blocked.applies(xp, x, weight, None, out, groups, t.conv_blocked_max_filters)
 
 
 def run_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):

@@ -89,9 +89,9 @@ def test_the_chooser_takes_it_for_few_filters_only():
     geo = ((1, 1), (1, 1), (1, 1), 1)
     assert kconv.choose_conv2d(np, x, w, None, *geo).impl is kconv.BLOCKED
     assert kconv.choose_conv2d(np, x.astype(np.float64), w.astype(np.float64), None, *geo).impl is kconv.BLOCKED
-    with la.tuning(conv_blocked=False):
+    with la.tuning(conv_blocked=False, conv_direct_batch=False):
         assert kconv.choose_conv2d(np, x, w, None, *geo).impl is kconv.IM2COL_COMPILED
-    with la.tuning(conv_blocked_max_filters=4):
+    with la.tuning(conv_blocked_max_filters=4, conv_direct_batch=False):
         assert kconv.choose_conv2d(np, x, w, None, *geo).impl is kconv.IM2COL_COMPILED
     one = np.ascontiguousarray(w[:, :, :1, :1])  # 1x1: pointwise's or im2col's
     assert kconv.choose_conv2d(np, x, one, None, (2, 2), (0, 0), (1, 1), 1).impl is not kconv.BLOCKED

@@ -98,7 +98,7 @@ def test_views_and_planned_outputs(dtype):
 
 def test_the_chooser_takes_it_where_im2col_ran():
     rng = np.random.default_rng(3)
-    x, w, _ = _arrays(rng, (8, 8, 16, 16), (8, 8, 3, 3), "float32")
+    x, w, _ = _arrays(rng, (8, 8, 16, 16), (16, 8, 3, 3), "float32")  # (16 filters: past direct_batch's bound)
     geo = ((1, 1), (1, 1), (1, 1), 1)
     assert kconv.choose_conv2d(np, x, w, None, *geo).impl is kconv.IM2COL_COMPILED
     assert kconv.choose_conv2d(np, x.astype(np.float64), w.astype(np.float64), None, *geo).impl \

@@ -22,6 +22,7 @@ from lazyarray.kernels.conv2d import run_conv2d
 def split_everything(request, monkeypatch):
     """Every conv big enough to split (threshold 0), on 2 or 3 threads; counts the splits."""
     monkeypatch.setattr(la.config, "min_split_macs", 0)
+    monkeypatch.setattr(la.config, "conv_direct_batch", False)  # (one thread: the products, as the chunks run)
     parts = []
     real = threads.split
     monkeypatch.setattr(threads, "split", lambda ps, work: parts.append(len(ps)) or real(ps, work))

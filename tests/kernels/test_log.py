@@ -20,8 +20,8 @@ def test_each_new_choice_is_logged_once(caplog):
             la.nn.conv2d(x, w)
         la.nn.conv2d(la.ones((3, 3, 8, 8)), w)
     lines = [r.getMessage() for r in caplog.records if r.name == "lazyarray.kernels"]
-    assert lines == ["conv2d[batch_last] for [2, 3, 8, 8], [4, 3, 3, 3]",
-                     "conv2d[batch_last] for [3, 3, 8, 8], [4, 3, 3, 3]"]
+    assert lines == ["conv2d[blocked] for [2, 3, 8, 8], [4, 3, 3, 3]",
+                     "conv2d[blocked] for [3, 3, 8, 8], [4, 3, 3, 3]"]
 
 
 def test_nothing_is_logged_by_default(caplog):
@@ -35,7 +35,7 @@ def test_the_environment_turns_it_on_and_the_lines_reach_stderr():
     code = "import lazyarray as la; la.nn.conv2d(la.ones((2, 3, 8, 8)), la.ones((4, 3, 3, 3)))"
     out = subprocess.run([sys.executable, "-c", code], env={"LAZYARRAY_LOG": "kernels", "PATH": ""},
                          capture_output=True, text=True)
-    assert "lazyarray.kernels: conv2d[batch_last] for [2, 3, 8, 8], [4, 3, 3, 3]" in out.stderr, out.stderr
+    assert "lazyarray.kernels: conv2d[blocked] for [2, 3, 8, 8], [4, 3, 3, 3]" in out.stderr, out.stderr
     assert tuning_table.from_environment({"LAZYARRAY_LOG": "kernels"}).log_kernels
     with pytest.raises(la.errors.ParamValueError, match="LAZYARRAY_LOG"):
         tuning_table.from_environment({"LAZYARRAY_LOG": "kernel"})
