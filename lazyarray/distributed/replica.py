@@ -279,12 +279,10 @@ def _exchange(worker, replica: Replica, tag: tuple, peers: list, index: int, sha
     """Reduce-scatter and all-gather ``shards`` (``local``'s) among ``peers``, then ``apply_reduced``."""
     caller, box, n = f"DataParallel.step (replica {index} on {peers[index][0]})", replica.mailbox, len(peers)
     others = {i: peers[i][0] for i in range(n) if i != index}
-    for i in others:
-        X.send(worker, peers[i][0], peers[i][1], tag, "rs", index, [b[i] for b in shards], box, caller)
+    X.send(worker, [(*peers[i], [b[i] for b in shards]) for i in others], tag, "rs", index, box, caller)
     got = box.take(tag, "rs", others, deadline, caller)
     mine = [reduce_shard(*[b[index] if i == index else got[i][k] for i in range(n)]) for k, b in enumerate(shards)]
-    for i in others:
-        X.send(worker, peers[i][0], peers[i][1], tag, "ag", index, mine, box, caller)
+    X.send(worker, [(*peers[i], mine) for i in others], tag, "ag", index, box, caller)
     got = box.take(tag, "ag", others, deadline, caller)
     reduced = [mine[k] if i == index else got[i][k] for k in range(len(shards)) for i in range(n)]
     loss = apply_reduced(replica, tag[0], batch, reduced)
