@@ -44,6 +44,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -92,6 +93,31 @@ def transfer_bytes(client) -> int:
 
 def _process_cpu() -> float:
     return time.process_time()
+
+
+def _busy_threads() -> int:
+    """Threads of this process but the calling one that are running or runnable (Linux: /proc; elsewhere 0)."""
+    me, busy = threading.get_native_id(), 0
+    for task in Path("/proc/self/task").glob("*") if Path("/proc/self/task").is_dir() else ():
+        try:
+            state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:  # (the thread ended)
+            continue
+        busy += int(task.name) != me and state == "R"
+    return busy
+
+
+def settle(limit=2.0, window=0.01, quiet=3) -> None:
+    """Wait (at most ``limit`` seconds) until no other thread of this process has been running for
+    ``quiet`` checks in a row, ``window`` seconds apart. After a multithreaded BLAS call OpenBLAS's
+    threads spin (about 2**28 cycles, yielding: runnable) before they sleep, so the single-process
+    step of a model with large enough products (the 10-array MLP's 282x282 layers) left a BLAS thread
+    spinning into the next DataParallel step's timed region: it counted as the client's CPU and took
+    a core from the workers."""
+    end, calm = time.perf_counter() + limit, 0
+    while calm < quiet and time.perf_counter() < end:
+        time.sleep(window)
+        calm = calm + 1 if _busy_threads() == 0 else 0
 
 
 def worker_cpu(client) -> float:
@@ -293,6 +319,7 @@ def scaling_case(workers, arrays, args, loss_fn):
         for _ in range(2):  # (the first broadcast and the workers' compilations)
             dp.step(x, y)
             single()
+        settle()
         meter = Meter()
         restore = meter.install()
         sent0 = sent_bytes(client, dp._key)
@@ -308,6 +335,7 @@ def scaling_case(workers, arrays, args, loss_fn):
             single()
             t_single.append(time.perf_counter() - t0)
             c_single.append(time.process_time() - c0)
+            settle()
         restore()
         sent1 = sent_bytes(client, dp._key)
         t_many, c_many = [], []
@@ -319,6 +347,7 @@ def scaling_case(workers, arrays, args, loss_fn):
                 c_many.append((time.process_time() - c0) / args.many)
                 for _ in range(args.many):
                     single()
+                settle()
         dp.close()
         bandwidth = loopback_bandwidth()  # (in the same run, with the cluster up: the machine as the steps saw it)
     per_worker = max(sent1[w] - sent0[w] for w in sent1) / args.steps

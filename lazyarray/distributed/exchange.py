@@ -9,7 +9,7 @@ to receive) and replies with the batch's loss sum:
 1. forward and backward of its pieces, the gradients packed into buckets, each cut into one shard
    per worker (``replica.local``);
 2. **reduce-scatter**: it sends shard ``i`` of every bucket to worker ``i`` (``la_dp_put``, a
-   direct worker-to-worker message, one-way: ``send``) and sums its own shard over the workers in worker order
+   direct worker-to-worker message, one-way: ``send``, the phase's puts in one hand-off to the event loop) and sums its own shard over the workers in worker order
    once the others' have arrived (``Mailbox.take``);
 3. **all-gather**: it sends its summed shard to every other worker and takes theirs;
 4. it applies the optimizer to its replica (``replica.apply_reduced``).
@@ -100,28 +100,41 @@ class Mailbox:
             self._ended = {k: v for k, v in self._ended.items() if k[0] > step}
 
 
-def send(worker, peer: str, rkey: str, tag: tuple, phase: str, sender: int, arrays: list, mailbox: Mailbox,
-         caller: str):
-    """Send ``arrays`` to the replica ``rkey`` on worker ``peer``, from a thread of ``worker`` (without
-    waiting); a failed send ends the attempt ``tag`` in ``mailbox``, naming the peer.
+def send(worker, targets: list, tag: tuple, phase: str, sender: int, mailbox: Mailbox, caller: str):
+    """Send each ``(peer, rkey, arrays)`` of ``targets``: ``arrays`` to the replica ``rkey`` on worker
+    ``peer``, from a thread of ``worker`` (without waiting), in one hand-off to the event loop for the
+    phase (the puts then go out together); a failed send ends the attempt ``tag`` in ``mailbox``,
+    naming the peer.
 
     One-way (``reply=False``): the peer answers nothing, so a put costs one message, not two. A peer
     that cannot file it (no replica there) fails its own step too: the client then ends the others'."""
+    if not targets:  # (one worker: no peers)
+        return
     asyncio, serialize = _asyncio(), dask_modules()[2].protocol.to_serialize
 
-    async def go():
+    def failed(peer: str, rkey: str, exc) -> None:
+        mailbox.end(tag, f"{caller}: could not send the gradients of step {tag[0]} to replica {rkey!r} on "
+                         f"{peer} ({type(exc).__name__}: {exc}): that worker died or closed the connection; call "
+                         "step again (it re-syncs the replicas)")
+
+    async def put(peer: str, rkey: str, arrays: list):
         await worker.rpc(peer).la_dp_put(key=rkey, tag=list(tag), phase=phase, sender=sender,
                                          arrays=serialize(arrays), reply=False)
 
-    def done(fut):
-        exc = None if fut.cancelled() else fut.exception()
-        if fut.cancelled() or exc is not None:
-            mailbox.end(tag, f"{caller}: could not send the gradients of step {tag[0]} to replica {rkey!r} on "
-                             f"{peer} ({type(exc).__name__}: {exc}): that worker died or closed the connection; call "
-                             "step again (it re-syncs the replicas)")
+    async def go():
+        done = await asyncio.gather(*[put(*t) for t in targets], return_exceptions=True)
+        for (peer, rkey, _), r in zip(targets, done):
+            if isinstance(r, BaseException):
+                failed(peer, rkey, r)
 
-    mailbox.sent_bytes += sum(a.nbytes for a in arrays)
-    asyncio.run_coroutine_threadsafe(go(), worker.loop.asyncio_loop).add_done_callback(done)
+    def finished(fut):  # (the hand-off itself cancelled or failed, as when the worker's loop closes)
+        exc = asyncio.CancelledError() if fut.cancelled() else fut.exception()
+        if exc is not None:
+            for peer, rkey, _ in targets:
+                failed(peer, rkey, exc)
+
+    mailbox.sent_bytes += sum(a.nbytes for _, _, arrays in targets for a in arrays)
+    asyncio.run_coroutine_threadsafe(go(), worker.loop.asyncio_loop).add_done_callback(finished)
 
 
 def serve(worker, replicas, run_step) -> None:

@@ -44,7 +44,7 @@ from ..creation import array
 from ..errors import DistributedError
 from . import exchange as X
 from .bounded import dask_modules
-from .worker import run_region_seeded
+from .worker import run_step_region
 
 
 class FlatLayout:
@@ -213,9 +213,9 @@ def local(replica: Replica, step: int, n_shards: int, pieces: list) -> list:
     for seed, weight, rows, data, label in pieces:
         text, order = replica.graph(rows)
         args = [data if k == "data0" else label if k == "data1" else scale if k == LOSS_SCALE else
-                replica.params[plan.names[k]].data().asnumpy() for k in order]
+                replica.params[plan.names[k]].data() for k in order]  # (the parameters as they are: no copies)
         with np.errstate(over="ignore", invalid="ignore") if scale is not None else contextlib.nullcontext():
-            outs = run_region_seeded(text, tuple(order), seed, *args)  # (amp: overflow skips the step, unwarned)
+            outs = run_step_region(text, tuple(order), seed, *args)  # (amp: overflow skips the step, unwarned)
         outs = list(outs[:1 + n_grads]) + [o * o.dtype.type(weight) for o in outs[1 + n_grads:]]
         total = outs if total is None else [t + o for t, o in zip(total, outs)]
     if total is None:  # (no piece here this step: more workers than pieces) adds nothing to the sums
@@ -279,12 +279,10 @@ def _exchange(worker, replica: Replica, tag: tuple, peers: list, index: int, sha
     """Reduce-scatter and all-gather ``shards`` (``local``'s) among ``peers``, then ``apply_reduced``."""
     caller, box, n = f"DataParallel.step (replica {index} on {peers[index][0]})", replica.mailbox, len(peers)
     others = {i: peers[i][0] for i in range(n) if i != index}
-    for i in others:
-        X.send(worker, peers[i][0], peers[i][1], tag, "rs", index, [b[i] for b in shards], box, caller)
+    X.send(worker, [(*peers[i], [b[i] for b in shards]) for i in others], tag, "rs", index, box, caller)
     got = box.take(tag, "rs", others, deadline, caller)
     mine = [reduce_shard(*[b[index] if i == index else got[i][k] for i in range(n)]) for k, b in enumerate(shards)]
-    for i in others:
-        X.send(worker, peers[i][0], peers[i][1], tag, "ag", index, mine, box, caller)
+    X.send(worker, [(*peers[i], mine) for i in others], tag, "ag", index, box, caller)
     got = box.take(tag, "ag", others, deadline, caller)
     reduced = [mine[k] if i == index else got[i][k] for k in range(len(shards)) for i in range(n)]
     loss = apply_reduced(replica, tag[0], batch, reduced)

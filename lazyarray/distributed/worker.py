@@ -15,6 +15,7 @@ from .. import rng
 from ..caches import NamedCache
 from ..executor.cached_op import CachedOp
 from ..graph.symbol import Symbol
+from ..ndarray import NDArray
 from .pieces import localize
 
 _MAX = 32
@@ -23,10 +24,9 @@ PARSED = NamedCache("distributed worker regions", _MAX)  # json text -> Symbol
 _LOCK = threading.Lock()  # threaded workers (LocalCluster(processes=False)): one compiles a region at a time
 
 
-def run_region(text: str, names: tuple, *arrays) -> tuple:
-    """The outputs (NumPy arrays) of the graph ``text`` on one piece whose inputs ``names`` are ``arrays``."""
-    arrays = [np.asarray(a) for a in arrays]
-    key = (text, tuple((a.shape, a.dtype.str) for a in arrays))
+def _program(text: str, names: tuple, arrays: list) -> CachedOp:
+    """The compiled program of the graph ``text`` for the shapes and dtypes of ``arrays`` (kept in ``PROGRAMS``)."""
+    key = (text, tuple((tuple(a.shape), np.dtype(a.dtype).str) for a in arrays))
     with _LOCK:
         op = PROGRAMS.get(key)
         if op is None:
@@ -34,9 +34,15 @@ def run_region(text: str, names: tuple, *arrays) -> tuple:
             if sym is None:
                 sym = Symbol.from_json(text)
                 PARSED.put(text, sym)
-            op = CachedOp(localize(sym, {n: a.shape for n, a in zip(names, arrays)}))
+            op = CachedOp(localize(sym, {n: tuple(a.shape) for n, a in zip(names, arrays)}))
             PROGRAMS.put(key, op)
-    out = op(**dict(zip(names, arrays)))
+    return op
+
+
+def run_region(text: str, names: tuple, *arrays) -> tuple:
+    """The outputs (NumPy arrays) of the graph ``text`` on one piece whose inputs ``names`` are ``arrays``."""
+    arrays = [np.asarray(a) for a in arrays]
+    out = _program(text, names, arrays)(**dict(zip(names, arrays)))
     out = out if isinstance(out, list) else [out]
     return tuple(o.asnumpy() for o in out)
 
@@ -50,6 +56,24 @@ def run_region_seeded(text: str, names: tuple, seed: int, *arrays) -> tuple:
     """
     with rng.drawing_from(np.random.default_rng(seed)):
         return run_region(text, names, *arrays)
+
+
+def run_step_region(text: str, names: tuple, seed: int, *arrays) -> tuple:
+    """``run_region_seeded`` without its copies, for a replica's step (``replica.local``): ``arrays`` may
+    be ``NDArray`` (the replica's parameters, passed as they are: no copy of the parameters each step)
+    or NumPy; the outputs are the program's own values (fresh memory each run, but where the graph
+    passes an input through: then that input's value), to be read, not written (``local`` packs
+    them into new buckets)."""
+    arrays = [a if isinstance(a, NDArray) else np.asarray(a) for a in arrays]
+    with rng.drawing_from(np.random.default_rng(seed)):
+        out = _program(text, names, arrays)(**dict(zip(names, arrays)))
+    out = out if isinstance(out, list) else [out]
+    return tuple(_host(o) for o in out)
+
+
+def _host(a: NDArray) -> np.ndarray:
+    v = a._materialize()
+    return v if v.__class__ is np.ndarray else a.asnumpy()
 
 
 def clear() -> None:
