@@ -30,8 +30,10 @@ A lost worker: the step raises ``la.DistributedError`` at once (its connection c
 waiting for its gradients, are told to stop); a frozen one at the step's timeout. The next step
 finds the workers changed and copies the most advanced surviving replica (worker to worker) to
 every worker without one (a new worker the nanny started, or one whose replica is behind); with
-no survivor it names the fix (load the last checkpoint). A step that failed after some replicas
-applied it counts as taken.
+no survivor it names the fix (load the last checkpoint). A step the client gave up on is applied
+nowhere where a surviving replica still holds the client's step count (the others are set back to
+it); where every survivor applied it after all (a worker finished just after the timeout), it
+counts as taken and the next call says so and runs nothing (its batch may be the same one again).
 
 The graph is traced in training mode, so models whose training mode differs run as they train:
 
@@ -223,8 +225,9 @@ class DataParallel:
 
     def _steps(self, batches: list, timeout, caller: str) -> list[float]:
         call = BoundedCall(self.client, self.timeout if timeout is None else timeout, caller,
-                           "call it again with the same batch (it first copies the most advanced surviving "
-                           "replica to the workers without one; with no survivor, load the last checkpoint)")
+                           "call it again with the same batch (it first copies a surviving replica to the workers "
+                           "without one, and says so and runs nothing where every survivor applied this step after "
+                           "all; with no survivor, load the last checkpoint)")
         workers, tag = [], None
         try:
             workers = sorted(call.workers())
@@ -327,7 +330,8 @@ class DataParallel:
         else:
             tag = f"{self._key}-check-{self.steps}-{uuid.uuid4().hex[:6]}"
             have = call.gather([call.submit(R.steps_of, self._rkey(w), key=f"{tag}-{w}", worker=w) for w in workers])
-            best = self.steps if self.steps in have else max(have)  # (a step the client gave up is undone)
+            best = self.steps if self.steps in have else max(have)  # (a step the client gave up is undone...
+            # ...where a replica still holds the client's count; else every survivor applied it: said below)
             if best < 0:
                 raise DistributedError(
                     f"DataParallel.step: every worker holding a replica of the model is gone (had "
@@ -338,8 +342,11 @@ class DataParallel:
             blob = call.submit(R.export, self._rkey(src), key=f"{tag}-export", worker=src)
             call.gather([call.submit(R.install, self._rkey(w), blob, key=f"{tag}-install-{w}", worker=w)
                          for w, h in zip(workers, have) if h != best])
-            self.steps = best
+            gave_up, self.steps = self.steps, best
             self._sent = set()  # (an installed replica has no graphs: they are sent anew)
+            if best > gave_up:
+                self._holders, self._suspect = list(workers), False
+                raise DistributedError(_applied_after_all(call.caller, gave_up, best))
         self._holders, self._suspect = list(workers), False
         return workers
 
@@ -518,3 +525,13 @@ def _batch_pieces(data, label, owner: list[str], call: BoundedCall) -> tuple[lis
         for k, name in enumerate(numpy):
             out[0 if name == "data" else 1] = sent[k * n:(k + 1) * n]
     return out[0], out[1]
+
+
+def _applied_after_all(caller: str, gave_up: int, best: int) -> str:
+    """The error of the call after one that raised, when every surviving replica had finished the steps
+    the client gave up on (from ``gave_up`` to ``best``): they count now, and this call ran nothing."""
+    steps = f"step {gave_up} was" if best == gave_up + 1 else f"steps {gave_up} to {best - 1} were"
+    return (f"{caller}: {steps} applied after all by every surviving replica, though the last call raised "
+            f"(a worker finished after the client stopped waiting); DataParallel.steps is now {best}. "
+            "This call ran nothing: call it again, unless its batch is the one the last call gave up on (that "
+            "step is applied: running it again would apply it twice)")

@@ -188,8 +188,12 @@ def test_data_parallel_step_with_a_frozen_worker_ends_at_its_timeout_and_leaves_
         np.testing.assert_array_equal(p.data().asnumpy(), before[k])
     # resumed: the step given up is not applied anywhere (the worker that waited for its frozen peer was told
     # to stop; the resumed one's late attempt gives way), and the next steps run on both replicas
-    for _ in range(2):
-        dp.step(x, y)
+    while dp.steps < 3:
+        try:
+            dp.step(x, y)
+        except la.DistributedError as exc:  # (both replicas finished the step given up just after the timeout:
+            # it counts, and the next call, which runs nothing, says so)
+            assert "applied after all" in str(exc)
     assert dp.steps == 3
     first, second = [client.run(lambda key: R.state(key)[0], dp._rkey(w), workers=[w])[w] for w in dp._holders]
     want = net.collect_params()
@@ -201,6 +205,26 @@ def test_data_parallel_step_with_a_frozen_worker_ends_at_its_timeout_and_leaves_
     for k in first:
         assert first[k].tobytes() == second[k].tobytes(), k
         np.testing.assert_allclose(first[k], want[k].data().asnumpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+    dp.close()
+
+
+def test_a_step_every_replica_finished_after_the_client_gave_up_counts_and_the_next_call_runs_nothing(client):
+    """Where every replica finished the step the client gave up on (a worker answered just after the
+    timeout), that step counts, and the next call says so and runs nothing: were its batch the same one
+    again (the error's advice), running it would apply the step twice."""
+    net, dp, x, y = _trainer(client)
+    dp.step(x, y)
+    for w in dp._holders:
+        assert client.run(_run_ahead, dp._rkey(w), workers=[w])[w] == 2
+    dp._suspect = True  # (as after a step that raised)
+    with pytest.raises(la.DistributedError, match=r"DataParallel.step: step 1 was applied after all by every "
+                                                  r"surviving replica, though the last call raised.*steps is now "
+                                                  r"2.*ran nothing"):
+        dp.step(x, y)
+    have = [client.run(R.steps_of, dp._rkey(w), workers=[w])[w] for w in dp._holders]
+    assert dp.steps == 2 and have == [2, 2]  # (the call ran nothing)
+    dp.step(x, y)
+    assert dp.steps == 3
     dp.close()
 
 
