@@ -188,6 +188,8 @@ class Tuning:
                                 "normalized once per compiled step (kernels/extrema.py)")
     matmul_bias: bool = _doc(True, "inference graphs: a product by a matrix and the bias added to it as one "
                              "nn.dense (graph/passes/matmul_bias.py)")
+    merge_projections: bool = _doc(True, "inference graphs: dense layers reading one input (a transformer's query, key "
+                                   "and value) as one nn.dense split by views (graph/passes/merge_projections.py)")
     fuse_batch_norm_relu: bool = _doc(True, "inference graphs: a batch norm and the relu that alone reads it (DenseNet's "
                                       "pre-activation) made one step (nn.batch_norm_relu; "
                                       "graph/passes/batch_norm_relu.py)")
