@@ -176,9 +176,14 @@ class Tuning:
     fuse_layer_norm: bool = _doc(True, "inference graphs: a layer norm written out in ops as one nn.layer_norm")
     fuse_gelu: bool = _doc(True, "inference graphs: the exact GELU with erf written out (ONNX Erf as the importer "
                            "expands it) as one nn.gelu (graph/passes/gelu.py)")
+    fuse_gelu_tanh: bool = _doc(True, "inference graphs: the tanh GELU written out (0.5 x (1 + tanh(sqrt(2/pi) (x + "
+                                "0.044715 x^3))), GPT-2's) as one nn.gelu (graph/passes/gelu.py's fuse_gelu_tanh)")
     gelu_erf_float64: bool = _doc(False, "nn.gelu's erf form on float32 values computed in float64 and rounded once: "
                                   "within 2.9e-7 of the exact GELU over [-8, 8] (float32: 1.1e-6), about twice the "
                                   "time (ops/norm.py, kernels/gelu.py)")
+    gelu_tanh_compiled: bool = _doc(True, "nn.gelu's tanh form on float32 values as x / (1 + e^(-2u)) in float64 in one "
+                                    "compiled loop, rounded once: within 1 ulp of the exact tanh GELU, not the "
+                                    "reference's float32 bits (kernels/gelu.py's compiled_tanh)")
     layer_norm_in_place_max_bytes: int = _doc(1 << 20, "largest input layer_norm's in_place runs (kernels/layer_norm.py)")
     layer_norm_strided_rows: bool = _doc(True, "layer_norm's strided_rows: a channels-last view's rows (ConvNeXt) in one "
                                          "compiled call (kernels/layer_norm.py)")
@@ -198,6 +203,8 @@ class Tuning:
                                 "normalized once per compiled step (kernels/extrema.py)")
     matmul_bias: bool = _doc(True, "inference graphs: a product by a matrix and the bias added to it as one "
                              "nn.dense (graph/passes/matmul_bias.py)")
+    merge_projections: bool = _doc(True, "inference graphs: dense layers reading one input (a transformer's query, key "
+                                   "and value) as one nn.dense split by views (graph/passes/merge_projections.py)")
     fuse_batch_norm_relu: bool = _doc(True, "inference graphs: a batch norm and the relu that alone reads it (DenseNet's "
                                       "pre-activation) made one step (nn.batch_norm_relu; "
                                       "graph/passes/batch_norm_relu.py)")

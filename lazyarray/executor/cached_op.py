@@ -55,11 +55,12 @@ from ..graph.passes.dce import dce
 from ..graph.passes.drop_kept_dims import drop_kept_dims
 from ..graph.passes.fold_batch_norm import fold_batch_norm
 from ..graph.passes.forward_saves import forward_saves
-from ..graph.passes.gelu import fuse_gelu
+from ..graph.passes.gelu import fuse_gelu, fuse_gelu_tanh
 from ..graph.passes.gradient import gradient
 from ..graph.passes.infer import inline_env
 from ..graph.passes.layer_norm import fuse_layer_norm
 from ..graph.passes.matmul_bias import matmul_bias
+from ..graph.passes.merge_projections import merge_projections
 from ..graph.passes.placement import placement
 from ..graph.passes.pool_before_batch_norm import pool_before_batch_norm
 from ..graph.passes.pool_relu import pool_relu
@@ -452,7 +453,10 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
     # cse and dce again only where a pass changed something (each returns its symbol as it is when
     # it has nothing to do, and a second cse of a merged graph finds nothing)
     simple = merged if simpler is merged else dce(cse(simpler))
-    return channel_shuffle(matmul_bias(fuse_attention(fuse_layer_norm(fuse_gelu(simple))))) if inference else simple
+    if not inference:
+        return simple
+    gelus = fuse_gelu_tanh(fuse_gelu(simple))
+    return channel_shuffle(merge_projections(matmul_bias(fuse_attention(fuse_layer_norm(gelus)))))
 
 
 def _input_nodes(sym: Symbol, names: list[str]) -> list[Node]:

@@ -14,7 +14,7 @@ the same values faster for the layouts and sizes a compiled program hands them:
   ``ndarray.dot`` over all its rows into the buffer's (rows, units) view, then the bias added in
   place (``add(matmul(x, w), b)`` of an imported transformer's projections, made one ``dense`` by
   ``graph/passes/matmul_bias.py``): half the calls and checks of ``rows``; small products on one
-  BLAS thread, as ``gemm``'s;
+  BLAS thread, as ``gemm``'s, through the weight's transposed view (no packed copy to look up);
 * ``rows``: an input of more than two dims: one product over all its rows (``nn.rows_matmul``);
 * ``gemm``: rows times the transposed weight (a packed copy where it pays, ``ops/weight_pack.py``),
   small products on one BLAS thread (``blas_threads.py``).
@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import jit, threads
 from ..mode import MODE, PROFILING
-from ..ops import registry, weight_pack
+from ..ops import registry
 from ..ops.nn import rows_matmul
 from ..ops.weight_pack import transposed
 from ..tuning_table import current
@@ -72,7 +72,7 @@ def _stack(xp, x, weight, bias, out):
     serial = one_thread(flops, flops / 2 if x.dtype == np.float32 else None) \
         if rows > 1 and flops > SERIAL_ANYWAY_FLOPS else UNCHANGED
     if serial is UNCHANGED:  # (a non-contiguous x: reshape copies it, the product is the same)
-        x.reshape(rows, k).dot(transposed(weight, rows), out=y)
+        x.reshape(rows, k).dot(weight.T, out=y)  # (a lean product: the view, ``_bound_stack``)
     else:
         with serial:
             x.reshape(rows, k).dot(transposed(weight, rows), out=y)
@@ -171,22 +171,22 @@ def bind_dense(xp, x, weight, bias=None, out=None) -> Bound:
 
 def _bound_stack(x, weight):
     """``_stack`` for a step's shapes, with what they fix found once (issue #35: a small transformer's
-    projections are a few microseconds of arithmetic each): the rows, the product's view of the output,
-    whether BLAS is left alone (a product below ``SERIAL_ANYWAY_FLOPS``) and whether the weight's
-    transpose can be a packed copy at all (``weight_pack``'s size rules; where not, its view). The same
-    calls on the same operands as ``_stack``: its values bit for bit. Another product than the bound
-    one's (a serial switch to find per call) runs ``_stack`` itself."""
+    projections are a few microseconds of arithmetic each): the rows, the product's view of the output and
+    whether BLAS is left alone (a product below ``SERIAL_ANYWAY_FLOPS``). A lean product reads the weight
+    through its transposed view, as ``_stack`` does: a packed copy (``weight_pack``) saves less than its
+    per-call look-up costs there (measured, float32, one thread, loaded 2-core machine: 17 x 32 @ 32 x 128
+    10.7 us through the view, 9.4 on the copy, 13.1 with the look-up; 56 rows 27.1, 25.9, 29.9). The same
+    calls on the same operands as ``_stack``: its values bit for bit. Another product than the bound one's
+    (a serial switch to find per call) runs ``_stack`` itself."""
     k, units = x.shape[-1], weight.shape[0]
     rows = math.prod(x.shape[:-1])
     lean = not (rows > 1 and 2.0 * rows * units * k > SERIAL_ANYWAY_FLOPS)
-    view = rows < weight_pack.MIN_ROWS or weight.ndim != 2 or units < weight_pack.MIN_UNITS \
-        or weight.size < weight_pack.MIN_ELEMENTS  # (``transposed`` would give the view)
     if not lean:
         return lambda x, weight, bias, out=None: _stack(np, x, weight, bias, out)
 
     def run(x, weight, bias, out=None):
         y = out.reshape(rows, units)  # (a view: out is C-ordered)
-        x.reshape(rows, k).dot(weight.T if view else transposed(weight, rows), out=y)
+        x.reshape(rows, k).dot(weight.T, out=y)
         np.add(y, bias, out=y)
         return out
 

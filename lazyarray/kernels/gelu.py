@@ -173,31 +173,109 @@ COMPILED = Impl("gelu", "compiled", _compiled,
 _COMPILED = Choice(COMPILED)
 
 
-def _compiled_fits(xp, x, approximation, out) -> bool:
-    return xp is np and approximation == "none" and x.__class__ is np.ndarray and x.dtype == np.float32 \
-        and x.ndim > 0 and x.flags.c_contiguous and (out is None or (out.__class__ is np.ndarray and out.dtype ==
-                                                                     np.float32 and out.shape == x.shape
-                                                                     and out.flags.c_contiguous)) and jit.enabled()
-
-
 def choose_gelu_compiled(xp, x, approximation="none", out=None) -> Choice | None:
-    """``compiled`` where it applies, else as ``choose_gelu``."""
-    return _COMPILED if _compiled_fits(xp, x, approximation, out) else choose_gelu(xp, x, approximation=approximation,
-                                                                                   out=out)
+    """``compiled`` or ``compiled_tanh`` where one applies, else as ``choose_gelu``."""
+    c = _compiled_choice(xp, x, approximation, out)
+    return c if c is not None else choose_gelu(xp, x, approximation=approximation, out=out)
 
 
 def run_gelu_compiled(xp, x, approximation="none", out=None):
-    """gelu by ``compiled`` where it applies (and numba runs it), else as ``run_gelu``."""
-    if _compiled_fits(xp, x, approximation, out):
-        y = _compiled(xp, x, approximation, out)
+    """gelu by ``compiled`` or ``compiled_tanh`` where one applies (and numba runs it), else as ``run_gelu``."""
+    c = _compiled_choice(xp, x, approximation, out)
+    if c is not None:
+        y = c.impl.run(xp, x, approximation, out)
         if y is not None:
-            noted(_COMPILED, x)
+            noted(c, x)
             return y
     return run_gelu(xp, x, approximation=approximation, out=out)
 
 
+# -- gelu[compiled_tanh]: the tanh GELU of float32 values in float64, rounded once -------------------------------
+# 0.5 x (1 + tanh(u)) = x / (1 + e^(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3): no cancellation anywhere (1 + tanh(u)
+# near -1 is 2 e^(2u) / (1 + e^(2u))). e^z as scan_jit's unary_fast makes it, in loops LLVM vectorizes (no call into
+# the C library per value): z = k ln 2 + r, |r| <= ln 2 / 2, e^r by its Taylor series to r^8 / 8! (relative error
+# under 3e-10), 2^k from the bits of _ROUND + z / ln 2. Every value within 3e-10 (relative) of the exact one before
+# its one rounding to float32: within 1 ulp of the exact tanh GELU (0.5 ulp but where the exact value lies within
+# 3e-10 of a rounding boundary); NumPy's float32 operations (the reference) are a few ulp from it.
+_LOG2E, _LN2, _ROUND = 1.4426950408889634, 0.6931471805599453, 6755399441055744.0
+_EXP_MAX = 700.0  # (x / (1 + e^700) is -0 in float32 for every float32 x, as x / inf)
+_SHIFT, _ONE_BITS = np.uint64(52), np.uint64(1023 << 52)
+_TANH_C = float(np.sqrt(2.0 / np.pi))
+_TANH_AC = 0.044715 * _TANH_C
+
+
+def _gelu_tanh_loop(x, out):
+    """The tanh GELU of a flat float32 ``x`` into ``out`` (see above); NaN stays NaN, +-inf give
+    +inf and NaN as NumPy's operations do (0.5 * -inf * (1 + -1))."""
+    n = x.shape[0]
+    vals = np.empty(n, np.float64)
+    scales = np.empty(n, np.float64)
+    bits = scales.view(np.uint64)
+    for i in range(n):
+        v = np.float64(x[i])
+        z = -2.0 * (v * (_TANH_C + _TANH_AC * (v * v)))
+        z = z if z < _EXP_MAX else _EXP_MAX  # (NaN: clamped, x itself keeps it NaN)
+        z = z if z > -_EXP_MAX else -_EXP_MAX
+        t = _ROUND + z * _LOG2E  # (k = round(z / ln 2) in its low bits)
+        k = t - _ROUND
+        r = z - k * _LN2
+        r2 = r * r
+        r4 = r2 * r2  # (Estrin's scheme: a short chain of dependent operations)
+        vals[i] = ((1.0 + r) + r2 * (0.5 + r * (1 / 6))) + r4 * (((1 / 24) + r * (1 / 120)) + r2 * (
+            (1 / 720 + r * (1 / 5040)) + r2 * (1 / 40320)))
+        scales[i] = t
+    for i in range(n):  # (2^k from t's bits in integer ops that vectorize: no float-to-int conversion)
+        bits[i] = (bits[i] << _SHIFT) + _ONE_BITS
+    for i in range(n):
+        v = np.float64(x[i])
+        y = np.true_divide(v, 1.0 + vals[i] * scales[i])  # (not /: its zero check keeps the loop scalar)
+        out[i] = y if v > -np.inf else v * 0.0  # (-inf: NaN, as the reference's -inf * 0)
+
+
+def _compiled_tanh(xp, x, approximation="tanh", out=None):
+    """gelu's tanh form by ``_gelu_tanh_loop`` (chunk by chunk over the threads when large), or None where
+    numba does not run."""
+    kern = jit.compiled(_gelu_tanh_loop)
+    if kern is None:
+        return None
+    y = np.empty(x.shape, x.dtype) if out is None else out
+    flat, dest = x.reshape(-1), y.reshape(-1)
+    if flat.size < 4 * CHUNK_ELEMENTS:
+        kern(flat, dest)
+        return y
+
+    def work(bounds):
+        for lo, hi in bounds:
+            kern(flat[lo:hi], dest[lo:hi])
+
+    chunked(flat.size, CHUNK_ELEMENTS, y.nbytes, work)
+    return y
+
+
+COMPILED_TANH = Impl("gelu", "compiled_tanh", _compiled_tanh,
+                     "approximation='tanh', NumPy float32, x and out C-ordered, numba on, the tuning table's "
+                     "gelu_tanh_compiled: x / (1 + e^(-2u)) in float64 in one compiled loop, rounded once (within 1 "
+                     "ulp of the exact tanh GELU; not the reference's float32 bits)", threads=True, fallback=GELU)
+_COMPILED_TANH = Choice(COMPILED_TANH)
+
+
+def _float32_flat(xp, x, out) -> bool:
+    return xp is np and x.__class__ is np.ndarray and x.dtype == np.float32 and x.ndim > 0 \
+        and x.flags.c_contiguous and (out is None or (out.__class__ is np.ndarray and out.dtype == np.float32
+                                                       and out.shape == x.shape and out.flags.c_contiguous))
+
+
+def _compiled_choice(xp, x, approximation, out) -> Choice | None:
+    """``compiled`` or ``compiled_tanh`` where one applies (numba on), else None."""
+    if not _float32_flat(xp, x, out) or not jit.enabled():
+        return None
+    if approximation == "none":
+        return _COMPILED
+    return _COMPILED_TANH if approximation == "tanh" and current().gelu_tanh_compiled else None
+
+
 # op name -> its implementations, runner, and chooser for a call's arguments (``kernels.choose``)
-IMPLS = {"gelu": (COMPILED, GELU), "gelu_grad": (GELU_GRAD,), "gelu_with_grad": (WITH_GRAD,)}
+IMPLS = {"gelu": (COMPILED, COMPILED_TANH, GELU), "gelu_grad": (GELU_GRAD,), "gelu_with_grad": (WITH_GRAD,)}
 RUNNERS = {"gelu": run_gelu_compiled, "gelu_grad": run_gelu_grad, "gelu_with_grad": run_with_grad}
 CHOOSERS = {"gelu": choose_gelu_compiled, "gelu_grad": choose_gelu_grad, "gelu_with_grad": choose_with_grad}
 # (their choices are fixed by a compiled step's avals and planned output: the reference bound where none applies)

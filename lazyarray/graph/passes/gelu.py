@@ -209,3 +209,75 @@ def fuse_gelu(sym: Symbol) -> Symbol:
         return None if fused is None else (fused,)
 
     return rewrite(sym, visit, share=True)
+
+
+# -- the tanh GELU ------------------------------------------------------------------------------------
+# ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))`` as torch exports its tanh GELU (GPT-2's
+# ``NewGELUActivation``, ``nn.GELU(approximate='tanh')`` written out) and ``simplify`` leaves it (``x**3`` is
+# ``(x * x) * x``): nine ops, one of them ``tanh``.
+TANH_C, TANH_A = math.sqrt(2.0 / math.pi), 0.044715
+
+
+def _cube_of(m: _Match, e: Entry) -> Entry | None:
+    """``x`` where ``e`` is a private ``(x * x) * x`` (either order), else None."""
+    for sq, x in m.operands(e, "multiply"):
+        if _op(sq) == "multiply" and m.private(sq) and sq.node.inputs[0] == sq.node.inputs[1] == x:
+            return x
+    return None
+
+
+def _tanh_arg(m: _Match, e: Entry) -> Entry | None:
+    """``x`` where ``e`` is ``sqrt(2/pi) * (x + 0.044715 * x^3)`` (sums and products either order)."""
+    s = m.op_of(e, "multiply", TANH_C)
+    for x, q in m.operands(s, "add") if s is not None else ():
+        c3 = m.op_of(q, "multiply", TANH_A)
+        if c3 is not None and _cube_of(m, c3) == x:
+            return x
+    return None
+
+
+def _gelu_tanh_input(m: _Match, node: Node) -> Entry | None:
+    """The old entry ``x`` where ``node`` (a multiply) is ``x * 0.5 * (1 + tanh(...))``, its three factors
+    in any order and grouping, else None."""
+    for outer, inner in ((node.inputs[0], node.inputs[1]), (node.inputs[1], node.inputs[0])):
+        for f1, f2 in m.operands(inner, "multiply"):
+            for half, plus, x in itertools.permutations((outer, f1, f2)):
+                if not m.const(half, 0.5):
+                    continue
+                t = m.op_of(plus, "add", 1.0)
+                if t is not None and _op(t) == "tanh" and m.private(t) and _tanh_arg(m, t.node.inputs[0]) == x:
+                    return x
+    return None
+
+
+def fuse_gelu_tanh(sym: Symbol) -> Symbol:
+    """``sym`` with each tanh GELU written out in ops (above) made one ``nn.gelu`` node
+    (``approximation='tanh'``). The values: ``kernels/gelu.py``'s (float32: ``compiled_tanh``, within
+    0.51 ulp of the exact tanh GELU, where the written-out float32 ops lose up to 4.8e-7 to the
+    cancellation in ``1 + tanh`` of negative values; float64: the reference's operations, within 1e-15).
+    ``la.config.fuse_gelu_tanh = False`` turns it off.
+
+    >>> import lazyarray as la
+    >>> x = la.sym.var("x", shape=(4,))
+    >>> y = x * 0.5 * (1 + la.sym.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * (x * x * x))))
+    >>> [n.op.name for n in fuse_gelu_tanh(y).topo() if n.op is not None]
+    ['gelu']
+    """
+    if not current().fuse_gelu_tanh or not has_op(sym, "tanh"):
+        return sym
+    uses = use_counts(sym)
+    op = registry.get("gelu")
+
+    def visit(node: Node, ins):
+        if node.op is None or node.op.name != "multiply":
+            return None
+        a = node.avals[0]
+        if a.dtype is None or a.dtype.kind != "f" or a.shape is None or len(node.inputs) != 2:
+            return None
+        x = _gelu_tanh_input(_Match(uses, a.dtype), node)
+        if x is None or x.aval.shape != a.shape or x.aval.dtype != a.dtype:
+            return None
+        new_x = _find(node.inputs, ins, x, depth=2)
+        return None if new_x is None else (record_node(op, [new_x], {"approximation": "tanh"}, source=node.source),)
+
+    return rewrite(sym, visit, share=True)
