@@ -33,5 +33,6 @@ def test_an_onnx_first_calls_parse_and_import_are_phases_of_their_own(capsys):
     out = capsys.readouterr().out
     row = next(ln.split() for ln in out.splitlines() if ln.strip().startswith("onnx convnext_mini"))
     first, parse, onnx_import, trace, compiled, collected, numba, rest, _, _ = map(float, row[2:])
-    assert parse > 0 and onnx_import > 0 and trace > 0 and compiled > 0
+    assert parse > 0 and onnx_import > 0 and compiled > 0
+    assert trace == 0  # (an imported graph is compiled as it is, not traced again: blocks/symbol_block.py)
     assert parse + onnx_import + trace + compiled + collected + numba + rest == pytest.approx(first, abs=0.5)
