@@ -161,7 +161,9 @@ def set_enabled(on: bool | None) -> None:
 @functools.lru_cache(maxsize=1)  # (the probe: numba looked up once; ``_numba.cache_clear()`` looks again)
 def _numba():
     try:
-        with collected_after():  # (its ~90,000 objects pay the full collection they make due: gc_scope.py)
+        # (a first import's ~90,000 objects pay the full collection they make due: gc_scope.py; a later
+        # lookup, after ``clear()``, finds numba imported and collects nothing)
+        with contextlib.nullcontext() if "numba" in sys.modules else collected_after():
             import numba
     except ImportError:
         numba = None

@@ -8,7 +8,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import lazyarray
+from lazyarray import gc_scope, jit
 from lazyarray.gc_scope import collected_after, gc_paused
 
 ROOT = Path(lazyarray.__file__).resolve().parents[1]
@@ -79,3 +82,15 @@ def test_importing_numba_through_jit_pays_its_full_collection_then():
     assert got["on"]
     if got["numba"]:  # (where numba is installed: the import ended with one full collection)
         assert got["last"] == 2
+
+
+def test_looking_numba_up_again_after_clear_collects_nothing(monkeypatch):
+    """``jit.clear()`` forgets the numba lookup; the next lookup finds numba imported and must not run a
+    full collection (in a large process that is a second or more, paid by whichever kernel call looks)."""
+    pytest.importorskip("numba")
+    jit._numba()  # (imported)
+    collections = []
+    monkeypatch.setattr(gc_scope.gc, "collect", lambda *a: collections.append(a) or 0)
+    jit.clear()
+    assert jit._numba() is not None
+    assert collections == []
