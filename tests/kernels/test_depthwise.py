@@ -30,6 +30,8 @@ GEOMETRY = [
     ((2, 3, 13, 11), (3, 5), {"stride": (3, 2), "padding": (1, 2), "dilation": (2, 1)}),  # phases of rows and columns
     ((1, 4, 10, 9), (5, 5), {"stride": (2, 2), "padding": (2, 2)}),  # MobileNetV3's 5x5 at stride 2, odd width
     ((1, 2, 7, 8), (3, 3), {"stride": (4, 3), "padding": (0, 1)}),  # a stride past the kernel: phases never read
+    ((2, 3, 16, 16), (3, 3), {"stride": (2, 2), "padding": (1, 1)}),  # MobileNetV3's / ShuffleNet's stride 2
+    ((1, 3, 7, 6), (3, 3), {"stride": (2, 2)}),  # stride 2, no padding, even width
 ]
 IDS = [f"{xs}-k{k}-{'-'.join(f'{a}{v}' for a, v in p.items())}" for xs, k, p in GEOMETRY]
 
