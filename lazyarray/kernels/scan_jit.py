@@ -97,11 +97,14 @@ def make_scan(compiled):
             for j in range(rows[d] * cols[d]):
                 dst[j] = pack[off + j]
         scratch = np.empty((2, regs.shape[1]), np.float64)  # (unary_fast's values and scales)
+        s32 = scratch.view(np.float32)  # (unary_f32's, made once: a view made per call costs its counts)
+        bits = s32.view(np.int32)
         nxt = np.empty((n_s, regs.shape[1]), regs.dtype)  # (step_outputs' next states)
         fast = (2 if flags & FAST32 else 1) if flags & FAST else 0  # (``step``'s ``fast``)
         xs, last = x.reshape((x.shape[0], x.shape[1] * x.shape[2])), x.shape[0] - 1
         for t in range(xs.shape[0]):
-            step_op(table, rows, cols, regs, pack, xs, last - t if flags & REVERSED else t, one, fast, scratch)
+            step_op(table, rows, cols, regs, pack, xs, last - t if flags & REVERSED else t, one, fast, scratch,
+                    s32, bits)
             outputs_op(regs, rows, cols, states, outs, ys, t, nxt)
         for s in range(min(n_s, 2)):
             f = f0 if s == 0 else f1
@@ -122,7 +125,7 @@ def step(compiled):
     binary_op, matmul_op, unary_op = compiled(binary), compiled(matmul), compiled(unary(compiled))
     fast_op, f32_op = compiled(unary_fast), compiled(unary_f32)
 
-    def step_ops(table, rows, cols, regs, pack, xs, t, one, fast, scratch):
+    def step_ops(table, rows, cols, regs, pack, xs, t, one, fast, scratch, s32, bits):
         """A time step: the table's ops in order over the registers (``xs[t]``: the step's data, flat).
         The data's load, column slices, add, subtract and multiply of operands of the output's
         columns, negative, and float32's sigmoid and tanh (``unary_fast``) are run or called here (a
@@ -166,11 +169,11 @@ def step(compiled):
                 for j in range(n):
                     regs[d, j] = -regs[a, j]
             elif fast == 2 and same and (code == SIGMOID or code == TANH):
-                f32_op(code, regs, d, a, n, scratch)
+                f32_op(code, regs, d, a, n, s32, bits)
             elif fast and same and (code == SIGMOID or code == TANH):
                 fast_op(code, regs, d, a, n, scratch)
             else:
-                unary_op(code, regs, d, a, rows[d], cols[d], rows[a], cols[a], one, fast, scratch)
+                unary_op(code, regs, d, a, rows[d], cols[d], rows[a], cols[a], one, fast, scratch, s32, bits)
 
     return step_ops
 
@@ -311,44 +314,43 @@ def unary_fast(code, regs, d, a, n, scratch):
 
 
 @jit.contracted
-def unary_f32(code, regs, d, a, n, scratch):
+def unary_f32(code, regs, d, a, n, s32, bits):
     """float32 ``sigmoid`` / ``tanh`` (``code``) of register ``a``'s first ``n`` values into register ``d``,
     as ``unary_fast`` but in float32 arithmetic (eight values a vector instruction where ``unary_fast``
     has four, no conversions): about 0.4x its time. ``m`` = e^(-|x|) - 1 (sigmoid) or e^(-2|x|) - 1
     (tanh) from the series of e^r - 1 (no cancellation near 0: tanh of a small value keeps its
     relative accuracy); sigmoid ``1 / (1 + e)`` (times ``e`` where x < 0, ``e`` = 2^k (1 + the series)),
-    tanh ``-m / (2 + m)``
-    with x's sign (+-0 kept). Within 3 float32 ulps of the exact values (2.5 over
-    tests/kernels/test_scan_jit.py's values; relative error under 2e-7 in the normal range); a NaN is kept. ``scratch`` (float64 rows) holds the float32
-    values ``m``'s series and 2^k side by side."""
-    out, x, series, scales = regs[d], regs[a], scratch[0].view(np.float32), scratch[1].view(np.float32)
-    bits = scratch[1].view(np.int32)
+    tanh ``-m / (2 + m)`` with x's sign (+-0 kept). Within 3 float32 ulps of the exact values (2.5 over
+    tests/kernels/test_scan_jit.py's values; relative error under 2e-7 in the normal range); a NaN is
+    kept. ``s32`` (float32, two rows of at least ``n``): the series' values and the scales 2^k, made
+    from their bits through ``bits`` (``s32`` as int32). 2-D indexing, no views (a view costs its
+    reference counts: 0.6x the time of a cell's 16 values)."""
     scale, one, two = _F32T(1.0) if code == SIGMOID else _F32T(2.0), _F32T(1.0), _F32T(2.0)
     for j in range(n):
-        v = abs(x[j]) * scale
+        v = abs(regs[a, j]) * scale
         v = v if v < _EXP_MAX32 else _EXP_MAX32
         t = _ROUND32 - v * _LOG2E32  # (k in its low bits)
         k = t - _ROUND32
         r = (-v - k * _LN2_HI32) - k * _LN2_LO32
-        series[j] = r * (one + r * (_F32T(1 / 2) + r * (_F32T(1 / 6) + r * (_F32T(1 / 24) + r * (
+        s32[0, j] = r * (one + r * (_F32T(1 / 2) + r * (_F32T(1 / 6) + r * (_F32T(1 / 24) + r * (
             _F32T(1 / 120) + r * (_F32T(1 / 720) + r * _F32T(1 / 5040)))))))
-        scales[j] = t + _TWO_64 if v > _BIG32 else t
+        s32[1, j] = t + _TWO_64 if v > _BIG32 else t
     for j in range(n):  # (2^k from t's bits, as unary_fast)
-        bits[j] = (bits[j] << _SHIFT32) + _ONE_BITS32
+        bits[1, j] = (bits[1, j] << _SHIFT32) + _ONE_BITS32
     for j in range(n):
-        u = x[j]
+        u = regs[a, j]
         v = abs(u) * scale
         v = v if v < _EXP_MAX32 else _EXP_MAX32
-        s = scales[j] * _MINUS_64 if v > _BIG32 else scales[j]
+        s = s32[1, j] * _MINUS_64 if v > _BIG32 else s32[1, j]
         if code == SIGMOID:
-            e = s + s * series[j]
+            e = s + s * s32[0, j]
             p = np.true_divide(one, one + e)
             w = p if u >= 0 else e * p
         else:
-            m = (s - one) + s * series[j]
+            m = (s - one) + s * s32[0, j]
             w = np.true_divide(-m, two + m)
             w = w if u > 0 else (-w if u < 0 else u)
-        out[j] = w if u == u else u
+        regs[d, j] = w if u == u else u
 
 
 def unary(compiled):
@@ -358,7 +360,7 @@ def unary(compiled):
     through ``unary_fast`` where ``fast``."""
     fast_op, f32_op = compiled(unary_fast), compiled(unary_f32)
 
-    def unary_step(code, regs, d, a, rows, cols, rx, cx, one, fast, scratch):
+    def unary_step(code, regs, d, a, rows, cols, rx, cx, one, fast, scratch, s32, bits):
         zero, n = one - one, rows * cols
         if rx != rows or cx != cols:
             for i in range(rows):
@@ -366,7 +368,7 @@ def unary(compiled):
                     regs[d, i * cols + j] = regs[a, (i if rx > 1 else 0) * cx + (j if cx > 1 else 0)]
             a = d
         if fast == 2 and (code == SIGMOID or code == TANH):
-            f32_op(code, regs, d, a, n, scratch)
+            f32_op(code, regs, d, a, n, s32, bits)
         elif fast and (code == SIGMOID or code == TANH):
             fast_op(code, regs, d, a, n, scratch)
         elif code == SIGMOID:
