@@ -110,6 +110,9 @@ class Tuning:
     foreach_cell_fast_exp: bool = _doc(True, "foreach[compiled_cell] in float32: sigmoid and tanh through a vectorized "
                                        "float64 exp (kernels/scan_jit.py exp_rows; within one rounding of the exact "
                                        "values) instead of the C library's per value")
+    foreach_cell_f32_math: bool = _doc(True, "with foreach_cell_fast_exp: that sigmoid and tanh in float32 arithmetic "
+                                       "(kernels/scan_jit.py unary_f32: eight values a vector instruction, within 3 "
+                                       "ulps of the exact values; 0.4x the float64 one's time)")
     param_cache_max_bytes: int = _doc(64 << 20, "bytes the kept values of one compiled program's parameter-only "
                                       "steps may hold (executor/param_cache.py; larger ones run every call; 0: none kept)")
     # -- saying what runs

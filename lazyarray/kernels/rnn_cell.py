@@ -410,6 +410,15 @@ def _invariants(t: CellTable, fr: Frame, arrays):
     return parts
 
 
+def math_flags(dtype) -> int:
+    """``run_scan``'s flags for float32's sigmoid and tanh (the tuning table's ``foreach_cell_fast_exp``
+    and ``foreach_cell_f32_math``; none for float64)."""
+    tune = tuning()
+    if dtype != _F32 or not tune.foreach_cell_fast_exp:
+        return 0
+    return sj.FAST | sj.FAST32 if tune.foreach_cell_f32_math else sj.FAST
+
+
 def caller(t: CellTable, fr: Frame, n_y: int, n_args: int, fallback, early=None):
     """``fn(*arrays, out=None)``, the bound function of a compiled step whose arrays have the shapes ``fr``
     was made for and whose ``out`` (the step outputs, then the final states) are C-ordered buffers of
@@ -419,7 +428,7 @@ def caller(t: CellTable, fr: Frame, n_y: int, n_args: int, fallback, early=None)
     written). ``early``: ``(entry, after, first)``: while the entry has run fewer than ``after`` calls,
     ``first`` runs the call (and counts it): the body's tier checked here, in the one function the step
     calls (no layer of Python per call between the step and the compiled loop)."""
-    loop, fast = _loop(), sj.FAST if t.dtype == _F32 and tuning().foreach_cell_fast_exp else 0
+    loop, fast = _loop(), math_flags(t.dtype)
     e, after, first = early if early is not None else (None, 0, None)
     n_s = len(t.states)
     if not t.direct or not fr.one_y or n_s > 2 or n_args < 1 + n_s:
@@ -504,7 +513,7 @@ def run(t: CellTable, fr: Frame, arrays, ys, finals) -> bool:
     pack = _pack(t, fr, arrays)
     if pack is None:
         return False
-    fast = sj.FAST if t.dtype == _F32 and tuning().foreach_cell_fast_exp else 0
+    fast = math_flags(t.dtype)
     x, flags = (arrays[0], fast) if arrays[0].flags.c_contiguous else data(arrays[0], fast)
     rest = np.empty((max(len(t.states) - 2, 0), fr.regs_shape[1]), t.dtype)  # (the states after two, flat)
     y = ys[0] if fr.one_y else np.empty(fr.y_shape, t.dtype)

@@ -2,7 +2,9 @@
 float64 exp of loops that vectorize) are within one float32 rounding of the exact values over the
 whole range (zero, tiny, the series' edge, large, infinite values, NaN kept), and a written LSTM
 cell run with them equals the reference kernel, and equals the loop with them switched off
-(``foreach_cell_fast_exp``) within the float32 tolerance; float64 never takes them."""
+(``foreach_cell_fast_exp``) within the float32 tolerance; float64 never takes them. Their float32
+arithmetic (``unary_f32``, ``foreach_cell_f32_math``) is within 3 ulps of the exact values, NaN and
+the sign of zero kept."""
 from __future__ import annotations
 
 import numpy as np
@@ -58,6 +60,36 @@ def test_fast_sigmoid_and_tanh_are_within_one_float32_rounding(code):
     assert np.isnan(out[:2]).all() and not np.isnan(out[2])
 
 
+def _dense_values():
+    """``_values`` and dense sweeps: every range of the reduction, tiny values, the results below
+    float32's normal range."""
+    powers = np.float32(10.0) ** np.arange(-38, 1, 0.01).astype(np.float32)
+    return np.concatenate([_values(), np.linspace(-110, 110, 20001).astype(np.float32), powers, -powers])
+
+
+@pytest.mark.parametrize("code", [sj.SIGMOID, sj.TANH], ids=["sigmoid", "tanh"])
+def test_float32_sigmoid_and_tanh_are_within_three_ulps(code):
+    """``unary_f32`` (float32 arithmetic) is within 3 ulps of the exact value (the spacing of floats
+    at the exact value, the smallest subnormal below the normal range), keeps NaN and tanh's sign of zero."""
+    fn = jit.compiled(sj.unary_f32)
+    if fn is None:
+        pytest.skip("numba is off")
+    x = _dense_values()
+    regs = np.stack([x, np.full_like(x, np.nan)])
+    s32 = np.empty((2, x.size), np.float32)
+    fn(code, regs, 1, 0, x.size, s32, s32.view(np.int32))
+    out, exact = regs[1], _exact(code, x)
+    spacing = np.maximum(np.spacing(np.abs(exact.astype(np.float32))).astype(np.float64), 2.0 ** -149)
+    ulps = np.abs(out.astype(np.float64) - exact) / spacing
+    assert ulps.max() <= 3, (x[np.argmax(ulps)], ulps.max())
+    if code == sj.TANH:
+        assert np.array_equal(np.signbit(out[:2]), np.signbit(x[:2]))
+    nan = np.array([np.nan, -np.nan, 1.0], np.float32)
+    regs = np.stack([nan, nan])
+    fn(code, regs, 1, 0, 3, s32, s32.view(np.int32))
+    assert np.isnan(regs[1, :2]).all() and abs(regs[1, 2] - _exact(code, nan[2:])[0]) < 3e-7
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("rows,k_in,n_out,a_rows", [(1, 32, 64, True), (3, 5, 13, True), (2, 7, 8, False), (2, 3, 5, True),
                                                      (1, 1, 4, True), (2, 0, 4, True), (0, 4, 4, True)])
@@ -107,16 +139,17 @@ def test_a_cell_with_fast_exp_equals_the_reference_and_the_loop_without_it(dtype
     want = registry.get("foreach").kernel(np, *values, **params)
     tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == "float32" else {"rtol": 1e-12, "atol": 1e-13}
     got = {}
-    for fast in (True, False):
-        with la.tuning(foreach_jit_after=0, foreach_cell_fast_exp=fast):
-            got[fast] = kforeach.run_compiled_cell(np, *values, **params)
-        assert got[fast] is not None
-        for g, ref in zip(got[fast], want):
+    for fast, f32 in ((True, True), (True, False), (False, True)):
+        with la.tuning(foreach_jit_after=0, foreach_cell_fast_exp=fast, foreach_cell_f32_math=f32):
+            got[fast, f32] = kforeach.run_compiled_cell(np, *values, **params)
+        assert got[fast, f32] is not None
+        for g, ref in zip(got[fast, f32], want):
             assert g.shape == ref.shape and g.dtype == ref.dtype
             np.testing.assert_allclose(g, ref, **tol)
-    if dtype == "float64":  # (float64 never takes the fast path: the same loop both times)
-        for a, b in zip(got[True], got[False]):
+    if dtype == "float64":  # (float64 never takes the fast paths: the same loop each time)
+        for a, b, c in zip(got[True, True], got[True, False], got[False, True]):
             np.testing.assert_array_equal(a, b)
+            np.testing.assert_array_equal(a, c)
 
 
 def _trading(xt, states, w):
