@@ -174,6 +174,7 @@ def act_choice(conv_choice: Choice) -> Choice:
 def bound_step(choice: Choice, x, weight, bias, stride, padding, dilation, act=None, alpha=0.2,
                beta=0.5) -> Bound | None:
     """A compiled step's ``Bound`` of ``conv1d``, named ``choice`` (``act`` None: conv2d's, else
-    conv2d_act's); None where the kernel is off (the step calls its runner)."""
+    conv2d_act's), reading no scratch (``kernels/scratch_free.py``); None where the kernel is off (the
+    step calls its runner)."""
     fn = bound(x, weight, bias, stride, padding, dilation, act, alpha, beta, ROWS in choice.notes)
-    return None if fn is None else Bound(choice, fn)
+    return None if fn is None else Bound(choice, fn, scratch=False)  # (both loops allocate their own)

@@ -4,7 +4,7 @@ same order) and the reference within float rounding, over batch, padding, dilati
 and a last block of fewer than four output channels too), taps longer than three, with and without
 bias, every activation, strided views and an output in another memory order, empty dims; the chooser
 notes it (``conv2d[conv1d, rows]``) where the stride is 1 and ``conv1d_rows`` is on, and a compiled
-step binds the loop its choice names."""
+step binds the loop its choice names, reading no scratch (no workspace planned)."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,6 +13,7 @@ import pytest
 import lazyarray as la
 from lazyarray import kernels
 from lazyarray.kernels import conv1d
+from lazyarray.kernels.scratch_free import reads_no_scratch
 from lazyarray.ops import registry
 from lazyarray.ops.conv_act import activate
 
@@ -105,6 +106,9 @@ def test_a_bound_step_binds_the_loop_its_choice_names(rows):
         bound = kernels.bind(ACT, np, x, w, b, **params)
         assert bound.choice == kernels.choose(ACT, np, x, w, b, **params)
     assert (conv1d.ROWS in bound.choice.notes) is rows
+    assert not bound.scratch  # (both loops allocate their own: the plan lends the step no workspace)
+    with la.tuning(conv1d_rows=rows):
+        assert reads_no_scratch(ACT, np, x, w, b, **params)
     out = np.empty_like(want)
     assert bound.fn(x, w, b, out=out) is out
     np.testing.assert_allclose(out, want, **TOL[want.dtype])
