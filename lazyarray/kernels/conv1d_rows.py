@@ -31,7 +31,7 @@ from .. import jit
 from .activation_jit import activate_row
 from .conv_blocked import PASS1, PASS3
 
-ROUND = 32  # (the flat loop's length a multiple of this, as conv_blocked's: its vectorized loop runs whole)
+ROUND = 16  # (the flat loop's length a multiple of this, as conv_blocked's: its vectorized loop runs whole)
 
 
 def _fill(pad, x, pw, lp):  # pragma: no cover  (compiled by numba, inlined)
