@@ -76,10 +76,8 @@ def _make(fill, pass3, pass1, activate_row):
                               pc[t0 + 2 * dw:t0 + 2 * dw + flat], u0, u1, u2, u3, tap)
                     for tap in range(k3, k):
                         src = pc[tap * dw:tap * dw + flat]
-                        pass1(a0, src, u0[tap])
-                        pass1(a1, src, u1[tap])
-                        pass1(a2, src, u2[tap])
-                        pass1(a3, src, u3[tap])
+                        for blk in range(4):
+                            pass1(acc[blk], src, w[min(o0 + blk, last), ci, 0, tap])
                 for blk in range(min(4, og - ob)):  # (bias -0.0 where there is none: every sum stays as it is)
                     bo = b[o0 + blk] if b.shape[0] == o else -prm[2]
                     for img in range(n):
