@@ -21,6 +21,8 @@ a call is the output's allocation (none into a planned buffer) and one compiled 
 Applies (``applies``): NumPy float32/float64 arrays of one dtype, numba on, a unit-height image,
 kernel and output (no height padding), not stored batch last, the tuning table's ``conv1d`` on and at
 most ``conv1d_max_macs`` multiply-adds (past that the products' BLAS wins); any batch, any groups.
+``choose`` notes a stride-1 call ``rows`` (``conv2d[conv1d, rows]``): ``kernels/conv1d_rows.py``'s loop runs it, over
+the whole batch at once, with these values bit for bit; other strides run the loop here.
 """
 from __future__ import annotations
 
