@@ -81,6 +81,9 @@ class Tuning:
     conv1d: bool = _doc(True, "1-D convolutions (a unit-height image and kernel) as one compiled loop with their bias "
                         "and activation: conv2d[conv1d], nn.conv2d_act[conv1d] (kernels/conv1d.py)")
     conv1d_max_macs: int = _doc(1 << 18, "largest 1-D convolution (multiply-adds, the batch's) conv1d takes")
+    conv1d_rows: bool = _doc(True, "stride-1 1-D convolutions conv1d takes as passes over one zero-padded row per "
+                             "input channel, 4 output channels by 3 taps a pass: conv2d[conv1d, rows] "
+                             "(kernels/conv1d_rows.py)")
     min_split_macs: int = _doc(1 << 24, "multiply-adds from which a convolution's images are split over the threads")
     batch_last_min_batch: int = _doc(16, "smallest batch the executor stores batch last (C, H, W, N)")
     batch_last_max_pixels: int = _doc(256, "largest image (H * W) the executor stores batch last")

@@ -21,6 +21,8 @@ a call is the output's allocation (none into a planned buffer) and one compiled 
 Applies (``applies``): NumPy float32/float64 arrays of one dtype, numba on, a unit-height image,
 kernel and output (no height padding), not stored batch last, the tuning table's ``conv1d`` on and at
 most ``conv1d_max_macs`` multiply-adds (past that the products' BLAS wins); any batch, any groups.
+``choose`` notes a stride-1 call ``rows`` (``conv2d[conv1d, rows]``): ``kernels/conv1d_rows.py``'s loop runs it, over
+the whole batch at once, with these values bit for bit; other strides run the loop here.
 """
 from __future__ import annotations
 
@@ -30,7 +32,9 @@ import numpy as np
 
 from .. import jit
 from ..ops import conv
-from .activation_jit import act_code, activate_value
+from ..tuning_table import current
+from . import conv1d_rows
+from .activation_jit import act_code, act_params, activate_value
 from .conv_direct import GROUPED
 from .depthwise import FLOATS
 from .impl import Choice, Impl
@@ -106,16 +110,18 @@ def scalars(dtype, code: int, alpha: float, beta: float) -> tuple:
     return code, d(alpha), d(beta), d(0), d(1)
 
 
-def bound(x, weight, bias, stride, padding, dilation, act=None, alpha=0.2, beta=0.5):
+def bound(x, weight, bias, stride, padding, dilation, act=None, alpha=0.2, beta=0.5, rows=False):
     """``fn(x, w, b=None, out=None)`` computing the (activated) convolution of arrays shaped and typed as
-    these (a compiled step's: ``applies`` held when it bound), the geometry and scalars bound in; None
-    where the kernel is off."""
-    kern = kernel()
+    these (a compiled step's: ``applies`` held when it bound) by the ``rows`` loop (``rows``: its
+    ``applies`` held too) or the first one, the geometry and scalars bound in; None where the kernel
+    is off."""
+    kern = conv1d_rows.kernel() if rows else kernel()
     if kern is None:
         return None
     lo = conv.out_size(x, weight, stride, padding, dilation)[1]
     shape, dtype = (x.shape[0], weight.shape[0], 1, lo), x.dtype
-    args = (stride[1], padding[1], dilation[1]) + scalars(dtype, act_code(act), alpha, beta)
+    args = ((padding[1], dilation[1], act_code(act), act_params(dtype, alpha, beta)) if rows else
+            (stride[1], padding[1], dilation[1]) + scalars(dtype, act_code(act), alpha, beta))
     none = np.zeros(0, dtype)
 
     def fn(x, w, b=None, out=None):
@@ -129,7 +135,7 @@ def bound(x, weight, bias, stride, padding, dilation, act=None, alpha=0.2, beta=
 def run_conv1d(xp, x, weight, bias, stride, padding, dilation, groups, out, act=None, alpha=0.2, beta=0.5):
     """conv2d (and its activation: ``act``) by the compiled loop, into ``out`` or a new array; None where
     the kernel is off (the caller's next choice runs)."""
-    fn = bound(x, weight, bias, stride, padding, dilation, act, alpha, beta)
+    fn = bound(x, weight, bias, stride, padding, dilation, act, alpha, beta, conv1d_rows.applies(stride, current()))
     if fn is None:
         return None
     shape = (x.shape[0], weight.shape[0], 1, conv.out_size(x, weight, stride, padding, dilation)[1])
@@ -150,12 +156,27 @@ CONV1D = Impl("conv2d", "conv1d",
               "lies, the bias added in it", fallback=GROUPED)
 CONV1D_ACT = Impl("conv2d_act", "conv1d", run_conv1d_act,
                   "conv2d's conv1d case: the activation applied in the same loop (one pass, one call a layer)")
-ACT_CHOICE = Choice(CONV1D_ACT)
+ROWS = "rows"  # the note explain() shows where the rows loop runs: conv2d[conv1d, rows] (kernels/conv1d_rows.py)
+CHOICES = {False: Choice(CONV1D), True: Choice(CONV1D, (ROWS,))}
+ACT_CHOICES = {False: Choice(CONV1D_ACT), True: Choice(CONV1D_ACT, (ROWS,))}
+ACT_CHOICE = ACT_CHOICES[False]
+
+
+def choose(stride, t) -> Choice:
+    """conv2d's choice where ``applies`` held (``t`` the tuning table): ``conv1d``, noted ``rows`` where
+    that loop applies (``conv1d_rows.applies``)."""
+    return CHOICES[conv1d_rows.applies(stride, t)]
+
+
+def act_choice(conv_choice: Choice) -> Choice:
+    """conv2d_act's choice where conv2d's is ``conv_choice`` (``conv1d``, either loop)."""
+    return ACT_CHOICES[ROWS in conv_choice.notes]
 
 
 def bound_step(choice: Choice, x, weight, bias, stride, padding, dilation, act=None, alpha=0.2,
                beta=0.5) -> Bound | None:
     """A compiled step's ``Bound`` of ``conv1d``, named ``choice`` (``act`` None: conv2d's, else
-    conv2d_act's); None where the kernel is off (the step calls its runner)."""
-    fn = bound(x, weight, bias, stride, padding, dilation, act, alpha, beta)
-    return None if fn is None else Bound(choice, fn)
+    conv2d_act's), reading no scratch (``kernels/scratch_free.py``); None where the kernel is off (the
+    step calls its runner)."""
+    fn = bound(x, weight, bias, stride, padding, dilation, act, alpha, beta, ROWS in choice.notes)
+    return None if fn is None else Bound(choice, fn, scratch=False)  # (both loops allocate their own)

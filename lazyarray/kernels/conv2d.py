@@ -96,7 +96,7 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
     if t.conv_pointwise and conv_direct.pointwise_applies(xp, x, weight, None, out, stride, padding, groups):
         return _CHOICES[POINTWISE]
     if conv1d.applies(xp, x, weight, None, out, stride, padding, dilation, groups, t):
-        return _CHOICES[CONV1D]
+        return conv1d.choose(stride, t)
     if conv_direct.applies(xp, x, weight, None, out, groups, n * o * (c // groups) * kh * kw * ho * wo,
                            t.conv_direct_max_macs, ho * wo):
         return _CHOICES[DIRECT]

@@ -198,7 +198,7 @@ def _choices(xp, x, weight, bias, geo, groups, out) -> tuple[Choice, Choice]:
     t = current()
     conv_choice = choose_conv2d(xp, x, weight, out, *geo, groups, t)
     if conv_choice.impl is CONV1D:  # (the activation in the convolution's loop)
-        return conv1d.ACT_CHOICE, conv_choice
+        return conv1d.act_choice(conv_choice), conv_choice
     return _choice(_pick(xp, x, weight, bias, conv_choice, t), conv_choice), conv_choice
 
 
@@ -256,7 +256,7 @@ def _in_one_pass(impl, conv_choice, xp, x, weight, bias, geo, groups, act, alpha
         return y, (None if y is None else _choice(FUSED, conv_choice))
     if conv_choice.impl is CONV1D:
         y = conv1d.run_conv1d_act(xp, x, weight, bias, *geo, groups, act, alpha, beta, out)
-        return y, (None if y is None else conv1d.ACT_CHOICE)
+        return y, (None if y is None else conv1d.act_choice(conv_choice))
     if conv_choice.impl in (DIRECT, DEPTHWISE) and impl is COMPILED:
         run = conv2d_direct if conv_choice.impl is DIRECT else conv2d_depthwise_compiled
         y = run(xp, x, weight, bias, *geo, groups, out, act, alpha, beta)

@@ -487,9 +487,19 @@ def _avg_tiles_2x2(x, out, scale):
 def _avg_taps(x, out, kh, kw, sh, sw, ph, pw, include_pad, h_pad, w_pad, uniform, scale, zero, one, cnt):
     """``avg_pool2d`` over the taps in (a, b) order, padding read as zeros (``_fold_taps`` order),
     times ``scale`` or, unless ``uniform``, one over the window's count computed in x's dtype as the
-    NumPy path's ``_divisor`` does (clipped to the padded input, ``h_pad`` x ``w_pad``, or to x)."""
+    NumPy path's ``_divisor`` does (clipped to the padded input, ``h_pad`` x ``w_pad``, or to x). The
+    factors are made once per output position (``fac``), not once per output (a division and two
+    stores an output: conv1d_net's (8, 16, 1, 11) ceil-mode pool, 12.8 -> 6.4 us, issue #35)."""
     n_n, c_n, h_n, w_n = x.shape
     ho_n, wo_n = out.shape[2], out.shape[3]
+    lo_h, hi_h = (0, h_pad) if include_pad else (ph, ph + h_n)
+    lo_w, hi_w = (0, w_pad) if include_pad else (pw, pw + w_n)
+    fac = np.empty((ho_n, wo_n), out.dtype)
+    for i in range(ho_n):
+        for j in range(wo_n):
+            cnt[0] = min(i * sh + kh, hi_h) - max(i * sh, lo_h)  # (stored in x's dtype: the
+            cnt[1] = min(j * sw + kw, hi_w) - max(j * sw, lo_w)  # arithmetic stays in it)
+            fac[i, j] = scale if uniform else one / (cnt[0] * cnt[1])
     for n in range(n_n):
         for c in range(c_n):
             for i in range(ho_n):
@@ -501,14 +511,7 @@ def _avg_taps(x, out, kh, kw, sh, sw, ph, pw, include_pad, h_pad, w_pad, uniform
                             q = j * sw - pw + b
                             v = x[n, c, r, q] if r >= 0 and r < h_n and q >= 0 and q < w_n else zero
                             acc = v if a == 0 and b == 0 else acc + v
-                    if uniform:
-                        out[n, c, i, j] = acc * scale
-                    else:
-                        lo_h, hi_h = (0, h_pad) if include_pad else (ph, ph + h_n)
-                        lo_w, hi_w = (0, w_pad) if include_pad else (pw, pw + w_n)
-                        cnt[0] = min(i * sh + kh, hi_h) - max(i * sh, lo_h)  # (stored in x's dtype: the
-                        cnt[1] = min(j * sw + kw, hi_w) - max(j * sw, lo_w)  # arithmetic stays in it)
-                        out[n, c, i, j] = acc * (one / (cnt[0] * cnt[1]))
+                    out[n, c, i, j] = acc * fac[i, j]
 
 
 def _avg_plan(x, kernel, stride, padding, shape, extra, include_pad, max_taps):

@@ -20,22 +20,22 @@ from . import conv1d, conv2d, conv_act
 
 def _conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None) -> bool:
     """``bind_conv2d`` binds a scratch-free choice once (``direct``, ``pointwise``, ``depthwise``, no
-    fact checked per call)."""
+    fact checked per call; ``conv1d``, whose loops allocate their own)."""
     if x.dtype == np.float16 and weight.dtype == np.float16:
         return False
     geometry = conv.geometry(stride, padding, dilation) + (groups,)
     choice = conv2d.choose_conv2d(xp, x, weight, out, *geometry)
-    return choice.impl in conv2d.NO_SCRATCH and not any(conv2d.per_call_facts(xp, x, weight, groups, current()))
+    return choice.impl is conv2d.CONV1D or \
+        choice.impl in conv2d.NO_SCRATCH and not any(conv2d.per_call_facts(xp, x, weight, groups, current()))
 
 
 def _conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, act="relu",
                 alpha=0.2, beta=0.5, out=None) -> bool:
-    """``bind_conv2d_act`` binds ``loop`` or ``fused`` (their loops read none), or its convolution as
+    """``bind_conv2d_act`` binds ``loop``, ``fused`` or ``conv1d`` (their loops read none), or its convolution as
     ``_conv2d`` says (the activation's pass or loop reads none)."""
     choice = conv_act.choose_conv2d_act(xp, x, weight, bias, stride, padding, dilation, groups, act, alpha, beta, out)
-    return choice.impl in (conv_act.LOOP, conv_act.FUSED) or \
-        (choice.impl is not conv1d.CONV1D_ACT and _conv2d(xp, x, weight, bias, stride, padding, dilation,
-                                                                   groups, out))
+    return choice.impl in (conv_act.LOOP, conv_act.FUSED, conv1d.CONV1D_ACT) or \
+        _conv2d(xp, x, weight, bias, stride, padding, dilation, groups, out)
 
 
 def _always(xp, *arrays, out=None, **params) -> bool:

@@ -90,8 +90,11 @@ def test_the_choosers_take_it_where_it_applies_only():
     x, w, b = _arrays(CASES[1], np.float32)
     geo = {"padding": (0, 2), "dilation": (1, 2)}
     assert kernels.choose(CONV, np, x, w, **geo).impl is kconv.CONV1D
-    assert kernels.choose(ACT, np, x, w, b, **geo) is conv1d.ACT_CHOICE
-    assert repr(conv1d.ACT_CHOICE) == "conv2d_act[conv1d]"
+    assert kernels.choose(ACT, np, x, w, b, **geo) is conv1d.ACT_CHOICES[True]
+    assert repr(conv1d.ACT_CHOICES[True]) == "conv2d_act[conv1d, rows]"  # (stride 1: the rows loop)
+    with la.tuning(conv1d_rows=False):
+        assert kernels.choose(ACT, np, x, w, b, **geo) is conv1d.ACT_CHOICE
+        assert repr(conv1d.ACT_CHOICE) == "conv2d_act[conv1d]"
     with la.tuning(conv1d=False):  # switched off: the products
         assert kernels.choose(CONV, np, x, w, **geo).impl is not kconv.CONV1D
         assert kernels.choose(ACT, np, x, w, b, **geo).impl is not conv1d.CONV1D_ACT
@@ -126,4 +129,4 @@ def test_an_eager_call_and_the_profile_name_it():
     with la.profile() as prof:
         y = la.nn.conv2d(la.array(x), la.array(w), la.array(b), padding=(0, 1))
     np.testing.assert_allclose(y.asnumpy(), _want(x, w, b, (1, 1), (0, 1), (1, 1), 1, None), **TOL[y.dtype])
-    assert {e.impl for e in prof.events if e.name.endswith("conv2d")} == {"conv1d"}
+    assert {e.impl for e in prof.events if e.name.endswith("conv2d")} == {"conv1d, rows"}
