@@ -136,3 +136,38 @@ def test_hooks_run_once_per_call_and_an_error_names_the_block_once():
         net(la.array(np.ones((4, 7), "float32")))
     assert str(hooked.value) == str(plain.value)
     assert hooked.value.__notes__[0] == plain.value.__notes__[0]  # (the block named once, as without hooks)
+
+
+class _Outs(B.HybridBlock):
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+
+    def forward(self, x):
+        a, b, c = la.relu(x), x * 2.0, x - 1.0
+        if self.kind == "tuple":
+            return a, b, c
+        if self.kind == "list":
+            return [a, b, c]
+        if self.kind == "same twice":
+            return a, a
+        return (a, [b, c]), {"c": c}
+
+
+@pytest.mark.parametrize("kind", ["tuple", "list", "same twice", "nested"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_several_outputs_regroup_as_eager_on_hot_calls(kind, dtype):
+    x = la.array(np.arange(-6, 6, dtype=dtype).reshape(3, 4)[:, ::2])  # a view
+    eager = _Outs(kind)(x)
+    net = _Outs(kind)
+    net.hybridize()
+    for _ in range(3):
+        out = net(x)
+        assert type(out) is type(eager)
+        flat_eager, flat_out = la.blocks.output_structure.flatten(eager, "t")[0], \
+            la.blocks.output_structure.flatten(out, "t")[0]
+        assert len(flat_out) == len(flat_eager)
+        for a, b in zip(flat_out, flat_eager):
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a.asnumpy(), b.asnumpy())
+    assert isinstance(net(la.array(np.zeros((2, 0), dtype))), type(eager))  # an empty dim
