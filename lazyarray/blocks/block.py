@@ -38,6 +38,7 @@ from ..kernels.profile import profile
 from ..ndarray import NDArray
 from ..onnx.export import export as onnx_export
 from . import hybrid
+from .hooks import HookHandle
 from .output_structure import name_outputs
 from .param_file import load_arrays, write_arrays, write_export
 from .parameter import INIT_LOCK, MULTI_DEVICE, Constant, DeferredInitializationError, Parameter
@@ -771,31 +772,6 @@ class HybridBlock(Block):
 STRUCTURE = NamedCache("block structure epoch", 1)
 _NEVER = object()  # (the token a block that never checked saw)
 GENERIC_TRACES = 8  # traces per mode kept to serve new signatures without tracing again
-
-
-class HookHandle:
-    """What ``register_forward_hook`` / ``register_forward_pre_hook`` return: ``detach()`` removes the
-    hook (also on leaving a ``with handle:`` block)."""
-
-    _next = [0]
-
-    def __init__(self, hooks: OrderedDict, hook):
-        if not callable(hook):
-            raise ParamError(f"a forward hook must be callable, got {type(hook).__name__}")
-        self._hooks = hooks
-        self._key = HookHandle._next[0]
-        HookHandle._next[0] += 1
-        hooks[self._key] = hook
-
-    def detach(self) -> None:
-        """Remove the hook (a second call does nothing)."""
-        self._hooks.pop(self._key, None)
-
-    def __enter__(self) -> HookHandle:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.detach()
 
 
 def child_name(parent: Block, child: Block) -> str:
