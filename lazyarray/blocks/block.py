@@ -38,6 +38,7 @@ from ..kernels.profile import profile
 from ..ndarray import NDArray
 from ..onnx.export import export as onnx_export
 from . import hybrid
+from .hooks import HookHandle
 from .output_structure import name_outputs
 from .param_file import load_arrays, write_arrays, write_export
 from .parameter import INIT_LOCK, MULTI_DEVICE, Constant, DeferredInitializationError, Parameter
@@ -558,6 +559,7 @@ class HybridBlock(Block):
         object.__setattr__(self, "_generic", {})
         object.__setattr__(self, "_last_sig", None)
         object.__setattr__(self, "trace_count", 0)
+        object.__setattr__(self, "_hot", None)  # (key, Compiled, compiles then) of the last plain call
 
     def hybridize(self, active: bool = True, static_shape: bool = False, cache_size: int | None = None,
                   cache_bytes: int | None = None) -> None:
@@ -596,42 +598,66 @@ class HybridBlock(Block):
     if TYPE_CHECKING:
         def __call__(self: _Forward[_P, _R_co], *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
     else:
-        def __call__(self, *args):
+        def __call__(self, *args, _hooked: bool = False):
+            # One frame from the caller to the compiled graph (the hooks' path calls back in with
+            # ``_hooked``; its error is named once, by the outer call)
             try:
-                if self._forward_pre_hooks or self._forward_hooks:
-                    return self._call_with_hooks(self._call, args)
-                return self._call(*args)
+                if not _hooked and (self._forward_pre_hooks or self._forward_hooks):
+                    return self._call_with_hooks(self._hooked_call, args)
+                if not self._active or (mode := MODE.get()) & DEFERRED:  # imperative, or inlined into an enclosing trace
+                    return self.run_forward(*args)
+                if self.__dict__.get("_structure_epoch", _NEVER) is not STRUCTURE.peek(None):
+                    self._check_structure()
+                # The hot path of a hybridized call: one signature, one compare (or dict lookup), then the graph.
+                try:  # (a computed array's value has its shape and dtype; a lazy one's is None: ``_odd_signature``)
+                    if len(args) == 1:  # (the usual call: no comprehension's frame)
+                        v = args[0]._value
+                        sig = ((v.shape, v.dtype, args[0]._device),)
+                    else:
+                        sig = tuple([(v.shape, v.dtype, a._device) for a in args for v in (a._value,)])
+                except AttributeError:
+                    sig = self._odd_signature(args)
+                key = (TRAINING.get(), sig)
+                # The last plain call's (key, Compiled, compiles then): while no signature was compiled since
+                # (its ``used`` stamp is still the newest), an equal key runs it without hashing the key, and
+                # hands the stored key on, which the Compiled's memo then finds by identity.
+                hot = self._hot
+                if hot is not None and hot[2] == self._traces.epoch and hot[0] == key:
+                    key, compiled = hot[0], hot[1]
+                else:
+                    compiled = self._compiled_for(args, key, mode)
+                self.__dict__["_last_sig"] = sig
+                return compiled(args, None if mode else key)  # (the key: a plain call's only, see Compiled)
             except LazyArrayError as exc:  # named once (its innermost block), its traceback ending at the user's line
+                if _hooked:
+                    raise
                 raise leaving_block(exc, self, child_name)  # noqa: B904 (the same error, raised again)
 
-    def _call(self, *args):
-        if not self._active or (mode := MODE.get()) & DEFERRED:  # imperative, or inlined into an enclosing trace
-            return self.run_forward(*args)
-        if self.__dict__.get("_structure_epoch", _NEVER) is not STRUCTURE.peek(None):
-            self._check_structure()
-        # The hot path of a hybridized call: one signature, one dict lookup, then the cached op.
-        try:  # (a computed array's value has its shape and dtype; a lazy one's is None: below)
-            if len(args) == 1:  # (the usual call: no comprehension's frame)
-                v = args[0]._value
-                sig = ((v.shape, v.dtype, args[0]._device),)
-            else:
-                sig = tuple([(v.shape, v.dtype, a._device) for a in args for v in (a._value,)])
-        except AttributeError:
-            bad = [a for a in args if a is not None and not isinstance(a, NDArray)]
-            if bad:
-                raise ParamError(f"a hybridized {type(self).__name__} takes arrays (or None), got "
-                                 f"{type(bad[0]).__name__}; wrap numbers and NumPy data with la.array(...)") from None
-            # None arguments: traced with None in that place, the trace serves calls with None there
-            # (and lazy arguments: their recorded shapes and dtypes)
-            sig = tuple([None if a is None else (a.shape, a.dtype, a._device) for a in args])
-        key = (TRAINING.get(), sig)
+    def _hooked_call(self, *args):
+        """The call the forward hooks wrap (``_call_with_hooks``)."""
+        return self(*args, _hooked=True)
+
+    def _odd_signature(self, args) -> tuple:
+        """The signature of a call whose arguments are not all computed arrays: None arguments (traced
+        with None in that place, the trace serves calls with None there) and lazy ones (their recorded
+        shapes and dtypes); anything else raises ``ParamError``."""
+        bad = [a for a in args if a is not None and not isinstance(a, NDArray)]
+        if bad:
+            raise ParamError(f"a hybridized {type(self).__name__} takes arrays (or None), got "
+                             f"{type(bad[0]).__name__}; wrap numbers and NumPy data with la.array(...)") from None
+        return tuple([None if a is None else (a.shape, a.dtype, a._device) for a in args])
+
+    def _compiled_for(self, args, key, mode) -> hybrid.Compiled:
+        """The Compiled serving ``key`` (traced or compiled now where none does), remembered as the hot
+        one (``_hot``) where the call is plain (``mode`` 0)."""
         compiled = self._by_sig.get(key)
         if compiled is None:
-            compiled = self._compile_for(args, sig, key[0])
+            compiled = self._compile_for(args, key[1], key[0])
         else:
             compiled.used = self._traces.epoch
-        self.__dict__["_last_sig"] = sig
-        return compiled(args, None if mode else key)  # (the key: a plain call's only, see Compiled)
+        if not mode:
+            self.__dict__["_hot"] = (key, compiled, self._traces.epoch)
+        return compiled
 
     def _compile_for(self, args, sig, training) -> hybrid.Compiled:
         with INIT_LOCK:  # one thread traces a new signature; the others then find it
@@ -746,31 +772,6 @@ class HybridBlock(Block):
 STRUCTURE = NamedCache("block structure epoch", 1)
 _NEVER = object()  # (the token a block that never checked saw)
 GENERIC_TRACES = 8  # traces per mode kept to serve new signatures without tracing again
-
-
-class HookHandle:
-    """What ``register_forward_hook`` / ``register_forward_pre_hook`` return: ``detach()`` removes the
-    hook (also on leaving a ``with handle:`` block)."""
-
-    _next = [0]
-
-    def __init__(self, hooks: OrderedDict, hook):
-        if not callable(hook):
-            raise ParamError(f"a forward hook must be callable, got {type(hook).__name__}")
-        self._hooks = hooks
-        self._key = HookHandle._next[0]
-        HookHandle._next[0] += 1
-        hooks[self._key] = hook
-
-    def detach(self) -> None:
-        """Remove the hook (a second call does nothing)."""
-        self._hooks.pop(self._key, None)
-
-    def __enter__(self) -> HookHandle:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.detach()
 
 
 def child_name(parent: Block, child: Block) -> str:

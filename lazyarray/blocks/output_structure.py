@@ -31,14 +31,20 @@ from ..ops import registry
 class OutputStructure:
     """How to rebuild a block's output from the flat list of graph outputs, and each leaf's name."""
 
-    __slots__ = ("names", "tree")
+    __slots__ = ("names", "tree", "_flat")
 
     def __init__(self, tree, names: list[str]):
         self.tree = tree  # a leaf's index (int), or (container type, dict keys or None, children)
         self.names = names  # per leaf, in order: its path as a graph output name
+        # a plain tuple or list of the leaves in order (the usual several outputs): its type, built in one call
+        self._flat = (tree[0], len(tree[2])) if tree.__class__ is tuple and tree[0] in (tuple, list) \
+            and tree[1] is None and tree[2] == list(range(len(tree[2]))) else None
 
     def regroup(self, flat):
         """``flat`` (one value per leaf, in order) in the block's output structure."""
+        f = self._flat
+        if f is not None and len(flat) == f[1]:
+            return f[0](flat)
         return _build(self.tree, flat)
 
     def __repr__(self) -> str:

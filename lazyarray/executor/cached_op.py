@@ -221,7 +221,10 @@ class CachedOp:
     def run_program(self, c: _Compiled, vals: list):
         """Run ``c`` (from ``program_for``) on the arrays' values: a plain call without its signature."""
         c.used = self._signatures.epoch
-        return _wrap(c, c.program.run(vals))
+        outs = c.program.run(vals)
+        if c.n_out == 1:  # (``_wrap``'s usual case, without its frame)
+            return make_array(outs[0], None, c.out_devices[0])
+        return _wrap(c, outs)
 
     def _values(self, args):
         """The arrays, their computed values and the signature key of a call's arguments (converting

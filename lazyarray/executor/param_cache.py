@@ -184,7 +184,7 @@ class ParamCache:
 
     def run(self, args) -> list:
         """Run once; returns the output values (new arrays, owned by the caller)."""
-        params = [args[i] for i in self.param_at]
+        params = list(map(args.__getitem__, self.param_at))  # (gathered in C)
         return self.body.run([*args, *self._values(params)])
 
     def _values(self, params: list) -> list | tuple:

@@ -8,6 +8,9 @@ implementation's function bound to the step's parameters (``direct``), so a repl
 """
 from __future__ import annotations
 
+import functools
+import inspect
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,6 +19,9 @@ from ..tuning_table import current
 from .impl import Choice, Impl
 from .log import log_choice
 from .profile import current as current_profile
+
+_FUNCTION = types.FunctionType
+_VARARGS, _VARKEYWORDS = inspect.CO_VARARGS, inspect.CO_VARKEYWORDS
 
 
 def noted(choice: Choice, *arrays) -> None:
@@ -118,11 +124,22 @@ def _called(run, xp, params: tuple, arity: int) -> Callable:
     and of 1-3 arrays, one that builds no argument tuples (a batch-1 layer's call is a microsecond)."""
     if params or not 1 <= arity <= 3:
         return lambda *arrays, out=None: run(xp, *arrays, *params, out)
+    if _takes_out_after(run, arity):  # (called in C: no frame of ours between the step and the kernel)
+        return functools.partial(run, xp)
     if arity == 1:
         return lambda a, out=None: run(xp, a, out)
     if arity == 2:
         return lambda a, b, out=None: run(xp, a, b, out)
     return lambda a, b, c, out=None: run(xp, a, b, c, out)
+
+
+def _takes_out_after(run, arity: int) -> bool:
+    """Whether ``run`` is a plain function ``run(xp, a1..a_arity, out=None)`` (its last parameter named
+    ``out``, nothing after it), so ``partial(run, xp)(*arrays, out=out)`` calls it as ``_called``'s lambda does."""
+    code = getattr(run, "__code__", None)
+    return code is not None and run.__class__ is _FUNCTION and code.co_argcount == arity + 2 \
+        and not code.co_kwonlyargcount and not code.co_flags & (_VARARGS | _VARKEYWORDS) \
+        and code.co_varnames[arity + 1] == "out"
 
 
 def fixed_binder(chooser: Callable, fallbacks: dict, names: tuple = ()) -> Callable:

@@ -1,9 +1,16 @@
 """kernels/runner.py's ``counted_until``: a bound step of a tiered op counts its calls as the op's
-runner counts, and binds again (the later tier's choice) once the count passes."""
+runner counts, and binds again (the later tier's choice) once the count passes; ``direct`` of a plain
+kernel function is a ``functools.partial`` (called in C), the same results as the lambda of the others."""
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 
+import numpy as np
+import pytest
+
+from lazyarray.kernels import runner
+from lazyarray.kernels.impl import Choice, Impl
 from lazyarray.kernels.runner import Bound, by_facts, counted_until
 
 
@@ -53,3 +60,26 @@ def test_a_tiered_bound_names_the_later_tier_once_it_runs():
         b.fn(7)
         names.append(b.choice)
     assert names == ["early", "early", "late", "late"]
+
+
+def _plain(xp, a, b, out=None):
+    return xp.add(a, b, out=out)
+
+
+def _named_y(xp, a, b, y=None):
+    return xp.add(a, b, out=y)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_direct_run_of_a_plain_kernel_is_called_in_c_with_the_same_result(dtype):
+    fast = runner.direct(Choice(Impl("t", "plain", _plain, "")), {}, np, arity=2)
+    slow = runner.direct(Choice(Impl("t", "named_y", _named_y, "")), {}, np, arity=2)
+    assert isinstance(fast, functools.partial) and not isinstance(slow, functools.partial)
+    a = np.arange(12, dtype=dtype).reshape(3, 4)[:, ::2]  # a view
+    b = np.ones((3, 2), dtype)
+    for fn in (fast, slow):
+        out = np.empty((3, 2), dtype)
+        assert fn(a, b, out=out) is out
+        np.testing.assert_array_equal(out, a + b)
+        np.testing.assert_array_equal(fn(a, b), a + b)  # (no out: the kernel allocates)
+        assert fn(a[:0], b[:0], out=np.empty((0, 2), dtype)).shape == (0, 2)
