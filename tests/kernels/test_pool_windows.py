@@ -127,3 +127,24 @@ def test_padded_windows_equal_the_compiled_loops_bit_for_bit_and_the_folds(monke
                              padding=padding, ceil_mode=ceil)
         assert str(bound.choice) == "max_pool2d[windows]", what
         assert bound.fn(x, out=np.full_like(want, 9)).tobytes() == want.tobytes(), what
+
+
+@pytest.mark.parametrize("stride", [(2, 2), (1, 2), (2, 1), (3, 3)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_three_by_three_row_folds_keep_ties_and_nan_payloads_bit_for_bit(monkeypatch, stride, dtype):
+    """``_pool_windows3`` (each row's three taps folded once, then the rows): signed zeros' ties take the
+    later tap and a window's first NaN (by its payload) wins, as the row loop's (row, column) order has it;
+    with relu, the relu's values; views and empty dims too."""
+    monkeypatch.setattr(la.config, "jit", True)
+    bits = np.uint32 if dtype == "float32" else np.uint64
+    pick = np.array([0.0, -0.0, 1.0, -1.0, np.nan, np.nan], dtype)
+    pick.view(bits)[5] |= 1  # (a second NaN payload)
+    x = pick[np.random.default_rng(11).integers(0, 6, (2, 3, 15, 13))]
+    shape = tuple((n - 3) // s + 1 for n, s in zip(x.shape[2:], stride))
+    assert pool_windows._kernel(x, (3, 3), stride, (0, 0), shape) is pool_windows._pool_windows3
+    for what, v in [("c-order", x), ("strided view", np.repeat(x, 2, axis=3)[..., ::2]), ("empty batch", x[:0])]:
+        want = _rows(np.ascontiguousarray(v), (3, 3), stride, shape)
+        got = pool_windows.max_pool(v, None, (3, 3), stride, (0, 0), shape)
+        assert got.shape == want.shape and got.tobytes() == want.tobytes(), what
+        relu = pool_windows.max_pool(v, np.full_like(want, 4), (3, 3), stride, (0, 0), shape, relu=True)
+        assert relu.tobytes() == np.maximum(want, 0).tobytes(), what
