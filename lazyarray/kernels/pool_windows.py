@@ -88,6 +88,66 @@ def _pool_windows3(x, out, kh, kw, sh, sw, ph, pw, fill, relu, zero):  # pragma:
 
 
 @jit.tiered
+def _pool_windows3_padded(x, out, kh, kw, sh, sw, ph, pw, fill, relu, zero):  # pragma: no cover  (numba)
+    """``_pool_windows_padded`` of 3 x 3 windows, ``_pool_windows3``'s way: each input row's three-tap maxima first:
+    ``hm[r, j]``, row r's fold of its taps inside x among columns ``j * sw - pw`` to ``j * sw - pw + 2``, made
+    once per row (a row of a stride-2 pool serves two output rows), then each output the fold of its rows'
+    ``hm`` inside x. The fold keeps the first NaN and otherwise the last of the maxima (``np.maximum``'s
+    rule, a tie taking the later), so folding the rows' folds in row order gives the window's fold in
+    (row, column) order bit for bit; windows inside x (columns ``j_lo`` to ``j_hi``, rows with all three)
+    run unrolled."""
+    n_n, c_n, h_n, w_n = x.shape
+    ho_n, wo_n = out.shape[2], out.shape[3]
+    j_lo = min((pw + sw - 1) // sw, wo_n)
+    j_hi = max(min((w_n - 3 + pw) // sw + 1, wo_n), j_lo)
+    rows = max(min(h_n, (ho_n - 1) * sh - ph + 3), 0)
+    hm = np.empty((rows, wo_n), out.dtype)
+    for n in range(n_n):
+        for c in range(c_n):
+            p = x[n, c]
+            for r in range(rows):
+                row, h = p[r], hm[r]
+                for j in range(j_lo, j_hi):
+                    q = j * sw - pw
+                    u = row[q]
+                    v = row[q + 1]
+                    u = u if (u > v) | (u != u) else v
+                    v = row[q + 2]
+                    h[j] = u if (u > v) | (u != u) else v
+                for j in range(wo_n):
+                    if j_lo <= j < j_hi:
+                        continue
+                    q, u = j * sw - pw, fill
+                    for b in range(max(0, -q), min(3, w_n - q)):
+                        v = row[q + b]
+                        u = u if (u > v) | (u != u) else v
+                    h[j] = u
+            for i in range(ho_n):
+                o, i0 = out[n, c, i], i * sh - ph
+                a_lo, a_hi = max(0, -i0), min(3, h_n - i0)
+                if a_lo == 0 and a_hi == 3:
+                    h0, h1, h2 = hm[i0], hm[i0 + 1], hm[i0 + 2]
+                    for j in range(wo_n):
+                        u = h0[j]
+                        v = h1[j]
+                        u = u if (u > v) | (u != u) else v
+                        v = h2[j]
+                        u = u if (u > v) | (u != u) else v
+                        if relu:
+                            u = u if (u > zero) | (u != u) else zero  # np.maximum(u, 0)
+                        o[j] = u
+                    continue
+                for j in range(wo_n):
+                    u = fill
+                    for a in range(a_lo, a_hi):
+                        v = hm[i0 + a, j]
+                        u = u if (u > v) | (u != u) else v
+                    if relu:
+                        u = u if (u > zero) | (u != u) else zero  # np.maximum(u, 0)
+                    o[j] = u
+
+
+@jit.tiered
 def _pool_windows_padded(x, out, kh, kw, sh, sw, ph, pw, fill, relu, zero):  # pragma: no cover  (numba)
     """``_pool_windows`` of x padded by (ph, pw) (-inf), or with ``ceil_mode``'s windows past it: a
     padding tap reads -inf, which never changes the fold, so each window folds its taps inside x in
@@ -164,11 +224,12 @@ def _inside(x, kernel, stride, padding, shape) -> bool:
 
 
 def _kernel(x, kernel, stride, padding, shape):
-    """The kernel for this pool: ``_pool_windows3`` for 3 x 3 windows inside x, ``_pool_windows`` for
-    other windows inside x, else ``_pool_windows_padded``."""
-    if not _inside(x, kernel, stride, padding, shape):
-        return _pool_windows_padded
-    return _pool_windows3 if tuple(kernel) == (3, 3) else _pool_windows
+    """The kernel for this pool: for windows inside x ``_pool_windows3`` (3 x 3) or ``_pool_windows``,
+    else ``_pool_windows3_padded`` (3 x 3) or ``_pool_windows_padded``."""
+    three, inside = tuple(kernel) == (3, 3), _inside(x, kernel, stride, padding, shape)
+    if inside:
+        return _pool_windows3 if three else _pool_windows
+    return _pool_windows3_padded if three else _pool_windows_padded
 
 
 def _scalars(x, kernel, stride, padding, relu):

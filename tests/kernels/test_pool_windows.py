@@ -130,21 +130,27 @@ def test_padded_windows_equal_the_compiled_loops_bit_for_bit_and_the_folds(monke
 
 
 @pytest.mark.parametrize("stride", [(2, 2), (1, 2), (2, 1), (3, 3)])
+@pytest.mark.parametrize("pad", [((0, 0), False), ((1, 1), False), ((1, 0), True), ((0, 0), True)],
+                         ids=["inside", "padded", "padded-ceil", "ceil"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_three_by_three_row_folds_keep_ties_and_nan_payloads_bit_for_bit(monkeypatch, stride, dtype):
-    """``_pool_windows3`` (each row's three taps folded once, then the rows): signed zeros' ties take the
-    later tap and a window's first NaN (by its payload) wins, as the row loop's (row, column) order has it;
-    with relu, the relu's values; views and empty dims too."""
+def test_three_by_three_row_folds_keep_ties_and_nan_payloads_bit_for_bit(monkeypatch, stride, pad, dtype):
+    """``_pool_windows3`` / ``_pool_windows3_padded`` (each row's three taps folded once, then the rows):
+    signed zeros' ties take the later tap and a window's first NaN (by its payload) wins, as the compiled
+    loops' (row, column) order has it; with relu, the relu's values; views and empty dims too."""
     monkeypatch.setattr(la.config, "jit", True)
     bits = np.uint32 if dtype == "float32" else np.uint64
     pick = np.array([0.0, -0.0, 1.0, -1.0, np.nan, np.nan], dtype)
     pick.view(bits)[5] |= 1  # (a second NaN payload)
     x = pick[np.random.default_rng(11).integers(0, 6, (2, 3, 15, 13))]
-    shape = tuple((n - 3) // s + 1 for n, s in zip(x.shape[2:], stride))
-    assert pool_windows._kernel(x, (3, 3), stride, (0, 0), shape) is pool_windows._pool_windows3
+    k, s, p, shape = jit_geometry(x, (3, 3), stride, *pad)
+    inside = pool_windows._inside(x, k, s, p, shape)  # (ceil_mode adds a window past x for some strides)
+    assert inside or pad != ((0, 0), False)
+    assert not inside or tuple(p) == (0, 0)
+    three = pool_windows._pool_windows3 if inside else pool_windows._pool_windows3_padded
+    assert pool_windows._kernel(x, k, s, p, shape) is three
     for what, v in [("c-order", x), ("strided view", np.repeat(x, 2, axis=3)[..., ::2]), ("empty batch", x[:0])]:
-        want = _rows(np.ascontiguousarray(v), (3, 3), stride, shape)
-        got = pool_windows.max_pool(v, None, (3, 3), stride, (0, 0), shape)
+        want = pool_jit.max_pool(np.ascontiguousarray(v), None, k, s, p, shape)  # (the phase planes or the rows)
+        got = pool_windows.max_pool(v, None, k, s, p, shape)
         assert got.shape == want.shape and got.tobytes() == want.tobytes(), what
-        relu = pool_windows.max_pool(v, np.full_like(want, 4), (3, 3), stride, (0, 0), shape, relu=True)
+        relu = pool_windows.max_pool(v, np.full_like(want, 4), k, s, p, shape, relu=True)
         assert relu.tobytes() == np.maximum(want, 0).tobytes(), what
