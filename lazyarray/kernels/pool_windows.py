@@ -261,19 +261,20 @@ def max_pool(x, out, kernel, stride, padding, shape, relu=False):
 def bound(x, out, kernel, stride, padding, shape, other, relu=False):
     """A compiled step's call of ``max_pool``'s kernel with the kernel and its scalars made once:
     ``fn(x, out=)`` checks per call what a planned buffer or another input could change (x's dtype,
-    shape and layout; an out given, of x's dtype, not overlapping x) and takes any other call to
+    shape and strides as bound, so its layout is the one ``applies`` took; an out given, of x's dtype,
+    not overlapping x) and takes any other call to
     ``other(x, out=out)`` (the step's generic binding). None where ``windows`` would not run."""
     if not applies(x, kernel, stride, padding, shape) or out is None or out.dtype != x.dtype:
         return None
     kern = jit.compiled(_kernel(x, kernel, stride, padding, shape))
     if kern is None:
         return None
-    dtype, x_shape, out_shape = x.dtype, x.shape, (x.shape[0], x.shape[1]) + tuple(shape)
+    dtype, x_shape, x_strides, out_shape = x.dtype, x.shape, x.strides, (x.shape[0], x.shape[1]) + tuple(shape)
     args = _scalars(x, kernel, stride, padding, relu)
 
-    def fn(x, out=None):
+    def fn(x, out=None):  # (x's shape and strides as bound: its layout as ``applies`` found it, not batch last)
         if out is None or out.dtype != dtype or x.dtype != dtype or x.shape != x_shape or out.shape != out_shape \
-                or stored_batch_last(x) or overlap(out, x):
+                or x.strides != x_strides or overlap(out, x):
             return other(x, out=out)
         kern(x, out, *args)
         return out

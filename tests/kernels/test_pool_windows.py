@@ -71,6 +71,9 @@ def test_a_bound_step_writes_its_planned_buffer_and_falls_back(monkeypatch, dtyp
     ob = buf[x.size - 16:x.size - 16 + out.size].reshape(out.shape)
     assert fn(buf[:x.size].reshape(x.shape), out=ob) == "other" and fn(x) == "other" and len(calls) == 2
     assert fn(x.astype(np.float16), out=out) == "other" and fn(x[:, :, 1:], out=out) == "other"
+    last = np.ascontiguousarray(x.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)  # (x's shape, stored batch last)
+    view = np.repeat(x, 2, axis=3)[..., ::2]  # (x's shape, other strides)
+    assert fn(last, out=out) == "other" and fn(view, out=out) == "other" and len(calls) == 6
     np.testing.assert_array_equal(bound.fn(x), want)  # (no out: a new array)
 
 
