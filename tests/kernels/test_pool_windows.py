@@ -71,6 +71,9 @@ def test_a_bound_step_writes_its_planned_buffer_and_falls_back(monkeypatch, dtyp
     ob = buf[x.size - 16:x.size - 16 + out.size].reshape(out.shape)
     assert fn(buf[:x.size].reshape(x.shape), out=ob) == "other" and fn(x) == "other" and len(calls) == 2
     assert fn(x.astype(np.float16), out=out) == "other" and fn(x[:, :, 1:], out=out) == "other"
+    last = np.ascontiguousarray(x.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)  # (x's shape, stored batch last)
+    view = np.repeat(x, 2, axis=3)[..., ::2]  # (x's shape, other strides)
+    assert fn(last, out=out) == "other" and fn(view, out=out) == "other" and len(calls) == 6
     np.testing.assert_array_equal(bound.fn(x), want)  # (no out: a new array)
 
 
@@ -127,3 +130,30 @@ def test_padded_windows_equal_the_compiled_loops_bit_for_bit_and_the_folds(monke
                              padding=padding, ceil_mode=ceil)
         assert str(bound.choice) == "max_pool2d[windows]", what
         assert bound.fn(x, out=np.full_like(want, 9)).tobytes() == want.tobytes(), what
+
+
+@pytest.mark.parametrize("stride", [(2, 2), (1, 2), (2, 1), (3, 3)])
+@pytest.mark.parametrize("pad", [((0, 0), False), ((1, 1), False), ((1, 0), True), ((0, 0), True)],
+                         ids=["inside", "padded", "padded-ceil", "ceil"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_three_by_three_row_folds_keep_ties_and_nan_payloads_bit_for_bit(monkeypatch, stride, pad, dtype):
+    """``_pool_windows3`` / ``_pool_windows3_padded`` (each row's three taps folded once, then the rows):
+    signed zeros' ties take the later tap and a window's first NaN (by its payload) wins, as the compiled
+    loops' (row, column) order has it; with relu, the relu's values; views and empty dims too."""
+    monkeypatch.setattr(la.config, "jit", True)
+    bits = np.uint32 if dtype == "float32" else np.uint64
+    pick = np.array([0.0, -0.0, 1.0, -1.0, np.nan, np.nan], dtype)
+    pick.view(bits)[5] |= 1  # (a second NaN payload)
+    x = pick[np.random.default_rng(11).integers(0, 6, (2, 3, 15, 13))]
+    k, s, p, shape = jit_geometry(x, (3, 3), stride, *pad)
+    inside = pool_windows._inside(x, k, s, p, shape)  # (ceil_mode adds a window past x for some strides)
+    assert inside or pad != ((0, 0), False)
+    assert not inside or tuple(p) == (0, 0)
+    three = pool_windows._pool_windows3 if inside else pool_windows._pool_windows3_padded
+    assert pool_windows._kernel(x, k, s, p, shape) is three
+    for what, v in [("c-order", x), ("strided view", np.repeat(x, 2, axis=3)[..., ::2]), ("empty batch", x[:0])]:
+        want = pool_jit.max_pool(np.ascontiguousarray(v), None, k, s, p, shape)  # (the phase planes or the rows)
+        got = pool_windows.max_pool(v, None, k, s, p, shape)
+        assert got.shape == want.shape and got.tobytes() == want.tobytes(), what
+        relu = pool_windows.max_pool(v, np.full_like(want, 4), k, s, p, shape, relu=True)
+        assert relu.tobytes() == np.maximum(want, 0).tobytes(), what
