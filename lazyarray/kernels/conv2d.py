@@ -102,8 +102,9 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
     if conv1d.applies(xp, x, weight, None, out, stride, padding, dilation, groups, t):
         return _CHOICES[CONV1D]
     if conv_direct.applies(xp, x, weight, None, out, groups, n * o * (c // groups) * kh * kw * ho * wo,
-                           t.conv_direct_max_macs, ho * wo):
-        return _CHOICES[DIRECT]
+                           t.conv_direct_max_macs, ho * wo):  # (blocked's case with a few filters: faster)
+        blocked = _blocked_choice(xp, x, weight, out, groups, ho, wo, t) if o >= t.conv_blocked_min_filters else None
+        return blocked or _CHOICES[DIRECT]
     if groups == 1 and n > 1:
         x_last = conv.is_batch_last(x)
         out_last = out is not None and conv.is_batch_last(out)
