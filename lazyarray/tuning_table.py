@@ -79,7 +79,7 @@ class Tuning:
     conv_blocked_min_filters: int = _doc(3, "fewest filters for which conv2d[blocked] takes a layer conv2d[direct] "
                                          "takes (one image): 0.6-0.7x direct's time from 3 filters up, slower "
                                          "under (a block of four computes them again)")
-    conv_blocked_region: bool = _doc(True, "conv2d[blocked]'s loop over la.set_num_threads' threads in one compiled "
+    conv_blocked_region: bool = _doc(False, "conv2d[blocked]'s loop over la.set_num_threads' threads in one compiled "
                                      "parallel region, images (or channel blocks) per thread: conv2d[blocked_region] "
                                      "(kernels/blocked_region.py)")
     conv_blocked_region_min_macs: int = _doc(1 << 19, "fewest multiply-adds conv2d[blocked_region] takes (smaller "

@@ -17,6 +17,11 @@ output (a bound step's; per call a new one), not on one of the pool's threads, `
 on. It runs nothing (None: ``blocked`` runs, the same values) while the contention guard says another
 process holds a core (``contention.py``; each region is timed for it, the plan's one-thread time
 calibrated at its first call).
+
+Off by default (``conv_blocked_region``): on the shared 2-core development machine (load 8-9, both
+runtimes in one process) ``benchmarks/real_models.py``'s two-thread batch-8 rows ran worse with it
+(resnet_mini la / onnxruntime 1.13-1.15x -> 2.00-2.02x, densenet_mini 0.74-0.83x -> 1.35-1.41x), the
+region waiting on a thread the OS held back; it awaits a measurement on a quiet machine.
 """
 from __future__ import annotations
 

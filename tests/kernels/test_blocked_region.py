@@ -35,8 +35,10 @@ GEOMETRY = [  # x shape, weight shape, stride, padding
 
 @pytest.fixture(autouse=True)
 def _quiet(two_threads, monkeypatch):
-    """Two threads, the contention guard off (a shared machine's stall would run ``blocked``: the same values)."""
+    """Two threads, the region switched on (off by default), the contention guard off (a shared machine's stall
+    would run ``blocked``: the same values)."""
     monkeypatch.setattr(la.config, "contention_guard", False)
+    monkeypatch.setattr(la.config, "conv_blocked_region", True)
     yield
 
 
