@@ -76,6 +76,14 @@ class Tuning:
                               "loop per image, 4 output channels by 3 taps a pass: conv2d[blocked] (kernels/conv_blocked.py)")
     conv_blocked_max_filters: int = _doc(32, "most filters (output channels) conv2d[blocked] takes: past it the "
                                          "products' BLAS (im2col_compiled) is as fast")
+    conv_blocked_min_filters: int = _doc(3, "fewest filters for which conv2d[blocked] takes a layer conv2d[direct] "
+                                         "takes (one image): 0.6-0.7x direct's time from 3 filters up, slower "
+                                         "under (a block of four computes them again)")
+    conv_blocked_region: bool = _doc(False, "conv2d[blocked]'s loop over la.set_num_threads' threads in one compiled "
+                                     "parallel region, images (or channel blocks) per thread: conv2d[blocked_region] "
+                                     "(kernels/blocked_region.py)")
+    conv_blocked_region_min_macs: int = _doc(1 << 19, "fewest multiply-adds conv2d[blocked_region] takes (smaller "
+                                             "layers run blocked on the calling thread)")
     conv_direct_batch: bool = _doc(True, "batches of C-ordered images without groups take conv2d[direct] where an "
                                    "image is within conv_direct_max_macs (kernels/direct_batch.py)")
     conv1d: bool = _doc(True, "1-D convolutions (a unit-height image and kernel) as one compiled loop with their bias "

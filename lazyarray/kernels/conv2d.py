@@ -18,7 +18,7 @@ from ..ops import conv
 from ..ops.derived import keeps
 from ..threads import in_pool, num_threads, split_threads
 from ..tuning_table import current
-from . import conv1d, conv_blocked, conv_direct, conv_im2col, depthwise, direct_batch
+from . import blocked_region, conv1d, conv_blocked, conv_direct, conv_im2col, depthwise, direct_batch
 from .conv_batch_last import conv2d_batch_last, conv2d_region, region_fits
 from .conv_split import conv2d_split
 from .impl import Choice, Impl
@@ -57,11 +57,15 @@ BLOCKED = Impl("conv2d", "blocked", conv_blocked.conv2d_blocked,
                "16 pixels and 2 rows up (per_image_min_pixels for a batch), not batch last, float32/float64, "
                "conv_blocked on, numba: one compiled loop per image, 4 output channels by 3 taps a pass",
                fallback=IM2COL_COMPILED)
+BLOCKED_REGION = Impl("conv2d", "blocked_region", blocked_region.conv2d_blocked_region,
+                      "blocked's case with several threads set, conv_blocked_region_min_macs multiply-adds, C-ordered "
+                      "arrays, conv_blocked_region on (off by default): its loop over the threads in one compiled parallel region, "
+                      "images (or an image's channel blocks) per thread, blocked's values", threads=True,
+                      fallback=BLOCKED)
 CONV1D = conv1d.CONV1D
 # the implementations whose runs take no scratch from the arena (their loops read the arrays as they are)
-# the implementations whose runs take no scratch from the arena (their loops read the arrays as they are)
-NO_SCRATCH = (DIRECT, POINTWISE, DEPTHWISE, BLOCKED)
-IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, BLOCKED, IM2COL_COMPILED, IM2COL, DIRECT, DEPTHWISE, depthwise.TAPS, GROUPED,
+NO_SCRATCH = (DIRECT, POINTWISE, DEPTHWISE, BLOCKED, BLOCKED_REGION)
+IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, BLOCKED_REGION, BLOCKED, IM2COL_COMPILED, IM2COL, DIRECT, DEPTHWISE, depthwise.TAPS, GROUPED,
          POINTWISE, CONV1D)
 
 _KEPT = ("kernel kept",)
@@ -98,8 +102,9 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
     if conv1d.applies(xp, x, weight, None, out, stride, padding, dilation, groups, t):
         return conv1d.choose(stride, t)
     if conv_direct.applies(xp, x, weight, None, out, groups, n * o * (c // groups) * kh * kw * ho * wo,
-                           t.conv_direct_max_macs, ho * wo):
-        return _CHOICES[DIRECT]
+                           t.conv_direct_max_macs, ho * wo):  # (blocked's case with a few filters: faster)
+        blocked = _blocked_choice(xp, x, weight, out, groups, ho, wo, t) if o >= t.conv_blocked_min_filters else None
+        return blocked or _CHOICES[DIRECT]
     if groups == 1 and n > 1:
         x_last = conv.is_batch_last(x)
         out_last = out is not None and conv.is_batch_last(out)
@@ -109,13 +114,14 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
                 return _on_threads(SPLIT, threads)
         if not (x_last or out_last) and direct_batch.applies(xp, x, weight, out, ho * wo, t):
             # a layer blocked takes runs faster there
-            return _CHOICES[BLOCKED] if _blocked(xp, x, weight, out, groups, ho, wo, t) else _DIRECT_BATCH
+            return _blocked_choice(xp, x, weight, out, groups, ho, wo, t) or _DIRECT_BATCH
         if ho * wo < t.per_image_min_pixels or x_last or out_last:
             if numpy and region_fits(x, out, x_last, out_last, t):
                 return _on_threads(REGION, num_threads())
             return _CHOICES[BATCH_LAST]
-    if _blocked(xp, x, weight, out, groups, ho, wo, t):
-        return _CHOICES[BLOCKED]
+    blocked = _blocked_choice(xp, x, weight, out, groups, ho, wo, t)
+    if blocked is not None:
+        return blocked
     if groups == 1:
         return _CHOICES[IM2COL_COMPILED if t.conv_im2col_compiled and kh * kw > 1
                         and conv_im2col.applies(xp, x, weight, None, out, groups) else IM2COL]
@@ -128,6 +134,16 @@ def _blocked(xp, x, weight, out, groups, ho, wo, t) -> bool:
     """Whether ``conv2d[blocked]`` takes this layer (switched on, its plane and filters fit)."""
     return t.conv_blocked and conv_blocked.plane_fits(ho, wo) \
         and conv_blocked.applies(xp, x, weight, None, out, groups, t.conv_blocked_max_filters)
+
+
+def _blocked_choice(xp, x, weight, out, groups, ho, wo, t) -> Choice | None:
+    """``blocked``, or ``blocked_region`` on its threads, where blocked takes this layer; else None."""
+    if not _blocked(xp, x, weight, out, groups, ho, wo, t):
+        return None
+    macs = x.shape[0] * weight.size * ho * wo
+    if blocked_region.fits(xp, x, weight, out, groups, macs, t):
+        return _on_threads(BLOCKED_REGION, num_threads())
+    return _CHOICES[BLOCKED]
 
 
 def run_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, out=None):
@@ -166,7 +182,8 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
              conv_direct.bound_direct(x, weight, bias, *geometry, out, generic) if choice.impl is DIRECT else
              conv_direct.bound_pointwise(x, weight, out, generic) if choice.impl is POINTWISE else
              conv_blocked.bound_blocked(x, weight, bias, *geometry[:3], out, generic) if choice.impl is BLOCKED
-             else None) or generic
+             else blocked_region.bound_region(x, weight, bias, *geometry[:3], out, generic)
+             if choice.impl is BLOCKED_REGION else None) or generic
     kept_counts, layout_counts = per_call_facts(xp, x, weight, groups, current())
     if not (kept_counts or layout_counts):  # (direct loops read no scratch: the step lends no workspace)
         return Bound(choice, fixed, scratch=choice.impl not in NO_SCRATCH)

@@ -62,20 +62,22 @@ def _pass1(a, src, wv):  # pragma: no cover  (compiled by numba, inlined)
 PASS3, PASS1 = jit.contracted(jit.inlined(_pass3)), jit.contracted(jit.inlined(_pass1))
 
 
-def _blocked(fill):
+def make_blocked(fill):
     """The kernel, ``fill`` (``phase_planes.FILL``) and the passes compiled into it (``with_fill``)."""
     pass3, pass1 = jit.compiled(PASS3, always=True), jit.compiled(PASS1, always=True)
 
-    def blocked(x, w, b, y, cols, taps, g):  # pragma: no cover  (compiled by numba)
-        """y (N, O, Ho, Wo) = conv of x (N, C, H, W) by w (O, C, kh * kw), plus b (O,) if b has O values
-        (a last block of fewer than four channels computes its last one again, not written out); ``cols``, ``taps``:
-        ``phase_tables``'; ``g``: (sh, ph, hq, wq). Per image: its planes copied into phase planes
+    def blocked(x, w, b, y, cols, taps, g, i0, i1, o0, o1):  # pragma: no cover  (compiled by numba)
+        """y[i0:i1, o0:o1] (of (N, O, Ho, Wo)) = conv of x[i0:i1] (of (N, C, H, W)) by w[o0:o1] (of (O, C,
+        kh * kw)), plus b (O,) if b has O values (a last block of fewer than four channels computes its
+        last one again, not written out); the whole conv for (0, N, 0, O), a part of it otherwise
+        (``blocked_region``'s threads, each its own images or channels: each value computed as the whole
+        conv computes it); ``cols``, ``taps``: ``phase_tables``'; ``g``: (sh, ph, hq, wq). Per image: its planes copied into phase planes
         (``fill``); per block of four output channels, per input channel, the taps three at a time
         (``pass3``; the last ones one at a time, ``pass1``) over the flat output plane rounded up to
         ``ROUND`` values; the valid columns written out, the bias added last."""
-        n, c, o, nt = x.shape[0], x.shape[1], y.shape[1], taps.shape[0]
+        c, o, nt = x.shape[1], y.shape[1], taps.shape[0]
         ho, wo, sw = y.shape[2], y.shape[3], cols.shape[0]
-        if n * o * ho * wo == 0:
+        if (i1 - i0) * (o1 - o0) * ho * wo <= 0:
             return
         sh, ph, hq, wq = g[0], g[1], g[2], g[3]
         length = ((ho - 1) * wq + wo + ROUND - 1) // ROUND * ROUND
@@ -83,15 +85,15 @@ def _blocked(fill):
         pad = np.zeros((c, plane + length), y.dtype)  # (past the planes: zeros the rounded loops read)
         acc = np.empty((4, length), y.dtype)
         nt3, biased = nt - nt % 3, b.shape[0] == o
-        for img in range(n):
+        for img in range(i0, i1):
             for ch in range(c):
                 fill(pad[ch, :plane], x[img, ch], cols, sh, ph, wq)
-            for ob in range(0, o, 4):
+            for ob in range(o0, o1, 4):
                 acc[:, :] = 0
                 a0, a1, a2, a3 = acc[0], acc[1], acc[2], acc[3]
-                o1, o2, o3 = min(ob + 1, o - 1), min(ob + 2, o - 1), min(ob + 3, o - 1)
+                k1, k2, k3 = min(ob + 1, o1 - 1), min(ob + 2, o1 - 1), min(ob + 3, o1 - 1)
                 for ci in range(c):
-                    pc, u0, u1, u2, u3 = pad[ci], w[ob, ci], w[o1, ci], w[o2, ci], w[o3, ci]
+                    pc, u0, u1, u2, u3 = pad[ci], w[ob, ci], w[k1, ci], w[k2, ci], w[k3, ci]
                     for tap in range(0, nt3, 3):
                         t0, t1, t2 = taps[tap], taps[tap + 1], taps[tap + 2]
                         pass3(a0, a1, a2, a3, pc[t0:t0 + length], pc[t1:t1 + length], pc[t2:t2 + length],
@@ -99,8 +101,8 @@ def _blocked(fill):
                     for tap in range(nt3, nt):
                         src = pc[taps[tap]:taps[tap] + length]
                         for k in range(4):
-                            pass1(acc[k], src, w[min(ob + k, o - 1), ci, tap])
-                for k in range(min(4, o - ob)):
+                            pass1(acc[k], src, w[min(ob + k, o1 - 1), ci, tap])
+                for k in range(min(4, o1 - ob)):
                     oc = ob + k
                     ys, ak = y[img, oc], acc[k]
                     for oh in range(ho):
@@ -131,7 +133,7 @@ def plane_fits(ho: int, wo: int) -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def _geometry(h: int, wd: int, kh: int, kw: int, stride, padding, dilation) -> tuple:
+def geometry(h: int, wd: int, kh: int, kw: int, stride, padding, dilation) -> tuple:
     """``(cols, taps, g)`` for the kernel at this geometry (made once; read-only arrays)."""
     cols, taps, hq, wq = phase_tables(h, wd, kh, kw, stride, padding, dilation)
     g = np.array((stride[0], padding[0], hq, wq), np.int64)
@@ -144,7 +146,7 @@ def conv2d_blocked(xp, x, weight, bias, stride, padding, dilation, groups, out):
     if not applies(xp, x, weight, bias, out, groups, weight.shape[0]):
         return None
     ho, wo = conv.out_size(x, weight, stride, padding, dilation)
-    kern = with_fill(_blocked) if plane_fits(ho, wo) else None
+    kern = with_fill(make_blocked) if plane_fits(ho, wo) else None
     if kern is None:
         return None
     shape = (x.shape[0], weight.shape[0], ho, wo)
@@ -153,7 +155,7 @@ def conv2d_blocked(xp, x, weight, bias, stride, padding, dilation, groups, out):
     b = np.zeros(0, x.dtype) if bias is None else np.ascontiguousarray(bias.reshape(-1))
     o, c, kh, kw = weight.shape
     kern(np.ascontiguousarray(x), np.ascontiguousarray(weight).reshape(o, c, kh * kw), b, y,
-         *_geometry(*x.shape[2:], kh, kw, stride, padding, dilation))
+         *geometry(*x.shape[2:], kh, kw, stride, padding, dilation), 0, shape[0], 0, o)
     if out is None or into:
         return y
     out[...] = y
@@ -170,16 +172,16 @@ def bound_blocked(x, weight, bias, stride, padding, dilation, out, other):
             or not applies(np, x, weight, bias, out, 1, weight.shape[0]):
         return None
     ho, wo = conv.out_size(x, weight, stride, padding, dilation)
-    kern = with_fill(_blocked) if plane_fits(ho, wo) else None
+    kern = with_fill(make_blocked) if plane_fits(ho, wo) else None
     if kern is None or out.shape != (x.shape[0], weight.shape[0], ho, wo):
         return None
-    o, c, kh, kw = weight.shape
-    wshape, args, no_bias = (o, c, kh * kw), _geometry(*x.shape[2:], kh, kw, stride, padding, dilation), np.zeros(0, x.dtype)
+    n, (o, c, kh, kw) = x.shape[0], weight.shape
+    wshape, args, no_bias = (o, c, kh * kw), geometry(*x.shape[2:], kh, kw, stride, padding, dilation), np.zeros(0, x.dtype)
 
     def fn(x, w, b=None, out=None):  # (x, weight[, bias]: as the step passes them)
         if out is None or not (out.flags.c_contiguous and x.flags.c_contiguous and w.flags.c_contiguous):
             return other(x, w, b, out=out) if b is not None else other(x, w, out=out)
-        kern(x, w.reshape(wshape), no_bias if b is None else b, out, *args)
+        kern(x, w.reshape(wshape), no_bias if b is None else b, out, *args, 0, n, 0, o)
         return out
 
     return fn

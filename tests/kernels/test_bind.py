@@ -62,7 +62,8 @@ def test_conv2d_with_bias_and_a_batch_last_output_binds_as_choose():
     assert bound.choice == kernels.choose("conv2d", np, x, w, b, out=out)
     y = bound.fn(x, w, b, out=out)
     assert y is out
-    np.testing.assert_allclose(out, kconv.run_conv2d(np, x, w, b), rtol=1e-5, atol=1e-6)
+    # (region's products against blocked's sums: float32 rounding of 28 terms of size ~1, whatever values the RNG gives)
+    np.testing.assert_allclose(out, kconv.run_conv2d(np, x, w, b), rtol=1e-5, atol=28 * 1e-6)
 
 
 def test_a_kept_kernel_and_recording_still_decide_per_call():

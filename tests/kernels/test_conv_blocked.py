@@ -83,7 +83,15 @@ def test_views_and_planned_outputs(dtype):
     assert _check(x, w, b, *geo, last) is last  # channels last: computed, copied in
 
 
-def test_the_chooser_takes_it_for_few_filters_only():
+@pytest.fixture
+def serial():
+    """``blocked`` on the calling thread (on several threads the chooser takes ``blocked_region``:
+    ``test_blocked_region.py``)."""
+    with la.tuning(conv_blocked_region=False):
+        yield
+
+
+def test_the_chooser_takes_it_for_few_filters_only(serial):
     rng = np.random.default_rng(3)
     x, w, _ = _arrays(rng, (8, 8, 16, 16), (8, 8, 3, 3), "float32")
     geo = ((1, 1), (1, 1), (1, 1), 1)
@@ -106,7 +114,7 @@ def test_the_chooser_takes_it_for_few_filters_only():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_a_compiled_program_runs_it_with_the_references_values(dtype):
+def test_a_compiled_program_runs_it_with_the_references_values(dtype, serial):
     rng = np.random.default_rng(4)
     x, w, b = _arrays(rng, (8, 8, 16, 16), (16, 8, 3, 3), dtype)
     w2 = rng.standard_normal((16, 16, 3, 3)).astype(dtype)

@@ -17,6 +17,14 @@ from lazyarray.ops import registry
 
 pytest.importorskip("numba")
 
+
+@pytest.fixture(autouse=True)
+def _direct_cases():
+    """``direct``'s own cases (from ``conv_blocked_min_filters`` filters ``blocked`` takes a plane it fits:
+    ``test_conv_blocked.py``)."""
+    with la.tuning(conv_blocked_min_filters=1 << 30):
+        yield
+
 CONV = registry.get("conv2d")
 RNG = np.random.default_rng(5)
 TOL = {np.dtype(np.float32): {"rtol": 1e-5, "atol": 1e-5}, np.dtype(np.float64): {"rtol": 1e-12, "atol": 1e-12}}

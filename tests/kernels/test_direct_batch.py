@@ -129,7 +129,7 @@ def test_a_layer_blocked_takes_runs_there_before_direct_at_a_batch():
     w = np.ones((8, 8, 3, 3), np.float32)
     geo = ((1, 1), (1, 1), (1, 1), 1)
     assert direct_batch.applies(np, x, w, None, 256, la.tuning_table.current())
-    with la.tuning(conv_blocked=True):
+    with la.tuning(conv_blocked=True, conv_blocked_region=False):  # (on threads: blocked_region, its own tests)
         assert kconv.choose_conv2d(np, x, w, None, *geo).impl is kconv.BLOCKED
         small = np.ones((8, 8, 3, 3), np.float32)  # a plane under blocked's 16 pixels: direct at a batch
         assert str(kconv.choose_conv2d(np, small, w, None, *geo)) == "conv2d[direct, batch]"
