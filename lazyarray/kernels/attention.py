@@ -200,15 +200,18 @@ def _slots(s_ndim, extras, score_ops, dtype) -> list | None:
         + [None] * (attention_jit.CHAIN_MASKS - len(masks))
 
 
-def _plan(q, k, v, extras, q_ops, k_ops, score_ops, out_axes, out_shape) -> _Plan | None:
+def _plan(q, k, v, extras, q_ops, k_ops, score_ops, out_axes, out_shape, passes: bool = True) -> _Plan | None:
     """``compiled``'s plan for these arrays and parameters, or None where it does not apply (see the
-    module; the caller has checked ``_fits``)."""
+    module; the caller has checked ``_fits``); without its compiled ``passes`` (``head_loop``'s use: the
+    slots only, in a program's first run too)."""
     shape = _product_shape(q, k)
     if not 2 <= len(shape) <= 4 or not 0 < shape[-1] <= BLOCK or not current().attention_compiled:
         return None
     slots = _slots(len(shape), extras, score_ops, q.dtype)
-    scores, divide = (attention_jit.scores_kernel(), softmax.divide_kernel()) if slots is not None else (None, None)
-    if scores is None or divide is None:
+    if slots is None:
+        return None
+    scores, divide = (attention_jit.scores_kernel(), softmax.divide_kernel()) if passes else (None, None)
+    if passes and (scores is None or divide is None):
         return None
     view = None
     if out_axes and out_axes[-1] == len(out_axes) - 1:  # (batched_blas's product through a view of the result)
@@ -288,7 +291,7 @@ def _heads_plan(q, k, v, extras, q_ops, k_ops, score_ops, out_axes, out_shape) -
         return None
     if not _heads_fit(q, k, v):
         return None
-    p = _plan(q, k, v, extras, q_ops, k_ops, score_ops, out_axes, out_shape)
+    p = _plan(q, k, v, extras, q_ops, k_ops, score_ops, out_axes, out_shape, passes=False)
     heads = attention_jit.heads_kernel() if p is not None else None
     return None if heads is None else _Heads(p, q, k, v, out_axes, out_shape, heads)
 

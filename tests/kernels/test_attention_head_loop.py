@@ -198,3 +198,16 @@ def test_a_hybridized_block_runs_it_and_explain_and_the_profile_name_it():
     with la.profile() as prof:
         net(x)
     assert "nn.fused_attention[head_loop]" in [e.key for e in prof.events]
+
+
+def test_a_programs_first_run_takes_it_too():
+    """Not tiered (its values are not the NumPy path's): a program's first run runs it, so the first
+    call's outputs are the later calls' bits."""
+    la.random.seed(0)
+    x = la.array(RNG.standard_normal((1, 5, 16)).astype("float32"))
+    net = _Attention()
+    net.initialize()
+    net.hybridize()
+    first, second = net(x).asnumpy(), net(x).asnumpy()  # (a profile would not make a first run: jit.first_run)
+    np.testing.assert_array_equal(first, second)
+    assert "nn.fused_attention[head_loop]" in str(net.explain(x))
