@@ -37,8 +37,9 @@ of ``sum(p_j |v_j|)`` (``T`` keys) of the product of those probabilities: a few 
 scale at a small transformer's sizes (``tests/kernels/test_attention.py`` checks ``64 eps`` of
 ``|p| @ |v|``). Not tiered: a program's first run takes it too (its values in every run). Measured on
 BERT-mini's (1, 2, 7, 16) heads (one thread, CPU time per call, the shared machine under load, same
-process): 6.4 us against ``compiled``'s 30 us; ViT-mini's (1, 2, 17, 16): 18 against 38; (1, 4, 65, 16),
-540K multiply-adds: 357 against 236 (hence the limit).
+process, a bound step): 15 us against ``compiled``'s 32 us (9.5 of them the compiled call, 2.3 of those
+numba's dispatch of its 12 arguments); ViT-mini's (1, 2, 17, 16): 31 against 41; (8, 2, 7, 16): 59 against
+72; a prototype at (1, 4, 65, 16), 540K multiply-adds: 357 against 236 (hence the limit).
 """
 from __future__ import annotations
 
