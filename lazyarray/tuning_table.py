@@ -187,6 +187,9 @@ class Tuning:
     fuse_attention: bool = _doc(True, "inference graphs: matmul, score ops, softmax, matmul as one nn.fused_attention")
     attention_compiled: bool = _doc(True, "nn.fused_attention[compiled]: its score chain and the softmax's row maxima "
                                     "in one compiled pass, the parameters found once per step (kernels/attention.py)")
+    attention_head_loop_max_macs: int = _doc(1 << 15, "nn.fused_attention[head_loop]: most multiply-adds (heads x "
+                                             "queries x keys x (features + values)) of an attention run as one "
+                                             "compiled loop per head (numba installed; 0: never; kernels/attention.py)")
     fuse_layer_norm: bool = _doc(True, "inference graphs: a layer norm written out in ops as one nn.layer_norm")
     fuse_gelu: bool = _doc(True, "inference graphs: the exact GELU with erf written out (ONNX Erf as the importer "
                            "expands it) as one nn.gelu (graph/passes/gelu.py)")

@@ -432,7 +432,8 @@ def _listed(y) -> list:
 
 def test_a_transformer_fixtures_first_call_loads_no_kernel_and_equals_its_second():
     """torch_encoder (tests/data/onnx_dynamic): its layer norms and attention softmaxes are tiered, so
-    the first call runs NumPy only; the second loads them; the outputs are the same bits."""
+    the first call runs NumPy only; the second loads them; the outputs are the same bits. (Its small
+    heads' ``fused_attention[head_loop]``, not tiered, is off here: it loads at the first call.)"""
     pytest.importorskip("numba")
     pytest.importorskip("onnx")
     from lazyarray import blocks as B
@@ -442,7 +443,7 @@ def test_a_transformer_fixtures_first_call_loads_no_kernel_and_equals_its_second
     xs = [la.array(data[f"{m['cases'][0]}/in/{k}"]) for k in m["inputs"]]
     jit.clear()
     try:
-        with la.tuning(jit=True):
+        with la.tuning(jit=True, attention_head_loop_max_macs=0):
             net = B.SymbolBlock.imports(os.path.join(fixtures, "torch_encoder.onnx"), m["inputs"])
             net.hybridize()
             first = [y.asnumpy() for y in _listed(net(*xs))]

@@ -24,6 +24,22 @@ shape, the chain's extras sorted into the pass's slots, the result's view, the c
 the same values bit for bit as ``batched_blas``. Measured on BERT-mini's (1, 2, 7, 16) heads (one
 thread, CPU time per call, the shared machine under load, same process): 22 us against
 ``batched_blas``'s 56 us. A program's first run takes ``batched_blas`` (``jit.tiered``).
+
+``head_loop`` (numba on, at most ``attention_head_loop_max_macs`` multiply-adds: small heads, where the
+calls above cost more than their arithmetic) runs the whole attention as one compiled call
+(``attention_jit.heads_pass``): per head, the scores as dot products summed over the features in order,
+the chain and the row maxima as ``compiled``'s pass does them, the C library's ``exp``, NumPy's row
+sums, the weighted sum of ``v`` summed over the keys in order, written through the result's view. Not
+the reference's bits (BLAS may sum its products in another order; NumPy's SIMD ``exp`` may differ by an
+ulp): each score within ``D * eps * sum(|q_d k_d|)`` of the reference's (``D`` features, ``eps`` the
+dtype's), each probability within a relative ``|score error| + 2 eps``, each output within ``T * eps``
+of ``sum(p_j |v_j|)`` (``T`` keys) of the product of those probabilities: a few ulps of the result's
+scale at a small transformer's sizes (``tests/kernels/test_attention.py`` checks ``64 eps`` of
+``|p| @ |v|``). Not tiered: a program's first run takes it too (its values in every run). Measured on
+BERT-mini's (1, 2, 7, 16) heads (one thread, CPU time per call, the shared machine under load, same
+process, a bound step): 15 us against ``compiled``'s 32 us (9.5 of them the compiled call, 2.3 of those
+numba's dispatch of its 12 arguments); ViT-mini's (1, 2, 17, 16): 31 against 41; (8, 2, 7, 16): 59 against
+72; a prototype at (1, 4, 65, 16), 540K multiply-adds: 357 against 236 (hence the limit).
 """
 from __future__ import annotations
 
@@ -39,7 +55,7 @@ from ..tuning_table import current
 from . import attention_jit, softmax
 from .impl import Choice, Impl
 from .pairwise_sum import BLOCK
-from .runner import Bound, keyword_binder, noted
+from .runner import Bound, keyword_binder, run_choice
 
 SCRATCH_FROM_BYTES = 64 << 10
 _OP = registry.get("fused_attention")
@@ -185,15 +201,18 @@ def _slots(s_ndim, extras, score_ops, dtype) -> list | None:
         + [None] * (attention_jit.CHAIN_MASKS - len(masks))
 
 
-def _plan(q, k, v, extras, q_ops, k_ops, score_ops, out_axes, out_shape) -> _Plan | None:
+def _plan(q, k, v, extras, q_ops, k_ops, score_ops, out_axes, out_shape, passes: bool = True) -> _Plan | None:
     """``compiled``'s plan for these arrays and parameters, or None where it does not apply (see the
-    module; the caller has checked ``_fits``)."""
+    module; the caller has checked ``_fits``); without its compiled ``passes`` (``head_loop``'s use: the
+    slots only, in a program's first run too)."""
     shape = _product_shape(q, k)
     if not 2 <= len(shape) <= 4 or not 0 < shape[-1] <= BLOCK or not current().attention_compiled:
         return None
     slots = _slots(len(shape), extras, score_ops, q.dtype)
-    scores, divide = (attention_jit.scores_kernel(), softmax.divide_kernel()) if slots is not None else (None, None)
-    if scores is None or divide is None:
+    if slots is None:
+        return None
+    scores, divide = (attention_jit.scores_kernel(), softmax.divide_kernel()) if passes else (None, None)
+    if passes and (scores is None or divide is None):
         return None
     view = None
     if out_axes and out_axes[-1] == len(out_axes) - 1:  # (batched_blas's product through a view of the result)
@@ -238,9 +257,77 @@ COMPILED = Impl("fused_attention", "compiled", _compiled,
                 "batched_blas's case with numba on, scores of 2-4 dims and rows of 1 to 128 values, a score chain "
                 "of float extras of their dtype and boolean masks (4 and 2 at most): the chain and the softmax's "
                 "row maxima in one compiled pass (the same values bit for bit)", fallback=BATCHED_BLAS)
+
+
+def _pad4(shape: tuple) -> tuple:
+    return (1,) * (4 - len(shape)) + tuple(shape)
+
+
+class _Heads:
+    """What ``head_loop`` finds once for a call's shapes and dtypes: the 4-D shapes ``q``, ``k``, ``v`` are
+    viewed as, the result's (its 4-D view in the product's axes: the shape to reshape it to and the axes
+    back), the chain's slots (``_Plan``'s ``args`` and ``takes``) and the compiled pass."""
+
+    __slots__ = ("qk", "q_ops", "k_ops", "codes", "q4", "k4", "v4", "shape", "view", "args", "takes", "heads", "zero")
+
+    def __init__(self, p: _Plan, q, k, v, out_axes, out_shape, heads):
+        self.qk, self.q_ops, self.k_ops, self.codes = p.qk, p.q_ops, p.k_ops, p.codes
+        self.args, self.takes = p.args, p.takes
+        self.q4, self.k4, self.v4 = _pad4(q.shape), _pad4(k.shape), _pad4(v.shape)
+        prod = _shapes_product(p.shape, v.shape)
+        self.shape = tuple(out_shape) if out_axes else prod
+        pad = 4 - len(prod)
+        axes = tuple(range(pad)) + tuple(a + pad for a in out_axes) if out_axes else (0, 1, 2, 3)
+        back = [0] * 4
+        for i, a in enumerate(axes):
+            back[a] = i
+        self.view = (tuple([_pad4(prod)[a] for a in axes]), tuple(back))
+        self.heads, self.zero = heads, q.dtype.type(0)
+
+
+def _heads_plan(q, k, v, extras, q_ops, k_ops, score_ops, out_axes, out_shape) -> _Heads | None:
+    """``head_loop``'s plan, or None where it does not apply (``compiled``'s case with rows of keys, at most
+    ``attention_head_loop_max_macs`` multiply-adds; the caller has checked ``_fits``)."""
+    if q.ndim > 4 or k.ndim > 4 or v.ndim > 4 or v.ndim < 2:
+        return None
+    if not _heads_fit(q, k, v):
+        return None
+    p = _plan(q, k, v, extras, q_ops, k_ops, score_ops, out_axes, out_shape, passes=False)
+    heads = attention_jit.heads_kernel() if p is not None else None
+    return None if heads is None else _Heads(p, q, k, v, out_axes, out_shape, heads)
+
+
+def _run_heads(p: _Heads, q, k, v, extras, out):
+    """The attention by ``heads_pass`` into ``out`` (or a new array)."""
+    if p.qk:
+        it = iter(extras)
+        q = apply_chain(np, q, p.q_ops, it)
+        k = apply_chain(np, k, p.k_ops, it)
+    y = out if out is not None and out.flags.c_contiguous else np.empty(p.shape, q.dtype)
+    args = list(p.args)
+    for j, i, shape in p.takes:
+        args[j] = extras[i] if shape is None else extras[i].reshape(shape)
+    p.heads(q if q.ndim == 4 else q.reshape(p.q4), k if k.ndim == 4 else k.reshape(p.k4),
+            v if v.ndim == 4 else v.reshape(p.v4), y.reshape(p.view[0]).transpose(p.view[1]), p.codes, *args, p.zero)
+    if out is not None and y is not out:
+        out[...] = y
+        return out
+    return y
+
+
+def _head_loop(xp, q, k, v, *extras, q_ops=(), k_ops=(), score_ops=(), out_axes=(), out_shape=(), out=None):
+    p = _heads_plan(q, k, v, extras, q_ops, k_ops, score_ops, out_axes, out_shape)
+    return None if p is None else _run_heads(p, q, k, v, extras, out)  # (None: declined, compiled runs)
+
+
+HEAD_LOOP = Impl("fused_attention", "head_loop", _head_loop,
+                 "compiled's case with at most attention_head_loop_max_macs multiply-adds (small heads): the whole "
+                 "attention as one compiled loop per head (within a few ulps: products and exp not BLAS's and "
+                 "NumPy's)", fallback=COMPILED)
 _CHOICE = Choice(BATCHED_BLAS)
 _COMPILED = Choice(COMPILED)
-_FALLBACKS = {BATCHED_BLAS: _CHOICE}
+_HEADS = Choice(HEAD_LOOP)
+_FALLBACKS = {BATCHED_BLAS: _CHOICE, COMPILED: _COMPILED}
 _REFERENCE = _OP.kernel
 
 
@@ -248,37 +335,47 @@ def _compiled_fits(q) -> bool:
     return current().attention_compiled and jit.enabled() and q.ndim <= 4
 
 
+def _heads_fit(q, k, v) -> bool:
+    """Whether ``head_loop`` may apply (its plan decides): ``compiled``'s case and few enough multiply-adds."""
+    limit = current().attention_head_loop_max_macs
+    return limit > 0 and 0 < k.shape[-1] <= BLOCK and math.prod(_product_shape(q, k)) * (q.shape[-1] + v.shape[-1]) \
+        <= limit
+
+
 def choose_attention(xp, q, k, v, *extras, out=None, **params) -> Choice | None:
-    """``compiled`` or ``batched_blas`` where they apply, else None (the reference)."""
+    """``head_loop``, ``compiled`` or ``batched_blas`` where they apply, else None (the reference)."""
     if not _fits(xp, q, k, v):
         return None
-    return _COMPILED if _compiled_fits(q) else _CHOICE
+    if not _compiled_fits(q):
+        return _CHOICE
+    return _HEADS if _heads_fit(q, k, v) else _COMPILED
 
 
 def run_attention(xp, q, k, v, *extras, out=None, **params):
-    """fused_attention by ``compiled`` or ``batched_blas`` where they apply, else the reference kernel."""
+    """fused_attention by ``head_loop``, ``compiled`` or ``batched_blas`` where they apply, else the
+    reference kernel."""
     if not _fits(xp, q, k, v):
         return _REFERENCE(xp, q, k, v, *extras, out=out, **params)
-    y = _compiled(xp, q, k, v, *extras, out=out, **params) if _compiled_fits(q) else None
-    if y is not None:
-        noted(_COMPILED, q, k, v)
-        return y
-    y = _batched_blas(xp, q, k, v, *extras, out=out, **params)
-    noted(_CHOICE, q, k, v)
-    return y
+    return run_choice(choose_attention(xp, q, k, v), _FALLBACKS, (xp, q, k, v, *extras), dict(params, out=out),
+                      (q, k, v))
 
 
 _BIND_OTHERWISE = keyword_binder(choose_attention, _FALLBACKS, "fused_attention", _REFERENCE)
 
 
 def bind_attention(xp, q, k, v, *extras, out=None, **params) -> Bound:
-    """A compiled step's ``Bound`` (``kernels.bind``): ``compiled`` with its plan made once (the step's
-    avals and the tuning table fix it) where it applies, ``batched_blas`` where it declines, else as
-    chosen (the reference where nothing applies)."""
-    if choose_attention(xp, q, k, v, *extras, out=out, **params) is not _COMPILED:
+    """A compiled step's ``Bound`` (``kernels.bind``): ``head_loop`` or ``compiled`` with its plan made once
+    (the step's avals and the tuning table fix it) where it applies, ``batched_blas`` where both decline,
+    else as chosen (the reference where nothing applies)."""
+    choice = choose_attention(xp, q, k, v, *extras, out=out, **params)
+    if choice is not _COMPILED and choice is not _HEADS:
         return _BIND_OTHERWISE(xp, q, k, v, *extras, out=out, **params)
-    p = _plan(q, k, v, extras, params.get("q_ops", ()), params.get("k_ops", ()), params.get("score_ops", ()),
-              params.get("out_axes", ()), params.get("out_shape", ()))
+    planned = (q, k, v, extras, params.get("q_ops", ()), params.get("k_ops", ()), params.get("score_ops", ()),
+               params.get("out_axes", ()), params.get("out_shape", ()))
+    h = _heads_plan(*planned) if choice is _HEADS else None
+    if h is not None:
+        return Bound(_HEADS, lambda q, k, v, *extras, out=None: _run_heads(h, q, k, v, extras, out))
+    p = _plan(*planned)
     if p is None:
         return Bound(_CHOICE, lambda *a, out=None: _batched_blas(xp, *a, out=out, **params))
     out_axes, out_shape = params.get("out_axes", ()), params.get("out_shape", ())
@@ -287,7 +384,7 @@ def bind_attention(xp, q, k, v, *extras, out=None, **params) -> Bound:
 
 
 # op name -> its implementations, runner, and chooser for a call's arguments (``kernels.choose``)
-IMPLS = {"fused_attention": (COMPILED, BATCHED_BLAS)}
+IMPLS = {"fused_attention": (HEAD_LOOP, COMPILED, BATCHED_BLAS)}
 RUNNERS = {"fused_attention": run_attention}
 CHOOSERS = {"fused_attention": choose_attention}
 # (its choice is fixed by a compiled step's avals and the tuning table: the reference bound where nothing applies)

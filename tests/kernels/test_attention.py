@@ -1,7 +1,8 @@
 """nn.fused_attention's compiled and batched_blas against the op's reference kernel (the replaced ops'
 kernels one after the other): the same values bit for bit, float32 and float64, broadcast batch dims,
 views, masks, empty dims (each test on the compiled kernels and on NumPy's: ``kernel_path``); where
-each applies, what a compiled step binds, and what explain() and the profile name."""
+each applies, what a compiled step binds, and what explain() and the profile name. ``head_loop`` (not
+bit for bit: its own test file, ``test_attention_head_loop.py``) is off here."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,6 +17,11 @@ from lazyarray.ops.attention import code
 RNG = np.random.default_rng(1)
 REFERENCE = registry.get("fused_attention").kernel
 SCALE_MASK = {"score_ops": (code("multiply", 0), code("add", 0))}
+
+
+@pytest.fixture(autouse=True)
+def _no_head_loop(monkeypatch):
+    monkeypatch.setattr(la.config, "attention_head_loop_max_macs", 0)
 
 
 def _qkv(dtype, batch, s, t, d, e):
