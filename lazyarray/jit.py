@@ -89,9 +89,10 @@ def _findable() -> bool:
 
 
 def tiered(fn):
-    """Mark the kernel ``fn`` as one whose callers' NumPy path gives its values bit for bit: in a
-    compiled program's first run (``first_run``) ``compiled(fn)`` is None and that path runs, so the
-    run neither loads ``fn`` from the disk cache nor compiles it. Returns ``fn``."""
+    """Mark the kernel ``fn`` as one whose callers' NumPy path gives its values bit for bit (or within
+    the bound its module states: ``fused_attention[head_loop]``): in a compiled program's first run
+    (``first_run``) ``compiled(fn)`` is None and that path runs, so the run neither loads ``fn`` from the
+    disk cache nor compiles it. Returns ``fn``."""
     fn.lazyarray_tiered = True
     return fn
 

@@ -433,7 +433,8 @@ def _listed(y) -> list:
 def test_a_transformer_fixtures_first_call_loads_no_kernel_and_equals_its_second():
     """torch_encoder (tests/data/onnx_dynamic): its layer norms and attention softmaxes are tiered, so
     the first call runs NumPy only; the second loads them; the outputs are the same bits. (Its small
-    heads' ``fused_attention[head_loop]``, not tiered, is off here: it loads at the first call.)"""
+    heads' ``fused_attention[head_loop]``, tiered but within a bound of the NumPy path, not its bits, is off
+    here.)"""
     pytest.importorskip("numba")
     pytest.importorskip("onnx")
     from lazyarray import blocks as B

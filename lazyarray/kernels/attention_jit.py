@@ -113,8 +113,12 @@ def _scores_pass_with(row_sum, squares_sum):
     return scores_pass
 
 
+@jit.tiered
 def _heads_pass_with(row_sum, squares_sum):
-    """``heads_pass`` with the compiled row helpers and NumPy's row sum in it (``with_row_sum``)."""
+    """``heads_pass`` with the compiled row helpers and NumPy's row sum in it (``with_row_sum``). Tiered as
+    ``compiled_cell``'s loop is (``kernels/rnn_cell.py``), though its values are within a bound of the NumPy
+    path's, not its bits: a program's first run loads no numba for it (``compiled`` and then ``batched_blas``
+    run there), the later runs take it."""
     chain_row, max_subtract_row = jit.compiled(CHAIN_ROW, always=True), jit.compiled(MAX_SUBTRACT_ROW, always=True)
 
     def heads_pass(q4, k4, v4, out4, codes, f0, f1, f2, f3, m0, m1, zero):  # pragma: no cover  (numba)
@@ -167,5 +171,5 @@ def scores_kernel():
 
 def heads_kernel():
     """The compiled ``heads_pass`` (rows of at most ``pairwise_sum.BLOCK`` keys), or None where compiled
-    kernels are off."""
+    kernels are off or this is a program's first run (``jit.tiered``)."""
     return with_row_sum(_heads_pass_with)
