@@ -35,10 +35,9 @@ from ..dim import Dim, has_symbols
 from ..errors import GraphFormatError, LazyArrayError
 from ..executor.interpret import interpret
 from ..fileio import read_regular
-from ..graph.node import RECORD_SOURCE, user_source
+from ..graph.node import RECORD_SOURCE, check_capture, user_source
 from ..graph.rewrite import gc_paused
 from ..graph.symbol import Symbol
-from ..graph.traverse import topo_order
 from . import external_data
 from .image import IMAGE_CONVERTERS
 from .import_bitcast import BITCAST_CONVERTERS
@@ -421,6 +420,11 @@ class Conversion:
         graph inputs given values), else a ``GraphFormatError`` starting with ``what``."""
         if not isinstance(s, Symbol):
             raise GraphFormatError(f"{what} must be a tensor, not a sequence or optional value")
+        node = s.outputs[0].node
+        if node.kind == "const" and len(s.outputs) == 1:  # (a Constant's value: read as it is, nothing to run)
+            check_capture(node)
+            v = node.value
+            return np.asarray(v.get() if hasattr(v, "get") and not isinstance(v, np.ndarray) else v)
         reads, symbolic = self._reads(s)
         free = sorted(name for name in reads if name not in self.input_values)
         if not free and symbolic:
@@ -446,9 +450,7 @@ class Conversion:
         the whole conversion, so asking of value after value walks each node once, not the graph
         above each (an import of a transformer asked it of some 100 values)."""
         memo = self.reads
-        for node in topo_order(list(s.outputs), stop=lambda n: id(n) in memo):
-            if id(node) in memo:
-                continue
+        for node in _unvisited(s.outputs, memo):
             if node.op is None:
                 names = frozenset((node.name,)) if node.kind == "var" and node.name not in self.inits else _NONE
                 memo[id(node)] = (node, names, False)
@@ -654,6 +656,26 @@ class Conversion:
             if a.name == attr and a.type == self.onnx.AttributeProto.GRAPH:
                 return a.g
         raise GraphFormatError(f"{where}: needs the graph attribute {attr!r}")
+
+
+def _unvisited(outputs, memo: dict) -> list:
+    """The nodes above ``outputs`` that ``memo`` (keyed by ``id(node)``) lacks, each after its inputs:
+    a post-order walk that stops at known nodes (``topo_order``'s creation order is not needed here,
+    and its sort cost more than the walk when asked of value after value)."""
+    order: list = []
+    seen: set = set()
+    stack = [(e.node, False) for e in reversed(outputs)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        if id(node) in memo or id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        stack.extend((e.node, False) for e in reversed(node.inputs) if id(e.node) not in memo)
+    return order
 
 
 class _Scope:
