@@ -81,6 +81,7 @@ from .opset_upgrade import default_opset, upgrade
 from .shape_values import OPS as SHAPE_VALUE_OPS
 from .shape_values import evaluate as evaluate_shape_value
 from .shape_values import is_symbolic_array, normalized, of_dims
+from .tensor_values import tensor_array
 
 CONVERTERS = {**_BASE, **SHAPE_CONVERTERS, **NN_CONVERTERS, **INDEX_CONVERTERS, **QUANT_CONVERTERS, **CONTROL_CONVERTERS,
               **LRN_CONVERTERS}  # ONNX op_type -> converter: the one import table
@@ -478,7 +479,7 @@ class Conversion:
             elif isinstance(v, self.onnx.TensorProto):
                 if storage_dtype(v.data_type) is None:
                     np_dtype(v.data_type, f"{where}: attribute {a.name!r}")
-                v = widen(np.array(nh.to_array(v)))
+                v = widen(np.array(tensor_array(v, nh)))
             elif isinstance(v, list) and v and isinstance(v[0], bytes):
                 v = [x.decode("utf-8", "replace") for x in v]
             out[a.name] = v
@@ -525,7 +526,7 @@ class Conversion:
         if storage_dtype(t.data_type) is None:
             np_dtype(t.data_type, f"{where}: initializer {t.name!r}")
         try:
-            return widen(np.array(self.onnx.numpy_helper.to_array(t)))
+            return widen(np.array(tensor_array(t, self.onnx.numpy_helper)))
         except Exception as exc:  # noqa: BLE001 (size mismatch between dims and data)
             raise GraphFormatError(f"{where}: initializer {t.name!r} is malformed: {exc}") from None
 
