@@ -51,6 +51,17 @@ def same_graph(a, b) -> bool:
         return False
 
 
+def params_key(params: dict) -> tuple:
+    """A node's parameters as a tuple that equals another's exactly where ``graph_key`` would call
+    them the same (names sorted; arrays by their bytes, sub-graphs by their structure): a key that
+    ``cse`` may merge nodes by. Hashable where the values are."""
+    return tuple([(k, _key(v)) for k, v in sorted(params.items(), key=_first)])
+
+
+def _first(item):
+    return item[0]
+
+
 def _source(source):
     """A node's source as its JSON text holds it: the file's base name and the line (a graph read
     back from JSON keeps only the base name)."""
