@@ -131,16 +131,19 @@ def test_a_decided_comparison_writes_no_text():
 
 
 def test_comparisons_with_an_int_decide_from_the_dims_own_bounds_as_the_difference_would():
+    import operator
+
     from lazyarray.dim import bounds
     b, c = la.Dim("b"), la.Dim("c", min=2, max=5)
+    # (op, whether e - k (else k - e) must be positive (else nonnegative))
+    cases = ((operator.lt, False, True), (operator.le, False, False), (operator.gt, True, True), (operator.ge, True, False))
     for e in (b, c, c * 2 + 1, b + c - 3, b * c):
         for k in (-3, -1, 0, 1, 2, 5, 11, 12):
-            for op, diff, want in ((lambda x, y: x < y, lambda: k - e, "pos"), (lambda x, y: x <= y, lambda: k - e, "nn"),
-                                   (lambda x, y: x > y, lambda: e - k, "pos"), (lambda x, y: x >= y, lambda: e - k, "nn")):
-                lo, hi = bounds(diff())
-                decided = (lo > 0, hi <= 0) if want == "pos" else (lo >= 0, hi < 0)
-                if decided[0] or decided[1]:
-                    assert op(e, k) is decided[0], (e, k)
+            for op, e_first, positive in cases:
+                lo, hi = bounds(e - k if e_first else k - e)
+                yes, no = (lo > 0, hi <= 0) if positive else (lo >= 0, hi < 0)
+                if yes or no:
+                    assert op(e, k) is yes, (e, k, op)
                 else:
                     with pytest.raises(SymbolicDimError):
                         op(e, k)

@@ -81,7 +81,7 @@ from .opset_upgrade import default_opset, upgrade
 from .shape_values import OPS as SHAPE_VALUE_OPS
 from .shape_values import evaluate as evaluate_shape_value
 from .shape_values import is_symbolic_array, normalized, of_dims
-from .tensor_values import tensor_array
+from .tensor_values import PLAIN_TYPES, tensor_array
 
 CONVERTERS = {**_BASE, **SHAPE_CONVERTERS, **NN_CONVERTERS, **INDEX_CONVERTERS, **QUANT_CONVERTERS, **CONTROL_CONVERTERS,
               **LRN_CONVERTERS}  # ONNX op_type -> converter: the one import table
@@ -177,6 +177,7 @@ def check_model(model, what: str = "ONNX model", external: list | None = None) -
 
 
 _NONE: frozenset = frozenset()
+_TENSOR_ATTR = 4  # onnx.AttributeProto.TENSOR
 
 
 def load(path, input_shapes: dict | None = None) -> Symbol:
@@ -565,6 +566,8 @@ class Conversion:
             inputs.pop()
         if default_domain and self._sizes_of(nd, inputs):
             return
+        if op_type == "Constant" and default_domain and not in_names and not self.types and self._constant(nd):
+            return
         inputs = [x.symbol() if x.__class__ is _Sizes else x for x in inputs]
         types = self.types
         node = OnnxNode(op_type, nd.name, inputs, self._attrs(nd, where), self.opset, where, len(nd.output),
@@ -587,6 +590,22 @@ class Conversion:
                 self.env[name] = _Missing(name, where, j)
                 continue
             self.env[name] = self._in_format(outs[j], name, node, where)
+
+    def _constant(self, nd) -> bool:
+        """A ``Constant`` whose one attribute is a plain numeric ``value`` tensor, converted as
+        ``constant_op`` converts it (one read of its bytes, no converter machinery: a transformer has a
+        hundred of them) and its value kept as known at load time; False for any other."""
+        attrs = nd.attribute
+        if len(attrs) != 1 or len(nd.output) != 1:
+            return False
+        a = attrs[0]
+        if a.name != "value" or a.type != _TENSOR_ATTR or a.ref_attr_name or a.t.data_type not in PLAIN_TYPES:
+            return False
+        arr = np.array(tensor_array(a.t, self.onnx.numpy_helper))  # (ours alone: the node keeps it, uncopied)
+        s = constant(arr, owned=True)
+        self.env[nd.output[0]] = s
+        self.consts[nd.output[0]] = s.outputs[0].node.value
+        return True
 
     def _sizes_of(self, nd, inputs: list) -> bool:
         """Evaluate ``nd`` when loading if it computes sizes from symbolic dims (``Shape`` of an input

@@ -18,6 +18,7 @@ import numpy as np
 _RAW_DTYPES = {1: np.dtype("<f4"), 2: np.dtype("u1"), 3: np.dtype("i1"), 4: np.dtype("<u2"), 5: np.dtype("<i2"),
                6: np.dtype("<i4"), 7: np.dtype("<i8"), 10: np.dtype("<f2"), 11: np.dtype("<f8"),
                12: np.dtype("<u4"), 13: np.dtype("<u8")}
+PLAIN_TYPES = frozenset(_RAW_DTYPES)  # (the element types ``tensor_array`` reads itself when stored raw)
 _EXTERNAL = 1  # TensorProto.EXTERNAL (data_location)
 _LITTLE = sys.byteorder == "little"
 

@@ -25,10 +25,8 @@ def placement(sym: Symbol, given: dict[str, Aval] | None = None,
     """``sym`` with graph inputs of avals ``given``, every node placed, copy nodes inserted.
 
     ``pins``: node name -> device, for nodes that must run on a given device.
-    ``dims``: symbolic sizes -> their values (``infer.bind_env`` of ``given``), substituted in size
-    parameters and in the leaves' avals in the same walk, before each node's avals are inferred:
-    ``placement(bind_dims(sym, given, avals=False), given)`` without a second copy of the graph
-    (the executor's compile of an imported transformer walked it twice for that).
+    ``dims``: symbolic sizes -> values (``infer.bind_env`` of ``given``), bound in the same walk:
+    ``placement(bind_dims(sym, given, avals=False), given)`` without copying the graph twice.
 
     >>> import lazyarray as la
     >>> x = la.sym.var("x", shape=(2,))
@@ -75,14 +73,18 @@ def placement(sym: Symbol, given: dict[str, Aval] | None = None,
         if device is not None and node.op.device is None and any(a.device is not device for a in avals):
             avals = tuple(Aval(a.shape, a.dtype, device, a.stype) for a in avals)
         if params is not None:
-            new = copy_node(node, ins, avals)
-            new.params = params
-            return new
+            return _with_params(copy_node(node, ins, avals), params)
         # (a node whose inputs and avals are its own is kept: a graph traced at the call's signature
         # comes back as itself, its order already known)
         return None if unchanged(node, ins) and avals == node.avals else copy_node(node, ins, avals)
 
     return rewrite(sym, visit, share=True)
+
+
+def _with_params(node: Node, params: dict) -> Node:
+    """``node`` (a copy just made, not yet in any graph) given ``params``."""
+    node.params = params
+    return node
 
 
 def _leaf_bound(node: Node, dims: dict) -> Node | None:
