@@ -247,16 +247,16 @@ class DimExpr:
         return self._hash
 
     def __lt__(self, other) -> bool:
-        return _decide(other - self, "positive", self, "<", other)
+        return _decide(_int_minus(other, self) or other - self, "positive", self, "<", other)
 
     def __le__(self, other) -> bool:
-        return _decide(other - self, "nonnegative", self, "<=", other)
+        return _decide(_int_minus(other, self) or other - self, "nonnegative", self, "<=", other)
 
     def __gt__(self, other) -> bool:
-        return _decide(self - other, "positive", self, ">", other)
+        return _decide(_int_minus(self, other) or self - other, "positive", self, ">", other)
 
     def __ge__(self, other) -> bool:
-        return _decide(self - other, "nonnegative", self, ">=", other)
+        return _decide(_int_minus(self, other) or self - other, "nonnegative", self, ">=", other)
 
     def __bool__(self) -> bool:
         lo, hi = self.bounds()
@@ -513,10 +513,23 @@ def decided_eq(a, b, fix: str = "give concrete input shapes") -> bool:
     raise SymbolicDimError(f"whether {a} == {b} depends on the sizes' values; {fix}")
 
 
+def _int_minus(a, b) -> tuple | None:
+    """The bounds of ``a - b`` where one side is an int, from the other's own (kept) bounds: what the
+    expression ``a - b`` would give, without building it (a shape rule's ``d < -1`` on a symbolic dim,
+    asked of every dim of every reshape an importer records); None otherwise."""
+    if b.__class__ is int:
+        lo, hi = a.bounds()
+        return lo - b, hi - b
+    if a.__class__ is int:
+        lo, hi = b.bounds()
+        return a - hi, a - lo
+    return None
+
+
 def _decide(diff, want: str, a, op: str, b) -> bool:
-    """Whether ``a op b`` (``diff`` is the side that must be positive / nonnegative), from the bounds;
-    the message's text is written only when it is raised."""
-    lo, hi = bounds(diff)
+    """Whether ``a op b`` (``diff`` is the side that must be positive / nonnegative, or its bounds as a
+    tuple), from the bounds; the message's text is written only when it is raised."""
+    lo, hi = diff if diff.__class__ is tuple else bounds(diff)
     if want == "positive":
         if lo > 0:
             return True

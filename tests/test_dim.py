@@ -128,3 +128,22 @@ def test_a_decided_comparison_writes_no_text():
     assert e._text is None and f._text is None  # (decided by the bounds: no message was written)
     with pytest.raises(SymbolicDimError, match=r"whether q \+ 5 >= 10 depends"):
         e >= 10  # noqa: B015
+
+
+def test_comparisons_with_an_int_decide_from_the_dims_own_bounds_as_the_difference_would():
+    import operator
+
+    from lazyarray.dim import bounds
+    b, c = la.Dim("b"), la.Dim("c", min=2, max=5)
+    # (op, whether e - k (else k - e) must be positive (else nonnegative))
+    cases = ((operator.lt, False, True), (operator.le, False, False), (operator.gt, True, True), (operator.ge, True, False))
+    for e in (b, c, c * 2 + 1, b + c - 3, b * c):
+        for k in (-3, -1, 0, 1, 2, 5, 11, 12):
+            for op, e_first, positive in cases:
+                lo, hi = bounds(e - k if e_first else k - e)
+                yes, no = (lo > 0, hi <= 0) if positive else (lo >= 0, hi < 0)
+                if yes or no:
+                    assert op(e, k) is yes, (e, k, op)
+                else:
+                    with pytest.raises(SymbolicDimError):
+                        op(e, k)

@@ -46,7 +46,7 @@ from ..graph.node import Entry, Node, unique_names, user_source, var_node
 from ..graph.passes.algebra import simplify
 from ..graph.passes.attention import fuse_attention
 from ..graph.passes.batch_norm_relu import batch_norm_relu
-from ..graph.passes.bind_dims import bind_dims, dims_in
+from ..graph.passes.bind_dims import dims_in
 from ..graph.passes.channel_shuffle import channel_shuffle
 from ..graph.passes.constant_fold import constant_fold
 from ..graph.passes.conv_activation import conv_activation
@@ -57,7 +57,7 @@ from ..graph.passes.fold_batch_norm import fold_batch_norm
 from ..graph.passes.forward_saves import forward_saves
 from ..graph.passes.gelu import fuse_gelu, fuse_gelu_tanh
 from ..graph.passes.gradient import gradient
-from ..graph.passes.infer import inline_env
+from ..graph.passes.infer import bind_env, inline_env
 from ..graph.passes.layer_norm import fuse_layer_norm
 from ..graph.passes.matmul_bias import matmul_bias
 from ..graph.passes.merge_projections import merge_projections
@@ -442,7 +442,8 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
     the other batch norms pooled first where the norm's scales allow, relus moved after the
     max pools that read them, the other batch norms' relus and convolutions' activations made one step
     with them)."""
-    placed = placement(bind_dims(sym, given, avals=False), given)  # (placement infers every op's avals)
+    # (the sizes bound in the walk that places every node and infers its avals: bind_dims's work)
+    placed = placement(sym, given, dims=bind_env(sym.input_nodes(), given, "CachedOp"))
     for node in placed.topo():
         for a in node.avals:
             if a.shape is None or a.dtype is None:

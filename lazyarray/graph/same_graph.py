@@ -17,6 +17,8 @@ import os
 
 import numpy as np
 
+from ..aval import Aval
+
 
 def graph_key(sym) -> tuple:
     """A tuple that equals another symbol's key exactly when the two graphs hold the same nodes in
@@ -49,6 +51,17 @@ def same_graph(a, b) -> bool:
         return False
 
 
+def params_key(params: dict) -> tuple:
+    """A node's parameters as a tuple that equals another's exactly where ``graph_key`` would call
+    them the same (names sorted; arrays by their bytes, sub-graphs by their structure): a key that
+    ``cse`` may merge nodes by. Hashable where the values are."""
+    return tuple([(k, _key(v)) for k, v in sorted(params.items(), key=_first)])
+
+
+def _first(item):
+    return item[0]
+
+
 def _source(source):
     """A node's source as its JSON text holds it: the file's base name and the line (a graph read
     back from JSON keeps only the base name)."""
@@ -61,6 +74,8 @@ def _key(v):
     cls = v.__class__
     if v is None or cls is int or cls is str or cls is bool:
         return cls, v
+    if cls is Aval and _plain_shape(v.shape):  # (its own == then says what the fields' keys would)
+        return cls, v
     if isinstance(v, float):
         return cls, repr(v)
     if isinstance(v, (tuple, list)):
@@ -72,3 +87,14 @@ def _key(v):
     if isinstance(v, slice):
         return cls, _key(v.start), _key(v.stop), _key(v.step)
     return cls, v
+
+
+def _plain_shape(shape) -> bool:
+    """A shape of Python ints (or unknown dims) only: compared as it is, it is equal exactly where
+    its ``_key`` is (no float, bool or NumPy integer among its dims)."""
+    if shape is None:
+        return True
+    for d in shape:
+        if d is not None and d.__class__ is not int:
+            return False
+    return True

@@ -35,10 +35,9 @@ from ..dim import Dim, has_symbols
 from ..errors import GraphFormatError, LazyArrayError
 from ..executor.interpret import interpret
 from ..fileio import read_regular
-from ..graph.node import RECORD_SOURCE, user_source
+from ..graph.node import RECORD_SOURCE, check_capture, user_source
 from ..graph.rewrite import gc_paused
 from ..graph.symbol import Symbol
-from ..graph.traverse import topo_order
 from . import external_data
 from .image import IMAGE_CONVERTERS
 from .import_bitcast import BITCAST_CONVERTERS
@@ -82,6 +81,7 @@ from .opset_upgrade import default_opset, upgrade
 from .shape_values import OPS as SHAPE_VALUE_OPS
 from .shape_values import evaluate as evaluate_shape_value
 from .shape_values import is_symbolic_array, normalized, of_dims
+from .tensor_values import PLAIN_TYPES, tensor_array
 
 CONVERTERS = {**_BASE, **SHAPE_CONVERTERS, **NN_CONVERTERS, **INDEX_CONVERTERS, **QUANT_CONVERTERS, **CONTROL_CONVERTERS,
               **LRN_CONVERTERS}  # ONNX op_type -> converter: the one import table
@@ -177,6 +177,7 @@ def check_model(model, what: str = "ONNX model", external: list | None = None) -
 
 
 _NONE: frozenset = frozenset()
+_TENSOR_ATTR = 4  # onnx.AttributeProto.TENSOR
 
 
 def load(path, input_shapes: dict | None = None) -> Symbol:
@@ -421,6 +422,11 @@ class Conversion:
         graph inputs given values), else a ``GraphFormatError`` starting with ``what``."""
         if not isinstance(s, Symbol):
             raise GraphFormatError(f"{what} must be a tensor, not a sequence or optional value")
+        node = s.outputs[0].node
+        if node.kind == "const" and len(s.outputs) == 1:  # (a Constant's value: read as it is, nothing to run)
+            check_capture(node)
+            v = node.value
+            return np.asarray(v.get() if hasattr(v, "get") and not isinstance(v, np.ndarray) else v)
         reads, symbolic = self._reads(s)
         free = sorted(name for name in reads if name not in self.input_values)
         if not free and symbolic:
@@ -446,9 +452,7 @@ class Conversion:
         the whole conversion, so asking of value after value walks each node once, not the graph
         above each (an import of a transformer asked it of some 100 values)."""
         memo = self.reads
-        for node in topo_order(list(s.outputs), stop=lambda n: id(n) in memo):
-            if id(node) in memo:
-                continue
+        for node in _unvisited(s.outputs, memo):
             if node.op is None:
                 names = frozenset((node.name,)) if node.kind == "var" and node.name not in self.inits else _NONE
                 memo[id(node)] = (node, names, False)
@@ -476,7 +480,7 @@ class Conversion:
             elif isinstance(v, self.onnx.TensorProto):
                 if storage_dtype(v.data_type) is None:
                     np_dtype(v.data_type, f"{where}: attribute {a.name!r}")
-                v = widen(np.array(nh.to_array(v)))
+                v = widen(np.array(tensor_array(v, nh)))
             elif isinstance(v, list) and v and isinstance(v[0], bytes):
                 v = [x.decode("utf-8", "replace") for x in v]
             out[a.name] = v
@@ -523,7 +527,7 @@ class Conversion:
         if storage_dtype(t.data_type) is None:
             np_dtype(t.data_type, f"{where}: initializer {t.name!r}")
         try:
-            return widen(np.array(self.onnx.numpy_helper.to_array(t)))
+            return widen(np.array(tensor_array(t, self.onnx.numpy_helper)))
         except Exception as exc:  # noqa: BLE001 (size mismatch between dims and data)
             raise GraphFormatError(f"{where}: initializer {t.name!r} is malformed: {exc}") from None
 
@@ -562,6 +566,8 @@ class Conversion:
             inputs.pop()
         if default_domain and self._sizes_of(nd, inputs):
             return
+        if op_type == "Constant" and default_domain and not in_names and not self.types and self._constant(nd):
+            return
         inputs = [x.symbol() if x.__class__ is _Sizes else x for x in inputs]
         types = self.types
         node = OnnxNode(op_type, nd.name, inputs, self._attrs(nd, where), self.opset, where, len(nd.output),
@@ -584,6 +590,22 @@ class Conversion:
                 self.env[name] = _Missing(name, where, j)
                 continue
             self.env[name] = self._in_format(outs[j], name, node, where)
+
+    def _constant(self, nd) -> bool:
+        """A ``Constant`` whose one attribute is a plain numeric ``value`` tensor, converted as
+        ``constant_op`` converts it (one read of its bytes, no converter machinery: a transformer has a
+        hundred of them) and its value kept as known at load time; False for any other."""
+        attrs = nd.attribute
+        if len(attrs) != 1 or len(nd.output) != 1:
+            return False
+        a = attrs[0]
+        if a.name != "value" or a.type != _TENSOR_ATTR or a.ref_attr_name or a.t.data_type not in PLAIN_TYPES:
+            return False
+        arr = np.array(tensor_array(a.t, self.onnx.numpy_helper))  # (ours alone: the node keeps it, uncopied)
+        s = constant(arr, owned=True)
+        self.env[nd.output[0]] = s
+        self.consts[nd.output[0]] = s.outputs[0].node.value
+        return True
 
     def _sizes_of(self, nd, inputs: list) -> bool:
         """Evaluate ``nd`` when loading if it computes sizes from symbolic dims (``Shape`` of an input
@@ -654,6 +676,26 @@ class Conversion:
             if a.name == attr and a.type == self.onnx.AttributeProto.GRAPH:
                 return a.g
         raise GraphFormatError(f"{where}: needs the graph attribute {attr!r}")
+
+
+def _unvisited(outputs, memo: dict) -> list:
+    """The nodes above ``outputs`` that ``memo`` (keyed by ``id(node)``) lacks, each after its inputs:
+    a post-order walk that stops at known nodes (``topo_order``'s creation order is not needed here,
+    and its sort cost more than the walk when asked of value after value)."""
+    order: list = []
+    seen: set = set()
+    stack = [(e.node, False) for e in reversed(outputs)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        if id(node) in memo or id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        stack.extend((e.node, False) for e in reversed(node.inputs) if id(e.node) not in memo)
+    return order
 
 
 class _Scope:

@@ -103,3 +103,20 @@ class _Fake:  # a symbol-shaped graph of one node holding an odd value
 
     def names(self):
         return {id(self.node): "c"}
+
+
+def test_avals_of_plain_shapes_compare_as_their_fields_keys_would():
+    from lazyarray.aval import Aval
+    from lazyarray.graph.same_graph import _key
+    f32, f64 = np.dtype("float32"), np.dtype("float64")
+    a = Aval((2, 3), f32, la.cpu())
+    assert _key((a,)) == _key((Aval((2, 3), f32, la.cpu()),))
+    assert _key(a) != _key(Aval((2, 4), f32, la.cpu()))
+    assert _key(a) != _key(Aval((2, 3), f64, la.cpu()))
+    assert _key(a) != _key(Aval((2, 3), f32, la.cpu(1)))
+    assert _key(Aval(None, None, None)) == _key(Aval(None, None, None))
+    assert _key(Aval((None, 3), f32, la.cpu())) != _key(Aval((1, 3), f32, la.cpu()))
+    # a NumPy integer among the dims: its class counts, as in the fields' keys
+    assert _key(Aval((np.int64(2), 3), f32, la.cpu())) != _key(a)
+    b = la.Dim("b")
+    assert _key(Aval((b, 3), f32, la.cpu())) == _key(Aval((b, 3), f32, la.cpu()))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..node import Node
 from ..rewrite import copy_node, rewrite, unchanged
+from ..same_graph import params_key
 from ..symbol import Symbol
 
 # Constants up to this many elements are compared by value (scalars from ``x * 2`` etc.).
@@ -51,4 +52,11 @@ def _key(node: Node, ins) -> tuple | None:
         return None
     inputs = tuple((id(e.node), e.index) for e in ins)
     params = node.params
-    return (node.op.name, id(node.op), inputs, repr(sorted(params.items(), key=lambda kv: kv[0])) if params else "")
+    # (by value, not by text: two conds or loops whose bodies differ print alike, and so do two large
+    # arrays that differ where NumPy's repr elides them)
+    key = (node.op.name, id(node.op), inputs, params_key(params) if params else ())
+    try:
+        hash(key)
+    except TypeError:  # a parameter value without a hash: the node is not merged
+        return None
+    return key

@@ -65,3 +65,22 @@ def test_a_graph_already_at_the_given_signature_comes_back_as_itself():
     assert placement(sym, given) is sym  # (nothing to move or re-infer: no copy of any node)
     other = placement(sym, {"x": la.Aval((2, 3), np.dtype("float64"), la.cpu(0))}).check()
     assert other is not sym and all(n.avals[0].dtype == np.float64 for n in other.topo() if n.op is not None)
+
+
+def test_dims_bind_sizes_in_the_same_walk_as_bind_dims_then_placement(run_symbol):
+    from lazyarray.graph.passes.bind_dims import bind_dims
+    from lazyarray.graph.passes.infer import bind_env
+    b = la.Dim("b")
+    x = la.sym.var("x", shape=(b, 6))
+    w = la.sym.var("w", shape=(b, 2, 3))
+    y = la.sym.reshape(la.sym.exp(x), shape=(b, 2, 3)) + w
+    z = la.sym.sum(la.sym.reshape(y, shape=(b, 6)), axis=1)
+    given = {"x": la.Aval((4, 6), np.dtype("float32"), la.cpu()), "w": la.Aval((4, 2, 3), np.dtype("float32"), la.cpu())}
+    one = placement(z, given, dims=bind_env(z.input_nodes(), given, "CachedOp")).check()
+    two = placement(bind_dims(z, given, avals=False), given).check()
+    assert str(one) == str(two)
+    assert [n.params for n in one.topo()] == [n.params for n in two.topo()]
+    assert [n.params["shape"] for n in one.topo() if n.op is not None and n.op.name == "reshape"] == [(4, 2, 3), (4, 6)]
+    assert all(a.known for n in one.topo() for a in n.avals)
+    xv, wv = np.arange(24, dtype="float32").reshape(4, 6) / 10, np.ones((4, 2, 3), "float32")
+    np.testing.assert_array_equal(run_symbol(one, x=xv, w=wv)[0], run_symbol(two, x=xv, w=wv)[0])
