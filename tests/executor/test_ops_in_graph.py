@@ -20,6 +20,10 @@ from tests.ops.cases import CASES, rng_for
 from tests.ops.checks import named_arrays, op_function
 
 PLAIN = sorted(k for k, c in CASES.items() if c.kind == "plain")
+# ops whose eager call and a compiled program's first run may take different kernels that agree within a
+# stated bound, not bit for bit: fused_attention's head_loop (eager) and batched_blas (a program's first
+# run: head_loop is tiered, kernels/attention.py)
+WITHIN = {"fused_attention": dict(rtol=1e-5, atol=1e-6)}
 
 
 
@@ -61,7 +65,10 @@ def test_op_in_compiled_graph_equals_eager(name, through):
         got = got if isinstance(got, list) else [got]
         first = [g.asnumpy() for g in got]
         for g, e in zip(got, eager):
-            np.testing.assert_array_equal(g.asnumpy(), e.asnumpy(), err_msg=f"{name}[{s.name}]")
+            if name in WITHIN:
+                np.testing.assert_allclose(g.asnumpy(), e.asnumpy(), err_msg=f"{name}[{s.name}]", **WITHIN[name])
+            else:
+                np.testing.assert_array_equal(g.asnumpy(), e.asnumpy(), err_msg=f"{name}[{s.name}]")
             assert g.dtype == e.dtype and g.shape == e.shape
         # A second call with other values must not write into the first call's outputs.
         other = {k: la.array(np.asarray(v.asnumpy() * 0 + (1 if v.dtype.kind != "b" else 0)).astype(v.dtype))
