@@ -37,9 +37,12 @@ def _squeeze_excite_with(row_sum, squares_sum):
     """The compiled pass of ``compiled``, calling the compiled ``row_sum`` (``pairwise_sum.py``)."""
     def squeeze_excite(x, w1, b1, w2, b2, out, split, divisor, alpha, beta, zero, one):
         """x, out (N, C, P): per image the channels' means (one pairwise block, or two where ``split``),
-        the squeeze ``relu(w1 @ s + b1)``, the gate ``hardsigmoid(w2 @ h + b2)``, then ``out = x * gate``."""
+        the squeeze ``relu(w1 @ s + b1)``, the gate ``hardsigmoid(w2 @ h + b2)``, then ``out = x * gate``
+        (into x itself by a loop over one array: with x and out both, the two pointers' overlap test
+        failed and the product ran scalar, a fifth of the pass at batch 8)."""
         s = np.empty(x.shape[1], x.dtype)
         h = np.empty(w1.shape[0], x.dtype)
+        same = x.ctypes.data == out.ctypes.data  # (into x itself; else out and x share no memory)
         for img in range(x.shape[0]):
             for c in range(x.shape[1]):
                 row = x[img, c]
@@ -60,9 +63,14 @@ def _squeeze_excite_with(row_sum, squares_sum):
                 t = t + beta
                 t = one if t > one else t  # (NumPy's minimum / maximum: a NaN stays, -0.0 stays)
                 g = zero if t < zero else t
-                src, dst = x[img, c], out[img, c]
-                for q in range(src.shape[0]):
-                    dst[q] = src[q] * g
+                dst = out[img, c]
+                if same:  # (one array read and written: a loop LLVM vectorizes without a runtime overlap test)
+                    for q in range(dst.shape[0]):
+                        dst[q] = dst[q] * g
+                else:
+                    src = x[img, c]
+                    for q in range(src.shape[0]):
+                        dst[q] = src[q] * g
 
     return squeeze_excite
 
