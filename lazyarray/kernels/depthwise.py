@@ -34,13 +34,61 @@ from .impl import Impl
 from .phase_planes import phase_tables, with_fill
 
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+# the NCHW loop's passes run over a multiple of this many values: the 32-value step of LLVM's
+# vectorized loop (8 float32 lanes of AVX2, unrolled four times), so none is left to its scalar remainder
+LANES = 32
+
+
+@jit.inlined
+def _nine_taps(acc, pad, taps, wr, length, zero):  # pragma: no cover  (compiled by numba, inlined)
+    """``acc[:length]`` = the nine taps of a 3 x 3 (or 1 x 9, 9 x 1) kernel in one pass (from
+    zero, in tap order, so the sums are one tap at a time's): nine loads and one store a value where
+    passes of four loaded and stored ``acc`` three times."""
+    t0, t1, t2, t3, t4, t5, t6, t7, t8 = taps[0], taps[1], taps[2], taps[3], taps[4], taps[5], taps[6], \
+        taps[7], taps[8]
+    s0, s1, s2 = pad[t0:t0 + length], pad[t1:t1 + length], pad[t2:t2 + length]
+    s3, s4, s5 = pad[t3:t3 + length], pad[t4:t4 + length], pad[t5:t5 + length]
+    s6, s7, s8 = pad[t6:t6 + length], pad[t7:t7 + length], pad[t8:t8 + length]
+    w0, w1, w2, w3, w4, w5, w6, w7, w8 = wr[0], wr[1], wr[2], wr[3], wr[4], wr[5], wr[6], wr[7], wr[8]
+    for q in range(length):
+        u = zero + s0[q] * w0
+        u = u + s1[q] * w1
+        u = u + s2[q] * w2
+        u = u + s3[q] * w3
+        u = u + s4[q] * w4
+        u = u + s5[q] * w5
+        u = u + s6[q] * w6
+        u = u + s7[q] * w7
+        acc[q] = u + s8[q] * w8
+
+
+@jit.inlined
+def _four_taps(acc, pad, taps, wr, first, nt, length):  # pragma: no cover  (compiled by numba, inlined)
+    """``acc[:length]`` += taps ``first`` to ``nt`` of ``wr``, four a pass over ``acc`` (added in tap
+    order, so the sums are one tap at a time's), then the rest one a pass."""
+    nt4 = first + (nt - first) - (nt - first) % 4
+    for tap in range(first, nt4, 4):
+        t0, t1, t2, t3 = taps[tap], taps[tap + 1], taps[tap + 2], taps[tap + 3]
+        s0, s1 = pad[t0:t0 + length], pad[t1:t1 + length]
+        s2, s3 = pad[t2:t2 + length], pad[t3:t3 + length]
+        w0, w1, w2, w3 = wr[tap], wr[tap + 1], wr[tap + 2], wr[tap + 3]
+        for q in range(length):
+            u = acc[q] + s0[q] * w0
+            u = u + s1[q] * w1
+            u = u + s2[q] * w2
+            acc[q] = u + s3[q] * w3
+    for tap in range(nt4, nt):
+        wv, src = wr[tap], pad[taps[tap]:taps[tap] + length]
+        for q in range(length):
+            acc[q] += src[q] * wv
 
 
 @jit.tiered
 def _dw_nchw(fill):
-    """The NCHW kernel, ``fill`` (``phase_planes.FILL``) and ``activation_jit.activate_row`` compiled
-    into it (``phase_planes.with_fill``)."""
+    """The NCHW kernel, ``fill`` (``phase_planes.FILL``), ``_nine_taps``, ``_four_taps`` and
+    ``activation_jit.activate_row`` compiled into it (``phase_planes.with_fill``)."""
     activate = jit.compiled(activate_row, always=True)
+    nine, four = jit.compiled(_nine_taps, always=True), jit.compiled(_four_taps, always=True)
 
     def dw_nchw(x, w, b, y, cols, taps, g, p):  # pragma: no cover  (compiled by numba)
         """y (N, C, Ho, Wo) = act(depthwise conv of x (N, C, H, W) by w (C, kh * kw), plus b (C,) if b
@@ -49,45 +97,37 @@ def _dw_nchw(fill):
 
         Per image plane: the plane copied into zero-padded phase planes (``fill``). Output pixel
         (oh, ow) is flat position p = oh * Wq + ow of a row-padded result, and tap (i, j) reads phase
-        ((i * dh) % sh, (j * dw) % sw) at p + (i * dh) // sh * Wq + (j * dw) // sw: four taps at a
-        time one pass of multiply-adds over the whole flat result by slices of the phase planes
-        (added in tap order, so the sums are one tap at a time's), a long loop without bounds tests,
-        which vectorizes (the Wq - Wo columns between rows are computed and dropped). Taps in the
-        reference's order (zero in the padding, as the reference's padded windows); the valid
-        columns written out row by row with the bias added last (-0.0 where there is none) and the
-        activation (``activate_row``: as ``conv_act``'s separate pass rounds, bit for bit; code -1:
-        none)."""
+        ((i * dh) % sh, (j * dw) % sw) at p + (i * dh) // sh * Wq + (j * dw) // sw: a 3 x 3 kernel's
+        nine taps one pass of multiply-adds over the whole flat result by slices of the phase planes
+        (``_nine_taps``), other kernels' four at a time (``_four_taps``), long loops without bounds
+        tests, which vectorize (the Wq - Wo columns between rows are computed and dropped). The
+        passes run over ``length`` rounded up to a multiple of ``LANES`` (zeros past the phase planes
+        in ``pad``): no scalar remainder after the vectorized loop, whose 32-value steps left 28 of
+        a (8, 8) 5 x 5 layer's 92 values to it. Taps in the reference's order (zero in the padding,
+        as the reference's padded windows); the valid columns written out row by row with the bias
+        added last (-0.0 where there is none) and the activation (``activate_row``: as ``conv_act``'s
+        separate pass rounds, bit for bit; code -1: none)."""
         n, c = x.shape[0], x.shape[1]
         ho, wo, sw = y.shape[2], y.shape[3], cols.shape[0]
         if n * c * ho * wo == 0:
             return
         sh, ph, hq, wq, code = g[0], g[1], g[2], g[3], g[4]
         alpha, beta, zero, one = p[0], p[1], p[2], p[3]
-        length = (ho - 1) * wq + wo
+        length = ((ho - 1) * wq + wo + LANES - 1) // LANES * LANES
         nt = taps.shape[0]
-        nt4 = nt - nt % 4
-        pad = np.zeros(sh * sw * hq * wq, y.dtype)
-        acc = np.empty(length, y.dtype)
+        planes = sh * sw * hq * wq
+        pad = np.zeros(max(planes, (taps.max() if nt else 0) + length), y.dtype)
+        phases, acc = pad[:planes], np.empty(length, y.dtype)
         biased = b.shape[0] == c
         for img in range(n):
             for ch in range(c):
-                fill(pad, x[img, ch], cols, sh, ph, wq)
-                acc[:] = 0
+                fill(phases, x[img, ch], cols, sh, ph, wq)
                 wr = w[ch]
-                for tap in range(0, nt4, 4):  # (four taps a pass over acc, added in tap order)
-                    t0, t1, t2, t3 = taps[tap], taps[tap + 1], taps[tap + 2], taps[tap + 3]
-                    s0, s1 = pad[t0:t0 + length], pad[t1:t1 + length]
-                    s2, s3 = pad[t2:t2 + length], pad[t3:t3 + length]
-                    w0, w1, w2, w3 = wr[tap], wr[tap + 1], wr[tap + 2], wr[tap + 3]
-                    for q in range(length):
-                        u = acc[q] + s0[q] * w0
-                        u = u + s1[q] * w1
-                        u = u + s2[q] * w2
-                        acc[q] = u + s3[q] * w3
-                for tap in range(nt4, nt):
-                    wv, src = wr[tap], pad[taps[tap]:taps[tap] + length]
-                    for q in range(length):
-                        acc[q] += src[q] * wv
+                if nt == 9:
+                    nine(acc, pad, taps, wr, length, zero)
+                else:
+                    acc[:] = 0
+                four(acc, pad, taps, wr, 9 if nt == 9 else 0, nt, length)
                 ys = y[img, ch]
                 bo = b[ch] if biased else -zero  # (-0.0: adding it changes no value)
                 for oh in range(ho):

@@ -32,6 +32,10 @@ GEOMETRY = [
     ((1, 2, 7, 8), (3, 3), {"stride": (4, 3), "padding": (0, 1)}),  # a stride past the kernel: phases never read
     ((2, 3, 16, 16), (3, 3), {"stride": (2, 2), "padding": (1, 1)}),  # MobileNetV3's / ShuffleNet's stride 2
     ((1, 3, 7, 6), (3, 3), {"stride": (2, 2)}),  # stride 2, no padding, even width
+    ((2, 3, 16, 16), (3, 3), {"padding": (1, 1)}),  # MobileNetV3's stride 1: nine taps a pass, 286 values -> 288
+    ((1, 3, 8, 8), (5, 5), {"padding": (2, 2)}),  # MobileNetV3's 5x5: 92 values -> 96 (zeros past the planes)
+    ((1, 2, 5, 12), (1, 9), {"padding": (0, 4)}),  # nine taps not 3 x 3: the same one pass
+    ((1, 2, 4, 4), (2, 2), {"padding": (0, 0)}),  # a 3 x 3 output plane: 11 values -> 32
 ]
 IDS = [f"{xs}-k{k}-{'-'.join(f'{a}{v}' for a, v in p.items())}" for xs, k, p in GEOMETRY]
 
