@@ -142,7 +142,7 @@ def _fused_call(kern, scalars, x, weight, bias, out):
     """``pointwise_fused``'s work with its compiled pass and scalars given (a bound step fetches them
     once); None where the memory orders are not ``pointwise``'s (the only facts of a call that change
     ``pointwise``'s choice at a step's shapes, dtypes, tuning table and threads)."""
-    if not images_c_ordered(x) or (out is not None and not out.flags.c_contiguous) or x.dtype != scalars[1].dtype:
+    if not images_c_ordered(x) or (out is not None and not images_c_ordered(out)) or x.dtype != scalars[1].dtype:
         return None
     n, c, h, w = x.shape
     o = weight.shape[0]
@@ -293,7 +293,7 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
             return activate(xp, y, act, alpha, beta)
         flat = y.reshape(-1) if y.flags.c_contiguous else flat_view(y)
         if flat is None:
-            return activate(xp, y, act, alpha, beta)
+            return activate(xp, y, act, alpha, beta) if _per_image(kern, y, code, a, b, zero, one) is None else y
         kern(flat, code, a, b, zero, one)
         return y
 
@@ -303,6 +303,16 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
     elif choice.impl is COMPILED and conv_choice.impl is DEPTHWISE:  # (in depthwise's NCHW loop)
         lean = bound_nchw(x, weight, bias, *geo, out, act, alpha, beta, fn)
     return Bound(choice, lean or fn, scratch=lean is None and conv_bound.scratch)  # (the loops read none)
+
+
+def _per_image(kern, y, *scalars):
+    """``y`` activated in place by the compiled pass image by image where its images are C-ordered blocks
+    at another batch stride (a batch's part of a concatenation written in place): ``y``; else None."""
+    if not images_c_ordered(y):
+        return None
+    for img in y.reshape(y.shape[0], -1):
+        kern(img, *scalars)
+    return y
 
 
 def _bound_pointwise(choice, xp, x, weight, bias, geo, groups, act, alpha, beta, out) -> Bound | None:
@@ -323,7 +333,7 @@ def _bound_pointwise(choice, xp, x, weight, bias, geo, groups, act, alpha, beta,
     code, al, be, zero, one = scalars = _scalars(x.dtype, act, alpha, beta)
     n, c, h, wd = x.shape
     o, hw = weight.shape[0], h * wd
-    planned = out if out is not None and out.flags.c_contiguous else None
+    planned = out if out is not None and images_c_ordered(out) else None  # ((N, O, H*W): a view)
     rows = None if planned is None else planned.reshape(n, o, hw)
 
     def other(x, w, b, out=None):  # (another output: as ``pointwise_fused``, else as the runner)

@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import jit
 from ..ops import conv
-from .conv_direct import PLANE_MIN_PIXELS
+from .conv_direct import PLANE_MIN_PIXELS, images_c_ordered
 from .depthwise import FLOATS
 from .phase_planes import phase_tables, with_fill
 
@@ -150,7 +150,7 @@ def conv2d_blocked(xp, x, weight, bias, stride, padding, dilation, groups, out):
     if kern is None:
         return None
     shape = (x.shape[0], weight.shape[0], ho, wo)
-    into = out is not None and out.shape == shape and out.flags.c_contiguous
+    into = out is not None and out.shape == shape and images_c_ordered(out)  # (its loop indexes the output)
     y = out if into else np.empty(shape, x.dtype)
     b = np.zeros(0, x.dtype) if bias is None else np.ascontiguousarray(bias.reshape(-1))
     o, c, kh, kw = weight.shape
@@ -168,18 +168,19 @@ def bound_blocked(x, weight, bias, stride, padding, dilation, out, other):
     out=)`` writes into a C-ordered ``out`` the values ``conv2d_blocked`` writes (the same loop) and takes
     any other call (another memory order, no output) to ``other`` (the step's generic binding). None where
     this call would not run the loop into ``out``."""
-    if out is None or not (x.flags.c_contiguous and out.flags.c_contiguous) \
+    if out is None or not (x.flags.c_contiguous and images_c_ordered(out)) \
             or not applies(np, x, weight, bias, out, 1, weight.shape[0]):
         return None
     ho, wo = conv.out_size(x, weight, stride, padding, dilation)
     kern = with_fill(make_blocked) if plane_fits(ho, wo) else None
     if kern is None or out.shape != (x.shape[0], weight.shape[0], ho, wo):
         return None
-    n, (o, c, kh, kw) = x.shape[0], weight.shape
+    n, (o, c, kh, kw), planned = x.shape[0], weight.shape, out
     wshape, args, no_bias = (o, c, kh * kw), geometry(*x.shape[2:], kh, kw, stride, padding, dilation), np.zeros(0, x.dtype)
 
     def fn(x, w, b=None, out=None):  # (x, weight[, bias]: as the step passes them)
-        if out is None or not (out.flags.c_contiguous and x.flags.c_contiguous and w.flags.c_contiguous):
+        if out is None or not ((out is planned or out.flags.c_contiguous) and x.flags.c_contiguous
+                               and w.flags.c_contiguous):
             return other(x, w, b, out=out) if b is not None else other(x, w, out=out)
         kern(x, w.reshape(wshape), no_bias if b is None else b, out, *args, 0, n, 0, o)
         return out
