@@ -36,6 +36,7 @@ from ..tuning_table import current
 from . import conv1d, pointwise_loop
 from .conv2d import CONV1D, DIRECT, POINTWISE, bind_conv2d, choose_conv2d, run_conv2d
 from .conv_direct import bound_direct, conv2d_direct, images_c_ordered
+from .covering_view import covering
 from .depthwise import DEPTHWISE, FLOATS, bound_nchw, conv2d_depthwise_compiled
 from .impl import ANY_ORDER, Choice, Impl
 from .log import log_choice
@@ -285,7 +286,8 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
     conv_fn = conv_bound.fn
     kern = jit.compiled(_act_in_place) if choice.impl is not UFUNCS else None
     code, a, b, zero, one = _scalars(np.result_type(x.dtype, weight.dtype), act, alpha, beta)
-    dtype = a.dtype
+    dtype, planned = a.dtype, out
+    rows = None if kern is None or out is None else _by_image(out)  # (a part at a batch stride)
 
     def fn(*arrays, out=None):
         y = conv_fn(*arrays, out=out)
@@ -293,7 +295,10 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
             return activate(xp, y, act, alpha, beta)
         flat = y.reshape(-1) if y.flags.c_contiguous else flat_view(y)
         if flat is None:
-            return activate(xp, y, act, alpha, beta) if _per_image(kern, y, code, a, b, zero, one) is None else y
+            if rows is None or y is not planned:
+                return activate(xp, y, act, alpha, beta)
+            rows[0](rows[1], rows[2], code, a, b, zero, one)
+            return y
         kern(flat, code, a, b, zero, one)
         return y
 
@@ -305,14 +310,31 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
     return Bound(choice, lean or fn, scratch=lean is None and conv_bound.scratch)  # (the loops read none)
 
 
-def _per_image(kern, y, *scalars):
-    """``y`` activated in place by the compiled pass image by image where its images are C-ordered blocks
-    at another batch stride (a batch's part of a concatenation written in place): ``y``; else None."""
-    if not images_c_ordered(y):
+def _make_rows(act):
+    def act_rows(a, length, code, alpha, beta, zero, one):  # pragma: no cover  (compiled by numba)
+        """The first ``length`` values of each row of ``a`` (C-ordered) activated in place by ``act``
+        (``_act_in_place``: the same values)."""
+        for i in range(a.shape[0]):
+            act(a[i][:length], code, alpha, beta, zero, one)
+
+    return act_rows
+
+
+@functools.lru_cache(maxsize=1)
+def _rows_fn():
+    return _make_rows(jit.compiled(_act_in_place, always=True))
+
+
+def _by_image(y) -> tuple | None:
+    """``(kernel, rows, length)`` that activate ``y`` in place image by image where its images are
+    C-ordered blocks at another batch stride (a batch's part of a concatenation written in place; not
+    C-ordered, channels or batch last: ``flat_view``'s None): ``kernel(rows, length, *scalars)``, one call
+    over the ``covering`` view's rows, each image's values a prefix of its row (the compiled pass's
+    values); else None."""
+    cov = covering(y) if y.ndim == 4 and y.size and flat_view(y) is None and jit.enabled() else None
+    if cov is None or cov is y:
         return None
-    for img in y.reshape(y.shape[0], -1):
-        kern(img, *scalars)
-    return y
+    return jit.compiled(_rows_fn(), always=True), cov.reshape(y.shape[0], -1), y[0].size
 
 
 def _bound_pointwise(choice, xp, x, weight, bias, geo, groups, act, alpha, beta, out) -> Bound | None:
