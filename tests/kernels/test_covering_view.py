@@ -10,8 +10,8 @@ import pytest
 
 import lazyarray as la
 from lazyarray import kernels
-from lazyarray.kernels.conv_act import run_conv2d_act
 from lazyarray.kernels.conv2d import run_conv2d
+from lazyarray.kernels.conv_act import run_conv2d_act
 from lazyarray.kernels.covering_view import covering
 from lazyarray.ops import registry
 
