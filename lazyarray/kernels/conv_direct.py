@@ -43,6 +43,7 @@ from .. import jit
 from ..ops import conv
 from ..threads import split_threads
 from .activation_jit import act_code, act_params, activate_value
+from .covering_view import covering
 from .depthwise import FLOATS
 from .impl import Impl
 from .phase_planes import phase_tables, with_fill
@@ -312,11 +313,11 @@ def conv2d_direct(xp, x, weight, bias, stride, padding, dilation, groups, out, a
         return None
     ho, wo = conv.out_size(x, weight, stride, padding, dilation)
     shape = (x.shape[0], weight.shape[0], ho, wo)
-    into = out is not None and out.shape == shape and out.dtype == x.dtype and images_c_ordered(out)
-    y = out if into else np.empty(shape, x.dtype)  # (the loops index the output: any batch stride)
+    into = out is not None and out.shape == shape and out.dtype == x.dtype and covering(out) is not None
+    y = out if into else np.empty(shape, x.dtype)  # (the loops write channels [0, O) of ``covering``'s view)
     b = np.zeros(0, x.dtype) if bias is None else bias.reshape(-1)
     w = weight if wshape is None else weight.reshape(wshape)
-    kern(np.ascontiguousarray(x), np.ascontiguousarray(w), np.ascontiguousarray(b), y, *args)
+    kern(np.ascontiguousarray(x), np.ascontiguousarray(w), np.ascontiguousarray(b), covering(y), *args)
     if out is None or into:
         return y
     out[...] = y
@@ -338,12 +339,15 @@ def bound_direct(x, weight, bias, stride, padding, dilation, groups, out, other,
     ho, wo = conv.out_size(x, weight, stride, padding, dilation)
     if kern is None or out.shape != (x.shape[0], weight.shape[0], ho, wo) or conv.is_depthwise(x, weight, groups):
         return None
-    planned, no_bias = out, np.zeros(0, x.dtype)
+    planned, no_bias, into = out, np.zeros(0, x.dtype), covering(out)
+    if into is None:
+        return None
 
     def fn(x, w, b=None, out=None):  # (x, weight[, bias]: as the step passes them)
         if out is None or (out is not planned and not out.flags.c_contiguous) or not x.flags.c_contiguous:
             return other(x, w, b, out=out) if b is not None else other(x, w, out=out)
-        kern(x, w if wshape is None else w.reshape(wshape), no_bias if b is None else b, out, *args)
+        kern(x, w if wshape is None else w.reshape(wshape), no_bias if b is None else b,
+             into if out is planned else out, *args)
         return out
 
     return fn

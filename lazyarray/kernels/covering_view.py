@@ -8,7 +8,8 @@ slower into it). ``covering`` gives the loops a C-ordered array instead: (N, S /
 the output's first value, whose ``[:, :O]`` are the output's values. Its last image claims memory
 past the output's (the next parts' channels, and past the concatenation's end by the part's
 channel offset): a loop given it must write channels ``[0, O)`` only, reading its channel count from
-the weight, never from the array (``pointwise_loop``, ``conv_blocked``); nothing else may read it.
+the weight, never from the array (``pointwise_loop``, ``conv_blocked``, ``conv_direct``); nothing else
+may read it.
 """
 from __future__ import annotations
 
