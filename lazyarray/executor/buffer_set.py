@@ -12,20 +12,35 @@ import numpy as np
 
 from ..device import on_device
 from ..errors import OutOfMemoryError
+from .concat_in_place import ImageStride
 
 
 def fill_views(slots: list, raw, views) -> tuple:
     made = []
     for dtype, shape, nbytes, off, order, at in views:  # one view per layout, shared by the slots that use it
-        v = raw[off:off + nbytes].view(dtype)
-        if order is None:
-            v = v.reshape(shape)
+        if isinstance(order, ImageStride):  # a part of a batch's concatenation: images ``order.stride`` bytes apart
+            v = _images_apart(raw, dtype, shape, off, order.stride)
+        elif order is None:
+            v = raw[off:off + nbytes].view(dtype).reshape(shape)
         else:  # stored in ``order`` (batch_last.py, units_major.py): the logical shape as a view with permuted strides
-            v = v.reshape(tuple(shape[i] for i in order)).transpose(tuple(np.argsort(order).tolist()))
+            v = raw[off:off + nbytes].view(dtype).reshape(tuple(shape[i] for i in order))
+            v = v.transpose(tuple(np.argsort(order).tolist()))
         made.append(v)
         for slot in at:
             slots[slot] = v
     return tuple(made)
+
+
+def _images_apart(raw, dtype, shape, off: int, stride: int):
+    """A view of ``raw`` from byte ``off`` of ``shape`` whose images (the first axis) are C-ordered
+    blocks ``stride`` bytes apart (``concat_in_place.py``: a part of a batch's concatenation)."""
+    dtype = np.dtype(dtype)
+    inner = [dtype.itemsize]
+    for d in reversed(shape[2:]):
+        inner.append(inner[-1] * max(int(d), 1))
+    span = (shape[0] - 1) * stride + (inner[-1] * shape[1] if len(shape) > 1 else dtype.itemsize)
+    base = raw[off:off + span]
+    return np.ndarray(shape, dtype, buffer=base, strides=(stride,) + tuple(reversed(inner)))
 
 
 def unheld(last) -> bool:

@@ -20,6 +20,17 @@ allocates its result: it is never ``writable``). Where a rule fails
 the concatenation runs as a step (it copies). Reads of a part elsewhere need nothing: the part
 is a view of the buffer, alive as long as the buffer is.
 
+A batch of images concatenated on the channel axis (``axis`` 1, ``N`` > 1: a SqueezeNet fire
+module's expand pair at batch 8) has parts that are no one stretch of the result: image ``i`` of a
+part lies at the part's channel offset of the result's image ``i``. Such a part is planned as a view
+at a batch stride (``Value.view_stride``: the images, the result's image bytes apart; its images
+C-ordered blocks, ``buffer_set.fill_views``) where its step's kernels write such an output in place
+(``STRIDED_WRITERS``: the convolutions, whose loops and products take an output whose images are
+C-ordered blocks at any batch stride, ``conv_direct.images_c_ordered``; any other of their
+implementations writes it through a copy, never a wrong value); the CPU only, the result not a part
+of another concatenation (each of its parts placed by it alone: a DenseNet block's nested
+concatenations would leave every reader a strided input), each part of one step of those ops.
+
 ``explain()`` lists such steps with the implementation ``written in place``; the producers'
 ``memory`` column shows their offsets in the concatenation's buffer.
 """
@@ -27,19 +38,44 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import NamedTuple
 
 from .plan import Step, Value
 
 IN_PLACE = "written in place"  # the implementation explain() shows for such a concatenate
+# ops whose every kernel writes an output whose images are C-ordered blocks at a batch stride (in
+# place, or through a copy): a part of a batch's concatenation may be such a view when one makes it
+STRIDED_WRITERS = frozenset({"conv2d", "conv2d_act"})
 
 
-def candidates(specs, orders: dict, handed: set[int], planned) -> tuple[dict[int, tuple], set[int]]:
-    """``({step: byte offset of each part in the result}, writable slots)`` of the concatenate
-    steps that could be written in place; ``writable``: slots written into planned buffers in C
-    order by their step (``planned``: the step kinds that write so)."""
+class Strided(NamedTuple):
+    """The concatenations of a batch (``images``: step -> N) and the slots that may be parts of them
+    (``writers``: outputs of ``STRIDED_WRITERS``' steps written into planned buffers)."""
+    images: dict
+    writers: frozenset
+
+
+class ImageStride(NamedTuple):
+    """A layout's memory order (``buffer_set.fill_views``): the value's images C-ordered blocks
+    ``stride`` bytes apart."""
+    stride: int
+
+
+def image_stride(val: Value) -> ImageStride | None:
+    """The layout of a part planned at a batch stride (``Value.view_stride``); None for any other."""
+    return ImageStride(val.view_stride[1]) if val.view_stride else None
+
+
+def candidates(specs, orders: dict, handed: set[int], planned) -> tuple[dict[int, tuple], set[int], Strided]:
+    """``({step: byte offset of each part in the result's image}, writable slots, Strided)`` of the
+    concatenate steps that could be written in place; ``writable``: slots written into planned buffers
+    in C order by their step (``planned``: the step kinds that write so); ``Strided``: the
+    concatenations of a batch on the channel axis and the slots their parts may be."""
     writable = {o for sp in specs if sp.kind in planned and not sp.node.op.view for o in sp.outs
                 if orders.get(o) is None and o not in handed}
-    found = {}
+    writers = frozenset(o for sp in specs if sp.node.op.name in STRIDED_WRITERS and len(sp.outs) == 1
+                        and sp.node.avals[0].device.kind == "cpu" for o in sp.outs if o in writable)
+    found, images = {}, {}
     for k, sp in enumerate(specs):
         node = sp.node
         if node.op.name != "concatenate" or len(sp.outs) != 1 or not sp.planned or sp.outs[0] in handed \
@@ -47,7 +83,10 @@ def candidates(specs, orders: dict, handed: set[int], planned) -> tuple[dict[int
             continue
         out = node.avals[0]
         ax = node.params.get("axis", 0) % len(out.shape) if out.shape else 0
-        if not out.shape or math.prod(out.shape[:ax]) != 1 or len(set(sp.ins)) != len(sp.ins):
+        if not out.shape or len(set(sp.ins)) != len(sp.ins):
+            continue
+        n = math.prod(out.shape[:ax])
+        if n != 1 and (ax != 1 or n < 1 or out.device.kind != "cpu"):
             continue
         avals = [e.aval for e in node.inputs]
         if any(a.dtype != out.dtype or a.device != out.device or a.shape is None or None in a.shape for a in avals):
@@ -55,16 +94,19 @@ def candidates(specs, orders: dict, handed: set[int], planned) -> tuple[dict[int
         offsets, at = [], 0
         for a in avals:
             offsets.append(at)
-            at += a.nbytes
-        if at == out.nbytes:
+            at += a.nbytes // n
+        if at * n == out.nbytes:
             found[k] = tuple(offsets)
-    return found, writable
+            if n != 1:
+                images[k] = n
+    return found, writable, Strided(images, writers)
 
 
 def place(values: list[Value], steps: list[Step], concats: dict[int, tuple],
-          writable: set[int]) -> tuple[list[Value], frozenset[int]]:
+          writable: set[int], strided: Strided | None = None) -> tuple[list[Value], frozenset[int]]:
     """``(values, steps written in place)``: ``values`` with each placed part a view of its
-    concatenation's memory (``view_of`` the outermost result, ``view_at`` its byte offset).
+    concatenation's memory (``view_of`` the outermost result, ``view_at`` its byte offset; a part of
+    a batch's concatenation, ``strided``, its images at the result's image stride: ``view_stride``).
 
     >>> vals = [Value(8, external=True), Value(8), Value(8), Value(16), Value(16, escapes=True)]
     >>> steps = [Step((0,), (1,)), Step((0,), (2,)), Step((1, 2), (3,)), Step((3,), (4,))]
@@ -75,10 +117,21 @@ def place(values: list[Value], steps: list[Step], concats: dict[int, tuple],
     pos: dict[int, tuple[int, int]] = {}  # value -> (root value, byte offset there)
     placed_outs: set[int] = set()  # results of the concatenations written in place (containers)
     done = set()
+    strides: dict[int, tuple] = {}  # part at a batch stride -> (images, the root's image bytes)
+    images, writers = strided if strided is not None else ({}, frozenset())
     for k in sorted(concats, reverse=True):
         st = steps[k]
         c, parts, offs = st.outputs[0], st.inputs, concats[k]
-        if not _plannable(values[c]) or len(set(parts)) != len(parts):
+        if not _plannable(values[c]) or len(set(parts)) != len(parts) or c in strides \
+                or any(v in strides for v in parts):
+            continue
+        if k in images:
+            if _batch_parts(values, c, parts, pos, writable & writers):
+                n = images[k]
+                for v, o in zip(parts, offs):
+                    pos[v], strides[v] = (c, o), (n, values[c].nbytes // n)
+                placed_outs.add(c)
+                done.add(k)
             continue
         target = pos.get(c)
         if target is None:
@@ -98,8 +151,15 @@ def place(values: list[Value], steps: list[Step], concats: dict[int, tuple],
         done.add(k)
     out = list(values)
     for v, (root, at) in pos.items():
-        out[v] = replace(values[v], view_of=root, view_at=at)
+        out[v] = replace(values[v], view_of=root, view_at=at, view_stride=strides.get(v, ()))
     return out, frozenset(done)
+
+
+def _batch_parts(values: list[Value], c: int, parts: tuple, pos: dict, writers: set[int]) -> bool:
+    """True when a batch's concatenation ``c`` may be written in place at a batch stride: its result
+    the root (no part of a later one) and each part new, planned and written by a ``STRIDED_WRITERS``
+    step."""
+    return c not in pos and all(v not in pos and v in writers and _plannable(values[v]) and v != c for v in parts)
 
 
 def _plannable(v: Value) -> bool:

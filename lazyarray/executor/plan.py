@@ -57,6 +57,9 @@ class Value:
     name: str = ""
     runtime: str = ""  # why a step's output is allocated by its kernel at run time (e.g. "csr"), if so
     view_at: int = 0  # byte offset of this view in the memory of ``view_of``
+    # ``(images, image stride in bytes)`` of a part written in place at a batch stride (its images
+    # apart by the concatenation's image: ``concat_in_place.py``); () for a contiguous view
+    view_stride: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -172,7 +175,7 @@ class MemoryPlan:
                 continue
             if self.base[v] != v:
                 if val.view_at:  # a part written in place lies inside its base's memory
-                    lo, hi = self._offset(self.base[v]), self._offset(v) + val.nbytes
+                    lo, hi = self._offset(self.base[v]), self._offset(v) + view_span(val)
                     assert lo < self._offset(v) and hi <= lo + self.values[self.base[v]].nbytes, \
                         f"view {v} outside its base {self.base[v]}"
                 continue
@@ -207,6 +210,15 @@ class MemoryPlan:
 
     def _offset(self, v: int) -> int:
         return self.offset_of[v] or 0 if self.offset_of else 0
+
+
+def view_span(val: Value) -> int:
+    """The bytes from a view's first to its last byte: its size, or for a part at a batch stride
+    (``view_stride``) every image but the last a stride apart, then the last image's bytes."""
+    if not val.view_stride:
+        return val.nbytes
+    images, stride = val.view_stride
+    return (images - 1) * stride + val.nbytes // images
 
 
 def _chain(allowed: set, a: int, b: int) -> bool:

@@ -48,7 +48,7 @@ from ..tuning_table import current
 from .batch_last import batch_last_slots, handed_slots
 from .binding import Bindings, bindable, maker
 from .buffer_set import alloc, fill_views, unheld
-from .concat_in_place import candidates, place
+from .concat_in_place import candidates, image_stride, place
 from .epilogue import epilogue_pairs, pair_step, residual_maker
 from .interpret import fresh, interpret, run_kernel
 from .plan import Step, Value, plan_memory
@@ -491,7 +491,8 @@ def _lay_out(g: _Graph, specs: list[_Spec], plan, out_slots: set[int], orders: d
         if sp.kind in _PLANNED or i in skip:
             for o, a in zip(sp.outs, sp.node.avals):
                 views_by_buffer.setdefault(plan.buffer_of[o], []).append((o, a.dtype, a.shape, a.nbytes,
-                                                                          plan.offset_of[o], orders.get(o)))
+                                                                          plan.offset_of[o],
+                                                                          image_stride(plan.values[o]) or orders.get(o)))
     for w in plan.workspace_of.values():  # each step's workspace: a slot past the values' (``ops/scratch.py``)
         g.template.extend([None] * (w + 1 - len(g.template)))
         views_by_buffer.setdefault(plan.buffer_of[w], []).append((w, np.uint8, (plan.values[w].nbytes,),

@@ -36,6 +36,7 @@ from ..tuning_table import current
 from . import conv1d, pointwise_loop
 from .conv2d import CONV1D, DIRECT, POINTWISE, bind_conv2d, choose_conv2d, run_conv2d
 from .conv_direct import bound_direct, conv2d_direct, images_c_ordered
+from .covering_view import covering
 from .depthwise import DEPTHWISE, FLOATS, bound_nchw, conv2d_depthwise_compiled
 from .impl import ANY_ORDER, Choice, Impl
 from .log import log_choice
@@ -142,7 +143,7 @@ def _fused_call(kern, scalars, x, weight, bias, out):
     """``pointwise_fused``'s work with its compiled pass and scalars given (a bound step fetches them
     once); None where the memory orders are not ``pointwise``'s (the only facts of a call that change
     ``pointwise``'s choice at a step's shapes, dtypes, tuning table and threads)."""
-    if not images_c_ordered(x) or (out is not None and not out.flags.c_contiguous) or x.dtype != scalars[1].dtype:
+    if not images_c_ordered(x) or (out is not None and not images_c_ordered(out)) or x.dtype != scalars[1].dtype:
         return None
     n, c, h, w = x.shape
     o = weight.shape[0]
@@ -285,7 +286,8 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
     conv_fn = conv_bound.fn
     kern = jit.compiled(_act_in_place) if choice.impl is not UFUNCS else None
     code, a, b, zero, one = _scalars(np.result_type(x.dtype, weight.dtype), act, alpha, beta)
-    dtype = a.dtype
+    dtype, planned = a.dtype, out
+    rows = None if kern is None or out is None else _by_image(out)  # (a part at a batch stride)
 
     def fn(*arrays, out=None):
         y = conv_fn(*arrays, out=out)
@@ -293,7 +295,10 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
             return activate(xp, y, act, alpha, beta)
         flat = y.reshape(-1) if y.flags.c_contiguous else flat_view(y)
         if flat is None:
-            return activate(xp, y, act, alpha, beta)
+            if rows is None or y is not planned:
+                return activate(xp, y, act, alpha, beta)
+            rows[0](rows[1], rows[2], code, a, b, zero, one)
+            return y
         kern(flat, code, a, b, zero, one)
         return y
 
@@ -303,6 +308,33 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
     elif choice.impl is COMPILED and conv_choice.impl is DEPTHWISE:  # (in depthwise's NCHW loop)
         lean = bound_nchw(x, weight, bias, *geo, out, act, alpha, beta, fn)
     return Bound(choice, lean or fn, scratch=lean is None and conv_bound.scratch)  # (the loops read none)
+
+
+def _make_rows(act):
+    def act_rows(a, length, code, alpha, beta, zero, one):  # pragma: no cover  (compiled by numba)
+        """The first ``length`` values of each row of ``a`` (C-ordered) activated in place by ``act``
+        (``_act_in_place``: the same values)."""
+        for i in range(a.shape[0]):
+            act(a[i][:length], code, alpha, beta, zero, one)
+
+    return act_rows
+
+
+@functools.lru_cache(maxsize=1)
+def _rows_fn():
+    return _make_rows(jit.compiled(_act_in_place, always=True))
+
+
+def _by_image(y) -> tuple | None:
+    """``(kernel, rows, length)`` that activate ``y`` in place image by image where its images are
+    C-ordered blocks at another batch stride (a batch's part of a concatenation written in place; not
+    C-ordered, channels or batch last: ``flat_view``'s None): ``kernel(rows, length, *scalars)``, one call
+    over the ``covering`` view's rows, each image's values a prefix of its row (the compiled pass's
+    values); else None."""
+    cov = covering(y) if y.ndim == 4 and y.size and flat_view(y) is None and jit.enabled() else None
+    if cov is None or cov is y:
+        return None
+    return jit.compiled(_rows_fn(), always=True), cov.reshape(y.shape[0], -1), y[0].size
 
 
 def _bound_pointwise(choice, xp, x, weight, bias, geo, groups, act, alpha, beta, out) -> Bound | None:
@@ -323,7 +355,7 @@ def _bound_pointwise(choice, xp, x, weight, bias, geo, groups, act, alpha, beta,
     code, al, be, zero, one = scalars = _scalars(x.dtype, act, alpha, beta)
     n, c, h, wd = x.shape
     o, hw = weight.shape[0], h * wd
-    planned = out if out is not None and out.flags.c_contiguous else None
+    planned = out if out is not None and images_c_ordered(out) else None  # ((N, O, H*W): a view)
     rows = None if planned is None else planned.reshape(n, o, hw)
 
     def other(x, w, b, out=None):  # (another output: as ``pointwise_fused``, else as the runner)

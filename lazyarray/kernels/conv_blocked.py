@@ -31,7 +31,8 @@ import numpy as np
 
 from .. import jit
 from ..ops import conv
-from .conv_direct import PLANE_MIN_PIXELS
+from .conv_direct import PLANE_MIN_PIXELS, images_c_ordered
+from .covering_view import covering
 from .depthwise import FLOATS
 from .phase_planes import phase_tables, with_fill
 
@@ -75,7 +76,7 @@ def make_blocked(fill):
         (``fill``); per block of four output channels, per input channel, the taps three at a time
         (``pass3``; the last ones one at a time, ``pass1``) over the flat output plane rounded up to
         ``ROUND`` values; the valid columns written out, the bias added last."""
-        c, o, nt = x.shape[1], y.shape[1], taps.shape[0]
+        c, o, nt = x.shape[1], w.shape[0], taps.shape[0]  # (y: O channels or more, ``covering``)
         ho, wo, sw = y.shape[2], y.shape[3], cols.shape[0]
         if (i1 - i0) * (o1 - o0) * ho * wo <= 0:
             return
@@ -150,11 +151,11 @@ def conv2d_blocked(xp, x, weight, bias, stride, padding, dilation, groups, out):
     if kern is None:
         return None
     shape = (x.shape[0], weight.shape[0], ho, wo)
-    into = out is not None and out.shape == shape and out.flags.c_contiguous
+    into = out is not None and out.shape == shape and covering(out) is not None  # (its images C-ordered blocks)
     y = out if into else np.empty(shape, x.dtype)
     b = np.zeros(0, x.dtype) if bias is None else np.ascontiguousarray(bias.reshape(-1))
     o, c, kh, kw = weight.shape
-    kern(np.ascontiguousarray(x), np.ascontiguousarray(weight).reshape(o, c, kh * kw), b, y,
+    kern(np.ascontiguousarray(x), np.ascontiguousarray(weight).reshape(o, c, kh * kw), b, covering(y),
          *geometry(*x.shape[2:], kh, kw, stride, padding, dilation), 0, shape[0], 0, o)
     if out is None or into:
         return y
@@ -168,20 +169,23 @@ def bound_blocked(x, weight, bias, stride, padding, dilation, out, other):
     out=)`` writes into a C-ordered ``out`` the values ``conv2d_blocked`` writes (the same loop) and takes
     any other call (another memory order, no output) to ``other`` (the step's generic binding). None where
     this call would not run the loop into ``out``."""
-    if out is None or not (x.flags.c_contiguous and out.flags.c_contiguous) \
+    if out is None or not (x.flags.c_contiguous and images_c_ordered(out)) \
             or not applies(np, x, weight, bias, out, 1, weight.shape[0]):
         return None
     ho, wo = conv.out_size(x, weight, stride, padding, dilation)
     kern = with_fill(make_blocked) if plane_fits(ho, wo) else None
     if kern is None or out.shape != (x.shape[0], weight.shape[0], ho, wo):
         return None
-    n, (o, c, kh, kw) = x.shape[0], weight.shape
+    n, (o, c, kh, kw), planned, into = x.shape[0], weight.shape, out, covering(out)
+    if into is None:
+        return None
     wshape, args, no_bias = (o, c, kh * kw), geometry(*x.shape[2:], kh, kw, stride, padding, dilation), np.zeros(0, x.dtype)
 
     def fn(x, w, b=None, out=None):  # (x, weight[, bias]: as the step passes them)
-        if out is None or not (out.flags.c_contiguous and x.flags.c_contiguous and w.flags.c_contiguous):
+        if out is None or not ((out is planned or out.flags.c_contiguous) and x.flags.c_contiguous
+                               and w.flags.c_contiguous):
             return other(x, w, b, out=out) if b is not None else other(x, w, out=out)
-        kern(x, w.reshape(wshape), no_bias if b is None else b, out, *args, 0, n, 0, o)
+        kern(x, w.reshape(wshape), no_bias if b is None else b, into if out is planned else out, *args, 0, n, 0, o)
         return out
 
     return fn

@@ -43,6 +43,7 @@ from .. import jit
 from ..ops import conv
 from ..threads import split_threads
 from .activation_jit import act_code, act_params, activate_value
+from .covering_view import covering
 from .depthwise import FLOATS
 from .impl import Impl
 from .phase_planes import phase_tables, with_fill
@@ -74,7 +75,7 @@ def pointwise_applies(xp, x, weight, bias, out, stride, padding, groups) -> bool
         return False
     if (bias is not None and bias.dtype != x.dtype) or (out is not None and out.dtype != x.dtype):
         return False
-    if not images_c_ordered(x) or (out is not None and not out.flags.c_contiguous):  # (batch last: region's)
+    if not images_c_ordered(x) or (out is not None and not images_c_ordered(out)):  # (batch last: region's)
         return False
     n, c, h, w = x.shape
     return split_threads(n * weight.shape[0] * c * h * w, n) <= 1  # (a batch split over the threads: split's)
@@ -88,7 +89,7 @@ def conv2d_pointwise(xp, x, weight, bias, stride, padding, dilation, groups, out
     n, c, h, w = x.shape
     o = weight.shape[0]
     shape = (n, o, h, w)
-    into = out is not None and out.shape == shape and out.flags.c_contiguous
+    into = out is not None and out.shape == shape and images_c_ordered(out)  # (its (N, O, H*W) view: a view)
     y = out if into else np.empty(shape, x.dtype)
     np.matmul(weight.reshape(o, c), x.reshape(n, c, h * w), out=y.reshape(n, o, h * w))
     if bias is not None:
@@ -106,7 +107,7 @@ def bound_pointwise(x, weight, out, other):
     and bias add), and takes any other call (images not C-ordered blocks, no output) to ``other`` (the
     step's generic binding). None without a C-ordered planned output (issue #35: MobileNet's 1x1 layers
     without an activation paid the generic call's checks and views per call)."""
-    if out is None or not out.flags.c_contiguous:
+    if out is None or not images_c_ordered(out):  # (its images C-ordered blocks: (N, O, H*W) is a view)
         return None
     n, c, h, wd = x.shape
     o, hw = weight.shape[0], h * wd
@@ -312,11 +313,11 @@ def conv2d_direct(xp, x, weight, bias, stride, padding, dilation, groups, out, a
         return None
     ho, wo = conv.out_size(x, weight, stride, padding, dilation)
     shape = (x.shape[0], weight.shape[0], ho, wo)
-    into = out is not None and out.shape == shape and out.dtype == x.dtype and out.flags.c_contiguous
-    y = out if into else np.empty(shape, x.dtype)
+    into = out is not None and out.shape == shape and out.dtype == x.dtype and covering(out) is not None
+    y = out if into else np.empty(shape, x.dtype)  # (the loops write channels [0, O) of ``covering``'s view)
     b = np.zeros(0, x.dtype) if bias is None else bias.reshape(-1)
     w = weight if wshape is None else weight.reshape(wshape)
-    kern(np.ascontiguousarray(x), np.ascontiguousarray(w), np.ascontiguousarray(b), y, *args)
+    kern(np.ascontiguousarray(x), np.ascontiguousarray(w), np.ascontiguousarray(b), covering(y), *args)
     if out is None or into:
         return y
     out[...] = y
@@ -330,7 +331,7 @@ def bound_direct(x, weight, bias, stride, padding, dilation, groups, out, other,
     planned one: checked by identity) and takes any other call (another memory order, no planned
     output) to ``other`` (the step's generic binding). None where this call would not run the loops into
     ``out`` (issue #35: ``conv2d_direct``'s checks and copies cost about as much as a small layer's loop)."""
-    if out is None or not (x.flags.c_contiguous and out.flags.c_contiguous) or x.dtype not in FLOATS \
+    if out is None or not (x.flags.c_contiguous and images_c_ordered(out)) or x.dtype not in FLOATS \
             or weight.dtype != x.dtype or out.dtype != x.dtype or (bias is not None and bias.dtype != x.dtype):
         return None
     flat, wshape, args = _args(*x.shape[2:], weight.shape, stride, padding, dilation, x.dtype, act, alpha, beta)
@@ -338,12 +339,15 @@ def bound_direct(x, weight, bias, stride, padding, dilation, groups, out, other,
     ho, wo = conv.out_size(x, weight, stride, padding, dilation)
     if kern is None or out.shape != (x.shape[0], weight.shape[0], ho, wo) or conv.is_depthwise(x, weight, groups):
         return None
-    planned, no_bias = out, np.zeros(0, x.dtype)
+    planned, no_bias, into = out, np.zeros(0, x.dtype), covering(out)
+    if into is None:
+        return None
 
     def fn(x, w, b=None, out=None):  # (x, weight[, bias]: as the step passes them)
         if out is None or (out is not planned and not out.flags.c_contiguous) or not x.flags.c_contiguous:
             return other(x, w, b, out=out) if b is not None else other(x, w, out=out)
-        kern(x, w if wshape is None else w.reshape(wshape), no_bias if b is None else b, out, *args)
+        kern(x, w if wshape is None else w.reshape(wshape), no_bias if b is None else b,
+             into if out is planned else out, *args)
         return out
 
     return fn

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import jit
-from .conv_direct import WIDE_MACS, WIDE_PIXELS
+from .conv_direct import WIDE_MACS, WIDE_PIXELS, images_c_ordered
 from .depthwise import FLOATS
 from .impl import Choice
 
@@ -57,6 +57,6 @@ def applies(xp, x, weight, out, pixels: int, t) -> bool:
     limit = t.conv_direct_max_macs * (WIDE_MACS if wide else 1)
     if kh * kw == 1 or o * c * kh * kw * pixels > limit or not x.flags.c_contiguous:
         return False
-    if out is not None and (out.dtype != x.dtype or not out.flags.c_contiguous):
+    if out is not None and (out.dtype != x.dtype or not images_c_ordered(out)):  # (the loops index it)
         return False
     return jit.enabled()

@@ -30,21 +30,22 @@ import numpy as np
 
 from .. import jit
 from .activation_jit import act_code, act_params, activate_value
+from .covering_view import covering
 
 
 def _make(activate):
     def _pointwise(x, w, b, y, code, p):  # pragma: no cover  (compiled by numba)
-        """y (N, O, H, W) = act(w (O, C, 1, 1) . x (N, C, H, W) + b (O,)) (``y`` C-ordered; ``p``:
-        ``activation_jit.act_params``). Per output channel the input channels' planes are added four
+        """y[:, :O] (N, O, H, W) = act(w (O, C, 1, 1) . x (N, C, H, W) + b (O,)) (``y`` C-ordered, O channels
+        or more: ``covering_view.covering``; ``p``: ``activation_jit.act_params``). Per output channel the input channels' planes are added four
         at a time into each accumulator value (the order of one channel at a time: the same sums)."""
         n, c = x.shape[0], x.shape[1]
-        o, hw = y.shape[1], y.shape[2] * y.shape[3]
+        o, hw = w.shape[0], y.shape[2] * y.shape[3]
         alpha, beta, zero, one = p[0], p[1], p[2], p[3]
         acc = np.empty(hw, y.dtype)
         c4 = c - c % 4
         for img in range(n):
             xs = np.ascontiguousarray(x[img]).reshape(c, hw)  # (a view where the image is C-ordered)
-            ys = y[img].reshape(o, hw)
+            ys = y[img].reshape(y.shape[1], hw)
             for oc in range(o):
                 wr = w[oc, :, 0, 0]
                 acc[:] = zero
@@ -87,15 +88,16 @@ def applies(x, weight, bias, t) -> bool:
 
 
 def run_loop(xp, x, weight, bias, act, alpha, beta, out):
-    """conv2d_act of a 1x1 layer (``pointwise``'s case, with a bias) by the loop, into the C-ordered
-    ``out`` or a new array; None where the kernel is off or ``out`` is not C-ordered (the caller's
-    next choice runs)."""
+    """conv2d_act of a 1x1 layer (``pointwise``'s case, with a bias) by the loop, into ``out`` (its images
+    C-ordered blocks at any batch stride: a batch's part of a concatenation written in place) or a new
+    array; None where the kernel is off or ``out``'s images are not C-ordered (the caller's next choice
+    runs)."""
     kern = kernel()
-    if kern is None or (out is not None and not out.flags.c_contiguous):
+    if kern is None or (out is not None and covering(out) is None):
         return None
     n, _, h, w = x.shape
     y = np.empty((n, weight.shape[0], h, w), x.dtype) if out is None else out
-    kern(x, weight, bias, y, act_code(act), act_params(x.dtype, alpha, beta))
+    kern(x, weight, bias, covering(y), act_code(act), act_params(x.dtype, alpha, beta))
     return y
 
 
@@ -108,10 +110,14 @@ def bound_loop(x, weight, bias, act, alpha, beta, out, other):
     if kern is None:
         return None
     code, p = act_code(act), act_params(x.dtype, alpha, beta)
-    planned = out if out is not None and out.flags.c_contiguous else None
+    planned = out if out is not None and covering(out) is not None else None
+    rows = None if planned is None else covering(planned)
 
     def fn(x, w, b, out=None):
-        if out is None or (out is not planned and not out.flags.c_contiguous):
+        if out is not None and out is planned:
+            kern(x, w, b, rows, code, p)
+            return out
+        if out is None or not out.flags.c_contiguous:
             return other(x, w, b, out=out)
         kern(x, w, b, out, code, p)
         return out
