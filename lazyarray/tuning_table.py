@@ -220,6 +220,8 @@ class Tuning:
                              "computed once per compiled step (kernels/shape_views.py)")
     extremum_ufunc: bool = _doc(True, "max and min of NumPy arrays as np.maximum.reduce / np.minimum.reduce, the axes "
                                 "normalized once per compiled step (kernels/extrema.py)")
+    extremum_rows: bool = _doc(True, "compiled steps' max and min of a C-ordered float array over its last axis as one "
+                               "compiled loop over the rows: max[rows], min[rows] (kernels/extrema_rows.py)")
     matmul_bias: bool = _doc(True, "inference graphs: a product by a matrix and the bias added to it as one "
                              "nn.dense (graph/passes/matmul_bias.py)")
     merge_projections: bool = _doc(True, "inference graphs: dense layers reading one input (a transformer's query, key "
