@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import lazyarray as la
+from lazyarray import kernels
 from lazyarray.kernels import pool_jit
 from lazyarray.kernels.pool import choose_avg_pool2d, run_avg_pool2d, run_max_pool2d, run_max_pool2d_grad, run_norm
-from lazyarray import kernels
 from lazyarray.ops.pool import avg_pool2d_kernel, max_pool2d_kernel, window_layout
 
 pytest.importorskip("numba")
