@@ -109,6 +109,8 @@ class Tuning:
     # (measured, 1 thread, process time: 3 x 3 stride 2 pools of 18K reads 29.5 against 36.4 us, 37K 55.6 against 46.4)
     avg_pool_compiled_max_taps: int = _doc(24576, "most reads (outputs times kernel taps) avg_pool2d[compiled] "
                                            "takes where its windows do not tile the input (kernels/pool_jit.py)")
+    avg_pool_rows: bool = _doc(True, "avg_pool2d[compiled, rows]: a unit-height pool by 1 x k windows (a 1-D pool) "
+                               "as one loop over rows, its windows' factors made once (kernels/pool_jit.py)")
     concat_in_place: bool = _doc(True, "a concatenation whose parts are contiguous stretches of its result (one "
                                  "image's channels) is written in place by its parts' steps (executor/concat_in_place.py)")
     fused_jit_after: int = _doc(2, "calls of a fused group that run chunked before its compiled loop "
@@ -218,6 +220,8 @@ class Tuning:
                              "computed once per compiled step (kernels/shape_views.py)")
     extremum_ufunc: bool = _doc(True, "max and min of NumPy arrays as np.maximum.reduce / np.minimum.reduce, the axes "
                                 "normalized once per compiled step (kernels/extrema.py)")
+    extremum_rows: bool = _doc(True, "compiled steps' max and min of a C-ordered float array over its last axis as one "
+                               "compiled loop over the rows: max[rows], min[rows] (kernels/extrema_rows.py)")
     matmul_bias: bool = _doc(True, "inference graphs: a product by a matrix and the bias added to it as one "
                              "nn.dense (graph/passes/matmul_bias.py)")
     merge_projections: bool = _doc(True, "inference graphs: dense layers reading one input (a transformer's query, key "

@@ -16,6 +16,7 @@ import numpy as np
 from ..ops import registry
 from ..ops.reduce import reduce_axes
 from ..tuning_table import current
+from . import extrema_rows
 from .impl import Choice, Impl
 from .runner import Bound, ran
 
@@ -44,8 +45,28 @@ IMPLS = {name: (Impl(name, "ufunc", _reduced(name), _WHEN), Impl(name, "referenc
 _CHOICES = {impl: Choice(impl) for impls in IMPLS.values() for impl in impls}
 
 
+def _rows(name: str):
+    reduce = _UFUNCS[name].reduce
+
+    def run(xp, x, axis=None, keepdims=False, out=None):
+        axes = reduce_axes(axis, x.ndim, name)
+        if not extrema_rows.applies(x, axes, True):
+            return reduce(x, axes, None, None, keepdims)
+        y = extrema_rows.run(name, x, axes, keepdims)
+        return reduce(x, axes, None, None, keepdims) if y is None else y
+
+    return run
+
+
+ROWS = {name: Impl(name, "rows", _rows(name), "compiled steps: a C-ordered float32/float64 NumPy array over its last "
+                   "axis, numba, extremum_rows on: one compiled loop over the rows (kernels/extrema_rows.py)")
+        for name in _UFUNCS}
+_ROW_CHOICES = {name: Choice(impl) for name, impl in ROWS.items()}
+IMPLS = {name: (ROWS[name],) + IMPLS[name] for name in IMPLS}
+
+
 def _choose(name: str):
-    ufunc, reference = (_CHOICES[impl] for impl in IMPLS[name])
+    ufunc, reference = (_CHOICES[impl] for impl in IMPLS[name][1:])
 
     def choose(xp, x, axis=None, keepdims=False, out=None) -> Choice:
         """What runs this reduction of ``x``: ``ufunc`` for NumPy arrays (the tuning table's ``extremum_ufunc``)."""
@@ -82,7 +103,13 @@ def _binder(name: str):
             run = choice.impl.run
             return Bound(choice, lambda x, out=None: run(xp, x, axis, keepdims))
         axes = reduce_axes(axis, x.ndim, name)
-        return Bound(choice, lambda x, out=None: reduce(x, axes, None, None, keepdims))
+
+        def by_ufunc(x, out=None):
+            return reduce(x, axes, None, None, keepdims)
+
+        fn = extrema_rows.bound(name, x, keepdims, by_ufunc) if extrema_rows.applies(x, axes, current().extremum_rows) \
+            else None
+        return Bound(choice, by_ufunc) if fn is None else Bound(_ROW_CHOICES[name], fn)
 
     return bind_extremum
 

@@ -102,6 +102,7 @@ AVG_REFERENCE = Impl("avg_pool2d", "sums", _avg_reference, "a sum over the kh * 
                      layout=ANY_ORDER)
 AVG_COMPILED = Impl("avg_pool2d", "compiled", _avg_compiled, "a C-ordered float array on NumPy, numba installed: "
                     "one compiled pass, the reference's sums in its order", fallback=AVG_REFERENCE)
+_AVG_ROWS = Choice(AVG_COMPILED, ("rows",))  # (explain(): avg_pool2d[compiled, rows], pool_jit's unit-height loop)
 _CHOICES = {impl: Choice(impl) for impl in (FOLDS, COMPILED, WINDOWS, RELU_AFTER, RELU_COMPILED, RELU_WINDOWS, GRAD_WINDOWS, GRAD_COMPILED, NORM_POOL_FIRST,
                                             NORM_COMPILED, AVG_REFERENCE, AVG_COMPILED)}
 
@@ -230,8 +231,9 @@ def bind_avg_pool2d(xp, x, out=None, kernel=(2, 2), stride=(0, 0), padding=(0, 0
         k, s, p, shape, extra = window_layout(x.shape, kernel, stride, padding, ceil_mode)
         fixed = pool_jit.bound_avg_pool(x, out, k, s, p, shape, extra, count_include_pad,
                                         current().avg_pool_compiled_max_taps, fn)
-        if fixed is not None:
-            return Bound(choice, fixed)
+        if fixed is not None:  # (``rows``: pool_jit's unit-height loop runs it)
+            rows = pool_jit.row_applies(x, k, p, shape, extra)
+            return Bound(_AVG_ROWS if rows else choice, fixed)
     return Bound(choice, fn)
 
 

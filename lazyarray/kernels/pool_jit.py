@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import jit
+from ..tuning_table import current
 from .phase_planes import phase_tables, with_fill
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -514,6 +515,52 @@ def _avg_taps(x, out, kh, kw, sh, sw, ph, pw, include_pad, h_pad, w_pad, uniform
                     out[n, c, i, j] = acc * fac[i, j]
 
 
+@jit.tiered
+def _avg_row(x, out, kw, sw, pw, fac, zero):
+    """``avg_pool2d`` of a unit-height x by 1 x ``kw`` windows without height padding (a 1-D pool as the
+    ONNX importer writes it): ``_avg_taps``'s sums (the taps in order from the window's first, padding
+    read as zeros) times ``fac`` (each output column's factor, made once by ``_row_factors``), the
+    windows inside x summed with no bounds check (``rows``: conv1d_net's (8, 16, 1, 11) ceil-mode
+    pool, 768 outputs, ran ``_avg_taps``'s six loops and per-tap checks at about 5 ns an output)."""
+    w_n, wo_n = x.shape[3], out.shape[3]
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            xr, yr = x[n, c, 0], out[n, c, 0]
+            for j in range(wo_n):
+                q = j * sw - pw
+                if q >= 0 and q + kw <= w_n:
+                    acc = xr[q]
+                    for b in range(1, kw):
+                        acc = acc + xr[q + b]
+                else:
+                    acc = xr[q] if q >= 0 and q < w_n else zero
+                    for b in range(1, kw):
+                        v = xr[q + b] if q + b >= 0 and q + b < w_n else zero
+                        acc = acc + v
+                yr[j] = acc * fac[j]
+
+
+def _row_factors(dtype, wo, kw, sw, pw, w_n, include_pad, uniform, scale) -> np.ndarray:
+    """Each output column's factor as ``_avg_taps`` computes it for a unit-height pool (the window's
+    row count 1): ``scale``, or one over the column count clipped to the padded input (``include_pad``)
+    or to x, in ``dtype``."""
+    if uniform:
+        return np.full(wo, scale, dtype)
+    lo, hi = (0, w_n + 2 * pw) if include_pad else (pw, pw + w_n)
+    starts = np.arange(wo) * sw
+    cnt = (np.minimum(starts + kw, hi) - np.maximum(starts, lo)).astype(dtype)
+    one = np.ones(wo, dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):  # (a window past the input: inf, as the loop gives)
+        return one / (one * cnt)
+
+
+def row_applies(x, kernel, padding, shape, extra) -> bool:
+    """``_avg_row`` runs an ``avg_pool`` of ``x`` that takes the taps loop: a unit-height x and window,
+    no height padding or ceil-mode row, the tuning table's ``avg_pool_rows`` on."""
+    return x.ndim == 4 and x.shape[2] == 1 and kernel[0] == 1 and padding[0] == 0 and shape[0] == 1 \
+        and extra[0] == 0 and current().avg_pool_rows
+
+
 def _avg_plan(x, kernel, stride, padding, shape, extra, include_pad, max_taps):
     """``(kern, args, taps)``: the compiled kernel ``avg_pool`` runs for ``x`` and its arguments after
     ``(x, out)`` (``taps``: ``_avg_taps``, which also takes a 2-value scratch array in x's dtype); None
@@ -535,6 +582,10 @@ def _avg_plan(x, kernel, stride, padding, shape, extra, include_pad, max_taps):
     scale = t(1.0 / (kh * kw)) if uniform else t(1) / (t(kh) * t(kw))
     if two:
         return kern, (scale,), False
+    if row_applies(x, kernel, padding, shape, extra):  # (tiles too: with one row, the tiles loop's sums)
+        fac = _row_factors(x.dtype, shape[1], int(kw), int(sw), int(pw), x.shape[3], include_pad, uniform, scale)
+        row = jit.compiled(_avg_row)
+        return None if row is None else (row, (int(kw), int(sw), int(pw), fac, t(0)), False)
     if tiles:
         return kern, (int(kh), int(kw), scale), False
     return kern, (int(kh), int(kw), int(sh), int(sw), int(ph), int(pw), bool(include_pad), int(x.shape[2] + 2 * ph),

@@ -6,7 +6,8 @@ The reference checks its indices with two reductions (``indices.max()``, ``indic
 indices (the token embedding, the position ids, the first token's row): ``gather`` leaves the
 bounds to ``numpy.take``'s own check (the same rule: an index in ``[-n, n)`` is taken, anything
 else raises, with the reference's message) and takes a 0-d index of an array of two or more dims
-as a basic index and one copy. The values are the reference's bit for bit (the same elements,
+as a basic index and one copy. Other takes call the array's ``take`` method, the call ``numpy.take``'s
+Python wrapper makes (arange_gather's two takes at batch 8: about 1 us each of a 3-5 us step). The values are the reference's bit for bit (the same elements,
 copied), in a C-ordered array of their own.
 """
 from __future__ import annotations
@@ -37,8 +38,8 @@ def take_gather(xp, x, indices, axis=0, sparse_grad=False, out=None):
         if not -n <= i < n:
             raise _out_of_range(axis, n)
         return x[(slice(None),) * ax + (i,)].copy()
-    try:
-        return np.take(x, indices, axis=ax)
+    try:  # (the method numpy.take's Python wrapper calls, without the wrapper: ~1 us a call)
+        return x.take(indices, ax)
     except IndexError:
         raise _out_of_range(axis, x.shape[ax]) from None
 

@@ -10,7 +10,9 @@ import pytest
 
 import lazyarray as la
 from lazyarray import kernels
+from lazyarray.kernels import extrema_rows
 from lazyarray.ops import registry
+from lazyarray.ops.reduce import reduce_axes
 
 RNG = np.random.default_rng(4)
 CASES = [((1, 16, 6), -1, False), ((2, 3, 5), (0, 2), True), ((2, 3, 5), None, False), ((4,), 0, True),
@@ -36,7 +38,8 @@ def test_ufunc_equals_the_reference_bit_for_bit(dtype, name, case):
     for x in _arrays(shape, dtype):
         assert kernels.choose(op, np, x, axis=axis, keepdims=keepdims).impl.name == "ufunc"
         bound = kernels.bind(op, np, x, axis=axis, keepdims=keepdims)
-        assert bound.choice == kernels.choose(op, np, x, axis=axis, keepdims=keepdims)
+        rows = extrema_rows.applies(x, reduce_axes(axis, x.ndim, name), True)  # (kernels/extrema_rows.py's loop)
+        assert bound.choice.impl.name == ("rows" if rows else "ufunc")
         try:
             want = op.kernel(np, x, axis=axis, keepdims=keepdims)
         except ValueError:  # an empty reduction: the same error

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 import lazyarray as la
+from lazyarray import kernels
 from lazyarray.kernels import pool_jit
 from lazyarray.kernels.pool import choose_avg_pool2d, run_avg_pool2d, run_max_pool2d, run_max_pool2d_grad, run_norm
-from lazyarray.ops.pool import avg_pool2d_kernel, max_pool2d_kernel
+from lazyarray.ops.pool import avg_pool2d_kernel, max_pool2d_kernel, window_layout
 
 pytest.importorskip("numba")
 
@@ -297,7 +298,8 @@ def test_a_bound_avg_pool_equals_the_reference_bit_for_bit(monkeypatch, geometry
         want = _ref_avg(x, kernel, stride, padding, ceil, include_pad)
         out = np.full(want.shape, 7, dtype)
         bound = kernels.bind("avg_pool2d", np, x, out=out, **window)
-        assert str(bound.choice) == "avg_pool2d[compiled]"
+        rows = shape[2] == 1 and kernel[0] == 1 and padding[0] == 0  # (a 1-D pool: pool_jit's row loop)
+        assert str(bound.choice) == ("avg_pool2d[compiled, rows]" if rows else "avg_pool2d[compiled]")
         assert bound.fn(x, out=out) is out
         assert out.tobytes() == want.tobytes()
         assert bound.fn(x).tobytes() == want.tobytes()  # (no out: the generic binding's new array)
@@ -351,3 +353,49 @@ def test_a_one_dimensional_max_pool_binds_the_phase_planes(monkeypatch, dtype):
                                              empty, x.dtype.type(0))
         assert out.tobytes() == want.tobytes()
         np.testing.assert_array_equal(out, max_pool2d_kernel(np, x, (1, 2), (1, 2), (0, 0), False))
+
+
+ROW_GEOMETRIES = [((1, 2), (1, 2), (0, 0), True), ((1, 2), (1, 2), (0, 0), False), ((1, 3), (1, 2), (0, 1), False),
+                  ((1, 3), (1, 1), (0, 1), True), ((1, 4), (1, 3), (0, 2), True), ((1, 2), (3, 2), (0, 0), False)]
+
+
+@pytest.mark.parametrize("geometry", ROW_GEOMETRIES, ids=lambda g: f"k{g[0]}-s{g[1]}-p{g[2]}-{'ceil' if g[3] else 'floor'}")
+@pytest.mark.parametrize("include_pad", [True, False])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_row_loop_of_a_one_dimensional_avg_pool_is_the_reference_bit_for_bit(monkeypatch, geometry, include_pad,
+                                                                                  dtype):
+    """``_avg_row`` (``avg_pool2d[compiled, rows]``): a unit-height pool by 1 x k windows, padded, ceil mode,
+    windows tiling x or not, equals the op's reference kernel bit for bit (special values, -0.0 beside
+    padding, a C-ordered view, empty dims), eagerly and bound; ``avg_pool_rows`` off: the other loops,
+    the same values."""
+    monkeypatch.setattr(la.config, "jit", True)
+    kernel, stride, padding, ceil = geometry
+    window = {"kernel": kernel, "stride": stride, "padding": padding, "ceil_mode": ceil, "count_include_pad": include_pad}
+    big = np.random.default_rng(11).standard_normal((5, 6, 1, 11)).astype(dtype)
+    big[0, 0, 0, :5] = [np.nan, -0.0, np.inf, -np.inf, -0.0]
+    big[1, 1, 0, -1] = -0.0
+    for x in (big, big[1:4], big[:, :0], big[:0], big[..., :1], big[..., :0]):
+        if x.shape[3] + 2 * padding[1] < kernel[1]:
+            continue
+        want = _ref_avg(x, kernel, stride, padding, ceil, include_pad)
+        got = run_avg_pool2d(np, x, kernel, stride, padding, ceil, include_pad)
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+        out = np.full(want.shape, 7, dtype)
+        bound = kernels.bind("avg_pool2d", np, x, out=out, **window)
+        order = x.flags.c_contiguous  # (a view not C-ordered: the sums)
+        assert str(bound.choice) == ("avg_pool2d[compiled, rows]" if order else "avg_pool2d[sums]")
+        assert bound.fn(x, out=out) is out and out.tobytes() == want.tobytes()
+        if not x.shape[3]:  # (the taps loop divides by a zero count there: the rows loop's factors do not)
+            continue
+        with la.tuning(avg_pool_rows=False):
+            off = kernels.bind("avg_pool2d", np, x, out=out, **window)
+            assert str(off.choice) == ("avg_pool2d[compiled]" if order else "avg_pool2d[sums]")
+            assert off.fn(x, out=np.full(want.shape, 7, dtype)).tobytes() == want.tobytes()
+    view = _stored(big, "strided")  # (not C-ordered: declined, the sums on the view)
+    assert pool_jit.avg_pool(view, None, *_layout(view, geometry), include_pad) is None
+
+
+def _layout(x, geometry):
+    """``avg_pool``'s (kernel, stride, padding, shape, extra) for ``x`` and an op's window."""
+    kernel, stride, padding, ceil = geometry
+    return window_layout(x.shape, kernel, stride, padding, ceil)
