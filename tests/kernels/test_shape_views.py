@@ -1,7 +1,8 @@
 """expand_dims's and squeeze's ``reshape`` (``kernels/shape_views.py``): the same view as the reference
 (``numpy.expand_dims`` / ``numpy.squeeze``: same values, same memory, no copy) over axes given every
 way, strided views and empty dims, float32 and float64; the chooser takes it for NumPy arrays unless
-``shape_views`` is off; a bound step computes the shape once and returns the same view."""
+``shape_views`` is off; a bound step computes the shape once and returns the same view. reshape's ``method``:
+numpy.reshape's values (view or copy), run, bound and switched off."""
 from __future__ import annotations
 
 import numpy as np
