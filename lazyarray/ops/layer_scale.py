@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import AxisError
 from .params import INTS, Param
 from .registry import OpDef, broadcast_shapes, register
-from .shape import _perm
 
 
 def layer_scale_residual_kernel(xp, y, gamma, r, axes=(0, 3, 1, 2), out=None):
@@ -26,7 +26,9 @@ def layer_scale_residual_kernel(xp, y, gamma, r, axes=(0, 3, 1, 2), out=None):
 def layer_scale_residual_shape(shapes, axes=(0, 3, 1, 2)):
     """``r``'s shape, which ``gamma * y`` permuted by ``axes`` must broadcast to."""
     scaled = broadcast_shapes(shapes[1], shapes[0])
-    moved = tuple(scaled[i] for i in _perm(tuple(axes), len(scaled), "layer_scale_residual"))
+    if sorted(int(a) % max(len(scaled), 1) for a in axes) != list(range(len(scaled))):
+        raise AxisError(f"layer_scale_residual: axes {tuple(axes)} is not a permutation of 0..{len(scaled) - 1}")
+    moved = tuple(scaled[int(a) % len(scaled)] for a in axes)
     return broadcast_shapes(shapes[2], moved)
 
 
