@@ -144,6 +144,13 @@ class Tuning:
     # -- take (kernels/take.py)
     take_gather: bool = _doc(True, "take of NumPy arrays by numpy.take's own bounds check, a 0-d index as a basic "
                              "index and a copy (kernels/take.py: take[gather]); off: the reference's reductions")
+    # -- layer_scale_residual (graph/passes/layer_scale.py, kernels/layer_scale.py)
+    layer_scale_residual: bool = _doc(True, "inference graphs: r + transpose(gamma * y) (ConvNeXt's layer scale, "
+                                      "permute back and residual add) as one nn.layer_scale_residual "
+                                      "(graph/passes/layer_scale.py)")
+    layer_scale_compiled: bool = _doc(True, "nn.layer_scale_residual of NumPy float arrays in one compiled loop, "
+                                      "bit for bit (kernels/layer_scale.py: layer_scale_residual[compiled]); off: "
+                                      "the reference's ufuncs")
     # -- compiled kernels and threads (jit.py, threads.py)
     jit: bool = _doc(True, "compiled CPU kernels (numba, where installed; off: NumPy's kernels only)",
                      "LAZYARRAY_JIT")

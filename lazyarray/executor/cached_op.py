@@ -59,6 +59,7 @@ from ..graph.passes.gelu import fuse_gelu, fuse_gelu_tanh
 from ..graph.passes.gradient import gradient
 from ..graph.passes.infer import bind_env, inline_env
 from ..graph.passes.layer_norm import fuse_layer_norm
+from ..graph.passes.layer_scale import layer_scale_residual
 from ..graph.passes.matmul_bias import matmul_bias
 from ..graph.passes.merge_projections import merge_projections
 from ..graph.passes.placement import placement
@@ -460,7 +461,7 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
     if not inference:
         return simple
     gelus = fuse_gelu_tanh(fuse_gelu(simple))
-    return channel_shuffle(merge_projections(matmul_bias(fuse_attention(fuse_layer_norm(gelus)))))
+    return layer_scale_residual(channel_shuffle(merge_projections(matmul_bias(fuse_attention(fuse_layer_norm(gelus))))))
 
 
 def _input_nodes(sym: Symbol, names: list[str]) -> list[Node]:

@@ -27,6 +27,7 @@ from . import (
     fused,
     gelu,
     layer_norm,
+    layer_scale,
     matmul,
     mean,
     pad,
@@ -46,7 +47,8 @@ __all__ = ["IMPLS", "Bound", "Choice", "Event", "Impl", "Profile", "bind", "bind
 # op name -> its implementations, best first; its runner; the function that picks one for a call's
 # arrays (None where the op's reference kernel runs)
 _FAMILIES = (attention, batch_norm_relu, channel_shuffle, conv2d_grad, conv_act, elementwise, extrema, gelu, layer_norm,
-             mean, pad, pool, shape_views, softmax, squeeze_excite, take)  # (modules declaring IMPLS, RUNNERS, CHOOSERS)
+             layer_scale, mean, pad, pool, shape_views, softmax, squeeze_excite,
+             take)  # (modules declaring IMPLS, RUNNERS, CHOOSERS)
 IMPLS = {"conv2d": conv2d.IMPLS, "dense": dense.IMPLS, "foreach": foreach.IMPLS, "fused": fused.IMPLS,
          "matmul": matmul.IMPLS, **{k: v for f in _FAMILIES for k, v in f.IMPLS.items()}}
 # (fused: the op is registered above this layer, by executor/fusion.py, whose kernel calls fused.run_fused)

@@ -1,5 +1,5 @@
 """expand_dims's and squeeze's implementations: ``reshape`` and the reference (``numpy.expand_dims``,
-``numpy.squeeze``).
+``numpy.squeeze``); reshape's: ``method`` (``ndarray.reshape``) and the reference (``numpy.reshape``).
 
 A 1-D layer imported from ONNX runs as conv2d / pooling on a unit-height view: an ``expand_dims``
 before and a ``squeeze`` after. Inside a program the executor makes most of these views once, with
@@ -85,3 +85,47 @@ def _binder(name: str):
 
 
 BINDERS = {name: _binder(name) for name in IMPLS}
+
+# -- reshape: ``ndarray.reshape`` (the reference is ``numpy.reshape``: 2.3 against 0.5 us a call for a head's
+# [1, 32, 1, 1] -> [32], ConvNeXt's tail, the function's dispatch and its -1 resolved per call) -------------------
+
+
+def _reshape_method(xp, x, shape, out=None):
+    return x.reshape(shape)  # (numpy.reshape's own call: the same view, or the same copy of a strided x)
+
+
+def _reshape_reference(xp, x, shape, out=None):
+    return registry.get("reshape").kernel(xp, x, shape)
+
+
+RESHAPE = Impl("reshape", "method", _reshape_method, "a NumPy array, shape_views on: ndarray.reshape (numpy.reshape "
+               "calls it: the same view, or copy); a compiled step binds it with the output's shape found once")
+RESHAPE_REFERENCE = Impl("reshape", "reference", _reshape_reference, "numpy.reshape (every array module)")
+IMPLS["reshape"] = (RESHAPE, RESHAPE_REFERENCE)
+_CHOICES.update({impl: Choice(impl) for impl in IMPLS["reshape"]})
+
+
+def choose_reshape(xp, x, shape=(), out=None) -> Choice:
+    """What runs reshape of ``x``: ``method`` for NumPy arrays (the tuning table's ``shape_views``)."""
+    return _CHOICES[RESHAPE if xp is np and x.__class__ is np.ndarray and current().shape_views else RESHAPE_REFERENCE]
+
+
+def run_reshape(xp, x, shape=(), out=None):
+    """reshape by the implementation ``choose_reshape`` picks (the op's kernel in every call)."""
+    choice = choose_reshape(xp, x, shape)
+    return ran(choice, choice.impl.run(xp, x, shape), _CHOICES, (xp, x, shape), (x,))
+
+
+def bind_reshape(xp, x, out=None, shape=()) -> Bound:
+    """A compiled step's ``Bound``: ``method`` with the output's shape computed once (the step's avals are fixed:
+    no -1 to resolve per call), or the reference bound to ``shape``."""
+    choice = choose_reshape(xp, x, shape)
+    if choice.impl is not RESHAPE:
+        return Bound(choice, lambda x, out=None: _reshape_reference(xp, x, shape))
+    fixed = x.reshape(shape).shape
+    return Bound(choice, lambda x, out=None: x.reshape(fixed))
+
+
+CHOOSERS["reshape"] = choose_reshape
+RUNNERS["reshape"] = run_reshape
+BINDERS["reshape"] = bind_reshape

@@ -15,6 +15,7 @@ from . import (  # noqa: F401  (registration side effect)
     elementwise,
     fft,
     image,
+    layer_scale,
     linalg,
     loss,
     math,

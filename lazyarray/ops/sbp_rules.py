@@ -338,6 +338,21 @@ def _batch_only(*axes):
     return rule
 
 
+def _layer_scale_residual(sbps, shapes, out_shapes, params):
+    """``r + transpose(gamma * y, axes)``: ``y`` split along the axis ``axes`` moves to ``r``'s split axis (the
+    batch where ``axes`` keeps it first), every dim equal, ``gamma`` whole and of size 1 along that axis (not the
+    channels it scales): the split passes through."""
+    if _all_b(sbps):
+        return [B]
+    y, g, r = sbps
+    axes = tuple(params.get("axes", (0, 3, 1, 2)))
+    if not (y.is_split and r.is_split and g.is_broadcast and len(shapes[0]) == len(shapes[2]) == len(axes)
+            and axes[r.axis] == y.axis and tuple(shapes[0][a] for a in axes) == tuple(shapes[2])):
+        return None
+    k = y.axis - (len(shapes[0]) - len(shapes[1]))  # (gamma's dim along the split axis, where it has one)
+    return [r] if k < 0 or shapes[1][k] == 1 else None
+
+
 def _layer_norm(sbps, shapes, out_shapes, params):
     """Split along any axis but the normalized one passes through; gamma and beta stay whole."""
     x, rest = sbps[0], sbps[1:]
@@ -679,6 +694,7 @@ RULES: dict[str, Rule] = {
     "max_pool2d": Rule(_batch_only(0, 1)), "max_pool2d_relu": Rule(_batch_only(0, 1)),  # (the pool's; relu per value)
     "avg_pool2d": Rule(_batch_only(0, 1)),
     "layer_norm": Rule(_layer_norm),
+    "layer_scale_residual": Rule(_layer_scale_residual),
     "masked_softmax": Rule(_masked_softmax),
     "getitem": Rule(_getitem),
     "stack": Rule(_stack),

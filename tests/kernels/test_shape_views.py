@@ -1,7 +1,8 @@
 """expand_dims's and squeeze's ``reshape`` (``kernels/shape_views.py``): the same view as the reference
 (``numpy.expand_dims`` / ``numpy.squeeze``: same values, same memory, no copy) over axes given every
 way, strided views and empty dims, float32 and float64; the chooser takes it for NumPy arrays unless
-``shape_views`` is off; a bound step computes the shape once and returns the same view."""
+``shape_views`` is off; a bound step computes the shape once and returns the same view. reshape's ``method``:
+numpy.reshape's values (view or copy), run, bound and switched off."""
 from __future__ import annotations
 
 import numpy as np
@@ -60,3 +61,26 @@ def test_a_compiled_program_binds_it():
     np.testing.assert_array_equal(got.asnumpy(), np.maximum(x, 0))
     labels = [str(b.choice) for p, _ in op.explain(la.array(x)).programs for b in p.bindings.chosen().values()]
     assert {"expand_dims[reshape]", "squeeze[reshape]"} <= set(labels)
+
+
+RESHAPE = [((1, 32, 1, 1), (-1,)), ((1, 32, 1, 1), (-1, 32)), ((2, 3, 4), (6, 4)), ((2, 3, 4), (4, -1, 2)),
+           ((0, 3, 4), (-1, 12)), ((3, 0), (0, 5)), ((), (1, 1))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_reshape_method_is_numpy_reshape(dtype):
+    """reshape[method]: numpy.reshape's values (its view of a C-ordered array, its copy of a strided view),
+    run, bound and switched off."""
+    op = registry.get("reshape")
+    for shape, to in RESHAPE:
+        for x in _views(shape, dtype):
+            want = np.reshape(x, to)
+            assert kernels.choose(op, np, x, shape=to).impl.name == "method"
+            for got in (op.runner(np, x, to), kernels.bind(op, np, x, shape=to).fn(x)):
+                assert got.shape == want.shape and got.dtype == want.dtype
+                np.testing.assert_array_equal(got, want)
+                assert np.shares_memory(got, x) == np.shares_memory(want, x) or x.size == 0
+            with la.tuning(shape_views=False):
+                bound = kernels.bind(op, np, x, shape=to)
+                assert bound.choice.impl.name == "reference"
+                np.testing.assert_array_equal(bound.fn(x), want)

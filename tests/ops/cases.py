@@ -1325,6 +1325,22 @@ def _channel_shuffle_ref(seq, groups=2):
     return np.swapaxes(x.reshape((n, groups, c // groups) + x.shape[2:]), 1, 2).reshape(x.shape)
 
 
+def _layer_scale_residual_samples(rng, dtype, small):
+    """ConvNeXt's block end (channels-last y, per-channel gamma, NCHW residual); a strided y; other axes; empty."""
+    def r(*shape):
+        return rand(rng, shape, dtype)
+
+    view = r(2, 3, 6, 4)[:, :, ::2]
+    return [Sample((r(2, 3, 3, 4), r(4), r(2, 4, 3, 3)), {}, "convnext"),
+            Sample((view, r(4), r(2, 4, 3, 3)), {}, "view"),
+            Sample((r(2, 5, 3), r(3), r(2, 3, 5)), {"axes": (0, 2, 1)}, "ncl"),
+            Sample((r(0, 3, 3, 4), r(4), r(0, 4, 3, 3)), {}, "empty")]
+
+
+def _layer_scale_residual_ref(y, gamma, r, axes=(0, 3, 1, 2)):
+    return r + np.transpose(gamma * y, axes)
+
+
 def _flatten_samples(rng, dtype, small):
     return [Sample((rand(rng, s, dtype),), {}, f"{s}") for s in [(2, 3, 4), (3, 2, 1, 2), (4, 5), (3,)]]
 
@@ -1347,6 +1363,7 @@ CASES.update({
     "batch_norm_relu": Case("conv", _batch_norm_relu_samples, _batch_norm_relu_ref, FLOATS, rtol32=1e-4),
     "squeeze_excite": Case("conv", _squeeze_excite_samples, _squeeze_excite_ref, FLOATS, rtol32=1e-4),
     "channel_shuffle": Case("conv", _channel_shuffle_samples, _channel_shuffle_ref, FLOATS),
+    "layer_scale_residual": Case("conv", _layer_scale_residual_samples, _layer_scale_residual_ref, FLOATS),
 })
 
 
