@@ -3,8 +3,9 @@
 A ResNet block's end, as graphs record it (torch's ``out += identity; relu(out)``, ONNX's ``Add`` then
 ``Relu``): after the convolution (its batch norm folded in by ``fold_batch_norm``) the add and the relu
 were steps of their own over the output. Taken where the ``add`` reads the convolution's output and a
-residual of exactly that shape and dtype (no broadcasting), in either operand order (the first operand
-tried first: a downsampling block adds two convolutions' outputs, and the block's own comes first), the
+residual of exactly that shape and dtype (no broadcasting), in either operand order (where both are
+convolutions, a downsampling block's, the one of more taps is fused: ``conv2d[blocked]``'s 3x3, whose
+write-out takes the residual; the first operand on a tie), the
 convolution and the add each read by nothing else (not graph outputs), every value of one float dtype.
 ``ops/conv_add_relu.py`` rounds as the three ops round, so the values are the recorded graph's bit for bit
 where the convolution runs as it ran. ``CachedOp`` runs it on inference graphs before
@@ -35,15 +36,17 @@ def _match(node: Node, uses: dict) -> int | None:
     want = add.avals[0]
     if not _fixed(want) or node.avals[0].dtype != want.dtype:
         return None
+    taken = []
     for i in (0, 1):
         c, r = add.inputs[i], add.inputs[1 - i]
         conv = c.node
         if conv.op is None or conv.op.name != "conv2d" or uses.get(id(conv), 0) != 1 or c.aval.shape != want.shape \
-                or c.aval.dtype != want.dtype or not _fixed(r.aval) or r.aval.shape != want.shape or r.aval.dtype != want.dtype \
-                or any(e.aval.dtype != want.dtype for e in conv.inputs):
+                or c.aval.dtype != want.dtype or not _fixed(r.aval) or r.aval.shape != want.shape \
+                or r.aval.dtype != want.dtype or any(e.aval.dtype != want.dtype for e in conv.inputs):
             continue
-        return i
-    return None
+        kernel = conv.inputs[1].aval.shape
+        taken.append((-(kernel[2] * kernel[3]) if kernel and None not in kernel[2:] else 0, i))
+    return min(taken)[1] if taken else None
 
 
 def conv_residual(sym: Symbol) -> Symbol:
