@@ -176,7 +176,7 @@ def test_graph_and_plan_svgs_keep_their_size_and_scroll(resnet18):
     assert ".la-plan svg{max-width:none!important}" in html
     root = parse(html)
     svg = root.find(f".//{SVG_NS}svg")
-    assert len(plan.steps) > 80 and float(svg.get("width")) >= len(plan.steps) * plan_view.MIN_COL
+    assert len(plan.steps) > 60 and float(svg.get("width")) >= len(plan.steps) * plan_view.MIN_COL
     frame = next(d for d in root.iter("div") if svg in list(d))
     assert "overflow:auto" in frame.get("style")
     ticks = [t.text for t in svg.iter(f"{SVG_NS}text") if t.text and t.text.isdigit()]

@@ -126,6 +126,10 @@ def _check_signature(sym, flat, sbps, rng):
     return out_sbps
 
 
+# Signatures the combinations above miss (too many inputs to try all): conv2d_add_relu's batch split of x and
+# the residual together, the weight and bias whole.
+_EXTRA = {"conv2d_add_relu": lambda n: [(S(0), B, S(0)) + (B,) * (n - 3)]}
+
 # Ops whose samples in the case table only reduce/cover whole arrays, so only B is accepted there.
 _ONLY_BROADCAST_SAMPLES = {"argmin", "argmax", "prod"}
 
@@ -152,6 +156,7 @@ def test_rule_matches_physical_computation(name):
             combos += [(o,) + (B,) * (len(flat) - 1) for o in _candidates(flat[0])]
         else:
             combos = itertools.product(*options)
+        combos = list(combos) + _EXTRA.get(name, lambda n: [])(len(flat))
         for sbps in combos:
             if any(s.is_partial and x.dtype.kind != "f" for s, x in zip(sbps, flat)):
                 continue

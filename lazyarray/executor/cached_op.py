@@ -50,6 +50,7 @@ from ..graph.passes.bind_dims import dims_in
 from ..graph.passes.channel_shuffle import channel_shuffle
 from ..graph.passes.constant_fold import constant_fold
 from ..graph.passes.conv_activation import conv_activation
+from ..graph.passes.conv_residual import conv_residual
 from ..graph.passes.cse import cse
 from ..graph.passes.dce import dce
 from ..graph.passes.drop_kept_dims import drop_kept_dims
@@ -452,7 +453,7 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
                                      f"{_given_text(given)}; give every graph input a shape")
     if inference:
         placed = pool_relu(relu_after_max_pool(pool_before_batch_norm(fold_batch_norm(placed))))
-        placed = drop_kept_dims(scan_projection(squeeze_excite(conv_activation(batch_norm_relu(placed)))))
+        placed = drop_kept_dims(scan_projection(squeeze_excite(conv_activation(conv_residual(batch_norm_relu(placed))))))
     merged = cse(dce(placed))
     simpler = sink_slices(simplify(constant_fold(shape_fills(stack_views(merged)))))
     # cse and dce again only where a pass changed something (each returns its symbol as it is when

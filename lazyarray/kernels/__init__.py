@@ -19,6 +19,7 @@ from . import (
     conv2d,
     conv2d_grad,
     conv_act,
+    conv_add_relu,
     conv_batch_last,
     dense,
     elementwise,
@@ -46,8 +47,8 @@ __all__ = ["IMPLS", "Bound", "Choice", "Event", "Impl", "Profile", "bind", "bind
 
 # op name -> its implementations, best first; its runner; the function that picks one for a call's
 # arrays (None where the op's reference kernel runs)
-_FAMILIES = (attention, batch_norm_relu, channel_shuffle, conv2d_grad, conv_act, elementwise, extrema, gelu, layer_norm,
-             layer_scale, mean, pad, pool, shape_views, softmax, squeeze_excite,
+_FAMILIES = (attention, batch_norm_relu, channel_shuffle, conv2d_grad, conv_act, conv_add_relu, elementwise, extrema,
+             gelu, layer_norm, layer_scale, mean, pad, pool, shape_views, softmax, squeeze_excite,
              take)  # (modules declaring IMPLS, RUNNERS, CHOOSERS)
 IMPLS = {"conv2d": conv2d.IMPLS, "dense": dense.IMPLS, "foreach": foreach.IMPLS, "fused": fused.IMPLS,
          "matmul": matmul.IMPLS, **{k: v for f in _FAMILIES for k, v in f.IMPLS.items()}}

@@ -31,7 +31,7 @@ from .. import jit, threads
 from ..caches import NamedCache
 from ..ops import conv
 from . import contention
-from .conv_blocked import applies, geometry, make_blocked, plane_fits
+from .conv_blocked import applies, geometry, make_blocked, no_residual, plane_fits
 from .phase_planes import with_fill
 
 PLANS = NamedCache("conv2d blocked-region parts", 256)  # (images, filters, threads) -> parts (P, 4), read-only
@@ -63,9 +63,9 @@ def _build(serial):
     numba = jit._numba()
     prange = numba.prange
 
-    def run(x, w, b, y, cols, taps, g, ranges):  # pragma: no cover  (compiled by numba)
+    def run(x, w, b, y, r, cols, taps, g, ranges):  # pragma: no cover  (compiled by numba)
         for p in prange(ranges.shape[0]):
-            serial(x, w, b, y, cols, taps, g, ranges[p, 0], ranges[p, 1], ranges[p, 2], ranges[p, 3])
+            serial(x, w, b, y, r, cols, taps, g, ranges[p, 0], ranges[p, 1], ranges[p, 2], ranges[p, 3])
 
     return numba.njit(nogil=True, parallel=True)(run)
 
@@ -127,7 +127,8 @@ def conv2d_blocked_region(xp, x, weight, bias, stride, padding, dilation, groups
     y = out if into else np.empty(shape, x.dtype)
     b = np.zeros(0, x.dtype) if bias is None else np.ascontiguousarray(bias.reshape(-1))
     geo = geometry(*x.shape[2:], kh, kw, stride, padding, dilation)
-    args = (x, np.ascontiguousarray(weight).reshape(o, c, kh * kw), b, y, *geo, _plan(n, o, n_threads))
+    args = (x, np.ascontiguousarray(weight).reshape(o, c, kh * kw), b, y, no_residual(y.dtype), *geo,
+            _plan(n, o, n_threads))
     _launch(kern, args, (x.shape, weight.shape, x.dtype, stride, padding, dilation, n_threads), n_threads)
     if out is None or into:
         return y
@@ -151,14 +152,14 @@ def bound_region(x, weight, bias, stride, padding, dilation, out, other):
     if kern is None or out.shape != (n, o, ho, wo):
         return None
     geo = geometry(*x.shape[2:], kh, kw, stride, padding, dilation)
-    ranges, no_bias, wshape = _plan(n, o, n_threads), np.zeros(0, x.dtype), (o, c, kh * kw)
+    ranges, no_bias, wshape, none = _plan(n, o, n_threads), np.zeros(0, x.dtype), (o, c, kh * kw), no_residual(x.dtype)
     key = (x.shape, weight.shape, x.dtype, stride, padding, dilation, n_threads)
 
     def fn(x, w, b=None, out=None):  # (x, weight[, bias]: as the step passes them)
         if out is None or not (out.flags.c_contiguous and x.flags.c_contiguous and w.flags.c_contiguous) \
                 or threads.in_pool() or not contention.quiet():
             return other(x, w, b, out=out) if b is not None else other(x, w, out=out)
-        _launch(kern, (x, w.reshape(wshape), no_bias if b is None else b, out, *geo, ranges), key, n_threads)
+        _launch(kern, (x, w.reshape(wshape), no_bias if b is None else b, out, none, *geo, ranges), key, n_threads)
         return out
 
     return fn

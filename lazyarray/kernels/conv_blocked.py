@@ -60,16 +60,36 @@ def _pass1(a, src, wv):  # pragma: no cover  (compiled by numba, inlined)
         a[q] = a[q] + src[q] * wv
 
 
+def _add_relu(yr, ar, rr, bo, zero):  # pragma: no cover  (compiled by numba, inlined)
+    """``yr = maximum((ar + bo) + rr, 0)``, each sum rounded in the dtype as conv2d's bias, ``add`` and
+    ``relu`` round them (a NaN stays; ``bo`` zero for no bias: ``relu`` takes either zero to +0). Each
+    ``rr[q]`` is read before ``yr[q]`` is written: ``rr`` may be ``yr``."""
+    for q in range(yr.shape[0]):
+        u = (ar[q] + bo) + rr[q]
+        yr[q] = u if (u > zero) | (u != u) else zero
+
+
 PASS3, PASS1 = jit.contracted(jit.inlined(_pass3)), jit.contracted(jit.inlined(_pass1))
+ADD_RELU = jit.inlined(_add_relu)
+
+
+@functools.lru_cache(maxsize=4)
+def no_residual(dtype) -> np.ndarray:
+    """The kernel's ``r`` for a plain conv2d (no residual): an empty read-only array of ``dtype``."""
+    a = np.zeros((0, 0, 0, 0), dtype)
+    a.flags.writeable = False
+    return a
 
 
 def make_blocked(fill):
     """The kernel, ``fill`` (``phase_planes.FILL``) and the passes compiled into it (``with_fill``)."""
     pass3, pass1 = jit.compiled(PASS3, always=True), jit.compiled(PASS1, always=True)
+    add_relu = jit.compiled(ADD_RELU, always=True)
 
-    def blocked(x, w, b, y, cols, taps, g, i0, i1, o0, o1):  # pragma: no cover  (compiled by numba)
+    def blocked(x, w, b, y, r, cols, taps, g, i0, i1, o0, o1):  # pragma: no cover  (compiled by numba)
         """y[i0:i1, o0:o1] (of (N, O, Ho, Wo)) = conv of x[i0:i1] (of (N, C, H, W)) by w[o0:o1] (of (O, C,
-        kh * kw)), plus b (O,) if b has O values (a last block of fewer than four channels computes its
+        kh * kw)), plus b (O,) if b has O values; where ``r`` has y's shape (``nn.conv2d_add_relu``'s
+        residual, else an empty array), relu(that + r) as the write-out's last two ops (a last block of fewer than four channels computes its
         last one again, not written out); the whole conv for (0, N, 0, O), a part of it otherwise
         (``blocked_region``'s threads, each its own images or channels: each value computed as the whole
         conv computes it); ``cols``, ``taps``: ``phase_tables``'; ``g``: (sh, ph, hq, wq). Per image: its planes copied into phase planes
@@ -86,6 +106,7 @@ def make_blocked(fill):
         pad = np.zeros((c, plane + length), y.dtype)  # (past the planes: zeros the rounded loops read)
         acc = np.empty((4, length), y.dtype)
         nt3, biased = nt - nt % 3, b.shape[0] == o
+        residual, zero = r.shape[0] == y.shape[0], np.zeros(1, y.dtype)[0]
         for img in range(i0, i1):
             for ch in range(c):
                 fill(pad[ch, :plane], x[img, ch], cols, sh, ph, wq)
@@ -108,6 +129,9 @@ def make_blocked(fill):
                     ys, ak = y[img, oc], acc[k]
                     for oh in range(ho):
                         yr, ar = ys[oh], ak[oh * wq:oh * wq + wo]
+                        if residual:
+                            add_relu(yr, ar, r[img, oc, oh], b[oc] if biased else zero, zero)
+                            continue
                         for ow in range(wo):
                             yr[ow] = ar[ow] + b[oc] if biased else ar[ow]
 
@@ -133,6 +157,13 @@ def plane_fits(ho: int, wo: int) -> bool:
     return ho * wo >= PLANE_MIN_PIXELS and ho > 1
 
 
+def residual_fits(r, y) -> bool:
+    """The write-out takes ``r`` for ``y``: C-ordered, y's shape and dtype, sharing no memory with y
+    (the kernel reads each residual value before it writes that place, but a caller's other path, the
+    convolution then the add, would read what it overwrote)."""
+    return r.shape == y.shape and r.dtype == y.dtype and r.flags.c_contiguous and not np.may_share_memory(r, y)
+
+
 @functools.lru_cache(maxsize=256)
 def geometry(h: int, wd: int, kh: int, kw: int, stride, padding, dilation) -> tuple:
     """``(cols, taps, g)`` for the kernel at this geometry (made once; read-only arrays)."""
@@ -142,8 +173,10 @@ def geometry(h: int, wd: int, kh: int, kw: int, stride, padding, dilation) -> tu
     return cols, taps, g
 
 
-def conv2d_blocked(xp, x, weight, bias, stride, padding, dilation, groups, out):
-    """conv2d by the compiled blocked loop (None where it does not apply: ``im2col_compiled`` runs)."""
+def conv2d_blocked(xp, x, weight, bias, stride, padding, dilation, groups, out, residual=None):
+    """conv2d by the compiled blocked loop (None where it does not apply: ``im2col_compiled`` runs);
+    ``residual``: ``nn.conv2d_add_relu``'s, added and the relu taken in the write-out (None where it is
+    not C-ordered of the output's shape and dtype: the caller runs the convolution, then the pass)."""
     if not applies(xp, x, weight, bias, out, groups, weight.shape[0]):
         return None
     ho, wo = conv.out_size(x, weight, stride, padding, dilation)
@@ -153,9 +186,12 @@ def conv2d_blocked(xp, x, weight, bias, stride, padding, dilation, groups, out):
     shape = (x.shape[0], weight.shape[0], ho, wo)
     into = out is not None and out.shape == shape and covering(out) is not None  # (its images C-ordered blocks)
     y = out if into else np.empty(shape, x.dtype)
+    if residual is not None and not residual_fits(residual, y):
+        return None
     b = np.zeros(0, x.dtype) if bias is None else np.ascontiguousarray(bias.reshape(-1))
     o, c, kh, kw = weight.shape
-    kern(np.ascontiguousarray(x), np.ascontiguousarray(weight).reshape(o, c, kh * kw), b, covering(y),
+    r = no_residual(y.dtype) if residual is None else residual
+    kern(np.ascontiguousarray(x), np.ascontiguousarray(weight).reshape(o, c, kh * kw), b, covering(y), r,
          *geometry(*x.shape[2:], kh, kw, stride, padding, dilation), 0, shape[0], 0, o)
     if out is None or into:
         return y
@@ -180,12 +216,13 @@ def bound_blocked(x, weight, bias, stride, padding, dilation, out, other):
     if into is None:
         return None
     wshape, args, no_bias = (o, c, kh * kw), geometry(*x.shape[2:], kh, kw, stride, padding, dilation), np.zeros(0, x.dtype)
+    none = no_residual(x.dtype)
 
     def fn(x, w, b=None, out=None):  # (x, weight[, bias]: as the step passes them)
         if out is None or not ((out is planned or out.flags.c_contiguous) and x.flags.c_contiguous
                                and w.flags.c_contiguous):
             return other(x, w, b, out=out) if b is not None else other(x, w, out=out)
-        kern(x, w.reshape(wshape), no_bias if b is None else b, into if out is planned else out, *args, 0, n, 0, o)
+        kern(x, w.reshape(wshape), no_bias if b is None else b, into if out is planned else out, none, *args, 0, n, 0, o)
         return out
 
     return fn

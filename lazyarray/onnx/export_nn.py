@@ -203,6 +203,16 @@ def _conv2d_act(g, node, ins):
     return [h] if act == "hardsigmoid" else [g.op("Mul", [y, h])]
 
 
+def _conv2d_add_relu(g, node, ins):
+    """Conv (x, weight[, bias]), then Add of the residual, then Relu."""
+    x, w, r, *b = compute(g, node, ins)
+    p = node.params
+    pad = _pair2(p.get("padding"), (0, 0))
+    y = g.op("Conv", [x, w, *b], strides=_pair2(p.get("stride"), (1, 1)), pads=pad + pad,
+             dilations=_pair2(p.get("dilation"), (1, 1)), group=int(p.get("groups", 1)))
+    return [g.op("Relu", [g.op("Add", [y, r])])]
+
+
 def _squeeze_excite(g, node, ins):
     """The recorded pattern: GlobalAveragePool, Conv, Relu, Conv, HardSigmoid, then Mul with x."""
     x, w1, b1, w2, b2 = compute(g, node, ins)
@@ -264,6 +274,7 @@ CONVERTERS = {
     "dropout": _dropout, "conv2d": _conv2d, "conv2d_transpose": _conv2d_transpose, "max_pool2d": _max_pool2d,
     "avg_pool2d": _avg_pool2d, "batch_norm": _batch_norm, "layer_norm": _layer_norm, "gelu": _gelu,
     "batch_norm_max_pool2d": _bn_max_pool2d, "conv2d_act": _conv2d_act, "batch_norm_relu": _batch_norm_relu,
+    "conv2d_add_relu": _conv2d_add_relu,
     "max_pool2d_relu": _max_pool2d_relu,
     "squeeze_excite": _squeeze_excite, "channel_shuffle": _channel_shuffle,
 }

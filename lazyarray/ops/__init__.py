@@ -8,6 +8,7 @@ from . import (  # noqa: F401  (registration side effect)
     channel_shuffle,
     conv,
     conv_act,
+    conv_add_relu,
     conv_grad,
     core,
     ctc,

@@ -353,6 +353,17 @@ def _layer_scale_residual(sbps, shapes, out_shapes, params):
     return [r] if k < 0 or shapes[1][k] == 1 else None
 
 
+def _residual_batch(sbps, shapes, out_shapes, params):
+    """``conv2d_add_relu``: x and the residual (its third input) both whole or both split along the batch,
+    the weight and bias whole: the split (or wholeness) passes through."""
+    if _all_b(sbps):
+        return [B]
+    x, r, rest = sbps[0], sbps[2], sbps[1:2] + sbps[3:]
+    if x.is_split and x.axis == 0 and r == x and all(s.is_broadcast for s in rest):
+        return [x]
+    return None
+
+
 def _layer_norm(sbps, shapes, out_shapes, params):
     """Split along any axis but the normalized one passes through; gamma and beta stay whole."""
     x, rest = sbps[0], sbps[1:]
@@ -687,6 +698,7 @@ RULES: dict[str, Rule] = {
     "concatenate": Rule(_concatenate),
     "conv2d": Rule(_batch_only(0)),
     "conv2d_act": Rule(_batch_only(0)),  # (an activation per value: the batch split as conv2d)
+    "conv2d_add_relu": Rule(_residual_batch),  # (x and the residual split alike along the batch)
     "conv2d_transpose": Rule(_batch_only(0)),
     "batch_norm": Rule(_batch_only(0)),
     "batch_norm_relu": Rule(_batch_only(0)),  # (a relu per value: the batch split as batch_norm)

@@ -1283,6 +1283,20 @@ def _conv2d_act_ref(x, w, b=None, act="relu", alpha=0.2, beta=0.5, **conv):
     return np.maximum(y, 0) if act == "relu" else h if act == "hardsigmoid" else y * h
 
 
+def _conv2d_add_relu_samples(rng, dtype, small):
+    """conv2d's samples, each with a residual of its output's shape (a C-ordered one, and a view)."""
+    out = []
+    for k, s in enumerate(_conv2d_samples(rng, dtype, small)):
+        shape = _conv2d_ref(*s.args, **s.params).shape
+        r = rand(rng, shape, dtype) if k % 2 else rand(rng, shape[:-1] + (2 * shape[-1],), dtype)[..., ::2]
+        out.append(Sample(s.args[:2] + (r,) + s.args[2:], s.params, s.name))
+    return out
+
+
+def _conv2d_add_relu_ref(x, w, r, b=None, **conv):
+    return np.maximum(_conv2d_ref(x, w, b, **conv) + r, 0)
+
+
 def _squeeze_excite_samples(rng, dtype, small):
     """MobileNetV3's gate (1/6, 0.5) and ONNX's default (0.2, 0.5), one and two pairwise blocks a row
     (8 x 8, 16 x 16), a non-contiguous view, an empty batch."""
@@ -1360,6 +1374,7 @@ CASES.update({
     "flatten": Case("conv", _flatten_samples, lambda x: x.reshape(x.shape[0], -1), FLOATS, grad=(0,)),
     "batch_norm_max_pool2d": Case("conv", _bn_max_pool2d_samples, _bn_max_pool2d_ref, FLOATS, rtol32=1e-4),
     "conv2d_act": Case("conv", _conv2d_act_samples, _conv2d_act_ref, FLOATS, rtol32=1e-4),
+    "conv2d_add_relu": Case("conv", _conv2d_add_relu_samples, _conv2d_add_relu_ref, FLOATS, rtol32=1e-4),
     "batch_norm_relu": Case("conv", _batch_norm_relu_samples, _batch_norm_relu_ref, FLOATS, rtol32=1e-4),
     "squeeze_excite": Case("conv", _squeeze_excite_samples, _squeeze_excite_ref, FLOATS, rtol32=1e-4),
     "channel_shuffle": Case("conv", _channel_shuffle_samples, _channel_shuffle_ref, FLOATS),
