@@ -64,6 +64,12 @@ class Symbol:
             self._order = order
         return self._order
 
+    @property
+    def unused_inputs(self) -> tuple[Node, ...]:
+        """The input nodes declared (``la.get_symbol(inputs=...)``) beside those the outputs read; a
+        symbol made from its outputs alone has none (``dce`` then has nothing to drop)."""
+        return self._unused
+
     def names(self) -> dict[int, str]:
         """A unique display name per node (``id(node) -> name``): given names, else ``op`` + counter."""
         if self._names is None:
