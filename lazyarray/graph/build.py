@@ -8,7 +8,9 @@ build through it, so they produce identical graphs.
 """
 from __future__ import annotations
 
+import contextlib
 import numbers
+from contextvars import ContextVar
 from sys import _getframe
 
 import numpy as np
@@ -19,6 +21,7 @@ from ..errors import OpOverflowError, ParamError
 from ..ops import registry
 from ..ops.registry import OpDef, OpNamespace
 from .node import BLOCK_SCOPE, IN_PACKAGE, RECORD_SOURCE, Entry, const_node, op_node, user_source
+from .same_graph import params_key
 
 _SCALAR_DTYPES: dict = {}
 _SCALAR_NODES: dict = {}  # (type, value, dtype, device) -> Entry: constants are immutable, share them
@@ -128,7 +131,47 @@ def _infer_avals(op: OpDef, in_avals: tuple, params: dict) -> tuple:
         if a.shape is None or a.dtype is None:  # la.sym.var without a shape
             dev = next((a.device for a in in_avals if a.device is not None), None)
             return tuple(Aval(None, None, dev) for _ in range(op.outputs_for(params)))
-    return registry.infer(op, list(in_avals), params)
+    memo = SHAPE_MEMO.get()
+    if memo is None:
+        return registry.infer(op, list(in_avals), params)
+    try:  # (sizes by value and class: a Dim and the DimExpr of its symbol are equal, their results differ so)
+        key = (id(op), in_avals, tuple([d.__class__ for a in in_avals for d in a.shape]),
+               params_key(params) if params else ())
+        avals = memo.get(key)
+    except (TypeError, ValueError):  # a parameter without a hash (or an == that is no bool)
+        return registry.infer(op, list(in_avals), params)
+    if avals is None:
+        avals = memo[key] = registry.infer(op, list(in_avals), params)
+    return avals
+
+
+# Inside ``shapes_memoized``: ``(id(op), input avals, params) -> output avals`` of the rules run there
+# (keyed by value and class: the sizes' classes beside the avals, ``same_graph.params_key``).
+# The registry's own memo leaves out avals with symbolic sizes (symbols compare by name, and two of one
+# name may differ in their bounds, which the rules' checks read); within one scope whose symbols are
+# one set (an ONNX import without symbolic ``input_shapes``: each ``dim_param`` one ``la.Dim`` of default
+# bounds, every other symbol fresh), equal avals ask one question, so the answer is kept.
+SHAPE_MEMO: ContextVar[dict | None] = ContextVar("lazyarray_shape_memo", default=None)
+
+
+@contextlib.contextmanager
+def shapes_memoized(on: bool = True):
+    """Within: the output avals ``record_node`` infers are kept per (op, input avals, params), those with
+    symbolic sizes too (see ``SHAPE_MEMO``: only for a scope whose symbols of one name are one symbol);
+    ``on=False``: none kept within (a scope inside one that keeps them, whose symbols may differ).
+
+    >>> import lazyarray as la
+    >>> b = la.Dim("b")
+    >>> with shapes_memoized():
+    ...     x = la.sym.var("x", shape=(b, 3))
+    ...     la.sym.exp(x).outputs[0].aval.shape == la.sym.exp(x).outputs[0].aval.shape
+    True
+    """
+    token = SHAPE_MEMO.set({} if on else None)
+    try:
+        yield
+    finally:
+        SHAPE_MEMO.reset(token)
 
 
 def as_entries(op: OpDef, inputs) -> list[Entry]:

@@ -68,11 +68,11 @@ def rewrite(sym: GraphT, visit: Callable[[Node, list], Node | tuple | None], sto
         new = visit(node, ins)
         if new is None:
             if share and same:
-                new = node
+                env[id(node)] = node
                 kept += 1
-            else:
-                new = copy_node(node, ins)
-        env[id(node)] = new if isinstance(new, Node) else tuple(new)
+                continue
+            new = copied_node(node, tuple(ins), node.avals)  # (copy_node, inlined: once per copied node)
+        env[id(node)] = new if new.__class__ is Node or isinstance(new, Node) else tuple(new)
     if kept == len(order):  # (share: nothing changed; the symbol, and the order it knows, as they are)
         return sym
     outs = []

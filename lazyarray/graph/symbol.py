@@ -23,6 +23,15 @@ from .passes.sbp import infer_sbp as _infer_sbp
 from .traverse import topo_order
 
 
+def _all_entries(outputs) -> bool:
+    """Whether every item of ``outputs`` is an ``Entry`` (a loop, not ``all`` over a generator: a
+    symbol is made per recorded op of an import and per pass of a compile)."""
+    for e in outputs:
+        if e.__class__ is not Entry and not isinstance(e, Entry):
+            return False
+    return True
+
+
 class Symbol:
     """A graph with named inputs and one or more outputs.
 
@@ -36,7 +45,7 @@ class Symbol:
     __slots__ = ("_outputs", "_order", "_names", "_ops", "_unused")
 
     def __init__(self, outputs: list[Entry], unused_inputs: tuple[Node, ...] = ()):
-        if not isinstance(outputs, (list, tuple)) or not all(isinstance(e, Entry) for e in outputs):
+        if not isinstance(outputs, (list, tuple)) or not _all_entries(outputs):
             raise ParamError(f"la.Symbol: outputs must be a list of graph entries (sym.outputs), got "
                              f"{type(outputs).__name__} {outputs!r}"[:200]
                              + "; build symbols with la.sym.var and la.sym.<op>, or la.get_symbol")
@@ -63,6 +72,12 @@ class Symbol:
                 order += [n for n in self._unused if id(n) not in seen]
             self._order = order
         return self._order
+
+    @property
+    def unused_inputs(self) -> tuple[Node, ...]:
+        """The input nodes declared (``la.get_symbol(inputs=...)``) beside those the outputs read; a
+        symbol made from its outputs alone has none (``dce`` then has nothing to drop)."""
+        return self._unused
 
     def names(self) -> dict[int, str]:
         """A unique display name per node (``id(node) -> name``): given names, else ``op`` + counter."""

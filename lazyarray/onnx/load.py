@@ -31,10 +31,11 @@ import numpy as np
 
 from .. import sym as S
 from ..device import current_device
-from ..dim import Dim, has_symbols
+from ..dim import Dim, has_symbols, is_symbolic
 from ..errors import GraphFormatError, LazyArrayError
 from ..executor.interpret import interpret
 from ..fileio import read_regular
+from ..graph.build import shapes_memoized
 from ..graph.node import RECORD_SOURCE, check_capture, user_source
 from ..graph.rewrite import gc_paused
 from ..graph.symbol import Symbol
@@ -228,6 +229,18 @@ def _fixed_scalar(arr: np.ndarray, name: str, graph_inputs: set) -> bool:
     return arr.ndim == 0 and name not in graph_inputs
 
 
+def _plain_shapes(shapes: dict) -> bool:
+    """Whether the ``input_shapes`` given hold no symbolic size (the conversion's symbols are then its
+    own: one ``la.Dim`` of default bounds per ``dim_param``, so its shape questions may be memoized)."""
+    for shape in shapes.values():
+        if not isinstance(shape, (tuple, list)):
+            return False
+        for d in shape:
+            if is_symbolic(d):
+                return False
+    return True
+
+
 class Conversion:
     """One conversion of a ``ModelProto``: ``symbol``, ``arrays`` (the initializers bound as graph
     inputs when ``params``) and ``read_inputs``.
@@ -269,7 +282,9 @@ class Conversion:
         # every node converted is the caller's line (no converter is user code): found once
         token = RECORD_SOURCE.set(RECORD_SOURCE.get() or user_source())
         try:
-            self.symbol, self.arrays = self._run()
+            # (each node's avals inferred once per distinct question: see build.SHAPE_MEMO)
+            with shapes_memoized(_plain_shapes(self.input_shapes)):
+                self.symbol, self.arrays = self._run()
         finally:
             RECORD_SOURCE.reset(token)
         self.reads = {}  # (what it held is needed no more: the nodes live on in the symbol)

@@ -22,8 +22,24 @@ def cse(sym: Symbol) -> Symbol:
     ['exp', 'add']
     """
     seen: dict[tuple, Node] = {}
+    # (op, input entries) -> the one node so far that has them, its full key not made yet: a node can
+    # only merge with one of the same op and inputs, so the parameters' key (most of the cost) is made
+    # only for nodes that share those with another; None once made
+    first: dict[tuple, Node | None] = {}
 
     def visit(node: Node, ins):
+        if node.op is not None and not node.op.random:
+            near = (id(node.op), tuple([(id(e.node), e.index) for e in ins]))
+            if near not in first:
+                kept = unchanged(node, ins)
+                first[near] = rep = node if kept else copy_node(node, ins)
+                return None if kept else rep
+            rep = first[near]
+            if rep is not None:  # (a second node of these op and inputs: the first one's key now)
+                first[near] = None
+                rep_key = _key(rep, rep.inputs)
+                if rep_key is not None:
+                    seen[rep_key] = rep
         key = _key(node, ins)
         if key is None:
             return None

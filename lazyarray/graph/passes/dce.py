@@ -16,6 +16,10 @@ def dce(sym: Symbol, keep=None) -> Symbol:
     >>> [n.op.name for n in dce(both, keep=[1]).topo() if n.op]
     ['sin']
     """
+    if keep is None and not sym.unused_inputs:
+        # every output kept and no input declared beside them: the symbol already holds only what its
+        # outputs read (its order and ``Symbol(outputs)``'s are one walk), so it is the result, unwalked
+        return sym
     outs = list(sym.outputs)
     if keep is not None:
         names = sym.list_outputs()

@@ -1,7 +1,11 @@
+from pathlib import Path
+
 import numpy as np
 
 import lazyarray as la
-from lazyarray.graph.passes.cse import cse
+from lazyarray.graph.passes.cse import _key, cse
+from lazyarray.graph.rewrite import copy_node, rewrite, unchanged
+from lazyarray.graph.same_graph import graph_key
 
 
 def test_cse_merges_equal_subexpressions(run_symbol):
@@ -60,3 +64,46 @@ def test_large_array_params_that_differ_where_repr_elides_them_are_not_merged():
     assert params_key({"w": u}) != params_key({"w": v})
     assert params_key({"w": u, "k": 1}) == params_key({"k": 1, "w": u.copy()})
     assert params_key({"k": 1}) != params_key({"k": 1.0}) != params_key({"k": True})
+
+
+def _reference_cse(sym):
+    """cse as it was written first: every node's full key made, one dict (the result ``cse`` must equal)."""
+    seen = {}
+
+    def visit(node, ins):
+        key = _key(node, ins)
+        if key is None:
+            return None
+        prev = seen.get(key)
+        if prev is not None:
+            return prev
+        if unchanged(node, ins):
+            seen[key] = node
+            return None
+        new = seen[key] = copy_node(node, ins)
+        return new
+
+    return rewrite(sym, visit, share=True)
+
+
+def test_cse_equals_the_full_key_reference_where_nodes_merge_and_differ():
+    x = la.sym.var("x", shape=(3, 4))
+    a = la.sym.exp(x) + la.sym.exp(x)  # merged (unchanged inputs)
+    b = la.sym.sum(a, axis=0) * la.sym.sum(a, axis=0) + la.sym.sum(la.sym.reshape(la.sym.sum(a, axis=1), shape=(3, 1)), axis=0)
+    c = la.sym.tanh(x * 2.0) - la.sym.tanh(x * 2.0) + la.sym.tanh(x * 3.0)  # merged after a merge upstream
+    d = la.sym.nn.dropout_mask(x, p=0.5) + la.sym.nn.dropout_mask(x, p=0.5)
+    sym = la.Symbol([b.outputs[0], c.outputs[0], d.outputs[0]])
+    got, want = cse(sym), _reference_cse(sym)
+    assert graph_key(got) == graph_key(want)
+    ops = [n.op.name for n in got.topo() if n.op]
+    assert ops.count("exp") == 1 and ops.count("tanh") == 2 and ops.count("dropout_mask") == 2
+    assert len(got.topo()) < len(sym.topo())
+
+
+def test_cse_of_the_real_models_equals_the_full_key_reference():
+    folder = Path(__file__).resolve().parents[2] / "data" / "onnx_dynamic"
+    for name in ("hf_bert", "hf_vit", "resnet_mini", "lstm_bidir", "causal_decoder"):
+        sym = la.onnx.load(str(folder / f"{name}.onnx"))
+        got, want = cse(sym), _reference_cse(sym)
+        assert graph_key(got) == graph_key(want), name
+        assert len(got.topo()) == len(want.topo()) <= len(sym.topo()), name

@@ -51,3 +51,12 @@ def test_dce_drops_declared_inputs_nothing_reads():
     sym = la.Symbol([la.sym.exp(x).outputs[0]], unused_inputs=tuple(n for n in unused.topo()))
     assert sym.list_inputs() == ["x", "u"]
     assert dce(sym).list_inputs() == ["x"]
+
+
+def test_dce_of_a_symbol_made_from_its_outputs_is_that_symbol_unwalked():
+    x = la.sym.var("x", shape=(3,))
+    sym = la.Symbol([la.sym.exp(x).outputs[0], la.sym.sin(x).outputs[0]])
+    assert sym.unused_inputs == ()
+    assert dce(sym) is sym
+    assert sym._order is None  # (not walked: the pass had nothing to find)
+    assert [n.op.name for n in sym.topo() if n.op] == ["exp", "sin"]
