@@ -268,9 +268,14 @@ def _pad4(shape: tuple) -> tuple:
 class _Heads:
     """What ``head_loop`` finds once for a call's shapes and dtypes: the 4-D shapes ``q``, ``k``, ``v`` are
     viewed as, the result's (its 4-D view in the product's axes: the shape to reshape it to and the axes
-    back), the chain's slots (``_Plan``'s ``args`` and ``takes``) and the compiled pass."""
+    back), the chain's slots (``_Plan``'s ``args`` and ``takes``) and the compiled pass. ``last``: the views made for the
+    last call's result and extras (``_heads_args``), with those arrays, so a bound step called with the same
+    arrays again (its constants, its planned buffer) makes no views again (each reshape costs 0.3-0.5 us, a
+    third of the per-call overhead at a small transformer's heads); one tuple, swapped whole, so threads
+    running the step at once each read a consistent one."""
 
-    __slots__ = ("qk", "q_ops", "k_ops", "codes", "q4", "k4", "v4", "shape", "view", "args", "takes", "heads", "zero")
+    __slots__ = ("qk", "q_ops", "k_ops", "codes", "q4", "k4", "v4", "shape", "view", "args", "takes", "heads", "zero",
+                 "last")
 
     def __init__(self, p: _Plan, q, k, v, out_axes, out_shape, heads):
         self.qk, self.q_ops, self.k_ops, self.codes = p.qk, p.q_ops, p.k_ops, p.codes
@@ -285,6 +290,7 @@ class _Heads:
             back[a] = i
         self.view = (tuple([_pad4(prod)[a] for a in axes]), tuple(back))
         self.heads, self.zero = heads, q.dtype.type(0)
+        self.last = (None, None, (None,) * len(self.takes), ())
 
 
 def _heads_plan(q, k, v, extras, q_ops, k_ops, score_ops, out_axes, out_shape) -> _Heads | None:
@@ -299,6 +305,28 @@ def _heads_plan(q, k, v, extras, q_ops, k_ops, score_ops, out_axes, out_shape) -
     return None if heads is None else _Heads(p, q, k, v, out_axes, out_shape, heads)
 
 
+def _heads_args(p: _Heads, extras, y, kept: bool) -> tuple:
+    """The pass's arguments after ``v``: the result's view, the codes, the slots' extras (4-D views), the zero;
+    ``p.last``'s views where ``y`` and the extras viewed are the arrays the last call's were (``y`` kept there
+    only where ``kept``: the caller's buffer, not a new result)."""
+    y_last, y_view, viewed, views = p.last
+    if y is not y_last:
+        y_view = y.reshape(p.view[0]).transpose(p.view[1])
+    args = list(p.args)
+    hit = True
+    for n, (j, i, shape) in enumerate(p.takes):
+        if shape is None:
+            args[j] = extras[i]
+        elif extras[i] is viewed[n]:
+            args[j] = views[n]
+        else:
+            hit, args[j] = False, extras[i].reshape(shape)
+    if not hit or y is not y_last:
+        p.last = (y if kept else None, y_view, tuple([extras[i] if s is not None else None for _, i, s in p.takes]),
+                  tuple([args[j] if s is not None else None for j, _, s in p.takes]))
+    return (y_view, p.codes, *args, p.zero)
+
+
 def _run_heads(p: _Heads, q, k, v, extras, out):
     """The attention by ``heads_pass`` into ``out`` (or a new array)."""
     if p.qk:
@@ -306,11 +334,8 @@ def _run_heads(p: _Heads, q, k, v, extras, out):
         q = apply_chain(np, q, p.q_ops, it)
         k = apply_chain(np, k, p.k_ops, it)
     y = out if out is not None and out.flags.c_contiguous else np.empty(p.shape, q.dtype)
-    args = list(p.args)
-    for j, i, shape in p.takes:
-        args[j] = extras[i] if shape is None else extras[i].reshape(shape)
     p.heads(q if q.ndim == 4 else q.reshape(p.q4), k if k.ndim == 4 else k.reshape(p.k4),
-            v if v.ndim == 4 else v.reshape(p.v4), y.reshape(p.view[0]).transpose(p.view[1]), p.codes, *args, p.zero)
+            v if v.ndim == 4 else v.reshape(p.v4), *_heads_args(p, extras, y, y is out))
     if out is not None and y is not out:
         out[...] = y
         return out

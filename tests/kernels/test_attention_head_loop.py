@@ -217,3 +217,24 @@ def test_a_programs_first_run_loads_no_numba_for_it_and_the_next_runs_take_it():
         third = net(x).asnumpy()
     np.testing.assert_array_equal(second, third)
     assert "nn.fused_attention[head_loop]" in [e.key for e in prof.events]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_bound_step_called_with_other_arrays_views_them_again(dtype):
+    """The views a bound step keeps from its last call (``_heads_args``) are used only for the same arrays: a
+    scale, a mask and a result buffer swapped between calls (same shapes, other values) give each call's values;
+    a result not given comes new each call."""
+    (q, k, v, scale, mask), params = _views(dtype, batch=2)
+    outs = [np.empty(params["out_shape"], dtype) for _ in range(2)]
+    bound = kernels.bind("fused_attention", np, q, k, v, scale, mask, out=outs[0], **params)
+    assert bound.choice.impl.name == "head_loop"
+    scales = [scale, np.array(0.5, dtype), np.array(0.5, dtype)]
+    masks = [mask, np.zeros_like(mask), mask]
+    for n in range(6):
+        arrays = (q, k, v, scales[n % 3], masks[n % 3])
+        got = bound.fn(*arrays, out=outs[n % 2])
+        assert got is outs[n % 2]
+        _close(got, *arrays, **params)
+        again = bound.fn(*arrays)
+        assert again is not got
+        np.testing.assert_array_equal(again, got)
