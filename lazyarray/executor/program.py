@@ -253,7 +253,7 @@ class _Graph:
         self.captures: list[Node] = []
         self.copies: set[int] = set()  # ownership copies added by ``_own_outputs``
         input_ids = {id(v) for v in inputs}
-        for node in self.order:
+        for node in _inputs_first(self.order, inputs):
             vals = given.get(id(node))
             k = len(vals) if vals is not None else (len(node.avals) or 1)
             for i in range(k):
@@ -285,6 +285,19 @@ class _Graph:
     def slot(self, e: Entry) -> int:
         return self.slot_of[(id(e.node), e.index)]
 
+
+
+def _inputs_first(order: list[Node], inputs) -> list[Node]:
+    """The nodes to give slots, in slot order: the graph inputs first, in the order given (those the
+    outputs do not read too: a slot nothing reads), then the rest of ``order``. The inputs' slots are
+    then 0..n-1, so a run binds its arguments by one slice assignment (``Program._in_prefix``) however
+    the walk met them (a ``ParamCache`` body's kept values, parameters read late or only by its head)."""
+    first, seen = [], set()
+    for v in inputs:
+        if v.op is None and id(v) not in seen:
+            seen.add(id(v))
+            first.append(v)
+    return first + [n for n in order if id(n) not in seen] if first else order
 
 # -- 2. ownership of outputs -----------------------------------------------------------------------
 def _own_outputs(g: _Graph, outputs: list[Entry]) -> list[Entry]:
