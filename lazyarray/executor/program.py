@@ -30,6 +30,7 @@ import enum
 import functools
 import operator
 import time
+from sys import getrefcount
 from typing import NamedTuple
 
 import numpy as np
@@ -118,8 +119,10 @@ class Program:
         # per handed-out buffer: the (raw, views) of the last run, taken back when nobody holds them
         self._returned: list[list] = [[] for _ in per_run]
         # the run loop's view of the handed-out buffers: (device, nbytes, views, slots of each view,
-        # the buffer's taken-back list or None where nothing is taken back (GPU memory))
-        self._handed = [(dev, size, views, tuple(v[-1] for v in views), back if dev.kind == "cpu" else None)
+        # the buffer's taken-back list or None where nothing is taken back (GPU memory), the slots of its one
+        # view where it has one view (the usual output), else None)
+        self._handed = [(dev, size, views, tuple(v[-1] for v in views), back if dev.kind == "cpu" else None,
+                         tuple(views[0][-1]) if len(views) == 1 else None)
                         for (dev, size, views), back in zip(per_run, self._returned)]
         # inputs bound by one slice assignment when their slots are 0..n-1 (the usual layout)
         self._in_prefix = len(in_slots) if list(in_slots) == list(range(len(in_slots))) else -1
@@ -156,18 +159,28 @@ class Program:
         except IndexError:
             base = self._new_set()
         s = base.copy()
-        for dev, size, views, ats, back in self._handed:  # outputs: memory nobody holds
+        for dev, size, views, ats, back, one in self._handed:  # outputs: memory nobody holds
             last = None
             if back:
                 try:
                     last = back.pop()
                 except IndexError:  # another thread took it between the test and the pop
                     pass
-            if last is not None and unheld(last):
-                for v, at in zip(last[1], ats):
-                    for slot in at:
-                        s[slot] = v
-            else:
+            if last is not None:
+                if one is not None:  # (the usual output: one view; ``unheld`` inline, no frame)
+                    raw, (v,) = last  # (the same counts: ``last``, ``raw``, v's base, the argument; ``made``, ``v``, the argument)
+                    if getrefcount(raw) == 4 and getrefcount(v) == 3 and v.flags.writeable:
+                        for slot in one:
+                            s[slot] = v
+                    else:
+                        last = None
+                elif unheld(last):
+                    for v, at in zip(last[1], ats):
+                        for slot in at:
+                            s[slot] = v
+                else:
+                    last = None
+            if last is None:
                 raw = alloc(dev, size)
                 last = (raw, fill_views(s, raw, views))
             if back is not None:
@@ -635,7 +648,7 @@ def compile_program(outputs: list[Entry], inputs=(), *, known=None, names: dict 
     plan = _plan(g, specs, out_slots, names or {}, orders)
     steps, made_of, pooled, per_run, once, makers = _lay_out(g, specs, plan, out_slots, orders)
     n = len(g.template)
-    # An input nothing reads is bound to a scratch slot at the end.
+    # (every graph input has a slot: ``_inputs_first``; the scratch slot at the end is a safety net)
     in_slots = [g.slot_of.get((id(v), 0), n) for v in inputs]
     g.template.append(None)
     prog = Program(steps, in_slots, out_list, g.template, pooled, per_run, g.captures, plan, g.order,
