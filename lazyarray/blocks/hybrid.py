@@ -124,6 +124,8 @@ class Compiled:
             out = self.run(*self._arrays(args))
         if self.structure is None and out.__class__ is not list:  # one output, nothing else
             return out
+        if out.__class__ is list and not self.updates and len(out) == self.num_outputs and self.structure is not None:
+            return self.structure.regroup(out)  # (several outputs, nothing else: ``out`` is a fresh list)
         outs = out if isinstance(out, (list, tuple)) else [out]
         for p, v in zip(self.updates, outs[self.num_outputs:]):
             p.set_data(v)

@@ -30,6 +30,7 @@ import enum
 import functools
 import operator
 import time
+from sys import getrefcount
 from typing import NamedTuple
 
 import numpy as np
@@ -118,8 +119,10 @@ class Program:
         # per handed-out buffer: the (raw, views) of the last run, taken back when nobody holds them
         self._returned: list[list] = [[] for _ in per_run]
         # the run loop's view of the handed-out buffers: (device, nbytes, views, slots of each view,
-        # the buffer's taken-back list or None where nothing is taken back (GPU memory))
-        self._handed = [(dev, size, views, tuple(v[-1] for v in views), back if dev.kind == "cpu" else None)
+        # the buffer's taken-back list or None where nothing is taken back (GPU memory), the slots of its one
+        # view where it has one view (the usual output), else None)
+        self._handed = [(dev, size, views, tuple(v[-1] for v in views), back if dev.kind == "cpu" else None,
+                         tuple(views[0][-1]) if len(views) == 1 else None)
                         for (dev, size, views), back in zip(per_run, self._returned)]
         # inputs bound by one slice assignment when their slots are 0..n-1 (the usual layout)
         self._in_prefix = len(in_slots) if list(in_slots) == list(range(len(in_slots))) else -1
@@ -156,18 +159,28 @@ class Program:
         except IndexError:
             base = self._new_set()
         s = base.copy()
-        for dev, size, views, ats, back in self._handed:  # outputs: memory nobody holds
+        for dev, size, views, ats, back, one in self._handed:  # outputs: memory nobody holds
             last = None
             if back:
                 try:
                     last = back.pop()
                 except IndexError:  # another thread took it between the test and the pop
                     pass
-            if last is not None and unheld(last):
-                for v, at in zip(last[1], ats):
-                    for slot in at:
-                        s[slot] = v
-            else:
+            if last is not None:
+                if one is not None:  # (the usual output: one view; ``unheld`` inline, no frame)
+                    raw, (v,) = last  # (the same counts: ``last``, ``raw``, v's base, the argument; ``made``, ``v``, the argument)
+                    if getrefcount(raw) == 4 and getrefcount(v) == 3 and v.flags.writeable:
+                        for slot in one:
+                            s[slot] = v
+                    else:
+                        last = None
+                elif unheld(last):
+                    for v, at in zip(last[1], ats):
+                        for slot in at:
+                            s[slot] = v
+                else:
+                    last = None
+            if last is None:
                 raw = alloc(dev, size)
                 last = (raw, fill_views(s, raw, views))
             if back is not None:
@@ -253,7 +266,7 @@ class _Graph:
         self.captures: list[Node] = []
         self.copies: set[int] = set()  # ownership copies added by ``_own_outputs``
         input_ids = {id(v) for v in inputs}
-        for node in self.order:
+        for node in _inputs_first(self.order, inputs):
             vals = given.get(id(node))
             k = len(vals) if vals is not None else (len(node.avals) or 1)
             for i in range(k):
@@ -285,6 +298,19 @@ class _Graph:
     def slot(self, e: Entry) -> int:
         return self.slot_of[(id(e.node), e.index)]
 
+
+
+def _inputs_first(order: list[Node], inputs) -> list[Node]:
+    """The nodes to give slots, in slot order: the graph inputs first, in the order given (those the
+    outputs do not read too: a slot nothing reads), then the rest of ``order``. The inputs' slots are
+    then 0..n-1, so a run binds its arguments by one slice assignment (``Program._in_prefix``) however
+    the walk met them (a ``ParamCache`` body's kept values, parameters read late or only by its head)."""
+    first, seen = [], set()
+    for v in inputs:
+        if v.op is None and id(v) not in seen:
+            seen.add(id(v))
+            first.append(v)
+    return first + [n for n in order if id(n) not in seen] if first else order
 
 # -- 2. ownership of outputs -----------------------------------------------------------------------
 def _own_outputs(g: _Graph, outputs: list[Entry]) -> list[Entry]:
@@ -623,7 +649,7 @@ def compile_program(outputs: list[Entry], inputs=(), *, known=None, names: dict 
     plan = _plan(g, specs, out_slots, names or {}, orders)
     steps, made_of, pooled, per_run, once, makers = _lay_out(g, specs, plan, out_slots, orders)
     n = len(g.template)
-    # An input nothing reads is bound to a scratch slot at the end.
+    # (every graph input has a slot: ``_inputs_first``; the scratch slot at the end is a safety net)
     in_slots = [g.slot_of.get((id(v), 0), n) for v in inputs]
     g.template.append(None)
     prog = Program(steps, in_slots, out_list, g.template, pooled, per_run, g.captures, plan, g.order,

@@ -79,3 +79,24 @@ def test_outputs_autograd_saved_are_not_reused_until_backward_frees_them():
     y2.backward()
     np.testing.assert_allclose(w.grad.asnumpy(), g1, rtol=1e-6)
     np.testing.assert_allclose(g1, np.full(4, 2 * np.e, np.float32), rtol=1e-6)
+
+
+@pytest.mark.parametrize("general", [False, True])
+def test_a_run_takes_back_each_output_nobody_holds_and_only_those(general):
+    # an output of one view: ``Program.run``'s inline check; else (forced here) ``buffer_set.unheld``
+    x = la.sym.var("x", shape=(4,))
+    op = la.CachedOp(la.Symbol([(la.sym.exp(x) * 2).outputs[0], (la.sym.tanh(x) + 1).outputs[0]]))
+    a, b = op(la.ones(4))
+    prog = next(iter(op._cache.values())).program
+    assert [h[-1] is not None for h in prog._handed] == [True, True]
+    if general:
+        prog._handed = [h[:-1] + (None,) for h in prog._handed]
+    keep_a = a._value[1:3]  # a view the user holds: that memory stays theirs
+    before = np.array(keep_a, copy=True)
+    raw_a, raw_b = id(a._value), id(b._value)
+    del a, b
+    c, d = op(la.full(4, 3.0))
+    np.testing.assert_array_equal(keep_a, before)
+    assert id(c._value) != raw_a and id(d._value) == raw_b  # nobody held the second output: taken back
+    np.testing.assert_allclose(c.asnumpy(), np.full(4, 2 * np.exp(3.0), np.float32), rtol=1e-6)
+    np.testing.assert_allclose(d.asnumpy(), np.full(4, np.tanh(3.0) + 1, np.float32), rtol=1e-6)

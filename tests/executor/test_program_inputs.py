@@ -1,5 +1,5 @@
-"""``Program.run`` binds its inputs by one slice when their slots are 0..n-1, else one by one
-(an input nothing reads sits in a scratch slot at the end)."""
+"""``Program.run`` binds its inputs by one slice when their slots are 0..n-1 (the graph inputs take the
+first slots, in the order given, read or not), else one by one (an input given twice)."""
 import numpy as np
 
 import lazyarray as la
@@ -16,14 +16,34 @@ def test_inputs_in_the_first_slots_are_bound_by_a_slice():
     np.testing.assert_array_equal(prog.run([b, a])[0], np.maximum(b - a, 0))
 
 
-def test_an_unread_input_is_bound_one_by_one():
+def test_an_unread_input_has_a_slot_of_its_own_in_the_prefix():
     x, y, z = (la.sym.var(n, shape=(3,)) for n in "xyz")
     out = la.sym.tanh(z) * 2
     prog = compile_program(list(out.outputs), [x.outputs[0].node, y.outputs[0].node, z.outputs[0].node])
-    assert prog._in_prefix == -1
+    assert prog._in_prefix == 3 and prog.in_slots == [0, 1, 2]
     c = np.array([0.1, 0.2, -0.3], "float32")
     np.testing.assert_allclose(prog.run([np.zeros(3, "float32"), np.ones(3, "float32"), c])[0], np.tanh(c) * 2,
                                rtol=1e-6)
+
+
+def test_inputs_the_walk_meets_late_still_take_the_first_slots():
+    # y is read only by the last node: the topological walk meets it after x's chain
+    x, y = la.sym.var("x", shape=(3,)), la.sym.var("y", shape=(3,))
+    out = la.sym.tanh(la.sym.exp(x) * 2) + y
+    prog = compile_program(list(out.outputs), [y.outputs[0].node, x.outputs[0].node])
+    assert prog._in_prefix == 2
+    a, b = np.array([0.1, 0.2, -0.3], "float32"), np.array([1.0, 2.0, 3.0], "float32")
+    np.testing.assert_array_equal(prog.run([b, a])[0], np.tanh(np.exp(a) * 2) + b)
+
+
+def test_an_input_given_twice_is_bound_one_by_one():
+    x = la.sym.var("x", shape=(3,))
+    out = la.sym.tanh(x) * 2
+    node = x.outputs[0].node
+    prog = compile_program(list(out.outputs), [node, node])
+    assert prog._in_prefix == -1
+    c = np.array([0.1, 0.2, -0.3], "float32")
+    np.testing.assert_allclose(prog.run([c, c])[0], np.tanh(c) * 2, rtol=1e-6)
 
 
 def test_outputs_handed_out_are_never_overwritten_by_the_next_run():
