@@ -44,7 +44,7 @@ from ..ops import conv
 from ..threads import split_threads
 from .activation_jit import act_code, act_params, activate_value
 from .covering_view import covering
-from .depthwise import FLOATS
+from .depthwise import FLOATS, LANES
 from .impl import Impl
 from .phase_planes import phase_tables, with_fill
 
@@ -151,7 +151,9 @@ def _direct(fill):
         loop does); per output channel, each of its group's input channels' taps one multiply-add of
         the whole flat (row-padded) output plane by a slice of one phase plane, a long loop without
         bounds tests that vectorizes; the valid columns written out with the bias added last and the
-        activation (``activate_value``: as a separate pass rounds, bit for bit)."""
+        activation (``activate_value``: bit for bit). Passes of a multiple of ``LANES`` values (zeros
+        past each channel's phase planes), as ``depthwise``'s: no scalar remainder after the vectorized
+        loop (a (7, 7) 3 x 3 plane's 61 values left 29 to it); the values past the plane never written."""
         n, c = x.shape[0], x.shape[1]
         o, cg = w.shape[0], w.shape[1]
         ho, wo, sw = y.shape[2], y.shape[3], cols.shape[0]
@@ -160,14 +162,14 @@ def _direct(fill):
         sh, ph, hq, wq, code = g[0], g[1], g[2], g[3], g[4]
         alpha, beta, zero, one = p[0], p[1], p[2], p[3]
         og = o // (c // cg) if cg > 0 else o
-        length = (ho - 1) * wq + wo
+        length = ((ho - 1) * wq + wo + LANES - 1) // LANES * LANES  # (see the docstring's end)
         nt = taps.shape[0]
         nt4 = nt - nt % 4
-        pad = np.zeros((c, sh * sw * hq * wq), y.dtype)
-        acc = np.empty(length, y.dtype)
+        planes = sh * sw * hq * wq
+        pad, acc = np.zeros((c, max(planes, (taps.max() if nt else 0) + length)), y.dtype), np.empty(length, y.dtype)
         for img in range(n):
             for ch in range(c):
-                fill(pad[ch], x[img, ch], cols, sh, ph, wq)
+                fill(pad[ch, :planes], x[img, ch], cols, sh, ph, wq)
             for oc in range(o):
                 acc[:] = 0
                 for ci in range(cg):

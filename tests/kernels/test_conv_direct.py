@@ -143,3 +143,55 @@ def test_a_bound_direct_layer_is_its_loop_bit_for_bit(dtype, bias):
     out = np.full(want.shape, np.nan, dtype)
     fn = conv_direct.bound_direct(x, w, b, (1, 1), (1, 1), (1, 1), 1, out, None)
     assert fn(x, w, b, out=out) is out and out.tobytes() == want.tobytes()
+
+
+def _in_order(x, w, b, stride, padding, dilation, groups):
+    """The flat loop's sums in NumPy: per output channel from zero, its group's input channels, each
+    one's taps row by row (each tap one rounded multiply and add over the plane), the bias last."""
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    n, o, (cg, kh, kw) = x.shape[0], w.shape[0], w.shape[1:]
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    ho = (xp.shape[2] - dh * (kh - 1) - 1) // sh + 1
+    wo = (xp.shape[3] - dw * (kw - 1) - 1) // sw + 1
+    y = np.zeros((n, o, ho, wo), x.dtype)
+    og = o // groups
+    for img in range(n):
+        for oc in range(o):
+            acc = np.zeros((ho, wo), x.dtype)
+            for ci in range(cg):
+                plane = xp[img, (oc // og) * cg + ci]
+                for i in range(kh):
+                    for j in range(kw):
+                        acc = acc + plane[i * dh:i * dh + sh * (ho - 1) + 1:sh, j * dw:j * dw + sw * (wo - 1) + 1:sw] \
+                            * w[oc, ci, i, j]
+            y[img, oc] = acc if b is None else acc + b[oc]
+    return y
+
+
+LENGTHS = [  # flat loop lengths (Ho - 1) * Wq + Wo that are not multiples of 32 (and one that is), views
+    ((1, 4, 7, 7), (8, 4, 3, 3), (1, 1), (1, 1), (1, 1), 1),  # 61: 29 past the last 32
+    ((1, 3, 5, 6), (4, 3, 2, 2), (1, 1), (0, 0), (1, 1), 1),  # 4 x 5 plane: 23, under one 32-value step
+    ((2, 6, 13, 11), (6, 2, 3, 5), (3, 2), (1, 2), (2, 1), 3),  # grouped, phase planes, dilated rows
+    ((1, 8, 16, 16), (16, 8, 1, 1), (2, 2), (0, 0), (1, 1), 1),  # 64: a multiple of 32
+    ((1, 2, 9, 9), (3, 2, 5, 5), (1, 1), (2, 2), (1, 1), 1),  # 5 x 5: 113
+    ((0, 4, 7, 7), (8, 4, 3, 3), (1, 1), (1, 1), (1, 1), 1),  # an empty batch
+    ((1, 0, 6, 6), (3, 0, 3, 3), (1, 1), (1, 1), (1, 1), 1),  # no input channels
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", LENGTHS, ids=[f"{c[0]}x{c[1]}s{c[2][0]}" for c in LENGTHS])
+def test_the_flat_loop_is_its_sums_in_order_bit_for_bit(dtype, case):
+    """The flat loop's passes run over the plane's length rounded up to a multiple of ``depthwise.LANES``
+    (zeros past the phase planes): the values written out are the sums in the loop's order, bit for bit,
+    at lengths that are not multiples of 32, over views and empty dims."""
+    xs, ws, stride, padding, dilation, groups = case
+    x, w = RNG.standard_normal(xs).astype(dtype), RNG.standard_normal(ws).astype(dtype)
+    b = RNG.standard_normal(ws[0]).astype(dtype)
+    flat, _, _ = conv_direct._args(*xs[2:], ws, stride, padding, dilation, np.dtype(dtype), None, 0.2, 0.5)
+    assert flat or 0 in xs
+    view = np.repeat(x, 2, axis=3)[..., ::2]  # (a non-contiguous input with x's values)
+    for arr, bias in ((x, b), (view, None)):
+        got = conv_direct.conv2d_direct(np, arr, w, bias, stride, padding, dilation, groups, None)
+        want = _in_order(x, w, bias, stride, padding, dilation, groups)
+        assert got.shape == want.shape and got.tobytes() == want.tobytes()
