@@ -88,48 +88,74 @@ def _in_place(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     return y
 
 
-def _rows_making(strided: bool):
-    """The maker of ``compiled``'s kernel (``strided`` False) or ``strided_rows``' (True), calling the compiled row
-    sums (``pairwise_sum.py``): one body, ``strided`` a constant where numba compiles it (no test in the loop; an
-    inlined helper holding the shared rest cost 5-12% in reference counting of its array arguments per row)."""
+def _rows_making():
+    """The maker of ``compiled``'s kernel, calling the compiled row sums (``pairwise_sum.py``)."""
     @jit.tiered
     def make(row_sum, squares_sum):
         def rows(x, gamma, beta, out, stat, eps, zero, one):
-            """``in_place``'s operations row by row for ``x`` of shape (outer, inner, n), rows along its last axis,
-            into the C-ordered (outer * inner, n) ``out``: each row's sum NumPy's (adjacent values, ``inner`` 1:
-            ``row_sum``, pairwise; ``strided`` (``channels_last``): ``+0.0`` then its values added in order), each
-            division by the count in float64 stored in ``stat`` (x's dtype), the sum of the centered row's squares
-            ``squares_sum``'s (squared as read), every other operation one rounding in x's dtype, in ``in_place``'s
-            order: the same values bit for bit, at any row length."""
-            n, inner = x.shape[2], x.shape[1]
-            for o in range(x.shape[0]):
-                for p in range(inner):
-                    xr, yr = x[o, p], out[o * inner + p]
-                    if strided:
-                        s = zero
-                        for i in range(n):
-                            s += xr[i]
-                        stat[0] = s
-                    else:
-                        stat[0] = row_sum(xr, zero)
-                    stat[0] = stat[0] / np.float64(n)
-                    mean = stat[0]
-                    for i in range(n):
-                        yr[i] = xr[i] - mean
-                    stat[1] = squares_sum(yr, zero)
-                    stat[1] = stat[1] / np.float64(n)
-                    stat[1] = stat[1] + eps
-                    stat[1] = np.sqrt(stat[1])
-                    inv = one / stat[1]
-                    for i in range(n):
-                        yr[i] = yr[i] * inv * gamma[i] + beta[i]
+            """``in_place``'s operations row by row for ``x`` of shape (rows, n), rows of adjacent values, into
+            the C-ordered (rows, n) ``out``: each row's sum NumPy's (``row_sum``, pairwise), each division by the
+            count in float64 stored in ``stat`` (x's dtype), the sum of the centered row's squares
+            ``squares_sum``'s (squared as read), every other operation one rounding in x's dtype, in
+            ``in_place``'s order: the same values bit for bit, at any row length."""
+            n = x.shape[1]
+            for r in range(x.shape[0]):
+                xr, yr = x[r], out[r]
+                stat[0] = row_sum(xr, zero)
+                stat[0] = stat[0] / np.float64(n)
+                mean = stat[0]
+                for i in range(n):
+                    yr[i] = xr[i] - mean
+                stat[1] = squares_sum(yr, zero)
+                stat[1] = stat[1] / np.float64(n)
+                stat[1] = stat[1] + eps
+                stat[1] = np.sqrt(stat[1])
+                inv = one / stat[1]
+                for i in range(n):
+                    yr[i] = yr[i] * inv * gamma[i] + beta[i]
 
         return rows
 
     return make
 
 
-_rows_with = _rows_making(False)  # (``compiled``: x seen as (rows, 1, n))
+@jit.tiered
+def _strided_make(row_sum, squares_sum):
+    def rows(xt, gamma, beta, out, stat, eps, zero, one):
+        """``in_place``'s operations for the rows of a channels-last view, ``xt`` its (outer, n, inner) C-ordered
+        memory (the rows are its columns), into the C-ordered (outer * inner, n) ``out``. The loops interchanged
+        so that the reads run over adjacent values: the ``inner`` row sums of one ``outer`` index at once
+        (``stat[:inner]``, each from ``+0.0`` with its values added in order, as NumPy's ``add.reduce`` of the
+        view adds them: its ``nditer`` runs the adjacent axis innermost), each divided by the count in float64
+        and stored (x's dtype); then row by row the centered row into the contiguous output (written in order,
+        read across the stride: faster here than writing across it), its squares' sum (``squares_sum``) and the rest in ``in_place``'s order
+        (``stat[inner]``: each rounding stored). The same values bit for bit, at any row length."""
+        n, inner = xt.shape[1], xt.shape[2]
+        for o in range(xt.shape[0]):
+            xo = xt[o]
+            for p in range(inner):
+                stat[p] = zero
+            for i in range(n):
+                for p in range(inner):
+                    stat[p] += xo[i, p]
+            for p in range(inner):
+                stat[p] = stat[p] / np.float64(n)
+            for p in range(inner):
+                yr, mean = out[o * inner + p], stat[p]
+                for i in range(n):
+                    yr[i] = xo[i, p] - mean
+                stat[inner] = squares_sum(yr, zero)
+                stat[inner] = stat[inner] / np.float64(n)
+                stat[inner] = stat[inner] + eps
+                stat[inner] = np.sqrt(stat[inner])
+                inv = one / stat[inner]
+                for i in range(n):
+                    yr[i] = yr[i] * inv * gamma[i] + beta[i]
+
+    return rows
+
+
+_rows_with = _rows_making()  # (``compiled``: x seen as (rows, n))
 
 
 def _compiled(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
@@ -141,7 +167,7 @@ def _compiled(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     n = x.shape[-1]
     y = np.empty(x.shape, x.dtype) if out is None else out
     t = x.dtype.type
-    kern(x.reshape(-1, 1, n), gamma, beta, y.reshape(-1, n), np.empty(2, x.dtype), t(eps), t(0), t(1))
+    kern(x.reshape(-1, n), gamma, beta, y.reshape(-1, n), np.empty(2, x.dtype), t(eps), t(0), t(1))
     return y
 
 
@@ -175,7 +201,7 @@ def channels_last(x) -> tuple[int, int] | None:
     return None if dims else (outer, inner)
 
 
-_strided_with = _rows_making(True)  # (``strided_rows``: x seen as (outer, inner, n), ``channels_last``)
+_strided_with = _strided_make  # (``strided_rows``: x's memory seen as (outer, n, inner), ``channels_last``)
 
 
 def _strided(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
@@ -189,7 +215,8 @@ def _strided(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     n = x.shape[-1]
     y = np.empty(x.shape, x.dtype) if out is None else out
     t = x.dtype.type
-    kern(x.reshape(*oi, n), gamma, beta, y.reshape(-1, n), np.empty(2, x.dtype), t(eps), t(0), t(1))
+    kern(x.reshape(*oi, n).transpose(0, 2, 1), gamma, beta, y.reshape(-1, n), np.empty(oi[1] + 1, x.dtype),
+         t(eps), t(0), t(1))
     return y
 
 
@@ -266,7 +293,7 @@ def bind_layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None) -> Bound:
         if x.strides[-1] != x.itemsize and n != 1:
             return run_layer_norm(xp, x, gamma, beta, axis, eps, out)
         y = np.empty(x.shape, dtype) if out is None else out
-        kern(x.reshape(-1, 1, n), gamma, beta, y.reshape(-1, n), np.empty(2, dtype), *consts)
+        kern(x.reshape(-1, n), gamma, beta, y.reshape(-1, n), np.empty(2, dtype), *consts)
         return y
 
     return Bound(choice, run)
@@ -281,12 +308,14 @@ def _bind_strided(xp, x, gamma, beta, axis, eps, out) -> Bound:
         return Bound(_IN_PLACE, lambda x, gamma, beta, out=None: _declined(xp, x, gamma, beta, axis, eps, out))
     shape, strides, dtype, t = x.shape, x.strides, x.dtype, x.dtype.type
     view, consts = channels_last(x) + (shape[-1],), (t(eps), t(0), t(1))
+    stat_size = view[1] + 1
 
     def run(x, gamma, beta, out=None):
         if x.strides != strides:
             return run_layer_norm(xp, x, gamma, beta, axis, eps, out)
         y = np.empty(shape, dtype) if out is None else out
-        kern(x.reshape(view), gamma, beta, y.reshape(-1, view[2]), np.empty(2, dtype), *consts)
+        kern(x.reshape(view).transpose(0, 2, 1), gamma, beta, y.reshape(-1, view[2]), np.empty(stat_size, dtype),
+             *consts)
         return y
 
     return Bound(_STRIDED, run)
