@@ -201,6 +201,62 @@ def channels_last(x) -> tuple[int, int] | None:
     return None if dims else (outer, inner)
 
 
+@jit.tiered
+def _short_strided_rows(xt, gamma, beta, out, eps, zero, one):
+    """``_strided_make``'s operations for rows of at most ``BLOCK`` values, every pass but the last over adjacent
+    values, all ``inner`` rows of one ``outer`` index at once (loops LLVM vectorizes): the sums, the centered values
+    (into ``c``, (n, inner) as ``xt``), the squares' sums as ``BLOCK_SQUARES_SUM`` adds each row's (eight running
+    sums ``r``, their tree, the rest in order; below 8 values one by one from ``-0.0``), ``zero +`` that, and the
+    rest (``st``: each rounding stored); then each output row written in order. Bit for bit as ``strided_rows``."""
+    n, inner = xt.shape[1], xt.shape[2]
+    c = np.empty((n, inner), xt.dtype)
+    r = np.empty((8, inner), xt.dtype)
+    st = np.empty(inner, xt.dtype)
+    m = n - n % 8
+    for o in range(xt.shape[0]):
+        xo = xt[o]
+        for p in range(inner):
+            st[p] = zero
+        for i in range(n):
+            for p in range(inner):
+                st[p] += xo[i, p]
+        for p in range(inner):
+            st[p] = st[p] / np.float64(n)
+        for i in range(n):
+            for p in range(inner):
+                c[i, p] = xo[i, p] - st[p]
+        if n < 8:
+            for p in range(inner):
+                st[p] = -zero
+            for i in range(n):
+                for p in range(inner):
+                    st[p] += c[i, p] * c[i, p]
+        else:
+            for j in range(8):
+                for p in range(inner):
+                    r[j, p] = c[j, p] * c[j, p]
+            for i in range(8, m, 8):
+                for j in range(8):
+                    for p in range(inner):
+                        r[j, p] += c[i + j, p] * c[i + j, p]
+            for p in range(inner):
+                st[p] = ((r[0, p] + r[1, p]) + (r[2, p] + r[3, p])) + ((r[4, p] + r[5, p]) + (r[6, p] + r[7, p]))
+            for i in range(m, n):
+                for p in range(inner):
+                    st[p] += c[i, p] * c[i, p]
+        for p in range(inner):
+            st[p] = zero + st[p]
+            st[p] = st[p] / np.float64(n)
+            st[p] = st[p] + eps
+            st[p] = np.sqrt(st[p])
+            st[p] = one / st[p]
+        base = o * inner
+        for p in range(inner):
+            yr, inv = out[base + p], st[p]
+            for i in range(n):
+                yr[i] = c[i, p] * inv * gamma[i] + beta[i]
+
+
 _strided_with = _strided_make  # (``strided_rows``: x's memory seen as (outer, n, inner), ``channels_last``)
 
 
@@ -208,15 +264,15 @@ def _strided(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     """``_strided_with``'s kernel over ``x`` seen as (outer, inner, n) (``channels_last``), or None where
     compiled kernels are off (or this is a program's first run), ``x`` is not so laid out or ``out`` is
     not C-ordered."""
-    kern = with_row_sum(_strided_with, x.shape[-1] > BLOCK)
+    n = x.shape[-1]
+    kern = jit.compiled(_short_strided_rows) if n <= BLOCK else with_row_sum(_strided_with, True)
     oi = channels_last(x)
     if kern is None or oi is None or (out is not None and not out.flags.c_contiguous):
         return None
-    n = x.shape[-1]
     y = np.empty(x.shape, x.dtype) if out is None else out
     t = x.dtype.type
-    kern(x.reshape(*oi, n).transpose(0, 2, 1), gamma, beta, y.reshape(-1, n), np.empty(oi[1] + 1, x.dtype),
-         t(eps), t(0), t(1))
+    stat = () if n <= BLOCK else (np.empty(oi[1] + 1, x.dtype),)
+    kern(x.reshape(*oi, n).transpose(0, 2, 1), gamma, beta, y.reshape(-1, n), *stat, t(eps), t(0), t(1))
     return y
 
 
@@ -303,19 +359,20 @@ def _bind_strided(xp, x, gamma, beta, axis, eps, out) -> Bound:
     """``bind_layer_norm``'s ``strided_rows``: its kernel, constants and view shape found once (``in_place``
     where it declines: compiled kernels off, a program's first run, ``out`` not C-ordered); a call whose
     ``x`` has other strides than the bound one's goes to the runner."""
-    kern = with_row_sum(_strided_with, x.shape[-1] > BLOCK)
+    short = x.shape[-1] <= BLOCK
+    kern = jit.compiled(_short_strided_rows) if short else with_row_sum(_strided_with, True)
     if kern is None or (out is not None and not out.flags.c_contiguous):
         return Bound(_IN_PLACE, lambda x, gamma, beta, out=None: _declined(xp, x, gamma, beta, axis, eps, out))
     shape, strides, dtype, t = x.shape, x.strides, x.dtype, x.dtype.type
     view, consts = channels_last(x) + (shape[-1],), (t(eps), t(0), t(1))
-    stat_size = view[1] + 1
+    stat_size = 0 if short else view[1] + 1
 
     def run(x, gamma, beta, out=None):
         if x.strides != strides:
             return run_layer_norm(xp, x, gamma, beta, axis, eps, out)
         y = np.empty(shape, dtype) if out is None else out
-        kern(x.reshape(view).transpose(0, 2, 1), gamma, beta, y.reshape(-1, view[2]), np.empty(stat_size, dtype),
-             *consts)
+        stat = (np.empty(stat_size, dtype),) if stat_size else ()
+        kern(x.reshape(view).transpose(0, 2, 1), gamma, beta, y.reshape(-1, view[2]), *stat, *consts)
         return y
 
     return Bound(_STRIDED, run)
