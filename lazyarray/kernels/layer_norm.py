@@ -26,7 +26,9 @@ on a (1, 7, 32) float32 input (one thread, CPU time, shared machine): 2.3-2.4 us
 ConvNeXt's layer norm), which NumPy sums value by value from ``+0.0`` rather than pairwise: so does its
 kernel (``tests/kernels/test_layer_norm_strided.py``, row lengths 1 to 1100): at any row length, as NumPy's
 reduction order does not change with it (the squares' sums: ``pairwise_sum.py``'s past ``BLOCK``). ConvNeXt-T's
-widths, float32: (1, 768, 7, 7) 205 -> 141 us, (8, 384, 14, 14) 2.7 -> 2.0 ms against ``in_place``.
+widths, float32: (1, 768, 7, 7) 205 -> 141 us, (8, 384, 14, 14) 2.7 -> 2.0 ms against ``in_place``. Its kernels read the
+view's memory as (outer, n, inner), sums over adjacent values (``_short_strided_rows`` for rows of at most ``BLOCK``
+values: every pass but the output's across the rows at once; (1, 768, 7, 7) 128 -> 89 us, (8, 16, 8, 8) 32 -> 22 us).
 convnext_mini, one thread, CPU time per call: 216 -> 157
 us at batch 1, 595 -> 487 us at batch 8 (the five layer norms' twelve NumPy calls each become one call).
 
@@ -88,48 +90,74 @@ def _in_place(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     return y
 
 
-def _rows_making(strided: bool):
-    """The maker of ``compiled``'s kernel (``strided`` False) or ``strided_rows``' (True), calling the compiled row
-    sums (``pairwise_sum.py``): one body, ``strided`` a constant where numba compiles it (no test in the loop; an
-    inlined helper holding the shared rest cost 5-12% in reference counting of its array arguments per row)."""
+def _rows_making():
+    """The maker of ``compiled``'s kernel, calling the compiled row sums (``pairwise_sum.py``)."""
     @jit.tiered
     def make(row_sum, squares_sum):
         def rows(x, gamma, beta, out, stat, eps, zero, one):
-            """``in_place``'s operations row by row for ``x`` of shape (outer, inner, n), rows along its last axis,
-            into the C-ordered (outer * inner, n) ``out``: each row's sum NumPy's (adjacent values, ``inner`` 1:
-            ``row_sum``, pairwise; ``strided`` (``channels_last``): ``+0.0`` then its values added in order), each
-            division by the count in float64 stored in ``stat`` (x's dtype), the sum of the centered row's squares
-            ``squares_sum``'s (squared as read), every other operation one rounding in x's dtype, in ``in_place``'s
-            order: the same values bit for bit, at any row length."""
-            n, inner = x.shape[2], x.shape[1]
-            for o in range(x.shape[0]):
-                for p in range(inner):
-                    xr, yr = x[o, p], out[o * inner + p]
-                    if strided:
-                        s = zero
-                        for i in range(n):
-                            s += xr[i]
-                        stat[0] = s
-                    else:
-                        stat[0] = row_sum(xr, zero)
-                    stat[0] = stat[0] / np.float64(n)
-                    mean = stat[0]
-                    for i in range(n):
-                        yr[i] = xr[i] - mean
-                    stat[1] = squares_sum(yr, zero)
-                    stat[1] = stat[1] / np.float64(n)
-                    stat[1] = stat[1] + eps
-                    stat[1] = np.sqrt(stat[1])
-                    inv = one / stat[1]
-                    for i in range(n):
-                        yr[i] = yr[i] * inv * gamma[i] + beta[i]
+            """``in_place``'s operations row by row for ``x`` of shape (rows, n), rows of adjacent values, into
+            the C-ordered (rows, n) ``out``: each row's sum NumPy's (``row_sum``, pairwise), each division by the
+            count in float64 stored in ``stat`` (x's dtype), the sum of the centered row's squares
+            ``squares_sum``'s (squared as read), every other operation one rounding in x's dtype, in
+            ``in_place``'s order: the same values bit for bit, at any row length."""
+            n = x.shape[1]
+            for r in range(x.shape[0]):
+                xr, yr = x[r], out[r]
+                stat[0] = row_sum(xr, zero)
+                stat[0] = stat[0] / np.float64(n)
+                mean = stat[0]
+                for i in range(n):
+                    yr[i] = xr[i] - mean
+                stat[1] = squares_sum(yr, zero)
+                stat[1] = stat[1] / np.float64(n)
+                stat[1] = stat[1] + eps
+                stat[1] = np.sqrt(stat[1])
+                inv = one / stat[1]
+                for i in range(n):
+                    yr[i] = yr[i] * inv * gamma[i] + beta[i]
 
         return rows
 
     return make
 
 
-_rows_with = _rows_making(False)  # (``compiled``: x seen as (rows, 1, n))
+@jit.tiered
+def _strided_make(row_sum, squares_sum):
+    def rows(xt, gamma, beta, out, stat, eps, zero, one):
+        """``in_place``'s operations for the rows of a channels-last view, ``xt`` its (outer, n, inner) C-ordered
+        memory (the rows are its columns), into the C-ordered (outer * inner, n) ``out``. The loops interchanged
+        so that the reads run over adjacent values: the ``inner`` row sums of one ``outer`` index at once
+        (``stat[:inner]``, each from ``+0.0`` with its values added in order, as NumPy's ``add.reduce`` of the
+        view adds them: its ``nditer`` runs the adjacent axis innermost), each divided by the count in float64
+        and stored (x's dtype); then row by row the centered row into the contiguous output (written in order,
+        read across the stride: faster here than writing across it), its squares' sum (``squares_sum``) and the rest in ``in_place``'s order
+        (``stat[inner]``: each rounding stored). The same values bit for bit, at any row length."""
+        n, inner = xt.shape[1], xt.shape[2]
+        for o in range(xt.shape[0]):
+            xo = xt[o]
+            for p in range(inner):
+                stat[p] = zero
+            for i in range(n):
+                for p in range(inner):
+                    stat[p] += xo[i, p]
+            for p in range(inner):
+                stat[p] = stat[p] / np.float64(n)
+            for p in range(inner):
+                yr, mean = out[o * inner + p], stat[p]
+                for i in range(n):
+                    yr[i] = xo[i, p] - mean
+                stat[inner] = squares_sum(yr, zero)
+                stat[inner] = stat[inner] / np.float64(n)
+                stat[inner] = stat[inner] + eps
+                stat[inner] = np.sqrt(stat[inner])
+                inv = one / stat[inner]
+                for i in range(n):
+                    yr[i] = yr[i] * inv * gamma[i] + beta[i]
+
+    return rows
+
+
+_rows_with = _rows_making()  # (``compiled``: x seen as (rows, n))
 
 
 def _compiled(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
@@ -141,7 +169,7 @@ def _compiled(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     n = x.shape[-1]
     y = np.empty(x.shape, x.dtype) if out is None else out
     t = x.dtype.type
-    kern(x.reshape(-1, 1, n), gamma, beta, y.reshape(-1, n), np.empty(2, x.dtype), t(eps), t(0), t(1))
+    kern(x.reshape(-1, n), gamma, beta, y.reshape(-1, n), np.empty(2, x.dtype), t(eps), t(0), t(1))
     return y
 
 
@@ -175,21 +203,78 @@ def channels_last(x) -> tuple[int, int] | None:
     return None if dims else (outer, inner)
 
 
-_strided_with = _rows_making(True)  # (``strided_rows``: x seen as (outer, inner, n), ``channels_last``)
+@jit.tiered
+def _short_strided_rows(xt, gamma, beta, out, eps, zero, one):
+    """``_strided_make``'s operations for rows of at most ``BLOCK`` values, every pass but the last over adjacent
+    values, all ``inner`` rows of one ``outer`` index at once (loops LLVM vectorizes): the sums, the centered values
+    (into ``c``, (n, inner) as ``xt``), the squares' sums as ``BLOCK_SQUARES_SUM`` adds each row's (eight running
+    sums ``r``, their tree, the rest in order; below 8 values one by one from ``-0.0``), ``zero +`` that, and the
+    rest (``st``: each rounding stored); then each output row written in order. Bit for bit as ``strided_rows``."""
+    n, inner = xt.shape[1], xt.shape[2]
+    c = np.empty((n, inner), xt.dtype)
+    r = np.empty((8, inner), xt.dtype)
+    st = np.empty(inner, xt.dtype)
+    m = n - n % 8
+    for o in range(xt.shape[0]):
+        xo = xt[o]
+        for p in range(inner):
+            st[p] = zero
+        for i in range(n):
+            for p in range(inner):
+                st[p] += xo[i, p]
+        for p in range(inner):
+            st[p] = st[p] / np.float64(n)
+        for i in range(n):
+            for p in range(inner):
+                c[i, p] = xo[i, p] - st[p]
+        if n < 8:
+            for p in range(inner):
+                st[p] = -zero
+            for i in range(n):
+                for p in range(inner):
+                    st[p] += c[i, p] * c[i, p]
+        else:
+            for j in range(8):
+                for p in range(inner):
+                    r[j, p] = c[j, p] * c[j, p]
+            for i in range(8, m, 8):
+                for j in range(8):
+                    for p in range(inner):
+                        r[j, p] += c[i + j, p] * c[i + j, p]
+            for p in range(inner):
+                st[p] = ((r[0, p] + r[1, p]) + (r[2, p] + r[3, p])) + ((r[4, p] + r[5, p]) + (r[6, p] + r[7, p]))
+            for i in range(m, n):
+                for p in range(inner):
+                    st[p] += c[i, p] * c[i, p]
+        for p in range(inner):
+            st[p] = zero + st[p]
+            st[p] = st[p] / np.float64(n)
+            st[p] = st[p] + eps
+            st[p] = np.sqrt(st[p])
+            st[p] = one / st[p]
+        base = o * inner
+        for p in range(inner):
+            yr, inv = out[base + p], st[p]
+            for i in range(n):
+                yr[i] = c[i, p] * inv * gamma[i] + beta[i]
+
+
+_strided_with = _strided_make  # (``strided_rows``: x's memory seen as (outer, n, inner), ``channels_last``)
 
 
 def _strided(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     """``_strided_with``'s kernel over ``x`` seen as (outer, inner, n) (``channels_last``), or None where
     compiled kernels are off (or this is a program's first run), ``x`` is not so laid out or ``out`` is
     not C-ordered."""
-    kern = with_row_sum(_strided_with, x.shape[-1] > BLOCK)
+    n = x.shape[-1]
+    kern = jit.compiled(_short_strided_rows) if n <= BLOCK else with_row_sum(_strided_with, True)
     oi = channels_last(x)
     if kern is None or oi is None or (out is not None and not out.flags.c_contiguous):
         return None
-    n = x.shape[-1]
     y = np.empty(x.shape, x.dtype) if out is None else out
     t = x.dtype.type
-    kern(x.reshape(*oi, n), gamma, beta, y.reshape(-1, n), np.empty(2, x.dtype), t(eps), t(0), t(1))
+    stat = () if n <= BLOCK else (np.empty(oi[1] + 1, x.dtype),)
+    kern(x.reshape(*oi, n).transpose(0, 2, 1), gamma, beta, y.reshape(-1, n), *stat, t(eps), t(0), t(1))
     return y
 
 
@@ -266,7 +351,7 @@ def bind_layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None) -> Bound:
         if x.strides[-1] != x.itemsize and n != 1:
             return run_layer_norm(xp, x, gamma, beta, axis, eps, out)
         y = np.empty(x.shape, dtype) if out is None else out
-        kern(x.reshape(-1, 1, n), gamma, beta, y.reshape(-1, n), np.empty(2, dtype), *consts)
+        kern(x.reshape(-1, n), gamma, beta, y.reshape(-1, n), np.empty(2, dtype), *consts)
         return y
 
     return Bound(choice, run)
@@ -276,17 +361,20 @@ def _bind_strided(xp, x, gamma, beta, axis, eps, out) -> Bound:
     """``bind_layer_norm``'s ``strided_rows``: its kernel, constants and view shape found once (``in_place``
     where it declines: compiled kernels off, a program's first run, ``out`` not C-ordered); a call whose
     ``x`` has other strides than the bound one's goes to the runner."""
-    kern = with_row_sum(_strided_with, x.shape[-1] > BLOCK)
+    short = x.shape[-1] <= BLOCK
+    kern = jit.compiled(_short_strided_rows) if short else with_row_sum(_strided_with, True)
     if kern is None or (out is not None and not out.flags.c_contiguous):
         return Bound(_IN_PLACE, lambda x, gamma, beta, out=None: _declined(xp, x, gamma, beta, axis, eps, out))
     shape, strides, dtype, t = x.shape, x.strides, x.dtype, x.dtype.type
     view, consts = channels_last(x) + (shape[-1],), (t(eps), t(0), t(1))
+    stat_size = 0 if short else view[1] + 1
 
     def run(x, gamma, beta, out=None):
         if x.strides != strides:
             return run_layer_norm(xp, x, gamma, beta, axis, eps, out)
         y = np.empty(shape, dtype) if out is None else out
-        kern(x.reshape(view), gamma, beta, y.reshape(-1, view[2]), np.empty(2, dtype), *consts)
+        stat = (np.empty(stat_size, dtype),) if stat_size else ()
+        kern(x.reshape(view).transpose(0, 2, 1), gamma, beta, y.reshape(-1, view[2]), *stat, *consts)
         return y
 
     return Bound(_STRIDED, run)
