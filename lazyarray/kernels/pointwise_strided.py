@@ -67,19 +67,30 @@ def conv2d_pointwise_strided(xp, x, weight, bias, stride, padding, dilation, gro
 
 
 def bound_strided(x, weight, stride, out, other):
-    """A compiled step's call of the layer (``conv2d.bind_conv2d``) into its planned C-ordered ``out``
-    (checked by identity; a program's new C-ordered output too), the same steps as
-    ``conv2d_pointwise_strided`` (the same values bit for bit); any other call goes to ``other`` (the
-    step's generic binding). None without a C-ordered planned output."""
+    """A compiled step's call of the layer (``conv2d.bind_conv2d``) with what the step fixes made once
+    (the shapes, the planned output's (N, O, Ho*Wo) view): ``fn(x, weight[, bias], out=)`` writes into a
+    C-ordered ``out`` (the planned one: checked by identity) the steps of ``conv2d_pointwise_strided``
+    (its values bit for bit: the bias added to the same values, in another view); any other call goes
+    to ``other`` (the step's generic binding). None without a C-ordered planned output."""
     if out is None or not images_c_ordered(out):
         return None
-    planned = out
+    n, c = x.shape[:2]
+    o, ho, wo = weight.shape[0], out.shape[2], out.shape[3]
+    sh, sw = stride
+    planned, rows, shape, dtype = out, out.reshape(n, o, ho * wo), (n, c, ho, wo), x.dtype
 
     def fn(x, w, b=None, out=None):  # (x, weight[, bias]: as the step passes them)
-        if out is None or (out is not planned and not out.flags.c_contiguous):
+        if out is planned:
+            r = rows
+        elif out is not None and out.flags.c_contiguous:  # (a program's output: new memory each run)
+            r = out.reshape(n, o, ho * wo)
+        else:
             return other(x, w, b, out=out) if b is not None else other(x, w, out=out)
-        _product(x, w, b, stride, out)
+        cols = scratch(np, 1, shape, dtype)
+        np.copyto(cols, x[:, :, ::sh, ::sw])
+        np.matmul(w.reshape(o, c), cols.reshape(n, c, ho * wo), out=r)
+        if b is not None:
+            np.add(r, b.reshape(o, 1), out=r)
         return out
 
     return fn
-
