@@ -221,6 +221,9 @@ class Tuning:
     # -- small CNN layers (benchmarks/real_models.py --ab-cnn): a 1x1 convolution as one product per call
     conv_pointwise: bool = _doc(True, "1x1 convolutions (stride 1, no padding, no groups) as one product "
                                 "(weight (O, C) @ image (C, H*W)) written into the output: conv2d[pointwise]")
+    conv_pointwise_strided: bool = _doc(True, "1x1 convolutions with a stride (no padding, no groups) that would take "
+                                        "im2col: the strided pixels copied once, then one product per image, "
+                                        "im2col's values bit for bit: conv2d[pointwise_strided]")
     conv_pointwise_loop: bool = _doc(True, "small 1x1 convolutions with a bias and an activation (conv2d[pointwise]'s "
                                      "case) as one compiled loop: nn.conv2d_act[loop] (kernels/pointwise_loop.py)")
     conv_pointwise_loop_max_macs: int = _doc(1 << 15, "largest nn.conv2d_act[loop] (multiply-adds, the batch's): past "

@@ -18,7 +18,7 @@ from ..ops import conv
 from ..ops.derived import keeps
 from ..threads import in_pool, num_threads, split_threads
 from ..tuning_table import current
-from . import blocked_region, conv1d, conv_blocked, conv_direct, conv_im2col, depthwise, direct_batch
+from . import blocked_region, conv1d, conv_blocked, conv_direct, conv_im2col, depthwise, direct_batch, pointwise_strided
 from .conv_batch_last import conv2d_batch_last, conv2d_region, region_fits
 from .conv_split import conv2d_split
 from .impl import Choice, Impl
@@ -62,11 +62,15 @@ BLOCKED_REGION = Impl("conv2d", "blocked_region", blocked_region.conv2d_blocked_
                       "arrays, conv_blocked_region on (off by default): its loop over the threads in one compiled parallel region, "
                       "images (or an image's channel blocks) per thread, blocked's values", threads=True,
                       fallback=BLOCKED)
+POINTWISE_STRIDED = Impl("conv2d", "pointwise_strided", pointwise_strided.conv2d_pointwise_strided,
+                         "im2col's case with a 1x1 kernel, a stride, no padding, float32/float64, a C-ordered output "
+                         "when given, conv_pointwise_strided on: the strided pixels copied once, then one product per "
+                         "image (im2col's values bit for bit)", fallback=IM2COL)
 CONV1D = conv1d.CONV1D
 # the implementations whose runs take no scratch from the arena (their loops read the arrays as they are)
 NO_SCRATCH = (DIRECT, POINTWISE, DEPTHWISE, BLOCKED, BLOCKED_REGION)
 IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, BLOCKED_REGION, BLOCKED, IM2COL_COMPILED, IM2COL, DIRECT, DEPTHWISE, depthwise.TAPS, GROUPED,
-         POINTWISE, CONV1D)
+         POINTWISE, POINTWISE_STRIDED, CONV1D)
 
 _KEPT = ("kernel kept",)
 _CHOICES = {impl: Choice(impl) for impl in IMPLS}
@@ -122,6 +126,8 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
     blocked = _blocked_choice(xp, x, weight, out, groups, ho, wo, t)
     if blocked is not None:
         return blocked
+    if groups == 1 and pointwise_strided.applies(xp, x, weight, None, out, stride, padding, groups, t):
+        return _CHOICES[POINTWISE_STRIDED]
     if groups == 1:
         return _CHOICES[IM2COL_COMPILED if t.conv_im2col_compiled and kh * kw > 1
                         and conv_im2col.applies(xp, x, weight, None, out, groups) else IM2COL]
@@ -181,6 +187,8 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
     fixed = (depthwise.bound_nchw(x, weight, bias, *geometry[:3], out) if choice.impl is DEPTHWISE else
              conv_direct.bound_direct(x, weight, bias, *geometry, out, generic) if choice.impl is DIRECT else
              conv_direct.bound_pointwise(x, weight, out, generic) if choice.impl is POINTWISE else
+             pointwise_strided.bound_strided(x, weight, geometry[0], out, generic)
+             if choice.impl is POINTWISE_STRIDED else
              conv_blocked.bound_blocked(x, weight, bias, *geometry[:3], out, generic) if choice.impl is BLOCKED
              else blocked_region.bound_region(x, weight, bias, *geometry[:3], out, generic)
              if choice.impl is BLOCKED_REGION else None) or generic

@@ -105,8 +105,10 @@ def test_the_chooser_takes_it_where_im2col_ran():
         is kconv.IM2COL_COMPILED
     with la.tuning(conv_im2col_compiled=False):
         assert kconv.choose_conv2d(np, x, w, None, *geo).impl is kconv.IM2COL
-    one = np.ascontiguousarray(w[:, :, :1, :1])  # 1x1 (stride 2: not pointwise): its columns gain nothing
-    assert kconv.choose_conv2d(np, x, one, None, (2, 2), (0, 0), (1, 1), 1).impl is kconv.IM2COL
+    one = np.ascontiguousarray(w[:, :, :1, :1])  # 1x1 (stride 2: pointwise_strided, else plain im2col)
+    assert kconv.choose_conv2d(np, x, one, None, (2, 2), (0, 0), (1, 1), 1).impl is kconv.POINTWISE_STRIDED
+    with la.tuning(conv_pointwise_strided=False):
+        assert kconv.choose_conv2d(np, x, one, None, (2, 2), (0, 0), (1, 1), 1).impl is kconv.IM2COL
     assert kconv.choose_conv2d(np, x.astype(np.float16), w.astype(np.float16), None, *geo).impl is kconv.IM2COL
     assert not conv_im2col.applies(np, x, w, None, None, 2)  # groups: not its case
     assert not conv_im2col.applies(np, x, w.astype(np.float64), None, None, 1)  # mixed dtypes
