@@ -68,6 +68,9 @@ class Tuning:
     per_image_min_pixels: int = _doc(64, "output pixels per image from which a batch runs one product per image "
                                      "(smaller images: one batch-last product for the whole batch)")
     conv_region: bool = _doc(True, "batch-last convolutions as one compiled parallel region (numba)")
+    conv_region_min_macs: int = _doc(4_000_000, "fewest multiply-adds for which conv2d[region] runs on several "
+                                     "threads (smaller: its one-thread region; the demo CNN's 0.7 and 2.7 M "
+                                     "convolutions at batch 64 ran 2x slower on 2 threads than on 1)")
     conv_im2col_compiled: bool = _doc(True, "im2col's columns (kernels larger than 1x1) written by one compiled pass "
                                       "from the image, no padded copy: conv2d[im2col_compiled] (numba)")
     conv_direct_max_macs: int = _doc(1 << 15, "largest convolution (multiply-adds) conv2d[direct] takes: one compiled "

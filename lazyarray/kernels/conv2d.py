@@ -19,7 +19,7 @@ from ..ops.derived import keeps
 from ..threads import in_pool, num_threads, split_threads
 from ..tuning_table import current
 from . import blocked_region, conv1d, conv_blocked, conv_direct, conv_im2col, depthwise, direct_batch, pointwise_strided
-from .conv_batch_last import conv2d_batch_last, conv2d_region, region_fits
+from .conv_batch_last import conv2d_batch_last, conv2d_region, region_fits, region_threads
 from .conv_split import conv2d_split
 from .impl import Choice, Impl
 from .log import log_choice
@@ -121,7 +121,7 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
             return _blocked_choice(xp, x, weight, out, groups, ho, wo, t) or _DIRECT_BATCH
         if ho * wo < t.per_image_min_pixels or x_last or out_last:
             if numpy and region_fits(x, out, x_last, out_last, t):
-                return _on_threads(REGION, num_threads())
+                return _on_threads(REGION, region_threads(x, weight, out, t))
             return _CHOICES[BATCH_LAST]
     blocked = _blocked_choice(xp, x, weight, out, groups, ho, wo, t)
     if blocked is not None:

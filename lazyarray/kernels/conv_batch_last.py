@@ -67,11 +67,21 @@ def region_fits(x, out, x_last=None, out_last=None, t=None) -> bool:
     return (conv.is_batch_last(x) if x_last is None else x_last) or x.flags.c_contiguous
 
 
+def region_threads(x, weight, out, t=None) -> int:
+    """Threads ``conv2d_region`` runs on: the pool's, or one for a convolution of fewer than the
+    tuning table's ``conv_region_min_macs`` multiply-adds (a team's hand-off and barrier cost more
+    than half of such a region saves)."""
+    n, c = x.shape[:2]
+    o, _, kh, kw = weight.shape
+    macs = n * o * c * kh * kw * out.shape[2] * out.shape[3]
+    return thread_pool.num_threads() if macs >= (current() if t is None else t).conv_region_min_macs else 1
+
+
 def conv2d_region(xp, x, weight, bias, stride, padding, dilation, groups, out):
     """``batch_last_conv`` as one compiled parallel region (``conv_regions.py``) where
     ``region_fits``: ``out``, or None where the compiled kernel declined (numba missing, another
     dtype): the caller then runs ``conv2d_batch_last``."""
-    threads = thread_pool.num_threads()
+    threads = region_threads(x, weight, out)
     n, c, h, w = x.shape
     o, _, kh, kw = weight.shape
     ho, wo = out.shape[2], out.shape[3]

@@ -12,8 +12,9 @@ import lazyarray as la
 from lazyarray import jit
 from lazyarray.caches import NamedCache
 from lazyarray.kernels import blas_gemm, blas_threads, conv_batch_last, conv_regions
-from lazyarray.kernels.conv2d import run_conv2d
+from lazyarray.kernels.conv2d import choose_conv2d, run_conv2d
 from lazyarray.ops import conv
+from lazyarray.tuning_table import Tuning
 
 pytest.importorskip("numba")
 pytest.importorskip("threadpoolctl")
@@ -31,7 +32,10 @@ def probed(answer: bool) -> NamedCache:
 
 
 @pytest.fixture(autouse=True)
-def _threads():
+def _threads(request, monkeypatch):
+    # (these small cases test the region on several threads: no work minimum, but where a test pins it)
+    if request.node.name != "test_small_convolutions_run_the_region_on_one_thread":
+        monkeypatch.setattr(la.config, "conv_region_min_macs", 0)
     yield
     la.set_num_threads(os.cpu_count() or 1)
 
@@ -260,3 +264,22 @@ def test_regions_from_two_python_threads_at_once(monkeypatch):
     for t in threads_:
         t.join()
     assert not errors, errors
+
+
+def test_small_convolutions_run_the_region_on_one_thread():
+    """Below ``conv_region_min_macs`` the region runs on one thread whatever the pool's size (the
+    demo CNN's convolutions at batch 64 ran 2x slower on 2 threads), and ``explain()`` says so;
+    at or past it, on the pool's threads."""
+    la.set_num_threads(2)
+    x = np.zeros((64, 8, 6, 6), np.float32)
+    w = np.zeros((16, 8, 3, 3), np.float32)
+    out = _batch_last(np.zeros((64, 16, 6, 6), np.float32))
+    macs = 64 * 16 * 8 * 9 * 36
+    with la.tuning(conv_region_min_macs=macs + 1):
+        assert conv_batch_last.region_threads(x, w, out) == 1
+        choice = choose_conv2d(np, x, w, out, (1, 1), (1, 1), (1, 1), 1)
+        if jit.parallel_ready():
+            assert choice.label() == "region, 1 threads"
+    with la.tuning(conv_region_min_macs=macs):
+        assert conv_batch_last.region_threads(x, w, out) == 2
+    assert Tuning().conv_region_min_macs > macs  # (the default: the demo's largest conv stays on one thread)
