@@ -213,6 +213,14 @@ def _conv2d_add_relu(g, node, ins):
     return [g.op("Relu", [g.op("Add", [y, r])])]
 
 
+def _layer_scale_residual(g, node, ins):
+    """Mul of gamma and y, Transpose by the op's axes, then Add of the residual."""
+    y, gamma, r = compute(g, node, ins)
+    axes = tuple(int(a) for a in node.params.get("axes", (0, 3, 1, 2)))
+    perm = [a % len(axes) for a in axes]
+    return [g.op("Add", [r, g.op("Transpose", [g.op("Mul", [gamma, y])], perm=perm)])]
+
+
 def _squeeze_excite(g, node, ins):
     """The recorded pattern: GlobalAveragePool, Conv, Relu, Conv, HardSigmoid, then Mul with x."""
     x, w1, b1, w2, b2 = compute(g, node, ins)
@@ -274,7 +282,7 @@ CONVERTERS = {
     "dropout": _dropout, "conv2d": _conv2d, "conv2d_transpose": _conv2d_transpose, "max_pool2d": _max_pool2d,
     "avg_pool2d": _avg_pool2d, "batch_norm": _batch_norm, "layer_norm": _layer_norm, "gelu": _gelu,
     "batch_norm_max_pool2d": _bn_max_pool2d, "conv2d_act": _conv2d_act, "batch_norm_relu": _batch_norm_relu,
-    "conv2d_add_relu": _conv2d_add_relu,
+    "conv2d_add_relu": _conv2d_add_relu, "layer_scale_residual": _layer_scale_residual,
     "max_pool2d_relu": _max_pool2d_relu,
     "squeeze_excite": _squeeze_excite, "channel_shuffle": _channel_shuffle,
 }
