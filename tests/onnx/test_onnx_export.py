@@ -503,3 +503,23 @@ def test_atan2_keeps_numpy_quadrants_signed_zeros_and_infinities(tmp_path):
         ref, = ReferenceEvaluator(str(path)).run(None, {"y": y, "x": x})
     np.testing.assert_allclose(ref, want, rtol=1e-6, atol=0)
     np.testing.assert_array_equal(np.signbit(ref[~np.isnan(want)]), np.signbit(want[~np.isnan(want)]))
+
+
+@pytest.mark.parametrize("name", ["conv2d_add_relu", "layer_scale_residual"])
+def test_fused_inference_ops_export_as_their_recorded_ops(name, tmp_path):
+    """The fusing passes' ops (a ResNet block's residual add and relu, ConvNeXt's layer scale and residual) export
+    as the ops they replaced: onnxruntime's values equal the op's own, in each dtype of its case that onnxruntime's
+    CPU operators take (its Conv: float32 only)."""
+    case = CASES[name]
+    ran = 0
+    for dtype in [d for d in case.dtypes if name != "conv2d_add_relu" or np.dtype(d) == np.float32]:
+        for s in case.samples(rng_for("onnx", name, dtype), dtype, False):
+            sym, named = _trace(name, s)
+            if sym is None:
+                continue
+            feeds = {k: v.asnumpy() for k, v in named.items()}
+            path = _export(name, sym, tmp_path / f"{name}.onnx")
+            for g, w in zip(_run(path, feeds), _want(sym, feeds)):
+                _close(np.asarray(g), w, dtype, f"{name}[{s.name}] onnxruntime")
+            ran += 1
+    assert ran
