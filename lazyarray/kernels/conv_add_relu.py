@@ -67,6 +67,8 @@ UFUNCS = Impl("conv2d_add_relu", "ufuncs", _ufuncs,
 COMPILED = Impl("conv2d_add_relu", "compiled", _compiled,
                 "float32/float64 NumPy output and residual of one dtype, both C-ordered, numba on: the convolution "
                 "by conv2d's choice, then one compiled pass y = maximum(y + residual, 0)", fallback=UFUNCS)
+
+
 def _write_out(xp, x, weight, residual, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
                out=None):
     return conv2d_blocked(xp, x, weight, bias, stride, padding, dilation, groups, out, residual)

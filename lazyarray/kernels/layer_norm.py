@@ -130,7 +130,8 @@ def _strided_make(row_sum, squares_sum):
         (``stat[:inner]``, each from ``+0.0`` with its values added in order, as NumPy's ``add.reduce`` of the
         view adds them: its ``nditer`` runs the adjacent axis innermost), each divided by the count in float64
         and stored (x's dtype); then row by row the centered row into the contiguous output (written in order,
-        read across the stride: faster here than writing across it), its squares' sum (``squares_sum``) and the rest in ``in_place``'s order
+        read across the stride: faster here than writing across it), its squares' sum (``squares_sum``) and the
+        rest in ``in_place``'s order
         (``stat[inner]``: each rounding stored). The same values bit for bit, at any row length."""
         n, inner = xt.shape[1], xt.shape[2]
         for o in range(xt.shape[0]):
