@@ -9,6 +9,8 @@ networkx view (``Symbol.to_networkx``) serves analysis.
 """
 from __future__ import annotations
 
+import operator
+
 from .node import Entry, Node
 
 
@@ -18,34 +20,32 @@ def topo_order(outputs: list[Entry], stop=None) -> list[Node]:
     ``stop(node) -> bool`` cuts the walk: a stopped node is listed but its inputs are not
     visited (used to treat already-computed nodes as leaves).
     """
-    order: list[Node] = []
-    seen: set[int] = set()
-    for out in outputs:
-        root = out.node
-        if id(root) in seen:
+    # Variables and constants first, in the order a depth-first walk from the outputs (inputs in
+    # order) meets them (graph inputs keep their order); then the ops in creation order:
+    # topological too, and the order eager code ran them. (One stack of entries, each node marked
+    # when taken from it: a recursive walk's first meetings, without an iterator per node; the
+    # nodes themselves in the set, hashed by identity in C.)
+    leaves: list[Node] = []
+    ops: list[Node] = []
+    seen: set[Node] = set()
+    stack = list(outputs)
+    stack.reverse()
+    pop, push, mark, leaf, op = stack.pop, stack.extend, seen.add, leaves.append, ops.append
+    while stack:
+        node = pop().node
+        if node in seen:
             continue
-        seen.add(id(root))
-        stack = [(root, iter(() if stop is not None and stop(root) else root.inputs))]
-        while stack:
-            node, it = stack[-1]
-            for e in it:
-                child = e.node
-                if id(child) not in seen:
-                    seen.add(id(child))
-                    stack.append((child, iter(() if stop is not None and stop(child) else child.inputs)))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
-    # Variables and constants first, in the order the walk met them (graph inputs keep their
-    # order); then the ops in creation order: topological too, and the order eager code ran them.
-    leaves = [n for n in order if n.op is None]
-    if len(leaves) == len(order):
-        return order
-    ops = [n for n in order if n.op is not None]
-    ops.sort(key=_serial)
+        mark(node)
+        if node.op is None:
+            leaf(node)
+        else:
+            op(node)
+        if stop is None or not stop(node):
+            push(reversed(node.inputs))
+    if not ops:
+        return leaves
+    ops.sort(key=_SERIAL)
     return leaves + ops
 
 
-def _serial(node: Node) -> int:
-    return node.serial
+_SERIAL = operator.attrgetter("serial")
