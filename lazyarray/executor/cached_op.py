@@ -353,7 +353,7 @@ class CachedOp:
         sym = _specialize(self.sym, given, inference=mask is None)
         inputs = _input_nodes(sym, self._names)
         if mask is None:
-            prog = hoisted_program(list(sym.outputs), inputs, self.parameters, self.fuse, sym.names()) \
+            prog = hoisted_program(sym, inputs, self.parameters, self.fuse, sym.names()) \
                 if self.parameters else None
             if prog is not None:  # (its steps on parameters only run once, in their own program)
                 return _Compiled(sym, prog, [e.aval.device for e in sym.outputs])

@@ -118,15 +118,19 @@ def _within_budget(order, outputs, hoisted: set[int], budget: int) -> list[Entry
         hoisted.discard(id(max(kept, key=lambda e: e.aval.nbytes).node))
 
 
-def hoisted_program(outputs: list[Entry], inputs: list[Node], parameters, fused: bool, names: dict):
-    """A ``ParamCache`` running the graph of ``outputs`` (over the var nodes ``inputs``, those named in
-    ``parameters`` being parameters) with its parameter-only values computed once; None where no step
-    depends on parameters only (or nothing fits the budget)."""
+def hoisted_program(graph: Symbol, inputs: list[Node], parameters, fused: bool, names: dict):
+    """A ``ParamCache`` running ``graph`` (over the var nodes ``inputs``, those named in ``parameters``
+    being parameters) with its parameter-only values computed once; None where no step depends on
+    parameters only (or nothing fits the budget). (A symbol, not its outputs: the compile has walked
+    it already, and its order serves here as it is.)"""
     budget = current().param_cache_max_bytes
     params = {id(n): i for i, n in enumerate(inputs) if n.name in parameters}
     if budget <= 0 or not params:
         return None
-    order = topo_order(list(outputs))
+    if graph.unused_inputs:  # (only what its outputs read)
+        graph = Symbol(list(graph.outputs))
+    outputs = list(graph.outputs)
+    order = graph.topo()
     kept = _within_budget(order, outputs, _hoisted(order, set(params)), budget)
     if not kept:
         return None
@@ -145,7 +149,7 @@ def hoisted_program(outputs: list[Entry], inputs: list[Node], parameters, fused:
         at = dict(got)
         return tuple(Entry(at[i]) if i in at else Entry(node, i) for i in range(len(node.avals)))
 
-    body_outs = list(rewrite(Symbol(list(outputs)), cut, share=True).outputs)
+    body_outs = list(rewrite(graph, cut, share=True).outputs)
     if fused:
         body_outs = fuse(body_outs)
     body = compile_program(body_outs, list(inputs) + list(kept_vars.values()),
