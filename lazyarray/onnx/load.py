@@ -579,7 +579,7 @@ class Conversion:
                                            "Sequence*/Optional* operators, Identity, If and Loop take those")
         while inputs and inputs[-1] is None:  # trailing omitted optional inputs
             inputs.pop()
-        if default_domain and self._sizes_of(nd, inputs):
+        if default_domain and self._sizes_of(nd, inputs, op_type, in_names):
             return
         if op_type == "Constant" and default_domain and not in_names and not self.types and self._constant(nd):
             return
@@ -622,14 +622,15 @@ class Conversion:
         self.consts[nd.output[0]] = s.outputs[0].node.value
         return True
 
-    def _sizes_of(self, nd, inputs: list) -> bool:
+    def _sizes_of(self, nd, inputs: list, op_type: str, in_names: list) -> bool:
         """Evaluate ``nd`` when loading if it computes sizes from symbolic dims (``Shape`` of an input
-        with a dynamic batch axis, arithmetic on such sizes); True when it did."""
-        if nd.op_type in ("Shape", "Size") and len(inputs) == 1 and isinstance(inputs[0], (Symbol, _Sizes)):
+        with a dynamic batch axis, arithmetic on such sizes); True when it did. (``op_type``, ``in_names``:
+        ``nd``'s, as ``_convert`` read them: every node asks, most of them to hear no.)"""
+        if op_type in ("Shape", "Size") and len(inputs) == 1 and isinstance(inputs[0], (Symbol, _Sizes)):
             shape = inputs[0].value.shape if inputs[0].__class__ is _Sizes else inputs[0].outputs[0].aval.shape
             if shape is None or None in shape or all(isinstance(d, int) for d in shape):
                 return False  # (concrete: the converter folds it; unknown: it explains)
-            if nd.op_type == "Size":
+            if op_type == "Size":
                 total = 1
                 for d in shape:
                     total = total * d
@@ -639,10 +640,11 @@ class Conversion:
             attrs = {a.name: a.i for a in nd.attribute}
             start, end = attrs.get("start", 0), attrs.get("end")
             return self._store_sizes(nd, [of_dims(shape[slice(start, end)])])
-        if not self.sizes or nd.op_type not in SHAPE_VALUE_OPS or not any(name in self.sizes for name in nd.input):
+        sizes = self.sizes
+        if not sizes or op_type not in SHAPE_VALUE_OPS or sizes.keys().isdisjoint(in_names):
             return False
         values = []
-        for name in nd.input[:len(inputs)]:
+        for name in in_names[:len(inputs)]:
             if not name:
                 values.append(None)
             elif name in self.sizes:
@@ -653,9 +655,9 @@ class Conversion:
                 x = self.env.get(name)
                 if not isinstance(x, Symbol) or any(self._reads(x)):
                     return False  # (reads a value known only when the graph runs)
-                values.append(self._const_of(nd, list(nd.input).index(name), "a size"))
-        attrs = self._attrs(nd, f"{self.what}: node {nd.name!r} ({nd.op_type})")
-        outs = evaluate_shape_value(nd.op_type, values, attrs, self.opset)
+                values.append(self._const_of(nd, in_names.index(name), "a size"))
+        attrs = self._attrs(nd, f"{self.what}: node {nd.name!r} ({op_type})")
+        outs = evaluate_shape_value(op_type, values, attrs, self.opset)
         return outs is not None and self._store_sizes(nd, outs)
 
     def _store_sizes(self, nd, outs: list) -> bool:
