@@ -32,7 +32,7 @@ from ..ops.nn import rows_matmul
 from ..ops.weight_pack import transposed
 from ..tuning_table import current
 from . import dense_regions
-from .blas_threads import SERIAL_ANYWAY_FLOPS, UNCHANGED, one_thread
+from .blas_threads import MIN_PARALLEL_FLOPS, SERIAL_ANYWAY_FLOPS, UNCHANGED, one_thread
 from .elementwise import JIT_FLOATS, UNITS
 from .elementwise_jit import add_relu_cols_in_place, add_relu_rows_in_place
 from .impl import Choice, Impl
@@ -73,6 +73,9 @@ def _stack(xp, x, weight, bias, out):
         if rows > 1 and flops > SERIAL_ANYWAY_FLOPS else UNCHANGED
     if serial is UNCHANGED:  # (a non-contiguous x: reshape copies it, the product is the same)
         x.reshape(rows, k).dot(weight.T, out=y)  # (a lean product: the view, ``_bound_stack``)
+    elif flops >= MIN_PARALLEL_FLOPS:  # (BLAS's threads, behind the contention guard: blas_guard.py)
+        with serial:
+            x.reshape(rows, k).dot(weight.T, out=y)  # (the same call as left alone)
     else:
         with serial:
             x.reshape(rows, k).dot(transposed(weight, rows), out=y)

@@ -1,0 +1,84 @@
+"""A product BLAS shares over its threads, behind the contention guard (``contention.py``).
+
+OpenBLAS splits a product over all its threads and the calling thread waits for the others at
+the end. Beside a process that keeps a core busy the OS holds one of them back for a time slice:
+measured on the 2-core development machine, the batch-8 ConvNeXt's pointwise layers (``nn.dense``
+of (512, 64) @ (64, 256), 17 MFLOP, above ``blas_threads.MIN_PARALLEL_FLOPS``) took 20-30 ms a
+product on two BLAS threads against about 0.3 ms quiet, and the model's call 150-600 ms against
+2 ms (20-30x its quiet one-thread time: ``benchmarks/real_models.py --busy``). The numba regions
+and the splits over the pool already stepped aside; BLAS's own threads did not.
+
+``shared(flops)`` is the context such a product runs in (``blas_threads.one_thread`` gives it for
+the products it leaves to BLAS's threads, ``matmul[shared_blas]`` for its large ones). While the
+guard is quiet it times the product and tells the guard (``contention.region_done``, plan key
+``("blas", flops, threads)``), so a stalled product opens a back-off window as a stalled region
+does; while contended the product runs on one BLAS thread (``threads.blas_one_thread``). The
+first product of a plan runs on one BLAS thread too, and its time is the plan's expected time
+(``contention.calibrate``'s rule: a machine busy from the start would otherwise only ever show
+stalled times). Values: the same call either way (OpenBLAS splits a product's rows and columns
+among its threads, never the sum: one thread or two give the same bits; the tests check).
+
+The context is ``blas_threads.UNCHANGED`` (nothing timed, nothing switched) where the guard is off,
+one thread is set, BLAS is on one thread already, or this is one of the pool's threads (a split's
+part, BLAS already held at one thread).
+"""
+from __future__ import annotations
+
+from .. import threads as thread_pool  # (the module, looked up at each call: tests replace its functions)
+from ..tuning_table import current
+from . import contention
+
+
+class _Unchanged:
+    __slots__ = ()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+UNCHANGED = _Unchanged()  # what ``shared`` gives when BLAS is left alone (a hot caller may skip ``with``)
+
+
+class Shared:
+    """The context of one product of plan ``key`` on BLAS's threads: timed for the guard while quiet,
+    on one BLAS thread while contended or when the plan has no expected time yet (``serial``)."""
+
+    __slots__ = ("key", "start", "serial", "calibrating")
+
+    def __init__(self, key):
+        self.key = key
+        self.start = 0.0
+        self.serial = None
+        self.calibrating = False
+
+    def __enter__(self):
+        self.calibrating = contention.QUIET_TIMES.peek(self.key) is None
+        if self.calibrating or contention.contended():
+            self.serial = thread_pool.blas_one_thread()
+            self.serial.__enter__()
+        self.start = contention.now()
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        if self.serial is None:
+            if exc_type is None:
+                contention.region_done(self.key, self.start)
+            return False
+        elapsed = contention.now() - self.start
+        self.serial.__exit__(exc_type, *exc)
+        if self.calibrating and exc_type is None and contention.QUIET_TIMES.peek(self.key) is None:
+            contention.QUIET_TIMES.put(self.key, elapsed)  # (its one-thread time: contention.calibrate)
+        return False
+
+
+def shared(flops: float):
+    """The context for a product of ``flops`` floating-point operations left to BLAS's threads:
+    ``Shared`` (timed for the contention guard, on one BLAS thread while contended), or
+    ``UNCHANGED`` where nothing may stall (see the module)."""
+    n = thread_pool.num_threads()
+    if n < 2 or not current().contention_guard or thread_pool.in_pool() or thread_pool.blas_one_thread().serial:
+        return UNCHANGED
+    return Shared(("blas", flops, n))
