@@ -13,10 +13,11 @@ the products it leaves to BLAS's threads, ``matmul[shared_blas]`` for its large 
 guard is quiet it times the product and tells the guard (``contention.region_done``, plan key
 ``("blas", flops, threads)``), so a stalled product opens a back-off window as a stalled region
 does; while contended the product runs on one BLAS thread (``threads.blas_one_thread``). The
-first product of a plan runs on one BLAS thread too, and its time is the plan's expected time
-(``contention.calibrate``'s rule: a machine busy from the start would otherwise only ever show
-stalled times). Values: the same call either way (OpenBLAS splits a product's rows and columns
-among its threads, never the sum: one thread or two give the same bits; the tests check).
+plan's expected time is the fastest it took (no one-thread calibration as the numba regions have,
+``contention.calibrate``: beside a busy core most shared products still ran at their quiet time,
+58 us for the ConvNeXt's, and only some waited 5-100 ms for the thread held back, so the fastest is
+a quiet one). Values: the same call either way (OpenBLAS splits a product's rows and columns among
+its threads, never the sum: one thread or two give the same bits; the tests check).
 
 The context is ``blas_threads.UNCHANGED`` (nothing timed, nothing switched) where the guard is off,
 one thread is set, BLAS is on one thread already, or this is one of the pool's threads (a split's
@@ -44,33 +45,27 @@ UNCHANGED = _Unchanged()  # what ``shared`` gives when BLAS is left alone (a hot
 
 class Shared:
     """The context of one product of plan ``key`` on BLAS's threads: timed for the guard while quiet,
-    on one BLAS thread while contended or when the plan has no expected time yet (``serial``)."""
+    on one BLAS thread (``serial``) while contended."""
 
-    __slots__ = ("key", "start", "serial", "calibrating")
+    __slots__ = ("key", "start", "serial")
 
     def __init__(self, key):
         self.key = key
         self.start = 0.0
         self.serial = None
-        self.calibrating = False
 
     def __enter__(self):
-        self.calibrating = contention.QUIET_TIMES.peek(self.key) is None
-        if self.calibrating or contention.contended():
+        if contention.contended():
             self.serial = thread_pool.blas_one_thread()
             self.serial.__enter__()
         self.start = contention.now()
         return self
 
     def __exit__(self, exc_type, *exc):
-        if self.serial is None:
-            if exc_type is None:
-                contention.region_done(self.key, self.start)
-            return False
-        elapsed = contention.now() - self.start
-        self.serial.__exit__(exc_type, *exc)
-        if self.calibrating and exc_type is None and contention.QUIET_TIMES.peek(self.key) is None:
-            contention.QUIET_TIMES.put(self.key, elapsed)  # (its one-thread time: contention.calibrate)
+        if self.serial is not None:
+            self.serial.__exit__(exc_type, *exc)
+        elif exc_type is None:
+            contention.region_done(self.key, self.start)
         return False
 
 
