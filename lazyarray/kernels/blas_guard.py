@@ -16,10 +16,14 @@ does; while contended the product runs on one BLAS thread (``threads.blas_one_th
 plan's expected time is the fastest it took (no one-thread calibration as the numba regions have,
 ``contention.calibrate``: beside a busy core most shared products still ran at their quiet time,
 58 us for the ConvNeXt's, and only some waited 5-100 ms for the thread held back, so the fastest is
-a quiet one). Values: the same call either way (OpenBLAS splits a product's rows and columns among
-its threads, never the sum: one thread or two give the same bits; the tests check).
+a quiet one). Values: the same call either way, float64 the same bits on one thread or two, but
+float32 not (OpenBLAS splits a product's rows and columns among its threads, never the sum, yet the
+rows at a thread's edge take other micro-kernels: (512, 256) @ (256, 256) differed in 6% of its
+elements, by at most 1e-6 relative, a float32 rounding of the sum). So it is off by default, the
+tuning table's ``contention_blas``: on, a float32 product's last bits hang on the guard's state.
 
-The context is ``blas_threads.UNCHANGED`` (nothing timed, nothing switched) where the guard is off,
+The context is ``blas_threads.UNCHANGED`` (nothing timed, nothing switched) where the guard or
+``contention_blas`` is off,
 one thread is set, BLAS is on one thread already, or this is one of the pool's threads (a split's
 part, BLAS already held at one thread).
 """
@@ -74,6 +78,8 @@ def shared(flops: float):
     ``Shared`` (timed for the contention guard, on one BLAS thread while contended), or
     ``UNCHANGED`` where nothing may stall (see the module)."""
     n = thread_pool.num_threads()
-    if n < 2 or not current().contention_guard or thread_pool.in_pool() or thread_pool.blas_one_thread().serial:
+    t = current()
+    if n < 2 or not (t.contention_guard and t.contention_blas) or thread_pool.in_pool() \
+            or thread_pool.blas_one_thread().serial:
         return UNCHANGED
     return Shared(("blas", flops, n))
