@@ -151,3 +151,33 @@ def test_after_one_thread_the_probe_does_not_leave_small_products_on_two(monkeyp
         assert blas_threads.one_thread(2 * 100 ** 3, 100 ** 3) is threads.blas_one_thread()
     finally:
         la.set_num_threads(os.cpu_count() or 1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("impl", ["rows", "units_major"])
+def test_rows_and_units_major_take_the_size_policy(monkeypatch, dtype, impl):
+    """``nn.dense[rows]`` (no planned output: an eager call) and ``[units_major]`` of a 1 MFLOP product on
+    two threads run it on one BLAS thread, as ``stack`` and ``gemm`` do (the probe's answer replaced by
+    False, as on a machine whose BLAS shares such products); the values are the reference's."""
+    la.set_num_threads(2)
+    try:
+        if min((n or 1) for n in blas_thread_counts() or [1]) < 2:
+            pytest.skip("BLAS cannot run 2 threads here")
+        monkeypatch.setattr(blas_threads, "PROBE", NamedCache("test probe", 1))
+        monkeypatch.setattr(blas_threads, "_probe", lambda: False)
+        seen = []
+
+        class Spy:
+            def matmul(self, *a, **kw):
+                seen.append(max(blas_thread_counts()))
+                return np.matmul(*a, **kw)
+        rng = np.random.default_rng(2)
+        x = rng.standard_normal((8, 8, 8, 16) if impl == "rows" else (512, 16)).astype(dtype)
+        w, b = rng.standard_normal((64, 16)).astype(dtype), rng.standard_normal(64).astype(dtype)
+        out = None if impl == "rows" else np.empty((64, 512), dtype).T  # (units-major: its transpose C-ordered)
+        assert dense.choose_dense(np, x, w, out, la.config).impl.name == impl
+        y = {"rows": dense._rows, "units_major": dense._units_major}[impl](Spy(), x, w, b, out)
+        np.testing.assert_allclose(y, x @ w.T + b, rtol=1e-5, atol=1e-5)
+        assert seen == [1]
+    finally:
+        la.set_num_threads(os.cpu_count() or 1)
