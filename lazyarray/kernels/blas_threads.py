@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import jit
 from ..caches import NamedCache
-from ..threads import blas_one_thread, blas_thread_counts
+from ..threads import blas_one_thread, blas_thread_counts, num_threads
 from .blas_guard import UNCHANGED, shared  # (UNCHANGED: BLAS left alone; a hot caller may skip ``with``)
 
 # Below this many floating-point operations (2 * m * n * k) a product runs on one BLAS thread.
@@ -117,10 +117,14 @@ def small_calls_serial() -> bool:
     it said yes, and after ``la.set_num_threads(2)`` the remembered yes left products that OpenBLAS
     shares (its Haswell kernels have no small-matrix path) on both threads, outside every size policy
     and the contention guard (the batch-8 ConvNeXt's pointwise layers: 150-600 ms calls against 2 ms
-    on a loaded machine). False there too, unremembered (``probe_tells``)."""
+    on a loaded machine). Unremembered there: True on ``la.set_num_threads(1)`` (NumPy's BLAS was set to
+    one thread with it: its products are serial, and a plan for one thread keeps no switch), else False
+    (``probe_tells``: some BLAS library on one thread, another maybe not)."""
     found = PROBE.peek(None)
     if found is not None:
         return found
+    if num_threads() == 1:
+        return True
     return PROBE.get_or_make(None, _probe) if probe_tells() else False
 
 

@@ -117,10 +117,15 @@ def test_a_large_dense_layer_contended_or_not(clock, dtype, layout):
 def test_the_probe_waits_for_blas_on_several_threads(monkeypatch):
     """While a BLAS library is on one thread (``la.set_num_threads(1)``, or SciPy's OpenBLAS on 2 beside
     NumPy's on 1) every product is serial: a probe would say yes and the yes would outlive the setting.
-    No probe then, False unremembered; with every library on several threads it probes and remembers."""
+    No probe then, False unremembered (True on one thread set: serial there, and unremembered too); with
+    every library on several threads it probes and remembers."""
     monkeypatch.setattr(blas_threads, "PROBE", NamedCache("test probe", 1))
     calls = []
     monkeypatch.setattr(blas_threads, "_probe", lambda: calls.append(1) or True)
+    monkeypatch.setattr(blas_threads, "num_threads", lambda: 1)
+    monkeypatch.setattr(blas_threads, "blas_thread_counts", lambda: [1])
+    assert blas_threads.small_calls_serial() is True and calls == [] and blas_threads.PROBE.peek(None) is None
+    monkeypatch.setattr(blas_threads, "num_threads", lambda: 2)
     for counts in ([1], [2, 1], [1, 2], [None]):
         monkeypatch.setattr(blas_threads, "blas_thread_counts", lambda counts=counts: counts)
         assert not blas_threads.probe_tells()
