@@ -273,6 +273,10 @@ class Tuning:
     # after their stalls 1.1-2.1x, one thread alone 1.8-2.2x: benchmarks/busy_kernels.py)
     contention_splits: bool = _doc(False, "splits over the pool (conv2d[split], Winograd) also time their waits and "
                                    "run on the calling thread while contended")
+    # (one BLAS thread and two give float32 products that differ in their last bits, OpenBLAS's edge kernels
+    # at the split: on, a product's values would hang on the guard's state; kernels/blas_guard.py)
+    contention_blas: bool = _doc(False, "products left to BLAS's threads (blas_threads.MIN_PARALLEL_FLOPS or more) "
+                                 "also time themselves and run on one BLAS thread while contended")
 
     def __post_init__(self):
         for f in fields(self):

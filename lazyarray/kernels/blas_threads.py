@@ -34,7 +34,8 @@ import numpy as np
 
 from .. import jit
 from ..caches import NamedCache
-from ..threads import blas_one_thread
+from ..threads import blas_one_thread, blas_thread_counts, num_threads
+from .blas_guard import UNCHANGED, shared  # (UNCHANGED: BLAS left alone; a hot caller may skip ``with``)
 
 # Below this many floating-point operations (2 * m * n * k) a product runs on one BLAS thread.
 # Measured (benchmarks/onnx.py, 2 cores): the demo CNN's products (0.6, 1.3 and 5.3 MFLOP) each
@@ -52,26 +53,14 @@ SMALL_PRODUCT = 100 ** 3
 BLOCKS_PER_THREAD = 2
 
 
-class _Unchanged:
-    __slots__ = ()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-UNCHANGED = _Unchanged()  # what ``one_thread`` gives when BLAS is left alone (a hot caller may skip ``with``)
-
-
 def one_thread(flops: float, largest_call: float | None = None):
     """A context in which a product of ``flops`` floating-point operations runs on one BLAS thread
     when it is too small to share (``MIN_PARALLEL_FLOPS``); otherwise, for products BLAS runs on
     one thread anyway (``SERIAL_ANYWAY_FLOPS``; float32 calls of at most ``SMALL_PRODUCT``
     multiply-adds where ``small_calls_serial()``, when the caller gives ``largest_call``, the
     multiply-adds of its largest single float32 BLAS call) and while BLAS is on one thread,
-    ``UNCHANGED``.
+    ``UNCHANGED``; a product left to BLAS's threads (``MIN_PARALLEL_FLOPS`` or more) runs in
+    ``blas_guard.shared``: behind the contention guard, on one BLAS thread while contended.
 
     >>> import numpy as np
     >>> a = np.ones((8, 9), np.float32)
@@ -86,7 +75,8 @@ def one_thread(flops: float, largest_call: float | None = None):
         # (BLAS already on one thread: nothing to switch, nothing to probe)
         if not ctx.serial and not serial_anyway(flops, largest_call):
             return ctx
-    return UNCHANGED
+        return UNCHANGED
+    return shared(flops) if flops >= MIN_PARALLEL_FLOPS else UNCHANGED
 
 
 def serial_anyway(flops: float, largest_call: float | None = None) -> bool:
@@ -122,11 +112,29 @@ def small_calls_serial() -> bool:
     product: a window after that tells). Not probed in a compiled program's first run
     (``jit.first_run``): False there, unremembered (the switch to one thread, which is right either
     way, costs microseconds a product; the probe 30-250 ms), and the first later run that asks probes.
-    A probe in a background thread would not do: it counts every other thread's CPU time as BLAS's."""
+    A probe in a background thread would not do: it counts every other thread's CPU time as BLAS's.
+    Nor one while BLAS is on one thread (``la.set_num_threads(1)``): every product is serial there, so
+    it said yes, and after ``la.set_num_threads(2)`` the remembered yes left products that OpenBLAS
+    shares (its Haswell kernels have no small-matrix path) on both threads, outside every size policy
+    and the contention guard (the batch-8 ConvNeXt's pointwise layers: 150-600 ms calls against 2 ms
+    on a loaded machine). Unremembered there: True on ``la.set_num_threads(1)`` (NumPy's BLAS was set to
+    one thread with it: its products are serial, and a plan for one thread keeps no switch), else False
+    (``probe_tells``: some BLAS library on one thread, another maybe not)."""
     found = PROBE.peek(None)
     if found is not None:
         return found
-    return False if jit.in_first_run() else PROBE.get_or_make(None, _probe)
+    if num_threads() == 1:
+        return True
+    return PROBE.get_or_make(None, _probe) if probe_tells() else False
+
+
+def probe_tells() -> bool:
+    """Whether a probe now would find what BLAS does on several threads: not in a compiled program's
+    first run (``jit.first_run``), and every BLAS library on more than one thread (threadpoolctl's
+    counts; without threadpoolctl, unknown: the probe runs). Every one: a library loaded after
+    ``la.set_num_threads(1)`` keeps its own count (SciPy's OpenBLAS, loaded by onnxruntime's
+    benchmark, stayed on 2 beside NumPy's on 1), and a probe then multiplied on NumPy's one thread."""
+    return not jit.in_first_run() and all((n or 1) > 1 for n in blas_thread_counts() or [2])
 
 
 def probed() -> bool:

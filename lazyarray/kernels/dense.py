@@ -32,7 +32,7 @@ from ..ops.nn import rows_matmul
 from ..ops.weight_pack import transposed
 from ..tuning_table import current
 from . import dense_regions
-from .blas_threads import SERIAL_ANYWAY_FLOPS, UNCHANGED, one_thread
+from .blas_threads import MIN_PARALLEL_FLOPS, SERIAL_ANYWAY_FLOPS, UNCHANGED, one_thread
 from .elementwise import JIT_FLOATS, UNITS
 from .elementwise_jit import add_relu_cols_in_place, add_relu_rows_in_place
 from .impl import Choice, Impl
@@ -60,8 +60,20 @@ def _region(xp, x, weight, bias, out):
     return _biased(out, bias)
 
 
+def _blas_policy(xp, x, weight, rows: int):
+    """``one_thread``'s context for a product of ``rows`` rows by ``weight`` (``_stack``'s and ``_gemm``'s
+    size policy, which ``rows`` and ``units_major`` once skipped: an eager 1 MFLOP layer shared BLAS's
+    two threads and took 20-40 ms a call beside busy cores against 0.15 ms on one)."""
+    flops = 2.0 * rows * weight.shape[0] * weight.shape[1]
+    if not isinstance(x, np.ndarray) or rows <= 1 or flops <= SERIAL_ANYWAY_FLOPS:
+        return UNCHANGED
+    return one_thread(flops, flops / 2 if x.dtype == np.float32 == weight.dtype else None)
+
+
 def _units_major(xp, x, weight, bias, out):
-    return _biased(xp.matmul(x, weight.T, out=out), bias)
+    with _blas_policy(xp, x, weight, x.shape[0]):
+        y = xp.matmul(x, weight.T, out=out)
+    return _biased(y, bias)
 
 
 def _stack(xp, x, weight, bias, out):
@@ -73,6 +85,9 @@ def _stack(xp, x, weight, bias, out):
         if rows > 1 and flops > SERIAL_ANYWAY_FLOPS else UNCHANGED
     if serial is UNCHANGED:  # (a non-contiguous x: reshape copies it, the product is the same)
         x.reshape(rows, k).dot(weight.T, out=y)  # (a lean product: the view, ``_bound_stack``)
+    elif flops >= MIN_PARALLEL_FLOPS:  # (BLAS's threads, behind the contention guard: blas_guard.py)
+        with serial:
+            x.reshape(rows, k).dot(weight.T, out=y)  # (the same call as left alone)
     else:
         with serial:
             x.reshape(rows, k).dot(transposed(weight, rows), out=y)
@@ -82,7 +97,10 @@ def _stack(xp, x, weight, bias, out):
 
 
 def _rows(xp, x, weight, bias, out):
-    return _biased(rows_matmul(xp, x, transposed(weight, math.prod(x.shape[:-1])), out), bias)
+    rows = math.prod(x.shape[:-1])
+    with _blas_policy(xp, x, weight, rows):
+        y = rows_matmul(xp, x, transposed(weight, rows), out)
+    return _biased(y, bias)
 
 
 def _gemm(xp, x, weight, bias, out):
