@@ -229,6 +229,8 @@ class Tuning:
                                         "im2col's values bit for bit: conv2d[pointwise_strided]")
     conv_pointwise_loop: bool = _doc(True, "small 1x1 convolutions with a bias and an activation (conv2d[pointwise]'s "
                                      "case) as one compiled loop: nn.conv2d_act[loop] (kernels/pointwise_loop.py)")
+    conv2d_pointwise_loop: bool = _doc(True, "small 1x1 convolutions with a bias and no activation as conv2d_act[loop]'s "
+                                       "compiled loop: conv2d[loop] (kernels/pointwise_loop.py)")
     conv_pointwise_loop_max_macs: int = _doc(1 << 15, "largest nn.conv2d_act[loop] (multiply-adds, the batch's): past "
                                              "it BLAS's product and one compiled pass (fused) win")
     conv_activation: bool = _doc(True, "inference graphs: a convolution's relu, hardsigmoid or hardswish "

@@ -30,7 +30,9 @@ import numpy as np
 
 from .. import jit
 from .activation_jit import act_code, act_params, activate_value
+from .conv_direct import POINTWISE
 from .covering_view import covering
+from .impl import Impl
 
 
 def _make(activate):
@@ -123,3 +125,25 @@ def bound_loop(x, weight, bias, act, alpha, beta, out, other):
         return out
 
     return fn
+
+
+def conv2d_loop(xp, x, weight, bias, stride, padding, dilation, groups, out):
+    """conv2d ``loop``: a 1x1 layer without an activation (``pointwise``'s case, with a bias of the input's
+    dtype) by the same loop as ``nn.conv2d_act[loop]`` (its values with no activation bit for bit); None
+    where there is no such bias, the kernel is off or ``out``'s images are not C-ordered (``pointwise``
+    runs)."""
+    if bias is None or bias.dtype != x.dtype:
+        return None
+    return run_loop(xp, x, weight, bias, None, 0.0, 0.0, out)
+
+
+def conv2d_applies(x, weight, bias, t) -> bool:
+    """conv2d ``loop`` runs a call ``pointwise`` takes (the caller's condition): ``conv2d_pointwise_loop``
+    on and the loop's own condition (``applies``)."""
+    return t.conv2d_pointwise_loop and applies(x, weight, bias, t)
+
+
+LOOP = Impl("conv2d", "loop", conv2d_loop,
+            "pointwise's case with a bias and at most conv_pointwise_loop_max_macs multiply-adds, "
+            "conv2d_pointwise_loop on, numba: the product and the bias in one compiled loop (nn.conv2d_act[loop]'s "
+            "without an activation)", fallback=POINTWISE)
