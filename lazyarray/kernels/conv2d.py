@@ -70,7 +70,7 @@ POINTWISE_STRIDED = Impl("conv2d", "pointwise_strided", pointwise_strided.conv2d
                          "image (im2col's values bit for bit)", fallback=IM2COL)
 CONV1D = conv1d.CONV1D
 # the implementations whose runs take no scratch from the arena (their loops read the arrays as they are)
-NO_SCRATCH = (DIRECT, POINTWISE, DEPTHWISE, BLOCKED, BLOCKED_REGION)
+NO_SCRATCH = (DIRECT, POINTWISE, LOOP, DEPTHWISE, BLOCKED, BLOCKED_REGION)
 IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, BLOCKED_REGION, BLOCKED, IM2COL_COMPILED, IM2COL, DIRECT, DEPTHWISE, depthwise.TAPS, GROUPED,
          POINTWISE, LOOP, POINTWISE_STRIDED, CONV1D)
 
