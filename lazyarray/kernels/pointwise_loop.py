@@ -34,6 +34,12 @@ from .conv_direct import POINTWISE
 from .covering_view import covering
 from .impl import Impl
 
+# Layers of at most ``conv_pointwise_loop_narrow_weights`` weights (O * C) take the loop up to NARROW_MACS
+# times ``conv_pointwise_loop_max_macs``: BLAS's product of a (O, C) weight that small runs at a fraction of
+# its speed (one thread: MobileNet's batch-8 layers, (8, 8, 16, 16) by (24, 8, 1, 1), 393K multiply-adds,
+# the loop 0.5x the product's and bias pass's CPU time; (8, 32, 8, 8) by (32, 32, 1, 1), O * C = 1024, 1.07x)
+NARROW_MACS = 16
+
 
 def _make(activate):
     def _pointwise(x, w, b, y, code, p):  # pragma: no cover  (compiled by numba)
@@ -85,8 +91,11 @@ def applies(x, weight, bias, t) -> bool:
     """The loop runs a call that conv2d's ``pointwise`` runs (the caller's condition) with a bias of the
     input's dtype, by the tuning table ``t``: see the module."""
     n, c, h, w = x.shape
-    return bias is not None and bias.dtype == x.dtype and t.conv_pointwise_loop \
-        and n * weight.shape[0] * c * h * w <= t.conv_pointwise_loop_max_macs and jit.enabled()
+    o = weight.shape[0]
+    macs = n * o * c * h * w
+    fits = macs <= t.conv_pointwise_loop_max_macs or (
+        o * c <= t.conv_pointwise_loop_narrow_weights and macs <= NARROW_MACS * t.conv_pointwise_loop_max_macs)
+    return bias is not None and bias.dtype == x.dtype and t.conv_pointwise_loop and fits and jit.enabled()
 
 
 def run_loop(xp, x, weight, bias, act, alpha, beta, out):

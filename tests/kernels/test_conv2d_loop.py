@@ -48,7 +48,8 @@ def _check(x, w, b, dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_the_loop_equals_the_reference_and_its_binding_the_runner(dtype):
     rng = np.random.default_rng(0)
-    for x_shape, o in (((1, 16, 16, 16), 8), ((1, 24, 8, 8), 16), ((1, 32, 8, 8), 16), ((3, 5, 2, 3), 6),
+    for x_shape, o in (((1, 16, 16, 16), 8), ((1, 24, 8, 8), 16), ((1, 32, 8, 8), 16), ((8, 16, 16, 16), 8),
+                       ((8, 24, 8, 8), 16), ((8, 32, 8, 8), 16), ((3, 5, 2, 3), 6),
                        ((1, 7, 1, 1), 3), ((2, 4, 7, 7), 8)):
         x, w, b = _arrays(rng, x_shape, o, dtype)
         assert repr(kernels.choose(OP, np, x, w, b)) == "conv2d[loop]"
@@ -79,7 +80,7 @@ def test_the_chooser_takes_it_up_to_its_size_and_not_when_off():
     rng = np.random.default_rng(3)
     x, w, b = _arrays(rng, (1, 8, 8, 8), 16, "float32")  # (8,192 multiply-adds)
     assert kernels.choose(OP, np, x, w, b).impl is kconv.LOOP
-    with la.tuning(conv_pointwise_loop_max_macs=8191):
+    with la.tuning(conv_pointwise_loop_max_macs=8191, conv_pointwise_loop_narrow_weights=127):
         assert kernels.choose(OP, np, x, w, b).impl is kconv.POINTWISE
     with la.tuning(conv2d_pointwise_loop=False):
         assert kernels.choose(OP, np, x, w, b).impl is kconv.POINTWISE
