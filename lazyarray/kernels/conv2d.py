@@ -18,8 +18,17 @@ from ..ops import conv
 from ..ops.derived import keeps
 from ..threads import in_pool, num_threads, split_threads
 from ..tuning_table import current
-from . import blocked_region, conv1d, conv_blocked, conv_direct, conv_im2col, depthwise, direct_batch, pointwise_loop, \
-    pointwise_strided
+from . import (
+    blocked_region,
+    conv1d,
+    conv_blocked,
+    conv_direct,
+    conv_im2col,
+    depthwise,
+    direct_batch,
+    pointwise_loop,
+    pointwise_strided,
+)
 from .conv_batch_last import conv2d_batch_last, conv2d_region, region_fits, region_threads
 from .conv_split import conv2d_split
 from .impl import Choice, Impl

@@ -20,7 +20,12 @@ a program and an eager call give the same values bit for bit.
 Applies (``applies``): conv2d's choice ``pointwise`` with a bias of the input's dtype (so float32/
 float64 NumPy arrays, a C-ordered output), numba on, the tuning table's ``conv_pointwise_loop`` on and
 at most ``conv_pointwise_loop_max_macs`` multiply-adds (the batch's; past that BLAS's product wins:
-at (1, 16, 8, 8) by (32, 16, 1, 1), 32K multiply-adds, the two ran even on the development machine).
+at (1, 16, 8, 8) by (32, 16, 1, 1), 32K multiply-adds, the two ran even on the development machine),
+or up to ``NARROW_MACS`` times that for a weight of at most ``conv_pointwise_loop_narrow_weights`` values.
+
+conv2d's ``loop`` (``LOOP``, ``conv2d_pointwise_loop``): the same loop for a layer with a bias and no
+activation (conv2d_act[loop]'s values without one, bit for bit), which ``conv2d.with_bias`` picks for
+``pointwise``'s small layers once the bias is known (MobileNet's projection layers: issue #35).
 """
 from __future__ import annotations
 
