@@ -229,8 +229,13 @@ class Tuning:
                                         "im2col's values bit for bit: conv2d[pointwise_strided]")
     conv_pointwise_loop: bool = _doc(True, "small 1x1 convolutions with a bias and an activation (conv2d[pointwise]'s "
                                      "case) as one compiled loop: nn.conv2d_act[loop] (kernels/pointwise_loop.py)")
+    conv2d_pointwise_loop: bool = _doc(True, "small 1x1 convolutions with a bias and no activation as conv2d_act[loop]'s "
+                                       "compiled loop: conv2d[loop] (kernels/pointwise_loop.py)")
     conv_pointwise_loop_max_macs: int = _doc(1 << 15, "largest nn.conv2d_act[loop] (multiply-adds, the batch's): past "
                                              "it BLAS's product and one compiled pass (fused) win")
+    conv_pointwise_loop_narrow_weights: int = _doc(512, "1x1 layers of at most this many weights (O * C) take the "
+                                                   "loop up to 16 times conv_pointwise_loop_max_macs (BLAS is slow "
+                                                   "on so narrow a weight; kernels/pointwise_loop.py)")
     conv_activation: bool = _doc(True, "inference graphs: a convolution's relu, hardsigmoid or hardswish "
                                  "made one step with it (nn.conv2d_act; graph/passes/conv_activation.py)")
     shape_views: bool = _doc(True, "expand_dims and squeeze of NumPy arrays as one reshape to the output's shape, "

@@ -18,7 +18,17 @@ from ..ops import conv
 from ..ops.derived import keeps
 from ..threads import in_pool, num_threads, split_threads
 from ..tuning_table import current
-from . import blocked_region, conv1d, conv_blocked, conv_direct, conv_im2col, depthwise, direct_batch, pointwise_strided
+from . import (
+    blocked_region,
+    conv1d,
+    conv_blocked,
+    conv_direct,
+    conv_im2col,
+    depthwise,
+    direct_batch,
+    pointwise_loop,
+    pointwise_strided,
+)
 from .conv_batch_last import conv2d_batch_last, conv2d_region, region_fits, region_threads
 from .conv_split import conv2d_split
 from .impl import Choice, Impl
@@ -33,6 +43,7 @@ DEPTHWISE = depthwise.DEPTHWISE  # (compiled; depthwise.TAPS, the per-tap NumPy 
 GROUPED = conv_direct.GROUPED
 DIRECT = conv_direct.DIRECT
 POINTWISE = conv_direct.POINTWISE
+LOOP = pointwise_loop.LOOP  # (pointwise's choice, with a small layer's bias known: ``with_bias``)
 BATCH_LAST = Impl("conv2d", "batch_last", conv2d_batch_last,
                   "groups == 1, a batch of images under per_image_min_pixels output pixels, or stored batch "
                   "last: one product for the whole batch, im2col in runs of N values", layout="batch last")
@@ -68,9 +79,9 @@ POINTWISE_STRIDED = Impl("conv2d", "pointwise_strided", pointwise_strided.conv2d
                          "image (im2col's values bit for bit)", fallback=IM2COL)
 CONV1D = conv1d.CONV1D
 # the implementations whose runs take no scratch from the arena (their loops read the arrays as they are)
-NO_SCRATCH = (DIRECT, POINTWISE, DEPTHWISE, BLOCKED, BLOCKED_REGION)
+NO_SCRATCH = (DIRECT, POINTWISE, LOOP, DEPTHWISE, BLOCKED, BLOCKED_REGION)
 IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, BLOCKED_REGION, BLOCKED, IM2COL_COMPILED, IM2COL, DIRECT, DEPTHWISE, depthwise.TAPS, GROUPED,
-         POINTWISE, POINTWISE_STRIDED, CONV1D)
+         POINTWISE, LOOP, POINTWISE_STRIDED, CONV1D)
 
 _KEPT = ("kernel kept",)
 _CHOICES = {impl: Choice(impl) for impl in IMPLS}
@@ -136,6 +147,14 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
     return _CHOICES[GROUPED]
 
 
+def with_bias(choice: Choice, x, weight, bias, t) -> Choice:
+    """``choose_conv2d``'s choice for a call with this ``bias`` (which ``choose_conv2d`` does not see):
+    ``pointwise`` becomes ``loop`` where the layer is small and has a bias (``pointwise_loop.conv2d_applies``)."""
+    if choice.impl is POINTWISE and bias is not None and pointwise_loop.conv2d_applies(x, weight, bias, t):
+        return _CHOICES[LOOP]
+    return choice
+
+
 def _blocked(xp, x, weight, out, groups, ho, wo, t) -> bool:
     """Whether ``conv2d[blocked]`` takes this layer (switched on, its plane and filters fit)."""
     return t.conv_blocked and conv_blocked.plane_fits(ho, wo) \
@@ -158,7 +177,7 @@ def run_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation
         return conv.half_via_float32(run_conv2d, xp, x, weight, bias, stride, padding, dilation, groups, out)
     stride, padding, dilation = conv.geometry(stride, padding, dilation)
     t = current()
-    choice = choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t)
+    choice = with_bias(choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t), x, weight, bias, t)
     y = choice.impl.run(xp, x, weight, bias, stride, padding, dilation, groups, out)
     if y is None:  # (declined at run time: its fallback runs)
         choice = _CHOICES[choice.impl.fallback]
@@ -180,13 +199,14 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
         return None
     geometry = conv.geometry(stride, padding, dilation) + (groups,)
     params = ((None,) if bias is None else ()) + geometry  # (no bias: the step passes two arrays)
-    choice = choose_conv2d(xp, x, weight, out, *geometry)
+    choice = with_bias(choose_conv2d(xp, x, weight, out, *geometry), x, weight, bias, current())
     if choice.impl is CONV1D:  # (its facts are the step's avals and memory orders: bound once)
         return conv1d.bound_step(choice, x, weight, bias, *geometry[:3])
     generic = direct(choice, _CHOICES, xp, params)
     fixed = (depthwise.bound_nchw(x, weight, bias, *geometry[:3], out) if choice.impl is DEPTHWISE else
              conv_direct.bound_direct(x, weight, bias, *geometry, out, generic) if choice.impl is DIRECT else
              conv_direct.bound_pointwise(x, weight, out, generic) if choice.impl is POINTWISE else
+             pointwise_loop.bound_loop(x, weight, bias, None, 0.0, 0.0, out, generic) if choice.impl is LOOP else
              pointwise_strided.bound_strided(x, weight, geometry[0], out, generic)
              if choice.impl is POINTWISE_STRIDED else
              conv_blocked.bound_blocked(x, weight, bias, *geometry[:3], out, generic) if choice.impl is BLOCKED
@@ -203,7 +223,8 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
             if layout_counts else kept  # (images C-ordered: pointwise's own condition, a strided batch included)
 
     def rebind(arrays, out):
-        c = choose_conv2d(xp, arrays[0], arrays[1], out, *geometry)
+        c = with_bias(choose_conv2d(xp, arrays[0], arrays[1], out, *geometry), arrays[0], arrays[1],
+                      arrays[2] if len(arrays) > 2 else None, current())
         return Bound(c, direct(c, _CHOICES, xp, params))
 
     return by_facts(facts, rebind, {facts(x, weight): Bound(choice, fixed)}, choice)
@@ -222,7 +243,8 @@ def choose_for_call(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
     if x.dtype == np.float16 and weight.dtype == np.float16:
         x, weight = x.astype(np.float32), weight.astype(np.float32)
     stride, padding, dilation = conv.geometry(stride, padding, dilation)
-    return choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups)
+    t = current()
+    return with_bias(choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t), x, weight, bias, t)
 
 
 BINDERS = {"conv2d": bind_conv2d}

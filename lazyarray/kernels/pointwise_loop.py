@@ -20,7 +20,12 @@ a program and an eager call give the same values bit for bit.
 Applies (``applies``): conv2d's choice ``pointwise`` with a bias of the input's dtype (so float32/
 float64 NumPy arrays, a C-ordered output), numba on, the tuning table's ``conv_pointwise_loop`` on and
 at most ``conv_pointwise_loop_max_macs`` multiply-adds (the batch's; past that BLAS's product wins:
-at (1, 16, 8, 8) by (32, 16, 1, 1), 32K multiply-adds, the two ran even on the development machine).
+at (1, 16, 8, 8) by (32, 16, 1, 1), 32K multiply-adds, the two ran even on the development machine),
+or up to ``NARROW_MACS`` times that for a weight of at most ``conv_pointwise_loop_narrow_weights`` values.
+
+conv2d's ``loop`` (``LOOP``, ``conv2d_pointwise_loop``): the same loop for a layer with a bias and no
+activation (conv2d_act[loop]'s values without one, bit for bit), which ``conv2d.with_bias`` picks for
+``pointwise``'s small layers once the bias is known (MobileNet's projection layers: issue #35).
 """
 from __future__ import annotations
 
@@ -30,7 +35,15 @@ import numpy as np
 
 from .. import jit
 from .activation_jit import act_code, act_params, activate_value
+from .conv_direct import POINTWISE
 from .covering_view import covering
+from .impl import Impl
+
+# Layers of at most ``conv_pointwise_loop_narrow_weights`` weights (O * C) take the loop up to NARROW_MACS
+# times ``conv_pointwise_loop_max_macs``: BLAS's product of a (O, C) weight that small runs at a fraction of
+# its speed (one thread: MobileNet's batch-8 layers, (8, 8, 16, 16) by (24, 8, 1, 1), 393K multiply-adds,
+# the loop 0.5x the product's and bias pass's CPU time; (8, 32, 8, 8) by (32, 32, 1, 1), O * C = 1024, 1.07x)
+NARROW_MACS = 16
 
 
 def _make(activate):
@@ -83,8 +96,11 @@ def applies(x, weight, bias, t) -> bool:
     """The loop runs a call that conv2d's ``pointwise`` runs (the caller's condition) with a bias of the
     input's dtype, by the tuning table ``t``: see the module."""
     n, c, h, w = x.shape
-    return bias is not None and bias.dtype == x.dtype and t.conv_pointwise_loop \
-        and n * weight.shape[0] * c * h * w <= t.conv_pointwise_loop_max_macs and jit.enabled()
+    o = weight.shape[0]
+    macs = n * o * c * h * w
+    fits = macs <= t.conv_pointwise_loop_max_macs or (
+        o * c <= t.conv_pointwise_loop_narrow_weights and macs <= NARROW_MACS * t.conv_pointwise_loop_max_macs)
+    return bias is not None and bias.dtype == x.dtype and t.conv_pointwise_loop and fits and jit.enabled()
 
 
 def run_loop(xp, x, weight, bias, act, alpha, beta, out):
@@ -123,3 +139,25 @@ def bound_loop(x, weight, bias, act, alpha, beta, out, other):
         return out
 
     return fn
+
+
+def conv2d_loop(xp, x, weight, bias, stride, padding, dilation, groups, out):
+    """conv2d ``loop``: a 1x1 layer without an activation (``pointwise``'s case, with a bias of the input's
+    dtype) by the same loop as ``nn.conv2d_act[loop]`` (its values with no activation bit for bit); None
+    where there is no such bias, the kernel is off or ``out``'s images are not C-ordered (``pointwise``
+    runs)."""
+    if bias is None or bias.dtype != x.dtype:
+        return None
+    return run_loop(xp, x, weight, bias, None, 0.0, 0.0, out)
+
+
+def conv2d_applies(x, weight, bias, t) -> bool:
+    """conv2d ``loop`` runs a call ``pointwise`` takes (the caller's condition): ``conv2d_pointwise_loop``
+    on and the loop's own condition (``applies``)."""
+    return t.conv2d_pointwise_loop and applies(x, weight, bias, t)
+
+
+LOOP = Impl("conv2d", "loop", conv2d_loop,
+            "pointwise's case with a bias and at most conv_pointwise_loop_max_macs multiply-adds, "
+            "conv2d_pointwise_loop on, numba: the product and the bias in one compiled loop (nn.conv2d_act[loop]'s "
+            "without an activation)", fallback=POINTWISE)

@@ -30,6 +30,13 @@ SHAPES = [  # x shape, output channels: the real models' 1x1 layers (batch 1 and
 ]
 
 
+@pytest.fixture(autouse=True)
+def _no_loop():
+    """``pointwise`` itself: its small layers with a bias would take conv2d[loop] (tests/kernels/test_conv2d_loop.py)."""
+    with la.tuning(conv2d_pointwise_loop=False):
+        yield
+
+
 def _check(x, w, b, out=None):
     want = CONV.kernel(np, x, w, b)
     assert conv_direct.pointwise_applies(np, x, w, b, out, *ONE[:2], 1) == (out is None or out.flags.c_contiguous)

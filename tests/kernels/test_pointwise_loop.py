@@ -99,7 +99,7 @@ def test_the_chooser_takes_it_up_to_its_size_and_not_when_off():
     rng = np.random.default_rng(3)
     x, w, b = _arrays(rng, (1, 8, 8, 8), 16, "float32")  # (8,192 multiply-adds)
     assert kernels.choose(OP, np, x, w, b).impl is conv_act.LOOP
-    with la.tuning(conv_pointwise_loop_max_macs=8191):
+    with la.tuning(conv_pointwise_loop_max_macs=8191, conv_pointwise_loop_narrow_weights=127):
         assert kernels.choose(OP, np, x, w, b).impl is conv_act.FUSED
     with la.tuning(conv_pointwise_loop=False):
         assert kernels.choose(OP, np, x, w, b).impl is conv_act.FUSED
@@ -109,6 +109,23 @@ def test_the_chooser_takes_it_up_to_its_size_and_not_when_off():
     with la.tuning(jit=False):
         assert kernels.choose(OP, np, x, w, b).impl is conv_act.UFUNCS
         np.testing.assert_allclose(conv_act.run_conv2d_act(np, x, w, b), OP.kernel(np, x, w, b), **TOL["float32"])
+
+
+def test_narrow_weights_take_it_up_to_sixteen_times_its_size():
+    """A weight of at most ``conv_pointwise_loop_narrow_weights`` values (O * C) takes the loop past
+    ``conv_pointwise_loop_max_macs``, up to ``NARROW_MACS`` times it (MobileNet's batch-8 layers), and its
+    values equal the reference's within float rounding, the binding's the runner's bit for bit."""
+    rng = np.random.default_rng(6)
+    for dtype in DTYPES:
+        x, w, b = _arrays(rng, (8, 8, 16, 16), 24, dtype)  # (393K multiply-adds, 192 weights)
+        assert kernels.choose(OP, np, x, w, b, act="relu").impl is conv_act.LOOP
+        _check(x, w, b, dtype, "relu", {})
+        with la.tuning(conv_pointwise_loop_narrow_weights=191):
+            assert kernels.choose(OP, np, x, w, b, act="relu").impl is conv_act.FUSED
+        with la.tuning(conv_pointwise_loop_max_macs=393216 // pointwise_loop.NARROW_MACS - 1):
+            assert kernels.choose(OP, np, x, w, b, act="relu").impl is conv_act.FUSED
+    x, w, b = _arrays(rng, (8, 32, 8, 8), 32, "float32")  # (1,024 weights: BLAS's product)
+    assert kernels.choose(OP, np, x, w, b, act="relu").impl is conv_act.FUSED
 
 
 def test_a_bound_step_hands_other_orders_to_the_runners_path():
