@@ -27,9 +27,12 @@ at a batch stride (``Value.view_stride``: the images, the result's image bytes a
 C-ordered blocks, ``buffer_set.fill_views``) where its step's kernels write such an output in place
 (``STRIDED_WRITERS``: the convolutions, whose loops and products take an output whose images are
 C-ordered blocks at any batch stride, ``conv_direct.images_c_ordered``; any other of their
-implementations writes it through a copy, never a wrong value); the CPU only, the result not a part
-of another concatenation (each of its parts placed by it alone: a DenseNet block's nested
-concatenations would leave every reader a strided input), each part of one step of those ops.
+implementations writes it through a copy, never a wrong value; the pools, whose loops index any
+strides); the CPU only, each new part of one step of those ops. A batch's concatenations nest as
+the others do (``_batch_nest``: a DenseNet block at batch 8, whose parts are a pool's output and
+the layers' convolutions): every placed value's images lie the outermost result's image bytes
+apart, so an inner result is a view at that stride too, and its readers take a strided input
+(``batch_norm_relu[compiled]`` reads it through a C-ordered covering view, ``covering_view.py``).
 
 ``explain()`` lists such steps with the implementation ``written in place``; the producers'
 ``memory`` column shows their offsets in the concatenation's buffer.
@@ -44,7 +47,8 @@ from .plan import Step, Value
 
 IN_PLACE = "written in place"  # the implementation explain() shows for such a concatenate
 # ops whose every kernel writes an output whose images are C-ordered blocks at a batch stride (in
-# place, or through a copy): a part of a batch's concatenation may be such a view when one makes it
+# place, or through a copy; the pools' loops index any strides): a part of a batch's concatenation may
+# be such a view when one makes it
 STRIDED_WRITERS = frozenset({"conv2d", "conv2d_act", "max_pool2d", "max_pool2d_relu", "avg_pool2d"})
 
 
