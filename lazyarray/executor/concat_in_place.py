@@ -27,9 +27,12 @@ at a batch stride (``Value.view_stride``: the images, the result's image bytes a
 C-ordered blocks, ``buffer_set.fill_views``) where its step's kernels write such an output in place
 (``STRIDED_WRITERS``: the convolutions, whose loops and products take an output whose images are
 C-ordered blocks at any batch stride, ``conv_direct.images_c_ordered``; any other of their
-implementations writes it through a copy, never a wrong value); the CPU only, the result not a part
-of another concatenation (each of its parts placed by it alone: a DenseNet block's nested
-concatenations would leave every reader a strided input), each part of one step of those ops.
+implementations writes it through a copy, never a wrong value; the pools, whose loops index any
+strides); the CPU only, each new part of one step of those ops. A batch's concatenations nest as
+the others do (``_batch_nest``: a DenseNet block at batch 8, whose parts are a pool's output and
+the layers' convolutions): every placed value's images lie the outermost result's image bytes
+apart, so an inner result is a view at that stride too, and its readers take a strided input
+(``batch_norm_relu[compiled]`` reads it through a C-ordered covering view, ``covering_view.py``).
 
 ``explain()`` lists such steps with the implementation ``written in place``; the producers'
 ``memory`` column shows their offsets in the concatenation's buffer.
@@ -44,8 +47,9 @@ from .plan import Step, Value
 
 IN_PLACE = "written in place"  # the implementation explain() shows for such a concatenate
 # ops whose every kernel writes an output whose images are C-ordered blocks at a batch stride (in
-# place, or through a copy): a part of a batch's concatenation may be such a view when one makes it
-STRIDED_WRITERS = frozenset({"conv2d", "conv2d_act"})
+# place, or through a copy; the pools' loops index any strides): a part of a batch's concatenation may
+# be such a view when one makes it
+STRIDED_WRITERS = frozenset({"conv2d", "conv2d_act", "max_pool2d", "max_pool2d_relu", "avg_pool2d"})
 
 
 class Strided(NamedTuple):
@@ -122,14 +126,12 @@ def place(values: list[Value], steps: list[Step], concats: dict[int, tuple],
     for k in sorted(concats, reverse=True):
         st = steps[k]
         c, parts, offs = st.outputs[0], st.inputs, concats[k]
-        if not _plannable(values[c]) or len(set(parts)) != len(parts) or c in strides \
-                or any(v in strides for v in parts):
+        if not _plannable(values[c]) or len(set(parts)) != len(parts):
+            continue
+        if k not in images and (c in strides or any(v in strides for v in parts)):
             continue
         if k in images:
-            if _batch_parts(values, c, parts, pos, writable & writers):
-                n = images[k]
-                for v, o in zip(parts, offs):
-                    pos[v], strides[v] = (c, o), (n, values[c].nbytes // n)
+            if _batch_nest(values, c, parts, offs, images[k], pos, strides, writable & writers, placed_outs):
                 placed_outs.add(c)
                 done.add(k)
             continue
@@ -141,7 +143,7 @@ def place(values: list[Value], steps: list[Step], concats: dict[int, tuple],
         if p < 0 or p + values[c].nbytes > values[root].nbytes \
                 or any(pos[v] != (root, p + o) for v, o in zip(parts, offs) if v in pos) \
                 or any(v not in writable or not _plannable(values[v]) or v == root for v, _ in new) \
-                or not _apart(new, values, pos, root, placed_outs | {c}):
+                or not _apart([(v, at, values[v].nbytes) for v, at in new], values, pos, root, placed_outs | {c}):
             continue
         if c != root:
             pos[c] = target
@@ -155,24 +157,47 @@ def place(values: list[Value], steps: list[Step], concats: dict[int, tuple],
     return out, frozenset(done)
 
 
-def _batch_parts(values: list[Value], c: int, parts: tuple, pos: dict, writers: set[int]) -> bool:
-    """True when a batch's concatenation ``c`` may be written in place at a batch stride: its result
-    the root (no part of a later one) and each part new, planned and written by a ``STRIDED_WRITERS``
-    step."""
-    return c not in pos and all(v not in pos and v in writers and _plannable(values[v]) and v != c for v in parts)
+def _batch_nest(values: list[Value], c: int, parts: tuple, offs: tuple, n: int, pos: dict, strides: dict,
+                writers: set[int], containers: set[int]) -> bool:
+    """Place a batch's concatenation ``c`` (``n`` images; ``offs``: its parts' byte offsets in its
+    image) at a batch stride, nested as ``place`` nests the others; True where it is. Positions are
+    byte offsets in an image of the root (the outermost result), every placed value's images the
+    root's image bytes apart (``strides``). Rules: ``c`` and its placed parts placed at a batch stride
+    of ``n`` images (the same root, at their offsets), each new part planned and written by a
+    ``STRIDED_WRITERS`` step, sharing no byte of an image with a placed value but the
+    concatenations that contain it."""
+    if (c in pos and strides.get(c, (0,))[0] != n) or any(v in pos and strides.get(v, (0,))[0] != n for v in parts):
+        return False
+    target = pos.get(c)
+    if target is None:
+        target = next(((pos[v][0], pos[v][1] - o) for v, o in zip(parts, offs) if v in pos), (c, 0))
+    root, p = target
+    image, own = values[root].nbytes // n, values[c].nbytes // n
+    new = [(v, p + o) for v, o in zip(parts, offs) if v not in pos]
+    if p < 0 or p + own > image or any(pos[v] != (root, p + o) for v, o in zip(parts, offs) if v in pos) \
+            or any(v not in writers or not _plannable(values[v]) or v in (root, c) for v, _ in new) \
+            or not _apart([(v, at, values[v].nbytes // n) for v, at in new], values, pos, root,
+                          containers | {c}, n):
+        return False
+    if c != root:
+        pos[c], strides[c] = target, (n, image)
+    for v, at in new:
+        pos[v], strides[v] = (root, at), (n, image)
+    return True
 
 
 def _plannable(v: Value) -> bool:
     return not v.external and v.view_of is None and not v.escapes and v.nbytes > 0 and not v.runtime
 
 
-def _apart(new: list, values: list[Value], pos: dict, root: int, containers: set[int]) -> bool:
-    """True when no new part shares a byte of ``root``'s memory with a placed value, other than
-    a placed concatenation's result that contains the part whole."""
-    for v, at in new:
-        end = at + values[v].nbytes
+def _apart(new: list, values: list[Value], pos: dict, root: int, containers: set[int], images: int = 1) -> bool:
+    """True when no new part ``(value, offset, bytes)`` shares a byte of ``root``'s memory (of each of
+    its ``images``) with a placed value, other than a placed concatenation's result that contains the
+    part whole."""
+    for v, at, size in new:
+        end = at + size
         for w, (r, a) in pos.items():
-            b = a + values[w].nbytes
+            b = a + values[w].nbytes // images
             if r == root and a < end and at < b and not (w in containers and a <= at and end <= b):
                 return False
     return True

@@ -250,8 +250,8 @@ def test_densenet_equals_torch_and_the_copying_program(batch):
     with la.tuning(concat_in_place=False):
         want = ref(x).asnumpy()
     got = net(x).asnumpy()
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    assert (f"concatenate[{IN_PLACE}]" in str(net.explain(x))) == (batch == 1)
+    assert got.tobytes() == want.tobytes()
+    assert "8 concatenations written in place" in str(net.explain(x))  # (batch 8: at the block's image stride)
     for case in m["cases"]:
         xs = [la.array(data[f"{case}/in/{k}"]) for k in m["inputs"]]
         np.testing.assert_allclose(net(*xs).asnumpy(), data[f"{case}/out/0"], rtol=1e-3, atol=1e-4)

@@ -77,3 +77,62 @@ def test_choose_and_bind_name_the_compiled_pass(monkeypatch):
     np.testing.assert_array_equal(b.fn(x, *stats, out=np.empty_like(x)), batch_norm_relu_kernel(np, x, *stats))
     monkeypatch.setattr(jit, "enabled", lambda: False)
     assert str(kernels.choose("batch_norm_relu", np, x, *stats)) == "batch_norm_relu[ufuncs]"
+
+
+def _images_strided(shape, dtype, spare=3):
+    """x (N, C, ...) whose images are C-ordered blocks ``spare`` channels apart more than C (a part of a
+    batch's channel concatenation written in place)."""
+    n, c = shape[0], shape[1]
+    whole = _x((n, c + spare) + tuple(shape[2:]), dtype)
+    return whole[:, :c]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(3, 5, 4, 3), (2, 4, 6), (4, 3, 0, 2)])
+def test_images_at_a_batch_stride_run_compiled_bit_for_bit(dtype, shape):
+    x, stats = _images_strided(shape, dtype), _stats(shape[1], dtype)
+    assert x.size == 0 or not x.flags.c_contiguous and x[0].flags.c_contiguous
+    want = batch_norm_relu_kernel(np, x.copy(), *stats, 1e-3, 1)
+    for out in (None, np.empty(shape, dtype), _images_strided(shape, dtype, spare=1)):
+        got = K._compiled(np, x, *stats, 1e-3, 1, out)
+        assert (got is not None or x.size == 0) and (out is None or got is out)
+        if got is not None:
+            np.testing.assert_array_equal(got, want)
+            assert np.array_equal(np.signbit(got), np.signbit(want))
+    inplace = x.copy()
+    view = np.concatenate([inplace, inplace[:, :1]], axis=1)[:, : shape[1]]
+    if view.size:
+        assert K._compiled(np, view, *stats, 1e-3, 1, view) is view
+        np.testing.assert_array_equal(view, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["c", "images-strided", "1-image", "empty"])
+def test_bound_step_runs_compiled_bit_for_bit_and_falls_back(dtype, kind):
+    shape = {"c": (2, 5, 4, 3), "images-strided": (3, 5, 4, 3), "1-image": (1, 6, 3, 3), "empty": (2, 5, 0, 3)}[kind]
+    x = _images_strided(shape, dtype) if kind == "images-strided" else _x(shape, dtype)
+    stats, out = _stats(shape[1], dtype), np.empty(shape, dtype)
+    b = kernels.bind("batch_norm_relu", np, x, *stats, out=out, eps=1e-3)
+    assert b.choice.impl is K.COMPILED and str(b.choice) == "batch_norm_relu[compiled]"
+    assert b.fn.__qualname__.startswith("_fast.")  # (the pass bound once)
+    want = batch_norm_relu_kernel(np, x.copy(), *stats, 1e-3, 1)
+    assert b.fn(x, *stats, out=out) is out
+    np.testing.assert_array_equal(out, want)
+    assert np.array_equal(np.signbit(out), np.signbit(want))
+    # a call the binding did not see (another layout, another dtype's statistics, x itself as out): the
+    # generic binding runs it, the same values
+    other = np.ascontiguousarray(x)[:, ::-1][:, ::-1] if kind != "images-strided" else x.copy()
+    o2 = np.empty(shape, dtype)
+    np.testing.assert_array_equal(b.fn(other, *stats, out=o2), want)
+    x2 = x.copy()
+    np.testing.assert_array_equal(b.fn(x2, *stats, out=x2), want)
+
+
+def test_bound_step_declines_what_it_cannot_bind():
+    x, stats = _x((2, 6, 4, 4), np.float32), _stats(6, np.float32)
+    assert K._fast(x[:, ::2], np.empty((2, 3, 4, 4), np.float32), [s[:3].copy() for s in stats], 1e-5, None) is None
+    assert K._fast(x, x, stats, 1e-5, None) is None  # (in place: the generic binding)
+    assert K._fast(x, None, stats, 1e-5, None) is None
+    assert K._fast(x, np.empty((2, 6, 4, 4), np.float64), stats, 1e-5, None) is None
+    b = kernels.bind("batch_norm_relu", np, x, *stats, out=x)
+    np.testing.assert_array_equal(b.fn(x.copy(), *stats, out=np.empty_like(x)), batch_norm_relu_kernel(np, x, *stats))
