@@ -91,6 +91,8 @@ class Tuning:
                                "(nn.conv2d_add_relu; graph/passes/conv_residual.py)")
     conv_residual_write_out: bool = _doc(True, "nn.conv2d_add_relu's residual and relu in conv2d[blocked]'s write-out: "
                                          "nn.conv2d_add_relu[write_out] (kernels/conv_add_relu.py)")
+    conv_act_write_out: bool = _doc(True, "nn.conv2d_act's relu in conv2d[blocked]'s write-out: "
+                                    "nn.conv2d_act[write_out] (kernels/conv_act.py)")
     conv_direct_batch: bool = _doc(True, "batches of C-ordered images without groups take conv2d[direct] where an "
                                    "image is within conv_direct_max_macs (kernels/direct_batch.py)")
     conv1d: bool = _doc(True, "1-D convolutions (a unit-height image and kernel) as one compiled loop with their bias "

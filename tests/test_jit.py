@@ -405,7 +405,8 @@ def test_conv2d_act_in_a_first_run_is_its_compiled_activation_bit_for_bit(dtype,
     b = rng.standard_normal(6).astype(dtype)
 
     def run():
-        with la.tuning(conv_direct_max_macs=0):  # (not conv2d's direct: its loop applies the activation itself)
+        # (not conv2d's direct, nor blocked's write-out: their loops apply the activation themselves)
+        with la.tuning(conv_direct_max_macs=0, conv_act_write_out=False):
             return conv_act.run_conv2d_act(np, x, w, b, (1, 1), (1, 1), act=act, alpha=0.2, beta=0.5)
 
     first, later = _first_and_later(run, conv_act._act_in_place)

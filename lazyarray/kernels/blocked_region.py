@@ -65,7 +65,7 @@ def _build(serial):
 
     def run(x, w, b, y, r, cols, taps, g, ranges):  # pragma: no cover  (compiled by numba)
         for p in prange(ranges.shape[0]):
-            serial(x, w, b, y, r, cols, taps, g, ranges[p, 0], ranges[p, 1], ranges[p, 2], ranges[p, 3])
+            serial(x, w, b, y, r, False, cols, taps, g, ranges[p, 0], ranges[p, 1], ranges[p, 2], ranges[p, 3])
 
     return numba.njit(nogil=True, parallel=True)(run)
 

@@ -34,7 +34,8 @@ from ..ops import conv
 from ..ops.conv_act import ACTIVATIONS, activate
 from ..tuning_table import current
 from . import conv1d, pointwise_loop
-from .conv2d import CONV1D, DIRECT, POINTWISE, bind_conv2d, choose_conv2d, run_conv2d
+from .conv2d import BLOCKED, CONV1D, DIRECT, POINTWISE, bind_conv2d, choose_conv2d, run_conv2d
+from .conv_blocked import bound_blocked, conv2d_blocked
 from .conv_direct import bound_direct, conv2d_direct, images_c_ordered
 from .covering_view import covering
 from .depthwise import DEPTHWISE, FLOATS, bound_nchw, conv2d_depthwise_compiled
@@ -171,15 +172,28 @@ LOOP = Impl("conv2d_act", "loop", pointwise_loop.run_loop,
             "fixed cost was most of it)", fallback=FUSED)
 
 
+
+def _write_out(xp, x, weight, bias, stride, padding, dilation, groups, out):
+    """conv2d by blocked's loop with the relu taken in its write-out (None where blocked declines)."""
+    return conv2d_blocked(xp, x, weight, bias, stride, padding, dilation, groups, out, relu=True)
+
+
+WRITE_OUT = Impl("conv2d_act", "write_out", _write_out,
+                 "conv2d's choice blocked, act relu, conv_act_write_out on: the relu taken in blocked's write-out "
+                 "(no pass after it; compiled's values bit for bit)", fallback=COMPILED)
+
+
 @functools.lru_cache(maxsize=256)
 def _choice(impl: Impl, conv_choice: Choice) -> Choice:
     return Choice(impl, (conv_choice.label(),))
 
 
-def _pick(xp, x, weight, bias, conv_choice: Choice, t) -> Impl:
+def _pick(xp, x, weight, bias, conv_choice: Choice, t, act: str) -> Impl:
     """The activation's implementation given the convolution's choice (``t``: the tuning table)."""
     if not (xp is np and np.result_type(x.dtype, weight.dtype) in FLOATS and jit.enabled()):
         return UFUNCS
+    if conv_choice.impl is BLOCKED and act == "relu" and t.conv_act_write_out:
+        return WRITE_OUT
     if conv_choice.impl is not POINTWISE or bias is None or bias.dtype != x.dtype:
         return COMPILED
     return LOOP if pointwise_loop.applies(x, weight, bias, t) else FUSED
@@ -191,16 +205,16 @@ def choose_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), d
     with the convolution's choice."""
     if x.dtype == np.float16 and weight.dtype == np.float16:
         return Choice(UFUNCS, ("float16 via float32",))
-    return _choices(xp, x, weight, bias, conv.geometry(stride, padding, dilation), groups, out)[0]
+    return _choices(xp, x, weight, bias, conv.geometry(stride, padding, dilation), groups, out, act)[0]
 
 
-def _choices(xp, x, weight, bias, geo, groups, out) -> tuple[Choice, Choice]:
+def _choices(xp, x, weight, bias, geo, groups, out, act: str) -> tuple[Choice, Choice]:
     """``choose_conv2d_act``'s choice and the convolution's (float32/float64)."""
     t = current()
     conv_choice = choose_conv2d(xp, x, weight, out, *geo, groups, t)
     if conv_choice.impl is CONV1D:  # (the activation in the convolution's loop)
         return conv1d.act_choice(conv_choice), conv_choice
-    return _choice(_pick(xp, x, weight, bias, conv_choice, t), conv_choice), conv_choice
+    return _choice(_pick(xp, x, weight, bias, conv_choice, t, act), conv_choice), conv_choice
 
 
 def _activated(xp, y, act, alpha, beta) -> Impl:
@@ -232,7 +246,7 @@ def _run(xp, x, weight, bias, geo, groups, act, alpha, beta, out, t):
     """``run_conv2d_act``'s work (float32/float64), choosing as it runs: the output and the choice
     that ran."""
     conv_choice = choose_conv2d(xp, x, weight, out, *geo, groups, t)
-    impl = _pick(xp, x, weight, bias, conv_choice, t)
+    impl = _pick(xp, x, weight, bias, conv_choice, t, act)
     y, ran = _in_one_pass(impl, conv_choice, xp, x, weight, bias, geo, groups, act, alpha, beta, out)
     if y is not None:
         return y, ran
@@ -252,6 +266,9 @@ def _in_one_pass(impl, conv_choice, xp, x, weight, bias, geo, groups, act, alpha
         if y is not None:
             return y, _choice(LOOP, conv_choice)
         impl = FUSED
+    if impl is WRITE_OUT:
+        y = _write_out(xp, x, weight, bias, *geo, groups, out)
+        return y, (None if y is None else _choice(WRITE_OUT, conv_choice))
     if impl is FUSED:
         y = pointwise_fused(xp, x, weight, bias, act, alpha, beta, out)
         return y, (None if y is None else _choice(FUSED, conv_choice))
@@ -274,7 +291,7 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
     if x.dtype == np.float16 and weight.dtype == np.float16:
         return None
     geo = conv.geometry(stride, padding, dilation)
-    choice, conv_choice = _choices(xp, x, weight, bias, geo, groups, out)
+    choice, conv_choice = _choices(xp, x, weight, bias, geo, groups, out, act)
     if choice.impl is conv1d.CONV1D_ACT:
         return conv1d.bound_step(choice, x, weight, bias, *geo, act, alpha, beta)
     if choice.impl in (LOOP, FUSED):
@@ -303,11 +320,24 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
         return y
 
     lean = None
-    if choice.impl is COMPILED and conv_choice.impl is DIRECT:  # (the activation in direct's loop)
+    if choice.impl is WRITE_OUT:  # (the relu in blocked's write-out; else as the runner runs it)
+        lean = bound_blocked(x, weight, bias, *geo[:3], out, fn, relu=True)
+        if lean is None:
+            return Bound(choice, _runs_as_runner(xp, geo, groups, act, alpha, beta), scratch=conv_bound.scratch)
+    elif choice.impl is COMPILED and conv_choice.impl is DIRECT:  # (the activation in direct's loop)
         lean = bound_direct(x, weight, bias, *geo, groups, out, fn, act, alpha, beta)
     elif choice.impl is COMPILED and conv_choice.impl is DEPTHWISE:  # (in depthwise's NCHW loop)
         lean = bound_nchw(x, weight, bias, *geo, out, act, alpha, beta, fn)
     return Bound(choice, lean or fn, scratch=lean is None and conv_bound.scratch)  # (the loops read none)
+
+
+def _runs_as_runner(xp, geo, groups, act, alpha, beta):
+    """A step's function that chooses and runs as ``run_conv2d_act`` does (``write_out`` bound without a
+    planned output: each call its own choice)."""
+    def fn(x, w, b=None, out=None):
+        return _run(xp, x, w, b, geo, groups, act, alpha, beta, out, current())[0]
+
+    return fn
 
 
 def _make_rows(act):
@@ -378,7 +408,7 @@ def _bound_pointwise(choice, xp, x, weight, bias, geo, groups, act, alpha, beta,
     return Bound(choice, fused, scratch=False)  # (a matmul into the output, then its loop)
 
 
-IMPLS = {"conv2d_act": (conv1d.CONV1D_ACT, LOOP, FUSED, COMPILED, UFUNCS)}
+IMPLS = {"conv2d_act": (conv1d.CONV1D_ACT, LOOP, FUSED, WRITE_OUT, COMPILED, UFUNCS)}
 RUNNERS = {"conv2d_act": run_conv2d_act}
 CHOOSERS = {"conv2d_act": choose_conv2d_act}
 BINDERS = {"conv2d_act": bind_conv2d_act}

@@ -184,7 +184,7 @@ def _bound_write_out(x, weight, residual, bias, geo, out, other):
         if out is not planned and (out is None or not out.flags.c_contiguous or np.may_share_memory(r, out)) \
                 or not (x.flags.c_contiguous and w.flags.c_contiguous and r.flags.c_contiguous):
             return other(x, w, r, b, out=out)
-        kern(x, w.reshape(wshape), no_bias if b is None else b, out, r, *args, 0, n, 0, o)
+        kern(x, w.reshape(wshape), no_bias if b is None else b, out, r, False, *args, 0, n, 0, o)
         return out
 
     return fn

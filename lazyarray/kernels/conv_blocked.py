@@ -69,8 +69,16 @@ def _add_relu(yr, ar, rr, bo, zero):  # pragma: no cover  (compiled by numba, in
         yr[q] = u if (u > zero) | (u != u) else zero
 
 
+def _bias_relu(yr, ar, bo, zero):  # pragma: no cover  (compiled by numba, inlined)
+    """``yr = maximum(ar + bo, 0)``, the sum rounded in the dtype as conv2d's bias rounds it, then ``relu``
+    as ``conv_act``'s compiled pass takes it (a NaN stays, either zero to +0)."""
+    for q in range(yr.shape[0]):
+        u = ar[q] + bo
+        yr[q] = u if (u > zero) | (u != u) else zero
+
+
 PASS3, PASS1 = jit.contracted(jit.inlined(_pass3)), jit.contracted(jit.inlined(_pass1))
-ADD_RELU = jit.inlined(_add_relu)
+ADD_RELU, BIAS_RELU = jit.inlined(_add_relu), jit.inlined(_bias_relu)
 
 
 @functools.lru_cache(maxsize=4)
@@ -84,13 +92,14 @@ def no_residual(dtype) -> np.ndarray:
 def make_blocked(fill):
     """The kernel, ``fill`` (``phase_planes.FILL``) and the passes compiled into it (``with_fill``)."""
     pass3, pass1 = jit.compiled(PASS3, always=True), jit.compiled(PASS1, always=True)
-    add_relu = jit.compiled(ADD_RELU, always=True)
+    add_relu, bias_relu = jit.compiled(ADD_RELU, always=True), jit.compiled(BIAS_RELU, always=True)
 
-    def blocked(x, w, b, y, r, cols, taps, g, i0, i1, o0, o1):  # pragma: no cover  (compiled by numba)
+    def blocked(x, w, b, y, r, relu, cols, taps, g, i0, i1, o0, o1):  # pragma: no cover  (compiled by numba)
         """y[i0:i1, o0:o1] (of (N, O, Ho, Wo)) = conv of x[i0:i1] (of (N, C, H, W)) by w[o0:o1] (of (O, C,
         kh * kw)), plus b (O,) if b has O values; where ``r`` has y's shape (``nn.conv2d_add_relu``'s
-        residual, else an empty array), relu(that + r) as the write-out's last two ops (a last block of fewer than four channels computes its
-        last one again, not written out); the whole conv for (0, N, 0, O), a part of it otherwise
+        residual, else an empty array), relu(that + r) as the write-out's last two ops; else where ``relu``
+        (``nn.conv2d_act[write_out]``), relu(that) as its last op (a last block of fewer than four channels
+        computes its last one again, not written out); the whole conv for (0, N, 0, O), a part of it otherwise
         (``blocked_region``'s threads, each its own images or channels: each value computed as the whole
         conv computes it); ``cols``, ``taps``: ``phase_tables``'; ``g``: (sh, ph, hq, wq). Per image: its planes copied into phase planes
         (``fill``); per block of four output channels, per input channel, the taps three at a time
@@ -131,6 +140,9 @@ def make_blocked(fill):
                         yr, ar = ys[oh], ak[oh * wq:oh * wq + wo]
                         if residual:
                             add_relu(yr, ar, r[img, oc, oh], b[oc] if biased else zero, zero)
+                            continue
+                        if relu:  # (+0 added without a bias: relu's value of every sum the same)
+                            bias_relu(yr, ar, b[oc] if biased else zero, zero)
                             continue
                         for ow in range(wo):
                             yr[ow] = ar[ow] + b[oc] if biased else ar[ow]
@@ -173,10 +185,11 @@ def geometry(h: int, wd: int, kh: int, kw: int, stride, padding, dilation) -> tu
     return cols, taps, g
 
 
-def conv2d_blocked(xp, x, weight, bias, stride, padding, dilation, groups, out, residual=None):
+def conv2d_blocked(xp, x, weight, bias, stride, padding, dilation, groups, out, residual=None, relu=False):
     """conv2d by the compiled blocked loop (None where it does not apply: ``im2col_compiled`` runs);
     ``residual``: ``nn.conv2d_add_relu``'s, added and the relu taken in the write-out (None where it is
-    not C-ordered of the output's shape and dtype: the caller runs the convolution, then the pass)."""
+    not C-ordered of the output's shape and dtype: the caller runs the convolution, then the pass);
+    ``relu`` (no residual): ``nn.conv2d_act[write_out]``'s relu taken in the write-out."""
     if not applies(xp, x, weight, bias, out, groups, weight.shape[0]):
         return None
     ho, wo = conv.out_size(x, weight, stride, padding, dilation)
@@ -191,7 +204,7 @@ def conv2d_blocked(xp, x, weight, bias, stride, padding, dilation, groups, out, 
     b = np.zeros(0, x.dtype) if bias is None else np.ascontiguousarray(bias.reshape(-1))
     o, c, kh, kw = weight.shape
     r = no_residual(y.dtype) if residual is None else residual
-    kern(np.ascontiguousarray(x), np.ascontiguousarray(weight).reshape(o, c, kh * kw), b, covering(y), r,
+    kern(np.ascontiguousarray(x), np.ascontiguousarray(weight).reshape(o, c, kh * kw), b, covering(y), r, relu,
          *geometry(*x.shape[2:], kh, kw, stride, padding, dilation), 0, shape[0], 0, o)
     if out is None or into:
         return y
@@ -199,12 +212,13 @@ def conv2d_blocked(xp, x, weight, bias, stride, padding, dilation, groups, out, 
     return out
 
 
-def bound_blocked(x, weight, bias, stride, padding, dilation, out, other):
+def bound_blocked(x, weight, bias, stride, padding, dilation, out, other, relu=False):
     """A compiled step's call of the blocked loop (``conv2d.bind_conv2d``) with what the step's arrays fix
     made once (the kernel, the phase tables, the weight's (O, C, kh * kw) shape): ``fn(x, weight[, bias],
     out=)`` writes into a C-ordered ``out`` the values ``conv2d_blocked`` writes (the same loop) and takes
     any other call (another memory order, no output) to ``other`` (the step's generic binding). None where
-    this call would not run the loop into ``out``."""
+    this call would not run the loop into ``out``. ``relu``: the relu taken in the write-out
+    (``nn.conv2d_act[write_out]``)."""
     if out is None or not (x.flags.c_contiguous and images_c_ordered(out)) \
             or not applies(np, x, weight, bias, out, 1, weight.shape[0]):
         return None
@@ -222,7 +236,8 @@ def bound_blocked(x, weight, bias, stride, padding, dilation, out, other):
         if out is None or not ((out is planned or out.flags.c_contiguous) and x.flags.c_contiguous
                                and w.flags.c_contiguous):
             return other(x, w, b, out=out) if b is not None else other(x, w, out=out)
-        kern(x, w.reshape(wshape), no_bias if b is None else b, into if out is planned else out, none, *args, 0, n, 0, o)
+        kern(x, w.reshape(wshape), no_bias if b is None else b, into if out is planned else out, none, relu, *args,
+             0, n, 0, o)
         return out
 
     return fn

@@ -75,7 +75,7 @@ def test_compiled_steps_are_timed_per_step_and_named_after_their_nodes():
     steps = {e.step for e in compiled}
     assert len(compiled) == 2 * len(steps) and steps == set(range(len(steps)))
     # (the relu after the convolution runs in its step: nn.conv2d_act, graph/passes/conv_activation.py)
-    assert compiled[0].key == "nn.conv2d_act[compiled, blocked]" and compiled[0].node == "conv2d_act0"
+    assert compiled[0].key == "nn.conv2d_act[write_out, blocked]" and compiled[0].node == "conv2d_act0"
     assert len(prof.programs) == 1
 
 
