@@ -458,12 +458,11 @@ def bind_rms_norm(xp, x, gamma, eps=1e-6, out=None) -> Bound:
     kern = with_row_sum(_rms_rows_with, x.shape[-1] > BLOCK) if _rms_fits(xp, x, gamma) else None
     if kern is None or (out is not None and not out.flags.c_contiguous):
         return _BIND_RMS_OTHERWISE(xp, x, gamma, out=out, eps=eps)
-    n, dtype, t = x.shape[-1], x.dtype, x.dtype.type
-    consts = (t(eps), t(0), t(1))
+    n, dtype, k = x.shape[-1], x.dtype, constants(x.dtype, eps)
 
     def run(x, gamma, out=None):
         y = np.empty(x.shape, dtype) if out is None else out
-        kern(x.reshape(-1, n), gamma, y.reshape(-1, n), np.empty(1, dtype), *consts)
+        kern(x.reshape(-1, n), gamma, y.reshape(-1, n), k)
         return y
 
     return Bound(_RMS, run)
