@@ -275,7 +275,7 @@ class _Heads:
     running the step at once each read a consistent one."""
 
     __slots__ = ("qk", "q_ops", "k_ops", "codes", "q4", "k4", "v4", "shape", "view", "args", "takes", "heads", "zero",
-                 "last")
+                 "last", "few")
 
     def __init__(self, p: _Plan, q, k, v, out_axes, out_shape, heads):
         self.qk, self.q_ops, self.k_ops, self.codes = p.qk, p.q_ops, p.k_ops, p.codes
@@ -291,6 +291,13 @@ class _Heads:
         self.view = (tuple([_pad4(prod)[a] for a in axes]), tuple(back))
         self.heads, self.zero = heads, q.dtype.type(0)
         self.last = (None, None, (None,) * len(self.takes), ())
+        self.few = few_slots(p)
+
+
+def few_slots(p: _Plan) -> bool:
+    """Whether the chain's extras go to the first two float slots and the first mask slot alone (a chain of
+    at most two ops: ``heads_few``'s case, eight arguments, not twelve)."""
+    return all(j in (0, 1, attention_jit.CHAIN_FLOATS) for j, _, _ in p.takes)
 
 
 def _heads_plan(q, k, v, extras, q_ops, k_ops, score_ops, out_axes, out_shape) -> _Heads | None:
@@ -301,7 +308,7 @@ def _heads_plan(q, k, v, extras, q_ops, k_ops, score_ops, out_axes, out_shape) -
     if not _heads_fit(q, k, v):
         return None
     p = _plan(q, k, v, extras, q_ops, k_ops, score_ops, out_axes, out_shape, passes=False)
-    heads = attention_jit.heads_kernel() if p is not None else None
+    heads = attention_jit.heads_kernel(few_slots(p)) if p is not None else None
     return None if heads is None else _Heads(p, q, k, v, out_axes, out_shape, heads)
 
 
@@ -324,6 +331,8 @@ def _heads_args(p: _Heads, extras, y, kept: bool) -> tuple:
     if not hit or y is not y_last:
         p.last = (y if kept else None, y_view, tuple([extras[i] if s is not None else None for _, i, s in p.takes]),
                   tuple([args[j] if s is not None else None for j, _, s in p.takes]))
+    if p.few:
+        return (y_view, p.codes, args[0], args[1], args[attention_jit.CHAIN_FLOATS])
     return (y_view, p.codes, *args, p.zero)
 
 

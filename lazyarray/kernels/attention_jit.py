@@ -174,13 +174,28 @@ def _heads_pass_with(row_sum, squares_sum):
     return heads_pass
 
 
+@jit.tiered
+def _heads_few_with(row_sum, squares_sum):
+    """``heads_pass`` for a chain of at most two ops, so two float extras and one mask (``f0``, ``f1``, ``m0``;
+    the unused slots' dummies and the zero made inside): eight arguments instead of twelve, numba's
+    dispatch of each of which was 0.3-0.4 us of a small head's call (the same operations: the same values
+    as ``heads_pass``)."""
+    heads = jit.compiled(_heads_pass_with(row_sum, squares_sum), always=True)
+
+    def heads_few(q4, k4, v4, out4, codes, f0, f1, m0):  # pragma: no cover  (compiled by numba)
+        f, m, z = np.zeros((1, 1, 1, 1), q4.dtype), np.zeros((1, 1, 1, 1), np.bool_), np.zeros(1, q4.dtype)
+        heads(q4, k4, v4, out4, codes, f0, f1, f, f, m0, m, z[0])
+
+    return heads_few
+
+
 def scores_kernel():
     """The compiled ``scores_pass``, or None where compiled kernels are off or this is a program's first
     run (``jit.tiered``: its callers' NumPy calls give the same values)."""
     return with_row_sum(_scores_pass_with)
 
 
-def heads_kernel():
-    """The compiled ``heads_pass`` (rows of at most ``pairwise_sum.BLOCK`` keys), or None where compiled
-    kernels are off or this is a program's first run (``jit.tiered``)."""
-    return with_row_sum(_heads_pass_with)
+def heads_kernel(few: bool = False):
+    """The compiled ``heads_pass`` (rows of at most ``pairwise_sum.BLOCK`` keys), or ``heads_few`` where
+    ``few``, or None where compiled kernels are off or this is a program's first run (``jit.tiered``)."""
+    return with_row_sum(_heads_few_with if few else _heads_pass_with)

@@ -94,12 +94,16 @@ def _rows_making():
     """The maker of ``compiled``'s kernel, calling the compiled row sums (``pairwise_sum.py``)."""
     @jit.tiered
     def make(row_sum, squares_sum):
-        def rows(x, gamma, beta, out, stat, eps, zero, one):
+        def rows(x, gamma, beta, out, k):
             """``in_place``'s operations row by row for ``x`` of shape (rows, n), rows of adjacent values, into
             the C-ordered (rows, n) ``out``: each row's sum NumPy's (``row_sum``, pairwise), each division by the
             count in float64 stored in ``stat`` (x's dtype), the sum of the centered row's squares
             ``squares_sum``'s (squared as read), every other operation one rounding in x's dtype, in
-            ``in_place``'s order: the same values bit for bit, at any row length."""
+            ``in_place``'s order: the same values bit for bit, at any row length. ``k``: eps, 0 and 1 in
+            x's dtype (``constants``: one argument, not three, and ``stat`` made here, not passed: numba's
+            dispatch of each argument was most of a small call's time)."""
+            eps, zero, one = k[0], k[1], k[2]
+            stat = np.empty(2, x.dtype)
             n = x.shape[1]
             for r in range(x.shape[0]):
                 xr, yr = x[r], out[r]
@@ -169,9 +173,15 @@ def _compiled(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
         return None
     n = x.shape[-1]
     y = np.empty(x.shape, x.dtype) if out is None else out
-    t = x.dtype.type
-    kern(x.reshape(-1, n), gamma, beta, y.reshape(-1, n), np.empty(2, x.dtype), t(eps), t(0), t(1))
+    kern(x.reshape(-1, n), gamma, beta, y.reshape(-1, n), constants(x.dtype, eps))
     return y
+
+
+def constants(dtype, eps) -> np.ndarray:
+    """The compiled row kernels' constants (eps, 0, 1) in ``dtype``, one read-only array (``_rows_making``)."""
+    k = np.array((eps, 0, 1), dtype)
+    k.flags.writeable = False
+    return k
 
 
 def channels_last(x) -> tuple[int, int] | None:
@@ -345,14 +355,13 @@ def bind_layer_norm(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None) -> Bound:
     kern = with_row_sum(_rows_with, x.shape[-1] > BLOCK)
     if kern is None or (out is not None and not out.flags.c_contiguous):
         return Bound(choice, lambda x, gamma, beta, out=None: _declined(xp, x, gamma, beta, axis, eps, out))
-    n, dtype, t = x.shape[-1], x.dtype, x.dtype.type
-    consts = (t(eps), t(0), t(1))
+    n, dtype, k = x.shape[-1], x.dtype, constants(x.dtype, eps)
 
     def run(x, gamma, beta, out=None):
         if x.strides[-1] != x.itemsize and n != 1:
             return run_layer_norm(xp, x, gamma, beta, axis, eps, out)
         y = np.empty(x.shape, dtype) if out is None else out
-        kern(x.reshape(-1, n), gamma, beta, y.reshape(-1, n), np.empty(2, dtype), *consts)
+        kern(x.reshape(-1, n), gamma, beta, y.reshape(-1, n), k)
         return y
 
     return Bound(choice, run)
@@ -383,11 +392,13 @@ def _bind_strided(xp, x, gamma, beta, axis, eps, out) -> Bound:
 
 def _rms_rows_with(row_sum, squares_sum):
     """The kernel of rms_norm's ``compiled`` calling the compiled row sums (``pairwise_sum.py``)."""
-    def rms_rows(x, gamma, out, stat, eps, zero, one):
+    def rms_rows(x, gamma, out, k):
         """``nn.rms_norm``'s reference row by row for a 2-D ``x`` of rows of any length
         into ``out``: the sum of each row's squares NumPy's (``squares_sum``), the division by the count
         in float64 stored in ``stat``, every other operation one rounding in x's dtype, in the
-        reference's order."""
+        reference's order (``k``: eps, 0 and 1, as ``_rows_making``'s kernel takes them)."""
+        eps, zero, one = k[0], k[1], k[2]
+        stat = np.empty(1, x.dtype)
         n = x.shape[1]
         for r in range(x.shape[0]):
             xr, yr = x[r], out[r]
@@ -410,8 +421,7 @@ def _rms_compiled(xp, x, gamma, eps=1e-6, out=None):
         return None
     n = x.shape[-1]
     y = np.empty(x.shape, x.dtype) if out is None else out
-    t = x.dtype.type
-    kern(x.reshape(-1, n), gamma, y.reshape(-1, n), np.empty(1, x.dtype), t(eps), t(0), t(1))
+    kern(x.reshape(-1, n), gamma, y.reshape(-1, n), constants(x.dtype, eps))
     return y
 
 
@@ -448,12 +458,11 @@ def bind_rms_norm(xp, x, gamma, eps=1e-6, out=None) -> Bound:
     kern = with_row_sum(_rms_rows_with, x.shape[-1] > BLOCK) if _rms_fits(xp, x, gamma) else None
     if kern is None or (out is not None and not out.flags.c_contiguous):
         return _BIND_RMS_OTHERWISE(xp, x, gamma, out=out, eps=eps)
-    n, dtype, t = x.shape[-1], x.dtype, x.dtype.type
-    consts = (t(eps), t(0), t(1))
+    n, dtype, k = x.shape[-1], x.dtype, constants(x.dtype, eps)
 
     def run(x, gamma, out=None):
         y = np.empty(x.shape, dtype) if out is None else out
-        kern(x.reshape(-1, n), gamma, y.reshape(-1, n), np.empty(1, dtype), *consts)
+        kern(x.reshape(-1, n), gamma, y.reshape(-1, n), k)
         return y
 
     return Bound(_RMS, run)

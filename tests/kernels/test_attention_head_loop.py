@@ -238,3 +238,32 @@ def test_a_bound_step_called_with_other_arrays_views_them_again(dtype):
         again = bound.fn(*arrays)
         assert again is not got
         np.testing.assert_array_equal(again, got)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("s", [0, 1, 7])
+def test_the_few_slots_kernel_gives_heads_pass_bits(dtype, s):
+    """``heads_few`` (chains of at most two ops: eight arguments) against ``heads_pass`` with the dummies in
+    the unused slots, on views (k transposed) and empty query dims: the same bits."""
+    q, k, v = _qkv(dtype, (1, 2), s, 7, 16, 16)
+    k = np.ascontiguousarray(k.transpose(0, 1, 3, 2)).transpose(0, 1, 3, 2)  # (a strided view)
+    fill, no_mask = A._DUMMIES[np.dtype(dtype).type]
+    scale = np.full((1, 1, 1, 1), 0.25, dtype)
+    mask = (RNG.random((1, 1, 1, 7)) > 0.3)
+    codes = np.array([code("multiply", 0), code("where", 1)], np.int64)
+    fill_value = np.full((1, 1, 1, 1), np.finfo(dtype).min, dtype)
+    few, full = np.full((1, 2, s, 16), np.nan, dtype), np.full((1, 2, s, 16), np.nan, dtype)
+    attention_jit.heads_kernel(True)(q, k, v, few, codes, scale, fill_value, mask)
+    attention_jit.heads_kernel()(q, k, v, full, codes, scale, fill_value, fill, fill, mask, no_mask, np.dtype(dtype).type(0))
+    np.testing.assert_array_equal(few, full)
+    assert not np.isnan(full).any()
+
+
+def test_a_chain_of_three_ops_takes_the_twelve_argument_kernel():
+    q, k, v = _qkv("float32", (1, 2), 5, 5, 8, 8)
+    ops = (code("multiply", 0), code("add", 0), code("subtract", 0))
+    ex = (np.array(0.5, "float32"), np.ones((5, 5), "float32"), np.full((1, 5), 0.25, "float32"))
+    p = A._heads_plan(q, k, v, ex, (), (), ops, (), ())
+    assert p is not None and not p.few
+    _close(A.run_attention(np, q, k, v, *ex, score_ops=ops), q, k, v, *ex, score_ops=ops)
+    assert A._heads_plan(q, k, v, ex[:2], (), (), ops[:2], (), ()).few

@@ -142,3 +142,21 @@ def test_rms_norm_choice(kernel_path):
     out = np.empty((4, 8), "float32")
     assert L.run_rms_norm(np, x, g, out=out) is out
     np.testing.assert_array_equal(out, _rms_written_out(x, g, 1e-6))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(8, 7, 32), (2, 300), (0, 5, 16)])
+def test_bound_layer_and_rms_norms_are_the_written_out_ops_bit_for_bit(dtype, shape, monkeypatch):
+    """A compiled step's bound ``compiled`` layer and RMS norms (their constants one array, bound once)
+    give the written-out ops' values, on arrays and on strided views that go to the runner."""
+    pytest.importorskip("numba")
+    monkeypatch.setattr(la.config, "jit", True)
+    x, g, b = _args(shape, dtype)
+    ln, rms = L.bind_layer_norm(np, x, g, b, eps=1e-5), L.bind_rms_norm(np, x, g, eps=1e-6)
+    if x.size:  # (empty rows: the reference, bound)
+        assert str(ln.choice) == "layer_norm[compiled]" and str(rms.choice) == "rms_norm[compiled]"
+    for _ in range(2):
+        np.testing.assert_array_equal(ln.fn(x, g, b), _written_out(x, g, b, 1e-5))
+        np.testing.assert_array_equal(rms.fn(x, g), _rms_written_out(x, g, 1e-6))
+    wide = np.repeat(x, 2, axis=-1)[..., ::2]  # (a view: rows of strided values, the runner's)
+    np.testing.assert_array_equal(ln.fn(wide, g, b), _written_out(wide, g, b, 1e-5))
