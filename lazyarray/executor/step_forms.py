@@ -96,6 +96,8 @@ def _out3(fn, ins, outs, kw, node):
 
 
 def _out_any(fn, ins, outs, kw, node, frees=()):
+    if not kw:  # (a bound choice: its parameters bound in, no dict merged per call)
+        return BARE_OUT.get(len(ins), _out_n)(fn, ins, outs[0], node, frees)
     o, get = outs[0], _gather(ins)
 
     def step(s):
@@ -111,6 +113,16 @@ def _out_any(fn, ins, outs, kw, node, frees=()):
 
 def _outs(fn, ins, outs, kw, node, frees=()):
     get, put = _gather(ins), _gather(outs)  # (several outputs: ``put`` gives their buffers as a tuple)
+    if not kw:
+        def bare(s):
+            try:
+                fn(*get(s), out=put(s))
+            except Exception as exc:
+                raise step_error(node, exc) from exc
+            for k in frees:
+                s[k] = None
+
+        return bare
 
     def step(s):
         try:
@@ -124,6 +136,8 @@ def _outs(fn, ins, outs, kw, node, frees=()):
 
 
 def _fresh1(fn, ins, outs, kw, node, frees=()):
+    if not kw:
+        return BARE_FRESH.get(1, _fresh_n)(fn, ins, outs[0], node, frees)
     a, o = ins[0], outs[0]
 
     def step(s):
@@ -138,6 +152,8 @@ def _fresh1(fn, ins, outs, kw, node, frees=()):
 
 
 def _fresh_any(fn, ins, outs, kw, node, frees=()):
+    if not kw:
+        return BARE_FRESH.get(len(ins), _fresh_n)(fn, ins, outs[0], node, frees)
     o, get = outs[0], _gather(ins)
 
     def step(s):
@@ -180,6 +196,99 @@ def _multi(fn, ins, outs, kw, node, frees=()):
             s[k] = None
 
     return step
+
+
+# -- bare forms: a bound choice's step (its parameters bound in: ``kw`` empty), called without ``**kw``
+# (merging even an empty dict costs a bound batch-1 step about as much as the call itself), its
+# inputs read one by one where there are few (no argument tuple built)
+
+def _out4(fn, ins, o, node, frees):
+    a, b, c, d = ins
+
+    def step(s):
+        try:
+            fn(s[a], s[b], s[c], s[d], out=s[o])
+        except Exception as exc:
+            raise step_error(node, exc) from exc
+        for k in frees:
+            s[k] = None
+
+    return step
+
+
+def _out5(fn, ins, o, node, frees):
+    a, b, c, d, e = ins
+
+    def step(s):
+        try:
+            fn(s[a], s[b], s[c], s[d], s[e], out=s[o])
+        except Exception as exc:
+            raise step_error(node, exc) from exc
+        for k in frees:
+            s[k] = None
+
+    return step
+
+
+def _out_n(fn, ins, o, node, frees):
+    get = _gather(ins)
+
+    def step(s):
+        try:
+            fn(*get(s), out=s[o])
+        except Exception as exc:
+            raise step_error(node, exc) from exc
+        for k in frees:
+            s[k] = None
+
+    return step
+
+
+def _fresh_1(fn, ins, o, node, frees):
+    a = ins[0]
+
+    def step(s):
+        try:
+            s[o] = fn(s[a])
+        except Exception as exc:
+            raise step_error(node, exc) from exc
+        for k in frees:
+            s[k] = None
+
+    return step
+
+
+def _fresh_2(fn, ins, o, node, frees):
+    a, b = ins
+
+    def step(s):
+        try:
+            s[o] = fn(s[a], s[b])
+        except Exception as exc:
+            raise step_error(node, exc) from exc
+        for k in frees:
+            s[k] = None
+
+    return step
+
+
+def _fresh_n(fn, ins, o, node, frees):
+    get = _gather(ins)
+
+    def step(s):
+        try:
+            s[o] = fn(*get(s))
+        except Exception as exc:
+            raise step_error(node, exc) from exc
+        for k in frees:
+            s[k] = None
+
+    return step
+
+
+# by arity: the bare forms of ``out_any`` (``_out_n`` past five inputs) and of ``fresh1`` / ``fresh_any``
+BARE_OUT = MappingProxyType({4: _out4, 5: _out5})
+BARE_FRESH = MappingProxyType({1: _fresh_1, 2: _fresh_2})
 
 
 # the makers of the forms' closures that also drop the slots whose last reader the step is (one

@@ -85,3 +85,44 @@ def test_a_compiled_program_runs_its_steps_through_the_forms():
     xv = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     for _ in range(3):  # (a program's first run, its binding run, then its bound steps)
         np.testing.assert_array_equal(op(la.array(xv)).asnumpy(), (xv * 2).sum(axis=1))
+
+
+@pytest.mark.parametrize("ins", [(0,), (0, 1), (0, 1, 2), (0, 1, 2, 0), (0, 1, 2, 0, 1), (0, 1, 2, 0, 1, 2)])
+def test_a_bound_step_without_parameters_takes_the_bare_forms(ins):
+    # (``kw`` empty: a bound choice; called without ``**kw``, the same values, the same slots dropped)
+    s, calls = _slots(), []
+
+    def into(*arrays, out=None, **kw):
+        calls.append(kw)
+        return _sum_into(*arrays, out=out)
+
+    def fresh(*arrays, **kw):
+        calls.append(kw)
+        return _sum_of(*arrays)
+
+    want = sum((s[i] for i in ins), np.zeros((2, 3)))
+    FORMS["out_any"](into, ins, (4,), {}, _node(), (6,))(s)
+    np.testing.assert_array_equal(s[4], want)
+    assert s[6] is None
+    FORMS["fresh1" if len(ins) == 1 else "fresh_any"](fresh, ins, (3,), {}, _node(), (5,))(s)
+    np.testing.assert_array_equal(s[3], want)
+    assert s[5] is None and s[0] is not None
+    s = _slots()
+    FORMS["outs"](into, ins, (4, 5), {}, _node(), (3, 6))(s)
+    np.testing.assert_array_equal(s[4], want)
+    np.testing.assert_array_equal(s[5], -want)
+    assert s[3] is None and s[6] is None and calls == [{}, {}, {}]
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 5, 6])
+@pytest.mark.parametrize("form", ["out_any", "fresh_any", "outs"])
+def test_a_bare_form_re_raises_a_failure_naming_the_node(form, n):
+    def broken(*arrays, **kw):
+        raise ValueError("broken kernel")
+
+    node = _node()
+    outs = (4, 5) if form == "outs" else (4,)
+    with pytest.raises(la.LazyArrayError) as info:
+        FORMS[form](broken, tuple(range(n)), outs, {}, node)(_slots())
+    assert node.op.name in str(info.value) and "float32[2,3]" in str(info.value)
+    assert isinstance(info.value.__cause__, ValueError)
