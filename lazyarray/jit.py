@@ -40,11 +40,11 @@ import hashlib
 import importlib
 import importlib.util
 import logging
-import marshal
 import os
 import sys
 import tempfile
 import time
+import types
 import warnings
 
 from .caches import NamedCache
@@ -357,8 +357,32 @@ def _code_key(value):
     if py_func is None:
         return value
     cells = tuple(_code_key(c.cell_contents) for c in py_func.__closure__ or ())  # (a closure's constants)
-    return (py_func.__module__, py_func.__qualname__, marshal.dumps(py_func.__code__), cells,
+    return (py_func.__module__, py_func.__qualname__, code_digest(py_func.__code__), cells,
             getattr(py_func, "lazyarray_inlined", False))
+
+
+def code_digest(code) -> str:
+    """A digest of what ``code`` computes that is the same in every process: its bytecode, names and
+    constants (nested code by its own digest). Not ``marshal.dumps(code)``: marshal flags an object
+    referenced more than once by its reference count in this process (a constant ``0.0`` shared with
+    other code), so its bytes, and a key made of them, differed between processes and a kernel whose
+    closure held such a function compiled again in each (``extrema_rows``: 0.8 s a process)."""
+    parts = (code.co_code, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
+             code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags,
+             tuple(_const_key(c) for c in code.co_consts))
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def _const_key(c):
+    """A code constant as a value whose ``repr`` is the same in every process (a frozenset's order
+    follows the string hash's seed: sorted; a float's ``repr`` tells -0.0 from 0.0)."""
+    if isinstance(c, types.CodeType):
+        return code_digest(c)
+    if isinstance(c, tuple):
+        return tuple(_const_key(v) for v in c)
+    if isinstance(c, frozenset):
+        return ("frozenset", tuple(sorted(repr(_const_key(v)) for v in c)))
+    return type(c).__name__, repr(c)
 
 
 @functools.lru_cache(maxsize=1)  # (one class, made once numba is imported)
