@@ -47,6 +47,7 @@ import time
 import types
 import warnings
 
+from . import jit_load
 from .caches import NamedCache
 from .gc_scope import collected_after
 from .mode import MODE, PROFILING
@@ -392,6 +393,8 @@ def _disk_cache_class():
     leaves the kernel uncached."""
     caching = importlib.import_module("numba.core.caching")
     serialize = importlib.import_module("numba.core.serialize")
+    lazy_link = jit_load.impl_class(caching.CompileResultCacheImpl, importlib.import_module("numba.core.compiler"),
+                                    importlib.import_module("llvmlite.binding").parse_bitcode)
 
     class Locator(caching.UserProvidedCacheLocator):
         def __init__(self, py_func, py_file, root):
@@ -406,7 +409,7 @@ def _disk_cache_class():
         def from_function(self, py_func, py_file):
             return Locator(py_func, py_file, self.root) if os.path.isfile(py_file) else None
 
-    class Impl(caching.CompileResultCacheImpl):
+    class Impl(lazy_link):  # (numba's, its entries loaded without parsing their linking bitcode: jit_load.py)
         def __init__(self, py_func, root):
             self._locator_classes = [Rooted(root)]
             super().__init__(py_func)
