@@ -40,13 +40,14 @@ import hashlib
 import importlib
 import importlib.util
 import logging
-import marshal
 import os
 import sys
 import tempfile
 import time
+import types
 import warnings
 
+from . import jit_load
 from .caches import NamedCache
 from .gc_scope import collected_after
 from .mode import MODE, PROFILING
@@ -357,8 +358,32 @@ def _code_key(value):
     if py_func is None:
         return value
     cells = tuple(_code_key(c.cell_contents) for c in py_func.__closure__ or ())  # (a closure's constants)
-    return (py_func.__module__, py_func.__qualname__, marshal.dumps(py_func.__code__), cells,
+    return (py_func.__module__, py_func.__qualname__, code_digest(py_func.__code__), cells,
             getattr(py_func, "lazyarray_inlined", False))
+
+
+def code_digest(code) -> str:
+    """A digest of what ``code`` computes that is the same in every process: its bytecode, names and
+    constants (nested code by its own digest). Not ``marshal.dumps(code)``: marshal flags an object
+    referenced more than once by its reference count in this process (a constant ``0.0`` shared with
+    other code), so its bytes, and a key made of them, differed between processes and a kernel whose
+    closure held such a function compiled again in each (``extrema_rows``: 0.8 s a process)."""
+    parts = (code.co_code, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
+             code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags,
+             tuple(_const_key(c) for c in code.co_consts))
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def _const_key(c):
+    """A code constant as a value whose ``repr`` is the same in every process (a frozenset's order
+    follows the string hash's seed: sorted; a float's ``repr`` tells -0.0 from 0.0)."""
+    if isinstance(c, types.CodeType):
+        return code_digest(c)
+    if isinstance(c, tuple):
+        return tuple(_const_key(v) for v in c)
+    if isinstance(c, frozenset):
+        return ("frozenset", tuple(sorted(repr(_const_key(v)) for v in c)))
+    return type(c).__name__, repr(c)
 
 
 @functools.lru_cache(maxsize=1)  # (one class, made once numba is imported)
@@ -368,6 +393,8 @@ def _disk_cache_class():
     leaves the kernel uncached."""
     caching = importlib.import_module("numba.core.caching")
     serialize = importlib.import_module("numba.core.serialize")
+    lazy_link = jit_load.impl_class(caching.CompileResultCacheImpl, importlib.import_module("numba.core.compiler"),
+                                    importlib.import_module("llvmlite.binding").parse_bitcode)
 
     class Locator(caching.UserProvidedCacheLocator):
         def __init__(self, py_func, py_file, root):
@@ -382,7 +409,7 @@ def _disk_cache_class():
         def from_function(self, py_func, py_file):
             return Locator(py_func, py_file, self.root) if os.path.isfile(py_file) else None
 
-    class Impl(caching.CompileResultCacheImpl):
+    class Impl(lazy_link):  # (numba's, its entries loaded without parsing their linking bitcode: jit_load.py)
         def __init__(self, py_func, root):
             self._locator_classes = [Rooted(root)]
             super().__init__(py_func)
