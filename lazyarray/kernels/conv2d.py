@@ -147,9 +147,12 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
     return _CHOICES[GROUPED]
 
 
-def with_bias(choice: Choice, x, weight, bias, t) -> Choice:
-    """``choose_conv2d``'s choice for a call with this ``bias`` (which ``choose_conv2d`` does not see):
-    ``pointwise`` becomes ``loop`` where the layer is small and has a bias (``pointwise_loop.conv2d_applies``)."""
+def with_bias(xp, x, weight, bias, out, stride, padding, dilation, groups, t=None) -> Choice:
+    """conv2d's choice for a call with this ``bias`` (``choose_conv2d``'s, which does not see it, and
+    which ``conv2d_act`` and the others that bring their own bias take as it is): ``pointwise`` becomes
+    ``loop`` where the layer is small and has a bias (``pointwise_loop.conv2d_applies``)."""
+    t = current() if t is None else t
+    choice = choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t)
     if choice.impl is POINTWISE and bias is not None and pointwise_loop.conv2d_applies(x, weight, bias, t):
         return _CHOICES[LOOP]
     return choice
@@ -177,7 +180,7 @@ def run_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation
         return conv.half_via_float32(run_conv2d, xp, x, weight, bias, stride, padding, dilation, groups, out)
     stride, padding, dilation = conv.geometry(stride, padding, dilation)
     t = current()
-    choice = with_bias(choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t), x, weight, bias, t)
+    choice = with_bias(xp, x, weight, bias, out, stride, padding, dilation, groups, t)
     y = choice.impl.run(xp, x, weight, bias, stride, padding, dilation, groups, out)
     if y is None:  # (declined at run time: its fallback runs)
         choice = _CHOICES[choice.impl.fallback]
@@ -199,7 +202,7 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
         return None
     geometry = conv.geometry(stride, padding, dilation) + (groups,)
     params = ((None,) if bias is None else ()) + geometry  # (no bias: the step passes two arrays)
-    choice = with_bias(choose_conv2d(xp, x, weight, out, *geometry), x, weight, bias, current())
+    choice = with_bias(xp, x, weight, bias, out, *geometry)
     if choice.impl is CONV1D:  # (its facts are the step's avals and memory orders: bound once)
         return conv1d.bound_step(choice, x, weight, bias, *geometry[:3])
     generic = direct(choice, _CHOICES, xp, params)
@@ -223,8 +226,7 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
             if layout_counts else kept  # (images C-ordered: pointwise's own condition, a strided batch included)
 
     def rebind(arrays, out):
-        c = with_bias(choose_conv2d(xp, arrays[0], arrays[1], out, *geometry), arrays[0], arrays[1],
-                      arrays[2] if len(arrays) > 2 else None, current())
+        c = with_bias(xp, arrays[0], arrays[1], arrays[2] if len(arrays) > 2 else None, out, *geometry)
         return Bound(c, direct(c, _CHOICES, xp, params))
 
     return by_facts(facts, rebind, {facts(x, weight): Bound(choice, fixed)}, choice)
@@ -243,8 +245,7 @@ def choose_for_call(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
     if x.dtype == np.float16 and weight.dtype == np.float16:
         x, weight = x.astype(np.float32), weight.astype(np.float32)
     stride, padding, dilation = conv.geometry(stride, padding, dilation)
-    t = current()
-    return with_bias(choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t), x, weight, bias, t)
+    return with_bias(xp, x, weight, bias, out, stride, padding, dilation, groups)
 
 
 BINDERS = {"conv2d": bind_conv2d}
