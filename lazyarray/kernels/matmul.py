@@ -37,9 +37,9 @@ from .profile import current as current_profile
 from .runner import Bound, direct
 
 
-def products(a, b) -> tuple[float, float]:
-    """(floating-point operations of ``a @ b``, multiply-adds of its largest single BLAS call)."""
-    sa, sb = a.shape, b.shape
+def flops_of(sa: tuple, sb: tuple) -> tuple[float, float]:
+    """(floating-point operations of a product of shapes ``sa @ sb``, multiply-adds of one matrix
+    product of its stack): the shapes alone, whatever the memory order."""
     if not sa or not sb:
         return 0.0, 0.0
     one = float((sa[-2] if len(sa) > 1 else 1) * sa[-1] * (sb[-1] if len(sb) > 1 else 1))
@@ -48,9 +48,16 @@ def products(a, b) -> tuple[float, float]:
     batch = 1
     for da, db in itertools.zip_longest(reversed(sa[:-2]), reversed(sb[:-2]), fillvalue=1):
         batch *= max(da, db) if da and db else 0
-    flops = 2.0 * batch * one
+    return 2.0 * batch * one, one
+
+
+def products(a, b) -> tuple[float, float]:
+    """(floating-point operations of ``a @ b``, multiply-adds of its largest single BLAS call)."""
+    flops, one = flops_of(a.shape, b.shape)
+    if a.ndim <= 2 and b.ndim <= 2:
+        return flops, one
     # a C-ordered stack times a matrix is one product over all its rows (nn.rows_matmul)
-    return flops, flops / 2 if len(sb) == 2 and a.flags.c_contiguous else one
+    return flops, flops / 2 if b.ndim == 2 and a.flags.c_contiguous else one
 
 
 # one_blas_thread below this many floating-point operations (above: both threads pay, see the module)
@@ -89,12 +96,26 @@ def choose_matmul(xp, a, b, out=None) -> Choice:
     return _ONE
 
 
+def order_decides(xp, a, b) -> bool:
+    """Whether ``choose_matmul``'s answer for ``a @ b`` could change with ``a``'s memory order: a
+    stack times a matrix with several threads set, both float32, of a size between
+    ``SERIAL_ANYWAY_FLOPS`` and ``MAX_FLOPS`` (where ``products``' largest call decides). Elsewhere
+    the shapes decide: a batch-1 transformer's (1, 7, 32) @ (32, 32) is ``blas`` in any order, and a
+    step asking per call paid ~10 us a product on two threads (T5's b1 call: 428 -> 565 us)."""
+    if a.ndim <= 2 or b.ndim != 2 or num_threads() == 1 or xp is not np:
+        return False
+    if not a.dtype == np.float32 == b.dtype:
+        return False
+    flops, _ = flops_of(a.shape, b.shape)
+    return SERIAL_ANYWAY_FLOPS < flops < MAX_FLOPS
+
+
 def bind_matmul(xp, a, b, out=None) -> Bound | None:
     """A compiled step's ``Bound`` (``kernels.bind``): ``choose_matmul``'s choice, fixed by the avals, the
-    thread count and the tuning table, run directly; None (the per-call runner) for a stack times a
-    matrix with several threads set, whose choice hangs on the stack's memory order (``products``;
-    on one thread it is ``blas`` whatever the order: T5's bias-free projections)."""
-    if a.ndim > 2 and b.ndim == 2 and num_threads() != 1:
+    thread count and the tuning table, run directly; None (the per-call runner) where the stack's memory
+    order decides it (``order_decides``; on one thread it is ``blas`` whatever the order: T5's bias-free
+    projections)."""
+    if order_decides(xp, a, b):
         return None
     choice = choose_matmul(xp, a, b)
     return Bound(choice, direct(choice, {}, xp, arity=2))

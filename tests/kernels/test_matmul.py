@@ -184,19 +184,32 @@ def test_the_mlp_training_step_runs_what_it_should(two_threads, probe, batch):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_a_stack_times_a_matrix_binds_blas_on_one_thread_only(dtype):
+def test_a_stack_times_a_matrix_binds_where_its_memory_order_cannot_decide(dtype):
     """On one thread a stack times a matrix is ``blas`` whatever the stack's memory order: its step
-    binds that choice (``bind_matmul``); with several threads set it keeps the per-call runner. The
-    bound call's values are the reference's (C-ordered and strided stacks, an empty stack)."""
+    binds that choice (``bind_matmul``). With several threads set it binds where the shapes decide
+    (a small float product, a float64 one: ``order_decides``) and keeps the per-call runner only for
+    a float32 stack whose size puts its largest BLAS call's memory order in the choice. The bound
+    call's values are the reference's (C-ordered and strided stacks, an empty stack)."""
     la.set_num_threads(1)
-    for a in (_pair((2, 5, 8), (8, 3), dtype)[0], _pair((5, 2, 8), (8, 3), dtype)[0].transpose(1, 0, 2),
-              np.zeros((2, 0, 8), dtype)):
-        b = _pair((2, 5, 8), (8, 3), dtype)[1]
+    stacks = (_pair((2, 5, 8), (8, 3), dtype)[0], _pair((5, 2, 8), (8, 3), dtype)[0].transpose(1, 0, 2),
+              np.zeros((2, 0, 8), dtype))
+    b = _pair((2, 5, 8), (8, 3), dtype)[1]
+    for a in stacks:
         bound = kmatmul.bind_matmul(np, a, b)
         assert bound is not None and bound.choice.impl.name == "blas"
         np.testing.assert_array_equal(bound.fn(a, b), REFERENCE(np, a, b))
+    mid_a, mid_b = _pair((2, 256, 64), (64, 64), dtype)  # (4.2 MFLOP: between SERIAL_ANYWAY and MAX_FLOPS)
     try:
         la.set_num_threads(2)
-        assert kmatmul.bind_matmul(np, a, b) is None
+        for a in stacks:
+            bound = kmatmul.bind_matmul(np, a, b)
+            assert bound is not None and bound.choice is kmatmul.choose_matmul(np, a, b)
+            np.testing.assert_array_equal(bound.fn(a, b), REFERENCE(np, a, b))
+        for a in (mid_a, np.ascontiguousarray(mid_a.transpose(1, 0, 2)).transpose(1, 0, 2)):
+            bound = kmatmul.bind_matmul(np, a, mid_b)
+            if dtype == "float32":
+                assert bound is None
+            else:
+                assert bound.choice is kmatmul.choose_matmul(np, a, mid_b)
     finally:
         la.set_num_threads(1)
