@@ -130,7 +130,10 @@ class _BlasSerial:
     once (a library scan, milliseconds); each switch is then one C call per BLAS library. For
     OpenBLAS that call is threadpoolctl's unguarded setter: its public one ignores every Python
     thread but the first to set a limit (``la.set_num_threads`` on the main thread), and a split
-    may start on any thread; the depth count here is what keeps threads from fighting over it."""
+    may start on any thread; the depth count here is what keeps threads from fighting over it.
+    Each library is read and set through the C functions threadpoolctl itself calls (``_switches``):
+    its Python methods made a switch to one thread and back cost ~18 us against ~5 (measured on the
+    2-core development machine: a batch-8 ViT called it 14 times a call on 2 threads)."""
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -149,9 +152,9 @@ class _BlasSerial:
             except ImportError:  # without threadpoolctl BLAS keeps its threads (oversubscribed, still correct)
                 self.controllers = []
             else:
-                self.controllers = [(c, getattr(c, "_real_set_num_threads", c.set_num_threads))
-                                    for c in ThreadpoolController().lib_controllers if c.user_api == "blas"]
-            self.serial = all((c.get_num_threads() or 1) <= 1 for c, _ in self.controllers)
+                self.controllers = [_switches(c) for c in ThreadpoolController().lib_controllers
+                                    if c.user_api == "blas"]
+            self.serial = all((get() or 1) <= 1 for get, _ in self.controllers)
         return self.controllers
 
     def __enter__(self):
@@ -162,7 +165,7 @@ class _BlasSerial:
             return self
         with self.lock:
             if self.depth == 0:
-                self.saved = [(c, setter, c.get_num_threads()) for c, setter in self._blas()]
+                self.saved = [(get, setter, get()) for get, setter in self._blas()]
                 for _, setter, n in self.saved:
                     if n is not None and n > 1:
                         setter(1)
@@ -185,6 +188,24 @@ class _BlasSerial:
 _BLAS = _BlasSerial()
 
 
+def _switches(controller) -> tuple:
+    """``(get, set)``: a threadpoolctl BLAS controller's thread count getter and setter. For OpenBLAS
+    the C functions its ``get_num_threads`` and unguarded setter call (OpenMP's where OpenBLAS runs on
+    OpenMP, else OpenBLAS's own), called directly; for other libraries (or symbols not found) its
+    methods (the setter the unguarded one where it has it, see ``_BlasSerial``)."""
+    setter = getattr(controller, "_real_set_num_threads", controller.set_num_threads)
+    symbol = getattr(controller, "_get_symbol", None)
+    if controller.internal_api != "openblas" or symbol is None:
+        return controller.get_num_threads, setter
+    if getattr(controller, "threading_layer", None) == "openmp":
+        get, put = symbol("omp_get_max_threads"), symbol("omp_set_num_threads")
+    else:
+        get, put = symbol("openblas_get_num_threads"), symbol("openblas_set_num_threads")
+    if get is None or put is None:
+        return controller.get_num_threads, setter
+    return get, put
+
+
 def blas_one_thread() -> _BlasSerial:
     """A context in which BLAS runs on one thread (process-wide, counted like ``split``'s own
     region): a kernel that splits several times, or calls BLAS between splits, switches once."""
@@ -202,7 +223,7 @@ def blas_changed() -> None:
 def blas_thread_counts() -> list:
     """The thread count of each BLAS library NumPy loaded (as ``blas_one_thread`` sees them; empty
     without threadpoolctl)."""
-    return [c.get_num_threads() for c, _ in _BLAS._blas()]
+    return [get() for get, _ in _BLAS._blas()]
 
 
 def split_threads(macs: int, pieces: int) -> int:

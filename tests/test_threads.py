@@ -232,3 +232,43 @@ def test_in_pool_is_per_thread():
         assert inside and not threads.in_pool()
     finally:
         la.set_num_threads(os.cpu_count() or 1)
+
+
+def test_the_switch_reads_and_sets_blas_through_the_c_functions_threadpoolctl_calls(two_threads):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    controllers = [c for c in threadpoolctl.ThreadpoolController().lib_controllers if c.user_api == "blas"]
+    if not controllers:
+        pytest.skip("no BLAS library found by threadpoolctl")
+    switches = [threads._switches(c) for c in controllers]
+    before = [c.get_num_threads() for c in controllers]
+    assert [get() for get, _ in switches] == before  # the same counts threadpoolctl reads
+    try:
+        for _, put in switches:
+            put(1)
+        assert [c.get_num_threads() for c in controllers] == [1] * len(controllers)
+    finally:
+        for (_, put), n in zip(switches, before):
+            put(n)
+    assert [c.get_num_threads() for c in controllers] == before
+
+
+class _OtherBlas:
+    """A BLAS controller of another library: its methods are what the switch calls."""
+
+    internal_api = "mkl"
+
+    def __init__(self):
+        self.count = 4
+
+    def get_num_threads(self):
+        return self.count
+
+    def set_num_threads(self, n):
+        self.count = n
+
+
+def test_another_library_is_switched_through_its_controllers_methods():
+    other = _OtherBlas()
+    get, put = threads._switches(other)
+    put(1)
+    assert (get(), other.count) == (1, 1)
