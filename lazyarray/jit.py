@@ -56,6 +56,9 @@ from .tuning_table import config, current, from_environment_only
 # kernel function -> its numba dispatcher (one per kernel function of the package; an evicted one
 # loads again from the disk cache)
 COMPILED = NamedCache("compiled kernels", 1024)
+# code object -> ``code_digest`` (equal code objects have equal digests: code compares its bytecode, names
+# and constants, each constant with its type)
+DIGESTS = NamedCache("code digests", 1024)
 CACHE_CAP_BYTES = 256 << 20  # the disk cache's size: a model zoo's kernels take a few MiB
 _LOG = logging.getLogger("lazyarray.jit")
 # True while a compiled program's first run takes the NumPy kernels (``first_run``)
@@ -367,7 +370,17 @@ def code_digest(code) -> str:
     constants (nested code by its own digest). Not ``marshal.dumps(code)``: marshal flags an object
     referenced more than once by its reference count in this process (a constant ``0.0`` shared with
     other code), so its bytes, and a key made of them, differed between processes and a kernel whose
-    closure held such a function compiled again in each (``extrema_rows``: 0.8 s a process)."""
+    closure held such a function compiled again in each (``extrema_rows``: 0.8 s a process). Worked
+    out once per code object (``DIGESTS``: a kernel's index key digests every compiled function its
+    closure holds, at each load; kernels share their inlined helpers)."""
+    found = DIGESTS.peek(code)
+    if found is None:
+        found = _digest(code)
+        DIGESTS.put(code, found)
+    return found
+
+
+def _digest(code) -> str:
     parts = (code.co_code, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
              code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags,
              tuple(_const_key(c) for c in code.co_consts))

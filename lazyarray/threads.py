@@ -220,6 +220,12 @@ def blas_changed() -> None:
         _BLAS.serial = False  # (until the next lookup says so)
 
 
+def blas_libraries() -> list:
+    """threadpoolctl's description of each BLAS library NumPy loaded (``info()``: its API, implementation,
+    version, core name (``architecture``, OpenBLAS's), file and thread count; empty without threadpoolctl)."""
+    return [c.info() for c, _ in _BLAS._blas()]
+
+
 def blas_thread_counts() -> list:
     """The thread count of each BLAS library NumPy loaded (as ``blas_one_thread`` sees them; empty
     without threadpoolctl)."""

@@ -45,6 +45,20 @@ def test_a_code_digest_tells_different_code_and_constants_apart():
     assert jit.code_digest(plus.__code__) == jit.code_digest(plus.__code__)
 
 
+
+def test_a_code_digest_is_worked_out_once_per_code_and_is_the_same_as_fresh(monkeypatch):
+    """``code_digest`` keeps each code object's digest (``DIGESTS``): asked again it is the kept one, the
+    same as a fresh digest, and code objects that differ only in a constant's sign or type keep apart."""
+    from lazyarray.caches import NamedCache
+    monkeypatch.setattr(jit, "DIGESTS", NamedCache("test digests", 8))
+    made = [compile(f"def f(v):\n    return v + {c}\n", "<k>", "exec").co_consts[0] for c in ("0.0", "-0.0", "0", "0.0")]
+    assert made[0] == made[3] and made[0] != made[1] and made[0] != made[2]
+    digests = [jit.code_digest(c) for c in made]
+    assert digests == [jit._digest(c) for c in made]
+    assert len(set(digests)) == 3 and digests[0] == digests[3]
+    assert len(jit.DIGESTS) == 3 and jit.DIGESTS.peek(made[1]) == digests[1]
+    assert jit.code_digest(made[2]) == digests[2]
+
 LOAD = '''
 import json, sys
 import numpy as np

@@ -36,6 +36,8 @@ from .. import jit
 from ..caches import NamedCache
 from ..threads import blas_one_thread, blas_thread_counts, num_threads
 from .blas_guard import UNCHANGED, shared  # (UNCHANGED: BLAS left alone; a hot caller may skip ``with``)
+from .blas_known import answer as known_answer
+from .blas_known import keep as keep_answer
 
 # Below this many floating-point operations (2 * m * n * k) a product runs on one BLAS thread.
 # Measured (benchmarks/onnx.py, 2 cores): the demo CNN's products (0.6, 1.3 and 5.3 MFLOP) each
@@ -119,12 +121,21 @@ def small_calls_serial() -> bool:
     and the contention guard (the batch-8 ConvNeXt's pointwise layers: 150-600 ms calls against 2 ms
     on a loaded machine). Unremembered there: True on ``la.set_num_threads(1)`` (NumPy's BLAS was set to
     one thread with it: its products are serial, and a plan for one thread keeps no switch), else False
-    (``probe_tells``: some BLAS library on one thread, another maybe not)."""
+    (``probe_tells``: some BLAS library on one thread, another maybe not). Where the answer is known
+    without timing (``blas_known.answer``: the library's, e.g. no on OpenBLAS's Haswell kernels, or a
+    probe's answer kept for this machine, its libraries and thread counts) there is no probe, in a
+    first run too; the probe's answer is kept for the next process (``_probe``)."""
     found = PROBE.peek(None)
     if found is not None:
         return found
     if num_threads() == 1:
         return True
+    if not all((n or 1) > 1 for n in blas_thread_counts() or [2]):
+        return False
+    found = known_answer()  # (the library's, or this machine's kept probe: no timing, so a first run may ask)
+    if found is not None:
+        PROBE.put(None, found)
+        return found
     return PROBE.get_or_make(None, _probe) if probe_tells() else False
 
 
@@ -156,6 +167,13 @@ PROBE_MAX_SECONDS = 0.25
 
 
 def _probe() -> bool:
+    """The probe (``small_calls_serial``), its answer kept for this machine (``blas_known.keep``)."""
+    found = _measure()
+    keep_answer(found)
+    return found
+
+
+def _measure() -> bool:
     a = np.ones((16, 72), np.float32)
     b = np.ones((72, 2048), np.float32)[:, :868]  # (a column block: 16 * 72 * 868 = 1.0 M)
     x = np.ones((64, 144), np.float32)

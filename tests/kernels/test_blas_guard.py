@@ -120,6 +120,7 @@ def test_the_probe_waits_for_blas_on_several_threads(monkeypatch):
     No probe then, False unremembered (True on one thread set: serial there, and unremembered too); with
     every library on several threads it probes and remembers."""
     monkeypatch.setattr(blas_threads, "PROBE", NamedCache("test probe", 1))
+    monkeypatch.setattr(blas_threads, "known_answer", lambda: None)  # (nothing known without the probe)
     calls = []
     monkeypatch.setattr(blas_threads, "_probe", lambda: calls.append(1) or True)
     monkeypatch.setattr(blas_threads, "num_threads", lambda: 1)

@@ -31,6 +31,14 @@ def two_blas_threads():
     blas_changed()
 
 
+@pytest.fixture
+def unknown(monkeypatch):
+    """The probe's rules alone: no answer known without timing (``blas_known``: the library's, a kept
+    one) and none kept (a probe here runs beside threads the test starts)."""
+    monkeypatch.setattr(blas_threads, "known_answer", lambda: None)
+    monkeypatch.setattr(blas_threads, "keep_answer", lambda found: None)
+
+
 def test_with_blas_on_one_thread_the_switch_does_nothing():
     with threadpoolctl.threadpool_limits(1, user_api="blas"):
         blas_changed()
@@ -114,7 +122,7 @@ def test_a_product_over_the_small_size_switches_whatever_the_probe(two_blas_thre
     assert set(_conv_blas_threads(monkeypatch, x, w)) == {1}
 
 
-def test_the_probe_counts_other_threads_work(monkeypatch):
+def test_the_probe_counts_other_threads_work(monkeypatch, unknown):
     """``small_calls_serial`` says no when another thread works while it multiplies (here a thread
     hashing 16 MB blocks, which ``hashlib`` does without the GIL, so the work overlaps the probe
     whoever holds the GIL; a thread spinning in Python code only ran when the probe let go of the
@@ -141,7 +149,7 @@ def test_the_probe_counts_other_threads_work(monkeypatch):
     assert blas_threads.small_calls_serial() is False  # (kept: not probed again)
 
 
-def test_the_probe_waits_out_a_thread_that_stops(monkeypatch):
+def test_the_probe_waits_out_a_thread_that_stops(monkeypatch, unknown):
     """Other threads that work only for a while (OpenBLAS's workers spin for about 0.1 s after a
     product they shared: a probe started inside a training step saw them and said no) do not decide
     the answer: the probe tries window after window, and answers as it does in a quiet process."""
@@ -167,7 +175,7 @@ def test_the_probe_waits_out_a_thread_that_stops(monkeypatch):
         t.join()
 
 
-def test_the_probe_after_a_shared_product_answers_as_in_a_quiet_process(two_blas_threads, monkeypatch):
+def test_the_probe_after_a_shared_product_answers_as_in_a_quiet_process(two_blas_threads, monkeypatch, unknown):
     """The case it failed: a product BLAS shared over two threads just before the probe (its worker
     still spinning)."""
     import time
@@ -276,7 +284,7 @@ def test_a_small_float32_dense_layer_leaves_blas_alone_where_small_calls_are_ser
     np.testing.assert_allclose(y, x @ w.T + b, rtol=1e-5, atol=1e-5)
 
 
-def test_a_programs_first_run_does_not_probe_and_a_later_run_does(monkeypatch):
+def test_a_programs_first_run_does_not_probe_and_a_later_run_does(monkeypatch, unknown):
     """Inside ``jit.first_run`` an unprobed BLAS answers False (BLAS is switched to one thread, right
     either way) without probing or remembering; the first question outside probes."""
     from lazyarray import jit
@@ -293,7 +301,7 @@ def test_a_programs_first_run_does_not_probe_and_a_later_run_does(monkeypatch):
         assert blas_threads.small_calls_serial() is True  # (once probed, the answer holds everywhere)
 
 
-def test_a_region_plan_is_not_kept_from_a_first_run_before_the_probe(monkeypatch):
+def test_a_region_plan_is_not_kept_from_a_first_run_before_the_probe(monkeypatch, unknown):
     """A one-row dense layer's region needs the probe's answer; a program's first run, which does not
     probe, must not keep its provisional False in the region's plans: the next run plans again and
     takes the region (it once never did after a hybridized MLP's first call)."""
