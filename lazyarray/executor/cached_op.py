@@ -45,6 +45,7 @@ from ..graph.build import record_node
 from ..graph.node import Entry, Node, unique_names, user_source, var_node
 from ..graph.passes.algebra import simplify
 from ..graph.passes.attention import fuse_attention
+from ..graph.passes.attention_masks import narrow_attention_masks
 from ..graph.passes.batch_norm_relu import batch_norm_relu
 from ..graph.passes.bind_dims import dims_in
 from ..graph.passes.channel_shuffle import channel_shuffle
@@ -462,7 +463,7 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
     if not inference:
         return simple
     gelus = fuse_gelu_tanh(fuse_gelu(simple))
-    return layer_scale_residual(channel_shuffle(merge_projections(matmul_bias(fuse_attention(fuse_layer_norm(gelus))))))
+    return layer_scale_residual(channel_shuffle(merge_projections(matmul_bias(narrow_attention_masks(fuse_attention(fuse_layer_norm(gelus)))))))
 
 
 def _input_nodes(sym: Symbol, names: list[str]) -> list[Node]:
