@@ -59,6 +59,7 @@ from ..graph.passes.fold_batch_norm import fold_batch_norm
 from ..graph.passes.forward_saves import forward_saves
 from ..graph.passes.gelu import fuse_gelu, fuse_gelu_tanh
 from ..graph.passes.gradient import gradient
+from ..graph.passes.identity_gather import identity_gathers
 from ..graph.passes.infer import bind_env, inline_env
 from ..graph.passes.layer_norm import fuse_layer_norm
 from ..graph.passes.layer_scale import layer_scale_residual
@@ -463,7 +464,8 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
     if not inference:
         return simple
     gelus = fuse_gelu_tanh(fuse_gelu(simple))
-    return layer_scale_residual(channel_shuffle(merge_projections(matmul_bias(narrow_attention_masks(fuse_attention(fuse_layer_norm(gelus)))))))
+    attention = narrow_attention_masks(fuse_attention(fuse_layer_norm(identity_gathers(gelus))))
+    return layer_scale_residual(channel_shuffle(merge_projections(matmul_bias(attention))))
 
 
 def _input_nodes(sym: Symbol, names: list[str]) -> list[Node]:
