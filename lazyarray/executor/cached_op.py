@@ -65,6 +65,7 @@ from ..graph.passes.layer_norm import fuse_layer_norm
 from ..graph.passes.layer_scale import layer_scale_residual
 from ..graph.passes.matmul_bias import matmul_bias
 from ..graph.passes.merge_projections import merge_projections
+from ..graph.passes.patch_embedding import patch_embeddings
 from ..graph.passes.placement import placement
 from ..graph.passes.pool_before_batch_norm import pool_before_batch_norm
 from ..graph.passes.pool_relu import pool_relu
@@ -464,7 +465,7 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
     if not inference:
         return simple
     gelus = fuse_gelu_tanh(fuse_gelu(simple))
-    attention = narrow_attention_masks(fuse_attention(fuse_layer_norm(identity_gathers(gelus))))
+    attention = narrow_attention_masks(fuse_attention(fuse_layer_norm(identity_gathers(patch_embeddings(gelus)))))
     return layer_scale_residual(channel_shuffle(merge_projections(matmul_bias(attention))))
 
 
