@@ -203,6 +203,14 @@ class Tuning:
 
     # -- transformer inference rewrites (graph/passes/attention.py, layer_norm.py; benchmarks/real_models.py --ab)
     fuse_attention: bool = _doc(True, "inference graphs: matmul, score ops, softmax, matmul as one nn.fused_attention")
+    patch_embedding_dense: bool = _doc(True, "inference graphs: a conv2d whose windows tile its input (stride = "
+                                       "kernel, no padding: a ViT's patch embedding) as one dense of its patches "
+                                       "(graph/passes/patch_embedding.py)")
+    identity_gathers: bool = _doc(True, "inference graphs: an advanced_index whose constant index arrays read its "
+                                  "input in order as a reshape (graph/passes/identity_gather.py)")
+    attention_masks_narrow: bool = _doc(True, "inference graphs: a fused attention's extra that is broadcast_to(v) "
+                                        "reads v, where(broadcast_to(c), x, y) where(c, x, y): the attention "
+                                        "broadcasts it (graph/passes/attention_masks.py)")
     attention_compiled: bool = _doc(True, "nn.fused_attention[compiled]: its score chain and the softmax's row maxima "
                                     "in one compiled pass, the parameters found once per step (kernels/attention.py)")
     attention_head_loop_max_macs: int = _doc(1 << 15, "nn.fused_attention[head_loop]: most multiply-adds (heads x "

@@ -45,6 +45,7 @@ from ..graph.build import record_node
 from ..graph.node import Entry, Node, unique_names, user_source, var_node
 from ..graph.passes.algebra import simplify
 from ..graph.passes.attention import fuse_attention
+from ..graph.passes.attention_masks import narrow_attention_masks
 from ..graph.passes.batch_norm_relu import batch_norm_relu
 from ..graph.passes.bind_dims import dims_in
 from ..graph.passes.channel_shuffle import channel_shuffle
@@ -58,11 +59,13 @@ from ..graph.passes.fold_batch_norm import fold_batch_norm
 from ..graph.passes.forward_saves import forward_saves
 from ..graph.passes.gelu import fuse_gelu, fuse_gelu_tanh
 from ..graph.passes.gradient import gradient
+from ..graph.passes.identity_gather import identity_gathers
 from ..graph.passes.infer import bind_env, inline_env
 from ..graph.passes.layer_norm import fuse_layer_norm
 from ..graph.passes.layer_scale import layer_scale_residual
 from ..graph.passes.matmul_bias import matmul_bias
 from ..graph.passes.merge_projections import merge_projections
+from ..graph.passes.patch_embedding import patch_embeddings
 from ..graph.passes.placement import placement
 from ..graph.passes.pool_before_batch_norm import pool_before_batch_norm
 from ..graph.passes.pool_relu import pool_relu
@@ -462,7 +465,8 @@ def _specialize(sym: Symbol, given: dict[str, Aval], inference: bool = False) ->
     if not inference:
         return simple
     gelus = fuse_gelu_tanh(fuse_gelu(simple))
-    return layer_scale_residual(channel_shuffle(merge_projections(matmul_bias(fuse_attention(fuse_layer_norm(gelus))))))
+    attention = narrow_attention_masks(fuse_attention(fuse_layer_norm(identity_gathers(patch_embeddings(gelus)))))
+    return layer_scale_residual(channel_shuffle(merge_projections(matmul_bias(attention))))
 
 
 def _input_nodes(sym: Symbol, names: list[str]) -> list[Node]:

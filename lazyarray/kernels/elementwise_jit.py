@@ -10,6 +10,8 @@ a loop per destination (``RELU``, ``RELU_GRAD``): a new array, or the buffer of 
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import jit
 
 
@@ -21,13 +23,28 @@ def relu_flat(src, dst, zero, one):
         dst[i] = u if (u > zero) | (u != u) else zero
 
 
+IN_PLACE_BLOCK = 512  # values a block of ``relu_in_place``: 2-4 KiB of scratch, in L1 with the block itself
+
+
 @jit.tiered
 def relu_in_place(a, zero, one):
-    """``relu_flat`` of ``a`` into ``a``. (A loop whose source and destination may be one array
-    runs unvectorized when they are: 4x slower, so in-place writes have their own loop.)"""
-    for i in range(a.shape[0]):
-        u = a[i]
-        a[i] = u if (u > zero) | (u != u) else zero
+    """``relu_flat`` of ``a`` into ``a``, block by block through a scratch block: each block's values into
+    the scratch, then copied back. (A loop whose source and destination may be one array runs
+    unvectorized when they are: 4x slower, so in-place writes have their own loop. Written as
+    ``a[i] = u if ... else zero``, LLVM stores only where the value changes: masked stores (AVX's
+    ``vmaskmovps``), microcoded on AMD's Zen: T5's relu of (8, 7, 128) float32 took 6.2 us at best and
+    ~22 us on a shared machine, against 2.9 and 3.2 through the scratch, bit for bit (signaling NaNs
+    too, where ``u + zero`` would quiet them).)"""
+    n = a.shape[0]
+    t = np.empty(IN_PLACE_BLOCK, a.dtype)
+    for lo in range(0, n, IN_PLACE_BLOCK):
+        m = min(IN_PLACE_BLOCK, n - lo)
+        s = a[lo:lo + m]
+        for j in range(m):
+            u = s[j]
+            t[j] = u if (u > zero) | (u != u) else zero
+        for j in range(m):
+            s[j] = t[j]
 
 
 @jit.tiered

@@ -27,7 +27,7 @@ ConvNeXt's layer norm), which NumPy sums value by value from ``+0.0`` rather tha
 kernel (``tests/kernels/test_layer_norm_strided.py``, row lengths 1 to 1100): at any row length, as NumPy's
 reduction order does not change with it (the squares' sums: ``pairwise_sum.py``'s past ``BLOCK``). ConvNeXt-T's
 widths, float32: (1, 768, 7, 7) 205 -> 141 us, (8, 384, 14, 14) 2.7 -> 2.0 ms against ``in_place``. Its kernels read the
-view's memory as (outer, n, inner), sums over adjacent values (``_short_strided_rows`` for rows of at most ``BLOCK``
+view's memory as (outer, n, inner), sums over adjacent values (``_short_strided_make``'s for rows of at most ``BLOCK``
 values: every pass but the output's across the rows at once; (1, 768, 7, 7) 128 -> 89 us, (8, 16, 8, 8) 32 -> 22 us).
 convnext_mini, one thread, CPU time per call: 216 -> 157
 us at batch 1, 595 -> 487 us at batch 8 (the five layer norms' twelve NumPy calls each become one call).
@@ -125,8 +125,28 @@ def _rows_making():
     return make
 
 
+@jit.inlined
+def _column_means(xo, st, zero):  # pragma: no cover  (compiled by numba, inlined)
+    """``st[:inner]`` = the means of the (n, inner) ``xo``'s columns (the rows of a channels-last view), all at
+    once over adjacent values: each from ``zero`` (+0.0) with its values added in order, as NumPy's ``add.reduce``
+    of the view adds them (its ``nditer`` runs the adjacent axis innermost), divided by the count in float64 and
+    stored (x's dtype). Both strided kernels' first pass (``_strided_make``, ``_short_strided_make``)."""
+    n, inner = xo.shape[0], xo.shape[1]
+    for p in range(inner):
+        st[p] = zero
+    for i in range(n):
+        for p in range(inner):
+            st[p] += xo[i, p]
+    for p in range(inner):
+        st[p] = st[p] / np.float64(n)
+
+
 @jit.tiered
 def _strided_make(row_sum, squares_sum):
+    """The kernel of ``strided_rows`` for rows past ``BLOCK`` values, ``squares_sum`` (``pairwise_sum.py``) and
+    ``_column_means`` compiled into it (``with_row_sum(_strided_make, True)``)."""
+    column_means = jit.compiled(_column_means, always=True)
+
     def rows(xt, gamma, beta, out, stat, eps, zero, one):
         """``in_place``'s operations for the rows of a channels-last view, ``xt`` its (outer, n, inner) C-ordered
         memory (the rows are its columns), into the C-ordered (outer * inner, n) ``out``. The loops interchanged
@@ -140,13 +160,7 @@ def _strided_make(row_sum, squares_sum):
         n, inner = xt.shape[1], xt.shape[2]
         for o in range(xt.shape[0]):
             xo = xt[o]
-            for p in range(inner):
-                stat[p] = zero
-            for i in range(n):
-                for p in range(inner):
-                    stat[p] += xo[i, p]
-            for p in range(inner):
-                stat[p] = stat[p] / np.float64(n)
+            column_means(xo, stat, zero)
             for p in range(inner):
                 yr, mean = out[o * inner + p], stat[p]
                 for i in range(n):
@@ -215,59 +229,61 @@ def channels_last(x) -> tuple[int, int] | None:
 
 
 @jit.tiered
-def _short_strided_rows(xt, gamma, beta, out, eps, zero, one):
-    """``_strided_make``'s operations for rows of at most ``BLOCK`` values, every pass but the last over adjacent
-    values, all ``inner`` rows of one ``outer`` index at once (loops LLVM vectorizes): the sums, the centered values
-    (into ``c``, (n, inner) as ``xt``), the squares' sums as ``BLOCK_SQUARES_SUM`` adds each row's (eight running
-    sums ``r``, their tree, the rest in order; below 8 values one by one from ``-0.0``), ``zero +`` that, and the
-    rest (``st``: each rounding stored); then each output row written in order. Bit for bit as ``strided_rows``."""
-    n, inner = xt.shape[1], xt.shape[2]
-    c = np.empty((n, inner), xt.dtype)
-    r = np.empty((8, inner), xt.dtype)
-    st = np.empty(inner, xt.dtype)
-    m = n - n % 8
-    for o in range(xt.shape[0]):
-        xo = xt[o]
-        for p in range(inner):
-            st[p] = zero
-        for i in range(n):
-            for p in range(inner):
-                st[p] += xo[i, p]
-        for p in range(inner):
-            st[p] = st[p] / np.float64(n)
-        for i in range(n):
-            for p in range(inner):
-                c[i, p] = xo[i, p] - st[p]
-        if n < 8:
-            for p in range(inner):
-                st[p] = -zero
+def _short_strided_make(row_sum, squares_sum):
+    """The kernel of ``strided_rows`` for rows of at most ``BLOCK`` values, ``_column_means`` compiled into it
+    (``with_row_sum(_short_strided_make)``; its own squares' sums, so neither row sum is called)."""
+    column_means = jit.compiled(_column_means, always=True)
+
+    def short_rows(xt, gamma, beta, out, eps, zero, one):
+        """``_strided_make``'s operations for rows of at most ``BLOCK`` values, every pass but the last over
+        adjacent values, all ``inner`` rows of one ``outer`` index at once (loops LLVM vectorizes): the sums
+        (``column_means``), the centered values (into ``c``, (n, inner) as ``xt``), the squares' sums as
+        ``BLOCK_SQUARES_SUM`` adds each row's (eight running sums ``r``, their tree, the rest in order; below 8
+        values one by one from ``-0.0``), ``zero +`` that, and the rest (``st``: each rounding stored); then each
+        output row written in order. Bit for bit as ``strided_rows``."""
+        n, inner = xt.shape[1], xt.shape[2]
+        c = np.empty((n, inner), xt.dtype)
+        r = np.empty((8, inner), xt.dtype)
+        st = np.empty(inner, xt.dtype)
+        m = n - n % 8
+        for o in range(xt.shape[0]):
+            xo = xt[o]
+            column_means(xo, st, zero)
             for i in range(n):
                 for p in range(inner):
-                    st[p] += c[i, p] * c[i, p]
-        else:
-            for j in range(8):
+                    c[i, p] = xo[i, p] - st[p]
+            if n < 8:
                 for p in range(inner):
-                    r[j, p] = c[j, p] * c[j, p]
-            for i in range(8, m, 8):
+                    st[p] = -zero
+                for i in range(n):
+                    for p in range(inner):
+                        st[p] += c[i, p] * c[i, p]
+            else:
                 for j in range(8):
                     for p in range(inner):
-                        r[j, p] += c[i + j, p] * c[i + j, p]
-            for p in range(inner):
-                st[p] = ((r[0, p] + r[1, p]) + (r[2, p] + r[3, p])) + ((r[4, p] + r[5, p]) + (r[6, p] + r[7, p]))
-            for i in range(m, n):
+                        r[j, p] = c[j, p] * c[j, p]
+                for i in range(8, m, 8):
+                    for j in range(8):
+                        for p in range(inner):
+                            r[j, p] += c[i + j, p] * c[i + j, p]
                 for p in range(inner):
-                    st[p] += c[i, p] * c[i, p]
-        for p in range(inner):
-            st[p] = zero + st[p]
-            st[p] = st[p] / np.float64(n)
-            st[p] = st[p] + eps
-            st[p] = np.sqrt(st[p])
-            st[p] = one / st[p]
-        base = o * inner
-        for p in range(inner):
-            yr, inv = out[base + p], st[p]
-            for i in range(n):
-                yr[i] = c[i, p] * inv * gamma[i] + beta[i]
+                    st[p] = ((r[0, p] + r[1, p]) + (r[2, p] + r[3, p])) + ((r[4, p] + r[5, p]) + (r[6, p] + r[7, p]))
+                for i in range(m, n):
+                    for p in range(inner):
+                        st[p] += c[i, p] * c[i, p]
+            for p in range(inner):
+                st[p] = zero + st[p]
+                st[p] = st[p] / np.float64(n)
+                st[p] = st[p] + eps
+                st[p] = np.sqrt(st[p])
+                st[p] = one / st[p]
+            base = o * inner
+            for p in range(inner):
+                yr, inv = out[base + p], st[p]
+                for i in range(n):
+                    yr[i] = c[i, p] * inv * gamma[i] + beta[i]
+
+    return short_rows
 
 
 _strided_with = _strided_make  # (``strided_rows``: x's memory seen as (outer, n, inner), ``channels_last``)
@@ -278,7 +294,7 @@ def _strided(xp, x, gamma, beta, axis=-1, eps=1e-5, out=None):
     compiled kernels are off (or this is a program's first run), ``x`` is not so laid out or ``out`` is
     not C-ordered."""
     n = x.shape[-1]
-    kern = jit.compiled(_short_strided_rows) if n <= BLOCK else with_row_sum(_strided_with, True)
+    kern = with_row_sum(_short_strided_make) if n <= BLOCK else with_row_sum(_strided_with, True)
     oi = channels_last(x)
     if kern is None or oi is None or (out is not None and not out.flags.c_contiguous):
         return None
@@ -372,7 +388,7 @@ def _bind_strided(xp, x, gamma, beta, axis, eps, out) -> Bound:
     where it declines: compiled kernels off, a program's first run, ``out`` not C-ordered); a call whose
     ``x`` has other strides than the bound one's goes to the runner."""
     short = x.shape[-1] <= BLOCK
-    kern = jit.compiled(_short_strided_rows) if short else with_row_sum(_strided_with, True)
+    kern = with_row_sum(_short_strided_make) if short else with_row_sum(_strided_with, True)
     if kern is None or (out is not None and not out.flags.c_contiguous):
         return Bound(_IN_PLACE, lambda x, gamma, beta, out=None: _declined(xp, x, gamma, beta, axis, eps, out))
     shape, strides, dtype, t = x.shape, x.strides, x.dtype, x.dtype.type

@@ -227,3 +227,47 @@ def test_the_compiled_relu_loops_run_where_they_apply(kernel_path):
         jit.COMPILED.discard(elementwise_jit.relu_in_place)
     np.testing.assert_array_equal(y, np.maximum(x, 0))
     assert calls == ([x.size] if compiled else [])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("size", [0, 1, 7, 511, 512, 513, 1024, 1500, 7168])
+def test_relu_in_place_through_its_scratch_block_is_maximum_bit_for_bit(dtype, size):
+    """``relu_in_place`` (block by block through a scratch block, no masked stores) writes
+    ``np.maximum(x, 0)``'s bits into x: signaling and negative NaNs kept as they are, -0.0 to 0.0,
+    across the block boundaries; compiled and as Python."""
+    from lazyarray import jit
+    from lazyarray.kernels import elementwise_jit
+    kind = {"float32": np.uint32, "float64": np.uint64}[dtype]
+    specials = {"float32": [0x7F800001, 0xFF800001, 0x7FA00000, 0xFFC00000, 0x80000000, 0x00000001, 0x80000001],
+                "float64": [0x7FF0000000000001, 0xFFF0000000000001, 0x7FF8000000000000, 0x8000000000000000, 1,
+                            0x8000000000000001, 0xFFF8000000000000]}[dtype]
+    x = np.random.default_rng(size).standard_normal(size).astype(dtype)
+    for k, bits in enumerate(specials[:size]):
+        x.view(kind)[(k * 97) % size] = bits
+    want = np.maximum(x, 0)
+    kernels = [elementwise_jit.relu_in_place]
+    compiled = jit.compiled(elementwise_jit.relu_in_place)
+    if compiled is not None:
+        kernels.append(compiled)
+    for kern in kernels:
+        y = x.copy()
+        kern(y, y.dtype.type(0), y.dtype.type(1))
+        np.testing.assert_array_equal(y.view(kind), want.view(kind))
+
+
+@pytest.mark.usefixtures("kernel_path")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_relu_in_place_of_views_and_empty_dims(dtype):
+    """In place over a batch-last view (the flat walk in memory order), a (8, 7, 128) activation
+    (T5's) and empty dims: ``maximum``'s values."""
+    from lazyarray.kernels.elementwise import run_relu as relu_kernel
+    x = np.random.default_rng(3).standard_normal((8, 7, 128)).astype(dtype)
+    y = x.copy()
+    assert relu_kernel(np, y, out=y) is y
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+    t = np.ascontiguousarray(x.transpose(2, 1, 0)).transpose(2, 1, 0)  # (not C-ordered: batch last)
+    want = np.maximum(t, 0)
+    assert relu_kernel(np, t, out=t) is t
+    np.testing.assert_array_equal(t, want)
+    e = np.zeros((0, 7, 128), dtype)
+    assert relu_kernel(np, e, out=e) is e and e.shape == (0, 7, 128)
