@@ -85,3 +85,30 @@ def test_the_chooser_and_the_binder_name_what_runs():
     np.testing.assert_array_equal(out, channel_shuffle_kernel(np, *xs, groups=2))
     fresh = bound.fn(*xs)
     np.testing.assert_array_equal(fresh, out)
+
+
+PAIRS = {"halves": ([(2, 4, 3, 3), (2, 4, 3, 3)], 2), "uneven": ([(1, 2, 2, 3), (1, 4, 2, 3)], 3),
+         "empty-batch": ([(0, 4, 2, 2), (0, 4, 2, 2)], 2), "empty-width": ([(2, 4, 3, 0), (2, 4, 3, 0)], 4)}
+
+
+@pytest.mark.parametrize("name", list(PAIRS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("view", [False, True], ids=["c-order", "view"])
+def test_a_bound_pair_copies_both_inputs_in_one_call(name, dtype, view):
+    """Two inputs: the bound step's one call of ``_shuffle_pair`` (into the planned output; a new or a
+    strided output takes the per-input path) gives the reference's values bit for bit."""
+    shapes, groups = PAIRS[name]
+    xs = [_r(s, dtype) for s in shapes]
+    if view:
+        xs[1] = _r(shapes[1][:3] + (2 * shapes[1][3],), dtype)[..., ::2]
+    want = channel_shuffle_kernel(np, *xs, groups=groups)
+    out = np.empty(want.shape, dtype)
+    bound = kernels.bind("channel_shuffle", np, *xs, out=out, groups=groups)
+    assert bound.choice.impl is K.COMPILED
+    assert bound.fn(*xs, out=out) is out
+    np.testing.assert_array_equal(out, want)
+    assert np.array_equal(np.signbit(out), np.signbit(want))
+    np.testing.assert_array_equal(bound.fn(*xs), want)
+    strided = np.empty(want.shape[:3] + (2 * want.shape[3],), dtype)[..., ::2]
+    assert bound.fn(*xs, out=strided) is strided
+    np.testing.assert_array_equal(strided, want)

@@ -95,14 +95,17 @@ def test_the_chooser_takes_it_up_to_its_size_and_not_when_off():
 
 
 def test_a_bound_step_hands_other_orders_to_the_runners_path():
-    """A binding made on C-ordered images, called on channels-last ones (the runner's values bit for bit)
-    and into an output that is not C-ordered (the loop declines it: its fallback ``pointwise``'s values)."""
+    """A binding made on C-ordered images, called on channels-last ones (the loop's values bit for bit; the
+    runner's choice there, ``direct``, within float rounding: the loop's multiply-adds may contract) and into
+    an output that is not C-ordered (the loop declines it: its fallback ``pointwise``'s values)."""
     rng = np.random.default_rng(4)
     x, w, b = _arrays(rng, (1, 6, 4, 5), 7, "float64")
     bound = kernels.bind(OP, np, x, w, b, out=np.empty((1, 7, 4, 5), np.float64))
     assert bound.choice.impl is kconv.LOOP
     last = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-    np.testing.assert_array_equal(bound.fn(last, w, b), kconv.run_conv2d(np, last, w, b))
+    np.testing.assert_array_equal(bound.fn(last, w, b), pointwise_loop.conv2d_loop(
+        np, last, w, b, (1, 1), (0, 0), (1, 1), 1, None))
+    np.testing.assert_allclose(bound.fn(last, w, b), kconv.run_conv2d(np, last, w, b), **TOL["float64"])
     np.testing.assert_allclose(bound.fn(last, w, b), OP.kernel(np, x, w, b), **TOL["float64"])
     out = np.empty((1, 4, 5, 7), np.float64).transpose(0, 3, 1, 2)
     assert bound.fn(x, w, b, out=out) is out  # (the loop declines such an output: pointwise's product, copied)

@@ -199,3 +199,24 @@ def test_a_compiled_steps_binding_is_the_references_bit_for_bit(xs, k, p, dtype)
     e_out = np.empty((0,) + want.shape[1:], dtype)
     np.testing.assert_array_equal(kernels.bind("conv2d", np, empty, w, out=e_out, **params).fn(empty, w, out=e_out),
                                   REFERENCE(np, empty, w, **params))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_binding_follows_other_weights_and_biases_than_the_last_calls(dtype):
+    """``bound_nchw`` keeps the flat views of the last call's weight and bias: other arrays (new values, a
+    strided weight, no bias after a bias) give their own values, the reference's bit for bit."""
+    rng = np.random.default_rng(10)
+    xs, k, p = GEOMETRY[0]
+    params = _params(p, xs[1])
+    x, w, b = _arrays(rng, xs, k, dtype, True)
+    out = np.empty(REFERENCE(np, x, w, b, **params).shape, dtype)
+    bound = kernels.bind("conv2d", np, x, w, b, out=out, **params)
+    assert "bound_nchw" in bound.fn.__qualname__
+    for _ in range(2):
+        w2, b2 = rng.standard_normal(w.shape).astype(dtype), rng.standard_normal(b.shape).astype(dtype)
+        for weight, bias in ((w, b), (w2, b), (w2, b2), (np.repeat(w2, 2, axis=3)[..., ::2], b2), (w, b)):
+            np.testing.assert_array_equal(bound.fn(x, weight, bias, out=out), REFERENCE(np, x, weight, bias, **params))
+        x, w = x[:, :, ::-1].copy(), w2
+    bound = kernels.bind("conv2d", np, x, w, out=out, **params)
+    np.testing.assert_array_equal(bound.fn(x, w, out=out), REFERENCE(np, x, w, **params))
+    np.testing.assert_array_equal(bound.fn(x, w2 * 2, out=out), REFERENCE(np, x, w2 * 2, **params))
