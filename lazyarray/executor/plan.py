@@ -38,7 +38,10 @@ from . import plan_view
 ALIGN = 64  # byte alignment of every planned value's offset (any dtype, SIMD loads, cache lines)
 
 
-@dataclass(frozen=True)
+_SET = object.__setattr__  # (the frozen classes' one write, at construction)
+
+
+@dataclass(frozen=True, init=False)
 class Value:
     """One value of the schedule: ``nbytes`` on ``device``.
 
@@ -61,8 +64,16 @@ class Value:
     # apart by the concatenation's image: ``concat_in_place.py``); () for a contiguous view
     view_stride: tuple = ()
 
+    def __init__(self, nbytes: int, device: object = "cpu(0)", external: bool = False, view_of: int | None = None,
+                 escapes: bool = False, name: str = "", runtime: str = "", view_at: int = 0, view_stride: tuple = ()):
+        # (the fields in one write: a compile makes a value per slot, and the dataclass's own
+        # frozen ``__init__`` costs one ``object.__setattr__`` per field, twice this)
+        _SET(self, "__dict__", {"nbytes": nbytes, "device": device, "external": external, "view_of": view_of,
+                                "escapes": escapes, "name": name, "runtime": runtime, "view_at": view_at,
+                                "view_stride": view_stride})
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class Step:
     """One op of the schedule: reads ``inputs``, writes ``outputs`` (value indices).
 
@@ -74,6 +85,11 @@ class Step:
     inplace: tuple[tuple[int, int], ...] = ()
     name: str = ""
     workspace: int = 0  # scratch bytes the step's kernel uses while it runs (``ops/scratch.py``)
+
+    def __init__(self, inputs: tuple[int, ...], outputs: tuple[int, ...], inplace: tuple[tuple[int, int], ...] = (),
+                 name: str = "", workspace: int = 0):
+        _SET(self, "__dict__", {"inputs": inputs, "outputs": outputs, "inplace": inplace, "name": name,
+                                "workspace": workspace})
 
 
 @dataclass

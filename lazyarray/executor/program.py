@@ -446,6 +446,7 @@ def _interpreted(node: Node):
 
 # -- 4. the memory plan ----------------------------------------------------------------------------
 def _plan(g: _Graph, specs: list[_Spec], out_slots: set[int], names: dict, orders: dict):
+    label = _slot_labels(g, names)  # (each value made once, named: no second pass copying them all)
     values = []
     for slot, a in enumerate(g.avals):
         if g.external[slot] or a is None or a.shape is None or None in a.shape or a.stype != "default" \
@@ -454,18 +455,17 @@ def _plan(g: _Graph, specs: list[_Spec], out_slots: set[int], names: dict, order
             # allocates it at run time, and the plan lists it as such.
             runtime = "" if g.external[slot] or a is None else (
                 a.stype if a.stype != "default" else "data-dependent shape")
-            values.append(Value(0, getattr(a, "device", None), external=True, escapes=slot in out_slots,
-                                runtime=runtime))
+            values.append(Value(0, getattr(a, "device", None), True, None, slot in out_slots, label[slot], runtime))
         else:
-            values.append(Value(a.nbytes, a.device, escapes=slot in out_slots))
+            values.append(Value(a.nbytes, a.device, False, None, slot in out_slots, label[slot]))
     steps = []
     for sp in specs:
         node, ins, outs = sp.node, sp.ins, sp.outs
         if node.op.view and ins and sp.planned:  # an alias: no memory of its own
             src = values[ins[0]]
-            values[outs[0]] = Value(0, src.device, external=True, escapes=outs[0] in out_slots) \
-                if src.external else Value(values[outs[0]].nbytes, src.device, view_of=ins[0],
-                                           escapes=outs[0] in out_slots)
+            values[outs[0]] = Value(0, src.device, True, None, outs[0] in out_slots, label[outs[0]]) \
+                if src.external else Value(values[outs[0]].nbytes, src.device, False, ins[0],
+                                           outs[0] in out_slots, label[outs[0]])
         pairs = ()
         if sp.kind in _PLANNED:
             pairs = tuple((ip, op_) for ip, op_ in node.op.inplace
@@ -478,20 +478,35 @@ def _plan(g: _Graph, specs: list[_Spec], out_slots: set[int], names: dict, order
         if ws and _binds_without_scratch(sp, orders):  # (its bound kernel reads none: no workspace planned)
             ws = 0
         steps.append(Step(ins, outs, pairs, names.get(id(node), node.label()), ws))
-    for node in g.order:
-        nm = names.get(id(node), node.label())
-        k = sum(1 for i in range(len(node.avals) or 1) if (id(node), i) in g.slot_of)
-        for i in range(k):
-            sl = g.slot_of[(id(node), i)]
-            v = values[sl]
-            values[sl] = Value(v.nbytes, v.device, v.external, v.view_of, v.escapes,
-                               nm if k == 1 else f"{nm}.{i}", v.runtime)
     in_place = frozenset()
     if current().concat_in_place:  # (concat_in_place.py: parts written into the concatenation's memory)
         values, in_place = place(values, steps, *candidates(specs, orders, handed_slots(specs, out_slots), _PLANNED))
     plan = plan_memory(values, steps)
     plan.concats_in_place = in_place
     return plan
+
+
+def _slot_labels(g: _Graph, names: dict) -> list[str]:
+    """Each slot's name in the plan's table: its node's (``names``, else its label), ``.i`` added
+    for the outputs of a node with several; "" for a slot no node of the order fills."""
+    label = [""] * len(g.avals)
+    slot_of = g.slot_of
+    for node in g.order:
+        nm = names.get(id(node))
+        if nm is None:
+            nm = node.label()
+        if len(node.avals) <= 1:  # (one output: one slot, or none)
+            sl = slot_of.get((id(node), 0))
+            if sl is not None:
+                label[sl] = nm
+            continue
+        k = sum(1 for i in range(len(node.avals)) if (id(node), i) in slot_of)
+        if k == 1:
+            label[slot_of[(id(node), 0)]] = nm
+            continue
+        for i in range(k):
+            label[slot_of[(id(node), i)]] = f"{nm}.{i}"
+    return label
 
 
 def _binds_without_scratch(sp: _Spec, orders: dict) -> bool:

@@ -51,16 +51,23 @@ def rewrite(sym: GraphT, visit: Callable[[Node, list], Node | tuple | None], sto
     >>> print(y.list_inputs(), len(y.topo()))
     ['x'] 2
     """
-    env: dict[int, Node | tuple] = {}  # id(old node) -> its new node, or the entries replacing its outputs
+    # id(old node) -> its new node, or the entries replacing its outputs: only nodes replaced by
+    # something else (a node kept as it is, or returned by ``visit`` itself, reads as itself), so
+    # while nothing upstream was replaced a node's inputs are its own, taken without a lookup each
+    moved: dict[int, Node | tuple] = {}
     order = sym.topo() if stop is None else topo_order(list(sym.outputs), stop=stop)
     kept = 0
     for node in order:
-        ins = []
         same = True  # every input is the node's own (nothing upstream changed)
-        if stop is None or not stop(node):
+        if stop is not None and stop(node):
+            ins = []
+        elif not moved:
+            ins = list(node.inputs)
+        else:
+            ins = []
             for e in node.inputs:
-                r = env[id(e.node)]
-                if r is e.node:
+                r = moved.get(id(e.node))
+                if r is None:
                     ins.append(e)
                 else:
                     ins.append(r[e.index] if r.__class__ is tuple else Entry(r, e.index))
@@ -68,24 +75,24 @@ def rewrite(sym: GraphT, visit: Callable[[Node, list], Node | tuple | None], sto
         new = visit(node, ins)
         if new is None:
             if share and same:
-                env[id(node)] = node
                 kept += 1
                 continue
             new = copied_node(node, tuple(ins), node.avals)  # (copy_node, inlined: once per copied node)
-        env[id(node)] = new if new.__class__ is Node or isinstance(new, Node) else tuple(new)
+        if new is not node:
+            moved[id(node)] = new if new.__class__ is Node or isinstance(new, Node) else tuple(new)
     if kept == len(order):  # (share: nothing changed; the symbol, and the order it knows, as they are)
         return sym
     outs = []
     for e in sym.outputs:
-        r = env[id(e.node)]
-        outs.append(e if r is e.node else r[e.index] if r.__class__ is tuple else Entry(r, e.index))
+        r = moved.get(id(e.node))
+        outs.append(e if r is None else r[e.index] if r.__class__ is tuple else Entry(r, e.index))
     return type(sym)(outs)
 
 
 def unchanged(node: Node, ins) -> bool:
     """True when ``ins`` are ``node``'s own input entries (same nodes, same outputs)."""
     for a, e in zip(ins, node.inputs):
-        if a.node is not e.node or a.index != e.index:
+        if a is not e and (a.node is not e.node or a.index != e.index):
             return False
     return True
 
@@ -101,11 +108,23 @@ def has_op(sym, *names: str) -> bool:
 
 def use_counts(sym) -> dict[int, int]:
     """``id(node) -> how many times it is read``: by other nodes' inputs, and by ``sym``'s outputs
-    (a value the caller receives counts as one more reader, so a pass never rewrites it away)."""
+    (a value the caller receives counts as one more reader, so a pass never rewrites it away).
+    Read-only: a ``Symbol`` counts once and hands the same dict to every pass that asks (a pass with
+    nothing to rewrite returns its symbol as it is, and the next pass asks of the same one)."""
+    counts = getattr(sym, "use_counts", None)  # (a Symbol keeps them; another graph is walked)
+    if counts is not None:
+        return counts()
+    return count_uses(sym.topo(), sym.outputs)
+
+
+def count_uses(order: list[Node], outputs) -> dict[int, int]:
+    """``use_counts`` of the graph of nodes ``order`` (each after its inputs) and ``outputs``."""
     uses: dict[int, int] = {}
-    for node in sym.topo():
+    get = uses.get
+    for node in order:
         for e in node.inputs:
-            uses[id(e.node)] = uses.get(id(e.node), 0) + 1
-    for e in sym.outputs:
-        uses[id(e.node)] = uses.get(id(e.node), 0) + 1
+            k = id(e.node)
+            uses[k] = get(k, 0) + 1
+    for e in outputs:
+        uses[id(e.node)] = get(id(e.node), 0) + 1
     return uses

@@ -20,6 +20,7 @@ from .build import apply_node
 from .node import Entry, Node, unique_names
 from .passes.infer import bind_env, infer_avals
 from .passes.sbp import infer_sbp as _infer_sbp
+from .rewrite import count_uses
 from .traverse import topo_order
 
 
@@ -42,7 +43,7 @@ class Symbol:
     (['x'], [(4, 3)])
     """
 
-    __slots__ = ("_outputs", "_order", "_names", "_ops", "_unused")
+    __slots__ = ("_outputs", "_order", "_names", "_ops", "_unused", "_uses")
 
     def __init__(self, outputs: list[Entry], unused_inputs: tuple[Node, ...] = ()):
         if not isinstance(outputs, (list, tuple)) or not _all_entries(outputs):
@@ -53,6 +54,7 @@ class Symbol:
         self._order = None
         self._names = None
         self._ops = None
+        self._uses = None
         # input nodes declared (``la.get_symbol(inputs=...)``) that no output reads: still inputs
         # (a CachedOp takes them), listed after the others. Passes build their results from the
         # outputs, so a rewritten graph has the inputs its outputs read.
@@ -91,6 +93,13 @@ class Symbol:
         if self._ops is None:
             self._ops = frozenset({n.op.name for n in self.topo() if n.op is not None})
         return self._ops
+
+    def use_counts(self) -> dict[int, int]:
+        """``id(node) -> how many times it is read`` (``rewrite.use_counts``; counted once, read-only:
+        the passes of a compile that find nothing to rewrite hand the next one this symbol as it is)."""
+        if self._uses is None:
+            self._uses = count_uses(self.topo(), self._outputs)
+        return self._uses
 
     def name_of(self, node: Node) -> str:
         return self.names()[id(node)]

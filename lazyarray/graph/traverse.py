@@ -41,7 +41,7 @@ def topo_order(outputs: list[Entry], stop=None) -> list[Node]:
         else:
             op(node)
         if stop is None or not stop(node):
-            push(reversed(node.inputs))
+            push(node.inputs[::-1])  # (a reversed copy, made in C: faster to extend by than an iterator)
     if not ops:
         return leaves
     ops.sort(key=_SERIAL)

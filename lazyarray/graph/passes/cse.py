@@ -63,7 +63,7 @@ def _key(node: Node, ins) -> tuple | None:
         if a.stype != "default" or getattr(v, "size", _SMALL_CONST + 1) > _SMALL_CONST:
             return None
         data = v.tobytes() if hasattr(v, "tobytes") else repr(v)
-        return ("const", a.shape, str(a.dtype), a.device, data)
+        return ("const", a.shape, a.dtype, a.device, data)  # (the dtype itself: equal where its text is)
     if node.op.random:
         return None
     inputs = tuple((id(e.node), e.index) for e in ins)
