@@ -76,6 +76,7 @@ from .import_signal import SIGNAL_CONVERTERS
 from .import_tfidf import TFIDF_CONVERTERS
 from .import_transformer import TRANSFORMER_CONVERTERS
 from .import_unpool import UNPOOL_CONVERTERS
+from .known_values import DEFERRED, FOLD_OPS, VALUE_INPUTS, Folded, Known, Sizes, fold
 from .narrow import has_narrow, narrow_format, round_output, storage_dtype, value_types, widen
 from .opset_upgrade import DEFAULT_DOMAINS as _DEFAULT_DOMAINS
 from .opset_upgrade import default_opset, upgrade
@@ -94,6 +95,8 @@ CONVERTERS.update({**SCATTER_CONVERTERS, **SIGNAL_CONVERTERS, **RNN_CONVERTERS,
                    **FLEX_ATTENTION_CONVERTERS, **DEFORM_CONV_CONVERTERS,
                    **ROI_ALIGN_CONVERTERS, **ML_CONVERTERS, **TFIDF_CONVERTERS,
                    **SEQUENCE_CONVERTERS, **IMAGE_CONVERTERS})  # families added later, each claimed only when all its node cases pass
+# op -> the inputs its converter reads only as known values (``known_values.VALUE_INPUTS``), while it converts it
+_VALUE_INPUTS = {op: pos for op, (fn, pos) in VALUE_INPUTS.items() if CONVERTERS.get(op) is fn}
 
 
 def _onnx():
@@ -386,10 +389,10 @@ class Conversion:
 
     def _value(self, name: str, where: str) -> Symbol:
         s = self._raw(name, where)
-        return s.symbol() if s.__class__ is _Sizes else s
+        return s.symbol() if s.__class__ in DEFERRED else s
 
     def _raw(self, name: str, where: str):
-        """``_value``, but a size known at load time as it is (``_Sizes``: no graph node made yet)."""
+        """``_value``, but a value known at load time as it is (``Sizes``, ``_Known``: no graph node made yet)."""
         s = self.env.get(name)
         if isinstance(s, _Missing):
             s.fail()
@@ -570,6 +573,8 @@ class Conversion:
     def _convert(self, k: int, nd, what: str | None = None) -> None:
         # (each protobuf field read once: reading one builds a new Python object each time)
         op_type, in_names, default_domain = nd.op_type, list(nd.input), nd.domain in _DEFAULT_DOMAINS
+        if op_type == "Constant" and default_domain and not in_names and not self.types and self._constant(nd):
+            return
         where = f"{what or self.what}: node {nd.name or '#' + str(k)!r} ({op_type})"
         inputs = [None if not name else self._raw(name, where) for name in in_names]
         if op_type not in TAKES_STRUCTURED or not default_domain:
@@ -579,11 +584,16 @@ class Conversion:
                                            "Sequence*/Optional* operators, Identity, If and Loop take those")
         while inputs and inputs[-1] is None:  # trailing omitted optional inputs
             inputs.pop()
-        if default_domain and self._sizes_of(nd, inputs, op_type, in_names):
+        if default_domain and (self._sizes_of(nd, inputs, op_type, in_names)
+                               or op_type in FOLD_OPS and self._folded(k, nd, what, in_names)):
             return
-        if op_type == "Constant" and default_domain and not in_names and not self.types and self._constant(nd):
-            return
-        inputs = [x.symbol() if x.__class__ is _Sizes else x for x in inputs]
+        self._convert_node(nd, op_type, in_names, default_domain, inputs, where)
+
+    def _convert_node(self, nd, op_type: str, in_names: list, default_domain: bool, inputs: list, where: str) -> None:
+        """``nd`` converted by its converter (``_convert``: once it knows no cheaper way)."""
+        values = _VALUE_INPUTS.get(op_type) if default_domain else None  # (read as values: no node made)
+        inputs = [x.symbol() if x.__class__ in DEFERRED and (values is None or i not in values) else x
+                  for i, x in enumerate(inputs)]
         types = self.types
         node = OnnxNode(op_type, nd.name, inputs, self._attrs(nd, where), self.opset, where, len(nd.output),
                         in_types=tuple(types.get(name, 0) for name in in_names) if types else (0,) * len(in_names),
@@ -606,6 +616,38 @@ class Conversion:
                 continue
             self.env[name] = self._in_format(outs[j], name, node, where)
 
+    def _folded(self, k: int, nd, what: str | None, in_names: list) -> bool:
+        """Compute ``nd`` when loading if its inputs are all small known integers (``known_values.fold``:
+        a size that came out concrete, on its way to a ``Reshape``'s shape); True when it did. Its graph
+        node is made, by its converter, only where a converter reads the value as a tensor."""
+        consts = self.consts
+        if self.types or not in_names or len(nd.output) != 1 or any(name and name not in consts for name in in_names):
+            return False
+        op_type = nd.op_type
+        values = [consts[name] if name else None for name in in_names]
+        value = fold(op_type, values, self._attrs(nd, f"{self.what}: node {nd.name!r} ({op_type})") if nd.attribute
+                     else {}, self.opset)
+        if value is None:
+            return False
+        name = nd.output[0]
+        env = self.env
+
+        def convert():  # (as ``_convert`` would have converted it; its own inputs made the same way)
+            where = f"{what or self.what}: node {nd.name or '#' + str(k)!r} ({op_type})"
+            inputs = [None if not n else self._raw(n, where) for n in in_names]
+            while inputs and inputs[-1] is None:
+                inputs.pop()
+            saved, self.env = self.env, env
+            try:
+                self._convert_node(nd, op_type, in_names, True, inputs, where)
+                return env[name]
+            finally:
+                self.env = saved
+        value.flags.writeable = False
+        consts[name] = value
+        env[name] = Folded(value, convert)
+        return True
+
     def _constant(self, nd) -> bool:
         """A ``Constant`` whose one attribute is a plain numeric ``value`` tensor, converted as
         ``constant_op`` converts it (one read of its bytes, no converter machinery: a transformer has a
@@ -617,17 +659,18 @@ class Conversion:
         if a.name != "value" or a.type != _TENSOR_ATTR or a.ref_attr_name or a.t.data_type not in PLAIN_TYPES:
             return False
         arr = np.array(tensor_array(a.t, self.onnx.numpy_helper))  # (ours alone: the node keeps it, uncopied)
-        s = constant(arr, owned=True)
-        self.env[nd.output[0]] = s
-        self.consts[nd.output[0]] = s.outputs[0].node.value
+        arr.flags.writeable = False  # (as the constant node would make it)
+        name = nd.output[0]
+        self.env[name] = Known(arr, owned=True)  # (its node made only where a converter reads it as a tensor)
+        self.consts[name] = arr
         return True
 
     def _sizes_of(self, nd, inputs: list, op_type: str, in_names: list) -> bool:
         """Evaluate ``nd`` when loading if it computes sizes from symbolic dims (``Shape`` of an input
         with a dynamic batch axis, arithmetic on such sizes); True when it did. (``op_type``, ``in_names``:
         ``nd``'s, as ``_convert`` read them: every node asks, most of them to hear no.)"""
-        if op_type in ("Shape", "Size") and len(inputs) == 1 and isinstance(inputs[0], (Symbol, _Sizes)):
-            shape = inputs[0].value.shape if inputs[0].__class__ is _Sizes else inputs[0].outputs[0].aval.shape
+        if op_type in ("Shape", "Size") and len(inputs) == 1 and isinstance(inputs[0], (Symbol, Sizes)):
+            shape = inputs[0].value.shape if inputs[0].__class__ is Sizes else inputs[0].outputs[0].aval.shape
             if shape is None or None in shape or all(isinstance(d, int) for d in shape):
                 return False  # (concrete: the converter folds it; unknown: it explains)
             if op_type == "Size":
@@ -665,12 +708,12 @@ class Conversion:
             value = normalized(np.asarray(value) if not isinstance(value, np.ndarray) else value)
             if is_symbolic_array(value):
                 self.sizes[name] = value
-                self.env[name] = _Sizes(value, self.device)  # (a node only where a converter reads it)
+                self.env[name] = Sizes(value, self.device)  # (a node only where a converter reads it)
             else:
                 arr = np.asarray(value)
                 arr = arr.astype(np.int64) if arr.dtype == object else arr
                 self.consts[name] = arr
-                self.env[name] = constant(arr)
+                self.env[name] = Known(arr)
         return True
 
     def _in_format(self, s: Symbol, name: str, node: OnnxNode, where: str) -> Symbol:
@@ -729,25 +772,6 @@ class _Scope:
             return conv._value(name, where)
         finally:
             conv.env, conv.scope = saved
-
-
-class _Sizes:
-    """A value computed from the symbolic dims at load time (``Shape`` of a dynamic input, arithmetic
-    on it): most are read only as sizes (``_const_of``: a ``Reshape``'s shape), so the graph node that
-    computes it when the model runs (``dim_values``) is made only when a converter reads it as a tensor,
-    once (a transformer's import made some 60 such nodes, recording each through its rules, for the
-    few its graph keeps)."""
-
-    __slots__ = ("device", "made", "value")
-
-    def __init__(self, value: np.ndarray, device):
-        self.value, self.device, self.made = value, device, None
-
-    def symbol(self) -> Symbol:
-        if self.made is None:
-            v = self.value
-            self.made = S.dim_values(values=tuple(v.reshape(-1)), shape=v.shape, device=self.device)
-        return self.made
 
 
 class _Missing:
