@@ -13,7 +13,8 @@ makes the graph node at the first read as a tensor, once:
 * ``Known``: a concrete array (a ``Constant``'s value, a size that came out concrete), made a
   constant node, as the converter would have made it;
 * ``Folded``: the concrete output of a small integer node whose inputs are all known (``fold``),
-  made by converting that node as it would have been converted (its inputs made in turn).
+  made by converting that node as it would have been converted (its inputs made in turn);
+* ``Missing``: an output a converter cannot produce, an error only when read.
 
 Graph leaves are ordered by the walk from the outputs, not by creation, and a node made later keeps
 its inputs' order among the ops, so the graph is the one eager conversion would have made; a value
@@ -25,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import sym as S
+from ..errors import GraphFormatError
 from ..graph.symbol import Symbol
 from .import_ops import constant
 from .import_shape import constant_of_shape, expand, reshape, slice_op, squeeze, tile, unsqueeze
@@ -86,6 +88,17 @@ class Folded:
         if self.made is None:
             self.made = self.convert()
         return self.made
+
+
+class Missing:
+    """An output a converter cannot produce: an error only when read (``fail``)."""
+
+    def __init__(self, name: str, where: str, index: int):
+        self.name, self.where, self.index = name, where, index
+
+    def fail(self):
+        raise GraphFormatError(f"{self.where}: output {self.index} ({self.name!r}) is read by the graph, but "
+                               "lazyarray does not compute it")
 
 
 DEFERRED = (Sizes, Known, Folded)  # the holders: a loader's env value of one of these classes has ``symbol()``

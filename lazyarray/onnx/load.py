@@ -39,7 +39,7 @@ from ..graph.build import shapes_memoized
 from ..graph.node import RECORD_SOURCE, check_capture, user_source
 from ..graph.rewrite import gc_paused
 from ..graph.symbol import Symbol
-from . import external_data
+from . import external_data, narrow
 from .image import IMAGE_CONVERTERS
 from .import_bitcast import BITCAST_CONVERTERS
 from .import_causal_conv import CAUSAL_CONV_CONVERTERS
@@ -76,7 +76,7 @@ from .import_signal import SIGNAL_CONVERTERS
 from .import_tfidf import TFIDF_CONVERTERS
 from .import_transformer import TRANSFORMER_CONVERTERS
 from .import_unpool import UNPOOL_CONVERTERS
-from .known_values import DEFERRED, FOLD_OPS, VALUE_INPUTS, Folded, Known, Sizes, fold
+from .known_values import DEFERRED, FOLD_OPS, VALUE_INPUTS, Folded, Known, Missing, Sizes, fold
 from .narrow import has_narrow, narrow_format, round_output, storage_dtype, value_types, widen
 from .opset_upgrade import DEFAULT_DOMAINS as _DEFAULT_DOMAINS
 from .opset_upgrade import default_opset, upgrade
@@ -264,35 +264,54 @@ class Conversion:
         self.graph = model.graph
         self.opset = default_opset(model, what)
         self.input_shapes = dict(input_shapes or {})
+        # graph input name -> its value (a tensor; a list for a sequence, None for an empty optional)
+        self.given = dict(input_values or {})
+        self.input_values = {k: v for name, value in self.given.items() for k, v in flat_values(name, value).items()}
+        self.read_inputs: set[str] = set()
+        self.device = current_device()
+        # ONNX element types of the values, when the model has narrow formats (narrow.py); ``unchecked``:
+        # assumed to have none, ``_attrs`` looks at each node's (no walk first: a tenth of an import)
+        declared = narrow.declares_narrow(self.graph)
+        self.types: dict[str, int] = value_types(model) if declared else {}
+        self.unchecked = not declared
+        # every node converted is the caller's line (no converter is user code): found once
+        token = RECORD_SOURCE.set(RECORD_SOURCE.get() or user_source())
+        try:
+            # (each node's avals inferred once per distinct question: see build.SHAPE_MEMO)
+            with shapes_memoized(_plain_shapes(self.input_shapes)):
+                self.symbol, self.arrays = self._run_once()
+        finally:
+            RECORD_SOURCE.reset(token)
+        self.reads = {}  # (what it held is needed no more: the nodes live on in the symbol)
+
+    def _run_once(self) -> tuple[Symbol, dict[str, np.ndarray]]:
+        """``_run``; again with the value types when it finds a narrow format after all (or fails on
+        a model that has one: the conversion that knew it from the start would have been this one)."""
+        try:
+            return self._run()
+        except Exception as exc:  # noqa: BLE001 (re-raised unless narrow formats explain it)
+            if not self.unchecked or not (isinstance(exc, narrow.NarrowFound) or has_narrow(self.model)):
+                raise
+        self.types, self.unchecked = value_types(self.model), False
+        self.read_inputs = set()
+        return self._run()
+
+    def _reset(self) -> None:
+        """The state of a conversion about to start (``_run``)."""
         self.env: dict[str, Symbol] = {}
         self.consts: dict[str, np.ndarray] = {}  # values known at load time
         # values known at load time as expressions of the symbolic dims (object arrays: shape_values.py)
         self.sizes: dict[str, np.ndarray] = {}
         self.inits: dict[str, np.ndarray] = {}
         self.used_params: dict[str, np.ndarray] = {}
-        # graph input name -> its value (a tensor; a list for a sequence, None for an empty optional)
-        self.given = dict(input_values or {})
-        self.input_values = {k: v for name, value in self.given.items() for k, v in flat_values(name, value).items()}
         self.layout: list = []  # per graph output, how its tensors regroup (import_sequence.layout_of)
-        self.read_inputs: set[str] = set()
-        self.device = current_device()
         self.scope: _Scope | None = None  # inside a control-flow body: how to read the enclosing graph
-        # ONNX element types of the values, when the model has narrow formats (narrow.py)
-        self.types: dict[str, int] = value_types(model) if has_narrow(model) else {}
         # id(node) -> (node, the graph inputs it reads that are not initializers, whether it or a node
         # before it has a symbolic size parameter): each node walked once (``_reads``)
         self.reads: dict[int, tuple] = {}
-        # every node converted is the caller's line (no converter is user code): found once
-        token = RECORD_SOURCE.set(RECORD_SOURCE.get() or user_source())
-        try:
-            # (each node's avals inferred once per distinct question: see build.SHAPE_MEMO)
-            with shapes_memoized(_plain_shapes(self.input_shapes)):
-                self.symbol, self.arrays = self._run()
-        finally:
-            RECORD_SOURCE.reset(token)
-        self.reads = {}  # (what it held is needed no more: the nodes live on in the symbol)
 
     def _run(self) -> tuple[Symbol, dict[str, np.ndarray]]:
+        self._reset()
         self._check_ops(self.graph, self.what)
         for t in self.graph.initializer:
             self.inits[t.name] = self.consts[t.name] = self._initializer(t, self.what)
@@ -394,7 +413,7 @@ class Conversion:
     def _raw(self, name: str, where: str):
         """``_value``, but a value known at load time as it is (``Sizes``, ``_Known``: no graph node made yet)."""
         s = self.env.get(name)
-        if isinstance(s, _Missing):
+        if isinstance(s, Missing):
             s.fail()
         if s is not None:
             return s
@@ -493,6 +512,8 @@ class Conversion:
             if a.ref_attr_name:
                 raise GraphFormatError(f"{where}: attribute {a.name!r} refers to a function attribute")
             v = helper.get_attribute_value(a)
+            if self.unchecked and narrow.narrow_attribute(a, v):
+                raise narrow.NarrowFound(where)
             if isinstance(v, bytes):
                 v = v.decode("utf-8", "replace")
             elif isinstance(v, self.onnx.TensorProto):
@@ -612,7 +633,7 @@ class Conversion:
             if not name:
                 continue
             if j >= len(outs) or outs[j] is None:
-                self.env[name] = _Missing(name, where, j)
+                self.env[name] = Missing(name, where, j)
                 continue
             self.env[name] = self._in_format(outs[j], name, node, where)
 
@@ -730,7 +751,6 @@ class Conversion:
                                    "whether to round it; declare its type in the graph's value_info")
         return s
 
-
     def _graph_attr(self, nd, attr: str, where: str):
         for a in nd.attribute:
             if a.name == attr and a.type == self.onnx.AttributeProto.GRAPH:
@@ -772,14 +792,3 @@ class _Scope:
             return conv._value(name, where)
         finally:
             conv.env, conv.scope = saved
-
-
-class _Missing:
-    """An output a converter cannot produce: an error only when read."""
-
-    def __init__(self, name: str, where: str, index: int):
-        self.name, self.where, self.index = name, where, index
-
-    def fail(self):
-        raise GraphFormatError(f"{self.where}: output {self.index} ({self.name!r}) is read by the graph, but "
-                               "lazyarray does not compute it")
