@@ -269,8 +269,7 @@ class Conversion:
         self.input_values = {k: v for name, value in self.given.items() for k, v in flat_values(name, value).items()}
         self.read_inputs: set[str] = set()
         self.device = current_device()
-        # ONNX element types of the values, when the model has narrow formats (narrow.py); ``unchecked``:
-        # assumed to have none, ``_attrs`` looks at each node's (no walk first: a tenth of an import)
+        # value -> ONNX element type, for narrow formats (narrow.py); ``unchecked``: none assumed, ``_attrs`` checks
         declared = narrow.declares_narrow(self.graph)
         self.types: dict[str, int] = value_types(model) if declared else {}
         self.unchecked = not declared
@@ -312,15 +311,15 @@ class Conversion:
 
     def _run(self) -> tuple[Symbol, dict[str, np.ndarray]]:
         self._reset()
-        self._check_ops(self.graph, self.what)
+        ops = self._check_ops(self.graph, self.what)
         for t in self.graph.initializer:
             self.inits[t.name] = self.consts[t.name] = self._initializer(t, self.what)
         self.graph_inputs = {vi.name for vi in self.graph.input}
         for vi in self.graph.input:
             if vi.name not in self.inits:
                 self.env[vi.name] = self._input(vi)
-        for k, nd in enumerate(self.graph.node):
-            self._convert(k, nd)
+        for k, (nd, op) in enumerate(zip(self.graph.node, ops)):
+            self._convert(k, nd, None, op)
         outs = []
         for vi in self.graph.output:
             value = self._value(vi.name, f"{self.what}: graph output {vi.name!r}")
@@ -340,10 +339,12 @@ class Conversion:
         used = set(inputs)
         return sym, {k: v for k, v in self.used_params.items() if k in used}
 
-    def _check_ops(self, graph, what: str) -> None:
+    def _check_ops(self, graph, what: str) -> list[str]:
+        """The op_type of each node of ``graph`` (read once), after checking that every one converts."""
         unknown: dict[str, list[str]] = {}
-        for k, nd in enumerate(graph.node):
-            op = nd.op_type if nd.domain in _DEFAULT_DOMAINS else f"{nd.domain}.{nd.op_type}"
+        ops = [nd.op_type for nd in graph.node]
+        for k, (nd, op_type) in enumerate(zip(graph.node, ops)):
+            op = op_type if nd.domain in _DEFAULT_DOMAINS else f"{nd.domain}.{op_type}"
             if op not in CONVERTERS:
                 unknown.setdefault(op, []).append(nd.name or f"#{k}")
         if unknown:
@@ -352,6 +353,7 @@ class Conversion:
             raise GraphFormatError(f"{what}: {len(unknown)} ONNX operator(s) not supported: {listed}. "
                                    "The supported operators are the keys of lazyarray.onnx.load.CONVERTERS "
                                    "(python benchmarks/onnx_conformance.py shows how well each passes ONNX's tests)")
+        return ops
 
     def _input(self, vi):
         where = f"{self.what}: graph input {vi.name!r}"
@@ -530,7 +532,7 @@ class Conversion:
         (``(shape, dtype)``, ``None`` for what the file says); values of enclosing graphs it reads by
         name become extra inputs (``Body.captured``, outer name -> outer Symbol), constants are copied in."""
         where = f"{where} body {graph.name!r}"
-        self._check_ops(graph, where)
+        ops = self._check_ops(graph, where)
         if len(in_avals) != len(graph.input):
             raise GraphFormatError(f"{where}: takes {len(graph.input)} inputs, the node gives it {len(in_avals)}")
         env: dict = {}
@@ -545,8 +547,8 @@ class Conversion:
         saved = self.env, self.scope
         self.env, self.scope = env, scope
         try:
-            for k, nd in enumerate(graph.node):
-                self._convert(k, nd, where)
+            for k, (nd, op) in enumerate(zip(graph.node, ops)):
+                self._convert(k, nd, where, op)
             outs = [self._value(vi.name, f"{where}: output {vi.name!r}") for vi in graph.output]
         finally:
             self.env, self.scope = saved
@@ -575,7 +577,7 @@ class Conversion:
         chosen at load time, a ``SequenceMap`` body at one position), converted into the enclosing
         graph: its nodes read the enclosing values by name, and its own names stay local to it."""
         where = f"{where} body {graph.name!r}"
-        self._check_ops(graph, where)
+        ops = self._check_ops(graph, where)
         if len(graph.input) != len(args):
             raise GraphFormatError(f"{where}: takes {len(graph.input)} inputs, the node gives it {len(args)}")
         saved = self.env, self.consts
@@ -585,18 +587,21 @@ class Conversion:
         self.env.update({vi.name: a for vi, a in zip(graph.input, args)})
         try:
             self._body_initializers(graph, self.env)
-            for k, nd in enumerate(graph.node):
-                self._convert(k, nd, where)
+            for k, (nd, op) in enumerate(zip(graph.node, ops)):
+                self._convert(k, nd, where, op)
             return [self._value(vi.name, f"{where}: output {vi.name!r}") for vi in graph.output]
         finally:
             self.env, self.consts = saved
 
-    def _convert(self, k: int, nd, what: str | None = None) -> None:
-        # (each protobuf field read once: reading one builds a new Python object each time)
-        op_type, in_names, default_domain = nd.op_type, list(nd.input), nd.domain in _DEFAULT_DOMAINS
+    def _convert(self, k: int, nd, what: str | None = None, op_type: str | None = None) -> None:
+        # (``op_type``: read already, or None; each protobuf field read once: a read builds a new Python
+        # object each time, 1-10 us)
+        op_type = nd.op_type if op_type is None else op_type
+        in_names, default_domain = list(nd.input), nd.domain in _DEFAULT_DOMAINS
         if op_type == "Constant" and default_domain and not in_names and not self.types and self._constant(nd):
             return
-        where = f"{what or self.what}: node {nd.name or '#' + str(k)!r} ({op_type})"
+        label = nd.name
+        where = f"{what or self.what}: node {label or '#' + str(k)!r} ({op_type})"
         inputs = [None if not name else self._raw(name, where) for name in in_names]
         if op_type not in TAKES_STRUCTURED or not default_domain:
             for name, x in zip(in_names, inputs):
@@ -606,17 +611,18 @@ class Conversion:
         while inputs and inputs[-1] is None:  # trailing omitted optional inputs
             inputs.pop()
         if default_domain and (self._sizes_of(nd, inputs, op_type, in_names)
-                               or op_type in FOLD_OPS and self._folded(k, nd, what, in_names)):
+                               or op_type in FOLD_OPS and self._folded(k, nd, what, in_names, op_type)):
             return
-        self._convert_node(nd, op_type, in_names, default_domain, inputs, where)
+        self._convert_node(nd, op_type, in_names, default_domain, inputs, where, label)
 
-    def _convert_node(self, nd, op_type: str, in_names: list, default_domain: bool, inputs: list, where: str) -> None:
-        """``nd`` converted by its converter (``_convert``: once it knows no cheaper way)."""
+    def _convert_node(self, nd, op_type: str, in_names: list, default_domain: bool, inputs: list, where, label) -> None:
+        """``nd`` (named ``label``) converted by its converter (``_convert``: once it knows no cheaper way)."""
         values = _VALUE_INPUTS.get(op_type) if default_domain else None  # (read as values: no node made)
         inputs = [x.symbol() if x.__class__ in DEFERRED and (values is None or i not in values) else x
                   for i, x in enumerate(inputs)]
         types = self.types
-        node = OnnxNode(op_type, nd.name, inputs, self._attrs(nd, where), self.opset, where, len(nd.output),
+        out_names = list(nd.output)
+        node = OnnxNode(op_type, label, inputs, self._attrs(nd, where), self.opset, where, len(out_names),
                         in_types=tuple(types.get(name, 0) for name in in_names) if types else (0,) * len(in_names),
                         const_of=lambda i, what: self._const_of(nd, i, what),
                         subgraph=lambda attr, in_avals: self._subgraph(self._graph_attr(nd, attr, where), where,
@@ -629,7 +635,7 @@ class Conversion:
             raise
         except LazyArrayError as exc:
             raise GraphFormatError(f"{where}: {exc}") from None
-        for j, name in enumerate(nd.output):
+        for j, name in enumerate(out_names):
             if not name:
                 continue
             if j >= len(outs) or outs[j] is None:
@@ -637,14 +643,13 @@ class Conversion:
                 continue
             self.env[name] = self._in_format(outs[j], name, node, where)
 
-    def _folded(self, k: int, nd, what: str | None, in_names: list) -> bool:
+    def _folded(self, k: int, nd, what: str | None, in_names: list, op_type: str) -> bool:
         """Compute ``nd`` when loading if its inputs are all small known integers (``known_values.fold``:
         a size that came out concrete, on its way to a ``Reshape``'s shape); True when it did. Its graph
         node is made, by its converter, only where a converter reads the value as a tensor."""
         consts = self.consts
-        if self.types or not in_names or len(nd.output) != 1 or any(name and name not in consts for name in in_names):
+        if self.types or not in_names or any(name and name not in consts for name in in_names) or len(nd.output) != 1:
             return False
-        op_type = nd.op_type
         values = [consts[name] if name else None for name in in_names]
         value = fold(op_type, values, self._attrs(nd, f"{self.what}: node {nd.name!r} ({op_type})") if nd.attribute
                      else {}, self.opset)
@@ -654,13 +659,14 @@ class Conversion:
         env = self.env
 
         def convert():  # (as ``_convert`` would have converted it; its own inputs made the same way)
-            where = f"{what or self.what}: node {nd.name or '#' + str(k)!r} ({op_type})"
+            label = nd.name
+            where = f"{what or self.what}: node {label or '#' + str(k)!r} ({op_type})"
             inputs = [None if not n else self._raw(n, where) for n in in_names]
             while inputs and inputs[-1] is None:
                 inputs.pop()
             saved, self.env = self.env, env
             try:
-                self._convert_node(nd, op_type, in_names, True, inputs, where)
+                self._convert_node(nd, op_type, in_names, True, inputs, where, label)
                 return env[name]
             finally:
                 self.env = saved
