@@ -137,4 +137,4 @@ def fold(op: str, values: list, attrs: dict, opset: int) -> np.ndarray | None:
         out = out.astype(np.int64)
     if out.size > FOLD_MAX or (out.dtype != _INT64 and not (op == "Equal" and out.dtype == _BOOL)):
         return None
-    return out
+    return np.array(out)  # (its own copy, never a view of an input: the loader makes it read-only)

@@ -157,3 +157,11 @@ def test_value_inputs_name_the_converters_in_use():
     assert set(load_mod._VALUE_INPUTS) == set(known_values.VALUE_INPUTS)
     for op, (fn, _) in known_values.VALUE_INPUTS.items():
         assert load_mod.CONVERTERS[op] is fn
+
+
+def test_fold_gives_its_own_array():
+    """An ``Identity`` or ``Squeeze`` of an initializer is a copy: the loader makes a folded value read-only,
+    never the initializer the block binds as a parameter."""
+    init = np.array([3, 4], np.int64)
+    out = known_values.fold("Identity", [init], {}, 17)
+    assert out is not init and not np.shares_memory(out, init) and init.flags.writeable
