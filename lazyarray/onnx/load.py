@@ -39,7 +39,7 @@ from ..graph.build import shapes_memoized
 from ..graph.node import RECORD_SOURCE, check_capture, user_source
 from ..graph.rewrite import gc_paused
 from ..graph.symbol import Symbol
-from . import external_data
+from . import external_data, narrow
 from .image import IMAGE_CONVERTERS
 from .import_bitcast import BITCAST_CONVERTERS
 from .import_causal_conv import CAUSAL_CONV_CONVERTERS
@@ -76,6 +76,7 @@ from .import_signal import SIGNAL_CONVERTERS
 from .import_tfidf import TFIDF_CONVERTERS
 from .import_transformer import TRANSFORMER_CONVERTERS
 from .import_unpool import UNPOOL_CONVERTERS
+from .known_values import DEFERRED, FOLD_OPS, VALUE_INPUTS, Folded, Known, Missing, Sizes, fold
 from .narrow import has_narrow, narrow_format, round_output, storage_dtype, value_types, widen
 from .opset_upgrade import DEFAULT_DOMAINS as _DEFAULT_DOMAINS
 from .opset_upgrade import default_opset, upgrade
@@ -94,6 +95,8 @@ CONVERTERS.update({**SCATTER_CONVERTERS, **SIGNAL_CONVERTERS, **RNN_CONVERTERS,
                    **FLEX_ATTENTION_CONVERTERS, **DEFORM_CONV_CONVERTERS,
                    **ROI_ALIGN_CONVERTERS, **ML_CONVERTERS, **TFIDF_CONVERTERS,
                    **SEQUENCE_CONVERTERS, **IMAGE_CONVERTERS})  # families added later, each claimed only when all its node cases pass
+# op -> the inputs its converter reads only as known values (``known_values.VALUE_INPUTS``), while it converts it
+_VALUE_INPUTS = {op: pos for op, (fn, pos) in VALUE_INPUTS.items() if CONVERTERS.get(op) is fn}
 
 
 def _onnx():
@@ -261,44 +264,62 @@ class Conversion:
         self.graph = model.graph
         self.opset = default_opset(model, what)
         self.input_shapes = dict(input_shapes or {})
+        # graph input name -> its value (a tensor; a list for a sequence, None for an empty optional)
+        self.given = dict(input_values or {})
+        self.input_values = {k: v for name, value in self.given.items() for k, v in flat_values(name, value).items()}
+        self.read_inputs: set[str] = set()
+        self.device = current_device()
+        # value -> ONNX element type, for narrow formats (narrow.py); ``unchecked``: none assumed, ``_attrs`` checks
+        declared = narrow.declares_narrow(self.graph)
+        self.types: dict[str, int] = value_types(model) if declared else {}
+        self.unchecked = not declared
+        # every node converted is the caller's line (no converter is user code): found once
+        token = RECORD_SOURCE.set(RECORD_SOURCE.get() or user_source())
+        try:
+            # (each node's avals inferred once per distinct question: see build.SHAPE_MEMO)
+            with shapes_memoized(_plain_shapes(self.input_shapes)):
+                self.symbol, self.arrays = self._run_once()
+        finally:
+            RECORD_SOURCE.reset(token)
+        self.reads = {}  # (what it held is needed no more: the nodes live on in the symbol)
+
+    def _run_once(self) -> tuple[Symbol, dict[str, np.ndarray]]:
+        """``_run``; again with the value types when it finds a narrow format after all (or fails on
+        a model that has one: the conversion that knew it from the start would have been this one)."""
+        try:
+            return self._run()
+        except Exception as exc:  # noqa: BLE001 (re-raised unless narrow formats explain it)
+            if not self.unchecked or not (isinstance(exc, narrow.NarrowFound) or has_narrow(self.model)):
+                raise
+        self.types, self.unchecked = value_types(self.model), False
+        self.read_inputs = set()
+        return self._run()
+
+    def _reset(self) -> None:
+        """The state of a conversion about to start (``_run``)."""
         self.env: dict[str, Symbol] = {}
         self.consts: dict[str, np.ndarray] = {}  # values known at load time
         # values known at load time as expressions of the symbolic dims (object arrays: shape_values.py)
         self.sizes: dict[str, np.ndarray] = {}
         self.inits: dict[str, np.ndarray] = {}
         self.used_params: dict[str, np.ndarray] = {}
-        # graph input name -> its value (a tensor; a list for a sequence, None for an empty optional)
-        self.given = dict(input_values or {})
-        self.input_values = {k: v for name, value in self.given.items() for k, v in flat_values(name, value).items()}
         self.layout: list = []  # per graph output, how its tensors regroup (import_sequence.layout_of)
-        self.read_inputs: set[str] = set()
-        self.device = current_device()
         self.scope: _Scope | None = None  # inside a control-flow body: how to read the enclosing graph
-        # ONNX element types of the values, when the model has narrow formats (narrow.py)
-        self.types: dict[str, int] = value_types(model) if has_narrow(model) else {}
         # id(node) -> (node, the graph inputs it reads that are not initializers, whether it or a node
         # before it has a symbolic size parameter): each node walked once (``_reads``)
         self.reads: dict[int, tuple] = {}
-        # every node converted is the caller's line (no converter is user code): found once
-        token = RECORD_SOURCE.set(RECORD_SOURCE.get() or user_source())
-        try:
-            # (each node's avals inferred once per distinct question: see build.SHAPE_MEMO)
-            with shapes_memoized(_plain_shapes(self.input_shapes)):
-                self.symbol, self.arrays = self._run()
-        finally:
-            RECORD_SOURCE.reset(token)
-        self.reads = {}  # (what it held is needed no more: the nodes live on in the symbol)
 
     def _run(self) -> tuple[Symbol, dict[str, np.ndarray]]:
-        self._check_ops(self.graph, self.what)
+        self._reset()
+        ops = self._check_ops(self.graph, self.what)
         for t in self.graph.initializer:
             self.inits[t.name] = self.consts[t.name] = self._initializer(t, self.what)
         self.graph_inputs = {vi.name for vi in self.graph.input}
         for vi in self.graph.input:
             if vi.name not in self.inits:
                 self.env[vi.name] = self._input(vi)
-        for k, nd in enumerate(self.graph.node):
-            self._convert(k, nd)
+        for k, (nd, op) in enumerate(zip(self.graph.node, ops)):
+            self._convert(k, nd, None, op)
         outs = []
         for vi in self.graph.output:
             value = self._value(vi.name, f"{self.what}: graph output {vi.name!r}")
@@ -318,10 +339,12 @@ class Conversion:
         used = set(inputs)
         return sym, {k: v for k, v in self.used_params.items() if k in used}
 
-    def _check_ops(self, graph, what: str) -> None:
+    def _check_ops(self, graph, what: str) -> list[str]:
+        """The op_type of each node of ``graph`` (read once), after checking that every one converts."""
         unknown: dict[str, list[str]] = {}
-        for k, nd in enumerate(graph.node):
-            op = nd.op_type if nd.domain in _DEFAULT_DOMAINS else f"{nd.domain}.{nd.op_type}"
+        ops = [nd.op_type for nd in graph.node]
+        for k, (nd, op_type) in enumerate(zip(graph.node, ops)):
+            op = op_type if nd.domain in _DEFAULT_DOMAINS else f"{nd.domain}.{op_type}"
             if op not in CONVERTERS:
                 unknown.setdefault(op, []).append(nd.name or f"#{k}")
         if unknown:
@@ -330,6 +353,7 @@ class Conversion:
             raise GraphFormatError(f"{what}: {len(unknown)} ONNX operator(s) not supported: {listed}. "
                                    "The supported operators are the keys of lazyarray.onnx.load.CONVERTERS "
                                    "(python benchmarks/onnx_conformance.py shows how well each passes ONNX's tests)")
+        return ops
 
     def _input(self, vi):
         where = f"{self.what}: graph input {vi.name!r}"
@@ -386,12 +410,12 @@ class Conversion:
 
     def _value(self, name: str, where: str) -> Symbol:
         s = self._raw(name, where)
-        return s.symbol() if s.__class__ is _Sizes else s
+        return s.symbol() if s.__class__ in DEFERRED else s
 
     def _raw(self, name: str, where: str):
-        """``_value``, but a size known at load time as it is (``_Sizes``: no graph node made yet)."""
+        """``_value``, but a value known at load time as it is (``Sizes``, ``_Known``: no graph node made yet)."""
         s = self.env.get(name)
-        if isinstance(s, _Missing):
+        if isinstance(s, Missing):
             s.fail()
         if s is not None:
             return s
@@ -490,6 +514,8 @@ class Conversion:
             if a.ref_attr_name:
                 raise GraphFormatError(f"{where}: attribute {a.name!r} refers to a function attribute")
             v = helper.get_attribute_value(a)
+            if self.unchecked and narrow.narrow_attribute(a, v):
+                raise narrow.NarrowFound(where)
             if isinstance(v, bytes):
                 v = v.decode("utf-8", "replace")
             elif isinstance(v, self.onnx.TensorProto):
@@ -506,7 +532,7 @@ class Conversion:
         (``(shape, dtype)``, ``None`` for what the file says); values of enclosing graphs it reads by
         name become extra inputs (``Body.captured``, outer name -> outer Symbol), constants are copied in."""
         where = f"{where} body {graph.name!r}"
-        self._check_ops(graph, where)
+        ops = self._check_ops(graph, where)
         if len(in_avals) != len(graph.input):
             raise GraphFormatError(f"{where}: takes {len(graph.input)} inputs, the node gives it {len(in_avals)}")
         env: dict = {}
@@ -521,8 +547,8 @@ class Conversion:
         saved = self.env, self.scope
         self.env, self.scope = env, scope
         try:
-            for k, nd in enumerate(graph.node):
-                self._convert(k, nd, where)
+            for k, (nd, op) in enumerate(zip(graph.node, ops)):
+                self._convert(k, nd, where, op)
             outs = [self._value(vi.name, f"{where}: output {vi.name!r}") for vi in graph.output]
         finally:
             self.env, self.scope = saved
@@ -551,7 +577,7 @@ class Conversion:
         chosen at load time, a ``SequenceMap`` body at one position), converted into the enclosing
         graph: its nodes read the enclosing values by name, and its own names stay local to it."""
         where = f"{where} body {graph.name!r}"
-        self._check_ops(graph, where)
+        ops = self._check_ops(graph, where)
         if len(graph.input) != len(args):
             raise GraphFormatError(f"{where}: takes {len(graph.input)} inputs, the node gives it {len(args)}")
         saved = self.env, self.consts
@@ -561,16 +587,21 @@ class Conversion:
         self.env.update({vi.name: a for vi, a in zip(graph.input, args)})
         try:
             self._body_initializers(graph, self.env)
-            for k, nd in enumerate(graph.node):
-                self._convert(k, nd, where)
+            for k, (nd, op) in enumerate(zip(graph.node, ops)):
+                self._convert(k, nd, where, op)
             return [self._value(vi.name, f"{where}: output {vi.name!r}") for vi in graph.output]
         finally:
             self.env, self.consts = saved
 
-    def _convert(self, k: int, nd, what: str | None = None) -> None:
-        # (each protobuf field read once: reading one builds a new Python object each time)
-        op_type, in_names, default_domain = nd.op_type, list(nd.input), nd.domain in _DEFAULT_DOMAINS
-        where = f"{what or self.what}: node {nd.name or '#' + str(k)!r} ({op_type})"
+    def _convert(self, k: int, nd, what: str | None = None, op_type: str | None = None) -> None:
+        # (``op_type``: read already, or None; each protobuf field read once: a read builds a new Python
+        # object each time, 1-10 us)
+        op_type = nd.op_type if op_type is None else op_type
+        in_names, default_domain = list(nd.input), nd.domain in _DEFAULT_DOMAINS
+        if op_type == "Constant" and default_domain and not in_names and not self.types and self._constant(nd):
+            return
+        label = nd.name
+        where = f"{what or self.what}: node {label or '#' + str(k)!r} ({op_type})"
         inputs = [None if not name else self._raw(name, where) for name in in_names]
         if op_type not in TAKES_STRUCTURED or not default_domain:
             for name, x in zip(in_names, inputs):
@@ -579,13 +610,19 @@ class Conversion:
                                            "Sequence*/Optional* operators, Identity, If and Loop take those")
         while inputs and inputs[-1] is None:  # trailing omitted optional inputs
             inputs.pop()
-        if default_domain and self._sizes_of(nd, inputs, op_type, in_names):
+        if default_domain and (self._sizes_of(nd, inputs, op_type, in_names)
+                               or op_type in FOLD_OPS and self._folded(k, nd, what, in_names, op_type)):
             return
-        if op_type == "Constant" and default_domain and not in_names and not self.types and self._constant(nd):
-            return
-        inputs = [x.symbol() if x.__class__ is _Sizes else x for x in inputs]
+        self._convert_node(nd, op_type, in_names, default_domain, inputs, where, label)
+
+    def _convert_node(self, nd, op_type: str, in_names: list, default_domain: bool, inputs: list, where, label) -> None:
+        """``nd`` (named ``label``) converted by its converter (``_convert``: once it knows no cheaper way)."""
+        values = _VALUE_INPUTS.get(op_type) if default_domain else None  # (read as values: no node made)
+        inputs = [x.symbol() if x.__class__ in DEFERRED and (values is None or i not in values) else x
+                  for i, x in enumerate(inputs)]
         types = self.types
-        node = OnnxNode(op_type, nd.name, inputs, self._attrs(nd, where), self.opset, where, len(nd.output),
+        out_names = list(nd.output)
+        node = OnnxNode(op_type, label, inputs, self._attrs(nd, where), self.opset, where, len(out_names),
                         in_types=tuple(types.get(name, 0) for name in in_names) if types else (0,) * len(in_names),
                         const_of=lambda i, what: self._const_of(nd, i, what),
                         subgraph=lambda attr, in_avals: self._subgraph(self._graph_attr(nd, attr, where), where,
@@ -598,13 +635,45 @@ class Conversion:
             raise
         except LazyArrayError as exc:
             raise GraphFormatError(f"{where}: {exc}") from None
-        for j, name in enumerate(nd.output):
+        for j, name in enumerate(out_names):
             if not name:
                 continue
             if j >= len(outs) or outs[j] is None:
-                self.env[name] = _Missing(name, where, j)
+                self.env[name] = Missing(name, where, j)
                 continue
             self.env[name] = self._in_format(outs[j], name, node, where)
+
+    def _folded(self, k: int, nd, what: str | None, in_names: list, op_type: str) -> bool:
+        """Compute ``nd`` when loading if its inputs are all small known integers (``known_values.fold``:
+        a size that came out concrete, on its way to a ``Reshape``'s shape); True when it did. Its graph
+        node is made, by its converter, only where a converter reads the value as a tensor."""
+        consts = self.consts
+        if self.types or not in_names or any(name and name not in consts for name in in_names) or len(nd.output) != 1:
+            return False
+        values = [consts[name] if name else None for name in in_names]
+        value = fold(op_type, values, self._attrs(nd, f"{self.what}: node {nd.name!r} ({op_type})") if nd.attribute
+                     else {}, self.opset)
+        if value is None:
+            return False
+        name = nd.output[0]
+        env = self.env
+
+        def convert():  # (as ``_convert`` would have converted it; its own inputs made the same way)
+            label = nd.name
+            where = f"{what or self.what}: node {label or '#' + str(k)!r} ({op_type})"
+            inputs = [None if not n else self._raw(n, where) for n in in_names]
+            while inputs and inputs[-1] is None:
+                inputs.pop()
+            saved, self.env = self.env, env
+            try:
+                self._convert_node(nd, op_type, in_names, True, inputs, where, label)
+                return env[name]
+            finally:
+                self.env = saved
+        value.flags.writeable = False
+        consts[name] = value
+        env[name] = Folded(value, convert)
+        return True
 
     def _constant(self, nd) -> bool:
         """A ``Constant`` whose one attribute is a plain numeric ``value`` tensor, converted as
@@ -617,17 +686,18 @@ class Conversion:
         if a.name != "value" or a.type != _TENSOR_ATTR or a.ref_attr_name or a.t.data_type not in PLAIN_TYPES:
             return False
         arr = np.array(tensor_array(a.t, self.onnx.numpy_helper))  # (ours alone: the node keeps it, uncopied)
-        s = constant(arr, owned=True)
-        self.env[nd.output[0]] = s
-        self.consts[nd.output[0]] = s.outputs[0].node.value
+        arr.flags.writeable = False  # (as the constant node would make it)
+        name = nd.output[0]
+        self.env[name] = Known(arr, owned=True)  # (its node made only where a converter reads it as a tensor)
+        self.consts[name] = arr
         return True
 
     def _sizes_of(self, nd, inputs: list, op_type: str, in_names: list) -> bool:
         """Evaluate ``nd`` when loading if it computes sizes from symbolic dims (``Shape`` of an input
         with a dynamic batch axis, arithmetic on such sizes); True when it did. (``op_type``, ``in_names``:
         ``nd``'s, as ``_convert`` read them: every node asks, most of them to hear no.)"""
-        if op_type in ("Shape", "Size") and len(inputs) == 1 and isinstance(inputs[0], (Symbol, _Sizes)):
-            shape = inputs[0].value.shape if inputs[0].__class__ is _Sizes else inputs[0].outputs[0].aval.shape
+        if op_type in ("Shape", "Size") and len(inputs) == 1 and isinstance(inputs[0], (Symbol, Sizes)):
+            shape = inputs[0].value.shape if inputs[0].__class__ is Sizes else inputs[0].outputs[0].aval.shape
             if shape is None or None in shape or all(isinstance(d, int) for d in shape):
                 return False  # (concrete: the converter folds it; unknown: it explains)
             if op_type == "Size":
@@ -665,12 +735,12 @@ class Conversion:
             value = normalized(np.asarray(value) if not isinstance(value, np.ndarray) else value)
             if is_symbolic_array(value):
                 self.sizes[name] = value
-                self.env[name] = _Sizes(value, self.device)  # (a node only where a converter reads it)
+                self.env[name] = Sizes(value, self.device)  # (a node only where a converter reads it)
             else:
                 arr = np.asarray(value)
                 arr = arr.astype(np.int64) if arr.dtype == object else arr
                 self.consts[name] = arr
-                self.env[name] = constant(arr)
+                self.env[name] = Known(arr)
         return True
 
     def _in_format(self, s: Symbol, name: str, node: OnnxNode, where: str) -> Symbol:
@@ -686,7 +756,6 @@ class Conversion:
                                    "but ONNX shape inference gives it no element type, so lazyarray cannot tell "
                                    "whether to round it; declare its type in the graph's value_info")
         return s
-
 
     def _graph_attr(self, nd, attr: str, where: str):
         for a in nd.attribute:
@@ -729,33 +798,3 @@ class _Scope:
             return conv._value(name, where)
         finally:
             conv.env, conv.scope = saved
-
-
-class _Sizes:
-    """A value computed from the symbolic dims at load time (``Shape`` of a dynamic input, arithmetic
-    on it): most are read only as sizes (``_const_of``: a ``Reshape``'s shape), so the graph node that
-    computes it when the model runs (``dim_values``) is made only when a converter reads it as a tensor,
-    once (a transformer's import made some 60 such nodes, recording each through its rules, for the
-    few its graph keeps)."""
-
-    __slots__ = ("device", "made", "value")
-
-    def __init__(self, value: np.ndarray, device):
-        self.value, self.device, self.made = value, device, None
-
-    def symbol(self) -> Symbol:
-        if self.made is None:
-            v = self.value
-            self.made = S.dim_values(values=tuple(v.reshape(-1)), shape=v.shape, device=self.device)
-        return self.made
-
-
-class _Missing:
-    """An output a converter cannot produce: an error only when read."""
-
-    def __init__(self, name: str, where: str, index: int):
-        self.name, self.where, self.index = name, where, index
-
-    def fail(self):
-        raise GraphFormatError(f"{self.where}: output {self.index} ({self.name!r}) is read by the graph, but "
-                               "lazyarray does not compute it")

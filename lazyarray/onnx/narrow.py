@@ -64,28 +64,54 @@ _INT, _TENSOR, _GRAPH, _GRAPHS = 2, 4, 5, 10  # (onnx.AttributeProto's INT, TENS
 
 def has_narrow(model) -> bool:
     """True when a graph of the model declares a narrow value or casts to a narrow type."""
-    def graph_has(graph) -> bool:
-        for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
-            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type in NARROW:
-                return True
-        if any(t.data_type in NARROW for t in graph.initializer):
+    return graph_has_narrow(model.graph)
+
+
+def declares_narrow(graph) -> bool:
+    """True when ``graph`` itself (not its nodes) has a value or an initializer of a narrow type."""
+    for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type in NARROW:
             return True
-        for nd in graph.node:
-            for a in nd.attribute:  # (by its declared type: each protobuf field read makes a Python object)
-                t = a.type
-                if t == _INT:
-                    if a.i in NARROW and a.name in _TYPE_ATTRS:
-                        return True
-                elif t == _TENSOR:
-                    if a.t.data_type in NARROW:
-                        return True
-                elif t == _GRAPH:
-                    if graph_has(a.g):
-                        return True
-                elif t == _GRAPHS and any(graph_has(g) for g in a.graphs):
+    return any(t.data_type in NARROW for t in graph.initializer)
+
+
+def graph_has_narrow(graph) -> bool:
+    """``has_narrow`` of one graph and the bodies of its nodes."""
+    if declares_narrow(graph):
+        return True
+    for nd in graph.node:
+        for a in nd.attribute:  # (by its declared type: each protobuf field read makes a Python object)
+            t = a.type
+            if t == _INT:
+                if a.i in NARROW and a.name in _TYPE_ATTRS:
                     return True
-        return False
-    return graph_has(model.graph)
+            elif t == _TENSOR:
+                if a.t.data_type in NARROW:
+                    return True
+            elif t == _GRAPH:
+                if graph_has_narrow(a.g):
+                    return True
+            elif t == _GRAPHS and any(graph_has_narrow(g) for g in a.graphs):
+                return True
+    return False
+
+
+class NarrowFound(Exception):
+    """A node's attribute names a narrow format in a conversion that assumed none (``load.py``)."""
+
+
+def narrow_attribute(a, value) -> bool:
+    """Whether the node attribute ``a`` (``value``: ``onnx.helper.get_attribute_value``'s) is one
+    ``graph_has_narrow`` finds narrow: a loader that reads every attribute anyway asks it of each
+    instead of walking the graph first."""
+    t = a.type
+    if t == _INT:
+        return value in NARROW and a.name in _TYPE_ATTRS
+    if t == _TENSOR:
+        return value.data_type in NARROW
+    if t == _GRAPH:
+        return graph_has_narrow(value)
+    return t == _GRAPHS and any(graph_has_narrow(g) for g in value)
 
 
 def value_types(model) -> dict[str, int]:

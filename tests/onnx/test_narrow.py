@@ -132,3 +132,21 @@ def test_widen_turns_every_narrow_format_wide_and_leaves_numpy_dtypes_as_they_ar
     for dt in ("float32", "float64", "int8", "uint8", "bool", ">f4", "<U3", "O"):
         a = np.zeros(2, dt)
         assert N.widen(a) is a, dt
+
+
+def test_a_narrow_cast_found_while_converting_converts_with_the_types():
+    """The loader does not walk the nodes for narrow formats first: a graph that declares none but casts
+    to one midway is converted again with the value types, as a model declaring them is."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Cast", ["r"], ["c"], to=BF16),
+             helper.make_node("Cast", ["c"], ["y"], to=TensorProto.FLOAT)]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5])])
+    assert not N.declares_narrow(model.graph) and N.has_narrow(model)
+    from lazyarray.onnx.load import Conversion
+    conv = Conversion(model, "m", None)
+    assert conv.types and not conv.unchecked
+    x = np.array([-1.0, 1.00390625, 3.14159, 250.3, 0.1], np.float32)
+    (y,) = LazyArrayBackend.prepare(model).run([x])
+    np.testing.assert_array_equal(y, ReferenceEvaluator(model).run(None, {"x": x})[0])
+    assert not np.array_equal(y, np.maximum(x, 0))  # (rounded through bfloat16)
