@@ -116,9 +116,8 @@ def _pool_windows3_padded(x, out, kh, kw, sh, sw, ph, pw, fill, relu, zero):  # 
                     u = u if (u > v) | (u != u) else v
                     v = row[q + 2]
                     h[j] = u if (u > v) | (u != u) else v
-                for j in range(wo_n):
-                    if j_lo <= j < j_hi:
-                        continue
+                for jj in range(j_lo + wo_n - j_hi):  # (the border columns only: each inside one cost a branch)
+                    j = jj if jj < j_lo else jj - j_lo + j_hi
                     q, u = j * sw - pw, fill
                     for b in range(max(0, -q), min(3, w_n - q)):
                         v = row[q + b]
@@ -191,9 +190,9 @@ def _pool_windows_padded(x, out, kh, kw, sh, sw, ph, pw, fill, relu, zero):  # p
                         if relu:
                             u = u if (u > zero) | (u != u) else zero  # np.maximum(u, 0)
                         oo[j] = u
-                for j in range(wo_n):
-                    if three and j_lo <= j < j_hi:
-                        continue
+                skip = j_hi - j_lo if three else 0  # (the columns the unrolled loop wrote: not visited)
+                for jj in range(wo_n - skip):
+                    j = jj if jj < j_lo or not three else jj + skip
                     q = j * sw - pw
                     u = fill
                     for a in range(max(0, -i0), min(kh, h_n - i0)):
