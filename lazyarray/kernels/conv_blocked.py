@@ -54,8 +54,15 @@ def _pass3(a0, a1, a2, a3, s0, s1, s2, u0, u1, u2, u3, tap):  # pragma: no cover
         a3[q] = a3[q] + x0 * w30 + x1 * w31 + x2 * w32
 
 
-def _pass1(a0, a1, a2, a3, src, w0, w1, w2, w3):  # pragma: no cover  (compiled by numba, inlined)
-    """Four accumulator rows ``a0..a3`` += one tap slice ``src`` times their weights ``w0..w3``."""
+def _pass1(a, src, wv):  # pragma: no cover  (compiled by numba, inlined)
+    """One accumulator row ``a`` += one tap slice ``src`` times its weight ``wv`` (``conv1d_rows``'s)."""
+    for q in range(a.shape[0]):
+        a[q] = a[q] + src[q] * wv
+
+
+def _pass4(a0, a1, a2, a3, src, w0, w1, w2, w3):  # pragma: no cover  (compiled by numba, inlined)
+    """Four accumulator rows ``a0..a3`` += one tap slice ``src`` times their weights ``w0..w3`` (each row's
+    sums as ``_pass1``'s, one pass instead of four)."""
     for q in range(a0.shape[0]):
         x = src[q]
         a0[q] = a0[q] + x * w0
@@ -82,6 +89,7 @@ def _bias_relu(yr, ar, bo, zero):  # pragma: no cover  (compiled by numba, inlin
 
 
 PASS3, PASS1 = jit.contracted(jit.inlined(_pass3)), jit.contracted(jit.inlined(_pass1))
+PASS4 = jit.contracted(jit.inlined(_pass4))
 ADD_RELU, BIAS_RELU = jit.inlined(_add_relu), jit.inlined(_bias_relu)
 
 
@@ -95,7 +103,7 @@ def no_residual(dtype) -> np.ndarray:
 
 def make_blocked(fill):
     """The kernel, ``fill`` (``phase_planes.FILL``) and the passes compiled into it (``with_fill``)."""
-    pass3, pass1 = jit.compiled(PASS3, always=True), jit.compiled(PASS1, always=True)
+    pass3, pass4 = jit.compiled(PASS3, always=True), jit.compiled(PASS4, always=True)
     add_relu, bias_relu = jit.compiled(ADD_RELU, always=True), jit.compiled(BIAS_RELU, always=True)
 
     def blocked(x, w, b, y, r, relu, cols, taps, g, i0, i1, o0, o1):  # pragma: no cover  (compiled by numba)
@@ -107,7 +115,7 @@ def make_blocked(fill):
         (``blocked_region``'s threads, each its own images or channels: each value computed as the whole
         conv computes it); ``cols``, ``taps``: ``phase_tables``'; ``g``: (sh, ph, hq, wq). Per image: its planes copied into phase planes
         (``fill``); per block of four output channels, per input channel, the taps three at a time
-        (``pass3``; the last ones one at a time, ``pass1``) over the flat output plane rounded up to
+        (``pass3``; the last ones one at a time, ``pass4``) over the flat output plane rounded up to
         ``ROUND`` values; the valid columns written out, the bias added last."""
         c, o, nt = x.shape[1], w.shape[0], taps.shape[0]  # (y: O channels or more, ``covering``)
         ho, wo, sw = y.shape[2], y.shape[3], cols.shape[0]
@@ -135,7 +143,7 @@ def make_blocked(fill):
                               u0, u1, u2, u3, tap)
                     for tap in range(nt3, nt):
                         src = pc[taps[tap]:taps[tap] + length]
-                        pass1(a0, a1, a2, a3, src, u0[tap], u1[tap], u2[tap], u3[tap])
+                        pass4(a0, a1, a2, a3, src, u0[tap], u1[tap], u2[tap], u3[tap])
                 for k in range(min(4, o1 - ob)):
                     oc = ob + k
                     ys, ak = y[img, oc], acc[k]
