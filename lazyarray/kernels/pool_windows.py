@@ -16,7 +16,13 @@ for bit; 3 x 3 windows inside x fold each input row's three taps once (``_pool_w
 stride-2 pool serves two output rows; the rows' folds folded in row order are the nine taps' fold
 bit for bit), 8 x 16 planes of 15 x 15 about 5-12% under the per-window loop; padded 3 x 3 windows
 (ResNet's stem pool) the same way (``_pool_windows3_padded``, the taps inside x only), (8, 8, 32, 32)
-285 -> 205 us and (1, 8, 32, 32) 47 -> 37 us CPU with the relu. Any strides: the result goes straight into the
+285 -> 205 us and (1, 8, 32, 32) 47 -> 37 us CPU with the relu; the padded loops visit the border columns
+alone (a skipped inside column cost a branch each: 200 -> 163 us and 37 -> 31.5 us). A C-ordered x's 3 x 3
+windows take ``_pool_windows3_flat``: the row folds of all of x's flat memory in one long loop that
+vectorizes, then each output's three rows (SqueezeNet's float32 (8, 16, 15, 15) pool 63 -> 58 us; ResNet's
+padded (8, 8, 32, 32) one 198 -> 133 us, float64 161 us, (1, 8, 32, 32) 36 -> 28 us; a float64 x whose windows
+lie inside it ran 59 -> 67 us: ``_pool_windows3`` keeps those; an x past ``FLAT_MAX_VALUES`` values too,
+the folds' scratch being x's size). Any strides: the result goes straight into the
 planned buffer. Float32 and float64 NumPy arrays only.
 """
 from __future__ import annotations
@@ -27,6 +33,7 @@ from .. import jit
 from .pool_jit import overlap, stored_batch_last
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+FLAT_MAX_VALUES = 1 << 20  # (``_pool_windows3_flat``'s row folds: a scratch of x's size, up to 4-8 MiB)
 
 
 @jit.tiered
@@ -90,6 +97,60 @@ def _pool_windows3(x, out, kh, kw, sh, sw, ph, pw, fill, relu, zero):  # pragma:
 
 
 @jit.tiered
+def _pool_windows3_flat(x, out, kh, kw, sh, sw, ph, pw, fill, relu, zero):  # pragma: no cover  (numba)
+    """``_pool_windows3`` / ``_pool_windows3_padded`` of a C-ordered x: the three-tap row folds of every
+    position of x's flat memory first (``t[q]``: the fold of ``x.flat[q:q + 3]``, one long loop that
+    vectorizes, where the short strided per-row loops did not; the folds that cross a row's end are never
+    read), then each window inside x the fold of its three rows' ``t`` values in row order, and each window
+    past x's edge (padding, ``ceil_mode``) the fold of its rows' folds of their taps inside x: those
+    kernels' folds in their order (a fold from ``fill``, -inf, takes its first value as it is), bit for bit."""
+    n_n, c_n, h_n, w_n = x.shape
+    ho_n, wo_n = out.shape[2], out.shape[3]
+    flat = x.reshape(-1)
+    m = max(flat.shape[0] - 2, 0)
+    t = np.empty(m, out.dtype)
+    r0, r1, r2 = flat[:m], flat[1:m + 1], flat[2:m + 2]
+    for q in range(m):
+        u = r0[q]
+        v = r1[q]
+        u = u if (u > v) | (u != u) else v
+        v = r2[q]
+        t[q] = u if (u > v) | (u != u) else v
+    j_lo = min((pw + sw - 1) // sw, wo_n)
+    j_hi = max(min((w_n - 3 + pw) // sw + 1, wo_n), j_lo)
+    for n in range(n_n):
+        for c in range(c_n):
+            p = x[n, c]
+            for i in range(ho_n):
+                o, i0 = out[n, c, i], i * sh - ph
+                full = i0 >= 0 and i0 + 3 <= h_n
+                b0 = ((n * c_n + c) * h_n + i0) * w_n - pw
+                for j in range(j_lo if full else 0, j_hi if full else 0):
+                    b = b0 + j * sw
+                    u = t[b]
+                    v = t[b + w_n]
+                    u = u if (u > v) | (u != u) else v
+                    v = t[b + 2 * w_n]
+                    u = u if (u > v) | (u != u) else v
+                    if relu:
+                        u = u if (u > zero) | (u != u) else zero  # np.maximum(u, 0)
+                    o[j] = u
+                skip = j_hi - j_lo if full else 0  # (the windows above: not visited again)
+                for jj in range(wo_n - skip):
+                    j = jj if jj < j_lo else jj + skip
+                    q, u = j * sw - pw, fill
+                    for a in range(max(0, -i0), min(3, h_n - i0)):
+                        row, h = p[i0 + a], fill
+                        for bb in range(max(0, -q), min(3, w_n - q)):
+                            v = row[q + bb]
+                            h = h if (h > v) | (h != h) else v
+                        u = u if (u > h) | (u != u) else h
+                    if relu:
+                        u = u if (u > zero) | (u != u) else zero
+                    o[j] = u
+
+
+@jit.tiered
 def _pool_windows3_padded(x, out, kh, kw, sh, sw, ph, pw, fill, relu, zero):  # pragma: no cover  (numba)
     """``_pool_windows_padded`` of 3 x 3 windows, ``_pool_windows3``'s way: each input row's three-tap maxima first:
     ``hm[r, j]``, row r's fold of its taps inside x among columns ``j * sw - pw`` to ``j * sw - pw + 2``, made
@@ -116,9 +177,8 @@ def _pool_windows3_padded(x, out, kh, kw, sh, sw, ph, pw, fill, relu, zero):  # 
                     u = u if (u > v) | (u != u) else v
                     v = row[q + 2]
                     h[j] = u if (u > v) | (u != u) else v
-                for j in range(wo_n):
-                    if j_lo <= j < j_hi:
-                        continue
+                for jj in range(j_lo + wo_n - j_hi):  # (the border columns only: each inside one cost a branch)
+                    j = jj if jj < j_lo else jj - j_lo + j_hi
                     q, u = j * sw - pw, fill
                     for b in range(max(0, -q), min(3, w_n - q)):
                         v = row[q + b]
@@ -191,9 +251,9 @@ def _pool_windows_padded(x, out, kh, kw, sh, sw, ph, pw, fill, relu, zero):  # p
                         if relu:
                             u = u if (u > zero) | (u != u) else zero  # np.maximum(u, 0)
                         oo[j] = u
-                for j in range(wo_n):
-                    if three and j_lo <= j < j_hi:
-                        continue
+                skip = j_hi - j_lo if three else 0  # (the columns the unrolled loop wrote: not visited)
+                for jj in range(wo_n - skip):
+                    j = jj if jj < j_lo or not three else jj + skip
                     q = j * sw - pw
                     u = fill
                     for a in range(max(0, -i0), min(kh, h_n - i0)):
@@ -229,6 +289,8 @@ def _kernel(x, kernel, stride, padding, shape):
     """The kernel for this pool: for windows inside x ``_pool_windows3`` (3 x 3) or ``_pool_windows``,
     else ``_pool_windows3_padded`` (3 x 3) or ``_pool_windows_padded``."""
     three, inside = tuple(kernel) == (3, 3), _inside(x, kernel, stride, padding, shape)
+    if three and x.flags.c_contiguous and x.size <= FLAT_MAX_VALUES and (not inside or x.dtype == np.float32):
+        return _pool_windows3_flat  # (float64 windows inside x: the row loops as fast)
     if inside:
         return _pool_windows3 if three else _pool_windows
     return _pool_windows3_padded if three else _pool_windows_padded

@@ -137,7 +137,8 @@ def test_padded_windows_equal_the_compiled_loops_bit_for_bit_and_the_folds(monke
                          ids=["inside", "padded", "padded-ceil", "ceil"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_three_by_three_row_folds_keep_ties_and_nan_payloads_bit_for_bit(monkeypatch, stride, pad, dtype):
-    """``_pool_windows3`` / ``_pool_windows3_padded`` (each row's three taps folded once, then the rows):
+    """``_pool_windows3`` / ``_pool_windows3_flat`` (a C-ordered x) / ``_pool_windows3_padded`` (each row's three
+    taps folded once, then the rows):
     signed zeros' ties take the later tap and a window's first NaN (by its payload) wins, as the compiled
     loops' (row, column) order has it; with relu, the relu's values; views and empty dims too."""
     monkeypatch.setattr(la.config, "jit", True)
@@ -149,9 +150,12 @@ def test_three_by_three_row_folds_keep_ties_and_nan_payloads_bit_for_bit(monkeyp
     inside = pool_windows._inside(x, k, s, p, shape)  # (ceil_mode adds a window past x for some strides)
     assert inside or pad != ((0, 0), False)
     assert not inside or tuple(p) == (0, 0)
-    three = pool_windows._pool_windows3 if inside else pool_windows._pool_windows3_padded
+    flat = not inside or dtype == "float32"  # (x C-ordered: float64 windows inside x keep the row loops)
+    three = pool_windows._pool_windows3_flat if flat else pool_windows._pool_windows3
     assert pool_windows._kernel(x, k, s, p, shape) is three
-    for what, v in [("c-order", x), ("strided view", np.repeat(x, 2, axis=3)[..., ::2]), ("empty batch", x[:0])]:
+    view = np.repeat(x, 2, axis=3)[..., ::2]
+    assert pool_windows._kernel(view, k, s, p, shape) is (pool_windows._pool_windows3 if inside else pool_windows._pool_windows3_padded)
+    for what, v in [("c-order", x), ("strided view", view), ("empty batch", x[:0])]:
         want = pool_jit.max_pool(np.ascontiguousarray(v), None, k, s, p, shape)  # (the phase planes or the rows)
         got = pool_windows.max_pool(v, None, k, s, p, shape)
         assert got.shape == want.shape and got.tobytes() == want.tobytes(), what
