@@ -140,6 +140,7 @@ class _BlasSerial:
         self.depth = 0
         self.saved: list = []
         self.controllers = None
+        self.libraries: list = []  # (threadpoolctl's controllers, for their ``info()``)
         # every BLAS library was on one thread when the controllers were looked up: entering is then
         # free (a batch-1 dense layer paid ~4 us for the check). ``la.set_num_threads`` and
         # ``blas_changed`` look again.
@@ -150,10 +151,10 @@ class _BlasSerial:
             try:
                 from threadpoolctl import ThreadpoolController
             except ImportError:  # without threadpoolctl BLAS keeps its threads (oversubscribed, still correct)
-                self.controllers = []
+                self.controllers, self.libraries = [], []
             else:
-                self.controllers = [_switches(c) for c in ThreadpoolController().lib_controllers
-                                    if c.user_api == "blas"]
+                self.libraries = [c for c in ThreadpoolController().lib_controllers if c.user_api == "blas"]
+                self.controllers = [_switches(c) for c in self.libraries]
             self.serial = all((get() or 1) <= 1 for get, _ in self.controllers)
         return self.controllers
 
@@ -223,7 +224,8 @@ def blas_changed() -> None:
 def blas_libraries() -> list:
     """threadpoolctl's description of each BLAS library NumPy loaded (``info()``: its API, implementation,
     version, core name (``architecture``, OpenBLAS's), file and thread count; empty without threadpoolctl)."""
-    return [c.info() for c, _ in _BLAS._blas()]
+    _BLAS._blas()
+    return [c.info() for c in _BLAS.libraries]
 
 
 def blas_thread_counts() -> list:
