@@ -19,8 +19,8 @@ The answer can often be known without it:
   off), under a key of everything the answer depends on (``machine_key``): every BLAS library
   NumPy loaded (API, implementation, version, core name, file, threading layer, thread count)
   and the CPU (model name, flags, logical CPUs, machine type). Another library, version, thread
-  count or CPU is another key: probed again. At most ``KEPT`` answers, written atomically (a
-  temporary file, then ``os.replace``); an unreadable file is an empty one.
+  count or CPU is another key: probed again. At most ``KEPT`` answers, written atomically
+  (``fileio.write_atomic``); an unreadable file is an empty one.
 
 Without threadpoolctl nothing is known (no libraries to key on): the probe runs as before.
 """
@@ -31,10 +31,10 @@ import hashlib
 import json
 import os
 import platform
-import tempfile
 
 from .. import jit
 from ..caches import NamedCache
+from ..fileio import write_atomic
 from ..threads import blas_libraries
 
 # OpenBLAS core names (lower case) with no small-matrix kernel for float32 products: x86-64 cores
@@ -133,10 +133,7 @@ def keep(found: bool, key: str | None = None) -> None:
     answers[key] = bool(found)
     answers = dict(list(answers.items())[-KEPT:])
     try:
-        fd, tmp = tempfile.mkstemp(prefix=FILE + ".", suffix=".part", dir=os.path.dirname(path))
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(answers, f)
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(answers).encode())
     except OSError:  # (a read-only or vanished directory: the answer holds in this process only)
         return
     STORED.put(path, answers)
