@@ -5,7 +5,7 @@ and other arrays may still show those nodes); they copy what they keep.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, TypeVar
 
 from ..gc_scope import gc_paused as gc_paused  # (where graph code has imported it from)
@@ -106,7 +106,7 @@ def has_op(sym, *names: str) -> bool:
     return any(n.op is not None and n.op.name in names for n in sym.topo())
 
 
-def use_counts(sym) -> dict[int, int]:
+def use_counts(sym) -> Mapping[int, int]:
     """``id(node) -> how many times it is read``: by other nodes' inputs, and by ``sym``'s outputs
     (a value the caller receives counts as one more reader, so a pass never rewrites it away).
     Read-only: a ``Symbol`` counts once and hands the same dict to every pass that asks (a pass with

@@ -6,6 +6,9 @@ and serializes (``serialize.py``) or converts to networkx (``nx.py``).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 import numpy as np
 
 from ..aval import Aval
@@ -94,11 +97,11 @@ class Symbol:
             self._ops = frozenset({n.op.name for n in self.topo() if n.op is not None})
         return self._ops
 
-    def use_counts(self) -> dict[int, int]:
+    def use_counts(self) -> Mapping[int, int]:
         """``id(node) -> how many times it is read`` (``rewrite.use_counts``; counted once, read-only:
         the passes of a compile that find nothing to rewrite hand the next one this symbol as it is)."""
         if self._uses is None:
-            self._uses = count_uses(self.topo(), self._outputs)
+            self._uses = MappingProxyType(count_uses(self.topo(), self._outputs))  # (a pass that wrote to it raises)
         return self._uses
 
     def name_of(self, node: Node) -> str:

@@ -108,6 +108,8 @@ def test_a_symbols_use_counts_are_counted_once_and_equal_a_fresh_count():
     assert uses[id(a.outputs[0].node)] == 3
     assert uses[id(sym.outputs[0].node)] == 1  # (the caller reads the output)
     assert rewrite_module.use_counts(sym) is uses
+    with pytest.raises(TypeError):  # (read-only: a pass that wrote to the kept counts would corrupt every later pass's)
+        uses[id(a.outputs[0].node)] = 0
 
 
 _MODELS = ["resnet_mini", "hf_bert", "lstm_bidir", "convnext_mini"]
