@@ -18,8 +18,11 @@ tracing, compiling and running once, on one thread) against the creation of onnx
 the process's first uses). The geometric mean of each ratio column and the worst row come last.
 
 ``--busy`` times every row beside a process that keeps one core busy (``_util.Burner``: a spin
-loop resumed and paused by signals, so busy and quiet rounds alternate too) and prints, per runtime,
-busy / quiet one-thread time and busy two-thread / quiet one-thread time. ``--ab`` times lazyarray
+loop resumed and paused by signals) and prints, per runtime, busy / quiet one-thread time and busy
+two-thread / quiet one-thread time: each round times everything quiet and busy (which first alternating),
+each ratio is taken inside its round and the row keeps its median, so a machine that slows down for a
+whole round moves no ratio; a fixed one-thread NumPy probe in the same rounds gives the machine's own
+slowdown of one thread beside the burner (on a virtual CPU it need not be 1.0). ``--ab`` times lazyarray
 against itself with the kernels added for the real models switched back to the paths they
 replaced (conv2d's ``depthwise_taps`` and products, foreach's ``steps``, matmul's ``blas``,
 ``numpy.pad``), in the same run.
@@ -241,22 +244,35 @@ def row_quiet(model: Model, batch: int, ins: dict, threads, rounds: int, budget:
     return row
 
 
+def probe_fn():
+    """A fixed one-thread workload that no library's threads touch (NumPy elementwise on 256 KB): its busy /
+    quiet time is the machine's own slowdown of one thread beside the burner (a virtual CPU whose host
+    shares it, the burner's cache traffic), the floor under every one-thread ratio of ``--busy``."""
+    x = np.linspace(-2.0, 2.0, 1 << 16, dtype=np.float32)
+    return lambda: np.tanh(x * np.float32(1.5) + np.float32(0.5))
+
+
+BUSY_KEYS = (("la", 1), ("la", 2), ("ort", 1), ("ort", 2), ("probe", 1))
+
+
 def row_busy(model: Model, batch: int, ins: dict, burner: _util.Burner, rounds: int, budget: float) -> list:
-    """busy 1t / quiet 1t and busy 2t / quiet 1t, for lazyarray then onnxruntime."""
-    fns = {}
-    for who in ("la", "ort"):
-        for t in (1, 2):
-            fns[who, t] = _on_threads(t, model.la_fn(ins)) if who == "la" else model.ort_fn(t, ins)
-    quiet, busy = {k: [] for k in fns}, {k: [] for k in fns}
+    """busy 1t / quiet 1t and busy 2t / quiet 1t for lazyarray, onnxruntime and the machine's probe: each
+    round times everything quiet and busy (which first alternating), each ratio is taken inside its round
+    (busy against the same round's quiet one-thread time) and the row keeps each ratio's median."""
+    fns = {(who, t): _on_threads(t, model.la_fn(ins)) if who == "la" else model.ort_fn(t, ins)
+           for who, t in BUSY_KEYS if who != "probe"}
+    fns["probe", 1] = _on_threads(1, probe_fn())
+    ratios = {k: [] for k in BUSY_KEYS}
     for r in range(rounds):
+        got = {}
         for on in ((False, True) if r % 2 else (True, False)):
             burner.busy(on)
             for k, fn in fns.items():
-                (busy if on else quiet)[k].append(timed(fn, budget))
+                got[k, on] = timed(fn, budget)
+        for who, t in BUSY_KEYS:
+            ratios[who, t].append(got[(who, t), True] / got[(who, 1), False])
     burner.busy(False)
-    q = {k: statistics.median(v) for k, v in quiet.items()}
-    b = {k: statistics.median(v) for k, v in busy.items()}
-    return [model.name, batch] + [b[who, t] / q[who, 1] for who in ("la", "ort") for t in (1, 2)]
+    return [model.name, batch] + [statistics.median(ratios[k]) for k in BUSY_KEYS]
 
 
 @contextlib.contextmanager
@@ -425,13 +441,15 @@ def print_quiet(rows, firsts, threads) -> None:
 
 
 def print_busy(rows) -> None:
-    print("beside a process burning one core: busy time / quiet one-thread time (median of alternating rounds)")
-    heads = ["model", "batch", "la 1t", "la 2t", "ort 1t", "ort 2t"]
-    print(table(heads, [_fmt(r, {2, 3, 4, 5}) for r in rows]))
+    print("beside a process burning one core: busy time / quiet one-thread time, the median of per-round ratios "
+          "(each round quiet and busy, alternating); probe: a fixed one-thread NumPy loop, the machine's own slowdown")
+    heads = ["model", "batch", "la 1t", "la 2t", "ort 1t", "ort 2t", "probe 1t"]
+    print(table(heads, [_fmt(r, {2, 3, 4, 5, 6}) for r in rows]))
     for i, h in enumerate(heads[2:]):
         worst = max(rows, key=lambda r: r[2 + i])
+        over = sum(r[2 + i] > 1.3 for r in rows)
         print(f"{h}: geometric mean {geomean([r[2 + i] for r in rows]):.2f}x, "
-              f"worst {worst[0]} batch {worst[1]} {worst[2 + i]:.2f}x")
+              f"worst {worst[0]} batch {worst[1]} {worst[2 + i]:.2f}x, {over} of {len(rows)} rows over 1.3x")
 
 
 def profile(name: str, batch: int, calls: int = 20) -> None:

@@ -44,8 +44,39 @@ def test_busy_mode_prints_busy_over_quiet_ratios(capsys):
     assert bench.main(["--quick", "--busy", "--only", "gru"]) == 0
     out = capsys.readouterr().out
     row = next(ln.split() for ln in out.splitlines() if ln.startswith("gru_time_major"))
-    assert len(row) == 6 and all(float(c.rstrip("x")) > 0 for c in row[2:]), out
-    assert "la 2t: geometric mean" in out
+    assert len(row) == 7 and all(float(c.rstrip("x")) > 0 for c in row[2:]), out  # la, ort 1t/2t and the probe
+    assert re.search(r"la 2t: geometric mean \d+\.\d\dx, worst gru_time_major batch \d+ \d+\.\d\dx, "
+                     r"\d+ of 2 rows over 1\.3x", out), out
+    assert "probe 1t: geometric mean" in out
+
+
+def test_busy_ratios_are_taken_inside_each_round(monkeypatch):
+    """A round's busy time is divided by the same round's quiet time, so a machine that slows down for a
+    whole round (both halves) moves no ratio: quiet rounds of 1, 10, 10 against busy 1.2, 12, 1.2 give
+    1.2 (two rounds of three), where the medians taken apart would give 1.2 / 10."""
+    quiet, busy = [1.0, 10.0, 10.0], [1.2, 12.0, 1.2]
+
+    class Burner:
+        switches = 0
+
+        def busy(self, on):
+            self.on, self.switches = on, self.switches + 1
+
+    class Model:
+        name = "m"
+
+        def la_fn(self, ins):
+            return lambda: None
+
+        def ort_fn(self, t, ins):
+            return lambda: None
+
+    burner = Burner()
+    monkeypatch.setattr(bench, "_on_threads", lambda t, fn: fn)
+    monkeypatch.setattr(bench, "timed", lambda fn, budget: (busy if burner.on else quiet)[(burner.switches - 1) // 2])
+    row = bench.row_busy(Model(), 1, {}, burner, rounds=3, budget=0.0)
+    assert row[:2] == ["m", 1] and row[2:] == pytest.approx([1.2] * len(bench.BUSY_KEYS))
+    assert burner.on is False  # the burner is left paused
 
 
 def test_a_wrong_output_stops_the_run_before_anything_is_timed(monkeypatch):
