@@ -153,6 +153,10 @@ class Tuning:
     # -- take (kernels/take.py)
     take_gather: bool = _doc(True, "take of NumPy arrays by numpy.take's own bounds check, a 0-d index as a basic "
                              "index and a copy (kernels/take.py: take[gather]); off: the reference's reductions")
+    # -- relu (kernels/elementwise.py, kernels/relu_step.py)
+    relu_flat_step: bool = _doc(True, "a compiled step's relu[compiled] of C-ordered float arrays calls its compiled "
+                                "loop on flat views, checking only what a call can change: relu[compiled, flat] "
+                                "(kernels/relu_step.py); off: relu[compiled]'s runner")
     # -- layer_scale_residual (graph/passes/layer_scale.py, kernels/layer_scale.py)
     layer_scale_residual: bool = _doc(True, "inference graphs: r + transpose(gamma * y) (ConvNeXt's layer scale, "
                                       "permute back and residual add) as one nn.layer_scale_residual "

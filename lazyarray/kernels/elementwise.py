@@ -15,9 +15,10 @@ from ..caches import NamedCache
 from ..mode import MODE, PROFILING
 from ..ops.elementwise import memory_order, relu_grad_kernel
 from ..tuning_table import current
+from . import relu_step
 from .elementwise_jit import RELU, RELU_GRAD, relu_4d
 from .impl import ANY_ORDER, Choice, Impl
-from .runner import fixed_binder, noted, ran
+from .runner import Bound, direct, fixed_binder, noted, ran
 
 # NumPy (2.x) runs ``maximum`` of an array and a scalar 2-3x slower than of two contiguous arrays
 # (only the latter take its SIMD loop): relu of a contiguous float array compares against a
@@ -148,6 +149,7 @@ GRAD_COMPILED = Impl("relu_grad", "compiled", _relu_grad_compiled, "large float3
                      "order, numba installed: one compiled pass", fallback=GRAD_TWO_PASSES)
 GRAD_IMPLS = (GRAD_COMPILED, GRAD_TWO_PASSES)
 _CHOICES = {impl: Choice(impl) for impl in RELU_IMPLS + GRAD_IMPLS}
+_FLAT = Choice(COMPILED, (relu_step.FLAT,))  # relu[compiled, flat]: kernels/relu_step.py
 
 
 def _one_region(a) -> bool:
@@ -198,9 +200,19 @@ def run_relu_grad(xp, y, g, out=None):
     return ran(choice, choice.impl.run(xp, y, g, out), _CHOICES, (xp, y, g, out), (y, g))
 
 
+def bind_relu(xp, x, out=None) -> Bound:
+    """A compiled step's relu: ``choose_relu``'s choice bound (``runner.fixed_binder``), and where it is
+    ``compiled`` of C-ordered arrays, that choice called on flat views first (``kernels/relu_step.py``)."""
+    choice = choose_relu(xp, x, out)
+    general = direct(choice, _CHOICES, xp, arity=1)
+    if relu_step.applies(choice, COMPILED, x, out, current()):
+        return relu_step.bound(_FLAT, RELU, x, general)
+    return Bound(choice, general)
+
+
 # op name -> its implementations, runner, and chooser for a call's arguments (``kernels.choose``)
 IMPLS = {"relu": RELU_IMPLS, "relu_grad": GRAD_IMPLS}
 RUNNERS = {"relu": run_relu, "relu_grad": run_relu_grad}
 CHOOSERS = {"relu": choose_relu, "relu_grad": choose_relu_grad}
 # (their choices are fixed by a compiled step's avals, layouts, tuning table and threads)
-BINDERS = {"relu": fixed_binder(choose_relu, _CHOICES), "relu_grad": fixed_binder(choose_relu_grad, _CHOICES)}
+BINDERS = {"relu": bind_relu, "relu_grad": fixed_binder(choose_relu_grad, _CHOICES)}
