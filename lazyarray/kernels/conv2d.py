@@ -213,7 +213,9 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
              pointwise_strided.bound_strided(x, weight, geometry[0], out, generic)
              if choice.impl is POINTWISE_STRIDED else
              conv_blocked.bound_blocked(x, weight, bias, *geometry[:3], out, generic) if choice.impl is BLOCKED
-             else blocked_region.bound_region(x, weight, bias, *geometry[:3], out, generic)
+             else blocked_region.bound_region(x, weight, bias, *geometry[:3], out,  # (contended: blocked's bound loop)
+                                              conv_blocked.bound_blocked(x, weight, bias, *geometry[:3], out, generic)
+                                              or generic)
              if choice.impl is BLOCKED_REGION else None) or generic
     kept_counts, layout_counts = per_call_facts(xp, x, weight, groups, current())
     if not (kept_counts or layout_counts):  # (direct loops read no scratch: the step lends no workspace)
