@@ -18,10 +18,17 @@ on. It runs nothing (None: ``blocked`` runs, the same values) while the contenti
 process holds a core (``contention.py``; each region is timed for it, the plan's one-thread time
 calibrated at its first call).
 
-Off by default (``conv_blocked_region``): on the shared 2-core development machine (load 8-9, both
-runtimes in one process) ``benchmarks/real_models.py``'s two-thread batch-8 rows ran worse with it
-(resnet_mini la / onnxruntime 1.13-1.15x -> 2.00-2.02x, densenet_mini 0.74-0.83x -> 1.35-1.41x), the
-region waiting on a thread the OS held back; it awaits a measurement on a quiet machine.
+The region kernel takes ``conv_blocked``'s residual and relu flag too: ``conv2d_act[write_out_region]`` and
+``conv2d_add_relu[write_out_region]`` (write_out's loop over the threads; ``bound_region(relu=True)``,
+``bound_residual``), so a two-thread program keeps blocked's write-out (before, it chose ``blocked_region``
+and ran the relu or the residual as a pass after it).
+
+On by default (``conv_blocked_region``; it was off after the shared machine's two-thread rows, at load 8-9,
+ran worse with it: resnet_mini la / onnxruntime 1.13 -> 2.00x, the region waiting on a thread the OS held
+back). Per-call best of 2400 calls at two threads (load 9, the guard off): resnet_mini batch 8 870 -> 684
+us; the layers 0.63-0.69x blocked's time at 1.2-1.8 M multiply-adds, 0.82x at 0.59 M, 1.0x at 0.29 M
+(``conv_blocked_region_min_macs``, 512K). At load 9 with the guard on it steps aside (windows at their
+maximum) and the median call ran 1-3% slower than with the region off.
 """
 from __future__ import annotations
 
