@@ -70,7 +70,7 @@ BLOCKED = Impl("conv2d", "blocked", conv_blocked.conv2d_blocked,
                fallback=IM2COL_COMPILED)
 BLOCKED_REGION = Impl("conv2d", "blocked_region", blocked_region.conv2d_blocked_region,
                       "blocked's case with several threads set, conv_blocked_region_min_macs multiply-adds, C-ordered "
-                      "arrays, conv_blocked_region on (off by default): its loop over the threads in one compiled parallel region, "
+                      "arrays, conv_blocked_region on: its loop over the threads in one compiled parallel region, "
                       "images (or an image's channel blocks) per thread, blocked's values", threads=True,
                       fallback=BLOCKED)
 POINTWISE_STRIDED = Impl("conv2d", "pointwise_strided", pointwise_strided.conv2d_pointwise_strided,
