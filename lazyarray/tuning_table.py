@@ -82,11 +82,12 @@ class Tuning:
     conv_blocked_min_filters: int = _doc(3, "fewest filters for which conv2d[blocked] takes a layer conv2d[direct] "
                                          "takes (one image): 0.6-0.7x direct's time from 3 filters up, slower "
                                          "under (a block of four computes them again)")
-    conv_blocked_region: bool = _doc(False, "conv2d[blocked]'s loop over la.set_num_threads' threads in one compiled "
-                                     "parallel region, images (or channel blocks) per thread: conv2d[blocked_region] "
-                                     "(kernels/blocked_region.py)")
+    conv_blocked_region: bool = _doc(True, "conv2d[blocked]'s loop over la.set_num_threads' threads in one compiled "
+                                     "parallel region, images (or channel blocks) per thread: conv2d[blocked_region], "
+                                     "conv2d_act / conv2d_add_relu[write_out_region] (kernels/blocked_region.py)")
     conv_blocked_region_min_macs: int = _doc(1 << 19, "fewest multiply-adds conv2d[blocked_region] takes (smaller "
-                                             "layers run blocked on the calling thread)")
+                                             "layers run blocked on the calling thread; 2 threads: 0.29 M ran "
+                                             "1.0x, 0.59 M 0.82x, 1.2-1.8 M 0.63-0.69x blocked's time)")
     conv_residual: bool = _doc(True, "inference graphs: relu(add(conv2d(x), residual)) made one step "
                                "(nn.conv2d_add_relu; graph/passes/conv_residual.py)")
     conv_residual_write_out: bool = _doc(True, "nn.conv2d_add_relu's residual and relu in conv2d[blocked]'s write-out: "

@@ -18,10 +18,17 @@ on. It runs nothing (None: ``blocked`` runs, the same values) while the contenti
 process holds a core (``contention.py``; each region is timed for it, the plan's one-thread time
 calibrated at its first call).
 
-Off by default (``conv_blocked_region``): on the shared 2-core development machine (load 8-9, both
-runtimes in one process) ``benchmarks/real_models.py``'s two-thread batch-8 rows ran worse with it
-(resnet_mini la / onnxruntime 1.13-1.15x -> 2.00-2.02x, densenet_mini 0.74-0.83x -> 1.35-1.41x), the
-region waiting on a thread the OS held back; it awaits a measurement on a quiet machine.
+The region kernel takes ``conv_blocked``'s residual and relu flag too: ``conv2d_act[write_out_region]`` and
+``conv2d_add_relu[write_out_region]`` (write_out's loop over the threads; ``bound_region(relu=True)``,
+``bound_residual``), so a two-thread program keeps blocked's write-out (before, it chose ``blocked_region``
+and ran the relu or the residual as a pass after it).
+
+On by default (``conv_blocked_region``; it was off after the shared machine's two-thread rows, at load 8-9,
+ran worse with it: resnet_mini la / onnxruntime 1.13 -> 2.00x, the region waiting on a thread the OS held
+back). Per-call best of 2400 calls at two threads (load 9, the guard off): resnet_mini batch 8 870 -> 684
+us; the layers 0.63-0.69x blocked's time at 1.2-1.8 M multiply-adds, 0.82x at 0.59 M, 1.0x at 0.29 M
+(``conv_blocked_region_min_macs``, 512K). At load 9 with the guard on it steps aside (windows at their
+maximum) and the median call ran 1-3% slower than with the region off.
 """
 from __future__ import annotations
 
@@ -31,7 +38,7 @@ from .. import jit, threads
 from ..caches import NamedCache
 from ..ops import conv
 from . import contention
-from .conv_blocked import applies, geometry, make_blocked, no_residual, plane_fits
+from .conv_blocked import applies, geometry, make_blocked, no_residual, plane_fits, residual_fits
 from .phase_planes import with_fill
 
 PLANS = NamedCache("conv2d blocked-region parts", 256)  # (images, filters, threads) -> parts (P, 4), read-only
@@ -63,9 +70,9 @@ def _build(serial):
     numba = jit._numba()
     prange = numba.prange
 
-    def run(x, w, b, y, r, cols, taps, g, ranges):  # pragma: no cover  (compiled by numba)
+    def run(x, w, b, y, r, relu, cols, taps, g, ranges):  # pragma: no cover  (compiled by numba)
         for p in prange(ranges.shape[0]):
-            serial(x, w, b, y, r, False, cols, taps, g, ranges[p, 0], ranges[p, 1], ranges[p, 2], ranges[p, 3])
+            serial(x, w, b, y, r, relu, cols, taps, g, ranges[p, 0], ranges[p, 1], ranges[p, 2], ranges[p, 3])
 
     return numba.njit(nogil=True, parallel=True)(run)
 
@@ -110,9 +117,10 @@ def _one_thread(kern, args) -> None:
     kern(*args)
 
 
-def conv2d_blocked_region(xp, x, weight, bias, stride, padding, dilation, groups, out):
+def conv2d_blocked_region(xp, x, weight, bias, stride, padding, dilation, groups, out, residual=None, relu=False):
     """conv2d by ``blocked``'s loop over the threads (None where it does not apply, or while contended:
-    ``blocked`` runs)."""
+    ``blocked`` runs); ``residual`` and ``relu``: ``conv_blocked.conv2d_blocked``'s write-out (None where
+    the residual does not fit it)."""
     n_threads = threads.num_threads()
     if n_threads < 2 or threads.in_pool() or not contention.quiet() \
             or not applies(xp, x, weight, bias, out, groups, weight.shape[0]) or not x.flags.c_contiguous:
@@ -125,23 +133,25 @@ def conv2d_blocked_region(xp, x, weight, bias, stride, padding, dilation, groups
     shape = (n, o, ho, wo)
     into = out is not None and out.shape == shape and out.flags.c_contiguous
     y = out if into else np.empty(shape, x.dtype)
+    if residual is not None and not residual_fits(residual, y):
+        return None
     b = np.zeros(0, x.dtype) if bias is None else np.ascontiguousarray(bias.reshape(-1))
     geo = geometry(*x.shape[2:], kh, kw, stride, padding, dilation)
-    args = (x, np.ascontiguousarray(weight).reshape(o, c, kh * kw), b, y, no_residual(y.dtype), *geo,
-            _plan(n, o, n_threads))
-    _launch(kern, args, (x.shape, weight.shape, x.dtype, stride, padding, dilation, n_threads), n_threads)
+    r = no_residual(y.dtype) if residual is None else residual
+    args = (x, np.ascontiguousarray(weight).reshape(o, c, kh * kw), b, y, r, relu, *geo, _plan(n, o, n_threads))
+    key = (x.shape, weight.shape, x.dtype, stride, padding, dilation, n_threads, residual is not None, relu)
+    _launch(kern, args, key, n_threads)
     if out is None or into:
         return y
     out[...] = y
     return out
 
 
-def bound_region(x, weight, bias, stride, padding, dilation, out, other):
-    """A compiled step's call of the region (``conv2d.bind_conv2d``) with what the step's arrays fix made
-    once (the kernel, the phase tables, the parts, the weight's (O, C, kh * kw) shape): ``fn(x, weight[,
-    bias], out=)`` writes into a C-ordered ``out``; any other call (another memory order, no output,
-    contended, another thread count) goes to ``other`` (the step's generic binding). None where this
-    call would not run the region into ``out``."""
+def _step(x, weight, bias, stride, padding, dilation, out, relu: bool, residual: bool):
+    """``launch(x, w, b, r, out)`` for a compiled step's calls (the kernel, phase tables, parts and the
+    weight's (O, C, kh * kw) shape made once): runs the region into a C-ordered ``out`` and returns True,
+    or runs nothing and returns False (another memory order, contended, on a pool thread); None where
+    this step's arrays would not run the region."""
     n_threads = threads.num_threads()
     if out is None or not (x.flags.c_contiguous and out.flags.c_contiguous) or n_threads < 2 \
             or not applies(np, x, weight, bias, out, 1, weight.shape[0]):
@@ -153,13 +163,52 @@ def bound_region(x, weight, bias, stride, padding, dilation, out, other):
         return None
     geo = geometry(*x.shape[2:], kh, kw, stride, padding, dilation)
     ranges, no_bias, wshape, none = _plan(n, o, n_threads), np.zeros(0, x.dtype), (o, c, kh * kw), no_residual(x.dtype)
-    key = (x.shape, weight.shape, x.dtype, stride, padding, dilation, n_threads)
+    key = (x.shape, weight.shape, x.dtype, stride, padding, dilation, n_threads, residual, relu)
 
-    def fn(x, w, b=None, out=None):  # (x, weight[, bias]: as the step passes them)
+    def launch(x, w, b, r, out) -> bool:
         if out is None or not (out.flags.c_contiguous and x.flags.c_contiguous and w.flags.c_contiguous) \
                 or threads.in_pool() or not contention.quiet():
-            return other(x, w, b, out=out) if b is not None else other(x, w, out=out)
-        _launch(kern, (x, w.reshape(wshape), no_bias if b is None else b, out, none, *geo, ranges), key, n_threads)
-        return out
+            return False
+        if r is None:
+            r = none
+        elif not (r.flags.c_contiguous and r.shape == out.shape) or np.may_share_memory(r, out):
+            return False
+        _launch(kern, (x, w.reshape(wshape), no_bias if b is None else b, out, r, relu, *geo, ranges), key, n_threads)
+        return True
+
+    return launch
+
+
+def bound_region(x, weight, bias, stride, padding, dilation, out, other, relu=False):
+    """A compiled step's call of the region (``conv2d.bind_conv2d``; ``conv_act``'s with ``relu``):
+    ``fn(x, weight[, bias], out=)`` writes into a C-ordered ``out``; any other call (another memory
+    order, no output, contended) goes to ``other`` (the step's serial binding). None where this call
+    would not run the region into ``out``."""
+    launch = _step(x, weight, bias, stride, padding, dilation, out, relu, False)
+    if launch is None:
+        return None
+
+    def fn(x, w, b=None, out=None):  # (x, weight[, bias]: as the step passes them)
+        if launch(x, w, b, None, out):
+            return out
+        return other(x, w, b, out=out) if b is not None else other(x, w, out=out)
+
+    return fn
+
+
+def bound_residual(x, weight, residual, bias, stride, padding, dilation, out, other):
+    """``conv_add_relu``'s step: ``fn(x, w, r[, b], out=)`` runs the region with the residual added and
+    the relu taken in the write-out into a C-ordered ``out`` (never the residual's memory); any other
+    call goes to ``other``. None where this step's arrays would not run the region."""
+    if out is None or not residual_fits(residual, out):
+        return None
+    launch = _step(x, weight, bias, stride, padding, dilation, out, False, True)
+    if launch is None:
+        return None
+
+    def fn(x, w, r, b=None, out=None):
+        if launch(x, w, b, r, out):
+            return out
+        return other(x, w, r, b, out=out)
 
     return fn

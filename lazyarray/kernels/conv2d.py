@@ -70,7 +70,7 @@ BLOCKED = Impl("conv2d", "blocked", conv_blocked.conv2d_blocked,
                fallback=IM2COL_COMPILED)
 BLOCKED_REGION = Impl("conv2d", "blocked_region", blocked_region.conv2d_blocked_region,
                       "blocked's case with several threads set, conv_blocked_region_min_macs multiply-adds, C-ordered "
-                      "arrays, conv_blocked_region on (off by default): its loop over the threads in one compiled parallel region, "
+                      "arrays, conv_blocked_region on: its loop over the threads in one compiled parallel region, "
                       "images (or an image's channel blocks) per thread, blocked's values", threads=True,
                       fallback=BLOCKED)
 POINTWISE_STRIDED = Impl("conv2d", "pointwise_strided", pointwise_strided.conv2d_pointwise_strided,
@@ -213,7 +213,9 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
              pointwise_strided.bound_strided(x, weight, geometry[0], out, generic)
              if choice.impl is POINTWISE_STRIDED else
              conv_blocked.bound_blocked(x, weight, bias, *geometry[:3], out, generic) if choice.impl is BLOCKED
-             else blocked_region.bound_region(x, weight, bias, *geometry[:3], out, generic)
+             else blocked_region.bound_region(x, weight, bias, *geometry[:3], out,  # (contended: blocked's bound loop)
+                                              conv_blocked.bound_blocked(x, weight, bias, *geometry[:3], out, generic)
+                                              or generic)
              if choice.impl is BLOCKED_REGION else None) or generic
     kept_counts, layout_counts = per_call_facts(xp, x, weight, groups, current())
     if not (kept_counts or layout_counts):  # (direct loops read no scratch: the step lends no workspace)

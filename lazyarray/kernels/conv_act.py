@@ -34,7 +34,8 @@ from ..ops import conv
 from ..ops.conv_act import ACTIVATIONS, activate
 from ..tuning_table import current
 from . import conv1d, pointwise_loop
-from .conv2d import BLOCKED, CONV1D, DIRECT, POINTWISE, bind_conv2d, choose_conv2d, run_conv2d
+from .blocked_region import bound_region, conv2d_blocked_region
+from .conv2d import BLOCKED, BLOCKED_REGION, CONV1D, DIRECT, POINTWISE, bind_conv2d, choose_conv2d, run_conv2d
 from .conv_blocked import bound_blocked, conv2d_blocked
 from .conv_direct import bound_direct, conv2d_direct, images_c_ordered
 from .covering_view import covering
@@ -181,6 +182,10 @@ def _write_out(xp, x, weight, bias, stride, padding, dilation, groups, out):
 WRITE_OUT = Impl("conv2d_act", "write_out", _write_out,
                  "conv2d's choice blocked, act relu, conv_act_write_out on: the relu taken in blocked's write-out "
                  "(no pass after it; compiled's values bit for bit)", fallback=COMPILED)
+WRITE_OUT_REGION = Impl("conv2d_act", "write_out_region", functools.partial(conv2d_blocked_region, relu=True),
+                        "conv2d's choice blocked_region, act relu, conv_act_write_out on: write_out's loop over the "
+                        "threads in one compiled parallel region (write_out's values bit for bit; write_out while "
+                        "contended)", threads=True, fallback=WRITE_OUT)
 
 
 @functools.lru_cache(maxsize=256)
@@ -192,8 +197,8 @@ def _pick(xp, x, weight, bias, conv_choice: Choice, t, act: str) -> Impl:
     """The activation's implementation given the convolution's choice (``t``: the tuning table)."""
     if not (xp is np and np.result_type(x.dtype, weight.dtype) in FLOATS and jit.enabled()):
         return UFUNCS
-    if conv_choice.impl is BLOCKED and act == "relu" and t.conv_act_write_out:
-        return WRITE_OUT
+    if conv_choice.impl in (BLOCKED, BLOCKED_REGION) and act == "relu" and t.conv_act_write_out:
+        return WRITE_OUT if conv_choice.impl is BLOCKED else WRITE_OUT_REGION
     if conv_choice.impl is not POINTWISE or bias is None or bias.dtype != x.dtype:
         return COMPILED
     return LOOP if pointwise_loop.applies(x, weight, bias, t) else FUSED
@@ -266,6 +271,11 @@ def _in_one_pass(impl, conv_choice, xp, x, weight, bias, geo, groups, act, alpha
         if y is not None:
             return y, _choice(LOOP, conv_choice)
         impl = FUSED
+    if impl is WRITE_OUT_REGION:
+        y = conv2d_blocked_region(xp, x, weight, bias, *geo, groups, out, relu=True)
+        if y is not None:
+            return y, _choice(WRITE_OUT_REGION, conv_choice)
+        impl, conv_choice = WRITE_OUT, Choice(BLOCKED)  # (declined: contended, or a pool thread)
     if impl is WRITE_OUT:
         y = _write_out(xp, x, weight, bias, *geo, groups, out)
         return y, (None if y is None else _choice(WRITE_OUT, conv_choice))
@@ -320,8 +330,10 @@ def bind_conv2d_act(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dil
         return y
 
     lean = None
-    if choice.impl is WRITE_OUT:  # (the relu in blocked's write-out; else as the runner runs it)
+    if choice.impl in (WRITE_OUT, WRITE_OUT_REGION):  # (the relu in blocked's write-out; else as the runner runs it)
         lean = bound_blocked(x, weight, bias, *geo[:3], out, fn, relu=True)
+        if lean is not None and choice.impl is WRITE_OUT_REGION:  # (over the threads; blocked's when it declines)
+            lean = bound_region(x, weight, bias, *geo[:3], out, lean, relu=True) or lean
         if lean is None:
             return Bound(choice, _runs_as_runner(xp, geo, groups, act, alpha, beta), scratch=conv_bound.scratch)
     elif choice.impl is COMPILED and conv_choice.impl is DIRECT:  # (the activation in direct's loop)
@@ -408,7 +420,7 @@ def _bound_pointwise(choice, xp, x, weight, bias, geo, groups, act, alpha, beta,
     return Bound(choice, fused, scratch=False)  # (a matmul into the output, then its loop)
 
 
-IMPLS = {"conv2d_act": (conv1d.CONV1D_ACT, LOOP, FUSED, WRITE_OUT, COMPILED, UFUNCS)}
+IMPLS = {"conv2d_act": (conv1d.CONV1D_ACT, LOOP, FUSED, WRITE_OUT_REGION, WRITE_OUT, COMPILED, UFUNCS)}
 RUNNERS = {"conv2d_act": run_conv2d_act}
 CHOOSERS = {"conv2d_act": choose_conv2d_act}
 BINDERS = {"conv2d_act": bind_conv2d_act}

@@ -23,7 +23,8 @@ from ..mode import MODE, PROFILING
 from ..ops import conv
 from ..ops.elementwise import relu_kernel
 from ..tuning_table import current
-from .conv2d import BLOCKED, bind_conv2d, choose_conv2d, run_conv2d
+from .blocked_region import bound_residual, conv2d_blocked_region
+from .conv2d import BLOCKED, BLOCKED_REGION, bind_conv2d, choose_conv2d, run_conv2d
 from .conv_blocked import conv2d_blocked, geometry, make_blocked, plane_fits, residual_fits
 from .depthwise import FLOATS
 from .impl import ANY_ORDER, Choice, Impl
@@ -78,7 +79,18 @@ WRITE_OUT = Impl("conv2d_add_relu", "write_out", _write_out,
                  "conv2d's choice blocked, a C-ordered residual of the output's shape and dtype, conv_residual_write_out "
                  "on: the residual added and the relu taken in blocked's write-out (no pass after it)",
                  fallback=COMPILED)
-IMPLS = {"conv2d_add_relu": (WRITE_OUT, COMPILED, UFUNCS)}
+
+
+def _write_out_region(xp, x, weight, residual, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1,
+                      out=None):
+    return conv2d_blocked_region(xp, x, weight, bias, stride, padding, dilation, groups, out, residual)
+
+
+WRITE_OUT_REGION = Impl("conv2d_add_relu", "write_out_region", _write_out_region,
+                        "conv2d's choice blocked_region, write_out's case: write_out's loop over the threads in one "
+                        "compiled parallel region (write_out's values bit for bit; write_out while contended)",
+                        threads=True, fallback=WRITE_OUT)
+IMPLS = {"conv2d_add_relu": (WRITE_OUT_REGION, WRITE_OUT, COMPILED, UFUNCS)}
 
 
 @functools.lru_cache(maxsize=256)
@@ -91,8 +103,8 @@ def _pick(xp, x, weight, residual, conv_choice: Choice, t) -> Impl:
     if not (xp is np and x.dtype in FLOATS and weight.dtype == x.dtype and residual.dtype == x.dtype
             and jit.enabled()):
         return UFUNCS
-    if conv_choice.impl is BLOCKED and t.conv_residual_write_out and residual.flags.c_contiguous:
-        return WRITE_OUT
+    if conv_choice.impl in (BLOCKED, BLOCKED_REGION) and t.conv_residual_write_out and residual.flags.c_contiguous:
+        return WRITE_OUT if conv_choice.impl is BLOCKED else WRITE_OUT_REGION
     return COMPILED
 
 
@@ -126,7 +138,11 @@ def run_conv2d_add_relu(xp, x, weight, residual, bias=None, stride=(1, 1), paddi
         return _ufuncs(xp, run_conv2d(xp, x, weight, bias, stride, padding, dilation, groups, out), residual)
     geo = conv.geometry(stride, padding, dilation)
     choice, conv_choice = _choices(xp, x, weight, residual, geo, groups, out)
-    y = _write_out(xp, x, weight, residual, bias, *geo, groups, out) if choice.impl is WRITE_OUT else None
+    y = _write_out_region(xp, x, weight, residual, bias, *geo, groups, out) if choice.impl is WRITE_OUT_REGION \
+        else None
+    if y is None and choice.impl is WRITE_OUT_REGION:  # (declined: contended, or a pool thread)
+        choice, conv_choice = _choice(WRITE_OUT, Choice(BLOCKED)), Choice(BLOCKED)
+    y = _write_out(xp, x, weight, residual, bias, *geo, groups, out) if y is None and choice.impl is WRITE_OUT else y
     if y is None:
         y = conv_choice.impl.run(xp, x, weight, bias, *geo, groups, out)
         if y is None:  # (declined at run time: its fallback runs)
@@ -157,8 +173,10 @@ def bind_conv2d_add_relu(xp, x, weight, residual, bias=None, stride=(1, 1), padd
         _after(xp, y, r)
         return y
 
-    if choice.impl is WRITE_OUT:
+    if choice.impl in (WRITE_OUT, WRITE_OUT_REGION):
         lean = _bound_write_out(x, weight, residual, bias, geo, out, fn)
+        if lean is not None and choice.impl is WRITE_OUT_REGION:  # (over the threads; write_out's when it declines)
+            lean = bound_residual(x, weight, residual, bias, *geo, out, lean) or lean
         if lean is not None:
             return Bound(choice, lean, scratch=False)  # (blocked's loop reads no scratch)
         choice = _choice(COMPILED, conv_choice)

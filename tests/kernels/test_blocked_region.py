@@ -5,7 +5,7 @@ within ``blocked``'s rounding, float32 and float64, with and without bias, strid
 four, a single image (channel parts), empty batches and filters; the chooser takes it on several threads only,
 past ``conv_blocked_region_min_macs``, for C-ordered arrays, not where it is switched off; a view's call runs
 ``blocked``; while the contention guard says contended it declines and ``blocked`` runs; a compiled program
-names it in ``explain()`` (its own and ``nn.conv2d_act``'s) with the one-thread program's values."""
+names it in ``explain()`` (its own and ``nn.conv2d_act[write_out_region]``'s) with the one-thread program's values."""
 from __future__ import annotations
 
 import numpy as np
@@ -146,10 +146,10 @@ def test_a_compiled_program_runs_it_with_the_one_thread_values(dtype):
     for _ in range(3):
         np.testing.assert_array_equal(net(*args).asnumpy(), want)
     text = str(net.explain(*args))
-    assert "nn.conv2d_act[compiled, blocked_region, 2 threads]" in text
+    assert "nn.conv2d_act[write_out_region, blocked_region, 2 threads]" in text
     assert "nn.conv2d[blocked_region, 2 threads]" in text
     with la.profile() as prof:
         np.testing.assert_array_equal(net(*args).asnumpy(), want)
-    assert [e.impl for e in prof.events if "conv2d" in e.name] == ["compiled, blocked_region, 2 threads",
+    assert [e.impl for e in prof.events if "conv2d" in e.name] == ["write_out_region, blocked_region, 2 threads",
                                                                    "blocked_region, 2 threads"]
     assert jit.parallel_ready()
