@@ -36,7 +36,7 @@ import numpy as np
 
 from ..mode import MODE, PROFILING
 from ..ops import registry
-from ..threads import num_threads
+from ..threads import blas_one_thread, num_threads
 from . import blas_rows
 from .blas_threads import MIN_PARALLEL_FLOPS, SERIAL_ANYWAY_FLOPS, one_thread, serial_anyway
 from .impl import Choice, Impl
@@ -86,13 +86,13 @@ def _one_blas_thread(xp, a, b, out=None):
 
 def _row_blocks(xp, a, b, out=None):
     rows, n = math.prod(a.shape[:-1]), b.shape[1]
-    into = out is not None and out.dtype == a.dtype and out.flags.c_contiguous
-    y = blas_rows.multiply(a.reshape(rows, a.shape[-1]), b, out.reshape(rows, n) if into else None)
-    if out is None:
-        return y.reshape(a.shape[:-1] + (n,))
-    if not into:
-        out[...] = y.reshape(out.shape)
-    return out
+    if out is not None and not (out.dtype == a.dtype and out.flags.c_contiguous):
+        # (NumPy computes into another order with other operand roles, other bits: the reference's, as on
+        # one thread set, on one BLAS thread)
+        with blas_one_thread():
+            return _reference(xp, a, b, out=out)
+    y = blas_rows.multiply(a.reshape(rows, a.shape[-1]), b, None if out is None else out.reshape(rows, n))
+    return y.reshape(a.shape[:-1] + (n,)) if out is None else out
 
 
 def _takes_row_blocks(a, b) -> bool:
@@ -114,7 +114,7 @@ ONE_BLAS_THREAD = Impl("matmul", "one_blas_thread", _one_blas_thread,
 ROW_BLOCKS = Impl("matmul", "row_blocks", _row_blocks,
                   "several threads set and a floating product of MIN_PARALLEL_FLOPS or more, a matrix or a "
                   "C-ordered stack times a matrix: row blocks over the pool, each on one BLAS thread (the values "
-                  "of one BLAS thread)", threads=True)
+                  "of one BLAS thread; into another order than C, the reference on one BLAS thread)", threads=True)
 IMPLS = (ROW_BLOCKS, ONE_BLAS_THREAD, BLAS)
 _BLAS, _ONE, _ROWS = Choice(BLAS), Choice(ONE_BLAS_THREAD), Choice(ROW_BLOCKS)
 
