@@ -37,23 +37,31 @@ from .blas_threads import MIN_PARALLEL_FLOPS, SMALL_PRODUCT
 
 ROW_ALIGN = 48  # every cut a multiple of this many rows (OpenBLAS's tile heights: 12 float32, 2 float64 here)
 PARTS = 8  # at most this many blocks (even shares on 2-4 threads; a thread held back costs one block's wait)
+MIN_UNITS = 4  # ... and at least this many ROW_ALIGN-row units to share
 FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 EXACT = NamedCache("BLAS row blocks: exact cuts", 4)  # dtype -> whether aligned cuts keep the bits
 
 
 def cuts(rows: int, k: int, n: int) -> list | None:
-    """The blocks ``[(lo, hi), ...]`` of a ``(rows, k) @ (k, n)`` product: at most ``PARTS`` of equal
-    rows, the cuts at multiples of ``ROW_ALIGN``, a last block of at most ``SMALL_PRODUCT`` multiply-adds
-    joined to the one before; None where that leaves one block. A function of the shape alone."""
-    parts = min(PARTS, -(-rows // ROW_ALIGN))
-    if parts < 2:
+    """The blocks ``[(lo, hi), ...]`` of a ``(rows, k) @ (k, n)`` product: its rows in units of
+    ``ROW_ALIGN`` (the last maybe short) shared as evenly as whole units allow among at most ``PARTS``
+    blocks, each above ``SMALL_PRODUCT`` multiply-adds; None for fewer than ``MIN_UNITS`` units (two
+    threads could not share them evenly: BLAS's own threads split the columns too) or where fewer than
+    two blocks are that large. A function of the shape alone."""
+    units = -(-rows // ROW_ALIGN)
+    if units < MIN_UNITS:
         return None
-    per = -(-rows // (parts * ROW_ALIGN)) * ROW_ALIGN
-    blocks = [(lo, min(rows, lo + per)) for lo in range(0, rows, per)]
-    if len(blocks) > 1 and (blocks[-1][1] - blocks[-1][0]) * k * n <= SMALL_PRODUCT:
-        blocks[-2:] = [(blocks[-2][0], rows)]
-    return blocks if len(blocks) > 1 else None
+    for parts in range(min(PARTS, units), 1, -1):
+        q, r = divmod(units, parts)
+        blocks, lo = [], 0
+        for i in range(parts):
+            hi = min(rows, lo + (q + (i < r)) * ROW_ALIGN)
+            blocks.append((lo, hi))
+            lo = hi
+        if all((hi - lo) * k * n > SMALL_PRODUCT for lo, hi in blocks):
+            return blocks
+    return None
 
 
 def applies(rows: int, k: int, n: int, dtype) -> bool:

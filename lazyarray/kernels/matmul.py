@@ -85,23 +85,26 @@ def _one_blas_thread(xp, a, b, out=None):
 
 
 def _row_blocks(xp, a, b, out=None):
-    rows, n = math.prod(a.shape[:-1]), b.shape[1]
-    if out is not None and not (out.dtype == a.dtype and out.flags.c_contiguous):
-        # (NumPy computes into another order with other operand roles, other bits: the reference's, as on
-        # one thread set, on one BLAS thread)
+    if not _row_blocks_case(a, b) or (out is not None and not (out.dtype == a.dtype and out.flags.c_contiguous)):
+        # (not its case, or NumPy would compute into another order with other operand roles, other bits:
+        # the reference's values as on one thread set, on one BLAS thread)
         with blas_one_thread():
             return _reference(xp, a, b, out=out)
+    rows, n = math.prod(a.shape[:-1]), b.shape[1]
     y = blas_rows.multiply(a.reshape(rows, a.shape[-1]), b, None if out is None else out.reshape(rows, n))
     return y.reshape(a.shape[:-1] + (n,)) if out is None else out
 
 
+def _row_blocks_case(a, b) -> bool:
+    """NumPy operands of one dtype, a matrix or a C-ordered stack (one product over all its rows, as
+    the reference's ``nn.rows_matmul``) times a matrix."""
+    return a.__class__ is np.ndarray and b.__class__ is np.ndarray and b.ndim == 2 and a.dtype == b.dtype \
+        and (a.ndim == 2 or (a.ndim > 2 and a.flags.c_contiguous))
+
+
 def _takes_row_blocks(a, b) -> bool:
-    """``row_blocks``' case: NumPy operands of one dtype, a matrix or a C-ordered stack (one product
-    over all its rows, as the reference's ``nn.rows_matmul``) times a matrix, a product
-    ``blas_rows.applies`` takes."""
-    if a.__class__ is not np.ndarray or b.__class__ is not np.ndarray or b.ndim != 2 or a.dtype != b.dtype:
-        return False
-    if a.ndim < 2 or (a.ndim > 2 and not a.flags.c_contiguous):
+    """``row_blocks``' case (``_row_blocks_case``) and a product ``blas_rows.applies`` takes."""
+    if not _row_blocks_case(a, b):
         return False
     return blas_rows.applies(math.prod(a.shape[:-1]), a.shape[-1], b.shape[1], a.dtype)
 

@@ -17,7 +17,7 @@ from lazyarray.kernels.blas_threads import MIN_PARALLEL_FLOPS, SMALL_PRODUCT
 from lazyarray.tuning_table import current
 
 FLOATS = (np.float32, np.float64)
-SHAPES = [(512, 64, 256), (777, 129, 301), (130, 1000, 200), (3, 100, 96, 700)]  # (rows..., k, units)
+SHAPES = [(512, 64, 256), (777, 129, 301), (250, 1000, 200), (3, 100, 96, 700)]  # (rows..., k, units)
 
 
 class Clock:
@@ -65,15 +65,18 @@ def _dense_three_ways(guard, x, w, b, out_like=False):
 
 
 def test_cuts_are_aligned_cover_the_rows_and_depend_on_the_shape_alone():
-    for rows, k, n in [(512, 64, 256), (1024, 768, 768), (100, 1000, 1000), (1576, 192, 768), (97, 5000, 300)]:
+    for rows, k, n in [(512, 64, 256), (1024, 768, 768), (200, 1000, 1000), (1576, 192, 768), (193, 5000, 300)]:
         blocks = blas_rows.cuts(rows, k, n)
         assert blocks is not None and 2 <= len(blocks) <= blas_rows.PARTS
         assert blocks[0][0] == 0 and blocks[-1][1] == rows
         assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
         assert all(lo % blas_rows.ROW_ALIGN == 0 for lo, _ in blocks)
         assert all((hi - lo) * k * n > SMALL_PRODUCT for lo, hi in blocks)
-    assert blas_rows.cuts(48, 10000, 10000) is None  # (one aligned block only)
-    assert blas_rows.cuts(60, 100, 100) is None  # (the last block too small: joined, one left)
+        sizes = [hi - lo for lo, hi in blocks[:-1]]
+        assert max(sizes) - min(sizes) <= blas_rows.ROW_ALIGN  # (as even as whole units allow)
+    assert blas_rows.cuts(140, 10000, 10000) is None  # (fewer than MIN_UNITS units: BLAS's threads)
+    assert blas_rows.cuts(64, 784, 512) is None  # (the MLP's batch-64 layer)
+    assert blas_rows.cuts(400, 10, 10) is None  # (no two blocks above SMALL_PRODUCT)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
