@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 import lazyarray as la
+from lazyarray import blocks as B
 from lazyarray import threads
 from lazyarray.kernels import blas_rows, contention, dense, matmul
-from lazyarray.ops import registry
 from lazyarray.kernels.blas_threads import MIN_PARALLEL_FLOPS, SMALL_PRODUCT
+from lazyarray.ops import registry
 from lazyarray.tuning_table import current
 
 FLOATS = (np.float32, np.float64)
@@ -185,7 +186,6 @@ def test_a_probe_that_finds_other_bits_turns_row_blocks_off(guard, monkeypatch):
 
 
 def test_explain_names_row_blocks_in_a_compiled_layer(guard):
-    from lazyarray import blocks as B
     la.set_num_threads(2)
     net = B.Dense(256, in_units=300)
     net.initialize()
