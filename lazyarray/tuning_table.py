@@ -297,6 +297,10 @@ class Tuning:
     # at the split: on, a product's values would hang on the guard's state; kernels/blas_guard.py)
     contention_blas: bool = _doc(False, "products left to BLAS's threads (blas_threads.MIN_PARALLEL_FLOPS or more) "
                                  "also time themselves and run on one BLAS thread while contended")
+    # (row blocks cut at multiples of blas_rows.ROW_ALIGN keep the bits of the whole product on one BLAS thread:
+    # one thread, two and the guard's window give the same values; kernels/blas_rows.py)
+    blas_row_blocks: bool = _doc(True, "dense and matmul products of blas_threads.MIN_PARALLEL_FLOPS or more, with "
+                                 "several threads set, run in row blocks over the pool, each on one BLAS thread")
 
     def __post_init__(self):
         for f in fields(self):

@@ -22,6 +22,11 @@ rows at a thread's edge take other micro-kernels: (512, 256) @ (256, 256) differ
 elements, by at most 1e-6 relative, a float32 rounding of the sum). So it is off by default, the
 tuning table's ``contention_blas``: on, a float32 product's last bits hang on the guard's state.
 
+Most such products of ``nn.dense`` and ``matmul`` no longer reach BLAS's threads: ``blas_rows.py`` runs them
+in row blocks over the pool, each on one BLAS thread (one BLAS thread's values whatever the thread count
+or the guard's state); this context is for the rest (fewer rows than two even blocks, a units-major
+output, the convolutions' products, ``blas_row_blocks`` off).
+
 The context is ``blas_threads.UNCHANGED`` (nothing timed, nothing switched) where the guard or
 ``contention_blas`` is off,
 one thread is set, BLAS is on one thread already, or this is one of the pool's threads (a split's

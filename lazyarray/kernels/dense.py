@@ -16,6 +16,9 @@ the same values faster for the layouts and sizes a compiled program hands them:
   ``graph/passes/matmul_bias.py``): half the calls and checks of ``rows``; small products on one
   BLAS thread, as ``gemm``'s, through the weight's transposed view (no packed copy to look up);
 * ``rows``: an input of more than two dims: one product over all its rows (``nn.rows_matmul``);
+* ``row_blocks``: a product of ``blas_threads.MIN_PARALLEL_FLOPS`` or more with several threads set: its
+  rows in blocks over the pool, each on one BLAS thread (``blas_rows.py``: the values of one BLAS thread
+  whatever the thread count, and a thread held back by another process costs one block's wait);
 * ``gemm``: rows times the transposed weight (a packed copy where it pays, ``ops/weight_pack.py``),
   small products on one BLAS thread (``blas_threads.py``).
 """
@@ -31,7 +34,7 @@ from ..ops import registry
 from ..ops.nn import rows_matmul
 from ..ops.weight_pack import transposed
 from ..tuning_table import current
-from . import dense_regions
+from . import blas_rows, dense_regions
 from .blas_threads import MIN_PARALLEL_FLOPS, SERIAL_ANYWAY_FLOPS, UNCHANGED, one_thread
 from .elementwise import JIT_FLOATS, UNITS
 from .elementwise_jit import add_relu_cols_in_place, add_relu_rows_in_place
@@ -103,6 +106,27 @@ def _rows(xp, x, weight, bias, out):
     return _biased(y, bias)
 
 
+def _row_blocks(xp, x, weight, bias, out):
+    k, units = x.shape[-1], weight.shape[0]
+    rows = math.prod(x.shape[:-1])
+    y = blas_rows.multiply(x.reshape(rows, k), transposed(weight, rows),
+                           None if out is None else out.reshape(rows, units))
+    if bias is not None:
+        np.add(y, bias, out=y)
+    return out if out is not None else y.reshape(x.shape[:-1] + (units,))
+
+
+def _takes_row_blocks(x, weight, out) -> bool:
+    """``row_blocks``' case: NumPy operands of one floating dtype, an output to make or a C-ordered one
+    of that dtype, a product ``blas_rows.applies`` takes."""
+    if x.__class__ is not np.ndarray or weight.__class__ is not np.ndarray or x.ndim < 2 or weight.ndim != 2 \
+            or x.dtype != weight.dtype:
+        return False
+    if out is not None and not (out.__class__ is np.ndarray and out.dtype == x.dtype and out.flags.c_contiguous):
+        return False
+    return blas_rows.applies(math.prod(x.shape[:-1]), x.shape[-1], weight.shape[0], x.dtype)
+
+
 def _gemm(xp, x, weight, bias, out):
     rows = x.shape[0] if x.ndim == 2 else 1
     wt = transposed(weight, rows)  # (a packed copy where it pays: weight_pack.py)
@@ -132,10 +156,13 @@ UNITS_MAJOR = Impl("dense", "units_major", _units_major, "several rows into a un
 STACK = Impl("dense", "stack", _stack, "an input of more than 2 dims into a C-ordered planned buffer: one "
               "ndarray.dot over all its rows into the buffer, the bias added in place")
 ROWS = Impl("dense", "rows", _rows, "an input of more than 2 dims: one product over all its rows")
+ROW_BLOCKS = Impl("dense", "row_blocks", _row_blocks, "several threads set and a floating product of "
+                  "MIN_PARALLEL_FLOPS or more with rows for two blocks: row blocks over the pool, each on one "
+                  "BLAS thread (the values of one BLAS thread)", threads=True)
 GEMM = Impl("dense", "gemm", _gemm, "rows times the transposed weight (packed where it pays), small products "
             "on one BLAS thread")
 
-IMPLS = (REGION, GEMV, UNITS_MAJOR, STACK, ROWS, GEMM)
+IMPLS = (REGION, GEMV, ROW_BLOCKS, UNITS_MAJOR, STACK, ROWS, GEMM)
 _CHOICES = {impl: Choice(impl) for impl in IMPLS}
 
 
@@ -145,6 +172,8 @@ def choose_dense(xp, x, weight, out, t) -> Choice:
             and out.__class__ is np.ndarray and x.ndim == 2 and x.shape[0] == 1 \
             and x.dtype == weight.dtype == out.dtype and out.flags.carray:  # (what ndarray.dot accepts)
         return _CHOICES[REGION if weight.nbytes >= t.dense_region_min_weight_bytes else GEMV]
+    if _takes_row_blocks(x, weight, out):
+        return _CHOICES[ROW_BLOCKS]
     if x.ndim > 2:
         if out is not None and x.__class__ is np.ndarray and weight.__class__ is np.ndarray \
                 and out.__class__ is np.ndarray and x.dtype == weight.dtype == out.dtype and out.flags.carray \

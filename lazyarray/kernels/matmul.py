@@ -21,17 +21,24 @@ small-matrix kernels take float32 calls of at most ``SMALL_PRODUCT`` multiply-ad
 is ``blas``: the switch would only cost. The MLP's backward at batch 64 has two such products,
 (64, 10) @ (10, 512) and (10, 64) @ (64, 512); held at one thread they took 37 and 23 us in the
 training step against 22 and 15 us left alone (``benchmarks/training_loop.py``, ``la.profile()``).
+
+A floating product of ``blas_threads.MIN_PARALLEL_FLOPS`` or more, a matrix or a C-ordered stack times a
+matrix, is ``row_blocks`` with several threads set: its rows in blocks over the pool, each on one BLAS
+thread (``blas_rows.py``: one BLAS thread's values whatever the thread count or the contention guard's
+state, and a thread held back by another process costs one block's wait, not the product's).
 """
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
 from ..mode import MODE, PROFILING
 from ..ops import registry
-from ..threads import num_threads
-from .blas_threads import SERIAL_ANYWAY_FLOPS, one_thread, serial_anyway
+from ..threads import blas_one_thread, num_threads
+from . import blas_rows
+from .blas_threads import MIN_PARALLEL_FLOPS, SERIAL_ANYWAY_FLOPS, one_thread, serial_anyway
 from .impl import Choice, Impl
 from .profile import current as current_profile
 from .runner import Bound, direct
@@ -77,13 +84,42 @@ def _one_blas_thread(xp, a, b, out=None):
         return _reference(xp, a, b, out=out)
 
 
+def _row_blocks(xp, a, b, out=None):
+    if not _row_blocks_case(a, b) or (out is not None and not (out.dtype == a.dtype and out.flags.c_contiguous)):
+        # (not its case, or NumPy would compute into another order with other operand roles, other bits:
+        # the reference's values as on one thread set, on one BLAS thread)
+        with blas_one_thread():
+            return _reference(xp, a, b, out=out)
+    rows, n = math.prod(a.shape[:-1]), b.shape[1]
+    y = blas_rows.multiply(a.reshape(rows, a.shape[-1]), b, None if out is None else out.reshape(rows, n))
+    return y.reshape(a.shape[:-1] + (n,)) if out is None else out
+
+
+def _row_blocks_case(a, b) -> bool:
+    """NumPy operands of one dtype, a matrix or a C-ordered stack (one product over all its rows, as
+    the reference's ``nn.rows_matmul``) times a matrix."""
+    return a.__class__ is np.ndarray and b.__class__ is np.ndarray and b.ndim == 2 and a.dtype == b.dtype \
+        and (a.ndim == 2 or (a.ndim > 2 and a.flags.c_contiguous))
+
+
+def _takes_row_blocks(a, b) -> bool:
+    """``row_blocks``' case (``_row_blocks_case``) and a product ``blas_rows.applies`` takes."""
+    if not _row_blocks_case(a, b):
+        return False
+    return blas_rows.applies(math.prod(a.shape[:-1]), a.shape[-1], b.shape[1], a.dtype)
+
+
 BLAS = Impl("matmul", "blas", _reference, "NumPy's matmul (the reference), BLAS on every thread set")
 ONE_BLAS_THREAD = Impl("matmul", "one_blas_thread", _one_blas_thread,
                        "several threads set and a floating product of fewer than MAX_FLOPS that "
                        "BLAS would share (not blas_threads.serial_anyway): the reference with BLAS held at "
                        "one thread")
-IMPLS = (ONE_BLAS_THREAD, BLAS)
-_BLAS, _ONE = Choice(BLAS), Choice(ONE_BLAS_THREAD)
+ROW_BLOCKS = Impl("matmul", "row_blocks", _row_blocks,
+                  "several threads set and a floating product of MIN_PARALLEL_FLOPS or more, a matrix or a "
+                  "C-ordered stack times a matrix: row blocks over the pool, each on one BLAS thread (the values "
+                  "of one BLAS thread; into another order than C, the reference on one BLAS thread)", threads=True)
+IMPLS = (ROW_BLOCKS, ONE_BLAS_THREAD, BLAS)
+_BLAS, _ONE, _ROWS = Choice(BLAS), Choice(ONE_BLAS_THREAD), Choice(ROW_BLOCKS)
 
 
 def choose_matmul(xp, a, b, out=None) -> Choice:
@@ -91,6 +127,8 @@ def choose_matmul(xp, a, b, out=None) -> Choice:
     if num_threads() == 1 or xp is not np or a.dtype.kind != "f" or b.dtype.kind != "f":
         return _BLAS
     flops, largest = products(a, b)
+    if flops >= MIN_PARALLEL_FLOPS and _takes_row_blocks(a, b):
+        return _ROWS
     if not SERIAL_ANYWAY_FLOPS < flops < MAX_FLOPS or serial_anyway(flops, _largest_float32(a, b, largest)):
         return _BLAS
     return _ONE
@@ -99,15 +137,16 @@ def choose_matmul(xp, a, b, out=None) -> Choice:
 def order_decides(xp, a, b) -> bool:
     """Whether ``choose_matmul``'s answer for ``a @ b`` could change with ``a``'s memory order: a
     stack times a matrix with several threads set, both float32, of a size between
-    ``SERIAL_ANYWAY_FLOPS`` and ``MAX_FLOPS`` (where ``products``' largest call decides). Elsewhere
+    ``SERIAL_ANYWAY_FLOPS`` and ``MAX_FLOPS`` (where ``products``' largest call decides), or a floating
+    one of ``MIN_PARALLEL_FLOPS`` or more (``row_blocks`` takes a C-ordered stack only). Elsewhere
     the shapes decide: a batch-1 transformer's (1, 7, 32) @ (32, 32) is ``blas`` in any order, and a
     step asking per call paid ~10 us a product on two threads (T5's b1 call: 428 -> 565 us)."""
     if a.ndim <= 2 or b.ndim != 2 or num_threads() == 1 or xp is not np:
         return False
-    if not a.dtype == np.float32 == b.dtype:
-        return False
     flops, _ = flops_of(a.shape, b.shape)
-    return SERIAL_ANYWAY_FLOPS < flops < MAX_FLOPS
+    if flops >= MIN_PARALLEL_FLOPS:  # (row_blocks takes a C-ordered stack only)
+        return a.dtype.kind == "f"
+    return a.dtype == np.float32 == b.dtype and SERIAL_ANYWAY_FLOPS < flops < MAX_FLOPS
 
 
 def bind_matmul(xp, a, b, out=None) -> Bound | None:
