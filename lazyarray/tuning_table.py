@@ -151,7 +151,7 @@ class Tuning:
     dense_residual: bool = _doc(True, "a dense layer and the residual add of its value in the step after it as one "
                                 "step (executor/epilogue.py: nn.dense+add[stack, residual])")
     dense_gelu: bool = _doc(True, "a dense layer and the exact GELU that alone reads its value, the step after it, as one "
-                            "step, the bias added in the GELU's loop (kernels/dense_gelu.py: nn.dense+gelu[dense_epilogue])")
+                            "step, the bias added in the GELU's loop (kernels/dense_gelu.py: nn.dense+nn.gelu[stack])")
     # -- take (kernels/take.py)
     take_gather: bool = _doc(True, "take of NumPy arrays by numpy.take's own bounds check, a 0-d index as a basic "
                              "index and a copy (kernels/take.py: take[gather]); off: the reference's reductions")

@@ -20,7 +20,7 @@ buffers the plan gave them; what goes is a step's dispatch and its slot bookkeep
 And for the exact GELU of a dense layer's value (a transformer's feed-forward block, ConvNeXt's): a ``gelu``
 step (approximation ``'none'``) right after a dense step, the only reader of its value, which is not handed
 out: one step calling ``kernels.dense_gelu.dense_gelu`` with the two steps' kernels, where the bias is added in
-the GELU's compiled loop (the two steps' values bit for bit; ``explain()``: ``nn.dense+nn.gelu[dense_epilogue]``;
+the GELU's compiled loop (the two steps' values bit for bit; ``explain()``: ``nn.dense+nn.gelu[stack]``;
 tuning ``dense_gelu``).
 """
 from __future__ import annotations

@@ -15,17 +15,17 @@ values) and the dense layer's output is C-ordered (rows, units); elsewhere the t
 did. The GELU's row is staged in a small local array (``tmp``), so the loops vectorize when the GELU is planned
 in place on the dense value (a loop reading and writing one array through two arguments runs scalar: 4096 values
 9.5 -> 40 us measured).
+
+``explain()`` and ``la.profile()`` name the merged step ``nn.dense+nn.gelu[<the dense layer's choice>]``, as
+the dense and relu pair's (``executor/epilogue.py``); tuning ``dense_gelu=False`` keeps the two steps.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import jit
-from ..mode import MODE, PROFILING
 from ..tuning_table import current
 from .gelu import CHUNK_ELEMENTS, COEFFS32, COEFFS64
-from .impl import Choice, Impl
-from .profile import current as current_profile
 
 
 @jit.tiered
@@ -64,12 +64,6 @@ def _bias_gelu_rows(y, bias, g, k):
             gr[j] = (t + one) * v * half
 
 
-# (its ``run`` declines: it runs only inside a merged step, ``dense_gelu``, which notes it for ``la.profile()``)
-DENSE_GELU = Impl("gelu", "dense_epilogue", lambda *a, **k: None,
-                  "the exact GELU (float32, numba on, under 4 x CHUNK_ELEMENTS values) of a dense layer's C-ordered "
-                  "output that only it reads, the step after it (tuning dense_gelu): the bias added in its loop, one "
-                  "step; gelu[compiled]'s values bit for bit")
-CHOICE = Choice(DENSE_GELU)
 _F32 = np.dtype(np.float32)
 
 
@@ -95,6 +89,4 @@ def dense_gelu(dense, gelu, x, weight, bias, y, g):
     dense(x, weight, None, out=y)
     n = y.shape[-1]
     kern(y.reshape(-1, n), bias, g.reshape(-1, n), COEFFS64 if current().gelu_erf_float64 else COEFFS32)
-    if MODE.get() & PROFILING:
-        current_profile().chose(CHOICE)
     return g
