@@ -26,7 +26,7 @@ tuning ``dense_gelu``).
 from __future__ import annotations
 
 from ..kernels.dense import RESIDUAL, dense_relu, dense_residual
-from ..kernels.dense_gelu import dense_gelu
+from ..kernels.dense_gelu import step_runner
 from ..kernels.impl import Choice
 from ..kernels.runner import Bound
 from ..tuning_table import current
@@ -145,6 +145,7 @@ def dense_gelu_step(dense_spec, gelu_spec, frees: tuple, error):
     o, go = dense_spec.outs[0], gelu_spec.outs[0]
     node = dense_spec.node
     dense, gelu = dense_spec.fn, gelu_spec.fn  # (the runners, or the two steps' bound choices: binding.py)
+    dense_gelu = step_runner()  # (kernels/dense_gelu.py's, its checks made once per planned buffer)
 
     def step(s):
         try:

@@ -82,7 +82,10 @@ def dense_gelu(dense, gelu, x, weight, bias, y, g):
     the plan runs it in place), with ``dense`` and ``gelu`` the two steps' kernels (the registry's runners or
     their bound choices). By ``_bias_gelu_rows`` where ``fused_kernel`` gives it (``y`` then holds the product
     without its bias), else the two kernels as the two steps ran them."""
-    kern = fused_kernel(y, bias, g)
+    return _run(fused_kernel(y, bias, g), dense, gelu, x, weight, bias, y, g)
+
+
+def _run(kern, dense, gelu, x, weight, bias, y, g):
     if kern is None:
         dense(x, weight, bias, out=y)
         return gelu(y, out=g)
@@ -90,3 +93,21 @@ def dense_gelu(dense, gelu, x, weight, bias, y, g):
     n = y.shape[-1]
     kern(y.reshape(-1, n), bias, g.reshape(-1, n), COEFFS64 if current().gelu_erf_float64 else COEFFS32)
     return g
+
+
+def step_runner():
+    """``dense_gelu`` for one program step, its arrays' checks (``fused_kernel``) made once per (y, bias, g)
+    objects: a step's planned buffers and parameters are the same objects run after run, and an array's shape,
+    dtype and memory order do not change (``jit.enabled()`` is still asked per call: the tuning table's
+    ``jit``)."""
+    memo = [None, None, None, None]  # (y, bias, g, the compiled kernel) of the last fused call
+
+    def run(dense, gelu, x, weight, bias, y, g):
+        if y is memo[0] and bias is memo[1] and g is memo[2] and jit.enabled():
+            kern = memo[3]
+        else:
+            kern = fused_kernel(y, bias, g)
+            memo[:] = (y, bias, g, kern) if kern is not None else (None, None, None, None)
+        return _run(kern, dense, gelu, x, weight, bias, y, g)
+
+    return run

@@ -73,3 +73,18 @@ def test_gelu_erf_float64_and_the_switch_of_compiled_kernels():
         y = np.empty((9, 64), np.float32)
         assert kdg.fused_kernel(y, b, y) is None
         np.testing.assert_array_equal(kdg.dense_gelu(_DENSE, _GELU, x, w, b, y, y), _two_steps(x, w, b))
+
+
+def test_a_steps_runner_checks_each_set_of_arrays_once_with_the_same_values():
+    pytest.importorskip("numba")
+    rng = np.random.default_rng(6)
+    run = kdg.step_runner()
+    x, w, b = _case(rng, (4, 16), 64, np.float32)
+    y = np.empty((4, 64), np.float32)
+    for _ in range(3):  # (the same planned buffers run after run)
+        np.testing.assert_array_equal(run(_DENSE, _GELU, x, w, b, y, y), _two_steps(x, w, b))
+    y64 = np.empty((4, 64), np.float64)  # (other arrays: checked again, the two kernels)
+    x64, w64, b64 = (a.astype(np.float64) for a in (x, w, b))
+    np.testing.assert_array_equal(run(_DENSE, _GELU, x64, w64, b64, y64, y64), _two_steps(x64, w64, b64))
+    with la.tuning(jit=False):
+        np.testing.assert_array_equal(run(_DENSE, _GELU, x, w, b, y, np.empty_like(y)), _two_steps(x, w, b))
