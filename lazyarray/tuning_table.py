@@ -151,6 +151,8 @@ class Tuning:
     dense_region_min_weight_bytes: int = _doc(1 << 20, "smallest weight (bytes) a dense parallel region takes")
     dense_residual: bool = _doc(True, "a dense layer and the residual add of its value in the step after it as one "
                                 "step (executor/epilogue.py: nn.dense+add[stack, residual])")
+    dense_gelu: bool = _doc(True, "a dense layer and the exact GELU that alone reads its value, the step after it, as one "
+                            "step, the bias added in the GELU's loop (kernels/dense_gelu.py: nn.dense+nn.gelu[stack])")
     # -- take (kernels/take.py)
     take_gather: bool = _doc(True, "take of NumPy arrays by numpy.take's own bounds check, a 0-d index as a basic "
                              "index and a copy (kernels/take.py: take[gather]); off: the reference's reductions")
@@ -242,6 +244,13 @@ class Tuning:
     conv_pointwise_strided: bool = _doc(True, "1x1 convolutions with a stride (no padding, no groups) that would take "
                                         "im2col: the strided pixels copied once, then one product per image, "
                                         "im2col's values bit for bit: conv2d[pointwise_strided]")
+    conv_patchify: bool = _doc(True, "convolutions whose windows tile their input (stride equal to the kernel, no "
+                               "padding, no groups) as one copy of the patches and one product, im2col's values bit "
+                               "for bit: conv2d[patchify] (kernels/conv_patchify.py)")
+    conv_patchify_min_channels: int = _doc(8, "fewest input channels conv2d[patchify] takes (fewer: runs of a few "
+                                           "values to copy, conv2d[blocked] is faster)")
+    conv_patchify_min_macs: int = _doc(100_000, "fewest multiply-adds conv2d[patchify] takes (fewer: conv2d[blocked]'s "
+                                       "one loop costs less than the views and calls)")
     conv_pointwise_loop: bool = _doc(True, "small 1x1 convolutions with a bias and an activation (conv2d[pointwise]'s "
                                      "case) as one compiled loop: nn.conv2d_act[loop] (kernels/pointwise_loop.py)")
     conv2d_pointwise_loop: bool = _doc(True, "small 1x1 convolutions with a bias and no activation as conv2d_act[loop]'s "

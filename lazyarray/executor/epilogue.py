@@ -16,10 +16,17 @@ the add the step after the dense layer's and ``r`` of the value's shape and dtyp
 ufunc), in the same order into the same buffers, so the values are the two steps' bit for bit whatever
 buffers the plan gave them; what goes is a step's dispatch and its slot bookkeeping (``explain()``: ``nn.dense+add[stack, residual]``; tuning
 ``dense_residual``, read when a program compiles).
+
+And for the exact GELU of a dense layer's value (a transformer's feed-forward block, ConvNeXt's): a ``gelu``
+step (approximation ``'none'``) right after a dense step, the only reader of its value, which is not handed
+out: one step calling ``kernels.dense_gelu.dense_gelu`` with the two steps' kernels, where the bias is added in
+the GELU's compiled loop (the two steps' values bit for bit; ``explain()``: ``nn.dense+nn.gelu[stack]``;
+tuning ``dense_gelu``).
 """
 from __future__ import annotations
 
 from ..kernels.dense import RESIDUAL, dense_relu, dense_residual
+from ..kernels.dense_gelu import step_runner
 from ..kernels.impl import Choice
 from ..kernels.runner import Bound
 from ..tuning_table import current
@@ -29,6 +36,9 @@ def epilogue_pairs(specs, plan, out_slots: set[int], out_kind) -> dict[int, int]
     """``{dense step: the step merged into it}``: ``dense_relu_pairs``, then (tuning ``dense_residual``)
     ``dense_residual_pairs`` among the dense steps left."""
     pairs = dense_relu_pairs(specs, plan, out_slots, out_kind)
+    if current().dense_gelu:
+        for k, r in dense_gelu_pairs(specs, out_slots, out_kind).items():
+            pairs.setdefault(k, r)
     if current().dense_residual:
         for k, r in dense_residual_pairs(specs, out_kind).items():
             pairs.setdefault(k, r)
@@ -51,6 +61,28 @@ def dense_residual_pairs(specs, out_kind) -> dict[int, int]:
         other = [e for e, sl in zip(r.node.inputs, r.ins) if sl != o]
         if o in r.ins and len(other) == 1 and other[0].aval.shape == a.shape and other[0].aval.dtype == a.dtype \
                 and r.node.avals[0] == a and a.device.kind == "cpu":
+            pairs[k] = k + 1
+    return pairs
+
+
+def dense_gelu_pairs(specs, out_slots: set[int], out_kind) -> dict[int, int]:
+    """``{dense step: gelu step}`` for each ``dense`` step (bias, no params, its planned buffer) followed by a
+    planned exact ``gelu`` (approximation ``'none'``) of its value, float32 on the CPU, the only reader of that
+    value, which is not handed out (``dense_gelu`` then leaves the product without its bias there)."""
+    readers: dict[int, int] = {}
+    for sp in specs:
+        for i in sp.ins:
+            readers[i] = readers.get(i, 0) + 1
+    pairs = {}
+    for k in range(len(specs) - 1):
+        d, g = specs[k], specs[k + 1]
+        if d.node.op.name != "dense" or g.node.op.name != "gelu" or d.kind is not out_kind \
+                or g.kind is not out_kind or len(d.ins) != 3 or d.node.params \
+                or g.node.params.get("approximation", "none") != "none" or len(g.outs) != 1:
+            continue
+        o, a = d.outs[0], d.node.avals[0]
+        if g.ins == (o,) and readers.get(o) == 1 and o not in out_slots and a.dtype == "float32" \
+                and a.device.kind == "cpu" and g.node.avals[0] == a:
             pairs[k] = k + 1
     return pairs
 
@@ -101,7 +133,29 @@ def pair_step(dense_spec, other_spec, frees: tuple, error):
     """The closure of a merged pair (``epilogue_pairs``): ``dense_relu_step`` or ``dense_residual_step``."""
     if other_spec.node.op.name == "relu":
         return dense_relu_step(dense_spec, other_spec, frees, error)
+    if other_spec.node.op.name == "gelu":
+        return dense_gelu_step(dense_spec, other_spec, frees, error)
     return dense_residual_step(dense_spec, other_spec, frees, error)
+
+
+def dense_gelu_step(dense_spec, gelu_spec, frees: tuple, error):
+    """The closure of a merged dense and gelu pair: ``dense_gelu`` into the two steps' buffers, then the slots
+    both steps would have freed. ``error(node, exc)`` names the op that failed."""
+    a, b, c = dense_spec.ins
+    o, go = dense_spec.outs[0], gelu_spec.outs[0]
+    node = dense_spec.node
+    dense, gelu = dense_spec.fn, gelu_spec.fn  # (the runners, or the two steps' bound choices: binding.py)
+    dense_gelu = step_runner()  # (kernels/dense_gelu.py's, its checks made once per planned buffer)
+
+    def step(s):
+        try:
+            dense_gelu(dense, gelu, s[a], s[b], s[c], s[o], s[go])
+        except Exception as exc:
+            raise error(node, exc) from exc
+        for k in frees:
+            s[k] = None
+
+    return step
 
 
 def dense_residual_step(dense_spec, add_spec, frees: tuple, error):

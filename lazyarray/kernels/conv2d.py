@@ -24,6 +24,7 @@ from . import (
     conv_blocked,
     conv_direct,
     conv_im2col,
+    conv_patchify,
     depthwise,
     direct_batch,
     pointwise_loop,
@@ -78,10 +79,15 @@ POINTWISE_STRIDED = Impl("conv2d", "pointwise_strided", pointwise_strided.conv2d
                          "when given, conv_pointwise_strided on: the strided pixels copied once, then one product per "
                          "image (im2col's values bit for bit)", fallback=IM2COL)
 CONV1D = conv1d.CONV1D
+PATCHIFY = Impl("conv2d", "patchify", conv_patchify.conv2d_patchify,
+                "groups == 1, stride equal to a kernel of 2 taps or more, no padding or dilation, "
+                "conv_patchify_min_channels input channels, conv_patchify_min_macs multiply-adds, float32/float64, a C-ordered output when given, "
+                "conv_patchify on: the patches copied once, one product (im2col's values bit for bit)",
+                fallback=IM2COL)
 # the implementations whose runs take no scratch from the arena (their loops read the arrays as they are)
 NO_SCRATCH = (DIRECT, POINTWISE, LOOP, DEPTHWISE, BLOCKED, BLOCKED_REGION)
 IMPLS = (WINOGRAD4, WINOGRAD2, SPLIT, REGION, BATCH_LAST, BLOCKED_REGION, BLOCKED, IM2COL_COMPILED, IM2COL, DIRECT, DEPTHWISE, depthwise.TAPS, GROUPED,
-         POINTWISE, LOOP, POINTWISE_STRIDED, CONV1D)
+         POINTWISE, LOOP, POINTWISE_STRIDED, CONV1D, PATCHIFY)
 
 _KEPT = ("kernel kept",)
 _CHOICES = {impl: Choice(impl) for impl in IMPLS}
@@ -114,6 +120,8 @@ def choose_conv2d(xp, x, weight, out, stride, padding, dilation, groups, t=None)
             return _WINOGRAD[tile, kept]
     if t.conv_pointwise and conv_direct.pointwise_applies(xp, x, weight, None, out, stride, padding, groups):
         return _CHOICES[POINTWISE]
+    if conv_patchify.applies(xp, x, weight, out, stride, padding, dilation, groups, t):
+        return _CHOICES[PATCHIFY]
     if conv1d.applies(xp, x, weight, None, out, stride, padding, dilation, groups, t):
         return conv1d.choose(stride, t)
     if conv_direct.applies(xp, x, weight, None, out, groups, n * o * (c // groups) * kh * kw * ho * wo,
@@ -212,6 +220,7 @@ def bind_conv2d(xp, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilatio
              pointwise_loop.bound_loop(x, weight, bias, None, 0.0, 0.0, out, generic) if choice.impl is LOOP else
              pointwise_strided.bound_strided(x, weight, geometry[0], out, generic)
              if choice.impl is POINTWISE_STRIDED else
+             conv_patchify.bound_patchify(x, weight, out, generic) if choice.impl is PATCHIFY else
              conv_blocked.bound_blocked(x, weight, bias, *geometry[:3], out, generic) if choice.impl is BLOCKED
              else blocked_region.bound_region(x, weight, bias, *geometry[:3], out,  # (contended: blocked's bound loop)
                                               conv_blocked.bound_blocked(x, weight, bias, *geometry[:3], out, generic)

@@ -234,7 +234,8 @@ def _bound_stack(x, weight):
     def run(x, weight, bias, out=None):
         y = out.reshape(rows, units)  # (a view: out is C-ordered)
         x.reshape(rows, k).dot(weight.T, out=y)
-        np.add(y, bias, out=y)
+        if bias is not None:  # (None: the product alone, for an epilogue that adds it: dense_gelu.py)
+            np.add(y, bias, out=y)
         return out
 
     return run
