@@ -83,7 +83,7 @@ from .opset_upgrade import default_opset, upgrade
 from .shape_values import OPS as SHAPE_VALUE_OPS
 from .shape_values import evaluate as evaluate_shape_value
 from .shape_values import is_symbolic_array, normalized, of_dims
-from .tensor_values import PLAIN_TYPES, tensor_array
+from .tensor_values import PLAIN_TYPES, attribute_value, tensor_array
 
 CONVERTERS = {**_BASE, **SHAPE_CONVERTERS, **NN_CONVERTERS, **INDEX_CONVERTERS, **QUANT_CONVERTERS, **CONTROL_CONVERTERS,
               **LRN_CONVERTERS}  # ONNX op_type -> converter: the one import table
@@ -149,9 +149,7 @@ def parse_model(data: bytes, what: str = "ONNX model", folder: str | None = None
         raise GraphFormatError(f"{what}: not an ONNX model (ir_version {model.ir_version}, "
                                f"{len(model.opset_import)} opset imports, {len(model.graph.output)} graph outputs); "
                                "the file may be truncated or of another format")
-    # (one walk over every tensor of the model serves the check and the reading of external data;
-    # none where the bytes never spell "location": an external tensor without one is malformed, and
-    # onnx.checker refuses it, so the walk, 4-5% of a transformer's import, finds nothing to read)
+    # (one walk serves the check and the reading; none where no "location": the checker refuses those)
     found = external_data.external_tensors(model) if external_data.LOCATION_KEY in data else []
     check_model(model, what, found)  # (external tensors: checked as placeholders, before any file is read)
     external_data.resolve(model, folder, what, found)
@@ -515,7 +513,7 @@ class Conversion:
         for a in nd.attribute:
             if a.ref_attr_name:
                 raise GraphFormatError(f"{where}: attribute {a.name!r} refers to a function attribute")
-            v = helper.get_attribute_value(a)
+            v = attribute_value(a, helper)
             if self.unchecked and narrow.narrow_attribute(a, v):
                 raise narrow.NarrowFound(where)
             if isinstance(v, bytes):
