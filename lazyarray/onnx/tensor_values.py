@@ -31,7 +31,7 @@ def tensor_array(t, numpy_helper) -> np.ndarray:
             or t.HasField("segment"):
         return numpy_helper.to_array(t)
     raw = t.raw_data
-    dims = tuple(t.dims)
+    dims = t.dims[:]  # (a list: a slice of the field is read in one call, a tuple of it per item)
     n = 1
     for d in dims:
         n *= d
