@@ -35,9 +35,12 @@ def graph_key(sym) -> tuple:
     order = sym.topo()
     pos = {id(n): i for i, n in enumerate(order)}
     names = sym.names()
-    nodes = tuple((n.op, n.kind, names[id(n)], tuple([(pos[id(e.node)], e.index) for e in n.inputs]),
-                   _key(n.avals), _source(n.source), _key(n.block), _key(n.sbp), _key(n.params), _key(n.value))
-                  for n in order)
+    # (the fields most nodes leave None keyed without a call: a loop body's key is made per SubGraph)
+    nodes = tuple([(n.op, n.kind, names[id(n)], tuple([(pos[id(e.node)], e.index) for e in n.inputs]),
+                    _key(n.avals), _source(n.source), _NONE if n.block is None else _key(n.block),
+                    _NONE if n.sbp is None else _key(n.sbp), _NONE if n.params is None else _key(n.params),
+                    _NONE if n.value is None else _key(n.value))
+                   for n in order])
     return nodes, tuple([(pos[id(e.node)], e.index) for e in sym.outputs])
 
 
@@ -74,8 +77,14 @@ def _key(v):
     cls = v.__class__
     if v is None or cls is int or cls is str or cls is bool:
         return cls, v
-    if cls is Aval and _plain_shape(v.shape):  # (its own == then says what the fields' keys would)
-        return cls, v
+    if cls is tuple:  # (the common container first: avals, shapes, block paths)
+        return cls, tuple([_key(x) for x in v])
+    if cls is Aval:  # (its own == says what the fields' keys would, with the sizes' classes beside)
+        shape = v.shape
+        if _plain_shape(shape):
+            return cls, v
+        classes = tuple([d.__class__ for d in shape])
+        return (cls, v, classes) if float not in classes else (cls, tuple([_key(x) for x in v]))
     if isinstance(v, float):
         return cls, repr(v)
     if isinstance(v, (tuple, list)):
@@ -87,6 +96,9 @@ def _key(v):
     if isinstance(v, slice):
         return cls, _key(v.start), _key(v.stop), _key(v.step)
     return cls, v
+
+
+_NONE = (type(None), None)  # (``_key(None)``)
 
 
 def _plain_shape(shape) -> bool:

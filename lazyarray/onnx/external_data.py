@@ -38,6 +38,11 @@ _RULE = ("external data must be a file inside the model's folder, named by a rel
          "that does not leave the folder through a symbolic link (as onnx and onnxruntime require)")
 
 
+# The ``external_data`` key every external tensor needs, as its bytes: a serialized model without them
+# has no tensor whose data is elsewhere that onnx.checker accepts (it refuses one without a location)
+LOCATION_KEY = b"location"
+
+
 def trailer(generation: str) -> bytes:
     """The bytes the writer appends to a data file of ``generation`` (32 hex digits)."""
     assert _GENERATION.fullmatch(generation), generation

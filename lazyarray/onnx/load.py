@@ -83,7 +83,7 @@ from .opset_upgrade import default_opset, upgrade
 from .shape_values import OPS as SHAPE_VALUE_OPS
 from .shape_values import evaluate as evaluate_shape_value
 from .shape_values import is_symbolic_array, normalized, of_dims
-from .tensor_values import PLAIN_TYPES, tensor_array
+from .tensor_values import PLAIN_TYPES, attribute_value, tensor_array
 
 CONVERTERS = {**_BASE, **SHAPE_CONVERTERS, **NN_CONVERTERS, **INDEX_CONVERTERS, **QUANT_CONVERTERS, **CONTROL_CONVERTERS,
               **LRN_CONVERTERS}  # ONNX op_type -> converter: the one import table
@@ -149,8 +149,8 @@ def parse_model(data: bytes, what: str = "ONNX model", folder: str | None = None
         raise GraphFormatError(f"{what}: not an ONNX model (ir_version {model.ir_version}, "
                                f"{len(model.opset_import)} opset imports, {len(model.graph.output)} graph outputs); "
                                "the file may be truncated or of another format")
-    # (one walk over every tensor of the model serves the check and the reading of external data)
-    found = external_data.external_tensors(model)
+    # (one walk serves the check and the reading; none where no "location": the checker refuses those)
+    found = external_data.external_tensors(model) if external_data.LOCATION_KEY in data else []
     check_model(model, what, found)  # (external tensors: checked as placeholders, before any file is read)
     external_data.resolve(model, folder, what, found)
     return model
@@ -513,7 +513,7 @@ class Conversion:
         for a in nd.attribute:
             if a.ref_attr_name:
                 raise GraphFormatError(f"{where}: attribute {a.name!r} refers to a function attribute")
-            v = helper.get_attribute_value(a)
+            v = attribute_value(a, helper)
             if self.unchecked and narrow.narrow_attribute(a, v):
                 raise narrow.NarrowFound(where)
             if isinstance(v, bytes):
@@ -595,9 +595,9 @@ class Conversion:
 
     def _convert(self, k: int, nd, what: str | None = None, op_type: str | None = None) -> None:
         # (``op_type``: read already, or None; each protobuf field read once: a read builds a new Python
-        # object each time, 1-10 us)
+        # object each time, 1-10 us; a repeated field as a slice, one call, not list()'s read per item)
         op_type = nd.op_type if op_type is None else op_type
-        in_names, default_domain = list(nd.input), nd.domain in _DEFAULT_DOMAINS
+        in_names, default_domain = nd.input[:], nd.domain in _DEFAULT_DOMAINS
         if op_type == "Constant" and default_domain and not in_names and not self.types and self._constant(nd):
             return
         label = nd.name
@@ -621,7 +621,7 @@ class Conversion:
         inputs = [x.symbol() if x.__class__ in DEFERRED and (values is None or i not in values) else x
                   for i, x in enumerate(inputs)]
         types = self.types
-        out_names = list(nd.output)
+        out_names = nd.output[:]
         node = OnnxNode(op_type, label, inputs, self._attrs(nd, where), self.opset, where, len(out_names),
                         in_types=tuple(types.get(name, 0) for name in in_names) if types else (0,) * len(in_names),
                         const_of=lambda i, what: self._const_of(nd, i, what),

@@ -31,10 +31,28 @@ def tensor_array(t, numpy_helper) -> np.ndarray:
             or t.HasField("segment"):
         return numpy_helper.to_array(t)
     raw = t.raw_data
-    dims = tuple(t.dims)
+    dims = t.dims[:]  # (a list: a slice of the field is read in one call, a tuple of it per item)
     n = 1
     for d in dims:
         n *= d
     if n * dtype.itemsize != len(raw):  # (malformed: to_array says how)
         return numpy_helper.to_array(t)
     return np.frombuffer(raw, dtype=dtype).reshape(dims)
+
+
+# AttributeProto kinds read as ``onnx.helper.get_attribute_value`` reads them: FLOAT, INT, STRING as the
+# field, FLOATS, INTS, STRINGS as a list of it
+_ONE_FIELD = {1: "f", 2: "i", 3: "s"}
+_LIST_FIELD = {6: "floats", 7: "ints", 8: "strings"}
+
+
+def attribute_value(a, helper):
+    """``helper.get_attribute_value(a)`` (``helper``: ``onnx.helper``) for an attribute that refers to no
+    function attribute: the plain kinds read with one read of ``a.type`` (onnx's reads it once per kind it
+    tries), every other kind by ``get_attribute_value`` itself."""
+    kind = a.type
+    field = _ONE_FIELD.get(kind)
+    if field is not None:
+        return getattr(a, field)
+    field = _LIST_FIELD.get(kind)
+    return list(getattr(a, field)) if field is not None else helper.get_attribute_value(a)

@@ -120,3 +120,31 @@ def test_avals_of_plain_shapes_compare_as_their_fields_keys_would():
     assert _key(Aval((np.int64(2), 3), f32, la.cpu())) != _key(a)
     b = la.Dim("b")
     assert _key(Aval((b, 3), f32, la.cpu())) == _key(Aval((b, 3), f32, la.cpu()))
+
+
+def test_avals_of_symbolic_shapes_compare_as_their_fields_keys_would():
+    # (keyed as themselves beside their sizes' classes: equal exactly where each size's (class, value) is)
+    from lazyarray.aval import Aval
+    from lazyarray.dim import DimExpr
+    from lazyarray.graph.same_graph import _key
+    f32 = np.dtype("float32")
+    b, c = la.Dim("b"), la.Dim("c")
+    sym = Aval((b, 3), f32, la.cpu())
+    assert _key(sym) == _key(Aval((b, 3), f32, la.cpu()))
+    assert _key(sym) != _key(Aval((c, 3), f32, la.cpu()))
+    assert _key(sym) != _key(Aval((b, 4), f32, la.cpu()))
+    assert _key(sym) != _key(Aval((b, np.int64(3)), f32, la.cpu()))
+    assert _key(sym) != _key(Aval((b, 3), np.dtype("float64"), la.cpu()))
+    assert _key(sym) != _key(Aval((b, 3), f32, la.cpu(1)))
+    e = b * 2
+    assert isinstance(e, DimExpr) and _key(Aval((e,), f32, la.cpu())) == _key(Aval((b * 2,), f32, la.cpu()))
+    assert _key(Aval((e,), f32, la.cpu())) != _key(Aval((b * 3,), f32, la.cpu()))
+    # a DimExpr and the Dim of its symbol are equal, their classes differ: not the same key
+    one = b * 1
+    if one == b and one.__class__ is not b.__class__:
+        assert _key(Aval((one, 3), f32, la.cpu())) != _key(sym)
+    # the same body twice, with symbolic sizes, is one sub-graph; another size is another
+    def body(d):
+        x = la.sym.var("x", shape=(d, 3), dtype="float32")
+        return Symbol([la.sym.tanh(x).outputs[0]])
+    assert graph_key(body(b)) == graph_key(body(b)) and graph_key(body(b)) != graph_key(body(c))

@@ -291,8 +291,39 @@ def test_loading_a_file_walks_its_tensors_once(tmp_path, monkeypatch):
     real = external_data.has_external
     monkeypatch.setattr(external_data, "has_external", lambda m: walks.append(1) or real(m))
     sym = la.onnx.load(path)
-    assert len(walks) == 1
+    assert len(walks) == 0  # (its bytes never spell "location": no external tensor to look for)
     np.testing.assert_array_equal(la.CachedOp(sym)(la.array(GOOD)).asnumpy(), GOOD + GOOD)
     walks.clear()
     load_module.to_symbol(onnx.load_model_from_string(open(path, "rb").read()))  # a model given as is: looked at
     assert len(walks) == 1
+
+
+def test_a_file_naming_a_location_is_walked_once(tmp_path, monkeypatch):
+    # (the walk is skipped only where the bytes never spell "location"; a name holding the word, or an
+    # external tensor, makes parse_model walk as before)
+    external_data = importlib.import_module("lazyarray.onnx.external_data")
+    ins, outs = _io()
+    g = helper.make_graph([helper.make_node("Add", ["x", "location"], ["y"])], "g", ins, outs,
+                          [numpy_helper.from_array(GOOD, "location")])
+    path = _save(g, tmp_path / "m.onnx")
+    walks = []
+    real = external_data.has_external
+    monkeypatch.setattr(external_data, "has_external", lambda m: walks.append(1) or real(m))
+    sym = la.onnx.load(path)
+    assert len(walks) == 1
+    np.testing.assert_array_equal(la.CachedOp(sym)(la.array(GOOD)).asnumpy(), GOOD + GOOD)
+
+
+def test_an_external_tensor_without_a_location_is_refused(tmp_path):
+    # (no "location" in the bytes: the walk is skipped, and onnx.checker refuses the tensor instead)
+    ins, outs = _io()
+    w = numpy_helper.from_array(GOOD, "w")
+    w.data_location = TensorProto.EXTERNAL
+    w.ClearField("raw_data")
+    w.external_data.add(key="offset", value="0")
+    g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g", ins, outs, [w])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    assert b"location" not in path.read_bytes()
+    with pytest.raises(la.errors.GraphFormatError, match="location"):
+        la.onnx.load(str(path))

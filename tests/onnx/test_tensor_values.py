@@ -5,7 +5,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from lazyarray.onnx.tensor_values import tensor_array  # noqa: E402
+from lazyarray.onnx.tensor_values import attribute_value, tensor_array  # noqa: E402
 
 DTYPES = ["float32", "float64", "float16", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
           "bool"]
@@ -37,3 +37,16 @@ def test_a_raw_size_that_does_not_match_the_dims_fails_as_to_array_does():
         numpy_helper.to_array(t)
     with pytest.raises(ValueError):
         tensor_array(t, numpy_helper)
+
+
+def test_attribute_value_is_get_attribute_value():
+    # (every kind the plain path reads, and the others through onnx's own reader)
+    h = helper
+    attrs = [h.make_attribute("f", 1.5), h.make_attribute("i", -3), h.make_attribute("s", b"text"),
+             h.make_attribute("fs", [1.0, -2.5]), h.make_attribute("is", [1, 2, 3]), h.make_attribute("ss", [b"a", b"b"]),
+             h.make_attribute("e", [], attr_type=onnx.AttributeProto.INTS),
+             h.make_attribute("t", numpy_helper.from_array(np.arange(3, dtype=np.float32))),
+             h.make_attribute("g", h.make_graph([], "g", [], []))]
+    for a in attrs:
+        got, want = attribute_value(a, h), h.get_attribute_value(a)
+        assert type(got) is type(want) and got == want, a.name
