@@ -15,7 +15,9 @@ needs_numba = pytest.mark.skipif(not jit.enabled(), reason="compiled kernels off
 # (h, w, stride, padding)
 PLANES = [
     ((16, 16), (2, 2), (1, 1)),  # MobileNetV3's and ShuffleNet's stride-2 layers
-    ((8, 8), (2, 2), (1, 1)),
+    ((8, 8), (2, 2), (1, 1)),  # (a short row: the pair loop indexes the planes directly)
+    ((5, 21), (2, 2), (1, 1)),  # (rows of 8 pairs or more: the pair loop by slices; odd width)
+    ((3, 34), (2, 2), (0, 0)),
     ((9, 9), (2, 2), (1, 1)),  # odd width
     ((10, 9), (2, 2), (2, 2)),
     ((7, 6), (2, 2), (0, 0)),  # no padding: the first phase starts at column 0
