@@ -366,13 +366,17 @@ class LazyDiskCache:
     def __getattr__(self, name):  # (``load_overload``, ``save_overload``, ``flush``, ``cache_path``)
         if name in ("_fn", "_root", "_made"):  # (not set yet: an instance being copied)
             raise AttributeError(name)
+        return getattr(self.made(), name)
+
+    def made(self):
+        """The cache itself (made now if not yet)."""
         if self._made is None:
             try:
                 self._made = _disk_cache_class()(self._fn, self._root)
             except Exception as exc:  # (no source file, e.g. a function made by exec): compiled in each process
                 _LOG.debug("lazyarray.jit: %s not cached on disk (%s)", getattr(self._fn, "__qualname__", self._fn), exc)
                 self._made = importlib.import_module("numba.core.caching").NullCache()
-        return getattr(self._made, name)
+        return self._made
 
 
 def _code_key(value):
@@ -452,7 +456,25 @@ def _disk_cache_class():
     class DiskCache(caching.FunctionCache):
         def __init__(self, py_func, root):
             self._impl_class = functools.partial(Impl, root=root)
+            self._rest = self.held = None  # (``_index_key``'s part past the signature; ``index``'s read)
             super().__init__(py_func)
+
+        def index(self) -> dict:
+            """The index's entries (key -> data file) as numba reads them; kept in ``held`` for the
+            load that follows (``jit_signatures``: one read where it looked for a signature first)."""
+            self.held = self._cache_file._load_index()
+            return self.held
+
+        def _load_overload(self, sig, target_context):
+            held, self.held = self.held, None
+            if held is None or not self._enabled:
+                return super()._load_overload(sig, target_context)
+            name = held.get(self._index_key(sig, target_context.codegen()))  # (numba's, the index read once)
+            try:
+                data = None if name is None else self._cache_file._load_data(name)
+            except OSError:  # (removed while the index still names it)
+                return None
+            return None if data is None else self._impl.rebuild(target_context, data)
 
         def load_overload(self, sig, target_context):
             try:
@@ -472,11 +494,15 @@ def _disk_cache_class():
                     _LOG.debug("lazyarray.jit: %s not saved to the cache (%s)", self._name, exc)
 
         def _index_key(self, sig, codegen):
-            # (numba's key, but captured compiled functions as their code, see _code_key)
-            cells = self._py_func.__closure__ or ()
-            captured = serialize.dumps(tuple(_code_key(c.cell_contents) for c in cells)) if cells else b""
-            code = self._py_func.__code__.co_code
-            return sig, codegen.magic_tuple(), (hashlib.sha256(code).hexdigest(), hashlib.sha256(captured).hexdigest())
+            # (numba's key, but captured compiled functions as their code, see _code_key; the part past
+            # the signature worked out once per codegen)
+            if self._rest is None or self._rest[0] is not codegen:
+                cells = self._py_func.__closure__ or ()
+                captured = serialize.dumps(tuple(_code_key(c.cell_contents) for c in cells)) if cells else b""
+                code = self._py_func.__code__.co_code
+                self._rest = codegen, codegen.magic_tuple(), (hashlib.sha256(code).hexdigest(),
+                                                              hashlib.sha256(captured).hexdigest())
+            return sig, self._rest[1], self._rest[2]
 
     return DiskCache
 
