@@ -453,28 +453,11 @@ def _disk_cache_class():
             self._locator_classes = [Rooted(root)]
             super().__init__(py_func)
 
-    class DiskCache(caching.FunctionCache):
+    class DiskCache(jit_load.HeldIndex, caching.FunctionCache):
         def __init__(self, py_func, root):
             self._impl_class = functools.partial(Impl, root=root)
             self._rest = self.held = None  # (``_index_key``'s part past the signature; ``index``'s read)
             super().__init__(py_func)
-
-        def index(self) -> dict:
-            """The index's entries (key -> data file) as numba reads them; kept in ``held`` for the
-            load that follows (``jit_signatures``: one read where it looked for a signature first)."""
-            self.held = self._cache_file._load_index()
-            return self.held
-
-        def _load_overload(self, sig, target_context):
-            held, self.held = self.held, None
-            if held is None or not self._enabled:
-                return super()._load_overload(sig, target_context)
-            name = held.get(self._index_key(sig, target_context.codegen()))  # (numba's, the index read once)
-            try:
-                data = None if name is None else self._cache_file._load_data(name)
-            except OSError:  # (removed while the index still names it)
-                return None
-            return None if data is None else self._impl.rebuild(target_context, data)
 
         def load_overload(self, sig, target_context):
             try:
@@ -497,14 +480,18 @@ def _disk_cache_class():
             # (numba's key, but captured compiled functions as their code, see _code_key; the part past
             # the signature worked out once per codegen)
             if self._rest is None or self._rest[0] is not codegen:
-                cells = self._py_func.__closure__ or ()
-                captured = serialize.dumps(tuple(_code_key(c.cell_contents) for c in cells)) if cells else b""
-                code = self._py_func.__code__.co_code
-                self._rest = codegen, codegen.magic_tuple(), (hashlib.sha256(code).hexdigest(),
-                                                              hashlib.sha256(captured).hexdigest())
+                self._rest = codegen, codegen.magic_tuple(), _code_hashes(self._py_func, serialize.dumps)
             return sig, self._rest[1], self._rest[2]
 
     return DiskCache
+
+
+def _code_hashes(py_func, dumps) -> tuple:
+    """The code part of a kernel's cache key: digests of its bytecode and of its captured values
+    (``_code_key``; ``dumps``: numba's pickler)."""
+    cells = py_func.__closure__ or ()
+    captured = dumps(tuple(_code_key(c.cell_contents) for c in cells)) if cells else b""
+    return hashlib.sha256(py_func.__code__.co_code).hexdigest(), hashlib.sha256(captured).hexdigest()
 
 
 # None -> (the pid of the process that first asked, whether its threading layer is thread-safe): asked
