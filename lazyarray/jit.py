@@ -47,7 +47,7 @@ import time
 import types
 import warnings
 
-from . import jit_load
+from . import jit_load, jit_signatures
 from .caches import NamedCache
 from .gc_scope import collected_after
 from .mode import MODE, PROFILING
@@ -282,9 +282,11 @@ def compiled(fn, always: bool = False):
 
 
 def _njit(fn):
-    k = _numba().njit(nogil=True, inline="always" if getattr(fn, "lazyarray_inlined", False) else "never",
-                      fastmath={"contract"} if getattr(fn, "lazyarray_contracted", False) else False)(fn)
+    numba = _numba()
+    k = numba.njit(nogil=True, inline="always" if getattr(fn, "lazyarray_inlined", False) else "never",
+                   fastmath={"contract"} if getattr(fn, "lazyarray_contracted", False) else False)(fn)
     _cache_on_disk(k, fn)
+    jit_signatures.reuse_readonly(k, numba.types)  # (writable arrays take a read-only signature it has)
     _compile_listener()
     return k
 
@@ -343,14 +345,38 @@ def cache_stats() -> tuple[int, int]:
 
 
 def _cache_on_disk(kernel, fn) -> None:
-    """Give the numba dispatcher ``kernel`` a disk cache in ``cache_dir()`` (where it is usable)."""
+    """Give the numba dispatcher ``kernel`` a disk cache in ``cache_dir()`` (where it is usable), made
+    when the kernel first loads or compiles (``LazyDiskCache``)."""
     root = _usable_dir(cache_dir())
-    if not root:
-        return
-    try:
-        kernel._cache = _disk_cache_class()(fn, root)  # (numba's enable_caching(), with our directory)
-    except Exception as exc:  # (no source file, e.g. a function made by exec): compiled in each process
-        _LOG.debug("lazyarray.jit: %s not cached on disk (%s)", getattr(fn, "__qualname__", fn), exc)
+    if root:
+        kernel._cache = LazyDiskCache(fn, root)  # (numba's enable_caching(), with our directory)
+
+
+class LazyDiskCache:
+    """A kernel's disk cache (``_disk_cache_class``), made when numba first asks it for something: a
+    signature to load or save. A dispatcher made only to be compiled into other kernels (``blocked``'s
+    passes, ``with_row_sum``'s sums), whose callers load from the cache with it inside, never asks:
+    making its cache (its locator, the source file's stamp, its index's paths) took about 0.2 ms of a
+    model's first call per dispatcher on the development machine. ``fn`` has no source file (made by
+    ``exec``): numba's ``NullCache``, the kernel compiled in each process."""
+
+    def __init__(self, fn, root: str):
+        self._fn, self._root, self._made = fn, root, None
+
+    def __getattr__(self, name):  # (``load_overload``, ``save_overload``, ``flush``, ``cache_path``)
+        if name in ("_fn", "_root", "_made"):  # (not set yet: an instance being copied)
+            raise AttributeError(name)
+        return getattr(self.made(), name)
+
+    def made(self):
+        """The cache itself (made now if not yet)."""
+        if self._made is None:
+            try:
+                self._made = _disk_cache_class()(self._fn, self._root)
+            except Exception as exc:  # (no source file, e.g. a function made by exec): compiled in each process
+                _LOG.debug("lazyarray.jit: %s not cached on disk (%s)", getattr(self._fn, "__qualname__", self._fn), exc)
+                self._made = importlib.import_module("numba.core.caching").NullCache()
+        return self._made
 
 
 def _code_key(value):
@@ -427,9 +453,10 @@ def _disk_cache_class():
             self._locator_classes = [Rooted(root)]
             super().__init__(py_func)
 
-    class DiskCache(caching.FunctionCache):
+    class DiskCache(jit_load.HeldIndex, caching.FunctionCache):
         def __init__(self, py_func, root):
             self._impl_class = functools.partial(Impl, root=root)
+            self._rest = self.held = None  # (``_index_key``'s part past the signature; ``index``'s read)
             super().__init__(py_func)
 
         def load_overload(self, sig, target_context):
@@ -450,13 +477,21 @@ def _disk_cache_class():
                     _LOG.debug("lazyarray.jit: %s not saved to the cache (%s)", self._name, exc)
 
         def _index_key(self, sig, codegen):
-            # (numba's key, but captured compiled functions as their code, see _code_key)
-            cells = self._py_func.__closure__ or ()
-            captured = serialize.dumps(tuple(_code_key(c.cell_contents) for c in cells)) if cells else b""
-            code = self._py_func.__code__.co_code
-            return sig, codegen.magic_tuple(), (hashlib.sha256(code).hexdigest(), hashlib.sha256(captured).hexdigest())
+            # (numba's key, but captured compiled functions as their code, see _code_key; the part past
+            # the signature worked out once per codegen)
+            if self._rest is None or self._rest[0] is not codegen:
+                self._rest = codegen, codegen.magic_tuple(), _code_hashes(self._py_func, serialize.dumps)
+            return sig, self._rest[1], self._rest[2]
 
     return DiskCache
+
+
+def _code_hashes(py_func, dumps) -> tuple:
+    """The code part of a kernel's cache key: digests of its bytecode and of its captured values
+    (``_code_key``; ``dumps``: numba's pickler)."""
+    cells = py_func.__closure__ or ()
+    captured = dumps(tuple(_code_key(c.cell_contents) for c in cells)) if cells else b""
+    return hashlib.sha256(py_func.__code__.co_code).hexdigest(), hashlib.sha256(captured).hexdigest()
 
 
 # None -> (the pid of the process that first asked, whether its threading layer is thread-safe): asked

@@ -13,6 +13,9 @@ takes them as they are and parses the bitcode on its first link only (``linking_
 library, its object code and its symbols are numba's own, so the kernel and its values are the
 ones a plain load gives. An entry without names (written by an older lazyarray), a library numba
 serialized some other way, or a numba whose internals differ take numba's own path.
+
+``HeldIndex``: a cache whose index, read to look for a signature (``jit_signatures``), serves the
+load that follows, so a load reads it once.
 """
 from __future__ import annotations
 
@@ -92,3 +95,27 @@ def impl_class(base, compiler, parse):
                 del codegen.unserialize_library
 
     return LazyLinkImpl
+
+
+class HeldIndex:
+    """Mixed into numba's ``FunctionCache`` (``jit._disk_cache_class``): ``index()`` reads the index
+    and keeps it (``held``) for the next ``_load_overload``, which takes its entry from it instead of
+    reading the index again (numba's ``IndexDataCacheFile.load``, the same steps)."""
+
+    held = None
+
+    def index(self) -> dict:
+        """The index's entries (key -> data file name) as numba reads them, kept for the next load."""
+        self.held = self._cache_file._load_index()
+        return self.held
+
+    def _load_overload(self, sig, target_context):
+        held, self.held = self.held, None
+        if held is None or not self._enabled:
+            return super()._load_overload(sig, target_context)
+        name = held.get(self._index_key(sig, target_context.codegen()))
+        try:
+            data = None if name is None else self._cache_file._load_data(name)
+        except OSError:  # (removed while the index still names it)
+            return None
+        return None if data is None else self._impl.rebuild(target_context, data)

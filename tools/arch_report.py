@@ -90,7 +90,7 @@ LAYERS = {
     "ops": OPS,
     # kernels/ (being created): implementations, chooser, tuning, and the thread/BLAS runtime, whose
     # modules still live at the package root today
-    "kernels": KERNELS, "threads": KERNELS, "jit": KERNELS, "jit_load": KERNELS,
+    "kernels": KERNELS, "threads": KERNELS, "jit": KERNELS, "jit_load": KERNELS, "jit_signatures": KERNELS,
     # graph/: Node, Symbol, passes, serialization; guards.py checks traces over graph nodes
     "graph": GRAPH, "guards": GRAPH,
     # executor: plan.py and program.py and the rest of executor/ run graphs on backend arrays
