@@ -82,9 +82,12 @@ class Tuning:
     conv_blocked_min_filters: int = _doc(3, "fewest filters for which conv2d[blocked] takes a layer conv2d[direct] "
                                          "takes (one image): 0.6-0.7x direct's time from 3 filters up, slower "
                                          "under (a block of four computes them again)")
-    conv_blocked_region: bool = _doc(True, "conv2d[blocked]'s loop over la.set_num_threads' threads in one compiled "
+    conv_blocked_region: bool = _doc(False, "conv2d[blocked]'s loop over la.set_num_threads' threads in one compiled "
                                      "parallel region, images (or channel blocks) per thread: conv2d[blocked_region], "
-                                     "conv2d_act / conv2d_add_relu[write_out_region] (kernels/blocked_region.py)")
+                                     "conv2d_act / conv2d_add_relu[write_out_region] (kernels/blocked_region.py); off: "
+                                     "on a quiet machine the real-model 2t rows ran no faster with it (resnet_mini b8 "
+                                     "2.34-2.44x ort on, 2.29-2.36x off; b1 1.92-1.95x on, 1.51-1.71x off) and worse "
+                                     "beside a busy core")
     conv_blocked_region_min_macs: int = _doc(1 << 19, "fewest multiply-adds conv2d[blocked_region] takes (smaller "
                                              "layers run blocked on the calling thread; 2 threads: 0.29 M ran "
                                              "1.0x, 0.59 M 0.82x, 1.2-1.8 M 0.63-0.69x blocked's time)")
