@@ -311,8 +311,11 @@ class Tuning:
                                  "also time themselves and run on one BLAS thread while contended")
     # (row blocks cut at multiples of blas_rows.ROW_ALIGN keep the bits of the whole product on one BLAS thread:
     # one thread, two and the guard's window give the same values; kernels/blas_rows.py)
-    blas_row_blocks: bool = _doc(True, "dense and matmul products of blas_threads.MIN_PARALLEL_FLOPS or more, with "
-                                 "several threads set, run in row blocks over the pool, each on one BLAS thread")
+    blas_row_blocks: bool = _doc(False, "dense and matmul products of blas_threads.MIN_PARALLEL_FLOPS or more, with "
+                                 "several threads set, run in row blocks over the pool, each on one BLAS thread "
+                                 "(the same bits at any thread count; steps aside beside a busy core); off: on a "
+                                 "quiet machine BLAS's own threads ran the MLP training step faster (batch 1024 "
+                                 "1.63-1.82x NumPy by hand with it, 1.00x without)")
 
     def __post_init__(self):
         for f in fields(self):

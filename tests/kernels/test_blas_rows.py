@@ -31,8 +31,10 @@ class Clock:
 
 @pytest.fixture
 def guard(monkeypatch):
-    """The guard on, fresh, on a fake clock; the thread count restored after."""
+    """The guard on, fresh, on a fake clock, row blocks switched on (off by default); the thread count
+    restored after."""
     monkeypatch.setattr(la.config, "contention_guard", True)
+    monkeypatch.setattr(la.config, "blas_row_blocks", True)
     contention.reset()
     wall = Clock()
     contention.guard().clock = wall

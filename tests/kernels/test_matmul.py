@@ -9,7 +9,7 @@ import pytest
 import lazyarray as la
 from lazyarray import kernels
 from lazyarray.caches import NamedCache
-from lazyarray.kernels import blas_rows, blas_threads
+from lazyarray.kernels import blas_threads
 from lazyarray.kernels import matmul as kmatmul
 from lazyarray.ops import registry
 
@@ -69,9 +69,9 @@ def test_the_chooser_holds_mid_size_products_on_one_thread_only_where_threads_ar
     small = _pair((8, 8), (8, 8), np.float32)
     big = _pair((512, 512), (512, 512), np.float32)  # 268 MFLOP: worth both threads
     assert kernels.choose("matmul", np, *small).impl is kmatmul.BLAS
-    assert kernels.choose("matmul", np, *big).impl is kmatmul.ROW_BLOCKS  # (kernels/blas_rows.py)
-    with la.tuning(blas_row_blocks=False):
-        assert kernels.choose("matmul", np, *big).impl is kmatmul.BLAS
+    assert kernels.choose("matmul", np, *big).impl is kmatmul.BLAS  # (row blocks off by default)
+    with la.tuning(blas_row_blocks=True):
+        assert kernels.choose("matmul", np, *big).impl is kmatmul.ROW_BLOCKS  # (kernels/blas_rows.py)
     assert kernels.choose("matmul", np, a.astype(np.int64), b.astype(np.int64)).impl is kmatmul.BLAS
     la.set_num_threads(1)
     assert kernels.choose("matmul", np, a, b).impl is kmatmul.BLAS
@@ -169,23 +169,20 @@ def test_the_mlp_training_step_runs_what_it_should(two_threads, probe, batch):
     batch 64 both dense + relu layers of the forward run ``units_major`` (their values stored
     (units, rows)), and the backward's two small products run ``blas`` where small float32 calls
     stay on one thread (no switch of BLAS's threads); at batch 1024 they are 10.5 MFLOP and share
-    both threads; the large products run ``row_blocks`` where their rows make two even blocks, else ``blas``."""
+    both threads; the large products run ``blas`` (``row_blocks`` is off by default)."""
     step = _mlp_training_step(batch)
     step()
     step()  # (the first run of each program takes the NumPy kernels: jit.first_run; compiled ones load here)
     with la.profile() as prof:
         step()
     compiled = [e for e in prof.events if e.where == "compiled"]
-    dense = "units_major" if batch == 64 else "row_blocks"  # (822 and 537 MFLOP: kernels/blas_rows.py)
+    dense = "units_major" if batch == 64 else "gemm"
     assert [e.impl for e in compiled if e.name == "nn.dense+relu"] == [dense] * 2
     small = {((batch, 10), (10, 512)), ((10, batch), (batch, 512))}
     products = {e.shapes: e.impl for e in compiled if e.name == "matmul"}
     assert set(products) >= small and len(products) == 5
     for shapes, impl in products.items():
-        (m, k), (_, n) = shapes
-        large = 2 * m * k * n >= blas_threads.MIN_PARALLEL_FLOPS and blas_rows.cuts(m, k, n) is not None
-        want = "row_blocks" if large else "blas"  # (row blocks over the pool: kernels/blas_rows.py)
-        assert impl == ("one_blas_thread" if shapes in small and batch == 64 and not probe else want), shapes
+        assert impl == ("one_blas_thread" if shapes in small and batch == 64 and not probe else "blas"), shapes
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
