@@ -14,9 +14,9 @@ threaded kernel:
   held at one BLAS thread by ``blas_threads``' size policy unless the small-product probe says OpenBLAS
   runs it on one thread anyway: the probe once said so from a one-thread run, and the product then
   shared BLAS's two threads and took 5-100 ms beside a busy core);
-* **dense 67 MFLOP**: (512, 256) @ (256, 256).T, ``nn.dense[row_blocks]`` (``blas_rows``: row blocks over
-  the pool, each on one BLAS thread); the "2t no rows" column turns that off (``blas_row_blocks``): left to
-  BLAS's threads (``blas_guard``, timed for the guard with ``contention_blas`` on: the "2t blas" column);
+* **dense 67 MFLOP**: (512, 256) @ (256, 256).T, left to BLAS's threads by default; the "2t rows" column
+  switches on ``nn.dense[row_blocks]`` (``blas_rows``, tuning ``blas_row_blocks``: row blocks over the pool,
+  each on one BLAS thread); by default BLAS's threads (``blas_guard``, timed for the guard with ``contention_blas`` on: the "2t blas" column);
 * **dense 210 MFLOP**: (400, 512) @ (512, 512).T, the same.
 
 Per row, rounds alternate the burner (quiet, busy, busy, quiet, ...) and within each the variants
@@ -82,11 +82,11 @@ def workloads() -> dict:
 
 # (name, threads, tuning): one thread; two, the guard as it is by default; two, guard off; two, the guard
 # with contention_splits on (the splits step aside too); two, with contention_blas on (BLAS's threads too,
-# row blocks off); two, row blocks off (blas_rows.py: large products left to BLAS's threads)
+# row blocks off); two, row blocks on (blas_rows.py: large products in row blocks, one BLAS thread each)
 VARIANTS = (("1t", 1, {}), ("2t on", 2, {}), ("2t off", 2, {"contention_guard": False}),
             ("2t splits", 2, {"contention_splits": True}), ("2t blas", 2, {"contention_blas": True,
                                                                            "blas_row_blocks": False}),
-            ("2t no rows", 2, {"blas_row_blocks": False}))
+            ("2t rows", 2, {"blas_row_blocks": True}))
 
 
 def row(name, fn, burner, rounds, budget) -> list:
@@ -109,7 +109,7 @@ def row(name, fn, burner, rounds, budget) -> list:
     base = med[False, "1t"]
     return [name, f"{base * 1e3:.3f}", med[False, "2t on"] / base, med[True, "1t"] / base,
             med[True, "2t on"] / base, med[True, "2t off"] / base, med[True, "2t splits"] / base,
-            med[True, "2t blas"] / base, med[False, "2t no rows"] / base, med[True, "2t no rows"] / base, stalls]
+            med[True, "2t blas"] / base, med[False, "2t rows"] / base, med[True, "2t rows"] / base, stalls]
 
 
 def main(argv=None) -> None:
@@ -128,7 +128,7 @@ def main(argv=None) -> None:
                 rows.append(row(name, fn, burner, rounds, budget))
     print("beside a process burning one core: time / quiet one-thread time (median of alternating rounds)")
     print(_util.table(["row", "quiet 1t ms", "quiet 2t", "busy 1t", "busy 2t on", "busy 2t off",
-                       "busy 2t splits", "busy 2t blas", "quiet 2t no rows", "busy 2t no rows", "stalls"], rows))
+                       "busy 2t splits", "busy 2t blas", "quiet 2t rows", "busy 2t rows", "stalls"], rows))
 
 
 if __name__ == "__main__":
