@@ -59,6 +59,9 @@ COMPILED = NamedCache("compiled kernels", 1024)
 # code object -> ``code_digest`` (equal code objects have equal digests: code compares its bytecode, names
 # and constants, each constant with its type)
 DIGESTS = NamedCache("code digests", 1024)
+# a kernel maker (``made_with``) -> the kernel function it made with its compiled helpers (the function
+# ``compiled`` compiles and keeps; the disk cache keys it by the code it captures)
+MADE = NamedCache("kernels made with inlined helpers", 32)
 CACHE_CAP_BYTES = 256 << 20  # the disk cache's size: a model zoo's kernels take a few MiB
 _LOG = logging.getLogger("lazyarray.jit")
 # True while a compiled program's first run takes the NumPy kernels (``first_run``)
@@ -113,6 +116,26 @@ def inlined(fn):
     reference counting, 1.5x a kernel's time, ``kernels/pairwise_sum.py``). Returns ``fn``."""
     fn.lazyarray_inlined = True
     return fn
+
+
+def made_with(make, *helpers):
+    """``make(*helpers)`` compiled (``compiled``), each helper (``inlined``) compiled to be inlined into
+    it, made once per ``make`` (a maker always takes the same helpers): a kernel that calls a shared
+    per-value or per-row helper (``kernels/gelu.py``'s ``gelu_erf_value``, ``phase_planes.FILL``). None
+    where compiled kernels are off, or ``make`` is ``tiered`` and this is a program's first run (numba
+    not looked up)."""
+    if declined(make):
+        return None
+    fn = MADE.peek(make)
+    if fn is None:
+        if not enabled():
+            return None
+        fn = MADE.get_or_make(make, _made, make, helpers)
+    return compiled(fn)
+
+
+def _made(make, helpers):
+    return make(*(compiled(h, always=True) for h in helpers))
 
 
 def contracted(fn):

@@ -343,9 +343,9 @@ def test_a_cached_backwards_first_run_loads_no_tiered_kernel():
 # -- the kernels marked tiered whose callers run NumPy in a first run: the same bits either way ----------
 def _loaded(kernel) -> bool:
     """Whether ``kernel`` (a kernel function, or a maker of kernels ``pairwise_sum.with_row_sum`` or
-    ``phase_planes.with_fill`` compiles) is compiled or loaded."""
-    from lazyarray.kernels import pairwise_sum, phase_planes
-    made = pairwise_sum.MADE.peek(kernel) or phase_planes.MADE.peek(kernel)
+    ``jit.made_with`` compiles) is compiled or loaded."""
+    from lazyarray.kernels import pairwise_sum
+    made = pairwise_sum.MADE.peek(kernel) or jit.MADE.peek(kernel)
     return jit.COMPILED.peek(kernel if made is None else made) is not None
 
 

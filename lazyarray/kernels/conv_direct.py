@@ -65,6 +65,15 @@ def images_c_ordered(x) -> bool:
     return x.flags.c_contiguous or x[0].flags.c_contiguous  # (an empty batch is C-ordered)
 
 
+def image_rows(out, planned, rows):
+    """The (N, O, H*W) matrices a bound step writes ``out`` through: ``rows`` (the ``planned`` output's,
+    made once at binding) where ``out`` is it, ``out``'s own where it is C-ordered (a program's output: new
+    memory each run), else None (the step's generic binding then takes the call)."""
+    if out is planned:
+        return rows
+    return out.reshape(rows.shape) if out is not None and out.flags.c_contiguous else None
+
+
 def pointwise_applies(xp, x, weight, bias, out, stride, padding, groups) -> bool:
     """``pointwise`` runs this call: NumPy float32/float64 arrays of one dtype, a 1x1 kernel, stride 1,
     no padding, no groups, each input image a C-ordered block (``images_c_ordered``: its images are
@@ -114,12 +123,7 @@ def bound_pointwise(x, weight, out, other):
     planned, rows = out, out.reshape(n, o, hw)
 
     def fn(x, w, b=None, out=None):  # (x, weight[, bias]: as the step passes them)
-        if out is planned:
-            r = rows
-        elif out is not None and out.flags.c_contiguous:  # (a program's output: new memory each run)
-            r = out.reshape(n, o, hw)
-        else:
-            r = None
+        r = image_rows(out, planned, rows)
         if r is None or not (x.flags.c_contiguous or x[0].flags.c_contiguous):
             return other(x, w, b, out=out) if b is not None else other(x, w, out=out)
         np.matmul(w.reshape(o, c), x.reshape(n, c, hw), out=r)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops.scratch import scratch
-from .conv_direct import images_c_ordered
+from .conv_direct import image_rows, images_c_ordered
 from .depthwise import FLOATS
 
 # Smaller columns are a plain allocation (the arena's look-up costs more: 3.8 against 0.5 us here), as
@@ -95,11 +95,8 @@ def bound_patchify(x, weight, out, other):
     small = n * k * hw * dtype.itemsize < SCRATCH_FROM_BYTES
 
     def fn(x, w, b=None, out=None):  # (x, weight[, bias]: as the step passes them)
-        if out is planned:
-            r = rows
-        elif out is not None and out.flags.c_contiguous:  # (a program's output: new memory each run)
-            r = out.reshape(n, o, hw)
-        else:
+        r = image_rows(out, planned, rows)
+        if r is None:
             return other(x, w, b, out=out) if b is not None else other(x, w, out=out)
         cols = np.empty(shape, dtype) if small else scratch(np, 1, shape, dtype)
         src = x if whole else x[:, :, :ho * kh, :wo * kw]

@@ -8,7 +8,7 @@ the bias to each value and applies ``gelu[compiled]``'s operations to it while i
 instead of two, one step's dispatch instead of two.
 
 **Values.** The bias is added in x's dtype, one rounding, as ``dense``'s in-place add rounds it, and the GELU is
-``kernels/gelu.py``'s ``_gelu_erf_loop``'s operations in the same order in the dtype of the same constants
+``kernels/gelu.py``'s ``gelu_erf_value``, the operations of its compiled loop, in the dtype of the same constants
 (``COEFFS32``, or ``COEFFS64`` under ``gelu_erf_float64``): the two steps' values bit for bit. Only where
 ``gelu[compiled]`` would run (approximation ``'none'``, float32, numba on, fewer than its chunked size of
 values) and the dense layer's output is C-ordered (rows, units); elsewhere the two kernels run as the two steps
@@ -25,43 +25,26 @@ import numpy as np
 
 from .. import jit
 from ..tuning_table import current
-from .gelu import CHUNK_ELEMENTS, COEFFS32, COEFFS64
+from .gelu import CHUNK_ELEMENTS, COEFFS32, COEFFS64, gelu_constants, gelu_erf_value
 
 
 @jit.tiered
-def _bias_gelu_rows(y, bias, g, k):
-    """``g[r] = gelu(y[r] + bias)`` for the C-ordered (rows, n) ``y`` and ``g`` (possibly the same memory): each
-    sum rounded to y's dtype, then ``_gelu_erf_loop``'s operations on it in the dtype of ``k`` (see there)."""
-    s, hi, half, one = k[0], k[1], k[2], k[3]
-    p0, p1, p2, p3, p4 = k[4], k[5], k[6], k[7], k[8]
-    q0, q1, q2, q3, q4, q5, q6 = k[9], k[10], k[11], k[12], k[13], k[14], k[15]
-    lo = -hi
-    n = y.shape[1]
-    tmp = np.empty(n, y.dtype)
-    for r in range(y.shape[0]):
-        yr, gr = y[r], g[r]
-        for j in range(n):
-            tmp[j] = yr[j] + bias[j]
-        for j in range(n):
-            v = tmp[j]
-            c = v * s
-            e = hi if c > hi else c
-            e = lo if e < lo else e
-            c2 = e * e
-            p = c2 * p0 + p1
-            p = p * c2 + p2
-            p = p * c2 + p3
-            p = p * c2 + p4
-            q = c2 * q0 + q1
-            q = q * c2 + q2
-            q = q * c2 + q3
-            q = q * c2 + q4
-            q = q * c2 + q5
-            q = q * c2 + q6
-            t = np.true_divide(p * e, q)
-            t = one if c >= hi else t
-            t = -one if c <= lo else t
-            gr[j] = (t + one) * v * half
+def _bias_gelu_rows(constants, value):
+    """The kernel (``jit.made_with`` it, ``gelu_constants`` and ``gelu_erf_value``): ``g[r] = gelu(y[r] +
+    bias)`` for the C-ordered (rows, n) ``y`` and ``g`` (possibly the same memory): each sum rounded to y's
+    dtype, then ``gelu_erf_value`` of it in the dtype of ``k`` (``kernels/gelu.py``)."""
+    def rows(y, bias, g, k):  # pragma: no cover  (compiled by numba)
+        s, hi, lo, half, one, p, q = constants(k)
+        n = y.shape[1]
+        tmp = np.empty(n, y.dtype)
+        for r in range(y.shape[0]):
+            yr, gr = y[r], g[r]
+            for j in range(n):
+                tmp[j] = yr[j] + bias[j]
+            for j in range(n):
+                gr[j] = value(tmp[j], s, hi, lo, half, one, p, q)
+
+    return rows
 
 
 _F32 = np.dtype(np.float32)
@@ -74,7 +57,7 @@ def fused_kernel(y, bias, g):
             or y.size == 0 or bias.shape != y.shape[-1:] or g.shape != y.shape or not y.flags.c_contiguous \
             or not g.flags.c_contiguous or y.size >= 4 * CHUNK_ELEMENTS or not jit.enabled():
         return None
-    return jit.compiled(_bias_gelu_rows)
+    return jit.made_with(_bias_gelu_rows, gelu_constants, gelu_erf_value)
 
 
 def dense_gelu(dense, gelu, x, weight, bias, y, g):

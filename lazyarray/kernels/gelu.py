@@ -111,44 +111,65 @@ def _coeffs(dtype):
 COEFFS32, COEFFS64 = _coeffs(np.float32), _coeffs(np.float64)
 
 
+@jit.inlined
+def gelu_constants(k):  # pragma: no cover  (compiled inlined by numba)
+    """The loop constants of ``k`` (``COEFFS32`` / ``COEFFS64``) as locals for ``gelu_erf_value``: (scale,
+    clamp, -clamp, 0.5, 1, P, Q), read once before a loop (read per value from ``k``, LLVM cannot keep them
+    in registers across the loop's stores, and the loop does not vectorize)."""
+    return (k[0], k[1], -k[1], k[2], k[3], (k[4], k[5], k[6], k[7], k[8]),
+            (k[9], k[10], k[11], k[12], k[13], k[14], k[15]))
+
+
+@jit.inlined
+def gelu_erf_value(v, s, hi, lo, half, one, p, q):  # pragma: no cover  (compiled inlined by numba)
+    """``gelu_values(np, v)`` of one value in the dtype of the constants (``gelu_constants``): v * s,
+    clipped to +-hi with NaN kept, the two Horner chains, p * c / q, +-1 from the clamp on, + 1, * v, * 0.5,
+    each rounded as NumPy's ufuncs round it. (The division is ``np.true_divide``, not ``/``, whose zero
+    check under numba's Python error model keeps LLVM from vectorizing the loop.)"""
+    c = v * s
+    e = hi if c > hi else c
+    e = lo if e < lo else e
+    c2 = e * e
+    pv = c2 * p[0] + p[1]
+    pv = pv * c2 + p[2]
+    pv = pv * c2 + p[3]
+    pv = pv * c2 + p[4]
+    qv = c2 * q[0] + q[1]
+    qv = qv * c2 + q[2]
+    qv = qv * c2 + q[3]
+    qv = qv * c2 + q[4]
+    qv = qv * c2 + q[5]
+    qv = qv * c2 + q[6]
+    t = np.true_divide(pv * e, qv)
+    t = one if c >= hi else t
+    t = -one if c <= lo else t
+    return (t + one) * v * half
+
+
 @jit.tiered
-def _gelu_erf_loop(x, out, k):
-    """``gelu_values(np, x)`` of a flat float32 ``x`` into ``out``: the same operations in the same order per
-    value, in the dtype of the constants ``k`` (``erf_dtype()``: x times k[0] is of it): x * k[0], clipped to
-    +-k[1] with NaN kept, the two Horner chains, p * c / q, +-1 from the clamp on, + 1, * x, * 0.5, rounded to
-    float32 once where float64, each rounded as NumPy's ufuncs round it: equal values, bit for bit. (The
-    constants are read into locals first, and the division is ``np.true_divide``, not ``/``, whose zero check
-    under numba's Python error model keeps LLVM from vectorizing the loop.)"""
-    s, hi, half, one = k[0], k[1], k[2], k[3]
-    p0, p1, p2, p3, p4 = k[4], k[5], k[6], k[7], k[8]
-    q0, q1, q2, q3, q4, q5, q6 = k[9], k[10], k[11], k[12], k[13], k[14], k[15]
-    lo = -hi
-    for i in range(x.shape[0]):
-        v = x[i]
-        c = v * s
-        e = hi if c > hi else c
-        e = lo if e < lo else e
-        c2 = e * e
-        p = c2 * p0 + p1
-        p = p * c2 + p2
-        p = p * c2 + p3
-        p = p * c2 + p4
-        q = c2 * q0 + q1
-        q = q * c2 + q2
-        q = q * c2 + q3
-        q = q * c2 + q4
-        q = q * c2 + q5
-        q = q * c2 + q6
-        t = np.true_divide(p * e, q)
-        t = one if c >= hi else t
-        t = -one if c <= lo else t
-        out[i] = (t + one) * v * half
+def _gelu_erf_loop(constants, value):
+    """The kernel (``jit.made_with`` it, ``gelu_constants`` and ``gelu_erf_value``): ``gelu_values(np, x)``
+    of a flat float32 ``x`` into ``out``, ``gelu_erf_value`` per value in the dtype of the constants ``k``
+    (``erf_dtype()``: x times k[0] is of it), rounded to float32 once where float64: equal values, bit for
+    bit."""
+    def loop(x, out, k):  # pragma: no cover  (compiled by numba)
+        s, hi, lo, half, one, p, q = constants(k)
+        for i in range(x.shape[0]):
+            out[i] = value(x[i], s, hi, lo, half, one, p, q)
+
+    return loop
+
+
+def kernel():
+    """The compiled ``_gelu_erf_loop`` (``loop(x, out, k)``), or None where compiled kernels are off (a
+    program's first run: ``jit.tiered``)."""
+    return jit.made_with(_gelu_erf_loop, gelu_constants, gelu_erf_value)
 
 
 def _compiled(xp, x, approximation="none", out=None):
     """gelu by ``_gelu_erf_loop`` (chunk by chunk over the threads when large), or None where compiled
     kernels are off (a program's first run: ``jit.tiered``)."""
-    kern = jit.compiled(_gelu_erf_loop)
+    kern = kernel()
     if kern is None:
         return None
     y = np.empty(x.shape, x.dtype) if out is None else out

@@ -7,7 +7,7 @@ tap of a convolution is one multiply-add of the whole flat (row-padded) output p
 one phase plane. ``phase_tables`` gives, per geometry, where each phase column's values go and
 where each tap's slice starts; ``FILL`` is the copy of one plane into its phases, written once
 and compiled inlined (``jit.inlined``) into both kernels: ``with_fill(make)`` compiles the kernel
-``make(fill)`` with it (as ``pairwise_sum.with_row_sum`` does for its row sums). The copy moves
+``make(fill)`` with it (``jit.made_with``). The copy moves
 values only, so the kernels' values are what they were with their own copies, bit for bit.
 """
 from __future__ import annotations
@@ -18,11 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import jit
-from ..caches import NamedCache
 
-# a kernel maker (``with_fill``) -> the kernel function it made with the compiled ``FILL`` (the
-# function ``jit.compiled`` compiles and keeps; the disk cache keys it by the code it captures)
-MADE = NamedCache("kernels made with the phase-plane fill", 8)
 
 
 @functools.lru_cache(maxsize=256)
@@ -101,18 +97,7 @@ FILL = jit.inlined(_fill)
 
 
 def with_fill(make: Callable):
-    """``make(fill)`` compiled (``jit.compiled``), the compiled ``FILL`` inlined in it, made once per
+    """``make(fill)`` compiled (``jit.made_with``), the compiled ``FILL`` inlined in it, made once per
     ``make``; None where compiled kernels are off, or ``make`` is ``jit.tiered`` and this is a
     program's first run."""
-    if jit.declined(make):  # (``make`` tiered, in a program's first run: numba not looked up)
-        return None
-    fn = MADE.peek(make)
-    if fn is None:
-        if not jit.enabled():
-            return None
-        fn = MADE.get_or_make(make, _made, make)
-    return jit.compiled(fn)
-
-
-def _made(make: Callable):
-    return make(jit.compiled(FILL, always=True))
+    return jit.made_with(make, FILL)

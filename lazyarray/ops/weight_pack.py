@@ -5,7 +5,11 @@ transposed view to BLAS as a column-major operand, and OpenBLAS runs that produc
 slower than on a row-major (in_units, units) copy: measured on one thread, 64 x 784 @ 784 x 512
 takes 0.67 ms through the view and 0.56 ms on the copy; 4 rows, 0.22 against 0.11 ms. One row
 (a matrix-vector product) and narrow outputs (10 units) run as fast or faster through the view.
-So ``transposed(w, rows)`` returns the copy where it pays and the view elsewhere.
+So ``transposed(w, rows)`` returns the copy where it pays and the view elsewhere. Some BLAS builds
+round a product through the copy otherwise than through the view (OpenBLAS 0.3.31's SkylakeX kernels
+on an AMD EPYC: 7 x 32 @ 32 x 128 float32, a few values an ulp apart), so a weight's first call (the
+view) and its later ones (the copy) may differ in their last bits there; both are the product to
+float rounding, and comparisons of two paths bit for bit compare them at one packing state.
 
 The copy is derived data, kept by ``derived.py`` (one table, one budget and one off switch for
 every copy derived from a weight): per weight array and buffer version, only for arrays owning

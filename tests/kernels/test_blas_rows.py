@@ -43,6 +43,23 @@ def guard(monkeypatch):
     la.set_num_threads(os.cpu_count() or 1)
 
 
+def _cuts_exact(dtype):
+    """Skip unless this machine's BLAS gives a product cut at ``ROW_ALIGN`` rows the whole one's bits in
+    ``dtype`` (``blas_rows.exact``, the probe): elsewhere row blocks decline and the product runs whole
+    (``test_aligned_cuts_keep_the_bits_or_row_blocks_decline``; OpenBLAS's SkylakeX kernels round float32
+    products cut so otherwise)."""
+    if not blas_rows.exact(np.dtype(dtype)):
+        pytest.skip(f"{np.dtype(dtype)} products cut at ROW_ALIGN rows round otherwise here: row blocks decline")
+
+
+def _exact_dtype():
+    """A float dtype whose cut products keep their bits here (float32 first), else skip (``_cuts_exact``)."""
+    for dtype in FLOATS:
+        if blas_rows.exact(np.dtype(dtype)):
+            return dtype
+    _cuts_exact(FLOATS[-1])
+
+
 def _operands(shape, dtype, seed=0):
     rng = np.random.default_rng(seed)
     *rows, k, units = shape
@@ -83,13 +100,26 @@ def test_cuts_are_aligned_cover_the_rows_and_depend_on_the_shape_alone():
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_aligned_cuts_keep_the_bits_here(dtype):
-    assert blas_rows.exact(np.dtype(dtype))  # (the probe: OpenBLAS's tiles on this machine)
+def test_aligned_cuts_keep_the_bits_or_row_blocks_decline(guard, dtype):
+    """Where the probe says cuts keep the bits, they do on other products too (the dense layers of the
+    tests below: cuts at every aligned row); where it says not, dense and matmul run the product whole."""
+    la.set_num_threads(2)
+    x, w, _ = _operands((600, 300, 256), dtype)
+    if not blas_rows.exact(np.dtype(dtype)):
+        assert dense.choose_dense(np, x, w, None, current()).impl.name == "gemm"
+        assert matmul.choose_matmul(np, x, w.T).impl.name == "blas"
+        return
+    with threads.blas_one_thread():
+        whole = x @ w.T
+        for cut in range(blas_rows.ROW_ALIGN, x.shape[0], blas_rows.ROW_ALIGN):
+            parts = np.concatenate([x[:cut] @ w.T, x[cut:] @ w.T])
+            assert np.array_equal(parts, whole), cut
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("shape", SHAPES)
 def test_dense_one_thread_two_and_contended_give_the_same_bits(guard, dtype, shape):
+    _cuts_exact(dtype)
     x, w, b = _operands(shape, dtype)
     vals, names = _dense_three_ways(guard, x, w, b, out_like=x.ndim > 2)
     assert names[1:] == ["row_blocks", "row_blocks"] and names[0] != "row_blocks"
@@ -108,6 +138,7 @@ def test_dense_one_thread_two_and_contended_give_the_same_bits(guard, dtype, sha
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("view", ["rows", "columns", "transposed"])
 def test_dense_views_take_row_blocks_with_the_same_bits(guard, dtype, view):
+    _cuts_exact(dtype)
     x, w, b = _operands((1200, 300, 256), dtype, seed=1)
     if view == "rows":
         x = x[::2]  # (600, 300): every other row
@@ -135,6 +166,7 @@ def test_empty_dims_are_not_row_blocks_and_stay_right(guard, dtype, shape):
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("case", ["matrix", "stack", "transposed b", "into F-ordered out"])
 def test_matmul_row_blocks_one_thread_two_and_contended(guard, dtype, case):
+    _cuts_exact(dtype)
     rng = np.random.default_rng(2)
     a = rng.standard_normal((4, 150, 200) if case == "stack" else (600, 200)).astype(dtype)
     b = rng.standard_normal((200, 300)).astype(dtype)
@@ -163,12 +195,13 @@ def test_a_stack_that_is_not_c_ordered_is_not_row_blocks(guard):
 
 def test_small_products_one_thread_ints_and_the_switch_are_not_row_blocks(guard, monkeypatch):
     la.set_num_threads(2)
-    x, w, _ = _operands((512, 64, 64), np.float32)  # (4.2 MFLOP: below MIN_PARALLEL_FLOPS)
+    dtype = _exact_dtype()
+    x, w, _ = _operands((512, 64, 64), dtype)  # (4.2 MFLOP: below MIN_PARALLEL_FLOPS)
     assert 2 * 512 * 64 * 64 < MIN_PARALLEL_FLOPS
     assert dense.choose_dense(np, x, w, None, current()).impl.name != "row_blocks"
     xi, wi = np.ones((600, 300), np.int64), np.ones((256, 300), np.int64)
     assert dense.choose_dense(np, xi, wi, None, current()).impl.name != "row_blocks"
-    x, w, b = _operands((600, 300, 256), np.float32)
+    x, w, b = _operands((600, 300, 256), dtype)
     assert dense.choose_dense(np, x, w, None, current()).impl.name == "row_blocks"
     monkeypatch.setattr(la.config, "blas_row_blocks", False)
     assert dense.choose_dense(np, x, w, None, current()).impl.name == "gemm"
@@ -188,6 +221,7 @@ def test_a_probe_that_finds_other_bits_turns_row_blocks_off(guard, monkeypatch):
 
 
 def test_explain_names_row_blocks_in_a_compiled_layer(guard):
+    _cuts_exact(np.float32)
     la.set_num_threads(2)
     net = B.Dense(256, in_units=300)
     net.initialize()
