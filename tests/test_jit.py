@@ -282,6 +282,36 @@ def test_a_first_run_leaves_out_tiered_kernels_only():
         assert not jit.in_first_run() and jit.compiled(_tiered_plus_one) is not None
 
 
+@jit.inlined
+def _one_more(v):  # (a helper compiled into the kernels that call it)
+    return v + 1.0
+
+
+def _loop_with(one_more):
+    def loop(x, out):
+        for i in range(x.shape[0]):
+            out[i] = one_more(x[i])
+
+    return loop
+
+
+def test_made_with_compiles_a_maker_once_with_its_inlined_helpers_and_declines_where_tiered():
+    pytest.importorskip("numba")
+    plain, tiered = (lambda h: _loop_with(h)), jit.tiered(lambda h: _loop_with(h))  # (makers of their own)
+    with la.tuning(jit=True):
+        with jit.first_run():
+            assert jit.made_with(tiered, _one_more) is None and jit.MADE.peek(tiered) is None  # (not even made)
+            k = jit.made_with(plain, _one_more)
+        assert k is not None and jit.made_with(plain, _one_more) is k  # (made and compiled once)
+        out = np.empty(4)
+        k(np.arange(4.0), out)
+        np.testing.assert_array_equal(out, [1.0, 2.0, 3.0, 4.0])
+        kt = jit.made_with(tiered, _one_more)
+        assert kt is not None and jit.COMPILED.peek(jit.MADE.peek(tiered)) is kt
+    with la.tuning(jit=False):
+        assert jit.made_with(plain, _one_more) is None
+
+
 def test_jit_first_run_and_a_profile_keep_the_kernels_in_a_first_run():
     with la.tuning(jit_first_run=True), jit.first_run():
         assert not jit.in_first_run()

@@ -79,17 +79,22 @@ def _version(text) -> tuple | None:
     return tuple(int(p) for p in parts) if len(parts) == 3 and all(p.isdigit() for p in parts) else None
 
 
+# The probe's version in every key: answers an earlier probe kept are not read (version 2: a window beside a busy
+# core no longer passes for a serial one, ``blas_threads._measure``)
+PROBE_VERSION = 2
+
+
 def machine_key(libs: list | None = None) -> str | None:
     """A digest of what the probe's answer depends on: every BLAS library (``libs``, default NumPy's:
     API, implementation, version, core name, file, threading layer, thread count) and the CPU
-    (``cpu_identity``). None without libraries to name (no threadpoolctl)."""
+    (``cpu_identity``), and the probe's version. None without libraries to name (no threadpoolctl)."""
     libs = blas_libraries() if libs is None else libs
     if not libs:
         return None
     fields = ("user_api", "internal_api", "prefix", "version", "architecture", "filepath", "threading_layer",
               "num_threads")
     named = sorted(repr(tuple(lib.get(f) for f in fields)) for lib in libs)
-    return hashlib.sha256(repr((named, cpu_identity())).encode()).hexdigest()
+    return hashlib.sha256(repr((named, cpu_identity(), PROBE_VERSION)).encode()).hexdigest()
 
 
 @functools.lru_cache(maxsize=1)  # (read once per process: the CPU does not change under it)

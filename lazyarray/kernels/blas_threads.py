@@ -108,10 +108,12 @@ PROBE = NamedCache("BLAS small-product probe", 1)  # None -> True/False once pro
 def small_calls_serial() -> bool:
     """Whether this process's BLAS runs float32 products of at most ``SMALL_PRODUCT``
     multiply-adds on one thread whatever its thread setting: probed once, by the CPU time other
-    threads spend while this thread runs such products (a column block of a batch-last convolution
-    and a dense layer's ``x @ w.T``) for ``PROBE_SECONDS``. False if some other thread worked in
-    every such window for ``PROBE_MAX_SECONDS`` (BLAS's own workers spin for a while after a shared
-    product: a window after that tells). Not probed in a compiled program's first run
+    threads spend while this thread runs such products (``_probe_products``: a column block of a
+    batch-last convolution, dense layers' ``x @ w.T`` at a few shapes) for ``PROBE_SECONDS``, and by
+    their pace against one BLAS thread's (``SERIAL_PACE``: beside a busy core a waiting worker spends
+    little CPU time). False if some other thread worked, or the products ran slower, in every such
+    window for ``PROBE_MAX_SECONDS`` (BLAS's own workers spin for a while after a shared product: a
+    window after that tells). Not probed in a compiled program's first run
     (``jit.first_run``): False there, unremembered (the switch to one thread, which is right either
     way, costs microseconds a product; the probe 30-250 ms), and the first later run that asks probes.
     A probe in a background thread would not do: it counts every other thread's CPU time as BLAS's.
@@ -164,6 +166,11 @@ PROBE_SECONDS = 0.03
 # probe started inside a training step, just after the layers' large products, saw that and said no,
 # so every small product of the step paid the switch (benchmarks/training_loop.py at batch 64).
 PROBE_MAX_SECONDS = 0.25
+# A window counts as serial only where its product pairs ran at most this much slower than on one BLAS thread
+# (``_measure``): the probe once said yes on this machine while another process kept a core busy (an AMD EPYC
+# whose OpenBLAS shares these products), the answer was kept, and a ViT's batch-8 call beside the busy core
+# took 8.4 ms instead of 0.31 (its small products left on BLAS's two threads, outside every guard)
+SERIAL_PACE = 1.5
 
 
 def _probe() -> bool:
@@ -173,21 +180,49 @@ def _probe() -> bool:
     return found
 
 
-def _measure() -> bool:
+def _probe_products() -> list:
+    """The probe's products, each at most ``SMALL_PRODUCT`` float32 multiply-adds: a column block of a
+    batch-last convolution, and dense layers' ``x @ w.T`` through the weight's transposed view and through a
+    packed copy (``ops/weight_pack.py``) at a few shapes (a small ViT's at batch 8: 136 rows of 32 by 128 and of
+    128 by 32). OpenBLAS decides per call whether its one-thread "small matrix" kernel takes a product (by its
+    sizes and transposes): a BLAS that shares any of these is not one whose small products are serial."""
     a = np.ones((16, 72), np.float32)
     b = np.ones((72, 2048), np.float32)[:, :868]  # (a column block: 16 * 72 * 868 = 1.0 M)
-    x = np.ones((64, 144), np.float32)
-    w = np.ones((32, 144), np.float32)
-    a @ b, x @ w.T  # (BLAS's threads started before counting)
+    pairs = [(a, b)]
+    for rows, k, units in ((64, 144, 32), (136, 32, 128), (136, 128, 32)):
+        x, w = np.ones((rows, k), np.float32), np.ones((units, k), np.float32)
+        pairs += [(x, w.T), (x, np.ascontiguousarray(w.T))]
+    return pairs
+
+
+def _measure() -> bool:
+    pairs = _probe_products()
+    _products(pairs)  # (BLAS's threads started before counting)
+    with blas_one_thread():
+        alone = min(_timed_products(pairs) for _ in range(5))
     end = time.perf_counter() + PROBE_MAX_SECONDS
     while True:
-        own, total, start = time.thread_time(), time.process_time(), time.perf_counter()
+        own, total, start, rounds = time.thread_time(), time.process_time(), time.perf_counter(), 0
         while time.perf_counter() - start < PROBE_SECONDS:
-            for _ in range(10):
-                a @ b
-                x @ w.T
+            _products(pairs)
+            rounds += 1
+        wall = time.perf_counter() - start
         own, total = time.thread_time() - own, time.process_time() - total
-        if total - own <= 0.1 * own:  # (no other thread worked: these products ran on this one)
+        # (no other thread worked, and the products took what they take on one thread: they ran on this one.
+        # Beside a busy core the first alone is not enough: a worker BLAS gave a share to waited for its core
+        # while this thread spun on, the share's few microseconds under a tenth of the spin)
+        if total - own <= 0.1 * own and wall / rounds <= SERIAL_PACE * alone:
             return True
         if time.perf_counter() >= end:
             return False
+
+
+def _products(pairs) -> None:
+    for a, b in pairs:
+        a @ b
+
+
+def _timed_products(pairs) -> float:
+    start = time.perf_counter()
+    _products(pairs)
+    return time.perf_counter() - start

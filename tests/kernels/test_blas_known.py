@@ -67,6 +67,13 @@ def test_the_key_names_the_cpu_and_not_the_libraries_order(monkeypatch):
     assert blas_known.machine_key([]) is None
 
 
+def test_the_key_names_the_probes_version(monkeypatch):
+    """Answers an earlier probe kept (one that could say yes beside a busy core) are not read."""
+    here = blas_known.machine_key([lib()])
+    monkeypatch.setattr(blas_known, "PROBE_VERSION", blas_known.PROBE_VERSION - 1)
+    assert blas_known.machine_key([lib()]) != here
+
+
 def test_a_kept_answer_is_found_by_its_key_only(store):
     key, other = blas_known.machine_key([lib()]), blas_known.machine_key([lib(num_threads=4)])
     assert blas_known.kept(key) is None

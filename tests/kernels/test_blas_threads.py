@@ -2,6 +2,8 @@
 thread and the count comes back after; large ones and the kernels' values are left alone."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -173,6 +175,32 @@ def test_the_probe_waits_out_a_thread_that_stops(monkeypatch, unknown):
         assert blas_threads._probe() is quiet
     finally:
         t.join()
+
+
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+@pytest.mark.parametrize("alone_us,serial", [(20.0, False), (400.0, True)])
+def test_a_window_slower_than_one_thread_is_not_serial(monkeypatch, unknown, alone_us, serial):
+    """Beside a busy core a product BLAS shared waits for its worker while this thread spins on: no other
+    thread's CPU time to see, but the products run far slower than on one thread (here: 200 us a round of
+    this thread's own spinning, against 20 us alone). Such windows do not pass for serial ones; the same
+    windows at one thread's pace do."""
+    monkeypatch.setattr(blas_threads, "_products", lambda pairs: _spin(200e-6))
+    monkeypatch.setattr(blas_threads, "_timed_products", lambda pairs: alone_us * 1e-6)
+    monkeypatch.setattr(blas_threads, "PROBE_MAX_SECONDS", 0.1)
+    assert blas_threads._measure() is serial
+
+
+def test_the_probes_products_are_small_ones_in_both_weight_layouts():
+    pairs = blas_threads._probe_products()
+    assert all(a.dtype == b.dtype == np.float32 for a, b in pairs)
+    assert all(a.shape[0] * a.shape[1] * b.shape[1] <= blas_threads.SMALL_PRODUCT for a, b in pairs)
+    assert any(b.flags.f_contiguous and not b.flags.c_contiguous for _, b in pairs)  # (a weight's view)
+    assert any(b.flags.c_contiguous and b.shape[0] < b.shape[1] for _, b in pairs[1:])  # (a packed weight)
 
 
 def test_the_probe_after_a_shared_product_answers_as_in_a_quiet_process(two_blas_threads, monkeypatch, unknown):
