@@ -28,6 +28,7 @@ time during a few small products, so a busy machine does not fool it).
 """
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -35,6 +36,7 @@ import numpy as np
 from .. import jit
 from ..caches import NamedCache
 from ..threads import blas_one_thread, blas_thread_counts, num_threads
+from .blas_gemm import NO_TRANS, ROW_MAJOR, TRANS, gemm
 from .blas_guard import UNCHANGED, shared  # (UNCHANGED: BLAS left alone; a hot caller may skip ``with``)
 from .blas_known import answer as known_answer
 from .blas_known import keep as keep_answer
@@ -156,6 +158,36 @@ def probed() -> bool:
     return PROBE.peek(None) is not None
 
 
+ROW_PROBE = NamedCache("BLAS one-row product probe", 1)  # None -> True/False once probed
+
+
+def row_calls_serial() -> bool:
+    """Whether this process's BLAS runs one-row float32 products (``cblas_sgemm`` with M = 1, the blocks
+    of ``dense_regions``' batch-1 layers) on one thread whatever its thread setting: yes where
+    ``small_calls_serial``; else probed once in this process as that probe measures (``_row_products``),
+    where a probe tells (``probe_tells``; unremembered False where not). OpenBLAS decides per call: on the
+    AMD EPYC here its SkylakeX kernels share some small products over two threads (so not every small
+    product is serial) and run these on one."""
+    if small_calls_serial():
+        return True
+    found = ROW_PROBE.peek(None)
+    if found is not None:
+        return found
+    if not probe_tells():
+        return False
+    return ROW_PROBE.get_or_make(None, _row_probe)
+
+
+def row_probed() -> bool:
+    """Whether ``row_calls_serial`` has its answer (as ``probed``)."""
+    return probed() and (PROBE.peek(None) or ROW_PROBE.peek(None) is not None)
+
+
+def _row_probe() -> bool:
+    calls = _row_products()
+    return bool(calls) and _measure(calls)
+
+
 # The probe multiplies for at least this long: Linux adds another running thread's CPU time to the
 # process clock at its scheduler ticks (4-10 ms), so over the 0.85 ms of 20 products a thread hashing
 # without the GIL the whole time added nothing (tests/kernels/test_blas_threads.py)
@@ -195,8 +227,25 @@ def _probe_products() -> list:
     return pairs
 
 
-def _measure() -> bool:
-    pairs = _probe_products()
+def _row_products() -> list:
+    """The row probe's products (``row_calls_serial``): ``cblas_sgemm`` of one row by blocks of a weight's
+    units, as ``dense_regions``' blocks call it, at a few sizes; [] without the library's function."""
+    fn = gemm(np.float32)
+    if fn is None:
+        return []
+    calls = []
+    one, zero = np.float32(1), np.float32(0)
+    for k, units in ((784, 128), (512, 64), (2048, 64)):
+        x, w, y = np.ones((1, k), np.float32), np.ones((units, k), np.float32), np.empty((1, units), np.float32)
+        call = functools.partial(fn, ROW_MAJOR, NO_TRANS, TRANS, 1, units, k, one, x.ctypes.data, k,
+                                 w.ctypes.data, k, zero, y.ctypes.data, units)
+        call.arrays = (x, w, y)  # (alive while the call is: it holds their addresses)
+        calls.append(call)
+    return calls
+
+
+def _measure(pairs=None) -> bool:
+    pairs = _probe_products() if pairs is None else pairs
     _products(pairs)  # (BLAS's threads started before counting)
     with blas_one_thread():
         alone = min(_timed_products(pairs) for _ in range(5))
@@ -218,8 +267,8 @@ def _measure() -> bool:
 
 
 def _products(pairs) -> None:
-    for a, b in pairs:
-        a @ b
+    for p in pairs:  # (a pair of operands, or a call: ``_row_products``)
+        p() if callable(p) else p[0] @ p[1]
 
 
 def _timed_products(pairs) -> float:

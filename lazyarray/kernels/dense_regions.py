@@ -26,7 +26,7 @@ from ..caches import NamedCache
 from ..tuning_table import current
 from . import contention
 from .blas_gemm import NO_TRANS, ROW_MAJOR, TRANS, gemm
-from .blas_threads import SMALL_PRODUCT, probed, region_blocks, small_calls_serial
+from .blas_threads import SMALL_PRODUCT, region_blocks, row_calls_serial, row_probed
 
 # Smaller weights gain less than a region costs (a (512, 512) float32 weight, 1 MiB, gains 1-2 us):
 # the tuning table's ``dense_region_min_weight_bytes``; ``dense_region=False`` turns regions off
@@ -51,7 +51,7 @@ def dense_row(x, weight, out) -> bool:
     key = (weight.shape, n)
     plan = PLANS.peek(key)
     if plan is None:
-        if jit.in_first_run() and not probed():  # (no region before the BLAS probe: a later run plans)
+        if jit.in_first_run() and not row_probed():  # (no region before the BLAS probe: a later run plans)
             return False
         plan = PLANS.get_or_make(key, _plan, weight.shape, n)
     if plan is False:
@@ -76,10 +76,9 @@ def _plan(shape, threads):
     units, k = shape
     blocks = region_blocks(k, units, threads)
     per = -(-units // blocks)
-    # (each block must stay on OpenBLAS's one-thread small kernel: two threads each calling a
-    # threaded product fought over OpenBLAS's pool; switching BLAS to one thread costs more than a
-    # batch-1 layer)
-    if fn is None or k * per > SMALL_PRODUCT or not small_calls_serial():
+    # (each block's one-row product must run on one BLAS thread: two threads each calling a threaded
+    # product fought over OpenBLAS's pool; switching BLAS to one thread costs more than a batch-1 layer)
+    if fn is None or k * per > SMALL_PRODUCT or not row_calls_serial():
         return False
     return KERNEL.get_or_make(None, _build, fn), blocks, per
 

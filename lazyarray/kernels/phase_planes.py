@@ -20,7 +20,6 @@ import numpy as np
 from .. import jit
 
 
-
 @functools.lru_cache(maxsize=256)
 def phase_tables(h: int, wd: int, kh: int, kw: int, stride, padding, dilation) -> tuple:
     """``(cols, taps, hq, wq)`` for an (H, W) plane's zero-padded phase planes (``depthwise._dw_nchw``;

@@ -203,6 +203,34 @@ def test_the_probes_products_are_small_ones_in_both_weight_layouts():
     assert any(b.flags.c_contiguous and b.shape[0] < b.shape[1] for _, b in pairs[1:])  # (a packed weight)
 
 
+def test_one_row_products_are_serial_where_small_ones_are_else_probed_once(monkeypatch, unknown):
+    """``row_calls_serial`` (dense_regions' blocks): yes without a probe where every small product is serial;
+    else its own probe, once, not in a first run (unremembered no there), and ``row_probed`` says when."""
+    monkeypatch.setattr(blas_threads, "ROW_PROBE", NamedCache("test row probe", 1))
+    asked = []
+    monkeypatch.setattr(blas_threads, "_row_probe", lambda: asked.append(1) or True)
+    monkeypatch.setattr(blas_threads, "PROBE", probed(True))
+    assert blas_threads.row_calls_serial() and blas_threads.row_probed() and asked == []
+    monkeypatch.setattr(blas_threads, "PROBE", probed(False))
+    assert not blas_threads.row_probed()
+    monkeypatch.setattr(blas_threads, "probe_tells", lambda: False)  # (a first run)
+    assert blas_threads.row_calls_serial() is False and asked == [] and not blas_threads.row_probed()
+    monkeypatch.setattr(blas_threads, "probe_tells", lambda: True)
+    assert blas_threads.row_calls_serial() is True and blas_threads.row_calls_serial() is True
+    assert asked == [1] and blas_threads.row_probed()
+
+
+def test_the_row_probes_calls_are_dense_region_blocks():
+    calls = blas_threads._row_products()
+    if not calls:
+        pytest.skip("no cblas_sgemm found")
+    for call in calls:
+        x, w, y = call.arrays
+        call()
+        np.testing.assert_array_equal(y, x @ w.T)
+        assert x.shape[0] == 1 and x.shape[1] * w.shape[0] <= blas_threads.SMALL_PRODUCT
+
+
 def test_the_probe_after_a_shared_product_answers_as_in_a_quiet_process(two_blas_threads, monkeypatch, unknown):
     """The case it failed: a product BLAS shared over two threads just before the probe (its worker
     still spinning)."""

@@ -127,7 +127,7 @@ def test_dense_region_declines_while_contended_and_resumes_after(clock, monkeypa
     monkeypatch.setattr(dense_regions, "dense_row", lambda *a: calls.append(real(*a)) or calls[-1])
     # (the BLAS probe's answer, as on a quiet machine: on a loaded one OpenBLAS's spinning workers can make it
     # say no, and no plan would take a region, contended or not; the guard is what this test checks)
-    monkeypatch.setattr(dense_regions, "small_calls_serial", lambda: True)
+    monkeypatch.setattr(dense_regions, "row_calls_serial", lambda: True)
     monkeypatch.setattr(dense_regions, "PLANS", NamedCache("dense parallel-region plans (test)", 8))  # (made so)
     net = _mlp()
     x = la.array(np.random.default_rng(0).standard_normal((1, 784)).astype("float32"))

@@ -77,7 +77,7 @@ def test_declines_what_it_does_not_cover(monkeypatch, case):
     if case == "big blocks":
         monkeypatch.setattr(dense_regions, "SMALL_PRODUCT", k // 2)  # (no block of one unit is small)
     if case == "probe says no":
-        monkeypatch.setattr(dense_regions, "small_calls_serial", lambda: False)
+        monkeypatch.setattr(dense_regions, "row_calls_serial", lambda: False)
     if case == "switched off":
         monkeypatch.setattr(la.config, "dense_region", False)
     monkeypatch.setattr(dense_regions, "PLANS", NamedCache("test plans", 8))
