@@ -123,19 +123,18 @@ def made_with(make, *helpers):
     it, made once per ``make`` (a maker always takes the same helpers): a kernel that calls a shared
     per-value or per-row helper (``kernels/gelu.py``'s ``gelu_erf_value``, ``phase_planes.FILL``). None
     where compiled kernels are off, or ``make`` is ``tiered`` and this is a program's first run (numba
-    not looked up)."""
-    if declined(make):
-        return None
+    not looked up; the kernel made is tiered as its maker, so ``compiled`` declines it there too)."""
     fn = MADE.peek(make)
     if fn is None:
-        if not enabled():
+        if declined(make) or not enabled():
             return None
         fn = MADE.get_or_make(make, _made, make, helpers)
-    return compiled(fn)
+    return compiled(fn)  # (a call's path: one look-up here, then ``compiled``'s)
 
 
 def _made(make, helpers):
-    return make(*(compiled(h, always=True) for h in helpers))
+    fn = make(*(compiled(h, always=True) for h in helpers))
+    return tiered(fn) if getattr(make, "lazyarray_tiered", False) else fn
 
 
 def contracted(fn):

@@ -308,6 +308,8 @@ def test_made_with_compiles_a_maker_once_with_its_inlined_helpers_and_declines_w
         np.testing.assert_array_equal(out, [1.0, 2.0, 3.0, 4.0])
         kt = jit.made_with(tiered, _one_more)
         assert kt is not None and jit.COMPILED.peek(jit.MADE.peek(tiered)) is kt
+        with jit.first_run():  # (made now, and still declined there)
+            assert jit.made_with(tiered, _one_more) is None and jit.made_with(plain, _one_more) is k
     with la.tuning(jit=False):
         assert jit.made_with(plain, _one_more) is None
 

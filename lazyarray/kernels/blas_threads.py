@@ -198,7 +198,7 @@ PROBE_SECONDS = 0.03
 # probe started inside a training step, just after the layers' large products, saw that and said no,
 # so every small product of the step paid the switch (benchmarks/training_loop.py at batch 64).
 PROBE_MAX_SECONDS = 0.25
-# A window counts as serial only where its product pairs ran at most this much slower than on one BLAS thread
+# A window counts as serial only where its products ran at most this much slower than on one BLAS thread
 # (``_measure``): the probe once said yes on this machine while another process kept a core busy (an AMD EPYC
 # whose OpenBLAS shares these products), the answer was kept, and a ViT's batch-8 call beside the busy core
 # took 8.4 ms instead of 0.31 (its small products left on BLAS's two threads, outside every guard)
@@ -213,7 +213,7 @@ def _probe() -> bool:
 
 
 def _probe_products() -> list:
-    """The probe's products, each at most ``SMALL_PRODUCT`` float32 multiply-adds: a column block of a
+    """The probe's products (calls of ``np.matmul``, their operands in ``args``), each at most ``SMALL_PRODUCT`` float32 multiply-adds: a column block of a
     batch-last convolution, and dense layers' ``x @ w.T`` through the weight's transposed view and through a
     packed copy (``ops/weight_pack.py``) at a few shapes (a small ViT's at batch 8: 136 rows of 32 by 128 and of
     128 by 32). OpenBLAS decides per call whether its one-thread "small matrix" kernel takes a product (by its
@@ -224,7 +224,7 @@ def _probe_products() -> list:
     for rows, k, units in ((64, 144, 32), (136, 32, 128), (136, 128, 32)):
         x, w = np.ones((rows, k), np.float32), np.ones((units, k), np.float32)
         pairs += [(x, w.T), (x, np.ascontiguousarray(w.T))]
-    return pairs
+    return [functools.partial(np.matmul, a, b) for a, b in pairs]
 
 
 def _row_products() -> list:
@@ -244,16 +244,16 @@ def _row_products() -> list:
     return calls
 
 
-def _measure(pairs=None) -> bool:
-    pairs = _probe_products() if pairs is None else pairs
-    _products(pairs)  # (BLAS's threads started before counting)
+def _measure(calls=None) -> bool:
+    calls = _probe_products() if calls is None else calls
+    _products(calls)  # (BLAS's threads started before counting)
     with blas_one_thread():
-        alone = min(_timed_products(pairs) for _ in range(5))
+        alone = min(_timed_products(calls) for _ in range(5))
     end = time.perf_counter() + PROBE_MAX_SECONDS
     while True:
         own, total, start, rounds = time.thread_time(), time.process_time(), time.perf_counter(), 0
         while time.perf_counter() - start < PROBE_SECONDS:
-            _products(pairs)
+            _products(calls)
             rounds += 1
         wall = time.perf_counter() - start
         own, total = time.thread_time() - own, time.process_time() - total
@@ -266,12 +266,12 @@ def _measure(pairs=None) -> bool:
             return False
 
 
-def _products(pairs) -> None:
-    for p in pairs:  # (a pair of operands, or a call: ``_row_products``)
-        p() if callable(p) else p[0] @ p[1]
+def _products(calls) -> None:
+    for call in calls:
+        call()
 
 
-def _timed_products(pairs) -> float:
+def _timed_products(calls) -> float:
     start = time.perf_counter()
-    _products(pairs)
+    _products(calls)
     return time.perf_counter() - start

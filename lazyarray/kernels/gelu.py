@@ -160,16 +160,10 @@ def _gelu_erf_loop(constants, value):
     return loop
 
 
-def kernel():
-    """The compiled ``_gelu_erf_loop`` (``loop(x, out, k)``), or None where compiled kernels are off (a
-    program's first run: ``jit.tiered``)."""
-    return jit.made_with(_gelu_erf_loop, gelu_constants, gelu_erf_value)
-
-
 def _compiled(xp, x, approximation="none", out=None):
     """gelu by ``_gelu_erf_loop`` (chunk by chunk over the threads when large), or None where compiled
     kernels are off (a program's first run: ``jit.tiered``)."""
-    kern = kernel()
+    kern = jit.made_with(_gelu_erf_loop, gelu_constants, gelu_erf_value)
     if kern is None:
         return None
     y = np.empty(x.shape, x.dtype) if out is None else out

@@ -189,14 +189,14 @@ def test_a_window_slower_than_one_thread_is_not_serial(monkeypatch, unknown, alo
     thread's CPU time to see, but the products run far slower than on one thread (here: 200 us a round of
     this thread's own spinning, against 20 us alone). Such windows do not pass for serial ones; the same
     windows at one thread's pace do."""
-    monkeypatch.setattr(blas_threads, "_products", lambda pairs: _spin(200e-6))
-    monkeypatch.setattr(blas_threads, "_timed_products", lambda pairs: alone_us * 1e-6)
+    monkeypatch.setattr(blas_threads, "_products", lambda calls: _spin(200e-6))
+    monkeypatch.setattr(blas_threads, "_timed_products", lambda calls: alone_us * 1e-6)
     monkeypatch.setattr(blas_threads, "PROBE_MAX_SECONDS", 0.1)
     assert blas_threads._measure() is serial
 
 
 def test_the_probes_products_are_small_ones_in_both_weight_layouts():
-    pairs = blas_threads._probe_products()
+    pairs = [call.args for call in blas_threads._probe_products()]
     assert all(a.dtype == b.dtype == np.float32 for a, b in pairs)
     assert all(a.shape[0] * a.shape[1] * b.shape[1] <= blas_threads.SMALL_PRODUCT for a, b in pairs)
     assert any(b.flags.f_contiguous and not b.flags.c_contiguous for _, b in pairs)  # (a weight's view)
